@@ -1,0 +1,242 @@
+"""The step cache: reuse a step's output for input it has already seen.
+
+A step's key is the operator id + version + ``cache_identity()`` (its params, plus
+model name and revision where an operator loads one). Output is cached per *unit*
+so that the hit ratio does not depend on how rows were batched across workers:
+
+* ``row`` scope: one unit per input row, hashed over the columns the operator
+  ``reads()``. Only the columns the operator writes are stored; the row's other
+  columns (its id among them) come from the live input, so two documents with
+  the same text share the computed value but keep their own ids.
+* ``query`` scope: one unit per ``qid`` group, hashed over all its columns.
+* ``corpus`` scope: the whole input is one unit.
+
+Values are length-prefixed and type-tagged before hashing, so ``["ab", "c"]`` and
+``["a", "bc"]`` can never share a key; table and schema metadata (timestamps and
+the like) are not part of it.
+
+Storage is a directory: ``index.sqlite`` (WAL mode, so many Ray workers can write
+at once; ``INSERT OR IGNORE`` makes a race harmless) maps unit keys to a slice of an
+Arrow IPC file under ``data/``. Files are written to a temporary name and renamed,
+so a crash leaves at most an unreferenced file, never a half-written entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import struct
+import threading
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import pyarrow as pa
+
+from operators.base import Operator
+
+DEFAULT_CACHE_DIR = Path(os.environ.get("TESSERA_HOME", Path.home() / ".tessera")) / "cache"
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS units (
+    key BLOB PRIMARY KEY,
+    file TEXT,
+    start INTEGER NOT NULL,
+    count INTEGER NOT NULL,
+    meta TEXT
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS steps (
+    flow TEXT NOT NULL,
+    step TEXT NOT NULL,
+    step_key TEXT NOT NULL,
+    explain TEXT NOT NULL,
+    updated REAL NOT NULL,
+    PRIMARY KEY (flow, step)
+);
+"""
+
+
+def _encode(value: Any) -> bytes:
+    """Type-tagged, length-prefixed bytes of one value: no two values share an encoding."""
+    if value is None:
+        return b"N"
+    if isinstance(value, bool):
+        return b"T" if value else b"F"
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+        return b"S" + struct.pack("<Q", len(data)) + data
+    if isinstance(value, bytes):
+        return b"B" + struct.pack("<Q", len(value)) + value
+    if isinstance(value, int):
+        data = str(value).encode()
+        return b"I" + struct.pack("<Q", len(data)) + data
+    if isinstance(value, float):
+        return b"D" + struct.pack("<d", value)
+    data = json.dumps(value, sort_keys=True, default=str).encode("utf-8")
+    return b"J" + struct.pack("<Q", len(data)) + data
+
+
+def step_key(op: Operator) -> str:
+    """Hex key of an operator's identity: name, version and what decides its output."""
+    return hashlib.blake2b(_encode(step_explain(op)), digest_size=16).hexdigest()
+
+
+def step_explain(op: Operator) -> dict[str, Any]:
+    """Everything that goes into a step's key, readable (``tessera cache explain``)."""
+    return {
+        "op": op.name,
+        "version": op.version,
+        "identity": op.cache_identity(),
+        "scope": op.scope,
+        "reads": op.reads() if op.scope == "row" else None,
+    }
+
+
+def _column_header(table: pa.Table, columns: Sequence[str]) -> bytes:
+    return b"".join(_encode(c) + _encode(str(table.schema.field(c).type)) for c in columns)
+
+
+def row_unit_keys(table: pa.Table, columns: Sequence[str], key: str) -> list[bytes]:
+    """One key per row over ``columns`` (sorted), seeded with the step key."""
+    columns = sorted(columns)
+    seed = bytes.fromhex(key) + _column_header(table, columns)
+    values = [table.column(c).to_pylist() for c in columns]
+    keys = []
+    for row in zip(*values) if values else ([] for _ in range(table.num_rows)):
+        h = hashlib.blake2b(seed, digest_size=16)
+        for v in row:
+            h.update(_encode(v))
+        keys.append(h.digest())
+    return keys
+
+
+def table_unit_key(table: pa.Table, key: str) -> bytes:
+    """One key over every column and row of ``table`` (a qid group or a whole corpus)."""
+    columns = sorted(table.column_names)
+    h = hashlib.blake2b(bytes.fromhex(key) + _column_header(table, columns), digest_size=16)
+    h.update(struct.pack("<Q", table.num_rows))
+    for c in columns:
+        for v in table.column(c).to_pylist():
+            h.update(_encode(v))
+    return h.digest()
+
+
+@dataclass
+class CachedUnit:
+    source: pa.Table | None  # the whole stored file; None when the unit produced no rows
+    start: int
+    count: int
+    meta: dict[str, Any] | None
+
+    @property
+    def table(self) -> pa.Table | None:
+        return None if self.source is None else self.source.slice(self.start, self.count)
+
+
+class StepCache:
+    """A persistent, multi-process cache of step outputs by unit key."""
+
+    def __init__(self, root: str | Path | None = None):
+        self.root = Path(root) if root else DEFAULT_CACHE_DIR
+        self._local = threading.local()
+
+    def __reduce__(self):  # ship to Ray workers by path; connections are per process
+        return (StepCache, (str(self.root),))
+
+    # -- connection -----------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+            (self.root / "data").mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.root / "index.sqlite", timeout=60, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.executescript(_SCHEMA)
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    # -- units ----------------------------------------------------------------
+
+    def get(self, keys: Iterable[bytes]) -> dict[bytes, CachedUnit]:
+        """Cached units among ``keys``."""
+        keys = list(dict.fromkeys(keys))
+        found: dict[bytes, tuple[str | None, int, int, str | None]] = {}
+        conn = self._conn()
+        for i in range(0, len(keys), 500):
+            chunk = keys[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for key, file, start, count, meta in conn.execute(
+                f"SELECT key, file, start, count, meta FROM units WHERE key IN ({marks})", chunk
+            ):
+                found[key] = (file, start, count, meta)
+        tables: dict[str, pa.Table] = {}
+        result: dict[bytes, CachedUnit] = {}
+        for key, (file, start, count, meta) in found.items():
+            source = None
+            if file:
+                if file not in tables:
+                    path = self.root / "data" / file
+                    try:
+                        tables[file] = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+                    except (FileNotFoundError, pa.ArrowInvalid):
+                        continue  # a file removed by hand: treat as a miss
+                source = tables[file]
+            result[key] = CachedUnit(source, start, count, json.loads(meta) if meta else None)
+        return result
+
+    def put(self, units: Sequence[tuple[bytes, pa.Table | None, dict[str, Any] | None]]) -> None:
+        """Store units: ``(key, rows or None, metadata)``; rows of all units share one file."""
+        if not units:
+            return
+        tables = [t for _, t, _ in units if t is not None and t.num_rows]
+        file = None
+        if tables:
+            data = pa.concat_tables(tables, promote_options="permissive")
+            file = f"{uuid.uuid4().hex}.arrow"
+            path = self.root / "data" / file
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
+                writer.write_table(data)
+            os.replace(tmp, path)
+        rows, offset = [], 0
+        for key, table, meta in units:
+            count = table.num_rows if table is not None else 0
+            rows.append((key, file if count else None, offset, count, json.dumps(meta) if meta else None))
+            offset += count
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?)", rows)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
+    # -- explanations -----------------------------------------------------------
+
+    def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:
+        explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats}
+        self._conn().execute(
+            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",
+            (flow, step, explain["step_key"], json.dumps(explain, default=str), time.time()),
+        )
+
+    def explain(self, flow: str, step: str | None = None) -> list[dict[str, Any]]:
+        query = "SELECT step, explain FROM steps WHERE flow = ?"
+        args: list[Any] = [flow]
+        if step:
+            query += " AND step = ?"
+            args.append(step)
+        return [{"step": s, **json.loads(e)} for s, e in self._conn().execute(query + " ORDER BY updated", args)]
+
+    def clear(self) -> None:
+        import shutil
+
+        self._local.conn = None
+        shutil.rmtree(self.root, ignore_errors=True)

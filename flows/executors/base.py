@@ -1,0 +1,103 @@
+"""What every executor shares: inputs, per-step bookkeeping, progress and results."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable
+
+import pyarrow as pa
+
+from flows.cache import StepCache
+from flows.progress import CancelToken, ProgressCallback, ProgressEvent
+from flows.result import FlowResult, StepRecord
+from flows.runner import BatchStats, merge_metadata
+from flows.spec import Flow, FlowSpec
+from operators.errors import SpecError
+
+
+def as_flow(flow: Flow | FlowSpec | str) -> Flow:
+    if isinstance(flow, Flow):
+        return flow
+    if isinstance(flow, FlowSpec):
+        return flow.build()
+    return FlowSpec.load(flow).build()
+
+
+def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
+    """A queries table (``qid, query``) from a table, one text, or a list of texts."""
+    if queries is None:
+        return pa.table({"qid": pa.array([], pa.string()), "query": pa.array([], pa.string())})
+    if isinstance(queries, pa.Table):
+        if "qid" not in queries.column_names or "query" not in queries.column_names:
+            raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
+                            field="queries")
+        return queries
+    if isinstance(queries, str):
+        queries = [queries]
+    texts = [str(q) for q in queries]
+    return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+class RunState:
+    """Bookkeeping of one run: progress events, step records, metadata, the result."""
+
+    def __init__(self, flow: Flow, executor: str, *, cache: StepCache | None,
+                 progress: ProgressCallback | None, cancel: CancelToken | None):
+        self.flow = flow
+        self.cache = cache
+        self.progress = progress
+        self.cancel = cancel or CancelToken()
+        self.steps = flow.needed_steps()
+        self.result = FlowResult(flow=flow.name, table=pa.table({}), roles=flow.roles(), executor=executor)
+        self.started = time.perf_counter()
+        self.rows_done = 0
+        self.steps_done = 0
+
+    def step_cache(self, step: str) -> StepCache | None:
+        return self.cache if self.flow.spec.steps[step].cache else None
+
+    def start_step(self, step: str) -> StepRecord:
+        op = self.flow.operators[step]
+        record = StepRecord(step=step, op=op.name, cached=self.step_cache(step) is not None and op.cacheable)
+        self.result.steps[step] = record
+        self.emit(step)
+        return record
+
+    def add_batch(self, step: str, stats: BatchStats) -> None:
+        record = self.result.steps[step]
+        record.rows_in += stats.rows_in
+        record.rows_out += stats.rows_out
+        record.units += stats.units
+        record.hits += stats.hits
+        record.seconds += stats.seconds
+        merge_metadata(self.result.metadata, stats.metadata)
+        self.rows_done += stats.rows_out
+        self.result.timings.add(f"step:{step}", stats.seconds)
+        self.emit(step)
+
+    def finish_step(self, step: str, output: pa.Table | None, keep_history: bool) -> None:
+        self.steps_done += 1
+        if output is not None and keep_history:
+            self.result.history[step] = output
+        record = self.result.steps[step]
+        if self.cache is not None and record.cached:
+            self.cache.record_step(self.flow.name, step, self.flow.operators[step],
+                                   {"units": record.units, "hits": record.hits})
+        self.emit(step)
+
+    def emit(self, step: str | None, finished: bool = False) -> None:
+        if self.progress is None:
+            return
+        record = self.result.steps.get(step) if step else None
+        self.progress(ProgressEvent(
+            flow=self.flow.name, step=step, op=record.op if record else None,
+            steps_done=self.steps_done, steps_total=len(self.steps), rows_done=self.rows_done,
+            step_rows_done=record.rows_out if record else 0, finished=finished,
+        ))
+
+    def finish(self, table: pa.Table) -> FlowResult:
+        self.result.table = table
+        self.result.seconds = time.perf_counter() - self.started
+        self.result.timings.add("flow", self.result.seconds)
+        self.emit(None, finished=True)
+        return self.result

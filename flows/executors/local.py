@@ -1,0 +1,109 @@
+"""The local executor: runs a flow in-process on pyarrow tables (tests, one online query)."""
+
+from __future__ import annotations
+
+import time
+from typing import Iterable, Iterator
+
+import pyarrow as pa
+
+from flows.cache import StepCache
+from flows.executors.base import RunState, as_flow, as_queries
+from flows.progress import CancelToken, ProgressCallback
+from flows.result import FlowResult
+from flows.runner import BatchStats, StepRunner
+from flows.spec import Flow, FlowSpec
+from operators.base import Operator
+from operators.tables import concat, qid_groups
+
+
+class LocalExecutor:
+    """Runs steps one after another in this process, batch by batch.
+
+    Progress is reported after every batch and the cancellation token is checked
+    between batches. History keeps each step's output table by reference.
+    """
+
+    name = "local"
+
+    def __init__(self, *, cache: StepCache | None = None, keep_history: bool = True):
+        self.cache = cache
+        self.keep_history = keep_history
+
+    def run(
+        self,
+        flow: Flow | FlowSpec | str,
+        queries: pa.Table | str | Iterable[str] | None = None,
+        *,
+        progress: ProgressCallback | None = None,
+        cancel: CancelToken | None = None,
+    ) -> FlowResult:
+        flow = as_flow(flow)
+        state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
+        outputs: dict[str, pa.Table] = {}
+        flow_input = as_queries(queries)
+        remaining = {s: sum(1 for c in flow.consumers[s] if c in state.steps) for s in state.steps}
+        for step in state.steps:
+            state.cancel.raise_if_cancelled(step)
+            parents = flow.inputs[step]
+            table = concat([outputs[p] for p in parents]) if parents else flow_input
+            outputs[step] = self._run_step(flow, step, table, state)
+            state.finish_step(step, outputs[step], self.keep_history)
+            if not self.keep_history:  # free what no later step reads
+                for p in parents:
+                    remaining[p] -= 1
+                    if remaining[p] == 0 and p != flow.output:
+                        outputs.pop(p, None)
+        return state.finish(outputs[flow.output])
+
+    def _run_step(self, flow: Flow, step: str, table: pa.Table, state: RunState) -> pa.Table:
+        op = flow.operators[step]
+        state.start_step(step)
+        with state.result.timings.timer(f"setup:{step}"):
+            op.ensure_setup()
+        if op.scope == "source":
+            return self._read_source(op, step, state)
+        runner = StepRunner(op, state.step_cache(step))
+        batch_size = flow.step_option(step, "batch_size")
+        parts = []
+        for batch in _batches(op, table, batch_size):
+            state.cancel.raise_if_cancelled(step)
+            out, stats = runner.run(batch)
+            parts.append(out)
+            state.add_batch(step, stats)
+        return concat(parts) if parts else runner.run(table.slice(0, 0))[0]
+
+    def _read_source(self, op: Operator, step: str, state: RunState) -> pa.Table:
+        parts = []
+        for split in op.splits():
+            batches = op.read(split)
+            while True:
+                state.cancel.raise_if_cancelled(step)
+                start = time.perf_counter()
+                batch = next(batches, None)
+                if batch is None:
+                    break
+                parts.append(batch)
+                state.add_batch(step, BatchStats(rows_out=batch.num_rows, seconds=time.perf_counter() - start,
+                                                 metadata=op.drain_metadata()))
+        return concat(parts)
+
+
+def _batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iterator[pa.Table]:
+    """The batches an operator may see, by its scope."""
+    if op.scope == "corpus" or not batch_size or table.num_rows <= batch_size:
+        if table.num_rows:
+            yield table
+    elif op.scope == "row":
+        for start in range(0, table.num_rows, batch_size):
+            yield table.slice(start, batch_size)
+    else:  # query scope: whole qid groups, about batch_size rows per batch
+        pending, size = [], 0
+        for _, group in qid_groups(table):
+            pending.append(group)
+            size += group.num_rows
+            if size >= batch_size:
+                yield concat(pending)
+                pending, size = [], 0
+        if pending:
+            yield concat(pending)

@@ -1,0 +1,58 @@
+"""Progress events and cancellation, the same for every executor.
+
+Executors call ``ProgressCallback(event)`` after every batch and check the
+``CancelToken`` between batches, so a task API can show live progress and stop a
+run within a batch's time.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+from operators.errors import FlowCancelled
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Where a run is: the current step, how many steps are done, rows done so far."""
+
+    flow: str
+    step: str | None
+    op: str | None
+    steps_done: int
+    steps_total: int
+    rows_done: int
+    step_rows_done: int = 0
+    finished: bool = False
+
+    @property
+    def fraction(self) -> float:
+        return self.steps_done / self.steps_total if self.steps_total else 1.0
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "fraction": self.fraction}
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+class CancelToken:
+    """Set from any thread (an HTTP handler, a signal); executors stop at the next batch."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+
+    def cancel(self, reason: str = "cancelled") -> None:
+        self.reason = reason
+        self._event.set()
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def raise_if_cancelled(self, step: str | None = None) -> None:
+        if self._event.is_set():
+            raise FlowCancelled(self.reason or "cancelled", step=step)

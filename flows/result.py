@@ -1,0 +1,106 @@
+"""What a flow run returns: the final table and everything needed to explain it."""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+
+
+class Timings:
+    """Named timers (the seeds' Observer/Event): ``with timings.timer("step:bm25"):``."""
+
+    def __init__(self) -> None:
+        self._totals: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+
+    @contextmanager
+    def timer(self, name: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.add(name, time.perf_counter() - start)
+
+    def add(self, name: str, seconds: float, count: int = 1) -> None:
+        self._totals[name] = self._totals.get(name, 0.0) + seconds
+        self._counts[name] = self._counts.get(name, 0) + count
+
+    def total(self, name: str) -> float:
+        return self._totals.get(name, 0.0)
+
+    def summary(self) -> dict[str, dict[str, float]]:
+        return {
+            name: {"seconds": round(total, 6), "count": self._counts[name],
+                   "mean": round(total / max(self._counts[name], 1), 6)}
+            for name, total in self._totals.items()
+        }
+
+
+@dataclass
+class StepRecord:
+    """One step's run: operator, rows, cache units and hits, seconds."""
+
+    step: str
+    op: str
+    rows_in: int = 0
+    rows_out: int = 0
+    units: int = 0
+    hits: int = 0
+    seconds: float = 0.0
+    cached: bool = False
+
+    @property
+    def hit_ratio(self) -> float | None:
+        return self.hits / self.units if self.cached and self.units else None
+
+
+@dataclass
+class FlowResult:
+    """Final table, per-step history (shared Arrow buffers, not copies), roles, timings, metadata."""
+
+    flow: str
+    table: pa.Table
+    history: dict[str, pa.Table] = field(default_factory=dict)
+    roles: dict[str, str] = field(default_factory=dict)
+    steps: dict[str, StepRecord] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    executor: str = "local"
+    seconds: float = 0.0
+
+    @property
+    def order(self) -> list[str]:
+        """Steps in the order they ran."""
+        return list(self.steps)
+
+    @property
+    def cache_hit_ratio(self) -> float | None:
+        units = sum(s.units for s in self.steps.values() if s.cached)
+        hits = sum(s.hits for s in self.steps.values() if s.cached)
+        return hits / units if units else None
+
+    def description(self) -> str:
+        """One line for people: documents, queries, time, cache hit ratio."""
+        t = self.table
+        queries = len(set(t.column("qid").to_pylist())) if "qid" in t.column_names else 0
+        ratio = self.cache_hit_ratio
+        parts = [f"{t.num_rows} rows", f"{queries} queries" if queries else None,
+                 f"{len(self.steps)} steps in {self.seconds:.2f} s ({self.executor})",
+                 f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
+        return ", ".join(p for p in parts if p)
+
+    def to_dict(self, *, rows: bool = True) -> dict[str, Any]:
+        return {
+            "flow": self.flow,
+            "description": self.description(),
+            "roles": self.roles,
+            "metadata": self.metadata,
+            "steps": {k: {**vars(v), "hit_ratio": v.hit_ratio} for k, v in self.steps.items()},
+            "timings": self.timings.summary(),
+            "seconds": self.seconds,
+            **({"rows": self.table.to_pylist()} if rows else {}),
+        }

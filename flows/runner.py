@@ -1,0 +1,220 @@
+"""Run one operator on one batch, through the step cache: shared by every executor.
+
+The local executor calls ``StepRunner.run`` in-process; the Ray executor wraps the
+same runner in the callable class it hands to ``map_batches``. So caching, metadata
+and statistics behave the same wherever a step runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from flows.cache import StepCache, row_unit_keys, step_key, table_unit_key
+from operators.base import Operator
+from operators.tables import concat, qid_groups
+
+ROW_INDEX = "__tessera_row"
+
+
+def pc_sort_indices(rows: pa.ChunkedArray) -> pa.Array:
+    """Stable order of output rows by the input row they came from."""
+    return pa.array(np.argsort(rows.to_numpy(), kind="stable"))
+
+
+@dataclass
+class BatchStats:
+    """What one batch did: units looked up and hit, rows in and out, seconds."""
+
+    units: int = 0
+    hits: int = 0
+    rows_in: int = 0
+    rows_out: int = 0
+    seconds: float = 0.0
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def add(self, other: "BatchStats") -> None:
+        self.units += other.units
+        self.hits += other.hits
+        self.rows_in += other.rows_in
+        self.rows_out += other.rows_out
+        self.seconds += other.seconds
+        merge_metadata(self.metadata, other.metadata)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"units": self.units, "hits": self.hits, "rows_in": self.rows_in,
+                "rows_out": self.rows_out, "seconds": round(self.seconds, 6)}
+
+
+def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> None:
+    for qid, values in new.items():
+        into.setdefault(qid, {}).update(values)
+
+
+class StepRunner:
+    """Runs ``op`` on batches, serving units from ``cache`` when it has them."""
+
+    def __init__(self, op: Operator, cache: StepCache | None = None):
+        self.op = op
+        self.cache = cache if (cache is not None and op.cacheable) else None
+        self.key = step_key(op) if self.cache else None
+
+    def run(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:
+        start = time.perf_counter()
+        if self.cache is None or self.op.scope == "source":
+            out, meta = self._call(table)
+            stats = BatchStats(rows_in=table.num_rows, rows_out=out.num_rows, metadata=meta)
+        elif self.op.scope == "row":
+            out, stats = self._run_rows(table)
+        elif self.op.scope == "query":
+            groups = [g for _, g in qid_groups(table)] if table.num_rows else []
+            out, stats = self._run_units(table, groups)
+        else:
+            out, stats = self._run_units(table, [table])
+        stats.seconds = time.perf_counter() - start
+        return out, stats
+
+    def _call(self, table: pa.Table) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+        out = self.op(table)
+        return out, self.op.drain_metadata()
+
+    # -- row scope: a unit per row, only written columns stored -------------------
+
+    def _run_rows(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:
+        n = table.num_rows
+        stats = BatchStats(units=n, rows_in=n)
+        if n == 0:
+            out, _ = self._call(table)
+            return out, stats
+        reads = self.op.reads()
+        keys = row_unit_keys(table, reads if reads is not None else table.column_names, self.key)
+        cached = self.cache.get(keys)
+        miss = np.array([i for i, k in enumerate(keys) if k not in cached], dtype=np.int64)
+        stats.hits = n - len(miss)
+        if len(miss) == n:  # nothing cached: the operator's own output is the answer
+            sub = table.append_column(ROW_INDEX, pa.array(np.arange(n)))
+            out, meta = self._call(sub)
+            out = out.take(pc_sort_indices(out.column(ROW_INDEX)))
+            self._store_rows(keys, miss, table, out)
+            merge_metadata(stats.metadata, meta)
+            out = out.drop_columns([ROW_INDEX])
+            stats.rows_out = out.num_rows
+            return out, stats
+        # Each input row's output is a slice (start, count) of some source table:
+        # the fresh output for misses, a stored file for hits.
+        sources: list[pa.Table] = []
+        source_ids: dict[int, int] = {}
+        src = np.full(n, -1, dtype=np.int64)
+        starts = np.zeros(n, dtype=np.int64)
+        counts = np.zeros(n, dtype=np.int64)
+        if len(miss):
+            sub = table.take(pa.array(miss)).append_column(ROW_INDEX, pa.array(miss))
+            out, meta = self._call(sub)
+            out = out.take(pc_sort_indices(out.column(ROW_INDEX)))
+            merge_metadata(stats.metadata, meta)
+            lo, hi = self._store_rows(keys, miss, table, out)
+            sources.append(out.select(self._written_columns(table, out)))
+            src[miss], starts[miss], counts[miss] = 0, lo, hi - lo
+        for i, k in enumerate(keys):
+            unit = cached.get(k)
+            if unit is None:
+                continue
+            if unit.source is not None:
+                sid = source_ids.setdefault(id(unit.source), len(sources))
+                if sid == len(sources):
+                    sources.append(unit.source)
+                src[i], starts[i], counts[i] = sid, unit.start, unit.count
+        out_input_row = np.repeat(np.arange(n), counts)
+        offsets = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
+        out_src = np.repeat(src, counts)
+        gathered, positions = [], []
+        for sid, source in enumerate(sources):
+            where = np.flatnonzero(out_src == sid)
+            if len(where):
+                gathered.append(source.take(pa.array(offsets[where])))
+                positions.append(where)
+        if not gathered:
+            out = self._call(table.slice(0, 0))[0]
+            stats.rows_out = 0
+            return out, stats
+        written = concat(gathered)
+        written = written.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
+        passthrough = [c for c in table.column_names if c not in written.column_names]
+        out = table.select(passthrough).take(pa.array(out_input_row))
+        for name in written.column_names:
+            out = out.append_column(name, written.column(name))
+        stats.rows_out = out.num_rows
+        return out, stats
+
+    def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table):
+        """Cache the written columns of each input row's output; return each row's slice bounds."""
+        out_rows = out.column(ROW_INDEX).to_numpy()
+        lo = np.searchsorted(out_rows, rows, side="left")
+        hi = np.searchsorted(out_rows, rows, side="right")
+        stored = out.select(self._written_columns(table, out))
+        seen: set[bytes] = set()
+        units = []
+        for i, a, b in zip(rows, lo, hi):
+            if keys[i] not in seen:
+                seen.add(keys[i])
+                units.append((keys[i], stored.slice(a, b - a) if b > a else None, None))
+        self.cache.put(units)
+        return lo, hi
+
+    def _written_columns(self, table: pa.Table, out: pa.Table) -> list[str]:
+        declared = set(self.op.produces())
+        return [c for c in out.column_names if c != ROW_INDEX and (c in declared or c not in table.column_names)]
+
+    # -- query and corpus scope: a unit per group, whole output stored -------------
+
+    def _run_units(self, table: pa.Table, groups: list[pa.Table]) -> tuple[pa.Table, BatchStats]:
+        stats = BatchStats(units=len(groups), rows_in=table.num_rows)
+        if not groups:
+            out, _ = self._call(table)
+            return out, stats
+        keys = [table_unit_key(g, self.key) for g in groups]
+        cached = self.cache.get(keys)
+        misses = [i for i, k in enumerate(keys) if k not in cached]
+        stats.hits = len(groups) - len(misses)
+        results: dict[int, pa.Table | None] = {}
+        if misses:
+            batch = concat([groups[i] for i in misses])
+            out, meta = self._call(batch)
+            merge_metadata(stats.metadata, meta)
+            if len(misses) == 1:
+                per_group = {0: out}
+            else:
+                per_group = dict(enumerate(_split_by_qid(out, [groups[i] for i in misses])))
+            to_store = []
+            for j, i in enumerate(misses):
+                piece = per_group.get(j)
+                results[i] = piece
+                qids = _qids(groups[i])
+                unit_meta = {q: stats.metadata[q] for q in qids if q in stats.metadata} or None
+                to_store.append((keys[i], piece, unit_meta))
+            self.cache.put(to_store)
+        for i, k in enumerate(keys):
+            if i not in results:
+                results[i] = cached[k].table
+                if cached[k].meta:
+                    merge_metadata(stats.metadata, cached[k].meta)
+        parts = [results[i] for i in range(len(groups)) if results[i] is not None and results[i].num_rows]
+        out = concat(parts) if parts else self._call(table.slice(0, 0))[0]
+        stats.rows_out = out.num_rows
+        return out, stats
+
+
+def _qids(table: pa.Table) -> list[str]:
+    if "qid" not in table.column_names:
+        return []
+    return list(dict.fromkeys(str(q) for q in table.column("qid").to_pylist()))
+
+
+def _split_by_qid(out: pa.Table, groups: list[pa.Table]) -> list[pa.Table | None]:
+    """Split a query-scope output back into its input groups by qid."""
+    by_qid = {qid: rows for qid, rows in qid_groups(out)} if out.num_rows else {}
+    return [by_qid.get(_qids(g)[0]) if _qids(g) else None for g in groups]

@@ -1,0 +1,291 @@
+"""Flow specs: a DAG of named steps, written in YAML or JSON.
+
+::
+
+    name: hybrid
+    steps:
+      bm25:  {op: retrieve.bm25, params: {k: 100}}
+      dense: {op: retrieve.dense, params: {k: 100}, inputs: []}
+      fused: {op: fuse.rrf, inputs: [bm25, dense]}
+
+A step without ``inputs`` takes the previous step's output (the first step takes
+the flow input); ``inputs: []`` takes the flow input; several inputs are a fan-in
+(their rows are unioned). ``FlowSpec.build()`` validates everything (operators,
+params, inputs, cycles) before anything runs, raising a ``SpecError`` that names
+the step and the field.
+
+The mosaicRAG request body (``query``, ``parameters``, numbered steps ``"1"``,
+``"2"``... each with ``id`` and ``parameters``) is read by ``from_mosaic`` as a
+linear flow; its step ids may be operator names or registered aliases.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from operators.base import Operator
+from operators.errors import ParamsError, SpecError
+from operators.registry import get_operator
+
+SPECS_DIR = Path(__file__).resolve().parent / "specs"
+
+
+class StepSpec(BaseModel):
+    """One step: an operator, its params, where its input comes from, and overrides."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    op: str = Field(description="Registered operator name, e.g. 'analyze.word_count'.")
+    params: dict[str, Any] = Field(default_factory=dict, description="The operator's params.")
+    inputs: list[str] | None = Field(
+        None, description="Steps whose output this step reads; omitted: the previous step; []: the flow input."
+    )
+    cache: bool = Field(True, description="Use the step cache for this step.")
+    num_gpus: float | None = Field(None, ge=0, description="Override the operator's GPU hint.")
+    num_cpus: float | None = Field(None, gt=0, description="Override the operator's CPU hint.")
+    batch_size: int | None = Field(None, gt=0, description="Override the operator's batch size.")
+    concurrency: int | None = Field(None, gt=0, description="Override the operator's actor pool size.")
+
+
+class FlowSpec(BaseModel):
+    """A named DAG of steps, in the order they are written."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field("flow", description="Flow name (used by the cache and saved flows).")
+    description: str = Field("", description="What the flow is for.")
+    steps: dict[str, StepSpec] = Field(description="Steps by id, in order.")
+    output: str | None = Field(None, description="Step whose output is the flow's result; default: the last.")
+
+    @field_validator("steps")
+    @classmethod
+    def _not_empty(cls, steps: dict[str, StepSpec]) -> dict[str, StepSpec]:
+        if not steps:
+            raise ValueError("a flow needs at least one step")
+        return steps
+
+    # -- reading and writing --------------------------------------------------
+
+    @classmethod
+    def parse(cls, data: dict[str, Any]) -> "FlowSpec":
+        """Validate a dict (native or mosaicRAG dialect); errors name the step and field."""
+        if not isinstance(data, dict):
+            raise SpecError(f"a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+        if is_mosaic_request(data):
+            return from_mosaic(data)[0]
+        try:
+            return cls.model_validate(data)
+        except ValidationError as err:
+            raise _spec_error(err) from None
+
+    @classmethod
+    def load(cls, source: str | Path) -> "FlowSpec":
+        """Read a spec from a path, a built-in name (``flows/specs/<name>.yaml``) or YAML text."""
+        path = resolve_spec_path(source)
+        if path is not None:
+            text = path.read_text(encoding="utf-8")
+        elif isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
+            text = source
+        else:
+            known = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
+            raise SpecError(f"no flow spec file or built-in flow named '{source}'; built-in flows: {known}",
+                            field="spec")
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise SpecError(f"not valid YAML/JSON: {err}", field="spec") from None
+        return cls.parse(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json", exclude_defaults=True)
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.write_text(self.to_json() if path.suffix == ".json" else self.to_yaml(), encoding="utf-8")
+        return path
+
+    # -- validation -----------------------------------------------------------
+
+    def build(self) -> "Flow":
+        """Check operators, params, inputs and cycles; construct (cheap) operators."""
+        ids = list(self.steps)
+        inputs: dict[str, tuple[str, ...]] = {}
+        for i, (step_id, step) in enumerate(self.steps.items()):
+            if step.inputs is None:
+                inputs[step_id] = (ids[i - 1],) if i else ()
+            else:
+                for name in step.inputs:
+                    if name not in self.steps:
+                        raise SpecError(f"input '{name}' is not a step of this flow (steps: {', '.join(ids)})",
+                                        step=step_id, field="inputs")
+                    if name == step_id:
+                        raise SpecError("a step cannot read its own output", step=step_id, field="inputs")
+                if len(set(step.inputs)) != len(step.inputs):
+                    raise SpecError("the same input is listed twice", step=step_id, field="inputs")
+                inputs[step_id] = tuple(step.inputs)
+        order = _topological_order(ids, inputs)
+        operators: dict[str, Operator] = {}
+        for step_id, step in self.steps.items():
+            cls = get_operator(step.op, step=step_id)
+            try:
+                operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
+            except ParamsError as err:
+                raise ParamsError(err.message, step=step_id, op=step.op, field=f"steps.{step_id}.{err.field}") from None
+            if cls.scope == "source" and step.inputs:
+                raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
+        output = self.output or ids[-1]
+        if output not in self.steps:
+            raise SpecError(f"output '{output}' is not a step of this flow", field="output")
+        return Flow(spec=self, order=order, inputs=inputs, operators=operators, output=output)
+
+
+@dataclass
+class Flow:
+    """A validated flow: operators constructed, steps in a runnable order."""
+
+    spec: FlowSpec
+    order: list[str]
+    inputs: dict[str, tuple[str, ...]]
+    operators: dict[str, Operator]
+    output: str
+    consumers: dict[str, list[str]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for step in self.order:
+            self.consumers.setdefault(step, [])
+            for parent in self.inputs[step]:
+                self.consumers.setdefault(parent, []).append(step)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def needed_steps(self) -> list[str]:
+        """Steps the output depends on, in run order (others are skipped)."""
+        needed, stack = set(), [self.output]
+        while stack:
+            step = stack.pop()
+            if step not in needed:
+                needed.add(step)
+                stack.extend(self.inputs[step])
+        return [s for s in self.order if s in needed]
+
+    def roles(self) -> dict[str, str]:
+        """Column roles declared by the steps the output depends on, later steps winning."""
+        roles: dict[str, str] = {}
+        for step in self.needed_steps():
+            roles.update(self.operators[step].produces())
+        return roles
+
+    def step_option(self, step: str, name: str) -> Any:
+        """A resource hint: the step's override if set, else the operator's default."""
+        value = getattr(self.spec.steps[step], name)
+        return getattr(self.operators[step], name) if value is None else value
+
+
+def _topological_order(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> list[str]:
+    """Kahn's algorithm, stable in spec order; a cycle is an error naming its steps."""
+    remaining = {s: set(inputs[s]) for s in ids}
+    order: list[str] = []
+    while remaining:
+        ready = [s for s in ids if s in remaining and not remaining[s]]
+        if not ready:
+            cycle = _find_cycle(remaining)
+            raise SpecError(f"the flow has a cycle: {' -> '.join(cycle)}", step=cycle[0], field="inputs")
+        for s in ready:
+            order.append(s)
+            del remaining[s]
+        for deps in remaining.values():
+            deps.difference_update(ready)
+    return order
+
+
+def _find_cycle(remaining: dict[str, set[str]]) -> list[str]:
+    start = next(iter(remaining))
+    path, seen = [start], {start}
+    node = start
+    while True:
+        node = next(iter(remaining[node]))
+        if node in seen:
+            return path[path.index(node):] + [node]
+        path.append(node)
+        seen.add(node)
+
+
+def _spec_error(err: ValidationError) -> SpecError:
+    first = err.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
+    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    return SpecError(message, step=step, field=".".join(loc) or None)
+
+
+def resolve_spec_path(source: str | Path) -> Path | None:
+    """A spec file path, or the built-in ``flows/specs/<name>.{yaml,json}``; None if neither."""
+    path = Path(source)
+    if "\n" not in str(source) and path.is_file():
+        return path
+    for suffix in (".yaml", ".yml", ".json"):
+        builtin = SPECS_DIR / f"{source}{suffix}"
+        if builtin.is_file():
+            return builtin
+    return None
+
+
+# -- the mosaicRAG dialect ------------------------------------------------------
+
+
+def is_mosaic_request(data: dict[str, Any]) -> bool:
+    return "steps" not in data and any(str(k).isdigit() for k in data)
+
+
+def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec, str | None]:
+    """Read a mosaicRAG task body as a linear flow; returns the spec and the query.
+
+    Top-level ``parameters`` go to the first step (the data source), under its own.
+    """
+    unknown = [k for k in body if not str(k).isdigit() and k not in ("query", "parameters", "name")]
+    if unknown:
+        raise SpecError(f"unknown field(s) {unknown} in a mosaicRAG request", field=unknown[0])
+    numbers = sorted((k for k in body if str(k).isdigit()), key=int)
+    if [int(k) for k in numbers] != list(range(1, len(numbers) + 1)):
+        raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
+    top_params = body.get("parameters") or {}
+    if not isinstance(top_params, dict):
+        raise SpecError("must be a mapping", field="parameters")
+    steps: dict[str, StepSpec] = {}
+    for k in numbers:
+        raw = body[k]
+        if not isinstance(raw, dict) or "id" not in raw:
+            raise SpecError("each step needs an 'id' (the operator)", step=str(k), field=f"{k}.id")
+        extra = set(raw) - {"id", "parameters"}
+        if extra:
+            raise SpecError(f"unknown field(s) {sorted(extra)}", step=str(k), field=f"{k}.{sorted(extra)[0]}")
+        params = dict(raw.get("parameters") or {})
+        if k == numbers[0]:
+            params = {**top_params, **params}
+        op = get_operator(str(raw["id"]), step=str(k)).name
+        steps[str(k)] = StepSpec(op=op, params=_mosaic_values(params))
+    if not steps:
+        raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
+    spec = FlowSpec(name=str(body.get("name") or name), steps=steps)
+    query = body.get("query")
+    return spec, (None if query is None else str(query))
+
+
+def _mosaic_values(params: dict[str, Any]) -> dict[str, Any]:
+    """mosaicRAG's UI sends booleans as 'Yes'/'No' strings."""
+    mapped = {"yes": True, "no": False}
+    return {k: mapped.get(v.lower(), v) if isinstance(v, str) else v for k, v in params.items()}

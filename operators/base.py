@@ -1,0 +1,211 @@
+"""The operator contract: what every Tessera step is.
+
+An operator turns one Arrow table into another. The same instance runs in three
+places (in-process, as a Ray Data ``map_batches`` callable class, behind a Serve
+deployment), so the contract is small and has no Ray in it:
+
+* ``name`` is the registry id, ``category.snake_name`` (``rerank.cross_encoder``).
+  The class docstring's first line is the description shown by ``tessera ops``.
+* ``Params`` is a pydantic model: every field typed, defaulted and described with
+  ``Field(description=...)``. It is the only documentation of the parameters;
+  ``tessera ops`` and ``/pipeline/info`` are generated from its JSON schema.
+* ``scope`` says which rows a call may see:
+
+  - ``row``: any batch of rows; output rows derive from input rows (one or more
+    output rows per input row, extra input columns passed through),
+  - ``query``: each call gets whole ``qid`` groups (rerankers, fusion, reduction),
+  - ``corpus``: one call sees every row (fitting a model over a corpus),
+  - ``source``: the operator reads its own rows (files, databases) and ignores its
+    input; ``splits()`` and ``read(split)`` let executors read in parallel.
+
+* Constructing an operator only validates params, so a whole flow spec can be
+  checked without loading anything. Heavy state (models, indices) loads in
+  ``setup()``, which must be idempotent; heavy imports live inside it. Executors
+  call ``setup()`` once per instance (Ray: once per actor); ``__call__`` calls it
+  too if nobody did.
+* ``produces()`` declares the columns a step writes, with their roles (``rank``,
+  ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
+  are known before any data flows. ``reads()`` names the input columns the output
+  depends on; it feeds the step cache key and the input check.
+* Resource hints (``num_gpus``, ``num_cpus``, ``batch_size``, ``concurrency``) are class
+  attributes that a flow step may override.
+* A step that ranks writes ``score``/``rank`` and keeps its own ``score_<step>``/
+  ``rank_<step>`` copy (see ``operators.tables.set_ranking``).
+
+Usage::
+
+    op = WordCount({"input_column": "text"}, step_id="wc")
+    out = op(pa.table({"docno": ["d1"], "text": ["two words"]}))
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any, ClassVar, Iterator, Literal, Mapping
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from operators.errors import OperatorError, ParamsError
+
+Scope = Literal["row", "query", "corpus", "source"]
+Role = Literal["rank", "score", "text", "chip", "data", "id"]
+
+
+class NoParams(BaseModel):
+    """Params of an operator that takes none."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Operator:
+    """Base class of every Tessera operator (see the module docstring)."""
+
+    name: ClassVar[str] = ""
+    #: Other ids a spec may use for this operator (mosaicRAG step ids, old names).
+    aliases: ClassVar[tuple[str, ...]] = ()
+    version: ClassVar[str] = "1"
+    scope: ClassVar[Scope] = "row"
+    Params: ClassVar[type[BaseModel]] = NoParams
+
+    # Resource hints; a flow step may override each one.
+    num_gpus: ClassVar[float] = 0
+    num_cpus: ClassVar[float] = 1
+    batch_size: ClassVar[int | None] = 1024
+    concurrency: ClassVar[int | None] = None
+    # False for operators whose output must not be reused (randomness, live APIs).
+    cacheable: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        params: BaseModel | Mapping[str, Any] | None = None,
+        *,
+        step_id: str | None = None,
+        input_steps: tuple[str, ...] = (),
+    ) -> None:
+        self.step_id = step_id or self.default_step_id()
+        self.input_steps = tuple(input_steps)
+        self.params = self.validate_params(params, step_id=self.step_id)
+        self._is_set_up = False
+        self._metadata: dict[str, dict[str, Any]] = {}
+
+    # -- construction -------------------------------------------------------
+
+    @classmethod
+    def default_step_id(cls) -> str:
+        return cls.name.rsplit(".", 1)[-1] or cls.__name__
+
+    @classmethod
+    def validate_params(cls, params: BaseModel | Mapping[str, Any] | None, *, step_id: str | None = None) -> BaseModel:
+        """Validate ``params`` into a ``Params`` instance; errors name the field."""
+        if isinstance(params, cls.Params):
+            return params
+        if isinstance(params, BaseModel):
+            params = params.model_dump()
+        try:
+            return cls.Params.model_validate(dict(params or {}))
+        except ValidationError as err:
+            raise ParamsError.from_validation(err, op=cls.name, step=step_id) from None
+
+    @classmethod
+    def description(cls) -> str:
+        """First paragraph of the class docstring, for ``tessera ops``."""
+        doc = inspect.getdoc(cls) or ""
+        return doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+
+    @classmethod
+    def category(cls) -> str:
+        return cls.name.split(".", 1)[0]
+
+    # -- declared columns ---------------------------------------------------
+
+    def produces(self) -> dict[str, Role]:
+        """Columns this step writes, with their role. Derived from params only."""
+        return {}
+
+    def reads(self) -> list[str] | None:
+        """Input columns the output depends on; ``None`` means every column."""
+        return None
+
+    def requires(self) -> list[str]:
+        """Input columns that must be present (checked before ``transform``)."""
+        return list(self.reads() or [])
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def setup(self) -> None:
+        """Load heavy state. Idempotent: a second call does nothing."""
+
+    def ensure_setup(self) -> None:
+        if not self._is_set_up:
+            self.setup()
+            self._is_set_up = True
+
+    def cache_identity(self) -> dict[str, Any]:
+        """What, besides name and version, decides this operator's output.
+
+        Defaults to the params; operators that load a model add its revision.
+        """
+        return self.params.model_dump(mode="json")
+
+    # -- per-query outputs that are not rows -----------------------------------
+
+    def emit_metadata(self, qid: str, key: str, value: Any) -> None:
+        """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
+        self._metadata.setdefault(str(qid), {})[key] = value
+
+    def drain_metadata(self) -> dict[str, dict[str, Any]]:
+        """Hand over and forget what ``emit_metadata`` recorded (called by the executors)."""
+        drained, self._metadata = self._metadata, {}
+        return drained
+
+    # -- running ------------------------------------------------------------
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        raise NotImplementedError(f"{type(self).__name__} must implement transform()")
+
+    def __call__(self, table: pa.Table) -> pa.Table:
+        self.ensure_setup()
+        if self.scope != "source":
+            from operators.tables import require_columns
+
+            require_columns(table, self.requires(), op=self)
+        try:
+            return self.transform(table)
+        except OperatorError:
+            raise
+        except Exception as err:  # add the step to whatever the operator raised
+            raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items())
+        return f"{type(self).__name__}[{self.step_id}]({args})"
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            type(other) is type(self)
+            and other.params == self.params  # type: ignore[attr-defined]
+            and other.step_id == self.step_id  # type: ignore[attr-defined]
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.step_id, self.params.model_dump_json()))
+
+
+class Source(Operator):
+    """An operator that reads its own rows; executors may read its splits in parallel."""
+
+    scope: ClassVar[Scope] = "source"
+    batch_size: ClassVar[int | None] = None
+
+    def splits(self) -> list[Any]:
+        """Independent pieces of the input (files, row ranges). One by default."""
+        return [None]
+
+    def read(self, split: Any) -> Iterator[pa.Table]:
+        raise NotImplementedError(f"{type(self).__name__} must implement read()")
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        from operators.tables import concat
+
+        return concat([batch for split in self.splits() for batch in self.read(split)])

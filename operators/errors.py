@@ -1,0 +1,72 @@
+"""One error hierarchy for Tessera; every error names the step it came from.
+
+The API layer maps ``SpecError``/``ParamsError`` to HTTP 422 with ``field``, and
+``OperatorError`` to a failed task that names the step and operator.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class TesseraError(Exception):
+    """Base of every error Tessera raises on purpose."""
+
+    def __init__(self, message: str, *, step: str | None = None, op: str | None = None, field: str | None = None):
+        self.message = message
+        self.step = step
+        self.op = op
+        self.field = field
+        super().__init__(self.__str__())
+
+    def __str__(self) -> str:
+        where = []
+        if self.step:
+            where.append(f"step '{self.step}'")
+        if self.op:
+            where.append(f"operator '{self.op}'")
+        if self.field:
+            where.append(f"field '{self.field}'")
+        return f"{', '.join(where)}: {self.message}" if where else self.message
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"error": type(self).__name__, "message": self.message, "step": self.step,
+                "op": self.op, "field": self.field}
+
+
+class SpecError(TesseraError):
+    """A flow spec is invalid (unknown operator, cycle, missing input...)."""
+
+
+class ParamsError(SpecError):
+    """An operator's params do not validate."""
+
+    @classmethod
+    def from_validation(cls, err: Any, *, op: str | None, step: str | None) -> "ParamsError":
+        first = err.errors()[0]
+        loc = ".".join(str(part) for part in first["loc"]) or None
+        kind = first["type"]
+        if kind == "extra_forbidden":
+            message = "unknown parameter"
+        else:
+            message = f"{first['msg']} (got {first.get('input')!r})"
+        more = len(err.errors()) - 1
+        if more:
+            message += f" (+{more} more error{'s' if more > 1 else ''})"
+        return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
+
+
+class UnknownOperatorError(SpecError):
+    """A spec names an operator that is not registered."""
+
+
+class OperatorError(TesseraError):
+    """An operator failed while running."""
+
+
+class MissingColumnsError(OperatorError):
+    """An operator's input lacks columns it needs."""
+
+
+class FlowCancelled(TesseraError):
+    """A run was cancelled through its cancellation token."""

@@ -1,0 +1,46 @@
+"""Reduction: keep the top-k rows of each query."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.tables import qid_groups, concat, empty_like
+
+
+class Reduce(Operator):
+    """Keep the top k rows of each query by any rank column (mosaicRAG's reduction step).
+
+    Rows are ordered by the chosen rank column (1 = best; rows without a rank go last),
+    cut to ``k`` per query. ``rank``/``score`` are left as they are, so the kept rows
+    still show the ranking that chose them.
+
+    Usage::
+
+        Reduce({"k": 2, "rank_column": "rank"})(results)  # two rows per qid
+    """
+
+    name = "postprocess.reduce"
+    aliases = ("reduction", "reduce")
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        k: int = Field(10, gt=0, description="Rows to keep per query.")
+        rank_column: str = Field("rank", description="Rank column that orders the rows (1 = best).")
+
+    def reads(self) -> list[str]:
+        return ["qid", self.params.rank_column]
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        if table.num_rows == 0:
+            return table
+        kept = []
+        for _, group in qid_groups(table):
+            ranks = group.column(self.params.rank_column).to_numpy(zero_copy_only=False).astype(float)
+            ranks = np.where(np.isnan(ranks), np.inf, ranks)
+            order = np.argsort(ranks, kind="stable")[: self.params.k]
+            kept.append(group.take(pa.array(order)))
+        return concat(kept) if kept else empty_like(table)

@@ -1,0 +1,1 @@
+"""preprocess operators."""

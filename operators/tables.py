@@ -1,0 +1,116 @@
+"""Helpers over the long Arrow tables every operator reads and writes.
+
+Queries are ``qid, query``; results are one row per (query, document) with
+``qid, query, docno, text, score, rank`` and any other columns. Ranks start at 1.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.errors import MissingColumnsError
+
+if TYPE_CHECKING:
+    from operators.base import Operator
+
+
+def require_columns(table: pa.Table, columns: Iterable[str], *, op: "Operator | None" = None) -> None:
+    """Raise an error naming the operator, the missing and the present columns."""
+    missing = [c for c in columns if c not in table.column_names]
+    if missing:
+        raise MissingColumnsError(
+            f"missing input column(s) {missing}; input has {table.column_names}",
+            op=op.name if op else None,
+            step=op.step_id if op else None,
+        )
+
+
+def concat(tables: Sequence[pa.Table]) -> pa.Table:
+    """Concatenate tables whose columns may differ (missing columns become null)."""
+    tables = [t for t in tables if t is not None]
+    if not tables:
+        return pa.table({})
+    if len(tables) == 1:
+        return tables[0]
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def set_column(table: pa.Table, name: str, values) -> pa.Table:
+    """Replace or append a column."""
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = pa.array(values)
+    if name in table.column_names:
+        return table.set_column(table.column_names.index(name), name, values)
+    return table.append_column(name, values)
+
+
+def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
+    """Yield ``(qid, rows)`` in order of first appearance, rows in input order."""
+    if table.num_rows == 0:
+        return
+    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
+    rows = np.argsort(inverse, kind="stable")
+    bounds = np.searchsorted(inverse[rows], np.arange(len(first) + 1))
+    for group in np.argsort(first, kind="stable"):
+        idx = rows[bounds[group]:bounds[group + 1]]
+        yield str(qids[idx[0]]), table.take(pa.array(idx))
+
+
+def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.Table:
+    """Order rows by first appearance of their qid, then by descending score, then docno.
+
+    Ties in score are broken by docno so rankings are deterministic across executors.
+    """
+    if table.num_rows == 0:
+        return table
+    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
+    group_order = np.empty_like(first)
+    group_order[np.argsort(first, kind="stable")] = np.arange(len(first))
+    keyed = pa.table({
+        "g": pa.array(group_order[inverse]),
+        "s": pc.fill_null(table.column(score_column).cast(pa.float64()), -np.inf),
+        "d": table.column("docno") if "docno" in table.column_names else pa.array(np.arange(table.num_rows)),
+    })
+    order = pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
+    return table.take(order)
+
+
+def ranks_within_qid(table: pa.Table) -> pa.Array:
+    """1-based position of each row within its qid, in the table's current order."""
+    n = table.num_rows
+    if n == 0:
+        return pa.array([], pa.int32())
+    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    _, inverse = np.unique(qids, return_inverse=True)
+    order = np.argsort(inverse, kind="stable")
+    grouped = inverse[order]
+    is_start = np.r_[True, grouped[1:] != grouped[:-1]]
+    group_start = np.maximum.accumulate(np.where(is_start, np.arange(n), 0))
+    ranks = np.empty(n, dtype=np.int32)
+    ranks[order] = np.arange(n) - group_start + 1
+    return pa.array(ranks, pa.int32())
+
+
+def set_ranking(table: pa.Table, scores, step_id: str) -> pa.Table:
+    """Write ``score``/``rank`` and the step's own ``score_<step>``/``rank_<step>``.
+
+    Rows are re-ordered by qid (first appearance) then descending score, so the
+    ``rank`` column and the row order agree.
+    """
+    scores = pa.array(scores, pa.float64()) if not isinstance(scores, pa.Array) else scores.cast(pa.float64())
+    table = set_column(table, "score", scores)
+    table = sort_by_qid_then_score(table)
+    ranks = ranks_within_qid(table)
+    table = set_column(table, "rank", ranks)
+    table = set_column(table, f"score_{step_id}", table.column("score"))
+    return set_column(table, f"rank_{step_id}", ranks)
+
+
+def empty_like(table: pa.Table) -> pa.Table:
+    return table.slice(0, 0)

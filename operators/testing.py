@@ -1,0 +1,159 @@
+"""The operator contract test, shipped with the package (like PyTerrier's TransformerTestCase).
+
+Subclass ``OperatorContract`` in a pytest module, say which operator it covers and
+how to build it and its input; every check below then runs against it::
+
+    class TestWordCount(OperatorContract):
+        operator_name = "analyze.word_count"
+
+        def make_operator(self, **params):
+            return create("analyze.word_count", params)
+
+Checks: the params schema is complete (every field typed, defaulted or required,
+described), the declared output columns appear, an empty table works, one query
+and several queries work, ranks start at 1 and are dense within each qid, columns
+the operator does not own pass through, and the operator does not modify its input.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from operators.base import Operator
+from operators.registry import get_operator
+
+SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "data" / "sample" / "corpus.jsonl"
+
+SAMPLE_QUERIES = {
+    "q1": "which insects make honey and pollinate flowers",
+    "q2": "opera composed in the nineteenth century",
+    "q3": "how does the immune system attack the body",
+}
+
+
+def sample_documents(n: int = 20) -> pa.Table:
+    """The first ``n`` documents of the bundled Wikipedia sample (``docno, title, text``)."""
+    rows = []
+    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+        for line in f:
+            doc = json.loads(line)
+            rows.append({"docno": doc["_id"], "title": doc["title"], "text": doc["text"]})
+            if len(rows) == n:
+                break
+    return pa.Table.from_pylist(rows)
+
+
+def sample_results(n_queries: int = 3, per_query: int = 5) -> pa.Table:
+    """A results table (``qid, query, docno, title, text, score, rank``) over real text.
+
+    Each query gets a different slice of the sample corpus, with descending scores.
+    """
+    docs = sample_documents(n_queries * per_query).to_pylist()
+    rows = []
+    for q, (qid, query) in enumerate(list(SAMPLE_QUERIES.items())[:n_queries]):
+        for r in range(per_query):
+            doc = docs[q * per_query + r]
+            rows.append({"qid": qid, "query": query, **doc, "score": float(per_query - r), "rank": r + 1})
+    table = pa.Table.from_pylist(rows)
+    return table.set_column(table.column_names.index("rank"), "rank", table.column("rank").cast(pa.int32()))
+
+
+class OperatorContract:
+    """Mixin of contract checks; subclasses set ``operator_name`` and may override the factories."""
+
+    operator_name: str = ""
+    #: Extra column added to every input to check that columns pass through.
+    passthrough_column = "extra_passthrough"
+
+    def make_operator(self, **params: Any) -> Operator:
+        return get_operator(self.operator_name)(params)
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        return sample_results(n_queries, per_query)
+
+    # -- helpers --------------------------------------------------------------
+
+    def _run(self, table: pa.Table) -> pa.Table:
+        op = self.make_operator()
+        if op.scope != "source":
+            table = table.append_column(self.passthrough_column, pa.array([f"x{i}" for i in range(table.num_rows)]))
+        out = op(table)
+        assert isinstance(out, pa.Table), f"{op.name} returned {type(out).__name__}, not a pyarrow.Table"
+        return out
+
+    # -- checks ---------------------------------------------------------------
+
+    def test_is_registered(self):
+        cls = get_operator(self.operator_name)
+        assert cls.name == self.operator_name
+        assert cls.category() in self.operator_name
+        assert cls.description(), f"{cls.__name__} needs a docstring: its first line is the description"
+
+    def test_params_schema_is_complete(self):
+        cls = get_operator(self.operator_name)
+        schema = cls.Params.model_json_schema()
+        json.dumps(schema)  # serialisable
+        for field, info in cls.Params.model_fields.items():
+            assert info.description, f"{cls.__name__}.Params.{field} has no Field(description=...)"
+            assert info.annotation is not None, f"{cls.__name__}.Params.{field} has no type"
+        extra = cls.Params.model_config.get("extra")
+        assert extra == "forbid", f"{cls.__name__}.Params must forbid unknown parameters"
+
+    def test_construction_is_cheap_and_equal_by_params(self):
+        a, b = self.make_operator(), self.make_operator()
+        assert not a._is_set_up, "constructing an operator must not load anything"
+        assert a == b and hash(a) == hash(b)
+
+    def test_declared_outputs_appear(self):
+        op = self.make_operator()
+        out = self._run(self.make_input())
+        missing = [c for c in op.produces() if c not in out.column_names]
+        assert not missing, f"{op.name} declares {missing} in produces() but did not write them"
+
+    def test_empty_table(self):
+        op = self.make_operator()
+        if op.scope == "source":
+            return
+        out = self._run(self.make_input().slice(0, 0))
+        assert out.num_rows == 0
+
+    def test_one_query(self):
+        out = self._run(self.make_input(n_queries=1))
+        if "qid" in out.column_names and out.num_rows:
+            assert set(out.column("qid").to_pylist()) <= set(SAMPLE_QUERIES)
+        self._check_ranks(out)
+
+    def test_several_queries(self):
+        table = self.make_input(n_queries=3)
+        out = self._run(table)
+        op = self.make_operator()
+        if op.scope != "source" and "qid" in table.column_names and out.num_rows:
+            assert set(out.column("qid").to_pylist()) == set(table.column("qid").to_pylist()), (
+                f"{op.name} lost or invented queries"
+            )
+        self._check_ranks(out)
+
+    def test_passthrough_and_input_untouched(self):
+        op = self.make_operator()
+        if op.scope == "source":
+            return
+        table = self.make_input()
+        before = table.to_pylist()
+        out = self._run(table)
+        assert table.to_pylist() == before, f"{op.name} modified its input table"
+        if out.num_rows:
+            assert self.passthrough_column in out.column_names, (
+                f"{op.name} dropped column '{self.passthrough_column}' that it does not own"
+            )
+
+    def _check_ranks(self, out: pa.Table) -> None:
+        if "rank" not in out.column_names or "qid" not in out.column_names or out.num_rows == 0:
+            return
+        for qid in pc.unique(out.column("qid")).to_pylist():
+            ranks = out.filter(pc.equal(out.column("qid"), qid)).column("rank").to_pylist()
+            assert sorted(ranks) == list(range(1, len(ranks) + 1)), f"ranks of {qid} are {ranks}, not 1..n"
