@@ -91,7 +91,8 @@ class StepRunner:
             out, _ = self._call(table)
             return out, stats
         reads = self.op.reads()
-        keys = row_unit_keys(table, reads if reads is not None else table.column_names, self.key)
+        columns = table.column_names if reads is None else [c for c in reads if c in table.column_names]
+        keys = row_unit_keys(table, columns, self.key)
         cached = self.cache.get(keys)
         miss = np.array([i for i, k in enumerate(keys) if k not in cached], dtype=np.int64)
         stats.hits = n - len(miss)

@@ -93,9 +93,12 @@ class FlowSpec(BaseModel):
         elif isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
             text = source
         else:
-            known = ", ".join(sorted(p.stem for p in SPECS_DIR.glob("*.yaml")))
-            raise SpecError(f"no flow spec file or built-in flow named '{source}'; built-in flows: {known}",
-                            field="spec")
+            from flows import store
+
+            known = ", ".join(store.builtin_names()) or "none"
+            saved = ", ".join(store.saved_names()) or "none"
+            raise SpecError(f"no flow spec file or built-in flow named '{source}', and no saved flow by that "
+                            f"name; built-in flows: {known}; saved flows: {saved}", field="spec")
         try:
             data = yaml.safe_load(text)
         except yaml.YAMLError as err:
@@ -196,19 +199,20 @@ class Flow:
 
 
 def _topological_order(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> list[str]:
-    """Kahn's algorithm, stable in spec order; a cycle is an error naming its steps."""
-    remaining = {s: set(inputs[s]) for s in ids}
+    """Spec order wherever the inputs allow it: each time, the first written step that is ready.
+
+    A cycle is an error naming its steps.
+    """
+    done: set[str] = set()
     order: list[str] = []
-    while remaining:
-        ready = [s for s in ids if s in remaining and not remaining[s]]
-        if not ready:
+    while len(order) < len(ids):
+        ready = next((s for s in ids if s not in done and all(p in done for p in inputs[s])), None)
+        if ready is None:
+            remaining = {s: set(inputs[s]) - done for s in ids if s not in done}
             cycle = _find_cycle(remaining)
             raise SpecError(f"the flow has a cycle: {' -> '.join(cycle)}", step=cycle[0], field="inputs")
-        for s in ready:
-            order.append(s)
-            del remaining[s]
-        for deps in remaining.values():
-            deps.difference_update(ready)
+        order.append(ready)
+        done.add(ready)
     return order
 
 
@@ -233,15 +237,23 @@ def _spec_error(err: ValidationError) -> SpecError:
 
 
 def resolve_spec_path(source: str | Path) -> Path | None:
-    """A spec file path, or the built-in ``flows/specs/<name>.{yaml,json}``; None if neither."""
-    path = Path(source)
-    if "\n" not in str(source) and path.is_file():
-        return path
-    for suffix in (".yaml", ".yml", ".json"):
-        builtin = SPECS_DIR / f"{source}{suffix}"
-        if builtin.is_file():
-            return builtin
-    return None
+    """A spec file path, the built-in ``flows/specs/<name>.{yaml,json}``, or the saved flow
+    ``$TESSERA_HOME/flows/<name>.yaml`` (see ``flows.store``); None if none of them."""
+    if "\n" in str(source):
+        return None
+    try:  # YAML/JSON text on one line can be too long to be a file name
+        path = Path(source)
+        if path.is_file():
+            return path
+        for suffix in (".yaml", ".yml", ".json"):
+            builtin = SPECS_DIR / f"{source}{suffix}"
+            if builtin.is_file():
+                return builtin
+    except OSError:
+        return None
+    from flows import store
+
+    return store.saved_path(str(source))
 
 
 # -- the mosaicRAG dialect ------------------------------------------------------

@@ -70,3 +70,11 @@ class MissingColumnsError(OperatorError):
 
 class FlowCancelled(TesseraError):
     """A run was cancelled through its cancellation token."""
+
+
+class SourceError(OperatorError):
+    """A source cannot read its input: a missing path, an unreadable record, a failed query."""
+
+
+class SourceNotFoundError(SourceError):
+    """A source's path, glob or folder matches nothing."""

@@ -1,0 +1,33 @@
+# Tessera: `make demo` and `make test` work on a fresh clone (pip reaches PyPI).
+# PYTHON must be a Python 3.11; override with `make demo PYTHON=/path/to/python3.11`.
+
+PYTHON ?= python3.11
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: help demo test venv
+
+help:
+	@echo "make demo   create $(VENV) if missing, install Tessera, run the demo flow on the sample queries"
+	@echo "make test   install Tessera with its test extras, run the test suite"
+
+# The virtual environment, created once.
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+venv: $(BIN)/python
+
+# Installs are re-run only when pyproject.toml changes (stamp files in the venv).
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	@touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	@touch $@ $(VENV)/.installed
+
+demo: $(VENV)/.installed
+	$(BIN)/tessera run demo --queries data/sample/queries.jsonl
+
+test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -p no:cacheprovider

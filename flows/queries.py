@@ -1,0 +1,177 @@
+"""Reading query sets (``qid, query`` tables) from files or a literal query, and writing results.
+
+Query files, by suffix:
+
+* ``.jsonl`` / ``.ndjson`` / ``.json`` (one object a line): BEIR ``queries.jsonl``
+  (``_id``, ``text``) or ``qid``/``query`` (``id`` is accepted for the id).
+* ``.tsv``: ``qid<TAB>query`` per line; a first line ``qid<TAB>query`` (or ``_id``/``text``)
+  is a header and skipped.
+* ``.txt``: one query a line, numbered ``1``, ``2``...
+* ``.parquet`` / ``.csv``: columns ``qid, query`` (or ``_id, text``).
+
+Only ``qid`` (as a string) and ``query`` are kept. Anything that is not an existing
+file and does not look like a file name (no whitespace, a known suffix) is a literal
+query with qid ``1``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+
+from operators.errors import SpecError
+
+QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
+RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv")
+
+_ID_FIELDS = ("qid", "_id", "id")
+_TEXT_FIELDS = ("query", "text")
+
+
+def looks_like_path(source: str) -> bool:
+    text = source.strip()
+    return bool(text) and not any(ch.isspace() for ch in text) and (
+        text.lower().endswith(QUERY_SUFFIXES) or os.sep in text
+    )
+
+
+def read_queries(source: str | Path) -> pa.Table:
+    """A ``qid, query`` table from a query file or a literal query text."""
+    path = Path(source)
+    try:
+        is_file = path.is_file()
+    except OSError:  # a long literal query is not a valid file name
+        is_file = False
+    if not is_file:
+        if isinstance(source, Path) or looks_like_path(str(source)):
+            raise SpecError(f"queries file not found: {source}", field="queries")
+        text = str(source).strip()
+        if not text:
+            raise SpecError("the query is empty", field="queries")
+        return _table([("1", text)])
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson", ".json"):
+        pairs = _read_jsonl(path)
+    elif suffix == ".tsv":
+        pairs = _read_tsv(path)
+    elif suffix == ".txt":
+        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+        pairs = [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
+    elif suffix in (".parquet", ".csv"):
+        pairs = _read_columnar(path)
+    else:
+        raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of {', '.join(QUERY_SUFFIXES)})",
+                        field="queries")
+    if not pairs:
+        raise SpecError(f"{path} holds no queries", field="queries")
+    seen: set[str] = set()
+    for qid, _ in pairs:
+        if qid in seen:
+            raise SpecError(f"{path}: qid '{qid}' appears twice", field="queries")
+        seen.add(qid)
+    return _table(pairs)
+
+
+def _table(pairs: list[tuple[str, str]]) -> pa.Table:
+    return pa.table({"qid": pa.array([q for q, _ in pairs], pa.string()),
+                     "query": pa.array([t for _, t in pairs], pa.string())})
+
+
+def _pick(record: dict, names: tuple[str, ...]):
+    return next((record[n] for n in names if n in record and record[n] is not None), None)
+
+
+def _read_jsonl(path: Path) -> list[tuple[str, str]]:
+    pairs = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise SpecError(f"{path}:{line_no}: not JSON ({err.msg})", field="queries") from None
+            qid = _pick(record, _ID_FIELDS) if isinstance(record, dict) else None
+            text = _pick(record, _TEXT_FIELDS) if isinstance(record, dict) else None
+            if qid is None or text is None:
+                raise SpecError(f"{path}:{line_no}: a query needs an id (_id or qid) and a text (text or query)",
+                                field="queries")
+            pairs.append((str(qid), str(text)))
+    return pairs
+
+
+def _read_tsv(path: Path) -> list[tuple[str, str]]:
+    pairs = []
+    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        parts = line.split("\t", 1)
+        if len(parts) != 2:
+            raise SpecError(f"{path}:{line_no}: expected 'qid<TAB>query'", field="queries")
+        qid, text = parts[0].strip(), parts[1].strip()
+        if line_no == 1 and qid in _ID_FIELDS and text in _TEXT_FIELDS:
+            continue  # header
+        pairs.append((qid, text))
+    return pairs
+
+
+def _read_columnar(path: Path) -> list[tuple[str, str]]:
+    if path.suffix.lower() == ".parquet":
+        import pyarrow.parquet as pq
+
+        table = pq.read_table(path)
+    else:
+        import pyarrow.csv as pacsv
+
+        table = pacsv.read_csv(path)
+    names = table.column_names
+    qid_col = next((n for n in _ID_FIELDS if n in names), None)
+    text_col = next((n for n in _TEXT_FIELDS if n in names), None)
+    if qid_col is None or text_col is None:
+        raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {names}", field="queries")
+    return [(str(q), str(t)) for q, t in zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
+            if t is not None]
+
+
+# -- results ------------------------------------------------------------------------
+
+
+def check_result_path(path: str | Path) -> Path:
+    path = Path(path)
+    if path.suffix.lower() not in RESULT_SUFFIXES:
+        raise SpecError(f"cannot write '{path.name}': the output file must end in {', '.join(RESULT_SUFFIXES)}",
+                        field="out")
+    return path
+
+
+def write_results(table: pa.Table, path: str | Path) -> Path:
+    """Write a results table as Parquet, JSON lines or CSV (by suffix), atomically.
+
+    CSV has no nested types: list and struct columns are written as JSON text.
+    """
+    path = check_result_path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    suffix = path.suffix.lower()
+    if suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        pq.write_table(table, tmp)
+    elif suffix == ".jsonl":
+        with open(tmp, "w", encoding="utf-8") as f:
+            for row in table.to_pylist():
+                f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+    else:
+        import pyarrow.csv as pacsv
+
+        flat = table
+        for i, field in enumerate(table.schema):
+            if pa.types.is_nested(field.type):
+                values = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
+                flat = flat.set_column(i, field.name, pa.array(values, pa.string()))
+        pacsv.write_csv(flat, tmp)
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,149 @@
+"""Chunker: documents to overlapping passages."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from operators.base import Operator
+from operators.preprocess import _chunk_units as units
+from operators.sources._ids import fill_missing_ids
+from operators.tables import set_column
+
+PUNKT_LANGUAGES = Literal[
+    "czech", "danish", "dutch", "english", "english_web", "estonian", "finnish", "french", "german", "greek",
+    "italian", "malayalam", "norwegian", "polish", "portuguese", "russian", "slovene", "spanish", "swedish", "turkish",
+]
+
+
+class Chunker(Operator):
+    """Split each document's text into overlapping chunks of tokens, words or sentences.
+
+    Windows of ``size`` units advance by ``size - overlap``, so consecutive chunks of
+    a document share exactly ``overlap`` units and together cover the whole text; a
+    chunk is the original text from its first unit to its last (spacing kept).
+    Tokens are regex tokens, not a model's word pieces: runs of word characters, or
+    one punctuation/symbol character (``\\w+|[^\\w\\s]``); words are runs of
+    non-whitespace; sentences come from Punkt (models ship with the ``punkt`` package).
+    Emits one row per chunk: ``chunk_id`` (``<doc_id>#<chunk_index>``), ``doc_id``
+    (the input ``docno``, or a content id when there is none), ``chunk_index`` and
+    ``total_chunks``, the chunk in ``text``, and ``docno = chunk_id``; other columns
+    are repeated. A text with no units stays as one empty chunk.
+
+    Usage::
+
+        Chunker({"unit": "words", "size": 3, "overlap": 1})(pa.table({"docno": ["d1"], "text": ["a b c d e"]}))
+        # chunk_id: ["d1#0", "d1#1"], text: ["a b c", "c d e"], chunk_index: [0, 1], total_chunks: [2, 2]
+    """
+
+    name = "preprocess.chunk"
+    scope = "row"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        unit: Literal["tokens", "sentences", "words"] = Field("tokens", description="What `size` and `overlap` count.")
+        size: int = Field(256, gt=0, description="Units in a chunk (the last chunk of a document may have fewer).")
+        overlap: int = Field(32, ge=0, description="Units shared by consecutive chunks; less than `size`.")
+        language: PUNKT_LANGUAGES = Field("english", description="Punkt model for `unit: sentences`.")
+        text_column: str = Field("text", min_length=1, description="Column holding the text; receives the chunk.")
+        id_column: str = Field("docno", min_length=1, description="Column holding the document id (becomes doc_id).")
+
+        @field_validator("overlap")
+        @classmethod
+        def _overlap_below_size(cls, overlap: int, info: ValidationInfo) -> int:
+            size = info.data.get("size")
+            if size is not None and overlap >= size:
+                raise ValueError(f"overlap must be less than size ({size}), or chunks would not advance")
+            return overlap
+
+    def reads(self) -> None:
+        return None  # every column is repeated into the chunks
+
+    def requires(self) -> list[str]:
+        return [self.params.text_column]
+
+    def produces(self) -> dict[str, str]:
+        return {
+            "chunk_id": "id", "doc_id": "id", "chunk_index": "data", "total_chunks": "data",
+            self.params.text_column: "text", "docno": "id",
+        }
+
+    def setup(self) -> None:
+        if self.params.unit == "sentences":
+            units.punkt_tokenizer(self.params.language)
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        p = self.params
+        column = table.column(p.text_column)
+        texts = pc.fill_null(column.combine_chunks() if column.num_chunks else pa.array([], pa.string()), "")
+        if p.unit == "sentences":
+            text_of, index, totals, chunks = self._sentence_chunks(texts)
+        else:
+            text_of, index, totals, chunks = self._span_chunks(texts)
+        titles = table.column("title") if "title" in table.column_names else None
+        ids = table.column(p.id_column) if p.id_column in table.column_names else None
+        doc_ids = fill_missing_ids(ids, titles, texts).take(pa.array(text_of, pa.int64()))
+        index_arr = pa.array(index, pa.int32())
+        chunk_ids = pc.binary_join_element_wise(doc_ids, index_arr.cast(pa.string()), "#")
+        rest = table.drop_columns([p.text_column])  # do not copy the long texts only to replace them
+        if rest.num_columns:
+            out = rest.take(pa.array(text_of, pa.int64()))
+            out = out.add_column(table.column_names.index(p.text_column), p.text_column, chunks)
+        else:
+            out = pa.table({p.text_column: chunks})
+        for name, values in (
+            ("docno", chunk_ids), ("chunk_id", chunk_ids), ("doc_id", doc_ids),
+            ("chunk_index", index_arr), ("total_chunks", pa.array(totals, pa.int32())),
+        ):
+            out = set_column(out, name, values)
+        return out
+
+    def _span_chunks(self, texts: pa.Array):
+        """Token/word chunks, a block of texts at a time, sliced from the UTF-8 bytes."""
+        p = self.params
+        data, offsets = units.string_buffers(texts)
+        # blocks of about BLOCK_BYTES bytes (one text at least) bound the memory numpy needs
+        cuts = np.searchsorted(offsets, np.arange(units.BLOCK_BYTES, offsets[-1], units.BLOCK_BYTES))
+        bounds = np.unique(np.r_[0, cuts, len(texts)])
+        parts, pieces = [], []
+        for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+            block = data[offsets[lo]: offsets[hi]]
+            starts, ends, counts = units.unit_bytes(block, offsets[lo: hi + 1] - offsets[lo], p.unit)
+            text_of, index, first, stop = units.windows(counts, p.size, p.overlap)
+            base = (np.cumsum(counts) - counts)[text_of]
+            has = stop > first  # False only for a text without units: its one chunk is empty
+            begin = np.zeros(len(text_of), np.int64)
+            end = np.zeros(len(text_of), np.int64)
+            begin[has] = starts[(base + first)[has]]
+            end[has] = ends[(base + stop - 1)[has]]
+            buf = block.tobytes()
+            pieces.extend(buf[b:e] for b, e in zip(begin.tolist(), end.tolist()))
+            parts.append((text_of + lo, index, np.bincount(text_of, minlength=hi - lo)[text_of]))
+        return self._gather(parts, pa.array(pieces, pa.binary()).cast(pa.string()))
+
+    def _sentence_chunks(self, texts: pa.Array):
+        """Sentence chunks: Punkt spans per text, then the same windows as tokens."""
+        p = self.params
+        tokenizer = units.punkt_tokenizer(p.language)
+        values = texts.to_pylist()
+        spans = [units.sentence_spans(text, tokenizer) for text in values]
+        counts = np.array([len(s) for s in spans], np.int64)
+        text_of, index, first, stop = units.windows(counts, p.size, p.overlap)
+        pieces = [
+            values[t][spans[t][f][0]: spans[t][s - 1][1]] if s > f else ""
+            for t, f, s in zip(text_of.tolist(), first.tolist(), stop.tolist())
+        ]
+        totals = np.bincount(text_of, minlength=len(values))[text_of]
+        return self._gather([(text_of, index, totals)], pa.array(pieces, pa.string()))
+
+    @staticmethod
+    def _gather(parts, chunks: pa.Array):
+        if not parts:
+            empty = np.zeros(0, np.int64)
+            return empty, empty, empty, pa.array([], pa.string())
+        text_of, index, totals = (np.concatenate(column) for column in zip(*parts))
+        return text_of, index, totals, chunks

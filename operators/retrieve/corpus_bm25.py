@@ -1,0 +1,190 @@
+"""BM25 over a JSONL corpus loaded in memory: the simple demo ranker."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.errors import OperatorError
+from operators.tables import qid_groups, set_ranking
+
+#: The repository root: relative corpus paths that do not exist under the working
+#: directory are looked up here, so ``tessera run demo`` works from any directory.
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+#: Columns this operator writes; input columns of the same names are replaced.
+RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
+
+# Content hashes by (path, size, mtime_ns): the identity of a corpus is computed once per process.
+_hashes: dict[tuple[str, int, int], str] = {}
+_hash_lock = threading.Lock()
+
+
+def resolve_corpus(path: str) -> Path:
+    """``path`` as given if it exists (absolute, or relative to the working directory),
+    else relative to the repository root; the first candidate when neither exists."""
+    given = Path(path).expanduser()
+    if given.is_absolute() or given.exists():
+        return given
+    in_repo = REPO_ROOT / given
+    return in_repo if in_repo.exists() else given
+
+
+def file_sha256(path: Path) -> str:
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+    with _hash_lock:
+        if key in _hashes:
+            return _hashes[key]
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    with _hash_lock:
+        _hashes[key] = digest.hexdigest()
+    return _hashes[key]
+
+
+class CorpusBM25(Operator):
+    """Rank a small JSONL corpus with BM25 (bm25s), loaded and indexed in memory: the simple demo ranker.
+
+    This is the demo retriever that makes ``make demo`` work on a fresh clone; the
+    real indices (sharded BM25 and dense indices on disk, built by ingestion) come
+    later. ``setup()`` reads the corpus (BEIR-style JSONL: ``_id`` (or ``docno``/``id``),
+    ``title``, ``text``) and indexes title + text with bm25s, English stopwords and
+    the English Snowball stemmer (PyStemmer). Each query gets its top ``k`` documents
+    with a positive score: rows ``qid, query, docno, title, text, score, rank`` (+ the
+    query's other columns), with ``score_<step>``/``rank_<step>`` copies. A relative
+    ``corpus`` path is looked up in the working directory, then in the repository root.
+    The cache key includes the corpus file's content hash, so editing the corpus
+    invalidates cached results.
+
+    Usage::
+
+        CorpusBM25({"corpus": "data/sample/corpus.jsonl", "k": 3})(
+            pa.table({"qid": ["q1"], "query": ["which insects make honey"]}))
+        # 3 rows for q1: docno wv00790 (Bee) first, ...
+    """
+
+    name = "retrieve.corpus_bm25"
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        corpus: str = Field(
+            "data/sample/corpus.jsonl", min_length=1, title="Corpus file",
+            description="JSONL corpus (one document a line: `_id` or `docno` or `id`, `title`, `text`); "
+            "relative paths are tried in the working directory, then in the repository root.",
+        )
+        k: int = Field(10, gt=0, le=10_000, title="Results per query",
+                       description="Documents returned per query (at most; only documents matching a query word).",
+                       examples=[5, 10, 50, 100])
+        index_title: bool = Field(True, title="Index titles", description="Index the title together with the text.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+
+    # -- declared columns ---------------------------------------------------
+
+    def reads(self) -> list[str]:
+        return ["qid", "query"]
+
+    def produces(self) -> dict[str, str]:
+        return {
+            "docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
+            f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank",
+        }
+
+    def cache_identity(self) -> dict[str, Any]:
+        identity = super().cache_identity()
+        path = resolve_corpus(self.params.corpus)
+        identity["corpus_sha256"] = file_sha256(path) if path.is_file() else None
+        return identity
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def setup(self) -> None:
+        if getattr(self, "_retriever", None) is not None:
+            return
+        import bm25s
+        import Stemmer
+        from bm25s.tokenization import Tokenizer
+
+        path = resolve_corpus(self.params.corpus)
+        if not path.is_file():
+            places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
+            raise OperatorError(f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})",
+                                op=self.name, step=self.step_id, field="params.corpus")
+        docnos, titles, texts = _read_corpus(path, op=self)
+        if not docnos:
+            raise OperatorError(f"corpus {path} holds no documents", op=self.name, step=self.step_id,
+                                field="params.corpus")
+        indexed = [f"{t}\n{x}" for t, x in zip(titles, texts)] if self.params.index_title else texts
+        tokenizer = Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+        corpus_tokens = tokenizer.tokenize(indexed, return_as="tuple", show_progress=False)
+        retriever = bm25s.BM25()
+        retriever.index(corpus_tokens, show_progress=False)
+        self._docs = pa.table({"docno": docnos, "title": titles, "text": texts},
+                              schema=pa.schema([("docno", pa.string()), ("title", pa.string()),
+                                                ("text", pa.string())]))
+        self._tokenizer = tokenizer
+        self._retriever = retriever
+
+    # -- running ------------------------------------------------------------
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        # One row per query (the first of its group), keeping its query-level columns.
+        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
+        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
+        queries = queries.drop_columns([c for c in queries.column_names if c in owned])
+        n_docs = self._docs.num_rows
+        rows = np.zeros(0, dtype=np.int64)
+        docs = np.zeros(0, dtype=np.int64)
+        scores = np.zeros(0, dtype=np.float64)
+        if queries.num_rows:
+            texts = [q or "" for q in queries.column("query").to_pylist()]
+            with self._lock:  # the PyStemmer stemmer inside the tokenizer is not thread-safe
+                ids = self._tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
+            found, found_scores = self._retriever.retrieve(ids, k=min(self.params.k, n_docs),
+                                                           show_progress=False)
+            keep = found_scores > 0  # a document that matches no query word is not a result
+            rows = np.nonzero(keep)[0]
+            docs = found[keep].astype(np.int64)
+            scores = found_scores[keep].astype(np.float64)
+        out = queries.take(pa.array(rows, pa.int64()))
+        hits = self._docs.take(pa.array(docs, pa.int64()))
+        for name in ("docno", "title", "text"):
+            out = out.append_column(name, hits.column(name))
+        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id)
+
+
+def _read_corpus(path: Path, *, op: Operator) -> tuple[list[str], list[str], list[str]]:
+    docnos: list[str] = []
+    titles: list[str] = []
+    texts: list[str] = []
+    with open(path, encoding="utf-8") as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                doc = json.loads(line)
+                docno = next(doc[k] for k in ("_id", "docno", "id") if k in doc)
+                text = doc["text"]
+            except (json.JSONDecodeError, StopIteration, KeyError, TypeError):
+                raise OperatorError(f"{path}:{line_no}: not a JSON object with an id (_id, docno or id) and text",
+                                    op=op.name, step=op.step_id, field="params.corpus") from None
+            docnos.append(str(docno))
+            titles.append(str(doc.get("title") or ""))
+            texts.append(str(text or ""))
+    return docnos, titles, texts
+

@@ -1,0 +1,79 @@
+"""The files of a BEIR folder: ``corpus.jsonl``, ``queries.jsonl``, ``qrels/<split>.tsv``.
+
+``load_qrels`` is public: the benchmarker reads relevance judgements with it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from operators.errors import SourceError, SourceNotFoundError
+
+
+def _where(op: Any) -> dict[str, Any]:
+    return {"op": getattr(op, "name", None), "step": getattr(op, "step_id", None)}
+
+
+def beir_file(folder: str | Path, stem: str, *, op: Any = None) -> Path:
+    """``<folder>/<stem>.jsonl`` (or ``.jsonl.gz``); the error lists what the folder holds."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise SourceNotFoundError(f"BEIR folder '{folder}' does not exist", field="params.folder", **_where(op))
+    for name in (f"{stem}.jsonl", f"{stem}.jsonl.gz"):
+        if (folder / name).is_file():
+            return folder / name
+    present = sorted(p.name for p in folder.iterdir())
+    raise SourceNotFoundError(
+        f"BEIR folder '{folder}' has no {stem}.jsonl (it holds {present})", field="params.folder", **_where(op)
+    )
+
+
+def qrels_splits(folder: str | Path) -> list[str]:
+    """Names of the qrels splits of a BEIR folder (``test``, ``train``, ``dev``...)."""
+    qrels = Path(folder) / "qrels"
+    return sorted(p.stem for p in qrels.glob("*.tsv")) if qrels.is_dir() else []
+
+
+def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa.Table:
+    """Relevance judgements of one split: ``qid: string, docno: string, relevance: int32``.
+
+    Reads ``<folder>/qrels/<split>.tsv``: BEIR's tab-separated ``query-id, corpus-id,
+    score`` with a header line, or TREC's four columns ``qid 0 docno relevance``.
+    """
+    path = Path(folder) / "qrels" / f"{split}.tsv"
+    if not path.is_file():
+        raise SourceNotFoundError(
+            f"no qrels file '{path}'; splits in that folder: {qrels_splits(folder) or 'none'}",
+            field="params.split", **_where(op),
+        )
+    qids: list[str] = []
+    docnos: list[str] = []
+    relevance: list[int] = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            parts = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
+            if not parts or parts == [""]:
+                continue
+            if len(parts) == 4:  # TREC: qid iteration docno relevance
+                parts = [parts[0], parts[2], parts[3]]
+            if len(parts) != 3:
+                raise SourceError(f"{path}, line {number}: expected 3 tab-separated columns, got {len(parts)}",
+                                  **_where(op))
+            try:
+                score = int(float(parts[2]))
+            except ValueError:
+                if number == 1:  # the header
+                    continue
+                raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number",
+                                  **_where(op)) from None
+            qids.append(parts[0])
+            docnos.append(parts[1])
+            relevance.append(score)
+    return pa.table({
+        "qid": pa.array(qids, pa.string()),
+        "docno": pa.array(docnos, pa.string()),
+        "relevance": pa.array(relevance, pa.int32()),
+    })

@@ -1,0 +1,357 @@
+"""What the document sources share: field mapping params, paths, byte ranges, JSONL records.
+
+A source turns records into a documents table ``docno, title?, text, <metadata>``.
+``DocumentParams`` holds the params every document source takes (which field is the
+id, the text, the title; which other fields to keep; a limit; the batch size), and
+``DocumentMapper`` applies them to rows (JSONL, SQL) or to Arrow tables (Parquet,
+CSV). Splits are ``FileRange``s: a whole file, or a byte range of one whose lines
+are owned by the range their first byte falls in, so every line is read once.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import itertools
+import json
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Literal
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.errors import SourceError, SourceNotFoundError
+from operators.sources._ids import fill_missing_ids
+
+logger = logging.getLogger("operators.sources")
+
+#: Output columns a source owns; input fields with these names are not kept as metadata.
+RESERVED = ("docno", "title", "text")
+#: Id fields tried, in order, when ``id_field`` is left at its BEIR default ``_id``.
+ID_FALLBACKS = ("docno", "id")
+
+
+class DocumentParams(BaseModel):
+    """Params shared by the document sources (each source's ``Params`` extends it)."""
+
+    model_config = ConfigDict(extra="forbid")
+    id_field: str = Field(
+        "_id",
+        min_length=1,
+        description="Field holding the document id. At the default `_id`, `docno` then `id` are tried "
+        "when `_id` is absent; a record with no id gets a content id.",
+    )
+    text_field: str = Field("text", min_length=1, description="Field holding the document text.")
+    title_field: str = Field(
+        "title", min_length=1, description="Field holding the title, emitted as `title` when present."
+    )
+    fields: list[str] | None = Field(
+        None,
+        description="Other fields to keep as columns. None keeps every other field (for JSONL: those of "
+        "each file's first record); [] keeps none. Nested values become JSON strings.",
+    )
+    id_mode: Literal["field", "content"] = Field(
+        "field",
+        description="`field`: ids from `id_field`; `content`: md5 of title + first 100 characters of text "
+        "(first 12 hex characters) for every document.",
+    )
+    limit: int | None = Field(
+        None, gt=0, description="Read only the first N documents, in file order (the source is then one split)."
+    )
+    batch_rows: int = Field(10_000, gt=0, description="Most rows in one emitted table.")
+
+
+# -- paths -----------------------------------------------------------------------
+
+
+def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> list[Path]:
+    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted."""
+    path = Path(os.path.expanduser(pattern))
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes or ("",)))
+        if not found:
+            raise SourceNotFoundError(
+                f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",
+                op=op.name, step=op.step_id, field="params.path",
+            )
+        return found
+    if glob.has_magic(str(path)):
+        found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not found:
+            raise SourceNotFoundError(
+                f"no file matches '{pattern}' (working directory {os.getcwd()})",
+                op=op.name, step=op.step_id, field="params.path",
+            )
+        return found
+    if not path.is_file():
+        raise SourceNotFoundError(
+            f"file '{pattern}' does not exist (working directory {os.getcwd()})",
+            op=op.name, step=op.step_id, field="params.path",
+        )
+    return [path]
+
+
+def is_gzip(path: str | Path) -> bool:
+    return str(path).endswith(".gz")
+
+
+@dataclass(frozen=True)
+class FileRange:
+    """Lines of ``path`` whose first byte lies in ``[start, end)``; ``end=None`` is the end of file."""
+
+    path: str
+    start: int = 0
+    end: int | None = None
+
+
+def file_ranges(paths: list[Path], num_splits: int) -> list[FileRange]:
+    """Each file one range at least; with ``num_splits`` above the file count, big files are cut by bytes.
+
+    Pieces are spread over the files by size. Gzipped files cannot be cut.
+    """
+    sizes = [p.stat().st_size for p in paths]
+    total = sum(sizes) or 1
+    ranges: list[FileRange] = []
+    for path, size in zip(paths, sizes):
+        pieces = 1 if is_gzip(path) or size == 0 else max(1, round(num_splits * size / total))
+        bounds = [size * i // pieces for i in range(pieces + 1)]
+        for start, end in zip(bounds, bounds[1:]):
+            if end > start or pieces == 1:
+                ranges.append(FileRange(str(path), start, None if end == size else end))
+    return ranges
+
+
+def iter_lines(rng: FileRange) -> Iterator[tuple[int, int, bytes]]:
+    """``(byte_offset, line_index_in_range, line)`` for the lines the range owns."""
+    if is_gzip(rng.path):
+        with gzip.open(rng.path, "rb") as f:
+            for index, line in enumerate(f):
+                yield -1, index, line
+        return
+    with open(rng.path, "rb") as f:
+        pos = rng.start
+        if pos > 0:
+            f.seek(pos - 1)
+            if f.read(1) != b"\n":  # this line began in the previous range
+                pos += len(f.readline())
+        index = 0
+        while rng.end is None or pos < rng.end:
+            line = f.readline()
+            if not line:
+                break
+            yield pos, index, line
+            pos += len(line)
+            index += 1
+
+
+class RecordErrors:
+    """Bad records of one range: raise at once (``on_error="raise"``) or count them and log at the end."""
+
+    def __init__(self, rng: FileRange, on_error: str, *, op: Any):
+        self.rng, self.on_error, self.op = rng, on_error, op
+        self._counted = (0, 0)  # (byte offset, newlines before it), to count on from
+        self.skipped: list[int] = []
+
+    def line_number(self, offset: int, index: int) -> int:
+        """1-based line number in the file of the line at ``offset`` (``index`` within the range)."""
+        if self.rng.start == 0 or offset < 0:
+            return index + 1
+        done, count = self._counted
+        if offset < done:
+            done, count = 0, 0
+        with open(self.rng.path, "rb") as f:
+            f.seek(done)
+            left = offset - done
+            while left > 0:
+                block = f.read(min(left, 1 << 20))
+                if not block:
+                    break
+                count += block.count(b"\n")
+                left -= len(block)
+        self._counted = (offset, count)
+        return count + 1
+
+    def bad(self, offset: int, index: int, reason: str) -> None:
+        line = self.line_number(offset, index)
+        if self.on_error == "raise":
+            raise SourceError(
+                f"{self.rng.path}, line {line}: {reason} (on_error='skip' skips such lines)",
+                op=self.op.name, step=self.op.step_id,
+            )
+        self.skipped.append(line)
+
+    def report(self) -> None:
+        if self.skipped:
+            shown = ", ".join(map(str, self.skipped[:10])) + (", ..." if len(self.skipped) > 10 else "")
+            logger.warning(
+                "%s [%s]: skipped %d unreadable line(s) in %s (lines %s)",
+                self.op.name, self.op.step_id, len(self.skipped), self.rng.path, shown,
+            )
+
+
+def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None = None) -> Iterator[dict]:
+    """JSON objects of the range's lines; blank lines are not records, bad ones go to ``RecordErrors``.
+
+    ``required`` names a field every record must have (the text field).
+    """
+    errors = RecordErrors(rng, on_error, op=op)
+    try:
+        for offset, index, raw in iter_lines(rng):
+            if offset in (0, -1) and index == 0 and raw.startswith(b"\xef\xbb\xbf"):
+                raw = raw[3:]
+            if not raw.strip():
+                continue
+            try:
+                record = json.loads(raw)
+            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                errors.bad(offset, index, f"not valid JSON ({err})")
+                continue
+            if not isinstance(record, dict):
+                errors.bad(offset, index, f"a JSON {type(record).__name__}, not an object")
+                continue
+            if required is not None and required not in record:
+                errors.bad(offset, index, f"no field '{required}' (fields: {sorted(record)})")
+                continue
+            yield record
+    finally:
+        errors.report()
+
+
+def read_jsonl_documents(
+    op: Any, ranges: list[FileRange], params: DocumentParams, *, on_error: str
+) -> Iterator[pa.Table]:
+    """Document tables of at most ``params.batch_rows`` rows from JSONL ranges, read in order."""
+    mapper = DocumentMapper(params, op=op)
+    left = params.limit
+    for rng in ranges:
+        has_title, extras = mapper.record_columns(first_record(rng.path))
+        records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field)
+        try:
+            wanted = records if left is None else itertools.islice(records, left)
+            for batch in batched(wanted, params.batch_rows):
+                if left is not None:
+                    left -= len(batch)
+                yield mapper.from_records(batch, has_title=has_title, extras=extras)
+        finally:
+            records.close()
+        if left is not None and left <= 0:
+            return
+
+
+def first_record(path: str) -> dict:
+    """The first JSON object of a JSONL file (``{}`` if there is none): its fields fix the file's columns."""
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rb") as f:
+        for raw in f:
+            try:
+                record = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                continue
+            if isinstance(record, dict):
+                return record
+    return {}
+
+
+def batched(items: Iterable[Any], n: int) -> Iterator[list[Any]]:
+    batch: list[Any] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def rebatch(tables: Iterable[pa.Table], n: int, limit: int | None = None) -> Iterator[pa.Table]:
+    """Slices of at most ``n`` rows, stopping after ``limit`` rows in all."""
+    left = limit
+    for table in tables:
+        for start in range(0, table.num_rows, n):
+            piece = table.slice(start, n if left is None else min(n, left))
+            if piece.num_rows:
+                yield piece
+            if left is not None:
+                left -= piece.num_rows
+                if left <= 0:
+                    return
+
+
+# -- records and tables to documents -------------------------------------------
+
+
+def values_to_array(values: list[Any]) -> pa.Array:
+    """An Arrow array of plain values; nested values (and mixed types) become JSON strings."""
+    if any(isinstance(v, (dict, list)) for v in values):
+        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+    try:
+        return pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+
+
+class DocumentMapper:
+    """Applies ``DocumentParams`` to records or tables, giving ``docno, title?, text, <metadata>``."""
+
+    def __init__(self, params: DocumentParams, *, op: Any):
+        self.p = params
+        self.op = op
+        self.id_fields = [params.id_field] + (list(ID_FALLBACKS) if params.id_field == "_id" else [])
+
+    def _keep(self, names: Iterable[str], used: set[str]) -> list[str]:
+        if self.p.fields is not None:
+            return [f for f in self.p.fields if f not in RESERVED]
+        return [n for n in names if n not in used and n not in RESERVED]
+
+    def record_columns(self, example: dict) -> tuple[bool, list[str]]:
+        """Whether a file whose first record is ``example`` has a title, and its metadata fields."""
+        used = {self.p.text_field, self.p.title_field, *self.id_fields}
+        return self.p.title_field in example, self._keep(example, used)
+
+    def from_records(self, records: list[dict], *, has_title: bool, extras: list[str]) -> pa.Table:
+        p = self.p
+        texts = [_as_text(r.get(p.text_field)) for r in records]
+        titles = [_as_text(r.get(p.title_field)) for r in records] if has_title else None
+        ids = None
+        if p.id_mode == "field":
+            ids = [next((r[f] for f in self.id_fields if r.get(f) is not None), None) for r in records]
+            ids = pa.array([None if i is None else str(i) for i in ids], pa.string())
+        columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
+        if titles is not None:
+            columns["title"] = pc.fill_null(pa.array(titles, pa.string()), "")
+        columns["text"] = pc.fill_null(pa.array(texts, pa.string()), "")
+        for name in extras:
+            columns[name] = values_to_array([r.get(name) for r in records])
+        return pa.table(columns)
+
+    def from_table(self, table: pa.Table, *, where: str) -> pa.Table:
+        p = self.p
+        names = table.column_names
+        if p.text_field not in names:
+            raise SourceError(
+                f"{where}: no text column '{p.text_field}' (columns: {names}); set text_field",
+                op=self.op.name, step=self.op.step_id, field="params.text_field",
+            )
+        id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
+        has_title = p.title_field in names
+        texts = pc.fill_null(table.column(p.text_field).cast(pa.string()), "")
+        titles = pc.fill_null(table.column(p.title_field).cast(pa.string()), "") if has_title else None
+        ids = table.column(id_name) if id_name else None
+        columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
+        if titles is not None:
+            columns["title"] = titles
+        columns["text"] = texts
+        used = {p.text_field, p.title_field, *self.id_fields}
+        for name in self._keep(names, used):
+            columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
+        return pa.table(columns)
+
+
+def _as_text(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)

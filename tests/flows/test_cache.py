@@ -1,0 +1,170 @@
+"""The step cache: what goes into a key, what hits, what misses, and safety across processes."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pyarrow as pa
+import pytest
+
+from flows.cache import StepCache, row_unit_keys, step_key, table_unit_key
+from flows.executors.local import LocalExecutor
+from flows.runner import StepRunner
+from flows.spec import FlowSpec
+from operators import create
+from operators.testing import sample_results
+
+STEPS = {
+    "words": {"op": "analyze.word_count"},
+    "title_words": {"op": "analyze.word_count", "params": {"input_column": "title", "output_column": "n_title"}},
+    "top": {"op": "postprocess.reduce", "params": {"k": 3}},
+}
+
+
+def spec(**changes) -> FlowSpec:
+    steps = {name: {**step, "params": {**step.get("params", {}), **changes.get(name, {})}}
+             for name, step in STEPS.items()}
+    return FlowSpec.parse({"name": "cached", "steps": steps})
+
+
+def hit_ratios(result) -> dict[str, float | None]:
+    return {step: record.hit_ratio for step, record in result.steps.items()}
+
+
+def test_second_identical_run_is_served_from_cache(cache):
+    results = sample_results(3, 8)
+    first = LocalExecutor(cache=cache).run(spec(), results)
+    second = LocalExecutor(cache=cache).run(spec(), results)
+    assert hit_ratios(first) == {"words": 0.0, "title_words": 0.0, "top": 0.0}
+    assert hit_ratios(second) == {"words": 1.0, "title_words": 1.0, "top": 1.0}
+    assert second.cache_hit_ratio == 1.0
+    assert second.table.equals(first.table)
+    assert "cache hit ratio 100%" in second.description()
+
+
+def test_hit_ratio_does_not_depend_on_batching(cache):
+    results = sample_results(3, 8)
+    LocalExecutor(cache=cache).run(spec(), results)
+    small_batches = FlowSpec.parse({"name": "cached", "steps": {
+        name: {**step, "batch_size": 5} for name, step in STEPS.items()}})
+    again = LocalExecutor(cache=cache).run(small_batches, results)
+    assert again.cache_hit_ratio == 1.0
+
+
+def test_changing_a_param_misses_from_that_step_on_and_hits_before(cache):
+    results = sample_results(3, 8)
+    LocalExecutor(cache=cache).run(spec(), results)
+    changed = LocalExecutor(cache=cache).run(spec(title_words={"output_column": "title_len"}), results)
+    assert hit_ratios(changed) == {"words": 1.0, "title_words": 0.0, "top": 0.0}
+    changed_k = LocalExecutor(cache=cache).run(spec(top={"k": 2}), results)
+    assert hit_ratios(changed_k) == {"words": 1.0, "title_words": 1.0, "top": 0.0}
+    assert set(changed_k.table.column("rank").to_pylist()) == {1, 2}
+
+
+def test_documents_with_identical_text_keep_their_own_ids_and_outputs(cache):
+    text = "Honey bees pollinate flowers and make honey."
+    table = pa.table({"qid": ["q1", "q1", "q2"], "docno": ["a", "b", "c"], "title": ["A", "B", "C"],
+                      "text": [text, text, "Another text entirely, longer than the first one."]})
+    op = create("analyze.word_count", step_id="words")
+    for run in range(2):
+        out, stats = StepRunner(op, cache).run(table)
+        assert out.column("docno").to_pylist() == ["a", "b", "c"]
+        assert out.column("title").to_pylist() == ["A", "B", "C"]
+        assert out.column("word_count").to_pylist() == [7, 7, 8]
+        assert stats.hits == (0 if run == 0 else 3)
+
+
+def test_keys_are_length_prefixed_so_shifted_strings_do_not_collide():
+    key = step_key(create("analyze.word_count"))
+    a = pa.table({"x": ["ab"], "y": ["c"]})
+    b = pa.table({"x": ["a"], "y": ["bc"]})
+    assert row_unit_keys(a, ["x", "y"], key) != row_unit_keys(b, ["x", "y"], key)
+    assert table_unit_key(pa.table({"x": ["ab", "c"]}), key) != table_unit_key(pa.table({"x": ["a", "bc"]}), key)
+    assert table_unit_key(pa.table({"x": ["", None]}), key) != table_unit_key(pa.table({"x": [None, ""]}), key)
+    assert table_unit_key(pa.table({"x": [1]}), key) != table_unit_key(pa.table({"x": ["1"]}), key)
+
+
+def test_keys_ignore_schema_metadata_but_not_values_or_params():
+    op = create("postprocess.reduce", {"k": 2})
+    key = step_key(op)
+    table = sample_results(1, 3)
+    stamped = table.replace_schema_metadata({"created": "2026-11-22T03:00:00"})
+    assert table_unit_key(table, key) == table_unit_key(stamped, key)
+    assert step_key(create("postprocess.reduce", {"k": 3})) != key
+    changed = table.set_column(table.column_names.index("text"), "text", pa.array(["x", "y", "z"]))
+    assert table_unit_key(changed, key) != table_unit_key(table, key)
+
+
+def test_cache_persists_across_instances(tmp_path):
+    results = sample_results(2, 5)
+    LocalExecutor(cache=StepCache(tmp_path / "c")).run(spec(), results)
+    again = LocalExecutor(cache=StepCache(tmp_path / "c")).run(spec(), results)
+    assert again.cache_hit_ratio == 1.0
+
+
+WORKER = """
+import sys
+from flows.cache import StepCache
+from flows.runner import StepRunner
+from operators import create
+from operators.testing import sample_results
+root, shift = sys.argv[1], int(sys.argv[2])
+table = sample_results(3, 8)
+table = table.slice(shift, table.num_rows - shift)
+for _ in range(3):
+    StepRunner(create("analyze.word_count", step_id="words"), StepCache(root)).run(table)
+"""
+
+
+def test_parallel_writers_lose_nothing(tmp_path):
+    root = str(tmp_path / "shared")
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, root, str(shift)]) for shift in (0, 1, 2, 3)]
+    assert [w.wait(timeout=120) for w in workers] == [0, 0, 0, 0]
+    out, stats = StepRunner(create("analyze.word_count", step_id="words"), StepCache(root)).run(sample_results(3, 8))
+    assert stats.units == 24 and stats.hits == 24
+    direct = create("analyze.word_count")(sample_results(3, 8))
+    assert out.equals(direct)
+
+
+def test_cache_can_be_turned_off_per_run_and_per_step(cache):
+    results = sample_results(2, 5)
+    off = LocalExecutor(cache=None).run(spec(), results)
+    assert off.cache_hit_ratio is None and "cache off" in off.description()
+    per_step = FlowSpec.parse({"name": "cached", "steps": {**STEPS, "top": {**STEPS["top"], "cache": False}}})
+    LocalExecutor(cache=cache).run(per_step, results)
+    again = LocalExecutor(cache=cache).run(per_step, results)
+    assert hit_ratios(again) == {"words": 1.0, "title_words": 1.0, "top": None}
+
+
+def test_explain_shows_what_went_into_each_key(cache):
+    LocalExecutor(cache=cache).run(spec(), sample_results(2, 3))
+    explained = {e["step"]: e for e in cache.explain("cached")}
+    assert set(explained) == {"words", "title_words", "top"}
+    words = explained["words"]
+    assert words["op"] == "analyze.word_count" and words["version"] == "1"
+    assert words["identity"] == {"input_column": "text", "output_column": "word_count"}
+    assert words["reads"] == ["text"]
+    assert words["last_run"] == {"units": 6, "hits": 0}
+    assert words["step_key"] == step_key(create("analyze.word_count"))
+    assert cache.explain("cached", "top")[0]["identity"] == {"k": 3, "rank_column": "rank"}
+
+
+def test_a_removed_cache_file_is_a_miss_not_an_error(cache):
+    results = sample_results(2, 3)
+    LocalExecutor(cache=cache).run(spec(), results)
+    for f in (cache.root / "data").glob("*.arrow"):
+        f.unlink()
+    again = LocalExecutor(cache=cache).run(spec(), results)
+    assert again.cache_hit_ratio == 0.0
+    assert again.table.num_rows == 6
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_query_units_cache_per_query(cache, k):
+    op = create("postprocess.reduce", {"k": k}, step_id="top")
+    first, _ = StepRunner(op, cache).run(sample_results(2, 5))
+    out, stats = StepRunner(op, cache).run(sample_results(3, 5))  # two old queries, one new
+    assert (stats.units, stats.hits) == (3, 2)
+    assert out.slice(0, first.num_rows).equals(first)
+    assert out.num_rows == 3 * k

@@ -1,0 +1,214 @@
+"""The ``tessera`` command, run for real in a subprocess (local executor; Ray is tested elsewhere)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from operators.registry import all_operators
+
+REPO = Path(__file__).resolve().parents[2]
+QUERIES = REPO / "data" / "sample" / "queries.jsonl"
+SCRIPT = Path(sys.executable).parent / "tessera"
+
+
+def tessera(*args: str, home: Path, module: str = "flows.cli", check: int | None = 0,
+            stdin: str | None = None) -> subprocess.CompletedProcess:
+    """Run the installed ``tessera`` script (or ``python -m flows.cli`` when it is not installed)."""
+    if module == "flows.cli" and SCRIPT.is_file():
+        cmd = [str(SCRIPT), *args]
+    else:
+        cmd = [sys.executable, "-m", module, *args]
+    env = {**os.environ, "TESSERA_HOME": str(home), "COLUMNS": "160"}
+    env.pop("TESSERA_DEBUG", None)
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, input=stdin)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+@pytest.fixture
+def home(tmp_path) -> Path:
+    return tmp_path / "home"
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> str:
+    assert proc.returncode == 2, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("tessera: error: ") and "Traceback" not in proc.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    return lines[0]
+
+
+def test_ops_json_lists_every_registered_operator(home):
+    infos = json.loads(tessera("ops", "--json", home=home).stdout)
+    assert set(infos) == set(all_operators())
+    assert infos["postprocess.reduce"]["parameters"]["k"]["default"] == 10
+    assert infos["analyze.word_count"]["scope"] == "row"
+
+
+def test_ops_mosaic_format_and_table(home):
+    body = json.loads(tessera("ops", "--format", "mosaic", home=home).stdout)
+    assert set(body) == set(all_operators())
+    k = body["postprocess.reduce"]["parameters"]["k"]
+    assert set(k) == {"title", "description", "type", "enforce-limit", "required", "supported-values", "default"}
+    table = tessera("ops", home=home).stdout
+    assert "retrieve.corpus_bm25" in table and "analyze.word_count" in table
+    detail = tessera("ops", "postprocess.reduce", home=home).stdout
+    assert "Rows to keep per query." in detail and "exclusiveMinimum 0" in detail
+    assert_one_line_error(tessera("ops", "nope.nothing", home=home, check=None), "unknown operator 'nope.nothing'")
+
+
+def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path):
+    out = tmp_path / "results.parquet"
+    proc = tessera("run", "demo", "--queries", str(QUERIES), "--executor", "local", "--out", str(out), home=home)
+    table = pq.read_table(out)
+    counts = {q: table.column("qid").to_pylist().count(q) for q in ("q1", "q2", "q3", "q4")}
+    assert counts == {"q1": 5, "q2": 5, "q3": 5, "q4": 5}
+    for column in ("docno", "title", "text", "text_clean", "score", "rank", "language", "words", "terms"):
+        assert column in table.column_names
+    assert table.column("text").to_pylist() != table.column("text_clean").to_pylist()  # text is kept
+    bees = [r for r in table.to_pylist() if r["qid"] == "q1" and r["rank"] == 1]
+    assert bees[0]["title"] == "Bee" and bees[0]["language"] == "en"
+    text = proc.stdout
+    assert "q1: which insects make honey and pollinate flowers" in text
+    assert "Bee" in text and "Gothic architecture" in text
+    for header in ("rank", "docno", "title", "score", "language", "words", "terms"):
+        assert header in text
+    assert "steps" in text and "retrieve.corpus_bm25" in text and "setup s" in text
+    assert "demo: 20 rows, 4 queries, 8 steps" in text
+    assert f"wrote 20 rows to {out}" in proc.stderr
+    # Not a terminal: progress is one line per finished step.
+    assert "[8/8] terms (analyze.word_count) done" in proc.stderr
+
+
+def test_run_literal_query_json_and_other_formats(home, tmp_path):
+    spec = tmp_path / "small.yaml"
+    spec.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n"
+                    "  wc: {op: analyze.word_count}\n")
+    proc = tessera("run", str(spec), "-q", "honey bees", "--json", "--no-cache", "--quiet",
+                   "--out", str(tmp_path / "r.jsonl"), home=home)
+    result = json.loads(proc.stdout)
+    assert [r["title"] for r in result["rows"]][0] == "Bee" and len(result["rows"]) == 3
+    assert result["roles"]["word_count"] == "chip" and set(result["steps"]) == {"bm25", "wc"}
+    lines = (tmp_path / "r.jsonl").read_text().splitlines()
+    assert json.loads(lines[0])["docno"] == "wv00790"
+    tessera("run", str(spec), "-q", "honey bees", "--no-cache", "--quiet", "--out", str(tmp_path / "r.csv"),
+            home=home)
+    assert (tmp_path / "r.csv").read_text().splitlines()[0].startswith('"qid","query"')
+    assert not (home / "cache").exists()  # --no-cache touches no cache
+
+
+def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home):
+    assert "default: ray" in tessera("--help", home=home, module="flows.run").stdout
+    proc = tessera("demo", "-q", "gothic cathedrals", "--executor", "local", "--top", "2", "--quiet",
+                   home=home, module="flows.run")
+    assert "Gothic architecture" in proc.stdout and "2 more rows" in proc.stdout
+
+
+@pytest.mark.parametrize("spec, needles", [
+    ("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 0}}\n", ["step 'bm25'", "steps.bm25.params.k"]),
+    ("steps:\n  bm25: {op: retrieve.corpus_bm2}\n", ["step 'bm25'", "field 'op'", "did you mean retrieve.corpus_bm25"]),
+    ("steps:\n  bm25: {op: retrieve.corpus_bm25, colour: red}\n", ["step 'bm25'", "steps.bm25.colour"]),
+    ("steps:\n  a: {op: analyze.word_count, inputs: [zz]}\n", ["step 'a'", "field 'inputs'", "'zz'"]),
+    ("steps: [1, 2\n", ["field 'spec'", "not valid YAML"]),
+])
+def test_bad_spec_exits_2_with_one_line_naming_step_and_field(home, tmp_path, spec, needles):
+    path = tmp_path / "bad.yaml"
+    path.write_text(spec)
+    assert_one_line_error(tessera("run", str(path), "-q", "bees", home=home, check=None), *needles)
+
+
+def test_bad_arguments_and_missing_files_exit_2(home, tmp_path):
+    assert_one_line_error(tessera("run", "nosuchflow", "-q", "bees", home=home, check=None),
+                          "no flow spec file or built-in flow named 'nosuchflow'", "saved flow", "demo")
+    assert_one_line_error(tessera("run", "demo", "-q", "missing/queries.jsonl", home=home, check=None),
+                          "field 'queries'", "not found")
+    assert_one_line_error(tessera("run", "demo", "-q", "bees", "--out", "x.txt", home=home, check=None),
+                          "field 'out'")
+    missing_corpus = tmp_path / "c.yaml"
+    missing_corpus.write_text("steps:\n  r: {op: retrieve.corpus_bm25, params: {corpus: nope.jsonl}}\n")
+    assert_one_line_error(tessera("run", str(missing_corpus), "-q", "bees", "--quiet", home=home, check=None),
+                          "step 'r'", "params.corpus", "not found")
+
+
+def test_flows_save_list_show_run_delete_round_trip(home, tmp_path):
+    spec = tmp_path / "mine.yaml"
+    spec.write_text("name: anything\ndescription: three BM25 hits\nsteps:\n"
+                    "  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
+    assert "saved flow 'mine'" in tessera("flows", "save", "mine", str(spec), home=home).stdout
+    assert (home / "flows" / "mine.yaml").is_file()
+    listed = json.loads(tessera("flows", "list", "--json", home=home).stdout)
+    kinds = {e["name"]: e["kind"] for e in listed}
+    assert kinds["demo"] == "built-in" and kinds["mine"] == "saved"
+    assert next(e for e in listed if e["name"] == "mine")["description"] == "three BM25 hits"
+    assert "mine" in tessera("flows", "list", home=home).stdout
+    shown = tessera("flows", "show", "mine", home=home).stdout
+    assert "name: mine" in shown and "retrieve.corpus_bm25" in shown
+    assert json.loads(tessera("flows", "show", "mine", "--json", home=home).stdout)["name"] == "mine"
+    assert "Bee" in tessera("run", "mine", "-q", "honey bees", "--quiet", home=home).stdout
+    assert_one_line_error(tessera("flows", "save", "demo", str(spec), home=home, check=None), "built-in")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps:\n  x: {op: analyze.word_count, params: {nope: 1}}\n")
+    assert_one_line_error(tessera("flows", "save", "bad", str(bad), home=home, check=None), "step 'x'")
+    assert not (home / "flows" / "bad.yaml").exists()  # nothing invalid is saved
+    assert "deleted" in tessera("flows", "delete", "mine", home=home).stdout
+    assert_one_line_error(tessera("flows", "delete", "mine", home=home, check=None), "no saved flow named 'mine'")
+    assert_one_line_error(tessera("run", "mine", "-q", "bees", home=home, check=None), "'mine'")
+
+
+def test_cache_explain_after_a_run_and_clear(home, tmp_path):
+    before = tessera("cache", "explain", "demo", home=home).stdout
+    assert "never recorded" in before
+    tessera("run", "demo", "-q", str(QUERIES), "--quiet", home=home)
+    second = tessera("run", "demo", "-q", str(QUERIES), "--quiet", home=home).stdout
+    assert "cache hit ratio 100%" in second
+    text = tessera("cache", "explain", "demo", home=home).stdout
+    assert "bm25  retrieve.corpus_bm25 v1, scope query" in text and "corpus_sha256" in text
+    assert "last run   4 units, 4 hits (100%)" in text
+    assert "one row, hashed over: text" in text
+    explained = json.loads(tessera("cache", "explain", "demo", "top", "--json", home=home).stdout)
+    [top] = explained["steps"]
+    assert top["op"] == "postprocess.reduce" and top["identity"] == {"k": 5, "rank_column": "rank"}
+    assert top["last_run"] == {"units": 4, "hits": 4} and top["changed"] is False
+    assert_one_line_error(tessera("cache", "explain", "demo", "nope", home=home, check=None), "no step 'nope'")
+    assert "cleared" in tessera("cache", "clear", home=home).stdout
+    assert not (home / "cache").exists()
+
+
+def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
+    """A SIGINT during a run sets the CancelToken; the executor stops at the next batch, exit 130."""
+    from flows import cli
+    from operators.analyze.word_count import WordCount
+
+    calls = []
+    original = WordCount.transform
+
+    def interrupting(self, table: pa.Table) -> pa.Table:
+        calls.append(table.num_rows)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
+        return original(self, table)
+
+    monkeypatch.setattr(WordCount, "transform", interrupting)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    queries = tmp_path / "q.txt"
+    queries.write_text("one\ntwo\nthree\n")
+    spec = tmp_path / "wc.yaml"
+    spec.write_text("steps:\n  wc: {op: analyze.word_count, params: {input_column: query}, batch_size: 1}\n")
+    before = signal.getsignal(signal.SIGINT)
+    code = cli.main(["run", str(spec), "-q", str(queries), "--no-cache", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 130 and calls == [1]
+    assert "cancelling at the next batch" in err and "tessera: cancelled" in err and "step 'wc'" in err
+    assert signal.getsignal(signal.SIGINT) == before  # the handler is restored

@@ -1,0 +1,349 @@
+"""The Ray Data executor gives what the local executor gives: tables, order, records, cache hits.
+
+One local Ray cluster (2 CPUs) serves the whole module. Operators that exist only for
+these tests are defined here and shipped to the Ray workers by value (the workers
+cannot import this file); flows that use them are built by hand (``_flow``), since
+the registry only knows ``operators/<category>/`` modules.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.executors.local import LocalExecutor
+from flows.progress import CancelToken, ProgressEvent
+from flows.spec import Flow, FlowSpec, StepSpec
+from operators.base import Operator, Source
+from operators.errors import FlowCancelled, MissingColumnsError
+from operators.registry import all_operators
+from operators.tables import qid_groups, set_column
+from operators.testing import SAMPLE_CORPUS, sample_results
+
+ray = pytest.importorskip("ray")
+from ray import cloudpickle  # noqa: E402
+
+from flows.executors.ray_data import RayDataExecutor  # noqa: E402
+
+pytestmark = pytest.mark.ray
+cloudpickle.register_pickle_by_value(sys.modules[__name__])
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_cluster():
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield
+    if started:
+        ray.shutdown()
+
+
+# -- operators for these tests only ---------------------------------------------------
+
+
+class CountCalls(Operator):
+    """Pass rows through and append the size of each call's input to a file."""
+
+    name = "test.count_calls"
+    cacheable = False
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        path: str = Field(description="File that receives one line per call.")
+
+    def produces(self) -> dict[str, str]:
+        return {"seen": "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        with open(self.params.path, "a", encoding="utf-8") as f:
+            f.write(f"{table.num_rows}\n")
+        return set_column(table, "seen", pa.array([True] * table.num_rows))
+
+
+class Slow(Operator):
+    """Sleep per call, then pass rows through."""
+
+    name = "test.slow"
+    cacheable = False
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        seconds: float = Field(0.2, description="Seconds to sleep per call.")
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        time.sleep(self.params.seconds)
+        return table
+
+
+class QueryPositions(Operator):
+    """Number each query's rows in the order the call sees them; emit the count as metadata."""
+
+    name = "test.query_positions"
+    scope = "query"
+
+    def reads(self) -> None:
+        return None
+
+    def produces(self) -> dict[str, str]:
+        return {"position": "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        parts = []
+        for qid, group in qid_groups(table):
+            self.emit_metadata(qid, "rows", group.num_rows)
+            parts.append(set_column(group, "position", pa.array(range(group.num_rows), pa.int64())))
+        return pa.concat_tables(parts) if parts else set_column(table, "position", pa.array([], pa.int64()))
+
+
+class Splits(Source):
+    """Rows spread over splits; each qid appears in every split, so queries need regrouping."""
+
+    name = "test.splits"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        splits: int = Field(4, description="Number of splits.")
+        rows: int = Field(30, description="Rows per split, read in batches of 10.")
+
+    def splits(self) -> list[int]:
+        return list(range(self.params.splits))
+
+    def read(self, split: int) -> Iterator[pa.Table]:
+        texts = [line for line in SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[: self.params.rows]]
+        for start in range(0, self.params.rows, 10):
+            rows = range(start, min(start + 10, self.params.rows))
+            yield pa.table({
+                "qid": [f"q{(split + r) % 5}" for r in rows],
+                "docno": [f"s{split}-{r}" for r in rows],
+                "text": [texts[r][:200] for r in rows],
+                "rank": pa.array([r + 1 for r in rows], pa.int32()),
+            })
+
+
+def _flow(name: str, steps: list[tuple[str, Operator, list[str] | None]], **overrides: dict[str, Any]) -> Flow:
+    """A flow over operators the registry does not know; steps are given in run order."""
+    spec = FlowSpec(name=name, steps={
+        sid: StepSpec(op=op.name, params=op.params.model_dump(), inputs=inputs, **overrides.get(sid, {}))
+        for sid, op, inputs in steps
+    })
+    ids = [sid for sid, _, _ in steps]
+    inputs = {sid: tuple(ins) if ins is not None else ((ids[i - 1],) if i else ())
+              for i, (sid, _, ins) in enumerate(steps)}
+    operators = {sid: type(op)(op.params, step_id=sid, input_steps=inputs[sid]) for sid, op, _ in steps}
+    return Flow(spec=spec, order=ids, inputs=inputs, operators=operators, output=ids[-1])
+
+
+def _records(result) -> dict[str, tuple]:
+    return {s: (r.op, r.rows_in, r.rows_out, r.units, r.hits, r.cached) for s, r in result.steps.items()}
+
+
+def assert_same(local, ray_result, *, history: bool = True) -> None:
+    assert ray_result.order == local.order
+    assert ray_result.table.schema == local.table.schema
+    assert ray_result.table.equals(local.table)
+    assert _records(ray_result) == _records(local)
+    assert ray_result.metadata == local.metadata
+    assert ray_result.executor == "ray"
+    assert set(ray_result.timings.summary()) >= {k for k in local.timings.summary() if k.startswith("step:")}
+    if history:
+        assert list(ray_result.history) == list(local.history)
+        for step, table in local.history.items():
+            assert ray_result.history[step].equals(table), step
+
+
+# -- flows over the bundled sample ------------------------------------------------------
+
+RESULTS = sample_results(3, 8)
+
+LINEAR = {"name": "linear", "steps": {
+    "words": {"op": "analyze.word_count", "batch_size": 5},
+    "top": {"op": "postprocess.reduce", "params": {"k": 5}, "batch_size": 8},
+    "top3": {"op": "postprocess.reduce", "params": {"k": 3, "rank_column": "rank"}},
+}}
+
+BRANCHES = {"name": "branches", "steps": {
+    "words": {"op": "analyze.word_count"},
+    "titles": {"op": "analyze.word_count", "params": {"input_column": "title", "output_column": "n_title"},
+               "inputs": ["words"]},
+    "top": {"op": "postprocess.reduce", "params": {"k": 2}, "inputs": ["words"]},
+    "joined": {"op": "postprocess.reduce", "params": {"k": 4}, "inputs": ["top", "titles"]},
+}}
+
+
+@pytest.mark.parametrize("keep_history", [True, False])
+def test_linear_flow_matches_local(keep_history):
+    spec = FlowSpec.parse(LINEAR)
+    local = LocalExecutor(keep_history=keep_history).run(spec, RESULTS)
+    result = RayDataExecutor(keep_history=keep_history).run(spec, RESULTS)
+    assert_same(local, result)
+    # a row step over many rows per qid needs a regroup before the first reduce; the
+    # second reduce reads whole groups already
+    assert "regroup:top" in result.timings.summary()
+    assert "regroup:top3" not in result.timings.summary()
+
+
+def test_branches_and_fan_in_match_local():
+    spec = FlowSpec.parse(BRANCHES)
+    local = LocalExecutor().run(spec, RESULTS)
+    result = RayDataExecutor().run(spec, RESULTS)
+    assert_same(local, result)
+    # the fan-in unions [top, titles]: only titles has n_title, so top's rows get nulls
+    assert result.table.column("n_title").null_count > 0
+    assert "n_title" not in result.history["top"].column_names  # branches do not see each other
+    assert "regroup:joined" in result.timings.summary()
+
+
+def test_query_step_on_the_queries_reads_whole_groups_without_a_shuffle(caplog):
+    queries = pa.table({"qid": ["q2", "q1", "q3"], "query": ["b", "a", "c"]})
+    spec = FlowSpec.parse({"name": "on_queries", "steps": {
+        "words": {"op": "analyze.word_count", "params": {"input_column": "query"}, "batch_size": 2},
+        "top": {"op": "postprocess.reduce", "params": {"k": 1, "rank_column": "word_count"}, "num_gpus": 1},
+    }})
+    local = LocalExecutor().run(spec, queries)
+    with caplog.at_level(logging.WARNING, logger="flows.executors.ray_data"):
+        result = RayDataExecutor(keep_history=False).run(spec, queries)
+    assert_same(local, result, history=False)
+    assert "regroup:top" not in result.timings.summary()  # one row per qid: groups stay whole
+    # no GPU in this cluster: the step's GPU request is dropped, not waited for
+    assert "step 'top' asks for 1.0 GPU(s)" in caplog.text
+
+
+def test_a_step_read_by_two_branches_runs_once(tmp_path):
+    calls = tmp_path / "calls.txt"
+    flow = _flow("shared", [
+        ("count", CountCalls({"path": str(calls)}), None),
+        ("words", CountCalls({"path": str(tmp_path / "other.txt")}), ["count"]),
+        ("positions", QueryPositions(), ["count"]),
+        ("joined", QueryPositions(), ["positions", "words"]),
+    ], count={"batch_size": 6})
+    local = LocalExecutor().run(flow, RESULTS)
+    local_rows = sum(int(n) for n in calls.read_text().split())
+    calls.unlink()
+    result = RayDataExecutor(keep_history=False).run(flow, RESULTS)
+    assert sum(int(n) for n in calls.read_text().split()) == local_rows == RESULTS.num_rows
+    assert_same(local, result, history=False)
+
+
+def test_regrouped_queries_keep_local_order_and_metadata():
+    """Rows of each qid come from every split: the regroup must restore the local order."""
+    flow = _flow("splits", [
+        ("read", Splits({"splits": 4, "rows": 30}), None),
+        ("positions", QueryPositions(), None),
+        ("top", all_operators()["postprocess.reduce"]({"k": 4}), None),
+    ], positions={"batch_size": 40})
+    local = LocalExecutor().run(flow)
+    result = RayDataExecutor().run(flow)
+    assert_same(local, result)
+    assert result.metadata == {f"q{i}": {"rows": 24} for i in range(5)}
+
+
+def test_step_cache_hits_the_same_with_one_or_two_actors(cache):
+    spec = FlowSpec.parse(LINEAR)
+    first = RayDataExecutor(cache=cache, keep_history=False).run(spec, RESULTS)
+    assert first.cache_hit_ratio == 0.0
+    for concurrency in (1, 2):
+        again = FlowSpec.parse({**LINEAR, "steps": {
+            s: {**step, "concurrency": concurrency} for s, step in LINEAR["steps"].items()}})
+        result = RayDataExecutor(cache=cache, keep_history=False).run(again, RESULTS)
+        assert result.cache_hit_ratio == 1.0
+        assert {s: r.hit_ratio for s, r in result.steps.items()} == dict.fromkeys(LINEAR["steps"], 1.0)
+        assert result.table.equals(first.table)
+
+
+def test_local_and_ray_share_the_step_cache(cache):
+    spec = FlowSpec.parse(BRANCHES)
+    local = LocalExecutor(cache=cache).run(spec, RESULTS)
+    result = RayDataExecutor(cache=cache, keep_history=False).run(spec, RESULTS)
+    assert result.cache_hit_ratio == 1.0 and result.table.equals(local.table)
+    other = FlowSpec.parse({**LINEAR, "name": "other"})
+    ray_first = RayDataExecutor(cache=cache, keep_history=False).run(other, RESULTS)
+    local_again = LocalExecutor(cache=cache).run(other, RESULTS)
+    assert ray_first.steps["top3"].hit_ratio == 0.0
+    assert local_again.cache_hit_ratio == 1.0 and local_again.table.equals(ray_first.table)
+
+
+def test_progress_events_arrive_while_the_run_goes():
+    events: list[ProgressEvent] = []
+    flow = _flow("slow", [
+        ("slow", Slow({"seconds": 0.05}), None),
+        ("words", all_operators()["analyze.word_count"](), None),
+    ], slow={"batch_size": 4, "concurrency": 1})
+    result = RayDataExecutor().run(flow, RESULTS, progress=events.append)
+    rows = [e.rows_done for e in events]
+    assert rows == sorted(rows) and rows[-1] == 2 * RESULTS.num_rows
+    assert len({e.rows_done for e in events if e.step == "slow"}) >= RESULTS.num_rows // 4  # batch by batch
+    assert [e.steps_done for e in events] == sorted(e.steps_done for e in events)
+    last = events[-1]
+    assert last.finished and last.steps_done == last.steps_total == 2
+    assert result.steps["slow"].rows_out == RESULTS.num_rows
+
+
+def test_cancel_stops_the_run_within_two_seconds():
+    token = CancelToken()
+    cancelled_at: list[float] = []
+
+    def cancel_once_rows_flow(event: ProgressEvent) -> None:
+        if event.rows_done and not cancelled_at:
+            cancelled_at.append(time.perf_counter())
+            token.cancel("stop")
+
+    flow = _flow("cancel", [("slow", Slow({"seconds": 0.3}), None)], slow={"batch_size": 1, "concurrency": 1})
+    with pytest.raises(FlowCancelled) as err:
+        RayDataExecutor().run(flow, RESULTS, progress=cancel_once_rows_flow, cancel=token)
+    assert cancelled_at, "no batch was reported before the cancel"
+    assert time.perf_counter() - cancelled_at[0] < 2.0
+    assert err.value.step == "slow" and "stop" in str(err.value)
+    # nothing is left holding the cluster's CPUs
+    queries = pa.table({"qid": ["q1"], "query": ["two words"]})
+    after = RayDataExecutor().run(FlowSpec.parse({"name": "after", "steps": {
+        "words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}}), queries)
+    assert after.table.column("word_count").to_pylist() == [2]
+
+
+def test_real_source_and_preprocessing_match_local():
+    ops = all_operators()
+    needed = ["sources.jsonl", "preprocess.chunk", "preprocess.dedup"]
+    if any(name not in ops for name in needed):
+        pytest.skip(f"needs {needed}")
+    spec = FlowSpec.parse({"name": "ingest", "steps": {
+        "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS), "num_splits": 3}},
+        "chunks": {"op": "preprocess.chunk", "params": {"unit": "words", "size": 60, "overlap": 10},
+                   "batch_size": 100},
+        "words": {"op": "analyze.word_count"},
+        "unique": {"op": "preprocess.dedup", "params": {"key": "content"}},
+    }})
+    local = LocalExecutor(keep_history=False).run(spec)
+    result = RayDataExecutor(keep_history=False).run(spec)
+    assert result.table.num_rows > 1000
+    assert_same(local, result, history=False)
+
+
+def test_an_operator_error_reaches_the_caller_as_raised():
+    spec = FlowSpec.parse({"name": "broken", "steps": {
+        "words": {"op": "analyze.word_count", "params": {"input_column": "missing"}}}})
+    with pytest.raises(MissingColumnsError) as local:
+        LocalExecutor().run(spec, "a query")
+    with pytest.raises(MissingColumnsError) as remote:
+        RayDataExecutor().run(spec, "a query")
+    assert (remote.value.step, remote.value.op, remote.value.message) == (
+        local.value.step, local.value.op, local.value.message)
+
+
+def test_no_rows_gives_the_operators_empty_output():
+    spec = FlowSpec.parse({"name": "empty", "steps": {
+        "words": {"op": "analyze.word_count", "params": {"input_column": "query"}},
+        "top": {"op": "postprocess.reduce", "params": {"k": 1, "rank_column": "word_count"}},
+    }})
+    local = LocalExecutor().run(spec)
+    result = RayDataExecutor().run(spec)
+    assert result.table.num_rows == 0 and "word_count" in result.table.column_names
+    assert_same(local, result)

@@ -1,0 +1,151 @@
+"""Flow specs: validation before anything runs, errors that name step and field, the mosaicRAG dialect."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.spec import FlowSpec, from_mosaic
+from operators.errors import ParamsError, SpecError, UnknownOperatorError
+
+
+def build(steps, **extra):
+    return FlowSpec.parse({"name": "t", "steps": steps, **extra}).build()
+
+
+def test_previous_step_is_the_default_input_and_empty_inputs_mean_flow_input():
+    flow = build({
+        "a": {"op": "analyze.word_count"},
+        "b": {"op": "analyze.word_count", "params": {"output_column": "n"}},
+        "c": {"op": "analyze.word_count", "inputs": []},
+        "d": {"op": "postprocess.reduce", "inputs": ["b", "c"]},
+    })
+    assert flow.inputs == {"a": (), "b": ("a",), "c": (), "d": ("b", "c")}
+    assert flow.order == ["a", "b", "c", "d"]
+    assert flow.consumers["a"] == ["b"]
+    assert flow.operators["b"].input_steps == ("a",)
+
+
+def test_inputs_may_point_forward_and_order_is_topological():
+    flow = build({
+        "late": {"op": "postprocess.reduce", "inputs": ["early"]},
+        "early": {"op": "analyze.word_count", "inputs": []},
+    })
+    assert flow.order == ["early", "late"]
+
+
+def test_unknown_operator_names_the_step_and_suggests():
+    with pytest.raises(UnknownOperatorError) as err:
+        build({"count": {"op": "analyze.word_cout"}})
+    assert err.value.step == "count" and err.value.field == "op"
+    assert "analyze.word_count" in str(err.value)
+
+
+def test_unknown_parameter_names_step_and_field():
+    with pytest.raises(ParamsError) as err:
+        build({"top": {"op": "postprocess.reduce", "params": {"kk": 3}}})
+    assert err.value.step == "top"
+    assert err.value.field == "steps.top.params.kk"
+    assert "unknown parameter" in str(err.value)
+
+
+def test_mistyped_parameter_names_the_field_and_value():
+    with pytest.raises(ParamsError) as err:
+        build({"top": {"op": "postprocess.reduce", "params": {"k": "many"}}})
+    assert err.value.field == "steps.top.params.k"
+    assert "'many'" in str(err.value)
+    with pytest.raises(ParamsError, match="greater than 0"):
+        build({"top": {"op": "postprocess.reduce", "params": {"k": 0}}})
+
+
+def test_cycle_is_rejected_naming_its_steps():
+    with pytest.raises(SpecError, match="cycle") as err:
+        build({
+            "a": {"op": "analyze.word_count", "inputs": ["c"]},
+            "b": {"op": "analyze.word_count", "inputs": ["a"]},
+            "c": {"op": "analyze.word_count", "inputs": ["b"]},
+        })
+    assert err.value.field == "inputs"
+    assert {"a", "b", "c"} <= set(str(err.value).split(": ", 1)[1].replace(" -> ", " ").replace("the flow has a cycle", "").split())
+
+
+def test_missing_input_and_self_input_are_rejected():
+    with pytest.raises(SpecError, match="'nope' is not a step") as err:
+        build({"a": {"op": "analyze.word_count", "inputs": ["nope"]}})
+    assert err.value.step == "a" and err.value.field == "inputs"
+    with pytest.raises(SpecError, match="its own output"):
+        build({"a": {"op": "analyze.word_count", "inputs": ["a"]}})
+
+
+def test_bad_step_fields_and_empty_flows_are_rejected():
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {"a": {"op": "analyze.word_count", "parms": {}}}})
+    assert err.value.step == "a" and err.value.field == "steps.a.parms"
+    with pytest.raises(SpecError, match="at least one step"):
+        FlowSpec.parse({"steps": {}})
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {"a": {"op": "analyze.word_count", "batch_size": 0}}})
+    assert err.value.field == "steps.a.batch_size"
+    with pytest.raises(SpecError, match="output"):
+        build({"a": {"op": "analyze.word_count"}}, output="zzz")
+
+
+def test_yaml_and_json_round_trip(tmp_path):
+    spec = FlowSpec.parse({"name": "rt", "steps": {
+        "a": {"op": "analyze.word_count", "params": {"output_column": "n"}},
+        "b": {"op": "postprocess.reduce", "params": {"k": 3}, "inputs": ["a"], "cache": False},
+    }})
+    for name in ("rt.yaml", "rt.json"):
+        path = spec.save(tmp_path / name)
+        again = FlowSpec.load(path)
+        assert again == spec
+    assert FlowSpec.load(spec.to_yaml()) == spec
+    assert json.loads(spec.to_json())["steps"]["b"]["cache"] is False
+
+
+def test_bad_yaml_and_unknown_names_are_spec_errors():
+    with pytest.raises(SpecError, match="YAML"):
+        FlowSpec.load("steps: {a: [unclosed\n")
+    with pytest.raises(SpecError, match="no flow spec file or built-in flow"):
+        FlowSpec.load("no-such-flow")
+
+
+def test_mosaic_request_is_a_linear_flow_with_step_numbers_as_ids():
+    body = {
+        "query": "honey bees",
+        "parameters": {"k": 4},
+        "1": {"id": "reduction", "parameters": {"rank_column": "rank"}},
+        "2": {"id": "analyze.word_count", "parameters": {"output_column": "words"}},
+    }
+    spec, query = from_mosaic(body)
+    assert query == "honey bees"
+    flow = spec.build()
+    assert flow.order == ["1", "2"] and flow.inputs == {"1": (), "2": ("1",)}
+    assert flow.operators["1"].name == "postprocess.reduce"
+    assert flow.operators["1"].params.k == 4  # top-level parameters go to the first step
+    assert flow.operators["2"].params.output_column == "words"
+    assert FlowSpec.parse(body) == spec
+
+
+def test_mosaic_errors_name_the_step():
+    with pytest.raises(SpecError) as err:
+        from_mosaic({"query": "q", "1": {"parameters": {}}})
+    assert err.value.field == "1.id"
+    with pytest.raises(UnknownOperatorError) as err:
+        from_mosaic({"query": "q", "1": {"id": "no_such_step"}})
+    assert err.value.step == "1"
+    with pytest.raises(SpecError, match="numbered 1..n"):
+        from_mosaic({"query": "q", "1": {"id": "reduction"}, "3": {"id": "reduction"}})
+    with pytest.raises(ParamsError) as err:
+        from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": "x"}}})[0].build()
+    assert err.value.step == "1" and err.value.field == "steps.1.params.k"
+
+
+def test_mosaic_yes_no_strings_become_booleans():
+    spec, _ = from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": 2}}})
+    assert spec.steps["1"].params == {"k": 2}
+    from flows.spec import _mosaic_values
+
+    assert _mosaic_values({"process_query": "Yes", "x": "No", "y": "maybe"}) == {
+        "process_query": True, "x": False, "y": "maybe"}

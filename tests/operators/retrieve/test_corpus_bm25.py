@@ -1,0 +1,125 @@
+"""retrieve.corpus_bm25: the contract, real rankings over the bundled sample, the corpus in the cache key."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from flows.cache import step_key
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators.errors import OperatorError, ParamsError
+from operators.registry import create
+from operators.testing import SAMPLE_QUERIES, OperatorContract
+
+
+def queries(n: int = 3) -> pa.Table:
+    items = list(SAMPLE_QUERIES.items())[:n]
+    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
+
+
+class TestCorpusBM25Contract(OperatorContract):
+    operator_name = "retrieve.corpus_bm25"
+
+    def make_operator(self, **params):
+        return create("retrieve.corpus_bm25", {"k": 5, **params}, step_id="bm25")
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        return queries(n_queries)  # a retriever reads queries, not results
+
+
+def test_obvious_answers_rank_first():
+    op = create("retrieve.corpus_bm25", {"k": 5}, step_id="bm25")
+    out = op(pa.table({
+        "qid": ["bees", "gothic", "immune"],
+        "query": ["which insects make honey and pollinate flowers",
+                  "gothic cathedrals and medieval architecture",
+                  "autoimmune disease immune system"],
+    }))
+    first = {row["qid"]: row["title"] for row in out.to_pylist() if row["rank"] == 1}
+    assert first == {"bees": "Bee", "gothic": "Gothic architecture", "immune": "Autoimmune disease"}
+    bee = next(r for r in out.to_pylist() if r["qid"] == "bees" and r["rank"] == 1)
+    assert bee["docno"] == "wv00790" and "honey" in bee["text"].lower()
+
+
+def test_result_rows_ranks_and_step_columns():
+    out = create("retrieve.corpus_bm25", {"k": 4}, step_id="b")(queries(3))
+    assert out.num_rows == 12
+    for column in ("qid", "query", "docno", "title", "text", "score", "rank", "score_b", "rank_b"):
+        assert column in out.column_names
+    assert out.schema.field("score").type == pa.float64() and out.schema.field("rank").type == pa.int32()
+    for qid in SAMPLE_QUERIES:
+        rows = [r for r in out.to_pylist() if r["qid"] == qid]
+        assert [r["rank"] for r in rows] == [1, 2, 3, 4]
+        scores = [r["score"] for r in rows]
+        assert scores == sorted(scores, reverse=True) and scores[-1] > 0
+        assert all(r["score_b"] == r["score"] and r["rank_b"] == r["rank"] for r in rows)
+
+
+def test_query_without_matching_words_returns_no_rows_and_columns_pass_through():
+    out = create("retrieve.corpus_bm25", {"k": 3})(pa.table({
+        "qid": ["a", "b"], "query": ["zzqxv wqxzz", "opera"], "session": ["s1", "s2"]}))
+    assert set(out.column("qid").to_pylist()) == {"b"}
+    assert out.column("session").to_pylist() == ["s2"] * 3
+
+
+def test_params_are_validated_cheaply():
+    with pytest.raises(ParamsError) as err:
+        create("retrieve.corpus_bm25", {"k": 0}, step_id="r")
+    assert err.value.field == "params.k" and err.value.step == "r"
+    op = create("retrieve.corpus_bm25", {"corpus": "does/not/exist.jsonl"})
+    assert not op._is_set_up  # nothing is read until setup()
+
+
+def test_missing_corpus_names_the_field(tmp_path):
+    op = create("retrieve.corpus_bm25", {"corpus": str(tmp_path / "nope.jsonl")}, step_id="r")
+    with pytest.raises(OperatorError) as err:
+        op(queries(1))
+    assert err.value.field == "params.corpus" and err.value.step == "r"
+    assert "not found" in err.value.message
+
+
+def _write_corpus(path, docs):
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+
+
+def test_own_corpus_and_relative_path_from_another_directory(tmp_path, monkeypatch):
+    corpus = tmp_path / "tiny.jsonl"
+    _write_corpus(corpus, [
+        {"_id": "d1", "title": "Cats", "text": "Cats purr and chase mice."},
+        {"_id": "d2", "title": "Dogs", "text": "Dogs bark at the postman."},
+        {"docno": "d3", "text": "Mice eat cheese."},
+    ])
+    monkeypatch.chdir(tmp_path)
+    out = create("retrieve.corpus_bm25", {"corpus": "tiny.jsonl", "k": 5})(
+        pa.table({"qid": ["1"], "query": ["mice"]}))
+    assert out.column("docno").to_pylist()[:2] in (["d3", "d1"], ["d1", "d3"])
+    assert set(out.column("docno").to_pylist()) == {"d1", "d3"}  # d2 has no query word
+    # The bundled sample is found relative to the repository root from any directory.
+    sample = create("retrieve.corpus_bm25", {"k": 1})(pa.table({"qid": ["1"], "query": ["honey bees"]}))
+    assert sample.column("title").to_pylist() == ["Bee"]
+
+
+def test_cache_key_follows_the_corpus_content(tmp_path):
+    corpus = tmp_path / "c.jsonl"
+    _write_corpus(corpus, [{"_id": "d1", "text": "alpha beta"}])
+    before = step_key(create("retrieve.corpus_bm25", {"corpus": str(corpus)}))
+    assert step_key(create("retrieve.corpus_bm25", {"corpus": str(corpus)})) == before
+    _write_corpus(corpus, [{"_id": "d1", "text": "alpha beta gamma"}])
+    after = step_key(create("retrieve.corpus_bm25", {"corpus": str(corpus)}))
+    assert after != before
+    assert "corpus_sha256" in create("retrieve.corpus_bm25", {"corpus": str(corpus)}).cache_identity()
+
+
+def test_in_a_flow_the_second_run_is_served_from_the_cache(cache):
+    spec = FlowSpec.parse({"name": "bm25", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"k": 3}},
+        "top": {"op": "postprocess.reduce", "params": {"k": 2}},
+    }})
+    first = LocalExecutor(cache=cache).run(spec, queries(3))
+    second = LocalExecutor(cache=cache).run(spec, queries(3))
+    assert second.steps["bm25"].hits == 3 and first.steps["bm25"].hits == 0
+    assert second.table.to_pylist() == first.table.to_pylist()
+    assert first.table.num_rows == 6
