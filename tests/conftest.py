@@ -23,3 +23,42 @@ def cache(tmp_path):
     from flows.cache import StepCache
 
     return StepCache(tmp_path / "cache")
+
+
+@pytest.fixture(scope="session")
+def ray_session():
+    """One local Ray (2 CPUs) for the whole session; started on first use, stopped at the end."""
+    import logging
+
+    import ray
+
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
+    yield ray
+    if started:
+        ray.shutdown()
+
+
+@pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
+def executor_kind(request):
+    """Run a test on each executor; the Ray one shares the session's Ray."""
+    if request.param == "ray":
+        request.getfixturevalue("ray_session")
+    return request.param
+
+
+@pytest.fixture
+def make_executor(executor_kind):
+    """A factory of the executor under test: ``make_executor(cache=...)``."""
+
+    def make(**kwargs):
+        if executor_kind == "ray":
+            from flows.executors.ray_data import RayDataExecutor
+
+            return RayDataExecutor(**kwargs)
+        from flows.executors.local import LocalExecutor
+
+        return LocalExecutor(**kwargs)
+
+    return make

@@ -12,7 +12,8 @@ from flows.progress import CancelToken, ProgressCallback, ProgressEvent
 from flows.result import FlowResult, StepRecord
 from flows.runner import BatchStats, merge_metadata
 from flows.spec import Flow, FlowSpec
-from operators.errors import SpecError
+from operators.errors import OperatorError, SpecError
+from operators.tables import concat
 
 
 def as_flow(flow: Flow | FlowSpec | str) -> Flow:
@@ -36,6 +37,14 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
         queries = [queries]
     texts = [str(q) for q in queries]
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+def fan_in(step: str, tables: list[pa.Table], parents: tuple[str, ...]) -> pa.Table:
+    """Union of the parents' outputs, in ``inputs`` order; columns missing in one become null."""
+    try:
+        return concat(tables)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise OperatorError(f"cannot union the outputs of {', '.join(parents)}: {err}", step=step) from None
 
 
 class RunState:

@@ -8,7 +8,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 
 from flows.cache import StepCache
-from flows.executors.base import RunState, as_flow, as_queries
+from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
 from flows.runner import BatchStats, StepRunner
@@ -46,7 +46,7 @@ class LocalExecutor:
         for step in state.steps:
             state.cancel.raise_if_cancelled(step)
             parents = flow.inputs[step]
-            table = concat([outputs[p] for p in parents]) if parents else flow_input
+            table = fan_in(step, [outputs[p] for p in parents], parents) if parents else flow_input
             outputs[step] = self._run_step(flow, step, table, state)
             state.finish_step(step, outputs[step], self.keep_history)
             if not self.keep_history:  # free what no later step reads
@@ -59,10 +59,11 @@ class LocalExecutor:
     def _run_step(self, flow: Flow, step: str, table: pa.Table, state: RunState) -> pa.Table:
         op = flow.operators[step]
         state.start_step(step)
-        with state.result.timings.timer(f"setup:{step}"):
-            op.ensure_setup()
         if op.scope == "source":
+            op.ensure_setup()
             return self._read_source(op, step, state)
+        # Other operators set up on their first call: a step served wholly from the
+        # cache never loads its model.
         runner = StepRunner(op, state.step_cache(step))
         batch_size = flow.step_option(step, "batch_size")
         parts = []

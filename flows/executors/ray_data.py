@@ -21,9 +21,10 @@ How each scope is run
 
   - the flow input, cut into a few blocks per CPU between qid runs: aligned
     (if a qid's rows are not together, it is cut anywhere and is not aligned);
-  - the output of a query or corpus step: aligned (each call's output is one
-    table, which Ray keeps in one block unless it exceeds 1.5 x
-    ``target_max_block_size``, 192 MiB by default);
+  - the output of a query or corpus step: aligned (a call yields each batch's
+    output in pieces of whole groups below 16 MiB, and Ray cuts blocks between
+    yields; it slices a yielded table only above half of ``target_max_block_size``,
+    64 MiB by default);
   - the output of a row step: aligned only if its batches cannot split a qid:
     its input had at most one row per qid (the queries table, so a retriever
     over the queries feeds a reranker without a shuffle) or it ran on whole
@@ -38,8 +39,9 @@ How each scope is run
   stably by group rank. The result is aligned, in the local executor's row order.
   We do this with Ray tasks rather than ``groupby("qid").map_groups()`` because
   that orders groups by hash or by qid, not by first appearance, so restoring the
-  local order would need a second shuffle (a sort); on 2 cores a Ray Data sort of
-  10K rows took 4.6-6.5 s where these tasks take 0.05 s.
+  local order would need a second shuffle (a sort), and calls the operator once per
+  group; on 2 cores a Ray Data sort of 10K rows took 4.6-6.5 s where these tasks
+  took 0.05 s (warm workers; the first regroup on a cluster also starts them).
 * ``corpus``: the input is materialised and concatenated into one block (one
   task), then one call sees it all.
 * ``source``: the driver asks the operator for its ``splits()``; a dataset of split
@@ -68,6 +70,17 @@ another, each one in parallel. ``keep_history=False`` streams steps into each ot
 and materialises only where the rules above need it (fan-in parents, shared steps,
 regroups, corpus inputs, the output).
 
+Resources
+---------
+
+Streamed stages hold their actors at the same time. If a chain of streamed stages
+needs more CPUs (or GPUs) than the cluster has for one actor each, it is materialised
+before the next stage is added, since otherwise a later stage's actor could hold the
+CPU that an earlier stage waits for, and the run would hang. A pool without a fixed
+``concurrency`` autoscales from one actor, or from as many as the cluster fits when
+it reads materialised blocks. A ``num_gpus`` hint above the cluster's GPUs is dropped
+with a warning (the step runs on CPUs, as it does locally).
+
 Progress, cancellation, errors
 ------------------------------
 
@@ -78,9 +91,18 @@ unless they heard within 0.1 s). The driver polls it every 0.2 s,
 feeds ``RunState`` (step records, hit ratios, metadata, timings, progress events, all
 as the local executor does), and sets the cancel flag when the ``CancelToken`` is
 cancelled; the next batch raises ``FlowCancelled`` and the run stops. A step counts
-as done when its output is materialised, or at the end for streamed steps. An
-operator's error reaches the caller as the operator's own ``TesseraError`` when
-Ray hands it back, otherwise as Ray's exception.
+as done when its output is materialised, or at the end for streamed steps. Ray hands
+back only the text of an exception raised in a callable, so a callable sends an
+operator's ``TesseraError`` to the reporter first and the driver raises it again,
+with its type, step and operator; other failures come as Ray's exceptions.
+
+Known limits: if Ray re-runs a batch after a worker died, its statistics count
+twice (the rows do not); blocks of one step whose schemas differ (a source whose
+files have different columns) are conformed only where they meet a fan-in, so a row
+step may see a batch without a column that the local executor would fill with
+nulls; a single qid whose rows from one batch exceed half of
+``target_max_block_size`` (64 MiB) may be sliced across blocks, which the alignment
+rule does not notice.
 """
 
 from __future__ import annotations
@@ -115,6 +137,9 @@ log = logging.getLogger(__name__)
 
 #: Column a regroup adds while it moves rows; never seen by operators.
 GROUP_COLUMN = "__tessera_group"
+#: Largest piece a callable yields (Ray slices a yielded table above half a block,
+#: 64 MiB by default, where it could split a qid).
+PIECE_BYTES = 16 * 1024 * 1024
 #: Rows per block the flow input is cut into (at most 4 blocks per CPU).
 INPUT_BLOCK_ROWS = 1024
 #: How many partitions a regroup makes at most (each is one call on the actor pool).
@@ -254,20 +279,20 @@ class _StepUDF(_Callable):
         self.runner = StepRunner(self.op, cache)
         self.batch_size = batch_size
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
             if batch.num_rows == 0:
-                return self.runner.run(batch)[0]
-            parts = []
+                yield self.runner.run(batch)[0]
+                return
             # Ray already hands row steps batches of at most batch_size rows; a query step
             # gets a whole block of whole groups and a corpus step everything: cut them
-            # exactly as the local executor does.
+            # exactly as the local executor does. Each batch's output is yielded on its
+            # own: Ray cuts output blocks between yields, so groups stay whole.
             for part in _batches(self.op, batch, self.batch_size):
                 self._check()
                 out, stats = self.runner.run(part)
                 self._report(stats)
-                parts.append(out)
-            return concat(parts)
+                yield from _whole_group_pieces(out)
         except TesseraError as err:
             self._forward(err)
             raise
@@ -296,6 +321,31 @@ class _SourceUDF(_Callable):
         except TesseraError as err:
             self._forward(err)
             raise
+
+
+def _whole_group_pieces(table: pa.Table, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """``table`` in pieces of at most ``max_bytes`` (about) that never split a qid.
+
+    Ray slices a yielded table that is too big for one block wherever the row count
+    says, which could split a qid across blocks; pieces this size are never sliced.
+    """
+    max_bytes = max_bytes or PIECE_BYTES
+    n = table.num_rows
+    if table.nbytes <= max_bytes or n < 2 or "qid" not in table.column_names:
+        yield table
+        return
+    _, inverse = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_inverse=True)
+    last = np.zeros(inverse.max() + 1, dtype=np.int64)
+    np.maximum.at(last, inverse, np.arange(n))
+    reach = np.maximum.accumulate(last[inverse])  # the last row of any qid seen so far
+    cuts = np.flatnonzero(reach[:-1] == np.arange(n - 1)) + 1  # no qid on both sides
+    rows = max(1, int(n * max_bytes / table.nbytes))
+    start = 0
+    for cut in cuts:
+        if cut - start >= rows:
+            yield table.slice(start, cut - start)
+            start = int(cut)
+    yield table.slice(start)
 
 
 @ray.remote

@@ -13,7 +13,7 @@ from operators.tables import set_column
 class WordCount(Operator):
     """Count the words of a text column and show the count as a chip.
 
-    Words are runs of non-whitespace characters.
+    Words are runs of non-whitespace characters (Unicode whitespace, as ``str.split``).
 
     Usage::
 
@@ -35,7 +35,7 @@ class WordCount(Operator):
         return {self.params.output_column: "chip"}
 
     def transform(self, table: pa.Table) -> pa.Table:
-        text = pc.fill_null(table.column(self.params.input_column), "")
-        words = pc.split_pattern_regex(pc.utf8_trim_whitespace(text), r"\s+")
-        counts = pc.if_else(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0), 0, pc.list_value_length(words))
+        text = pc.fill_null(table.column(self.params.input_column).cast(pa.string()), "")
+        counts = pc.list_value_length(pc.utf8_split_whitespace(pc.utf8_trim_whitespace(text)))
+        counts = pc.if_else(pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(text)), 0), 0, counts)
         return set_column(table, self.params.output_column, counts.cast(pa.int32()))

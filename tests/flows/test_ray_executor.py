@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import logging
 import sys
-import threading
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
@@ -182,6 +180,8 @@ BRANCHES = {"name": "branches", "steps": {
 @pytest.mark.parametrize("keep_history", [True, False])
 def test_linear_flow_matches_local(keep_history):
     spec = FlowSpec.parse(LINEAR)
+    context = ray.data.DataContext.get_current()
+    before = (context.execution_options.preserve_order, context.enable_progress_bars)
     local = LocalExecutor(keep_history=keep_history).run(spec, RESULTS)
     result = RayDataExecutor(keep_history=keep_history).run(spec, RESULTS)
     assert_same(local, result)
@@ -189,6 +189,9 @@ def test_linear_flow_matches_local(keep_history):
     # second reduce reads whole groups already
     assert "regroup:top" in result.timings.summary()
     assert "regroup:top3" not in result.timings.summary()
+    # the run set its options on its own datasets, not on Ray Data's global context
+    context = ray.data.DataContext.get_current()
+    assert (context.execution_options.preserve_order, context.enable_progress_bars) == before
 
 
 def test_branches_and_fan_in_match_local():
@@ -246,28 +249,39 @@ def test_regrouped_queries_keep_local_order_and_metadata():
     assert result.metadata == {f"q{i}": {"rows": 24} for i in range(5)}
 
 
+CACHED = {"name": "cached", "steps": {
+    "words": {"op": "analyze.word_count", "batch_size": 5},
+    "top": {"op": "postprocess.reduce", "params": {"k": 5}, "batch_size": 8},
+}}
+
+
+def _cached(concurrency: int | None = None, **top_params) -> FlowSpec:
+    extra = {"concurrency": concurrency} if concurrency else {}
+    steps = {s: {**step, **extra} for s, step in CACHED["steps"].items()}
+    steps["top"]["params"] = {**steps["top"]["params"], **top_params}
+    return FlowSpec.parse({**CACHED, "steps": steps})
+
+
 def test_step_cache_hits_the_same_with_one_or_two_actors(cache):
-    spec = FlowSpec.parse(LINEAR)
-    first = RayDataExecutor(cache=cache, keep_history=False).run(spec, RESULTS)
-    assert first.cache_hit_ratio == 0.0
+    first = RayDataExecutor(cache=cache, keep_history=False).run(_cached(1), RESULTS)
+    assert {s: r.hit_ratio for s, r in first.steps.items()} == {"words": 0.0, "top": 0.0}
     for concurrency in (1, 2):
-        again = FlowSpec.parse({**LINEAR, "steps": {
-            s: {**step, "concurrency": concurrency} for s, step in LINEAR["steps"].items()}})
-        result = RayDataExecutor(cache=cache, keep_history=False).run(again, RESULTS)
-        assert result.cache_hit_ratio == 1.0
-        assert {s: r.hit_ratio for s, r in result.steps.items()} == dict.fromkeys(LINEAR["steps"], 1.0)
-        assert result.table.equals(first.table)
+        again = RayDataExecutor(cache=cache, keep_history=False).run(_cached(concurrency), RESULTS)
+        assert {s: r.hit_ratio for s, r in again.steps.items()} == {"words": 1.0, "top": 1.0}
+        assert again.table.equals(first.table)
+        for step, record in again.steps.items():  # the same units, all of them hits
+            before = first.steps[step]
+            assert (record.rows_in, record.rows_out, record.units) == (before.rows_in, before.rows_out, before.units)
+            assert record.hits == record.units > 0
 
 
 def test_local_and_ray_share_the_step_cache(cache):
-    spec = FlowSpec.parse(BRANCHES)
-    local = LocalExecutor(cache=cache).run(spec, RESULTS)
-    result = RayDataExecutor(cache=cache, keep_history=False).run(spec, RESULTS)
+    local = LocalExecutor(cache=cache).run(_cached(), RESULTS)
+    result = RayDataExecutor(cache=cache, keep_history=False).run(_cached(), RESULTS)
     assert result.cache_hit_ratio == 1.0 and result.table.equals(local.table)
-    other = FlowSpec.parse({**LINEAR, "name": "other"})
-    ray_first = RayDataExecutor(cache=cache, keep_history=False).run(other, RESULTS)
-    local_again = LocalExecutor(cache=cache).run(other, RESULTS)
-    assert ray_first.steps["top3"].hit_ratio == 0.0
+    ray_first = RayDataExecutor(cache=cache, keep_history=False).run(_cached(k=4), RESULTS)
+    assert {s: r.hit_ratio for s, r in ray_first.steps.items()} == {"words": 1.0, "top": 0.0}
+    local_again = LocalExecutor(cache=cache).run(_cached(k=4), RESULTS)
     assert local_again.cache_hit_ratio == 1.0 and local_again.table.equals(ray_first.table)
 
 
@@ -347,3 +361,14 @@ def test_no_rows_gives_the_operators_empty_output():
     result = RayDataExecutor().run(spec)
     assert result.table.num_rows == 0 and "word_count" in result.table.column_names
     assert_same(local, result)
+
+
+def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
+    from flows.executors.ray_data import _whole_group_pieces
+
+    qids = ["a"] * 5 + ["b"] * 3 + ["c"] * 4 + ["a"] + ["d"] * 6
+    table = pa.table({"qid": qids, "x": range(len(qids))})
+    pieces = list(_whole_group_pieces(table, max_bytes=table.nbytes // 4))
+    assert len(pieces) > 1 and pa.concat_tables(pieces).equals(table)
+    seen = [set(p.column("qid").to_pylist()) for p in pieces]
+    assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])

@@ -1,0 +1,128 @@
+"""A table of flow shapes, each run on both executors: expected rows, step order, one run per step."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators.testing import sample_results
+
+WORDS = {"op": "analyze.word_count"}
+TITLE_WORDS = {"op": "analyze.word_count", "params": {"input_column": "title", "output_column": "n_title"}}
+
+
+def top(k: int, **extra):
+    return {"op": "postprocess.reduce", "params": {"k": k}, **extra}
+
+
+def expected_rows(table: pa.Table, keep) -> list[tuple]:
+    """(qid, docno, word_count) of the input rows ``keep(row)`` selects, in input order."""
+    return [(r["qid"], r["docno"], len(r["text"].split())) for r in table.to_pylist() if keep(r)]
+
+
+SHAPES = {
+    # name: (steps, expected order, expected (qid, docno, words) rows, expected rows_in per step)
+    "linear": (
+        {"words": WORDS, "titles": TITLE_WORDS, "top": top(2)},
+        ["words", "titles", "top"],
+        lambda t: expected_rows(t, lambda r: r["rank"] <= 2),
+        {"words": 18, "titles": 18, "top": 18},
+    ),
+    "branching": (
+        {"words": WORDS, "best": top(1, inputs=["words"]), "titles": {**TITLE_WORDS, "inputs": ["words"]},
+         "second": top(2, inputs=["titles"])},
+        ["words", "titles", "second"],  # 'best' does not feed the output, so it is not run
+        lambda t: expected_rows(t, lambda r: r["rank"] <= 2),
+        {"words": 18, "titles": 18, "second": 18},
+    ),
+    "fan_in": (
+        {"a": {**WORDS, "inputs": []}, "b": {**top(1), "inputs": []}, "both": top(2, inputs=["a", "b"])},
+        ["a", "b", "both"],
+        # the union holds each rank-1 row twice (one per branch) and reduce keeps two per query
+        lambda t: [row for r in expected_rows(t, lambda r: r["rank"] == 1) for row in (r, (r[0], r[1], None))],
+        {"a": 18, "b": 18, "both": 21},
+    ),
+    "shared_step": (
+        {"words": WORDS, "left": top(3, inputs=["words"]), "right": {**TITLE_WORDS, "inputs": ["words"]},
+         "join": top(1, inputs=["left", "right"])},
+        ["words", "left", "right", "join"],
+        lambda t: expected_rows(t, lambda r: r["rank"] == 1),
+        {"words": 18, "left": 18, "right": 18, "join": 27},
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_flow_shape(shape, make_executor):
+    steps, order, expected, rows_in = SHAPES[shape]
+    table = sample_results(3, 6)
+    result = make_executor().run(FlowSpec.parse({"name": shape, "steps": steps}), table)
+    out = result.table
+    got = [(r["qid"], r["docno"], r.get("word_count")) for r in out.to_pylist()]
+    assert got == expected(table)
+    assert result.order == order
+    assert {s: rec.rows_in for s, rec in result.steps.items()} == rows_in
+    assert set(result.history) == set(order)
+    assert result.history[order[-1]].equals(out)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_both_executors_give_identical_tables(shape, make_executor):
+    steps = SHAPES[shape][0]
+    spec = FlowSpec.parse({"name": shape, "steps": steps})
+    table = sample_results(3, 6)
+    assert make_executor().run(spec, table).table.equals(LocalExecutor().run(spec, table).table)
+
+
+def test_branches_from_one_step_cannot_change_each_others_data(make_executor):
+    spec = FlowSpec.parse({"name": "iso", "steps": {
+        "words": WORDS,
+        "overwrite": {"op": "preprocess.stem", "inputs": ["words"]},  # rewrites text in place
+        "reader": {"op": "analyze.word_count", "params": {"output_column": "n2"}, "inputs": ["words"]},
+        "join": top(6, inputs=["overwrite", "reader"]),
+    }})
+    table = sample_results(2, 3)
+    result = make_executor().run(spec, table)
+    reader = result.history["reader"]
+    assert reader.column("text").to_pylist() == table.column("text").to_pylist()
+    assert reader.column("n2").to_pylist() == [len(t.split()) for t in table.column("text").to_pylist()]
+    stemmed = result.history["overwrite"].column("text").to_pylist()
+    assert stemmed != table.column("text").to_pylist() and all(t == t.lower() for t in stemmed)
+    assert result.history["words"].column("text").to_pylist() == table.column("text").to_pylist()
+
+
+def test_saved_yaml_flow_runs_the_same_with_each_step_once(tmp_path, make_executor):
+    steps, order, _, _ = SHAPES["shared_step"]
+    spec = FlowSpec.parse({"name": "saved", "steps": steps})
+    table = sample_results(3, 6)
+    before = make_executor().run(spec, table)
+    loaded = FlowSpec.load(spec.save(tmp_path / "saved.yaml"))
+    after = make_executor().run(loaded, table)
+    assert after.table.equals(before.table)
+    assert after.order == order
+    assert all(rec.rows_in == 18 for s, rec in after.steps.items() if s != "join")
+
+
+def test_progress_reaches_every_step(make_executor):
+    events = []
+    spec = FlowSpec.parse({"name": "p", "steps": SHAPES["linear"][0]})
+    make_executor().run(spec, sample_results(3, 6), progress=events.append)
+    assert events[-1].finished and events[-1].steps_done == events[-1].steps_total == 3
+    rows = [e.rows_done for e in events]
+    assert rows == sorted(rows) and rows[-1] >= 18 * 2
+    assert {e.step for e in events if e.step} == {"words", "titles", "top"}
+
+
+def test_fan_in_of_incompatible_branches_names_the_step(make_executor):
+    from operators.errors import OperatorError
+
+    spec = FlowSpec.parse({"name": "bad", "steps": {
+        "count_into_text": {"op": "analyze.word_count", "params": {"output_column": "text"}, "inputs": []},
+        "plain": {**WORDS, "inputs": []},
+        "join": top(2, inputs=["count_into_text", "plain"]),
+    }})
+    with pytest.raises(OperatorError, match="text") as err:
+        make_executor().run(spec, sample_results(2, 3))
+    assert err.value.step == "join"

@@ -1,0 +1,29 @@
+"""postprocess.reduce: contract and behaviour."""
+
+import pyarrow as pa
+
+from operators import create
+from operators.testing import OperatorContract, sample_results
+
+
+class TestReduceContract(OperatorContract):
+    operator_name = "postprocess.reduce"
+
+    def make_operator(self, **params):
+        return create("postprocess.reduce", {"k": 3, **params})
+
+
+def test_keeps_top_k_per_query_by_any_rank_column():
+    table = sample_results(3, 5)
+    reverse = pa.array([6 - r for r in table.column("rank").to_pylist()], pa.int32())
+    table = table.append_column("rank_other", reverse)
+    out = create("postprocess.reduce", {"k": 2, "rank_column": "rank_other"})(table)
+    assert out.column("qid").to_pylist() == ["q1", "q1", "q2", "q2", "q3", "q3"]
+    assert out.column("rank").to_pylist() == [5, 4] * 3
+    assert out.column("rank_other").to_pylist() == [1, 2] * 3
+
+
+def test_rows_without_rank_go_last_and_k_larger_than_group_keeps_all():
+    table = pa.table({"qid": ["a", "a", "a"], "docno": ["x", "y", "z"], "rank": pa.array([None, 2, 1], pa.int32())})
+    out = create("postprocess.reduce", {"k": 10})(table)
+    assert out.column("docno").to_pylist() == ["z", "y", "x"]

@@ -1,0 +1,39 @@
+"""Helpers over result tables: ranks, grouping, validation."""
+
+import pyarrow as pa
+import pytest
+
+from operators import create
+from operators.errors import MissingColumnsError
+from operators.tables import qid_groups, ranks_within_qid, require_columns, set_ranking
+
+
+def test_set_ranking_orders_by_score_breaks_ties_by_docno_and_keeps_step_copy():
+    table = pa.table({"qid": ["b", "a", "b", "a", "b"], "docno": ["d3", "d1", "d1", "d2", "d2"]})
+    out = set_ranking(table, [0.5, 1.0, 0.5, 2.0, 0.9], "bm25")
+    assert out.column("qid").to_pylist() == ["b", "b", "b", "a", "a"]
+    assert out.column("docno").to_pylist() == ["d2", "d1", "d3", "d2", "d1"]
+    assert out.column("rank").to_pylist() == [1, 2, 3, 1, 2]
+    assert out.column("rank_bm25").to_pylist() == out.column("rank").to_pylist()
+    assert out.column("score_bm25").to_pylist() == [0.9, 0.5, 0.5, 2.0, 1.0]
+    assert out.schema.field("rank").type == pa.int32()
+
+
+def test_ranks_within_qid_follow_row_order_for_interleaved_groups():
+    table = pa.table({"qid": ["x", "y", "x", "x", "y"]})
+    assert ranks_within_qid(table).to_pylist() == [1, 1, 2, 3, 2]
+
+
+def test_qid_groups_keep_first_appearance_order():
+    table = pa.table({"qid": ["q2", "q1", "q2", "q3"], "i": [0, 1, 2, 3]})
+    assert [(q, g.column("i").to_pylist()) for q, g in qid_groups(table)] == [
+        ("q2", [0, 2]), ("q1", [1]), ("q3", [3])]
+
+
+def test_missing_columns_error_names_operator_and_columns():
+    op = create("analyze.word_count", {"input_column": "body"}, step_id="wc")
+    with pytest.raises(MissingColumnsError) as err:
+        op(pa.table({"text": ["a"]}))
+    assert err.value.step == "wc" and err.value.op == "analyze.word_count"
+    assert "['body']" in str(err.value) and "['text']" in str(err.value)
+    require_columns(pa.table({"a": [1]}), ["a"])
