@@ -4,9 +4,12 @@
 executor: the same final table (rows, order, schema), the same step records, hit
 ratios, metadata and history. Operators know nothing of Ray; this module wraps each
 one in a small callable class (``_StepUDF``) that Ray Data runs on an actor pool:
-``__init__`` builds the operator from its class and params, calls ``ensure_setup()``
-once per actor and wraps a ``StepRunner`` (so the step cache works exactly as in the
-local executor: units are rows, qid groups or the corpus, whatever the batching).
+``__init__`` builds the operator from its class and params, once per actor, and wraps
+a ``StepRunner`` (so the step cache works exactly as in the local executor: units are
+rows, qid groups or the corpus, whatever the batching). As in the local executor, the
+operator sets itself up (``ensure_setup()``, once per actor) on its first call, so an
+actor whose batches all come from the cache never loads a model; a source sets up
+when its actor starts, since it reads at once.
 Per-step ``batch_size``, ``concurrency``, ``num_cpus`` and ``num_gpus`` come from
 ``flow.step_option``.
 
@@ -123,7 +126,7 @@ import ray
 import ray.data  # imported now: it configures the ray.data loggers (see _quiet_ray_data)
 
 from flows.cache import StepCache
-from flows.executors.base import RunState, as_flow, as_queries
+from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.local import _batches
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
@@ -140,12 +143,15 @@ GROUP_COLUMN = "__tessera_group"
 #: Largest piece a callable yields (Ray slices a yielded table above half a block,
 #: 64 MiB by default, where it could split a qid).
 PIECE_BYTES = 16 * 1024 * 1024
-#: Rows per block the flow input is cut into (at most 4 blocks per CPU).
-INPUT_BLOCK_ROWS = 1024
+#: The flow input is cut into blocks of at least this many rows, at most this many per CPU.
+INPUT_BLOCK_ROWS = 4096
+INPUT_BLOCKS_PER_CPU = 2
 #: How many partitions a regroup makes at most (each is one call on the actor pool).
 MAX_PARTITIONS = 64
-#: Actors an autoscaling pool starts with at most (it starts with what the cluster fits).
+#: Actors an autoscaling pool starts with at most; and rows of materialised input per
+#: actor it starts with (an actor costs a process start: 1-2 s on 2 loaded cores).
 INITIAL_ACTORS_MAX = 8
+INITIAL_ROWS_PER_ACTOR = 16384
 #: Seconds between two polls of the progress reporter by the driver.
 POLL_SECONDS = 0.2
 #: A callable asks the reporter before a batch only if it has not heard from it for this long.
@@ -210,10 +216,6 @@ class _Reporter:
         self._events.append(("batch", step, stats))
         return self._cancelled
 
-    def setup(self, step: str, seconds: float) -> bool:
-        self._events.append(("setup", step, seconds))
-        return self._cancelled
-
     def cancelled(self) -> bool:
         return self._cancelled
 
@@ -237,17 +239,12 @@ class _Callable:
 
     def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
                  input_steps: tuple[str, ...], reporter: Any) -> None:
-        start = time.perf_counter()
         # The class travels pickled by reference (its module is imported here), so
         # this is what ``operators.registry.create`` does once it has found the class,
         # and it also works for operators that are not in the registry (plugins, tests).
         self.op = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
-        self.op.ensure_setup()
         self.step = step_id
         self.reporter = reporter
-        # Not waited for: an actor of an autoscaled pool may still be starting when the
-        # run is over and the reporter gone.
-        reporter.setup.remote(step_id, time.perf_counter() - start)
         self.cancelled, self.asked = False, 0.0
 
     def _check(self) -> None:
@@ -303,6 +300,7 @@ class _SourceUDF(_Callable):
 
     def __init__(self, *, splits: list[Any] | None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        self.op.ensure_setup()
         self.splits = splits if splits is not None else self.op.splits()
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
@@ -493,13 +491,10 @@ class _Run:
             events = ray.get(self.reporter.drain.remote())
         except ray.exceptions.RayError:
             events = []
-        for kind, step, value in events:
+        for _, step, stats in events:
             self.last_step = step
             self._start(step)
-            if kind == "setup":
-                self.state.result.timings.add(f"setup:{step}", value)
-            else:
-                self.state.add_batch(step, value)
+            self.state.add_batch(step, stats)
         for kind, *args in messages:
             if kind == "time":
                 self.state.result.timings.add(*args)
@@ -555,7 +550,7 @@ class _Run:
         elif len(parents) == 1:
             source = self.frames[parents[0]]
         else:
-            source = self._fan_in(parents)
+            source = self._fan_in(step, parents)
         batch_size = flow.step_option(step, "batch_size")
         if op.scope == "query":
             if not source.aligned:
@@ -576,8 +571,9 @@ class _Run:
             # one actor of each, a stage could wait for ever on one that waits for it.
             self._materialize(source)
         # A stage streamed after another starts with one actor; one over materialised
-        # blocks with as many as the cluster and the blocks can use.
-        inputs = 1 if source.ds is not None else len(source.blocks)
+        # blocks with as many as the cluster, the blocks and the rows warrant.
+        inputs = 1 if source.ds is not None else min(
+            len(source.blocks), -(-sum(source.rows) // INITIAL_ROWS_PER_ACTOR))
         ds = self._dataset_of(source)
         udf_kwargs = self._udf_kwargs(step, op)
         udf_kwargs.update(cache=self.state.step_cache(step), batch_size=batch_size or None)
@@ -591,7 +587,7 @@ class _Run:
             table = self.flow_input
             n = table.num_rows
             cpus = max(1, int(self.resources.get("CPU", 1)))
-            parts = max(1, min(-(-n // INPUT_BLOCK_ROWS), 4 * cpus))
+            parts = max(1, min(-(-n // INPUT_BLOCK_ROWS), INPUT_BLOCKS_PER_CPU * cpus))
             aligned, one_row_per_qid = True, False
             bounds = [round(i * n / parts) for i in range(parts + 1)]
             if "qid" in table.column_names and n:
@@ -613,10 +609,8 @@ class _Run:
         return self.input
 
     def _read_source(self, step: str, op: Operator) -> _Frame:
-        start = time.perf_counter()
-        op.ensure_setup()
+        op.ensure_setup()  # as the local executor does, for splits()
         splits = op.splits()
-        self.messages.put(("time", f"setup:{step}", time.perf_counter() - start))
         if not splits:
             return _Frame(blocks=[], rows=[])
         try:
@@ -661,9 +655,9 @@ class _Run:
         if concurrency:
             compute = ray.data.ActorPoolStrategy(size=concurrency)
         else:
-            # Autoscaling from one actor, or from as many as the cluster fits when the
-            # stage reads ``inputs`` materialised blocks (a stage streamed after another
-            # gets inputs=1, so that it cannot take the resources the earlier one needs).
+            # Autoscaling, from as many actors as the cluster fits and ``inputs`` can
+            # keep busy (a stage streamed after another gets inputs=1, so that it
+            # cannot take the resources the earlier one needs).
             fits = [self.resources.get("CPU", 0) / num_cpus if num_cpus else float("inf"),
                     self.resources.get("GPU", 0) / num_gpus if num_gpus else float("inf"), inputs]
             initial = max(1, min(int(min(fits)), INITIAL_ACTORS_MAX))
@@ -678,14 +672,14 @@ class _Run:
 
     # -- reshaping -------------------------------------------------------------------
 
-    def _fan_in(self, parents: tuple[str, ...]) -> _Frame:
+    def _fan_in(self, step: str, parents: tuple[str, ...]) -> _Frame:
         """Parents' blocks in ``inputs`` order, conformed to the schema ``concat`` gives."""
         frames = [self.frames[p] for p in parents]
         for frame in frames:
             self._materialize(frame)
         refs = [ref for frame in frames for ref in frame.blocks]
         rows = [n for frame in frames for n in frame.rows]
-        schema = pa.unify_schemas([self._schema_table(p).schema for p in parents], promote_options="permissive")
+        schema = fan_in(step, [self._schema_table(p) for p in parents], parents).schema
         return _Frame(blocks=[_conform_block.remote(ref, schema) for ref in refs], rows=rows)
 
     def _regroup(self, frame: _Frame, batch_size: int | None) -> _Frame:
@@ -720,8 +714,8 @@ class _Run:
         if parts == 1:
             pieces = [[p] for p in pieces]
         blocks = [_merge_partition.remote(*[p[i] for p in pieces]) for i in range(parts)]
-        # Row counts only tell empty blocks from others here: every partition has rows.
-        return _Frame(blocks=blocks, rows=[1] * parts, aligned=True)
+        ends = np.cumsum(list(sizes.values()))[[*(c - 1 for c in cuts), len(sizes) - 1]]
+        return _Frame(blocks=blocks, rows=np.diff(ends, prepend=0).tolist(), aligned=True)
 
     def _coalesce(self, frame: _Frame) -> _Frame:
         """Everything in one block, for a corpus step."""
@@ -787,7 +781,7 @@ class _Run:
                 if not parents:
                     table = self.flow_input.slice(0, 0)
                 else:
-                    table = concat([self._schema_table(p) for p in parents])
+                    table = fan_in(step, [self._schema_table(p) for p in parents], parents)
                 self.empty[step] = ray.get(_empty_output.options(
                     num_cpus=flow.step_option(step, "num_cpus"), num_gpus=self._num_gpus(step),
                 ).remote(type(op), op.params.model_dump(), step, tuple(flow.inputs[step]), table))

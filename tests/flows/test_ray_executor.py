@@ -1,6 +1,6 @@
 """The Ray Data executor gives what the local executor gives: tables, order, records, cache hits.
 
-One local Ray cluster (2 CPUs) serves the whole module. Operators that exist only for
+One local Ray cluster (2 CPUs, ``ray_session`` in conftest) serves the whole module. Operators that exist only for
 these tests are defined here and shipped to the Ray workers by value (the workers
 cannot import this file); flows that use them are built by hand (``_flow``), since
 the registry only knows ``operators/<category>/`` modules.
@@ -36,13 +36,9 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])
 
 
 @pytest.fixture(scope="module", autouse=True)
-def ray_cluster():
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
-    yield
-    if started:
-        ray.shutdown()
+def ray_cluster(ray_session):
+    """The session's local Ray (2 CPUs, see conftest), started once for every Ray test."""
+    return ray_session
 
 
 # -- operators for these tests only ---------------------------------------------------
