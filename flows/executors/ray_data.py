@@ -1,9 +1,9 @@
-"""The Ray Data executor: every step is a ``map_batches`` stage over Arrow blocks.
+"""The Ray Data executor: every step (or fused chain of row steps) is a ``map_batches`` stage.
 
 ``RayDataExecutor().run(flow, queries)`` returns the same ``FlowResult`` as the local
 executor: the same final table (rows, order, schema), the same step records, hit
 ratios, metadata and history. Operators know nothing of Ray; this module wraps each
-one in a small callable class (``_StepUDF``) that Ray Data runs on an actor pool:
+one in a small callable class (``_StepUDF``, in ``_ray_udfs``) that Ray Data runs on an actor pool:
 ``__init__`` builds the operator from its class and params, once per actor, and wraps
 a ``StepRunner`` (so the step cache works exactly as in the local executor: units are
 rows, qid groups or the corpus, whatever the batching). As in the local executor, the
@@ -73,6 +73,15 @@ another, each one in parallel. ``keep_history=False`` streams steps into each ot
 and materialises only where the rules above need it (fan-in parents, shared steps,
 regroups, corpus inputs, the output).
 
+Fusion (``keep_history=False`` only): a row step whose only input is a row step or a
+source, read by nothing else and not the output, with the same ``num_gpus``, runs in
+its parent's stage, so a chain such as source -> row -> row is one ``map_batches``
+(the callables in ``_ray_udfs`` pass each batch through one ``StepRunner`` per step,
+cut to each step's own ``batch_size``, and report every step's ``BatchStats``, so
+records, metadata and progress are those of separate stages). The stage takes its
+first step's ``concurrency`` and the largest ``num_cpus``; a fused chain shows as a
+``fused:<step>+<step>...`` timing (0 s).
+
 Resources
 ---------
 
@@ -126,11 +135,11 @@ import ray
 import ray.data  # imported now: it configures the ray.data loggers (see _quiet_ray_data)
 
 from flows.cache import StepCache
+from flows.executors._ray_udfs import _Reporter, _SourceUDF, _StepUDF, _whole_group_pieces  # noqa: F401
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
-from flows.executors.local import _batches
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
-from flows.runner import BatchStats, StepRunner
+from flows.runner import StepRunner
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
@@ -140,9 +149,6 @@ log = logging.getLogger(__name__)
 
 #: Column a regroup adds while it moves rows; never seen by operators.
 GROUP_COLUMN = "__tessera_group"
-#: Largest piece a callable yields (Ray slices a yielded table above half a block,
-#: 64 MiB by default, where it could split a qid).
-PIECE_BYTES = 16 * 1024 * 1024
 #: The flow input is cut into blocks of at least this many rows, at most this many per CPU.
 INPUT_BLOCK_ROWS = 4096
 INPUT_BLOCKS_PER_CPU = 2
@@ -154,8 +160,6 @@ INITIAL_ACTORS_MAX = 8
 INITIAL_ROWS_PER_ACTOR = 16384
 #: Seconds between two polls of the progress reporter by the driver.
 POLL_SECONDS = 0.2
-#: A callable asks the reporter before a batch only if it has not heard from it for this long.
-CHECK_SECONDS = 0.1
 
 DEFAULT_RAY_INIT = {
     "ignore_reinit_error": True,
@@ -201,149 +205,6 @@ class RayDataExecutor:
 
 
 # -- what runs on the workers -----------------------------------------------------
-
-
-@ray.remote(num_cpus=0)
-class _Reporter:
-    """Collects batch statistics from the callables; holds the cancel flag."""
-
-    def __init__(self) -> None:
-        self._events: list[tuple[str, str, Any]] = []
-        self._cancelled = False
-        self._error: tuple | None = None
-
-    def report(self, step: str, stats: BatchStats) -> bool:
-        self._events.append(("batch", step, stats))
-        return self._cancelled
-
-    def cancelled(self) -> bool:
-        return self._cancelled
-
-    def failed(self, error: tuple) -> None:
-        if self._error is None:
-            self._error = error
-
-    def error(self) -> tuple | None:
-        return self._error
-
-    def cancel(self) -> None:
-        self._cancelled = True
-
-    def drain(self) -> list[tuple[str, str, Any]]:
-        events, self._events = self._events, []
-        return events
-
-
-class _Callable:
-    """What the step and source callables share: the operator, reporting, cancellation."""
-
-    def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
-                 input_steps: tuple[str, ...], reporter: Any) -> None:
-        # The class travels pickled by reference (its module is imported here), so
-        # this is what ``operators.registry.create`` does once it has found the class,
-        # and it also works for operators that are not in the registry (plugins, tests).
-        self.op = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
-        self.step = step_id
-        self.reporter = reporter
-        self.cancelled, self.asked = False, 0.0
-
-    def _check(self) -> None:
-        """Before a batch: stop if the run was cancelled (asked afresh unless just told)."""
-        if not self.cancelled and time.monotonic() - self.asked > CHECK_SECONDS:
-            self.cancelled = ray.get(self.reporter.cancelled.remote())
-            self.asked = time.monotonic()
-        if self.cancelled:
-            raise FlowCancelled("cancelled", step=self.step)
-
-    def _report(self, stats: BatchStats) -> None:
-        """After a batch: hand over its statistics (before its rows leave) and learn of a cancel."""
-        self.cancelled = ray.get(self.reporter.report.remote(self.step, stats))
-        self.asked = time.monotonic()
-        if self.cancelled:
-            raise FlowCancelled("cancelled", step=self.step)
-
-    def _forward(self, err: TesseraError) -> None:
-        """Hand the operator's error to the driver whole: Ray passes on only its text."""
-        if not isinstance(err, FlowCancelled):
-            ray.get(self.reporter.failed.remote((type(err), err.message, err.step, err.op, err.field)))
-
-
-class _StepUDF(_Callable):
-    """One step on one block or batch: ``StepRunner.run`` per batch, reported."""
-
-    def __init__(self, *, cache: StepCache | None, batch_size: int | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.runner = StepRunner(self.op, cache)
-        self.batch_size = batch_size
-
-    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
-        try:
-            if batch.num_rows == 0:
-                yield self.runner.run(batch)[0]
-                return
-            # Ray already hands row steps batches of at most batch_size rows; a query step
-            # gets a whole block of whole groups and a corpus step everything: cut them
-            # exactly as the local executor does. Each batch's output is yielded on its
-            # own: Ray cuts output blocks between yields, so groups stay whole.
-            for part in _batches(self.op, batch, self.batch_size):
-                self._check()
-                out, stats = self.runner.run(part)
-                self._report(stats)
-                yield from _whole_group_pieces(out)
-        except TesseraError as err:
-            self._forward(err)
-            raise
-
-
-class _SourceUDF(_Callable):
-    """Reads the splits whose indices it is given, batch by batch."""
-
-    def __init__(self, *, splits: list[Any] | None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.op.ensure_setup()
-        self.splits = splits if splits is not None else self.op.splits()
-
-    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
-        try:
-            for index in batch.column("split_index").to_pylist():
-                batches = self.op.read(self.splits[index])
-                while True:
-                    self._check()
-                    start = time.perf_counter()
-                    table = next(batches, None)
-                    if table is None:
-                        break
-                    self._report(BatchStats(rows_out=table.num_rows, seconds=time.perf_counter() - start,
-                                            metadata=self.op.drain_metadata()))
-                    yield table
-        except TesseraError as err:
-            self._forward(err)
-            raise
-
-
-def _whole_group_pieces(table: pa.Table, max_bytes: int | None = None) -> Iterator[pa.Table]:
-    """``table`` in pieces of at most ``max_bytes`` (about) that never split a qid.
-
-    Ray slices a yielded table that is too big for one block wherever the row count
-    says, which could split a qid across blocks; pieces this size are never sliced.
-    """
-    max_bytes = max_bytes or PIECE_BYTES
-    n = table.num_rows
-    if table.nbytes <= max_bytes or n < 2 or "qid" not in table.column_names:
-        yield table
-        return
-    _, inverse = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_inverse=True)
-    last = np.zeros(inverse.max() + 1, dtype=np.int64)
-    np.maximum.at(last, inverse, np.arange(n))
-    reach = np.maximum.accumulate(last[inverse])  # the last row of any qid seen so far
-    cuts = np.flatnonzero(reach[:-1] == np.arange(n - 1)) + 1  # no qid on both sides
-    rows = max(1, int(n * max_bytes / table.nbytes))
-    start = 0
-    for cut in cuts:
-        if cut - start >= rows:
-            yield table.slice(start, cut - start)
-            start = int(cut)
-    yield table.slice(start)
 
 
 @ray.remote
@@ -443,6 +304,7 @@ class _Run:
         self.last_step: str | None = None   # the step of the last batch reported
         self.error: BaseException | None = None
         self.reporter: Any = None
+        self.stage_of: dict[str, tuple[str, ...]] = {}  # each step's stage (a fused chain or itself)
 
     # -- the calling thread: progress, cancellation, the result ---------------------
 
@@ -526,10 +388,13 @@ class _Run:
         try:
             flow, state = self.flow, self.state
             consumers = {s: [c for c in flow.consumers[s] if c in state.steps] for s in state.steps}
-            for step in state.steps:
-                self.current = step
-                state.cancel.raise_if_cancelled(step)
-                frame = self._run_step(step)
+            for stage in self._plan(consumers):
+                step = stage[-1]
+                self.current = stage[0]
+                state.cancel.raise_if_cancelled(stage[0])
+                frame = self._run_stage(stage)
+                for fused in stage[:-1]:  # never read: only for _empty_output's walk up the chain
+                    self.frames[fused] = _Frame()
                 self.frames[step] = frame
                 if self.keep_history or len(consumers[step]) > 1 or step == flow.output:
                     self._materialize(frame)
@@ -539,12 +404,37 @@ class _Run:
         except BaseException as err:  # handed to the calling thread
             self.error = err
 
-    def _run_step(self, step: str) -> _Frame:
+    def _plan(self, consumers: dict[str, list[str]]) -> list[tuple[str, ...]]:
+        """The stages, in run order: one step each, or a fused chain (see the module docstring)."""
+        flow, stages, stage_of = self.flow, [], {}
+        for step in self.state.steps:
+            parents = flow.inputs[step]
+            parent = parents[0] if len(parents) == 1 else None
+            stage = stage_of.get(parent)
+            if (not self.keep_history and stage is not None and stage[-1] == parent
+                    and flow.operators[step].scope == "row" and consumers[parent] == [step]
+                    and parent != flow.output and flow.operators[parent].scope in ("row", "source")
+                    and (flow.step_option(step, "num_gpus") or 0) == (flow.step_option(parent, "num_gpus") or 0)):
+                index = stages.index(stage)
+                stages[index] = stage = stage + (step,)
+                for member in stage:
+                    stage_of[member] = stage
+            else:
+                stages.append((step,))
+                stage_of[step] = (step,)
+        for stage in stages:
+            if len(stage) > 1:
+                self.messages.put(("time", "fused:" + "+".join(stage), 0.0))
+        self.stage_of = stage_of
+        return stages
+
+    def _run_stage(self, stage: tuple[str, ...]) -> _Frame:
         flow = self.flow
+        step = stage[0]
         op = flow.operators[step]
         parents = flow.inputs[step]
         if op.scope == "source":
-            return self._read_source(step, op)
+            return self._read_source(stage, op)
         if not parents:
             source = self._input_frame()
         elif len(parents) == 1:
@@ -564,9 +454,11 @@ class _Run:
         else:
             out_aligned = source.one_row_per_qid or (source.aligned and not batch_size)
             stage_batch_size = batch_size or None
+            for fused in stage[1:]:  # as if each ran on its own: it would cut qids with a batch size
+                out_aligned = out_aligned and not flow.step_option(fused, "batch_size")
         if source.blocks is not None and not source.blocks:  # nothing to run on
             return _Frame(blocks=[], rows=[], aligned=True)
-        if source.ds is not None and not self._fits(source.pending + [step]):
+        if source.ds is not None and not self._fits(source.pending + list(stage)):
             # Streamed stages hold their actors together: if the cluster cannot hold
             # one actor of each, a stage could wait for ever on one that waits for it.
             self._materialize(source)
@@ -575,10 +467,10 @@ class _Run:
         inputs = 1 if source.ds is not None else min(
             len(source.blocks), -(-sum(source.rows) // INITIAL_ROWS_PER_ACTOR))
         ds = self._dataset_of(source)
-        udf_kwargs = self._udf_kwargs(step, op)
+        udf_kwargs = self._udf_kwargs(stage, op)
         udf_kwargs.update(cache=self.state.step_cache(step), batch_size=batch_size or None)
-        ds = self._map(ds, step, _StepUDF, udf_kwargs, stage_batch_size, inputs=inputs)
-        pending = (source.pending if source.ds is not None else []) + [step]
+        ds = self._map(ds, stage, _StepUDF, udf_kwargs, stage_batch_size, inputs=inputs)
+        pending = (source.pending if source.ds is not None else []) + list(stage)
         return _Frame(ds=ds, aligned=out_aligned, pending=pending)
 
     def _input_frame(self) -> _Frame:
@@ -608,7 +500,8 @@ class _Run:
                                 one_row_per_qid=one_row_per_qid, schemas=[table.schema] * len(blocks))
         return self.input
 
-    def _read_source(self, step: str, op: Operator) -> _Frame:
+    def _read_source(self, stage: tuple[str, ...], op: Operator) -> _Frame:
+        step = stage[0]
         op.ensure_setup()  # as the local executor does, for splits()
         splits = op.splits()
         if not splits:
@@ -618,21 +511,33 @@ class _Run:
             shipped: list[Any] | None = splits
         except Exception:  # recomputed by each actor
             shipped = None
-        kwargs = {**self._udf_kwargs(step, op), "splits": shipped}
+        kwargs = {**self._udf_kwargs(stage, op), "splits": shipped}
         ds = self._dataset(ray.data.from_items([{"split_index": i} for i in range(len(splits))]))
-        return _Frame(ds=self._map(ds, step, _SourceUDF, kwargs, 1, inputs=len(splits)), pending=[step])
+        return _Frame(ds=self._map(ds, stage, _SourceUDF, kwargs, 1, inputs=len(splits)), pending=list(stage))
 
-    def _udf_kwargs(self, step: str, op: Operator) -> dict[str, Any]:
+    def _udf_kwargs(self, stage: tuple[str, ...], op: Operator) -> dict[str, Any]:
+        """The callable's arguments: the stage's first step, then the row steps fused after it."""
+        flow, step = self.flow, stage[0]
+        rows = [{"op_class": type(flow.operators[s]), "params": flow.operators[s].params.model_dump(),
+                 "step_id": s, "input_steps": tuple(flow.inputs[s]), "cache": self.state.step_cache(s),
+                 "batch_size": flow.step_option(s, "batch_size") or None} for s in stage[1:]]
         return {"op_class": type(op), "params": op.params.model_dump(), "step_id": step,
-                "input_steps": tuple(self.flow.inputs[step]), "reporter": self.reporter}
+                "input_steps": tuple(flow.inputs[step]), "reporter": self.reporter, "rows": rows}
+
+    def _resources(self, stage: tuple[str, ...]) -> tuple[int | None, float | None, float]:
+        """A stage's ``concurrency`` (its first step's), ``num_cpus`` (the most) and ``num_gpus``."""
+        cpus = [c for c in (self.flow.step_option(s, "num_cpus") for s in stage) if c is not None]
+        return (self.flow.step_option(stage[0], "concurrency"), max(cpus) if cpus else None,
+                self._num_gpus(stage[0]))
 
     def _fits(self, steps: list[str]) -> bool:
-        """Whether the cluster holds the smallest actor pools of these steps at once."""
+        """Whether the cluster holds the smallest actor pools of these steps' stages at once."""
         cpus = gpus = 0.0
-        for step in steps:
-            actors = self.flow.step_option(step, "concurrency") or 1
-            cpus += (self.flow.step_option(step, "num_cpus") or 0) * actors
-            gpus += self._num_gpus(step) * actors
+        for stage in dict.fromkeys(self.stage_of.get(step, (step,)) for step in steps):
+            concurrency, num_cpus, num_gpus = self._resources(stage)
+            actors = concurrency or 1
+            cpus += (num_cpus or 0) * actors
+            gpus += num_gpus * actors
         return cpus <= self.resources.get("CPU", 0) + 1e-9 and gpus <= self.resources.get("GPU", 0) + 1e-9
 
     def _num_gpus(self, step: str) -> float:
@@ -646,12 +551,10 @@ class _Run:
             return 0
         return wanted
 
-    def _map(self, ds: Any, step: str, udf: type, kwargs: dict[str, Any], batch_size: int | None,
-             *, inputs: int) -> Any:
-        flow = self.flow
-        concurrency = flow.step_option(step, "concurrency")
-        num_gpus = self._num_gpus(step) or None
-        num_cpus = flow.step_option(step, "num_cpus")
+    def _map(self, ds: Any, stage: tuple[str, ...], udf: type, kwargs: dict[str, Any],
+             batch_size: int | None, *, inputs: int) -> Any:
+        concurrency, num_cpus, num_gpus = self._resources(stage)
+        num_gpus = num_gpus or None
         if concurrency:
             compute = ray.data.ActorPoolStrategy(size=concurrency)
         else:

@@ -126,3 +126,22 @@ def test_fan_in_of_incompatible_branches_names_the_step(make_executor):
     with pytest.raises(OperatorError, match="text") as err:
         make_executor().run(spec, sample_results(2, 3))
     assert err.value.step == "join"
+
+
+def test_local_executor_stops_at_the_next_batch_when_cancelled():
+    from flows.progress import CancelToken
+    from operators.errors import FlowCancelled
+
+    token = CancelToken()
+    seen = []
+
+    def progress(event):
+        seen.append(event)
+        if event.rows_done >= 10:
+            token.cancel("user asked")
+
+    spec = FlowSpec.parse({"name": "cancel", "steps": {"words": {**WORDS, "batch_size": 2}, "top": top(1)}})
+    with pytest.raises(FlowCancelled, match="user asked") as err:
+        LocalExecutor().run(spec, sample_results(3, 10), progress=progress, cancel=token)
+    assert err.value.step == "words"
+    assert seen[-1].rows_done == 10 and not seen[-1].finished

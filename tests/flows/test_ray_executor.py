@@ -368,3 +368,25 @@ def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
     assert len(pieces) > 1 and pa.concat_tables(pieces).equals(table)
     seen = [set(p.column("qid").to_pylist()) for p in pieces]
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
+
+
+def test_a_chain_of_row_steps_runs_fused_in_one_stage_without_history():
+    ops = all_operators()
+    needed = ["sources.jsonl", "preprocess.stopwords", "preprocess.stem", "analyze.word_count", "preprocess.dedup"]
+    if any(name not in ops for name in needed):
+        pytest.skip(f"needs {needed}")
+    spec = FlowSpec.parse({"name": "fused", "steps": {
+        "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS), "num_splits": 3}},
+        "stopwords": {"op": "preprocess.stopwords", "params": {"output_column": "clean"}, "batch_size": 7},
+        "stem": {"op": "preprocess.stem", "params": {"input_column": "clean"}, "batch_size": 5},
+        "words": {"op": "analyze.word_count", "params": {"input_column": "clean"}},
+        "unique": {"op": "preprocess.dedup", "params": {"key": "docno"}},
+    }})
+    for keep_history in (False, True):
+        local = LocalExecutor(keep_history=keep_history).run(spec)
+        result = RayDataExecutor(keep_history=keep_history).run(spec)
+        assert result.table.num_rows > 100
+        assert_same(local, result, history=keep_history)
+        fused = [k for k in result.timings.summary() if k.startswith("fused:")]
+        # the source and its three row steps are one stage; the dedup (corpus) its own
+        assert fused == ([] if keep_history else ["fused:read+stopwords+stem+words"])

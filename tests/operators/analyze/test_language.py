@@ -8,21 +8,9 @@ import pytest
 from operators.analyze.language import get_detector
 from operators.errors import ParamsError
 from operators.registry import create
-from operators.testing import OperatorContract
+from operators.testing import SAMPLE_SENTENCES, OperatorContract
 
-SENTENCES = {
-    "en": "The honey bee is a social insect that lives in large colonies and produces honey from the nectar of flowers.",
-    "de": "Die Honigbiene ist ein staatenbildendes Insekt, das in großen Völkern lebt und aus dem Nektar der Blüten "
-          "Honig herstellt.",
-    "fr": "L'abeille domestique est un insecte social qui vit dans de grandes colonies et produit du miel à partir "
-          "du nectar des fleurs.",
-    "it": "L'ape domestica è un insetto sociale che vive in grandi colonie e produce il miele dal nettare dei fiori.",
-    "es": "La abeja doméstica es un insecto social que vive en grandes colonias y produce miel a partir del néctar "
-          "de las flores.",
-    "nl": "De honingbij is een sociaal insect dat in grote kolonies leeft en honing maakt van de nectar van bloemen.",
-    "pt": "A abelha doméstica é um inseto social que vive em grandes colônias e produz mel a partir do néctar das "
-          "flores.",
-}
+SENTENCES = SAMPLE_SENTENCES
 SHORT = {
     "Berlin ist die Hauptstadt Deutschlands.": "de",
     "Paris est la capitale de la France.": "fr",

@@ -8,16 +8,9 @@ import pytest
 from operators.errors import OperatorError
 from operators.preprocess._languages import normalize_language
 from operators.registry import create
-from operators.testing import OperatorContract
+from operators.testing import SAMPLE_SENTENCES, OperatorContract
 
-SENTENCES = {
-    "en": "The honey bee is a social insect that lives in large colonies and produces honey from the nectar of flowers.",
-    "de": "Die Honigbiene ist ein staatenbildendes Insekt, das in großen Völkern lebt und aus dem Nektar der Blüten "
-          "Honig herstellt.",
-    "fr": "L'abeille domestique est un insecte social qui vit dans de grandes colonies et produit du miel à partir "
-          "du nectar des fleurs.",
-    "it": "L'ape domestica è un insetto sociale che vive in grandi colonie e produce il miele dal nettare dei fiori.",
-}
+SENTENCES = {lang: SAMPLE_SENTENCES[lang] for lang in ("en", "de", "fr", "it")}
 
 # stopwords-iso lists (the default): function words go, content words and their punctuation stay.
 EXPECTED_ISO = {

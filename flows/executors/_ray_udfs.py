@@ -1,0 +1,207 @@
+"""What the Ray Data executor runs on the workers: the reporter and the stage callables.
+
+A stage runs one step, or a *fused chain*: a step (a source or a row step) followed by
+row steps that each read only the one before. ``_StepUDF`` and ``_SourceUDF`` hold one
+``StepRunner`` per step of their chain and pass each batch through them in order,
+reporting each step's ``BatchStats`` as a stage of its own would (see ``ray_data``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+import numpy as np
+import pyarrow as pa
+import ray
+
+from flows.cache import StepCache
+from flows.executors.local import _batches
+from flows.runner import BatchStats, StepRunner
+from operators.base import Operator
+from operators.errors import FlowCancelled, TesseraError
+
+#: Largest piece a callable yields (Ray slices a yielded table above half a block,
+#: 64 MiB by default, where it could split a qid).
+PIECE_BYTES = 16 * 1024 * 1024
+#: A callable asks the reporter before a batch only if it has not heard from it for this long.
+CHECK_SECONDS = 0.1
+
+
+@ray.remote(num_cpus=0)
+class _Reporter:
+    """Collects batch statistics from the callables; holds the cancel flag."""
+
+    def __init__(self) -> None:
+        self._events: list[tuple[str, str, Any]] = []
+        self._cancelled = False
+        self._error: tuple | None = None
+
+    def report(self, step: str, stats: BatchStats) -> bool:
+        self._events.append(("batch", step, stats))
+        return self._cancelled
+
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    def failed(self, error: tuple) -> None:
+        if self._error is None:
+            self._error = error
+
+    def error(self) -> tuple | None:
+        return self._error
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def drain(self) -> list[tuple[str, str, Any]]:
+        events, self._events = self._events, []
+        return events
+
+
+def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
+             input_steps: tuple[str, ...]) -> Operator:
+    # The class travels pickled by reference (its module is imported here), so
+    # this is what ``operators.registry.create`` does once it has found the class,
+    # and it also works for operators that are not in the registry (plugins, tests).
+    return op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+
+
+class _Callable:
+    """What the step and source callables share: the fused row steps, reporting, cancellation.
+
+    ``rows`` describes the row steps that follow the stage's own step in the same
+    callable (empty when nothing is fused): dicts of ``_make_op``'s arguments plus
+    ``cache`` and ``batch_size``.
+    """
+
+    def __init__(self, *, reporter: Any, rows: list[dict[str, Any]] = ()) -> None:
+        self.reporter = reporter
+        self.cancelled, self.asked = False, 0.0
+        self.chain: list[tuple[StepRunner, int | None]] = []
+        for spec in rows:
+            spec = dict(spec)
+            cache, batch_size = spec.pop("cache"), spec.pop("batch_size")
+            self.chain.append((StepRunner(_make_op(**spec), cache), batch_size))
+
+    def _then(self, table: pa.Table, k: int = 0) -> Iterator[pa.Table]:
+        """``table`` through the fused row steps from the ``k``-th on, batch by batch."""
+        if k == len(self.chain):
+            yield table
+            return
+        runner, batch_size = self.chain[k]
+        for part in _batches(runner.op, table, batch_size):
+            self._check(runner.op.step_id)
+            out, stats = runner.run(part)
+            self._report(runner.op.step_id, stats)
+            yield from self._then(out, k + 1)
+
+    def _check(self, step: str) -> None:
+        """Before a batch: stop if the run was cancelled (asked afresh unless just told)."""
+        if not self.cancelled and time.monotonic() - self.asked > CHECK_SECONDS:
+            self.cancelled = ray.get(self.reporter.cancelled.remote())
+            self.asked = time.monotonic()
+        if self.cancelled:
+            raise FlowCancelled("cancelled", step=step)
+
+    def _report(self, step: str, stats: BatchStats) -> None:
+        """After a batch: hand over its statistics (before its rows leave) and learn of a cancel."""
+        self.cancelled = ray.get(self.reporter.report.remote(step, stats))
+        self.asked = time.monotonic()
+        if self.cancelled:
+            raise FlowCancelled("cancelled", step=step)
+
+    def _forward(self, err: TesseraError) -> None:
+        """Hand the operator's error to the driver whole: Ray passes on only its text."""
+        if not isinstance(err, FlowCancelled):
+            ray.get(self.reporter.failed.remote((type(err), err.message, err.step, err.op, err.field)))
+
+
+class _StepUDF(_Callable):
+    """One step (then its fused row steps) on one block or batch: ``StepRunner.run`` per batch, reported."""
+
+    def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
+                 input_steps: tuple[str, ...], cache: StepCache | None, batch_size: int | None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.op = _make_op(op_class, params, step_id, input_steps)
+        self.step = step_id
+        self.runner = StepRunner(self.op, cache)
+        self.batch_size = batch_size
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        try:
+            if batch.num_rows == 0:
+                out = self.runner.run(batch)[0]
+                for runner, _ in self.chain:
+                    out = runner.run(out)[0]
+                yield out
+                return
+            # Ray already hands row steps batches of at most batch_size rows; a query step
+            # gets a whole block of whole groups and a corpus step everything: cut them
+            # exactly as the local executor does. Each batch's output is yielded on its
+            # own: Ray cuts output blocks between yields, so groups stay whole.
+            for part in _batches(self.op, batch, self.batch_size):
+                self._check(self.step)
+                out, stats = self.runner.run(part)
+                self._report(self.step, stats)
+                for table in self._then(out):
+                    yield from _whole_group_pieces(table)
+        except TesseraError as err:
+            self._forward(err)
+            raise
+
+
+class _SourceUDF(_Callable):
+    """Reads the splits whose indices it is given, batch by batch (then its fused row steps)."""
+
+    def __init__(self, *, op_class: type[Operator], params: dict[str, Any], step_id: str,
+                 input_steps: tuple[str, ...], splits: list[Any] | None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.op = _make_op(op_class, params, step_id, input_steps)
+        self.step = step_id
+        self.op.ensure_setup()
+        self.splits = splits if splits is not None else self.op.splits()
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        try:
+            for index in batch.column("split_index").to_pylist():
+                batches = self.op.read(self.splits[index])
+                while True:
+                    self._check(self.step)
+                    start = time.perf_counter()
+                    table = next(batches, None)
+                    if table is None:
+                        break
+                    self._report(self.step, BatchStats(rows_out=table.num_rows,
+                                                       seconds=time.perf_counter() - start,
+                                                       metadata=self.op.drain_metadata()))
+                    yield from self._then(table)
+        except TesseraError as err:
+            self._forward(err)
+            raise
+
+
+def _whole_group_pieces(table: pa.Table, max_bytes: int | None = None) -> Iterator[pa.Table]:
+    """``table`` in pieces of at most ``max_bytes`` (about) that never split a qid.
+
+    Ray slices a yielded table that is too big for one block wherever the row count
+    says, which could split a qid across blocks; pieces this size are never sliced.
+    """
+    max_bytes = max_bytes or PIECE_BYTES
+    n = table.num_rows
+    if table.nbytes <= max_bytes or n < 2 or "qid" not in table.column_names:
+        yield table
+        return
+    _, inverse = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_inverse=True)
+    last = np.zeros(inverse.max() + 1, dtype=np.int64)
+    np.maximum.at(last, inverse, np.arange(n))
+    reach = np.maximum.accumulate(last[inverse])  # the last row of any qid seen so far
+    cuts = np.flatnonzero(reach[:-1] == np.arange(n - 1)) + 1  # no qid on both sides
+    rows = max(1, int(n * max_bytes / table.nbytes))
+    start = 0
+    for cut in cuts:
+        if cut - start >= rows:
+            yield table.slice(start, cut - start)
+            start = int(cut)
+    yield table.slice(start)
