@@ -489,16 +489,13 @@ def _cell(value: Any, limit: int = 80) -> str:
 def _print_steps(console, result) -> None:
     from rich.table import Table
 
-    summary = result.timings.summary()
     table = Table(title="steps", title_justify="left", title_style="bold")
     for col, justify in (("step", "left"), ("operator", "left"), ("rows in", "right"), ("rows out", "right"),
-                         ("cache hits", "right"), ("setup s", "right"), ("run s", "right")):
+                         ("cache hits", "right"), ("seconds", "right")):
         table.add_column(col, justify=justify)
     for step, rec in result.steps.items():
         cache = f"{rec.hits}/{rec.units}" if rec.cached else "off"
-        setup = summary.get(f"setup:{step}", {}).get("seconds")
-        table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache,
-                      "-" if setup is None else f"{setup:.3f}", f"{rec.seconds:.3f}")
+        table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}")
     console.print(table)
 
 

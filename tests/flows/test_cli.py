@@ -85,7 +85,7 @@ def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path):
     assert "Bee" in text and "Gothic architecture" in text
     for header in ("rank", "docno", "title", "score", "language", "words", "terms"):
         assert header in text
-    assert "steps" in text and "retrieve.corpus_bm25" in text and "setup s" in text
+    assert "steps" in text and "retrieve.corpus_bm25" in text and "cache hits" in text
     assert "demo: 20 rows, 4 queries, 8 steps" in text
     assert f"wrote 20 rows to {out}" in proc.stderr
     # Not a terminal: progress is one line per finished step.
