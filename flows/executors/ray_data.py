@@ -501,7 +501,6 @@ class _Run:
         return self.input
 
     def _read_source(self, stage: tuple[str, ...], op: Operator) -> _Frame:
-        step = stage[0]
         op.ensure_setup()  # as the local executor does, for splits()
         splits = op.splits()
         if not splits:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import json
 import threading
 from pathlib import Path
 from typing import Any
@@ -124,7 +123,13 @@ class CorpusBM25(Operator):
             places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
             raise OperatorError(f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})",
                                 op=self.name, step=self.step_id, field="params.corpus")
-        docnos, titles, texts = _read_corpus(path, op=self)
+        from operators.sources.jsonl import JsonlSource
+
+        docs = JsonlSource({"path": str(path), "fields": []}, step_id=self.step_id)(pa.table({}))
+        docnos = docs.column("docno").to_pylist()
+        titles = [t or "" for t in (docs.column("title").to_pylist() if "title" in docs.column_names
+                                    else [""] * docs.num_rows)]
+        texts = [t or "" for t in docs.column("text").to_pylist()]
         if not docnos:
             raise OperatorError(f"corpus {path} holds no documents", op=self.name, step=self.step_id,
                                 field="params.corpus")
@@ -166,25 +171,3 @@ class CorpusBM25(Operator):
         for name in ("docno", "title", "text"):
             out = out.append_column(name, hits.column(name))
         return set_ranking(out, pa.array(scores, pa.float64()), self.step_id)
-
-
-def _read_corpus(path: Path, *, op: Operator) -> tuple[list[str], list[str], list[str]]:
-    docnos: list[str] = []
-    titles: list[str] = []
-    texts: list[str] = []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                doc = json.loads(line)
-                docno = next(doc[k] for k in ("_id", "docno", "id") if k in doc)
-                text = doc["text"]
-            except (json.JSONDecodeError, StopIteration, KeyError, TypeError):
-                raise OperatorError(f"{path}:{line_no}: not a JSON object with an id (_id, docno or id) and text",
-                                    op=op.name, step=op.step_id, field="params.corpus") from None
-            docnos.append(str(docno))
-            titles.append(str(doc.get("title") or ""))
-            texts.append(str(text or ""))
-    return docnos, titles, texts
-
