@@ -21,7 +21,7 @@ from operators.tables import concat, qid_groups
 ROW_INDEX = "__tessera_row"
 
 
-def pc_sort_indices(rows: pa.ChunkedArray) -> pa.Array:
+def order_by_input_row(rows: pa.ChunkedArray) -> pa.Array:
     """Stable order of output rows by the input row they came from."""
     return pa.array(np.argsort(rows.to_numpy(), kind="stable"))
 
@@ -99,7 +99,7 @@ class StepRunner:
         if len(miss) == n:  # nothing cached: the operator's own output is the answer
             sub = table.append_column(ROW_INDEX, pa.array(np.arange(n)))
             out, meta = self._call(sub)
-            out = out.take(pc_sort_indices(out.column(ROW_INDEX)))
+            out = out.take(order_by_input_row(out.column(ROW_INDEX)))
             self._store_rows(keys, miss, table, out)
             merge_metadata(stats.metadata, meta)
             out = out.drop_columns([ROW_INDEX])
@@ -115,10 +115,10 @@ class StepRunner:
         if len(miss):
             sub = table.take(pa.array(miss)).append_column(ROW_INDEX, pa.array(miss))
             out, meta = self._call(sub)
-            out = out.take(pc_sort_indices(out.column(ROW_INDEX)))
+            out = out.take(order_by_input_row(out.column(ROW_INDEX)))
             merge_metadata(stats.metadata, meta)
-            lo, hi = self._store_rows(keys, miss, table, out)
-            sources.append(out.select(self._written_columns(table, out)))
+            lo, hi, written = self._store_rows(keys, miss, table, out)
+            sources.append(written)
             src[miss], starts[miss], counts[miss] = 0, lo, hi - lo
         for i, k in enumerate(keys):
             unit = cached.get(k)
@@ -152,7 +152,10 @@ class StepRunner:
         return out, stats
 
     def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table):
-        """Cache the written columns of each input row's output; return each row's slice bounds."""
+        """Cache the written columns of each input row's output.
+
+        Returns each row's slice bounds in ``out`` and the written columns.
+        """
         out_rows = out.column(ROW_INDEX).to_numpy()
         lo = np.searchsorted(out_rows, rows, side="left")
         hi = np.searchsorted(out_rows, rows, side="right")
@@ -164,7 +167,7 @@ class StepRunner:
                 seen.add(keys[i])
                 units.append((keys[i], stored.slice(a, b - a) if b > a else None, None))
         self.cache.put(units)
-        return lo, hi
+        return lo, hi, stored
 
     def _written_columns(self, table: pa.Table, out: pa.Table) -> list[str]:
         declared = set(self.op.produces())

@@ -16,7 +16,7 @@ import pyarrow as pa
 import ray
 
 from flows.cache import StepCache
-from flows.executors.local import _batches
+from flows.executors.base import scope_batches
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
@@ -90,7 +90,7 @@ class _Callable:
             yield table
             return
         runner, batch_size = self.chain[k]
-        for part in _batches(runner.op, table, batch_size):
+        for part in scope_batches(runner.op, table, batch_size):
             self._check(runner.op.step_id)
             out, stats = runner.run(part)
             self._report(runner.op.step_id, stats)
@@ -141,7 +141,7 @@ class _StepUDF(_Callable):
             # gets a whole block of whole groups and a corpus step everything: cut them
             # exactly as the local executor does. Each batch's output is yielded on its
             # own: Ray cuts output blocks between yields, so groups stay whole.
-            for part in _batches(self.op, batch, self.batch_size):
+            for part in scope_batches(self.op, batch, self.batch_size):
                 self._check(self.step)
                 out, stats = self.runner.run(part)
                 self._report(self.step, stats)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 
@@ -13,7 +13,8 @@ from flows.result import FlowResult, StepRecord
 from flows.runner import BatchStats, merge_metadata
 from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError
-from operators.tables import concat
+from operators.base import Operator
+from operators.tables import concat, qid_groups
 
 
 def as_flow(flow: Flow | FlowSpec | str) -> Flow:
@@ -110,3 +111,23 @@ class RunState:
         self.result.timings.add("flow", self.result.seconds)
         self.emit(None, finished=True)
         return self.result
+
+
+def scope_batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iterator[pa.Table]:
+    """The batches an operator may see, by its scope (every executor cuts them this way)."""
+    if op.scope == "corpus" or not batch_size or table.num_rows <= batch_size:
+        if table.num_rows:
+            yield table
+    elif op.scope == "row":
+        for start in range(0, table.num_rows, batch_size):
+            yield table.slice(start, batch_size)
+    else:  # query scope: whole qid groups, about batch_size rows per batch
+        pending, size = [], 0
+        for _, group in qid_groups(table):
+            pending.append(group)
+            size += group.num_rows
+            if size >= batch_size:
+                yield concat(pending)
+                pending, size = [], 0
+        if pending:
+            yield concat(pending)

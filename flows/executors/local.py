@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable, Iterator
+from typing import Iterable
 
 import pyarrow as pa
 
 from flows.cache import StepCache
-from flows.executors.base import RunState, as_flow, as_queries, fan_in
+from flows.executors.base import RunState, as_flow, as_queries, fan_in, scope_batches
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
 from flows.runner import BatchStats, StepRunner
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
-from operators.tables import concat, qid_groups
+from operators.tables import concat
 
 
 class LocalExecutor:
@@ -67,7 +67,7 @@ class LocalExecutor:
         runner = StepRunner(op, state.step_cache(step))
         batch_size = flow.step_option(step, "batch_size")
         parts = []
-        for batch in _batches(op, table, batch_size):
+        for batch in scope_batches(op, table, batch_size):
             state.cancel.raise_if_cancelled(step)
             out, stats = runner.run(batch)
             parts.append(out)
@@ -88,23 +88,3 @@ class LocalExecutor:
                 state.add_batch(step, BatchStats(rows_out=batch.num_rows, seconds=time.perf_counter() - start,
                                                  metadata=op.drain_metadata()))
         return concat(parts)
-
-
-def _batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iterator[pa.Table]:
-    """The batches an operator may see, by its scope."""
-    if op.scope == "corpus" or not batch_size or table.num_rows <= batch_size:
-        if table.num_rows:
-            yield table
-    elif op.scope == "row":
-        for start in range(0, table.num_rows, batch_size):
-            yield table.slice(start, batch_size)
-    else:  # query scope: whole qid groups, about batch_size rows per batch
-        pending, size = [], 0
-        for _, group in qid_groups(table):
-            pending.append(group)
-            size += group.num_rows
-            if size >= batch_size:
-                yield concat(pending)
-                pending, size = [], 0
-        if pending:
-            yield concat(pending)
