@@ -16,7 +16,7 @@ from operators.base import Operator
 from operators.errors import UnknownOperatorError
 
 # Packages under operators/ that hold shared building blocks, not operators.
-_NOT_CATEGORIES = {"testing"}
+_NOT_CATEGORIES = {"testing", "models", "store"}
 
 _lock = threading.Lock()
 _registry: dict[str, type[Operator]] = {}

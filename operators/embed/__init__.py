@@ -1,0 +1,1 @@
+"""Embedding operators: text columns to dense vectors."""

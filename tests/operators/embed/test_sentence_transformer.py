@@ -1,0 +1,43 @@
+"""embed.sentence_transformer: contract and behaviour with the packaged MiniLM."""
+
+import numpy as np
+import pyarrow as pa
+
+from operators import create
+from operators.embed.sentence_transformer import arrow_to_vectors
+from operators.models import ModelNotFoundError, resolve_model_path
+from operators.testing import OperatorContract, sample_results
+
+
+class TestEmbedContract(OperatorContract):
+    operator_name = "embed.sentence_transformer"
+
+
+def test_vectors_are_normalised_and_match_direct_encode():
+    table = sample_results(2, 4)
+    op = create("embed", {"title_column": "title"})
+    vectors = arrow_to_vectors(op(table).column("vector"))
+    assert vectors.shape == (table.num_rows, 384)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    from operators.models import load_sentence_transformer
+
+    titles, texts = table.column("title").to_pylist(), table.column("text").to_pylist()
+    direct = load_sentence_transformer().encode(
+        [f"{t}. {x}" if t else x for t, x in zip(titles, texts)], normalize_embeddings=True)
+    np.testing.assert_allclose(vectors, direct, atol=1e-5)
+
+
+def test_related_texts_are_closer_than_unrelated():
+    op = create("embed")
+    out = op(pa.table({"text": ["bees make honey", "honey is produced by bees", "the stock market fell"]}))
+    v = arrow_to_vectors(out.column("vector"))
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.3
+
+
+def test_missing_model_fails_at_once_with_what_to_do(tmp_path):
+    import pytest
+
+    with pytest.raises(ModelNotFoundError, match="nothing is downloaded"):
+        resolve_model_path("org/some-model-not-here")
+    with pytest.raises(ModelNotFoundError, match="no config.json"):
+        resolve_model_path(str(tmp_path))
