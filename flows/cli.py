@@ -173,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
     c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
     c_clear.set_defaults(handler=_cmd_cache_clear)
     cache.set_defaults(handler=lambda args: _help(cache))
+
+    from flows.commands import register_all
+
+    register_all(sub, common)  # ingest, bench, index, ...: one module each in flows/commands/
     return parser
 
 
