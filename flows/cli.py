@@ -34,20 +34,19 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from operators.errors import FlowCancelled, SpecError, TesseraError
-
-
-def escape(text: str) -> str:
-    """Escape rich markup in data (titles, descriptions, values) before printing it."""
-    from rich.markup import escape as rich_escape
-
-    return rich_escape(text)
-
-EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
-
-
-class CliError(TesseraError):
-    """A bad command-line argument or file."""
+from flows.commands._support import (  # noqa: F401 - re-exported for callers of flows.cli
+    EXIT_CANCELLED,
+    EXIT_INTERNAL,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    escape,
+)
+from flows.commands._support import console as _console
+from flows.commands._support import load_flow as _load_flow
+from flows.commands._support import positive_int as _positive_int
+from flows.commands._support import print_json as _print_json
+from operators.errors import FlowCancelled, TesseraError
 
 
 # -- entry points ---------------------------------------------------------------------
@@ -140,40 +139,6 @@ def build_parser() -> argparse.ArgumentParser:
                          description=_cmd_run.__doc__)
     add_run_arguments(run, default_executor="local", with_debug=False)
 
-    flows = sub.add_parser("flows", help="built-in and saved flows",
-                           description="Built-in flows (flows/specs/*.yaml) and saved flows "
-                           "($TESSERA_HOME/flows/NAME.yaml, default ~/.tessera).")
-    fsub = flows.add_subparsers(title="actions", metavar="ACTION")
-    f_list = fsub.add_parser("list", parents=[common], help="list built-in and saved flows")
-    f_list.add_argument("--json", action="store_true", help="print JSON")
-    f_list.set_defaults(handler=_cmd_flows_list)
-    f_show = fsub.add_parser("show", parents=[common], help="print a flow's spec")
-    f_show.add_argument("name", metavar="NAME", help="built-in or saved flow name, or a spec file")
-    f_show.add_argument("--json", action="store_true", help="print the validated spec as JSON")
-    f_show.set_defaults(handler=_cmd_flows_show)
-    f_save = fsub.add_parser("save", parents=[common], help="validate a spec and save it by name")
-    f_save.add_argument("name", metavar="NAME")
-    f_save.add_argument("file", metavar="FILE", help="spec file (YAML or JSON; '-' reads stdin)")
-    f_save.set_defaults(handler=_cmd_flows_save)
-    f_delete = fsub.add_parser("delete", parents=[common], help="delete a saved flow")
-    f_delete.add_argument("name", metavar="NAME")
-    f_delete.set_defaults(handler=_cmd_flows_delete)
-    flows.set_defaults(handler=lambda args: _help(flows))
-
-    cache = sub.add_parser("cache", help="inspect or clear the step cache",
-                           description="The step cache ($TESSERA_HOME/cache unless --cache-dir).")
-    csub = cache.add_subparsers(title="actions", metavar="ACTION")
-    c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
-    c_explain.add_argument("flow", metavar="FLOW", help="spec file, built-in or saved flow name")
-    c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
-    c_explain.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
-    c_explain.add_argument("--json", action="store_true", help="print JSON")
-    c_explain.set_defaults(handler=_cmd_cache_explain)
-    c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output")
-    c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
-    c_clear.set_defaults(handler=_cmd_cache_clear)
-    cache.set_defaults(handler=lambda args: _help(cache))
-
     from flows.commands import register_all
 
     register_all(sub, common)  # ingest, bench, index, ...: one module each in flows/commands/
@@ -187,6 +152,9 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, default_executor: str,
                         "or one query text; may be left out when FLOW is a mosaicRAG request with a query")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
                         help=f"where steps run (default: {default_executor})")
+    parser.add_argument("--index", metavar="NAME_OR_PATH",
+                        help="index for the retrieval steps that leave params.index unset "
+                        "(a path, or a name under $TESSERA_HOME/indices)")
     parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
@@ -198,29 +166,6 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, default_executor: str,
     if with_debug:
         parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.set_defaults(handler=_cmd_run)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"'{text}' is not a whole number") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
-
-
-def _help(parser: argparse.ArgumentParser) -> int:
-    parser.print_help(sys.stderr)
-    return EXIT_USAGE
-
-
-def _console(stderr: bool = False):
-    from rich.console import Console
-
-    stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", 0) or 120)
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False, emoji=False)
 
 
 # -- tessera ops ------------------------------------------------------------------------
@@ -296,7 +241,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from flows.queries import check_result_path, read_queries, write_results
 
     # Everything that can be wrong with the request is checked before anything runs.
-    flow, mosaic_query = _load_flow(args.flow)
+    flow, mosaic_query = _load_flow(args.flow, index=getattr(args, "index", None))
     if args.queries is not None:
         queries = read_queries(args.queries)
     elif mosaic_query is not None:
@@ -325,24 +270,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     _print_steps(console, result)
     console.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
     return EXIT_OK
-
-
-def _load_flow(source: str):
-    """Build a flow from a path/name/text; a mosaicRAG request also yields its query."""
-    import yaml
-
-    from flows.spec import FlowSpec, from_mosaic, is_mosaic_request, resolve_spec_path
-
-    path = resolve_spec_path(source)
-    if path is not None:
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise SpecError(f"{path}: not valid YAML/JSON: {err}", field="spec") from None
-        if isinstance(data, dict) and is_mosaic_request(data):
-            spec, query = from_mosaic(data, name=path.stem)
-            return spec.build(), query
-    return FlowSpec.load(source).build(), None
 
 
 def _make_cache(args: argparse.Namespace):
@@ -501,168 +428,6 @@ def _print_steps(console, result) -> None:
         cache = f"{rec.hits}/{rec.units}" if rec.cached else "off"
         table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}")
     console.print(table)
-
-
-def _print_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
-
-
-# -- tessera flows ------------------------------------------------------------------------
-
-
-def _cmd_flows_list(args: argparse.Namespace) -> int:
-    from flows import store
-    from flows.spec import FlowSpec
-
-    entries = []
-    for kind, names in (("built-in", store.builtin_names()), ("saved", store.saved_names())):
-        for name in names:
-            path = store.builtin_dir() / f"{name}.yaml" if kind == "built-in" else store.saved_path(name)
-            entry = {"name": name, "kind": kind, "path": str(path)}
-            try:
-                spec = FlowSpec.load(name if kind == "saved" or path is None else path)
-                entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
-            except TesseraError as err:
-                entry.update(description="", steps=[], error=str(err))
-            entries.append(entry)
-    if args.json:
-        _print_json(entries)
-        return EXIT_OK
-    from rich.table import Table
-
-    console = _console()
-    if not entries:
-        console.print("no flows")
-        return EXIT_OK
-    table = Table(title="flows", title_justify="left", title_style="bold")
-    for col in ("name", "kind", "steps", "description"):
-        table.add_column(col)
-    for e in entries:
-        table.add_row(escape(e["name"]), e["kind"], " → ".join(s.split(": ", 1)[1] for s in e["steps"]) or "-",
-                      escape(e.get("error") or e["description"]))
-    console.print(table)
-    console.print(f"saved flows live in {escape(str(store.flows_dir()))}")
-    return EXIT_OK
-
-
-def _cmd_flows_show(args: argparse.Namespace) -> int:
-    from flows.spec import FlowSpec, resolve_spec_path
-
-    path = resolve_spec_path(args.name)
-    if path is None:
-        FlowSpec.load(args.name)  # raises the error that lists the known flows
-    if args.json:
-        _print_json(FlowSpec.load(path).to_dict())
-    else:
-        sys.stdout.write(f"# {path}\n{path.read_text(encoding='utf-8')}")
-    return EXIT_OK
-
-
-def _cmd_flows_save(args: argparse.Namespace) -> int:
-    from flows import store
-
-    if args.file == "-":
-        source: str | Path = sys.stdin.read()
-    else:
-        source = Path(args.file)
-        if not source.is_file():
-            raise CliError(f"spec file not found: {args.file}", field="file")
-    path = store.save(args.name, source)
-    print(f"saved flow '{args.name}' to {path}")
-    return EXIT_OK
-
-
-def _cmd_flows_delete(args: argparse.Namespace) -> int:
-    from flows import store
-
-    path = store.delete(args.name)
-    print(f"deleted flow '{args.name}' ({path})")
-    return EXIT_OK
-
-
-# -- tessera cache ------------------------------------------------------------------------
-
-
-def _cache_root(args: argparse.Namespace) -> Path:
-    from flows.store import default_cache_dir
-
-    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
-
-
-def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[str, Any]]:
-    """Per step: what its key is made of now, and what the cache recorded at its last run."""
-    from flows.cache import StepCache, step_explain, step_key
-
-    steps = flow.needed_steps()
-    if step is not None:
-        if step not in flow.operators:
-            raise SpecError(f"no step '{step}' in flow '{flow.name}' (steps: {', '.join(flow.order)})",
-                            step=step, field="step")
-        steps = [step]
-    stored: dict[str, dict[str, Any]] = {}
-    if (root / "index.sqlite").is_file():
-        stored = {r["step"]: r for r in StepCache(root).explain(flow.name, step)}
-    out = []
-    for s in steps:
-        op = flow.operators[s]
-        cached = flow.spec.steps[s].cache and op.cacheable
-        entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached}
-        last = stored.get(s)
-        if last is not None:
-            entry["last_run"] = last.get("last_run")
-            entry["last_step_key"] = last.get("step_key")
-            entry["changed"] = last.get("step_key") != entry["step_key"]
-        else:
-            entry["last_run"] = None
-        out.append(entry)
-    return out
-
-
-def _cmd_cache_explain(args: argparse.Namespace) -> int:
-    flow, _ = _load_flow(args.flow)
-    root = _cache_root(args)
-    entries = cache_explanations(flow, root, args.step)
-    if args.json:
-        _print_json({"flow": flow.name, "cache_dir": str(root), "steps": entries})
-        return EXIT_OK
-    console = _console()
-    console.print(f"[bold]flow {escape(flow.name)}[/], cache {escape(str(root))}")
-    for e in entries:
-        console.print(f"\n[bold cyan]{escape(e['step'])}[/]  {e['op']} v{e['version']}, scope {e['scope']}"
-                      + ("" if e["cached"] else "  [yellow](not cached)[/]"))
-        console.print(f"  step key   {e['step_key']}")
-        console.print(f"  identity   {escape(json.dumps(e['identity'], default=str))}")
-        if e["scope"] == "row":
-            reads = "every column" if e["reads"] is None else ", ".join(e["reads"])
-            console.print(f"  unit       one row, hashed over: {escape(reads)}")
-        elif e["scope"] == "query":
-            console.print("  unit       one qid group, hashed over all its columns")
-        elif e["scope"] == "corpus":
-            console.print("  unit       the whole input, hashed over all its columns")
-        else:
-            console.print("  unit       (a source: its output is not cached)")
-        last = e["last_run"]
-        if last is None:
-            console.print("  last run   never recorded in this cache")
-        else:
-            units, hits = last.get("units", 0), last.get("hits", 0)
-            ratio = f" ({hits / units:.0%})" if units else ""
-            console.print(f"  last run   {units} units, {hits} hits{ratio}")
-            if e.get("changed"):
-                console.print(f"  [yellow]changed since the last run[/] (was {e['last_step_key']}): "
-                              "the next run recomputes this step")
-    return EXIT_OK
-
-
-def _cmd_cache_clear(args: argparse.Namespace) -> int:
-    from flows.cache import StepCache
-
-    root = _cache_root(args)
-    existed = root.exists()
-    StepCache(root).clear()
-    print(f"cleared {root}" if existed else f"nothing to clear at {root}")
-    return EXIT_OK
 
 
 if __name__ == "__main__":

@@ -119,6 +119,38 @@ class FlowSpec(BaseModel):
         path.write_text(self.to_json() if path.suffix == ".json" else self.to_yaml(), encoding="utf-8")
         return path
 
+    # -- indices ----------------------------------------------------------------
+
+    def unset_index_steps(self) -> dict[str, type]:
+        """Steps whose operator reads an index (a Params field ``index``) left unset, with their classes.
+
+        Built-in retrieval specs leave ``index`` unset so one spec serves every corpus:
+        ``tessera run --index``, ``tessera bench`` and the demo fill it in.
+        """
+        from operators.registry import get_operator
+
+        found = {}
+        for step_id, step in self.steps.items():
+            cls = get_operator(step.op, step=step_id)
+            if "index" in cls.Params.model_fields and step.params.get("index") is None:
+                found[step_id] = cls
+        return found
+
+    def index_features(self) -> set[str]:
+        """What the unset-index steps need from an index: ``bm25`` and/or ``dense``
+        (each operator's ``index_features`` class attribute)."""
+        features: set[str] = set()
+        for cls in self.unset_index_steps().values():
+            features.update(getattr(cls, "index_features", ("bm25", "dense")))
+        return features
+
+    def with_index(self, index: str) -> "FlowSpec":
+        """A copy whose unset ``index`` params name ``index`` (a path or an index name)."""
+        steps = dict(self.steps)
+        for step_id in self.unset_index_steps():
+            steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params, "index": index}})
+        return self.model_copy(update={"steps": steps})
+
     # -- validation -----------------------------------------------------------
 
     def build(self) -> "Flow":

@@ -1,0 +1,108 @@
+"""``tessera cache explain FLOW [STEP] | clear``: what the step cache keys on, and clearing it."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from flows.commands._support import EXIT_OK, console, escape, load_flow, print_json, show_help
+from operators.errors import SpecError
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    cache = sub.add_parser("cache", help="inspect or clear the step cache",
+                           description="The step cache ($TESSERA_HOME/cache unless --cache-dir).")
+    csub = cache.add_subparsers(title="actions", metavar="ACTION")
+    c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
+    c_explain.add_argument("flow", metavar="FLOW", help="spec file, built-in or saved flow name")
+    c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
+    c_explain.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    c_explain.add_argument("--json", action="store_true", help="print JSON")
+    c_explain.set_defaults(handler=_cmd_cache_explain)
+    c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output")
+    c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    c_clear.set_defaults(handler=_cmd_cache_clear)
+    cache.set_defaults(handler=lambda args: show_help(cache))
+
+
+def _cache_root(args: argparse.Namespace) -> Path:
+    from flows.store import default_cache_dir
+
+    return Path(args.cache_dir) if args.cache_dir else default_cache_dir()
+
+
+def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[str, Any]]:
+    """Per step: what its key is made of now, and what the cache recorded at its last run."""
+    from flows.cache import StepCache, step_explain, step_key
+
+    steps = flow.needed_steps()
+    if step is not None:
+        if step not in flow.operators:
+            raise SpecError(f"no step '{step}' in flow '{flow.name}' (steps: {', '.join(flow.order)})",
+                            step=step, field="step")
+        steps = [step]
+    stored: dict[str, dict[str, Any]] = {}
+    if (root / "index.sqlite").is_file():
+        stored = {r["step"]: r for r in StepCache(root).explain(flow.name, step)}
+    out = []
+    for s in steps:
+        op = flow.operators[s]
+        cached = flow.spec.steps[s].cache and op.cacheable
+        entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached}
+        last = stored.get(s)
+        if last is not None:
+            entry["last_run"] = last.get("last_run")
+            entry["last_step_key"] = last.get("step_key")
+            entry["changed"] = last.get("step_key") != entry["step_key"]
+        else:
+            entry["last_run"] = None
+        out.append(entry)
+    return out
+
+
+def _cmd_cache_explain(args: argparse.Namespace) -> int:
+    flow, _ = load_flow(args.flow)
+    root = _cache_root(args)
+    entries = cache_explanations(flow, root, args.step)
+    if args.json:
+        print_json({"flow": flow.name, "cache_dir": str(root), "steps": entries})
+        return EXIT_OK
+    out = console()
+    out.print(f"[bold]flow {escape(flow.name)}[/], cache {escape(str(root))}")
+    for e in entries:
+        out.print(f"\n[bold cyan]{escape(e['step'])}[/]  {e['op']} v{e['version']}, scope {e['scope']}"
+                      + ("" if e["cached"] else "  [yellow](not cached)[/]"))
+        out.print(f"  step key   {e['step_key']}")
+        out.print(f"  identity   {escape(json.dumps(e['identity'], default=str))}")
+        if e["scope"] == "row":
+            reads = "every column" if e["reads"] is None else ", ".join(e["reads"])
+            out.print(f"  unit       one row, hashed over: {escape(reads)}")
+        elif e["scope"] == "query":
+            out.print("  unit       one qid group, hashed over all its columns")
+        elif e["scope"] == "corpus":
+            out.print("  unit       the whole input, hashed over all its columns")
+        else:
+            out.print("  unit       (a source: its output is not cached)")
+        last = e["last_run"]
+        if last is None:
+            out.print("  last run   never recorded in this cache")
+        else:
+            units, hits = last.get("units", 0), last.get("hits", 0)
+            ratio = f" ({hits / units:.0%})" if units else ""
+            out.print(f"  last run   {units} units, {hits} hits{ratio}")
+            if e.get("changed"):
+                out.print(f"  [yellow]changed since the last run[/] (was {e['last_step_key']}): "
+                              "the next run recomputes this step")
+    return EXIT_OK
+
+
+def _cmd_cache_clear(args: argparse.Namespace) -> int:
+    from flows.cache import StepCache
+
+    root = _cache_root(args)
+    existed = root.exists()
+    StepCache(root).clear()
+    print(f"cleared {root}" if existed else f"nothing to clear at {root}")
+    return EXIT_OK

@@ -1,0 +1,102 @@
+"""``tessera flows list | show NAME | save NAME FILE | delete NAME``: built-in and saved flows."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from flows.commands._support import EXIT_OK, CliError, console, escape, print_json, show_help
+from operators.errors import TesseraError
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    flows = sub.add_parser("flows", help="built-in and saved flows",
+                           description="Built-in flows (flows/specs/*.yaml) and saved flows "
+                           "($TESSERA_HOME/flows/NAME.yaml, default ~/.tessera).")
+    fsub = flows.add_subparsers(title="actions", metavar="ACTION")
+    f_list = fsub.add_parser("list", parents=[common], help="list built-in and saved flows")
+    f_list.add_argument("--json", action="store_true", help="print JSON")
+    f_list.set_defaults(handler=_cmd_flows_list)
+    f_show = fsub.add_parser("show", parents=[common], help="print a flow's spec")
+    f_show.add_argument("name", metavar="NAME", help="built-in or saved flow name, or a spec file")
+    f_show.add_argument("--json", action="store_true", help="print the validated spec as JSON")
+    f_show.set_defaults(handler=_cmd_flows_show)
+    f_save = fsub.add_parser("save", parents=[common], help="validate a spec and save it by name")
+    f_save.add_argument("name", metavar="NAME")
+    f_save.add_argument("file", metavar="FILE", help="spec file (YAML or JSON; '-' reads stdin)")
+    f_save.set_defaults(handler=_cmd_flows_save)
+    f_delete = fsub.add_parser("delete", parents=[common], help="delete a saved flow")
+    f_delete.add_argument("name", metavar="NAME")
+    f_delete.set_defaults(handler=_cmd_flows_delete)
+    flows.set_defaults(handler=lambda args: show_help(flows))
+
+
+def _cmd_flows_list(args: argparse.Namespace) -> int:
+    from flows import store
+    from flows.spec import FlowSpec
+
+    entries = []
+    for kind, names in (("built-in", store.builtin_names()), ("saved", store.saved_names())):
+        for name in names:
+            path = store.builtin_dir() / f"{name}.yaml" if kind == "built-in" else store.saved_path(name)
+            entry = {"name": name, "kind": kind, "path": str(path)}
+            try:
+                spec = FlowSpec.load(name if kind == "saved" or path is None else path)
+                entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
+            except TesseraError as err:
+                entry.update(description="", steps=[], error=str(err))
+            entries.append(entry)
+    if args.json:
+        print_json(entries)
+        return EXIT_OK
+    from rich.table import Table
+
+    out = console()
+    if not entries:
+        out.print("no flows")
+        return EXIT_OK
+    table = Table(title="flows", title_justify="left", title_style="bold")
+    for col in ("name", "kind", "steps", "description"):
+        table.add_column(col)
+    for e in entries:
+        table.add_row(escape(e["name"]), e["kind"], " → ".join(s.split(": ", 1)[1] for s in e["steps"]) or "-",
+                      escape(e.get("error") or e["description"]))
+    out.print(table)
+    out.print(f"saved flows live in {escape(str(store.flows_dir()))}")
+    return EXIT_OK
+
+
+def _cmd_flows_show(args: argparse.Namespace) -> int:
+    from flows.spec import FlowSpec, resolve_spec_path
+
+    path = resolve_spec_path(args.name)
+    if path is None:
+        FlowSpec.load(args.name)  # raises the error that lists the known flows
+    if args.json:
+        print_json(FlowSpec.load(path).to_dict())
+    else:
+        sys.stdout.write(f"# {path}\n{path.read_text(encoding='utf-8')}")
+    return EXIT_OK
+
+
+def _cmd_flows_save(args: argparse.Namespace) -> int:
+    from flows import store
+
+    if args.file == "-":
+        source: str | Path = sys.stdin.read()
+    else:
+        source = Path(args.file)
+        if not source.is_file():
+            raise CliError(f"spec file not found: {args.file}", field="file")
+    path = store.save(args.name, source)
+    print(f"saved flow '{args.name}' to {path}")
+    return EXIT_OK
+
+
+def _cmd_flows_delete(args: argparse.Namespace) -> int:
+    from flows import store
+
+    path = store.delete(args.name)
+    print(f"deleted flow '{args.name}' ({path})")
+    return EXIT_OK
