@@ -1,0 +1,137 @@
+"""``tessera index``: inspect an index and change it in place (add, update, delete).
+
+::
+
+    tessera index info PATH [--json]
+    tessera index add PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
+    tessera index update PATH FILE.jsonl      # upsert by doc id
+    tessera index delete PATH --doc-id ID [--doc-id ID ...]
+
+PATH is an index folder or a name under ``$TESSERA_HOME/indices``. ``add`` creates
+the index when there is none (with the given settings). Records are BEIR JSONL:
+``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
+one chunk (docno = doc id), embedded with the index's encoder when it is dense.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pyarrow as pa
+
+from flows.commands._support import CliError, EXIT_OK, print_json, show_help
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    index = sub.add_parser("index", help="inspect or update an index in place",
+                           description=__doc__.split("::")[0].strip())
+    isub = index.add_subparsers(title="actions", metavar="ACTION")
+    info = isub.add_parser("info", parents=[common], help="settings, shards, counts, tombstones")
+    info.add_argument("path", metavar="PATH")
+    info.add_argument("--json", action="store_true", help="print the manifest and counts as JSON")
+    info.set_defaults(handler=_cmd_info)
+    add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
+    add.add_argument("path", metavar="PATH")
+    add.add_argument("file", metavar="FILE.jsonl")
+    add.add_argument("--no-dense", action="store_true", help="new index: BM25 only")
+    add.add_argument("--no-bm25", action="store_true", help="new index: dense only")
+    add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"), default="flat",
+                     help="new index: FAISS index type (default flat)")
+    add.add_argument("--encoder", default="all-MiniLM-L6-v2", help="new index: embedding model")
+    add.set_defaults(handler=_cmd_add)
+    update = isub.add_parser("update", parents=[common], help="replace documents by doc id (upsert)")
+    update.add_argument("path", metavar="PATH")
+    update.add_argument("file", metavar="FILE.jsonl")
+    update.set_defaults(handler=_cmd_update)
+    delete = isub.add_parser("delete", parents=[common], help="delete documents by doc id")
+    delete.add_argument("path", metavar="PATH")
+    delete.add_argument("--doc-id", dest="doc_ids", action="append", required=True, metavar="ID")
+    delete.set_defaults(handler=_cmd_delete)
+    index.set_defaults(handler=lambda args: show_help(index))
+
+
+def _open(path: str):
+    from operators.store import Index
+
+    return Index.open(path)
+
+
+def _chunks(index, file: str) -> pa.Table:
+    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
+    from pathlib import Path
+
+    from operators.sources.jsonl import JsonlSource
+
+    if not Path(file).is_file():
+        raise CliError(f"no such file: {file}", field="FILE")
+    docs = JsonlSource({"path": file}, step_id="index")(pa.table({}))
+    if docs.num_rows == 0:
+        raise CliError(f"{file} holds no documents", field="FILE")
+    docs = docs.append_column("doc_id", docs.column("docno"))
+    if index.settings.dense:
+        from operators.embed.sentence_transformer import SentenceTransformerEmbed
+
+        embed = SentenceTransformerEmbed({"model": index.settings.encoder, "title_column": "title"}, step_id="embed")
+        docs = embed(docs)
+    return docs
+
+
+def _cmd_info(args: argparse.Namespace) -> int:
+    index = _open(args.path)
+    manifest = index.manifest
+    if args.json:
+        print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts()})
+        return EXIT_OK
+    s = manifest.settings
+    counts = index.counts()
+    print(f"index {index.path}  (generation {manifest.generation})")
+    print(f"  dense: {s.dense_type if s.dense else 'no'}" + (f" {s.encoder} dim={s.dim}" if s.dense else "")
+          + (f" {s.dense_options}" if s.dense_options else ""))
+    print(f"  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "
+                          f"fields={s.text_fields}" if s.bm25 else "no"))
+    print(f"  {counts['shards']} shard(s), {counts['chunks']} chunk(s) written, {counts['tombstones']} "
+          f"tombstone(s), {counts['live_chunks']} live")
+    for shard in manifest.shards:
+        dead = len(manifest.tombstones.get(shard.id, []))
+        dense = f" {shard.dense.factory}" + (f" (fallback: {shard.dense.fallback})" if shard.dense.fallback else "") \
+            if shard.dense else ""
+        print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}")
+    return EXIT_OK
+
+
+def _cmd_add(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from operators.store import Index, IndexNotFoundError, IndexSettings
+
+    if not Path(args.file).is_file():  # before an index is created for nothing
+        raise CliError(f"no such file: {args.file}", field="FILE")
+    try:
+        index = _open(args.path)
+    except IndexNotFoundError:
+        from operators.store import resolve_index
+
+        settings = IndexSettings(dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type,
+                                 encoder=args.encoder)
+        index = Index.create(resolve_index(args.path), settings)
+    info = index.add(_chunks(index, args.file))
+    print(f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
+    return EXIT_OK
+
+
+def _cmd_update(args: argparse.Namespace) -> int:
+    index = _open(args.path)
+    before = index.counts()["tombstones"]
+    info = index.upsert(_chunks(index, args.file))
+    replaced = index.counts()["tombstones"] - before
+    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {replaced}; {len(index)} live")
+    return EXIT_OK
+
+
+def _cmd_delete(args: argparse.Namespace) -> int:
+    index = _open(args.path)
+    n = index.delete(doc_ids=args.doc_ids)
+    if n == 0:
+        raise CliError(f"no live chunk has doc id {args.doc_ids}", field="--doc-id")
+    print(f"deleted {n} chunk(s); {len(index)} live in {index.path}")
+    return EXIT_OK

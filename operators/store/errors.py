@@ -1,0 +1,33 @@
+"""Errors of the on-disk index; each names the index path, shard, field or value at fault."""
+
+from __future__ import annotations
+
+from operators.errors import TesseraError
+
+
+class IndexStoreError(TesseraError):
+    """Base of every index error."""
+
+
+class IndexNotFoundError(IndexStoreError):
+    """No index at the given path (no manifest.json)."""
+
+
+class IndexCorruptError(IndexStoreError):
+    """The manifest or a shard's files are unreadable or do not match their checksums."""
+
+
+class IndexExistsError(IndexStoreError):
+    """``Index.create`` found an index with other settings at the path."""
+
+
+class ShardDataError(IndexStoreError):
+    """Chunks handed to ``write_shard`` are unusable (missing column, wrong dim, duplicate docno...)."""
+
+
+class CommitError(IndexStoreError):
+    """A commit would break the index (unwritten shard, docno already live, lost race)."""
+
+
+class DocnoNotFoundError(IndexStoreError):
+    """``documents()`` was asked for docnos that are not live in the index."""

@@ -1,0 +1,116 @@
+"""The index's pydantic models: its settings, one shard's record, the manifest.
+
+They are the JSON of ``manifest.json``; ``ShardInfo`` also travels from Ray
+workers (``write_shard``) to the driver (``commit``), so it is small and picklable.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+DenseType = Literal["flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"]
+BM25Method = Literal["robertson", "lucene", "atire", "bm25l", "bm25+"]
+
+#: dense_options keys and the index types that read them.
+DENSE_OPTIONS = {
+    "M": ("hnsw", "hnsw_sq8"),
+    "efConstruction": ("hnsw", "hnsw_sq8"),
+    "efSearch": ("hnsw", "hnsw_sq8"),
+    "nlist": ("ivf", "ivfpq"),
+    "nprobe": ("ivf", "ivfpq"),
+    "pq_m": ("ivfpq",),
+    "pq_nbits": ("ivfpq",),
+}
+
+FORMAT = 1
+
+
+class IndexSettings(BaseModel):
+    """What an index is built with; fixed when the index is created."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    encoder: str = Field("all-MiniLM-L6-v2", description="Model that embeds chunks and queries.")
+    dense: bool = Field(True, description="Keep a FAISS index per shard (chunks must carry a vector).")
+    dim: int = Field(384, gt=0, description="Vector dimension.")
+    dense_type: DenseType = Field("flat", description="FAISS index type of each shard.")
+    dense_options: dict[str, int] = Field(
+        default_factory=dict,
+        description="FAISS knobs: M, efConstruction, efSearch (HNSW); nlist, nprobe (IVF); pq_m, pq_nbits (PQ).")
+    bm25: bool = Field(True, description="Keep BM25 term statistics per shard.")
+    k1: float = Field(1.5, ge=0)
+    b: float = Field(0.75, ge=0, le=1)
+    delta: float = Field(0.5, ge=0, description="BM25L/BM25+ delta.")
+    method: BM25Method = Field("lucene", description="bm25s scoring variant.")
+    stemmer: str | None = Field("english", description="PyStemmer language, or null for none.")
+    stopwords: str | list[str] | None = Field("en", description="bm25s stopwords: a language code, a list, or null.")
+    text_fields: list[str] = Field(["title", "text"], min_length=1,
+                                   description="Doc-store columns BM25 indexes, joined with a space.")
+
+    @field_validator("dense_options")
+    @classmethod
+    def _known_options(cls, value: dict[str, int]) -> dict[str, int]:
+        unknown = sorted(set(value) - set(DENSE_OPTIONS))
+        if unknown:
+            raise ValueError(f"unknown dense_options {unknown}; known: {sorted(DENSE_OPTIONS)}")
+        bad = {k: v for k, v in value.items() if v <= 0}
+        if bad:
+            raise ValueError(f"dense_options must be positive, got {bad}")
+        return value
+
+    @model_validator(mode="after")
+    def _something_to_search(self) -> "IndexSettings":
+        if not (self.dense or self.bm25):
+            raise ValueError("an index needs dense or bm25 (both are false)")
+        return self
+
+
+class DenseInfo(BaseModel):
+    """How a shard's FAISS index was built (``factory`` differs from the type on fallback)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: DenseType
+    factory: str
+    fallback: str | None = None  # why the requested type was not built
+
+
+class ShardInfo(BaseModel):
+    """One finished shard, as ``write_shard`` wrote it and the manifest records it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    n_chunks: int
+    files: dict[str, str]  # file name -> sha256
+    columns: list[str]
+    dense: DenseInfo | None = None
+    n_terms: int | None = None
+    token: str  # unique per write: tells two writes of the same shard id apart
+    created_at: float = Field(default_factory=time.time)
+
+
+class Manifest(BaseModel):
+    """``manifest.json``; unknown top-level keys (written by other tools) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    format: Literal[1] = FORMAT
+    settings: IndexSettings
+    generation: int = 0
+    shards: list[ShardInfo] = Field(default_factory=list)
+    #: shard id -> sorted row positions (into docs.parquet) that are deleted or replaced.
+    tombstones: dict[str, list[int]] = Field(default_factory=dict)
+    created_at: float = Field(default_factory=time.time)
+    updated_at: float = Field(default_factory=time.time)
+
+    def shard(self, shard_id: str) -> ShardInfo | None:
+        return next((s for s in self.shards if s.id == shard_id), None)
+
+    def counts(self) -> dict[str, Any]:
+        chunks = sum(s.n_chunks for s in self.shards)
+        dead = sum(len(rows) for rows in self.tombstones.values())
+        return {"shards": len(self.shards), "chunks": chunks, "tombstones": dead, "live_chunks": chunks - dead}

@@ -1,0 +1,203 @@
+"""Writing and loading one shard directory: docs.parquet, BM25 statistics, dense.faiss.
+
+A shard is written into a hidden temporary folder beside its final place and renamed
+into ``shards/<id>`` when complete, so a crash leaves either nothing or a whole
+shard; ``shard.json`` inside it is the ShardInfo the manifest will record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from operators.store import bm25, dense
+from operators.store.errors import IndexCorruptError, ShardDataError
+from operators.store.settings import IndexSettings, ShardInfo
+
+DOCS_FILE, INFO_FILE = "docs.parquet", "shard.json"
+SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+STRING_COLUMNS = ("docno", "doc_id", "text", "title")
+
+
+def check_shard_id(shard_id: str) -> None:
+    if not isinstance(shard_id, str) or not SHARD_ID.match(shard_id):
+        raise ShardDataError(f"bad shard id {shard_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
+                             "starting with a letter or digit", field="shard_id")
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def split_chunks(chunks: pa.Table, settings: IndexSettings, shard_id: str) -> tuple[pa.Table, np.ndarray | None]:
+    """Check ``chunks`` and split it into the doc-store table and the (n, dim) vectors."""
+    where = f"shard {shard_id!r}"
+    if not isinstance(chunks, pa.Table):
+        raise ShardDataError(f"{where}: chunks must be a pyarrow.Table, got {type(chunks).__name__}")
+    required = ["docno", "doc_id", "text"] + (["vector"] if settings.dense else [])
+    missing = [c for c in required if c not in chunks.column_names]
+    if missing:
+        raise ShardDataError(f"{where}: chunks lack column(s) {missing}; they have {chunks.column_names}",
+                             field=missing[0])
+    if chunks.num_rows == 0:
+        raise ShardDataError(f"{where}: no chunks to write")
+    for name in STRING_COLUMNS:
+        if name in chunks.column_names and chunks.column(name).type != pa.string():
+            try:
+                chunks = chunks.set_column(chunks.column_names.index(name), name, chunks.column(name).cast(pa.string()))
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+                raise ShardDataError(f"{where}: column {name!r} is {chunks.column(name).type}, "
+                                     f"not castable to string ({err})", field=name) from None
+    for name in ("docno", "doc_id"):
+        nulls = chunks.column(name).null_count
+        if nulls:
+            raise ShardDataError(f"{where}: {nulls} chunk(s) have a null {name}", field=name)
+    counts = pc.value_counts(chunks.column("docno"))
+    dupes = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(dupes):
+        raise ShardDataError(f"{where}: duplicate docno(s) {dupes.to_pylist()[:5]} "
+                             f"({len(dupes)} in all); docno must be unique", field="docno")
+    vectors = None
+    if settings.dense:
+        vectors = _vectors(chunks.column("vector"), settings.dim, where)
+    docs = chunks.drop_columns([c for c in ("vector",) if c in chunks.column_names])
+    return docs, vectors
+
+
+def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:
+    kind = column.type
+    if not (pa.types.is_fixed_size_list(kind) or pa.types.is_list(kind) or pa.types.is_large_list(kind)):
+        raise ShardDataError(f"{where}: column 'vector' is {kind}, expected fixed_size_list<float32>[{dim}]",
+                             field="vector")
+    if column.null_count:
+        raise ShardDataError(f"{where}: {column.null_count} chunk(s) have no vector", field="vector")
+    array = column.combine_chunks()
+    lengths = (np.full(len(array), kind.list_size) if pa.types.is_fixed_size_list(kind)
+               else pc.list_value_length(array).to_numpy())
+    wrong = np.nonzero(lengths != dim)[0]
+    if len(wrong):
+        raise ShardDataError(f"{where}: vectors must have dim {dim} (the index's), got {int(lengths[wrong[0]])} "
+                             f"for {len(wrong)} chunk(s)", field="vector")
+    values = array.flatten().to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, dim)
+    if not np.isfinite(values).all():
+        raise ShardDataError(f"{where}: vectors contain NaN or infinity", field="vector")
+    return np.ascontiguousarray(values)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.Table) -> ShardInfo:
+    """Write ``shards_dir/<shard_id>`` atomically and return its ShardInfo (the manifest is not touched)."""
+    check_shard_id(shard_id)
+    docs, vectors = split_chunks(chunks, settings, shard_id)
+    shards_dir.mkdir(parents=True, exist_ok=True)
+    tmp = shards_dir / f".tmp-{shard_id}-{uuid.uuid4().hex[:12]}"
+    tmp.mkdir()
+    try:
+        pq.write_table(docs, tmp / DOCS_FILE)
+        names = [DOCS_FILE]
+        n_terms = dense_info = None
+        if settings.bm25:
+            terms = bm25.ShardTerms.from_tokens(bm25.tokenize_corpus(bm25.indexed_texts(docs, settings), settings))
+            names += terms.save(tmp)
+            n_terms = len(terms.vocab)
+        if settings.dense:
+            index, dense_info = dense.build(vectors, settings)
+            dense.save(index, tmp)
+            names.append(dense.DENSE_FILE)
+            if not dense.keeps_exact_vectors(dense_info.factory):
+                np.save(tmp / dense.VECTORS_FILE, vectors)
+                names.append(dense.VECTORS_FILE)
+        for name in names:
+            _fsync(tmp / name)
+        info = ShardInfo(id=shard_id, n_chunks=docs.num_rows, files={n: sha256(tmp / n) for n in names},
+                         columns=docs.column_names, dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
+        (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
+        _fsync(tmp / INFO_FILE)
+        _move_into_place(tmp, shards_dir / shard_id)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return info
+
+
+def _move_into_place(tmp: Path, final: Path) -> None:
+    if final.exists():  # an earlier, uncommitted write of the same shard id
+        trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:12]}")
+        os.rename(final, trash)
+        os.rename(tmp, final)
+        shutil.rmtree(trash, ignore_errors=True)
+    else:
+        os.rename(tmp, final)
+    _fsync(final.parent)
+
+
+def read_info(folder: Path) -> ShardInfo | None:
+    """The ShardInfo a finished write left in ``folder``, or None when there is none."""
+    try:
+        return ShardInfo.model_validate_json((folder / INFO_FILE).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except ValueError as err:
+        raise IndexCorruptError(f"unreadable {folder / INFO_FILE}: {err}") from None
+
+
+class Shard:
+    """A loaded shard: doc store, BM25 statistics and FAISS index (each when the index has it)."""
+
+    def __init__(self, folder: Path, info: ShardInfo, settings: IndexSettings, *, verify: bool = True) -> None:
+        self.folder, self.info = folder, info
+        for name, digest in info.files.items():
+            path = folder / name
+            if not path.is_file():
+                raise IndexCorruptError(f"shard {info.id!r}: file {path} is missing")
+            if verify and sha256(path) != digest:
+                raise IndexCorruptError(f"shard {info.id!r}: {path} does not match its sha256 in the manifest")
+        self.docs = pq.read_table(folder / DOCS_FILE, memory_map=True)
+        self.docnos = np.asarray(self.docs.column("docno").to_numpy(zero_copy_only=False), dtype=object)
+        self.doc_ids = np.asarray(self.docs.column("doc_id").to_numpy(zero_copy_only=False), dtype=object)
+        self.terms = bm25.ShardTerms.load(folder) if settings.bm25 else None
+        self.dense = dense.load(folder) if settings.dense else None
+
+    def __len__(self) -> int:
+        return self.docs.num_rows
+
+    def vectors(self) -> np.ndarray:
+        return dense.vectors(self.dense, self.folder)
+
+    def matches(self, where) -> np.ndarray:
+        """Boolean mask of rows satisfying the pyarrow expression ``where``."""
+        rows = self.docs.append_column("__row", pa.array(np.arange(len(self), dtype=np.int64)))
+        picked = rows.filter(where).column("__row").to_numpy()
+        mask = np.zeros(len(self), dtype=bool)
+        mask[picked] = True
+        return mask
+
+
+def read_manifest_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise
+    except (ValueError, UnicodeDecodeError) as err:
+        raise IndexCorruptError(f"unreadable manifest {path}: {err}") from None

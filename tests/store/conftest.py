@@ -1,0 +1,74 @@
+"""Fixtures of the index tests: the sample corpus, chunk tables, cached MiniLM vectors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
+
+
+@pytest.fixture(scope="session")
+def sample_docs() -> list[dict]:
+    """The 1,000 wiki documents of data/sample/corpus.jsonl (_id, title, text)."""
+    with open(SAMPLE, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _unit(rng: np.random.Generator, n: int, dim: int) -> np.ndarray:
+    v = rng.normal(size=(n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+@pytest.fixture
+def make_chunks():
+    """``make_chunks(docs, dim=None, seed=0, vectors=None)``: one chunk per doc (docno = doc_id = _id),
+    with random unit vectors of ``dim`` (or the given vectors) when dim is set."""
+    from operators.embed.sentence_transformer import vectors_to_arrow
+
+    def make(docs: list[dict], dim: int | None = None, seed: int = 0, vectors: np.ndarray | None = None,
+             **extra) -> pa.Table:
+        columns = {"docno": [d["_id"] for d in docs], "doc_id": [d["_id"] for d in docs],
+                   "title": [d.get("title", "") for d in docs], "text": [d["text"] for d in docs], **extra}
+        if vectors is None and dim:
+            vectors = _unit(np.random.default_rng(seed), len(docs), dim)
+        if vectors is not None:
+            columns["vector"] = vectors_to_arrow(vectors)
+        return pa.table(columns)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def minilm_title_vectors(sample_docs, pytestconfig) -> np.ndarray:
+    """Real all-MiniLM-L6-v2 vectors of the sample corpus titles (normalised), computed once and kept in
+    pytest's cache folder (.pytest_cache, ignored by git)."""
+    folder = Path(pytestconfig.cache.mkdir("tessera-store"))
+    path = folder / "sample_titles_minilm.npy"
+    if path.is_file():
+        vectors = np.load(path)
+        if vectors.shape == (len(sample_docs), 384):
+            return vectors
+    from operators.models import load_sentence_transformer
+
+    model = load_sentence_transformer("all-MiniLM-L6-v2")
+    vectors = model.encode([d["title"] for d in sample_docs], batch_size=128, normalize_embeddings=True,
+                           convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
+    np.save(path, vectors)
+    return vectors
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_faiss_thread():
+    """FAISS's OpenMP threads spin on a loaded 2-core machine (PQ training: 20 s instead of 1 s);
+    the index tests run it on one thread and restore the setting afterwards."""
+    import faiss
+
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(1)
+    yield
+    faiss.omp_set_num_threads(before)

@@ -1,0 +1,154 @@
+"""Index basics: create/open, write + commit, search, documents, pre-filters, clear errors."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from operators.store import (CommitError, DocnoNotFoundError, Index, IndexCorruptError, IndexExistsError,
+                             IndexNotFoundError, IndexSettings, IndexStoreError, ShardDataError, resolve_index)
+
+DIM = 16
+
+
+@pytest.fixture
+def index(tmp_path, sample_docs, make_chunks) -> Index:
+    """200 sample docs in 4 shards, random 16-d vectors."""
+    idx = Index.create(tmp_path / "idx", IndexSettings(dim=DIM))
+    infos = [idx.write_shard(f"s{i}", make_chunks(sample_docs[i * 50:(i + 1) * 50], dim=DIM, seed=i))
+             for i in range(4)]
+    idx.commit(infos)
+    return idx
+
+
+def test_created_index_reopens_with_its_shards_and_counts(index):
+    reopened = Index.open(index.path)
+    assert reopened.finished_shards() == {"s0", "s1", "s2", "s3"}
+    assert reopened.counts() == {"shards": 4, "chunks": 200, "tombstones": 0, "live_chunks": 200}
+    assert len(reopened) == 200 and reopened.generation == 1
+    manifest = json.loads((index.path / "manifest.json").read_text())
+    assert manifest["format"] == 1 and manifest["settings"]["dim"] == DIM
+    shard = manifest["shards"][0]
+    assert set(shard["files"]) == {"docs.parquet", "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy",
+                                   "dense.faiss"}
+    assert all(len(digest) == 64 for digest in shard["files"].values())
+
+
+def test_bm25_finds_the_document_about_the_query(index, sample_docs):
+    bee = next(d for d in sample_docs[:200] if d["title"] == "Bee")
+    hits = index.search_bm25(["which insects make honey", "zzzz qqqq"], k=5)
+    assert hits[0].docnos[0] == bee["_id"]
+    assert list(hits[0].scores) == sorted(hits[0].scores, reverse=True) and len(hits[0]) == 5
+    assert len(hits[1]) == 0  # no query word in the index: no results
+
+
+def test_dense_search_returns_the_stored_vector_first(index, make_chunks, sample_docs):
+    vectors = np.stack(make_chunks(sample_docs[50:100], dim=DIM, seed=1).column("vector").to_numpy(
+        zero_copy_only=False))
+    hits = index.search_dense(vectors[:3].astype(np.float32), k=4)
+    assert [h.docnos[0] for h in hits] == [d["_id"] for d in sample_docs[50:53]]
+    assert np.allclose([h.scores[0] for h in hits], 1.0, atol=1e-5)
+
+
+def test_documents_come_back_in_the_requested_order(index, sample_docs):
+    wanted = [sample_docs[170]["_id"], sample_docs[3]["_id"], sample_docs[170]["_id"], sample_docs[99]["_id"]]
+    table = index.documents(wanted)
+    assert table.column("docno").to_pylist() == wanted
+    assert table.column("title").to_pylist()[1] == sample_docs[3]["title"]
+    assert "vector" not in table.column_names
+    with pytest.raises(DocnoNotFoundError, match="nope"):
+        index.documents(["nope"])
+
+
+def test_where_prefilters_bm25_and_dense_without_changing_scores(tmp_path, sample_docs, make_chunks):
+    docs = sample_docs[:300]
+    idx = Index.create(tmp_path / "f", IndexSettings(dim=DIM))
+    for i in range(3):
+        part = docs[i * 100:(i + 1) * 100]
+        idx.add(make_chunks(part, dim=DIM, seed=i, year=[1990 + (j % 30) for j in range(i * 100, (i + 1) * 100)]),
+                shard_id=f"p{i}")
+    where = pc.field("year") >= 2010
+    allowed = {d["_id"] for j, d in enumerate(docs) if 1990 + j % 30 >= 2010}
+    query = "history of the city and its war"
+    everything = idx.search_bm25([query], k=300)[0]
+    filtered = idx.search_bm25([query], k=10, where=where)[0]
+    expected = [(d, s) for d, s in zip(everything.docnos, everything.scores) if d in allowed][:10]
+    assert len(filtered) == 10 and set(filtered.docnos) <= allowed
+    assert np.array_equal(filtered.scores, [s for _, s in expected])  # global statistics, not the filter's
+
+    q = np.random.default_rng(7).normal(size=(2, DIM)).astype(np.float32)
+    all_dense = idx.search_dense(q, k=300)
+    for hits, full in zip(idx.search_dense(q, k=10, where=where), all_dense):
+        assert hits.docnos == [d for d in full.docnos if d in allowed][:10]
+    with pytest.raises(IndexStoreError, match="nosuchcolumn"):
+        idx.search_bm25([query], k=3, where=pc.field("nosuchcolumn") == 1)
+
+
+def test_open_missing_or_corrupt_index_says_what_is_wrong(tmp_path, index):
+    with pytest.raises(IndexNotFoundError, match=str(tmp_path / "missing")):
+        Index.open(tmp_path / "missing")
+    (index.path / "manifest.json").write_text("{not json")
+    with pytest.raises(IndexCorruptError, match="manifest.json"):
+        Index.open(index.path)
+
+
+def test_corrupted_shard_file_is_detected_when_the_shard_loads(index):
+    target = index.path / "shards" / "s2" / "docs.parquet"
+    target.write_bytes(target.read_bytes()[:-10] + b"0123456789")
+    with pytest.raises(IndexCorruptError, match="s2.*sha256"):
+        Index.open(index.path).search_bm25(["music"], k=3)
+
+
+def test_create_refuses_an_index_with_other_settings(index):
+    assert Index.create(index.path, IndexSettings(dim=DIM)).generation == 1  # same settings: opened
+    with pytest.raises(IndexExistsError, match="dim"):
+        Index.create(index.path, IndexSettings(dim=32))
+
+
+def test_wrong_dim_duplicate_docno_and_missing_column_are_refused(index, sample_docs, make_chunks):
+    with pytest.raises(ShardDataError, match="dim 16.*got 8"):
+        index.write_shard("bad", make_chunks(sample_docs[300:310], dim=8))
+    dup = make_chunks(sample_docs[300:302] * 2, dim=DIM)
+    with pytest.raises(ShardDataError, match="duplicate docno.*" + sample_docs[300]["_id"]):
+        index.write_shard("bad", dup)
+    with pytest.raises(ShardDataError, match="vector"):
+        index.write_shard("bad", make_chunks(sample_docs[300:302]))
+    with pytest.raises(ShardDataError, match="shard id"):
+        index.write_shard("../escape", make_chunks(sample_docs[300:302], dim=DIM))
+    # a docno live in another shard is refused at commit
+    info = index.write_shard("again", make_chunks(sample_docs[10:12], dim=DIM))
+    with pytest.raises(CommitError, match="already live.*upsert"):
+        index.commit([info])
+    assert not (index.path / "shards" / "bad").exists()
+    assert not [p for p in (index.path / "shards").iterdir() if p.name.startswith(".")]
+
+
+def test_committed_shards_are_immutable_and_recommitting_is_a_noop(index, sample_docs, make_chunks):
+    with pytest.raises(ShardDataError, match="already committed"):
+        index.write_shard("s0", make_chunks(sample_docs[300:310], dim=DIM))
+    info = Index.open(index.path).manifest.shard("s1")
+    before = index.generation
+    index.commit([info])
+    assert index.counts()["chunks"] == 200 and index.manifest.shard("s1").token == info.token
+    assert index.generation == before + 1
+
+
+def test_index_pickles_as_a_handle_that_reopens(index):
+    clone = pickle.loads(pickle.dumps(index))
+    assert clone.path == index.path and clone.finished_shards() == index.finished_shards()
+
+
+def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
+    assert resolve_index(str(tmp_path)) == tmp_path
+
+
+def test_settings_reject_unknown_dense_options():
+    with pytest.raises(ValueError, match="nlits"):
+        IndexSettings(dense_options={"nlits": 4})

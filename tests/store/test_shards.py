@@ -1,0 +1,64 @@
+"""Sharding changes nothing: 4 shards == 1 shard; every FAISS type builds and finds neighbours."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow.compute as pc
+import pytest
+
+from operators.store import Index, IndexSettings
+
+
+def _same_ranking(a, b):
+    """Equal scores, and equal docnos wherever the score is not tied with the cut-off."""
+    assert np.array_equal(a.scores, b.scores)
+    if len(a):
+        last = a.scores[-1]
+        assert [d for d, s in zip(a.docnos, a.scores) if s > last] == [d for d, s in zip(b.docnos, b.scores) if s > last]
+
+
+def test_four_shards_rank_exactly_like_one(tmp_path, sample_docs, make_chunks):
+    chunks = make_chunks(sample_docs, dim=32, seed=5)
+    one = Index.create(tmp_path / "one", IndexSettings(dim=32))
+    one.add(chunks, shard_id="all")
+    four = Index.create(tmp_path / "four", IndexSettings(dim=32))
+    four.commit([four.write_shard(f"s{i}", chunks.slice(i * 250, 250)) for i in range(4)])
+    queries = [d["title"] for d in sample_docs[::50]] + ["which insects make honey"]
+    pairs = list(zip(one.search_bm25(queries, k=10), four.search_bm25(queries, k=10)))
+    for a, b in pairs:
+        _same_ranking(a, b)
+    assert sum(len(a) for a, _ in pairs) > 100
+    vectors = np.random.default_rng(1).normal(size=(20, 32)).astype(np.float32)
+    for a, b in zip(one.search_dense(vectors, k=10), four.search_dense(vectors, k=10)):
+        assert a.docnos == b.docnos and np.allclose(a.scores, b.scores, atol=1e-6)
+
+
+RECALL = {"flat": 1.0, "hnsw": 0.9, "hnsw_sq8": 0.85, "sq8": 0.9, "ivf": 0.8, "ivfpq": 0.5}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dense_type", list(RECALL))
+def test_every_dense_type_builds_and_searches_real_minilm_vectors(tmp_path, sample_docs, make_chunks,
+                                                                   minilm_title_vectors, dense_type):
+    base, queries = minilm_title_vectors[:900], minilm_title_vectors[900:]
+    index = Index.create(tmp_path / dense_type, IndexSettings(dense=True, bm25=False, dense_type=dense_type))
+    index.add(make_chunks(sample_docs[:900], vectors=base, part=[i % 3 for i in range(900)]), shard_id="big")
+    entry = index.manifest.shard("big").dense
+    assert entry.type == dense_type and entry.fallback is None and entry.factory != "Flat" or dense_type == "flat"
+    truth = np.argsort(-(queries @ base.T), axis=1)[:, :10]
+    ids = [d["_id"] for d in sample_docs[:900]]
+    hits = index.search_dense(queries, k=10)
+    recall = np.mean([len(set(h.docnos) & {ids[i] for i in t}) / 10 for h, t in zip(hits, truth)])
+    assert recall >= RECALL[dense_type], recall
+    # Pre-filters hold for every type.
+    for h in index.search_dense(queries[:20], k=10, where=pc.field("part") == 1):
+        assert h.docnos and all(ids.index(d) % 3 == 1 for d in h.docnos)
+
+
+def test_a_shard_too_small_to_train_falls_back_to_flat_and_says_so(tmp_path, sample_docs, make_chunks):
+    index = Index.create(tmp_path / "small", IndexSettings(dim=16, dense_type="ivfpq", bm25=False))
+    index.add(make_chunks(sample_docs[:100], dim=16), shard_id="tiny")
+    entry = index.manifest.shard("tiny").dense
+    assert entry.factory == "Flat" and "100 vectors cannot train IVF" in entry.fallback
+    vec = np.asarray(make_chunks(sample_docs[:100], dim=16).column("vector")[7].as_py(), dtype=np.float32)
+    assert index.search_dense(vec[None], k=1)[0].docnos == [sample_docs[7]["_id"]]
