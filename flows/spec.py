@@ -62,6 +62,9 @@ class FlowSpec(BaseModel):
     description: str = Field("", description="What the flow is for.")
     steps: dict[str, StepSpec] = Field(description="Steps by id, in order.")
     output: str | None = Field(None, description="Step whose output is the flow's result; default: the last.")
+    index_settings: dict[str, Any] | None = Field(
+        None, description="An ingestion flow's index settings (operators.store.IndexSettings), read by "
+        "`tessera ingest`; other flows leave it unset.")
 
     @field_validator("steps")
     @classmethod

@@ -1,0 +1,94 @@
+"""``tessera ingest``: read -> chunk -> embed -> write a corpus into an index directory (resumable).
+
+::
+
+    tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
+                   [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor ray|local]
+                   [--retry-failed] [--json] [--quiet]
+
+Running the same command again after a crash finishes the job; see ``flows.ingest``.
+``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
+``ray job submit``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from flows.commands._support import EXIT_OK, console, positive_int, print_json
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
+    from flows.ingest import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
+
+    parser.add_argument("--source", "-s", metavar="PATH",
+                        help="corpus: JSONL file or glob (BEIR fields _id/title/text), BEIR folder, .parquet or "
+                        ".csv; default: the spec's read step")
+    parser.add_argument("--index", "-i", required=True, metavar="PATH",
+                        help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
+    parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
+                        help=f"ingest flow spec: file or built-in name (default: {DEFAULT_SPEC}, "
+                        "flows/specs/ingest.yaml)")
+    parser.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE, metavar="N",
+                        help=f"documents per shard (default {DEFAULT_SHARD_SIZE}); keep it when resuming")
+    parser.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"),
+                        help="FAISS index type of each shard (a new index only)")
+    parser.add_argument("--no-dense", action="store_true", help="BM25 only: no encoder, no vectors")
+    parser.add_argument("--no-bm25", action="store_true", help="dense only: no BM25 statistics")
+    parser.add_argument("--no-chunk", action="store_true", help="one chunk per document (docno = source id)")
+    parser.add_argument("--executor", choices=("ray", "local"), default=default_executor,
+                        help=f"where shards are processed (default: {default_executor}); local: in-process")
+    parser.add_argument("--retry-failed", action="store_true",
+                        help="process only the documents in the index's failure ledger (failures.jsonl)")
+    parser.add_argument("--json", action="store_true", help="print the report as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("ingest", parents=[common], help="ingest a corpus into an index (resumable)",
+                            description=_cmd_ingest.__doc__)
+    add_arguments(parser, default_executor="ray")
+    parser.set_defaults(handler=_cmd_ingest)
+
+
+def _cmd_ingest(args: argparse.Namespace) -> int:
+    """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
+    from flows.ingest import ingest
+
+    overrides = {}
+    if args.dense_type:
+        overrides["dense_type"] = args.dense_type
+    if args.no_dense:
+        overrides["dense"] = False
+    if args.no_bm25:
+        overrides["bm25"] = False
+    report = ingest(args.source, args.index, settings=overrides or None, shard_size=args.shard_size,
+                    executor=args.executor, chunk=False if args.no_chunk else None, spec=args.spec,
+                    progress=not args.quiet, retry_failed=args.retry_failed)
+    if args.json:
+        print_json(report.to_dict())
+        return EXIT_OK
+    out = console()
+    r = report
+    out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
+              f"({r.shards_skipped} already done), {r.seconds:.1f} s, {r.docs_per_s:.0f} docs/s")
+    if r.resolved:
+        out.print(f"retried: {r.resolved} failure(s) now in the index")
+    if r.failures or r.open_failures:
+        out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
+                  f"{r.index}/failures.jsonl[/] (fix them, then: tessera ingest --index {r.index} --retry-failed)")
+    return EXIT_OK
+
+
+def ingest_main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.ingest",
+                default_executor: str = "ray") -> int:
+    """``tessera ingest`` as its own command (``python -m flows.ingest``)."""
+    from flows.cli import run_handler
+
+    parser = argparse.ArgumentParser(prog=prog, description=_cmd_ingest.__doc__)
+    add_arguments(parser, default_executor=default_executor)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run_handler(_cmd_ingest, args)

@@ -1,0 +1,451 @@
+"""Ingestion: read -> chunk -> embed -> write, into a sharded index directory, resumable.
+
+::
+
+    tessera ingest --source data/sample/corpus.jsonl --index idx [--executor ray|local]
+    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
+    flows.ingest.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
+
+How it works (the modules under ``flows/ingestion``):
+
+1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
+   source order and cut into deterministic shards of ``shard_size`` documents, each
+   written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
+   read goes to the failure ledger, not into a crash. Shards the manifest already
+   lists are not staged again; an unchanged source is not even read again.
+2. **Process** each unfinished shard (``shards``): chunk (``preprocess.chunk``,
+   optional), embed (``embed.sentence_transformer``; skipped for BM25-only indices),
+   write (``Index.write_shard``: one shard folder, atomically). On Ray Data
+   (``ray_pipeline``) these are a task stage, an actor-pool stage and a task stage
+   that keep each shard in one block; ``executor="local"`` runs the same functions
+   in-process. A shard's vectors exist only while its block is in flight and are then
+   on disk, so memory is bounded by a few shards, whatever the corpus size.
+3. **Commit** (driver): for each written shard, its failures are appended to
+   ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
+   manifest and its staged files are deleted.
+
+Exactly once: a document is in the index iff its shard is in the manifest. A run that
+dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
+between a shard's write and its commit, is resumed by running the same command again)
+re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
+docno that is already live. ``--retry-failed`` processes only the ledger's open
+failures into a new shard; read failures are read again from their file and line
+(fix the line, then retry).
+
+Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Literal, Sequence
+
+import pyarrow as pa
+import yaml
+from pydantic import ValidationError
+
+from flows.ingestion.errors import IngestError, SettingsMismatchError
+from flows.ingestion.faults import Faults
+from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
+from flows.ingestion.staging import STAGING_DIR, Stager, read_line_record
+from operators.base import Source
+from operators.tables import concat
+
+DEFAULT_SHARD_SIZE = 5000
+DEFAULT_SPEC = "ingest"
+#: The spec's top-level section with the index settings (``operators.store.IndexSettings``).
+SETTINGS_KEY = "index_settings"
+
+
+@dataclass
+class IngestReport:
+    """What one ingestion run did."""
+
+    index: str
+    executor: str
+    docs_total: int = 0          # documents the source holds (staged shards)
+    docs: int = 0                # documents processed by this run
+    chunks: int = 0              # chunks written by this run
+    chunks_embedded: int = 0     # chunks this run sent to the encoder
+    shards_total: int = 0
+    shards_written: int = 0
+    shards_skipped: int = 0      # already in the manifest
+    failures: int = 0            # documents failed in this run
+    open_failures: int = 0       # failures in the ledger still to retry, after this run
+    resolved: int = 0            # failures a retry put into the index
+    seconds: float = 0.0
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.docs / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}
+
+
+# -- the spec -----------------------------------------------------------------------------
+
+
+@dataclass
+class IngestPlan:
+    """A resolved ingestion: the read op, chunk and embed params, the embed step's resources."""
+
+    read: Source
+    chunk: dict[str, Any] | None
+    embed: dict[str, Any]
+    embed_options: dict[str, Any]
+    settings_base: dict[str, Any]
+
+
+def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
+    """An ingest flow spec (path, built-in name, YAML text or dict) and its index settings section."""
+    from flows.spec import FlowSpec, resolve_spec_path
+
+    if spec is None:
+        return None, None
+    if isinstance(spec, dict):
+        data = dict(spec)
+    else:
+        path = resolve_spec_path(spec)
+        text = path.read_text(encoding="utf-8") if path is not None else str(spec)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise IngestError(f"spec {spec}: not valid YAML ({err})", field="spec") from None
+        if not isinstance(data, dict):
+            raise IngestError(f"no ingest spec file or built-in spec named '{spec}'", field="spec")
+    settings = data.pop(SETTINGS_KEY, None)
+    flow = FlowSpec.parse(data)
+    flow.build()  # operators and params are checked before anything runs
+    unknown = [s for s in flow.steps if s not in ("read", "chunk", "embed")]
+    if unknown:
+        raise IngestError(f"an ingest spec has the steps read, chunk (optional) and embed; got {unknown}",
+                          step=unknown[0], field="steps")
+    return flow, settings
+
+
+def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
+    path = Path(source).expanduser()
+    if path.is_dir() and any(path.glob("corpus.jsonl*")):
+        return "sources.beir", {"folder": str(source), "part": "corpus"}
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "sources.parquet", {"path": str(source)}
+    if suffix in (".csv", ".tsv"):
+        return "sources.csv", {"path": str(source)}
+    return "sources.jsonl", {"path": str(source)}
+
+
+def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
+               chunk: dict[str, Any] | Literal[False] | None) -> IngestPlan:
+    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it."""
+    from operators.registry import get_operator
+
+    flow, spec_settings = load_spec(spec)
+    steps = flow.steps if flow is not None else {}
+    read = steps.get("read")
+    if isinstance(source, dict):
+        op_name, params = source["op"], dict(source.get("params") or {})
+    elif source is not None:
+        op_name, params = _infer_read(source)
+        if read is not None and read.op == op_name:
+            params = {**{k: v for k, v in read.params.items() if k not in ("path", "folder")}, **params}
+    elif read is not None:
+        op_name, params = read.op, dict(read.params)
+    else:
+        raise IngestError("no source: pass one (a file, a glob, a BEIR folder) or a spec with a read step",
+                          field="source")
+    cls = get_operator(op_name, step="read")
+    if cls.scope != "source":
+        raise IngestError(f"'{op_name}' is not a source operator", step="read", op=op_name, field="op")
+    op = cls(params, step_id="read")
+    if chunk is False:
+        chunk_params = None
+    elif chunk is not None:
+        chunk_params = dict(chunk)
+    else:
+        chunk_params = dict(steps["chunk"].params) if "chunk" in steps else None
+    if chunk_params is not None:
+        from operators.preprocess.chunk import Chunker
+
+        Chunker(chunk_params, step_id="chunk")  # validates
+    embed_step = steps.get("embed")
+    embed = dict(embed_step.params) if embed_step is not None else {"title_column": "title"}
+    options = {}
+    if embed_step is not None:
+        options = {k: getattr(embed_step, k) for k in ("num_cpus", "num_gpus", "concurrency", "batch_size")
+                   if getattr(embed_step, k) is not None}
+    return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
+                      settings_base=dict(spec_settings or {}))
+
+
+def _settings(index_path: Path, settings: Any, base: dict[str, Any]):
+    """Complete settings: an IndexSettings as given; a dict overrides the existing index's (or the spec's)."""
+    from operators.store import Index, IndexSettings
+
+    if isinstance(settings, IndexSettings):
+        return settings
+    if settings is not None and not isinstance(settings, dict):
+        raise IngestError(f"settings must be IndexSettings or a dict, got {type(settings).__name__}",
+                          field="settings")
+    if (index_path / "manifest.json").exists():
+        base = Index.open(index_path).settings.model_dump()
+    try:
+        return IndexSettings.model_validate({**base, **(settings or {})})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise IngestError(f"bad index settings: {first['msg']}",
+                          field="settings." + ".".join(map(str, first["loc"]))) from None
+
+
+# -- the run ------------------------------------------------------------------------------
+
+
+class _Run:
+    """One ingestion run on the driver: staging, processing, commits, progress, the report."""
+
+    def __init__(self, index_path: Path, plan: IngestPlan, settings, *, shard_size: int, executor: str,
+                 progress: bool):
+        from operators.store import Index
+
+        self.path = index_path
+        self.plan = plan
+        self.executor = executor
+        self.progress = progress
+        self.index = Index.create(index_path, settings)
+        self.ledger = Ledger(index_path)
+        self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
+        self.shard_size = shard_size
+        embed = None
+        if settings.dense:
+            embed = {**plan.embed}
+            if embed.setdefault("model", settings.encoder) != settings.encoder:
+                raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
+                                  f"'{settings.encoder}'; set {SETTINGS_KEY}.encoder to it", step="embed",
+                                  field="params.model")
+        self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
+                            embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
+        self.report = IngestReport(index=str(index_path), executor=executor)
+        self.bar = None
+        self.stager: Stager | None = None
+
+    def finished(self) -> set[str]:
+        return self.index.finished_shards() | self.ledger.empty_shards()
+
+    def _bar(self, desc: str, total: int | None):
+        from tqdm import tqdm
+
+        return tqdm(total=total, desc=desc, unit="docs", unit_scale=True, disable=not self.progress,
+                    file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+
+    # -- ingest --------------------------------------------------------------------------
+
+    def ingest(self) -> IngestReport:
+        started = time.perf_counter()
+        self.stager = Stager(self.plan.read, self.path, self.shard_size)
+        self.job.staging_dir = str(self.stager.dir)
+        finished = self.finished()
+        self._check_job(finished)
+        with self._bar("staging", None) as bar:
+            shards = self.stager.stage(finished, on_docs=bar.update,
+                                       skip=frozenset(self.ledger.read_failure_ids(finished)))
+        for shard in shards:  # committed by a run that died before deleting its staged files
+            if shard.id in finished:
+                self.stager.discard(shard.id)
+        todo = [s for s in shards if s.id not in finished]
+        r = self.report
+        r.docs_total, r.shards_total = sum(s.docs for s in shards), len(shards)
+        r.shards_skipped = len(shards) - len(todo)
+        with self._bar("ingest", sum(s.docs for s in todo)) as self.bar:
+            self.bar.set_postfix(shards=f"0/{len(todo)}")
+            if self.executor == "local":
+                self._run_local([s.id for s in todo])
+            else:
+                from flows.ingestion.ray_pipeline import run_shards
+
+                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options)
+        return self._finish(started)
+
+    def _check_job(self, finished: set[str]) -> None:
+        """Chunking and encoder must stay those of the source's finished shards (recorded in job.json)."""
+        from flows.ingestion.staging import atomic_write_bytes
+
+        path = self.stager.dir / "job.json"
+        embed = self.job.embed
+        ours = {"chunk": self.job.chunk,
+                "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
+        if path.exists():
+            theirs = json.loads(path.read_text())
+            if theirs != ours and any(s.startswith(self.stager.key + "-") for s in finished):
+                diff = {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
+                raise SettingsMismatchError(
+                    f"this source's finished shards were processed with other chunk/embed params "
+                    f"(before, now) = {diff}; resume with the same ones, or ingest into a new index")
+        self.stager.dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(path, json.dumps(ours, sort_keys=True).encode())
+
+    def _run_local(self, shards: list[str]) -> None:
+        chunker = _chunker(self.job)
+        embedder = Embedder(self.job) if shards and self.job.embed is not None else None
+        for shard in shards:
+            started = time.perf_counter()
+            docs, read_failures = self.stager.load(shard)
+            rows = prepare(self.job, shard, docs, chunker)
+            embedded = 0
+            if embedder is not None:
+                rows, embedded = embedder(rows)
+            self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
+                               chunks_embedded=embedded, started=started))
+
+    def _commit(self, result: ShardResult) -> None:
+        """Ledger, then manifest, for one written shard (the driver's only writes)."""
+        from operators.store import ShardInfo
+
+        self.faults.maybe_crash_after_write(result.shard)
+        failures = [Failure.from_dict(f) for f in result.failures]
+        self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
+        if result.info is not None:
+            self.index.commit([ShardInfo.model_validate_json(result.info)])
+        if self.stager is not None:
+            self.stager.discard(result.shard)
+        r = self.report
+        r.shards_written += 1
+        r.docs += result.docs
+        r.chunks += result.chunks
+        r.chunks_embedded += result.chunks_embedded
+        r.failures += len(failures)
+        if self.bar is not None:
+            self.bar.update(result.docs)
+            self.bar.set_postfix(shards=f"{r.shards_written}/{r.shards_total - r.shards_skipped}",
+                                 failures=r.failures)
+
+    def _finish(self, started: float) -> IngestReport:
+        self.report.seconds = round(time.perf_counter() - started, 3)
+        self.report.open_failures = len(self.ledger.open_failures(self.finished()))
+        return self.report
+
+    # -- retry ---------------------------------------------------------------------------
+
+    def retry(self) -> IngestReport:
+        """Process the ledger's open failures, and only those: one new shard per source they came from."""
+        started = time.perf_counter()
+        failures = self.ledger.open_failures(self.finished())
+        groups: dict[str, list[Failure]] = {}
+        for failure in failures:
+            groups.setdefault(_source_key_of(failure.shard), []).append(failure)
+        self.report.docs_total = len(failures)
+        with self._bar("retry", len(failures)) as self.bar:
+            for key, group in groups.items():
+                self._retry_group(key, group)
+        report = self._finish(started)
+        report.resolved = len(failures) - report.open_failures
+        return report
+
+    def _retry_group(self, key: str, failures: list[Failure]) -> None:
+        """Failures of one source, with that source's read step, chunking and encoder params."""
+        staging = self.path / STAGING_DIR / key
+        job = self.job
+        if (staging / "job.json").exists():
+            recorded = json.loads((staging / "job.json").read_text())
+            embed = None if self.job.embed is None else {**self.job.embed, **(recorded["embed"] or {})}
+            job = ShardJob(**{**self.job.__dict__, "chunk": recorded["chunk"], "embed": embed})
+        shard = f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+        tables, again = [], []
+        read = None
+        for failure in failures:
+            if failure.stage == "read":
+                read = read or self._source_of(staging)
+                got = read_line_record(read, failure.path, failure.line)
+                (again if isinstance(got, Failure) else tables).append(got)
+            else:
+                tables.append(pa.Table.from_pylist([failure.record]))
+        docs = concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
+        self.ledger.record_retry(shard, [f.id for f in failures])
+        started = time.perf_counter()
+        rows = prepare(job, shard, docs)
+        embedded = 0
+        if job.embed is not None and rows.num_rows:
+            rows, embedded = Embedder(job)(rows)
+        self._commit(write(job, self.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
+                           started=started))
+
+    def _source_of(self, staging: Path) -> Source:
+        """The read step that staged a source (from its staging state), to map a fixed line again."""
+        from operators.registry import get_operator
+
+        state = staging / "state.json"
+        if not state.exists():
+            return self.plan.read
+        data = json.loads(state.read_text())
+        return get_operator(data["source"], step="read")(data["params"], step_id="read")
+
+
+def _source_key_of(shard: str | None) -> str:
+    """The source key of a shard id: ``<key>-<n>`` for staged shards, ``retry-<key>-...`` for retries."""
+    parts = (shard or "").split("-")
+    if parts[0] == "retry" and len(parts) > 2:
+        return "" if parts[1] == "none" else parts[1]
+    return parts[0] if len(parts) > 1 else ""
+
+
+def ingest(
+    source: str | Path | dict | None,
+    index: str | Path,
+    *,
+    settings: Any = None,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    executor: Literal["ray", "local"] = "ray",
+    chunk: dict[str, Any] | Literal[False] | None = None,
+    progress: bool = True,
+    spec: str | Path | dict | None = None,
+    retry_failed: bool = False,
+) -> IngestReport:
+    """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
+
+    ``source``: a JSONL file or glob, a BEIR folder, a Parquet/CSV file, or
+    ``{"op": ..., "params": ...}``; None takes the spec's read step. ``settings``: an
+    ``IndexSettings`` (must match an existing index) or a dict overriding the existing
+    index's settings, else the spec's ``index_settings``, else the defaults;
+    ``{"dense": False}`` builds BM25 only and never loads an encoder. ``chunk``: chunker
+    params, ``False`` for none, None for the spec's chunk step (no spec: none, so docno
+    is the source id). ``spec``: an ingest flow spec (``flows/specs/ingest.yaml``) for the
+    read/chunk/embed steps and the embed step's Ray resources. ``retry_failed``:
+    process only the ledger's open failures.
+    """
+    from operators.store import resolve_index
+
+    if executor not in ("ray", "local"):
+        raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    index_path = resolve_index(index)
+    if retry_failed:
+        if not (index_path / "manifest.json").exists():
+            raise IngestError(f"no index at {index_path} to retry failures of", field="index")
+        plan = build_plan(spec, source if source is not None else _ANY_SOURCE, chunk)
+    else:
+        plan = build_plan(spec, source, chunk)
+    run = _Run(index_path, plan, _settings(index_path, settings, plan.settings_base), shard_size=shard_size,
+               executor=executor, progress=progress)
+    return run.retry() if retry_failed else run.ingest()
+
+
+#: Embed params that change the vectors (others, such as batch sizes, may change on resume).
+_VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
+#: Retries read sources from the ledger; a placeholder read step keeps the plan whole.
+_ANY_SOURCE = {"op": "sources.jsonl", "params": {"path": "-"}}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flows.ingest``: ``tessera ingest`` with the Ray executor by default (cluster jobs)."""
+    from flows.commands.ingest import ingest_main
+
+    return ingest_main(argv, prog="python -m flows.ingest", default_executor="ray")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""The failure ledger, ``<index>/failures.jsonl``: documents that did not make it into the index.
+
+A document fails when its record cannot be read (``stage: read``: not JSON, no text
+field), or chunking or the encoder raises for it even on its own (``chunk``/``embed``;
+a failing batch is retried one document at a time first). Such a document is left out
+of its shard whole (no chunk without a vector reaches the index) and recorded here
+with the raw line or the document row, the stage and the error, so ``--retry-failed``
+can process exactly those documents again.
+
+The file is append-only JSON lines, written by the driver only:
+
+* ``{"event": "failure", "id", "shard", "attempt", "stage", "error", ...}``: one failed
+  document (``id`` is ``doc:<doc_id>`` or ``read:<path>:<line>``);
+* ``{"event": "attempt", "shard", "attempt", "failures", "empty"}``: closes the failures
+  of one attempt at a shard. They are appended in one write, just before the shard's
+  manifest commit; lines of an attempt without its closing line (a crash mid-write)
+  are ignored. A shard with no row left to write (every document failed) cannot be a
+  shard folder; its attempt line says ``"empty": true`` and counts as its commit;
+* ``{"event": "retry", "shard", "ids"}``: ``--retry-failed`` is about to process these
+  failures into the new shard ``shard``.
+
+A shard may be attempted more than once (a crash between the ledger write and the
+commit); only its latest closed attempt counts, and only once the shard is finished
+(in the manifest, or empty), so the ledger always describes exactly the committed
+index. A failure is resolved once a finished retry shard took it in and did not fail
+it again; no separate "resolved" write is needed, so a crash between a retry's commit
+and anything after it loses nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+
+LEDGER_FILE = "failures.jsonl"
+
+
+@dataclass
+class Failure:
+    """One document that is not in the index, and why."""
+
+    id: str
+    stage: str                          # read | chunk | embed
+    error: str
+    doc_id: str | None = None
+    record: dict[str, Any] | None = None  # the document row (chunk/embed failures)
+    path: str | None = None             # read failures: file and 1-based line, raw line text
+    line: int | None = None
+    raw: str | None = None
+    shard: str | None = None
+
+    @classmethod
+    def of_document(cls, stage: str, record: dict[str, Any], error: str) -> "Failure":
+        doc_id = str(record.get("doc_id") or record.get("docno"))
+        return cls(id=f"doc:{doc_id}", stage=stage, error=error, doc_id=doc_id, record=record)
+
+    @classmethod
+    def of_line(cls, path: str, line: int, raw: bytes, error: str) -> "Failure":
+        return cls(id=f"read:{path}:{line}", stage="read", error=error, path=path, line=line,
+                   raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Failure":
+        return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})
+
+
+@dataclass
+class _State:
+    latest: dict[str, tuple[str, bool]] = field(default_factory=dict)  # shard -> (latest attempt, empty)
+    failures: dict[tuple[str, str], list[tuple[int, Failure]]] = field(default_factory=dict)
+    retries: list[tuple[int, str, list[str]]] = field(default_factory=list)  # (position, shard, ids)
+
+    def failed_ids(self, shard: str) -> set[str]:
+        attempt = self.latest.get(shard)
+        return set() if attempt is None else {f.id for _, f in self.failures.get((shard, attempt[0]), [])}
+
+
+class Ledger:
+    """Reads and appends ``<index>/failures.jsonl`` (driver side only)."""
+
+    def __init__(self, index_path: str | Path):
+        self.path = Path(index_path) / LEDGER_FILE
+
+    def record_attempt(self, shard: str, failures: list[Failure], *, empty: bool = False) -> None:
+        """Append one attempt at ``shard`` with its failures (maybe none), in one write."""
+        attempt = uuid.uuid4().hex[:12]
+        now = round(time.time(), 3)
+        lines = [{"event": "failure", **f.to_dict(), "shard": shard, "attempt": attempt, "time": now}
+                 for f in failures]
+        lines.append({"event": "attempt", "shard": shard, "attempt": attempt, "failures": len(failures),
+                      "empty": empty, "time": now})
+        self._append(lines)
+
+    def record_retry(self, shard: str, ids: list[str]) -> None:
+        """Announce that ``shard`` will hold the retried failures ``ids``."""
+        self._append([{"event": "retry", "shard": shard, "ids": ids, "time": round(time.time(), 3)}])
+
+    def _append(self, lines: list[dict[str, Any]]) -> None:
+        data = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines).encode("utf-8")
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def _events(self) -> Iterator[tuple[int, dict[str, Any]]]:
+        if not self.path.exists():
+            return
+        with open(self.path, "rb") as f:
+            for position, raw in enumerate(f):
+                try:
+                    event = json.loads(raw)
+                except (UnicodeDecodeError, json.JSONDecodeError):
+                    continue  # a line cut short by a crash: its attempt has no closing line either
+                if isinstance(event, dict):
+                    yield position, event
+
+    def _state(self) -> _State:
+        state = _State()
+        for position, event in self._events():
+            kind = event.get("event")
+            if kind == "failure":
+                key = (event.get("shard"), event.get("attempt"))
+                state.failures.setdefault(key, []).append((position, Failure.from_dict(event)))
+            elif kind == "attempt":
+                state.latest[event["shard"]] = (event["attempt"], bool(event.get("empty")))
+            elif kind == "retry":
+                state.retries.append((position, event["shard"], list(event.get("ids") or [])))
+        return state
+
+    def read_failure_ids(self, finished: set[str]) -> set[str]:
+        """Ids of unreadable lines recorded by finished shards (resolved or not): staging skips them
+        even once fixed, so the shards after them keep their documents (a fixed line enters by retry)."""
+        state = self._state()
+        return {f.id for shard, (attempt, _) in state.latest.items() if shard in finished
+                for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"}
+
+    def empty_shards(self) -> set[str]:
+        """Shards finished without a shard folder: every document of them failed."""
+        return {shard for shard, (_, empty) in self._state().latest.items() if empty}
+
+    def open_failures(self, finished: set[str]) -> list[Failure]:
+        """Failures of finished shards' latest attempts that no finished retry has resolved (one per id)."""
+        state = self._state()
+        finished = finished | {s for s, (_, empty) in state.latest.items() if empty}
+        resolved: dict[str, int] = {}  # id -> position of the last retry that resolved it
+        for position, shard, ids in state.retries:
+            if shard in finished:
+                again = state.failed_ids(shard)
+                for failure_id in ids:
+                    if failure_id not in again:
+                        resolved[failure_id] = position
+        found: dict[str, tuple[int, Failure]] = {}
+        for shard, (attempt, _) in state.latest.items():
+            if shard not in finished:
+                continue
+            for position, failure in state.failures.get((shard, attempt), []):
+                if position > resolved.get(failure.id, -1):
+                    if failure.id not in found or found[failure.id][0] < position:
+                        found[failure.id] = (position, failure)
+        return [failure for _, failure in sorted(found.values(), key=lambda item: item[0])]

@@ -1,0 +1,238 @@
+"""Per-shard work, the same in-process and on Ray Data: prepare (chunk), embed, write.
+
+Rows travel with four internal columns: ``_shard`` (its shard id), ``_shard_rows``
+(how many rows that shard has in all, so a stage can tell a whole shard from part of
+one), ``_error`` and ``_stage`` (null, or why and where the row's document failed). A
+failed document keeps one row per chunk (or one placeholder row when chunking failed)
+so its failure reaches the writer in-band, with no side channel; the writer leaves
+every row of a failed document out of the shard and reports it for the ledger.
+
+A batch the encoder fails on is bisected by document until the failing documents are
+alone (``log2(batch)`` extra calls for one bad document, where retrying one at a time
+would cost a call per document); a document that fails on its own is failed.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flows.ingestion.errors import ShardAlignmentError
+from flows.ingestion.faults import Faults
+from flows.ingestion.ledger import Failure
+from operators.tables import concat, set_column
+
+INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")
+#: Rows per encoder call when the embed step sets no batch size.
+EMBED_BATCH_ROWS = 1024
+
+
+@dataclass
+class ShardJob:
+    """What a worker needs to process shards (picklable, small)."""
+
+    index_path: str
+    staging_dir: str | None = None
+    chunk: dict[str, Any] | None = None       # preprocess.chunk params; None: one chunk per document
+    embed: dict[str, Any] | None = None       # embed.sentence_transformer params; None: no vectors
+    embed_batch_rows: int = EMBED_BATCH_ROWS
+    faults: Faults = field(default_factory=Faults)
+
+    def staged(self, shard: str):
+        from pathlib import Path
+
+        import pyarrow.parquet as pq
+
+        base = Path(self.staging_dir or ".")
+        docs = pq.read_table(base / f"{shard}.parquet")
+        path = base / f"{shard}.failures.json"
+        failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
+        return docs, failures
+
+
+@dataclass
+class ShardResult:
+    """What writing one shard gave: its ShardInfo (None when no row survived) and its failures."""
+
+    shard: str
+    info: str | None                 # ShardInfo JSON
+    docs: int
+    chunks: int
+    chunks_embedded: int
+    failures: list[dict[str, Any]]
+    seconds: float = 0.0
+
+    def to_row(self) -> dict[str, Any]:
+        return {"shard": self.shard, "info": self.info, "docs": self.docs, "chunks": self.chunks,
+                "chunks_embedded": self.chunks_embedded, "failures": json.dumps(self.failures, default=str),
+                "seconds": self.seconds}
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "ShardResult":
+        return cls(**{**row, "failures": json.loads(row["failures"])})
+
+
+# -- prepare: documents to chunks ---------------------------------------------------------
+
+
+def _chunker(job: ShardJob):
+    if job.chunk is None:
+        return None
+    from operators.preprocess.chunk import Chunker
+
+    return Chunker(job.chunk, step_id="chunk")
+
+
+def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None) -> pa.Table:
+    """A shard's documents as chunk rows tagged with the internal columns."""
+    chunker = chunker if chunker is not None else _chunker(job)
+    docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
+    if chunker is None or docs.num_rows == 0:
+        rows = docs
+    else:
+        try:
+            rows = _chunked(chunker, docs)
+        except Exception:  # noqa: BLE001 - find the documents that fail on their own
+            parts = []
+            for i in range(docs.num_rows):
+                one = docs.slice(i, 1)
+                try:
+                    parts.append(_chunked(chunker, one))
+                except Exception as err:  # noqa: BLE001 - recorded in the ledger
+                    parts.append(_failed_rows(one, "chunk", err))
+            rows = concat(parts)
+    n = rows.num_rows
+    for name, values in (("_shard", pa.array([shard] * n, pa.string())),
+                         ("_shard_rows", pa.array([n] * n, pa.int64()))):
+        rows = set_column(rows, name, values)
+    for name in ("_error", "_stage"):
+        if name not in rows.column_names:
+            rows = set_column(rows, name, pa.nulls(n, pa.string()))
+    return rows
+
+
+def _chunked(chunker, docs: pa.Table) -> pa.Table:
+    out = chunker(docs.drop_columns(["doc_id"]))
+    return out.drop_columns([c for c in ("chunk_id",) if c in out.column_names])
+
+
+def _failed_rows(docs: pa.Table, stage: str, err: BaseException) -> pa.Table:
+    message = f"{type(err).__name__}: {err}"
+    n = docs.num_rows
+    docs = set_column(docs, "_error", pa.array([message] * n, pa.string()))
+    return set_column(docs, "_stage", pa.array([stage] * n, pa.string()))
+
+
+def check_whole(table: pa.Table, where: str) -> list[tuple[str, pa.Table]]:
+    """The table's shards, each checked to be whole (every row of it is here)."""
+    if table.num_rows == 0:
+        return []
+    shards = table.column("_shard")
+    out = []
+    for shard in pc.unique(shards).to_pylist():
+        rows = table.filter(pc.equal(shards, shard))
+        expected = rows.column("_shard_rows")[0].as_py()
+        if rows.num_rows != expected:
+            raise ShardAlignmentError(f"{where} got {rows.num_rows} of the {expected} rows of shard {shard}; "
+                                      "a shard's rows must stay in one block")
+        out.append((shard, rows))
+    return out
+
+
+# -- embed ----------------------------------------------------------------------------------
+
+
+class Embedder:
+    """The embed step's operator with failure isolation and the fault hooks."""
+
+    def __init__(self, job: ShardJob):
+        from operators.embed.sentence_transformer import SentenceTransformerEmbed
+
+        self.job = job
+        self.op = SentenceTransformerEmbed(job.embed or {}, step_id="embed")
+        self.op.ensure_setup()
+        self.dim = self.op.dimension
+
+    def __call__(self, table: pa.Table) -> tuple[pa.Table, int]:
+        """``table`` with a ``vector`` column (zeros on failed rows) and failures marked; rows embedded."""
+        n = table.num_rows
+        vectors = np.zeros((n, self.dim), dtype=np.float32)
+        errors = table.column("_error").to_pylist() if n else []
+        stages = table.column("_stage").to_pylist() if n else []
+        todo = np.array([e is None for e in errors], dtype=bool)
+        doc_ids = table.column("doc_id").cast(pa.string()).to_pylist() if n else []
+        shards = table.column("_shard").to_pylist() if n else []
+        texts = self.op.texts(table) if n else []
+        rows = np.flatnonzero(todo)
+        step = max(1, self.job.embed_batch_rows)
+        seen: set[str] = set()
+        for start in range(0, len(rows), step):
+            batch = rows[start:start + step].tolist()
+            self._encode(batch, texts, doc_ids, vectors, errors, stages)
+            for shard in dict.fromkeys(shards[i] for i in batch):
+                if shard not in seen:  # half-way into a shard's first batch: the worker may die here
+                    seen.add(shard)
+                    self.job.faults.maybe_kill_worker(shard)
+        from operators.embed.sentence_transformer import vectors_to_arrow
+
+        out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
+                         pa.array([], pa.list_(pa.float32(), self.dim)))
+        out = set_column(out, "_error", pa.array(errors, pa.string()))
+        return set_column(out, "_stage", pa.array(stages, pa.string())), len(rows)
+
+    def _encode(self, rows: list[int], texts, doc_ids, vectors, errors, stages) -> None:
+        """Encode ``rows``; on an error, bisect by document down to the documents that fail alone."""
+        try:
+            self.job.faults.check_embed(doc_ids[i] for i in rows)
+            vectors[rows] = self.op.encode([texts[i] for i in rows])
+            return
+        except Exception as err:  # noqa: BLE001 - isolated below, recorded in the ledger
+            docs = list(dict.fromkeys(doc_ids[i] for i in rows))
+            if len(docs) == 1:
+                message = f"{type(err).__name__}: {err}"
+                for i in rows:
+                    errors[i], stages[i] = message, "embed"
+                return
+        half = set(docs[: len(docs) // 2])
+        self._encode([i for i in rows if doc_ids[i] in half], texts, doc_ids, vectors, errors, stages)
+        self._encode([i for i in rows if doc_ids[i] not in half], texts, doc_ids, vectors, errors, stages)
+
+
+# -- write ------------------------------------------------------------------------------------
+
+
+def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[], tuple[pa.Table, list[Failure]]],
+          *, chunks_embedded: int = 0, started: float | None = None) -> ShardResult:
+    """Write one whole shard's good rows; failed documents (all their rows) become ledger records."""
+    errors = rows.column("_error")
+    failed_rows = rows.filter(pc.is_valid(errors)) if errors.null_count < rows.num_rows else rows.slice(0, 0)
+    failed_ids = set(failed_rows.column("doc_id").cast(pa.string()).to_pylist())
+    docs, read_failures = docs_of()
+    failures = [f.to_dict() for f in read_failures]
+    if failed_ids:
+        first: dict[str, tuple[str, str]] = {}
+        for doc_id, error, stage in zip(failed_rows.column("doc_id").cast(pa.string()).to_pylist(),
+                                        failed_rows.column("_error").to_pylist(),
+                                        failed_rows.column("_stage").to_pylist()):
+            first.setdefault(doc_id, (stage, error))
+        for record in docs.to_pylist():
+            doc_id = str(record.get("docno"))
+            if doc_id in first:
+                stage, error = first.pop(doc_id)
+                record = json.loads(json.dumps(record, default=str))
+                failures.append(Failure.of_document(stage, record, error).to_dict())
+        keep = pc.invert(pc.is_in(rows.column("doc_id").cast(pa.string()), value_set=pa.array(sorted(failed_ids))))
+        rows = rows.filter(keep)
+    rows = rows.drop_columns([c for c in INTERNAL if c in rows.column_names])
+    if job.embed is None and "vector" in rows.column_names:
+        rows = rows.drop_columns(["vector"])
+    info = index.write_shard(shard, rows).model_dump_json() if rows.num_rows else None
+    return ShardResult(shard=shard, info=info, docs=docs.num_rows, chunks=rows.num_rows,
+                       chunks_embedded=chunks_embedded, failures=failures,
+                       seconds=time.perf_counter() - started if started else 0.0)

@@ -1,0 +1,340 @@
+"""Staging: the source, cut into deterministic input shards on disk before any embedding.
+
+The driver streams the read step's documents in source order and cuts them into
+shards of ``shard_size`` documents: shard *k* holds documents ``k*shard_size`` to
+``(k+1)*shard_size - 1``. A shard id is ``<source key>-<k:05d>``, the key a hash of the
+source (operator, path, field mapping), so a second corpus ingested into the same
+index gets shards of its own while the same corpus always gets the same ids. Each
+unfinished shard is written to ``<index>/_ingest/<key>/<shard>.parquet`` (temporary
+file, then rename), with the records that could not be read after its documents beside it in
+``<shard>.failures.json``; a shard is deleted from staging once the manifest lists it.
+
+``state.json`` (written last) records the shards, their document counts and a digest of
+their ids and texts. A later run over an unchanged source (same params, same file
+sizes and times) reuses the staged shards without reading the source again; if the
+source changed, it is staged again and every finished shard must come out with the
+same digest (appending documents is fine; editing a finished shard's documents raises
+``SourceChangedError``).
+
+For JSONL sources (``sources.jsonl``, ``sources.beir`` corpora) records are read here,
+line by line, so an unreadable record becomes a ledger entry with its line instead of
+an error that stops the run; other sources are read with their own ``read(split)``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError
+from flows.ingestion.ledger import Failure
+from operators.base import Source
+from operators.sources._common import (
+    DocumentMapper,
+    DocumentParams,
+    FileRange,
+    first_record,
+    iter_lines,
+    resolve_paths,
+)
+from operators.tables import concat
+
+STAGING_DIR = "_ingest"
+STATE_FILE = "state.json"
+#: Params that change how a source is read, not which documents it yields.
+_READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
+
+
+@dataclass
+class StagedShard:
+    """One input shard: its id, position and documents, and its unreadable records."""
+
+    id: str
+    index: int
+    docs: int
+    digest: str
+    read_failures: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "index": self.index, "docs": self.docs, "digest": self.digest,
+                "read_failures": self.read_failures}
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _source_params(op: Source) -> dict[str, Any]:
+    """The read step's params, paths made absolute (a key must not depend on the working directory)."""
+    params = op.params.model_dump(mode="json")
+    for name in ("path", "folder"):
+        if isinstance(params.get(name), str) and "://" not in params[name]:
+            params[name] = os.path.abspath(os.path.expanduser(params[name]))
+    return params
+
+
+def source_key(op: Source) -> str:
+    params = {k: v for k, v in _source_params(op).items() if k not in _READ_ONLY_PARAMS}
+    payload = json.dumps({"op": op.name, "params": params}, sort_keys=True)
+    return hashlib.sha1(payload.encode()).hexdigest()[:8]
+
+
+def _fingerprint(op: Source) -> list[list[Any]] | None:
+    """Size and modification time of each file the source reads; None if it reads no files."""
+    params = _source_params(op)
+    try:
+        if "folder" in params:
+            paths = sorted(Path(params["folder"]).glob("corpus.jsonl*"))
+        elif "path" in params:
+            paths = resolve_paths(params["path"], op=op)
+        else:
+            return None
+    except Exception:  # noqa: BLE001 - the source raises its own error when it reads
+        return None
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]
+
+
+# -- reading documents, with unreadable records as failures ---------------------------
+
+
+def iter_documents(op: Source, skip: frozenset[str] = frozenset()) -> Iterator[pa.Table | Failure]:
+    """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
+    (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards)."""
+    op.ensure_setup()
+    jsonl = _jsonl_plan(op)
+    if jsonl is None:
+        for split in op.splits():
+            yield from op.read(split)
+        return
+    paths, params, text_field = jsonl
+    yield from _read_jsonl(op, paths, params, text_field, skip)
+
+
+def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
+    if op.name == "sources.jsonl":
+        from operators.sources.jsonl import SUFFIXES
+
+        return resolve_paths(op.params.path, op=op, suffixes=SUFFIXES), op.params, op.params.text_field
+    if op.name == "sources.beir":
+        from operators.sources._beir_files import beir_file
+
+        p = op.params
+        if p.part != "corpus":
+            raise IngestError("the read step reads BEIR queries; ingestion needs the corpus: set part: corpus",
+                              step=op.step_id, op=op.name, field="params.part")
+        params = DocumentParams(fields=p.fields, limit=p.limit, batch_rows=p.batch_rows)
+        return [beir_file(p.folder, "corpus", op=op)], params, params.text_field
+    return None
+
+
+def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
+                skip: frozenset[str] = frozenset()) -> Iterator[Any]:
+    mapper = DocumentMapper(params, op=op)
+    left = params.limit
+    for path in paths:
+        has_title, extras = mapper.record_columns(first_record(str(path)))
+        batch: list[dict] = []
+        for _, index, raw in iter_lines(FileRange(str(path))):
+            if index == 0:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            if not raw.strip():
+                continue
+            record, error = _parse(raw, text_field)
+            if skip and f"read:{path}:{index + 1}" in skip:
+                error = error or "recorded as unreadable by a finished shard (it enters the index by a retry)"
+            if error is not None:
+                if batch:  # keep failures in their place among the documents
+                    yield mapper.from_records(batch, has_title=has_title, extras=extras)
+                    batch = []
+                yield Failure.of_line(str(path), index + 1, raw, error)
+                continue
+            batch.append(record)
+            if left is not None:
+                left -= 1
+            if len(batch) == params.batch_rows or left == 0:
+                yield mapper.from_records(batch, has_title=has_title, extras=extras)
+                batch = []
+            if left == 0:
+                return
+        if batch:
+            yield mapper.from_records(batch, has_title=has_title, extras=extras)
+
+
+def _parse(raw: bytes, text_field: str) -> tuple[dict | None, str | None]:
+    """A JSONL line as a record, or the reason it is not one."""
+    try:
+        record = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        return None, f"not valid JSON ({err})"
+    if not isinstance(record, dict):
+        return None, f"a JSON {type(record).__name__}, not an object"
+    if text_field not in record:
+        return None, f"no field '{text_field}' (fields: {sorted(record)})"
+    return record, None
+
+
+def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
+    """Line ``line`` (1-based) of a JSONL source file, read again for ``--retry-failed``."""
+    plan = _jsonl_plan(op)
+    if plan is None:
+        raise IngestError(f"cannot re-read {path}:{line}: the read step '{op.name}' is not a JSONL source",
+                          step=op.step_id, op=op.name)
+    _, params, text_field = plan
+    mapper = DocumentMapper(params, op=op)
+    for _, index, raw in iter_lines(FileRange(path)):
+        if index + 1 == line:
+            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field)
+            if error is not None:
+                return Failure.of_line(path, line, raw, error)
+            has_title, extras = mapper.record_columns(first_record(path))
+            return mapper.from_records([record], has_title=has_title, extras=extras)
+    return Failure.of_line(path, line, b"", f"the file has fewer than {line} lines now")
+
+
+# -- the stager --------------------------------------------------------------------------
+
+
+@dataclass
+class _Open:
+    tables: list[pa.Table] = field(default_factory=list)
+    rows: int = 0
+    failures: list[Failure] = field(default_factory=list)
+
+
+class Stager:
+    """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
+
+    def __init__(self, op: Source, index_path: str | Path, shard_size: int):
+        if shard_size < 1:
+            raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
+        self.op = op
+        self.shard_size = shard_size
+        self.key = source_key(op)
+        self.dir = Path(index_path) / STAGING_DIR / self.key
+        self.params = _source_params(op)
+
+    def docs_path(self, shard: str) -> Path:
+        return self.dir / f"{shard}.parquet"
+
+    def failures_path(self, shard: str) -> Path:
+        return self.dir / f"{shard}.failures.json"
+
+    def shard_id(self, index: int) -> str:
+        return f"{self.key}-{index:05d}"
+
+    def load(self, shard: str) -> tuple[pa.Table, list[Failure]]:
+        """A staged shard's documents and its unreadable records."""
+        docs = pq.read_table(self.docs_path(shard))
+        path = self.failures_path(shard)
+        failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
+        return docs, failures
+
+    def discard(self, shard: str) -> None:
+        """Forget a committed shard's staged files."""
+        for path in (self.docs_path(shard), self.failures_path(shard)):
+            path.unlink(missing_ok=True)
+
+    def _previous(self) -> dict[str, Any] | None:
+        path = self.dir / STATE_FILE
+        return json.loads(path.read_text()) if path.exists() else None
+
+    def stage(self, finished: set[str], on_docs: Callable[[int], None] | None = None,
+              skip: frozenset[str] = frozenset()) -> list[StagedShard]:
+        """The source's shards; unfinished ones staged on disk (reused when the source is unchanged).
+
+        ``skip``: ids of lines that finished shards recorded as unreadable; they stay out of
+        the documents even when fixed since, so later shards keep their documents."""
+        previous = self._previous()
+        fingerprint = _fingerprint(self.op)
+        if previous is not None and previous["shard_size"] != self.shard_size:
+            done = [s["id"] for s in previous["shards"] if s["id"] in finished]
+            if done:
+                raise SettingsMismatchError(
+                    f"this source was ingested with shard_size={previous['shard_size']} ({len(done)} shard(s) "
+                    f"finished); use shard_size={previous['shard_size']} to resume or add to it", field="shard_size")
+        if (previous is not None and previous.get("complete") and fingerprint is not None
+                and previous["fingerprint"] == fingerprint and previous["params"] == self.params
+                and previous["shard_size"] == self.shard_size):
+            shards = [StagedShard(**s) for s in previous["shards"]]
+            if all(s.id in finished or self.docs_path(s.id).exists() for s in shards):
+                if on_docs:
+                    on_docs(sum(s.docs for s in shards))
+                return shards
+        known = {s["id"]: s["digest"] for s in (previous or {}).get("shards", [])}
+        shards = self._restage(finished, known, on_docs, skip)
+        state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
+                 "fingerprint": fingerprint, "complete": True, "shards": [s.to_dict() for s in shards]}
+        atomic_write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
+        return shards
+
+    def _restage(self, finished: set[str], known: dict[str, str], on_docs: Callable[[int], None] | None,
+                 skip: frozenset[str]) -> list[StagedShard]:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        shards: list[StagedShard] = []
+        current = _Open()
+        for item in iter_documents(self.op, skip):
+            if isinstance(item, Failure):
+                current.failures.append(item)
+                continue
+            if item.num_rows == 0:
+                continue
+            current.tables.append(item)
+            current.rows += item.num_rows
+            if on_docs:
+                on_docs(item.num_rows)
+            while current.rows > self.shard_size:  # cut on the next shard's first document, so
+                table = concat(current.tables)      # unreadable lines stay with the document before them
+                rest = table.slice(self.shard_size)
+                shards.append(self._close(len(shards), table.slice(0, self.shard_size), current.failures,
+                                          finished, known))
+                current = _Open(tables=[rest], rows=rest.num_rows)
+        if current.rows or current.failures:
+            shards.append(self._close(len(shards), concat(current.tables) if current.tables else None,
+                                      current.failures, finished, known))
+        return shards
+
+    def _close(self, index: int, docs: pa.Table | None, failures: list[Failure], finished: set[str],
+               known: dict[str, str]) -> StagedShard:
+        shard = self.shard_id(index)
+        docs = docs if docs is not None else pa.table({"docno": pa.array([], pa.string()),
+                                                      "text": pa.array([], pa.string())})
+        digest = _digest(docs)
+        if shard in finished:
+            if shard in known and known[shard] != digest:
+                raise SourceChangedError(
+                    f"shard {shard} (documents {index * self.shard_size} to {(index + 1) * self.shard_size - 1}) "
+                    "is in the index, but the source now yields other documents there; ingest into a new index, "
+                    "or restore the source")
+        else:
+            if failures:
+                atomic_write_bytes(self.failures_path(shard),
+                                   json.dumps([f.to_dict() for f in failures]).encode())
+            else:
+                self.failures_path(shard).unlink(missing_ok=True)
+            sink = pa.BufferOutputStream()
+            pq.write_table(docs.combine_chunks(), sink)
+            atomic_write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
+        return StagedShard(id=shard, index=index, docs=docs.num_rows, digest=digest, read_failures=len(failures))
+
+
+def _digest(docs: pa.Table) -> str:
+    """Hash of the shard's ids and texts (what must not change under a finished shard)."""
+    h = hashlib.sha1()
+    for name in ("docno", "text"):
+        if name in docs.column_names:
+            for value in docs.column(name).to_pylist():
+                h.update((value or "").encode("utf-8", "replace"))
+                h.update(b"\x1f")
+    return h.hexdigest()[:16]

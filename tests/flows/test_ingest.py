@@ -1,0 +1,180 @@
+"""Ingestion (flows.ingest): local and Ray give the same index, resume, the failure ledger, the CLI.
+
+Small corpora are slices of data/sample/corpus.jsonl copied into tmp_path; chunks are
+small (48 tokens) so documents have several. Dense runs embed a few dozen chunks with
+the packaged MiniLM; BM25-only runs load no model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from flows.ingest import ingest, load_spec
+from flows.ingestion.errors import SettingsMismatchError
+from flows.ingestion.ledger import Ledger
+from operators.store import Index, IndexExistsError
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
+CHUNK = {"unit": "tokens", "size": 48, "overlap": 8}
+BM25_ONLY = {"dense": False}
+
+
+def _lines(n: int | None = None) -> list[str]:
+    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)
+    return lines if n is None else lines[:n]
+
+
+@pytest.fixture
+def corpus30(tmp_path) -> Path:
+    path = tmp_path / "corpus30.jsonl"
+    path.write_text("".join(_lines(30)), encoding="utf-8")
+    return path
+
+
+def docnos(index_path: Path) -> list[str]:
+    """Every committed chunk id, with repeats (so a duplicate would show)."""
+    index = Index.open(index_path)
+    found = []
+    for shard in sorted(index.finished_shards()):
+        found += pq.read_table(index_path / "shards" / shard / "docs.parquet", columns=["docno"]).column(0).to_pylist()
+    return sorted(found)
+
+
+def test_bm25_only_ingest_of_the_sample_is_searchable(tmp_path):
+    report = ingest(SAMPLE, tmp_path / "idx", settings=BM25_ONLY, shard_size=300, executor="local",
+                    chunk={"unit": "tokens", "size": 128, "overlap": 16}, progress=False)
+    assert (report.docs, report.shards_written, report.chunks_embedded, report.failures) == (1000, 4, 0, 0)
+    found = docnos(tmp_path / "idx")
+    assert len(found) == len(set(found)) == report.chunks > 1000
+    index = Index.open(tmp_path / "idx")
+    hit = index.search_bm25(["20th-century classical music"], k=1)[0].docnos[0]
+    assert hit.startswith("wv00000#")
+    row = index.documents([hit]).to_pylist()[0]
+    assert row["doc_id"] == "wv00000" and row["title"] == "20th-century classical music"
+    staged = list((tmp_path / "idx" / "_ingest").glob("*/*.parquet"))
+    assert staged == []
+
+
+def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30):
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=8, executor="local", progress=False)
+    assert docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in _lines(30))
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session):
+    local = ingest(corpus30, tmp_path / "local", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=CHUNK, progress=False)
+    assert docnos(tmp_path / "local") == docnos(tmp_path / "ray")
+    assert local.chunks == on_ray.chunks == on_ray.chunks_embedded == len(docnos(tmp_path / "ray"))
+    assert on_ray.shards_written == 3
+    index = Index.open(tmp_path / "ray")
+    from operators.models import load_sentence_transformer
+
+    query = load_sentence_transformer().encode(["20th-century classical music"], normalize_embeddings=True)
+    assert index.search_dense(query, k=1)[0].docnos[0].startswith("wv00000#")
+
+
+def test_resume_embeds_only_unfinished_shards(tmp_path):
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(_lines(20)), encoding="utf-8")
+    first = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    source.write_text("".join(_lines(30)), encoding="utf-8")  # ten more documents: one more shard
+    second = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (second.shards_skipped, second.shards_written, second.docs) == (2, 1, 10)
+    assert second.chunks_embedded == second.chunks  # only the new shard's chunks met the encoder
+    assert len(docnos(tmp_path / "idx")) == first.chunks + second.chunks
+    again = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (again.shards_skipped, again.shards_written, again.chunks_embedded) == (3, 0, 0)
+
+
+def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30):
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local", progress=False)
+    with pytest.raises(IndexExistsError, match="other settings"):
+        ingest(corpus30, tmp_path / "idx", settings={"stemmer": None}, shard_size=10, executor="local",
+               progress=False)
+    with pytest.raises(SettingsMismatchError, match="shard_size=10"):
+        ingest(corpus30, tmp_path / "idx", shard_size=7, executor="local", progress=False)
+    with pytest.raises(SettingsMismatchError, match="chunk"):
+        ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    lines = _lines(30)
+    lines[3] = lines[3].replace('"text": "', '"text": "EDITED ')
+    corpus30.write_text("".join(lines), encoding="utf-8")
+    from flows.ingestion.errors import SourceChangedError
+
+    with pytest.raises(SourceChangedError, match="-00000"):
+        ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", progress=False)
+
+
+def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path):
+    lines = _lines(25)
+    good = lines[6]
+    lines[6] = '{"_id": "broken", "text": \n'  # line 7: not JSON
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(lines), encoding="utf-8")
+    report = ingest(source, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local",
+                    progress=False)
+    assert (report.docs, report.failures, report.open_failures) == (24, 1, 1)
+    ledger = Ledger(tmp_path / "idx")
+    [failure] = ledger.open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert (failure.stage, failure.line, failure.raw) == ("read", 7, '{"_id": "broken", "text": ')
+    assert "not valid JSON" in failure.error
+    missing = json.loads(good)["_id"]
+    assert missing not in docnos(tmp_path / "idx")
+
+    lines[6] = good  # fix the line, then retry only the failures
+    source.write_text("".join(lines), encoding="utf-8")
+    retried = ingest(None, tmp_path / "idx", retry_failed=True, executor="local", progress=False)
+    assert (retried.docs, retried.resolved, retried.open_failures) == (1, 1, 0)
+    assert docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in lines)
+    nothing = ingest(None, tmp_path / "idx", retry_failed=True, executor="local", progress=False)
+    assert (nothing.docs, nothing.shards_written) == (0, 0)
+    resumed = ingest(source, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local",
+                     progress=False)  # the fixed line does not shift the finished shards
+    assert (resumed.shards_skipped, resumed.shards_written, resumed.open_failures) == (3, 0, 0)
+
+
+def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, corpus30, monkeypatch):
+    bad = json.loads(_lines(30)[12])["_id"]
+    monkeypatch.setenv("TESSERA_FAULT", f"fail_embed:{bad}")
+    report = ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (report.failures, report.open_failures) == (1, 1)
+    assert not [d for d in docnos(tmp_path / "idx") if d.startswith(bad + "#")]  # no chunk without a vector
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert failure.stage == "embed" and failure.doc_id == bad and "injected encoder failure" in failure.error
+    assert failure.record["text"] == json.loads(_lines(30)[12])["text"]
+
+    monkeypatch.delenv("TESSERA_FAULT")
+    retried = ingest(None, tmp_path / "idx", retry_failed=True, executor="local", progress=False)
+    assert (retried.resolved, retried.open_failures) == (1, 0)
+    reference = ingest(corpus30, tmp_path / "ref", settings=BM25_ONLY, shard_size=10, executor="local",
+                       chunk=CHUNK, progress=False)
+    assert docnos(tmp_path / "idx") == docnos(tmp_path / "ref") and reference.failures == 0
+
+
+def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
+    from flows.cli import main
+
+    argv = ["ingest", "--source", str(corpus30), "--index", str(tmp_path / "idx"), "--executor", "local",
+            "--no-dense", "--shard-size", "10", "--json", "--quiet"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    assert (first["docs"], first["shards_written"], first["chunks_embedded"]) == (30, 3, 0)
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["shards_skipped"] == 3
+    assert main(["ingest", "--index", str(tmp_path / "idx"), "--dense-type", "hnsw", "--source", str(corpus30),
+                 "--executor", "local", "--quiet"]) == 2
+    assert "other settings" in capsys.readouterr().err
+
+
+def test_built_in_spec_validates():
+    flow, settings = load_spec("ingest")
+    assert list(flow.steps) == ["read", "chunk", "embed"]
+    from operators.store import IndexSettings
+
+    assert IndexSettings.model_validate(settings).dense_type == "flat"
