@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 .PHONY: help demo test venv
 
 help:
-	@echo "make demo   create $(VENV) if missing, install Tessera, run the demo flow on the sample queries"
+	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, run the demo flow on the sample queries"
 	@echo "make test   install Tessera with its test extras, run the test suite"
 
 # The virtual environment, created once.
@@ -26,8 +26,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 	@touch $@ $(VENV)/.installed
 
+# The demo index: the bundled sample, ingested once (a second run finds every shard done).
+DEMO_INDEX ?= .tessera/indices/sample
+
 demo: $(VENV)/.installed
-	$(BIN)/tessera run demo --queries data/sample/queries.jsonl
+	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX)
+	$(BIN)/tessera run demo --index $(DEMO_INDEX) --queries data/sample/queries.jsonl
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -p no:cacheprovider

@@ -249,6 +249,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
     out_path = check_result_path(args.out) if args.out else None
+    for step_id, cls in flow.spec.unset_index_steps().items():
+        raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
+                       f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
+                       step=step_id, field="params.index")
     executor = _make_executor(args.executor, _make_cache(args))
 
     from flows.progress import CancelToken

@@ -15,13 +15,9 @@ import re
 from pathlib import Path
 
 from operators.errors import SpecError
+from operators.home import tessera_home  # noqa: F401 - callers use flows.store.tessera_home
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
-
-
-def tessera_home() -> Path:
-    """``$TESSERA_HOME``, default ``~/.tessera``."""
-    return Path(os.environ.get("TESSERA_HOME") or Path.home() / ".tessera").expanduser()
 
 
 def flows_dir() -> Path:

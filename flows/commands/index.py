@@ -87,7 +87,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"index {index.path}  (generation {manifest.generation})")
     print(f"  dense: {s.dense_type if s.dense else 'no'}" + (f" {s.encoder} dim={s.dim}" if s.dense else "")
           + (f" {s.dense_options}" if s.dense_options else ""))
-    print(f"  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "
+    print("  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "
                           f"fields={s.text_fields}" if s.bm25 else "no"))
     print(f"  {counts['shards']} shard(s), {counts['chunks']} chunk(s) written, {counts['tombstones']} "
           f"tombstone(s), {counts['live_chunks']} live")

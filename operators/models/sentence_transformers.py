@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from operators.errors import TesseraError
+from operators.home import tessera_home
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 
@@ -96,11 +97,6 @@ class BackendNotAvailableError(TesseraError):
     """A model backend whose libraries are missing or cannot run here."""
 
 
-def tessera_home() -> Path:
-    """``$TESSERA_HOME`` or ``~/.tessera``: where derived artefacts (ONNX exports) are cached."""
-    return Path(os.environ.get("TESSERA_HOME") or "~/.tessera").expanduser()
-
-
 def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str | None = None, backend: str = "torch"):
     """A ``SentenceTransformer`` for ``reference`` (shared per process), offline.
 
@@ -123,7 +119,9 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
 
     def build():
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()  # a "Loading weights" bar per load is noise in CLI output and logs
         if backend == "torch":
             return SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
         ort = _import_onnx_runtime()

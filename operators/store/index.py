@@ -31,16 +31,13 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
+from operators.home import tessera_home
 from operators.store import bm25, dense, shard as shard_io
 from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
                                     IndexNotFoundError, IndexStoreError, ShardDataError)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 
 MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
-
-
-def tessera_home() -> Path:
-    return Path(os.environ.get("TESSERA_HOME", Path.home() / ".tessera")).expanduser()
 
 
 def resolve_index(name_or_path: str | os.PathLike) -> Path:

@@ -69,14 +69,17 @@ def test_ops_mosaic_format_and_table(home):
     assert_one_line_error(tessera("ops", "nope.nothing", home=home, check=None), "unknown operator 'nope.nothing'")
 
 
-def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path):
+def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path, sample_index):
     out = tmp_path / "results.parquet"
-    proc = tessera("run", "demo", "--queries", str(QUERIES), "--executor", "local", "--out", str(out), home=home)
+    proc = tessera("run", "demo", "--index", str(sample_index), "--queries", str(QUERIES), "--executor", "local",
+                   "--out", str(out), home=home)
     table = pq.read_table(out)
     counts = {q: table.column("qid").to_pylist().count(q) for q in ("q1", "q2", "q3", "q4")}
     assert counts == {"q1": 5, "q2": 5, "q3": 5, "q4": 5}
-    for column in ("docno", "title", "text", "text_clean", "score", "rank", "language", "words", "terms"):
+    for column in ("docno", "doc_id", "title", "text", "text_clean", "score", "rank", "language", "words", "terms",
+                   "rank_bm25", "rank_dense", "rank_fused"):
         assert column in table.column_names
+    assert len(set(zip(table.column("qid").to_pylist(), table.column("doc_id").to_pylist()))) == 20  # per doc
     assert table.column("text").to_pylist() != table.column("text_clean").to_pylist()  # text is kept
     bees = [r for r in table.to_pylist() if r["qid"] == "q1" and r["rank"] == 1]
     assert bees[0]["title"] == "Bee" and bees[0]["language"] == "en"
@@ -85,11 +88,17 @@ def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path):
     assert "Bee" in text and "Gothic architecture" in text
     for header in ("rank", "docno", "title", "score", "language", "words", "terms"):
         assert header in text
-    assert "steps" in text and "retrieve.corpus_bm25" in text and "cache hits" in text
-    assert "demo: 20 rows, 4 queries, 8 steps" in text
+    assert "steps" in text and "retrieve.bm25" in text and "retrieve.dense" in text and "fuse.rrf" in text
+    assert "cache hits" in text
+    assert "demo: 20 rows, 4 queries, 11 steps" in text
     assert f"wrote 20 rows to {out}" in proc.stderr
     # Not a terminal: progress is one line per finished step.
-    assert "[8/8] terms (analyze.word_count) done" in proc.stderr
+    assert "[11/11] terms (analyze.word_count) done" in proc.stderr
+
+
+def test_run_without_an_index_names_the_step_and_field(home):
+    proc = tessera("run", "demo", "-q", "bees", "--executor", "local", "--quiet", home=home, check=None)
+    assert_one_line_error(proc, "step 'bm25'", "params.index")
 
 
 def test_run_literal_query_json_and_other_formats(home, tmp_path):
@@ -109,11 +118,11 @@ def test_run_literal_query_json_and_other_formats(home, tmp_path):
     assert not (home / "cache").exists()  # --no-cache touches no cache
 
 
-def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home):
+def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sample_index):
     assert "default: ray" in tessera("--help", home=home, module="flows.run").stdout
-    proc = tessera("demo", "-q", "gothic cathedrals", "--executor", "local", "--top", "2", "--quiet",
-                   home=home, module="flows.run")
-    assert "Gothic architecture" in proc.stdout and "2 more rows" in proc.stdout
+    proc = tessera("demo", "-q", "gothic cathedrals", "--index", str(sample_index), "--executor", "local",
+                   "--top", "2", "--quiet", home=home, module="flows.run")
+    assert "Gothic architecture" in proc.stdout and "3 more rows" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("spec, needles", [
@@ -168,20 +177,23 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path):
 
 
 def test_cache_explain_after_a_run_and_clear(home, tmp_path):
-    before = tessera("cache", "explain", "demo", home=home).stdout
+    flow = tmp_path / "small.yaml"
+    flow.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 10}}\n"
+                    "  top: {op: postprocess.reduce, params: {k: 5}}\n  wc: {op: analyze.word_count}\n")
+    before = tessera("cache", "explain", str(flow), home=home).stdout
     assert "never recorded" in before
-    tessera("run", "demo", "-q", str(QUERIES), "--quiet", home=home)
-    second = tessera("run", "demo", "-q", str(QUERIES), "--quiet", home=home).stdout
+    tessera("run", str(flow), "-q", str(QUERIES), "--quiet", home=home)
+    second = tessera("run", str(flow), "-q", str(QUERIES), "--quiet", home=home).stdout
     assert "cache hit ratio 100%" in second
-    text = tessera("cache", "explain", "demo", home=home).stdout
+    text = tessera("cache", "explain", str(flow), home=home).stdout
     assert "bm25  retrieve.corpus_bm25 v1, scope query" in text and "corpus_sha256" in text
     assert "last run   4 units, 4 hits (100%)" in text
     assert "one row, hashed over: text" in text
-    explained = json.loads(tessera("cache", "explain", "demo", "top", "--json", home=home).stdout)
+    explained = json.loads(tessera("cache", "explain", str(flow), "top", "--json", home=home).stdout)
     [top] = explained["steps"]
     assert top["op"] == "postprocess.reduce" and top["identity"] == {"k": 5, "rank_column": "rank"}
     assert top["last_run"] == {"units": 4, "hits": 4} and top["changed"] is False
-    assert_one_line_error(tessera("cache", "explain", "demo", "nope", home=home, check=None), "no step 'nope'")
+    assert_one_line_error(tessera("cache", "explain", str(flow), "nope", home=home, check=None), "no step 'nope'")
     assert "cleared" in tessera("cache", "clear", home=home).stdout
     assert not (home / "cache").exists()
 

@@ -44,22 +44,14 @@ def make_chunks():
 
 
 @pytest.fixture(scope="session")
-def minilm_title_vectors(sample_docs, pytestconfig) -> np.ndarray:
-    """Real all-MiniLM-L6-v2 vectors of the sample corpus titles (normalised), computed once and kept in
-    pytest's cache folder (.pytest_cache, ignored by git)."""
-    folder = Path(pytestconfig.cache.mkdir("tessera-store"))
-    path = folder / "sample_titles_minilm.npy"
-    if path.is_file():
-        vectors = np.load(path)
-        if vectors.shape == (len(sample_docs), 384):
-            return vectors
+def minilm_title_vectors(sample_docs) -> np.ndarray:
+    """Real all-MiniLM-L6-v2 vectors of the sample corpus titles (normalised), computed once per session
+    (titles are short: a few seconds)."""
     from operators.models import load_sentence_transformer
 
     model = load_sentence_transformer("all-MiniLM-L6-v2")
-    vectors = model.encode([d["title"] for d in sample_docs], batch_size=128, normalize_embeddings=True,
-                           convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
-    np.save(path, vectors)
-    return vectors
+    return model.encode([d["title"] for d in sample_docs], batch_size=128, normalize_embeddings=True,
+                        convert_to_numpy=True, show_progress_bar=False).astype(np.float32)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -6,7 +6,6 @@ import json
 import pickle
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 

@@ -1,0 +1,217 @@
+"""``benchmark(options)``: run every flow once over a dataset's judged queries, evaluate, compare, report.
+
+Order of work: check everything (dataset, flows, baselines, cutoffs) before anything
+runs; then per flow: the run cache, or the index it needs (built on first use) and
+one search; then per-query measures, significance against the baselines, the
+output files, the report and the MLflow runs.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flows.bench import indices, metrics, outputs, runs, significance
+from flows.bench.console import BenchReporter
+from flows.bench.dataset import Dataset, load_dataset
+from flows.bench.errors import BenchError
+from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
+
+DEFAULT_KS = (1, 3, 5, 10, 100)
+
+
+@dataclass
+class BenchOptions:
+    dataset: str | Path
+    flows: list[str]  # NAME=SPEC values
+    out: str | Path
+    split: str = "test"
+    ks: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
+    baselines: list[str] | None = None  # default: the first flow
+    test: str = "t"
+    correction: str = "holm"
+    executor: str = "local"
+    limit: int | None = None
+    index_dir: str | Path | None = None
+    cache: bool = True  # run cache and step cache
+    mlflow: bool = True
+    mlflow_uri: str | None = None  # default: file store under out/mlruns
+
+
+@dataclass
+class FlowRun:
+    name: str
+    source: str
+    key: str
+    run: runs.StoredRun
+    index: indices.IndexPlan | None
+    index_built: bool
+    short_queries: int
+    fewest_results: int
+    spec: dict[str, Any]  # canonical: what the run key hashes
+    summary: str  # one line: steps, operators, params
+
+
+@dataclass
+class BenchResult:
+    options: BenchOptions
+    dataset: Dataset
+    ks: list[int]
+    baselines: list[str]
+    flows: dict[str, FlowRun]
+    per_query: dict[str, dict[str, dict[str, float]]]  # flow -> measure -> qid -> value
+    summaries: dict[str, dict[str, metrics.Summary]]  # flow -> measure -> summary
+    comparisons: list[significance.Comparison]
+    files: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def measures(self) -> list[str]:
+        return metrics.measure_names(self.ks)
+
+    def metrics_dict(self) -> dict[str, dict[str, float]]:
+        return {f: {m: s.mean for m, s in by_measure.items()} for f, by_measure in self.summaries.items()}
+
+
+def check_ks(ks: list[int]) -> list[int]:
+    if not ks or any(int(k) <= 0 for k in ks):
+        raise BenchError(f"bad --k value {ks}: give positive cutoffs, e.g. 1,3,5,10,100", field="k")
+    return sorted({int(k) for k in ks})
+
+
+def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> BenchResult:
+    started = time.perf_counter()
+    reporter = reporter or BenchReporter(enabled=False)
+    ks = check_ks(list(options.ks))
+    if options.test not in significance.TESTS:
+        raise BenchError(f"unknown test '{options.test}' (use {' or '.join(significance.TESTS)})", field="test")
+    if options.correction not in significance.CORRECTIONS:
+        raise BenchError(f"unknown correction '{options.correction}' (use one of "
+                         f"{', '.join(significance.CORRECTIONS)})", field="correction")
+    if options.limit is not None and options.limit <= 0:
+        raise BenchError(f"bad --limit {options.limit}: give a positive number of queries", field="limit")
+    dataset = load_dataset(options.dataset, split=options.split, limit=options.limit)
+    flows = resolve_flows(list(options.flows))
+    names = [f.name for f in flows]
+    baselines = list(dict.fromkeys(options.baselines or [names[0]]))
+    for b in baselines:
+        if b not in names:
+            raise BenchError(f"--baseline '{b}' is not one of the flows ({', '.join(names)})", field="baseline")
+    out = Path(options.out).expanduser()
+    out.mkdir(parents=True, exist_ok=True)
+    cache = runs.RunCache(out / "runs", enabled=options.cache)
+    index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
+    executor = _make_executor(options.executor, options.cache)
+    warnings: list[str] = []
+    qids = dataset.qids
+    reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries, "
+                 f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
+    if dataset.missing:
+        warnings.append(f"{dataset.missing} judged queries are not in queries.jsonl and are not evaluated")
+        reporter.warn(warnings[-1])
+
+    flow_runs: dict[str, FlowRun] = {}
+    per_query: dict[str, dict[str, dict[str, float]]] = {}
+    corpus_sha: str | None = None
+    with reporter:
+        reporter.start(len(flows))
+        for flow in flows:
+            if corpus_sha is None and flow.spec.unset_index_steps():
+                corpus_sha = dataset.corpus_sha256()
+            flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
+            flow_runs[flow.name] = flow_run
+            if flow_run.short_queries:
+                warnings.append(f"flow '{flow.name}' returned fewer than {ks[-1]} results for "
+                                f"{flow_run.short_queries} of {len(qids)} queries (fewest: {flow_run.fewest_results}): "
+                                f"its k is below {ks[-1]} or it matched fewer documents")
+                reporter.warn(warnings[-1])
+            per_query[flow.name] = metrics.per_query(flow_run.run.table, dataset.qrels, qids, ks)
+
+    summaries = {f: {m: metrics.summarize(list(v.values())) for m, v in by_m.items()} for f, by_m in per_query.items()}
+    comparisons = significance.compare(per_query, baselines, metrics.measure_names(ks), qids=qids,
+                                       test=options.test, correction=options.correction)  # type: ignore[arg-type]
+    result = BenchResult(options=options, dataset=dataset, ks=ks, baselines=baselines, flows=flow_runs,
+                         per_query=per_query, summaries=summaries, comparisons=comparisons, warnings=warnings)
+    result.seconds = time.perf_counter() - started
+    result.files.update(outputs.write_all(result, out))
+    from flows.bench import report
+
+    result.files.update(report.write_report(result, out))
+    if options.mlflow:
+        from flows.bench import tracking
+
+        uri = tracking.log_benchmark(result, out, options.mlflow_uri)
+        reporter.log(f"MLflow: {len(flows)} runs logged to {uri}")
+    return result
+
+
+def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunCache, index_root: Path,
+              corpus_sha: str | None, executor, options: BenchOptions, reporter: BenchReporter) -> FlowRun:
+    plan = indices.plan_index(flow.spec, corpus_sha, index_root) if corpus_sha else None
+    built_now = False
+    keyed, spec = flow.spec, flow.spec
+    if plan is not None:  # the index is part of the run's identity: built (or found) first
+        built_now = indices.ensure_index(plan, dataset.corpus, executor=options.executor, log=reporter.log,
+                                             progress=reporter.enabled)
+        keyed = flow.spec.with_index(indices.identity(plan))
+        spec = flow.spec.with_index(str(plan.path))
+    spec_json = canonical_spec(keyed)
+    key = runs.run_key(spec_json, dataset.queries_fingerprint(), dataset.qrels_fingerprint(), ks[-1])
+    stored = cache.load(flow.name, key)
+    if stored is not None:
+        reporter.flow_finished(flow.name, f"cached run {stored.path.name} (ran in {stored.seconds:.1f} s)")
+    else:
+        built = spec.build()
+        reporter.flow_started(flow.name, len(built.needed_steps()))
+        start = time.perf_counter()
+        result = executor.run(built, dataset.queries, progress=reporter)
+        seconds = time.perf_counter() - start
+        table = runs.to_run(flow.name, result.table)
+        stored = cache.save(flow.name, key, table, seconds, spec_json)
+        reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s, {table.num_rows} results -> {stored.path}")
+    short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
+    return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,
+                   short_queries=short, fewest_results=fewest, spec=spec_json,
+                   summary=spec_summary(flow.spec))
+
+
+def canonical_spec(spec) -> dict[str, Any]:
+    """What decides a flow's output: per needed step, the operator, its version, inputs and identity.
+
+    The identity is the operator's ``cache_identity()`` (params with defaults filled
+    in, plus e.g. a corpus file's content hash); a step that reads an index gets its
+    params only, where an injected index is ``auto:<key>/g<generation>`` (a content
+    address and the build), not its path.
+    """
+    flow = spec.build()
+    steps = {}
+    for step in flow.needed_steps():
+        op = flow.operators[step]
+        takes_index = "index" in getattr(type(op).Params, "model_fields", {})
+        identity = op.params.model_dump(mode="json") if takes_index else op.cache_identity()
+        steps[step] = {"op": op.name, "version": op.version, "inputs": list(flow.inputs[step]),
+                       "identity": identity}
+    return {"steps": steps, "output": flow.output}
+
+
+def _make_executor(kind: str, use_cache: bool):
+    cache = None
+    if use_cache:
+        from flows.cache import StepCache
+        from flows.store import default_cache_dir
+
+        cache = StepCache(default_cache_dir())
+    if kind == "local":
+        from flows.executors.local import LocalExecutor
+
+        return LocalExecutor(cache=cache, keep_history=False)
+    if kind == "ray":
+        try:
+            from flows.executors.ray_data import RayDataExecutor
+        except ImportError as err:
+            raise BenchError(f"the Ray executor is not available: {err}", field="executor") from None
+        return RayDataExecutor(cache=cache, keep_history=False)
+    raise BenchError(f"unknown executor '{kind}' (use local or ray)", field="executor")

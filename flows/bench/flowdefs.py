@@ -1,0 +1,68 @@
+"""The flows of a benchmark: ``--flow NAME=SPEC`` values, resolved and validated.
+
+SPEC is anything ``FlowSpec.load`` accepts: a spec file, a built-in flow
+(``flows/specs/NAME.yaml``) or a saved flow. ``--flow NAME`` alone means
+``NAME=NAME``. Names are unique and become file names, so they are restricted to
+letters, digits, ``_``, ``.`` and ``-``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from flows.bench.errors import BenchError
+from flows.spec import FlowSpec
+
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+@dataclass(frozen=True)
+class BenchFlow:
+    name: str
+    source: str
+    spec: FlowSpec
+
+
+def parse_flow_arg(value: str) -> tuple[str, str]:
+    """``NAME=SPEC`` (or ``NAME``) -> (name, spec source); a bad value names itself."""
+    name, sep, source = value.partition("=")
+    name, source = name.strip(), (source.strip() if sep else name.strip())
+    if not name or not source:
+        raise BenchError(f"bad --flow value '{value}': use NAME=SPEC (a spec file, built-in or saved flow)",
+                         field="flow")
+    if not NAME.match(name):
+        raise BenchError(f"bad --flow value '{value}': the name '{name}' may only hold letters, digits, "
+                         "'_', '.' and '-'", field="flow")
+    return name, source
+
+
+def resolve_flows(values: list[str]) -> list[BenchFlow]:
+    """Parse, load and validate every ``--flow`` before anything runs."""
+    from operators.errors import TesseraError
+
+    if not values:
+        raise BenchError("give at least one --flow NAME=SPEC", field="flow")
+    flows: list[BenchFlow] = []
+    seen: set[str] = set()
+    for value in values:
+        name, source = parse_flow_arg(value)
+        if name in seen:
+            raise BenchError(f"bad --flow value '{value}': the name '{name}' is used twice", field="flow")
+        seen.add(name)
+        try:
+            spec = FlowSpec.load(source)
+            spec.build()
+        except TesseraError as err:
+            raise BenchError(f"bad --flow value '{value}': {err}", field="flow") from None
+        flows.append(BenchFlow(name=name, source=source, spec=spec))
+    return flows
+
+
+def spec_summary(spec: FlowSpec) -> str:
+    """One line: ``step: op(k=v, ...) -> ...`` (for MLflow params and the report)."""
+    parts = []
+    for step_id, step in spec.steps.items():
+        params = ", ".join(f"{k}={v}" for k, v in sorted(step.params.items()))
+        parts.append(f"{step_id}: {step.op}({params})")
+    return " -> ".join(parts)

@@ -1,0 +1,121 @@
+"""Indices a flow needs, built from the dataset's corpus and reused by content.
+
+A step needs an index when its operator's ``Params`` has an ``index`` field and the
+spec leaves it unset. The index is built with ``flows.ingest.ingest`` from the
+dataset's ``corpus.jsonl``, dense (with embeddings) only when some step of the flow
+searches vectors, into ``<root>/<key>`` where ``root`` is ``--index-dir`` or
+``$TESSERA_HOME/indices/auto`` and ``key`` hashes the corpus's sha256 and the
+settings JSON. An index is reused when its ``<key>.done.json`` marker exists (written
+after ingestion returned) and it opens; a half-built one is handed to ``ingest``
+again, which resumes it.
+
+The flow that runs gets the index path; the spec that keys the run cache gets
+``auto:<key>/g<generation>`` instead, so moving ``--index-dir`` does not invalidate
+runs, and a rebuilt or changed index does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from flows.bench.errors import BenchError
+from flows.spec import FlowSpec
+
+@dataclass(frozen=True)
+class IndexPlan:
+    key: str
+    path: Path
+    dense: bool
+    settings: Any  # operators.store.IndexSettings
+    settings_json: str
+
+    @property
+    def marker(self) -> Path:
+        return self.path.parent / f"{self.path.name}.done.json"
+
+
+
+def default_root() -> Path:
+    from flows.store import tessera_home
+
+    return tessera_home() / "indices" / "auto"
+
+
+def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | None:
+    """The index this flow needs (None when no step needs one)."""
+    steps = list(spec.unset_index_steps())
+    if not steps:
+        return None
+    dense = "dense" in spec.index_features()
+    try:
+        from operators.store import IndexSettings
+    except ImportError as err:
+        raise BenchError(f"flow steps {steps} need an index, but the index store is not available ({err}); "
+                         "give the index in the spec", field="flow") from None
+    settings = IndexSettings(dense=dense)
+    settings_json = _settings_json(settings)
+    key = hashlib.sha256(f"{corpus_sha256}\n{settings_json}".encode()).hexdigest()[:32]
+    return IndexPlan(key=key, path=Path(root) / key, dense=dense, settings=settings, settings_json=settings_json)
+
+
+def _settings_json(settings: Any) -> str:
+    if hasattr(settings, "model_dump"):
+        data = settings.model_dump(mode="json")
+    else:
+        import dataclasses
+
+        data = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(vars(settings))
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def is_complete(plan: IndexPlan) -> bool:
+    if not (plan.marker.is_file() and plan.path.is_dir()):
+        return False
+    try:
+        from operators.store import Index
+
+        Index.open(plan.path, verify=False)
+    except Exception:  # noqa: BLE001 - an index that does not open is rebuilt
+        return False
+    return True
+
+
+def identity(plan: IndexPlan) -> str:
+    """``auto:<key>/g<generation>``: what the corpus and settings are, and which build of them."""
+    from operators.store import Index
+
+    return f"auto:{plan.key}/g{Index.open(plan.path, verify=False).generation}"
+
+
+def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
+                 log: Callable[[str], None] = print, progress: bool = True) -> bool:
+    """Build the index unless a complete one is there; True when it was built now."""
+    if is_complete(plan):
+        return False
+    from flows.ingest import ingest
+
+    plan.path.parent.mkdir(parents=True, exist_ok=True)
+    log(f"building index {plan.path} from {corpus} ({'dense + ' if plan.dense else ''}bm25)")
+    start = time.perf_counter()
+    report = ingest(str(corpus), str(plan.path), settings=plan.settings, executor=executor, progress=progress)
+    seconds = time.perf_counter() - start
+    plan.marker.write_text(json.dumps({"corpus": str(corpus), "settings": json.loads(plan.settings_json),
+                                       "seconds": round(seconds, 3), "report": _jsonable(report)},
+                                      indent=2, default=str), encoding="utf-8")
+    log(f"built index {plan.key} in {seconds:.1f} s")
+    return True
+
+
+def _jsonable(report: Any) -> Any:
+    if hasattr(report, "model_dump"):
+        return report.model_dump(mode="json")
+    if hasattr(report, "to_dict"):
+        return report.to_dict()
+    import dataclasses
+
+    return dataclasses.asdict(report) if dataclasses.is_dataclass(report) else str(report)

@@ -1,0 +1,83 @@
+"""The machine-readable outputs of a benchmark, each written atomically.
+
+* ``metrics.json``: ``{flow: {measure: mean}}``
+* ``metrics.csv``: ``flow, measure, mean, ci_low, ci_high, n`` (95% t interval)
+* ``per_query.parquet``: ``flow, qid, measure, value``
+* ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, p,
+  p_corrected, wins, losses, ties, n, test, correction``
+* ``bench.json``: the options, the dataset, and per flow its run file, key, whether
+  the run came from the cache, seconds, index, and warnings
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flows.bench import metrics
+
+if TYPE_CHECKING:
+    from flows.bench.core import BenchResult
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def _csv(header: list[str], rows: list[list[Any]]) -> str:
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(header)
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
+    files = {}
+    files["metrics.json"] = atomic_write_text(out / "metrics.json", json.dumps(result.metrics_dict(), indent=2))
+    rows = [[f, m, s.mean, s.ci_low, s.ci_high, s.n] for f, by_m in result.summaries.items() for m, s in by_m.items()]
+    files["metrics.csv"] = atomic_write_text(out / "metrics.csv", _csv(
+        ["flow", "measure", "mean", "ci_low", "ci_high", "n"], rows))
+    tables = [metrics.per_query_table(f, values) for f, values in result.per_query.items()]
+    path = out / "per_query.parquet"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    pq.write_table(pa.concat_tables(tables), tmp)
+    os.replace(tmp, path)
+    files["per_query.parquet"] = path
+    header = ["baseline", "flow", "measure", "baseline_mean", "flow_mean", "delta", "p", "p_corrected",
+              "wins", "losses", "ties", "n", "test", "correction"]
+    sig = [[*(c.to_dict()[h] for h in header[:-2]), result.options.test, result.options.correction]
+           for c in result.comparisons]
+    files["significance.csv"] = atomic_write_text(out / "significance.csv", _csv(header, sig))
+    files["bench.json"] = atomic_write_text(out / "bench.json", json.dumps(_summary(result), indent=2, default=str))
+    return files
+
+
+def _summary(result: "BenchResult") -> dict[str, Any]:
+    d = result.dataset
+    o = result.options
+    return {
+        "dataset": {"path": str(d.root), "split": d.split, "queries": len(d.qids), "judgements": d.qrels.num_rows,
+                    "queries_sha256": d.queries_fingerprint(), "qrels_sha256": d.qrels_fingerprint()},
+        "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
+                    "executor": o.executor, "limit": o.limit, "cache": o.cache},
+        "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path), "cached": fr.run.cached,
+                         "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
+                         "queries_short_of_max_k": fr.short_queries,
+                         "index": None if fr.index is None else {"path": str(fr.index.path), "key": fr.index.key,
+                                                                 "dense": fr.index.dense, "built": fr.index_built},
+                         "spec": fr.spec}
+                  for name, fr in result.flows.items()},
+        "warnings": result.warnings,
+        "seconds": round(result.seconds, 3),
+    }

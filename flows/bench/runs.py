@@ -1,0 +1,125 @@
+"""Runs: one search per flow at its own depth, cached by what determines the result.
+
+A run is ``qid, docno, rank, score`` (ranks from 1). Its key hashes the flow spec's
+canonical JSON after index injection (an injected index appears by its content key,
+not its path), the evaluated queries and the qrels (both order-independent content
+hashes) and the largest cutoff. A changed qrels file therefore never reuses a stale
+run. Each run is written atomically (temporary file, then rename) as soon as its
+flow finishes, to ``<dir>/<flow>-<key16>.parquet``, so an interrupted benchmark
+resumes without redoing finished flows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from flows.bench.errors import BenchError
+
+RUN_COLUMNS = ("qid", "docno", "rank", "score")
+
+
+def run_key(spec_json: dict[str, Any], queries_sha: str, qrels_sha: str, max_k: int) -> str:
+    payload = {"spec": spec_json, "queries": queries_sha, "qrels": qrels_sha, "k": max_k, "format": 1}
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    flow: str
+    key: str
+    path: Path
+    table: pa.Table
+    seconds: float  # time the flow took when it ran
+    cached: bool  # read from the cache in this benchmark
+
+
+class RunCache:
+    """Run files under one folder; ``enabled=False`` never reads (but still writes)."""
+
+    def __init__(self, root: Path, *, enabled: bool = True):
+        self.root = Path(root)
+        self.enabled = enabled
+
+    def path(self, flow: str, key: str) -> Path:
+        return self.root / f"{flow}-{key[:16]}.parquet"
+
+    def load(self, flow: str, key: str) -> StoredRun | None:
+        path = self.path(flow, key)
+        if not self.enabled or not path.is_file():
+            return None
+        try:
+            table = pq.read_table(path)
+            meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
+        except (OSError, pa.ArrowInvalid):
+            return None  # a damaged file is recomputed
+        if meta.get("tessera.bench.key") != key:
+            return None
+        return StoredRun(flow, key, path, table.replace_schema_metadata(None),
+                         float(meta.get("tessera.bench.seconds", 0.0)), cached=True)
+
+    def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any]) -> StoredRun:
+        path = self.path(flow, key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
+                "tessera.bench.spec": json.dumps(spec_json, sort_keys=True),
+                "tessera.bench.created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        pq.write_table(table.replace_schema_metadata(meta), tmp)
+        os.replace(tmp, path)
+        return StoredRun(flow, key, path, table, seconds, cached=False)
+
+
+def to_run(flow: str, result: pa.Table) -> pa.Table:
+    """The ranking of a flow's result table: ``qid, docno, rank, score``, by qid then rank.
+
+    A result without ``rank`` is ranked by ``score`` (descending) within each qid.
+    """
+    missing = [c for c in ("qid", "docno") if c not in result.column_names]
+    if missing or ("rank" not in result.column_names and "score" not in result.column_names):
+        raise BenchError(f"flow '{flow}' returned no ranking: its result has columns {result.column_names}, "
+                         "a benchmark needs qid, docno and rank or score", field="flow")
+    qid = result.column("qid").cast(pa.string())
+    docno = result.column("docno").cast(pa.string())
+    score = (result.column("score").cast(pa.float64()) if "score" in result.column_names
+             else pa.nulls(result.num_rows, pa.float64()))
+    table = pa.table({"qid": qid, "docno": docno, "score": score})
+    if "rank" in result.column_names:
+        table = table.append_column("rank", result.column("rank").cast(pa.int32()))
+        table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
+    else:
+        table = table.sort_by([("qid", "ascending"), ("score", "descending")])
+        table = table.append_column("rank", pa.array(_ranks_within(table.column("qid")), pa.int32()))
+    return table.select(list(RUN_COLUMNS))
+
+
+def _ranks_within(qids: pa.ChunkedArray) -> np.ndarray:
+    """1, 2, ... within each run of equal qids (the table is sorted by qid)."""
+    q = qids.to_numpy(zero_copy_only=False)
+    if q.size == 0:
+        return np.zeros(0, dtype=np.int32)
+    starts = np.r_[True, q[1:] != q[:-1]]
+    index = np.arange(q.size)
+    return (index - np.maximum.accumulate(np.where(starts, index, 0)) + 1).astype(np.int32)
+
+
+def depth_shortfall(run: pa.Table, qids: list[str], max_k: int) -> tuple[int, int]:
+    """(queries with fewer than ``max_k`` results, the fewest results of any query)."""
+    counts = dict.fromkeys(qids, 0)
+    if run.num_rows:
+        vc = pc.value_counts(run.column("qid"))
+        for item in vc.to_pylist():
+            if item["values"] in counts:
+                counts[item["values"]] = item["counts"]
+    short = [c for c in counts.values() if c < max_k]
+    return len(short), min(counts.values()) if counts else 0

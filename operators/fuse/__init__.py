@@ -1,0 +1,1 @@
+"""fuse operators: combine the rankings of a fan-in's branches into one."""

@@ -1,0 +1,43 @@
+"""Filter results by their metadata (the retrievers' filter model, applied after the fact)."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.retrieve._filters import MetadataFilter, filter_table
+from operators.retrieve._ranks import renumber
+
+
+class MetadataFilterStep(Operator):
+    """Keep the result rows whose metadata match a filter (equality, in, ranges, dates, country/region).
+
+    The filter is the one ``retrieve.bm25``/``retrieve.dense`` take (see
+    ``operators/retrieve/_filters.py``), applied to the rows' columns. Rows keep their
+    order; ``rank`` is renumbered 1..n within each query. A filter naming a column the
+    rows do not have is an error that names the column.
+
+    Usage::
+
+        MetadataFilterStep({"filter": {"field": "year", "gte": 2015}})(results)
+    """
+
+    name = "postprocess.filter"
+    aliases = ("metadata_filter",)
+    scope = "query"  # renumbering ranks needs whole queries
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        filter: MetadataFilter = Field(description="The filter rows must match.")
+        rank_column: str = Field("rank", description="Rank column that orders the kept rows before renumbering.")
+
+    def reads(self) -> list[str]:
+        return sorted(self.params.filter.columns())
+
+    def requires(self) -> list[str]:
+        return []  # a missing filter column is a FilterError that names the filter field
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        out = filter_table(table, self.params.filter, step=self.step_id, op=self.name)
+        return renumber(out, self.params.rank_column) if "qid" in out.column_names else out

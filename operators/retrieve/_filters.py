@@ -1,0 +1,244 @@
+"""Metadata filters: one pydantic model, compiled to a ``pyarrow.compute.Expression``.
+
+A filter is a mapping; every condition written in one mapping must hold (AND)::
+
+    {field: year, gte: 2010, lte: 2020}                 # range on any column
+    {field: lang, in: [en, de]}                         # membership
+    {field: published, year: 2019, month: 5}            # temporal: a date/timestamp/ISO-string column,
+    {field: published, date_from: 2019-01-01, date_to: 2019-06-30}  # or a column of years
+    {country: [FR, DE], region: Europe}                 # spatial: the country / region columns
+    {any: [{field: year, lt: 1990}, {country: JP}]}     # boolean or
+    {all: [...]} / {not: {...}}                         # boolean and / not
+
+The same model serves the retrievers' pre-filter (``where`` handed to the index, so
+search is restricted to matching chunks), their post-filter and
+``postprocess.filter``. Rows whose column is null never match a condition on that
+column (not even under ``not``), as in SQL.
+"""
+
+from __future__ import annotations
+
+import calendar
+import datetime as dt
+from typing import Any, Union
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from operators.errors import OperatorError
+
+Scalar = Union[bool, int, float, dt.date, str]
+
+COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte")
+
+
+class FilterError(OperatorError):
+    """A filter names a column the table or index does not have, or does not fit its type."""
+
+
+class MetadataFilter(BaseModel):
+    """A metadata filter over doc-store columns; all conditions written in one mapping must hold."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    field: str | None = Field(None, min_length=1, description="Column the comparison, membership or temporal "
+                              "conditions of this mapping apply to.")
+    eq: Scalar | None = Field(None, description="The column equals this value.")
+    ne: Scalar | None = Field(None, description="The column differs from this value.")
+    gt: Scalar | None = Field(None, description="The column is greater than this value.")
+    gte: Scalar | None = Field(None, description="The column is at least this value.")
+    lt: Scalar | None = Field(None, description="The column is less than this value.")
+    lte: Scalar | None = Field(None, description="The column is at most this value.")
+    in_: list[Scalar] | None = Field(None, alias="in", description="The column is one of these values.")
+    not_in: list[Scalar] | None = Field(None, description="The column is none of these values.")
+    year: int | None = Field(None, ge=1, le=9999, description="Temporal: the date in `field` falls in this year "
+                             "(`field` may hold dates, timestamps, ISO-8601 strings or plain years).")
+    month: int | None = Field(None, ge=1, le=12, description="Temporal: the date in `field` falls in this month "
+                              "(of `year` when given, else of any year).")
+    date_from: dt.date | None = Field(None, description="Temporal: the date in `field` is on or after this day.")
+    date_to: dt.date | None = Field(None, description="Temporal: the date in `field` is on or before this day.")
+    country: str | list[str] | None = Field(None, description="Spatial: the `country` column is this country or "
+                                            "one of these (case-insensitive).")
+    region: str | list[str] | None = Field(None, description="Spatial: the `region` column is this region or one "
+                                           "of these (case-insensitive).")
+    all_: list["MetadataFilter"] | None = Field(None, alias="all", description="Every one of these filters holds.")
+    any_: list["MetadataFilter"] | None = Field(None, alias="any", description="At least one of these filters holds.")
+    not_: "MetadataFilter | None" = Field(None, alias="not", description="This filter does not hold.")
+
+    @model_validator(mode="after")
+    def _check(self) -> "MetadataFilter":
+        on_field = [name for name in (*COMPARISONS, "in_", "not_in", "year", "month", "date_from", "date_to")
+                    if getattr(self, name) is not None]
+        if on_field and self.field is None:
+            names = ", ".join(n.rstrip("_") for n in on_field)
+            raise ValueError(f"'{names}' need 'field': the column they apply to")
+        if self.field is not None and not on_field:
+            raise ValueError(f"'field: {self.field}' has no condition (eq, ne, gt, gte, lt, lte, in, not_in, "
+                             "year, month, date_from, date_to)")
+        if not on_field and not any(getattr(self, n) is not None
+                                    for n in ("country", "region", "all_", "any_", "not_")):
+            raise ValueError("an empty filter: give a condition (field + eq/in/gte/..., country, region, all, any, "
+                             "not)")
+        if self.month is not None and self.date_from is not None:
+            raise ValueError("give either month/year or date_from/date_to, not both")
+        if self.date_from and self.date_to and self.date_from > self.date_to:
+            raise ValueError(f"date_from {self.date_from} is after date_to {self.date_to}")
+        for name in ("all_", "any_"):
+            if getattr(self, name) == []:
+                raise ValueError(f"'{name.rstrip('_')}' needs at least one filter")
+        return self
+
+    # -- compiling ------------------------------------------------------------
+
+    def columns(self) -> set[str]:
+        """Every column this filter reads."""
+        cols = {self.field} if self.field else set()
+        if self.country is not None:
+            cols.add("country")
+        if self.region is not None:
+            cols.add("region")
+        for child in (self.all_ or []) + (self.any_ or []) + ([self.not_] if self.not_ else []):
+            cols |= child.columns()
+        return cols
+
+    def to_expression(self, schema: pa.Schema) -> pc.Expression:
+        """The filter as an Arrow expression over a table (or doc store) with ``schema``.
+
+        Raises ``FilterError`` naming the column when ``schema`` lacks it or its type
+        does not fit the condition.
+        """
+        missing = sorted(self.columns() - set(schema.names))
+        if missing:
+            raise FilterError(f"filter column(s) {missing} not found; available columns: {schema.names}",
+                              field="params.filter")
+        parts: list[pc.Expression] = []
+        if self.field is not None:
+            parts.extend(self._field_conditions(schema.field(self.field).type))
+        for column, wanted in (("country", self.country), ("region", self.region)):
+            if wanted is not None:
+                values = [wanted] if isinstance(wanted, str) else wanted
+                parts.append(pc.utf8_lower(pc.field(column).cast(pa.string()))
+                             .isin([v.lower() for v in values]))
+        if self.all_:
+            parts.extend(child.to_expression(schema) for child in self.all_)
+        if self.any_:
+            parts.append(_join([child.to_expression(schema) for child in self.any_], "or"))
+        if self.not_ is not None:  # SQL's NOT: a row whose columns are null still does not match
+            valid = [pc.field(c).is_valid() for c in sorted(self.not_.columns())]
+            parts.append(_join([~self.not_.to_expression(schema), *valid], "and"))
+        return _join(parts, "and")
+
+    def _field_conditions(self, kind: pa.DataType) -> list[pc.Expression]:
+        column = pc.field(self.field)
+        parts = []
+        ops = {"eq": "__eq__", "ne": "__ne__", "gt": "__gt__", "gte": "__ge__", "lt": "__lt__", "lte": "__le__"}
+        for name, method in ops.items():
+            value = getattr(self, name)
+            if value is not None:
+                parts.append(getattr(column, method)(_literal(value, kind, self.field)))
+        if self.in_ is not None:
+            parts.append(column.isin(pa.array([_literal(v, kind, self.field).as_py() for v in self.in_], kind)))
+        if self.not_in is not None:
+            parts.append(~column.isin(pa.array([_literal(v, kind, self.field).as_py() for v in self.not_in], kind))
+                         & column.is_valid())
+        parts.extend(self._temporal(column, kind))
+        return parts
+
+    def _temporal(self, column: pc.Expression, kind: pa.DataType) -> list[pc.Expression]:
+        if self.year is None and self.month is None and self.date_from is None and self.date_to is None:
+            return []
+        if pa.types.is_integer(kind):  # a column of years
+            if self.month is not None:
+                raise FilterError(f"column '{self.field}' holds years ({kind}); a month filter needs a date, "
+                                  "timestamp or ISO-string column", field="params.filter.month")
+            parts = []
+            if self.year is not None:
+                parts.append(column == self.year)
+            if self.date_from is not None:
+                parts.append(column >= self.date_from.year)
+            if self.date_to is not None:
+                parts.append(column <= self.date_to.year)
+            return parts
+        if not (pa.types.is_date(kind) or pa.types.is_timestamp(kind) or pa.types.is_string(kind)
+                or pa.types.is_large_string(kind)):
+            raise FilterError(f"column '{self.field}' is {kind}; temporal filters need a date, timestamp, "
+                              "ISO-8601 string or integer-year column", field="params.filter")
+        if self.month is not None and self.year is None:  # that month of any year
+            month = pc.month(column if not pa.types.is_string(kind) and not pa.types.is_large_string(kind)
+                             else pc.utf8_slice_codeunits(column, 0, 10).cast(pa.date32()))
+            return [month == self.month]
+        start, end = None, None  # half-open [start, end)
+        if self.year is not None:
+            first = self.month or 1
+            start = dt.date(self.year, first, 1)
+            last = self.month or 12
+            end = dt.date(self.year, last, calendar.monthrange(self.year, last)[1]) + dt.timedelta(days=1)
+        if self.date_from is not None:
+            start = max(start, self.date_from) if start else self.date_from
+        if self.date_to is not None:
+            day_after = self.date_to + dt.timedelta(days=1)
+            end = min(end, day_after) if end else day_after
+        parts = []
+        if start is not None:
+            parts.append(column >= _day_bound(start, kind))
+        if end is not None:
+            parts.append(column < _day_bound(end, kind))
+        return parts
+
+
+MetadataFilter.model_rebuild()
+
+
+def _join(parts: list[pc.Expression], how: str) -> pc.Expression:
+    out = parts[0]
+    for part in parts[1:]:
+        out = (out & part) if how == "and" else (out | part)
+    return out
+
+
+def _day_bound(day: dt.date, kind: pa.DataType) -> pa.Scalar:
+    """The first instant of ``day`` as a scalar comparable with a column of type ``kind``."""
+    if pa.types.is_timestamp(kind):
+        moment = dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc if kind.tz else None)
+        return pa.scalar(moment, kind)
+    if pa.types.is_date(kind):
+        return pa.scalar(day, kind)
+    return pa.scalar(day.isoformat(), kind)  # ISO strings sort like the dates they spell
+
+
+def _literal(value: Any, kind: pa.DataType, column: str) -> pa.Scalar:
+    """``value`` as a scalar of the column's type (ISO strings become dates for date columns)."""
+    try:
+        if isinstance(value, str) and (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
+            parsed = dt.datetime.fromisoformat(value)
+            if pa.types.is_timestamp(kind) and kind.tz and parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=dt.timezone.utc)
+            value = parsed.date() if pa.types.is_date(kind) else parsed
+        elif isinstance(value, dt.date) and pa.types.is_timestamp(kind) and not isinstance(value, dt.datetime):
+            value = dt.datetime(value.year, value.month, value.day,
+                                tzinfo=dt.timezone.utc if kind.tz else None)
+        elif isinstance(value, dt.date) and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            value = value.isoformat()
+        return pa.scalar(value).cast(kind) if not pa.types.is_null(kind) else pa.scalar(value)
+    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+        raise FilterError(f"value {value!r} does not fit column '{column}' of type {kind}: {err}",
+                          field="params.filter") from None
+
+
+def parse_filter(value: MetadataFilter | dict[str, Any] | None) -> MetadataFilter | None:
+    """A filter from a mapping (or None)."""
+    if value is None or isinstance(value, MetadataFilter):
+        return value
+    return MetadataFilter.model_validate(value)
+
+
+def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | None = None,
+                 op: str | None = None) -> pa.Table:
+    """Rows of ``table`` that match ``flt`` (all rows when None); errors name the step."""
+    if flt is None or (table.num_rows == 0 and flt.columns() - set(table.column_names)):
+        return table
+    try:
+        return table.filter(flt.to_expression(table.schema))
+    except FilterError as err:
+        raise FilterError(err.message, step=step, op=op, field=err.field) from None

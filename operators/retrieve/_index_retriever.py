@@ -1,0 +1,178 @@
+"""What ``retrieve.bm25`` and ``retrieve.dense`` share: the index, the filter, the output rows.
+
+Indices are opened once per process and shared by every operator instance (and Ray
+actor thread) that names the same path: ``shared_index`` keeps one ``Index`` per
+resolved path. An ``Index`` loads its shards lazily, once, and notices a newer
+manifest (another ingestion committed) by its file stat, so a long-lived process
+searches the newest generation without rebuilding anything per query.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.errors import OperatorError
+from operators.retrieve._filters import FilterError, MetadataFilter
+from operators.tables import qid_groups, set_ranking
+
+_lock = threading.Lock()
+_indices: dict[str, Any] = {}
+
+
+def shared_index(path: Path):
+    """The process-wide ``Index`` at ``path`` (opened on first use; it follows newer manifests itself)."""
+    from operators.store import Index
+
+    key = str(path.resolve())
+    with _lock:
+        index = _indices.get(key)
+        if index is None:
+            index = _indices[key] = Index.open(key)
+        return index
+
+
+class RetrieverParams(BaseModel):
+    """Params every index retriever takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    index: str | None = Field(None, title="Index", description="Name (under $TESSERA_HOME/indices) or path of an "
+                              "index built by tessera ingest; the benchmarker fills it in for built-in flows.")
+    k: int = Field(10, gt=0, le=10_000, title="Results per query", description="Chunks returned per query (at most).",
+                   examples=[10, 100, 1000])
+    filter: MetadataFilter | None = Field(None, description="Metadata filter over doc-store columns (equality, "
+                                          "in, ranges, year/month/date ranges, country/region, all/any/not).")
+    filter_mode: Literal["pre", "post"] = Field(
+        "pre", description="pre: search only the chunks that match the filter (k results even when matches are "
+        "rare); post: retrieve k * expand_factor, then keep the matching top k.")
+    expand_factor: int = Field(4, ge=1, le=1000, description="post filtering: how many times k to retrieve "
+                               "before filtering.")
+
+
+class IndexRetriever(Operator):
+    """Base of the index retrievers (not registered: it has no name)."""
+
+    scope = "query"
+    Params: ClassVar[type[BaseModel]] = RetrieverParams
+    #: What an index built for this step must hold ("bm25", "dense"); read by FlowSpec.index_features.
+    index_features: ClassVar[tuple[str, ...]] = ()
+
+    #: Columns of a result row this step owns (replaced when the input already has them).
+    RESULT_COLUMNS: ClassVar[tuple[str, ...]] = ("docno", "doc_id", "title", "text", "score", "rank")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._index = None
+
+    # -- declared columns ---------------------------------------------------------
+
+    def reads(self) -> list[str]:
+        return ["qid", "query"]
+
+    def produces(self) -> dict[str, str]:
+        return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
+                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+
+    def cache_identity(self) -> dict[str, Any]:
+        identity = super().cache_identity()
+        identity["index"] = self.index_identity()
+        return identity
+
+    def index_identity(self) -> dict[str, Any] | None:
+        """Resolved path, manifest generation and creation time: a changed index is a new cache key."""
+        if not self.params.index:
+            return None
+        from operators.store import IndexStoreError, resolve_index
+
+        path = resolve_index(self.params.index)
+        try:
+            manifest = shared_index(path).manifest
+        except IndexStoreError:
+            return {"path": str(path), "generation": None}
+        return {"path": str(path.resolve()), "generation": manifest.generation, "created_at": manifest.created_at}
+
+    # -- lifecycle ----------------------------------------------------------------
+
+    def setup(self) -> None:
+        if self._index is not None:
+            return
+        if not self.params.index:
+            raise OperatorError("params.index is not set (name or path of an index built by tessera ingest)",
+                                op=self.name, step=self.step_id, field="params.index")
+        from operators.store import IndexStoreError, resolve_index
+
+        path = resolve_index(self.params.index)
+        try:
+            index = shared_index(path)
+        except IndexStoreError as err:
+            raise OperatorError(f"cannot open index '{self.params.index}' ({path}): {err.message}",
+                                op=self.name, step=self.step_id, field="params.index") from None
+        self.check_index(index)
+        self._index = index
+
+    def check_index(self, index) -> None:
+        """Raise when the index cannot serve this retriever (no BM25 statistics, no vectors)."""
+
+    @property
+    def index(self):
+        self.ensure_setup()
+        return self._index
+
+    # -- searching ----------------------------------------------------------------
+
+    def search(self, texts: list[str], k: int, where) -> list:
+        """``Hits`` per query text, best first."""
+        raise NotImplementedError
+
+    def _where(self):
+        flt: MetadataFilter | None = self.params.filter
+        if flt is None:
+            return None
+        try:
+            return flt.to_expression(self.index.documents([]).schema)
+        except FilterError as err:
+            raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
+        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
+        texts = [q or "" for q in queries.column("query").to_pylist()]
+        where = self._where()
+        k = self.params.k
+        post = where is not None and self.params.filter_mode == "post"
+        from operators.store import IndexStoreError
+
+        try:
+            hits = self.search(texts, k * self.params.expand_factor if post else k, None if post else where) \
+                if texts else []
+            docnos = [d for h in hits for d in h.docnos]
+            docs = self.index.documents(docnos)
+        except IndexStoreError as err:
+            raise OperatorError(err.message, op=self.name, step=self.step_id,
+                                field="params.filter" if err.field == "where" else "params.index") from None
+        rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
+        scores = np.concatenate([h.scores for h in hits]).astype(np.float64) if hits else np.zeros(0)
+        if post:  # keep the matching rows, then the top k of each query
+            matching = docs.append_column("__i", pa.array(np.arange(docs.num_rows))).filter(where)
+            keep = matching.column("__i").to_numpy()
+            rows, scores, docs = rows[keep], scores[keep], docs.take(pa.array(keep, pa.int64()))
+            start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]
+            position = np.arange(len(rows)) - np.repeat(start, np.diff(np.r_[start, len(rows)])) \
+                if len(rows) else np.zeros(0, np.int64)
+            top = np.nonzero(position < k)[0]
+            rows, scores, docs = rows[top], scores[top], docs.take(pa.array(top, pa.int64()))
+        owned = set(docs.column_names) | set(self.RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        out = queries.drop_columns([c for c in queries.column_names if c in owned]).take(pa.array(rows, pa.int64()))
+        for name in docs.column_names:
+            out = out.append_column(name, docs.column(name))
+        for name, kind in (("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())):
+            if name not in out.column_names:
+                out = out.append_column(name, pa.nulls(out.num_rows, kind))
+        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id)

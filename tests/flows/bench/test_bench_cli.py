@@ -1,0 +1,216 @@
+"""``tessera bench`` end to end on a real SciFact slice, through ``flows.cli.main``."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import random
+import shutil
+from pathlib import Path
+
+import ir_measures
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+from scipy import stats
+from statsmodels.stats.multitest import multipletests
+
+pytestmark = pytest.mark.data
+
+KS = "1,5,10,100"
+
+
+def read_csv(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def ir_qrels(dataset: Path) -> list:
+    lines = (dataset / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    return [ir_measures.Qrel(q, d, int(r)) for q, d, r in (line.split("\t") for line in lines)]
+
+
+@pytest.mark.slow
+def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, scifact_slice, flow_specs, tmp_path):
+    out = tmp_path / "out"
+    status, stdout, stderr = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}",
+                                   "--flow", f"notitle={flow_specs['notitle']}", "--flow", f"top5={flow_specs['top5']}",
+                                   "--k", KS, "--out", out)
+    assert status == 0, stderr
+    assert "title" in stdout and "report:" in stdout
+    assert "fewer than 100 results" in stderr  # top5 keeps 5 rows a query: the depth warning
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert set(metrics) == {"title", "notitle", "top5"}
+    bench_info = json.loads((out / "bench.json").read_text())
+    qrels = ir_qrels(scifact_slice)
+    measures = [ir_measures.parse_measure(m) for m in ("nDCG@10", "RR@10", "AP@100", "P@5", "R@100", "nDCG@1")]
+    for flow, info in bench_info["flows"].items():
+        run = pq.read_table(info["run_file"])
+        scored = [ir_measures.ScoredDoc(q, d, -float(r)) for q, d, r in
+                  zip(run["qid"].to_pylist(), run["docno"].to_pylist(), run["rank"].to_pylist())]
+        expected = ir_measures.calc_aggregate(measures, qrels, scored)
+        for m in measures:
+            assert metrics[flow][str(m)] == pytest.approx(expected[m], abs=1e-12), (flow, m)
+    # The title flow ranks differently from the others (the comparison is not vacuous).
+    assert metrics["title"]["nDCG@10"] != metrics["notitle"]["nDCG@10"]
+    assert metrics["top5"]["R@100"] < metrics["notitle"]["R@100"]
+    # Every output is there; per_query holds every flow x query x measure.
+    for name in ("metrics.csv", "per_query.parquet", "significance.csv", "report.md", "metrics.png",
+                 "deltas_title.png"):
+        assert (out / name).stat().st_size > 0, name
+    per_query = pq.read_table(out / "per_query.parquet")
+    assert per_query.num_rows == 3 * 30 * 7 * 4
+    report = (out / "report.md").read_text()
+    assert "![metrics](metrics.png)" in report and "| top5 |" in report
+    # MLflow: one run per flow with the measures as metrics (file store under --out/mlruns).
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient((out / "mlruns").as_uri())
+    experiment = client.get_experiment_by_name(f"tessera-bench-{scifact_slice.name}")
+    logged = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
+    assert set(logged) == {"title", "notitle", "top5"}
+    assert logged["top5"].data.metrics["nDCG_at_10"] == pytest.approx(metrics["top5"]["nDCG@10"])
+    assert {a.path for a in client.list_artifacts(logged["title"].info.run_id)} >= {"report.md", "metrics.png"}
+
+
+@pytest.mark.slow
+def test_significance_pairs_by_qid_and_leaves_the_baseline_out_of_the_correction(
+        bench, scifact_slice, flow_specs, tmp_path):
+    args = ["--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}",
+            "--flow", f"top5={flow_specs['top5']}", "--k", KS, "--no-mlflow", "--quiet"]
+    assert bench("--dataset", scifact_slice, *args, "--out", tmp_path / "a")[0] == 0
+    # The same dataset with its queries file shuffled, every flow rerun.
+    shuffled = tmp_path / "shuffled"
+    shutil.copytree(scifact_slice, shuffled)
+    lines = (shuffled / "queries.jsonl").read_text().splitlines()
+    random.Random(7).shuffle(lines)
+    (shuffled / "queries.jsonl").write_text("\n".join(lines) + "\n")
+    assert bench("--dataset", shuffled, *args, "--no-cache", "--out", tmp_path / "b")[0] == 0
+    first, second = read_csv(tmp_path / "a" / "significance.csv"), read_csv(tmp_path / "b" / "significance.csv")
+    assert len(first) == len(second) == 2 * 7 * 4  # 2 flows against the baseline, 7 measures, 4 cutoffs
+    for x, y in zip(first, second):
+        assert (x["flow"], x["measure"]) == (y["flow"], y["measure"])
+        assert x["p"] == y["p"] and x["p_corrected"] == y["p_corrected"]
+    assert {r["flow"] for r in first} == {"notitle", "top5"} and {r["baseline"] for r in first} == {"title"}
+
+    # p: scipy's paired t-test on the per-query values aligned by qid.
+    pq_table = pq.read_table(tmp_path / "b" / "per_query.parquet").to_pylist()
+    values: dict = {}
+    for row in pq_table:
+        values.setdefault((row["flow"], row["measure"]), {})[row["qid"]] = row["value"]
+    checked = 0
+    for measure in ("nDCG@10", "R@100", "P@5"):
+        rows = {r["flow"]: r for r in first if r["measure"] == measure}
+        ps = []
+        for flow in ("notitle", "top5"):
+            base, other = values[("title", measure)], values[(flow, measure)]
+            qids = sorted(base)
+            a, b = np.array([base[q] for q in qids]), np.array([other[q] for q in qids])
+            expected = stats.ttest_rel(b, a).pvalue if np.any(a != b) else 1.0  # no difference: p = 1
+            assert float(rows[flow]["p"]) == pytest.approx(expected, rel=1e-9)
+            ps.append(float(rows[flow]["p"]))
+        # Holm over exactly the two non-baseline comparisons; with the baseline in the
+        # family (its self-comparison, p = 1) the numbers would differ.
+        holm = multipletests(ps, method="holm")[1]
+        assert [float(rows[f]["p_corrected"]) for f in ("notitle", "top5")] == pytest.approx(list(holm), rel=1e-9)
+        with_baseline = multipletests(ps + [1.0], method="holm")[1][:2]
+        if min(ps) < 0.5:
+            assert not np.allclose(holm, with_baseline)
+            checked += 1
+    assert checked  # at least one measure where leaving the baseline out changes the result
+
+
+def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption(
+        bench, scifact_slice, flow_specs, tmp_path):
+    dataset = tmp_path / "ds"
+    shutil.copytree(scifact_slice, dataset)
+    out = tmp_path / "out"
+    common = ["--dataset", dataset, "--k", KS, "--no-mlflow", "--quiet", "--out", out]
+
+    def flows_info():
+        return json.loads((out / "bench.json").read_text())["flows"]
+
+    # "Interrupted" after the first flow: only it ran.
+    assert bench(*common, "--flow", f"title={flow_specs['title']}")[0] == 0
+    first = flows_info()["title"]
+    assert first["cached"] is False
+    mtime = os.stat(first["run_file"]).st_mtime_ns
+    # Resume with both flows: the finished one is not rerun.
+    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    info = flows_info()
+    assert info["title"]["cached"] is True and info["notitle"]["cached"] is False
+    assert info["title"]["run_file"] == first["run_file"] and os.stat(first["run_file"]).st_mtime_ns == mtime
+    before = json.loads((out / "metrics.json").read_text())
+    # Same qrels again: everything cached, same numbers.
+    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    assert all(f["cached"] for f in flows_info().values())
+    assert json.loads((out / "metrics.json").read_text()) == before
+    # Changed qrels (one judgement dropped): every flow reruns, under a new key.
+    qrels = dataset / "qrels" / "test.tsv"
+    lines = qrels.read_text().splitlines()
+    qrels.write_text("\n".join(lines[:-1]) + "\n")
+    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    info = flows_info()
+    assert not info["title"]["cached"] and not info["notitle"]["cached"]
+    assert info["title"]["key"] != first["key"] and os.stat(first["run_file"]).st_mtime_ns == mtime
+    # --no-cache reruns even when nothing changed.
+    assert bench(*common, "--no-cache", "--flow", f"title={flow_specs['title']}")[0] == 0
+    assert flows_info()["title"]["cached"] is False
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--flow", "title=no-such-flow"], "bad --flow value 'title=no-such-flow'"),
+    (["--flow", "=x"], "bad --flow value '=x'"),
+    (["--flow", "a b=demo"], "bad --flow value 'a b=demo'"),
+    (["--flow", "demo", "--flow", "demo"], "used twice"),
+    (["--flow", "demo", "--baseline", "other"], "--baseline 'other'"),
+    (["--flow", "demo", "--k", "10,x"], "bad --k value '10,x'"),
+    (["--flow", "demo", "--split", "dev"], "no qrels file"),
+])
+def test_bad_arguments_exit_2_with_one_line_naming_them(bench, scifact_slice, tmp_path, args, needle):
+    status, _, stderr = bench("--dataset", scifact_slice, "--out", tmp_path / "out", "--no-mlflow", *args)
+    lines = stderr.strip().splitlines()
+    assert status == 2 and len(lines) == 1, stderr
+    assert lines[0].startswith("tessera: error: ") and needle in lines[0], lines[0]
+    assert not (tmp_path / "out" / "metrics.json").exists()
+
+
+def test_missing_dataset_folder_exits_2_naming_it(bench, tmp_path):
+    missing = tmp_path / "nowhere"
+    status, _, stderr = bench("--dataset", missing, "--flow", "demo", "--out", tmp_path / "out")
+    lines = stderr.strip().splitlines()
+    assert status == 2 and len(lines) == 1, stderr
+    assert f"dataset folder '{missing}' does not exist" in lines[0]
+
+
+def test_python_m_flows_bench_is_the_same_command(scifact_slice, tmp_path):
+    import subprocess
+    import sys
+
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-m", "flows.bench", "--dataset", str(scifact_slice), "--flow", "x=nope",
+                           "--out", str(tmp_path / "out")], capture_output=True, text=True, env=env, timeout=120,
+                          cwd=Path(__file__).resolve().parents[3])
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "bad --flow value 'x=nope'" in proc.stderr
+
+
+def test_indices_are_built_from_the_corpus_once_and_injected(bench, scifact_slice, tmp_path):
+    spec = tmp_path / "bm25.yaml"
+    spec.write_text("name: bm25\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 100}}\n")  # index left unset
+    common = ["--dataset", scifact_slice, "--flow", f"idx={spec}", "--k", KS, "--no-mlflow", "--quiet"]
+    assert bench(*common, "--out", tmp_path / "a")[0] == 0
+    info = json.loads((tmp_path / "a" / "bench.json").read_text())["flows"]["idx"]
+    index = Path(info["index"]["path"])
+    assert info["index"]["built"] is True and info["index"]["dense"] is False
+    assert index.parent == tmp_path / "home" / "indices" / "auto" and (index / "manifest.json").is_file()
+    from operators.store import Index
+
+    assert len(Index.open(index)) >= 1500 and Index.open(index).settings.dense is False
+    # Another benchmark over the same corpus reuses the index (keyed by content), and the
+    # run it made is as good as the in-memory BM25 over the same corpus.
+    assert bench(*common, "--no-cache", "--out", tmp_path / "b")[0] == 0
+    again = json.loads((tmp_path / "b" / "bench.json").read_text())["flows"]["idx"]
+    assert again["index"]["built"] is False and again["index"]["key"] == info["index"]["key"]
+    assert json.loads((tmp_path / "b" / "metrics.json").read_text())["idx"]["nDCG@10"] > 0.5

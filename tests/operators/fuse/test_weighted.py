@@ -1,0 +1,141 @@
+"""fuse.weighted: the contract, each normalisation, flat lists never zeroed, properties, ranx parity."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from operators.errors import ParamsError
+from operators.fuse._fusion import normalise
+from operators.registry import create
+from operators.testing import OperatorContract, sample_documents
+
+DOCS = sample_documents(12).column("docno").to_pylist()
+NORMS = ["min-max", "max", "sum", "z-score"]
+
+
+def weighted(**params):
+    return create("fuse.weighted", params, step_id="fused", input_steps=("bm25", "dense"))
+
+
+class TestWeightedContract(OperatorContract):
+    operator_name = "fuse.weighted"
+
+    @pytest.fixture(autouse=True)
+    def _union(self, make_union):
+        self.union = make_union
+
+    def make_operator(self, **params):
+        return weighted(**params)
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        qids = ["q1", "q2", "q3"][:n_queries]
+        return self.union({
+            "bm25": {q: [(DOCS[i + j], float(9 - i)) for i in range(per_query)] for j, q in enumerate(qids)},
+            "dense": {q: [(DOCS[i + j + 2], 0.9 - 0.1 * i) for i in range(per_query)] for j, q in enumerate(qids)},
+        })
+
+
+def test_min_max_weighted_sum(make_union):
+    table = make_union({
+        "bm25": {"q1": [("a", 10.0), ("b", 6.0), ("c", 2.0)]},
+        "dense": {"q1": [("c", 0.8), ("d", 0.6), ("a", 0.4)]},
+    })
+    out = weighted(weights={"bm25": 0.25, "dense": 0.75})(table)
+    scores = dict(zip(out.column("docno").to_pylist(), out.column("score").to_pylist()))
+    assert scores == pytest.approx({"a": 0.25 * 1 + 0.75 * 0, "b": 0.25 * 0.5, "c": 0.25 * 0 + 0.75 * 1,
+                                    "d": 0.75 * 0.5})
+    assert out.column("docno").to_pylist() == ["c", "d", "a", "b"]
+    assert out.column("rank_fused").to_pylist() == [1, 2, 3, 4]
+
+
+def test_flat_lists_are_not_zeroed(make_union):
+    """All-equal scores (Haystack's and Open WebUI's min-max bug gave 0 to every document)."""
+    table = make_union({"bm25": {"q1": [("a", 3.0), ("b", 3.0)]}, "dense": {"q1": [("c", 0.2)]}})
+    for norm, expected in (("min-max", 1.0), ("max", 1.0), ("sum", None)):
+        out = weighted(normalisation=norm)(table)
+        scores = dict(zip(out.column("docno").to_pylist(), out.column("score").to_pylist()))
+        if expected is not None:
+            assert scores == pytest.approx({"a": 1.0, "b": 1.0, "c": 1.0}), norm
+        else:
+            assert scores == pytest.approx({"a": 0.5, "b": 0.5, "c": 1.0})
+    out = weighted(normalisation="z-score")(table)
+    assert out.column("score").to_pylist() == [0.0, 0.0, 0.0]  # every score is its list's mean
+
+
+def test_normalise_formulas():
+    s = np.array([4.0, 2.0, 0.0, -2.0])
+    assert normalise(s, "min-max").tolist() == pytest.approx([1, 2 / 3, 1 / 3, 0])
+    assert normalise(s, "max").tolist() == pytest.approx([1, 0.5, 0, -0.5])
+    assert normalise(s, "sum").tolist() == pytest.approx([6 / 12, 4 / 12, 2 / 12, 0])
+    assert normalise(s, "z-score").tolist() == pytest.approx(((s - s.mean()) / s.std()).tolist())
+    negative = np.array([-0.1, -0.3])  # inner products can be negative: no division by ~0
+    assert normalise(negative, "max").tolist() == pytest.approx([-1 / 3, -1])
+    assert normalise(np.array([]), "min-max").size == 0
+
+
+def test_unknown_normalisation_is_a_params_error():
+    with pytest.raises(ParamsError) as err:
+        create("fuse.weighted", {"normalisation": "minmax"}, step_id="w")
+    assert err.value.field == "params.normalisation"
+
+
+hit = st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "f"]),
+                st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.5, -1.0, 1e-9]))
+runs = st.dictionaries(
+    st.sampled_from(["bm25", "dense", "splade"]),
+    st.dictionaries(st.sampled_from(["q1", "q2"]), st.lists(hit, min_size=1, max_size=8), min_size=1, max_size=2),
+    min_size=1, max_size=3,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(runs=runs, norm=st.sampled_from(NORMS), seed=st.integers(0, 1000))
+def test_properties(make_union, runs, norm, seed):
+    table = make_union(runs)
+    op = create("fuse.weighted", {"normalisation": norm}, step_id="f", input_steps=tuple(runs))
+    out = op(table)
+    keys = list(zip(out.column("qid").to_pylist(), out.column("docno").to_pylist()))
+    assert len(keys) == len(set(keys))
+    assert set(keys) == set(zip(table.column("qid").to_pylist(), table.column("docno").to_pylist()))
+    for qid in set(out.column("qid").to_pylist()):
+        rows = [r for r in out.to_pylist() if r["qid"] == qid]
+        assert sorted(r["rank"] for r in rows) == list(range(1, len(rows) + 1))
+        scores = [r["score"] for r in rows]
+        assert all(math.isfinite(s) for s in scores)
+        if norm != "z-score":
+            assert max(scores) > 0, "every score of a query was zeroed"
+    order = list(range(table.num_rows))
+    random.Random(seed).shuffle(order)
+    again = op(table.take(pa.array(order)))
+    key = lambda r: (r["qid"], r["rank"])  # noqa: E731
+    assert sorted(again.to_pylist(), key=key) == sorted(out.to_pylist(), key=key)
+
+
+def test_empty_input(make_union):
+    assert weighted()(make_union({"bm25": {"q1": [("a", 1.0)]}}).slice(0, 0)).num_rows == 0
+
+
+@pytest.mark.slow
+def test_parity_with_ranx(make_union):
+    """ranx.fuse(norm=..., method="wsum") on generic lists (distinct positive scores, every query in
+    every branch): the same fused scores (ranx's numba compiles on first use)."""
+    from ranx import Run, fuse
+
+    rng = random.Random(3)
+    runs = {b: {f"q{q}": [(f"d{d}", 0.1 + rng.random()) for d in rng.sample(range(50), 20)] for q in range(4)}
+            for b in ("bm25", "dense")}
+    ranx_runs = [Run({q: dict(hits) for q, hits in by_q.items()}) for by_q in runs.values()]
+    for ours_norm, ranx_norm in (("min-max", "min-max"), ("max", "max"), ("sum", "sum"), ("z-score", "zmuv")):
+        op = create("fuse.weighted", {"normalisation": ours_norm, "weights": {"bm25": 0.3, "dense": 0.7}},
+                    input_steps=tuple(runs))
+        ours = {(r["qid"], r["docno"]): r["score"] for r in op(make_union(runs)).to_pylist()}
+        theirs = fuse(ranx_runs, norm=ranx_norm, method="wsum", params={"weights": [0.3, 0.7]}).to_dict()
+        assert ours == pytest.approx({(q, d): s for q, docs in theirs.items() for d, s in docs.items()},
+                                     rel=1e-9, abs=1e-12), ours_norm

@@ -1,0 +1,112 @@
+"""retrieve.dense over an on-disk index: the contract, the index's encoder, filters, the hybrid flow."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from operators.errors import OperatorError
+from operators.registry import create
+from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents
+
+COUNTRIES = ["FR", "DE", "JP", "US", "BR"]
+N_DOCS = 80  # the first 80 sample docs (Bee is the 80th), texts cut to 400 characters: quick to embed
+
+
+@pytest.fixture(scope="module")
+def dense_index(tmp_path_factory):
+    """Sample docs embedded as ingestion does (title + ". " + text), with metadata."""
+    from operators.store import Index, IndexSettings
+
+    docs = short_documents()
+    docs = (docs.append_column("doc_id", docs.column("docno"))
+                .append_column("year", pa.array([1990 + i % 30 for i in range(N_DOCS)], pa.int64()))
+                .append_column("country", pa.array([COUNTRIES[i % 5] for i in range(N_DOCS)])))
+    chunks = create("embed.sentence_transformer", {"title_column": "title"})(docs)
+    path = tmp_path_factory.mktemp("dense") / "sample"
+    index = Index.create(path, IndexSettings())  # dense + BM25, MiniLM, 384-d, flat
+    index.commit([index.write_shard("a", chunks.slice(0, 50)), index.write_shard("b", chunks.slice(50))])
+    return path
+
+
+def short_documents() -> pa.Table:
+    docs = sample_documents(N_DOCS)
+    return docs.set_column(docs.column_names.index("text"), "text",
+                           pc.utf8_slice_codeunits(docs.column("text"), 0, 400))
+
+
+def queries(n: int = 3) -> pa.Table:
+    items = list(SAMPLE_QUERIES.items())[:n]
+    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
+
+
+class TestDenseContract(OperatorContract):
+    operator_name = "retrieve.dense"
+
+    @pytest.fixture(autouse=True)
+    def _index(self, dense_index):
+        self.index = str(dense_index)
+
+    def make_operator(self, **params):
+        return create("retrieve.dense", {"index": self.index, "k": 5, **params}, step_id="dense")
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        return queries(n_queries)
+
+
+def test_scores_are_cosine_similarities_with_the_index_encoder(dense_index):
+    out = create("retrieve.dense", {"index": str(dense_index), "k": 3}, step_id="d")(pa.table({
+        "qid": ["bees"], "query": ["which insects make honey and pollinate flowers"]}))
+    assert out.column("title").to_pylist()[0] == "Bee"
+    # The same numbers by hand: the query and the doc embedded with MiniLM, inner product.
+    from operators.models import load_sentence_transformer
+
+    model = load_sentence_transformer("all-MiniLM-L6-v2")
+    bee = next(r for r in short_documents().to_pylist() if r["docno"] == out.column("docno")[0].as_py())
+    q, d = model.encode(["which insects make honey and pollinate flowers", f"{bee['title']}. {bee['text']}"],
+                        normalize_embeddings=True)
+    assert out.column("score")[0].as_py() == pytest.approx(float(np.dot(q, d)), abs=1e-4)
+    assert out.column("rank_d").to_pylist() == [1, 2, 3]
+
+
+def test_pre_filter_returns_k_rare_matches_and_post_only_matches(dense_index):
+    flt = {"field": "year", "eq": 2001, "country": "DE"}  # i % 30 == 11 and i % 5 == 1: 3 of 80 docs
+    pre = create("retrieve.dense", {"index": str(dense_index), "k": 3, "filter": flt})(queries(3))
+    post = create("retrieve.dense", {"index": str(dense_index), "k": 3, "filter": flt, "filter_mode": "post",
+                                     "expand_factor": 2})(queries(3))
+    for out in (pre, post):
+        assert all(r["year"] == 2001 and r["country"] == "DE" for r in out.to_pylist())
+    for qid in SAMPLE_QUERIES:
+        assert sum(1 for q in pre.column("qid").to_pylist() if q == qid) == 3  # dense ranks every match
+    assert post.num_rows < pre.num_rows
+
+
+def test_a_bm25_only_index_is_refused_with_a_hint(tmp_path):
+    from operators.store import Index, IndexSettings
+
+    docs = sample_documents(5)
+    index = Index.create(tmp_path / "sparse", IndexSettings(dense=False))
+    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    with pytest.raises(OperatorError) as err:
+        create("retrieve.dense", {"index": str(tmp_path / "sparse")}, step_id="d")(queries(1))
+    assert err.value.field == "params.index" and "retrieve.bm25" in err.value.message
+
+
+def test_the_builtin_hybrid_flow_fuses_both_retrievers(dense_index):
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    spec = FlowSpec.load("hybrid")
+    for step in ("bm25", "dense"):
+        spec.steps[step].params["index"] = str(dense_index)
+    result = LocalExecutor().run(spec, queries(3))
+    out = result.table
+    keys = list(zip(out.column("qid").to_pylist(), out.column("docno").to_pylist()))
+    assert len(keys) == len(set(keys))
+    bm25, dense = result.history["bm25"], result.history["dense"]
+    assert set(keys) == set(zip(bm25.column("qid").to_pylist(), bm25.column("docno").to_pylist())) | set(
+        zip(dense.column("qid").to_pylist(), dense.column("docno").to_pylist()))
+    top = {r["qid"]: r for r in out.to_pylist() if r["rank"] == 1}
+    assert top["q1"]["title"] == "Bee" and top["q1"]["rank_bm25"] == 1 and top["q1"]["rank_dense"] == 1

@@ -1,0 +1,99 @@
+"""The metadata filter model: validation, compilation per column type, null semantics."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+from pydantic import ValidationError
+
+from operators.retrieve._filters import FilterError, MetadataFilter, filter_table
+
+DAYS = [dt.date(2018, 12, 31), dt.date(2019, 1, 1), dt.date(2019, 5, 17), dt.date(2019, 12, 31),
+        dt.date(2020, 2, 29), None]
+
+
+def docs() -> pa.Table:
+    return pa.table({
+        "docno": ["d0", "d1", "d2", "d3", "d4", "d5"],
+        "year": pa.array([2018, 2019, 2019, 2019, 2020, None], pa.int64()),
+        "day": pa.array(DAYS, pa.date32()),
+        "stamp": pa.array([None if d is None else dt.datetime(d.year, d.month, d.day, 12) for d in DAYS],
+                          pa.timestamp("us", tz="UTC")),
+        "iso": [None if d is None else f"{d.isoformat()}T08:30:00" for d in DAYS],
+        "country": ["FR", "de", "JP", "US", "FR", None],
+        "region": ["Europe", "Europe", "Asia", "Americas", "Europe", None],
+        "lang": ["en", "de", "ja", "en", "fr", "en"],
+        "score": [0.1, 0.5, 0.9, 0.3, 0.7, 0.2],
+    })
+
+
+def matching(spec: dict) -> list[str]:
+    return filter_table(docs(), MetadataFilter.model_validate(spec)).column("docno").to_pylist()
+
+
+def test_comparisons_membership_and_ranges():
+    assert matching({"field": "lang", "eq": "en"}) == ["d0", "d3", "d5"]
+    assert matching({"field": "lang", "ne": "en"}) == ["d1", "d2", "d4"]
+    assert matching({"field": "lang", "in": ["de", "fr"]}) == ["d1", "d4"]
+    assert matching({"field": "lang", "not_in": ["en"]}) == ["d1", "d2", "d4"]
+    assert matching({"field": "score", "gte": 0.3, "lt": 0.9}) == ["d1", "d3", "d4"]
+    assert matching({"field": "year", "gt": 2018, "lte": 2019}) == ["d1", "d2", "d3"]
+
+
+@pytest.mark.parametrize("column", ["day", "stamp", "iso", "year"])
+def test_year_and_date_ranges_on_every_kind_of_date_column(column):
+    assert matching({"field": column, "year": 2019}) == ["d1", "d2", "d3"]
+    # a year column only knows years: 2019 and 2020 overlap the range
+    expected = ["d1", "d2", "d3", "d4"] if column == "year" else ["d2", "d3"]
+    assert matching({"field": column, "date_from": "2019-02-01", "date_to": "2020-01-31"}) == expected
+
+
+@pytest.mark.parametrize("column", ["day", "stamp", "iso"])
+def test_months(column):
+    assert matching({"field": column, "year": 2019, "month": 5}) == ["d2"]
+    assert matching({"field": column, "month": 12}) == ["d0", "d3"]  # December of any year
+    assert matching({"field": column, "year": 2020, "month": 2}) == ["d4"]  # leap day included
+
+
+def test_spatial_is_case_insensitive_and_takes_lists():
+    assert matching({"country": "fr"}) == ["d0", "d4"]
+    assert matching({"country": ["DE", "jp"]}) == ["d1", "d2"]
+    assert matching({"region": "europe", "country": "FR"}) == ["d0", "d4"]
+
+
+def test_boolean_combinations_and_nulls():
+    assert matching({"any": [{"country": "JP"}, {"field": "year", "eq": 2020}]}) == ["d2", "d4"]
+    assert matching({"all": [{"region": "Europe"}, {"field": "lang", "ne": "fr"}]}) == ["d0", "d1"]
+    # NOT as in SQL: d5 (null country) matches neither {country: FR} nor its negation
+    assert matching({"not": {"country": "FR"}}) == ["d1", "d2", "d3"]
+    assert matching({"field": "year", "not_in": [2019]}) == ["d0", "d4"]
+
+
+def test_validation_names_what_is_wrong():
+    for bad, words in (({"eq": 1}, "need 'field'"), ({"field": "year"}, "no condition"), ({}, "empty filter"),
+                       ({"field": "day", "month": 13}, "less than or equal"),
+                       ({"field": "d", "date_from": "2020-01-02", "date_to": "2020-01-01"}, "after"),
+                       ({"any": []}, "at least one"), ({"field": "x", "eqq": 1}, "Extra inputs")):
+        with pytest.raises(ValidationError, match=words):
+            MetadataFilter.model_validate(bad)
+
+
+def test_unknown_column_and_unfit_values_are_filter_errors():
+    with pytest.raises(FilterError) as err:
+        matching({"field": "yeer", "eq": 2019})
+    assert "yeer" in err.value.message and "year" in err.value.message and err.value.field == "params.filter"
+    with pytest.raises(FilterError, match="holds years"):
+        matching({"field": "year", "month": 3})
+    with pytest.raises(FilterError, match="does not fit"):
+        matching({"field": "year", "eq": "not a year"})
+    with pytest.raises(FilterError, match="temporal filters need"):
+        matching({"field": "score", "year": 2019})
+
+
+def test_the_filter_is_a_json_schema_param():
+    schema = MetadataFilter.model_json_schema()  # recursive: the properties sit under $defs
+    properties = schema["$defs"]["MetadataFilter"]["properties"]
+    assert {"field", "eq", "in", "year", "country", "all", "any", "not"} <= set(properties)
+    assert MetadataFilter.model_validate({"field": "year", "in": [2019]}).in_ == [2019]
