@@ -26,11 +26,12 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
 	@touch $@ $(VENV)/.installed
 
-# The demo index: the bundled sample, ingested once (a second run finds every shard done).
+# The demo index: the bundled sample, ingested once (a second run finds every shard done);
+# 4 shards of 250 documents, so both embedding actors of a 2-core machine have work.
 DEMO_INDEX ?= .tessera/indices/sample
 
 demo: $(VENV)/.installed
-	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX)
+	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX) --shard-size 250
 	$(BIN)/tessera run demo --index $(DEMO_INDEX) --queries data/sample/queries.jsonl
 
 test: $(VENV)/.installed-test
