@@ -52,6 +52,12 @@ SAMPLE_SENTENCES = {
 }
 
 
+def sample_queries(n: int = 3) -> pa.Table:
+    """The first ``n`` of ``SAMPLE_QUERIES`` as a queries table (``qid, query``)."""
+    items = list(SAMPLE_QUERIES.items())[:n]
+    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
+
+
 def sample_documents(n: int = 20) -> pa.Table:
     """The first ``n`` documents of the bundled Wikipedia sample (``docno, title, text``)."""
     rows = []

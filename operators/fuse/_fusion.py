@@ -30,11 +30,13 @@ per (query, branch).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Literal, Sequence
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
 
+from operators.base import Operator
 from operators.errors import OperatorError
 from operators.tables import concat, empty_like, qid_groups, set_column, set_ranking
 
@@ -53,7 +55,9 @@ def normalise(scores: np.ndarray, method: Normalisation) -> np.ndarray:
     """Normalise one branch's scores for one query.
 
     * ``min-max``: ``(s - min) / (max - min)``; all scores equal -> 1.0 each.
-    * ``max``: ``s / max|s|``; all scores 0 -> 1.0 each.
+    * ``max``: ``s / max(s)``; when no score is positive (inner products can all be
+      negative) there is nothing to scale by, so it falls back to ``min-max`` and the
+      best document still gets 1.0.
     * ``sum``: ``(s - min) / sum(s - min)`` (ranx's ``sum``); all equal -> ``1 / n`` each.
     * ``z-score``: ``(s - mean) / std``; all equal -> 0.0 each (they are all the mean).
 
@@ -66,8 +70,8 @@ def normalise(scores: np.ndarray, method: Normalisation) -> np.ndarray:
         low, span = scores.min(), np.ptp(scores)
         return (scores - low) / span if span > 0 else np.ones_like(scores)
     if method == "max":
-        top = np.abs(scores).max()
-        return scores / top if top > 0 else np.ones_like(scores)
+        top = scores.max()
+        return scores / top if top > 0 else normalise(scores, "min-max")
     if method == "sum":
         shifted = scores - scores.min()
         total = shifted.sum()
@@ -201,3 +205,48 @@ def _null_where(values: pa.ChunkedArray, mask: pa.Array) -> pa.Array:
 
     values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     return pc.if_else(mask, pa.nulls(len(values), values.type), values)
+
+
+# -- what the fusion operators share ------------------------------------------------
+
+
+class FusionParams(BaseModel):
+    """Params every fusion operator takes: which branches, and their weights."""
+
+    model_config = ConfigDict(extra="forbid")
+    weights: dict[str, float] | None = Field(
+        None, description="Weight per branch step id (default 1.0 each), e.g. {bm25: 0.3, dense: 0.7}.")
+    branches: list[str] | None = Field(
+        None, min_length=1, description="Step ids whose score_<step>/rank_<step> columns hold the rankings "
+        "to fuse; default: this step's inputs. Set it when a branch ends in a step that does not rank.")
+
+
+class FusionOperator(Operator):
+    """Base of the fusion operators (not registered: it has no name); subclasses give ``branch_scores``."""
+
+    scope = "query"
+    Params: ClassVar[type[BaseModel]] = FusionParams
+    #: Whether ``branch_scores`` reads the branches' scores (or only their ranks).
+    needs_scores: ClassVar[bool] = True
+
+    def reads(self) -> list[str]:
+        return ["qid", "docno"]
+
+    def produces(self) -> dict[str, str]:
+        return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score",
+                f"rank_{self.step_id}": "rank"}
+
+    def cache_identity(self) -> dict[str, Any]:
+        identity = super().cache_identity()
+        identity["branches"] = list(self.params.branches or self.input_steps)
+        return identity
+
+    def branch_scores(self, positions: np.ndarray, scores: np.ndarray) -> np.ndarray:
+        """One branch's contribution for one query, before its weight (positions are 1-based ranks)."""
+        raise NotImplementedError
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        branches = resolve_branches(self.params.branches, self.input_steps, self.params.weights,
+                                    op=self.name, step=self.step_id)
+        return fuse_table(table, branches, self.branch_scores, step=self.step_id, op=self.name,
+                          needs_scores=self.needs_scores)

@@ -75,8 +75,8 @@ def test_normalise_formulas():
     assert normalise(s, "max").tolist() == pytest.approx([1, 0.5, 0, -0.5])
     assert normalise(s, "sum").tolist() == pytest.approx([6 / 12, 4 / 12, 2 / 12, 0])
     assert normalise(s, "z-score").tolist() == pytest.approx(((s - s.mean()) / s.std()).tolist())
-    negative = np.array([-0.1, -0.3])  # inner products can be negative: no division by ~0
-    assert normalise(negative, "max").tolist() == pytest.approx([-1 / 3, -1])
+    negative = np.array([-0.1, -0.3])  # inner products can all be negative
+    assert normalise(negative, "max").tolist() == pytest.approx([1, 0])  # nothing positive: min-max, best = 1
     assert normalise(np.array([]), "min-max").size == 0
 
 

@@ -10,7 +10,8 @@ import pytest
 from flows.cache import step_key
 from operators.errors import OperatorError
 from operators.registry import create
-from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents
+from operators.testing import OperatorContract, sample_documents
+from operators.testing import sample_queries as queries
 
 COUNTRIES = ["FR", "DE", "JP", "US", "BR"]
 REGIONS = {"FR": "Europe", "DE": "Europe", "JP": "Asia", "US": "Americas", "BR": "Americas"}
@@ -38,11 +39,6 @@ def bm25_index(tmp_path_factory):
     docs = with_metadata(sample_documents(1000))
     index.commit([index.write_shard("a", docs.slice(0, 600)), index.write_shard("b", docs.slice(600))])
     return path
-
-
-def queries(n: int = 3) -> pa.Table:
-    items = list(SAMPLE_QUERIES.items())[:n]
-    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
 
 
 class TestBM25Contract(OperatorContract):

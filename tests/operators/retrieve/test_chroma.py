@@ -17,17 +17,13 @@ from operators.retrieve._vector_stores import (  # noqa: E402
     load_into_chroma,
 )
 from operators.retrieve.chroma import chroma_similarity  # noqa: E402
-from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents  # noqa: E402
+from operators.testing import (  # noqa: E402
+    SAMPLE_QUERIES,
+    OperatorContract,
+)
+from operators.testing import sample_queries as queries
 
 N_DOCS = 300
-
-
-@pytest.fixture(scope="module")
-def docs() -> pa.Table:
-    """The first N_DOCS sample documents with a made-up ``bucket`` metadata field, embedded."""
-    table = sample_documents(N_DOCS)
-    table = table.append_column("bucket", pa.array([i % 3 for i in range(table.num_rows)], pa.int64()))
-    return create("embed", {"title_column": "title"})(table)
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +32,6 @@ def store(docs, tmp_path_factory) -> str:
     assert load_into_chroma(docs, path, "wiki") == N_DOCS
     assert load_into_chroma(docs.slice(0, 50), path, "wiki_l2", space="l2") == 50
     return str(path)
-
-
-def queries(n: int = 3) -> pa.Table:
-    items = list(SAMPLE_QUERIES.items())[:n]
-    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
 
 
 def exact_top(docs: pa.Table, query: str, k: int, mask: np.ndarray | None = None) -> list[str]:

@@ -13,11 +13,7 @@ from flows.spec import FlowSpec
 from operators.errors import OperatorError, ParamsError
 from operators.registry import create
 from operators.testing import SAMPLE_QUERIES, OperatorContract
-
-
-def queries(n: int = 3) -> pa.Table:
-    items = list(SAMPLE_QUERIES.items())[:n]
-    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
+from operators.testing import sample_queries as queries
 
 
 class TestCorpusBM25Contract(OperatorContract):

@@ -10,6 +10,7 @@ import pytest
 from operators.errors import OperatorError
 from operators.registry import create
 from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents
+from operators.testing import sample_queries as queries
 
 COUNTRIES = ["FR", "DE", "JP", "US", "BR"]
 N_DOCS = 80  # the first 80 sample docs (Bee is the 80th), texts cut to 400 characters: quick to embed
@@ -35,11 +36,6 @@ def short_documents() -> pa.Table:
     docs = sample_documents(N_DOCS)
     return docs.set_column(docs.column_names.index("text"), "text",
                            pc.utf8_slice_codeunits(docs.column("text"), 0, 400))
-
-
-def queries(n: int = 3) -> pa.Table:
-    items = list(SAMPLE_QUERIES.items())[:n]
-    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
 
 
 class TestDenseContract(OperatorContract):

@@ -8,6 +8,7 @@ import pytest
 from operators.errors import ParamsError
 from operators.registry import create
 from operators.testing import SAMPLE_QUERIES, OperatorContract, sample_documents
+from operators.testing import sample_queries as queries
 
 
 @pytest.fixture(scope="module")
@@ -24,11 +25,6 @@ def two_indices(tmp_path_factory):
         index.commit([index.write_shard("a", part)])
         paths[name] = str(root / name)
     return paths
-
-
-def queries(n: int = 3) -> pa.Table:
-    items = list(SAMPLE_QUERIES.items())[:n]
-    return pa.table({"qid": [q for q, _ in items], "query": [t for _, t in items]})
 
 
 def collections(paths, k=10):
