@@ -1,0 +1,88 @@
+"""Helpers shared by the benchmark scripts (not a benchmark itself).
+
+Paths to the shared evaluation data (read in place, never copied into the
+repository), a cache directory outside the repository, a BEIR corpus reader,
+cached MiniLM embeddings of a corpus, and latency summaries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+if str(REPO_ROOT) not in sys.path:  # run as `python benchmarks/x.py` from anywhere
+    sys.path.insert(0, str(REPO_ROOT))
+
+DATA = REPO_ROOT.parent / "shared" / "data"
+WORDNET = DATA / "wordnet30_glosses" / "corpus.jsonl"
+SCIFACT = DATA / "scifact" / "corpus.jsonl"
+CACHE = Path(os.environ.get("TESSERA_BENCH_CACHE", Path.home() / ".cache" / "tessera-bench"))
+
+
+def read_beir_corpus(path: Path, limit: int | None = None) -> tuple[list[str], list[str], list[str]]:
+    """(ids, titles, texts) of a BEIR-style JSONL corpus, in file order."""
+    ids, titles, texts = [], [], []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if limit is not None and len(ids) >= limit:
+                break
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            ids.append(str(doc.get("_id", doc.get("docno", doc.get("id")))))
+            titles.append(doc.get("title") or "")
+            texts.append(doc.get("text") or "")
+    return ids, titles, texts
+
+
+def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, chunk: int = 8192,
+                  verbose: bool = True) -> np.ndarray:
+    """L2-normalised all-MiniLM-L6-v2 vectors (float32, n x 384) of ``title. text`` for
+    the first ``limit`` documents of ``path`` (all when None). Encoded ``chunk`` documents
+    at a time, each chunk cached as .npy under CACHE, so an interrupted run resumes and a
+    smaller ``limit`` reuses what a bigger run has encoded."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    _, titles, texts = read_beir_corpus(path, limit)
+    sentences = [f"{t}. {x}" if t else x for t, x in zip(titles, texts)]
+    parts = []
+    for lo in range(0, len(sentences), chunk):
+        cached = CACHE / f"minilm_{path.parent.name}_{key}_{chunk}_{lo // chunk:04d}.npy"
+        if cached.is_file() and len(np.load(cached, mmap_mode="r")) >= min(chunk, len(sentences) - lo):
+            parts.append(np.load(cached)[: len(sentences) - lo])
+            continue
+        from operators.models import load_sentence_transformer
+
+        full = [f"{t}. {x}" if t else x for t, x in zip(*read_beir_corpus(path, lo + chunk)[1:])][lo:]
+        start = time.perf_counter()
+        vectors = load_sentence_transformer().encode(full, batch_size=batch_size, normalize_embeddings=True,
+                                                     convert_to_numpy=True, show_progress_bar=False)
+        if verbose:
+            print(f"encoded documents {lo}-{lo + len(full)} in {time.perf_counter() - start:.0f} s -> {cached}",
+                  flush=True)
+        CACHE.mkdir(parents=True, exist_ok=True)
+        partial = cached.with_suffix(".tmp.npy")
+        np.save(partial, vectors.astype(np.float32))
+        partial.rename(cached)
+        parts.append(vectors[: len(sentences) - lo].astype(np.float32))
+    return np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+
+
+def latency_summary(seconds: list[float] | np.ndarray) -> dict[str, float]:
+    """p50 / p95 / p99 / mean of per-call latencies, in milliseconds."""
+    ms = np.asarray(seconds, dtype=np.float64) * 1000.0
+    return {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95)),
+            "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean())}
+
+
+def rss_bytes() -> int:
+    """Resident set size of this process (Linux /proc; no psutil needed)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
