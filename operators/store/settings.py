@@ -19,10 +19,11 @@ DENSE_OPTIONS = {
     "M": ("hnsw", "hnsw_sq8"),
     "efConstruction": ("hnsw", "hnsw_sq8"),
     "efSearch": ("hnsw", "hnsw_sq8"),
-    "nlist": ("ivf", "ivfpq"),
-    "nprobe": ("ivf", "ivfpq"),
+    "nlist": ("ivf", "ivfpq", "sq8"),
+    "nprobe": ("ivf", "ivfpq", "sq8"),
     "pq_m": ("ivfpq",),
     "pq_nbits": ("ivfpq",),
+    "k_factor": ("ivfpq",),
 }
 
 FORMAT = 1
