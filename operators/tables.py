@@ -97,16 +97,30 @@ def ranks_within_qid(table: pa.Table) -> pa.Array:
     return pa.array(ranks, pa.int32())
 
 
-def set_ranking(table: pa.Table, scores, step_id: str) -> pa.Table:
+def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | None = None) -> pa.Table:
     """Write ``score``/``rank`` and the step's own ``score_<step>``/``rank_<step>``.
 
-    Rows are re-ordered by qid (first appearance) then descending score, so the
-    ``rank`` column and the row order agree.
+    Rows are re-ordered by qid (first appearance) then descending score, then docno,
+    so the ``rank`` column and the row order agree. A caller that already knows each
+    row's query as a number in first-appearance order (a retriever does) passes it as
+    ``groups`` and saves the string grouping of the qid column.
     """
     scores = pa.array(scores, pa.float64()) if not isinstance(scores, pa.Array) else scores.cast(pa.float64())
     table = set_column(table, "score", scores)
-    table = sort_by_qid_then_score(table)
-    ranks = ranks_within_qid(table)
+    if groups is None or table.num_rows == 0:
+        table = sort_by_qid_then_score(table)
+        ranks = ranks_within_qid(table)
+    else:
+        groups = np.asarray(groups, dtype=np.int64)
+        values = pc.fill_null(scores, -np.inf).to_numpy(zero_copy_only=False)
+        docnos = table.column("docno").to_numpy(zero_copy_only=False) if "docno" in table.column_names \
+            else np.arange(table.num_rows)
+        order = np.lexsort((docnos, -values, groups))
+        table = table.take(pa.array(order))
+        sorted_groups = groups[order]
+        starts = np.r_[0, np.nonzero(np.diff(sorted_groups))[0] + 1]
+        sizes = np.diff(np.r_[starts, len(order)])
+        ranks = pa.array((np.arange(len(order)) - np.repeat(starts, sizes) + 1).astype(np.int32))
     table = set_column(table, "rank", ranks)
     table = set_column(table, f"score_{step_id}", table.column("score"))
     return set_column(table, f"rank_{step_id}", ranks)

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.retrieve._filters import FilterError, MetadataFilter
-from operators.tables import qid_groups, set_ranking
+from operators.tables import set_ranking
 
 _lock = threading.Lock()
 _indices: dict[str, Any] = {}
@@ -141,8 +141,11 @@ class IndexRetriever(Operator):
             raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
 
     def transform(self, table: pa.Table) -> pa.Table:
-        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
-        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
+        if table.num_rows:  # the first row of each qid, in order of first appearance (one take)
+            _, first = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_index=True)
+            queries = table.take(pa.array(np.sort(first)))
+        else:
+            queries = table
         texts = [q or "" for q in queries.column("query").to_pylist()]
         where = self._where()
         k = self.params.k
@@ -175,4 +178,4 @@ class IndexRetriever(Operator):
         for name, kind in (("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())):
             if name not in out.column_names:
                 out = out.append_column(name, pa.nulls(out.num_rows, kind))
-        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id)
+        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id, groups=rows)
