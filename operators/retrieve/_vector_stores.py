@@ -21,6 +21,7 @@ to one client, so this module keeps one client per folder per process and shares
 
 from __future__ import annotations
 
+import atexit
 import threading
 import uuid
 from pathlib import Path
@@ -87,8 +88,19 @@ def qdrant_client(path: str | Path):
     key = str(Path(path).expanduser().resolve())
     with _qdrant_lock:
         if key not in _qdrant_clients:
+            if not _qdrant_clients:
+                atexit.register(_close_qdrant_clients)
             _qdrant_clients[key] = qdrant.QdrantClient(path=key)
         return _qdrant_clients[key]
+
+
+def _close_qdrant_clients() -> None:
+    """Close the clients while the interpreter still works (their ``__del__`` at shutdown prints
+    "ImportError: sys.meta_path is None" tracebacks)."""
+    with _qdrant_lock:
+        for client in _qdrant_clients.values():
+            client.close()
+        _qdrant_clients.clear()
 
 
 def qdrant_point_id(docno: str) -> str:
