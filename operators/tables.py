@@ -61,6 +61,25 @@ def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield str(qids[idx[0]]), table.take(pa.array(idx))
 
 
+def _qid_group_order(table: pa.Table) -> np.ndarray:
+    """Per row, the number of its qid in order of first appearance (0, 1, ...)."""
+    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
+    group_order = np.empty_like(first)
+    group_order[np.argsort(first, kind="stable")] = np.arange(len(first))
+    return group_order[inverse]
+
+
+def _ranking_order(table: pa.Table, groups: np.ndarray, score_column: str) -> pa.Array:
+    """Row order: by group, then descending score (nulls last), then docno (deterministic ties)."""
+    keyed = pa.table({
+        "g": pa.array(groups),
+        "s": pc.fill_null(table.column(score_column).cast(pa.float64()), -np.inf),
+        "d": table.column("docno") if "docno" in table.column_names else pa.array(np.arange(table.num_rows)),
+    })
+    return pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
+
+
 def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.Table:
     """Order rows by first appearance of their qid, then by descending score, then docno.
 
@@ -68,17 +87,7 @@ def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.T
     """
     if table.num_rows == 0:
         return table
-    qids = table.column("qid").to_numpy(zero_copy_only=False)
-    _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
-    group_order = np.empty_like(first)
-    group_order[np.argsort(first, kind="stable")] = np.arange(len(first))
-    keyed = pa.table({
-        "g": pa.array(group_order[inverse]),
-        "s": pc.fill_null(table.column(score_column).cast(pa.float64()), -np.inf),
-        "d": table.column("docno") if "docno" in table.column_names else pa.array(np.arange(table.num_rows)),
-    })
-    order = pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
-    return table.take(order)
+    return table.take(_ranking_order(table, _qid_group_order(table), score_column))
 
 
 def ranks_within_qid(table: pa.Table) -> pa.Array:
@@ -107,20 +116,16 @@ def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | N
     """
     scores = pa.array(scores, pa.float64()) if not isinstance(scores, pa.Array) else scores.cast(pa.float64())
     table = set_column(table, "score", scores)
-    if groups is None or table.num_rows == 0:
-        table = sort_by_qid_then_score(table)
-        ranks = ranks_within_qid(table)
+    if table.num_rows == 0:
+        ranks = pa.array([], pa.int32())
     else:
-        groups = np.asarray(groups, dtype=np.int64)
-        values = pc.fill_null(scores, -np.inf).to_numpy(zero_copy_only=False)
-        docnos = table.column("docno").to_numpy(zero_copy_only=False) if "docno" in table.column_names \
-            else np.arange(table.num_rows)
-        order = np.lexsort((docnos, -values, groups))
-        table = table.take(pa.array(order))
-        sorted_groups = groups[order]
+        groups = _qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
+        order = _ranking_order(table, groups, "score")
+        table = table.take(order)
+        sorted_groups = groups[order.to_numpy()]
         starts = np.r_[0, np.nonzero(np.diff(sorted_groups))[0] + 1]
-        sizes = np.diff(np.r_[starts, len(order)])
-        ranks = pa.array((np.arange(len(order)) - np.repeat(starts, sizes) + 1).astype(np.int32))
+        sizes = np.diff(np.r_[starts, len(sorted_groups)])
+        ranks = pa.array((np.arange(len(sorted_groups)) - np.repeat(starts, sizes) + 1).astype(np.int32))
     table = set_column(table, "rank", ranks)
     table = set_column(table, f"score_{step_id}", table.column("score"))
     return set_column(table, f"rank_{step_id}", ranks)
