@@ -42,6 +42,11 @@ def read_beir_corpus(path: Path, limit: int | None = None) -> tuple[list[str], l
     return ids, titles, texts
 
 
+def embedded_texts(titles: list[str], texts: list[str]) -> list[str]:
+    """What the embed step encodes for each document: ``title. text`` (the text alone without a title)."""
+    return [f"{t}. {x}" if t else x for t, x in zip(titles, texts)]
+
+
 def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, chunk: int = 8192,
                   verbose: bool = True) -> np.ndarray:
     """L2-normalised all-MiniLM-L6-v2 vectors (float32, n x 384) of ``title. text`` for
@@ -50,8 +55,8 @@ def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, c
     smaller ``limit`` reuses what a bigger run has encoded."""
     stat = path.stat()
     key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
-    _, titles, texts = read_beir_corpus(path, limit)
-    sentences = [f"{t}. {x}" if t else x for t, x in zip(titles, texts)]
+    sentences = embedded_texts(*read_beir_corpus(path, limit)[1:])
+    whole_corpus: list[str] | None = None  # read once, on the first chunk that is not cached
     parts = []
     for lo in range(0, len(sentences), chunk):
         cached = CACHE / f"minilm_{path.parent.name}_{key}_{chunk}_{lo // chunk:04d}.npy"
@@ -60,7 +65,9 @@ def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, c
             continue
         from operators.models import load_sentence_transformer
 
-        full = [f"{t}. {x}" if t else x for t, x in zip(*read_beir_corpus(path, lo + chunk)[1:])][lo:]
+        if whole_corpus is None:
+            whole_corpus = embedded_texts(*read_beir_corpus(path)[1:])
+        full = whole_corpus[lo: lo + chunk]  # the whole chunk, so a bigger run can reuse it
         start = time.perf_counter()
         vectors = load_sentence_transformer().encode(full, batch_size=batch_size, normalize_embeddings=True,
                                                      convert_to_numpy=True, show_progress_bar=False)

@@ -24,25 +24,9 @@ import time
 
 import numpy as np
 
-from _common import DATA, read_beir_corpus  # noqa: F401  (also puts the repo on sys.path)
+from _common import DATA, embedded_texts, read_beir_corpus  # noqa: F401  (also puts the repo on sys.path)
 
 MAX_DELTA = 0.005
-
-
-def read_queries(path) -> dict[str, str]:
-    with open(path, encoding="utf-8") as f:
-        return {str(q["_id"]): q["text"] for q in map(json.loads, filter(str.strip, f))}
-
-
-def read_qrels(path) -> dict[str, dict[str, int]]:
-    qrels: dict[str, dict[str, int]] = {}
-    with open(path, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            parts = line.strip().split("\t")
-            if i == 0 and not parts[-1].lstrip("-").isdigit():
-                continue  # header
-            qrels.setdefault(parts[0], {})[parts[1]] = int(parts[2])
-    return qrels
 
 
 def ndcg10(doc_vectors, query_vectors, docnos, qids, qrels) -> float:
@@ -75,11 +59,14 @@ def main() -> None:
     if backends[0] != "torch":
         backends = ["torch", *[b for b in backends if b != "torch"]]
     docnos, titles, texts = read_beir_corpus(folder / "corpus.jsonl", args.limit)
-    sentences = [f"{t}. {x}" if t else x for t, x in zip(titles, texts)]
-    qrels = read_qrels(folder / "qrels" / "test.tsv")
-    queries = read_queries(folder / "queries.jsonl")
-    qids = [q for q in queries if q in qrels]
-    query_texts = [queries[q] for q in qids]
+    sentences = embedded_texts(titles, texts)
+    from flows.bench.dataset import load_dataset
+
+    dataset = load_dataset(folder, split="test")  # the judged test queries, in file order
+    qids, query_texts = dataset.qids, dataset.queries.column("query").to_pylist()
+    qrels: dict[str, dict[str, int]] = {}
+    for qid, docno, relevance in zip(*(dataset.qrels.column(c).to_pylist() for c in ("qid", "docno", "relevance"))):
+        qrels.setdefault(qid, {})[docno] = int(relevance)
     print(f"{folder.name}: {len(sentences)} documents, {len(qids)} test queries; backends {backends}", flush=True)
 
     models, load_s = {}, {}

@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from flows.bench.errors import BenchError
 from flows.spec import FlowSpec
 
 @dataclass(frozen=True)
@@ -48,29 +47,15 @@ def default_root() -> Path:
 
 def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | None:
     """The index this flow needs (None when no step needs one)."""
-    steps = list(spec.unset_index_steps())
-    if not steps:
+    if not spec.unset_index_steps():
         return None
+    from operators.store import IndexSettings
+
     dense = "dense" in spec.index_features()
-    try:
-        from operators.store import IndexSettings
-    except ImportError as err:
-        raise BenchError(f"flow steps {steps} need an index, but the index store is not available ({err}); "
-                         "give the index in the spec", field="flow") from None
     settings = IndexSettings(dense=dense)
-    settings_json = _settings_json(settings)
+    settings_json = json.dumps(settings.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
     key = hashlib.sha256(f"{corpus_sha256}\n{settings_json}".encode()).hexdigest()[:32]
     return IndexPlan(key=key, path=Path(root) / key, dense=dense, settings=settings, settings_json=settings_json)
-
-
-def _settings_json(settings: Any) -> str:
-    if hasattr(settings, "model_dump"):
-        data = settings.model_dump(mode="json")
-    else:
-        import dataclasses
-
-        data = dataclasses.asdict(settings) if dataclasses.is_dataclass(settings) else dict(vars(settings))
-    return json.dumps(data, sort_keys=True, separators=(",", ":"), default=str)
 
 
 def is_complete(plan: IndexPlan) -> bool:
