@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from flows.ingest import ingest, load_spec
@@ -36,20 +35,11 @@ def corpus30(tmp_path) -> Path:
     return path
 
 
-def docnos(index_path: Path) -> list[str]:
-    """Every committed chunk id, with repeats (so a duplicate would show)."""
-    index = Index.open(index_path)
-    found = []
-    for shard in sorted(index.finished_shards()):
-        found += pq.read_table(index_path / "shards" / shard / "docs.parquet", columns=["docno"]).column(0).to_pylist()
-    return sorted(found)
-
-
-def test_bm25_only_ingest_of_the_sample_is_searchable(tmp_path):
+def test_bm25_only_ingest_of_the_sample_is_searchable(tmp_path, committed_docnos):
     report = ingest(SAMPLE, tmp_path / "idx", settings=BM25_ONLY, shard_size=300, executor="local",
                     chunk={"unit": "tokens", "size": 128, "overlap": 16}, progress=False)
     assert (report.docs, report.shards_written, report.chunks_embedded, report.failures) == (1000, 4, 0, 0)
-    found = docnos(tmp_path / "idx")
+    found = committed_docnos(tmp_path / "idx")
     assert len(found) == len(set(found)) == report.chunks > 1000
     index = Index.open(tmp_path / "idx")
     hit = index.search_bm25(["20th-century classical music"], k=1)[0].docnos[0]
@@ -60,18 +50,18 @@ def test_bm25_only_ingest_of_the_sample_is_searchable(tmp_path):
     assert staged == []
 
 
-def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30):
+def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30, committed_docnos):
     ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=8, executor="local", progress=False)
-    assert docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in _lines(30))
+    assert committed_docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in _lines(30))
 
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session):
+def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session, committed_docnos):
     local = ingest(corpus30, tmp_path / "local", shard_size=10, executor="local", chunk=CHUNK, progress=False)
     on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=CHUNK, progress=False)
-    assert docnos(tmp_path / "local") == docnos(tmp_path / "ray")
-    assert local.chunks == on_ray.chunks == on_ray.chunks_embedded == len(docnos(tmp_path / "ray"))
+    assert committed_docnos(tmp_path / "local") == committed_docnos(tmp_path / "ray")
+    assert local.chunks == on_ray.chunks == on_ray.chunks_embedded == len(committed_docnos(tmp_path / "ray"))
     assert on_ray.shards_written == 3
     index = Index.open(tmp_path / "ray")
     from operators.models import load_sentence_transformer
@@ -80,7 +70,7 @@ def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_sessio
     assert index.search_dense(query, k=1)[0].docnos[0].startswith("wv00000#")
 
 
-def test_resume_embeds_only_unfinished_shards(tmp_path):
+def test_resume_embeds_only_unfinished_shards(tmp_path, committed_docnos):
     source = tmp_path / "corpus.jsonl"
     source.write_text("".join(_lines(20)), encoding="utf-8")
     first = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
@@ -88,7 +78,7 @@ def test_resume_embeds_only_unfinished_shards(tmp_path):
     second = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
     assert (second.shards_skipped, second.shards_written, second.docs) == (2, 1, 10)
     assert second.chunks_embedded == second.chunks  # only the new shard's chunks met the encoder
-    assert len(docnos(tmp_path / "idx")) == first.chunks + second.chunks
+    assert len(committed_docnos(tmp_path / "idx")) == first.chunks + second.chunks
     again = ingest(source, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
     assert (again.shards_skipped, again.shards_written, again.chunks_embedded) == (3, 0, 0)
 
@@ -111,7 +101,7 @@ def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30):
         ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", progress=False)
 
 
-def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path):
+def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path, committed_docnos):
     lines = _lines(25)
     good = lines[6]
     lines[6] = '{"_id": "broken", "text": \n'  # line 7: not JSON
@@ -125,13 +115,13 @@ def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path)
     assert (failure.stage, failure.line, failure.raw) == ("read", 7, '{"_id": "broken", "text": ')
     assert "not valid JSON" in failure.error
     missing = json.loads(good)["_id"]
-    assert missing not in docnos(tmp_path / "idx")
+    assert missing not in committed_docnos(tmp_path / "idx")
 
     lines[6] = good  # fix the line, then retry only the failures
     source.write_text("".join(lines), encoding="utf-8")
     retried = ingest(None, tmp_path / "idx", retry_failed=True, executor="local", progress=False)
     assert (retried.docs, retried.resolved, retried.open_failures) == (1, 1, 0)
-    assert docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in lines)
+    assert committed_docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in lines)
     nothing = ingest(None, tmp_path / "idx", retry_failed=True, executor="local", progress=False)
     assert (nothing.docs, nothing.shards_written) == (0, 0)
     resumed = ingest(source, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local",
@@ -139,12 +129,12 @@ def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path)
     assert (resumed.shards_skipped, resumed.shards_written, resumed.open_failures) == (3, 0, 0)
 
 
-def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, corpus30, monkeypatch):
+def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, corpus30, monkeypatch, committed_docnos):
     bad = json.loads(_lines(30)[12])["_id"]
     monkeypatch.setenv("TESSERA_FAULT", f"fail_embed:{bad}")
     report = ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
     assert (report.failures, report.open_failures) == (1, 1)
-    assert not [d for d in docnos(tmp_path / "idx") if d.startswith(bad + "#")]  # no chunk without a vector
+    assert not [d for d in committed_docnos(tmp_path / "idx") if d.startswith(bad + "#")]  # no chunk without a vector
     [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert failure.stage == "embed" and failure.doc_id == bad and "injected encoder failure" in failure.error
     assert failure.record["text"] == json.loads(_lines(30)[12])["text"]
@@ -154,7 +144,7 @@ def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, c
     assert (retried.resolved, retried.open_failures) == (1, 0)
     reference = ingest(corpus30, tmp_path / "ref", settings=BM25_ONLY, shard_size=10, executor="local",
                        chunk=CHUNK, progress=False)
-    assert docnos(tmp_path / "idx") == docnos(tmp_path / "ref") and reference.failures == 0
+    assert committed_docnos(tmp_path / "idx") == committed_docnos(tmp_path / "ref") and reference.failures == 0
 
 
 def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):

@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow.parquet as pq
 import pytest
 
 from flows.ingest import ingest
@@ -43,19 +42,11 @@ def corpus(tmp_path) -> Path:
 
 
 @pytest.fixture
-def reference(tmp_path, corpus) -> list[str]:
+def reference(tmp_path, corpus, committed_docnos) -> list[str]:
     """Chunk ids of an uninterrupted run (BM25 only: the ids do not depend on vectors)."""
     ingest(corpus, tmp_path / "reference", settings={"dense": False}, shard_size=5, executor="local",
            chunk=CHUNK, progress=False)
-    return docnos(tmp_path / "reference")
-
-
-def docnos(index_path: Path) -> list[str]:
-    index = Index.open(index_path)
-    found = []
-    for shard in sorted(index.finished_shards()):
-        found += pq.read_table(index_path / "shards" / shard / "docs.parquet", columns=["docno"]).column(0).to_pylist()
-    return sorted(found)
+    return committed_docnos(tmp_path / "reference")
 
 
 def _command(tmp_path: Path, corpus: Path, index: Path, *extra: str) -> list[str]:
@@ -71,16 +62,16 @@ def _env(**extra: str) -> dict[str, str]:
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_killed_embed_worker_is_restarted(tmp_path, corpus, reference, ray_session, monkeypatch):
+def test_killed_embed_worker_is_restarted(tmp_path, corpus, reference, ray_session, monkeypatch, committed_docnos):
     monkeypatch.setenv("TESSERA_FAULT", "kill_worker_once:1")
     report = ingest(corpus, tmp_path / "idx", shard_size=5, executor="ray", chunk=CHUNK, progress=False)
     assert list((tmp_path / "idx" / "_ingest" / "faults").glob("killed-*-00001"))  # the worker did die
-    assert docnos(tmp_path / "idx") == reference
+    assert committed_docnos(tmp_path / "idx") == reference
     assert report.shards_written == 4 and report.failures == 0
 
 
 @pytest.mark.slow
-def test_killed_driver_resumes_where_it_stopped(tmp_path, corpus, reference):
+def test_killed_driver_resumes_where_it_stopped(tmp_path, corpus, reference, committed_docnos):
     index = tmp_path / "idx"
     proc = subprocess.Popen(_command(tmp_path, corpus, index), cwd=REPO, env=_env(), start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -99,10 +90,10 @@ def test_killed_driver_resumes_where_it_stopped(tmp_path, corpus, reference):
     report = ingest(corpus, index, shard_size=5, executor="local", chunk=CHUNK, progress=False)
     assert report.shards_skipped == done and report.shards_written == 4 - done
     assert report.chunks_embedded == report.chunks  # finished shards were not embedded again
-    assert docnos(index) == reference
+    assert committed_docnos(index) == reference
 
 
-def test_crash_between_shard_write_and_commit(tmp_path, corpus, reference):
+def test_crash_between_shard_write_and_commit(tmp_path, corpus, reference, committed_docnos):
     index = tmp_path / "idx"
     crashed = subprocess.run(_command(tmp_path, corpus, index, "--no-dense"), cwd=REPO,
                              env=_env(TESSERA_FAULT="crash_after_write:1"), capture_output=True, timeout=300)
@@ -112,4 +103,4 @@ def test_crash_between_shard_write_and_commit(tmp_path, corpus, reference):
     assert len(finished) == 1 and len(written) == 2  # shard 1 is on disk, not in the manifest
     report = ingest(corpus, index, shard_size=5, executor="local", chunk=CHUNK, progress=False)
     assert (report.shards_skipped, report.shards_written) == (1, 3)
-    assert docnos(index) == reference
+    assert committed_docnos(index) == reference
