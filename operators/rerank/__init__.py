@@ -1,0 +1,1 @@
+"""Rerankers: rescore the top candidates of every query with a stronger model."""

@@ -1,0 +1,163 @@
+"""What every reranker shares: candidate selection, the failure policy, the output.
+
+A reranker is a query-scope step. For each query it takes the top ``n`` rows by the
+incoming ``rank`` (all rows when ``n`` is unset), asks the subclass for one score per
+(query, candidate text) with ``score_texts``, and writes ``score``/``rank`` plus its
+own ``score_<step>``/``rank_<step>``. Rows below the top ``n`` keep their previous
+order beneath the reranked ones; their ``score_<step>`` is null and their ``score``
+is placed below the lowest reranked score, so ``score`` and ``rank`` always agree.
+
+Failure policy, the same for every reranker (``on_error``):
+
+* ``first_stage`` (default): a query whose scoring fails keeps its incoming ranking
+  (``score``/``rank`` unchanged, ``score_<step>`` null, ``rank_<step>`` = the
+  incoming rank), is marked ``degraded`` in the flow result's per-query metadata
+  with the reason, and the failure is logged.
+* ``error``: the step fails with the reason.
+
+Either way a reranker never returns fewer rows than it received. Why this is not
+left to each operator: Open WebUI, RAGFlow and Dify each shipped rerankers whose
+failures returned silently empty or silently unchanged results.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, ClassVar, Literal, Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.errors import OperatorError
+from operators.tables import concat, empty_like, qid_groups, set_column
+
+log = logging.getLogger(__name__)
+
+
+class RerankParams(BaseModel):
+    """Parameters every reranker takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    n: int | None = Field(100, gt=0, description="Rerank the top n candidates of each query (by incoming rank); "
+                          "null reranks all of them. Rows below n keep their order beneath the reranked ones.")
+    query: str | None = Field(None, description="Score every candidate against this text instead of the flow's "
+                              "query (mosaicRAG's per-step query).")
+    text_column: str = Field("text", description="Column holding the candidate text.")
+    title_column: str | None = Field("title", description="Column prepended to the text (with a newline) when "
+                                     "present and non-empty; null to score the text alone.")
+    on_error: Literal["first_stage", "error"] = Field(
+        "first_stage", description="When scoring a query fails: 'first_stage' keeps the incoming ranking and marks "
+        "the query degraded (with the reason, in the result metadata and the log); 'error' fails the step.")
+
+
+class Reranker(Operator):
+    """Base of the rerankers (not registered: it has no name); subclasses implement ``score_texts``."""
+
+    scope: ClassVar[str] = "query"
+    batch_size: ClassVar[int | None] = None
+    Params: ClassVar[type[BaseModel]] = RerankParams
+
+    # -- what a subclass gives -------------------------------------------------
+
+    def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """One relevance score per text (higher is better)."""
+        raise NotImplementedError
+
+    def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
+        """Scores for several queries at once; one entry per query, an exception where it failed.
+
+        The default scores one query at a time, so a failure is confined to its query;
+        a subclass that batches across queries (an embedding model) may override it.
+        """
+        results: list[np.ndarray | Exception] = []
+        for query, candidates in zip(queries, texts):
+            try:
+                results.append(self.score_texts(query, candidates))
+            except Exception as err:  # noqa: BLE001  (the failure policy decides)
+                results.append(err)
+        return results
+
+    # -- the contract ------------------------------------------------------------
+
+    def reads(self) -> list[str]:
+        columns = ["qid", "docno", "rank", self.params.text_column]
+        return columns if self.params.query is not None else ["query", *columns]
+
+    def produces(self) -> dict[str, str]:
+        return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+
+    def candidate_texts(self, rows: pa.Table) -> list[str]:
+        texts = [t or "" for t in rows.column(self.params.text_column).to_pylist()]
+        title = self.params.title_column
+        if title and title in rows.column_names:
+            titles = rows.column(title).to_pylist()
+            texts = [f"{h}\n{t}" if h else t for h, t in zip(titles, texts)]
+        return texts
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        if table.num_rows == 0:
+            return _with_step_columns(empty_like(table), self.step_id)
+        groups = [(qid, rows.take(pc.sort_indices(rows, [("rank", "ascending")]))) for qid, rows in qid_groups(table)]
+        heads = [rows.slice(0, self.params.n) if self.params.n else rows for _, rows in groups]
+        queries = [self.params.query if self.params.query is not None else str(head.column("query")[0])
+                   for head in heads]
+        scored = self.score_queries(queries, [self.candidate_texts(head) for head in heads])
+        out = []
+        for (qid, rows), head, scores in zip(groups, heads, scored):
+            problem = _problem(scores, head.num_rows)
+            if problem is not None:
+                out.append(self._keep_first_stage(qid, rows, problem))
+            else:
+                out.append(_reranked(rows, np.asarray(scores, dtype=np.float64), head.num_rows, self.step_id))
+        return concat(out)
+
+    def _keep_first_stage(self, qid: str, rows: pa.Table, problem: str) -> pa.Table:
+        if self.params.on_error == "error":
+            raise OperatorError(f"reranking query '{qid}' failed: {problem}", op=self.name, step=self.step_id)
+        log.warning("%s [%s]: query %s keeps its first-stage ranking: %s", self.name, self.step_id, qid, problem)
+        self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": problem})
+        rows = set_column(rows, f"score_{self.step_id}", pa.nulls(rows.num_rows, pa.float64()))
+        return set_column(rows, f"rank_{self.step_id}", rows.column("rank").cast(pa.int32()))
+
+
+def _problem(scores: Any, expected: int) -> str | None:
+    """Why ``scores`` cannot be used as a ranking of ``expected`` candidates (None if it can)."""
+    if isinstance(scores, Exception):
+        return f"{type(scores).__name__}: {scores}"
+    values = np.asarray(scores, dtype=np.float64).reshape(-1)
+    if values.shape[0] != expected:
+        return f"the scorer returned {values.shape[0]} scores for {expected} candidates"
+    if not np.all(np.isfinite(values)):
+        return "the scorer returned non-finite scores"
+    return None
+
+
+def _reranked(rows: pa.Table, scores: np.ndarray, n_head: int, step_id: str) -> pa.Table:
+    """``rows`` (sorted by incoming rank) with the head reordered by ``scores`` and the tail below it."""
+    head_docnos = np.asarray(rows.column("docno").slice(0, n_head).to_pylist(), dtype=object)
+    order = np.lexsort((head_docnos.astype(str), -scores))  # score desc, docno asc breaks ties
+    tail = rows.num_rows - n_head
+    floor = scores.min() if n_head else 0.0
+    tail_scores = floor - 1.0 - np.arange(tail, dtype=np.float64)  # below every reranked score, in incoming order
+    indices = np.concatenate([order, np.arange(n_head, rows.num_rows)])
+    rows = rows.take(pa.array(indices))
+    final = np.concatenate([scores[order], tail_scores])
+    ranks = pa.array(np.arange(1, rows.num_rows + 1, dtype=np.int32))
+    rows = set_column(rows, "score", pa.array(final, pa.float64()))
+    rows = set_column(rows, "rank", ranks)
+    own = pa.array(np.concatenate([scores[order], np.full(tail, np.nan)]), pa.float64(),
+                   mask=np.r_[np.zeros(n_head, bool), np.ones(tail, bool)])
+    rows = set_column(rows, f"score_{step_id}", own)
+    return set_column(rows, f"rank_{step_id}", ranks)
+
+
+def _with_step_columns(table: pa.Table, step_id: str) -> pa.Table:
+    for name, kind in (("score", pa.float64()), ("rank", pa.int32()), (f"score_{step_id}", pa.float64()),
+                       (f"rank_{step_id}", pa.int32())):
+        if name not in table.column_names:
+            table = table.append_column(name, pa.array([], kind))
+    return table
