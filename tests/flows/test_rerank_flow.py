@@ -33,3 +33,24 @@ def test_rerank_flow_matches_the_operators_on_each_executor(sample_index, ce_mod
     assert result.table.select(columns).equals(by_hand.select(columns))
     assert result.table.column("score_ce").null_count == 3 * 4  # 12 candidates, 8 reranked, per query
 
+
+
+def test_a_failing_reranker_keeps_the_first_stage_and_the_flow_result_says_so(sample_index, make_executor):
+    import socket
+
+    with socket.socket() as probe:  # a localhost port nobody listens on: every request is refused
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    flow = FlowSpec.parse({"name": "bm25-api", "steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"index": str(sample_index), "k": 6}},
+        "remote": {"op": "rerank.api", "params": {"url": f"http://127.0.0.1:{port}/v1/rerank", "max_retries": 0,
+                                                 "timeout": 2}},
+    }})
+    queries = sample_queries(2)
+    result = make_executor().run(flow, queries)
+    first = create("retrieve.bm25", {"index": str(sample_index), "k": 6}, step_id="bm25")(queries)
+    assert result.table.select(["qid", "docno", "rank"]).equals(first.select(["qid", "docno", "rank"]))
+    assert set(result.metadata) == {"q1", "q2"}
+    for marks in result.metadata.values():
+        assert marks["degraded"]["step"] == "remote"
+        assert "refused" in marks["degraded"]["reason"].lower() or "connect" in marks["degraded"]["reason"].lower()
