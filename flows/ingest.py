@@ -80,6 +80,7 @@ class IngestReport:
     open_failures: int = 0       # failures in the ledger still to retry, after this run
     resolved: int = 0            # failures a retry put into the index
     seconds: float = 0.0
+    colbert_store: str | None = None  # precomputed ColBERT tokens built after ingestion (--colbert)
 
     @property
     def docs_per_s(self) -> float:
@@ -405,6 +406,7 @@ def ingest(
     progress: bool = True,
     spec: str | Path | dict | None = None,
     retry_failed: bool = False,
+    colbert: str | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -416,7 +418,9 @@ def ingest(
     params, ``False`` for none, None for the spec's chunk step (no spec: none, so docno
     is the source id). ``spec``: an ingest flow spec (``flows/specs/ingest.yaml``) for the
     read/chunk/embed steps and the embed step's Ray resources. ``retry_failed``:
-    process only the ledger's open failures.
+    process only the ledger's open failures. ``colbert``: a ColBERT model reference; after
+    ingestion, precompute its document tokens into the index for ``rerank.colbert``
+    (``operators.store.token_store``).
     """
     from operators.store import resolve_index
 
@@ -431,7 +435,12 @@ def ingest(
         plan = build_plan(spec, source, chunk)
     run = _Run(index_path, plan, _settings(index_path, settings, plan.settings_base), shard_size=shard_size,
                executor=executor, progress=progress)
-    return run.retry() if retry_failed else run.ingest()
+    report = run.retry() if retry_failed else run.ingest()
+    if colbert:
+        from operators.store.token_store import build_token_store
+
+        report.colbert_store = str(build_token_store(run.index, colbert, progress=progress).folder)
+    return report
 
 
 #: Embed params that change the vectors (others, such as batch sizes, may change on resume).

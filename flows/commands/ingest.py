@@ -4,7 +4,7 @@
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor ray|local]
-                   [--retry-failed] [--json] [--quiet]
+                   [--retry-failed] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash finishes the job; see ``flows.ingest``.
 ``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
@@ -42,6 +42,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help=f"where shards are processed (default: {default_executor}); local: in-process")
     parser.add_argument("--retry-failed", action="store_true",
                         help="process only the documents in the index's failure ledger (failures.jsonl)")
+    parser.add_argument("--colbert", metavar="MODEL",
+                        help="after ingesting, precompute the document tokens of this ColBERT model (a name "
+                        "trained by tessera train, or a checkpoint folder) for rerank.colbert")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
 
@@ -66,7 +69,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
         overrides["bm25"] = False
     report = ingest(args.source, args.index, settings=overrides or None, shard_size=args.shard_size,
                     executor=args.executor, chunk=False if args.no_chunk else None, spec=args.spec,
-                    progress=not args.quiet, retry_failed=args.retry_failed)
+                    progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert)
     if args.json:
         print_json(report.to_dict())
         return EXIT_OK
@@ -74,6 +77,8 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     r = report
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
               f"({r.shards_skipped} already done), {r.seconds:.1f} s, {r.docs_per_s:.0f} docs/s")
+    if r.colbert_store:
+        out.print(f"ColBERT tokens: {r.colbert_store}")
     if r.resolved:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
     if r.failures or r.open_failures:

@@ -1,0 +1,121 @@
+"""Precomputed ColBERT document tokens: round trip, atomic writes, building for an index, staleness, ingest."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from operators.store.token_store import (TokenStore, TokenStoreError, build_token_store, document_text,
+                                         find_token_store, write_token_store)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_torch_thread():
+    """Torch's OpenMP threads spin while they wait; on a loaded 2-core machine one thread is much faster."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def colbert_model(tmp_path_factory):
+    """A real (untrained) ColBERT checkpoint: MiniLM + a seeded 32-wide projection, 32-token documents."""
+    from operators.models.colbert import new_colbert
+
+    model = new_colbert("minilm", dim=32, seed=3, device="cpu", doc_maxlen=32)
+    return str(model.save(tmp_path_factory.mktemp("colbert") / "model"))
+
+
+def _matrices(seed: int, lengths: list[int], dim: int = 8) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.normal(size=(n, dim)).astype(np.float32) for n in lengths]
+
+
+def test_round_trip_is_memory_mapped_float16(tmp_path):
+    matrices = _matrices(0, [3, 0, 5, 1])
+    docnos = ["a", "b", "c", "d"]
+    store = write_token_store(tmp_path / "store", zip(docnos, matrices), dim=8, meta={"note": "x"})
+    assert isinstance(store.tokens, np.memmap) and store.tokens.dtype == np.float16
+    assert len(store) == 4 and store.meta["n_tokens"] == 9 and store.meta["note"] == "x"
+    got = store.get(["c", "missing", "a", "b"])
+    assert got[1] is None
+    for matrix, expected in zip([got[0], got[2], got[3]], [matrices[2], matrices[0], matrices[1]]):
+        assert matrix.shape == expected.shape
+        np.testing.assert_array_equal(matrix, expected.astype(np.float16))
+    assert [p.name for p in tmp_path.iterdir()] == ["store"]  # no temporary folder left
+
+
+def test_a_failed_write_leaves_the_previous_store(tmp_path):
+    folder = tmp_path / "store"
+    write_token_store(folder, zip(["a"], _matrices(1, [2])), dim=8)
+
+    def failing():
+        yield "x", _matrices(2, [4])[0]
+        raise RuntimeError("encoder died")
+
+    with pytest.raises(RuntimeError, match="encoder died"):
+        write_token_store(folder, failing(), dim=8)
+    with pytest.raises(TokenStoreError) as err:  # a matrix of the wrong width names the field
+        write_token_store(folder, [("y", np.zeros((2, 5), np.float32))], dim=8)
+    assert err.value.field == "tokens"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]
+    store = TokenStore(folder)
+    assert store.docnos == ["a"] and store.get(["x"]) == [None]
+    with pytest.raises(TokenStoreError, match="no ColBERT token store"):
+        TokenStore(tmp_path / "nothing")
+
+
+def test_build_for_an_index_follows_adds_deletes_and_upserts(tmp_path, sample_docs, make_chunks, colbert_model):
+    from operators.models.colbert import load_colbert
+    from operators.store import Index
+
+    model = load_colbert(colbert_model, device="cpu")
+    docs = sample_docs[:10]
+    index = Index.create(tmp_path / "idx", {"dense": False})
+    index.add(make_chunks(docs))
+    store = build_token_store(index, colbert_model)
+    assert store.folder.parent == index.path / "colbert" and len(store) == 10
+    assert store.meta["encoded"] == 10 and store.meta["doc_maxlen"] == 32
+    expected = model.encode_documents([document_text(d["text"], d["title"]) for d in docs[:3]])
+    for got, want in zip(store.get([d["_id"] for d in docs[:3]]), expected):
+        np.testing.assert_allclose(got.astype(np.float32), want, atol=2e-3)
+        assert len(got) <= 32
+    assert build_token_store(index, colbert_model).meta["created_at"] == store.meta["created_at"]  # up to date
+
+    index.add(make_chunks(sample_docs[10:12]))
+    changed = {**docs[0], "text": "Honey bees live in colonies and make honey."}
+    index.upsert(make_chunks([changed]))
+    index.delete(doc_ids=[docs[1]["_id"]])
+    old = find_token_store(index.path, model, doc_maxlen=32)
+    assert old.get([docs[0]["_id"], docs[1]["_id"], sample_docs[10]["_id"], docs[2]["_id"]])[:3] == [None] * 3
+    assert old.get([docs[2]["_id"]])[0] is not None
+
+    again = build_token_store(index, colbert_model)
+    assert len(again) == 11 and again.meta["encoded"] == 3 and again.meta["reused"] == 8
+    fresh = model.encode_documents([document_text(changed["text"], changed["title"])])[0]
+    np.testing.assert_allclose(again.get([docs[0]["_id"]])[0].astype(np.float32), fresh, atol=2e-3)
+    assert again.get([docs[1]["_id"]]) == [None]
+    assert find_token_store(index.path, model, doc_maxlen=16) is None  # another encoding: another store
+    assert [p.name for p in (index.path / "colbert").iterdir()] == [again.folder.name]
+
+
+def test_ingest_colbert_option_builds_the_store(tmp_path, sample_docs, colbert_model, capsys):
+    from flows.commands.ingest import ingest_main
+
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in sample_docs[:8]), encoding="utf-8")
+    code = ingest_main(["--source", str(source), "--index", str(tmp_path / "idx"), "--no-dense", "--no-chunk",
+                        "--executor", "local", "--colbert", colbert_model, "--json", "--quiet"])
+    assert code == 0
+    report = json.loads(capsys.readouterr().out)
+    store = TokenStore(report["colbert_store"])
+    assert len(store) == 8 and store.meta["model"] == colbert_model
+    assert sorted(store.docnos) == sorted(d["_id"] for d in sample_docs[:8])
+    table = pa.table({"docno": store.docnos})
+    assert all(m is not None and m.shape[1] == 32 for m in store.get(table.column("docno").to_pylist()))
