@@ -55,6 +55,18 @@ def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any
         into.setdefault(qid, {}).update(values)
 
 
+def placed_operator(op: Operator, placement: Any | None) -> Operator:
+    """``op``, or when its step has a ``placement``, a proxy whose model runs on that Serve deployment.
+
+    ``serve`` is imported only for placed steps (it depends on flows, not the other way round).
+    """
+    if placement is None:
+        return op
+    from serve.placement import place
+
+    return place(op, deployment=placement.deployment, app=placement.app)
+
+
 class StepRunner:
     """Runs ``op`` on batches, serving units from ``cache`` when it has them."""
 

@@ -36,6 +36,16 @@ from operators.registry import get_operator
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
 
 
+class Placement(BaseModel):
+    """Where a step's model runs when not in the flow's process: a Ray Serve deployment (see serve/placement.py)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    deployment: str = Field(min_length=1, description="Serve deployment hosting the step's model (a model name "
+                            "in serve/config.yaml, e.g. 'tessera-cross-encoder').")
+    app: str = Field("tessera", min_length=1, description="Serve application the deployment belongs to.")
+
+
 class StepSpec(BaseModel):
     """One step: an operator, its params, where its input comes from, and overrides."""
 
@@ -51,6 +61,10 @@ class StepSpec(BaseModel):
     num_cpus: float | None = Field(None, gt=0, description="Override the operator's CPU hint.")
     batch_size: int | None = Field(None, gt=0, description="Override the operator's batch size.")
     concurrency: int | None = Field(None, gt=0, description="Override the operator's actor pool size.")
+    placement: Placement | None = Field(
+        None, description="Run the step's model on this Ray Serve deployment (through a deployment handle) "
+        "instead of in-process; same output. Embedders and rerankers; the local executor (the one Serve runs "
+        "flows with) honours it, the Ray Data executor refuses it.")
 
 
 class FlowSpec(BaseModel):

@@ -11,7 +11,7 @@ from flows.cache import StepCache
 from flows.executors.base import RunState, as_flow, as_queries, fan_in, scope_batches
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
-from flows.runner import BatchStats, StepRunner
+from flows.runner import BatchStats, StepRunner, placed_operator
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.tables import concat
@@ -57,7 +57,7 @@ class LocalExecutor:
         return state.finish(outputs[flow.output])
 
     def _run_step(self, flow: Flow, step: str, table: pa.Table, state: RunState) -> pa.Table:
-        op = flow.operators[step]
+        op = placed_operator(flow.operators[step], flow.spec.steps[step].placement)
         state.start_step(step)
         if op.scope == "source":
             op.ensure_setup()

@@ -142,7 +142,7 @@ from flows.result import FlowResult
 from flows.runner import StepRunner
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
-from operators.errors import FlowCancelled, TesseraError
+from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.tables import concat
 
 log = logging.getLogger(__name__)
@@ -192,6 +192,11 @@ class RayDataExecutor:
         cancel: CancelToken | None = None,
     ) -> FlowResult:
         flow = as_flow(flow)
+        placed = [s for s in flow.needed_steps() if flow.spec.steps[s].placement is not None]
+        if placed:  # a Ray Data actor is not where a Serve handle's blocking calls belong
+            raise SpecError(f"step '{placed[0]}' has a placement (a Serve deployment): placed steps run with the "
+                            "local executor (--executor local), the one the Serve API runs flows with",
+                            step=placed[0], field="placement")
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         flow_input = as_queries(queries)
         state.cancel.raise_if_cancelled()

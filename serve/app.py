@@ -1,0 +1,135 @@
+"""The application builder: ``serve run serve/config.yaml`` calls ``build_app(args)``.
+
+One model deployment per entry of ``args.models`` (embedder or reranker, by the
+operator's class), plus the HTTP ingress. A model whose operator or weights are not on
+this machine is, by default (``missing_models: skip``), left out with a warning in the
+log, and ``GET /v1/models`` lists it with ``status: missing`` and the reason, so the app
+starts with what exists; ``missing_models: fail`` stops the build with the
+ModelNotFoundError message instead. A config mistake (unknown field, bad params, an
+operator that is neither an embedder nor a reranker) always fails the build.
+
+GPUs: ``num_gpus: auto`` gives each replica one GPU when the Ray cluster has one
+(without Ray running, when torch sees CUDA), else none.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from ray.serve import Application
+
+from operators.errors import ParamsError, SpecError, UnknownOperatorError
+from operators.models import ModelNotFoundError, resolve_model_path
+from serve.settings import AppArgs, ModelDeploymentArgs
+
+log = logging.getLogger("tessera.serve")
+
+
+class ServeConfigError(SpecError):
+    """The application builder's args are invalid (the message names the field)."""
+
+
+def build_app(args: dict[str, Any] | AppArgs) -> Application:
+    """The Serve application for ``args`` (the ``args`` of an application in serve/config.yaml)."""
+    from serve.api import ModelAPI
+
+    settings = parse_args(args)
+    handles: dict[str, Any] = {}
+    cards: list[dict[str, Any]] = []
+    for model in settings.models:
+        if model.deployment_name == settings.api_deployment:
+            raise ServeConfigError(f"deployment name '{model.deployment_name}' is the API deployment's name",
+                                   field=f"models.{model.name}.deployment")
+        kind, problem = check_model(model)
+        card = {"id": model.name, "type": kind, "operator": model.op, "deployment": model.deployment_name,
+                "aliases": model.aliases, "status": "ready" if problem is None else "missing", "reason": problem}
+        cards.append(card)
+        if problem is not None:
+            if settings.missing_models == "fail":
+                raise ModelNotFoundError(problem, field=f"models.{model.name}")
+            log.warning("tessera serve: model '%s' is not deployed (the app starts without it): %s",
+                        model.name, problem)
+            continue
+        handles[model.deployment_name] = model_deployment(model, kind)
+    api = ModelAPI.options(name=settings.api_deployment, ray_actor_options={"num_cpus": settings.api_num_cpus})
+    return api.bind(handles, cards)
+
+
+def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
+    if isinstance(args, AppArgs):
+        return args
+    try:
+        return AppArgs.model_validate(dict(args or {}))
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "args"
+        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise ServeConfigError(message, field=field) from None
+
+
+def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
+    """The model's kind (``embedding``/``rerank``) and why it cannot be deployed here (None if it can)."""
+    from operators.embed.sentence_transformer import SentenceTransformerEmbed
+    from operators.registry import get_operator, skipped_modules
+    from operators.rerank._reranker import Reranker
+
+    field = f"models.{model.name}"
+    try:
+        cls = get_operator(model.op)
+    except UnknownOperatorError as err:
+        kind = "rerank" if model.op.startswith("rerank.") else "embedding"
+        category = model.op.split(".", 1)[0]
+        skipped = {m: r for m, r in skipped_modules().items() if m.startswith(f"operators.{category}.")}
+        why = f" (modules not importable: {skipped})" if skipped else ""
+        return kind, f"operator '{model.op}' is not available{why}: {err.message}"
+    if issubclass(cls, Reranker):
+        kind = "rerank"
+    elif issubclass(cls, SentenceTransformerEmbed):
+        kind = "embedding"
+    else:
+        raise ServeConfigError(f"operator '{model.op}' is neither an embedder nor a reranker", field=f"{field}.op")
+    try:
+        op = cls(model.params, step_id=model.name)
+    except ParamsError as err:
+        raise ServeConfigError(err.message, field=f"{field}.{err.field}") from None
+    reference = getattr(op.params, "model", None)
+    if reference:
+        try:
+            resolve_model_path(str(reference))
+        except ModelNotFoundError as err:
+            return kind, err.message
+    return kind, None
+
+
+def model_deployment(model: ModelDeploymentArgs, kind: str) -> Application:
+    """The bound deployment hosting ``model`` (batching as ``user_config``, so ``serve deploy`` can retune it)."""
+    from serve.deployments.embedder import EmbedderDeployment
+    from serve.deployments.reranker import RerankerDeployment
+
+    cls = EmbedderDeployment if kind == "embedding" else RerankerDeployment
+    scaling = model.autoscaling
+    deployment = cls.options(
+        name=model.deployment_name,
+        user_config=model.batching.model_dump(),
+        max_ongoing_requests=model.max_ongoing_requests,
+        autoscaling_config={"min_replicas": scaling.min_replicas, "initial_replicas": max(scaling.min_replicas, 1),
+                            "max_replicas": scaling.max_replicas,
+                            "target_ongoing_requests": scaling.target_ongoing_requests},
+        ray_actor_options={"num_cpus": model.num_cpus, "num_gpus": gpus_per_replica(model.num_gpus)},
+    )
+    return deployment.bind(model.name, model.op, model.params)
+
+
+def gpus_per_replica(setting: float | str) -> float:
+    """``setting``, or for ``auto`` 1 when a GPU is there (Ray's cluster resources, else torch) and 0 otherwise."""
+    if setting != "auto":
+        return float(setting)
+    import ray
+
+    if ray.is_initialized():
+        return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
+    import torch
+
+    return 1.0 if torch.cuda.is_available() else 0.0

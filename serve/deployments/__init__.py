@@ -1,0 +1,1 @@
+"""Serve deployments that host operator models: one replica loads its model once and serves batches."""

@@ -1,0 +1,63 @@
+"""What the model deployments share: the hosted operator, batching settings, call statistics.
+
+A deployment hosts the same operator class a flow step runs in-process (built from
+the registry with the same params), so a model answers identically wherever it runs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections import deque
+from typing import Any
+
+from operators.registry import create
+
+log = logging.getLogger("ray.serve")
+
+
+class HostedOperator:
+    """Plain base of the model deployments (the subclasses carry ``@serve.deployment``)."""
+
+    kind = ""
+
+    def __init__(self, name: str, op: str, params: dict[str, Any]) -> None:
+        self.name = name
+        self.op = create(op, params, step_id=name)
+        self.op.ensure_setup()  # once per replica: the model stays loaded between requests
+        self.identity = self.op.cache_identity()
+        self.model_calls = 0
+        self.items_served = 0
+        self.batch_sizes: deque[int] = deque(maxlen=1000)
+        self.batching: dict[str, Any] = {}  # the settings reconfigure applied (else the decorator's defaults)
+        log.info("%s: %s loaded in replica pid %s", name, self.op, os.getpid())
+
+    def reconfigure(self, config: dict[str, Any]) -> None:
+        """Apply ``user_config`` (the batching settings); Serve calls it on start and on every change."""
+        batcher = self.batcher()
+        if "max_batch_size" in config:
+            batcher.set_max_batch_size(int(config["max_batch_size"]))
+            self.batching["max_batch_size"] = int(config["max_batch_size"])
+        if "batch_wait_timeout_s" in config:
+            batcher.set_batch_wait_timeout_s(float(config["batch_wait_timeout_s"]))
+            self.batching["batch_wait_timeout_s"] = float(config["batch_wait_timeout_s"])
+
+    def batcher(self) -> Any:
+        """The ``@serve.batch`` method whose settings ``reconfigure`` changes."""
+        raise NotImplementedError
+
+    def record_batch(self, size: int) -> None:
+        self.model_calls += 1
+        self.items_served += size
+        self.batch_sizes.append(size)
+        log.debug("%s: one model call for a batch of %d requests", self.name, size)
+
+    def info(self) -> dict[str, Any]:
+        """What this replica hosts, and how its requests were batched (for /v1/models, placement, tests)."""
+        return {
+            "name": self.name, "kind": self.kind, "op": self.op.name,
+            "params": self.op.params.model_dump(mode="json"), "identity": self.identity,
+            "model_calls": self.model_calls, "requests": self.items_served, "batch_sizes": list(self.batch_sizes),
+            **self.batching,
+            "pid": os.getpid(),
+        }

@@ -1,0 +1,69 @@
+"""The embedder deployment: ``embed.sentence_transformer`` behind Serve, requests batched into one encode."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import numpy as np
+from ray import serve
+
+from serve.deployments._hosted import HostedOperator
+
+
+@serve.deployment(name="embedder")
+class EmbedderDeployment(HostedOperator):
+    """Encodes texts with the hosted SentenceTransformerEmbed.
+
+    Concurrent ``embed`` calls are merged by ``@serve.batch`` into one ``encode`` over
+    all their texts (one forward pass per ``encode_batch_size`` texts), then split back.
+    """
+
+    kind = "embedding"
+
+    def __init__(self, name: str, op: str, params: dict[str, Any]) -> None:
+        super().__init__(name, op, params)
+        from operators.models import load_sentence_transformer
+
+        p = self.op.params  # the same shared model object the operator loaded
+        self.model = load_sentence_transformer(p.model, device=p.device, backend=p.backend)
+        self.dimension = self.op.dimension
+
+    def batcher(self) -> Any:
+        return self._embed_batch
+
+    async def embed(self, texts: list[str]) -> dict[str, Any]:
+        """``{"vectors": float32 (n, dim), "tokens": int}`` for ``texts`` (tokens after truncation)."""
+        result = await self._embed_batch(list(texts))
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
+    async def _embed_batch(self, requests: list[list[str]]) -> list[dict[str, Any] | Exception]:
+        self.record_batch(len(requests))
+        flat = [text for texts in requests for text in texts]
+        try:
+            vectors, tokens = await asyncio.to_thread(self._encode, flat)
+        except Exception as err:  # noqa: BLE001  (every request of the batch gets the failure)
+            return [err] * len(requests)
+        out, start = [], 0
+        for texts in requests:
+            end = start + len(texts)
+            out.append({"vectors": vectors[start:end], "tokens": int(tokens[start:end].sum())})
+            start = end
+        return out
+
+    def _encode(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        vectors = self.op.encode(texts)
+        return vectors, self.token_counts(texts)
+
+    def token_counts(self, texts: list[str]) -> np.ndarray:
+        """Tokens the model reads per text (after its truncation), for the OpenAI ``usage`` field."""
+        if not texts:
+            return np.zeros(0, dtype=np.int64)
+        encoded = self.model.tokenizer(texts, truncation=True, max_length=self.model.max_seq_length)
+        return np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
+
+    def info(self) -> dict[str, Any]:
+        return {**super().info(), "dimension": self.dimension}

@@ -1,0 +1,68 @@
+"""The reranker deployment: any registered reranker operator behind Serve, requests batched.
+
+Generic over rerankers (``rerank.cross_encoder``, ``rerank.colbert``, ...): all of them
+expose ``score_queries(queries, texts)`` (and ``score_texts``), so a new reranker is one
+more entry in serve/config.yaml.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, Sequence
+
+import numpy as np
+from ray import serve
+
+from serve.deployments._hosted import HostedOperator
+
+
+@serve.deployment(name="reranker")
+class RerankerDeployment(HostedOperator):
+    """Scores (query, candidate texts) with the hosted reranker operator.
+
+    Concurrent ``score`` calls are merged by ``@serve.batch`` into one
+    ``score_queries`` call of the operator; a query that fails raises for its caller
+    only.
+    """
+
+    kind = "rerank"
+
+    def batcher(self) -> Any:
+        return self._score_batch
+
+    async def score(self, query: str, texts: list[str]) -> dict[str, Any]:
+        """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better."""
+        result = await self._score_batch(str(query), list(texts))
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
+    async def _score_batch(self, queries: list[str], texts: list[list[str]]) -> list[dict[str, Any] | Exception]:
+        self.record_batch(len(queries))
+        try:
+            return await asyncio.to_thread(self._score, queries, texts)
+        except Exception as err:  # noqa: BLE001
+            return [err] * len(queries)
+
+    def _score(self, queries: list[str], texts: list[list[str]]) -> list[dict[str, Any] | Exception]:
+        out: list[dict[str, Any] | Exception] = []
+        for query, candidates, scores in zip(queries, texts, self.op.score_queries(queries, texts)):
+            if isinstance(scores, Exception):
+                out.append(scores)
+            else:
+                out.append({"scores": np.asarray(scores, dtype=np.float64).reshape(-1),
+                            "tokens": self.pair_tokens(query, candidates)})
+        return out
+
+    def pair_tokens(self, query: str, texts: Sequence[str]) -> int | None:
+        """Tokens the model reads for the (query, text) pairs, when the operator's model has a tokenizer."""
+        model = getattr(self.op, "model", None)
+        tokenizer = getattr(model, "tokenizer", None)
+        if tokenizer is None or not callable(tokenizer):
+            return None
+        if not texts:
+            return 0
+        limit = getattr(model, "max_seq_length", None) or getattr(tokenizer, "model_max_length", None)
+        encoded = tokenizer([query] * len(texts), list(texts), truncation=True, max_length=limit)
+        return int(sum(len(ids) for ids in encoded["input_ids"]))

@@ -1,0 +1,168 @@
+"""Run a flow step's model on its Serve deployment instead of in the flow's process.
+
+A step with ``placement: {deployment: <name>, app: <app>}`` is replaced, for the run,
+by a proxy: a subclass of the step's own operator class (same name, params, columns,
+ranking code) whose model calls go to the deployment through a deployment handle.
+Rerankers send each query's (query, candidate texts) and keep the shared
+``Reranker`` selection, failure policy and output; embedders send the texts and keep
+the operator's own text building and output column. The deployment hosts the same
+operator class, so the output is the one the step would compute in-process.
+
+The step's model-defining params (``model``, ``max_length``, ``normalize``...) must
+equal the deployment's; a mismatch, or a deployment that cannot be reached (Ray or
+Serve not running), raises a ``PlacementError`` naming the step and the deployment.
+Placement is honoured by the local executor (the online path and the API deployment).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from operators.base import Operator
+from operators.embed.sentence_transformer import SentenceTransformerEmbed
+from operators.errors import OperatorError
+from operators.rerank._reranker import Reranker, RerankParams
+
+# Params that only tune how a model runs, not what it ranks: they may differ from the deployment's
+# (ColBERT's ``index``/``token_store`` only locate precomputed candidate tokens; the deployment encodes them).
+RUNTIME_PARAMS = frozenset({"device", "predict_batch_size", "encode_batch_size", "index", "token_store"})
+# Params a proxy applies on the flow's side (candidate selection, text building, output naming).
+CLIENT_PARAMS = {
+    "rerank": frozenset(RerankParams.model_fields),
+    "embedding": frozenset({"input_column", "title_column", "output_column", "prompt"}),
+}
+TIMEOUT_S = float(os.environ.get("TESSERA_PLACEMENT_TIMEOUT_S", "600"))
+EMBED_CHUNK = 256  # texts per embed request, sent concurrently so the deployment batches them
+
+
+class PlacementError(OperatorError):
+    """A step placed on a Serve deployment cannot run there."""
+
+
+def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
+    """A proxy of ``op`` whose model runs on the Serve deployment ``app/deployment``."""
+    if isinstance(op, Reranker):
+        base, kind = ServedReranker, "rerank"
+    elif isinstance(op, SentenceTransformerEmbed):
+        base, kind = ServedEmbedder, "embedding"
+    else:
+        raise PlacementError(f"only embedders and rerankers can run on a Serve deployment, not '{op.name}'; "
+                             "remove the step's placement", step=op.step_id, op=op.name)
+    where = f"Serve deployment '{app}/{deployment}'"
+    handle = _handle(op, deployment, app, where)
+    try:
+        info = handle.info.remote().result(timeout_s=60)
+    except Exception as err:  # noqa: BLE001
+        raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
+                             op=op.name) from err
+    _check_same_model(op, info, kind, where)
+    proxy = proxy_class(type(op), base)(op.params, step_id=op.step_id, input_steps=op.input_steps)
+    proxy.attach(handle, info, where)
+    return proxy
+
+
+@functools.cache
+def proxy_class(cls: type[Operator], base: type[Operator]) -> type[Operator]:
+    """``cls`` with ``base``'s served model calls in front of its own (same name, params and output)."""
+    return type(f"Served{cls.__name__}", (base, cls), {"__module__": __name__, "__doc__": cls.__doc__})
+
+
+def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:
+    try:
+        import ray
+        from ray import serve
+    except ImportError as err:
+        raise PlacementError(f"running on {where} needs Ray Serve (pip install 'ray[serve]'): {err}",
+                             step=op.step_id, op=op.name) from None
+    if not ray.is_initialized():
+        if not os.environ.get("RAY_ADDRESS"):
+            raise PlacementError(
+                f"the step is placed on {where}, but this process is not connected to Ray: start the app "
+                "(serve run serve/config.yaml), then run the flow with RAY_ADDRESS set (or after "
+                "ray.init(address=...)), or remove the step's placement to run it in-process",
+                step=op.step_id, op=op.name)
+        ray.init()
+    try:
+        return serve.get_deployment_handle(deployment, app_name=app)
+    except Exception as err:  # noqa: BLE001  (no controller, unknown app or deployment)
+        raise PlacementError(f"the step is placed on {where}, which is not running: {type(err).__name__}: {err}; "
+                             "start it (serve run serve/config.yaml) or remove the step's placement",
+                             step=op.step_id, op=op.name) from None
+
+
+def _check_same_model(op: Operator, info: dict[str, Any], kind: str, where: str) -> None:
+    if info.get("op") != op.name:
+        raise PlacementError(f"{where} hosts '{info.get('op')}', not '{op.name}'", step=op.step_id, op=op.name,
+                             field="placement.deployment")
+    mine, theirs = op.params.model_dump(mode="json"), info.get("params", {})
+    for field, value in mine.items():
+        if field in CLIENT_PARAMS[kind] or field in RUNTIME_PARAMS:
+            continue
+        if theirs.get(field) != value:
+            raise PlacementError(f"the step asks for {field}={value!r} but {where} hosts {field}="
+                                 f"{theirs.get(field)!r}; make them equal or remove the step's placement",
+                                 step=op.step_id, op=op.name, field=f"params.{field}")
+
+
+class _Served:
+    """What both proxies share: the handle, the deployment's identity, no local model."""
+
+    _handle: Any = None
+    _info: dict[str, Any] = {}
+    _where = ""
+
+    def attach(self, handle: Any, info: dict[str, Any], where: str) -> None:
+        self._handle, self._info, self._where = handle, info, where
+
+    def setup(self) -> None:
+        """Nothing loads here: the model lives in the deployment."""
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The step's params plus what the deployment adds (its weights' fingerprint): the in-process identity."""
+        served = {k: v for k, v in self._info.get("identity", {}).items() if k not in self._info.get("params", {})}
+        return {**self.params.model_dump(mode="json"), **served}
+
+
+class ServedReranker(_Served, Reranker):
+    """Reranker proxy: scores come from the deployment, one request per query (batched there)."""
+
+    def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        result = self.score_queries([query], [texts])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
+
+    def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
+        responses = [self._handle.score.remote(str(q), list(t)) for q, t in zip(queries, texts)]
+        results: list[np.ndarray | Exception] = []
+        for response in responses:
+            try:
+                results.append(np.asarray(response.result(timeout_s=TIMEOUT_S)["scores"], dtype=np.float64))
+            except Exception as err:  # noqa: BLE001  (the reranker failure policy decides, per query)
+                results.append(OperatorError(f"{self._where} failed: {type(err).__name__}: {err}",
+                                             step=self.step_id, op=self.name))
+        return results
+
+
+class ServedEmbedder(_Served, SentenceTransformerEmbed):
+    """Embedder proxy: vectors come from the deployment, in concurrent chunks (batched there)."""
+
+    @property
+    def dimension(self) -> int:
+        return int(self._info["dimension"])
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        chunks = [texts[i:i + EMBED_CHUNK] for i in range(0, len(texts), EMBED_CHUNK)]
+        responses = [self._handle.embed.remote(list(chunk)) for chunk in chunks]
+        try:
+            parts = [np.asarray(r.result(timeout_s=TIMEOUT_S)["vectors"], dtype=np.float32) for r in responses]
+        except Exception as err:  # noqa: BLE001
+            raise OperatorError(f"{self._where} failed: {type(err).__name__}: {err}", step=self.step_id,
+                                op=self.name) from err
+        return np.concatenate(parts)

@@ -1,0 +1,104 @@
+"""The application builder's arguments: which models to serve and how (``args`` in serve/config.yaml).
+
+Each entry of ``models`` becomes one Serve deployment hosting a registered operator
+(``embed.sentence_transformer`` or any reranker: ``rerank.cross_encoder``,
+``rerank.colbert``...). The entry's ``name`` is what clients send as ``model`` and, by
+default, the deployment's name (what a flow step's ``placement.deployment`` names).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+_DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+
+
+class Batching(BaseModel):
+    """``@serve.batch`` settings of a model deployment (live-updatable through ``user_config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_batch_size: int = Field(16, gt=0, description="Most requests merged into one model call.")
+    batch_wait_timeout_s: float = Field(0.005, ge=0, description="How long the first request of a batch waits "
+                                        "for others before the batch runs.")
+
+
+class Autoscaling(BaseModel):
+    """Replica autoscaling of a model deployment (Serve's ``autoscaling_config``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    min_replicas: int = Field(1, ge=0, description="Fewest replicas (0 lets an idle deployment scale to zero).")
+    max_replicas: int = Field(1, ge=1, description="Most replicas.")
+    target_ongoing_requests: float = Field(4, gt=0, description="Ongoing requests per replica the autoscaler "
+                                           "aims for.")
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Autoscaling":
+        if self.max_replicas < self.min_replicas:
+            raise ValueError(f"max_replicas ({self.max_replicas}) is below min_replicas ({self.min_replicas})")
+        return self
+
+
+class ModelDeploymentArgs(BaseModel):
+    """One served model: the operator that hosts it, its params, and the deployment's resources."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Model name clients send (`model` in the request bodies).")
+    op: str = Field(description="Registered operator hosting the model: embed.sentence_transformer or a reranker "
+                    "(rerank.cross_encoder, rerank.colbert, ...).")
+    params: dict[str, Any] = Field(default_factory=dict, description="The operator's params (model reference, "
+                                   "max_length...); validated like a flow step's.")
+    aliases: list[str] = Field(default_factory=list, description="Other names clients may send for this model.")
+    deployment: str | None = Field(None, description="Serve deployment name; default: `name`.")
+    batching: Batching = Field(default_factory=Batching, description="Request batching of the model calls.")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    max_ongoing_requests: int = Field(64, gt=0, description="Requests a replica accepts at once (must exceed "
+                                      "max_batch_size for batches to fill).")
+    num_cpus: float = Field(1, ge=0, description="CPUs reserved per replica (also its torch thread count).")
+    num_gpus: float | Literal["auto"] = Field("auto", description="GPUs per replica; 'auto': 1 when the Ray cluster "
+                                              "(or, without Ray, torch) sees a GPU, else 0.")
+
+    @property
+    def deployment_name(self) -> str:
+        return self.deployment or self.name
+
+    @model_validator(mode="after")
+    def _valid_deployment_name(self) -> "ModelDeploymentArgs":
+        if not _DEPLOYMENT_NAME.match(self.deployment_name):
+            field = "deployment" if self.deployment else "name"
+            raise ValueError(f"{field} '{self.deployment_name}' is not a usable deployment name (letters, digits, "
+                             "'_', '.', '-'); set `deployment` to one")
+        return self
+
+
+class AppArgs(BaseModel):
+    """Arguments of ``serve.app:build_app``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    models: list[ModelDeploymentArgs] = Field(default_factory=list, description="Models to deploy.")
+    api_deployment: str = Field("api", description="Name of the HTTP ingress deployment.")
+    api_num_cpus: float = Field(0, ge=0, description="CPUs reserved by the HTTP ingress replica.")
+    missing_models: Literal["skip", "fail"] = Field(
+        "skip", description="A model whose weights or operator are absent: 'skip' starts the app without it "
+        "(logged; /v1/models lists it as missing with the reason), 'fail' stops the build with the reason.")
+
+    @field_validator("models")
+    @classmethod
+    def _unique(cls, models: list[ModelDeploymentArgs]) -> list[ModelDeploymentArgs]:
+        seen: dict[str, str] = {}
+        for model in models:
+            for key in (model.name, *model.aliases):
+                if key in seen:
+                    raise ValueError(f"model name '{key}' is used twice ({seen[key]} and {model.name})")
+                seen[key] = model.name
+        deployments = [m.deployment_name for m in models]
+        dup = sorted({d for d in deployments if deployments.count(d) > 1})
+        if dup:
+            raise ValueError(f"deployment name(s) {dup} used twice")
+        return models

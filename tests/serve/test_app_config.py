@@ -1,0 +1,113 @@
+"""serve/config.yaml and the application builder's arguments, without starting Serve."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from operators.models import ModelNotFoundError
+from serve.app import ServeConfigError, build_app, check_model, parse_args
+
+
+@pytest.fixture(scope="module")
+def config(repo_root) -> dict:
+    return yaml.safe_load((repo_root / "serve" / "config.yaml").read_text(encoding="utf-8"))
+
+
+def test_config_file_is_a_valid_serve_config_with_the_three_models(config):
+    from ray.serve.schema import ServeDeploySchema
+
+    schema = ServeDeploySchema.model_validate(config)
+    (app,) = schema.applications
+    assert app.import_path == "serve.app:build_app"
+    args = parse_args(app.args)
+    by_name = {m.name: m for m in args.models}
+    assert by_name["all-MiniLM-L6-v2"].op == "embed.sentence_transformer"
+    assert by_name["tessera-cross-encoder"].params["model"] == "tessera-cross-encoder"
+    assert by_name["tessera-colbert"].op == "rerank.colbert"
+    assert by_name["tessera-colbert"].params["model"] == "tessera-colbert"
+
+
+def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))  # no trained models here: the cross-encoder is missing
+    models = config["applications"][0]["args"]["models"]
+    kinds = {m["name"]: check_model(parse_args({"models": [m]}).models[0]) for m in models}
+    assert kinds["all-MiniLM-L6-v2"] == ("embedding", None)
+    kind, reason = kinds["tessera-cross-encoder"]
+    assert kind == "rerank" and "tessera-cross-encoder" in reason and "tessera train" in reason
+    assert kinds["tessera-colbert"][0] == "rerank" and kinds["tessera-colbert"][1] is not None
+    assert build_app(config["applications"][0]["args"]) is not None
+
+
+def test_missing_models_fail_stops_the_build_with_the_reason(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    args = {"missing_models": "fail", "models": [
+        {"name": "tessera-cross-encoder", "op": "rerank.cross_encoder", "params": {"model": "tessera-cross-encoder"}}]}
+    with pytest.raises(ModelNotFoundError, match="model 'tessera-cross-encoder' is not"):
+        build_app(args)
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"models": [{"name": "m", "op": "embed.sentence_transformer", "colour": 1}]}, "models.0.colour"),
+    ({"models": [{"name": "m", "op": "embed.sentence_transformer", "batching": {"max_batch_size": 0}}]},
+     "models.0.batching.max_batch_size"),
+    ({"models": [{"name": "m", "op": "embed.sentence_transformer",
+                  "autoscaling": {"min_replicas": 3, "max_replicas": 2}}]}, "models.0.autoscaling"),
+    ({"models": [{"name": "a b", "op": "embed.sentence_transformer"}]}, "models.0"),
+    ({"models": [{"name": "m", "op": "embed.sentence_transformer"}, {"name": "m", "op": "rerank.cross_encoder"}]},
+     "models"),
+    ({"models": [{"name": "m", "op": "analyze.word_count"}]}, "models.m.op"),
+    ({"models": [{"name": "m", "op": "embed.sentence_transformer", "params": {"normalise": True}}]},
+     "models.m.params.normalise"),
+])
+def test_bad_builder_args_name_the_field(args, field):
+    with pytest.raises(ServeConfigError) as err:
+        build_app(args)
+    assert err.value.field == field
+
+
+def test_a_step_placement_is_validated_with_the_spec():
+    from flows.spec import FlowSpec
+    from operators.errors import SpecError
+
+    spec = FlowSpec.parse({"steps": {"ce": {"op": "rerank.cross_encoder",
+                                             "placement": {"deployment": "tessera-cross-encoder"}}}})
+    assert spec.steps["ce"].placement.app == "tessera"
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {"ce": {"op": "rerank.cross_encoder", "placement": {"deploy": "x"}}}})
+    assert err.value.step == "ce" and err.value.field.startswith("steps.ce.placement")
+
+
+def test_a_placed_step_without_ray_fails_naming_step_and_deployment(repo_root):
+    code = (
+        "from flows.executors.local import LocalExecutor\n"
+        "from flows.spec import FlowSpec\n"
+        "from operators.testing import sample_results\n"
+        "spec = FlowSpec.parse({'steps': {'ce': {'op': 'rerank.cross_encoder',"
+        " 'placement': {'deployment': 'tessera-cross-encoder'}}}})\n"
+        "LocalExecutor().run(spec, sample_results(1, 2))\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run([sys.executable, "-c", code], cwd=repo_root, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert "PlacementError" in last and "step 'ce'" in last and "tessera/tessera-cross-encoder" in last
+    assert "not connected to Ray" in last
+
+
+def test_the_ray_data_executor_refuses_a_placed_step_naming_it():
+    from flows.executors.ray_data import RayDataExecutor
+    from flows.spec import FlowSpec
+    from operators.errors import SpecError
+    from operators.testing import sample_results
+
+    spec = FlowSpec.parse({"steps": {"ce": {"op": "rerank.cross_encoder",
+                                             "placement": {"deployment": "tessera-cross-encoder"}}}})
+    with pytest.raises(SpecError, match="local executor") as err:
+        RayDataExecutor().run(spec, sample_results(1, 2))  # refused before Ray is started
+    assert err.value.step == "ce" and err.value.field == "placement"

@@ -1,0 +1,286 @@
+"""The Serve app over real HTTP on localhost: OpenAI embeddings, Cohere/Jina rerank, model list, errors,
+request batching, and flow steps placed on the deployments (same output as in-process)."""
+
+from __future__ import annotations
+
+import base64
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import requests
+
+from operators import create
+from operators.testing import SAMPLE_QUERIES, sample_documents, sample_results
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+QUERY = SAMPLE_QUERIES["q1"]
+
+
+@pytest.fixture(scope="module")
+def texts() -> list[str]:
+    return sample_documents(6).column("text").to_pylist()
+
+
+@pytest.fixture(scope="module")
+def embedder():
+    op = create("embed.sentence_transformer", {})
+    op.ensure_setup()
+    return op
+
+
+@pytest.fixture(scope="module")
+def cross_encoder(ce_path):
+    op = create("rerank.cross_encoder", {"model": ce_path})
+    op.ensure_setup()
+    return op
+
+
+def post(base: str, path: str, body: dict) -> requests.Response:
+    return requests.post(base + path, json=body, timeout=120)
+
+
+# -- /v1/models --------------------------------------------------------------------
+
+
+def test_models_lists_served_and_missing_models(serve_app):
+    cards = {card["id"]: card for card in requests.get(serve_app + "/v1/models", timeout=30).json()["data"]}
+    assert cards["all-MiniLM-L6-v2"]["type"] == "embedding" and cards["all-MiniLM-L6-v2"]["status"] == "ready"
+    assert cards["tessera-cross-encoder"]["type"] == "rerank" and cards["tessera-cross-encoder"]["status"] == "ready"
+    assert cards["absent-ce"]["status"] == "missing"
+    assert "no-such-model-anywhere" in cards["absent-ce"]["reason"]
+    response = post(serve_app, "/v1/rerank", {"model": "absent-ce", "query": "q", "documents": ["d"]})
+    assert response.status_code == 404 and "no-such-model-anywhere" in response.json()["error"]["message"]
+
+
+# -- /v1/embeddings ----------------------------------------------------------------
+
+
+def test_embeddings_equal_the_operator_in_process(serve_app, embedder, texts):
+    body = post(serve_app, "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": texts}).json()
+    assert body["object"] == "list" and body["model"] == "all-MiniLM-L6-v2"
+    assert [d["index"] for d in body["data"]] == list(range(len(texts)))
+    assert all(d["object"] == "embedding" for d in body["data"])
+    served = np.array([d["embedding"] for d in body["data"]], dtype=np.float32)
+    np.testing.assert_allclose(served, embedder.encode(texts), atol=1e-5)
+    tokens = sum(len(ids) for ids in embedder._model.tokenizer(texts, truncation=True,
+                                                               max_length=embedder._model.max_seq_length)["input_ids"])
+    assert body["usage"] == {"prompt_tokens": tokens, "total_tokens": tokens}
+
+    one = post(serve_app, "/v1/embeddings", {"model": "minilm", "input": texts[0], "encoding_format": "base64"}).json()
+    decoded = np.frombuffer(base64.b64decode(one["data"][0]["embedding"]), dtype="<f4")
+    np.testing.assert_allclose(decoded, served[0], atol=1e-5)
+
+
+def test_the_openai_client_works_unmodified(serve_app, embedder, texts):
+    from openai import OpenAI
+
+    client = OpenAI(base_url=serve_app + "/v1", api_key="x")
+    response = client.embeddings.create(model="all-MiniLM-L6-v2", input=texts[:3])
+    vectors = np.array([item.embedding for item in response.data], dtype=np.float32)
+    np.testing.assert_allclose(vectors, embedder.encode(texts[:3]), atol=1e-5)
+    assert response.usage.total_tokens > 0
+    assert "all-MiniLM-L6-v2" in {model.id for model in client.models.list()}
+
+
+# -- /v1/rerank --------------------------------------------------------------------
+
+
+def test_rerank_cohere_body_equals_cross_encoder_predict(serve_app, cross_encoder, texts):
+    import torch
+
+    body = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY, "documents": texts,
+                                          "top_n": 3, "return_documents": True}).json()
+    expected = cross_encoder.model.predict([(QUERY, t) for t in texts], activation_fn=torch.nn.Identity(),
+                                           convert_to_numpy=True)
+    best = np.argsort(-expected, kind="stable")[:3]
+    assert [r["index"] for r in body["results"]] == best.tolist()
+    np.testing.assert_allclose([r["relevance_score"] for r in body["results"]], expected[best], atol=1e-5)
+    assert [r["document"]["text"] for r in body["results"]] == [texts[i] for i in best]
+    assert body["model"] == "tessera-cross-encoder" and body["usage"]["total_tokens"] > 0
+
+
+def test_rerank_jina_body_with_document_objects(serve_app, cross_encoder, texts):
+    body = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY,
+                                          "documents": [{"text": t} for t in texts], "truncation": True}).json()
+    scores = [r["relevance_score"] for r in body["results"]]
+    assert scores == sorted(scores, reverse=True) and len(scores) == len(texts)
+    assert "document" not in body["results"][0]
+    expected = cross_encoder.score_texts(QUERY, texts)
+    np.testing.assert_allclose([expected[r["index"]] for r in body["results"]], scores, atol=1e-5)
+
+
+def test_the_external_rerank_client_through_tesseras_own_endpoint(serve_app, ce_path):
+    """rerank.api (the Cohere-format client, retries and splitting included) against /v1/rerank over HTTP ranks
+    as rerank.cross_encoder does in-process."""
+    results = sample_results(3, 8)
+    in_process = create("rerank.cross_encoder", {"model": ce_path, "n": 6}, step_id="rr")(results)
+    remote_op = create("rerank.api", {"url": serve_app + "/v1/rerank", "model": "tessera-cross-encoder", "n": 6,
+                                      "max_documents_per_request": 4, "timeout": 120}, step_id="rr")
+    remote = remote_op(results)
+    assert remote_op.drain_metadata() == {}, "no query may have fallen back to the first stage"
+    columns = ["qid", "docno", "rank", "rank_rr"]
+    assert remote.select(columns).equals(in_process.select(columns))
+    np.testing.assert_allclose(remote["score_rr"].to_numpy(zero_copy_only=False),
+                               in_process["score_rr"].to_numpy(zero_copy_only=False), atol=1e-5)
+
+
+def test_rerank_of_no_documents_is_an_empty_result(serve_app):
+    response = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY, "documents": []})
+    assert response.status_code == 200 and response.json()["results"] == []
+
+
+@pytest.mark.parametrize("path, body, status, field", [
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2"}, 422, "input"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [[101, 2023]]}, 422, "input"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": []}, 422, "input"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", "encoding_format": "int8"}, 422,
+     "encoding_format"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", "dimensions": 128}, 422, "dimensions"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", "colour": "red"}, 422, "colour"),
+    ("/v1/embeddings", {"model": "text-embedding-3-small", "input": "x"}, 404, "model"),
+    ("/v1/embeddings", {"model": "tessera-cross-encoder", "input": "x"}, 404, "model"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "documents": ["d"]}, 422, "query"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": "d"}, 422, "documents"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [{"title": "t"}]}, 422,
+     "documents"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d"], "top_n": 0}, 422, "top_n"),
+    ("/v1/rerank", {"model": "rerank-english-v3.0", "query": "q", "documents": ["d"]}, 404, "model"),
+])
+def test_bad_requests_name_the_field(serve_app, path, body, status, field):
+    response = post(serve_app, path, body)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert error["param"] == field and field in error["message"]
+    if status == 404:
+        assert body["model"] in error["message"]
+
+
+# -- batching ---------------------------------------------------------------------
+
+
+def test_concurrent_requests_are_batched_into_fewer_model_calls(serve_app, texts):
+    from ray import serve
+
+    for deployment, call in (("all-MiniLM-L6-v2", lambda h, t: h.embed.remote([t])),
+                             ("tessera-cross-encoder", lambda h, t: h.score.remote(QUERY, [t]))):
+        handle = serve.get_deployment_handle(deployment, app_name="tessera")
+        before = handle.info.remote().result()
+        responses = [call(handle, texts[i % len(texts)]) for i in range(8)]
+        [r.result() for r in responses]
+        after = handle.info.remote().result()
+        calls = after["model_calls"] - before["model_calls"]
+        assert after["requests"] - before["requests"] == 8
+        assert calls < 8, f"{deployment}: 8 concurrent requests took {calls} model calls"
+        assert max(after["batch_sizes"][len(before["batch_sizes"]):]) > 1
+        assert (after["max_batch_size"], after["batch_wait_timeout_s"]) == (8, 0.05)  # the user_config applied
+
+
+def test_concurrent_http_requests_each_get_their_own_vectors(serve_app, embedder, texts):
+    def embed(text):
+        return post(serve_app, "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [text]}).json()
+
+    with ThreadPoolExecutor(6) as pool:
+        bodies = list(pool.map(embed, texts))
+    served = np.array([b["data"][0]["embedding"] for b in bodies], dtype=np.float32)
+    np.testing.assert_allclose(served, embedder.encode(texts), atol=1e-5)
+
+
+# -- placement ---------------------------------------------------------------------
+
+
+def placed_spec(ce_path: str, colbert_path: str | None, placed: bool):
+    from flows.spec import FlowSpec
+
+    def where(deployment):
+        return {"placement": {"deployment": deployment, "app": "tessera"}} if placed else {}
+
+    steps = {
+        "emb": {"op": "embed.sentence_transformer", "params": {"title_column": "title"}, **where("all-MiniLM-L6-v2")},
+        "ce": {"op": "rerank.cross_encoder", "params": {"model": ce_path, "n": 4}, **where("tessera-cross-encoder")},
+    }
+    if colbert_path:
+        steps["cb"] = {"op": "rerank.colbert", "params": {"model": colbert_path, "n": 5}, **where("tessera-colbert")}
+    return FlowSpec.parse({"name": "embed-rerank", "steps": steps})
+
+
+def test_a_flow_placed_on_serve_gives_the_in_process_output(serve_app, ce_path, colbert_path):
+    from flows.executors.local import LocalExecutor
+
+    placed_executor = LocalExecutor()
+
+    from ray import serve
+
+    deployments = ["all-MiniLM-L6-v2", "tessera-cross-encoder"] + (["tessera-colbert"] if colbert_path else [])
+
+    def served_requests():
+        return [serve.get_deployment_handle(d, app_name="tessera").info.remote().result()["requests"]
+                for d in deployments]
+
+    results = sample_results(3, 6)
+    local = LocalExecutor().run(placed_spec(ce_path, colbert_path, placed=False), results)
+    before = served_requests()
+    placed = placed_executor.run(placed_spec(ce_path, colbert_path, placed=True), results)
+    after = served_requests()
+    # one embed request (18 texts) and one request per query on each reranker: the models ran on Serve
+    assert [a - b for a, b in zip(after, before)] == [1, 3, 3][: len(deployments)]
+    assert placed.table.num_rows == results.num_rows and "rank_ce" in placed.table.column_names
+    # Identical rows, ranks, vectors and cross-encoder scores; ColBERT encodes a batch of candidates padded to
+    # its longest text, and Serve batches other queries together than the in-process step does, so its scores
+    # may differ in the last float bits (never the ranking).
+    approximate = ["score", "score_cb"] if colbert_path else []
+    exact = [c for c in local.table.column_names if c not in approximate]
+    assert placed.table.column_names == local.table.column_names
+    assert placed.table.select(exact).equals(local.table.select(exact)), "the placed flow's output differs"
+    for column in approximate:
+        np.testing.assert_allclose(placed.table.column(column).to_numpy(zero_copy_only=False),
+                                   local.table.column(column).to_numpy(zero_copy_only=False), rtol=1e-6, atol=1e-6)
+    assert placed.metadata == local.metadata
+
+
+def test_a_placed_step_keeps_the_in_process_cache_key(serve_app, ce_path):
+    from flows.cache import step_key
+    from serve.placement import place
+
+    for op, deployment in ((create("rerank.cross_encoder", {"model": ce_path, "n": 4}, step_id="ce"),
+                            "tessera-cross-encoder"),
+                           (create("embed.sentence_transformer", {"title_column": "title"}, step_id="emb"),
+                            "all-MiniLM-L6-v2")):
+        proxy = place(op, deployment=deployment)
+        assert proxy.name == op.name and proxy.produces() == op.produces()
+        assert step_key(proxy) == step_key(op)
+
+
+def test_placement_errors_name_the_step_and_deployment(serve_app, ce_path):
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+    from serve.placement import PlacementError
+
+    def run(step):
+        return LocalExecutor().run(FlowSpec.parse({"steps": {"ce": step}}), sample_results(1, 3))
+
+    with pytest.raises(PlacementError, match="ce.*tessera/no-such-deployment"):
+        run({"op": "rerank.cross_encoder", "params": {"model": ce_path},
+             "placement": {"deployment": "no-such-deployment"}})
+    with pytest.raises(PlacementError, match="max_length") as err:
+        run({"op": "rerank.cross_encoder", "params": {"model": ce_path, "max_length": 64},
+             "placement": {"deployment": "tessera-cross-encoder"}})
+    assert err.value.step == "ce" and err.value.field == "params.max_length"
+    with pytest.raises(PlacementError, match="hosts 'embed.sentence_transformer'"):
+        run({"op": "rerank.cross_encoder", "params": {"model": ce_path},
+             "placement": {"deployment": "all-MiniLM-L6-v2"}})
+
+
+# -- ColBERT (when operators/rerank/colbert.py exists) -----------------------------
+
+
+def test_colbert_through_serve_equals_the_operator(serve_app, colbert_path, texts):
+    if colbert_path is None:
+        pytest.skip("the rerank.colbert operator (operators/rerank/colbert.py) is not there yet")
+    body = post(serve_app, "/v1/rerank", {"model": "tessera-colbert", "query": QUERY, "documents": texts}).json()
+    op = create("rerank.colbert", {"model": colbert_path})
+    op.ensure_setup()
+    scores = op.score_texts(QUERY, texts)
+    np.testing.assert_allclose([r["relevance_score"] for r in body["results"]],
+                               [scores[r["index"]] for r in body["results"]], atol=1e-5)
