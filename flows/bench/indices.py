@@ -3,9 +3,10 @@
 A step needs an index when its operator's ``Params`` has an ``index`` field and the
 spec leaves it unset. The index is built with ``flows.ingest.ingest`` from the
 dataset's ``corpus.jsonl``, dense (with embeddings) only when some step of the flow
-searches vectors, into ``<root>/<key>`` where ``root`` is ``--index-dir`` or
+searches vectors, with the spec's ``index_settings`` (an encoder, BM25 options),
+into ``<root>/<key>`` where ``root`` is ``--index-dir`` or
 ``$TESSERA_HOME/indices/auto`` and ``key`` hashes the corpus's sha256 and the
-settings JSON. An index is reused when its ``<key>.done.json`` marker exists (written
+settings JSON (and a non-default encoder's files). An index is reused when its ``<key>.done.json`` marker exists (written
 after ingestion returned) and it opens; a half-built one is handed to ``ingest``
 again, which resumes it.
 
@@ -46,16 +47,46 @@ def default_root() -> Path:
 
 
 def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | None:
-    """The index this flow needs (None when no step needs one)."""
+    """The index this flow needs (None when no step needs one).
+
+    The spec's ``index_settings`` (e.g. ``encoder: tessera-bi-encoder``) are honoured;
+    ``dense`` follows what the steps need, and ``bm25`` is on when a step needs it.
+    The key of an index embedded with an encoder other than the packaged default also
+    hashes that encoder's files, so retraining a model under the same name builds a
+    new index instead of reusing vectors from the old weights.
+    """
     if not spec.unset_index_steps():
         return None
+    from pydantic import ValidationError
+
+    from operators.errors import SpecError
+    from operators.models import DEFAULT_ENCODER
     from operators.store import IndexSettings
 
-    dense = "dense" in spec.index_features()
-    settings = IndexSettings(dense=dense)
+    features = spec.index_features()
+    dense = "dense" in features
+    wanted = {**(spec.index_settings or {}), "dense": dense}
+    if "bm25" in features:
+        wanted["bm25"] = True
+    try:
+        settings = IndexSettings.model_validate(wanted)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise SpecError(f"bad index settings: {first['msg']}",
+                        field="index_settings." + ".".join(map(str, first["loc"]))) from None
     settings_json = json.dumps(settings.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    key = hashlib.sha256(f"{corpus_sha256}\n{settings_json}".encode()).hexdigest()[:32]
+    identity = f"{corpus_sha256}\n{settings_json}"
+    if dense and settings.encoder != DEFAULT_ENCODER:  # a retrained encoder of the same name is another index
+        identity += f"\n{_encoder_fingerprint(settings.encoder)}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:32]
     return IndexPlan(key=key, path=Path(root) / key, dense=dense, settings=settings, settings_json=settings_json)
+
+
+def _encoder_fingerprint(encoder: str) -> str:
+    from operators.models import resolve_model_path
+    from operators.models.sentence_transformers import _fingerprint
+
+    return f"encoder:{_fingerprint(resolve_model_path(encoder))}"
 
 
 def is_complete(plan: IndexPlan) -> bool:

@@ -1,0 +1,28 @@
+"""Reranker and retriever training on a dataset's training split (``tessera train``).
+
+::
+
+    tessera train --dataset DIR [--model cross-encoder|bi-encoder|colbert|all] [--spec train]
+    python -m flows.train ...   # the same, as a job entry point (ray job submit)
+
+Modules, one concern each: ``mining`` (hard negatives from Tessera's own retrieval
+over the training queries), ``cross_encoder`` / ``bi_encoder`` (the trainers;
+``colbert`` is ColBERT's), ``checkpoints`` (where models go, ``training.json``,
+reuse, atomic writes), ``recipe`` (the recipe spec and ``train(options)``), ``cli``.
+"""
+
+from typing import Any
+
+__all__ = ["TrainError", "TrainOptions", "TrainReport", "train"]
+
+
+def __getattr__(name: str) -> Any:  # lazy: `tessera --help` does not import torch
+    if name == "TrainError":
+        from flows.train.errors import TrainError
+
+        return TrainError
+    if name in __all__:
+        from flows.train import recipe
+
+        return getattr(recipe, name)
+    raise AttributeError(name)

@@ -1,0 +1,86 @@
+"""Where trained models go, how a finished one is recognised, and writing one atomically.
+
+A checkpoint is a model folder under ``operators.models.models_dir()`` (or
+``--output``) with a ``training.json`` beside the weights: the dataset, split and
+counts, the hyperparameters, the seconds it took and the library versions. Its
+``config_key`` hashes everything that decides the weights (the mined examples'
+content, the base model's files, the hyperparameters), so training again with the
+same inputs reuses the folder, and any change retrains. A folder is written under a
+temporary name and renamed into place, so a killed run never leaves a half-written
+model where the operators look for one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+TRAINING_FILE = "training.json"
+
+
+def examples_sha256(examples: list[dict[str, Any]]) -> str:
+    """Content hash of mined examples (order matters: it decides the batches)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps([e["query"], e["positive"], e["negatives"]], ensure_ascii=False).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def config_key(payload: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def base_fingerprint(reference: str) -> str:
+    """The base model's files, so a retrained base (``tessera-bi-encoder``) retrains what starts from it."""
+    from operators.models import resolve_model_path
+    from operators.models.sentence_transformers import _fingerprint
+
+    path = resolve_model_path(reference)
+    return f"{path.name}:{_fingerprint(path)}"
+
+
+def reusable(folder: Path, key: str) -> dict[str, Any] | None:
+    """The ``training.json`` of a finished checkpoint trained with ``key``, else None."""
+    try:
+        record = json.loads((folder / TRAINING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return record if record.get("config_key") == key else None
+
+
+def versions() -> dict[str, str]:
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
+            "sentence_transformers": sentence_transformers.__version__}
+
+
+def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+    """Call ``save(tmp)``, write ``training.json`` (``record`` plus the trainer's stats under ``training``, the
+    seconds and the versions), then put ``tmp`` in place of ``folder`` (atomic rename); returns the record."""
+    folder = Path(folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        started = time.perf_counter()
+        stats = save(tmp)
+        record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
+        (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return record

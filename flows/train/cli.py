@@ -1,0 +1,85 @@
+"""``tessera train`` / ``python -m flows.train``: the command line of the trainer."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
+               "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "
+               "cross-encoder, a bi-encoder and/or ColBERT from MiniLM into $TESSERA_HOME/models/<name>, "
+               "where the hybrid_ce / hybrid_ft / hybrid_colbert flows load them.")
+EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, then tessera bench --dataset "
+          "../shared/data/scifact --flow hybrid --flow hybrid_ft --flow hybrid_ce --out bench-out")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from flows.commands._support import positive_int
+    from flows.train.recipe import KINDS
+
+    parser.add_argument("--dataset", required=True, metavar="DIR", help="BEIR-layout dataset folder")
+    parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
+                        "are refused unless --allow-eval-split")
+    parser.add_argument("--model", action="append", dest="models", metavar="KIND",
+                        help=f"what to train: {', '.join(KINDS)} or all (repeat; default cross-encoder)")
+    parser.add_argument("--spec", default="train", metavar="SPEC",
+                        help="training recipe: spec file or built-in name (default train: flows/specs/train.yaml)")
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help="epochs for every model (default: the "
+                        "recipe's)")
+    parser.add_argument("--max-examples", type=positive_int, metavar="N",
+                        help="train on the examples of the first N judged queries only")
+    parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model after N steps")
+    parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
+    parser.add_argument("--output", metavar="DIR", help="folder the checkpoints go to (default "
+                        "$TESSERA_HOME/models, where flows find them by name)")
+    parser.add_argument("--name-prefix", default="tessera", metavar="PREFIX",
+                        help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert "
+                        "(default tessera)")
+    parser.add_argument("--force", action="store_true", help="retrain even when a checkpoint with the same "
+                        "training config exists")
+    parser.add_argument("--allow-eval-split", action="store_true",
+                        help="allow --split test/dev, for training sets whose only qrels file is test.tsv "
+                        "(hotpotqa_train100_hipporag, musique_train100_hipporag); never for evaluation sets")
+    parser.add_argument("--index-dir", metavar="DIR",
+                        help="where mining's indices live (default $TESSERA_HOME/indices/auto, shared with bench)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from flows.train.recipe import TrainOptions, train
+
+    options = TrainOptions(dataset=args.dataset, models=args.models or ["cross-encoder"], spec=args.spec,
+                           split=args.split, epochs=args.epochs, max_examples=args.max_examples,
+                           max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
+                           force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
+                           progress=not args.quiet)
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
+    report = train(options, log=log)
+    _print_summary(report)
+    return 0
+
+
+def _print_summary(report) -> None:
+    from rich.table import Table
+
+    from flows.commands._support import console, escape
+
+    table = Table(title=f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries "
+                  f"({report.mining['split']})", title_justify="left")
+    for column in ("model", "kind", "path", "status"):
+        table.add_column(column)
+    for m in report.models:
+        status = "reused" if m.reused else f"trained in {m.seconds:.0f} s"
+        table.add_row(escape(m.name), m.kind, escape(str(m.path)), status)
+    console().print(table)
+
+
+def main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.train") -> int:
+    from flows.cli import run_handler
+
+    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG)
+    add_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    return run_handler(handle, args)

@@ -1,0 +1,177 @@
+"""Hard-negative mining with Tessera's own retrieval, over a dataset's training queries.
+
+For every judged query of the training split, a retrieval flow (by default the
+mining steps of ``flows/specs/train.yaml``: BM25 and dense, fused with RRF) runs
+over an index of the dataset's corpus, built or reused exactly as ``tessera bench``
+does (``flows.bench.indices``: ``$TESSERA_HOME/indices/auto``, keyed by content).
+The retrieved documents that are not judged relevant for that query are its hard
+negatives; the first ``skip_top`` ranks can be left out, because the documents
+ranked highest without a judgement are the likeliest unjudged positives.
+
+One example per (query, relevant document): ``{"query", "positive", "negatives"}``,
+texts as the rerankers see them (``title + "\\n" + text``, see
+``operators.rerank._reranker.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
+The negatives are a sample of ``negatives`` candidates drawn with a generator
+seeded by ``(seed, qid)``, listed in rank order, so mining is deterministic and
+does not depend on the order of the queries.
+
+Only training data is read: the splits named in ``EVALUATION_SPLITS`` are refused
+unless ``allow_eval_split`` says the set is a training set whose only qrels file
+happens to be called ``test.tsv`` (the HotpotQA and MuSiQue ``train100`` sets).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.train.errors import TrainError
+
+EVALUATION_SPLITS = frozenset({"test", "dev", "validation", "val"})
+
+
+class MiningParams(BaseModel):
+    """How hard negatives are chosen from the retrieved candidates."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    skip_top: int = Field(0, ge=0, description="Leave out the first N retrieved ranks of each query (likely "
+                          "unjudged positives).")
+    negatives: int = Field(7, gt=0, description="Hard negatives per example (fewer when fewer were retrieved).")
+    seed: int = Field(0, description="Seed of the negative sampling (per query: seed and qid).")
+
+
+@dataclass
+class Mined:
+    """The examples and what mining did."""
+
+    examples: list[dict[str, Any]]
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+def passage_text(title: str | None, text: str | None) -> str:
+    """A document as the rerankers read it: the title, a newline, the text."""
+    text = text or ""
+    return f"{title}\n{text}" if title else text
+
+
+def check_split(split: str, allow_eval_split: bool) -> None:
+    if split.lower() in EVALUATION_SPLITS and not allow_eval_split:
+        raise TrainError(f"split '{split}' is an evaluation split and is never used for training; train on "
+                         "qrels/train.tsv (--split train), or pass --allow-eval-split for a set that is a training "
+                         "set whose only qrels file is test.tsv (hotpotqa_train100_hipporag, "
+                         "musique_train100_hipporag)", field="split")
+
+
+def load_training_split(folder: str | Path, split: str, *, limit: int | None = None,
+                        allow_eval_split: bool = False):
+    """The dataset (``flows.bench.dataset.Dataset``) restricted to ``split``; refuses evaluation splits."""
+    from flows.bench.dataset import load_dataset
+    from flows.bench.errors import BenchError
+
+    check_split(split, allow_eval_split)
+    try:
+        return load_dataset(folder, split=split, limit=limit)
+    except BenchError as err:
+        raise TrainError(err.message, field=err.field) from None
+
+
+def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
+         max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
+         log: Callable[[str], None] = print, progress: bool = True) -> Mined:
+    """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
+
+    ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
+    unset; the index is built from the corpus on first use and reused afterwards.
+    ``max_queries`` keeps the first N judged queries (file order).
+    """
+    from flows.bench import indices
+    from flows.spec import FlowSpec
+
+    params = params or MiningParams()
+    started = time.perf_counter()
+    data = load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)
+    spec = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
+    root = Path(index_dir).expanduser() if index_dir else indices.default_root()
+    plan = indices.plan_index(spec, data.corpus_sha256(), root)
+    if plan is not None:
+        indices.ensure_index(plan, data.corpus, executor="local", log=log, progress=progress)
+        spec = spec.with_index(str(plan.path))
+    log(f"mining {data.name} ({split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
+        f"flow '{spec.name}'")
+    ranked = _retrieve(spec, data.queries)
+    positives: dict[str, list[str]] = {}
+    for qid, docno, relevance in zip(*(data.qrels.column(c).to_pylist() for c in ("qid", "docno", "relevance"))):
+        if relevance > 0:
+            positives.setdefault(qid, []).append(docno)
+    wanted = {d for docs in positives.values() for d in docs} | {d for docs in ranked.values() for d in docs}
+    texts = _corpus_texts(data.corpus, wanted)
+    examples, missing, short = [], 0, 0
+    for qid, query in zip(data.qids, data.queries.column("query").to_pylist()):
+        relevant = set(positives.get(qid, ()))
+        pool = [d for d in ranked.get(qid, [])[params.skip_top:] if d not in relevant and d in texts]
+        rng = random.Random(_seed(params.seed, qid))
+        chosen = sorted(rng.sample(range(len(pool)), min(params.negatives, len(pool))))
+        negatives = [pool[i] for i in chosen]
+        if len(negatives) < params.negatives:
+            short += 1
+        for docno in positives.get(qid, []):
+            if docno not in texts:
+                missing += 1
+                continue
+            if not negatives:
+                continue
+            examples.append({"qid": qid, "query": query, "positive_id": docno, "positive": texts[docno],
+                             "negative_ids": negatives, "negatives": [texts[d] for d in negatives]})
+    if not examples:
+        raise TrainError(f"mining found no example in {data.root} ({split}): no judged query has both a relevant "
+                         "document in the corpus and a retrieved non-relevant one", field="dataset")
+    stats = {"dataset": str(data.root), "split": split, "queries": len(data.qids), "examples": len(examples),
+             "positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short,
+             "flow": spec.name, "index": plan.key if plan else None, "params": params.model_dump(),
+             "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
+             "qrels_sha256": data.qrels_fingerprint(), "seconds": round(time.perf_counter() - started, 3)}
+    log(f"mined {len(examples)} examples from {len(data.qids)} queries in {stats['seconds']:.1f} s")
+    return Mined(examples=examples, stats=stats)
+
+
+def _seed(seed: int, qid: str) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}\t{qid}".encode()).digest()[:8], "big")
+
+
+def _retrieve(spec: Any, queries: Any) -> dict[str, list[str]]:
+    """Per qid, the retrieved doc ids in rank order (a chunked index counts each document once)."""
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.store import default_cache_dir
+
+    result = LocalExecutor(cache=StepCache(default_cache_dir()), keep_history=False).run(spec.build(), queries)
+    table = result.table
+    ids = "doc_id" if "doc_id" in table.column_names else "docno"
+    if "rank" in table.column_names:
+        table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
+    ranked: dict[str, dict[str, None]] = {}  # an insertion-ordered set per query
+    for qid, doc in zip(table.column("qid").to_pylist(), table.column(ids).to_pylist()):
+        if doc is not None:
+            ranked.setdefault(str(qid), {})[str(doc)] = None
+    return {qid: list(docs) for qid, docs in ranked.items()}
+
+
+def _corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
+    texts: dict[str, str] = {}
+    with open(corpus, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            doc_id = str(doc.get("_id", doc.get("id", "")))
+            if doc_id in wanted:
+                texts[doc_id] = passage_text(doc.get("title"), doc.get("text"))
+    return texts

@@ -1,0 +1,228 @@
+"""The training recipe: mine hard negatives once, then train each requested model, cached.
+
+A recipe is a spec file (``flows/specs/train.yaml`` by default): its ``steps`` are the
+mining flow (a normal flow spec, run over the training queries by
+``flows.train.mining``) and its ``training`` section (``TrainingSection``) holds the
+split, the mining choices and each model's hyperparameters. ``train(options)`` mines,
+then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
+``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
+``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
+``training.json`` records the same config key is reused; ``force`` retrains.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows.train import checkpoints
+from flows.train.bi_encoder import BiEncoderParams
+from flows.train.cross_encoder import CrossEncoderParams
+from flows.train.errors import TrainError
+from flows.train.mining import MiningParams
+
+KINDS = ("cross-encoder", "bi-encoder", "colbert")
+SECTION = "training"
+
+
+class ColbertParams(BaseModel):
+    """Hyperparameters handed to ``flows.train.colbert.train_colbert``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str = Field("minilm", description="Model to start from.")
+    epochs: int = Field(1, gt=0, description="Passes over the examples.")
+    batch_size: int = Field(8, gt=0, description="Examples per step.")
+    lr: float = Field(3e-5, gt=0, description="Peak learning rate.")
+    negatives: int = Field(3, gt=0, description="Mined hard negatives per example (the first N).")
+
+
+class TrainingSection(BaseModel):
+    """The ``training`` section of a recipe spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    split: str = Field("train", description="qrels split the examples come from (never test/dev).")
+    mining: MiningParams = Field(default_factory=MiningParams, description="How hard negatives are drawn.")
+    cross_encoder: CrossEncoderParams = Field(default_factory=CrossEncoderParams,
+                                              description="Cross-encoder hyperparameters.")
+    bi_encoder: BiEncoderParams = Field(default_factory=BiEncoderParams, description="Bi-encoder hyperparameters.")
+    colbert: ColbertParams = Field(default_factory=ColbertParams, description="ColBERT hyperparameters.")
+
+    def params(self, kind: str) -> BaseModel:
+        return {"cross-encoder": self.cross_encoder, "bi-encoder": self.bi_encoder, "colbert": self.colbert}[kind]
+
+
+@dataclass
+class TrainOptions:
+    dataset: str | Path
+    models: list[str] = field(default_factory=lambda: ["cross-encoder"])  # kinds, or ["all"]
+    spec: str | Path = "train"
+    split: str | None = None  # default: the recipe's
+    epochs: int | None = None  # overrides every kind's
+    max_examples: int | None = None
+    max_steps: int | None = None
+    seed: int | None = None  # default: the recipe's mining seed
+    output: str | Path | None = None  # default: operators.models.models_dir()
+    name_prefix: str = "tessera"
+    force: bool = False
+    allow_eval_split: bool = False
+    index_dir: str | Path | None = None
+    progress: bool = True
+
+
+@dataclass
+class TrainedModel:
+    kind: str
+    name: str
+    path: Path
+    reused: bool
+    seconds: float
+    record: dict[str, Any]
+
+
+@dataclass
+class TrainReport:
+    models: list[TrainedModel]
+    mining: dict[str, Any]
+    seconds: float
+
+
+def resolve_kinds(models: list[str]) -> list[str]:
+    kinds: list[str] = []
+    for name in models:
+        wanted = KINDS if name == "all" else (name,)
+        for kind in wanted:
+            if kind not in KINDS:
+                raise TrainError(f"unknown model kind '{name}'; choose one of {', '.join(KINDS)} or all",
+                                 field="model")
+            if kind not in kinds:
+                kinds.append(kind)
+    if not kinds:
+        raise TrainError(f"no model kind given; choose one of {', '.join(KINDS)} or all", field="model")
+    return kinds
+
+
+def load_recipe(source: str | Path):
+    """(mining ``FlowSpec``, ``TrainingSection``) from a recipe spec path or built-in name."""
+    import yaml
+
+    from flows.spec import FlowSpec, resolve_spec_path
+
+    path = resolve_spec_path(source)
+    if path is None:
+        raise TrainError(f"no training recipe file or built-in spec named '{source}' (default: train, i.e. "
+                         "flows/specs/train.yaml)", field="spec")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise TrainError(f"{path}: not valid YAML: {err}", field="spec") from None
+    if not isinstance(data, dict):
+        raise TrainError(f"{path}: a recipe is a mapping with steps and a {SECTION} section", field="spec")
+    section = data.pop(SECTION, None) or {}
+    try:
+        training = TrainingSection.model_validate(section)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, (SECTION, *first["loc"])))
+        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise TrainError(f"{path}: {message}", field=where) from None
+    return FlowSpec.parse(data), training
+
+
+def model_name(prefix: str, kind: str) -> str:
+    return f"{prefix}-{kind}"
+
+
+def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:
+    """Mine, then train (or reuse) every requested kind; see the module docstring."""
+    from flows.train.mining import check_split, mine
+    from operators.models import models_dir
+
+    started = time.perf_counter()
+    kinds = resolve_kinds(list(options.models))
+    flow, training = load_recipe(options.spec)
+    split = options.split or training.split
+    check_split(split, options.allow_eval_split)
+    mining = training.mining if options.seed is None else training.mining.model_copy(update={"seed": options.seed})
+    if options.max_examples is not None and options.max_examples <= 0:
+        raise TrainError(f"bad --max-examples {options.max_examples}: give a positive number", field="max_examples")
+    if options.max_steps is not None and options.max_steps <= 0:
+        raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
+    if "colbert" in kinds:
+        _colbert_trainer()  # fail before mining when it is missing
+    mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
+                 allow_eval_split=options.allow_eval_split, index_dir=options.index_dir, log=log,
+                 progress=options.progress)
+    examples = mined.examples[:options.max_examples] if options.max_examples else mined.examples
+    output = Path(options.output).expanduser() if options.output else models_dir()
+    results = []
+    for kind in kinds:
+        params = training.params(kind)
+        if options.epochs is not None:
+            params = params.model_copy(update={"epochs": options.epochs})
+        results.append(_train_one(kind, params, examples, mined.stats, output / model_name(options.name_prefix, kind),
+                                  seed=mining.seed, options=options, log=log))
+    return TrainReport(models=results, mining=mined.stats, seconds=time.perf_counter() - started)
+
+
+def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], mining: dict[str, Any], folder: Path,
+               *, seed: int, options: TrainOptions, log: Callable[[str], None]) -> TrainedModel:
+    base = getattr(params, "base")
+    key = checkpoints.config_key({"kind": kind, "params": params.model_dump(mode="json"), "seed": seed,
+                                  "max_steps": options.max_steps, "base": checkpoints.base_fingerprint(base),
+                                  "examples": checkpoints.examples_sha256(examples), "format": 1})
+    record = None if options.force else checkpoints.reusable(folder, key)
+    if record is not None:
+        log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
+        return TrainedModel(kind, folder.name, folder, True, 0.0, record)
+    log(f"{kind}: training on {len(examples)} examples -> {folder}")
+
+    def save(tmp: Path) -> dict[str, Any]:
+        return _run_trainer(kind, params, examples, tmp, seed=seed, max_steps=options.max_steps,
+                            progress=options.progress)
+
+    record = checkpoints.write_checkpoint(folder, save, {
+        "kind": kind, "name": folder.name, "config_key": key, "dataset": mining["dataset"], "split": mining["split"],
+        "counts": {"examples": len(examples), "queries": mining["queries"],
+                   "negatives_per_example": mining["params"]["negatives"]},
+        "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,
+        "max_steps": options.max_steps})
+    log(f"{kind}: trained in {record['seconds']:.0f} s -> {folder}")
+    return TrainedModel(kind, folder.name, folder, False, record["seconds"], record)
+
+
+def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Path, *, seed: int,
+                 max_steps: int | None, progress: bool) -> dict[str, Any]:
+    if kind == "cross-encoder":
+        from flows.train.cross_encoder import train_cross_encoder
+
+        return train_cross_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
+    if kind == "bi-encoder":
+        from flows.train.bi_encoder import train_bi_encoder
+
+        return train_bi_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
+    import shutil
+
+    started = time.perf_counter()
+    plain = [{"query": e["query"], "positive": e["positive"], "negatives": e["negatives"][:params.negatives]}
+             for e in examples]
+    path = Path(_colbert_trainer()(plain, base=params.base, output_dir=tmp, epochs=params.epochs,
+                                   batch_size=params.batch_size, lr=params.lr, seed=seed, max_steps=max_steps,
+                                   progress=progress))
+    if path.resolve() != tmp.resolve():
+        shutil.copytree(path, tmp, dirs_exist_ok=True)
+    return {"seconds": round(time.perf_counter() - started, 3)}
+
+
+def _colbert_trainer():
+    try:
+        from flows.train.colbert import train_colbert
+    except ImportError as err:
+        raise TrainError(f"ColBERT training (flows/train/colbert.py) is not available here: {err}",
+                         field="model") from None
+    return train_colbert

@@ -1,0 +1,185 @@
+"""``tessera train``: hard-negative mining on the train split, then a tiny real training run.
+
+The dataset is a slice of SciFact written into a temporary BEIR folder: the first
+16 train queries' relevant documents plus the first 150 documents of the corpus,
+the real train qrels of those queries, and a few test qrels (which must never be
+read). Mining uses BM25 only on that small corpus; training runs 2 steps with short
+sequences, through ``python -m flows.train`` in a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+
+pytestmark = [pytest.mark.data, pytest.mark.skipif(
+    not (SCIFACT / "qrels" / "train.tsv").is_file(), reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
+
+RECIPE = """\
+name: tiny-train
+steps:
+  bm25: {op: retrieve.bm25, params: {k: 12}}
+training:
+  split: train
+  mining: {skip_top: 1, negatives: 3, seed: 7}
+  cross_encoder: {epochs: 1, batch_size: 2, max_length: 32, negatives: 2, in_batch_negatives: 1, train_layers: 1}
+  bi_encoder: {epochs: 1, batch_size: 2, max_length: 32, negatives: 1}
+"""
+
+
+def _qrels(split: str) -> list[tuple[str, str, str]]:
+    lines = (SCIFACT / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]
+    return [tuple(line.split("\t")) for line in lines if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def slice_dir(tmp_path_factory) -> Path:
+    """A small BEIR folder cut from SciFact (train and test qrels, 150 + relevant documents)."""
+    root = tmp_path_factory.mktemp("scifact_slice")
+    train_qids = list(dict.fromkeys(q for q, _, _ in _qrels("train")))[:16]
+    train = [r for r in _qrels("train") if r[0] in train_qids]
+    test = [r for r in _qrels("test")][:5]
+    wanted = {d for _, d, _ in train + test}
+    docs = []
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
+        for number, line in enumerate(f):
+            doc = json.loads(line)
+            if number < 150 or doc["_id"] in wanted:
+                docs.append(line)
+    (root / "corpus.jsonl").write_text("".join(docs), encoding="utf-8")
+    keep = set(train_qids) | {q for q, _, _ in test}
+    queries = [line for line in (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+               if json.loads(line)["_id"] in keep]
+    (root / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    (root / "qrels").mkdir()
+    for split, rows in (("train", train), ("test", test)):
+        text = "query-id\tcorpus-id\tscore\n" + "".join("\t".join(r) + "\n" for r in rows)
+        (root / "qrels" / f"{split}.tsv").write_text(text, encoding="utf-8")
+    (root / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
+    return root
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory) -> Path:
+    home = tmp_path_factory.mktemp("home")
+    saved = os.environ.get("TESSERA_HOME")
+    os.environ["TESSERA_HOME"] = str(home)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    yield home
+    if saved is None:
+        os.environ.pop("TESSERA_HOME", None)
+    else:
+        os.environ["TESSERA_HOME"] = saved
+
+
+def _train_cli(*args: str, home: Path, check: int | None = 0) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    env.pop("TESSERA_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-m", "flows.train", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+    if check is not None:
+        assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+    return proc
+
+
+def test_mining_reads_only_train_never_returns_a_positive_and_is_deterministic(slice_dir, home):
+    from flows.train.mining import MiningParams, mine
+    from flows.train.recipe import load_recipe
+
+    flow, training = load_recipe(slice_dir / "recipe.yaml")
+    params = MiningParams(skip_top=1, negatives=3, seed=7)
+    first = mine(slice_dir, flow, params=params, progress=False, log=lambda _: None)
+    again = mine(slice_dir, flow, params=params, progress=False, log=lambda _: None)
+    assert first.examples == again.examples
+    other = mine(slice_dir, flow, params=params.model_copy(update={"seed": 8}), progress=False, log=lambda _: None)
+    assert [e["negative_ids"] for e in other.examples] != [e["negative_ids"] for e in first.examples]
+
+    train = _qrels_of(slice_dir, "train")
+    test_only = set(_qrels_of(slice_dir, "test")) - set(train)
+    assert first.stats["split"] == "train" and len(first.examples) == sum(len(v) for v in train.values())
+    for e in first.examples:
+        assert e["qid"] in train and e["qid"] not in test_only
+        assert e["positive_id"] in train[e["qid"]]
+        assert not set(e["negative_ids"]) & train[e["qid"]], "a relevant document was mined as a negative"
+        assert 1 <= len(e["negatives"]) <= 3 and len(set(e["negative_ids"])) == len(e["negative_ids"])
+        assert e["positive"] and all(e["negatives"])
+    # the texts are what the rerankers read: title, newline, text
+    doc = next(json.loads(line) for line in open(slice_dir / "corpus.jsonl", encoding="utf-8")
+               if json.loads(line)["_id"] == first.examples[0]["positive_id"])
+    assert first.examples[0]["positive"] == f"{doc['title']}\n{doc['text']}"
+
+
+def _qrels_of(root: Path, split: str) -> dict[str, set[str]]:
+    found: dict[str, set[str]] = {}
+    for line in (root / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]:
+        qid, docno, score = line.split("\t")
+        if int(score) > 0:
+            found.setdefault(qid, set()).add(docno)
+    return found
+
+
+def test_evaluation_splits_missing_splits_and_unknown_kinds_are_clear_errors(slice_dir, home):
+    from flows.train.errors import TrainError
+    from flows.train.mining import load_training_split
+    from flows.train.recipe import resolve_kinds
+
+    with pytest.raises(TrainError, match="--allow-eval-split"):
+        load_training_split(slice_dir, "test")
+    assert load_training_split(slice_dir, "test", allow_eval_split=True).split == "test"
+    with pytest.raises(TrainError, match=str(slice_dir / "qrels" / "dev.tsv")):
+        load_training_split(slice_dir, "dev", allow_eval_split=True)
+    with pytest.raises(TrainError, match="cross-encoder, bi-encoder, colbert or all"):
+        resolve_kinds(["reranker"])
+    assert resolve_kinds(["all"]) == ["cross-encoder", "bi-encoder", "colbert"]
+    proc = _train_cli("--dataset", str(slice_dir), "--split", "test", "--quiet", home=home, check=2)
+    assert proc.stderr.count("\n") == 1 and "evaluation split" in proc.stderr
+
+
+def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_dir, home):
+    from flows.train.recipe import TrainOptions, train
+
+    proc = _train_cli("--dataset", str(slice_dir), "--spec", str(slice_dir / "recipe.yaml"), "--model",
+                      "cross-encoder", "--max-steps", "2", home=home)
+    assert "tessera-cross-encoder" in proc.stdout and "trained in" in proc.stdout
+    options = TrainOptions(dataset=slice_dir, models=["bi-encoder"], spec=slice_dir / "recipe.yaml", max_steps=2,
+                           progress=False)
+    assert not train(options, log=lambda _: None).models[0].reused
+    models = home / "models"
+    for name, kind in (("tessera-cross-encoder", "cross-encoder"), ("tessera-bi-encoder", "bi-encoder")):
+        record = json.loads((models / name / "training.json").read_text(encoding="utf-8"))
+        assert record["kind"] == kind and record["split"] == "train" and record["training"]["steps"] == 2
+        assert record["dataset"] == str(slice_dir) and record["counts"]["examples"] > 0
+        assert record["hyperparameters"]["max_length"] == 32 and record["versions"]["torch"]
+    assert not [p for p in models.iterdir() if p.name.startswith(".")], "a temporary folder was left behind"
+
+    from operators.embed.sentence_transformer import SentenceTransformerEmbed
+    from operators.rerank.cross_encoder import CrossEncoderRerank
+
+    rows = pa.table({"qid": ["1"] * 3, "query": ["vitamin D and bone density"] * 3, "docno": ["a", "b", "c"],
+                     "text": ["Vitamin D supplements and bone mineral density in adults.",
+                              "Honey bees pollinate crops.", "Bone density declines with age."],
+                     "rank": pa.array([1, 2, 3], pa.int32())})
+    reranked = CrossEncoderRerank({"model": "tessera-cross-encoder", "n": 3, "on_error": "error"}, step_id="ce")(rows)
+    assert sorted(reranked.column("docno").to_pylist()) == ["a", "b", "c"]
+    scores = reranked.column("score_ce").to_pylist()
+    assert all(isinstance(s, float) and math.isfinite(s) for s in scores) and scores == sorted(scores, reverse=True)
+    embedded = SentenceTransformerEmbed({"model": "tessera-bi-encoder", "input_column": "text"})(rows)
+    assert len(embedded.column("vector")[0]) == 384
+
+    ce = TrainOptions(**{**options.__dict__, "models": ["cross-encoder"]})
+    again = train(ce, log=lambda _: None)  # the checkpoint the CLI wrote, same config: reused
+    assert again.models[0].reused and again.models[0].path == models / "tessera-cross-encoder"
+    changed = train(TrainOptions(**{**ce.__dict__, "max_steps": 1}), log=lambda _: None)  # another config
+    assert not changed.models[0].reused and changed.models[0].record["training"]["steps"] == 1
+    record = json.loads((models / "tessera-cross-encoder" / "training.json").read_text(encoding="utf-8"))
+    assert record["training"]["steps"] == 1  # the old checkpoint was replaced in place
