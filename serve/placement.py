@@ -130,12 +130,6 @@ class _Served:
 class ServedReranker(_Served, Reranker):
     """Reranker proxy: scores come from the deployment, one request per query (batched there)."""
 
-    def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        result = self.score_queries([query], [texts])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
         responses = [self._handle.score.remote(str(q), list(t)) for q, t in zip(queries, texts)]
         results: list[np.ndarray | Exception] = []

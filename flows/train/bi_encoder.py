@@ -72,18 +72,9 @@ def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, par
             columns += [list(column) for column in zip(*negatives)]
         features = [batch_to_device(model.preprocess(column), model.device) for column in columns]
         loss = loss_fn(features, None)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        schedule.step()
-        opt.zero_grad()
-        losses.append(float(loss.detach()))
-        bar.update(1)
-        bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+        _loop.apply_step(loss, model, opt, schedule, losses, bar)
     bar.close()
     model.eval()
     model.max_seq_length = saved_length
     model.save(str(output_dir))
-    return {"steps": len(losses), "first_loss": losses[0] if losses else None,
-            "last_loss_mean20": sum(losses[-20:]) / max(1, len(losses[-20:])),
-            "seconds": round(time.perf_counter() - started, 3)}
+    return _loop.summary(losses, started)

@@ -297,13 +297,14 @@ def _replace_folder(tmp: Path, final: Path) -> None:
         os.rename(tmp, final)
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, kind: type = dict) -> Any:
+    """A checkpoint's JSON file, which must hold a ``kind`` (an object, or a list of modules)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
         raise ColbertCheckpointError(f"cannot read {path}: {err}") from None
-    if not isinstance(data, dict):
-        raise ColbertCheckpointError(f"{path} is not a JSON object")
+    if not isinstance(data, kind):
+        raise ColbertCheckpointError(f"{path} is not a JSON {'object' if kind is dict else 'list of modules'}")
     return data
 
 
@@ -330,7 +331,7 @@ def _read_tessera(path: Path):
 
 def _read_sentence_transformers(path: Path):
     """Layout (b): the Transformer module's folder and the Dense modules folded into one matrix."""
-    modules = sorted(_read_json_list(path / "modules.json"), key=lambda m: m.get("idx", 0))
+    modules = sorted(_read_json(path / "modules.json", list), key=lambda m: m.get("idx", 0))
     kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
     if "Transformer" not in kinds:
         raise ColbertCheckpointError(f"{path}/modules.json has no Transformer module", field="model")
@@ -370,16 +371,6 @@ def _read_sentence_transformers(path: Path):
     for key in ("query_marker", "doc_marker"):
         settings[key] = settings[key] or None  # "" means no marker
     return transformer_dir, weight, ColbertConfig.model_validate({**settings, "layout": "pylate"})
-
-
-def _read_json_list(path: Path) -> list[dict[str, Any]]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
-        raise ColbertCheckpointError(f"cannot read {path}: {err}") from None
-    if not isinstance(data, list):
-        raise ColbertCheckpointError(f"{path} is not a JSON list of modules")
-    return data
 
 
 def _read_stanford(path: Path):

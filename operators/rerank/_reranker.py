@@ -63,9 +63,16 @@ class Reranker(Operator):
 
     # -- what a subclass gives -------------------------------------------------
 
+    # A subclass implements one of the two; each defaults to the other.
+
     def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
         """One relevance score per text (higher is better)."""
-        raise NotImplementedError
+        if type(self).score_queries is Reranker.score_queries:
+            raise NotImplementedError(f"{type(self).__name__} must implement score_texts or score_queries")
+        result = self.score_queries([query], [texts])[0]
+        if isinstance(result, Exception):
+            raise result
+        return result
 
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
         """Scores for several queries at once; one entry per query, an exception where it failed.
@@ -73,6 +80,8 @@ class Reranker(Operator):
         The default scores one query at a time, so a failure is confined to its query;
         a subclass that batches across queries (an embedding model) may override it.
         """
+        if type(self).score_texts is Reranker.score_texts:
+            raise NotImplementedError(f"{type(self).__name__} must implement score_texts or score_queries")
         results: list[np.ndarray | Exception] = []
         for query, candidates in zip(queries, texts):
             try:

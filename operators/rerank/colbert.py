@@ -112,12 +112,6 @@ class ColbertRerank(Reranker):
     def candidate_texts(self, rows: pa.Table) -> Candidates:
         return Candidates(super().candidate_texts(rows), rows.column("docno").cast(pa.string()).to_pylist())
 
-    def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        result = self.score_queries([query], [texts])[0]
-        if isinstance(result, Exception):
-            raise result
-        return result
-
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
         """All queries in one encoding pass; candidates from the store where it has them, the rest in one pass."""
         from operators.models.colbert import maxsim
