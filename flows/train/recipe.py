@@ -206,6 +206,7 @@ def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Pa
         from flows.train.bi_encoder import train_bi_encoder
 
         return train_bi_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
+    import json
     import shutil
 
     started = time.perf_counter()
@@ -216,7 +217,14 @@ def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Pa
                                    progress=progress))
     if path.resolve() != tmp.resolve():
         shutil.copytree(path, tmp, dirs_exist_ok=True)
-    return {"seconds": round(time.perf_counter() - started, 3)}
+    stats: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 3)}
+    try:  # the trainer's own record (settings, loss per step) goes under "training" in ours
+        own = json.loads((tmp / checkpoints.TRAINING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return stats
+    losses = own.pop("losses", None) or []
+    return {**own, **stats, "first_loss": losses[0] if losses else None,
+            "last_loss_mean20": sum(losses[-20:]) / len(losses[-20:]) if losses else None}
 
 
 def _colbert_trainer():
