@@ -45,7 +45,7 @@ def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, par
     """Train and save to ``output_dir``; returns the stats."""
     import torch
     from sentence_transformers import SentenceTransformer
-    from sentence_transformers.losses import MultipleNegativesRankingLoss
+    from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.util import batch_to_device
     from tqdm.auto import tqdm
 
