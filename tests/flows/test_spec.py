@@ -7,6 +7,7 @@ import json
 import pytest
 
 from flows.spec import FlowSpec, from_mosaic
+from flows.store import builtin_names
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 
 
@@ -149,3 +150,18 @@ def test_mosaic_yes_no_strings_become_booleans():
 
     assert _mosaic_values({"process_query": "Yes", "x": "No", "y": "maybe"}) == {
         "process_query": True, "x": False, "y": "maybe"}
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_builtin_spec_builds(name):
+    """A typo in a shipped spec (an unknown op or param, a dangling input) fails here, not in a user's run."""
+    from flows.spec import SPECS_DIR
+    from flows.train.recipe import load_recipe
+
+    if name == "train":  # a recipe: a mining flow plus its training section
+        flow_spec, training = load_recipe(name)
+        assert training.split == "train"
+    else:
+        flow_spec = FlowSpec.load(SPECS_DIR / f"{name}.yaml")
+    flow = flow_spec.build()
+    assert flow.order and flow.output in flow_spec.steps
