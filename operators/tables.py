@@ -106,13 +106,15 @@ def ranks_within_qid(table: pa.Table) -> pa.Array:
     return pa.array(ranks, pa.int32())
 
 
-def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | None = None) -> pa.Table:
+def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | None = None,
+                ordered: bool = False) -> pa.Table:
     """Write ``score``/``rank`` and the step's own ``score_<step>``/``rank_<step>``.
 
     Rows are re-ordered by qid (first appearance) then descending score, then docno,
     so the ``rank`` column and the row order agree. A caller that already knows each
     row's query as a number in first-appearance order (a retriever does) passes it as
-    ``groups`` and saves the string grouping of the qid column.
+    ``groups`` and saves the string grouping of the qid column; one whose rows are
+    already in that order (an index's merged hits are) says ``ordered`` and saves the sort.
     """
     scores = pa.array(scores, pa.float64()) if not isinstance(scores, pa.Array) else scores.cast(pa.float64())
     table = set_column(table, "score", scores)
@@ -120,9 +122,12 @@ def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | N
         ranks = pa.array([], pa.int32())
     else:
         groups = _qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
-        order = _ranking_order(table, groups, "score")
-        table = table.take(order)
-        sorted_groups = groups[order.to_numpy()]
+        if ordered:
+            sorted_groups = groups
+        else:
+            order = _ranking_order(table, groups, "score")
+            table = table.take(order)
+            sorted_groups = groups[order.to_numpy()]
         starts = np.r_[0, np.nonzero(np.diff(sorted_groups))[0] + 1]
         sizes = np.diff(np.r_[starts, len(sorted_groups)])
         ranks = pa.array((np.arange(len(sorted_groups)) - np.repeat(starts, sizes) + 1).astype(np.int32))

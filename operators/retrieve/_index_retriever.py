@@ -178,4 +178,5 @@ class IndexRetriever(Operator):
         for name, kind in (("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())):
             if name not in out.column_names:
                 out = out.append_column(name, pa.nulls(out.num_rows, kind))
-        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id, groups=rows)
+        # Hits come merged best first per query, ties by docno: already in ranking order.
+        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id, groups=rows, ordered=True)
