@@ -60,9 +60,7 @@ def run(cmd: list[str], log: Path) -> float:
 
 def rerank_spec(first_stage: str, reranker: str, model: str, n: int, out: Path, name: str, fused: bool) -> Path:
     """A built-in first stage with a reranking step (``fused``: then RRF of the two), written to ``out/specs``."""
-    import yaml
-
-    spec = yaml.safe_load((REPO / "flows" / "specs" / f"{first_stage}.yaml").read_text(encoding="utf-8"))
+    spec = _builtin_spec(first_stage)
     last = list(spec["steps"])[-1]
     spec["name"] = name
     spec["description"] = f"{first_stage}, top {n} reranked by {reranker} ({model})" + (
@@ -75,13 +73,20 @@ def rerank_spec(first_stage: str, reranker: str, model: str, n: int, out: Path, 
 
 def _with_n(flow: str, n: int, out: Path) -> str:
     """A built-in flow, with its reranking depth set to ``n`` when it has a rerank step."""
-    import yaml
-
-    spec = yaml.safe_load((REPO / "flows" / "specs" / f"{flow}.yaml").read_text(encoding="utf-8"))
+    spec = _builtin_spec(flow)
     if "rerank" not in spec["steps"]:
         return flow
     spec["steps"]["rerank"].setdefault("params", {})["n"] = n
     return str(_write_spec(spec, out, flow))
+
+
+def _builtin_spec(name: str) -> dict:
+    """The raw mapping of a built-in flow spec, to derive a variant from."""
+    import yaml
+
+    from flows.spec import resolve_spec_path
+
+    return yaml.safe_load(resolve_spec_path(name).read_text(encoding="utf-8"))
 
 
 def _write_spec(spec: dict, out: Path, name: str) -> Path:
@@ -101,7 +106,7 @@ def _significance(path: Path) -> dict[tuple[str, str], float]:
                 if r["measure"] == "nDCG@10"}
 
 
-def adapt(name: str, args, python: str, out: Path, log: Path, timings: dict[str, float]) -> str | None:
+def adapt(name: str, args, python: str, log: Path, timings: dict[str, float]) -> str | None:
     """Train (or reuse) a cross-encoder on ``name``'s own training set; its model name, or None."""
     from operators.models import models_dir
 
@@ -181,7 +186,7 @@ def main() -> int:
                 for fused in (False, True):
                     flow = f"{first}_{label}{'_rrf' if fused else ''}"
                     ood_flows.append(f"{flow}={rerank_spec(first, op, model, n, out, flow, fused)}")
-        adapted = adapt(name, args, python, out, log, timings)
+        adapted = adapt(name, args, python, log, timings)
         if adapted:
             for first, fused in (("bm25", False), ("bm25", True), ("hybrid", True)):
                 flow = f"{first}_adapted{'_rrf' if fused else ''}"

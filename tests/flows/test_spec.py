@@ -155,13 +155,12 @@ def test_mosaic_yes_no_strings_become_booleans():
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_spec_builds(name):
     """A typo in a shipped spec (an unknown op or param, a dangling input) fails here, not in a user's run."""
-    from flows.spec import SPECS_DIR
     from flows.train.recipe import load_recipe
 
     if name == "train":  # a recipe: a mining flow plus its training section
         flow_spec, training = load_recipe(name)
         assert training.split == "train"
     else:
-        flow_spec = FlowSpec.load(SPECS_DIR / f"{name}.yaml")
+        flow_spec = FlowSpec.load(name)
     flow = flow_spec.build()
     assert flow.order and flow.output in flow_spec.steps
