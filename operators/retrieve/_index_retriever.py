@@ -155,8 +155,7 @@ class IndexRetriever(Operator):
         try:
             hits = self.search(texts, k * self.params.expand_factor if post else k, None if post else where) \
                 if texts else []
-            docnos = [d for h in hits for d in h.docnos]
-            docs = self.index.documents(docnos)
+            docs = self.index.documents_of(hits)
         except IndexStoreError as err:
             raise OperatorError(err.message, op=self.name, step=self.step_id,
                                 field="params.filter" if err.field == "where" else "params.index") from None

@@ -50,10 +50,17 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
 
 @dataclass
 class Hits:
-    """One query's results, best first."""
+    """One query's results, best first.
+
+    ``shard``/``row`` locate each hit in the shards of the generation that was searched
+    (``state``), so ``Index.documents_of`` reads their doc-store rows without looking
+    docnos up again (and from the same snapshot, even if a commit lands in between)."""
 
     docnos: list[str]
     scores: np.ndarray
+    shard: np.ndarray | None = None
+    row: np.ndarray | None = None
+    state: "_State | None" = field(default=None, repr=False, compare=False)
 
     def __len__(self) -> int:
         return len(self.docnos)
@@ -421,23 +428,36 @@ class Index:
         if missing:
             raise DocnoNotFoundError(f"docno(s) {missing[:5]} ({len(missing)} in all) are not live in {self.path}",
                                      field="docno")
-        if not places:
-            return state.shards[0].docs.slice(0, 0) if state.shards else pa.table({"docno": pa.array([], pa.string())})
-        from operators.tables import concat
+        return _take_rows(state, np.array([p[0] for p in places], dtype=np.int64),
+                          np.array([p[1] for p in places], dtype=np.int64))
 
-        order = np.array([p[0] for p in places])
-        rows = np.array([p[1] for p in places])
-        if (order == order[0]).all():  # one shard (the common case): one take, no reordering
-            return state.shards[int(order[0])].docs.take(pa.array(rows))
-        parts, positions = [], []
-        for i in np.unique(order):
-            picked = np.nonzero(order == i)[0]
-            parts.append(state.shards[i].docs.take(pa.array(rows[picked])))
-            positions.append(picked)
-        table = concat(parts)
-        inverse = np.empty(len(places), dtype=np.int64)
-        inverse[np.concatenate(positions)] = np.arange(len(places))
-        return table.take(pa.array(inverse))
+    def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
+        """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
+        by position from the generation each search saw (hits of other origins: by docno)."""
+        found = [h for h in hits if len(h)]
+        state = found[0].state if found else None
+        if state is None or any(h.state is not state or h.shard is None for h in found):
+            return self.documents([d for h in hits for d in h.docnos])
+        return _take_rows(state, np.concatenate([h.shard for h in found]), np.concatenate([h.row for h in found]))
+
+
+def _take_rows(state: _State, shard: np.ndarray, rows: np.ndarray) -> pa.Table:
+    """Doc-store rows ``rows`` of shards ``shard`` (parallel arrays), in that order."""
+    if not len(rows):
+        return state.shards[0].docs.slice(0, 0) if state.shards else pa.table({"docno": pa.array([], pa.string())})
+    from operators.tables import concat
+
+    if (shard == shard[0]).all():  # one shard (the common case): one take, no reordering
+        return state.shards[int(shard[0])].docs.take(pa.array(rows))
+    parts, positions = [], []
+    for i in np.unique(shard):
+        picked = np.nonzero(shard == i)[0]
+        parts.append(state.shards[i].docs.take(pa.array(rows[picked])))
+        positions.append(picked)
+    table = concat(parts)
+    inverse = np.empty(len(rows), dtype=np.int64)
+    inverse[np.concatenate(positions)] = np.arange(len(rows))
+    return table.take(pa.array(inverse))
 
 
 def _check_k(k: int) -> None:
@@ -446,19 +466,35 @@ def _check_k(k: int) -> None:
 
 
 def _merge(state: _State, found: list, n_queries: int, k: int) -> list[Hits]:
-    """Exact top ``k`` per query from every shard's top ``k``; ties broken by docno."""
+    """Exact top ``k`` per query from every shard's top ``k``; ties broken by docno.
+
+    ``found`` holds ``(shard index, [(rows, scores) per query])`` per searched shard. Hits
+    from one shard with strictly falling scores are already in this order and skip the
+    sort on docno strings (most queries of a one-shard index)."""
+    if len(found) == 1:
+        i, results = found[0]
+        docnos = state.shards[i].docnos
+        return [_hits(state, np.full(len(rows), i), rows, scores, docnos[rows], k) for rows, scores in results]
     out = []
     for q in range(n_queries):
-        scores = [res[q][1] for _, res in found]
-        docnos = [state.shards[i].docnos[res[q][0]] for i, res in found]
-        if not scores:
-            out.append(Hits([], np.zeros(0)))
-            continue
-        scores_all = np.concatenate(scores)
-        docnos_all = np.concatenate(docnos).astype(str)
-        order = np.lexsort((docnos_all, -scores_all))[:k]
-        out.append(Hits(docnos_all[order].tolist(), scores_all[order]))
+        parts = [(i, res[q][0], res[q][1]) for i, res in found]
+        out.append(_hits(state, np.concatenate([np.full(len(rows), i) for i, rows, _ in parts]) if parts else _NONE,
+                         np.concatenate([rows for _, rows, _ in parts]) if parts else _NONE,
+                         np.concatenate([scores for _, _, scores in parts]) if parts else np.zeros(0),
+                         np.concatenate([state.shards[i].docnos[r] for i, r, _ in parts]) if parts else _NONE, k))
     return out
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+def _hits(state: _State, shard: np.ndarray, rows: np.ndarray, scores: np.ndarray, docnos: np.ndarray,
+          k: int) -> Hits:
+    """One query's top ``k`` of these candidates: score descending, then docno."""
+    if len(scores) > 1 and not (scores[:-1] > scores[1:]).all():
+        order = np.lexsort((docnos.astype(str), -scores))[:k]
+        shard, rows, scores, docnos = shard[order], rows[order], scores[order], docnos[order]
+    return Hits(docnos[:k].tolist(), scores[:k], shard[:k], rows[:k], state)
 
 
 def _new_shard_id(kind: str) -> str:

@@ -106,3 +106,29 @@ def test_the_builtin_hybrid_flow_fuses_both_retrievers(dense_index):
         zip(dense.column("qid").to_pylist(), dense.column("docno").to_pylist()))
     top = {r["qid"]: r for r in out.to_pylist() if r["rank"] == 1}
     assert top["q1"]["title"] == "Bee" and top["q1"]["rank_bm25"] == 1 and top["q1"]["rank_dense"] == 1
+
+
+@pytest.mark.ray
+def test_retrievers_with_filters_and_fusion_give_the_local_table_on_ray_data(dense_index, ray_session):
+    """Index retrievers inside Ray Data actors (each opens the index where it lands) give the local
+    executor's rows, scores and ranks, branch by branch, with a pre filter on one branch and a post
+    filter on the other."""
+    from flows.executors.local import LocalExecutor
+    from flows.executors.ray_data import RayDataExecutor
+    from flows.spec import FlowSpec
+
+    spec = FlowSpec.parse({"name": "filtered_hybrid", "steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"index": str(dense_index), "k": 20,
+                                                   "filter": {"country": ["FR", "DE"]}}},
+        "dense": {"op": "retrieve.dense", "inputs": [], "params": {
+            "index": str(dense_index), "k": 20, "filter": {"field": "year", "gte": 2000}, "filter_mode": "post"}},
+        "fused": {"op": "fuse.rrf", "inputs": ["bm25", "dense"]},
+        "top": {"op": "postprocess.reduce", "params": {"k": 5}},
+    }})
+    local = LocalExecutor().run(spec, queries(4))
+    on_ray = RayDataExecutor().run(spec, queries(4))
+    assert on_ray.executor == "ray" and local.table.num_rows > 0
+    for step in ("bm25", "dense", "fused", "top"):
+        assert on_ray.history[step].equals(local.history[step]), step
+    assert set(local.history["bm25"].column("country").to_pylist()) <= {"FR", "DE"}
+    assert min(local.history["dense"].column("year").to_pylist()) >= 2000
