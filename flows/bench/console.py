@@ -5,6 +5,10 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import time
+
+#: Off a terminal, a step still running prints how far it got at most this often (seconds).
+HEARTBEAT_S = 30.0
 
 
 class BenchReporter:
@@ -18,6 +22,7 @@ class BenchReporter:
         self._flow = None
         self._lock = threading.Lock()
         self._last_step = 0
+        self._last_line = time.monotonic()
         from rich.console import Console
 
         width = None if self.live else int(os.environ.get("COLUMNS", 0) or 120)
@@ -57,6 +62,7 @@ class BenchReporter:
 
     def flow_started(self, name: str, steps: int) -> None:
         self._last_step = 0
+        self._last_line = time.monotonic()
         if self._progress is not None:
             self._flow = self._progress.add_task(name, total=steps, note="")
         else:
@@ -72,8 +78,13 @@ class BenchReporter:
                                       note=f"{event.step or ''} {event.rows_done} rows")
             elif event.step and event.steps_done > self._last_step:
                 self._last_step = event.steps_done
+                self._last_line = time.monotonic()
                 self.log(f"  [{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) "
                          f"{event.step_rows_done} rows")
+            elif event.step and time.monotonic() - self._last_line >= HEARTBEAT_S:  # a long step (a reranker)
+                self._last_line = time.monotonic()
+                self.log(f"  [{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) running, "
+                         f"{event.step_rows_done} rows so far")
 
     def flow_finished(self, name: str, message: str) -> None:
         if self._progress is not None:

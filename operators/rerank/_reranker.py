@@ -58,7 +58,9 @@ class Reranker(Operator):
     """Base of the rerankers (not registered: it has no name); subclasses implement ``score_texts``."""
 
     scope: ClassVar[str] = "query"
-    batch_size: ClassVar[int | None] = None
+    #: About ten queries of 100 candidates a batch: executors report progress (and check for
+    #: cancellation) between batches, and a model pass over a whole benchmark takes minutes.
+    batch_size: ClassVar[int | None] = 1000
     Params: ClassVar[type[BaseModel]] = RerankParams
 
     # -- what a subclass gives -------------------------------------------------

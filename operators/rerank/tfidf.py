@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
@@ -40,6 +40,9 @@ class TfidfRerank(Reranker):
 
     name = "rerank.tfidf"
     aliases = ("tfidf_rerank", "tf-idf")
+
+    #: One batch of every query (as before rerankers had a batch size): ``fit_on: all`` fits on the batch.
+    batch_size: ClassVar[int | None] = None
 
     class Params(RerankParams):
         similarity: Literal["cosine", "euclidean", "manhattan", "bm25"] = Field(

@@ -51,3 +51,42 @@ def test_error_policy_fails_the_step_naming_query_and_reason():
     with pytest.raises(OperatorError, match="q2.*timed out") as info:
         op(sample_results(n_queries=2, per_query=3))
     assert "overlap" in str(info.value)
+
+
+class OverlapRerank(WordOverlapRerank):
+    """WordOverlapRerank under a name a flow step can carry (still not registered)."""
+
+    name = "test.overlap"
+
+
+def _many_queries(n_queries: int, per_query: int):
+    """``n_queries`` copies of one sample query's candidates, under qids q0, q1, ..."""
+    import pyarrow as pa
+
+    from operators.tables import concat
+
+    one = sample_results(n_queries=1, per_query=per_query)
+    at = one.column_names.index("qid")
+    return concat([one.set_column(at, "qid", pa.array([f"q{i}"] * per_query)) for i in range(n_queries)])
+
+
+def test_a_long_rerank_step_reports_progress_between_batches_and_ranks_as_in_one_batch():
+    """Rerankers run about 1,000 rows a batch: the executor reports progress (and can cancel) while a
+    benchmark's rerank pass goes, and the ranking is that of one batch over every query."""
+    from flows.executors.local import LocalExecutor
+    from flows.spec import Flow, FlowSpec, StepSpec
+
+    def flow(batch_size=None) -> Flow:
+        op = OverlapRerank({"n": 150}, step_id="overlap")
+        spec = FlowSpec(name="rerank", steps={"overlap": StepSpec(op=op.name, params=op.params.model_dump(),
+                                                                  batch_size=batch_size)})
+        return Flow(spec=spec, order=["overlap"], inputs={"overlap": ()}, operators={"overlap": op},
+                    output="overlap")
+
+    table = _many_queries(12, 200)  # 2,400 rows
+    events = []
+    batched = LocalExecutor().run(flow(), table, progress=events.append)
+    whole = LocalExecutor().run(flow(batch_size=100_000), table)
+    assert batched.table.equals(whole.table)
+    during = [e.step_rows_done for e in events if e.step == "overlap" and not e.finished]
+    assert len(during) >= 3 and during == sorted(during) and during[-1] == table.num_rows
