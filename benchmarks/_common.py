@@ -53,13 +53,11 @@ def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, c
     the first ``limit`` documents of ``path`` (all when None). Encoded ``chunk`` documents
     at a time, each chunk cached as .npy under CACHE, so an interrupted run resumes and a
     smaller ``limit`` reuses what a bigger run has encoded."""
-    stat = path.stat()
-    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
     sentences = embedded_texts(*read_beir_corpus(path, limit)[1:])
     whole_corpus: list[str] | None = None  # read once, on the first chunk that is not cached
     parts = []
     for lo in range(0, len(sentences), chunk):
-        cached = CACHE / f"minilm_{path.parent.name}_{key}_{chunk}_{lo // chunk:04d}.npy"
+        cached = _vector_chunk_path(path, chunk, lo)
         if cached.is_file() and len(np.load(cached, mmap_mode="r")) >= min(chunk, len(sentences) - lo):
             parts.append(np.load(cached)[: len(sentences) - lo])
             continue
@@ -74,12 +72,41 @@ def encode_corpus(path: Path, limit: int | None = None, batch_size: int = 128, c
         if verbose:
             print(f"encoded documents {lo}-{lo + len(full)} in {time.perf_counter() - start:.0f} s -> {cached}",
                   flush=True)
-        CACHE.mkdir(parents=True, exist_ok=True)
-        partial = cached.with_suffix(".tmp.npy")
-        np.save(partial, vectors.astype(np.float32))
-        partial.rename(cached)
+        _save_atomically(cached, vectors)
         parts.append(vectors[: len(sentences) - lo].astype(np.float32))
     return np.concatenate(parts) if parts else np.zeros((0, 384), dtype=np.float32)
+
+
+def store_corpus_vectors(path: Path, vectors: np.ndarray, chunk: int = 8192) -> int:
+    """Put MiniLM vectors of the first ``len(vectors)`` documents of ``path``, encoded elsewhere
+    (``ingest_throughput.py``'s bare encode), into ``encode_corpus``'s cache, so a later
+    ``encode_corpus`` (``ann_1m.py``) reuses them. Only whole chunks, or the corpus's last one,
+    are stored; returns how many chunks were written."""
+    total = len(read_beir_corpus(path)[0])
+    written = 0
+    for lo in range(0, len(vectors), chunk):
+        part = vectors[lo: lo + chunk]
+        if len(part) < min(chunk, total - lo):
+            break  # a partial chunk would make a bigger run re-encode it anyway
+        cached = _vector_chunk_path(path, chunk, lo)
+        if not cached.is_file():
+            _save_atomically(cached, part)
+            written += 1
+    return written
+
+
+def _vector_chunk_path(path: Path, chunk: int, lo: int) -> Path:
+    """Cache file of the ``chunk`` vectors from document ``lo`` on; keyed by the corpus file's identity."""
+    stat = path.stat()
+    key = hashlib.sha256(f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:12]
+    return CACHE / f"minilm_{path.parent.name}_{key}_{chunk}_{lo // chunk:04d}.npy"
+
+
+def _save_atomically(target: Path, vectors: np.ndarray) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_suffix(".tmp.npy")
+    np.save(partial, np.asarray(vectors, dtype=np.float32))
+    partial.rename(target)
 
 
 def latency_summary(seconds: list[float] | np.ndarray) -> dict[str, float]:

@@ -17,7 +17,12 @@ from /proc) for the ingestion. That ratio does not depend on the other load.
 
     python benchmarks/ingest_throughput.py                 # first 20,000 glosses
     python benchmarks/ingest_throughput.py --limit 5000
-    python benchmarks/ingest_throughput.py --full          # the whole corpus (117,659), ingestion only
+    python benchmarks/ingest_throughput.py --limit 0       # the whole corpus (117,659)
+    python benchmarks/ingest_throughput.py --limit 0 --skip-bare   # full-corpus ingestion time only
+
+The bare encode's vectors are stored in the benchmarks' embedding cache
+(``_common.store_corpus_vectors``), so a later ``ann_1m.py`` over the same glosses
+does not encode them again.
 
 Data is read in place from ../shared/data; the slice and the indices go to a
 temporary folder (``--work-dir`` to keep them).
@@ -26,7 +31,6 @@ temporary folder (``--work-dir`` to keep them).
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -34,29 +38,25 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-if str(REPO) not in sys.path:  # run as `python benchmarks/ingest_throughput.py` from anywhere
-    sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import WORDNET, embedded_texts, read_beir_corpus, store_corpus_vectors  # noqa: E402
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-WORDNET = REPO.parent / "shared" / "data" / "wordnet30_glosses" / "corpus.jsonl"
-
 
 def write_slice(limit: int | None, folder: Path) -> tuple[Path, list[str]]:
-    """The first ``limit`` glosses as a JSONL file, and the texts the embed step will encode."""
+    """The first ``limit`` glosses (all when None) as a JSONL file, and the texts the embed step will encode."""
     path = folder / f"wordnet_{limit or 'all'}.jsonl"
-    texts = []
+    kept = 0
     with open(WORDNET, encoding="utf-8") as src, open(path, "w", encoding="utf-8") as out:
         for line in src:
-            if limit is not None and len(texts) >= limit:
+            if limit is not None and kept >= limit:
                 break
-            if not line.strip():
-                continue
-            doc = json.loads(line)
-            out.write(line if line.endswith("\n") else line + "\n")
-            title, text = doc.get("title") or "", doc.get("text") or ""
-            texts.append(f"{title}. {text}" if title else text)
+            if line.strip():
+                out.write(line if line.endswith("\n") else line + "\n")
+                kept += 1
+    texts = embedded_texts(*read_beir_corpus(path)[1:])
     return path, texts
 
 
@@ -87,15 +87,16 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
-def bare_encode(texts: list[str], batch_size: int) -> tuple[float, float]:
-    """Wall and CPU seconds of ``encode()`` over ``texts`` (model loaded and warmed up first)."""
+def bare_encode(texts: list[str], batch_size: int):
+    """Wall and CPU seconds of ``encode()`` over ``texts`` (model loaded and warmed up first), and the vectors."""
     from operators.models import load_sentence_transformer
 
     model = load_sentence_transformer()
     model.encode(texts[:batch_size], batch_size=batch_size, normalize_embeddings=True)
     start, cpu = time.perf_counter(), time.process_time()
-    model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False)
-    return time.perf_counter() - start, time.process_time() - cpu
+    vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
+                           convert_to_numpy=True)
+    return time.perf_counter() - start, time.process_time() - cpu, vectors
 
 
 def run_ingest(source: Path, index: Path, shard_size: int, progress: bool):
@@ -106,8 +107,9 @@ def run_ingest(source: Path, index: Path, shard_size: int, progress: bool):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--limit", type=int, default=20_000, help="glosses in the slice (default 20000)")
-    parser.add_argument("--full", action="store_true", help="ingest the whole corpus; no bare comparison")
+    parser.add_argument("--limit", type=int, default=20_000,
+                        help="glosses in the slice; 0 = the whole corpus (default 20000)")
+    parser.add_argument("--skip-bare", action="store_true", help="time the ingestion only (no bare encode)")
     parser.add_argument("--shard-size", type=int, default=5000, help="documents per shard (default 5000)")
     parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass, both sides (default 64)")
     parser.add_argument("--work-dir", help="keep the slice and the index here (default: a temporary folder)")
@@ -124,27 +126,29 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="tessera-ingest-bench-") as tmp:
         work = Path(args.work_dir or tmp)
         work.mkdir(parents=True, exist_ok=True)
-        source, texts = write_slice(None if args.full else args.limit, work)
+        source, texts = write_slice(args.limit or None, work)
         index = work / f"index_{len(texts)}_{int(time.time())}"
-        print(f"{len(texts):,} WordNet glosses, {cpus} CPUs, load average {os.getloadavg()[0]:.1f} "
-              "(the machine is shared: figures move with the other load)", flush=True)
-        if args.full:
-            report = run_ingest(source, index, args.shard_size, not args.quiet)
-            print(f"ingest (Ray Data): {report.seconds:.1f} s, {report.docs_per_s:,.0f} docs/s, "
-                  f"{report.shards_written} shards, {report.chunks:,} chunks")
-            return 0
         n = len(texts)
-        bare, bare_cpu = bare_encode(texts, args.batch_size)
-        print(f"bare encode:       {bare:7.1f} s  {n / bare:8,.0f} docs/s  {n / bare_cpu:6,.0f} docs/CPU-s",
-              flush=True)
+        print(f"{n:,} WordNet glosses, {cpus} CPUs, load average {os.getloadavg()[0]:.1f} "
+              "(the machine is shared: figures move with the other load)", flush=True)
+        bare = bare_cpu = None
+        if not args.skip_bare:
+            bare, bare_cpu, vectors = bare_encode(texts, args.batch_size)
+            print(f"bare encode:       {bare:7.1f} s  {n / bare:8,.0f} docs/s  {n / bare_cpu:6,.0f} docs/CPU-s",
+                  flush=True)
+            stored = store_corpus_vectors(WORDNET, vectors)
+            if stored:
+                print(f"(stored {stored} chunks of these vectors in the embedding cache for ann_1m.py)", flush=True)
+            del vectors
         cpu = tree_cpu_seconds()
         report = run_ingest(source, index, args.shard_size, not args.quiet)
         ingest_cpu = tree_cpu_seconds() - cpu
         print(f"ingest (Ray Data): {report.seconds:7.1f} s  {report.docs_per_s:8,.0f} docs/s  "
               f"{n / ingest_cpu:6,.0f} docs/CPU-s  ({report.shards_written} shards, {report.chunks:,} chunks, "
               "BM25 + flat FAISS)")
-        print(f"ratio ingest / bare: {report.docs_per_s / (n / bare):.2f} wall, {bare_cpu / ingest_cpu:.2f} per "
-              f"CPU-second (goal >= 0.9); load average now {os.getloadavg()[0]:.1f}")
+        if bare is not None:
+            print(f"ratio ingest / bare: {report.docs_per_s / (n / bare):.2f} wall, {bare_cpu / ingest_cpu:.2f} per "
+                  f"CPU-second (goal >= 0.9); load average now {os.getloadavg()[0]:.1f}")
     return 0
 
 

@@ -1,16 +1,18 @@
 """What sharding costs at query time: the same corpus as 4 shards vs 1, side by side.
 
-Data: data/sample/corpus.jsonl (1,000 docs) by default, or ``--corpus scifact`` (5,183
-docs from ../shared/data), with real all-MiniLM-L6-v2 vectors (``title. text``, cached
-under ~/.cache/tessera-bench by benchmarks/_common.py). Both indices are built in a
-temporary folder; queries are document titles (BM25) and held-in document vectors
-perturbed with noise (dense). Each query is one call (k=10), the two indices are timed
-interleaved, ``--rounds`` passes, each query keeping its fastest pass (the machine is
-shared); the median over queries is reported with the 4-shard/1-shard ratio. Last, the
-results are compared: BM25 scores must be identical, dense top-10 equal.
+Data: data/sample/corpus.jsonl (1,000 docs) by default, ``--corpus scifact`` (5,183
+docs) or ``--corpus wordnet`` (117,659 glosses) from ../shared/data, with real
+all-MiniLM-L6-v2 vectors (``title. text``, cached under ~/.cache/tessera-bench by
+benchmarks/_common.py). Both indices are built in a temporary folder; queries are
+document titles (BM25) and held-in document vectors perturbed with noise (dense). Each
+query is one call (k=10), the two indices are timed interleaved, ``--rounds`` passes,
+each query keeping its fastest pass (the machine is shared); the median over queries is
+reported with the 4-shard/1-shard ratio. Last, the results are compared: BM25 scores
+must be identical, dense top-10 equal.
 
     .venv/bin/python benchmarks/shard_merge.py
     .venv/bin/python benchmarks/shard_merge.py --corpus scifact --dense-type hnsw
+    .venv/bin/python benchmarks/shard_merge.py --corpus wordnet     # where search, not fan-out, dominates
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import REPO_ROOT, SCIFACT, encode_corpus, read_beir_corpus  # noqa: E402  (sets sys.path)
+from _common import REPO_ROOT, SCIFACT, WORDNET, encode_corpus, read_beir_corpus  # noqa: E402  (sets sys.path)
 
 
 def build(path: Path, n_shards: int, ids, titles, texts, vectors, dense_type: str):
@@ -51,12 +53,13 @@ def timed(fn, calls, rounds):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", choices=("sample", "scifact"), default="sample")
+    parser.add_argument("--corpus", choices=("sample", "scifact", "wordnet"), default="sample")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dense-type", default="flat")
     args = parser.parse_args()
-    path = REPO_ROOT / "data" / "sample" / "corpus.jsonl" if args.corpus == "sample" else SCIFACT
+    path = {"sample": REPO_ROOT / "data" / "sample" / "corpus.jsonl", "scifact": SCIFACT,
+            "wordnet": WORDNET}[args.corpus]
     ids, titles, texts = read_beir_corpus(path)
     vectors = encode_corpus(path)
     rng = np.random.default_rng(0)
