@@ -98,7 +98,8 @@ def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:
     return np.ascontiguousarray(values)
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
+    """Flush a file (or a folder's entries) to disk: part of every atomic write in the index."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -129,11 +130,11 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
                 np.save(tmp / dense.VECTORS_FILE, vectors)
                 names.append(dense.VECTORS_FILE)
         for name in names:
-            _fsync(tmp / name)
+            fsync(tmp / name)
         info = ShardInfo(id=shard_id, n_chunks=docs.num_rows, files={n: sha256(tmp / n) for n in names},
                          columns=docs.column_names, dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
-        _fsync(tmp / INFO_FILE)
+        fsync(tmp / INFO_FILE)
         _move_into_place(tmp, shards_dir / shard_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -149,7 +150,7 @@ def _move_into_place(tmp: Path, final: Path) -> None:
         shutil.rmtree(trash, ignore_errors=True)
     else:
         os.rename(tmp, final)
-    _fsync(final.parent)
+    fsync(final.parent)
 
 
 def read_info(folder: Path) -> ShardInfo | None:

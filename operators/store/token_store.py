@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from operators.store.errors import IndexStoreError
+from operators.store.shard import fsync
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
@@ -173,7 +174,7 @@ class _Writer:
                 "n_tokens": self.offsets[-1], "created_at": time.time()}
         (self.tmp / META).write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for name in (OFFSETS, DOCS, META):
-            _fsync(self.tmp / name)
+            fsync(self.tmp / name)
         if self.final.exists():  # a rebuild: swap, then drop the old one
             trash = self.final.parent / f".old-{self.final.name}-{uuid.uuid4().hex[:12]}"
             os.rename(self.final, trash)
@@ -181,20 +182,12 @@ class _Writer:
             shutil.rmtree(trash, ignore_errors=True)
         else:
             os.rename(self.tmp, self.final)
-        _fsync(self.final.parent)
+        fsync(self.final.parent)
         return self.final
 
     def abort(self) -> None:
         self.file.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def write_token_store(folder: str | os.PathLike, items: Iterable[tuple[str, np.ndarray]], *, dim: int,
