@@ -226,13 +226,15 @@ def test_a_flow_placed_on_serve_gives_the_in_process_output(serve_app, ce_path, 
     # one embed request (18 texts) and one request per query on each reranker: the models ran on Serve
     assert [a - b for a, b in zip(after, before)] == [1, 3, 3][: len(deployments)]
     assert placed.table.num_rows == results.num_rows and "rank_ce" in placed.table.column_names
-    # Identical rows, ranks, vectors and cross-encoder scores; ColBERT encodes a batch of candidates padded to
-    # its longest text, and Serve batches other queries together than the in-process step does, so its scores
-    # may differ in the last float bits (never the ranking).
-    approximate = ["score", "score_cb"] if colbert_path else []
+    # Identical rows, ranks and vectors. Serve merges the three queries' requests into one model call
+    # (@serve.batch), so the rerankers see other batch shapes (padding, matrix sizes) than the in-process
+    # step, and their scores may differ in the last float bits (1.5e-8 seen for the cross-encoder on
+    # 2026-11-24), never the ranking.
+    approximate = ["score", "score_ce"] + (["score_cb"] if colbert_path else [])
     exact = [c for c in local.table.column_names if c not in approximate]
     assert placed.table.column_names == local.table.column_names
-    assert placed.table.select(exact).equals(local.table.select(exact)), "the placed flow's output differs"
+    differ = [c for c in exact if not placed.table.column(c).equals(local.table.column(c))]
+    assert not differ, f"the placed flow's output differs in {differ}"
     for column in approximate:
         np.testing.assert_allclose(placed.table.column(column).to_numpy(zero_copy_only=False),
                                    local.table.column(column).to_numpy(zero_copy_only=False), rtol=1e-6, atol=1e-6)

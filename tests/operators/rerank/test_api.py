@@ -71,8 +71,17 @@ def _handler(state: ScriptedRerankServer):
         def log_message(self, *args):  # keep pytest output clean
             pass
 
+        def _leave(self) -> None:
+            """No longer in flight: called before the answer goes out, so a client that sends its next
+            request as soon as it reads this answer never sees two in flight."""
+            if getattr(self, "_counted", False):
+                self._counted = False
+                with state.lock:
+                    state.in_flight -= 1
+
         def _answer(self, status: int, payload, headers: dict | None = None) -> None:
             data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+            self._leave()
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -90,11 +99,11 @@ def _handler(state: ScriptedRerankServer):
                 attempt = state.attempts[(scenario, body.get("query"))]
                 state.in_flight += 1
                 state.max_in_flight = max(state.max_in_flight, state.in_flight)
+                self._counted = True
             try:
                 self._respond(scenario, body, attempt)
             finally:
-                with state.lock:
-                    state.in_flight -= 1
+                self._leave()
 
         def _respond(self, scenario: str, body: dict, attempt: int) -> None:
             if scenario == "cohere":
