@@ -471,6 +471,8 @@ def _merge(state: _State, found: list, n_queries: int, k: int) -> list[Hits]:
     ``found`` holds ``(shard index, [(rows, scores) per query])`` per searched shard. Hits
     from one shard with strictly falling scores are already in this order and skip the
     sort on docno strings (most queries of a one-shard index)."""
+    if not found:  # no shard was searched (none live, or none matches the filter)
+        return [Hits([], np.zeros(0), np.zeros(0, np.int64), np.zeros(0, np.int64), state) for _ in range(n_queries)]
     if len(found) == 1:
         i, results = found[0]
         docnos = state.shards[i].docnos
@@ -478,14 +480,11 @@ def _merge(state: _State, found: list, n_queries: int, k: int) -> list[Hits]:
     out = []
     for q in range(n_queries):
         parts = [(i, res[q][0], res[q][1]) for i, res in found]
-        out.append(_hits(state, np.concatenate([np.full(len(rows), i) for i, rows, _ in parts]) if parts else _NONE,
-                         np.concatenate([rows for _, rows, _ in parts]) if parts else _NONE,
-                         np.concatenate([scores for _, _, scores in parts]) if parts else np.zeros(0),
-                         np.concatenate([state.shards[i].docnos[r] for i, r, _ in parts]) if parts else _NONE, k))
+        out.append(_hits(state, np.concatenate([np.full(len(rows), i) for i, rows, _ in parts]),
+                         np.concatenate([rows for _, rows, _ in parts]),
+                         np.concatenate([scores for _, _, scores in parts]),
+                         np.concatenate([state.shards[i].docnos[rows] for i, rows, _ in parts]), k))
     return out
-
-
-_NONE = np.zeros(0, dtype=np.int64)
 
 
 def _hits(state: _State, shard: np.ndarray, rows: np.ndarray, scores: np.ndarray, docnos: np.ndarray,
