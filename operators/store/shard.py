@@ -135,15 +135,17 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
                          columns=docs.column_names, dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
         fsync(tmp / INFO_FILE)
-        _move_into_place(tmp, shards_dir / shard_id)
+        move_into_place(tmp, shards_dir / shard_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return info
 
 
-def _move_into_place(tmp: Path, final: Path) -> None:
-    if final.exists():  # an earlier, uncommitted write of the same shard id
+def move_into_place(tmp: Path, final: Path) -> None:
+    """Rename the finished folder ``tmp`` to ``final``, durably; an existing ``final`` (an earlier,
+    uncommitted write of the same shard, a store being rebuilt) is swapped out, then removed."""
+    if final.exists():
         trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:12]}")
         os.rename(final, trash)
         os.rename(tmp, final)

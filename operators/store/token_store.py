@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from operators.store.errors import IndexStoreError
-from operators.store.shard import fsync
+from operators.store.shard import fsync, move_into_place
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
@@ -175,14 +175,7 @@ class _Writer:
         (self.tmp / META).write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for name in (OFFSETS, DOCS, META):
             fsync(self.tmp / name)
-        if self.final.exists():  # a rebuild: swap, then drop the old one
-            trash = self.final.parent / f".old-{self.final.name}-{uuid.uuid4().hex[:12]}"
-            os.rename(self.final, trash)
-            os.rename(self.tmp, self.final)
-            shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.rename(self.tmp, self.final)
-        fsync(self.final.parent)
+        move_into_place(self.tmp, self.final)  # a rebuild swaps the old store out
         return self.final
 
     def abort(self) -> None:
