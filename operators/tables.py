@@ -70,11 +70,11 @@ def _qid_group_order(table: pa.Table) -> np.ndarray:
     return group_order[inverse]
 
 
-def _ranking_order(table: pa.Table, groups: np.ndarray, score_column: str) -> pa.Array:
+def _ranking_order(table: pa.Table, groups: np.ndarray, scores: pa.Array | pa.ChunkedArray) -> pa.Array:
     """Row order: by group, then descending score (nulls last), then docno (deterministic ties)."""
     keyed = pa.table({
         "g": pa.array(groups),
-        "s": pc.fill_null(table.column(score_column).cast(pa.float64()), -np.inf),
+        "s": pc.fill_null(scores.cast(pa.float64()), -np.inf),
         "d": table.column("docno") if "docno" in table.column_names else pa.array(np.arange(table.num_rows)),
     })
     return pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
@@ -87,7 +87,7 @@ def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.T
     """
     if table.num_rows == 0:
         return table
-    return table.take(_ranking_order(table, _qid_group_order(table), score_column))
+    return table.take(_ranking_order(table, _qid_group_order(table), table.column(score_column)))
 
 
 def ranks_within_qid(table: pa.Table) -> pa.Array:
@@ -116,24 +116,33 @@ def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | N
     ``groups`` and saves the string grouping of the qid column; one whose rows are
     already in that order (an index's merged hits are) says ``ordered`` and saves the sort.
     """
-    scores = pa.array(scores, pa.float64()) if not isinstance(scores, pa.Array) else scores.cast(pa.float64())
-    table = set_column(table, "score", scores)
+    scores = scores.cast(pa.float64()) if isinstance(scores, pa.Array) else pa.array(scores, pa.float64())
     if table.num_rows == 0:
-        ranks = pa.array([], pa.int32())
-    else:
-        groups = _qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
-        if ordered:
-            sorted_groups = groups
-        else:
-            order = _ranking_order(table, groups, "score")
-            table = table.take(order)
-            sorted_groups = groups[order.to_numpy()]
-        starts = np.r_[0, np.nonzero(np.diff(sorted_groups))[0] + 1]
-        sizes = np.diff(np.r_[starts, len(sorted_groups)])
-        ranks = pa.array((np.arange(len(sorted_groups)) - np.repeat(starts, sizes) + 1).astype(np.int32))
-    table = set_column(table, "rank", ranks)
-    table = set_column(table, f"score_{step_id}", table.column("score"))
-    return set_column(table, f"rank_{step_id}", ranks)
+        return set_columns(table, ranking_columns(scores, np.zeros(0, np.int64), step_id))
+    groups = _qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
+    if not ordered:
+        order = _ranking_order(table, groups, scores)
+        table, scores, groups = table.take(order), scores.take(order), groups[order.to_numpy()]
+    return set_columns(table, ranking_columns(scores, groups, step_id))
+
+
+def ranking_columns(scores: pa.Array, groups: np.ndarray, step_id: str) -> dict[str, pa.Array]:
+    """``score``, ``rank``, ``score_<step>`` and ``rank_<step>`` of rows already in ranking order;
+    ``groups`` numbers each row's query and does not decrease (ranks restart with each query)."""
+    ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
+    if len(groups) and groups[0] != groups[-1]:  # several queries: count from each query's first row
+        starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
+        ranks -= np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32)
+    ranks = pa.array(ranks)
+    return {"score": scores, "rank": ranks, f"score_{step_id}": scores, f"rank_{step_id}": ranks}
+
+
+def set_columns(table: pa.Table, columns: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Table:
+    """Replace (in place) or append several columns, building one new table instead of one per column."""
+    names = table.column_names
+    added = [n for n in columns if n not in names]
+    return pa.Table.from_arrays([columns.get(n, c) for n, c in zip(names, table.columns)]
+                                + [columns[n] for n in added], names=names + added)
 
 
 def empty_like(table: pa.Table) -> pa.Table:

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.retrieve._filters import FilterError, MetadataFilter
-from operators.tables import set_ranking
+from operators.tables import ranking_columns
 
 _lock = threading.Lock()
 _indices: dict[str, Any] = {}
@@ -141,11 +141,11 @@ class IndexRetriever(Operator):
             raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
 
     def transform(self, table: pa.Table) -> pa.Table:
-        if table.num_rows:  # the first row of each qid, in order of first appearance (one take)
+        queries = table
+        if table.num_rows > 1:  # the first row of each qid, in order of first appearance (one take)
             _, first = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_index=True)
-            queries = table.take(pa.array(np.sort(first)))
-        else:
-            queries = table
+            if len(first) < table.num_rows:
+                queries = table.take(pa.array(np.sort(first)))
         texts = [q or "" for q in queries.column("query").to_pylist()]
         where = self._where()
         k = self.params.k
@@ -171,11 +171,12 @@ class IndexRetriever(Operator):
             top = np.nonzero(position < k)[0]
             rows, scores, docs = rows[top], scores[top], docs.take(pa.array(top, pa.int64()))
         owned = set(docs.column_names) | set(self.RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
-        out = queries.drop_columns([c for c in queries.column_names if c in owned]).take(pa.array(rows, pa.int64()))
-        for name in docs.column_names:
-            out = out.append_column(name, docs.column(name))
-        for name, kind in (("doc_id", pa.string()), ("title", pa.string()), ("text", pa.string())):
-            if name not in out.column_names:
-                out = out.append_column(name, pa.nulls(out.num_rows, kind))
+        kept = [c for c in queries.column_names if c not in owned]
+        taken = queries.select(kept).take(pa.array(rows, pa.int64()))
+        columns = dict(zip(kept, taken.columns))
+        columns.update(zip(docs.column_names, docs.columns))
+        for name in ("doc_id", "title", "text"):
+            columns.setdefault(name, pa.nulls(len(rows), pa.string()))
         # Hits come merged best first per query, ties by docno: already in ranking order.
-        return set_ranking(out, pa.array(scores, pa.float64()), self.step_id, groups=rows, ordered=True)
+        columns.update(ranking_columns(pa.array(scores, pa.float64()), rows, self.step_id))
+        return pa.Table.from_arrays(list(columns.values()), names=list(columns))

@@ -1,4 +1,4 @@
-"""BM25 over shards with exact global statistics, scored and searched by bm25s.
+"""BM25 over shards with exact global statistics, scored by bm25s.
 
 A shard stores raw term frequencies (a docs x terms CSR matrix), its vocabulary
 (strings) and document lengths, never scores: scores depend on N, avgdl and the
@@ -6,12 +6,19 @@ document frequencies of the whole live index, which change with every commit.
 ``build_retrievers`` derives those over the live chunks of all shards, then fills
 one ``bm25s.BM25`` per shard with scores computed by bm25s's own scoring functions
 over a shared vocabulary, so a sharded index scores exactly like one bm25s index
-over the same live corpus. Tombstones and pre-filters are bm25s weight masks.
+over the same live corpus.
+
+Queries are tokenized like ``bm25s.tokenize`` and searched by ``search_shard``, which
+sums the same bm25s score matrix for a block of queries at once (bit for bit the
+scores of bm25s's ``get_scores``); tombstones and pre-filters mask rows out.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import re
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,14 +57,50 @@ def tokenize_corpus(texts: list[str], settings: IndexSettings) -> list[list[str]
     return tokenizer.tokenize(texts, update_vocab=True, return_as="string", show_progress=False)
 
 
+class QueryTokenizer:
+    """``bm25s.tokenize`` for queries, without its per-call cost.
+
+    Same lower-casing, token pattern, stopwords and stemmer, so the same token strings
+    (``tests/store/test_bm25_search.py`` holds it to ``bm25s.tokenize``); but built once per
+    index and reused, where every ``bm25s.tokenize`` call constructs three progress bars and
+    a stopword set per text, which is most of a one-query search on a small corpus."""
+
+    def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None) -> None:
+        from bm25s.tokenization import _infer_stopwords
+
+        self._split = re.compile(r"(?u)\b\w\w+\b").findall  # bm25s.tokenize's default token_pattern
+        self._stopwords = frozenset(_infer_stopwords(list(stopwords) if isinstance(stopwords, tuple) else stopwords))
+        self._stemmer_language = stemmer
+        self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
+
+    def __call__(self, texts: list[str]) -> list[list[str]]:
+        stem = self._stem_words()
+        out = []
+        for text in texts:
+            tokens = [t for t in self._split(text.lower()) if t not in self._stopwords]
+            out.append(stem(tokens) if stem is not None and tokens else tokens)
+        return out
+
+    def _stem_words(self):
+        if self._stemmer_language is None:
+            return None
+        stemmer = getattr(self._local, "stemmer", None)
+        if stemmer is None:
+            import Stemmer
+
+            stemmer = self._local.stemmer = Stemmer.Stemmer(self._stemmer_language)
+        return stemmer.stemWords
+
+
+@functools.lru_cache(maxsize=32)
+def _query_tokenizer(stopwords, stemmer: str | None) -> QueryTokenizer:
+    return QueryTokenizer(stopwords, stemmer)
+
+
 def tokenize_queries(texts: list[str], settings: IndexSettings) -> list[list[str]]:
     """Token strings per query (same splitter, stopwords and stemmer as the corpus)."""
-    import bm25s
-
-    if not texts:
-        return []
-    return bm25s.tokenize(list(texts), stopwords=settings.stopwords or None, stemmer=_stemmer(settings),
-                          return_ids=False, show_progress=False)
+    stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
+    return _query_tokenizer(stopwords or None, settings.stemmer)(texts)
 
 
 @dataclass
@@ -150,18 +193,65 @@ def build_retrievers(shards: list[ShardTerms], live: list[np.ndarray], settings:
     return retrievers
 
 
-def search_shard(retriever, query_tokens: list[list[str]], k: int, allowed: np.ndarray | None):
-    """Top ``k`` (rows, scores) per query in one shard through bm25s's retrieve; rows outside
-    ``allowed`` and zero scores are dropped."""
+#: Dense score cells of one block of queries (queries x shard documents): 512 KB of float32, which
+#: stays in cache (a 16 MB block made WordNet searches 25% slower).
+BLOCK_CELLS = 1 << 17
+
+
+def query_term_ids(query_tokens: list[list[str]], vocab: dict[str, int]) -> list[np.ndarray]:
+    """Each query's term ids in the index vocabulary, in query order, repeats kept and unknown
+    tokens dropped: what bm25s's ``get_tokens_ids`` scores."""
+    return [np.fromiter((vocab[t] for t in tokens if t in vocab), dtype=np.int64) for tokens in query_tokens]
+
+
+def search_shard(retriever, query_ids: list[np.ndarray], k: int, allowed: np.ndarray | None):
+    """Top ``k`` (rows, scores) per query in one shard, best first; rows outside ``allowed`` and
+    scores that are not positive are dropped. Where several rows tie at the k-th score, all of
+    them come back (``Index`` breaks ties by docno and keeps k).
+
+    Why not ``BM25.retrieve``: it scores one query at a time in Python (an ``np.add.at`` per
+    query term, an ``argpartition`` per query), which on a small corpus costs more than the
+    arithmetic. Here a block of queries is scored at once over bm25s's own score matrix: every
+    posting of every (query, term) pair is added into one (queries x documents) float32 block
+    by a single ``np.add.at``, in query-token order, so each score is the same float32 sum that
+    bm25s's ``get_scores`` makes, bit for bit; one row-wise ``np.partition`` finds each query's
+    k-th score."""
     n = retriever.scores["num_docs"]
-    k = min(k, n)
-    mask = None if allowed is None else allowed.astype(np.float32)
-    found, scores = retriever.retrieve(query_tokens, k=k, weight_mask=mask, sorted=True, show_progress=False,
-                                       n_threads=0)
+    block = max(1, BLOCK_CELLS // n)
     out = []
-    for rows, vals in zip(found, scores):
-        keep = vals > 0
-        if allowed is not None:
-            keep &= allowed[rows]
-        out.append((rows[keep].astype(np.int64), vals[keep].astype(np.float64)))
+    for start in range(0, len(query_ids), block):
+        out.extend(_search_block(retriever, query_ids[start:start + block], min(k, n), allowed))
     return out
+
+
+def _search_block(retriever, query_ids: list[np.ndarray], k: int, allowed: np.ndarray | None):
+    data, indices, indptr = retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"]
+    n, n_queries = retriever.scores["num_docs"], len(query_ids)
+    terms = np.concatenate(query_ids)
+    spans = list(zip(indptr[terms].tolist(), indptr[terms + 1].tolist()))
+    if not spans:
+        return [(np.zeros(0, np.int64), np.zeros(0))] * n_queries
+    # Every posting of every (query, term), query by query in token order, and its cell in the block.
+    cells = np.concatenate([indices[a:b] for a, b in spans]).astype(np.int64)
+    if n_queries > 1:
+        ends = np.cumsum([len(ids) for ids in query_ids]).tolist()
+        postings = [sum(b - a for a, b in spans[lo:hi]) for lo, hi in zip([0] + ends[:-1], ends)]
+        cells += np.repeat(np.arange(0, n_queries * n, n, dtype=np.int64), postings)
+    scores = np.zeros(n_queries * n, dtype=np.float32)
+    np.add.at(scores, cells, np.concatenate([data[a:b] for a, b in spans]))
+    scores = scores.reshape(n_queries, n)
+    if retriever.nonoccurrence_array is not None:  # bm25l / bm25+: every document gets the terms' floor
+        scores += np.array([retriever.nonoccurrence_array[ids].sum() for ids in query_ids], np.float32)[:, None]
+    if allowed is not None:
+        scores[:, ~allowed] = 0
+    np.negative(scores, out=scores)  # partition picks the smallest: the best scores, negated
+    kth = np.partition(scores, k - 1, axis=1)[:, k - 1:k]
+    found = np.flatnonzero((scores <= kth) & (scores < 0))
+    values = -scores.ravel()[found].astype(np.float64)
+    query, rows = np.divmod(found, n)
+    order = np.lexsort((rows, -values, query))
+    rows, values = rows[order], values[order]
+    if n_queries == 1:
+        return [(rows, values)]
+    bounds = np.searchsorted(query[order], np.arange(n_queries + 1)).tolist()
+    return [(rows[a:b], values[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]

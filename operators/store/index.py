@@ -38,6 +38,8 @@ from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorrup
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 
 MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
+#: Work (queries x documents) from which a BM25 search runs its shards on threads.
+PARALLEL_BM25_CELLS = 2_000_000
 
 
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
@@ -372,8 +374,10 @@ class Index:
                 state.masks = {key: masks} if len(state.masks) > 16 else {**state.masks, key: masks}
             return state.masks[key]
 
-    def _map(self, fn, items: list) -> list:
-        if len(items) <= 1:
+    def _map(self, fn, items: list, parallel: bool = True) -> list:
+        """``fn(*item)`` for each item: on the index's thread pool (one task per shard) when
+        ``parallel`` and there are several, else in this thread."""
+        if len(items) <= 1 or not parallel:
             return [fn(*item) for item in items]
         if self._pool is None:
             with self._lock:
@@ -391,12 +395,19 @@ class Index:
         with self._lock:
             if state.retrievers is None:
                 state.retrievers = bm25.build_retrievers([s.terms for s in state.shards], state.live, self.settings)
-        tokens = bm25.tokenize_queries(list(queries), self.settings)
         allowed = self._allowed(state, where)
         jobs = [(i, r, a) for i, (r, a) in enumerate(zip(state.retrievers, allowed))
                 if r is not None and (a is None or a.any())]
-        found = self._map(lambda i, r, a: (i, bm25.search_shard(r, tokens, k, a)), jobs) if tokens else []
-        return _merge(state, found, len(tokens), k)
+        if not jobs or not queries:
+            return _merge(state, [], len(queries), k)
+        tokens = bm25.tokenize_queries(list(queries), self.settings)
+        ids = bm25.query_term_ids(tokens, jobs[0][1].vocab_dict)  # one vocabulary, shared by every shard
+        # A shard search is a few numpy passes over (queries x shard documents) floats; below
+        # PARALLEL_BM25_CELLS of them, handing shards to threads costs more than it saves.
+        cells = len(queries) * sum(r.scores["num_docs"] for _, r, _ in jobs)
+        found = self._map(lambda i, r, a: (i, bm25.search_shard(r, ids, k, a)), jobs,
+                          parallel=cells >= PARALLEL_BM25_CELLS)
+        return _merge(state, found, len(queries), k)
 
     def search_dense(self, vectors: np.ndarray, k: int, where=None) -> list[Hits]:
         """Inner-product top ``k`` per query vector over live chunks (matching ``where``)."""

@@ -1,0 +1,76 @@
+"""The index's own BM25 query path (batched scoring, query tokenizer) answers exactly what
+bm25s's per-query ``get_scores`` and ``bm25s.tokenize`` answer, on the sample corpus."""
+
+from __future__ import annotations
+
+import bm25s
+import numpy as np
+import pyarrow as pa
+import pytest
+import Stemmer
+
+from operators.store import Index, IndexSettings, bm25
+
+EDGE_QUERIES = ["", "   ", "the of and", "bees bees bees honey", "zzzqqq unknownword", "Ünïcödé straße café 日本語",
+                "x1 y2 __init__ foo_bar 3.14 C++", "THE Bees' knees!!!", "a"]
+
+
+@pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None), IndexSettings(stopwords=None),
+                                      IndexSettings(stopwords=["war", "river"]),
+                                      IndexSettings(stopwords="de", stemmer="german")],
+                         ids=["en", "no-stemmer", "no-stopwords", "stopword-list", "german"])
+def test_query_tokens_are_those_of_bm25s_tokenize(settings, sample_docs):
+    texts = [d["title"] for d in sample_docs] + [d["text"][:300] for d in sample_docs[:300]] + EDGE_QUERIES
+    stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
+    expected = bm25s.tokenize(texts, stopwords=settings.stopwords or None, stemmer=stemmer, return_ids=False,
+                              show_progress=False)
+    assert bm25.tokenize_queries(texts, settings) == expected
+
+
+def _bm25s_top(retriever, tokens: list[str], k: int, mask: np.ndarray | None):
+    """bm25s's own scores for one query (its ``get_scores``), the positive ones, best first."""
+    ids = retriever.get_tokens_ids(tokens)
+    if not ids:
+        return {}
+    scores = retriever.get_scores(ids, weight_mask=None if mask is None else mask.astype(np.float32))
+    return {int(r): scores[r] for r in np.flatnonzero(scores > 0)}
+
+
+@pytest.mark.parametrize("method", ["lucene", "bm25l", "bm25+", "atire"])
+def test_batched_search_scores_bit_for_bit_like_bm25s(tmp_path, sample_docs, make_chunks, monkeypatch, method):
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False, method=method))
+    index.add(make_chunks(sample_docs[:400]))
+    queries = [d["title"] for d in sample_docs[::23]] + [sample_docs[5]["text"][:200]] + EDGE_QUERIES
+    state = index._current()
+    index.search_bm25(["warm"], k=1)
+    retriever = state.retrievers[0]
+    tokens = bm25.tokenize_queries(queries, index.settings)
+    ids = bm25.query_term_ids(tokens, retriever.vocab_dict)
+    allowed = np.random.default_rng(0).random(400) < 0.5
+    monkeypatch.setattr(bm25, "BLOCK_CELLS", 400 * 7)  # blocks of 7 queries: several blocks in one call
+    for k, mask in ((10, None), (5, allowed), (1000, None)):
+        found = bm25.search_shard(retriever, ids, k, mask)
+        assert len(found) == len(queries)
+        for query, toks, (rows, scores) in zip(queries, tokens, found):
+            expected = _bm25s_top(retriever, toks, k, mask)
+            top = sorted(expected.values(), reverse=True)[:k]
+            assert len(rows) >= len(top), query
+            # The same float32 sums as bm25s (not merely close), best first, ties by row.
+            assert np.array_equal(np.float32(scores[:len(top)]), np.float32(top)), query
+            assert all(np.float32(scores[i]) == expected[int(r)] for i, r in enumerate(rows)), query
+            assert list(zip(-scores, rows)) == sorted(zip(-scores, rows)), query
+            extra = scores[len(top):]  # only rows tied with the k-th score come on top of k
+            assert not len(extra) or (len(top) == k and np.all(np.float32(extra) == np.float32(top[-1]))), query
+            if mask is not None:
+                assert mask[rows].all(), query
+
+
+def test_rows_tied_at_the_kth_score_are_broken_by_docno(tmp_path):
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    texts = ["honey bees make honey"] * 6 + ["bees"] + ["war and peace"] * 3
+    docnos = ["d9", "d3", "d7", "d1", "d8", "d5", "d0", "w1", "w2", "w3"]
+    index.add(pa.table({"docno": docnos, "doc_id": docnos, "title": [""] * 10, "text": texts}))
+    hits = index.search_bm25(["honey bees"], k=3)[0]
+    assert hits.docnos == ["d1", "d3", "d5"]  # six equal scores: the three smallest docnos
+    assert len(set(hits.scores.tolist())) == 1
+    assert index.search_bm25(["honey bees"], k=7)[0].docnos == ["d1", "d3", "d5", "d7", "d8", "d9", "d0"]
