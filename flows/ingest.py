@@ -275,7 +275,7 @@ class _Run:
 
     def _check_job(self, finished: set[str]) -> None:
         """Chunking and encoder must stay those of the source's finished shards (recorded in job.json)."""
-        from flows.ingestion.staging import atomic_write_bytes
+        from operators.atomic import write_bytes
 
         path = self.stager.dir / "job.json"
         embed = self.job.embed
@@ -289,7 +289,7 @@ class _Run:
                     f"this source's finished shards were processed with other chunk/embed params "
                     f"(before, now) = {diff}; resume with the same ones, or ingest into a new index")
         self.stager.dir.mkdir(parents=True, exist_ok=True)
-        atomic_write_bytes(path, json.dumps(ours, sort_keys=True).encode())
+        write_bytes(path, json.dumps(ours, sort_keys=True).encode())
 
     def _run_local(self, shards: list[str]) -> None:
         chunker = _chunker(self.job)

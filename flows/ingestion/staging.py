@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError
 from flows.ingestion.ledger import Failure
+from operators.atomic import write_bytes
 from operators.base import Source
 from operators.sources._common import (
     DocumentMapper,
@@ -65,15 +66,6 @@ class StagedShard:
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "index": self.index, "docs": self.docs, "digest": self.digest,
                 "read_failures": self.read_failures}
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
 
 
 def _source_params(op: Source) -> dict[str, Any]:
@@ -276,7 +268,7 @@ class Stager:
         shards = self._restage(finished, known, on_docs, skip)
         state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
                  "fingerprint": fingerprint, "complete": True, "shards": [s.to_dict() for s in shards]}
-        atomic_write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
+        write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
         return shards
 
     def _restage(self, finished: set[str], known: dict[str, str], on_docs: Callable[[int], None] | None,
@@ -319,13 +311,13 @@ class Stager:
                     "or restore the source")
         else:
             if failures:
-                atomic_write_bytes(self.failures_path(shard),
+                write_bytes(self.failures_path(shard),
                                    json.dumps([f.to_dict() for f in failures]).encode())
             else:
                 self.failures_path(shard).unlink(missing_ok=True)
             sink = pa.BufferOutputStream()
             pq.write_table(docs.combine_chunks(), sink)
-            atomic_write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
+            write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
         return StagedShard(id=shard, index=index, docs=docs.num_rows, digest=digest, read_failures=len(failures))
 
 

@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from operators.atomic import fsync_tree, replace_folder
+
 TRAINING_FILE = "training.json"
 
 
@@ -76,11 +78,8 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
         stats = save(tmp)
         record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
         (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
-        old = folder.with_name(f".{folder.name}.old-{os.getpid()}")
-        if folder.exists():
-            os.replace(folder, old)
-        os.replace(tmp, folder)
-        shutil.rmtree(old, ignore_errors=True)
+        fsync_tree(tmp)
+        replace_folder(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record

@@ -43,6 +43,7 @@ import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.atomic import fsync_tree, replace_folder
 from operators.errors import TesseraError
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
@@ -218,7 +219,8 @@ class ColbertModel(torch.nn.Module):
             (tmp / CONFIG_FILE).write_text(json.dumps(config, indent=1), encoding="utf-8")
             for name, text in (extra_files or {}).items():
                 (tmp / name).write_text(text, encoding="utf-8")
-            _replace_folder(tmp, folder)
+            fsync_tree(tmp)
+            replace_folder(tmp, folder)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
@@ -284,17 +286,6 @@ class ColbertModel(torch.nn.Module):
 
 def _default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _replace_folder(tmp: Path, final: Path) -> None:
-    """Move ``tmp`` to ``final``; an existing ``final`` is swapped out and removed afterwards."""
-    if final.exists():
-        trash = final.with_name(f".{final.name}.old-{uuid.uuid4().hex[:8]}")
-        os.rename(final, trash)
-        os.rename(tmp, final)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.rename(tmp, final)
 
 
 def _read_json(path: Path, kind: type = dict) -> Any:

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
+from operators.atomic import write_bytes
 from operators.home import tessera_home
 from operators.store import bm25, dense, shard as shard_io
 from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
@@ -543,14 +544,4 @@ def _read_manifest(path: Path) -> Manifest:
 
 
 def _write_manifest(path: Path, manifest: Manifest) -> None:
-    tmp = path / f".{MANIFEST}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(manifest.model_dump_json(indent=1))
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path / MANIFEST)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_bytes(path / MANIFEST, manifest.model_dump_json(indent=1).encode("utf-8"))

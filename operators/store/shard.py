@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
 import shutil
 import uuid
@@ -20,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from operators.atomic import fsync, replace_folder
 from operators.store import bm25, dense
 from operators.store.errors import IndexCorruptError, ShardDataError
 from operators.store.settings import IndexSettings, ShardInfo
@@ -98,15 +98,6 @@ def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:
     return np.ascontiguousarray(values)
 
 
-def fsync(path: Path) -> None:
-    """Flush a file (or a folder's entries) to disk: part of every atomic write in the index."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.Table) -> ShardInfo:
     """Write ``shards_dir/<shard_id>`` atomically and return its ShardInfo (the manifest is not touched)."""
     check_shard_id(shard_id)
@@ -135,24 +126,11 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
                          columns=docs.column_names, dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
         fsync(tmp / INFO_FILE)
-        move_into_place(tmp, shards_dir / shard_id)
+        replace_folder(tmp, shards_dir / shard_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return info
-
-
-def move_into_place(tmp: Path, final: Path) -> None:
-    """Rename the finished folder ``tmp`` to ``final``, durably; an existing ``final`` (an earlier,
-    uncommitted write of the same shard, a store being rebuilt) is swapped out, then removed."""
-    if final.exists():
-        trash = final.with_name(f".trash-{final.name}-{uuid.uuid4().hex[:12]}")
-        os.rename(final, trash)
-        os.rename(tmp, final)
-        shutil.rmtree(trash, ignore_errors=True)
-    else:
-        os.rename(tmp, final)
-    fsync(final.parent)
 
 
 def read_info(folder: Path) -> ShardInfo | None:

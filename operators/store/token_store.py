@@ -44,7 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from operators.store.errors import IndexStoreError
-from operators.store.shard import fsync, move_into_place
+from operators.atomic import fsync, replace_folder
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
@@ -175,7 +175,7 @@ class _Writer:
         (self.tmp / META).write_text(json.dumps(meta, indent=1), encoding="utf-8")
         for name in (OFFSETS, DOCS, META):
             fsync(self.tmp / name)
-        move_into_place(self.tmp, self.final)  # a rebuild swaps the old store out
+        replace_folder(self.tmp, self.final)  # a rebuild swaps the old store out
         return self.final
 
     def abort(self) -> None:
