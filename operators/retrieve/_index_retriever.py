@@ -176,7 +176,8 @@ class IndexRetriever(Operator):
         columns = dict(zip(kept, taken.columns))
         columns.update(zip(docs.column_names, docs.columns))
         for name in ("doc_id", "title", "text"):
-            columns.setdefault(name, pa.nulls(len(rows), pa.string()))
+            if name not in columns:
+                columns[name] = pa.nulls(len(rows), pa.string())
         # Hits come merged best first per query, ties by docno: already in ranking order.
         columns.update(ranking_columns(pa.array(scores, pa.float64()), rows, self.step_id))
         return pa.Table.from_arrays(list(columns.values()), names=list(columns))

@@ -79,6 +79,7 @@ class _State:
     retrievers: list | None = None
     lookup: dict[str, tuple[int, int]] | None = None
     masks: dict[str, list[np.ndarray | None]] = field(default_factory=dict)
+    unfiltered: list[np.ndarray | None] | None = None  # the rows a search without a filter may return
 
 
 class Index:
@@ -88,6 +89,7 @@ class Index:
         self.path = path
         self.verify = verify
         self._manifest = manifest
+        self._manifest_file = os.fspath(path / MANIFEST)  # stat-ed by every search: joined once
         self._stat = self._manifest_stat()
         self._lock = threading.RLock()
         self._loaded: dict[tuple[str, str], shard_io.Shard] = {}
@@ -178,7 +180,7 @@ class Index:
 
     def _manifest_stat(self) -> tuple[int, int, int] | None:
         try:
-            st = os.stat(self.path / MANIFEST)
+            st = os.stat(self._manifest_file)
         except FileNotFoundError:
             return None
         return (st.st_ino, st.st_mtime_ns, st.st_size)
@@ -357,7 +359,9 @@ class Index:
     def _allowed(self, state: _State, where) -> list[np.ndarray | None]:
         """Per shard, rows a search may return (None: every row)."""
         if where is None:
-            return [None if m.all() else m for m in state.live]
+            if state.unfiltered is None:
+                state.unfiltered = [None if m.all() else m for m in state.live]
+            return state.unfiltered
         key = str(where)
         with self._lock:
             if key not in state.masks:
@@ -459,8 +463,8 @@ def _take_rows(state: _State, shard: np.ndarray, rows: np.ndarray) -> pa.Table:
         return state.shards[0].docs.slice(0, 0) if state.shards else pa.table({"docno": pa.array([], pa.string())})
     from operators.tables import concat
 
-    if (shard == shard[0]).all():  # one shard (the common case): one take, no reordering
-        return state.shards[int(shard[0])].docs.take(pa.array(rows))
+    if len(state.shards) == 1 or (shard == shard[0]).all():  # one shard (the common case): one take
+        return state.shards[int(shard[0])].docs.take(rows)
     parts, positions = [], []
     for i in np.unique(shard):
         picked = np.nonzero(shard == i)[0]
