@@ -47,6 +47,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from operators.errors import OperatorError, ParamsError
+from operators.tables import require_columns
 
 Scope = Literal["row", "query", "corpus", "source"]
 Role = Literal["rank", "score", "text", "chip", "data", "id"]
@@ -167,8 +168,6 @@ class Operator:
     def __call__(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()
         if self.scope != "source":
-            from operators.tables import require_columns
-
             require_columns(table, self.requires(), op=self)
         try:
             return self.transform(table)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 def require_columns(table: pa.Table, columns: Iterable[str], *, op: "Operator | None" = None) -> None:
     """Raise an error naming the operator, the missing and the present columns."""
-    missing = [c for c in columns if c not in table.column_names]
+    present = set(table.column_names)
+    missing = [c for c in columns if c not in present]
     if missing:
         raise MissingColumnsError(
             f"missing input column(s) {missing}; input has {table.column_names}",

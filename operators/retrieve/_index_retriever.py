@@ -150,17 +150,19 @@ class IndexRetriever(Operator):
         where = self._where()
         k = self.params.k
         post = where is not None and self.params.filter_mode == "post"
-        from operators.store import IndexStoreError
-
         try:
             hits = self.search(texts, k * self.params.expand_factor if post else k, None if post else where) \
                 if texts else []
             docs = self.index.documents_of(hits)
-        except IndexStoreError as err:
+        except Exception as err:
+            from operators.store import IndexStoreError  # here, not per call: the store imports scipy
+
+            if not isinstance(err, IndexStoreError):
+                raise
             raise OperatorError(err.message, op=self.name, step=self.step_id,
                                 field="params.filter" if err.field == "where" else "params.index") from None
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
-        scores = np.concatenate([h.scores for h in hits]).astype(np.float64) if hits else np.zeros(0)
+        scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
             matching = docs.append_column("__i", pa.array(np.arange(docs.num_rows))).filter(where)
             keep = matching.column("__i").to_numpy()
@@ -170,11 +172,11 @@ class IndexRetriever(Operator):
                 if len(rows) else np.zeros(0, np.int64)
             top = np.nonzero(position < k)[0]
             rows, scores, docs = rows[top], scores[top], docs.take(pa.array(top, pa.int64()))
-        owned = set(docs.column_names) | set(self.RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        doc_columns = docs.column_names
+        owned = set(doc_columns).union(self.RESULT_COLUMNS, (f"score_{self.step_id}", f"rank_{self.step_id}"))
         kept = [c for c in queries.column_names if c not in owned]
-        taken = queries.select(kept).take(pa.array(rows, pa.int64()))
-        columns = dict(zip(kept, taken.columns))
-        columns.update(zip(docs.column_names, docs.columns))
+        columns = dict(zip(kept, queries.select(kept).take(rows).columns))
+        columns.update(zip(doc_columns, docs.columns))
         for name in ("doc_id", "title", "text"):
             if name not in columns:
                 columns[name] = pa.nulls(len(rows), pa.string())

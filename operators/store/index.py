@@ -397,9 +397,11 @@ class Index:
             raise IndexStoreError(f"index {self.path} has no BM25 statistics (settings.bm25 is false)")
         _check_k(k)
         state = self._current()
-        with self._lock:
-            if state.retrievers is None:
-                state.retrievers = bm25.build_retrievers([s.terms for s in state.shards], state.live, self.settings)
+        if state.retrievers is None:
+            with self._lock:
+                if state.retrievers is None:
+                    state.retrievers = bm25.build_retrievers([s.terms for s in state.shards], state.live,
+                                                             self.settings)
         allowed = self._allowed(state, where)
         jobs = [(i, r, a) for i, (r, a) in enumerate(zip(state.retrievers, allowed))
                 if r is not None and (a is None or a.any())]
@@ -409,9 +411,9 @@ class Index:
         ids = bm25.query_term_ids(tokens, jobs[0][1].vocab_dict)  # one vocabulary, shared by every shard
         # A shard search is a few numpy passes over (queries x shard documents) floats; below
         # PARALLEL_BM25_CELLS of them, handing shards to threads costs more than it saves.
-        cells = len(queries) * sum(r.scores["num_docs"] for _, r, _ in jobs)
-        found = self._map(lambda i, r, a: (i, bm25.search_shard(r, ids, k, a)), jobs,
-                          parallel=cells >= PARALLEL_BM25_CELLS)
+        parallel = len(jobs) > 1 and \
+            len(queries) * sum(r.scores["num_docs"] for _, r, _ in jobs) >= PARALLEL_BM25_CELLS
+        found = self._map(lambda i, r, a: (i, bm25.search_shard(r, ids, k, a)), jobs, parallel=parallel)
         return _merge(state, found, len(queries), k)
 
     def search_dense(self, vectors: np.ndarray, k: int, where=None) -> list[Hits]:
@@ -450,6 +452,8 @@ class Index:
     def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
         by position from the generation each search saw (hits of other origins: by docno)."""
+        if len(hits) == 1 and len(hits[0]) and hits[0].state is not None and hits[0].shard is not None:
+            return _take_rows(hits[0].state, hits[0].shard, hits[0].row)  # one query (the low-latency case)
         found = [h for h in hits if len(h)]
         state = found[0].state if found else None
         if state is None or any(h.state is not state or h.shard is None for h in found):
@@ -509,7 +513,9 @@ def _hits(state: _State, shard: np.ndarray, rows: np.ndarray, scores: np.ndarray
     if len(scores) > 1 and not (scores[:-1] > scores[1:]).all():
         order = np.lexsort((docnos.astype(str), -scores))[:k]
         shard, rows, scores, docnos = shard[order], rows[order], scores[order], docnos[order]
-    return Hits(docnos[:k].tolist(), scores[:k], shard[:k], rows[:k], state)
+    elif len(scores) > k:
+        shard, rows, scores, docnos = shard[:k], rows[:k], scores[:k], docnos[:k]
+    return Hits(docnos.tolist(), scores, shard, rows, state)
 
 
 def _new_shard_id(kind: str) -> str:
