@@ -62,7 +62,7 @@ def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield str(qids[idx[0]]), table.take(pa.array(idx))
 
 
-def _qid_group_order(table: pa.Table) -> np.ndarray:
+def qid_group_order(table: pa.Table) -> np.ndarray:
     """Per row, the number of its qid in order of first appearance (0, 1, ...)."""
     qids = table.column("qid").to_numpy(zero_copy_only=False)
     _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
@@ -88,7 +88,7 @@ def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.T
     """
     if table.num_rows == 0:
         return table
-    return table.take(_ranking_order(table, _qid_group_order(table), table.column(score_column)))
+    return table.take(_ranking_order(table, qid_group_order(table), table.column(score_column)))
 
 
 def ranks_within_qid(table: pa.Table) -> pa.Array:
@@ -120,7 +120,7 @@ def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | N
     scores = scores.cast(pa.float64()) if isinstance(scores, pa.Array) else pa.array(scores, pa.float64())
     if table.num_rows == 0:
         return set_columns(table, ranking_columns(scores, np.zeros(0, np.int64), step_id))
-    groups = _qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
+    groups = qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
     if not ordered:
         order = _ranking_order(table, groups, scores)
         table, scores, groups = table.take(order), scores.take(order), groups[order.to_numpy()]

@@ -24,7 +24,9 @@ tests check parity with ``ranx.fuse`` on generic inputs), but it does not fit he
   here, 2 cores) and about 5 s in every new process after that (every Ray actor).
 
 The maths is a few lines per method; the functions below are pure and vectorised
-per (query, branch).
+per (query, branch). The table side works on all queries at once (a document is a
+(query, docno) pair); only a branch's scorer runs per (query, branch) list, since a
+normalisation is per list.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.tables import concat, empty_like, qid_groups, set_column, set_ranking
+from operators.tables import empty_like, qid_group_order, set_columns, set_ranking
 
 Normalisation = Literal["min-max", "max", "sum", "z-score"]
 
@@ -136,44 +138,54 @@ def fuse_table(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *,
     if table.num_rows == 0:
         out = empty_like(table)
         return set_ranking(out, pa.array([], pa.float64()), step)
-    parts, fused_scores = [], []
-    for qid, group in qid_groups(table):
-        rows, scores = _fuse_group(group, branches, scorer, qid=qid, step=step, op=op)
-        parts.append(rows)
-        fused_scores.append(scores)
-    out = concat(parts)
-    return set_ranking(out, pa.array(np.concatenate(fused_scores), pa.float64()), step)
+    return _fuse(table, branches, scorer, step=step, op=op)
 
 
-def _fuse_group(group: pa.Table, branches: list[Branch], scorer: BranchScorer, *, qid: str, step: str,
-                op: str) -> tuple[pa.Table, np.ndarray]:
-    docnos = np.asarray(group.column("docno").to_pylist(), dtype=object)
-    if any(d is None for d in docnos):
+def _fuse(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *, step: str, op: str) -> pa.Table:
+    """Every query at once: documents are (query, docno) pairs; only the per-branch scorer runs
+    per (query, branch), on that query's deduplicated list of the branch."""
+    queries = qid_group_order(table)  # each row's query, numbered in order of first appearance
+    docno_column = table.column("docno")
+    if docno_column.null_count:
+        first = int(queries[np.flatnonzero(docno_column.is_null().to_numpy(zero_copy_only=False))].min())
+        qid = table.column("qid")[int(np.flatnonzero(queries == first)[0])].as_py()
         raise OperatorError(f"query {qid!r} has rows without a docno", op=op, step=step, field="docno")
-    unique, doc_of_row = np.unique(docnos.astype(str), return_inverse=True)
-    fused = np.zeros(len(unique))
-    # For each branch, the row that represents each document in it (-1: not in the branch).
-    best_rows = np.full((len(branches), len(unique)), -1, dtype=np.int64)
+    docnos = np.asarray(docno_column.to_numpy(zero_copy_only=False), dtype=str)
+    _, doc_codes = np.unique(docnos, return_inverse=True)
+    # One number per (query, document), in query order then docno order.
+    pair_keys, pair_of_row = np.unique(queries * (int(doc_codes.max()) + 1) + doc_codes, return_inverse=True)
+    n_pairs = len(pair_keys)
+    fused = np.zeros(n_pairs)
+    # For each branch, the row that represents each (query, document) in it (-1: not in the branch).
+    best_rows = np.full((len(branches), n_pairs), -1, dtype=np.int64)
     for i, branch in enumerate(branches):
-        ranks = _floats(group, branch.rank_column)
-        scores = _floats(group, branch.score_column)
-        member = np.nonzero(~np.isnan(ranks))[0]
+        ranks = _floats(table, branch.rank_column)
+        scores = _floats(table, branch.score_column)
+        member = np.flatnonzero(~np.isnan(ranks))
         if member.size == 0:
             continue
-        # Best first: rank, then higher score, then docno; the first row of each document wins
-        # (the same document twice in one branch counts once, at its best position).
-        order = member[np.lexsort((unique[doc_of_row[member]], -np.nan_to_num(scores[member], nan=-np.inf),
-                                   ranks[member]))]
-        _, first = np.unique(doc_of_row[order], return_index=True)
+        # Per query, best first: rank, then higher score, then docno; the first row of each
+        # document wins (the same document twice in one branch counts once, at its best position).
+        order = member[np.lexsort((docnos[member], -np.nan_to_num(scores[member], nan=-np.inf), ranks[member],
+                                   queries[member]))]
+        _, first = np.unique(pair_of_row[order], return_index=True)
         kept = order[np.sort(first)]
-        positions = np.arange(1, kept.size + 1)
-        contribution = scorer(positions, scores[kept])
-        fused[doc_of_row[kept]] += branch.weight * contribution
-        best_rows[i, doc_of_row[kept]] = kept
+        starts = np.flatnonzero(np.diff(queries[kept], prepend=-1))
+        ends = np.append(starts[1:], len(kept))
+        positions = np.arange(1, len(kept) + 1) - np.repeat(starts, ends - starts)
+        contribution = np.concatenate([scorer(positions[a:b], scores[kept[a:b]]) for a, b in zip(starts, ends)])
+        fused[pair_of_row[kept]] += branch.weight * contribution
+        best_rows[i, pair_of_row[kept]] = kept
     found = (best_rows >= 0).any(axis=0)
     if not found.all():
-        lost = unique[~found][:5].tolist()
-        absent = [b.rank_column for b in branches if b.rank_column not in group.column_names]
+        first_lost = int(np.flatnonzero(~found)[0])
+        query_of_pair = pair_keys // (int(doc_codes.max()) + 1)
+        lost_pairs = np.flatnonzero(~found & (query_of_pair == query_of_pair[first_lost]))
+        row_of_pair = np.empty(n_pairs, dtype=np.int64)
+        row_of_pair[pair_of_row] = np.arange(len(pair_of_row))
+        lost = docnos[row_of_pair[lost_pairs[:5]]].tolist()
+        qid = table.column("qid")[int(row_of_pair[first_lost])].as_py()
+        absent = [b.rank_column for b in branches if b.rank_column not in table.column_names]
         raise OperatorError(
             f"query {qid!r}: rows for {lost} carry none of the branch columns "
             f"{[b.rank_column for b in branches]}" + (f" ({absent} not in the input)" if absent else "")
@@ -181,17 +193,16 @@ def _fuse_group(group: pa.Table, branches: list[Branch], scorer: BranchScorer, *
             op=op, step=step, field="params.branches")
     # The representative row of a document: its row in the first branch that has it.
     first_branch = np.argmax(best_rows >= 0, axis=0)
-    representative = best_rows[first_branch, np.arange(len(unique))]
-    rows = group.take(pa.array(representative))
+    representative = best_rows[first_branch, np.arange(n_pairs)]
+    own: dict[str, pa.Array] = {}
     for i, branch in enumerate(branches):  # every branch's own ranking stays visible on the fused row
         for column in (branch.rank_column, branch.score_column):
-            if column not in group.column_names:
-                continue
-            source = best_rows[i]
-            values = group.column(column).take(pa.array(np.where(source >= 0, source, 0)))
-            mask = pa.array(source < 0)
-            rows = set_column(rows, column, _null_where(values, mask))
-    return rows, fused
+            if column in table.column_names:
+                source = best_rows[i]
+                values = table.column(column).take(np.where(source >= 0, source, 0))
+                own[column] = _null_where(values, pa.array(source < 0))
+    rows = set_columns(table.take(representative), own)
+    return set_ranking(rows, pa.array(fused, pa.float64()), step, groups=queries[representative])
 
 
 def _floats(group: pa.Table, column: str) -> np.ndarray:
