@@ -127,14 +127,18 @@ def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | N
     return set_columns(table, ranking_columns(scores, groups, step_id))
 
 
+_RANKS = pa.array(np.arange(1, 10_001, dtype=np.int32))
+
+
 def ranking_columns(scores: pa.Array, groups: np.ndarray, step_id: str) -> dict[str, pa.Array]:
     """``score``, ``rank``, ``score_<step>`` and ``rank_<step>`` of rows already in ranking order;
     ``groups`` numbers each row's query and does not decrease (ranks restart with each query)."""
-    ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
-    if len(groups) and groups[0] != groups[-1]:  # several queries: count from each query's first row
+    if len(groups) <= len(_RANKS) and (not len(groups) or groups[0] == groups[-1]):
+        ranks = _RANKS.slice(0, len(groups))  # one query (the common case of a single call): 1..n
+    else:  # several queries: count from each query's first row
+        ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
         starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
-        ranks -= np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32)
-    ranks = pa.array(ranks)
+        ranks = pa.array(ranks - np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32))
     return {"score": scores, "rank": ranks, f"score_{step_id}": scores, f"rank_{step_id}": ranks}
 
 

@@ -201,7 +201,7 @@ BLOCK_CELLS = 1 << 17
 def query_term_ids(query_tokens: list[list[str]], vocab: dict[str, int]) -> list[np.ndarray]:
     """Each query's term ids in the index vocabulary, in query order, repeats kept and unknown
     tokens dropped: what bm25s's ``get_tokens_ids`` scores."""
-    return [np.fromiter((vocab[t] for t in tokens if t in vocab), dtype=np.int64) for tokens in query_tokens]
+    return [np.array([vocab[t] for t in tokens if t in vocab], dtype=np.int64) for tokens in query_tokens]
 
 
 def search_shard(retriever, query_ids: list[np.ndarray], k: int, allowed: np.ndarray | None):
