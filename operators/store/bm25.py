@@ -217,8 +217,6 @@ def search_shard(retriever, query_ids: list[np.ndarray], k: int, allowed: np.nda
     bm25s's ``get_scores`` makes, bit for bit; one row-wise ``np.partition`` finds each query's
     k-th score."""
     n = retriever.scores["num_docs"]
-    if len(query_ids) == 1:
-        return [_search_one(retriever, query_ids[0], min(k, n), allowed)]
     block = max(1, BLOCK_CELLS // n)
     out = []
     for start in range(0, len(query_ids), block):
@@ -229,16 +227,16 @@ def search_shard(retriever, query_ids: list[np.ndarray], k: int, allowed: np.nda
 def _search_block(retriever, query_ids: list[np.ndarray], k: int, allowed: np.ndarray | None):
     data, indices, indptr = retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"]
     n, n_queries = retriever.scores["num_docs"], len(query_ids)
-    terms = np.concatenate(query_ids)
+    terms = query_ids[0] if n_queries == 1 else np.concatenate(query_ids)
     spans = list(zip(indptr[terms].tolist(), indptr[terms + 1].tolist()))
     if not spans:
         return [(np.zeros(0, np.int64), np.zeros(0))] * n_queries
     # Every posting of every (query, term), query by query in token order, and its cell in the block.
-    cells = np.concatenate([indices[a:b] for a, b in spans]).astype(np.int64)
+    cells = np.concatenate([indices[a:b] for a, b in spans])
     if n_queries > 1:
         ends = np.cumsum([len(ids) for ids in query_ids]).tolist()
         postings = [sum(b - a for a, b in spans[lo:hi]) for lo, hi in zip([0] + ends[:-1], ends)]
-        cells += np.repeat(np.arange(0, n_queries * n, n, dtype=np.int64), postings)
+        cells = cells + np.repeat(np.arange(0, n_queries * n, n, dtype=np.int64), postings)
     scores = np.zeros(n_queries * n, dtype=np.float32)
     np.add.at(scores, cells, np.concatenate([data[a:b] for a, b in spans]))
     scores = scores.reshape(n_queries, n)
@@ -250,32 +248,11 @@ def _search_block(retriever, query_ids: list[np.ndarray], k: int, allowed: np.nd
     kth = np.partition(scores, k - 1, axis=1)[:, k - 1:k]
     found = np.flatnonzero((scores <= kth) & (scores < 0))
     values = -scores.ravel()[found].astype(np.float64)
+    if n_queries == 1:  # one query per call, the low-latency case: no per-query split
+        order = np.lexsort((found, -values))
+        return [(found[order], values[order])]
     query, rows = np.divmod(found, n)
     order = np.lexsort((rows, -values, query))
     rows, values = rows[order], values[order]
-    if n_queries == 1:
-        return [(rows, values)]
     bounds = np.searchsorted(query[order], np.arange(n_queries + 1)).tolist()
     return [(rows[a:b], values[a:b]) for a, b in zip(bounds[:-1], bounds[1:])]
-
-
-def _search_one(retriever, ids: np.ndarray, k: int, allowed: np.ndarray | None):
-    """``_search_block`` for one query, in one dimension: the same sums, a few numpy calls fewer
-    (a single query per call is the low-latency case, where those calls are most of the cost)."""
-    data, indices, indptr = retriever.scores["data"], retriever.scores["indices"], retriever.scores["indptr"]
-    spans = list(zip(indptr[ids].tolist(), indptr[ids + 1].tolist()))
-    if not spans:
-        return np.zeros(0, np.int64), np.zeros(0)
-    scores = np.zeros(retriever.scores["num_docs"], dtype=np.float32)
-    np.add.at(scores, np.concatenate([indices[a:b] for a, b in spans]),
-              np.concatenate([data[a:b] for a, b in spans]))
-    if retriever.nonoccurrence_array is not None:
-        scores += retriever.nonoccurrence_array[ids].sum()
-    if allowed is not None:
-        scores[~allowed] = 0
-    np.negative(scores, out=scores)
-    kth = np.partition(scores, k - 1)[k - 1]
-    rows = np.flatnonzero((scores <= kth) & (scores < 0))
-    values = -scores[rows].astype(np.float64)
-    order = np.lexsort((rows, -values))
-    return rows[order], values[order]

@@ -63,7 +63,7 @@ def test_batched_search_scores_bit_for_bit_like_bm25s(tmp_path, sample_docs, mak
             assert not len(extra) or (len(top) == k and np.all(np.float32(extra) == np.float32(top[-1]))), query
             if mask is not None:
                 assert mask[rows].all(), query
-        # One query per call takes its own (one-dimensional) path: the same answers.
+        # One query per call skips the per-query split: the same answers.
         for ids_one, (rows, scores) in zip(ids, found):
             [(rows_one, scores_one)] = bm25.search_shard(retriever, [ids_one], k, mask)
             assert np.array_equal(rows_one, rows) and np.array_equal(scores_one, scores)
