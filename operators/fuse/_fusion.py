@@ -152,8 +152,9 @@ def _fuse(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *, step
         raise OperatorError(f"query {qid!r} has rows without a docno", op=op, step=step, field="docno")
     docnos = np.asarray(docno_column.to_numpy(zero_copy_only=False), dtype=str)
     _, doc_codes = np.unique(docnos, return_inverse=True)
+    n_docs = int(doc_codes.max()) + 1
     # One number per (query, document), in query order then docno order.
-    pair_keys, pair_of_row = np.unique(queries * (int(doc_codes.max()) + 1) + doc_codes, return_inverse=True)
+    pair_keys, pair_of_row = np.unique(queries * n_docs + doc_codes, return_inverse=True)
     n_pairs = len(pair_keys)
     fused = np.zeros(n_pairs)
     # For each branch, the row that represents each (query, document) in it (-1: not in the branch).
@@ -179,7 +180,7 @@ def _fuse(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *, step
     found = (best_rows >= 0).any(axis=0)
     if not found.all():
         first_lost = int(np.flatnonzero(~found)[0])
-        query_of_pair = pair_keys // (int(doc_codes.max()) + 1)
+        query_of_pair = pair_keys // n_docs
         lost_pairs = np.flatnonzero(~found & (query_of_pair == query_of_pair[first_lost]))
         row_of_pair = np.empty(n_pairs, dtype=np.int64)
         row_of_pair[pair_of_row] = np.arange(len(pair_of_row))

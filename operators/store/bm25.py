@@ -69,7 +69,7 @@ class QueryTokenizer:
         from bm25s.tokenization import _infer_stopwords
 
         self._split = re.compile(r"(?u)\b\w\w+\b").findall  # bm25s.tokenize's default token_pattern
-        self._stopwords = frozenset(_infer_stopwords(list(stopwords) if isinstance(stopwords, tuple) else stopwords))
+        self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
         self._stemmer_language = stemmer
         self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
 

@@ -43,8 +43,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from operators.store.errors import IndexStoreError
 from operators.atomic import fsync, replace_folder
+from operators.store.errors import IndexStoreError
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
