@@ -10,10 +10,10 @@ names of built-in specs cannot be reused, so a name always means one flow.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
+from operators.atomic import write_text
 from operators.errors import SpecError
 from operators.home import tessera_home  # noqa: F401 - callers use flows.store.tessera_home
 
@@ -74,11 +74,7 @@ def save(name: str, source: str | Path) -> Path:
     spec.build()  # operators, params, inputs, cycles: nothing invalid is saved
     folder = flows_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{name}.yaml"
-    tmp = path.with_suffix(".yaml.tmp")
-    tmp.write_text(spec.to_yaml(), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text(folder / f"{name}.yaml", spec.to_yaml())
 
 
 def delete(name: str) -> Path:

@@ -44,6 +44,12 @@ def replace_folder(tmp: Path, final: Path) -> None:
     fsync(final.parent)
 
 
+def write_text(path: Path, text: str) -> Path:
+    """``write_bytes`` of UTF-8 text; returns ``path``."""
+    write_bytes(path, text.encode("utf-8"))
+    return path
+
+
 def write_bytes(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a flushed temporary sibling, then a rename."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")

@@ -22,16 +22,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from flows.bench import metrics
+from operators.atomic import write_text
 
 if TYPE_CHECKING:
     from flows.bench.core import BenchResult
-
-
-def atomic_write_text(path: Path, text: str) -> Path:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
 
 
 def _csv(header: list[str], rows: list[list[Any]]) -> str:
@@ -44,9 +38,9 @@ def _csv(header: list[str], rows: list[list[Any]]) -> str:
 
 def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
     files = {}
-    files["metrics.json"] = atomic_write_text(out / "metrics.json", json.dumps(result.metrics_dict(), indent=2))
+    files["metrics.json"] = write_text(out / "metrics.json", json.dumps(result.metrics_dict(), indent=2))
     rows = [[f, m, s.mean, s.ci_low, s.ci_high, s.n] for f, by_m in result.summaries.items() for m, s in by_m.items()]
-    files["metrics.csv"] = atomic_write_text(out / "metrics.csv", _csv(
+    files["metrics.csv"] = write_text(out / "metrics.csv", _csv(
         ["flow", "measure", "mean", "ci_low", "ci_high", "n"], rows))
     tables = [metrics.per_query_table(f, values) for f, values in result.per_query.items()]
     path = out / "per_query.parquet"
@@ -58,8 +52,8 @@ def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
               "wins", "losses", "ties", "n", "test", "correction"]
     sig = [[*(c.to_dict()[h] for h in header[:-2]), result.options.test, result.options.correction]
            for c in result.comparisons]
-    files["significance.csv"] = atomic_write_text(out / "significance.csv", _csv(header, sig))
-    files["bench.json"] = atomic_write_text(out / "bench.json", json.dumps(_summary(result), indent=2, default=str))
+    files["significance.csv"] = write_text(out / "significance.csv", _csv(header, sig))
+    files["bench.json"] = write_text(out / "bench.json", json.dumps(_summary(result), indent=2, default=str))
     return files
 
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from flows.bench import metrics
-from flows.bench.outputs import atomic_write_text
+from operators.atomic import write_text
 
 if TYPE_CHECKING:
     from flows.bench.core import BenchResult
@@ -33,7 +33,7 @@ def write_report(result: "BenchResult", out: Path) -> dict[str, Path]:
     for baseline in result.baselines:
         if len(result.flows) > 1:
             files[f"deltas_{baseline}.png"] = _delta_plot(result, baseline, f"nDCG@{k}", out / f"deltas_{baseline}.png")
-    files["report.md"] = atomic_write_text(out / "report.md", _markdown(result, k, files))
+    files["report.md"] = write_text(out / "report.md", _markdown(result, k, files))
     return files
 
 
