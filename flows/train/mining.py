@@ -85,12 +85,14 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
-         log: Callable[[str], None] = print, progress: bool = True) -> Mined:
+         synthetic: Any = None, log: Callable[[str], None] = print, progress: bool = True) -> Mined:
     """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
 
     ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
     unset; the index is built from the corpus on first use and reused afterwards.
-    ``max_queries`` keeps the first N judged queries (file order).
+    ``max_queries`` keeps the first N judged queries (file order). ``synthetic``
+    (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn from the
+    corpus, mined the same way; their examples carry ``"synthetic": True``.
     """
     from flows.bench import indices
     from flows.spec import FlowSpec
@@ -115,11 +117,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     texts = _corpus_texts(data.corpus, wanted)
     examples, missing, short = [], 0, 0
     for qid, query in zip(data.qids, data.queries.column("query").to_pylist()):
-        relevant = set(positives.get(qid, ()))
-        pool = [d for d in ranked.get(qid, [])[params.skip_top:] if d not in relevant and d in texts]
-        rng = random.Random(_seed(params.seed, qid))
-        chosen = sorted(rng.sample(range(len(pool)), min(params.negatives, len(pool))))
-        negatives = [pool[i] for i in chosen]
+        negatives = _negatives(qid, ranked, set(positives.get(qid, ())), texts, params)
         if len(negatives) < params.negatives:
             short += 1
         for docno in positives.get(qid, []):
@@ -130,16 +128,48 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
                 continue
             examples.append({"qid": qid, "query": query, "positive_id": docno, "positive": texts[docno],
                              "negative_ids": negatives, "negatives": [texts[d] for d in negatives]})
+    pseudo = _mine_pseudo(data.corpus, spec, synthetic, params) if synthetic is not None else []
+    examples += pseudo
     if not examples:
         raise TrainError(f"mining found no example in {data.root} ({split}): no judged query has both a relevant "
                          "document in the corpus and a retrieved non-relevant one", field="dataset")
     stats = {"dataset": str(data.root), "split": split, "queries": len(data.qids), "examples": len(examples),
              "positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short,
+             "pseudo_queries": len(pseudo), "synthetic": synthetic.model_dump() if synthetic is not None else None,
              "flow": spec.name, "index": plan.key if plan else None, "params": params.model_dump(),
              "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
              "qrels_sha256": data.qrels_fingerprint(), "seconds": round(time.perf_counter() - started, 3)}
     log(f"mined {len(examples)} examples from {len(data.qids)} queries in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
+
+
+def _negatives(qid: str, ranked: dict[str, list[str]], relevant: set[str], texts: dict[str, str],
+               params: MiningParams) -> list[str]:
+    """A seeded sample of the query's retrieved, non-relevant documents (past ``skip_top``), in rank order."""
+    pool = [d for d in ranked.get(qid, [])[params.skip_top:] if d not in relevant and d in texts]
+    rng = random.Random(_seed(params.seed, qid))
+    return [pool[i] for i in sorted(rng.sample(range(len(pool)), min(params.negatives, len(pool))))]
+
+
+def _mine_pseudo(corpus: Path, spec: Any, synthetic: Any, params: MiningParams) -> list[dict[str, Any]]:
+    """Examples from pseudo-queries (``flows.train.synthetic``): the source document is the only positive."""
+    import pyarrow as pa
+
+    from flows.train.synthetic import pseudo_queries
+
+    pseudo = pseudo_queries(corpus, synthetic)
+    if not pseudo:
+        return []
+    ranked = _retrieve(spec, pa.table({"qid": [p.qid for p in pseudo], "query": [p.query for p in pseudo]}))
+    texts = _corpus_texts(corpus, {d for docs in ranked.values() for d in docs})
+    examples = []
+    for p in pseudo:
+        negatives = _negatives(p.qid, ranked, {p.docno}, texts, params)
+        if negatives:
+            examples.append({"qid": p.qid, "query": p.query, "positive_id": p.docno, "positive": p.positive,
+                             "negative_ids": negatives, "negatives": [texts[d] for d in negatives],
+                             "synthetic": True})
+    return examples
 
 
 def _seed(seed: int, qid: str) -> int:

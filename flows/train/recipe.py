@@ -24,6 +24,7 @@ from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from flows.train.mining import MiningParams
+from flows.train.synthetic import SyntheticParams
 
 KINDS = ("cross-encoder", "bi-encoder", "colbert")
 SECTION = "training"
@@ -48,6 +49,8 @@ class TrainingSection(BaseModel):
 
     split: str = Field("train", description="qrels split the examples come from (never test/dev).")
     mining: MiningParams = Field(default_factory=MiningParams, description="How hard negatives are drawn.")
+    synthetic: SyntheticParams = Field(default_factory=SyntheticParams,
+                                       description="Pseudo-queries drawn from the corpus (none by default).")
     cross_encoder: CrossEncoderParams = Field(default_factory=CrossEncoderParams,
                                               description="Cross-encoder hyperparameters.")
     bi_encoder: BiEncoderParams = Field(default_factory=BiEncoderParams, description="Bi-encoder hyperparameters.")
@@ -131,6 +134,10 @@ def load_recipe(source: str | Path):
         where = ".".join(map(str, (SECTION, *first["loc"])))
         message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
         raise TrainError(f"{path}: {message}", field=where) from None
+    unknown = [kind for kind in training.synthetic.kinds if kind not in KINDS]
+    if unknown:
+        raise TrainError(f"{path}: unknown model kind '{unknown[0]}'; choose from {', '.join(KINDS)}",
+                         field=f"{SECTION}.synthetic.kinds")
     return FlowSpec.parse(data), training
 
 
@@ -156,7 +163,8 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     if "colbert" in kinds:
         _colbert_trainer()  # fail before mining when it is missing
     mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
-                 allow_eval_split=options.allow_eval_split, index_dir=options.index_dir, log=log,
+                 allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
+                 synthetic=training.synthetic if training.synthetic.queries else None, log=log,
                  progress=options.progress)
     examples = mined.examples[:options.max_examples] if options.max_examples else mined.examples
     output = Path(options.output).expanduser() if options.output else models_dir()
@@ -165,7 +173,8 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
         params = training.params(kind)
         if options.epochs is not None:
             params = params.model_copy(update={"epochs": options.epochs})
-        results.append(_train_one(kind, params, examples, mined.stats, output / model_name(options.name_prefix, kind),
+        own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]
+        results.append(_train_one(kind, params, own, mined.stats, output / model_name(options.name_prefix, kind),
                                   seed=mining.seed, options=options, log=log))
     return TrainReport(models=results, mining=mined.stats, seconds=time.perf_counter() - started)
 

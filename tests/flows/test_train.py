@@ -183,3 +183,46 @@ def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_di
     assert not changed.models[0].reused and changed.models[0].record["training"]["steps"] == 1
     record = json.loads((models / "tessera-cross-encoder" / "training.json").read_text(encoding="utf-8"))
     assert record["training"]["steps"] == 1  # the old checkpoint was replaced in place
+
+
+def test_pseudo_queries_are_corpus_sentences_whose_document_is_the_positive(slice_dir, home):
+    from flows.train.mining import MiningParams, mine
+    from flows.train.recipe import load_recipe
+    from flows.train.synthetic import SyntheticParams, sentences
+
+    assert sentences("Rates fell 5.2 percent. Then 3 rose! Why? e.g. this stays whole.") == [
+        "Rates fell 5.2 percent.", "Then 3 rose!", "Why? e.g. this stays whole."]
+    flow, _ = load_recipe(slice_dir / "recipe.yaml")
+    params = MiningParams(skip_top=0, negatives=3, seed=7)
+    plain = mine(slice_dir, flow, params=params, progress=False, log=lambda _: None)
+    synthetic = SyntheticParams(queries=12, keep_sentence=0.0, seed=3)
+    mined = mine(slice_dir, flow, params=params, synthetic=synthetic, progress=False, log=lambda _: None)
+    assert mined.examples[:len(plain.examples)] == plain.examples, "pseudo-queries changed the judged examples"
+    pseudo = mined.examples[len(plain.examples):]
+    assert len(pseudo) == mined.stats["pseudo_queries"] == 12 and all(e["synthetic"] for e in pseudo)
+    assert mined.examples == mine(slice_dir, flow, params=params, synthetic=synthetic, progress=False,
+                                  log=lambda _: None).examples
+    corpus = {d["_id"]: d for d in map(json.loads, open(slice_dir / "corpus.jsonl", encoding="utf-8"))}
+    for e in pseudo:
+        doc = corpus[e["positive_id"]]
+        assert e["qid"] == f"pseudo-{doc['_id']}" and e["query"] in doc["text"]
+        assert e["query"] not in e["positive"], "the sentence was left in its positive with keep_sentence 0"
+        assert e["positive"].startswith(doc["title"] + "\n") and len(e["positive"]) > len(doc["title"]) + 20
+        assert e["positive_id"] not in e["negative_ids"] and 1 <= len(e["negatives"]) <= 3
+
+
+def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.recipe import TrainOptions, load_recipe, train
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [cross-encoder]}\n", encoding="utf-8")
+    options = TrainOptions(dataset=slice_dir, models=["cross-encoder", "bi-encoder"], spec=recipe, max_steps=1,
+                           output=tmp_path / "models", progress=False)
+    report = train(options, log=lambda _: None)
+    counts = {m.kind: m.record["counts"]["examples"] for m in report.models}
+    assert report.mining["pseudo_queries"] == 6 and counts["cross-encoder"] == counts["bi-encoder"] + 6
+    recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [reranker]}\n", encoding="utf-8")
+    with pytest.raises(TrainError, match="unknown model kind 'reranker'") as err:
+        load_recipe(recipe)
+    assert err.value.field == "training.synthetic.kinds"
