@@ -28,11 +28,14 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.train.errors import TrainError
+
+if TYPE_CHECKING:
+    from flows.train.synthetic import SyntheticParams
 
 EVALUATION_SPLITS = frozenset({"test", "dev", "validation", "val"})
 
@@ -85,7 +88,7 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
-         synthetic: Any = None, log: Callable[[str], None] = print, progress: bool = True) -> Mined:
+         synthetic: SyntheticParams | None = None, log: Callable[[str], None] = print, progress: bool = True) -> Mined:
     """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
 
     ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
@@ -151,7 +154,7 @@ def _negatives(qid: str, ranked: dict[str, list[str]], relevant: set[str], texts
     return [pool[i] for i in sorted(rng.sample(range(len(pool)), min(params.negatives, len(pool))))]
 
 
-def _mine_pseudo(corpus: Path, spec: Any, synthetic: Any, params: MiningParams) -> list[dict[str, Any]]:
+def _mine_pseudo(corpus: Path, spec: Any, synthetic: SyntheticParams, params: MiningParams) -> list[dict[str, Any]]:
     """Examples from pseudo-queries (``flows.train.synthetic``): the source document is the only positive."""
     import pyarrow as pa
 

@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 # a sentence ends at . ! or ? followed by space and a capital letter or digit: good enough for abstracts and
 # encyclopaedia text, where a missed split only makes a pseudo-query longer (and then it is skipped)
@@ -43,6 +43,12 @@ class SyntheticParams(BaseModel):
     kinds: list[str] = Field(default_factory=lambda: ["cross-encoder"],
                              description="Model kinds that train on the pseudo-queries as well.")
     seed: int = Field(0, description="Seed of the sampling of documents and sentences.")
+
+    @model_validator(mode="after")
+    def _word_range(self) -> "SyntheticParams":
+        if self.min_words > self.max_words:
+            raise ValueError(f"min_words ({self.min_words}) is larger than max_words ({self.max_words})")
+        return self
 
 
 @dataclass(frozen=True)

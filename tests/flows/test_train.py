@@ -226,3 +226,7 @@ def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     with pytest.raises(TrainError, match="unknown model kind 'reranker'") as err:
         load_recipe(recipe)
     assert err.value.field == "training.synthetic.kinds"
+    recipe.write_text(RECIPE + "  synthetic: {queries: 6, min_words: 9, max_words: 8}\n", encoding="utf-8")
+    with pytest.raises(TrainError, match=r"min_words \(9\) is larger than max_words \(8\)") as err:
+        load_recipe(recipe)
+    assert err.value.field == "training.synthetic"
