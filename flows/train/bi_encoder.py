@@ -27,7 +27,8 @@ class BiEncoderParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str = Field("all-MiniLM-L6-v2", description="Model to start from (a reference operators.models resolves).")
+    base: str = Field("all-MiniLM-L6-v2", description="Model to start from: a reference operators.models resolves, or "
+                      "another kind this run trains (bi-encoder: <output>/<prefix>-bi-encoder, trained first).")
     epochs: int = Field(2, gt=0, description="Passes over the examples.")
     batch_size: int = Field(8, gt=1, description="Examples per step; the other examples' documents are in-batch "
                             "negatives. On SciFact's 919 examples, 8 (230 steps over 2 epochs) reached dense "

@@ -29,7 +29,8 @@ class CrossEncoderParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str = Field("all-MiniLM-L6-v2", description="Model to start from (a reference operators.models resolves).")
+    base: str = Field("all-MiniLM-L6-v2", description="Model to start from: a reference operators.models resolves, or "
+                      "another kind this run trains (bi-encoder: <output>/<prefix>-bi-encoder, trained first).")
     epochs: int = Field(1, gt=0, description="Passes over the examples.")
     batch_size: int = Field(8, gt=0, description="Queries per optimiser step.")
     lr: float = Field(3e-5, gt=0, description="Peak learning rate of the transformer (linear warmup, then decay).")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -24,9 +24,9 @@ from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from flows.train.mining import MiningParams
-from flows.train.synthetic import SyntheticParams
+from flows.train.synthetic import ModelKind, SyntheticParams
 
-KINDS = ("cross-encoder", "bi-encoder", "colbert")
+KINDS: tuple[str, ...] = get_args(ModelKind)
 SECTION = "training"
 
 
@@ -35,7 +35,8 @@ class ColbertParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    base: str = Field("minilm", description="Model to start from.")
+    base: str = Field("minilm", description="Model to start from (or another kind this run trains, as for the "
+                      "cross-encoder).")
     epochs: int = Field(1, gt=0, description="Passes over the examples.")
     batch_size: int = Field(8, gt=0, description="Examples per step.")
     lr: float = Field(3e-5, gt=0, description="Peak learning rate.")
@@ -110,6 +111,30 @@ def resolve_kinds(models: list[str]) -> list[str]:
     return kinds
 
 
+def training_order(kinds: list[str], training: TrainingSection) -> list[str]:
+    """``kinds`` with each one after the kind its ``base`` names (``base: bi-encoder``: this run's bi-encoder)."""
+    from graphlib import CycleError, TopologicalSorter
+
+    graph = {kind: {base} & set(kinds) for kind in kinds if (base := getattr(training.params(kind), "base"))}
+    try:
+        return list(TopologicalSorter(graph).static_order())
+    except CycleError as err:
+        raise TrainError(f"the models' bases form a cycle ({' -> '.join(err.args[1])}): one of them has to start "
+                         "from a model that is not trained in this run", field=SECTION) from None
+
+
+def _with_own_base(kind: str, params: BaseModel, output: Path, prefix: str) -> BaseModel:
+    """Point a ``base`` that names another kind at this run's checkpoint of it (``<output>/<prefix>-<kind>``)."""
+    base = getattr(params, "base")
+    if base not in KINDS:
+        return params
+    folder = output / model_name(prefix, base)
+    if not folder.is_dir():
+        raise TrainError(f"{kind} starts from this run's {base} ({folder}), which is not trained yet: add "
+                         f"--model {base}", field=f"{SECTION}.{kind.replace('-', '_')}.base")
+    return params.model_copy(update={"base": str(folder)})
+
+
 def load_recipe(source: str | Path):
     """(mining ``FlowSpec``, ``TrainingSection``) from a recipe spec path or built-in name."""
     import yaml
@@ -133,11 +158,9 @@ def load_recipe(source: str | Path):
         first = err.errors()[0]
         where = ".".join(map(str, (SECTION, *first["loc"])))
         message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        if first["type"] == "literal_error":
+            message += f", not {first['input']!r}"
         raise TrainError(f"{path}: {message}", field=where) from None
-    unknown = [kind for kind in training.synthetic.kinds if kind not in KINDS]
-    if unknown:
-        raise TrainError(f"{path}: unknown model kind '{unknown[0]}'; choose from {', '.join(KINDS)}",
-                         field=f"{SECTION}.synthetic.kinds")
     return FlowSpec.parse(data), training
 
 
@@ -151,8 +174,8 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     from operators.models import models_dir
 
     started = time.perf_counter()
-    kinds = resolve_kinds(list(options.models))
     flow, training = load_recipe(options.spec)
+    kinds = training_order(resolve_kinds(list(options.models)), training)
     split = options.split or training.split
     check_split(split, options.allow_eval_split)
     mining = training.mining if options.seed is None else training.mining.model_copy(update={"seed": options.seed})
@@ -170,7 +193,7 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     output = Path(options.output).expanduser() if options.output else models_dir()
     results = []
     for kind in kinds:
-        params = training.params(kind)
+        params = _with_own_base(kind, training.params(kind), output, options.name_prefix)
         if options.epochs is not None:
             params = params.model_copy(update={"epochs": options.epochs})
         own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]

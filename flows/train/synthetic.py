@@ -20,6 +20,7 @@ import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -28,6 +29,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
 # structured abstracts start sections with a capitalised label ("RESULTS There was ..."): not part of a query
 _SECTION_LABEL = re.compile(r"^(?:[A-Z]{4,}\s+)+(?=\S)")
+
+#: the model kinds ``tessera train`` trains (flows.train.recipe.KINDS)
+ModelKind = Literal["cross-encoder", "bi-encoder", "colbert"]
 
 
 class SyntheticParams(BaseModel):
@@ -40,7 +44,7 @@ class SyntheticParams(BaseModel):
     max_words: int = Field(40, gt=0, description="Longest sentence used as a pseudo-query.")
     keep_sentence: float = Field(0.1, ge=0, le=1, description="Chance that the sentence stays in its positive "
                                  "(ORQA kept it 10% of the time, so lexical overlap still counts for something).")
-    kinds: list[str] = Field(default_factory=lambda: ["cross-encoder"],
+    kinds: list[ModelKind] = Field(default_factory=lambda: ["cross-encoder"],
                              description="Model kinds that train on the pseudo-queries as well.")
     seed: int = Field(0, description="Seed of the sampling of documents and sentences.")
 

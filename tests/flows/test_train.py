@@ -223,10 +223,34 @@ def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     counts = {m.kind: m.record["counts"]["examples"] for m in report.models}
     assert report.mining["pseudo_queries"] == 6 and counts["cross-encoder"] == counts["bi-encoder"] + 6
     recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [reranker]}\n", encoding="utf-8")
-    with pytest.raises(TrainError, match="unknown model kind 'reranker'") as err:
+    with pytest.raises(TrainError, match="should be 'cross-encoder', 'bi-encoder' or 'colbert', not 'reranker'") as err:
         load_recipe(recipe)
-    assert err.value.field == "training.synthetic.kinds"
+    assert err.value.field == "training.synthetic.kinds.0"
     recipe.write_text(RECIPE + "  synthetic: {queries: 6, min_words: 9, max_words: 8}\n", encoding="utf-8")
     with pytest.raises(TrainError, match=r"min_words \(9\) is larger than max_words \(8\)") as err:
         load_recipe(recipe)
     assert err.value.field == "training.synthetic"
+
+
+def test_a_base_naming_another_kind_starts_from_this_runs_checkpoint_trained_first(slice_dir, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.recipe import TrainOptions, train
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE.replace("cross_encoder: {", "cross_encoder: {base: bi-encoder, "), encoding="utf-8")
+    options = TrainOptions(dataset=slice_dir, models=["cross-encoder", "bi-encoder"], spec=recipe, max_steps=1,
+                           output=tmp_path / "models", name_prefix="own", progress=False)
+    report = train(options, log=lambda _: None)
+    assert [m.kind for m in report.models] == ["bi-encoder", "cross-encoder"]
+    bi_encoder = tmp_path / "models" / "own-bi-encoder"
+    assert report.models[1].record["hyperparameters"]["base"] == str(bi_encoder)
+    alone = TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec=recipe, max_steps=1,
+                         output=tmp_path / "other", progress=False)
+    with pytest.raises(TrainError, match="this run's bi-encoder .* is not trained yet: add --model bi-encoder") as err:
+        train(alone, log=lambda _: None)
+    assert err.value.field == "training.cross_encoder.base"
+    recipe.write_text(RECIPE.replace("cross_encoder: {", "cross_encoder: {base: bi-encoder, ")
+                      .replace("bi_encoder: {", "bi_encoder: {base: cross-encoder, "), encoding="utf-8")
+    with pytest.raises(TrainError, match="bases form a cycle") as err:
+        train(options, log=lambda _: None)
+    assert err.value.field == "training"
