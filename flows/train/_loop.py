@@ -1,10 +1,12 @@
-"""What the trainers share: seeding, batches without a repeated query, the optimiser and its schedule."""
+"""What the trainers share: seeding, batches without a repeated query, the optimiser, its schedule and the
+step loop (``fit``)."""
 
 from __future__ import annotations
 
 import math
 import random
-from typing import Any, Iterator
+from itertools import islice
+from typing import Any, Callable, Iterator
 
 
 def seed_everything(seed: int) -> None:
@@ -65,7 +67,36 @@ def padded_negatives(example: dict[str, Any], n: int) -> list[str]:
     return [negatives[i % len(negatives)] for i in range(n)]
 
 
-def apply_step(loss, model, opt, schedule, losses: list[float], bar) -> None:
+def example_columns(batch: list[dict[str, Any]], negatives: int) -> list[list[str]]:
+    """The columns sentence-transformers' MultipleNegativesRankingLoss reads: queries, positives, then
+    ``negatives`` columns of hard negatives."""
+    columns = [[e["query"] for e in batch], [e["positive"] for e in batch]]
+    if negatives:
+        rows = [padded_negatives(e, negatives) for e in batch]
+        columns += [list(column) for column in zip(*rows)]
+    return columns
+
+
+def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[str, Any]], parameters, params, *,
+        seed: int, max_steps: int | None, desc: str, progress: bool) -> list[float]:
+    """Train ``model`` on ``examples`` (``params``: batch_size, epochs, negatives, lr, weight_decay,
+    warmup_ratio): ``loss_of(example_columns(batch))`` a step, AdamW with linear warmup and decay over
+    ``parameters``; returns the loss of every step. The model is left in eval mode."""
+    from tqdm.auto import tqdm
+
+    steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps)
+    opt, schedule = optimizer(parameters, params.lr, params.weight_decay, params.warmup_ratio, steps)
+    model.train()
+    losses: list[float] = []
+    bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, dynamic_ncols=True)
+    for batch in islice(epoch_batches(examples, params.batch_size, params.epochs, seed), steps):
+        _apply_step(loss_of(example_columns(batch, params.negatives)), model, opt, schedule, losses, bar)
+    bar.close()
+    model.eval()
+    return losses
+
+
+def _apply_step(loss, model, opt, schedule, losses: list[float], bar) -> None:
     """Backpropagate ``loss`` (gradients clipped to norm 1), step the optimiser and schedule, report progress."""
     import torch
 

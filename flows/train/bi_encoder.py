@@ -49,7 +49,6 @@ def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, par
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
     from sentence_transformers.util import batch_to_device
-    from tqdm.auto import tqdm
 
     from operators.models import resolve_model_path
 
@@ -60,23 +59,12 @@ def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, par
     saved_length = model.max_seq_length
     model.max_seq_length = params.max_length
     loss_fn = MultipleNegativesRankingLoss(model, scale=params.scale)
-    steps = _loop.total_steps(len(examples), params.batch_size, params.epochs, max_steps)
-    opt, schedule = _loop.optimizer(model.parameters(), params.lr, params.weight_decay, params.warmup_ratio, steps)
-    model.train()
-    losses: list[float] = []
-    bar = tqdm(total=steps, desc="bi-encoder", unit="step", disable=not progress, dynamic_ncols=True)
-    for step, batch in enumerate(_loop.epoch_batches(examples, params.batch_size, params.epochs, seed)):
-        if step >= steps:
-            break
-        columns = [[e["query"] for e in batch], [e["positive"] for e in batch]]
-        if params.negatives:
-            negatives = [_loop.padded_negatives(e, params.negatives) for e in batch]
-            columns += [list(column) for column in zip(*negatives)]
-        features = [batch_to_device(model.preprocess(column), model.device) for column in columns]
-        loss = loss_fn(features, None)
-        _loop.apply_step(loss, model, opt, schedule, losses, bar)
-    bar.close()
-    model.eval()
+
+    def loss_of(columns: list[list[str]]):
+        return loss_fn([batch_to_device(model.preprocess(column), model.device) for column in columns], None)
+
+    losses = _loop.fit(model, loss_of, examples, model.parameters(), params, seed=seed, max_steps=max_steps,
+                       desc="bi-encoder", progress=progress)
     model.max_seq_length = saved_length
     model.save(str(output_dir))
     return _loop.summary(losses, started)

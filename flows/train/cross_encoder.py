@@ -54,7 +54,6 @@ def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, 
     import torch
     from sentence_transformers.cross_encoder import CrossEncoder
     from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss
-    from tqdm.auto import tqdm
 
     from operators.models import resolve_model_path
 
@@ -67,24 +66,11 @@ def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, 
                                            scale=params.scale, activation_fn=torch.nn.Identity())
     if params.in_batch_negatives == 0:
         loss_fn.get_in_batch_negatives = lambda anchors, candidates: iter(())
-    steps = _loop.total_steps(len(examples), params.batch_size, params.epochs, max_steps)
     head = [p for n, p in model.named_parameters() if p.requires_grad and _is_head(n)]
     body = [p for n, p in model.named_parameters() if p.requires_grad and not _is_head(n)]
     groups = [{"params": body, "lr": params.lr}, {"params": head, "lr": params.head_lr}]
-    opt, schedule = _loop.optimizer(groups, params.lr, params.weight_decay, params.warmup_ratio, steps)
-    model.train()
-    losses: list[float] = []
-    bar = tqdm(total=steps, desc="cross-encoder", unit="step", disable=not progress, dynamic_ncols=True)
-    for step, batch in enumerate(_loop.epoch_batches(examples, params.batch_size, params.epochs, seed)):
-        if step >= steps:
-            break
-        columns = [[e["query"] for e in batch], [e["positive"] for e in batch]]
-        negatives = [_loop.padded_negatives(e, params.negatives) for e in batch]
-        columns += [list(column) for column in zip(*negatives)]
-        loss = loss_fn(columns, None)
-        _loop.apply_step(loss, model, opt, schedule, losses, bar)
-    bar.close()
-    model.eval()
+    losses = _loop.fit(model, lambda columns: loss_fn(columns, None), examples, groups, params, seed=seed,
+                       max_steps=max_steps, desc="cross-encoder", progress=progress)
     model.save(str(output_dir))
     return _loop.summary(losses, started, frozen_parameters=frozen)
 
