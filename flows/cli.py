@@ -65,10 +65,20 @@ def main(argv: Sequence[str] | None = None) -> int:
 def run_main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.run",
              default_executor: str = "ray") -> int:
     """``tessera run`` as its own command (``python -m flows.run``), with its own default executor."""
-    parser = argparse.ArgumentParser(prog=prog, description=_cmd_run.__doc__)
-    add_run_arguments(parser, default_executor=default_executor)
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return run_handler(_cmd_run, args)
+    return standalone_main(_cmd_run, lambda parser: add_run_arguments(parser, default_executor=default_executor),
+                           argv, prog=prog, description=_cmd_run.__doc__)
+
+
+def standalone_main(handler: Callable[[argparse.Namespace], int],
+                    add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str] | None, *,
+                    prog: str, description: str | None, epilog: str | None = None) -> int:
+    """One subcommand as a command of its own (``python -m flows.run``, ``flows.ingest``, ``flows.bench``,
+    ``flows.train``: what ``ray job submit`` runs): its arguments plus ``--debug``, errors reported as
+    ``tessera``'s are."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    add_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    return run_handler(handler, parser.parse_args(list(sys.argv[1:] if argv is None else argv)))
 
 
 def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
@@ -137,7 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", parents=[common], help="run a flow over queries",
                          description=_cmd_run.__doc__)
-    add_run_arguments(run, default_executor="local", with_debug=False)
+    add_run_arguments(run, default_executor="local")
 
     from flows.commands import register_all
 
@@ -145,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_run_arguments(parser: argparse.ArgumentParser, *, default_executor: str, with_debug: bool = True) -> None:
+def add_run_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     parser.add_argument("flow", metavar="FLOW", help="spec file (YAML/JSON), built-in or saved flow name")
     parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT",
                         help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv) "
@@ -163,8 +173,6 @@ def add_run_arguments(parser: argparse.ArgumentParser, *, default_executor: str,
     parser.add_argument("--json", action="store_true",
                         help="print the result (rows, roles, steps, timings, metadata) as JSON")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
-    if with_debug:
-        parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.set_defaults(handler=_cmd_run)
 
 

@@ -90,10 +90,6 @@ def _print_summary(result) -> None:
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.bench") -> int:
-    from flows.cli import run_handler
+    from flows.cli import standalone_main
 
-    parser = argparse.ArgumentParser(prog=prog, description=DESCRIPTION, epilog=EPILOG)
-    add_arguments(parser)
-    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return run_handler(handle, args)
+    return standalone_main(handle, add_arguments, argv, prog=prog, description=DESCRIPTION, epilog=EPILOG)

@@ -14,7 +14,6 @@ Running the same command again after a crash finishes the job; see ``flows.inges
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
 from flows.commands._support import EXIT_OK, console, positive_int, print_json
@@ -90,10 +89,7 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
 def ingest_main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.ingest",
                 default_executor: str = "ray") -> int:
     """``tessera ingest`` as its own command (``python -m flows.ingest``)."""
-    from flows.cli import run_handler
+    from flows.cli import standalone_main
 
-    parser = argparse.ArgumentParser(prog=prog, description=_cmd_ingest.__doc__)
-    add_arguments(parser, default_executor=default_executor)
-    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    return run_handler(_cmd_ingest, args)
+    return standalone_main(_cmd_ingest, lambda parser: add_arguments(parser, default_executor=default_executor),
+                           argv, prog=prog, description=_cmd_ingest.__doc__)
