@@ -11,16 +11,7 @@ import pytest
 from operators.store.token_store import (TokenStore, TokenStoreError, build_token_store, document_text,
                                          find_token_store, write_token_store)
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Torch's OpenMP threads spin while they wait; on a loaded 2-core machine one thread is much faster."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture(scope="module")

@@ -21,22 +21,12 @@ import pytest
 from operators.rerank.colbert import ColbertRerank
 from operators.testing import OperatorContract
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 DOC_MAXLEN = 64  # short documents keep the tiny training run and the reranking fast
 
 
 # -- fixtures ---------------------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_torch_thread():
-    """Torch's OpenMP threads spin while they wait: on a loaded 2-core machine a training step took 14 s on
-    two threads and 1.3 s on one. These tests run on one thread and restore the setting afterwards."""
-    import torch
-
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="session")
