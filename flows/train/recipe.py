@@ -68,7 +68,7 @@ class TrainOptions:
     spec: str | Path = "train"
     split: str | None = None  # default: the recipe's
     epochs: int | None = None  # overrides every kind's
-    max_examples: int | None = None
+    max_examples: int | None = None  # the first N judged queries, then at most N examples (judged first)
     max_steps: int | None = None
     seed: int | None = None  # default: the recipe's mining seed
     output: str | Path | None = None  # default: operators.models.models_dir()

@@ -232,6 +232,22 @@ def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     assert err.value.field == "training.synthetic"
 
 
+def test_max_examples_mines_the_first_judged_queries_and_caps_the_examples_judged_first(slice_dir, home, tmp_path):
+    from flows.train.recipe import TrainOptions, train
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [cross-encoder]}\n", encoding="utf-8")
+    options = TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec=recipe, max_steps=1, max_examples=3,
+                           output=tmp_path / "models", progress=False)
+    report = train(options, log=lambda _: None)
+    record = report.models[0].record
+    assert report.mining["queries"] == 3 and report.mining["pseudo_queries"] == 6
+    assert record["counts"]["examples"] == 3  # the 3 queries give at least 3 judged examples: no pseudo-query is left
+    recipe.write_text(RECIPE, encoding="utf-8")  # no pseudo-queries: the same 3 judged examples, the same weights
+    again = train(options, log=lambda _: None)
+    assert again.mining["pseudo_queries"] == 0 and again.models[0].reused
+
+
 def test_a_base_naming_another_kind_starts_from_this_runs_checkpoint_trained_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.recipe import TrainOptions, train
