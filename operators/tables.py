@@ -50,21 +50,28 @@ def set_column(table: pa.Table, name: str, values) -> pa.Table:
 
 
 def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
-    """Yield ``(qid, rows)`` in order of first appearance, rows in input order."""
+    """Yield ``(qid, rows)`` in order of first appearance, rows in input order.
+
+    The table is put in group order with one ``take`` (none when it already is) and
+    each group is a zero-copy slice of that. A ``take`` per group would cost the whole
+    table each time when its columns have several chunks (Arrow concatenates them per
+    call): quadratic in the number of queries.
+    """
     if table.num_rows == 0:
         return
     qids = table.column("qid").to_numpy(zero_copy_only=False)
-    _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
-    rows = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[rows], np.arange(len(first) + 1))
-    for group in np.argsort(first, kind="stable"):
-        idx = rows[bounds[group]:bounds[group + 1]]
-        yield str(qids[idx[0]]), table.take(pa.array(idx))
+    order = qid_group_order(table, qids)
+    rows = np.argsort(order, kind="stable")
+    grouped = table if np.array_equal(rows, np.arange(len(rows))) else table.take(pa.array(rows))
+    bounds = np.searchsorted(order[rows], np.arange(order.max() + 2))
+    for start, end in zip(bounds[:-1], bounds[1:]):
+        yield str(qids[rows[start]]), grouped.slice(start, end - start)
 
 
-def qid_group_order(table: pa.Table) -> np.ndarray:
+def qid_group_order(table: pa.Table, qids: np.ndarray | None = None) -> np.ndarray:
     """Per row, the number of its qid in order of first appearance (0, 1, ...)."""
-    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    if qids is None:
+        qids = table.column("qid").to_numpy(zero_copy_only=False)
     _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
     group_order = np.empty_like(first)
     group_order[np.argsort(first, kind="stable")] = np.arange(len(first))

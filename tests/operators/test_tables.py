@@ -30,6 +30,21 @@ def test_qid_groups_keep_first_appearance_order():
         ("q2", [0, 2]), ("q1", [1]), ("q3", [3])]
 
 
+def test_qid_groups_of_a_many_chunk_table_match_the_combined_table():
+    """Retrieval outputs are concatenations (many chunks): grouping must not depend on chunking."""
+    parts = [pa.table({"qid": [f"q{(c * 7 + i) % 5}" for i in range(6)], "i": list(range(c * 6, c * 6 + 6))})
+             for c in range(4)]
+    chunked = pa.concat_tables(parts)
+    assert chunked.column("qid").num_chunks == 4
+    combined = [(q, g.to_pydict()) for q, g in qid_groups(chunked.combine_chunks())]
+    assert [(q, g.to_pydict()) for q, g in qid_groups(chunked)] == combined
+    assert [q for q, _ in combined] == ["q0", "q1", "q2", "q3", "q4"]
+    assert all(g["i"] == sorted(g["i"]) and set(g["qid"]) == {q} for q, g in combined)
+    assert sum(len(g["i"]) for _, g in combined) == 24
+    grouped = pa.table({"qid": ["a", "a", "b"], "i": [0, 1, 2]})  # already in group order: slices of the input
+    assert [g.column("i").to_pylist() for _, g in qid_groups(grouped)] == [[0, 1], [2]]
+
+
 def test_missing_columns_error_names_operator_and_columns():
     op = create("analyze.word_count", {"input_column": "body"}, step_id="wc")
     with pytest.raises(MissingColumnsError) as err:
