@@ -50,22 +50,30 @@ def set_column(table: pa.Table, name: str, values) -> pa.Table:
 
 
 def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
-    """Yield ``(qid, rows)`` in order of first appearance, rows in input order.
+    """Yield ``(qid, rows)`` in order of first appearance, rows in input order."""
+    grouped, qids, bounds = group_by_qid(table)
+    for qid, start, end in zip(qids, bounds[:-1], bounds[1:]):
+        yield qid, grouped.slice(start, end - start)
 
-    The table is put in group order with one ``take`` (none when it already is) and
-    each group is a zero-copy slice of that. A ``take`` per group would cost the whole
-    table each time when its columns have several chunks (Arrow concatenates them per
-    call): quadratic in the number of queries.
+
+def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
+    """The table with each query's rows together, its qids, and where each query's rows start.
+
+    Returns ``(grouped, qids, bounds)``: query ``i`` (qids in order of first appearance,
+    rows in input order) is rows ``bounds[i]:bounds[i + 1]`` of ``grouped``, so any run of
+    consecutive queries is one zero-copy slice. The rows are put in that order with one
+    ``take`` (none when they already are): a ``take`` per query would cost the whole table
+    each time when its columns have several chunks (Arrow concatenates them per call),
+    quadratic in the number of queries.
     """
     if table.num_rows == 0:
-        return
+        return table, [], np.zeros(1, dtype=np.int64)
     qids = table.column("qid").to_numpy(zero_copy_only=False)
     order = qid_group_order(table, qids)
     rows = np.argsort(order, kind="stable")
     grouped = table if np.array_equal(rows, np.arange(len(rows))) else table.take(pa.array(rows))
     bounds = np.searchsorted(order[rows], np.arange(order.max() + 2))
-    for start, end in zip(bounds[:-1], bounds[1:]):
-        yield str(qids[rows[start]]), grouped.slice(start, end - start)
+    return grouped, [str(qids[rows[start]]) for start in bounds[:-1]], bounds
 
 
 def qid_group_order(table: pa.Table, qids: np.ndarray | None = None) -> np.ndarray:

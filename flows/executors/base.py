@@ -14,7 +14,7 @@ from flows.runner import BatchStats, merge_metadata
 from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError
 from operators.base import Operator
-from operators.tables import concat, qid_groups
+from operators.tables import concat, group_by_qid
 
 
 def as_flow(flow: Flow | FlowSpec | str) -> Flow:
@@ -121,13 +121,10 @@ def scope_batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iter
     elif op.scope == "row":
         for start in range(0, table.num_rows, batch_size):
             yield table.slice(start, batch_size)
-    else:  # query scope: whole qid groups, about batch_size rows per batch
-        pending, size = [], 0
-        for _, group in qid_groups(table):
-            pending.append(group)
-            size += group.num_rows
-            if size >= batch_size:
-                yield concat(pending)
-                pending, size = [], 0
-        if pending:
-            yield concat(pending)
+    else:  # query scope: runs of whole qid groups, about batch_size rows each, one zero-copy slice per batch
+        grouped, _, bounds = group_by_qid(table)
+        start = 0
+        for end in bounds[1:]:
+            if end - start >= batch_size or end == table.num_rows:
+                yield grouped.slice(start, end - start)
+                start = end
