@@ -102,7 +102,9 @@ learn from the answer whether the run was cancelled (before a batch they ask aga
 unless they heard within 0.1 s). The driver polls it every 0.2 s,
 feeds ``RunState`` (step records, hit ratios, metadata, timings, progress events, all
 as the local executor does), and sets the cancel flag when the ``CancelToken`` is
-cancelled; the next batch raises ``FlowCancelled`` and the run stops. A step counts
+cancelled; the next batch raises ``FlowCancelled`` and the run stops. An error on the
+caller's side (a progress callback that raises, Ctrl-C) cancels the run the same way,
+and waits for the stages to stop before it reaches the caller. A step counts
 as done when its output is materialised, or at the end for streamed steps. Ray hands
 back only the text of an exception raised in a callable, so a callable sends an
 operator's ``TesseraError`` to the reporter first and the driver raises it again,
@@ -331,6 +333,9 @@ class _Run:
             self._pump()
             if self.error is not None:
                 remote_error = ray.get(self.reporter.error.remote())
+        except BaseException:  # the caller's side failed (a progress callback, Ctrl-C): the run ends with it
+            self._stop(worker, cancel_sent)
+            raise
         finally:
             ray.kill(self.reporter, no_restart=True)
         if self.error is not None:
@@ -345,6 +350,16 @@ class _Run:
             for step in state.steps:
                 state.result.history[step] = self.tables[step]
         return state.finish(self.tables[self.flow.output])
+
+    def _stop(self, worker: threading.Thread, cancel_sent: bool) -> None:
+        """Cancel the stages and wait for the worker thread (at most a batch per actor), so nothing
+        of the run outlives the call: stages left running would hold the cluster's CPUs, and
+        fail loudly once the reporter is gone."""
+        _quiet_failures()
+        if not cancel_sent:
+            with contextlib.suppress(ray.exceptions.RayError):
+                self.reporter.cancel.remote()
+        worker.join()
 
     def _pump(self) -> None:
         """Feed ``RunState`` with the batches reported so far, then close finished steps."""

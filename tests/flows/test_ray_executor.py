@@ -319,6 +319,21 @@ def test_cancel_stops_the_run_within_two_seconds():
     assert after.table.column("word_count").to_pylist() == [2]
 
 
+def test_a_failing_progress_callback_stops_the_run_and_leaves_no_stage_running():
+    """The caller's error comes back, and the run's worker thread has ended before it does: a stage
+    left running would hold the cluster's CPUs and log into a closed stream after the run is gone."""
+    import threading
+
+    def broken(event: ProgressEvent) -> None:
+        if event.rows_done:
+            raise RuntimeError("the progress display broke")
+
+    flow = _flow("broken", [("slow", Slow({"seconds": 0.2}), None)], slow={"batch_size": 1, "concurrency": 1})
+    with pytest.raises(RuntimeError, match="progress display broke"):
+        RayDataExecutor().run(flow, RESULTS, progress=broken)
+    assert [t.name for t in threading.enumerate() if t.name.startswith("tessera-ray-")] == []
+
+
 def test_real_source_and_preprocessing_match_local():
     ops = all_operators()
     needed = ["sources.jsonl", "preprocess.chunk", "preprocess.dedup"]
