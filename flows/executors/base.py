@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import time
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
+import numpy as np
 import pyarrow as pa
 
 from flows.cache import StepCache
@@ -123,8 +124,23 @@ def scope_batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iter
             yield table.slice(start, batch_size)
     else:  # query scope: runs of whole qid groups, about batch_size rows each, one zero-copy slice per batch
         grouped, _, bounds = group_by_qid(table)
-        start = 0
-        for end in bounds[1:]:
-            if end - start >= batch_size or end == table.num_rows:
-                yield grouped.slice(start, end - start)
-                start = end
+        first = 0
+        for end in query_batch_ends(np.diff(bounds).tolist(), batch_size):
+            yield grouped.slice(bounds[first], bounds[end] - bounds[first])
+            first = end
+
+
+def query_batch_ends(group_rows: Sequence[int], batch_size: int | None) -> list[int]:
+    """Where a query-scope input is cut: batch ``i`` holds groups ``ends[i - 1]:ends[i]``.
+
+    Groups (queries, in order) stay whole and a batch closes once it holds ``batch_size``
+    rows (one batch without a batch size). Both executors cut by this rule, the Ray one
+    when it regroups, so a step sees the same batches wherever it runs.
+    """
+    ends, rows = [], 0
+    for count, group in enumerate(group_rows, 1):
+        rows += group
+        if batch_size and rows >= batch_size and count < len(group_rows):
+            ends.append(count)
+            rows = 0
+    return ends + [len(group_rows)] if len(group_rows) else ends

@@ -34,12 +34,13 @@ How each scope is run
     blocks of an aligned input (``batch_size=None``);
   - a fan-in, a source, or anything else: not aligned.
 
-  A query step over a dataset that is not aligned first *regroups* it, a shuffle:
-  the input is materialised, one task per block counts its qids, the driver ranks
-  the qids by first appearance (the local executor's group order) and cuts the
-  groups into the local executor's batches, one task per block splits it by
-  partition and one task per partition concatenates its pieces and sorts them
-  stably by group rank. The result is aligned, in the local executor's row order.
+  A query step over a dataset that is not aligned first *regroups* it, a shuffle
+  (``_ray_blocks.regroup``): the input is materialised, one task per block counts its
+  qids, the driver ranks the qids by first appearance (the local executor's group
+  order) and cuts the groups into the local executor's batches
+  (``base.query_batch_ends``, the rule ``scope_batches`` uses), one task per block
+  splits it by partition and one task per partition concatenates its pieces and
+  sorts them stably by group rank. The result is aligned, in the local executor's row order.
   We do this with Ray tasks rather than ``groupby("qid").map_groups()`` because
   that orders groups by hash or by qid, not by first appearance, so restoring the
   local order would need a second shuffle (a sort), and calls the operator once per
@@ -137,11 +138,11 @@ import ray
 import ray.data  # imported now: it configures the ray.data loggers (see _quiet_ray_data)
 
 from flows.cache import StepCache
+from flows.executors import _ray_blocks as block_tasks
 from flows.executors._ray_udfs import _Reporter, _SourceUDF, _StepUDF, _whole_group_pieces  # noqa: F401
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
-from flows.runner import StepRunner
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.errors import FlowCancelled, SpecError, TesseraError
@@ -149,13 +150,9 @@ from operators.tables import concat
 
 log = logging.getLogger(__name__)
 
-#: Column a regroup adds while it moves rows; never seen by operators.
-GROUP_COLUMN = "__tessera_group"
 #: The flow input is cut into blocks of at least this many rows, at most this many per CPU.
 INPUT_BLOCK_ROWS = 4096
 INPUT_BLOCKS_PER_CPU = 2
-#: How many partitions a regroup makes at most (each is one call on the actor pool).
-MAX_PARTITIONS = 64
 #: Actors an autoscaling pool starts with at most; and rows of materialised input per
 #: actor it starts with (an actor costs a process start: 1-2 s on 2 loaded cores).
 INITIAL_ACTORS_MAX = 8
@@ -212,65 +209,6 @@ class RayDataExecutor:
 
 
 # -- what runs on the workers -----------------------------------------------------
-
-
-@ray.remote
-def _empty_output(op_class: type[Operator], params: dict[str, Any], step_id: str,
-                  input_steps: tuple[str, ...], table: pa.Table) -> pa.Table:
-    """The operator's output for an empty input (what the local executor returns then)."""
-    op = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
-    return StepRunner(op, None).run(table)[0]
-
-
-@ray.remote
-def _qid_counts(block: pa.Table) -> tuple[int, list[Any], list[int]]:
-    """Rows, distinct qids in order of first appearance and their row counts."""
-    if block.num_rows == 0:
-        return 0, [], []
-    qids = block.column("qid").to_numpy(zero_copy_only=False)
-    values, first, counts = np.unique(qids, return_index=True, return_counts=True)
-    order = np.argsort(first, kind="stable")
-    return block.num_rows, values[order].tolist(), counts[order].tolist()
-
-
-@ray.remote
-def _split_by_partition(block: pa.Table, order: pa.Array, cuts: list[int]) -> tuple[pa.Table, ...] | pa.Table:
-    """Rows of each partition (qid ranks below ``cuts[0]``, then ``cuts[1]``...), in block order."""
-    ranks = pc.index_in(block.column("qid"), value_set=order).cast(pa.int64())
-    block = block.append_column(GROUP_COLUMN, ranks)
-    part = np.searchsorted(np.asarray(cuts), ranks.to_numpy(zero_copy_only=False), side="right")
-    pieces = tuple(block.filter(pa.array(part == p)) for p in range(len(cuts) + 1))
-    return pieces if len(pieces) > 1 else pieces[0]
-
-
-@ray.remote
-def _merge_partition(*pieces: pa.Table) -> pa.Table:
-    """One partition: the pieces in block order, stably sorted by qid rank."""
-    table = concat([p for p in pieces if p.num_rows] or list(pieces[:1]))
-    order = np.argsort(table.column(GROUP_COLUMN).to_numpy(), kind="stable")
-    return table.take(pa.array(order)).drop_columns([GROUP_COLUMN])
-
-
-@ray.remote
-def _concat_blocks(*blocks: pa.Table) -> pa.Table:
-    return concat([b for b in blocks if b.num_rows] or list(blocks[:1]))
-
-
-@ray.remote
-def _conform_block(block: pa.Table, schema: pa.Schema) -> pa.Table:
-    return _conform(block, schema)
-
-
-@ray.remote
-def _slice_block(block: pa.Table, start: int, stop: int) -> pa.Table:
-    return block.slice(start, stop - start)
-
-
-def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``table`` with ``schema``'s columns, in its order (missing ones null), as ``concat`` promotes."""
-    if table.schema.equals(schema):
-        return table
-    return pa.concat_tables([schema.empty_table(), table], promote_options="permissive")
 
 
 # -- the driver ---------------------------------------------------------------------
@@ -602,7 +540,7 @@ class _Run:
         refs = [ref for frame in frames for ref in frame.blocks]
         rows = [n for frame in frames for n in frame.rows]
         schema = fan_in(step, [self._schema_table(p) for p in parents], parents).schema
-        return _Frame(blocks=[_conform_block.remote(ref, schema) for ref in refs], rows=rows)
+        return _Frame(blocks=[block_tasks.conform_block.remote(ref, schema) for ref in refs], rows=rows)
 
     def _regroup(self, frame: _Frame, batch_size: int | None) -> _Frame:
         """Whole qid groups per block, in the local executor's order and batches (a shuffle)."""
@@ -612,39 +550,15 @@ class _Run:
         schema = pa.unify_schemas(self._schemas(frame), promote_options="permissive")
         if "qid" not in schema.names:  # one call, so the operator reports the missing column
             return self._coalesce(frame)
-        qid_type = schema.field("qid").type
-        counts = ray.get([_qid_counts.remote(ref) for ref in frame.blocks])
-        sizes: dict[Any, int] = {}
-        for _, qids, n in counts:
-            for qid, k in zip(qids, n):
-                sizes[qid] = sizes.get(qid, 0) + k
-        # The local executor's batches: whole groups in order of first appearance,
-        # cut once a batch holds batch_size rows; partitions are runs of batches.
-        cuts, size = [], 0
-        for rank, k in enumerate(sizes.values()):
-            size += k
-            if batch_size and size >= batch_size and rank + 1 < len(sizes):
-                cuts.append(rank + 1)
-                size = 0
-        if len(cuts) + 1 > MAX_PARTITIONS:
-            step = (len(cuts) + 1) / MAX_PARTITIONS
-            cuts = [cuts[int(i * step) - 1] for i in range(1, MAX_PARTITIONS)]
-        order = ray.put(pa.array(list(sizes), type=qid_type))
-        parts = len(cuts) + 1
-        pieces = [_split_by_partition.options(num_returns=parts).remote(ref, order, cuts)
-                  for ref, n in zip(frame.blocks, frame.rows) if n]
-        if parts == 1:
-            pieces = [[p] for p in pieces]
-        blocks = [_merge_partition.remote(*[p[i] for p in pieces]) for i in range(parts)]
-        ends = np.cumsum(list(sizes.values()))[[*(c - 1 for c in cuts), len(sizes) - 1]]
-        return _Frame(blocks=blocks, rows=np.diff(ends, prepend=0).tolist(), aligned=True)
+        regrouped, rows = block_tasks.regroup(frame.blocks, frame.rows, schema.field("qid").type, batch_size)
+        return _Frame(blocks=regrouped, rows=rows, aligned=True)
 
     def _coalesce(self, frame: _Frame) -> _Frame:
         """Everything in one block, for a corpus step."""
         self._materialize(frame)
         if len(frame.blocks) <= 1:
             return _Frame(blocks=frame.blocks, rows=frame.rows, aligned=True)
-        return _Frame(blocks=[_concat_blocks.remote(*frame.blocks)], rows=[sum(frame.rows)], aligned=True)
+        return _Frame(blocks=[block_tasks.concat_blocks.remote(*frame.blocks)], rows=[sum(frame.rows)], aligned=True)
 
     # -- datasets and blocks ---------------------------------------------------------
 
@@ -675,7 +589,7 @@ class _Run:
                     blocks.append(entry.ref)
                     rows.append(entry.metadata.num_rows)
                 else:
-                    blocks.append(_slice_block.remote(entry.ref, piece.start_offset, piece.end_offset))
+                    blocks.append(block_tasks.slice_block.remote(entry.ref, piece.start_offset, piece.end_offset))
                     rows.append(piece.end_offset - piece.start_offset)
         frame.blocks, frame.rows, frame.schemas, frame.ds = blocks, rows, schemas, None
         for step in frame.pending:
@@ -704,7 +618,7 @@ class _Run:
                     table = self.flow_input.slice(0, 0)
                 else:
                     table = fan_in(step, [self._schema_table(p) for p in parents], parents)
-                self.empty[step] = ray.get(_empty_output.options(
+                self.empty[step] = ray.get(block_tasks.empty_output.options(
                     num_cpus=flow.step_option(step, "num_cpus"), num_gpus=self._num_gpus(step),
                 ).remote(type(op), op.params.model_dump(), step, tuple(flow.inputs[step]), table))
         return self.empty[step]
@@ -721,16 +635,11 @@ class _Run:
         """Each block's schema: from Ray's metadata where it has it, else read by a task."""
         known = frame.schemas or [None] * len(frame.blocks)
         missing = [i for i, schema in enumerate(known) if schema is None]
-        fetched = ray.get([_schema_of.remote(frame.blocks[i]) for i in missing])
+        fetched = ray.get([block_tasks.schema_of.remote(frame.blocks[i]) for i in missing])
         frame.schemas = list(known)
         for i, schema in zip(missing, fetched):
             frame.schemas[i] = schema
         return frame.schemas
-
-
-@ray.remote(num_cpus=0)
-def _schema_of(block: pa.Table) -> pa.Schema:
-    return block.schema
 
 
 @contextlib.contextmanager

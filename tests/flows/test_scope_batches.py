@@ -2,7 +2,7 @@
 
 import pyarrow as pa
 
-from flows.executors.base import scope_batches
+from flows.executors.base import query_batch_ends, scope_batches
 from operators import create
 
 
@@ -32,3 +32,22 @@ def test_a_query_larger_than_the_batch_size_is_one_batch_and_row_scope_cuts_anyw
     assert [b.num_rows for b in scope_batches(create("analyze.word_count", {}), table, 8)] == [8, 8, 4]
     assert [b.num_rows for b in scope_batches(create("rerank.tfidf", {}), table, None)] == [20]
     assert list(scope_batches(create("rerank.tfidf", {}), table.slice(0, 0), 7)) == []
+
+
+def test_query_batch_ends_is_the_rule_both_executors_cut_by():
+    assert query_batch_ends([6, 2, 5, 3, 4], 7) == [2, 4, 5]      # the batches of the first test above
+    assert query_batch_ends([6, 2, 5, 3, 4], 1) == [1, 2, 3, 4, 5]  # a query never splits
+    assert query_batch_ends([6, 2, 5, 3, 4], None) == [5]
+    assert query_batch_ends([6, 2, 5, 3, 4], 100) == [5]
+    assert query_batch_ends([], 7) == []
+
+
+def test_the_ray_regroup_partitions_are_runs_of_those_batches():
+    from flows.executors._ray_blocks import partition_cuts
+
+    sizes = [1 + i % 4 for i in range(500)]
+    batches = query_batch_ends(sizes, 5)[:-1]
+    assert partition_cuts(sizes, 5, max_partitions=1000) == batches
+    thinned = partition_cuts(sizes, 5, max_partitions=16)
+    assert len(thinned) == 15 and set(thinned) <= set(batches) and thinned == sorted(set(thinned))
+    assert partition_cuts(sizes, None) == []

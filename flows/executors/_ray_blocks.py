@@ -1,0 +1,123 @@
+"""Ray tasks over materialised blocks: the reshaping the Ray Data executor does between stages.
+
+Each function takes and returns Arrow tables (or ``ObjectRef``s of them) and runs as a
+plain Ray task, not a Ray Data stage: regrouping a dataset by qid (a shuffle in the
+local executor's order and batches), concatenating blocks for a corpus step, conforming
+a fan-in's blocks to one schema, slicing, reading a schema, and computing a step's
+output for an empty input. ``ray_data`` says when each one is used.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import ray
+
+from flows.executors.base import query_batch_ends
+from flows.runner import StepRunner
+from operators.base import Operator
+from operators.tables import concat
+
+#: Column a regroup adds while it moves rows; never seen by operators.
+GROUP_COLUMN = "__tessera_group"
+#: Most partitions (output blocks) one regroup makes.
+MAX_PARTITIONS = 64
+
+
+def regroup(blocks: list[Any], rows: list[int], qid_type: pa.DataType, batch_size: int | None,
+            ) -> tuple[list[Any], list[int]]:
+    """Blocks where every qid's rows lie in one block, in the local executor's order and batches
+    (the steps are in ``ray_data``'s docstring); returns the new blocks and their rows."""
+    counts = ray.get([_qid_counts.remote(ref) for ref in blocks])
+    sizes: dict[Any, int] = {}
+    for _, qids, n in counts:
+        for qid, k in zip(qids, n):
+            sizes[qid] = sizes.get(qid, 0) + k
+    cuts = partition_cuts(list(sizes.values()), batch_size)
+    order = ray.put(pa.array(list(sizes), type=qid_type))
+    parts = len(cuts) + 1
+    pieces = [_split_by_partition.options(num_returns=parts).remote(ref, order, cuts)
+              for ref, n in zip(blocks, rows) if n]
+    if parts == 1:
+        pieces = [[p] for p in pieces]
+    merged = [_merge_partition.remote(*[p[i] for p in pieces]) for i in range(parts)]
+    ends = np.cumsum(list(sizes.values()))[[*(c - 1 for c in cuts), len(sizes) - 1]]
+    return merged, np.diff(ends, prepend=0).tolist()
+
+
+def partition_cuts(group_rows: list[int], batch_size: int | None, max_partitions: int = MAX_PARTITIONS,
+                   ) -> list[int]:
+    """Group ranks where a new partition starts: the local executor's batch boundaries, thinned
+    to at most ``max_partitions`` partitions (a partition is then a run of whole batches)."""
+    cuts = query_batch_ends(group_rows, batch_size)[:-1]
+    if len(cuts) + 1 > max_partitions:
+        step = (len(cuts) + 1) / max_partitions
+        cuts = [cuts[int(i * step) - 1] for i in range(1, max_partitions)]
+    return cuts
+
+
+@ray.remote
+def _qid_counts(block: pa.Table) -> tuple[int, list[Any], list[int]]:
+    """Rows, distinct qids in order of first appearance and their row counts."""
+    if block.num_rows == 0:
+        return 0, [], []
+    qids = block.column("qid").to_numpy(zero_copy_only=False)
+    values, first, counts = np.unique(qids, return_index=True, return_counts=True)
+    order = np.argsort(first, kind="stable")
+    return block.num_rows, values[order].tolist(), counts[order].tolist()
+
+
+@ray.remote
+def _split_by_partition(block: pa.Table, order: pa.Array, cuts: list[int]) -> tuple[pa.Table, ...] | pa.Table:
+    """Rows of each partition (qid ranks below ``cuts[0]``, then ``cuts[1]``...), in block order."""
+    ranks = pc.index_in(block.column("qid"), value_set=order).cast(pa.int64())
+    block = block.append_column(GROUP_COLUMN, ranks)
+    part = np.searchsorted(np.asarray(cuts), ranks.to_numpy(zero_copy_only=False), side="right")
+    pieces = tuple(block.filter(pa.array(part == p)) for p in range(len(cuts) + 1))
+    return pieces if len(pieces) > 1 else pieces[0]
+
+
+@ray.remote
+def _merge_partition(*pieces: pa.Table) -> pa.Table:
+    """One partition: the pieces in block order, stably sorted by qid rank."""
+    table = concat([p for p in pieces if p.num_rows] or list(pieces[:1]))
+    order = np.argsort(table.column(GROUP_COLUMN).to_numpy(), kind="stable")
+    return table.take(pa.array(order)).drop_columns([GROUP_COLUMN])
+
+
+@ray.remote
+def concat_blocks(*blocks: pa.Table) -> pa.Table:
+    return concat([b for b in blocks if b.num_rows] or list(blocks[:1]))
+
+
+@ray.remote
+def conform_block(block: pa.Table, schema: pa.Schema) -> pa.Table:
+    return conform(block, schema)
+
+
+@ray.remote
+def slice_block(block: pa.Table, start: int, stop: int) -> pa.Table:
+    return block.slice(start, stop - start)
+
+
+@ray.remote(num_cpus=0)
+def schema_of(block: pa.Table) -> pa.Schema:
+    return block.schema
+
+
+@ray.remote
+def empty_output(op_class: type[Operator], params: dict[str, Any], step_id: str,
+                 input_steps: tuple[str, ...], table: pa.Table) -> pa.Table:
+    """The operator's output for an empty input (what the local executor returns then)."""
+    op = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+    return StepRunner(op, None).run(table)[0]
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with ``schema``'s columns, in its order (missing ones null), as ``concat`` promotes."""
+    if table.schema.equals(schema):
+        return table
+    return pa.concat_tables([schema.empty_table(), table], promote_options="permissive")
