@@ -23,7 +23,7 @@ from operators.tables import concat
 
 #: Column a regroup adds while it moves rows; never seen by operators.
 GROUP_COLUMN = "__tessera_group"
-#: Most partitions (output blocks) one regroup makes.
+#: How many partitions (output blocks) a regroup makes at most (each is one call on the actor pool).
 MAX_PARTITIONS = 64
 
 
@@ -83,14 +83,19 @@ def _split_by_partition(block: pa.Table, order: pa.Array, cuts: list[int]) -> tu
 @ray.remote
 def _merge_partition(*pieces: pa.Table) -> pa.Table:
     """One partition: the pieces in block order, stably sorted by qid rank."""
-    table = concat([p for p in pieces if p.num_rows] or list(pieces[:1]))
+    table = _concat_non_empty(pieces)
     order = np.argsort(table.column(GROUP_COLUMN).to_numpy(), kind="stable")
     return table.take(pa.array(order)).drop_columns([GROUP_COLUMN])
 
 
 @ray.remote
 def concat_blocks(*blocks: pa.Table) -> pa.Table:
-    return concat([b for b in blocks if b.num_rows] or list(blocks[:1]))
+    return _concat_non_empty(blocks)
+
+
+def _concat_non_empty(tables: tuple[pa.Table, ...]) -> pa.Table:
+    """The tables with rows, concatenated; the first table when none has any (it keeps the schema)."""
+    return concat([t for t in tables if t.num_rows] or list(tables[:1]))
 
 
 @ray.remote

@@ -208,9 +208,6 @@ class RayDataExecutor:
             ray.init(**{**DEFAULT_RAY_INIT, **self.ray_init_kwargs})
 
 
-# -- what runs on the workers -----------------------------------------------------
-
-
 # -- the driver ---------------------------------------------------------------------
 
 
