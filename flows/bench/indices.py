@@ -83,10 +83,9 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
 
 
 def _encoder_fingerprint(encoder: str) -> str:
-    from operators.models import resolve_model_path
-    from operators.models.sentence_transformers import _fingerprint
+    from operators.models.fingerprint import weights_fingerprint
 
-    return f"encoder:{_fingerprint(resolve_model_path(encoder))}"
+    return f"encoder:{weights_fingerprint(encoder)}"
 
 
 def is_complete(plan: IndexPlan) -> bool:

@@ -4,8 +4,9 @@ A checkpoint is a model folder under ``operators.models.models_dir()`` (or
 ``--output``) with a ``training.json`` beside the weights: the dataset, split and
 counts, the hyperparameters, the seconds it took and the library versions. Its
 ``config_key`` hashes everything that decides the weights (the mined examples'
-content, the base model's files, the hyperparameters), so training again with the
-same inputs reuses the folder, and any change retrains. A folder is written under a
+content, the base model's files, the hyperparameters; recorded as ``key_inputs``), so
+training again with the same inputs reuses the folder, and any change retrains and
+says which input changed. A folder is written under a
 temporary name and renamed into place, so a killed run never leaves a half-written
 model where the operators look for one.
 """
@@ -22,8 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from operators.atomic import fsync_tree, replace_folder
-
-TRAINING_FILE = "training.json"
+from operators.models.fingerprint import TRAINING_FILE
 
 
 def examples_sha256(examples: list[dict[str, Any]]) -> str:
@@ -42,10 +42,10 @@ def config_key(payload: dict[str, Any]) -> str:
 def base_fingerprint(reference: str) -> str:
     """The base model's files, so a retrained base (``tessera-bi-encoder``) retrains what starts from it."""
     from operators.models import resolve_model_path
-    from operators.models.sentence_transformers import _fingerprint
+    from operators.models.fingerprint import model_fingerprint
 
     path = resolve_model_path(reference)
-    return f"{path.name}:{_fingerprint(path)}"
+    return f"{path.name}:{model_fingerprint(path)}"
 
 
 def reusable(folder: Path, key: str) -> dict[str, Any] | None:
@@ -55,6 +55,21 @@ def reusable(folder: Path, key: str) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return record if record.get("config_key") == key else None
+
+
+def changed_inputs(folder: Path, key_inputs: dict[str, Any]) -> str | None:
+    """Why the checkpoint in ``folder`` does not match ``key_inputs``, in words; None where there is none."""
+    try:
+        record = json.loads((folder / TRAINING_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    recorded = record.get("key_inputs")
+    if not isinstance(recorded, dict):
+        return "it was trained by an older Tessera that did not record its inputs"
+    changed = [name for name, value in key_inputs.items() if name != "params" and recorded.get(name) != value]
+    old_params = recorded.get("params") or {}
+    changed += [f"params.{name}" for name, value in key_inputs["params"].items() if old_params.get(name) != value]
+    return f"{', '.join(changed)} changed" if changed else "its config key differs"
 
 
 def versions() -> dict[str, str]:

@@ -204,22 +204,25 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
 
 def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], mining: dict[str, Any], folder: Path,
                *, seed: int, options: TrainOptions, log: Callable[[str], None]) -> TrainedModel:
-    base = getattr(params, "base")
-    key = checkpoints.config_key({"kind": kind, "params": params.model_dump(mode="json"), "seed": seed,
-                                  "max_steps": options.max_steps, "base": checkpoints.base_fingerprint(base),
-                                  "examples": checkpoints.examples_sha256(examples), "format": 1})
+    key_inputs = {"kind": kind, "params": params.model_dump(mode="json"), "seed": seed,
+                  "max_steps": options.max_steps, "base": checkpoints.base_fingerprint(getattr(params, "base")),
+                  "examples": checkpoints.examples_sha256(examples), "format": 2}
+    key = checkpoints.config_key(key_inputs)
     record = None if options.force else checkpoints.reusable(folder, key)
     if record is not None:
         log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
         return TrainedModel(kind, folder.name, folder, True, 0.0, record)
-    log(f"{kind}: training on {len(examples)} examples -> {folder}")
+    changed = checkpoints.changed_inputs(folder, key_inputs)
+    log(f"{kind}: training on {len(examples)} examples -> {folder}"
+        + (f" (replacing the checkpoint there: {changed})" if changed else ""))
 
     def save(tmp: Path) -> dict[str, Any]:
         return _run_trainer(kind, params, examples, tmp, seed=seed, max_steps=options.max_steps,
                             progress=options.progress)
 
     record = checkpoints.write_checkpoint(folder, save, {
-        "kind": kind, "name": folder.name, "config_key": key, "dataset": mining["dataset"], "split": mining["split"],
+        "kind": kind, "name": folder.name, "config_key": key, "key_inputs": key_inputs,
+        "dataset": mining["dataset"], "split": mining["split"],
         "counts": {"examples": len(examples), "queries": mining["queries"],
                    "negatives_per_example": mining["params"]["negatives"]},
         "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,

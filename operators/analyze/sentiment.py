@@ -133,10 +133,9 @@ class Sentiment(Operator):
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         if self.params.method != "lexicon":
-            from operators.models import resolve_model_path
-            from operators.models.sentence_transformers import _fingerprint
+            from operators.models.fingerprint import weights_fingerprint
 
-            identity["weights"] = _fingerprint(resolve_model_path(self.params.model or DEFAULT_ENCODER))
+            identity["weights"] = weights_fingerprint(self.params.model or DEFAULT_ENCODER)
         return identity
 
     def transform(self, table: pa.Table) -> pa.Table:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import io
 import json
 import os
@@ -29,6 +28,7 @@ from typing import Any
 
 from operators.errors import TesseraError
 from operators.home import tessera_home
+from operators.models.fingerprint import model_fingerprint
 from operators.models.references import DEFAULT_ENCODER, resolve_model_path
 from operators.models.repository import models
 
@@ -92,19 +92,9 @@ def _import_onnx_runtime():
     return onnxruntime
 
 
-def _fingerprint(path: Path) -> str:
-    """Identity of a model folder's weights and config (names, sizes, mtimes), short hex."""
-    digest = hashlib.sha256()
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and file.suffix in {".json", ".safetensors", ".bin", ".txt"}:
-            stat = file.stat()
-            digest.update(f"{file.relative_to(path)}|{stat.st_size}|{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()[:12]
-
-
 def onnx_cache_dir(path: Path) -> Path:
     """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``)."""
-    return tessera_home() / "models" / f"{path.name}-onnx-{_fingerprint(path)}"
+    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}"
 
 
 def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:

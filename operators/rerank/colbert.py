@@ -104,10 +104,9 @@ class ColbertRerank(Reranker):
             raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.token_store") from None
 
     def cache_identity(self) -> dict[str, Any]:
-        from operators.models import resolve_model_path
-        from operators.models.sentence_transformers import _fingerprint
+        from operators.models.fingerprint import weights_fingerprint
 
-        return {**super().cache_identity(), "weights": _fingerprint(resolve_model_path(self.params.model))}
+        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def candidate_texts(self, rows: pa.Table) -> Candidates:
         return Candidates(super().candidate_texts(rows), rows.column("docno").cast(pa.string()).to_pylist())

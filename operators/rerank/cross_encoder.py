@@ -47,10 +47,9 @@ class CrossEncoderRerank(Reranker):
                                         max_length=self.params.max_length)
 
     def cache_identity(self) -> dict[str, Any]:
-        from operators.models import resolve_model_path
-        from operators.models.sentence_transformers import _fingerprint
+        from operators.models.fingerprint import weights_fingerprint
 
-        return {**super().cache_identity(), "weights": _fingerprint(resolve_model_path(self.params.model))}
+        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
         if not texts:

@@ -56,10 +56,9 @@ class EmbeddingRerank(Reranker):
                                                backend=self.params.backend)
 
     def cache_identity(self) -> dict[str, Any]:
-        from operators.models import resolve_model_path
-        from operators.models.sentence_transformers import _fingerprint
+        from operators.models.fingerprint import weights_fingerprint
 
-        return {**super().cache_identity(), "weights": _fingerprint(resolve_model_path(self.params.model))}
+        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def _encode(self, texts: Sequence[str], prompt: str | None) -> np.ndarray:
         """Unit-length float32 vectors of ``texts`` (with ``prompt`` prepended), one row each."""

@@ -179,10 +179,13 @@ def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_di
     ce = TrainOptions(**{**options.__dict__, "models": ["cross-encoder"]})
     again = train(ce, log=lambda _: None)  # the checkpoint the CLI wrote, same config: reused
     assert again.models[0].reused and again.models[0].path == models / "tessera-cross-encoder"
-    changed = train(TrainOptions(**{**ce.__dict__, "max_steps": 1}), log=lambda _: None)  # another config
+    lines = []
+    changed = train(TrainOptions(**{**ce.__dict__, "max_steps": 1}), log=lines.append)  # another config
     assert not changed.models[0].reused and changed.models[0].record["training"]["steps"] == 1
+    assert "(replacing the checkpoint there: max_steps changed)" in "\n".join(lines)
     record = json.loads((models / "tessera-cross-encoder" / "training.json").read_text(encoding="utf-8"))
     assert record["training"]["steps"] == 1  # the old checkpoint was replaced in place
+    assert record["key_inputs"]["max_steps"] == 1 and record["key_inputs"]["params"]["max_length"] == 32
 
 
 def test_pseudo_queries_are_corpus_sentences_whose_document_is_the_positive(slice_dir, home):

