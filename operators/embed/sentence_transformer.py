@@ -82,6 +82,12 @@ class SentenceTransformerEmbed(Operator):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data"}
 
+    def cache_identity(self) -> dict[str, Any]:
+        from operators.models.fingerprint import weights_fingerprint
+
+        # a model retrained under the same name embeds differently: its cached vectors must not be reused
+        return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
+
     def setup(self) -> None:
         if self._model is None:
             from operators.models import load_sentence_transformer

@@ -6,6 +6,9 @@ import json
 import os
 import shutil
 
+import pytest
+
+from flows.cache import step_key
 from operators.models import resolve_model_path
 from operators.models.fingerprint import model_fingerprint, weights_fingerprint
 from operators.registry import create
@@ -40,8 +43,12 @@ def test_a_copy_written_anew_keeps_the_fingerprint_and_changed_weights_change_it
     assert flipped != model_fingerprint(copy)
 
 
-def test_a_rerank_step_cache_key_survives_a_reinstall_of_its_model(tmp_path):
+@pytest.mark.parametrize("op", ["embed.sentence_transformer", "rerank.embedding"])
+def test_a_model_steps_cache_key_follows_its_weights_not_their_install(tmp_path, op):
     copy = _fresh_copy(tmp_path)
-    packaged = create("rerank.embedding", {"model": "all-MiniLM-L6-v2"}, step_id="r").cache_identity()
-    copied = create("rerank.embedding", {"model": str(copy)}, step_id="r").cache_identity()
-    assert copied["weights"] == packaged["weights"] and copied["model"] != packaged["model"]
+    packaged = create(op, {"model": "all-MiniLM-L6-v2"}, step_id="s").cache_identity()
+    before = step_key(create(op, {"model": str(copy)}, step_id="s"))
+    assert create(op, {"model": str(copy)}, step_id="s").cache_identity()["weights"] == packaged["weights"]
+    config = json.loads((copy / "config.json").read_text(encoding="utf-8"))  # retrained in place, same name
+    (copy / "config.json").write_text(json.dumps({**config, "layer_norm_eps": 1e-6}), encoding="utf-8")
+    assert step_key(create(op, {"model": str(copy)}, step_id="s")) != before
