@@ -212,7 +212,7 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
     if record is not None:
         log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
         return TrainedModel(kind, folder.name, folder, True, 0.0, record)
-    changed = checkpoints.changed_inputs(folder, key_inputs)
+    changed = None if options.force else checkpoints.changed_inputs(folder, key_inputs)
     log(f"{kind}: training on {len(examples)} examples -> {folder}"
         + (f" (replacing the checkpoint there: {changed})" if changed else ""))
 
