@@ -48,21 +48,16 @@ def base_fingerprint(reference: str) -> str:
     return f"{path.name}:{model_fingerprint(path)}"
 
 
-def reusable(folder: Path, key: str) -> dict[str, Any] | None:
-    """The ``training.json`` of a finished checkpoint trained with ``key``, else None."""
+def read_record(folder: Path) -> dict[str, Any] | None:
+    """The ``training.json`` of the checkpoint in ``folder``; None where there is none or it cannot be read."""
     try:
-        record = json.loads((folder / TRAINING_FILE).read_text(encoding="utf-8"))
+        return json.loads((folder / TRAINING_FILE).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    return record if record.get("config_key") == key else None
 
 
-def changed_inputs(folder: Path, key_inputs: dict[str, Any]) -> str | None:
-    """Why the checkpoint in ``folder`` does not match ``key_inputs``, in words; None where there is none."""
-    try:
-        record = json.loads((folder / TRAINING_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
+def changed_inputs(record: dict[str, Any], key_inputs: dict[str, Any]) -> str:
+    """Why a checkpoint's ``record`` does not match ``key_inputs``, in words."""
     recorded = record.get("key_inputs")
     if not isinstance(recorded, dict):
         return "it was trained by an older Tessera that did not record its inputs"

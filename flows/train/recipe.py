@@ -208,13 +208,12 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
                   "max_steps": options.max_steps, "base": checkpoints.base_fingerprint(getattr(params, "base")),
                   "examples": checkpoints.examples_sha256(examples), "format": 2}
     key = checkpoints.config_key(key_inputs)
-    record = None if options.force else checkpoints.reusable(folder, key)
-    if record is not None:
+    previous = None if options.force else checkpoints.read_record(folder)
+    if previous is not None and previous.get("config_key") == key:
         log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
-        return TrainedModel(kind, folder.name, folder, True, 0.0, record)
-    changed = None if options.force else checkpoints.changed_inputs(folder, key_inputs)
-    log(f"{kind}: training on {len(examples)} examples -> {folder}"
-        + (f" (replacing the checkpoint there: {changed})" if changed else ""))
+        return TrainedModel(kind, folder.name, folder, True, 0.0, previous)
+    why = f" (replacing the checkpoint there: {checkpoints.changed_inputs(previous, key_inputs)})" if previous else ""
+    log(f"{kind}: training on {len(examples)} examples -> {folder}{why}")
 
     def save(tmp: Path) -> dict[str, Any]:
         return _run_trainer(kind, params, examples, tmp, seed=seed, max_steps=options.max_steps,
@@ -241,7 +240,6 @@ def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Pa
         from flows.train.bi_encoder import train_bi_encoder
 
         return train_bi_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
-    import json
     import shutil
 
     started = time.perf_counter()
@@ -253,9 +251,8 @@ def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Pa
     if path.resolve() != tmp.resolve():
         shutil.copytree(path, tmp, dirs_exist_ok=True)
     stats: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 3)}
-    try:  # the trainer's own record (settings, loss per step) goes under "training" in ours
-        own = json.loads((tmp / checkpoints.TRAINING_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    own = checkpoints.read_record(tmp)  # the trainer's own (settings, loss per step) goes under "training" in ours
+    if own is None:
         return stats
     losses = own.pop("losses", None) or []
     return {**own, **stats, "first_loss": losses[0] if losses else None,
