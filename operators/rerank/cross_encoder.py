@@ -33,7 +33,8 @@ class CrossEncoderRerank(Reranker):
                            "the local cache.")
         device: str | None = Field(None, description="Torch device ('cpu', 'cuda'); default: the GPU if any.")
         max_length: int | None = Field(None, gt=8, description="Token limit per (query, text) pair; longer pairs "
-                                       "are truncated. Default: the checkpoint's own limit.")
+                                       "are truncated. Default: the checkpoint's own limit (a larger value "
+                                       "is logged: the model was not fine-tuned on those positions).")
         predict_batch_size: int = Field(32, gt=0, description="Pairs per forward pass.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

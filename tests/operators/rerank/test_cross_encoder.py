@@ -80,3 +80,17 @@ def test_missing_checkpoint_fails_at_setup_naming_the_fix(tmp_path):
     op = create("rerank.cross_encoder", {"model": "no-such-reranker"})
     with pytest.raises((ModelNotFoundError, OperatorError), match="tessera train"):
         op(sample_results(1, 2))
+
+
+def test_a_max_length_above_the_checkpoints_own_is_used_but_logged(cross_encoder_path, tmp_path, caplog):
+    from sentence_transformers import CrossEncoder
+
+    short = tmp_path / "ce-128"
+    CrossEncoder(str(cross_encoder_path), max_length=128, local_files_only=True).save(str(short))
+    with caplog.at_level("WARNING", logger="operators.models.cross_encoders"):
+        assert load_cross_encoder(str(short)).max_seq_length == 128
+        assert load_cross_encoder(str(short), max_length=96).max_seq_length == 96
+        assert not caplog.records, "at or below the checkpoint's own limit there is nothing to warn about"
+        assert load_cross_encoder(str(short), max_length=256).max_seq_length == 256
+    (record,) = caplog.records
+    assert "max_length 256 is above the 128 tokens" in record.getMessage() and str(short) in record.getMessage()
