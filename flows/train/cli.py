@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"what to train: {', '.join(KINDS)} or all (repeat; default cross-encoder)")
     parser.add_argument("--spec", default="train", metavar="SPEC",
                         help="training recipe: spec file or built-in name (default train: flows/specs/train.yaml)")
-    parser.add_argument("--epochs", type=positive_int, metavar="N", help="epochs for every model (default: the "
-                        "recipe's)")
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
+                        "schedule (default: the recipe's epochs and follow-up, if any)")
     parser.add_argument("--max-examples", type=positive_int, metavar="N",
                         help="a quick run: mine the first N judged queries only and train on at most N "
                              "examples, the judged ones first (pseudo-queries fill what is left, if any)")

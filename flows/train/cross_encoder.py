@@ -24,6 +24,17 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.train import _loop
 
 
+class FollowUpSchedule(BaseModel):
+    """A further pass over the same examples after the main schedule, with a fresh optimiser and its own
+    warmup and decay, usually at a lower rate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    epochs: int = Field(1, gt=0, description="Passes over the examples.")
+    lr: float = Field(2e-5, gt=0, description="Peak learning rate of the transformer.")
+    head_lr: float = Field(2e-4, gt=0, description="Peak learning rate of the scoring head.")
+
+
 class CrossEncoderParams(BaseModel):
     """Hyperparameters of cross-encoder fine-tuning."""
 
@@ -46,6 +57,11 @@ class CrossEncoderParams(BaseModel):
     train_layers: int | None = Field(None, ge=0, description="Train only the top N transformer layers (and the "
                                      "head); the embeddings and lower layers stay frozen, which makes a step "
                                      "cheaper on CPU. Null trains every layer.")
+    # left out of the dump (and so of the training key) when unset, so checkpoints trained before it existed are reused
+    then: FollowUpSchedule | None = Field(None, exclude_if=lambda value: value is None,
+                                          description="A follow-up schedule after `epochs` (null: none). On "
+                                          "SciFact a fourth epoch at half the rate after three lifted hybrid_ce "
+                                          "0.732 -> 0.739 and hybrid_ce_rrf 0.764 -> 0.771.")
 
 
 def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, params: CrossEncoderParams, *,
@@ -66,13 +82,23 @@ def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, 
                                            scale=params.scale, activation_fn=torch.nn.Identity())
     if params.in_batch_negatives == 0:
         loss_fn.get_in_batch_negatives = lambda anchors, candidates: iter(())
-    head = [p for n, p in model.named_parameters() if p.requires_grad and _is_head(n)]
-    body = [p for n, p in model.named_parameters() if p.requires_grad and not _is_head(n)]
-    groups = [{"params": body, "lr": params.lr}, {"params": head, "lr": params.head_lr}]
-    losses = _loop.fit(model, lambda columns: loss_fn(columns, None), examples, groups, params, seed=seed,
-                       max_steps=max_steps, desc="cross-encoder", progress=progress)
+    schedules = [params] + ([params.model_copy(update=params.then.model_dump())] if params.then else [])
+    losses: list[float] = []
+    for stage, schedule in enumerate(schedules):
+        if stage:  # the follow-up starts as a fresh run from the weights would: seeded anew, shuffled the same way
+            _loop.seed_everything(seed)
+        losses += _loop.fit(model, lambda columns: loss_fn(columns, None), examples, _param_groups(model, schedule),
+                            schedule, seed=seed, max_steps=max_steps, progress=progress,
+                            desc="cross-encoder" + (" (follow-up)" if stage else ""))
     model.save(str(output_dir))
     return _loop.summary(losses, started, frozen_parameters=frozen)
+
+
+def _param_groups(model: Any, params: CrossEncoderParams) -> list[dict[str, Any]]:
+    """The transformer's trainable parameters at ``lr``, the new scoring head's at ``head_lr``."""
+    head = [p for n, p in model.named_parameters() if p.requires_grad and _is_head(n)]
+    body = [p for n, p in model.named_parameters() if p.requires_grad and not _is_head(n)]
+    return [{"params": body, "lr": params.lr}, {"params": head, "lr": params.head_lr}]
 
 
 def _is_head(name: str) -> bool:

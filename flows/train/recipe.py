@@ -67,7 +67,7 @@ class TrainOptions:
     models: list[str] = field(default_factory=lambda: ["cross-encoder"])  # kinds, or ["all"]
     spec: str | Path = "train"
     split: str | None = None  # default: the recipe's
-    epochs: int | None = None  # overrides every kind's
+    epochs: int | None = None  # every kind trains this many epochs in one schedule (no follow-up)
     max_examples: int | None = None  # the first N judged queries, then at most N examples (judged first)
     max_steps: int | None = None
     seed: int | None = None  # default: the recipe's mining seed
@@ -194,8 +194,9 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     results = []
     for kind in kinds:
         params = _with_own_base(kind, training.params(kind), output, options.name_prefix)
-        if options.epochs is not None:
-            params = params.model_copy(update={"epochs": options.epochs})
+        if options.epochs is not None:  # one schedule of that many epochs: a recipe's follow-up is dropped too
+            params = params.model_copy(update={"epochs": options.epochs, **({"then": None} if "then" in
+                                                                               type(params).model_fields else {})})
         own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]
         results.append(_train_one(kind, params, own, mined.stats, output / model_name(options.name_prefix, kind),
                                   seed=mining.seed, options=options, log=log))

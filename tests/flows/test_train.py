@@ -273,3 +273,24 @@ def test_a_base_naming_another_kind_starts_from_this_runs_checkpoint_trained_fir
     with pytest.raises(TrainError, match="bases form a cycle") as err:
         train(options, log=lambda _: None)
     assert err.value.field == "training"
+
+
+def test_a_follow_up_schedule_trains_on_after_the_main_one_and_keeps_older_keys(slice_dir, home, tmp_path):
+    from flows.train.cross_encoder import CrossEncoderParams
+    from flows.train.recipe import TrainOptions, train
+
+    assert "then" not in CrossEncoderParams().model_dump(mode="json"), "an unset follow-up changed every training key"
+    recipe = tmp_path / "recipe.yaml"
+    options = TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec=recipe, max_steps=2,
+                           output=tmp_path / "models", progress=False)
+    recipe.write_text(RECIPE, encoding="utf-8")
+    plain = train(options, log=lambda _: None).models[0].record
+    recipe.write_text(RECIPE.replace("cross_encoder: {", "cross_encoder: {then: {epochs: 1, lr: 1.0e-5}, "),
+                      encoding="utf-8")
+    lines: list[str] = []
+    followed = train(options, log=lines.append).models[0].record
+    assert followed["training"]["steps"] == 4, "the follow-up's own max_steps were not run after the main schedule's"
+    assert followed["hyperparameters"]["then"] == {"epochs": 1, "lr": 1.0e-5, "head_lr": 2.0e-4}
+    assert followed["config_key"] != plain["config_key"] and "params.then changed" in "\n".join(lines)
+    alone = train(TrainOptions(**{**options.__dict__, "epochs": 1}), log=lambda _: None).models[0].record
+    assert alone["training"]["steps"] == 2 and "then" not in alone["hyperparameters"], "--epochs kept the follow-up"
