@@ -30,7 +30,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-examples", type=positive_int, metavar="N",
                         help="a quick run: mine the first N judged queries only and train on at most N "
                              "examples, the judged ones first (pseudo-queries fill what is left, if any)")
-    parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model after N steps")
+    parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model's schedule after N steps "
+                        "(a recipe's follow-up, if any, runs up to N more)")
     parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
     parser.add_argument("--output", metavar="DIR", help="folder the checkpoints go to (default "
                         "$TESSERA_HOME/models, where flows find them by name)")

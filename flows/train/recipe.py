@@ -194,13 +194,20 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     results = []
     for kind in kinds:
         params = _with_own_base(kind, training.params(kind), output, options.name_prefix)
-        if options.epochs is not None:  # one schedule of that many epochs: a recipe's follow-up is dropped too
-            params = params.model_copy(update={"epochs": options.epochs, **({"then": None} if "then" in
-                                                                               type(params).model_fields else {})})
+        if options.epochs is not None:
+            params = _one_schedule(params, options.epochs)
         own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]
         results.append(_train_one(kind, params, own, mined.stats, output / model_name(options.name_prefix, kind),
                                   seed=mining.seed, options=options, log=log))
     return TrainReport(models=results, mining=mined.stats, seconds=time.perf_counter() - started)
+
+
+def _one_schedule(params: BaseModel, epochs: int) -> BaseModel:
+    """``params`` set to train ``epochs`` epochs in one schedule (``--epochs``): a follow-up (``then``) is dropped."""
+    update: dict[str, Any] = {"epochs": epochs}
+    if "then" in type(params).model_fields:
+        update["then"] = None
+    return params.model_copy(update=update)
 
 
 def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], mining: dict[str, Any], folder: Path,
