@@ -282,6 +282,8 @@ def _spec_error(err: ValidationError) -> SpecError:
     loc = [str(part) for part in first["loc"]]
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    if first["type"] == "extra_forbidden" and loc == ["training"]:
+        message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=".".join(loc) or None)
 
 

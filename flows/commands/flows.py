@@ -35,6 +35,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cmd_flows_list(args: argparse.Namespace) -> int:
     from flows import store
     from flows.spec import FlowSpec
+    from flows.train.recipe import is_recipe, load_recipe
 
     entries = []
     for kind, names in (("built-in", store.builtin_names()), ("saved", store.saved_names())):
@@ -42,7 +43,11 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
             path = store.builtin_dir() / f"{name}.yaml" if kind == "built-in" else store.saved_path(name)
             entry = {"name": name, "kind": kind, "path": str(path)}
             try:
-                spec = FlowSpec.load(name if kind == "saved" or path is None else path)
+                if kind == "built-in" and is_recipe(path):  # a training recipe: its mining flow
+                    spec, _ = load_recipe(path)
+                    entry["kind"] = "recipe"
+                else:
+                    spec = FlowSpec.load(name if kind == "saved" or path is None else path)
                 entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
             except TesseraError as err:
                 entry.update(description="", steps=[], error=str(err))

@@ -95,20 +95,21 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     unset; the index is built from the corpus on first use and reused afterwards.
     ``max_queries`` keeps the first N judged queries (file order). ``synthetic``
     (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn from the
-    corpus, mined the same way; their examples carry ``"synthetic": True``.
+    corpus, mined the same way, and from each of its ``corpora`` on that corpus's own
+    index; their examples carry ``"synthetic": True``.
     """
     from flows.bench import indices
     from flows.spec import FlowSpec
+    from operators.retrieve.corpus_bm25 import file_sha256
 
     params = params or MiningParams()
     started = time.perf_counter()
+    others = [(other, _other_corpus(other, number)) for number, other in enumerate(synthetic.corpora)] \
+        if synthetic is not None else []  # a missing corpus fails before any mining
     data = load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)
-    spec = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
+    unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
     root = Path(index_dir).expanduser() if index_dir else indices.default_root()
-    plan = indices.plan_index(spec, data.corpus_sha256(), root)
-    if plan is not None:
-        indices.ensure_index(plan, data.corpus, executor="local", log=log, progress=progress)
-        spec = spec.with_index(str(plan.path))
+    spec, plan = _on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
     log(f"mining {data.name} ({split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
         f"flow '{spec.name}'")
     ranked = _retrieve(spec, data.queries)
@@ -131,19 +132,49 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
                 continue
             examples.append({"qid": qid, "query": query, "positive_id": docno, "positive": texts[docno],
                              "negative_ids": negatives, "negatives": [texts[d] for d in negatives]})
-    pseudo = _mine_pseudo(data.corpus, spec, synthetic, params) if synthetic is not None else []
+    own = synthetic is not None and synthetic.queries > 0
+    pseudo = _mine_pseudo(data.corpus, spec, synthetic, params) if own else []
+    by_corpus = {str(data.corpus): len(pseudo)} if own else {}
+    for other, corpus in others:
+        other_spec, _ = _on_index(unindexed, corpus, file_sha256(corpus), root, log=log, progress=progress)
+        drawn = _mine_pseudo(corpus, other_spec, synthetic.for_corpus(other), params)
+        log(f"drew {len(drawn)} pseudo-queries from {corpus}")
+        by_corpus[str(corpus)] = by_corpus.get(str(corpus), 0) + len(drawn)
+        pseudo += drawn
     examples += pseudo
     if not examples:
         raise TrainError(f"mining found no example in {data.root} ({split}): no judged query has both a relevant "
                          "document in the corpus and a retrieved non-relevant one", field="dataset")
     stats = {"dataset": str(data.root), "split": split, "queries": len(data.qids), "examples": len(examples),
              "positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short,
-             "pseudo_queries": len(pseudo), "synthetic": synthetic.model_dump() if synthetic is not None else None,
+             "pseudo_queries": len(pseudo), "pseudo_queries_by_corpus": by_corpus,
+             "synthetic": synthetic.model_dump() if synthetic is not None else None,
              "flow": spec.name, "index": plan.key if plan else None, "params": params.model_dump(),
              "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
              "qrels_sha256": data.qrels_fingerprint(), "seconds": round(time.perf_counter() - started, 3)}
     log(f"mined {len(examples)} examples from {len(data.qids)} queries in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
+
+
+def _on_index(spec: Any, corpus: Path, corpus_sha256: str, root: Path, *, log: Callable[[str], None],
+              progress: bool) -> tuple[Any, Any]:
+    """``spec`` with its retrieve steps on ``corpus``'s index (built on first use, as ``tessera bench`` does)."""
+    from flows.bench import indices
+
+    plan = indices.plan_index(spec, corpus_sha256, root)
+    if plan is None:
+        return spec, None
+    indices.ensure_index(plan, corpus, executor="local", log=log, progress=progress)
+    return spec.with_index(str(plan.path)), plan
+
+
+def _other_corpus(other: Any, number: int) -> Path:
+    """The corpus.jsonl of an entry of ``synthetic.corpora``; a clear error when it is not there."""
+    corpus = other.corpus_file()
+    if not corpus.is_file():
+        raise TrainError(f"no corpus at {other.corpus} (looked for {corpus}): give a BEIR-layout folder or a "
+                         "corpus.jsonl file", field=f"training.synthetic.corpora.{number}.corpus")
+    return corpus
 
 
 def _negatives(qid: str, ranked: dict[str, list[str]], relevant: set[str], texts: dict[str, str],

@@ -164,6 +164,17 @@ def load_recipe(source: str | Path):
     return FlowSpec.parse(data), training
 
 
+def is_recipe(path: Path) -> bool:
+    """Whether a spec file is a training recipe (it has a ``training`` section), not a flow to run."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return False
+    return isinstance(data, dict) and SECTION in data
+
+
 def model_name(prefix: str, kind: str) -> str:
     return f"{prefix}-{kind}"
 
@@ -187,7 +198,7 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
         _colbert_trainer()  # fail before mining when it is missing
     mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
                  allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
-                 synthetic=training.synthetic if training.synthetic.queries else None, log=log,
+                 synthetic=training.synthetic if training.synthetic.wanted() else None, log=log,
                  progress=options.progress)
     examples = mined.examples[:options.max_examples] if options.max_examples else mined.examples
     output = Path(options.output).expanduser() if options.output else models_dir()

@@ -11,6 +11,8 @@ as for a judged query (``flows.train.mining``).
 No judgement is read: a pseudo-query comes from the corpus alone, so this is
 unsupervised domain adaptation on the documents a user indexes (as GPL does), and
 it can use the corpus of an evaluation set without touching its queries or qrels.
+``corpora`` draws more pseudo-queries from other corpora (each mined on its own
+index), so a model trained on one narrow domain also sees general text.
 """
 
 from __future__ import annotations
@@ -34,6 +36,21 @@ _SECTION_LABEL = re.compile(r"^(?:[A-Z]{4,}\s+)+(?=\S)")
 ModelKind = Literal["cross-encoder", "bi-encoder", "colbert"]
 
 
+class OtherCorpus(BaseModel):
+    """Another corpus pseudo-queries are drawn from: no queries or judgements are needed, only documents."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    corpus: str = Field(description="A BEIR-layout folder or a corpus.jsonl file (a relative path is read from the "
+                        "working directory, like --dataset).")
+    queries: int = Field(gt=0, description="Pseudo-queries to draw from it.")
+    seed: int | None = Field(None, description="Seed of its sampling (default: the section's seed).")
+
+    def corpus_file(self) -> Path:
+        path = Path(self.corpus).expanduser()
+        return path / "corpus.jsonl" if path.is_dir() else path
+
+
 class SyntheticParams(BaseModel):
     """How many pseudo-queries to draw from the corpus, and which models train on them."""
 
@@ -47,6 +64,17 @@ class SyntheticParams(BaseModel):
     kinds: list[ModelKind] = Field(default_factory=lambda: ["cross-encoder"],
                              description="Model kinds that train on the pseudo-queries as well.")
     seed: int = Field(0, description="Seed of the sampling of documents and sentences.")
+    corpora: list[OtherCorpus] = Field(default_factory=list, description="Other corpora that pseudo-queries are "
+                                       "also drawn from, each mined on its own index (general text beside a narrow "
+                                       "domain, say).")
+
+    def wanted(self) -> bool:
+        return bool(self.queries or self.corpora)
+
+    def for_corpus(self, other: OtherCorpus) -> "SyntheticParams":
+        """These settings with ``other``'s count and seed, for drawing from ``other``."""
+        seed = self.seed if other.seed is None else other.seed
+        return self.model_copy(update={"queries": other.queries, "seed": seed, "corpora": []})
 
     @model_validator(mode="after")
     def _word_range(self) -> "SyntheticParams":

@@ -159,7 +159,10 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path):
     assert (home / "flows" / "mine.yaml").is_file()
     listed = json.loads(tessera("flows", "list", "--json", home=home).stdout)
     kinds = {e["name"]: e["kind"] for e in listed}
-    assert kinds["demo"] == "built-in" and kinds["mine"] == "saved"
+    assert kinds["demo"] == "built-in" and kinds["mine"] == "saved" and kinds["train"] == "recipe"
+    recipe = next(e for e in listed if e["name"] == "train")  # its mining flow, not an error
+    assert "error" not in recipe and recipe["steps"] == ["bm25: retrieve.bm25", "dense: retrieve.dense",
+                                                         "fused: fuse.rrf"]
     assert next(e for e in listed if e["name"] == "mine")["description"] == "three BM25 hits"
     assert "mine" in tessera("flows", "list", home=home).stdout
     shown = tessera("flows", "show", "mine", home=home).stdout

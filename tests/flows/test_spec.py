@@ -157,9 +157,12 @@ def test_every_builtin_spec_builds(name):
     """A typo in a shipped spec (an unknown op or param, a dangling input) fails here, not in a user's run."""
     from flows.train.recipe import load_recipe
 
-    if name == "train":  # a recipe: a mining flow plus its training section
+    if name.startswith("train"):  # a recipe: a mining flow plus its training section
         flow_spec, training = load_recipe(name)
         assert training.split == "train"
+        with pytest.raises(SpecError, match="a training recipe, not a flow to run") as err:
+            FlowSpec.load(name)
+        assert err.value.field == "training"
     else:
         flow_spec = FlowSpec.load(name)
     flow = flow_spec.build()

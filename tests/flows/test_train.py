@@ -214,6 +214,49 @@ def test_pseudo_queries_are_corpus_sentences_whose_document_is_the_positive(slic
         assert e["positive_id"] not in e["negative_ids"] and 1 <= len(e["negatives"]) <= 3
 
 
+def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.mining import MiningParams, mine
+    from flows.train.recipe import load_recipe
+    from flows.train.synthetic import SyntheticParams
+
+    wikipedia = REPO.parent / "shared" / "data" / "wikipedia_vital10k_ovos" / "corpus.jsonl"
+    if not wikipedia.is_file():
+        pytest.skip(f"the Wikipedia corpus is not at {wikipedia} (the shared evaluation data)")
+    other = tmp_path / "wiki"
+    other.mkdir()
+    with open(wikipedia, encoding="utf-8") as f:
+        (other / "corpus.jsonl").write_text("".join(next(f) for _ in range(120)), encoding="utf-8")
+    wiki_docs = {d["_id"]: d for d in map(json.loads, open(other / "corpus.jsonl", encoding="utf-8"))}
+    flow, _ = load_recipe(slice_dir / "recipe.yaml")
+    params = MiningParams(skip_top=0, negatives=3, seed=7)
+    plain = mine(slice_dir, flow, params=params, progress=False, log=lambda _: None)
+    synthetic = SyntheticParams(queries=4, keep_sentence=0.0, seed=3, corpora=[{"corpus": str(other), "queries": 6}])
+    mined = mine(slice_dir, flow, params=params, synthetic=synthetic, progress=False, log=lambda _: None)
+    assert mined.examples[:len(plain.examples)] == plain.examples
+    pseudo = mined.examples[len(plain.examples):]
+    assert mined.stats["pseudo_queries_by_corpus"] == {str(slice_dir / "corpus.jsonl"): 4,
+                                                       str(other / "corpus.jsonl"): 6}
+    drawn = pseudo[4:]
+    assert len(drawn) == 6 and all(e["synthetic"] for e in drawn)
+    for e in drawn:  # query, positive and negatives all come from the other corpus, retrieved from its own index
+        assert e["query"] in wiki_docs[e["positive_id"]]["text"] and e["query"] not in e["positive"]
+        assert set(e["negative_ids"]) <= set(wiki_docs) and e["positive_id"] not in e["negative_ids"]
+    only_other = synthetic.model_copy(update={"queries": 0})  # the other corpus alone: the same draws
+    assert mine(slice_dir, flow, params=params, synthetic=only_other, progress=False,
+                log=lambda _: None).examples[len(plain.examples):] == drawn
+
+    missing = SyntheticParams(corpora=[{"corpus": str(tmp_path / "nowhere"), "queries": 6}])
+    with pytest.raises(TrainError, match="no corpus at .*nowhere") as err:
+        mine(slice_dir, flow, params=params, synthetic=missing, progress=False, log=lambda _: None)
+    assert err.value.field == "training.synthetic.corpora.0.corpus"
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE + f"  synthetic: {{corpora: [{{corpus: {other}}}]}}\n", encoding="utf-8")
+    with pytest.raises(TrainError, match="Field required") as err:
+        load_recipe(recipe)
+    assert err.value.field == "training.synthetic.corpora.0.queries"
+
+
 def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.recipe import TrainOptions, load_recipe, train
