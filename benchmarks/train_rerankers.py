@@ -6,9 +6,12 @@
 2. ``python -m flows.bench`` on the SciFact **test** queries: ``hybrid`` (MiniLM), ``dense_ft`` and
    ``hybrid_ft`` (the fine-tuned encoder; its index is built on first use), ``hybrid_ce`` /
    ``hybrid_colbert`` (hybrid_ft, top N reranked) and their ``_rrf`` variants (the reranker's
-   ranking fused with hybrid_ft's), with hybrid and hybrid_ft as baselines.
+   ranking fused with hybrid_ft's), with hybrid and hybrid_ft as baselines. When the Wikipedia
+   corpus is there, ``--spec train_wikipedia`` continues the cross-encoder on Wikipedia
+   pseudo-queries too, and ``hybrid_ce_wrrf`` fuses it with the first stage weighted 2 : 1.
 3. Out of domain (``--ood``, default the HotpotQA dev subset, on which the SciFact models were not
-   trained): BM25 and MiniLM hybrid, each reranked by both models, plain and fused. Where the set has
+   trained): BM25 and MiniLM hybrid, each reranked by both models, plain and fused, and
+   ``hybrid_ce_wrrf`` (hybrid, the Wikipedia cross-encoder, 2 : 1). Where the set has
    its own training set (HotpotQA / MuSiQue train100), a cross-encoder trained on that is benchmarked
    too (``*_adapted``): what ``tessera train`` on a user's own data gains.
 
@@ -32,14 +35,18 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO.parent / "shared" / "data"
 
 #: (flow, target nDCG@10 on the SciFact test queries)
-TARGETS = [("dense_ft", 0.72), ("hybrid_ce", 0.77), ("hybrid_ce_rrf", 0.77), ("hybrid_colbert", 0.74),
-           ("hybrid_colbert_rrf", 0.74)]
+TARGETS = [("dense_ft", 0.72), ("hybrid_ce", 0.77), ("hybrid_ce_rrf", 0.77), ("hybrid_ce_wrrf", 0.77),
+           ("hybrid_colbert", 0.74), ("hybrid_colbert_rrf", 0.74)]
 #: out-of-domain set -> its own training set (qrels named test.tsv, 100 queries): a cross-encoder trained on
 #: it (``tessera-<short name>-cross-encoder``) shows what in-domain training gains there
 ADAPTATION = {"hotpotqa_dev_subset": "hotpotqa_train100_hipporag", "musique_dev_subset": "musique_train100_hipporag"}
 ADAPTATION_EPOCHS = 2  # 100 queries (200 examples) and ~930 pseudo-queries are 141 steps an epoch
-SCIFACT_FLOWS = ["hybrid", "dense_ft", "hybrid_ft", "hybrid_ce", "hybrid_ce_rrf", "hybrid_colbert",
-                 "hybrid_colbert_rrf"]
+SCIFACT_FLOWS = ["hybrid", "dense_ft", "hybrid_ft", "hybrid_ce", "hybrid_ce_rrf", "hybrid_ce_wrrf",
+                 "hybrid_colbert", "hybrid_colbert_rrf"]
+#: the cross-encoder continued on Wikipedia pseudo-queries (flows/specs/train_wikipedia.yaml), and its corpus
+WIKIPEDIA_MODEL, WIKIPEDIA = "tessera-wikipedia-cross-encoder", "wikipedia_vital10k_ovos"
+#: how much more the first stage counts than the reranker in hybrid_ce_wrrf's RRF
+FIRST_STAGE_WEIGHT = 2.0
 
 
 def run(cmd: list[str], log: Path) -> float:
@@ -58,8 +65,10 @@ def run(cmd: list[str], log: Path) -> float:
     return time.perf_counter() - started
 
 
-def rerank_spec(first_stage: str, reranker: str, model: str, n: int, out: Path, name: str, fused: bool) -> Path:
-    """A built-in first stage with a reranking step (``fused``: then RRF of the two), written to ``out/specs``."""
+def rerank_spec(first_stage: str, reranker: str, model: str, n: int, out: Path, name: str, fused: bool,
+                first_weight: float = 1.0) -> Path:
+    """A built-in first stage with a reranking step (``fused``: then RRF of the two, the first stage's ranks
+    weighted ``first_weight``), written to ``out/specs``."""
     spec = _builtin_spec(first_stage)
     last = list(spec["steps"])[-1]
     spec["name"] = name
@@ -67,7 +76,8 @@ def rerank_spec(first_stage: str, reranker: str, model: str, n: int, out: Path, 
         ", fused with the first stage by RRF" if fused else "")
     spec["steps"]["rerank"] = {"op": reranker, "params": {"model": model, "n": n}}
     if fused:
-        spec["steps"]["final"] = {"op": "fuse.rrf", "params": {"k": 60}, "inputs": [last, "rerank"]}
+        params = {"k": 60, **({"weights": {last: first_weight}} if first_weight != 1.0 else {})}
+        spec["steps"]["final"] = {"op": "fuse.rrf", "params": params, "inputs": [last, "rerank"]}
     return _write_spec(spec, out, name)
 
 
@@ -160,11 +170,19 @@ def main() -> int:
         for kind in kinds:
             cmd += ["--model", kind]
         timings["train"] = run(cmd + (["--force"] if args.force else []), log)
+        if "cross-encoder" in kinds and (args.data / WIKIPEDIA).is_dir():
+            timings["train wikipedia"] = run(
+                [python, "-m", "flows.train", "--dataset", str(scifact), "--spec", "train_wikipedia",
+                 "--name-prefix", WIKIPEDIA_MODEL.removesuffix("-cross-encoder")] + (["--force"] if args.force else []),
+                log)
+    from operators.models import models_dir
+
+    wikipedia = (models_dir() / WIKIPEDIA_MODEL).is_dir()
 
     colbert = "colbert" in kinds or (REPO / "flows" / "train" / "colbert.py").is_file()
     bench_flows = []
     for flow in SCIFACT_FLOWS:
-        if "colbert" in flow and not colbert:
+        if ("colbert" in flow and not colbert) or (flow == "hybrid_ce_wrrf" and not wikipedia):
             continue
         bench_flows.append(f"{flow}={_with_n(flow, args.rerank_n, out)}" if args.rerank_n else flow)
     cmd = [python, "-m", "flows.bench", "--dataset", str(scifact), "--out", str(out / "scifact"),
@@ -186,6 +204,9 @@ def main() -> int:
                 for fused in (False, True):
                     flow = f"{first}_{label}{'_rrf' if fused else ''}"
                     ood_flows.append(f"{flow}={rerank_spec(first, op, model, n, out, flow, fused)}")
+        if wikipedia:
+            ood_flows.append("hybrid_ce_wrrf=" + str(rerank_spec("hybrid", "rerank.cross_encoder", WIKIPEDIA_MODEL, n,
+                                                                  out, "hybrid_ce_wrrf", True, FIRST_STAGE_WEIGHT)))
         adapted = adapt(name, args, python, log, timings)
         if adapted:
             for first, fused in (("bm25", False), ("bm25", True), ("hybrid", True)):

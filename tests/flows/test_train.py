@@ -250,7 +250,7 @@ def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, 
     with pytest.raises(TrainError, match="no corpus at .*nowhere") as err:
         mine(slice_dir, flow, params=params, synthetic=missing, progress=False, log=lambda _: None)
     assert err.value.field == "training.synthetic.corpora.0.corpus"
-    _, shipped = load_recipe(REPO / "benchmarks" / "train_wikipedia.yaml")  # the README's experiment
+    _, shipped = load_recipe("train_wikipedia")  # the built-in recipe of tessera-wikipedia-cross-encoder
     assert [(REPO / c.corpus / "corpus.jsonl").resolve() for c in shipped.synthetic.corpora] == [wikipedia.resolve()]
     recipe = tmp_path / "recipe.yaml"
     recipe.write_text(RECIPE + f"  synthetic: {{corpora: [{{corpus: {other}}}]}}\n", encoding="utf-8")
