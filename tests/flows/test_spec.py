@@ -155,9 +155,10 @@ def test_mosaic_yes_no_strings_become_booleans():
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_spec_builds(name):
     """A typo in a shipped spec (an unknown op or param, a dangling input) fails here, not in a user's run."""
-    from flows.train.recipe import load_recipe
+    from flows.spec import resolve_spec_path
+    from flows.train.recipe import is_recipe, load_recipe
 
-    if name.startswith("train"):  # a recipe: a mining flow plus its training section
+    if is_recipe(resolve_spec_path(name)):  # a recipe: a mining flow plus its training section
         flow_spec, training = load_recipe(name)
         assert training.split == "train"
         with pytest.raises(SpecError, match="a training recipe, not a flow to run") as err:
