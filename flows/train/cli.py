@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Sequence
 
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
@@ -18,7 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from flows.commands._support import positive_int
     from flows.train.recipe import KINDS
 
-    parser.add_argument("--dataset", required=True, metavar="DIR", help="BEIR-layout dataset folder")
+    parser.add_argument("--dataset", required=True, action="append", metavar="DIR",
+                        help="BEIR-layout dataset folder (repeat to train on several: each is mined on its own "
+                        "index with the same --split; pseudo-queries come from the first)")
     parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
                         "are refused unless --allow-eval-split")
     parser.add_argument("--model", action="append", dest="models", metavar="KIND",
@@ -51,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
 
-    options = TrainOptions(dataset=args.dataset, models=args.models or ["cross-encoder"], spec=args.spec,
+    options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:], models=args.models or ["cross-encoder"], spec=args.spec,
                            split=args.split, epochs=args.epochs, max_examples=args.max_examples,
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
                            force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
@@ -67,8 +70,10 @@ def _print_summary(report) -> None:
 
     from flows.commands._support import console, escape
 
+    sets = report.mining.get("datasets") or [report.mining]
+    where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
     table = Table(title=f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries "
-                  f"({report.mining['split']})", title_justify="left")
+                  f"({where})", title_justify="left")
     for column in ("model", "kind", "path", "status"):
         table.add_column(column)
     for m in report.models:

@@ -8,6 +8,10 @@ The retrieved documents that are not judged relevant for that query are its hard
 negatives; the first ``skip_top`` ranks can be left out, because the documents
 ranked highest without a judgement are the likeliest unjudged positives.
 
+Further labelled sets (``more``: ``tessera train --dataset A --dataset B``, or a
+recipe's ``training.datasets``) are mined the same way, each on its own index, and
+their examples follow the first set's, so one model can learn from several domains.
+
 One example per (query, relevant document): ``{"query", "positive", "negatives"}``,
 texts as the rerankers see them (``title + "\\n" + text``, see
 ``operators.rerank._reranker.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
@@ -28,7 +32,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -49,6 +53,17 @@ class MiningParams(BaseModel):
                           "unjudged positives).")
     negatives: int = Field(7, gt=0, description="Hard negatives per example (fewer when fewer were retrieved).")
     seed: int = Field(0, description="Seed of the negative sampling (per query: seed and qid).")
+
+
+@dataclass(frozen=True)
+class LabelledSource:
+    """Another labelled dataset mined beside the first; ``where`` prefixes its error fields (a recipe entry's path,
+    or empty for one given with ``--dataset``, whose errors name ``dataset`` and ``split`` as the first set's do)."""
+
+    dataset: str | Path
+    split: str = "train"
+    allow_eval_split: bool = False
+    where: str = ""
 
 
 @dataclass
@@ -74,29 +89,33 @@ def check_split(split: str, allow_eval_split: bool) -> None:
 
 
 def load_training_split(folder: str | Path, split: str, *, limit: int | None = None,
-                        allow_eval_split: bool = False):
-    """The dataset (``flows.bench.dataset.Dataset``) restricted to ``split``; refuses evaluation splits."""
+                        allow_eval_split: bool = False, where: str = ""):
+    """The dataset (``flows.bench.dataset.Dataset``) restricted to ``split``; refuses evaluation splits.
+
+    ``where`` prefixes the field an error names (``training.datasets.0``: ``training.datasets.0.split``)."""
     from flows.bench.dataset import load_dataset
     from flows.bench.errors import BenchError
 
-    check_split(split, allow_eval_split)
     try:
+        check_split(split, allow_eval_split)
         return load_dataset(folder, split=split, limit=limit)
-    except BenchError as err:
-        raise TrainError(err.message, field=err.field) from None
+    except (BenchError, TrainError) as err:
+        raise TrainError(err.message, field=f"{where}.{err.field}" if where else err.field) from None
 
 
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
-         synthetic: SyntheticParams | None = None, log: Callable[[str], None] = print, progress: bool = True) -> Mined:
+         synthetic: SyntheticParams | None = None, more: Sequence[LabelledSource] = (),
+         log: Callable[[str], None] = print, progress: bool = True) -> Mined:
     """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
 
     ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
     unset; the index is built from the corpus on first use and reused afterwards.
-    ``max_queries`` keeps the first N judged queries (file order). ``synthetic``
-    (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn from the
-    corpus, mined the same way, and from each of its ``corpora`` on that corpus's own
-    index; their examples carry ``"synthetic": True``.
+    ``max_queries`` keeps the first N judged queries (file order) of each set. ``more``
+    adds the judged examples of further labelled sets, each mined on its own index.
+    ``synthetic`` (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn
+    from the first set's corpus, mined the same way, and from each of its ``corpora`` on
+    that corpus's own index; their examples carry ``"synthetic": True``.
     """
     from flows.bench import indices
     from flows.spec import FlowSpec
@@ -105,13 +124,56 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     params = params or MiningParams()
     started = time.perf_counter()
     others = [(other, _other_corpus(other, number)) for number, other in enumerate(synthetic.corpora)] \
-        if synthetic is not None else []  # a missing corpus fails before any mining
-    data = load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)
+        if synthetic is not None else []  # a missing corpus or dataset fails before any mining
+    sets = [load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)]
+    sets += [load_training_split(m.dataset, m.split, limit=max_queries, allow_eval_split=m.allow_eval_split,
+                                 where=m.where) for m in more]
+    splits = [split] + [m.split for m in more]
     unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
     root = Path(index_dir).expanduser() if index_dir else indices.default_root()
-    spec, plan = _on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
-    log(f"mining {data.name} ({split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
-        f"flow '{spec.name}'")
+    examples: list[dict[str, Any]] = []
+    labelled: list[dict[str, Any]] = []
+    spec = None
+    for data, data_split in zip(sets, splits):
+        on_index, plan = _on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
+        spec = spec or on_index  # the first set's: its corpus gives the pseudo-queries
+        log(f"mining {data.name} ({data_split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
+            f"flow '{on_index.name}'")
+        judged, counts = _mine_judged(data, on_index, params)
+        examples += judged
+        labelled.append({"dataset": str(data.root), "split": data_split, "queries": len(data.qids),
+                         "examples": len(judged), **counts, "index": plan.key if plan else None,
+                         "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
+                         "qrels_sha256": data.qrels_fingerprint()})
+    first = sets[0]
+    own = synthetic is not None and synthetic.queries > 0
+    pseudo = _mine_pseudo(first.corpus, spec, synthetic, params) if own else []
+    by_corpus = {str(first.corpus): len(pseudo)} if own else {}
+    for other, corpus in others:
+        other_spec, _ = _on_index(unindexed, corpus, file_sha256(corpus), root, log=log, progress=progress)
+        drawn = _mine_pseudo(corpus, other_spec, synthetic.for_corpus(other), params)
+        log(f"drew {len(drawn)} pseudo-queries from {corpus}")
+        by_corpus[str(corpus)] = by_corpus.get(str(corpus), 0) + len(drawn)
+        pseudo += drawn
+    examples += pseudo
+    if not examples:
+        where = ", ".join(f"{data.root} ({data_split})" for data, data_split in zip(sets, splits))
+        raise TrainError(f"mining found no example in {where}: no judged query has both a relevant document in the "
+                         "corpus and a retrieved non-relevant one", field="dataset")
+    stats = {**labelled[0], "queries": sum(s["queries"] for s in labelled), "examples": len(examples),
+             "positives_missing_from_corpus": sum(s["positives_missing_from_corpus"] for s in labelled),
+             "queries_with_fewer_negatives": sum(s["queries_with_fewer_negatives"] for s in labelled),
+             "pseudo_queries": len(pseudo), "pseudo_queries_by_corpus": by_corpus,
+             "synthetic": synthetic.model_dump() if synthetic is not None else None,
+             "flow": spec.name, "params": params.model_dump(), "seconds": round(time.perf_counter() - started, 3)}
+    if more:
+        stats["datasets"] = labelled
+    log(f"mined {len(examples)} examples from {stats['queries']} queries in {stats['seconds']:.1f} s")
+    return Mined(examples=examples, stats=stats)
+
+
+def _mine_judged(data: Any, spec: Any, params: MiningParams) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """One example per judged (query, relevant document) of ``data``, with its retrieved non-relevant negatives."""
     ranked = _retrieve(spec, data.queries)
     positives: dict[str, list[str]] = {}
     for qid, docno, relevance in zip(*(data.qrels.column(c).to_pylist() for c in ("qid", "docno", "relevance"))):
@@ -132,28 +194,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
                 continue
             examples.append({"qid": qid, "query": query, "positive_id": docno, "positive": texts[docno],
                              "negative_ids": negatives, "negatives": [texts[d] for d in negatives]})
-    own = synthetic is not None and synthetic.queries > 0
-    pseudo = _mine_pseudo(data.corpus, spec, synthetic, params) if own else []
-    by_corpus = {str(data.corpus): len(pseudo)} if own else {}
-    for other, corpus in others:
-        other_spec, _ = _on_index(unindexed, corpus, file_sha256(corpus), root, log=log, progress=progress)
-        drawn = _mine_pseudo(corpus, other_spec, synthetic.for_corpus(other), params)
-        log(f"drew {len(drawn)} pseudo-queries from {corpus}")
-        by_corpus[str(corpus)] = by_corpus.get(str(corpus), 0) + len(drawn)
-        pseudo += drawn
-    examples += pseudo
-    if not examples:
-        raise TrainError(f"mining found no example in {data.root} ({split}): no judged query has both a relevant "
-                         "document in the corpus and a retrieved non-relevant one", field="dataset")
-    stats = {"dataset": str(data.root), "split": split, "queries": len(data.qids), "examples": len(examples),
-             "positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short,
-             "pseudo_queries": len(pseudo), "pseudo_queries_by_corpus": by_corpus,
-             "synthetic": synthetic.model_dump() if synthetic is not None else None,
-             "flow": spec.name, "index": plan.key if plan else None, "params": params.model_dump(),
-             "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
-             "qrels_sha256": data.qrels_fingerprint(), "seconds": round(time.perf_counter() - started, 3)}
-    log(f"mined {len(examples)} examples from {len(data.qids)} queries in {stats['seconds']:.1f} s")
-    return Mined(examples=examples, stats=stats)
+    return examples, {"positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short}
 
 
 def _on_index(spec: Any, corpus: Path, corpus_sha256: str, root: Path, *, log: Callable[[str], None],

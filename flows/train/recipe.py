@@ -43,6 +43,18 @@ class ColbertParams(BaseModel):
     negatives: int = Field(3, gt=0, description="Mined hard negatives per example (the first N).")
 
 
+class LabelledSet(BaseModel):
+    """Another BEIR-layout dataset whose judged queries are mined too, on its own index (``training.datasets``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(description="A BEIR-layout folder (a relative path is read from the working directory, like "
+                         "--dataset).")
+    split: str = Field("train", description="Its qrels split (never test/dev, unless allow_eval_split).")
+    allow_eval_split: bool = Field(False, description="It is a training set whose only qrels file is test.tsv "
+                                   "(hotpotqa_train100_hipporag, musique_train100_hipporag).")
+
+
 class TrainingSection(BaseModel):
     """The ``training`` section of a recipe spec."""
 
@@ -50,6 +62,8 @@ class TrainingSection(BaseModel):
 
     split: str = Field("train", description="qrels split the examples come from (never test/dev).")
     mining: MiningParams = Field(default_factory=MiningParams, description="How hard negatives are drawn.")
+    datasets: list[LabelledSet] = Field(default_factory=list, description="More labelled datasets mined besides "
+                                        "--dataset; their examples follow its examples.")
     synthetic: SyntheticParams = Field(default_factory=SyntheticParams,
                                        description="Pseudo-queries drawn from the corpus (none by default).")
     cross_encoder: CrossEncoderParams = Field(default_factory=CrossEncoderParams,
@@ -64,6 +78,7 @@ class TrainingSection(BaseModel):
 @dataclass
 class TrainOptions:
     dataset: str | Path
+    more_datasets: list[str | Path] = field(default_factory=list)  # mined too, with the same split
     models: list[str] = field(default_factory=lambda: ["cross-encoder"])  # kinds, or ["all"]
     spec: str | Path = "train"
     split: str | None = None  # default: the recipe's
@@ -181,7 +196,7 @@ def model_name(prefix: str, kind: str) -> str:
 
 def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:
     """Mine, then train (or reuse) every requested kind; see the module docstring."""
-    from flows.train.mining import check_split, mine
+    from flows.train.mining import LabelledSource, check_split, mine
     from operators.models import models_dir
 
     started = time.perf_counter()
@@ -196,9 +211,12 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
         raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
     if "colbert" in kinds:
         _colbert_trainer()  # fail before mining when it is missing
+    more = [LabelledSource(d, split, options.allow_eval_split) for d in options.more_datasets]
+    more += [LabelledSource(s.dataset, s.split, s.allow_eval_split, where=f"{SECTION}.datasets.{n}")
+             for n, s in enumerate(training.datasets)]
     mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
                  allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
-                 synthetic=training.synthetic if training.synthetic.wanted() else None, log=log,
+                 synthetic=training.synthetic if training.synthetic.wanted() else None, more=more, log=log,
                  progress=options.progress)
     examples = mined.examples[:options.max_examples] if options.max_examples else mined.examples
     output = Path(options.output).expanduser() if options.output else models_dir()

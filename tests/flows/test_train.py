@@ -21,6 +21,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+MUSIQUE = REPO.parent / "shared" / "data" / "musique_train100_hipporag"
 
 pytestmark = [pytest.mark.data, pytest.mark.skipif(
     not (SCIFACT / "qrels" / "train.tsv").is_file(), reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
@@ -257,6 +258,63 @@ def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, 
     with pytest.raises(TrainError, match="Field required") as err:
         load_recipe(recipe)
     assert err.value.field == "training.synthetic.corpora.0.queries"
+
+
+def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.mining import LabelledSource, MiningParams, mine
+    from flows.train.recipe import TrainOptions, load_recipe, train
+
+    if not (MUSIQUE / "qrels" / "test.tsv").is_file():
+        pytest.skip(f"MuSiQue train100 is not at {MUSIQUE} (the shared evaluation data)")
+    flow, _ = load_recipe(slice_dir / "recipe.yaml")
+    params = MiningParams(skip_top=0, negatives=3, seed=7)
+    quiet = {"params": params, "progress": False, "log": lambda _: None}
+    plain = mine(slice_dir, flow, **quiet)
+    musique = LabelledSource(MUSIQUE, "test", allow_eval_split=True)  # a training set whose qrels file is test.tsv
+    mined = mine(slice_dir, flow, more=[musique], **quiet)
+    assert mined.examples[:len(plain.examples)] == plain.examples
+    added = mined.examples[len(plain.examples):]
+    alone = mine(MUSIQUE, flow, split="test", allow_eval_split=True, **quiet)  # as if it were the only set
+    assert added == alone.examples and len(added) > 100
+    judged = _qrels_of(MUSIQUE, "test")
+    with open(MUSIQUE / "corpus.jsonl", encoding="utf-8") as f:
+        corpus = {json.loads(line)["_id"] for line in f}
+    for e in added:  # positives are its judgements; negatives come from its own corpus, never a relevant one
+        assert e["positive_id"] in judged[e["qid"]] and set(e["negative_ids"]) <= corpus
+        assert not set(e["negative_ids"]) & judged[e["qid"]]
+    sets = mined.stats["datasets"]
+    assert [(s["dataset"], s["split"], s["examples"]) for s in sets] == [
+        (str(slice_dir), "train", len(plain.examples)), (str(MUSIQUE), "test", len(added))]
+    assert mined.stats["queries"] == sets[0]["queries"] + 100 and mined.stats["examples"] == len(mined.examples)
+    assert sets[0]["index"] != sets[1]["index"] and "datasets" not in plain.stats
+
+    lines: list[str] = []
+    with pytest.raises(TrainError, match="evaluation split") as err:  # test.tsv needs allow_eval_split here too
+        mine(slice_dir, flow, more=[LabelledSource(MUSIQUE, "test")], params=params, progress=False, log=lines.append)
+    assert err.value.field == "split" and not any(line.startswith("mining") for line in lines)
+    recipe = tmp_path / "recipe.yaml"
+    options = TrainOptions(dataset=slice_dir, models=["bi-encoder"], spec=recipe, max_steps=1,
+                           output=tmp_path / "models", progress=False)
+    for entry, field in ((f"{{dataset: {MUSIQUE}, split: test}}", "training.datasets.0.split"),
+                         (f"{{dataset: {tmp_path / 'nowhere'}}}", "training.datasets.0.dataset"),
+                         (f"{{dataset: {MUSIQUE}, splits: test}}", "training.datasets.0.splits")):
+        recipe.write_text(RECIPE + f"  datasets: [{entry}]\n", encoding="utf-8")
+        with pytest.raises(TrainError) as err:
+            train(options, log=lines.append)
+        assert err.value.field == field and not any(line.startswith("mining") for line in lines)
+
+    copy = tmp_path / "musique_train"  # the same set with its qrels named train.tsv, so one --split serves both
+    (copy / "qrels").mkdir(parents=True)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        (copy / name).write_bytes((MUSIQUE / name).read_bytes())
+    (copy / "qrels" / "train.tsv").write_bytes((MUSIQUE / "qrels" / "test.tsv").read_bytes())
+    proc = _train_cli("--dataset", str(slice_dir), "--dataset", str(copy), "--spec", str(slice_dir / "recipe.yaml"),
+                      "--model", "bi-encoder", "--max-steps", "1", "--name-prefix", "two-sets", home=home)
+    assert f"from {sets[0]['queries'] + 100} queries ({slice_dir.name} train + musique_train train)" in proc.stdout
+    record = json.loads((home / "models" / "two-sets-bi-encoder" / "training.json").read_text(encoding="utf-8"))
+    assert record["counts"]["examples"] == len(mined.examples)
+    assert [s["dataset"] for s in record["mining"]["datasets"]] == [str(slice_dir), str(copy)]
 
 
 def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
