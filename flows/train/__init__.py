@@ -2,7 +2,7 @@
 
 ::
 
-    tessera train --dataset DIR [--model cross-encoder|bi-encoder|colbert|all] [--spec train]
+    tessera train --dataset DIR [--dataset DIR ...] [--model cross-encoder|bi-encoder|colbert|all] [--spec train]
     python -m flows.train ...   # the same, as a job entry point (ray job submit)
 
 Modules, one concern each: ``mining`` (hard negatives from Tessera's own retrieval
