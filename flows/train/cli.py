@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
                         "schedule (default: the recipe's epochs and follow-up, if any)")
     parser.add_argument("--max-examples", type=positive_int, metavar="N",
-                        help="a quick run: mine the first N judged queries only and train on at most N "
-                             "examples, the judged ones first (pseudo-queries fill what is left, if any)")
+                        help="a quick run: mine the first N judged queries of each dataset only and train on at "
+                             "most N examples, the judged ones first (pseudo-queries fill what is left, if any)")
     parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model's schedule after N steps "
                         "(a recipe's follow-up, if any, runs up to N more)")
     parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
@@ -54,8 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
 
-    options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:], models=args.models or ["cross-encoder"], spec=args.spec,
-                           split=args.split, epochs=args.epochs, max_examples=args.max_examples,
+    options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:],
+                           models=args.models or ["cross-encoder"], spec=args.spec, split=args.split,
+                           epochs=args.epochs, max_examples=args.max_examples,
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
                            force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
                            progress=not args.quiet)
