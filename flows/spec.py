@@ -34,6 +34,7 @@ from operators.errors import ParamsError, SpecError
 from operators.registry import get_operator
 
 SPECS_DIR = Path(__file__).resolve().parent / "specs"
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")  # what a spec file ends with (a built-in is NAME plus one)
 
 
 class Placement(BaseModel):
@@ -296,7 +297,7 @@ def resolve_spec_path(source: str | Path) -> Path | None:
         path = Path(source)
         if path.is_file():
             return path
-        for suffix in (".yaml", ".yml", ".json"):
+        for suffix in SPEC_SUFFIXES:
             builtin = SPECS_DIR / f"{source}{suffix}"
             if builtin.is_file():
                 return builtin

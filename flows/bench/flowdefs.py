@@ -2,17 +2,19 @@
 
 SPEC is anything ``FlowSpec.load`` accepts: a spec file, a built-in flow
 (``flows/specs/NAME.yaml``) or a saved flow. ``--flow NAME`` alone means
-``NAME=NAME``. Names are unique and become file names, so they are restricted to
-letters, digits, ``_``, ``.`` and ``-``.
+``NAME=NAME``, and ``--flow path/to/NAME.yaml`` alone means ``NAME=path/to/NAME.yaml``.
+Names are unique and become file names, so they are restricted to letters, digits,
+``_``, ``.`` and ``-``.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 
 from flows.bench.errors import BenchError
-from flows.spec import FlowSpec
+from flows.spec import SPEC_SUFFIXES, FlowSpec
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
@@ -28,6 +30,8 @@ def parse_flow_arg(value: str) -> tuple[str, str]:
     """``NAME=SPEC`` (or ``NAME``) -> (name, spec source); a bad value names itself."""
     name, sep, source = value.partition("=")
     name, source = name.strip(), (source.strip() if sep else name.strip())
+    if not sep and Path(source).suffix.lower() in SPEC_SUFFIXES:  # a spec file alone: named after the file
+        name = Path(source).stem
     if not name or not source:
         raise BenchError(f"bad --flow value '{value}': use NAME=SPEC (a spec file, built-in or saved flow)",
                          field="flow")
@@ -48,7 +52,8 @@ def resolve_flows(values: list[str]) -> list[BenchFlow]:
     for value in values:
         name, source = parse_flow_arg(value)
         if name in seen:
-            raise BenchError(f"bad --flow value '{value}': the name '{name}' is used twice", field="flow")
+            raise BenchError(f"bad --flow value '{value}': the name '{name}' is used twice (give another one: "
+                             "--flow OTHER=SPEC)", field="flow")
         seen.add(name)
         try:
             spec = FlowSpec.load(source)

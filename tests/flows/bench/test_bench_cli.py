@@ -19,6 +19,7 @@ from statsmodels.stats.multitest import multipletests
 pytestmark = pytest.mark.data
 
 KS = "1,5,10,100"
+SPECS = Path(__file__).resolve().parents[3] / "flows" / "specs"
 
 
 def read_csv(path: Path) -> list[dict]:
@@ -34,8 +35,9 @@ def ir_qrels(dataset: Path) -> list:
 @pytest.mark.slow
 def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, scifact_slice, flow_specs, tmp_path):
     out = tmp_path / "out"
+    top5 = str(flow_specs["top5"])  # a spec file alone: the flow is named after the file
     status, stdout, stderr = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}",
-                                   "--flow", f"notitle={flow_specs['notitle']}", "--flow", f"top5={flow_specs['top5']}",
+                                   "--flow", f"notitle={flow_specs['notitle']}", "--flow", top5,
                                    "--k", KS, "--out", out)
     assert status == 0, stderr
     assert "title" in stdout and "report:" in stdout
@@ -164,6 +166,7 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     (["--flow", "=x"], "bad --flow value '=x'"),
     (["--flow", "a b=demo"], "bad --flow value 'a b=demo'"),
     (["--flow", "demo", "--flow", "demo"], "used twice"),
+    (["--flow", "demo", "--flow", str(SPECS / "demo.yaml")], "the name 'demo' is used twice"),  # named after the file
     (["--flow", "demo", "--baseline", "other"], "--baseline 'other'"),
     (["--flow", "demo", "--k", "10,x"], "bad --k value '10,x'"),
     (["--flow", "demo", "--split", "dev"], "no qrels file"),
