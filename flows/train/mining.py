@@ -125,6 +125,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     started = time.perf_counter()
     others = [(other, _other_corpus(other, number)) for number, other in enumerate(synthetic.corpora)] \
         if synthetic is not None else []  # a missing corpus or dataset fails before any mining
+    _check_distinct(dataset, split, more)
     sets = [load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)]
     sets += [load_training_split(m.dataset, m.split, limit=max_queries, allow_eval_split=m.allow_eval_split,
                                  where=m.where) for m in more]
@@ -170,6 +171,17 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
         stats["datasets"] = labelled
     log(f"mined {len(examples)} examples from {stats['queries']} queries in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
+
+
+def _check_distinct(dataset: str | Path, split: str, more: Sequence[LabelledSource]) -> None:
+    """A set given twice would train on each of its examples twice: name the second mention."""
+    seen = {(Path(dataset).expanduser().resolve(), split)}
+    for m in more:
+        key = (Path(m.dataset).expanduser().resolve(), m.split)
+        if key in seen:
+            raise TrainError(f"dataset {m.dataset} ({m.split}) is given twice: its examples would count twice",
+                             field=f"{m.where}.dataset" if m.where else "dataset")
+        seen.add(key)
 
 
 def _mine_judged(data: Any, spec: Any, params: MiningParams) -> tuple[list[dict[str, Any]], dict[str, int]]:

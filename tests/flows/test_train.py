@@ -293,12 +293,16 @@ def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(sli
     with pytest.raises(TrainError, match="evaluation split") as err:  # test.tsv needs allow_eval_split here too
         mine(slice_dir, flow, more=[LabelledSource(MUSIQUE, "test")], params=params, progress=False, log=lines.append)
     assert err.value.field == "split" and not any(line.startswith("mining") for line in lines)
+    with pytest.raises(TrainError, match="is given twice") as err:
+        mine(slice_dir, flow, more=[LabelledSource(slice_dir / ".." / slice_dir.name)], **quiet)
+    assert err.value.field == "dataset"
     recipe = tmp_path / "recipe.yaml"
     options = TrainOptions(dataset=slice_dir, models=["bi-encoder"], spec=recipe, max_steps=1,
                            output=tmp_path / "models", progress=False)
     for entry, field in ((f"{{dataset: {MUSIQUE}, split: test}}", "training.datasets.0.split"),
                          (f"{{dataset: {tmp_path / 'nowhere'}}}", "training.datasets.0.dataset"),
-                         (f"{{dataset: {MUSIQUE}, splits: test}}", "training.datasets.0.splits")):
+                         (f"{{dataset: {MUSIQUE}, splits: test}}", "training.datasets.0.splits"),
+                         (f"{{dataset: {slice_dir}}}", "training.datasets.0.dataset")):
         recipe.write_text(RECIPE + f"  datasets: [{entry}]\n", encoding="utf-8")
         with pytest.raises(TrainError) as err:
             train(options, log=lines.append)
