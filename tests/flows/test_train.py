@@ -308,6 +308,10 @@ def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(sli
             train(options, log=lines.append)
         assert err.value.field == field and not any(line.startswith("mining") for line in lines)
 
+    _, shipped = load_recipe("train_multi")  # the built-in recipe of tessera-multi-bi-encoder
+    assert [((REPO / d.dataset).resolve(), d.split, d.allow_eval_split) for d in shipped.datasets] == [
+        ((MUSIQUE.parent / "hotpotqa_train100_hipporag").resolve(), "test", True), (MUSIQUE.resolve(), "test", True)]
+
     copy = tmp_path / "musique_train"  # the same set with its qrels named train.tsv, so one --split serves both
     (copy / "qrels").mkdir(parents=True)
     for name in ("corpus.jsonl", "queries.jsonl"):
