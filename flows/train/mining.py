@@ -55,15 +55,17 @@ class MiningParams(BaseModel):
     seed: int = Field(0, description="Seed of the negative sampling (per query: seed and qid).")
 
 
-@dataclass(frozen=True)
-class LabelledSource:
-    """Another labelled dataset mined beside the first; ``where`` prefixes its error fields (a recipe entry's path,
-    or empty for one given with ``--dataset``, whose errors name ``dataset`` and ``split`` as the first set's do)."""
+class LabelledSet(BaseModel):
+    """Another BEIR-layout dataset whose judged queries are mined too, on its own index (``training.datasets``,
+    or a repeated ``--dataset``)."""
 
-    dataset: str | Path
-    split: str = "train"
-    allow_eval_split: bool = False
-    where: str = ""
+    model_config = ConfigDict(extra="forbid")
+
+    dataset: str = Field(description="A BEIR-layout folder (a relative path is read from the working directory, like "
+                         "--dataset).")
+    split: str = Field("train", description="Its qrels split (never test/dev, unless allow_eval_split).")
+    allow_eval_split: bool = Field(False, description="It is a training set whose only qrels file is test.tsv "
+                                   "(hotpotqa_train100_hipporag, musique_train100_hipporag).")
 
 
 @dataclass
@@ -105,14 +107,16 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 
 def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: MiningParams | None = None,
          max_queries: int | None = None, allow_eval_split: bool = False, index_dir: str | Path | None = None,
-         synthetic: SyntheticParams | None = None, more: Sequence[LabelledSource] = (),
+         synthetic: SyntheticParams | None = None, more: Sequence[tuple[LabelledSet, str]] = (),
          log: Callable[[str], None] = print, progress: bool = True) -> Mined:
     """Mine examples for ``split`` of the BEIR folder ``dataset`` with the retrieval ``flow``.
 
     ``flow``: a ``FlowSpec`` (or a spec name/path) whose retrieve steps leave ``index``
     unset; the index is built from the corpus on first use and reused afterwards.
     ``max_queries`` keeps the first N judged queries (file order) of each set. ``more``
-    adds the judged examples of further labelled sets, each mined on its own index.
+    adds the judged examples of further labelled sets, each mined on its own index: pairs of
+    a ``LabelledSet`` and the prefix of its error fields (``training.datasets.0``, or empty
+    for a repeated ``--dataset``, whose errors name ``dataset`` and ``split``).
     ``synthetic`` (``flows.train.synthetic.SyntheticParams``) adds pseudo-queries drawn
     from the first set's corpus, mined the same way, and from each of its ``corpora`` on
     that corpus's own index; their examples carry ``"synthetic": True``.
@@ -128,25 +132,23 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     _check_distinct(dataset, split, more)
     sets = [load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)]
     sets += [load_training_split(m.dataset, m.split, limit=max_queries, allow_eval_split=m.allow_eval_split,
-                                 where=m.where) for m in more]
-    splits = [split] + [m.split for m in more]
+                                 where=where) for m, where in more]
     unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
     root = Path(index_dir).expanduser() if index_dir else indices.default_root()
+    indexed = [_on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
+               for data in sets]
     examples: list[dict[str, Any]] = []
     labelled: list[dict[str, Any]] = []
-    spec = None
-    for data, data_split in zip(sets, splits):
-        on_index, plan = _on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
-        spec = spec or on_index  # the first set's: its corpus gives the pseudo-queries
-        log(f"mining {data.name} ({data_split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
+    for data, (on_index, plan) in zip(sets, indexed):
+        log(f"mining {data.name} ({data.split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
             f"flow '{on_index.name}'")
         judged, counts = _mine_judged(data, on_index, params)
         examples += judged
-        labelled.append({"dataset": str(data.root), "split": data_split, "queries": len(data.qids),
+        labelled.append({"dataset": str(data.root), "split": data.split, "queries": len(data.qids),
                          "examples": len(judged), **counts, "index": plan.key if plan else None,
                          "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
                          "qrels_sha256": data.qrels_fingerprint()})
-    first = sets[0]
+    first, spec = sets[0], indexed[0][0]  # the first set's corpus gives the pseudo-queries
     own = synthetic is not None and synthetic.queries > 0
     pseudo = _mine_pseudo(first.corpus, spec, synthetic, params) if own else []
     by_corpus = {str(first.corpus): len(pseudo)} if own else {}
@@ -158,7 +160,7 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
         pseudo += drawn
     examples += pseudo
     if not examples:
-        where = ", ".join(f"{data.root} ({data_split})" for data, data_split in zip(sets, splits))
+        where = ", ".join(f"{data.root} ({data.split})" for data in sets)
         raise TrainError(f"mining found no example in {where}: no judged query has both a relevant document in the "
                          "corpus and a retrieved non-relevant one", field="dataset")
     stats = {**labelled[0], "queries": sum(s["queries"] for s in labelled), "examples": len(examples),
@@ -173,14 +175,14 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     return Mined(examples=examples, stats=stats)
 
 
-def _check_distinct(dataset: str | Path, split: str, more: Sequence[LabelledSource]) -> None:
+def _check_distinct(dataset: str | Path, split: str, more: Sequence[tuple[LabelledSet, str]]) -> None:
     """A set given twice would train on each of its examples twice: name the second mention."""
     seen = {(Path(dataset).expanduser().resolve(), split)}
-    for m in more:
+    for m, where in more:
         key = (Path(m.dataset).expanduser().resolve(), m.split)
         if key in seen:
             raise TrainError(f"dataset {m.dataset} ({m.split}) is given twice: its examples would count twice",
-                             field=f"{m.where}.dataset" if m.where else "dataset")
+                             field=f"{where}.dataset" if where else "dataset")
         seen.add(key)
 
 

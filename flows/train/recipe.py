@@ -23,7 +23,7 @@ from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
-from flows.train.mining import MiningParams
+from flows.train.mining import LabelledSet, MiningParams
 from flows.train.synthetic import ModelKind, SyntheticParams
 
 KINDS: tuple[str, ...] = get_args(ModelKind)
@@ -41,18 +41,6 @@ class ColbertParams(BaseModel):
     batch_size: int = Field(8, gt=0, description="Examples per step.")
     lr: float = Field(3e-5, gt=0, description="Peak learning rate.")
     negatives: int = Field(3, gt=0, description="Mined hard negatives per example (the first N).")
-
-
-class LabelledSet(BaseModel):
-    """Another BEIR-layout dataset whose judged queries are mined too, on its own index (``training.datasets``)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    dataset: str = Field(description="A BEIR-layout folder (a relative path is read from the working directory, like "
-                         "--dataset).")
-    split: str = Field("train", description="Its qrels split (never test/dev, unless allow_eval_split).")
-    allow_eval_split: bool = Field(False, description="It is a training set whose only qrels file is test.tsv "
-                                   "(hotpotqa_train100_hipporag, musique_train100_hipporag).")
 
 
 class TrainingSection(BaseModel):
@@ -196,7 +184,7 @@ def model_name(prefix: str, kind: str) -> str:
 
 def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:
     """Mine, then train (or reuse) every requested kind; see the module docstring."""
-    from flows.train.mining import LabelledSource, check_split, mine
+    from flows.train.mining import check_split, mine
     from operators.models import models_dir
 
     started = time.perf_counter()
@@ -211,9 +199,9 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
         raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
     if "colbert" in kinds:
         _colbert_trainer()  # fail before mining when it is missing
-    more = [LabelledSource(d, split, options.allow_eval_split) for d in options.more_datasets]
-    more += [LabelledSource(s.dataset, s.split, s.allow_eval_split, where=f"{SECTION}.datasets.{n}")
-             for n, s in enumerate(training.datasets)]
+    more = [(LabelledSet(dataset=str(d), split=split, allow_eval_split=options.allow_eval_split), "")
+            for d in options.more_datasets]
+    more += [(s, f"{SECTION}.datasets.{n}") for n, s in enumerate(training.datasets)]
     mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
                  allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
                  synthetic=training.synthetic if training.synthetic.wanted() else None, more=more, log=log,

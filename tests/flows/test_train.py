@@ -262,7 +262,7 @@ def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, 
 
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
-    from flows.train.mining import LabelledSource, MiningParams, mine
+    from flows.train.mining import LabelledSet, MiningParams, mine
     from flows.train.recipe import TrainOptions, load_recipe, train
 
     if not (MUSIQUE / "qrels" / "test.tsv").is_file():
@@ -271,8 +271,8 @@ def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(sli
     params = MiningParams(skip_top=0, negatives=3, seed=7)
     quiet = {"params": params, "progress": False, "log": lambda _: None}
     plain = mine(slice_dir, flow, **quiet)
-    musique = LabelledSource(MUSIQUE, "test", allow_eval_split=True)  # a training set whose qrels file is test.tsv
-    mined = mine(slice_dir, flow, more=[musique], **quiet)
+    musique = LabelledSet(dataset=str(MUSIQUE), split="test", allow_eval_split=True)  # its qrels file is test.tsv
+    mined = mine(slice_dir, flow, more=[(musique, "")], **quiet)
     assert mined.examples[:len(plain.examples)] == plain.examples
     added = mined.examples[len(plain.examples):]
     alone = mine(MUSIQUE, flow, split="test", allow_eval_split=True, **quiet)  # as if it were the only set
@@ -291,10 +291,11 @@ def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(sli
 
     lines: list[str] = []
     with pytest.raises(TrainError, match="evaluation split") as err:  # test.tsv needs allow_eval_split here too
-        mine(slice_dir, flow, more=[LabelledSource(MUSIQUE, "test")], params=params, progress=False, log=lines.append)
+        mine(slice_dir, flow, more=[(LabelledSet(dataset=str(MUSIQUE), split="test"), "")], params=params,
+             progress=False, log=lines.append)
     assert err.value.field == "split" and not any(line.startswith("mining") for line in lines)
     with pytest.raises(TrainError, match="is given twice") as err:
-        mine(slice_dir, flow, more=[LabelledSource(slice_dir / ".." / slice_dir.name)], **quiet)
+        mine(slice_dir, flow, more=[(LabelledSet(dataset=f"{slice_dir}/../{slice_dir.name}"), "")], **quiet)
     assert err.value.field == "dataset"
     recipe = tmp_path / "recipe.yaml"
     options = TrainOptions(dataset=slice_dir, models=["bi-encoder"], spec=recipe, max_steps=1,
