@@ -8,6 +8,7 @@ reporting each step's ``BatchStats`` as a stage of its own would (see ``ray_data
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Iterator
 
@@ -28,35 +29,61 @@ PIECE_BYTES = 16 * 1024 * 1024
 CHECK_SECONDS = 0.1
 
 
+#: The reporter's name: one per Ray job (a named actor that is not detached ends with its driver).
+REPORTER_NAME = "tessera-run-reporter"
+
+
 @ray.remote(num_cpus=0)
 class _Reporter:
-    """Collects batch statistics from the callables; holds the cancel flag."""
+    """Collects batch statistics from the callables and holds each run's cancel flag and first error.
+
+    One actor serves every run of a driver (keyed by run id), so a run does not wait for an actor
+    process to start: that took 1 to 10 s on 2 cores, more than a small flow's own work.
+    """
 
     def __init__(self) -> None:
-        self._events: list[tuple[str, str, Any]] = []
-        self._cancelled = False
-        self._error: tuple | None = None
+        self._events: dict[str, list[tuple[str, str, Any]]] = {}
+        self._cancelled: set[str] = set()
+        self._errors: dict[str, tuple] = {}
 
-    def report(self, step: str, stats: BatchStats) -> bool:
-        self._events.append(("batch", step, stats))
-        return self._cancelled
+    def report(self, run: str, step: str, stats: BatchStats) -> bool:
+        self._events.setdefault(run, []).append(("batch", step, stats))
+        return run in self._cancelled
 
-    def cancelled(self) -> bool:
-        return self._cancelled
+    def cancelled(self, run: str) -> bool:
+        return run in self._cancelled
 
-    def failed(self, error: tuple) -> None:
-        if self._error is None:
-            self._error = error
+    def failed(self, run: str, error: tuple) -> None:
+        self._errors.setdefault(run, error)
 
-    def error(self) -> tuple | None:
-        return self._error
+    def error(self, run: str) -> tuple | None:
+        return self._errors.get(run)
 
-    def cancel(self) -> None:
-        self._cancelled = True
+    def cancel(self, run: str) -> None:
+        self._cancelled.add(run)
 
-    def drain(self) -> list[tuple[str, str, Any]]:
-        events, self._events = self._events, []
-        return events
+    def drain(self, run: str) -> list[tuple[str, str, Any]]:
+        return self._events.pop(run, [])
+
+    def close(self, run: str) -> None:
+        """Forget the run (its last events were drained)."""
+        self._events.pop(run, None)
+        self._cancelled.discard(run)
+        self._errors.pop(run, None)
+
+
+_shared: dict[str, Any] = {}  # Ray job id -> the reporter's handle, held so the actor lives as long as the driver
+_shared_lock = threading.Lock()
+
+
+def shared_reporter() -> Any:
+    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``)."""
+    job = ray.get_runtime_context().get_job_id()
+    with _shared_lock:
+        if job not in _shared:
+            _shared.clear()  # handles of an earlier Ray session are dead
+            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True).remote()
+        return _shared[job]
 
 
 def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
@@ -75,8 +102,8 @@ class _Callable:
     ``cache`` and ``batch_size``.
     """
 
-    def __init__(self, *, reporter: Any, rows: list[dict[str, Any]] = ()) -> None:
-        self.reporter = reporter
+    def __init__(self, *, reporter: Any, run: str, rows: list[dict[str, Any]] = ()) -> None:
+        self.reporter, self.run = reporter, run
         self.cancelled, self.asked = False, 0.0
         self.chain: list[tuple[StepRunner, int | None]] = []
         for spec in rows:
@@ -99,14 +126,14 @@ class _Callable:
     def _check(self, step: str) -> None:
         """Before a batch: stop if the run was cancelled (asked afresh unless just told)."""
         if not self.cancelled and time.monotonic() - self.asked > CHECK_SECONDS:
-            self.cancelled = ray.get(self.reporter.cancelled.remote())
+            self.cancelled = ray.get(self.reporter.cancelled.remote(self.run))
             self.asked = time.monotonic()
         if self.cancelled:
             raise FlowCancelled("cancelled", step=step)
 
     def _report(self, step: str, stats: BatchStats) -> None:
         """After a batch: hand over its statistics (before its rows leave) and learn of a cancel."""
-        self.cancelled = ray.get(self.reporter.report.remote(step, stats))
+        self.cancelled = ray.get(self.reporter.report.remote(self.run, step, stats))
         self.asked = time.monotonic()
         if self.cancelled:
             raise FlowCancelled("cancelled", step=step)
@@ -114,7 +141,7 @@ class _Callable:
     def _forward(self, err: TesseraError) -> None:
         """Hand the operator's error to the driver whole: Ray passes on only its text."""
         if not isinstance(err, FlowCancelled):
-            ray.get(self.reporter.failed.remote((type(err), err.message, err.step, err.op, err.field)))
+            ray.get(self.reporter.failed.remote(self.run, (type(err), err.message, err.step, err.op, err.field)))
 
 
 class _StepUDF(_Callable):
@@ -180,6 +207,12 @@ class _SourceUDF(_Callable):
         except TesseraError as err:
             self._forward(err)
             raise
+
+
+def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
+    """A stage of operators without a ``setup`` as a Ray task: its callable is built for each batch
+    (params only; nothing to load) and dropped after it."""
+    yield from udf(**kwargs)(batch)
 
 
 def _whole_group_pieces(table: pa.Table, max_bytes: int | None = None) -> Iterator[pa.Table]:

@@ -258,6 +258,30 @@ def _cached(concurrency: int | None = None, **top_params) -> FlowSpec:
     return FlowSpec.parse({**CACHED, "steps": steps})
 
 
+def test_steps_without_setup_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
+    import threading
+
+    from flows.executors.ray_data import runs_as_tasks
+
+    linear = FlowSpec.parse(LINEAR).build()
+    assert all(runs_as_tasks(linear, (step,)) for step in linear.order)  # word counts and top-k load nothing
+    mixed = FlowSpec.parse({"name": "mixed", "steps": {
+        "stem": {"op": "preprocess.stem"},  # loads its stemmer once per actor
+        "words": {"op": "analyze.word_count", "concurrency": 2},  # a fixed number of actors was asked for
+    }}).build()
+    assert not runs_as_tasks(mixed, ("stem",)) and not runs_as_tasks(mixed, ("words",))
+    # both runs report to the driver's one reporter actor; each must get its own batches only
+    results: dict[str, Any] = {}
+    runs = [threading.Thread(target=lambda s=spec: results.setdefault(s["name"], RayDataExecutor().run(
+        FlowSpec.parse(s), RESULTS))) for spec in (LINEAR, BRANCHES)]
+    for thread in runs:
+        thread.start()
+    for thread in runs:
+        thread.join()
+    for spec in (LINEAR, BRANCHES):
+        assert_same(LocalExecutor().run(FlowSpec.parse(spec), RESULTS), results[spec["name"]])
+
+
 def test_step_cache_hits_the_same_with_one_or_two_actors(cache):
     first = RayDataExecutor(cache=cache, keep_history=False).run(_cached(1), RESULTS)
     assert {s: r.hit_ratio for s, r in first.steps.items()} == {"words": 0.0, "top": 0.0}
