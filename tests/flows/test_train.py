@@ -260,6 +260,22 @@ def test_pseudo_queries_from_another_corpus_are_mined_on_that_corpus(slice_dir, 
     assert err.value.field == "training.synthetic.corpora.0.queries"
 
 
+def test_train_long_is_the_recipe_with_wikipedia_and_a_longer_cross_encoder_schedule():
+    from flows.train.recipe import load_recipe
+
+    flow, long = load_recipe("train_long")  # the built-in recipe of tessera-long-cross-encoder (README)
+    base_flow, base = load_recipe("train")
+    assert {s: v.model_dump() for s, v in flow.steps.items()} == {s: v.model_dump() for s, v in base_flow.steps.items()}
+    assert long.mining == base.mining and long.split == base.split
+    assert long.synthetic.model_copy(update={"corpora": []}) == base.synthetic
+    assert [(c.corpus, c.queries, c.seed) for c in long.synthetic.corpora] == [
+        ("../shared/data/wikipedia_vital10k_ovos", 3000, 1)]
+    schedule = {"epochs", "then"}
+    assert long.cross_encoder.model_dump(exclude=schedule) == base.cross_encoder.model_dump(exclude=schedule)
+    assert (long.cross_encoder.epochs, long.cross_encoder.then.epochs) == (6, 2)
+    assert long.cross_encoder.then.model_dump(exclude={"epochs"}) == base.cross_encoder.then.model_dump(exclude={"epochs"})
+
+
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.mining import LabelledSet, MiningParams, mine
