@@ -151,7 +151,7 @@ import ray.data  # imported now: it configures the ray.data loggers (see _quiet_
 from flows.cache import StepCache
 from flows.executors import _ray_blocks as block_tasks
 from flows.executors._ray_udfs import (  # noqa: F401
-    _Reporter, _SourceUDF, _StepUDF, _whole_group_pieces, run_as_task, shared_reporter)
+    _SourceUDF, _StepUDF, _whole_group_pieces, run_as_task, shared_reporter)
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult

@@ -273,7 +273,8 @@ def test_train_long_is_the_recipe_with_wikipedia_and_a_longer_cross_encoder_sche
     schedule = {"epochs", "then"}
     assert long.cross_encoder.model_dump(exclude=schedule) == base.cross_encoder.model_dump(exclude=schedule)
     assert (long.cross_encoder.epochs, long.cross_encoder.then.epochs) == (6, 2)
-    assert long.cross_encoder.then.model_dump(exclude={"epochs"}) == base.cross_encoder.then.model_dump(exclude={"epochs"})
+    then = {"epochs"}
+    assert long.cross_encoder.then.model_dump(exclude=then) == base.cross_encoder.then.model_dump(exclude=then)
 
 
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
