@@ -87,11 +87,13 @@ def tree_cpu_seconds(root: int | None = None) -> float:
     return total
 
 
-def bare_encode(texts: list[str], batch_size: int):
+def bare_encode(texts: list[str], batch_size: int | None):
     """Wall and CPU seconds of ``encode()`` over ``texts`` (model loaded and warmed up first), and the vectors."""
     from operators.models import load_sentence_transformer
+    from operators.models.batching import forward_batch_size
 
     model = load_sentence_transformer()
+    batch_size = forward_batch_size(batch_size, model)
     model.encode(texts[:batch_size], batch_size=batch_size, normalize_embeddings=True)
     start, cpu = time.perf_counter(), time.process_time()
     vectors = model.encode(texts, batch_size=batch_size, normalize_embeddings=True, show_progress_bar=False,
@@ -111,7 +113,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="glosses in the slice; 0 = the whole corpus (default 20000)")
     parser.add_argument("--skip-bare", action="store_true", help="time the ingestion only (no bare encode)")
     parser.add_argument("--shard-size", type=int, default=5000, help="documents per shard (default 5000)")
-    parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass, both sides (default 64)")
+    parser.add_argument("--batch-size", type=int, default=None, help="texts per forward pass of the bare encode "
+                        "(default: the embed step's default on this device, so both sides match)")
     parser.add_argument("--work-dir", help="keep the slice and the index here (default: a temporary folder)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

@@ -45,6 +45,7 @@ def main() -> None:
 
     from operators import create
     from operators.models import load_cross_encoder
+    from operators.models.batching import forward_batch_size
     from operators.testing import untrained_cross_encoder
 
     model_ref = args.model or str(untrained_cross_encoder(Path(tempfile.gettempdir()) / "tessera-bench-ce"))
@@ -52,9 +53,10 @@ def main() -> None:
         queries = [json.loads(line) for line in f][: args.queries]
     with open(DATA / "corpus.jsonl", encoding="utf-8") as f:
         docs = [json.loads(line) for _, line in zip(range(args.candidates), f)]
-    op = create("rerank.cross_encoder", {"model": model_ref, "n": args.candidates})
-    op.ensure_setup()
     model = load_cross_encoder(model_ref)
+    batch = forward_batch_size(None, model)  # the operator's default, on both sides
+    op = create("rerank.cross_encoder", {"model": model_ref, "n": args.candidates, "predict_batch_size": batch})
+    op.ensure_setup()
     texts = [f"{d['title']}\n{d['text']}" if d.get("title") else d["text"] for d in docs]
 
     def table(q):
@@ -69,7 +71,7 @@ def main() -> None:
     for _ in range(args.repeat):
         for q, t in zip(queries, tables):
             start = time.perf_counter()
-            scores = model.predict([(q["text"], x) for x in texts], batch_size=32, activation_fn=torch.nn.Identity(),
+            scores = model.predict([(q["text"], x) for x in texts], batch_size=batch, activation_fn=torch.nn.Identity(),
                                    show_progress_bar=False, convert_to_numpy=True)
             order = [docs[i]["_id"] for i in np.lexsort((np.array([d["_id"] for d in docs]), -scores))]
             direct_times.append(time.perf_counter() - start)

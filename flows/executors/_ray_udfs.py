@@ -42,28 +42,43 @@ class _Reporter:
     """
 
     def __init__(self) -> None:
-        self._events: dict[str, list[tuple[str, str, Any]]] = {}
+        self._events: dict[str, list[tuple[str, str, Any]]] = {}  # open runs only
         self._cancelled: set[str] = set()
         self._errors: dict[str, tuple] = {}
 
+    def open(self, run: str) -> None:
+        """Start keeping the run's records; a record for a run not open (closed, or never opened)
+        is dropped, so a batch that reports after its run ended leaves nothing behind."""
+        self._events.setdefault(run, [])
+
     def report(self, run: str, step: str, stats: BatchStats) -> bool:
-        self._events.setdefault(run, []).append(("batch", step, stats))
+        """Keep a batch's statistics; True when the batch should stop (its run was cancelled or ended)."""
+        events = self._events.get(run)
+        if events is None:
+            return True
+        events.append(("batch", step, stats))
         return run in self._cancelled
 
     def cancelled(self, run: str) -> bool:
-        return run in self._cancelled
+        return run in self._cancelled or run not in self._events
 
     def failed(self, run: str, error: tuple) -> None:
-        self._errors.setdefault(run, error)
+        if run in self._events:
+            self._errors.setdefault(run, error)
 
     def error(self, run: str) -> tuple | None:
         return self._errors.get(run)
 
     def cancel(self, run: str) -> None:
-        self._cancelled.add(run)
+        if run in self._events:
+            self._cancelled.add(run)
 
     def drain(self, run: str) -> list[tuple[str, str, Any]]:
-        return self._events.pop(run, [])
+        """The records since the last drain (the run stays open)."""
+        events = self._events.get(run) or []
+        if events:
+            self._events[run] = []
+        return events
 
     def close(self, run: str) -> None:
         """Forget the run (its last events were drained)."""

@@ -275,6 +275,7 @@ class _Run:
     def execute(self) -> FlowResult:
         state = self.state
         self.reporter = shared_reporter()
+        ray.get(self.reporter.open.remote(self.run_id))  # before any batch can report
         worker = threading.Thread(target=self._work, name=f"tessera-ray-{self.flow.name}", daemon=True)
         worker.start()
         cancel_sent = False

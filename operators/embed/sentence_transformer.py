@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.models import DEFAULT_ENCODER
+from operators.models.batching import forward_batch_size
 from operators.tables import set_column
 
 
@@ -63,7 +64,8 @@ class SentenceTransformerEmbed(Operator):
             "torch", description="Encoder backend: torch; onnx / onnx-int8 (CPU, ONNX Runtime, needs tessera[onnx]); "
             "openvino is not installable beside sentence-transformers 6 and fails with the reason.")
         device: str | None = Field(None, description="torch device (default: cuda when present, else cpu).")
-        encode_batch_size: int = Field(64, gt=0, le=4096, description="Texts per forward pass.")
+        encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "
+                                              "16 on CPU, 64 on a GPU; operators.models.batching).")
         prompt: str | None = Field(None, description="Prefix added to every text (e.g. 'query: ' for E5).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -120,7 +122,7 @@ class SentenceTransformerEmbed(Operator):
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self._model.encode(
             texts,
-            batch_size=self.params.encode_batch_size,
+            batch_size=forward_batch_size(self.params.encode_batch_size, self._model),
             normalize_embeddings=self.params.normalize,
             convert_to_numpy=True,
             show_progress_bar=False,

@@ -10,6 +10,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.errors import OperatorError
+from operators.models.batching import forward_batch_size
 from operators.rerank._reranker import RerankParams, Reranker
 
 log = logging.getLogger(__name__)
@@ -62,7 +63,8 @@ class ColbertRerank(Reranker):
             "the fly. Candidates missing from the store are encoded on the fly.")
         index: str | None = Field(None, description="Index the candidates came from (name or path; flows fill it in "
                                   "like the retrievers'); only used to find its precomputed tokens.")
-        encode_batch_size: int = Field(32, gt=0, description="Texts per forward pass.")
+        encode_batch_size: int | None = Field(None, gt=0, description="Texts per forward pass (default: 16 on CPU, "
+                                              "64 on a GPU; operators.models.batching).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -116,7 +118,7 @@ class ColbertRerank(Reranker):
         from operators.models.colbert import maxsim
 
         try:
-            batch = self.params.encode_batch_size
+            batch = forward_batch_size(self.params.encode_batch_size, self.model)
             encoded_queries = self.model.encode_queries(list(queries), batch_size=batch,
                                                         maxlen=self.params.query_maxlen)
             matrices = self._candidate_tokens(texts)
@@ -141,7 +143,8 @@ class ColbertRerank(Reranker):
         self.counts["stored"] += sum(len(c) for c in texts) - sum(len(p) for p in todo.values())
         if todo:
             unique = list(todo)
-            encoded = self.model.encode_documents(unique, batch_size=self.params.encode_batch_size,
+            batch = forward_batch_size(self.params.encode_batch_size, self.model)
+            encoded = self.model.encode_documents(unique, batch_size=batch,
                                                   maxlen=self.params.doc_maxlen)
             for text, matrix in zip(unique, encoded):
                 for q, c in todo[text]:

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 import numpy as np
 from pydantic import Field
 
+from operators.models.batching import forward_batch_size
 from operators.rerank._reranker import RerankParams, Reranker
 
 
@@ -35,7 +36,8 @@ class CrossEncoderRerank(Reranker):
         max_length: int | None = Field(None, gt=8, description="Token limit per (query, text) pair; longer pairs "
                                        "are truncated. Default: the checkpoint's own limit (a larger value "
                                        "is logged: the model was not fine-tuned on those positions).")
-        predict_batch_size: int = Field(32, gt=0, description="Pairs per forward pass.")
+        predict_batch_size: int | None = Field(None, gt=0, description="Pairs per forward pass (default: 16 on CPU, "
+                                               "64 on a GPU; operators.models.batching).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -57,6 +59,7 @@ class CrossEncoderRerank(Reranker):
             return np.zeros(0)
         import torch
 
-        scores = self.model.predict([(query, text) for text in texts], batch_size=self.params.predict_batch_size,
+        batch = forward_batch_size(self.params.predict_batch_size, self.model)
+        scores = self.model.predict([(query, text) for text in texts], batch_size=batch,
                                     activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
         return np.asarray(scores, dtype=np.float64).reshape(-1)

@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from operators.models import DEFAULT_ENCODER
+from operators.models.batching import forward_batch_size
 from operators.rerank._reranker import RerankParams, Reranker
 
 
@@ -40,7 +41,8 @@ class EmbeddingRerank(Reranker):
                                          "(e.g. 'query: ' for E5); null adds none.")
         document_prompt: str | None = Field(None, description="Prefix added to every candidate text before "
                                             "embedding (e.g. 'passage: ' for E5); null adds none.")
-        encode_batch_size: int = Field(64, gt=0, le=4096, description="Texts per forward pass.")
+        encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "
+                                              "16 on CPU, 64 on a GPU; operators.models.batching).")
         backend: Literal["torch", "onnx", "onnx-int8"] = Field(
             "torch", description="Encoder backend: torch, or onnx / onnx-int8 on CPU (needs tessera[onnx]).")
         device: str | None = Field(None, description="Torch device ('cpu', 'cuda'); default: the GPU if any.")
@@ -64,7 +66,8 @@ class EmbeddingRerank(Reranker):
         """Unit-length float32 vectors of ``texts`` (with ``prompt`` prepended), one row each."""
         if prompt:
             texts = [prompt + text for text in texts]
-        vectors = self.model.encode(list(texts), batch_size=self.params.encode_batch_size,
+        batch = forward_batch_size(self.params.encode_batch_size, self.model)
+        vectors = self.model.encode(list(texts), batch_size=batch,
                                     normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False)
         return np.asarray(vectors, dtype=np.float32)
 

@@ -34,7 +34,8 @@ class DenseRetriever(IndexRetriever):
     class Params(RetrieverParams):
         query_prompt: str | None = Field(None, description="Prefix added to every query before embedding "
                                          "(e.g. 'query: ' for E5 encoders).")
-        encode_batch_size: int = Field(64, gt=0, le=4096, description="Queries per forward pass.")
+        encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Queries per forward pass "
+                                              "(default: 16 on CPU, 64 on a GPU).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -47,8 +48,9 @@ class DenseRetriever(IndexRetriever):
                                 op=self.name, step=self.step_id, field="params.index")
         from operators.embed.sentence_transformer import SentenceTransformerEmbed
 
-        self._encoder = SentenceTransformerEmbed(
-            {"model": index.settings.encoder, "input_column": "query", "encode_batch_size": self.params.encode_batch_size}, step_id=f"{self.step_id}.encoder")
+        params = {"model": index.settings.encoder, "input_column": "query",
+                  "encode_batch_size": self.params.encode_batch_size}
+        self._encoder = SentenceTransformerEmbed(params, step_id=f"{self.step_id}.encoder")
         self._encoder.ensure_setup()
         if self._encoder.dimension != index.settings.dim:
             raise OperatorError(f"encoder '{index.settings.encoder}' gives {self._encoder.dimension}-d vectors but "

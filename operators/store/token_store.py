@@ -44,6 +44,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from operators.atomic import fsync, replace_folder
+from operators.models.batching import forward_batch_size
 from operators.store.errors import IndexStoreError
 
 STORE_DIR = "colbert"
@@ -233,7 +234,7 @@ def _live_documents(index: Any, columns: list[str], batch_rows: int = 1024) -> I
 
 
 def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen: int | None = None,
-                      text_column: str = "text", title_column: str | None = "title", batch_size: int = 32,
+                      text_column: str = "text", title_column: str | None = "title", batch_size: int | None = None,
                       device: str | None = None, progress: bool = False, rebuild: bool = False) -> TokenStore:
     """Encode every live chunk of ``index`` (a path, a name or an ``Index``) with the ColBERT ``model``.
 
@@ -272,8 +273,9 @@ def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen:
                 else [None] * table.num_rows
             kept = [reuse.get((d, shard, r)) for d, r in zip(docnos, rows)]
             todo = [i for i, k in enumerate(kept) if k is None]
+            batch = forward_batch_size(batch_size, encoder)
             encoded = dict(zip(todo, encoder.encode_documents([document_text(texts[i], titles[i]) for i in todo],
-                                                              batch_size=batch_size, maxlen=maxlen))) if todo else {}
+                                                              batch_size=batch, maxlen=maxlen))) if todo else {}
             n_encoded += len(todo)
             for i, (docno, row) in enumerate(zip(docnos, rows)):
                 matrix = encoded[i] if kept[i] is None else old.tokens[old.offsets[kept[i]]:old.offsets[kept[i] + 1]]

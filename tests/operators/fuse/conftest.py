@@ -1,6 +1,12 @@
-"""Fan-in unions for the fusion tests: each branch's rows ranked by its own step, then unioned."""
+"""Fan-in unions for the fusion tests (each branch's rows ranked by its own step, then unioned), and
+``ranx.fuse``, the reference the fusion maths is checked against."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
 
 import pyarrow as pa
 import pytest
@@ -39,3 +45,30 @@ def union_of_branches(runs: dict[str, dict[str, list[tuple[str, float]]]]) -> pa
 @pytest.fixture
 def make_union():
     return union_of_branches
+
+
+RANX_FUSE = """
+import json, sys
+from ranx import Run, fuse
+job = json.load(sys.stdin)
+runs = [Run({q: dict(hits) for q, hits in by_q.items()}) for by_q in job["runs"]]
+fused = [fuse(runs, **kwargs).to_dict() for kwargs in job["calls"]]
+json.dump([{q: {d: float(s) for d, s in docs.items()} for q, docs in one.items()} for one in fused], sys.stdout)
+"""
+
+
+@pytest.fixture
+def ranx_fuse():
+    """``ranx_fuse(runs, *calls)``: for each dict of ``ranx.fuse`` keyword arguments in ``calls``, the fusion
+    of ``{branch: {qid: [(docno, score)]}}`` as ``{(qid, docno): score}``. It runs in a child process with numba's JIT off (ranx's kernels then run
+    as the plain Python they are written in): compiling them took over a minute of the suite on 2 cores,
+    for a few dozen documents. JSON keeps every float exactly."""
+
+    def fuse(runs: dict[str, dict[str, list[tuple[str, float]]]], *calls: dict) -> list[dict[tuple, float]]:
+        job = json.dumps({"runs": list(runs.values()), "calls": list(calls)})
+        proc = subprocess.run([sys.executable, "-c", RANX_FUSE], input=job, capture_output=True, text=True,
+                              env={**os.environ, "NUMBA_DISABLE_JIT": "1"}, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return [{(q, d): s for q, docs in one.items() for d, s in docs.items()} for one in json.loads(proc.stdout)]
+
+    return fuse
