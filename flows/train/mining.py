@@ -123,7 +123,6 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     """
     from flows.bench import indices
     from flows.spec import FlowSpec
-    from operators.retrieve.corpus_bm25 import file_sha256
 
     params = params or MiningParams()
     started = time.perf_counter()
@@ -135,29 +134,14 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
                                  where=where) for m, where in more]
     unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
     root = Path(index_dir).expanduser() if index_dir else indices.default_root()
-    indexed = [_on_index(unindexed, data.corpus, data.corpus_sha256(), root, log=log, progress=progress)
-               for data in sets]
-    examples: list[dict[str, Any]] = []
-    labelled: list[dict[str, Any]] = []
-    for data, (on_index, plan) in zip(sets, indexed):
-        log(f"mining {data.name} ({data.split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
-            f"flow '{on_index.name}'")
-        judged, counts = _mine_judged(data, on_index, params)
-        examples += judged
-        labelled.append({"dataset": str(data.root), "split": data.split, "queries": len(data.qids),
-                         "examples": len(judged), **counts, "index": plan.key if plan else None,
-                         "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
-                         "qrels_sha256": data.qrels_fingerprint()})
-    first, spec = sets[0], indexed[0][0]  # the first set's corpus gives the pseudo-queries
-    own = synthetic is not None and synthetic.queries > 0
-    pseudo = _mine_pseudo(first.corpus, spec, synthetic, params) if own else []
-    by_corpus = {str(first.corpus): len(pseudo)} if own else {}
-    for other, corpus in others:
-        other_spec, _ = _on_index(unindexed, corpus, file_sha256(corpus), root, log=log, progress=progress)
-        drawn = _mine_pseudo(corpus, other_spec, synthetic.for_corpus(other), params)
-        log(f"drew {len(drawn)} pseudo-queries from {corpus}")
-        by_corpus[str(corpus)] = by_corpus.get(str(corpus), 0) + len(drawn)
-        pseudo += drawn
+
+    def on_index(corpus: Path, corpus_sha256: str) -> tuple[Any, Any]:
+        return _on_index(unindexed, corpus, corpus_sha256, root, log=log, progress=progress)
+
+    indexed = [on_index(data.corpus, data.corpus_sha256()) for data in sets]
+    examples, labelled = _mine_labelled(sets, indexed, params, log)
+    spec = indexed[0][0]
+    pseudo, by_corpus = _mine_synthetic(sets[0].corpus, spec, synthetic, others, on_index, params, log)
     examples += pseudo
     if not examples:
         where = ", ".join(f"{data.root} ({data.split})" for data in sets)
@@ -173,6 +157,42 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
         stats["datasets"] = labelled
     log(f"mined {len(examples)} examples from {stats['queries']} queries in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
+
+
+def _mine_labelled(sets: list[Any], indexed: list[tuple[Any, Any]], params: MiningParams,
+                   log: Callable[[str], None]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The judged examples of every set, each mined on its own index, and one record of each set."""
+    examples: list[dict[str, Any]] = []
+    labelled: list[dict[str, Any]] = []
+    for data, (on_index, plan) in zip(sets, indexed):
+        log(f"mining {data.name} ({data.split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
+            f"flow '{on_index.name}'")
+        judged, counts = _mine_judged(data, on_index, params)
+        examples += judged
+        labelled.append({"dataset": str(data.root), "split": data.split, "queries": len(data.qids),
+                         "examples": len(judged), **counts, "index": plan.key if plan else None,
+                         "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
+                         "qrels_sha256": data.qrels_fingerprint()})
+    return examples, labelled
+
+
+def _mine_synthetic(corpus: Path, spec: Any, synthetic: SyntheticParams | None, others: list[tuple[Any, Path]],
+                    on_index: Callable[[Path, str], tuple[Any, Any]], params: MiningParams,
+                    log: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """Examples from pseudo-queries of the first set's ``corpus`` (on ``spec``, its index) and of each further
+    corpus (on that corpus's own index), and how many each corpus gave."""
+    from operators.retrieve.corpus_bm25 import file_sha256
+
+    own = synthetic is not None and synthetic.queries > 0
+    pseudo = _mine_pseudo(corpus, spec, synthetic, params) if own else []
+    by_corpus = {str(corpus): len(pseudo)} if own else {}
+    for other, other_corpus in others:
+        other_spec, _ = on_index(other_corpus, file_sha256(other_corpus))
+        drawn = _mine_pseudo(other_corpus, other_spec, synthetic.for_corpus(other), params)
+        log(f"drew {len(drawn)} pseudo-queries from {other_corpus}")
+        by_corpus[str(other_corpus)] = by_corpus.get(str(other_corpus), 0) + len(drawn)
+        pseudo += drawn
+    return pseudo, by_corpus
 
 
 def _check_distinct(dataset: str | Path, split: str, more: Sequence[tuple[LabelledSet, str]]) -> None:

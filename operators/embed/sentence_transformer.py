@@ -65,7 +65,7 @@ class SentenceTransformerEmbed(Operator):
             "openvino is not installable beside sentence-transformers 6 and fails with the reason.")
         device: str | None = Field(None, description="torch device (default: cuda when present, else cpu).")
         encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "
-                                              "16 on CPU, 64 on a GPU; operators.models.batching).")
+                                              "16 on CPU, 128 on a GPU; operators.models.batching).")
         prompt: str | None = Field(None, description="Prefix added to every text (e.g. 'query: ' for E5).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

@@ -64,7 +64,7 @@ class ColbertRerank(Reranker):
         index: str | None = Field(None, description="Index the candidates came from (name or path; flows fill it in "
                                   "like the retrievers'); only used to find its precomputed tokens.")
         encode_batch_size: int | None = Field(None, gt=0, description="Texts per forward pass (default: 16 on CPU, "
-                                              "64 on a GPU; operators.models.batching).")
+                                              "128 on a GPU; operators.models.batching).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -37,7 +37,7 @@ class CrossEncoderRerank(Reranker):
                                        "are truncated. Default: the checkpoint's own limit (a larger value "
                                        "is logged: the model was not fine-tuned on those positions).")
         predict_batch_size: int | None = Field(None, gt=0, description="Pairs per forward pass (default: 16 on CPU, "
-                                               "64 on a GPU; operators.models.batching).")
+                                               "128 on a GPU; operators.models.batching).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

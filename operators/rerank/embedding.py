@@ -42,7 +42,7 @@ class EmbeddingRerank(Reranker):
         document_prompt: str | None = Field(None, description="Prefix added to every candidate text before "
                                             "embedding (e.g. 'passage: ' for E5); null adds none.")
         encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "
-                                              "16 on CPU, 64 on a GPU; operators.models.batching).")
+                                              "16 on CPU, 128 on a GPU; operators.models.batching).")
         backend: Literal["torch", "onnx", "onnx-int8"] = Field(
             "torch", description="Encoder backend: torch, or onnx / onnx-int8 on CPU (needs tessera[onnx]).")
         device: str | None = Field(None, description="Torch device ('cpu', 'cuda'); default: the GPU if any.")

@@ -35,7 +35,7 @@ class DenseRetriever(IndexRetriever):
         query_prompt: str | None = Field(None, description="Prefix added to every query before embedding "
                                          "(e.g. 'query: ' for E5 encoders).")
         encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Queries per forward pass "
-                                              "(default: 16 on CPU, 64 on a GPU).")
+                                              "(default: 16 on CPU, 128 on a GPU).")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -359,10 +359,6 @@ def test_a_failing_progress_callback_stops_the_run_and_leaves_no_stage_running()
 
 
 def test_real_source_and_preprocessing_match_local():
-    ops = all_operators()
-    needed = ["sources.jsonl", "preprocess.chunk", "preprocess.dedup"]
-    if any(name not in ops for name in needed):
-        pytest.skip(f"needs {needed}")
     spec = FlowSpec.parse({"name": "ingest", "steps": {
         "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS), "num_splits": 3}},
         "chunks": {"op": "preprocess.chunk", "params": {"unit": "words", "size": 60, "overlap": 10},
@@ -410,10 +406,6 @@ def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
 
 
 def test_a_chain_of_row_steps_runs_fused_in_one_stage_without_history():
-    ops = all_operators()
-    needed = ["sources.jsonl", "preprocess.stopwords", "preprocess.stem", "analyze.word_count", "preprocess.dedup"]
-    if any(name not in ops for name in needed):
-        pytest.skip(f"needs {needed}")
     spec = FlowSpec.parse({"name": "fused", "steps": {
         "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS), "num_splits": 3}},
         "stopwords": {"op": "preprocess.stopwords", "params": {"output_column": "clean"}, "batch_size": 7},

@@ -1,5 +1,5 @@
-"""A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT when
-its operator exists, and a configured model whose weights are absent."""
+"""A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT,
+and a configured model whose weights are absent."""
 
 from __future__ import annotations
 
@@ -24,27 +24,14 @@ def ce_path(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="session")
-def colbert_path(tmp_path_factory) -> str | None:
-    """A ColBERT checkpoint (packaged MiniLM + a seeded projection) when rerank.colbert exists, else None."""
-    from operators.errors import UnknownOperatorError
-    from operators.registry import get_operator
-
-    try:
-        get_operator("rerank.colbert")
-    except UnknownOperatorError:  # operators/rerank/colbert.py not written yet: the ColBERT case skips
-        return None
-    from operators import testing
-
-    folder = tmp_path_factory.mktemp("serve-models") / "colbert"
-    maker = getattr(testing, "untrained_colbert", None)
-    if maker is not None:
-        return str(maker(folder))
+def colbert_path(tmp_path_factory) -> str:
+    """A ColBERT checkpoint (the packaged MiniLM with a seeded, untrained projection)."""
     from operators.models.colbert import new_colbert
 
-    return str(new_colbert("minilm").save(folder))
+    return str(new_colbert("minilm").save(tmp_path_factory.mktemp("serve-models") / "colbert"))
 
 
-def app_args(ce: str, colbert: str | None) -> dict:
+def app_args(ce: str, colbert: str) -> dict:
     fast = {"max_batch_size": 8, "batch_wait_timeout_s": 0.05}
     models = [
         {"name": "all-MiniLM-L6-v2", "aliases": ["minilm"], "op": "embed.sentence_transformer",
@@ -52,10 +39,9 @@ def app_args(ce: str, colbert: str | None) -> dict:
         {"name": "tessera-cross-encoder", "op": "rerank.cross_encoder", "params": {"model": ce}, "num_cpus": 0.5,
          "num_gpus": 0, "batching": fast},
         {"name": "absent-ce", "op": "rerank.cross_encoder", "params": {"model": "no-such-model-anywhere"}},
+        {"name": "tessera-colbert", "op": "rerank.colbert", "params": {"model": colbert}, "num_cpus": 0.5,
+         "num_gpus": 0, "batching": fast},
     ]
-    if colbert:
-        models.append({"name": "tessera-colbert", "op": "rerank.colbert", "params": {"model": colbert},
-                       "num_cpus": 0.5, "num_gpus": 0, "batching": fast})
     return {"models": models}
 
 

@@ -190,7 +190,7 @@ def test_concurrent_http_requests_each_get_their_own_vectors(serve_app, embedder
 # -- placement ---------------------------------------------------------------------
 
 
-def placed_spec(ce_path: str, colbert_path: str | None, placed: bool):
+def placed_spec(ce_path: str, colbert_path: str, placed: bool):
     from flows.spec import FlowSpec
 
     def where(deployment):
@@ -199,9 +199,8 @@ def placed_spec(ce_path: str, colbert_path: str | None, placed: bool):
     steps = {
         "emb": {"op": "embed.sentence_transformer", "params": {"title_column": "title"}, **where("all-MiniLM-L6-v2")},
         "ce": {"op": "rerank.cross_encoder", "params": {"model": ce_path, "n": 4}, **where("tessera-cross-encoder")},
+        "cb": {"op": "rerank.colbert", "params": {"model": colbert_path, "n": 5}, **where("tessera-colbert")},
     }
-    if colbert_path:
-        steps["cb"] = {"op": "rerank.colbert", "params": {"model": colbert_path, "n": 5}, **where("tessera-colbert")}
     return FlowSpec.parse({"name": "embed-rerank", "steps": steps})
 
 
@@ -212,7 +211,7 @@ def test_a_flow_placed_on_serve_gives_the_in_process_output(serve_app, ce_path, 
 
     from ray import serve
 
-    deployments = ["all-MiniLM-L6-v2", "tessera-cross-encoder"] + (["tessera-colbert"] if colbert_path else [])
+    deployments = ["all-MiniLM-L6-v2", "tessera-cross-encoder", "tessera-colbert"]
 
     def served_requests():
         return [serve.get_deployment_handle(d, app_name="tessera").info.remote().result()["requests"]
@@ -224,13 +223,13 @@ def test_a_flow_placed_on_serve_gives_the_in_process_output(serve_app, ce_path, 
     placed = placed_executor.run(placed_spec(ce_path, colbert_path, placed=True), results)
     after = served_requests()
     # one embed request (18 texts) and one request per query on each reranker: the models ran on Serve
-    assert [a - b for a, b in zip(after, before)] == [1, 3, 3][: len(deployments)]
+    assert [a - b for a, b in zip(after, before)] == [1, 3, 3]
     assert placed.table.num_rows == results.num_rows and "rank_ce" in placed.table.column_names
     # Identical rows, ranks and vectors. Serve merges the three queries' requests into one model call
     # (@serve.batch), so the rerankers see other batch shapes (padding, matrix sizes) than the in-process
     # step, and their scores may differ in the last float bits (1.5e-8 seen for the cross-encoder on
     # 2026-11-24), never the ranking.
-    approximate = ["score", "score_ce"] + (["score_cb"] if colbert_path else [])
+    approximate = ["score", "score_ce", "score_cb"]
     exact = [c for c in local.table.column_names if c not in approximate]
     assert placed.table.column_names == local.table.column_names
     differ = [c for c in exact if not placed.table.column(c).equals(local.table.column(c))]
@@ -274,12 +273,10 @@ def test_placement_errors_name_the_step_and_deployment(serve_app, ce_path):
              "placement": {"deployment": "all-MiniLM-L6-v2"}})
 
 
-# -- ColBERT (when operators/rerank/colbert.py exists) -----------------------------
+# -- ColBERT ----------------------------------------------------------------------
 
 
 def test_colbert_through_serve_equals_the_operator(serve_app, colbert_path, texts):
-    if colbert_path is None:
-        pytest.skip("the rerank.colbert operator (operators/rerank/colbert.py) is not there yet")
     body = post(serve_app, "/v1/rerank", {"model": "tessera-colbert", "query": QUERY, "documents": texts}).json()
     op = create("rerank.colbert", {"model": colbert_path})
     op.ensure_setup()
