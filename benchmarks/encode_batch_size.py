@@ -1,8 +1,9 @@
 """Texts per forward pass on this machine: docs/s of each batch size, side by side.
 
 Encodes SciFact abstracts (``title. text``; ``--limit`` of them) with all-MiniLM-L6-v2,
-and scores (query, abstract) pairs with a cross-encoder, at each batch size in
-``--sizes``. The texts go in chunks taken in turn by each size (the first to go rotates),
+and scores (title, abstract) pairs with a cross-encoder (one document's title standing
+in for a query), at each batch size in ``--sizes``. The texts go in chunks taken in
+turn by each size (the first to go rotates),
 so load from elsewhere on a shared machine hits every size alike; each size's rate is its
 texts over its summed seconds, and the speedup is against ``--baseline``. The largest
 difference between a size's vectors and the baseline's is printed too (padding differs
@@ -91,7 +92,7 @@ def main() -> None:
     def score(size, part):
         return np.asarray(model.predict(part, batch_size=size, show_progress_bar=False, convert_to_numpy=True))
 
-    report("cross-encoder (query, abstract) pairs", "pairs", len(pairs),
+    report("cross-encoder (title, abstract) pairs", "pairs", len(pairs),
            *interleaved(sizes, pairs, args.chunk, score), args.baseline)
 
 

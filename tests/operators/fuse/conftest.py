@@ -60,9 +60,11 @@ json.dump([{q: {d: float(s) for d, s in docs.items()} for q, docs in one.items()
 @pytest.fixture
 def ranx_fuse():
     """``ranx_fuse(runs, *calls)``: for each dict of ``ranx.fuse`` keyword arguments in ``calls``, the fusion
-    of ``{branch: {qid: [(docno, score)]}}`` as ``{(qid, docno): score}``. It runs in a child process with numba's JIT off (ranx's kernels then run
-    as the plain Python they are written in): compiling them took over a minute of the suite on 2 cores,
-    for a few dozen documents. JSON keeps every float exactly."""
+    of ``{branch: {qid: [(docno, score)]}}`` as ``{(qid, docno): score}``.
+
+    ranx runs in a child process with numba's JIT off, so its kernels run as the plain Python they are
+    written in: compiling them took over a minute of the suite on 2 cores, for a few dozen documents.
+    JSON keeps every float exactly."""
 
     def fuse(runs: dict[str, dict[str, list[tuple[str, float]]]], *calls: dict) -> list[dict[tuple, float]]:
         job = json.dumps({"runs": list(runs.values()), "calls": list(calls)})

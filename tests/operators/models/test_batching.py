@@ -14,4 +14,4 @@ def test_unset_follows_the_models_device_and_a_set_size_wins():
     assert forward_batch_size(48, minilm) == 48
     on_gpu = types.SimpleNamespace(device="cuda:0")  # what a torch model on a GPU reports
     assert forward_batch_size(None, on_gpu) == ACCELERATOR_BATCH == 128
-    assert forward_batch_size(None, object()) == CPU_BATCH  # ONNX sessions and the like carry no torch device
+    assert forward_batch_size(None, object()) == CPU_BATCH  # no device attribute: CPU
