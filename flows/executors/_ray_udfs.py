@@ -8,6 +8,7 @@ reporting each step's ``BatchStats`` as a stage of its own would (see ``ray_data
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any, Iterator
@@ -101,12 +102,27 @@ def shared_reporter() -> Any:
         return _shared[job]
 
 
+#: Set-up ``light_setup`` operators of this worker process, by class, params and step: a task builds its
+#: callable anew for each batch, and these come back set up (a stemmer, a word list) instead of loading again.
+_light_operators: dict[tuple[Any, ...], Operator] = {}
+LIGHT_OPERATORS_MAX = 64
+
+
 def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
              input_steps: tuple[str, ...]) -> Operator:
     # The class travels pickled by reference (its module is imported here), so
     # this is what ``operators.registry.create`` does once it has found the class,
     # and it also works for operators that are not in the registry (plugins, tests).
-    return op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+    if not op_class.light_setup:
+        return op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+    key = (op_class, json.dumps(params, sort_keys=True, default=str), step_id, tuple(input_steps))
+    op = _light_operators.get(key)
+    if op is None:
+        if len(_light_operators) >= LIGHT_OPERATORS_MAX:
+            _light_operators.clear()
+        op = _light_operators[key] = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+    op.drain_metadata()  # nothing left over from a batch that failed before handing it over
+    return op
 
 
 class _Callable:
@@ -225,8 +241,8 @@ class _SourceUDF(_Callable):
 
 
 def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
-    """A stage of operators without a ``setup`` as a Ray task: its callable is built for each batch
-    (params only; nothing to load) and dropped after it."""
+    """A stage of operators without a ``setup`` (or with a light one) as a Ray task: its callable is built
+    for each batch and dropped after it; light operators come set up from this process's earlier tasks."""
     yield from udf(**kwargs)(batch)
 
 

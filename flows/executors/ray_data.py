@@ -87,13 +87,15 @@ first step's ``concurrency`` and the largest ``num_cpus``; a fused chain shows a
 Resources
 ---------
 
-A stage whose operators all lack a ``setup`` (nothing heavy to load: word counts, fusion,
-top-k) and that sets no ``concurrency`` runs as Ray tasks (``_ray_udfs.run_as_task``): the
-callable is built for each batch, which costs a params check, on workers that are already
-running. Starting an actor pool costs a worker process and its imports per stage, which
-on 2 cores measured about 2 s a stage quiet and over 10 s busy, against 0.3 s for tasks.
-Every other stage gets an actor pool, so its operator sets up once per actor. The rest of
-this section is about actor pools; tasks hold no resources between batches.
+A stage whose operators each have no ``setup`` (word counts, fusion, top-k, sources that
+read files) or a ``light_setup`` (a word list, a stemmer) and that sets no ``concurrency``
+and no GPU runs as Ray tasks (``_ray_udfs.run_as_task``): the callable is built for each
+batch, on workers that are already running, and a light operator is set up once per worker
+process and kept there (``_ray_udfs._make_op``). Starting an actor pool costs a worker
+process and its imports per stage, which on 2 cores measured about 2 s a stage quiet and
+over 10 s busy, against 0.3 s for tasks. Every other stage (models, indices, a source whose
+splits cannot be pickled) gets an actor pool, so its operator sets up once per actor. The
+rest of this section is about actor pools; tasks hold no resources between batches.
 
 Streamed stages hold their actors at the same time. If a chain of streamed stages
 needs more CPUs (or GPUs) than the cluster has for one actor each, it is materialised
@@ -180,11 +182,11 @@ DEFAULT_RAY_INIT = {
 
 
 def runs_as_tasks(flow: Flow, stage: tuple[str, ...]) -> bool:
-    """Whether a stage runs as Ray tasks rather than on an actor pool: none of its operators has a
-    ``setup`` (nothing to load once per actor), it reads no source, and it asks for no ``concurrency``
+    """Whether a stage runs as Ray tasks rather than on an actor pool: each of its operators has no
+    ``setup`` or a ``light_setup`` (nothing worth an actor of its own), and it asks for no ``concurrency``
     (a number of actors) and no GPU. See Resources in the module docstring."""
     ops = [flow.operators[step] for step in stage]
-    return (all(type(op).setup is Operator.setup for op in ops) and ops[0].scope != "source"
+    return (all(type(op).setup is Operator.setup or op.light_setup for op in ops)
             and not flow.step_option(stage[0], "concurrency") and not flow.step_option(stage[0], "num_gpus"))
 
 
@@ -491,7 +493,8 @@ class _Run:
             shipped = None
         kwargs = {**self._udf_kwargs(stage, op), "splits": shipped}
         ds = self._dataset(ray.data.from_items([{"split_index": i} for i in range(len(splits))]))
-        return _Frame(ds=self._map(ds, stage, _SourceUDF, kwargs, 1, inputs=len(splits)), pending=list(stage))
+        return _Frame(ds=self._map(ds, stage, _SourceUDF, kwargs, 1, inputs=len(splits), tasks=shipped is not None),
+                      pending=list(stage))
 
     def _udf_kwargs(self, stage: tuple[str, ...], op: Operator) -> dict[str, Any]:
         """The callable's arguments: the stage's first step, then the row steps fused after it."""
@@ -532,10 +535,12 @@ class _Run:
         return wanted
 
     def _map(self, ds: Any, stage: tuple[str, ...], udf: type, kwargs: dict[str, Any],
-             batch_size: int | None, *, inputs: int) -> Any:
+             batch_size: int | None, *, inputs: int, tasks: bool = True) -> Any:
+        """``ds`` through the stage's callable: as tasks where ``runs_as_tasks`` allows (and ``tasks``: a
+        source whose splits cannot travel computes them once per actor instead), else on an actor pool."""
         concurrency, num_cpus, num_gpus = self._resources(stage)
         num_gpus = num_gpus or None
-        if udf is _StepUDF and runs_as_tasks(self.flow, stage):
+        if tasks and runs_as_tasks(self.flow, stage):
             return ds.map_batches(run_as_task, fn_kwargs={"udf": udf, "kwargs": kwargs}, batch_size=batch_size,
                                   batch_format="pyarrow", num_cpus=num_cpus)
         if concurrency:

@@ -41,6 +41,7 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
+    light_setup = True
     scope = "row"
 
     class Params(BaseModel):

@@ -28,6 +28,7 @@ class Lemmatizer(LanguageTextOperator):
     """
 
     name = "preprocess.lemmatize"
+    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

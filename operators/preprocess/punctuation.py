@@ -41,6 +41,7 @@ class PunctuationRemover(LanguageTextOperator):
     """
 
     name = "preprocess.punctuation"
+    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

@@ -28,6 +28,7 @@ class SnowballStemmer(LanguageTextOperator):
     """
 
     name = "preprocess.stem"
+    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

@@ -30,6 +30,7 @@ class StopwordRemover(LanguageTextOperator):
     """
 
     name = "preprocess.stopwords"
+    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

@@ -9,6 +9,7 @@ the registry only knows ``operators/<category>/`` modules.
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import time
 from typing import Any, Iterator
@@ -61,6 +62,25 @@ class CountCalls(Operator):
         with open(self.params.path, "a", encoding="utf-8") as f:
             f.write(f"{table.num_rows}\n")
         return set_column(table, "seen", pa.array([True] * table.num_rows))
+
+
+class SetupCount(Operator):
+    """A light-setup operator that writes, per row, its worker's pid and how often ``setup`` ran there
+    (counted in the process's environment, which outlives any one instance)."""
+
+    name = "test.setup_count"
+    light_setup = True
+    cacheable = False
+
+    def setup(self) -> None:
+        os.environ["TESSERA_TEST_SETUPS"] = str(int(os.environ.get("TESSERA_TEST_SETUPS", "0")) + 1)
+
+    def produces(self) -> dict[str, str]:
+        return {"pid": "data", "setups": "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        table = set_column(table, "pid", pa.array([os.getpid()] * table.num_rows, pa.int64()))
+        return set_column(table, "setups", pa.array([int(os.environ["TESSERA_TEST_SETUPS"])] * table.num_rows))
 
 
 class Slow(Operator):
@@ -258,7 +278,7 @@ def _cached(concurrency: int | None = None, **top_params) -> FlowSpec:
     return FlowSpec.parse({**CACHED, "steps": steps})
 
 
-def test_steps_without_setup_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
+def test_steps_without_setup_or_with_a_light_one_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
     import threading
 
     from flows.executors.ray_data import runs_as_tasks
@@ -266,10 +286,14 @@ def test_steps_without_setup_run_as_tasks_and_two_runs_at_once_keep_their_own_re
     linear = FlowSpec.parse(LINEAR).build()
     assert all(runs_as_tasks(linear, (step,)) for step in linear.order)  # word counts and top-k load nothing
     mixed = FlowSpec.parse({"name": "mixed", "steps": {
-        "stem": {"op": "preprocess.stem"},  # loads its stemmer once per actor
+        "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS)}},  # reads a file: no setup
+        "stem": {"op": "preprocess.stem"},  # a stemmer: a light setup, kept by each worker process
+        "language": {"op": "analyze.language"},  # preloads lingua's models: once per actor
+        "embed": {"op": "embed.sentence_transformer"},  # loads a model: once per actor
         "words": {"op": "analyze.word_count", "concurrency": 2},  # a fixed number of actors was asked for
     }}).build()
-    assert not runs_as_tasks(mixed, ("stem",)) and not runs_as_tasks(mixed, ("words",))
+    assert runs_as_tasks(mixed, ("read", "stem")) and runs_as_tasks(mixed, ("stem",))
+    assert not any(runs_as_tasks(mixed, stage) for stage in (("language",), ("stem", "embed"), ("words",)))
     # both runs report to the driver's one reporter actor; each must get its own batches only
     results: dict[str, Any] = {}
     runs = [threading.Thread(target=lambda s=spec: results.setdefault(s["name"], RayDataExecutor().run(
@@ -280,6 +304,20 @@ def test_steps_without_setup_run_as_tasks_and_two_runs_at_once_keep_their_own_re
         thread.join()
     for spec in (LINEAR, BRANCHES):
         assert_same(LocalExecutor().run(FlowSpec.parse(spec), RESULTS), results[spec["name"]])
+
+
+def test_a_light_setup_runs_once_per_worker_process_across_batches_and_runs():
+    flow = _flow("light", [("count", SetupCount(), None)], count={"batch_size": 2})
+    seen: dict[int, set[int]] = {}
+    for _ in range(2):
+        result = RayDataExecutor().run(flow, RESULTS)
+        assert result.table.num_rows == RESULTS.num_rows
+        assert result.table.drop_columns(["pid", "setups"]).equals(LocalExecutor().run(flow, RESULTS).table
+                                                                   .drop_columns(["pid", "setups"]))
+        for pid, setups in zip(result.table.column("pid").to_pylist(), result.table.column("setups").to_pylist()):
+            seen.setdefault(pid, set()).add(setups)
+    assert os.getpid() not in seen  # it ran on Ray's workers, as tasks over 12 batches of 2 rows
+    assert all(counts == {1} for counts in seen.values()), seen  # set up once in each, kept between runs
 
 
 def test_step_cache_hits_the_same_with_one_or_two_actors(cache):
