@@ -3,9 +3,9 @@
 Encodes SciFact abstracts (``title. text``; ``--limit`` of them) with all-MiniLM-L6-v2,
 and scores (title, abstract) pairs with a cross-encoder (one document's title standing
 in for a query), at each batch size in ``--sizes``. The texts go in chunks taken in
-turn by each size (the first to go rotates),
-so load from elsewhere on a shared machine hits every size alike; each size's rate is its
-texts over its summed seconds, and the speedup is against ``--baseline``. The largest
+turn by each size (the first to go rotates), so load from elsewhere on a shared machine
+hits every size alike; each size's rate is its texts over its summed seconds, and the
+speedup is against ``--baseline``. The largest
 difference between a size's vectors and the baseline's is printed too (padding differs
 with the batch, so the last bits may). This is what sets ``operators.models.batching``'s
 defaults: a batch pads every text to its longest, and on CPU a small batch also stays

@@ -34,14 +34,16 @@ def flow(limit: int | None, splits: int, batch_size: int, actors: int | None = N
     read = {"path": str(CORPUS), "num_splits": splits}
     if limit:
         read["limit"] = limit
-    pool = {"concurrency": actors} if actors else {}
-    return FlowSpec.parse({"name": "preprocess-bench", "steps": {
-        "read": {"op": "sources.jsonl", "params": read, **pool},
-        "stopwords": {"op": "preprocess.stopwords", "params": {"output_column": "clean"}, "batch_size": batch_size,
-                      **pool},
-        "stem": {"op": "preprocess.stem", "params": {"input_column": "clean"}, "batch_size": batch_size, **pool},
-        "words": {"op": "analyze.word_count", "params": {"input_column": "clean"}, "batch_size": batch_size, **pool},
-    }})
+    steps = {
+        "read": {"op": "sources.jsonl", "params": read},
+        "stopwords": {"op": "preprocess.stopwords", "params": {"output_column": "clean"}, "batch_size": batch_size},
+        "stem": {"op": "preprocess.stem", "params": {"input_column": "clean"}, "batch_size": batch_size},
+        "words": {"op": "analyze.word_count", "params": {"input_column": "clean"}, "batch_size": batch_size},
+    }
+    if actors:
+        for step in steps.values():
+            step["concurrency"] = actors
+    return FlowSpec.parse({"name": "preprocess-bench", "steps": steps})
 
 
 def main() -> None:

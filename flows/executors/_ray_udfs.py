@@ -8,7 +8,6 @@ reporting each step's ``BatchStats`` as a stage of its own would (see ``ray_data
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from typing import Any, Iterator
@@ -22,6 +21,7 @@ from flows.executors.base import scope_batches
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
+from operators.models.repository import ObjectRepository
 
 #: Largest piece a callable yields (Ray slices a yielded table above half a block,
 #: 64 MiB by default, where it could split a qid).
@@ -104,7 +104,7 @@ def shared_reporter() -> Any:
 
 #: Set-up ``light_setup`` operators of this worker process, by class, params and step: a task builds its
 #: callable anew for each batch, and these come back set up (a stemmer, a word list) instead of loading again.
-_light_operators: dict[tuple[Any, ...], Operator] = {}
+_light_operators = ObjectRepository()
 LIGHT_OPERATORS_MAX = 64
 
 
@@ -113,14 +113,14 @@ def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
     # The class travels pickled by reference (its module is imported here), so
     # this is what ``operators.registry.create`` does once it has found the class,
     # and it also works for operators that are not in the registry (plugins, tests).
+    inputs = tuple(input_steps)
     if not op_class.light_setup:
-        return op_class(params, step_id=step_id, input_steps=tuple(input_steps))
-    key = (op_class, json.dumps(params, sort_keys=True, default=str), step_id, tuple(input_steps))
-    op = _light_operators.get(key)
-    if op is None:
-        if len(_light_operators) >= LIGHT_OPERATORS_MAX:
-            _light_operators.clear()
-        op = _light_operators[key] = op_class(params, step_id=step_id, input_steps=tuple(input_steps))
+        return op_class(params, step_id=step_id, input_steps=inputs)
+    if len(_light_operators) >= LIGHT_OPERATORS_MAX:
+        _light_operators.clear()
+    op = _light_operators.get_or_create(f"{op_class.__module__}.{op_class.__qualname__}",
+                                        {"params": params, "step_id": step_id, "input_steps": inputs},
+                                        lambda: op_class(params, step_id=step_id, input_steps=inputs))
     op.drain_metadata()  # nothing left over from a batch that failed before handing it over
     return op
 
