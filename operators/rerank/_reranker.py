@@ -37,6 +37,15 @@ from operators.tables import concat, empty_like, qid_groups, set_column
 log = logging.getLogger(__name__)
 
 
+class TitledTexts(list):
+    """Candidate texts (title, newline, text; the text alone without a title) that keep both parts apart too."""
+
+    def __init__(self, titles: Sequence[str | None], bodies: Sequence[str]) -> None:
+        super().__init__(f"{title}\n{body}" if title else body for title, body in zip(titles, bodies))
+        self.titles = [title or "" for title in titles]
+        self.bodies = list(bodies)
+
+
 class RerankParams(BaseModel):
     """Parameters every reranker takes."""
 
@@ -101,13 +110,11 @@ class Reranker(Operator):
     def produces(self) -> dict[str, str]:
         return {"score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
 
-    def candidate_texts(self, rows: pa.Table) -> list[str]:
+    def candidate_texts(self, rows: pa.Table) -> TitledTexts:
         texts = [t or "" for t in rows.column(self.params.text_column).to_pylist()]
         title = self.params.title_column
-        if title and title in rows.column_names:
-            titles = rows.column(title).to_pylist()
-            texts = [f"{h}\n{t}" if h else t for h, t in zip(titles, texts)]
-        return texts
+        titles = rows.column(title).to_pylist() if title and title in rows.column_names else [None] * len(texts)
+        return TitledTexts(titles, texts)
 
     def transform(self, table: pa.Table) -> pa.Table:
         if table.num_rows == 0:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Literal, Sequence
 
 import numpy as np
 from pydantic import Field
 
 from operators.models.batching import forward_batch_size
 from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank._windows import best_per_candidate, windowed_pairs
 
 
 class CrossEncoderRerank(Reranker):
@@ -16,7 +17,9 @@ class CrossEncoderRerank(Reranker):
 
     Any CrossEncoder checkpoint works: a model trained by ``tessera train``
     (referenced by its name in ``$TESSERA_HOME/models``), or a folder a user points
-    at. Pairs longer than ``max_length`` tokens are truncated by the tokenizer. The
+    at. Pairs longer than ``max_length`` tokens are truncated by the tokenizer, or, with
+    ``long_texts: max_window``, long candidates are read in overlapping windows (title
+    in front of each) and score their best window (``operators.rerank._windows``). The
     score is the model's raw output (a logit), so scores from different queries are
     comparable and ``score`` keeps its meaning across steps.
 
@@ -36,6 +39,12 @@ class CrossEncoderRerank(Reranker):
         max_length: int | None = Field(None, gt=8, description="Token limit per (query, text) pair; longer pairs "
                                        "are truncated. Default: the checkpoint's own limit (a larger value "
                                        "is logged: the model was not fine-tuned on those positions).")
+        long_texts: Literal["truncate", "max_window"] = Field(
+            "truncate", description="A candidate longer than max_length beside the query: 'truncate' scores its "
+            "beginning; 'max_window' scores overlapping windows of it (the title in front of each) and keeps "
+            "the best (MaxP; more pairs to score, about 2.7x on SciFact abstracts at 256 tokens).")
+        window_stride: float = Field(0.5, gt=0, le=1, description="With max_window: the step between window "
+                                     "starts, as a fraction of the window (0.5: windows overlap by half).")
         predict_batch_size: int | None = Field(None, gt=0, description="Pairs per forward pass (default: 16 on CPU, "
                                                "128 on a GPU; operators.models.batching).")
 
@@ -59,7 +68,13 @@ class CrossEncoderRerank(Reranker):
             return np.zeros(0)
         import torch
 
+        if self.params.long_texts == "max_window":
+            pairs, owners = windowed_pairs(self.model.tokenizer, query, texts, self.model.max_seq_length,
+                                           self.params.window_stride)
+        else:
+            pairs, owners = [(query, text) for text in texts], None
         batch = forward_batch_size(self.params.predict_batch_size, self.model)
-        scores = self.model.predict([(query, text) for text in texts], batch_size=batch,
-                                    activation_fn=torch.nn.Identity(), show_progress_bar=False, convert_to_numpy=True)
-        return np.asarray(scores, dtype=np.float64).reshape(-1)
+        scores = self.model.predict(pairs, batch_size=batch, activation_fn=torch.nn.Identity(),
+                                    show_progress_bar=False, convert_to_numpy=True)
+        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
+        return scores if owners is None else best_per_candidate(scores, owners, len(texts))

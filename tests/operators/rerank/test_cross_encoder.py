@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -94,3 +96,104 @@ def test_a_max_length_above_the_checkpoints_own_is_used_but_logged(cross_encoder
         assert load_cross_encoder(str(short), max_length=256).max_seq_length == 256
     (record,) = caplog.records
     assert "max_length 256 is above the 128 tokens" in record.getMessage() and str(short) in record.getMessage()
+
+
+# -- long_texts: max_window ------------------------------------------------------------
+
+
+def _tokenizer():
+    from transformers import AutoTokenizer
+
+    from operators.models import resolve_model_path
+
+    return AutoTokenizer.from_pretrained(str(resolve_model_path("minilm")), local_files_only=True)
+
+
+def _long_sample_document() -> tuple[str, str]:
+    """A real sample article's title over the texts of four sample articles (~1,000 tokens, no repeats)."""
+    docs = sample_results(2, 2).to_pylist()
+    return docs[0]["title"], " ".join(doc["text"] for doc in docs)
+
+
+@pytest.mark.parametrize("stride", [0.5, 1.0])
+def test_windows_fit_beside_the_query_keep_the_title_and_cover_the_whole_text(stride):
+    from operators.rerank._reranker import TitledTexts
+    from operators.rerank._windows import windowed_pairs
+
+    tokenizer = _tokenizer()
+    title, body = _long_sample_document()
+    query = "how did musical style change in the twentieth century?"
+    short = "A short candidate."
+    pairs, owners = windowed_pairs(tokenizer, query, TitledTexts([title, None], [body, short]), 128, stride)
+    assert owners.tolist() == [0] * (len(pairs) - 1) + [1]
+    assert pairs[-1] == (query, short), "a text that fits is one window, as without windows"
+    pieces = []
+    for pair_query, window in pairs[:-1]:
+        assert pair_query == query and window.startswith(f"{title}\n")
+        assert len(tokenizer(pair_query, window)["input_ids"]) <= 128, "a window must fit without truncation"
+        piece = window[len(title) + 1:]
+        pieces.append((body.index(piece), body.index(piece) + len(piece)))
+    count = lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])  # noqa: E731
+    room = 128 - 3 - count(query) - count(title)  # [CLS] query [SEP] title text [SEP]
+    step = int(room * stride)
+    assert len(pieces) == 1 + math.ceil((count(body) - room) / step) > 2
+    assert pieces[0][0] == 0 and pieces[-1][1] == len(body), "the windows reach both ends of the text"
+    for (start, end), (next_start, _) in zip(pieces, pieces[1:]):
+        assert start < next_start <= end + 1, "each window starts inside or right after the one before"
+        if stride == 0.5:
+            assert next_start < end, "half-stride windows overlap"
+
+
+def test_plain_strings_are_windowed_whole():
+    from operators.rerank._windows import windowed_pairs
+
+    title, body = _long_sample_document()
+    pairs, owners = windowed_pairs(_tokenizer(), "music", [body], 96, 0.5)
+    assert set(owners.tolist()) == {0} and len(pairs) > 1
+    assert pairs[0][1] == body[:len(pairs[0][1])], "without a title the first window is the text's beginning"
+
+
+def test_max_window_scores_a_long_candidate_by_its_best_window_and_leaves_short_ones_alone(cross_encoder_path):
+    import torch
+
+    from operators.rerank._reranker import TitledTexts
+    from operators.rerank._windows import windowed_pairs
+
+    table = sample_results(n_queries=1, per_query=4)
+    title, body = _long_sample_document()
+    texts = table["text"].to_pylist()
+    texts[1] = body
+    table = table.set_column(table.column_names.index("text"), "text", pa.array(texts))
+    table = table.set_column(table.column_names.index("title"), "title",
+                             pa.array([t if i != 1 else title for i, t in enumerate(table["title"].to_pylist())]))
+    params = {"model": str(cross_encoder_path), "max_length": 128, "n": None}
+    truncated = create("rerank.cross_encoder", params, step_id="ce")(table)
+    windowed = create("rerank.cross_encoder", {**params, "long_texts": "max_window"}, step_id="ce")(table)
+    by_doc = lambda out: dict(zip(out["docno"].to_pylist(), out["score_ce"].to_pylist()))  # noqa: E731
+    before, after = by_doc(truncated), by_doc(windowed)
+    long_docno, query, tokenizer = table["docno"][1].as_py(), table["query"][0].as_py(), _tokenizer()
+    short_docnos = [docno for docno, title_i, text in zip(table["docno"].to_pylist(), table["title"].to_pylist(), texts)
+                    if len(tokenizer(query, f"{title_i}\n{text}")["input_ids"]) <= 128]
+    assert short_docnos, "the sample needs a candidate that fits in 128 tokens"
+    for docno in short_docnos:
+        assert after[docno] == pytest.approx(before[docno], abs=1e-5), "a candidate that fits scores as before"
+    model = load_cross_encoder(str(cross_encoder_path), max_length=128)
+    pairs, _ = windowed_pairs(model.tokenizer, query, TitledTexts([title], [body]), 128, 0.5)
+    window_scores = model.predict(pairs, activation_fn=torch.nn.Identity(), show_progress_bar=False)
+    assert len(pairs) > 1 and after[long_docno] == pytest.approx(float(np.max(window_scores)), abs=1e-5)
+    assert after[long_docno] >= window_scores[0] - 1e-6
+
+
+def test_titled_texts_survive_the_pickling_that_carries_them_to_a_deployment():
+    import pickle
+
+    import cloudpickle
+
+    from operators.rerank._reranker import TitledTexts
+
+    texts = TitledTexts(["Pollination", None], ["Bees carry pollen.", "Untitled text."])
+    assert list(texts) == ["Pollination\nBees carry pollen.", "Untitled text."]
+    for dumps in (pickle.dumps, cloudpickle.dumps):
+        back = pickle.loads(dumps(texts))
+        assert type(back) is TitledTexts and list(back) == list(texts)
+        assert back.titles == ["Pollination", ""] and back.bodies == texts.bodies
