@@ -20,14 +20,15 @@ import numpy as np
 MIN_WINDOW_TOKENS = 32
 
 
-def windowed_pairs(tokenizer, query: str, texts: Sequence[str], max_length: int,
-                   stride: float) -> tuple[list[tuple[str, str]], np.ndarray]:
+def windowed_pairs(tokenizer, query: str, texts: Sequence[str], max_length: int, stride: float,
+                   max_windows: int | None = None) -> tuple[list[tuple[str, str]], np.ndarray]:
     """(query, window) pairs for every candidate and the candidate index of each pair.
 
     ``texts`` may be the ``TitledTexts`` a reranker builds (the title is repeated in front of
     every window) or plain strings, as through Serve (windows over the whole string).
     ``stride`` is the step between window starts as a fraction of the window (0.5: each
-    token is read in two windows).
+    token is read in two windows). ``max_windows`` bounds the pairs one very long candidate
+    adds; the text past its last window is not read.
     """
     titles = getattr(texts, "titles", None) or [""] * len(texts)
     bodies = getattr(texts, "bodies", None) or list(texts)
@@ -37,7 +38,7 @@ def windowed_pairs(tokenizer, query: str, texts: Sequence[str], max_length: int,
     for index, (title, body) in enumerate(zip(titles, bodies)):
         prefix = f"{title}\n" if title else ""
         room = max(MIN_WINDOW_TOKENS, free - _count(tokenizer, prefix))
-        for window in _windows(tokenizer, body, room, stride):
+        for window in _windows(tokenizer, body, room, stride, max_windows):
             pairs.append((query, prefix + window))
             owners.append(index)
     return pairs, np.asarray(owners, dtype=np.int64)
@@ -54,7 +55,7 @@ def _count(tokenizer, text: str) -> int:
     return len(tokenizer(text, add_special_tokens=False, verbose=False)["input_ids"]) if text else 0
 
 
-def _windows(tokenizer, body: str, room: int, stride: float) -> list[str]:
+def _windows(tokenizer, body: str, room: int, stride: float, limit: int | None) -> list[str]:
     spans = tokenizer(body, add_special_tokens=False, return_offsets_mapping=True, verbose=False)["offset_mapping"]
     if len(spans) <= room:
         return [body]
@@ -63,6 +64,6 @@ def _windows(tokenizer, body: str, room: int, stride: float) -> list[str]:
     for start in range(0, len(spans), step):
         end = min(start + room, len(spans))
         windows.append(body[spans[start][0]:spans[end - 1][1]])
-        if end == len(spans):
+        if end == len(spans) or len(windows) == limit:
             break
     return windows

@@ -45,6 +45,9 @@ class CrossEncoderRerank(Reranker):
             "the best (MaxP; more pairs to score, about 2.7x on SciFact abstracts at 256 tokens).")
         window_stride: float = Field(0.5, gt=0, le=1, description="With max_window: the step between window "
                                      "starts, as a fraction of the window (0.5: windows overlap by half).")
+        max_windows: int = Field(32, gt=0, description="With max_window: at most this many windows per candidate "
+                                 "(about 3,700 tokens at 256 beside a short query); the rest of a longer text is "
+                                 "not read. Bounds what one huge candidate costs.")
         predict_batch_size: int | None = Field(None, gt=0, description="Pairs per forward pass (default: 16 on CPU, "
                                                "128 on a GPU; operators.models.batching).")
 
@@ -70,7 +73,7 @@ class CrossEncoderRerank(Reranker):
 
         if self.params.long_texts == "max_window":
             pairs, owners = windowed_pairs(self.model.tokenizer, query, texts, self.model.max_seq_length,
-                                           self.params.window_stride)
+                                           self.params.window_stride, self.params.max_windows)
         else:
             pairs, owners = [(query, text) for text in texts], None
         batch = forward_batch_size(self.params.predict_batch_size, self.model)

@@ -67,12 +67,25 @@ def test_query_parameter_overrides_the_flow_query(cross_encoder_path):
     assert out["query"].to_pylist() == table["query"].to_pylist(), "the flow's query column is left as it was"
 
 
-def test_overlong_candidates_are_truncated_not_fatal(cross_encoder_path):
+@pytest.mark.parametrize("long_texts", ["truncate", "max_window"])
+def test_overlong_candidates_are_truncated_not_fatal(cross_encoder_path, long_texts):
     table = sample_results(n_queries=1, per_query=3)
     long_text = pa.array([" ".join(["pollination"] * 20_000)] * 3)
     table = table.set_column(table.column_names.index("text"), "text", long_text)
-    out = create("rerank.cross_encoder", {"model": str(cross_encoder_path), "max_length": 128})(table)
-    assert out.num_rows == 3 and out["score"].null_count == 0
+    long_query = " ".join(["why do flowers need bees"] * 40)  # longer than max_length by itself
+    for query in (None, long_query):
+        params = {"model": str(cross_encoder_path), "max_length": 128, "long_texts": long_texts, "max_windows": 4,
+                  "query": query, "on_error": "error"}
+        out = create("rerank.cross_encoder", params)(table)
+        assert out.num_rows == 3 and out["score"].null_count == 0
+
+
+def test_max_windows_bounds_the_pairs_of_a_huge_candidate():
+    from operators.rerank._windows import windowed_pairs
+
+    pairs, owners = windowed_pairs(_tokenizer(), "bees", [" ".join(["pollination"] * 20_000), "short"], 128, 0.5, 4)
+    assert owners.tolist() == [0, 0, 0, 0, 1]
+    assert pairs[0][1].startswith("pollination") and pairs[-1] == ("bees", "short")
 
 
 def test_missing_checkpoint_fails_at_setup_naming_the_fix(tmp_path):
