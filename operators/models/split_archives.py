@@ -51,10 +51,11 @@ def part_files(archive: SplitArchive) -> list[Path]:
             missing.append(package)
             continue
         parts = [entry for entry in distribution.files or () if PurePosixPath(str(entry)).suffix[1:].isdigit()]
-        if len(parts) != 1 or not Path(distribution.locate_file(parts[0])).is_file():
+        part = Path(distribution.locate_file(parts[0])) if len(parts) == 1 else None
+        if part is None or not part.is_file():
             missing.append(f"{package} (installed, but its part file is not there)")
             continue
-        found.append(Path(distribution.locate_file(parts[0])))
+        found.append(part)
     if missing:
         raise SplitArchiveError(f"not installed: {', '.join(missing)}")
     return found

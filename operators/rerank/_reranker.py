@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
+from operators.store.token_store import document_text
 from operators.tables import concat, empty_like, qid_groups, set_column
 
 log = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ class TitledTexts(list):
     """Candidate texts (title, newline, text; the text alone without a title) that keep both parts apart too."""
 
     def __init__(self, titles: Sequence[str | None], bodies: Sequence[str]) -> None:
-        super().__init__(f"{title}\n{body}" if title else body for title, body in zip(titles, bodies))
+        super().__init__(document_text(body, title) for title, body in zip(titles, bodies))
         self.titles = [title or "" for title in titles]
         self.bodies = list(bodies)
 
