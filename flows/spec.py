@@ -76,7 +76,8 @@ class FlowSpec(BaseModel):
     name: str = Field("flow", description="Flow name (used by the cache and saved flows).")
     description: str = Field("", description="What the flow is for.")
     steps: dict[str, StepSpec] = Field(description="Steps by id, in order.")
-    output: str | None = Field(None, description="Step whose output is the flow's result; default: the last.")
+    output: str | None = Field(None, description="Step whose output is the flow's result (steps it does not read "
+                               "are skipped); default: the one step no other step reads.")
     index_settings: dict[str, Any] | None = Field(
         None, description="An ingestion flow's index settings (operators.store.IndexSettings), read by "
         "`tessera ingest`; other flows leave it unset.")
@@ -198,7 +199,7 @@ class FlowSpec(BaseModel):
                 raise ParamsError(err.message, step=step_id, op=step.op, field=f"steps.{step_id}.{err.field}") from None
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
-        output = self.output or ids[-1]
+        output = self.output or _only_sink(ids, inputs)
         if output not in self.steps:
             raise SpecError(f"output '{output}' is not a step of this flow", field="output")
         return Flow(spec=self, order=order, inputs=inputs, operators=operators, output=output)
@@ -246,6 +247,19 @@ class Flow:
         """A resource hint: the step's override if set, else the operator's default."""
         value = getattr(self.spec.steps[step], name)
         return getattr(self.operators[step], name) if value is None else value
+
+
+def _only_sink(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> str:
+    """The step no other step reads: the flow's output when ``output`` is unset. Where it is listed does not
+    matter (a spec written back with sorted keys means the same flow); two or more such steps are an error,
+    since the others would be computed for nothing."""
+    read = {parent for parents in inputs.values() for parent in parents}
+    sinks = [step for step in ids if step not in read]
+    if len(sinks) > 1:
+        raise SpecError(f"steps {', '.join(repr(s) for s in sinks)} are each read by no other step, so the flow "
+                        "has no single result: combine them in one more step, or set `output` to the one you "
+                        "want (the others are then skipped)", step=sinks[0], field="output")
+    return sinks[0]
 
 
 def _topological_order(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> list[str]:

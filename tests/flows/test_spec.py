@@ -33,7 +33,7 @@ def test_inputs_may_point_forward_and_order_is_topological():
         "late": {"op": "postprocess.reduce", "inputs": ["early"]},
         "early": {"op": "analyze.word_count", "inputs": []},
     })
-    assert flow.order == ["early", "late"]
+    assert flow.order == ["early", "late"] and flow.output == "late"
 
 
 def test_unknown_operator_names_the_step_and_suggests():
@@ -90,6 +90,26 @@ def test_bad_step_fields_and_empty_flows_are_rejected():
     assert err.value.field == "steps.a.batch_size"
     with pytest.raises(SpecError, match="output"):
         build({"a": {"op": "analyze.word_count"}}, output="zzz")
+
+
+def test_the_output_is_the_one_step_nobody_reads_wherever_it_is_listed():
+    words, fuse = {"op": "analyze.word_count", "inputs": []}, {"op": "postprocess.reduce", "inputs": ["a", "b"]}
+    listed_last = build({"a": words, "b": words, "both": fuse})
+    listed_first = build({"both": fuse, "a": words, "b": words})
+    assert listed_last.output == listed_first.output == "both"
+    assert listed_first.needed_steps() == ["a", "b", "both"]
+    with pytest.raises(SpecError, match="'a', 'b' are each read by no other step") as err:
+        build({"a": words, "b": words})
+    assert (err.value.step, err.value.field) == ("a", "output")
+    assert build({"a": words, "b": words}, output="b").needed_steps() == ["b"]
+
+    import yaml  # a built-in flow written back with sorted keys ("final" is no longer listed last) is the same flow
+
+    from flows.spec import resolve_spec_path
+    text = resolve_spec_path("hybrid_ce_long").read_text(encoding="utf-8")
+    shuffled = yaml.safe_load(yaml.safe_dump(yaml.safe_load(text)))
+    assert list(shuffled["steps"])[-1] == "rerank"
+    assert FlowSpec.parse(shuffled).build().output == FlowSpec.load(text).build().output == "final"
 
 
 def test_yaml_and_json_round_trip(tmp_path):
