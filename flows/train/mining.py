@@ -76,12 +76,6 @@ class Mined:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-def passage_text(title: str | None, text: str | None) -> str:
-    """A document as the rerankers read it: the title, a newline, the text."""
-    text = text or ""
-    return f"{title}\n{text}" if title else text
-
-
 def check_split(split: str, allow_eval_split: bool) -> None:
     if split.lower() in EVALUATION_SPLITS and not allow_eval_split:
         raise TrainError(f"split '{split}' is an evaluation split and is never used for training; train on "
@@ -304,6 +298,8 @@ def _retrieve(spec: Any, queries: Any) -> dict[str, list[str]]:
 
 
 def _corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
+    from operators.store.token_store import document_text
+
     texts: dict[str, str] = {}
     with open(corpus, encoding="utf-8") as f:
         for line in f:
@@ -312,5 +308,5 @@ def _corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
             doc = json.loads(line)
             doc_id = str(doc.get("_id", doc.get("id", "")))
             if doc_id in wanted:
-                texts[doc_id] = passage_text(doc.get("title"), doc.get("text"))
+                texts[doc_id] = document_text(doc.get("text"), doc.get("title"))
     return texts

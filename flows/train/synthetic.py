@@ -97,7 +97,7 @@ def sentences(text: str) -> list[str]:
 
 def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQuery]:
     """Up to ``params.queries`` pseudo-queries, one per sampled document that has a usable sentence."""
-    from flows.train.mining import passage_text
+    from operators.store.token_store import document_text
 
     if params.queries == 0:
         return []
@@ -118,7 +118,7 @@ def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQu
         i = rng.choice(usable)
         rest = parts if rng.random() < params.keep_sentence else parts[:i] + parts[i + 1:]
         query = _SECTION_LABEL.sub("", parts[i])
-        out.append(PseudoQuery(f"pseudo-{docno}", query, docno, passage_text(title, " ".join(rest))))
+        out.append(PseudoQuery(f"pseudo-{docno}", query, docno, document_text(" ".join(rest), title)))
         if len(out) == params.queries:
             break
     return out
