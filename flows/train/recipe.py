@@ -138,6 +138,21 @@ def _with_own_base(kind: str, params: BaseModel, output: Path, prefix: str) -> B
     return params.model_copy(update={"base": str(folder)})
 
 
+def _check_bases(kinds: list[str], training: TrainingSection) -> None:
+    """Fail before mining (minutes on a new dataset) when a base model that is not this run's is absent."""
+    from operators.models import resolve_model_path
+    from operators.models.references import ModelNotFoundError
+
+    for kind in kinds:
+        base = getattr(training.params(kind), "base")
+        if base in KINDS:
+            continue
+        try:
+            resolve_model_path(base)
+        except ModelNotFoundError as err:
+            raise TrainError(f"{kind}'s base: {err}", field=f"{SECTION}.{kind.replace('-', '_')}.base") from None
+
+
 def load_recipe(source: str | Path):
     """(mining ``FlowSpec``, ``TrainingSection``) from a recipe spec path or built-in name."""
     import yaml
@@ -199,6 +214,7 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
         raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
     if "colbert" in kinds:
         _colbert_trainer()  # fail before mining when it is missing
+    _check_bases(kinds, training)
     more = [(LabelledSet(dataset=str(d), split=split, allow_eval_split=options.allow_eval_split), "")
             for d in options.more_datasets]
     more += [(s, f"{SECTION}.datasets.{n}") for n, s in enumerate(training.datasets)]

@@ -423,3 +423,41 @@ def test_a_follow_up_schedule_trains_on_after_the_main_one_and_keeps_older_keys(
     assert followed["config_key"] != plain["config_key"] and "params.then changed" in "\n".join(lines)
     alone = train(TrainOptions(**{**options.__dict__, "epochs": 1}), log=lambda _: None).models[0].record
     assert alone["training"]["steps"] == 2 and "then" not in alone["hyperparameters"], "--epochs kept the follow-up"
+
+
+def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_continues(slice_dir, home, tmp_path):
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from flows.train.errors import TrainError
+    from flows.train.recipe import TrainOptions, load_recipe, train
+    from operators.testing import untrained_cross_encoder
+
+    base = CrossEncoder(str(untrained_cross_encoder(tmp_path / "untrained")), local_files_only=True, device="cpu")
+    base.model.classifier.bias.data += 4.0  # a head no fresh initialisation gives
+    base.save(str(tmp_path / "trained"))
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE.replace("cross_encoder: {", f"cross_encoder: {{base: {tmp_path / 'trained'}, "
+                                     "lr: 1.0e-12, head_lr: 1.0e-12, "), encoding="utf-8")
+    options = TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec=recipe, max_steps=1,
+                           output=tmp_path / "models", progress=False)
+    train(options, log=lambda _: None)
+    continued = CrossEncoder(str(tmp_path / "models" / "tessera-cross-encoder"), local_files_only=True, device="cpu")
+    pairs = [("vitamin D deficiency", "Low vitamin D levels are common in winter."),
+             ("vitamin D deficiency", "The cathedral was finished in 1250.")]
+    logits = {"activation_fn": torch.nn.Identity()}
+    before, after = base.predict(pairs, **logits), continued.predict(pairs, **logits)
+    assert min(before) > 2.0 and abs(after - before).max() < 1e-3, (before, after)
+
+    lines: list[str] = []  # without tessera-long-cross-encoder in this home, train_adapt fails before mining
+    with pytest.raises(TrainError, match="cross-encoder's base: model 'tessera-long-cross-encoder' is not") as err:
+        train(TrainOptions(dataset=slice_dir, models=["cross-encoder"], spec="train_adapt", progress=False),
+              log=lines.append)
+    assert err.value.field == "training.cross_encoder.base" and not lines
+    flow, adapt = load_recipe("train_adapt")  # the built-in recipe that continues tessera-long-cross-encoder
+    base_flow, recipe_section = load_recipe("train")
+    assert {s: v.model_dump() for s, v in flow.steps.items()} == {
+        s: v.model_dump() for s, v in base_flow.steps.items()}
+    assert adapt.cross_encoder.base == "tessera-long-cross-encoder" and adapt.cross_encoder.then is None
+    assert (adapt.cross_encoder.lr, adapt.cross_encoder.head_lr) == (
+        recipe_section.cross_encoder.then.lr, recipe_section.cross_encoder.then.head_lr)
