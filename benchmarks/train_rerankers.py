@@ -151,6 +151,7 @@ def with_model(flow: str, model: str, out: Path, name: str, n: int | None) -> Pa
     """A built-in reranking flow with another cross-encoder (and reranking depth ``n`` when given)."""
     spec = _builtin_spec(flow)
     spec["name"] = name
+    spec["description"] = f"{flow} with the cross-encoder {model}"
     spec["steps"]["rerank"]["params"]["model"] = model
     if n:
         spec["steps"]["rerank"]["params"]["n"] = n
