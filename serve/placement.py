@@ -25,7 +25,7 @@ import numpy as np
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbed
 from operators.errors import OperatorError
-from operators.rerank._reranker import Reranker, RerankParams, TitledTexts
+from operators.rerank._reranker import Reranker, RerankParams, sendable_texts
 
 # Params that only tune how a model runs, not what it ranks: they may differ from the deployment's
 # (ColBERT's ``index``/``token_store`` only locate precomputed candidate tokens; the deployment encodes them).
@@ -131,9 +131,7 @@ class ServedReranker(_Served, Reranker):
     """Reranker proxy: scores come from the deployment, one request per query (batched there)."""
 
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
-        # TitledTexts go whole: they keep each title apart, which long_texts: max_window repeats per window.
-        responses = [self._handle.score.remote(str(q), t if isinstance(t, TitledTexts) else list(t))
-                     for q, t in zip(queries, texts)]
+        responses = [self._handle.score.remote(str(q), sendable_texts(t)) for q, t in zip(queries, texts)]
         results: list[np.ndarray | Exception] = []
         for response in responses:
             try:

@@ -47,6 +47,12 @@ class TitledTexts(list):
         self.bodies = list(bodies)
 
 
+def sendable_texts(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list for a Serve call; a ``TitledTexts`` goes whole, since ``long_texts: max_window``
+    repeats each title in every window and needs it kept apart."""
+    return texts if isinstance(texts, TitledTexts) else list(texts)
+
+
 class RerankParams(BaseModel):
     """Parameters every reranker takes."""
 

@@ -15,6 +15,8 @@ from typing import Sequence
 
 import numpy as np
 
+from operators.store.token_store import document_text
+
 #: Fewer free tokens than this beside the query and title: one window of this size
 #: anyway (the tokenizer then truncates the pair, as without windows).
 MIN_WINDOW_TOKENS = 32
@@ -36,7 +38,7 @@ def windowed_pairs(tokenizer, query: str, texts: Sequence[str], max_length: int,
     pairs: list[tuple[str, str]] = []
     owners: list[int] = []
     for index, (title, body) in enumerate(zip(titles, bodies)):
-        prefix = f"{title}\n" if title else ""
+        prefix = document_text("", title)  # the title and its newline, joined as the candidate's own text is
         room = max(MIN_WINDOW_TOKENS, free - _count(tokenizer, prefix))
         for window in _windows(tokenizer, body, room, stride, max_windows):
             pairs.append((query, prefix + window))

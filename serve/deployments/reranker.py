@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray import serve
 
-from operators.rerank._reranker import TitledTexts
+from operators.rerank._reranker import sendable_texts
 from serve.deployments._hosted import HostedOperator
 
 
@@ -33,7 +33,7 @@ class RerankerDeployment(HostedOperator):
 
     async def score(self, query: str, texts: list[str]) -> dict[str, Any]:
         """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better."""
-        result = await self._score_batch(str(query), texts if isinstance(texts, TitledTexts) else list(texts))
+        result = await self._score_batch(str(query), sendable_texts(texts))
         if isinstance(result, Exception):
             raise result
         return result
