@@ -102,7 +102,7 @@ def bare_encode(texts: list[str], batch_size: int | None):
 
 
 def run_ingest(source: Path, index: Path, shard_size: int, progress: bool):
-    from flows.ingest import ingest
+    from flows.ingestion import ingest
 
     return ingest(source, index, shard_size=shard_size, executor="ray", chunk=None, progress=progress)
 

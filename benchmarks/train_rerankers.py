@@ -51,11 +51,11 @@ ADAPTATION = {"hotpotqa_dev_subset": "hotpotqa_train100_hipporag", "musique_dev_
 ADAPTATION_EPOCHS = 2  # 100 queries (200 examples) and ~930 pseudo-queries are 141 steps an epoch
 SCIFACT_FLOWS = ["hybrid", "dense_ft", "hybrid_ft", "hybrid_ce", "hybrid_ce_rrf", "hybrid_ce_wrrf",
                  "hybrid_ce_long", "hybrid_ce_maxp", "hybrid_colbert", "hybrid_colbert_rrf"]
-#: the cross-encoder continued on Wikipedia pseudo-queries (flows/specs/train_wikipedia.yaml), and its corpus
+#: the cross-encoder continued on Wikipedia pseudo-queries (flows/train/recipes/train_wikipedia.yaml), and its corpus
 WIKIPEDIA_MODEL, WIKIPEDIA = "tessera-wikipedia-cross-encoder", "wikipedia_vital10k_ovos"
 #: how much more the first stage counts than the reranker in hybrid_ce_wrrf's RRF
 FIRST_STAGE_WEIGHT = 2.0
-#: the cross-encoder of the longer recipe (flows/specs/train_long.yaml), and the flows that load it
+#: the cross-encoder of the longer recipe (flows/train/recipes/train_long.yaml), and the flows that load it
 LONG_MODEL, LONG_FLOWS = "tessera-long-cross-encoder", ("hybrid_ce_long", "hybrid_ce_maxp")
 
 
@@ -102,11 +102,9 @@ def _with_n(flow: str, n: int, out: Path) -> str:
 
 def _builtin_spec(name: str) -> dict:
     """The raw mapping of a built-in flow spec, to derive a variant from."""
-    import yaml
+    from flows.specfile import read_mapping
 
-    from flows.spec import resolve_spec_path
-
-    return yaml.safe_load(resolve_spec_path(name).read_text(encoding="utf-8"))
+    return read_mapping(name)[0]
 
 
 def _write_spec(spec: dict, out: Path, name: str) -> Path:

@@ -58,11 +58,11 @@ def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any
 def placed_operator(op: Operator, placement: Any | None) -> Operator:
     """``op``, or when its step has a ``placement``, a proxy whose model runs on that Serve deployment.
 
-    ``serve`` is imported only for placed steps (it depends on flows, not the other way round).
+    Ray Serve is imported only for placed steps (``flows.placement``).
     """
     if placement is None:
         return op
-    from serve.placement import place
+    from flows.placement import place
 
     return place(op, deployment=placement.deployment, app=placement.app)
 

@@ -29,16 +29,14 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flows.specfile import read_mapping
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError
 from operators.registry import get_operator
 
-SPECS_DIR = Path(__file__).resolve().parent / "specs"
-SPEC_SUFFIXES = (".yaml", ".yml", ".json")  # what a spec file ends with (a built-in is NAME plus one)
-
 
 class Placement(BaseModel):
-    """Where a step's model runs when not in the flow's process: a Ray Serve deployment (see serve/placement.py)."""
+    """Where a step's model runs when not in the flow's process: a Ray Serve deployment (see flows/placement.py)."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -105,24 +103,8 @@ class FlowSpec(BaseModel):
 
     @classmethod
     def load(cls, source: str | Path) -> "FlowSpec":
-        """Read a spec from a path, a built-in name (``flows/specs/<name>.yaml``) or YAML text."""
-        path = resolve_spec_path(source)
-        if path is not None:
-            text = path.read_text(encoding="utf-8")
-        elif isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
-            text = source
-        else:
-            from flows import store
-
-            known = ", ".join(store.builtin_names()) or "none"
-            saved = ", ".join(store.saved_names()) or "none"
-            raise SpecError(f"no flow spec file or built-in flow named '{source}', and no saved flow by that "
-                            f"name; built-in flows: {known}; saved flows: {saved}", field="spec")
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise SpecError(f"not valid YAML/JSON: {err}", field="spec") from None
-        return cls.parse(data)
+        """Read a spec from a path, a built-in or saved flow name, or YAML/JSON text (``flows.specfile``)."""
+        return load_request(source)[0]
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", exclude_defaults=True)
@@ -297,29 +279,15 @@ def _spec_error(err: ValidationError) -> SpecError:
     loc = [str(part) for part in first["loc"]]
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-    if first["type"] == "extra_forbidden" and loc == ["training"]:
-        message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=".".join(loc) or None)
 
 
-def resolve_spec_path(source: str | Path) -> Path | None:
-    """A spec file path, the built-in ``flows/specs/<name>.{yaml,json}``, or the saved flow
-    ``$TESSERA_HOME/flows/<name>.yaml`` (see ``flows.store``); None if none of them."""
-    if "\n" in str(source):
-        return None
-    try:  # YAML/JSON text on one line can be too long to be a file name
-        path = Path(source)
-        if path.is_file():
-            return path
-        for suffix in SPEC_SUFFIXES:
-            builtin = SPECS_DIR / f"{source}{suffix}"
-            if builtin.is_file():
-                return builtin
-    except OSError:
-        return None
-    from flows import store
-
-    return store.saved_path(str(source))
+def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:
+    """A spec (as ``FlowSpec.load``) and, when it is a mosaicRAG request, the request's query."""
+    data, path = read_mapping(source)
+    if is_mosaic_request(data):
+        return from_mosaic(data, name=path.stem if path is not None else "mosaic")
+    return FlowSpec.parse(data), None
 
 
 # -- the mosaicRAG dialect ------------------------------------------------------

@@ -3,8 +3,8 @@
 ``TESSERA_HOME`` defaults to ``~/.tessera`` and is read on every call, so a test or a
 job can point it elsewhere. A flow is saved only after ``FlowSpec.build()`` accepted
 it (operators, params, inputs), so a saved flow is always runnable with the
-operators it was saved against. ``FlowSpec.load`` (and so every executor, the CLI
-and the API) resolves a saved flow by name, after file paths and built-in specs;
+operators it was saved against. ``flows.specfile`` (so ``FlowSpec.load``, every executor,
+the CLI and the API) resolves a saved flow by name, after file paths and built-in specs;
 names of built-in specs cannot be reused, so a name always means one flow.
 """
 
@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Any
 
 from operators.atomic import write_text
 from operators.errors import SpecError
-from operators.home import tessera_home  # noqa: F401 - callers use flows.store.tessera_home
+from operators.home import tessera_home
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+#: The built-in flows, shipped with the package.
+BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
+#: What a spec file ends with (a built-in is NAME plus one of these).
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def flows_dir() -> Path:
@@ -28,14 +33,17 @@ def default_cache_dir() -> Path:
     return tessera_home() / "cache"
 
 
-def builtin_dir() -> Path:
-    from flows.spec import SPECS_DIR
-
-    return SPECS_DIR
-
-
 def builtin_names() -> list[str]:
-    return sorted({p.stem for suffix in ("yaml", "yml", "json") for p in builtin_dir().glob(f"*.{suffix}")})
+    return sorted({p.stem for suffix in SPEC_SUFFIXES for p in BUILTIN_DIR.glob(f"*{suffix}")})
+
+
+def builtin_path(name: str) -> Path | None:
+    """The built-in flow's file, or None when there is no built-in flow by that name."""
+    for suffix in SPEC_SUFFIXES:
+        path = BUILTIN_DIR / f"{name}{suffix}"
+        if path.is_file():
+            return path
+    return None
 
 
 def saved_names() -> list[str]:
@@ -58,20 +66,17 @@ def saved_path(name: str) -> Path | None:
     return path if path.is_file() else None
 
 
-def save(name: str, source: str | Path) -> Path:
-    """Validate a spec (path, name or YAML/JSON text) and store it as ``NAME``.
+def save(name: str, spec: Any) -> Path:
+    """Store a ``FlowSpec`` as ``NAME`` once it builds (operators, params, inputs, cycles).
 
     The stored spec's ``name`` is set to ``NAME``, so its cache entries and
     ``tessera cache explain NAME`` line up with the name it is run by.
     """
-    from flows.spec import FlowSpec
-
     check_name(name)
     if name in builtin_names():
         raise SpecError(f"'{name}' is a built-in flow; save under another name", field="name")
-    spec = FlowSpec.load(source)
     spec = spec.model_copy(update={"name": name})
-    spec.build()  # operators, params, inputs, cycles: nothing invalid is saved
+    spec.build()  # nothing invalid is saved
     folder = flows_dir()
     folder.mkdir(parents=True, exist_ok=True)
     return write_text(folder / f"{name}.yaml", spec.to_yaml())

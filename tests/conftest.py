@@ -89,7 +89,7 @@ def make_executor(executor_kind):
 def sample_index(tmp_path_factory) -> Path:
     """The bundled sample ingested as ``make demo`` does it (the built-in ingest spec:
     chunked, BM25 + MiniLM, flat), with the local executor; built once per session."""
-    from flows.ingest import ingest
+    from flows.ingestion import ingest
 
     path = tmp_path_factory.mktemp("indices") / "sample"
     ingest(REPO / "data" / "sample" / "corpus.jsonl", path, spec="ingest", executor="local", progress=False)

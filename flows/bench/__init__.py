@@ -10,7 +10,8 @@ Modules, one concern each: ``dataset`` (BEIR folder, judged queries, qrels),
 injected into steps that need one), ``runs`` (one search per flow, cached by
 content), ``metrics`` (ir-measures per query, CIs), ``significance`` (paired tests,
 correction without the baseline), ``outputs``/``report``/``tracking`` (files, report
-with plots, MLflow), ``core`` (``benchmark(options)``), ``cli``.
+with plots, MLflow), ``results`` (options and results), ``core`` (``benchmark(options)``).
+The command line is ``flows.commands.bench``.
 """
 
 from typing import Any

@@ -1,8 +1,8 @@
-"""``python -m flows.bench``: ``tessera bench`` as a job entry point (see ``flows.bench.cli``)."""
+"""``python -m flows.bench``: ``tessera bench`` as a job entry point (see ``flows.commands.bench``)."""
 
 import sys
 
-from flows.bench.cli import main
+from flows.commands.bench import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,6 @@ output files, the report and the MLflow runs.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -18,62 +17,9 @@ from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
+from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun
 
-DEFAULT_KS = (1, 3, 5, 10, 100)
-
-
-@dataclass
-class BenchOptions:
-    dataset: str | Path
-    flows: list[str]  # NAME=SPEC values
-    out: str | Path
-    split: str = "test"
-    ks: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
-    baselines: list[str] | None = None  # default: the first flow
-    test: str = "t"
-    correction: str = "holm"
-    executor: str = "local"
-    limit: int | None = None
-    index_dir: str | Path | None = None
-    cache: bool = True  # run cache and step cache
-    mlflow: bool = True
-    mlflow_uri: str | None = None  # default: file store under out/mlruns
-
-
-@dataclass
-class FlowRun:
-    name: str
-    source: str
-    key: str
-    run: runs.StoredRun
-    index: indices.IndexPlan | None
-    index_built: bool
-    short_queries: int
-    fewest_results: int
-    spec: dict[str, Any]  # canonical: what the run key hashes
-    summary: str  # one line: steps, operators, params
-
-
-@dataclass
-class BenchResult:
-    options: BenchOptions
-    dataset: Dataset
-    ks: list[int]
-    baselines: list[str]
-    flows: dict[str, FlowRun]
-    per_query: dict[str, dict[str, dict[str, float]]]  # flow -> measure -> qid -> value
-    summaries: dict[str, dict[str, metrics.Summary]]  # flow -> measure -> summary
-    comparisons: list[significance.Comparison]
-    files: dict[str, Path] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)
-    seconds: float = 0.0
-
-    @property
-    def measures(self) -> list[str]:
-        return metrics.measure_names(self.ks)
-
-    def metrics_dict(self) -> dict[str, dict[str, float]]:
-        return {f: {m: s.mean for m, s in by_measure.items()} for f, by_measure in self.summaries.items()}
+__all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
 
 
 def check_ks(ks: list[int]) -> list[int]:
@@ -198,20 +144,8 @@ def canonical_spec(spec) -> dict[str, Any]:
 
 
 def _make_executor(kind: str, use_cache: bool):
-    cache = None
-    if use_cache:
-        from flows.cache import StepCache
-        from flows.store import default_cache_dir
+    from flows.cache import StepCache
+    from flows.executors import make_executor
+    from flows.store import default_cache_dir
 
-        cache = StepCache(default_cache_dir())
-    if kind == "local":
-        from flows.executors.local import LocalExecutor
-
-        return LocalExecutor(cache=cache, keep_history=False)
-    if kind == "ray":
-        try:
-            from flows.executors.ray_data import RayDataExecutor
-        except ImportError as err:
-            raise BenchError(f"the Ray executor is not available: {err}", field="executor") from None
-        return RayDataExecutor(cache=cache, keep_history=False)
-    raise BenchError(f"unknown executor '{kind}' (use local or ray)", field="executor")
+    return make_executor(kind, cache=StepCache(default_cache_dir()) if use_cache else None, keep_history=False)

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.bench.errors import BenchError
-from flows.spec import SPEC_SUFFIXES, FlowSpec
+from flows.spec import FlowSpec
+from flows.store import SPEC_SUFFIXES
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 

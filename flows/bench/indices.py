@@ -112,7 +112,7 @@ def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
     """Build the index unless a complete one is there; True when it was built now."""
     if is_complete(plan):
         return False
-    from flows.ingest import ingest
+    from flows.ingestion import ingest
 
     plan.path.parent.mkdir(parents=True, exist_ok=True)
     log(f"building index {plan.path} from {corpus} ({'dense + ' if plan.dense else ''}bm25)")

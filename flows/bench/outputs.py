@@ -25,7 +25,7 @@ from flows.bench import metrics
 from operators.atomic import write_text
 
 if TYPE_CHECKING:
-    from flows.bench.core import BenchResult
+    from flows.bench.results import BenchResult
 
 
 def _csv(header: list[str], rows: list[list[Any]]) -> str:

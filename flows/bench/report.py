@@ -16,7 +16,7 @@ from flows.bench import metrics
 from operators.atomic import write_text
 
 if TYPE_CHECKING:
-    from flows.bench.core import BenchResult
+    from flows.bench.results import BenchResult
 
 ALPHA = 0.05
 LABELS = {"nDCG": "nDCG", "RR": "MRR", "AP": "MAP", "P": "P", "R": "Recall", "F1": "F1",

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from flows.bench.errors import BenchError
 
 if TYPE_CHECKING:
-    from flows.bench.core import BenchResult
+    from flows.bench.results import BenchResult
 
 
 def metric_name(measure: str) -> str:

@@ -1,22 +1,105 @@
-"""Subcommands of ``tessera`` beyond run/ops/flows/cache, one module each.
+"""The ``tessera`` command: one parser, one module per subcommand.
 
-Every module here defines ``register(subparsers, common)``, which adds its
-subcommand (``parser.set_defaults(handler=...)``; the handler takes the parsed
-arguments and returns an exit status). ``flows.cli`` discovers the modules, so a
-new command is one new file. Errors are raised as ``TesseraError`` (one line on
-stderr, exit status 2), as everywhere in the CLI.
+Each subcommand module defines ``register(subparsers, common)``, which adds its parser
+with ``set_defaults(handler=...)``; a handler takes the parsed arguments and returns an
+exit status. The job entry points (``python -m flows.run|ingest|bench|train``, what
+``ray job submit`` runs) are the same subcommands as commands of their own
+(``standalone_main``). This wing sits on top: it imports the jobs and the engine, and
+nothing imports it but those entry points.
+
+Exit status: 0 done; 2 a bad spec, parameter, operator, file or argument (one line on
+stderr naming the step and field); 1 an unexpected internal error; 130 cancelled.
+``--debug`` (or ``TESSERA_DEBUG=1``) prints the traceback of an error.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
+import os
+import re
+import sys
+from typing import Callable, Sequence
+
+from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from operators.errors import FlowCancelled, TesseraError
+
+#: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
+SUBCOMMANDS = ("ops", "run", "flows", "cache", "ingest", "index", "bench", "train")
 
 
-def register_all(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    import flows.commands as package
+def main(argv: Sequence[str] | None = None) -> int:
+    """``tessera ...``; returns the exit status (the console script exits with it)."""
+    parser = build_parser()
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if not getattr(args, "handler", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    return run_handler(args.handler, args)
 
-    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"flows.commands.{module.name}").register(subparsers, common)
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    parser = argparse.ArgumentParser(
+        prog="tessera",
+        description="Tessera: retrieval and RAG pipelines as DAGs of operators.",
+        epilog="Run 'tessera COMMAND --help' for a command's options.",
+    )
+    subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        importlib.import_module(f"flows.commands.{name}").register(subparsers, common)
+    return parser
+
+
+def standalone_main(handler: Callable[[argparse.Namespace], int],
+                    add_arguments: Callable[[argparse.ArgumentParser], None], argv: Sequence[str] | None, *,
+                    prog: str, description: str | None, epilog: str | None = None) -> int:
+    """One subcommand as a command of its own (``python -m flows.run``, ``flows.ingest``, ``flows.bench``,
+    ``flows.train``): its arguments plus ``--debug``, errors reported as ``tessera``'s are."""
+    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    add_arguments(parser)
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    return run_handler(handler, parser.parse_args(list(sys.argv[1:] if argv is None else argv)))
+
+
+def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    """Run a subcommand; turn errors into one line on stderr and an exit status."""
+    debug = getattr(args, "debug", False) or os.environ.get("TESSERA_DEBUG", "") not in ("", "0")
+    try:
+        return handler(args)
+    except FlowCancelled as err:
+        _error(f"cancelled: {err}")
+        return EXIT_CANCELLED
+    except TesseraError as err:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _error(f"error: {err}")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        _error("interrupted")
+        return EXIT_CANCELLED
+    except BrokenPipeError:  # `tessera ops | head`
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except Exception as err:  # noqa: BLE001 - the last line of defence: no traceback for people
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        hint = "" if debug else " (run with --debug for the traceback)"
+        _error(f"internal error: {type(err).__name__}: {err}{hint}")
+        return EXIT_INTERNAL
+
+
+def _error(message: str) -> None:
+    print(f"tessera: {_one_line(message)}", file=sys.stderr, flush=True)
+
+
+def _one_line(text: str) -> str:
+    return re.sub(r"\s*\n\s*", " ", str(text)).strip()

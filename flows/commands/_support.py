@@ -8,13 +8,15 @@ import os
 import sys
 from typing import Any
 
-from operators.errors import SpecError, TesseraError
+from operators.errors import TesseraError
+
 
 def escape(text: str) -> str:
     """Escape rich markup in data (titles, descriptions, values) before printing it."""
     from rich.markup import escape as rich_escape
 
     return rich_escape(text)
+
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130
 
@@ -55,21 +57,9 @@ def load_flow(source: str, *, index: str | None = None):
     """Build a flow from a path/name/text; a mosaicRAG request also yields its query.
 
     ``index`` fills the ``index`` param of every retrieval step that leaves it unset."""
-    import yaml
+    from flows.spec import load_request
 
-    from flows.spec import FlowSpec, from_mosaic, is_mosaic_request, resolve_spec_path
-
-    spec, query = None, None
-    path = resolve_spec_path(source)
-    if path is not None:
-        try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except yaml.YAMLError as err:
-            raise SpecError(f"{path}: not valid YAML/JSON: {err}", field="spec") from None
-        if isinstance(data, dict) and is_mosaic_request(data):
-            spec, query = from_mosaic(data, name=path.stem)
-    if spec is None:
-        spec = FlowSpec.load(source)
+    spec, query = load_request(source)
     if index is not None:
         spec = spec.with_index(index)
     return spec.build(), query

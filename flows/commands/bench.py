@@ -1,14 +1,104 @@
-"""``tessera bench``: benchmark flows on a BEIR-layout dataset (see ``flows.bench``)."""
+"""``tessera bench`` / ``python -m flows.bench``: benchmark flows on a BEIR-layout dataset (see ``flows.bench``)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from typing import Sequence
+
+from flows.bench.errors import BenchError
+
+DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
+               "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
+               "tests against baselines, report.md with plots, metrics.json, MLflow runs.")
+EPILOG = "Example: tessera bench --dataset DIR --flow bm25=bm25 --flow dense=dense --out bench-out"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--dataset", required=True, metavar="DIR", help="BEIR-layout dataset folder")
+    parser.add_argument("--flow", action="append", required=True, metavar="NAME=SPEC", dest="flows",
+                        help="a flow to benchmark: NAME=spec file, built-in or saved flow (repeat; NAME alone "
+                        "means NAME=NAME)")
+    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (report, metrics, runs)")
+    parser.add_argument("--split", default="test", help="qrels split: qrels/SPLIT.tsv (default: test)")
+    parser.add_argument("--k", default="1,3,5,10,100", metavar="K,K,...",
+                        help="cutoffs (default 1,3,5,10,100); flows should retrieve at least the largest")
+    parser.add_argument("--baseline", action="append", dest="baselines", metavar="NAME",
+                        help="flow the others are tested against (repeat; default: the first flow)")
+    parser.add_argument("--test", choices=("t", "wilcoxon"), default="t",
+                        help="paired test: t (paired t-test, default) or wilcoxon (signed-rank)")
+    parser.add_argument("--correction", choices=("holm", "bonferroni", "fdr_bh", "none"), default="holm",
+                        help="multiple-comparison correction over the non-baseline flows (default holm)")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where flows run")
+    parser.add_argument("--limit", type=int, metavar="N", help="only the first N judged queries")
+    parser.add_argument("--index-dir", metavar="DIR",
+                        help="where built indices live (default $TESSERA_HOME/indices/auto)")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="rerun every flow (ignore cached runs; no step cache)")
+    parser.add_argument("--mlflow-uri", metavar="URI", help="MLflow tracking URI (default: file store OUT/mlruns)")
+    parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = [int(part) for part in text.replace(" ", "").split(",") if part]
+    except ValueError:
+        raise BenchError(f"bad --k value '{text}': give comma-separated positive cutoffs, e.g. 1,3,5,10,100",
+                         field="k") from None
+    if not ks or min(ks) <= 0:
+        raise BenchError(f"bad --k value '{text}': give comma-separated positive cutoffs, e.g. 1,3,5,10,100",
+                         field="k")
+    return ks
+
+
+def handle(args: argparse.Namespace) -> int:
+    from flows.bench.console import BenchReporter
+    from flows.bench.core import BenchOptions, benchmark
+
+    options = BenchOptions(dataset=args.dataset, flows=args.flows, out=args.out, split=args.split,
+                           ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
+                           correction=args.correction, executor=args.executor, limit=args.limit,
+                           index_dir=args.index_dir, cache=not args.no_cache, mlflow=not args.no_mlflow,
+                           mlflow_uri=args.mlflow_uri)
+    reporter = BenchReporter(enabled=not args.quiet)
+    result = benchmark(options, reporter)
+    _print_summary(result)
+    return 0
+
+
+def _print_summary(result) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.bench.report import LABELS, headline_k
+    from flows.bench.metrics import KINDS
+
+    k = headline_k(result.ks)
+    table = Table(title=f"{result.dataset.name} ({result.dataset.split}), {len(result.dataset.qids)} queries, k={k}",
+                  title_justify="left")
+    table.add_column("flow")
+    for kind in KINDS:
+        table.add_column(f"{LABELS[kind]}@{k}", justify="right")
+    table.add_column("run")
+    for flow, fr in result.flows.items():
+        table.add_row(flow, *(f"{result.summaries[flow][f'{kind}@{k}'].mean:.4f}" for kind in KINDS),
+                      "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
+    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    console.print(table)
+    console.print(f"report: {result.files['report.md']}  metrics: {result.files['metrics.json']}")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from flows.bench.cli import DESCRIPTION, EPILOG, add_arguments, handle
-
     parser = subparsers.add_parser("bench", parents=[common], help="benchmark flows on a BEIR-layout dataset",
                                    description=DESCRIPTION, epilog=EPILOG)
     add_arguments(parser)
     parser.set_defaults(handler=handle)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flows.bench``: ``tessera bench`` as a job entry point."""
+    from flows.commands import standalone_main
+
+    return standalone_main(handle, add_arguments, argv, prog="python -m flows.bench", description=DESCRIPTION,
+                           epilog=EPILOG)

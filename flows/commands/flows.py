@@ -12,8 +12,9 @@ from operators.errors import TesseraError
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     flows = sub.add_parser("flows", help="built-in and saved flows",
-                           description="Built-in flows (flows/specs/*.yaml) and saved flows "
-                           "($TESSERA_HOME/flows/NAME.yaml, default ~/.tessera).")
+                           description="Built-in flows (flows/specs/*.yaml), saved flows "
+                           "($TESSERA_HOME/flows/NAME.yaml, default ~/.tessera) and training recipes "
+                           "(flows/train/recipes/*.yaml).")
     fsub = flows.add_subparsers(title="actions", metavar="ACTION")
     f_list = fsub.add_parser("list", parents=[common], help="list built-in and saved flows")
     f_list.add_argument("--json", action="store_true", help="print JSON")
@@ -35,23 +36,20 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def _cmd_flows_list(args: argparse.Namespace) -> int:
     from flows import store
     from flows.spec import FlowSpec
-    from flows.train.recipe import is_recipe, load_recipe
+    from flows.train.recipe import load_recipe, recipe_names, recipe_path
 
+    listed = [("built-in", name, store.builtin_path(name)) for name in store.builtin_names()]
+    listed += [("saved", name, store.saved_path(name)) for name in store.saved_names()]
+    listed += [("recipe", name, recipe_path(name)) for name in recipe_names()]
     entries = []
-    for kind, names in (("built-in", store.builtin_names()), ("saved", store.saved_names())):
-        for name in names:
-            path = store.builtin_dir() / f"{name}.yaml" if kind == "built-in" else store.saved_path(name)
-            entry = {"name": name, "kind": kind, "path": str(path)}
-            try:
-                if kind == "built-in" and is_recipe(path):  # a training recipe: its mining flow
-                    spec, _ = load_recipe(path)
-                    entry["kind"] = "recipe"
-                else:
-                    spec = FlowSpec.load(name if kind == "saved" or path is None else path)
-                entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
-            except TesseraError as err:
-                entry.update(description="", steps=[], error=str(err))
-            entries.append(entry)
+    for kind, name, path in listed:
+        entry = {"name": name, "kind": kind, "path": str(path)}
+        try:
+            spec = load_recipe(path)[0] if kind == "recipe" else FlowSpec.load(path)  # a recipe: its mining flow
+            entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
+        except TesseraError as err:
+            entry.update(description="", steps=[], error=str(err))
+        entries.append(entry)
     if args.json:
         print_json(entries)
         return EXIT_OK
@@ -73,7 +71,8 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
 
 
 def _cmd_flows_show(args: argparse.Namespace) -> int:
-    from flows.spec import FlowSpec, resolve_spec_path
+    from flows.spec import FlowSpec
+    from flows.specfile import resolve_spec_path
 
     path = resolve_spec_path(args.name)
     if path is None:
@@ -87,6 +86,7 @@ def _cmd_flows_show(args: argparse.Namespace) -> int:
 
 def _cmd_flows_save(args: argparse.Namespace) -> int:
     from flows import store
+    from flows.spec import FlowSpec
 
     if args.file == "-":
         source: str | Path = sys.stdin.read()
@@ -94,7 +94,7 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
         source = Path(args.file)
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
-    path = store.save(args.name, source)
+    path = store.save(args.name, FlowSpec.load(source))
     print(f"saved flow '{args.name}' to {path}")
     return EXIT_OK
 

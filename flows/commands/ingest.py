@@ -6,7 +6,7 @@
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor ray|local]
                    [--retry-failed] [--colbert MODEL] [--json] [--quiet]
 
-Running the same command again after a crash finishes the job; see ``flows.ingest``.
+Running the same command again after a crash finishes the job; see ``flows.ingestion``.
 ``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
 ``ray job submit``.
 """
@@ -20,7 +20,7 @@ from flows.commands._support import EXIT_OK, console, positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
-    from flows.ingest import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
+    from flows.ingestion import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
 
     parser.add_argument("--source", "-s", metavar="PATH",
                         help="corpus: JSONL file or glob (BEIR fields _id/title/text), BEIR folder, .parquet or "
@@ -50,14 +50,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("ingest", parents=[common], help="ingest a corpus into an index (resumable)",
-                            description=_cmd_ingest.__doc__)
+                            description=handle.__doc__)
     add_arguments(parser, default_executor="ray")
-    parser.set_defaults(handler=_cmd_ingest)
+    parser.set_defaults(handler=handle)
 
 
-def _cmd_ingest(args: argparse.Namespace) -> int:
+def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
-    from flows.ingest import ingest
+    from flows.ingestion import ingest
 
     overrides = {}
     if args.dense_type:
@@ -86,10 +86,9 @@ def _cmd_ingest(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def ingest_main(argv: Sequence[str] | None = None, *, prog: str = "python -m flows.ingest",
-                default_executor: str = "ray") -> int:
-    """``tessera ingest`` as its own command (``python -m flows.ingest``)."""
-    from flows.cli import standalone_main
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flows.ingest``: ``tessera ingest`` with the Ray executor by default (cluster jobs)."""
+    from flows.commands import standalone_main
 
-    return standalone_main(_cmd_ingest, lambda parser: add_arguments(parser, default_executor=default_executor),
-                           argv, prog=prog, description=_cmd_ingest.__doc__)
+    return standalone_main(handle, lambda parser: add_arguments(parser, default_executor="ray"), argv,
+                           prog="python -m flows.ingest", description=handle.__doc__)

@@ -1,14 +1,98 @@
-"""``tessera train``: fine-tune rerankers and the dense retriever on a training split (see ``flows.train``)."""
+"""``tessera train`` / ``python -m flows.train``: fine-tune rerankers and the dense retriever (see ``flows.train``)."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
+               "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "
+               "cross-encoder, a bi-encoder and/or ColBERT from MiniLM into $TESSERA_HOME/models/<name>, "
+               "where the hybrid_ce / hybrid_ft / hybrid_colbert flows load them.")
+EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, then tessera bench --dataset "
+          "../shared/data/scifact --flow hybrid --flow hybrid_ft --flow hybrid_ce --out bench-out")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from flows.commands._support import positive_int
+    from flows.train.recipe import KINDS
+
+    parser.add_argument("--dataset", required=True, action="append", metavar="DIR",
+                        help="BEIR-layout dataset folder (repeat to train on several: each is mined on its own "
+                        "index with the same --split; pseudo-queries come from the first)")
+    parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
+                        "are refused unless --allow-eval-split")
+    parser.add_argument("--model", action="append", dest="models", metavar="KIND",
+                        help=f"what to train: {', '.join(KINDS)} or all (repeat; default cross-encoder)")
+    parser.add_argument("--spec", default="train", metavar="SPEC",
+                        help="training recipe: a file or a built-in recipe name (default train: flows/train/recipes/train.yaml)")
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
+                        "schedule (default: the recipe's epochs and follow-up, if any)")
+    parser.add_argument("--max-examples", type=positive_int, metavar="N",
+                        help="a quick run: mine the first N judged queries of each dataset only and train on at "
+                             "most N examples, the judged ones first (pseudo-queries fill what is left, if any)")
+    parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model's schedule after N steps "
+                        "(a recipe's follow-up, if any, runs up to N more)")
+    parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
+    parser.add_argument("--output", metavar="DIR", help="folder the checkpoints go to (default "
+                        "$TESSERA_HOME/models, where flows find them by name)")
+    parser.add_argument("--name-prefix", default="tessera", metavar="PREFIX",
+                        help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert "
+                        "(default tessera)")
+    parser.add_argument("--force", action="store_true", help="retrain even when a checkpoint with the same "
+                        "training config exists")
+    parser.add_argument("--allow-eval-split", action="store_true",
+                        help="allow --split test/dev, for training sets whose only qrels file is test.tsv "
+                        "(hotpotqa_train100_hipporag, musique_train100_hipporag); never for evaluation sets")
+    parser.add_argument("--index-dir", metavar="DIR",
+                        help="where mining's indices live (default $TESSERA_HOME/indices/auto, shared with bench)")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+
+
+def handle(args: argparse.Namespace) -> int:
+    from flows.train.recipe import TrainOptions, train
+
+    options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:],
+                           models=args.models or ["cross-encoder"], spec=args.spec, split=args.split,
+                           epochs=args.epochs, max_examples=args.max_examples,
+                           max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
+                           force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
+                           progress=not args.quiet)
+    log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
+    report = train(options, log=log)
+    _print_summary(report)
+    return 0
+
+
+def _print_summary(report) -> None:
+    from rich.table import Table
+
+    from flows.commands._support import console, escape
+
+    sets = report.mining.get("datasets") or [report.mining]
+    where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
+    table = Table(title=f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries "
+                  f"({where})", title_justify="left")
+    for column in ("model", "kind", "path", "status"):
+        table.add_column(column)
+    for m in report.models:
+        status = "reused" if m.reused else f"trained in {m.seconds:.0f} s"
+        table.add_row(escape(m.name), m.kind, escape(str(m.path)), status)
+    console().print(table)
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    from flows.train.cli import DESCRIPTION, EPILOG, add_arguments, handle
-
     parser = subparsers.add_parser("train", parents=[common], help="train rerankers / the dense retriever on a "
                                    "dataset's training split", description=DESCRIPTION, epilog=EPILOG)
     add_arguments(parser)
     parser.set_defaults(handler=handle)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flows.train``: ``tessera train`` as a job entry point."""
+    from flows.commands import standalone_main
+
+    return standalone_main(handle, add_arguments, argv, prog="python -m flows.train", description=DESCRIPTION,
+                           epilog=EPILOG)

@@ -1,1 +1,40 @@
-"""The parts of the ingestion flow (``flows.ingest``): staging, per-shard work, the Ray pipeline, the ledger."""
+"""Ingestion: read -> chunk -> embed -> write, into a sharded index directory, resumable.
+::
+
+    tessera ingest --source data/sample/corpus.jsonl --index idx [--executor ray|local]
+    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
+    flows.ingestion.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
+
+How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``,
+``ledger``; ``job`` runs them):
+
+1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
+   source order and cut into deterministic shards of ``shard_size`` documents, each
+   written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
+   read goes to the failure ledger, not into a crash. Shards the manifest already
+   lists are not staged again; an unchanged source is not even read again.
+2. **Process** each unfinished shard (``shards``): chunk (``preprocess.chunk``,
+   optional), embed (``embed.sentence_transformer``; skipped for BM25-only indices),
+   write (``Index.write_shard``: one shard folder, atomically). On Ray Data
+   (``ray_pipeline``) these are a task stage, an actor-pool stage and a task stage
+   that keep each shard in one block; ``executor="local"`` runs the same functions
+   in-process. A shard's vectors exist only while its block is in flight and are then
+   on disk, so memory is bounded by a few shards, whatever the corpus size.
+3. **Commit** (driver): for each written shard, its failures are appended to
+   ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
+   manifest and its staged files are deleted.
+
+Exactly once: a document is in the index iff its shard is in the manifest. A run that
+dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
+between a shard's write and its commit, is resumed by running the same command again)
+re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
+docno that is already live. ``--retry-failed`` processes only the ledger's open
+failures into a new shard; read failures are read again from their file and line
+(fix the line, then retry).
+
+Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
+
+from flows.ingestion.job import DEFAULT_SHARD_SIZE, IngestReport, ingest
+from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec
+
+__all__ = ["DEFAULT_SHARD_SIZE", "DEFAULT_SPEC", "IngestPlan", "IngestReport", "build_plan", "ingest", "load_spec"]

@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
-from flows.executors.ray_data import _quiet_ray_data
+from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
 from flows.ingestion.shards import Embedder, ShardJob, ShardResult, check_whole, prepare, write
 
@@ -90,21 +90,13 @@ class _Write:
 def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
                embed_options: dict[str, Any]) -> None:
     """Process ``shards`` on Ray Data, calling ``on_result`` on the driver as each one is written."""
-    import ray
+    import ray.data
 
     if not shards:
         return
-    if not ray.is_initialized():
-        from flows.executors.ray_data import DEFAULT_RAY_INIT  # quiet, no dashboard
-
-        ray.init(**DEFAULT_RAY_INIT)
+    ensure_ray()
     ds = ray.data.from_items([{"shard": s} for s in shards], override_num_blocks=len(shards))
-    ctx = ds.context
-    ctx.execution_options.preserve_order = False
-    ctx.enable_progress_bars = False
-    ctx.enable_operator_progress_bars = False
-    ctx.print_on_execution_start = False
-    ctx.target_max_block_size = BLOCK_BYTES
+    configure_dataset(ds, preserve_order=False).context.target_max_block_size = BLOCK_BYTES
     ds = ds.map_batches(_Prepare, fn_constructor_kwargs={"job": job}, batch_size=1, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=1), num_cpus=0)
     resources = ray.cluster_resources()
@@ -114,7 +106,7 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
     ds = ds.map_batches(_Write, fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
-        with _quiet_ray_data():
+        with quiet_ray_data():
             for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
                 for row in batch.to_pylist():
                     on_result(ShardResult.from_row(row))
@@ -127,7 +119,7 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
 
 def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int):
     """The embed actor pool appended to ``ds``, and its size."""
-    import ray
+    import ray.data
 
     num_cpus = options.get("num_cpus") or 1
     num_gpus = options.get("num_gpus") or 0

@@ -1,4 +1,4 @@
-"""``python -m flows.train``: ``tessera train`` as a job entry point (see ``flows.train.cli``).
+"""``python -m flows.train``: ``tessera train`` as a job entry point (see ``flows.commands.train``).
 
 ::
 
@@ -7,7 +7,7 @@
 
 import sys
 
-from flows.train.cli import main
+from flows.commands.train import main
 
 if __name__ == "__main__":
     sys.exit(main())

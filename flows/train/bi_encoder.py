@@ -3,7 +3,7 @@
 ``sentence_transformers.losses.MultipleNegativesRankingLoss``: each query's positive
 competes with every other positive and hard negative of the batch (in-batch
 negatives plus ``negatives`` mined ones per example). In-domain fine-tuning of
-MiniLM this way lifts SciFact test dense nDCG@10 from 0.648 to 0.750 (flows/specs/train.yaml).
+MiniLM this way lifts SciFact test dense nDCG@10 from 0.648 to 0.750 (flows/train/recipes/train.yaml).
 
 The result is a normal sentence-transformers folder (same pooling and
 normalisation as the base), so ``embed.sentence_transformer``, ``retrieve.dense``

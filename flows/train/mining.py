@@ -1,7 +1,7 @@
 """Hard-negative mining with Tessera's own retrieval, over a dataset's training queries.
 
 For every judged query of the training split, a retrieval flow (by default the
-mining steps of ``flows/specs/train.yaml``: BM25 and dense, fused with RRF) runs
+mining steps of ``flows/train/recipes/train.yaml``: BM25 and dense, fused with RRF) runs
 over an index of the dataset's corpus, built or reused exactly as ``tessera bench``
 does (``flows.bench.indices``: ``$TESSERA_HOME/indices/auto``, keyed by content).
 The retrieved documents that are not judged relevant for that query are its hard
@@ -282,10 +282,10 @@ def _seed(seed: int, qid: str) -> int:
 def _retrieve(spec: Any, queries: Any) -> dict[str, list[str]]:
     """Per qid, the retrieved doc ids in rank order (a chunked index counts each document once)."""
     from flows.cache import StepCache
-    from flows.executors.local import LocalExecutor
+    from flows.executors import make_executor
     from flows.store import default_cache_dir
 
-    result = LocalExecutor(cache=StepCache(default_cache_dir()), keep_history=False).run(spec.build(), queries)
+    result = make_executor("local", cache=StepCache(default_cache_dir()), keep_history=False).run(spec.build(), queries)
     table = result.table
     ids = "doc_id" if "doc_id" in table.column_names else "docno"
     if "rank" in table.column_names:

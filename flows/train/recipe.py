@@ -1,6 +1,7 @@
 """The training recipe: mine hard negatives once, then train each requested model, cached.
 
-A recipe is a spec file (``flows/specs/train.yaml`` by default): its ``steps`` are the
+A recipe is a spec file (``flows/train/recipes/train.yaml`` by default; the built-in recipes
+live in that folder, apart from the flows): its ``steps`` are the
 mining flow (a normal flow spec, run over the training queries by
 ``flows.train.mining``) and its ``training`` section (``TrainingSection``) holds the
 split, the mining choices and each model's hyperparameters. ``train(options)`` mines,
@@ -28,6 +29,8 @@ from flows.train.synthetic import ModelKind, SyntheticParams
 
 KINDS: tuple[str, ...] = get_args(ModelKind)
 SECTION = "training"
+#: The built-in recipes.
+RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
 
 
 class ColbertParams(BaseModel):
@@ -153,22 +156,30 @@ def _check_bases(kinds: list[str], training: TrainingSection) -> None:
             raise TrainError(f"{kind}'s base: {err}", field=f"{SECTION}.{kind.replace('-', '_')}.base") from None
 
 
+def recipe_names() -> list[str]:
+    """The built-in recipes (``flows/train/recipes/NAME.yaml``)."""
+    return sorted(path.stem for path in RECIPES_DIR.glob("*.yaml"))
+
+
+def recipe_path(source: str | Path) -> Path:
+    """A recipe file: a path, or the name of a built-in recipe."""
+    path = Path(source)
+    if path.is_file():
+        return path
+    builtin = RECIPES_DIR / f"{source}.yaml"
+    if builtin.is_file():
+        return builtin
+    raise TrainError(f"no training recipe file or built-in recipe named '{source}' (built-in recipes: "
+                     f"{', '.join(recipe_names())})", field="spec")
+
+
 def load_recipe(source: str | Path):
-    """(mining ``FlowSpec``, ``TrainingSection``) from a recipe spec path or built-in name."""
-    import yaml
+    """(mining ``FlowSpec``, ``TrainingSection``) from a recipe file or built-in recipe name."""
+    from flows.spec import FlowSpec
+    from flows.specfile import load_yaml
 
-    from flows.spec import FlowSpec, resolve_spec_path
-
-    path = resolve_spec_path(source)
-    if path is None:
-        raise TrainError(f"no training recipe file or built-in spec named '{source}' (default: train, i.e. "
-                         "flows/specs/train.yaml)", field="spec")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except yaml.YAMLError as err:
-        raise TrainError(f"{path}: not valid YAML: {err}", field="spec") from None
-    if not isinstance(data, dict):
-        raise TrainError(f"{path}: a recipe is a mapping with steps and a {SECTION} section", field="spec")
+    path = recipe_path(source)
+    data = load_yaml(path.read_text(encoding="utf-8"), origin=str(path))
     section = data.pop(SECTION, None) or {}
     try:
         training = TrainingSection.model_validate(section)
@@ -180,17 +191,6 @@ def load_recipe(source: str | Path):
             message += f", not {first['input']!r}"
         raise TrainError(f"{path}: {message}", field=where) from None
     return FlowSpec.parse(data), training
-
-
-def is_recipe(path: Path) -> bool:
-    """Whether a spec file is a training recipe (it has a ``training`` section), not a flow to run."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
-        return False
-    return isinstance(data, dict) and SECTION in data
 
 
 def model_name(prefix: str, kind: str) -> str:

@@ -20,10 +20,10 @@ QUERIES = REPO / "data" / "sample" / "queries.jsonl"
 SCRIPT = Path(sys.executable).parent / "tessera"
 
 
-def tessera(*args: str, home: Path, module: str = "flows.cli", check: int | None = 0,
+def tessera(*args: str, home: Path, module: str = "flows", check: int | None = 0,
             stdin: str | None = None) -> subprocess.CompletedProcess:
-    """Run the installed ``tessera`` script (or ``python -m flows.cli`` when it is not installed)."""
-    if module == "flows.cli" and SCRIPT.is_file():
+    """Run the installed ``tessera`` script (or ``python -m flows`` when it is not installed)."""
+    if module == "flows" and SCRIPT.is_file():
         cmd = [str(SCRIPT), *args]
     else:
         cmd = [sys.executable, "-m", module, *args]
@@ -203,7 +203,7 @@ def test_cache_explain_after_a_run_and_clear(home, tmp_path):
 
 def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
     """A SIGINT during a run sets the CancelToken; the executor stops at the next batch, exit 130."""
-    from flows import cli
+    from flows import commands as cli
     from operators.analyze.word_count import WordCount
 
     calls = []

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.ingest import ingest, load_spec
+from flows.ingestion import ingest, load_spec
 from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.ledger import Ledger
 from operators.store import Index, IndexExistsError
@@ -148,7 +148,7 @@ def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, c
 
 
 def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
-    from flows.cli import main
+    from flows.commands import main
 
     argv = ["ingest", "--source", str(corpus30), "--index", str(tmp_path / "idx"), "--executor", "local",
             "--no-dense", "--shard-size", "10", "--json", "--quiet"]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.ingest import ingest
+from flows.ingestion import ingest
 from flows.ingestion.faults import CRASH_EXIT_STATUS
 from operators.store import Index
 

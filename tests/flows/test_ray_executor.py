@@ -281,7 +281,7 @@ def _cached(concurrency: int | None = None, **top_params) -> FlowSpec:
 def test_steps_without_setup_or_with_a_light_one_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
     import threading
 
-    from flows.executors.ray_data import runs_as_tasks
+    from flows.executors.ray_plan import runs_as_tasks
 
     linear = FlowSpec.parse(LINEAR).build()
     assert all(runs_as_tasks(linear, (step,)) for step in linear.order)  # word counts and top-k load nothing
@@ -433,7 +433,7 @@ def test_no_rows_gives_the_operators_empty_output():
 
 
 def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
-    from flows.executors.ray_data import _whole_group_pieces
+    from flows.executors._ray_udfs import _whole_group_pieces
 
     qids = ["a"] * 5 + ["b"] * 3 + ["c"] * 4 + ["a"] + ["d"] * 6
     table = pa.table({"qid": qids, "x": range(len(qids))})

@@ -8,6 +8,7 @@ import pytest
 
 from flows.spec import FlowSpec, from_mosaic
 from flows.store import builtin_names
+from flows.train.recipe import load_recipe, recipe_names
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 
 
@@ -105,7 +106,7 @@ def test_the_output_is_the_one_step_nobody_reads_wherever_it_is_listed():
 
     import yaml  # a built-in flow written back with sorted keys ("final" is no longer listed last) is the same flow
 
-    from flows.spec import resolve_spec_path
+    from flows.specfile import resolve_spec_path
     text = resolve_spec_path("hybrid_ce_long").read_text(encoding="utf-8")
     shuffled = yaml.safe_load(yaml.safe_dump(yaml.safe_load(text)))
     assert list(shuffled["steps"])[-1] == "rerank"
@@ -175,16 +176,17 @@ def test_mosaic_yes_no_strings_become_booleans():
 @pytest.mark.parametrize("name", builtin_names())
 def test_every_builtin_spec_builds(name):
     """A typo in a shipped spec (an unknown op or param, a dangling input) fails here, not in a user's run."""
-    from flows.spec import resolve_spec_path
-    from flows.train.recipe import is_recipe, load_recipe
-
-    if is_recipe(resolve_spec_path(name)):  # a recipe: a mining flow plus its training section
-        flow_spec, training = load_recipe(name)
-        assert training.split == "train"
-        with pytest.raises(SpecError, match="a training recipe, not a flow to run") as err:
-            FlowSpec.load(name)
-        assert err.value.field == "training"
-    else:
-        flow_spec = FlowSpec.load(name)
+    flow_spec = FlowSpec.load(name)
     flow = flow_spec.build()
     assert flow.order and flow.output in flow_spec.steps
+
+
+@pytest.mark.parametrize("name", recipe_names())
+def test_every_builtin_recipe_builds_and_is_not_a_flow(name):
+    """Recipes live apart from flows: a recipe's mining flow builds, and its name is not a flow's."""
+    flow_spec, training = load_recipe(name)
+    assert training.split == "train"
+    assert flow_spec.build().order
+    assert name not in builtin_names()
+    with pytest.raises(SpecError, match=f"no flow spec file or built-in flow named '{name}'"):
+        FlowSpec.load(name)

@@ -38,7 +38,7 @@ def index_root(tmp_path_factory) -> Path:
 
 
 def bench(dataset: Path, out: Path, index_root: Path, k: str, flows=FLOWS) -> dict[str, dict[str, float]]:
-    from flows.cli import main
+    from flows.commands import main
 
     args = ["bench", "--dataset", str(dataset), "--out", str(out), "--index-dir", str(index_root),
             "--k", k, "--no-mlflow", "--quiet"]

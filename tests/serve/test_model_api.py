@@ -242,7 +242,7 @@ def test_a_flow_placed_on_serve_gives_the_in_process_output(serve_app, ce_path, 
 
 def test_a_placed_step_keeps_the_in_process_cache_key(serve_app, ce_path):
     from flows.cache import step_key
-    from serve.placement import place
+    from flows.placement import place
 
     for op, deployment in ((create("rerank.cross_encoder", {"model": ce_path, "n": 4}, step_id="ce"),
                             "tessera-cross-encoder"),
@@ -256,7 +256,7 @@ def test_a_placed_step_keeps_the_in_process_cache_key(serve_app, ce_path):
 def test_placement_errors_name_the_step_and_deployment(serve_app, ce_path):
     from flows.executors.local import LocalExecutor
     from flows.spec import FlowSpec
-    from serve.placement import PlacementError
+    from flows.placement import PlacementError
 
     def run(step):
         return LocalExecutor().run(FlowSpec.parse({"steps": {"ce": step}}), sample_results(1, 3))

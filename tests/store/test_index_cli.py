@@ -1,4 +1,4 @@
-"""``tessera index info/add/update/delete`` through flows.cli.main."""
+"""``tessera index info/add/update/delete`` through flows.commands.main."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from flows.cli import main
+from flows.commands import main
 from operators.store import Index
 
 

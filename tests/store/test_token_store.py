@@ -97,7 +97,7 @@ def test_build_for_an_index_follows_adds_deletes_and_upserts(tmp_path, sample_do
 
 
 def test_ingest_colbert_option_builds_the_store(tmp_path, sample_docs, colbert_model, capsys):
-    from flows.commands.ingest import ingest_main
+    from flows.commands.ingest import main as ingest_main
 
     source = tmp_path / "corpus.jsonl"
     source.write_text("".join(json.dumps(d) + "\n" for d in sample_docs[:8]), encoding="utf-8")

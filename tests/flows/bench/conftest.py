@@ -57,12 +57,12 @@ def flow_specs(scifact_slice, tmp_path_factory) -> dict[str, Path]:
 
 @pytest.fixture
 def bench(monkeypatch, tmp_path, capsys):
-    """``bench(*args)`` runs ``tessera bench ...`` through ``flows.cli.main`` in-process;
+    """``bench(*args)`` runs ``tessera bench ...`` through ``flows.commands.main`` in-process;
     returns (exit status, stdout, stderr). TESSERA_HOME is a fresh folder."""
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("COLUMNS", "160")
     monkeypatch.delenv("TESSERA_DEBUG", raising=False)
-    from flows.cli import main
+    from flows.commands import main
 
     def run(*args: str) -> tuple[int, str, str]:
         capsys.readouterr()

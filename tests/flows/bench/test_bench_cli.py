@@ -1,4 +1,4 @@
-"""``tessera bench`` end to end on a real SciFact slice, through ``flows.cli.main``."""
+"""``tessera bench`` end to end on a real SciFact slice, through ``flows.commands.main``."""
 
 from __future__ import annotations
 

@@ -1,38 +1,6 @@
-"""Ingestion: read -> chunk -> embed -> write, into a sharded index directory, resumable.
+"""One ingestion run on the driver: stage the source, process the unfinished shards, commit each one.
 
-::
-
-    tessera ingest --source data/sample/corpus.jsonl --index idx [--executor ray|local]
-    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
-    flows.ingest.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
-
-How it works (the modules under ``flows/ingestion``):
-
-1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
-   source order and cut into deterministic shards of ``shard_size`` documents, each
-   written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
-   read goes to the failure ledger, not into a crash. Shards the manifest already
-   lists are not staged again; an unchanged source is not even read again.
-2. **Process** each unfinished shard (``shards``): chunk (``preprocess.chunk``,
-   optional), embed (``embed.sentence_transformer``; skipped for BM25-only indices),
-   write (``Index.write_shard``: one shard folder, atomically). On Ray Data
-   (``ray_pipeline``) these are a task stage, an actor-pool stage and a task stage
-   that keep each shard in one block; ``executor="local"`` runs the same functions
-   in-process. A shard's vectors exist only while its block is in flight and are then
-   on disk, so memory is bounded by a few shards, whatever the corpus size.
-3. **Commit** (driver): for each written shard, its failures are appended to
-   ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
-   manifest and its staged files are deleted.
-
-Exactly once: a document is in the index iff its shard is in the manifest. A run that
-dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
-between a shard's write and its commit, is resumed by running the same command again)
-re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
-docno that is already live. ``--retry-failed`` processes only the ledger's open
-failures into a new shard; read failures are read again from their file and line
-(fix the line, then retry).
-
-Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``).
+See the package docstring (``flows.ingestion``) for how staging, shards and commits make it resumable.
 """
 
 from __future__ import annotations
@@ -43,24 +11,22 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal, Sequence
+from typing import Any, Literal
 
 import pyarrow as pa
-import yaml
-from pydantic import ValidationError
 
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, index_settings
 from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
 from flows.ingestion.staging import STAGING_DIR, Stager, read_line_record
 from operators.base import Source
 from operators.tables import concat
 
 DEFAULT_SHARD_SIZE = 5000
-DEFAULT_SPEC = "ingest"
-#: The spec's top-level section with the index settings (``operators.store.IndexSettings``).
-SETTINGS_KEY = "index_settings"
+#: Embed params that change the vectors (others, such as batch sizes, may change on resume).
+_VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
 
 
 @dataclass
@@ -90,123 +56,6 @@ class IngestReport:
         return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}
 
 
-# -- the spec -----------------------------------------------------------------------------
-
-
-@dataclass
-class IngestPlan:
-    """A resolved ingestion: the read op, chunk and embed params, the embed step's resources."""
-
-    read: Source
-    chunk: dict[str, Any] | None
-    embed: dict[str, Any]
-    embed_options: dict[str, Any]
-    settings_base: dict[str, Any]
-
-
-def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
-    """An ingest flow spec (path, built-in name, YAML text or dict) and its index settings section."""
-    from flows.spec import FlowSpec, resolve_spec_path
-
-    if spec is None:
-        return None, None
-    if isinstance(spec, dict):
-        data = dict(spec)
-    else:
-        path = resolve_spec_path(spec)
-        text = path.read_text(encoding="utf-8") if path is not None else str(spec)
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as err:
-            raise IngestError(f"spec {spec}: not valid YAML ({err})", field="spec") from None
-        if not isinstance(data, dict):
-            raise IngestError(f"no ingest spec file or built-in spec named '{spec}'", field="spec")
-    settings = data.pop(SETTINGS_KEY, None)
-    flow = FlowSpec.parse(data)
-    flow.build()  # operators and params are checked before anything runs
-    unknown = [s for s in flow.steps if s not in ("read", "chunk", "embed")]
-    if unknown:
-        raise IngestError(f"an ingest spec has the steps read, chunk (optional) and embed; got {unknown}",
-                          step=unknown[0], field="steps")
-    return flow, settings
-
-
-def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
-    path = Path(source).expanduser()
-    if path.is_dir() and any(path.glob("corpus.jsonl*")):
-        return "sources.beir", {"folder": str(source), "part": "corpus"}
-    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
-    if suffix in (".parquet", ".pq"):
-        return "sources.parquet", {"path": str(source)}
-    if suffix in (".csv", ".tsv"):
-        return "sources.csv", {"path": str(source)}
-    return "sources.jsonl", {"path": str(source)}
-
-
-def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
-               chunk: dict[str, Any] | Literal[False] | None) -> IngestPlan:
-    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it."""
-    from operators.registry import get_operator
-
-    flow, spec_settings = load_spec(spec)
-    steps = flow.steps if flow is not None else {}
-    read = steps.get("read")
-    if isinstance(source, dict):
-        op_name, params = source["op"], dict(source.get("params") or {})
-    elif source is not None:
-        op_name, params = _infer_read(source)
-        if read is not None and read.op == op_name:
-            params = {**{k: v for k, v in read.params.items() if k not in ("path", "folder")}, **params}
-    elif read is not None:
-        op_name, params = read.op, dict(read.params)
-    else:
-        raise IngestError("no source: pass one (a file, a glob, a BEIR folder) or a spec with a read step",
-                          field="source")
-    cls = get_operator(op_name, step="read")
-    if cls.scope != "source":
-        raise IngestError(f"'{op_name}' is not a source operator", step="read", op=op_name, field="op")
-    op = cls(params, step_id="read")
-    if chunk is False:
-        chunk_params = None
-    elif chunk is not None:
-        chunk_params = dict(chunk)
-    else:
-        chunk_params = dict(steps["chunk"].params) if "chunk" in steps else None
-    if chunk_params is not None:
-        from operators.preprocess.chunk import Chunker
-
-        Chunker(chunk_params, step_id="chunk")  # validates
-    embed_step = steps.get("embed")
-    embed = dict(embed_step.params) if embed_step is not None else {"title_column": "title"}
-    options = {}
-    if embed_step is not None:
-        options = {k: getattr(embed_step, k) for k in ("num_cpus", "num_gpus", "concurrency", "batch_size")
-                   if getattr(embed_step, k) is not None}
-    return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
-                      settings_base=dict(spec_settings or {}))
-
-
-def _settings(index_path: Path, settings: Any, base: dict[str, Any]):
-    """Complete settings: an IndexSettings as given; a dict overrides the existing index's (or the spec's)."""
-    from operators.store import Index, IndexSettings
-
-    if isinstance(settings, IndexSettings):
-        return settings
-    if settings is not None and not isinstance(settings, dict):
-        raise IngestError(f"settings must be IndexSettings or a dict, got {type(settings).__name__}",
-                          field="settings")
-    if (index_path / "manifest.json").exists():
-        base = Index.open(index_path).settings.model_dump()
-    try:
-        return IndexSettings.model_validate({**base, **(settings or {})})
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise IngestError(f"bad index settings: {first['msg']}",
-                          field="settings." + ".".join(map(str, first["loc"]))) from None
-
-
-# -- the run ------------------------------------------------------------------------------
-
 
 class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
@@ -228,7 +77,7 @@ class _Run:
             embed = {**plan.embed}
             if embed.setdefault("model", settings.encoder) != settings.encoder:
                 raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
-                                  f"'{settings.encoder}'; set {SETTINGS_KEY}.encoder to it", step="embed",
+                                  f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
                                   field="params.model")
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
@@ -430,10 +279,10 @@ def ingest(
     if retry_failed:
         if not (index_path / "manifest.json").exists():
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")
-        plan = build_plan(spec, source if source is not None else _ANY_SOURCE, chunk)
+        plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
         plan = build_plan(spec, source, chunk)
-    run = _Run(index_path, plan, _settings(index_path, settings, plan.settings_base), shard_size=shard_size,
+    run = _Run(index_path, plan, index_settings(index_path, settings, plan.settings_base), shard_size=shard_size,
                executor=executor, progress=progress)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
@@ -443,18 +292,3 @@ def ingest(
     return report
 
 
-#: Embed params that change the vectors (others, such as batch sizes, may change on resume).
-_VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
-#: Retries read sources from the ledger; a placeholder read step keeps the plan whole.
-_ANY_SOURCE = {"op": "sources.jsonl", "params": {"path": "-"}}
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m flows.ingest``: ``tessera ingest`` with the Ray executor by default (cluster jobs)."""
-    from flows.commands.ingest import ingest_main
-
-    return ingest_main(argv, prog="python -m flows.ingest", default_executor="ray")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,66 @@
+"""What a benchmark is asked to do and what it found: the records ``core`` fills and the writers read."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flows.bench import indices, metrics, runs, significance
+from flows.bench.dataset import Dataset
+
+DEFAULT_KS = (1, 3, 5, 10, 100)
+
+
+@dataclass
+class BenchOptions:
+    dataset: str | Path
+    flows: list[str]  # NAME=SPEC values
+    out: str | Path
+    split: str = "test"
+    ks: list[int] = field(default_factory=lambda: list(DEFAULT_KS))
+    baselines: list[str] | None = None  # default: the first flow
+    test: str = "t"
+    correction: str = "holm"
+    executor: str = "local"
+    limit: int | None = None
+    index_dir: str | Path | None = None
+    cache: bool = True  # run cache and step cache
+    mlflow: bool = True
+    mlflow_uri: str | None = None  # default: file store under out/mlruns
+
+
+@dataclass
+class FlowRun:
+    name: str
+    source: str
+    key: str
+    run: runs.StoredRun
+    index: indices.IndexPlan | None
+    index_built: bool
+    short_queries: int
+    fewest_results: int
+    spec: dict[str, Any]  # canonical: what the run key hashes
+    summary: str  # one line: steps, operators, params
+
+
+@dataclass
+class BenchResult:
+    options: BenchOptions
+    dataset: Dataset
+    ks: list[int]
+    baselines: list[str]
+    flows: dict[str, FlowRun]
+    per_query: dict[str, dict[str, dict[str, float]]]  # flow -> measure -> qid -> value
+    summaries: dict[str, dict[str, metrics.Summary]]  # flow -> measure -> summary
+    comparisons: list[significance.Comparison]
+    files: dict[str, Path] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def measures(self) -> list[str]:
+        return metrics.measure_names(self.ks)
+
+    def metrics_dict(self) -> dict[str, dict[str, float]]:
+        return {f: {m: s.mean for m, s in by_measure.items()} for f, by_measure in self.summaries.items()}

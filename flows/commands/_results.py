@@ -1,0 +1,76 @@
+"""Printing a flow's result: one table per query (rank, docno, title, score, chips), then the steps."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from flows.commands._support import escape
+
+
+def print_results(out, result, queries, top: int) -> None:
+    """One table per query of ``queries``, at most ``top`` rows each, then the query's metadata."""
+    import numpy as np
+    import pyarrow as pa
+    from rich.table import Table
+
+    from operators.tables import qid_groups
+
+    table = result.table if isinstance(result.table, pa.Table) else pa.table({})
+    chips = [c for c, role in result.roles.items() if role == "chip" and c in table.column_names]
+    base = [c for c in ("rank", "docno", "title", "score") if c in table.column_names]
+    if "docno" not in base and "query" in table.column_names:
+        base.append("query")
+    columns = base + [c for c in chips if c not in base] or table.column_names[:6]
+    groups = dict(qid_groups(table)) if "qid" in table.column_names and table.num_rows else {}
+    ordered = list(zip(queries.column("qid").to_pylist(), queries.column("query").to_pylist()))
+    if not groups and table.num_rows:  # not a per-query result: one table
+        ordered, groups = [(None, None)], {None: table}
+    for qid, text in ordered:
+        rows = groups.get(qid)
+        title = escape(f"{qid}: {text}" if qid is not None else f"{table.num_rows} rows")
+        if rows is None or rows.num_rows == 0:
+            out.print(f"[bold]{title}[/]  no results")
+        else:
+            if "rank" in rows.column_names:
+                ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
+                rows = rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))
+            shown = rows.slice(0, top)
+            view = Table(title=title, title_justify="left", title_style="bold")
+            for col in columns:
+                kind = rows.schema.field(col).type
+                numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)
+                view.add_column(escape(col), justify="right" if numeric else "left",
+                                style="cyan" if col in chips else None, overflow="fold")
+            for row in shown.select(columns).to_pylist():
+                view.add_row(*[cell(row[c]) for c in columns])
+            if rows.num_rows > top:
+                view.caption = f"{rows.num_rows - top} more rows (--top N to show more)"
+            out.print(view)
+        for key, value in (result.metadata.get(str(qid), {}) if qid is not None else {}).items():
+            out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")
+
+
+def cell(value: Any, limit: int = 80) -> str:
+    """A value as table text: short floats, JSON for lists and dicts, cut at ``limit`` characters."""
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.4g}" if abs(value) < 1e4 else f"{value:.0f}"
+    if isinstance(value, (list, tuple, dict)):
+        value = json.dumps(value, default=str, ensure_ascii=False)
+    text = str(value)
+    return escape(text if len(text) <= limit else text[: limit - 1] + "…")
+
+
+def print_steps(out, result) -> None:
+    from rich.table import Table
+
+    table = Table(title="steps", title_justify="left", title_style="bold")
+    for col, justify in (("step", "left"), ("operator", "left"), ("rows in", "right"), ("rows out", "right"),
+                         ("cache hits", "right"), ("seconds", "right")):
+        table.add_column(col, justify=justify)
+    for step, rec in result.steps.items():
+        cache = f"{rec.hits}/{rec.units}" if rec.cached else "off"
+        table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}")
+    out.print(table)

@@ -1,0 +1,99 @@
+"""``tessera run FLOW --queries FILE_OR_TEXT``: run a flow over queries and print the results.
+
+``python -m flows.run`` is this command with the Ray executor by default, for cluster jobs::
+
+    ray job submit --working-dir . -- python -m flows.run demo --queries data/sample/queries.jsonl
+
+Ctrl-C cancels through the run's ``CancelToken`` (exit status 130); a second one aborts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, positive_int, print_json
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("run", parents=[common], help="run a flow over queries", description=handle.__doc__)
+    add_arguments(parser, default_executor="local")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m flows.run``: ``tessera run`` with the Ray executor by default."""
+    from flows.commands import standalone_main
+
+    return standalone_main(handle, lambda parser: add_arguments(parser, default_executor="ray"), argv,
+                           prog="python -m flows.run", description=handle.__doc__)
+
+
+def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
+    parser.add_argument("flow", metavar="FLOW", help="spec file (YAML/JSON), built-in or saved flow name")
+    parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT",
+                        help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv) "
+                        "or one query text; may be left out when FLOW is a mosaicRAG request with a query")
+    parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
+                        help=f"where steps run (default: {default_executor})")
+    parser.add_argument("--index", metavar="NAME_OR_PATH",
+                        help="index for the retrieval steps that leave params.index unset "
+                        "(a path, or a name under $TESSERA_HOME/indices)")
+    parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv)")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
+    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
+    parser.add_argument("--top", type=positive_int, default=10, metavar="N",
+                        help="rows shown per query (default 10; --out gets every row)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the result (rows, roles, steps, timings, metadata) as JSON")
+    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Run a flow over queries and print the ranked results per query with their chips and timings."""
+    from flows.commands._progress import ProgressReporter, cancel_on_interrupt
+    from flows.commands._results import print_results, print_steps
+    from flows.executors import make_executor
+    from flows.progress import CancelToken
+    from flows.queries import check_result_path, read_queries, write_results
+
+    # Everything that can be wrong with the request is checked before anything runs.
+    flow, mosaic_query = load_flow(args.flow, index=getattr(args, "index", None))
+    if args.queries is not None:
+        queries = read_queries(args.queries)
+    elif mosaic_query is not None:
+        queries = read_queries(mosaic_query)
+    else:
+        raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
+    out_path = check_result_path(args.out) if args.out else None
+    for step_id, cls in flow.spec.unset_index_steps().items():
+        raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
+                       f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
+                       step=step_id, field="params.index")
+    executor = make_executor(args.executor, cache=_cache(args), keep_history=False)
+    token = CancelToken()
+    reporter = ProgressReporter(enabled=not args.quiet, flow=flow.name)
+    with cancel_on_interrupt(token), reporter:
+        result = executor.run(flow, queries, progress=reporter, cancel=token)
+    if out_path is not None:
+        write_results(result.table, out_path)
+        print(f"wrote {result.table.num_rows} rows to {out_path}", file=sys.stderr)
+    if args.json:
+        print_json(result.to_dict(rows=True))
+        return EXIT_OK
+    out = console()
+    print_results(out, result, queries, args.top)
+    print_steps(out, result)
+    out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
+    return EXIT_OK
+
+
+def _cache(args: argparse.Namespace):
+    if args.no_cache:
+        return None
+    from flows.cache import StepCache
+    from flows.store import default_cache_dir
+
+    return StepCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())

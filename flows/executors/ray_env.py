@@ -1,0 +1,84 @@
+"""Ray for Tessera's jobs: starting it quietly, and keeping Ray Data's own output out of the user's way.
+
+Everything that runs work on Ray (the Ray Data executor, ingestion's shard pipeline, the
+benchmarker through them) starts Ray here and wraps its datasets here, so Ray is set up
+one way: no dashboard, warnings only, progress bars that are Tessera's own, and none of
+the start-up lines a user cannot act on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Iterator
+
+#: ``ray.init`` arguments when Tessera starts Ray itself (never when Ray is already running).
+DEFAULT_RAY_INIT: dict[str, Any] = {
+    "ignore_reinit_error": True,
+    "include_dashboard": False,
+    "logging_level": logging.WARNING,
+}
+
+#: Loggers through which Ray Data reports a failed stage, with its traceback.
+_FAILURE_LOGGERS = ("ray.data._internal.execution.streaming_executor_state", "ray.data.exceptions")
+#: Ray Data's per-execution INFO lines and progress-bar notices.
+_CHATTY_LOGGERS = {"ray.data._internal.execution.streaming_executor": logging.WARNING,
+                   "ray.data._internal.progress": logging.ERROR}
+
+
+def ensure_ray(**overrides: Any) -> None:
+    """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected."""
+    import ray
+
+    if ray.is_initialized():
+        return
+    _quiet_start_up()
+    ray.init(**{**DEFAULT_RAY_INIT, **overrides})
+
+
+def _quiet_start_up() -> None:
+    """Ray 2.60 enables token authentication for a new local cluster and warns about it on every
+    ``ray.init``: a note for cluster operators (``RAY_AUTH_MODE`` is theirs to set; docs/cluster.md
+    says how). Tessera keeps the secure default and drops the note."""
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+
+
+def configure_dataset(ds: Any, *, preserve_order: bool = True) -> Any:
+    """Give a new root dataset its own context: order as asked, no Ray progress bars or start lines.
+
+    Each dataset gets its own copy of the current ``DataContext``; the global one is never changed.
+    """
+    ctx = ds.context
+    ctx.execution_options.preserve_order = preserve_order
+    ctx.enable_progress_bars = False
+    ctx.enable_operator_progress_bars = False
+    ctx.print_on_execution_start = False
+    return ds
+
+
+@contextlib.contextmanager
+def quiet_ray_data() -> Iterator[None]:
+    """Ray Data's per-execution INFO lines and progress-bar notices off while a run goes.
+
+    Ray Data re-applies its own logging config (``ray.data`` at DEBUG) whenever a dataset
+    runs, so the levels are set on the child loggers that write those lines, and restored
+    afterwards (also those ``quiet_failures`` changes).
+    """
+    import ray.data  # noqa: F401 - configures the ray.data loggers, so the levels below stick
+
+    before = {name: logging.getLogger(name).level for name in (*_CHATTY_LOGGERS, *_FAILURE_LOGGERS)}
+    for name, level in _CHATTY_LOGGERS.items():
+        logger = logging.getLogger(name)
+        if logger.getEffectiveLevel() < level:
+            logger.setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in before.items():
+            logging.getLogger(name).setLevel(level)
+
+
+def quiet_failures() -> None:
+    """After a cancel the stages fail on purpose: no tracebacks (restored by ``quiet_ray_data``)."""
+    for name in _FAILURE_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)

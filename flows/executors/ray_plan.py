@@ -1,0 +1,203 @@
+"""How a flow becomes Ray Data stages: fusion, alignment, input blocks and resources. No Ray in here.
+
+Everything the Ray Data executor decides before it builds a dataset is a pure function
+of the flow, the cluster's resources and block sizes, so it is tested without Ray.
+
+Stages and fusion (``plan_stages``)
+    Each step is a stage, except that with ``keep_history=False`` a row step whose only
+    input is a row step or a source, read by nothing else and not the output, with the
+    same ``num_gpus``, runs in its parent's stage: a chain such as source -> row -> row is
+    one ``map_batches``. The stage takes its first step's ``concurrency`` and the largest
+    ``num_cpus``.
+
+Tasks or actors (``runs_as_tasks``)
+    A stage whose operators each have no ``setup`` (or a ``light_setup``) and that asks
+    for no ``concurrency`` and no GPU runs as Ray tasks on workers that are already up;
+    every other stage gets an actor pool, so a model loads once per actor. An actor pool
+    costs a worker process and its imports per stage (docs/results.md has the figures).
+
+Alignment (``shape_stage``)
+    A query-scope step must see whole qid groups. A dataset is *aligned* when every
+    qid's rows lie in one block. The flow input cut between qid runs is aligned; so is
+    the output of a query or corpus step (its callable yields whole groups); the output
+    of a row step is aligned only when its batches cannot split a qid (its input had one
+    row per qid, or it ran on whole blocks of an aligned input). A fan-in or a source is
+    not. A query step over a dataset that is not aligned is *regrouped* first (a
+    shuffle in the local executor's group order and batches); a corpus step's input is
+    coalesced into one block.
+
+Resources (``ClusterResources``)
+    Streamed stages hold their actors at the same time; when a chain of them needs more
+    CPUs (or GPUs) than the cluster has for one actor each, the executor materialises
+    before adding the next stage (``fits``), since otherwise an actor of a later stage
+    could hold the CPU an earlier one waits for. A ``num_gpus`` hint above the cluster's
+    GPUs is dropped with a warning: the step runs on CPUs, as it does locally.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from flows.spec import Flow
+from operators.base import Operator
+
+log = logging.getLogger(__name__)
+
+#: The flow input is cut into blocks of at least this many rows, at most this many per CPU.
+INPUT_BLOCK_ROWS = 4096
+INPUT_BLOCKS_PER_CPU = 2
+#: Actors an autoscaling pool starts with at most; and rows of materialised input per
+#: actor it starts with (an actor costs a process start).
+INITIAL_ACTORS_MAX = 8
+INITIAL_ROWS_PER_ACTOR = 16384
+
+Stage = tuple[str, ...]
+
+
+def runs_as_tasks(flow: Flow, stage: Stage) -> bool:
+    """Whether a stage runs as Ray tasks rather than on an actor pool: each of its operators has no
+    ``setup`` or a ``light_setup`` (nothing worth an actor of its own), and it asks for no ``concurrency``
+    (a number of actors) and no GPU."""
+    ops = [flow.operators[step] for step in stage]
+    return (all(type(op).setup is Operator.setup or op.light_setup for op in ops)
+            and not flow.step_option(stage[0], "concurrency") and not flow.step_option(stage[0], "num_gpus"))
+
+
+def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Stage]:
+    """The stages, in run order: one step each, or a fused chain of row steps (module docstring)."""
+    consumers = {s: [c for c in flow.consumers[s] if c in steps] for s in steps}
+    stages: list[Stage] = []
+    stage_of: dict[str, Stage] = {}
+    for step in steps:
+        parents = flow.inputs[step]
+        parent = parents[0] if len(parents) == 1 else None
+        stage = stage_of.get(parent)
+        if (not keep_history and stage is not None and stage[-1] == parent
+                and flow.operators[step].scope == "row" and consumers[parent] == [step]
+                and parent != flow.output and flow.operators[parent].scope in ("row", "source")
+                and (flow.step_option(step, "num_gpus") or 0) == (flow.step_option(parent, "num_gpus") or 0)):
+            index = stages.index(stage)
+            stages[index] = stage = stage + (step,)
+            for member in stage:
+                stage_of[member] = stage
+        else:
+            stages.append((step,))
+            stage_of[step] = (step,)
+    return stages
+
+
+@dataclass(frozen=True)
+class StageShape:
+    """What a stage's input needs before it runs, and what its output will be."""
+
+    regroup: bool            # shuffle into whole qid groups first (a query step over unaligned input)
+    coalesce: bool           # concatenate into one block first (a corpus step)
+    batch_size: int | None   # map_batches' batch size (None: whole blocks)
+    out_aligned: bool        # every qid's output rows will lie in one block
+
+
+def shape_stage(flow: Flow, stage: Stage, *, aligned: bool, one_row_per_qid: bool) -> StageShape:
+    """The alignment rule (module docstring) for a stage over an input that is ``aligned`` or not."""
+    op = flow.operators[stage[0]]
+    batch_size = flow.step_option(stage[0], "batch_size")
+    if op.scope == "query":
+        return StageShape(regroup=not aligned, coalesce=False, batch_size=None, out_aligned=True)
+    if op.scope == "corpus":
+        return StageShape(regroup=False, coalesce=True, batch_size=None, out_aligned=True)
+    out_aligned = one_row_per_qid or (aligned and not batch_size)
+    for fused in stage[1:]:  # as if each ran on its own: it would cut qids with a batch size
+        out_aligned = out_aligned and not flow.step_option(fused, "batch_size")
+    return StageShape(regroup=False, coalesce=False, batch_size=batch_size or None, out_aligned=out_aligned)
+
+
+@dataclass(frozen=True)
+class InputCut:
+    """The flow input cut into blocks: row bounds, and what the executor may assume of them."""
+
+    bounds: list[int]
+    aligned: bool
+    one_row_per_qid: bool
+
+    def pieces(self, table: pa.Table) -> list[pa.Table]:
+        return [table.slice(a, b - a) for a, b in zip(self.bounds, self.bounds[1:]) if b > a] or [table]
+
+
+def cut_input(table: pa.Table, cpus: int) -> InputCut:
+    """A few blocks per CPU for parallelism, cut between qid runs where each qid's rows are together."""
+    n = table.num_rows
+    parts = max(1, min(-(-n // INPUT_BLOCK_ROWS), INPUT_BLOCKS_PER_CPU * max(1, cpus)))
+    bounds = [round(i * n / parts) for i in range(parts + 1)]
+    if "qid" not in table.column_names or not n:
+        return InputCut(bounds, aligned=parts == 1, one_row_per_qid=False)
+    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    runs = np.flatnonzero(qids[1:] != qids[:-1]) + 1  # where a new qid run starts
+    distinct = pc.count_distinct(table.column("qid")).as_py()
+    if len(runs) + 1 != distinct:  # a qid's rows are not together: cut anywhere, not aligned
+        return InputCut(bounds, aligned=parts == 1, one_row_per_qid=False)
+    starts = np.r_[runs, n]
+    bounds = sorted({0, n, *(int(starts[np.searchsorted(starts, b)]) for b in bounds[1:-1])})
+    return InputCut(bounds, aligned=True, one_row_per_qid=distinct == n)
+
+
+@dataclass
+class ClusterResources:
+    """The cluster's CPUs and GPUs, and each stage's share of them."""
+
+    flow: Flow
+    cluster: dict[str, float]
+    cpu_fallback: set[str] = field(default_factory=set)  # steps warned about already
+
+    @property
+    def cpus(self) -> float:
+        return self.cluster.get("CPU", 0)
+
+    @property
+    def gpus(self) -> float:
+        return self.cluster.get("GPU", 0)
+
+    def num_gpus(self, step: str) -> float:
+        """The step's GPU hint; 0 on a cluster without that many GPUs (it runs on CPUs, as locally)."""
+        wanted = self.flow.step_option(step, "num_gpus") or 0
+        if wanted > self.gpus:
+            if wanted and step not in self.cpu_fallback:
+                self.cpu_fallback.add(step)
+                log.warning("step '%s' asks for %s GPU(s) per actor but the Ray cluster has %s: running it "
+                            "on CPUs", step, wanted, self.gpus)
+            return 0
+        return wanted
+
+    def of_stage(self, stage: Stage) -> tuple[int | None, float | None, float]:
+        """A stage's ``concurrency`` (its first step's), ``num_cpus`` (the most) and ``num_gpus``."""
+        cpus = [c for c in (self.flow.step_option(s, "num_cpus") for s in stage) if c is not None]
+        return self.flow.step_option(stage[0], "concurrency"), max(cpus) if cpus else None, self.num_gpus(stage[0])
+
+    def fits(self, stages: Iterable[Stage]) -> bool:
+        """Whether the cluster holds the smallest actor pools of these stages at once."""
+        cpus = gpus = 0.0
+        for stage in dict.fromkeys(stages):
+            if runs_as_tasks(self.flow, stage):
+                continue
+            concurrency, num_cpus, num_gpus = self.of_stage(stage)
+            actors = concurrency or 1
+            cpus += (num_cpus or 0) * actors
+            gpus += num_gpus * actors
+        return cpus <= self.cpus + 1e-9 and gpus <= self.gpus + 1e-9
+
+    def initial_actors(self, stage: Stage, inputs: int) -> int:
+        """Actors an autoscaling pool starts with: as many as the cluster fits and ``inputs`` keep busy
+        (a stage streamed after another gets ``inputs=1``, so it cannot take what the earlier one needs)."""
+        _, num_cpus, num_gpus = self.of_stage(stage)
+        fits = [self.cpus / num_cpus if num_cpus else float("inf"),
+                self.gpus / num_gpus if num_gpus else float("inf"), inputs]
+        return max(1, min(int(min(fits)), INITIAL_ACTORS_MAX))
+
+
+def actors_for_blocks(rows: list[int]) -> int:
+    """Actors worth starting over materialised blocks: one per block, one per ``INITIAL_ROWS_PER_ACTOR`` rows."""
+    return min(len(rows), -(-sum(rows) // INITIAL_ROWS_PER_ACTOR))

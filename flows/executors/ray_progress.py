@@ -1,0 +1,138 @@
+"""The calling thread of a Ray Data run: progress, cancellation and errors, while stages run elsewhere.
+
+A small actor (``_ray_udfs._Reporter``, no CPU; one per driver, its runs kept apart by a
+run id, so no run waits for an actor to start) collects what each batch did: callables
+send it their ``BatchStats`` after every batch, before the batch's rows leave the
+callable, and learn from the answer whether the run was cancelled. ``RunFollower``
+polls it every ``POLL_SECONDS`` while a worker thread builds and runs the stages, feeds
+``RunState`` (step records, hit ratios, metadata, timings, progress events, as the local
+executor does) and forwards a ``CancelToken``'s cancel. An error on the caller's side (a
+progress callback that raises, Ctrl-C) cancels the run the same way and waits for the
+stages to stop before it reaches the caller.
+
+Ray hands back only the text of an exception raised in a callable, so a callable sends an
+operator's ``TesseraError`` to the reporter first and ``raise_error`` raises it again here,
+with its type, step and operator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import uuid
+from typing import Any, Callable
+
+import ray
+
+from flows.executors._ray_udfs import shared_reporter
+from flows.executors.base import RunState
+from flows.executors.ray_env import quiet_failures
+from operators.errors import FlowCancelled, TesseraError
+
+#: Seconds between two polls of the reporter by the driver.
+POLL_SECONDS = 0.2
+
+
+class RunFollower:
+    """Follows one run from the calling thread; the worker thread posts to ``messages``.
+
+    Messages: ``("done", step)`` once a step's output is materialised, ``("time", name,
+    seconds)`` for driver-side work (``RunState`` belongs to this thread only).
+    """
+
+    def __init__(self, state: RunState):
+        self.state = state
+        self.messages: queue.Queue[tuple] = queue.Queue()
+        self.run_id = uuid.uuid4().hex  # this run's key in the shared reporter
+        self.reporter: Any = None
+        self.finished: set[str] = set()
+        self.last_step: str | None = None   # the step of the last batch reported
+        self.current: str | None = None     # the step the worker thread is building
+
+    def follow(self, work: Callable[[], None], name: str) -> None:
+        """Run ``work`` on a worker thread until it ends; returns the error it raised, if any."""
+        self.reporter = shared_reporter()
+        ray.get(self.reporter.open.remote(self.run_id))  # before any batch can report
+        errors: list[BaseException] = []
+
+        def target() -> None:
+            try:
+                work()
+            except BaseException as err:  # handed to the calling thread
+                errors.append(err)
+
+        worker = threading.Thread(target=target, name=f"tessera-ray-{name}", daemon=True)
+        worker.start()
+        cancel_sent = False
+        try:
+            while worker.is_alive():
+                worker.join(POLL_SECONDS)
+                if self.state.cancel.cancelled and not cancel_sent:
+                    self.reporter.cancel.remote(self.run_id)
+                    cancel_sent = True
+                    quiet_failures()  # the stages fail on purpose now
+                self.pump()
+            self.pump()
+            if errors:
+                self.raise_error(errors[0], ray.get(self.reporter.error.remote(self.run_id)))
+        except BaseException:  # the caller's side failed (a progress callback, Ctrl-C): the run ends with it
+            if worker.is_alive():
+                self._stop(worker, cancel_sent)
+            raise
+        finally:
+            with contextlib.suppress(ray.exceptions.RayError):
+                self.reporter.close.remote(self.run_id)
+
+    def _stop(self, worker: threading.Thread, cancel_sent: bool) -> None:
+        """Cancel the stages and wait for the worker thread (at most a batch per actor), so nothing
+        of the run outlives the call: stages left running would hold the cluster's CPUs, and fail
+        loudly once the reporter is gone."""
+        quiet_failures()
+        if not cancel_sent:
+            with contextlib.suppress(ray.exceptions.RayError):
+                self.reporter.cancel.remote(self.run_id)
+        worker.join()
+
+    def pump(self) -> None:
+        """Feed ``RunState`` with the batches reported so far, then close finished steps."""
+        messages = []
+        while True:  # steps materialised before the drain below: all their batches are in it
+            try:
+                messages.append(self.messages.get_nowait())
+            except queue.Empty:
+                break
+        try:
+            events = ray.get(self.reporter.drain.remote(self.run_id))
+        except ray.exceptions.RayError:
+            events = []
+        for _, step, stats in events:
+            self.last_step = step
+            self.start(step)
+            self.state.add_batch(step, stats)
+        for kind, *args in messages:
+            if kind == "time":
+                self.state.result.timings.add(*args)
+            else:
+                self.finish(args[0])
+
+    def start(self, step: str) -> None:
+        if step not in self.state.result.steps:
+            self.state.start_step(step)
+
+    def finish(self, step: str) -> None:
+        self.start(step)
+        if step not in self.finished:
+            self.finished.add(step)
+            self.state.finish_step(step, None, False)
+
+    def raise_error(self, error: BaseException, remote: tuple | None) -> None:
+        if self.state.cancel.cancelled:
+            raise FlowCancelled(self.state.cancel.reason or "cancelled",
+                                step=self.last_step or self.current) from None
+        if isinstance(error, TesseraError):  # raised here, on the driver
+            raise error
+        if remote is not None:  # an operator's error, as the operator raised it
+            cls, message, step, op, field_ = remote
+            raise cls(message, step=step, op=op, field=field_) from error
+        raise error

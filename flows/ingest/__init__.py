@@ -1,0 +1,1 @@
+"""``python -m flows.ingest``: see ``flows.commands.ingest``."""

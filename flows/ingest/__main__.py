@@ -1,0 +1,13 @@
+"""``python -m flows.ingest``: ``tessera ingest`` as a job entry point, Ray executor by default.
+
+::
+
+    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
+"""
+
+import sys
+
+from flows.commands.ingest import main
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,116 @@
+"""An ingestion's plan: the read step, chunking and embedding, from the ingest spec and the caller's overrides."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import ValidationError
+
+from flows.ingestion.errors import IngestError
+from operators.base import Source
+
+DEFAULT_SPEC = "ingest"
+#: Retries read sources from the ledger; a placeholder read step keeps the plan whole.
+ANY_SOURCE = {"op": "sources.jsonl", "params": {"path": "-"}}
+
+
+@dataclass
+class IngestPlan:
+    """A resolved ingestion: the read op, chunk and embed params, the embed step's resources."""
+
+    read: Source
+    chunk: dict[str, Any] | None
+    embed: dict[str, Any]
+    embed_options: dict[str, Any]
+    settings_base: dict[str, Any]
+
+
+def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
+    """An ingest flow spec (path, built-in name, YAML text or dict) and its index settings section."""
+    from flows.spec import FlowSpec
+
+    if spec is None:
+        return None, None
+    flow = FlowSpec.parse(dict(spec)) if isinstance(spec, dict) else FlowSpec.load(spec)
+    flow.build()  # operators and params are checked before anything runs
+    unknown = [s for s in flow.steps if s not in ("read", "chunk", "embed")]
+    if unknown:
+        raise IngestError(f"an ingest spec has the steps read, chunk (optional) and embed; got {unknown}",
+                          step=unknown[0], field="steps")
+    return flow, flow.index_settings
+
+
+def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
+    path = Path(source).expanduser()
+    if path.is_dir() and any(path.glob("corpus.jsonl*")):
+        return "sources.beir", {"folder": str(source), "part": "corpus"}
+    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
+    if suffix in (".parquet", ".pq"):
+        return "sources.parquet", {"path": str(source)}
+    if suffix in (".csv", ".tsv"):
+        return "sources.csv", {"path": str(source)}
+    return "sources.jsonl", {"path": str(source)}
+
+
+def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
+               chunk: dict[str, Any] | Literal[False] | None) -> IngestPlan:
+    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it."""
+    from operators.registry import get_operator
+
+    flow, spec_settings = load_spec(spec)
+    steps = flow.steps if flow is not None else {}
+    read = steps.get("read")
+    if isinstance(source, dict):
+        op_name, params = source["op"], dict(source.get("params") or {})
+    elif source is not None:
+        op_name, params = _infer_read(source)
+        if read is not None and read.op == op_name:
+            params = {**{k: v for k, v in read.params.items() if k not in ("path", "folder")}, **params}
+    elif read is not None:
+        op_name, params = read.op, dict(read.params)
+    else:
+        raise IngestError("no source: pass one (a file, a glob, a BEIR folder) or a spec with a read step",
+                          field="source")
+    cls = get_operator(op_name, step="read")
+    if cls.scope != "source":
+        raise IngestError(f"'{op_name}' is not a source operator", step="read", op=op_name, field="op")
+    op = cls(params, step_id="read")
+    if chunk is False:
+        chunk_params = None
+    elif chunk is not None:
+        chunk_params = dict(chunk)
+    else:
+        chunk_params = dict(steps["chunk"].params) if "chunk" in steps else None
+    if chunk_params is not None:
+        from operators.preprocess.chunk import Chunker
+
+        Chunker(chunk_params, step_id="chunk")  # validates
+    embed_step = steps.get("embed")
+    embed = dict(embed_step.params) if embed_step is not None else {"title_column": "title"}
+    options = {}
+    if embed_step is not None:
+        options = {k: getattr(embed_step, k) for k in ("num_cpus", "num_gpus", "concurrency", "batch_size")
+                   if getattr(embed_step, k) is not None}
+    return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
+                      settings_base=dict(spec_settings or {}))
+
+
+def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
+    """Complete settings: an IndexSettings as given; a dict overrides the existing index's (or the spec's)."""
+    from operators.store import Index, IndexSettings
+
+    if isinstance(settings, IndexSettings):
+        return settings
+    if settings is not None and not isinstance(settings, dict):
+        raise IngestError(f"settings must be IndexSettings or a dict, got {type(settings).__name__}",
+                          field="settings")
+    if (index_path / "manifest.json").exists():
+        base = Index.open(index_path).settings.model_dump()
+    try:
+        return IndexSettings.model_validate({**base, **(settings or {})})
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise IngestError(f"bad index settings: {first['msg']}",
+                          field="settings." + ".".join(map(str, first["loc"]))) from None

@@ -1,0 +1,1 @@
+"""``python -m flows.run``: see ``flows.commands.run``."""
