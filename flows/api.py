@@ -1,0 +1,177 @@
+"""Tessera from Python: ingest a corpus, search it, load and run flows.
+
+::
+
+    from flows.api import Flow, ingest
+
+    index = ingest("data/sample/corpus.jsonl", ".tessera/indices/sample", shard_size=250)
+    hits = index.search("gothic cathedrals", k=5)
+    flow = Flow.load("hybrid", index=index)
+    result = flow.run(["gothic cathedrals", "honey bees"])
+    result.table, result.history["bm25"], result.steps["fused"].seconds
+
+This is a thin layer over the engine (``flows.spec``, ``flows.executors``) and the
+ingestion job (``flows.ingestion``) with the defaults a notebook wants: in-process
+execution, no step cache unless asked for, every step's output kept. Everything it
+returns is the engine's own (``FlowResult``, pyarrow tables), so nothing here hides
+what the CLI and the service use.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Literal
+
+import pyarrow as pa
+
+from flows.spec import FlowSpec, StepSpec, load_request
+from operators.errors import SpecError
+
+if TYPE_CHECKING:
+    from flows.ingestion import IngestReport
+    from flows.progress import CancelToken, ProgressCallback
+    from flows.result import FlowResult
+    from operators.store import Index as StoreIndex
+
+__all__ = ["Flow", "Index", "ingest"]
+
+Queries = str | Iterable[str] | pa.Table
+SearchMethod = Literal["bm25", "dense", "hybrid"]
+
+
+class Index:
+    """An index directory built by ingestion: what it holds, and searching it."""
+
+    def __init__(self, store: "StoreIndex", report: "IngestReport | None" = None):
+        self.store = store          # operators.store.Index: shards, documents, add/update/delete
+        self.report = report        # what the ingestion that returned this index did, if one did
+
+    @classmethod
+    def open(cls, path: str | os.PathLike) -> "Index":
+        """An existing index: a folder, or a name under ``$TESSERA_HOME/indices``."""
+        from operators.store import Index as StoreIndex
+        from operators.store import resolve_index
+
+        return cls(StoreIndex.open(resolve_index(path)))
+
+    @property
+    def path(self) -> Path:
+        return Path(self.store.path)
+
+    def __len__(self) -> int:
+        """Live chunks (a document cut into passages counts once per passage)."""
+        return len(self.store)
+
+    def __repr__(self) -> str:
+        counts, settings = self.store.counts(), self.store.settings
+        kinds = " + ".join(k for k, on in (("bm25", settings.bm25), (f"dense {settings.encoder} "
+                                                                   f"{settings.dense_type}", settings.dense)) if on)
+        return (f"Index('{self.path}': {counts['live_chunks']:,} chunks in {counts['shards']} shard(s); "
+                f"{kinds})")
+
+    def search(self, queries: Queries, k: int = 10, *, method: SearchMethod = "hybrid") -> pa.Table:
+        """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow."""
+        if not isinstance(k, int) or k < 1:
+            raise SpecError(f"k must be a whole number of at least 1, got {k!r}", field="k")
+        if method not in ("bm25", "dense", "hybrid"):
+            raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
+        spec = FlowSpec.load(method).with_index(str(self.path))
+        steps = {step_id: _at_least_k(step, k) for step_id, step in spec.steps.items()}
+        steps["top"] = StepSpec(op="postprocess.reduce", params={"k": k}, inputs=[spec.build().output])
+        flow = spec.model_copy(update={"name": f"search_{method}", "steps": steps, "output": "top"})
+        return Flow(flow).run(queries, keep_history=False).table
+
+
+def _at_least_k(step: Any, k: int) -> Any:
+    """A retrieval step that fetches at least ``k`` candidates."""
+    if "k" in step.params and "index" in step.params and step.params["k"] < k:
+        return step.model_copy(update={"params": {**step.params, "k": k}})
+    return step
+
+
+class Flow:
+    """A validated flow, ready to run over queries."""
+
+    def __init__(self, spec: FlowSpec):
+        self.spec = spec
+        self.built = spec.build()  # operators and params checked here, before anything runs
+
+    @classmethod
+    def load(cls, source: str | os.PathLike | dict | FlowSpec, *, index: "Index | str | os.PathLike | None" = None
+             ) -> "Flow":
+        """A built-in or saved flow name, a spec file, YAML/JSON text, a dict or a ``FlowSpec``.
+
+        ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do).
+        """
+        if isinstance(source, FlowSpec):
+            spec = source
+        elif isinstance(source, dict):
+            spec = FlowSpec.parse(source)
+        else:
+            spec = load_request(str(source))[0]
+        if index is not None:
+            spec = spec.with_index(str(index.path if isinstance(index, Index) else index))
+        return cls(spec)
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    @property
+    def steps(self) -> list[str]:
+        """The steps the output depends on, in run order."""
+        return self.built.needed_steps()
+
+    def __repr__(self) -> str:
+        return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"
+
+    def run(self, queries: Queries, *, executor: Literal["local", "ray"] = "local",
+            cache: bool | str | os.PathLike = False, keep_history: bool = True,
+            progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":
+        """Run over one query, a list of queries, or a ``qid, query`` table; returns the ``FlowResult``.
+
+        ``executor="ray"`` runs the same flow as Ray Data stages. ``cache=True`` uses the
+        step cache in ``$TESSERA_HOME/cache`` (a path: that folder).
+        """
+        from flows.executors import make_executor
+        from flows.executors.base import as_queries
+
+        unset = self.spec.unset_index_steps()
+        if unset:
+            step = next(iter(unset))
+            raise SpecError("this step reads an index and none is set: Flow.load(..., index=...)",
+                            step=step, field="params.index")
+        runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
+        return runner.run(self.built, as_queries(queries), progress=progress, cancel=cancel)
+
+    def save(self, name: str) -> Path:
+        """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere."""
+        from flows import store
+
+        return store.save(name, self.spec)
+
+
+def _step_cache(cache: bool | str | os.PathLike):
+    if cache is False or cache is None:
+        return None
+    from flows.cache import StepCache
+    from flows.store import default_cache_dir
+
+    return StepCache(default_cache_dir() if cache is True else Path(cache))
+
+
+def ingest(source: str | os.PathLike | dict | None, index: str | os.PathLike, *, spec: str | dict | None = "ingest",
+           executor: Literal["local", "ray"] = "local", progress: bool = True, **options: Any) -> Index:
+    """Ingest ``source`` into the index folder ``index`` and return the ``Index``; run it again to resume.
+
+    ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 256 tokens, MiniLM, BM25 and
+    FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``,
+    ``settings``, ``chunk``, ``retry_failed``, ``colbert``). In-process by default; ``executor="ray"``
+    embeds on Ray Data actors.
+    """
+    from flows.ingestion import ingest as run_ingestion
+    from operators.store import Index as StoreIndex
+
+    report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
+    return Index(StoreIndex.open(report.index), report)
