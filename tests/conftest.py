@@ -86,11 +86,23 @@ def make_executor(executor_kind):
 
 
 @pytest.fixture(scope="session")
-def sample_index(tmp_path_factory) -> Path:
-    """The bundled sample ingested as ``make demo`` does it (the built-in ingest spec:
-    chunked, BM25 + MiniLM, flat), with the local executor; built once per session."""
+def sample_workspace(tmp_path_factory) -> Path:
+    """A folder laid out as a clone after ``make demo``: ``data/sample`` (a copy of the bundled
+    sample) and ``.tessera/indices/sample``, ingested as ``make demo`` and the README's Python tour
+    do it (the built-in ingest spec: chunked, BM25 + MiniLM, flat; 250 documents a shard), with the
+    local executor; built once per session, so the README's own ``ingest`` call finds it done."""
+    import shutil
+
     from flows.ingestion import ingest
 
-    path = tmp_path_factory.mktemp("indices") / "sample"
-    ingest(REPO / "data" / "sample" / "corpus.jsonl", path, spec="ingest", executor="local", progress=False)
-    return path
+    root = tmp_path_factory.mktemp("workspace")
+    shutil.copytree(REPO / "data" / "sample", root / "data" / "sample")
+    ingest(root / "data" / "sample" / "corpus.jsonl", root / ".tessera" / "indices" / "sample", spec="ingest",
+           shard_size=250, executor="local", progress=False)
+    return root
+
+
+@pytest.fixture(scope="session")
+def sample_index(sample_workspace) -> Path:
+    """The bundled sample's index (see ``sample_workspace``)."""
+    return sample_workspace / ".tessera" / "indices" / "sample"

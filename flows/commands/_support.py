@@ -25,6 +25,16 @@ class CliError(TesseraError):
     """A bad command-line argument or file."""
 
 
+def require_extra(extra: str, modules: tuple[str, ...]) -> None:
+    """Fail with the install line when a command's optional dependencies are missing."""
+    import importlib.util
+
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise CliError(f"this command needs the '{extra}' extra (missing: {', '.join(missing)}): "
+                       f"pip install 'tessera[{extra}]' (from a clone: pip install -e '.[{extra}]')", field=extra)
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

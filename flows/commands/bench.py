@@ -7,6 +7,7 @@ import sys
 from typing import Sequence
 
 from flows.bench.errors import BenchError
+from flows.commands._support import require_extra
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -53,6 +54,7 @@ def parse_ks(text: str) -> list[int]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib") + (() if args.no_mlflow else ("mlflow",)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
 

@@ -1,0 +1,130 @@
+"""The house, drawn from the imports: no circles, each floor importing only the floors below it.
+
+``serve -> flows -> operators``; inside ``flows``, ``commands`` (the CLI) -> the jobs
+(``train`` -> ``bench`` -> ``ingestion``) -> the engine; ``flows.api`` is a front door
+beside the CLI. Operators know nothing of Ray, Serve, FastAPI or the engine. Every import
+counts, including those inside functions. The graph comes from grimp (import-linter's).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grimp
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+PACKAGES = ("flows", "operators", "serve")
+JOBS = ("flows.train", "flows.bench", "flows.ingestion")  # each may import the ones after it
+#: The job entry points (``python -m ...``): thin files that may import the CLI.
+ENTRY_POINTS = {"flows.__main__", "flows.run.__main__", "flows.ingest.__main__", "flows.bench.__main__",
+                "flows.train.__main__"}
+FRONT_DOORS = ("flows.commands", "flows.api", "flows.run", "flows.ingest", "flows.__main__")
+MAX_LINES = 400
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+
+
+def within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def imports(graph, importer_in: str, imported_in: str, *, exact: bool = False) -> list[str]:
+    """Direct imports from modules in ``importer_in`` (that module alone if ``exact``) to modules in
+    ``imported_in``, with line numbers."""
+    found = []
+    for importer in sorted(m for m in graph.modules if (m == importer_in if exact else within(m, importer_in))):
+        for imported in sorted(graph.find_modules_directly_imported_by(importer)):
+            if within(imported, imported_in) and importer not in ENTRY_POINTS:
+                lines = [d["line_number"] for d in graph.get_import_details(importer=importer, imported=imported)]
+                found.append(f"{importer} -> {imported} (line {', '.join(map(str, lines))})")
+    return found
+
+
+def cycles(graph) -> list[list[str]]:
+    """Strongly connected groups of two or more of our modules."""
+    ours = sorted(m for m in graph.modules if any(within(m, p) for p in PACKAGES))
+    index, low, stack, on_stack, found = {}, {}, [], set(), []
+
+    def visit(start: str) -> None:  # Tarjan's algorithm, iterative
+        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next((c for c in children if c in ours_set), None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                if len(group) > 1:
+                    found.append(sorted(group))
+
+    ours_set = set(ours)
+    for module in ours:
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_import_circles(graph):
+    assert cycles(graph) == []
+
+
+def test_operators_know_nothing_of_ray_serve_or_the_engine(graph):
+    for outside in ("ray", "fastapi", "flows", "serve"):
+        assert imports(graph, "operators", outside) == []
+
+
+def test_the_engine_never_imports_serve(graph):
+    assert imports(graph, "flows", "serve") == []
+
+
+def test_only_entry_points_import_the_front_doors(graph):
+    for door in FRONT_DOORS:
+        importers = {m for m in graph.find_modules_that_directly_import(door)} if door in graph.modules else set()
+        for module in sorted(m for m in graph.modules if within(m, door)):
+            importers |= graph.find_modules_that_directly_import(module)
+        outside = sorted(m for m in importers if not within(m, door) and m not in ENTRY_POINTS)
+        assert outside == [], f"{door} is imported by {outside}"
+
+
+def test_jobs_import_only_later_jobs_and_the_engine(graph):
+    for i, job in enumerate(JOBS):
+        for earlier in JOBS[:i]:
+            assert imports(graph, job, earlier) == []
+
+
+def test_the_engine_imports_no_job(graph):
+    engine = sorted(m for m in graph.modules if within(m, "flows")
+                    and not any(within(m, p) for p in (*JOBS, *FRONT_DOORS)))
+    assert "flows.spec" in engine and "flows.executors.ray_data" in engine
+    for module in engine:
+        for job in JOBS:
+            assert imports(graph, module, job, exact=True) == [], f"{module} imports the job {job}"
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(REPO)): n for package in PACKAGES for p in (REPO / package).rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    assert long == {}, f"split these modules (over {MAX_LINES} lines): {long}"
