@@ -39,7 +39,7 @@ class _Reporter:
     """Collects batch statistics from the callables and holds each run's cancel flag and first error.
 
     One actor serves every run of a driver (keyed by run id), so a run does not wait for an actor
-    process to start: that took 1 to 10 s on 2 cores, more than a small flow's own work.
+    process to start, which costs more than a small flow's own work (docs/results.md).
     """
 
     def __init__(self) -> None:

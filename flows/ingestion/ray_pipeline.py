@@ -18,8 +18,7 @@ Resources: the embed pool takes the embed step's ``num_cpus``/``num_gpus``/
 write (as many actors as embed) ask for no CPU: their work is short, and a CPU held
 for them could leave an embed actor that waits on their output without one. They are
 long-lived actors rather than tasks because a task stage started a worker process
-per shard: on the 117,659 WordNet glosses (24 shards, 2 CPUs) the task version took
-507 s, the actor version 442 s, against 414 s of bare ``encode``.
+per shard, which was measurably slower on WordNet's glosses (docs/results.md).
 """
 
 from __future__ import annotations
