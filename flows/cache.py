@@ -18,11 +18,18 @@ the like) are not part of it.
 Storage is a directory: ``index.sqlite`` (WAL mode, so many Ray workers can write
 at once; ``INSERT OR IGNORE`` makes a race harmless) maps unit keys to a slice of an
 Arrow IPC file under ``data/``. Files are written to a temporary name and renamed,
-so a crash leaves at most an unreferenced file, never a half-written entry.
+so a crash leaves at most an unreferenced file, never a half-written entry. A file
+damaged later (truncated, removed by hand) is a miss, and its entries are dropped so
+the next run stores the recomputed units again.
+
+The directory carries a marker file (``MARKER``), and ``clear`` deletes only what the
+cache wrote, in a directory that has the marker: pointed at any other folder it
+refuses, so a mistyped ``--cache-dir`` cannot delete someone's work.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -38,6 +45,12 @@ from typing import Any, Iterable, Sequence
 import pyarrow as pa
 
 from operators.base import Operator
+from operators.errors import TesseraError
+
+#: The file that says a directory is a Tessera step cache.
+MARKER = "tessera-cache.json"
+#: What a cache directory holds (anything else in it is left alone by ``clear``).
+_OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal")
 
 DEFAULT_CACHE_DIR = Path(os.environ.get("TESSERA_HOME", Path.home() / ".tessera")) / "cache"
 
@@ -137,6 +150,26 @@ class CachedUnit:
         return None if self.source is None else self.source.slice(self.start, self.count)
 
 
+class CacheError(TesseraError):
+    """The cache directory cannot be used (not a cache, not a folder, a damaged database)."""
+
+
+def is_cache_dir(root: Path) -> bool:
+    """Whether ``root`` is a step cache: it has the marker, or (a cache from before markers) its
+    ``index.sqlite`` has the cache's tables and it holds nothing the cache did not write."""
+    if (root / MARKER).is_file():
+        return True
+    database = root / "index.sqlite"
+    if not database.is_file() or any(e.name not in (*_OWN_FILES, "data") for e in os.scandir(root)):
+        return False
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        return False
+    return {"units", "steps"} <= tables
+
+
 class StepCache:
     """A persistent, multi-process cache of step outputs by unit key."""
 
@@ -149,15 +182,39 @@ class StepCache:
 
     # -- connection -----------------------------------------------------------
 
+    def check(self) -> None:
+        """Fail now, naming the path, if this cache cannot be opened (before a run computes anything)."""
+        self._conn()
+
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)
         if conn is None or getattr(self._local, "pid", None) != os.getpid():
-            (self.root / "data").mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.root / "index.sqlite", timeout=60, isolation_level=None)
+            conn = self._open()
+            self._local.conn, self._local.pid = conn, os.getpid()
+        return conn
+
+    def _open(self) -> sqlite3.Connection:
+        root = self.root
+        blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
+        if blocking is not None:
+            raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
+        fresh = not (root / "index.sqlite").exists()
+        if fresh and root.is_dir() and any(e.name not in (*_OWN_FILES, "data") for e in os.scandir(root)):
+            raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
+                             "new folder", field="cache_dir")
+        try:
+            (root / "data").mkdir(parents=True, exist_ok=True)
+            if not (root / MARKER).exists():
+                (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": 1}) + "\n")
+            conn = sqlite3.connect(root / "index.sqlite", timeout=60, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
             conn.executescript(_SCHEMA)
-            self._local.conn, self._local.pid = conn, os.getpid()
+        except sqlite3.DatabaseError as err:
+            raise CacheError(f"{root / 'index.sqlite'} is not a step cache database ({err}): move it away, or "
+                             "give another --cache-dir", field="cache_dir") from None
+        except OSError as err:
+            raise CacheError(f"cache directory {root}: {err.strerror or err}", field="cache_dir") from None
         return conn
 
     # -- units ----------------------------------------------------------------
@@ -175,19 +232,37 @@ class StepCache:
             ):
                 found[key] = (file, start, count, meta)
         tables: dict[str, pa.Table] = {}
+        broken: set[str] = set()
         result: dict[bytes, CachedUnit] = {}
         for key, (file, start, count, meta) in found.items():
             source = None
             if file:
-                if file not in tables:
-                    path = self.root / "data" / file
+                if file not in tables and file not in broken:
                     try:
-                        tables[file] = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
-                    except (FileNotFoundError, pa.ArrowInvalid):
-                        continue  # a file removed by hand: treat as a miss
+                        tables[file] = pa.ipc.open_file(pa.memory_map(str(self.root / "data" / file))).read_all()
+                    except (OSError, pa.ArrowInvalid):
+                        broken.add(file)  # removed or damaged: a miss
+                if file in broken:
+                    continue
                 source = tables[file]
             result[key] = CachedUnit(source, start, count, json.loads(meta) if meta else None)
+        if broken:
+            self._forget(broken)
         return result
+
+    def _forget(self, files: set[str]) -> None:
+        """Drop the entries of damaged files, so the units are stored again when they are recomputed."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.executemany("DELETE FROM units WHERE file = ?", [(f,) for f in files])
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        for file in files:
+            with contextlib.suppress(OSError):
+                (self.root / "data" / file).unlink()
 
     def put(self, units: Sequence[tuple[bytes, pa.Table | None, dict[str, Any] | None]]) -> None:
         """Store units: ``(key, rows or None, metadata)``; rows of all units share one file."""
@@ -235,8 +310,31 @@ class StepCache:
             args.append(step)
         return [{"step": s, **json.loads(e)} for s, e in self._conn().execute(query + " ORDER BY updated", args)]
 
-    def clear(self) -> None:
-        import shutil
-
+    def clear(self) -> bool:
+        """Delete what the cache wrote (never another file, never through a link); False if there was
+        no cache. A folder that is not a step cache is refused with a ``CacheError``."""
+        root = self.root
+        if not root.exists():
+            return False
+        if not root.is_dir() or not is_cache_dir(root):
+            raise CacheError(f"refusing to clear {root}: it is not a Tessera step cache (no {MARKER}); "
+                             "nothing was deleted", field="cache_dir")
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
         self._local.conn = None
-        shutil.rmtree(self.root, ignore_errors=True)
+        data = root / "data"
+        if data.is_symlink():
+            data.unlink()
+        elif data.is_dir():
+            for entry in os.scandir(data):
+                if entry.is_file(follow_symlinks=False) and entry.name.endswith((".arrow", ".tmp")):
+                    os.unlink(entry.path)
+            with contextlib.suppress(OSError):
+                data.rmdir()  # left in place if something else was put there
+        for name in reversed(_OWN_FILES):  # the marker last: an interrupted clear can be run again
+            with contextlib.suppress(FileNotFoundError):
+                (root / name).unlink()
+        with contextlib.suppress(OSError):
+            root.rmdir()
+        return True

@@ -53,18 +53,24 @@ def read_queries(source: str | Path) -> pa.Table:
             raise SpecError("the query is empty", field="queries")
         return _table([("1", text)])
     suffix = path.suffix.lower()
-    if suffix in (".jsonl", ".ndjson", ".json"):
-        pairs = _read_jsonl(path)
-    elif suffix == ".tsv":
-        pairs = _read_tsv(path)
-    elif suffix == ".txt":
-        lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-        pairs = [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
-    elif suffix in (".parquet", ".csv"):
-        pairs = _read_columnar(path)
-    else:
-        raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of {', '.join(QUERY_SUFFIXES)})",
-                        field="queries")
+    try:
+        if suffix in (".jsonl", ".ndjson", ".json"):
+            pairs = _read_jsonl(path)
+        elif suffix == ".tsv":
+            pairs = _read_tsv(path)
+        elif suffix == ".txt":
+            lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+            pairs = [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
+        elif suffix in (".parquet", ".csv"):
+            pairs = _read_columnar(path)
+        else:
+            raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of "
+                            f"{', '.join(QUERY_SUFFIXES)})", field="queries")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a queries file (not UTF-8 text)", field="queries") from None
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
+        raise SpecError(f"{path}: not a readable {suffix[1:]} queries file ({_short(err)})",
+                        field="queries") from None
     if not pairs:
         raise SpecError(f"{path} holds no queries", field="queries")
     seen: set[str] = set()
@@ -73,6 +79,12 @@ def read_queries(source: str | Path) -> pa.Table:
             raise SpecError(f"{path}: qid '{qid}' appears twice", field="queries")
         seen.add(qid)
     return _table(pairs)
+
+
+def _short(value: object, limit: int = 160) -> str:
+    """An error's or a value's text, one line, cut short and without control bytes (files may be binary)."""
+    text = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in str(value))
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _table(pairs: list[tuple[str, str]]) -> pa.Table:
@@ -131,7 +143,8 @@ def _read_columnar(path: Path) -> list[tuple[str, str]]:
     qid_col = next((n for n in _ID_FIELDS if n in names), None)
     text_col = next((n for n in _TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
-        raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {names}", field="queries")
+        raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {_short(names)}",
+                        field="queries")
     return [(str(q), str(t)) for q, t in zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
             if t is not None]
 
@@ -140,10 +153,20 @@ def _read_columnar(path: Path) -> list[tuple[str, str]]:
 
 
 def check_result_path(path: str | Path) -> Path:
+    """The output file, checked before a run: a known suffix, and a folder that exists (or can be made)
+    and that this process may write in; a run's results are never computed to be thrown away."""
     path = Path(path)
     if path.suffix.lower() not in RESULT_SUFFIXES:
         raise SpecError(f"cannot write '{path.name}': the output file must end in {', '.join(RESULT_SUFFIXES)}",
                         field="out")
+    if path.is_dir():
+        raise SpecError(f"cannot write {path}: it is a folder", field="out")
+    folder = path.parent
+    existing = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if existing is not None and not existing.is_dir():
+        raise SpecError(f"cannot write {path}: {existing} is a file, not a folder", field="out")
+    if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
+        raise SpecError(f"cannot write {path}: no permission to write in {existing}", field="out")
     return path
 
 

@@ -3,6 +3,12 @@
 A source is a file path, the name of a built-in flow (``flows/specs/NAME.yaml``), the
 name of a saved flow (``$TESSERA_HOME/flows/NAME.yaml``), or YAML/JSON text. Names
 resolve in that order everywhere a flow is accepted.
+
+Specs come from users and, through the service, from the network, so the reader is
+strict where PyYAML is lenient: a key given twice in one mapping is an error (YAML and
+JSON both keep the last one silently), nesting deeper than ``MAX_DEPTH`` is an error,
+and so is a document whose aliases expand to more than ``MAX_VALUES`` values (a
+"billion laughs" spec is a few hundred bytes that expand exponentially).
 """
 
 from __future__ import annotations
@@ -11,9 +17,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flows import store
 from operators.errors import SpecError
+
+#: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
+MAX_VALUES = 100_000
+#: Deepest nesting of mappings and lists in a spec (a flow needs about six levels).
+MAX_DEPTH = 64
 
 
 def resolve_spec_path(source: str | Path) -> Path | None:
@@ -37,7 +49,7 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
     """The mapping a spec source holds, and its file (None for text)."""
     path = resolve_spec_path(source)
     if path is not None:
-        return load_yaml(path.read_text(encoding="utf-8"), origin=str(path)), path
+        return load_yaml(read_text(path), origin=str(path)), path
     if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
         return load_yaml(source), None
     known = ", ".join(store.builtin_names()) or "none"
@@ -46,13 +58,95 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
                     f"name; built-in flows: {known}; saved flows: {saved}", field="spec")
 
 
+def read_text(path: Path) -> str:
+    """A spec file's text; a file that is not UTF-8 text is a ``SpecError`` naming it."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a spec (the file is not UTF-8 text)", field="spec") from None
+    except OSError as err:
+        raise SpecError(f"{path}: cannot read the spec ({err.strerror or err})", field="spec") from None
+
+
 def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
     """A spec's YAML or JSON text as a mapping; anything else is a ``SpecError``."""
     where = f"{origin}: " if origin else ""
+    if "\x00" in text:
+        raise SpecError(f"{where}not a spec (the text holds NUL bytes)", field="spec")
+    loader = _SpecLoader(text)
     try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is not None:
+            _check_size(node, where)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
-        raise SpecError(f"{where}not valid YAML/JSON: {err}", field="spec") from None
+        raise SpecError(f"{where}not valid YAML/JSON: {_short(err)}", field="spec") from None
+    except SpecError as err:
+        raise SpecError(f"{where}{err.message}", field=err.field) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
     return data
+
+
+class _SpecLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing duplicate keys and deep nesting."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: Node | None, index: Any) -> Node:
+        self._depth += 1
+        try:
+            if self._depth > MAX_DEPTH:
+                mark = self.peek_event().start_mark
+                raise SpecError(f"nested more than {MAX_DEPTH} levels deep (line {mark.line + 1})", field="spec")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_mapping(self, node: MappingNode, deep: bool = False) -> dict:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, ScalarNode):
+                continue  # `<<` merges may be overridden on purpose
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise SpecError(f"the key '{_short(key)}' is given twice in one mapping (lines {seen[key]} and "
+                                f"{line}); YAML and JSON would silently keep the last", field=str(key)[:100])
+            seen[key] = line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _check_size(root: Node, where: str) -> None:
+    """Count the values the document expands to, each alias as often as it is used."""
+    sizes: dict[int, int] = {}
+    open_nodes: set[int] = set()  # expanding now: met again below itself, it is a recursive alias
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in sizes:
+            continue
+        children = ([n for pair in node.value for n in pair] if isinstance(node, MappingNode)
+                    else list(node.value) if isinstance(node, SequenceNode) else [])
+        if not expanded:
+            if id(node) in open_nodes:
+                raise SpecError(f"a YAML alias refers to a value that holds it (line {node.start_mark.line + 1})",
+                                field="spec")
+            open_nodes.add(id(node))
+            stack.append((node, True))
+            stack.extend((child, False) for child in children if id(child) not in sizes)
+            continue
+        open_nodes.discard(id(node))
+        sizes[id(node)] = 1 + sum(sizes.get(id(child), 0) for child in children)
+        if sizes[id(node)] > MAX_VALUES:
+            raise SpecError(f"the spec expands to more than {MAX_VALUES:,} values (YAML aliases used over and "
+                            "over?); refused", field="spec")
+
+
+def _short(value: Any, limit: int = 200) -> str:
+    text = str(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"

@@ -18,10 +18,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
     c_explain.add_argument("flow", metavar="FLOW", help="spec file, built-in or saved flow name")
     c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
+    c_explain.add_argument("--index", metavar="NAME_OR_PATH",
+                           help="the index the flow ran with (tessera run --index): it is part of the step keys")
     c_explain.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
     c_explain.add_argument("--json", action="store_true", help="print JSON")
     c_explain.set_defaults(handler=_cmd_cache_explain)
-    c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output")
+    c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output (refuses a folder "
+                              "that is not a step cache)")
     c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
     c_clear.set_defaults(handler=_cmd_cache_clear)
     cache.set_defaults(handler=lambda args: show_help(cache))
@@ -46,6 +49,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
     stored: dict[str, dict[str, Any]] = {}
     if (root / "index.sqlite").is_file():
         stored = {r["step"]: r for r in StepCache(root).explain(flow.name, step)}
+    unset = set(flow.spec.unset_index_steps())
     out = []
     for s in steps:
         op = flow.operators[s]
@@ -56,6 +60,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
             entry["last_run"] = last.get("last_run")
             entry["last_step_key"] = last.get("step_key")
             entry["changed"] = last.get("step_key") != entry["step_key"]
+            entry["needs_index"] = s in unset  # a run's key had its index in it; explain was given none
         else:
             entry["last_run"] = None
         out.append(entry)
@@ -63,7 +68,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
 
 
 def _cmd_cache_explain(args: argparse.Namespace) -> int:
-    flow, _ = load_flow(args.flow)
+    flow, _ = load_flow(args.flow, index=args.index)
     root = _cache_root(args)
     entries = cache_explanations(flow, root, args.step)
     if args.json:
@@ -92,9 +97,11 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
             units, hits = last.get("units", 0), last.get("hits", 0)
             ratio = f" ({hits / units:.0%})" if units else ""
             out.print(f"  last run   {units} units, {hits} hits{ratio}")
-            if e.get("changed"):
+            if e.get("changed") and e.get("needs_index"):
+                out.print("  [yellow]the last run's key included its index[/]: pass the same --index to compare")
+            elif e.get("changed"):
                 out.print(f"  [yellow]changed since the last run[/] (was {e['last_step_key']}): "
-                              "the next run recomputes this step")
+                          "the next run recomputes this step")
     return EXIT_OK
 
 
@@ -102,7 +109,5 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     from flows.cache import StepCache
 
     root = _cache_root(args)
-    existed = root.exists()
-    StepCache(root).clear()
-    print(f"cleared {root}" if existed else f"nothing to clear at {root}")
+    print(f"cleared {root}" if StepCache(root).clear() else f"nothing to clear at {root}")
     return EXIT_OK

@@ -72,7 +72,10 @@ def handle(args: argparse.Namespace) -> int:
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
                        step=step_id, field="params.index")
-    executor = make_executor(args.executor, cache=_cache(args), keep_history=False)
+    cache = _cache(args)
+    if cache is not None:
+        cache.check()  # a file given as --cache-dir, a damaged database: before anything runs
+    executor = make_executor(args.executor, cache=cache, keep_history=False)
     token = CancelToken()
     reporter = ProgressReporter(enabled=not args.quiet, flow=flow.name)
     with cancel_on_interrupt(token), reporter:

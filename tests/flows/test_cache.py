@@ -8,7 +8,7 @@ import sys
 import pyarrow as pa
 import pytest
 
-from flows.cache import StepCache, row_unit_keys, step_key, table_unit_key
+from flows.cache import CacheError, StepCache, row_unit_keys, step_key, table_unit_key
 from flows.executors.local import LocalExecutor
 from flows.runner import StepRunner
 from flows.spec import FlowSpec
@@ -168,3 +168,56 @@ def test_query_units_cache_per_query(cache, k):
     assert (stats.units, stats.hits) == (3, 2)
     assert out.slice(0, first.num_rows).equals(first)
     assert out.num_rows == 3 * k
+
+
+def test_clear_refuses_a_folder_that_is_not_a_cache_and_deletes_nothing(tmp_path):
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("years of work")
+    with pytest.raises(CacheError, match="not a Tessera step cache") as err:
+        StepCache(thesis).clear()
+    assert err.value.field == "cache_dir" and (thesis / "chapter1.tex").read_text() == "years of work"
+    with pytest.raises(CacheError, match="holds other files"):  # nor is one made in it
+        LocalExecutor(cache=StepCache(thesis)).run(spec(), sample_results(1, 2))
+    assert sorted(p.name for p in thesis.iterdir()) == ["chapter1.tex"]
+
+
+def test_clear_deletes_only_what_the_cache_wrote_and_never_through_a_link(tmp_path, cache):
+    LocalExecutor(cache=cache).run(spec(), sample_results(2, 3))
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "keep.arrow").write_text("not the cache's")
+    (cache.root / "data" / "link").symlink_to(outside)
+    (cache.root / "notes.txt").write_text("mine")
+    marker = cache.root / "tessera-cache.json"
+    marker.rename(tmp_path / "marker")  # someone's file beside a cache without its marker: refused
+    with pytest.raises(CacheError, match="not a Tessera step cache"):
+        StepCache(cache.root).clear()
+    (tmp_path / "marker").rename(marker)
+    assert StepCache(cache.root).clear()
+    assert (outside / "keep.arrow").read_text() == "not the cache's"
+    assert sorted(p.name for p in cache.root.iterdir()) == ["data", "notes.txt"]
+    assert [p.name for p in (cache.root / "data").iterdir()] == ["link"]
+
+
+def test_a_damaged_cache_file_is_recomputed_and_stored_again(cache):
+    results = sample_results(2, 3)
+    LocalExecutor(cache=cache).run(spec(), results)
+    for f in (cache.root / "data").glob("*.arrow"):
+        f.write_bytes(f.read_bytes()[:40])  # truncated
+    again = LocalExecutor(cache=cache).run(spec(), results)
+    assert again.cache_hit_ratio == 0.0 and again.table.num_rows == 6
+    third = LocalExecutor(cache=cache).run(spec(), results)
+    assert third.cache_hit_ratio == 1.0 and third.table.equals(again.table)
+
+
+def test_an_unusable_cache_folder_is_one_error_naming_the_path(tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.mkdir()
+    (garbage / "index.sqlite").write_bytes(b"not sqlite at all" * 100)
+    with pytest.raises(CacheError, match=r"garbage/index.sqlite is not a step cache database"):
+        StepCache(garbage).check()
+    a_file = tmp_path / "file"
+    a_file.write_text("x")
+    with pytest.raises(CacheError, match="is a file, not a folder"):
+        StepCache(a_file).check()

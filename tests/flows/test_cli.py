@@ -227,3 +227,53 @@ def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
     assert code == 130 and calls == [1]
     assert "cancelling at the next batch" in err and "tessera: cancelled" in err and "step 'wc'" in err
     assert signal.getsignal(signal.SIGINT) == before  # the handler is restored
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".tsv", ".txt", ".parquet", ".csv"])
+def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suffix):
+    queries = tmp_path / f"queries{suffix}"
+    queries.write_bytes(bytes(range(256)) * 16)
+    proc = tessera("run", "demo", "--index", str(tmp_path), "-q", str(queries), home=home, check=None)
+    assert_one_line_error(proc, "field 'queries'", str(queries))
+    assert "\ufffd" not in proc.stderr and len(proc.stderr) < 400
+
+
+def test_bad_specs_caches_and_outputs_are_one_line_before_anything_runs(home, tmp_path):
+    binary = tmp_path / "spec.yaml"
+    binary.write_bytes(bytes(range(256)) * 16)
+    assert_one_line_error(tessera("run", str(binary), "-q", "bees", home=home, check=None), "not UTF-8 text")
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("steps: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    assert_one_line_error(tessera("run", str(deep), "-q", "bees", home=home, check=None), "levels deep")
+    twice = tmp_path / "twice.yaml"
+    twice.write_text("steps:\n  top: {op: retrieve.corpus_bm25}\n  top: {op: postprocess.reduce}\n")
+    assert_one_line_error(tessera("run", str(twice), "-q", "bees", home=home, check=None), "'top' is given twice")
+    flow = tmp_path / "small.yaml"
+    flow.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--cache-dir", str(a_file), home=home, check=None),
+                          "field 'cache_dir'", "is a file, not a folder")
+    garbage = tmp_path / "garbage-cache"
+    garbage.mkdir()
+    (garbage / "index.sqlite").write_bytes(b"\x00garbage" * 64)
+    assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--cache-dir", str(garbage), home=home, check=None),
+                          str(garbage / "index.sqlite"))
+    assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--out", str(a_file / "out.parquet"), home=home,
+                                  check=None), "field 'out'", "is a file, not a folder")
+    thesis = tmp_path / "thesis"
+    thesis.mkdir()
+    (thesis / "chapter1.tex").write_text("years of work")
+    assert_one_line_error(tessera("cache", "clear", "--cache-dir", str(thesis), home=home, check=None),
+                          "not a Tessera step cache")
+    assert (thesis / "chapter1.tex").exists()
+
+
+def test_cache_explain_takes_the_index_the_run_had(home, sample_index):
+    tessera("run", "bm25", "--index", str(sample_index), "-q", "gothic cathedrals", "--quiet", home=home)
+    explained = json.loads(tessera("cache", "explain", "bm25", "--index", str(sample_index), "--json",
+                                   home=home).stdout)
+    [bm25] = explained["steps"]
+    assert bm25["changed"] is False and bm25["last_run"] == {"units": 1, "hits": 0}
+    without = tessera("cache", "explain", "bm25", home=home).stdout  # no index: say why the keys differ
+    assert "pass the same --index" in without and "changed since the last run" not in without

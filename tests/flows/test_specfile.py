@@ -1,0 +1,67 @@
+"""Reading specs strictly: a key given twice, aliases that expand without end, nesting without end,
+and files that are not text are one clear error each, never a silent choice or a crash."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.spec import FlowSpec
+from flows.specfile import MAX_DEPTH, MAX_VALUES, load_yaml, read_mapping
+from operators.errors import SpecError
+
+
+def spec_error(text: str) -> SpecError:
+    with pytest.raises(SpecError) as err:
+        load_yaml(text)
+    return err.value
+
+
+def test_a_key_given_twice_is_an_error_naming_it_in_yaml_and_json():
+    err = spec_error("steps:\n  top: {op: postprocess.reduce}\n  top: {op: analyze.word_count}\n")
+    assert err.field == "top" and "'top' is given twice" in err.message and "lines 2 and 3" in err.message
+    err = spec_error('{"steps": {"t": {"op": "postprocess.reduce", "params": {"k": 10, "k": 3}}}}')
+    assert err.field == "k" and "'k' is given twice" in err.message
+
+
+def test_merge_keys_may_still_be_overridden():
+    assert load_yaml("base: &b {k: 1, x: 2}\nstep:\n  <<: *b\n  k: 3\n")["step"] == {"k": 3, "x": 2}
+
+
+def test_an_alias_bomb_is_refused_before_it_expands():
+    levels = ['a: &a ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    for i in range(1, 9):  # 9 ** 9 values if expanded: far more than memory holds
+        levels.append(f"{chr(97 + i)}: &{chr(97 + i)} [" + ", ".join([f"*{chr(96 + i)}"] * 9) + "]")
+    err = spec_error("\n".join(levels) + "\nsteps: {x: {op: analyze.word_count}}\n")
+    assert err.field == "spec" and f"more than {MAX_VALUES:,} values" in err.message
+    assert len(str(err)) < 300  # the error does not echo what it refused
+    assert load_yaml("a: &a [1, 2]\nb: [*a, *a]\n") == {"a": [1, 2], "b": [[1, 2], [1, 2]]}  # modest aliases are fine
+
+
+def test_a_recursive_alias_and_deep_nesting_are_errors_not_crashes():
+    assert "refers to a value that holds it" in spec_error("a: &a {b: *a}\n").message
+    err = spec_error("steps: " + "[" * 20_000 + "]" * 20_000 + "\n")
+    assert f"more than {MAX_DEPTH} levels" in err.message
+    assert load_yaml("a: " + "[" * (MAX_DEPTH - 2) + "]" * (MAX_DEPTH - 2))  # as deep as allowed
+
+
+def test_files_that_are_not_text_are_one_error_naming_them(tmp_path):
+    binary = tmp_path / "spec.yaml"
+    binary.write_bytes(bytes(range(256)) * 8)
+    with pytest.raises(SpecError, match="not a spec .the file is not UTF-8 text.") as err:
+        read_mapping(binary)
+    assert str(binary) in str(err.value)
+    nul = tmp_path / "nul.yaml"
+    nul.write_text("steps:\x00 {}\n")
+    with pytest.raises(SpecError, match="NUL bytes"):
+        FlowSpec.load(nul)
+
+
+def test_a_flow_with_many_steps_is_ordered_and_one_with_too_many_is_refused():
+    from flows.spec import MAX_STEPS
+
+    n = MAX_STEPS  # a chain written backwards: each step reads the one written after it
+    steps = {f"s{i}": {"op": "analyze.word_count", "inputs": [f"s{i + 1}"] if i < n - 1 else []} for i in range(n)}
+    flow = FlowSpec.parse({"steps": steps}).build()
+    assert flow.order == [f"s{i}" for i in reversed(range(n))]
+    with pytest.raises(SpecError, match=f"at most {MAX_STEPS:,} steps"):
+        FlowSpec.parse({"steps": {f"s{i}": {"op": "analyze.word_count"} for i in range(n + 1)}})
