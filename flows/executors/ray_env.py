@@ -62,7 +62,7 @@ def quiet_ray_data() -> Iterator[None]:
 
     Ray Data re-applies its own logging config (``ray.data`` at DEBUG) whenever a dataset
     runs, so the levels are set on the child loggers that write those lines, and restored
-    afterwards (also those ``quiet_failures`` changes).
+    afterwards.
     """
     import ray.data  # noqa: F401 - configures the ray.data loggers, so the levels below stick
 
@@ -71,6 +71,7 @@ def quiet_ray_data() -> Iterator[None]:
         logger = logging.getLogger(name)
         if logger.getEffectiveLevel() < level:
             logger.setLevel(level)
+    quiet_failures()  # a failed stage reaches the caller as the step's own error, once
     try:
         yield
     finally:
@@ -79,6 +80,7 @@ def quiet_ray_data() -> Iterator[None]:
 
 
 def quiet_failures() -> None:
-    """After a cancel the stages fail on purpose: no tracebacks (restored by ``quiet_ray_data``)."""
+    """No tracebacks of failed stages: a failure reaches the caller as the step's error (restored by
+    ``quiet_ray_data``; Ray Data still writes them to its log file in the session folder)."""
     for name in _FAILURE_LOGGERS:
         logging.getLogger(name).setLevel(logging.CRITICAL)

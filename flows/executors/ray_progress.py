@@ -28,7 +28,7 @@ import ray
 from flows.executors._ray_udfs import shared_reporter
 from flows.executors.base import RunState
 from flows.executors.ray_env import quiet_failures
-from operators.errors import FlowCancelled, TesseraError
+from operators.errors import FlowCancelled, OperatorError, TesseraError
 
 #: Seconds between two polls of the reporter by the driver.
 POLL_SECONDS = 0.2
@@ -127,12 +127,28 @@ class RunFollower:
             self.state.finish_step(step, None, False)
 
     def raise_error(self, error: BaseException, remote: tuple | None) -> None:
+        """The run's error as the local executor would raise it: one line, naming the step.
+
+        Ray wraps an exception raised on a worker in a ``RayTaskError`` that is also an instance
+        of the original class and whose text is the worker's whole traceback; the original
+        comes from the reporter (``remote``) or the wrapper's ``cause``.
+        """
         if self.state.cancel.cancelled:
             raise FlowCancelled(self.state.cancel.reason or "cancelled",
                                 step=self.last_step or self.current) from None
-        if isinstance(error, TesseraError):  # raised here, on the driver
-            raise error
         if remote is not None:  # an operator's error, as the operator raised it
             cls, message, step, op, field_ = remote
             raise cls(message, step=step, op=op, field=field_) from error
+        if isinstance(error, ray.exceptions.RayError):
+            cause = getattr(error, "cause", None)
+            if isinstance(cause, TesseraError):
+                raise cause from None
+            step = self.last_step or self.current
+            what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else _first_line(error)
+            raise OperatorError(f"failed on Ray: {_first_line(what)}", step=step) from error
         raise error
+
+
+def _first_line(error: object) -> str:
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__

@@ -459,3 +459,20 @@ def test_a_chain_of_row_steps_runs_fused_in_one_stage_without_history():
         fused = [k for k in result.timings.summary() if k.startswith("fused:")]
         # the source and its three row steps are one stage; the dedup (corpus) its own
         assert fused == ([] if keep_history else ["fused:read+stopwords+stem+words"])
+
+
+def test_a_failing_step_on_ray_is_the_local_executors_one_line(tmp_path):
+    """The error a caller gets is the operator's own (type, step, field), not Ray's wrapped traceback."""
+    from operators.errors import MissingColumnsError
+
+    spec = FlowSpec.parse({"name": "fails", "steps": {"wc": {"op": "analyze.word_count",
+                                                              "params": {"input_column": "nope"}}}})
+    queries = pa.table({"qid": ["1"], "query": ["bees"]})
+    errors = []
+    for executor in (LocalExecutor(), RayDataExecutor()):
+        with pytest.raises(MissingColumnsError) as err:
+            executor.run(spec, queries)
+        errors.append(err.value)
+    local, ray_ = errors
+    assert type(ray_) is MissingColumnsError and (ray_.step, ray_.op) == ("wc", "analyze.word_count")
+    assert str(ray_) == str(local) and "\n" not in str(ray_) and "Traceback" not in str(ray_)
