@@ -171,7 +171,7 @@ class Operator:
     def __call__(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()
         if self.scope != "source":
-            require_columns(table, self.requires(), op=self)
+            require_columns(table, self.requires(), op=self.name, step=self.step_id)
         try:
             return self.transform(table)
         except OperatorError:

@@ -7,7 +7,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from operators.base import Operator
-from operators.retrieve._ranks import renumber
+from operators.tables import set_ranking
 
 
 class SimilarityCutoff(Operator):
@@ -56,7 +56,7 @@ class SimilarityCutoff(Operator):
             scores = table.column(self.params.score_column).cast(pa.float64())
             keep = pc.fill_null(pc.greater_equal(scores, self.params.similarity_cutoff), False)
             table = table.filter(keep)
-        table = renumber(table, self.params.rank_column)
+        table = set_ranking(table, rank_by=self.params.rank_column)
         if self.params.max_chunks is not None and table.num_rows:
             table = table.filter(pa.array(table.column("rank").to_numpy() <= self.params.max_chunks))
         return table

@@ -11,7 +11,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.sources._ids import content_key
+from operators.ids import content_key
 
 logger = logging.getLogger(__name__)
 

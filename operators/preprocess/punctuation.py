@@ -14,10 +14,9 @@ from operators.preprocess._languages import (
     LanguageTextOperator,
     apply_by_language,
     normalize_language,
-    text_column,
 )
 from operators.preprocess._tokens import expand_elisions
-from operators.tables import set_column
+from operators.tables import set_column, text_column
 
 
 class PunctuationRemover(LanguageTextOperator):
@@ -78,7 +77,7 @@ class PunctuationRemover(LanguageTextOperator):
         out = super().transform(table)
         if not self.params.apply_to_query or table.num_rows == 0:
             return out
-        query = text_column(table, "query", self)
+        query = text_column(table, "query", op=self.name, step=self.step_id)
         # Queries repeat on every row of a qid: clean each distinct query once.
         encoded = pc.dictionary_encode(query)
         groups = {normalize_language(self.params.default_language): np.arange(len(encoded.dictionary))}

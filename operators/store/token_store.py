@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 from operators.atomic import fsync, replace_folder
 from operators.models.batching import forward_batch_size
 from operators.store.errors import IndexStoreError
+from operators.tables import document_text
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
@@ -62,11 +63,6 @@ def store_key(model: Any, *, doc_maxlen: int, text_column: str = "text", title_c
     recipe = {"model": model.identity(), "doc_maxlen": int(doc_maxlen), "text_column": text_column,
               "title_column": title_column}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def document_text(text: str | None, title: str | None) -> str:
-    """The text a reranker scores for a document: the title, a newline, the text (as ``Reranker.candidate_texts``)."""
-    return f"{title}\n{text or ''}" if title else (text or "")
 
 
 class TokenStore:
