@@ -1,8 +1,10 @@
 """Operator discovery: a new operator is one new file under ``operators/<category>/``.
 
 Every module in a category package is imported once and every ``Operator``
-subclass with a ``name`` is registered under it. Modules whose optional
-dependencies are missing are skipped with a note (``tessera ops`` shows it).
+subclass with a ``name`` defined in it is registered under that name; a category's
+``base.py`` (its abstract contract, a class without a name) registers nothing.
+Modules whose optional dependencies are missing are skipped with a note
+(``tessera ops`` shows it).
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
     """The model's kind (``embedding``/``rerank``) and why it cannot be deployed here (None if it can)."""
     from operators.embed.sentence_transformer import SentenceTransformerEmbed
     from operators.registry import get_operator, skipped_modules
-    from operators.rerank._reranker import Reranker
+    from operators.rerank.base import Reranker
 
     field = f"models.{model.name}"
     try:

@@ -25,7 +25,7 @@ import numpy as np
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbed
 from operators.errors import OperatorError
-from operators.rerank._reranker import Reranker, RerankParams, sendable_texts
+from operators.rerank.base import Reranker, RerankParams, sendable_texts
 
 # Params that only tune how a model runs, not what it ranks: they may differ from the deployment's
 # (ColBERT's ``index``/``token_store`` only locate precomputed candidate tokens; the deployment encodes them).

@@ -14,7 +14,7 @@ their examples follow the first set's, so one model can learn from several domai
 
 One example per (query, relevant document): ``{"query", "positive", "negatives"}``,
 texts as the rerankers see them (``title + "\\n" + text``, see
-``operators.rerank._reranker.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
+``operators.rerank.base.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
 The negatives are a sample of ``negatives`` candidates drawn with a generator
 seeded by ``(seed, qid)``, listed in rank order, so mining is deterministic and
 does not depend on the order of the queries.

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 #: Documents per request when ``max_documents_per_request`` is unset: Cohere's and Jina's
 #: limit, and TEI's default ``--max-client-batch-size``.

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from operators.errors import OperatorError
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 from operators.rerank._windows import best_per_candidate, windowed_pairs
 
 

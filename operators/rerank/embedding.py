@@ -9,7 +9,7 @@ from pydantic import Field
 
 from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 
 class EmbeddingRerank(Reranker):

@@ -7,7 +7,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 
 class TfidfRerank(Reranker):

@@ -1,5 +1,8 @@
 """What every reranker shares: candidate selection, the failure policy, the output.
 
+This is the reranker contract, public on purpose: Serve's reranker deployment and the
+placement proxy build on ``Reranker``, ``RerankParams`` and ``sendable_texts``.
+
 A reranker is a query-scope step. For each query it takes the top ``n`` rows by the
 incoming ``rank`` (all rows when ``n`` is unset), asks the subclass for one score per
 (query, candidate text) with ``score_texts``, and writes ``score``/``rank`` plus its
