@@ -10,7 +10,7 @@ from operators.base import Operator
 from operators.tables import set_ranking
 
 
-class SimilarityCutoff(Operator):
+class SimilarityCutoffFilter(Operator):
     """Drop results scoring below a threshold and keep at most ``max_chunks`` per query.
 
     As LlamaIndex's ``SimilarityCutoffPostprocessor``: a row is kept when its score is
@@ -20,7 +20,7 @@ class SimilarityCutoff(Operator):
 
     Usage::
 
-        SimilarityCutoff({"similarity_cutoff": 0.35, "max_chunks": 5})(results)
+        SimilarityCutoffFilter({"similarity_cutoff": 0.35, "max_chunks": 5})(results)
     """
 
     name = "postprocess.cutoff"

@@ -12,7 +12,7 @@ from operators.base import Operator
 from operators.tables import concat, empty_like, qid_groups, set_ranking
 
 
-class ResultDedup(Operator):
+class ResultDeduplicator(Operator):
     """Keep one result per chunk (``docno``) or per source document (``doc_id``) in each query.
 
     The best-ranked row of each key wins (lowest ``rank_column``; ties: higher score,
@@ -22,7 +22,7 @@ class ResultDedup(Operator):
 
     Usage::
 
-        ResultDedup({"by": "doc_id"})(results)
+        ResultDeduplicator({"by": "doc_id"})(results)
     """
 
     name = "postprocess.dedup"

@@ -10,7 +10,7 @@ from operators.filters import MetadataFilter, filter_table
 from operators.tables import set_ranking
 
 
-class MetadataFilterStep(Operator):
+class ResultFilter(Operator):
     """Keep the result rows whose metadata match a filter (equality, in, ranges, dates, country/region).
 
     The filter is the one ``retrieve.bm25``/``retrieve.dense`` take (see
@@ -20,7 +20,7 @@ class MetadataFilterStep(Operator):
 
     Usage::
 
-        MetadataFilterStep({"filter": {"field": "year", "gte": 2015}})(results)
+        ResultFilter({"filter": {"field": "year", "gte": 2015}})(results)
     """
 
     name = "postprocess.filter"

@@ -145,7 +145,7 @@ class LanguageParams(BaseModel):
     )
 
 
-class LanguageTextOperator(Operator):
+class LanguageTextRewriter(Operator):
     """Base of the row operators that rewrite a text column language by language.
 
     Subclasses set ``name`` and ``Params`` (a :class:`LanguageParams` subclass) and

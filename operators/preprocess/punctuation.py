@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field
 
 from operators.preprocess._languages import (
     LanguageParams,
-    LanguageTextOperator,
+    LanguageTextRewriter,
     apply_by_language,
     normalize_language,
 )
@@ -19,7 +19,7 @@ from operators.preprocess._tokens import expand_elisions
 from operators.tables import set_column, text_column
 
 
-class PunctuationRemover(LanguageTextOperator):
+class PunctuationRemover(LanguageTextRewriter):
     """Strip punctuation after expanding contractions and normalising Unicode, by each row's language.
 
     In order: English contractions are expanded (``isn't`` -> ``is not``, with the

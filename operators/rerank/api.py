@@ -17,7 +17,7 @@ from operators.rerank.base import RerankParams, Reranker
 DEFAULT_DOCUMENTS_PER_REQUEST = {"cohere": 1000, "jina": 1000, "tei": 32}
 
 
-class ApiRerank(Reranker):
+class ApiReranker(Reranker):
     """Rerank each query's top candidates with a hosted rerank service over HTTP.
 
     Speaks the Cohere/Jina request (``{"model", "query", "documents", "top_n"}``) or
@@ -31,8 +31,8 @@ class ApiRerank(Reranker):
 
     Usage::
 
-        ApiRerank({"url": "https://api.cohere.com/v2/rerank", "model": "rerank-v3.5",
-                   "api_key_env": "COHERE_API_KEY", "n": 50})(first_stage_results)
+        ApiReranker({"url": "https://api.cohere.com/v2/rerank", "model": "rerank-v3.5",
+                    "api_key_env": "COHERE_API_KEY", "n": 50})(first_stage_results)
     """
 
     name = "rerank.api"

@@ -33,7 +33,7 @@ def resolve_corpus(path: str) -> Path:
     return in_repo if in_repo.exists() else given
 
 
-class CorpusBM25(Operator):
+class CorpusBM25Retriever(Operator):
     """Rank a small JSONL corpus with BM25 (bm25s), loaded and indexed in memory: the simple demo ranker.
 
     This is the demo retriever that makes ``make demo`` work on a fresh clone; the
@@ -49,7 +49,7 @@ class CorpusBM25(Operator):
 
     Usage::
 
-        CorpusBM25({"corpus": "data/sample/corpus.jsonl", "k": 3})(
+        CorpusBM25Retriever({"corpus": "data/sample/corpus.jsonl", "k": 3})(
             pa.table({"qid": ["q1"], "query": ["which insects make honey"]}))
         # 3 rows for q1: docno wv00790 (Bee) first, ...
     """
