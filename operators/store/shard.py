@@ -7,7 +7,6 @@ shard; ``shard.json`` inside it is the ShardInfo the manifest will record.
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import uuid
@@ -165,12 +164,3 @@ class Shard:
         mask = np.zeros(len(self), dtype=bool)
         mask[picked] = True
         return mask
-
-
-def read_manifest_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
-    except (ValueError, UnicodeDecodeError) as err:
-        raise IndexCorruptError(f"unreadable manifest {path}: {err}") from None
