@@ -63,7 +63,7 @@ def main() -> int:
     import torch
 
     from operators.models import ModelNotFoundError, resolve_model_path
-    from operators.rerank.colbert import ColbertRerank
+    from operators.rerank.colbert import ColbertReranker
     from operators.retrieve.bm25 import BM25Retriever
     from operators.store import Index
     from operators.store.token_store import build_token_store
@@ -99,8 +99,8 @@ def main() -> int:
           f"({len(store) / build_s:.1f} docs/s)")
 
     common = {"model": model, "n": args.candidates, "device": "cpu"}
-    precomputed = ColbertRerank({**common, "index": str(small.path)}, step_id="cb")
-    on_the_fly = ColbertRerank({**common, "token_store": None}, step_id="cb")
+    precomputed = ColbertReranker({**common, "index": str(small.path)}, step_id="cb")
+    on_the_fly = ColbertReranker({**common, "token_store": None}, step_id="cb")
     tables = [candidates.filter(pc.equal(candidates.column("qid"), q)) for q in qids]
     for op in (precomputed, on_the_fly):  # load the model, warm up
         op(tables[0].slice(0, 5))

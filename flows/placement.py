@@ -23,9 +23,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from operators.base import Operator
-from operators.embed.sentence_transformer import SentenceTransformerEmbed
+from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 from operators.errors import OperatorError
-from operators.rerank._reranker import Reranker, RerankParams, sendable_texts
+from operators.rerank.base import Reranker, RerankParams, sendable_texts
 
 # Params that only tune how a model runs, not what it ranks: they may differ from the deployment's
 # (ColBERT's ``index``/``token_store`` only locate precomputed candidate tokens; the deployment encodes them).
@@ -47,7 +47,7 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
     """A proxy of ``op`` whose model runs on the Serve deployment ``app/deployment``."""
     if isinstance(op, Reranker):
         base, kind = ServedReranker, "rerank"
-    elif isinstance(op, SentenceTransformerEmbed):
+    elif isinstance(op, SentenceTransformerEmbedder):
         base, kind = ServedEmbedder, "embedding"
     else:
         raise PlacementError(f"only embedders and rerankers can run on a Serve deployment, not '{op.name}'; "
@@ -142,7 +142,7 @@ class ServedReranker(_Served, Reranker):
         return results
 
 
-class ServedEmbedder(_Served, SentenceTransformerEmbed):
+class ServedEmbedder(_Served, SentenceTransformerEmbedder):
     """Embedder proxy: vectors come from the deployment, in concurrent chunks (batched there)."""
 
     @property

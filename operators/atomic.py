@@ -1,18 +1,49 @@
-"""Durable, all-or-nothing writes of files and folders.
+"""Durable, all-or-nothing writes of files and folders, and the file digests that check them.
 
 Everything Tessera keeps on disk (index manifests and shards, token stores, trained
 model folders) is written under a temporary name, flushed, then renamed into place,
 so a reader sees the old version or the new one, never half of one, even after a
 crash or a killed job. The helpers live here once so every writer gets the same
-rename, swap and fsync.
+rename, swap and fsync, and every reader the same digest of what was written.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
+import threading
 import uuid
 from pathlib import Path
+
+# Digests by (path, size, mtime_ns): a file that did not change is read once per process.
+_digests: dict[tuple[str, int, int], str] = {}
+_digests_lock = threading.Lock()
+
+
+def file_sha256(path: Path, *, remember: bool = True) -> str:
+    """The hex sha256 of a file's bytes.
+
+    A corpus's digest is part of every cache key that reads it, so by default it is
+    remembered per (path, size, mtime) and an unchanged file is read once per process.
+    A checksum check passes ``remember=False``: it exists to catch bytes that changed
+    under the same stat, so it reads them every time.
+    """
+    key = None
+    if remember:
+        stat = path.stat()
+        key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        with _digests_lock:
+            if key in _digests:
+                return _digests[key]
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    if key is not None:
+        with _digests_lock:
+            _digests[key] = digest.hexdigest()
+    return digest.hexdigest()
 
 
 def fsync(path: Path) -> None:

@@ -6,6 +6,12 @@ deployment), so the contract is small and has no Ray in it:
 
 * ``name`` is the registry id, ``category.snake_name`` (``rerank.cross_encoder``).
   The class docstring's first line is the description shown by ``tessera ops``.
+* The class name ends in the noun for what the step is in a flow: ``...Source`` for
+  a step that reads its own rows, else the agent noun of what it does
+  (``BM25Retriever``, ``CrossEncoderReranker``, ``ReciprocalRankFuser``,
+  ``SentenceTransformerEmbedder``, ``Chunker``, ``ResultDeduplicator``,
+  ``WordCounter``); a shared base is the bare noun (``Reranker``, ``Fuser``).
+  Specs name operators by ``name`` or an alias, never by class.
 * ``Params`` is a pydantic model: every field typed, defaulted and described with
   ``Field(description=...)``. It is the only documentation of the parameters;
   ``tessera ops`` and ``/pipeline/info`` are generated from its JSON schema.
@@ -34,7 +40,7 @@ deployment), so the contract is small and has no Ray in it:
 
 Usage::
 
-    op = WordCount({"input_column": "text"}, step_id="wc")
+    op = WordCounter({"input_column": "text"}, step_id="wc")
     out = op(pa.table({"docno": ["d1"], "text": ["two words"]}))
 """
 
@@ -171,7 +177,7 @@ class Operator:
     def __call__(self, table: pa.Table) -> pa.Table:
         self.ensure_setup()
         if self.scope != "source":
-            require_columns(table, self.requires(), op=self)
+            require_columns(table, self.requires(), op=self.name, step=self.step_id)
         try:
             return self.transform(table)
         except OperatorError:

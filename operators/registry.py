@@ -1,8 +1,10 @@
 """Operator discovery: a new operator is one new file under ``operators/<category>/``.
 
 Every module in a category package is imported once and every ``Operator``
-subclass with a ``name`` is registered under it. Modules whose optional
-dependencies are missing are skipped with a note (``tessera ops`` shows it).
+subclass with a ``name`` defined in it is registered under that name; a category's
+``base.py`` (its abstract contract, a class without a name) registers nothing.
+Modules whose optional dependencies are missing are skipped with a note
+(``tessera ops`` shows it).
 """
 
 from __future__ import annotations
@@ -10,11 +12,15 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import threading
+from pathlib import Path
 from typing import Any
 
 from operators.base import Operator
 from operators.errors import UnknownOperatorError
 
+# The operators package, scanned by path: importing it from here would make a circle, since its
+# __init__ re-exports the registry.
+_PACKAGE = Path(__file__).resolve().parent
 # Packages under operators/ that hold shared building blocks, not operators.
 _NOT_CATEGORIES = {"testing", "models", "store"}
 
@@ -29,9 +35,7 @@ def _discover() -> None:
     with _lock:
         if _loaded:
             return
-        import operators
-
-        for pkg in pkgutil.iter_modules(operators.__path__):
+        for pkg in pkgutil.iter_modules([str(_PACKAGE)]):
             if not pkg.ispkg or pkg.name.startswith("_") or pkg.name in _NOT_CATEGORIES:
                 continue
             package = importlib.import_module(f"operators.{pkg.name}")

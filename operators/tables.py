@@ -2,32 +2,60 @@
 
 Queries are ``qid, query``; results are one row per (query, document) with
 ``qid, query, docno, text, score, rank`` and any other columns. Ranks start at 1.
+What several operator categories share about these tables lives here once: the
+grouping by query, the one ranking helper (``set_ranking``), the checks of input
+columns, and the text a document is scored by (``document_text``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable, Iterator, Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import MissingColumnsError
-
-if TYPE_CHECKING:
-    from operators.base import Operator
+from operators.errors import MissingColumnsError, OperatorError
 
 
-def require_columns(table: pa.Table, columns: Iterable[str], *, op: "Operator | None" = None) -> None:
+def require_columns(table: pa.Table, columns: Iterable[str], *, op: str | None = None,
+                    step: str | None = None) -> None:
     """Raise an error naming the operator, the missing and the present columns."""
     present = set(table.column_names)
     missing = [c for c in columns if c not in present]
     if missing:
-        raise MissingColumnsError(
-            f"missing input column(s) {missing}; input has {table.column_names}",
-            op=op.name if op else None,
-            step=op.step_id if op else None,
+        raise MissingColumnsError(f"missing input column(s) {missing}; input has {table.column_names}",
+                                  op=op, step=step)
+
+
+def as_string_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """One contiguous array; dictionary, string-view and all-null columns become plain strings."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_null(column.type) or pa.types.is_string_view(column.type):
+        column = column.cast(pa.string())
+    return column
+
+
+def text_column(table: pa.Table, column: str, *, op: str | None = None, step: str | None = None) -> pa.Array:
+    """``table[column]`` as one string array; an error naming the step if it is not text."""
+    values = as_string_array(table.column(column))
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        raise OperatorError(
+            f"column '{column}' holds {table.schema.field(column).type}, not text; point the step at a string column",
+            op=op, step=step,
         )
+    return values
+
+
+def document_text(text: str | None, title: str | None) -> str:
+    """The text a document is scored by: the title, a newline, the text (the text alone without a title).
+
+    Rerankers, the ColBERT token store and the training data all build it here, so a model
+    scores the very text it was trained on and its tokens were precomputed from."""
+    return f"{title}\n{text or ''}" if title else (text or "")
 
 
 def concat(tables: Sequence[pa.Table]) -> pa.Table:
@@ -96,65 +124,67 @@ def _ranking_order(table: pa.Table, groups: np.ndarray, scores: pa.Array | pa.Ch
     return pc.sort_indices(keyed, sort_keys=[("g", "ascending"), ("s", "descending"), ("d", "ascending")])
 
 
-def sort_by_qid_then_score(table: pa.Table, score_column: str = "score") -> pa.Table:
-    """Order rows by first appearance of their qid, then by descending score, then docno.
+def set_ranking(table: pa.Table | dict[str, pa.Array | pa.ChunkedArray], scores=None, step_id: str | None = None,
+                *, rank_by: str | None = None, step_scores: pa.Array | None = None,
+                groups: np.ndarray | None = None, ordered: bool = False) -> pa.Table:
+    """Put each query's rows best first and number them ``rank`` 1..n: the one ranking helper.
 
-    Ties in score are broken by docno so rankings are deterministic across executors.
+    Rows go by qid (first appearance), then best first, ties by docno, so ``rank`` and
+    the row order agree and every executor ranks alike. A step that ranks (retriever,
+    reranker, fusion) gives its ``scores`` and ``step_id``: it writes ``score``/``rank``
+    and its own ``score_<step>``/``rank_<step>`` copy (``step_scores`` when that copy
+    differs from ``score``: a reranker leaves the rows below its top n null). A step
+    that dropped rows (postprocess) gives ``rank_by``, an existing rank column (1 =
+    best, nulls last): only ``rank`` is renumbered, and an empty table is left as it is.
+
+    A caller that already knows each row's query as a number in first-appearance order
+    (a retriever does) passes it as ``groups`` and saves grouping the qid strings; one
+    whose rows are already in ranking order (an index's merged hits are) says ``ordered``
+    and may pass ``table`` as its columns by name, so the table is built once, not twice
+    (a single-query search is short enough for a second build to show).
     """
-    if table.num_rows == 0:
-        return table
-    return table.take(_ranking_order(table, qid_group_order(table), table.column(score_column)))
-
-
-def ranks_within_qid(table: pa.Table) -> pa.Array:
-    """1-based position of each row within its qid, in the table's current order."""
-    n = table.num_rows
-    if n == 0:
-        return pa.array([], pa.int32())
-    qids = table.column("qid").to_numpy(zero_copy_only=False)
-    _, inverse = np.unique(qids, return_inverse=True)
-    order = np.argsort(inverse, kind="stable")
-    grouped = inverse[order]
-    is_start = np.r_[True, grouped[1:] != grouped[:-1]]
-    group_start = np.maximum.accumulate(np.where(is_start, np.arange(n), 0))
-    ranks = np.empty(n, dtype=np.int32)
-    ranks[order] = np.arange(n) - group_start + 1
-    return pa.array(ranks, pa.int32())
-
-
-def set_ranking(table: pa.Table, scores, step_id: str, *, groups: np.ndarray | None = None,
-                ordered: bool = False) -> pa.Table:
-    """Write ``score``/``rank`` and the step's own ``score_<step>``/``rank_<step>``.
-
-    Rows are re-ordered by qid (first appearance) then descending score, then docno,
-    so the ``rank`` column and the row order agree. A caller that already knows each
-    row's query as a number in first-appearance order (a retriever does) passes it as
-    ``groups`` and saves the string grouping of the qid column; one whose rows are
-    already in that order (an index's merged hits are) says ``ordered`` and saves the sort.
-    """
-    scores = scores.cast(pa.float64()) if isinstance(scores, pa.Array) else pa.array(scores, pa.float64())
-    if table.num_rows == 0:
-        return set_columns(table, ranking_columns(scores, np.zeros(0, np.int64), step_id))
-    groups = qid_group_order(table) if groups is None else np.asarray(groups, dtype=np.int64)
-    if not ordered:
+    if rank_by is not None:
+        if table.num_rows == 0:
+            return table
+        scores = pc.negate(table.column(rank_by).cast(pa.float64())).combine_chunks()
+    if isinstance(scores, pa.Array):
+        scores = scores if scores.type == pa.float64() else scores.cast(pa.float64())
+    else:
+        scores = pa.array(scores, pa.float64())
+    if isinstance(table, dict):
+        if not ordered or groups is None:
+            raise ValueError("[Internal] set_ranking takes columns only for rows in ranking order, with groups")
+    elif table.num_rows == 0:
+        groups = np.zeros(0, np.int64)
+    elif groups is None:
+        groups = qid_group_order(table)
+    groups = np.asarray(groups, dtype=np.int64)
+    if not ordered and len(groups):
         order = _ranking_order(table, groups, scores)
         table, scores, groups = table.take(order), scores.take(order), groups[order.to_numpy()]
-    return set_columns(table, ranking_columns(scores, groups, step_id))
+        step_scores = None if step_scores is None else step_scores.take(order)
+    ranks = _ranks(groups)
+    if rank_by is not None:
+        ranking = {"rank": ranks}
+    else:
+        own = scores if step_scores is None else step_scores
+        ranking = {"score": scores, "rank": ranks, f"score_{step_id}": own, f"rank_{step_id}": ranks}
+    if isinstance(table, dict):
+        columns = {**table, **ranking}
+        return pa.Table.from_arrays(list(columns.values()), names=list(columns))
+    return set_columns(table, ranking)
 
 
 _RANKS = pa.array(np.arange(1, 10_001, dtype=np.int32))
 
 
-def ranking_columns(scores: pa.Array, groups: np.ndarray, step_id: str) -> dict[str, pa.Array]:
-    """``score``, ``rank``, ``score_<step>`` and ``rank_<step>`` of rows already in ranking order;
-    ``groups`` numbers each row's query and does not decrease (ranks restart with each query)."""
+def _ranks(groups: np.ndarray) -> pa.Array:
+    """1..n counted from each query's first row; ``groups`` numbers each row's query and does not decrease."""
     if len(groups) <= len(_RANKS) and (not len(groups) or groups[0] == groups[-1]):
-        ranks = _RANKS.slice(0, len(groups))  # one query (the common case of a single call): 1..n
-    else:  # several queries: count from each query's first row
-        ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
-        starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
-        ranks = pa.array(ranks - np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32))
-    return {"score": scores, "rank": ranks, f"score_{step_id}": scores, f"rank_{step_id}": ranks}
+        return _RANKS.slice(0, len(groups))  # one query (the common case of a single call): 1..n
+    ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
+    starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
+    return pa.array(ranks - np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32))
 
 
 def set_columns(table: pa.Table, columns: dict[str, pa.Array | pa.ChunkedArray]) -> pa.Table:

@@ -71,9 +71,9 @@ def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
 
 def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
     """The model's kind (``embedding``/``rerank``) and why it cannot be deployed here (None if it can)."""
-    from operators.embed.sentence_transformer import SentenceTransformerEmbed
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
     from operators.registry import get_operator, skipped_modules
-    from operators.rerank._reranker import Reranker
+    from operators.rerank.base import Reranker
 
     field = f"models.{model.name}"
     try:
@@ -86,7 +86,7 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
         return kind, f"operator '{model.op}' is not available{why}: {err.message}"
     if issubclass(cls, Reranker):
         kind = "rerank"
-    elif issubclass(cls, SentenceTransformerEmbed):
+    elif issubclass(cls, SentenceTransformerEmbedder):
         kind = "embedding"
     else:
         raise ServeConfigError(f"operator '{model.op}' is neither an embedder nor a reranker", field=f"{field}.op")

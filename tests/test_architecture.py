@@ -44,51 +44,14 @@ def imports(graph, importer_in: str, imported_in: str, *, exact: bool = False) -
     return found
 
 
-def cycles(graph) -> list[list[str]]:
-    """Strongly connected groups of two or more of our modules."""
-    ours = sorted(m for m in graph.modules if any(within(m, p) for p in PACKAGES))
-    index, low, stack, on_stack, found = {}, {}, [], set(), []
-
-    def visit(start: str) -> None:  # Tarjan's algorithm, iterative
-        work = [(start, iter(sorted(graph.find_modules_directly_imported_by(start))))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next((c for c in children if c in ours_set), None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(sorted(graph.find_modules_directly_imported_by(child)))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                group = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    group.append(member)
-                    if member == node:
-                        break
-                if len(group) > 1:
-                    found.append(sorted(group))
-
-    ours_set = set(ours)
-    for module in ours:
-        if module not in index:
-            visit(module)
-    return found
-
-
 def test_no_import_circles(graph):
-    assert cycles(graph) == []
+    circles = []
+    for module in sorted(m for m in graph.modules if any(within(m, p) for p in PACKAGES)):
+        for imported in sorted(graph.find_modules_directly_imported_by(module)):
+            back = graph.find_shortest_chain(importer=imported, imported=module)
+            if back:
+                circles.append(" -> ".join((module, *back)))
+    assert not circles, "import circles (move the shared code down, do not hide the import):\n" + "\n".join(circles)
 
 
 def test_operators_know_nothing_of_ray_serve_or_the_engine(graph):

@@ -44,7 +44,7 @@ class Dataset:
         return _rows_sha256(self.qrels, ["qid", "docno", "relevance"])
 
     def corpus_sha256(self) -> str:
-        from operators.retrieve.corpus_bm25 import file_sha256
+        from operators.atomic import file_sha256
 
         return file_sha256(self.corpus)
 

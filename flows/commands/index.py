@@ -69,9 +69,9 @@ def _chunks(index, file: str) -> pa.Table:
         raise CliError(f"{file} holds no documents", field="FILE")
     docs = docs.append_column("doc_id", docs.column("docno"))
     if index.settings.dense:
-        from operators.embed.sentence_transformer import SentenceTransformerEmbed
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 
-        embed = SentenceTransformerEmbed({"model": index.settings.encoder, "title_column": "title"}, step_id="embed")
+        embed = SentenceTransformerEmbedder({"model": index.settings.encoder, "title_column": "title"}, step_id="embed")
         docs = embed(docs)
     return docs
 

@@ -152,10 +152,10 @@ class Embedder:
     """The embed step's operator with failure isolation and the fault hooks."""
 
     def __init__(self, job: ShardJob):
-        from operators.embed.sentence_transformer import SentenceTransformerEmbed
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 
         self.job = job
-        self.op = SentenceTransformerEmbed(job.embed or {}, step_id="embed")
+        self.op = SentenceTransformerEmbedder(job.embed or {}, step_id="embed")
         self.op.ensure_setup()
         self.dim = self.op.dimension
 

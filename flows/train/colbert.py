@@ -11,7 +11,7 @@ Usage::
 
     path = train_colbert([{"query": "...", "positive": "...", "negatives": ["...", "..."]}],
                          output_dir=models_dir() / "tessera-colbert", max_steps=100)
-    ColbertRerank({"model": str(path)})
+    ColbertReranker({"model": str(path)})
 """
 
 from __future__ import annotations

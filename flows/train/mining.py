@@ -14,7 +14,7 @@ their examples follow the first set's, so one model can learn from several domai
 
 One example per (query, relevant document): ``{"query", "positive", "negatives"}``,
 texts as the rerankers see them (``title + "\\n" + text``, see
-``operators.rerank._reranker.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
+``operators.rerank.base.Reranker.candidate_texts``), plus ``qid`` and the doc ids.
 The negatives are a sample of ``negatives`` candidates drawn with a generator
 seeded by ``(seed, qid)``, listed in rank order, so mining is deterministic and
 does not depend on the order of the queries.
@@ -175,7 +175,7 @@ def _mine_synthetic(corpus: Path, spec: Any, synthetic: SyntheticParams | None, 
                     log: Callable[[str], None]) -> tuple[list[dict[str, Any]], dict[str, int]]:
     """Examples from pseudo-queries of the first set's ``corpus`` (on ``spec``, its index) and of each further
     corpus (on that corpus's own index), and how many each corpus gave."""
-    from operators.retrieve.corpus_bm25 import file_sha256
+    from operators.atomic import file_sha256
 
     own = synthetic is not None and synthetic.queries > 0
     pseudo = _mine_pseudo(corpus, spec, synthetic, params) if own else []
@@ -298,7 +298,7 @@ def _retrieve(spec: Any, queries: Any) -> dict[str, list[str]]:
 
 
 def _corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
-    from operators.store.token_store import document_text
+    from operators.tables import document_text
 
     texts: dict[str, str] = {}
     with open(corpus, encoding="utf-8") as f:

@@ -97,7 +97,7 @@ def sentences(text: str) -> list[str]:
 
 def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQuery]:
     """Up to ``params.queries`` pseudo-queries, one per sampled document that has a usable sentence."""
-    from operators.store.token_store import document_text
+    from operators.tables import document_text
 
     if params.queries == 0:
         return []

@@ -82,7 +82,7 @@ _WORD = re.compile(r"[a-z]+(?:'[a-z]+)?")
 
 
 class LexiconScorer:
-    """Share of each emotion among the NRC-tagged words of a text (see ``Sentiment``'s docstring)."""
+    """Share of each emotion among the NRC-tagged words of a text (see ``SentimentAnalyzer``'s docstring)."""
 
     labels = list(EMOTIONS)
 

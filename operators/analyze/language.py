@@ -10,8 +10,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
-from operators.preprocess._languages import text_column
-from operators.tables import set_column
+from operators.tables import set_column, text_column
 
 DEFAULT_CANDIDATES = ["en", "de", "fr", "it", "es", "nl", "pt"]
 
@@ -101,7 +100,8 @@ class LanguageDetector(Operator):
         self._detector = get_detector(tuple(self.params.languages), self.params.low_accuracy)
 
     def transform(self, table: pa.Table) -> pa.Table:
-        texts = pc.utf8_slice_codeunits(text_column(table, self.params.input_column, self), 0, self.params.max_chars)
+        texts = text_column(table, self.params.input_column, op=self.name, step=self.step_id)
+        texts = pc.utf8_slice_codeunits(texts, 0, self.params.max_chars)
         encoded = pc.dictionary_encode(texts)  # results repeat documents: detect each text once
         distinct = encoded.dictionary.to_pylist()
         codes, confidences = self._detect(distinct)

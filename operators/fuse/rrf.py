@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 from pydantic import Field
 
-from operators.fuse._fusion import FusionOperator, FusionParams, reciprocal_rank
+from operators.fuse._fusion import Fuser, FusionParams, reciprocal_rank
 
 
-class ReciprocalRankFusion(FusionOperator):
+class ReciprocalRankFuser(Fuser):
     """Fuse the rankings of several branches with reciprocal rank fusion (RRF).
 
     Each document scores ``sum over branches b of weight_b / (k + rank_b)``, where

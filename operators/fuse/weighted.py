@@ -7,10 +7,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field
 
-from operators.fuse._fusion import FusionOperator, FusionParams, normalise
+from operators.fuse._fusion import Fuser, FusionParams, normalise
 
 
-class WeightedScoreFusion(FusionOperator):
+class WeightedScoreFuser(Fuser):
     """Fuse several branches by a weighted sum of their per-query normalised scores.
 
     Each branch's scores (``score_<b>``) are normalised per query, then summed with

@@ -7,10 +7,10 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from operators.base import Operator
-from operators.retrieve._ranks import renumber
+from operators.tables import set_ranking
 
 
-class SimilarityCutoff(Operator):
+class SimilarityCutoffFilter(Operator):
     """Drop results scoring below a threshold and keep at most ``max_chunks`` per query.
 
     As LlamaIndex's ``SimilarityCutoffPostprocessor``: a row is kept when its score is
@@ -20,7 +20,7 @@ class SimilarityCutoff(Operator):
 
     Usage::
 
-        SimilarityCutoff({"similarity_cutoff": 0.35, "max_chunks": 5})(results)
+        SimilarityCutoffFilter({"similarity_cutoff": 0.35, "max_chunks": 5})(results)
     """
 
     name = "postprocess.cutoff"
@@ -56,7 +56,7 @@ class SimilarityCutoff(Operator):
             scores = table.column(self.params.score_column).cast(pa.float64())
             keep = pc.fill_null(pc.greater_equal(scores, self.params.similarity_cutoff), False)
             table = table.filter(keep)
-        table = renumber(table, self.params.rank_column)
+        table = set_ranking(table, rank_by=self.params.rank_column)
         if self.params.max_chunks is not None and table.num_rows:
             table = table.filter(pa.array(table.column("rank").to_numpy() <= self.params.max_chunks))
         return table

@@ -9,11 +9,10 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.retrieve._ranks import renumber
-from operators.tables import concat, empty_like, qid_groups
+from operators.tables import concat, empty_like, qid_groups, set_ranking
 
 
-class ResultDedup(Operator):
+class ResultDeduplicator(Operator):
     """Keep one result per chunk (``docno``) or per source document (``doc_id``) in each query.
 
     The best-ranked row of each key wins (lowest ``rank_column``; ties: higher score,
@@ -23,7 +22,7 @@ class ResultDedup(Operator):
 
     Usage::
 
-        ResultDedup({"by": "doc_id"})(results)
+        ResultDeduplicator({"by": "doc_id"})(results)
     """
 
     name = "postprocess.dedup"
@@ -61,4 +60,4 @@ class ResultDedup(Operator):
                     if key is not None:
                         seen.add(key)
             kept.append(group.take(pa.array(sorted(picked))))
-        return renumber(concat(kept) if kept else empty_like(table), self.params.rank_column)
+        return set_ranking(concat(kept) if kept else empty_like(table), rank_by=self.params.rank_column)

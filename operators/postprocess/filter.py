@@ -6,21 +6,21 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.retrieve._filters import MetadataFilter, filter_table
-from operators.retrieve._ranks import renumber
+from operators.filters import MetadataFilter, filter_table
+from operators.tables import set_ranking
 
 
-class MetadataFilterStep(Operator):
+class ResultFilter(Operator):
     """Keep the result rows whose metadata match a filter (equality, in, ranges, dates, country/region).
 
     The filter is the one ``retrieve.bm25``/``retrieve.dense`` take (see
-    ``operators/retrieve/_filters.py``), applied to the rows' columns. Rows keep their
+    ``operators/filters.py``), applied to the rows' columns. Rows keep their
     order; ``rank`` is renumbered 1..n within each query. A filter naming a column the
     rows do not have is an error that names the column.
 
     Usage::
 
-        MetadataFilterStep({"filter": {"field": "year", "gte": 2015}})(results)
+        ResultFilter({"filter": {"field": "year", "gte": 2015}})(results)
     """
 
     name = "postprocess.filter"
@@ -40,4 +40,6 @@ class MetadataFilterStep(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         out = filter_table(table, self.params.filter, step=self.step_id, op=self.name)
-        return renumber(out, self.params.rank_column) if "qid" in out.column_names else out
+        if "qid" not in out.column_names or self.params.rank_column not in out.column_names:
+            return out  # rows that are not results (a documents table) have no ranks to renumber
+        return set_ranking(out, rank_by=self.params.rank_column)

@@ -10,7 +10,7 @@ from operators.base import Operator
 from operators.tables import qid_groups, concat, empty_like
 
 
-class Reduce(Operator):
+class Reducer(Operator):
     """Keep the top k rows of each query by any rank column (mosaicRAG's reduction step).
 
     Rows are ordered by the chosen rank column (1 = best; rows without a rank go last),
@@ -19,7 +19,7 @@ class Reduce(Operator):
 
     Usage::
 
-        Reduce({"k": 2, "rank_column": "rank"})(results)  # two rows per qid
+        Reducer({"k": 2, "rank_column": "rank"})(results)  # two rows per qid
     """
 
     name = "postprocess.reduce"

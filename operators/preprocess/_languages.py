@@ -25,8 +25,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import OperatorError
-from operators.tables import set_column
+from operators.tables import as_string_array, set_column, text_column
 
 #: Languages the preprocessing operators support, as ISO 639-1 codes.
 SUPPORTED_LANGUAGES: tuple[str, ...] = ("en", "de", "fr", "it")
@@ -58,28 +57,6 @@ def normalize_language(code: object) -> str | None:
         if sep in key:
             return _LOOKUP.get(key.split(sep, 1)[0])
     return None
-
-
-def as_string_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """One contiguous array; dictionary, string-view and all-null columns become plain strings."""
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
-    if pa.types.is_dictionary(column.type):
-        column = column.dictionary_decode()
-    if pa.types.is_null(column.type) or pa.types.is_string_view(column.type):
-        column = column.cast(pa.string())
-    return column
-
-
-def text_column(table: pa.Table, column: str, op: Operator) -> pa.Array:
-    """``table[column]`` as one string array; an error naming the step if it is not text."""
-    values = as_string_array(table.column(column))
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        raise OperatorError(
-            f"column '{column}' holds {table.schema.field(column).type}, not text; point the step at a string column",
-            op=op.name, step=op.step_id,
-        )
-    return values
 
 
 def group_rows_by_language(
@@ -168,7 +145,7 @@ class LanguageParams(BaseModel):
     )
 
 
-class LanguageTextOperator(Operator):
+class LanguageTextRewriter(Operator):
     """Base of the row operators that rewrite a text column language by language.
 
     Subclasses set ``name`` and ``Params`` (a :class:`LanguageParams` subclass) and
@@ -198,6 +175,6 @@ class LanguageTextOperator(Operator):
         raise NotImplementedError(f"{type(self).__name__} must implement process()")
 
     def transform(self, table: pa.Table) -> pa.Table:
-        texts = text_column(table, self.params.input_column, self)
+        texts = text_column(table, self.params.input_column, op=self.name, step=self.step_id)
         groups = group_rows_by_language(table, self.params.language_column, self.params.default_language)
         return set_column(table, self.output_column, apply_by_language(texts, groups, self.process))

@@ -10,8 +10,8 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from operators.base import Operator
+from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
-from operators.sources._ids import fill_missing_ids
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[

@@ -10,8 +10,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.preprocess._languages import text_column
-from operators.tables import set_column
+from operators.tables import set_column, text_column
 
 
 class ContentExtractor(Operator):
@@ -65,7 +64,7 @@ class ContentExtractor(Operator):
         return {self.output_column: "text"}
 
     def transform(self, table: pa.Table) -> pa.Table:
-        texts = text_column(table, self.params.input_column, self)
+        texts = text_column(table, self.params.input_column, op=self.name, step=self.step_id)
         p = self.params
         out = [None if t is None else extract_content(t, p.window, p.threshold, p.min_words, p.fallback)
                for t in texts.to_pylist()]

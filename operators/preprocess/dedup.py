@@ -11,12 +11,12 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.sources._ids import content_key
+from operators.ids import content_key
 
 logger = logging.getLogger(__name__)
 
 
-class Deduplicate(Operator):
+class Deduplicator(Operator):
     """Drop duplicate documents, keeping the first occurrence of each, in input order.
 
     ``key="docno"`` compares ids; ``key="content"`` compares the whole title and text
@@ -26,7 +26,7 @@ class Deduplicate(Operator):
 
     Usage::
 
-        Deduplicate({"key": "content"})(pa.table({"docno": ["a", "b"], "text": ["Same  text", "same text"]}))
+        Deduplicator({"key": "content"})(pa.table({"docno": ["a", "b"], "text": ["Same  text", "same text"]}))
         # keeps row "a"
     """
 

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ConfigDict, Field
 
-from operators.preprocess._languages import LanguageParams, LanguageTextOperator, normalize_language
+from operators.preprocess._languages import LanguageParams, LanguageTextRewriter, normalize_language
 from operators.preprocess._tokens import map_unique, tokenize
 
 
-class Lemmatizer(LanguageTextOperator):
+class Lemmatizer(LanguageTextRewriter):
     """Replace every word by its lemma (simplemma, offline), in English, German, French or Italian.
 
     Each distinct word of a batch is looked up once in simplemma's dictionary for the

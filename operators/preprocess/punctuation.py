@@ -11,16 +11,15 @@ from pydantic import ConfigDict, Field
 
 from operators.preprocess._languages import (
     LanguageParams,
-    LanguageTextOperator,
+    LanguageTextRewriter,
     apply_by_language,
     normalize_language,
-    text_column,
 )
 from operators.preprocess._tokens import expand_elisions
-from operators.tables import set_column
+from operators.tables import set_column, text_column
 
 
-class PunctuationRemover(LanguageTextOperator):
+class PunctuationRemover(LanguageTextRewriter):
     """Strip punctuation after expanding contractions and normalising Unicode, by each row's language.
 
     In order: English contractions are expanded (``isn't`` -> ``is not``, with the
@@ -78,7 +77,7 @@ class PunctuationRemover(LanguageTextOperator):
         out = super().transform(table)
         if not self.params.apply_to_query or table.num_rows == 0:
             return out
-        query = text_column(table, "query", self)
+        query = text_column(table, "query", op=self.name, step=self.step_id)
         # Queries repeat on every row of a qid: clean each distinct query once.
         encoded = pc.dictionary_encode(query)
         groups = {normalize_language(self.params.default_language): np.arange(len(encoded.dictionary))}

@@ -8,11 +8,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ConfigDict
 
-from operators.preprocess._languages import SNOWBALL_NAMES, LanguageParams, LanguageTextOperator
+from operators.preprocess._languages import SNOWBALL_NAMES, LanguageParams, LanguageTextRewriter
 from operators.preprocess._tokens import map_unique, tokenize
 
 
-class SnowballStemmer(LanguageTextOperator):
+class SnowballStemmer(LanguageTextRewriter):
     """Reduce every word to its Snowball stem (PyStemmer), in English, German, French or Italian.
 
     Words are lower-cased (Snowball works on lower case) and stemmed; punctuation

@@ -9,11 +9,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import ConfigDict, Field
 
-from operators.preprocess._languages import LanguageParams, LanguageTextOperator
+from operators.preprocess._languages import LanguageParams, LanguageTextRewriter
 from operators.preprocess._tokens import normalize_apostrophes, tokenize
 
 
-class StopwordRemover(LanguageTextOperator):
+class StopwordRemover(LanguageTextRewriter):
     """Remove stopwords in English, German, French or Italian, by each row's language.
 
     Tokens are split on whitespace; a token goes when its word (without surrounding

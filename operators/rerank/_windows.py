@@ -15,7 +15,7 @@ from typing import Sequence
 
 import numpy as np
 
-from operators.store.token_store import document_text
+from operators.tables import document_text
 
 #: Fewer free tokens than this beside the query and title: one window of this size
 #: anyway (the tokenizer then truncates the pair, as without windows).

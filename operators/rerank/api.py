@@ -10,14 +10,14 @@ import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 #: Documents per request when ``max_documents_per_request`` is unset: Cohere's and Jina's
 #: limit, and TEI's default ``--max-client-batch-size``.
 DEFAULT_DOCUMENTS_PER_REQUEST = {"cohere": 1000, "jina": 1000, "tei": 32}
 
 
-class ApiRerank(Reranker):
+class ApiReranker(Reranker):
     """Rerank each query's top candidates with a hosted rerank service over HTTP.
 
     Speaks the Cohere/Jina request (``{"model", "query", "documents", "top_n"}``) or
@@ -31,8 +31,8 @@ class ApiRerank(Reranker):
 
     Usage::
 
-        ApiRerank({"url": "https://api.cohere.com/v2/rerank", "model": "rerank-v3.5",
-                   "api_key_env": "COHERE_API_KEY", "n": 50})(first_stage_results)
+        ApiReranker({"url": "https://api.cohere.com/v2/rerank", "model": "rerank-v3.5",
+                    "api_key_env": "COHERE_API_KEY", "n": 50})(first_stage_results)
     """
 
     name = "rerank.api"

@@ -11,7 +11,7 @@ from pydantic import Field
 
 from operators.errors import OperatorError
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 log = logging.getLogger(__name__)
 
@@ -24,7 +24,7 @@ class Candidates(list):
         self.docnos = list(docnos)
 
 
-class ColbertRerank(Reranker):
+class ColbertReranker(Reranker):
     """Rerank each query's top candidates with a ColBERT model: sum over query tokens of the best match.
 
     Query and candidates are encoded into L2-normalised token vectors; a candidate's
@@ -38,7 +38,7 @@ class ColbertRerank(Reranker):
 
     Usage::
 
-        ColbertRerank({"model": "tessera-colbert", "n": 100, "index": "scifact"})(first_stage_results)
+        ColbertReranker({"model": "tessera-colbert", "n": 100, "index": "scifact"})(first_stage_results)
     """
 
     name = "rerank.colbert"

@@ -8,11 +8,11 @@ import numpy as np
 from pydantic import Field
 
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 from operators.rerank._windows import best_per_candidate, windowed_pairs
 
 
-class CrossEncoderRerank(Reranker):
+class CrossEncoderReranker(Reranker):
     """Rerank each query's top candidates with a sentence-transformers CrossEncoder.
 
     Any CrossEncoder checkpoint works: a model trained by ``tessera train``
@@ -25,7 +25,7 @@ class CrossEncoderRerank(Reranker):
 
     Usage::
 
-        CrossEncoderRerank({"model": "tessera-scifact-ce", "n": 100})(first_stage_results)
+        CrossEncoderReranker({"model": "tessera-scifact-ce", "n": 100})(first_stage_results)
     """
 
     name = "rerank.cross_encoder"

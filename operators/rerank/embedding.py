@@ -9,10 +9,10 @@ from pydantic import Field
 
 from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 
-class EmbeddingRerank(Reranker):
+class EmbeddingReranker(Reranker):
     """Rerank each query's top candidates by cosine similarity of sentence-transformers embeddings.
 
     Any sentence-transformers bi-encoder works (the packaged all-MiniLM-L6-v2 by
@@ -28,7 +28,7 @@ class EmbeddingRerank(Reranker):
 
     Usage::
 
-        EmbeddingRerank({"n": 50})(first_stage_results)   # score = cosine(query, title + text)
+        EmbeddingReranker({"n": 50})(first_stage_results)   # score = cosine(query, title + text)
     """
 
     name = "rerank.embedding"

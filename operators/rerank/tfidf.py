@@ -7,10 +7,10 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
-from operators.rerank._reranker import RerankParams, Reranker
+from operators.rerank.base import RerankParams, Reranker
 
 
-class TfidfRerank(Reranker):
+class TfidfReranker(Reranker):
     """Rerank each query's top candidates by TF-IDF similarity to the query (or BM25 over the candidates).
 
     The statistics come from the candidates themselves, not from the index: a
@@ -35,7 +35,7 @@ class TfidfRerank(Reranker):
 
     Usage::
 
-        TfidfRerank({"similarity": "bm25", "n": 20})(first_stage_results)
+        TfidfReranker({"similarity": "bm25", "n": 20})(first_stage_results)
     """
 
     name = "rerank.tfidf"

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.retrieve._filters import FilterError, MetadataFilter
-from operators.tables import ranking_columns
+from operators.filters import FilterError, MetadataFilter
+from operators.tables import set_ranking
 
 _lock = threading.Lock()
 _indices: dict[str, Any] = {}
@@ -181,5 +181,4 @@ class IndexRetriever(Operator):
             if name not in columns:
                 columns[name] = pa.nulls(len(rows), pa.string())
         # Hits come merged best first per query, ties by docno: already in ranking order.
-        columns.update(ranking_columns(pa.array(scores, pa.float64()), rows, self.step_id))
-        return pa.Table.from_arrays(list(columns.values()), names=list(columns))
+        return set_ranking(columns, pa.array(scores, pa.float64()), self.step_id, groups=rows, ordered=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -11,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.tables import qid_groups, set_ranking
@@ -21,10 +21,6 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 
 #: Columns this operator writes; input columns of the same names are replaced.
 RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
-
-# Content hashes by (path, size, mtime_ns): the identity of a corpus is computed once per process.
-_hashes: dict[tuple[str, int, int], str] = {}
-_hash_lock = threading.Lock()
 
 
 def resolve_corpus(path: str) -> Path:
@@ -37,22 +33,7 @@ def resolve_corpus(path: str) -> Path:
     return in_repo if in_repo.exists() else given
 
 
-def file_sha256(path: Path) -> str:
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns)
-    with _hash_lock:
-        if key in _hashes:
-            return _hashes[key]
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    with _hash_lock:
-        _hashes[key] = digest.hexdigest()
-    return _hashes[key]
-
-
-class CorpusBM25(Operator):
+class CorpusBM25Retriever(Operator):
     """Rank a small JSONL corpus with BM25 (bm25s), loaded and indexed in memory: the simple demo ranker.
 
     This is the demo retriever that makes ``make demo`` work on a fresh clone; the
@@ -68,7 +49,7 @@ class CorpusBM25(Operator):
 
     Usage::
 
-        CorpusBM25({"corpus": "data/sample/corpus.jsonl", "k": 3})(
+        CorpusBM25Retriever({"corpus": "data/sample/corpus.jsonl", "k": 3})(
             pa.table({"qid": ["q1"], "query": ["which insects make honey"]}))
         # 3 rows for q1: docno wv00790 (Bee) first, ...
     """

@@ -46,11 +46,11 @@ class DenseRetriever(IndexRetriever):
             raise OperatorError(f"index '{self.params.index}' was built without vectors (dense: false); "
                                 "use retrieve.bm25 or re-ingest with dense: true",
                                 op=self.name, step=self.step_id, field="params.index")
-        from operators.embed.sentence_transformer import SentenceTransformerEmbed
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 
         params = {"model": index.settings.encoder, "input_column": "query",
                   "encode_batch_size": self.params.encode_batch_size}
-        self._encoder = SentenceTransformerEmbed(params, step_id=f"{self.step_id}.encoder")
+        self._encoder = SentenceTransformerEmbedder(params, step_id=f"{self.step_id}.encoder")
         self._encoder.ensure_setup()
         if self._encoder.dimension != index.settings.dim:
             raise OperatorError(f"encoder '{index.settings.encoder}' gives {self._encoder.dimension}-d vectors but "

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import ParamsError
-from operators.retrieve._filters import MetadataFilter
+from operators.filters import MetadataFilter
 from operators.tables import concat, set_column, set_ranking
 
 

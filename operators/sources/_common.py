@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.errors import SourceError, SourceNotFoundError
-from operators.sources._ids import fill_missing_ids
+from operators.ids import fill_missing_ids
 
 logger = logging.getLogger("operators.sources")
 

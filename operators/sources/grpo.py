@@ -10,8 +10,8 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Source
+from operators.ids import content_doc_id
 from operators.sources._common import FileRange, iter_jsonl, rebatch, resolve_paths
-from operators.sources._ids import content_doc_id
 
 logger = logging.getLogger("operators.sources")
 

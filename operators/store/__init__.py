@@ -2,13 +2,21 @@
 
 An index is a directory: ``manifest.json`` (settings, committed shards with file
 checksums, tombstones, generation), ``shards/<id>/`` (docs.parquet, BM25 term
-statistics, dense.faiss) and the ingestion's ``failures.jsonl``. See ``index.py``.
+statistics, dense.faiss) and the ingestion's ``failures.jsonl``. One module per concern:
+
+* ``index``: ``Index``, creating, writing and committing shards, and searching them;
+* ``layout``: the directory's parts, its writer lock, reading and replacing the manifest;
+* ``snapshot``: one generation as searches see it, and the exact merge of shard hits;
+* ``shard``, ``bm25``, ``dense``: one shard's files, its BM25 statistics, its FAISS index;
+* ``settings``, ``errors``; ``token_store``: precomputed ColBERT document tokens.
 """
 
 from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
                                     IndexNotFoundError, IndexStoreError, ShardDataError)
-from operators.store.index import Hits, Index, resolve_index
+from operators.store.index import Index
+from operators.store.layout import resolve_index
 from operators.store.settings import DenseInfo, IndexSettings, Manifest, ShardInfo
+from operators.store.snapshot import Hits
 
 __all__ = [
     "CommitError", "DenseInfo", "DocnoNotFoundError", "Hits", "Index", "IndexCorruptError", "IndexExistsError",

@@ -61,7 +61,7 @@ class QueryTokenizer:
     """``bm25s.tokenize`` for queries, without its per-call cost.
 
     Same lower-casing, token pattern, stopwords and stemmer, so the same token strings
-    (``tests/store/test_bm25_search.py`` holds it to ``bm25s.tokenize``); but built once per
+    (``tests/operators/store/test_bm25.py`` holds it to ``bm25s.tokenize``); but built once per
     index and reused, where every ``bm25s.tokenize`` call constructs three progress bars and
     a stopword set per text, which is most of a one-query search on a small corpus."""
 

@@ -7,8 +7,6 @@ shard; ``shard.json`` inside it is the ShardInfo the manifest will record.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 import shutil
 import uuid
@@ -19,7 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from operators.atomic import fsync, replace_folder
+from operators.atomic import file_sha256, fsync, replace_folder
 from operators.store import bm25, dense
 from operators.store.errors import IndexCorruptError, ShardDataError
 from operators.store.settings import IndexSettings, ShardInfo
@@ -33,14 +31,6 @@ def check_shard_id(shard_id: str) -> None:
     if not isinstance(shard_id, str) or not SHARD_ID.match(shard_id):
         raise ShardDataError(f"bad shard id {shard_id!r}: use 1-128 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit", field="shard_id")
-
-
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def split_chunks(chunks: pa.Table, settings: IndexSettings, shard_id: str) -> tuple[pa.Table, np.ndarray | None]:
@@ -122,8 +112,9 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
                 names.append(dense.VECTORS_FILE)
         for name in names:
             fsync(tmp / name)
-        info = ShardInfo(id=shard_id, n_chunks=docs.num_rows, files={n: sha256(tmp / n) for n in names},
-                         columns=docs.column_names, dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
+        files = {n: file_sha256(tmp / n, remember=False) for n in names}
+        info = ShardInfo(id=shard_id, n_chunks=docs.num_rows, files=files, columns=docs.column_names,
+                         dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
         fsync(tmp / INFO_FILE)
         replace_folder(tmp, shards_dir / shard_id)
@@ -152,7 +143,7 @@ class Shard:
             path = folder / name
             if not path.is_file():
                 raise IndexCorruptError(f"shard {info.id!r}: file {path} is missing")
-            if verify and sha256(path) != digest:
+            if verify and file_sha256(path, remember=False) != digest:
                 raise IndexCorruptError(f"shard {info.id!r}: {path} does not match its sha256 in the manifest")
         self.docs = pq.read_table(folder / DOCS_FILE, memory_map=True)
         self.docnos = np.asarray(self.docs.column("docno").to_numpy(zero_copy_only=False), dtype=object)
@@ -173,12 +164,3 @@ class Shard:
         mask = np.zeros(len(self), dtype=bool)
         mask[picked] = True
         return mask
-
-
-def read_manifest_json(path: Path) -> dict:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise
-    except (ValueError, UnicodeDecodeError) as err:
-        raise IndexCorruptError(f"unreadable manifest {path}: {err}") from None

@@ -46,6 +46,8 @@ import pyarrow.parquet as pq
 from operators.atomic import fsync, replace_folder
 from operators.models.batching import forward_batch_size
 from operators.store.errors import IndexStoreError
+from operators.store.layout import SHARDS, resolve_index
+from operators.tables import document_text
 
 STORE_DIR = "colbert"
 TOKENS, OFFSETS, DOCS, META = "tokens.f16", "offsets.npy", "docs.parquet", "meta.json"
@@ -62,11 +64,6 @@ def store_key(model: Any, *, doc_maxlen: int, text_column: str = "text", title_c
     recipe = {"model": model.identity(), "doc_maxlen": int(doc_maxlen), "text_column": text_column,
               "title_column": title_column}
     return hashlib.sha256(json.dumps(recipe, sort_keys=True).encode()).hexdigest()[:16]
-
-
-def document_text(text: str | None, title: str | None) -> str:
-    """The text a reranker scores for a document: the title, a newline, the text (as ``Reranker.candidate_texts``)."""
-    return f"{title}\n{text or ''}" if title else (text or "")
 
 
 class TokenStore:
@@ -214,7 +211,6 @@ def _open_index(index: Any):
 
 def _live_documents(index: Any, columns: list[str], batch_rows: int = 1024) -> Iterator[tuple[str, pa.Table]]:
     """(shard id, batch with a ``__row`` column) over every live chunk of ``index``, shard by shard."""
-    from operators.store.index import SHARDS
     from operators.store.shard import DOCS_FILE
 
     manifest = index.manifest
@@ -298,8 +294,6 @@ def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen:
 def find_token_store(index: Any, model: Any, *, doc_maxlen: int, text_column: str = "text",
                      title_column: str | None = "title") -> TokenStore | None:
     """The store of ``index`` made for ``model`` (a loaded ColBERT model) and this encoding; None if absent."""
-    from operators.store.index import resolve_index
-
     path = resolve_index(index) if not hasattr(index, "path") else index.path
     folder = path / STORE_DIR / store_key(model, doc_maxlen=doc_maxlen, text_column=text_column,
                                           title_column=title_column)

@@ -13,7 +13,7 @@ from serve.deployments._hosted import HostedOperator
 
 @serve.deployment(name="embedder")
 class EmbedderDeployment(HostedOperator):
-    """Encodes texts with the hosted SentenceTransformerEmbed.
+    """Encodes texts with the hosted SentenceTransformerEmbedder.
 
     Concurrent ``embed`` calls are merged by ``@serve.batch`` into one ``encode`` over
     all their texts (one forward pass per ``encode_batch_size`` texts), then split back.

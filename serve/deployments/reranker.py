@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 from ray import serve
 
-from operators.rerank._reranker import sendable_texts
+from operators.rerank.base import sendable_texts
 from serve.deployments._hosted import HostedOperator
 
 

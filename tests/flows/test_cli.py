@@ -204,10 +204,10 @@ def test_cache_explain_after_a_run_and_clear(home, tmp_path):
 def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
     """A SIGINT during a run sets the CancelToken; the executor stops at the next batch, exit 130."""
     from flows import commands as cli
-    from operators.analyze.word_count import WordCount
+    from operators.analyze.word_count import WordCounter
 
     calls = []
-    original = WordCount.transform
+    original = WordCounter.transform
 
     def interrupting(self, table: pa.Table) -> pa.Table:
         calls.append(table.num_rows)
@@ -215,7 +215,7 @@ def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
             os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends
         return original(self, table)
 
-    monkeypatch.setattr(WordCount, "transform", interrupting)
+    monkeypatch.setattr(WordCounter, "transform", interrupting)
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
     queries = tmp_path / "q.txt"
     queries.write_text("one\ntwo\nthree\n")

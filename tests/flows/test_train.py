@@ -163,18 +163,18 @@ def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_di
         assert record["hyperparameters"]["max_length"] == 32 and record["versions"]["torch"]
     assert not [p for p in models.iterdir() if p.name.startswith(".")], "a temporary folder was left behind"
 
-    from operators.embed.sentence_transformer import SentenceTransformerEmbed
-    from operators.rerank.cross_encoder import CrossEncoderRerank
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.rerank.cross_encoder import CrossEncoderReranker
 
     rows = pa.table({"qid": ["1"] * 3, "query": ["vitamin D and bone density"] * 3, "docno": ["a", "b", "c"],
                      "text": ["Vitamin D supplements and bone mineral density in adults.",
                               "Honey bees pollinate crops.", "Bone density declines with age."],
                      "rank": pa.array([1, 2, 3], pa.int32())})
-    reranked = CrossEncoderRerank({"model": "tessera-cross-encoder", "n": 3, "on_error": "error"}, step_id="ce")(rows)
+    reranked = CrossEncoderReranker({"model": "tessera-cross-encoder", "n": 3, "on_error": "error"}, step_id="ce")(rows)
     assert sorted(reranked.column("docno").to_pylist()) == ["a", "b", "c"]
     scores = reranked.column("score_ce").to_pylist()
     assert all(isinstance(s, float) and math.isfinite(s) for s in scores) and scores == sorted(scores, reverse=True)
-    embedded = SentenceTransformerEmbed({"model": "tessera-bi-encoder", "input_column": "text"})(rows)
+    embedded = SentenceTransformerEmbedder({"model": "tessera-bi-encoder", "input_column": "text"})(rows)
     assert len(embedded.column("vector")[0]) == 384
 
     ce = TrainOptions(**{**options.__dict__, "models": ["cross-encoder"]})

@@ -5,7 +5,7 @@ import pytest
 
 from operators import create
 from operators.errors import MissingColumnsError
-from operators.tables import qid_groups, ranks_within_qid, require_columns, set_ranking
+from operators.tables import qid_groups, require_columns, set_ranking
 
 
 def test_set_ranking_orders_by_score_breaks_ties_by_docno_and_keeps_step_copy():
@@ -19,9 +19,14 @@ def test_set_ranking_orders_by_score_breaks_ties_by_docno_and_keeps_step_copy():
     assert out.schema.field("rank").type == pa.int32()
 
 
-def test_ranks_within_qid_follow_row_order_for_interleaved_groups():
-    table = pa.table({"qid": ["x", "y", "x", "x", "y"]})
-    assert ranks_within_qid(table).to_pylist() == [1, 1, 2, 3, 2]
+def test_set_ranking_by_a_rank_column_renumbers_interleaved_groups_nulls_last_ties_by_docno():
+    table = pa.table({"qid": ["x", "y", "x", "x", "y"], "docno": ["b", "c", "a", "d", "e"],
+                      "rank": pa.array([2, None, 2, None, 7], pa.int32()), "score": [0.1, 0.2, 0.3, 0.4, 0.5]})
+    out = set_ranking(table, rank_by="rank")
+    assert out.column("qid").to_pylist() == ["x", "x", "x", "y", "y"]
+    assert out.column("docno").to_pylist() == ["a", "b", "d", "e", "c"]
+    assert out.column("rank").to_pylist() == [1, 2, 3, 1, 2]
+    assert out.column_names == table.column_names and out.column("score").to_pylist() == [0.3, 0.1, 0.4, 0.5, 0.2]
 
 
 def test_qid_groups_keep_first_appearance_order():

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from operators.errors import MissingColumnsError, ParamsError
+from operators.ids import content_doc_id
 from operators.registry import create
-from operators.sources._ids import content_doc_id
 from operators.testing import OperatorContract, sample_documents
 
 # Python's own tokenisation, which the vectorised one must match (texts without combining marks)

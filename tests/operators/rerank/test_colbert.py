@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from operators.rerank.colbert import ColbertRerank
+from operators.rerank.colbert import ColbertReranker
 from operators.testing import OperatorContract
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -111,21 +111,21 @@ class TestColbertRerankContract(OperatorContract):
         self.model_path = str(untrained_colbert)
 
     def make_operator(self, **params):
-        return ColbertRerank({"model": self.model_path, "device": "cpu", **params})
+        return ColbertReranker({"model": self.model_path, "device": "cpu", **params})
 
 
 def test_bad_params_name_the_field():
     from operators.errors import ParamsError
 
     with pytest.raises(ParamsError) as err:
-        ColbertRerank({"aggregation": "max"})
+        ColbertReranker({"aggregation": "max"})
     assert err.value.field == "params.aggregation"
 
 
 def test_a_plain_encoder_is_refused_with_the_reason():
     from operators.errors import OperatorError
 
-    op = ColbertRerank({"model": "minilm", "device": "cpu", "on_error": "error"})
+    op = ColbertReranker({"model": "minilm", "device": "cpu", "on_error": "error"})
     with pytest.raises(OperatorError) as err:
         op(_tiny_table())
     assert "no ColBERT projection" in str(err.value)
@@ -180,7 +180,7 @@ def test_training_is_deterministic_and_checks_its_examples(tmp_path, train_tripl
 
 def test_the_trained_model_lifts_the_relevant_document(scifact, trained_colbert):
     held_out = _triples(scifact, 100, 8, negatives=5, seed=3)  # queries the training never saw
-    out = ColbertRerank({"model": str(trained_colbert), "device": "cpu", "token_store": None})(
+    out = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": None})(
         _results(scifact, held_out))
     reciprocal = []
     for t in held_out:
@@ -196,9 +196,9 @@ def test_sum_and_mean_equal_an_independent_numpy_maxsim(scifact, trained_colbert
 
     triple = _triples(scifact, 40, 1, negatives=5, seed=5)
     table = _results(scifact, triple)
-    summed = ColbertRerank({"model": str(trained_colbert), "device": "cpu"}, step_id="cb")(table)
-    meaned = ColbertRerank({"model": str(trained_colbert), "device": "cpu", "aggregation": "mean"},
-                           step_id="cb")(table)
+    summed = ColbertReranker({"model": str(trained_colbert), "device": "cpu"}, step_id="cb")(table)
+    meaned = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "aggregation": "mean"},
+                             step_id="cb")(table)
     model = load_colbert(str(trained_colbert), device="cpu")
     query = model.encode_queries([triple[0]["query"]])[0]
     docnos = table.column("docno").to_pylist()
@@ -229,9 +229,9 @@ def test_precomputed_tokens_rank_like_on_the_fly(tmp_path, scifact, trained_colb
                         "text": [corpus[d]["text"] for d in docnos]}))
     store = build_token_store(index, str(trained_colbert))
     assert len(store) == len(docnos) and store.dim == 128
-    precomputed = ColbertRerank({"model": str(trained_colbert), "device": "cpu", "index": str(index.path)},
-                                step_id="cb")
-    on_the_fly = ColbertRerank({"model": str(trained_colbert), "device": "cpu", "token_store": None}, step_id="cb")
+    precomputed = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "index": str(index.path)},
+                                  step_id="cb")
+    on_the_fly = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": None}, step_id="cb")
     a, b = precomputed(table), on_the_fly(table)
     assert precomputed.counts == {"stored": table.num_rows, "encoded": 0}
     assert on_the_fly.counts == {"stored": 0, "encoded": table.num_rows}
@@ -262,12 +262,12 @@ def test_an_explicit_token_store_for_another_model_is_refused(tmp_path, untraine
     index = Index.create(tmp_path / "idx", {"dense": False})
     index.add(pa.table({"docno": docnos, "doc_id": docnos, "text": [corpus[d]["text"] for d in docnos]}))
     store = build_token_store(index, str(untrained_colbert))
-    op = ColbertRerank({"model": str(trained_colbert), "device": "cpu", "token_store": str(store.folder)})
+    op = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": str(store.folder)})
     with pytest.raises(OperatorError) as err:
         op.setup()
     assert err.value.field == "params.token_store" and "another model" in err.value.message
     with pytest.raises(OperatorError) as err:  # an index without a store for this model
-        ColbertRerank({"model": str(trained_colbert), "device": "cpu", "token_store": str(index.path)}).setup()
+        ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": str(index.path)}).setup()
     assert "no ColBERT token store" in err.value.message
 
 
@@ -330,8 +330,8 @@ def test_loads_a_pylate_checkpoint(tmp_path, trained_colbert):
     assert theirs.config.layout == "pylate" and theirs.config.doc_maxlen == DOC_MAXLEN
     _same_encodings(ours, theirs, TEXTS)
     table = _tiny_table(TEXTS[0], (TEXTS[1], "Opera houses of Vienna."))
-    a = ColbertRerank({"model": str(trained_colbert), "device": "cpu"}, step_id="cb")(table)
-    b = ColbertRerank({"model": str(folder), "device": "cpu"}, step_id="cb")(table)
+    a = ColbertReranker({"model": str(trained_colbert), "device": "cpu"}, step_id="cb")(table)
+    b = ColbertReranker({"model": str(folder), "device": "cpu"}, step_id="cb")(table)
     np.testing.assert_allclose(a.column("score_cb").to_numpy(), b.column("score_cb").to_numpy(), atol=1e-4)
 
 
@@ -364,8 +364,8 @@ def test_overlong_query_and_documents_are_truncated(untrained_colbert):
     long_query = " ".join(["honey bee colony"] * 700)
     long_text = " ".join(["The honey bee is a social insect."] * 4000)
     table = _tiny_table(long_query, (long_text, "Bees make honey.", ""))
-    op = ColbertRerank({"model": str(untrained_colbert), "device": "cpu", "doc_maxlen": 24, "query_maxlen": 12,
-                        "on_error": "error"}, step_id="cb")
+    op = ColbertReranker({"model": str(untrained_colbert), "device": "cpu", "doc_maxlen": 24, "query_maxlen": 12,
+                          "on_error": "error"}, step_id="cb")
     out = op(table)
     assert out.num_rows == 3 and all(np.isfinite(out.column("score_cb").to_numpy()))
     assert op.drain_metadata() == {}

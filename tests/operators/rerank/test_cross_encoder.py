@@ -130,7 +130,7 @@ def _long_sample_document() -> tuple[str, str]:
 
 @pytest.mark.parametrize("stride", [0.5, 1.0])
 def test_windows_fit_beside_the_query_keep_the_title_and_cover_the_whole_text(stride):
-    from operators.rerank._reranker import TitledTexts
+    from operators.rerank.base import TitledTexts
     from operators.rerank._windows import windowed_pairs
 
     tokenizer = _tokenizer()
@@ -169,7 +169,7 @@ def test_plain_strings_are_windowed_whole():
 def test_max_window_scores_a_long_candidate_by_its_best_window_and_leaves_short_ones_alone(cross_encoder_path):
     import torch
 
-    from operators.rerank._reranker import TitledTexts
+    from operators.rerank.base import TitledTexts
     from operators.rerank._windows import windowed_pairs
 
     table = sample_results(n_queries=1, per_query=4)
@@ -202,7 +202,7 @@ def test_titled_texts_survive_the_pickling_that_carries_them_to_a_deployment():
 
     import cloudpickle
 
-    from operators.rerank._reranker import TitledTexts
+    from operators.rerank.base import TitledTexts
 
     texts = TitledTexts(["Pollination", None], ["Bees carry pollen.", "Untitled text."])
     assert list(texts) == ["Pollination\nBees carry pollen.", "Untitled text."]

@@ -1,4 +1,4 @@
-"""The failure policy every reranker shares (operators/rerank/_reranker.py), checked with a reranker
+"""The failure policy every reranker shares (operators/rerank/base.py), checked with a reranker
 that fails for chosen queries: first_stage keeps the incoming ranking and marks the query degraded;
 error fails the step; no row is ever lost."""
 
@@ -9,7 +9,7 @@ import pyarrow.compute as pc
 import pytest
 
 from operators.errors import OperatorError
-from operators.rerank._reranker import Reranker
+from operators.rerank.base import Reranker
 from operators.testing import sample_results
 
 

@@ -9,8 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from operators.errors import ParamsError, SourceError, SourceNotFoundError
+from operators.ids import content_doc_id
 from operators.registry import create
-from operators.sources._ids import content_doc_id
 from operators.sources.grpo import parse_documents
 from operators.testing import OperatorContract, sample_documents
 

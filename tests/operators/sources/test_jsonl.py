@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from operators.errors import ParamsError, SourceError, SourceNotFoundError, TesseraError
+from operators.ids import content_doc_id
 from operators.registry import create
-from operators.sources._ids import content_doc_id
 from operators.testing import SAMPLE_CORPUS, OperatorContract
 
 

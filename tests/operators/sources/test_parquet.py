@@ -7,8 +7,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from operators.errors import ParamsError, SourceError, SourceNotFoundError
+from operators.ids import content_doc_id
 from operators.registry import create
-from operators.sources._ids import content_doc_id
 from operators.testing import SAMPLE_CORPUS, OperatorContract
 
 

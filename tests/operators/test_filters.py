@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
-from operators.retrieve._filters import FilterError, MetadataFilter, filter_table
+from operators.filters import FilterError, MetadataFilter, filter_table
 
 DAYS = [dt.date(2018, 12, 31), dt.date(2019, 1, 1), dt.date(2019, 5, 17), dt.date(2019, 12, 31),
         dt.date(2020, 2, 29), None]

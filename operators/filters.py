@@ -12,8 +12,9 @@ A filter is a mapping; every condition written in one mapping must hold (AND)::
 
 The same model serves the retrievers' pre-filter (``where`` handed to the index, so
 search is restricted to matching chunks), their post-filter and
-``postprocess.filter``. Rows whose column is null never match a condition on that
-column (not even under ``not``), as in SQL.
+``postprocess.filter``: two categories, so it lives here rather than in either one.
+Rows whose column is null never match a condition on that column (not even under
+``not``), as in SQL.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
+SAMPLE = Path(__file__).resolve().parents[3] / "data" / "sample" / "corpus.jsonl"
 
 
 @pytest.fixture(scope="session")

@@ -8,8 +8,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from operators.store.token_store import (TokenStore, TokenStoreError, build_token_store, document_text,
-                                         find_token_store, write_token_store)
+from operators.store.token_store import (TokenStore, TokenStoreError, build_token_store, find_token_store,
+                                         write_token_store)
+from operators.tables import document_text
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -11,7 +11,7 @@ import pytest
 
 from operators.store import Index, IndexSettings, ShardDataError
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 DIM = 8
 
 

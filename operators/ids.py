@@ -1,4 +1,6 @@
-"""Document ids from content, for sources without an id field (and for chunks, dedup).
+"""Document ids from content, for sources without an id field and for the chunker and dedup.
+
+Sources and preprocessing both need them, so they live here rather than in either category.
 
 ``content_doc_id`` is the one definition of a content id in Tessera: the first 12
 hex characters of the MD5 of the title followed by the first 100 characters of the

@@ -1,5 +1,8 @@
 """What every reranker shares: candidate selection, the failure policy, the output.
 
+This is the reranker contract, public on purpose: Serve's reranker deployment and the
+placement proxy build on ``Reranker``, ``RerankParams`` and ``sendable_texts``.
+
 A reranker is a query-scope step. For each query it takes the top ``n`` rows by the
 incoming ``rank`` (all rows when ``n`` is unset), asks the subclass for one score per
 (query, candidate text) with ``score_texts``, and writes ``score``/``rank`` plus its
@@ -32,8 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.store.token_store import document_text
-from operators.tables import concat, empty_like, qid_groups, set_column
+from operators.tables import concat, document_text, empty_like, qid_groups, set_column, set_ranking
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +127,7 @@ class Reranker(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         if table.num_rows == 0:
-            return _with_step_columns(empty_like(table), self.step_id)
+            return set_ranking(empty_like(table), [], self.step_id)
         groups = [(qid, rows.take(pc.sort_indices(rows, [("rank", "ascending")]))) for qid, rows in qid_groups(table)]
         heads = [rows.slice(0, self.params.n) if self.params.n else rows for _, rows in groups]
         queries = [self.params.query if self.params.query is not None else str(head.column("query")[0])
@@ -162,27 +164,13 @@ def _problem(scores: Any, expected: int) -> str | None:
 
 
 def _reranked(rows: pa.Table, scores: np.ndarray, n_head: int, step_id: str) -> pa.Table:
-    """``rows`` (sorted by incoming rank) with the head reordered by ``scores`` and the tail below it."""
-    head_docnos = np.asarray(rows.column("docno").slice(0, n_head).to_pylist(), dtype=object)
-    order = np.lexsort((head_docnos.astype(str), -scores))  # score desc, docno asc breaks ties
+    """``rows`` (sorted by incoming rank) with the head ranked by ``scores`` and the tail below it.
+
+    The tail keeps its incoming order under scores below every reranked one; its own
+    ``score_<step>`` is null, since this step did not score it."""
     tail = rows.num_rows - n_head
     floor = scores.min() if n_head else 0.0
-    tail_scores = floor - 1.0 - np.arange(tail, dtype=np.float64)  # below every reranked score, in incoming order
-    indices = np.concatenate([order, np.arange(n_head, rows.num_rows)])
-    rows = rows.take(pa.array(indices))
-    final = np.concatenate([scores[order], tail_scores])
-    ranks = pa.array(np.arange(1, rows.num_rows + 1, dtype=np.int32))
-    rows = set_column(rows, "score", pa.array(final, pa.float64()))
-    rows = set_column(rows, "rank", ranks)
-    own = pa.array(np.concatenate([scores[order], np.full(tail, np.nan)]), pa.float64(),
+    tail_scores = floor - 1.0 - np.arange(tail, dtype=np.float64)
+    own = pa.array(np.concatenate([scores, np.full(tail, np.nan)]), pa.float64(),
                    mask=np.r_[np.zeros(n_head, bool), np.ones(tail, bool)])
-    rows = set_column(rows, f"score_{step_id}", own)
-    return set_column(rows, f"rank_{step_id}", ranks)
-
-
-def _with_step_columns(table: pa.Table, step_id: str) -> pa.Table:
-    for name, kind in (("score", pa.float64()), ("rank", pa.int32()), (f"score_{step_id}", pa.float64()),
-                       (f"rank_{step_id}", pa.int32())):
-        if name not in table.column_names:
-            table = table.append_column(name, pa.array([], kind))
-    return table
+    return set_ranking(rows, np.concatenate([scores, tail_scores]), step_id, step_scores=own)

@@ -1,0 +1,79 @@
+"""An index directory on disk: its parts' names, the single-writer lock, the manifest file.
+
+Everything that touches the manifest goes through here: it is read whole, validated,
+and replaced atomically under ``file_lock``, so readers in any process see one
+generation or the next, and writers in different processes take turns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from operators.atomic import write_bytes
+from operators.home import tessera_home
+from operators.store.errors import IndexCorruptError, IndexNotFoundError
+from operators.store.settings import Manifest
+
+MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
+
+
+def resolve_index(name_or_path: str | os.PathLike) -> Path:
+    """An existing path as given, else ``$TESSERA_HOME/indices/<name>`` for a bare name."""
+    given = Path(name_or_path).expanduser()
+    if given.exists() or given.is_absolute() or len(given.parts) > 1:
+        return given
+    return tessera_home() / "indices" / str(name_or_path)
+
+
+def new_shard_id(kind: str) -> str:
+    return f"{kind}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+@contextlib.contextmanager
+def file_lock(path: Path):
+    """The index's single-writer lock (fcntl.flock on ``.lock``), across processes and threads."""
+    fd = os.open(path / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+
+
+def read_manifest(path: Path) -> Manifest:
+    file = path / MANIFEST
+    if not file.is_file():
+        hint = "" if path.exists() else " (the directory does not exist)"
+        raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; create one with Index.create "
+                                 "or `tessera index add`")
+    try:
+        raw = _read_json(file)
+    except FileNotFoundError:  # replaced between the check and the read
+        raw = _read_json(file)
+    if isinstance(raw, dict) and raw.get("format") not in (None, 1):
+        raise IndexCorruptError(f"{file}: format {raw.get('format')!r} is not supported (this Tessera reads 1)")
+    try:
+        return Manifest.model_validate(raw)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise IndexCorruptError(f"{file}: {first['msg']} at {'.'.join(map(str, first['loc']))}") from None
+
+
+def _read_json(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as err:
+        raise IndexCorruptError(f"unreadable manifest {path}: {err}") from None
+
+
+def write_manifest(path: Path, manifest: Manifest) -> None:
+    write_bytes(path / MANIFEST, manifest.model_dump_json(indent=1).encode("utf-8"))
