@@ -20,8 +20,8 @@ tests check parity with ``ranx.fuse`` on generic inputs), but it does not fit he
   with no matching word) fails the whole batch.
 * ranx has no weighted RRF, and ranks tied scores in an order that depends on the
   order of insertion, so fused ranks would change with the order of the input rows.
-* Its numba kernels compile on first use: about 55 s on a fresh install (measured
-  here, 2 cores) and about 5 s in every new process after that (every Ray actor).
+* Its numba kernels compile on first use, on a fresh install and again in every new
+  process (every Ray actor): a cost larger than the fusion itself (docs/results.md).
 
 The maths is a few lines per method; the functions below are pure and vectorised
 per (query, branch). The table side works on all queries at once (a document is a

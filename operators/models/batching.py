@@ -1,10 +1,9 @@
 """Texts per forward pass when an operator's params leave the batch size unset.
 
 A batch pads every text to its longest, and on a CPU a small batch also stays in
-cache: on 2 cores all-MiniLM-L6-v2 encoded 1,024 SciFact abstracts 1.14x faster 16 at a
-time than 64 at a time, and a cross-encoder scored (title, abstract) pairs 1.38x faster
-(``benchmarks/encode_batch_size.py``). A GPU needs large batches to stay busy: on an
-H100, 128 at a time embedded 1.14x and scored pairs 1.21x faster than 64 (256 was slower again).
+cache, so small batches are faster there; a GPU needs large batches to stay busy. The
+defaults below are what ``benchmarks/encode_batch_size.py`` measured fastest on each
+(figures in docs/results.md, "Texts per forward pass").
 """
 
 from __future__ import annotations

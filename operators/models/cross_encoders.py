@@ -24,7 +24,7 @@ def load_cross_encoder(reference: str, *, device: str | None = None, max_length:
     model's position embeddings, so truncation always happens before the model sees
     a sequence it cannot embed. A ``max_length`` above the checkpoint's own limit is
     allowed but logged: the model reads positions it was not fine-tuned on, which
-    cost the SciFact cross-encoder (trained at 256) 0.05 nDCG@10 at 512.
+    cost the SciFact cross-encoder quality (docs/results.md).
     """
     path = resolve_model_path(reference)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -42,7 +42,7 @@ class CrossEncoderReranker(Reranker):
         long_texts: Literal["truncate", "max_window"] = Field(
             "truncate", description="A candidate longer than max_length beside the query: 'truncate' scores its "
             "beginning; 'max_window' scores overlapping windows of it (the title in front of each) and keeps "
-            "the best (MaxP; more pairs to score, about 2.7x on SciFact abstracts at 256 tokens).")
+            "the best (MaxP; more pairs to score, see docs/results.md).")
         window_stride: float = Field(0.5, gt=0, le=1, description="With max_window: the step between window "
                                      "starts, as a fraction of the window (0.5: windows overlap by half).")
         max_windows: int = Field(32, gt=0, description="With max_window: at most this many windows per candidate "

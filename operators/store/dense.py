@@ -3,14 +3,12 @@ positions in the shard's docs.parquet, and deletions or pre-filters are an
 ``IDSelectorBitmap`` passed in ``SearchParameters`` (every type here honours it in
 faiss 1.15). A shard too small to train its type is built flat, and says so.
 
-Defaults come from ``benchmarks/ann_1m.py`` (1M x 384: the 116,659 real MiniLM WordNet
-vectors plus noisy copies, one thread): ``hnsw_sq8`` uses M=24 (HNSW24,SQ8: 0.44 ms p50
-at recall@10 0.954 with efSearch 48, 0.59 GB; M=32 is 0.66 GB; the default efSearch 96
-buys recall), ``ivfpq`` re-ranks its PQ candidates with SQ8 codes (IVF4096,PQ48 +
-Refine(SQ8) at nprobe 96: 0.91 ms, 0.955, 0.45 GB; without the refine step PQ48 reached
-only 0.64 recall@10), and ``sq8`` is IVF + 8-bit scalar quantisation (IVF4096,SQ8 at
-nprobe 96: 0.955 and 0.40 GB, but 2.2 ms). IVF types train k-means on a sample of at
-most 50 vectors per list: training on every vector costs minutes and gains nothing.
+Defaults come from ``benchmarks/ann_1m.py`` (1M x 384 MiniLM vectors; its figures are in
+docs/results.md, "ANN index types at 1M vectors"): ``hnsw_sq8`` uses M=24 (the knee of
+latency against memory; efSearch 96 buys recall), ``ivfpq`` re-ranks its PQ candidates
+with SQ8 codes (PQ alone loses most of the recall), and ``sq8`` is IVF + 8-bit scalar
+quantisation (small and exact enough, but slower). IVF types train k-means on a sample of
+at most 50 vectors per list: training on every vector costs minutes and gains nothing.
 """
 
 from __future__ import annotations
@@ -35,7 +33,7 @@ TRAIN_PER_LIST = 50
 
 
 def default_nprobe(nlist: int) -> int:
-    """Lists searched per query: about 1.5 * sqrt(nlist) (96 of 4096 reached recall@10 0.955 at 1M)."""
+    """Lists searched per query: about 1.5 * sqrt(nlist) (recall at 1M in docs/results.md)."""
     return min(nlist, max(16, round(1.5 * math.sqrt(nlist))))
 
 
