@@ -112,8 +112,14 @@ class Operator:
             return params
         if isinstance(params, BaseModel):
             params = params.model_dump()
+        params = dict(params or {})
+        for name, value in params.items():  # pydantic reads `true` as 1 for a number: a typo, not a choice
+            field = cls.Params.model_fields.get(name)
+            if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+                raise ParamsError(f"must be a number, not {str(value).lower()}", op=cls.name, step=step_id,
+                                  field=f"params.{name}")
         try:
-            return cls.Params.model_validate(dict(params or {}))
+            return cls.Params.model_validate(params)
         except ValidationError as err:
             raise ParamsError.from_validation(err, op=cls.name, step=step_id) from None
 
@@ -217,3 +223,16 @@ class Source(Operator):
         from operators.tables import concat
 
         return concat([batch for split in self.splits() for batch in self.read(split)])
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field holds a number and not a bool (``int``, ``float``, optionals and unions of them)."""
+    import typing
+
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Annotated:
+        return _is_number(args[0])
+    if args and typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        kinds = [a for a in args if a is not type(None)]
+        return bool(kinds) and bool not in kinds and all(_is_number(a) for a in kinds)
+    return annotation in (int, float)

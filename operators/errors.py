@@ -9,6 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 
+def short_repr(value: Any, limit: int = 120) -> str:
+    """A bounded repr for error messages: a value from a spec can be huge (or expand without end)."""
+    import reprlib
+
+    shortener = reprlib.Repr()
+    shortener.maxlevel, shortener.maxlong = 3, 40
+    shortener.maxlist = shortener.maxtuple = shortener.maxdict = shortener.maxset = 6
+    shortener.maxstring = shortener.maxother = limit // 2
+    text = shortener.repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class TesseraError(Exception):
     """Base of every error Tessera raises on purpose."""
 
@@ -49,7 +61,7 @@ class ParamsError(SpecError):
         if kind == "extra_forbidden":
             message = "unknown parameter"
         else:
-            message = f"{first['msg']} (got {first.get('input')!r})"
+            message = f"{first['msg']} (got {short_repr(first.get('input'))})"
         more = len(err.errors()) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"

@@ -24,8 +24,8 @@ def require_columns(table: pa.Table, columns: Iterable[str], *, op: str | None =
     present = set(table.column_names)
     missing = [c for c in columns if c not in present]
     if missing:
-        raise MissingColumnsError(f"missing input column(s) {missing}; input has {table.column_names}",
-                                  op=op, step=step)
+        shown = [c for c in table.column_names if not c.startswith("__tessera")]  # not the executors' own
+        raise MissingColumnsError(f"missing input column(s) {missing}; input has {shown}", op=op, step=step)
 
 
 def as_string_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:

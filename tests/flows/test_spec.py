@@ -190,3 +190,14 @@ def test_every_builtin_recipe_builds_and_is_not_a_flow(name):
     assert name not in builtin_names()
     with pytest.raises(SpecError, match=f"no flow spec file or built-in flow named '{name}'"):
         FlowSpec.load(name)
+
+
+def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
+    with pytest.raises(ParamsError, match="must be a number, not true") as err:
+        FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": True}}}}).build()
+    assert err.value.field == "steps.top.params.k"
+    huge = [[list(range(1000))] * 1000] * 1000  # shared lists: a billion values if printed in full
+    with pytest.raises(ParamsError) as err:
+        FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": huge}}}}).build()
+    assert len(str(err.value)) < 300 and "(got [[[0, 1, 2" in str(err.value)
+    assert FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": 3}}}}).build()
