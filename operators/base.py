@@ -52,7 +52,7 @@ from typing import Any, ClassVar, Iterator, Literal, Mapping
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from operators.errors import OperatorError, ParamsError
+from operators.errors import FlowCancelled, OperatorError, ParamsError
 from operators.tables import require_columns
 
 Scope = Literal["row", "query", "corpus", "source"]
@@ -186,7 +186,7 @@ class Operator:
             require_columns(table, self.requires(), op=self.name, step=self.step_id)
         try:
             return self.transform(table)
-        except OperatorError:
+        except (OperatorError, FlowCancelled):
             raise
         except Exception as err:  # add the step to whatever the operator raised
             raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err

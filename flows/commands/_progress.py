@@ -20,7 +20,7 @@ class cancel_on_interrupt:
         if self.token.cancelled:
             raise KeyboardInterrupt
         self.token.cancel("interrupted (Ctrl-C)")
-        print("\ntessera: cancelling at the next batch (Ctrl-C again to abort)", file=sys.stderr, flush=True)
+        print("\ntessera: cancelling (Ctrl-C again to abort)", file=sys.stderr, flush=True)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():

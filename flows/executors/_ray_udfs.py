@@ -21,6 +21,7 @@ from flows.executors.base import scope_batches
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
+from operators.interrupt import interruptible
 from operators.models.repository import ObjectRepository
 
 #: Largest piece a callable yields (Ray slices a yielded table above half a block,
@@ -149,10 +150,16 @@ class _Callable:
             return
         runner, batch_size = self.chain[k]
         for part in scope_batches(runner.op, table, batch_size):
-            self._check(runner.op.step_id)
-            out, stats = runner.run(part)
+            out, stats = self._run(runner, part)
             self._report(runner.op.step_id, stats)
             yield from self._then(out, k + 1)
+
+    def _run(self, runner: StepRunner, batch: pa.Table) -> tuple[pa.Table, BatchStats]:
+        """One batch through ``runner``, checking for a cancel before it and between its model batches."""
+        step = runner.op.step_id
+        self._check(step)
+        with interruptible(lambda: self._check(step)):
+            return runner.run(batch)
 
     def _check(self, step: str) -> None:
         """Before a batch: stop if the run was cancelled (asked afresh unless just told)."""
@@ -170,9 +177,9 @@ class _Callable:
             raise FlowCancelled("cancelled", step=step)
 
     def _forward(self, err: TesseraError) -> None:
-        """Hand the operator's error to the driver whole: Ray passes on only its text."""
-        if not isinstance(err, FlowCancelled):
-            ray.get(self.reporter.failed.remote(self.run, (type(err), err.message, err.step, err.op, err.field)))
+        """Hand the operator's error (or the cancel, with the step it stopped) to the driver whole: Ray
+        passes on only its text."""
+        ray.get(self.reporter.failed.remote(self.run, (type(err), err.message, err.step, err.op, err.field)))
 
 
 class _StepUDF(_Callable):
@@ -200,8 +207,7 @@ class _StepUDF(_Callable):
             # exactly as the local executor does. Each batch's output is yielded on its
             # own: Ray cuts output blocks between yields, so groups stay whole.
             for part in scope_batches(self.op, batch, self.batch_size):
-                self._check(self.step)
-                out, stats = self.runner.run(part)
+                out, stats = self._run(self.runner, part)
                 self._report(self.step, stats)
                 for table in self._then(out):
                     yield from _whole_group_pieces(table)

@@ -14,6 +14,7 @@ from flows.result import FlowResult
 from flows.runner import BatchStats, StepRunner, placed_operator
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
+from operators.interrupt import interruptible
 from operators.tables import concat
 
 
@@ -69,7 +70,8 @@ class LocalExecutor:
         parts = []
         for batch in scope_batches(op, table, batch_size):
             state.cancel.raise_if_cancelled(step)
-            out, stats = runner.run(batch)
+            with interruptible(lambda: state.cancel.raise_if_cancelled(step)):  # also between model batches
+                out, stats = runner.run(batch)
             parts.append(out)
             state.add_batch(step, stats)
         return concat(parts) if parts else runner.run(table.slice(0, 0))[0]

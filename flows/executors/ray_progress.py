@@ -133,9 +133,10 @@ class RunFollower:
         of the original class and whose text is the worker's whole traceback; the original
         comes from the reporter (``remote``) or the wrapper's ``cause``.
         """
-        if self.state.cancel.cancelled:
+        if self.state.cancel.cancelled:  # named after the step a worker stopped in, where one did
+            stopped = remote[2] if remote is not None and remote[0] is FlowCancelled else None
             raise FlowCancelled(self.state.cancel.reason or "cancelled",
-                                step=self.last_step or self.current) from None
+                                step=stopped or self.last_step or self.current) from None
         if remote is not None:  # an operator's error, as the operator raised it
             cls, message, step, op, field_ = remote
             raise cls(message, step=step, op=op, field=field_) from error

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import os
 
+from operators.interrupt import install
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
 
@@ -44,7 +45,7 @@ def load_cross_encoder(reference: str, *, device: str | None = None, max_length:
                         "fine-tuned on, which tends to lower its scores' quality", path, max_length, own, own)
         wanted = max_length or own or limit
         model.max_seq_length = min(wanted, limit)
-        return model
+        return install(model)
 
     return models.get_or_create("cross_encoder", {"path": str(path), "device": device, "max_length": max_length},
                                 build)

@@ -28,6 +28,7 @@ from typing import Any
 
 from operators.errors import TesseraError
 from operators.home import tessera_home
+from operators.interrupt import install
 from operators.models.fingerprint import model_fingerprint
 from operators.models.references import DEFAULT_ENCODER, resolve_model_path
 from operators.models.repository import models
@@ -77,7 +78,8 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
         model[0].model_forward_params = None  # pass every tokenizer output; the wrapper takes what the graph needs
         return model
 
-    return models.get_or_create("sentence_transformer", {"path": str(path), "device": device, "backend": backend}, build)
+    return models.get_or_create("sentence_transformer", {"path": str(path), "device": device, "backend": backend},
+                                lambda: install(build()))
 
 
 def _import_onnx_runtime():

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import OperatorError
+from operators.errors import FlowCancelled, OperatorError
 from operators.tables import concat, document_text, empty_like, qid_groups, set_column, set_ranking
 
 log = logging.getLogger(__name__)
@@ -106,6 +106,8 @@ class Reranker(Operator):
         for query, candidates in zip(queries, texts):
             try:
                 results.append(self.score_texts(query, candidates))
+            except FlowCancelled:
+                raise
             except Exception as err:  # noqa: BLE001  (the failure policy decides)
                 results.append(err)
         return results

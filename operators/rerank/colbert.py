@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from operators.errors import OperatorError
+from operators.errors import FlowCancelled, OperatorError
 from operators.models.batching import forward_batch_size
 from operators.rerank.base import RerankParams, Reranker
 
@@ -122,6 +122,8 @@ class ColbertReranker(Reranker):
             encoded_queries = self.model.encode_queries(list(queries), batch_size=batch,
                                                         maxlen=self.params.query_maxlen)
             matrices = self._candidate_tokens(texts)
+        except FlowCancelled:
+            raise
         except Exception as err:  # noqa: BLE001  (the failure policy decides, per query)
             return [err] * len(queries)
         similarity = self.model.config.similarity

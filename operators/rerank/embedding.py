@@ -7,6 +7,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
+from operators.errors import FlowCancelled
 from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
 from operators.rerank.base import RerankParams, Reranker
@@ -84,6 +85,8 @@ class EmbeddingReranker(Reranker):
         try:
             query_vectors = self._encode(distinct_queries, self.params.query_prompt)
             text_vectors = self._encode(distinct_texts, self.params.document_prompt) if distinct_texts else None
+        except FlowCancelled:
+            raise
         except Exception:  # noqa: BLE001  (one bad query must not degrade the others: retry each alone)
             return super().score_queries(queries, texts)
         query_row = {query: i for i, query in enumerate(distinct_queries)}

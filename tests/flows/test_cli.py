@@ -225,7 +225,7 @@ def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
     code = cli.main(["run", str(spec), "-q", str(queries), "--no-cache", "--quiet"])
     err = capsys.readouterr().err
     assert code == 130 and calls == [1]
-    assert "cancelling at the next batch" in err and "tessera: cancelled" in err and "step 'wc'" in err
+    assert "cancelling (Ctrl-C again to abort)" in err and "tessera: cancelled" in err and "step 'wc'" in err
     assert signal.getsignal(signal.SIGINT) == before  # the handler is restored
 
 

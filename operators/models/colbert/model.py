@@ -27,6 +27,7 @@ import torch
 from operators.atomic import fsync_tree, replace_folder
 from operators.models.colbert.checkpoints import (CONFIG_FILE, FORMAT, LINEAR_FILE, ColbertCheckpointError,
                                                   ColbertConfig, read_checkpoint)
+from operators.interrupt import install
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
 
@@ -241,7 +242,7 @@ def load_colbert(reference: str, device: str | None = None):
     """A ``ColbertModel`` for ``reference`` (a trained name, a folder, ...), shared per process."""
     path = resolve_model_path(reference)
     return models.get_or_create("colbert", {"path": str(path), "device": device},
-                                lambda: ColbertModel.load(path, device=device))
+                                lambda: install(ColbertModel.load(path, device=device)))
 
 
 def new_colbert(base: str = "minilm", *, dim: int = 128, seed: int = 0, device: str | None = None,

@@ -1,0 +1,46 @@
+"""Stopping a long step between model batches, not only between the executor's batches.
+
+One executor batch can hold a thousand rows, and a model scores them in many forward
+passes; a cancel that waits for the whole batch waits for all of them. So the executors
+run each operator call inside ``interruptible(check)``, and every model Tessera loads
+gets a forward pre-hook (``install``) that calls ``checkpoint()``: before each forward
+pass, ``check`` may raise ``FlowCancelled``. Outside an executor (a Serve replica, a
+test calling an operator) there is no check and the hook does nothing.
+
+Operators with long loops of their own (not through a model) may call ``checkpoint()``
+between iterations. ``FlowCancelled`` must never be swallowed by a failure policy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from typing import Any, Callable, Iterator
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def interruptible(check: Callable[[], None] | None) -> Iterator[None]:
+    """Within this block, on this thread, ``checkpoint()`` calls ``check`` (which raises to stop)."""
+    before = getattr(_local, "check", None)
+    _local.check = check
+    try:
+        yield
+    finally:
+        _local.check = before
+
+
+def checkpoint() -> None:
+    """Raise ``FlowCancelled`` here if the run this thread works for was cancelled."""
+    check = getattr(_local, "check", None)
+    if check is not None:
+        check()
+
+
+def install(model: Any) -> Any:
+    """Call ``checkpoint()`` before each forward pass of a torch module (once per module); returns it."""
+    if not getattr(model, "_tessera_interruptible", False) and hasattr(model, "register_forward_pre_hook"):
+        model.register_forward_pre_hook(lambda module, args: checkpoint())
+        model._tessera_interruptible = True
+    return model
