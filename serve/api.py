@@ -1,4 +1,5 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, ``/v1/models``, ``/healthz``.
+"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+``/v1/models``, ``/healthz``.
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
@@ -21,8 +22,8 @@ from serve import errors
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
-    Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankRequest,
-    RerankBody, RerankResponse, RerankResult,
+    Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
+    RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
 
 app = FastAPI(title="Tessera model API", description="Embeddings and reranking served by Ray Serve deployments.")
@@ -108,6 +109,15 @@ class ModelAPI:
         results, tokens = await self._rank(body, with_documents=body.return_documents)
         return RerankResponse(id=str(uuid.uuid4()), results=results, model=body.model,
                               usage={"total_tokens": tokens, "search_units": 1}).model_dump(exclude_none=True)
+
+    @app.post("/v2/rerank")
+    async def rerank_v2(self, body: RerankV2Request) -> dict[str, Any]:
+        """Cohere v2 (``cohere.ClientV2().rerank``): ``results`` best first, ``meta`` with billed units."""
+        results, tokens = await self._rank(body, with_documents=False)
+        meta: dict[str, Any] = {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}
+        if tokens is not None:
+            meta["tokens"] = {"input_tokens": tokens, "output_tokens": 0}
+        return RerankV2Response(id=str(uuid.uuid4()), results=results, meta=meta).model_dump(exclude_none=True)
 
     async def _rank(self, body: RerankBody, *, with_documents: bool) -> tuple[list[RerankResult], int | None]:
         """The body's documents ranked by the model's raw scores, best first (ties in input order), and tokens."""

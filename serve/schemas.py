@@ -4,7 +4,7 @@ Request models validate strictly enough that a malformed body is a 422 naming th
 field, before anything reaches a model deployment: a text a tokenizer cannot take (a
 lone surrogate such as ``"\\ud83d"``, which JSON allows) is refused here, since in a
 deployment it would fail a whole batch of other clients' requests. The embeddings body
-forbids unknown fields (as OpenAI does); the rerank body ignores fields it does not use
+forbids unknown fields (as OpenAI does); the rerank bodies ignore fields they do not use
 (Cohere's ``max_tokens_per_doc``, Jina's ``truncation``...) so those clients work unchanged.
 """
 
@@ -137,6 +137,26 @@ class RerankRequest(RerankBody):
         return [d if isinstance(d, str) else d.text for d in self.documents]
 
 
+class RerankV2Request(RerankBody):
+    """Cohere v2 ``POST /v2/rerank`` (``cohere.ClientV2().rerank``): documents are strings."""
+
+    documents: list[Text] = Field(max_length=MAX_DOCUMENTS, description="Texts; an empty list gives empty results.")
+    max_tokens_per_doc: int | None = Field(None, gt=0, description="Accepted; each model truncates documents at "
+                                           "its own maximum length.")
+    priority: int | None = Field(None, description="Accepted and ignored (Cohere's scheduling hint).")
+    relevant_spans: Any = Field(None, description="Not supported: must be absent or null.")
+
+    @field_validator("relevant_spans")
+    @classmethod
+    def _no_spans(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError("relevant spans are not supported here; leave the field out")
+        return None
+
+    def texts(self) -> list[str]:
+        return list(self.documents)
+
+
 class RerankResult(BaseModel):
     index: int
     relevance_score: float
@@ -148,6 +168,14 @@ class RerankResponse(BaseModel):
     results: list[RerankResult]
     model: str
     usage: dict[str, Any]
+
+
+class RerankV2Response(BaseModel):
+    """Cohere v2's answer: results, and ``meta`` with the API version, billed units and tokens."""
+
+    id: str
+    results: list[RerankResult]
+    meta: dict[str, Any]
 
 
 class ModelCard(BaseModel):

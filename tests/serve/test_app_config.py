@@ -18,7 +18,7 @@ def config(repo_root) -> dict:
     return yaml.safe_load((repo_root / "serve" / "config.yaml").read_text(encoding="utf-8"))
 
 
-def test_config_file_is_a_valid_serve_config_with_the_three_models(config):
+def test_config_file_is_a_valid_serve_config_with_its_models(config):
     from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -30,6 +30,7 @@ def test_config_file_is_a_valid_serve_config_with_the_three_models(config):
     assert by_name["tessera-cross-encoder"].params["model"] == "tessera-cross-encoder"
     assert by_name["tessera-colbert"].op == "rerank.colbert"
     assert by_name["tessera-colbert"].params["model"] == "tessera-colbert"
+    assert by_name["minilm-rerank"].op == "rerank.embedding"  # reranks on a fresh install: nothing to train
 
 
 def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
@@ -37,6 +38,7 @@ def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
     models = config["applications"][0]["args"]["models"]
     kinds = {m["name"]: check_model(parse_args({"models": [m]}).models[0]) for m in models}
     assert kinds["all-MiniLM-L6-v2"] == ("embedding", None)
+    assert kinds["minilm-rerank"] == ("rerank", None)
     kind, reason = kinds["tessera-cross-encoder"]
     assert kind == "rerank" and "tessera-cross-encoder" in reason and "tessera train" in reason
     assert kinds["tessera-colbert"][0] == "rerank" and kinds["tessera-colbert"][1] is not None
