@@ -77,8 +77,9 @@ def main() -> None:
     ray.init(num_cpus=max(2, int(np.ceil(replica_cpus))), include_dashboard=False, logging_level=logging.ERROR)
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
     started = time.perf_counter()
+    gpus = 1 if torch.cuda.is_available() else 0  # the replica runs where the in-process side does
     serve.run(build_app({"models": [{"name": "ce", "op": "rerank.cross_encoder", "params": params,
-                                     "num_cpus": replica_cpus, "num_gpus": "auto"}]}),
+                                     "num_cpus": replica_cpus, "num_gpus": gpus}]}),
               name="tessera", route_prefix="/", logging_config={"log_level": "WARNING"})
     print(f"serve app ready in {time.perf_counter() - started:.0f} s; torch threads here {threads}, "
           f"replica CPUs {replica_cpus:g}; max_length {op.model.max_seq_length}; {args.candidates} candidates, "

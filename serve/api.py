@@ -1,11 +1,12 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, ``/v1/models``.
+"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+``/v1/models``, ``/healthz``.
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
-batched). Errors use OpenAI's shape, ``{"error": {"message", "type", "param", "code"}}``:
-a malformed body is a 422 whose ``param`` and message name the field, an unknown model
-a 404 naming it (and listing the served ones), a configured model whose weights are
-absent a 404 with the reason.
+batched). Every error uses OpenAI's shape (serve/errors.py): a malformed body is a 422
+whose ``param`` and message name the field, an unknown model a 404 naming it (and
+listing the served ones), a configured model whose weights are absent a 404 with the
+reason, a model that fails a 500 naming it and the request id, never a traceback.
 """
 
 
@@ -14,47 +15,19 @@ import uuid
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 from ray import serve
 
+from serve import errors
+from serve.errors import ApiError
+from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
-    Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankRequest,
-    RerankResponse, RerankResult,
+    Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
+    RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
 
 app = FastAPI(title="Tessera model API", description="Embeddings and reranking served by Ray Serve deployments.")
-
-
-class ApiError(Exception):
-    """An error answered with ``status`` and an OpenAI-shaped body."""
-
-    def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None) -> None:
-        super().__init__(message)
-        self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
-
-
-def error_body(message: str, *, param: str | None, kind: str, code: str | None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-@app.exception_handler(ApiError)
-async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-    return JSONResponse(error_body(err.message, param=err.param, kind=err.kind, code=err.code), status_code=err.status)
-
-
-@app.exception_handler(RequestValidationError)
-async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
-    problems = []
-    for item in err.errors():
-        loc = [str(part) for part in item.get("loc", ()) if part != "body"]
-        problems.append((loc, item.get("msg", "invalid")))
-    message = "; ".join(f"{'.'.join(loc) or 'body'}: {msg}" for loc, msg in problems)
-    param = problems[0][0][0] if problems and problems[0][0] else None  # the top-level field
-    return JSONResponse(error_body(message, param=param, kind="invalid_request_error", code="invalid_value"),
-                        status_code=422)
+errors.install(app)
 
 
 @serve.deployment(name="api", max_ongoing_requests=256)
@@ -69,29 +42,52 @@ class ModelAPI:
         for card in self.cards:
             for key in (card.id, *card.aliases):
                 self.by_name[key] = card
+        self.app_name = serve.get_replica_context().app_name
 
     def _card(self, model: str, kind: str) -> ModelCard:
         card = self.by_name.get(model)
-        served = sorted(c.id for c in self.cards if c.type == kind and c.status == "ready")
+        served = sorted(c.id for c in self.cards if c.type == kind and c.status != "missing")
         if card is None or card.type != kind:
             what = "an embedding" if kind == "embedding" else "a rerank"
             raise ApiError(404, f"model '{model}' is not {what} model served here; "
                            f"served: {', '.join(served) or 'none'}", param="model", code="model_not_found")
-        if card.status != "ready":
+        if card.status == "missing":
             raise ApiError(404, f"model '{model}' is configured but not deployed: {card.reason}", param="model",
                            code="model_not_found")
         return card
 
+    async def _live_cards(self) -> list[ModelCard]:
+        return live_cards(self.cards, await deployment_statuses(self.app_name))
+
     @app.get("/v1/models")
     async def models(self) -> dict[str, Any]:
-        return ModelList(data=self.cards).model_dump(exclude_none=True)
+        return ModelList(data=await self._live_cards()).model_dump(exclude_none=True)
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(self, model_id: str) -> dict[str, Any]:
+        """OpenAI's ``models.retrieve``: one card, found by its id or an alias."""
+        card = self.by_name.get(model_id)
+        if card is None:
+            raise ApiError(404, f"model '{model_id}' is not served here; served: "
+                           f"{', '.join(c.id for c in self.cards)}", param="model", code="model_not_found")
+        (live,) = live_cards([card], await deployment_statuses(self.app_name))
+        return live.model_dump(exclude_none=True)
+
+    @app.get("/healthz")
+    async def healthz(self) -> dict[str, Any]:
+        """200 when every configured model that is not missing has loaded in a replica; 503 naming the others."""
+        cards = await self._live_cards()
+        waiting = readiness(cards)
+        if waiting:
+            raise ApiError(503, f"not ready: {waiting}", kind="server_error", code="not_ready")
+        return {"status": "ok", "models": {card.id: card.status for card in cards}}
 
     @app.post("/v1/embeddings")
     async def embeddings(self, body: EmbeddingsRequest) -> dict[str, Any]:
         card = self._card(body.model, "embedding")
         handle = self.handles[card.deployment]
         if body.dimensions is not None:
-            info = await handle.info.remote()
+            info = await self._call(handle.info.remote(), card)
             if body.dimensions != info["dimension"]:
                 raise ApiError(422, f"dimensions: model '{body.model}' gives {info['dimension']}-dimensional "
                                "embeddings; other sizes are not supported", param="dimensions")
@@ -109,23 +105,37 @@ class ModelAPI:
 
     @app.post("/v1/rerank")
     async def rerank(self, body: RerankRequest) -> dict[str, Any]:
+        """Cohere v1 and Jina: ``results`` best first, ``usage`` with the tokens read."""
+        results, tokens = await self._rank(body, with_documents=body.return_documents)
+        return RerankResponse(id=str(uuid.uuid4()), results=results, model=body.model,
+                              usage={"total_tokens": tokens, "search_units": 1}).model_dump(exclude_none=True)
+
+    @app.post("/v2/rerank")
+    async def rerank_v2(self, body: RerankV2Request) -> dict[str, Any]:
+        """Cohere v2 (``cohere.ClientV2().rerank``): ``results`` best first, ``meta`` with billed units."""
+        results, tokens = await self._rank(body, with_documents=False)
+        meta: dict[str, Any] = {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}
+        if tokens is not None:
+            meta["tokens"] = {"input_tokens": tokens, "output_tokens": 0}
+        return RerankV2Response(id=str(uuid.uuid4()), results=results, meta=meta).model_dump(exclude_none=True)
+
+    async def _rank(self, body: RerankBody, *, with_documents: bool) -> tuple[list[RerankResult], int | None]:
+        """The body's documents ranked by the model's raw scores, best first (ties in input order), and tokens."""
         card = self._card(body.model, "rerank")
         texts = body.texts()
         scores, tokens = np.zeros(0), 0
         if texts:
             result = await self._call(self.handles[card.deployment].score.remote(body.query, texts), card)
             scores, tokens = np.asarray(result["scores"], dtype=np.float64), result["tokens"]
-        order = np.lexsort((np.arange(len(scores)), -scores))[: body.top_n]  # score desc, input order on ties
+        order = np.lexsort((np.arange(len(scores)), -scores))[: body.top_n]
         results = [RerankResult(index=int(i), relevance_score=float(scores[i]),
-                                document={"text": texts[i]} if body.return_documents else None) for i in order]
-        usage: dict[str, Any] = {"total_tokens": tokens, "search_units": 1}
-        return RerankResponse(id=str(uuid.uuid4()), results=results, model=body.model,
-                              usage=usage).model_dump(exclude_none=True)
+                                document={"text": texts[i]} if with_documents else None) for i in order]
+        return results, tokens
 
     @staticmethod
     async def _call(response: Any, card: ModelCard) -> dict[str, Any]:
         try:
             return await response
-        except Exception as err:  # noqa: BLE001  (a model failure is the server's, named)
-            raise ApiError(500, f"model '{card.id}' (deployment '{card.deployment}') failed: "
-                           f"{type(err).__name__}: {err}", kind="server_error", code="model_error") from err
+        except Exception as err:  # noqa: BLE001  (a model failure is the server's: named, details in the log)
+            raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
+                                      code="model_error") from None

@@ -8,8 +8,9 @@ starts with what exists; ``missing_models: fail`` stops the build with the
 ModelNotFoundError message instead. A config mistake (unknown field, bad params, an
 operator that is neither an embedder nor a reranker) always fails the build.
 
-GPUs: ``num_gpus: auto`` gives each replica one GPU when the Ray cluster has one
-(without Ray running, when torch sees CUDA), else none.
+GPUs: a replica asks for ``num_gpus`` from its config (0 by default), never for what the
+cluster happens to have while the app is built: on a cluster whose GPU worker group is
+scaled to zero, a replica that asks for a GPU makes the autoscaler start a GPU node.
 """
 
 from __future__ import annotations
@@ -104,32 +105,24 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
 
 
 def model_deployment(model: ModelDeploymentArgs, kind: str) -> Application:
-    """The bound deployment hosting ``model`` (batching as ``user_config``, so ``serve deploy`` can retune it)."""
+    """The bound deployment hosting ``model``."""
     from serve.deployments.embedder import EmbedderDeployment
     from serve.deployments.reranker import RerankerDeployment
 
     cls = EmbedderDeployment if kind == "embedding" else RerankerDeployment
+    return cls.options(**deployment_options(model)).bind(model.name, model.op, model.params)
+
+
+def deployment_options(model: ModelDeploymentArgs) -> dict[str, Any]:
+    """Serve's options for ``model``'s deployment, from its config alone (batching as ``user_config``, so
+    ``serve deploy`` can retune it; resources as configured, whatever the cluster has at this moment)."""
     scaling = model.autoscaling
-    deployment = cls.options(
-        name=model.deployment_name,
-        user_config=model.batching.model_dump(),
-        max_ongoing_requests=model.max_ongoing_requests,
-        autoscaling_config={"min_replicas": scaling.min_replicas, "initial_replicas": max(scaling.min_replicas, 1),
-                            "max_replicas": scaling.max_replicas,
-                            "target_ongoing_requests": scaling.target_ongoing_requests},
-        ray_actor_options={"num_cpus": model.num_cpus, "num_gpus": gpus_per_replica(model.num_gpus)},
-    )
-    return deployment.bind(model.name, model.op, model.params)
-
-
-def gpus_per_replica(setting: float | str) -> float:
-    """``setting``, or for ``auto`` 1 when a GPU is there (Ray's cluster resources, else torch) and 0 otherwise."""
-    if setting != "auto":
-        return float(setting)
-    import ray
-
-    if ray.is_initialized():
-        return 1.0 if ray.cluster_resources().get("GPU", 0) >= 1 else 0.0
-    import torch
-
-    return 1.0 if torch.cuda.is_available() else 0.0
+    return {
+        "name": model.deployment_name,
+        "user_config": model.batching.model_dump(),
+        "max_ongoing_requests": model.max_ongoing_requests,
+        "autoscaling_config": {"min_replicas": scaling.min_replicas, "initial_replicas": max(scaling.min_replicas, 1),
+                               "max_replicas": scaling.max_replicas,
+                               "target_ongoing_requests": scaling.target_ongoing_requests},
+        "ray_actor_options": {"num_cpus": model.num_cpus, "num_gpus": model.num_gpus},
+    }

@@ -1,19 +1,50 @@
 """Request and response bodies of the HTTP API (OpenAI embeddings, Cohere/Jina rerank, model list).
 
 Request models validate strictly enough that a malformed body is a 422 naming the
-field. The embeddings body forbids unknown fields (as OpenAI does); the rerank body
-ignores fields it does not use (Cohere's ``max_tokens_per_doc``, Jina's ``truncation``...)
-so those clients work unchanged.
+field, before anything reaches a model deployment: a text a tokenizer cannot take (a
+lone surrogate such as ``"\\ud83d"``, which JSON allows) is refused here, since in a
+deployment it would fail a whole batch of other clients' requests. The embeddings body
+forbids unknown fields (as OpenAI does); the rerank bodies ignore fields they do not use
+(Cohere's ``max_tokens_per_doc``, Jina's ``truncation``...) so those clients work unchanged.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 MAX_INPUTS = 2048  # OpenAI's limit on texts per embeddings request
 MAX_DOCUMENTS = 10_000  # Cohere's limit on documents per rerank request
+
+
+def unicode_problem(text: str) -> str | None:
+    """Why ``text`` is not valid Unicode text (None if it is): UTF-8 cannot encode a lone surrogate."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:
+        return f"holds a lone surrogate (\\u{ord(text[err.start]):04x}) at character {err.start}, which is not text"
+    return None
+
+
+def check_texts(texts: Sequence[str], item: str) -> None:
+    """Refuse the first of ``texts`` that is not valid Unicode, naming its position as ``item`` N."""
+    for i, text in enumerate(texts):
+        problem = unicode_problem(text)
+        if problem:
+            raise ValueError(f"{item} {i} {problem}")
+
+
+def _valid_text(value: Any) -> Any:
+    problem = unicode_problem(value) if isinstance(value, str) else None
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+#: A string field that must be valid Unicode (for fields that are not inside a union). Checked before
+#: pydantic's own str checks, which refuse a surrogate in a constrained field with a vaguer message.
+Text = Annotated[str, BeforeValidator(_valid_text)]
 
 
 class EmbeddingsRequest(BaseModel):
@@ -21,7 +52,7 @@ class EmbeddingsRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field(min_length=1, description="Served embedding model (see GET /v1/models).")
+    model: Text = Field(min_length=1, description="Served embedding model (see GET /v1/models).")
     input: str | list[str] = Field(description="A text or a list of texts (token-id arrays are not supported).")
     encoding_format: Literal["float", "base64"] = Field("float", description="'float' lists or 'base64' of "
                                                         "little-endian float32.")
@@ -43,6 +74,7 @@ class EmbeddingsRequest(BaseModel):
             raise ValueError("must hold at least one text")
         if isinstance(value, list) and len(value) > MAX_INPUTS:
             raise ValueError(f"holds {len(value)} texts; at most {MAX_INPUTS} per request")
+        check_texts([value] if isinstance(value, str) else value, "text")
         return value
 
     def texts(self) -> list[str]:
@@ -75,20 +107,54 @@ class RerankDocument(BaseModel):
     text: str = Field(description="The document text.")
 
 
-class RerankRequest(BaseModel):
-    """Cohere ``POST /v1/rerank`` and Jina ``POST /v1/rerank`` bodies (they share these fields)."""
+class RerankBody(BaseModel):
+    """The fields every rerank body shares."""
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field(min_length=1, description="Served reranker (see GET /v1/models).")
-    query: str = Field(min_length=1, description="The search query.")
+    model: Text = Field(min_length=1, description="Served reranker (see GET /v1/models).")
+    query: Text = Field(min_length=1, description="The search query.")
+    top_n: int | None = Field(None, gt=0, description="Return only the n best results (default: all).")
+
+    def texts(self) -> list[str]:
+        raise NotImplementedError
+
+
+class RerankRequest(RerankBody):
+    """Cohere ``POST /v1/rerank`` and Jina ``POST /v1/rerank`` bodies (they share these fields)."""
+
     documents: list[str | RerankDocument] = Field(
         max_length=MAX_DOCUMENTS, description="Texts or {'text': ...} objects; an empty list gives empty results.")
-    top_n: int | None = Field(None, gt=0, description="Return only the n best results (default: all).")
     return_documents: bool = Field(False, description="Echo each result's document as {'text': ...}.")
+
+    @field_validator("documents")
+    @classmethod
+    def _documents_are_text(cls, documents: list[str | RerankDocument]) -> list[str | RerankDocument]:
+        check_texts([d if isinstance(d, str) else d.text for d in documents], "document")
+        return documents
 
     def texts(self) -> list[str]:
         return [d if isinstance(d, str) else d.text for d in self.documents]
+
+
+class RerankV2Request(RerankBody):
+    """Cohere v2 ``POST /v2/rerank`` (``cohere.ClientV2().rerank``): documents are strings."""
+
+    documents: list[Text] = Field(max_length=MAX_DOCUMENTS, description="Texts; an empty list gives empty results.")
+    max_tokens_per_doc: int | None = Field(None, gt=0, description="Accepted; each model truncates documents at "
+                                           "its own maximum length.")
+    priority: int | None = Field(None, description="Accepted and ignored (Cohere's scheduling hint).")
+    relevant_spans: Any = Field(None, description="Not supported: must be absent or null.")
+
+    @field_validator("relevant_spans")
+    @classmethod
+    def _no_spans(cls, value: Any) -> None:
+        if value is not None:
+            raise ValueError("relevant spans are not supported here; leave the field out")
+        return None
+
+    def texts(self) -> list[str]:
+        return list(self.documents)
 
 
 class RerankResult(BaseModel):
@@ -104,6 +170,14 @@ class RerankResponse(BaseModel):
     usage: dict[str, Any]
 
 
+class RerankV2Response(BaseModel):
+    """Cohere v2's answer: results, and ``meta`` with the API version, billed units and tokens."""
+
+    id: str
+    results: list[RerankResult]
+    meta: dict[str, Any]
+
+
 class ModelCard(BaseModel):
     """One entry of GET /v1/models (OpenAI's model object plus what Tessera knows about it)."""
 
@@ -115,7 +189,9 @@ class ModelCard(BaseModel):
     operator: str
     deployment: str
     aliases: list[str] = []
-    status: Literal["ready", "missing"]
+    status: Literal["ready", "loading", "idle", "unhealthy", "missing"] = Field(
+        description="ready: a replica has loaded the model; loading: none has yet; idle: scaled to zero (the next "
+        "request loads it); unhealthy: its replicas fail to start; missing: not deployed (weights absent).")
     reason: str | None = None
 
 

@@ -60,12 +60,20 @@ class ModelDeploymentArgs(BaseModel):
     max_ongoing_requests: int = Field(64, gt=0, description="Requests a replica accepts at once (must exceed "
                                       "max_batch_size for batches to fill).")
     num_cpus: float = Field(1, ge=0, description="CPUs reserved per replica (also its torch thread count).")
-    num_gpus: float | Literal["auto"] = Field("auto", description="GPUs per replica; 'auto': 1 when the Ray cluster "
-                                              "(or, without Ray, torch) sees a GPU, else 0.")
+    num_gpus: float = Field(0, ge=0, description="GPUs per replica (1 on a GPU cluster: the autoscaler starts a "
+                            "GPU node when none is up; a fraction shares one GPU). 0 runs on CPUs.")
 
     @property
     def deployment_name(self) -> str:
         return self.deployment or self.name
+
+    @field_validator("num_gpus", mode="before")
+    @classmethod
+    def _no_auto(cls, value: Any) -> Any:
+        if value == "auto":  # decided from the GPUs up at build time, so a GPU group at zero gave CPU replicas
+            raise ValueError("'auto' is not accepted: set 1 for GPU replicas (the autoscaler starts a GPU node "
+                             "if none is up) or 0 for CPU replicas")
+        return value
 
     @model_validator(mode="after")
     def _valid_deployment_name(self) -> "ModelDeploymentArgs":

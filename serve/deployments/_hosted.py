@@ -1,7 +1,16 @@
-"""What the model deployments share: the hosted operator, batching settings, call statistics.
+"""What the model deployments share: the hosted operator, batching settings, call statistics, and
+answering each request of a batch on its own.
 
 A deployment hosts the same operator class a flow step runs in-process (built from
 the registry with the same params), so a model answers identically wherever it runs.
+
+Readiness: the constructor loads the model and runs one forward pass (``warm_up``), so
+Serve marks a replica RUNNING only when it can answer at full speed; the ingress reads
+that state for ``/v1/models`` and ``/healthz`` (serve/health.py).
+
+Batches: ``@serve.batch`` merges other clients' requests into one model call. When that
+call fails, each request is run alone (``answer_each``), so one bad input fails only its
+own request, never its batch neighbours.
 """
 
 from __future__ import annotations
@@ -9,11 +18,12 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from typing import Any
+from typing import Any, Callable, Sequence, TypeVar
 
 from operators.registry import create
 
 log = logging.getLogger("ray.serve")
+R = TypeVar("R")
 
 
 class HostedOperator:
@@ -31,6 +41,30 @@ class HostedOperator:
         self.batch_sizes: deque[int] = deque(maxlen=1000)
         self.batching: dict[str, Any] = {}  # the settings reconfigure applied (else the decorator's defaults)
         log.info("%s: %s loaded in replica pid %s", name, self.op, os.getpid())
+
+    def warm_up(self) -> None:
+        """One forward pass on a tiny input (lazy kernels, allocators), so a RUNNING replica answers at speed.
+
+        Subclasses call it at the end of their constructor; if it fails the replica does not start."""
+        raise NotImplementedError
+
+    def answer_each(self, run: Callable[[list[R]], list[Any]], requests: Sequence[R]) -> list[Any]:
+        """``run(requests)``: one answer (or exception) per request. If the batched call raises, each
+        request runs alone, so the failure lands on the requests that cause it and no other."""
+        try:
+            return run(list(requests))
+        except Exception as err:  # noqa: BLE001  (isolated below)
+            if len(requests) == 1:
+                return [err]
+            log.warning("%s: a batch of %d requests failed (%s: %s); answering each alone", self.name, len(requests),
+                        type(err).__name__, err)
+        answers: list[Any] = []
+        for request in requests:
+            try:
+                answers.extend(run([request]))
+            except Exception as err:  # noqa: BLE001  (this request's own failure, raised to its caller)
+                answers.append(err)
+        return answers
 
     def reconfigure(self, config: dict[str, Any]) -> None:
         """Apply ``user_config`` (the batching settings); Serve calls it on start and on every change."""

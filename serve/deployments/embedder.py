@@ -16,7 +16,8 @@ class EmbedderDeployment(HostedOperator):
     """Encodes texts with the hosted SentenceTransformerEmbedder.
 
     Concurrent ``embed`` calls are merged by ``@serve.batch`` into one ``encode`` over
-    all their texts (one forward pass per ``encode_batch_size`` texts), then split back.
+    all their texts (one forward pass per ``encode_batch_size`` texts), then split back;
+    a request whose texts fail the encode fails alone.
     """
 
     kind = "embedding"
@@ -28,6 +29,10 @@ class EmbedderDeployment(HostedOperator):
         p = self.op.params  # the same shared model object the operator loaded
         self.model = load_sentence_transformer(p.model, device=p.device, backend=p.backend)
         self.dimension = self.op.dimension
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        self._encode(["warm-up"])
 
     def batcher(self) -> Any:
         return self._embed_batch
@@ -42,11 +47,11 @@ class EmbedderDeployment(HostedOperator):
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
     async def _embed_batch(self, requests: list[list[str]]) -> list[dict[str, Any] | Exception]:
         self.record_batch(len(requests))
-        flat = [text for texts in requests for text in texts]
-        try:
-            vectors, tokens = await asyncio.to_thread(self._encode, flat)
-        except Exception as err:  # noqa: BLE001  (every request of the batch gets the failure)
-            return [err] * len(requests)
+        return await asyncio.to_thread(self.answer_each, self._embed_all, requests)
+
+    def _embed_all(self, requests: list[list[str]]) -> list[dict[str, Any]]:
+        """One encode over every request's texts, split back per request."""
+        vectors, tokens = self._encode([text for texts in requests for text in texts])
         out, start = [], 0
         for texts in requests:
             end = start + len(texts)

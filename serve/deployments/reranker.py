@@ -28,6 +28,15 @@ class RerankerDeployment(HostedOperator):
 
     kind = "rerank"
 
+    def __init__(self, name: str, op: str, params: dict[str, Any]) -> None:
+        super().__init__(name, op, params)
+        self.warm_up()
+
+    def warm_up(self) -> None:
+        (answer,) = self._score_all([("warm-up", ["warm-up"])])
+        if isinstance(answer, Exception):
+            raise answer
+
     def batcher(self) -> Any:
         return self._score_batch
 
@@ -41,14 +50,16 @@ class RerankerDeployment(HostedOperator):
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
     async def _score_batch(self, queries: list[str], texts: list[list[str]]) -> list[dict[str, Any] | Exception]:
         self.record_batch(len(queries))
-        try:
-            return await asyncio.to_thread(self._score, queries, texts)
-        except Exception as err:  # noqa: BLE001
-            return [err] * len(queries)
+        return await asyncio.to_thread(self.answer_each, self._score_all, list(zip(queries, texts)))
 
-    def _score(self, queries: list[str], texts: list[list[str]]) -> list[dict[str, Any] | Exception]:
+    def _score_all(self, requests: list[tuple[str, list[str]]]) -> list[dict[str, Any] | Exception]:
+        """One ``score_queries`` call for every request's (query, texts); a query that fails is its exception."""
+        queries, texts = [query for query, _ in requests], [candidates for _, candidates in requests]
+        results = self.op.score_queries(queries, texts)
+        if len(results) > 1 and isinstance(results[0], Exception) and all(r is results[0] for r in results):
+            raise results[0]  # one failure handed to every query (ColBERT encodes them together): isolate it
         out: list[dict[str, Any] | Exception] = []
-        for query, candidates, scores in zip(queries, texts, self.op.score_queries(queries, texts)):
+        for query, candidates, scores in zip(queries, texts, results):
             if isinstance(scores, Exception):
                 out.append(scores)
             else:

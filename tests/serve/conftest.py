@@ -1,5 +1,6 @@
 """A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT,
-and a configured model whose weights are absent."""
+and a configured model whose weights are absent. One app serves every module of this package (starting it
+takes half a minute); a test that deploys an app of its own gives it its own name and route prefix."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ def colbert_path(tmp_path_factory) -> str:
 def app_args(ce: str, colbert: str) -> dict:
     fast = {"max_batch_size": 8, "batch_wait_timeout_s": 0.05}
     models = [
-        {"name": "all-MiniLM-L6-v2", "aliases": ["minilm"], "op": "embed.sentence_transformer",
+        {"name": "all-MiniLM-L6-v2", "aliases": ["minilm", "sentence-transformers/all-MiniLM-L6-v2"],
+         "op": "embed.sentence_transformer",
          "params": {"model": "all-MiniLM-L6-v2"}, "num_cpus": 0.5, "num_gpus": 0, "batching": fast},
         {"name": "tessera-cross-encoder", "op": "rerank.cross_encoder", "params": {"model": ce}, "num_cpus": 0.5,
          "num_gpus": 0, "batching": fast},
@@ -45,9 +47,10 @@ def app_args(ce: str, colbert: str) -> dict:
     return {"models": models}
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="package")
 def serve_app(ray_session, ce_path, colbert_path):
-    """Serve on 127.0.0.1:<free port> with the app ``tessera``; yields its base URL; shut down after the module."""
+    """Serve on 127.0.0.1:<free port> with the app ``tessera``; yields its base URL; shut down after the package
+    (tests/serve has an ``__init__.py`` for that: without one, pytest keeps a package fixture to the session)."""
     from ray import serve
 
     from serve.app import build_app

@@ -18,7 +18,7 @@ def config(repo_root) -> dict:
     return yaml.safe_load((repo_root / "serve" / "config.yaml").read_text(encoding="utf-8"))
 
 
-def test_config_file_is_a_valid_serve_config_with_the_three_models(config):
+def test_config_file_is_a_valid_serve_config_with_its_models(config):
     from ray.serve.schema import ServeDeploySchema
 
     schema = ServeDeploySchema.model_validate(config)
@@ -30,6 +30,7 @@ def test_config_file_is_a_valid_serve_config_with_the_three_models(config):
     assert by_name["tessera-cross-encoder"].params["model"] == "tessera-cross-encoder"
     assert by_name["tessera-colbert"].op == "rerank.colbert"
     assert by_name["tessera-colbert"].params["model"] == "tessera-colbert"
+    assert by_name["minilm-rerank"].op == "rerank.embedding"  # reranks on a fresh install: nothing to train
 
 
 def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
@@ -37,6 +38,7 @@ def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
     models = config["applications"][0]["args"]["models"]
     kinds = {m["name"]: check_model(parse_args({"models": [m]}).models[0]) for m in models}
     assert kinds["all-MiniLM-L6-v2"] == ("embedding", None)
+    assert kinds["minilm-rerank"] == ("rerank", None)
     kind, reason = kinds["tessera-cross-encoder"]
     assert kind == "rerank" and "tessera-cross-encoder" in reason and "tessera train" in reason
     assert kinds["tessera-colbert"][0] == "rerank" and kinds["tessera-colbert"][1] is not None
@@ -111,3 +113,38 @@ def test_the_ray_data_executor_refuses_a_placed_step_naming_it():
     with pytest.raises(SpecError, match="local executor") as err:
         RayDataExecutor().run(spec, sample_results(1, 2))  # refused before Ray is started
     assert err.value.step == "ce" and err.value.field == "placement"
+
+
+# -- GPUs: decided by the config, never by what the cluster has at build time --------
+
+
+@pytest.fixture(params=[{"CPU": 4}, {"CPU": 4, "GPU": 2}], ids=["cluster-without-gpus", "cluster-with-gpus"])
+def cluster_now(request, monkeypatch):
+    """Ray reporting these resources while the app is built (a GPU worker group at zero shows none)."""
+    import ray
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: True)
+    monkeypatch.setattr(ray, "cluster_resources", lambda: dict(request.param))
+    return request.param
+
+
+@pytest.mark.parametrize("num_gpus, wanted", [(None, 0.0), (0, 0.0), (1, 1.0), (0.5, 0.5)])
+def test_a_replica_asks_for_the_configured_gpus_whatever_the_cluster_has_now(cluster_now, num_gpus, wanted):
+    from serve.app import deployment_options
+
+    entry = {"name": "m", "op": "embed.sentence_transformer", **({} if num_gpus is None else {"num_gpus": num_gpus})}
+    options = deployment_options(parse_args({"models": [entry]}).models[0])
+    assert options["ray_actor_options"] == {"num_cpus": 1, "num_gpus": wanted}
+
+
+def test_num_gpus_auto_is_refused_with_what_to_write_instead():
+    with pytest.raises(ServeConfigError, match="set 1 for GPU replicas") as err:
+        parse_args({"models": [{"name": "m", "op": "embed.sentence_transformer", "num_gpus": "auto"}]})
+    assert err.value.field == "models.0.num_gpus"
+
+
+def test_the_config_file_asks_for_no_gpu_it_does_not_name(config, cluster_now):
+    from serve.app import deployment_options
+
+    for model in parse_args(config["applications"][0]["args"]).models:
+        assert deployment_options(model)["ray_actor_options"]["num_gpus"] == 0, model.name

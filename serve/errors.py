@@ -1,0 +1,143 @@
+"""Every answer of the HTTP API that is not a success: OpenAI's error shape, and no traceback.
+
+The body is always ``{"error": {"message", "type", "param", "code"}}``, whoever raised it:
+our own ``ApiError``, a body that fails validation (a 422 naming the field, ``body``
+when the JSON itself is broken), Starlette's 404 for an unknown route and 405 for a
+wrong method, and anything unexpected (a 500 naming the request id; the traceback
+goes to the log only). A traceback carries paths, PIDs and other clients' data, so it
+never reaches a client.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import uuid
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = logging.getLogger("tessera.serve")
+
+#: The id Serve's proxy gives each HTTP request (its ``X-Request-ID`` response header).
+REQUEST_ID_HEADER = "x-request-id"
+_request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("tessera_request_id", default=None)
+
+
+class ApiError(Exception):
+    """An error answered with ``status`` and an OpenAI-shaped body."""
+
+    def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
+                 code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
+
+
+def request_id() -> str:
+    """The id of the request being answered (Serve's, else one made up here), to find it in the log."""
+    rid = _request_id.get()
+    if rid is None:
+        rid = uuid.uuid4().hex
+        _request_id.set(rid)
+    return rid
+
+
+def printable(text: str) -> str:
+    """``text`` as it can be encoded: a client's lone surrogate echoed in a message must not break the answer."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def error_response(status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
+                   code: str | None = None) -> JSONResponse:
+    body = {"message": printable(message), "type": kind, "param": None if param is None else printable(param),
+            "code": code}
+    return JSONResponse({"error": body}, status_code=status)
+
+
+def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
+    """A 500 that names ``what`` failed and the request id; ``err`` and its traceback go to the log only."""
+    rid = request_id()
+    log.error("request %s: %s failed", rid, what, exc_info=err)
+    return ApiError(500, f"{what} failed (request id {rid}; the details are in the server log)",
+                    kind="server_error", code=code)
+
+
+def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str]:
+    """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first top-level field."""
+    problems = []
+    for item in errors:
+        loc = [str(part) for part in item.get("loc", ()) if part != "body"]
+        if item.get("type") == "json_invalid":  # its loc is a character offset, not a field
+            why = (item.get("ctx") or {}).get("error", "")
+            offset = f" at character {loc[0]}" if loc else ""
+            problems.append((["body"], f"not valid JSON ({why}{offset})" if why else "not valid JSON"))
+        else:
+            problems.append((loc or ["body"], item.get("msg", "invalid")))
+    message = "; ".join(f"{'.'.join(loc)}: {msg}" for loc, msg in problems) or "body: invalid"
+    return message, problems[0][0][0] if problems else "body"
+
+
+class _Guard:
+    """The outermost layer of our own: sets the request id, and turns an escaped exception into a short 500.
+
+    A pure ASGI middleware rather than a handler for ``Exception``: Starlette re-raises
+    after such a handler, and under Serve that logs the traceback a second time."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        token = _request_id.set(headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1") or None)
+        started = False
+
+        async def tracked(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracked)
+        except Exception as err:  # noqa: BLE001  (anything unexpected: logged, answered without details)
+            if started:  # too late for an error body; the server closes the connection
+                raise
+            failure = server_error(f"{scope.get('method', '')} {scope.get('path', '')}", err, code="internal_error")
+            await error_response(failure.status, failure.message, kind=failure.kind, code=failure.code)(
+                scope, receive, send)
+        finally:
+            _request_id.reset(token)
+
+
+def install(app: FastAPI) -> None:
+    """Give ``app`` the OpenAI error shape for every error and the catch-all 500."""
+
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, err: ApiError) -> JSONResponse:
+        return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code)
+
+    @app.exception_handler(RequestValidationError)
+    async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
+        message, param = validation_message(list(err.errors()))
+        return error_response(422, message, param=param, code="invalid_value")
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, err: HTTPException) -> JSONResponse:
+        if err.status_code == 404:
+            message, code = f"no route {request.url.path}", "not_found"
+        elif err.status_code == 405:
+            message, code = f"{request.method} is not allowed on {request.url.path}", "method_not_allowed"
+        else:
+            message, code = str(err.detail), None
+        kind = "server_error" if err.status_code >= 500 else "invalid_request_error"
+        response = error_response(err.status_code, message, kind=kind, code=code)
+        response.headers.update(err.headers or {})  # e.g. Allow on a 405
+        return response
+
+    app.add_middleware(_Guard)

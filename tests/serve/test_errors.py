@@ -1,0 +1,245 @@
+"""Errors of the HTTP API: OpenAI's shape everywhere, bad text refused before any batch, one bad input never
+failing its batch neighbours, and no traceback reaching a client."""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+import requests
+
+SURROGATE = "\ud83d"  # half of an emoji: JSON can carry it ("\\ud83d"), UTF-8 and tokenizers cannot
+
+
+def post(base: str, path: str, body: dict | str) -> requests.Response:
+    if isinstance(body, str):
+        return requests.post(base + path, data=body, headers={"content-type": "application/json"}, timeout=120)
+    return requests.post(base + path, json=body, timeout=120)  # ensure_ascii: a surrogate travels as \\ud83d
+
+
+def assert_openai_error(response: requests.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    body = response.json()
+    assert set(body) == {"error"} and set(body["error"]) == {"message", "type", "param", "code"}, body
+    assert "Traceback" not in response.text and "File \"" not in response.text
+    return body["error"]
+
+
+# -- without Serve ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model, body, field", [
+    ("EmbeddingsRequest", {"model": "m", "input": SURROGATE}, "input"),
+    ("EmbeddingsRequest", {"model": "m", "input": ["fine", "a" + SURROGATE]}, "input"),
+    ("EmbeddingsRequest", {"model": SURROGATE, "input": "x"}, "model"),
+    ("RerankRequest", {"model": "m", "query": SURROGATE, "documents": ["d"]}, "query"),
+    ("RerankRequest", {"model": "m", "query": "q", "documents": ["d", SURROGATE]}, "documents"),
+    ("RerankRequest", {"model": "m", "query": "q", "documents": [{"text": SURROGATE}]}, "documents"),
+    ("RerankV2Request", {"model": "m", "query": "q", "documents": [SURROGATE]}, "documents"),
+])
+def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
+    from pydantic import ValidationError
+
+    from serve import schemas
+
+    with pytest.raises(ValidationError) as err:
+        getattr(schemas, model).model_validate(body)
+    (problem,) = err.value.errors()
+    assert problem["loc"][0] == field and "lone surrogate" in problem["msg"]
+
+
+def app_that_fails():
+    """A bare FastAPI app with the API's error handling, and a route that fails unexpectedly."""
+    from fastapi import FastAPI
+
+    from serve import errors
+
+    app = FastAPI()
+    errors.install(app)
+
+    @app.get("/boom")
+    async def boom():
+        raise RuntimeError("secret detail at /srv/replica/pid 4242")
+
+    return app
+
+
+@pytest.fixture
+def guarded_app():
+    from fastapi.testclient import TestClient
+
+    return TestClient(app_that_fails(), raise_server_exceptions=False)
+
+
+def test_an_unexpected_exception_is_a_short_500_with_the_request_id_and_details_only_in_the_log(guarded_app,
+                                                                                                  caplog):
+    with caplog.at_level(logging.ERROR, logger="tessera.serve"):
+        response = guarded_app.get("/boom", headers={"x-request-id": "req-123"})
+    assert response.status_code == 500
+    error = response.json()["error"]
+    assert error["type"] == "server_error" and error["code"] == "internal_error"
+    assert "req-123" in error["message"] and "secret" not in response.text and len(response.text) < 300
+    logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    assert "req-123" in logged
+    assert any(r.exc_info and "secret detail" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog):
+    from serve.errors import server_error
+
+    err = ValueError("Traceback (most recent call last):\n  File \"/srv/x.py\", line 1 ... pid=4242")
+    with caplog.at_level(logging.ERROR, logger="tessera.serve"):
+        failure = server_error("model 'm' (deployment 'm')", err, code="model_error")
+    assert failure.status == 500 and "model 'm'" in failure.message and "request id" in failure.message
+    assert "Traceback" not in failure.message and "pid" not in failure.message
+    assert caplog.records and caplog.records[0].exc_info[1] is err
+
+
+# -- over HTTP ---------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": SURROGATE}, "input"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ["fine", SURROGATE]}, "input"),
+    ("/v1/embeddings", {"model": SURROGATE, "input": "x"}, "model"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", SURROGATE: 1}, "body"),  # no field to name
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": SURROGATE, "documents": ["d"]}, "query"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d", SURROGATE]}, "documents"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [{"text": SURROGATE}]},
+     "documents"),
+    ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [SURROGATE]}, "documents"),
+])
+def test_a_lone_surrogate_is_a_422_naming_the_field(serve_app, path, body, field):
+    error = assert_openai_error(post(serve_app, path, body), 422)
+    assert error["param"] == field and field in error["message"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_bad_requests_among_good_ones_fail_alone(serve_app):
+    from operators import create
+
+    texts = [f"good text number {i}" for i in range(6)]
+    bodies = [{"model": "all-MiniLM-L6-v2", "input": [t]} for t in texts]
+    bodies[2:2] = [{"model": "all-MiniLM-L6-v2", "input": ["bad " + SURROGATE]}]
+    bodies[5:5] = [{"model": "all-MiniLM-L6-v2", "input": [SURROGATE]}]
+    with ThreadPoolExecutor(len(bodies)) as pool:
+        responses = list(pool.map(lambda b: post(serve_app, "/v1/embeddings", b), bodies))
+    good = [r for b, r in zip(bodies, responses) if SURROGATE not in b["input"][0]]
+    bad = [r for b, r in zip(bodies, responses) if SURROGATE in b["input"][0]]
+    assert [r.status_code for r in bad] == [422, 422]
+    assert [r.status_code for r in good] == [200] * len(texts), [r.text[:200] for r in good]
+    embedder = create("embed.sentence_transformer", {})
+    served = np.array([r.json()["data"][0]["embedding"] for r in good], dtype=np.float32)
+    np.testing.assert_allclose(served, embedder.encode(texts), atol=1e-5)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("deployment", ["all-MiniLM-L6-v2", "tessera-cross-encoder", "tessera-colbert"])
+def test_a_deployment_answers_the_rest_of_a_batch_where_one_request_fails(serve_app, deployment):
+    """Past the ingress's validation (a flow's placement, a handle): the failing request raises, its batch
+    neighbours get their answers."""
+    from ray import serve
+
+    handle = serve.get_deployment_handle(deployment, app_name="tessera")
+    texts = [f"candidate text {i}" for i in range(8)]
+    texts[3] = "bad " + SURROGATE
+    before = handle.info.remote().result()["batch_sizes"]
+    if deployment == "all-MiniLM-L6-v2":
+        calls = [handle.embed.remote([t]) for t in texts]
+    else:
+        calls = [handle.score.remote("a query", [t]) for t in texts]
+    outcomes = []
+    for call in calls:
+        try:
+            outcomes.append(call.result(timeout_s=120))
+        except Exception as err:  # noqa: BLE001
+            outcomes.append(err)
+    failed = [i for i, outcome in enumerate(outcomes) if isinstance(outcome, Exception)]
+    after = handle.info.remote().result()["batch_sizes"]
+    assert max(after[len(before):]) > 1, "the requests were not batched together"
+    assert failed == [3], [str(outcomes[i])[:300] for i in failed]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_model_failure_over_a_handle_becomes_a_short_500(serve_app):
+    """The ingress's own path from a failing deployment call (a real RayTaskError) to the client's error."""
+    from ray import serve
+
+    from serve.api import ModelAPI
+    from serve.errors import ApiError
+    from serve.schemas import ModelCard
+    import asyncio
+
+    handle = serve.get_deployment_handle("all-MiniLM-L6-v2", app_name="tessera")
+    card = ModelCard(id="all-MiniLM-L6-v2", type="embedding", operator="embed.sentence_transformer",
+                     deployment="all-MiniLM-L6-v2", status="ready")
+
+    async def call():
+        return await ModelAPI.func_or_class._call(handle.embed.remote([SURROGATE]), card)
+
+    with pytest.raises(ApiError) as err:
+        asyncio.run(call())
+    assert err.value.status == 500 and err.value.code == "model_error"
+    assert "all-MiniLM-L6-v2" in err.value.message and "request id" in err.value.message
+    assert len(err.value.message) < 200 and "Traceback" not in err.value.message
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("method, path, status, code", [
+    ("get", "/v1/nowhere", 404, "not_found"),
+    ("get", "/v1/embeddings", 405, "method_not_allowed"),
+    ("delete", "/v1/rerank", 405, "method_not_allowed"),
+])
+def test_unknown_routes_and_wrong_methods_use_the_openai_shape(serve_app, method, path, status, code):
+    response = requests.request(method, serve_app + path, timeout=30)
+    error = assert_openai_error(response, status)
+    assert error["code"] == code and path in error["message"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("raw", ['{"model": "all-MiniLM-L6-v2", "input": "x",,}', '{"model": ', "not json"])
+def test_malformed_json_names_the_body(serve_app, raw):
+    error = assert_openai_error(post(serve_app, "/v1/embeddings", raw), 422)
+    assert error["param"] == "body" and "not valid JSON" in error["message"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_body_that_is_not_an_object_names_the_body(serve_app):
+    error = assert_openai_error(post(serve_app, "/v1/rerank", json.dumps(["q", "d"])), 422)
+    assert error["param"] == "body"
+
+
+@pytest.fixture
+def failing_app(serve_app):
+    """``app_that_fails`` as a Serve app of its own, whose proxy gives each request its id."""
+    from ray import serve
+
+    @serve.deployment(name="failing-api", ray_actor_options={"num_cpus": 0})
+    @serve.ingress(app_that_fails())
+    class Failing:
+        pass
+
+    serve.run(Failing.bind(), name="failing", route_prefix="/failing")
+    try:
+        yield serve_app + "/failing"
+    finally:
+        serve.delete("failing")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_under_serve_an_unexpected_exception_names_serves_request_id(failing_app):
+    response = requests.get(failing_app + "/boom", timeout=60)
+    error = assert_openai_error(response, 500)
+    assert response.headers["x-request-id"] in error["message"] and "secret" not in response.text

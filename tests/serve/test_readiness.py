@@ -1,0 +1,133 @@
+"""Readiness means ready: /healthz and /v1/models report whether each model has loaded in a replica, read from
+Serve's status; /v1/models/{id} answers OpenAI's ``models.retrieve``."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+
+import pytest
+import requests
+
+from serve.schemas import ModelCard
+
+
+def overview(status: str, message: str = "", **replicas: int) -> SimpleNamespace:
+    """What ``serve.status()`` gives for a deployment (a DeploymentStatusOverview's fields)."""
+    return SimpleNamespace(status=status, replica_states=replicas, message=message)
+
+
+@pytest.mark.parametrize("state, expected", [
+    (None, "loading"),
+    (overview("UPDATING", "1 replica has taken more than 30s to be scheduled", STARTING=1), "loading"),
+    (overview("UPSCALING", STARTING=1), "loading"),
+    (overview("HEALTHY", RUNNING=1), "ready"),
+    (overview("UPSCALING", RUNNING=1, STARTING=1), "ready"),
+    (overview("UNHEALTHY", "the constructor raised", STARTING=1), "unhealthy"),
+    (overview("DEPLOY_FAILED", "the constructor raised"), "unhealthy"),
+    (overview("HEALTHY"), "idle"),
+    (overview("HEALTHY", STOPPING=1), "idle"),
+])
+def test_model_state_from_the_deployments_status(state, expected):
+    from serve.health import model_state
+
+    assert model_state(state)[0] == expected
+
+
+def card(id: str, status: str = "ready", reason: str | None = None) -> ModelCard:
+    return ModelCard(id=id, type="rerank", operator="rerank.cross_encoder", deployment=id, status=status,
+                     reason=reason)
+
+
+def test_ready_only_when_every_deployed_model_has_loaded():
+    from serve.health import live_cards, readiness
+
+    cards = [card("a"), card("b"), card("gone", "missing", "weights absent")]
+    live = live_cards(cards, {"a": overview("HEALTHY", RUNNING=1), "b": overview("UPDATING", "waiting", STARTING=1)})
+    assert [(c.status, c.reason) for c in live] == [("ready", None), ("loading", "waiting"),
+                                                    ("missing", "weights absent")]
+    assert readiness(live) == "model 'b' is loading (waiting)"
+    live = live_cards(cards, {"a": overview("HEALTHY", RUNNING=1), "b": overview("HEALTHY", RUNNING=2)})
+    assert readiness(live) is None  # a missing model does not hold readiness back: it will never load
+
+
+# -- over HTTP ---------------------------------------------------------------------------
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_healthz_is_200_once_every_model_has_loaded(serve_app):
+    response = requests.get(serve_app + "/healthz", timeout=30)
+    assert response.status_code == 200, response.text
+    assert response.json()["models"] == {"all-MiniLM-L6-v2": "ready", "tessera-cross-encoder": "ready",
+                                         "absent-ce": "missing", "tessera-colbert": "ready"}
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["all-MiniLM-L6-v2", "minilm", "sentence-transformers/all-MiniLM-L6-v2"])
+def test_one_model_by_id_or_alias(serve_app, name):
+    response = requests.get(f"{serve_app}/v1/models/{name}", timeout=30)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["id"] == "all-MiniLM-L6-v2" and body["object"] == "model" and body["status"] == "ready"
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_an_unknown_model_id_is_an_openai_404(serve_app):
+    response = requests.get(serve_app + "/v1/models/gpt-4o", timeout=30)
+    assert response.status_code == 404
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"} and error["code"] == "model_not_found"
+    assert "gpt-4o" in error["message"] and "all-MiniLM-L6-v2" in error["message"]
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_the_openai_client_retrieves_a_model(serve_app):
+    import openai
+
+    client = openai.OpenAI(base_url=serve_app + "/v1", api_key="x")
+    assert client.models.retrieve("minilm").id == "all-MiniLM-L6-v2"
+    assert client.models.retrieve("sentence-transformers/all-MiniLM-L6-v2").id == "all-MiniLM-L6-v2"
+    with pytest.raises(openai.NotFoundError):
+        client.models.retrieve("gpt-4o")
+
+
+@pytest.fixture
+def waiting_app(serve_app):
+    """A second app whose model replica can never start here (it asks for a GPU, as on a cluster whose GPU group
+    is at zero), deployed without waiting for it; yields its base URL; deleted afterwards."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    args = {"api_deployment": "waiting-api", "models": [
+        {"name": "gpu-minilm", "op": "embed.sentence_transformer", "num_cpus": 0, "num_gpus": 1}]}
+    serve._run(build_app(args), name="waiting", route_prefix="/waiting", _blocking=False)  # run() waits for RUNNING
+    try:
+        yield serve_app + "/waiting"
+    finally:
+        serve.delete("waiting")
+
+
+def first_answer(url: str, timeout_s: float = 120) -> requests.Response:
+    """The first answer of the app's own ingress at ``url`` (Serve's proxy answers in plain text until it is up)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        response = requests.get(url, timeout=30)
+        if response.headers.get("content-type", "").startswith("application/json") or time.monotonic() > deadline:
+            return response
+        time.sleep(0.5)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_model_still_loading_is_not_ready(waiting_app):
+    health = first_answer(waiting_app + "/healthz")
+    assert health.status_code == 503, health.text
+    error = health.json()["error"]
+    assert error["code"] == "not_ready" and "model 'gpu-minilm' is loading" in error["message"]
+    models = requests.get(waiting_app + "/v1/models", timeout=30).json()["data"]
+    assert [(m["id"], m["status"]) for m in models] == [("gpu-minilm", "loading")]
