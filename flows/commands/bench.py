@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from flows.bench.errors import BenchError
-from flows.commands._support import require_extra
+from flows.commands._support import check_job_paths, require_extra
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -54,6 +54,7 @@ def parse_ks(text: str) -> list[int]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir}, inputs={"--dataset": args.dataset})
     require_extra("bench", ("ir_measures", "statsmodels", "matplotlib") + (() if args.no_mlflow else ("mlflow",)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
