@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flows.bench import indices, metrics, outputs, runs, significance
+from flows.bench import indices, metrics, outputs, runs, significance, tracking
 from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
@@ -48,6 +48,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
             raise BenchError(f"--baseline '{b}' is not one of the flows ({', '.join(names)})", field="baseline")
     out = Path(options.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
+    tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
     executor = _make_executor(options.executor, options.cache)
@@ -86,11 +87,8 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
     from flows.bench import report
 
     result.files.update(report.write_report(result, out))
-    if options.mlflow:
-        from flows.bench import tracking
-
-        uri = tracking.log_benchmark(result, out, options.mlflow_uri)
-        reporter.log(f"MLflow: {len(flows)} runs logged to {uri}")
+    if tracker is not None:
+        reporter.log(f"MLflow: {len(flows)} runs logged to {tracking.log_benchmark(result, tracker)}")
     return result
 
 

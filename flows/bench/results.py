@@ -27,7 +27,7 @@ class BenchOptions:
     index_dir: str | Path | None = None
     cache: bool = True  # run cache and step cache
     mlflow: bool = True
-    mlflow_uri: str | None = None  # default: file store under out/mlruns
+    mlflow_uri: str | None = None  # default: sqlite:///<out>/mlflow.db
 
 
 @dataclass

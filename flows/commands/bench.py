@@ -36,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where built indices live (default $TESSERA_HOME/indices/auto)")
     parser.add_argument("--no-cache", action="store_true",
                         help="rerun every flow (ignore cached runs; no step cache)")
-    parser.add_argument("--mlflow-uri", metavar="URI", help="MLflow tracking URI (default: file store OUT/mlruns)")
+    parser.add_argument("--mlflow-uri", metavar="URI",
+                        help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db, artifacts in OUT/mlartifacts)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -55,7 +56,10 @@ def parse_ks(text: str) -> list[int]:
 
 def handle(args: argparse.Namespace) -> int:
     check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir}, inputs={"--dataset": args.dataset})
-    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib") + (() if args.no_mlflow else ("mlflow",)))
+    from flows.bench import tracking
+
+    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib")
+                  + (() if args.no_mlflow else tracking.required_modules(args.mlflow_uri)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
 

@@ -65,10 +65,10 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
     assert per_query.num_rows == 3 * 30 * 7 * 4
     report = (out / "report.md").read_text()
     assert "![metrics](metrics.png)" in report and "| top5 |" in report
-    # MLflow: one run per flow with the measures as metrics (file store under --out/mlruns).
+    # MLflow: one run per flow with the measures as metrics (the default store, --out/mlflow.db).
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient((out / "mlruns").as_uri())
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
     experiment = client.get_experiment_by_name(f"tessera-bench-{scifact_slice.name}")
     logged = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert set(logged) == {"title", "notitle", "top5"}
