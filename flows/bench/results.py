@@ -24,6 +24,7 @@ class BenchOptions:
     correction: str = "holm"
     executor: str = "local"
     limit: int | None = None
+    min_relevance: int = 1  # binary measures: a document is relevant at this grade or above
     index_dir: str | Path | None = None
     cache: bool = True  # run cache and step cache
     mlflow: bool = True

@@ -74,7 +74,8 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         raise BenchError(f"MLflow tracking to {uri} needs the 'bench' extra ({err}): pip install 'tessera[bench]', "
                          "or use --no-mlflow", field="mlflow-uri") from None
     except Exception as err:  # noqa: BLE001 - a bad URI, an unreachable server, a damaged database
-        raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}", field="mlflow-uri") from None
+        raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
+                         field="mlflow-uri") from None
     return Tracker(uri, client, experiment_id)
 
 
@@ -102,7 +103,8 @@ def log_benchmark(result: "BenchResult", tracker: Tracker) -> str:
                   "source": fr.source, "dataset": str(result.dataset.root), "split": result.dataset.split,
                   "queries": len(result.dataset.qids), "ks": ",".join(map(str, result.ks)),
                   "run_key": fr.key, "cached": fr.run.cached,
-                  "baselines": ",".join(result.baselines), "executor": result.options.executor}
+                  "baselines": ",".join(result.baselines), "executor": result.options.executor,
+                  "min_relevance": result.options.min_relevance}
         metrics = [Metric(metric_name(m), float(s.mean), now, 0) for m, s in result.summaries[flow].items()]
         metrics.append(Metric("run_seconds", float(fr.run.seconds), now, 0))
         client.log_batch(run.info.run_id, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()],

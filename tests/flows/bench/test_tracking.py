@@ -122,7 +122,8 @@ def call(url: str, body: dict | None = None) -> dict:
 def test_mlflow_ui_serves_the_logged_runs(bench, scifact_slice, flow_specs, tmp_path, elsewhere):
     command = mlflow_ui()
     if command is None:
-        pytest.skip("MLflow's UI is not installed (the full mlflow package; set TESSERA_MLFLOW_UI to its mlflow script)")
+        pytest.skip("MLflow's UI is not installed (the full mlflow package: set TESSERA_MLFLOW_UI to its "
+                    "mlflow script)")
     out = tmp_path / "out"
     bench_two_flows(bench, scifact_slice, flow_specs, out)
     with socket.socket() as s:
