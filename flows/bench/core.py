@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flows.bench import indices, metrics, outputs, runs, significance
+from flows.bench import indices, metrics, outputs, runs, significance, tracking
 from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
@@ -39,6 +39,9 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
                          f"{', '.join(significance.CORRECTIONS)})", field="correction")
     if options.limit is not None and options.limit <= 0:
         raise BenchError(f"bad --limit {options.limit}: give a positive number of queries", field="limit")
+    grade = options.min_relevance
+    if isinstance(grade, bool) or not isinstance(grade, int) or grade < 1:
+        raise BenchError(f"bad --min-relevance {grade!r}: give a grade of 1 or more", field="min-relevance")
     dataset = load_dataset(options.dataset, split=options.split, limit=options.limit)
     flows = resolve_flows(list(options.flows))
     names = [f.name for f in flows]
@@ -48,6 +51,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
             raise BenchError(f"--baseline '{b}' is not one of the flows ({', '.join(names)})", field="baseline")
     out = Path(options.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
+    tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
     executor = _make_executor(options.executor, options.cache)
@@ -57,6 +61,11 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
     if dataset.missing:
         warnings.append(f"{dataset.missing} judged queries are not in queries.jsonl and are not evaluated")
+        reporter.warn(warnings[-1])
+    unmet = metrics.without_relevant(dataset.qrels, qids, options.min_relevance)
+    if unmet:
+        warnings.append(f"{unmet} of {len(qids)} queries have no document judged {options.min_relevance} or above: "
+                        "the binary measures (all but nDCG) score them 0")
         reporter.warn(warnings[-1])
 
     flow_runs: dict[str, FlowRun] = {}
@@ -74,9 +83,10 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
                                 f"{flow_run.short_queries} of {len(qids)} queries (fewest: {flow_run.fewest_results}): "
                                 f"its k is below {ks[-1]} or it matched fewer documents")
                 reporter.warn(warnings[-1])
-            per_query[flow.name] = metrics.per_query(flow_run.run.table, dataset.qrels, qids, ks)
+            per_query[flow.name] = metrics.per_query(flow_run.run.table, dataset.qrels, qids, ks,
+                                                     options.min_relevance)
 
-    summaries = {f: {m: metrics.summarize(list(v.values())) for m, v in by_m.items()} for f, by_m in per_query.items()}
+    summaries = {flow: metrics.summarize_all(by_measure) for flow, by_measure in per_query.items()}
     comparisons = significance.compare(per_query, baselines, metrics.measure_names(ks), qids=qids,
                                        test=options.test, correction=options.correction)  # type: ignore[arg-type]
     result = BenchResult(options=options, dataset=dataset, ks=ks, baselines=baselines, flows=flow_runs,
@@ -86,11 +96,8 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
     from flows.bench import report
 
     result.files.update(report.write_report(result, out))
-    if options.mlflow:
-        from flows.bench import tracking
-
-        uri = tracking.log_benchmark(result, out, options.mlflow_uri)
-        reporter.log(f"MLflow: {len(flows)} runs logged to {uri}")
+    if tracker is not None:
+        reporter.log(f"MLflow: {len(flows)} runs logged to {tracking.log_benchmark(result, tracker)}")
     return result
 
 

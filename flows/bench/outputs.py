@@ -1,7 +1,7 @@
 """The machine-readable outputs of a benchmark, each written atomically.
 
 * ``metrics.json``: ``{flow: {measure: mean}}``
-* ``metrics.csv``: ``flow, measure, mean, ci_low, ci_high, n`` (95% t interval)
+* ``metrics.csv``: ``flow, measure, mean, ci_low, ci_high, n`` (95% interval, ``metrics.summarize_all``)
 * ``per_query.parquet``: ``flow, qid, measure, value``
 * ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, p,
   p_corrected, wins, losses, ties, n, test, correction``
@@ -64,7 +64,8 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
         "dataset": {"path": str(d.root), "split": d.split, "queries": len(d.qids), "judgements": d.qrels.num_rows,
                     "queries_sha256": d.queries_fingerprint(), "qrels_sha256": d.qrels_fingerprint()},
         "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
-                    "executor": o.executor, "limit": o.limit, "cache": o.cache},
+                    "executor": o.executor, "limit": o.limit, "cache": o.cache,
+                    "min_relevance": o.min_relevance},
         "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path), "cached": fr.run.cached,
                          "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
                          "queries_short_of_max_k": fr.short_queries,

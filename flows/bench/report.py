@@ -53,7 +53,8 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
              f"{len(d.qids)} judged queries, {d.qrels.num_rows} judgements; cutoffs {', '.join(map(str, result.ks))}; "
              f"baseline{'s' if len(result.baselines) > 1 else ''} {', '.join(result.baselines)}; "
              f"{'paired t-test' if o.test == 't' else 'Wilcoxon signed-rank test'}, "
-             f"correction {o.correction} (per baseline and measure, over the other flows).", "",
+             f"correction {o.correction} (per baseline and measure, over the other flows); relevant: judged "
+             f"{o.min_relevance} or above (nDCG uses the grades as gains).", "",
              f"## Results at k={k}", "",
              "Mean [95% CI]. " + (f"▲/▼: significantly better/worse than {first} (corrected p < {ALPHA})."
                                   if len(result.flows) > 1 else ""), ""]

@@ -24,10 +24,11 @@ class BenchOptions:
     correction: str = "holm"
     executor: str = "local"
     limit: int | None = None
+    min_relevance: int = 1  # binary measures: a document is relevant at this grade or above
     index_dir: str | Path | None = None
     cache: bool = True  # run cache and step cache
     mlflow: bool = True
-    mlflow_uri: str | None = None  # default: file store under out/mlruns
+    mlflow_uri: str | None = None  # default: sqlite:///<out>/mlflow.db
 
 
 @dataclass

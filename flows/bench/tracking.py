@@ -3,51 +3,108 @@
 Params: the flow's spec summary and source, dataset, split, queries, cutoffs, the run
 key and whether it came from the cache. Metrics: every measure's mean (``@`` is not
 allowed in MLflow names: ``nDCG@10`` is logged as ``nDCG_at_10``). Artifacts: the
-report, its plots and ``metrics.json``. The default tracking URI is a file store
-under ``<out>/mlruns``; MLflow 3 refuses file stores unless
-``MLFLOW_ALLOW_FILE_STORE`` is set, so it is set for file URIs.
+report, its plots and ``metrics.json``.
+
+The default store is SQLite, ``<out>/mlflow.db``, with artifacts in ``<out>/mlartifacts``
+(MLflow's recommended local store; MLflow 3 refuses file stores unless
+``MLFLOW_ALLOW_FILE_STORE`` is set, which is done for ``file:`` URIs given on purpose). The
+store is opened before any flow runs, so a missing dependency (alembic for SQL stores) or an
+unreachable server costs nothing.
 """
 
 from __future__ import annotations
 
+import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from flows.bench.errors import BenchError
 
 if TYPE_CHECKING:
     from flows.bench.results import BenchResult
 
+#: SQLAlchemy URI schemes MLflow stores runs in through a database (its migrations need alembic).
+SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+
 
 def metric_name(measure: str) -> str:
     return measure.replace("@", "_at_")
 
 
-def log_benchmark(result: "BenchResult", out: Path, uri: str | None = None) -> str:
-    uri = uri or (out.resolve() / "mlruns").as_uri()
-    if uri.startswith("file:") or "://" not in uri:
+def default_uri(out: Path) -> str:
+    return f"sqlite:///{(Path(out).resolve() / 'mlflow.db').as_posix()}"
+
+
+def required_modules(uri: str | None) -> tuple[str, ...]:
+    """The modules a tracking URI needs (the ``bench`` extra has them all)."""
+    scheme = urlparse(uri).scheme.split("+")[0] if uri else "sqlite"
+    return ("mlflow", "alembic", "sqlalchemy") if scheme in SQL_SCHEMES else ("mlflow",)
+
+
+@dataclass
+class Tracker:
+    """An opened store and the benchmark's experiment in it."""
+
+    uri: str
+    client: Any
+    experiment_id: str
+
+
+def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
+    """Open (create) the store and the experiment; any failure is one line, before anything runs."""
+    uri = uri or default_uri(out)
+    parsed = urlparse(uri)
+    if parsed.scheme in ("file", ""):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    # MLflow announces the creation and migration of a new SQL store at INFO: not the user's news.
+    for name in ("mlflow.store.db.utils", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     try:
-        from mlflow.entities import Metric, Param, RunTag
         from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(uri)
+        name = f"tessera-bench-{dataset_name}"
+        experiment = client.get_experiment_by_name(name)
+        experiment_id = (experiment.experiment_id if experiment else
+                         client.create_experiment(name, artifact_location=_artifact_root(uri)))
     except ImportError as err:
-        raise BenchError(f"MLflow is not installed ({err}); use --no-mlflow", field="mlflow-uri") from None
+        raise BenchError(f"MLflow tracking to {uri} needs the 'bench' extra ({err}): pip install 'tessera[bench]', "
+                         "or use --no-mlflow", field="mlflow-uri") from None
+    except Exception as err:  # noqa: BLE001 - a bad URI, an unreachable server, a damaged database
+        raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
+                         field="mlflow-uri") from None
+    return Tracker(uri, client, experiment_id)
+
+
+def _artifact_root(uri: str) -> str | None:
+    """Beside a SQLite file: ``mlartifacts/`` (so a store is one folder); elsewhere MLflow's own choice."""
+    parsed = urlparse(uri)
+    database = parsed.path[1:]  # sqlite:////abs/mlflow.db -> /abs/mlflow.db; sqlite:///rel.db -> rel.db
+    if parsed.scheme != "sqlite" or database in ("", ":memory:"):
+        return None
+    return (Path(database).resolve().parent / "mlartifacts").as_uri()
+
+
+def log_benchmark(result: "BenchResult", tracker: Tracker) -> str:
+    """One run per flow: params, every measure's mean, the report's files as artifacts."""
     import time
 
-    client = MlflowClient(uri)
-    name = f"tessera-bench-{result.dataset.name}"
-    experiment = client.get_experiment_by_name(name)
-    experiment_id = experiment.experiment_id if experiment else client.create_experiment(name)
+    from mlflow.entities import Metric, Param, RunTag
+
+    client = tracker.client
     now = int(time.time() * 1000)
     artifacts = [p for key, p in result.files.items() if key.endswith((".md", ".png")) or key == "metrics.json"]
     for flow, fr in result.flows.items():
-        run = client.create_run(experiment_id, run_name=flow, tags={"tessera.bench.flow": flow})
+        run = client.create_run(tracker.experiment_id, run_name=flow, tags={"tessera.bench.flow": flow})
         params = {"flow": flow, "spec": fr.summary[:6000],
                   "source": fr.source, "dataset": str(result.dataset.root), "split": result.dataset.split,
                   "queries": len(result.dataset.qids), "ks": ",".join(map(str, result.ks)),
                   "run_key": fr.key, "cached": fr.run.cached,
-                  "baselines": ",".join(result.baselines), "executor": result.options.executor}
+                  "baselines": ",".join(result.baselines), "executor": result.options.executor,
+                  "min_relevance": result.options.min_relevance}
         metrics = [Metric(metric_name(m), float(s.mean), now, 0) for m, s in result.summaries[flow].items()]
         metrics.append(Metric("run_seconds", float(fr.run.seconds), now, 0))
         client.log_batch(run.info.run_id, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()],
@@ -55,5 +112,4 @@ def log_benchmark(result: "BenchResult", out: Path, uri: str | None = None) -> s
         for path in artifacts:
             client.log_artifact(run.info.run_id, str(path))
         client.set_terminated(run.info.run_id)
-    return uri
-
+    return tracker.uri

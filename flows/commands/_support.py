@@ -35,6 +35,39 @@ def require_extra(extra: str, modules: tuple[str, ...]) -> None:
                        f"pip install 'tessera[{extra}]' (from a clone: pip install -e '.[{extra}]')", field=extra)
 
 
+def in_ray_job() -> bool:
+    """Whether this process is a Ray job's entrypoint (``ray job submit``): Ray's job supervisor sets the variable."""
+    return "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
+
+
+def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None) -> None:
+    """In a Ray job, relative paths point into the job's temporary copy of the working directory on the
+    node that runs it: Ray deletes it with the session, and its upload leaves out git-ignored files
+    (``.tessera/`` among them). So in a job a relative output is refused, and a relative input that is
+    not there says why, each before anything runs, in one line. ``{option: value}``; ``--index`` may also
+    be a name under ``$TESSERA_HOME/indices``. Outside a job this does nothing."""
+    if not in_ray_job():
+        return
+    from pathlib import Path
+
+    from operators.store import resolve_index
+
+    def path(option: str, value: Any) -> Path:
+        return resolve_index(value) if option == "--index" else Path(value).expanduser()
+
+    for option, value in (outputs or {}).items():
+        if value and not path(option, value).is_absolute():
+            raise CliError(f"{option} '{value}' is relative: in a Ray job it would be written into the job's "
+                           "temporary working directory and lost; give an absolute path the cluster can write "
+                           f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
+    for option, value in (inputs or {}).items():
+        if value and not path(option, value).is_absolute() and not path(option, value).exists():
+            raise CliError(f"{option} '{value}' is not in this Ray job's copy of the working directory "
+                           "(its upload leaves out git-ignored files such as .tessera/): give an absolute path "
+                           f"the cluster can read (on a local cluster: {option} \"$PWD/{value}\")",
+                           field=option.lstrip("-"))
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

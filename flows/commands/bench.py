@@ -7,7 +7,7 @@ import sys
 from typing import Sequence
 
 from flows.bench.errors import BenchError
-from flows.commands._support import require_extra
+from flows.commands._support import check_job_paths, positive_int, require_extra
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -32,11 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="multiple-comparison correction over the non-baseline flows (default holm)")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="where flows run")
     parser.add_argument("--limit", type=int, metavar="N", help="only the first N judged queries")
+    parser.add_argument("--min-relevance", type=positive_int, default=1, metavar="N",
+                        help="binary measures (all but nDCG) count a document relevant when judged N or above "
+                        "(default 1; TREC DL uses 2)")
     parser.add_argument("--index-dir", metavar="DIR",
                         help="where built indices live (default $TESSERA_HOME/indices/auto)")
     parser.add_argument("--no-cache", action="store_true",
                         help="rerun every flow (ignore cached runs; no step cache)")
-    parser.add_argument("--mlflow-uri", metavar="URI", help="MLflow tracking URI (default: file store OUT/mlruns)")
+    parser.add_argument("--mlflow-uri", metavar="URI",
+                        help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db, artifacts in OUT/mlartifacts)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
 
@@ -54,13 +58,18 @@ def parse_ks(text: str) -> list[int]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib") + (() if args.no_mlflow else ("mlflow",)))
+    check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir}, inputs={"--dataset": args.dataset})
+    from flows.bench import tracking
+
+    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib")
+                  + (() if args.no_mlflow else tracking.required_modules(args.mlflow_uri)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
 
     options = BenchOptions(dataset=args.dataset, flows=args.flows, out=args.out, split=args.split,
                            ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
                            correction=args.correction, executor=args.executor, limit=args.limit,
+                           min_relevance=args.min_relevance,
                            index_dir=args.index_dir, cache=not args.no_cache, mlflow=not args.no_mlflow,
                            mlflow_uri=args.mlflow_uri)
     reporter = BenchReporter(enabled=not args.quiet)

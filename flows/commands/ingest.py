@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
-from flows.commands._support import EXIT_OK, console, positive_int, print_json
+from flows.commands._support import EXIT_OK, check_job_paths, console, positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
@@ -59,6 +59,8 @@ def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
     from flows.ingestion import ingest
 
+    glob = args.source is not None and any(ch in args.source for ch in "*?[")
+    check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source})
     overrides = {}
     if args.dense_type:
         overrides["dense_type"] = args.dense_type

@@ -1,8 +1,10 @@
 """``tessera run FLOW --queries FILE_OR_TEXT``: run a flow over queries and print the results.
 
-``python -m flows.run`` is this command with the Ray executor by default, for cluster jobs::
+``python -m flows.run`` is this command with the Ray executor by default, for cluster jobs
+(docs/cluster.md: a job's paths are absolute, as its working directory is a temporary copy)::
 
-    ray job submit --working-dir . -- python -m flows.run demo --queries data/sample/queries.jsonl
+    ray job submit --runtime-env cluster/runtime_env.yaml -- python -m flows.run demo \\
+        --index "$PWD/.tessera/indices/sample" --queries data/sample/queries.jsonl --out "$PWD/results.parquet"
 
 Ctrl-C cancels through the run's ``CancelToken`` (exit status 130); a second one aborts.
 """
@@ -14,7 +16,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, positive_int, print_json
+from flows.commands._support import (EXIT_OK, CliError, check_job_paths, console, escape, load_flow, positive_int,
+                                     print_json)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -57,9 +60,12 @@ def handle(args: argparse.Namespace) -> int:
     from flows.commands._results import print_results, print_steps
     from flows.executors import make_executor
     from flows.progress import CancelToken
-    from flows.queries import check_result_path, read_queries, write_results
+    from flows.queries import check_result_path, looks_like_path, read_queries, write_results
 
     # Everything that can be wrong with the request is checked before anything runs.
+    check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
+                    inputs={"--index": args.index,
+                            "--queries": args.queries if args.queries and looks_like_path(args.queries) else None})
     flow, mosaic_query = load_flow(args.flow, index=getattr(args, "index", None))
     if args.queries is not None:
         queries = read_queries(args.queries)

@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from flows.commands._support import check_job_paths, positive_int
+
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
                "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "
                "cross-encoder, a bi-encoder and/or ColBERT from MiniLM into $TESSERA_HOME/models/<name>, "
@@ -16,7 +18,6 @@ EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, 
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from flows.commands._support import positive_int
     from flows.train.recipe import KINDS
 
     parser.add_argument("--dataset", required=True, action="append", metavar="DIR",
@@ -54,6 +55,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
 
+    for dataset in args.dataset:
+        check_job_paths(outputs={"--output": args.output, "--index-dir": args.index_dir}, inputs={"--dataset": dataset})
     options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:],
                            models=args.models or ["cross-encoder"], spec=args.spec, split=args.split,
                            epochs=args.epochs, max_examples=args.max_examples,

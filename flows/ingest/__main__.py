@@ -2,7 +2,8 @@
 
 ::
 
-    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
+    ray job submit --runtime-env cluster/runtime_env.yaml -- \
+        python -m flows.ingest --source corpus.jsonl --index /shared/idx
 """
 
 import sys

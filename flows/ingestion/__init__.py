@@ -2,7 +2,8 @@
 ::
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--executor ray|local]
-    ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
+    ray job submit --runtime-env cluster/runtime_env.yaml -- \
+        python -m flows.ingest --source corpus.jsonl --index /shared/idx
     flows.ingestion.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
 
 How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``,

@@ -2,7 +2,7 @@
 
 ::
 
-    ray job submit --working-dir . -- python -m flows.train --dataset /data/scifact --model all
+    ray job submit --runtime-env cluster/runtime_env.yaml -- python -m flows.train --dataset /data/scifact --model all
 """
 
 import sys

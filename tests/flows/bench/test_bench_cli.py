@@ -65,10 +65,10 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
     assert per_query.num_rows == 3 * 30 * 7 * 4
     report = (out / "report.md").read_text()
     assert "![metrics](metrics.png)" in report and "| top5 |" in report
-    # MLflow: one run per flow with the measures as metrics (file store under --out/mlruns).
+    # MLflow: one run per flow with the measures as metrics (the default store, --out/mlflow.db).
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient((out / "mlruns").as_uri())
+    client = MlflowClient(f"sqlite:///{out}/mlflow.db")
     experiment = client.get_experiment_by_name(f"tessera-bench-{scifact_slice.name}")
     logged = {r.info.run_name: r for r in client.search_runs([experiment.experiment_id])}
     assert set(logged) == {"title", "notitle", "top5"}
@@ -217,3 +217,21 @@ def test_indices_are_built_from_the_corpus_once_and_injected(bench, scifact_slic
     again = json.loads((tmp_path / "b" / "bench.json").read_text())["flows"]["idx"]
     assert again["index"]["built"] is False and again["index"]["key"] == info["index"]["key"]
     assert json.loads((tmp_path / "b" / "metrics.json").read_text())["idx"]["nDCG@10"] > 0.5
+
+
+def test_min_relevance_is_an_option_recorded_with_the_results(bench, scifact_slice, flow_specs, tmp_path):
+    # SciFact judges every relevant document 1: at --min-relevance 2 no query has a relevant document.
+    common = ["--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}", "--k", "1,10", "--no-mlflow"]
+    status, _, stderr = bench(*common, "--min-relevance", "2", "--out", tmp_path / "two")
+    assert status == 0, stderr
+    assert "30 of 30 queries have no document judged 2 or above" in stderr
+    info = json.loads((tmp_path / "two" / "bench.json").read_text())
+    assert info["options"]["min_relevance"] == 2 and "judged 2 or above" in (tmp_path / "two" / "report.md").read_text()
+    two = json.loads((tmp_path / "two" / "metrics.json").read_text())["title"]
+    assert bench(*common, "--quiet", "--out", tmp_path / "one")[0] == 0
+    one = json.loads((tmp_path / "one" / "metrics.json").read_text())["title"]
+    assert two["P@10"] == two["RR@10"] == two["PerfectRecall@10"] == 0.0 < one["P@10"]
+    assert two["nDCG@10"] == one["nDCG@10"] > 0.5  # nDCG takes the grades as they are
+    with pytest.raises(SystemExit) as refused:  # argparse's usage error, in-process
+        bench(*common, "--min-relevance", "0", "--out", tmp_path / "zero")
+    assert refused.value.code == 2

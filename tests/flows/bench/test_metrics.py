@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import ir_measures
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -53,3 +56,63 @@ def test_summary_confidence_interval_contains_the_mean():
     assert s.ci_low < s.mean == 0.625 < s.ci_high and s.n == 4
     flat = metrics.summarize([0.3, 0.3])
     assert flat.ci_low == flat.ci_high == 0.3
+
+
+@pytest.mark.parametrize("values", [
+    [1.0] * 29 + [0.0],                      # a proportion near 1 (a t interval reaches 1.035)
+    [0.0] * 29 + [1.0],                      # near 0
+    [0.0] * 30,                              # all 0: still an interval, [0, 0.11]
+    [1.0] * 27 + [0.5] * 2 + [0.0],          # bounded, not a proportion, near 1 (t: 1.014)
+    [0.02] * 28 + [0.9, 1.0],                # skewed near 0
+])
+def test_confidence_intervals_stay_inside_0_1(values):
+    s = metrics.summarize(values)
+    assert 0.0 <= s.ci_low <= s.mean <= s.ci_high <= 1.0, s
+    assert s.ci_high > s.ci_low and s.n == len(values)
+
+
+def test_proportions_get_wilsons_interval_and_the_rest_a_seeded_bootstrap():
+    from scipy import stats
+    from statsmodels.stats.proportion import proportion_confint
+
+    s = metrics.summarize([1.0] * 29 + [0.0])
+    assert (s.ci_low, s.ci_high) == pytest.approx(proportion_confint(29, 30, alpha=0.05, method="wilson"))
+    graded = [0.1 * (i % 11) for i in range(40)]
+    expected = stats.bootstrap((graded,), lambda x, axis: x.mean(axis=axis), method="percentile",
+                               n_resamples=metrics.BOOTSTRAP_RESAMPLES,
+                               random_state=np.random.default_rng(metrics.BOOTSTRAP_SEED)).confidence_interval
+    s = metrics.summarize(graded)
+    assert (s.ci_low, s.ci_high) == pytest.approx((expected.low, expected.high))
+    assert metrics.summarize(graded) == s  # seeded: the same numbers on every run
+    both = metrics.summarize_all({"a": graded, "b": [1.0] * 29 + [0.0]})
+    assert both["a"] == s and both["b"].ci_high < 1.0
+
+
+GRADED = pa.table({"qid": ["q1", "q1", "q1", "q2", "q3"], "docno": ["a", "b", "c", "d", "e"],
+                   "relevance": pa.array([1, 2, 0, 1, 2], pa.int32())})
+
+
+def test_min_relevance_sets_the_grade_binary_measures_count_and_leaves_ndcg_graded():
+    run = _run([("q1", "a"), ("q1", "b"), ("q1", "c"), ("q2", "d"), ("q3", "x"), ("q3", "e")])
+    qids = ["q1", "q2", "q3"]
+    assert metrics.without_relevant(GRADED, qids, 2) == 1 and metrics.without_relevant(GRADED, qids, 1) == 0
+    strict, loose = (metrics.per_query(run, GRADED, qids, [1, 3], min_relevance=r) for r in (2, 1))
+    qrels = metrics.qrels_records(GRADED)
+    scored = metrics.run_records(run)
+    for name, measure in [("P@3", ir_measures.P(rel=2) @ 3), ("R@1", ir_measures.R(rel=2) @ 1),
+                          ("RR@3", ir_measures.RR(rel=2) @ 3), ("AP@3", ir_measures.AP(rel=2) @ 3)]:
+        expected = {m.query_id: m.value for m in ir_measures.iter_calc([measure], qrels, scored)}
+        assert strict[name] == {q: pytest.approx(expected.get(q, 0.0)) for q in qids}, name
+    assert strict["RR@3"] == {"q1": 0.5, "q2": 0.0, "q3": 0.5} and loose["RR@3"]["q1"] == 1.0
+    assert strict["PerfectRecall@3"] == {"q1": 1.0, "q2": 0.0, "q3": 1.0}
+    assert strict["nDCG@3"] == loose["nDCG@3"]  # grades are gains, whatever the threshold
+
+
+def test_the_docs_name_both_gold_recall_as_the_perfect_recall_column():
+    docs = Path(__file__).resolve().parents[3] / "docs"
+    results = (docs / "results.md").read_text(encoding="utf-8")
+    assert "*both-gold recall@k* is the benchmarker's `PerfectRecall@k` column" in " ".join(results.split())
+    lines = results.splitlines()
+    headers = [line for line, below in zip(lines, lines[1:]) if below.startswith("|---") and "both-gold" in line]
+    assert headers and all("`PerfectRecall@10`" in line for line in headers), headers
+    assert "`PerfectRecall@10` column" in " ".join((docs / "benchmarks.md").read_text(encoding="utf-8").split())
