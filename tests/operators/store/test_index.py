@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -146,6 +147,8 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
     assert resolve_index(str(tmp_path)) == tmp_path
+    assert resolve_index("./scifact") == Path("scifact")  # a path, though it does not exist yet
+    assert resolve_index("scifact/") == Path("scifact")
 
 
 def test_settings_reject_unknown_dense_options():
