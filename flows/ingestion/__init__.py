@@ -8,6 +8,8 @@
 How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``,
 ``ledger``; ``job`` runs them):
 
+0. **Check** (driver), before anything is created: the options, the source (a missing path
+   fails naming it), the settings, the embed model (the index's encoder, on this machine).
 1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
    source order and cut into deterministic shards of ``shard_size`` documents, each
    written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
@@ -22,7 +24,7 @@ How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pip
    on disk, so memory is bounded by a few shards, whatever the corpus size.
 3. **Commit** (driver): for each written shard, its failures are appended to
    ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
-   manifest and its staged files are deleted.
+   manifest and its staged files are deleted; a shard whose commit fails is removed.
 
 Exactly once: a document is in the index iff its shard is in the manifest. A run that
 dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash

@@ -18,9 +18,9 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, index_settings
+from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings
 from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
-from flows.ingestion.staging import STAGING_DIR, Stager, read_line_record
+from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
 from operators.base import Source
 from operators.tables import concat
 
@@ -60,25 +60,18 @@ class IngestReport:
 class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
-    def __init__(self, index_path: Path, plan: IngestPlan, settings, *, shard_size: int, executor: str,
-                 progress: bool):
+    def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
+                 shard_size: int, executor: str, progress: bool):
         from operators.store import Index
 
         self.path = index_path
         self.plan = plan
         self.executor = executor
         self.progress = progress
+        self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
         self.index = Index.create(index_path, settings)
         self.ledger = Ledger(index_path)
-        self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
         self.shard_size = shard_size
-        embed = None
-        if settings.dense:
-            embed = {**plan.embed}
-            if embed.setdefault("model", settings.encoder) != settings.encoder:
-                raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
-                                  f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
-                                  field="params.model")
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
         self.report = IngestReport(index=str(index_path), executor=executor)
@@ -161,7 +154,12 @@ class _Run:
         failures = [Failure.from_dict(f) for f in result.failures]
         self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
         if result.info is not None:
-            self.index.commit([ShardInfo.model_validate_json(result.info)])
+            info = ShardInfo.model_validate_json(result.info)
+            try:
+                self.index.commit([info])
+            except BaseException:  # a resumed run processes the shard again: its folder is of no use
+                self.index.discard([info])
+                raise
         if self.stager is not None:
             self.stager.discard(result.shard)
         r = self.report
@@ -273,8 +271,11 @@ def ingest(
     """
     from operators.store import resolve_index
 
+    # Everything that can be wrong is checked before anything is created.
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    if shard_size < 1:
+        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     index_path = resolve_index(index)
     if retry_failed:
         if not (index_path / "manifest.json").exists():
@@ -282,8 +283,10 @@ def ingest(
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
         plan = build_plan(spec, source, chunk)
-    run = _Run(index_path, plan, index_settings(index_path, settings, plan.settings_base), shard_size=shard_size,
-               executor=executor, progress=progress)
+        check_source(plan.read)
+    full_settings = index_settings(index_path, settings, plan.settings_base)
+    embed = embed_params(plan, full_settings)
+    run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store

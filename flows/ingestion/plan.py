@@ -97,6 +97,23 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
                       settings_base=dict(spec_settings or {}))
 
 
+def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
+    """The embed step's params for an index with ``settings`` (None: BM25 only), its model checked to be the
+    index's encoder and on this machine."""
+    if not settings.dense:
+        return None
+    embed = {**plan.embed}
+    if embed.setdefault("model", settings.encoder) != settings.encoder:
+        raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
+                          f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
+                          field="params.model")
+    from flows.model_check import check_needs, step_needs
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+    check_needs(step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")}))
+    return embed
+
+
 def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
     """Complete settings: an IndexSettings as given; a dict overrides the existing index's (or the spec's)."""
     from operators.store import Index, IndexSettings
