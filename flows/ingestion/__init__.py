@@ -5,7 +5,7 @@
     ray job submit --working-dir . -- python -m flows.ingest --source corpus.jsonl --index /shared/idx
     flows.ingestion.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
 
-How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``,
+How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``, ``progress``,
 ``ledger``; ``job`` runs them):
 
 0. **Check** (driver), before anything is created: the options, the source (a missing path
@@ -34,7 +34,8 @@ docno that is already live. ``--retry-failed`` processes only the ledger's open
 failures into a new shard; read failures are read again from their file and line
 (fix the line, then retry).
 
-Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
+Progress (``progress``): documents are counted as they are embedded, not only when their
+shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
 
 from flows.ingestion.job import DEFAULT_SHARD_SIZE, IngestReport, ingest
 from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec

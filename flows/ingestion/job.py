@@ -6,7 +6,6 @@ See the package docstring (``flows.ingestion``) for how staging, shards and comm
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -19,6 +18,7 @@ from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings
+from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
 from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
 from operators.base import Source
@@ -61,13 +61,14 @@ class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
     def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
-                 shard_size: int, executor: str, progress: bool):
+                 shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None):
         from operators.store import Index
 
         self.path = index_path
         self.plan = plan
         self.executor = executor
         self.progress = progress
+        self.on_progress = on_progress
         self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
         self.index = Index.create(index_path, settings)
         self.ledger = Ledger(index_path)
@@ -75,17 +76,16 @@ class _Run:
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
         self.report = IngestReport(index=str(index_path), executor=executor)
-        self.bar = None
+        self.tracker: ProgressTracker | None = None
         self.stager: Stager | None = None
 
     def finished(self) -> set[str]:
         return self.index.finished_shards() | self.ledger.empty_shards()
 
-    def _bar(self, desc: str, total: int | None):
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="docs", unit_scale=True, disable=not self.progress,
-                    file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+    def _track(self, stage: Stage, docs_total: int | None, shard_docs: dict[str, int] | None = None):
+        self.tracker = ProgressTracker(stage, docs_total=docs_total, shard_docs=shard_docs, bar=self.progress,
+                                       callback=self.on_progress)
+        return self.tracker
 
     # -- ingest --------------------------------------------------------------------------
 
@@ -95,8 +95,8 @@ class _Run:
         self.job.staging_dir = str(self.stager.dir)
         finished = self.finished()
         self._check_job(finished)
-        with self._bar("staging", None) as bar:
-            shards = self.stager.stage(finished, on_docs=bar.update,
+        with self._track("staging", None) as tracker:
+            shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))
         for shard in shards:  # committed by a run that died before deleting its staged files
             if shard.id in finished:
@@ -105,14 +105,14 @@ class _Run:
         r = self.report
         r.docs_total, r.shards_total = sum(s.docs for s in shards), len(shards)
         r.shards_skipped = len(shards) - len(todo)
-        with self._bar("ingest", sum(s.docs for s in todo)) as self.bar:
-            self.bar.set_postfix(shards=f"0/{len(todo)}")
+        with self._track("ingest", sum(s.docs for s in todo), {s.id: s.docs for s in todo}) as tracker:
             if self.executor == "local":
                 self._run_local([s.id for s in todo])
             else:
                 from flows.ingestion.ray_pipeline import run_shards
 
-                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options)
+                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options,
+                           on_embedded=tracker.embedded)
         return self._finish(started)
 
     def _check_job(self, finished: set[str]) -> None:
@@ -135,7 +135,7 @@ class _Run:
 
     def _run_local(self, shards: list[str]) -> None:
         chunker = _chunker(self.job)
-        embedder = Embedder(self.job) if shards and self.job.embed is not None else None
+        embedder = Embedder(self.job, self.tracker.embedded) if shards and self.job.embed is not None else None
         for shard in shards:
             started = time.perf_counter()
             docs, read_failures = self.stager.load(shard)
@@ -168,10 +168,8 @@ class _Run:
         r.chunks += result.chunks
         r.chunks_embedded += result.chunks_embedded
         r.failures += len(failures)
-        if self.bar is not None:
-            self.bar.update(result.docs)
-            self.bar.set_postfix(shards=f"{r.shards_written}/{r.shards_total - r.shards_skipped}",
-                                 failures=r.failures)
+        if self.tracker is not None:
+            self.tracker.committed(result.shard, result.docs, len(failures))
 
     def _finish(self, started: float) -> IngestReport:
         self.report.seconds = round(time.perf_counter() - started, 3)
@@ -188,7 +186,7 @@ class _Run:
         for failure in failures:
             groups.setdefault(_source_key_of(failure.shard), []).append(failure)
         self.report.docs_total = len(failures)
-        with self._bar("retry", len(failures)) as self.bar:
+        with self._track("retry", len(failures)):
             for key, group in groups.items():
                 self._retry_group(key, group)
         report = self._finish(started)
@@ -219,7 +217,7 @@ class _Run:
         rows = prepare(job, shard, docs)
         embedded = 0
         if job.embed is not None and rows.num_rows:
-            rows, embedded = Embedder(job)(rows)
+            rows, embedded = Embedder(job, self.tracker.embedded)(rows)
         self._commit(write(job, self.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
                            started=started))
 
@@ -254,6 +252,7 @@ def ingest(
     spec: str | Path | dict | None = None,
     retry_failed: bool = False,
     colbert: str | None = None,
+    on_progress: IngestProgressCallback | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -267,7 +266,8 @@ def ingest(
     read/chunk/embed steps and the embed step's Ray resources. ``retry_failed``:
     process only the ledger's open failures. ``colbert``: a ColBERT model reference; after
     ingestion, precompute its document tokens into the index for ``rerank.colbert``
-    (``operators.store.token_store``).
+    (``operators.store.token_store``). ``progress``: the progress bars on stderr; ``on_progress``: called
+    with an ``IngestProgress`` as documents are read, embedded and committed.
     """
     from operators.store import resolve_index
 
@@ -286,7 +286,8 @@ def ingest(
         check_source(plan.read)
     full_settings = index_settings(index_path, settings, plan.settings_base)
     embed = embed_params(plan, full_settings)
-    run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress)
+    run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
+               on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store
