@@ -9,7 +9,8 @@ How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pip
 ``ledger``; ``job`` runs them):
 
 0. **Check** (driver), before anything is created: the options, the source (a missing path
-   fails naming it), the settings, the embed model (the index's encoder, on this machine).
+   fails naming it), the settings, the embed model (the index's encoder, on this machine) and
+   the ``colbert`` model.
 1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
    source order and cut into deterministic shards of ``shard_size`` documents, each
    written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be

@@ -99,7 +99,7 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
 
 def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
     """The embed step's params for an index with ``settings`` (None: BM25 only), its model checked to be the
-    index's encoder and on this machine."""
+    index's encoder."""
     if not settings.dense:
         return None
     embed = {**plan.embed}
@@ -107,11 +107,22 @@ def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
         raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
                           f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
                           field="params.model")
-    from flows.model_check import check_needs, step_needs
-    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-
-    check_needs(step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")}))
     return embed
+
+
+def check_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
+    """The encoder and the ``--colbert`` model are on this machine (one error naming both if not), so a
+    missing one fails before the index is created, not after the corpus is embedded."""
+    from flows.model_check import ModelNeed, check_needs, step_needs
+
+    needs = []
+    if embed is not None:
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+        needs += step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")})
+    if colbert:
+        needs.append(ModelNeed(colbert, "ingest", "colbert", "--colbert"))
+    check_needs(needs)
 
 
 def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
