@@ -8,8 +8,8 @@
     tessera index delete PATH --doc-id ID [--doc-id ID ...]
 
 PATH is an index folder or a name under ``$TESSERA_HOME/indices``. ``add`` creates
-the index when there is none (with the given settings), once its records are read and
-embedded. Records are BEIR JSONL:
+the index when there is none (with the given settings, and the encoder's dimension), once
+its records are read, embedded and found writable. Records are BEIR JSONL:
 ``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
 one chunk (docno = doc id), embedded with the index's encoder when it is dense.
 ``info`` checks every shard file against its sha256 and exits with status 2 naming the
@@ -124,6 +124,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
+    from operators.store.layout import new_shard_id
+    from operators.store.shard import split_chunks
 
     if not Path(args.file).is_file():  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
@@ -134,9 +136,13 @@ def _cmd_add(args: argparse.Namespace) -> int:
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type, encoder=args.encoder)
     chunks = _chunks(settings, args.file)  # an unreadable file or a missing encoder creates nothing
+    shard_id = new_shard_id("add")
     if index is None:
+        if settings.dense:  # a new index has its encoder's dimension
+            settings = settings.model_copy(update={"dim": chunks.column("vector").type.list_size})
+        split_chunks(chunks, settings, shard_id)  # chunks the store refuses (a repeated _id) create nothing
         index = Index.create(resolve_index(args.path), settings)
-    info = index.add(chunks)
+    info = index.add(chunks, shard_id=shard_id)
     print(f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
     return EXIT_OK
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from flows.commands import main
@@ -110,3 +112,21 @@ def test_info_verifies_the_shards_and_names_the_damaged_one(tmp_path, sample_doc
     assert main(["index", "info", str(idx), "--no-verify"]) == 0
     assert main(["run", "bm25", "--index", str(idx), "--queries", "music", "--no-cache", "--quiet"]) == 2
     assert f"1 damaged shard(s): {shards[1]} (bm25_tf.npz does not match" in capsys.readouterr().err
+
+
+def test_add_creates_a_new_index_only_for_chunks_it_can_write(tmp_path, sample_docs, capsys, monkeypatch):
+    idx = tmp_path / "idx"
+    twice = _write(tmp_path / "a.jsonl", sample_docs[:3] + sample_docs[:1])
+    assert main(["index", "add", str(idx), twice, "--no-dense"]) == 2
+    assert "duplicate docno" in capsys.readouterr().err and not idx.exists()
+    # a new dense index takes its dim from the encoder's vectors (not the 384 default)
+    from flows.commands import index as index_command
+    from operators.embed.sentence_transformer import vectors_to_arrow
+
+    def eight_wide(settings, file):
+        docs = pa.table({"docno": ["a", "b"], "doc_id": ["a", "b"], "text": ["x", "y"]})
+        return docs.append_column("vector", vectors_to_arrow(np.eye(2, 8, dtype=np.float32)))
+
+    monkeypatch.setattr(index_command, "_chunks", eight_wide)
+    assert main(["index", "add", str(idx), twice, "--encoder", "some-8d-encoder"]) == 0
+    assert Index.open(idx).settings.dim == 8 and len(Index.open(idx)) == 2
