@@ -89,7 +89,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if args.json:
         print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts(),
                     "damaged": damaged, "uncommitted": uncommitted})
-        return _damaged(damaged)
+        return _damaged(index, damaged)
     s = manifest.settings
     counts = index.counts()
     print(f"index {index.path}  (generation {manifest.generation})")
@@ -108,16 +108,15 @@ def _cmd_info(args: argparse.Namespace) -> int:
     if uncommitted:
         print(f"  {len(uncommitted)} folder(s) in shards/ that no commit recorded (their writers died or are about "
               f"to commit; Index.compact removes them after an hour): {', '.join(uncommitted)}")
-    return _damaged(damaged)
+    return _damaged(index, damaged)
 
 
-def _damaged(damaged: dict[str, str]) -> int:
+def _damaged(index, damaged: dict[str, str]) -> int:
     if not damaged:
         return EXIT_OK
-    from operators.store import IndexCorruptError
+    from operators.store.shard import damaged_error
 
-    raise IndexCorruptError(f"{len(damaged)} damaged shard(s): {', '.join(damaged)}; every search of this index "
-                            "fails until they are restored or the index is rebuilt")
+    raise damaged_error(index.path, damaged)
 
 
 def _cmd_add(args: argparse.Namespace) -> int:

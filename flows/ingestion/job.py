@@ -17,7 +17,7 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, check_models, embed_params, index_settings
+from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings, require_models
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
 from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
@@ -286,7 +286,7 @@ def ingest(
         check_source(plan.read)
     full_settings = index_settings(index_path, settings, plan.settings_base)
     embed = embed_params(plan, full_settings)
-    check_models(embed, colbert)
+    require_models(embed, colbert)
     run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
                on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()

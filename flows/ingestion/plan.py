@@ -110,7 +110,7 @@ def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
     return embed
 
 
-def check_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
+def require_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
     """The encoder and the ``--colbert`` model are on this machine (one error naming both if not), so a
     missing one fails before the index is created, not after the corpus is embedded."""
     from flows.model_check import ModelNeed, check_needs, step_needs

@@ -297,7 +297,8 @@ class Index:
                 shards.append(sh)
                 live.append(mask)
             if damaged:
-                raise shard_io.damaged_error(self.path, damaged)
+                raise shard_io.damaged_error(self.path, damaged, f"; `tessera index info {self.path}` checks "
+                                             "every shard")
             current = {(s.id, s.token) for s in manifest.shards}
             self._loaded = {k: v for k, v in self._loaded.items() if k in current}
             self._state = Snapshot(manifest=manifest, shards=shards, live=live)

@@ -146,13 +146,12 @@ def damage(folder: Path, info: ShardInfo, *, checksums: bool = True) -> str | No
     return None
 
 
-def damaged_error(index_path: Path, damaged: dict[str, str]) -> IndexCorruptError:
-    """The error every search of an index with damaged shards raises, naming each one (docs/indices.md)."""
+def damaged_error(index_path: Path, damaged: dict[str, str], more: str = "") -> IndexCorruptError:
+    """The error of an index with damaged shards, naming each one and what is wrong (docs/indices.md)."""
     return IndexCorruptError(
         f"index {index_path} has {len(damaged)} damaged shard(s): "
         + "; ".join(f"{shard_id} ({problem})" for shard_id, problem in damaged.items())
-        + f". Searches fail until they are restored or the index is rebuilt; `tessera index info {index_path}` "
-        "checks every shard")
+        + ". Every search fails until they are restored or the index is rebuilt" + more)
 
 
 class Shard:
