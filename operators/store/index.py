@@ -210,15 +210,15 @@ class Index:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
         and their tombstones. Fails (changing nothing) if another commit lands meanwhile."""
         state = self._current()
+        old = [s.info.id for s in state.shards]
         infos: list[ShardInfo] = []
-        try:
+        try:  # a failed write or commit leaves none of the new shards behind
             for part in state.live_chunks(max_chunks, vectors=self.settings.dense):
                 infos.append(self.write_shard(new_shard_id("compact"), part))
+            self._commit(infos, remove_shards=old, expected_generation=state.manifest.generation)
         except BaseException:
             self.discard(infos)
             raise
-        old = [s.info.id for s in state.shards]
-        self._commit_written(infos, remove_shards=old, expected_generation=state.manifest.generation)
         for shard_id in old:
             shutil.rmtree(self.path / SHARDS / shard_id, ignore_errors=True)
         self.remove_uncommitted()
