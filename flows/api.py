@@ -132,16 +132,21 @@ class Flow:
         """Run over one query, a list of queries, or a ``qid, query`` table; returns the ``FlowResult``.
 
         ``executor="ray"`` runs the same flow as Ray Data stages. ``cache=True`` uses the
-        step cache in ``$TESSERA_HOME/cache`` (a path: that folder).
+        step cache in ``$TESSERA_HOME/cache`` (a path: that folder). A model the flow needs that is
+        not on this machine raises ``MissingModelsError`` (every one, with its step) before anything runs.
         """
         from flows.executors import make_executor
         from flows.executors.base import as_queries
+
+        from flows.model_check import check_models
+        from flows.train import train_command
 
         unset = self.spec.unset_index_steps()
         if unset:
             step = next(iter(unset))
             raise SpecError("this step reads an index and none is set: Flow.load(..., index=...)",
                             step=step, field="params.index")
+        check_models([self.built], how_to_make=train_command)  # every model, before any step runs
         runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
         return runner.run(self.built, as_queries(queries), progress=progress, cancel=cancel)
 

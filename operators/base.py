@@ -33,6 +33,9 @@ deployment), so the contract is small and has no Ray in it:
   ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
   are known before any data flows. ``reads()`` names the input columns the output
   depends on; it feeds the step cache key and the input check.
+* ``required_models()`` names the models a step loads, from its params (an index's
+  encoder: from the index's manifest), without loading them, so every model a flow needs
+  is checked before any of its work starts.
 * Resource hints (``num_gpus``, ``num_cpus``, ``batch_size``, ``concurrency``) are class
   attributes that a flow step may override.
 * A step that ranks writes ``score``/``rank`` and keeps its own ``score_<step>``/
@@ -146,6 +149,11 @@ class Operator:
     def requires(self) -> list[str]:
         """Input columns that must be present (checked before ``transform``)."""
         return list(self.reads() or [])
+
+    def required_models(self) -> dict[str, str]:
+        """The model references this step loads, keyed by what names each one (``{"params.model":
+        "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""
+        return {}
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -1,7 +1,7 @@
 """``benchmark(options)``: run every flow once over a dataset's judged queries, evaluate, compare, report.
 
-Order of work: check everything (dataset, flows, baselines, cutoffs) before anything
-runs; then per flow: the run cache, or the index it needs (built on first use) and
+Order of work: check everything (dataset, flows, baselines, cutoffs, every model the
+flows need) before anything runs; then per flow: the run cache, or the index it needs (built on first use) and
 one search; then per-query measures, significance against the baselines, the
 output files, the report and the MLflow runs.
 """
@@ -18,6 +18,7 @@ from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun
+from flows.model_check import HowToMake, check_models
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
 
@@ -28,7 +29,10 @@ def check_ks(ks: list[int]) -> list[int]:
     return sorted({int(k) for k in ks})
 
 
-def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> BenchResult:
+def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
+              how_to_make: HowToMake | None = None) -> BenchResult:
+    """Run the benchmark ``options`` describe. Every model its flows need (an index's encoder too) is checked
+    first (``flows.model_check``); ``how_to_make`` says how a missing one is made (``flows.train.train_command``)."""
     started = time.perf_counter()
     reporter = reporter or BenchReporter(enabled=False)
     ks = check_ks(list(options.ks))
@@ -49,6 +53,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None) -> B
     for b in baselines:
         if b not in names:
             raise BenchError(f"--baseline '{b}' is not one of the flows ({', '.join(names)})", field="baseline")
+    check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
     out = Path(options.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None

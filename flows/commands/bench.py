@@ -65,6 +65,7 @@ def handle(args: argparse.Namespace) -> int:
                   + (() if args.no_mlflow else tracking.required_modules(args.mlflow_uri)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
+    from flows.train import train_command
 
     options = BenchOptions(dataset=args.dataset, flows=args.flows, out=args.out, split=args.split,
                            ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
@@ -73,7 +74,7 @@ def handle(args: argparse.Namespace) -> int:
                            index_dir=args.index_dir, cache=not args.no_cache, mlflow=not args.no_mlflow,
                            mlflow_uri=args.mlflow_uri)
     reporter = BenchReporter(enabled=not args.quiet)
-    result = benchmark(options, reporter)
+    result = benchmark(options, reporter, how_to_make=train_command)
     _print_summary(result)
     return 0
 

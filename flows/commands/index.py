@@ -2,15 +2,18 @@
 
 ::
 
-    tessera index info PATH [--json]
+    tessera index info PATH [--json] [--no-verify]
     tessera index add PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
     tessera index update PATH FILE.jsonl      # upsert by doc id
     tessera index delete PATH --doc-id ID [--doc-id ID ...]
 
 PATH is an index folder or a name under ``$TESSERA_HOME/indices``. ``add`` creates
-the index when there is none (with the given settings). Records are BEIR JSONL:
+the index when there is none (with the given settings, and the encoder's dimension), once
+its records are read, embedded and found writable. Records are BEIR JSONL:
 ``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
 one chunk (docno = doc id), embedded with the index's encoder when it is dense.
+``info`` checks every shard file against its sha256 and exits with status 2 naming the
+damaged shards, which fail every search of the index.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     info = isub.add_parser("info", parents=[common], help="settings, shards, counts, tombstones")
     info.add_argument("path", metavar="PATH")
     info.add_argument("--json", action="store_true", help="print the manifest and counts as JSON")
+    info.add_argument("--no-verify", action="store_true",
+                      help="check only that every shard file exists, not its sha256 (faster on a large index)")
     info.set_defaults(handler=_cmd_info)
     add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
     add.add_argument("path", metavar="PATH")
@@ -56,7 +61,7 @@ def _open(path: str):
     return Index.open(path)
 
 
-def _chunks(index, file: str) -> pa.Table:
+def _chunks(settings, file: str) -> pa.Table:
     """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
     from pathlib import Path
 
@@ -68,10 +73,10 @@ def _chunks(index, file: str) -> pa.Table:
     if docs.num_rows == 0:
         raise CliError(f"{file} holds no documents", field="FILE")
     docs = docs.append_column("doc_id", docs.column("docno"))
-    if index.settings.dense:
+    if settings.dense:
         from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 
-        embed = SentenceTransformerEmbedder({"model": index.settings.encoder, "title_column": "title"}, step_id="embed")
+        embed = SentenceTransformerEmbedder({"model": settings.encoder, "title_column": "title"}, step_id="embed")
         docs = embed(docs)
     return docs
 
@@ -79,9 +84,12 @@ def _chunks(index, file: str) -> pa.Table:
 def _cmd_info(args: argparse.Namespace) -> int:
     index = _open(args.path)
     manifest = index.manifest
+    damaged = index.check(checksums=not args.no_verify)
+    uncommitted = index.uncommitted()
     if args.json:
-        print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts()})
-        return EXIT_OK
+        print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts(),
+                    "damaged": damaged, "uncommitted": uncommitted})
+        return _damaged(index, damaged)
     s = manifest.settings
     counts = index.counts()
     print(f"index {index.path}  (generation {manifest.generation})")
@@ -95,36 +103,54 @@ def _cmd_info(args: argparse.Namespace) -> int:
         dead = len(manifest.tombstones.get(shard.id, []))
         dense = f" {shard.dense.factory}" + (f" (fallback: {shard.dense.fallback})" if shard.dense.fallback else "") \
             if shard.dense else ""
-        print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}")
-    return EXIT_OK
+        problem = f"  DAMAGED: {damaged[shard.id]}" if shard.id in damaged else ""
+        print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}{problem}")
+    if uncommitted:
+        print(f"  {len(uncommitted)} folder(s) in shards/ that no commit recorded (their writers died or are about "
+              f"to commit; Index.compact removes them after an hour): {', '.join(uncommitted)}")
+    return _damaged(index, damaged)
+
+
+def _damaged(index, damaged: dict[str, str]) -> int:
+    if not damaged:
+        return EXIT_OK
+    from operators.store.shard import damaged_error
+
+    raise damaged_error(index.path, damaged)
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from operators.store import Index, IndexNotFoundError, IndexSettings
+    from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
+    from operators.store.layout import new_shard_id
+    from operators.store.shard import split_chunks
 
     if not Path(args.file).is_file():  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
     try:
         index = _open(args.path)
     except IndexNotFoundError:
-        from operators.store import resolve_index
-
-        settings = IndexSettings(dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type,
-                                 encoder=args.encoder)
+        index = None
+    settings = index.settings if index is not None else IndexSettings(
+        dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type, encoder=args.encoder)
+    chunks = _chunks(settings, args.file)  # an unreadable file or a missing encoder creates nothing
+    shard_id = new_shard_id("add")
+    if index is None:
+        if settings.dense:  # a new index has its encoder's dimension
+            settings = settings.model_copy(update={"dim": chunks.column("vector").type.list_size})
+        split_chunks(chunks, settings, shard_id)  # chunks the store refuses (a repeated _id) create nothing
         index = Index.create(resolve_index(args.path), settings)
-    info = index.add(_chunks(index, args.file))
+    info = index.add(chunks, shard_id=shard_id)
     print(f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
     return EXIT_OK
 
 
 def _cmd_update(args: argparse.Namespace) -> int:
     index = _open(args.path)
-    before = index.counts()["tombstones"]
-    info = index.upsert(_chunks(index, args.file))
-    replaced = index.counts()["tombstones"] - before
-    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {replaced}; {len(index)} live")
+    commit = index.upsert(_chunks(index.settings, args.file))
+    [info] = commit.shards
+    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}; {len(index)} live")
     return EXIT_OK
 
 

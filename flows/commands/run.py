@@ -59,8 +59,10 @@ def handle(args: argparse.Namespace) -> int:
     from flows.commands._progress import ProgressReporter, cancel_on_interrupt
     from flows.commands._results import print_results, print_steps
     from flows.executors import make_executor
+    from flows.model_check import check_models
     from flows.progress import CancelToken
     from flows.queries import check_result_path, looks_like_path, read_queries, write_results
+    from flows.train import train_command
 
     # Everything that can be wrong with the request is checked before anything runs.
     check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
@@ -78,6 +80,7 @@ def handle(args: argparse.Namespace) -> int:
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
                        step=step_id, field="params.index")
+    check_models([flow], how_to_make=train_command)
     cache = _cache(args)
     if cache is not None:
         cache.check()  # a file given as --cache-dir, a damaged database: before anything runs

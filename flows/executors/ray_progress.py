@@ -13,6 +13,10 @@ stages to stop before it reaches the caller.
 Ray hands back only the text of an exception raised in a callable, so a callable sends an
 operator's ``TesseraError`` to the reporter first and ``raise_error`` raises it again here,
 with its type, step and operator.
+
+``ReportLine`` lends the same reporter to jobs that are not flows (an ingestion's embed actors
+report the documents they embedded): workers send ``(key, value)`` through a picklable
+``ReportSender``, and the driver receives what arrived.
 """
 
 from __future__ import annotations
@@ -148,6 +152,46 @@ class RunFollower:
             what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else _first_line(error)
             raise OperatorError(f"failed on Ray: {_first_line(what)}", step=step) from error
         raise error
+
+
+class ReportLine:
+    """One job's line from Ray workers to the driver, through the driver's reporter actor (a run of its own)."""
+
+    def __init__(self) -> None:
+        self.run_id = uuid.uuid4().hex
+        self.reporter = shared_reporter()
+        ray.get(self.reporter.open.remote(self.run_id))
+
+    def sender(self) -> "ReportSender":
+        return ReportSender(self.reporter, self.run_id)
+
+    def receive(self) -> list[tuple[str, Any]]:
+        """What the workers sent since the last call, as ``(key, value)``, in order per worker."""
+        return [(key, value) for _, key, value in ray.get(self.reporter.drain.remote(self.run_id))]
+
+    def close(self) -> None:
+        with contextlib.suppress(ray.exceptions.RayError):
+            self.reporter.close.remote(self.run_id)
+
+
+class ReportSender:
+    """A worker's end of a ``ReportLine``: ``send(key, value)`` does not wait; ``flush()`` waits until
+    everything sent has arrived, so the driver sees it before anything the worker does next."""
+
+    def __init__(self, reporter: Any, run_id: str) -> None:
+        self.reporter, self.run_id = reporter, run_id
+        self._last = None
+
+    def __reduce__(self):
+        return (ReportSender, (self.reporter, self.run_id))
+
+    def send(self, key: str, value: Any) -> None:
+        self._last = self.reporter.report.remote(self.run_id, key, value)
+
+    def flush(self) -> None:
+        if self._last is not None:
+            ray.get(self._last)
+            self._last = None
 
 
 def _first_line(error: object) -> str:

@@ -6,9 +6,12 @@
         python -m flows.ingest --source corpus.jsonl --index /shared/idx
     flows.ingestion.ingest("data/sample/corpus.jsonl", "idx", settings={"dense": False})
 
-How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``,
+How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``, ``progress``,
 ``ledger``; ``job`` runs them):
 
+0. **Check** (driver), before anything is created: the options, the source (a missing path
+   fails naming it), the settings, the embed model (the index's encoder, on this machine) and
+   the ``colbert`` model.
 1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
    source order and cut into deterministic shards of ``shard_size`` documents, each
    written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
@@ -23,7 +26,7 @@ How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pip
    on disk, so memory is bounded by a few shards, whatever the corpus size.
 3. **Commit** (driver): for each written shard, its failures are appended to
    ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
-   manifest and its staged files are deleted.
+   manifest and its staged files are deleted; a shard whose commit fails is removed.
 
 Exactly once: a document is in the index iff its shard is in the manifest. A run that
 dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
@@ -33,7 +36,8 @@ docno that is already live. ``--retry-failed`` processes only the ledger's open
 failures into a new shard; read failures are read again from their file and line
 (fix the line, then retry).
 
-Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
+Progress (``progress``): documents are counted as they are embedded, not only when their
+shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
 
 from flows.ingestion.job import DEFAULT_SHARD_SIZE, IngestReport, ingest
 from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec

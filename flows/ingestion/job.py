@@ -6,7 +6,6 @@ See the package docstring (``flows.ingestion``) for how staging, shards and comm
 from __future__ import annotations
 
 import json
-import sys
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -18,9 +17,10 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, index_settings
+from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings, require_models
+from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
-from flows.ingestion.staging import STAGING_DIR, Stager, read_line_record
+from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
 from operators.base import Source
 from operators.tables import concat
 
@@ -60,39 +60,32 @@ class IngestReport:
 class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
-    def __init__(self, index_path: Path, plan: IngestPlan, settings, *, shard_size: int, executor: str,
-                 progress: bool):
+    def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
+                 shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None):
         from operators.store import Index
 
         self.path = index_path
         self.plan = plan
         self.executor = executor
         self.progress = progress
+        self.on_progress = on_progress
+        self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
         self.index = Index.create(index_path, settings)
         self.ledger = Ledger(index_path)
-        self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
         self.shard_size = shard_size
-        embed = None
-        if settings.dense:
-            embed = {**plan.embed}
-            if embed.setdefault("model", settings.encoder) != settings.encoder:
-                raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
-                                  f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
-                                  field="params.model")
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
         self.report = IngestReport(index=str(index_path), executor=executor)
-        self.bar = None
+        self.tracker: ProgressTracker | None = None
         self.stager: Stager | None = None
 
     def finished(self) -> set[str]:
         return self.index.finished_shards() | self.ledger.empty_shards()
 
-    def _bar(self, desc: str, total: int | None):
-        from tqdm import tqdm
-
-        return tqdm(total=total, desc=desc, unit="docs", unit_scale=True, disable=not self.progress,
-                    file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+    def _track(self, stage: Stage, docs_total: int | None, shard_docs: dict[str, int] | None = None):
+        self.tracker = ProgressTracker(stage, docs_total=docs_total, shard_docs=shard_docs, bar=self.progress,
+                                       callback=self.on_progress)
+        return self.tracker
 
     # -- ingest --------------------------------------------------------------------------
 
@@ -102,8 +95,8 @@ class _Run:
         self.job.staging_dir = str(self.stager.dir)
         finished = self.finished()
         self._check_job(finished)
-        with self._bar("staging", None) as bar:
-            shards = self.stager.stage(finished, on_docs=bar.update,
+        with self._track("staging", None) as tracker:
+            shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))
         for shard in shards:  # committed by a run that died before deleting its staged files
             if shard.id in finished:
@@ -112,14 +105,14 @@ class _Run:
         r = self.report
         r.docs_total, r.shards_total = sum(s.docs for s in shards), len(shards)
         r.shards_skipped = len(shards) - len(todo)
-        with self._bar("ingest", sum(s.docs for s in todo)) as self.bar:
-            self.bar.set_postfix(shards=f"0/{len(todo)}")
+        with self._track("ingest", sum(s.docs for s in todo), {s.id: s.docs for s in todo}) as tracker:
             if self.executor == "local":
                 self._run_local([s.id for s in todo])
             else:
                 from flows.ingestion.ray_pipeline import run_shards
 
-                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options)
+                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options,
+                           on_embedded=tracker.embedded)
         return self._finish(started)
 
     def _check_job(self, finished: set[str]) -> None:
@@ -142,7 +135,7 @@ class _Run:
 
     def _run_local(self, shards: list[str]) -> None:
         chunker = _chunker(self.job)
-        embedder = Embedder(self.job) if shards and self.job.embed is not None else None
+        embedder = Embedder(self.job, self.tracker.embedded) if shards and self.job.embed is not None else None
         for shard in shards:
             started = time.perf_counter()
             docs, read_failures = self.stager.load(shard)
@@ -161,7 +154,12 @@ class _Run:
         failures = [Failure.from_dict(f) for f in result.failures]
         self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
         if result.info is not None:
-            self.index.commit([ShardInfo.model_validate_json(result.info)])
+            info = ShardInfo.model_validate_json(result.info)
+            try:
+                self.index.commit([info])
+            except BaseException:  # a resumed run processes the shard again: its folder is of no use
+                self.index.discard([info])
+                raise
         if self.stager is not None:
             self.stager.discard(result.shard)
         r = self.report
@@ -170,10 +168,8 @@ class _Run:
         r.chunks += result.chunks
         r.chunks_embedded += result.chunks_embedded
         r.failures += len(failures)
-        if self.bar is not None:
-            self.bar.update(result.docs)
-            self.bar.set_postfix(shards=f"{r.shards_written}/{r.shards_total - r.shards_skipped}",
-                                 failures=r.failures)
+        if self.tracker is not None:
+            self.tracker.committed(result.shard, result.docs, len(failures))
 
     def _finish(self, started: float) -> IngestReport:
         self.report.seconds = round(time.perf_counter() - started, 3)
@@ -190,7 +186,7 @@ class _Run:
         for failure in failures:
             groups.setdefault(_source_key_of(failure.shard), []).append(failure)
         self.report.docs_total = len(failures)
-        with self._bar("retry", len(failures)) as self.bar:
+        with self._track("retry", len(failures)):
             for key, group in groups.items():
                 self._retry_group(key, group)
         report = self._finish(started)
@@ -221,7 +217,7 @@ class _Run:
         rows = prepare(job, shard, docs)
         embedded = 0
         if job.embed is not None and rows.num_rows:
-            rows, embedded = Embedder(job)(rows)
+            rows, embedded = Embedder(job, self.tracker.embedded)(rows)
         self._commit(write(job, self.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
                            started=started))
 
@@ -256,6 +252,7 @@ def ingest(
     spec: str | Path | dict | None = None,
     retry_failed: bool = False,
     colbert: str | None = None,
+    on_progress: IngestProgressCallback | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -269,12 +266,16 @@ def ingest(
     read/chunk/embed steps and the embed step's Ray resources. ``retry_failed``:
     process only the ledger's open failures. ``colbert``: a ColBERT model reference; after
     ingestion, precompute its document tokens into the index for ``rerank.colbert``
-    (``operators.store.token_store``).
+    (``operators.store.token_store``). ``progress``: the progress bars on stderr; ``on_progress``: called
+    with an ``IngestProgress`` as documents are read, embedded and committed.
     """
     from operators.store import resolve_index
 
+    # Everything that can be wrong is checked before anything is created.
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    if shard_size < 1:
+        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     index_path = resolve_index(index)
     if retry_failed:
         if not (index_path / "manifest.json").exists():
@@ -282,8 +283,12 @@ def ingest(
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
         plan = build_plan(spec, source, chunk)
-    run = _Run(index_path, plan, index_settings(index_path, settings, plan.settings_base), shard_size=shard_size,
-               executor=executor, progress=progress)
+        check_source(plan.read)
+    full_settings = index_settings(index_path, settings, plan.settings_base)
+    embed = embed_params(plan, full_settings)
+    require_models(embed, colbert)
+    run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
+               on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store

@@ -97,6 +97,34 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
                       settings_base=dict(spec_settings or {}))
 
 
+def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
+    """The embed step's params for an index with ``settings`` (None: BM25 only), its model checked to be the
+    index's encoder."""
+    if not settings.dense:
+        return None
+    embed = {**plan.embed}
+    if embed.setdefault("model", settings.encoder) != settings.encoder:
+        raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
+                          f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
+                          field="params.model")
+    return embed
+
+
+def require_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
+    """The encoder and the ``--colbert`` model are on this machine (one error naming both if not), so a
+    missing one fails before the index is created, not after the corpus is embedded."""
+    from flows.model_check import ModelNeed, check_needs, step_needs
+
+    needs = []
+    if embed is not None:
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+        needs += step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")})
+    if colbert:
+        needs.append(ModelNeed(colbert, "ingest", "colbert", "--colbert"))
+    check_needs(needs)
+
+
 def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
     """Complete settings: an IndexSettings as given; a dict overrides the existing index's (or the spec's)."""
     from operators.store import Index, IndexSettings

@@ -13,6 +13,12 @@ is therefore retried without end: the progress bar stops moving; the fault is in
 data or the model. Writers only add shard folders; the driver consumes one small
 result row per shard and commits it, so the manifest is touched by one process.
 
+Progress: each embed actor sends the documents of every encoder batch to the driver through
+a ``ReportLine`` (the driver's reporter actor), and waits for them to arrive before its shard
+leaves. A driver thread passes them to ``on_embedded`` as they come, and the driver passes on
+everything that arrived before it commits a shard. So the bar moves while a large shard is
+embedded, and a shard's documents are counted before its commit.
+
 Resources: the embed pool takes the embed step's ``num_cpus``/``num_gpus``/
 ``concurrency`` (one actor per CPU, or per GPU, when unset). Prepare (one actor) and
 write (as many actors as embed) ask for no CPU: their work is short, and a CPU held
@@ -23,7 +29,9 @@ per shard, which was measurably slower on WordNet's glosses (docs/results.md).
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
 from typing import Any, Callable, Iterator
 
@@ -37,6 +45,8 @@ log = logging.getLogger(__name__)
 
 #: Blocks are never sliced below this size, so a shard stays one block.
 BLOCK_BYTES = 4 * 1024 ** 3
+#: Seconds between two looks at what the embed actors reported.
+POLL_SECONDS = 0.5
 
 
 class _Prepare:
@@ -52,14 +62,17 @@ class _Prepare:
 
 
 class _Embed:
-    """The embed actor: loads the model once, embeds whole shards."""
+    """The embed actor: loads the model once, embeds whole shards, reports documents as it embeds them."""
 
-    def __init__(self, job: ShardJob):
-        self.embedder = Embedder(job)
+    def __init__(self, job: ShardJob, progress=None):
+        self.progress = progress  # a ReportSender, or None
+        self.embedder = Embedder(job, progress.send if progress is not None else None)
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
             out, embedded = self.embedder(rows)
+            if self.progress is not None:
+                self.progress.flush()  # the driver hears of these documents before the shard's commit
             yield out.append_column("_embedded", pa.array([embedded] * out.num_rows, pa.int64()))
 
 
@@ -86,14 +99,63 @@ class _Write:
             yield pa.Table.from_pylist([result.to_row()])
 
 
-def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
-               embed_options: dict[str, Any]) -> None:
-    """Process ``shards`` on Ray Data, calling ``on_result`` on the driver as each one is written."""
-    import ray.data
+class _EmbedProgress:
+    """On the driver: what the embed actors report, passed to ``on_embedded`` by a thread every
+    ``POLL_SECONDS``, and by ``deliver()`` on demand (one at a time, so nothing is passed twice)."""
 
+    def __init__(self, on_embedded: Callable[[str, int], None] | None):
+        from flows.executors.ray_progress import ReportLine
+
+        self.on_embedded = on_embedded
+        self.line = ReportLine() if on_embedded is not None else None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, name="tessera-ingest-progress", daemon=True)
+
+    def sender(self):
+        return self.line.sender() if self.line is not None else None
+
+    def __enter__(self) -> "_EmbedProgress":
+        if self.line is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self.line is not None:
+            self.line.close()
+
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self.deliver()
+
+    def deliver(self) -> None:
+        import ray
+
+        if self.line is None:
+            return
+        with self._lock, contextlib.suppress(ray.exceptions.RayError):
+            for shard, docs in self.line.receive():
+                self.on_embedded(shard, docs)
+
+
+def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
+               embed_options: dict[str, Any], on_embedded: Callable[[str, int], None] | None = None) -> None:
+    """Process ``shards`` on Ray Data, calling ``on_result`` on the driver as each one is written and
+    ``on_embedded(shard, docs)`` as the embed actors report documents."""
     if not shards:
         return
     ensure_ray()
+    with _EmbedProgress(on_embedded if job.embed is not None else None) as progress:
+        _run(job, shards, on_result, embed_options, progress)
+
+
+def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], embed_options: dict[str, Any],
+         progress: _EmbedProgress) -> None:
+    import ray.data
+
     ds = ray.data.from_items([{"shard": s} for s in shards], override_num_blocks=len(shards))
     configure_dataset(ds, preserve_order=False).context.target_max_block_size = BLOCK_BYTES
     ds = ds.map_batches(_Prepare, fn_constructor_kwargs={"job": job}, batch_size=1, batch_format="pyarrow",
@@ -101,12 +163,13 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
     resources = ray.cluster_resources()
     workers = max(1, min(int(resources.get("CPU", 1)), len(shards)))
     if job.embed is not None:
-        ds, workers = _embed_stage(ds, job, embed_options, resources, n_shards=len(shards))
+        ds, workers = _embed_stage(ds, job, embed_options, resources, n_shards=len(shards), progress=progress.sender())
     ds = ds.map_batches(_Write, fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
         with quiet_ray_data():
             for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+                progress.deliver()  # every document these shards' embed actors reported comes first
                 for row in batch.to_pylist():
                     on_result(ShardResult.from_row(row))
     except ray.exceptions.RayError as err:
@@ -116,7 +179,8 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
         raise IngestError(f"a shard failed on Ray: {err}") from err
 
 
-def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int):
+def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,
+                 progress=None):
     """The embed actor pool appended to ``ds``, and its size."""
     import ray.data
 
@@ -134,7 +198,7 @@ def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str
         # encode on 10K glosses with min_size=1).
         fits = resources.get("GPU", 0) / num_gpus if num_gpus else resources.get("CPU", 1) / num_cpus
         size = max(1, min(int(fits), n_shards))
-    kwargs = dict(fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
+    kwargs = dict(fn_constructor_kwargs={"job": job, "progress": progress}, batch_size=None, batch_format="pyarrow",
                   compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus, num_gpus=num_gpus or None)
     if num_gpus:  # map_batches refuses GPUs without a batch size; whole blocks are what we want
         return ds.map_batches_internal(_Embed, **kwargs), size

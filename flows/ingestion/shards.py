@@ -149,12 +149,16 @@ def check_whole(table: pa.Table, where: str) -> list[tuple[str, pa.Table]]:
 
 
 class Embedder:
-    """The embed step's operator with failure isolation and the fault hooks."""
+    """The embed step's operator with failure isolation and the fault hooks.
 
-    def __init__(self, job: ShardJob):
+    ``on_progress(shard, docs)`` hears after each encoder call how many more documents of a
+    shard it reached, so progress moves while a large shard is embedded."""
+
+    def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None):
         from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 
         self.job = job
+        self.on_progress = on_progress
         self.op = SentenceTransformerEmbedder(job.embed or {}, step_id="embed")
         self.op.ensure_setup()
         self.dim = self.op.dimension
@@ -172,6 +176,7 @@ class Embedder:
         rows = np.flatnonzero(todo)
         step = max(1, self.job.embed_batch_rows)
         seen: set[str] = set()
+        reached: set[tuple[str, str]] = set()  # (shard, doc id) of the documents reported
         for start in range(0, len(rows), step):
             batch = rows[start:start + step].tolist()
             self._encode(batch, texts, doc_ids, vectors, errors, stages)
@@ -179,12 +184,24 @@ class Embedder:
                 if shard not in seen:  # half-way into a shard's first batch: the worker may die here
                     seen.add(shard)
                     self.job.faults.maybe_kill_worker(shard)
+            if self.on_progress is not None:
+                self._report(batch, shards, doc_ids, reached)
         from operators.embed.sentence_transformer import vectors_to_arrow
 
         out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
                          pa.array([], pa.list_(pa.float32(), self.dim)))
         out = set_column(out, "_error", pa.array(errors, pa.string()))
         return set_column(out, "_stage", pa.array(stages, pa.string())), len(rows)
+
+    def _report(self, batch: list[int], shards: list[str], doc_ids: list[str], reached: set[tuple[str, str]]) -> None:
+        """Tell ``on_progress`` the documents of ``batch`` not reported before, per shard."""
+        new: dict[str, int] = {}
+        for i in batch:
+            if (shards[i], doc_ids[i]) not in reached:
+                reached.add((shards[i], doc_ids[i]))
+                new[shards[i]] = new.get(shards[i], 0) + 1
+        for shard, docs in new.items():
+            self.on_progress(shard, docs)
 
     def _encode(self, rows: list[int], texts, doc_ids, vectors, errors, stages) -> None:
         """Encode ``rows``; on an error, bisect by document down to the documents that fail alone."""

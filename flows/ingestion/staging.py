@@ -114,6 +114,14 @@ def iter_documents(op: Source, skip: frozenset[str] = frozenset()) -> Iterator[p
     yield from _read_jsonl(op, paths, params, text_field, skip)
 
 
+def check_source(op: Source) -> None:
+    """Fail now, naming the path or param, when the read step cannot be read (a missing file, a BEIR part that
+    is not the corpus), so no index is created for a source that is not there."""
+    op.ensure_setup()
+    _jsonl_plan(op)
+    op.splits()
+
+
 def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
     if op.name == "sources.jsonl":
         from operators.sources.jsonl import SUFFIXES
@@ -209,8 +217,6 @@ class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
     def __init__(self, op: Source, index_path: str | Path, shard_size: int):
-        if shard_size < 1:
-            raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
         self.op = op
         self.shard_size = shard_size
         self.key = source_key(op)

@@ -13,7 +13,15 @@ reuse, atomic writes), ``recipe`` (the recipe spec and ``train(options)``), ``cl
 
 from typing import Any
 
-__all__ = ["TrainError", "TrainOptions", "TrainReport", "train"]
+__all__ = ["TrainError", "TrainOptions", "TrainReport", "train", "train_command"]
+
+
+def train_command(name: str) -> str | None:
+    """The ``tessera train`` command that makes the model ``name`` (``recipe.train_command``), or None;
+    a function here so that passing it along imports no recipe until a model is missing."""
+    from flows.train.recipe import train_command as command
+
+    return command(name)
 
 
 def __getattr__(name: str) -> Any:  # lazy: `tessera --help` does not import torch

@@ -8,7 +8,9 @@ split, the mining choices and each model's hyperparameters. ``train(options)`` m
 then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
 ``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
 ``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
-``training.json`` records the same config key is reused; ``force`` retrains.
+``training.json`` records the same config key is reused; ``force`` retrains. A recipe's
+``training.makes`` says which models it is run for and how (``train_command``), so a flow
+that needs one of them can say which command makes it.
 """
 
 from __future__ import annotations
@@ -46,10 +48,26 @@ class ColbertParams(BaseModel):
     negatives: int = Field(3, gt=0, description="Mined hard negatives per example (the first N).")
 
 
+class Makes(BaseModel):
+    """What a recipe is run for: ``tessera train --spec RECIPE`` with these options makes ``PREFIX-KIND``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name_prefix: str = Field("tessera", description="The --name-prefix it is run with.")
+    models: list[ModelKind] = Field(min_length=1, description="The kinds it is run for (--model).")
+    dataset: str = Field(description="The dataset it is run on (--dataset), from the repository root.")
+    split: str | None = Field(None, description="--split, when not the recipe's own.")
+    allow_eval_split: bool = Field(False, description="--allow-eval-split: a training set whose only qrels file "
+                                   "is test.tsv.")
+
+
 class TrainingSection(BaseModel):
     """The ``training`` section of a recipe spec."""
 
     model_config = ConfigDict(extra="forbid")
+
+    makes: Makes | None = Field(None, description="The models this recipe is run for and how; names a flow needs "
+                                "are looked up here (train_command).")
 
     split: str = Field("train", description="qrels split the examples come from (never test/dev).")
     mining: MiningParams = Field(default_factory=MiningParams, description="How hard negatives are drawn.")
@@ -195,6 +213,34 @@ def load_recipe(source: str | Path):
 
 def model_name(prefix: str, kind: str) -> str:
     return f"{prefix}-{kind}"
+
+
+def train_command(name: str) -> str | None:
+    """The ``tessera train`` command that makes the model ``name`` with a built-in recipe (after the one
+    that makes its base, when that is a trained model not here yet), or None when no recipe makes it."""
+    from operators.models import ModelNotFoundError, resolve_model_path
+
+    for recipe in recipe_names():
+        training = load_recipe(recipe)[1]
+        makes = training.makes
+        kind = next((k for k in (makes.models if makes else ()) if model_name(makes.name_prefix, k) == name), None)
+        if kind is None:
+            continue
+        options = [f"--dataset {makes.dataset}"]
+        options += [f"--split {makes.split}"] if makes.split else []
+        options += ["--allow-eval-split"] if makes.allow_eval_split else []
+        options += [f"--spec {recipe}"] if recipe != "train" else []
+        options += [f"--model {kind}"]
+        options += [f"--name-prefix {makes.name_prefix}"] if makes.name_prefix != "tessera" else []
+        command = "tessera train " + " ".join(options)
+        base = getattr(training.params(kind), "base")
+        try:
+            resolve_model_path(base)
+        except ModelNotFoundError:
+            first = train_command(base) if base != name else None
+            return f"{first}, then {command}" if first else command
+        return command
+    return None
 
 
 def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:

@@ -130,6 +130,11 @@ class SentimentAnalyzer(Operator):
             pipe = _emotions.load_classifier(p.model, device=p.device)
             self._scorer = _emotions.ClassifierScorer(pipe, p.encode_batch_size)
 
+    def required_models(self) -> dict[str, str]:
+        if self.params.method == "lexicon":
+            return {}
+        return {"params.model": self.params.model or DEFAULT_ENCODER}
+
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         if self.params.method != "lexicon":

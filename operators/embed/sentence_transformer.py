@@ -84,6 +84,9 @@ class SentenceTransformerEmbedder(Operator):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data"}
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
     def cache_identity(self) -> dict[str, Any]:
         from operators.models.fingerprint import weights_fingerprint
 

@@ -105,6 +105,9 @@ class ColbertReranker(Reranker):
         except TokenStoreError as err:
             raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.token_store") from None
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
     def cache_identity(self) -> dict[str, Any]:
         from operators.models.fingerprint import weights_fingerprint
 

@@ -61,6 +61,9 @@ class CrossEncoderReranker(Reranker):
         self.model = load_cross_encoder(self.params.model, device=self.params.device,
                                         max_length=self.params.max_length)
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
     def cache_identity(self) -> dict[str, Any]:
         from operators.models.fingerprint import weights_fingerprint
 

@@ -58,6 +58,9 @@ class EmbeddingReranker(Reranker):
         self.model = load_sentence_transformer(self.params.model, device=self.params.device,
                                                backend=self.params.backend)
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
     def cache_identity(self) -> dict[str, Any]:
         from operators.models.fingerprint import weights_fingerprint
 

@@ -208,6 +208,9 @@ class VectorStoreRetriever(Operator):
     def error(self, cls: type[OperatorError], message: str, field: str | None = None) -> OperatorError:
         return cls(message, op=self.name, step=self.step_id, field=field)
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.model": self.params.model}
+
     # -- lifecycle ------------------------------------------------------------
 
     def setup(self) -> None:

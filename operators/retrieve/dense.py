@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from operators.errors import OperatorError
-from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams
+from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams, shared_index
 
 
 class DenseRetriever(IndexRetriever):
@@ -40,6 +40,18 @@ class DenseRetriever(IndexRetriever):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._encoder = None
+
+    def required_models(self) -> dict[str, str]:
+        """The encoder of ``params.index``, read from its manifest (an index that does not open needs
+        none here: the step names that error when it runs)."""
+        if not self.params.index:
+            return {}
+        from operators.store import IndexStoreError, resolve_index
+
+        try:
+            return {"params.index (its encoder)": shared_index(resolve_index(self.params.index)).settings.encoder}
+        except IndexStoreError:
+            return {}
 
     def check_index(self, index) -> None:
         if not index.settings.dense:

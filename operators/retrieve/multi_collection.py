@@ -118,6 +118,14 @@ class MultiCollectionRetriever(Operator):
         return {"collection": "data", "docno": "id", "doc_id": "id", "title": "data", "text": "text",
                 "score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
 
+    def required_models(self) -> dict[str, str]:
+        found = {}
+        for i, op in enumerate(self._retrievers):
+            found.update({f"params.collections.{i}.{where}": ref for where, ref in op.required_models().items()})
+        for i, op in enumerate(self._post):
+            found.update({f"params.postprocess.{i}.{where}": ref for where, ref in op.required_models().items()})
+        return found
+
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         identity["children"] = [op.cache_identity() for op in self._retrievers + self._post]

@@ -5,12 +5,14 @@ checksums, tombstones, generation), ``shards/<id>/`` (docs.parquet, BM25 term
 statistics, dense.faiss) and the ingestion's ``failures.jsonl``. One module per concern:
 
 * ``index``: ``Index``, creating, writing and committing shards, and searching them;
+* ``commits``: what a commit changes (``Commit``), and shard folders no commit recorded;
 * ``layout``: the directory's parts, its writer lock, reading and replacing the manifest;
 * ``snapshot``: one generation as searches see it, and the exact merge of shard hits;
 * ``shard``, ``bm25``, ``dense``: one shard's files, its BM25 statistics, its FAISS index;
 * ``settings``, ``errors``; ``token_store``: precomputed ColBERT document tokens.
 """
 
+from operators.store.commits import Commit
 from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
                                     IndexNotFoundError, IndexStoreError, ShardDataError)
 from operators.store.index import Index
@@ -19,7 +21,7 @@ from operators.store.settings import DenseInfo, IndexSettings, Manifest, ShardIn
 from operators.store.snapshot import Hits
 
 __all__ = [
-    "CommitError", "DenseInfo", "DocnoNotFoundError", "Hits", "Index", "IndexCorruptError", "IndexExistsError",
-    "IndexNotFoundError", "IndexSettings", "IndexStoreError", "Manifest", "ShardDataError", "ShardInfo",
-    "resolve_index",
+    "Commit", "CommitError", "DenseInfo", "DocnoNotFoundError", "Hits", "Index", "IndexCorruptError",
+    "IndexExistsError", "IndexNotFoundError", "IndexSettings", "IndexStoreError", "Manifest", "ShardDataError",
+    "ShardInfo", "resolve_index",
 ]

@@ -3,9 +3,12 @@
 Writers (``write_shard``) only add shard folders, so Ray workers may write in
 parallel; ``commit`` is the single point that changes what is searchable: under an
 fcntl lock it re-reads the manifest, records finished shards and tombstones, and
-replaces the manifest atomically. Readers load shards lazily, once, and notice a
-newer manifest by its file stat. Deletes and upserts are tombstones (row positions
-per shard), so nothing is rebuilt; BM25 statistics are re-derived over live chunks.
+replaces the manifest atomically (``commits``). A shard whose commit fails is removed
+by the call that wrote it. Readers load shards lazily, once, check their files'
+sha256, and notice a newer manifest by its file stat. A damaged shard fails every
+search, naming each damaged shard: skipping it would silently drop its documents and
+change every BM25 score. Deletes and upserts are tombstones (row positions per shard),
+so nothing is rebuilt; BM25 statistics are re-derived over live chunks.
 
 Usage::
 
@@ -19,7 +22,6 @@ from __future__ import annotations
 import os
 import shutil
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -28,17 +30,19 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from operators.store import bm25, dense, shard as shard_io
+from operators.store import bm25, commits, dense, shard as shard_io
+from operators.store.commits import Commit
 from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
                                     IndexStoreError, ShardDataError)
 from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, read_manifest, resolve_index,
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 from operators.store.snapshot import Hits, Snapshot
-from operators.tables import concat
 
 #: Work (queries x documents) from which a BM25 search runs its shards on threads.
 PARALLEL_BM25_CELLS = 2_000_000
+#: ``compact`` removes folders no commit recorded once they are this old (their writers died).
+UNCOMMITTED_GRACE_S = 3600
 
 
 class Index:
@@ -159,61 +163,77 @@ class Index:
                                  "shards are immutable: write under a new id", field="shard_id")
         return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks)
 
-    def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None) -> None:
+    def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None) -> Commit:
         """Record finished shards in the manifest; with ``replace_doc_ids``, tombstone the chunks of
-        those doc ids in every other shard in the same manifest write. Committing a shard again is a no-op."""
-        self._commit(infos, replace_doc_ids=replace_doc_ids)
+        those doc ids in every other shard in the same manifest write. Committing a shard again is a no-op.
+        A failed commit leaves the written shards in place (``discard`` removes them)."""
+        return self._commit(infos, replace_doc_ids=replace_doc_ids)
 
     def add(self, chunks: pa.Table, shard_id: str | None = None) -> ShardInfo:
-        """Add chunks as a new shard; their docnos must not be live yet."""
+        """Add chunks as a new shard; their docnos must not be live yet (else nothing is left behind)."""
         info = self.write_shard(shard_id or new_shard_id("add"), chunks)
-        self.commit([info])
+        self._commit_written([info])
         return info
 
-    def upsert(self, chunks: pa.Table, shard_id: str | None = None) -> ShardInfo:
+    def upsert(self, chunks: pa.Table, shard_id: str | None = None) -> Commit:
         """Replace every chunk of the doc ids in ``chunks`` by ``chunks``: a new shard and tombstones,
-        in one commit (if writing fails, the old version stays)."""
+        in one commit (if writing fails, the old version stays). ``Commit.tombstoned`` is what it replaced."""
         info = self.write_shard(shard_id or new_shard_id("upsert"), chunks)
         doc_ids = set(chunks.column("doc_id").cast(pa.string()).to_pylist())
-        self.commit([info], replace_doc_ids=doc_ids)
-        return info
+        return self._commit_written([info], replace_doc_ids=doc_ids)
 
     def delete(self, doc_ids: Iterable[str] | None = None, docnos: Iterable[str] | None = None) -> int:
         """Tombstone every live chunk of ``doc_ids`` and the chunks ``docnos``; returns how many."""
         if doc_ids is None and docnos is None:
             raise IndexStoreError("delete needs doc_ids or docnos")
-        return self._commit([], replace_doc_ids=doc_ids, delete_docnos=docnos)
+        return self._commit([], replace_doc_ids=doc_ids, delete_docnos=docnos).tombstoned
+
+    def discard(self, infos: Sequence[ShardInfo]) -> list[str]:
+        """Remove shards written for a commit that failed (never a committed shard); returns their ids."""
+        return commits.discard(self.path, infos)
+
+    def uncommitted(self) -> list[str]:
+        """Folders under ``shards/`` that no commit recorded (left by writers that died, or about to commit)."""
+        return commits.uncommitted(self.path, self.manifest)
+
+    def remove_uncommitted(self, older_than_s: float = UNCOMMITTED_GRACE_S) -> list[str]:
+        """Delete the ``uncommitted`` folders older than ``older_than_s``; returns their names."""
+        return commits.remove_uncommitted(self.path, older_than_s)
+
+    def check(self, *, checksums: bool = True) -> dict[str, str]:
+        """Per damaged committed shard, what is wrong (a missing file, a sha256 mismatch); reads every file."""
+        found = {info.id: shard_io.damage(self.path / SHARDS / info.id, info, checksums=checksums)
+                 for info in self.manifest.shards}
+        return {shard_id: problem for shard_id, problem in found.items() if problem}
 
     def compact(self, max_chunks: int = 100_000) -> list[ShardInfo]:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
         and their tombstones. Fails (changing nothing) if another commit lands meanwhile."""
         state = self._current()
-        generation = state.manifest.generation
-        tables, vectors = [], []
-        for sh, live in zip(state.shards, state.live):
-            rows = pa.array(np.nonzero(live)[0])
-            tables.append(sh.docs.take(rows))
-            if self.settings.dense:
-                vectors.append(sh.vectors()[np.nonzero(live)[0]])
-        docs = concat(tables)
-        infos = []
-        if docs.num_rows:
-            all_vectors = np.concatenate(vectors) if vectors else None
-            for start in range(0, docs.num_rows, max_chunks):
-                part = docs.slice(start, max_chunks)
-                if all_vectors is not None:
-                    from operators.embed.sentence_transformer import vectors_to_arrow
-
-                    part = part.append_column("vector", vectors_to_arrow(all_vectors[start:start + max_chunks]))
-                infos.append(self.write_shard(new_shard_id("compact"), part))
         old = [s.info.id for s in state.shards]
-        self._commit(infos, remove_shards=old, expected_generation=generation)
+        infos: list[ShardInfo] = []
+        try:  # a failed write or commit leaves none of the new shards behind
+            for part in state.live_chunks(max_chunks, vectors=self.settings.dense):
+                infos.append(self.write_shard(new_shard_id("compact"), part))
+            self._commit(infos, remove_shards=old, expected_generation=state.manifest.generation)
+        except BaseException:
+            self.discard(infos)
+            raise
         for shard_id in old:
             shutil.rmtree(self.path / SHARDS / shard_id, ignore_errors=True)
+        self.remove_uncommitted()
         return infos
 
+    def _commit_written(self, infos: Sequence[ShardInfo], **changes: Any) -> Commit:
+        """Commit shards this call wrote; if the commit fails, remove them before the error goes on."""
+        try:
+            return self._commit(infos, **changes)
+        except BaseException:
+            self.discard(infos)
+            raise
+
     def _commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids=None, delete_docnos=None,
-                remove_shards: Sequence[str] = (), expected_generation: int | None = None) -> int:
+                remove_shards: Sequence[str] = (), expected_generation: int | None = None) -> Commit:
         replace = set(replace_doc_ids or ())
         drop_docnos = set(delete_docnos or ())
         with self._lock, file_lock(self.path):
@@ -232,45 +252,11 @@ class Index:
                 if info.id in committed and committed[info.id].token == on_disk.token:
                     continue
                 new.append(on_disk)
-            new_ids = {s.id for s in new}
-            if len(new_ids) != len(new):
-                raise CommitError("the same shard id is committed twice in one commit")
-            tombstones = {k: set(v) for k, v in manifest.tombstones.items()
-                          if k not in new_ids and k not in remove_shards}
-            old = [s for s in manifest.shards if s.id not in new_ids and s.id not in remove_shards]
-            n_tombstoned = 0
-            live_docnos: set[str] = set()
-            for info in old:
-                docnos, doc_ids = self._shard_ids(info)
-                dead = tombstones.setdefault(info.id, set())
-                alive = np.ones(len(docnos), dtype=bool)
-                alive[list(dead)] = False
-                hit = np.zeros(len(docnos), dtype=bool)
-                if replace:
-                    hit |= np.fromiter((d in replace for d in doc_ids), dtype=bool, count=len(doc_ids))
-                if drop_docnos:
-                    hit |= np.fromiter((d in drop_docnos for d in docnos), dtype=bool, count=len(docnos))
-                hit &= alive
-                rows = np.nonzero(hit)[0]
-                dead.update(rows.tolist())
-                n_tombstoned += len(rows)
-                alive[rows] = False
-                if new:
-                    live_docnos.update(docnos[alive].tolist())
-            for info in new:
-                docnos, _ = self._shard_ids(info)
-                clash = [d for d in docnos.tolist() if d in live_docnos]
-                if clash:
-                    raise CommitError(f"shard {info.id!r}: docno(s) {clash[:5]} ({len(clash)} in all) are already "
-                                      f"live in {self.path}; use upsert to replace them", field="docno")
-                live_docnos.update(docnos.tolist())
-            manifest.shards = old + new
-            manifest.tombstones = {k: sorted(v) for k, v in tombstones.items() if v}
-            manifest.generation += 1
-            manifest.updated_at = time.time()
+            n_tombstoned = commits.apply(manifest, new, self._shard_ids, path=self.path, replace=replace,
+                                         drop_docnos=drop_docnos, remove_shards=remove_shards)
             write_manifest(self.path, manifest)
             self._manifest, self._stat = manifest, self._manifest_stat()
-        return n_tombstoned
+        return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned)
 
     def _shard_ids(self, info: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         """(docnos, doc_ids) of a shard, read once per shard version."""
@@ -295,17 +281,24 @@ class Index:
             manifest = self._manifest
             if self._state is not None and self._state.manifest.generation == manifest.generation:
                 return self._state
-            shards, live = [], []
+            shards, live, damaged = [], [], {}
             for info in manifest.shards:
                 key = (info.id, info.token)
                 if key not in self._loaded:
-                    self._loaded[key] = shard_io.Shard(self.path / SHARDS / info.id, info, self.settings,
-                                                       verify=self.verify)
+                    folder = self.path / SHARDS / info.id
+                    problem = shard_io.damage(folder, info, checksums=self.verify)
+                    if problem:  # go on: the error names every damaged shard
+                        damaged[info.id] = problem
+                        continue
+                    self._loaded[key] = shard_io.Shard(folder, info, self.settings)
                 sh = self._loaded[key]
                 mask = np.ones(len(sh), dtype=bool)
                 mask[manifest.tombstones.get(info.id, [])] = False
                 shards.append(sh)
                 live.append(mask)
+            if damaged:
+                raise shard_io.damaged_error(self.path, damaged, f"; `tessera index info {self.path}` checks "
+                                             "every shard")
             current = {(s.id, s.token) for s in manifest.shards}
             self._loaded = {k: v for k, v in self._loaded.items() if k in current}
             self._state = Snapshot(manifest=manifest, shards=shards, live=live)

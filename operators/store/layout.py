@@ -26,9 +26,14 @@ MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
 
 
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
-    """An existing path as given, else ``$TESSERA_HOME/indices/<name>`` for a bare name."""
+    """An existing path as given, else ``$TESSERA_HOME/indices/<name>`` for a bare name.
+
+    A bare name has no path separator: ``./idx`` and ``idx/`` are paths (``Path`` drops the
+    ``./`` and the slash, so the text is read, not the parts)."""
     given = Path(name_or_path).expanduser()
-    if given.exists() or given.is_absolute() or len(given.parts) > 1:
+    text = os.fspath(name_or_path)
+    separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
+    if given.exists() or given.is_absolute() or any(sep in text for sep in separators) or text in (".", ".."):
         return given
     return tessera_home() / "indices" / str(name_or_path)
 

@@ -134,17 +134,33 @@ def read_info(folder: Path) -> ShardInfo | None:
         raise IndexCorruptError(f"unreadable {folder / INFO_FILE}: {err}") from None
 
 
-class Shard:
-    """A loaded shard: doc store, BM25 statistics and FAISS index (each when the index has it)."""
+def damage(folder: Path, info: ShardInfo, *, checksums: bool = True) -> str | None:
+    """What is wrong with a committed shard's files (a file missing, or not matching its sha256 in the
+    manifest when ``checksums``), or None when they are sound."""
+    for name, digest in info.files.items():
+        path = folder / name
+        if not path.is_file():
+            return f"{name} is missing"
+        if checksums and file_sha256(path, remember=False) != digest:
+            return f"{name} does not match its sha256 in the manifest"
+    return None
 
-    def __init__(self, folder: Path, info: ShardInfo, settings: IndexSettings, *, verify: bool = True) -> None:
+
+def damaged_error(index_path: Path, damaged: dict[str, str], more: str = "") -> IndexCorruptError:
+    """The error of an index with damaged shards, naming each one and what is wrong (docs/indices.md)."""
+    return IndexCorruptError(
+        f"index {index_path} has {len(damaged)} damaged shard(s): "
+        + "; ".join(f"{shard_id} ({problem})" for shard_id, problem in damaged.items())
+        + ". Every search fails until they are restored or the index is rebuilt" + more)
+
+
+class Shard:
+    """A loaded shard: doc store, BM25 statistics and FAISS index (each when the index has it).
+
+    Its files are checked by the caller first (``damage``), so one error can name every damaged shard."""
+
+    def __init__(self, folder: Path, info: ShardInfo, settings: IndexSettings) -> None:
         self.folder, self.info = folder, info
-        for name, digest in info.files.items():
-            path = folder / name
-            if not path.is_file():
-                raise IndexCorruptError(f"shard {info.id!r}: file {path} is missing")
-            if verify and file_sha256(path, remember=False) != digest:
-                raise IndexCorruptError(f"shard {info.id!r}: {path} does not match its sha256 in the manifest")
         self.docs = pq.read_table(folder / DOCS_FILE, memory_map=True)
         self.docnos = np.asarray(self.docs.column("docno").to_numpy(zero_copy_only=False), dtype=object)
         self.doc_ids = np.asarray(self.docs.column("doc_id").to_numpy(zero_copy_only=False), dtype=object)

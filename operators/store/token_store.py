@@ -270,13 +270,15 @@ def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen:
             kept = [reuse.get((d, shard, r)) for d, r in zip(docnos, rows)]
             todo = [i for i, k in enumerate(kept) if k is None]
             batch = forward_batch_size(batch_size, encoder)
+            if len(docnos) > len(todo):
+                bar.update(len(docnos) - len(todo))  # reused: done at once; the others after each forward pass
             encoded = dict(zip(todo, encoder.encode_documents([document_text(texts[i], titles[i]) for i in todo],
-                                                              batch_size=batch, maxlen=maxlen))) if todo else {}
+                                                              batch_size=batch, maxlen=maxlen,
+                                                              on_batch=bar.update))) if todo else {}
             n_encoded += len(todo)
             for i, (docno, row) in enumerate(zip(docnos, rows)):
                 matrix = encoded[i] if kept[i] is None else old.tokens[old.offsets[kept[i]]:old.offsets[kept[i] + 1]]
                 writer.add(docno, matrix, shard, row)
-            bar.update(len(docnos))
         meta = {"key": key, "model": model, "model_path": str(getattr(encoder, "source_path", "")),
                 "model_identity": encoder.identity(), "doc_maxlen": maxlen, "text_column": text_column,
                 "title_column": title_column, "index_generation": manifest.generation,

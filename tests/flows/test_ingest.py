@@ -168,3 +168,62 @@ def test_built_in_spec_validates():
     from operators.store import IndexSettings
 
     assert IndexSettings.model_validate(settings).dense_type == "flat"
+
+
+def test_nothing_is_created_until_source_settings_and_encoder_are_checked(tmp_path, corpus30, capsys, monkeypatch):
+    from flows.commands import main
+    from flows.ingestion.errors import IngestError
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))  # no trained models
+    idx = tmp_path / "idx"
+    command = ["ingest", "--index", str(idx), "--executor", "local", "--quiet"]
+    assert main([*command, "--source", str(tmp_path / "missing.jsonl")]) == 2
+    assert "missing.jsonl" in capsys.readouterr().err
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("steps:\n  read: {op: sources.jsonl, params: {path: x.jsonl}}\n  embed: {op: embed, params: "
+                    "{model: all-mpnet-base-v2}}\nindex_settings: {encoder: all-MiniLM-L6-v2}\n", encoding="utf-8")
+    assert main([*command, "--source", str(corpus30), "--spec", str(spec)]) == 2
+    assert "is not the index's encoder" in capsys.readouterr().err
+    spec.write_text("steps:\n  read: {op: sources.jsonl, params: {path: x.jsonl}}\n  embed: {op: embed}\n"
+                    "index_settings: {encoder: tessera-bi-encoder}\n", encoding="utf-8")
+    assert main([*command, "--source", str(corpus30), "--spec", str(spec)]) == 2
+    assert "'tessera-bi-encoder'" in capsys.readouterr().err
+    with pytest.raises(IngestError, match="shard_size"):
+        ingest(corpus30, idx, shard_size=0, executor="local", progress=False)
+    assert not idx.exists() and not (tmp_path / "home" / "indices").exists()
+
+
+def test_a_shard_whose_commit_fails_is_removed(tmp_path, corpus30):
+    from operators.store import CommitError
+
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local", progress=False)
+    copy = tmp_path / "copy.jsonl"  # another source (other shard ids) with the same document ids
+    copy.write_text(corpus30.read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(CommitError, match="already live"):
+        ingest(copy, tmp_path / "idx", shard_size=10, executor="local", progress=False)
+    index = Index.open(tmp_path / "idx")
+    assert index.uncommitted() == [] and len(index.finished_shards()) == 3
+
+
+@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])])
+def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30, executor, request):
+    """A shard of thousands of documents takes minutes to embed: the bar must move during it,
+    not only when the shard commits (it sat at 0/5.00k for 21 minutes and looked hung)."""
+    if executor == "ray":
+        request.getfixturevalue("ray_session")
+    spec = {"name": "ingest", "steps": {"read": {"op": "sources.jsonl", "params": {"path": "unused.jsonl"}},
+                                         "embed": {"op": "embed.sentence_transformer", "params": {"title_column": "title"},
+                                                   "batch_size": 4}}}  # four encoder calls per shard of 15
+    events = []
+    report = ingest(corpus30, tmp_path / "idx", shard_size=15, executor=executor, spec=spec, progress=False,
+                    on_progress=events.append)
+    assert report.docs == 30 and report.shards_written == 2
+    ingesting = [e for e in events if e.stage == "ingest"]
+    first_commit = next(i for i, e in enumerate(ingesting) if e.shards)
+    counted = [e.docs for e in ingesting[:first_commit]]
+    assert counted and max(counted) > 0, counted  # counted while the first shard was embedded
+    if executor == "local":  # one update per encoder batch (on Ray, the other shard may be embedded meanwhile)
+        assert counted == [0, 4, 8, 12, 15]
+    assert [e.docs for e in ingesting] == sorted(e.docs for e in ingesting)  # never counted twice
+    assert (ingesting[-1].docs, ingesting[-1].docs_total, ingesting[-1].shards) == (30, 30, 2)
+    assert [e.docs for e in events if e.stage == "staging"][-1] == 30

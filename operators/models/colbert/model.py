@@ -19,7 +19,7 @@ import os
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
@@ -132,12 +132,14 @@ class ColbertModel(torch.nn.Module):
         """One float32 [tokens, dim] matrix per query (query_maxlen rows with query expansion)."""
         return self._encode(texts, query=True, batch_size=batch_size, maxlen=maxlen)
 
-    def encode_documents(self, texts: Sequence[str], *, batch_size: int = 32,
-                         maxlen: int | None = None) -> list[np.ndarray]:
-        """One float32 [tokens, dim] matrix per document (no padding or punctuation rows)."""
-        return self._encode(texts, query=False, batch_size=batch_size, maxlen=maxlen)
+    def encode_documents(self, texts: Sequence[str], *, batch_size: int = 32, maxlen: int | None = None,
+                         on_batch: Callable[[int], None] | None = None) -> list[np.ndarray]:
+        """One float32 [tokens, dim] matrix per document (no padding or punctuation rows); ``on_batch(n)``
+        after each forward pass of ``n`` documents (a progress bar over a long list)."""
+        return self._encode(texts, query=False, batch_size=batch_size, maxlen=maxlen, on_batch=on_batch)
 
-    def _encode(self, texts: Sequence[str], *, query: bool, batch_size: int, maxlen: int | None):
+    def _encode(self, texts: Sequence[str], *, query: bool, batch_size: int, maxlen: int | None,
+                on_batch: Callable[[int], None] | None = None):
         texts = [t if isinstance(t, str) else "" for t in texts]
         out: list[np.ndarray | None] = [None] * len(texts)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # similar lengths pad less
@@ -152,6 +154,8 @@ class ColbertModel(torch.nn.Module):
                     keep = keep.cpu().numpy()
                     for j, i in enumerate(rows):
                         out[i] = np.ascontiguousarray(vectors[j][keep[j]], dtype=np.float32)
+                    if on_batch is not None:
+                        on_batch(len(rows))
         finally:
             self.train(was_training)
         return out  # type: ignore[return-value]

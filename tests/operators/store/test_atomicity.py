@@ -74,7 +74,8 @@ def test_failed_upsert_keeps_the_old_version_searchable(tmp_path, sample_docs, m
         assert reader.search_bm25(["brandnewversion"], k=1)[0].docnos == []
         assert len(reader) == 30
     # A successful upsert replaces it in one commit.
-    index.upsert(make_chunks([{**sample_docs[5], "text": "brandnewversion"}], dim=DIM))
+    done = index.upsert(make_chunks([{**sample_docs[5], "text": "brandnewversion"}], dim=DIM))
+    assert done.tombstoned == 1 and [s.n_chunks for s in done.shards] == [1]  # what this commit replaced
     assert index.search_bm25(["brandnewversion"], k=3)[0].docnos == [sample_docs[5]["_id"]]
     assert len(Index.open(index.path)) == 30 and index.counts()["tombstones"] == 1
 

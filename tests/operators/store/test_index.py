@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import pickle
+from pathlib import Path
 
 import numpy as np
 import pyarrow.compute as pc
@@ -103,6 +104,62 @@ def test_corrupted_shard_file_is_detected_when_the_shard_loads(index):
         Index.open(index.path).search_bm25(["music"], k=3)
 
 
+def test_search_fails_naming_every_damaged_shard_and_check_finds_them(index):
+    (index.path / "shards" / "s1" / "dense.faiss").unlink()
+    target = index.path / "shards" / "s3" / "bm25_tf.npz"
+    target.write_bytes(target.read_bytes()[:-4] + b"oops")
+    reader = Index.open(index.path)
+    for search in (lambda: reader.search_bm25(["music"], k=3), lambda: reader.search_dense(np.ones((1, DIM)), k=3)):
+        with pytest.raises(IndexCorruptError) as raised:
+            search()
+        message = str(raised.value)
+        assert "2 damaged shard(s)" in message and "tessera index info" in message
+        assert "s1 (dense.faiss is missing)" in message and "s3 (bm25_tf.npz does not match its sha256" in message
+    assert reader.check() == {"s1": "dense.faiss is missing",
+                              "s3": "bm25_tf.npz does not match its sha256 in the manifest"}
+    assert Index.open(index.path, verify=False).check(checksums=False) == {"s1": "dense.faiss is missing"}
+
+
+def test_shards_whose_commit_fails_are_removed_and_committed_ones_never(index, sample_docs, make_chunks,
+                                                                          monkeypatch):
+    shards = index.path / "shards"
+    before = sorted(p.name for p in shards.iterdir())
+    with pytest.raises(CommitError, match="already live"):
+        index.add(make_chunks(sample_docs[10:12], dim=DIM))
+    assert sorted(p.name for p in shards.iterdir()) == before
+    # compact's new shards are dropped when another commit lands while it rewrites
+    write_shard = Index.write_shard
+
+    def write_then_someone_commits(self, shard_id, chunks):
+        info = write_shard(self, shard_id, chunks)
+        Index.open(self.path).delete(doc_ids=[sample_docs[0]["_id"]])
+        return info
+
+    monkeypatch.setattr(Index, "write_shard", write_then_someone_commits)
+    with pytest.raises(CommitError, match="changed"):
+        index.compact()
+    monkeypatch.undo()
+    assert sorted(p.name for p in shards.iterdir()) == before and len(Index.open(index.path)) == 199
+    # discard never removes a committed shard, nor a folder another write replaced
+    index.discard([index.manifest.shard("s0")])
+    assert (shards / "s0").is_dir()
+    info = index.write_shard("pending", make_chunks(sample_docs[300:302], dim=DIM))
+    again = index.write_shard("pending", make_chunks(sample_docs[300:302], dim=DIM))
+    index.discard([info])
+    assert (shards / "pending").is_dir()
+    index.discard([again])
+    assert not (shards / "pending").exists()
+
+
+def test_folders_no_commit_recorded_are_listed_and_collected_after_a_grace_period(index, sample_docs, make_chunks):
+    index.write_shard("crashed", make_chunks(sample_docs[300:302], dim=DIM))  # its writer died before committing
+    (index.path / "shards" / ".tmp-x-0123").mkdir()
+    assert index.uncommitted() == [".tmp-x-0123", "crashed"]
+    assert index.remove_uncommitted(older_than_s=3600) == []  # too recent: its writer may be about to commit
+    assert index.remove_uncommitted(older_than_s=0) == [".tmp-x-0123", "crashed"]
+    assert index.uncommitted() == [] and index.finished_shards() == {"s0", "s1", "s2", "s3"}
+
+
 def test_create_refuses_an_index_with_other_settings(index):
     assert Index.create(index.path, IndexSettings(dim=DIM)).generation == 1  # same settings: opened
     with pytest.raises(IndexExistsError, match="dim"):
@@ -146,6 +203,8 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
     assert resolve_index(str(tmp_path)) == tmp_path
+    assert resolve_index("./scifact") == Path("scifact")  # a path, though it does not exist yet
+    assert resolve_index("scifact/") == Path("scifact")
 
 
 def test_settings_reject_unknown_dense_options():

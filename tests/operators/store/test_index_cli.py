@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from flows.commands import main
@@ -57,3 +59,74 @@ def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     assert index.settings.dense and len(index) == 8
     hits = index.search_dense(query, k=8)[0]
     assert len(hits) == 8 and 0 < hits.scores[0] <= 1.0001
+
+
+def test_update_reports_what_its_commit_replaced_under_a_concurrent_delete(tmp_path, sample_docs, capsys, monkeypatch):
+    idx = str(tmp_path / "idx")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:40]), "--no-dense"]) == 0
+    changed = [{**d, "text": "zebra crossing"} for d in sample_docs[:4]]
+    write_shard = Index.write_shard
+
+    def write_then_someone_deletes(self, shard_id, chunks):
+        info = write_shard(self, shard_id, chunks)
+        # another process deletes two of the updated documents and three others before the update commits
+        Index.open(idx).delete(doc_ids=[d["_id"] for d in sample_docs[2:7]])
+        return info
+
+    monkeypatch.setattr(Index, "write_shard", write_then_someone_deletes)
+    capsys.readouterr()
+    assert main(["index", "update", idx, _write(tmp_path / "b.jsonl", changed)]) == 0
+    assert "replacing 2;" in capsys.readouterr().out  # not 7: the delete's tombstones are not the update's
+    assert len(Index.open(idx)) == 40 - 5 + 2
+
+
+def test_failed_add_leaves_no_shard_folder(tmp_path, sample_docs, capsys):
+    idx = tmp_path / "idx"
+    assert main(["index", "add", str(idx), _write(tmp_path / "a.jsonl", sample_docs[:10]), "--no-dense"]) == 0
+    before = sorted(p.name for p in (idx / "shards").iterdir())
+    clash = _write(tmp_path / "b.jsonl", sample_docs[5:15])  # five docnos already live: the commit refuses them
+    assert main(["index", "add", str(idx), clash]) == 2
+    assert "already live" in capsys.readouterr().err
+    assert sorted(p.name for p in (idx / "shards").iterdir()) == before
+    assert Index.open(idx).uncommitted() == []
+
+
+def test_info_verifies_the_shards_and_names_the_damaged_one(tmp_path, sample_docs, capsys):
+    idx = tmp_path / "idx"
+    for n, part in enumerate((sample_docs[:10], sample_docs[10:20], sample_docs[20:30])):
+        assert main(["index", "add", str(idx), _write(tmp_path / f"{n}.jsonl", part), "--no-dense"]) == 0
+    shards = [s.id for s in Index.open(idx).manifest.shards]
+    target = idx / "shards" / shards[1] / "bm25_tf.npz"
+    data = bytearray(target.read_bytes())
+    data[-5] ^= 0xFF
+    target.write_bytes(bytes(data))
+    capsys.readouterr()
+    assert main(["index", "info", str(idx)]) == 2
+    out, err = capsys.readouterr()
+    assert f"{shards[1]}: 10 chunks, 0 tombstoned  DAMAGED: bm25_tf.npz does not match its sha256" in out
+    assert f"{shards[0]}: 10 chunks, 0 tombstoned\n" in out
+    assert f"1 damaged shard(s): {shards[1]}" in err
+    assert main(["index", "info", str(idx), "--json"]) == 2
+    info = json.loads(capsys.readouterr().out)
+    assert list(info["damaged"]) == [shards[1]] and "sha256" in info["damaged"][shards[1]]
+    assert main(["index", "info", str(idx), "--no-verify"]) == 0
+    assert main(["run", "bm25", "--index", str(idx), "--queries", "music", "--no-cache", "--quiet"]) == 2
+    assert f"1 damaged shard(s): {shards[1]} (bm25_tf.npz does not match" in capsys.readouterr().err
+
+
+def test_add_creates_a_new_index_only_for_chunks_it_can_write(tmp_path, sample_docs, capsys, monkeypatch):
+    idx = tmp_path / "idx"
+    twice = _write(tmp_path / "a.jsonl", sample_docs[:3] + sample_docs[:1])
+    assert main(["index", "add", str(idx), twice, "--no-dense"]) == 2
+    assert "duplicate docno" in capsys.readouterr().err and not idx.exists()
+    # a new dense index takes its dim from the encoder's vectors (not the 384 default)
+    from flows.commands import index as index_command
+    from operators.embed.sentence_transformer import vectors_to_arrow
+
+    def eight_wide(settings, file):
+        docs = pa.table({"docno": ["a", "b"], "doc_id": ["a", "b"], "text": ["x", "y"]})
+        return docs.append_column("vector", vectors_to_arrow(np.eye(2, 8, dtype=np.float32)))
+
+    monkeypatch.setattr(index_command, "_chunks", eight_wide)
+    assert main(["index", "add", str(idx), twice, "--encoder", "some-8d-encoder"]) == 0
+    assert Index.open(idx).settings.dim == 8 and len(Index.open(idx)) == 2

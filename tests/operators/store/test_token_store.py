@@ -111,3 +111,36 @@ def test_ingest_colbert_option_builds_the_store(tmp_path, sample_docs, colbert_m
     assert sorted(store.docnos) == sorted(d["_id"] for d in sample_docs[:8])
     table = pa.table({"docno": store.docnos})
     assert all(m is not None and m.shape[1] == 32 for m in store.get(table.column("docno").to_pylist()))
+
+
+def test_build_progress_moves_per_encoder_batch_not_per_shard(tmp_path, sample_docs, make_chunks, colbert_model,
+                                                              monkeypatch):
+    from operators.store import Index, token_store
+
+    index = Index.create(tmp_path / "idx", {"dense": False})
+    index.add(make_chunks(sample_docs[:20]))  # one shard
+    updates = []
+
+    class Recorder:
+        def update(self, n):
+            updates.append(n)
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(token_store, "_bar", lambda total, progress: Recorder())
+    build_token_store(index, colbert_model, batch_size=8)
+    assert updates == [8, 8, 4]
+
+
+def test_ingest_checks_the_colbert_model_before_it_creates_anything(tmp_path, sample_docs, monkeypatch, capsys):
+    from flows.commands.ingest import main as ingest_main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    source = tmp_path / "corpus.jsonl"
+    source.write_text("".join(json.dumps(d) + "\n" for d in sample_docs[:8]), encoding="utf-8")
+    code = ingest_main(["--source", str(source), "--index", str(tmp_path / "idx"), "--no-dense", "--no-chunk",
+                        "--executor", "local", "--colbert", "tessera-colbert", "--quiet"])
+    assert code == 2
+    assert "'tessera-colbert' for flow ingest, step colbert (--colbert)" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()

@@ -1,0 +1,111 @@
+"""Every model a piece of work needs, checked before any of it starts.
+
+A flow that needs a model nobody trained yet used to fail at the step that loads it,
+after the work before that step (a dense index build can take many minutes), and the
+error named one model and neither the flow nor the step. Here each operator declares the
+models its params name (``Operator.required_models``). For a step that reads an index
+not built yet, the encoder of the index that will be built counts too: the flow's
+``index_settings.encoder``, when the step needs vectors (its ``index_features``). Every
+reference is resolved (``operators.models.resolve_model_path``, which loads nothing),
+and one ``MissingModelsError`` names every missing model with each flow and step that
+needs it.
+
+``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
+``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
+train job's ``flows.train.recipe.train_command`` gives the ``tessera train`` command
+that makes a name. A step placed on a Serve deployment is skipped, because its model
+lives there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from flows.spec import Flow, FlowSpec
+from operators.base import Operator
+from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError
+
+#: How a model is made (a command), or None when the caller does not know.
+HowToMake = Callable[[str], "str | None"]
+
+
+@dataclass(frozen=True)
+class ModelNeed:
+    """One step's need for one model: which flow and step, and what names the model there."""
+
+    reference: str
+    flow: str
+    step: str
+    where: str  # "params.model", "params.index (its encoder)", "index_settings.encoder (...)"
+
+    def describe(self) -> str:
+        return f"flow {self.flow}, step {self.step} ({self.where})"
+
+
+class MissingModelsError(ModelNotFoundError):
+    """Models that work about to start needs and that are not on this machine; nothing was run."""
+
+    def __init__(self, missing: dict[str, list[ModelNeed]], reasons: dict[str, str],
+                 how_to_make: HowToMake | None = None):
+        self.missing = missing
+        parts = []
+        for reference, needs in missing.items():
+            hint = how_to_make(reference) if how_to_make is not None else None
+            make = f"make it with: {hint}" if hint else reasons[reference]
+            parts.append(f"'{reference}' for {'; '.join(n.describe() for n in needs)}: {make}")
+        super().__init__(f"{len(missing)} model(s) needed are not on this machine, so nothing was run: "
+                         + " | ".join(parts))
+
+
+def step_needs(flow_name: str, operators: Mapping[str, Operator]) -> list[ModelNeed]:
+    """The models each of ``operators`` (by step id) declares."""
+    return [ModelNeed(reference, flow_name, step, where)
+            for step, op in operators.items() for where, reference in op.required_models().items()]
+
+
+def flow_needs(flow: Flow | FlowSpec, name: str | None = None) -> list[ModelNeed]:
+    """Every model the steps that a flow's output depends on need, with the encoder of an index
+    that will be built for it (``index_settings.encoder``) at each step that needs vectors.
+    ``name``: what to call the flow (a benchmark's name for it), default its spec's name."""
+    built = flow if isinstance(flow, Flow) else flow.build()
+    spec = built.spec
+    name = name or built.name
+    steps = [s for s in built.needed_steps() if spec.steps[s].placement is None]
+    needs = step_needs(name, {s: built.operators[s] for s in steps})
+    unset = spec.unset_index_steps()
+    encoder = (spec.index_settings or {}).get("encoder") or DEFAULT_ENCODER
+    for step in steps:
+        if step in unset and "dense" in getattr(unset[step], "index_features", ("bm25", "dense")):
+            needs.append(ModelNeed(encoder, name, step, "index_settings.encoder: the index built for it"))
+    return needs
+
+
+def check_needs(needs: Iterable[ModelNeed], *, how_to_make: HowToMake | None = None) -> None:
+    """Raise ``MissingModelsError`` naming every need whose model does not resolve."""
+    from operators.models import resolve_model_path
+
+    missing: dict[str, list[ModelNeed]] = {}
+    reasons: dict[str, str] = {}
+    resolved: set[str] = set()
+    for need in needs:
+        if need.reference in resolved:
+            continue
+        if need.reference not in reasons:
+            try:
+                resolve_model_path(need.reference)
+                resolved.add(need.reference)
+                continue
+            except ModelNotFoundError as err:
+                reasons[need.reference] = err.message
+        if need not in missing.setdefault(need.reference, []):
+            missing[need.reference].append(need)
+    if missing:
+        raise MissingModelsError(missing, reasons, how_to_make)
+
+
+def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec], *,
+                 how_to_make: HowToMake | None = None) -> None:
+    """Check that every model ``flows`` (or flows by name) need is on this machine, before any of them runs."""
+    named = flows.items() if isinstance(flows, Mapping) else ((None, flow) for flow in flows)
+    check_needs([need for name, flow in named for need in flow_needs(flow, name)], how_to_make=how_to_make)

@@ -1,0 +1,135 @@
+"""Every model a flow needs is checked before any work: tessera run, tessera bench and Flow.run
+name every missing model with its flow, step and the tessera train command that makes it.
+
+TESSERA_HOME is an empty folder, so no model trained by ``tessera train`` is there; MiniLM is
+packaged and always is.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+
+from flows.model_check import MissingModelsError, check_models, flow_needs
+from flows.spec import FlowSpec
+from operators.store import Index, IndexSettings
+
+SPECS = Path(__file__).resolve().parents[2] / "flows" / "specs"
+PACKAGED = {"all-MiniLM-L6-v2"}
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TESSERA_DEBUG", raising=False)
+    return tmp_path / "home"
+
+
+@pytest.fixture
+def nothing_runs(monkeypatch):
+    """Executors and ingestion fail the test if anything starts."""
+    from flows.executors.local import LocalExecutor
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("work started before every model was checked")
+
+    monkeypatch.setattr(LocalExecutor, "run", refuse)
+    monkeypatch.setattr("flows.ingestion.ingest", refuse)
+    monkeypatch.setattr("flows.ingestion.job._Run.ingest", refuse)
+
+
+@pytest.fixture
+def bi_encoder_index(tmp_path) -> Path:
+    """An (empty) index whose chunks were embedded with tessera-bi-encoder, a model not on this machine."""
+    return Index.create(tmp_path / "ft-index", IndexSettings(encoder="tessera-bi-encoder", dense=True)).path
+
+
+def test_run_names_every_missing_model_with_its_step_and_train_command(home, bi_encoder_index, nothing_runs,
+                                                                       capsys):
+    from flows.commands import main
+
+    assert main(["run", "hybrid_ce", "--index", str(bi_encoder_index), "--queries", "honey bees",
+                 "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert "2 model(s) needed are not on this machine, so nothing was run" in err
+    assert ("'tessera-bi-encoder' for flow hybrid_ce, step dense (params.index (its encoder)): make it with: "
+            "tessera train --dataset ../shared/data/scifact --model bi-encoder") in err
+    assert ("'tessera-cross-encoder' for flow hybrid_ce, step rerank (params.model): make it with: "
+            "tessera train --dataset ../shared/data/scifact --model cross-encoder") in err
+
+
+def test_flow_run_checks_before_any_step(home, bi_encoder_index, nothing_runs):
+    from flows.api import Flow
+
+    with pytest.raises(MissingModelsError) as raised:
+        Flow.load("hybrid_colbert", index=str(bi_encoder_index)).run("honey bees")
+    assert {ref: [(n.flow, n.step) for n in needs] for ref, needs in raised.value.missing.items()} == {
+        "tessera-bi-encoder": [("hybrid_colbert", "dense")], "tessera-colbert": [("hybrid_colbert", "rerank")]}
+    assert "--model colbert" in str(raised.value)
+
+
+def test_bench_names_every_model_of_every_flow_before_building_an_index(home, tmp_path, nothing_runs, capsys):
+    from flows.commands import main
+
+    dataset = tmp_path / "tiny"
+    (dataset / "qrels").mkdir(parents=True)
+    (dataset / "corpus.jsonl").write_text(json.dumps({"_id": "d1", "title": "Bees", "text": "honey bees"}) + "\n")
+    (dataset / "queries.jsonl").write_text(json.dumps({"_id": "q1", "text": "bees"}) + "\n")
+    (dataset / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\n")
+    indices, out = tmp_path / "indices", tmp_path / "out"
+    assert main(["bench", "--dataset", str(dataset), "--flow", "bm25", "--flow", "ce=hybrid_ce", "--flow",
+                 "hybrid_colbert", "--out", str(out), "--index-dir", str(indices), "--no-mlflow", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "3 model(s) needed" in err
+    assert ("'tessera-bi-encoder' for flow ce, step dense (index_settings.encoder: the index built for it); "
+            "flow hybrid_colbert, step dense (index_settings.encoder: the index built for it): make it with: "
+            "tessera train --dataset ../shared/data/scifact --model bi-encoder") in err
+    assert "'tessera-cross-encoder' for flow ce, step rerank (params.model)" in err
+    assert "'tessera-colbert' for flow hybrid_colbert, step rerank (params.model)" in err
+    assert not indices.exists() and not out.exists()
+
+
+def test_every_trained_model_a_built_in_flow_needs_is_made_by_a_recipe(home):
+    """train_command gives, for each such model, a command the train parser accepts and whose
+    recipe makes exactly that name."""
+    import argparse
+
+    from flows.commands.train import add_arguments
+    from flows.train.recipe import load_recipe, model_name, train_command
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    needed = {need.reference for path in SPECS.glob("*.yaml") if path.stem != "ingest"
+              for need in flow_needs(FlowSpec.load(str(path)))} - PACKAGED
+    assert {"tessera-bi-encoder", "tessera-cross-encoder", "tessera-colbert", "tessera-long-cross-encoder"} <= needed
+    for reference in needed:
+        command = train_command(reference)
+        assert command, reference
+        last = shlex.split(command.rsplit(", then ", 1)[-1])
+        assert last[:2] == ["tessera", "train"]
+        args = parser.parse_args(last[2:])
+        makes = load_recipe(args.spec)[1].makes
+        assert model_name(args.name_prefix, args.models[0]) == reference
+        assert makes.name_prefix == args.name_prefix and args.models[0] in makes.models
+    assert train_command("tessera-wikipedia-cross-encoder").startswith(  # its base, trained first
+        "tessera train --dataset ../shared/data/scifact --model cross-encoder, then ")
+    assert train_command("no-such-model") is None
+
+
+def test_operators_declare_their_models_and_placed_steps_are_skipped(home, bi_encoder_index):
+    spec = FlowSpec.parse({"name": "f", "steps": {
+        "multi": {"op": "retrieve.multi_collection", "params": {"collections": [
+            {"name": "a", "index": str(bi_encoder_index), "retriever": "dense"},
+            {"name": "b", "index": str(bi_encoder_index)}]}},
+        "mood": {"op": "analyze.sentiment", "params": {"method": "lexicon"}},
+        "ce": {"op": "rerank.cross_encoder", "placement": {"deployment": "tessera-cross-encoder"}},
+        "emb": {"op": "rerank.embedding", "params": {"model": "my-encoder"}}}})
+    assert [(n.reference, n.step, n.where) for n in flow_needs(spec)] == [
+        ("tessera-bi-encoder", "multi", "params.collections.0.params.index (its encoder)"),
+        ("my-encoder", "emb", "params.model")]
+    with pytest.raises(MissingModelsError, match="nothing is downloaded"):  # no how_to_make: the resolver's reason
+        check_models([spec])
+    check_models([FlowSpec.load("hybrid").with_index(str(bi_encoder_index.parent / "none"))])  # opens no index
