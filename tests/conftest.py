@@ -7,8 +7,9 @@ they are checked, not trusted:
 - a test that uses ``shared_data`` or opens a file under ../shared/data must be marked ``data``;
 - a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``.
 
-A test that breaks either rule fails with the reason. (``slow`` is not enforced: durations on a shared 2-core
-machine are too noisy for a hard rule; ``make test`` prints the slowest tests.)
+A test that breaks either rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
+on a shared 2-core machine are too noisy for a hard rule; the terminal summary lists the tests marked neither
+``slow`` nor ``ray`` that took more than ``SLOW_SECONDS`` (setup, call and teardown together).
 """
 
 from __future__ import annotations
@@ -96,6 +97,23 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         report.longrepr = f"{item.nodeid}: " + "; ".join(problems)
 
 
+SLOW_SECONDS = 5.0
+_unmarked_slow: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not ({"slow", "ray"} & set(report.keywords)):
+        _unmarked_slow[report.nodeid] = _unmarked_slow.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    slow = sorted(((t, n) for n, t in _unmarked_slow.items() if t > SLOW_SECONDS), reverse=True)
+    if slow:
+        terminalreporter.section(f"tests not marked slow or ray that took more than {SLOW_SECONDS:.0f} s")
+        for seconds, nodeid in slow:
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data``; tests that need it skip with the reason when it is absent."""
@@ -161,6 +179,16 @@ def make_executor(executor_kind):
         return LocalExecutor(**kwargs)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def untrained_ce(tmp_path_factory) -> Path:
+    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head), written once per
+    session for every test that needs one (the rerankers, the rerank flow, Serve, training). Read-only: a test
+    that changes a checkpoint saves its own copy."""
+    from operators.testing import untrained_cross_encoder
+
+    return untrained_cross_encoder(tmp_path_factory.mktemp("models") / "untrained-ce")
 
 
 @pytest.fixture(scope="session")

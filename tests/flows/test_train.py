@@ -425,15 +425,15 @@ def test_a_follow_up_schedule_trains_on_after_the_main_one_and_keeps_older_keys(
     assert alone["training"]["steps"] == 2 and "then" not in alone["hyperparameters"], "--epochs kept the follow-up"
 
 
-def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_continues(slice_dir, home, tmp_path):
+def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_continues(slice_dir, home, tmp_path,
+                                                                                   untrained_ce):
     import torch
     from sentence_transformers import CrossEncoder
 
     from flows.train.errors import TrainError
     from flows.train.recipe import TrainOptions, load_recipe, train
-    from operators.testing import untrained_cross_encoder
 
-    base = CrossEncoder(str(untrained_cross_encoder(tmp_path / "untrained")), local_files_only=True, device="cpu")
+    base = CrossEncoder(str(untrained_ce), local_files_only=True, device="cpu")
     base.model.classifier.bias.data += 4.0  # a head no fresh initialisation gives
     base.save(str(tmp_path / "trained"))
     recipe = tmp_path / "recipe.yaml"
