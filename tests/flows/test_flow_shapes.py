@@ -90,10 +90,14 @@ def test_both_executors_give_identical_tables(shape, keep_history, ray_session):
     assert on_ray.executor == "ray" and local.executor == "local"
     assert on_ray.table.equals(local.table)
     assert on_ray.order == local.order
+    fused = [k for k in on_ray.timings.summary() if k.startswith("fused:")]
     if keep_history:
+        assert not fused  # each step is its own stage, and each one's table is the local one's
         assert list(on_ray.history) == list(local.history)
         for step, step_table in local.history.items():
             assert on_ray.history[step].equals(step_table), step
+    elif shape in ("linear", "branching"):
+        assert fused, "the streaming run fused no row steps"  # words + titles are one stage
 
 
 def test_branches_from_one_step_cannot_change_each_others_data(make_executor):

@@ -146,6 +146,7 @@ def test_evaluation_splits_missing_splits_and_unknown_kinds_are_clear_errors(sli
     assert proc.stderr.count("\n") == 1 and "evaluation split" in proc.stderr
 
 
+@pytest.mark.slow
 def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_dir, home):
     from flows.train.recipe import TrainOptions, train
 
@@ -277,6 +278,7 @@ def test_train_long_is_the_recipe_with_wikipedia_and_a_longer_cross_encoder_sche
     assert long.cross_encoder.then.model_dump(exclude=then) == base.cross_encoder.then.model_dump(exclude=then)
 
 
+@pytest.mark.slow
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.mining import LabelledSet, MiningParams, mine
