@@ -8,7 +8,7 @@ English stopwords, MiniLM vectors of ``title + ". " + text``), runs the built-in
 SciFact (BEIR, 5,183 abstracts, 300 test queries), nDCG@10. On the full corpus the pipeline measures
 bm25 0.6863 / dense 0.6484 / hybrid 0.7163 and the issue's targets are 0.680 / 0.640 / 0.710
 (bm25s with English stemming and stopwords; MTEB gives MiniLM 0.645). Embedding the 5,183 abstracts
-takes over 6 minutes on 2 cores, so ``make test`` checks (``test_scifact_ndcg_at_10``):
+took 3 minutes on 2 idle cores and 6-8 on shared ones, so ``make test`` checks (``test_scifact_ndcg_at_10``):
 
 - **bm25 on the full corpus**, target 0.680, as before: a BM25-only index needs no vectors (seconds);
 - **dense and hybrid on a fixed pooled subset** (``scifact_subset.json``: all 300 test queries, 930
@@ -21,12 +21,17 @@ takes over 6 minutes on 2 cores, so ``make test`` checks (``test_scifact_ndcg_at
   top 10 of each query must be the full-corpus dense ranking restricted to the subset
   (``dense_top10``), in order, for at least 95% of the queries (100% measured; float noise from
   another batch size changed none). A pooled subset alone hides dense regressions (the pool holds the
-  reference's hard negatives, not the regressed model's): leaving the title out of the vectors costs
-  0.008 dense nDCG@10 on the full corpus but nothing on the subset, while it changes the top 10 of every
-  query (83% and more of the queries differ already in their top 2).
+  reference's hard negatives, not the regressed model's): vectors without the title cost 0.008 dense
+  nDCG@10 on the full corpus (hybrid 0.012) but nothing on the subset, and vectors cut at 128 tokens
+  cost 0.026 there, 0.005 on the subset; both change the dense top 10 of every query.
+
+Ten deliberate regressions were measured on both (BM25 without stemming, without stopwords, without titles,
+k1 0.5; vectors without titles, cut at 128 tokens; CombSUM of raw scores instead of RRF, RRF k 1 or 1000,
+RRF over the top 10 only): the checks above fail for exactly the six that fail the full-corpus targets.
 
 ``TESSERA_QUALITY_FULL=1`` (``make test-quality``) also runs the original full-corpus check of all three
-flows against the targets (``test_scifact_ndcg_at_10_full_corpus``, about 7 minutes).
+flows against the targets (``test_scifact_ndcg_at_10_full_corpus``: 3 minutes on 2 idle cores, 6-8 when they are
+shared; the subset test takes 45 s).
 
 HotpotQA (dev subset, 685 questions with 2 gold paragraphs each): both-gold recall@10
 (``PerfectRecall@10``) of BM25 is held above 0.8 (0.832 measured).
@@ -111,7 +116,7 @@ def test_scifact_ndcg_at_10(shared_data, scifact_subset, index_root, tmp_path):
         "and derive the subset again (tests/quality/derive_scifact_subset.py)")
 
 
-@pytest.mark.skipif(not FULL, reason="the full-corpus SciFact check embeds 5,183 abstracts (about 7 minutes): "
+@pytest.mark.skipif(not FULL, reason="the full-corpus SciFact check embeds 5,183 abstracts (3-8 minutes): "
                                      "set TESSERA_QUALITY_FULL=1 (make test-quality)")
 def test_scifact_ndcg_at_10_full_corpus(shared_data, index_root, tmp_path):
     metrics = bench(shared_data / "scifact", tmp_path / "scifact", index_root, "10,100")
