@@ -1,8 +1,21 @@
-"""Shared fixtures: the evaluation data beside the repo, a fresh step cache."""
+"""Shared fixtures (the evaluation data beside the repo, a fresh step cache, one Ray, shared models and
+indices) and the marker checks.
+
+Markers (pyproject.toml) decide what ``make test-fast`` runs (``-m "not ray and not data and not slow"``), so
+they are checked, not trusted:
+
+- a test that uses ``shared_data`` or opens a file under ../shared/data must be marked ``data``;
+- a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``.
+
+A test that breaks either rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
+on a shared 2-core machine are too noisy for a hard rule; the terminal summary lists the tests marked neither
+``slow`` nor ``ray`` that took more than ``SLOW_SECONDS`` (setup, call and teardown together).
+"""
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +29,89 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
+
+
+# -- marker checks ------------------------------------------------------------------------------------
+
+_SHARED_PREFIX = os.path.realpath(SHARED_DATA) + os.sep
+_data_reads: list[str] = []  # files under ../shared/data opened while a test not marked `data` runs
+_watching_data = False
+
+
+def _audit(event: str, args: tuple) -> None:
+    """Python's audit events (``open``, directory listings), kept on for the whole session: a test not marked
+    ``data`` that reads ../shared/data in-process is noted. Cheap: a path is resolved only when it names
+    ``shared``."""
+    if _watching_data and event in ("open", "os.listdir", "os.scandir") and args:
+        path = args[0]
+        if isinstance(path, os.PathLike):
+            path = os.fspath(path)
+        if isinstance(path, str) and "shared" in path and len(_data_reads) < 5:
+            if (os.path.realpath(path) + os.sep).startswith(_SHARED_PREFIX):
+                _data_reads.append(path)
+
+
+sys.addaudithook(_audit)
+
+
+def _ray_initialised() -> bool:
+    ray = sys.modules.get("ray")
+    return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+_RAY_BEFORE = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Before any fixture of the test is set up: the static checks, then note whether Ray is up."""
+    global _watching_data
+    markers = {m.name for m in item.iter_markers()}
+    if "shared_data" in item.fixturenames and "data" not in markers:
+        pytest.fail(f"{item.nodeid} uses the shared_data fixture: mark it `data`", pytrace=False)
+    if "ray_session" in item.fixturenames and "ray" not in markers:
+        pytest.fail(f"{item.nodeid} uses the ray_session fixture: mark it `ray`", pytrace=False)
+    item.stash[_RAY_BEFORE] = _ray_initialised()
+    _data_reads.clear()
+    _watching_data = "data" not in markers
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """After the last phase of a test: fail it when it started Ray or read ../shared/data without the marker."""
+    global _watching_data
+    outcome = yield
+    if call.when != "teardown":
+        return
+    report = outcome.get_result()
+    markers = {m.name for m in item.iter_markers()}
+    problems = []
+    if "ray" not in markers and not item.stash.get(_RAY_BEFORE, True) and _ray_initialised():
+        problems.append("it initialised Ray: mark it `ray` (and use the ray_session fixture)")
+    if "data" not in markers and _data_reads:
+        problems.append(f"it read {_data_reads[0]}: mark it `data` (and use the shared_data fixture)")
+    _watching_data = False
+    _data_reads.clear()
+    if problems and report.passed:
+        report.outcome = "failed"
+        report.longrepr = f"{item.nodeid}: " + "; ".join(problems)
+
+
+SLOW_SECONDS = 5.0
+_unmarked_slow: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if not ({"slow", "ray"} & set(report.keywords)):
+        _unmarked_slow[report.nodeid] = _unmarked_slow.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    slow = sorted(((t, n) for n, t in _unmarked_slow.items() if t > SLOW_SECONDS), reverse=True)
+    if slow:
+        terminalreporter.section(f"tests not marked slow or ray that took more than {SLOW_SECONDS:.0f} s")
+        for seconds, nodeid in slow:
+            terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")
 
 
 @pytest.fixture(scope="session")
@@ -61,6 +157,23 @@ def ray_session():
         ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def _release_abandoned_ray_work(request):
+    """After a Ray test: when the session's Ray has CPUs still taken, collect garbage. A cancelled or failed Ray
+    Data run keeps its actors, and the CPUs they hold, until the garbage collector breaks the reference cycles
+    around its executor: the next test's stages waited up to 15 s for them (test_ray_executor, after the cancel
+    tests). Collecting takes about 0.1 s, so only when CPUs are taken."""
+    yield
+    if request.node.get_closest_marker("ray") is None or not _ray_initialised():
+        return
+    import gc
+
+    import ray
+
+    if ray.available_resources().get("CPU", 0) < ray.cluster_resources().get("CPU", 0):
+        gc.collect()
+
+
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
 def executor_kind(request):
     """Run a test on each executor; the Ray one shares the session's Ray."""
@@ -83,6 +196,16 @@ def make_executor(executor_kind):
         return LocalExecutor(**kwargs)
 
     return make
+
+
+@pytest.fixture(scope="session")
+def untrained_ce(tmp_path_factory) -> Path:
+    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head), written once per
+    session for every test that needs one (the rerankers, the rerank flow, Serve, training). Read-only: a test
+    that changes a checkpoint saves its own copy."""
+    from operators.testing import untrained_cross_encoder
+
+    return untrained_cross_encoder(tmp_path_factory.mktemp("models") / "untrained-ce")
 
 
 @pytest.fixture(scope="session")

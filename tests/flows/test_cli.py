@@ -1,4 +1,12 @@
-"""The ``tessera`` command, run for real in a subprocess (local executor; Ray is tested elsewhere)."""
+"""The ``tessera`` command: ``flows.commands.main`` with its real arguments, output streams and exit status.
+
+The entry points themselves run for real in a subprocess: the installed ``tessera`` script (its output, and an
+error's one line and exit status 2) and ``python -m flows.run`` (the demo flow, locally). The other tests call
+``flows.commands.main`` in-process (``tessera`` fixture), with ``TESSERA_HOME``, ``COLUMNS`` and the working directory
+a subprocess would get: the same arguments, stdout, stderr and exit status, without a second or more of imports
+and model loading per call (local executor; Ray is tested elsewhere). The two tests that run the demo over the
+session's sample index (built in about 20 s) are marked ``slow``.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +28,8 @@ QUERIES = REPO / "data" / "sample" / "queries.jsonl"
 SCRIPT = Path(sys.executable).parent / "tessera"
 
 
-def tessera(*args: str, home: Path, module: str = "flows", check: int | None = 0,
-            stdin: str | None = None) -> subprocess.CompletedProcess:
+def tessera_process(*args: str, home: Path, module: str = "flows", check: int | None = 0,
+                    stdin: str | None = None) -> subprocess.CompletedProcess:
     """Run the installed ``tessera`` script (or ``python -m flows`` when it is not installed)."""
     if module == "flows" and SCRIPT.is_file():
         cmd = [str(SCRIPT), *args]
@@ -33,6 +41,33 @@ def tessera(*args: str, home: Path, module: str = "flows", check: int | None = 0
     if check is not None:
         assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
+
+
+@pytest.fixture
+def tessera(monkeypatch, capsys):
+    """``tessera(*args, home=..., check=0)``: ``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the
+    script: in the repository, ``TESSERA_HOME=home``, ``COLUMNS=160``, no ``TESSERA_DEBUG``; returns the exit
+    status and what was written to stdout and stderr as a ``CompletedProcess``."""
+    from flows.commands import main
+
+    def run(*args: str, home: Path, check: int | None = 0) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            patch.chdir(REPO)
+            patch.setenv("TESSERA_HOME", str(home))
+            patch.setenv("COLUMNS", "160")
+            patch.delenv("TESSERA_DEBUG", raising=False)
+            capsys.readouterr()
+            try:
+                status = main(list(args))
+            except SystemExit as exit_:  # what argparse does for --help and usage errors
+                status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+            out = capsys.readouterr()
+        proc = subprocess.CompletedProcess(["tessera", *args], status, out.out, out.err)
+        if check is not None:
+            assert status == check, f"exit {status}\nstdout:\n{out.out}\nstderr:\n{out.err}"
+        return proc
+
+    return run
 
 
 @pytest.fixture
@@ -50,14 +85,16 @@ def assert_one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> s
     return lines[0]
 
 
-def test_ops_json_lists_every_registered_operator(home):
-    infos = json.loads(tessera("ops", "--json", home=home).stdout)
+def test_the_script_lists_every_registered_operator_and_exits_2_on_an_error(home):
+    infos = json.loads(tessera_process("ops", "--json", home=home).stdout)
     assert set(infos) == set(all_operators())
     assert infos["postprocess.reduce"]["parameters"]["k"]["default"] == 10
     assert infos["analyze.word_count"]["scope"] == "row"
+    assert_one_line_error(tessera_process("ops", "nope.nothing", home=home, check=None),
+                          "unknown operator 'nope.nothing'")
 
 
-def test_ops_mosaic_format_and_table(home):
+def test_ops_mosaic_format_and_table(home, tessera):
     body = json.loads(tessera("ops", "--format", "mosaic", home=home).stdout)
     assert set(body) == set(all_operators())
     k = body["postprocess.reduce"]["parameters"]["k"]
@@ -69,7 +106,8 @@ def test_ops_mosaic_format_and_table(home):
     assert_one_line_error(tessera("ops", "nope.nothing", home=home, check=None), "unknown operator 'nope.nothing'")
 
 
-def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path, sample_index):
+@pytest.mark.slow
+def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path, sample_index, tessera):
     out = tmp_path / "results.parquet"
     proc = tessera("run", "demo", "--index", str(sample_index), "--queries", str(QUERIES), "--executor", "local",
                    "--out", str(out), home=home)
@@ -96,12 +134,12 @@ def test_run_demo_writes_k_rows_per_query_and_prints_results(home, tmp_path, sam
     assert "[11/11] terms (analyze.word_count) done" in proc.stderr
 
 
-def test_run_without_an_index_names_the_step_and_field(home):
+def test_run_without_an_index_names_the_step_and_field(home, tessera):
     proc = tessera("run", "demo", "-q", "bees", "--executor", "local", "--quiet", home=home, check=None)
     assert_one_line_error(proc, "step 'bm25'", "params.index")
 
 
-def test_run_literal_query_json_and_other_formats(home, tmp_path):
+def test_run_literal_query_json_and_other_formats(home, tmp_path, tessera):
     spec = tmp_path / "small.yaml"
     spec.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n"
                     "  wc: {op: analyze.word_count}\n")
@@ -118,10 +156,11 @@ def test_run_literal_query_json_and_other_formats(home, tmp_path):
     assert not (home / "cache").exists()  # --no-cache touches no cache
 
 
+@pytest.mark.slow
 def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sample_index):
-    assert "default: ray" in tessera("--help", home=home, module="flows.run").stdout
-    proc = tessera("demo", "-q", "gothic cathedrals", "--index", str(sample_index), "--executor", "local",
-                   "--top", "2", "--quiet", home=home, module="flows.run")
+    assert "default: ray" in tessera_process("--help", home=home, module="flows.run").stdout
+    proc = tessera_process("demo", "-q", "gothic cathedrals", "--index", str(sample_index), "--executor", "local",
+                           "--top", "2", "--quiet", home=home, module="flows.run")
     assert "Gothic architecture" in proc.stdout and "3 more rows" in proc.stdout, proc.stdout
 
 
@@ -132,13 +171,13 @@ def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sa
     ("steps:\n  a: {op: analyze.word_count, inputs: [zz]}\n", ["step 'a'", "field 'inputs'", "'zz'"]),
     ("steps: [1, 2\n", ["field 'spec'", "not valid YAML"]),
 ])
-def test_bad_spec_exits_2_with_one_line_naming_step_and_field(home, tmp_path, spec, needles):
+def test_bad_spec_exits_2_with_one_line_naming_step_and_field(home, tmp_path, spec, needles, tessera):
     path = tmp_path / "bad.yaml"
     path.write_text(spec)
     assert_one_line_error(tessera("run", str(path), "-q", "bees", home=home, check=None), *needles)
 
 
-def test_bad_arguments_and_missing_files_exit_2(home, tmp_path):
+def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
     assert_one_line_error(tessera("run", "nosuchflow", "-q", "bees", home=home, check=None),
                           "no flow spec file or built-in flow named 'nosuchflow'", "saved flow", "demo")
     assert_one_line_error(tessera("run", "demo", "-q", "missing/queries.jsonl", home=home, check=None),
@@ -151,7 +190,7 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path):
                           "step 'r'", "params.corpus", "not found")
 
 
-def test_flows_save_list_show_run_delete_round_trip(home, tmp_path):
+def test_flows_save_list_show_run_delete_round_trip(home, tmp_path, tessera):
     spec = tmp_path / "mine.yaml"
     spec.write_text("name: anything\ndescription: three BM25 hits\nsteps:\n"
                     "  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
@@ -179,7 +218,7 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path):
     assert_one_line_error(tessera("run", "mine", "-q", "bees", home=home, check=None), "'mine'")
 
 
-def test_cache_explain_after_a_run_and_clear(home, tmp_path):
+def test_cache_explain_after_a_run_and_clear(home, tmp_path, tessera):
     flow = tmp_path / "small.yaml"
     flow.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 10}}\n"
                     "  top: {op: postprocess.reduce, params: {k: 5}}\n  wc: {op: analyze.word_count}\n")
@@ -230,7 +269,7 @@ def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".tsv", ".txt", ".parquet", ".csv"])
-def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suffix):
+def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suffix, tessera):
     queries = tmp_path / f"queries{suffix}"
     queries.write_bytes(bytes(range(256)) * 16)
     proc = tessera("run", "demo", "--index", str(tmp_path), "-q", str(queries), home=home, check=None)
@@ -238,7 +277,7 @@ def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suf
     assert "\ufffd" not in proc.stderr and len(proc.stderr) < 400
 
 
-def test_bad_specs_caches_and_outputs_are_one_line_before_anything_runs(home, tmp_path):
+def test_bad_specs_caches_and_outputs_are_one_line_before_anything_runs(home, tmp_path, tessera):
     binary = tmp_path / "spec.yaml"
     binary.write_bytes(bytes(range(256)) * 16)
     assert_one_line_error(tessera("run", str(binary), "-q", "bees", home=home, check=None), "not UTF-8 text")
@@ -269,7 +308,8 @@ def test_bad_specs_caches_and_outputs_are_one_line_before_anything_runs(home, tm
     assert (thesis / "chapter1.tex").exists()
 
 
-def test_cache_explain_takes_the_index_the_run_had(home, sample_index):
+@pytest.mark.slow
+def test_cache_explain_takes_the_index_the_run_had(home, sample_index, tessera):
     tessera("run", "bm25", "--index", str(sample_index), "-q", "gothic cathedrals", "--quiet", home=home)
     explained = json.loads(tessera("cache", "explain", "bm25", "--index", str(sample_index), "--json",
                                    home=home).stdout)

@@ -75,11 +75,29 @@ def test_flow_shape(shape, make_executor):
     assert result.history[order[-1]].equals(out)
 
 
+@pytest.mark.ray
+@pytest.mark.parametrize("keep_history", [True, False], ids=["history", "streaming"])
 @pytest.mark.parametrize("shape", SHAPES)
-def test_both_executors_give_identical_tables(shape, make_executor):
+def test_both_executors_give_identical_tables(shape, keep_history, ray_session):
+    """The Ray Data executor against the local one on every shape: with history (each step its own stage)
+    and without (streaming, row steps fused into one stage)."""
+    from flows.executors.ray_data import RayDataExecutor
+
     spec = spec_of(shape)
     table = sample_results(3, 6)
-    assert make_executor().run(spec, table).table.equals(LocalExecutor().run(spec, table).table)
+    local = LocalExecutor(keep_history=keep_history).run(spec, table)
+    on_ray = RayDataExecutor(keep_history=keep_history).run(spec, table)
+    assert on_ray.executor == "ray" and local.executor == "local"
+    assert on_ray.table.equals(local.table)
+    assert on_ray.order == local.order
+    fused = [k for k in on_ray.timings.summary() if k.startswith("fused:")]
+    if keep_history:
+        assert not fused  # each step is its own stage, and each one's table is the local one's
+        assert list(on_ray.history) == list(local.history)
+        for step, step_table in local.history.items():
+            assert on_ray.history[step].equals(step_table), step
+    elif shape in ("linear", "branching"):
+        assert fused, "the streaming run fused no row steps"  # words + titles are one stage
 
 
 def test_branches_from_one_step_cannot_change_each_others_data(make_executor):

@@ -1,5 +1,5 @@
 """A retrieve -> rerank flow on the sample index: both executors give the same ranking as the operators
-run by hand."""
+run by hand. Marked ``slow``: the session's sample index takes about 20 s to build."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ from flows.spec import FlowSpec
 from operators import create
 from operators.testing import sample_queries
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
-def ce_model(tmp_path_factory):
-    from operators.testing import untrained_cross_encoder
-
-    return str(untrained_cross_encoder(tmp_path_factory.mktemp("models") / "ce"))
+def ce_model(untrained_ce) -> str:
+    return str(untrained_ce)
 
 
 def spec(index, model, **rerank) -> FlowSpec:

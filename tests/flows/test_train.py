@@ -146,6 +146,7 @@ def test_evaluation_splits_missing_splits_and_unknown_kinds_are_clear_errors(sli
     assert proc.stderr.count("\n") == 1 and "evaluation split" in proc.stderr
 
 
+@pytest.mark.slow
 def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_dir, home):
     from flows.train.recipe import TrainOptions, train
 
@@ -277,6 +278,7 @@ def test_train_long_is_the_recipe_with_wikipedia_and_a_longer_cross_encoder_sche
     assert long.cross_encoder.then.model_dump(exclude=then) == base.cross_encoder.then.model_dump(exclude=then)
 
 
+@pytest.mark.slow
 def test_more_labelled_datasets_are_mined_on_their_own_index_after_the_first(slice_dir, home, tmp_path):
     from flows.train.errors import TrainError
     from flows.train.mining import LabelledSet, MiningParams, mine
@@ -425,15 +427,15 @@ def test_a_follow_up_schedule_trains_on_after_the_main_one_and_keeps_older_keys(
     assert alone["training"]["steps"] == 2 and "then" not in alone["hyperparameters"], "--epochs kept the follow-up"
 
 
-def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_continues(slice_dir, home, tmp_path):
+def test_a_trained_cross_encoder_as_base_keeps_its_head_which_train_adapt_continues(slice_dir, home, tmp_path,
+                                                                                   untrained_ce):
     import torch
     from sentence_transformers import CrossEncoder
 
     from flows.train.errors import TrainError
     from flows.train.recipe import TrainOptions, load_recipe, train
-    from operators.testing import untrained_cross_encoder
 
-    base = CrossEncoder(str(untrained_cross_encoder(tmp_path / "untrained")), local_files_only=True, device="cpu")
+    base = CrossEncoder(str(untrained_ce), local_files_only=True, device="cpu")
     base.model.classifier.bias.data += 4.0  # a head no fresh initialisation gives
     base.save(str(tmp_path / "trained"))
     recipe = tmp_path / "recipe.yaml"

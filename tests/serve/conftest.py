@@ -17,11 +17,9 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="session")
-def ce_path(tmp_path_factory) -> str:
-    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head)."""
-    from operators.testing import untrained_cross_encoder
-
-    return str(untrained_cross_encoder(tmp_path_factory.mktemp("serve-models") / "ce"))
+def ce_path(untrained_ce) -> str:
+    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head; the session's)."""
+    return str(untrained_ce)
 
 
 @pytest.fixture(scope="session")

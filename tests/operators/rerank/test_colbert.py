@@ -2,7 +2,7 @@
 
 The behaviour tests train a real ColBERT model for a few steps on SciFact train triples
 (positive: a train qrel; negatives: random other documents) and rerank real SciFact
-candidates with it; they skip when ../shared/data is absent.
+candidates with it; they are marked ``data`` and skip when ../shared/data is absent.
 """
 
 from __future__ import annotations
@@ -141,6 +141,8 @@ def _tiny_table(query: str = "honey bees", texts: tuple[str, ...] = ("Bees make 
 # -- training and reranking --------------------------------------------------------------------
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_training_lowers_the_loss_and_saves_a_loadable_checkpoint(trained_colbert, train_triples):
     import torch
 
@@ -159,6 +161,7 @@ def test_training_lowers_the_loss_and_saves_a_loadable_checkpoint(trained_colber
     assert loss_after < loss_before, (loss_before, loss_after)
 
 
+@pytest.mark.data
 def test_training_is_deterministic_and_checks_its_examples(tmp_path, train_triples):
     from flows.train.colbert import TrainingDataError, train_colbert
     from safetensors.torch import load_file
@@ -178,6 +181,8 @@ def test_training_is_deterministic_and_checks_its_examples(tmp_path, train_tripl
     assert err.value.field == "examples[0].negatives"
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_the_trained_model_lifts_the_relevant_document(scifact, trained_colbert):
     held_out = _triples(scifact, 100, 8, negatives=5, seed=3)  # queries the training never saw
     out = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": None})(
@@ -191,6 +196,8 @@ def test_the_trained_model_lifts_the_relevant_document(scifact, trained_colbert)
     assert np.mean(reciprocal) > 0.6, reciprocal
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_sum_and_mean_equal_an_independent_numpy_maxsim(scifact, trained_colbert):
     from operators.models.colbert import load_colbert
 
@@ -216,6 +223,8 @@ def test_sum_and_mean_equal_an_independent_numpy_maxsim(scifact, trained_colbert
     assert summed.column("docno").to_pylist()[0] == max(expected, key=expected.get)
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_precomputed_tokens_rank_like_on_the_fly(tmp_path, scifact, trained_colbert):
     from operators.store import Index
     from operators.store.token_store import build_token_store
@@ -251,6 +260,8 @@ def test_precomputed_tokens_rank_like_on_the_fly(tmp_path, scifact, trained_colb
                     assert fast_rank[above] < fast_rank[below], (above, below)
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_an_explicit_token_store_for_another_model_is_refused(tmp_path, untrained_colbert, trained_colbert,
                                                               scifact):
     from operators.errors import OperatorError
@@ -297,6 +308,8 @@ def _same_encodings(a, b, texts):
 TEXTS = ["What protects cells from DNA damage?", "p53 (a tumour suppressor) halts the cell cycle, then repairs DNA."]
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_loads_a_pylate_checkpoint(tmp_path, trained_colbert):
     import torch
     from safetensors.torch import load_file, save_file
@@ -335,6 +348,8 @@ def test_loads_a_pylate_checkpoint(tmp_path, trained_colbert):
     np.testing.assert_allclose(a.column("score_cb").to_numpy(), b.column("score_cb").to_numpy(), atol=1e-4)
 
 
+@pytest.mark.data
+@pytest.mark.slow  # trained_colbert: a 4-step training run
 def test_loads_a_stanford_checkpoint(tmp_path, trained_colbert):
     from safetensors.torch import load_file
 

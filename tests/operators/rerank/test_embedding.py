@@ -72,6 +72,7 @@ def expected_cosine(scifact_top20) -> dict[str, dict[str, float]]:
     return expected
 
 
+@pytest.mark.data
 def test_reranks_scifact_bm25_top20_by_cosine(scifact_top20, expected_cosine):
     out = create("rerank.embedding", {"n": None}, step_id="emb")(scifact_top20)
     assert out.num_rows == scifact_top20.num_rows
@@ -85,6 +86,7 @@ def test_reranks_scifact_bm25_top20_by_cosine(scifact_top20, expected_cosine):
         assert order != incoming, "cosine kept BM25's exact order: the test would not see a reranking"
 
 
+@pytest.mark.data
 def test_n_limits_what_is_reranked(scifact_top20, expected_cosine):
     out = create("rerank.embedding", {"n": 5}, step_id="emb")(scifact_top20)
     for qid, cos in expected_cosine.items():

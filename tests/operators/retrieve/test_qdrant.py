@@ -24,6 +24,8 @@ from operators.testing import (  # noqa: E402
 from operators.testing import sample_queries as queries
 
 N_DOCS = 300
+#: the session's ``docs`` fixture embeds 300 sample documents with MiniLM (about 8 s on 2 cores)
+pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
