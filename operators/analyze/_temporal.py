@@ -1,7 +1,7 @@
 """Dates, years and ranges in English text, normalised to ISO 8601 (``analyze.dimensions``' temporal half).
 
 Precision before recall. dateparser's ``search_dates`` finds dates by trying to parse
-every phrase, so it also returns "now", "second", "may" and any number as a year; here
+every phrase, so it also returns "now", "a day", "may" and any number as a year; here
 only shapes that are unmistakably temporal are taken, and dateparser parses the ones
 with a month (it checks the day exists and knows every spelling of a month):
 
