@@ -19,6 +19,8 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import MaxRetryError
 from urllib3.util.retry import Retry
 
+from operators.redact import redact
+
 Format = Literal["cohere", "jina", "tei"]
 
 #: Statuses worth asking again: rate limited, or the service failed on its side.
@@ -31,6 +33,9 @@ _BODY_EXCERPT = 500
 
 class RerankApiError(RuntimeError):
     """A rerank service could not be reached, refused the request, or answered something unusable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))  # a server may echo the key back in its error body
 
 
 def make_session(*, max_retries: int, backoff: float, pool_size: int) -> requests.Session:
