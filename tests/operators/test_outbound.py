@@ -6,7 +6,9 @@ system resolves offline. The clients' tests are in ``test_outbound_clients.py``.
 
 from __future__ import annotations
 
+import argparse
 import ipaddress
+import os
 import socket
 
 import pytest
@@ -245,3 +247,16 @@ def test_literal_addresses_are_read_as_the_c_resolver_reads_them(host, address):
 def test_embedded_ipv4(address, embedded):
     found = embedded_ipv4(ipaddress.ip_address(address))
     assert (str(found) if found is not None else None) == embedded
+
+
+@pytest.mark.parametrize("preset, seen", [(None, "local"), ("server", "server")])
+def test_the_cli_allows_loopback_unless_told_otherwise(monkeypatch, preset, seen):
+    from flows.commands import run_handler
+
+    if preset is None:
+        monkeypatch.delenv(MODE_ENV, raising=False)
+    else:
+        monkeypatch.setenv(MODE_ENV, preset)
+    modes = []
+    assert run_handler(lambda args: modes.append(os.environ[MODE_ENV]) or 0, argparse.Namespace()) == 0
+    assert modes == [seen]
