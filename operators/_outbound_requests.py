@@ -17,7 +17,7 @@ from urllib3 import HTTPConnectionPool, HTTPSConnectionPool, PoolManager
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.exceptions import ConnectTimeoutError, NameResolutionError
 
-from operators._outbound_policy import OutboundPolicy, OutboundURLError, check_url, checked_addresses
+from operators._outbound_policy import OutboundPolicy, check_url, checked_addresses
 
 
 # -- requests / urllib3 -------------------------------------------------------------------------------------

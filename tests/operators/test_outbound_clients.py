@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -19,6 +18,7 @@ import requests
 
 from operators.outbound import (LOOPBACK, OutboundPolicy, OutboundURLError, guard_session, guarded_async_client,
                                 guarded_client)
+from operators.testing import local_http_server
 
 
 class Resolver:
@@ -63,14 +63,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def port():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield httpd.server_address[1]
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with local_http_server(Handler) as url:
+        yield urlsplit(url).port
 
 
 @pytest.fixture

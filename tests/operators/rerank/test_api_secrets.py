@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from operators.errors import OperatorError
 from operators.registry import get_operator
-from operators.testing import sample_results
+from operators.testing import local_http_server, sample_results
 
 ENV_KEY = "sk-env-secret-8c1f0a7d93e4b2"
 INLINE_KEY = "sk-inline-secret-41d7e6a0c95f"
@@ -49,14 +48,8 @@ class Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture(scope="module")
 def base_url():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with local_http_server(Handler) as url:
+        yield url
 
 
 def test_keys_reach_the_server_and_nowhere_else(base_url, monkeypatch, caplog):
