@@ -18,11 +18,16 @@ from operators.http import cause, excerpt, make_session, status_problem
 
 __all__ = ["RerankApiError", "make_session", "parse_scores", "post_json", "request_body"]
 
+from operators.redact import redact
+
 Format = Literal["cohere", "jina", "tei"]
 
 
 class RerankApiError(RuntimeError):
     """A rerank service could not be reached, refused the request, or answered something unusable."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(redact(message))  # a server may echo the key back in its error body
 
 
 def request_body(fmt: Format, model: str | None, query: str, documents: Sequence[str]) -> dict[str, Any]:
