@@ -3,7 +3,8 @@
 Retries are urllib3's ``Retry`` on a ``requests`` session, not a loop of our own:
 connection errors, timeouts, 429 and 5xx are retried with exponential backoff
 (honouring a short ``Retry-After``); any other 4xx fails at once with the server's
-message, since sending the same bad request again cannot help.
+message, since sending the same bad request again cannot help. Every session is
+guarded (``operators.outbound``): each hop and connection must pass the SSRF policy.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ _BODY_EXCERPT = 500
 
 
 def make_session(*, max_retries: int, backoff: float, pool_size: int) -> requests.Session:
-    """A session that retries transient failures of any method (the callers' requests are idempotent)."""
+    """A guarded session that retries transient failures of any method (the callers' requests are idempotent)."""
+    from operators.outbound import guard_session
+
     retry = Retry(
         total=max_retries, connect=max_retries, read=max_retries, status=max_retries,
         allowed_methods=None,  # None: every method, POST included
@@ -34,7 +37,7 @@ def make_session(*, max_retries: int, backoff: float, pool_size: int) -> request
     session = requests.Session()
     session.mount("http://", adapter)
     session.mount("https://", adapter)
-    return session
+    return guard_session(session)
 
 
 def attempts(response: requests.Response) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
-from operators.outbound import OutboundURLError, check_url, guard_session
+from operators.outbound import OutboundURLError, check_url
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
 
@@ -116,8 +116,7 @@ class ApiReranker(Reranker):
             remember_secret(key)
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers
-        session = make_session(max_retries=p.max_retries, backoff=p.backoff, pool_size=p.concurrent_requests)
-        self._session = guard_session(session)
+        self._session = make_session(max_retries=p.max_retries, backoff=p.backoff, pool_size=p.concurrent_requests)
 
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
         workers = min(self.params.concurrent_requests, len(queries))

@@ -13,6 +13,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import OperatorError
+from operators.outbound import OutboundURLError, check_url
+from operators.redact import remember_secret
 from operators.tables import set_ranking
 
 log = logging.getLogger("operators.sources")
@@ -82,8 +84,10 @@ class MosaicSource(Operator):
         @field_validator("url")
         @classmethod
         def _http_url(cls, url: str) -> str:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError("must be an http:// or https:// URL")
+            try:  # what the URL itself says; every connection is checked again (operators.outbound)
+                check_url(url, resolve=False)
+            except OutboundURLError as err:
+                raise ValueError(err.message) from None
             return url.rstrip("/")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -108,6 +112,7 @@ class MosaicSource(Operator):
             if not self._password:
                 raise OperatorError(f"password_env names ${p.password_env}, which is not set", op=self.name,
                                     step=self.step_id, field="params.password_env")
+            remember_secret(self._password)
         self._session = make_session(max_retries=p.max_retries, backoff=p.backoff, pool_size=p.concurrent_requests)
 
     # -- running ---------------------------------------------------------------------

@@ -115,6 +115,8 @@ def test_params_and_aliases():
     assert get_operator("mosaic_datasource") is get_operator("sources.mosaic")
     with pytest.raises(ParamsError, match="params.url"):
         create("sources.mosaic", {"url": "ftp://x"})
+    with pytest.raises(ParamsError, match="params.url.*metadata"):  # the SSRF guard (operators.outbound)
+        create("sources.mosaic", {"url": "http://169.254.169.254/latest"})
     assert create("sources.mosaic", {"limit": "50"}).params.limit == 50  # mosaicRAG sends numbers as text
 
 
