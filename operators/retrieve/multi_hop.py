@@ -25,7 +25,9 @@ class MultiHopRetriever(Operator):
 
     Hop 1 retrieves for the question. Its top ``documents_per_hop`` documents each
     write one follow-up query (``follow_up: titles``: the document's title; ``texts``:
-    its title and text; after the question when ``with_question``), and each follow-up query retrieves
+    its title and text; ``mentions``: its title and text, of whose results only the
+    documents whose titles the seed's text mentions are kept, the links it makes;
+    after the question when ``with_question``), and each follow-up query retrieves
     ``follow_up_k`` documents in hop 2, whose best new documents seed hop 3, and so on
     up to ``max_hops``. Every query is searched by ``retriever`` (``retrieve.bm25``,
     ``retrieve.dense``, or both fused by RRF: ``hybrid``) over the step's ``index``.
