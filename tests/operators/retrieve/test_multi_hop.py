@@ -73,6 +73,7 @@ def test_later_hops_search_the_titles_of_the_first_hops_best_documents(sample_in
 def test_mentions_keep_only_the_documents_whose_title_the_seed_mentions(sample_index):
     out = multi_hop(sample_index, follow_up="mentions", documents_per_hop=3, follow_up_k=30)(queries(3))
     first = create("retrieve.bm25", {"index": str(sample_index), "k": 10}, step_id="bm25")(queries(3))
+    assert 2 in out.column("hop").to_pylist(), "no seed mentioned any document the follow-ups found"
     for qid in ("q1", "q2", "q3"):
         seeds = rows_of(first, qid)[:3]
         for row in (r for r in rows_of(out, qid) if r["hop"] == 2):
