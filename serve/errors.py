@@ -21,6 +21,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from operators.errors import SpecError
+
 log = logging.getLogger("tessera.serve")
 
 #: The id Serve's proxy gives each HTTP request (its ``X-Request-ID`` response header).
@@ -121,6 +123,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
         return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code)
+
+    @app.exception_handler(SpecError)
+    async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:
+        """A flow, step or param a request names is invalid: 422 naming the step and field."""
+        return error_response(422, str(err), param=err.field, code="invalid_spec")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
