@@ -51,7 +51,7 @@ class ModelAPI:
                 self.by_name[key] = card
         self.app_name = serve.get_replica_context().app_name
         if service is not None:
-            auth.check_exposure(_http_host(), bool(service["keys"]), service["allow_public_without_keys"])
+            auth.check_exposure(auth.http_host(), bool(service["keys"]), service["allow_public_without_keys"])
             auth.configure(service["keys"], service["limits"]["max_body_bytes"])
             from serve.service import Service
 
@@ -153,12 +153,3 @@ class ModelAPI:
             raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
                                       code="model_error") from None
 
-
-def _http_host() -> str:
-    """The interface Serve's HTTP proxy listens on (from the controller; loopback when it cannot be read)."""
-    from ray.serve.context import _get_global_client
-
-    try:
-        return str(_get_global_client().http_config.host)
-    except Exception:  # noqa: BLE001  (no controller reachable: nothing is exposed either)
-        return "127.0.0.1"

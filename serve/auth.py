@@ -58,6 +58,16 @@ def check_exposure(host: str, has_keys: bool, allow_public_without_keys: bool) -
                            "127.0.0.1")
 
 
+def http_host() -> str:
+    """The interface Serve's HTTP proxy listens on (asked of the controller; loopback when it cannot be read)."""
+    from ray.serve.context import _get_global_client
+
+    try:
+        return str(_get_global_client().http_config.host)
+    except Exception:  # noqa: BLE001  (no controller reachable: nothing is exposed either)
+        return "127.0.0.1"
+
+
 def tenant_of(header: str | None, keys: dict[str, str]) -> str | None:
     """The key id for an ``Authorization`` header value (None: missing or unknown key)."""
     if not header or not header.lower().startswith("bearer "):

@@ -156,7 +156,7 @@ def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
     rows = post(serve_app, "/v1/search", {"query": "q", "top_k": limits["max_result_rows"] + 1})
     assert rows.status_code == 422 and "max_result_rows" in rows.json()["error"]["message"]
     over = post(serve_app, "/task/run", {"flow": {"steps": {"b": {"op": "retrieve.bm25", "params": {"k": 100}}}},
-                                         "queries": ["honey", "bees", "opera", "cathedral", "immune"]})
+                                         "queries": [f"the history of the city and its people {i}" for i in range(5)]})
     assert over.status_code == 413 and "max_result_rows" in over.json()["error"]["message"]
 
 
