@@ -32,7 +32,7 @@ def keyed(serve_app, sample_index, tmp_path_factory):
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TESSERA_API_KEYS", BOB)
         app = build_app(args)
-    serve.run(app, name="keyed", route_prefix="/keyed")
+    serve.run(app, name="keyed", route_prefix="/keyed", logging_config={"log_level": "WARNING"})
     try:
         yield {"url": serve_app + "/keyed", "store": store}
     finally:
