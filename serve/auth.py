@@ -20,9 +20,9 @@ import logging
 from typing import Any
 
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
-from serve.errors import error_response
+from serve.errors import HttpMiddleware, StartTracker, error_response
 
 log = logging.getLogger("tessera.serve")
 
@@ -85,16 +85,10 @@ def route_path(scope: Scope) -> str:
     return path[len(root):] if root and path.startswith(root) else path
 
 
-class KeyGuard:
+class KeyGuard(HttpMiddleware):
     """Sets ``request.state.tenant``; answers 401 (OpenAI's shape) to a request without a valid key."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         keys = _settings["keys"]
         tenant: str | None = LOCAL_TENANT
         if keys and route_path(scope) not in OPEN_PATHS:
@@ -118,15 +112,12 @@ class _BodyTooLarge(HTTPException):
         super().__init__(413, f"the request body is over the limit max_body_bytes={limit}")
 
 
-class BodyLimit:
+class BodyLimit(HttpMiddleware):
     """413 naming ``max_body_bytes`` for a body over the limit, whether it says its length or streams."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         limit = _settings["max_body_bytes"]
-        if scope["type"] != "http" or not limit:
+        if not limit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
@@ -135,7 +126,6 @@ class BodyLimit:
             await self._refuse(scope, receive, send, limit)
             return
         seen = 0
-        started = False
 
         async def counted() -> Message:
             nonlocal seen
@@ -146,15 +136,11 @@ class BodyLimit:
                     raise _BodyTooLarge(limit)
             return message
 
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = StartTracker(send)
         try:
             await self.app(scope, counted, tracked)
         except _BodyTooLarge:
-            if not started:
+            if not tracked.started:
                 await self._refuse(scope, receive, send, limit)
 
     @staticmethod

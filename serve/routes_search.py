@@ -27,7 +27,7 @@ def run_search(body: Any, owner: str) -> dict[str, Any]:
     service = svc.current()
     prepared = service.prepare(body, owner, search=True)
     started = time.perf_counter()
-    result = make_executor("local", keep_history=False).run(prepared.spec, _queries(prepared.queries))
+    result = make_executor("local", keep_history=False).run(prepared.flow, _queries(prepared.queries))
     limit = service.limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

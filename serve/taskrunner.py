@@ -117,13 +117,14 @@ class TaskWorker:
             ray.actor.exit_actor()  # detached: nothing else ends it
 
 
-def launch(task_id: str, store_url: str, *, home: str, num_cpus: float, max_result_rows: int) -> Any:
-    """Start the task's actor (with the app's ``$TESSERA_HOME``); returns the ``run`` call's ObjectRef."""
+def launch(task_id: str, store_url: str, *, env: dict[str, str], num_cpus: float, max_result_rows: int) -> Any:
+    """Start the task's actor (with the app's ``$TESSERA_HOME`` and outbound policy in ``env``); returns the
+    ``run`` call's ObjectRef."""
     import ray
 
     worker = ray.remote(TaskWorker).options(name=actor_name(task_id), namespace=NAMESPACE, lifetime="detached",
                                              num_cpus=num_cpus, max_restarts=0,
-                                             runtime_env={"env_vars": {"TESSERA_HOME": home}})
+                                             runtime_env={"env_vars": env})
     return worker.remote(store_url).run.remote(task_id, max_result_rows)
 
 

@@ -59,6 +59,9 @@ def handle(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "ray.serve.scripts", "run", path]
     if args.address:
         command += ["--address", args.address]
+    # The service runs specs that come from the network: outbound URLs reach public addresses only
+    # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
+    os.environ["TESSERA_OUTBOUND"] = "server"
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, command)

@@ -45,6 +45,7 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
 def start(config: Path, home: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS")}
     env["TESSERA_HOME"] = str(home)
+    env["TESSERA_ALLOW_HOSTS"] = "loopback"  # the slow step's server (the service allows public addresses only)
     log = open(home / f"serve-{time.time():.0f}.log", "wb")
     return subprocess.Popen([sys.executable, "-m", "flows", "serve", "--config", str(config), "--address", "local"],
                             env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)

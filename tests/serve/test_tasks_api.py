@@ -116,6 +116,13 @@ def test_unknown_ids_are_404s(serve_app):
     assert response.status_code == 404 and response.json()["error"]["message"] == "Chat id not found"
 
 
+def test_openapi_docs_list_the_flow_routes(serve_app):
+    assert get(serve_app, "/docs").status_code == 200
+    paths = get(serve_app, "/openapi.json").json()["paths"]
+    assert {"/task/run", "/task/enqueue", "/task/progress/{task_id}", "/task/cancel/{task_id}", "/pipeline/info",
+            "/flows/{name}", "/v1/search", "/task/chat/new", "/v1/embeddings"} <= set(paths)
+
+
 def test_pipeline_info_is_the_generated_mosaic_info(serve_app):
     from flows.info import mosaic_info
 
