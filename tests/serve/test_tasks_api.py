@@ -69,7 +69,7 @@ def test_task_run_answers_the_finished_progress_object(serve_app, sample_index):
 
 def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
     body = {"query": QUERY, "1": {"id": "bm25", "parameters": {"k": "20"}},
-            "2": {"id": "reduction", "parameters": {"k": "3"}}}
+            "2": {"id": "ReductionStep", "parameters": {"k": "3"}}}  # mosaicRAG's class name
     answer = post(serve_app, "/task/run", body).json()
     assert answer["status"] == "finished", answer
     rows = answer["result"]["data"]
