@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from serve.service_settings import ServiceArgs
+
 _DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -92,6 +94,9 @@ class AppArgs(BaseModel):
     models: list[ModelDeploymentArgs] = Field(default_factory=list, description="Models to deploy.")
     api_deployment: str = Field("api", description="Name of the HTTP ingress deployment.")
     api_num_cpus: float = Field(0, ge=0, description="CPUs reserved by the HTTP ingress replica.")
+    service: ServiceArgs | None = Field(default_factory=ServiceArgs, description="The flow routes (tasks, search, "
+                                        "saved flows, chat): default index, task store, API keys, limits; null "
+                                        "serves the models only.")
     missing_models: Literal["skip", "fail"] = Field(
         "skip", description="A model whose weights or operator are absent: 'skip' starts the app without it "
         "(logged; /v1/models lists it as missing with the reason), 'fail' stops the build with the reason.")
