@@ -86,6 +86,9 @@ class Service:
         global _current
         import os
 
+        from operators.redact import install_log_redaction
+
+        install_log_redaction()  # secrets and bearer tokens are masked in every log record of this replica
         os.environ["TESSERA_HOME"] = self.home = config["home"]  # this replica's process serves this app only
         # Specs come from the network: outbound URLs of steps reach public addresses only unless the operator of
         # the service chose otherwise (operators/outbound.py's policy; TESSERA_ALLOW_HOSTS names exceptions).

@@ -17,6 +17,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from operators.redact import remember_secret
+
 #: The environment variable that holds raw API keys (comma-separated), read when the app is built.
 KEYS_ENV = "TESSERA_API_KEYS"
 
@@ -91,6 +93,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
     keys = {k.sha256: k.id for k in service.api_keys}
     for raw in (environ.get(KEYS_ENV) or "").split(","):
         if raw.strip():
+            remember_secret(raw.strip())  # masked in this process's logs from now on
             digest = key_hash(raw.strip())
             keys.setdefault(digest, f"env-{digest[:8]}")
     return {"home": str(tessera_home().resolve()), "default_index": index, "task_store": store, "keys": keys, "task_num_cpus": service.task_num_cpus,
