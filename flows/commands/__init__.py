@@ -25,7 +25,7 @@ from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT
 from operators.errors import FlowCancelled, TesseraError
 
 #: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
-SUBCOMMANDS = ("ops", "run", "flows", "cache", "ingest", "index", "bench", "train")
+SUBCOMMANDS = ("ops", "run", "flows", "models", "cache", "ingest", "index", "bench", "train")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
