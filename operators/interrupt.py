@@ -31,6 +31,11 @@ def interruptible(check: Callable[[], None] | None) -> Iterator[None]:
         _local.check = before
 
 
+def current_check() -> Callable[[], None] | None:
+    """This thread's check, to carry into worker threads (``with interruptible(current_check()):``)."""
+    return getattr(_local, "check", None)
+
+
 def checkpoint() -> None:
     """Raise ``FlowCancelled`` here if the run this thread works for was cancelled."""
     check = getattr(_local, "check", None)

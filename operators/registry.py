@@ -22,7 +22,7 @@ from operators.errors import UnknownOperatorError
 # __init__ re-exports the registry.
 _PACKAGE = Path(__file__).resolve().parent
 # Packages under operators/ that hold shared building blocks, not operators.
-_NOT_CATEGORIES = {"testing", "models", "store"}
+_NOT_CATEGORIES = {"testing", "models", "store", "llm"}
 
 _lock = threading.Lock()
 _registry: dict[str, type[Operator]] = {}

@@ -23,6 +23,7 @@ import pytest
 # Nothing in the tests may reach a model hub: models come from installed packages.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price list: its own copy, not the web
 # OpenMP threads that spin while waiting starve the other process on a 2-core machine (a Ray
 # actor and the driver both running torch): measured 14 s vs 2.1 s per ColBERT training step.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
@@ -233,3 +234,24 @@ def sample_workspace(tmp_path_factory) -> Path:
 def sample_index(sample_workspace) -> Path:
     """The bundled sample's index (see ``sample_workspace``)."""
     return sample_workspace / ".tessera" / "indices" / "sample"
+
+
+@pytest.fixture(scope="session")
+def llm_fault_server():
+    """The local OpenAI-compatible fault server (operators.llm.testing), one for the session."""
+    from operators.llm.testing import FaultServer
+
+    with FaultServer() as server:
+        yield server
+
+
+@pytest.fixture
+def fault_models(llm_fault_server, tmp_path, monkeypatch):
+    """The fault server's aliases (``fault-ok``, ``fault-error``, ...) in force, its key set; the server reset."""
+    from operators.llm.testing import KEY_ENV
+
+    llm_fault_server.reset()
+    llm_fault_server.reply = "Honey bees make honey [1].\nSources: 1"
+    monkeypatch.setenv("TESSERA_MODELS", str(llm_fault_server.models_file(tmp_path / "models.yaml")))
+    monkeypatch.setenv(KEY_ENV, "sk-fault-test")
+    return llm_fault_server

@@ -47,7 +47,30 @@ def print_results(out, result, queries, top: int) -> None:
             if rows.num_rows > top:
                 view.caption = f"{rows.num_rows - top} more rows (--top N to show more)"
             out.print(view)
-        for key, value in (result.metadata.get(str(qid), {}) if qid is not None else {}).items():
+        print_metadata(out, result.metadata.get(str(qid), {}) if qid is not None else {})
+
+
+def print_metadata(out, meta: dict[str, Any]) -> None:
+    """A query's metadata under its table: the answer and its numbered sources first, read as prose."""
+    from rich.padding import Padding
+
+    if "answer" in meta:
+        out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
+        if meta.get("reasoning"):
+            out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
+    if meta.get("references"):
+        out.print("  [bold]sources[/]:")
+        for reference in meta["references"]:
+            out.print(Padding(escape(str(reference)), (0, 0, 0, 4)))
+    elif "answer" in meta:
+        out.print(f"  [bold]sources[/]: {escape(', '.join(map(str, meta.get('sources') or []))) or 'none cited'}")
+    for step, used in (meta.get("usage") or {}).items():
+        out.print(f"  [bold]usage[/] ({escape(str(step))}): {used.get('prompt_tokens', 0)} prompt + "
+                  f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
+                  f"{escape(str(used.get('model', '')))}")
+    shown = {"answer", "reasoning", "references", "sources", "usage", "raw_response"}
+    for key, value in meta.items():
+        if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")
 
 
@@ -67,10 +90,16 @@ def print_steps(out, result) -> None:
     from rich.table import Table
 
     table = Table(title="steps", title_justify="left", title_style="bold")
+    llm = any(rec.usage for rec in result.steps.values())
     for col, justify in (("step", "left"), ("operator", "left"), ("rows in", "right"), ("rows out", "right"),
-                         ("cache hits", "right"), ("seconds", "right")):
+                         ("cache hits", "right"), ("seconds", "right"), *((("LLM calls, tokens", "right"),) if llm
+                                                                         else ())):
         table.add_column(col, justify=justify)
     for step, rec in result.steps.items():
         cache = f"{rec.hits}/{rec.units}" if rec.cached else "off"
-        table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}")
+        used = rec.usage
+        tokens = (f"{used.get('llm_calls', 0):.0f}, {used.get('prompt_tokens', 0):.0f}+"
+                  f"{used.get('completion_tokens', 0):.0f}") if used else ""
+        table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}",
+                      *((tokens,) if llm else ()))
     out.print(table)

@@ -123,6 +123,7 @@ def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
                                         {"params": params, "step_id": step_id, "input_steps": inputs},
                                         lambda: op_class(params, step_id=step_id, input_steps=inputs))
     op.drain_metadata()  # nothing left over from a batch that failed before handing it over
+    op.drain_usage()
     return op
 
 
@@ -239,7 +240,8 @@ class _SourceUDF(_Callable):
                         break
                     self._report(self.step, BatchStats(rows_out=table.num_rows,
                                                        seconds=time.perf_counter() - start,
-                                                       metadata=self.op.drain_metadata()))
+                                                       metadata=self.op.drain_metadata(),
+                                                       usage=self.op.drain_usage()))
                     yield from self._then(table)
         except TesseraError as err:
             self._forward(err)

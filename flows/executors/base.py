@@ -11,7 +11,7 @@ import pyarrow as pa
 from flows.cache import StepCache
 from flows.progress import CancelToken, ProgressCallback, ProgressEvent
 from flows.result import FlowResult, StepRecord
-from flows.runner import BatchStats, merge_metadata
+from flows.runner import BatchStats, add_usage, merge_metadata
 from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError
 from operators.base import Operator
@@ -81,6 +81,7 @@ class RunState:
         record.units += stats.units
         record.hits += stats.hits
         record.seconds += stats.seconds
+        add_usage(record.usage, stats.usage)
         merge_metadata(self.result.metadata, stats.metadata)
         self.rows_done += stats.rows_out
         self.result.timings.add(f"step:{step}", stats.seconds)

@@ -88,5 +88,5 @@ class LocalExecutor:
                     break
                 parts.append(batch)
                 state.add_batch(step, BatchStats(rows_out=batch.num_rows, seconds=time.perf_counter() - start,
-                                                 metadata=op.drain_metadata()))
+                                                 metadata=op.drain_metadata(), usage=op.drain_usage()))
         return concat(parts)

@@ -1,0 +1,77 @@
+"""``tessera models [NAME...] [--check] [--json]``: the language-model aliases and which are reachable.
+
+Reachable is decided without sending a prompt (the embedded model: its weights and llama.cpp
+are installed; Ollama: its server answers on ``$OLLAMA_API_BASE``; API models: the key
+variable is set). ``--check`` sends each reachable model one tiny prompt and reports the
+reply's seconds and tokens.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from flows.commands._support import EXIT_OK, CliError, console, escape, print_json
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("models", parents=[common], help="list the language-model aliases and which answer",
+                            description=__doc__.split("\n\n")[1].replace("\n", " "))
+    parser.add_argument("names", nargs="*", metavar="NAME", help="only these aliases")
+    parser.add_argument("--check", action="store_true",
+                        help="send each reachable model one tiny prompt (max 8 tokens) and time it")
+    parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """List the aliases with their litellm model, where each is defined, and whether it can be reached."""
+    from operators.llm.aliases import alias_sources, aliases, user_file
+    from operators.llm.reachable import reachability
+
+    found = aliases()
+    unknown = [n for n in args.names if n not in found]
+    if unknown:
+        raise CliError(f"no model alias {', '.join(unknown)}; aliases: {', '.join(found)}", field="names")
+    sources = alias_sources()
+    rows: list[dict[str, Any]] = []
+    for name, alias in found.items():
+        if args.names and name not in args.names:
+            continue
+        ok, why = reachability(alias)
+        row = {"alias": name, "model": alias.model, "description": alias.description,
+               "defined_in": sources.get(name, "packaged"), "reachable": ok, "why": why}
+        if args.check and ok:
+            row["check"] = _check(name)
+        rows.append(row)
+    if args.json:
+        user = user_file()
+        print_json({"models": rows, "user_file": str(user) if user else None})
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title="models", title_justify="left", title_style="bold")
+    for col in ("alias", "litellm model", "reachable", "why", *(("check",) if args.check else ())):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        mark = "[green]yes[/]" if row["reachable"] else "[red]no[/]"
+        check = row.get("check", "")
+        table.add_row(escape(row["alias"]), escape(row["model"]), mark, escape(row["why"]),
+                      *((escape(str(check)),) if args.check else ()))
+    out = console()
+    out.print(table)
+    user = user_file()
+    out.print(f"aliases: {escape(str(user)) if user else 'packaged only'} (override in $TESSERA_HOME/models.yaml "
+              "or the file named by $TESSERA_MODELS; docs/llm.md)")
+    return EXIT_OK
+
+
+def _check(name: str) -> str:
+    from operators.llm import LLMError, complete
+
+    try:
+        done = complete("Reply with the word OK.", model=name, max_tokens=8, timeout=60, num_retries=0)
+    except LLMError as err:
+        return f"failed: {err.message}"
+    return f"answered in {done.seconds:.2f} s ({done.prompt_tokens}+{done.completion_tokens} tokens): " \
+           f"{done.text.strip()[:40]!r}"

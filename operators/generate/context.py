@@ -1,0 +1,118 @@
+"""The context a language model answers from: numbered document blocks within a token budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.tables import concat, empty_like, qid_groups, set_column
+
+
+class ContextBuilder(Operator):
+    """Number each query's rows in rank order into `[Document i] Title` blocks, within a token budget.
+
+    Rows go in by ``rank`` (best first) while their blocks fit in ``max_context_length``
+    tokens; the first block that does not fit is cut to the tokens left (when at least
+    ``min_block_tokens`` are) and the rest stay out. Tokens are counted with litellm's
+    tokenizer for ``model`` (models litellm does not know, the embedded one included,
+    are counted with its default tokenizer, so leave some room). Each row gets the
+    query's whole context in ``output_column`` (the same text on every row of the query)
+    and its number ``i`` in ``index_column`` (null for rows left out), which is how
+    ``generate.answer`` maps the citations back to documents. Rows are kept.
+
+    Usage::
+
+        ContextBuilder({"max_context_length": 512})(results)   # context, context_index columns
+    """
+
+    name = "generate.context"
+    aliases = ("build_context",)
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        max_context_length: int = Field(1024, gt=0, description="Most tokens of the whole context.")
+        max_documents: int | None = Field(None, gt=0, description="Most documents per query; null: as many as fit.")
+        model: str = Field("local", min_length=1, description="Model whose tokenizer counts the budget (an alias or "
+                           "a litellm model string).")
+        text_column: str = Field("text", description="Column holding each document's text.")
+        title_column: str | None = Field("title", description="Column holding the title shown after `[Document i]` "
+                                         "(the docno when absent or empty); null: the docno.")
+        include_scores: bool = Field(False, description="Add each row's score to its header line.")
+        min_block_tokens: int = Field(32, gt=0, description="A block cut to fit needs at least this many tokens "
+                                      "left, else it is left out.")
+        output_column: str = Field("context", description="Column that receives the query's context.")
+        index_column: str = Field("context_index", description="Column that receives each row's document number "
+                                  "(1, 2, ...; null when left out).")
+
+    def reads(self) -> list[str]:
+        columns = ["qid", "docno", "rank", self.params.text_column]
+        return columns + ([self.params.title_column] if self.params.title_column else [])
+
+    def requires(self) -> list[str]:
+        return ["qid", "docno", "rank", self.params.text_column]
+
+    def produces(self) -> dict[str, str]:
+        return {self.params.output_column: "data", self.params.index_column: "data"}
+
+    def setup(self) -> None:
+        from operators.llm import resolve  # first: it keeps litellm's import offline
+
+        import litellm  # noqa: F401  (its tokenizer, loaded once)
+
+        self._model = resolve(self.params.model).model
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        p = self.params
+        if table.num_rows == 0:
+            out = set_column(empty_like(table), p.output_column, pa.array([], pa.string()))
+            return set_column(out, p.index_column, pa.array([], pa.int32()))
+        parts = []
+        for _, rows in qid_groups(table):
+            ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
+            rows = rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))
+            context, numbers = self.build(rows.to_pylist())
+            rows = set_column(rows, p.output_column, pa.array([context] * rows.num_rows, pa.string()))
+            parts.append(set_column(rows, p.index_column, pa.array(numbers, pa.int32())))
+        return concat(parts)
+
+    def build(self, rows: list[dict[str, Any]]) -> tuple[str, list[int | None]]:
+        """The context of one query's rows (in rank order) and each row's number (None when left out)."""
+        p = self.params
+        blocks: list[str] = []
+        numbers: list[int | None] = [None] * len(rows)
+        left = p.max_context_length
+        for i, row in enumerate(rows):
+            if p.max_documents is not None and len(blocks) >= p.max_documents:
+                break
+            n = len(blocks) + 1
+            title = (row.get(p.title_column) if p.title_column else None) or row.get("docno") or ""
+            score = f" (score {row['score']:.3f})" if p.include_scores and row.get("score") is not None else ""
+            block = f"[Document {n}] {title}{score}\n{(row.get(p.text_column) or '').strip()}"
+            tokens = self._count(block + "\n\n")
+            if tokens > left:
+                if left < p.min_block_tokens:
+                    break
+                block = self._cut(block, left)
+                tokens = left
+            blocks.append(block)
+            numbers[i] = n
+            left -= tokens
+            if left <= 0:
+                break
+        return "\n\n".join(blocks), numbers
+
+    def _count(self, text: str) -> int:
+        import litellm
+
+        return int(litellm.token_counter(model=self._model, text=text))
+
+    def _cut(self, text: str, tokens: int) -> str:
+        import litellm
+
+        ids = litellm.encode(model=self._model, text=text)
+        return litellm.decode(model=self._model, tokens=list(ids)[: max(tokens - 2, 1)]) + " …"

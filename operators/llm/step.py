@@ -1,0 +1,158 @@
+"""What every LLM operator shares: its params, prompts, cache rule, usage records and failure policy.
+
+A subclass of ``LLMStep`` gives a ``name``, its prompts (``system_prompt`` and
+``prompt_template``, ``str.format`` templates a spec may override with the params
+``system_prompt`` and ``prompt``), and its ``transform``, which calls ``self.ask`` with
+one prompt per unit of work and parses what comes back. Everything else is here:
+
+* **Params** (``LLMParams``): ``model`` (an alias or a litellm string), ``temperature``,
+  ``max_tokens``, ``timeout``, ``num_retries``, ``on_error``.
+* **Cache rule.** The cache identity is the params, the resolved model (an alias can be
+  redefined) and the prompt templates. ``temperature`` 0 is deterministic, so the step
+  is cached; above 0 each run must sample afresh, so ``cacheable`` is False for that
+  step (an instance attribute set from the params; the class says True).
+* **Usage.** Every call's prompt/completion tokens and seconds go to the step record
+  (``record_usage``: the flow result's step table, both executors) and to the query's
+  metadata under ``usage`` keyed by step id.
+* **Failure policy** (the rerankers', ``operators/rerank/base.py``): with ``on_error:
+  degrade`` (default) a call that errors, times out or returns junk leaves the rows as
+  they came in, the query is marked ``degraded`` with the step and reason in the flow
+  result's metadata, the failure is logged, and the flow goes on. ``on_error: error``
+  fails the step.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, ClassVar, Literal, Mapping, Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.errors import OperatorError, ParamsError
+from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
+
+log = logging.getLogger(__name__)
+
+
+class LLMParams(BaseModel):
+    """Parameters every LLM operator takes."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str = Field("local", min_length=1, description="A model alias (`tessera models` lists them: local, "
+                       "gemma2, qwen2.5, llama3.1, DeepSeekv3) or any litellm model string "
+                       "('openai/gpt-4o-mini', 'ollama_chat/phi3').")
+    temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature. 0 is deterministic and the "
+                               "step is cached; above 0 the step is never cached (each run samples afresh).")
+    max_tokens: int = Field(256, gt=0, le=32768, description="Most tokens the model may write per call.")
+    timeout: float = Field(60.0, gt=0, description="Seconds one call may take (per attempt; litellm's timeout).")
+    num_retries: int | None = Field(None, ge=0, description="litellm's retries after a timeout, a rate limit or "
+                                    "a server error; null takes the alias's setting (2 by default).")
+    concurrency: int | None = Field(None, gt=0, description="Calls in flight at once; null takes the alias's "
+                                    "max_parallel_requests (the embedded model: 1), else 4.")
+    system_prompt: str | None = Field(None, description="Replaces the operator's system prompt; null keeps it.")
+    prompt: str | None = Field(None, description="Replaces the operator's prompt template (str.format fields: see "
+                               "the operator's description); null keeps it.")
+    on_error: Literal["degrade", "error"] = Field(
+        "degrade", description="When a call errors, times out or returns junk: 'degrade' keeps the rows as they "
+        "came in and marks the query degraded (with the reason, in the result metadata and the log); 'error' "
+        "fails the step.")
+
+
+class LLMStep(Operator):
+    """Base of the LLM operators (not registered: it has no name); see the module docstring."""
+
+    Params: ClassVar[type[BaseModel]] = LLMParams
+    #: Each batch waits for model calls: keep batches small so progress and cancels come often.
+    batch_size: ClassVar[int | None] = 200
+    system_prompt: ClassVar[str] = ""
+    prompt_template: ClassVar[str] = ""
+    #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
+    prompt_fields: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cacheable = self.params.temperature == 0  # type: ignore[misc]  (a per-step setting)
+        if self.params.prompt is not None:
+            unknown = set(_format_fields(self.params.prompt)) - set(self.prompt_fields)
+            if unknown:
+                raise ParamsError(f"the prompt uses {sorted(unknown)}; it may use {list(self.prompt_fields)}",
+                                  op=self.name, step=self.step_id, field="params.prompt")
+
+    # -- prompts ---------------------------------------------------------------
+
+    def prompts(self) -> dict[str, str]:
+        """The templates in force (the params' overrides, else the class's)."""
+        return {"system": self.params.system_prompt if self.params.system_prompt is not None else self.system_prompt,
+                "prompt": self.params.prompt if self.params.prompt is not None else self.prompt_template}
+
+    def render(self, **fields: Any) -> list[dict[str, Any]]:
+        """Chat messages: the system prompt, then the prompt template filled with ``fields``."""
+        templates = self.prompts()
+        return messages_of(templates["prompt"].format(**fields), templates["system"] or None)
+
+    def cache_identity(self) -> dict[str, Any]:
+        from operators.llm.aliases import resolve
+
+        resolved = resolve(self.params.model).model_dump(exclude={"description"}, exclude_none=True)
+        return {**super().cache_identity(), "resolved_model": resolved, "prompts": self.prompts()}
+
+    # -- calling the model --------------------------------------------------------
+
+    def ask(self, prompts: Mapping[str, Prompt]) -> dict[str, Completion | LLMError]:
+        """One call per key (a qid, or any id the subclass uses for usage), concurrently; usage recorded.
+
+        A failed call comes back as its ``LLMError`` (decide with ``degrade``).
+        """
+        keys = list(prompts)
+        p = self.params
+        results = complete_many([prompts[k] for k in keys], model=p.model, concurrency=p.concurrency,
+                                temperature=p.temperature, max_tokens=p.max_tokens, timeout=p.timeout,
+                                num_retries=p.num_retries)
+        for key, result in zip(keys, results):
+            if isinstance(result, Completion):
+                self.record(key, result)
+        return dict(zip(keys, results))
+
+    def record(self, qid: str, done: Completion) -> None:
+        """Add one call's usage to the step record and to the query's ``usage`` metadata."""
+        self.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens,
+                          completion_tokens=done.completion_tokens, llm_seconds=done.seconds)
+        mine = self._metadata.get(str(qid), {}).get("usage", {}).get(self.step_id)
+        totals = dict(mine) if mine else {"model": self.params.model, "calls": 0, "prompt_tokens": 0,
+                                          "completion_tokens": 0, "seconds": 0.0}
+        totals["calls"] += 1
+        totals["prompt_tokens"] += done.prompt_tokens
+        totals["completion_tokens"] += done.completion_tokens
+        totals["seconds"] = round(totals["seconds"] + done.seconds, 4)
+        self.emit_metadata(qid, "usage", {self.step_id: totals})
+
+    def degrade(self, qid: str, reason: str) -> None:
+        """The failure policy for one query: fail the step, or log and mark the query degraded."""
+        if self.params.on_error == "error":
+            raise OperatorError(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
+        log.warning("%s [%s]: query %s keeps its input: %s", self.name, self.step_id, qid, reason)
+        self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
+
+
+def junk_reason(result: Completion | LLMError) -> str | None:
+    """Why a call's result cannot be used (an error, or a reply without a letter or digit); None if it can."""
+    if isinstance(result, LLMError):
+        return f"{result.kind}: {result.message}"
+    if not re.search(r"\w", result.text):
+        return f"the model returned no usable text ({result.text[:40]!r}, finish reason {result.finish_reason})"
+    return None
+
+
+def _format_fields(template: str) -> list[str]:
+    import string
+
+    try:
+        return [name for _, name, _, _ in string.Formatter().parse(template) if name]
+    except ValueError as err:
+        raise ParamsError(f"the prompt is not a valid template: {err}", field="params.prompt") from None
+
+
+__all__: Sequence[str] = ("LLMParams", "LLMStep", "junk_reason")

@@ -1,0 +1,134 @@
+"""A local fault server for LLM operator tests: OpenAI's chat-completions API on 127.0.0.1.
+
+A real HTTP server (stdlib ``ThreadingHTTPServer``) that litellm reaches like any
+OpenAI-compatible endpoint, at ``http://127.0.0.1:PORT/<scenario>/v1``. The scenario in
+the path picks the behaviour:
+
+* ``ok``: answers ``server.reply`` (settable), with usage counted in words;
+* ``error``: HTTP 500 every time; ``flaky``: 500 on the first attempt, then ``ok``;
+* ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok``;
+* ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON.
+
+It counts attempts per scenario and answers ``GET /api/tags`` as an Ollama server would.
+``models_file`` writes a models.yaml whose aliases (``fault-ok``, ``fault-error``, ...)
+point at it, for ``$TESSERA_MODELS``. Usage::
+
+    with FaultServer() as server:
+        path = server.models_file(tmp_path / "models.yaml")   # set TESSERA_MODELS=path, TESSERA_FAULT_KEY=anything
+        complete("hi", model="fault-ok").text == server.reply
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed")
+#: The environment variable the fault aliases read their (any) key from.
+KEY_ENV = "TESSERA_FAULT_KEY"
+
+
+class FaultServer:
+    """The server and what it saw; see the module docstring."""
+
+    def __init__(self, reply: str = "Honey bees make honey [1].\nSources: 1", delay: float = 5.0) -> None:
+        self.reply = reply
+        self.delay = delay
+        self.attempts: Counter = Counter()
+        self.bodies: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        self.release = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "FaultServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release.set()
+        self._server.shutdown()
+        self._server.server_close()
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def api_base(self, scenario: str) -> str:
+        return f"{self.base}/{scenario}/v1"
+
+    def reset(self) -> None:
+        with self.lock:
+            self.attempts.clear()
+            self.bodies.clear()
+
+    def models_file(self, path: Path, **limits: Any) -> Path:
+        """A models.yaml with one alias ``fault-<scenario>`` per scenario (``limits`` added to each entry)."""
+        entries = {f"fault-{s}": {"model": f"openai/fault-{s}", "api_base": self.api_base(s),
+                                  "api_key_env": KEY_ENV, "description": f"fault server: {s}", **limits}
+                   for s in SCENARIOS}
+        path.write_text(yaml.safe_dump(entries), encoding="utf-8")
+        return path
+
+
+def _completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+    prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    return {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),
+            "model": body.get("model", "fault"),
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
+                      "total_tokens": len(prompt.split()) + len(text.split())}}
+
+
+def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *args: Any) -> None:  # quiet
+            pass
+
+        def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
+            data = raw if raw is not None else json.dumps(payload).encode()
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
+                pass
+
+        def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+            if self.path.rstrip("/") == "/api/tags":
+                self._send(200, {"models": []})
+            else:
+                self._send(404, {"error": "not found"})
+
+        def do_POST(self) -> None:  # noqa: N802
+            scenario = self.path.strip("/").split("/", 1)[0]
+            body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            with state.lock:
+                state.attempts[scenario] += 1
+                attempt = state.attempts[scenario]
+                state.bodies.append({"scenario": scenario, **body})
+            if scenario == "error" or (scenario == "flaky" and attempt == 1):
+                self._send(500, {"error": {"message": "the fault server failed on purpose", "type": "server_error"}})
+            elif scenario == "ratelimit":
+                self._send(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+            elif scenario == "junk":
+                self._send(200, _completion(body, "  ...  "))
+            elif scenario == "malformed":
+                self._send(200, None, raw=b"this is not json")
+            else:
+                if scenario == "slow":
+                    state.release.wait(state.delay)
+                self._send(200, _completion(body, state.reply))
+
+    return Handler

@@ -1,0 +1,123 @@
+"""generate.answer: the contract on the fault server, one real answer from the embedded model, parsing, the
+degrade policy, and the cache rule (cached at temperature 0, never above)."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import OperatorError
+from operators.generate.answer import parse_answer
+from operators.registry import create, get_operator
+from operators.testing import OperatorContract, sample_results
+
+
+def with_context(table: pa.Table, **params) -> pa.Table:
+    return create("generate.context", {"max_context_length": 400, **params})(table)
+
+
+class TestAnswerContract(OperatorContract):
+    operator_name = "generate.answer"
+
+    @pytest.fixture(autouse=True)
+    def _fault_models(self, fault_models):
+        self.server = fault_models
+
+    def make_operator(self, **params):
+        return get_operator(self.operator_name)({"model": "fault-ok", **params}, step_id="answer")
+
+    def make_input(self, n_queries=3, per_query=5):
+        return with_context(sample_results(n_queries, per_query))
+
+
+def test_answers_cite_and_record_usage(fault_models):
+    op = create("generate.answer", {"model": "fault-ok"}, step_id="answer")
+    table = with_context(sample_results(2, 3))
+    out = op(table)
+    assert out.num_rows == table.num_rows and out.column("cited").to_pylist() == [True, False, False] * 2
+    meta = op.drain_metadata()
+    first = table.column("docno")[0].as_py()
+    assert meta["q1"]["answer"] == "Honey bees make honey [1]." and meta["q1"]["sources"] == [first]
+    assert meta["q1"]["raw_response"] == fault_models.reply and meta["q1"]["reasoning"] == ""
+    usage = meta["q1"]["usage"]["answer"]
+    assert usage["calls"] == 1 and usage["prompt_tokens"] > 50 and usage["completion_tokens"] == 7
+    assert op.drain_usage()["llm_calls"] == 2
+
+
+def test_the_embedded_model_answers_from_the_context():
+    op = create("generate.answer", {"model": "local", "max_tokens": 48}, step_id="answer")
+    op(with_context(sample_results(1, 3), max_context_length=300))
+    meta = op.drain_metadata()["q1"]
+    assert meta["answer"].strip() and meta["raw_response"].strip() and "degraded" not in meta
+    assert set(meta["sources"]) <= set(sample_results(1, 3).column("docno").to_pylist())
+    assert 0 < meta["usage"]["answer"]["completion_tokens"] <= 48
+
+
+@pytest.mark.parametrize("text, documents, expected", [
+    ("Bees make honey [1] and wax [Document 3].\nSources: 1, 3", 3, ("Bees make honey [1] and wax [3].", [1, 3])),
+    ("Answer: Paris [2].\nReasoning: document 2 says so.\nSources: [2]", 2, ("Paris [2].", [2])),
+    ("It is Verdi [1, 2] (see [9]).", 2, ("It is Verdi [1, 2] (see [9]).", [1, 2])),
+    ("No document says.", 4, ("No document says.", [])),
+])
+def test_parse_answer(text, documents, expected):
+    parsed = parse_answer(text, documents)
+    assert (parsed["answer"], parsed["sources"]) == expected
+
+
+@pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
+                                           ("fault-junk", "no usable text")])
+def test_a_failure_keeps_the_rows_and_marks_the_query_degraded(fault_models, caplog, model, reason):
+    op = create("generate.answer", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="answer")
+    table = with_context(sample_results(1, 3))
+    with caplog.at_level(logging.WARNING):
+        out = op(table)
+    assert out.drop_columns(["cited"]).equals(table) and not any(out.column("cited").to_pylist())
+    meta = op.drain_metadata()["q1"]
+    assert meta["degraded"]["step"] == "answer" and reason in meta["degraded"]["reason"]
+    assert "answer" not in meta and "keeps its input" in caplog.text
+
+
+def test_on_error_error_fails_the_step(fault_models):
+    op = create("generate.answer", {"model": "fault-error", "num_retries": 0, "on_error": "error"})
+    with pytest.raises(OperatorError, match="query 'q1'"):
+        op(with_context(sample_results(1, 2)))
+
+
+def test_a_prompt_may_use_only_its_fields():
+    with pytest.raises(Exception, match="may use"):
+        create("generate.answer", {"prompt": "{question} {context}"})
+    assert create("generate.answer", {"prompt": "Q: {query}\n{context}"}).prompts()["prompt"].startswith("Q:")
+
+
+def flow(temperature: float, **answer):
+    from flows.spec import FlowSpec
+
+    return FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context", "params": {"max_context_length": 300}},
+        "answer": {"op": "generate.answer", "params": {"model": "fault-ok", "temperature": temperature, **answer}}}})
+
+
+def test_cached_at_temperature_zero_and_never_above(fault_models, cache):
+    from flows.executors.local import LocalExecutor
+
+    table = sample_results(3, 2)
+    first = LocalExecutor(cache=cache).run(flow(0.0), table)
+    again = LocalExecutor(cache=cache).run(flow(0.0), table)
+    assert fault_models.attempts["ok"] == 3 and again.steps["answer"].hits == 3
+    assert again.metadata["q2"]["answer"] == first.metadata["q2"]["answer"]
+    assert first.steps["answer"].usage["llm_calls"] == 3 and again.steps["answer"].usage == {}
+    assert create("generate.answer", {"temperature": 0.7}).cacheable is False
+    warm = LocalExecutor(cache=cache).run(flow(0.7), table)
+    assert fault_models.attempts["ok"] == 6 and warm.steps["answer"].cached is False
+
+
+def test_a_degraded_answer_is_not_cached(fault_models, cache):
+    from flows.executors.local import LocalExecutor
+
+    spec = flow(0.0, model="fault-error", num_retries=0)
+    for _ in range(2):
+        result = LocalExecutor(cache=cache).run(spec, sample_results(1, 2))
+        assert result.metadata["q1"]["degraded"]["step"] == "answer"
+    assert fault_models.attempts["error"] == 2 and result.steps["answer"].hits == 0

@@ -1,0 +1,44 @@
+"""generate.context: numbered blocks in rank order, the token budget, the numbers answers cite."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+
+from operators.registry import create
+from operators.testing import OperatorContract, sample_results
+
+
+class TestContextContract(OperatorContract):
+    operator_name = "generate.context"
+
+
+def test_blocks_in_rank_order_with_titles_and_numbers():
+    table = sample_results(1, 3)
+    reversed_rows = table.take(pa.array([2, 0, 1]))
+    out = create("generate.context", {"include_scores": True})(reversed_rows)
+    context = out.column("context")[0].as_py()
+    titles = table.column("title").to_pylist()
+    assert context.startswith(f"[Document 1] {titles[0]} (score 3.000)\n")
+    assert context.index(f"[Document 2] {titles[1]}") < context.index(f"[Document 3] {titles[2]}")
+    numbers = dict(zip(out.column("docno").to_pylist(), out.column("context_index").to_pylist()))
+    assert [numbers[d] for d in table.column("docno").to_pylist()] == [1, 2, 3]
+    assert set(out.column("context").to_pylist()) == {context}  # the same context on every row of the query
+
+
+def test_the_token_budget_cuts_and_leaves_out():
+    import litellm
+
+    table = sample_results(1, 5)
+    out = create("generate.context", {"max_context_length": 120})(table)
+    context = out.column("context")[0].as_py()
+    assert litellm.token_counter(model="gpt-3.5-turbo", text=context) <= 125
+    numbers = out.column("context_index").to_pylist()
+    assert numbers[0] == 1 and None in numbers and numbers == sorted(numbers, key=lambda n: n is None)
+    assert create("generate.context", {"max_documents": 2})(table).column("context_index").to_pylist() == \
+        [1, 2, None, None, None]
+
+
+def test_docno_when_there_is_no_title():
+    table = sample_results(1, 2).drop_columns(["title"])
+    context = create("generate.context")(table).column("context")[0].as_py()
+    assert context.startswith(f"[Document 1] {table.column('docno')[0].as_py()}\n")

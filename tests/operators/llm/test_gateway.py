@@ -1,0 +1,67 @@
+"""The gateway through litellm: the embedded model for real, and the local fault server for failures."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators.llm import Completion, LLMError, aliases, complete, complete_many, resolve
+
+
+def test_the_embedded_model_answers_for_real():
+    done = complete("What do bees make? Answer in one word.", model="local", max_tokens=8)
+    assert isinstance(done, Completion) and done.text.strip()
+    assert done.prompt_tokens > 5 and 0 < done.completion_tokens <= 8 and done.seconds > 0
+    assert done.model == "local"
+
+
+def test_packaged_aliases_and_a_user_file_over_them(tmp_path, monkeypatch):
+    found = aliases()
+    assert {"local", "gemma2", "qwen2.5", "llama3.1", "DeepSeekv3"} <= set(found)
+    assert found["local"].embedded and found["DeepSeekv3"].model == "deepseek/deepseek-chat"
+    user = tmp_path / "models.yaml"
+    user.write_text("gemma2: ollama_chat/gemma2:27b\nmine: {model: openai/gpt-4o-mini, api_key_env: MY_KEY}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(user))
+    assert resolve("gemma2").model == "ollama_chat/gemma2:27b" and resolve("mine").api_key_env == "MY_KEY"
+    assert resolve("local").embedded  # the packaged entries stay
+    assert resolve("anthropic/claude-x").model == "anthropic/claude-x"  # not an alias: litellm's string as is
+
+
+def test_the_fault_server_through_litellm(fault_models):
+    done = complete("Which insects make honey?", model="fault-ok", system="Be brief.", max_tokens=16)
+    assert done.text == fault_models.reply
+    assert done.prompt_tokens == len("Be brief. Which insects make honey?".split())
+    assert done.completion_tokens == len(fault_models.reply.split())
+    body = fault_models.bodies[-1]
+    assert body["messages"][0] == {"role": "system", "content": "Be brief."} and body["max_tokens"] == 16
+
+
+def test_a_server_error_is_retried_by_litellm_then_raised(fault_models):
+    assert complete("hi", model="fault-flaky", num_retries=1).text == fault_models.reply
+    assert fault_models.attempts["flaky"] == 2
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="fault-error", num_retries=1)
+    assert fault_models.attempts["error"] == 2 and err.value.kind == "api"
+
+
+def test_a_timeout_and_a_rate_limit_say_so(fault_models):
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="fault-slow", timeout=0.5, num_retries=0)
+    assert err.value.kind == "timeout"
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="fault-ratelimit", num_retries=0)
+    assert err.value.kind == "rate_limit"
+
+
+def test_keys_come_from_the_environment_only(fault_models, monkeypatch):
+    monkeypatch.delenv("TESSERA_FAULT_KEY")
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="fault-ok")
+    assert err.value.kind == "auth" and "$TESSERA_FAULT_KEY" in err.value.message
+    assert fault_models.attempts["ok"] == 0
+
+
+def test_complete_many_lists_failures_in_place(fault_models):
+    results = complete_many(["a", "b", "c"], model="fault-ok", concurrency=3)
+    assert [r.text for r in results] == [fault_models.reply] * 3
+    mixed = complete_many(["a"], model="fault-malformed", num_retries=0)
+    assert isinstance(mixed[0], LLMError)
