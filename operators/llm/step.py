@@ -101,10 +101,12 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
-    def ask(self, prompts: Mapping[str, Prompt]) -> dict[str, Completion | LLMError]:
+    def ask(self, prompts: Mapping[str, Prompt],
+            qids: Mapping[str, str] | None = None) -> dict[str, Completion | LLMError]:
         """One call per key (a qid, or any id the subclass uses for usage), concurrently; usage recorded.
 
-        A failed call comes back as its ``LLMError`` (decide with ``degrade``).
+        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call per
+        row). A failed call comes back as its ``LLMError`` (decide with ``degrade``).
         """
         keys = list(prompts)
         p = self.params
@@ -113,7 +115,7 @@ class LLMStep(Operator):
                                 num_retries=p.num_retries)
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
-                self.record(key, result)
+                self.record(qids[key] if qids is not None else key, result)
         return dict(zip(keys, results))
 
     def record(self, qid: str, done: Completion) -> None:
