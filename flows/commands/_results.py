@@ -51,7 +51,7 @@ def print_results(out, result, queries, top: int) -> None:
 
 
 def print_metadata(out, meta: dict[str, Any]) -> None:
-    """A query's metadata under its table: the answer and its numbered sources first, read as prose."""
+    """A query's metadata under its table: the summary, the answer and its numbered sources first, read as prose."""
     from rich.padding import Padding
 
     if "summary" in meta:
