@@ -9,8 +9,7 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import Field
 
-from operators.llm import LLMParams, LLMStep, junk_reason
-from operators.llm.gateway import Completion
+from operators.llm import Completion, LLMError, LLMParams, LLMStep, junk_reason
 from operators.tables import concat, empty_like, qid_groups, set_column, text_column
 
 MARK = "**"
@@ -95,14 +94,14 @@ class RelevanceMarker(LLMStep):
         return concat(parts)
 
 
-def mark(original: str, reply: Completion | Exception) -> tuple[str, str | None]:
+def mark(original: str, reply: Completion | LLMError) -> tuple[str, str | None]:
     """The original text with the reply's markers, or the original text and why the reply cannot be used."""
-    problem = junk_reason(reply)  # type: ignore[arg-type]
-    if problem is not None:
+    problem = junk_reason(reply)
+    if problem is not None or not isinstance(reply, Completion):
         return original, problem
-    text = _ECHOED.sub("", reply.text.strip())  # type: ignore[union-attr]
+    text = _ECHOED.sub("", reply.text.strip())
     count = text.count(MARK)
-    cut = " (the reply stopped at max_tokens)" if getattr(reply, "finish_reason", None) == "length" else ""
+    cut = " (the reply stopped at max_tokens)" if reply.finish_reason == "length" else ""
     if " ".join(text.replace(MARK, "").split()) != " ".join(original.split()):
         return original, "the reply is not the original text plus markers" + cut
     if count == 0:

@@ -13,29 +13,18 @@ REPO = Path(__file__).resolve().parents[2]
 QUERY = "which insects make honey and pollinate flowers"
 
 
-def run_cli(monkeypatch, capsys, home: Path, *args: str) -> tuple[int, str]:
-    from flows.commands import main
-
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("TESSERA_HOME", str(home))
-    monkeypatch.setenv("COLUMNS", "160")
-    capsys.readouterr()
-    status = main(list(args))
-    return status, capsys.readouterr().out
-
-
-def test_the_summary_reads_as_prose_and_travels_in_json(fault_models, sample_index, monkeypatch, capsys, tmp_path):
+def test_the_summary_reads_as_prose_and_travels_in_json(fault_models, sample_index, run_cli, tmp_path):
     spec = yaml.safe_load((REPO / "flows" / "specs" / "summarize.yaml").read_text())
     assert spec["steps"]["summary"]["op"] == "summarize.results"
     spec["steps"]["summary"]["params"]["model"] = "fault-ok"
     fault_models.reply = "Honey bees make honey and pollinate flowers."
     path = tmp_path / "summarize.yaml"
     path.write_text(yaml.safe_dump(spec))
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", str(path), "--index", str(sample_index),
+    status, out = run_cli("run", str(path), "--index", str(sample_index),
                           "--queries", QUERY, "--quiet", "--no-cache")
     assert status == 0 and "summary: Honey bees make honey and pollinate flowers." in out
     assert "usage (summary):" in out and "LLM calls, tokens" in out
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", str(path), "--index", str(sample_index),
+    status, out = run_cli("run", str(path), "--index", str(sample_index),
                           "--queries", QUERY, "--quiet", "--json", "--no-cache")
     result = json.loads(out)
     assert status == 0 and result["metadata"]["1"]["summary"] == fault_models.reply and len(result["rows"]) == 5
@@ -44,8 +33,8 @@ def test_the_summary_reads_as_prose_and_travels_in_json(fault_models, sample_ind
 
 
 @pytest.mark.slow
-def test_summarize_runs_on_the_embedded_model(sample_index, monkeypatch, capsys, tmp_path):
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", "summarize", "--index", str(sample_index),
+def test_summarize_runs_on_the_embedded_model(sample_index, run_cli):
+    status, out = run_cli("run", "summarize", "--index", str(sample_index),
                           "--queries", QUERY, "--quiet", "--json", "--no-cache")
     meta = json.loads(out)["metadata"]["1"]
     assert status == 0 and "degraded" not in meta and meta["summary"].strip()
