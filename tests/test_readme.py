@@ -30,6 +30,9 @@ def test_the_python_tour_runs_as_written(sample_workspace, monkeypatch, capsys):
     assert hits.column("title").to_pylist()[0] == "Gothic architecture" and hits.num_rows == 5
     assert sorted(set(result.table.column("qid").to_pylist())) == ["1", "2"]
     assert set(result.history) == {"bm25", "dense", "fused"} and result.steps["fused"].rows_out == result.table.num_rows
+    answered = scope["rag"].metadata["1"]
+    assert answered["answer"] in printed and "degraded" not in answered
+    assert scope["rag"].steps["answer"].usage["llm_calls"] == 1
 
 
 def test_the_operator_in_one_file_runs_as_written():

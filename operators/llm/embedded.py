@@ -71,7 +71,10 @@ def load(name: str) -> tuple[Any, threading.Lock]:
         except ImportError:
             raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
                                      "docs/llm.md for the build flags)") from None
-        threads = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+        # Half the cores: llama.cpp's threads wait for each other by spinning, so on cores shared with other
+        # work (a Ray actor beside the driver, a busy CI machine) two threads ran at half the speed of one.
+        threads = int(os.environ.get("TESSERA_LLM_THREADS") or max(1, cpus // 2))
         llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=threads, verbose=False)
         return llama, threading.Lock()
 

@@ -47,7 +47,8 @@ class LLMParams(BaseModel):
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature. 0 is deterministic and the "
                                "step is cached; above 0 the step is never cached (each run samples afresh).")
     max_tokens: int = Field(256, gt=0, le=32768, description="Most tokens the model may write per call.")
-    timeout: float = Field(60.0, gt=0, description="Seconds one call may take (per attempt; litellm's timeout).")
+    timeout: float | None = Field(None, gt=0, description="Seconds one call may take (per attempt; litellm's "
+                                  "timeout); null takes the alias's setting (60 s by default, the local model 300 s).")
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a timeout, a rate limit or "
                                     "a server error; null takes the alias's setting (2 by default).")
     concurrency: int | None = Field(None, gt=0, description="Calls in flight at once; null takes the alias's "

@@ -24,6 +24,7 @@ def run_cli(monkeypatch, capsys, home: Path, *args: str) -> tuple[int, str]:
     return status, capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_usage_lands_in_the_metadata_and_the_step_record(make_executor):
     from flows.spec import FlowSpec
 

@@ -46,6 +46,7 @@ def test_answers_cite_and_record_usage(fault_models):
     assert op.drain_usage()["llm_calls"] == 2
 
 
+@pytest.mark.slow
 def test_the_embedded_model_answers_from_the_context():
     op = create("generate.answer", {"model": "local", "max_tokens": 48}, step_id="answer")
     op(with_context(sample_results(1, 3), max_context_length=300))

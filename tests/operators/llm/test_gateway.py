@@ -7,6 +7,7 @@ import pytest
 from operators.llm import Completion, LLMError, aliases, complete, complete_many, resolve
 
 
+@pytest.mark.slow
 def test_the_embedded_model_answers_for_real():
     done = complete("What do bees make? Answer in one word.", model="local", max_tokens=8)
     assert isinstance(done, Completion) and done.text.strip()
