@@ -6,6 +6,15 @@ import pyarrow as pa
 import pytest
 
 from operators import create
+from operators.testing import OperatorContract, sample_results
+
+
+class TestExpandedQueriesContract(OperatorContract):
+    operator_name = "fuse.expanded_queries"
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5):
+        table = sample_results(n_queries, per_query)
+        return table.append_column("original_qid", table.column("qid"))
 
 
 def hits(rows):

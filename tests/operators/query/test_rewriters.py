@@ -6,7 +6,34 @@ import pytest
 
 from operators import create
 from operators.query._rewrite import keywords_of
-from operators.testing import sample_queries
+from operators.testing import OperatorContract, sample_queries
+
+
+class _OnQueries:
+    """The contract on a queries table; the model writes junk and fallback is off, so no qid is added (the
+    contract's "no invented queries" check), while the extra rows are what the tests below check."""
+
+    @pytest.fixture(autouse=True)
+    def _model(self, fault_models):
+        pass
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"model": "fault-junk", "fallback": "none", **params})
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5):
+        return sample_queries(n_queries)
+
+
+class TestExpandContract(_OnQueries, OperatorContract):
+    operator_name = "query.expand"
+
+
+class TestDecomposeContract(_OnQueries, OperatorContract):
+    operator_name = "query.decompose"
+
+
+class TestKeywordsContract(_OnQueries, OperatorContract):
+    operator_name = "query.keywords"
 
 
 def extra(out):
