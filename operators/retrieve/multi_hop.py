@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from typing import Any, Literal
 
@@ -15,6 +16,11 @@ from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
 from operators.tables import concat, set_columns, set_ranking
+
+log = logging.getLogger(__name__)
+_FOLLOW_UP_SYSTEM = "You write web search queries. Reply with one query and nothing else."
+_FOLLOW_UP_PROMPT = ("Question: {question}\nA document found so far: {title}: {text}\n"
+                     "Write a search query for the next document needed to answer the question.")
 
 #: Columns that carry a hop query back to the question it was written for.
 _QUESTION, _SLOT, _SEED_TEXT = "__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text"
@@ -69,10 +75,13 @@ class MultiHopRetriever(Operator):
         documents_per_hop: int = Field(5, ge=1, le=100, description="Documents of a hop (best first, each used "
                                        "once) that write the next hop's queries, one query each.")
         follow_up_k: int = Field(20, gt=0, le=10_000, description="Results each follow-up query retrieves.")
-        follow_up: Literal["titles", "texts", "mentions"] = Field(
+        follow_up: Literal["titles", "texts", "mentions", "llm"] = Field(
             "titles", description="How a seed document becomes a follow-up query: titles (its title; its text's "
-            "first words when it has none), texts (its title and text), or mentions (its title and text, and of "
-            "what that finds only the documents whose title its text mentions: the links a seed's text makes).")
+            "first words when it has none), texts (its title and text), mentions (its title and text, and of "
+            "what that finds only the documents whose title its text mentions: the links a seed's text makes), or "
+            "llm (follow_up_model writes the query from the question and the seed; its title where the call fails).")
+        follow_up_model: str = Field("local", min_length=1, description="With follow_up: llm, the model (an alias "
+                                     "or a litellm string) that writes the follow-up queries, at temperature 0.")
         with_question: bool = Field(False, description="Put the question before each follow-up query.")
         dedup: bool = Field(True, description="A later hop's rankings keep only documents that no earlier hop "
                             "found (so they are neither counted twice nor seed again).")
@@ -138,6 +147,31 @@ class MultiHopRetriever(Operator):
         return [f"{title or ''} {text or ''}".strip() for title, text in zip(titles, texts)]
 
     _follow_up_mentions = _follow_up_texts
+
+    def _follow_up_llm(self, seeds: pa.Table, questions: list[str]) -> list[str]:
+        """The model's query for what the question still needs after the seed; the seed's title where it fails."""
+        from operators.llm.gateway import complete_many, messages_of
+        from operators.llm.step import junk_reason
+
+        prompts = [messages_of(_FOLLOW_UP_PROMPT.format(question=q, title=title or "", text=" ".join(
+            (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
+            zip(questions, seeds.column("title").to_pylist(), seeds.column("text").to_pylist())]
+        results = complete_many(prompts, model=self.params.follow_up_model, temperature=0.0, max_tokens=32)
+        queries, failed = [], []
+        for result, title in zip(results, self._follow_up_titles(seeds, questions)):
+            problem = junk_reason(result)
+            line = "" if problem else next((ln.strip(" -*\"'") for ln in result.text.splitlines() if ln.strip()), "")
+            if not problem:
+                self.record_usage(llm_calls=1, prompt_tokens=result.prompt_tokens,
+                                  completion_tokens=result.completion_tokens, llm_seconds=result.seconds)
+            usable = line if re.search(r"[^\W\d_]", line) else None
+            queries.append(usable or title)
+            if usable is None:
+                failed.append(problem or f"no query in {result.text[:40]!r}")
+        if failed:
+            log.warning("%s [%s]: %d of %d follow-up queries are seed titles: %s", self.name, self.step_id,
+                        len(failed), len(results), failed[0])
+        return queries
 
     def _follow_ups(self, seeds: pa.Table, questions: list[str]) -> list[str]:
         """One query per seed row, by the ``follow_up`` mode's method; ``questions`` are every question asked."""

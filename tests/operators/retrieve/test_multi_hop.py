@@ -144,3 +144,20 @@ def test_a_second_hop_finds_more_gold_pairs_on_hotpotqa(hotpot_train100):
     hops = create("retrieve.multi_hop", {"index": str(path), "retriever": "bm25", "k": 10, "follow_up": "mentions",
                                          "documents_per_hop": 3, "follow_up_k": 50}, step_id="hops")(asked)
     assert both_gold_at(hops, gold, 10) > both_gold_at(single, gold, 10)
+
+
+def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_index, fault_models):
+    fault_models.reply = "  \n- gothic cathedral architecture\nanother line"
+    out = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
+                    follow_up_model="fault-ok")(queries(2))
+    assert fault_models.attempts["ok"] == 4   # two seeds for each of two questions
+    prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]
+    for question in queries(2).column("query").to_pylist():
+        assert sum(f"Question: {question}\nA document found so far" in p for p in prompts) == 2
+    written = set(create("retrieve.bm25", {"index": str(sample_index), "k": 5}, step_id="f")(
+        pa.table({"qid": ["f"], "query": ["gothic cathedral architecture"]})).column("docno").to_pylist())
+    assert {r["docno"] for r in out.to_pylist() if r["hop"] == 2} <= written
+    failing = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
+                        follow_up_model="fault-error")(queries(2))
+    titles = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5)(queries(2))
+    assert failing.column("docno").to_pylist() == titles.column("docno").to_pylist()
