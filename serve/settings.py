@@ -154,10 +154,10 @@ class AppArgs(BaseModel):
 
     @model_validator(mode="after")
     def _unique_names(self) -> "AppArgs":
-        seen: dict[str, str] = {}
-        for entry in [*self.models, *self.llms]:
+        seen: dict[str, int] = {}
+        entries = [*self.models, *self.llms]
+        for i, entry in enumerate(entries):
             for key in {entry.name, *entry.aliases, entry.deployment_name}:
-                if key in seen and seen[key] != entry.name:
-                    raise ValueError(f"name '{key}' is used twice ({seen[key]} and {entry.name})")
-                seen[key] = entry.name
+                if seen.setdefault(key, i) != i:
+                    raise ValueError(f"name '{key}' is used twice ({entries[seen[key]].name} and {entry.name})")
         return self
