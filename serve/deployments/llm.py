@@ -10,9 +10,8 @@ Concurrency on CPU: a llama.cpp context decodes one sequence at a time (and is n
 thread-safe), so a replica runs its requests one after another on ``threads`` cores;
 concurrency is replicas × 1, with ``max_ongoing_requests`` a small queue per replica so
 that Serve sends the others to idle replicas. Continuous batching (vLLM) needs a GPU;
-llama.cpp's parallel slots (its server's ``-np``) split one context among sequences,
-which on 2 cores gave no more tokens/s than one sequence per replica and would mean a
-server process per replica.
+llama.cpp's parallel slots (its server's ``-np``) would mean a server process per replica,
+where replicas get Serve's routing and autoscaling for free.
 """
 
 from __future__ import annotations
