@@ -1,4 +1,5 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
+``/v1/rerank``, Cohere v2 ``/v2/rerank``,
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
 search, chat), which the same replica serves with ``serve.service``.
 

@@ -1,7 +1,8 @@
 """The application builder: ``serve run serve/config.yaml`` calls ``build_app(args)``.
 
 One model deployment per entry of ``args.models`` (embedder or reranker, by the
-operator's class) and per language model of ``args.llms`` (``/v1/chat/completions``), plus the HTTP ingress, which also serves the flow routes configured by
+operator's class) and per language model of ``args.llms`` (``/v1/chat/completions``), plus the HTTP
+ingress, which also serves the flow routes configured by
 ``args.service`` (``serve/service_settings.py``: default index, task store, API keys,
 limits; resolved here, in the process that builds the app). A model whose operator or weights are not on
 this machine is, by default (``missing_models: skip``), left out with a warning in the

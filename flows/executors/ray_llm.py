@@ -34,7 +34,8 @@ def llm_engine(op: Operator, num_gpus: float) -> str:
     return "gateway"
 
 
-def vllm_processor(model_source: str, *, max_tokens: int, temperature: float, concurrency: int, batch_size: int = 64, engine_kwargs: dict[str, Any] | None = None) -> Any:
+def vllm_processor(model_source: str, *, max_tokens: int, temperature: float, concurrency: int,
+                   batch_size: int = 64, engine_kwargs: dict[str, Any] | None = None) -> Any:
     """``ray.data.llm``'s processor over rows with ``messages``: each row comes back with ``generated_text``
     and ``num_generated_tokens`` (the documented ``vLLMEngineProcessorConfig`` + ``build_processor``); one GPU
     per engine actor, ``concurrency`` actors."""

@@ -64,8 +64,8 @@ def llama_cpp_installed() -> bool:
 def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
     """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process).
 
-    ``threads`` defaults to the CPUs this process may use; a Serve replica passes its CPU share, so replicas
-    side by side do not oversubscribe the cores."""
+    ``threads`` defaults to ``$TESSERA_LLM_THREADS``, else the CPUs this process may use; a Serve replica passes
+    its CPU share, so replicas side by side do not oversubscribe the cores."""
     path = gguf_path(name)
 
     def build() -> tuple[Any, threading.Lock]:
@@ -77,6 +77,7 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
         llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
         return llama, threading.Lock()
 
+    threads = threads or int(os.environ.get("TESSERA_LLM_THREADS") or 0) or None
     n_threads = threads or (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
     key = {"path": str(path), "n_ctx": CONTEXT_TOKENS, **({"threads": threads} if threads else {})}
     return models.get_or_create("llama_cpp", key, build)

@@ -116,7 +116,8 @@ def llm_deployment(llm: LLMDeploymentArgs) -> Any:
         return vllm_deployment(llm, autoscaling)
     return LlamaCppDeployment.options(
         name=llm.deployment_name, max_ongoing_requests=llm.max_ongoing_requests, autoscaling_config=autoscaling,
-        ray_actor_options={"num_cpus": llm.threads if llm.num_cpus is None else llm.num_cpus}).bind(llm.name, llm.model, llm.threads)
+        ray_actor_options={"num_cpus": llm.threads if llm.num_cpus is None else llm.num_cpus},
+    ).bind(llm.name, llm.model, llm.threads)
 
 
 def vllm_deployment(llm: LLMDeploymentArgs, autoscaling: dict[str, Any]) -> Any:
