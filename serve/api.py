@@ -1,4 +1,5 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
+``/v1/rerank``, Cohere v2 ``/v2/rerank``,
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
 search, chat), which the same replica serves with ``serve.service``.
 
@@ -19,7 +20,7 @@ import numpy as np
 from fastapi import FastAPI
 from ray import serve
 
-from serve import auth, errors, routes_chat, routes_flows, routes_search, routes_tasks
+from serve import auth, chat, errors, routes_chat, routes_flows, routes_search, routes_tasks
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
@@ -115,6 +116,13 @@ class ModelAPI:
             data=[Embedding(index=i, embedding=e) for i, e in enumerate(data)], model=body.model,
             usage=EmbeddingsUsage(prompt_tokens=tokens, total_tokens=tokens),
         ).model_dump()
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(self, body: chat.ChatRequest) -> Any:
+        """OpenAI's chat completions (streaming or not) from a served language model; ``chat.chat_target``
+        decides where a ``model`` goes."""
+        card = chat.chat_target(body.model, self.by_name)
+        return await chat.chat_response(self.handles[card.deployment], card, body)
 
     @app.post("/v1/rerank")
     async def rerank(self, body: RerankRequest) -> dict[str, Any]:

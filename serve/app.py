@@ -1,7 +1,8 @@
 """The application builder: ``serve run serve/config.yaml`` calls ``build_app(args)``.
 
 One model deployment per entry of ``args.models`` (embedder or reranker, by the
-operator's class), plus the HTTP ingress, which also serves the flow routes configured by
+operator's class) and per language model of ``args.llms`` (``/v1/chat/completions``), plus the HTTP
+ingress, which also serves the flow routes configured by
 ``args.service`` (``serve/service_settings.py``: default index, task store, API keys,
 limits; resolved here, in the process that builds the app). A model whose operator or weights are not on
 this machine is, by default (``missing_models: skip``), left out with a warning in the
@@ -59,6 +60,19 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
             continue
         handles[model.deployment_name] = model_deployment(model, kind)
         served.append({"deployment": model.deployment_name, "op": model.op, "params": model.params, "kind": kind})
+    for llm in settings.llms:
+        from serve.deployments.llm import engine_problem, llm_deployment
+
+        problem = engine_problem(llm)
+        cards.append({"id": llm.name, "type": "chat", "operator": f"llm.{llm.engine}", "engine": llm.engine,
+                      "deployment": llm.deployment_name, "aliases": llm.aliases,
+                      "status": "ready" if problem is None else "missing", "reason": problem})
+        if problem is not None:
+            if settings.missing_models == "fail":
+                raise ModelNotFoundError(problem, field=f"llms.{llm.name}")
+            log.warning("tessera serve: language model '%s' is not deployed: %s", llm.name, problem)
+            continue
+        handles[llm.deployment_name] = llm_deployment(llm)
     api = ModelAPI.options(name=settings.api_deployment, ray_actor_options={"num_cpus": settings.api_num_cpus})
     service = None if settings.service is None else service_settings.resolve(settings.service)
     return api.bind(handles, cards, service, served)

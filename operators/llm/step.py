@@ -68,6 +68,9 @@ class LLMStep(Operator):
     Params: ClassVar[type[BaseModel]] = LLMParams
     #: Each batch waits for model calls: keep batches small so progress and cancels come often.
     batch_size: ClassVar[int | None] = 200
+    #: On the Ray executor, a fixed pool of this many actors (a spec's step ``concurrency`` overrides it), so a
+    #: model server sees at most actors x ``params.concurrency`` calls at once, however large the cluster.
+    concurrency: ClassVar[int | None] = 2
     system_prompt: ClassVar[str] = ""
     prompt_template: ClassVar[str] = ""
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).

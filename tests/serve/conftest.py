@@ -1,5 +1,5 @@
 """A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT,
-a configured model whose weights are absent, and the flow routes over the sample index with a task store in a
+the embedded language model (llama.cpp), a configured model whose weights are absent, and the flow routes over the sample index with a task store in a
 temporary $TESSERA_HOME. One app serves every module of this package (starting it
 takes half a minute); a test that deploys an app of its own gives it its own name and route prefix."""
 
@@ -52,7 +52,10 @@ def app_args(ce: str, colbert: str) -> dict:
         {"name": "tessera-colbert", "op": "rerank.colbert", "params": {"model": colbert}, "num_cpus": 0.5,
          "num_gpus": 0, "batching": fast},
     ]
-    return {"models": models}
+    # The embedded SmolLM2 on llama.cpp behind /v1/chat/completions: one replica, one thread.
+    llms = [{"name": "smollm2", "aliases": ["local"], "threads": 1, "num_cpus": 0.25,
+             "autoscaling": {"min_replicas": 1, "max_replicas": 1}}]
+    return {"models": models, "llms": llms}
 
 
 #: The shared app's limits: low enough that a test reaches each one with a small request.
