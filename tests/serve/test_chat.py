@@ -1,5 +1,5 @@
 """Chats about a task's results on the package's Serve app: created for a finished task of the caller, kept in
-the task store, answered by the rag flow's answer path (issue #31's ``generate.answer``) once it is installed."""
+the task store, answered by the rag flow's answer path (``generate.context`` then ``generate.answer``)."""
 
 from __future__ import annotations
 
@@ -7,12 +7,6 @@ import pytest
 import requests
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
-
-
-def answer_operators_missing() -> list[str]:
-    from serve.routes_chat import missing_answer_operators
-
-    return missing_answer_operators()
 
 
 @pytest.fixture(scope="module")
@@ -34,16 +28,6 @@ def test_a_chat_is_made_for_a_finished_task_and_a_known_column(serve_app, finish
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "Task id not found"
 
 
-@pytest.mark.skipif(not answer_operators_missing(), reason="the answer operators are installed: the answer test runs")
-def test_without_the_answer_operators_a_message_is_a_503_naming_them(serve_app, finished_task):
-    chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task}, timeout=30).text
-    response = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "what makes honey?"}, timeout=30)
-    assert response.status_code == 503
-    assert all(name in response.json()["error"]["message"] for name in answer_operators_missing())
-
-
-@pytest.mark.skipif(bool(answer_operators_missing()), reason="needs the rag flow's answer path (generate.context, "
-                    "generate.answer: issue #31's LLM gateway), not merged into this branch yet")
 def test_a_message_is_answered_from_the_task_results(serve_app, finished_task):
     chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
                         timeout=30).text
