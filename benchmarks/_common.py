@@ -116,6 +116,18 @@ def latency_summary(seconds: list[float] | np.ndarray) -> dict[str, float]:
             "p99_ms": float(np.percentile(ms, 99)), "mean_ms": float(ms.mean())}
 
 
+def print_side_by_side(local_label: str, local_s: list[float], served_label: str, served_s: list[float]) -> float:
+    """p50/p95/mean of an in-process side and a served side, and their p95 ratio (goal: served <= 1.5x); returns it."""
+    a, b = latency_summary(local_s), latency_summary(served_s)
+    print(f"{'':<28}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
+    for label, row in ((local_label, a), (served_label, b)):
+        print(f"{label:<28}{row['p50_ms']:>10.1f}{row['p95_ms']:>10.1f}{row['mean_ms']:>10.1f}")
+    ratio = b["p95_ms"] / a["p95_ms"]
+    print(f"p95 ratio Serve / in-process: {ratio:.2f} (goal <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'}); "
+          f"p50 ratio {b['p50_ms'] / a['p50_ms']:.2f}")
+    return ratio
+
+
 def rss_bytes() -> int:
     """Resident set size of this process (Linux /proc; no psutil needed)."""
     with open("/proc/self/statm") as f:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import CACHE, DATA, latency_summary, read_beir_corpus
+from _common import CACHE, DATA, print_side_by_side, read_beir_corpus
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -109,13 +109,7 @@ def main() -> None:
         local_scores = dict(zip(local_order, out.column("score").to_pylist()))
         max_diff = max(max_diff, max(abs(local_scores[r["index"]] - r["relevance_score"]) for r in results))
 
-    a, b = latency_summary(local_s), latency_summary(served_s)
-    print(f"{'':<28}{'p50 ms':>10}{'p95 ms':>10}{'mean ms':>10}")
-    print(f"{'in-process (operator)':<28}{a['p50_ms']:>10.1f}{a['p95_ms']:>10.1f}{a['mean_ms']:>10.1f}")
-    print(f"{'Serve HTTP /v1/rerank':<28}{b['p50_ms']:>10.1f}{b['p95_ms']:>10.1f}{b['mean_ms']:>10.1f}")
-    ratio = b["p95_ms"] / a["p95_ms"]
-    print(f"p95 ratio Serve / in-process: {ratio:.2f} (goal <= 1.5: {'met' if ratio <= 1.5 else 'NOT met'}); "
-          f"p50 ratio {b['p50_ms'] / a['p50_ms']:.2f}")
+    print_side_by_side("in-process (operator)", local_s, "Serve HTTP /v1/rerank", served_s)
     print(f"identical ranking in {same_order}/{len(local_s)} requests; max |score difference| {max_diff:.2e}")
     serve.shutdown()
     ray.shutdown()

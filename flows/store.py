@@ -6,6 +6,10 @@ it (operators, params, inputs), so a saved flow is always runnable with the
 operators it was saved against. ``flows.specfile`` (so ``FlowSpec.load``, every executor,
 the CLI and the API) resolves a saved flow by name, after file paths and built-in specs;
 names of built-in specs cannot be reused, so a name always means one flow.
+
+The service keeps each API key's flows apart: ``owner`` (an API key's id) puts them in
+``$TESSERA_HOME/flows/keys/OWNER/``, which name resolution by ``flows.specfile`` never
+reads, so one key's flow is neither listed nor runnable by name for another key or the CLI.
 """
 
 from __future__ import annotations
@@ -25,8 +29,13 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
-def flows_dir() -> Path:
-    return tessera_home() / "flows"
+def flows_dir(owner: str | None = None) -> Path:
+    """Where saved flows live: the shared folder, or an API key's own (``owner``)."""
+    if owner is None:
+        return tessera_home() / "flows"
+    if not NAME_PATTERN.match(owner):
+        raise SpecError(f"'{owner}' is not a valid owner id", field="owner")
+    return tessera_home() / "flows" / "keys" / owner
 
 
 def default_cache_dir() -> Path:
@@ -46,8 +55,8 @@ def builtin_path(name: str) -> Path | None:
     return None
 
 
-def saved_names() -> list[str]:
-    folder = flows_dir()
+def saved_names(owner: str | None = None) -> list[str]:
+    folder = flows_dir(owner)
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
@@ -58,15 +67,15 @@ def check_name(name: str) -> str:
     return name
 
 
-def saved_path(name: str) -> Path | None:
+def saved_path(name: str, owner: str | None = None) -> Path | None:
     """The saved flow's file, or None when there is no saved flow by that name."""
     if not NAME_PATTERN.match(str(name)):
         return None
-    path = flows_dir() / f"{name}.yaml"
+    path = flows_dir(owner) / f"{name}.yaml"
     return path if path.is_file() else None
 
 
-def save(name: str, spec: Any) -> Path:
+def save(name: str, spec: Any, owner: str | None = None) -> Path:
     """Store a ``FlowSpec`` as ``NAME`` once it builds (operators, params, inputs, cycles).
 
     The stored spec's ``name`` is set to ``NAME``, so its cache entries and
@@ -77,17 +86,17 @@ def save(name: str, spec: Any) -> Path:
         raise SpecError(f"'{name}' is a built-in flow; save under another name", field="name")
     spec = spec.model_copy(update={"name": name})
     spec.build()  # nothing invalid is saved
-    folder = flows_dir()
+    folder = flows_dir(owner)
     folder.mkdir(parents=True, exist_ok=True)
     return write_text(folder / f"{name}.yaml", spec.to_yaml())
 
 
-def delete(name: str) -> Path:
-    path = saved_path(name)
+def delete(name: str, owner: str | None = None) -> Path:
+    path = saved_path(name, owner)
     if path is None:
         if name in builtin_names():
             raise SpecError(f"'{name}' is a built-in flow and cannot be deleted", field="name")
-        raise SpecError(f"no saved flow named '{name}' (saved flows: {', '.join(saved_names()) or 'none'})",
+        raise SpecError(f"no saved flow named '{name}' (saved flows: {', '.join(saved_names(owner)) or 'none'})",
                         field="name")
     path.unlink()
     return path

@@ -18,8 +18,11 @@ the operator does not own pass through, and the operator does not modify its inp
 from __future__ import annotations
 
 import json
+import threading
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -204,3 +207,21 @@ def untrained_cross_encoder(folder: str | Path, *, seed: int = 0) -> Path:
     model.save(str(partial))
     partial.rename(folder)
     return folder
+
+
+@contextmanager
+def local_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """A threaded HTTP server on 127.0.0.1 (a free port) answering with ``handler``; yields its base URL.
+
+    For the tests of operators that call a service: a real server, stopped (and its port freed) on exit.
+    """
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(5)

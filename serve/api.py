@@ -1,5 +1,7 @@
-"""The HTTP ingress: OpenAI ``/v1/embeddings``, Cohere/Jina ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
-``/v1/models``, ``/healthz``.
+"""The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
+``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
+search, chat), which the same replica serves with ``serve.service``.
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
@@ -18,7 +20,7 @@ import numpy as np
 from fastapi import FastAPI
 from ray import serve
 
-from serve import errors
+from serve import auth, chat, errors, routes_chat, routes_flows, routes_search, routes_tasks
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
@@ -26,8 +28,13 @@ from serve.schemas import (
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
 
-app = FastAPI(title="Tessera model API", description="Embeddings and reranking served by Ray Serve deployments.")
-errors.install(app)
+app = FastAPI(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved flows, "
+              "chats, and the models: embeddings and reranking served by Ray Serve deployments.")
+for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router):
+    app.include_router(_router)
+app.add_middleware(auth.BodyLimit)
+app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
+errors.install(app)  # outermost
 
 
 @serve.deployment(name="api", max_ongoing_requests=256)
@@ -35,7 +42,8 @@ errors.install(app)
 class ModelAPI:
     """Routes requests to the model deployments by the ``model`` field."""
 
-    def __init__(self, handles: dict[str, Any], cards: list[dict[str, Any]]) -> None:
+    def __init__(self, handles: dict[str, Any], cards: list[dict[str, Any]], service: dict[str, Any] | None = None,
+                 served: list[dict[str, Any]] | None = None) -> None:
         self.handles = handles  # deployment name -> DeploymentHandle
         self.cards = [ModelCard.model_validate(card) for card in cards]
         self.by_name: dict[str, ModelCard] = {}
@@ -43,6 +51,12 @@ class ModelAPI:
             for key in (card.id, *card.aliases):
                 self.by_name[key] = card
         self.app_name = serve.get_replica_context().app_name
+        if service is not None:
+            auth.check_exposure(auth.http_host(), bool(service["keys"]), service["allow_public_without_keys"])
+            auth.configure(service["keys"], service["limits"]["max_body_bytes"])
+            from serve.service import Service
+
+            self.service = Service(service, served or [], self.app_name)
 
     def _card(self, model: str, kind: str) -> ModelCard:
         card = self.by_name.get(model)
@@ -103,6 +117,13 @@ class ModelAPI:
             usage=EmbeddingsUsage(prompt_tokens=tokens, total_tokens=tokens),
         ).model_dump()
 
+    @app.post("/v1/chat/completions")
+    async def chat_completions(self, body: chat.ChatRequest) -> Any:
+        """OpenAI's chat completions (streaming or not) from a served language model; ``chat.chat_target``
+        decides where a ``model`` goes."""
+        card = chat.chat_target(body.model, self.by_name)
+        return await chat.chat_response(self.handles[card.deployment], card, body)
+
     @app.post("/v1/rerank")
     async def rerank(self, body: RerankRequest) -> dict[str, Any]:
         """Cohere v1 and Jina: ``results`` best first, ``usage`` with the tokens read."""
@@ -139,3 +160,4 @@ class ModelAPI:
         except Exception as err:  # noqa: BLE001  (a model failure is the server's: named, details in the log)
             raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
                                       code="model_error") from None
+

@@ -1,7 +1,10 @@
 """The application builder: ``serve run serve/config.yaml`` calls ``build_app(args)``.
 
 One model deployment per entry of ``args.models`` (embedder or reranker, by the
-operator's class), plus the HTTP ingress. A model whose operator or weights are not on
+operator's class) and per language model of ``args.llms`` (``/v1/chat/completions``), plus the HTTP
+ingress, which also serves the flow routes configured by
+``args.service`` (``serve/service_settings.py``: default index, task store, API keys,
+limits; resolved here, in the process that builds the app). A model whose operator or weights are not on
 this machine is, by default (``missing_models: skip``), left out with a warning in the
 log, and ``GET /v1/models`` lists it with ``status: missing`` and the reason, so the app
 starts with what exists; ``missing_models: fail`` stops the build with the
@@ -23,6 +26,7 @@ from ray.serve import Application
 
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 from operators.models import ModelNotFoundError, resolve_model_path
+from serve import service_settings
 from serve.settings import AppArgs, ModelDeploymentArgs
 
 log = logging.getLogger("tessera.serve")
@@ -39,6 +43,7 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
     settings = parse_args(args)
     handles: dict[str, Any] = {}
     cards: list[dict[str, Any]] = []
+    served: list[dict[str, Any]] = []  # what the flow routes may place steps on
     for model in settings.models:
         if model.deployment_name == settings.api_deployment:
             raise ServeConfigError(f"deployment name '{model.deployment_name}' is the API deployment's name",
@@ -54,8 +59,23 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
                         model.name, problem)
             continue
         handles[model.deployment_name] = model_deployment(model, kind)
+        served.append({"deployment": model.deployment_name, "op": model.op, "params": model.params, "kind": kind})
+    for llm in settings.llms:
+        from serve.deployments.llm import engine_problem, llm_deployment
+
+        problem = engine_problem(llm)
+        cards.append({"id": llm.name, "type": "chat", "operator": f"llm.{llm.engine}", "engine": llm.engine,
+                      "deployment": llm.deployment_name, "aliases": llm.aliases,
+                      "status": "ready" if problem is None else "missing", "reason": problem})
+        if problem is not None:
+            if settings.missing_models == "fail":
+                raise ModelNotFoundError(problem, field=f"llms.{llm.name}")
+            log.warning("tessera serve: language model '%s' is not deployed: %s", llm.name, problem)
+            continue
+        handles[llm.deployment_name] = llm_deployment(llm)
     api = ModelAPI.options(name=settings.api_deployment, ray_actor_options={"num_cpus": settings.api_num_cpus})
-    return api.bind(handles, cards)
+    service = None if settings.service is None else service_settings.resolve(settings.service)
+    return api.bind(handles, cards, service, served)
 
 
 def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:

@@ -21,6 +21,8 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from operators.errors import SpecError
+
 log = logging.getLogger("tessera.serve")
 
 #: The id Serve's proxy gives each HTTP request (its ``X-Request-ID`` response header).
@@ -81,11 +83,8 @@ def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str]:
     return message, problems[0][0][0] if problems else "body"
 
 
-class _Guard:
-    """The outermost layer of our own: sets the request id, and turns an escaped exception into a short 500.
-
-    A pure ASGI middleware rather than a handler for ``Exception``: Starlette re-raises
-    after such a handler, and under Serve that logs the traceback a second time."""
+class HttpMiddleware:
+    """Base of the API's pure ASGI middlewares: other scopes (lifespan) pass through, ``handle`` gets HTTP."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -94,19 +93,37 @@ class _Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class StartTracker:
+    """``send``, noting whether the response has started (after that, no error body can be sent)."""
+
+    def __init__(self, send: Send) -> None:
+        self.send, self.started = send, False
+
+    async def __call__(self, message: Message) -> None:
+        self.started = self.started or message["type"] == "http.response.start"
+        await self.send(message)
+
+
+class _Guard(HttpMiddleware):
+    """The outermost layer of our own: sets the request id, and turns an escaped exception into a short 500.
+
+    A pure ASGI middleware rather than a handler for ``Exception``: Starlette re-raises
+    after such a handler, and under Serve that logs the traceback a second time."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         headers = dict(scope.get("headers") or [])
         token = _request_id.set(headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1") or None)
-        started = False
-
-        async def tracked(message: Message) -> None:
-            nonlocal started
-            started = started or message["type"] == "http.response.start"
-            await send(message)
-
+        tracked = StartTracker(send)
         try:
             await self.app(scope, receive, tracked)
         except Exception as err:  # noqa: BLE001  (anything unexpected: logged, answered without details)
-            if started:  # too late for an error body; the server closes the connection
+            if tracked.started:  # too late for an error body; the server closes the connection
                 raise
             failure = server_error(f"{scope.get('method', '')} {scope.get('path', '')}", err, code="internal_error")
             await error_response(failure.status, failure.message, kind=failure.kind, code=failure.code)(
@@ -121,6 +138,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
         return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code)
+
+    @app.exception_handler(SpecError)
+    async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:
+        """A flow, step or param a request names is invalid: 422 naming the step and field."""
+        return error_response(422, str(err), param=err.field, code="invalid_spec")
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:

@@ -185,8 +185,9 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "tessera"
-    type: Literal["embedding", "rerank"]
-    operator: str
+    type: Literal["embedding", "rerank", "chat"]
+    operator: str = Field(description="The hosting operator, or for a language model its engine's deployment.")
+    engine: str | None = Field(None, description="Language models: llama_cpp or vllm.")
     deployment: str
     aliases: list[str] = []
     status: Literal["ready", "loading", "idle", "unhealthy", "missing"] = Field(

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from serve.service_settings import ServiceArgs
+
 _DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
@@ -84,14 +86,53 @@ class ModelDeploymentArgs(BaseModel):
         return self
 
 
+class LLMDeploymentArgs(BaseModel):
+    """One served language model behind ``/v1/chat/completions`` (serve/deployments/llm.py says how each
+    engine runs it)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, description="Model name clients send (`model`); also the deployment's name.")
+    aliases: list[str] = Field(default_factory=list, description="Other names clients may send for this model.")
+    engine: Literal["llama_cpp", "vllm"] = Field(
+        "llama_cpp", description="llama_cpp: a GGUF model on CPU replicas (one sequence at a time each); vllm: "
+        "ray.serve.llm's vLLM deployment (GPU nodes, the `gpu` extra).")
+    model: str = Field("smollm2-135m-instruct", min_length=1, description="llama_cpp: a packaged GGUF name or a "
+                       ".gguf path; vllm: the model source (a Hugging Face id or a local folder).")
+    threads: int = Field(1, gt=0, description="llama_cpp: llama.cpp threads per replica.")
+    num_cpus: float | None = Field(None, ge=0, description="llama_cpp: CPUs a replica reserves; default `threads`.")
+    engine_kwargs: dict[str, Any] = Field(default_factory=dict, description="vllm: vLLM engine arguments "
+                                          "(max_model_len, tensor_parallel_size, ...).")
+    accelerator_type: str | None = Field(None, description="vllm: the GPU type Ray places replicas on (A10G...).")
+    autoscaling: Autoscaling = Field(default_factory=Autoscaling, description="Replica autoscaling.")
+    max_ongoing_requests: int = Field(4, gt=0, description="Requests a replica holds at once (llama_cpp runs "
+                                      "them one after another; the rest go to other replicas).")
+
+    @property
+    def deployment_name(self) -> str:
+        return self.name
+
+    @field_validator("name")
+    @classmethod
+    def _usable(cls, value: str) -> str:
+        if not _DEPLOYMENT_NAME.match(value):
+            raise ValueError(f"'{value}' is not a usable deployment name (letters, digits, '_', '.', '-')")
+        return value
+
+
 class AppArgs(BaseModel):
     """Arguments of ``serve.app:build_app``."""
 
     model_config = ConfigDict(extra="forbid")
 
     models: list[ModelDeploymentArgs] = Field(default_factory=list, description="Models to deploy.")
+    llms: list[LLMDeploymentArgs] = Field(default_factory=list, description="Language models served by "
+                                          "/v1/chat/completions.")
     api_deployment: str = Field("api", description="Name of the HTTP ingress deployment.")
     api_num_cpus: float = Field(0, ge=0, description="CPUs reserved by the HTTP ingress replica.")
+    service: ServiceArgs | None = Field(default_factory=ServiceArgs, description="The flow routes (tasks, search, "
+                                        "saved flows, chat): default index, task store, API keys, limits; null "
+                                        "serves the models only.")
     missing_models: Literal["skip", "fail"] = Field(
         "skip", description="A model whose weights or operator are absent: 'skip' starts the app without it "
         "(logged; /v1/models lists it as missing with the reason), 'fail' stops the build with the reason.")
@@ -110,3 +151,13 @@ class AppArgs(BaseModel):
         if dup:
             raise ValueError(f"deployment name(s) {dup} used twice")
         return models
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> "AppArgs":
+        seen: dict[str, int] = {}
+        entries = [*self.models, *self.llms]
+        for i, entry in enumerate(entries):
+            for key in {entry.name, *entry.aliases, entry.deployment_name}:
+                if seen.setdefault(key, i) != i:
+                    raise ValueError(f"name '{key}' is used twice ({entries[seen[key]].name} and {entry.name})")
+        return self

@@ -28,6 +28,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # litellm's price
 # actor and the driver both running torch): measured 14 s vs 2.1 s per ColBERT training step.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
+# Tests call services they start on 127.0.0.1, as the CLI's local policy allows (operators.outbound); the
+# guard's own tests pass their policy explicitly.
+os.environ.setdefault("TESSERA_OUTBOUND", "local")
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 

@@ -2,8 +2,8 @@
 
 Order of work: check everything (dataset, flows, baselines, cutoffs, every model the
 flows need) before anything runs; then per flow: the run cache, or the index it needs (built on first use) and
-one search; then per-query measures, significance against the baselines, the
-output files, the report and the MLflow runs.
+one search; then per-query measures (the answer measures too, for a flow that answers),
+significance against the baselines, the output files, the report and the MLflow runs.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flows.bench import indices, metrics, outputs, runs, significance, tracking
+from flows.bench import answers, indices, metrics, outputs, runs, significance, tracking
 from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
@@ -90,9 +90,16 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
                 reporter.warn(warnings[-1])
             per_query[flow.name] = metrics.per_query(flow_run.run.table, dataset.qrels, qids, ks,
                                                      options.min_relevance)
+            if flow_run.run.answers and not dataset.answers:
+                warnings.append(f"flow '{flow.name}' answers, but {dataset.root} has no questions.jsonl with gold "
+                                "answers: no answer measures")
+                reporter.warn(warnings[-1])
+            elif flow_run.run.answers:
+                per_query[flow.name].update(answers.per_query(flow_run.run.answers, dataset.answers, qids))
 
     summaries = {flow: metrics.summarize_all(by_measure) for flow, by_measure in per_query.items()}
-    comparisons = significance.compare(per_query, baselines, metrics.measure_names(ks), qids=qids,
+    measures = metrics.measure_names(ks) + answers.present(per_query)
+    comparisons = significance.compare(per_query, baselines, measures, qids=qids,
                                        test=options.test, correction=options.correction)  # type: ignore[arg-type]
     result = BenchResult(options=options, dataset=dataset, ks=ks, baselines=baselines, flows=flow_runs,
                          per_query=per_query, summaries=summaries, comparisons=comparisons, warnings=warnings)
@@ -128,7 +135,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         result = executor.run(built, dataset.queries, progress=reporter)
         seconds = time.perf_counter() - start
         table = runs.to_run(flow.name, result.table)
-        stored = cache.save(flow.name, key, table, seconds, spec_json)
+        stored = cache.save(flow.name, key, table, seconds, spec_json, answers.flow_answers(result.metadata))
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s, {table.num_rows} results -> {stored.path}")
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,

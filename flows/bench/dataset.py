@@ -1,6 +1,7 @@
 """A BEIR-layout dataset as the benchmarker sees it: corpus path, judged queries, qrels.
 
-``<dir>/corpus.jsonl``, ``<dir>/queries.jsonl``, ``<dir>/qrels/<split>.tsv``. The
+``<dir>/corpus.jsonl``, ``<dir>/queries.jsonl``, ``<dir>/qrels/<split>.tsv``, and the
+gold answers of ``<dir>/questions.jsonl`` where the set has one (``flows.bench.answers``). The
 queries evaluated are those of ``queries.jsonl`` (in file order) that have at least
 one judgement in the split; ``limit`` keeps the first N of them. Qrels are cut to the
 evaluated queries. ``fingerprint()`` hashes the content (order-independent), so a
@@ -10,7 +11,7 @@ run is keyed by what was asked and judged, not by file names or line order.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pyarrow as pa
@@ -28,6 +29,7 @@ class Dataset:
     qrels: pa.Table  # qid, docno, relevance: judgements of the evaluated queries
     unjudged: int  # queries in queries.jsonl without judgements in this split (not evaluated)
     missing: int  # judged qids absent from queries.jsonl (cannot be evaluated)
+    answers: dict[str, list[str]] = field(default_factory=dict)  # qid -> gold answer and aliases (questions.jsonl)
 
     @property
     def name(self) -> str:
@@ -88,5 +90,8 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     if evaluated.num_rows == 0:
         raise BenchError(f"no query of {queries_path} has judgements in qrels/{split}.tsv", field="dataset")
     qrels = qrels.filter(pc.is_in(qrels.column("qid"), value_set=evaluated.column("qid")))
+    from flows.bench.answers import load_gold
+
     return Dataset(root=root, split=split, corpus=corpus, queries=evaluated, qrels=qrels,
-                   unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(judged - set(known)))
+                   unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(judged - set(known)),
+                   answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()))

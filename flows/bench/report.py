@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flows.bench import metrics
+from flows.bench import answers, metrics
 from operators.atomic import write_text
 
 if TYPE_CHECKING:
@@ -75,15 +75,17 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     lines += ["", "![metrics](metrics.png)", "", "## Every measure", "",
               "| measure | " + " | ".join(result.flows) + " |", "|---|" + "---|" * len(result.flows)]
     for m in result.measures:
-        lines.append(f"| {m} | " + " | ".join(_fmt(result.summaries[f][m].mean) for f in result.flows) + " |")
+        lines.append(f"| {m} | " + " | ".join(_fmt(result.summaries[f][m].mean) if m in result.summaries[f]
+                                              else "–" for f in result.flows) + " |")
     lines += ["", "RR is reciprocal rank (its mean is MRR), AP average precision (its mean is MAP); "
               "PerfectRecall@k is the share of queries with every relevant document in the top k.", ""]
+    lines += _answer_section(result, sig)
     if len(result.flows) > 1:
         lines += [f"## Significance at k={k}", "",
                   "| baseline | flow | measure | Δ mean | p | corrected p | wins / losses / ties |",
                   "|---|---|---|---|---|---|---|"]
         for c in result.comparisons:
-            if c.measure.endswith(f"@{k}"):
+            if c.measure.endswith(f"@{k}") or c.measure in answers.MEASURES:
                 lines.append(f"| {c.baseline} | {c.flow} | {c.measure} | {c.delta:+.4f} | {_p(c.p)} | "
                              f"{_p(c.p_corrected)} | {c.wins} / {c.losses} / {c.ties} |")
         lines += ["", "Every measure and cutoff: `significance.csv`.", ""]
@@ -102,6 +104,28 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     lines += ["", "Files: `metrics.json`, `metrics.csv`, `per_query.parquet`, `significance.csv`, `bench.json`, "
               "`runs/`.", ""]
     return "\n".join(lines)
+
+
+def _answer_section(result: "BenchResult", sig: dict) -> list[str]:
+    """The answer measures of the flows that answer (none: no section)."""
+    flows = [f for f in result.flows if any(m in result.summaries[f] for m in answers.MEASURES)]
+    if not flows:
+        return []
+    first = result.baselines[0]
+    lines = ["## Answers", "", "Exact match and token F1 against the dataset's answers (SQuAD normalisation, the "
+             "best over the aliases), mean [95% CI] over the queries with a gold answer."
+             + (f" ▲/▼ against {first} as above." if any(m in result.summaries[first] for m in answers.MEASURES)
+                else ""), "", "| flow | " + " | ".join(answers.MEASURES) + " |",
+             "|---|" + "---|" * len(answers.MEASURES)]
+    for flow in flows:
+        cells = []
+        for m in answers.MEASURES:
+            s, c = result.summaries[flow][m], sig.get((first, flow, m))
+            mark = "" if c is None or c.p_corrected != c.p_corrected or c.p_corrected >= ALPHA else (
+                " ▲" if c.delta > 0 else " ▼")
+            cells.append(f"{_fmt(s.mean)} [{s.ci_low:.3f}, {s.ci_high:.3f}]{mark} (n {s.n})")
+        lines.append(f"| {flow} | " + " | ".join(cells) + " |")
+    return lines + [""]
 
 
 def _pyplot():

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flows.bench import indices, metrics, runs, significance
+from flows.bench import answers, indices, metrics, runs, significance
 from flows.bench.dataset import Dataset
 
 DEFAULT_KS = (1, 3, 5, 10, 100)
@@ -61,7 +61,8 @@ class BenchResult:
 
     @property
     def measures(self) -> list[str]:
-        return metrics.measure_names(self.ks)
+        """The retrieval measures, then the answer measures that some flow has."""
+        return metrics.measure_names(self.ks) + answers.present(self.per_query)
 
     def metrics_dict(self) -> dict[str, dict[str, float]]:
         return {f: {m: s.mean for m, s in by_measure.items()} for f, by_measure in self.summaries.items()}

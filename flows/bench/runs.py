@@ -6,7 +6,8 @@ not its path), the evaluated queries and the qrels (both order-independent conte
 hashes) and the largest cutoff. A changed qrels file therefore never reuses a stale
 run. Each run is written atomically (temporary file, then rename) as soon as its
 flow finishes, to ``<dir>/<flow>-<key16>.parquet``, so an interrupted benchmark
-resumes without redoing finished flows.
+resumes without redoing finished flows. A flow's answers (``flows.bench.answers``) travel in
+the same file, as JSON in its schema metadata.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import hashlib
 import json
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ class StoredRun:
     table: pa.Table
     seconds: float  # time the flow took when it ran
     cached: bool  # read from the cache in this benchmark
+    answers: dict[str, str] = field(default_factory=dict)  # qid -> the flow's answer, where it gave one
 
 
 class RunCache:
@@ -66,18 +68,22 @@ class RunCache:
         if meta.get("tessera.bench.key") != key:
             return None
         return StoredRun(flow, key, path, table.replace_schema_metadata(None),
-                         float(meta.get("tessera.bench.seconds", 0.0)), cached=True)
+                         float(meta.get("tessera.bench.seconds", 0.0)), cached=True,
+                         answers=json.loads(meta.get("tessera.bench.answers", "{}")))
 
-    def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any]) -> StoredRun:
+    def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any],
+             answers: dict[str, str] | None = None) -> StoredRun:
         path = self.path(flow, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
                 "tessera.bench.spec": json.dumps(spec_json, sort_keys=True),
                 "tessera.bench.created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
+        if answers:
+            meta["tessera.bench.answers"] = json.dumps(answers, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         pq.write_table(table.replace_schema_metadata(meta), tmp)
         os.replace(tmp, path)
-        return StoredRun(flow, key, path, table, seconds, cached=False)
+        return StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}))
 
 
 def to_run(flow: str, result: pa.Table) -> pa.Table:

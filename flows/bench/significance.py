@@ -8,7 +8,10 @@ paired t-test (``ttest_rel``) or Wilcoxon signed-rank test (``wilcoxon``).
 The correction (statsmodels ``multipletests``: holm, bonferroni, fdr_bh, or none)
 runs once per baseline and measure over the comparisons of the *other* flows with
 that baseline. The baseline is never compared with itself, so it neither enters the
-family nor inflates its size (PyTerrier's ``Experiment`` got both wrong).
+family nor inflates its size (PyTerrier's ``Experiment`` got both wrong). A measure
+only some flows have (the answer measures) is compared among those flows, over the
+queries it covers (those with a gold answer); a baseline without it has no comparisons
+on it.
 """
 
 from __future__ import annotations
@@ -97,11 +100,14 @@ def compare(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], baseline
     """Every other flow against every baseline, per measure; ``per_query`` is ``{flow: {measure: {qid: v}}}``."""
     rows: list[Comparison] = []
     for baseline in baselines:
-        others = [f for f in per_query if f != baseline]
         for measure in measures:
+            if measure not in per_query[baseline]:
+                continue
             family = []
-            for flow in others:
-                _, a, b = aligned(per_query[baseline][measure], per_query[flow][measure], qids)
+            for flow in (f for f in per_query if f != baseline and measure in per_query[f]):
+                base, other = per_query[baseline][measure], per_query[flow][measure]
+                covered = None if qids is None else [q for q in qids if q in base or q in other]
+                _, a, b = aligned(base, other, covered)
                 family.append((flow, a, b, paired_p(a, b, test)))
             corrected = correct([p for *_, p in family], correction)
             for (flow, a, b, p), pc in zip(family, corrected):

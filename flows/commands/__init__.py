@@ -23,9 +23,11 @@ from typing import Callable, Sequence
 
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from operators.errors import FlowCancelled, TesseraError
+from operators.outbound import use_local_policy_unless_set
+from operators.redact import install_log_redaction
 
 #: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
-SUBCOMMANDS = ("ops", "run", "flows", "models", "cache", "ingest", "index", "bench", "train")
+SUBCOMMANDS = ("ops", "run", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,6 +67,8 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
 
 def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
     """Run a subcommand; turn errors into one line on stderr and an exit status."""
+    use_local_policy_unless_set()  # the user wrote the spec: a local service on loopback may be called
+    install_log_redaction()
     debug = getattr(args, "debug", False) or os.environ.get("TESSERA_DEBUG", "") not in ("", "0")
     try:
         return handler(args)

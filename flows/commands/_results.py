@@ -51,9 +51,11 @@ def print_results(out, result, queries, top: int) -> None:
 
 
 def print_metadata(out, meta: dict[str, Any]) -> None:
-    """A query's metadata under its table: the answer and its numbered sources first, read as prose."""
+    """A query's metadata under its table: the summary, the answer and its numbered sources first, read as prose."""
     from rich.padding import Padding
 
+    if "summary" in meta:
+        out.print(Padding(f"[bold]summary[/]: {escape(str(meta['summary']))}", (0, 0, 0, 2)))
     if "answer" in meta:
         out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
         if meta.get("reasoning"):
@@ -69,7 +71,7 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(f"  [bold]usage[/] ({escape(str(step))}): {used.get('prompt_tokens', 0)} prompt + "
                   f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
                   f"{escape(str(used.get('model', '')))}")
-    shown = {"answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response"}
+    shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response"}
     for key, value in meta.items():
         if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")

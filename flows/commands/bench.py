@@ -61,7 +61,7 @@ def handle(args: argparse.Namespace) -> int:
     check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir}, inputs={"--dataset": args.dataset})
     from flows.bench import tracking
 
-    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib")
+    require_extra("bench", ("ir_measures", "statsmodels", "matplotlib", "torchmetrics")
                   + (() if args.no_mlflow else tracking.required_modules(args.mlflow_uri)))
     from flows.bench.console import BenchReporter
     from flows.bench.core import BenchOptions, benchmark
@@ -90,11 +90,14 @@ def _print_summary(result) -> None:
     table = Table(title=f"{result.dataset.name} ({result.dataset.split}), {len(result.dataset.qids)} queries, k={k}",
                   title_justify="left")
     table.add_column("flow")
-    for kind in KINDS:
-        table.add_column(f"{LABELS[kind]}@{k}", justify="right")
+    measures = [f"{kind}@{k}" for kind in KINDS] + [m for m in result.measures if "@" not in m]
+    for m in measures:
+        kind, at, cutoff = m.partition("@")
+        table.add_column(f"{LABELS.get(kind, kind)}{at}{cutoff}", justify="right")
     table.add_column("run")
     for flow, fr in result.flows.items():
-        table.add_row(flow, *(f"{result.summaries[flow][f'{kind}@{k}'].mean:.4f}" for kind in KINDS),
+        summaries = result.summaries[flow]
+        table.add_row(flow, *(f"{summaries[m].mean:.4f}" if m in summaries else "–" for m in measures),
                       "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
     console.print(table)

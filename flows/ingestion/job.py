@@ -19,7 +19,8 @@ from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings, require_models
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
-from flows.ingestion.shards import EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, prepare, write
+from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, _enrichers,
+                                   prepare, write)
 from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
 from operators.base import Source
 from operators.tables import concat
@@ -73,7 +74,8 @@ class _Run:
         self.index = Index.create(index_path, settings)
         self.ledger = Ledger(index_path)
         self.shard_size = shard_size
-        self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, embed=embed, faults=self.faults,
+        self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, enrich=plan.enrich, embed=embed,
+                            faults=self.faults,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
         self.report = IngestReport(index=str(index_path), executor=executor)
         self.tracker: ProgressTracker | None = None
@@ -123,23 +125,25 @@ class _Run:
         embed = self.job.embed
         ours = {"chunk": self.job.chunk,
                 "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
+        if self.job.enrich:  # only when there is some, so the job.json of an index made before stays equal
+            ours["enrich"] = self.job.enrich
         if path.exists():
             theirs = json.loads(path.read_text())
             if theirs != ours and any(s.startswith(self.stager.key + "-") for s in finished):
                 diff = {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
                 raise SettingsMismatchError(
-                    f"this source's finished shards were processed with other chunk/embed params "
+                    f"this source's finished shards were processed with other chunk/enrich/embed params "
                     f"(before, now) = {diff}; resume with the same ones, or ingest into a new index")
         self.stager.dir.mkdir(parents=True, exist_ok=True)
         write_bytes(path, json.dumps(ours, sort_keys=True).encode())
 
     def _run_local(self, shards: list[str]) -> None:
-        chunker = _chunker(self.job)
+        chunker, enrichers = _chunker(self.job), _enrichers(self.job)
         embedder = Embedder(self.job, self.tracker.embedded) if shards and self.job.embed is not None else None
         for shard in shards:
             started = time.perf_counter()
             docs, read_failures = self.stager.load(shard)
-            rows = prepare(self.job, shard, docs, chunker)
+            rows = prepare(self.job, shard, docs, chunker, enrichers)
             embedded = 0
             if embedder is not None:
                 rows, embedded = embedder(rows)
@@ -200,7 +204,8 @@ class _Run:
         if (staging / "job.json").exists():
             recorded = json.loads((staging / "job.json").read_text())
             embed = None if self.job.embed is None else {**self.job.embed, **(recorded["embed"] or {})}
-            job = ShardJob(**{**self.job.__dict__, "chunk": recorded["chunk"], "embed": embed})
+            job = ShardJob(**{**self.job.__dict__, "chunk": recorded["chunk"], "enrich": recorded.get("enrich", []),
+                              "embed": embed})
         shard = f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
         tables, again = [], []
         read = None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,19 +12,24 @@ from flows.ingestion.errors import IngestError
 from operators.base import Source
 
 DEFAULT_SPEC = "ingest"
+#: The steps an ingest spec names with a fixed meaning; any other step enriches documents before chunking.
+FIXED_STEPS = ("read", "chunk", "embed")
 #: Retries read sources from the ledger; a placeholder read step keeps the plan whole.
 ANY_SOURCE = {"op": "sources.jsonl", "params": {"path": "-"}}
 
 
 @dataclass
 class IngestPlan:
-    """A resolved ingestion: the read op, chunk and embed params, the embed step's resources."""
+    """A resolved ingestion: the read op, enrich steps, chunk and embed params, the embed step's resources."""
 
     read: Source
     chunk: dict[str, Any] | None
     embed: dict[str, Any]
     embed_options: dict[str, Any]
     settings_base: dict[str, Any]
+    #: Row steps run on each document before chunking (``{"step", "op", "params"}``), in spec order: their
+    #: columns (e.g. analyze.dimensions' year, country) go into the doc store with every chunk.
+    enrich: list[dict[str, Any]] = field(default_factory=list)
 
 
 def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
@@ -34,11 +39,12 @@ def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | Non
     if spec is None:
         return None, None
     flow = FlowSpec.parse(dict(spec)) if isinstance(spec, dict) else FlowSpec.load(spec)
-    flow.build()  # operators and params are checked before anything runs
-    unknown = [s for s in flow.steps if s not in ("read", "chunk", "embed")]
-    if unknown:
-        raise IngestError(f"an ingest spec has the steps read, chunk (optional) and embed; got {unknown}",
-                          step=unknown[0], field="steps")
+    built = flow.build()  # operators and params are checked before anything runs
+    for step_id in flow.steps:
+        if step_id not in FIXED_STEPS and built.operators[step_id].scope != "row":
+            raise IngestError(f"an ingest spec has the steps read, chunk (optional), embed and row steps that "
+                              f"enrich each document (analyze.*); '{flow.steps[step_id].op}' is a "
+                              f"{built.operators[step_id].scope} step", step=step_id, field="op")
     return flow, flow.index_settings
 
 
@@ -93,8 +99,10 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
     if embed_step is not None:
         options = {k: getattr(embed_step, k) for k in ("num_cpus", "num_gpus", "concurrency", "batch_size")
                    if getattr(embed_step, k) is not None}
+    enrich = [{"step": step_id, "op": step.op, "params": dict(step.params)}
+              for step_id, step in steps.items() if step_id not in FIXED_STEPS]
     return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
-                      settings_base=dict(spec_settings or {}))
+                      settings_base=dict(spec_settings or {}), enrich=enrich)
 
 
 def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:

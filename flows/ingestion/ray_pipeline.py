@@ -39,7 +39,8 @@ import pyarrow as pa
 
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
-from flows.ingestion.shards import Embedder, ShardJob, ShardResult, check_whole, prepare, write
+from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole, prepare,
+                                   write)
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +55,12 @@ class _Prepare:
 
     def __init__(self, job: ShardJob):
         self.job = job
+        self.chunker, self.enrichers = _chunker(job), _enrichers(job)  # set up once per actor, not per shard
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for shard in batch.column("shard").to_pylist():
             docs, _ = self.job.staged(shard)
-            yield prepare(self.job, shard, docs)
+            yield prepare(self.job, shard, docs, self.chunker, self.enrichers)
 
 
 class _Embed:

@@ -40,6 +40,7 @@ class ShardJob:
     index_path: str
     staging_dir: str | None = None
     chunk: dict[str, Any] | None = None       # preprocess.chunk params; None: one chunk per document
+    enrich: list[dict[str, Any]] = field(default_factory=list)  # row steps before chunking: {step, op, params}
     embed: dict[str, Any] | None = None       # embed.sentence_transformer params; None: no vectors
     embed_batch_rows: int = EMBED_BATCH_ROWS
     faults: Faults = field(default_factory=Faults)
@@ -89,24 +90,28 @@ def _chunker(job: ShardJob):
     return Chunker(job.chunk, step_id="chunk")
 
 
-def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None) -> pa.Table:
-    """A shard's documents as chunk rows tagged with the internal columns."""
+def _enrichers(job: ShardJob) -> list:
+    """The spec's row steps that enrich each document before chunking (analyze.dimensions ...)."""
+    from operators.registry import create
+
+    return [create(step["op"], step["params"], step_id=step["step"]) for step in job.enrich]
+
+
+def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None, enrichers: list | None = None) -> pa.Table:
+    """A shard's documents, enriched and cut into chunk rows, tagged with the internal columns."""
     chunker = chunker if chunker is not None else _chunker(job)
+    enrichers = enrichers if enrichers is not None else _enrichers(job)
     docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
+    failed: list[pa.Table] = []
+    for op in enrichers:
+        docs, bad = _isolated(op, docs, op.step_id)
+        failed += bad
     if chunker is None or docs.num_rows == 0:
         rows = docs
     else:
-        try:
-            rows = _chunked(chunker, docs)
-        except Exception:  # noqa: BLE001 - find the documents that fail on their own
-            parts = []
-            for i in range(docs.num_rows):
-                one = docs.slice(i, 1)
-                try:
-                    parts.append(_chunked(chunker, one))
-                except Exception as err:  # noqa: BLE001 - recorded in the ledger
-                    parts.append(_failed_rows(one, "chunk", err))
-            rows = concat(parts)
+        rows, bad = _isolated(lambda d: _chunked(chunker, d), docs, "chunk")
+        failed += bad
+    rows = concat([rows, *failed])
     n = rows.num_rows
     for name, values in (("_shard", pa.array([shard] * n, pa.string())),
                          ("_shard_rows", pa.array([n] * n, pa.int64()))):
@@ -115,6 +120,21 @@ def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None) -> pa.Table
         if name not in rows.column_names:
             rows = set_column(rows, name, pa.nulls(n, pa.string()))
     return rows
+
+
+def _isolated(step: Callable[[pa.Table], pa.Table], docs: pa.Table, stage: str) -> tuple[pa.Table, list[pa.Table]]:
+    """``step`` over the documents; when it fails, over each one alone: (the output, the failed documents)."""
+    try:
+        return step(docs), []
+    except Exception:  # noqa: BLE001 - find the documents that fail on their own
+        good, bad = [], []
+        for i in range(docs.num_rows):
+            one = docs.slice(i, 1)
+            try:
+                good.append(step(one))
+            except Exception as err:  # noqa: BLE001 - recorded in the ledger
+                bad.append(_failed_rows(one, stage, err))
+        return (concat(good) if good else docs.slice(0, 0)), bad
 
 
 def _chunked(chunker, docs: pa.Table) -> pa.Table:

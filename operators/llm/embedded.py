@@ -61,8 +61,11 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def load(name: str) -> tuple[Any, threading.Lock]:
-    """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process)."""
+def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process).
+
+    ``threads`` defaults to ``$TESSERA_LLM_THREADS``, else half the CPUs this process may use; a Serve replica passes
+    its CPU share, so replicas side by side do not oversubscribe the cores."""
     path = gguf_path(name)
 
     def build() -> tuple[Any, threading.Lock]:
@@ -71,14 +74,16 @@ def load(name: str) -> tuple[Any, threading.Lock]:
         except ImportError:
             raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
                                      "docs/llm.md for the build flags)") from None
-        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-        # Half the cores: llama.cpp's threads wait for each other by spinning, so on cores shared with other
-        # work (a Ray actor beside the driver, a busy CI machine) two threads ran at half the speed of one.
-        threads = int(os.environ.get("TESSERA_LLM_THREADS") or max(1, cpus // 2))
-        llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=threads, verbose=False)
+        llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
         return llama, threading.Lock()
 
-    return models.get_or_create("llama_cpp", {"path": str(path), "n_ctx": CONTEXT_TOKENS}, build)
+    threads = threads or int(os.environ.get("TESSERA_LLM_THREADS") or 0) or None
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    # Half the cores by default: llama.cpp's threads wait for each other by spinning, so on cores shared with
+    # other work (a Ray actor beside the driver, a busy CI machine) two threads ran at half the speed of one.
+    n_threads = threads or max(1, cpus // 2)
+    key = {"path": str(path), "n_ctx": CONTEXT_TOKENS, **({"threads": threads} if threads else {})}
+    return models.get_or_create("llama_cpp", key, build)
 
 
 def _handler_class() -> type:

@@ -68,6 +68,9 @@ class LLMStep(Operator):
     Params: ClassVar[type[BaseModel]] = LLMParams
     #: Each batch waits for model calls: keep batches small so progress and cancels come often.
     batch_size: ClassVar[int | None] = 200
+    #: On the Ray executor, a fixed pool of this many actors (a spec's step ``concurrency`` overrides it), so a
+    #: model server sees at most actors x ``params.concurrency`` calls at once, however large the cluster.
+    concurrency: ClassVar[int | None] = 2
     system_prompt: ClassVar[str] = ""
     prompt_template: ClassVar[str] = ""
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
@@ -102,10 +105,12 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
-    def ask(self, prompts: Mapping[str, Prompt]) -> dict[str, Completion | LLMError]:
+    def ask(self, prompts: Mapping[str, Prompt],
+            qids: Mapping[str, str] | None = None) -> dict[str, Completion | LLMError]:
         """One call per key (a qid, or any id the subclass uses for usage), concurrently; usage recorded.
 
-        A failed call comes back as its ``LLMError`` (decide with ``degrade``).
+        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call per
+        row). A failed call comes back as its ``LLMError`` (decide with ``degrade``).
         """
         keys = list(prompts)
         p = self.params
@@ -114,7 +119,7 @@ class LLMStep(Operator):
                                 num_retries=p.num_retries)
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
-                self.record(key, result)
+                self.record(qids[key] if qids is not None else key, result)
         return dict(zip(keys, results))
 
     def record(self, qid: str, done: Completion) -> None:

@@ -23,7 +23,7 @@ class Reducer(Operator):
     """
 
     name = "postprocess.reduce"
-    aliases = ("reduction", "reduce")
+    aliases = ("reduction", "reduce", "ReductionStep")  # mosaicRAG step id and class name
     scope = "query"
 
     class Params(BaseModel):

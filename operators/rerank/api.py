@@ -10,6 +10,8 @@ import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
+from operators.outbound import OutboundURLError, check_url
+from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
 
 #: Documents per request when ``max_documents_per_request`` is unset: Cohere's and Jina's
@@ -42,7 +44,8 @@ class ApiReranker(Reranker):
     class Params(RerankParams):
         url: str = Field(..., min_length=1, description="The service's rerank endpoint, e.g. "
                          "https://api.cohere.com/v2/rerank, https://api.jina.ai/v1/rerank, a TEI server's /rerank, "
-                         "or Tessera's own /v1/rerank.")
+                         "or Tessera's own /v1/rerank. Loopback and private addresses need TESSERA_ALLOW_HOSTS "
+                         "outside the CLI (docs/security.md).")
         format: Literal["cohere", "jina", "tei"] = Field("cohere", description="Request format: 'cohere' and "
                                                          "'jina' send query/documents/top_n (+ model); 'tei' sends "
                                                          "query/texts. Either answer shape is accepted.")
@@ -70,9 +73,11 @@ class ApiReranker(Reranker):
 
         @field_validator("url")
         @classmethod
-        def _http_url(cls, url: str) -> str:
-            if not url.startswith(("http://", "https://")):
-                raise ValueError("must be an http:// or https:// URL")
+        def _outbound_url(cls, url: str) -> str:
+            try:  # what the URL itself says; every connection is checked again (operators.outbound)
+                check_url(url, resolve=False)
+            except OutboundURLError as err:
+                raise ValueError(err.message) from None
             return url
 
         @field_validator("api_key_env")
@@ -108,6 +113,7 @@ class ApiReranker(Reranker):
                 raise OperatorError(f"api_key_env names ${p.api_key_env}, which is not set; export it or pass "
                                     "api_key", op=self.name, step=self.step_id)
         if key:
+            remember_secret(key)
             headers["Authorization"] = f"Bearer {key}"
         self._headers = headers
         self._session = make_session(max_retries=p.max_retries, backoff=p.backoff, pool_size=p.concurrent_requests)

@@ -23,3 +23,20 @@ def committed_docnos() -> Callable[[Path], list[str]]:
         return sorted(found)
 
     return docnos
+
+
+@pytest.fixture
+def run_cli(monkeypatch, capsys, tmp_path) -> Callable[..., tuple[int, str]]:
+    """A function: ``tessera <args>`` in this process, from the repository root, with ``$TESSERA_HOME`` in
+    ``tmp_path``; returns the exit status and what it printed."""
+    from flows.commands import main
+
+    def run(*args: str) -> tuple[int, str]:
+        monkeypatch.chdir(Path(__file__).resolve().parents[2])
+        monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+        monkeypatch.setenv("COLUMNS", "160")
+        capsys.readouterr()
+        status = main(list(args))
+        return status, capsys.readouterr().out
+
+    return run

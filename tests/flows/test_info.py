@@ -27,7 +27,7 @@ def test_reduce_info_comes_from_its_params_and_class():
     assert info["id"] == "postprocess.reduce"
     assert info["category"] == "postprocess" and info["scope"] == "query"
     assert info["description"].startswith("Keep the top k rows of each query")
-    assert info["aliases"] == ["reduction", "reduce"]
+    assert info["aliases"] == ["reduction", "reduce", "ReductionStep"]
     k = info["parameters"]["k"]
     assert k["type"] == "integer" and k["default"] == 10 and k["required"] is False
     assert k["bounds"] == {"exclusiveMinimum": 0}

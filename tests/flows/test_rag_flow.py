@@ -58,6 +58,18 @@ def test_rag_answers_with_numbered_sources(sample_index, monkeypatch, capsys, tm
     assert len(result["rows"]) == 5 and {"context", "context_index", "cited", "reference"} <= set(result["rows"][0])
 
 
+@pytest.mark.slow
+def test_rag_multihop_answers_from_rows_of_both_hops(sample_index, monkeypatch, capsys, tmp_path):
+    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", "rag_multihop", "--index", str(sample_index),
+                          "--queries", "which insects make honey and pollinate flowers", "--quiet", "--json",
+                          "--no-cache")
+    result = json.loads(out)
+    meta = result["metadata"]["1"]
+    assert status == 0 and "degraded" not in meta and meta["answer"].strip()
+    assert set(meta["sources"]) <= {row["docno"] for row in result["rows"]}
+    assert len(result["rows"]) == 5 and all(row["hop"] in (1, 2) for row in result["rows"])
+
+
 def test_tessera_models_says_what_is_reachable(fault_models, monkeypatch, capsys, tmp_path):
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.setenv("OLLAMA_API_BASE", fault_models.base)  # the fault server answers /api/tags as Ollama would

@@ -1,10 +1,15 @@
 """A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT,
-and a configured model whose weights are absent. One app serves every module of this package (starting it
+the embedded language model (llama.cpp), a configured model whose weights are absent, and the flow routes over the sample index with a task store in a
+temporary $TESSERA_HOME. One app serves every module of this package (starting it
 takes half a minute); a test that deploys an app of its own gives it its own name and route prefix."""
 
 from __future__ import annotations
 
+import json
 import socket
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -14,6 +19,11 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@pytest.fixture
+def free_port_number() -> int:
+    return free_port()
 
 
 @pytest.fixture(scope="session")
@@ -42,11 +52,37 @@ def app_args(ce: str, colbert: str) -> dict:
         {"name": "tessera-colbert", "op": "rerank.colbert", "params": {"model": colbert}, "num_cpus": 0.5,
          "num_gpus": 0, "batching": fast},
     ]
-    return {"models": models}
+    # The embedded SmolLM2 on llama.cpp behind /v1/chat/completions: one replica, one thread.
+    llms = [{"name": "smollm2", "aliases": ["local"], "threads": 1, "num_cpus": 0.25,
+             "autoscaling": {"min_replicas": 1, "max_replicas": 1}}]
+    return {"models": models, "llms": llms}
+
+
+#: The shared app's limits: low enough that a test reaches each one with a small request.
+LIMITS = {"max_tasks_per_key": 3, "max_body_bytes": 100_000, "max_queries_per_request": 5, "max_result_rows": 400}
+
+
+@pytest.fixture(scope="session")
+def limits() -> dict:
+    return dict(LIMITS)
+
+
+@pytest.fixture(scope="package", autouse=True)
+def tessera_home(tmp_path_factory):
+    """A fresh $TESSERA_HOME for the package (saved flows, the task store of apps that name none)."""
+    home = tmp_path_factory.mktemp("tessera-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TESSERA_HOME", str(home))
+        yield home
 
 
 @pytest.fixture(scope="package")
-def serve_app(ray_session, ce_path, colbert_path):
+def task_store_url(tessera_home) -> str:
+    return f"sqlite:///{tessera_home / 'tasks.db'}"
+
+
+@pytest.fixture(scope="package")
+def serve_app(ray_session, ce_path, colbert_path, sample_index, task_store_url):
     """Serve on 127.0.0.1:<free port> with the app ``tessera``; yields its base URL; shut down after the package
     (tests/serve has an ``__init__.py`` for that: without one, pytest keeps a package fixture to the session)."""
     from ray import serve
@@ -57,7 +93,9 @@ def serve_app(ray_session, ce_path, colbert_path):
     quiet = {"log_level": "WARNING"}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
     try:
-        serve.run(build_app(app_args(ce_path, colbert_path)), name="tessera", route_prefix="/", logging_config=quiet)
+        args = app_args(ce_path, colbert_path)
+        args["service"] = {"default_index": str(sample_index), "task_store": task_store_url, "limits": LIMITS}
+        serve.run(build_app(args), name="tessera", route_prefix="/", logging_config=quiet)
         yield f"http://127.0.0.1:{port}"
     finally:
         serve.shutdown()
@@ -66,3 +104,58 @@ def serve_app(ray_session, ce_path, colbert_path):
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
+
+
+# -- a slow step for the task tests -----------------------------------------------------------------------------
+
+
+class SlowRerankServer:
+    """``POST /rerank`` (Cohere's body) answered after ``seconds``; ``times`` holds when each request arrived."""
+
+    def __init__(self, seconds: float = 0.25):
+        self.seconds = seconds
+        self.times: list[float] = []
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                outer.times.append(time.monotonic())
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                time.sleep(outer.seconds)
+                answer = json.dumps({"results": [{"index": i, "relevance_score": 1.0 / (i + 1)}
+                                                 for i in range(len(body["documents"]))]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/rerank"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> "SlowRerankServer":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def slow_flow(self, candidates: int = 40) -> dict:
+        """A flow whose rerank step makes ``candidates`` requests of ``seconds`` each, one after another."""
+        return {"name": "slow", "steps": {
+            "bm25": {"op": "retrieve.bm25", "params": {"k": candidates}},
+            "slow": {"op": "rerank.api", "params": {"url": self.url, "n": candidates, "max_documents_per_request": 1,
+                                                    "concurrent_requests": 1, "max_retries": 0}},
+        }}
+
+
+@pytest.fixture
+def slow_rerank():
+    """A SlowRerankServer on a free port for one test (see the class)."""
+    with SlowRerankServer() as server:
+        yield server

@@ -148,3 +148,30 @@ def test_the_config_file_asks_for_no_gpu_it_does_not_name(config, cluster_now):
 
     for model in parse_args(config["applications"][0]["args"]).models:
         assert deployment_options(model)["ray_actor_options"]["num_gpus"] == 0, model.name
+
+
+def test_config_file_serves_the_embedded_language_model(config):
+    args = parse_args(config["applications"][0]["args"])
+    (llm,) = args.llms
+    assert llm.name == "smollm2" and llm.engine == "llama_cpp" and "local" in llm.aliases
+    assert llm.autoscaling.max_replicas >= 2  # concurrency on CPU is replicas (one sequence each)
+
+
+def test_a_vllm_model_without_vllm_is_missing_with_the_install_line():
+    from serve.deployments.llm import engine_problem
+
+    (llm,) = parse_args({"llms": [{"name": "q", "engine": "vllm", "model": "Qwen/Qwen2.5-0.5B-Instruct"}]}).llms
+    assert "tessera[gpu]" in engine_problem(llm)
+    with pytest.raises(ModelNotFoundError, match="tessera\\[gpu\\]"):
+        build_app({"missing_models": "fail", "llms": [llm.model_dump()], "service": None})
+
+
+@pytest.mark.parametrize("args, field", [
+    ({"llms": [{"name": "m", "engine": "tgi"}]}, "llms.0.engine"),
+    ({"llms": [{"name": "m", "threads": 0}]}, "llms.0.threads"),
+    ({"llms": [{"name": "minilm"}], "models": [{"name": "minilm", "op": "embed.sentence_transformer"}]}, "args"),
+])
+def test_bad_llm_args_name_the_field(args, field):
+    with pytest.raises(ServeConfigError) as err:
+        build_app(args)
+    assert err.value.field == field

@@ -76,7 +76,7 @@ def config_app(serve_app, repo_root, tmp_path, monkeypatch):
     (application,) = config["applications"]
     args = application["args"]
     args["api_deployment"] = "config-api"
-    for model in args["models"]:
+    for model in args["models"] + args.get("llms", []):
         model["num_cpus"] = 0.1
     serve.run(build_app(args), name="config", route_prefix="/config")
     try:

@@ -60,7 +60,8 @@ def test_healthz_is_200_once_every_model_has_loaded(serve_app):
     response = requests.get(serve_app + "/healthz", timeout=30)
     assert response.status_code == 200, response.text
     assert response.json()["models"] == {"all-MiniLM-L6-v2": "ready", "tessera-cross-encoder": "ready",
-                                         "absent-ce": "missing", "tessera-colbert": "ready"}
+                                         "absent-ce": "missing", "tessera-colbert": "ready",
+                                         "smollm2": "ready"}
 
 
 @pytest.mark.ray

@@ -15,14 +15,14 @@ import socket
 import threading
 import time
 from collections import Counter, defaultdict
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pyarrow.compute as pc
 import pytest
 
 from operators.errors import OperatorError, ParamsError
 from operators.registry import get_operator
-from operators.testing import OperatorContract, sample_results
+from operators.testing import OperatorContract, local_http_server, sample_results
 
 SECRET = "sk-test-0123456789abcdef"
 
@@ -169,16 +169,10 @@ def _handler(state: ScriptedRerankServer):
 @pytest.fixture(scope="module")
 def server():
     state = ScriptedRerankServer()
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
-    httpd.daemon_threads = True
-    state.port = httpd.server_address[1]
-    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    yield state
-    state.release.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(5)
+    with local_http_server(_handler(state)) as url:
+        state.port = int(url.rsplit(":", 1)[1])
+        yield state
+        state.release.set()  # free the handlers that hang before the server waits for them
 
 
 @pytest.fixture

@@ -1,0 +1,82 @@
+"""Answer measures: exact match and token F1 of a flow's answers against the dataset's answers.
+
+A flow answers a query when its result's per-query metadata holds ``answer`` (the key
+``generate.answer`` writes); a flow that answers nothing has no answer measures. The
+gold answers are ``answer`` and ``answer_aliases`` of the dataset's ``questions.jsonl``
+(the multi-hop sets ship it); an answer scores its best over them. Normalisation and
+scores are torchmetrics' SQuAD metric, the SQuAD v1.1 evaluation script's definition
+(Rajpurkar et al., EMNLP 2016): lower case, punctuation and the articles a/an/the
+removed, whitespace collapsed; EM is 1 when the normalised strings are equal, F1 the
+harmonic mean of precision and recall over the normalised tokens (as a bag). A query
+the flow left unanswered scores 0 on both.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Mapping
+
+from flows.bench.errors import BenchError
+
+MEASURES = ("AnswerEM", "AnswerF1")
+#: The per-query metadata key that holds a flow's answer.
+ANSWER_KEY = "answer"
+
+
+def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
+    """``{qid: [answer, *aliases]}`` for the evaluated qids that ``questions.jsonl`` answers (empty: no file)."""
+    if not path.is_file():
+        return {}
+    wanted, gold = set(qids), {}
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                qid = str(row["_id"])
+                answers = [row["answer"], *(row.get("answer_aliases") or [])]
+            except (ValueError, KeyError, TypeError) as err:
+                raise BenchError(f"{path} line {number}: not a question with '_id' and 'answer' ({err})",
+                                 field="dataset") from None
+            if qid in wanted:
+                gold[qid] = list(dict.fromkeys(str(a) for a in answers if a is not None and str(a).strip()))
+    return gold
+
+
+def flow_answers(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+    """``{qid: answer}`` from a flow result's per-query metadata (queries without an answer left out)."""
+    found = {}
+    for qid, values in metadata.items():
+        answer = values.get(ANSWER_KEY) if isinstance(values, Mapping) else None
+        if answer is not None:
+            found[str(qid)] = answer if isinstance(answer, str) else json.dumps(answer)
+    return found
+
+
+def scores(prediction: str, gold: list[str]) -> tuple[float, float]:
+    """(EM, F1) of one answer, each in [0, 1], the best over ``gold``; 0 when there is no gold answer."""
+    if not gold:
+        return 0.0, 0.0
+    from torchmetrics.functional.text import squad
+
+    found = squad({"prediction_text": prediction, "id": "q"},
+                  {"answers": {"answer_start": [0] * len(gold), "text": gold}, "id": "q"})
+    return float(found["exact_match"]) / 100.0, float(found["f1"]) / 100.0
+
+
+def per_query(answers: Mapping[str, str], gold: Mapping[str, list[str]],
+              qids: list[str]) -> dict[str, dict[str, float]]:
+    """``{measure: {qid: value}}`` over the evaluated qids that have a gold answer."""
+    values: dict[str, dict[str, float]] = {m: {} for m in MEASURES}
+    for qid in qids:
+        if qid in gold:
+            em, f1 = scores(answers.get(qid, ""), gold[qid])
+            values["AnswerEM"][qid], values["AnswerF1"][qid] = em, f1
+    return values
+
+
+def present(per_query: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The answer measures that some flow of ``{flow: {measure: ...}}`` has."""
+    return [m for m in MEASURES if any(m in by_measure for by_measure in per_query.values())]

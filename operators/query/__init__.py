@@ -1,0 +1,1 @@
+"""query operators: more queries from each query (expansions, sub-questions, keywords), searched beside it."""

@@ -1,0 +1,134 @@
+"""What the query operators share: more queries per query, checked, deduplicated, as extra rows.
+
+A subclass asks the model for candidate queries (``candidates``); this base keeps the
+valid ones (``min_chars``..``max_chars`` characters, a letter, ``min_words`` words),
+drops those whose token overlap (Jaccard) with the original or an earlier kept query
+reaches ``similarity_threshold``, keeps at most ``max_queries``, and writes each as a
+row after its original: qid ``<qid>#<n>``, the original's other columns, and
+``original_qid``/``query_source`` saying where it came from. A following retriever
+searches every row; ``fuse.expanded_queries`` merges the rankings back per original.
+
+When the model fails or returns nothing valid, the keywords of the query (its words
+less English stopwords) are the extra query (``query_source: fallback_keywords``) and
+the query is marked degraded with the reason (``fallback: none`` adds nothing).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar, Literal
+
+import pyarrow as pa
+from pydantic import Field
+
+from operators.errors import OperatorError
+from operators.llm.gateway import Completion, LLMError
+from operators.llm.step import LLMParams, LLMStep, junk_reason
+from operators.tables import require_columns
+
+_WORD = re.compile(r"[^\W_]+")
+_LIST_MARK = re.compile(r"^\s*(?:[-*•]+|\d+[.):]|[A-Za-z]?\d*[.):])\s*")
+
+
+class RewriteParams(LLMParams):
+    """An LLM step's params and the checks every generated query passes."""
+
+    query_column: str = Field("query", description="Column holding the query text.")
+    max_queries: int = Field(3, gt=0, le=50, description="Most extra queries kept per query.")
+    min_chars: int = Field(8, ge=1, description="A generated query shorter than this is dropped.")
+    max_chars: int = Field(200, gt=0, description="A generated query longer than this is dropped.")
+    min_words: int = Field(2, ge=1, description="A generated query with fewer words is dropped.")
+    similarity_threshold: float = Field(0.8, gt=0, le=1, description="A generated query whose token overlap "
+                                        "(Jaccard) with the original or a kept query reaches this is a duplicate.")
+    fallback: Literal["keywords", "none"] = Field(
+        "keywords", description="When the model fails or returns nothing valid: 'keywords' adds the query's "
+        "words less stopwords as the extra query (and marks the query degraded); 'none' adds nothing.")
+    max_tokens: int = Field(96, gt=0, le=32768, description="Most tokens the model may write per call.")
+
+
+class QueryRewriter(LLMStep):
+    """Base of the query operators (not registered: it has no name); subclasses give ``candidates``."""
+
+    scope: ClassVar[str] = "row"
+    Params: ClassVar[type[RewriteParams]] = RewriteParams
+
+    def reads(self) -> list[str]:
+        return ["qid", self.params.query_column]
+
+    def produces(self) -> dict[str, str]:
+        return {"original_qid": "id", "query_source": "data"}
+
+    def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
+        """Per qid, the model's replies, each with the ``query_source`` its queries get."""
+        raise NotImplementedError
+
+    def split(self, text: str) -> list[str]:
+        """The queries in one reply: one per line, list marks and quotes removed."""
+        lines = (_LIST_MARK.sub("", line).strip().strip("\"'`").strip() for line in text.splitlines())
+        return [line for line in lines if line and not line.endswith(":")]
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        require_columns(table, self.reads(), op=self.name, step=self.step_id)
+        rows = table.to_pylist()
+        queries = {str(row["qid"]): str(row[self.params.query_column] or "") for row in rows}
+        if len(queries) != len(rows):
+            raise OperatorError("each qid must appear once (a queries table, before retrieval)",
+                                op=self.name, step=self.step_id, field="qid")
+        replies = self.candidates(queries) if rows else {}
+        out: list[dict[str, Any]] = []
+        for row in rows:
+            qid = str(row["qid"])
+            origin = row.get("original_qid") or qid
+            out.append({**row, "original_qid": origin, "query_source": row.get("query_source") or "original"})
+            extra = self._kept(qid, queries[qid], replies.get(qid, []))
+            out += [{**row, "qid": f"{qid}#{n}", self.params.query_column: text, "original_qid": origin,
+                     "query_source": source} for n, (source, text) in enumerate(extra, 1)]
+        schema = table.schema
+        for column in self.produces():
+            if column not in schema.names:
+                schema = schema.append(pa.field(column, pa.string()))
+        return pa.Table.from_pylist(out, schema=schema)
+
+    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]]) -> list[tuple[str, str]]:
+        kept: list[tuple[str, str]] = []
+        seen = [_tokens(query)]
+        problems = []
+        for source, reply in replies:
+            problem = junk_reason(reply)
+            if problem:
+                problems.append(problem)
+                continue
+            for text in self.split(reply.text):
+                if len(kept) < self.params.max_queries and self._valid(text) and _novel(text, seen, self.params):
+                    kept.append((source, text))
+                    seen.append(_tokens(text))
+        if kept:
+            return kept
+        self.degrade(qid, problems[0] if problems else "the model returned no valid query")
+        fallback = keywords_of(query)
+        if self.params.fallback == "keywords" and fallback and _novel(fallback, seen[:1], self.params):
+            return [("fallback_keywords", fallback)]
+        return []
+
+    def _valid(self, text: str) -> bool:
+        p = self.params
+        return p.min_chars <= len(text) <= p.max_chars and len(_WORD.findall(text)) >= p.min_words \
+            and any(ch.isalpha() for ch in text)
+
+
+def keywords_of(text: str) -> str:
+    """The words of ``text`` less English stopwords, in order, each once (the non-LLM fallback)."""
+    from operators.preprocess.stopwords import stopword_set
+
+    stop = stopword_set("en", "iso")
+    words = [w for w in _WORD.findall(text.lower()) if w not in stop and len(w) > 1]
+    return " ".join(dict.fromkeys(words))
+
+
+def _tokens(text: str) -> set[str]:
+    return set(_WORD.findall(text.lower()))
+
+
+def _novel(text: str, seen: list[set[str]], params: RewriteParams) -> bool:
+    words = _tokens(text)
+    return all(len(words & other) / max(len(words | other), 1) < params.similarity_threshold for other in seen)

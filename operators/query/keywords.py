@@ -1,0 +1,52 @@
+"""query.keywords: the keywords of a query, as one extra query."""
+
+from __future__ import annotations
+
+import re
+from typing import ClassVar
+
+from pydantic import Field
+
+from operators.llm.gateway import Completion, LLMError
+from operators.query._rewrite import QueryRewriter, RewriteParams, keywords_of
+
+
+class KeywordParams(RewriteParams):
+    max_queries: int = Field(1, gt=0, le=1, description="The keywords make one extra query.")
+    min_words: int = Field(1, ge=1, description="The keyword query needs at least this many words.")
+    min_chars: int = Field(3, ge=1, description="A keyword query shorter than this is dropped.")
+    count: int = Field(5, gt=0, le=30, description="Keywords asked of the model.")
+
+
+class KeywordExtractor(QueryRewriter):
+    """The keywords of each query, asked of the model, as one extra query row of keywords.
+
+    The reply is read as a list (commas, semicolons or lines) of at most ``count``
+    keywords; their words less stopwords, joined by spaces, are the extra query
+    (``query_source: keywords``; nlp_retrieval's keyword queries). A keyword the query
+    lacks (a synonym) is kept: that is what the model adds. Without a usable reply the
+    query's own words less stopwords are the extra query instead.
+
+    Usage::
+
+        steps:
+          kw:     {op: query.keywords, params: {count: 5}}
+          bm25:   {op: retrieve.bm25, params: {index: sample, k: 50}}
+          merged: {op: fuse.expanded_queries}
+    """
+
+    name = "query.keywords"
+    aliases = ("keywords", "KeywordExtractor")
+    Params: ClassVar[type[KeywordParams]] = KeywordParams
+    system_prompt = "You pick search keywords. Reply with the keywords separated by commas and nothing else."
+    prompt_template = "The {count} most important search keywords of this question: {query}"
+    prompt_fields = ("query", "count")
+
+    def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
+        replies = self.ask({qid: self.render(query=query, count=self.params.count) for qid, query in queries.items()})
+        return {qid: [("keywords", reply)] for qid, reply in replies.items()}
+
+    def split(self, text: str) -> list[str]:
+        keywords = [k.strip(" .\"'`*-") for k in re.split(r"[,;\n]", text)]
+        joined = keywords_of(" ".join(k for k in keywords[:self.params.count] if k))
+        return [joined] if joined else []

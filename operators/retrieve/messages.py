@@ -1,0 +1,153 @@
+"""Earlier answers of a conversation as context rows (pipeline helpers' MessagesRetriever)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.errors import OperatorError
+from operators.tables import concat, group_by_qid, set_column, set_ranking
+
+
+class MessagesRetriever(Operator):
+    """Put a conversation's earlier assistant messages first among a query's rows, for follow-up questions.
+
+    The conversation is the query's ``messages`` column: OpenAI-style ``[{role, content}, ...]``
+    (a list of structs, or the same as JSON text; ``content`` may be a string or a list of
+    ``{type: text, text}`` parts), as the ``/v1/chat/completions`` endpoint receives it.
+    It travels with the query: retrievers copy query columns onto every result row, so this
+    step may come after them. The last ``max_messages`` messages whose role is in
+    ``roles`` become rows (most recent first) with normalised text (Unicode NFKC, one space
+    between words, cut at ``max_chars``; empty and repeated messages dropped), docno
+    ``message-<position in the conversation>``, ``source`` = ``conversation`` (retrieved rows
+    get ``retrieval``), and scores above every retrieved row of the query, so that a
+    context builder reads them first; the retrieved rows keep their order below them
+    (``rank`` renumbered by ``set_ranking``). On a queries table (no ``docno``) the rows
+    are the messages alone. A query without messages keeps its rows as they were.
+
+    Usage::
+
+        MessagesRetriever()(pa.table({"qid": ["q1"], "query": ["and its population?"], "messages": [[
+            {"role": "user", "content": "What is the capital of France?"},
+            {"role": "assistant", "content": "The capital of France is  Paris."}]]}))
+        # one row: docno "message-1", text "The capital of France is Paris.", source "conversation", rank 1
+    """
+
+    name = "retrieve.messages"
+    aliases = ("messages_retriever", "MessagesRetriever")
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        messages_column: str = Field("messages", description="Query column holding the conversation so far "
+                                     "(OpenAI-style role/content list, or its JSON text).")
+        roles: list[str] = Field(default_factory=lambda: ["assistant"], min_length=1,
+                                 description="Roles whose messages become rows.")
+        max_messages: int = Field(3, gt=0, description="Most recent messages kept (of those roles).")
+        max_chars: int | None = Field(4000, gt=0, description="Cut each message to this many characters; null "
+                                      "keeps it whole.")
+        source_column: str = Field("source", description="Column that says where a row came from: "
+                                   "'conversation' or 'retrieval'.")
+        score_margin: float = Field(1.0, gt=0, description="How far above the best retrieved score the "
+                                    "lowest message row scores; each more recent message one margin higher.")
+
+    def reads(self) -> list[str]:
+        return ["qid", self.params.messages_column]
+
+    def produces(self) -> dict[str, str]:
+        return {"docno": "id", "text": "text", self.params.source_column: "chip", "score": "score", "rank": "rank",
+                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        is_results = "docno" in table.column_names
+        source = self.params.source_column
+        grouped, qids, bounds = group_by_qid(table)
+        parts: list[pa.Table] = []
+        scores: list[pa.Array] = []
+        for i, qid in enumerate(qids):
+            rows = grouped.slice(bounds[i], bounds[i + 1] - bounds[i])
+            best = 0.0
+            if is_results:
+                parts.append(set_column(rows, source, pa.array(["retrieval"] * rows.num_rows, pa.string())))
+                scores.append(_scores(rows))
+                best = max(pc.max(scores[-1]).as_py() or 0.0, 0.0)
+            texts = self._texts(rows.column(self.params.messages_column)[0].as_py(), qid)
+            if texts:
+                query_columns = ["qid", "query", self.params.messages_column] if is_results else rows.column_names
+                parts.append(_message_rows(rows.select([c for c in query_columns if c in rows.column_names])
+                                           .slice(0, 1), texts, source))
+                margin = self.params.score_margin
+                scores.append(pa.array([best + margin * (len(texts) - j) for j in range(len(texts))], pa.float64()))
+        if not parts:  # no rows, or a queries table whose queries have no messages
+            out = table.slice(0, 0)
+            for name in ("docno", "text", source):
+                out = set_column(out, name, pa.array([], pa.string()))
+            return set_ranking(out, pa.array([], pa.float64()), self.step_id)
+        return set_ranking(concat(parts), pa.concat_arrays(scores), self.step_id)
+
+    def _texts(self, value: Any, qid: str) -> list[tuple[int, str]]:
+        """(position, normalised text) of the kept messages, most recent first."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except ValueError:
+                raise OperatorError(f"query {qid}: '{self.params.messages_column}' is text but not JSON; give a "
+                                    "list of {role, content} messages", op=self.name, step=self.step_id,
+                                    field="params.messages_column") from None
+        if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+            raise OperatorError(f"query {qid}: '{self.params.messages_column}' holds {type(value).__name__}, not a "
+                                "list of {role, content} messages", op=self.name, step=self.step_id,
+                                field="params.messages_column")
+        kept: list[tuple[int, str]] = []
+        seen: set[str] = set()
+        for position in range(len(value) - 1, -1, -1):
+            message = value[position]
+            if message.get("role") not in self.params.roles:
+                continue
+            text = _normalise(_content_text(message.get("content")), self.params.max_chars)
+            if text and text not in seen:
+                seen.add(text)
+                kept.append((position, text))
+                if len(kept) == self.params.max_messages:
+                    break
+        return kept
+
+
+def _content_text(content: Any) -> str:
+    """A message's text: a string, or OpenAI's list of parts (the text parts joined)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
+    return ""
+
+
+def _normalise(text: str, max_chars: int | None) -> str:
+    text = " ".join(unicodedata.normalize("NFKC", text).split())
+    return text[:max_chars].rstrip() if max_chars else text
+
+
+def _scores(rows: pa.Table) -> pa.Array:
+    """The retrieved rows' scores as they are (nulls too); without a score, minus the rank keeps their order."""
+    if "score" in rows.column_names:
+        return rows.column("score").cast(pa.float64()).combine_chunks()
+    if "rank" in rows.column_names:
+        return pc.negate(rows.column("rank").cast(pa.float64())).combine_chunks()
+    return pa.nulls(rows.num_rows, pa.float64())
+
+
+def _message_rows(query_row: pa.Table, texts: list[tuple[int, str]], source_column: str) -> pa.Table:
+    """One row per message, carrying the query's columns (qid, query, messages, ...)."""
+    rows = query_row.take(pa.array(np.zeros(len(texts), dtype=np.int64)))
+    rows = set_column(rows, "docno", pa.array([f"message-{p}" for p, _ in texts], pa.string()))
+    rows = set_column(rows, "text", pa.array([t for _, t in texts], pa.string()))
+    return set_column(rows, source_column, pa.array(["conversation"] * len(texts), pa.string()))

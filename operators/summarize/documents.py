@@ -1,0 +1,98 @@
+"""A language model's summary of each row's text, in a column of its own (mosaicRAG's LLM summarizer)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import pyarrow as pa
+from pydantic import Field
+
+from operators.errors import ParamsError
+from operators.llm import LLMParams, LLMStep, junk_reason
+from operators.tables import concat, empty_like, qid_groups, set_column, text_column
+
+
+class DocumentSummarizer(LLMStep):
+    """Summarise each row's text with a language model into `output_column` (one call per row).
+
+    The prompt gives the row's text (and the query, for a prompt that wants it) and
+    asks for a short summary. ``summarize_prompt`` is mosaicRAG's instruction put
+    before the text: a shorthand for ``prompt: "<instruction>\\n\\n{text}"``, so give
+    one or the other. A row whose call errors, times out or returns junk keeps its
+    input text in ``output_column`` and its query is marked degraded; empty texts are
+    not sent. Scope ``query``: a query with a degraded row is never cached, and the
+    usage of cached rows is replayed with them. Prompt fields: ``{text}``, ``{query}``.
+
+    Usage::
+
+        DocumentSummarizer({"model": "local", "max_tokens": 96})(results)   # a `summary` column
+    """
+
+    name = "summarize.documents"
+    aliases = ("llm_summarizer", "DocumentSummarizerStep")
+    scope = "query"
+
+    system_prompt: ClassVar[str] = "You summarise documents briefly and faithfully, using only what they say."
+    prompt_template: ClassVar[str] = ("Summarise the following text in two or three sentences. "
+                                      "Write only the summary.\n\n{text}")
+    prompt_fields: ClassVar[tuple[str, ...]] = ("text", "query")
+
+    class Params(LLMParams):
+        max_tokens: int = Field(128, gt=0, le=32768, description="Most tokens the model may write per summary.")
+        input_column: str = Field("text", description="Column holding the text to summarise.")
+        output_column: str = Field("summary", description="Column that receives each row's summary (its input "
+                                   "text when the call failed).")
+        summarize_prompt: str | None = Field(
+            None, description="mosaicRAG's instruction put before each text (e.g. 'Summarize the following text: "
+            "'); the same as prompt '<instruction>\\n\\n{text}'. Not together with `prompt`.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        if self.params.summarize_prompt is not None and self.params.prompt is not None:
+            raise ParamsError("give either summarize_prompt (an instruction put before the text) or prompt (a "
+                              "whole template), not both", op=self.name, step=self.step_id,
+                              field="params.summarize_prompt")
+
+    def prompts(self) -> dict[str, str]:
+        templates = super().prompts()
+        instruction = self.params.summarize_prompt
+        if instruction is not None:  # literal text: its braces are not template fields
+            templates["prompt"] = instruction.replace("{", "{{").replace("}", "}}").rstrip() + "\n\n{text}"
+        return templates
+
+    def reads(self) -> list[str]:
+        return ["qid", "query", self.params.input_column]
+
+    def requires(self) -> list[str]:
+        return ["qid", self.params.input_column]
+
+    def produces(self) -> dict[str, str]:
+        return {self.params.output_column: "text"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        p = self.params
+        if table.num_rows == 0:
+            text_column(table, p.input_column, op=self.name, step=self.step_id)
+            return set_column(empty_like(table), p.output_column, pa.array([], pa.string()))
+        out = []
+        for qid, rows in qid_groups(table):
+            texts = text_column(rows, p.input_column, op=self.name, step=self.step_id).to_pylist()
+            query = (rows.column("query")[0].as_py() if "query" in rows.column_names else None) or ""
+            prompts = {str(i): self.render(text=text, query=query) for i, text in enumerate(texts)
+                       if text and text.strip()}
+            replies = self.ask(prompts, qids=dict.fromkeys(prompts, qid))
+            summaries = list(texts)
+            for key, reply in replies.items():
+                problem = junk_reason(reply)
+                if problem is None:
+                    summaries[int(key)] = reply.text.strip()
+                else:
+                    self.degrade(qid, f"row {row_name(rows, int(key))}: {problem}")
+            out.append(set_column(rows, p.output_column, pa.array(summaries, pa.string())))
+        return concat(out)
+
+
+def row_name(rows: pa.Table, i: int) -> str:
+    """How a degraded reason names a row: its docno, else its position in the query."""
+    docno = rows.column("docno")[i].as_py() if "docno" in rows.column_names else None
+    return str(docno) if docno is not None else f"#{i + 1}"

@@ -1,0 +1,149 @@
+"""Who is calling: bearer API keys, checked before any route runs, and the request body limit.
+
+When keys are configured, every route but ``/healthz`` needs ``Authorization: Bearer
+KEY``; the key's id (never the key) becomes the request's *tenant*, which owns its
+tasks, chats and saved flows. Without keys (a loopback-only service) every caller is
+the tenant ``local``. Keys are compared by their SHA-256 in constant time and never
+logged: a refused request is logged by path and reason only.
+
+Both checks are pure ASGI middlewares, so no route can forget them, and they read their
+settings from ``configure`` (called by the ingress replica with what the app builder
+resolved).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+from typing import Any
+
+from starlette.exceptions import HTTPException
+from starlette.types import Message, Receive, Scope, Send
+
+from serve.errors import HttpMiddleware, StartTracker, error_response
+
+log = logging.getLogger("tessera.serve")
+
+#: The tenant of every request when no keys are configured.
+LOCAL_TENANT = "local"
+#: Routes that answer without a key.
+OPEN_PATHS = frozenset({"/healthz"})
+
+_settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None}
+
+
+def configure(keys: dict[str, str], max_body_bytes: int | None) -> None:
+    """``keys``: SHA-256 hex -> key id (empty: no keys, every caller is ``local``)."""
+    _settings["keys"] = dict(keys)
+    _settings["max_body_bytes"] = max_body_bytes
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (an interface to listen on) is reachable from this machine only."""
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(host: str, has_keys: bool, allow_public_without_keys: bool) -> None:
+    """Refuse to serve on a non-loopback ``host`` without API keys (``RuntimeError`` naming the fix)."""
+    if not has_keys and not allow_public_without_keys and not is_loopback(host):
+        raise RuntimeError(f"refusing to listen on {host} without API keys: anyone who reaches the port could run "
+                           "flows. Configure args.service.api_keys (hashed) or set TESSERA_API_KEYS, or listen on "
+                           "127.0.0.1")
+
+
+def http_host() -> str:
+    """The interface Serve's HTTP proxy listens on (asked of the controller; loopback when it cannot be read)."""
+    from ray.serve.context import _get_global_client
+
+    try:
+        return str(_get_global_client().http_config.host)
+    except Exception:  # noqa: BLE001  (no controller reachable: nothing is exposed either)
+        return "127.0.0.1"
+
+
+def tenant_of(header: str | None, keys: dict[str, str]) -> str | None:
+    """The key id for an ``Authorization`` header value (None: missing or unknown key)."""
+    if not header or not header.lower().startswith("bearer "):
+        return None
+    digest = hashlib.sha256(header[7:].strip().encode("utf-8")).hexdigest()
+    for known, key_id in keys.items():
+        if hmac.compare_digest(known, digest):
+            return key_id
+    return None
+
+
+def route_path(scope: Scope) -> str:
+    """The request's path below the app's route prefix (Serve mounts an app at its ``route_prefix``)."""
+    path, root = scope.get("path", ""), scope.get("root_path", "")
+    return path[len(root):] if root and path.startswith(root) else path
+
+
+class KeyGuard(HttpMiddleware):
+    """Sets ``request.state.tenant``; answers 401 (OpenAI's shape) to a request without a valid key."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        keys = _settings["keys"]
+        tenant: str | None = LOCAL_TENANT
+        if keys and route_path(scope) not in OPEN_PATHS:
+            headers = dict(scope.get("headers") or [])
+            tenant = tenant_of(headers.get(b"authorization", b"").decode("latin-1"), keys)
+            if tenant is None:
+                log.info("refused %s %s: no valid API key", scope.get("method"), scope.get("path"))
+                response = error_response(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
+                                          code="invalid_api_key")
+                response.headers["WWW-Authenticate"] = "Bearer"
+                await response(scope, receive, send)
+                return
+        scope.setdefault("state", {})["tenant"] = tenant
+        await self.app(scope, receive, send)
+
+
+class _BodyTooLarge(HTTPException):
+    """Raised while the body streams in: FastAPI passes an HTTPException through its body parsing unchanged."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(413, f"the request body is over the limit max_body_bytes={limit}")
+
+
+class BodyLimit(HttpMiddleware):
+    """413 naming ``max_body_bytes`` for a body over the limit, whether it says its length or streams."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        limit = _settings["max_body_bytes"]
+        if not limit:
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        declared = headers.get(b"content-length", b"").decode("latin-1")
+        if declared.isdigit() and int(declared) > limit:
+            await self._refuse(scope, receive, send, limit)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise _BodyTooLarge(limit)
+            return message
+
+        tracked = StartTracker(send)
+        try:
+            await self.app(scope, counted, tracked)
+        except _BodyTooLarge:
+            if not tracked.started:
+                await self._refuse(scope, receive, send, limit)
+
+    @staticmethod
+    async def _refuse(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
+        await error_response(413, f"the request body is over the limit max_body_bytes={limit}",
+                             param="body", code="max_body_bytes")(scope, receive, send)

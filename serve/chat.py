@@ -1,0 +1,116 @@
+"""``POST /v1/chat/completions``: OpenAI's chat API for the language models this app serves.
+
+``chat_target`` is the one place where a request's ``model`` is matched: a served
+language model (an entry of ``args.llms``, by name or alias) goes to its deployment; any
+other name is a 404 in OpenAI's shape naming the model. Flow names are the next kind of
+target and belong beside the model check there.
+
+The body is validated here (a bad field is a 422 naming it), then handed to the
+deployment as a dict; its answer comes back as an async generator (serve/deployments/llm.py),
+returned whole or as server-sent events (FastAPI's ``StreamingResponse``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, AsyncIterator, Literal
+
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from serve import errors
+from serve.errors import ApiError
+from serve.schemas import ModelCard, check_texts
+
+
+class ChatMessage(BaseModel):
+    """One message; ``content`` is text, or OpenAI's list of ``{"type": "text", "text"}`` parts."""
+
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "user", "assistant", "developer", "tool"]
+    content: str | list[dict[str, Any]] | None = None
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1, description="A served language model (GET /v1/models lists them).")
+    messages: list[ChatMessage] = Field(min_length=1, description="The conversation, oldest first.")
+    stream: bool = Field(False, description="Answer as server-sent events, token by token.")
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, gt=0)
+    max_completion_tokens: int | None = Field(None, gt=0)
+    stop: str | list[str] | None = None
+    seed: int | None = None
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    n: int = Field(1, ge=1, le=1, description="One choice per request.")
+
+    @field_validator("messages")
+    @classmethod
+    def _text(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        check_texts([m.text() for m in messages], "message")
+        return messages
+
+    def engine_body(self) -> dict[str, Any]:
+        """What the deployment gets: messages as plain text, options that were given."""
+        body = self.model_dump(exclude_none=True, exclude={"messages", "n"})
+        body["messages"] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+                            for m in self.messages]
+        return body
+
+
+def chat_target(model: str, by_name: dict[str, ModelCard]) -> ModelCard:
+    """Where a chat request for ``model`` goes: a served language model's card; else a 404 naming it."""
+    card = by_name.get(model)
+    if card is not None and card.type == "chat":
+        if card.status == "missing":
+            raise ApiError(404, f"model '{model}' is configured but not deployed: {card.reason}", param="model",
+                           code="model_not_found")
+        return card
+    served = sorted(c.id for c in by_name.values() if c.type == "chat" and c.status != "missing")
+    raise ApiError(404, f"model '{model}' is not a language model served here; served: "
+                   f"{', '.join(served) or 'none'}", param="model", code="model_not_found")
+
+
+async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
+    """The deployment's answer as OpenAI's body, or a ``StreamingResponse`` of its events."""
+    body = request.engine_body()
+    if card.engine == "vllm":
+        from serve.deployments.llm import vllm_request
+
+        body = vllm_request(body)
+    events = handle.options(stream=True).chat.remote(body)
+    if not request.stream:
+        try:
+            async for answer in events:
+                return answer.model_dump() if hasattr(answer, "model_dump") else answer
+        except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
+            raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
+                                      code="model_error") from None
+        raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
+    return StreamingResponse(sse(events, card), media_type="text/event-stream")
+
+
+async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
+    """The engine's events as SSE text; a failure mid-stream ends it with an OpenAI error event."""
+    try:
+        async for event in events:
+            for item in event if isinstance(event, list) else [event]:
+                yield item if isinstance(item, str) else f"data: {json.dumps(_plain(item))}\n\n"
+    except Exception as err:  # noqa: BLE001  (headers are sent: the error travels as an event)
+        error = errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err, code="model_error")
+        yield f"data: {json.dumps({'error': {'message': error.message, 'type': 'server_error'}})}\n\n"
+
+
+def _plain(item: Any) -> Any:
+    return item.model_dump() if hasattr(item, "model_dump") else item

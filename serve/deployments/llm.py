@@ -1,0 +1,141 @@
+"""Language-model deployments behind ``/v1/chat/completions``: llama.cpp on CPU replicas, vLLM on GPU nodes.
+
+Both engines answer the same call, ``handle.options(stream=True).chat.remote(request)``, an
+async generator: the whole ``ChatCompletionResponse`` once, or with ``stream: true`` the
+server-sent events (``data: {...}\\n\\n`` strings, or lists of them). That is the
+interface of ``ray.serve.llm``'s ``LLMServer``, so the ingress has one code path, and
+everything up to the engine is tested with the CPU engine.
+
+Concurrency on CPU: a llama.cpp context decodes one sequence at a time (and is not
+thread-safe), so a replica runs its requests one after another on ``threads`` cores;
+concurrency is replicas × 1, with ``max_ongoing_requests`` a small queue per replica so
+that Serve sends the others to idle replicas. Continuous batching (vLLM) needs a GPU;
+llama.cpp's parallel slots (its server's ``-np``) would mean a server process per replica,
+where replicas get Serve's routing and autoscaling for free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import threading
+import time
+from typing import Any, AsyncIterator
+
+from ray import serve
+
+from serve.settings import LLMDeploymentArgs
+
+log = logging.getLogger("ray.serve")
+#: Options of a chat request that llama.cpp's create_chat_completion takes as they are.
+LLAMA_OPTIONS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
+                 "response_format")
+
+
+@serve.deployment(name="llm")
+class LlamaCppDeployment:
+    """A GGUF model (the embedded SmolLM2 by default) on llama.cpp, one sequence at a time per replica."""
+
+    def __init__(self, name: str, model: str, threads: int) -> None:
+        from operators.llm.embedded import load
+
+        self.name, self.model = name, model
+        self.llama, self.lock = load(model, threads=threads)
+        self.requests = 0
+        self._generate({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})  # warm: RUNNING = ready
+        log.info("%s: %s loaded on %d llama.cpp thread(s) in replica pid %s", name, model, threads, os.getpid())
+
+    def _generate(self, body: dict[str, Any], stream: bool = False) -> Any:
+        options = {k: body[k] for k in LLAMA_OPTIONS if body.get(k) is not None}
+        if body.get("max_completion_tokens") is not None:
+            options["max_tokens"] = body["max_completion_tokens"]
+        self.llama.reset()  # the whole prompt every time: a reused prefix changes greedy answers
+        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options)
+
+    async def chat(self, body: dict[str, Any]) -> AsyncIterator[Any]:
+        """The completion (a dict), or with ``stream`` its SSE events; the generation runs on a worker thread."""
+        self.requests += 1
+        model = body.get("model") or self.name
+        if not body.get("stream"):
+            def once() -> dict[str, Any]:
+                with self.lock:
+                    return self._generate(body)
+            answer = await asyncio.to_thread(once)
+            yield {**answer, "model": model}
+            return
+        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+        threading.Thread(target=self._stream_into, args=(body, loop, queue, model), daemon=True).start()
+        while (event := await queue.get()) is not None:
+            if isinstance(event, Exception):
+                raise event
+            yield event
+        yield "data: [DONE]\n\n"
+
+    def _stream_into(self, body: dict[str, Any], loop: Any, queue: asyncio.Queue, model: str) -> None:
+        """Generate on this thread, handing each chunk to the event loop as an SSE event (None ends)."""
+        put = lambda item: loop.call_soon_threadsafe(queue.put_nowait, item)  # noqa: E731
+        try:
+            with self.lock:
+                for chunk in self._generate(body, stream=True):
+                    put(f"data: {json.dumps({**chunk, 'model': model})}\n\n")
+        except Exception as err:  # noqa: BLE001  (raised to the caller by chat())
+            put(err)
+        put(None)
+
+    def info(self) -> dict[str, Any]:
+        return {"name": self.name, "engine": "llama_cpp", "model": self.model, "requests": self.requests,
+                "pid": os.getpid(), "time": time.time()}
+
+
+def engine_problem(llm: LLMDeploymentArgs) -> str | None:
+    """Why ``llm`` cannot be served from this machine (None if it can): weights or engine not installed."""
+    import importlib.util
+
+    if llm.engine == "vllm":
+        if importlib.util.find_spec("vllm") is None:
+            return "the vllm engine needs vLLM, which is not installed here: pip install 'tessera[gpu]' (GPU nodes)"
+        return None
+    from operators.llm.embedded import gguf_path, llama_cpp_installed
+    from operators.models.references import ModelNotFoundError
+
+    try:
+        gguf_path(llm.model)
+    except ModelNotFoundError as err:
+        return err.message
+    return None if llama_cpp_installed() else "llama-cpp-python is not installed (make demo installs it)"
+
+
+def llm_deployment(llm: LLMDeploymentArgs) -> Any:
+    """The bound deployment serving ``llm`` with its engine."""
+    scaling = llm.autoscaling
+    autoscaling = {"min_replicas": scaling.min_replicas, "initial_replicas": max(scaling.min_replicas, 1),
+                   "max_replicas": scaling.max_replicas, "target_ongoing_requests": scaling.target_ongoing_requests}
+    if llm.engine == "vllm":
+        return vllm_deployment(llm, autoscaling)
+    return LlamaCppDeployment.options(
+        name=llm.deployment_name, max_ongoing_requests=llm.max_ongoing_requests, autoscaling_config=autoscaling,
+        ray_actor_options={"num_cpus": llm.threads if llm.num_cpus is None else llm.num_cpus},
+    ).bind(llm.name, llm.model, llm.threads)
+
+
+def vllm_deployment(llm: LLMDeploymentArgs, autoscaling: dict[str, Any]) -> Any:
+    """``ray.serve.llm``'s vLLM deployment (``LLMConfig`` + ``build_llm_deployment``), one GPU per replica."""
+    try:
+        from ray.serve.llm import LLMConfig, build_llm_deployment
+    except ImportError as err:
+        raise ImportError(f"model '{llm.name}' uses the vllm engine, which needs vLLM: pip install "
+                          f"'tessera[gpu]' on the GPU nodes ({err})") from None
+    config = LLMConfig(
+        model_loading_config={"model_id": llm.name, "model_source": llm.model},
+        deployment_config={"autoscaling_config": autoscaling, "max_ongoing_requests": llm.max_ongoing_requests},
+        engine_kwargs=llm.engine_kwargs, accelerator_type=llm.accelerator_type)
+    return build_llm_deployment(config, override_serve_options={"name": llm.deployment_name})
+
+
+def vllm_request(body: dict[str, Any]) -> Any:
+    """The request object ``LLMServer.chat`` takes (vLLM's ChatCompletionRequest)."""
+    from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+    return ChatCompletionRequest(**body)

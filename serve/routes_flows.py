@@ -1,0 +1,52 @@
+"""Saved flows over HTTP: list, get, save (validated first), delete, through ``flows.store``.
+
+Each API key has its own saved flows (``flows.store``'s ``owner``); built-in flows are
+readable by everyone and cannot be overwritten or deleted. Without keys, the caller
+shares the saved flows of the CLI (``tessera flows``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body, Request
+
+from flows import store as flow_store
+from flows.spec import FlowSpec
+from serve import service as svc
+from serve.errors import ApiError
+from serve.routes_tasks import tenant
+
+router = APIRouter(tags=["flows"])
+
+
+@router.get("/flows", summary="Built-in flows and the caller's saved flows")
+def list_flows(request: Request) -> dict[str, list[str]]:
+    return {"builtin": flow_store.builtin_names(),
+            "saved": flow_store.saved_names(svc.flow_owner(tenant(request)))}
+
+
+@router.get("/flows/{name}", summary="One flow's spec")
+def get_flow(name: str, request: Request) -> dict[str, Any]:
+    path = svc.current().flow_path(name, tenant(request))
+    if path is None:
+        raise ApiError(404, f"no flow named '{name}'", param="name", code="flow_not_found")
+    return FlowSpec.load(path).to_dict()
+
+
+@router.put("/flows/{name}", status_code=201, summary="Save a flow under a name, once it validates")
+def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
+        ..., description="A flow spec (Tessera's or a mosaicRAG request).",
+        examples=[{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}}}])) -> dict[str, Any]:
+    parsed = FlowSpec.parse(spec)
+    flow_store.save(name, parsed, owner=svc.flow_owner(tenant(request)))
+    return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}
+
+
+@router.delete("/flows/{name}", summary="Delete one of the caller's saved flows")
+def delete_flow(name: str, request: Request) -> dict[str, Any]:
+    owner = svc.flow_owner(tenant(request))
+    if flow_store.saved_path(name, owner) is None and name not in flow_store.builtin_names():
+        raise ApiError(404, f"no saved flow named '{name}'", param="name", code="flow_not_found")
+    flow_store.delete(name, owner)
+    return {"name": name, "deleted": True}

@@ -1,0 +1,49 @@
+"""``POST /v1/search``: the online path. One request runs its flow in this replica with the local executor
+(in a worker thread, so the event loop keeps answering), with model steps placed on the app's deployments.
+
+Body: ``flow`` (name or inline spec, default ``hybrid``), ``query`` or ``queries``, ``top_k``,
+optional ``index``. Answer: per query, its hits best first and its metadata.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from fastapi import APIRouter, Body, Request
+
+from serve import service as svc
+from serve.errors import ApiError
+from serve.results import search_hits
+from serve.routes_tasks import tenant
+
+router = APIRouter(tags=["search"])
+
+
+def run_search(body: Any, owner: str) -> dict[str, Any]:
+    from flows.executors import make_executor
+
+    service = svc.current()
+    prepared = service.prepare(body, owner, search=True)
+    started = time.perf_counter()
+    result = make_executor("local", keep_history=False).run(prepared.flow, _queries(prepared.queries))
+    limit = service.limits.max_result_rows
+    if result.table.num_rows > limit:
+        raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
+                       code="max_result_rows")
+    return {"object": "search", "flow": prepared.spec.name, "took_ms": round(1000 * (time.perf_counter() - started), 2),
+            "results": search_hits(result, prepared.queries)}
+
+
+def _queries(queries: list[dict[str, str]]):
+    import pyarrow as pa
+
+    return pa.table({"qid": [q["qid"] for q in queries], "query": [q["query"] for q in queries]},
+                    schema=pa.schema([("qid", pa.string()), ("query", pa.string())]))
+
+
+@router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")
+async def search(request: Request, body: Any = Body(..., examples=[{"flow": "hybrid", "query": "honey bees",
+                                                                    "top_k": 5}])) -> dict[str, Any]:
+    return await asyncio.to_thread(run_search, body, tenant(request))

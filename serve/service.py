@@ -1,0 +1,253 @@
+"""The flow half of the ingress: request bodies to validated flows, tasks to Ray, flows by tenant.
+
+Everything a body says is checked before anything runs: a mosaicRAG request or
+Tessera's native body, the flow (inline, built-in, or the tenant's saved flow: a name
+is never read as a file path), the queries, the index, every step's operator and
+params. A bad body is a ``SpecError`` (a 422 naming the step and field) or an
+``ApiError`` naming the limit.
+
+Steps whose model this app serves (same operator, same model params) are placed on
+that deployment, so a flow run by the API shares the served models instead of loading
+its own copy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows import store as flow_store
+from flows.spec import FlowSpec, Placement, StepSpec, from_mosaic, is_mosaic_request
+from operators.errors import SpecError
+from serve import taskrunner
+from serve.auth import LOCAL_TENANT
+from serve.errors import ApiError
+from serve.schemas import Text
+from serve.service_settings import Limits
+from serve.taskstore import TaskStore
+
+log = logging.getLogger("tessera.serve")
+
+_current: "Service | None" = None
+
+
+def current() -> "Service":
+    if _current is None:
+        raise ApiError(503, "the flow service is not configured in this app", kind="server_error")
+    return _current
+
+
+class FlowRequest(BaseModel):
+    """Tessera's native body: a flow (name or inline spec) and its queries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str | dict[str, Any] = Field("hybrid", description="A built-in or saved flow name, or an inline spec.")
+    query: Text | None = Field(None, description="One query.")
+    queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request).")
+    index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
+
+
+class SearchRequest(FlowRequest):
+    """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
+
+    top_k: int = Field(10, gt=0, description="Hits per query.")
+
+
+@dataclass
+class Prepared:
+    spec: FlowSpec
+    flow: Any  # the built flows.spec.Flow
+    queries: list[dict[str, str]]
+    steps: list[str]
+
+
+def flow_owner(tenant: str) -> str | None:
+    """Where a tenant's saved flows live in ``flows.store``: the shared folder for the keyless ``local``."""
+    return None if tenant == LOCAL_TENANT else tenant
+
+
+def validation_error(err: ValidationError) -> SpecError:
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "body"
+    return SpecError("unknown field" if first["type"] == "extra_forbidden" else first["msg"], field=field)
+
+
+class Service:
+    """Task store, limits, default index and served models of one ingress replica."""
+
+    def __init__(self, config: dict[str, Any], served: list[dict[str, Any]], app_name: str):
+        global _current
+        import os
+
+        from operators.redact import install_log_redaction
+
+        install_log_redaction()  # secrets and bearer tokens are masked in every log record of this replica
+        os.environ["TESSERA_HOME"] = self.home = config["home"]  # this replica's process serves this app only
+        # Specs come from the network: outbound URLs of steps reach public addresses only unless the operator of
+        # the service chose otherwise (operators/outbound.py's policy; TESSERA_ALLOW_HOSTS names exceptions).
+        self.task_env = {"TESSERA_HOME": self.home, "TESSERA_OUTBOUND": os.environ.setdefault("TESSERA_OUTBOUND",
+                                                                                              "server")}
+        if os.environ.get("TESSERA_ALLOW_HOSTS"):
+            self.task_env["TESSERA_ALLOW_HOSTS"] = os.environ["TESSERA_ALLOW_HOSTS"]
+        self.store = TaskStore(config["task_store"])
+        self.limits = Limits.model_validate(config["limits"])
+        self.default_index = config["default_index"]
+        self.num_cpus = float(config["task_num_cpus"])
+        self.served, self.app_name = served, app_name
+        self._watchers: set[asyncio.Task] = set()
+        recovered = taskrunner.recover(self.store)
+        if recovered:
+            log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
+        _current = self
+
+    # -- flows ----------------------------------------------------------------------------
+
+    def flow_path(self, name: str, tenant: str) -> Path | None:
+        return flow_store.builtin_path(name) or flow_store.saved_path(name, flow_owner(tenant))
+
+    def resolve_flow(self, flow: str | dict[str, Any], tenant: str) -> FlowSpec:
+        if isinstance(flow, dict):
+            return FlowSpec.parse(flow)
+        path = self.flow_path(flow, tenant)
+        if path is None:
+            saved = ", ".join(flow_store.saved_names(flow_owner(tenant))) or "none"
+            raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(flow_store.builtin_names())}; "
+                            f"saved: {saved})", field="flow")
+        stat = path.stat()
+        return _load_spec(str(path), stat.st_mtime_ns, stat.st_size)
+
+    def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:
+        """A body (mosaicRAG or native) as a built flow and its queries; nothing has run."""
+        if not isinstance(body, dict):
+            raise SpecError(f"the body must be a JSON object, got {type(body).__name__}", field="body")
+        index, top_k = None, None
+        if not search and is_mosaic_request(body):
+            spec, query = from_mosaic(body)
+            texts = [] if query is None else [query]
+        else:
+            try:
+                request = (SearchRequest if search else FlowRequest).model_validate(body)
+            except ValidationError as err:
+                raise validation_error(err) from None
+            if request.query is not None and request.queries is not None:
+                raise SpecError("give query or queries, not both", field="queries")
+            spec = self.resolve_flow(request.flow, tenant)
+            texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
+            index, top_k = request.index, getattr(request, "top_k", None)
+        limit = self.limits.max_queries_per_request
+        if len(texts) > limit:
+            raise ApiError(422, f"{len(texts)} queries, over the limit max_queries_per_request={limit}",
+                           param="queries", code="max_queries_per_request")
+        if top_k is not None:
+            if top_k > self.limits.max_result_rows:
+                raise ApiError(422, f"top_k={top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
+                               param="top_k", code="max_result_rows")
+            spec = with_top_k(spec, top_k)
+        spec = self.place(self.with_index(spec, index))
+        built = spec.build()
+        return Prepared(spec, built, [{"qid": str(i + 1), "query": t} for i, t in enumerate(texts)],
+                        built.needed_steps())
+
+    def with_index(self, spec: FlowSpec, index: str | None) -> FlowSpec:
+        unset = spec.unset_index_steps()
+        if not unset:
+            return spec
+        index = index or self.default_index
+        step = next(iter(unset))
+        if not index:
+            raise SpecError("this step reads an index and neither the request (`index`) nor the app "
+                            "(args.service.default_index) names one", step=step, field="params.index")
+        from operators.store import resolve_index
+
+        if not Path(resolve_index(index)).is_dir():
+            raise SpecError(f"index '{index}' does not exist (`make demo` builds the sample index)", step=step,
+                            field="index")
+        return spec.with_index(index)
+
+    def place(self, spec: FlowSpec) -> FlowSpec:
+        """Steps whose model a deployment of this app serves run on it (unless they name a placement)."""
+        from flows.placement import CLIENT_PARAMS, RUNTIME_PARAMS
+        from operators.registry import get_operator
+
+        steps = dict(spec.steps)
+        for step_id, step in spec.steps.items():
+            if step.placement is not None:
+                continue
+            cls = get_operator(step.op, step=step_id)
+            for model in self.served:
+                if model["op"] != cls.name:
+                    continue
+                ignored = CLIENT_PARAMS[model["kind"]] | RUNTIME_PARAMS
+                mine = cls(step.params, step_id=step_id).params.model_dump(mode="json")
+                theirs = cls(model["params"], step_id=step_id).params.model_dump(mode="json")
+                if all(mine[k] == theirs[k] for k in mine if k not in ignored):
+                    placement = Placement(deployment=model["deployment"], app=self.app_name)
+                    steps[step_id] = step.model_copy(update={"placement": placement})
+                    break
+        return spec.model_copy(update={"steps": steps})
+
+    # -- tasks ----------------------------------------------------------------------------
+
+    async def enqueue(self, body: Any, tenant: str) -> str:
+        prepared = await asyncio.to_thread(self.prepare, body, tenant)
+        limit = self.limits.max_tasks_per_key
+        if await asyncio.to_thread(self.store.active_count, tenant) >= limit:
+            raise ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
+                           "wait for one to finish or cancel one", code="max_tasks_per_key")
+        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
+                                          prepared.queries, prepared.steps)
+        ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
+                                      num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
+        watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))
+        self._watchers.add(watcher)
+        watcher.add_done_callback(self._watchers.discard)
+        return task_id
+
+    async def _watch(self, task_id: str, ref: Any) -> None:
+        """When the task's actor is gone, a task still unfinished failed with the reason."""
+        reason = None
+        try:
+            await ref
+        except Exception as err:  # noqa: BLE001  (the actor died, was killed, or exited)
+            reason = f"{type(err).__name__}"
+        if await asyncio.to_thread(self.store.finish, task_id, "failed",
+                                   error=f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
+            log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
+
+    def task(self, task_id: str, tenant: str) -> dict[str, Any]:
+        """The tenant's task, reconciled with Ray (an unfinished task without a worker is interrupted); 404 else."""
+        task = self.store.task(task_id, tenant)
+        if task is None:
+            raise ApiError(404, "Task id not found", param="id", code="task_not_found")
+        if task["status"] in ("queued", "running") and taskrunner.reconcile(self.store, task):
+            task = self.store.task(task_id, tenant)
+        return task
+
+    def cancel(self, task_id: str, tenant: str) -> None:
+        self.task(task_id, tenant)
+        if self.store.finish(task_id, "cancelled", log="cancelled by the client"):
+            taskrunner.stop(task_id)
+
+
+@functools.lru_cache(maxsize=256)
+def _load_spec(path: str, mtime_ns: int, size: int) -> FlowSpec:
+    """A flow file's spec, parsed once per version of the file (parsing YAML took 5 ms of a 40 ms search)."""
+    return FlowSpec.load(Path(path))
+
+
+def with_top_k(spec: FlowSpec, top_k: int) -> FlowSpec:
+    """``spec`` cut to the best ``top_k`` rows per query; retrieval steps fetch at least that many."""
+    built = spec.build()
+    steps = {sid: (s if not (s.op.startswith("retrieve.") and isinstance(s.params.get("k"), int))
+                   else s.model_copy(update={"params": {**s.params, "k": max(s.params["k"], top_k)}}))
+             for sid, s in spec.steps.items()}
+    name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
+    steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
+    return spec.model_copy(update={"steps": steps, "output": name})

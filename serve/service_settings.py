@@ -1,0 +1,100 @@
+"""The service's arguments (``args.service`` in serve/config.yaml): default index, task store, API keys, limits.
+
+Everything here is resolved in the process that builds the app (``serve run``'s driver,
+where relative paths, ``$TESSERA_HOME`` and the environment are the user's), and the
+ingress receives the result: absolute paths, a full SQLAlchemy URL, and key *hashes*
+only, so no raw key travels to a replica or reaches a log. ``$TESSERA_HOME`` travels too:
+the ingress and the task actors use the builder's (saved flows, named indices), not
+whatever their Ray worker inherited.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from operators.redact import remember_secret
+
+#: The environment variable that holds raw API keys (comma-separated), read when the app is built.
+KEYS_ENV = "TESSERA_API_KEYS"
+
+
+def key_hash(raw: str) -> str:
+    """The stored form of an API key: its SHA-256, hex (keys are long random tokens, so no salt is needed)."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+class ApiKey(BaseModel):
+    """One client: an id (what owns its tasks, chats and flows) and the SHA-256 of its bearer key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Key id: owns the key's tasks, chats "
+                    "and saved flows; shown in logs instead of the key.")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex (`python -c \"import "
+                        "hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())\" KEY`).")
+
+
+class Limits(BaseModel):
+    """What one request or one key may ask for; each one exceeded is a 4xx that names it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_tasks_per_key: int = Field(4, gt=0, description="Tasks a key may have queued or running at once (429).")
+    max_body_bytes: int = Field(1_000_000, gt=0, description="Largest request body, in bytes (413).")
+    max_queries_per_request: int = Field(100, gt=0, description="Most queries one request may send (422).")
+    max_result_rows: int = Field(10_000, gt=0, description="Most rows a result may hold (413 for a search or a "
+                                 "run; an enqueued task over it fails naming the limit).")
+
+
+class ServiceArgs(BaseModel):
+    """The flow half of the app: where tasks live, which index flows search by default, who may call."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    default_index: str | None = Field(".tessera/indices/sample", description="Index for flows whose retrieval "
+                                      "steps name none (a path, relative to where the app is started, or a name "
+                                      "under $TESSERA_HOME/indices); the sample index `make demo` builds.")
+    task_store: str | None = Field(None, description="SQLAlchemy URL of the task store; default: SQLite (WAL) "
+                                   "at $TESSERA_HOME/tasks.db.")
+    api_keys: list[ApiKey] = Field(default_factory=list, description="Allowed keys, hashed; TESSERA_API_KEYS adds "
+                                   "raw keys from the environment. With any key, every route but /healthz needs "
+                                   "one.")
+    task_num_cpus: float = Field(0, ge=0, description="CPUs each task's Ray actor reserves (0: tasks share the "
+                                 "CPUs with the replicas; on a cluster, 1 keeps tasks off busy nodes).")
+    limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
+    allow_public_without_keys: bool = Field(False, description="Start on a non-loopback host without API keys "
+                                            "(refused by default: anyone who reaches the port could run flows).")
+
+    @field_validator("api_keys")
+    @classmethod
+    def _unique_ids(cls, keys: list[ApiKey]) -> list[ApiKey]:
+        ids = [k.id for k in keys]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise ValueError(f"key id(s) {dup} used twice")
+        return keys
+
+
+def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """What the ingress gets: absolute index path, full store URL, key hashes (from config and environment)."""
+    from operators.home import tessera_home
+    from operators.store import resolve_index
+
+    environ = os.environ if environ is None else environ
+    index = None
+    if service.default_index:
+        index = str(Path(resolve_index(service.default_index)).resolve())
+    store = service.task_store or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+    keys = {k.sha256: k.id for k in service.api_keys}
+    for raw in (environ.get(KEYS_ENV) or "").split(","):
+        if raw.strip():
+            remember_secret(raw.strip())  # masked in this process's logs from now on
+            digest = key_hash(raw.strip())
+            keys.setdefault(digest, f"env-{digest[:8]}")
+    return {"home": str(tessera_home().resolve()), "default_index": index, "task_store": store, "keys": keys, "task_num_cpus": service.task_num_cpus,
+            "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

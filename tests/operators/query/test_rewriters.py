@@ -1,0 +1,113 @@
+"""query.expand / decompose / keywords: hand-made replies (the fault server), failures, the embedded model."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators import create
+from operators.query._rewrite import keywords_of
+from operators.testing import OperatorContract, sample_queries
+
+
+class _OnQueries:
+    """The contract on a queries table; the model writes junk and fallback is off, so no qid is added (the
+    contract's "no invented queries" check), while the extra rows are what the tests below check."""
+
+    @pytest.fixture(autouse=True)
+    def _model(self, fault_models):
+        pass
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"model": "fault-junk", "fallback": "none", **params})
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5):
+        return sample_queries(n_queries)
+
+
+class TestExpandContract(_OnQueries, OperatorContract):
+    operator_name = "query.expand"
+
+
+class TestDecomposeContract(_OnQueries, OperatorContract):
+    operator_name = "query.decompose"
+
+
+class TestKeywordsContract(_OnQueries, OperatorContract):
+    operator_name = "query.keywords"
+
+
+def extra(out):
+    return [(r["qid"], r["original_qid"], r["query_source"], r["query"]) for r in out.to_pylist()
+            if r["qid"] != r["original_qid"]]
+
+
+def test_expand_keeps_valid_novel_queries_per_strategy(fault_models):
+    fault_models.reply = ("Here are the queries:\n1. honey bees pollination\n2. Which insects make honey and "
+                          "pollinate flowers?\n- x9\n- \"bumblebee nectar gathering\"\n3. bees")
+    table = sample_queries(1)
+    op = create("query.expand", {"model": "fault-ok", "strategies": ["rephrase", "broaden"], "max_queries": 5},
+                step_id="x")
+    out = op(table)
+    assert extra(out) == [("q1#1", "q1", "rephrase", "honey bees pollination"),
+                          ("q1#2", "q1", "rephrase", "bumblebee nectar gathering")]   # broaden's are duplicates
+    assert out.column("qid").to_pylist()[0] == "q1" and fault_models.attempts["ok"] == 2
+    assert "Rephrase the question" in fault_models.bodies[0]["messages"][-1]["content"]
+    assert op.drain_metadata()["q1"]["usage"]["x"]["calls"] == 2
+
+
+def test_similarity_threshold_and_max_queries(fault_models):
+    fault_models.reply = "honey bees pollination\nhoney bees pollination flowers\nbumblebee nectar"
+    strict = create("query.expand", {"model": "fault-ok", "strategies": ["rephrase"], "similarity_threshold": 0.5})
+    assert [q for *_, q in extra(strict(sample_queries(1)))] == ["honey bees pollination", "bumblebee nectar"]
+    one = create("query.expand", {"model": "fault-ok", "strategies": ["rephrase"], "max_queries": 1})
+    assert len(extra(one(sample_queries(2)))) == 2
+
+
+@pytest.mark.parametrize("scenario", ["error", "junk", "ok"])
+def test_the_keyword_fallback_when_the_model_fails_or_writes_nothing_valid(fault_models, scenario):
+    fault_models.reply = "ok\n12345"
+    op = create("query.expand", {"model": f"fault-{scenario}", "strategies": ["diagnose"], "num_retries": 0},
+                step_id="x")
+    out = op(sample_queries(1))
+    assert extra(out) == [("q1#1", "q1", "fallback_keywords", "insects honey pollinate flowers")]
+    assert op.drain_metadata()["q1"]["degraded"]["step"] == "x"
+    none = create("query.expand", {"model": f"fault-{scenario}", "strategies": ["diagnose"], "num_retries": 0,
+                                   "fallback": "none"})
+    assert none(sample_queries(1)).num_rows == 1
+
+
+def test_decompose_and_keywords(fault_models):
+    fault_models.reply = "Which insects make honey?\nWhich insects pollinate flowers?"
+    out = create("query.decompose", {"model": "fault-ok"})(sample_queries(1))
+    assert [(s, q) for _, _, s, q in extra(out)] == [("subquestion", "Which insects make honey?"),
+                                                     ("subquestion", "Which insects pollinate flowers?")]
+    fault_models.reply = "Keywords: honeybee, pollination, the flowers"
+    out = create("query.keywords", {"model": "fault-ok"})(sample_queries(1))
+    assert extra(out) == [("q1#1", "q1", "keywords", "keywords honeybee pollination flowers")]
+
+
+def test_keywords_of_drops_stopwords_and_repeats():
+    assert keywords_of("Which of the insects make the honey, and which insects?") == "insects honey"
+
+
+def test_columns_pass_through_and_one_row_per_qid(fault_models):
+    fault_models.reply = "honey bees pollination"
+    table = sample_queries(2).append_column("lang", [["en", "en"]])
+    out = create("query.keywords", {"model": "fault-ok"})(table)
+    assert out.column_names == ["qid", "query", "lang", "original_qid", "query_source"]
+    assert out.column("lang").to_pylist() == ["en"] * out.num_rows
+    with pytest.raises(Exception, match="each qid must appear once"):
+        create("query.keywords", {"model": "fault-ok"})(table.take([0, 0]))
+    empty = create("query.keywords", {"model": "fault-ok"})(table.slice(0, 0))
+    assert empty.num_rows == 0 and "original_qid" in empty.column_names
+
+
+@pytest.mark.slow
+def test_the_embedded_model_writes_valid_queries_or_the_fallback():
+    op = create("query.expand", {"model": "local", "strategies": ["rephrase"], "max_tokens": 24}, step_id="x")
+    out = op(sample_queries(1))
+    rows = extra(out)
+    assert 1 <= len(rows) <= 3 and all(orig == "q1" for _, orig, _, _ in rows)
+    for _, _, source, text in rows:
+        assert source in ("rephrase", "fallback_keywords") and len(text.split()) >= 2
+    assert op.drain_metadata()["q1"]["usage"]["x"]["calls"] == 1

@@ -1,0 +1,96 @@
+"""rerank.llm_tournament: the bracket with a hand-made judge (the fault server), failures, and the embedded model."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from operators import create
+from operators.errors import OperatorError
+from operators.testing import OperatorContract, sample_results
+
+
+def by_qid(table, qid):
+    return table.filter(pc.equal(table["qid"], qid))
+
+
+class TestTournamentContract(OperatorContract):
+    operator_name = "rerank.llm_tournament"
+
+    @pytest.fixture(autouse=True)
+    def _judge(self, fault_models):
+        fault_models.reply = "1"
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"model": "fault-ok", **params})
+
+
+@pytest.mark.parametrize("per_query, expected", [
+    (2, ["d2", "d1"]),
+    (4, ["d4", "d2", "d1", "d3"]),                 # 2 and 4 win round 1, 4 wins the final
+    (5, ["d5", "d4", "d2", "d1", "d3"]),           # 5 moves up unplayed twice, then beats 4
+])
+def test_a_judge_that_always_picks_the_second_plays_the_bracket(fault_models, per_query, expected):
+    fault_models.reply = "Document 2 is more relevant."
+    table = sample_results(2, per_query)
+    out = create("rerank.llm_tournament", {"model": "fault-ok"}, step_id="t")(table)
+    for qid in ("q1", "q2"):
+        incoming = by_qid(table, qid)["docno"].to_pylist()
+        got = by_qid(out, qid)["docno"].to_pylist()
+        assert got == [incoming[int(d[1:]) - 1] for d in expected]
+        assert by_qid(out, qid)["rank_t"].to_pylist() == list(range(1, per_query + 1))
+    assert fault_models.attempts["ok"] == 2 * (per_query - 1)
+
+
+def test_only_the_top_n_play_and_usage_is_counted_per_query(fault_models):
+    fault_models.reply = "2"
+    table = sample_results(1, 6)
+    op = create("rerank.llm_tournament", {"model": "fault-ok", "n": 2}, step_id="t")
+    out = op(table)
+    incoming = table["docno"].to_pylist()
+    assert out["docno"].to_pylist() == [incoming[1], incoming[0], *incoming[2:]]
+    assert out["score_t"].null_count == 4
+    usage = op.drain_metadata()["q1"]["usage"]["t"]
+    assert usage["calls"] == 1 and usage["prompt_tokens"] > 0
+    prompt = fault_models.bodies[-1]["messages"][-1]["content"]
+    assert "[1]" in prompt and "[2]" in prompt and table["query"][0].as_py() in prompt
+
+
+def test_a_reply_naming_no_candidate_lets_the_incoming_order_decide(fault_models, caplog):
+    fault_models.reply = "Both are about honey."
+    table = sample_results(1, 4)
+    op = create("rerank.llm_tournament", {"model": "fault-ok"}, step_id="t")
+    out = op(table)
+    assert out.num_rows == 4 and out["score_t"].null_count == 4   # every call failed: first stage kept
+    assert out["docno"].to_pylist() == table["docno"].to_pylist()
+    assert "every model call failed" in op.drain_metadata()["q1"]["degraded"]["reason"]
+
+
+@pytest.mark.parametrize("scenario", ["error", "junk", "malformed"])
+def test_a_failing_model_never_drops_rows(fault_models, scenario):
+    table = sample_results(2, 3)
+    op = create("rerank.llm_tournament", {"model": f"fault-{scenario}", "num_retries": 0}, step_id="t")
+    out = op(table)
+    assert out["docno"].to_pylist() == table["docno"].to_pylist()
+    assert set(op.drain_metadata()) == {"q1", "q2"}
+    with pytest.raises(OperatorError, match="q1"):
+        create("rerank.llm_tournament", {"model": f"fault-{scenario}", "num_retries": 0, "on_error": "error"})(table)
+
+
+def test_a_timeout_degrades_the_query(fault_models):
+    op = create("rerank.llm_tournament", {"model": "fault-slow", "timeout": 0.3, "num_retries": 0}, step_id="t")
+    out = op(sample_results(1, 2))
+    assert out.num_rows == 2 and "timeout" in op.drain_metadata()["q1"]["degraded"]["reason"]
+
+
+@pytest.mark.slow
+def test_the_embedded_model_plays_a_real_bracket():
+    table = sample_results(1, 4)
+    op = create("rerank.llm_tournament", {"model": "local", "max_chars": 200, "max_tokens": 4}, step_id="t")
+    out = op(table)
+    assert sorted(out["docno"].to_pylist()) == sorted(table["docno"].to_pylist())
+    assert out["rank"].to_pylist() == [1, 2, 3, 4]
+    metadata = op.drain_metadata()["q1"]
+    assert metadata["usage"]["t"]["calls"] == 3
+    if "degraded" not in metadata:   # the small model may answer in prose; then the incoming order decided
+        assert out["score_t"].null_count == 0

@@ -1,0 +1,89 @@
+"""retrieve.messages: a conversation's earlier answers become the first context rows of a follow-up question."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import OperatorError
+from operators.registry import create
+from operators.testing import OperatorContract, sample_documents, sample_results
+
+CONVERSATION = [
+    {"role": "system", "content": "You answer from the documents."},
+    {"role": "user", "content": "Which insects make honey?"},
+    {"role": "assistant", "content": "Honey bees make honey from the\n  nectar of flowers [1]."},
+    {"role": "user", "content": "Do they pollinate?"},
+    {"role": "assistant", "content": "Yes: bees pollinate\tmany crops."},
+]
+#: The same last answer as OpenAI content parts (only as JSON text: an Arrow column has one type per field).
+PARTS = CONVERSATION[:4] + [{"role": "assistant", "content": [{"type": "text", "text": "Yes: bees pollinate"},
+                                                              {"type": "image_url", "image_url": {"url": "x"}},
+                                                              {"type": "text", "text": "many crops."}]}]
+
+
+def with_messages(table: pa.Table, conversation=CONVERSATION) -> pa.Table:
+    value = [conversation] * table.num_rows
+    return table.append_column("messages", pa.array(value)) if table.num_rows else \
+        table.append_column("messages", pa.array([], pa.array([CONVERSATION]).type))
+
+
+class TestMessagesContract(OperatorContract):
+    operator_name = "retrieve.messages"
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        return with_messages(sample_results(n_queries, per_query))
+
+
+def test_earlier_answers_come_first_and_retrieved_rows_keep_their_order():
+    results = with_messages(sample_results(2, 4))
+    out = create("retrieve.messages", {}, step_id="chat")(results)
+    for qid in ("q1", "q2"):
+        rows = [r for r in out.to_pylist() if r["qid"] == qid]
+        retrieved = [r for r in results.to_pylist() if r["qid"] == qid]
+        assert [r["source"] for r in rows] == ["conversation"] * 2 + ["retrieval"] * 4
+        assert [r["text"] for r in rows[:2]] == ["Yes: bees pollinate many crops.",
+                                                 "Honey bees make honey from the nectar of flowers [1]."]
+        assert [r["docno"] for r in rows[:2]] == ["message-4", "message-2"]
+        assert [r["docno"] for r in rows[2:]] == [r["docno"] for r in retrieved]
+        assert [r["rank"] for r in rows] == list(range(1, 7)) == [r["rank_chat"] for r in rows]
+        assert min(r["score"] for r in rows[:2]) > max(r["score"] for r in retrieved)
+        assert rows[0]["query"] == retrieved[0]["query"] and rows[0]["title"] is None
+
+
+def test_a_queries_table_gives_the_messages_alone_and_json_text_is_read():
+    queries = pa.table({"qid": ["q1", "q2"], "query": ["Do they pollinate?", "no history"],
+                        "messages": [json.dumps(PARTS), None]})
+    out = create("retrieve.messages", {"max_messages": 1})(queries)
+    assert out.select(["qid", "docno", "text", "source", "rank"]).to_pylist() == [
+        {"qid": "q1", "docno": "message-4", "text": "Yes: bees pollinate many crops.", "source": "conversation",
+         "rank": 1}]
+
+
+def test_roles_limits_and_repeats():
+    repeated = CONVERSATION + [{"role": "assistant", "content": "Honey bees make honey from the nectar of flowers "
+                                                               "[1]."}, {"role": "user", "content": "Thanks"}]
+    queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": [json.dumps(repeated)]})
+    out = create("retrieve.messages", {"roles": ["assistant", "user"], "max_chars": 20})(queries)
+    assert out.column("text").to_pylist() == ["Thanks", "Honey bees make hone", "Yes: bees pollinate"]
+    assert out.column("docno").to_pylist() == ["message-6", "message-5", "message-4"]
+
+
+def test_a_query_without_messages_keeps_its_rows():
+    results = sample_results(1, 3).append_column("messages", pa.array([None] * 3, pa.string()))
+    out = create("retrieve.messages")(results)
+    assert out.column("docno").to_pylist() == results.column("docno").to_pylist()
+    assert set(out.column("source").to_pylist()) == {"retrieval"}
+
+
+def test_bad_messages_name_the_column():
+    queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": ["not json"]})
+    with pytest.raises(OperatorError, match="params.messages_column.*not JSON"):
+        create("retrieve.messages")(queries)
+    queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": ['{"role": "user"}']})
+    with pytest.raises(OperatorError, match="holds dict"):
+        create("retrieve.messages")(queries)
+    with pytest.raises(OperatorError, match="missing input column"):
+        create("retrieve.messages")(sample_documents(2).append_column("qid", pa.array(["q1", "q1"])))

@@ -1,0 +1,105 @@
+"""summarize.documents: the contract on the fault server, a real summary from the embedded model, summarize_prompt
+as the prompt override, the degrade policy per row, and the cache rule."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import OperatorError, ParamsError
+from operators.registry import create, get_operator
+from operators.testing import OperatorContract, sample_results
+
+
+class TestDocumentSummarizerContract(OperatorContract):
+    operator_name = "summarize.documents"
+
+    @pytest.fixture(autouse=True)
+    def _fault_models(self, fault_models):
+        self.server = fault_models
+
+    def make_operator(self, **params):
+        return get_operator(self.operator_name)({"model": "fault-ok", **params}, step_id="sum")
+
+
+def test_every_row_gets_a_summary_and_its_usage(fault_models):
+    fault_models.reply = "Bees make honey."
+    op = create("llm_summarizer", {"model": "fault-ok"}, step_id="sum")
+    table = sample_results(2, 3)
+    out = op(table)
+    assert out.drop_columns(["summary"]).equals(table) and out.column("summary").to_pylist() == ["Bees make honey."] * 6
+    meta = op.drain_metadata()
+    assert {q: m["usage"]["sum"]["calls"] for q, m in meta.items()} == {"q1": 3, "q2": 3}
+    assert meta["q1"]["usage"]["sum"]["completion_tokens"] == 9 and "degraded" not in meta["q1"]
+    assert op.drain_usage()["llm_calls"] == 6 and fault_models.attempts["ok"] == 6
+
+
+def test_summarize_prompt_is_the_instruction_before_the_text(fault_models):
+    op = create("DocumentSummarizerStep", {"model": "fault-ok", "summarize_prompt": "summarize {briefly}: ",
+                                           "input_column": "title", "output_column": "short"})
+    out = op(sample_results(1, 1))
+    title = sample_results(1, 1).column("title")[0].as_py()
+    assert fault_models.bodies[0]["messages"][-1]["content"] == f"summarize {{briefly}}:\n\n{title}"
+    assert out.column("short").to_pylist() == [fault_models.reply] and op.produces() == {"short": "text"}
+    with pytest.raises(ParamsError, match="summarize_prompt"):
+        create("summarize.documents", {"summarize_prompt": "Sum up: ", "prompt": "{text}"})
+    with pytest.raises(ParamsError, match="may use"):
+        create("summarize.documents", {"prompt": "{document}"})
+
+
+def test_empty_texts_are_not_sent(fault_models):
+    table = pa.table({"qid": ["q1", "q1"], "query": ["bees", "bees"], "docno": ["a", "b"], "text": ["", None]})
+    out = create("summarize.documents", {"model": "fault-ok"})(table)
+    assert out.column("summary").to_pylist() == ["", None] and fault_models.attempts["ok"] == 0
+
+
+@pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
+                                           ("fault-junk", "no usable text")])
+def test_a_failed_row_keeps_its_input_and_marks_the_query_degraded(fault_models, model, reason):
+    op = create("summarize.documents", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="sum")
+    table = sample_results(1, 2)
+    out = op(table)
+    assert out.column("summary").to_pylist() == table.column("text").to_pylist()
+    degraded = op.drain_metadata()["q1"]["degraded"]
+    assert degraded["step"] == "sum" and reason in degraded["reason"]
+    assert table.column("docno")[1].as_py() in degraded["reason"]
+
+
+def test_on_error_error_fails_the_step(fault_models):
+    with pytest.raises(OperatorError, match="query 'q1'"):
+        create("summarize.documents", {"model": "fault-error", "num_retries": 0, "on_error": "error"})(
+            sample_results(1, 1))
+
+
+def test_the_embedded_model_summarises_a_row():
+    table = sample_results(1, 1)
+    table = table.set_column(table.column_names.index("text"), "text", pa.array([table.column("text")[0].as_py()[:300]]))
+    op = create("summarize.documents", {"model": "local", "max_tokens": 8, "timeout": 120}, step_id="sum")
+    out = op(table)
+    meta = op.drain_metadata()["q1"]
+    summary = out.column("summary")[0].as_py()
+    assert "degraded" not in meta and summary.strip() and summary != table.column("text")[0].as_py()
+    assert meta["usage"]["sum"]["calls"] == 1 and 0 < meta["usage"]["sum"]["completion_tokens"] <= 8
+
+
+def _spec(temperature: float, model: str = "fault-ok"):
+    from flows.spec import FlowSpec
+
+    return FlowSpec.parse({"name": "summaries", "steps": {"sum": {"op": "summarize.documents", "params": {
+        "model": model, "temperature": temperature, "num_retries": 0}}}})
+
+
+def test_cached_at_temperature_zero_never_above_and_never_when_degraded(fault_models, cache):
+    from flows.executors.local import LocalExecutor
+
+    table = sample_results(2, 2)
+    first = LocalExecutor(cache=cache).run(_spec(0.0), table)
+    again = LocalExecutor(cache=cache).run(_spec(0.0), table)
+    assert fault_models.attempts["ok"] == 4 and again.steps["sum"].hits == 2 and again.steps["sum"].usage == {}
+    assert again.table.column("summary").equals(first.table.column("summary"))
+    assert again.metadata["q1"]["usage"]["sum"]["calls"] == 2  # what the summaries cost, replayed with them
+    LocalExecutor(cache=cache).run(_spec(0.7), table)
+    assert fault_models.attempts["ok"] == 8
+    for _ in range(2):
+        failed = LocalExecutor(cache=cache).run(_spec(0.0, "fault-error"), table)
+    assert failed.metadata["q1"]["degraded"]["step"] == "sum" and fault_models.attempts["error"] == 8

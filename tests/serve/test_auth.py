@@ -1,0 +1,46 @@
+"""The service's settings and the exposure rule, without Ray: key hashes, the environment's keys, the bearer
+check, loopback detection."""
+
+from __future__ import annotations
+
+import hashlib
+
+import pytest
+
+from serve.auth import check_exposure, is_loopback, tenant_of
+from serve.service_settings import ServiceArgs, key_hash, resolve
+
+
+def test_keys_come_hashed_from_config_and_raw_from_the_environment(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    args = ServiceArgs(api_keys=[{"id": "alice", "sha256": key_hash("alice-secret")}], default_index="sample")
+    resolved = resolve(args, {"TESSERA_API_KEYS": " bob-secret , "})
+    bob = hashlib.sha256(b"bob-secret").hexdigest()
+    assert resolved["keys"] == {key_hash("alice-secret"): "alice", bob: f"env-{bob[:8]}"}
+    assert "alice-secret" not in repr(resolved) and "bob-secret" not in repr(resolved)
+    assert resolved["task_store"] == f"sqlite:///{(tmp_path / 'tasks.db').resolve()}"
+    assert resolved["default_index"] == str((tmp_path / "indices" / "sample").resolve())
+
+
+def test_the_bearer_header_maps_to_the_key_id():
+    keys = {key_hash("alice-secret"): "alice"}
+    assert tenant_of("Bearer alice-secret", keys) == "alice"
+    assert tenant_of("bearer alice-secret ", keys) == "alice"
+    for header in (None, "", "Bearer", "Bearer alice", "Basic alice-secret", "alice-secret"):
+        assert tenant_of(header, keys) is None
+
+
+@pytest.mark.parametrize("host,loopback", [("127.0.0.1", True), ("127.1.2.3", True), ("::1", True),
+                                           ("localhost", True), ("0.0.0.0", False), ("::", False),
+                                           ("192.168.1.4", False), ("example.org", False), ("", False)])
+def test_loopback_hosts(host, loopback):
+    assert is_loopback(host) is loopback
+
+
+def test_a_public_host_needs_keys():
+    check_exposure("127.0.0.1", has_keys=False, allow_public_without_keys=False)
+    check_exposure("0.0.0.0", has_keys=True, allow_public_without_keys=False)
+    with pytest.raises(RuntimeError, match="without API keys"):
+        check_exposure("0.0.0.0", has_keys=False, allow_public_without_keys=False)
+
+

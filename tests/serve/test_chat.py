@@ -1,0 +1,54 @@
+"""Chats about a task's results on the package's Serve app: created for a finished task of the caller, kept in
+the task store, answered by the rag flow's answer path (issue #31's ``generate.answer``) once it is installed."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+
+def answer_operators_missing() -> list[str]:
+    from serve.routes_chat import missing_answer_operators
+
+    return missing_answer_operators()
+
+
+@pytest.fixture(scope="module")
+def finished_task(serve_app) -> str:
+    body = requests.post(serve_app + "/task/run", json={"flow": "bm25", "query": "honey bees"}, timeout=120).json()
+    assert body["status"] == "finished", body
+    return body["task_id"]
+
+
+def test_a_chat_is_made_for_a_finished_task_and_a_known_column(serve_app, finished_task):
+    response = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local",
+                                                                  "column": "text"}, timeout=30)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    assert len(response.text) == 32
+    bad = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "column": "colour"},
+                       timeout=30)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "column"
+    unknown = requests.get(serve_app + "/task/chat/new", params={"task_id": "nope"}, timeout=30)
+    assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "Task id not found"
+
+
+@pytest.mark.skipif(not answer_operators_missing(), reason="the answer operators are installed: the answer test runs")
+def test_without_the_answer_operators_a_message_is_a_503_naming_them(serve_app, finished_task):
+    chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task}, timeout=30).text
+    response = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "what makes honey?"}, timeout=30)
+    assert response.status_code == 503
+    assert all(name in response.json()["error"]["message"] for name in answer_operators_missing())
+
+
+@pytest.mark.skipif(bool(answer_operators_missing()), reason="needs the rag flow's answer path (generate.context, "
+                    "generate.answer: issue #31's LLM gateway), not merged into this branch yet")
+def test_a_message_is_answered_from_the_task_results(serve_app, finished_task):
+    chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
+                        timeout=30).text
+    answer = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "Which insects make honey?"},
+                          timeout=300).json()
+    task = requests.get(f"{serve_app}/task/progress/{finished_task}", timeout=30).json()
+    docnos = {row["docno"] for row in task["result"]["data"]}
+    assert answer["answer"].strip() and set(answer["sources"]) <= docnos

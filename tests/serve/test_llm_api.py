@@ -1,0 +1,79 @@
+"""/v1/chat/completions on the shared app's llama.cpp deployment, through the unmodified openai client and
+through Tessera's own gateway (an alias whose api_base is the Serve URL)."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+QUESTION = [{"role": "user", "content": "Name one insect that makes honey."}]
+
+
+@pytest.fixture(scope="module")
+def client(serve_app):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{serve_app}/v1", api_key="unused", max_retries=0)
+
+
+def test_openai_client_non_streaming_and_streaming_agree(client):
+    done = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=16, temperature=0)
+    text = done.choices[0].message.content
+    assert done.model == "smollm2" and done.object == "chat.completion"
+    assert text.strip() and done.usage.completion_tokens > 0 and done.usage.prompt_tokens > 5
+    assert done.choices[0].finish_reason in ("stop", "length")
+
+    stream = client.chat.completions.create(model="local", messages=QUESTION, max_tokens=16, temperature=0,
+                                            stream=True)
+    chunks = list(stream)
+    assert len(chunks) > 3  # token by token, not one event
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == text  # greedy: same answer
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+def test_sse_wire_format_ends_with_done(serve_app):
+    response = requests.post(f"{serve_app}/v1/chat/completions", json={
+        "model": "smollm2", "messages": QUESTION, "max_tokens": 4, "stream": True}, stream=True, timeout=60)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = [line for line in response.iter_lines(decode_unicode=True) if line]
+    assert all(line.startswith("data: ") for line in events) and events[-1] == "data: [DONE]"
+
+
+def test_unknown_model_and_bad_field_are_openai_errors(client, serve_app):
+    import openai
+
+    with pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(model="no-such-llm", messages=QUESTION)
+    assert "no-such-llm" in err.value.message and "smollm2" in err.value.message
+    body = err.value.body
+    assert body["param"] == "model" and body["code"] == "model_not_found"
+    # an embedding model is not a language model either
+    with pytest.raises(openai.NotFoundError):
+        client.chat.completions.create(model="minilm", messages=QUESTION)
+    bad = requests.post(f"{serve_app}/v1/chat/completions", json={
+        "model": "smollm2", "messages": QUESTION, "temperature": 7}, timeout=30)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "temperature"
+    empty = requests.post(f"{serve_app}/v1/chat/completions", json={"model": "smollm2", "messages": []}, timeout=30)
+    assert empty.status_code == 422 and empty.json()["error"]["param"] == "messages"
+
+
+def test_models_lists_the_language_model(client):
+    cards = {m.id: m for m in client.models.list().data}
+    llm = cards["smollm2"]
+    assert llm.type == "chat" and llm.engine == "llama_cpp" and llm.status == "ready" and llm.aliases == ["local"]
+    assert client.models.retrieve("local").id == "smollm2"
+
+
+def test_tessera_gateway_reaches_the_deployment(serve_app, tmp_path, monkeypatch):
+    """An alias whose api_base is the Serve URL: the same greedy answer as the embedded model in-process."""
+    from operators.llm import complete
+
+    (tmp_path / "models.yaml").write_text(
+        f"served:\n  model: openai/smollm2\n  api_base: {serve_app}/v1\n  api_key_env: SERVED_KEY\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(tmp_path / "models.yaml"))
+    monkeypatch.setenv("SERVED_KEY", "unused")
+    served = complete(QUESTION[0]["content"], model="served", max_tokens=16)
+    local = complete(QUESTION[0]["content"], model="local", max_tokens=16)
+    assert served.text == local.text and served.completion_tokens == local.completion_tokens

@@ -1,0 +1,123 @@
+"""Tasks survive the service: ``tessera serve`` started for real (its own Ray), two tasks running on Ray and one
+finished, the service killed with SIGKILL, started again on the same task store. Every task is still readable;
+the finished one kept its result; the ones that were running reached ``failed`` with the reason ``interrupted``,
+with counters that add up; none stays running, and their step work ended with the service."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import requests
+import yaml
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+QUERY = "which insects make honey and pollinate flowers"
+
+
+def group_pids(pgid: int) -> list[int]:
+    """Processes of the process group ``pgid`` (the service and everything it started), from /proc."""
+    pids = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:
+            pids.append(int(stat.parent.name))
+    return pids
+
+
+def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    for pid in group_pids(pgid):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+
+
+def start(config: Path, home: Path) -> subprocess.Popen:
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS")}
+    env["TESSERA_HOME"] = str(home)
+    env["TESSERA_ALLOW_HOSTS"] = "loopback"  # the slow step's server (the service allows public addresses only)
+    log = open(home / f"serve-{time.time():.0f}.log", "wb")
+    return subprocess.Popen([sys.executable, "-m", "flows", "serve", "--config", str(config), "--address", "local"],
+                            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_ready(base: str, process: subprocess.Popen, timeout_s: float = 240) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the service exited with {process.returncode}"
+        try:
+            if requests.get(base + "/tasks", timeout=5).headers.get("content-type", "").startswith("application/json"):
+                return
+        except requests.ConnectionError:
+            pass
+        time.sleep(1)
+    raise AssertionError("the service did not answer in time")
+
+
+@pytest.fixture
+def service_config(tmp_path, sample_index, free_port_number) -> tuple[Path, str]:
+    port = free_port_number
+    config = {"proxy_location": "HeadOnly", "http_options": {"host": "127.0.0.1", "port": port},
+              "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
+                                "args": {"models": [], "service": {"default_index": str(sample_index)}}}]}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config), encoding="utf-8")
+    return path, f"http://127.0.0.1:{port}"
+
+
+def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
+    config, base = service_config
+    first = start(config, tmp_path)
+    try:
+        wait_ready(base, first)
+        done = requests.post(base + "/task/run", json={"flow": "bm25", "query": QUERY}, timeout=120).json()
+        assert done["status"] == "finished", done
+        slow = [requests.post(base + "/task/enqueue", json={"flow": slow_rerank.slow_flow(), "query": QUERY},
+                              timeout=60).text for _ in range(2)]
+        deadline = time.monotonic() + 120
+        while len(slow_rerank.times) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert len(slow_rerank.times) >= 4, "the slow tasks never started"
+        assert {requests.get(f"{base}/task/progress/{t}", timeout=30).json()["status"] for t in slow} == {"running"}
+    finally:
+        first.send_signal(signal.SIGKILL)  # the service's own process, by its PID
+        first.wait(30)
+        time.sleep(2)
+        kill_group(first.pid)  # and whatever of its Ray outlived it, as a crashed machine would lose it
+    killed = time.monotonic()
+    second = start(config, tmp_path)
+    try:
+        wait_ready(base, second)
+        listed = requests.get(base + "/tasks", timeout=30).json()
+        assert sorted(t["id"] for t in listed["tasks"]) == sorted([done["task_id"], *slow])
+        assert listed["counts"] == {"finished": 1, "failed": 2}
+        assert sum(listed["counts"].values()) == len(listed["tasks"])
+        kept = requests.get(f"{base}/task/progress/{done['task_id']}", timeout=30).json()
+        assert kept["result"] == done["result"] and kept["status"] == "finished"
+        for task_id in slow:
+            body = requests.get(f"{base}/task/progress/{task_id}", timeout=30).json()
+            assert body["status"] == "failed" and body["has_finished"] and body["error"].startswith("interrupted")
+            progress = body["progress"]
+            done_steps, total = map(int, progress["pipeline_progress"].split("/"))
+            states = [s["status"] for s in progress["step_progress"].values()]
+            assert total == 2 and done_steps == states.count("done") == 1 and states.count("interrupted") == 1
+            assert progress["pipeline_percentage"] == 50
+        assert [t for t in slow_rerank.times if t > killed + 1] == []  # the step work died with the service
+    finally:
+        second.send_signal(signal.SIGINT)  # `serve run` shuts Serve down on an interrupt
+        try:
+            second.wait(60)
+        except subprocess.TimeoutExpired:
+            second.kill()
+        time.sleep(2)
+        kill_group(second.pid)

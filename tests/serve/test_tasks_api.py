@@ -1,0 +1,199 @@
+"""mosaicRAG's task API and the search route over real HTTP, on the package's Serve app (flows over the sample
+index, tasks on Ray actors, a SQLite task store): run, enqueue, progress, cancel, pipeline info, saved flows,
+validation before anything runs, limits, and cancel reaching the Ray work."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+QUERY = "which insects make honey and pollinate flowers"
+
+
+def post(base: str, path: str, body, **kwargs) -> requests.Response:
+    return requests.post(base + path, json=body, timeout=120, **kwargs)
+
+
+def get(base: str, path: str, **kwargs) -> requests.Response:
+    return requests.get(base + path, timeout=60, **kwargs)
+
+
+def wait_final(base: str, task_id: str, timeout_s: float = 120) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = get(base, f"/task/progress/{task_id}").json()
+        if body["has_finished"] or time.monotonic() > deadline:
+            return body
+        time.sleep(0.2)
+
+
+def check_counters(body: dict) -> None:
+    """The progress object's counters agree with each other and with the steps' states."""
+    progress = body["progress"]
+    done, total = map(int, progress["pipeline_progress"].split("/"))
+    states = [info["status"] for info in progress["step_progress"].values()]
+    assert total == len(states) and done == states.count("done")
+    assert progress["pipeline_percentage"] == round(100 * done / total)
+
+
+def in_process(flow: str, index, queries, top_k: int | None = None):
+    """The flow run here with the local executor (engine calls only: tests/serve imports no front door)."""
+    from flows.executors import make_executor
+    from flows.spec import FlowSpec
+
+    spec = FlowSpec.load(flow).with_index(str(index))
+    if top_k is not None:
+        data = spec.to_dict()
+        data["steps"]["top"] = {"op": "postprocess.reduce", "params": {"k": top_k}, "inputs": [spec.build().output]}
+        spec = FlowSpec.parse(data)
+    return make_executor("local").run(spec, queries)
+
+
+def test_task_run_answers_the_finished_progress_object(serve_app, sample_index):
+    body = post(serve_app, "/task/run", {"flow": "hybrid", "query": QUERY}).json()
+    assert body["has_finished"] and body["status"] == "finished", body
+    check_counters(body)
+    assert body["progress"]["pipeline_progress"] == "3/3"
+    result = body["result"]
+    local = in_process("hybrid", sample_index, QUERY)
+    expected = local.table
+    assert [r["docno"] for r in result["data"]] == expected.column("docno").to_pylist()
+    assert result["metadata"] == local.roles
+    assert result["result_description"]["rows"] == expected.num_rows
+    assert set(result) == {"data", "result_description", "aggregated_data", "metadata"}
+
+
+def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
+    body = {"query": QUERY, "1": {"id": "bm25", "parameters": {"k": "20"}},
+            "2": {"id": "ReductionStep", "parameters": {"k": "3"}}}  # mosaicRAG's class name
+    answer = post(serve_app, "/task/run", body).json()
+    assert answer["status"] == "finished", answer
+    rows = answer["result"]["data"]
+    assert [r["rank"] for r in rows] == [1, 2, 3] and all(r["query"] == QUERY for r in rows)
+
+
+@pytest.mark.parametrize("body,param,words", [
+    ({"query": "q", "1": {"id": "bm25"}, "2": {"id": "no_such_step"}}, "op", ["step '2'", "no_such_step"]),
+    ({"query": "q", "1": {"id": "bm25", "parameters": {"k": "many"}}}, "steps.1.params.k", ["step '1'"]),
+    ({"query": "q", "1": {"id": "bm25", "colour": "red"}}, "1.colour", ["unknown field"]),
+    ({"flow": "hybrid", "query": "q", "colour": "red"}, "colour", ["unknown field"]),
+    ({"flow": "no-such-flow", "query": "q"}, "flow", ["no flow named 'no-such-flow'"]),
+    ({"flow": {"steps": {"a": {"op": "retrieve.bm25", "params": {"k": 0}}}}, "query": "q"}, "steps.a.params.k",
+     ["step 'a'"]),
+    ({"flow": "hybrid", "query": "q", "index": "/no/such/index"}, "index", ["does not exist"]),
+    ([1, 2], "body", ["JSON object"]),
+])
+def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_app, body, param, words):
+    before = get(serve_app, "/tasks").json()["tasks"]
+    mosaic = isinstance(body, dict) and "1" in body
+    for route in ("/task/run", "/task/enqueue") + (() if mosaic else ("/v1/search",)):  # search: Tessera's body
+        response = post(serve_app, route, body)
+        assert response.status_code == 422, (route, response.text)
+        error = response.json()["error"]
+        assert error["param"] == param and all(w in error["message"] for w in words), error
+    assert get(serve_app, "/tasks").json()["tasks"] == before  # nothing was queued
+
+
+def test_enqueue_then_progress_until_finished(serve_app):
+    response = post(serve_app, "/task/enqueue", {"flow": "bm25", "queries": ["honey bees", "gothic cathedrals"]})
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain")
+    body = wait_final(serve_app, response.text)
+    assert body["status"] == "finished" and body["task_id"] == response.text
+    check_counters(body)
+    assert {r["qid"] for r in body["result"]["data"]} == {"1", "2"}
+    assert "running on Ray" in body["progress"]["log"]
+
+
+def test_unknown_ids_are_404s(serve_app):
+    for path in ("/task/progress/nope", "/task/cancel/nope"):
+        response = get(serve_app, path)
+        assert response.status_code == 404 and response.json()["error"]["message"] == "Task id not found"
+    response = get(serve_app, "/task/chat/nope", params={"message": "hi"})
+    assert response.status_code == 404 and response.json()["error"]["message"] == "Chat id not found"
+
+
+def test_openapi_docs_list_the_flow_routes(serve_app):
+    assert get(serve_app, "/docs").status_code == 200
+    paths = get(serve_app, "/openapi.json").json()["paths"]
+    assert {"/task/run", "/task/enqueue", "/task/progress/{task_id}", "/task/cancel/{task_id}", "/pipeline/info",
+            "/flows/{name}", "/v1/search", "/task/chat/new", "/v1/embeddings"} <= set(paths)
+
+
+def test_pipeline_info_is_the_generated_mosaic_info(serve_app):
+    from flows.info import mosaic_info
+
+    assert get(serve_app, "/pipeline/info").json() == mosaic_info()
+
+
+def test_saved_flows_over_http(serve_app):
+    spec = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}}}}
+    bad = requests.put(serve_app + "/flows/mine", json={"steps": {"x": {"op": "retrieve.bm25",
+                                                                         "params": {"k": -1}}}}, timeout=30)
+    assert bad.status_code == 422 and bad.json()["error"]["param"] == "steps.x.params.k"
+    assert get(serve_app, "/flows/mine").status_code == 404
+    assert requests.put(serve_app + "/flows/mine", json=spec, timeout=30).status_code == 201
+    assert "mine" in get(serve_app, "/flows").json()["saved"]
+    assert get(serve_app, "/flows/mine").json()["steps"] == spec["steps"]
+    ran = post(serve_app, "/task/run", {"flow": "mine", "query": QUERY}).json()
+    assert ran["status"] == "finished" and len(ran["result"]["data"]) == 5
+    builtin = requests.put(serve_app + "/flows/hybrid", json=spec, timeout=30)
+    assert builtin.status_code == 422 and "built-in" in builtin.json()["error"]["message"]
+    assert requests.delete(serve_app + "/flows/mine", timeout=30).status_code == 200
+    assert requests.delete(serve_app + "/flows/mine", timeout=30).status_code == 404
+
+
+def test_search_equals_the_flow_in_process(serve_app, sample_index):
+    answer = post(serve_app, "/v1/search", {"flow": "hybrid", "queries": [QUERY, "gothic cathedrals"],
+                                            "top_k": 5}).json()
+    for item, text in zip(answer["results"], [QUERY, "gothic cathedrals"]):
+        expected = in_process("hybrid", sample_index, text, top_k=5).table
+        assert [h["docno"] for h in item["hits"]] == expected.column("docno").to_pylist()
+        assert [h["rank"] for h in item["hits"]] == [1, 2, 3, 4, 5] and item["query"] == text
+
+
+def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
+    too_many = post(serve_app, "/v1/search", {"queries": ["q"] * (limits["max_queries_per_request"] + 1)})
+    assert too_many.status_code == 422 and too_many.json()["error"]["code"] == "max_queries_per_request"
+    big = post(serve_app, "/task/enqueue", {"query": "x" * limits["max_body_bytes"]})
+    assert big.status_code == 413 and "max_body_bytes" in big.json()["error"]["message"]
+    rows = post(serve_app, "/v1/search", {"query": "q", "top_k": limits["max_result_rows"] + 1})
+    assert rows.status_code == 422 and "max_result_rows" in rows.json()["error"]["message"]
+    over = post(serve_app, "/task/run", {"flow": {"steps": {"b": {"op": "retrieve.bm25", "params": {"k": 100}}}},
+                                         "queries": [f"the history of the city and its people {i}" for i in range(5)]})
+    assert over.status_code == 413 and "max_result_rows" in over.json()["error"]["message"]
+
+
+def test_tasks_per_key_at_once(serve_app, slow_rerank, limits):
+    flow = slow_rerank.slow_flow()
+    ids = [post(serve_app, "/task/enqueue", {"flow": flow, "query": QUERY}).text
+           for _ in range(limits["max_tasks_per_key"])]
+    try:
+        refused = post(serve_app, "/task/enqueue", {"flow": flow, "query": QUERY})
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "max_tasks_per_key"
+    finally:
+        for task_id in ids:
+            assert get(serve_app, f"/task/cancel/{task_id}").text == "Success"
+    assert post(serve_app, "/task/enqueue", {"flow": "bm25", "query": QUERY}).status_code == 200
+
+
+def test_cancel_stops_the_ray_work_and_nothing_is_written_after_it(serve_app, slow_rerank):
+    task_id = post(serve_app, "/task/enqueue", {"flow": slow_rerank.slow_flow(), "query": QUERY}).text
+    deadline = time.monotonic() + 120
+    while len(slow_rerank.times) < 3 and time.monotonic() < deadline:  # the slow step is at work
+        time.sleep(0.1)
+    assert len(slow_rerank.times) >= 3, "the slow step never started"
+    response = get(serve_app, f"/task/cancel/{task_id}")
+    acked = time.monotonic()
+    assert response.status_code == 200 and response.text == "Success"
+    at_ack = get(serve_app, f"/task/progress/{task_id}").json()
+    time.sleep(6)
+    late = [t for t in slow_rerank.times if t > acked + 5]
+    assert late == [], f"{len(late)} requests of the cancelled step arrived more than 5 s after the ack"
+    assert len(slow_rerank.times) < 40  # it did not run to the end
+    after = get(serve_app, f"/task/progress/{task_id}").json()
+    assert after == at_ack and after["status"] == "cancelled" and after["has_finished"]
+    check_counters(after)

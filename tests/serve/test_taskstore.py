@@ -1,0 +1,82 @@
+"""The task store on real SQLite files: state only moves forward, owners never see each other's rows, and two
+processes' writes interleave without losing one."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import sqlalchemy as sa
+
+from serve.taskstore import TaskStore
+
+
+def new_task(store: TaskStore, owner: str = "alice", steps=("a", "b", "c")) -> str:
+    return store.create_task(owner, "flow", {"steps": {}}, [{"qid": "1", "query": "q"}], list(steps))
+
+
+def test_sqlite_runs_in_wal_mode(tmp_path):
+    store = TaskStore(f"sqlite:///{tmp_path / 'deep' / 'tasks.db'}")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+
+
+def test_a_final_task_refuses_every_later_write(tmp_path):
+    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+    task_id = new_task(store)
+    progress = {"a": {"status": "done", "rows_in": 1, "rows_out": 2, "seconds": 0.1},
+                "b": {"status": "running", "rows_in": 0, "rows_out": 0, "seconds": 0.0},
+                "c": {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0}}
+    assert store.update(task_id, status="running", steps_done=1, current_step="b", step_progress=progress,
+                        log="step b started")
+    assert store.finish(task_id, "cancelled", log="cancelled by the client")
+    before = store.task(task_id, "alice")
+    assert not store.update(task_id, steps_done=3, log="late write")
+    assert not store.finish(task_id, "finished", result={"data": []})
+    after = store.task(task_id, "alice")
+    assert after == before and after["status"] == "cancelled" and after["result"] is None
+    statuses = {s: info["status"] for s, info in after["step_progress"].items()}
+    assert statuses == {"a": "done", "b": "interrupted", "c": "interrupted"}
+    assert after["steps_done"] == 1 and after["log"][-1] == "cancelled by the client"
+
+
+def test_a_finished_task_has_every_step_done(tmp_path):
+    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+    task_id = new_task(store)
+    assert store.finish(task_id, "finished", result={"data": [{"docno": "d1"}]})
+    task = store.task(task_id, "alice")
+    assert task["steps_done"] == 3 and {i["status"] for i in task["step_progress"].values()} == {"done"}
+
+
+def test_owners_see_only_their_own_tasks_and_chats(tmp_path):
+    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+    mine, theirs = new_task(store, "alice"), new_task(store, "bob")
+    assert store.task(mine, "alice") is not None and store.task(mine, "bob") is None
+    assert [t["id"] for t in store.list_tasks("bob")] == [theirs]
+    assert store.active_count("alice") == 1 and store.status_counts("bob") == {"queued": 1}
+    chat = store.create_chat("alice", mine, "local", "text")
+    assert store.chat(chat, "alice")["task_id"] == mine and store.chat(chat, "bob") is None
+
+
+WRITER = """
+import sys
+from serve.taskstore import TaskStore
+store = TaskStore(sys.argv[1])
+for i in range(40):
+    store.update(sys.argv[2], log=f"line {i}")
+"""
+
+
+def test_two_processes_append_without_losing_a_line(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    store = TaskStore(url)
+    task_id = new_task(store)
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, task_id]) for _ in range(2)]
+    assert [w.wait(120) for w in writers] == [0, 0]
+    assert len(store.task(task_id, None)["log"]) == 1 + 80
+
+
+def test_any_sqlalchemy_url_works(tmp_path):
+    """A URL that is not the default file (here SQLite in memory through a shared-cache name) creates its tables."""
+    store = TaskStore("sqlite://")
+    assert set(sa.inspect(store.engine).get_table_names()) >= {"tasks", "chats"}
