@@ -61,7 +61,8 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):
-        out.print("  [bold]sources[/]:")
+        how = " (the model cited none: attributed by shared words)" if meta.get("sources_from") == "overlap" else ""
+        out.print(f"  [bold]sources[/]{how}:")
         for reference in meta["references"]:
             out.print(Padding(escape(str(reference)), (0, 0, 0, 4)))
     elif "answer" in meta:
@@ -70,7 +71,7 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(f"  [bold]usage[/] ({escape(str(step))}): {used.get('prompt_tokens', 0)} prompt + "
                   f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
                   f"{escape(str(used.get('model', '')))}")
-    shown = {"summary", "answer", "reasoning", "references", "sources", "usage", "raw_response"}
+    shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response"}
     for key, value in meta.items():
         if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")

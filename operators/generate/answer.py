@@ -20,14 +20,17 @@ class AnswerGenerator(LLMStep):
     """Answer each query from its context (generate.context) with a language model, citing its documents.
 
     One call per query. The prompt gives the numbered documents and asks for a short
-    answer that cites them as ``[1]``, ``[2]``, an optional reasoning line and a
-    ``Sources:`` line. Into the query's metadata go ``answer`` (citations written
-    ``[i]``), ``reasoning`` (empty when the model gave none), ``sources`` (the docnos
-    of the documents cited, in the order first cited; numbers outside the context are
-    ignored), ``raw_response`` and ``usage`` (tokens and seconds, by step). Every row is
-    kept; ``cited_column`` says whether the answer cited it. A failed call or an empty
-    reply degrades the query (no answer, rows unchanged, ``degraded`` in its metadata).
-    Prompt fields: ``{query}``, ``{context}``.
+    answer that cites them as ``[1]``, ``[2]``; ``Answer:``, ``Reasoning:`` and
+    ``Sources:`` sections are read when the model writes them. Into the query's metadata
+    go ``answer`` (citations written ``[i]``), ``reasoning`` (empty when the model gave
+    none), ``sources`` (the docnos of the documents cited, in the order first cited;
+    numbers outside the context are ignored), ``sources_from`` (``citations``, or
+    ``overlap`` when the reply cited nothing and the sources were attributed by shared
+    words, see ``attribute_uncited``), ``raw_response`` and ``usage`` (tokens and seconds,
+    by step). Every row is kept; ``cited_column`` says whether it is a source. A failed
+    call, an empty reply, a reply with nothing but citations, or one that repeats the
+    same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
+    metadata). Prompt fields: ``{query}``, ``{context}``.
 
     Usage::
 
@@ -43,16 +46,26 @@ class AnswerGenerator(LLMStep):
         "its number in square brackets, like [1]. If the documents do not answer the question, say so.")
     prompt_template: ClassVar[str] = (
         "Documents:\n{context}\n\nQuestion: {query}\n\n"
-        "Write a short answer that cites the documents it uses, like [1]. End with a line 'Sources:' and the "
-        "numbers of the documents you used.")
+        "Answer in one or two sentences and cite the documents you use, like [1].")
     prompt_fields: ClassVar[tuple[str, ...]] = ("query", "context")
 
     class Params(LLMParams):
         context_column: str = Field("context", description="Column holding the query's context (generate.context).")
         index_column: str = Field("context_index", description="Column holding each row's document number.")
+        text_column: str = Field("text", description="Column holding each document's text (attribute_uncited).")
         cited_column: str = Field("cited", description="Column that receives whether the answer cited the row.")
+        attribute_uncited: bool = Field(True, description="When the reply cites no document (small models often "
+                                        "do not), take as sources the documents that share at least "
+                                        "min_overlap of the answer's content words (at most 3); the query's "
+                                        "sources_from says 'overlap' instead of 'citations'.")
+        min_overlap: float = Field(0.3, gt=0, le=1, description="Share of the answer's content words a document "
+                                   "must contain to be attributed (attribute_uncited).")
 
     def reads(self) -> list[str]:
+        return ["qid", "query", "docno", self.params.context_column, self.params.index_column,
+                self.params.text_column]
+
+    def requires(self) -> list[str]:
         return ["qid", "query", "docno", self.params.context_column, self.params.index_column]
 
     def produces(self) -> dict[str, str]:
@@ -75,21 +88,56 @@ class AnswerGenerator(LLMStep):
             cited: list[int] = []
             if problem is None:
                 parsed = parse_answer(reply.text, len([n for n in numbers if n is not None]))
-                if not re.search(r"\w", parsed["answer"]):
-                    problem = "the reply has no answer, only labels or citations"
+                problem = _junk_answer(parsed["answer"])
             if problem is not None:
                 if isinstance(reply, Completion):
                     self.emit_metadata(qid, "raw_response", reply.text)
                 self.degrade(qid, problem)
             else:
                 docnos = dict(zip(numbers, rows.column("docno").to_pylist()))
-                cited = parsed["sources"]
+                cited, sources_from = parsed["sources"], "citations"
+                if not cited and p.attribute_uncited:
+                    texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
+                        if p.text_column in rows.column_names else {}
+                    cited, sources_from = attribute(parsed["answer"], texts, p.min_overlap), "overlap"
+                self.emit_metadata(qid, "sources_from", sources_from)
                 self.emit_metadata(qid, "answer", parsed["answer"])
                 self.emit_metadata(qid, "reasoning", parsed["reasoning"])
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
                 self.emit_metadata(qid, "raw_response", reply.text)
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
+
+
+_WORD = re.compile(r"[^\W\d_]{4,}")
+_COMMON = frozenset("that this with from have which their there about were been also into than they them these "
+                    "those what when where while more most such only other some answer question document documents "
+                    "based provided information".split())
+
+
+def _content_words(text: str) -> set[str]:
+    return {w for w in _WORD.findall(text.lower()) if w not in _COMMON}
+
+
+def attribute(answer: str, texts: dict[int | None, str | None], min_overlap: float) -> list[int]:
+    """Document numbers whose text holds at least ``min_overlap`` of the answer's content words, best first (3)."""
+    words = _content_words(answer)
+    if not words:
+        return []
+    shares = {n: len(words & _content_words(t or "")) / len(words) for n, t in texts.items() if n is not None}
+    return [n for n, share in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])) if share >= min_overlap][:3]
+
+
+def _junk_answer(answer: str) -> str | None:
+    """Why a parsed answer is junk: no words beside citations, or the same lines over and over (a small model's
+    loop); None if it is an answer."""
+    words = _WORD.findall(re.sub(r"\[[\d,\s]*\]", " ", answer))
+    if len(words) < 2:
+        return "the reply has no answer, only labels or citations"
+    lines = [line.strip(" -*0123456789.[]:") for line in answer.splitlines() if line.strip()]
+    if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
+        return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
+    return None
 
 
 def parse_answer(text: str, documents: int) -> dict[str, Any]:

@@ -122,3 +122,28 @@ def test_a_degraded_answer_is_not_cached(fault_models, cache):
         result = LocalExecutor(cache=cache).run(spec, sample_results(1, 2))
         assert result.metadata["q1"]["degraded"]["step"] == "answer"
     assert fault_models.attempts["error"] == 2 and result.steps["answer"].hits == 0
+
+
+def test_an_uncited_answer_is_attributed_by_shared_words(fault_models):
+    fault_models.reply = "Honey is made by bees, which pollinate flowers."
+    table = with_context(sample_results(1, 3))
+    texts = table.column("text").to_pylist()
+    table = table.set_column(table.column_names.index("text"), "text",
+                             pa.array([texts[0], "Bees make honey and pollinate flowers.", texts[2]]))
+    op = create("generate.answer", {"model": "fault-ok"})
+    out = op(table)
+    meta = op.drain_metadata()["q1"]
+    assert meta["sources_from"] == "overlap" and meta["sources"] == [table.column("docno")[1].as_py()]
+    assert out.column("cited").to_pylist() == [False, True, False]
+
+
+@pytest.mark.parametrize("reply, reason", [
+    ("[1] [2] [3] [4]", "only labels or citations"),
+    ("[1] Aphid: 1\n[2] Aphid: 2\n[3] Aphid: 3\n[4] Aphid: 4", "repeats itself"),
+])
+def test_a_looping_or_empty_answer_is_junk(fault_models, reply, reason):
+    fault_models.reply = reply
+    op = create("generate.answer", {"model": "fault-ok"})
+    op(with_context(sample_results(1, 2)))
+    meta = op.drain_metadata()["q1"]
+    assert reason in meta["degraded"]["reason"] and meta["raw_response"] == reply
