@@ -55,8 +55,18 @@ __all__ = [
     "ALLOW_ENV", "ALLOWED_SCHEMES", "LOOPBACK", "METADATA_ADDRESSES", "METADATA_HOSTS", "MODE_ENV", "PRIVATE",
     "OutboundPolicy", "OutboundURLError", "Resolver", "Target", "blocked_reason", "check_url", "checked_addresses",
     "embedded_ipv4", "literal_address", "parse_url", "system_resolver", "guard_session", "guarded_async_client",
-    "guarded_client", "use_local_policy_unless_set", "use_server_policy",
+    "guarded_client", "url_param", "use_local_policy_unless_set", "use_server_policy",
 ]
+
+
+def url_param(url: str) -> str:
+    """A pydantic validator's check of a URL param: what the URL itself says (scheme, a literal address), as the
+    ``ValueError`` pydantic turns into a ParamsError naming the field; every connection is checked again."""
+    try:
+        check_url(url, resolve=False)
+    except OutboundURLError as err:
+        raise ValueError(err.message) from None
+    return url
 
 
 def use_server_policy() -> None:

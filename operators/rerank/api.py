@@ -10,7 +10,7 @@ import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
-from operators.outbound import OutboundURLError, check_url
+from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
 
@@ -74,11 +74,7 @@ class ApiReranker(Reranker):
         @field_validator("url")
         @classmethod
         def _outbound_url(cls, url: str) -> str:
-            try:  # what the URL itself says; every connection is checked again (operators.outbound)
-                check_url(url, resolve=False)
-            except OutboundURLError as err:
-                raise ValueError(err.message) from None
-            return url
+            return url_param(url)
 
         @field_validator("api_key_env")
         @classmethod

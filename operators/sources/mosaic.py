@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.outbound import OutboundURLError, check_url
+from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.tables import set_ranking
 
@@ -84,11 +84,7 @@ class MosaicSource(Operator):
         @field_validator("url")
         @classmethod
         def _http_url(cls, url: str) -> str:
-            try:  # what the URL itself says; every connection is checked again (operators.outbound)
-                check_url(url, resolve=False)
-            except OutboundURLError as err:
-                raise ValueError(err.message) from None
-            return url.rstrip("/")
+            return url_param(url).rstrip("/")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
