@@ -197,3 +197,11 @@ def set_columns(table: pa.Table, columns: dict[str, pa.Array | pa.ChunkedArray])
 
 def empty_like(table: pa.Table) -> pa.Table:
     return table.slice(0, 0)
+
+
+def in_rank_order(rows: pa.Table) -> pa.Table:
+    """``rows`` sorted by ``rank`` (missing ranks last, ties in their order); unchanged without a ``rank`` column."""
+    if "rank" not in rows.column_names:
+        return rows
+    ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
+    return rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))

@@ -10,11 +10,10 @@ from flows.commands._support import escape
 
 def print_results(out, result, queries, top: int) -> None:
     """One table per query of ``queries``, at most ``top`` rows each, then the query's metadata."""
-    import numpy as np
     import pyarrow as pa
     from rich.table import Table
 
-    from operators.tables import qid_groups
+    from operators.tables import in_rank_order, qid_groups
 
     table = result.table if isinstance(result.table, pa.Table) else pa.table({})
     chips = [c for c, role in result.roles.items() if role == "chip" and c in table.column_names]
@@ -32,9 +31,7 @@ def print_results(out, result, queries, top: int) -> None:
         if rows is None or rows.num_rows == 0:
             out.print(f"[bold]{title}[/]  no results")
         else:
-            if "rank" in rows.column_names:
-                ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
-                rows = rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))
+            rows = in_rank_order(rows)
             shown = rows.slice(0, top)
             view = Table(title=title, title_justify="left", title_style="bold")
             for col in columns:

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.tables import concat, empty_like, qid_groups, set_column
+from operators.tables import concat, empty_like, in_rank_order, qid_groups, set_column
 
 
 class ContextBuilder(Operator):
@@ -73,8 +72,7 @@ class ContextBuilder(Operator):
             return set_column(out, p.index_column, pa.array([], pa.int32()))
         parts = []
         for _, rows in qid_groups(table):
-            ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
-            rows = rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))
+            rows = in_rank_order(rows)
             context, numbers = self.build(rows.to_pylist())
             rows = set_column(rows, p.output_column, pa.array([context] * rows.num_rows, pa.string()))
             parts.append(set_column(rows, p.index_column, pa.array(numbers, pa.int32())))

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
 from operators.llm import LLMParams, LLMStep, junk_reason
-from operators.tables import qid_groups
+from operators.tables import in_rank_order, qid_groups
 
 
 class ResultsSummarizer(LLMStep):
@@ -71,9 +70,7 @@ class ResultsSummarizer(LLMStep):
     def documents(self, rows: pa.Table) -> str:
         """The query's best ``max_documents`` rows as numbered blocks, in rank order."""
         p = self.params
-        if "rank" in rows.column_names:
-            ranks = rows.column("rank").to_numpy(zero_copy_only=False).astype(float)
-            rows = rows.take(pa.array(np.argsort(np.where(np.isnan(ranks), np.inf, ranks), kind="stable")))
+        rows = in_rank_order(rows)
         rows = rows.slice(0, p.max_documents)
         titles = (rows.column(p.title_column).to_pylist() if p.title_column and p.title_column in rows.column_names
                   else [None] * rows.num_rows)

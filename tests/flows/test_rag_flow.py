@@ -4,24 +4,10 @@ sample index with the embedded model, its command line (text and --json), and ``
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
 from operators.testing import sample_results
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def run_cli(monkeypatch, capsys, home: Path, *args: str) -> tuple[int, str]:
-    from flows.commands import main
-
-    monkeypatch.chdir(REPO)
-    monkeypatch.setenv("TESSERA_HOME", str(home))
-    monkeypatch.setenv("COLUMNS", "160")
-    capsys.readouterr()
-    status = main(list(args))
-    return status, capsys.readouterr().out
 
 
 @pytest.mark.slow
@@ -43,11 +29,11 @@ def test_usage_lands_in_the_metadata_and_the_step_record(make_executor):
 
 
 @pytest.mark.slow
-def test_rag_answers_with_numbered_sources(sample_index, monkeypatch, capsys, tmp_path):
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", "rag", "--index", str(sample_index), "--queries",
+def test_rag_answers_with_numbered_sources(sample_index, run_cli):
+    status, out = run_cli("run", "rag", "--index", str(sample_index), "--queries",
                           "which insects make honey and pollinate flowers", "--quiet", "--no-cache")
     assert status == 0 and "answer:" in out and "usage (answer):" in out and "LLM calls, tokens" in out
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", "rag", "--index", str(sample_index), "--queries",
+    status, out = run_cli("run", "rag", "--index", str(sample_index), "--queries",
                           "which insects make honey and pollinate flowers", "--quiet", "--json", "--no-cache")
     result = json.loads(out)
     meta = result["metadata"]["1"]
@@ -59,8 +45,8 @@ def test_rag_answers_with_numbered_sources(sample_index, monkeypatch, capsys, tm
 
 
 @pytest.mark.slow
-def test_rag_multihop_answers_from_rows_of_both_hops(sample_index, monkeypatch, capsys, tmp_path):
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "run", "rag_multihop", "--index", str(sample_index),
+def test_rag_multihop_answers_from_rows_of_both_hops(sample_index, run_cli):
+    status, out = run_cli("run", "rag_multihop", "--index", str(sample_index),
                           "--queries", "which insects make honey and pollinate flowers", "--quiet", "--json",
                           "--no-cache")
     result = json.loads(out)
@@ -70,16 +56,16 @@ def test_rag_multihop_answers_from_rows_of_both_hops(sample_index, monkeypatch, 
     assert len(result["rows"]) == 5 and all(row["hop"] in (1, 2) for row in result["rows"])
 
 
-def test_tessera_models_says_what_is_reachable(fault_models, monkeypatch, capsys, tmp_path):
+def test_tessera_models_says_what_is_reachable(fault_models, monkeypatch, run_cli):
     monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
     monkeypatch.setenv("OLLAMA_API_BASE", fault_models.base)  # the fault server answers /api/tags as Ollama would
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "models", "--json")
+    status, out = run_cli("models", "--json")
     rows = {row["alias"]: row for row in json.loads(out)["models"]}
     assert status == 0 and rows["local"]["reachable"] and "SmolLM2" in rows["local"]["why"]
     assert rows["gemma2"]["reachable"] and rows["gemma2"]["model"] == "ollama_chat/gemma2"
     assert not rows["DeepSeekv3"]["reachable"] and "DEEPSEEK_API_KEY" in rows["DeepSeekv3"]["why"]
     assert rows["fault-ok"]["defined_in"].endswith("models.yaml") and fault_models.attempts["ok"] == 0
     monkeypatch.setenv("OLLAMA_API_BASE", "http://127.0.0.1:9")
-    status, out = run_cli(monkeypatch, capsys, tmp_path, "models", "gemma2", "fault-ok", "--check")
+    status, out = run_cli("models", "gemma2", "fault-ok", "--check")
     assert status == 0 and "no Ollama server answers" in out and "answered in" in out
     assert fault_models.attempts["ok"] == 1
