@@ -21,6 +21,7 @@ import re
 import sys
 from typing import Callable, Sequence
 
+from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from operators.errors import FlowCancelled, TesseraError
 from operators.outbound import use_local_policy_unless_set
@@ -32,6 +33,8 @@ SUBCOMMANDS = ("ops", "run", "flows", "models", "cache", "ingest", "index", "ben
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tessera ...``; returns the exit status (the console script exits with it)."""
+    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter
+        filter_known_ray_noise()
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "handler", None):
@@ -59,6 +62,8 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
                     prog: str, description: str | None, epilog: str | None = None) -> int:
     """One subcommand as a command of its own (``python -m flows.run``, ``flows.ingest``, ``flows.bench``,
     ``flows.train``): its arguments plus ``--debug``, errors reported as ``tessera``'s are."""
+    if argv is None:
+        filter_known_ray_noise()
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")

@@ -324,6 +324,8 @@ def test_a_light_setup_runs_once_per_worker_process_across_batches_and_runs():
     assert all(counts == {1} for counts in seen.values()), seen  # set up once in each, kept between runs
 
 
+@pytest.mark.slow  # three Ray Data runs with fresh actor pools (about a minute on 2 cores); make test keeps
+# test_local_and_ray_share_the_step_cache, which checks hits on Ray with one pool size
 def test_step_cache_hits_the_same_with_one_or_two_actors(cache):
     first = RayDataExecutor(cache=cache, keep_history=False).run(_cached(1), RESULTS)
     assert {s: r.hit_ratio for s, r in first.steps.items()} == {"words": 0.0, "top": 0.0}
