@@ -3,6 +3,8 @@ and committed without outputs. Each writes only under ``$TESSERA_NOTEBOOK_DIR``,
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 
 import nbformat
@@ -20,9 +22,16 @@ def run_notebook(name: str, tmp_path: Path, monkeypatch) -> nbformat.NotebookNod
     monkeypatch.setenv("TESSERA_NOTEBOOK_DIR", str(tmp_path / "work"))
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    # A kernel spec of this interpreter, found first: a "python3" spec installed elsewhere may be another Python.
+    spec = tmp_path / "jupyter" / "kernels" / "tessera-test"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(json.dumps({
+        "argv": [sys.executable, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+        "display_name": "tessera tests", "language": "python"}), encoding="utf-8")
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
     before = sorted(p.name for p in NOTEBOOKS.iterdir())
     book = nbformat.read(NOTEBOOKS / f"{name}.ipynb", as_version=4)
-    NotebookClient(book, timeout=300, kernel_name="python3",
+    NotebookClient(book, timeout=300, kernel_name="tessera-test",
                    resources={"metadata": {"path": str(NOTEBOOKS)}}).execute()
     assert sorted(p.name for p in NOTEBOOKS.iterdir()) == before, "the notebook wrote into notebooks/"
     assert (tmp_path / "work" / name).is_dir()
@@ -67,7 +76,10 @@ def test_quickstart(tmp_path, monkeypatch):
 
 
 @pytest.mark.data
+@pytest.mark.slow
 def test_benchmarking(shared_data, tmp_path, monkeypatch):
+    """Slow: a fresh kernel imports the benchmarker (scipy, statsmodels, matplotlib), builds two indices and draws
+    two plots, about 7 s of CPU, more than make test's budget leaves."""
     monkeypatch.setenv("TESSERA_BENCH_DATASET", str(shared_data / "scifact"))
     book = run_notebook("benchmarking", tmp_path, monkeypatch)
     assert "30 queries" in text_of(book)
@@ -75,7 +87,8 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
     assert len(plots) == 2  # the measures with their intervals, the per-query deltas against bm25
 
 
-@pytest.mark.slow  # embeds 120 documents with MiniLM and generates two answers with SmolLM2: about a minute
+@pytest.mark.slow
 def test_rag(tmp_path, monkeypatch):
+    """Slow: embeds 120 documents with MiniLM and generates two answers with SmolLM2, about 20 s of CPU."""
     out = text_of(run_notebook("rag", tmp_path, monkeypatch))
     assert out.count("Q: ") == 2 and out.count("A: ") == 2

@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 KUBERAY = REPO / "cluster" / "kuberay"
 MANIFESTS = {"rayservice.yaml": "rayservices", "rayjob-ingest.yaml": "rayjobs", "rayjob-bench.yaml": "rayjobs"}
 JOB_OUTPUTS = {"flows.ingest": ("index",), "flows.bench": ("out", "index_dir")}
+IMAGE_CLONE = "/home/ray/tessera/"  # where cluster/Dockerfile copies the clone
 
 
 def manifest(name: str) -> dict:
@@ -66,6 +67,10 @@ def test_the_job_entry_point_parses_with_tesseras_parser(name, parse_entrypoint)
     assert module in JOB_OUTPUTS
     for option in JOB_OUTPUTS[module]:
         assert Path(getattr(args, option)).is_absolute(), f"--{option} must be a path every pod can reach"
+    assert f"WORKDIR {IMAGE_CLONE.rstrip('/')}" in (REPO / "cluster" / "Dockerfile").read_text(encoding="utf-8")
+    for value in (getattr(args, "source", None), getattr(args, "dataset", None)):
+        if value and value.startswith(IMAGE_CLONE):
+            assert (REPO / value.removeprefix(IMAGE_CLONE)).exists(), f"{value} is not in the image"
     if module == "flows.bench":
         from flows.bench.flowdefs import resolve_flows
 
