@@ -79,7 +79,7 @@ def test_quickstart(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_benchmarking(shared_data, tmp_path, monkeypatch):
     """Slow: a fresh kernel imports the benchmarker (scipy, statsmodels, matplotlib), builds two indices and draws
-    two plots, about 7 s of CPU, more than make test's budget leaves."""
+    two plots, more than make test's budget leaves (docs/results.md, "Notebooks")."""
     monkeypatch.setenv("TESSERA_BENCH_DATASET", str(shared_data / "scifact"))
     book = run_notebook("benchmarking", tmp_path, monkeypatch)
     assert "30 queries" in text_of(book)
@@ -89,6 +89,6 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_rag(tmp_path, monkeypatch):
-    """Slow: embeds 120 documents with MiniLM and generates two answers with SmolLM2, about 20 s of CPU."""
+    """Slow: embeds 120 documents with MiniLM and generates two answers with SmolLM2 (docs/results.md, "Notebooks")."""
     out = text_of(run_notebook("rag", tmp_path, monkeypatch))
     assert out.count("Q: ") == 2 and out.count("A: ") == 2
