@@ -7,8 +7,9 @@ import contextlib
 import copy
 import io
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 import yaml

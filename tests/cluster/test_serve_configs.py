@@ -29,7 +29,7 @@ def check(config: dict) -> None:
         module, _, attr = app.import_path.partition(":")
         builder = getattr(importlib.import_module(module), attr, None)
         if not callable(builder):
-            raise ValueError(f"import_path {app.import_path} does not name a callable")
+            raise TypeError(f"import_path {app.import_path} does not name a callable")
         parse_args(app.args)
 
 
