@@ -1,5 +1,6 @@
-"""The Serve configs (serve/config.yaml, cluster/serve-gpu.yaml, the RayService's serveConfigV2) through Serve's own
-schema and Tessera's application args, and the cluster ones serving what serve/config.yaml serves, on GPUs."""
+"""The cluster's Serve configs (cluster/serve-gpu.yaml, the RayService's serveConfigV2) through Serve's own schema and
+Tessera's application args, serving what serve/config.yaml serves (checked in tests/serve/test_app_config.py), on
+GPUs."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIGS = ("serve/config.yaml", "cluster/serve-gpu.yaml", "cluster/kuberay/rayservice.yaml")
+CONFIGS = ("cluster/serve-gpu.yaml", "cluster/kuberay/rayservice.yaml")
 
 
 def serve_config(name: str) -> dict:
@@ -47,7 +48,7 @@ def test_the_cluster_launcher_and_kuberay_serve_the_same_app():
     assert served(serve_config("cluster/serve-gpu.yaml")) == served(serve_config("cluster/kuberay/rayservice.yaml"))
 
 
-@pytest.mark.parametrize("name", CONFIGS[1:])
+@pytest.mark.parametrize("name", CONFIGS)
 def test_the_cluster_serves_serve_configs_models_on_gpus(name):
     local, cluster = served(serve_config("serve/config.yaml")), served(serve_config(name))
     for model, entry in local.items():
