@@ -1,0 +1,105 @@
+"""cluster/kuberay/*.yaml against KubeRay's CRD schemas (../shared/kuberay, unknown fields refused), and what
+they refer to: GPU pods for the GPU group, the shared volume, the job entry points and their flags."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+KUBERAY = REPO / "cluster" / "kuberay"
+MANIFESTS = {"rayservice.yaml": "rayservices", "rayjob-ingest.yaml": "rayjobs", "rayjob-bench.yaml": "rayjobs"}
+JOB_OUTPUTS = {"flows.ingest": ("index",), "flows.bench": ("out", "index_dir")}
+IMAGE_CLONE = "/home/ray/tessera/"  # where cluster/Dockerfile copies the clone
+
+
+def manifest(name: str) -> dict:
+    return yaml.safe_load((KUBERAY / name).read_text(encoding="utf-8"))
+
+
+def cluster_spec(doc: dict) -> dict:
+    return doc["spec"].get("rayClusterConfig") or doc["spec"]["rayClusterSpec"]
+
+
+def pod_specs(doc: dict) -> list[dict]:
+    spec = cluster_spec(doc)
+    return [spec["headGroupSpec"]["template"]["spec"], *(g["template"]["spec"] for g in spec["workerGroupSpecs"])]
+
+
+def test_every_manifest_is_checked():
+    assert sorted(p.name for p in KUBERAY.glob("*.yaml")) == sorted(MANIFESTS)
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_the_manifest_validates_against_kuberays_crd(name, crd_validator, schema_errors):
+    doc = manifest(name)
+    assert doc["apiVersion"] == "ray.io/v1"
+    assert doc["kind"] == {"rayservices": "RayService", "rayjobs": "RayJob"}[MANIFESTS[name]]
+    assert schema_errors(crd_validator(MANIFESTS[name]), doc) == []
+
+
+@pytest.mark.parametrize("name", MANIFESTS)
+def test_every_pod_mounts_the_shared_volume(name):
+    for pod in pod_specs(manifest(name)):
+        claims = {v["name"] for v in pod["volumes"] if "persistentVolumeClaim" in v}
+        mounts = {m["name"]: m["mountPath"] for c in pod["containers"] for m in c["volumeMounts"]}
+        assert claims and all(mounts.get(claim) == "/mnt/tessera" for claim in claims)
+
+
+def test_the_rayservice_scales_a_gpu_group_from_zero():
+    spec = cluster_spec(manifest("rayservice.yaml"))
+    assert spec["enableInTreeAutoscaling"] is True
+    gpu = [g for g in spec["workerGroupSpecs"]
+           if any("nvidia.com/gpu" in c["resources"]["limits"] for c in g["template"]["spec"]["containers"])]
+    assert len(gpu) == 1 and gpu[0]["minReplicas"] == 0 and gpu[0]["maxReplicas"] > 0
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert "nvidia.com/gpu" not in head["resources"]["limits"]
+    keys = [e for e in head["env"] if e["name"] == "TESSERA_API_KEYS"]
+    assert keys and "secretKeyRef" in keys[0]["valueFrom"], "the app listens on 0.0.0.0: it needs its API keys"
+
+
+@pytest.mark.parametrize("name", ["rayjob-ingest.yaml", "rayjob-bench.yaml"])
+def test_the_job_entry_point_parses_with_tesseras_parser(name, parse_entrypoint):
+    module, args = parse_entrypoint(manifest(name)["spec"]["entrypoint"])
+    assert module in JOB_OUTPUTS
+    for option in JOB_OUTPUTS[module]:
+        assert Path(getattr(args, option)).is_absolute(), f"--{option} must be a path every pod can reach"
+    assert f"WORKDIR {IMAGE_CLONE.rstrip('/')}" in (REPO / "cluster" / "Dockerfile").read_text(encoding="utf-8")
+    for value in (getattr(args, "source", None), getattr(args, "dataset", None)):
+        if value and value.startswith(IMAGE_CLONE):
+            assert (REPO / value.removeprefix(IMAGE_CLONE)).exists(), f"{value} is not in the image"
+    if module == "flows.bench":
+        from flows.bench.flowdefs import resolve_flows
+
+        assert args.executor == "ray" and len(resolve_flows(args.flows)) >= 2
+
+
+@pytest.mark.parametrize("breakage, reason", [
+    ("misspelt field", "'workerGroupSpec' was unexpected"),
+    ("wrong type", "'two' is not of type 'integer'"),
+    ("missing required", "'groupName' is a required property"),
+])
+def test_a_broken_manifest_is_refused(breakage, reason, crd_validator, schema_errors):
+    doc = copy.deepcopy(manifest("rayservice.yaml"))
+    spec = cluster_spec(doc)
+    if breakage == "misspelt field":
+        spec["workerGroupSpec"] = spec.pop("workerGroupSpecs")
+    elif breakage == "wrong type":
+        spec["workerGroupSpecs"][0]["maxReplicas"] = "two"
+    else:
+        del spec["workerGroupSpecs"][1]["groupName"]
+    errors = schema_errors(crd_validator("rayservices"), doc)
+    assert any(reason in e for e in errors), errors
+
+
+@pytest.mark.parametrize("entrypoint, reason", [
+    ("python -m flows.ingest --source /c.jsonl --index /i --shard-sise 250", "unrecognized arguments: --shard-sise"),
+    ("python -m flows.bench --dataset /d --out /o", "the following arguments are required: --flow"),
+    ("python -m flows.injest --index /i", "flows.injest has no __main__"),
+])
+def test_a_broken_entry_point_is_refused(entrypoint, reason, parse_entrypoint):
+    with pytest.raises(ValueError, match=reason):
+        parse_entrypoint(entrypoint)
