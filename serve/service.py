@@ -198,11 +198,11 @@ class Service:
     async def enqueue(self, body: Any, tenant: str) -> str:
         prepared = await asyncio.to_thread(self.prepare, body, tenant)
         limit = self.limits.max_tasks_per_key
-        if await asyncio.to_thread(self.store.active_count, tenant) >= limit:
+        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
+                                          prepared.queries, prepared.steps, limit=limit)
+        if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
             raise ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
                            "wait for one to finish or cancel one", code="max_tasks_per_key")
-        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
-                                          prepared.queries, prepared.steps)
         ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
                                       num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
         watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))
