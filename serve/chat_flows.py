@@ -37,7 +37,6 @@ from serve.service import flow_owner
 
 ANSWER_OP = "generate.answer"
 MESSAGES_OP = "retrieve.messages"
-LLM_OPTIONS = ("temperature", "max_tokens")
 
 
 def _ops(spec: FlowSpec) -> dict[str, type]:
@@ -65,14 +64,14 @@ def answering_flows(tenant: str) -> list[str]:
 
 def flow_cards(tenant: str) -> list[ModelCard]:
     """``/v1/models`` entries for the flows that answer (empty when the app serves no flows)."""
-    if svc._current is None:
+    if not svc.configured():
         return []
     return [ModelCard(id=name, type="flow", operator="flow", status="ready") for name in answering_flows(tenant)]
 
 
 def find_flow(model: str, tenant: str) -> FlowSpec | None:
     """The flow ``model`` names, if it answers; None when no flow has that name; a 404 when it does not answer."""
-    if svc._current is None or svc.current().flow_path(model, tenant) is None:
+    if not svc.configured() or svc.current().flow_path(model, tenant) is None:
         return None
     spec = svc.current().resolve_flow(model, tenant)
     if not answers(spec):

@@ -38,6 +38,11 @@ log = logging.getLogger("tessera.serve")
 _current: "Service | None" = None
 
 
+def configured() -> bool:
+    """Whether this app serves flows (``args.service`` is set)."""
+    return _current is not None
+
+
 def current() -> "Service":
     if _current is None:
         raise ApiError(503, "the flow service is not configured in this app", kind="server_error")

@@ -59,3 +59,13 @@ def test_an_index_in_a_step_of_an_inline_or_mosaic_spec_is_confined_too(service,
     with pytest.raises(ApiError) as err:
         service.prepare({"query": "q", "1": {"id": "bm25", "parameters": {"index": "/etc"}}}, "local")
     assert err.value.param.endswith("params.index")
+
+
+@pytest.mark.parametrize("name", ["../../serve/config", "../specs/rag", "rag/../rag", "/etc/hosts", "rag\x00"])
+def test_a_flow_name_with_a_path_in_it_names_no_flow(service, name):
+    """Only built-in and saved flows by name: a relative path must not load another YAML file of the server."""
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        service.prepare({"flow": name, "query": "q"}, "local", search=True)
+    assert err.value.field == "flow" and "no flow named" in str(err.value)
