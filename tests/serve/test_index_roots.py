@@ -69,3 +69,12 @@ def test_a_flow_name_with_a_path_in_it_names_no_flow(service, name):
     with pytest.raises(SpecError) as err:
         service.prepare({"flow": name, "query": "q"}, "local", search=True)
     assert err.value.field == "flow" and "no flow named" in str(err.value)
+
+
+def test_configured_roots_replace_the_defaults_and_keep_the_default_index(service, tmp_path):
+    args = ServiceArgs(default_index=".tessera/indices/sample", index_roots=[str(tmp_path / "outside")],
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    configured = Service(resolve(args, environ={}), [], "tessera")
+    for index in (str(tmp_path / "outside" / "secret"), None):
+        configured.prepare({"flow": "bm25", "query": "q", "index": index}, "local", search=True)
+    assert refused(configured, {"flow": "bm25", "query": "q", "index": "news"}).param == "index"
