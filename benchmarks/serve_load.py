@@ -70,17 +70,19 @@ class Load:
                 self.outcomes[route][outcome] += 1
 
     def report(self, seconds: float) -> int:
+        """Print the totals and each route's figures; the number of errors."""
         total = sum(len(v) for v in self.seconds.values())
         errors = {route: {o: n for o, n in counts.items() if o != "200" and not (route == "enqueue" and o == "429")}
                   for route, counts in self.outcomes.items()}
-        print(f"{total} requests in {seconds:.1f} s: {total / seconds:.1f} requests/s; "
-              f"errors: {sum(sum(e.values()) for e in errors.values())} {json.dumps({r: e for r, e in errors.items() if e})}")
+        count = sum(sum(e.values()) for e in errors.values())
+        print(f"{total} requests in {seconds:.1f} s: {total / seconds:.1f} requests/s; errors: {count} "
+              f"{json.dumps({r: e for r, e in errors.items() if e})}")
         for route in ROUTES:
             if self.seconds[route]:
-                s = latency_summary(self.seconds[route])
-                print(f"  {route:9s} {len(self.seconds[route]):6d} requests  {len(self.seconds[route]) / seconds:6.1f}/s  "
-                      f"p50 {s['p50_ms']:7.1f} ms  p95 {s['p95_ms']:7.1f} ms  statuses {dict(self.outcomes[route])}")
-        return sum(sum(e.values()) for e in errors.values())
+                n, s = len(self.seconds[route]), latency_summary(self.seconds[route])
+                print(f"  {route:9s} {n:6d} requests  {n / seconds:6.1f}/s  p50 {s['p50_ms']:7.1f} ms  "
+                      f"p95 {s['p95_ms']:7.1f} ms  statuses {dict(self.outcomes[route])}")
+        return count
 
 
 def main() -> None:
@@ -95,7 +97,8 @@ def main() -> None:
 
     key = secrets.token_urlsafe(32)
     mix = [float(w) for w in args.mix.split(",")]
-    with serve_app(sample_index(args.index), key=key, service={"limits": {"max_tasks_per_key": args.max_tasks}}) as base:
+    limits = {"limits": {"max_tasks_per_key": args.max_tasks}}
+    with serve_app(sample_index(args.index), key=key, service=limits) as base:
         load = Load(base, key, args.flow, mix, 0.0)
         asyncio.run(warm_up(load))
         print(f"{args.clients} clients x {args.seconds:.0f} s, flow {args.flow}, mix search/enqueue/progress {mix}; "
