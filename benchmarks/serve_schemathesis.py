@@ -47,7 +47,7 @@ def main() -> None:
                    "--workers", str(args.workers), "--seed", str(args.seed), "--request-timeout", "300",
                    "--phases", "examples,coverage,fuzzing", "--generation-database", "none", "--no-color",
                    "--report", "ndjson", "--report-dir", str(report)]
-        done = subprocess.run(command, check=False)
+        done = subprocess.run(command, check=False, cwd=report)  # its .schemathesis/ cache stays out of the repo
     print(f"schemathesis exit status {done.returncode}; its events (to replay a failure) in {report}")
     sys.exit(done.returncode)
 
