@@ -16,31 +16,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
-import socket
-import tempfile
 import time
 from pathlib import Path
 
-from _common import CACHE, REPO_ROOT, print_side_by_side
+from _common import print_side_by_side
+from _serve import SAMPLE, sample_index, serve_app
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-
-SAMPLE = REPO_ROOT / "data" / "sample"
-
-
-def sample_index(path: Path | None) -> Path:
-    """The given index, the demo's if `make demo` built it, else the sample ingested once into the cache."""
-    from flows.api import ingest
-
-    for candidate in (path, REPO_ROOT / ".tessera" / "indices" / "sample"):
-        if candidate is not None and (candidate / "manifest.json").is_file():
-            return candidate
-    target = CACHE / "sample-index"
-    ingest(SAMPLE / "corpus.jsonl", target, shard_size=250, progress=False)  # resumes: a no-op once built
-    return target
 
 
 def main() -> None:
@@ -53,14 +37,10 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="torch threads in-process (the replica's: 1)")
     args = parser.parse_args()
 
-    import ray
     import requests
-    from ray import serve
+    import torch
 
     from flows.api import Index
-    from serve.app import build_app
-
-    import torch
 
     # The replica runs torch on one thread (Ray sets OMP_NUM_THREADS from its num_cpus, 0 here, so 1); the same
     # here, or the in-process side measures torch's thread count (on 2 busy cores, 2 threads were 8x slower).
@@ -70,21 +50,12 @@ def main() -> None:
     queries = [json.loads(line)["text"] for line in open(SAMPLE / "queries.jsonl", encoding="utf-8")]
     queries += [json.loads(line)["title"] for line in open(SAMPLE / "corpus.jsonl", encoding="utf-8")][:200]
     jobs = [queries[i % len(queries)] for i in range(args.warmup + args.requests)]
+    with serve_app(index_path) as base:
+        print(f"flow {args.flow}, top {args.top_k}, {len(index)} chunks; {args.requests} timed requests per side")
+        measure(args, index, jobs, f"{base}/v1/search", requests.Session())
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.ERROR)
-    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config={"log_level": "WARNING"})
-    store = Path(tempfile.mkdtemp(prefix="tessera-bench-")) / "tasks.db"
-    started = time.perf_counter()
-    serve.run(build_app({"models": [], "service": {"default_index": str(index_path), "task_store": f"sqlite:///{store}"}}),
-              name="tessera", route_prefix="/", logging_config={"log_level": "WARNING"})
-    print(f"serve app ready in {time.perf_counter() - started:.0f} s; flow {args.flow}, top {args.top_k}, index "
-          f"{index_path} ({len(index)} chunks); {args.requests} timed requests per side")
 
-    url = f"http://127.0.0.1:{port}/v1/search"
-    session = requests.Session()
+def measure(args: argparse.Namespace, index, jobs: list[str], url: str, session) -> None:
     local_s, served_s, same = [], [], 0
     for i, query in enumerate(jobs):
         start = time.perf_counter()
@@ -102,8 +73,6 @@ def main() -> None:
 
     print_side_by_side("in-process (Index.search)", local_s, "Serve HTTP /v1/search", served_s)
     print(f"same documents in {same}/{len(local_s)} requests")
-    serve.shutdown()
-    ray.shutdown()
 
 
 if __name__ == "__main__":

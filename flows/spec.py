@@ -312,8 +312,15 @@ def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:
 # -- the mosaicRAG dialect ------------------------------------------------------
 
 
+def _step_number(key: Any) -> bool:
+    """A mosaicRAG step key: up to 9 ASCII digits (``str.isdigit`` also takes '¹' and '٣', and ``int`` refuses
+    those and numbers of more than 4,300 digits)."""
+    text = str(key)
+    return text.isascii() and text.isdigit() and len(text) <= 9
+
+
 def is_mosaic_request(data: dict[str, Any]) -> bool:
-    return "steps" not in data and any(str(k).isdigit() for k in data)
+    return "steps" not in data and any(_step_number(k) for k in data)
 
 
 def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec, str | None]:
@@ -321,10 +328,10 @@ def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec
 
     Top-level ``parameters`` go to the first step (the data source), under its own.
     """
-    unknown = [k for k in body if not str(k).isdigit() and k not in ("query", "parameters", "name")]
+    unknown = [k for k in body if not _step_number(k) and k not in ("query", "parameters", "name")]
     if unknown:
         raise SpecError(f"unknown field(s) {unknown} in a mosaicRAG request", field=unknown[0])
-    numbers = sorted((k for k in body if str(k).isdigit()), key=int)
+    numbers = sorted((k for k in body if _step_number(k)), key=int)
     if [int(k) for k in numbers] != list(range(1, len(numbers) + 1)):
         raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
     top_params = body.get("parameters") or {}

@@ -47,7 +47,10 @@ def builtin_names() -> list[str]:
 
 
 def builtin_path(name: str) -> Path | None:
-    """The built-in flow's file, or None when there is no built-in flow by that name."""
+    """The built-in flow's file, or None when there is no built-in flow by that name (a name with a path in it,
+    such as ``../../serve/config``, names none: it comes from clients of the service too)."""
+    if not NAME_PATTERN.match(str(name)):
+        return None
     for suffix in SPEC_SUFFIXES:
         path = BUILTIN_DIR / f"{name}{suffix}"
         if path.is_file():

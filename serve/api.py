@@ -12,15 +12,16 @@ reason, a model that fails a 500 naming it and the request id, never a traceback
 """
 
 
+import asyncio
 import base64
 import uuid
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 from ray import serve
 
-from serve import auth, chat, errors, routes_chat, routes_flows, routes_search, routes_tasks
+from serve import auth, chat, chat_flows, errors, routes_chat, routes_flows, routes_search, routes_tasks
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
@@ -74,16 +75,23 @@ class ModelAPI:
         return live_cards(self.cards, await deployment_statuses(self.app_name))
 
     @app.get("/v1/models")
-    async def models(self) -> dict[str, Any]:
-        return ModelList(data=await self._live_cards()).model_dump(exclude_none=True)
+    async def models(self, request: Request) -> dict[str, Any]:
+        """The served models with their state, and the flows that answer chat completions (``type: flow``)."""
+        flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request))
+        return ModelList(data=[*await self._live_cards(), *flows]).model_dump(exclude_none=True)
 
     @app.get("/v1/models/{model_id:path}")
-    async def model(self, model_id: str) -> dict[str, Any]:
-        """OpenAI's ``models.retrieve``: one card, found by its id or an alias."""
+    async def model(self, model_id: str, request: Request) -> dict[str, Any]:
+        """OpenAI's ``models.retrieve``: one card, found by its id or an alias, or a flow that answers."""
         card = self.by_name.get(model_id)
         if card is None:
+            flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request))
+            for flow in flows:
+                if flow.id == model_id:
+                    return flow.model_dump(exclude_none=True)
             raise ApiError(404, f"model '{model_id}' is not served here; served: "
-                           f"{', '.join(c.id for c in self.cards)}", param="model", code="model_not_found")
+                           f"{', '.join(c.id for c in [*self.cards, *flows])}", param="model",
+                           code="model_not_found")
         (live,) = live_cards([card], await deployment_statuses(self.app_name))
         return live.model_dump(exclude_none=True)
 
@@ -118,11 +126,14 @@ class ModelAPI:
         ).model_dump()
 
     @app.post("/v1/chat/completions")
-    async def chat_completions(self, body: chat.ChatRequest) -> Any:
-        """OpenAI's chat completions (streaming or not) from a served language model; ``chat.chat_target``
-        decides where a ``model`` goes."""
-        card = chat.chat_target(body.model, self.by_name)
-        return await chat.chat_response(self.handles[card.deployment], card, body)
+    async def chat_completions(self, body: chat.ChatRequest, request: Request) -> Any:
+        """OpenAI's chat completions (streaming or not) from a served language model or a flow that answers
+        (``rag``: the answer with its numbered sources); ``chat.chat_target`` decides where a ``model`` goes."""
+        owner = routes_tasks.tenant(request)
+        target = await asyncio.to_thread(chat.chat_target, body.model, self.by_name, owner)
+        if isinstance(target, ModelCard):
+            return await chat.chat_response(self.handles[target.deployment], target, body)
+        return await chat_flows.flow_response(target, body, owner)
 
     @app.post("/v1/rerank")
     async def rerank(self, body: RerankRequest) -> dict[str, Any]:

@@ -122,7 +122,7 @@ class BodyLimit(HttpMiddleware):
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode("latin-1")
-        if declared.isdigit() and int(declared) > limit:
+        if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
             await self._refuse(scope, receive, send, limit)
             return
         seen = 0

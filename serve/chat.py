@@ -1,9 +1,9 @@
 """``POST /v1/chat/completions``: OpenAI's chat API for the language models this app serves.
 
 ``chat_target`` is the one place where a request's ``model`` is matched: a served
-language model (an entry of ``args.llms``, by name or alias) goes to its deployment; any
-other name is a 404 in OpenAI's shape naming the model. Flow names are the next kind of
-target and belong beside the model check there.
+language model (an entry of ``args.llms``, by name or alias) goes to its deployment, a
+flow that answers (``rag``) runs in this replica (serve/chat_flows.py); any other name is
+a 404 in OpenAI's shape naming the model and listing both kinds.
 
 The body is validated here (a bad field is a 422 naming it), then handed to the
 deployment as a dict; its answer comes back as an async generator (serve/deployments/llm.py),
@@ -18,6 +18,7 @@ from typing import Any, AsyncIterator, Literal
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from flows.spec import FlowSpec
 from serve import errors
 from serve.errors import ApiError
 from serve.schemas import ModelCard, check_texts
@@ -42,7 +43,8 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    model: str = Field(min_length=1, description="A served language model (GET /v1/models lists them).")
+    model: str = Field(min_length=1, description="A served language model or a flow that answers, such as "
+                       "'rag' (GET /v1/models lists both).")
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation, oldest first.")
     stream: bool = Field(False, description="Answer as server-sent events, token by token.")
     temperature: float | None = Field(None, ge=0, le=2)
@@ -54,6 +56,8 @@ class ChatRequest(BaseModel):
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     n: int = Field(1, ge=1, le=1, description="One choice per request.")
+    index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
+                              "the service's index folders; default: the app's default index.")
 
     @field_validator("messages")
     @classmethod
@@ -63,23 +67,31 @@ class ChatRequest(BaseModel):
 
     def engine_body(self) -> dict[str, Any]:
         """What the deployment gets: messages as plain text, options that were given."""
-        body = self.model_dump(exclude_none=True, exclude={"messages", "n"})
+        body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index"})
         body["messages"] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                             for m in self.messages]
         return body
 
 
-def chat_target(model: str, by_name: dict[str, ModelCard]) -> ModelCard:
-    """Where a chat request for ``model`` goes: a served language model's card; else a 404 naming it."""
+def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> ModelCard | FlowSpec:
+    """Where a chat request for ``model`` goes: a served language model's card, or the spec of a flow that
+    answers (the caller's saved flows included); else a 404 naming it."""
+    from serve import chat_flows
+
     card = by_name.get(model)
     if card is not None and card.type == "chat":
         if card.status == "missing":
             raise ApiError(404, f"model '{model}' is configured but not deployed: {card.reason}", param="model",
                            code="model_not_found")
         return card
+    spec = None if card is not None else chat_flows.find_flow(model, tenant)
+    if spec is not None:
+        return spec
     served = sorted(c.id for c in by_name.values() if c.type == "chat" and c.status != "missing")
-    raise ApiError(404, f"model '{model}' is not a language model served here; served: "
-                   f"{', '.join(served) or 'none'}", param="model", code="model_not_found")
+    flows = [c.id for c in chat_flows.flow_cards(tenant)]
+    raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers; "
+                   f"served: {', '.join(served) or 'none'}; flows: {', '.join(flows) or 'none'}", param="model",
+                   code="model_not_found")
 
 
 async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> Any:

@@ -22,25 +22,29 @@ router = APIRouter(tags=["search"])
 
 
 def run_search(body: Any, owner: str) -> dict[str, Any]:
-    from flows.executors import make_executor
-
-    service = svc.current()
-    prepared = service.prepare(body, owner, search=True)
+    prepared = svc.current().prepare(body, owner, search=True)
     started = time.perf_counter()
-    result = make_executor("local", keep_history=False).run(prepared.flow, _queries(prepared.queries))
-    limit = service.limits.max_result_rows
-    if result.table.num_rows > limit:
-        raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
-                       code="max_result_rows")
+    result = run_online(prepared)
     return {"object": "search", "flow": prepared.spec.name, "took_ms": round(1000 * (time.perf_counter() - started), 2),
             "results": search_hits(result, prepared.queries)}
 
 
-def _queries(queries: list[dict[str, str]]):
+def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = None) -> Any:
+    """Run a prepared flow here, on the local executor, over its queries (plus query ``columns``); the result,
+    or a 413 when it holds more rows than ``max_result_rows``."""
     import pyarrow as pa
 
-    return pa.table({"qid": [q["qid"] for q in queries], "query": [q["query"] for q in queries]},
-                    schema=pa.schema([("qid", pa.string()), ("query", pa.string())]))
+    from flows.executors import make_executor
+
+    queries = pa.table({"qid": pa.array([q["qid"] for q in prepared.queries], pa.string()),
+                        "query": pa.array([q["query"] for q in prepared.queries], pa.string()),
+                        **(columns or {})})
+    result = make_executor("local", keep_history=False).run(prepared.flow, queries)
+    limit = svc.current().limits.max_result_rows
+    if result.table.num_rows > limit:
+        raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
+                       code="max_result_rows")
+    return result
 
 
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")

@@ -185,10 +185,11 @@ class ModelCard(BaseModel):
     object: Literal["model"] = "model"
     created: int = 0
     owned_by: str = "tessera"
-    type: Literal["embedding", "rerank", "chat"]
+    type: Literal["embedding", "rerank", "chat", "flow"] = Field(description="flow: a flow that answers chat "
+                                                                  "completions (model = its name).")
     operator: str = Field(description="The hosting operator, or for a language model its engine's deployment.")
     engine: str | None = Field(None, description="Language models: llama_cpp or vllm.")
-    deployment: str
+    deployment: str | None = Field(None, description="The Serve deployment (none for a flow: it runs in the API).")
     aliases: list[str] = []
     status: Literal["ready", "loading", "idle", "unhealthy", "missing"] = Field(
         description="ready: a replica has loaded the model; loading: none has yet; idle: scaled to zero (the next "

@@ -28,6 +28,7 @@ from operators.errors import SpecError
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
+from serve.index_roots import confine, confine_spec, default_roots
 from serve.schemas import Text
 from serve.service_settings import Limits
 from serve.taskstore import TaskStore
@@ -35,6 +36,11 @@ from serve.taskstore import TaskStore
 log = logging.getLogger("tessera.serve")
 
 _current: "Service | None" = None
+
+
+def configured() -> bool:
+    """Whether this app serves flows (``args.service`` is set)."""
+    return _current is not None
 
 
 def current() -> "Service":
@@ -99,6 +105,7 @@ class Service:
         self.store = TaskStore(config["task_store"])
         self.limits = Limits.model_validate(config["limits"])
         self.default_index = config["default_index"]
+        self.index_roots = config.get("index_roots") or default_roots(self.default_index, Path(self.home))
         self.num_cpus = float(config["task_num_cpus"])
         self.served, self.app_name = served, app_name
         self._watchers: set[asyncio.Task] = set()
@@ -150,26 +157,25 @@ class Service:
                 raise ApiError(422, f"top_k={top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
                                param="top_k", code="max_result_rows")
             spec = with_top_k(spec, top_k)
-        spec = self.place(self.with_index(spec, index))
+        spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots))
         built = spec.build()
         return Prepared(spec, built, [{"qid": str(i + 1), "query": t} for i, t in enumerate(texts)],
                         built.needed_steps())
 
     def with_index(self, spec: FlowSpec, index: str | None) -> FlowSpec:
+        """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default."""
+        path = confine(index, self.index_roots, "index") if index else self.default_index
         unset = spec.unset_index_steps()
         if not unset:
             return spec
-        index = index or self.default_index
         step = next(iter(unset))
-        if not index:
+        if not path:
             raise SpecError("this step reads an index and neither the request (`index`) nor the app "
                             "(args.service.default_index) names one", step=step, field="params.index")
-        from operators.store import resolve_index
-
-        if not Path(resolve_index(index)).is_dir():
-            raise SpecError(f"index '{index}' does not exist (`make demo` builds the sample index)", step=step,
-                            field="index")
-        return spec.with_index(index)
+        if not Path(path).is_dir():
+            raise SpecError(f"index '{index or 'the default index'}' does not exist (`make demo` builds the sample "
+                            "index)", step=step, field="index")
+        return spec.with_index(path)
 
     def place(self, spec: FlowSpec) -> FlowSpec:
         """Steps whose model a deployment of this app serves run on it (unless they name a placement)."""
@@ -198,11 +204,11 @@ class Service:
     async def enqueue(self, body: Any, tenant: str) -> str:
         prepared = await asyncio.to_thread(self.prepare, body, tenant)
         limit = self.limits.max_tasks_per_key
-        if await asyncio.to_thread(self.store.active_count, tenant) >= limit:
+        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
+                                          prepared.queries, prepared.steps, limit=limit)
+        if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
             raise ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
                            "wait for one to finish or cancel one", code="max_tasks_per_key")
-        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
-                                          prepared.queries, prepared.steps)
         ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
                                       num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
         watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))

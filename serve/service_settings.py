@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.redact import remember_secret
+from serve.index_roots import default_roots
 
 #: The environment variable that holds raw API keys (comma-separated), read when the app is built.
 KEYS_ENV = "TESSERA_API_KEYS"
@@ -59,6 +60,10 @@ class ServiceArgs(BaseModel):
     default_index: str | None = Field(".tessera/indices/sample", description="Index for flows whose retrieval "
                                       "steps name none (a path, relative to where the app is started, or a name "
                                       "under $TESSERA_HOME/indices); the sample index `make demo` builds.")
+    index_roots: list[str] | None = Field(None, description="Folders whose indices requests may name (a body's "
+                                          "`index`, a step's `params.index`); anything outside is a 422 naming "
+                                          "the field. Default: the default index's parent and "
+                                          "$TESSERA_HOME/indices. The default index is always allowed.")
     task_store: str | None = Field(None, description="SQLAlchemy URL of the task store; default: SQLite (WAL) "
                                    "at $TESSERA_HOME/tasks.db.")
     api_keys: list[ApiKey] = Field(default_factory=list, description="Allowed keys, hashed; TESSERA_API_KEYS adds "
@@ -89,6 +94,10 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
     index = None
     if service.default_index:
         index = str(Path(resolve_index(service.default_index)).resolve())
+    if service.index_roots is None:
+        roots = default_roots(index, tessera_home())
+    else:
+        roots = [str(Path(root).expanduser().resolve()) for root in [*service.index_roots, *filter(None, [index])]]
     store = service.task_store or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
     keys = {k.sha256: k.id for k in service.api_keys}
     for raw in (environ.get(KEYS_ENV) or "").split(","):
@@ -96,5 +105,6 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
             remember_secret(raw.strip())  # masked in this process's logs from now on
             digest = key_hash(raw.strip())
             keys.setdefault(digest, f"env-{digest[:8]}")
-    return {"home": str(tessera_home().resolve()), "default_index": index, "task_store": store, "keys": keys, "task_num_cpus": service.task_num_cpus,
+    return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots, "task_store": store,
+            "keys": keys, "task_num_cpus": service.task_num_cpus,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

@@ -90,7 +90,12 @@ class TaskStore:
     # -- tasks --------------------------------------------------------------------------
 
     def create_task(self, owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]],
-                    steps: list[str]) -> str:
+                    steps: list[str], *, limit: int | None = None) -> str | None:
+        """A new queued task's id; None when ``owner`` already has ``limit`` unfinished tasks.
+
+        The count and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
+        concurrent enqueues cannot both pass a check that only one of them may pass: SQLite runs it under
+        the write lock that ``BEGIN IMMEDIATE`` takes; other databases run it at SERIALIZABLE isolation."""
         task_id, now = uuid.uuid4().hex, time.time()
         row = {"id": task_id, "owner": owner, "status": "queued", "flow": flow, "spec": spec, "queries": queries,
                "steps": steps, "created": now, "updated": now, "current_step": None, "steps_done": 0,
@@ -98,9 +103,23 @@ class TaskStore:
                                                      "seconds": 0.0} for s in steps},
                "log": [f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"],
                "error": None, "result": None}
-        with self.engine.begin() as conn:
-            conn.execute(tasks.insert().values(**row))
-        return task_id
+        if limit is None:
+            with self.engine.begin() as conn:
+                conn.execute(tasks.insert().values(**row))
+            return task_id
+        active = (sa.select(sa.func.count()).select_from(tasks)
+                  .where(tasks.c.owner == owner, tasks.c.status.in_(UNFINISHED)).scalar_subquery())
+        values = sa.select(*[sa.literal(row[c.name], type_=c.type).label(c.name) for c in tasks.columns]
+                           ).where(active < limit)
+        with self._serializable() as conn:
+            done = conn.execute(tasks.insert().from_select([c.name for c in tasks.columns], values))
+        return task_id if done.rowcount == 1 else None
+
+    def _serializable(self) -> Any:
+        """A transaction whose reads and writes no concurrent one interleaves (SQLite's is, by BEGIN IMMEDIATE)."""
+        if self.engine.dialect.name == "sqlite":
+            return self.engine.begin()
+        return self.engine.execution_options(isolation_level="SERIALIZABLE").begin()
 
     def task(self, task_id: str, owner: str | None) -> dict[str, Any] | None:
         """The task's row, or None when it does not exist or belongs to another owner (None: any owner)."""

@@ -162,6 +162,10 @@ def test_mosaic_errors_name_the_step():
     with pytest.raises(ParamsError) as err:
         from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": "x"}}})[0].build()
     assert err.value.step == "1" and err.value.field == "steps.1.params.k"
+    for key in ("¹", "٣", "9" * 5000):  # digits to str.isdigit, not to int(): unknown fields, never a crash
+        with pytest.raises(SpecError) as err:
+            from_mosaic({"query": "q", "1": {"id": "reduction"}, key: {"id": "reduction"}})
+        assert err.value.field == key
 
 
 def test_mosaic_yes_no_strings_become_booleans():

@@ -1,5 +1,5 @@
-"""Cohere v2 ``/v2/rerank`` with the real ``cohere.ClientV2``, and serve/config.yaml's embedding reranker, which
-needs no training, reranking in the config's own app."""
+"""Cohere v2 ``/v2/rerank`` with the real ``cohere.ClientV2``, v1 ``/v1/rerank`` with ``cohere.Client``, and
+serve/config.yaml's embedding reranker, which needs no training, reranking in the config's own app."""
 
 from __future__ import annotations
 
@@ -40,6 +40,21 @@ def test_the_cohere_v2_client_reranks(serve_app, ce_path, texts):
     np.testing.assert_allclose([r.relevance_score for r in response.results], expected[best], atol=1e-5)
     assert response.id and response.meta.api_version.version == "2"
     assert response.meta.billed_units.search_units == 1 and response.meta.tokens.input_tokens > 0
+
+
+def test_the_cohere_v1_client_reranks_through_v1_rerank(serve_app, ce_path, texts):
+    """``cohere.Client`` (the v1 API) posts to ``/v1/rerank`` with its own fields (``return_documents``...)."""
+    import cohere
+
+    client = cohere.Client(api_key="x", base_url=serve_app)
+    response = client.rerank(model="tessera-cross-encoder", query=QUERY, documents=texts, top_n=2,
+                             return_documents=True)
+    expected = scores("rerank.cross_encoder", {"model": ce_path}, texts)
+    best = np.argsort(-expected, kind="stable")[:2]
+    assert [r.index for r in response.results] == best.tolist()
+    assert [r.document.text for r in response.results] == [texts[i] for i in best]
+    with pytest.raises(cohere.errors.NotFoundError):
+        client.rerank(model="rerank-english-v3.0", query=QUERY, documents=["d"])
 
 
 def test_the_cohere_v2_client_gets_errors_it_can_read(serve_app):

@@ -80,3 +80,33 @@ def test_any_sqlalchemy_url_works(tmp_path):
     """A URL that is not the default file (here SQLite in memory through a shared-cache name) creates its tables."""
     store = TaskStore("sqlite://")
     assert set(sa.inspect(store.engine).get_table_names()) >= {"tasks", "chats"}
+
+
+def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(tmp_path):
+    """Sixteen threads, each with its own engine on one SQLite file (as replicas are), enqueue at once for one
+    key with a limit of 3: exactly 3 tasks exist afterwards, and another key is not counted against it."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    TaskStore(url)  # the schema, before the threads race
+    new_task(TaskStore(url), "bob")
+    start, got = threading.Barrier(16), []
+
+    def enqueue() -> None:
+        store = TaskStore(url)
+        start.wait()
+        got.append(store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3))
+
+    threads = [threading.Thread(target=enqueue) for _ in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    store = TaskStore(url)
+    admitted = [task_id for task_id in got if task_id is not None]
+    assert len(got) == 16 and len(admitted) == 3
+    assert sorted(t["id"] for t in store.list_tasks("alice")) == sorted(admitted)
+    assert store.create_task("bob", "flow", {"steps": {}}, [], ["a"], limit=2) is not None
+    assert store.create_task("bob", "flow", {"steps": {}}, [], ["a"], limit=2) is None
+    store.finish(admitted[0], "finished")
+    assert store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3) is not None

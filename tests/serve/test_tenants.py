@@ -49,6 +49,8 @@ def alices(keyed) -> dict[str, str]:
     """Alice's task, chat and saved flow."""
     flow = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}
     assert call(keyed, "PUT", "/flows/private", ALICE, json=flow).status_code == 201
+    answering = {"steps": {**flow["steps"], "context": {"op": "generate.context"}, "answer": {"op": "generate.answer"}}}
+    assert call(keyed, "PUT", "/flows/asker", ALICE, json=answering).status_code == 201
     task = call(keyed, "POST", "/task/run", ALICE, json={"flow": "private", "query": QUERY}).json()
     assert task["status"] == "finished", task
     chat = call(keyed, "GET", "/task/chat/new", ALICE, params={"task_id": task["task_id"]})
@@ -92,6 +94,13 @@ def test_a_key_reaches_none_of_the_other_keys_ids(keyed, alices):
         assert refused.status_code == 422 and refused.json()["error"]["param"] == "flow"
     assert call(keyed, "GET", "/tasks", BOB).json() == {"tasks": [], "counts": {}}
     assert call(keyed, "GET", "/flows", BOB).json()["saved"] == []
+    # Alice's flow that answers is a chat model for her only.
+    models = {key: {m["id"] for m in call(keyed, "GET", "/v1/models", key).json()["data"]} for key in (ALICE, BOB)}
+    assert "asker" in models[ALICE] and "asker" not in models[BOB] and "rag" in models[BOB]
+    chat = call(keyed, "POST", "/v1/chat/completions", BOB, json={"model": "asker", "messages": [
+        {"role": "user", "content": QUERY}]})
+    assert chat.status_code == 404 and chat.json()["error"]["param"] == "model"
+    assert call(keyed, "GET", "/v1/models/asker", BOB).status_code == 404
     # Bob's flow of the same name is his own; Alice's is untouched, and her ids still work for her.
     mine = {"steps": {"dense": {"op": "retrieve.dense", "params": {"k": 2}}}}
     assert call(keyed, "PUT", f"/flows/{flow}", BOB, json=mine).status_code == 201

@@ -1,0 +1,197 @@
+"""``POST /v1/chat/completions`` with ``model`` = a flow that answers (``rag``): retrieval-augmented chat in
+OpenAI's shape.
+
+A flow answers when one of its steps is ``generate.answer``; ``GET /v1/models`` lists the
+built-in and the caller's saved flows that do (``type: flow``). The last user message is
+the question; the messages before it travel as the query's ``messages`` column when the
+flow has a ``retrieve.messages`` step (follow-up questions). ``temperature`` and
+``max_tokens`` go to the flow's language-model steps; a non-standard ``index`` field
+(the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
+The flow runs in this replica on the local executor, as ``/v1/search`` does, and the
+answer comes back as one ``chat.completion`` (or, with ``stream: true``, as
+``chat.completion.chunk`` events once the flow has run: the flow answers as a whole).
+The message's ``content`` is the answer followed by its numbered references; its
+``sources`` field holds the same references as records (number, docno, title, url).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi.responses import StreamingResponse
+
+from flows import store as flow_store
+from flows.spec import FlowSpec
+from operators.errors import TesseraError
+from serve import errors
+from serve import service as svc
+from serve.errors import ApiError
+from serve.routes_search import run_online
+from serve.schemas import ModelCard
+from serve.service import flow_owner
+
+ANSWER_OP = "generate.answer"
+MESSAGES_OP = "retrieve.messages"
+
+
+def _ops(spec: FlowSpec) -> dict[str, type]:
+    from operators.registry import get_operator
+
+    return {step_id: get_operator(step.op, step=step_id) for step_id, step in spec.steps.items()}
+
+
+def answers(spec: FlowSpec) -> bool:
+    """Whether the flow writes an answer (has a ``generate.answer`` step)."""
+    return any(cls.name == ANSWER_OP for cls in _ops(spec).values())
+
+
+def answering_flows(tenant: str) -> list[str]:
+    """The built-in and the tenant's saved flows that answer, by name (a flow that fails to load is left out)."""
+    service, names = svc.current(), []
+    for name in [*flow_store.builtin_names(), *flow_store.saved_names(flow_owner(tenant))]:
+        try:
+            if name not in names and answers(service.resolve_flow(name, tenant)):
+                names.append(name)
+        except TesseraError:
+            continue
+    return names
+
+
+def flow_cards(tenant: str) -> list[ModelCard]:
+    """``/v1/models`` entries for the flows that answer (empty when the app serves no flows)."""
+    if not svc.configured():
+        return []
+    return [ModelCard(id=name, type="flow", operator="flow", status="ready") for name in answering_flows(tenant)]
+
+
+def find_flow(model: str, tenant: str) -> FlowSpec | None:
+    """The flow ``model`` names, if it answers; None when no flow has that name; a 404 when it does not answer."""
+    if not svc.configured() or svc.current().flow_path(model, tenant) is None:
+        return None
+    spec = svc.current().resolve_flow(model, tenant)
+    if not answers(spec):
+        raise ApiError(404, f"flow '{model}' gives no answer (it has no {ANSWER_OP} step); flows that answer: "
+                       f"{', '.join(answering_flows(tenant)) or 'none'}", param="model", code="model_not_found")
+    return spec
+
+
+def _question(request: Any) -> tuple[str, list[dict[str, str]]]:
+    """The last user message's text and the messages before it."""
+    for position in range(len(request.messages) - 1, -1, -1):
+        if request.messages[position].role == "user":
+            earlier = [{"role": m.role, "content": m.text()} for m in request.messages[:position]]
+            question = request.messages[position].text().strip()
+            if question:
+                return question, earlier
+            break
+    raise ApiError(422, "messages: a flow answers the last user message, and there is no user message with text",
+                   param="messages", code="invalid_value")
+
+
+def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
+    """``spec`` with the request's ``temperature``/``max_tokens`` on its language-model steps."""
+    options = {"temperature": request.temperature, "max_tokens": request.max_completion_tokens or request.max_tokens}
+    options = {key: value for key, value in options.items() if value is not None}
+    if not options:
+        return spec
+    steps = dict(spec.steps)
+    for step_id, cls in _ops(spec).items():
+        given = {k: v for k, v in options.items() if k in cls.Params.model_fields}
+        if given:
+            steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params, **given}})
+    return spec.model_copy(update={"steps": steps})
+
+
+def prepare_flow(spec: FlowSpec, request: Any, tenant: str) -> tuple[svc.Prepared, dict[str, list[Any]] | None]:
+    """The flow validated, its index confined and its models placed (a 4xx here, before any answer starts), and
+    the query columns it reads besides the question."""
+    question, earlier = _question(request)
+    body = {"flow": _with_options(spec, request).to_dict(), "query": question}
+    if request.index is not None:
+        body["index"] = request.index
+    prepared = svc.current().prepare(body, tenant)
+    if any(cls.name == MESSAGES_OP for cls in _ops(prepared.spec).values()):
+        return prepared, {"messages": [json.dumps(earlier)]}
+    return prepared, None
+
+
+def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None) -> dict[str, Any]:
+    """Run the prepared flow; the assistant message and the usage. A failure is a 500 naming the flow."""
+    try:
+        result = run_online(prepared, columns)
+    except ApiError:
+        raise
+    except Exception as err:  # noqa: BLE001  (the flow failed: named, details in the log)
+        raise errors.server_error(f"flow '{prepared.spec.name}'", err, code="flow_error") from None
+    return _message(result, prepared.queries[0]["qid"])
+
+
+def _message(result: Any, qid: str) -> dict[str, Any]:
+    meta = result.metadata.get(qid, {})
+    sources = _sources(result.table, meta)
+    answer = (meta.get("answer") or "").strip()
+    if not answer:
+        reason = meta.get("degraded") or "the flow wrote no answer"
+        answer = f"No answer could be written ({reason})."
+    content = answer + ("\n\nSources:\n" + "\n".join(s["reference"] for s in sources) if sources else "")
+    message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
+    if meta.get("degraded"):
+        message["degraded"] = meta["degraded"]
+    prompt = completion = 0
+    for usage in (meta.get("usage") or {}).values():
+        if isinstance(usage, dict):
+            prompt += int(usage.get("prompt_tokens") or 0)
+            completion += int(usage.get("completion_tokens") or 0)
+    return {"message": message, "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                          "total_tokens": prompt + completion}}
+
+
+def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
+    """The answer's numbered references as records: from the ``reference`` column (generate.references), else the
+    cited docnos in the metadata."""
+    from serve.results import records
+
+    rows = [row for row in records(table) if row.get("reference")]
+    if rows:
+        rows.sort(key=lambda row: row.get("context_index") or 0)
+        return [{"number": row.get("context_index"), "docno": row.get("docno"), "reference": row["reference"],
+                 **{key: row[key] for key in ("title", "url") if row.get(key)}} for row in rows]
+    return [{"number": i + 1, "docno": docno, "reference": f"[{i + 1}] {docno}"}
+            for i, docno in enumerate(meta.get("sources") or [])]
+
+
+async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
+    """The flow's answer as OpenAI's ``chat.completion``, or a ``StreamingResponse`` of its chunks."""
+    prepared, columns = await asyncio.to_thread(prepare_flow, spec, request, tenant)
+    head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
+    if not request.stream:
+        answer = await asyncio.to_thread(run_flow, prepared, columns)
+        return {**head, "object": "chat.completion", "usage": answer["usage"],
+                "choices": [{"index": 0, "message": answer["message"], "finish_reason": "stop"}]}
+    return StreamingResponse(_chunks(head, prepared, columns), media_type="text/event-stream")
+
+
+async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) -> AsyncIterator[str]:
+    """Server-sent events: the role at once, the content and its sources once the flow has run, then [DONE]."""
+    def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        chunk = {**head, "object": "chat.completion.chunk", **extra,
+                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return f"data: {json.dumps(chunk)}\n\n"
+
+    yield event({"role": "assistant", "content": ""})
+    try:
+        answer = await asyncio.to_thread(run_flow, prepared, columns)
+    except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
+        error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
+        yield f"data: {json.dumps({'error': error})}\n\n"
+        return
+    message = answer["message"]
+    yield event({"content": message["content"]})
+    yield event({key: message[key] for key in ("sources", "degraded") if key in message}, "stop",
+                usage=answer["usage"])
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,89 @@
+"""/v1/chat/completions with model = a flow (rag) on the package's Serve app, through the unmodified openai
+client: the answer and its numbered sources, streaming and not; flows in /v1/models; a conversation feeding
+retrieve.messages; unknown flows, flows that do not answer, and indices outside the roots as OpenAI errors."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
+
+
+@pytest.fixture(scope="module")
+def client(serve_app):
+    from openai import OpenAI
+
+    return OpenAI(base_url=f"{serve_app}/v1", api_key="unused", max_retries=0, timeout=600)
+
+
+def test_rag_answers_with_numbered_sources_streaming_or_not(client):
+    done = client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0)
+    assert done.object == "chat.completion" and done.model == "rag" and done.id.startswith("chatcmpl-")
+    message = done.choices[0].message
+    sources = message.model_extra["sources"]
+    assert message.role == "assistant" and done.choices[0].finish_reason == "stop"
+    assert sources and all({"number", "docno", "reference"} <= set(s) for s in sources)
+    answer, _, listed = message.content.partition("\n\nSources:\n")
+    assert answer.strip() and listed.splitlines() == [s["reference"] for s in sources]
+    assert all(s["reference"].startswith(f"[{s['number']}]") for s in sources)
+    assert done.usage.completion_tokens > 0 and done.usage.total_tokens > done.usage.completion_tokens
+
+    chunks = list(client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0,
+                                                 stream=True))
+    assert all(c.object == "chat.completion.chunk" and c.model == "rag" for c in chunks)
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == message.content  # greedy: same answer
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].delta.model_extra["sources"] == sources
+
+
+def test_models_lists_the_flows_that_answer(client):
+    cards = {m.id: m for m in client.models.list().data}
+    assert cards["rag"].type == "flow" and cards["rag"].status == "ready"
+    assert "bm25" not in cards and cards["smollm2"].type == "chat"  # bm25 gives no answer; models stay listed
+    assert client.models.retrieve("rag").type == "flow"
+
+
+def test_unknown_flows_flows_without_answers_and_outside_indices_are_openai_errors(client, serve_app):
+    import openai
+
+    with pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(model="no-such-flow", messages=QUESTION)
+    assert "no-such-flow" in err.value.message and "rag" in err.value.message
+    assert err.value.body["param"] == "model" and err.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.NotFoundError) as err:
+        client.chat.completions.create(model="bm25", messages=QUESTION)
+    assert "gives no answer" in err.value.message
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model="rag", messages=QUESTION, extra_body={"index": "/etc"}, stream=True)
+    assert err.value.body["param"] == "index" and err.value.body["code"] == "index_not_allowed"
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model="rag", messages=[{"role": "system", "content": "Be brief."}])
+    assert err.value.body["param"] == "messages"
+    search = requests.post(f"{serve_app}/v1/search", json={"flow": "bm25", "query": "bees", "index": "../../etc"},
+                           timeout=60)
+    assert search.status_code == 422 and search.json()["error"]["param"] == "index"
+    task = requests.post(f"{serve_app}/task/enqueue", json={"flow": {"steps": {"bm25": {
+        "op": "retrieve.bm25", "params": {"index": "/tmp"}}}}, "query": "bees"}, timeout=60)
+    assert task.status_code == 422 and task.json()["error"]["param"] == "steps.bm25.params.index"
+
+
+def test_earlier_messages_feed_a_flow_with_retrieve_messages(client, serve_app):
+    """A saved flow with retrieve.messages: the earlier assistant answer becomes a numbered source."""
+    flow = {"steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"k": 3}},
+        "messages": {"op": "retrieve.messages"},
+        "context": {"op": "generate.context", "params": {"max_context_length": 320}},
+        "answer": {"op": "generate.answer", "params": {"max_tokens": 24}},
+        "references": {"op": "generate.references", "params": {"only_cited": False}},
+    }}
+    assert requests.put(f"{serve_app}/flows/followup", json=flow, timeout=60).status_code == 201
+    assert "followup" in {m.id for m in client.models.list().data}
+    conversation = [*QUESTION, {"role": "assistant", "content": "Honey bees make honey from nectar."},
+                    {"role": "user", "content": "Where do they keep it?"}]
+    done = client.chat.completions.create(model="followup", messages=conversation)
+    docnos = [s["docno"] for s in done.choices[0].message.model_extra["sources"]]
+    assert docnos[0] == "message-1" and len(docnos) > 1  # the earlier answer first, then the retrieved documents

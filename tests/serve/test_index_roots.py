@@ -1,0 +1,80 @@
+"""A request may only name indices under the service's index roots: the service's own request preparation
+(``Service.prepare``, what every flow route calls first) on real folders and symlinks; nothing runs, so no Ray."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from serve.errors import ApiError
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    """A Service whose default index is ``workspace/.tessera/indices/sample`` and whose home has ``indices/news``;
+    ``outside/secret`` is an index-shaped folder elsewhere, and ``indices/escape`` a symlink to it."""
+    home, workspace = tmp_path / "home", tmp_path / "workspace"
+    for folder in (home / "indices" / "news", workspace / ".tessera" / "indices" / "sample",
+                   tmp_path / "outside" / "secret"):
+        folder.mkdir(parents=True)
+    (home / "indices" / "escape").symlink_to(tmp_path / "outside" / "secret")
+    (home / "indices" / "alias").symlink_to(home / "indices" / "news")
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    monkeypatch.chdir(workspace)
+    args = ServiceArgs(default_index=".tessera/indices/sample", task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def refused(service: Service, body: dict) -> ApiError:
+    with pytest.raises(ApiError) as err:
+        service.prepare(body, "local", search=True)
+    assert err.value.status == 422 and err.value.code == "index_not_allowed"
+    return err.value
+
+
+def test_indices_under_the_roots_are_served(service, tmp_path):
+    for index in ("news", "alias", str(tmp_path / "home" / "indices" / "news"), ".tessera/indices/sample",
+                  "./.tessera/indices/../indices/sample", None):
+        prepared = service.prepare({"flow": "bm25", "query": "q", "index": index}, "local", search=True)
+        assert os.path.isabs(prepared.spec.steps["bm25"].params["index"])
+
+
+@pytest.mark.parametrize("index", ["/etc", "/", "..", "../outside/secret", ".tessera/indices/../../../outside/secret",
+                                   "escape", "news/../../../outside/secret", "~", "/proc/self/cwd"])
+def test_indices_elsewhere_are_a_422_naming_the_field(service, index):
+    error = refused(service, {"flow": "bm25", "query": "q", "index": index})
+    assert error.param == "index" and "outside the folders" in error.message
+
+
+def test_an_index_in_a_step_of_an_inline_or_mosaic_spec_is_confined_too(service, tmp_path):
+    secret = str(tmp_path / "outside" / "secret")
+    inline = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": secret}}}}
+    assert refused(service, {"flow": inline, "query": "q"}).param == "steps.bm25.params.index"
+    collections = {"steps": {"multi": {"op": "retrieve.multi_collection", "params": {"collections": [
+        {"name": "ok", "index": "news"}, {"name": "bad", "index": "escape"}]}}}}
+    assert refused(service, {"flow": collections, "query": "q"}).param == "steps.multi.params.collections.1.index"
+    with pytest.raises(ApiError) as err:
+        service.prepare({"query": "q", "1": {"id": "bm25", "parameters": {"index": "/etc"}}}, "local")
+    assert err.value.param.endswith("params.index")
+
+
+@pytest.mark.parametrize("name", ["../../serve/config", "../specs/rag", "rag/../rag", "/etc/hosts", "rag\x00"])
+def test_a_flow_name_with_a_path_in_it_names_no_flow(service, name):
+    """Only built-in and saved flows by name: a relative path must not load another YAML file of the server."""
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        service.prepare({"flow": name, "query": "q"}, "local", search=True)
+    assert err.value.field == "flow" and "no flow named" in str(err.value)
+
+
+def test_configured_roots_replace_the_defaults_and_keep_the_default_index(service, tmp_path):
+    args = ServiceArgs(default_index=".tessera/indices/sample", index_roots=[str(tmp_path / "outside")],
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    configured = Service(resolve(args, environ={}), [], "tessera")
+    for index in (str(tmp_path / "outside" / "secret"), None):
+        configured.prepare({"flow": "bm25", "query": "q", "index": index}, "local", search=True)
+    assert refused(configured, {"flow": "bm25", "query": "q", "index": "news"}).param == "index"
