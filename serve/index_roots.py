@@ -1,4 +1,4 @@
-"""Which indices a request may name: only those under the service's index roots.
+"""Which indices and files a request may name: indices under the index roots, files under the data roots.
 
 An ``index`` comes from the network (a body's ``index``, a step's ``params.index``, a
 ``retrieve.multi_collection`` collection's ``index``), and an index is a folder the
@@ -9,6 +9,14 @@ symlinks followed; it must lie inside one of the roots (``args.service.index_roo
 by default the default index's parent and ``$TESSERA_HOME/indices``). Anything else is
 a 422 naming the field. The spec that runs carries the resolved path, so what was
 checked is what is opened.
+
+Params that name other local files (a source's ``path``, ``retrieve.corpus_bm25``'s
+``corpus``, a vector store folder, ``sources.sql``'s ``sqlite:///`` file: each marked
+``local_path()`` in its Params, ``operators/local_files.py``) would let a client read the
+server's files back as rows. They must lie under the data roots (``args.service.data_roots``;
+by default the bundled sample's ``data/`` folder), relative paths checked where the operators
+look for them (the app's working directory, then the repository); a URL of any other
+scheme is refused.
 """
 
 from __future__ import annotations
@@ -17,7 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from flows.spec import FlowSpec
+from operators.local_files import local_path_params
+from operators.registry import get_operator
 from serve.errors import ApiError
+
+#: The repository's bundled data (data/sample): the default data root, and where operators look second.
+REPO = Path(__file__).resolve().parents[1]
 
 
 def default_roots(default_index: str | None, home: Path) -> list[str]:
@@ -43,13 +56,53 @@ def confine(index: str, roots: list[str], field: str) -> str:
     return str(path)
 
 
-def confine_spec(spec: FlowSpec, roots: list[str]) -> FlowSpec:
-    """``spec`` with every index its steps name confined to ``roots`` (any ``index`` string in their params)."""
+def default_data_roots() -> list[str]:
+    """The data roots when the config names none: the repository's ``data/`` (the bundled sample)."""
+    return [str((REPO / "data").resolve())]
+
+
+def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str] | None = None) -> FlowSpec:
+    """``spec`` with every index its steps name confined to ``roots`` (any ``index`` string in their params), and
+    every local file they name checked against ``data_roots``."""
+    data_roots = default_data_roots() if data_roots is None else data_roots
     steps = {}
     for step_id, step in spec.steps.items():
         params = _confined(step.params, roots, f"steps.{step_id}.params")
+        _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
         steps[step_id] = step if params == step.params else step.model_copy(update={"params": params})
     return spec.model_copy(update={"steps": steps})
+
+
+def _check_local_files(op: str, params: dict[str, Any], data_roots: list[str], field: str) -> None:
+    for name, keywords in local_path_params(get_operator(op).Params).items():
+        value = params.get(name)
+        if isinstance(value, str) and value not in keywords:
+            check_local_file(value, data_roots, f"{field}.{name}")
+
+
+def check_local_file(value: str, data_roots: list[str], field: str) -> None:
+    """A 422 unless the place ``value`` is opened from lies under ``data_roots``: a relative path the first of
+    the working directory and the repository where it exists (``retrieve.corpus_bm25``'s order), or both when
+    neither has it. The glob part of a pattern (``docs/*.jsonl``) may not climb out with ``..``."""
+    path = value.removeprefix("sqlite:///") if value.startswith("sqlite:///") else value
+    if "://" in path or path.startswith("sqlite:") or "\x00" in path:
+        raise _not_allowed(value, field, "a URL of this kind is not read by this service")
+    parts = Path(path).expanduser().parts
+    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    if ".." in parts[fixed:]:
+        raise _not_allowed(value, field, "a pattern may not climb out of its folder with '..'")
+    stem = Path(*parts[:fixed]) if fixed else Path(".")
+    places = [stem] if stem.is_absolute() else [Path.cwd() / stem, REPO / stem]
+    places = [place for place in places if place.exists()][:1] or places  # the one the operator opens
+    for place in places:
+        where = place.resolve()
+        if not any(where == Path(root) or where.is_relative_to(root) for root in data_roots):
+            raise _not_allowed(value, field, "it is outside the folders this service reads files from "
+                               "(args.service.data_roots)")
+
+
+def _not_allowed(value: str, field: str, why: str) -> ApiError:
+    return ApiError(422, f"{field}: '{value}' cannot be read: {why}", param=field, code="path_not_allowed")
 
 
 def _confined(value: Any, roots: list[str], field: str) -> Any:

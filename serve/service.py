@@ -28,7 +28,7 @@ from operators.errors import SpecError
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
-from serve.index_roots import confine, confine_spec, default_roots
+from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.schemas import Text
 from serve.service_settings import Limits
 from serve.taskstore import TaskStore
@@ -106,6 +106,7 @@ class Service:
         self.limits = Limits.model_validate(config["limits"])
         self.default_index = config["default_index"]
         self.index_roots = config.get("index_roots") or default_roots(self.default_index, Path(self.home))
+        self.data_roots = default_data_roots() if config.get("data_roots") is None else config["data_roots"]
         self.num_cpus = float(config["task_num_cpus"])
         self.served, self.app_name = served, app_name
         self._watchers: set[asyncio.Task] = set()
@@ -157,7 +158,7 @@ class Service:
                 raise ApiError(422, f"top_k={top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
                                param="top_k", code="max_result_rows")
             spec = with_top_k(spec, top_k)
-        spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots))
+        spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots, self.data_roots))
         built = spec.build()
         return Prepared(spec, built, [{"qid": str(i + 1), "query": t} for i, t in enumerate(texts)],
                         built.needed_steps())

@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.redact import remember_secret
-from serve.index_roots import default_roots
+from serve.index_roots import default_data_roots, default_roots
 
 #: The environment variable that holds raw API keys (comma-separated), read when the app is built.
 KEYS_ENV = "TESSERA_API_KEYS"
@@ -64,6 +64,10 @@ class ServiceArgs(BaseModel):
                                           "`index`, a step's `params.index`); anything outside is a 422 naming "
                                           "the field. Default: the default index's parent and "
                                           "$TESSERA_HOME/indices. The default index is always allowed.")
+    data_roots: list[str] | None = Field(None, description="Folders whose files a request's steps may read (a "
+                                         "source's `path`, `retrieve.corpus_bm25`'s `corpus`, a vector store "
+                                         "folder); anything else is a 422 naming the field. Default: the "
+                                         "repository's data/ (the bundled sample); [] allows no files.")
     task_store: str | None = Field(None, description="SQLAlchemy URL of the task store; default: SQLite (WAL) "
                                    "at $TESSERA_HOME/tasks.db.")
     api_keys: list[ApiKey] = Field(default_factory=list, description="Allowed keys, hashed; TESSERA_API_KEYS adds "
@@ -105,6 +109,9 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
             remember_secret(raw.strip())  # masked in this process's logs from now on
             digest = key_hash(raw.strip())
             keys.setdefault(digest, f"env-{digest[:8]}")
-    return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots, "task_store": store,
+    data_roots = default_data_roots() if service.data_roots is None else [
+        str(Path(root).expanduser().resolve()) for root in service.data_roots]
+    return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots,
+            "data_roots": data_roots, "task_store": store,
             "keys": keys, "task_num_cpus": service.task_num_cpus,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

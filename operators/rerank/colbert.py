@@ -10,6 +10,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.errors import FlowCancelled, OperatorError
+from operators.local_files import local_path
 from operators.models.batching import forward_batch_size
 from operators.rerank.base import RerankParams, Reranker
 
@@ -58,7 +59,7 @@ class ColbertReranker(Reranker):
         aggregation: Literal["sum", "mean"] = Field("sum", description="Combine the per-query-token maxima: "
                                                     "'sum' (ColBERT) or 'mean' (the same ranking, scores in [-1, 1]).")
         token_store: str | None = Field(
-            "auto", description="Precomputed candidate tokens: 'auto' uses those of `index` for this model when "
+            "auto", json_schema_extra=local_path("auto"), description="Precomputed candidate tokens: 'auto' uses those of `index` for this model when "
             "they exist; a path (a token store folder or an index folder) requires them; null always encodes on "
             "the fly. Candidates missing from the store are encoded on the fly.")
         index: str | None = Field(None, description="Index the candidates came from (name or path; flows fill it in "

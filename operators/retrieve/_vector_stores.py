@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError, TesseraError
+from operators.local_files import local_path
 from operators.models import DEFAULT_ENCODER
 from operators.tables import qid_groups, set_ranking
 
@@ -173,7 +174,7 @@ class VectorStoreParams(BaseModel):
     """Params both vector-store retrievers take."""
 
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(..., min_length=1, description="Folder of the embedded store (Chroma persistent "
+    path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="Folder of the embedded store (Chroma persistent "
                       "directory / Qdrant local-mode path).")
     collection: str = Field(..., min_length=1, description="Collection to search.")
     k: int = Field(10, gt=0, le=10_000, description="Documents returned per query (at most).")

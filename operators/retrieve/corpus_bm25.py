@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
+from operators.local_files import local_path
 from operators.tables import qid_groups, set_ranking
 
 #: The repository root: relative corpus paths that do not exist under the working
@@ -60,7 +61,7 @@ class CorpusBM25Retriever(Operator):
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
         corpus: str = Field(
-            "data/sample/corpus.jsonl", min_length=1, title="Corpus file",
+            "data/sample/corpus.jsonl", min_length=1, title="Corpus file", json_schema_extra=local_path(),
             description="JSONL corpus (one document a line: `_id` or `docno` or `id`, `title`, `text`); "
             "relative paths are tried in the working directory, then in the repository root.",
         )

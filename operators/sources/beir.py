@@ -9,6 +9,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Source
+from operators.local_files import local_path
 from operators.sources._beir_files import beir_file, load_qrels
 from operators.sources._common import DocumentParams, FileRange, file_ranges, read_jsonl_documents, rebatch
 
@@ -31,7 +32,7 @@ class BeirSource(Source):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        folder: str = Field(..., min_length=1, description="BEIR folder holding corpus.jsonl, queries.jsonl, qrels/.")
+        folder: str = Field(..., min_length=1, json_schema_extra=local_path(), description="BEIR folder holding corpus.jsonl, queries.jsonl, qrels/.")
         part: Literal["corpus", "queries"] = Field("corpus", description="Emit the documents or the queries.")
         split: str | None = Field(
             "test", description="Queries: keep those judged in qrels/<split>.tsv; None keeps every query. "

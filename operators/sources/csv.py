@@ -10,6 +10,7 @@ from pydantic import Field
 
 from operators.base import Source
 from operators.errors import SourceError
+from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch, resolve_paths
 
 
@@ -29,7 +30,7 @@ class CsvSource(Source):
     name = "sources.csv"
 
     class Params(DocumentParams):
-        path: str = Field(..., min_length=1, description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
+        path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
         delimiter: str = Field(",", min_length=1, max_length=1, description="Field delimiter, e.g. `,` or a tab.")
         quote_char: str = Field('"', min_length=1, max_length=1, description="Character that quotes fields.")
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Source
 from operators.ids import content_doc_id
+from operators.local_files import local_path
 from operators.sources._common import FileRange, iter_jsonl, rebatch, resolve_paths
 
 logger = logging.getLogger("operators.sources")
@@ -77,7 +78,7 @@ class GrpoDocumentsSource(Source):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field(..., min_length=1, description="GRPO rows: a JSONL or Parquet file, a glob, or a folder.")
+        path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="GRPO rows: a JSONL or Parquet file, a glob, or a folder.")
         messages_field: str = Field("messages", min_length=1, description="Field holding the chat messages.")
         prompt_field: str = Field(
             "prompt", min_length=1, description="Field used when a row has no messages: a string or a message list."

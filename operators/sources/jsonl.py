@@ -8,6 +8,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.base import Source
+from operators.local_files import local_path
 from operators.sources._common import (
     DocumentParams,
     FileRange,
@@ -38,7 +39,7 @@ class JsonlSource(Source):
 
     class Params(DocumentParams):
         path: str = Field(
-            ..., min_length=1,
+            ..., min_length=1, json_schema_extra=local_path(),
             description="A JSONL file (.jsonl, .jsonl.gz), a glob (`corpus/*.jsonl`) or a folder of them.",
         )
         num_splits: int = Field(

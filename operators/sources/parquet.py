@@ -9,6 +9,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.base import Source
+from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch, resolve_paths
 
 
@@ -37,7 +38,7 @@ class ParquetSource(Source):
 
     class Params(DocumentParams):
         path: str = Field(
-            ..., min_length=1, description="A Parquet file, a glob (`docs/*.parquet`) or a folder of them."
+            ..., min_length=1, json_schema_extra=local_path(), description="A Parquet file, a glob (`docs/*.parquet`) or a folder of them."
         )
         num_splits: int = Field(
             1, ge=1,

@@ -10,6 +10,7 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from operators.base import Source
 from operators.errors import SourceError, SourceNotFoundError
+from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch, values_to_array
 
 
@@ -29,7 +30,7 @@ class SqlSource(Source):
     name = "sources.sql"
 
     class Params(DocumentParams):
-        url: str = Field(..., min_length=1, description="SQLAlchemy database URL, e.g. `sqlite:///docs.db`.")
+        url: str = Field(..., min_length=1, json_schema_extra=local_path(), description="SQLAlchemy database URL, e.g. `sqlite:///docs.db`.")
         query: str | None = Field(None, description="SELECT statement giving one row per document.")
         table: str | None = Field(
             None, validate_default=True, description="Table (or `schema.table`) to read whole, instead of a query."

@@ -78,3 +78,47 @@ def test_configured_roots_replace_the_defaults_and_keep_the_default_index(servic
     for index in (str(tmp_path / "outside" / "secret"), None):
         configured.prepare({"flow": "bm25", "query": "q", "index": index}, "local", search=True)
     assert refused(configured, {"flow": "bm25", "query": "q", "index": "news"}).param == "index"
+
+
+def files_refused(service: Service, step: dict) -> ApiError:
+    with pytest.raises(ApiError) as err:
+        service.prepare({"flow": {"steps": {"read": step}}, "query": "q"}, "local")
+    assert err.value.status == 422 and err.value.code == "path_not_allowed"
+    return err.value
+
+
+@pytest.mark.parametrize("step", [
+    {"op": "sources.jsonl", "params": {"path": "/etc/passwd"}},
+    {"op": "sources.jsonl", "params": {"path": "../outside/secret/*.jsonl"}},
+    {"op": "sources.csv", "params": {"path": "data/../../outside/x.csv"}},
+    {"op": "sources.parquet", "params": {"path": "data/sample/*/../../../../etc/*.parquet"}},
+    {"op": "sources.beir", "params": {"folder": "/proc/self"}},
+    {"op": "sources.sql", "params": {"url": "sqlite:////etc/secrets.db", "table": "t"}},
+    {"op": "sources.sql", "params": {"url": "postgresql://db.internal/corp", "table": "t"}},
+    {"op": "retrieve.corpus_bm25", "params": {"corpus": "~/.ssh/id_rsa"}},
+    {"op": "retrieve.chroma", "params": {"path": "/var/lib", "collection": "c"}},
+    {"op": "rerank.colbert", "params": {"token_store": "/tmp"}},
+])
+def test_a_step_may_not_read_files_outside_the_data_roots(service, step):
+    """Sources, corpus files, vector stores and token stores read the server's files: a client could get them back
+    as rows. The field named is the step's param."""
+    name = next(iter(step["params"]))
+    error = files_refused(service, step)
+    assert error.param == f"steps.read.params.{name}" and "cannot be read" in error.message
+
+
+def test_the_bundled_sample_and_configured_data_roots_are_readable(service, tmp_path):
+    from serve.index_roots import REPO
+
+    ok = [{"op": "sources.jsonl", "params": {"path": "data/sample/corpus.jsonl"}},
+          {"op": "sources.jsonl", "params": {"path": str(REPO / "data" / "sample" / "*.jsonl")}},
+          {"op": "retrieve.corpus_bm25", "params": {}},            # its default corpus is the sample
+          {"op": "rerank.colbert", "params": {"token_store": "auto"}}]
+    for step in ok:
+        service.prepare({"flow": {"steps": {"read": step}}, "query": "q"}, "local")
+    args = ServiceArgs(default_index=".tessera/indices/sample", data_roots=[str(tmp_path / "outside")],
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    configured = Service(resolve(args, environ={}), [], "tessera")
+    configured.prepare({"flow": {"steps": {"read": {"op": "sources.jsonl", "params": {
+        "path": str(tmp_path / "outside" / "secret" / "*.jsonl")}}}}, "query": "q"}, "local")
+    files_refused(configured, ok[0])   # the configured roots replace the default
