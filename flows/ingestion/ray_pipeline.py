@@ -33,10 +33,12 @@ import contextlib
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
+from flows.executors import ray_metrics
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
 from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole, prepare,
@@ -98,6 +100,7 @@ class _Write:
             self.index = self.index or Index.open(job.index_path)
             result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s), chunks_embedded=embedded,
                            started=started)
+            ray_metrics.record_shard(Path(job.index_path).name, result)
             yield pa.Table.from_pylist([result.to_row()])
 
 
