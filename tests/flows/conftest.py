@@ -79,6 +79,20 @@ class RayNode:
         except (urllib.error.URLError, OSError):
             return ""
 
+    def series(self, name: str, **tags: str) -> list[float]:
+        """The values of the exported samples called ``name`` whose labels include ``tags``."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        return [sample.value for family in text_string_to_metric_families(self.metrics()) for sample in family.samples
+                if sample.name == name and tags.items() <= sample.labels.items()]
+
+    def wait_for_series(self, name: str, timeout: float = 120, **tags: str) -> list[float]:
+        """``series`` once some exist: workers' metrics reach the export port after a flush interval."""
+        deadline = time.monotonic() + timeout
+        while not (found := self.series(name, **tags)) and time.monotonic() < deadline:
+            time.sleep(2)
+        return found
+
     def raylet_pid(self) -> int:
         import psutil
 
@@ -122,7 +136,14 @@ class RayHead:
         runtime_env["working_dir"] = str(working_dir)
         if env:
             runtime_env["env_vars"] = env
-        return self.client().submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                return self.client().submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
+            except RuntimeError as err:  # the dashboard answers before its node's agent takes jobs
+                if "No available agent" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
 
     def wait(self, job_id: str, timeout: float = 500) -> tuple[str, str]:
         """Poll the job until it ends: its final status and logs."""
