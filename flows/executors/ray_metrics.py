@@ -31,6 +31,8 @@ METRICS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "tessera_step_cache_lookups": ("counter", "Step-cache units a flow step looked up", STEP_TAGS),
     "tessera_step_cache_hits": ("counter", "Step-cache units a flow step found cached", STEP_TAGS),
     "tessera_step_seconds": ("histogram", "Seconds per batch of a flow step", STEP_TAGS),
+    "tessera_ingest_chunks_embedded": ("counter", "Chunks an ingestion's embed actors encoded", INGEST_TAGS),
+    "tessera_ingest_embed_seconds": ("histogram", "Seconds to embed one shard", INGEST_TAGS),
     "tessera_ingest_shards": ("counter", "Shards an ingestion wrote", INGEST_TAGS),
     "tessera_ingest_docs": ("counter", "Documents in the shards an ingestion wrote", INGEST_TAGS),
     "tessera_ingest_chunks": ("counter", "Chunks an ingestion wrote", INGEST_TAGS),
@@ -77,3 +79,8 @@ def record_shard(index: str, result: Any) -> None:
     _record({"tessera_ingest_shards": 1, "tessera_ingest_docs": result.docs, "tessera_ingest_chunks": result.chunks,
              "tessera_ingest_failures": len(result.failures), "tessera_ingest_shard_seconds": result.seconds},
             {"index": index})
+
+
+def record_embedded(index: str, chunks: int, seconds: float) -> None:
+    """One shard an ingestion's embed actor encoded."""
+    _record({"tessera_ingest_chunks_embedded": chunks, "tessera_ingest_embed_seconds": seconds}, {"index": index})

@@ -71,10 +71,13 @@ class _Embed:
     def __init__(self, job: ShardJob, progress=None):
         self.progress = progress  # a ReportSender, or None
         self.embedder = Embedder(job, progress.send if progress is not None else None)
+        self.index = Path(job.index_path).name
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
+            started = time.perf_counter()
             out, embedded = self.embedder(rows)
+            ray_metrics.record_embedded(self.index, embedded, time.perf_counter() - started)
             if self.progress is not None:
                 self.progress.flush()  # the driver hears of these documents before the shard's commit
             yield out.append_column("_embedded", pa.array([embedded] * out.num_rows, pa.int64()))

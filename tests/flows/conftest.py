@@ -234,19 +234,29 @@ def launch_head(home: Path, num_cpus: int = 2) -> Iterator[RayHead]:
 @contextlib.contextmanager
 def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
     """A second node on this machine (``ray start --address=HEAD``) with a custom resource ``NAME`` and its
-    own temp dir; returns once the head counts it."""
+    own temp dir; returns once the head counts it. Started again (three tries) when ``ray start`` gives up:
+    it waits 30 s at most for its raylet to register, which a loaded 2-core machine can exceed."""
     temp = Path(tempfile.mkdtemp(prefix="tsn", dir="/tmp"))
-    node = _start_node(["--address", head.gcs, "--num-cpus", str(num_cpus), "--resources", json.dumps({name: 1})],
-                       head.env, temp, name)
+    env = {**head.env, "RAY_AUTH_MODE": "token"}  # a joining node turns token auth on only when told (docs/cluster.md)
+    args = ["--address", head.gcs, "--num-cpus", str(num_cpus), "--resources", json.dumps({name: 1})]
+    node = None
     try:
-        deadline = time.monotonic() + 180
-        while not any(name in n.get("resources_total", {}) for n in alive_nodes(head)):
-            if node.proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"the Ray node {name} did not join:\n{node.log.read_text()[-3000:]}")
-            time.sleep(1)
+        for attempt in range(3):
+            node = _start_node(args, env, temp, f"{name}-{attempt}")
+            deadline = time.monotonic() + 180
+            while not any(name in n.get("resources_total", {}) for n in alive_nodes(head)):
+                if node.proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            else:
+                break
+            node.stop()
+        else:
+            pytest.fail(f"the Ray node {name} did not join:\n{node.log.read_text()[-3000:]}")
         yield node
     finally:
-        node.stop()
+        if node is not None:
+            node.stop()
         shutil.rmtree(temp, ignore_errors=True)
 
 
