@@ -50,13 +50,11 @@ def local_path(value: str | None, field: str) -> str | None:
     """A ``file://`` URI as its path; a local path as is; other URIs are refused (a local folder is needed)."""
     if not is_uri(value):
         return value
-    import pyarrow.fs as pafs
-
-    fs, path = filesystem(value, field)
-    if not isinstance(fs, pafs.LocalFileSystem):
+    check_scheme(value, field)
+    if not value.lower().startswith("file://"):
         raise SpecError(f"--{field} '{value}' must be a local or mounted path (or file://): it is opened as files; "
                         "mount the bucket on every node (docs/cluster.md)", field=field)
-    return path
+    return filesystem(value, field)[1]
 
 
 @contextlib.contextmanager
@@ -65,18 +63,8 @@ def local_input(value: str | None, field: str) -> Iterator[str | None]:
     if not is_uri(value):
         yield value
         return
-    import pyarrow.fs as pafs
-
-    fs, path = filesystem(value, field)
-    if isinstance(fs, pafs.LocalFileSystem):
+    with fetched(*filesystem(value, field), label=f"--{field} '{value}'", field=field) as path:
         yield path
-        return
-    if fs.get_file_info(path).type == pafs.FileType.NotFound:
-        raise SpecError(f"--{field} '{value}' does not exist", field=field)
-    with tempfile.TemporaryDirectory(prefix="tessera-in-") as folder:
-        local = Path(folder) / PurePosixPath(path).name
-        pafs.copy_files(path, str(local), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
-        yield str(local)
 
 
 @contextlib.contextmanager
@@ -86,9 +74,31 @@ def local_output(value: str | None, field: str) -> Iterator[str | None]:
     if not is_uri(value):
         yield value
         return
+    with pushed(*filesystem(value, field)) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def fetched(fs: Any, path: str, *, label: str, field: str) -> Iterator[str]:
+    """``path`` on ``fs`` as a local path (a temporary copy unless ``fs`` is the local filesystem)."""
     import pyarrow.fs as pafs
 
-    fs, path = filesystem(value, field)
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield path
+        return
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        raise SpecError(f"{label} does not exist", field=field)
+    with tempfile.TemporaryDirectory(prefix="tessera-in-") as folder:
+        local = Path(folder) / PurePosixPath(path).name
+        pafs.copy_files(path, str(local), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+        yield str(local)
+
+
+@contextlib.contextmanager
+def pushed(fs: Any, path: str) -> Iterator[str]:
+    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs``."""
+    import pyarrow.fs as pafs
+
     if isinstance(fs, pafs.LocalFileSystem):
         yield path
         return
