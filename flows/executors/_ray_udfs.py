@@ -15,6 +15,7 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flows.cache import StepCache
 from flows.executors import ray_metrics
@@ -95,12 +96,15 @@ _shared_lock = threading.Lock()
 
 
 def shared_reporter() -> Any:
-    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``)."""
+    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``),
+    on the driver's node."""
     job = ray.get_runtime_context().get_job_id()
     with _shared_lock:
         if job not in _shared:
             _shared.clear()  # handles of an earlier Ray session are dead
-            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True).remote()
+            # On the driver's node: a worker node that dies must not take every run's reporter with it.
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True, scheduling_strategy=here).remote()
         return _shared[job]
 
 

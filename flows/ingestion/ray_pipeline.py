@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
 from pathlib import Path
@@ -117,6 +118,7 @@ class _EmbedProgress:
         self.on_embedded = on_embedded
         self.line = ReportLine() if on_embedded is not None else None
         self._lock = threading.Lock()
+        self._moved = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="tessera-ingest-progress", daemon=True)
 
@@ -146,7 +148,13 @@ class _EmbedProgress:
             return
         with self._lock, contextlib.suppress(ray.exceptions.RayError):
             for shard, docs in self.line.receive():
+                self._moved = True
                 self.on_embedded(shard, docs)
+
+    def moved(self) -> bool:
+        """Whether documents were embedded since the last call."""
+        moved, self._moved = self._moved, False
+        return moved
 
 
 def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
@@ -176,7 +184,7 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
         with quiet_ray_data():
-            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+            for batch in _batches(ds, progress):
                 progress.deliver()  # every document these shards' embed actors reported comes first
                 for row in batch.to_pylist():
                     on_result(ShardResult.from_row(row))
@@ -185,6 +193,43 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
         if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
             raise IngestError(f"a shard failed on Ray: {type(cause).__name__}: {cause}") from err
         raise IngestError(f"a shard failed on Ray: {err}") from err
+
+
+def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
+    """``ds``'s result batches, read on a thread of their own so that the driver notices a node that died
+    under work the nodes left cannot take over (``NodeWatch``): an ``IngestError`` instead of a job that
+    waits for ever. Committed shards stay; the same command resumes the rest."""
+    from flows.executors.ray_nodes import NodeWatch
+
+    watch = NodeWatch()
+    results: queue.Queue = queue.Queue()
+
+    def read() -> None:
+        try:
+            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+                results.put(("batch", batch))
+            results.put(("end", None))
+        except BaseException as err:  # handed to the driver's thread
+            results.put(("error", err))
+
+    threading.Thread(target=read, name="tessera-ingest-results", daemon=True).start()
+    while True:
+        try:
+            kind, value = results.get(timeout=POLL_SECONDS)
+        except queue.Empty:
+            if progress.moved():
+                watch.progress()
+            if (lost := watch.lost()) is not None:
+                raise IngestError(f"Ray node {lost} died during the ingestion and the nodes left did not take its "
+                                  f"work over in {watch.grace_s:.0f} s: the shards committed so far are in the "
+                                  "index; run the same command again to resume the rest") from None
+            continue
+        if kind == "end":
+            return
+        if kind == "error":
+            raise value
+        watch.progress()
+        yield value
 
 
 def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,

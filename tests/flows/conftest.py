@@ -234,7 +234,7 @@ def launch_head(home: Path, num_cpus: int = 2) -> Iterator[RayHead]:
 @contextlib.contextmanager
 def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
     """A second node on this machine (``ray start --address=HEAD``) with a custom resource ``NAME`` and its
-    own temp dir; returns once the head counts it. Started again (three tries) when ``ray start`` gives up:
+    own temp dir; returns once it has registered with the head. Started again (three tries) when ``ray start`` gives up:
     it waits 30 s at most for its raylet to register, which a loaded 2-core machine can exceed."""
     temp = Path(tempfile.mkdtemp(prefix="tsn", dir="/tmp"))
     env = {**head.env, "RAY_AUTH_MODE": "token"}  # a joining node turns token auth on only when told (docs/cluster.md)
@@ -244,7 +244,7 @@ def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
         for attempt in range(3):
             node = _start_node(args, env, temp, f"{name}-{attempt}")
             deadline = time.monotonic() + 180
-            while not any(name in n.get("resources_total", {}) for n in alive_nodes(head)):
+            while "Ray runtime started" not in node.log.read_text(errors="replace"):  # registered with the head
                 if node.proc.poll() is not None or time.monotonic() > deadline:
                     break
                 time.sleep(1)
