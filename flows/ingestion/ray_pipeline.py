@@ -51,6 +51,8 @@ log = logging.getLogger(__name__)
 BLOCK_BYTES = 4 * 1024 ** 3
 #: Seconds between two looks at what the embed actors reported.
 POLL_SECONDS = 0.5
+#: Seconds the driver waits for the dataset to stop when it gives up early.
+STOP_SECONDS = 30.0
 
 
 class _Prepare:
@@ -183,8 +185,8 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
     ds = ds.map_batches(_Write, fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
-        with quiet_ray_data():
-            for batch in _batches(ds, progress):
+        with quiet_ray_data(), contextlib.closing(_batches(ds, progress)) as batches:
+            for batch in batches:
                 progress.deliver()  # every document these shards' embed actors reported comes first
                 for row in batch.to_pylist():
                     on_result(ShardResult.from_row(row))
@@ -198,38 +200,57 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
 def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
     """``ds``'s result batches, read on a thread of their own so that the driver notices a node that died
     under work the nodes left cannot take over (``NodeWatch``): an ``IngestError`` instead of a job that
-    waits for ever. Committed shards stay; the same command resumes the rest."""
+    waits for ever. Committed shards stay; the same command resumes the rest. The reader stays at most one
+    batch ahead, and closing this generator (the caller failed, or the node watch did) stops the dataset."""
     from flows.executors.ray_nodes import NodeWatch
 
     watch = NodeWatch()
-    results: queue.Queue = queue.Queue()
+    results: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def offer(item: tuple) -> bool:
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                results.put(item, timeout=POLL_SECONDS)
+                return True
+        return False
 
     def read() -> None:
+        batches = ds.iter_batches(batch_size=None, batch_format="pyarrow")
         try:
-            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
-                results.put(("batch", batch))
-            results.put(("end", None))
+            for batch in batches:
+                if not offer(("batch", batch)):
+                    return
+            offer(("end", None))
         except BaseException as err:  # handed to the driver's thread
-            results.put(("error", err))
+            offer(("error", err))
+        finally:
+            with contextlib.suppress(Exception):
+                batches.close()  # stops the dataset's execution when the driver gave up early
 
-    threading.Thread(target=read, name="tessera-ingest-results", daemon=True).start()
-    while True:
-        try:
-            kind, value = results.get(timeout=POLL_SECONDS)
-        except queue.Empty:
-            if progress.moved():
-                watch.progress()
-            if (lost := watch.lost()) is not None:
-                raise IngestError(f"Ray node {lost} died during the ingestion and the nodes left did not take its "
-                                  f"work over in {watch.grace_s:.0f} s: the shards committed so far are in the "
-                                  "index; run the same command again to resume the rest") from None
-            continue
-        if kind == "end":
-            return
-        if kind == "error":
-            raise value
-        watch.progress()
-        yield value
+    reader = threading.Thread(target=read, name="tessera-ingest-results", daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                kind, value = results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if progress.moved():
+                    watch.progress()
+                if (lost := watch.lost()) is not None:
+                    raise IngestError(f"Ray node {lost} died during the ingestion and the nodes left did not take "
+                                      f"its work over in {watch.grace_s:.0f} s: the shards committed so far are in "
+                                      "the index; run the same command again to resume the rest") from None
+                continue
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            watch.progress()
+            yield value
+    finally:
+        stop.set()
+        reader.join(STOP_SECONDS)
 
 
 def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,
