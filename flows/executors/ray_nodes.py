@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Callable
 
 #: Seconds a job may go without progress after one of its nodes died (``TESSERA_NODE_LOSS_GRACE_S``).
 DEFAULT_GRACE_S = 120.0
@@ -23,12 +24,15 @@ class NodeWatch:
     """Call ``progress()`` whenever the job moves and ``lost()`` often; ``lost()`` says which node is gone once
     the grace period passed without progress, else None."""
 
-    def __init__(self, grace_s: float | None = None) -> None:
+    def __init__(self, grace_s: float | None = None, *, nodes: Callable[[], list[dict]] | None = None,
+                 check_s: float = CHECK_SECONDS) -> None:
         import ray
 
         self.grace_s = float(os.environ.get("TESSERA_NODE_LOSS_GRACE_S", DEFAULT_GRACE_S)) if grace_s is None \
             else grace_s
-        self.alive = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in ray.nodes() if n.get("Alive")}
+        self.nodes = nodes or ray.nodes  # Ray's node table: NodeID, Alive, NodeManagerAddress
+        self.check_s = check_s
+        self.alive = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in self.nodes() if n.get("Alive")}
         self.moved = self.checked = time.monotonic()
         self.dead: dict[str, str] = {}
 
@@ -37,12 +41,10 @@ class NodeWatch:
 
     def lost(self) -> str | None:
         """``'NODE_ID at ADDRESS'`` of a node that died, once the job has not moved for ``grace_s`` since."""
-        import ray
-
         now = time.monotonic()
-        if now - self.checked >= CHECK_SECONDS:
+        if now - self.checked >= self.check_s:
             self.checked = now
-            for node in ray.nodes():
+            for node in self.nodes():
                 if node["NodeID"] in self.alive and not node.get("Alive") and node["NodeID"] not in self.dead:
                     self.dead[node["NodeID"]] = self.alive[node["NodeID"]]
                     self.moved = max(self.moved, now)  # the grace period starts when the death is seen
