@@ -260,22 +260,10 @@ def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
         shutil.rmtree(temp, ignore_errors=True)
 
 
-def alive_nodes(head: RayHead) -> list[dict]:
-    """The cluster's live nodes as Ray's state API lists them (``node_id``, ``resources_total``...)."""
-    request = urllib.request.Request(f"{head.address}/api/v0/nodes?limit=100",
-                                     headers={"Authorization": f"Bearer {head.token}"})
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            nodes = json.loads(response.read())["data"]["result"]["result"]
-    except (urllib.error.URLError, OSError, KeyError, ValueError):
-        return []
-    return [n for n in nodes if n.get("state") == "ALIVE"]
-
-
 @pytest.fixture(scope="session")
 def ray_cluster_tools():
-    """``launch_head``, ``join_node`` and ``alive_nodes`` for a module's own cluster fixture (a conftest is not importable)."""
-    return SimpleNamespace(launch_head=launch_head, join_node=join_node, alive_nodes=alive_nodes)
+    """``launch_head`` and ``join_node`` for a module's own cluster fixture (a conftest is not importable)."""
+    return SimpleNamespace(launch_head=launch_head, join_node=join_node)
 
 
 @pytest.fixture(scope="module")
