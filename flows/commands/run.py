@@ -118,4 +118,4 @@ def _cache(args: argparse.Namespace):
     from flows.cache import StepCache
     from flows.store import default_cache_dir
 
-    return StepCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
+    return StepCache(Path(uris.local_path(args.cache_dir, "cache-dir")) if args.cache_dir else default_cache_dir())
