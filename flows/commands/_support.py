@@ -45,22 +45,29 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
     node that runs it: Ray deletes it with the session, and its upload leaves out git-ignored files
     (``.tessera/`` among them). So in a job a relative output is refused, and a relative input that is
     not there says why, each before anything runs, in one line. ``{option: value}``; ``--index`` may also
-    be a name under ``$TESSERA_HOME/indices``. Outside a job this does nothing."""
-    if not in_ray_job():
-        return
+    be a name under ``$TESSERA_HOME/indices``. A URI (``flows.uris``) is checked for its scheme, in a job or not."""
     from pathlib import Path
 
+    from flows import uris
     from operators.store import resolve_index
+
+    for option, value in {**(outputs or {}), **(inputs or {})}.items():
+        if uris.is_uri(value):
+            uris.check_scheme(value, option.lstrip("-"))  # everywhere, before anything runs
+    if not in_ray_job():
+        return
 
     def path(option: str, value: Any) -> Path:
         return resolve_index(value) if option == "--index" else Path(value).expanduser()
 
-    for option, value in (outputs or {}).items():
+    outputs = {k: v for k, v in (outputs or {}).items() if not uris.is_uri(v)}  # a URI is absolute
+    inputs = {k: v for k, v in (inputs or {}).items() if not uris.is_uri(v)}
+    for option, value in outputs.items():
         if value and not path(option, value).is_absolute():
             raise CliError(f"{option} '{value}' is relative: in a Ray job it would be written into the job's "
                            "temporary working directory and lost; give an absolute path the cluster can write "
                            f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
-    for option, value in (inputs or {}).items():
+    for option, value in inputs.items():
         if value and not path(option, value).is_absolute() and not path(option, value).exists():
             raise CliError(f"{option} '{value}' is not in this Ray job's copy of the working directory "
                            "(its upload leaves out git-ignored files such as .tessera/): give an absolute path "

@@ -6,6 +6,7 @@ import argparse
 import sys
 from typing import Sequence
 
+from flows import uris
 from flows.bench.errors import BenchError
 from flows.commands._support import check_job_paths, positive_int, require_extra
 
@@ -67,19 +68,20 @@ def handle(args: argparse.Namespace) -> int:
     from flows.bench.core import BenchOptions, benchmark
     from flows.train import train_command
 
-    options = BenchOptions(dataset=args.dataset, flows=args.flows, out=args.out, split=args.split,
-                           ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
-                           correction=args.correction, executor=args.executor, limit=args.limit,
-                           min_relevance=args.min_relevance,
-                           index_dir=args.index_dir, cache=not args.no_cache, mlflow=not args.no_mlflow,
-                           mlflow_uri=args.mlflow_uri)
-    reporter = BenchReporter(enabled=not args.quiet)
-    result = benchmark(options, reporter, how_to_make=train_command)
-    _print_summary(result)
+    with uris.local_input(args.dataset, "dataset") as dataset, uris.local_output(args.out, "out") as out:
+        options = BenchOptions(dataset=dataset, flows=args.flows, out=out, split=args.split,
+                               ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
+                               correction=args.correction, executor=args.executor, limit=args.limit,
+                               min_relevance=args.min_relevance, index_dir=uris.local_path(args.index_dir, "index-dir"),
+                               cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri)
+        reporter = BenchReporter(enabled=not args.quiet)
+        result = benchmark(options, reporter, how_to_make=train_command)
+    _print_summary(result, out, args.out)
     return 0
 
 
-def _print_summary(result) -> None:
+def _print_summary(result, local_out: str, out: str) -> None:
+    """The summary table, then where the report went (``out``, as given: it may be a URI)."""
     from rich.console import Console
     from rich.table import Table
 
@@ -101,7 +103,8 @@ def _print_summary(result) -> None:
                       "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
     console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
     console.print(table)
-    console.print(f"report: {result.files['report.md']}  metrics: {result.files['metrics.json']}")
+    files = {name: str(result.files[name]).replace(str(local_out), out, 1) for name in ("report.md", "metrics.json")}
+    console.print(f"report: {files['report.md']}  metrics: {files['metrics.json']}")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

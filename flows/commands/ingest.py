@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 from typing import Sequence
 
+from flows import uris
 from flows.commands._support import EXIT_OK, check_job_paths, console, positive_int, print_json
 
 
@@ -68,9 +69,11 @@ def handle(args: argparse.Namespace) -> int:
         overrides["dense"] = False
     if args.no_bm25:
         overrides["bm25"] = False
-    report = ingest(args.source, args.index, settings=overrides or None, shard_size=args.shard_size,
-                    executor=args.executor, chunk=False if args.no_chunk else None, spec=args.spec,
-                    progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert)
+    index = uris.local_path(args.index, "index")
+    with uris.local_input(None if glob else args.source, "source") as source:
+        report = ingest(args.source if glob else source, index, settings=overrides or None,
+                        shard_size=args.shard_size, executor=args.executor, chunk=False if args.no_chunk else None,
+                        spec=args.spec, progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert)
     if args.json:
         print_json(report.to_dict())
         return EXIT_OK

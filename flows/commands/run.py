@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
+from flows import uris
 from flows.commands._support import (EXIT_OK, CliError, check_job_paths, console, escape, load_flow, positive_int,
                                      print_json)
 
@@ -56,26 +57,34 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
 
 def handle(args: argparse.Namespace) -> int:
     """Run a flow over queries and print the ranked results per query with their chips and timings."""
+    from flows.queries import looks_like_path
+
+    # Everything that can be wrong with the request is checked before anything runs.
+    queries_path = args.queries if args.queries and looks_like_path(args.queries) else None
+    check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
+                    inputs={"--index": args.index, "--queries": queries_path})
+    with uris.local_input(queries_path, "queries") as queries_file, uris.local_output(args.out, "out") as out_file:
+        return _run(args, queries_file or args.queries, out_file)
+
+
+def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | None) -> int:
+    """``handle`` once remote inputs are local files and the output has a local path (``flows.uris``)."""
     from flows.commands._progress import ProgressReporter, cancel_on_interrupt
     from flows.commands._results import print_results, print_steps
     from flows.executors import make_executor
     from flows.model_check import check_models
     from flows.progress import CancelToken
-    from flows.queries import check_result_path, looks_like_path, read_queries, write_results
+    from flows.queries import check_result_path, read_queries, write_results
     from flows.train import train_command
 
-    # Everything that can be wrong with the request is checked before anything runs.
-    check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
-                    inputs={"--index": args.index,
-                            "--queries": args.queries if args.queries and looks_like_path(args.queries) else None})
-    flow, mosaic_query = load_flow(args.flow, index=getattr(args, "index", None))
-    if args.queries is not None:
-        queries = read_queries(args.queries)
+    flow, mosaic_query = load_flow(args.flow, index=uris.local_path(args.index, "index"))
+    if queries_file is not None:
+        queries = read_queries(queries_file)
     elif mosaic_query is not None:
         queries = read_queries(mosaic_query)
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
-    out_path = check_result_path(args.out) if args.out else None
+    out_path = check_result_path(out_file) if out_file else None
     for step_id, cls in flow.spec.unset_index_steps().items():
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
@@ -91,7 +100,8 @@ def handle(args: argparse.Namespace) -> int:
         result = executor.run(flow, queries, progress=reporter, cancel=token)
     if out_path is not None:
         write_results(result.table, out_path)
-        print(f"wrote {result.table.num_rows} rows to {out_path}", file=sys.stderr)
+        print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
+              file=sys.stderr)
     if args.json:
         print_json(result.to_dict(rows=True))
         return EXIT_OK
@@ -108,4 +118,4 @@ def _cache(args: argparse.Namespace):
     from flows.cache import StepCache
     from flows.store import default_cache_dir
 
-    return StepCache(Path(args.cache_dir) if args.cache_dir else default_cache_dir())
+    return StepCache(Path(uris.local_path(args.cache_dir, "cache-dir")) if args.cache_dir else default_cache_dir())

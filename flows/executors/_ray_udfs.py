@@ -15,8 +15,10 @@ from typing import Any, Iterator
 import numpy as np
 import pyarrow as pa
 import ray
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flows.cache import StepCache
+from flows.executors import ray_metrics
 from flows.executors.base import scope_batches
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
@@ -94,12 +96,15 @@ _shared_lock = threading.Lock()
 
 
 def shared_reporter() -> Any:
-    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``)."""
+    """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``),
+    on the driver's node."""
     job = ray.get_runtime_context().get_job_id()
     with _shared_lock:
         if job not in _shared:
             _shared.clear()  # handles of an earlier Ray session are dead
-            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True).remote()
+            # On the driver's node: a worker node that dies must not take every run's reporter with it.
+            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True, scheduling_strategy=here).remote()
         return _shared[job]
 
 
@@ -135,14 +140,15 @@ class _Callable:
     ``cache`` and ``batch_size``.
     """
 
-    def __init__(self, *, reporter: Any, run: str, rows: list[dict[str, Any]] = ()) -> None:
-        self.reporter, self.run = reporter, run
+    def __init__(self, *, reporter: Any, run: str, flow: str = "", rows: list[dict[str, Any]] = ()) -> None:
+        self.reporter, self.run, self.flow = reporter, run, flow
         self.cancelled, self.asked = False, 0.0
         self.chain: list[tuple[StepRunner, int | None]] = []
         for spec in rows:
             spec = dict(spec)
             cache, batch_size = spec.pop("cache"), spec.pop("batch_size")
             self.chain.append((StepRunner(_make_op(**spec), cache), batch_size))
+        self.op_names = {runner.op.step_id: runner.op.name for runner, _ in self.chain}
 
     def _then(self, table: pa.Table, k: int = 0) -> Iterator[pa.Table]:
         """``table`` through the fused row steps from the ``k``-th on, batch by batch."""
@@ -171,7 +177,9 @@ class _Callable:
             raise FlowCancelled("cancelled", step=step)
 
     def _report(self, step: str, stats: BatchStats) -> None:
-        """After a batch: hand over its statistics (before its rows leave) and learn of a cancel."""
+        """After a batch: hand over its statistics (before its rows leave), record them as Ray metrics, and
+        learn of a cancel."""
+        ray_metrics.record_batch(self.flow, step, self.op_names.get(step, ""), stats)
         self.cancelled = ray.get(self.reporter.report.remote(self.run, step, stats))
         self.asked = time.monotonic()
         if self.cancelled:
@@ -192,6 +200,7 @@ class _StepUDF(_Callable):
         super().__init__(**kwargs)
         self.op = _make_op(op_class, params, step_id, input_steps)
         self.step = step_id
+        self.op_names[step_id] = self.op.name
         self.runner = StepRunner(self.op, cache)
         self.batch_size = batch_size
 
@@ -225,6 +234,7 @@ class _SourceUDF(_Callable):
         super().__init__(**kwargs)
         self.op = _make_op(op_class, params, step_id, input_steps)
         self.step = step_id
+        self.op_names[step_id] = self.op.name
         self.op.ensure_setup()
         self.splits = splits if splits is not None else self.op.splits()
 

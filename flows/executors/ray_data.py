@@ -232,7 +232,7 @@ class _Run:
                  "batch_size": flow.step_option(s, "batch_size") or None} for s in stage[1:]]
         return {"op_class": type(op), "params": op.params.model_dump(), "step_id": step,
                 "input_steps": tuple(flow.inputs[step]), "reporter": self.follower.reporter,
-                "run": self.follower.run_id, "rows": rows}
+                "run": self.follower.run_id, "flow": flow.name, "rows": rows}
 
     def _map(self, ds: Any, stage: Stage, udf: type, kwargs: dict[str, Any], batch_size: int | None, *,
              inputs: int, tasks: bool = True) -> Any:

@@ -31,12 +31,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import queue
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
+from flows.executors import ray_metrics
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
 from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole, prepare,
@@ -48,6 +51,8 @@ log = logging.getLogger(__name__)
 BLOCK_BYTES = 4 * 1024 ** 3
 #: Seconds between two looks at what the embed actors reported.
 POLL_SECONDS = 0.5
+#: Seconds the driver waits for the dataset to stop when it gives up early.
+STOP_SECONDS = 30.0
 
 
 class _Prepare:
@@ -69,10 +74,13 @@ class _Embed:
     def __init__(self, job: ShardJob, progress=None):
         self.progress = progress  # a ReportSender, or None
         self.embedder = Embedder(job, progress.send if progress is not None else None)
+        self.index = Path(job.index_path).name
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
+            started = time.perf_counter()
             out, embedded = self.embedder(rows)
+            ray_metrics.record_embedded(self.index, embedded, time.perf_counter() - started)
             if self.progress is not None:
                 self.progress.flush()  # the driver hears of these documents before the shard's commit
             yield out.append_column("_embedded", pa.array([embedded] * out.num_rows, pa.int64()))
@@ -98,6 +106,7 @@ class _Write:
             self.index = self.index or Index.open(job.index_path)
             result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s), chunks_embedded=embedded,
                            started=started)
+            ray_metrics.record_shard(Path(job.index_path).name, result)
             yield pa.Table.from_pylist([result.to_row()])
 
 
@@ -111,6 +120,7 @@ class _EmbedProgress:
         self.on_embedded = on_embedded
         self.line = ReportLine() if on_embedded is not None else None
         self._lock = threading.Lock()
+        self._moved = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="tessera-ingest-progress", daemon=True)
 
@@ -140,7 +150,13 @@ class _EmbedProgress:
             return
         with self._lock, contextlib.suppress(ray.exceptions.RayError):
             for shard, docs in self.line.receive():
+                self._moved = True
                 self.on_embedded(shard, docs)
+
+    def moved(self) -> bool:
+        """Whether documents were embedded since the last call."""
+        moved, self._moved = self._moved, False
+        return moved
 
 
 def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], None], *,
@@ -169,8 +185,8 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
     ds = ds.map_batches(_Write, fn_constructor_kwargs={"job": job}, batch_size=None, batch_format="pyarrow",
                         compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=0)
     try:
-        with quiet_ray_data():
-            for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
+        with quiet_ray_data(), contextlib.closing(_batches(ds, progress)) as batches:
+            for batch in batches:
                 progress.deliver()  # every document these shards' embed actors reported comes first
                 for row in batch.to_pylist():
                     on_result(ShardResult.from_row(row))
@@ -179,6 +195,62 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
         if isinstance(cause, Exception) and not isinstance(cause, ray.exceptions.RayError):
             raise IngestError(f"a shard failed on Ray: {type(cause).__name__}: {cause}") from err
         raise IngestError(f"a shard failed on Ray: {err}") from err
+
+
+def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
+    """``ds``'s result batches, read on a thread of their own so that the driver notices a node that died
+    under work the nodes left cannot take over (``NodeWatch``): an ``IngestError`` instead of a job that
+    waits for ever. Committed shards stay; the same command resumes the rest. The reader stays at most one
+    batch ahead, and closing this generator (the caller failed, or the node watch did) stops the dataset."""
+    from flows.executors.ray_nodes import NodeWatch
+
+    watch = NodeWatch()
+    results: queue.Queue = queue.Queue(maxsize=1)
+    stop = threading.Event()
+
+    def offer(item: tuple) -> bool:
+        while not stop.is_set():
+            with contextlib.suppress(queue.Full):
+                results.put(item, timeout=POLL_SECONDS)
+                return True
+        return False
+
+    def read() -> None:
+        batches = ds.iter_batches(batch_size=None, batch_format="pyarrow")
+        try:
+            for batch in batches:
+                if not offer(("batch", batch)):
+                    return
+            offer(("end", None))
+        except BaseException as err:  # handed to the driver's thread
+            offer(("error", err))
+        finally:
+            with contextlib.suppress(Exception):
+                batches.close()  # stops the dataset's execution when the driver gave up early
+
+    reader = threading.Thread(target=read, name="tessera-ingest-results", daemon=True)
+    reader.start()
+    try:
+        while True:
+            try:
+                kind, value = results.get(timeout=POLL_SECONDS)
+            except queue.Empty:
+                if progress.moved():
+                    watch.progress()
+                if (lost := watch.lost()) is not None:
+                    raise IngestError(f"Ray node {lost} died during the ingestion and the nodes left did not take "
+                                      f"its work over in {watch.grace_s:.0f} s: the shards committed so far are in "
+                                      "the index; run the same command again to resume the rest") from None
+                continue
+            if kind == "end":
+                return
+            if kind == "error":
+                raise value
+            watch.progress()
+            yield value
+    finally:
+        stop.set()
+        reader.join(STOP_SECONDS)
 
 
 def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,

@@ -2,10 +2,27 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from types import SimpleNamespace
+from typing import Callable, Iterator
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -40,3 +57,217 @@ def run_cli(monkeypatch, capsys, tmp_path) -> Callable[..., tuple[int, str]]:
         return status, capsys.readouterr().out
 
     return run
+
+
+# -- a real local Ray cluster for job tests -----------------------------------------------------------------
+
+
+@dataclass
+class RayNode:
+    """One ``ray start --block`` process (head or worker node) with its ports; stopped by PID."""
+
+    proc: subprocess.Popen
+    temp_dir: Path
+    metrics_port: int
+    log: Path
+
+    def metrics(self) -> str:
+        """The node's Prometheus export (its workers' series), or '' while it does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=10) as response:
+                return response.read().decode()
+        except (urllib.error.URLError, OSError):
+            return ""
+
+    def series(self, name: str, **tags: str) -> list[float]:
+        """The values of the exported samples called ``name`` whose labels include ``tags``."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        return [sample.value for family in text_string_to_metric_families(self.metrics()) for sample in family.samples
+                if sample.name == name and tags.items() <= sample.labels.items()]
+
+    def wait_for_series(self, name: str, timeout: float = 120, **tags: str) -> list[float]:
+        """``series`` once some exist: workers' metrics reach the export port after a flush interval."""
+        deadline = time.monotonic() + timeout
+        while not (found := self.series(name, **tags)) and time.monotonic() < deadline:
+            time.sleep(2)
+        return found
+
+    def raylet_pid(self) -> int:
+        import psutil
+
+        return next(p.pid for p in psutil.Process(self.proc.pid).children(recursive=True) if p.name() == "raylet")
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)  # --block: the node stops every Ray process it started
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@dataclass
+class RayHead:
+    address: str  # the job server (dashboard), http://127.0.0.1:PORT
+    env: dict[str, str]  # what a shell on this machine would have: PATH with `ray` and `python`, the token path
+    token: str
+    temp_dir: Path
+    gcs: str  # 127.0.0.1:PORT, what `ray start --address` joins
+    node: RayNode
+
+    def client(self):
+        from ray.job_submission import JobSubmissionClient
+
+        return JobSubmissionClient(self.address, headers={"Authorization": f"Bearer {self.token}"})
+
+    def job_logs(self) -> dict[str, tuple[str, str]]:
+        """Every job on the head: ``{submission id: (status, logs)}``."""
+        client = self.client()
+        return {job.submission_id: (str(job.status), client.get_job_logs(job.submission_id))
+                for job in client.list_jobs()}
+
+    def submit(self, entrypoint: str, working_dir: Path, **env: str) -> str:
+        """Submit ``entrypoint`` with the repository's cluster/runtime_env.yaml excludes, from ``working_dir``."""
+        import yaml
+
+        runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+        runtime_env["working_dir"] = str(working_dir)
+        if env:
+            runtime_env["env_vars"] = env
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                return self.client().submit_job(entrypoint=entrypoint, runtime_env=runtime_env)
+            except RuntimeError as err:  # the dashboard answers before its node's agent takes jobs
+                if "No available agent" not in str(err) or time.monotonic() > deadline:
+                    raise
+                time.sleep(2)
+
+    def wait(self, job_id: str, timeout: float = 500) -> tuple[str, str]:
+        """Poll the job until it ends: its final status and logs."""
+        client = self.client()
+        deadline = time.monotonic() + timeout
+        while not client.get_job_status(job_id).is_terminal():
+            if time.monotonic() > deadline:
+                client.stop_job(job_id)
+                pytest.fail(f"job {job_id} did not end in {timeout:.0f} s:\n{client.get_job_logs(job_id)[-3000:]}")
+            time.sleep(1)
+        return str(client.get_job_status(job_id)), client.get_job_logs(job_id)
+
+
+def free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def venv_path(folder: Path) -> str:
+    """``PATH`` as in an activated venv: this interpreter's ``python`` and ``ray`` first (a ``ray`` shim in
+    ``folder`` when the venv has no ``ray`` script of its own)."""
+    here = Path(sys.executable).parent
+    found = [here]
+    if not (here / "ray").is_file():
+        folder.mkdir(exist_ok=True)
+        (folder / "ray").write_text(f'#!/bin/sh\nexec "{sys.executable}" -m ray.scripts.scripts "$@"\n')
+        (folder / "ray").chmod(0o755)
+        found.append(folder)
+    return os.pathsep.join([*map(str, found), os.environ["PATH"]])
+
+
+def _start_node(args: list[str], env: dict[str, str], temp: Path, name: str) -> RayNode:
+    """``ray start --block ARGS`` on free ports of its own, logging to ``temp/NAME.log``."""
+    node, objects, agent, agent_grpc, runtime_env, metrics = free_ports(6)
+    cmd = ["ray", "start", "--block", *args, "--temp-dir", str(temp), "--disable-usage-stats",
+           "--node-manager-port", str(node), "--object-manager-port", str(objects),
+           "--dashboard-agent-listen-port", str(agent), "--dashboard-agent-grpc-port", str(agent_grpc),
+           "--runtime-env-agent-port", str(runtime_env), "--metrics-export-port", str(metrics)]
+    log = temp / f"{name}.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    return RayNode(proc, temp, metrics, log)
+
+
+def _answers(address: str, token: str) -> bool:
+    request = urllib.request.Request(f"{address}/api/version", headers={"Authorization": f"Bearer {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+@contextlib.contextmanager
+def launch_head(home: Path, num_cpus: int = 2) -> Iterator[RayHead]:
+    """A Ray head (``ray start --head --block``) on free ports with its own temp dir, under Ray's default
+    authentication (a token exists, so ``ray start`` turns token auth on); stopped by its PID (SIGTERM)."""
+    temp = Path(tempfile.mkdtemp(prefix="tsr", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    token = secrets.token_hex(32)
+    (temp / "token").write_text(token)
+    env = {**os.environ, "PATH": venv_path(temp / "bin"), "RAY_AUTH_TOKEN_PATH": str(temp / "token"),
+           "TESSERA_HOME": str(home), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
+           "RAY_metrics_report_interval_ms": "1000"}  # workers' metrics reach the export port within seconds
+    for name in ("RAY_AUTH_MODE", "RAY_ADDRESS", "TESSERA_DEBUG"):
+        env.pop(name, None)  # Ray's default authentication: on, because a token exists
+    gcs, dash, client = free_ports(3)
+    node = _start_node(["--head", "--num-cpus", str(num_cpus), "--port", str(gcs), "--dashboard-host", "127.0.0.1",
+                        "--dashboard-port", str(dash), "--ray-client-server-port", str(client)], env, temp, "head")
+    head = RayHead(f"http://127.0.0.1:{dash}", env, token, temp, f"127.0.0.1:{gcs}", node)
+    try:
+        deadline = time.monotonic() + 180
+        while not _answers(head.address, token):
+            if node.proc.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"the Ray head did not start:\n{node.log.read_text()[-3000:]}")
+            time.sleep(1)
+        yield head
+    finally:
+        node.stop()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
+    """A second node on this machine (``ray start --address=HEAD``) with a custom resource ``NAME`` and its
+    own temp dir; returns once it has registered with the head. Started again (three tries) when ``ray start`` gives up:
+    it waits 30 s at most for its raylet to register, which a loaded 2-core machine can exceed."""
+    temp = Path(tempfile.mkdtemp(prefix="tsn", dir="/tmp"))
+    env = {**head.env, "RAY_AUTH_MODE": "token"}  # a joining node turns token auth on only when told (docs/cluster.md)
+    args = ["--address", head.gcs, "--num-cpus", str(num_cpus), "--resources", json.dumps({name: 1})]
+    node = None
+    try:
+        for attempt in range(3):
+            node = _start_node(args, env, temp, f"{name}-{attempt}")
+            deadline = time.monotonic() + 180
+            while "Ray runtime started" not in node.log.read_text(errors="replace"):  # registered with the head
+                if node.proc.poll() is not None or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            else:
+                break
+            node.stop()
+        else:
+            pytest.fail(f"the Ray node {name} did not join:\n{node.log.read_text()[-3000:]}")
+        yield node
+    finally:
+        if node is not None:
+            node.stop()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def ray_cluster_tools():
+    """``launch_head`` and ``join_node`` for a module's own cluster fixture (a conftest is not importable)."""
+    return SimpleNamespace(launch_head=launch_head, join_node=join_node)
+
+
+@pytest.fixture(scope="module")
+def ray_head(tmp_path_factory) -> Iterator[RayHead]:
+    """One real local Ray head (2 CPUs) for a module's job tests."""
+    with launch_head(tmp_path_factory.mktemp("home")) as head:
+        yield head

@@ -1,0 +1,109 @@
+"""Paths a cluster can share: a local (or mounted) path, or a pyarrow filesystem URI.
+
+A job's driver may run on any node, so its inputs and outputs can live on storage that every
+node reaches: ``file://`` (a local or mounted path, as is), ``s3://`` and ``gs://`` through
+pyarrow's filesystems (credentials as pyarrow reads them: the cloud's usual environment
+variables or instance roles). The work runs on local files: an input (queries, a BEIR dataset,
+a corpus) is copied into a temporary folder first; an output is written there and copied up
+only once complete, so nobody reads half of it. Indices are local or mounted folders only:
+their shards are opened as files (FAISS, Parquet); docs/cluster.md says how to share them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path, PurePosixPath
+from typing import Any, Iterator
+
+from operators.errors import SpecError
+
+#: Schemes read and written through pyarrow (``gcs`` is pyarrow's other name for ``gs``).
+SCHEMES = ("file", "s3", "gs", "gcs")
+
+
+def is_uri(value: Any) -> bool:
+    return isinstance(value, str) and "://" in value
+
+
+def check_scheme(value: str, field: str) -> None:
+    """A scheme Tessera does not read or write is one clear error, before anything runs (no network)."""
+    scheme = value.split("://", 1)[0].lower()
+    if scheme not in SCHEMES:
+        raise SpecError(f"--{field} '{value}': the scheme '{scheme}://' is not supported: give a local path, "
+                        "file://, s3:// or gs://", field=field)
+
+
+def filesystem(value: str, field: str) -> tuple[Any, str]:
+    """``(pyarrow filesystem, path in it)`` for a URI (an S3 one may ask the bucket's region on the network)."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
+    check_scheme(value, field)
+    try:
+        return pafs.FileSystem.from_uri(value)
+    except (pa.ArrowException, OSError, ValueError) as err:
+        raise SpecError(f"--{field} '{value}': {err}", field=field) from None
+
+
+def local_path(value: str | None, field: str) -> str | None:
+    """A ``file://`` URI as its path; a local path as is; other URIs are refused (a local folder is needed)."""
+    if not is_uri(value):
+        return value
+    check_scheme(value, field)
+    if not value.lower().startswith("file://"):
+        raise SpecError(f"--{field} '{value}' must be a local or mounted path (or file://): it is opened as files; "
+                        "mount the bucket on every node (docs/cluster.md)", field=field)
+    return filesystem(value, field)[1]
+
+
+@contextlib.contextmanager
+def local_input(value: str | None, field: str) -> Iterator[str | None]:
+    """The input as a local path: itself, a ``file://`` URI's path, or a temporary copy of a remote file or folder."""
+    if not is_uri(value):
+        yield value
+        return
+    with fetched(*filesystem(value, field), label=f"--{field} '{value}'", field=field) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def local_output(value: str | None, field: str) -> Iterator[str | None]:
+    """Where to write the output locally; a remote URI gets it copied up (file or folder) when the block ends
+    without an error."""
+    if not is_uri(value):
+        yield value
+        return
+    with pushed(*filesystem(value, field)) as path:
+        yield path
+
+
+@contextlib.contextmanager
+def fetched(fs: Any, path: str, *, label: str, field: str) -> Iterator[str]:
+    """``path`` on ``fs`` as a local path (a temporary copy unless ``fs`` is the local filesystem)."""
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield path
+        return
+    if fs.get_file_info(path).type == pafs.FileType.NotFound:
+        raise SpecError(f"{label} does not exist", field=field)
+    with tempfile.TemporaryDirectory(prefix="tessera-in-") as folder:
+        local = Path(folder) / PurePosixPath(path).name
+        pafs.copy_files(path, str(local), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())
+        yield str(local)
+
+
+@contextlib.contextmanager
+def pushed(fs: Any, path: str) -> Iterator[str]:
+    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs``."""
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="tessera-out-") as folder:
+        local = Path(folder) / PurePosixPath(path).name
+        yield str(local)
+        fs.create_dir(str(PurePosixPath(path).parent) if local.is_file() else path)
+        pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
