@@ -28,7 +28,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
                         "are refused unless --allow-eval-split")
     parser.add_argument("--model", action="append", dest="models", metavar="KIND",
-                        help=f"what to train: {', '.join(KINDS)} or all (repeat; default cross-encoder)")
+                        help=f"what to train: {', '.join(KINDS)} or all (every kind but static; repeat; default "
+                        "cross-encoder)")
     parser.add_argument("--spec", default="train", metavar="SPEC",
                         help="training recipe: a file or a built-in recipe name (default train: flows/train/recipes/train.yaml)")
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "

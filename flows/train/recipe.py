@@ -131,7 +131,7 @@ class TrainReport:
 def resolve_kinds(models: list[str]) -> list[str]:
     kinds: list[str] = []
     for name in models:
-        wanted = KINDS if name == "all" else (name,)
+        wanted = get_args(ModelKind) if name == "all" else (name,)  # all: what trains on the dataset
         for kind in wanted:
             if kind not in KINDS:
                 raise TrainError(f"unknown model kind '{name}'; choose one of {', '.join(KINDS)} or all",
