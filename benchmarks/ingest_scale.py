@@ -57,7 +57,7 @@ def child(args: argparse.Namespace) -> int:
 
         profile = cProfile.Profile()
         report = profile.runcall(run)
-        pstats.Stats(profile, stream=sys.stderr).sort_stats("cumulative").print_stats(25)
+        pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(20)
     else:
         report = run()
     print(json.dumps(report.to_dict()), flush=True)
