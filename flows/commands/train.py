@@ -12,7 +12,8 @@ from flows.commands._support import check_job_paths, positive_int
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
                "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "
                "cross-encoder, a bi-encoder and/or ColBERT from MiniLM into $TESSERA_HOME/models/<name>, "
-               "where the hybrid_ce / hybrid_ft / hybrid_colbert flows load them.")
+               "where the hybrid_ce / hybrid_ft / hybrid_colbert flows load them. --model static distils a "
+               "static embedder from MiniLM instead (no dataset needed), for hybrid_static and ingest_static.")
 EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, then tessera bench --dataset "
           "../shared/data/scifact --flow hybrid --flow hybrid_ft --flow hybrid_ce --out bench-out")
 
@@ -20,13 +21,15 @@ EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from flows.train.recipe import KINDS
 
-    parser.add_argument("--dataset", required=True, action="append", metavar="DIR",
+    parser.add_argument("--dataset", action="append", metavar="DIR",
                         help="BEIR-layout dataset folder (repeat to train on several: each is mined on its own "
-                        "index with the same --split; pseudo-queries come from the first)")
+                        "index with the same --split; pseudo-queries come from the first); required unless "
+                        "every --model is static")
     parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
                         "are refused unless --allow-eval-split")
     parser.add_argument("--model", action="append", dest="models", metavar="KIND",
-                        help=f"what to train: {', '.join(KINDS)} or all (repeat; default cross-encoder)")
+                        help=f"what to train: {', '.join(KINDS)} or all (every kind but static; repeat; default "
+                        "cross-encoder)")
     parser.add_argument("--spec", default="train", metavar="SPEC",
                         help="training recipe: a file or a built-in recipe name (default train: flows/train/recipes/train.yaml)")
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
@@ -55,9 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
 
-    for dataset in args.dataset:
+    datasets = args.dataset or [None]
+    for dataset in datasets:
         check_job_paths(outputs={"--output": args.output, "--index-dir": args.index_dir}, inputs={"--dataset": dataset})
-    options = TrainOptions(dataset=args.dataset[0], more_datasets=args.dataset[1:],
+    options = TrainOptions(dataset=datasets[0], more_datasets=datasets[1:],
                            models=args.models or ["cross-encoder"], spec=args.spec, split=args.split,
                            epochs=args.epochs, max_examples=args.max_examples,
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
@@ -74,14 +78,17 @@ def _print_summary(report) -> None:
 
     from flows.commands._support import console, escape
 
-    sets = report.mining.get("datasets") or [report.mining]
-    where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
-    table = Table(title=f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries "
-                  f"({where})", title_justify="left")
+    if report.mining:
+        sets = report.mining.get("datasets") or [report.mining]
+        where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
+        title = f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries ({where})"
+    else:
+        title = "distilled from the base model alone (no dataset)"
+    table = Table(title=title, title_justify="left")
     for column in ("model", "kind", "path", "status"):
         table.add_column(column)
     for m in report.models:
-        status = "reused" if m.reused else f"trained in {m.seconds:.0f} s"
+        status = "reused" if m.reused else f"made in {m.seconds:.0f} s"
         table.add_row(escape(m.name), m.kind, escape(str(m.path)), status)
     console().print(table)
 

@@ -10,7 +10,8 @@ then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
 ``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
 ``training.json`` records the same config key is reused; ``force`` retrains. A recipe's
 ``training.makes`` says which models it is run for and how (``train_command``), so a flow
-that needs one of them can say which command makes it.
+that needs one of them can say which command makes it. The ``static`` kind is distilled from
+its base alone (``flows.train.static``): a run of only that kind needs no dataset and mines nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, get_args
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -27,9 +28,14 @@ from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from flows.train.mining import LabelledSet, MiningParams
+from flows.train.static import StaticParams
 from flows.train.synthetic import ModelKind, SyntheticParams
 
-KINDS: tuple[str, ...] = get_args(ModelKind)
+#: what ``tessera train`` makes: the kinds trained on mined examples, and ``static`` (distilled from a model alone)
+Kind = Literal[ModelKind, "static"]
+KINDS: tuple[str, ...] = get_args(Kind)
+#: kinds made without a dataset: a run of only these needs no --dataset and mines nothing
+DATA_FREE_KINDS = ("static",)
 SECTION = "training"
 #: The built-in recipes.
 RECIPES_DIR = Path(__file__).resolve().parent / "recipes"
@@ -54,7 +60,7 @@ class Makes(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     name_prefix: str = Field("tessera", description="The --name-prefix it is run with.")
-    models: list[ModelKind] = Field(min_length=1, description="The kinds it is run for (--model).")
+    models: list[Kind] = Field(min_length=1, description="The kinds it is run for (--model).")
     dataset: str = Field(description="The dataset it is run on (--dataset), from the repository root.")
     split: str | None = Field(None, description="--split, when not the recipe's own.")
     allow_eval_split: bool = Field(False, description="--allow-eval-split: a training set whose only qrels file "
@@ -79,14 +85,16 @@ class TrainingSection(BaseModel):
                                               description="Cross-encoder hyperparameters.")
     bi_encoder: BiEncoderParams = Field(default_factory=BiEncoderParams, description="Bi-encoder hyperparameters.")
     colbert: ColbertParams = Field(default_factory=ColbertParams, description="ColBERT hyperparameters.")
+    static: StaticParams = Field(default_factory=StaticParams, description="How the static model is distilled.")
 
     def params(self, kind: str) -> BaseModel:
-        return {"cross-encoder": self.cross_encoder, "bi-encoder": self.bi_encoder, "colbert": self.colbert}[kind]
+        return {"cross-encoder": self.cross_encoder, "bi-encoder": self.bi_encoder, "colbert": self.colbert,
+                "static": self.static}[kind]
 
 
 @dataclass
 class TrainOptions:
-    dataset: str | Path
+    dataset: str | Path | None  # None only when every kind asked for is data-free (static)
     more_datasets: list[str | Path] = field(default_factory=list)  # mined too, with the same split
     models: list[str] = field(default_factory=lambda: ["cross-encoder"])  # kinds, or ["all"]
     spec: str | Path = "train"
@@ -123,7 +131,7 @@ class TrainReport:
 def resolve_kinds(models: list[str]) -> list[str]:
     kinds: list[str] = []
     for name in models:
-        wanted = KINDS if name == "all" else (name,)
+        wanted = get_args(ModelKind) if name == "all" else (name,)  # all: what trains on the dataset
         for kind in wanted:
             if kind not in KINDS:
                 raise TrainError(f"unknown model kind '{name}'; choose one of {', '.join(KINDS)} or all",
@@ -226,9 +234,10 @@ def train_command(name: str) -> str | None:
         kind = next((k for k in (makes.models if makes else ()) if model_name(makes.name_prefix, k) == name), None)
         if kind is None:
             continue
-        options = [f"--dataset {makes.dataset}"]
-        options += [f"--split {makes.split}"] if makes.split else []
-        options += ["--allow-eval-split"] if makes.allow_eval_split else []
+        data = kind not in DATA_FREE_KINDS
+        options = [f"--dataset {makes.dataset}"] if data else []
+        options += [f"--split {makes.split}"] if makes.split and data else []
+        options += ["--allow-eval-split"] if makes.allow_eval_split and data else []
         options += [f"--spec {recipe}"] if recipe != "train" else []
         options += [f"--model {kind}"]
         options += [f"--name-prefix {makes.name_prefix}"] if makes.name_prefix != "tessera" else []
@@ -245,7 +254,7 @@ def train_command(name: str) -> str | None:
 
 def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:
     """Mine, then train (or reuse) every requested kind; see the module docstring."""
-    from flows.train.mining import check_split, mine
+    from flows.train.mining import check_split
     from operators.models import models_dir
 
     started = time.perf_counter()
@@ -261,24 +270,45 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     if "colbert" in kinds:
         _colbert_trainer()  # fail before mining when it is missing
     _check_bases(kinds, training)
-    more = [(LabelledSet(dataset=str(d), split=split, allow_eval_split=options.allow_eval_split), "")
-            for d in options.more_datasets]
-    more += [(s, f"{SECTION}.datasets.{n}") for n, s in enumerate(training.datasets)]
-    mined = mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
-                 allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
-                 synthetic=training.synthetic if training.synthetic.wanted() else None, more=more, log=log,
-                 progress=options.progress)
-    examples = mined.examples[:options.max_examples] if options.max_examples else mined.examples
+    needs_data = [kind for kind in kinds if kind not in DATA_FREE_KINDS]
+    if needs_data and options.dataset is None:
+        raise TrainError(f"training {', '.join(needs_data)} needs --dataset: a BEIR folder with a training split",
+                         field="dataset")
+    mined = _mine(options, flow, training, split, mining, log) if needs_data else None
+    examples = (mined.examples[:options.max_examples] if options.max_examples else mined.examples) if mined else []
     output = Path(options.output).expanduser() if options.output else models_dir()
     results = []
     for kind in kinds:
         params = _with_own_base(kind, training.params(kind), output, options.name_prefix)
+        folder = output / model_name(options.name_prefix, kind)
+        if kind in DATA_FREE_KINDS:
+            results.append(_distill_static(params, folder, options, log))
+            continue
         if options.epochs is not None:
             params = _one_schedule(params, options.epochs)
         own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]
-        results.append(_train_one(kind, params, own, mined.stats, output / model_name(options.name_prefix, kind),
-                                  seed=mining.seed, options=options, log=log))
-    return TrainReport(models=results, mining=mined.stats, seconds=time.perf_counter() - started)
+        results.append(_train_one(kind, params, own, mined.stats, folder, seed=mining.seed, options=options, log=log))
+    return TrainReport(models=results, mining=mined.stats if mined else {}, seconds=time.perf_counter() - started)
+
+
+def _mine(options: TrainOptions, flow: Any, training: TrainingSection, split: str, mining: MiningParams,
+          log: Callable[[str], None]):
+    from flows.train.mining import mine
+
+    more = [(LabelledSet(dataset=str(d), split=split, allow_eval_split=options.allow_eval_split), "")
+            for d in options.more_datasets]
+    more += [(s, f"{SECTION}.datasets.{n}") for n, s in enumerate(training.datasets)]
+    return mine(options.dataset, flow, split=split, params=mining, max_queries=options.max_examples,
+                allow_eval_split=options.allow_eval_split, index_dir=options.index_dir,
+                synthetic=training.synthetic if training.synthetic.wanted() else None, more=more, log=log,
+                progress=options.progress)
+
+
+def _distill_static(params: Any, folder: Path, options: TrainOptions, log: Callable[[str], None]) -> TrainedModel:
+    from flows.train.static import distill_checkpoint
+
+    reused, seconds, record = distill_checkpoint(params, folder, force=options.force, log=log)
+    return TrainedModel("static", folder.name, folder, reused, seconds, record)
 
 
 def _one_schedule(params: BaseModel, epochs: int) -> BaseModel:

@@ -14,6 +14,10 @@ quantised with ONNX Runtime) into ``$TESSERA_HOME/models/<model>-onnx-<fingerpri
 (default ``~/.tessera``), written atomically and reused afterwards. Tokenizer,
 pooling and normalisation stay sentence-transformers' own; only the transformer's
 forward pass runs in ONNX Runtime. Needs ``pip install tessera[onnx]``.
+
+A static model (``tessera train --model static``: one vector per token, distilled by
+model2vec) is a sentence-transformers folder too, and loads here like any other; only
+``torch`` applies to it, since it has no transformer to export.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 from operators.errors import TesseraError
 from operators.home import tessera_home
 from operators.interrupt import install
+from operators.models.batching import is_static
 from operators.models.fingerprint import model_fingerprint
 from operators.models.references import DEFAULT_ENCODER, resolve_model_path
 from operators.models.repository import models
@@ -68,8 +73,12 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
         hf_logging.disable_progress_bar()  # a "Loading weights" bar per load is noise in CLI output and logs
         if backend == "torch":
             return SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
-        ort = _import_onnx_runtime()
         model = SentenceTransformer(str(path), device="cpu", backend="torch", local_files_only=True)
+        if is_static(model):
+            raise BackendNotAvailableError(
+                f"model '{reference}' is a static embedding model (a table lookup, no transformer to export): "
+                f"backend '{backend}' does not apply; use backend 'torch'")
+        ort = _import_onnx_runtime()
         onnx_file = export_onnx(model, path, quantize=backend == "onnx-int8")
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL

@@ -139,7 +139,7 @@ def test_evaluation_splits_missing_splits_and_unknown_kinds_are_clear_errors(sli
     assert load_training_split(slice_dir, "test", allow_eval_split=True).split == "test"
     with pytest.raises(TrainError, match=str(slice_dir / "qrels" / "dev.tsv")):
         load_training_split(slice_dir, "dev", allow_eval_split=True)
-    with pytest.raises(TrainError, match="cross-encoder, bi-encoder, colbert or all"):
+    with pytest.raises(TrainError, match="cross-encoder, bi-encoder, colbert, static or all"):
         resolve_kinds(["reranker"])
     assert resolve_kinds(["all"]) == ["cross-encoder", "bi-encoder", "colbert"]
     proc = _train_cli("--dataset", str(slice_dir), "--split", "test", "--quiet", home=home, check=2)

@@ -1,0 +1,88 @@
+"""Distil a static embedding model (model2vec) from a sentence-transformers model, offline.
+
+A static model is one vector per token of the base model's vocabulary: the base encodes each
+token alone once, the vectors are reduced with PCA and weighted by token rank (SIF), and a text's
+embedding is the mean of its tokens' vectors. Encoding is a table lookup, so it embeds tens of
+times faster than MiniLM on a CPU, at a cost in ranking quality that docs/results.md reports. No
+data and no download are needed: distillation runs over the base's own vocabulary.
+
+The saved folder is a sentence-transformers model (``StaticEmbedding`` then ``Normalize``), so
+``embed.sentence_transformer``, ``retrieve.dense`` and ingestion (``index_settings.encoder``)
+load it by name like any other encoder: ``tessera train --model static`` makes
+``$TESSERA_HOME/models/tessera-static``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from flows.train import checkpoints
+from flows.train.errors import TrainError
+
+
+class StaticParams(BaseModel):
+    """How the static model is distilled (``model2vec.distill.distill``)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    base: str = Field("all-MiniLM-L6-v2", description="The sentence-transformers model distilled: a reference "
+                      "operators.models resolves (its tokenizer is the static model's).")
+    pca_dims: int | None = Field(256, gt=0, description="Dimensions kept by PCA (null: the base's own).")
+    sif_coefficient: float | None = Field(1e-4, gt=0, lt=1, description="SIF weighting of frequent tokens "
+                                          "(null: none).")
+
+
+def distill_checkpoint(params: StaticParams, folder: Path, *, force: bool,
+                       log: Callable[[str], None]) -> tuple[bool, float, dict[str, Any]]:
+    """Distil into ``folder`` unless it holds a model distilled with the same inputs; (reused, seconds, record)."""
+    version = _model2vec_version()
+    key_inputs = {"kind": "static", "params": params.model_dump(mode="json"),
+                  "base": checkpoints.base_fingerprint(params.base), "model2vec": version, "format": 1}
+    key = checkpoints.config_key(key_inputs)
+    previous = None if force else checkpoints.read_record(folder)
+    if previous is not None and previous.get("config_key") == key:
+        log(f"static: reusing {folder} (distilled with the same config; --force distils again)")
+        return True, 0.0, previous
+    why = f" (replacing the model there: {checkpoints.changed_inputs(previous, key_inputs)})" if previous else ""
+    log(f"static: distilling {params.base} over its vocabulary -> {folder}{why}")
+    record = checkpoints.write_checkpoint(folder, lambda tmp: _distill(params, tmp), {
+        "kind": "static", "name": folder.name, "config_key": key, "key_inputs": key_inputs,
+        "hyperparameters": params.model_dump(mode="json")})
+    log(f"static: distilled in {record['seconds']:.0f} s -> {folder}")
+    return False, record["seconds"], record
+
+
+def _model2vec_version() -> str:
+    try:
+        import model2vec
+        import skeletoken  # noqa: F401  (model2vec.distill's tokenizer surgery)
+    except ImportError as err:
+        raise TrainError(f"distilling a static model needs model2vec and skeletoken ({err.name} is missing): "
+                         "pip install tessera[static]", field="model") from None
+    return model2vec.__version__
+
+
+def _distill(params: StaticParams, tmp: Path) -> dict[str, Any]:
+    import os
+
+    from model2vec.distill import distill
+
+    from operators.models import resolve_model_path
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # model2vec asks the hub for a model card only for hub ids
+    started = time.perf_counter()
+    base = resolve_model_path(params.base)
+    model = distill(model_name=str(base), pca_dims=params.pca_dims, sif_coefficient=params.sif_coefficient,
+                    device="cpu")
+    model.save_pretrained(str(tmp))
+    config_file = tmp / "config.json"
+    config = json.loads(config_file.read_text(encoding="utf-8"))
+    config["tokenizer_name"] = params.base  # not this machine's site-packages path
+    config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
+    return {"seconds": round(time.perf_counter() - started, 3), "vocabulary": int(model.embedding.shape[0]),
+            "dimension": int(model.embedding.shape[1])}

@@ -1,0 +1,52 @@
+"""A static embedding model (a ``StaticEmbedding`` sentence-transformers folder, what ``tessera train --model
+static`` saves) through embed.sentence_transformer: loaded by path, large forward batches, torch only.
+
+The model here is built in a second from MiniLM's tokenizer and seeded random token vectors: the operator's
+handling does not depend on what the vectors mean (the distilled model's quality is measured in
+docs/results.md)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from operators import create
+from operators.embed.sentence_transformer import arrow_to_vectors
+from operators.models import load_sentence_transformer, resolve_model_path
+from operators.models.batching import STATIC_BATCH, forward_batch_size, is_static
+from operators.models.sentence_transformers import BackendNotAvailableError
+
+
+@pytest.fixture(scope="module")
+def static_folder(tmp_path_factory):
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(resolve_model_path("minilm") / "tokenizer.json"))
+    weights = np.random.default_rng(0).standard_normal((tokenizer.get_vocab_size(), 16)).astype(np.float32)
+    folder = tmp_path_factory.mktemp("static") / "tiny-static"
+    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights), Normalize()],
+                        device="cpu").save(str(folder))
+    return folder
+
+
+def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(static_folder):
+    table = pa.table({"docno": ["d1", "d2", "d3"], "text": ["honey bees", "bees make honey", "stock markets"]})
+    vectors = arrow_to_vectors(create("embed", {"model": str(static_folder)})(table).column("vector"))
+    assert vectors.shape == (3, 16)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    model = load_sentence_transformer(str(static_folder), device="cpu")
+    assert is_static(model) and not is_static(load_sentence_transformer(device="cpu"))
+    assert forward_batch_size(None, model) == STATIC_BATCH
+    # the mean of the tokens' vectors: the same words in any order give the same vector
+    again = arrow_to_vectors(create("embed", {"model": str(static_folder)})(
+        pa.table({"text": ["honey bees", "honey bees make"]})).column("vector"))
+    np.testing.assert_allclose(again[0], vectors[0], atol=1e-6)
+    np.testing.assert_allclose(again[1], vectors[1], atol=1e-6)
+
+
+def test_an_onnx_backend_for_a_static_model_is_refused_with_the_reason(static_folder):
+    with pytest.raises(BackendNotAvailableError, match="static embedding model.*use backend 'torch'"):
+        load_sentence_transformer(str(static_folder), backend="onnx")
