@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,7 @@ from operators.errors import OperatorError, ParamsError
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 
 log = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
 
 
 class LLMParams(BaseModel):
@@ -105,12 +106,13 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
-    def ask(self, prompts: Mapping[str, Prompt],
-            qids: Mapping[str, str] | None = None) -> dict[str, Completion | LLMError]:
-        """One call per key (a qid, or any id the subclass uses for usage), concurrently; usage recorded.
+    def ask(self, prompts: Mapping[K, Prompt],
+            qids: Mapping[K, str] | None = None) -> dict[K, Completion | LLMError]:
+        """One call per key (a qid, or any id the subclass uses), concurrently; usage recorded.
 
-        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call per
-        row). A failed call comes back as its ``LLMError`` (decide with ``degrade``).
+        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call
+        per row, or several per query: the LLM rerankers key calls by number). A failed call comes
+        back as its ``LLMError`` (decide with ``degrade``).
         """
         keys = list(prompts)
         p = self.params
