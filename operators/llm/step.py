@@ -10,7 +10,7 @@ one prompt per unit of work and parses what comes back. Everything else is here:
 * **Cache rule.** The cache identity is the params, the resolved model (an alias can be
   redefined) and the prompt templates. ``temperature`` 0 is deterministic, so the step
   is cached; above 0 each run must sample afresh, so ``cacheable`` is False for that
-  step (an instance attribute set from the params; the class says True).
+  step (an instance attribute set from the params; ``cacheable_if`` says so to ``tessera ops``).
 * **Usage.** Every call's prompt/completion tokens and seconds go to the step record
   (``record_usage``: the flow result's step table, both executors) and to the query's
   metadata under ``usage`` keyed by step id.
@@ -74,6 +74,7 @@ class LLMStep(Operator):
     concurrency: ClassVar[int | None] = 2
     system_prompt: ClassVar[str] = ""
     prompt_template: ClassVar[str] = ""
+    cacheable_if: ClassVar[str | None] = "temperature == 0"
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
     prompt_fields: ClassVar[tuple[str, ...]] = ()
 
