@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.tables import qid_groups, set_ranking
+from operators.tables import query_rows, set_ranking
 
 #: Columns this operator writes; input columns of the same names are replaced.
 RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
@@ -104,9 +104,7 @@ class GoldRetriever(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
-        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
-        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
-        queries = queries.drop_columns([c for c in queries.column_names if c in owned])
+        queries = query_rows(table, owned)
         rows, docnos, grades = [], [], []
         for i, qid in enumerate(queries.column("qid").to_pylist() if queries.num_rows else []):
             found = self._gold.get(str(qid), [])
