@@ -194,7 +194,7 @@ def operator_info(cls: type[Operator]) -> dict[str, Any]:
         "scope": cls.scope,
         "version": cls.version,
         "aliases": list(cls.aliases),
-        "cacheable": cls.cacheable,
+        "cacheable": f"if {cls.cacheable_if}" if cls.cacheable_if else cls.cacheable,
         "resources": {"num_gpus": cls.num_gpus, "num_cpus": cls.num_cpus,
                       "batch_size": cls.batch_size, "concurrency": cls.concurrency},
         "module": cls.__module__,

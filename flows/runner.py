@@ -125,7 +125,7 @@ class StepRunner:
             sub = table.append_column(ROW_INDEX, pa.array(np.arange(n)))
             out, meta = self._call(sub)
             out = out.take(order_by_input_row(out.column(ROW_INDEX)))
-            self._store_rows(keys, miss, table, out)
+            self._store_rows(keys, miss, table, out, meta)
             merge_metadata(stats.metadata, meta)
             out = out.drop_columns([ROW_INDEX])
             stats.rows_out = out.num_rows
@@ -137,18 +137,20 @@ class StepRunner:
         src = np.full(n, -1, dtype=np.int64)
         starts = np.zeros(n, dtype=np.int64)
         counts = np.zeros(n, dtype=np.int64)
+        fresh: dict[str, dict[str, Any]] = {}
         if len(miss):
             sub = table.take(pa.array(miss)).append_column(ROW_INDEX, pa.array(miss))
-            out, meta = self._call(sub)
+            out, fresh = self._call(sub)
             out = out.take(order_by_input_row(out.column(ROW_INDEX)))
-            merge_metadata(stats.metadata, meta)
-            lo, hi, written = self._store_rows(keys, miss, table, out)
+            lo, hi, written = self._store_rows(keys, miss, table, out, fresh)
             sources.append(written)
             src[miss], starts[miss], counts[miss] = 0, lo, hi - lo
         for i, k in enumerate(keys):
             unit = cached.get(k)
             if unit is None:
                 continue
+            if unit.meta:  # the query metadata the row's call left (usage), as a query unit's hit brings back
+                merge_metadata(stats.metadata, unit.meta)
             if unit.source is not None:
                 sid = source_ids.setdefault(id(unit.source), len(sources))
                 if sid == len(sources):
@@ -163,6 +165,7 @@ class StepRunner:
             if len(where):
                 gathered.append(source.take(pa.array(offsets[where])))
                 positions.append(where)
+        merge_metadata(stats.metadata, fresh)  # this run's calls over what the cache remembered
         if not gathered:
             out = self._call(table.slice(0, 0))[0]
             stats.rows_out = 0
@@ -176,8 +179,10 @@ class StepRunner:
         stats.rows_out = out.num_rows
         return out, stats
 
-    def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table):
-        """Cache the written columns of each input row's output.
+    def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table,
+                    meta: dict[str, dict[str, Any]]):
+        """Cache the written columns of each input row's output, with its query's metadata from this call
+        (a row of a query marked ``degraded`` is not stored: a failure is not replayed).
 
         Returns each row's slice bounds in ``out`` and the written columns.
         """
@@ -185,12 +190,15 @@ class StepRunner:
         lo = np.searchsorted(out_rows, rows, side="left")
         hi = np.searchsorted(out_rows, rows, side="right")
         stored = out.select(self._written_columns(table, out))
+        qids = table.column("qid").to_pylist() if meta and "qid" in table.column_names else None
         seen: set[bytes] = set()
         units = []
         for i, a, b in zip(rows, lo, hi):
-            if keys[i] not in seen:
+            qid = None if qids is None else str(qids[i])
+            unit_meta = {qid: meta[qid]} if qid in meta else None
+            if keys[i] not in seen and not (unit_meta and "degraded" in unit_meta[qid]):
                 seen.add(keys[i])
-                units.append((keys[i], stored.slice(a, b - a) if b > a else None, None))
+                units.append((keys[i], stored.slice(a, b - a) if b > a else None, unit_meta))
         self.cache.put(units)
         return lo, hi, stored
 

@@ -133,12 +133,16 @@ class FlowSpec(BaseModel):
         Built-in retrieval specs leave ``index`` unset so one spec serves every corpus:
         ``tessera run --index``, ``tessera bench`` and the demo fill it in.
         """
+        return self.unset_steps("index")
+
+    def unset_steps(self, field: str) -> dict[str, type]:
+        """Steps whose operator's Params has ``field`` and the spec leaves it unset, with their classes."""
         from operators.registry import get_operator
 
         found = {}
         for step_id, step in self.steps.items():
             cls = get_operator(step.op, step=step_id)
-            if "index" in cls.Params.model_fields and step.params.get("index") is None:
+            if field in cls.Params.model_fields and step.params.get(field) is None:
                 found[step_id] = cls
         return found
 
@@ -152,9 +156,14 @@ class FlowSpec(BaseModel):
 
     def with_index(self, index: str) -> "FlowSpec":
         """A copy whose unset ``index`` params name ``index`` (a path or an index name)."""
+        return self.with_unset("index", index)
+
+    def with_unset(self, field: str, value: Any, **also: Any) -> "FlowSpec":
+        """A copy whose steps that leave ``field`` unset get ``value`` (and the params ``also``)."""
         steps = dict(self.steps)
-        for step_id in self.unset_index_steps():
-            steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params, "index": index}})
+        for step_id in self.unset_steps(field):
+            params = {**steps[step_id].params, **also, field: value}
+            steps[step_id] = steps[step_id].model_copy(update={"params": params})
         return self.model_copy(update={"steps": steps})
 
     # -- validation -----------------------------------------------------------

@@ -85,6 +85,8 @@ class Operator:
     concurrency: ClassVar[int | None] = None
     # False for operators whose output must not be reused (randomness, live APIs).
     cacheable: ClassVar[bool] = True
+    # When the params decide it (each instance sets ``cacheable``): the condition, for ``tessera ops``.
+    cacheable_if: ClassVar[str | None] = None
     # True when ``setup`` loads little (a word list, a stemmer): the Ray executor may then run the step as
     # tasks, each worker process keeping one set-up instance, instead of starting an actor pool for it.
     light_setup: ClassVar[bool] = False

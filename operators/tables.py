@@ -84,6 +84,15 @@ def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield qid, grouped.slice(start, end - start)
 
 
+def query_rows(table: pa.Table, owned: Iterable[str]) -> pa.Table:
+    """One row per query (the first of its group, in order of first appearance), with its query-level columns:
+    what a retriever searches for, less the ``owned`` columns it writes itself."""
+    firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
+    queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
+    owned = set(owned)
+    return queries.drop_columns([c for c in queries.column_names if c in owned])
+
+
 def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
     """The table with each query's rows together, its qids, and where each query's rows start.
 

@@ -38,6 +38,12 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    include_usage: bool = False
+
+
 class ChatRequest(BaseModel):
     """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored."""
 
@@ -47,6 +53,8 @@ class ChatRequest(BaseModel):
                        "'rag' (GET /v1/models lists both).")
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation, oldest first.")
     stream: bool = Field(False, description="Answer as server-sent events, token by token.")
+    stream_options: StreamOptions | None = Field(None, description="With `stream`: `include_usage` adds a last "
+                                                 "event with the token usage and no choices.")
     temperature: float | None = Field(None, ge=0, le=2)
     top_p: float | None = Field(None, gt=0, le=1)
     max_tokens: int | None = Field(None, gt=0)

@@ -83,7 +83,10 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
                 corpus_sha = dataset.corpus_sha256()
             flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
             flow_runs[flow.name] = flow_run
-            if flow_run.short_queries:
+            if flow_run.run.answers and not flow_run.run.table.num_rows:
+                warnings.append(f"flow '{flow.name}' answers without retrieving: its retrieval measures are 0")
+                reporter.warn(warnings[-1])
+            elif flow_run.short_queries:
                 warnings.append(f"flow '{flow.name}' returned fewer than {ks[-1]} results for "
                                 f"{flow_run.short_queries} of {len(qids)} queries (fewest: {flow_run.fewest_results}): "
                                 f"its k is below {ks[-1]} or it matched fewer documents")
@@ -115,14 +118,16 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
 
 def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunCache, index_root: Path,
               corpus_sha: str | None, executor, options: BenchOptions, reporter: BenchReporter) -> FlowRun:
-    plan = indices.plan_index(flow.spec, corpus_sha, index_root) if corpus_sha else None
+    # a step that reads the dataset itself (retrieve.gold) and leaves it unset reads the benchmark's
+    flow_spec = flow.spec.with_unset("dataset", str(dataset.root.resolve()), split=dataset.split)
+    plan = indices.plan_index(flow_spec, corpus_sha, index_root) if corpus_sha else None
     built_now = False
-    keyed, spec = flow.spec, flow.spec
+    keyed, spec = flow_spec, flow_spec
     if plan is not None:  # the index is part of the run's identity: built (or found) first
         built_now = indices.ensure_index(plan, dataset.corpus, executor=options.executor, log=reporter.log,
                                              progress=reporter.enabled)
-        keyed = flow.spec.with_index(indices.identity(plan))
-        spec = flow.spec.with_index(str(plan.path))
+        keyed = flow_spec.with_index(indices.identity(plan))
+        spec = flow_spec.with_index(str(plan.path))
     spec_json = canonical_spec(keyed)
     key = runs.run_key(spec_json, dataset.queries_fingerprint(), dataset.qrels_fingerprint(), ks[-1])
     stored = cache.load(flow.name, key)
@@ -134,8 +139,9 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         start = time.perf_counter()
         result = executor.run(built, dataset.queries, progress=reporter)
         seconds = time.perf_counter() - start
-        table = runs.to_run(flow.name, result.table)
-        stored = cache.save(flow.name, key, table, seconds, spec_json, answers.flow_answers(result.metadata))
+        found = answers.flow_answers(result.metadata)
+        table = runs.to_run(flow.name, result.table, answered=bool(found))
+        stored = cache.save(flow.name, key, table, seconds, spec_json, found)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s, {table.num_rows} results -> {stored.path}")
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,

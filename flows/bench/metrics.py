@@ -125,8 +125,9 @@ def summarize_all(by_measure: dict[str, Any], confidence: float = 0.95) -> dict[
             from statsmodels.stats.proportion import proportion_confint
 
             low, high = proportion_confint(int(x.sum()), x.size, alpha=1 - confidence, method="wilson")
-            found[name] = Summary(mean, float(low), float(high), int(x.size))
-        elif x.size < 2 or float(x.std()) == 0.0:
+            # statsmodels' bound for all ones is 0.9999999999999999: keep the interval around the mean
+            found[name] = Summary(mean, min(float(low), mean), max(float(high), mean), int(x.size))
+        elif x.size < 2 or float(np.ptp(x)) == 0.0:  # all equal (std can be 1e-17 off zero)
             found[name] = Summary(mean, mean, mean, int(x.size))
         else:
             resampled[name] = x

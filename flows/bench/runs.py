@@ -86,11 +86,15 @@ class RunCache:
         return StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}))
 
 
-def to_run(flow: str, result: pa.Table) -> pa.Table:
+def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
     """The ranking of a flow's result table: ``qid, docno, rank, score``, by qid then rank.
 
-    A result without ``rank`` is ranked by ``score`` (descending) within each qid.
+    A result without ``rank`` is ranked by ``score`` (descending) within each qid. A flow
+    that ``answered`` without retrieving (no ``docno``: answer_only) has an empty run.
     """
+    if answered and "docno" not in result.column_names:
+        return pa.table({"qid": pa.array([], pa.string()), "docno": pa.array([], pa.string()),
+                         "rank": pa.array([], pa.int32()), "score": pa.array([], pa.float64())})
     missing = [c for c in ("qid", "docno") if c not in result.column_names]
     if missing or ("rank" not in result.column_names and "score" not in result.column_names):
         raise BenchError(f"flow '{flow}' returned no ranking: its result has columns {result.column_names}, "

@@ -63,8 +63,9 @@ def _print_operator(out, item: dict[str, Any]) -> None:
     from rich.table import Table
 
     aliases = f"  aliases: {', '.join(item['aliases'])}" if item["aliases"] else ""
+    cached = {True: "cached", False: "never cached"}.get(item["cacheable"], f"cached {item['cacheable']}")
     out.print(f"[bold cyan]{item['id']}[/] — {item['name']} ({item['category']}, scope {item['scope']}, "
-              f"version {item['version']}){aliases}")
+              f"version {item['version']}, {cached}){aliases}")
     out.print(escape(item["description"]))
     table = Table(show_lines=False)
     for col in ("parameter", "type", "default", "allowed / bounds", "description"):

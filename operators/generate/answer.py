@@ -26,11 +26,13 @@ class AnswerGenerator(LLMStep):
     none), ``sources`` (the docnos of the documents cited, in the order first cited;
     numbers outside the context are ignored), ``sources_from`` (``citations``, or
     ``overlap`` when the reply cited nothing and the sources were attributed by shared
-    words, see ``attribute_uncited``), ``raw_response`` and ``usage`` (tokens and seconds,
+    words, see ``attribute_uncited``; ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds,
     by step). Every row is kept; ``cited_column`` says whether it is a source. A failed
     call, an empty reply, a reply with nothing but citations, or one that repeats the
     same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
-    metadata). Prompt fields: ``{query}``, ``{context}``.
+    metadata). Prompt fields: ``{query}``, ``{context}``. With ``context_column: null`` the
+    model answers from the question alone (``closed_book_*`` prompts), the baseline that
+    says what retrieval adds.
 
     Usage::
 
@@ -48,9 +50,14 @@ class AnswerGenerator(LLMStep):
         "Documents:\n{context}\n\nQuestion: {query}\n\n"
         "Answer in one or two sentences and cite the documents you use, like [1].")
     prompt_fields: ClassVar[tuple[str, ...]] = ("query", "context")
+    #: The prompts without documents (``context_column: null``): the model's own knowledge, a baseline.
+    closed_book_system_prompt: ClassVar[str] = "You answer questions briefly and factually."
+    closed_book_template: ClassVar[str] = "Question: {query}\n\nAnswer in one or two sentences."
 
     class Params(LLMParams):
-        context_column: str = Field("context", description="Column holding the query's context (generate.context).")
+        context_column: str | None = Field("context", description="Column holding the query's context "
+                                           "(generate.context); null: answer from the question alone (one row "
+                                           "per query, no sources: the no-retrieval baseline, answer_only).")
         index_column: str = Field("context_index", description="Column holding each row's document number.")
         text_column: str = Field("text", description="Column holding each document's text (attribute_uncited).")
         cited_column: str = Field("cited", description="Column that receives whether the answer cited the row.")
@@ -62,11 +69,20 @@ class AnswerGenerator(LLMStep):
                                    "must contain to be attributed (attribute_uncited).")
 
     def reads(self) -> list[str]:
+        if self.params.context_column is None:
+            return ["qid", "query"]
         return ["qid", "query", "docno", self.params.context_column, self.params.index_column,
                 self.params.text_column]
 
     def requires(self) -> list[str]:
-        return ["qid", "query", "docno", self.params.context_column, self.params.index_column]
+        return self.reads()[:5]
+
+    def prompts(self) -> dict[str, str]:
+        if self.params.context_column is not None:
+            return super().prompts()
+        p = self.params
+        return {"system": p.system_prompt if p.system_prompt is not None else self.closed_book_system_prompt,
+                "prompt": p.prompt if p.prompt is not None else self.closed_book_template}
 
     def produces(self) -> dict[str, str]:
         return {self.params.cited_column: "data"}
@@ -76,13 +92,14 @@ class AnswerGenerator(LLMStep):
         if table.num_rows == 0:
             return set_column(table, p.cited_column, pa.array([], pa.bool_()))
         groups = dict(qid_groups(table))
+        closed_book = p.context_column is None
         prompts = {qid: self.render(query=rows.column("query")[0].as_py() or "",
-                                    context=rows.column(p.context_column)[0].as_py() or "")
+                                    context="" if closed_book else rows.column(p.context_column)[0].as_py() or "")
                    for qid, rows in groups.items()}
         replies = self.ask(prompts)
         out = []
         for qid, rows in groups.items():
-            numbers = rows.column(p.index_column).to_pylist()
+            numbers = [None] * rows.num_rows if closed_book else rows.column(p.index_column).to_pylist()
             reply = replies[qid]
             problem = junk_reason(reply)
             cited: list[int] = []
@@ -94,9 +111,9 @@ class AnswerGenerator(LLMStep):
                     self.emit_metadata(qid, "raw_response", reply.text)
                 self.degrade(qid, problem)
             else:
-                docnos = dict(zip(numbers, rows.column("docno").to_pylist()))
-                cited, sources_from = parsed["sources"], "citations"
-                if not cited and p.attribute_uncited:
+                docnos = {} if closed_book else dict(zip(numbers, rows.column("docno").to_pylist()))
+                cited, sources_from = parsed["sources"], "none" if closed_book else "citations"
+                if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
                     cited, sources_from = attribute(parsed["answer"], texts, p.min_overlap), "overlap"

@@ -10,7 +10,7 @@ one prompt per unit of work and parses what comes back. Everything else is here:
 * **Cache rule.** The cache identity is the params, the resolved model (an alias can be
   redefined) and the prompt templates. ``temperature`` 0 is deterministic, so the step
   is cached; above 0 each run must sample afresh, so ``cacheable`` is False for that
-  step (an instance attribute set from the params; the class says True).
+  step (an instance attribute set from the params; ``cacheable_if`` says so to ``tessera ops``).
 * **Usage.** Every call's prompt/completion tokens and seconds go to the step record
   (``record_usage``: the flow result's step table, both executors) and to the query's
   metadata under ``usage`` keyed by step id.
@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Literal, Mapping, Sequence
+from typing import Any, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,6 +34,7 @@ from operators.errors import OperatorError, ParamsError
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 
 log = logging.getLogger(__name__)
+K = TypeVar("K", bound=Hashable)
 
 
 class LLMParams(BaseModel):
@@ -73,6 +74,7 @@ class LLMStep(Operator):
     concurrency: ClassVar[int | None] = 2
     system_prompt: ClassVar[str] = ""
     prompt_template: ClassVar[str] = ""
+    cacheable_if: ClassVar[str | None] = "temperature == 0"
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
     prompt_fields: ClassVar[tuple[str, ...]] = ()
 
@@ -105,12 +107,13 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
-    def ask(self, prompts: Mapping[str, Prompt],
-            qids: Mapping[str, str] | None = None) -> dict[str, Completion | LLMError]:
-        """One call per key (a qid, or any id the subclass uses for usage), concurrently; usage recorded.
+    def ask(self, prompts: Mapping[K, Prompt],
+            qids: Mapping[K, str] | None = None) -> dict[K, Completion | LLMError]:
+        """One call per key (a qid, or any id the subclass uses), concurrently; usage recorded.
 
-        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call per
-        row). A failed call comes back as its ``LLMError`` (decide with ``degrade``).
+        ``qids`` names the query each key's usage belongs to when the keys are not qids (one call
+        per row, or several per query: the LLM rerankers key calls by number). A failed call comes
+        back as its ``LLMError`` (decide with ``degrade``).
         """
         keys = list(prompts)
         p = self.params

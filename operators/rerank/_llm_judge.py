@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from operators.llm.gateway import Completion, LLMError, complete_many
+from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.rerank.base import Reranker, RerankParams
 from operators.tables import qid_groups
@@ -66,16 +66,10 @@ class LLMJudgeReranker(Reranker, LLMStep):
         """For each (qid, query, candidate texts): the index of the candidate the model picked, or why none.
 
         All calls run concurrently (the alias's limit); usage goes to each call's query."""
-        p = self.params
-        prompts = [self.render(query=query, documents=self._numbered(shown)) for _, query, shown in calls]
-        results = complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
-                                max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries)
-        picks: list[int | str] = []
-        for (qid, _, shown), result in zip(calls, results):
-            if isinstance(result, Completion):
-                self.record(qid, result)
-            picks.append(_pick(result, len(shown)))
-        return picks
+        results = self.ask({i: self.render(query=query, documents=self._numbered(shown))
+                            for i, (_, query, shown) in enumerate(calls)},
+                           qids={i: qid for i, (qid, _, _) in enumerate(calls)})
+        return [_pick(results[i], len(shown)) for i, (_, _, shown) in enumerate(calls)]
 
     def _numbered(self, texts: Sequence[str]) -> str:
         return "\n\n".join(f"[{i}] {' '.join(text.split())[:self.params.max_chars]}" for i, text in enumerate(texts, 1))

@@ -35,7 +35,7 @@ from operators.base import Operator
 from operators.errors import OperatorError, TesseraError
 from operators.local_files import local_path
 from operators.models import DEFAULT_ENCODER
-from operators.tables import qid_groups, set_ranking
+from operators.tables import query_rows, set_ranking
 
 INSTALL = "pip install tessera[stores]"
 #: Document columns that are not metadata when loading a table into a store.
@@ -245,9 +245,7 @@ class VectorStoreRetriever(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         owned = set(self.result_columns) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
-        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
-        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
-        queries = queries.drop_columns([c for c in queries.column_names if c in owned])
+        queries = query_rows(table, owned)
         hits: list[list[tuple[str, dict[str, Any], float]]] = []
         if queries.num_rows:
             texts = [q or "" for q in queries.column("query").to_pylist()]

@@ -14,7 +14,7 @@ from operators.atomic import file_sha256
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.local_files import local_path
-from operators.tables import qid_groups, set_ranking
+from operators.tables import query_rows, set_ranking
 
 #: The repository root: relative corpus paths that do not exist under the working
 #: directory are looked up here, so ``tessera run demo`` works from any directory.
@@ -130,10 +130,7 @@ class CorpusBM25Retriever(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
-        # One row per query (the first of its group), keeping its query-level columns.
-        firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
-        queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
-        queries = queries.drop_columns([c for c in queries.column_names if c in owned])
+        queries = query_rows(table, owned)
         n_docs = self._docs.num_rows
         rows = np.zeros(0, dtype=np.int64)
         docs = np.zeros(0, dtype=np.int64)

@@ -157,8 +157,9 @@ class MultiHopRetriever(Operator):
             (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
             zip(questions, seeds.column("title").to_pylist(), seeds.column("text").to_pylist())]
         results = complete_many(prompts, model=self.params.follow_up_model, temperature=0.0, max_tokens=32)
-        queries, failed = [], []
-        for result, title in zip(results, self._follow_up_titles(seeds, questions)):
+        queries, failed = [], {}
+        for qid, result, title in zip(seeds.column("qid").to_pylist(), results,
+                                      self._follow_up_titles(seeds, questions)):
             problem = junk_reason(result)
             line = "" if problem else next((ln.strip(" -*\"'") for ln in result.text.splitlines() if ln.strip()), "")
             if not problem:
@@ -167,10 +168,11 @@ class MultiHopRetriever(Operator):
             usable = line if re.search(r"[^\W\d_]", line) else None
             queries.append(usable or title)
             if usable is None:
-                failed.append(problem or f"no query in {result.text[:40]!r}")
-        if failed:
-            log.warning("%s [%s]: %d of %d follow-up queries are seed titles: %s", self.name, self.step_id,
-                        len(failed), len(results), failed[0])
+                failed.setdefault(qid, []).append(problem or f"no query in {result.text[:40]!r}")
+        for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged
+            reason = f"{len(reasons)} follow-up queries are seed titles (the model failed: {reasons[0]})"
+            log.warning("%s [%s]: query %s: %s", self.name, self.step_id, qid, reason)
+            self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
         return queries
 
     def _follow_ups(self, seeds: pa.Table, questions: list[str]) -> list[str]:

@@ -47,12 +47,12 @@ class LlamaCppDeployment:
         self._generate({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})  # warm: RUNNING = ready
         log.info("%s: %s loaded on %d llama.cpp thread(s) in replica pid %s", name, model, threads, os.getpid())
 
-    def _generate(self, body: dict[str, Any], stream: bool = False) -> Any:
+    def _generate(self, body: dict[str, Any], stream: bool = False, **extra: Any) -> Any:
         options = {k: body[k] for k in LLAMA_OPTIONS if body.get(k) is not None}
         if body.get("max_completion_tokens") is not None:
             options["max_tokens"] = body["max_completion_tokens"]
         self.llama.reset()  # the whole prompt every time: a reused prefix changes greedy answers
-        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options)
+        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options, **extra)
 
     async def chat(self, body: dict[str, Any]) -> AsyncIterator[Any]:
         """The completion (a dict), or with ``stream`` its SSE events; the generation runs on a worker thread."""
@@ -75,11 +75,22 @@ class LlamaCppDeployment:
 
     def _stream_into(self, body: dict[str, Any], loop: Any, queue: asyncio.Queue, model: str) -> None:
         """Generate on this thread, handing each chunk to the event loop as an SSE event (None ends)."""
+        from llama_cpp import LogitsProcessorList
+
         put = lambda item: loop.call_soon_threadsafe(queue.put_nowait, item)  # noqa: E731
+        sampled: list[int] = []  # the context's length before each sampled token
+
+        def count(input_ids: Any, logits: Any) -> Any:
+            sampled.append(len(input_ids))
+            return logits
+
         try:
             with self.lock:
-                for chunk in self._generate(body, stream=True):
+                chunk: dict[str, Any] = {}
+                for chunk in self._generate(body, stream=True, logits_processor=LogitsProcessorList([count])):
                     put(f"data: {json.dumps({**chunk, 'model': model})}\n\n")
+            if (body.get("stream_options") or {}).get("include_usage") and sampled:
+                put(f"data: {json.dumps(usage_chunk(chunk, model, sampled, bool(body.get('stop'))))}\n\n")
         except Exception as err:  # noqa: BLE001  (raised to the caller by chat())
             put(err)
         put(None)
@@ -87,6 +98,22 @@ class LlamaCppDeployment:
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "engine": "llama_cpp", "model": self.model, "requests": self.requests,
                 "pid": os.getpid(), "time": time.time()}
+
+
+def usage_chunk(last: dict[str, Any], model: str, sampled: list[int], stop_strings: bool) -> dict[str, Any]:
+    """OpenAI's closing chunk of a stream asked for with ``stream_options.include_usage``: no choices, the usage.
+
+    llama.cpp streams no usage, so it is counted: the prompt is the context before the first sampled
+    token, and every sampled token is a completion token except an end-of-text token, which ends a reply
+    whose finish reason is ``stop`` when the request gave no ``stop`` strings (with them, a reply that ends
+    on end-of-text counts one token more than llama.cpp's non-streamed usage).
+    """
+    choices = last.get("choices") or [{}]
+    ended = choices[0].get("finish_reason") == "stop" and not stop_strings
+    prompt, completion = sampled[0], len(sampled) - (1 if ended else 0)
+    return {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": model,
+            "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                     "total_tokens": prompt + completion}}
 
 
 def engine_problem(llm: LLMDeploymentArgs) -> str | None:

@@ -5,15 +5,40 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import cloudpickle
 import pyarrow as pa
 import pytest
+from pydantic import BaseModel, ConfigDict
 
 from flows.cache import CacheError, StepCache, row_unit_keys, step_key, table_unit_key
 from flows.executors.local import LocalExecutor
 from flows.runner import StepRunner
 from flows.spec import FlowSpec
 from operators import create
+from operators.base import Operator
+from operators.tables import set_column
 from operators.testing import sample_results
+
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # RowNotes runs in Ray workers too
+
+
+class RowNotes(Operator):
+    """Row scope: a per-row column, and per query a note of how many of its rows this step has seen."""
+
+    name = "test.row_notes"
+    scope = "row"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def produces(self) -> dict[str, str]:
+        return {"noted": "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        for qid in table.column("qid").to_pylist():
+            seen = self._metadata.get(qid, {}).get("notes", {}).get(self.step_id, 0)
+            self.emit_metadata(qid, "notes", {self.step_id: seen + 1})
+        return set_column(table, "noted", pa.array([True] * table.num_rows))
 
 STEPS = {
     "words": {"op": "analyze.word_count"},
@@ -221,3 +246,29 @@ def test_an_unusable_cache_folder_is_one_error_naming_the_path(tmp_path):
     a_file.write_text("x")
     with pytest.raises(CacheError, match="is a file, not a folder"):
         StepCache(a_file).check()
+
+
+@pytest.mark.parametrize("kind", ["local", pytest.param("ray", marks=[pytest.mark.ray, pytest.mark.slow])])
+def test_a_row_steps_query_metadata_comes_back_with_its_cached_rows(cache, kind, request, monkeypatch):
+    """Row units store their query's metadata as query units do; a hit brings it back (both executors; the Ray
+    one is slow: it starts Ray)."""
+    from operators import registry
+
+    registry.all_operators()
+    monkeypatch.setitem(registry._registry, RowNotes.name, RowNotes)
+    if kind == "ray":
+        request.getfixturevalue("ray_session")
+        from flows.executors.ray_data import RayDataExecutor as Executor
+    else:
+        Executor = LocalExecutor
+    notes = FlowSpec.parse({"name": "notes", "steps": {"notes": {"op": "test.row_notes"}}})
+    table = sample_results(3, 4)
+    first = Executor(cache=cache).run(notes, table)
+    assert first.metadata == {q: {"notes": {"notes": 4}} for q in ("q1", "q2", "q3")}
+    again = Executor(cache=cache).run(notes, table)
+    assert again.steps["notes"].hit_ratio == 1.0 and again.metadata == first.metadata
+    q1 = table.slice(0, 4)
+    mixed = pa.concat_tables([table, q1.set_column(0, "qid", pa.array(["q9"] * 4))])  # q9's rows are new
+    more = Executor(cache=cache).run(notes, mixed)
+    assert more.steps["notes"].hit_ratio == 0.75
+    assert more.metadata["q9"] == {"notes": {"notes": 4}} and more.metadata["q1"] == first.metadata["q1"]

@@ -35,6 +35,13 @@ def test_reduce_info_comes_from_its_params_and_class():
     assert info["parameters"]["rank_column"]["default"] == "rank"
 
 
+def test_cacheable_is_a_condition_where_the_params_decide_it():
+    assert operator_info(get_operator("postprocess.reduce"))["cacheable"] is True
+    assert operator_info(get_operator("rerank.api"))["cacheable"] is False
+    for name in ("generate.answer", "summarize.documents", "rerank.llm_tournament", "query.expand"):
+        assert operator_info(get_operator(name))["cacheable"] == "if temperature == 0", name
+
+
 def test_word_count_info():
     info = operator_info(get_operator("analyze.word_count"))
     assert info["name"] == "Word count"

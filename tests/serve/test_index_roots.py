@@ -98,6 +98,7 @@ def files_refused(service: Service, step: dict) -> ApiError:
     {"op": "retrieve.corpus_bm25", "params": {"corpus": "~/.ssh/id_rsa"}},
     {"op": "retrieve.chroma", "params": {"path": "/var/lib", "collection": "c"}},
     {"op": "rerank.colbert", "params": {"token_store": "/tmp"}},
+    {"op": "retrieve.gold", "params": {"dataset": "/srv/private-set"}},
 ])
 def test_a_step_may_not_read_files_outside_the_data_roots(service, step):
     """Sources, corpus files, vector stores and token stores read the server's files: a client could get them back

@@ -33,6 +33,30 @@ def test_openai_client_non_streaming_and_streaming_agree(client):
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
+def test_streamed_usage_matches_the_whole_answers(client, serve_app):
+    """stream_options.include_usage: a last chunk with no choices and the usage the whole answer reports,
+    through the openai client and through litellm (the gateway's library)."""
+    import litellm
+
+    for max_tokens in (4, 64):  # stopped by max_tokens, and (the answer is short) by the end-of-text token
+        done = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=max_tokens,
+                                              temperature=0)
+        chunks = list(client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=max_tokens,
+                                                     temperature=0, stream=True,
+                                                     stream_options={"include_usage": True}))
+        assert chunks[-1].choices == [] and chunks[-1].usage is not None
+        assert (chunks[-1].usage.prompt_tokens, chunks[-1].usage.completion_tokens) == (
+            done.usage.prompt_tokens, done.usage.completion_tokens), done.choices[0].finish_reason
+        assert all(c.usage is None for c in chunks[:-1])
+    plain = list(client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=4, stream=True))
+    assert all(c.choices for c in plain)  # no usage chunk unless asked for
+    streamed = litellm.completion(model="openai/smollm2", api_base=f"{serve_app}/v1", api_key="unused",
+                                  messages=QUESTION, max_tokens=64, temperature=0, stream=True,
+                                  stream_options={"include_usage": True})
+    usage = [c.usage for c in streamed if getattr(c, "usage", None)]
+    assert usage and usage[-1].completion_tokens == done.usage.completion_tokens
+
+
 def test_sse_wire_format_ends_with_done(serve_app):
     response = requests.post(f"{serve_app}/v1/chat/completions", json={
         "model": "smollm2", "messages": QUESTION, "max_tokens": 4, "stream": True}, stream=True, timeout=60)

@@ -103,8 +103,12 @@ def test_bench_scores_answers_beside_retrieval_with_paired_tests(bench, hotpot_s
              "half": f"  answer: {{op: test.gold_answer, params: {{questions: '{gold}', wrong_every: 2}}}}\n"}
     for name, answer in specs.items():
         (tmp_path / f"{name}.yaml").write_text(f"name: {name}\nsteps:\n{retrieve}{answer}", encoding="utf-8")
+    # retrieve.gold reads the benchmark's own qrels (rag_gold); a flow may answer without retrieving (answer_only)
+    specs["gold"], specs["closed"] = "", ""
+    (tmp_path / "gold.yaml").write_text("name: gold\nsteps:\n  gold: {op: retrieve.gold}\n", encoding="utf-8")
+    (tmp_path / "closed.yaml").write_text(f"name: closed\nsteps:\n{specs['oracle']}", encoding="utf-8")
     out = tmp_path / "out"
-    args = ["--dataset", hotpot_slice, "--out", out, "--k", "10", "--no-mlflow", "--quiet", "--baseline", "half",
+    args = ["--dataset", hotpot_slice, "--out", out, "--k", "10", "--no-mlflow", "--baseline", "half",
             *(a for name in specs for a in ("--flow", f"{name}={tmp_path / name}.yaml"))]
     status, stdout, stderr = bench(*args)
     assert status == 0, stderr
@@ -112,6 +116,9 @@ def test_bench_scores_answers_beside_retrieval_with_paired_tests(bench, hotpot_s
     assert means["oracle"]["AnswerEM"] == 1.0 and means["oracle"]["AnswerF1"] == 1.0
     assert means["half"]["AnswerEM"] == 0.5  # the wrong answer shares no token with any gold answer here
     assert "AnswerEM" not in means["plain"] and means["plain"]["nDCG@10"] == means["oracle"]["nDCG@10"]
+    assert means["gold"]["PerfectRecall@10"] == 1.0 and means["gold"]["nDCG@10"] == 1.0
+    assert means["closed"]["AnswerEM"] == 1.0 and means["closed"]["R@10"] == 0.0
+    assert "flow 'closed' answers without retrieving: its retrieval measures are 0" in stderr
     rows = {(r["flow"], r["measure"]): r for r in csv.DictReader(open(out / "significance.csv", encoding="utf-8"))}
     em = rows[("oracle", "AnswerEM")]
     expected = stats.ttest_rel([1.0] * N_QUESTIONS, [float(i % 2) for i in range(N_QUESTIONS)]).pvalue
@@ -124,3 +131,4 @@ def test_bench_scores_answers_beside_retrieval_with_paired_tests(bench, hotpot_s
     assert status == 0, stderr
     assert json.loads((out / "metrics.json").read_text())["oracle"]["AnswerEM"] == 1.0
     assert json.loads((out / "bench.json").read_text())["flows"]["oracle"]["cached"] is True
+

@@ -46,6 +46,23 @@ def test_answers_cite_and_record_usage(fault_models):
     assert op.drain_usage()["llm_calls"] == 2
 
 
+def test_without_context_the_question_alone_is_asked(fault_models):
+    """context_column null (answer_only): a closed-book prompt on the queries table, no sources."""
+    from operators.testing import sample_queries
+
+    op = create("generate.answer", {"model": "fault-ok", "context_column": None}, step_id="answer")
+    assert op.requires() == ["qid", "query"] and "Documents" not in op.prompts()["prompt"]
+    out = op(sample_queries(2))
+    assert out.column("cited").to_pylist() == [False, False]
+    meta = op.drain_metadata()
+    assert meta["q1"]["answer"] == "Honey bees make honey [1]." and meta["q1"]["sources"] == []
+    assert meta["q1"]["sources_from"] == "none"
+    sent = fault_models.bodies[-1]["messages"]
+    assert sent[-1]["content"].startswith("Question: ") and "[Document" not in sent[-1]["content"]
+    assert op.cache_identity()["prompts"] != create("generate.answer", {"model": "fault-ok"}).cache_identity()[
+        "prompts"]
+
+
 @pytest.mark.slow
 def test_the_embedded_model_answers_from_the_context():
     op = create("generate.answer", {"model": "local", "max_tokens": 48}, step_id="answer")

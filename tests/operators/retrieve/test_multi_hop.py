@@ -157,7 +157,12 @@ def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_
     written = set(create("retrieve.bm25", {"index": str(sample_index), "k": 5}, step_id="f")(
         pa.table({"qid": ["f"], "query": ["gothic cathedral architecture"]})).column("docno").to_pylist())
     assert {r["docno"] for r in out.to_pylist() if r["hop"] == 2} <= written
-    failing = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
-                        follow_up_model="fault-error")(queries(2))
+    failing_op = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
+                           follow_up_model="fault-error")
+    failing = failing_op(queries(2))
+    marks = {qid: meta["degraded"] for qid, meta in failing_op.drain_metadata().items()}
+    assert set(marks) == set(queries(2).column("qid").to_pylist())  # every query says why, as rerankers do
+    assert all(m["step"] == failing_op.step_id and m["reason"].startswith("2 follow-up queries are seed titles")
+               for m in marks.values())
     titles = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5)(queries(2))
     assert failing.column("docno").to_pylist() == titles.column("docno").to_pylist()

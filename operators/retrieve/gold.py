@@ -1,0 +1,119 @@
+"""The judged documents of each query, read from a BEIR dataset's qrels: the oracle retriever."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.atomic import file_sha256
+from operators.base import Operator
+from operators.errors import OperatorError
+from operators.local_files import local_path
+from operators.tables import query_rows, set_ranking
+
+#: Columns this operator writes; input columns of the same names are replaced.
+RESULT_COLUMNS = ("docno", "title", "text", "score", "rank")
+
+
+class GoldRetriever(Operator):
+    """Return each query's judged documents (its gold passages) from a BEIR dataset's qrels.
+
+    An upper bound, not a retriever: the answer a language model gives from the gold
+    passages is the best it can do with perfect retrieval (``rag_gold``). ``dataset`` is a
+    BEIR folder (``corpus.jsonl``, ``qrels/<split>.tsv``); ``tessera bench`` fills an
+    unset one with the benchmark's dataset and split. Each query gets the documents judged
+    ``min_relevance`` or above, best grade first, ties by docno (``score`` is the
+    grade); a query without judgements gets no rows. The cache key includes both
+    files' content hashes.
+
+    Usage::
+
+        GoldRetriever({"dataset": "../shared/data/hotpotqa_dev_subset"})(
+            pa.table({"qid": ["5a8c7595554299585d9e36b6"], "query": ["..."]}))   # its 2 gold paragraphs
+    """
+
+    name = "retrieve.gold"
+    aliases = ("retrieve.qrels",)
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        dataset: str | None = Field(None, json_schema_extra=local_path(), description="A BEIR dataset folder (corpus.jsonl, qrels/SPLIT.tsv); "
+                                    "null: set by `tessera bench` to the benchmark's dataset.")
+        split: str = Field("test", min_length=1, description="The qrels file: qrels/SPLIT.tsv.")
+        min_relevance: int = Field(1, ge=1, description="Lowest grade that counts as gold.")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lock = threading.Lock()
+        self._gold: dict[str, list[tuple[str, int]]] | None = None
+
+    def reads(self) -> list[str]:
+        return ["qid", "query"]
+
+    def produces(self) -> dict[str, str]:
+        return {"docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
+                f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+
+    def _files(self) -> tuple[Path, Path]:
+        """(corpus.jsonl, qrels/SPLIT.tsv) of ``dataset``."""
+        root = Path(self.params.dataset or ".").expanduser()
+        return root / "corpus.jsonl", root / "qrels" / f"{self.params.split}.tsv"
+
+    def cache_identity(self) -> dict[str, Any]:
+        identity = super().cache_identity()
+        if self.params.dataset is not None:
+            identity["sha256"] = [file_sha256(p) if p.is_file() else None for p in self._files()]
+        return identity
+
+    def setup(self) -> None:
+        with self._lock:
+            if self._gold is not None:
+                return
+            import pyarrow.csv as csv
+
+            if self.params.dataset is None:
+                raise OperatorError("no dataset: set params.dataset to a BEIR folder (tessera bench sets it)",
+                                    op=self.name, step=self.step_id, field="params.dataset")
+            corpus, qrels = self._files()
+            for path, field in ((corpus, "params.dataset"), (qrels, "params.split")):
+                if not path.is_file():
+                    raise OperatorError(f"{path} not found", op=self.name, step=self.step_id, field=field)
+            judged = csv.read_csv(qrels, parse_options=csv.ParseOptions(delimiter="\t"),
+                                  convert_options=csv.ConvertOptions(column_types={
+                                      "query-id": pa.string(), "corpus-id": pa.string(), "score": pa.int64()}))
+            gold: dict[str, list[tuple[str, int]]] = {}
+            for qid, docno, grade in zip(*(judged.column(c).to_pylist() for c in ("query-id", "corpus-id", "score"))):
+                if grade >= self.params.min_relevance:
+                    gold.setdefault(qid, []).append((docno, grade))
+            from operators.sources.jsonl import JsonlSource
+
+            docs = JsonlSource({"path": str(corpus), "fields": []}, step_id=self.step_id)(pa.table({}))
+            wanted = {d for found in gold.values() for d, _ in found}
+            titles = docs.column("title").to_pylist() if "title" in docs.column_names else [""] * docs.num_rows
+            self._docs = {d: (t or "", x or "") for d, t, x in zip(docs.column("docno").to_pylist(), titles,
+                                                                      docs.column("text").to_pylist()) if d in wanted}
+            missing = sorted(wanted - set(self._docs))
+            if missing:
+                raise OperatorError(f"{len(missing)} judged documents are not in {corpus} (first: {missing[0]})",
+                                    op=self.name, step=self.step_id, field="params.dataset")
+            self._gold = gold
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
+        queries = query_rows(table, owned)
+        rows, docnos, grades = [], [], []
+        for i, qid in enumerate(queries.column("qid").to_pylist() if queries.num_rows else []):
+            found = self._gold.get(str(qid), [])
+            rows += [i] * len(found)
+            docnos += [d for d, _ in found]
+            grades += [float(g) for _, g in found]
+        out = queries.take(pa.array(rows, pa.int64()))
+        out = out.append_column("docno", pa.array(docnos, pa.string()))
+        out = out.append_column("title", pa.array([self._docs[d][0] for d in docnos], pa.string()))
+        out = out.append_column("text", pa.array([self._docs[d][1] for d in docnos], pa.string()))
+        return set_ranking(out, pa.array(grades, pa.float64()), self.step_id)
