@@ -76,10 +76,9 @@ def test_quickstart(tmp_path, monkeypatch):
 
 
 @pytest.mark.data
-@pytest.mark.slow
 def test_benchmarking(shared_data, tmp_path, monkeypatch):
-    """Slow: a fresh kernel imports the benchmarker (scipy, statsmodels, matplotlib), builds two indices and draws
-    two plots, more than make test's budget leaves (docs/results.md, "Notebooks")."""
+    """A fresh kernel imports the benchmarker (scipy, statsmodels, matplotlib), builds two indices and draws two
+    plots: about 6 s on 2 idle cores (docs/results.md, "Notebooks")."""
     monkeypatch.setenv("TESSERA_BENCH_DATASET", str(shared_data / "scifact"))
     book = run_notebook("benchmarking", tmp_path, monkeypatch)
     assert "30 queries" in text_of(book)
@@ -87,8 +86,8 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
     assert len(plots) == 2  # the measures with their intervals, the per-query deltas against bm25
 
 
-@pytest.mark.slow
 def test_rag(tmp_path, monkeypatch):
-    """Slow: embeds 120 documents with MiniLM and generates two answers with SmolLM2 (docs/results.md, "Notebooks")."""
+    """Embeds 120 documents with MiniLM and generates two answers with SmolLM2: the dearest notebook, about 40 s on
+    2 idle cores, run on every make test as the notebooks promise (docs/results.md, "Notebooks")."""
     out = text_of(run_notebook("rag", tmp_path, monkeypatch))
     assert out.count("Q: ") == 2 and out.count("A: ") == 2
