@@ -21,6 +21,7 @@ scheme is refused.
 
 from __future__ import annotations
 
+import glob
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +50,7 @@ def confine(index: str, roots: list[str], field: str) -> str:
         raise ApiError(422, f"{field}: an index name cannot hold a NUL character", param=field,
                        code="index_not_allowed")
     path = Path(resolve_index(index)).resolve()
-    if not any(path == Path(root) or path.is_relative_to(root) for root in roots):
+    if not _under(path, roots):
         raise ApiError(422, f"{field}: index '{index}' is outside the folders this service reads indices from "
                        "(args.service.index_roots); name an index under one of them", param=field,
                        code="index_not_allowed")
@@ -61,10 +62,9 @@ def default_data_roots() -> list[str]:
     return [str((REPO / "data").resolve())]
 
 
-def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str] | None = None) -> FlowSpec:
+def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> FlowSpec:
     """``spec`` with every index its steps name confined to ``roots`` (any ``index`` string in their params), and
     every local file they name checked against ``data_roots``."""
-    data_roots = default_data_roots() if data_roots is None else data_roots
     steps = {}
     for step_id, step in spec.steps.items():
         params = _confined(step.params, roots, f"steps.{step_id}.params")
@@ -84,21 +84,25 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> None:
     """A 422 unless the place ``value`` is opened from lies under ``data_roots``: a relative path the first of
     the working directory and the repository where it exists (``retrieve.corpus_bm25``'s order), or both when
     neither has it. The glob part of a pattern (``docs/*.jsonl``) may not climb out with ``..``."""
-    path = value.removeprefix("sqlite:///") if value.startswith("sqlite:///") else value
+    path = value.removeprefix("sqlite:///")
     if "://" in path or path.startswith("sqlite:") or "\x00" in path:
         raise _not_allowed(value, field, "a URL of this kind is not read by this service")
     parts = Path(path).expanduser().parts
-    fixed = next((i for i, part in enumerate(parts) if any(c in part for c in "*?[")), len(parts))
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
     if ".." in parts[fixed:]:
         raise _not_allowed(value, field, "a pattern may not climb out of its folder with '..'")
     stem = Path(*parts[:fixed]) if fixed else Path(".")
     places = [stem] if stem.is_absolute() else [Path.cwd() / stem, REPO / stem]
     places = [place for place in places if place.exists()][:1] or places  # the one the operator opens
     for place in places:
-        where = place.resolve()
-        if not any(where == Path(root) or where.is_relative_to(root) for root in data_roots):
+        if not _under(place.resolve(), data_roots):
             raise _not_allowed(value, field, "it is outside the folders this service reads files from "
                                "(args.service.data_roots)")
+
+
+def _under(path: Path, roots: list[str]) -> bool:
+    """Whether ``path`` (absolute, symlinks resolved) is one of ``roots`` or lies inside one."""
+    return any(path.is_relative_to(root) for root in roots)
 
 
 def _not_allowed(value: str, field: str, why: str) -> ApiError:
