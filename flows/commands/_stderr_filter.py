@@ -44,7 +44,7 @@ while True:
             end = data.find(b"\n")
             out.append(data if end < 0 else data[:end + 1])
             data, passing = (b"", True) if end < 0 else (data[end + 1:], False)
-        elif data.startswith(b"[") or b"[".startswith(data):
+        elif data.startswith(b"["):
             end = data.find(b"\n")
             if end < 0:
                 held, data = data, b""
