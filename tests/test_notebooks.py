@@ -69,6 +69,7 @@ def test_a_notebook_with_outputs_is_caught():
     assert dirty_cells(book) == [code]
 
 
+@pytest.mark.integration
 def test_quickstart(tmp_path, monkeypatch):
     book = run_notebook("quickstart", tmp_path, monkeypatch)
     out = text_of(book)
@@ -86,6 +87,7 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
     assert len(plots) == 2  # the measures with their intervals, the per-query deltas against bm25
 
 
+@pytest.mark.integration
 def test_rag(tmp_path, monkeypatch):
     """Embeds 120 documents with MiniLM and generates two answers with SmolLM2: the dearest notebook, about 40 s on
     2 idle cores, run on every make test as the notebooks promise (docs/results.md, "Notebooks")."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flows.api import Flow
@@ -12,6 +13,7 @@ from flows.spec import FlowSpec
 SPEC = Path(__file__).resolve().parents[2] / "flows" / "specs" / "bm25_expanded.yaml"
 
 
+@pytest.mark.integration
 def test_expanded_queries_are_searched_and_merged_per_question(fault_models, sample_index):
     fault_models.reply = "honey bee colonies\ngothic cathedral architecture"
     spec = yaml.safe_load(SPEC.read_text())

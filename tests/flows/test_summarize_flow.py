@@ -13,6 +13,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUERY = "which insects make honey and pollinate flowers"
 
 
+@pytest.mark.integration
 def test_the_summary_reads_as_prose_and_travels_in_json(fault_models, sample_index, run_cli, tmp_path):
     spec = yaml.safe_load((REPO / "flows" / "specs" / "summarize.yaml").read_text())
     assert spec["steps"]["summary"]["op"] == "summarize.results"

@@ -80,6 +80,7 @@ def test_place_markers_keeps_the_original_spacing(original, marked, expected):
     assert place_markers(original, marked) == expected
 
 
+@pytest.mark.integration
 def test_the_embedded_model_marks_or_says_why_not():
     op = create("analyze.relevance_marking", {"model": "local", "max_tokens": 48, "timeout": 120}, step_id="mark")
     out = op(one_row())

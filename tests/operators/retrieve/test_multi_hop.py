@@ -14,6 +14,9 @@ from operators.registry import create
 from operators.testing import OperatorContract
 from operators.testing import sample_queries as queries
 
+# Its hops search the ingested sample index (BM25 and MiniLM): make test runs it, make test-fast leaves it out.
+pytestmark = pytest.mark.integration
+
 
 def multi_hop(index, **params):
     return create("retrieve.multi_hop", {"index": str(index), "retriever": "bm25", "k": 10, **params},

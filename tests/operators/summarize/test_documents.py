@@ -71,6 +71,7 @@ def test_on_error_error_fails_the_step(fault_models):
             sample_results(1, 1))
 
 
+@pytest.mark.integration
 def test_the_embedded_model_summarises_a_row():
     table = sample_results(1, 1)
     table = table.set_column(table.column_names.index("text"), "text", pa.array([table.column("text")[0].as_py()[:300]]))

@@ -55,6 +55,7 @@ def test_a_failure_leaves_no_summary_and_marks_the_query_degraded(fault_models, 
     assert "summary" not in meta and meta["degraded"]["step"] == "summary" and reason in meta["degraded"]["reason"]
 
 
+@pytest.mark.integration
 def test_the_embedded_model_summarises_a_query():
     op = create("summarize.results", {"model": "local", "max_tokens": 8, "max_documents": 2,
                                       "max_document_chars": 150, "timeout": 120}, step_id="summary")
