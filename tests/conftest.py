@@ -7,9 +7,9 @@ integration"``), so they are checked, not trusted:
 - a test that uses ``shared_data`` or opens a file under ../shared/data must be marked ``data``;
 - a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``;
 - a test that uses the ingested sample (``sample_workspace``, ``sample_index``) or has the embedded LLM write text
-  in the test process must be kept out of the inner loop: marked ``integration`` (or ``ray`` or ``slow``).
+  in the test process must be kept out of the inner loop: marked ``integration`` (or ``ray``, ``data``, ``slow``).
 
-A test that breaks either rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
+A test that breaks a rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
 on a shared 2-core machine are too noisy for a hard rule; the terminal summary lists the tests marked neither
 ``slow`` nor ``ray`` that took more than ``SLOW_SECONDS`` (setup, call and teardown together).
 """
@@ -82,7 +82,7 @@ def _count_embedded_replies() -> None:
 
 
 _count_embedded_replies()
-_OUT_OF_THE_INNER_LOOP = {"integration", "ray", "slow"}
+_OUT_OF_THE_INNER_LOOP = {"integration", "ray", "data", "slow"}  # the markers make test-fast leaves out
 _GENERATIONS_BEFORE = pytest.StashKey[int]()
 
 
