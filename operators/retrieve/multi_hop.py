@@ -61,6 +61,7 @@ class MultiHopRetriever(Operator):
     """
 
     name = "retrieve.multi_hop"
+    version = "2"  # title links match leftmost-longest
     aliases = ("multi_hop",)
     scope = "query"
     index_features = ("bm25", "dense")

@@ -53,13 +53,17 @@ class TitleLinks:
         self._longest = max(map(len, self._docs), default=0)
 
     def find(self, text: str | None) -> list[str]:
-        """Docnos of the documents whose title ``text`` names, in order of first mention."""
+        """Docnos of the documents whose title ``text`` names, in order of first mention. Names are matched
+        leftmost-longest, as a link covers its words: "Shirley Temple" does not also link "Temple"."""
         words = _WORD.findall((text or "").lower())
         found: dict[str, None] = {}
-        for start in range(len(words)):
-            for end in range(start + 1, min(len(words), start + self._longest) + 1):
-                for docno in self._docs.get(tuple(words[start:end]), ()):
-                    found.setdefault(docno)
+        start = 0
+        while start < len(words):
+            end = next((end for end in range(min(len(words), start + self._longest), start, -1)
+                        if tuple(words[start:end]) in self._docs), None)
+            for docno in self._docs.get(tuple(words[start:end]), ()) if end else ():
+                found.setdefault(docno)
+            start = end or start + 1
         return list(found)
 
 
