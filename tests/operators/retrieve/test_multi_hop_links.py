@@ -9,6 +9,7 @@ import pytest
 
 from operators.registry import create
 from operators.retrieve.multi_hop_links import TitleLinks, title_links
+from operators.testing import OperatorContract, sample_queries
 
 DOCS = [  # d2 is the bridge: only d1's text names it ("Shirley Temple"), the question does not
     ("d1", "Kiss and Tell (1945 film)", "Kiss and Tell is a 1945 comedy in which Shirley Temple plays Corliss Archer."),
@@ -73,3 +74,21 @@ def test_question_links_rank_the_documents_the_question_names(linked_index):
     assert sorted(top) == ["d1", "d3"]
     assert set(named.column("hop").to_pylist()) == {1}
     assert named.column("score").to_pylist() != plain.column("score").to_pylist()
+
+
+class TestMultiHopLinksContract(OperatorContract):
+    """The operator contract with title links (an empty table, one qid, several, ranks from 1...)."""
+
+    operator_name = "retrieve.multi_hop"
+
+    @pytest.fixture(autouse=True)
+    def _index(self, sample_index):
+        self.index = sample_index
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"index": str(self.index), "retriever": "bm25", "k": 6,
+                                           "follow_up": "links", "question_links": True, "dedup": False, **params},
+                      step_id="hops")
+
+    def make_input(self, n_queries: int = 3, per_query: int = 5) -> pa.Table:
+        return sample_queries(n_queries)
