@@ -76,7 +76,8 @@ def row_functions(op: Operator) -> tuple[Callable[[dict], dict], Callable[[dict]
         if row.get(SENT):
             error = row.get("__inference_error__") or ""
             reply = LLMError(error, kind="api") if error else Completion(
-                text=row.get("generated_text") or "", model=p.model, prompt_tokens=int(row.get("num_input_tokens") or 0),
+                text=row.get("generated_text") or "", model=p.model,
+                prompt_tokens=int(row.get("num_input_tokens") or 0),
                 completion_tokens=int(row.get("num_generated_tokens") or 0))
         kept = {c: row.get(c) for c in row[COLUMNS]}
         values, _problem = the_op().apply(kept, reply)

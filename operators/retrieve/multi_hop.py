@@ -36,8 +36,10 @@ class MultiHopRetriever(Operator):
     write one follow-up query (``follow_up: titles``: the document's title; ``texts``:
     its title and text; ``mentions``: its title and text, of whose results only the
     documents whose titles the seed's text mentions are kept, the links it makes;
-    after the question when ``with_question``), and each follow-up query retrieves
-    ``follow_up_k`` documents in hop 2, whose best new documents seed hop 3, and so on
+    after the question when ``with_question``; ``links``: no query is searched, the
+    documents whose titles its text names are looked up in the index's titles,
+    ``multi_hop_links``, and ranked by the question's own search), and each follow-up
+    query retrieves ``follow_up_k`` documents in hop 2, whose best new documents seed hop 3, and so on
     up to ``max_hops``. Every query is searched by ``retriever`` (``retrieve.bm25``,
     ``retrieve.dense``, or both fused by RRF: ``hybrid``) over the step's ``index``.
     The final ranking fuses every query's ranking by RRF (``1 / (rrf_k + rank)``; the
@@ -46,7 +48,9 @@ class MultiHopRetriever(Operator):
     first and a document several queries agree on rises; the top ``k`` are kept. Each row says the
     ``hop`` that first found it. With ``dedup`` a later hop's rankings hold only
     documents no earlier hop found, so a bridge document is not counted twice and the
-    next hop is seeded by new documents; a document never seeds twice either way.
+    next hop is seeded by new documents; a document never seeds twice either way. With
+    ``question_links`` hop 1 also ranks the documents whose titles the question names
+    (not a seed: seeds come from the question's search).
 
     A follow-up mode is one method, ``_follow_up_<mode>(seeds, questions)``: one query
     per seed row (``qid, docno, title, text`` of a seed document, ``questions[i]`` the
@@ -218,8 +222,8 @@ class MultiHopRetriever(Operator):
                 rows = self._search(hop_queries, self._retrievers, p.k)
                 ranked = dict(zip(_keys(rows).to_pylist(), rows.column("rank").to_pylist()))
                 if p.question_links:  # the question's links: slot 1 of hop 1
-                    rows = concat([rows, self._linked(set_columns(hop_queries, {_SLOT: pa.array(np.ones(n, np.int64))}),
-                                                      ranked)])
+                    named = set_columns(hop_queries, {_SLOT: pa.array(np.ones(n, np.int64))})
+                    rows = concat([rows, self._linked(named, ranked)])
             elif p.follow_up == "links":
                 rows = self._linked(hop_queries, ranked)
             else:
@@ -237,7 +241,8 @@ class MultiHopRetriever(Operator):
             if hop == p.max_hops:
                 break
             if hop == 1:  # seeds come from the question's search alone
-                rows, hop_branches = rows.filter(pc.is_valid(rows.column(hop_branches[0].rank_column))), hop_branches[:1]
+                hop_branches = hop_branches[:1]
+                rows = rows.filter(pc.is_valid(rows.column(hop_branches[0].rank_column)))
             seeds = self._seeds(rows, hop_branches, seeded)
             if seeds.num_rows == 0:
                 break

@@ -42,7 +42,8 @@ def test_a_step_that_is_no_llm_step_never_takes_the_vllm_path():
 
 # -- row-wise LLM steps: one messages/apply contract for the gateway and ray.data.llm -----------------------
 
-ROWWISE = [("summarize.documents", {"num_retries": 0}), ("analyze.relevance_marking", {"max_tokens": 64, "num_retries": 0})]
+ROWWISE = [("summarize.documents", {"num_retries": 0}),
+           ("analyze.relevance_marking", {"max_tokens": 64, "num_retries": 0})]
 
 
 @pytest.fixture
