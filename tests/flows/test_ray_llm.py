@@ -110,7 +110,7 @@ def test_the_processor_functions_write_what_the_gateway_writes(vllm_aliases, op,
 
 @pytest.mark.slow
 def test_the_embedded_model_gives_the_same_rows_both_ways():
-    """Slow: the embedded SmolLM2 answers four calls (a few seconds each on a shared CPU)."""
+    """Slow: loads the embedded SmolLM2 and makes eight calls with it (381 s on the 2 shared cores at load 25)."""
     table = sample_results(1, 2)
     for op, params in ROWWISE:
         gateway = rowwise_step(op, "local", max_tokens=48)(table)
