@@ -52,6 +52,7 @@ from flows.executors._ray_udfs import _SourceUDF, _StepUDF, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
+from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
     ClusterResources, Stage, actors_for_blocks, cut_input, plan_stages, runs_as_tasks, shape_stage)
 from flows.executors.ray_progress import RunFollower
@@ -181,10 +182,13 @@ class _Run:
         # A stage streamed after another starts with one actor; one over materialised
         # blocks with as many as the cluster, the blocks and the rows warrant.
         inputs = 1 if source.ds is not None else actors_for_blocks(source.rows)
+        pending = (source.pending if source.ds is not None else []) + list(stage)
+        if len(stage) == 1 and llm_engine(op, self.resources.num_gpus(step)) == "vllm":  # rows come back in any order
+            ds = vllm_stage(frames.dataset_of(source), op, concurrency=self.resources.of_stage(stage)[0] or 1)
+            return Frame(ds=ds, aligned=False, pending=pending)
         kwargs = {**self._udf_kwargs(stage, op), "cache": self.state.step_cache(step),
                   "batch_size": flow.step_option(step, "batch_size") or None}
         ds = self._map(frames.dataset_of(source), stage, _StepUDF, kwargs, shape.batch_size, inputs=inputs)
-        pending = (source.pending if source.ds is not None else []) + list(stage)
         return Frame(ds=ds, aligned=shape.out_aligned, pending=pending)
 
     def _source_of(self, step: str) -> Frame:

@@ -4,19 +4,18 @@ relevance marking), checked so that the text itself never changes."""
 from __future__ import annotations
 
 import re
-from typing import ClassVar
+from typing import Any, ClassVar
 
-import pyarrow as pa
 from pydantic import Field
 
-from operators.llm import Completion, LLMError, LLMParams, LLMStep, junk_reason
-from operators.tables import concat, empty_like, qid_groups, set_column, text_column
+from operators.llm import Completion, LLMError, LLMParams, junk_reason
+from operators.llm.rowwise import Reply, RowwiseLLMStep
 
 MARK = "**"
 _ECHOED = re.compile(r"^\s*(\[ANSWER\]|\[TEXT_START\])\s*|\s*\[TEXT_END\]\s*$")
 
 
-class RelevanceMarker(LLMStep):
+class RelevanceMarker(RowwiseLLMStep):
     """Mark the passages of each row's text most relevant to the query with `**` (one call per row), checked.
 
     The model is asked to copy the text and put ``**`` around the passages that answer
@@ -67,31 +66,15 @@ class RelevanceMarker(LLMStep):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "text", self.params.reason_column: "data"}
 
-    def transform(self, table: pa.Table) -> pa.Table:
-        p = self.params
-        if table.num_rows == 0:
-            text_column(table, p.input_column, op=self.name, step=self.step_id)
-            out = set_column(empty_like(table), p.output_column, pa.array([], pa.string()))
-            return set_column(out, p.reason_column, pa.array([], pa.string()))
-        parts = []
-        for qid, rows in qid_groups(table):
-            texts = text_column(rows, p.input_column, op=self.name, step=self.step_id).to_pylist()
-            query = p.query or rows.column("query")[0].as_py() or ""
-            prompts = {str(i): self.render(query=query, text=text) for i, text in enumerate(texts)
-                       if text and text.strip()}
-            replies = self.ask(prompts, qids=dict.fromkeys(prompts, qid))
-            marked, reasons = list(texts), [None] * len(texts)
-            for key, reply in replies.items():
-                i = int(key)
-                done, problem = mark(texts[i], reply)
-                if problem is None:
-                    marked[i] = done
-                else:
-                    reasons[i] = problem
-                    self.degrade(qid, f"row {i + 1} of the query: {problem}")
-            rows = set_column(rows, p.output_column, pa.array(marked, pa.string()))
-            parts.append(set_column(rows, p.reason_column, pa.array(reasons, pa.string())))
-        return concat(parts)
+    def messages(self, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+        text = row[self.params.input_column]
+        query = self.params.query or row.get("query") or ""
+        return self.render(query=query, text=text) if text and text.strip() else None
+
+    def apply(self, row: dict[str, Any], reply: Reply | None) -> tuple[dict[str, Any], str | None]:
+        text = row[self.params.input_column]
+        marked, problem = (text, None) if reply is None else mark(text, reply)
+        return {self.params.output_column: marked, self.params.reason_column: problem}, problem
 
 
 def mark(original: str, reply: Completion | LLMError) -> tuple[str, str | None]:

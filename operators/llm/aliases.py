@@ -42,6 +42,9 @@ class ModelAlias(BaseModel):
     rpm: int | None = Field(None, gt=0, description="Requests per minute (litellm Router's limit).")
     tpm: int | None = Field(None, gt=0, description="Tokens per minute (litellm Router's limit).")
     max_parallel_requests: int | None = Field(None, gt=0, description="Requests in flight at once.")
+    model_source: str | None = Field(None, description="What vLLM loads for this model on GPUs (a Hugging Face "
+                                     "id or a local path): a row-wise LLM step given GPUs on the Ray executor runs "
+                                     "it through ray.data.llm; without one, GPU steps use the gateway too.")
 
     @property
     def provider(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import re
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from operators.base import Operator
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
+from operators.retrieve.multi_hop_links import title_links
 from operators.tables import concat, set_columns, set_ranking
 
 log = logging.getLogger(__name__)
@@ -23,7 +25,8 @@ _FOLLOW_UP_PROMPT = ("Question: {question}\nA document found so far: {title}: {t
                      "Write a search query for the next document needed to answer the question.")
 
 #: Columns that carry a hop query back to the question it was written for.
-_QUESTION, _SLOT, _SEED_TEXT = "__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text"
+_QUESTION, _SLOT, _SEED_TEXT, _SEED = ("__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text",
+                                       "__multi_hop_seed")
 
 
 class MultiHopRetriever(Operator):
@@ -33,8 +36,10 @@ class MultiHopRetriever(Operator):
     write one follow-up query (``follow_up: titles``: the document's title; ``texts``:
     its title and text; ``mentions``: its title and text, of whose results only the
     documents whose titles the seed's text mentions are kept, the links it makes;
-    after the question when ``with_question``), and each follow-up query retrieves
-    ``follow_up_k`` documents in hop 2, whose best new documents seed hop 3, and so on
+    after the question when ``with_question``; ``links``: no query is searched, the
+    documents whose titles its text names are looked up in the index's titles,
+    ``multi_hop_links``, and ranked by the question's own search), and each follow-up
+    query retrieves ``follow_up_k`` documents in hop 2, whose best new documents seed hop 3, and so on
     up to ``max_hops``. Every query is searched by ``retriever`` (``retrieve.bm25``,
     ``retrieve.dense``, or both fused by RRF: ``hybrid``) over the step's ``index``.
     The final ranking fuses every query's ranking by RRF (``1 / (rrf_k + rank)``; the
@@ -43,7 +48,9 @@ class MultiHopRetriever(Operator):
     first and a document several queries agree on rises; the top ``k`` are kept. Each row says the
     ``hop`` that first found it. With ``dedup`` a later hop's rankings hold only
     documents no earlier hop found, so a bridge document is not counted twice and the
-    next hop is seeded by new documents; a document never seeds twice either way.
+    next hop is seeded by new documents; a document never seeds twice either way. With
+    ``question_links`` hop 1 also ranks the documents whose titles the question names
+    (not a seed: seeds come from the question's search).
 
     A follow-up mode is one method, ``_follow_up_<mode>(seeds, questions)``: one query
     per seed row (``qid, docno, title, text`` of a seed document, ``questions[i]`` the
@@ -58,6 +65,7 @@ class MultiHopRetriever(Operator):
     """
 
     name = "retrieve.multi_hop"
+    version = "2"  # title links match leftmost-longest
     aliases = ("multi_hop",)
     scope = "query"
     index_features = ("bm25", "dense")
@@ -75,11 +83,16 @@ class MultiHopRetriever(Operator):
         documents_per_hop: int = Field(5, ge=1, le=100, description="Documents of a hop (best first, each used "
                                        "once) that write the next hop's queries, one query each.")
         follow_up_k: int = Field(20, gt=0, le=10_000, description="Results each follow-up query retrieves.")
-        follow_up: Literal["titles", "texts", "mentions", "llm"] = Field(
+        follow_up: Literal["titles", "texts", "mentions", "links", "llm"] = Field(
             "titles", description="How a seed document becomes a follow-up query: titles (its title; its text's "
             "first words when it has none), texts (its title and text), mentions (its title and text, and of "
-            "what that finds only the documents whose title its text mentions: the links a seed's text makes), or "
-            "llm (follow_up_model writes the query from the question and the seed; its title where the call fails).")
+            "what that finds only the documents whose title its text mentions: the links a seed's text makes), "
+            "links (no search: the documents whose titles its text names, looked up in the index's titles and "
+            "ranked by the question's own ranking), or llm (follow_up_model writes the query from the question "
+            "and the seed; its title where the call fails).")
+        question_links: bool = Field(False, description="Hop 1 also ranks the documents whose titles the question "
+                                     "names (as follow_up: links finds them), beside the question's search, "
+                                     "weighing 1: the second entity of a comparison question.")
         follow_up_model: str = Field("local", min_length=1, description="With follow_up: llm, the model (an alias "
                                      "or a litellm string) that writes the follow-up queries, at temperature 0.")
         with_question: bool = Field(False, description="Put the question before each follow-up query.")
@@ -148,6 +161,9 @@ class MultiHopRetriever(Operator):
 
     _follow_up_mentions = _follow_up_texts
 
+    def _follow_up_links(self, seeds: pa.Table, questions: list[str]) -> list[str]:
+        return [text or "" for text in seeds.column("text").to_pylist()]
+
     def _follow_up_llm(self, seeds: pa.Table, questions: list[str]) -> list[str]:
         """The model's query for what the question still needs after the seed; the seed's title where it fails."""
         from operators.llm.gateway import complete_many, messages_of
@@ -198,12 +214,20 @@ class MultiHopRetriever(Operator):
         branches, parts = [], []
         seen = seeded = pa.array([], pa.string())  # "<question number>\x1f<docno>" of documents found / seeding
         for hop in range(1, p.max_hops + 1):
-            slots = 1 if hop == 1 else p.documents_per_hop
+            slots = 1 + p.question_links if hop == 1 else p.documents_per_hop
             hop_branches = [Branch(f"{self.step_id}_h{hop}_{j}", 1.0 if hop == 1 else self._follow_up_weight(j))
                             for j in range(slots)]
             branches += hop_branches
-            rows = (self._search(hop_queries, self._retrievers, p.k) if hop == 1
-                    else self._search(hop_queries, self._follow_up_retrievers, p.follow_up_k))
+            if hop == 1:
+                rows = self._search(hop_queries, self._retrievers, p.k)
+                ranked = dict(zip(_keys(rows).to_pylist(), rows.column("rank").to_pylist()))
+                if p.question_links:  # the question's links: slot 1 of hop 1
+                    named = set_columns(hop_queries, {_SLOT: pa.array(np.ones(n, np.int64))})
+                    rows = concat([rows, self._linked(named, ranked)])
+            elif p.follow_up == "links":
+                rows = self._linked(hop_queries, ranked)
+            else:
+                rows = self._search(hop_queries, self._follow_up_retrievers, p.follow_up_k)
             if hop > 1 and p.follow_up == "mentions":
                 rows = rows.filter(pa.array(_mentioned(rows.column("title").to_pylist(),
                                                        rows.column(_SEED_TEXT).to_pylist()), pa.bool_()))
@@ -216,6 +240,9 @@ class MultiHopRetriever(Operator):
             seen = pa.concat_arrays([seen, pc.unique(keys)])
             if hop == p.max_hops:
                 break
+            if hop == 1:  # seeds come from the question's search alone
+                hop_branches = hop_branches[:1]
+                rows = rows.filter(pc.is_valid(rows.column(hop_branches[0].rank_column)))
             seeds = self._seeds(rows, hop_branches, seeded)
             if seeds.num_rows == 0:
                 break
@@ -224,11 +251,30 @@ class MultiHopRetriever(Operator):
             hop_queries = pa.table({
                 "qid": pc.binary_join_element_wise(seeds.column("qid"), pc.cast(slot, pa.string()), f"\x1fh{hop + 1}."),
                 "query": pa.array(self._follow_ups(seeds, texts), pa.string()),
-                _QUESTION: seeds.column(_QUESTION), _SLOT: slot, _SEED_TEXT: seeds.column("text")})
+                _QUESTION: seeds.column(_QUESTION), _SLOT: slot, _SEED_TEXT: seeds.column("text"),
+                _SEED: seeds.column("docno")})
         fused = fuse_table(concat(parts), branches, _rrf(p.rrf_k), step=self.step_id, op=self.name,
                            needs_scores=False)
         fused = fused.filter(pc.less_equal(fused.column("rank"), p.k))
         return self._with_question_columns(fused, questions)
+
+    def _linked(self, queries: pa.Table, ranked: dict[str, int]) -> pa.Table:
+        """Per query row, the documents whose titles its query names (its seed aside), a ranking found without a
+        search: by the question's own search (``ranked``: key -> rank), the ones it missed after in order of mention."""
+        index = self._retrievers[0].index
+        links = title_links(index)
+        seeds = queries.column(_SEED).to_pylist() if _SEED in queries.column_names else [None] * queries.num_rows
+        picked, docnos, ranks = [], [], []
+        for i, (text, question, seed) in enumerate(zip(queries.column("query").to_pylist(),
+                                                       queries.column(_QUESTION).to_pylist(), seeds)):
+            found = sorted((d for d in links.find(text) if d != seed),
+                           key=lambda d: ranked.get(f"{question}\x1f{d}", math.inf))
+            picked += [i] * len(found)
+            docnos += found
+            ranks += range(1, len(found) + 1)
+        asked = queries.take(pa.array(picked, pa.int64()))
+        return set_columns(index.documents(docnos), {**dict(zip(asked.column_names, asked.columns)),
+                                                     "rank": pa.array(ranks, pa.int32())})
 
     def _follow_up_weight(self, slot: int) -> float:
         """The RRF weight of the follow-up query written by a hop's ``slot + 1``-th best seed: ``follow_up_weight``
@@ -260,7 +306,7 @@ class MultiHopRetriever(Operator):
     def _with_question_columns(self, fused: pa.Table, questions: pa.Table) -> pa.Table:
         """Drop the per-query ranking columns; put each question's own columns (qid, query, extras) on its rows."""
         which = fused.column(_QUESTION)
-        internal = [c for c in fused.column_names if c in (_QUESTION, _SLOT, _SEED_TEXT)
+        internal = [c for c in fused.column_names if c in (_QUESTION, _SLOT, _SEED_TEXT, _SEED)
                     or c.startswith((f"rank_{self.step_id}_", f"score_{self.step_id}_"))]
         fused = fused.drop_columns(internal)
         extra = [c for c in questions.column_names if c not in fused.column_names or c in ("qid", "query")]

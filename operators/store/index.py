@@ -38,6 +38,7 @@ from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, r
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 from operators.store.snapshot import Hits, Snapshot
+from operators.tables import concat
 
 #: Work (queries x documents) from which a BM25 search runs its shards on threads.
 PARALLEL_BM25_CELLS = 2_000_000
@@ -363,6 +364,13 @@ class Index:
                                      field="docno")
         return state.take_rows(np.array([p[0] for p in places], dtype=np.int64),
                                np.array([p[1] for p in places], dtype=np.int64))
+
+    def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
+        """The doc-store columns ``names`` of every live chunk, with the generation they were read from."""
+        state = self._current()
+        parts = [sh.docs.select(list(names)).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
+        return state.manifest.generation, concat(parts) if parts else pa.table({n: pa.array([], pa.string())
+                                                                                   for n in names})
 
     def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read

@@ -4,15 +4,14 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
-import pyarrow as pa
 from pydantic import Field
 
 from operators.errors import ParamsError
-from operators.llm import LLMParams, LLMStep, junk_reason
-from operators.tables import concat, empty_like, qid_groups, set_column, text_column
+from operators.llm import LLMParams, junk_reason
+from operators.llm.rowwise import Reply, RowwiseLLMStep
 
 
-class DocumentSummarizer(LLMStep):
+class DocumentSummarizer(RowwiseLLMStep):
     """Summarise each row's text with a language model into `output_column` (one call per row).
 
     The prompt gives the row's text (and the query, for a prompt that wants it) and
@@ -69,30 +68,12 @@ class DocumentSummarizer(LLMStep):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "text"}
 
-    def transform(self, table: pa.Table) -> pa.Table:
-        p = self.params
-        if table.num_rows == 0:
-            text_column(table, p.input_column, op=self.name, step=self.step_id)
-            return set_column(empty_like(table), p.output_column, pa.array([], pa.string()))
-        out = []
-        for qid, rows in qid_groups(table):
-            texts = text_column(rows, p.input_column, op=self.name, step=self.step_id).to_pylist()
-            query = (rows.column("query")[0].as_py() if "query" in rows.column_names else None) or ""
-            prompts = {str(i): self.render(text=text, query=query) for i, text in enumerate(texts)
-                       if text and text.strip()}
-            replies = self.ask(prompts, qids=dict.fromkeys(prompts, qid))
-            summaries = list(texts)
-            for key, reply in replies.items():
-                problem = junk_reason(reply)
-                if problem is None:
-                    summaries[int(key)] = reply.text.strip()
-                else:
-                    self.degrade(qid, f"row {row_name(rows, int(key))}: {problem}")
-            out.append(set_column(rows, p.output_column, pa.array(summaries, pa.string())))
-        return concat(out)
+    def messages(self, row: dict[str, Any]) -> list[dict[str, Any]] | None:
+        text = row[self.params.input_column]
+        return self.render(text=text, query=row.get("query") or "") if text and text.strip() else None
 
-
-def row_name(rows: pa.Table, i: int) -> str:
-    """How a degraded reason names a row: its docno, else its position in the query."""
-    docno = rows.column("docno")[i].as_py() if "docno" in rows.column_names else None
-    return str(docno) if docno is not None else f"#{i + 1}"
+    def apply(self, row: dict[str, Any], reply: Reply | None) -> tuple[dict[str, Any], str | None]:
+        text = row[self.params.input_column]
+        problem = None if reply is None else junk_reason(reply)
+        used = reply is not None and problem is None
+        return {self.params.output_column: reply.text.strip() if used else text}, problem

@@ -139,13 +139,16 @@ def both_gold_at(table: pa.Table, gold: dict[str, set[str]], k: int) -> float:
 
 
 @pytest.mark.data
-def test_a_second_hop_finds_more_gold_pairs_on_hotpotqa(hotpot_train100):
+@pytest.mark.parametrize("follow_up", [
+    {"follow_up": "mentions", "follow_up_k": 50},
+    {"follow_up": "links", "question_links": True, "dedup": False, "rrf_k": 5, "follow_up_weight": 0.5}])
+def test_a_second_hop_finds_more_gold_pairs_on_hotpotqa(hotpot_train100, follow_up):
     """On a real multi-hop set, following the links of the best documents' texts finds both gold paragraphs in
     the top 10 for more questions than the question's own BM25 search."""
     path, asked, gold = hotpot_train100
     single = create("retrieve.bm25", {"index": str(path), "k": 10}, step_id="bm25")(asked)
-    hops = create("retrieve.multi_hop", {"index": str(path), "retriever": "bm25", "k": 10, "follow_up": "mentions",
-                                         "documents_per_hop": 3, "follow_up_k": 50}, step_id="hops")(asked)
+    hops = create("retrieve.multi_hop", {"index": str(path), "retriever": "bm25", "k": 10, "documents_per_hop": 3,
+                                         **follow_up}, step_id="hops")(asked)
     assert both_gold_at(hops, gold, 10) > both_gold_at(single, gold, 10)
 
 
