@@ -76,6 +76,7 @@ def test_question_links_rank_the_documents_the_question_names(linked_index):
     assert named.column("score").to_pylist() != plain.column("score").to_pylist()
 
 
+@pytest.mark.integration  # over the ingested sample index
 class TestMultiHopLinksContract(OperatorContract):
     """The operator contract with title links (an empty table, one qid, several, ranks from 1...)."""
 
