@@ -73,11 +73,15 @@ def child(executor: str, queries: int, index: str, warm: bool) -> None:
     print(json.dumps(phases), flush=True)
 
 
-def measure(executor: str, queries: int, index: str, warm: bool) -> dict:
+def measure(executor: str, queries: int, index: str, warm: bool, code: str | None = None) -> dict:
+    """One fresh process; ``code``: a folder holding other ``flows``/``operators`` packages to run instead."""
     command = [sys.executable, __file__, "--child", executor, "--sizes", str(queries), "--index", index]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    if code:
+        env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
     started = time.perf_counter()
     out = subprocess.run(command + (["--warm"] if warm else []), capture_output=True, text=True, cwd=REPO_ROOT,
-                         env={**os.environ, "HF_HUB_OFFLINE": "1"})
+                         env=env)
     wall = time.perf_counter() - started
     if out.returncode:
         sys.exit(f"{executor} at {queries} queries failed:\n{out.stderr[-3000:]}")
@@ -109,6 +113,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=2)
     parser.add_argument("--index", default=str(DEFAULT_INDEX))
     parser.add_argument("--warm", action="store_true", help="also time a second run in the same process")
+    parser.add_argument("--before", help="also run the Ray side on the flows/ and operators/ in this folder "
+                        "(e.g. `git archive COMMIT flows operators | tar -x -C DIR`), as 'ray-before'")
     parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -118,8 +124,9 @@ def main() -> None:
     runs: dict[tuple[str, int], list[dict]] = {}
     for _ in range(args.repeat):
         for size in args.sizes:
-            for executor in ("local", "ray"):
-                phases = measure(executor, size, args.index, args.warm)
+            for executor in ("local", "ray", *(["ray-before"] if args.before else [])):
+                phases = measure(executor.split("-")[0], size, args.index, args.warm,
+                                 args.before if executor == "ray-before" else None)
                 runs.setdefault((executor, size), []).append(phases)
                 warm = f", warm {phases['warm']:.1f}" if args.warm else ""
                 print(f"  {executor:<5} {size:>6} queries: wall {phases['wall']:6.1f} s (start {phases['start']:.1f}, "
@@ -133,6 +140,9 @@ def main() -> None:
         lo, ra = med[("local", size)], med[("ray", size)]
         print(f"{size:>8} {lo['wall']:>9.1f} {ra['wall']:>9.1f} {lo['wall'] / ra['wall']:>10.2f} "
               f"{lo['run'] / ra['run']:>10.2f}" + (f" {lo['warm'] / ra['warm']:>10.2f}" if args.warm else ""))
+        if args.before:
+            before = med[("ray-before", size)]
+            print(f"{'':>8} ray before: {before['wall']:.1f} s, local/ray-before {lo['wall'] / before['wall']:.2f}")
     fits = {ex: line(args.sizes, [med[(ex, s)]["wall"] for s in args.sizes]) for ex in ("local", "ray")}
     for ex, (a, b) in fits.items():
         print(f"{ex}: {a:.1f} s fixed + {b * 1000:.2f} s per 1,000 queries")
