@@ -292,7 +292,7 @@ def _with_branch_order(out: pa.Table, branches: list[pa.Table]) -> pa.Table:
     Locally a fan-in's queries come in the order they first appear in its input, the branches'
     outputs one after the other: a query the first branch found nothing for comes after every
     query it found something for, not only those of its own block. Sorting the collected blocks
-    stably by this column puts them in that order (``ray_data._collect``).
+    stably by this column puts them in that order (``in_local_order``).
     """
     if "qid" not in out.column_names:
         return out
@@ -301,6 +301,14 @@ def _with_branch_order(out: pa.Table, branches: list[pa.Table]) -> pa.Table:
         if "qid" in branches[j].column_names:
             first[pc.is_in(out.column("qid"), value_set=branches[j].column("qid")).to_numpy(zero_copy_only=False)] = j
     return out.append_column(ORDER_COLUMN, pa.array(first))
+
+
+def in_local_order(table: pa.Table) -> pa.Table:
+    """Collected blocks of a fused fan-in in the local executor's order (stable by ``ORDER_COLUMN``), without it."""
+    if ORDER_COLUMN not in table.column_names:
+        return table
+    order = pc.sort_indices(pc.fill_null(table.column(ORDER_COLUMN), 0))  # a stable sort
+    return table.take(order).drop_columns([ORDER_COLUMN])
 
 
 def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:

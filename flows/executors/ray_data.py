@@ -42,14 +42,13 @@ import time
 from typing import Any, Iterable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import ray
 import ray.data
 
 from flows.cache import StepCache
 from flows.executors import _ray_blocks as block_tasks
 from flows.executors import ray_frames as frames
-from flows.executors._ray_udfs import ORDER_COLUMN, _SourceUDF, _StepUDF, run_as_task
+from flows.executors._ray_udfs import _SourceUDF, _StepUDF, in_local_order, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
@@ -271,11 +270,7 @@ class _Run:
         # Ray's own empty blocks (no input rows reached the operator) have no columns;
         # the operator's empty outputs have its columns, as in the local executor.
         shaped = [t for t in tables if t.num_rows] or [t for t in tables if t.num_columns]
-        table = concat(shaped) if shaped else self._empty_output(step)
-        if ORDER_COLUMN in table.column_names:  # a fused fan-in's queries, in the local executor's order
-            order = pc.sort_indices(pc.fill_null(table.column(ORDER_COLUMN), 0))  # stable
-            table = table.take(order).drop_columns([ORDER_COLUMN])
-        return table
+        return in_local_order(concat(shaped)) if shaped else self._empty_output(step)
 
     def _schema_table(self, step: str) -> pa.Table:
         """An empty table with a materialised step's columns."""

@@ -54,3 +54,24 @@ def test_input_readers_name_the_batch_size_of_the_query_steps_that_read_the_inpu
     assert input_readers(built("hybrid"), ["bm25", "dense", "fused"]) == (256, True)
     rows = FlowSpec.parse({"name": "rows", "steps": {"words": {"op": "analyze.word_count"}}}).build()
     assert input_readers(rows, ["words"]) == (None, False)  # a row step reads it: cut by rows, as before
+
+
+def test_a_fused_fan_ins_blocks_are_collected_in_the_local_order():
+    """Locally a query the first branch found nothing for comes after every query it found something for;
+    a fused fan-in's blocks each put it last in their own block, and collecting restores the local order."""
+    from flows.executors._ray_udfs import _with_branch_order, in_local_order
+    from flows.executors.base import fan_in
+    from operators.tables import qid_groups
+
+    def rows(qids):
+        return pa.table({"qid": qids, "docno": [f"d-{q}" for q in qids]})
+
+    first, second = rows(["q1", "q3", "q4"]), rows(["q1", "q2", "q3", "q4"])  # the first branch lacks q2
+    whole = fan_in("join", [first, second], ("a", "b"))
+    local = [qid for qid, _ in qid_groups(whole)]
+    assert local == ["q1", "q3", "q4", "q2"]
+    blocks = [(rows(["q1"]), rows(["q1", "q2"])), (rows(["q3", "q4"]), rows(["q3", "q4"]))]  # q1-q2 | q3-q4
+    outs = [_with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in blocks]
+    collected = in_local_order(pa.concat_tables(outs))
+    assert [qid for qid, _ in qid_groups(collected)] == local
+    assert collected.column_names == ["qid", "docno"]
