@@ -15,6 +15,7 @@ The index is SciFact's 5,183 abstracts with BM25 and MiniLM vectors (``--index``
 ``tessera ingest`` when it is missing).
 
     nice -n 10 .venv/bin/python benchmarks/ray_batch_queries.py [--sizes 1000 10000] [--repeat 2] [--warm]
+        [--one-thread] [--before DIR]
 """
 
 from __future__ import annotations
@@ -73,11 +74,15 @@ def child(executor: str, queries: int, index: str, warm: bool) -> None:
     print(json.dumps(phases), flush=True)
 
 
-def measure(executor: str, queries: int, index: str, warm: bool, code: str | None = None) -> dict:
-    """One fresh process; ``code``: a folder holding other ``flows``/``operators`` packages to run instead."""
+def measure(side: str, queries: int, index: str, warm: bool, code: str | None = None) -> dict:
+    """One fresh process for ``side`` (``local``, ``local-1t``: torch on one thread, as each Ray actor runs it,
+    ``ray``, ``ray-before``: on the ``flows``/``operators`` packages in the folder ``code``)."""
+    executor = side.split("-")[0]
     command = [sys.executable, __file__, "--child", executor, "--sizes", str(queries), "--index", index]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    if code:
+    if side == "local-1t":
+        env["OMP_NUM_THREADS"] = "1"
+    if side == "ray-before":
         env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
     started = time.perf_counter()
     out = subprocess.run(command + (["--warm"] if warm else []), capture_output=True, text=True, cwd=REPO_ROOT,
@@ -115,6 +120,8 @@ def main() -> None:
     parser.add_argument("--warm", action="store_true", help="also time a second run in the same process")
     parser.add_argument("--before", help="also run the Ray side on the flows/ and operators/ in this folder "
                         "(e.g. `git archive COMMIT flows operators | tar -x -C DIR`), as 'ray-before'")
+    parser.add_argument("--one-thread", action="store_true", help="also run the local side with OMP_NUM_THREADS=1 "
+                        "(torch on one thread, as in each Ray actor: the same floats, so the same table), as 'local-1t'")
     parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -124,9 +131,9 @@ def main() -> None:
     runs: dict[tuple[str, int], list[dict]] = {}
     for _ in range(args.repeat):
         for size in args.sizes:
-            for executor in ("local", "ray", *(["ray-before"] if args.before else [])):
-                phases = measure(executor.split("-")[0], size, args.index, args.warm,
-                                 args.before if executor == "ray-before" else None)
+            for executor in ("local", *(["local-1t"] if args.one_thread else []), "ray",
+                             *(["ray-before"] if args.before else [])):
+                phases = measure(executor, size, args.index, args.warm, args.before)
                 runs.setdefault((executor, size), []).append(phases)
                 warm = f", warm {phases['warm']:.1f}" if args.warm else ""
                 print(f"  {executor:<5} {size:>6} queries: wall {phases['wall']:6.1f} s (start {phases['start']:.1f}, "
@@ -140,6 +147,9 @@ def main() -> None:
         lo, ra = med[("local", size)], med[("ray", size)]
         print(f"{size:>8} {lo['wall']:>9.1f} {ra['wall']:>9.1f} {lo['wall'] / ra['wall']:>10.2f} "
               f"{lo['run'] / ra['run']:>10.2f}" + (f" {lo['warm'] / ra['warm']:>10.2f}" if args.warm else ""))
+        if args.one_thread:
+            one = med[("local-1t", size)]
+            print(f"{'':>8} local on one thread: {one['wall']:.1f} s, local-1t/ray {one['wall'] / ra['wall']:.2f}")
         if args.before:
             before = med[("ray-before", size)]
             print(f"{'':>8} ray before: {before['wall']:.1f} s, local/ray-before {lo['wall'] / before['wall']:.2f}")
