@@ -24,7 +24,9 @@ module builds the datasets on a worker thread. How each scope runs:
 With ``keep_history=True`` (the default, as in the local executor) every step is
 materialised so its output can be kept: steps run one after another, each in parallel.
 ``keep_history=False`` streams steps into each other and materialises only where needed
-(fan-in parents, shared steps, regroups, corpus inputs, the output).
+(fan-in parents, shared steps, regroups, corpus inputs, the output); an output fan-in over
+query steps runs with them in one stage (``ray_plan``), and its collected rows are put in
+the local order (``_ray_udfs.in_local_order``).
 
 Known limits: if Ray re-runs a batch after a worker died, its statistics count twice
 (the rows do not); blocks of one step whose schemas differ are conformed only where they
