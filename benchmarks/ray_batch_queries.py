@@ -99,7 +99,7 @@ def ensure_index(index: Path) -> None:
     if (index / "manifest.json").is_file():
         return
     print(f"building {index} (tessera ingest of SciFact: BM25 + MiniLM, minutes on 2 cores)", flush=True)
-    subprocess.run([sys.executable, "-m", "flows.commands", "ingest", "--index", str(index), "--source",
+    subprocess.run([sys.executable, "-m", "flows.ingest", "--index", str(index), "--source",
                     str(DATA / "scifact" / "corpus.jsonl"), "--executor", "local", "--quiet"],
                    check=True, cwd=REPO_ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
 
