@@ -1,9 +1,10 @@
 """What the Ray Data executor runs on the workers: the reporter and the stage callables.
 
 A stage runs one step, or a *fused chain*: a step (a source or a row step) followed by
-row steps that each read only the one before. ``_StepUDF`` and ``_SourceUDF`` hold one
-``StepRunner`` per step of their chain and pass each batch through them in order,
-reporting each step's ``BatchStats`` as a stage of its own would (see ``ray_data``).
+row steps that each read only the one before, or a *fused fan-in*: query steps that read
+the stage's input and the fan-in that joins them. ``_StepUDF`` and ``_SourceUDF`` hold one
+``StepRunner`` per step and pass each batch through them in order, reporting each step's
+``BatchStats`` as a stage of its own would (see ``ray_data``).
 """
 
 from __future__ import annotations
@@ -14,21 +15,25 @@ from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import ray
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from flows.cache import StepCache
 from flows.executors import ray_metrics
-from flows.executors.base import scope_batches
+from flows.executors.base import fan_in, scope_batches
 from flows.runner import BatchStats, StepRunner
 from operators.base import Operator
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import interruptible
 from operators.models.repository import ObjectRepository
+from operators.tables import concat
 
 #: Largest piece a callable yields (Ray slices a yielded table above half a block,
 #: 64 MiB by default, where it could split a qid).
 PIECE_BYTES = 16 * 1024 * 1024
+#: Column a fused fan-in adds for its rows' order across blocks (``_with_branch_order``); never seen by operators.
+ORDER_COLUMN = "__tessera_branch"
 #: A callable asks the reporter before a batch only if it has not heard from it for this long.
 CHECK_SECONDS = 0.1
 
@@ -135,18 +140,21 @@ def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
 class _Callable:
     """What the step and source callables share: the fused row steps, reporting, cancellation.
 
-    ``rows`` describes the row steps that follow the stage's own step in the same
-    callable (empty when nothing is fused): dicts of ``_make_op``'s arguments plus
-    ``cache`` and ``batch_size``.
+    ``rows`` describes the steps that follow the stage's own step in the same callable
+    (empty when nothing is fused): dicts of ``_make_op``'s arguments plus ``cache``,
+    ``batch_size`` and ``reads``, the steps of this stage whose outputs it reads (none: the
+    stage's input). A chain's steps each read the one before and run batch by batch.
     """
 
     def __init__(self, *, reporter: Any, run: str, flow: str = "", rows: list[dict[str, Any]] = ()) -> None:
         self.reporter, self.run, self.flow = reporter, run, flow
         self.cancelled, self.asked = False, 0.0
         self.chain: list[tuple[StepRunner, int | None]] = []
+        self.reads: list[tuple[str, ...]] = []
         for spec in rows:
             spec = dict(spec)
             cache, batch_size = spec.pop("cache"), spec.pop("batch_size")
+            self.reads.append(tuple(spec.pop("reads", ())))
             self.chain.append((StepRunner(_make_op(**spec), cache), batch_size))
         self.op_names = {runner.op.step_id: runner.op.name for runner, _ in self.chain}
 
@@ -206,6 +214,10 @@ class _StepUDF(_Callable):
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
+            steps = [self.step] + [runner.op.step_id for runner, _ in self.chain]
+            if any(reads != (before,) for reads, before in zip(self.reads, steps)):
+                yield from _whole_group_pieces(self._fan_in(batch))
+                return
             if batch.num_rows == 0:
                 out = self.runner.run(batch)[0]
                 for runner, _ in self.chain:
@@ -224,6 +236,22 @@ class _StepUDF(_Callable):
         except TesseraError as err:
             self._forward(err)
             raise
+
+
+    def _fan_in(self, batch: pa.Table) -> pa.Table:
+        """A fused fan-in over one block of whole queries: each step over its whole input, in the local
+        executor's batches; a step reads the block, or the union of the outputs it names."""
+        outputs: dict[str, pa.Table] = {}
+        for (runner, batch_size), reads in zip([(self.runner, self.batch_size), *self.chain], [(), *self.reads]):
+            step = runner.op.step_id
+            table = fan_in(step, [outputs[p] for p in reads], reads) if reads else batch
+            parts = []
+            for part in scope_batches(runner.op, table, batch_size):
+                out, stats = self._run(runner, part)
+                self._report(step, stats)
+                parts.append(out)
+            outputs[step] = concat(parts) if parts else runner.run(table.slice(0, 0))[0]
+        return _with_branch_order(outputs[step], [outputs[p] for p in self.reads[-1]])
 
 
 class _SourceUDF(_Callable):
@@ -256,6 +284,31 @@ class _SourceUDF(_Callable):
         except TesseraError as err:
             self._forward(err)
             raise
+
+
+def _with_branch_order(out: pa.Table, branches: list[pa.Table]) -> pa.Table:
+    """``out`` with ``ORDER_COLUMN``: per row, the first branch its query has rows in.
+
+    Locally a fan-in's queries come in the order they first appear in its input, the branches'
+    outputs one after the other: a query the first branch found nothing for comes after every
+    query it found something for, not only those of its own block. Sorting the collected blocks
+    stably by this column puts them in that order (``in_local_order``).
+    """
+    if "qid" not in out.column_names:
+        return out
+    first = np.full(out.num_rows, len(branches), dtype=np.int8)
+    for j in reversed(range(len(branches))):
+        if "qid" in branches[j].column_names:
+            first[pc.is_in(out.column("qid"), value_set=branches[j].column("qid")).to_numpy(zero_copy_only=False)] = j
+    return out.append_column(ORDER_COLUMN, pa.array(first))
+
+
+def in_local_order(table: pa.Table) -> pa.Table:
+    """Collected blocks of a fused fan-in in the local executor's order (stable by ``ORDER_COLUMN``), without it."""
+    if ORDER_COLUMN not in table.column_names:
+        return table
+    order = pc.sort_indices(pc.fill_null(table.column(ORDER_COLUMN), 0))  # a stable sort
+    return table.take(order).drop_columns([ORDER_COLUMN])
 
 
 def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:

@@ -24,7 +24,9 @@ module builds the datasets on a worker thread. How each scope runs:
 With ``keep_history=True`` (the default, as in the local executor) every step is
 materialised so its output can be kept: steps run one after another, each in parallel.
 ``keep_history=False`` streams steps into each other and materialises only where needed
-(fan-in parents, shared steps, regroups, corpus inputs, the output).
+(fan-in parents, shared steps, regroups, corpus inputs, the output); an output fan-in over
+query steps runs with them in one stage (``ray_plan``), and its collected rows are put in
+the local order (``_ray_udfs.in_local_order``).
 
 Known limits: if Ray re-runs a batch after a worker died, its statistics count twice
 (the rows do not); blocks of one step whose schemas differ are conformed only where they
@@ -48,13 +50,14 @@ import ray.data
 from flows.cache import StepCache
 from flows.executors import _ray_blocks as block_tasks
 from flows.executors import ray_frames as frames
-from flows.executors._ray_udfs import _SourceUDF, _StepUDF, run_as_task
+from flows.executors._ray_udfs import _SourceUDF, _StepUDF, in_local_order, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
-    ClusterResources, Stage, actors_for_blocks, cut_input, plan_stages, runs_as_tasks, shape_stage)
+    ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, plan_stages, runs_as_tasks, shape_stage,
+    stage_inputs)
 from flows.executors.ray_progress import RunFollower
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
@@ -117,6 +120,7 @@ class _Run:
         self.input: Frame | None = None
         self.stages = plan_stages(flow, state.steps, keep_history=keep_history)
         self.stage_of = {step: stage for stage in self.stages for step in stage}
+        self.input_batch_size, self.per_query = input_readers(flow, state.steps)
 
     def execute(self) -> FlowResult:
         for stage in self.stages:
@@ -181,7 +185,9 @@ class _Run:
             self._materialize(source)
         # A stage streamed after another starts with one actor; one over materialised
         # blocks with as many as the cluster, the blocks and the rows warrant.
-        inputs = 1 if source.ds is not None else actors_for_blocks(source.rows)
+        # A query step over the flow input gets an actor per block: a query's work outweighs an actor's start.
+        inputs = 1 if source.ds is not None else (
+            len(source.rows) if source is self.input and self.per_query else actors_for_blocks(source.rows))
         pending = (source.pending if source.ds is not None else []) + list(stage)
         if len(stage) == 1 and llm_engine(op, self.resources.num_gpus(step)) == "vllm":  # rows come back in any order
             ds = vllm_stage(frames.dataset_of(source), op, concurrency=self.resources.of_stage(stage)[0] or 1)
@@ -206,7 +212,7 @@ class _Run:
         """The flow input, cut into blocks for parallelism, at qid boundaries where it can."""
         if self.input is None:
             table = self.flow_input
-            cut = cut_input(table, int(self.resources.cpus))
+            cut = cut_input(table, int(self.resources.cpus), self.input_batch_size, per_query=self.per_query)
             pieces = cut.pieces(table)
             self.input = Frame(blocks=[ray.put(piece) for piece in pieces], rows=[p.num_rows for p in pieces],
                                aligned=cut.aligned, one_row_per_qid=cut.one_row_per_qid,
@@ -231,9 +237,10 @@ class _Run:
     def _udf_kwargs(self, stage: Stage, op: Operator) -> dict[str, Any]:
         """The callable's arguments: the stage's first step, then the row steps fused after it."""
         flow, step = self.flow, stage[0]
+        inside = stage_inputs(flow, stage)
         rows = [{"op_class": type(flow.operators[s]), "params": flow.operators[s].params.model_dump(),
                  "step_id": s, "input_steps": tuple(flow.inputs[s]), "cache": self.state.step_cache(s),
-                 "batch_size": flow.step_option(s, "batch_size") or None} for s in stage[1:]]
+                 "batch_size": flow.step_option(s, "batch_size") or None, "reads": inside[s]} for s in stage[1:]]
         return {"op_class": type(op), "params": op.params.model_dump(), "step_id": step,
                 "input_steps": tuple(flow.inputs[step]), "reporter": self.follower.reporter,
                 "run": self.follower.run_id, "flow": flow.name, "rows": rows}
@@ -269,7 +276,7 @@ class _Run:
         # Ray's own empty blocks (no input rows reached the operator) have no columns;
         # the operator's empty outputs have its columns, as in the local executor.
         shaped = [t for t in tables if t.num_rows] or [t for t in tables if t.num_columns]
-        return concat(shaped) if shaped else self._empty_output(step)
+        return in_local_order(concat(shaped)) if shaped else self._empty_output(step)
 
     def _schema_table(self, step: str) -> pa.Table:
         """An empty table with a materialised step's columns."""

@@ -7,7 +7,11 @@ Stages and fusion (``plan_stages``)
     Each step is a stage, except that with ``keep_history=False`` a row step whose only
     input is a row step or a source, read by nothing else and not the output, with the
     same ``num_gpus``, runs in its parent's stage: a chain such as source -> row -> row is
-    one ``map_batches``. The stage takes its first step's ``concurrency`` and the largest
+    one ``map_batches``. An output fan-in without a model of its own (``fuse.rrf``) whose branches
+    are query steps that read the same input and nothing else reads runs with them in one
+    stage (``hybrid``'s bm25 + dense + fused): each block of queries goes through every
+    branch and the fusion in one call, so the branches' rows never cross the object store
+    and need no regroup. The stage takes its first step's ``concurrency`` and the largest
     ``num_cpus``.
 
 Tasks or actors (``runs_as_tasks``)
@@ -44,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flows.executors.base import query_batch_ends
 from flows.spec import Flow
 from operators.base import Operator
 
@@ -70,12 +75,20 @@ def runs_as_tasks(flow: Flow, stage: Stage) -> bool:
 
 
 def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Stage]:
-    """The stages, in run order: one step each, or a fused chain of row steps (module docstring)."""
+    """The stages, in run order: one step each, a fused chain of row steps, or a fused fan-in (module docstring)."""
     consumers = {s: [c for c in flow.consumers[s] if c in steps] for s in steps}
     stages: list[Stage] = []
     stage_of: dict[str, Stage] = {}
     for step in steps:
         parents = flow.inputs[step]
+        if not keep_history and _fuses_fan_in(flow, step, consumers, stages):
+            index = stages.index((parents[0],))
+            stages[index] = stage = (*parents, step)
+            for branch in parents[1:]:
+                stages.remove((branch,))
+            for member in stage:
+                stage_of[member] = stage
+            continue
         parent = parents[0] if len(parents) == 1 else None
         stage = stage_of.get(parent)
         if (not keep_history and stage is not None and stage[-1] == parent
@@ -90,6 +103,28 @@ def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Sta
             stages.append((step,))
             stage_of[step] = (step,)
     return stages
+
+
+def _fuses_fan_in(flow: Flow, step: str, consumers: dict[str, list[str]], stages: list[Stage]) -> bool:
+    """Whether ``step`` is a fan-in that runs in one stage with its branches: it is the flow's output (its
+    collected rows are put in the local order there), it loads no model, and its branches are query steps, each a stage of its own so far, that read the same input, feed only this
+    step and ask for no GPU, no ``concurrency`` and no batch size of their own beyond the first's."""
+    parents = flow.inputs[step]
+    op = flow.operators[step]
+    if step != flow.output or consumers[step] or len(parents) < 2 or len(set(parents)) < len(parents) or op.scope not in ("query", "row") \
+            or type(op).setup is not Operator.setup or flow.step_option(step, "num_gpus"):
+        return False
+    first = parents[0]
+    return all((branch,) in stages and flow.operators[branch].scope == "query" and consumers[branch] == [step]
+               and branch != flow.output and flow.inputs[branch] == flow.inputs[first]
+               and not flow.step_option(branch, "num_gpus") and not flow.step_option(branch, "concurrency")
+               and flow.step_option(branch, "batch_size") == flow.step_option(first, "batch_size")
+               for branch in parents)
+
+
+def stage_inputs(flow: Flow, stage: Stage) -> dict[str, tuple[str, ...]]:
+    """Each fused step's inputs inside the stage (empty: it reads the stage's input, as its first step does)."""
+    return {step: tuple(p for p in flow.inputs[step] if p in stage) for step in stage}
 
 
 @dataclass(frozen=True)
@@ -128,10 +163,17 @@ class InputCut:
         return [table.slice(a, b - a) for a, b in zip(self.bounds, self.bounds[1:]) if b > a] or [table]
 
 
-def cut_input(table: pa.Table, cpus: int) -> InputCut:
-    """A few blocks per CPU for parallelism, cut between qid runs where each qid's rows are together."""
+def cut_input(table: pa.Table, cpus: int, batch_size: int | None = None, *, per_query: bool = False) -> InputCut:
+    """A few blocks per CPU for parallelism, cut between qid runs where each qid's rows are together.
+
+    ``batch_size`` is that of the query steps that read the input (``per_query``: only such steps read it).
+    Their blocks are then cut only where the local executor ends one of their batches, so each of them
+    sees the very batches it sees locally (an embedder's floats depend on which texts share a call), and a
+    block may be as small as one batch: a query's work (a search, a forward pass) outweighs a block's cost.
+    """
     n = table.num_rows
-    parts = max(1, min(-(-n // INPUT_BLOCK_ROWS), INPUT_BLOCKS_PER_CPU * max(1, cpus)))
+    least = (batch_size or n) if per_query else INPUT_BLOCK_ROWS
+    parts = max(1, min(-(-n // max(1, least)), INPUT_BLOCKS_PER_CPU * max(1, cpus)))
     bounds = [round(i * n / parts) for i in range(parts + 1)]
     if "qid" not in table.column_names or not n:
         return InputCut(bounds, aligned=parts == 1, one_row_per_qid=False)
@@ -139,10 +181,22 @@ def cut_input(table: pa.Table, cpus: int) -> InputCut:
     runs = np.flatnonzero(qids[1:] != qids[:-1]) + 1  # where a new qid run starts
     distinct = pc.count_distinct(table.column("qid")).as_py()
     if len(runs) + 1 != distinct:  # a qid's rows are not together: cut anywhere, not aligned
-        return InputCut(bounds, aligned=parts == 1, one_row_per_qid=False)
+        return InputCut(bounds if not per_query else [0, n], aligned=parts == 1 or per_query, one_row_per_qid=False)
     starts = np.r_[runs, n]
+    if per_query:  # the local executor's batch ends, in rows
+        ends = query_batch_ends(np.diff(np.r_[0, starts]).tolist(), batch_size)
+        starts = np.r_[0, starts][ends]
     bounds = sorted({0, n, *(int(starts[np.searchsorted(starts, b)]) for b in bounds[1:-1])})
     return InputCut(bounds, aligned=True, one_row_per_qid=distinct == n)
+
+
+def input_readers(flow: Flow, steps: Iterable[str]) -> tuple[int | None, bool]:
+    """The batch size of the steps that read the flow input, and whether they all are query steps of that one
+    batch size (so ``cut_input`` may cut the input at their batch ends)."""
+    readers = [s for s in steps if not flow.inputs[s] and flow.operators[s].scope != "source"]
+    sizes = {flow.step_option(s, "batch_size") for s in readers}
+    per_query = bool(readers) and len(sizes) == 1 and all(flow.operators[s].scope == "query" for s in readers)
+    return (sizes.pop() if per_query else None), per_query
 
 
 @dataclass

@@ -60,6 +60,8 @@ class IndexRetriever(Operator):
     """Base of the index retrievers (not registered: it has no name)."""
 
     scope = "query"
+    #: Queries per call: a few calls per 1,000 queries, so the Ray executor can spread a query set over its CPUs.
+    batch_size = 256
     Params: ClassVar[type[BaseModel]] = RetrieverParams
     #: What an index built for this step must hold ("bm25", "dense"); read by FlowSpec.index_features.
     index_features: ClassVar[tuple[str, ...]] = ()
