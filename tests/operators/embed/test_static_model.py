@@ -47,6 +47,28 @@ def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(s
     np.testing.assert_allclose(again[1], vectors[1], atol=1e-6)
 
 
+def test_the_bags_of_pieces_give_the_models_own_vectors(static_folder):
+    """The fast path (each distinct space-separated piece tokenized once) against ``model.encode``
+    on real passages and edge cases: empty text, runs of spaces, tabs, final sigma, CJK, accents,
+    and a text over the tokenizer's 512-token truncation (encoded by the model itself)."""
+    import json
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[3] / "data" / "sample" / "corpus.jsonl"
+    with open(sample, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line, _ in zip(f, range(300))]
+    texts += ["", "   ", "  two  spaces ", "tab\tand\nnewline", "ΟΔΟΣ Σ σ", "日本語のテキスト test", "Café naïve",
+              "word, " * 400, "x"]
+    op = create("embed", {"model": str(static_folder)})
+    op.ensure_setup()
+    assert op._static is not None
+    fast = op.encode(texts)
+    exact = load_sentence_transformer(str(static_folder), device="cpu").encode(texts, normalize_embeddings=True)
+    empty = texts.index("")
+    assert not fast[empty].any()  # the zero vector, where the model's EmbeddingBag gives NaN
+    np.testing.assert_allclose(np.delete(fast, empty, 0), np.delete(exact, empty, 0), atol=1e-5)
+
+
 def test_an_onnx_backend_for_a_static_model_is_refused_with_the_reason(static_folder):
     with pytest.raises(BackendNotAvailableError, match="static embedding model.*use backend 'torch'"):
         load_sentence_transformer(str(static_folder), backend="onnx")
