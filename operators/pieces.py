@@ -43,20 +43,49 @@ class Pieces:
         counts.sum_duplicates()
         return cls(distinct=distinct, counts=counts)
 
-    def tokens(self, tokenize: Callable[[list[str]], list[Sequence]], vocab: dict | None = None):
-        """(texts x tokens count matrix, vocabulary): ``tokenize`` maps the distinct pieces to their
-        tokens (hashable values); ``vocab`` (token -> column, extended in place with new tokens in
-        order of first sight, as bm25s numbers them) fixes the columns, else a fresh one is made."""
-        vocab = {} if vocab is None else vocab
-        per_piece = tokenize(self.distinct)
-        lengths = np.fromiter((len(t) for t in per_piece), np.int64, count=len(per_piece))
-        cols = np.fromiter((vocab.setdefault(t, len(vocab)) for toks in per_piece for t in toks), np.int64,
-                           count=int(lengths.sum()))
-        return self.token_counts(np.repeat(np.arange(len(per_piece)), lengths), cols, len(vocab)), vocab
-
     def token_counts(self, piece_of: np.ndarray, token: np.ndarray, width: int) -> sp.csr_matrix:
         """Texts x ``width`` token counts, from every token of the distinct pieces: its piece's index
         and its column (in ``[0, width)``)."""
         piece_tokens = sp.csr_matrix((np.ones(len(token), np.int32), (piece_of, token)),
                                      shape=(len(self.distinct), width))
         return (self.counts @ piece_tokens).tocsr()
+
+
+class TokenCache:
+    """A tokenizer of distinct pieces that remembers the token ids of up to ``limit`` pieces.
+
+    Why: most distinct pieces of a batch (common words with their punctuation) were in the
+    batches before; with the cache a batch tokenizes only the pieces new to it. ``tokenize`` maps
+    distinct pieces to (piece index, token id) of each of their tokens, in piece order."""
+
+    def __init__(self, tokenize: Callable[[list[str]], tuple[np.ndarray, np.ndarray]], limit: int = 1_000_000):
+        self.tokenize = tokenize
+        self.limit = limit
+        self.slots: dict[str, int] = {}  # piece -> its slot
+        self.starts = np.zeros(0, np.int64)  # per slot, its first token in ``ids``
+        self.lengths = np.zeros(0, np.int64)
+        self.ids = np.zeros(0, np.int32)
+
+    def __call__(self, distinct: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        slots = np.fromiter((self.slots.get(p, -1) for p in distinct), np.int64, count=len(distinct))
+        new = np.flatnonzero(slots < 0)
+        owner, ids = self.tokenize([distinct[i] for i in new.tolist()])
+        owner = new[owner]
+        old = np.flatnonzero(slots >= 0)
+        lengths = self.lengths[slots[old]]
+        ends = np.cumsum(lengths)
+        at = np.repeat(self.starts[slots[old]] - (ends - lengths), lengths) + np.arange(ends[-1] if len(ends) else 0)
+        self._remember(distinct, new, owner, ids)
+        return np.concatenate([np.repeat(old, lengths), owner]), np.concatenate([self.ids[at], ids])
+
+    def _remember(self, distinct: list[str], new: np.ndarray, owner: np.ndarray, ids: np.ndarray) -> None:
+        room = min(len(new), self.limit - len(self.slots))
+        if room <= 0:
+            return
+        counts = np.bincount(np.searchsorted(new, owner), minlength=len(new))[:room]
+        kept = int(counts.sum())
+        for piece in (distinct[i] for i in new[:room].tolist()):
+            self.slots[piece] = len(self.slots)
+        self.starts = np.concatenate([self.starts, len(self.ids) + np.cumsum(counts) - counts])
+        self.lengths = np.concatenate([self.lengths, counts])
+        self.ids = np.concatenate([self.ids, ids[:kept].astype(np.int32)])

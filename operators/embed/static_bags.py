@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from operators.pieces import Pieces
+from operators.pieces import Pieces, TokenCache
 
 #: Distinct pieces joined into one text per tokenizer call (blocks are tokenized in parallel).
 PIECES_PER_CALL = 4096
@@ -22,12 +22,13 @@ PIECES_PER_CALL = 4096
 class StaticBags:
     """Encode texts as a StaticEmbedding model would, tokenizing distinct pieces only."""
 
-    def __init__(self, model, table: np.ndarray, tokenizer, max_length: int | None, normalized: bool):
+    def __init__(self, model, table, tokenizer, max_length: int | None, normalized: bool):
         self.model = model
-        self.table = table
+        self.table = table  # float32 torch tensor, tokens x dim
         self.tokenizer = tokenizer
         self.max_length = max_length
         self.normalized = normalized
+        self.cache = TokenCache(self._tokens)
 
     @classmethod
     def of(cls, model) -> "StaticBags | None":
@@ -47,7 +48,7 @@ class StaticBags:
         tokenizer = Tokenizer.from_str(static.tokenizer.to_str())  # a copy: pieces are never truncated
         tokenizer.no_truncation()
         tokenizer.no_padding()
-        table = static.embedding.weight.detach().cpu().float().numpy()
+        table = static.embedding.weight.detach().cpu().float()
         return cls(model, table, tokenizer, truncation["max_length"] if truncation else None, len(modules) > 1)
 
     def _tokens(self, distinct: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -66,13 +67,22 @@ class StaticBags:
             ids.append(np.asarray(encoding.ids, np.int64))
         return np.concatenate(owners), np.concatenate(ids)
 
+    def _sums(self, counts) -> np.ndarray:
+        """counts (texts x tokens, CSR) times the token table: torch's multi-threaded embedding_bag."""
+        import torch
+
+        return torch.nn.functional.embedding_bag(
+            torch.from_numpy(counts.indices.astype(np.int64)), self.table,
+            torch.from_numpy(counts.indptr[:-1].astype(np.int64)), mode="sum",
+            per_sample_weights=torch.from_numpy(counts.data.astype(np.float32))).numpy()
+
     def encode(self, texts: list[str], normalize: bool) -> np.ndarray:
         """(n, dim) float32 vectors: the mean of each text's token vectors, L2-normalised when the
         model or ``normalize`` says so (an empty text stays the zero vector, as in the model)."""
         pieces = Pieces.of(texts)
-        counts = pieces.token_counts(*self._tokens(pieces.distinct), self.table.shape[0]).astype(np.float32)
+        counts = pieces.token_counts(*self.cache(pieces.distinct), self.table.shape[0])
         lengths = np.asarray(counts.sum(axis=1)).ravel()
-        vectors = np.asarray(counts @ self.table, dtype=np.float32)
+        vectors = self._sums(counts)
         vectors /= np.maximum(lengths, 1)[:, None]
         if self.max_length is not None and (lengths > self.max_length).any():
             long = np.flatnonzero(lengths > self.max_length)

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 from operators.pieces import Pieces
 from operators.store.settings import IndexSettings
 
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
 
 
@@ -52,7 +53,8 @@ class QueryTokenizer:
     def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None) -> None:
         from bm25s.tokenization import _infer_stopwords
 
-        self._split = re.compile(r"(?u)\b\w\w+\b").findall  # bm25s.tokenize's default token_pattern
+        self._split = re.compile(TOKEN_PATTERN).findall
+        self._split_pieces = re.compile(TOKEN_PATTERN + "| ").findall  # tokens, and the spaces between pieces
         self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
         self._stemmer_language = stemmer
         self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
@@ -64,6 +66,21 @@ class QueryTokenizer:
             tokens = [t for t in self._split(text.lower()) if t not in self._stopwords]
             out.append(stem(tokens) if stem is not None and tokens else tokens)
         return out
+
+    def pieces(self, pieces: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Every term of space-free ``pieces``, in order, as (its piece, its index in the distinct terms),
+        and the distinct terms: one lower-casing and one regex pass over the pieces joined by spaces,
+        then the stopwords and the stemmer over distinct words only (the same terms as ``__call__``)."""
+        found = pa.array(self._split_pieces(" ".join(pieces).lower()), pa.string())
+        space = pc.equal(found, " ").to_numpy(zero_copy_only=False)
+        owner, words = np.cumsum(space)[~space], found.filter(pa.array(~space))
+        if self._stopwords:
+            keep = pc.invert(pc.is_in(words, value_set=pa.array(list(self._stopwords), pa.string())))
+            owner, words = owner[keep.to_numpy(zero_copy_only=False)], words.filter(keep)
+        encoded = words.dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        stem = self._stem_words()
+        return owner, encoded.indices.to_numpy(zero_copy_only=False), stem(distinct) if stem else distinct
 
     def _stem_words(self):
         if self._stemmer_language is None:
@@ -101,7 +118,11 @@ class ShardTerms:
         from each distinct space-separated piece tokenized once (``operators.pieces``): lower-case,
         ``\\w\\w+``, stopwords, stemmer. A text without tokens holds the empty token once, as in bm25s."""
         stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
-        tf, vocab = Pieces.of(texts).tokens(QueryTokenizer(stopwords or None, settings.stemmer))
+        pieces = Pieces.of(texts)
+        owner, word, terms = QueryTokenizer(stopwords or None, settings.stemmer).pieces(pieces.distinct)
+        vocab: dict[str, int] = {}
+        column = np.fromiter((vocab.setdefault(t, len(vocab)) for t in terms), np.int64, count=len(terms))
+        tf = pieces.token_counts(owner, column[word], len(vocab))
         doclen = np.asarray(tf.sum(axis=1), dtype=np.int32).ravel()
         empty = np.flatnonzero(doclen == 0)
         if len(empty):
