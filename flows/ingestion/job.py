@@ -17,7 +17,8 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings, require_models
+from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
+                                  require_models)
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, _enrichers,
                                    prepare, write)
@@ -292,6 +293,9 @@ def ingest(
     full_settings = index_settings(index_path, settings, plan.settings_base)
     embed = embed_params(plan, full_settings)
     require_models(embed, colbert)
+    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
+        or "dim" in (settings or {}) or "dim" in plan.settings_base
+    full_settings = fit_dim(full_settings, embed, given)
     run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
                on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()
