@@ -86,25 +86,7 @@ def test_kinds_that_need_a_dataset_still_ask_for_one_and_a_missing_static_model_
     assert train_command("tessera-bi-encoder").startswith("tessera train --dataset ")
 
 
-@pytest.fixture(scope="module")
-def random_static(tmp_path_factory) -> Path:
-    """A static model folder (MiniLM's tokenizer, seeded random 16-d token vectors): built in a second."""
-    import numpy as np
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
-    from tokenizers import Tokenizer
-
-    from operators.models import resolve_model_path
-
-    tokenizer = Tokenizer.from_file(str(resolve_model_path("minilm") / "tokenizer.json"))
-    weights = np.random.default_rng(0).standard_normal((tokenizer.get_vocab_size(), 16)).astype(np.float32)
-    folder = tmp_path_factory.mktemp("static") / "random-static"
-    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights), Normalize()],
-                        device="cpu").save(str(folder))
-    return folder
-
-
-def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one_is_refused(random_static, tmp_path):
+def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one_is_refused(static_folder, tmp_path):
     """A spec without ``dim`` used to fail at the first shard's write (384, MiniLM's, against 16)."""
     from flows.ingestion import ingest
     from flows.ingestion.errors import IngestError
@@ -112,8 +94,9 @@ def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one
 
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
-    spec = {"name": "s", "steps": {"embed": {"op": "embed.sentence_transformer", "params": {"model": str(random_static)}}},
-            "index_settings": {"encoder": str(random_static)}}
+    embed = {"op": "embed.sentence_transformer", "params": {"model": str(static_folder)}}
+    spec = {"name": "s", "steps": {"embed": embed},
+            "index_settings": {"encoder": str(static_folder)}}
     report = ingest(corpus, tmp_path / "idx", spec=spec, executor="local", shard_size=2, progress=False)
     assert (report.docs, report.shards_written, Index.open(tmp_path / "idx").settings.dim) == (5, 3, 16)
     with pytest.raises(IngestError, match="dim is 384 but the encoder .* gives 16-d") as err:
