@@ -132,3 +132,41 @@ def rss_bytes() -> int:
     """Resident set size of this process (Linux /proc; no psutil needed)."""
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+#: Real questions for searching an index built from the scale corpus (whose text comes from these sets).
+QUERY_SETS = ("hotpotqa_dev_subset", "musique_dev_subset", "scifact")
+
+
+def real_queries(n: int, seed: int = 0) -> list[str]:
+    """``n`` real queries drawn from the query files of ``QUERY_SETS``."""
+    import json
+
+    texts = []
+    for name in QUERY_SETS:
+        with open(DATA / name / "queries.jsonl", encoding="utf-8") as f:
+            texts += [json.loads(line)["text"] for line in f if line.strip()]
+    picked = np.random.default_rng(seed).permutation(len(texts))[:n]
+    return [texts[i] for i in picked]
+
+
+def index_vectors(path: Path) -> np.ndarray:
+    """Every live chunk's vector of a Tessera index, shard by shard (its exact vectors)."""
+    from operators.store import Index, dense
+
+    manifest = Index.open(path).manifest
+    parts = []
+    for info in manifest.shards:  # only the FAISS files: the doc stores and BM25 statistics stay on disk
+        folder = path / "shards" / info.id
+        vectors = dense.vectors(dense.load(folder), folder)
+        parts.append(np.delete(vectors, manifest.tombstones.get(info.id, []), axis=0))
+    return np.concatenate(parts).astype(np.float32, copy=False)
+
+
+def encode_queries(path: Path, queries: list[str]) -> np.ndarray:
+    """``queries`` embedded with the index's own encoder (L2-normalised)."""
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.store import Index
+
+    encoder = Index.open(path).settings.encoder
+    return SentenceTransformerEmbedder({"model": encoder}, step_id="queries").encode(queries)

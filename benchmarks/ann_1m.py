@@ -3,7 +3,10 @@
 Goal (per index type): p50 <= 2 ms per query on ONE thread, recall@10 >= 0.95
 against exact search, and index memory <= 0.6 GB (a flat float32 index is 1.5 GB).
 
-Data: the WordNet glosses (117,659, ../shared/data) encoded with all-MiniLM-L6-v2
+Data (``--index``): every vector of an ingested Tessera index (the 916K scale corpus's) as the base,
+and real questions (benchmarks/_common.py's QUERY_SETS) embedded with its encoder as queries.
+
+Data (default): the WordNet glosses (117,659, ../shared/data) encoded with all-MiniLM-L6-v2
 (``title. text``, L2-normalised; cached as .npy under ~/.cache/tessera-bench).
 ``--queries`` glosses, drawn at random, are held out as queries and are not in the
 base; the base is the other real vectors plus noisy copies up to ``--n``: a copy is
@@ -27,6 +30,7 @@ shared), and p50/p95 are over queries. Results go to a JSON file (``--out``).
     .venv/bin/python benchmarks/ann_1m.py                       # 1M, all types (long)
     .venv/bin/python benchmarks/ann_1m.py --n 200000 --types flat,sq8,hnsw_sq8
     .venv/bin/python benchmarks/ann_1m.py --limit 5000 --n 50000 --nlist 256   # quick dev run
+    .venv/bin/python benchmarks/ann_1m.py --index INDEX --types flat,hnsw_sq8,ivfpq   # an ingested index
 """
 
 from __future__ import annotations
@@ -46,12 +50,13 @@ import numpy as np
 # Oversubscribed machine: OpenMP threads that spin at barriers starve each other; let them sleep.
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, WORDNET, encode_corpus, latency_summary, rss_bytes  # noqa: E402
+from _common import (CACHE, WORDNET, encode_corpus, encode_queries, index_vectors, latency_summary,  # noqa: E402
+                     real_queries, rss_bytes)
 
 K = 10
 GB = 1e9
 
-#: kind -> (factory string; {nlist} is filled in, sweep: groups of parameter strings,
+#: kind -> (factory string; {nlist} and the PQ sizes {pq} (dim/8: 48 at 384-d) and {pq4} (dim/4) are filled in, sweep: groups of parameter strings,
 #: each group in increasing cost, stopped at the first that reaches the target).
 NPROBES = [4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 EFS = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
@@ -59,9 +64,9 @@ KINDS: dict[str, tuple[str, list[list[str]]]] = {
     "flat": ("Flat", [[""]]),
     "hnsw": ("HNSW32", [[f"efSearch={e}" for e in EFS]]),
     "ivf": ("IVF{nlist},Flat", [[f"nprobe={p}" for p in NPROBES]]),
-    "ivfpq": ("IVF{nlist},PQ48,Refine(SQ8)",
+    "ivfpq": ("IVF{nlist},PQ{pq},Refine(SQ8)",
               [[f"nprobe={p},k_factor_rf={f}" for p in NPROBES] for f in (2, 4, 8, 16)]),
-    "ivfpq_norefine": ("IVF{nlist},PQ96", [[f"nprobe={p}" for p in NPROBES]]),
+    "ivfpq_norefine": ("IVF{nlist},PQ{pq4}", [[f"nprobe={p}" for p in NPROBES]]),
     "sq8": ("IVF{nlist},SQ8", [[f"nprobe={p}" for p in NPROBES]]),
     "hnsw_sq8": ("HNSW32_SQ8", [[f"efSearch={e}" for e in EFS]]),
     "hnsw24_sq8": ("HNSW24_SQ8", [[f"efSearch={e}" for e in EFS]]),
@@ -84,10 +89,41 @@ def nn1_median_cosine(real: np.ndarray, sample: int, rng: np.random.Generator) -
     return float(np.median(scores[:, 1]))  # column 0 is the vector itself
 
 
+def index_data(args: argparse.Namespace) -> tuple[Path, dict]:
+    """``--index``: the base is every vector of a Tessera index, the queries real questions embedded
+    with its encoder, the truth their exact top-K; cached under CACHE per index generation."""
+    import faiss
+
+    from operators.store import Index
+
+    generation = Index.open(args.index).generation
+    key = hashlib.sha256(f"{args.index.resolve()}|{generation}|{args.queries}|{args.seed}".encode()).hexdigest()[:12]
+    folder = CACHE / f"ann_index_{key}"
+    if (folder / "data.json").is_file():
+        return folder, json.loads((folder / "data.json").read_text())
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    base = index_vectors(args.index)
+    queries = encode_queries(args.index, real_queries(args.queries, args.seed))
+    flat = faiss.IndexFlatIP(base.shape[1])
+    flat.add(base)
+    _, truth = flat.search(queries, K)
+    np.save(folder / "base.npy", base)
+    np.save(folder / "queries.npy", queries)
+    np.save(folder / "truth.npy", truth)
+    meta = {"n": len(base), "dim": base.shape[1], "real_base": len(base), "queries": len(queries), "sigma": 0.0,
+            "index": str(args.index), "median_nn1_cosine_real": None, "mean_copy_to_source_cosine": None,
+            "prepare_s": round(time.perf_counter() - start, 1)}
+    (folder / "data.json").write_text(json.dumps(meta, indent=1))
+    return folder, meta
+
+
 def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
     """Queries, base (memmapped .npy) and exact top-K under CACHE, built once per setting."""
     import faiss
 
+    if args.index is not None:
+        return index_data(args)
     vectors = encode_corpus(WORDNET, limit=args.limit)
     rng = np.random.default_rng(args.seed)
     order = rng.permutation(len(vectors))
@@ -291,6 +327,8 @@ def main() -> None:
     parser.add_argument("--latency-queries", type=int, default=1000, help="queries timed per index")
     parser.add_argument("--flat-queries", type=int, default=100, help="queries timed for the (slow) flat index")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--index", type=Path, default=None, help="a Tessera index: its vectors are the base, real "
+                        "questions embedded with its encoder the queries (the 916K scale index, issue 33)")
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached index files")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (default: under the cache)")
     parser.add_argument("--measure-one", nargs=3, metavar=("KIND", "INDEX", "DATA"), help=argparse.SUPPRESS)
@@ -313,7 +351,7 @@ def main() -> None:
     base = np.load(folder / "base.npy", mmap_mode="r")
     rows: dict[str, dict] = {}
     for kind in kinds:
-        factory = KINDS[kind][0].format(nlist=args.nlist)
+        factory = KINDS[kind][0].format(nlist=args.nlist, pq=meta["dim"] // 8, pq4=meta["dim"] // 4)
         start = time.perf_counter()
         rows[kind] = build(kind, factory, folder, base, args)
         print(f"built {kind:14s} {factory:28s} build {rows[kind]['build_s']:7.1f} s "

@@ -64,13 +64,16 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
-def tree_rss(process) -> int:
+def tree_usage(process, cpu: dict[int, float]) -> int:
+    """The resident memory of ``process`` and everything under it; ``cpu`` keeps each one's latest CPU seconds."""
     import psutil
 
     total = 0
     for p in [process, *process.children(recursive=True)]:
         try:
             total += p.memory_info().rss
+            times = p.cpu_times()
+            cpu[p.pid] = times.user + times.system
         except psutil.Error:
             pass
     return total
@@ -83,9 +86,10 @@ def run_child(args: argparse.Namespace, argv: list[str], run: int, kill_at: floa
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", "--run", str(run), *argv], stdout=subprocess.PIPE,
                             start_new_session=True, text=True)
-    process, peak, killed = psutil.Process(proc.pid), 0, False
+    process, peak, killed, loads, cpu = psutil.Process(proc.pid), 0, False, [], {}
     while proc.poll() is None:
-        peak = max(peak, tree_rss(process))
+        peak = max(peak, tree_usage(process, cpu))
+        loads.append(os.getloadavg()[0])
         if kill_at is not None and embedded_fraction(args.work / f"stages-{run}.jsonl") >= kill_at:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
@@ -96,6 +100,8 @@ def run_child(args: argparse.Namespace, argv: list[str], run: int, kill_at: floa
         raise SystemExit(f"ingestion failed (exit {proc.returncode})")
     report = json.loads(out.strip().splitlines()[-1]) if not killed and out.strip() else {}
     return {"seconds": time.perf_counter() - started, "peak_rss_gb": peak / 1e9, "killed": killed,
+            "load": (sum(loads) / len(loads), max(loads)) if loads else (0.0, 0.0),
+            "cpu_s": sum(cpu.values()),  # as last sampled (every half second)
             "report": report, "stages": stage_seconds(args.work / f"stages-{run}.jsonl")}
 
 
@@ -172,7 +178,8 @@ def main() -> int:
         runs.append(run_child(args, argv, 2, None))
     for n, run in enumerate(runs, 1):
         what = "killed" if run["killed"] else f"{run['report'].get('docs', 0):,} documents"
-        print(f"run {n}: {run['seconds']:.1f} s wall, peak RSS {run['peak_rss_gb']:.2f} GB ({what}); stages "
+        print(f"run {n}: {run['seconds']:.1f} s wall, {run['cpu_s']:.0f} s CPU, peak RSS {run['peak_rss_gb']:.2f} GB ({what}), 1-min load "
+              f"average mean {run['load'][0]:.1f} max {run['load'][1]:.1f} on {os.cpu_count()} cores; stages "
               f"(first to last progress event, s): {run['stages']}")
     check = verify(args.index, args.corpus)
     print(f"index: {check}")

@@ -13,18 +13,28 @@ must be identical, dense top-10 equal.
     .venv/bin/python benchmarks/shard_merge.py
     .venv/bin/python benchmarks/shard_merge.py --corpus scifact --dense-type hnsw
     .venv/bin/python benchmarks/shard_merge.py --corpus wordnet     # where search, not fan-out, dominates
+    .venv/bin/python benchmarks/shard_merge.py --index INDEX        # an ingested index as it is (916K: 184 shards)
+
+With ``--index``, an ingested index is searched as it is, with real questions (benchmarks/_common.py's
+QUERY_SETS; dense queries embedded with the index's encoder): BM25 and dense p50/p95 for one query per
+call and the cost per query in batches of ``--batch``, the resident memory the loaded index adds, and the
+sharded dense search against one FAISS flat index over the same vectors (the merge's cost; same top-10).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import REPO_ROOT, SCIFACT, WORDNET, encode_corpus, read_beir_corpus  # noqa: E402  (sets sys.path)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as in ann_1m.py: on a shared machine spinning OpenMP threads starve
+
+from _common import (REPO_ROOT, SCIFACT, WORDNET, encode_corpus, encode_queries, index_vectors,  # noqa: E402
+                     latency_summary, read_beir_corpus, real_queries, rss_bytes)
 
 
 def build(path: Path, n_shards: int, ids, titles, texts, vectors, dense_type: str):
@@ -51,13 +61,51 @@ def timed(fn, calls, rounds):
     return best
 
 
+def ingested(args: argparse.Namespace) -> None:
+    """Search an ingested index as it is: latency one query per call and in batches, memory, merge cost."""
+    import faiss
+
+    from operators.store import Index
+
+    queries = real_queries(args.queries)
+    vectors = encode_queries(args.index, queries)
+    before = rss_bytes()
+    started = time.perf_counter()
+    index = Index.open(args.index)
+    index.search_bm25(["warm up"], k=10), index.search_dense(vectors[:1], k=10)  # loads every shard
+    print(f"{args.index}: {len(index):,} chunks in {len(index.manifest.shards)} shards, loaded in "
+          f"{time.perf_counter() - started:.1f} s, +{(rss_bytes() - before) / 1e9:.2f} GB RSS; {len(queries)} real "
+          f"queries, k=10, best of {args.rounds} rounds per call")
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(index_vectors(args.index))
+    batches = [slice(i, i + args.batch) for i in range(0, len(queries), args.batch)]
+    calls = {"bm25": (lambda q: index.search_bm25([queries[q]], k=10), lambda b: index.search_bm25(queries[b], k=10)),
+             "dense (sharded)": (lambda q: index.search_dense(vectors[q:q + 1], k=10),
+                                 lambda b: index.search_dense(vectors[b], k=10)),
+             "dense (one flat)": (lambda q: exact.search(vectors[q:q + 1], 10), lambda b: exact.search(vectors[b], 10))}
+    print(f"{'':18}{'p50 ms':>9}{'p95 ms':>9}{f'batch of {args.batch}, ms/query':>26}")
+    for name, (one, batch) in calls.items():
+        single = latency_summary(timed(one, list(range(len(queries))), args.rounds))
+        per_query = float(np.sum(timed(batch, batches, args.rounds))) * 1000 / len(queries)
+        print(f"{name:18}{single['p50_ms']:>9.2f}{single['p95_ms']:>9.2f}{per_query:>26.3f}")
+    ids = np.asarray([h.docnos for h in index.search_dense(vectors, k=10)])
+    _, rows = exact.search(vectors, 10)
+    state = index._current()  # the same shard order and tombstones as index_vectors
+    docnos = np.concatenate([shard.docnos[live] for shard, live in zip(state.shards, state.live)])
+    print(f"sharded dense top-10 equal to one flat index's: {float(np.mean(ids == docnos[rows])):.4f} of the ranks")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", choices=("sample", "scifact", "wordnet"), default="sample")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--dense-type", default="flat")
+    parser.add_argument("--index", type=Path, help="search this ingested index as it is (see above)")
+    parser.add_argument("--batch", type=int, default=100, help="queries per call in the batch timing (--index)")
     args = parser.parse_args()
+    if args.index is not None:
+        return ingested(args)
     path = {"sample": REPO_ROOT / "data" / "sample" / "corpus.jsonl", "scifact": SCIFACT,
             "wordnet": WORDNET}[args.corpus]
     ids, titles, texts = read_beir_corpus(path)

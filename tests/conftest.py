@@ -246,6 +246,25 @@ def untrained_ce(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def static_folder(tmp_path_factory) -> Path:
+    """A static model folder (what ``tessera train --model static`` saves): MiniLM's tokenizer and seeded
+    random 16-d token vectors, built in a second (what these tests check does not depend on the vectors)."""
+    import numpy as np
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
+    from tokenizers import Tokenizer
+
+    from operators.models import resolve_model_path
+
+    tokenizer = Tokenizer.from_file(str(resolve_model_path("minilm") / "tokenizer.json"))
+    weights = np.random.default_rng(0).standard_normal((tokenizer.get_vocab_size(), 16)).astype(np.float32)
+    folder = tmp_path_factory.mktemp("static") / "tiny-static"
+    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights), Normalize()],
+                        device="cpu").save(str(folder))
+    return folder
+
+
+@pytest.fixture(scope="session")
 def sample_workspace(tmp_path_factory) -> Path:
     """A folder laid out as a clone after ``make demo``: ``data/sample`` (a copy of the bundled
     sample) and ``.tessera/indices/sample``, ingested as ``make demo`` and the README's Python tour

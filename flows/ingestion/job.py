@@ -17,7 +17,8 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
-from flows.ingestion.plan import ANY_SOURCE, IngestPlan, build_plan, embed_params, index_settings, require_models
+from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
+                                  require_models)
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, _enrichers,
                                    prepare, write)
@@ -138,17 +139,29 @@ class _Run:
         write_bytes(path, json.dumps(ours, sort_keys=True).encode())
 
     def _run_local(self, shards: list[str]) -> None:
+        """Shards in order, in-process: one shard is read, chunked and embedded in a thread while the
+        one before it is written and committed here, so two cores share the work (the tokenizers,
+        embedding_bag, FAISS and Parquet release the GIL); commits stay in shard order."""
+        from concurrent.futures import ThreadPoolExecutor
+
         chunker, enrichers = _chunker(self.job), _enrichers(self.job)
         embedder = Embedder(self.job, self.tracker.embedded) if shards and self.job.embed is not None else None
-        for shard in shards:
+
+        def embedded(shard: str):
             started = time.perf_counter()
             docs, read_failures = self.stager.load(shard)
-            rows = prepare(self.job, shard, docs, chunker, enrichers)
-            embedded = 0
+            rows, n = prepare(self.job, shard, docs, chunker, enrichers), 0
             if embedder is not None:
-                rows, embedded = embedder(rows)
-            self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
-                               chunks_embedded=embedded, started=started))
+                rows, n = embedder(rows)
+            return started, docs, read_failures, rows, n
+
+        with ThreadPoolExecutor(1, thread_name_prefix="tessera-ingest") as pool:
+            ahead = [pool.submit(embedded, shard) for shard in shards[:1]]
+            for i, shard in enumerate(shards):
+                started, docs, read_failures, rows, n = ahead.pop().result()
+                ahead += [pool.submit(embedded, shard) for shard in shards[i + 1:i + 2]]
+                self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
+                                   chunks_embedded=n, started=started))
 
     def _commit(self, result: ShardResult) -> None:
         """Ledger, then manifest, for one written shard (the driver's only writes)."""
@@ -292,6 +305,9 @@ def ingest(
     full_settings = index_settings(index_path, settings, plan.settings_base)
     embed = embed_params(plan, full_settings)
     require_models(embed, colbert)
+    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
+        or "dim" in (settings or {}) or "dim" in plan.settings_base
+    full_settings = fit_dim(full_settings, embed, given)
     run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
                on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()

@@ -118,6 +118,24 @@ def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
     return embed
 
 
+def fit_dim(settings, embed: dict[str, Any] | None, given: bool):
+    """The settings with the encoder's dimension: taken from the model when nothing set ``dim`` (a static
+    model's 256 where the default is MiniLM's 384); a set one that differs is refused before anything is
+    written, not by the first shard's write."""
+    if embed is None:
+        return settings
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.store import IndexSettings
+
+    dim = SentenceTransformerEmbedder(embed, step_id="embed").dimension
+    if dim == settings.dim:
+        return settings
+    if given:
+        raise IngestError(f"index_settings.dim is {settings.dim} but the encoder '{embed['model']}' gives {dim}-d "
+                          f"vectors; set dim to {dim} or leave it out", field="settings.dim")
+    return IndexSettings.model_validate({**settings.model_dump(), "dim": dim})
+
+
 def require_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
     """The encoder and the ``--colbert`` model are on this machine (one error naming both if not), so a
     missing one fails before the index is created, not after the corpus is embedded."""

@@ -71,6 +71,7 @@ class SentenceTransformerEmbedder(Operator):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._model = None
+        self._static = None  # a StaticBags for a static (model2vec) model: its fast path
 
     def reads(self) -> list[str]:
         columns = [self.params.input_column]
@@ -100,6 +101,10 @@ class SentenceTransformerEmbedder(Operator):
             self._model = load_sentence_transformer(
                 self.params.model, device=self.params.device, backend=self.params.backend
             )
+            if self.params.backend == "torch":
+                from operators.embed.static_bags import StaticBags
+
+                self._static = StaticBags.of(self._model)
 
     @property
     def dimension(self) -> int:
@@ -123,6 +128,8 @@ class SentenceTransformerEmbedder(Operator):
         self.ensure_setup()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if self._static is not None:
+            return self._static.encode(texts, self.params.normalize)
         return self._model.encode(
             texts,
             batch_size=forward_batch_size(self.params.encode_batch_size, self._model),

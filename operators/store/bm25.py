@@ -27,34 +27,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import scipy.sparse as sp
 
+from operators.pieces import Pieces
 from operators.store.settings import IndexSettings
 
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
 
 
-def _stemmer(settings: IndexSettings):
-    import Stemmer
-
-    # A fresh stemmer per call: PyStemmer objects are not thread-safe.
-    return Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
-
-
-def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> list[str]:
+def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> pa.Array:
     """The text BM25 sees per chunk: the ``text_fields`` present, joined with a space."""
     parts = [pc.fill_null(chunks.column(f).cast(pa.string()), "")
              for f in settings.text_fields if f in chunks.column_names]
-    if len(parts) == 1:
-        return parts[0].to_pylist()
-    return pc.binary_join_element_wise(*parts, " ").to_pylist()
-
-
-def tokenize_corpus(texts: list[str], settings: IndexSettings) -> list[list[str]]:
-    """Token strings per document, as ``bm25s.tokenization.Tokenizer`` makes them for indexing
-    (a document without tokens becomes the empty token, length 1, as in bm25s)."""
-    from bm25s.tokenization import Tokenizer
-
-    tokenizer = Tokenizer(stopwords=settings.stopwords or None, stemmer=_stemmer(settings))
-    return tokenizer.tokenize(texts, update_vocab=True, return_as="string", show_progress=False)
+    joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
+    return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
 class QueryTokenizer:
@@ -68,7 +53,8 @@ class QueryTokenizer:
     def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None) -> None:
         from bm25s.tokenization import _infer_stopwords
 
-        self._split = re.compile(r"(?u)\b\w\w+\b").findall  # bm25s.tokenize's default token_pattern
+        self._split = re.compile(TOKEN_PATTERN).findall
+        self._split_pieces = re.compile(TOKEN_PATTERN + "| ").findall  # tokens, and the spaces between pieces
         self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
         self._stemmer_language = stemmer
         self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
@@ -80,6 +66,21 @@ class QueryTokenizer:
             tokens = [t for t in self._split(text.lower()) if t not in self._stopwords]
             out.append(stem(tokens) if stem is not None and tokens else tokens)
         return out
+
+    def pieces(self, pieces: list[str]) -> tuple[np.ndarray, np.ndarray, list[str]]:
+        """Every term of space-free ``pieces``, in order, as (its piece, its index in the distinct terms),
+        and the distinct terms: one lower-casing and one regex pass over the pieces joined by spaces,
+        then the stopwords and the stemmer over distinct words only (the same terms as ``__call__``)."""
+        found = pa.array(self._split_pieces(" ".join(pieces).lower()), pa.string())
+        space = pc.equal(found, " ").to_numpy(zero_copy_only=False)
+        owner, words = np.cumsum(space)[~space], found.filter(pa.array(~space))
+        if self._stopwords:
+            keep = pc.invert(pc.is_in(words, value_set=pa.array(list(self._stopwords), pa.string())))
+            owner, words = owner[keep.to_numpy(zero_copy_only=False)], words.filter(keep)
+        encoded = words.dictionary_encode()
+        distinct = encoded.dictionary.to_pylist()
+        stem = self._stem_words()
+        return owner, encoded.indices.to_numpy(zero_copy_only=False), stem(distinct) if stem else distinct
 
     def _stem_words(self):
         if self._stemmer_language is None:
@@ -112,14 +113,25 @@ class ShardTerms:
     doclen: np.ndarray  # int32 tokens per document
 
     @classmethod
-    def from_tokens(cls, tokens: list[list[str]]) -> "ShardTerms":
-        ids: dict[str, int] = {}
-        cols = np.fromiter((ids.setdefault(t, len(ids)) for doc in tokens for t in doc), dtype=np.int32)
-        doclen = np.fromiter((len(doc) for doc in tokens), dtype=np.int32, count=len(tokens))
-        rows = np.repeat(np.arange(len(tokens), dtype=np.int32), doclen)
-        tf = sp.csr_matrix((np.ones(len(cols), np.int32), (rows, cols)), shape=(len(tokens), len(ids)))
-        tf.sum_duplicates()
-        return cls(tf=tf, vocab=list(ids), doclen=doclen)
+    def of_texts(cls, texts: pa.Array, settings: IndexSettings) -> "ShardTerms":
+        """The term counts bm25s's indexing tokenizer (``bm25s.tokenization.Tokenizer``) gives, made
+        from each distinct space-separated piece tokenized once (``operators.pieces``): lower-case,
+        ``\\w\\w+``, stopwords, stemmer. A text without tokens holds the empty token once, as in bm25s."""
+        stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
+        pieces = Pieces.of(texts)
+        owner, word, terms = QueryTokenizer(stopwords or None, settings.stemmer).pieces(pieces.distinct)
+        vocab: dict[str, int] = {}
+        column = np.fromiter((vocab.setdefault(t, len(vocab)) for t in terms), np.int64, count=len(terms))
+        tf = pieces.token_counts(owner, column[word], len(vocab))
+        doclen = np.asarray(tf.sum(axis=1), dtype=np.int32).ravel()
+        empty = np.flatnonzero(doclen == 0)
+        if len(empty):
+            column = vocab.setdefault("", len(vocab))
+            tf = (sp.csr_matrix(tf, shape=(tf.shape[0], len(vocab)))
+                  + sp.csr_matrix((np.ones(len(empty), np.int32), (empty, np.full(len(empty), column))),
+                                  shape=(tf.shape[0], len(vocab))))
+            doclen[empty] = 1
+        return cls(tf=tf.astype(np.int32).tocsr(), vocab=list(vocab), doclen=doclen)
 
     def save(self, folder: Path) -> list[str]:
         sp.save_npz(folder / TF_FILE, self.tf, compressed=False)

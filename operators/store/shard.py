@@ -100,7 +100,7 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
         names = [DOCS_FILE]
         n_terms = dense_info = None
         if settings.bm25:
-            terms = bm25.ShardTerms.from_tokens(bm25.tokenize_corpus(bm25.indexed_texts(docs, settings), settings))
+            terms = bm25.ShardTerms.of_texts(bm25.indexed_texts(docs, settings), settings)
             names += terms.save(tmp)
             n_terms = len(terms.vocab)
         if settings.dense:

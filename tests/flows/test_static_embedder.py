@@ -84,3 +84,21 @@ def test_kinds_that_need_a_dataset_still_ask_for_one_and_a_missing_static_model_
     assert caught.value.field == "dataset" and not (tmp_path / "tessera-static").exists()  # refused before distilling
     assert train_command("tessera-static") == "tessera train --model static"
     assert train_command("tessera-bi-encoder").startswith("tessera train --dataset ")
+
+
+def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one_is_refused(static_folder, tmp_path):
+    """A spec without ``dim`` used to fail at the first shard's write (384, MiniLM's, against 16)."""
+    from flows.ingestion import ingest
+    from flows.ingestion.errors import IngestError
+    from operators.store import Index
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": k, "text": v}) + "\n" for k, v in DOCS.items()), encoding="utf-8")
+    embed = {"op": "embed.sentence_transformer", "params": {"model": str(static_folder)}}
+    spec = {"name": "s", "steps": {"embed": embed},
+            "index_settings": {"encoder": str(static_folder)}}
+    report = ingest(corpus, tmp_path / "idx", spec=spec, executor="local", shard_size=2, progress=False)
+    assert (report.docs, report.shards_written, Index.open(tmp_path / "idx").settings.dim) == (5, 3, 16)
+    with pytest.raises(IngestError, match="dim is 384 but the encoder .* gives 16-d") as err:
+        ingest(corpus, tmp_path / "idx2", spec=spec, settings={"dim": 384}, executor="local", progress=False)
+    assert err.value.field == "settings.dim" and not (tmp_path / "idx2").exists()

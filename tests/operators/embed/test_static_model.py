@@ -13,23 +13,9 @@ import pytest
 
 from operators import create
 from operators.embed.sentence_transformer import arrow_to_vectors
-from operators.models import load_sentence_transformer, resolve_model_path
+from operators.models import load_sentence_transformer
 from operators.models.batching import STATIC_BATCH, forward_batch_size, is_static
 from operators.models.sentence_transformers import BackendNotAvailableError
-
-
-@pytest.fixture(scope="module")
-def static_folder(tmp_path_factory):
-    from sentence_transformers import SentenceTransformer
-    from sentence_transformers.sentence_transformer.modules import Normalize, StaticEmbedding
-    from tokenizers import Tokenizer
-
-    tokenizer = Tokenizer.from_file(str(resolve_model_path("minilm") / "tokenizer.json"))
-    weights = np.random.default_rng(0).standard_normal((tokenizer.get_vocab_size(), 16)).astype(np.float32)
-    folder = tmp_path_factory.mktemp("static") / "tiny-static"
-    SentenceTransformer(modules=[StaticEmbedding(tokenizer, embedding_weights=weights), Normalize()],
-                        device="cpu").save(str(folder))
-    return folder
 
 
 def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(static_folder):
@@ -45,6 +31,32 @@ def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(s
         pa.table({"text": ["honey bees", "honey bees make"]})).column("vector"))
     np.testing.assert_allclose(again[0], vectors[0], atol=1e-6)
     np.testing.assert_allclose(again[1], vectors[1], atol=1e-6)
+
+
+def test_the_bags_of_pieces_give_the_models_own_vectors(static_folder):
+    """The fast path (each distinct space-separated piece tokenized once) against ``model.encode``
+    on real passages and edge cases: empty text, runs of spaces, tabs, final sigma, CJK, accents,
+    and a text over the tokenizer's 512-token truncation (encoded by the model itself)."""
+    import json
+    from pathlib import Path
+
+    sample = Path(__file__).resolve().parents[3] / "data" / "sample" / "corpus.jsonl"
+    with open(sample, encoding="utf-8") as f:
+        texts = [json.loads(line)["text"] for line, _ in zip(f, range(300))]
+    texts += ["", "   ", "  two  spaces ", "tab\tand\nnewline", "ΟΔΟΣ Σ σ", "日本語のテキスト test", "Café naïve",
+              "word, " * 400, "x"]
+    op = create("embed", {"model": str(static_folder)})
+    op.ensure_setup()
+    assert op._static is not None
+    fast = op.encode(texts)
+    exact = load_sentence_transformer(str(static_folder), device="cpu").encode(texts, normalize_embeddings=True)
+    empty = texts.index("")
+    assert not fast[empty].any()  # the zero vector, where the model's EmbeddingBag gives NaN
+    np.testing.assert_allclose(np.delete(fast, empty, 0), np.delete(exact, empty, 0), atol=1e-5)
+    # later batches take most pieces' token ids from the cache, and give the same vectors
+    assert len(op._static.cache.slots) > 0
+    np.testing.assert_allclose(np.concatenate([op.encode(texts[150:]), op.encode(texts[:150])]),
+                               np.concatenate([fast[150:], fast[:150]]), atol=1e-6)  # sums in another order
 
 
 def test_an_onnx_backend_for_a_static_model_is_refused_with_the_reason(static_folder):

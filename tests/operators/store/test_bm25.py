@@ -27,6 +27,23 @@ def test_query_tokens_are_those_of_bm25s_tokenize(settings, sample_docs):
     assert bm25.tokenize_queries(texts, settings) == expected
 
 
+@pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None, stopwords=None),
+                                      IndexSettings(stopwords="de", stemmer="german")], ids=["en", "bare", "german"])
+def test_shard_term_counts_are_those_of_bm25s_indexing(settings, sample_docs):
+    """Tokenizing each distinct space-separated piece once gives bm25s's own document tokens."""
+    from bm25s.tokenization import Tokenizer
+
+    texts = [f"{d['title']} {d['text']}" for d in sample_docs[:300]] + EDGE_QUERIES + ["ΟΔΟΣ ΟΔΟΣ.  Σ", "a\tb\nthe"]
+    stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
+    tokens = Tokenizer(stopwords=settings.stopwords or None, stemmer=stemmer).tokenize(
+        texts, update_vocab=True, return_as="string", show_progress=False)
+    terms = bm25.ShardTerms.of_texts(pa.array(texts), settings)
+    got = [sorted((terms.vocab[c], int(n)) for c, n in zip(terms.tf[i].indices, terms.tf[i].data))
+           for i in range(len(texts))]
+    assert got == [sorted({t: d.count(t) for t in d}.items()) for d in tokens]
+    assert terms.doclen.tolist() == [len(d) for d in tokens]
+
+
 def _bm25s_top(retriever, tokens: list[str], k: int, mask: np.ndarray | None):
     """bm25s's own scores for one query (its ``get_scores``), the positive ones, best first."""
     ids = retriever.get_tokens_ids(tokens)
