@@ -4,7 +4,7 @@ what is read from the reply.
 Why a mode of its own: benchmark answers (HotpotQA, MuSiQue) are a few words, and a small model asked for a
 sentence restates the question around them, which token F1 counts against it. A 135M model does not follow
 "answer in a few words" written in the prompt; it does follow two earlier chat turns that answered so, hence
-the example turns (they are the same for every query, so llama.cpp reuses their evaluated prefix).
+the example turns (about 100 prompt tokens more per call).
 """
 
 from __future__ import annotations
