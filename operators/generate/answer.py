@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
 
+from operators.generate import short_answer
 from operators.llm import LLMParams, LLMStep, junk_reason
 from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
@@ -26,13 +27,15 @@ class AnswerGenerator(LLMStep):
     none), ``sources`` (the docnos of the documents cited, in the order first cited;
     numbers outside the context are ignored), ``sources_from`` (``citations``, or
     ``overlap`` when the reply cited nothing and the sources were attributed by shared
-    words, see ``attribute_uncited``; ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds,
-    by step). Every row is kept; ``cited_column`` says whether it is a source. A failed
+    words, see ``attribute_uncited``; ``span`` for a short answer found in the documents;
+    ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds, by step). Every row is kept; ``cited_column`` says whether it is a source. A failed
     call, an empty reply, a reply with nothing but citations, or one that repeats the
     same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
     metadata). Prompt fields: ``{query}``, ``{context}``. With ``context_column: null`` the
     model answers from the question alone (``closed_book_*`` prompts), the baseline that
-    says what retrieval adds.
+    says what retrieval adds. ``style: short`` asks for the answer span alone (a name, a
+    date, yes or no: what EM/F1 against short gold answers measure; ``short_answer``) and
+    attributes the sources to the documents that contain it.
 
     Usage::
 
@@ -67,6 +70,11 @@ class AnswerGenerator(LLMStep):
                                         "sources_from says 'overlap' instead of 'citations'.")
         min_overlap: float = Field(0.3, gt=0, le=1, description="Share of the answer's content words a document "
                                    "must contain to be attributed (attribute_uncited).")
+        style: Literal["sentences", "short"] = Field("sentences", description="'sentences': one or two sentences "
+                                                     "that cite the documents; 'short': the answer span alone (a "
+                                                     "few words, no citations; give a small max_tokens), sources "
+                                                     "by the documents that contain it. The prompt and "
+                                                     "system_prompt params replace either style's.")
 
     def reads(self) -> list[str]:
         if self.params.context_column is None:
@@ -78,11 +86,29 @@ class AnswerGenerator(LLMStep):
         return self.reads()[:5]
 
     def prompts(self) -> dict[str, str]:
-        if self.params.context_column is not None:
-            return super().prompts()
         p = self.params
-        return {"system": p.system_prompt if p.system_prompt is not None else self.closed_book_system_prompt,
-                "prompt": p.prompt if p.prompt is not None else self.closed_book_template}
+        closed_book, short = p.context_column is None, p.style == "short"
+        if not (closed_book or short):
+            return super().prompts()
+        system, template = {(True, False): (self.closed_book_system_prompt, self.closed_book_template),
+                            (False, True): (short_answer.SYSTEM, short_answer.TEMPLATE),
+                            (True, True): (short_answer.CLOSED_BOOK_SYSTEM, short_answer.CLOSED_BOOK_TEMPLATE),
+                            }[closed_book, short]
+        return {"system": p.system_prompt if p.system_prompt is not None else system,
+                "prompt": p.prompt if p.prompt is not None else template}
+
+    def render(self, **fields: Any) -> list[dict[str, Any]]:
+        messages = super().render(**fields)
+        if self.params.style != "short":
+            return messages
+        examples = short_answer.example_turns(self.params.context_column is None)
+        return messages[:-1] + examples + messages[-1:]
+
+    def cache_identity(self) -> dict[str, Any]:
+        identity = super().cache_identity()
+        if self.params.style == "short":
+            identity["examples"] = short_answer.example_turns(self.params.context_column is None)
+        return identity
 
     def produces(self) -> dict[str, str]:
         return {self.params.cited_column: "data"}
@@ -93,7 +119,8 @@ class AnswerGenerator(LLMStep):
             return set_column(table, p.cited_column, pa.array([], pa.bool_()))
         groups = dict(qid_groups(table))
         closed_book = p.context_column is None
-        prompts = {qid: self.render(query=rows.column("query")[0].as_py() or "",
+        queries = {qid: rows.column("query")[0].as_py() or "" for qid, rows in groups.items()}
+        prompts = {qid: self.render(query=queries[qid],
                                     context="" if closed_book else rows.column(p.context_column)[0].as_py() or "")
                    for qid, rows in groups.items()}
         replies = self.ask(prompts)
@@ -105,6 +132,9 @@ class AnswerGenerator(LLMStep):
             cited: list[int] = []
             if problem is None:
                 parsed = parse_answer(reply.text, len([n for n in numbers if n is not None]))
+                if p.style == "short":
+                    parsed = {"answer": short_answer.short_span(parsed["answer"], queries[qid]),
+                              "reasoning": parsed["reasoning"], "sources": []}
                 problem = _junk_answer(parsed["answer"])
             if problem is not None:
                 if isinstance(reply, Completion):
@@ -116,7 +146,8 @@ class AnswerGenerator(LLMStep):
                 if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
-                    cited, sources_from = attribute(parsed["answer"], texts, p.min_overlap), "overlap"
+                    cited, sources_from = (containing(parsed["answer"], texts), "span") if p.style == "short" \
+                        else (attribute(parsed["answer"], texts, p.min_overlap), "overlap")
                 self.emit_metadata(qid, "sources_from", sources_from)
                 self.emit_metadata(qid, "answer", parsed["answer"])
                 self.emit_metadata(qid, "reasoning", parsed["reasoning"])
@@ -145,11 +176,19 @@ def attribute(answer: str, texts: dict[int | None, str | None], min_overlap: flo
     return [n for n, share in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])) if share >= min_overlap][:3]
 
 
+def containing(answer: str, texts: dict[int | None, str | None]) -> list[int]:
+    """Document numbers whose text contains the answer (case and spacing ignored), in number order (3 at most)."""
+    def squeeze(text: str) -> str:
+        return " ".join(text.lower().split())
+
+    span = squeeze(answer)
+    return sorted(n for n, t in texts.items() if n is not None and span and span in squeeze(t or ""))[:3]
+
+
 def _junk_answer(answer: str) -> str | None:
-    """Why a parsed answer is junk: no words beside citations, or the same lines over and over (a small model's
-    loop); None if it is an answer."""
-    words = _WORD.findall(re.sub(r"\[[\d,\s]*\]", " ", answer))
-    if len(words) < 2:
+    """Why a parsed answer is junk: not a letter or digit beside citations, or the same lines over and over (a
+    small model's loop); None if it is an answer ("Yes.", "1945" are answers)."""
+    if not re.search(r"[^\W_]", re.sub(r"\[[\d,\s]*\]", " ", answer)):
         return "the reply has no answer, only labels or citations"
     lines = [line.strip(" -*0123456789.[]:") for line in answer.splitlines() if line.strip()]
     if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:

@@ -21,7 +21,8 @@ class ContextBuilder(Operator):
     are counted with its default tokenizer, so leave some room). Each row gets the
     query's whole context in ``output_column`` (the same text on every row of the query)
     and its number ``i`` in ``index_column`` (null for rows left out), which is how
-    ``generate.answer`` maps the citations back to documents. Rows are kept.
+    ``generate.answer`` maps the citations back to documents. With ``sentences`` each block
+    holds only the document's sentences that best match the query. Rows are kept.
 
     Usage::
 
@@ -36,6 +37,9 @@ class ContextBuilder(Operator):
         model_config = ConfigDict(extra="forbid")
         max_context_length: int = Field(1024, gt=0, description="Most tokens of the whole context.")
         max_documents: int | None = Field(None, gt=0, description="Most documents per query; null: as many as fit.")
+        sentences: int | None = Field(None, gt=0, description="Keep only each document's this many sentences that "
+                                      "BM25 scores best for the query (in text order; sentences.best_sentences): "
+                                      "more documents in fewer tokens, for small models; null: whole texts.")
         model: str = Field("local", min_length=1, description="Model whose tokenizer counts the budget (an alias or "
                            "a litellm model string).")
         text_column: str = Field("text", description="Column holding each document's text.")
@@ -49,11 +53,11 @@ class ContextBuilder(Operator):
                                   "(1, 2, ...; null when left out).")
 
     def reads(self) -> list[str]:
-        columns = ["qid", "docno", "rank", self.params.text_column]
+        columns = ["qid", "docno", "rank", self.params.text_column] + (["query"] if self.params.sentences else [])
         return columns + ([self.params.title_column] if self.params.title_column else [])
 
     def requires(self) -> list[str]:
-        return ["qid", "docno", "rank", self.params.text_column]
+        return ["qid", "docno", "rank", self.params.text_column] + (["query"] if self.params.sentences else [])
 
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data", self.params.index_column: "data"}
@@ -73,13 +77,16 @@ class ContextBuilder(Operator):
         parts = []
         for _, rows in qid_groups(table):
             rows = in_rank_order(rows)
-            context, numbers = self.build(rows.to_pylist())
+            query = rows.column("query")[0].as_py() if p.sentences else None
+            context, numbers = self.build(rows.to_pylist(), query or "")
             rows = set_column(rows, p.output_column, pa.array([context] * rows.num_rows, pa.string()))
             parts.append(set_column(rows, p.index_column, pa.array(numbers, pa.int32())))
         return concat(parts)
 
-    def build(self, rows: list[dict[str, Any]]) -> tuple[str, list[int | None]]:
+    def build(self, rows: list[dict[str, Any]], query: str = "") -> tuple[str, list[int | None]]:
         """The context of one query's rows (in rank order) and each row's number (None when left out)."""
+        from operators.generate.sentences import best_sentences
+
         p = self.params
         blocks: list[str] = []
         numbers: list[int | None] = [None] * len(rows)
@@ -90,7 +97,10 @@ class ContextBuilder(Operator):
             n = len(blocks) + 1
             title = (row.get(p.title_column) if p.title_column else None) or row.get("docno") or ""
             score = f" (score {row['score']:.3f})" if p.include_scores and row.get("score") is not None else ""
-            block = f"[Document {n}] {title}{score}\n{(row.get(p.text_column) or '').strip()}"
+            text = (row.get(p.text_column) or "").strip()
+            if p.sentences is not None:
+                text = best_sentences(text, query, p.sentences)
+            block = f"[Document {n}] {title}{score}\n{text}"
             tokens = self._count(block + "\n\n")
             if tokens > left:
                 if left < p.min_block_tokens:

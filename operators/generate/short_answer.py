@@ -1,0 +1,75 @@
+"""The short-answer mode of generate.answer (``style: short``): prompts that ask for the answer span alone, and
+what is read from the reply.
+
+Why a mode of its own: benchmark answers (HotpotQA, MuSiQue) are a few words, and a small model asked for a
+sentence restates the question around them, which token F1 counts against it. A 135M model does not follow
+"answer in a few words" written in the prompt; it does follow two earlier chat turns that answered so, hence
+the example turns (about 100 prompt tokens more per call).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+SYSTEM = ("You answer questions with the shortest possible answer: a name, a date, a number, a place, or yes or "
+          "no, copied from the documents. No sentence, no explanation.")
+TEMPLATE = "Documents:\n{context}\n\nQuestion: {query}"
+CLOSED_BOOK_SYSTEM = ("You answer questions with the shortest possible answer: a name, a date, a number, a place, "
+                      "or yes or no. No sentence, no explanation.")
+CLOSED_BOOK_TEMPLATE = "Question: {query}"
+
+#: (document, question, answer): the example turns shown before every query.
+_EXAMPLES = (
+    ("[Document 1] Bram Stoker\nAbraham Stoker was an Irish author, best known for his 1897 Gothic novel Dracula. "
+     "He was born in Dublin.", "In which city was the author of Dracula born?", "Dublin"),
+    ("[Document 1] Apollo 11\nApollo 11 was the spaceflight that landed the first humans on the Moon, in July 1969.",
+     "In what year did the first humans land on the Moon?", "1969"),
+)
+
+
+def example_turns(closed_book: bool) -> list[dict[str, Any]]:
+    """The user/assistant turns that show the model what a short answer looks like."""
+    turns: list[dict[str, Any]] = []
+    for document, question, answer in _EXAMPLES:
+        text = CLOSED_BOOK_TEMPLATE.format(query=question) if closed_book \
+            else TEMPLATE.format(context=f"{document}", query=question)
+        turns += [{"role": "user", "content": text}, {"role": "assistant", "content": answer}]
+    return turns
+
+
+_LEAD = re.compile(r"^\s*\**\s*(?:the\s+)?(?:short\s+|final\s+)?answer(?:\s+to\s+(?:the|this)\s+question)?"
+                   r"\s*(?:is)?\s*\**\s*:?\s*", re.I)
+_TOKEN = re.compile(r"\w[\w'’-]*|[^\w\s]")
+
+
+def short_span(reply: str, query: str) -> str:
+    """The answer span of a short reply: its first line without an ``Answer:`` lead or citations, and, when the
+    model wrote a sentence anyway, only the stretch between its first and last word that the question lacks.
+
+    "The county population of 9,984 is" asked about a county's population gives "9,984"; a reply made only of
+    the question's words is kept as it is (there is nothing better to take).
+    """
+    from bm25s.stopwords import STOPWORDS_EN
+
+    line = next((ln for ln in reply.splitlines() if ln.strip()), "")
+    line = _LEAD.sub("", re.sub(r"\[[\d,\s\-]*\]", " ", line)).strip(" \t.;:*\"'")
+    words = _TOKEN.findall(line)
+    if len(words) <= 3:
+        return line
+    known = {w.lower() for w in _TOKEN.findall(query)} | set(STOPWORDS_EN)
+    new = [i for i, w in enumerate(words) if w[0].isalnum() and w.lower() not in known]
+    if not new:
+        return line
+    start, end = _offsets(line, words, new[0], new[-1])
+    return line[start:end].strip(" ,;:")
+
+
+def _offsets(line: str, words: list[str], first: int, last: int) -> tuple[int, int]:
+    """Character offsets in ``line`` of the first character of word ``first`` and the end of word ``last``."""
+    at, spans = 0, []
+    for w in words:
+        at = line.index(w, at)
+        spans.append((at, at + len(w)))
+        at += len(w)
+    return spans[first][0], spans[last][1]
