@@ -94,14 +94,15 @@ class QueryTokenizer:
 
 
 @functools.lru_cache(maxsize=32)
-def _query_tokenizer(stopwords, stemmer: str | None) -> QueryTokenizer:
+def query_tokenizer(stopwords, stemmer: str | None) -> QueryTokenizer:
+    """The shared ``QueryTokenizer`` of these settings (thread-safe: a stemmer per thread)."""
     return QueryTokenizer(stopwords, stemmer)
 
 
 def tokenize_queries(texts: list[str], settings: IndexSettings) -> list[list[str]]:
     """Token strings per query (same splitter, stopwords and stemmer as the corpus)."""
     stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
-    return _query_tokenizer(stopwords or None, settings.stemmer)(texts)
+    return query_tokenizer(stopwords or None, settings.stemmer)(texts)
 
 
 @dataclass
