@@ -4,7 +4,10 @@ Each run is a fresh process (as ``tessera run --no-cache`` is): it builds the qu
 runs the flow once with ``keep_history=False`` and no step cache, and reports its phases:
 ``start`` (imports, and for Ray ``ray.init``), ``run`` (``executor.run``) and ``total``.
 With ``--warm`` the process then runs the flow a second time, as a long-lived driver would
-(a ``tessera serve`` task, a notebook). Sizes and executors alternate, ``--repeat`` times;
+(a ``tessera serve`` task, a notebook). With ``--cluster`` the Ray side also runs as a job joining a
+Ray cluster that is already up (``ray start --head``, started once here and stopped by its process
+group at the end), as ``ray job submit`` runs it: no ``ray.init`` start-up in the run, as ``ray-cluster``.
+Sizes and executors alternate, ``--repeat`` times;
 medians are printed side by side with the speed ratio local / ray (goal: >= 0.9 at 1,000
 queries, > 1 at 10,000+), and a straight line ``a + b * queries`` through each executor's
 totals gives the fixed cost ``a`` and where the lines cross.
@@ -15,19 +18,26 @@ The index is SciFact's 5,183 abstracts with BM25 and MiniLM vectors (``--index``
 ``tessera ingest`` when it is missing).
 
     nice -n 10 .venv/bin/python benchmarks/ray_batch_queries.py [--sizes 1000 10000] [--repeat 2] [--warm]
-        [--one-thread] [--before DIR]
+        [--one-thread] [--before DIR] [--cluster]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import re
+import secrets
+import shutil
+import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+from typing import Iterator
 
 from _common import DATA, REPO_ROOT
 
@@ -74,9 +84,40 @@ def child(executor: str, queries: int, index: str, warm: bool) -> None:
     print(json.dumps(phases), flush=True)
 
 
-def measure(side: str, queries: int, index: str, warm: bool, code: str | None = None) -> dict:
+@contextlib.contextmanager
+def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
+    """A one-node Ray cluster for the whole benchmark (``ray start --head --block``, its own temp dir and
+    token), stopped by its process group; yields the environment a job needs to join it."""
+    temp = Path(tempfile.mkdtemp(prefix="tbq", dir="/tmp"))  # short: Ray's socket paths have a length limit
+    (temp / "token").write_text(secrets.token_hex(32))
+    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(temp / "token"), "RAY_AUTH_MODE": "token"}
+    env.pop("RAY_ADDRESS", None)
+    ray_cli = Path(sys.executable).with_name("ray")
+    log = temp / "head.log"
+    with open(log, "w") as out:
+        head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--num-cpus", str(num_cpus),
+                                 "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", str(temp)],
+                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not (found := re.search(r"ray start --address='([^']+)'", log.read_text(errors="replace"))):
+            if head.poll() is not None or time.monotonic() > deadline:
+                sys.exit(f"the Ray head did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.5)
+        yield {"RAY_ADDRESS": found.group(1), "RAY_AUTH_TOKEN_PATH": env["RAY_AUTH_TOKEN_PATH"],
+               "RAY_AUTH_MODE": "token"}
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(head.pid, signal.SIGTERM)
+        head.wait(timeout=60)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def measure(side: str, queries: int, index: str, warm: bool, code: str | None = None,
+            cluster: dict[str, str] | None = None) -> dict:
     """One fresh process for ``side`` (``local``, ``local-1t``: torch on one thread, as each Ray actor runs it,
-    ``ray``, ``ray-before``: on the ``flows``/``operators`` packages in the folder ``code``)."""
+    ``ray``, ``ray-before``: on the ``flows``/``operators`` packages in the folder ``code``, ``ray-cluster``:
+    joining the running cluster whose environment is ``cluster``)."""
     executor = side.split("-")[0]
     command = [sys.executable, __file__, "--child", executor, "--sizes", str(queries), "--index", index]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -84,9 +125,11 @@ def measure(side: str, queries: int, index: str, warm: bool, code: str | None = 
         env["OMP_NUM_THREADS"] = "1"
     if side == "ray-before":
         env["PYTHONPATH"] = os.pathsep.join([code, env.get("PYTHONPATH", "")])
+    if side == "ray-cluster":
+        env.update(cluster)
     started = time.perf_counter()
-    out = subprocess.run(command + (["--warm"] if warm else []), capture_output=True, text=True, cwd=REPO_ROOT,
-                         env=env)
+    out = subprocess.run(command + (["--warm"] if warm else []), check=False, capture_output=True, text=True,
+                         cwd=REPO_ROOT, env=env)
     wall = time.perf_counter() - started
     if out.returncode:
         sys.exit(f"{executor} at {queries} queries failed:\n{out.stderr[-3000:]}")
@@ -122,22 +165,36 @@ def main() -> None:
                         "(e.g. `git archive COMMIT flows operators | tar -x -C DIR`), as 'ray-before'")
     parser.add_argument("--one-thread", action="store_true", help="also run the local side with OMP_NUM_THREADS=1 "
                         "(torch on one thread, as in each Ray actor: the same floats, so the same table), as 'local-1t'")
+    parser.add_argument("--cluster", action="store_true", help="also run the Ray side as a job joining a Ray "
+                        "cluster started once for the benchmark (as `ray job submit` does), as 'ray-cluster'")
     parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.sizes[0], args.index, args.warm)
         return
     ensure_index(Path(args.index))
+    with running_cluster(os.cpu_count() or 1) if args.cluster else contextlib.nullcontext() as cluster:
+        runs = run_sides(args, cluster)
+    report(args, runs)
+
+
+def run_sides(args: argparse.Namespace, cluster: dict[str, str] | None) -> dict[tuple[str, int], list[dict]]:
+    """Every side at every size, alternating, ``--repeat`` times."""
     runs: dict[tuple[str, int], list[dict]] = {}
     for _ in range(args.repeat):
         for size in args.sizes:
             for executor in ("local", *(["local-1t"] if args.one_thread else []), "ray",
-                             *(["ray-before"] if args.before else [])):
-                phases = measure(executor, size, args.index, args.warm, args.before)
+                             *(["ray-before"] if args.before else []), *(["ray-cluster"] if cluster else [])):
+                phases = measure(executor, size, args.index, args.warm, args.before, cluster)
                 runs.setdefault((executor, size), []).append(phases)
                 warm = f", warm {phases['warm']:.1f}" if args.warm else ""
-                print(f"  {executor:<5} {size:>6} queries: wall {phases['wall']:6.1f} s (start {phases['start']:.1f}, "
+                print(f"  {executor:<11} {size:>6} queries: wall {phases['wall']:6.1f} s (start {phases['start']:.1f}, "
                       f"run {phases['run']:.1f}{warm}); load {os.getloadavg()[0]:.2f}", flush=True)
+    return runs
+
+
+def report(args: argparse.Namespace, runs: dict[tuple[str, int], list[dict]]) -> None:
+    """Medians side by side, the ratios, each side's fixed cost and cost per query, and the crossover."""
     keys = ("wall", "start", "run", "warm") if args.warm else ("wall", "start", "run")
     med = {key: {k: statistics.median(p[k] for p in v) for k in keys} for key, v in runs.items()}
     print(f"\nmedians of {args.repeat}, load average {os.getloadavg()[0]:.2f} (1 min) at the end")
@@ -153,14 +210,21 @@ def main() -> None:
         if args.before:
             before = med[("ray-before", size)]
             print(f"{'':>8} ray before: {before['wall']:.1f} s, local/ray-before {lo['wall'] / before['wall']:.2f}")
-    fits = {ex: line(args.sizes, [med[(ex, s)]["wall"] for s in args.sizes]) for ex in ("local", "ray")}
+        if args.cluster:
+            joined = med[("ray-cluster", size)]
+            print(f"{'':>8} ray joining a running cluster: {joined['wall']:.1f} s (start {joined['start']:.1f}), "
+                  f"local/ray-cluster {lo['wall'] / joined['wall']:.2f}")
+    sides = ("local", "ray", *(["ray-cluster"] if args.cluster else []))
+    fits = {ex: line(args.sizes, [med[(ex, s)]["wall"] for s in args.sizes]) for ex in sides}
     for ex, (a, b) in fits.items():
         print(f"{ex}: {a:.1f} s fixed + {b * 1000:.2f} s per 1,000 queries")
-    (al, bl), (ar, br) = fits["local"], fits["ray"]
-    if bl > br:
-        print(f"crossover (ray faster beyond): {(ar - al) / (bl - br):,.0f} queries")
-    else:
-        print("no crossover: ray's cost per query is not below local's")
+    al, bl = fits["local"]
+    for ex in sides[1:]:
+        ar, br = fits[ex]
+        if bl > br:
+            print(f"crossover ({ex} faster beyond): {(ar - al) / (bl - br):,.0f} queries")
+        else:
+            print(f"no crossover: {ex}'s cost per query is not below local's")
 
 
 if __name__ == "__main__":

@@ -307,8 +307,11 @@ def in_local_order(table: pa.Table) -> pa.Table:
     """Collected blocks of a fused fan-in in the local executor's order (stable by ``ORDER_COLUMN``), without it."""
     if ORDER_COLUMN not in table.column_names:
         return table
-    order = pc.sort_indices(pc.fill_null(table.column(ORDER_COLUMN), 0))  # a stable sort
-    return table.take(order).drop_columns([ORDER_COLUMN])
+    first = pc.fill_null(table.column(ORDER_COLUMN), 0).to_numpy()
+    if first.size < 2 or bool((first[1:] >= first[:-1]).all()):
+        # Already in order (every query found by the first branch, the usual case): no copy of every row.
+        return table.drop_columns([ORDER_COLUMN])
+    return table.take(np.argsort(first, kind="stable")).drop_columns([ORDER_COLUMN])
 
 
 def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:

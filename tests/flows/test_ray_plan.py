@@ -75,3 +75,9 @@ def test_a_fused_fan_ins_blocks_are_collected_in_the_local_order():
     collected = in_local_order(pa.concat_tables(outs))
     assert [qid for qid, _ in qid_groups(collected)] == local
     assert collected.column_names == ["qid", "docno"]
+    # Every query found by the first branch: the blocks are already in the local order, and stay so.
+    found = [(rows(["q1", "q2"]), rows(["q1", "q2"])), (rows(["q3", "q4"]), rows(["q4"]))]
+    outs = [_with_branch_order(fan_in("join", [a, b], ("a", "b")), [a, b]) for a, b in found]
+    collected = in_local_order(pa.concat_tables(outs))
+    assert [qid for qid, _ in qid_groups(collected)] == ["q1", "q2", "q3", "q4"]
+    assert collected.equals(pa.concat_tables(outs).drop_columns(["__tessera_branch"]))
