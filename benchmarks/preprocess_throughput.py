@@ -6,8 +6,8 @@ shared and noisy, so only the ratio measured side by side means much), and print
 docs/s for each and their ratio. The step cache is off: this measures compute.
 
 ``--actors`` adds a third run: the same Ray flow with ``concurrency`` set on each step,
-which puts the light steps on actor pools started for every run instead of tasks on
-running workers (``light_setup``); on a small ``--limit`` that measures start-up.
+which puts the steps on actor pools started for every run instead of tasks on running
+workers (``flows.executors.ray_plan.runs_as_tasks``); on a small ``--limit`` that measures start-up.
 ``--history`` keeps every step's output, so each step is a Ray stage of its own (a pool
 each with ``--actors``).
 

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Iterator
 
 from _common import DATA, REPO_ROOT
+from flows.executors.ray_env import WORKER_NICENESS
 
 QUERY_SETS = ("scifact", "hotpotqa_dev_subset", "hotpotqa_train100_hipporag", "musique_dev_subset",
               "musique_train100_hipporag")
@@ -90,7 +91,9 @@ def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
     token), stopped by its process group; yields the environment a job needs to join it."""
     temp = Path(tempfile.mkdtemp(prefix="tbq", dir="/tmp"))  # short: Ray's socket paths have a length limit
     (temp / "token").write_text(secrets.token_hex(32))
-    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(temp / "token"), "RAY_AUTH_MODE": "token"}
+    env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(temp / "token"), "RAY_AUTH_MODE": "token",
+           "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
+           **WORKER_NICENESS}  # as a Ray that Tessera starts runs them
     env.pop("RAY_ADDRESS", None)
     ray_cli = Path(sys.executable).with_name("ray")
     log = temp / "head.log"
@@ -109,13 +112,16 @@ def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(head.pid, signal.SIGTERM)
-        head.wait(timeout=60)
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(head.pid, signal.SIGKILL)
         shutil.rmtree(temp, ignore_errors=True)
 
 
 def measure(side: str, queries: int, index: str, warm: bool, code: str | None = None,
             cluster: dict[str, str] | None = None) -> dict:
-    """One fresh process for ``side`` (``local``, ``local-1t``: torch on one thread, as each Ray actor runs it,
+    """One fresh process for ``side`` (``local``, ``local-1t``: torch on one thread, as each Ray worker runs it,
     ``ray``, ``ray-before``: on the ``flows``/``operators`` packages in the folder ``code``, ``ray-cluster``:
     joining the running cluster whose environment is ``cluster``)."""
     executor = side.split("-")[0]
@@ -164,7 +170,7 @@ def main() -> None:
     parser.add_argument("--before", help="also run the Ray side on the flows/ and operators/ in this folder "
                         "(e.g. `git archive COMMIT flows operators | tar -x -C DIR`), as 'ray-before'")
     parser.add_argument("--one-thread", action="store_true", help="also run the local side with OMP_NUM_THREADS=1 "
-                        "(torch on one thread, as in each Ray actor: the same floats, so the same table), as 'local-1t'")
+                        "(torch on one thread, as in each Ray worker: the same floats, so the same table), as 'local-1t'")
     parser.add_argument("--cluster", action="store_true", help="also run the Ray side as a job joining a Ray "
                         "cluster started once for the benchmark (as `ray job submit` does), as 'ray-cluster'")
     parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)

@@ -27,8 +27,9 @@ deployment), so the contract is small and has no Ray in it:
 * Constructing an operator only validates params, so a whole flow spec can be
   checked without loading anything. Heavy state (models, indices) loads in
   ``setup()``, which must be idempotent; heavy imports live inside it. Executors
-  call ``setup()`` once per instance (Ray: once per actor, or once per worker process
-  for a ``light_setup`` operator run as tasks); ``__call__`` calls it too if nobody did.
+  call ``setup()`` once per instance (Ray: once per worker process that runs the step as
+  tasks, or once per actor of a GPU or ``concurrency`` stage); ``__call__`` calls it too if
+  nobody did.
 * ``produces()`` declares the columns a step writes, with their roles (``rank``,
   ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
   are known before any data flows. ``reads()`` names the input columns the output
@@ -87,9 +88,6 @@ class Operator:
     cacheable: ClassVar[bool] = True
     # When the params decide it (each instance sets ``cacheable``): the condition, for ``tessera ops``.
     cacheable_if: ClassVar[str | None] = None
-    # True when ``setup`` loads little (a word list, a stemmer): the Ray executor may then run the step as
-    # tasks, each worker process keeping one set-up instance, instead of starting an actor pool for it.
-    light_setup: ClassVar[bool] = False
 
     def __init__(
         self,

@@ -113,10 +113,12 @@ def shared_reporter() -> Any:
         return _shared[job]
 
 
-#: Set-up ``light_setup`` operators of this worker process, by class, params and step: a task builds its
-#: callable anew for each batch, and these come back set up (a stemmer, a word list) instead of loading again.
-_light_operators = ObjectRepository()
-LIGHT_OPERATORS_MAX = 64
+#: The set-up operators of this worker process, by class, params and step: a task builds its callable anew
+#: for each block, and these come back set up (a model, an index, a stemmer) instead of loading again, for
+#: the rest of the run and the driver's later runs (a Ray worker serves one driver). Models and indices are
+#: shared per process (``operators.models.repository``, ``shared_index``), so a kept operator holds no copy.
+_kept_operators = ObjectRepository()
+KEPT_OPERATORS_MAX = 64
 
 
 def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
@@ -125,13 +127,11 @@ def _make_op(op_class: type[Operator], params: dict[str, Any], step_id: str,
     # this is what ``operators.registry.create`` does once it has found the class,
     # and it also works for operators that are not in the registry (plugins, tests).
     inputs = tuple(input_steps)
-    if not op_class.light_setup:
-        return op_class(params, step_id=step_id, input_steps=inputs)
-    if len(_light_operators) >= LIGHT_OPERATORS_MAX:
-        _light_operators.clear()
-    op = _light_operators.get_or_create(f"{op_class.__module__}.{op_class.__qualname__}",
-                                        {"params": params, "step_id": step_id, "input_steps": inputs},
-                                        lambda: op_class(params, step_id=step_id, input_steps=inputs))
+    if len(_kept_operators) >= KEPT_OPERATORS_MAX:
+        _kept_operators.clear()
+    op = _kept_operators.get_or_create(f"{op_class.__module__}.{op_class.__qualname__}",
+                                       {"params": params, "step_id": step_id, "input_steps": inputs},
+                                       lambda: op_class(params, step_id=step_id, input_steps=inputs))
     op.drain_metadata()  # nothing left over from a batch that failed before handing it over
     op.drain_usage()
     return op
@@ -315,8 +315,8 @@ def in_local_order(table: pa.Table) -> pa.Table:
 
 
 def run_as_task(batch: pa.Table, *, udf: type[_StepUDF], kwargs: dict[str, Any]) -> Iterator[pa.Table]:
-    """A stage of operators without a ``setup`` (or with a light one) as a Ray task: its callable is built
-    for each batch and dropped after it; light operators come set up from this process's earlier tasks."""
+    """A stage as a Ray task: its callable is built for each block and dropped after it; its operators come
+    set up from this process's earlier tasks (``_make_op``)."""
     yield from udf(**kwargs)(batch)
 
 

@@ -3,10 +3,11 @@
 ``RayDataExecutor().run(flow, queries)`` returns the same ``FlowResult`` as the local
 executor: the same final table (rows, order, schema), step records, hit ratios,
 metadata and history. Operators know nothing of Ray: ``_ray_udfs`` wraps each one in a
-callable class whose ``__init__`` builds the operator once per actor around a
-``StepRunner`` (so the step cache works as in the local executor), and the operator sets
-itself up on its first call, so an actor whose batches all come from the cache never
-loads a model.
+callable class around a ``StepRunner`` (so the step cache works as in the local executor).
+A stage runs as tasks (``ray_plan.runs_as_tasks``), and each worker process keeps the
+operators it has set up for its later blocks and the driver's later runs; a GPU or
+``concurrency`` stage gets an actor pool, one operator per actor. An operator sets itself
+up on its first call, so a worker whose batches all come from the cache never loads a model.
 
 Four modules share the work: ``ray_plan`` decides (stages, fusion, alignment, input
 blocks, resources; no Ray), ``ray_frames`` holds each step's output and reshapes it

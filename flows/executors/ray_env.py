@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from typing import Any, Iterator
 
 #: ``ray.init`` arguments when Tessera starts Ray itself (never when Ray is already running).
@@ -26,6 +27,13 @@ _CHATTY_LOGGERS = {"ray.data._internal.execution.streaming_executor": logging.WA
                    "ray.data._internal.progress": logging.ERROR}
 
 
+#: Ray starts its workers at niceness 15, below the driver. Tessera's workers do the run's work (the local
+#: executor does it at the caller's niceness), so on a machine shared with other work a batch run yielded to
+#: every other process; a Ray that Tessera starts keeps them at the driver's niceness. Read by the raylet
+#: when it starts: joining a running cluster changes nothing there.
+WORKER_NICENESS = {"RAY_worker_niceness": "0"}
+
+
 def ensure_ray(**overrides: Any) -> None:
     """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected."""
     import ray
@@ -33,6 +41,8 @@ def ensure_ray(**overrides: Any) -> None:
     if ray.is_initialized():
         return
     _quiet_start_up()
+    for name, value in WORKER_NICENESS.items():
+        os.environ.setdefault(name, value)
     ray.init(**{**DEFAULT_RAY_INIT, **overrides})
 
 

@@ -15,10 +15,12 @@ Stages and fusion (``plan_stages``)
     ``num_cpus``.
 
 Tasks or actors (``runs_as_tasks``)
-    A stage whose operators each have no ``setup`` (or a ``light_setup``) and that asks
-    for no ``concurrency`` and no GPU runs as Ray tasks on workers that are already up;
-    every other stage gets an actor pool, so a model loads once per actor. An actor pool
-    costs a worker process and its imports per stage (docs/results.md has the figures).
+    A stage that asks for no ``concurrency`` and no GPU runs as Ray tasks on workers that are
+    already up, and each worker process keeps the operators it has set up (a model, an index)
+    for its later blocks and the driver's later runs; a stage with a ``concurrency`` or a GPU
+    gets an actor pool, whose actors load their model once each and end with the run. An
+    actor pool costs a worker process and its imports per stage and run (docs/results.md has
+    the figures).
 
 Alignment (``shape_stage``)
     A query-scope step must see whole qid groups. A dataset is *aligned* when every
@@ -66,12 +68,10 @@ Stage = tuple[str, ...]
 
 
 def runs_as_tasks(flow: Flow, stage: Stage) -> bool:
-    """Whether a stage runs as Ray tasks rather than on an actor pool: each of its operators has no
-    ``setup`` or a ``light_setup`` (nothing worth an actor of its own), and it asks for no ``concurrency``
-    (a number of actors) and no GPU."""
-    ops = [flow.operators[step] for step in stage]
-    return (all(type(op).setup is Operator.setup or op.light_setup for op in ops)
-            and not flow.step_option(stage[0], "concurrency") and not flow.step_option(stage[0], "num_gpus"))
+    """Whether a stage runs as Ray tasks rather than on an actor pool: it asks for no ``concurrency``
+    (a number of actors: an LLM step's bound on calls in flight) and no GPU (a GPU task's worker
+    exits after each task, so it would load its model again for every block)."""
+    return not flow.step_option(stage[0], "concurrency") and not flow.step_option(stage[0], "num_gpus")
 
 
 def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Stage]:

@@ -42,7 +42,6 @@ class DimensionExtractor(Operator):
 
     name = "analyze.dimensions"
     aliases = ("dimensions", "DimensionExtractionStep")
-    light_setup = True
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")

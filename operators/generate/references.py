@@ -32,7 +32,6 @@ class ReferenceBuilder(Operator):
     name = "generate.references"
     aliases = ("BuildReference", "build_references")
     scope = "query"
-    light_setup = True
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")

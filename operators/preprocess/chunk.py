@@ -41,7 +41,6 @@ class Chunker(Operator):
     """
 
     name = "preprocess.chunk"
-    light_setup = True
     scope = "row"
 
     class Params(BaseModel):

@@ -28,7 +28,6 @@ class Lemmatizer(LanguageTextRewriter):
     """
 
     name = "preprocess.lemmatize"
-    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

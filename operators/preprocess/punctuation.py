@@ -40,7 +40,6 @@ class PunctuationRemover(LanguageTextRewriter):
     """
 
     name = "preprocess.punctuation"
-    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

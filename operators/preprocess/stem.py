@@ -28,7 +28,6 @@ class SnowballStemmer(LanguageTextRewriter):
     """
 
     name = "preprocess.stem"
-    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

@@ -30,7 +30,6 @@ class StopwordRemover(LanguageTextRewriter):
     """
 
     name = "preprocess.stopwords"
-    light_setup = True
 
     class Params(LanguageParams):
         model_config = ConfigDict(extra="forbid")

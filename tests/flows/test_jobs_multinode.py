@@ -41,11 +41,18 @@ def test_ingestion_and_a_batch_flow_run_on_both_nodes(cluster, tmp_path):
                                          "--shard-size 250", REPO))
     assert status == "SUCCEEDED", logs[-3000:]
     assert "1000 docs -> " in logs and "in 4 shard(s)" in logs
+    # The sample's questions asked 150 times each (distinct qids): 600 queries are three blocks of the
+    # retrievers' 256, run at once, so the one-CPU head cannot take them all.
+    sample = [json.loads(line) for line in (SAMPLE / "queries.jsonl").read_text().splitlines() if line.strip()]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("".join(json.dumps({"_id": f"{q['_id']}-{i}", "text": q["text"]}) + "\n"
+                               for i in range(600 // len(sample)) for q in sample))
     out = tmp_path / "hybrid.parquet"
-    status, logs = head.wait(head.submit(f"python -m flows.run hybrid --index {index} --queries "
-                                         f"data/sample/queries.jsonl --out {out}", REPO))
+    status, logs = head.wait(head.submit(f"python -m flows.run hybrid --index {index} --queries {queries} "
+                                         f"--out {out}", REPO))
     assert status == "SUCCEEDED", logs[-3000:]
-    assert pq.read_table(out).num_rows > 0
+    assert pq.read_table(out).column("qid").unique().to_pylist() == [json.loads(line)["_id"] for line in
+                                                                      queries.read_text().splitlines()]
 
     for node in (head.node, node2):  # each node's agent exports its own workers' series
         embedded = node.wait_for_series("ray_tessera_ingest_chunks_embedded_total", index=index.name)

@@ -53,8 +53,9 @@ def test_the_notice_comes_from_the_logger_tessera_quiets():
 @pytest.mark.ray
 @pytest.mark.slow  # a fresh local Ray in a process of its own (about 25 s); test_the_notice_comes_from_the_logger_
 # tessera_quiets and test_ensure_ray_raises_that_logger_to_errors_only keep the quieting itself in make test
-def test_ray_started_by_tessera_prints_no_token_auth_notice():
-    ours = start_and_stop("ensure_ray(num_cpus=1, _temp_dir='TEMP')")
+def test_ray_started_by_tessera_prints_no_token_auth_notice_and_runs_its_workers_at_the_drivers_niceness():
+    ours = start_and_stop("ensure_ray(num_cpus=1, _temp_dir='TEMP')\nimport os\n"
+                          "assert ray.get(ray.remote(lambda: os.nice(0)).remote()) == os.nice(0)")  # Ray's own: 15
     assert ours.returncode == 0, ours.stderr
     assert "Token authentication" not in ours.stderr + ours.stdout
 

@@ -65,11 +65,10 @@ class CountCalls(Operator):
 
 
 class SetupCount(Operator):
-    """A light-setup operator that writes, per row, its worker's pid and how often ``setup`` ran there
-    (counted in the process's environment, which outlives any one instance)."""
+    """An operator that writes, per row, its worker's pid and how often ``setup`` ran there (counted in the
+    process's environment, which outlives any one instance)."""
 
     name = "test.setup_count"
-    light_setup = True
     cacheable = False
 
     def setup(self) -> None:
@@ -282,7 +281,7 @@ def _cached(concurrency: int | None = None, **top_params) -> FlowSpec:
     return FlowSpec.parse({**CACHED, "steps": steps})
 
 
-def test_steps_without_setup_or_with_a_light_one_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
+def test_cpu_steps_run_as_tasks_and_two_runs_at_once_keep_their_own_records():
     import threading
 
     from flows.executors.ray_plan import runs_as_tasks
@@ -291,13 +290,14 @@ def test_steps_without_setup_or_with_a_light_one_run_as_tasks_and_two_runs_at_on
     assert all(runs_as_tasks(linear, (step,)) for step in linear.order)  # word counts and top-k load nothing
     mixed = FlowSpec.parse({"name": "mixed", "steps": {
         "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS)}},  # reads a file: no setup
-        "stem": {"op": "preprocess.stem"},  # a stemmer: a light setup, kept by each worker process
-        "language": {"op": "analyze.language"},  # preloads lingua's models: once per actor
-        "embed": {"op": "embed.sentence_transformer"},  # loads a model: once per actor
+        "stem": {"op": "preprocess.stem"},  # a stemmer, kept by each worker process
+        "language": {"op": "analyze.language"},  # lingua's models, kept by each worker process
+        "embed": {"op": "embed.sentence_transformer"},  # a model, kept by each worker process
+        "gpu": {"op": "embed.sentence_transformer", "num_gpus": 1},  # a GPU task's worker would exit after it
         "words": {"op": "analyze.word_count", "concurrency": 2},  # a fixed number of actors was asked for
     }}).build()
-    assert runs_as_tasks(mixed, ("read", "stem")) and runs_as_tasks(mixed, ("stem",))
-    assert not any(runs_as_tasks(mixed, stage) for stage in (("language",), ("stem", "embed"), ("words",)))
+    assert all(runs_as_tasks(mixed, stage) for stage in (("read", "stem"), ("language",), ("stem", "embed")))
+    assert not any(runs_as_tasks(mixed, stage) for stage in (("gpu",), ("words",)))
     # both runs report to the driver's one reporter actor; each must get its own batches only
     results: dict[str, Any] = {}
     runs = [threading.Thread(target=lambda s=spec: results.setdefault(s["name"], RayDataExecutor().run(
@@ -310,8 +310,8 @@ def test_steps_without_setup_or_with_a_light_one_run_as_tasks_and_two_runs_at_on
         assert_same(LocalExecutor().run(FlowSpec.parse(spec), RESULTS), results[spec["name"]])
 
 
-def test_a_light_setup_runs_once_per_worker_process_across_batches_and_runs():
-    flow = _flow("light", [("count", SetupCount(), None)], count={"batch_size": 2})
+def test_a_setup_runs_once_per_worker_process_across_batches_and_runs():
+    flow = _flow("setup", [("count", SetupCount(), None)], count={"batch_size": 2})
     seen: dict[int, set[int]] = {}
     for _ in range(2):
         result = RayDataExecutor().run(flow, RESULTS)
