@@ -228,7 +228,8 @@ def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30):
     first_commit = next(i for i, e in enumerate(ingesting) if e.shards)
     counted = [e.docs for e in ingesting[:first_commit]]
     assert counted and max(counted) > 0, counted  # counted while the first shard was embedded
-    assert counted == [0, 4, 8, 12, 15]  # one update per encoder batch
+    # one update per encoder batch; the second shard may be embedding (in a thread) while the first is written
+    assert counted[:5] == [0, 4, 8, 12, 15] and counted[5:] == [19, 23, 27, 30][:len(counted) - 5], counted
     assert [e.docs for e in ingesting] == sorted(e.docs for e in ingesting)  # never counted twice
     assert (ingesting[-1].docs, ingesting[-1].docs_total, ingesting[-1].shards) == (30, 30, 2)
     assert [e.docs for e in events if e.stage == "staging"][-1] == 30
