@@ -40,7 +40,6 @@ from pathlib import Path
 from typing import Iterator
 
 from _common import DATA, REPO_ROOT
-from flows.executors.ray_env import WORKER_NICENESS
 
 QUERY_SETS = ("scifact", "hotpotqa_dev_subset", "hotpotqa_train100_hipporag", "musique_dev_subset",
               "musique_train100_hipporag")
@@ -89,17 +88,19 @@ def child(executor: str, queries: int, index: str, warm: bool) -> None:
 def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
     """A one-node Ray cluster for the whole benchmark (``ray start --head --block``, its own temp dir and
     token), stopped by its process group; yields the environment a job needs to join it."""
+    from flows.executors.ray_env import WORKER_NICENESS  # here: the ray-before side's children lack it
+
     temp = Path(tempfile.mkdtemp(prefix="tbq", dir="/tmp"))  # short: Ray's socket paths have a length limit
     (temp / "token").write_text(secrets.token_hex(32))
     env = {**os.environ, "RAY_AUTH_TOKEN_PATH": str(temp / "token"), "RAY_AUTH_MODE": "token",
            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
            **WORKER_NICENESS}  # as a Ray that Tessera starts runs them
     env.pop("RAY_ADDRESS", None)
-    ray_cli = Path(sys.executable).with_name("ray")
     log = temp / "head.log"
-    with open(log, "w") as out:
-        head = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--num-cpus", str(num_cpus),
-                                 "--include-dashboard=false", "--disable-usage-stats", "--temp-dir", str(temp)],
+    with open(log, "w") as out:  # `ray start`, from this interpreter's Ray
+        head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+                                 "--num-cpus", str(num_cpus), "--include-dashboard=false", "--disable-usage-stats",
+                                 "--temp-dir", str(temp)],
                                 env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 180
