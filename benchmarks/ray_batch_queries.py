@@ -96,13 +96,13 @@ def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
            "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
            **WORKER_NICENESS}  # as a Ray that Tessera starts runs them
     env.pop("RAY_ADDRESS", None)
-    log = temp / "head.log"
-    with open(log, "w") as out:  # `ray start`, from this interpreter's Ray
-        head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
-                                 "--num-cpus", str(num_cpus), "--include-dashboard=false", "--disable-usage-stats",
-                                 "--temp-dir", str(temp)],
-                                env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    log, head = temp / "head.log", None
     try:
+        with open(log, "w") as out:  # `ray start`, from this interpreter's Ray
+            head = subprocess.Popen([sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+                                     "--num-cpus", str(num_cpus), "--include-dashboard=false",
+                                     "--disable-usage-stats", "--temp-dir", str(temp)],
+                                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + 180
         while not (found := re.search(r"ray start --address='([^']+)'", log.read_text(errors="replace"))):
             if head.poll() is not None or time.monotonic() > deadline:
@@ -111,12 +111,14 @@ def running_cluster(num_cpus: int) -> Iterator[dict[str, str]]:
         yield {"RAY_ADDRESS": found.group(1), "RAY_AUTH_TOKEN_PATH": env["RAY_AUTH_TOKEN_PATH"],
                "RAY_AUTH_MODE": "token"}
     finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(head.pid, signal.SIGTERM)
-        try:
-            head.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(head.pid, signal.SIGKILL)
+        if head is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(head.pid, signal.SIGTERM)
+            try:
+                head.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(head.pid, signal.SIGKILL)
+                head.wait()
         shutil.rmtree(temp, ignore_errors=True)
 
 

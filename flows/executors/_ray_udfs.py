@@ -211,11 +211,13 @@ class _StepUDF(_Callable):
         self.op_names[step_id] = self.op.name
         self.runner = StepRunner(self.op, cache)
         self.batch_size = batch_size
+        steps = [step_id] + [runner.op.step_id for runner, _ in self.chain]
+        # a fused fan-in, where some step reads other than the step just before it (a chain never does)
+        self.fans_in = any(reads != (before,) for reads, before in zip(self.reads, steps))
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
-            steps = [self.step] + [runner.op.step_id for runner, _ in self.chain]
-            if any(reads != (before,) for reads, before in zip(self.reads, steps)):
+            if self.fans_in:
                 yield from _whole_group_pieces(self._fan_in(batch))
                 return
             if batch.num_rows == 0:

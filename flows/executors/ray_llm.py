@@ -26,12 +26,6 @@ from operators.base import Operator
 COLUMNS, SENT = "__tessera_columns", "__tessera_sent"
 
 
-def is_llm_step(op: Operator) -> bool:
-    from operators.llm.step import LLMStep
-
-    return isinstance(op, LLMStep)
-
-
 def llm_engine(op: Operator, num_gpus: float, *, vllm_installed: bool | None = None) -> str:
     """``"vllm"`` for a row-wise LLM step given GPUs whose model has a ``model_source``, where vLLM is installed
     (``vllm_installed``: None looks); else ``"gateway"``."""

@@ -54,22 +54,11 @@ def short_span(reply: str, query: str) -> str:
 
     line = next((ln for ln in reply.splitlines() if ln.strip()), "")
     line = _LEAD.sub("", re.sub(r"\[[\d,\s\-]*\]", " ", line)).strip(" \t.;:*\"'")
-    words = _TOKEN.findall(line)
+    words = list(_TOKEN.finditer(line))
     if len(words) <= 3:
         return line
     known = {w.lower() for w in _TOKEN.findall(query)} | set(STOPWORDS_EN)
-    new = [i for i, w in enumerate(words) if w[0].isalnum() and w.lower() not in known]
+    new = [w for w in words if w[0][0].isalnum() and w[0].lower() not in known]
     if not new:
         return line
-    start, end = _offsets(line, words, new[0], new[-1])
-    return line[start:end].strip(" ,;:")
-
-
-def _offsets(line: str, words: list[str], first: int, last: int) -> tuple[int, int]:
-    """Character offsets in ``line`` of the first character of word ``first`` and the end of word ``last``."""
-    at, spans = 0, []
-    for w in words:
-        at = line.index(w, at)
-        spans.append((at, at + len(w)))
-        at += len(w)
-    return spans[first][0], spans[last][1]
+    return line[new[0].start():new[-1].end()].strip(" ,;:")
