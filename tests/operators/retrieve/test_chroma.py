@@ -8,7 +8,6 @@ import pytest
 
 pytest.importorskip("chromadb", reason="Chroma is not installed: pip install tessera[stores]")
 
-from operators.embed.sentence_transformer import arrow_to_vectors  # noqa: E402
 from operators.errors import OperatorError  # noqa: E402
 from operators.registry import create  # noqa: E402
 from operators.retrieve._vector_stores import (  # noqa: E402
@@ -36,18 +35,6 @@ def store(docs, tmp_path_factory) -> str:
     return str(path)
 
 
-def exact_top(docs: pa.Table, query: str, k: int, mask: np.ndarray | None = None) -> list[str]:
-    from operators.models import load_sentence_transformer
-
-    vectors = arrow_to_vectors(docs.column("vector"))
-    q = load_sentence_transformer().encode([query], normalize_embeddings=True)[0]
-    scores = vectors @ q
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    docnos = docs.column("docno").to_pylist()
-    return [docnos[i] for i in np.argsort(-scores, kind="stable")[:k]]
-
-
 class TestChromaContract(OperatorContract):
     operator_name = "retrieve.chroma"
 
@@ -62,41 +49,38 @@ class TestChromaContract(OperatorContract):
         return queries(n_queries)
 
 
-def test_top_results_equal_exact_cosine_search(store, docs):
+def test_top_results_equal_exact_cosine_search(store, exact_search):
     out = create("retrieve.chroma", {"path": store, "collection": "wiki", "k": 5}, step_id="ch")(queries(3))
     assert out.num_rows == 15
     for qid, query in SAMPLE_QUERIES.items():
         rows = [r for r in out.to_pylist() if r["qid"] == qid]
-        assert [r["docno"] for r in rows] == exact_top(docs, query, 5)
+        docnos, cosines = exact_search(query, 5)
+        assert [r["docno"] for r in rows] == docnos
         assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
         # cosine space: score is the cosine similarity itself
-        vectors = dict(zip(docs.column("docno").to_pylist(), arrow_to_vectors(docs.column("vector"))))
-        from operators.models import load_sentence_transformer
-
-        q = load_sentence_transformer().encode([query], normalize_embeddings=True)[0]
-        np.testing.assert_allclose([r["score"] for r in rows], [vectors[r["docno"]] @ q for r in rows], atol=1e-4)
+        np.testing.assert_allclose([r["score"] for r in rows], cosines, atol=1e-4)
         assert all(r["score_ch"] == r["score"] and r["rank_ch"] == r["rank"] for r in rows)
     bee = out.filter(pa.compute.equal(out.column("qid"), "q1")).to_pylist()[0]
     assert bee["title"] == "Bee" and "honey" in bee["text"].lower() and bee["bucket"] in (0, 1, 2)
 
 
-def test_l2_space_scores_are_negated_distances_in_cosine_order(store, docs):
+def test_l2_space_scores_are_negated_distances_in_cosine_order(store, docs, exact_search):
     out = create("retrieve.chroma", {"path": store, "collection": "wiki_l2", "k": 3})(queries(1))
-    assert out.column("docno").to_pylist() == exact_top(docs.slice(0, 50), SAMPLE_QUERIES["q1"], 3)
+    assert out.column("docno").to_pylist() == exact_search(SAMPLE_QUERIES["q1"], 3, docs=docs.slice(0, 50))[0]
     scores = out.column("score").to_pylist()
     assert all(-4.0 <= s <= 0.0 for s in scores) and scores == sorted(scores, reverse=True)
     np.testing.assert_allclose(chroma_similarity([0.2], "cosine"), [0.8])
     np.testing.assert_allclose(chroma_similarity([0.2], "l2"), [-0.2])
 
 
-def test_where_filter_is_passed_through(store, docs):
+def test_where_filter_is_passed_through(store, docs, exact_search):
     out = create("retrieve.chroma", {"path": store, "collection": "wiki", "k": 4,
                                      "where": {"bucket": {"$eq": 1}}})(queries(2))
     assert set(out.column("bucket").to_pylist()) == {1}
     mask = np.array(docs.column("bucket").to_pylist()) == 1
     for qid, query in list(SAMPLE_QUERIES.items())[:2]:
         got = [r["docno"] for r in out.to_pylist() if r["qid"] == qid]
-        assert got == exact_top(docs, query, 4, mask)
+        assert got == exact_search(query, 4, mask)[0]
 
 
 def test_query_columns_pass_through_and_duplicate_qids_collapse(store):
@@ -115,11 +99,8 @@ def test_missing_collection_and_folder_are_named(store, tmp_path):
     assert not missing.exists()  # no empty store was created for a mistyped path
 
 
-def test_dimension_mismatch_is_explained(docs, tmp_path):
-    short = docs.slice(0, 10)
-    short = short.set_column(short.column_names.index("vector"), "vector",
-                             pa.FixedSizeListArray.from_arrays(pa.array(np.ones(10 * 8, np.float32)), 8))
-    load_into_chroma(short, tmp_path, "tiny")
+def test_dimension_mismatch_is_explained(eight_d_docs, tmp_path):
+    load_into_chroma(eight_d_docs, tmp_path, "tiny")
     with pytest.raises(DimensionMismatchError, match="8-d vectors but model 'all-MiniLM-L6-v2' encodes 384-d"):
         create("retrieve.chroma", {"path": str(tmp_path), "collection": "tiny"})(queries(1))
     assert issubclass(DimensionMismatchError, OperatorError)

@@ -8,9 +8,7 @@ import pytest
 
 pytest.importorskip("qdrant_client", reason="qdrant-client is not installed: pip install tessera[stores]")
 
-from operators.embed.sentence_transformer import arrow_to_vectors  # noqa: E402
 from operators.errors import ParamsError  # noqa: E402
-from operators.models import load_sentence_transformer  # noqa: E402
 from operators.registry import create  # noqa: E402
 from operators.retrieve._vector_stores import (  # noqa: E402
     CollectionNotFoundError,
@@ -36,17 +34,6 @@ def store(docs, tmp_path_factory) -> str:
     return str(path)
 
 
-def exact(docs: pa.Table, query: str, k: int, mask: np.ndarray | None = None) -> tuple[list[str], np.ndarray]:
-    """Top-k docnos and their cosine scores by numpy exact search."""
-    vectors = arrow_to_vectors(docs.column("vector"))
-    scores = vectors @ load_sentence_transformer().encode([query], normalize_embeddings=True)[0]
-    if mask is not None:
-        scores = np.where(mask, scores, -np.inf)
-    order = np.argsort(-scores, kind="stable")[:k]
-    docnos = docs.column("docno").to_pylist()
-    return [docnos[i] for i in order], scores[order]
-
-
 class TestQdrantContract(OperatorContract):
     operator_name = "retrieve.qdrant"
 
@@ -61,12 +48,12 @@ class TestQdrantContract(OperatorContract):
         return queries(n_queries)
 
 
-def test_top_results_and_scores_equal_exact_cosine_search(store, docs):
+def test_top_results_and_scores_equal_exact_cosine_search(store, exact_search):
     out = create("retrieve.qdrant", {"path": store, "collection": "wiki", "k": 5}, step_id="qd")(queries(3))
     assert out.num_rows == 15
     for qid, query in SAMPLE_QUERIES.items():
         rows = [r for r in out.to_pylist() if r["qid"] == qid]
-        docnos, scores = exact(docs, query, 5)
+        docnos, scores = exact_search(query, 5)
         assert [r["docno"] for r in rows] == docnos
         np.testing.assert_allclose([r["score"] for r in rows], scores, atol=1e-4)
         assert [r["rank"] for r in rows] == [1, 2, 3, 4, 5]
@@ -75,21 +62,21 @@ def test_top_results_and_scores_equal_exact_cosine_search(store, docs):
     assert bee["title"] == "Bee" and "honey" in bee["text"].lower() and bee["bucket"] in (0, 1, 2)
 
 
-def test_euclid_scores_are_negated_distances_in_cosine_order(store, docs):
+def test_euclid_scores_are_negated_distances_in_cosine_order(store, docs, exact_search):
     out = create("retrieve.qdrant", {"path": store, "collection": "wiki_euclid", "k": 3})(queries(1))
-    docnos, cosines = exact(docs.slice(0, 50), SAMPLE_QUERIES["q1"], 3)
+    docnos, cosines = exact_search(SAMPLE_QUERIES["q1"], 3, docs=docs.slice(0, 50))
     assert out.column("docno").to_pylist() == docnos
     # unit vectors: |a - b| = sqrt(2 - 2 cos)
     np.testing.assert_allclose(out.column("score").to_pylist(), -np.sqrt(2 - 2 * cosines), atol=1e-4)
 
 
-def test_where_filter_is_passed_through(store, docs):
+def test_where_filter_is_passed_through(store, docs, exact_search):
     where = {"must": [{"key": "bucket", "match": {"value": 2}}]}
     out = create("retrieve.qdrant", {"path": store, "collection": "wiki", "k": 4, "where": where})(queries(2))
     assert set(out.column("bucket").to_pylist()) == {2}
     mask = np.array(docs.column("bucket").to_pylist()) == 2
     for qid, query in list(SAMPLE_QUERIES.items())[:2]:
-        assert [r["docno"] for r in out.to_pylist() if r["qid"] == qid] == exact(docs, query, 4, mask)[0]
+        assert [r["docno"] for r in out.to_pylist() if r["qid"] == qid] == exact_search(query, 4, mask)[0]
     with pytest.raises(ParamsError) as err:
         create("retrieve.qdrant", {"path": store, "collection": "wiki", "where": {"must": 3}})(queries(1))
     assert err.value.field == "params.where"
@@ -105,10 +92,7 @@ def test_missing_collection_and_folder_are_named(store, tmp_path):
     assert not missing.exists()
 
 
-def test_dimension_mismatch_is_explained(docs, tmp_path):
-    short = docs.slice(0, 10)
-    short = short.set_column(short.column_names.index("vector"), "vector",
-                             pa.FixedSizeListArray.from_arrays(pa.array(np.ones(10 * 8, np.float32)), 8))
-    load_into_qdrant(short, tmp_path, "tiny")
+def test_dimension_mismatch_is_explained(eight_d_docs, tmp_path):
+    load_into_qdrant(eight_d_docs, tmp_path, "tiny")
     with pytest.raises(DimensionMismatchError, match="8-d vectors but model 'all-MiniLM-L6-v2' encodes 384-d"):
         create("retrieve.qdrant", {"path": str(tmp_path), "collection": "tiny"})(queries(1))
