@@ -12,14 +12,17 @@ import logging
 import os
 
 from operators.interrupt import install
+from operators.models.precision import with_precision
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
 
 log = logging.getLogger(__name__)
 
 
-def load_cross_encoder(reference: str, *, device: str | None = None, max_length: int | None = None):
-    """A ``CrossEncoder`` for ``reference`` with at most ``max_length`` tokens per pair.
+def load_cross_encoder(reference: str, *, device: str | None = None, max_length: int | None = None,
+                       dtype: str = "float32"):
+    """A ``CrossEncoder`` for ``reference`` with at most ``max_length`` tokens per pair, its weights in ``dtype``
+    (``operators.models.precision``).
 
     ``max_length`` defaults to the checkpoint's own limit and is capped at the
     model's position embeddings, so truncation always happens before the model sees
@@ -45,7 +48,8 @@ def load_cross_encoder(reference: str, *, device: str | None = None, max_length:
                         "fine-tuned on, which tends to lower its scores' quality", path, max_length, own, own)
         wanted = max_length or own or limit
         model.max_seq_length = min(wanted, limit)
-        return install(model)
+        return install(with_precision(model, dtype))
 
-    return models.get_or_create("cross_encoder", {"path": str(path), "device": device, "max_length": max_length},
+    return models.get_or_create("cross_encoder",
+                                {"path": str(path), "device": device, "max_length": max_length, "dtype": dtype},
                                 build)

@@ -35,6 +35,7 @@ from operators.home import tessera_home
 from operators.interrupt import install
 from operators.models.batching import is_static
 from operators.models.fingerprint import model_fingerprint
+from operators.models.precision import with_precision
 from operators.models.references import DEFAULT_ENCODER, resolve_model_path
 from operators.models.repository import models
 
@@ -46,8 +47,10 @@ class BackendNotAvailableError(TesseraError):
     """A model backend whose libraries are missing or cannot run here."""
 
 
-def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str | None = None, backend: str = "torch"):
-    """A ``SentenceTransformer`` for ``reference`` (shared per process), offline.
+def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str | None = None, backend: str = "torch",
+                              dtype: str = "float32"):
+    """A ``SentenceTransformer`` for ``reference`` (shared per process), offline, its weights in ``dtype``
+    (``operators.models.precision``; torch only).
 
     ``backend``: ``torch``, ``onnx`` or ``onnx-int8`` (CPU; exported once and cached
     under ``tessera_home()``, see the module docstring). ``openvino`` is refused with
@@ -62,6 +65,8 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
     if backend != "torch" and device not in (None, "cpu"):
         raise BackendNotAvailableError(
             f"backend '{backend}' runs on CPU (ONNX Runtime); use backend 'torch' for device '{device}'")
+    if backend != "torch" and dtype != "float32":
+        raise BackendNotAvailableError(f"dtype '{dtype}' applies to backend 'torch'; backend '{backend}' has its own")
     path = resolve_model_path(reference)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -72,7 +77,12 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
 
         hf_logging.disable_progress_bar()  # a "Loading weights" bar per load is noise in CLI output and logs
         if backend == "torch":
-            return SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
+            model = SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
+            if dtype != "float32" and is_static(model):
+                raise BackendNotAvailableError(
+                    f"model '{reference}' is a static embedding model (a table lookup, no forward pass to run at "
+                    f"lower precision): dtype '{dtype}' does not apply; leave it float32")
+            return with_precision(model, dtype)
         model = SentenceTransformer(str(path), device="cpu", backend="torch", local_files_only=True)
         if is_static(model):
             raise BackendNotAvailableError(
@@ -87,7 +97,8 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
         model[0].model_forward_params = None  # pass every tokenizer output; the wrapper takes what the graph needs
         return model
 
-    return models.get_or_create("sentence_transformer", {"path": str(path), "device": device, "backend": backend},
+    return models.get_or_create("sentence_transformer",
+                                {"path": str(path), "device": device, "backend": backend, "dtype": dtype},
                                 lambda: install(build()))
 
 

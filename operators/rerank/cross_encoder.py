@@ -8,6 +8,7 @@ import numpy as np
 from pydantic import Field
 
 from operators.models.batching import forward_batch_size
+from operators.models.precision import Precision
 from operators.rerank.base import RerankParams, Reranker
 from operators.rerank._windows import best_per_candidate, windowed_pairs
 
@@ -50,6 +51,8 @@ class CrossEncoderReranker(Reranker):
                                  "not read. Bounds what one huge candidate costs.")
         predict_batch_size: int | None = Field(None, gt=0, description="Pairs per forward pass (default: 16 on CPU, "
                                                "128 on a GPU; operators.models.batching).")
+        dtype: Precision = Field("float32", description="Precision of the weights: float16 or bfloat16 for a GPU, "
+                                 "where they halve each forward pass; scores are handed on as float32.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -59,7 +62,7 @@ class CrossEncoderReranker(Reranker):
         from operators.models import load_cross_encoder
 
         self.model = load_cross_encoder(self.params.model, device=self.params.device,
-                                        max_length=self.params.max_length)
+                                        max_length=self.params.max_length, dtype=self.params.dtype)
 
     def required_models(self) -> dict[str, str]:
         return {"params.model": self.params.model}

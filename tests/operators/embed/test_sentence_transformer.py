@@ -41,3 +41,32 @@ def test_missing_model_fails_at_once_with_what_to_do(tmp_path):
         resolve_model_path("org/some-model-not-here")
     with pytest.raises(ModelNotFoundError, match="no config.json"):
         resolve_model_path(str(tmp_path))
+
+
+def test_half_precision_runs_the_model_in_it_and_hands_on_float32_vectors_close_to_full():
+    import torch
+
+    from operators.models import load_sentence_transformer
+
+    table = sample_results(2, 4)
+    full = arrow_to_vectors(create("embed", {"title_column": "title"})(table).column("vector"))
+    op = create("embed", {"title_column": "title", "dtype": "bfloat16"})
+    half = op(table)
+    assert half.schema.field("vector").type == pa.list_(pa.float32(), 384)
+    assert next(op._model.parameters()).dtype == torch.bfloat16
+    assert next(load_sentence_transformer().parameters()).dtype == torch.float32, "the float32 model is its own"
+    cosines = (arrow_to_vectors(half.column("vector")) * full).sum(axis=1)
+    assert cosines.min() > 0.99 and not np.allclose(cosines, 1.0, atol=1e-7)  # close, and really computed in bf16
+
+
+def test_a_precision_the_backend_or_model_cannot_take_is_refused_naming_it():
+    import pytest
+
+    from operators.errors import ParamsError
+    from operators.models.sentence_transformers import BackendNotAvailableError
+
+    with pytest.raises(ParamsError) as err:
+        create("embed", {"dtype": "int4"})
+    assert err.value.field == "params.dtype"
+    with pytest.raises(BackendNotAvailableError, match="dtype 'float16' applies to backend 'torch'"):
+        create("embed", {"dtype": "float16", "backend": "onnx"})(pa.table({"text": ["bees"]}))

@@ -210,3 +210,16 @@ def test_titled_texts_survive_the_pickling_that_carries_them_to_a_deployment():
         back = pickle.loads(dumps(texts))
         assert type(back) is TitledTexts and list(back) == list(texts)
         assert back.titles == ["Pollination", ""] and back.bodies == texts.bodies
+
+
+def test_half_precision_scores_are_the_full_precision_ones_within_rounding(cross_encoder_path):
+    import torch
+
+    table = sample_results(n_queries=2, per_query=10)
+    full = create("rerank.cross_encoder", {"model": str(cross_encoder_path), "n": 10}, step_id="ce")(table)
+    op = create("rerank.cross_encoder", {"model": str(cross_encoder_path), "n": 10, "dtype": "bfloat16"},
+                step_id="ce")
+    half = op(table)
+    assert next(op.model.parameters()).dtype == torch.bfloat16
+    np.testing.assert_allclose(half["score_ce"].to_numpy(), full["score_ce"].to_numpy(), atol=0.02)
+    assert not np.array_equal(half["score_ce"].to_numpy(), full["score_ce"].to_numpy())
