@@ -15,12 +15,14 @@ Measured side by side in the one process, on the same texts:
   alternating over the same 1,024-passage calls an ingestion makes; passages/s, operator/bare
   (goals: >= 40,000 passages/s, >= 0.9), and the 916,618 passages' embedding time it implies;
 * cross-encoder pairs/s: bare ``CrossEncoder.predict`` against ``rerank.cross_encoder``, 100
-  candidates a query, both at half precision (MiniLM with a seeded head);
+  candidates a query, both at half precision (MiniLM with a seeded head); ColBERT pairs/s, the
+  model's own encode and MaxSim against ``rerank.colbert`` encoding candidates on the fly
+  (MiniLM with a seeded 128-d projection, float32);
 * SmolLM2-135M generation with transformers: tokens/s for one prompt at a time and for a batch.
 
 Not measured here, and why: Ray Data GPU actors and the Serve deployment's ``num_gpus`` (no Ray
 on the image, and its wheel is larger than what can be carried), FAISS on the GPU (faiss-gpu's
-wheel is too), the end-to-end 916K ingestion (it needs both), ColBERT.
+wheel is too), the end-to-end 916K ingestion (it needs both).
 
     .venv/bin/python benchmarks/gpu_check.py --prepare .gpu     # here (.gpu/ is git-ignored)
     # then one device call, carry [".gpu"]:
@@ -48,6 +50,7 @@ from _common import REPO_ROOT
 WHEELS = ("pydantic==2.14.3", "pydantic-core==2.50.4", "annotated-types==0.8.0", "typing-inspection==0.4.5")
 SCALE_CORPUS_DOCS = 916_618
 INGEST_CALL = 1024  # rows per embedding call in the ingest specs (their embed step's batch_size)
+PER_QUERY = 100  # candidates a query for the rerankers
 
 
 def prepare(folder: Path, passages: int, corpus: Path) -> None:
@@ -146,10 +149,20 @@ def embedding(model: Path, texts: list[str], device: str, dtype: str, sizes: lis
             "scale_corpus_seconds": SCALE_CORPUS_DOCS / rates["operator"]}
 
 
+def candidates(texts: list[str], queries: int):
+    """A first-stage result: ``queries`` queries (a passage's first sentence) with 100 passages each."""
+    import pyarrow as pa
+
+    rows = [(f"q{q}", texts[q].split(".")[0][:200], f"d{q}-{i}", texts[(q * PER_QUERY + i) % len(texts)])
+            for q in range(queries) for i in range(PER_QUERY)]
+    table = pa.table(dict(zip(("qid", "query", "docno", "text"), map(list, zip(*rows)))))
+    table = table.append_column("score", pa.array([1.0 - r / PER_QUERY for r in range(PER_QUERY)] * queries))
+    return table.append_column("rank", pa.array(list(range(1, PER_QUERY + 1)) * queries))
+
+
 def cross_encoder_pairs(model: Path, texts: list[str], work: Path, device: str, dtype: str, queries: int,
                         size: int) -> dict:
     """Pairs/s of bare CrossEncoder.predict and of rerank.cross_encoder over the same candidates."""
-    import pyarrow as pa
     import torch
     from sentence_transformers import CrossEncoder
 
@@ -159,20 +172,43 @@ def cross_encoder_pairs(model: Path, texts: list[str], work: Path, device: str, 
     folder = work / "ce-random"
     CrossEncoder(str(model), num_labels=1).save(str(folder))
     bare = CrossEncoder(str(folder), device=device).to(dtype=getattr(torch, dtype))
-    per_query = 100
-    rows = [(f"q{q}", texts[q].split(".")[0][:200], f"d{q}-{i}", texts[(q * per_query + i) % len(texts)])
-            for q in range(queries) for i in range(per_query)]
-    table = pa.table(dict(zip(("qid", "query", "docno", "text"), map(list, zip(*rows)))))
-    table = table.append_column("score", pa.array([1.0 - r / per_query for r in range(per_query)] * queries))
-    table = table.append_column("rank", pa.array(list(range(1, per_query + 1)) * queries))
-    op = create("rerank.cross_encoder", {"model": str(folder), "device": device, "dtype": dtype, "n": per_query,
+    table = candidates(texts, queries)
+    op = create("rerank.cross_encoder", {"model": str(folder), "device": device, "dtype": dtype, "n": PER_QUERY,
                                          "predict_batch_size": size}, step_id="ce")
-    pairs = [(r[1], r[3]) for r in rows]
+    pairs = list(zip(table.column("query").to_pylist(), table.column("text").to_pylist()))
     bare.predict(pairs[:size], batch_size=size)
-    op(table.slice(0, per_query))
+    op(table.slice(0, PER_QUERY))
     bare_s = timed(lambda: bare.predict(pairs, batch_size=size))
     op_s = timed(lambda: op(table))
     return {"pairs": len(pairs), "batch_size": size, "bare": len(pairs) / bare_s, "operator": len(pairs) / op_s,
+            "operator_over_bare": bare_s / op_s}
+
+
+def colbert_pairs(model: Path, texts: list[str], work: Path, device: str, queries: int, size: int) -> dict:
+    """Pairs/s of ``rerank.colbert`` encoding its candidates on the fly (no token store), against the model's own
+    encode and MaxSim over the same candidates; float32 (the ColBERT operator has no dtype)."""
+    from operators.models.colbert import maxsim
+    from operators.models.colbert.model import new_colbert
+    from operators.registry import create
+
+    folder = new_colbert(str(model), dim=128, seed=0, device=device).save(work / "colbert-random")
+    bare = new_colbert(str(model), dim=128, seed=0, device=device)
+    table = candidates(texts, queries)
+    op = create("rerank.colbert", {"model": str(folder), "device": device, "n": PER_QUERY, "token_store": None,
+                                   "encode_batch_size": size}, step_id="cb")
+    query_texts = table.column("query").to_pylist()[::PER_QUERY]
+    docs = table.column("text").to_pylist()
+
+    def direct() -> None:
+        encoded = bare.encode_queries(query_texts, batch_size=size)
+        tokens = bare.encode_documents(docs, batch_size=size)
+        for q, query in enumerate(encoded):
+            maxsim(query, tokens[q * PER_QUERY:(q + 1) * PER_QUERY])
+
+    op(table.slice(0, PER_QUERY))
+    bare.encode_documents(docs[:size], batch_size=size)
+    bare_s, op_s = timed(direct), timed(lambda: op(table))
+    return {"pairs": len(docs), "batch_size": size, "bare": len(docs) / bare_s, "operator": len(docs) / op_s,
             "operator_over_bare": bare_s / op_s}
 
 
@@ -225,6 +261,10 @@ def measure(args: argparse.Namespace) -> None:
                                                   report["embedding"]["best_batch_size"])
     print(f"  cross-encoder: bare {report['cross_encoder']['bare']:,.0f} pairs/s, operator "
           f"{report['cross_encoder']['operator']:,.0f}", flush=True)
+    report["colbert"] = colbert_pairs(minilm, texts, work, device, args.queries,
+                                      report["embedding"]["best_batch_size"])
+    print(f"  ColBERT: bare {report['colbert']['bare']:,.0f} pairs/s, operator {report['colbert']['operator']:,.0f}",
+          flush=True)
     report["generation"] = generation(carried / "smollm2", device, args.dtype, args.prompt_tokens, args.new_tokens,
                                       args.batch)
     print(f"  SmolLM2-135M: {json.dumps(report['generation'])}", flush=True)
