@@ -76,18 +76,15 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
         from transformers.utils import logging as hf_logging
 
         hf_logging.disable_progress_bar()  # a "Loading weights" bar per load is noise in CLI output and logs
-        if backend == "torch":
-            model = SentenceTransformer(str(path), device=device, backend="torch", local_files_only=True)
-            if dtype != "float32" and is_static(model):
-                raise BackendNotAvailableError(
-                    f"model '{reference}' is a static embedding model (a table lookup, no forward pass to run at "
-                    f"lower precision): dtype '{dtype}' does not apply; leave it float32")
-            return with_precision(model, dtype)
-        model = SentenceTransformer(str(path), device="cpu", backend="torch", local_files_only=True)
-        if is_static(model):
+        model = SentenceTransformer(str(path), device=device if backend == "torch" else "cpu", backend="torch",
+                                    local_files_only=True)
+        if is_static(model) and (backend, dtype) != ("torch", "float32"):
+            setting = f"backend '{backend}'" if backend != "torch" else f"dtype '{dtype}'"
             raise BackendNotAvailableError(
-                f"model '{reference}' is a static embedding model (a table lookup, no transformer to export): "
-                f"backend '{backend}' does not apply; use backend 'torch'")
+                f"model '{reference}' is a static embedding model (a table lookup, no transformer to export or to "
+                f"run at lower precision): {setting} does not apply; use backend 'torch' at float32")
+        if backend == "torch":
+            return with_precision(model, dtype)
         ort = _import_onnx_runtime()
         onnx_file = export_onnx(model, path, quantize=backend == "onnx-int8")
         options = ort.SessionOptions()

@@ -59,6 +59,9 @@ def test_the_bags_of_pieces_give_the_models_own_vectors(static_folder):
                                np.concatenate([fast[150:], fast[:150]]), atol=1e-6)  # sums in another order
 
 
-def test_an_onnx_backend_for_a_static_model_is_refused_with_the_reason(static_folder):
-    with pytest.raises(BackendNotAvailableError, match="static embedding model.*use backend 'torch'"):
+def test_an_onnx_backend_or_half_precision_for_a_static_model_is_refused_with_the_reason(static_folder):
+    with pytest.raises(BackendNotAvailableError, match="static embedding model.*backend 'onnx' does not apply.*"
+                                                       "use backend 'torch'"):
         load_sentence_transformer(str(static_folder), backend="onnx")
+    with pytest.raises(BackendNotAvailableError, match="static embedding model.*dtype 'float16' does not apply"):
+        load_sentence_transformer(str(static_folder), dtype="float16")
