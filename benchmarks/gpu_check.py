@@ -170,8 +170,9 @@ def cross_encoder_pairs(model: Path, texts: list[str], work: Path, device: str, 
 
     torch.manual_seed(0)
     folder = work / "ce-random"
-    CrossEncoder(str(model), num_labels=1).save(str(folder))
-    bare = CrossEncoder(str(folder), device=device).to(dtype=getattr(torch, dtype))
+    bare = CrossEncoder(str(model), num_labels=1, device=device)
+    bare.save(str(folder))  # the operator loads its own copy from here
+    bare.to(dtype=getattr(torch, dtype))
     table = candidates(texts, queries)
     op = create("rerank.cross_encoder", {"model": str(folder), "device": device, "dtype": dtype, "n": PER_QUERY,
                                          "predict_batch_size": size}, step_id="ce")
@@ -191,8 +192,8 @@ def colbert_pairs(model: Path, texts: list[str], work: Path, device: str, querie
     from operators.models.colbert.model import new_colbert
     from operators.registry import create
 
-    folder = new_colbert(str(model), dim=128, seed=0, device=device).save(work / "colbert-random")
     bare = new_colbert(str(model), dim=128, seed=0, device=device)
+    folder = bare.save(work / "colbert-random")  # the operator loads its own copy from here
     table = candidates(texts, queries)
     op = create("rerank.colbert", {"model": str(folder), "device": device, "n": PER_QUERY, "token_store": None,
                                    "encode_batch_size": size}, step_id="cb")
