@@ -1,10 +1,11 @@
 """Who is calling: bearer API keys, checked before any route runs, and the request body limit.
 
-When keys are configured, every route but ``/healthz`` needs ``Authorization: Bearer
-KEY``; the key's id (never the key) becomes the request's *tenant*, which owns its
-tasks, chats and saved flows. Without keys (a loopback-only service) every caller is
-the tenant ``local``. Keys are compared by their SHA-256 in constant time and never
-logged: a refused request is logged by path and reason only.
+When keys are configured, every route but ``/healthz`` and the web UI's static page (``/``,
+``/ui/``, which holds no data) needs ``Authorization: Bearer KEY``; the key's id (never the
+key) becomes the request's *tenant*, which owns its tasks, chats and saved flows. Without
+keys (a loopback-only service) every caller is the tenant ``local``. Keys are compared by
+their SHA-256 in constant time and never logged: a refused request is logged by path and
+reason only.
 
 Both checks are pure ASGI middlewares, so no route can forget them, and they read their
 settings from ``configure`` (called by the ingress replica with what the app builder
@@ -28,8 +29,10 @@ log = logging.getLogger("tessera.serve")
 
 #: The tenant of every request when no keys are configured.
 LOCAL_TENANT = "local"
-#: Routes that answer without a key.
-OPEN_PATHS = frozenset({"/healthz"})
+#: Routes that answer without a key: the health check, and the web UI's page and its files (serve/routes_ui.py),
+#: whose every call to the API carries the key typed into it.
+OPEN_PATHS = frozenset({"/healthz", "/", "/ui"})
+OPEN_PREFIXES = ("/ui/",)
 
 _settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None}
 
@@ -85,13 +88,17 @@ def route_path(scope: Scope) -> str:
     return path[len(root):] if root and path.startswith(root) else path
 
 
+def is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
 class KeyGuard(HttpMiddleware):
     """Sets ``request.state.tenant``; answers 401 (OpenAI's shape) to a request without a valid key."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         keys = _settings["keys"]
         tenant: str | None = LOCAL_TENANT
-        if keys and route_path(scope) not in OPEN_PATHS:
+        if keys and not is_open(route_path(scope)):
             headers = dict(scope.get("headers") or [])
             tenant = tenant_of(headers.get(b"authorization", b"").decode("latin-1"), keys)
             if tenant is None:

@@ -1,0 +1,371 @@
+"use strict";
+// Tessera's web UI. Every action is one call of the service's HTTP API (docs/serving.md), sent with the
+// API key typed at the top; text from the service is put in the page as text, never as HTML.
+
+const KEY_STORE = "tessera.apiKey";
+const ROOT = new URL("..", window.location.href); // the app's root: the page lives at <root>/ui/
+const POLL_MS = 700;
+const $ = (id) => document.getElementById(id);
+
+// -- the API ------------------------------------------------------------------------------------------
+
+class ApiError extends Error {}
+
+function headers(json) {
+  const result = {};
+  const key = $("api-key").value.trim();
+  if (key) result.Authorization = `Bearer ${key}`;
+  if (json) result["Content-Type"] = "application/json";
+  return result;
+}
+
+/** The service's error body (OpenAI's shape) as one line that names the field. */
+function describe(status, payload) {
+  const error = payload && payload.error;
+  if (!error) return `HTTP ${status}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
+  const field = error.param ? ` (field: ${error.param})` : "";
+  return `HTTP ${status}${field}: ${error.message}`;
+}
+
+async function send(method, path, body) {
+  try {
+    return await fetch(new URL(path, ROOT), {
+      method, headers: headers(body !== undefined), body: body === undefined ? undefined : JSON.stringify(body),
+    });
+  } catch (err) {
+    throw new ApiError(`the service did not answer (${err.message})`);
+  }
+}
+
+async function call(method, path, body) {
+  const response = await send(method, path, body);
+  const type = response.headers.get("content-type") || "";
+  const payload = type.includes("json") ? await response.json() : await response.text();
+  if (!response.ok) throw new ApiError(describe(response.status, payload));
+  return payload;
+}
+
+// -- small helpers ------------------------------------------------------------------------------------
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("data-")) node.setAttribute(name, value);
+    else node[name] = value;
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+/** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. */
+async function guarded(action) {
+  showError("");
+  try {
+    return await action();
+  } catch (err) {
+    showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
+    return undefined;
+  }
+}
+
+function table(columns, rows, cell) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, c)))),
+    el("tbody", {}, ...rows.map((row) => el("tr", {}, ...columns.map((c) => el("td", {}, cell(row, c)))))));
+}
+
+function hitCell(hit, column) {
+  const value = hit[column];
+  if (value === null || value === undefined) return "";
+  if (column === "score") return Number(value).toFixed(4);
+  if (column === "text") return el("span", {title: value}, value.length > 280 ? `${value.slice(0, 280)}…` : value);
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+function hitTable(hits) {
+  const manyQueries = new Set(hits.map((h) => h.qid)).size > 1; // a task's rows: say which query each is for
+  const columns = [...(manyQueries ? ["qid"] : []), "rank", "docno", "title", "score", "text"]
+    .filter((c) => hits.some((h) => h[c] !== undefined));
+  const result = table(columns, hits, hitCell);
+  result.className = "hits";
+  return result;
+}
+
+// -- tabs ---------------------------------------------------------------------------------------------
+
+const onShow = {tasks: () => refreshTasks(), models: () => loadModels(), chat: () => loadChatModels()};
+
+function showTab(name) {
+  for (const button of document.querySelectorAll("nav button")) {
+    button.setAttribute("aria-selected", String(button.dataset.tab === name));
+  }
+  for (const section of document.querySelectorAll("main section")) section.hidden = section.id !== `tab-${name}`;
+  if (onShow[name]) guarded(onShow[name]);
+}
+
+// -- the service's state ------------------------------------------------------------------------------
+
+async function checkHealth() {
+  const badge = $("health");
+  const response = await send("GET", "healthz").catch(() => null);
+  if (!response) {
+    badge.textContent = "not reachable";
+    badge.className = "badge bad";
+    return;
+  }
+  const body = await response.json().catch(() => ({}));
+  const waiting = Object.entries(body.models || {}).filter(([, state]) => state !== "ready").map(([name]) => name);
+  badge.textContent = response.ok ? "ready" : `starting: ${waiting.join(", ") || response.status}`;
+  badge.className = response.ok ? "badge ok" : "badge wait";
+}
+
+async function loadFlows() {
+  const flows = await call("GET", "flows");
+  const select = $("flow");
+  const chosen = select.value || "hybrid";
+  select.replaceChildren(
+    el("optgroup", {label: "built-in"}, ...flows.builtin.map((name) => el("option", {value: name}, name))),
+    ...(flows.saved.length ? [el("optgroup", {label: "saved"},
+      ...flows.saved.map((name) => el("option", {value: name}, name)))] : []));
+  select.value = [...flows.builtin, ...flows.saved].includes(chosen) ? chosen : flows.builtin[0];
+}
+
+async function loadModels() {
+  const models = await call("GET", "v1/models");
+  const body = $("model-table").tBodies[0];
+  body.replaceChildren(...models.data.map((m) => el("tr", {},
+    el("td", {}, m.id), el("td", {}, m.type || ""), el("td", {}, m.status || ""), el("td", {}, m.reason || ""))));
+  return models.data;
+}
+
+// -- search -------------------------------------------------------------------------------------------
+
+function flowBody() {
+  const queries = $("queries").value.split("\n").map((q) => q.trim()).filter(Boolean);
+  const body = {flow: $("flow").value};
+  if (queries.length === 1) body.query = queries[0];
+  else body.queries = queries;
+  const index = $("index").value.trim();
+  if (index) body.index = index;
+  return body;
+}
+
+function answerBlock(metadata, hits) {
+  if (typeof metadata.answer !== "string") return null;
+  const titles = new Map(hits.map((h) => [h.docno, h.title]));
+  const sources = (metadata.sources || []).map((docno) =>
+    el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
+  return el("div", {class: "answer"},
+    el("p", {}, el("strong", {}, "Answer: "), metadata.answer || "(no answer)"),
+    sources.length ? el("ol", {class: "sources"}, ...sources) : el("p", {class: "status"}, "no sources cited"),
+    metadata.degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(metadata.degraded)}`) : null);
+}
+
+function renderResults(results) {
+  $("results").replaceChildren(...results.map((r) => {
+    const metadata = r.metadata || {};
+    return el("article", {class: "result", "data-qid": r.qid},
+      el("h2", {}, r.query),
+      answerBlock(metadata, r.hits),
+      r.hits.length ? hitTable(r.hits) : el("p", {class: "status"}, "no hits"),
+      Object.keys(metadata).length
+        ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))
+        : null);
+  }));
+}
+
+async function search(event) {
+  event.preventDefault();
+  const body = flowBody();
+  const topK = $("top-k").value.trim();
+  if (topK !== "") body.top_k = Number(topK);
+  const button = $("search-button");
+  button.disabled = true;
+  $("search-status").textContent = `running ${body.flow}…`;
+  try {
+    const answer = await guarded(() => call("POST", "v1/search", body));
+    if (!answer) {
+      $("search-status").textContent = "";
+      return;
+    }
+    const took = answer.took_ms >= 1000 ? `${(answer.took_ms / 1000).toFixed(1)} s` : `${Math.round(answer.took_ms)} ms`;
+    const count = `${answer.results.length} ${answer.results.length === 1 ? "query" : "queries"}`;
+    $("search-status").textContent = `${answer.flow}: ${count} in ${took}`;
+    renderResults(answer.results);
+  } finally {
+    button.disabled = false;
+  }
+}
+
+async function enqueue() {
+  if (!$("search-form").reportValidity()) return;
+  const taskId = await guarded(() => call("POST", "task/enqueue", flowBody()));
+  if (taskId) {
+    showTab("tasks");
+    followTask(taskId);
+  }
+}
+
+// -- tasks --------------------------------------------------------------------------------------------
+
+let followed = null; // the task whose progress is shown
+
+async function refreshTasks() {
+  const listing = await call("GET", "tasks");
+  $("task-counts").textContent = Object.entries(listing.counts).map(([state, n]) => `${n} ${state}`).join(", ")
+    || "no tasks yet";
+  const rows = [...listing.tasks].reverse();
+  $("task-table").tBodies[0].replaceChildren(...rows.map((task) => {
+    const unfinished = task.status === "queued" || task.status === "running";
+    return el("tr", {"data-task": task.id},
+      el("td", {}, el("button", {type: "button", class: "link", onclick: () => followTask(task.id)}, task.id)),
+      el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
+      el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
+      el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel") : ""));
+  }));
+}
+
+/** A stored time (seconds since the epoch) in the browser's locale. */
+function when(seconds) {
+  return typeof seconds === "number" ? new Date(seconds * 1000).toLocaleString() : String(seconds || "");
+}
+
+async function cancelTask(taskId) {
+  await guarded(() => call("GET", `task/cancel/${encodeURIComponent(taskId)}`));
+  await guarded(refreshTasks);
+}
+
+function renderProgress(body) {
+  const progress = body.progress;
+  const steps = Object.entries(progress.step_progress || {}).map(([step, info]) =>
+    el("li", {}, `${step}: ${info && info.status ? info.status : JSON.stringify(info)}`));
+  const rows = body.result ? body.result.data : [];
+  $("task-detail").replaceChildren(el("article", {class: "result", "data-task": body.task_id},
+    el("h2", {}, `task ${body.task_id}: ${body.status}`),
+    el("progress", {max: 100, value: progress.pipeline_percentage}),
+    el("span", {class: "status"}, ` ${progress.pipeline_progress} steps`),
+    el("ul", {class: "steps"}, ...steps),
+    body.error ? el("p", {class: "bad"}, body.error) : null,
+    rows.length ? hitTable(rows.slice(0, 50)) : null,
+    rows.length > 50 ? el("p", {class: "status"}, `first 50 of ${rows.length} rows`) : null,
+    progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
+}
+
+async function followTask(taskId) {
+  followed = taskId;
+  while (followed === taskId) {
+    const body = await guarded(() => call("GET", `task/progress/${encodeURIComponent(taskId)}`));
+    if (!body || followed !== taskId) return;
+    renderProgress(body);
+    if (body.has_finished) break;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  await guarded(refreshTasks);
+}
+
+// -- chat ---------------------------------------------------------------------------------------------
+
+let messages = [];
+
+async function loadChatModels() {
+  const models = await call("GET", "v1/models");
+  const select = $("chat-model");
+  const chosen = select.value;
+  const usable = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
+  select.replaceChildren(...usable.map((m) => el("option", {value: m.id}, m.type === "flow" ? `${m.id} (flow)` : m.id)));
+  if (usable.some((m) => m.id === chosen)) select.value = chosen;
+}
+
+function renderChat(pending) {
+  const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content)));
+  if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
+  $("chat-log").replaceChildren(...turns);
+}
+
+/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive. */
+async function streamChat(body, onText) {
+  const response = await send("POST", "v1/chat/completions", body);
+  if (!response.ok) throw new ApiError(describe(response.status, await response.json().catch(() => null)));
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let text = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return text;
+    buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      for (const line of event.split("\n")) {
+        if (!line.startsWith("data:")) continue;
+        const data = line.slice(5).trim();
+        if (data === "[DONE]") return text;
+        const chunk = JSON.parse(data);
+        if (chunk.error) throw new ApiError(describe(chunk.error.code || "error", chunk));
+        const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+        if (delta && delta.content) {
+          text += delta.content;
+          onText(text);
+        }
+      }
+    }
+  }
+}
+
+async function sendChat(event) {
+  event.preventDefault();
+  const content = $("chat-input").value.trim();
+  if (!content) return;
+  messages.push({role: "user", content});
+  $("chat-input").value = "";
+  renderChat("");
+  $("chat-send").disabled = true;
+  try {
+    const reply = await guarded(() => streamChat({model: $("chat-model").value, messages, stream: true}, renderChat));
+    if (reply === undefined) messages.pop(); // refused: the message is not part of the conversation
+    else messages.push({role: "assistant", content: reply});
+    renderChat();
+  } finally {
+    $("chat-send").disabled = false;
+  }
+}
+
+// -- start --------------------------------------------------------------------------------------------
+
+function reload() {
+  guarded(async () => {
+    await checkHealth();
+    await loadFlows();
+  });
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const key = $("api-key");
+  key.value = window.localStorage.getItem(KEY_STORE) || "";
+  key.addEventListener("change", () => {
+    window.localStorage.setItem(KEY_STORE, key.value.trim());
+    reload();
+  });
+  for (const button of document.querySelectorAll("nav button")) {
+    button.addEventListener("click", () => showTab(button.dataset.tab));
+  }
+  $("search-form").addEventListener("submit", search);
+  $("enqueue-button").addEventListener("click", enqueue);
+  $("chat-form").addEventListener("submit", sendChat);
+  $("chat-clear").addEventListener("click", () => {
+    messages = [];
+    renderChat();
+  });
+  reload();
+});

@@ -1,0 +1,73 @@
+"""The web UI's fixtures: a Serve app of the service alone (no model deployments: the flows run in its replica)
+behind an API key, and a headless Chromium driven by Selenium. The app is shut down after the package
+(this folder has an ``__init__.py`` for that), before or after tests/serve's own."""
+
+from __future__ import annotations
+
+import secrets
+import shutil
+import socket
+from dataclasses import dataclass
+
+import pytest
+import requests
+
+
+@dataclass(frozen=True)
+class Service:
+    url: str
+    key: str  # the app's one key: every test types it into the page (or shows what happens without it)
+
+    def api(self, method: str, path: str, body=None) -> requests.Response:
+        """The same request the page makes, sent straight to the API with the key."""
+        return requests.request(method, self.url + path, json=body, headers={"Authorization": f"Bearer {self.key}"},
+                                timeout=180)
+
+
+@pytest.fixture(scope="package")
+def ui_app(ray_session, sample_index, tmp_path_factory):
+    """The service on 127.0.0.1:<free port>, app ``ui`` at ``/``, with one key."""
+    from ray import serve
+
+    from serve.app import build_app
+    from serve.service_settings import key_hash
+    with socket.socket() as sock:  # a free port on loopback
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    quiet = {"log_level": "WARNING"}
+    store = tmp_path_factory.mktemp("ui") / "tasks.db"
+    key = "ui-" + secrets.token_hex(16)
+    args = {"models": [], "service": {"default_index": str(sample_index), "task_store": f"sqlite:///{store}",
+                                      "api_keys": [{"id": "ui", "sha256": key_hash(key)}]}}
+    serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
+    try:
+        serve.run(build_app(args), name="ui", route_prefix="/", logging_config=quiet)
+        yield Service(f"http://127.0.0.1:{port}", key)
+    finally:
+        serve.shutdown()
+
+
+def _browser_paths() -> tuple[str, str] | None:
+    binary = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+    driver = shutil.which("chromedriver")
+    return (binary, driver) if binary and driver else None
+
+
+@pytest.fixture(scope="package")
+def browser():
+    """Headless Chromium (Debian's ``chromium`` and ``chromium-driver``), one for the package."""
+    paths = _browser_paths()
+    if paths is None:
+        pytest.skip("no chromium and chromedriver on PATH (apt-get install chromium chromium-driver; .ci/run does)")
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = paths[0]
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(argument)
+    driver = webdriver.Chrome(service=Service(paths[1]), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()

@@ -1,0 +1,174 @@
+"""The web UI in a real browser against a real service: the page loads without a key and says why the API refused,
+then shows exactly what the API answers (hits in order, a task's progress and rows, an error naming the field,
+an answer with its sources, a chat reply), each compared with the same request sent straight to the API."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+QUERY = "which insects make honey and pollinate flowers"
+
+
+def wait(driver, condition, seconds: float = 60):
+    return WebDriverWait(driver, seconds, poll_frequency=0.2).until(lambda d: condition(d))
+
+
+def by_id(driver, element_id: str):
+    return driver.find_element(By.ID, element_id)
+
+
+def flow_names(driver) -> list[str]:
+    return [o.get_attribute("value") for o in Select(by_id(driver, "flow")).options]
+
+
+def open_page(driver, service, typed: bool = True) -> None:
+    """The page from the service's root, with the key typed in (or, not ``typed``, whatever the browser kept)."""
+    driver.get(service.url + "/")
+    wait(driver, lambda d: d.current_url.endswith("/ui/"))
+    if typed:
+        field = by_id(driver, "api-key")
+        field.clear()
+        field.send_keys(service.key, Keys.TAB)  # the change event: saved, flows reloaded
+        wait(driver, lambda d: "bm25" in flow_names(d))
+
+
+def error_text(driver) -> str:
+    box = by_id(driver, "error")
+    return "" if box.get_attribute("hidden") is not None else box.text
+
+
+def fill_search(driver, flow: str, queries: str, top_k: str) -> None:
+    Select(by_id(driver, "flow")).select_by_value(flow)
+    for element_id, value in (("queries", queries), ("top-k", top_k)):
+        field = by_id(driver, element_id)
+        field.clear()
+        field.send_keys(value)
+
+
+def shown_results(driver) -> list[tuple[str, list[str]]]:
+    """Per query article: its heading and the docno column of its hits table."""
+    shown = []
+    for article in driver.find_elements(By.CSS_SELECTOR, "#results article.result"):
+        heads = [th.text for th in article.find_elements(By.CSS_SELECTOR, "table.hits th")]
+        column = heads.index("docno")
+        rows = article.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")
+        shown.append((article.find_element(By.TAG_NAME, "h2").text,
+                      [r.find_elements(By.TAG_NAME, "td")[column].text for r in rows]))
+    return shown
+
+
+def test_without_the_key_the_page_loads_and_names_the_refusal_then_the_key_is_kept(browser, ui_app):
+    browser.get(ui_app.url + "/")
+    browser.execute_script("window.localStorage.clear()")
+    open_page(browser, ui_app, typed=False)
+    assert wait(browser, lambda d: "API key" in error_text(d))
+    assert error_text(browser).startswith("HTTP 401")
+    assert requests.get(ui_app.url + "/flows", timeout=30).status_code == 401  # the page is open, the API is not
+    assert wait(browser, lambda d: by_id(d, "health").text == "ready")
+    assert flow_names(browser) == []
+
+    open_page(browser, ui_app)
+    assert error_text(browser) == ""
+    listed = ui_app.api("GET", "/flows").json()
+    assert flow_names(browser) == listed["builtin"] + listed["saved"]
+    browser.refresh()  # the key survives a reload (local storage), so the flows load again
+    wait(browser, lambda d: "bm25" in flow_names(d))
+    assert by_id(browser, "api-key").get_attribute("value") == ui_app.key
+
+
+def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
+    open_page(browser, ui_app)
+    queries = [QUERY, "gothic cathedrals"]
+    fill_search(browser, "bm25", "\n".join(queries), "4")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 2)
+
+    expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "queries": queries, "top_k": 4}).json()
+    assert shown_results(browser) == [(r["query"], [h["docno"] for h in r["hits"]]) for r in expected["results"]]
+    assert all(len(docnos) == 4 for _, docnos in shown_results(browser))
+    assert by_id(browser, "search-status").text.startswith("bm25: 2 queries in ")
+
+
+def test_a_refused_request_shows_the_services_message_naming_the_field_and_keeps_the_form(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "0")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: error_text(d) != "")
+
+    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 0})
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["param"] == "top_k"
+    assert error_text(browser) == f"HTTP 422 (field: top_k): {error['message']}"
+    assert by_id(browser, "queries").get_attribute("value") == QUERY  # nothing typed is lost
+    assert by_id(browser, "search-button").is_enabled()
+
+
+def test_a_task_is_followed_to_its_rows(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "5")
+    by_id(browser, "enqueue-button").click()
+    wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
+    heading = wait(browser, lambda d: next((h.text for h in d.find_elements(By.CSS_SELECTOR, "#task-detail h2")
+                                            if h.text.endswith(": finished")), None), seconds=120)
+    task_id = heading.removeprefix("task ").removesuffix(": finished")
+
+    body = ui_app.api("GET", f"/task/progress/{task_id}").json()
+    assert body["status"] == "finished"
+    detail = by_id(browser, "task-detail")
+    assert detail.find_element(By.TAG_NAME, "progress").get_attribute("value") == "100"
+    heads = [th.text for th in detail.find_elements(By.CSS_SELECTOR, "table.hits th")]
+    shown = [r.find_elements(By.TAG_NAME, "td")[heads.index("docno")].text
+             for r in detail.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
+    assert shown == [row["docno"] for row in body["result"]["data"][:50]]
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]'))
+    row = browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]')
+    assert "finished" in row.text and "bm25" in row.text
+
+
+def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="models"]').click()
+    listed = [m["id"] for m in ui_app.api("GET", "/v1/models").json()["data"]]
+    assert listed  # the flows that answer, at least
+    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")) == len(listed))
+    assert [r.find_element(By.TAG_NAME, "td").text
+            for r in browser.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed
+
+
+@pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
+def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "rag", QUERY, "5")
+    by_id(browser, "search-button").click()
+    answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
+
+    metadata = ui_app.api("POST", "/v1/search", {"flow": "rag", "query": QUERY, "top_k": 5}).json()["results"][0][
+        "metadata"]
+    assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
+    sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, "ol.sources li")]
+    assert len(sources) == len(metadata["sources"])
+    assert all(s.endswith(f"({docno})") or s == docno for s, docno in zip(sources, metadata["sources"]))
+
+
+@pytest.mark.slow
+def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    wait(browser, lambda d: "rag" in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
+    Select(by_id(browser, "chat-model")).select_by_value("rag")
+    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-send").click()
+    reply = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant")
+                                          if "pending" not in t.get_attribute("class")), None), seconds=300)
+
+    expected = ui_app.api("POST", "/v1/chat/completions",
+                   {"model": "rag", "messages": [{"role": "user", "content": QUERY}]}).json()
+    assert reply == expected["choices"][0]["message"]["content"].strip()
+    turns = browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")
+    assert [t.get_attribute("class") for t in turns] == ["turn user", "turn assistant"]
