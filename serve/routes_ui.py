@@ -1,9 +1,14 @@
 """The web UI: three static files under ``serve/ui`` served at ``/ui/``, and ``/`` sending a browser there.
 
 The page is plain HTML, CSS and JavaScript with no build step and no package from npm: it calls the same
-routes any client calls (``/v1/search``, ``/task/*``, ``/tasks``, ``/v1/chat/completions``, ``/v1/models``),
-so it can do nothing an API key could not, and it holds no data. That is why ``serve.auth`` lets ``/`` and
-``/ui/`` through without a key; every request the page makes carries the key typed into it.
+routes any client calls (``/v1/search``, ``/task/*``, ``/tasks``, ``/flows``, ``/v1/chat/completions``,
+``/v1/models``), so it can do nothing an API key could not, and it holds no data. That is why
+``serve.auth`` lets ``/`` and ``/ui/`` through without a key; every request the page makes carries the key
+typed into it.
+
+The files are sent with a Content-Security-Policy that allows only the page's own files and calls to the same
+origin: the script builds every element from the service's text as text, and the policy is the second fence
+should a future change forget.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
+from starlette.responses import Response
+from starlette.types import Scope
 
 UI_DIR = Path(__file__).resolve().parent / "ui"
 #: Where the page lives below the app's route prefix.
@@ -27,5 +34,23 @@ def home() -> RedirectResponse:
     return RedirectResponse("ui/", status_code=307)
 
 
+#: Sent with every file of the page.
+SECURITY_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                               "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+class UiFiles(StaticFiles):
+    """The page's files, with the security headers."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        response.headers.update(SECURITY_HEADERS)
+        return response
+
+
 def static_files() -> StaticFiles:
-    return StaticFiles(directory=UI_DIR, html=True)
+    return UiFiles(directory=UI_DIR, html=True)

@@ -102,7 +102,9 @@ function hitTable(hits) {
 
 // -- tabs ---------------------------------------------------------------------------------------------
 
-const onShow = {tasks: () => refreshTasks(), models: () => loadModels(), chat: () => loadChatModels()};
+const onShow = {
+  tasks: () => refreshTasks(), models: () => loadModels(), chat: () => loadChatModels(), flows: () => loadFlowList(),
+};
 
 function showTab(name) {
   for (const button of document.querySelectorAll("nav button")) {
@@ -137,6 +139,14 @@ async function loadFlows() {
     ...(flows.saved.length ? [el("optgroup", {label: "saved"},
       ...flows.saved.map((name) => el("option", {value: name}, name)))] : []));
   select.value = [...flows.builtin, ...flows.saved].includes(chosen) ? chosen : flows.builtin[0];
+  await describeFlow();
+}
+
+/** The chosen flow's description and steps, under the form. */
+async function describeFlow() {
+  const spec = await call("GET", `flows/${encodeURIComponent($("flow").value)}`);
+  const steps = Object.entries(spec.steps).map(([id, step]) => (id === step.op ? id : `${id} (${step.op})`));
+  $("flow-description").textContent = `${spec.description || ""} Steps: ${steps.join(", ")}`.trim();
 }
 
 async function loadModels() {
@@ -272,6 +282,65 @@ async function followTask(taskId) {
   await guarded(refreshTasks);
 }
 
+// -- flows --------------------------------------------------------------------------------------------
+
+async function loadFlowList() {
+  const flows = await call("GET", "flows");
+  const item = (name, saved) => el("li", {},
+    el("button", {type: "button", class: "link", onclick: () => guarded(() => showFlow(name))}, name),
+    saved ? el("span", {class: "status"}, " saved") : null);
+  $("flow-list").replaceChildren(...flows.builtin.map((n) => item(n, false)), ...flows.saved.map((n) => item(n, true)));
+}
+
+async function showFlow(name) {
+  const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
+  $("flow-name").value = name;
+  $("flow-spec").value = JSON.stringify(spec, null, 2);
+  $("flow-status").textContent = "";
+}
+
+async function afterFlowChange(message) {
+  $("flow-status").textContent = message;
+  await loadFlowList();
+  await loadFlows();
+}
+
+async function saveFlow(event) {
+  event.preventDefault();
+  const name = $("flow-name").value.trim();
+  await guarded(async () => {
+    let spec;
+    try {
+      spec = JSON.parse($("flow-spec").value);
+    } catch (err) {
+      throw new ApiError(`the spec is not valid JSON (field: spec): ${err.message}`);
+    }
+    const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
+    $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
+    await afterFlowChange(`saved as ${saved.name}`);
+  });
+}
+
+async function deleteFlow() {
+  const name = $("flow-name").value.trim();
+  await guarded(async () => {
+    await call("DELETE", `flows/${encodeURIComponent(name)}`);
+    await afterFlowChange(`deleted ${name}`);
+  });
+}
+
+async function useFlow() {
+  const name = $("flow-name").value.trim();
+  await guarded(loadFlows);
+  if ([...$("flow").options].some((o) => o.value === name)) {
+    $("flow").value = name;
+    showTab("search");
+    await guarded(describeFlow);
+  } else {
+    showError(`'${name}' is not a flow the service knows: save it first`);
+  }
+}
+
 // -- chat ---------------------------------------------------------------------------------------------
 
 let messages = [];
@@ -361,8 +430,12 @@ document.addEventListener("DOMContentLoaded", () => {
     button.addEventListener("click", () => showTab(button.dataset.tab));
   }
   $("search-form").addEventListener("submit", search);
+  $("flow").addEventListener("change", () => guarded(describeFlow));
   $("enqueue-button").addEventListener("click", enqueue);
   $("chat-form").addEventListener("submit", sendChat);
+  $("flow-form").addEventListener("submit", saveFlow);
+  $("flow-delete").addEventListener("click", deleteFlow);
+  $("flow-use").addEventListener("click", useFlow);
   $("chat-clear").addEventListener("click", () => {
     messages = [];
     renderChat();

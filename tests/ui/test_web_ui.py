@@ -4,8 +4,12 @@ an answer with its sources, a chat reply), each compared with the same request s
 
 from __future__ import annotations
 
+import json
+import secrets
+
 import pytest
 import requests
+from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select, WebDriverWait
@@ -16,7 +20,9 @@ QUERY = "which insects make honey and pollinate flowers"
 
 
 def wait(driver, condition, seconds: float = 60):
-    return WebDriverWait(driver, seconds, poll_frequency=0.2).until(lambda d: condition(d))
+    """``condition``'s first true value; an element the page re-rendered while it was read means "not yet"."""
+    return WebDriverWait(driver, seconds, poll_frequency=0.2,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
 def by_id(driver, element_id: str):
@@ -70,6 +76,8 @@ def test_without_the_key_the_page_loads_and_names_the_refusal_then_the_key_is_ke
     assert wait(browser, lambda d: "API key" in error_text(d))
     assert error_text(browser).startswith("HTTP 401")
     assert requests.get(ui_app.url + "/flows", timeout=30).status_code == 401  # the page is open, the API is not
+    page = requests.get(ui_app.url + "/ui/", timeout=30)
+    assert page.status_code == 200 and "default-src 'self'" in page.headers["Content-Security-Policy"]
     assert wait(browser, lambda d: by_id(d, "health").text == "ready")
     assert flow_names(browser) == []
 
@@ -93,6 +101,21 @@ def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
     assert shown_results(browser) == [(r["query"], [h["docno"] for h in r["hits"]]) for r in expected["results"]]
     assert all(len(docnos) == 4 for _, docnos in shown_results(browser))
     assert by_id(browser, "search-status").text.startswith("bm25: 2 queries in ")
+    spec = ui_app.api("GET", "/flows/bm25").json()
+    assert by_id(browser, "flow-description").text == f"{spec['description']} Steps: bm25 (retrieve.bm25)"
+
+
+def test_text_from_the_service_is_shown_as_text_never_as_html(browser, ui_app):
+    open_page(browser, ui_app)
+    query = '<img src=x onerror="document.title=1"><b>gothic</b> cathedrals'
+    fill_search(browser, "bm25", query, "2")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    assert ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": query, "top_k": 2}).json()["results"][0][
+        "query"] == query  # the service echoes it as sent
+    assert shown_results(browser)[0][0] == query
+    assert browser.find_elements(By.CSS_SELECTOR, "#results img, #results b") == []
+    assert browser.title == "Tessera"
 
 
 def test_a_refused_request_shows_the_services_message_naming_the_field_and_keeps_the_form(browser, ui_app):
@@ -126,9 +149,62 @@ def test_a_task_is_followed_to_its_rows(browser, ui_app):
     shown = [r.find_elements(By.TAG_NAME, "td")[heads.index("docno")].text
              for r in detail.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
     assert shown == [row["docno"] for row in body["result"]["data"][:50]]
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]'))
-    row = browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]')
-    assert "finished" in row.text and "bm25" in row.text
+    row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
+    assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
+
+
+def set_text(driver, element_id: str, text: str) -> None:
+    """Replace a field's text as typing would, without typing a whole JSON spec key by key."""
+    field = by_id(driver, element_id)
+    driver.execute_script("arguments[0].value = arguments[1]", field, text)
+
+
+def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_naming_the_step(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    listed = ui_app.api("GET", "/flows").json()
+    wait(browser, lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#flow-list button")] ==
+         listed["builtin"] + listed["saved"])
+    browser.find_element(By.XPATH, '//ul[@id="flow-list"]//button[text()="bm25"]').click()
+    wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
+    assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
+
+    name = "ui_" + secrets.token_hex(4)
+    spec = json.loads(by_id(browser, "flow-spec").get_attribute("value"))
+    spec["steps"]["bm25"]["params"]["k"] = 7
+    set_text(browser, "flow-name", name)
+    try:
+        set_text(browser, "flow-spec", json.dumps(spec))
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: by_id(d, "flow-status").text == f"saved as {name}")
+        assert name in ui_app.api("GET", "/flows").json()["saved"]
+        assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7
+        by_id(browser, "flow-use").click()  # the search tab, with the saved flow chosen
+        wait(browser, lambda d: by_id(d, "tab-search").is_displayed())
+        assert Select(by_id(browser, "flow")).first_selected_option.get_attribute("value") == name
+
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+        bad = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 7}},
+                         "broken": {"op": "retrieve.no_such_operator", "inputs": ["bm25"]}}}
+        set_text(browser, "flow-spec", json.dumps(bad))
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: error_text(d) != "")
+        refused = ui_app.api("PUT", f"/flows/{name}", bad)
+        assert refused.status_code == 422
+        assert error_text(browser) == f"HTTP 422 (field: {refused.json()['error']['param']}): " \
+                                      f"{refused.json()['error']['message']}"
+        assert "broken" in error_text(browser)  # the step is named
+        assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # the saved one kept
+
+        set_text(browser, "flow-spec", "{not json")
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: error_text(d).startswith("the spec is not valid JSON (field: spec)"))
+
+        by_id(browser, "flow-delete").click()
+        wait(browser, lambda d: by_id(d, "flow-status").text == f"deleted {name}")
+        assert name not in ui_app.api("GET", "/flows").json()["saved"]
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")  # nothing left behind if a check above failed
 
 
 def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
@@ -136,9 +212,8 @@ def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="models"]').click()
     listed = [m["id"] for m in ui_app.api("GET", "/v1/models").json()["data"]]
     assert listed  # the flows that answer, at least
-    wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")) == len(listed))
-    assert [r.find_element(By.TAG_NAME, "td").text
-            for r in browser.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed
+    assert wait(browser, lambda d: [r.find_element(By.TAG_NAME, "td").text
+                                    for r in d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed)
 
 
 @pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
