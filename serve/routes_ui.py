@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.responses import Response
@@ -29,9 +29,9 @@ router = APIRouter(tags=["ui"])
 
 
 @router.get("/", include_in_schema=False)
-def home() -> RedirectResponse:
-    """A browser opening the service's address lands on the page (relative, so a route prefix is kept)."""
-    return RedirectResponse("ui/", status_code=307)
+def home(request: Request) -> RedirectResponse:
+    """A browser opening the service's address lands on the page, below the app's route prefix if it has one."""
+    return RedirectResponse(request.scope.get("root_path", "").rstrip("/") + UI_PATH + "/", status_code=307)
 
 
 #: Sent with every file of the page.

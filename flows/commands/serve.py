@@ -62,10 +62,21 @@ def handle(args: argparse.Namespace) -> int:
     # The service runs specs that come from the network: outbound URLs reach public addresses only
     # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
     os.environ["TESSERA_OUTBOUND"] = "server"
+    print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(sys.executable, command)
     return 0  # not reached
+
+
+def ui_address(config: dict) -> str:
+    """Where a browser finds the web UI: the service application's route prefix on the HTTP address."""
+    http = config.get("http_options") or {}
+    host, port = str(http.get("host", "127.0.0.1")), int(http.get("port", 8000))
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::") else host
+    prefix = next((str(a.get("route_prefix") or "/") for a in config.get("applications") or []
+                   if (a.get("args") or {}).get("service") is not None), "/")
+    return f"http://{shown}:{port}{prefix.rstrip('/')}/ui/"
 
 
 def apply_overrides(config: dict, *, host: str | None, port: int | None, index: str | None) -> None:

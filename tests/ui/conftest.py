@@ -26,7 +26,7 @@ class Service:
 
 @pytest.fixture(scope="package")
 def ui_app(ray_session, sample_index, tmp_path_factory):
-    """The service on 127.0.0.1:<free port>, app ``ui`` at ``/``, with one key."""
+    """The service on 127.0.0.1:<free port>, app ``ui`` at ``/tessera``, with one key."""
     from ray import serve
 
     from serve.app import build_app
@@ -41,8 +41,9 @@ def ui_app(ray_session, sample_index, tmp_path_factory):
                                       "api_keys": [{"id": "ui", "sha256": key_hash(key)}]}}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
     try:
-        serve.run(build_app(args), name="ui", route_prefix="/", logging_config=quiet)
-        yield Service(f"http://127.0.0.1:{port}", key)
+        # Below a route prefix, as behind a proxy that serves several apps: the page must find its way there.
+        serve.run(build_app(args), name="ui", route_prefix="/tessera", logging_config=quiet)
+        yield Service(f"http://127.0.0.1:{port}/tessera", key)
     finally:
         serve.shutdown()
 

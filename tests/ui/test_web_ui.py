@@ -36,7 +36,7 @@ def flow_names(driver) -> list[str]:
 def open_page(driver, service, typed: bool = True) -> None:
     """The page from the service's root, with the key typed in (or, not ``typed``, whatever the browser kept)."""
     driver.get(service.url + "/")
-    wait(driver, lambda d: d.current_url.endswith("/ui/"))
+    wait(driver, lambda d: d.current_url == service.url + "/ui/")
     if typed:
         field = by_id(driver, "api-key")
         field.clear()
