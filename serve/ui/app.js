@@ -66,9 +66,10 @@ function showError(message) {
   box.hidden = !message;
 }
 
-/** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. */
-async function guarded(action) {
-  showError("");
+/** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's
+ * action clears the previous error first; a background refresh (``clear: false``) leaves it to be read. */
+async function guarded(action, {clear = true} = {}) {
+  if (clear) showError("");
   try {
     return await action();
   } catch (err) {
@@ -207,7 +208,8 @@ async function search(event) {
       $("search-status").textContent = "";
       return;
     }
-    const took = answer.took_ms >= 1000 ? `${(answer.took_ms / 1000).toFixed(1)} s` : `${Math.round(answer.took_ms)} ms`;
+    const ms = answer.took_ms;
+    const took = ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
     const count = `${answer.results.length} ${answer.results.length === 1 ? "query" : "queries"}`;
     $("search-status").textContent = `${answer.flow}: ${count} in ${took}`;
     renderResults(answer.results);
@@ -251,7 +253,7 @@ function when(seconds) {
 
 async function cancelTask(taskId) {
   await guarded(() => call("GET", `task/cancel/${encodeURIComponent(taskId)}`));
-  await guarded(refreshTasks);
+  await guarded(refreshTasks, {clear: false});
 }
 
 function renderProgress(body) {
@@ -272,14 +274,70 @@ function renderProgress(body) {
 
 async function followTask(taskId) {
   followed = taskId;
+  showTaskChat(taskId, false);
   while (followed === taskId) {
-    const body = await guarded(() => call("GET", `task/progress/${encodeURIComponent(taskId)}`));
+    const body = await guarded(() => call("GET", `task/progress/${encodeURIComponent(taskId)}`), {clear: false});
     if (!body || followed !== taskId) return;
     renderProgress(body);
-    if (body.has_finished) break;
+    if (body.has_finished) {
+      if (body.status === "finished") {
+        taskTitles.set(taskId, new Map(body.result.data.map((row) => [row.docno, row.title])));
+        showTaskChat(taskId, true);
+      }
+      break;
+    }
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
-  await guarded(refreshTasks);
+  await guarded(refreshTasks, {clear: false});
+}
+
+// -- a chat about a finished task's rows (mosaicRAG's /task/chat) ---------------------------------------
+
+const taskChats = new Map(); // task id -> {chatId, turns}
+const taskTitles = new Map(); // task id -> its rows' docno -> title
+
+function showTaskChat(taskId, finished) {
+  const form = $("task-chat-form");
+  form.hidden = !finished;
+  form.dataset.task = taskId;
+  renderTaskChat(taskId);
+}
+
+function renderTaskChat(taskId) {
+  const titles = taskTitles.get(taskId) || new Map();
+  const turns = (taskChats.get(taskId) || {turns: []}).turns;
+  $("task-chat-log").replaceChildren(...turns.map((turn) => el("div", {class: "task-turn"},
+    el("div", {class: "turn user"}, el("pre", {}, turn.question)),
+    el("div", {class: "answer"},
+      el("p", {}, el("strong", {}, "Answer: "), turn.answer || "(no answer)"),
+      turn.sources.length
+        ? el("ol", {class: "sources"}, ...turn.sources.map((docno) =>
+          el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno)))
+        : el("p", {class: "status"}, "no sources cited")))));
+}
+
+async function askTask(event) {
+  event.preventDefault();
+  const taskId = $("task-chat-form").dataset.task;
+  const message = $("task-chat-input").value.trim();
+  if (!message) return;
+  $("task-chat-send").disabled = true;
+  try {
+    await guarded(async () => {
+      if (!taskChats.has(taskId)) {
+        const chatId = await call("GET", `task/chat/new?task_id=${encodeURIComponent(taskId)}`);
+        taskChats.set(taskId, {chatId: chatId.trim(), turns: []});
+      }
+      const chat = taskChats.get(taskId);
+      const path = `task/chat/${encodeURIComponent(chat.chatId)}?message=${encodeURIComponent(message)}`;
+      const reply = await call("GET", path);
+      chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || []});
+      $("task-chat-input").value = "";
+      renderTaskChat(taskId);
+    });
+  } finally {
+    $("task-chat-send").disabled = false;
+  }
 }
 
 // -- flows --------------------------------------------------------------------------------------------
@@ -350,7 +408,8 @@ async function loadChatModels() {
   const select = $("chat-model");
   const chosen = select.value;
   const usable = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
-  select.replaceChildren(...usable.map((m) => el("option", {value: m.id}, m.type === "flow" ? `${m.id} (flow)` : m.id)));
+  const label = (m) => (m.type === "flow" ? `${m.id} (flow)` : m.id);
+  select.replaceChildren(...usable.map((m) => el("option", {value: m.id}, label(m))));
   if (usable.some((m) => m.id === chosen)) select.value = chosen;
 }
 
@@ -434,6 +493,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("enqueue-button").addEventListener("click", enqueue);
   $("chat-form").addEventListener("submit", sendChat);
   $("flow-form").addEventListener("submit", saveFlow);
+  $("task-chat-form").addEventListener("submit", askTask);
   $("flow-delete").addEventListener("click", deleteFlow);
   $("flow-use").addEventListener("click", useFlow);
   $("chat-clear").addEventListener("click", () => {

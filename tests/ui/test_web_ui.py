@@ -134,6 +134,10 @@ def test_a_refused_request_shows_the_services_message_naming_the_field_and_keeps
 
 def test_a_task_is_followed_to_its_rows(browser, ui_app):
     open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="tasks"]').click()
+    wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
+    assert not by_id(browser, "task-chat-form").is_displayed()  # no finished task followed yet
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
     fill_search(browser, "bm25", QUERY, "5")
     by_id(browser, "enqueue-button").click()
     wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
@@ -149,6 +153,7 @@ def test_a_task_is_followed_to_its_rows(browser, ui_app):
     shown = [r.find_elements(By.TAG_NAME, "td")[heads.index("docno")].text
              for r in detail.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
     assert shown == [row["docno"] for row in body["result"]["data"][:50]]
+    assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
     row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
     assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
 
@@ -247,3 +252,23 @@ def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     assert reply == expected["choices"][0]["message"]["content"].strip()
     turns = browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")
     assert [t.get_attribute("class") for t in turns] == ["turn user", "turn assistant"]
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_answers_it(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "5")
+    by_id(browser, "enqueue-button").click()
+    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
+    task_id = by_id(browser, "task-chat-form").get_attribute("data-task")
+    question = "which insects make honey?"
+    by_id(browser, "task-chat-input").send_keys(question)
+    by_id(browser, "task-chat-send").click()
+    shown = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=300)[0]
+
+    chat_id = ui_app.api("GET", f"/task/chat/new?task_id={task_id}").text
+    reply = ui_app.api("GET", f"/task/chat/{chat_id}?message={question}").json()
+    assert shown.find_element(By.TAG_NAME, "p").text == f"Answer: {reply['answer'] or '(no answer)'}"
+    sources = [li.text for li in shown.find_elements(By.CSS_SELECTOR, "ol.sources li")]
+    assert [s.rsplit("(", 1)[-1].rstrip(")") for s in sources] == reply["sources"]
+    assert by_id(browser, "task-chat-input").get_attribute("value") == ""
