@@ -28,14 +28,15 @@ class AnswerGenerator(LLMStep):
     numbers outside the context are ignored), ``sources_from`` (``citations``, or
     ``overlap`` when the reply cited nothing and the sources were attributed by shared
     words, see ``attribute_uncited``; ``span`` for a short answer found in the documents;
-    ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds, by step). Every row is kept; ``cited_column`` says whether it is a source. A failed
-    call, an empty reply, a reply with nothing but citations, or one that repeats the
-    same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
+    ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds, by step). Every row is
+    kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
+    but citations, or one that repeats the same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
     metadata). Prompt fields: ``{query}``, ``{context}``. With ``context_column: null`` the
     model answers from the question alone (``closed_book_*`` prompts), the baseline that
     says what retrieval adds. ``style: short`` asks for the answer span alone (a name, a
     date, yes or no: what EM/F1 against short gold answers measure; ``short_answer``) and
-    attributes the sources to the documents that contain it.
+    attributes the sources to the documents that contain it (by shared words, as above, when none holds it as
+    written: the model reworded it or ``max_tokens`` cut it off).
 
     Usage::
 
@@ -45,6 +46,7 @@ class AnswerGenerator(LLMStep):
     name = "generate.answer"
     aliases = ("generate_answer",)
     scope = "query"
+    version = "2"  # a short answer no document holds verbatim gets its sources by word overlap
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -146,8 +148,13 @@ class AnswerGenerator(LLMStep):
                 if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
-                    cited, sources_from = (containing(parsed["answer"], texts), "span") if p.style == "short" \
-                        else (attribute(parsed["answer"], texts, p.min_overlap), "overlap")
+                    by_words = attribute(parsed["answer"], texts, p.min_overlap)
+                    if p.style != "short":
+                        cited, sources_from = by_words, "overlap"
+                    else:  # the documents that hold it verbatim; if none (reworded, cut off), those sharing its words
+                        cited, sources_from = containing(parsed["answer"], texts), "span"
+                        if not cited and by_words:
+                            cited, sources_from = by_words, "overlap"
                 self.emit_metadata(qid, "sources_from", sources_from)
                 self.emit_metadata(qid, "answer", parsed["answer"])
                 self.emit_metadata(qid, "reasoning", parsed["reasoning"])

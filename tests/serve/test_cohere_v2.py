@@ -92,7 +92,7 @@ def config_app(serve_app, repo_root, tmp_path, monkeypatch):
     args = application["args"]
     args["api_deployment"] = "config-api"
     for model in args["models"] + args.get("llms", []):
-        model["num_cpus"] = 0.1
+        model["num_cpus"] = 0.05  # 3 replicas beside the package app's 1.75 CPUs: at 0.1 each, 2.05 of 2 never fit
     serve.run(build_app(args), name="config", route_prefix="/config")
     try:
         yield serve_app + "/config"

@@ -84,10 +84,13 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
     ({"flow": "no-such-flow", "query": "q"}, "flow", ["no flow named 'no-such-flow'"]),
     ({"flow": {"steps": {"a": {"op": "retrieve.bm25", "params": {"k": 0}}}}, "query": "q"}, "steps.a.params.k",
      ["step 'a'"]),
-    ({"flow": "hybrid", "query": "q", "index": "/no/such/index"}, "index", ["does not exist"]),
+    ({"flow": "hybrid", "query": "q", "index": "/no/such/index"}, "index", ["outside the folders"]),
+    ({"flow": "hybrid", "query": "q", "index": "MISSING"}, "index", ["does not exist"]),  # under a root
     ([1, 2], "body", ["JSON object"]),
 ])
-def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_app, body, param, words):
+def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_app, sample_index, body, param, words):
+    if isinstance(body, dict) and body.get("index") == "MISSING":
+        body = {**body, "index": str(sample_index.parent / "no-such-index")}
     before = get(serve_app, "/tasks").json()["tasks"]
     mosaic = isinstance(body, dict) and "1" in body
     for route in ("/task/run", "/task/enqueue") + (() if mosaic else ("/v1/search",)):  # search: Tessera's body

@@ -1,6 +1,7 @@
 """API keys over real HTTP: an app with two keys (one hashed in the config, one from the environment) beside the
-package's app. Every route but /healthz needs a key; each key reaches only its own tasks, chats and saved flows,
-tried on every route with the other key's ids; the keys appear in no log and no stored result."""
+package's app. Every route but /healthz (and the web UI's static page, tests/ui) needs a key; each key reaches
+only its own tasks, chats and saved flows, tried on every route with the other key's ids; the keys appear in no
+log and no stored result."""
 
 from __future__ import annotations
 

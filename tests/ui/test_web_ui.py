@@ -4,8 +4,10 @@ an answer with its sources, a chat reply), each compared with the same request s
 
 from __future__ import annotations
 
+import http.client
 import json
 import secrets
+from urllib.parse import urlsplit
 
 import pytest
 import requests
@@ -44,6 +46,17 @@ def open_page(driver, service, typed: bool = True) -> None:
         wait(driver, lambda d: "bm25" in flow_names(d))
 
 
+def raw_get(url: str) -> int:
+    """GET with the path sent exactly as written (requests would resolve its dot segments first); the status."""
+    parts = urlsplit(url)
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
+    try:
+        connection.request("GET", parts.path)
+        return connection.getresponse().status
+    finally:
+        connection.close()
+
+
 def error_text(driver) -> str:
     box = by_id(driver, "error")
     return "" if box.get_attribute("hidden") is not None else box.text
@@ -78,6 +91,8 @@ def test_without_the_key_the_page_loads_and_names_the_refusal_then_the_key_is_ke
     assert requests.get(ui_app.url + "/flows", timeout=30).status_code == 401  # the page is open, the API is not
     page = requests.get(ui_app.url + "/ui/", timeout=30)
     assert page.status_code == 200 and "default-src 'self'" in page.headers["Content-Security-Policy"]
+    for sneaky in ("/ui/../tasks", "/ui/%2e%2e/tasks", "/ui/../../etc/passwd"):  # the open prefix opens no route
+        assert raw_get(ui_app.url + sneaky) in (401, 404), sneaky
     assert wait(browser, lambda d: by_id(d, "health").text == "ready")
     assert flow_names(browser) == []
 

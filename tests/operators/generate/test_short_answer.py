@@ -101,3 +101,17 @@ def test_the_embedded_model_answers_briefly_with_and_without_documents():
     closed(pa.table({"qid": ["q1"], "query": ["What is the capital of France?"]}))
     meta = closed.drain_metadata()["q1"]
     assert "degraded" not in meta and len(meta["answer"].split()) <= 3, meta.get("raw_response")
+
+
+def test_a_short_answer_no_document_holds_verbatim_gets_its_sources_by_shared_words(fault_models):
+    """The model reworded its answer (or max_tokens cut it off): no span, so the documents sharing its words."""
+    fault_models.reply = "Aphids are the food of the order Hemip"
+    table = sample_results(1, 3)
+    texts = table.column("text").to_pylist()
+    aphids = "Aphids are small sap-sucking insects in the family Aphididae of the order Hemiptera."
+    table = table.set_column(table.column_names.index("text"), "text", pa.array([texts[0], texts[1], aphids]))
+    op = create("generate.answer", {"model": "fault-ok", "style": "short"}, step_id="answer")
+    out = op(create("generate.context")(table))
+    meta = op.drain_metadata()["q1"]
+    assert meta["sources_from"] == "overlap" and meta["sources"] == [table.column("docno")[2].as_py()]
+    assert out.column("cited").to_pylist() == [False, False, True]
