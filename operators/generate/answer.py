@@ -148,12 +148,11 @@ class AnswerGenerator(LLMStep):
                 if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
-                    by_words = attribute(parsed["answer"], texts, p.min_overlap)
                     if p.style != "short":
-                        cited, sources_from = by_words, "overlap"
+                        cited, sources_from = attribute(parsed["answer"], texts, p.min_overlap), "overlap"
                     else:  # the documents that hold it verbatim; if none (reworded, cut off), those sharing its words
                         cited, sources_from = containing(parsed["answer"], texts), "span"
-                        if not cited and by_words:
+                        if not cited and (by_words := attribute(parsed["answer"], texts, p.min_overlap)):
                             cited, sources_from = by_words, "overlap"
                 self.emit_metadata(qid, "sources_from", sources_from)
                 self.emit_metadata(qid, "answer", parsed["answer"])
