@@ -131,8 +131,9 @@ async function checkHealth() {
   badge.className = response.ok ? "badge ok" : "badge wait";
 }
 
-async function loadFlows() {
-  const flows = await call("GET", "flows");
+/** The search tab's flow choice (``flows``: a listing already fetched, else GET /flows). */
+async function loadFlows(flows) {
+  flows = flows || await call("GET", "flows");
   const select = $("flow");
   const chosen = select.value || "hybrid";
   select.replaceChildren(
@@ -155,7 +156,6 @@ async function loadModels() {
   const body = $("model-table").tBodies[0];
   body.replaceChildren(...models.data.map((m) => el("tr", {},
     el("td", {}, m.id), el("td", {}, m.type || ""), el("td", {}, m.status || ""), el("td", {}, m.reason || ""))));
-  return models.data;
 }
 
 // -- search -------------------------------------------------------------------------------------------
@@ -170,15 +170,19 @@ function flowBody() {
   return body;
 }
 
+/** An answer and its numbered sources, each named by its row's title where ``rows`` has it. */
+function answerView(answer, sources, rows, degraded) {
+  const titles = new Map(rows.map((row) => [row.docno, row.title]));
+  const items = sources.map((docno) => el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
+  return el("div", {class: "answer"},
+    el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
+    items.length ? el("ol", {class: "sources"}, ...items) : el("p", {class: "status"}, "no sources cited"),
+    degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
+}
+
 function answerBlock(metadata, hits) {
   if (typeof metadata.answer !== "string") return null;
-  const titles = new Map(hits.map((h) => [h.docno, h.title]));
-  const sources = (metadata.sources || []).map((docno) =>
-    el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
-  return el("div", {class: "answer"},
-    el("p", {}, el("strong", {}, "Answer: "), metadata.answer || "(no answer)"),
-    sources.length ? el("ol", {class: "sources"}, ...sources) : el("p", {class: "status"}, "no sources cited"),
-    metadata.degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(metadata.degraded)}`) : null);
+  return answerView(metadata.answer, metadata.sources || [], hits, metadata.degraded);
 }
 
 function renderResults(results) {
@@ -281,7 +285,7 @@ async function followTask(taskId) {
     renderProgress(body);
     if (body.has_finished) {
       if (body.status === "finished") {
-        taskTitles.set(taskId, new Map(body.result.data.map((row) => [row.docno, row.title])));
+        taskRows.set(taskId, body.result.data);
         showTaskChat(taskId, true);
       }
       break;
@@ -294,7 +298,7 @@ async function followTask(taskId) {
 // -- a chat about a finished task's rows (mosaicRAG's /task/chat) ---------------------------------------
 
 const taskChats = new Map(); // task id -> {chatId, turns}
-const taskTitles = new Map(); // task id -> its rows' docno -> title
+const taskRows = new Map(); // task id -> its result rows (the sources' titles)
 
 function showTaskChat(taskId, finished) {
   const form = $("task-chat-form");
@@ -304,16 +308,11 @@ function showTaskChat(taskId, finished) {
 }
 
 function renderTaskChat(taskId) {
-  const titles = taskTitles.get(taskId) || new Map();
+  const rows = taskRows.get(taskId) || [];
   const turns = (taskChats.get(taskId) || {turns: []}).turns;
   $("task-chat-log").replaceChildren(...turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
-    el("div", {class: "answer"},
-      el("p", {}, el("strong", {}, "Answer: "), turn.answer || "(no answer)"),
-      turn.sources.length
-        ? el("ol", {class: "sources"}, ...turn.sources.map((docno) =>
-          el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno)))
-        : el("p", {class: "status"}, "no sources cited")))));
+    answerView(turn.answer, turn.sources, rows))));
 }
 
 async function askTask(event) {
@@ -342,8 +341,8 @@ async function askTask(event) {
 
 // -- flows --------------------------------------------------------------------------------------------
 
-async function loadFlowList() {
-  const flows = await call("GET", "flows");
+async function loadFlowList(flows) {
+  flows = flows || await call("GET", "flows");
   const item = (name, saved) => el("li", {},
     el("button", {type: "button", class: "link", onclick: () => guarded(() => showFlow(name))}, name),
     saved ? el("span", {class: "status"}, " saved") : null);
@@ -359,8 +358,9 @@ async function showFlow(name) {
 
 async function afterFlowChange(message) {
   $("flow-status").textContent = message;
-  await loadFlowList();
-  await loadFlows();
+  const flows = await call("GET", "flows");
+  await loadFlowList(flows);
+  await loadFlows(flows);
 }
 
 async function saveFlow(event) {

@@ -31,6 +31,7 @@ def ui_app(ray_session, sample_index, tmp_path_factory):
 
     from serve.app import build_app
     from serve.service_settings import key_hash
+
     with socket.socket() as sock:  # a free port on loopback
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
