@@ -121,12 +121,12 @@ def timed(fn) -> float:
 def embedding(model: Path, texts: list[str], device: str, dtype: str, sizes: list[int]) -> dict:
     """Bare encode at each batch size, then the best against the operator, alternating call by call."""
     import pyarrow as pa
-    import torch
     from sentence_transformers import SentenceTransformer
 
+    from operators.models.precision import with_precision
     from operators.registry import create
 
-    bare = SentenceTransformer(str(model), device=device).to(dtype=getattr(torch, dtype))
+    bare = with_precision(SentenceTransformer(str(model), device=device), dtype)
     calls = [texts[i:i + INGEST_CALL] for i in range(0, len(texts), INGEST_CALL)]
     bare.encode(calls[0], batch_size=sizes[0])  # warm-up: kernels, allocator
     per_size = {}
@@ -166,13 +166,14 @@ def cross_encoder_pairs(model: Path, texts: list[str], work: Path, device: str, 
     import torch
     from sentence_transformers import CrossEncoder
 
+    from operators.models.precision import with_precision
     from operators.registry import create
 
     torch.manual_seed(0)
     folder = work / "ce-random"
     bare = CrossEncoder(str(model), num_labels=1, device=device)
     bare.save(str(folder))  # the operator loads its own copy from here
-    bare.to(dtype=getattr(torch, dtype))
+    bare = with_precision(bare, dtype)
     table = candidates(texts, queries)
     op = create("rerank.cross_encoder", {"model": str(folder), "device": device, "dtype": dtype, "n": PER_QUERY,
                                          "predict_batch_size": size}, step_id="ce")
