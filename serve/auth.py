@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
 from serve.errors import HttpMiddleware, StartTracker, error_response
+from serve.routes_ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
 
@@ -31,8 +32,8 @@ log = logging.getLogger("tessera.serve")
 LOCAL_TENANT = "local"
 #: Routes that answer without a key: the health check, and the web UI's page and its files (serve/routes_ui.py),
 #: whose every call to the API carries the key typed into it.
-OPEN_PATHS = frozenset({"/healthz", "/", "/ui"})
-OPEN_PREFIXES = ("/ui/",)
+OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH})
+OPEN_PREFIXES = (UI_PATH + "/",)
 
 _settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None}
 
