@@ -1,7 +1,7 @@
 """The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
 ``/v1/rerank``, Cohere v2 ``/v2/rerank``,
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
-search, chat), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
+search, chat, indices), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
 
 The ingress holds no model: it validates the body, finds the deployment serving the
 requested ``model`` and awaits it through a deployment handle (where requests are
@@ -22,7 +22,8 @@ from fastapi import FastAPI, Request
 from ray import serve
 
 from serve import (
-    auth, chat, chat_flows, errors, routes_chat, routes_flows, routes_search, routes_tasks, routes_ui,
+    auth, chat, chat_flows, errors, routes_chat, routes_flows, routes_indices, routes_search, routes_tasks,
+    routes_ui,
 )
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
@@ -33,7 +34,8 @@ from serve.schemas import (
 
 app = FastAPI(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved flows, "
               "chats, and the models: embeddings and reranking served by Ray Serve deployments.")
-for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router, routes_ui.router):
+for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router,
+                routes_indices.router, routes_ui.router):
     app.include_router(_router)
 app.mount(routes_ui.UI_PATH, routes_ui.static_files(), name="ui")
 app.add_middleware(auth.BodyLimit)

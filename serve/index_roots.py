@@ -50,7 +50,7 @@ def confine(index: str, roots: list[str], field: str) -> str:
         raise ApiError(422, f"{field}: an index name cannot hold a NUL character", param=field,
                        code="index_not_allowed")
     path = Path(resolve_index(index)).resolve()
-    if not _under(path, roots):
+    if not under(path, roots):
         raise ApiError(422, f"{field}: index '{index}' is outside the folders this service reads indices from "
                        "(args.service.index_roots); name an index under one of them", param=field,
                        code="index_not_allowed")
@@ -95,12 +95,12 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> None:
     places = [stem] if stem.is_absolute() else [Path.cwd() / stem, REPO / stem]
     places = [place for place in places if place.exists()][:1] or places  # the one the operator opens
     for place in places:
-        if not _under(place.resolve(), data_roots):
+        if not under(place.resolve(), data_roots):
             raise _not_allowed(value, field, "it is outside the folders this service reads files from "
                                "(args.service.data_roots)")
 
 
-def _under(path: Path, roots: list[str]) -> bool:
+def under(path: Path, roots: list[str]) -> bool:
     """Whether ``path`` (absolute, symlinks resolved) is one of ``roots`` or lies inside one."""
     return any(path.is_relative_to(root) for root in roots)
 

@@ -29,6 +29,7 @@ from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
+from serve.indices import Indices
 from serve.schemas import Text
 from serve.service_settings import Limits
 from serve.taskstore import TaskStore
@@ -109,6 +110,7 @@ class Service:
         self.data_roots = default_data_roots() if config.get("data_roots") is None else config["data_roots"]
         self.num_cpus = float(config["task_num_cpus"])
         self.served, self.app_name = served, app_name
+        self.indices = Indices(self)
         self._watchers: set[asyncio.Task] = set()
         recovered = taskrunner.recover(self.store)
         if recovered:
@@ -210,12 +212,16 @@ class Service:
         if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
             raise ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
                            "wait for one to finish or cancel one", code="max_tasks_per_key")
+        await self.launch(task_id)
+        return task_id
+
+    async def launch(self, task_id: str) -> None:
+        """Start a queued task's Ray actor, and watch it: a task it leaves unfinished fails with the reason."""
         ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
                                       num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
         watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
-        return task_id
 
     async def _watch(self, task_id: str, ref: Any) -> None:
         """When the task's actor is gone, a task still unfinished failed with the reason."""

@@ -81,6 +81,11 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     row = store.task(task_id, None)
     if row is None or not store.update(task_id, status="running", log="running on Ray"):
         return  # cancelled before it started
+    if "ingest" in row["spec"]:  # an upload's ingestion (serve.indices); a flow spec has no such key
+        from serve.ingest_task import run_ingest
+
+        run_ingest(store, task_id, row["spec"]["ingest"])
+        return
     token = CancelToken()
     try:
         flow = FlowSpec.parse(row["spec"]).build()

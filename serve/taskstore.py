@@ -1,4 +1,5 @@
-"""The task store: tasks (state, progress, results) and chats, in any SQLAlchemy database.
+"""The task store: tasks (state, progress, results), chats, and the indices the service made, in any
+SQLAlchemy database.
 
 SQLite in WAL mode by default (``$TESSERA_HOME/tasks.db``), so the HTTP replica reads
 while a task's Ray actor writes, each process with its own engine. State only moves
@@ -51,6 +52,16 @@ chats = sa.Table(
     sa.Column("created", sa.Float, nullable=False),
 )
 
+#: Indices made through the service (``serve.indices``): who may change them, and the ingestion running.
+indices = sa.Table(
+    "indices", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
+    sa.Column("owner", sa.String(64), nullable=False),
+    sa.Column("spec", sa.String(200), nullable=False),     # the built-in ingest spec every upload uses
+    sa.Column("created", sa.Float, nullable=False),
+    sa.Column("ingest_task", sa.String(32)),               # the last ingestion's task id
+)
+
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     connection.isolation_level = None  # transactions are begun below, not by the driver
@@ -91,29 +102,15 @@ class TaskStore:
 
     def create_task(self, owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]],
                     steps: list[str], *, limit: int | None = None) -> str | None:
-        """A new queued task's id; None when ``owner`` already has ``limit`` unfinished tasks.
-
-        The count and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
-        concurrent enqueues cannot both pass a check that only one of them may pass: SQLite runs it under
-        the write lock that ``BEGIN IMMEDIATE`` takes; other databases run it at SERIALIZABLE isolation."""
-        task_id, now = uuid.uuid4().hex, time.time()
-        row = {"id": task_id, "owner": owner, "status": "queued", "flow": flow, "spec": spec, "queries": queries,
-               "steps": steps, "created": now, "updated": now, "current_step": None, "steps_done": 0,
-               "rows_done": 0, "step_progress": {s: {"status": "pending", "rows_in": 0, "rows_out": 0,
-                                                     "seconds": 0.0} for s in steps},
-               "log": [f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}"],
-               "error": None, "result": None}
+        """A new queued task's id; None when ``owner`` already has ``limit`` unfinished tasks (``_insert_within``)."""
+        row = _task_row(owner, flow, spec, queries, steps,
+                        f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}")
         if limit is None:
             with self.engine.begin() as conn:
                 conn.execute(tasks.insert().values(**row))
-            return task_id
-        active = (sa.select(sa.func.count()).select_from(tasks)
-                  .where(tasks.c.owner == owner, tasks.c.status.in_(UNFINISHED)).scalar_subquery())
-        values = sa.select(*[sa.literal(row[c.name], type_=c.type).label(c.name) for c in tasks.columns]
-                           ).where(active < limit)
+            return row["id"]
         with self._serializable() as conn:
-            done = conn.execute(tasks.insert().from_select([c.name for c in tasks.columns], values))
-        return task_id if done.rowcount == 1 else None
+            return row["id"] if _insert_within(conn, row, limit) else None
 
     def _serializable(self) -> Any:
         """A transaction whose reads and writes no concurrent one interleaves (SQLite's is, by BEGIN IMMEDIATE)."""
@@ -191,6 +188,51 @@ class TaskStore:
         with self.engine.connect() as conn:
             return {status: int(n) for status, n in conn.execute(query)}
 
+    # -- indices the service made --------------------------------------------------------
+
+    def index(self, name: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().first()
+        return dict(row) if row else None
+
+    def index_names(self) -> dict[str, dict[str, Any]]:
+        with self.engine.connect() as conn:
+            return {r["name"]: dict(r) for r in conn.execute(sa.select(indices)).mappings()}
+
+    def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
+                           limit: int) -> tuple[str | None, str]:
+        """A queued ingestion of ``job`` into the index ``name``, made for ``owner`` if it is new: ``(task id,
+        "ok")``, or ``(None, why)`` with why ``"owner"`` (another key made it), ``"busy:<task id>"`` (an
+        ingestion into it is unfinished) or ``"limit"`` (``owner`` has ``limit`` unfinished tasks).
+
+        One serializable transaction, so two uploads into one index never run at once, and an index has one
+        owner however many replicas race to make it."""
+        row = _task_row(owner, f"ingest:{name}", job, [], steps,
+                        f"queued: ingest {job['documents']} document(s) into index '{name}'")
+        with self._serializable() as conn:
+            index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
+            why = _claim_refused(conn, index, owner)
+            if why is not None:
+                return None, why
+            if not _insert_within(conn, row, limit):
+                return None, "limit"
+            if index is None:
+                conn.execute(indices.insert().values(name=name, owner=owner, spec=spec_name, created=time.time(),
+                                                     ingest_task=row["id"]))
+            else:
+                conn.execute(indices.update().where(indices.c.name == name).values(ingest_task=row["id"]))
+        return row["id"], "ok"
+
+    def forget_index(self, name: str, owner: str) -> str:
+        """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<task id>"``, as
+        ``create_ingest_task`` says), checked in the same transaction."""
+        with self._serializable() as conn:
+            index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
+            why = _claim_refused(conn, index, owner)
+            if why is None and index is not None:
+                conn.execute(indices.delete().where(indices.c.name == name))
+        return why or "ok"
+
     # -- chats --------------------------------------------------------------------------
 
     def create_chat(self, owner: str, task_id: str, model: str, column: str) -> str:
@@ -210,3 +252,39 @@ class TaskStore:
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(chats.c.messages).where(chats.c.id == chat_id)).first()
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
+
+
+def _task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]], steps: list[str],
+              first_log: str) -> dict[str, Any]:
+    now = time.time()
+    return {"id": uuid.uuid4().hex, "owner": owner, "status": "queued", "flow": flow, "spec": spec,
+            "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,
+            "steps_done": 0, "rows_done": 0,
+            "step_progress": {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps},
+            "log": [first_log], "error": None, "result": None}
+
+
+def _claim_refused(conn: Any, index: Any, owner: str) -> str | None:
+    """Why ``owner`` may not change the index row ``index`` now (None: it may, or there is no row)."""
+    if index is None:
+        return None
+    if index.owner != owner:
+        return "owner"
+    if index.ingest_task:
+        status = conn.execute(sa.select(tasks.c.status).where(tasks.c.id == index.ingest_task)).scalar()
+        if status in UNFINISHED:
+            return f"busy:{index.ingest_task}"
+    return None
+
+
+def _insert_within(conn: Any, row: dict[str, Any], limit: int) -> bool:
+    """Insert the task ``row`` unless its owner has ``limit`` unfinished tasks; whether it was inserted.
+
+    The count and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
+    concurrent enqueues cannot both pass a check that only one of them may pass: SQLite runs it under the
+    write lock that ``BEGIN IMMEDIATE`` takes; other databases run it at SERIALIZABLE isolation."""
+    active = (sa.select(sa.func.count()).select_from(tasks)
+              .where(tasks.c.owner == row["owner"], tasks.c.status.in_(UNFINISHED)).scalar_subquery())
+    values = sa.select(*[sa.literal(row[c.name], type_=c.type).label(c.name) for c in tasks.columns]
+                       ).where(active < limit)
+    return conn.execute(tasks.insert().from_select([c.name for c in tasks.columns], values)).rowcount == 1

@@ -39,7 +39,8 @@ failures into a new shard; read failures are read again from their file and line
 Progress (``progress``): documents are counted as they are embedded, not only when their
 shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
 
-from flows.ingestion.job import DEFAULT_SHARD_SIZE, IngestReport, ingest
+from flows.ingestion.job import DEFAULT_SHARD_SIZE, CheckedIngest, IngestReport, check_ingest, ingest
 from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec
 
-__all__ = ["DEFAULT_SHARD_SIZE", "DEFAULT_SPEC", "IngestPlan", "IngestReport", "build_plan", "ingest", "load_spec"]
+__all__ = ["DEFAULT_SHARD_SIZE", "DEFAULT_SPEC", "CheckedIngest", "IngestPlan", "IngestReport", "build_plan",
+           "check_ingest", "ingest", "load_spec"]

@@ -258,6 +258,44 @@ def _source_key_of(shard: str | None) -> str:
     return parts[0] if len(parts) > 1 else ""
 
 
+@dataclass(frozen=True)
+class CheckedIngest:
+    """What ``check_ingest`` resolved: the index folder, the plan, the full settings and the embed params."""
+
+    index_path: Path
+    plan: IngestPlan
+    settings: Any
+    embed: dict[str, Any] | None
+
+
+def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
+                 shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
+                 chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
+                 retry_failed: bool = False, colbert: str | None = None) -> CheckedIngest:
+    """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
+    nothing, so a service can refuse a request before it queues the work."""
+    from operators.store import resolve_index
+
+    if executor not in ("ray", "local"):
+        raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    if shard_size < 1:
+        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
+    index_path = resolve_index(index)
+    if retry_failed:
+        if not (index_path / "manifest.json").exists():
+            raise IngestError(f"no index at {index_path} to retry failures of", field="index")
+        plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
+    else:
+        plan = build_plan(spec, source, chunk)
+        check_source(plan.read)
+    full_settings = index_settings(index_path, settings, plan.settings_base)
+    embed = embed_params(plan, full_settings)
+    require_models(embed, colbert)
+    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
+        or "dim" in (settings or {}) or "dim" in plan.settings_base
+    return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given), embed)
+
+
 def ingest(
     source: str | Path | dict | None,
     index: str | Path,
@@ -287,29 +325,10 @@ def ingest(
     (``operators.store.token_store``). ``progress``: the progress bars on stderr; ``on_progress``: called
     with an ``IngestProgress`` as documents are read, embedded and committed.
     """
-    from operators.store import resolve_index
-
-    # Everything that can be wrong is checked before anything is created.
-    if executor not in ("ray", "local"):
-        raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
-    if shard_size < 1:
-        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
-    index_path = resolve_index(index)
-    if retry_failed:
-        if not (index_path / "manifest.json").exists():
-            raise IngestError(f"no index at {index_path} to retry failures of", field="index")
-        plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
-    else:
-        plan = build_plan(spec, source, chunk)
-        check_source(plan.read)
-    full_settings = index_settings(index_path, settings, plan.settings_base)
-    embed = embed_params(plan, full_settings)
-    require_models(embed, colbert)
-    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
-        or "dim" in (settings or {}) or "dim" in plan.settings_base
-    full_settings = fit_dim(full_settings, embed, given)
-    run = _Run(index_path, plan, full_settings, embed, shard_size=shard_size, executor=executor, progress=progress,
-               on_progress=on_progress)
+    checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
+                           spec=spec, retry_failed=retry_failed, colbert=colbert)
+    run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
+               executor=executor, progress=progress, on_progress=on_progress)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store

@@ -138,7 +138,7 @@ class Index:
         with self._lock:
             manifest = read_manifest(self.path)
             self._stat = stat
-            changed = manifest.generation != self._manifest.generation
+            changed = not _same_version(manifest, self._manifest)
             self._manifest = manifest
             return changed
 
@@ -280,7 +280,7 @@ class Index:
         self.refresh()
         with self._lock:
             manifest = self._manifest
-            if self._state is not None and self._state.manifest.generation == manifest.generation:
+            if self._state is not None and _same_version(self._state.manifest, manifest):
                 return self._state
             shards, live, damaged = [], [], {}
             for info in manifest.shards:
@@ -382,6 +382,12 @@ class Index:
         if state is None or any(h.state is not state or h.shard is None for h in found):
             return self.documents([d for h in hits for d in h.docnos])
         return state.take_rows(np.concatenate([h.shard for h in found]), np.concatenate([h.row for h in found]))
+
+
+def _same_version(a: Manifest, b: Manifest) -> bool:
+    """Whether two manifests are one version of one index: the generation, and the creation time, since an
+    index deleted and made again at the same path starts its generations again."""
+    return a.generation == b.generation and a.created_at == b.created_at
 
 
 def _check_k(k: int) -> None:

@@ -110,3 +110,42 @@ def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(tmp_path):
     assert store.create_task("bob", "flow", {"steps": {}}, [], ["a"], limit=2) is None
     store.finish(admitted[0], "finished")
     assert store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3) is not None
+
+
+def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(tmp_path):
+    """Eight threads (four keys, two each), each with its own engine, upload into one new index at once: exactly
+    one ingestion is queued, its key owns the index, the others learn why they were refused; after it ends the
+    owner may upload again and delete the record, the others never."""
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    TaskStore(url)
+    start, got = threading.Barrier(8), []
+
+    def upload(owner: str) -> None:
+        store = TaskStore(url)
+        start.wait()
+        job = {"ingest": {"index": "shared"}, "documents": 1}
+        got.append((owner, *store.create_ingest_task(owner, "shared", "ingest", job, ["staging", "ingest"],
+                                                     limit=5)))
+
+    threads = [threading.Thread(target=upload, args=(f"key{i % 4}",)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    admitted = [(owner, task_id) for owner, task_id, why in got if why == "ok"]
+    assert len(got) == 8 and len(admitted) == 1
+    owner, task_id = admitted[0]
+    store = TaskStore(url)
+    assert store.index("shared")["owner"] == owner and store.index("shared")["ingest_task"] == task_id
+    assert all(why == ("owner" if o != owner else f"busy:{task_id}") for o, _, why in got if why != "ok")
+    assert store.task(task_id, owner)["flow"] == "ingest:shared"
+    assert store.forget_index("shared", owner) == f"busy:{task_id}"  # not while its ingestion runs
+    store.finish(task_id, "finished")
+    assert store.create_ingest_task("other", "shared", "ingest", {"documents": 1}, ["a"], limit=5) == (None, "owner")
+    second, why = store.create_ingest_task(owner, "shared", "ingest", {"documents": 1}, ["a"], limit=5)
+    assert why == "ok" and store.index("shared")["ingest_task"] == second
+    store.finish(second, "failed", error="x")
+    assert store.forget_index("shared", "other") == "owner" and store.forget_index("shared", owner) == "ok"
+    assert store.index("shared") is None and store.index_names() == {}

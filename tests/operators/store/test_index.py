@@ -194,6 +194,22 @@ def test_committed_shards_are_immutable_and_recommitting_is_a_noop(index, sample
     assert index.generation == before + 1
 
 
+def test_an_open_index_follows_one_made_again_at_its_path_with_the_same_generation(index, sample_docs,
+                                                                                   make_chunks):
+    """A service deletes an index and makes another under its name: a process that kept the old one open (a
+    retriever's shared index) must read the new one, though both are at generation 1."""
+    import shutil
+
+    assert index.search_bm25(["honey"], k=1)[0].docnos  # the old snapshot is loaded
+    shutil.rmtree(index.path)
+    again = Index.create(index.path, IndexSettings(dim=DIM))
+    again.commit([again.write_shard("new", make_chunks(sample_docs[500:510], dim=DIM))])
+    assert again.generation == index.generation == 1
+    assert set(index.documents([sample_docs[505]["_id"]]).column("docno").to_pylist()) == {sample_docs[505]["_id"]}
+    assert len(index) == 10 and set(index.search_bm25([sample_docs[0]["title"]], k=50)[0].docnos) <= {
+        d["_id"] for d in sample_docs[500:510]}
+
+
 def test_index_pickles_as_a_handle_that_reopens(index):
     clone = pickle.loads(pickle.dumps(index))
     assert clone.path == index.path and clone.finished_shards() == index.finished_shards()

@@ -1,0 +1,84 @@
+"""An upload's ingestion (``serve.indices``), run by its task's Ray actor (``serve.taskrunner``).
+
+The actor runs ``flows.ingestion.ingest`` in-process on the uploaded JSONL file, with the
+index's ingest spec, and writes its progress into the task store as two steps, ``staging``
+and ``ingest`` (documents read, then documents embedded and committed). The result says
+how many documents and passages went in and how many failed (the index's failure ledger
+keeps why). The uploaded file is removed when the task ends, whatever the outcome.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from serve.taskstore import TaskStore
+
+#: The task's steps: the stages of ``flows.ingestion.progress.IngestProgress``.
+STEPS = ["staging", "ingest"]
+PROGRESS_EVERY_S = 0.5
+
+
+class IngestProgressWriter:
+    """``on_progress`` of the ingestion: each stage's documents into the task's step progress."""
+
+    def __init__(self, store: TaskStore, task_id: str):
+        self.store, self.task_id = store, task_id
+        self.progress = {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in STEPS}
+        self.started: dict[str, float] = {}
+        self.written = 0.0
+
+    def __call__(self, event: Any) -> None:
+        step = "staging" if event.stage == "staging" else "ingest"
+        info, line = self.progress[step], None
+        if step not in self.started:
+            self.started[step] = time.perf_counter()
+            info["status"] = "running"
+            line = f"step '{step}' started"
+            if step == "ingest" and self.progress["staging"]["status"] == "running":
+                self.progress["staging"]["status"] = "done"
+        info["rows_in"] = event.docs_total or 0
+        info["rows_out"] = event.docs
+        info["seconds"] = round(time.perf_counter() - self.started[step], 3)
+        if line is None and time.perf_counter() - self.written < PROGRESS_EVERY_S:
+            return
+        self.written = time.perf_counter()
+        done = sum(1 for s in self.progress.values() if s["status"] == "done")
+        self.store.update(self.task_id, log=line, current_step=step, steps_done=done, rows_done=event.docs,
+                          step_progress=self.progress)
+
+
+def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
+    """Ingest ``job``'s uploaded file into its index and finish the task (the file is removed either way)."""
+    from flows.ingestion import ingest
+    from operators.errors import TesseraError
+
+    writer = IngestProgressWriter(store, task_id)
+    try:
+        report = ingest(job["source"], job["index_path"], spec=job["spec"], executor="local", progress=False,
+                        on_progress=writer)
+    except TesseraError as err:
+        store.finish(task_id, "failed", error=str(err))
+    except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)
+        store.finish(task_id, "failed", error=f"{type(err).__name__}: {err}")
+    else:
+        store.update(task_id, step_progress={s: {**info, "status": "done"} for s, info in writer.progress.items()},
+                     steps_done=len(STEPS), rows_done=report.docs)
+        store.finish(task_id, "finished", result=ingest_result(job["index"], report))
+    finally:
+        Path(job["source"]).unlink(missing_ok=True)
+
+
+def ingest_result(name: str, report: Any) -> dict[str, Any]:
+    """mosaicRAG's ``result`` shape for an ingestion: no rows, the counts in ``result_description``."""
+    failed = f"; {report.failures} failed (the index's failures.jsonl says why)" if report.failures else ""
+    counts = {"documents": report.docs, "chunks": report.chunks, "failures": report.failures}
+    return {
+        "data": [],
+        "result_description": {**counts, "rows": 0, "queries": 0, "time": round(report.seconds, 3),
+                               "text": f"{report.docs} document(s) into index '{name}' as {report.chunks} "
+                                       f"passage(s){failed}"},
+        "aggregated_data": {"index": name, **counts},
+        "metadata": {},
+    }

@@ -1,0 +1,41 @@
+"""Indices over HTTP: list them, add documents (an ingestion task), delete documents, delete an index.
+
+The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from fastapi import APIRouter, Request
+
+from serve import service as svc
+from serve.indices import DeleteRequest, DocumentsRequest
+from serve.routes_tasks import tenant
+
+router = APIRouter(tags=["indices"])
+
+
+@router.get("/v1/indices", summary="The indices a search can name, and which of them the caller may change")
+def list_indices(request: Request) -> dict[str, Any]:
+    return {"indices": svc.current().indices.listing(tenant(request))}
+
+
+@router.post("/v1/indices/{name}/documents", status_code=202,
+             summary="Add documents to an index (made on first use): an ingestion task; its id")
+async def add_documents(name: str, body: DocumentsRequest, request: Request) -> dict[str, Any]:
+    service = svc.current()
+    queued = await asyncio.to_thread(service.indices.add, name, body, tenant(request))
+    await service.launch(queued["task_id"])
+    return queued
+
+
+@router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")
+def delete_documents(name: str, body: DeleteRequest, request: Request) -> dict[str, Any]:
+    return svc.current().indices.delete_documents(name, body.ids, tenant(request))
+
+
+@router.delete("/v1/indices/{name}", summary="Delete an index the caller made, with its documents")
+def delete_index(name: str, request: Request) -> dict[str, Any]:
+    return svc.current().indices.delete(name, tenant(request))

@@ -1,0 +1,185 @@
+"""Indices over real HTTP, beside the package's app: documents added by an ingestion task on Ray (MiniLM and BM25,
+as `tessera ingest` builds them), found by a search that names the index, deleted again; one owner per index, one
+ingestion at a time, and every refusal a 4xx naming its field, with nothing stored lost."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+import pytest
+import requests
+
+from serve.service_settings import key_hash
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+
+ALICE = "alice-" + secrets.token_hex(16)
+BOB = "bob-" + secrets.token_hex(16)
+
+DOCS = [
+    {"id": "kakapo", "title": "Kakapo", "text": "The kakapo is a large flightless nocturnal parrot of New Zealand. "
+     "It feeds on rimu fruit and breeds only in years when the rimu trees fruit heavily.",
+     "metadata": {"source": "birds.txt", "year": 2019}},
+    {"id": "takahe", "title": "Takahe", "text": "The takahe is a flightless swamphen of Fiordland, thought extinct "
+     "until it was found again in the Murchison Mountains in 1948.", "metadata": {"source": "birds.txt", "year": 1948}},
+]
+MORE = [{"id": "weta", "title": "Weta", "text": "Giant weta are among the heaviest insects in the world; the "
+         "Little Barrier Island weta can weigh more than a sparrow."}]
+
+
+@pytest.fixture(scope="module")
+def owners(serve_app, sample_index, tmp_path_factory):
+    """An app with two keys (alice, bob) at /owners, beside the package's app."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    store = tmp_path_factory.mktemp("owners") / "tasks.db"
+    args = {"api_deployment": "owners-api", "models": [], "service": {
+        "default_index": str(sample_index), "task_store": f"sqlite:///{store}",
+        "api_keys": [{"id": "alice", "sha256": key_hash(ALICE)}, {"id": "bob", "sha256": key_hash(BOB)}],
+        "limits": {"max_documents_per_request": 3}}}
+    serve.run(build_app(args), name="owners", route_prefix="/owners", logging_config={"log_level": "WARNING"})
+    try:
+        yield serve_app + "/owners"
+    finally:
+        serve.delete("owners")
+
+
+def call(base: str, method: str, path: str, key: str, **kwargs) -> requests.Response:
+    return requests.request(method, base + path, headers={"Authorization": f"Bearer {key}"}, timeout=120, **kwargs)
+
+
+def finished(base: str, key: str, task_id: str, timeout_s: float = 180) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = call(base, "GET", f"/task/progress/{task_id}", key).json()
+        if body["has_finished"]:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.3)
+
+
+def search(base: str, key: str, index: str, query: str, flow: str = "bm25") -> list[str]:
+    response = call(base, "POST", "/v1/search", key, json={"flow": flow, "query": query, "index": index, "top_k": 3})
+    assert response.status_code == 200, response.text
+    return [hit["docno"] for hit in response.json()["results"][0]["hits"]]
+
+
+def listed(base: str, key: str) -> dict[str, dict]:
+    return {entry["name"]: entry for entry in call(base, "GET", "/v1/indices", key).json()["indices"]}
+
+
+def error(response: requests.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    return response.json()["error"]
+
+
+@pytest.fixture(scope="module")
+def birds(owners) -> str:
+    """Alice's index 'birds', made by her first upload."""
+    added = call(owners, "POST", "/v1/indices/birds/documents", ALICE, json={"documents": DOCS})
+    assert added.status_code == 202, added.text
+    body = added.json()
+    assert body["created"] and body["documents"] == 2 and body["spec"] == "ingest"
+    task = finished(owners, ALICE, body["task_id"])
+    assert task["status"] == "finished", task
+    return "birds"
+
+
+def test_an_upload_is_a_task_whose_documents_a_search_then_finds(owners, birds):
+    task_id = listed(owners, ALICE)["birds"]["ingest_task"]
+    task = finished(owners, ALICE, task_id)
+    assert task["progress"]["pipeline_progress"] == "2/2"
+    assert task["result"]["result_description"]["documents"] == 2
+    assert task["result"]["aggregated_data"] == {"index": "birds", "documents": 2, "chunks": 2, "failures": 0}
+    for flow in ("bm25", "dense", "hybrid"):
+        assert search(owners, ALICE, birds, "flightless parrot that eats rimu fruit", flow)[0] == "kakapo#0", flow
+    hit = call(owners, "POST", "/v1/search", BOB, json={"flow": "bm25", "query": "Murchison Mountains swamphen",
+                                                         "index": birds}).json()["results"][0]["hits"][0]
+    assert hit["docno"] == "takahe#0" and hit["doc_id"] == "takahe" and hit["year"] == 1948  # metadata columns
+    mine, theirs = listed(owners, ALICE)["birds"], listed(owners, BOB)["birds"]
+    assert mine["writable"] and mine["chunks"] == 2 and mine["encoder"] == "all-MiniLM-L6-v2" and mine["bm25"]
+    assert not theirs["writable"] and theirs["ingest_task"] is None and theirs["chunks"] == 2
+    default = [e for e in listed(owners, ALICE).values() if e["default"]]
+    assert len(default) == 1 and not default[0]["writable"] and default[0]["chunks"] > 0
+
+
+def test_a_second_upload_adds_and_ids_already_there_are_a_409(owners, birds):
+    taken = call(owners, "POST", "/v1/indices/birds/documents", ALICE, json={"documents": [DOCS[0], *MORE]})
+    err = error(taken, 409)
+    assert err["code"] == "documents_exist" and "'kakapo'" in err["message"] and "'weta'" not in err["message"]
+    added = call(owners, "POST", "/v1/indices/birds/documents", ALICE, json={"documents": MORE}).json()
+    assert not added["created"] and finished(owners, ALICE, added["task_id"])["status"] == "finished"
+    assert search(owners, ALICE, birds, "heaviest insects giant weta")[0] == "weta#0"
+    assert listed(owners, ALICE)["birds"]["chunks"] == 3
+
+
+def test_one_ingestion_at_a_time_per_index(owners):
+    first = call(owners, "POST", "/v1/indices/queue/documents", ALICE, json={"documents": DOCS}).json()
+    busy = call(owners, "POST", "/v1/indices/queue/documents", ALICE, json={"documents": MORE})
+    err = error(busy, 409)
+    assert err["code"] == "index_busy" and first["task_id"] in err["message"]
+    assert finished(owners, ALICE, first["task_id"])["status"] == "finished"
+    again = call(owners, "POST", "/v1/indices/queue/documents", ALICE, json={"documents": MORE})
+    assert again.status_code == 202 and finished(owners, ALICE, again.json()["task_id"])["status"] == "finished"
+    assert listed(owners, ALICE)["queue"]["chunks"] == 3
+
+
+@pytest.mark.parametrize("name,body,status,field", [
+    ("birds2", {"documents": []}, 422, "documents"),
+    ("birds2", {"documents": [{"id": "a", "text": ""}]}, 422, "documents.0.text"),
+    ("birds2", {"documents": [{"id": "a", "text": "x"}, {"id": "a", "text": "y"}]}, 422, "documents.1.id"),
+    ("birds2", {"documents": [{"id": "a", "text": "x", "metadata": {"docno": "b"}}]}, 422, "documents.0.metadata"),
+    ("birds2", {"documents": [{"id": "a", "text": "x", "colour": "red"}]}, 422, "documents.0.colour"),
+    ("birds2", {"documents": [{"id": str(i), "text": "x"} for i in range(4)]}, 422, "max_documents_per_request"),
+    ("birds2", {"documents": [{"id": "a", "text": "x"}], "spec": "hybrid"}, 422, "spec"),
+    (".hidden", {"documents": [{"id": "a", "text": "x"}]}, 422, "name"),
+    ("x" * 65, {"documents": [{"id": "a", "text": "x"}]}, 422, "name"),
+    ("a b", {"documents": [{"id": "a", "text": "x"}]}, 422, "name"),
+])
+def test_a_bad_upload_is_a_4xx_naming_the_field_and_makes_nothing(owners, name, body, status, field):
+    response = call(owners, "POST", f"/v1/indices/{name}/documents", ALICE, json=body)
+    err = error(response, status)
+    assert err["param"] == field.split(".")[0] if "." in field else field in (err["param"], err["code"])
+    assert field in err["message"]
+    assert name not in listed(owners, ALICE)
+
+
+def test_only_the_owner_changes_an_index_and_others_made_elsewhere_are_read_only(owners, birds, sample_index):
+    for method, path, body in (("POST", "/v1/indices/birds/documents", {"documents": MORE}),
+                               ("POST", "/v1/indices/birds/delete", {"ids": ["kakapo"]}),
+                               ("DELETE", "/v1/indices/birds", None)):
+        assert error(call(owners, method, path, BOB, json=body), 403)["code"] == "index_not_owned"
+    spec = call(owners, "POST", "/v1/indices/birds/documents", ALICE,
+                json={"documents": [{"id": "x", "text": "y"}], "spec": "ingest_static"})
+    assert error(spec, 409)["param"] == "spec"
+    assert error(call(owners, "DELETE", "/v1/indices/nothing-here", ALICE), 404)["code"] == "index_not_found"
+    # The sample index (the default) was built by `tessera ingest`; one at $TESSERA_HOME/indices/<name> too.
+    from operators.home import tessera_home
+
+    made_elsewhere = tessera_home() / "indices" / "elsewhere"
+    made_elsewhere.mkdir(parents=True)
+    refused = call(owners, "POST", "/v1/indices/elsewhere/documents", ALICE, json={"documents": MORE})
+    assert error(refused, 403)["code"] == "index_read_only" and list(made_elsewhere.iterdir()) == []
+    assert "kakapo#0" in search(owners, BOB, birds, "kakapo parrot")  # nothing of the refusals touched it
+
+
+def test_documents_and_indices_deleted_and_a_name_made_again(owners):
+    made = call(owners, "POST", "/v1/indices/gone/documents", ALICE, json={"documents": DOCS}).json()
+    assert finished(owners, ALICE, made["task_id"])["status"] == "finished"
+    assert search(owners, ALICE, "gone", "flightless swamphen Fiordland")[0] == "takahe#0"
+    deleted = call(owners, "POST", "/v1/indices/gone/delete", ALICE, json={"ids": ["takahe", "moa"]}).json()
+    assert deleted == {"index": "gone", "deleted": ["takahe"], "missing": ["moa"], "chunks": 1}
+    assert "takahe#0" not in search(owners, ALICE, "gone", "flightless swamphen Fiordland")
+    assert call(owners, "DELETE", "/v1/indices/gone", ALICE).json() == {"index": "gone", "deleted": True}
+    assert "gone" not in listed(owners, ALICE)
+    missing = call(owners, "POST", "/v1/search", ALICE, json={"flow": "bm25", "query": "kakapo", "index": "gone"})
+    assert error(missing, 422)["param"] == "index" and "does not exist" in missing.json()["error"]["message"]
+    # Made again under the same name (by the other key, now that it is free): replicas that searched the old one
+    # see only the new documents.
+    again = call(owners, "POST", "/v1/indices/gone/documents", BOB, json={"documents": MORE}).json()
+    assert again["created"] and finished(owners, BOB, again["task_id"])["status"] == "finished"
+    assert search(owners, ALICE, "gone", "kakapo weta insects") == ["weta#0"]
+    assert listed(owners, BOB)["gone"]["writable"] and not listed(owners, ALICE)["gone"]["writable"]
