@@ -87,7 +87,7 @@ class DeleteRequest(BaseModel):
 
 
 def ingest_specs() -> list[str]:
-    """The built-in ingest specs an upload may name."""
+    """The built-in ingest specs (an upload may name those whose models are here: ``Indices.specs``)."""
     return [name for name in flow_store.builtin_names() if name.startswith("ingest")]
 
 
@@ -121,6 +121,25 @@ class Indices:
             if name not in listed and row["owner"] == tenant:
                 entries.append({"name": name, "default": False, **EMPTY, **_ownership(row, tenant)})
         return entries
+
+    def specs(self) -> list[dict[str, Any]]:
+        """Each built-in ingest spec with its description, and why it cannot make an index here (its model is
+        missing), else None."""
+        from flows.ingestion.plan import build_plan, embed_params, index_settings, load_spec, require_models
+        from operators.errors import TesseraError
+
+        result = []
+        for name in ingest_specs():
+            plan = build_plan(name, None, None)
+            try:
+                require_models(embed_params(plan, index_settings(self.folder / ".none", None, plan.settings_base)),
+                               None)
+                missing = None
+            except TesseraError as err:
+                missing = str(err)
+            result.append({"name": name, "description": " ".join(load_spec(name)[0].description.split()),
+                           "missing": missing})
+        return result
 
     # -- changing -------------------------------------------------------------------------------
 

@@ -17,9 +17,15 @@ from serve.routes_tasks import tenant
 router = APIRouter(tags=["indices"])
 
 
-@router.get("/v1/indices", summary="The indices a search can name, and which of them the caller may change")
+@router.get("/v1/indices", summary="The indices a search can name, which of them the caller may change, the ingest "
+            "specs a new one may use, and how much one upload may send")
 def list_indices(request: Request) -> dict[str, Any]:
-    return {"indices": svc.current().indices.listing(tenant(request))}
+    service = svc.current()
+    limits = service.limits
+    return {"indices": service.indices.listing(tenant(request)),
+            "specs": service.indices.specs(),
+            "limits": {"max_documents_per_request": limits.max_documents_per_request,
+                       "max_body_bytes": limits.max_body_bytes}}
 
 
 @router.post("/v1/indices/{name}/documents", status_code=202,

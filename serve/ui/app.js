@@ -105,6 +105,7 @@ function hitTable(hits) {
 
 const onShow = {
   tasks: () => refreshTasks(), models: () => loadModels(), chat: () => loadChatModels(), flows: () => loadFlowList(),
+  indices: () => loadIndices(),
 };
 
 function showTab(name) {
@@ -250,6 +251,8 @@ async function refreshTasks() {
   }));
 }
 
+const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
+
 /** A stored time (seconds since the epoch) in the browser's locale. */
 function when(seconds) {
   return typeof seconds === "number" ? new Date(seconds * 1000).toLocaleString() : String(seconds || "");
@@ -284,13 +287,13 @@ async function followTask(taskId) {
     if (!body || followed !== taskId) return;
     renderProgress(body);
     if (body.has_finished) {
-      if (body.status === "finished") {
+      if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
         taskRows.set(taskId, body.result.data);
         showTaskChat(taskId, true);
       }
       break;
     }
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await pause();
   }
   await guarded(refreshTasks, {clear: false});
 }
@@ -399,6 +402,187 @@ async function useFlow() {
   }
 }
 
+// -- indices ------------------------------------------------------------------------------------------
+
+let indexListing = {indices: [], specs: [], limits: {max_documents_per_request: 1000, max_body_bytes: 1000000}};
+
+async function loadIndices() {
+  indexListing = await call("GET", "v1/indices");
+  const rows = indexListing.indices.map((ix) => el("tr", {"data-index": ix.name || ""},
+    el("td", {}, ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
+    el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
+    el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
+    el("td", {},
+      el("button", {type: "button", onclick: () => searchIndex(ix)}, "search"),
+      ix.writable ? el("button", {type: "button", onclick: () => deleteIndex(ix.name)}, "delete") : null)));
+  $("index-table").tBodies[0].replaceChildren(...rows);
+  $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
+    .map((ix) => el("option", {value: ix.name})));
+  const select = $("upload-spec");
+  const chosen = select.value || "ingest";
+  select.replaceChildren(...indexListing.specs.map((spec) => el("option", {
+    value: spec.name, disabled: Boolean(spec.missing), title: spec.missing || spec.description,
+  }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
+  select.value = chosen;
+}
+
+function searchIndex(ix) {
+  $("index").value = ix.default ? "" : ix.name; // the default index is what a search without one reads
+  showTab("search");
+  $("queries").focus();
+}
+
+async function deleteIndex(name) {
+  if (!window.confirm(`Delete the index '${name}' and every document in it?`)) return;
+  await guarded(async () => {
+    await call("DELETE", `v1/indices/${encodeURIComponent(name)}`);
+    await loadIndices();
+  });
+}
+
+/** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
+ * fields become its metadata. ``where`` names the record in an error. */
+function toDocument(record, where) {
+  if (!record || typeof record !== "object" || Array.isArray(record)) {
+    throw new ApiError(`${where}: a document must be a JSON object`);
+  }
+  const {_id: underscoreId, id, title, text, metadata, ...rest} = record;
+  const docId = underscoreId ?? id;
+  if (docId === undefined || docId === null || docId === "") throw new ApiError(`${where}: no _id`);
+  const extra = {...(metadata || {})};
+  for (const [name, value] of Object.entries(rest)) {
+    if (["string", "number", "boolean"].includes(typeof value)) extra[name] = value;
+  }
+  const doc = {id: String(docId), title: title ? String(title) : "", text: text === undefined ? "" : String(text)};
+  if (Object.keys(extra).length) doc.metadata = extra;
+  return doc;
+}
+
+async function fileDocuments(file) {
+  const content = await file.text();
+  const name = file.name.toLowerCase();
+  if (name.endsWith(".jsonl")) {
+    return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
+      let record;
+      try {
+        record = JSON.parse(line);
+      } catch (err) {
+        throw new ApiError(`${file.name}, line ${n + 1}: not valid JSON (${err.message})`);
+      }
+      return toDocument(record, `${file.name}, line ${n + 1}`);
+    });
+  }
+  if (name.endsWith(".json")) {
+    let records;
+    try {
+      records = JSON.parse(content);
+    } catch (err) {
+      throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
+    }
+    records = Array.isArray(records) ? records : records.documents;
+    if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
+    return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
+  }
+  return [{id: file.name, title: file.name.replace(/\.[^.]+$/, ""), text: content}];
+}
+
+async function uploadDocuments() {
+  const documents = [];
+  for (const file of $("upload-files").files) documents.push(...await fileDocuments(file));
+  const text = $("upload-text").value;
+  if (text.trim()) {
+    const id = $("upload-id").value.trim();
+    if (!id) throw new ApiError("the pasted text needs an id (field: id)");
+    documents.push({id, title: $("upload-title").value.trim(), text});
+  }
+  if (!documents.length) throw new ApiError("choose files or paste a text to add");
+  return documents;
+}
+
+/** The documents in batches that one request may carry (the listing's limits: count, and bytes with room). */
+function batches(documents) {
+  const {max_documents_per_request: most, max_body_bytes: bytes} = indexListing.limits;
+  const encoder = new TextEncoder();
+  const result = [];
+  let batch = [];
+  let size = 0;
+  for (const doc of documents) {
+    const docSize = encoder.encode(JSON.stringify(doc)).length + 1;
+    if (batch.length && (batch.length >= most || size + docSize > 0.9 * bytes - 200)) {
+      result.push(batch);
+      batch = [];
+      size = 0;
+    }
+    batch.push(doc);
+    size += docSize;
+  }
+  if (batch.length) result.push(batch);
+  return result;
+}
+
+/** A task followed until it ends; ``onProgress`` gets its progress object while it runs. */
+async function finished(taskId, onProgress) {
+  for (;;) {
+    const body = await call("GET", `task/progress/${encodeURIComponent(taskId)}`);
+    if (body.has_finished) return body;
+    onProgress(body);
+    await pause();
+  }
+}
+
+async function upload(event) {
+  event.preventDefault();
+  const name = $("upload-index").value.trim();
+  const status = $("upload-status");
+  $("upload-button").disabled = true;
+  try {
+    await guarded(async () => {
+      const parts = batches(await uploadDocuments());
+      const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
+      let added = 0;
+      let chunks = 0;
+      for (const [n, batch] of parts.entries()) {
+        const body = {documents: batch};
+        if (isNew) body.spec = $("upload-spec").value;
+        const where = parts.length > 1 ? `batch ${n + 1} of ${parts.length}: ` : "";
+        status.textContent = `${where}sending ${batch.length} document(s)…`;
+        const queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/documents`, body);
+        const done = await finished(queued.task_id, (progress) => {
+          const step = progress.progress.current_step || "queued";
+          const info = progress.progress.step_progress[step] || {};
+          status.textContent = `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of ${batch.length}`
+            + " document(s)";
+        });
+        if (done.status !== "finished") {
+          throw new ApiError(`task ${queued.task_id} ${done.status}: ${done.error || ""} (${added} document(s) `
+            + "of earlier batches are in the index)");
+        }
+        added += done.result.aggregated_data.documents;
+        chunks += done.result.aggregated_data.chunks;
+      }
+      status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`;
+      $("upload-files").value = "";
+      $("upload-text").value = "";
+      await loadIndices();
+    });
+  } finally {
+    $("upload-button").disabled = false;
+  }
+}
+
+async function deleteDocuments(event) {
+  event.preventDefault();
+  const name = $("delete-docs-index").value.trim();
+  const ids = $("delete-docs-ids").value.split(/[\n,]/).map((id) => id.trim()).filter(Boolean);
+  await guarded(async () => {
+    const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});
+    const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
+    $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
+      + `passage(s))${missing}`;
+    await loadIndices();
+  });
+}
+
 // -- chat ---------------------------------------------------------------------------------------------
 
 let messages = [];
@@ -496,6 +680,8 @@ document.addEventListener("DOMContentLoaded", () => {
   $("task-chat-form").addEventListener("submit", askTask);
   $("flow-delete").addEventListener("click", deleteFlow);
   $("flow-use").addEventListener("click", useFlow);
+  $("upload-form").addEventListener("submit", upload);
+  $("delete-docs-form").addEventListener("submit", deleteDocuments);
   $("chat-clear").addEventListener("click", () => {
     messages = [];
     renderChat();

@@ -25,7 +25,16 @@ class Service:
 
 
 @pytest.fixture(scope="package")
-def ui_app(ray_session, sample_index, tmp_path_factory):
+def ui_home(tmp_path_factory):
+    """The app's $TESSERA_HOME: the indices the page makes, out of the checkout and new each run."""
+    home = tmp_path_factory.mktemp("ui-home")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TESSERA_HOME", str(home))
+        yield home
+
+
+@pytest.fixture(scope="package")
+def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
     """The service on 127.0.0.1:<free port>, app ``ui`` at ``/tessera``, with one key."""
     from ray import serve
 

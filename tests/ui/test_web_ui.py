@@ -236,6 +236,75 @@ def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
                                     for r in d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed)
 
 
+def index_rows(driver) -> dict[str, list[str]]:
+    """The indices table: each row's cells by the name in its first cell."""
+    rows = [[td.text for td in r.find_elements(By.TAG_NAME, "td")]
+            for r in driver.find_elements(By.CSS_SELECTOR, "#index-table tbody tr")]
+    return {cells[0]: cells[1:] for cells in rows}
+
+
+def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    listing = ui_app.api("GET", "/v1/indices").json()
+    default = next(ix for ix in listing["indices"] if ix["default"])
+    label = f"{default['name']} (default)" if default["name"] else "(the default index)"  # outside $TESSERA_HOME
+    wait(browser, lambda d: index_rows(d).get(label, [None])[0] == str(default["chunks"]))
+    assert [o.get_attribute("value") for o in Select(by_id(browser, "upload-spec")).options] == [
+        s["name"] for s in listing["specs"]]
+
+    name = "ui-notes-" + secrets.token_hex(3)
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("\n".join(json.dumps(d) for d in [
+        {"_id": "bees", "title": "Bees", "text": "Honey bees keep hives and dance to show where flowers are.",
+         "shelf": "insects"},
+        {"_id": "moss", "title": "Moss", "text": "Mosses grow in damp shade and have no flowers or seeds."}]))
+    (tmp_path / "ferns.md").write_text("Ferns unroll their fronds from fiddleheads and spread by spores.")
+    set_text(browser, "upload-index", "not a name")  # refused by the service, naming the field; nothing lost
+    by_id(browser, "upload-files").send_keys(f"{notes}\n{tmp_path / 'ferns.md'}")
+    set_text(browser, "upload-id", "lichen")
+    set_text(browser, "upload-text", "Lichens are partnerships of a fungus and an alga that live on bare rock.")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: error_text(d).startswith("HTTP 422 (field: name): index name 'not a name'"))
+    assert by_id(browser, "upload-id").get_attribute("value") == "lichen"
+
+    set_text(browser, "upload-index", name)
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added"), seconds=180)
+    assert error_text(browser) == ""
+    assert by_id(browser, "upload-status").text == f"added 4 document(s) to {name} as 4 passage(s)"
+    made = {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]
+    assert made["chunks"] == 4 and made["writable"] and made["spec"] == "ingest"
+    assert wait(browser, lambda d: index_rows(d).get(name))[:4] == ["4", "all-MiniLM-L6-v2", "yes", "yes"]
+    buttons = f'//tr[@data-index="{name}"]//button'
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "delete"]
+    assert [b.text for b in browser.find_elements(By.XPATH, '//tr[@data-index=""]//button')] == ["search"]
+
+    browser.find_element(By.XPATH, f'{buttons}[text()="search"]').click()
+    wait(browser, lambda d: by_id(d, "tab-search").is_displayed())
+    assert by_id(browser, "index").get_attribute("value") == name
+    fill_search(browser, "bm25", "which plants have no flowers", "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "which plants have no flowers",
+                                                 "top_k": 3, "index": name}).json()["results"][0]["hits"]
+    assert shown_results(browser)[0][1] == [h["docno"] for h in expected] and expected[0]["docno"] == "moss#0"
+    assert {h["doc_id"]: h.get("shelf") for h in expected}["bees"] == "insects"  # a JSONL field became a column
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    set_text(browser, "delete-docs-index", name)
+    set_text(browser, "delete-docs-ids", "moss, nothing")
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
+    assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s)); not in the index: " \
+                                                       "nothing"
+    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "3")
+    browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
+    browser.switch_to.alert.accept()
+    wait(browser, lambda d: name not in index_rows(d))
+    assert name not in {ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}
+
+
 @pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
 def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
     open_page(browser, ui_app)
