@@ -26,7 +26,8 @@ class Service:
 
 @pytest.fixture(scope="package")
 def ui_home(tmp_path_factory):
-    """The app's $TESSERA_HOME: the indices the page makes, out of the checkout and new each run."""
+    """The app's $TESSERA_HOME: the indices the page makes, out of the checkout and new each run (the same as
+    tests/serve's ``tessera_home``: a package fixture defined in tests/conftest.py would last the whole session)."""
     home = tmp_path_factory.mktemp("ui-home")
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("TESSERA_HOME", str(home))
