@@ -59,7 +59,8 @@ class ModelAPI:
         self.app_name = serve.get_replica_context().app_name
         if service is not None:
             auth.check_exposure(auth.http_host(), bool(service["keys"]), service["allow_public_without_keys"])
-            auth.configure(service["keys"], service["limits"]["max_body_bytes"])
+            limits = service["limits"]
+            auth.configure(service["keys"], limits["max_body_bytes"], limits["max_upload_bytes"])
             from serve.service import Service
 
             self.service = Service(service, served or [], self.app_name)

@@ -18,6 +18,7 @@ import hashlib
 import hmac
 import ipaddress
 import logging
+import re
 from typing import Any
 
 from starlette.exceptions import HTTPException
@@ -35,13 +36,16 @@ LOCAL_TENANT = "local"
 OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH})
 OPEN_PREFIXES = (UI_PATH + "/",)
 
-_settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None}
+_settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None, "max_upload_bytes": None}
+#: Routes whose bodies are files (``max_upload_bytes``), not JSON (``max_body_bytes``).
+UPLOAD_ROUTE = re.compile(r"/v1/indices/[^/]+/files")
 
 
-def configure(keys: dict[str, str], max_body_bytes: int | None) -> None:
+def configure(keys: dict[str, str], max_body_bytes: int | None, max_upload_bytes: int | None = None) -> None:
     """``keys``: SHA-256 hex -> key id (empty: no keys, every caller is ``local``)."""
     _settings["keys"] = dict(keys)
     _settings["max_body_bytes"] = max_body_bytes
+    _settings["max_upload_bytes"] = max_upload_bytes
 
 
 def is_loopback(host: str) -> bool:
@@ -117,21 +121,23 @@ class _BodyTooLarge(HTTPException):
     """Raised while the body streams in: FastAPI passes an HTTPException through its body parsing unchanged."""
 
     def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is over the limit max_body_bytes={limit}")
+        super().__init__(413, f"the request body is over its limit ({limit} bytes)")
 
 
 class BodyLimit(HttpMiddleware):
-    """413 naming ``max_body_bytes`` for a body over the limit, whether it says its length or streams."""
+    """413 naming ``max_body_bytes`` (``max_upload_bytes`` for a file upload) for a body over the limit, whether
+    it says its length or streams."""
 
     async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
-        limit = _settings["max_body_bytes"]
+        name = "max_upload_bytes" if UPLOAD_ROUTE.fullmatch(route_path(scope)) else "max_body_bytes"
+        limit = _settings[name]
         if not limit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length", b"").decode("latin-1")
         if declared.isascii() and declared.isdigit() and (len(declared) > 18 or int(declared) > limit):
-            await self._refuse(scope, receive, send, limit)
+            await self._refuse(scope, receive, send, name, limit)
             return
         seen = 0
 
@@ -149,9 +155,9 @@ class BodyLimit(HttpMiddleware):
             await self.app(scope, counted, tracked)
         except _BodyTooLarge:
             if not tracked.started:
-                await self._refuse(scope, receive, send, limit)
+                await self._refuse(scope, receive, send, name, limit)
 
     @staticmethod
-    async def _refuse(scope: Scope, receive: Receive, send: Send, limit: int) -> None:
-        await error_response(413, f"the request body is over the limit max_body_bytes={limit}",
-                             param="body", code="max_body_bytes")(scope, receive, send)
+    async def _refuse(scope: Scope, receive: Receive, send: Send, name: str, limit: int) -> None:
+        await error_response(413, f"the request body is over the limit {name}={limit}",
+                             param="body", code=name)(scope, receive, send)

@@ -180,6 +180,22 @@ class Indices:
         return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
                 "created": row is None}
 
+    def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, tenant: str) -> dict[str, Any]:
+        """``add`` for files: a PDF gives a document per page with text, a text or Markdown file one document."""
+        from pydantic import ValidationError
+
+        from serve.errors import validation_message
+
+        if not files:
+            raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
+        documents = [doc for filename, content in files for doc in file_documents(filename, content)]
+        try:
+            request = DocumentsRequest.model_validate({"documents": documents, "spec": spec})
+        except ValidationError as err:
+            message, param = validation_message(list(err.errors()))
+            raise ApiError(422, message, param=param, code="invalid_value") from None
+        return self.add(name, request, tenant)
+
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
         from operators.store import Index
@@ -317,6 +333,45 @@ def _not_in(path: Path, ids: list[str]) -> None:
         raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; delete them first "
                        "(POST /v1/indices/{name}/delete) to replace them", param="documents",
                        code="documents_exist")
+
+
+#: What ``POST /v1/indices/{name}/files`` takes (JSON and JSONL documents go to ``.../documents``).
+TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+
+
+def file_documents(filename: str, content: bytes) -> list[dict[str, Any]]:
+    """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF;
+    a 422 naming the file when it gives none."""
+    import io
+
+    from operators.errors import SourceError
+    from operators.sources.pdf import read_pdf
+
+    path = Path(filename or "")
+    if path.name != filename or not filename:
+        raise ApiError(422, f"files: '{filename}' is not a file name", param="files", code="invalid_file")
+    suffix = path.suffix.lower()
+    if suffix == ".pdf":
+        try:
+            title, pages = read_pdf(io.BytesIO(content), name=filename)
+        except SourceError as err:
+            raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
+        documents = [{"id": f"{path.stem}-p{n}", "title": title or path.stem, "text": text,
+                      "metadata": {"path": filename, "page": n}} for n, text in enumerate(pages, start=1) if text]
+        if not documents:
+            raise ApiError(422, f"files: no page of '{filename}' has a text layer (a scan?); nothing to index "
+                           "(no OCR is done)", param="files", code="invalid_file")
+        return documents
+    if suffix in TEXT_SUFFIXES:
+        try:
+            text = content.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise ApiError(422, f"files: '{filename}' is not UTF-8 text ({err.reason} at byte {err.start})",
+                           param="files", code="invalid_file") from None
+        return [{"id": filename, "title": path.stem, "text": text, "metadata": {"path": filename}}]
+    kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
+    raise ApiError(422, f"files: '{filename}' is not a PDF, text or Markdown file ({kinds}); send JSON or JSONL "
+                   "documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
 
 
 def _write_jsonl(path: Path, documents: list[Document]) -> None:

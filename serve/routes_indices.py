@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, File, Form, Request, UploadFile
 
 from serve import service as svc
 from serve.indices import DeleteRequest, DocumentsRequest
@@ -25,7 +25,7 @@ def list_indices(request: Request) -> dict[str, Any]:
     return {"indices": service.indices.listing(tenant(request)),
             "specs": service.indices.specs(),
             "limits": {"max_documents_per_request": limits.max_documents_per_request,
-                       "max_body_bytes": limits.max_body_bytes}}
+                       "max_body_bytes": limits.max_body_bytes, "max_upload_bytes": limits.max_upload_bytes}}
 
 
 @router.post("/v1/indices/{name}/documents", status_code=202,
@@ -33,6 +33,20 @@ def list_indices(request: Request) -> dict[str, Any]:
 async def add_documents(name: str, body: DocumentsRequest, request: Request) -> dict[str, Any]:
     service = svc.current()
     queued = await asyncio.to_thread(service.indices.add, name, body, tenant(request))
+    await service.launch(queued["task_id"])
+    return queued
+
+
+@router.post("/v1/indices/{name}/files", status_code=202,
+             summary="Add PDF, text or Markdown files to an index (a PDF: a document per page): an ingestion task")
+async def add_files(name: str, request: Request,
+                    files: list[UploadFile] = File(..., description="PDF (.pdf), text (.txt) or Markdown (.md) "
+                                                   "files, at most max_upload_bytes in all."),
+                    spec: str | None = Form(None, description="For a new index: the built-in ingest spec that "
+                                            "makes it (default `ingest`).")) -> dict[str, Any]:
+    service = svc.current()
+    contents = [(upload.filename or "", await upload.read()) for upload in files]
+    queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, tenant(request))
     await service.launch(queued["task_id"])
     return queued
 

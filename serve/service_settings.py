@@ -48,6 +48,8 @@ class Limits(BaseModel):
     max_tasks_per_key: int = Field(4, gt=0, description="Tasks a key may have queued or running at once (429).")
     max_body_bytes: int = Field(1_000_000, gt=0, description="Largest request body, in bytes (413).")
     max_queries_per_request: int = Field(100, gt=0, description="Most queries one request may send (422).")
+    max_upload_bytes: int = Field(20_000_000, gt=0, description="Largest file upload (POST /v1/indices/{name}/"
+                                  "files), in bytes (413).")
     max_documents_per_request: int = Field(1000, gt=0, le=5000, description="Most documents one upload may add "
                                            "to an index (422); each upload is one shard of at most 5,000.")
     max_result_rows: int = Field(10_000, gt=0, description="Most rows a result may hold (413 for a search or a "

@@ -151,6 +151,50 @@ def pytest_terminal_summary(terminalreporter) -> None:
             terminalreporter.write_line(f"{seconds:6.1f}s {nodeid}")
 
 
+def _pdf_literal(text: str) -> str:
+    return "(" + text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)") + ")"
+
+
+def write_pdf(path: Path, pages: list[str], title: str | None = None) -> Path:
+    """A PDF with a text layer: each page's text in Helvetica, a line per 90 characters; ``title`` in its
+    metadata. Written by hand (PDF 1.4: catalog, pages, font, page and content objects, info, xref), since
+    no PDF writer with text is installed; pypdf reads it as any PDF."""
+    import textwrap
+
+    objects = ["<< /Type /Catalog /Pages 2 0 R >>", None, "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica "
+               "/Encoding /WinAnsiEncoding >>"]
+    kids = []
+    for text in pages:
+        lines = [line for paragraph in text.split("\n") for line in (textwrap.wrap(paragraph, 90) or [""])]
+        shown = " ".join(f"{_pdf_literal(line)} '" for line in lines)
+        stream = f"BT /F1 10 Tf 14 TL 56 800 Td {shown} ET".encode("cp1252", "replace")
+        objects.append(f"<< /Length {len(stream)} >>\nstream\n{stream.decode('cp1252')}\nendstream")
+        objects.append(f"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 595 842] /Contents {len(objects)} 0 R "
+                       "/Resources << /Font << /F1 3 0 R >> >> >>")
+        kids.append(f"{len(objects)} 0 R")
+    objects[1] = f"<< /Type /Pages /Kids [{' '.join(kids)}] /Count {len(kids)} >>"
+    if title:
+        objects.append(f"<< /Title {_pdf_literal(title)} >>")
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(out))
+        out += f"{number} 0 obj\n{body}\nendobj\n".encode("cp1252")
+    xref = len(out)
+    out += f"xref\n0 {len(objects) + 1}\n0000000000 65535 f \n".encode()
+    out += "".join(f"{offset:010d} 00000 n \n" for offset in offsets).encode()
+    info = f" /Info {len(objects)} 0 R" if title else ""
+    out += f"trailer\n<< /Size {len(objects) + 1} /Root 1 0 R{info} >>\nstartxref\n{xref}\n%%EOF\n".encode()
+    path.write_bytes(bytes(out))
+    return path
+
+
+@pytest.fixture(scope="session")
+def pdf_writer():
+    """``write_pdf(path, pages, title=None)``: a real PDF with a text layer, for the PDF readers' tests."""
+    return write_pdf
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """``../shared/data``; tests that need it skip with the reason when it is absent."""

@@ -53,6 +53,8 @@ def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
     if path.is_dir() and any(path.glob("corpus.jsonl*")):
         return "sources.beir", {"folder": str(source), "part": "corpus"}
     suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
+    if suffix == ".pdf" or (path.is_dir() and any(path.glob("*.pdf"))):
+        return "sources.pdf", {"path": str(source)}
     if suffix in (".parquet", ".pq"):
         return "sources.parquet", {"path": str(source)}
     if suffix in (".csv", ".tsv"):

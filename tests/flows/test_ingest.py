@@ -55,6 +55,20 @@ def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30, committed_docno
     assert committed_docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in _lines(30))
 
 
+def test_a_folder_of_pdfs_is_ingested_a_page_a_document_with_its_file_and_page(tmp_path, pdf_writer):
+    docs = [json.loads(line) for line in _lines(5)]
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    pdf_writer(folder / "music.pdf", [docs[0]["text"], docs[1]["text"]], title="Music notes")
+    pdf_writer(folder / "other.pdf", [docs[2]["text"]])
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (3, 0)
+    index = Index.open(tmp_path / "idx")
+    hit = index.search_bm25([docs[1]["title"] + " " + docs[1]["text"][:200]], k=1)[0].docnos[0]
+    row = index.documents([hit]).to_pylist()[0]
+    assert (hit, row["path"], row["page"], row["title"]) == ("music-p2", "music.pdf", 2, "Music notes")
+
+
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session, committed_docnos):

@@ -39,7 +39,7 @@ def owners(serve_app, sample_index, tmp_path_factory):
     args = {"api_deployment": "owners-api", "models": [], "service": {
         "default_index": str(sample_index), "task_store": f"sqlite:///{store}",
         "api_keys": [{"id": "alice", "sha256": key_hash(ALICE)}, {"id": "bob", "sha256": key_hash(BOB)}],
-        "limits": {"max_documents_per_request": 3}}}
+        "limits": {"max_documents_per_request": 3, "max_upload_bytes": 100_000}}}
     serve.run(build_app(args), name="owners", route_prefix="/owners", logging_config={"log_level": "WARNING"})
     try:
         yield serve_app + "/owners"
@@ -183,3 +183,44 @@ def test_documents_and_indices_deleted_and_a_name_made_again(owners):
     assert again["created"] and finished(owners, BOB, again["task_id"])["status"] == "finished"
     assert search(owners, ALICE, "gone", "kakapo weta insects") == ["weta#0"]
     assert listed(owners, BOB)["gone"]["writable"] and not listed(owners, ALICE)["gone"]["writable"]
+
+
+def test_pdf_text_and_markdown_files_become_documents_a_page_a_document(owners, pdf_writer, tmp_path):
+    pdf = pdf_writer(tmp_path / "birds.pdf", [DOCS[0]["text"], "", DOCS[1]["text"]], title="Flightless birds")
+    files = [("files", ("birds.pdf", pdf.read_bytes(), "application/pdf")),
+             ("files", ("weta.md", f"# Weta\n\n{MORE[0]['text']}".encode(), "text/markdown"))]
+    added = call(owners, "POST", "/v1/indices/papers/files", ALICE, files=files, data={"spec": "ingest"})
+    assert added.status_code == 202, added.text
+    assert added.json()["documents"] == 3  # two pages with text, the blank one skipped, and the Markdown file
+    task = finished(owners, ALICE, added.json()["task_id"])
+    assert task["status"] == "finished" and task["result"]["aggregated_data"]["chunks"] == 3, task
+    hits = call(owners, "POST", "/v1/search", ALICE, json={"flow": "bm25", "query": "Murchison Mountains swamphen",
+                                                           "index": "papers", "top_k": 1}).json()
+    hit = hits["results"][0]["hits"][0]
+    assert (hit["docno"], hit["path"], hit["page"], hit["title"]) == ("birds-p3#0", "birds.pdf", 3,
+                                                                      "Flightless birds")
+    assert search(owners, ALICE, "papers", "heaviest insects")[0] == "weta.md#0"
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("notes.pdf", b"plain text, not a PDF", "notes.pdf: cannot read as a PDF"),
+    ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text or Markdown file"),
+    ("latin1.txt", "caf\u00e9".encode("latin-1"), "'latin1.txt' is not UTF-8 text"),
+    ("blank.pdf", None, "no page of 'blank.pdf' has a text layer"),
+])
+def test_a_file_that_gives_no_documents_is_a_422_naming_it(owners, pdf_writer, tmp_path, name, content, words):
+    if content is None:
+        content = pdf_writer(tmp_path / name, ["", ""]).read_bytes()
+    refused = call(owners, "POST", "/v1/indices/refused/files", ALICE, files=[("files", (name, content))])
+    err = error(refused, 422)
+    assert err["param"] == "files" and words in err["message"]
+    assert "refused" not in listed(owners, ALICE)
+
+
+def test_an_upload_over_max_upload_bytes_is_a_413_naming_it(owners):
+    big = [("files", ("big.txt", b"word " * 30_000))]
+    err = error(call(owners, "POST", "/v1/indices/big/files", ALICE, files=big), 413)
+    assert err["code"] == "max_upload_bytes" and "max_upload_bytes=100000" in err["message"]
+    small = call(owners, "POST", "/v1/indices/big/documents", ALICE, json={"documents": [{"id": "a", "text": "b"}]})
+    assert small.status_code == 202  # a JSON body keeps its own limit
+    assert finished(owners, ALICE, small.json()["task_id"])["status"] == "finished"

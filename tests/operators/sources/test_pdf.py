@@ -1,0 +1,73 @@
+"""sources.pdf: contract, a document per page (or per file) with the columns references cite, pages without a text
+layer skipped, a file that is not a PDF named in the error; PDFs written with the sample corpus's real text."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import SourceError, SourceNotFoundError
+from operators.registry import create
+from operators.testing import SAMPLE_CORPUS, OperatorContract
+
+
+@pytest.fixture(scope="module")
+def sample_docs() -> list[dict]:
+    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+        return [json.loads(line) for line, _ in zip(f, range(6))]
+
+
+@pytest.fixture(scope="module")
+def pdf_folder(tmp_path_factory, pdf_writer, sample_docs):
+    """Two PDFs: 'bees.pdf' (titled; three pages, the second blank) and 'cathedrals.pdf' (untitled; two pages)."""
+    folder = tmp_path_factory.mktemp("pdfs")
+    pdf_writer(folder / "bees.pdf", [sample_docs[0]["text"], "", sample_docs[1]["text"]], title="Bee notes")
+    pdf_writer(folder / "cathedrals.pdf", [sample_docs[2]["text"], sample_docs[3]["text"]])
+    return folder
+
+
+class TestPdfContract(OperatorContract):
+    operator_name = "sources.pdf"
+
+    @pytest.fixture(autouse=True)
+    def _folder(self, pdf_folder):
+        self.path = pdf_folder
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"path": str(self.path), **params})
+
+
+def words(text: str) -> list[str]:
+    return text.split()
+
+
+def test_a_document_per_page_with_the_columns_references_cite(pdf_folder, sample_docs):
+    out = create("sources.pdf", {"path": str(pdf_folder)})(pa.table({}))
+    assert out.column("docno").to_pylist() == ["bees-p1", "bees-p3", "cathedrals-p1", "cathedrals-p2"]
+    assert out.column("page").to_pylist() == [1, 3, 1, 2]  # the blank page 2 is skipped, the numbers kept
+    assert out.column("path").to_pylist() == ["bees.pdf", "bees.pdf", "cathedrals.pdf", "cathedrals.pdf"]
+    assert out.column("title").to_pylist() == ["Bee notes", "Bee notes", "cathedrals", "cathedrals"]
+    expected = [sample_docs[i]["text"] for i in (0, 1, 2, 3)]
+    assert [words(t) for t in out.column("text").to_pylist()] == [words(t) for t in expected]  # lines re-wrapped
+
+
+def test_a_document_per_file_and_a_limit(pdf_folder, sample_docs):
+    out = create("sources.pdf", {"path": str(pdf_folder / "*.pdf"), "unit": "document"})(pa.table({}))
+    assert out.column("docno").to_pylist() == ["bees", "cathedrals"] and out.column("page").null_count == 2
+    assert words(out.column("text")[0].as_py()) == words(sample_docs[0]["text"] + " " + sample_docs[1]["text"])
+    limited = create("sources.pdf", {"path": str(pdf_folder), "limit": 3})
+    assert limited.splits() == [None] and limited(pa.table({})).column("docno").to_pylist() == [
+        "bees-p1", "bees-p3", "cathedrals-p1"]
+    one_per_file = create("sources.pdf", {"path": str(pdf_folder)})
+    assert [split.rsplit("/", 1)[1] for split in one_per_file.splits()] == ["bees.pdf", "cathedrals.pdf"]
+
+
+def test_a_file_that_is_not_a_pdf_and_a_missing_one_are_named(tmp_path):
+    bad = tmp_path / "notes.pdf"
+    bad.write_text("this is plain text, not a PDF")
+    with pytest.raises(SourceError, match="notes.pdf: cannot read as a PDF"):
+        create("sources.pdf", {"path": str(bad)})(pa.table({}))
+    with pytest.raises(SourceNotFoundError, match="missing.pdf"):
+        create("sources.pdf", {"path": str(tmp_path / "missing.pdf")})(pa.table({}))
