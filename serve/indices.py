@@ -375,8 +375,13 @@ def file_documents(filename: str, content: bytes) -> list[dict[str, Any]]:
 
 
 def _write_jsonl(path: Path, documents: list[Document]) -> None:
-    """The documents as BEIR JSONL (``_id``, ``title``, ``text``, metadata as more fields), for ``sources.jsonl``."""
+    """The documents as BEIR JSONL (``_id``, ``title``, ``text``, metadata as more fields), for ``sources.jsonl``.
+
+    Every record has every metadata key of the upload (null where a document has none): ``sources.jsonl`` keeps
+    the fields of a file's first record, and a page number must not be lost because a text file came first."""
+    keys = list(dict.fromkeys(key for doc in documents for key in doc.metadata))
     with open(path, "w", encoding="utf-8") as out:
         for doc in documents:
-            out.write(json.dumps({**doc.metadata, "_id": doc.id, "title": doc.title, "text": doc.text},
+            metadata = {key: doc.metadata.get(key) for key in keys}
+            out.write(json.dumps({**metadata, "_id": doc.id, "title": doc.title, "text": doc.text},
                                  ensure_ascii=False) + "\n")

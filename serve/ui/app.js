@@ -28,9 +28,11 @@ function describe(status, payload) {
 }
 
 async function send(method, path, body) {
+  const form = body instanceof FormData; // files: the browser writes the multipart body and its Content-Type
   try {
     return await fetch(new URL(path, ROOT), {
-      method, headers: headers(body !== undefined), body: body === undefined ? undefined : JSON.stringify(body),
+      method, headers: headers(body !== undefined && !form),
+      body: body === undefined || form ? body : JSON.stringify(body),
     });
   } catch (err) {
     throw new ApiError(`the service did not answer (${err.message})`);
@@ -404,7 +406,7 @@ async function useFlow() {
 
 // -- indices ------------------------------------------------------------------------------------------
 
-let indexListing = {indices: [], specs: [], limits: {max_documents_per_request: 1000, max_body_bytes: 1000000}};
+let indexListing = {indices: [], specs: [], limits: {}}; // GET /v1/indices
 
 async function loadIndices() {
   indexListing = await call("GET", "v1/indices");
@@ -458,10 +460,11 @@ function toDocument(record, where) {
   return doc;
 }
 
+const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Markdown files go as they are
+
 async function fileDocuments(file) {
   const content = await file.text();
-  const name = file.name.toLowerCase();
-  if (name.endsWith(".jsonl")) {
+  if (/\.jsonl$/i.test(file.name)) {
     return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
       let record;
       try {
@@ -472,31 +475,60 @@ async function fileDocuments(file) {
       return toDocument(record, `${file.name}, line ${n + 1}`);
     });
   }
-  if (name.endsWith(".json")) {
-    let records;
-    try {
-      records = JSON.parse(content);
-    } catch (err) {
-      throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
-    }
-    records = Array.isArray(records) ? records : records.documents;
-    if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
-    return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
+  let records;
+  try {
+    records = JSON.parse(content);
+  } catch (err) {
+    throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
   }
-  return [{id: file.name, title: file.name.replace(/\.[^.]+$/, ""), text: content}];
+  records = Array.isArray(records) ? records : records.documents;
+  if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
+  return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
 }
 
-async function uploadDocuments() {
+/** What one Add sends: documents (from JSON and JSONL files and the pasted text) in batches that fit
+ * max_documents_per_request and max_body_bytes, then the other files in groups that fit max_upload_bytes. */
+async function uploadRequests(spec) {
+  const chosen = [...$("upload-files").files];
   const documents = [];
-  for (const file of $("upload-files").files) documents.push(...await fileDocuments(file));
+  for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) documents.push(...await fileDocuments(file));
   const text = $("upload-text").value;
   if (text.trim()) {
     const id = $("upload-id").value.trim();
     if (!id) throw new ApiError("the pasted text needs an id (field: id)");
     documents.push({id, title: $("upload-title").value.trim(), text});
   }
-  if (!documents.length) throw new ApiError("choose files or paste a text to add");
-  return documents;
+  const requests = batches(documents).map((batch) => ({route: "documents", body: {documents: batch, ...spec}}));
+  for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
+    const form = new FormData();
+    for (const file of group) form.append("files", file, file.name);
+    if (spec.spec) form.append("spec", spec.spec);
+    requests.push({route: "files", body: form});
+  }
+  if (!requests.length) throw new ApiError("choose files or paste a text to add");
+  return requests;
+}
+
+function fileGroups(files) {
+  const most = 0.95 * indexListing.limits.max_upload_bytes;
+  const groups = [];
+  let group = [];
+  let size = 0;
+  for (const file of files) {
+    if (file.size > most) {
+      throw new ApiError(`${file.name}: ${file.size} bytes, over the service's max_upload_bytes `
+        + `(${indexListing.limits.max_upload_bytes})`);
+    }
+    if (group.length && size + file.size > most) {
+      groups.push(group);
+      group = [];
+      size = 0;
+    }
+    group.push(file);
+    size += file.size;
+  }
+  if (group.length) groups.push(group);
+  return groups;
 }
 
 /** The documents in batches that one request may carry (the listing's limits: count, and bytes with room). */
@@ -537,25 +569,23 @@ async function upload(event) {
   $("upload-button").disabled = true;
   try {
     await guarded(async () => {
-      const parts = batches(await uploadDocuments());
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
+      const requests = await uploadRequests(isNew ? {spec: $("upload-spec").value} : {});
       let added = 0;
       let chunks = 0;
-      for (const [n, batch] of parts.entries()) {
-        const body = {documents: batch};
-        if (isNew) body.spec = $("upload-spec").value;
-        const where = parts.length > 1 ? `batch ${n + 1} of ${parts.length}: ` : "";
-        status.textContent = `${where}sending ${batch.length} document(s)…`;
-        const queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/documents`, body);
+      for (const [n, request] of requests.entries()) {
+        const where = requests.length > 1 ? `part ${n + 1} of ${requests.length}: ` : "";
+        status.textContent = `${where}sending…`;
+        const queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body);
         const done = await finished(queued.task_id, (progress) => {
           const step = progress.progress.current_step || "queued";
           const info = progress.progress.step_progress[step] || {};
-          status.textContent = `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of ${batch.length}`
-            + " document(s)";
+          status.textContent = `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of `
+            + `${queued.documents} document(s)`;
         });
         if (done.status !== "finished") {
           throw new ApiError(`task ${queued.task_id} ${done.status}: ${done.error || ""} (${added} document(s) `
-            + "of earlier batches are in the index)");
+            + "of earlier parts are in the index)");
         }
         added += done.result.aggregated_data.documents;
         chunks += done.result.aggregated_data.chunks;

@@ -187,8 +187,9 @@ def test_documents_and_indices_deleted_and_a_name_made_again(owners):
 
 def test_pdf_text_and_markdown_files_become_documents_a_page_a_document(owners, pdf_writer, tmp_path):
     pdf = pdf_writer(tmp_path / "birds.pdf", [DOCS[0]["text"], "", DOCS[1]["text"]], title="Flightless birds")
-    files = [("files", ("birds.pdf", pdf.read_bytes(), "application/pdf")),
-             ("files", ("weta.md", f"# Weta\n\n{MORE[0]['text']}".encode(), "text/markdown"))]
+    # The Markdown file first: its document has no page, and the pages after it must keep theirs.
+    files = [("files", ("weta.md", f"# Weta\n\n{MORE[0]['text']}".encode(), "text/markdown")),
+             ("files", ("birds.pdf", pdf.read_bytes(), "application/pdf"))]
     added = call(owners, "POST", "/v1/indices/papers/files", ALICE, files=files, data={"spec": "ingest"})
     assert added.status_code == 202, added.text
     assert added.json()["documents"] == 3  # two pages with text, the blank one skipped, and the Markdown file

@@ -243,7 +243,8 @@ def index_rows(driver) -> dict[str, list[str]]:
     return {cells[0]: cells[1:] for cells in rows}
 
 
-def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path):
+def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path,
+                                                                                      pdf_writer):
     open_page(browser, ui_app)
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
     listing = ui_app.api("GET", "/v1/indices").json()
@@ -260,8 +261,11 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
          "shelf": "insects"},
         {"_id": "moss", "title": "Moss", "text": "Mosses grow in damp shade and have no flowers or seeds."}]))
     (tmp_path / "ferns.md").write_text("Ferns unroll their fronds from fiddleheads and spread by spores.")
+    pdf_writer(tmp_path / "trees.pdf", ["Oaks drop acorns in autumn.", "Pines keep their needles through winter."],
+               title="Trees")
     set_text(browser, "upload-index", "not a name")  # refused by the service, naming the field; nothing lost
-    by_id(browser, "upload-files").send_keys(f"{notes}\n{tmp_path / 'ferns.md'}")
+    by_id(browser, "upload-files").send_keys("\n".join(str(tmp_path / f) for f in ("notes.jsonl", "ferns.md",
+                                                                                    "trees.pdf")))
     set_text(browser, "upload-id", "lichen")
     set_text(browser, "upload-text", "Lichens are partnerships of a fungus and an alga that live on bare rock.")
     by_id(browser, "upload-button").click()
@@ -272,10 +276,12 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added"), seconds=180)
     assert error_text(browser) == ""
-    assert by_id(browser, "upload-status").text == f"added 4 document(s) to {name} as 4 passage(s)"
+    # Two requests: the JSONL documents and the pasted text as JSON, the PDF (a document a page) and the
+    # Markdown file as files.
+    assert by_id(browser, "upload-status").text == f"added 6 document(s) to {name} as 6 passage(s)"
     made = {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]
-    assert made["chunks"] == 4 and made["writable"] and made["spec"] == "ingest"
-    assert wait(browser, lambda d: index_rows(d).get(name))[:4] == ["4", "all-MiniLM-L6-v2", "yes", "yes"]
+    assert made["chunks"] == 6 and made["writable"] and made["spec"] == "ingest"
+    assert wait(browser, lambda d: index_rows(d).get(name))[:4] == ["6", "all-MiniLM-L6-v2", "yes", "yes"]
     buttons = f'//tr[@data-index="{name}"]//button'
     assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "delete"]
     assert [b.text for b in browser.find_elements(By.XPATH, '//tr[@data-index=""]//button')] == ["search"]
@@ -290,6 +296,9 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
                                                  "top_k": 3, "index": name}).json()["results"][0]["hits"]
     assert shown_results(browser)[0][1] == [h["docno"] for h in expected] and expected[0]["docno"] == "moss#0"
     assert {h["doc_id"]: h.get("shelf") for h in expected}["bees"] == "insects"  # a JSONL field became a column
+    pines = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "needles in winter", "top_k": 1,
+                                              "index": name}).json()["results"][0]["hits"][0]
+    assert (pines["docno"], pines["path"], pines["page"], pines["title"]) == ("trees-p2#0", "trees.pdf", 2, "Trees")
 
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
     set_text(browser, "delete-docs-index", name)
@@ -298,7 +307,7 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
     assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s)); not in the index: " \
                                                        "nothing"
-    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "3")
+    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "5")
     browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
     browser.switch_to.alert.accept()
     wait(browser, lambda d: name not in index_rows(d))
