@@ -19,71 +19,22 @@ Who may change what:
 
 from __future__ import annotations
 
-import json
+import re
 import shutil
 import uuid
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
 from flows import store as flow_store
+from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
 from serve.errors import ApiError
-from serve.schemas import Text, check_texts
+from serve.ingest_task import STEPS
 from serve.taskstore import UNFINISHED
 
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-#: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
-RESERVED = frozenset({"_id", "id", "docno", "doc_id", "text", "title", "vector", "qid", "query", "score", "rank"})
 #: How many ids a 409 lists.
 SHOWN_IDS = 10
-
-
-class Document(BaseModel):
-    """One document: its id, title and text, and metadata columns that filters can read."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: Text = Field(min_length=1, max_length=200, description="The document's id, unique in the index; "
-                     "its passages are `<id>#<n>`.")
-    title: Text = Field("", max_length=1000, description="Title (embedded with the text, and matched by BM25).")
-    text: Text = Field(min_length=1, description="The text; the index's ingest spec cuts it into passages.")
-    metadata: dict[str, str | int | float | bool] = Field(
-        default_factory=dict, description="Extra doc-store columns (what metadata filters read), e.g. "
-        "`{\"source\": \"handbook.pdf\", \"year\": 2024}`.")
-
-    @field_validator("metadata")
-    @classmethod
-    def _columns(cls, metadata: dict[str, Any]) -> dict[str, Any]:
-        import re
-
-        for key in metadata:
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", key) or key in RESERVED:
-                raise ValueError(f"metadata key '{key}' is not a column name this index can take (a letter, then "
-                                 f"letters, digits or _; none of {', '.join(sorted(RESERVED))})")
-        check_texts([v for v in metadata.values() if isinstance(v, str)], "metadata value")
-        return metadata
-
-
-class DocumentsRequest(BaseModel):
-    """``POST /v1/indices/{name}/documents``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    documents: list[Document] = Field(min_length=1, description="The documents to add (at most "
-                                      "max_documents_per_request).")
-    spec: str | None = Field(None, description="For a new index: the built-in ingest spec that makes it "
-                             "(`ingest`: passages of 256 tokens, MiniLM and BM25; `ingest_static`: the static "
-                             "embedder). An existing index keeps its own; default `ingest`.")
-
-
-class DeleteRequest(BaseModel):
-    """``POST /v1/indices/{name}/delete``."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    ids: list[Text] = Field(min_length=1, max_length=10_000, description="Ids of the documents to delete.")
 
 
 def ingest_specs() -> list[str]:
@@ -153,7 +104,7 @@ class Indices:
             raise ApiError(422, f"{len(request.documents)} documents, over the limit max_documents_per_request="
                            f"{limit}; send them in several requests", param="documents",
                            code="max_documents_per_request")
-        _given_once(request.documents)
+        given_once(request.documents)
         path = self._writable(name, tenant)
         row = self.service.store.index(name)
         spec = self._spec(request.spec, row)
@@ -161,7 +112,7 @@ class Indices:
             _not_in(path, [d.id for d in request.documents])
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
         source.parent.mkdir(parents=True, exist_ok=True)
-        _write_jsonl(source, request.documents)
+        write_jsonl(source, request.documents)
         try:
             check_ingest(str(source), str(path), spec=spec, executor="local")
         except TesseraError as err:
@@ -170,8 +121,6 @@ class Indices:
                            code="ingest_refused") from None
         job = {"ingest": {"index": name, "index_path": str(path), "source": str(source), "spec": spec},
                "documents": len(request.documents)}
-        from serve.ingest_task import STEPS
-
         task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS,
                                                               limit=self.service.limits.max_tasks_per_key)
         if task_id is None:
@@ -235,8 +184,6 @@ class Indices:
 
     def _writable(self, name: str, tenant: str) -> Path:
         """The folder of index ``name``, if ``tenant`` may add to it (its owner, or nobody has made it yet)."""
-        import re
-
         if not re.fullmatch(NAME_PATTERN, name):
             raise ApiError(422, f"index name '{name}' is not allowed: a letter or digit, then up to 63 letters, "
                            "digits, '_', '.' or '-'", param="name", code="invalid_index_name")
@@ -312,15 +259,6 @@ def _describe(path: Path) -> dict[str, Any] | None:
             "dense": settings.dense, "encoder": settings.encoder if settings.dense else None}
 
 
-def _given_once(documents: list[Document]) -> None:
-    seen: dict[str, int] = {}
-    for i, doc in enumerate(documents):
-        if doc.id in seen:
-            raise ApiError(422, f"documents.{i}.id: '{doc.id}' is given twice (also documents.{seen[doc.id]})",
-                           param="documents", code="duplicate_id")
-        seen[doc.id] = i
-
-
 def _not_in(path: Path, ids: list[str]) -> None:
     """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add)."""
     from operators.store import Index
@@ -333,55 +271,3 @@ def _not_in(path: Path, ids: list[str]) -> None:
         raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; delete them first "
                        "(POST /v1/indices/{name}/delete) to replace them", param="documents",
                        code="documents_exist")
-
-
-#: What ``POST /v1/indices/{name}/files`` takes (JSON and JSONL documents go to ``.../documents``).
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
-
-
-def file_documents(filename: str, content: bytes) -> list[dict[str, Any]]:
-    """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF;
-    a 422 naming the file when it gives none."""
-    import io
-
-    from operators.errors import SourceError
-    from operators.sources.pdf import read_pdf
-
-    path = Path(filename or "")
-    if path.name != filename or not filename:
-        raise ApiError(422, f"files: '{filename}' is not a file name", param="files", code="invalid_file")
-    suffix = path.suffix.lower()
-    if suffix == ".pdf":
-        try:
-            title, pages = read_pdf(io.BytesIO(content), name=filename)
-        except SourceError as err:
-            raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
-        documents = [{"id": f"{path.stem}-p{n}", "title": title or path.stem, "text": text,
-                      "metadata": {"path": filename, "page": n}} for n, text in enumerate(pages, start=1) if text]
-        if not documents:
-            raise ApiError(422, f"files: no page of '{filename}' has a text layer (a scan?); nothing to index "
-                           "(no OCR is done)", param="files", code="invalid_file")
-        return documents
-    if suffix in TEXT_SUFFIXES:
-        try:
-            text = content.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            raise ApiError(422, f"files: '{filename}' is not UTF-8 text ({err.reason} at byte {err.start})",
-                           param="files", code="invalid_file") from None
-        return [{"id": filename, "title": path.stem, "text": text, "metadata": {"path": filename}}]
-    kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
-    raise ApiError(422, f"files: '{filename}' is not a PDF, text or Markdown file ({kinds}); send JSON or JSONL "
-                   "documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
-
-
-def _write_jsonl(path: Path, documents: list[Document]) -> None:
-    """The documents as BEIR JSONL (``_id``, ``title``, ``text``, metadata as more fields), for ``sources.jsonl``.
-
-    Every record has every metadata key of the upload (null where a document has none): ``sources.jsonl`` keeps
-    the fields of a file's first record, and a page number must not be lost because a text file came first."""
-    keys = list(dict.fromkeys(key for doc in documents for key in doc.metadata))
-    with open(path, "w", encoding="utf-8") as out:
-        for doc in documents:
-            metadata = {key: doc.metadata.get(key) for key in keys}
-            out.write(json.dumps({**metadata, "_id": doc.id, "title": doc.title, "text": doc.text},
-                                 ensure_ascii=False) + "\n")

@@ -11,7 +11,7 @@ from typing import Any
 from fastapi import APIRouter, File, Form, Request, UploadFile
 
 from serve import service as svc
-from serve.indices import DeleteRequest, DocumentsRequest
+from serve.documents import DeleteRequest, DocumentsRequest
 from serve.routes_tasks import tenant
 
 router = APIRouter(tags=["indices"])
