@@ -410,6 +410,8 @@ let indexListing = {indices: [], specs: [], limits: {}}; // GET /v1/indices
 
 async function loadIndices() {
   indexListing = await call("GET", "v1/indices");
+  $("all-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.name && !ix.default)
+    .map((ix) => el("option", {value: ix.name})));
   const rows = indexListing.indices.map((ix) => el("tr", {"data-index": ix.name || ""},
     el("td", {}, ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
     el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
@@ -623,7 +625,7 @@ async function loadChatModels() {
   const chosen = select.value;
   const usable = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
   const label = (m) => (m.type === "flow" ? `${m.id} (flow)` : m.id);
-  select.replaceChildren(...usable.map((m) => el("option", {value: m.id}, label(m))));
+  select.replaceChildren(...usable.map((m) => el("option", {value: m.id, "data-type": m.type}, label(m))));
   if (usable.some((m) => m.id === chosen)) select.value = chosen;
 }
 
@@ -674,7 +676,11 @@ async function sendChat(event) {
   renderChat("");
   $("chat-send").disabled = true;
   try {
-    const reply = await guarded(() => streamChat({model: $("chat-model").value, messages, stream: true}, renderChat));
+    const body = {model: $("chat-model").value, messages, stream: true};
+    const chosen = $("chat-model").selectedOptions[0];
+    const index = $("chat-index").value.trim();
+    if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
+    const reply = await guarded(() => streamChat(body, renderChat));
     if (reply === undefined) messages.pop(); // refused: the message is not part of the conversation
     else messages.push({role: "assistant", content: reply});
     renderChat();
@@ -689,6 +695,7 @@ function reload() {
   guarded(async () => {
     await checkHealth();
     await loadFlows();
+    await loadIndices(); // the index fields' suggestions
   });
 }
 
