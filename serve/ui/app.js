@@ -173,19 +173,29 @@ function flowBody() {
   return body;
 }
 
-/** An answer and its numbered sources, each named by its row's title where ``rows`` has it. */
-function answerView(answer, sources, rows, degraded) {
+/** Each source docno as its row's title and docno, where ``rows`` has the row. */
+function sourceNames(sources, rows) {
   const titles = new Map(rows.map((row) => [row.docno, row.title]));
-  const items = sources.map((docno) => el("li", {}, titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
+  return sources.map((docno) => (titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
+}
+
+/** An answer and its sources: ``items`` each source's text, numbered by the list, or (``numbered``) with the
+ * numbers the answer cites them by already in the text. */
+function answerView(answer, items, degraded, numbered = false) {
+  const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
   return el("div", {class: "answer"},
     el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
-    items.length ? el("ol", {class: "sources"}, ...items) : el("p", {class: "status"}, "no sources cited"),
+    items.length ? list : el("p", {class: "status"}, "no sources cited"),
     degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
 }
 
+/** A search's answer: its sources as the flow's references when it has them ("[4] Title (PDF, file.pdf, p. 2)",
+ * numbered as the answer cites them), else by title and docno. */
 function answerBlock(metadata, hits) {
   if (typeof metadata.answer !== "string") return null;
-  return answerView(metadata.answer, metadata.sources || [], hits, metadata.degraded);
+  const references = Array.isArray(metadata.references) ? metadata.references.map(String) : [];
+  if (references.length) return answerView(metadata.answer, references, metadata.degraded, true);
+  return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), metadata.degraded);
 }
 
 function renderResults(results) {
@@ -317,7 +327,7 @@ function renderTaskChat(taskId) {
   const turns = (taskChats.get(taskId) || {turns: []}).turns;
   $("task-chat-log").replaceChildren(...turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
-    answerView(turn.answer, turn.sources, rows))));
+    answerView(turn.answer, sourceNames(turn.sources, rows)))));
 }
 
 async function askTask(event) {
