@@ -24,8 +24,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     from flows.ingestion import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
 
     parser.add_argument("--source", "-s", metavar="PATH",
-                        help="corpus: JSONL file or glob (BEIR fields _id/title/text), BEIR folder, .parquet or "
-                        ".csv; default: the spec's read step")
+                        help="corpus: JSONL file or glob (BEIR fields _id/title/text), BEIR folder, .parquet, "
+                        ".csv, or PDFs (a file, folder or glob: a document per page); default: the spec's read step")
     parser.add_argument("--index", "-i", required=True, metavar="PATH",
                         help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
