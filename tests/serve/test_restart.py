@@ -42,6 +42,23 @@ def kill_group(pgid: int, sig: int = signal.SIGKILL) -> None:
             pass
 
 
+def wait_gone(base: str, pgid: int, timeout_s: float = 60) -> None:
+    """Until nothing of the killed group runs and nothing answers on its port: a Ray process that outlived the kill
+    kept the old app answering, and the restarted service's first listing came from it."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        kill_group(pgid)
+        try:
+            requests.get(base + "/healthz", timeout=2)
+        except requests.ConnectionError:
+            if not group_pids(pgid):
+                return
+        except requests.Timeout:
+            pass  # a listener without its app: Ray's proxy, until it sees its node gone
+        time.sleep(0.5)
+    raise AssertionError("the killed service's processes or port outlived it")
+
+
 def start(config: Path, home: Path) -> subprocess.Popen:
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS")}
     env["TESSERA_HOME"] = str(home)
@@ -92,8 +109,7 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
     finally:
         first.send_signal(signal.SIGKILL)  # the service's own process, by its PID
         first.wait(30)
-        time.sleep(2)
-        kill_group(first.pid)  # and whatever of its Ray outlived it, as a crashed machine would lose it
+        wait_gone(base, first.pid)  # and whatever of its Ray outlived it, as a crashed machine would lose it
     killed = time.monotonic()
     second = start(config, tmp_path)
     try:
