@@ -155,8 +155,7 @@ class Indices:
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
         index = Index.open(path, verify=False)
-        _, live = index.columns(["doc_id"])
-        present = set(live.column("doc_id").cast("string").to_pylist())
+        present = live_doc_ids(index)
         found = [i for i in dict.fromkeys(ids) if i in present]
         chunks = index.delete(doc_ids=found) if found else 0
         return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in present],
@@ -198,8 +197,7 @@ class Indices:
                            "(change it with `tessera index` or `tessera ingest`)", param="name",
                            code="index_read_only")
         if row is not None and row["owner"] != tenant:
-            raise ApiError(403, f"index '{name}' belongs to another key; only its owner can change it",
-                           param="name", code="index_not_owned")
+            raise self._refusal(name, "owner")
         return path
 
     def _owned(self, name: str, tenant: str) -> Path:
@@ -259,12 +257,17 @@ def _describe(path: Path) -> dict[str, Any] | None:
             "dense": settings.dense, "encoder": settings.encoder if settings.dense else None}
 
 
+def live_doc_ids(index: Any) -> set[str]:
+    """The ids of the documents that have a live passage in ``index``."""
+    _, live = index.columns(["doc_id"])
+    return set(live.column("doc_id").cast("string").to_pylist())
+
+
 def _not_in(path: Path, ids: list[str]) -> None:
     """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add)."""
     from operators.store import Index
 
-    _, live = Index.open(path, verify=False).columns(["doc_id"])
-    present = set(live.column("doc_id").cast("string").to_pylist())
+    present = live_doc_ids(Index.open(path, verify=False))
     taken = [i for i in ids if i in present]
     if taken:
         shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")
