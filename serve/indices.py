@@ -54,7 +54,7 @@ class Indices:
 
     def listing(self, tenant: str) -> list[dict[str, Any]]:
         """The indices a search can name, each with its size and settings, and whether ``tenant`` may change it."""
-        made = self.service.store.index_names()
+        made = self.service.store.indices_made()
         default = Path(self.service.default_index) if self.service.default_index else None
         paths = [default] if default else []
         if self._searchable():

@@ -195,7 +195,8 @@ class TaskStore:
             row = conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().first()
         return dict(row) if row else None
 
-    def index_names(self) -> dict[str, dict[str, Any]]:
+    def indices_made(self) -> dict[str, dict[str, Any]]:
+        """Every index the service made, by name: its row (owner, spec, created, ingest_task)."""
         with self.engine.connect() as conn:
             return {r["name"]: dict(r) for r in conn.execute(sa.select(indices)).mappings()}
 

@@ -148,4 +148,4 @@ def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(tmp_
     assert why == "ok" and store.index("shared")["ingest_task"] == second
     store.finish(second, "failed", error="x")
     assert store.forget_index("shared", "other") == "owner" and store.forget_index("shared", owner) == "ok"
-    assert store.index("shared") is None and store.index_names() == {}
+    assert store.index("shared") is None and store.indices_made() == {}
