@@ -172,7 +172,7 @@ def ingest(source: str | os.PathLike | dict | None, index: str | os.PathLike, *,
 
     ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 256 tokens, MiniLM, BM25 and
     FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``,
-    ``settings``, ``chunk``, ``retry_failed``, ``colbert``). In-process by default; ``executor="ray"``
+    ``settings``, ``chunk``, ``retry_failed``, ``colbert``, ``replace``). In-process by default; ``executor="ray"``
     embeds on Ray Data actors.
     """
     from flows.ingestion import ingest as run_ingestion

@@ -55,6 +55,8 @@ class DocumentsRequest(BaseModel):
 
     documents: list[Document] = Field(min_length=1, description="The documents to add (at most "
                                       "max_documents_per_request).")
+    replace: bool = Field(False, description="A document whose id is in the index already replaces it (its old "
+                          "passages go in the commit that adds the new ones); false: such ids are a 409.")
     spec: str | None = Field(None, description="For a new index: the built-in ingest spec that makes it "
                              "(`ingest`: passages of 256 tokens, MiniLM and BM25; `ingest_static`: the static "
                              "embedder). An existing index keeps its own; default `ingest`.")

@@ -108,7 +108,7 @@ class Indices:
         path = self._writable(name, tenant)
         row = self.service.store.index(name)
         spec = self._spec(request.spec, row)
-        if (path / "manifest.json").exists():
+        if (path / "manifest.json").exists() and not request.replace:
             _not_in(path, [d.id for d in request.documents])
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
         source.parent.mkdir(parents=True, exist_ok=True)
@@ -119,8 +119,8 @@ class Indices:
             source.unlink(missing_ok=True)
             raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
                            code="ingest_refused") from None
-        job = {"ingest": {"index": name, "index_path": str(path), "source": str(source), "spec": spec},
-               "documents": len(request.documents)}
+        job = {"ingest": {"index": name, "index_path": str(path), "source": str(source), "spec": spec,
+                          "replace": request.replace}, "documents": len(request.documents)}
         task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS,
                                                               limit=self.service.limits.max_tasks_per_key)
         if task_id is None:
@@ -129,7 +129,8 @@ class Indices:
         return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
                 "created": row is None}
 
-    def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, tenant: str) -> dict[str, Any]:
+    def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
+                  tenant: str) -> dict[str, Any]:
         """``add`` for files: a PDF gives a document per page with text, a text or Markdown file one document."""
         from pydantic import ValidationError
 
@@ -139,7 +140,7 @@ class Indices:
             raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
         documents = [doc for filename, content in files for doc in file_documents(filename, content)]
         try:
-            request = DocumentsRequest.model_validate({"documents": documents, "spec": spec})
+            request = DocumentsRequest.model_validate({"documents": documents, "spec": spec, "replace": replace})
         except ValidationError as err:
             message, param = validation_message(list(err.errors()))
             raise ApiError(422, message, param=param, code="invalid_value") from None

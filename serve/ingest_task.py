@@ -57,7 +57,7 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
     writer = IngestProgressWriter(store, task_id)
     try:
         report = ingest(job["source"], job["index_path"], spec=job["spec"], executor="local", progress=False,
-                        on_progress=writer)
+                        on_progress=writer, replace=job.get("replace", False))
     except TesseraError as err:
         store.finish(task_id, "failed", error=str(err))
     except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)

@@ -43,10 +43,12 @@ async def add_files(name: str, request: Request,
                     files: list[UploadFile] = File(..., description="PDF (.pdf), text (.txt) or Markdown (.md) "
                                                    "files, at most max_upload_bytes in all."),
                     spec: str | None = Form(None, description="For a new index: the built-in ingest spec that "
-                                            "makes it (default `ingest`).")) -> dict[str, Any]:
+                                            "makes it (default `ingest`)."),
+                    replace: bool = Form(False, description="Documents whose ids are in the index already replace "
+                                         "them (a re-sent PDF's pages)")) -> dict[str, Any]:
     service = svc.current()
     contents = [(upload.filename or "", await upload.read()) for upload in files]
-    queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, tenant(request))
+    queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request))
     await service.launch(queued["task_id"])
     return queued
 

@@ -42,6 +42,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help=f"where shards are processed (default: {default_executor}); local: in-process")
     parser.add_argument("--retry-failed", action="store_true",
                         help="process only the documents in the index's failure ledger (failures.jsonl)")
+    parser.add_argument("--replace", action="store_true",
+                        help="a document whose id is in the index already replaces it (default: refused)")
     parser.add_argument("--colbert", metavar="MODEL",
                         help="after ingesting, precompute the document tokens of this ColBERT model (a name "
                         "trained by tessera train, or a checkpoint folder) for rerank.colbert")
@@ -73,7 +75,8 @@ def handle(args: argparse.Namespace) -> int:
     with uris.local_input(None if glob else args.source, "source") as source:
         report = ingest(args.source if glob else source, index, settings=overrides or None,
                         shard_size=args.shard_size, executor=args.executor, chunk=False if args.no_chunk else None,
-                        spec=args.spec, progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert)
+                        spec=args.spec, progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert,
+                        replace=args.replace)
     if args.json:
         print_json(report.to_dict())
         return EXIT_OK

@@ -63,10 +63,12 @@ class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
     def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
-                 shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None):
+                 shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None,
+                 replace: bool = False):
         from operators.store import Index
 
         self.path = index_path
+        self.replace = replace
         self.plan = plan
         self.executor = executor
         self.progress = progress
@@ -173,7 +175,7 @@ class _Run:
         if result.info is not None:
             info = ShardInfo.model_validate_json(result.info)
             try:
-                self.index.commit([info])
+                self.index.commit([info], replace_doc_ids=self.index.shard_doc_ids(info) if self.replace else None)
             except BaseException:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
                 raise
@@ -309,6 +311,7 @@ def ingest(
     retry_failed: bool = False,
     colbert: str | None = None,
     on_progress: IngestProgressCallback | None = None,
+    replace: bool = False,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -323,12 +326,14 @@ def ingest(
     process only the ledger's open failures. ``colbert``: a ColBERT model reference; after
     ingestion, precompute its document tokens into the index for ``rerank.colbert``
     (``operators.store.token_store``). ``progress``: the progress bars on stderr; ``on_progress``: called
-    with an ``IngestProgress`` as documents are read, embedded and committed.
+    with an ``IngestProgress`` as documents are read, embedded and committed. ``replace``: a document whose id
+    is in the index already replaces it (its old passages are deleted in the commit that adds the new ones);
+    without it, such a document fails its shard's commit.
     """
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
                            spec=spec, retry_failed=retry_failed, colbert=colbert)
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
-               executor=executor, progress=progress, on_progress=on_progress)
+               executor=executor, progress=progress, on_progress=on_progress, replace=replace)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store

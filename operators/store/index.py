@@ -259,6 +259,10 @@ class Index:
             self._manifest, self._stat = manifest, self._manifest_stat()
         return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned)
 
+    def shard_doc_ids(self, info: ShardInfo) -> set[str]:
+        """The document ids of a written shard (what ``commit(..., replace_doc_ids=...)`` replaces)."""
+        return {str(d) for d in self._shard_ids(info)[1]}
+
     def _shard_ids(self, info: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
         """(docnos, doc_ids) of a shard, read once per shard version."""
         key = (info.id, info.token)

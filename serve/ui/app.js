@@ -499,8 +499,9 @@ async function fileDocuments(file) {
 }
 
 /** What one Add sends: documents (from JSON and JSONL files and the pasted text) in batches that fit
- * max_documents_per_request and max_body_bytes, then the other files in groups that fit max_upload_bytes. */
-async function uploadRequests(spec) {
+ * max_documents_per_request and max_body_bytes, then the other files in groups that fit max_upload_bytes;
+ * ``options`` (spec, replace) go with each. */
+async function uploadRequests(options) {
   const chosen = [...$("upload-files").files];
   const documents = [];
   for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) documents.push(...await fileDocuments(file));
@@ -510,11 +511,11 @@ async function uploadRequests(spec) {
     if (!id) throw new ApiError("the pasted text needs an id (field: id)");
     documents.push({id, title: $("upload-title").value.trim(), text});
   }
-  const requests = batches(documents).map((batch) => ({route: "documents", body: {documents: batch, ...spec}}));
+  const requests = batches(documents).map((batch) => ({route: "documents", body: {documents: batch, ...options}}));
   for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
     const form = new FormData();
     for (const file of group) form.append("files", file, file.name);
-    if (spec.spec) form.append("spec", spec.spec);
+    for (const [name, value] of Object.entries(options)) form.append(name, String(value));
     requests.push({route: "files", body: form});
   }
   if (!requests.length) throw new ApiError("choose files or paste a text to add");
@@ -582,7 +583,9 @@ async function upload(event) {
   try {
     await guarded(async () => {
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
-      const requests = await uploadRequests(isNew ? {spec: $("upload-spec").value} : {});
+      const options = isNew ? {spec: $("upload-spec").value} : {};
+      if ($("upload-replace").checked) options.replace = true;
+      const requests = await uploadRequests(options);
       let added = 0;
       let chunks = 0;
       for (const [n, request] of requests.entries()) {

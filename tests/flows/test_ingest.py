@@ -55,6 +55,27 @@ def test_unchunked_docnos_are_the_source_ids(tmp_path, corpus30, committed_docno
     assert committed_docnos(tmp_path / "idx") == sorted(json.loads(line)["_id"] for line in _lines(30))
 
 
+def test_replace_swaps_a_documents_passages_in_the_commit_that_adds_the_new_ones(tmp_path, corpus30):
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=CHUNK, progress=False)
+    first = json.loads(_lines(1)[0])
+    newer = tmp_path / "newer.jsonl"
+    newer.write_text(json.dumps({**first, "text": "Quokkas are small wallabies of Rottnest Island."}) + "\n")
+    with pytest.raises(Exception, match="already live"):  # without replace, the id is refused
+        ingest(newer, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=CHUNK, progress=False)
+    before = Index.open(tmp_path / "idx")
+    live_before, old_passages = len(before), before.columns(["doc_id"])[1].column("doc_id").to_pylist().count(
+        first["_id"])
+    assert old_passages > 1
+    report = ingest(newer, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=CHUNK, progress=False,
+                    replace=True)
+    index = Index.open(tmp_path / "idx")
+    _, live = index.columns(["doc_id", "text"])
+    texts = [t for d, t in zip(live.column("doc_id").to_pylist(), live.column("text").to_pylist()) if d == first["_id"]]
+    assert texts == ["Quokkas are small wallabies of Rottnest Island."] and report.chunks == 1
+    assert len(index) == live_before - old_passages + 1  # the old passages went, in the same commit
+    assert index.search_bm25(["quokkas Rottnest"], k=1)[0].docnos == [f"{first['_id']}#0"]
+
+
 def test_a_folder_of_pdfs_is_ingested_a_page_a_document_with_its_file_and_page(tmp_path, pdf_writer):
     docs = [json.loads(line) for line in _lines(5)]
     folder = tmp_path / "pdfs"

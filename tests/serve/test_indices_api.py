@@ -225,3 +225,21 @@ def test_an_upload_over_max_upload_bytes_is_a_413_naming_it(owners):
     small = call(owners, "POST", "/v1/indices/big/documents", ALICE, json={"documents": [{"id": "a", "text": "b"}]})
     assert small.status_code == 202  # a JSON body keeps its own limit
     assert finished(owners, ALICE, small.json()["task_id"])["status"] == "finished"
+
+
+def test_replace_swaps_documents_sent_again_as_json_or_as_files(owners, pdf_writer, tmp_path):
+    made = call(owners, "POST", "/v1/indices/swaps/documents", ALICE, json={"documents": DOCS}).json()
+    assert finished(owners, ALICE, made["task_id"])["status"] == "finished"
+    changed = {**DOCS[0], "text": "The kakapo now also lives on Whenua Hou, a predator-free island."}
+    again = call(owners, "POST", "/v1/indices/swaps/documents", ALICE, json={"documents": [changed], "replace": True})
+    assert again.status_code == 202 and finished(owners, ALICE, again.json()["task_id"])["status"] == "finished"
+    hits = call(owners, "POST", "/v1/search", ALICE, json={"flow": "bm25", "query": "kakapo", "index": "swaps"}).json()
+    assert [h["text"] for h in hits["results"][0]["hits"] if h["doc_id"] == "kakapo"] == [changed["text"]]
+    for text in ("Old first page about moa bones.", "New first page about huia feathers."):
+        pdf = pdf_writer(tmp_path / "guide.pdf", [text]).read_bytes()
+        sent = call(owners, "POST", "/v1/indices/swaps/files", ALICE, files=[("files", ("guide.pdf", pdf))],
+                    data={"replace": "true"})
+        assert sent.status_code == 202 and finished(owners, ALICE, sent.json()["task_id"])["status"] == "finished"
+    assert search(owners, ALICE, "swaps", "moa bones") == []
+    assert search(owners, ALICE, "swaps", "huia feathers") == ["guide-p1#0"]
+    assert listed(owners, ALICE)["swaps"]["chunks"] == 3

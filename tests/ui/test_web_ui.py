@@ -303,6 +303,18 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert (pines["docno"], pines["path"], pines["page"], pines["title"]) == ("trees-p2#0", "trees.pdf", 2, "Trees")
 
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    set_text(browser, "upload-index", name)  # the pasted document again, changed: refused, then replaced
+    set_text(browser, "upload-id", "lichen")
+    set_text(browser, "upload-text", "Lichens also grow on tree bark and old walls.")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: error_text(d).startswith("HTTP 409 (field: documents): 1 document id(s) are in the index"))
+    by_id(browser, "upload-replace").click()
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text == f"added 1 document(s) to {name} as 1 passage(s)",
+         seconds=180)
+    lichen = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "lichens", "top_k": 5, "index": name}).json()
+    assert [h["text"] for h in lichen["results"][0]["hits"] if h["doc_id"] == "lichen"] == [
+        "Lichens also grow on tree bark and old walls."]
     set_text(browser, "delete-docs-index", name)
     set_text(browser, "delete-docs-ids", "moss, nothing")
     by_id(browser, "delete-docs-button").click()
