@@ -39,6 +39,12 @@ class ApiError(Exception):
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
 
 
+def too_many_tasks(limit: int) -> ApiError:
+    """The 429 of a key that has ``limit`` tasks queued or running (``max_tasks_per_key``)."""
+    return ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
+                    "wait for one to finish or cancel one", code="max_tasks_per_key")
+
+
 def request_id() -> str:
     """The id of the request being answered (Serve's, else one made up here), to find it in the log."""
     rid = _request_id.get()

@@ -27,7 +27,7 @@ from typing import Any
 
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
-from serve.errors import ApiError
+from serve.errors import ApiError, too_many_tasks
 from serve.ingest_task import STEPS
 from serve.taskstore import UNFINISHED
 
@@ -105,8 +105,7 @@ class Indices:
                            f"{limit}; send them in several requests", param="documents",
                            code="max_documents_per_request")
         given_once(request.documents)
-        path = self._writable(name, tenant)
-        row = self.service.store.index(name)
+        path, row = self._writable(name, tenant)
         spec = self._spec(request.spec, row)
         if (path / "manifest.json").exists() and not request.replace:
             _not_in(path, [d.id for d in request.documents])
@@ -150,8 +149,8 @@ class Indices:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
         from operators.store import Index
 
-        path = self._owned(name, tenant)
-        running = self.service.store.index(name)["ingest_task"]
+        path, row = self._owned(name, tenant)
+        running = row["ingest_task"]
         task = self.service.store.task(running, None) if running else None
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
@@ -182,8 +181,8 @@ class Indices:
 
         return under(self.folder.resolve(), self.service.index_roots)
 
-    def _writable(self, name: str, tenant: str) -> Path:
-        """The folder of index ``name``, if ``tenant`` may add to it (its owner, or nobody has made it yet)."""
+    def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
+        """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
         if not re.fullmatch(NAME_PATTERN, name):
             raise ApiError(422, f"index name '{name}' is not allowed: a letter or digit, then up to 63 letters, "
                            "digits, '_', '.' or '-'", param="name", code="invalid_index_name")
@@ -199,15 +198,15 @@ class Indices:
                            code="index_read_only")
         if row is not None and row["owner"] != tenant:
             raise self._refusal(name, "owner")
-        return path
+        return path, row
 
-    def _owned(self, name: str, tenant: str) -> Path:
-        """The folder of an index ``tenant`` made here; 404 when there is none."""
-        path = self._writable(name, tenant)
-        if self.service.store.index(name) is None:
+    def _owned(self, name: str, tenant: str) -> tuple[Path, dict[str, Any]]:
+        """The folder and row of an index ``tenant`` made here; 404 when there is none."""
+        path, row = self._writable(name, tenant)
+        if row is None:
             raise ApiError(404, f"no index named '{name}' made through this service", param="name",
                            code="index_not_found")
-        return path
+        return path, row
 
     def _spec(self, asked: str | None, row: dict[str, Any] | None) -> str:
         if row is not None:
@@ -229,9 +228,7 @@ class Indices:
         if why == "owner":
             return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it",
                             param="name", code="index_not_owned")
-        limit = self.service.limits.max_tasks_per_key
-        return ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
-                        "wait for one to finish or cancel one", code="max_tasks_per_key")
+        return too_many_tasks(self.service.limits.max_tasks_per_key)
 
 
 #: What ``listing`` says of an index that has no documents yet.
@@ -253,8 +250,8 @@ def _describe(path: Path) -> dict[str, Any] | None:
         index = Index.open(path, verify=False)
     except (IndexStoreError, OSError):
         return None
-    settings = index.settings
-    return {"chunks": index.counts()["live_chunks"], "shards": index.counts()["shards"], "bm25": settings.bm25,
+    settings, counts = index.settings, index.counts()
+    return {"chunks": counts["live_chunks"], "shards": counts["shards"], "bm25": settings.bm25,
             "dense": settings.dense, "encoder": settings.encoder if settings.dense else None}
 
 

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serve.taskstore import TaskStore
+from serve.taskrunner import PROGRESS_EVERY_S
+from serve.taskstore import TaskStore, pending_progress
 
 #: The task's steps: the stages of ``flows.ingestion.progress.IngestProgress``.
 STEPS = ["staging", "ingest"]
-PROGRESS_EVERY_S = 0.5
 
 
 class IngestProgressWriter:
@@ -25,7 +25,7 @@ class IngestProgressWriter:
 
     def __init__(self, store: TaskStore, task_id: str):
         self.store, self.task_id = store, task_id
-        self.progress = {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in STEPS}
+        self.progress = pending_progress(STEPS)
         self.started: dict[str, float] = {}
         self.written = 0.0
 

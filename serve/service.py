@@ -27,7 +27,7 @@ from flows.spec import FlowSpec, Placement, StepSpec, from_mosaic, is_mosaic_req
 from operators.errors import SpecError
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
-from serve.errors import ApiError
+from serve.errors import ApiError, too_many_tasks
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
 from serve.schemas import Text
@@ -210,8 +210,7 @@ class Service:
         task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
                                           prepared.queries, prepared.steps, limit=limit)
         if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
-            raise ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
-                           "wait for one to finish or cancel one", code="max_tasks_per_key")
+            raise too_many_tasks(limit)
         await self.launch(task_id)
         return task_id
 

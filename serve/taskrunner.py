@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from serve.taskstore import TaskStore
+from serve.taskstore import TaskStore, pending_progress
 
 NAMESPACE = "tessera-tasks"
 #: A queued task gets this long for its actor to appear before it counts as interrupted.
@@ -40,7 +40,7 @@ class ProgressWriter:
 
     def __init__(self, store: TaskStore, task_id: str, steps: list[str], cancel: Any):
         self.store, self.task_id, self.cancel = store, task_id, cancel
-        self.progress = {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps}
+        self.progress = pending_progress(steps)
         self.started: dict[str, float] = {}
         self.steps_done = 0
         self.written = 0.0

@@ -255,13 +255,18 @@ class TaskStore:
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
 
 
+def pending_progress(steps: list[str]) -> dict[str, dict[str, Any]]:
+    """Each step's progress before it starts (``step_progress`` of a new task)."""
+    return {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps}
+
+
 def _task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]], steps: list[str],
               first_log: str) -> dict[str, Any]:
     now = time.time()
     return {"id": uuid.uuid4().hex, "owner": owner, "status": "queued", "flow": flow, "spec": spec,
             "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,
             "steps_done": 0, "rows_done": 0,
-            "step_progress": {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps},
+            "step_progress": pending_progress(steps),
             "log": [first_log], "error": None, "result": None}
 
 
