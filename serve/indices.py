@@ -94,8 +94,9 @@ class Indices:
 
     # -- changing -------------------------------------------------------------------------------
 
-    def add(self, name: str, request: DocumentsRequest, tenant: str) -> dict[str, Any]:
-        """Check the documents and the ingestion, write them for the task, queue it; the task's id."""
+    def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None) -> dict[str, Any]:
+        """Check the documents and the ingestion, write them for the task, queue it; the task's id. ``files``: the
+        names of the uploaded files the documents came from (replacing one replaces all it gave before)."""
         from flows.ingestion import check_ingest
         from operators.errors import TesseraError
 
@@ -113,13 +114,16 @@ class Indices:
         source.parent.mkdir(parents=True, exist_ok=True)
         write_jsonl(source, request.documents)
         try:
-            check_ingest(str(source), str(path), spec=spec, executor="local")
+            placed = self._placed(spec, path)
+            check_ingest(str(source), str(path), spec=placed, executor="local")
         except TesseraError as err:
             source.unlink(missing_ok=True)
             raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
                            code="ingest_refused") from None
-        job = {"ingest": {"index": name, "index_path": str(path), "source": str(source), "spec": spec,
-                          "replace": request.replace}, "documents": len(request.documents)}
+        job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
+                          "spec": placed, "replace": request.replace,
+                          "replace_files": list(files or []) if request.replace else []},
+               "documents": len(request.documents)}
         task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS,
                                                               limit=self.service.limits.max_tasks_per_key)
         if task_id is None:
@@ -143,7 +147,7 @@ class Indices:
         except ValidationError as err:
             message, param = validation_message(list(err.errors()))
             raise ApiError(422, message, param=param, code="invalid_value") from None
-        return self.add(name, request, tenant)
+        return self.add(name, request, tenant, files=[filename for filename, _ in files])
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
@@ -220,6 +224,22 @@ class Indices:
                            param="spec", code="invalid_spec")
         return spec
 
+    def _placed(self, spec: str, path: Path) -> str | dict[str, Any]:
+        """The ingest spec, with its embed step on this app's deployment of the index's encoder when there is
+        one: then neither this replica nor the task loads a model of its own (a fresh process spends ~10 s
+        importing sentence-transformers and loading MiniLM)."""
+        from flows.ingestion.plan import ANY_SOURCE, build_plan, embed_params, index_settings
+        from flows.spec import FlowSpec
+
+        plan = build_plan(spec, ANY_SOURCE, None)
+        embed = embed_params(plan, index_settings(path, None, plan.settings_base))
+        placement = self.service.placement_for("embed.sentence_transformer", embed, "embed") if embed else None
+        if placement is None:
+            return spec
+        placed = FlowSpec.load(spec).to_dict()
+        placed["steps"]["embed"]["placement"] = placement.model_dump()
+        return placed
+
     def _refusal(self, name: str, why: str) -> ApiError:
         if why.startswith("busy:"):
             return ApiError(409, f"index '{name}' has an ingestion running (task {why[5:]}); wait for it to finish "
@@ -269,6 +289,6 @@ def _not_in(path: Path, ids: list[str]) -> None:
     taken = [i for i in ids if i in present]
     if taken:
         shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")
-        raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; delete them first "
-                       "(POST /v1/indices/{name}/delete) to replace them", param="documents",
+        raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; send them with "
+                       "replace: true to replace them", param="documents",
                        code="documents_exist")

@@ -4,7 +4,8 @@ The actor runs ``flows.ingestion.ingest`` in-process on the uploaded JSONL file,
 index's ingest spec, and writes its progress into the task store as two steps, ``staging``
 and ``ingest`` (documents read, then documents embedded and committed). The result says
 how many documents and passages went in and how many failed (the index's failure ledger
-keeps why). The uploaded file is removed when the task ends, whatever the outcome.
+keeps why). The uploaded file and its staging folder are removed when the task ends, whatever the outcome, and
+when it is cancelled.
 """
 
 from __future__ import annotations
@@ -55,9 +56,14 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
     from operators.errors import TesseraError
 
     writer = IngestProgressWriter(store, task_id)
+    placement = job["spec"]["steps"]["embed"].get("placement") if isinstance(job["spec"], dict) else None
+    if placement:
+        store.update(task_id, log=f"the encoder runs on Serve deployment '{placement['app']}/"
+                                  f"{placement['deployment']}'")
     try:
         report = ingest(job["source"], job["index_path"], spec=job["spec"], executor="local", progress=False,
-                        on_progress=writer, replace=job.get("replace", False))
+                        on_progress=writer, replace=job.get("replace", False),
+                        delete_doc_ids=documents_of_files(job["index_path"], job.get("replace_files", [])))
     except TesseraError as err:
         store.finish(task_id, "failed", error=str(err))
     except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)
@@ -67,7 +73,34 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
                      steps_done=len(STEPS), rows_done=report.docs)
         store.finish(task_id, "finished", result=ingest_result(job["index"], report))
     finally:
-        Path(job["source"]).unlink(missing_ok=True)
+        discard_upload(job)
+
+
+def discard_upload(job: dict[str, Any]) -> None:
+    """Remove the upload's file and its staging folder in the index (what a task that stops half-way leaves: the
+    service never resumes an upload, a client sends it again)."""
+    import shutil
+
+    from flows.ingestion.plan import build_plan
+    from flows.ingestion.staging import STAGING_DIR, source_key
+
+    source = Path(job["source"])
+    staging = Path(job["index_path"]) / STAGING_DIR / source_key(build_plan(job["spec"], source, None).read)
+    source.unlink(missing_ok=True)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def documents_of_files(index_path: str, files: list[str]) -> set[str]:
+    """The documents in the index that came from uploaded files named ``files`` (their ``path``): a re-sent file
+    replaces them all, so a PDF sent again with fewer pages keeps none of its old last pages."""
+    from operators.store import Index
+
+    if not files or not (Path(index_path) / "manifest.json").exists():
+        return set()
+    _, table = Index.open(index_path, verify=False).columns(["doc_id", "path"])
+    wanted = set(files)
+    return {str(d) for d, p in zip(table.column("doc_id").to_pylist(), table.column("path").to_pylist())
+            if p in wanted}
 
 
 def ingest_result(name: str, report: Any) -> dict[str, Any]:

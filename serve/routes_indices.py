@@ -44,8 +44,9 @@ async def add_files(name: str, request: Request,
                                                    "files, at most max_upload_bytes in all."),
                     spec: str | None = Form(None, description="For a new index: the built-in ingest spec that "
                                             "makes it (default `ingest`)."),
-                    replace: bool = Form(False, description="Documents whose ids are in the index already replace "
-                                         "them (a re-sent PDF's pages)")) -> dict[str, Any]:
+                    replace: bool = Form(False, description="A file sent before replaces everything it gave "
+                                         "then (a re-sent PDF's pages, however many it has now); false: its "
+                                         "documents are a 409")) -> dict[str, Any]:
     service = svc.current()
     contents = [(upload.filename or "", await upload.read()) for upload in files]
     queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request))

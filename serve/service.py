@@ -182,25 +182,28 @@ class Service:
 
     def place(self, spec: FlowSpec) -> FlowSpec:
         """Steps whose model a deployment of this app serves run on it (unless they name a placement)."""
+        steps = dict(spec.steps)
+        for step_id, step in spec.steps.items():
+            placement = self.placement_for(step.op, step.params, step_id) if step.placement is None else None
+            if placement is not None:
+                steps[step_id] = step.model_copy(update={"placement": placement})
+        return spec.model_copy(update={"steps": steps})
+
+    def placement_for(self, op: str, params: dict[str, Any], step_id: str) -> Placement | None:
+        """The deployment of this app that serves the model of an ``op`` step with ``params``, if one does."""
         from flows.placement import CLIENT_PARAMS, RUNTIME_PARAMS
         from operators.registry import get_operator
 
-        steps = dict(spec.steps)
-        for step_id, step in spec.steps.items():
-            if step.placement is not None:
+        cls = get_operator(op, step=step_id)
+        for model in self.served:
+            if model["op"] != cls.name:
                 continue
-            cls = get_operator(step.op, step=step_id)
-            for model in self.served:
-                if model["op"] != cls.name:
-                    continue
-                ignored = CLIENT_PARAMS[model["kind"]] | RUNTIME_PARAMS
-                mine = cls(step.params, step_id=step_id).params.model_dump(mode="json")
-                theirs = cls(model["params"], step_id=step_id).params.model_dump(mode="json")
-                if all(mine[k] == theirs[k] for k in mine if k not in ignored):
-                    placement = Placement(deployment=model["deployment"], app=self.app_name)
-                    steps[step_id] = step.model_copy(update={"placement": placement})
-                    break
-        return spec.model_copy(update={"steps": steps})
+            ignored = CLIENT_PARAMS[model["kind"]] | RUNTIME_PARAMS
+            mine = cls(params, step_id=step_id).params.model_dump(mode="json")
+            theirs = cls(model["params"], step_id=step_id).params.model_dump(mode="json")
+            if all(mine[k] == theirs[k] for k in mine if k not in ignored):
+                return Placement(deployment=model["deployment"], app=self.app_name)
+        return None
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -243,9 +246,13 @@ class Service:
         return task
 
     def cancel(self, task_id: str, tenant: str) -> None:
-        self.task(task_id, tenant)
+        task = self.task(task_id, tenant)
         if self.store.finish(task_id, "cancelled", log="cancelled by the client"):
             taskrunner.stop(task_id)
+            if "ingest" in task["spec"]:  # an upload's ingestion: its file and staging folder go too
+                from serve.ingest_task import discard_upload
+
+                discard_upload(task["spec"]["ingest"])
 
 
 @functools.lru_cache(maxsize=256)

@@ -143,8 +143,9 @@ def alive(task_id: str) -> bool:
     return True
 
 
-def stop(task_id: str) -> None:
-    """Kill the task's actor, if it lives: its step work ends with its process."""
+def stop(task_id: str, wait_s: float = 5.0) -> None:
+    """Kill the task's actor, if it lives, and wait up to ``wait_s`` for it to be gone: its step work ends with its
+    process, so what it wrote can then be cleaned up."""
     import ray
 
     try:
@@ -152,6 +153,9 @@ def stop(task_id: str) -> None:
     except ValueError:
         return
     ray.kill(actor, no_restart=True)
+    deadline = time.monotonic() + wait_s
+    while alive(task_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:

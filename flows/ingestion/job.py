@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 import pyarrow as pa
 
@@ -64,11 +64,12 @@ class _Run:
 
     def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
                  shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None,
-                 replace: bool = False):
+                 replace: bool = False, delete_doc_ids: Iterable[str] = ()):
         from operators.store import Index
 
         self.path = index_path
         self.replace = replace
+        self.delete_doc_ids = set(delete_doc_ids)  # deleted by the first commit, with the documents it replaces
         self.plan = plan
         self.executor = executor
         self.progress = progress
@@ -78,7 +79,7 @@ class _Run:
         self.ledger = Ledger(index_path)
         self.shard_size = shard_size
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, enrich=plan.enrich, embed=embed,
-                            faults=self.faults,
+                            faults=self.faults, embed_placement=plan.embed_placement,
                             embed_batch_rows=plan.embed_options.get("batch_size") or EMBED_BATCH_ROWS)
         self.report = IngestReport(index=str(index_path), executor=executor)
         self.tracker: ProgressTracker | None = None
@@ -174,8 +175,10 @@ class _Run:
         self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
         if result.info is not None:
             info = ShardInfo.model_validate_json(result.info)
+            replaced = self.index.shard_doc_ids(info) if self.replace else set()
             try:
-                self.index.commit([info], replace_doc_ids=self.index.shard_doc_ids(info) if self.replace else None)
+                self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids)
+                self.delete_doc_ids = set()
             except BaseException:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
                 raise
@@ -292,10 +295,10 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         check_source(plan.read)
     full_settings = index_settings(index_path, settings, plan.settings_base)
     embed = embed_params(plan, full_settings)
-    require_models(embed, colbert)
+    require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
     given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
         or "dim" in (settings or {}) or "dim" in plan.settings_base
-    return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given), embed)
+    return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
 
 
 def ingest(
@@ -312,6 +315,7 @@ def ingest(
     colbert: str | None = None,
     on_progress: IngestProgressCallback | None = None,
     replace: bool = False,
+    delete_doc_ids: Iterable[str] = (),
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -328,12 +332,14 @@ def ingest(
     (``operators.store.token_store``). ``progress``: the progress bars on stderr; ``on_progress``: called
     with an ``IngestProgress`` as documents are read, embedded and committed. ``replace``: a document whose id
     is in the index already replaces it (its old passages are deleted in the commit that adds the new ones);
-    without it, such a document fails its shard's commit.
+    without it, such a document fails its shard's commit. ``delete_doc_ids``: documents deleted by the first
+    commit, so that a search sees them go when the new ones arrive (a re-sent file's pages that it no longer has).
     """
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
                            spec=spec, retry_failed=retry_failed, colbert=colbert)
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
-               executor=executor, progress=progress, on_progress=on_progress, replace=replace)
+               executor=executor, progress=progress, on_progress=on_progress, replace=replace,
+               delete_doc_ids=delete_doc_ids)
     report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store

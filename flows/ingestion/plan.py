@@ -30,6 +30,8 @@ class IngestPlan:
     #: Row steps run on each document before chunking (``{"step", "op", "params"}``), in spec order: their
     #: columns (e.g. analyze.dimensions' year, country) go into the doc store with every chunk.
     enrich: list[dict[str, Any]] = field(default_factory=list)
+    #: The embed step's ``placement`` (``{"deployment", "app"}``): its model runs on that Serve deployment.
+    embed_placement: dict[str, Any] | None = None
 
 
 def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
@@ -103,8 +105,9 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
                    if getattr(embed_step, k) is not None}
     enrich = [{"step": step_id, "op": step.op, "params": dict(step.params)}
               for step_id, step in steps.items() if step_id not in FIXED_STEPS]
+    placement = embed_step.placement.model_dump() if embed_step is not None and embed_step.placement else None
     return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
-                      settings_base=dict(spec_settings or {}), enrich=enrich)
+                      settings_base=dict(spec_settings or {}), enrich=enrich, embed_placement=placement)
 
 
 def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
@@ -120,16 +123,16 @@ def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
     return embed
 
 
-def fit_dim(settings, embed: dict[str, Any] | None, given: bool):
-    """The settings with the encoder's dimension: taken from the model when nothing set ``dim`` (a static
-    model's 256 where the default is MiniLM's 384); a set one that differs is refused before anything is
-    written, not by the first shard's write."""
+def fit_dim(settings, embed: dict[str, Any] | None, given: bool, placement: dict[str, Any] | None = None):
+    """The settings with the encoder's dimension: taken from the model (or its deployment, with a ``placement``)
+    when nothing set ``dim`` (a static model's 256 where the default is MiniLM's 384); a set one that differs is
+    refused before anything is written, not by the first shard's write."""
     if embed is None:
         return settings
-    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from flows.ingestion.shards import embed_operator
     from operators.store import IndexSettings
 
-    dim = SentenceTransformerEmbedder(embed, step_id="embed").dimension
+    dim = embed_operator(embed, placement).dimension
     if dim == settings.dim:
         return settings
     if given:

@@ -44,6 +44,7 @@ class ShardJob:
     embed: dict[str, Any] | None = None       # embed.sentence_transformer params; None: no vectors
     embed_batch_rows: int = EMBED_BATCH_ROWS
     faults: Faults = field(default_factory=Faults)
+    embed_placement: dict[str, Any] | None = None  # {deployment, app}: the encoder runs on that Serve deployment
 
     def staged(self, shard: str):
         from pathlib import Path
@@ -168,6 +169,19 @@ def check_whole(table: pa.Table, where: str) -> list[tuple[str, pa.Table]]:
 # -- embed ----------------------------------------------------------------------------------
 
 
+def embed_operator(embed: dict[str, Any], placement: dict[str, Any] | None):
+    """The embed step's operator; with a ``placement``, its proxy on that Serve deployment (no model loads here:
+    even the vector dimension comes from the deployment)."""
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+    op = SentenceTransformerEmbedder(embed, step_id="embed")
+    if placement:
+        from flows.placement import place
+
+        op = place(op, **placement)
+    return op
+
+
 class Embedder:
     """The embed step's operator with failure isolation and the fault hooks.
 
@@ -175,11 +189,9 @@ class Embedder:
     shard it reached, so progress moves while a large shard is embedded."""
 
     def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None):
-        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-
         self.job = job
         self.on_progress = on_progress
-        self.op = SentenceTransformerEmbedder(job.embed or {}, step_id="embed")
+        self.op = embed_operator(job.embed or {}, job.embed_placement)
         self.op.ensure_setup()
         self.dim = self.op.dimension
 

@@ -370,9 +370,10 @@ class Index:
                                np.array([p[1] for p in places], dtype=np.int64))
 
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
-        """The doc-store columns ``names`` of every live chunk, with the generation they were read from."""
+        """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
+        where a shard has no such column: documents added later may carry metadata that earlier ones lack)."""
         state = self._current()
-        parts = [sh.docs.select(list(names)).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
+        parts = [_select(sh.docs, names).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
         return state.manifest.generation, concat(parts) if parts else pa.table({n: pa.array([], pa.string())
                                                                                    for n in names})
 
@@ -386,6 +387,11 @@ class Index:
         if state is None or any(h.state is not state or h.shard is None for h in found):
             return self.documents([d for h in hits for d in h.docnos])
         return state.take_rows(np.concatenate([h.shard for h in found]), np.concatenate([h.row for h in found]))
+
+
+def _select(docs: pa.Table, names: Sequence[str]) -> pa.Table:
+    present = set(docs.column_names)
+    return pa.table({n: docs.column(n) if n in present else pa.nulls(docs.num_rows) for n in names})
 
 
 def _same_version(a: Manifest, b: Manifest) -> bool:

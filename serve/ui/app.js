@@ -294,18 +294,12 @@ function renderProgress(body) {
 async function followTask(taskId) {
   followed = taskId;
   showTaskChat(taskId, false);
-  while (followed === taskId) {
-    const body = await guarded(() => call("GET", `task/progress/${encodeURIComponent(taskId)}`), {clear: false});
-    if (!body || followed !== taskId) return;
-    renderProgress(body);
-    if (body.has_finished) {
-      if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
-        taskRows.set(taskId, body.result.data);
-        showTaskChat(taskId, true);
-      }
-      break;
-    }
-    await pause();
+  const body = await guarded(() => finished(taskId, renderProgress, () => followed === taskId), {clear: false});
+  if (!body) return; // the poll failed (the error is shown), or another task is followed now
+  renderProgress(body);
+  if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
+    taskRows.set(taskId, body.result.data);
+    showTaskChat(taskId, true);
   }
   await guarded(refreshTasks, {clear: false});
 }
@@ -565,10 +559,12 @@ function batches(documents) {
   return result;
 }
 
-/** A task followed until it ends; ``onProgress`` gets its progress object while it runs. */
-async function finished(taskId, onProgress) {
+/** A task followed until it ends (its final progress object), or until ``following()`` says stop (null);
+ * ``onProgress`` gets its progress object while it runs. */
+async function finished(taskId, onProgress, following = () => true) {
   for (;;) {
     const body = await call("GET", `task/progress/${encodeURIComponent(taskId)}`);
+    if (!following()) return null;
     if (body.has_finished) return body;
     onProgress(body);
     await pause();

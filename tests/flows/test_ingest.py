@@ -76,6 +76,37 @@ def test_replace_swaps_a_documents_passages_in_the_commit_that_adds_the_new_ones
     assert index.search_bm25(["quokkas Rottnest"], k=1)[0].docnos == [f"{first['_id']}#0"]
 
 
+def test_delete_doc_ids_go_in_the_first_commit_and_columns_a_shard_lacks_read_as_null(tmp_path, corpus30):
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    ids = [json.loads(line)["_id"] for line in _lines(3)]
+    page = tmp_path / "page.jsonl"
+    page.write_text(json.dumps({"_id": "notes-p1", "title": "Notes", "text": "Kea are alpine parrots.",
+                                "path": "notes.pdf"}) + "\n")
+    report = ingest(page, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                    delete_doc_ids=ids[:2])
+    index = Index.open(tmp_path / "idx")
+    generation, live = index.columns(["doc_id", "path"])
+    by_id = dict(zip(live.column("doc_id").to_pylist(), live.column("path").to_pylist()))
+    assert report.shards_written == 1 and generation == 2  # one commit added the page and deleted the two
+    assert ids[0] not in by_id and ids[1] not in by_id and by_id[ids[2]] is None and by_id["notes-p1"] == "notes.pdf"
+    assert len(index) == 30 - 2 + 1
+
+
+def test_a_placed_embed_step_needs_its_deployment_before_anything_is_made(tmp_path, corpus30):
+    import ray
+
+    from flows.placement import PlacementError
+    from flows.spec import FlowSpec
+
+    if ray.is_initialized():  # a Ray test ran in this worker: the step would look for the deployment there
+        pytest.skip("this worker is connected to Ray; the test needs a process that is not")
+    spec = FlowSpec.load("ingest").to_dict()
+    spec["steps"]["embed"]["placement"] = {"deployment": "all-MiniLM-L6-v2", "app": "tessera"}
+    with pytest.raises(PlacementError, match="'tessera/all-MiniLM-L6-v2'.*not connected to Ray") as err:
+        ingest(corpus30, tmp_path / "idx", spec=spec, executor="local", progress=False)
+    assert err.value.step == "embed" and not (tmp_path / "idx").exists()
+
+
 def test_a_folder_of_pdfs_is_ingested_a_page_a_document_with_its_file_and_page(tmp_path, pdf_writer):
     docs = [json.loads(line) for line in _lines(5)]
     folder = tmp_path / "pdfs"

@@ -235,11 +235,38 @@ def test_replace_swaps_documents_sent_again_as_json_or_as_files(owners, pdf_writ
     assert again.status_code == 202 and finished(owners, ALICE, again.json()["task_id"])["status"] == "finished"
     hits = call(owners, "POST", "/v1/search", ALICE, json={"flow": "bm25", "query": "kakapo", "index": "swaps"}).json()
     assert [h["text"] for h in hits["results"][0]["hits"] if h["doc_id"] == "kakapo"] == [changed["text"]]
-    for text in ("Old first page about moa bones.", "New first page about huia feathers."):
-        pdf = pdf_writer(tmp_path / "guide.pdf", [text]).read_bytes()
+    old = ["Old first page about moa bones.", "Old second page about kiwi eggs.", "Old third page about tui song."]
+    for pages in (old, ["New first page about huia feathers."]):  # sent again with fewer pages
+        pdf = pdf_writer(tmp_path / "guide.pdf", pages).read_bytes()
         sent = call(owners, "POST", "/v1/indices/swaps/files", ALICE, files=[("files", ("guide.pdf", pdf))],
                     data={"replace": "true"})
         assert sent.status_code == 202 and finished(owners, ALICE, sent.json()["task_id"])["status"] == "finished"
-    assert search(owners, ALICE, "swaps", "moa bones") == []
+        assert listed(owners, ALICE)["swaps"]["chunks"] == 2 + len(pages)  # the JSON documents stay
+    for gone in ("moa bones", "kiwi eggs", "tui song"):
+        assert search(owners, ALICE, "swaps", gone) == [], gone
     assert search(owners, ALICE, "swaps", "huia feathers") == ["guide-p1#0"]
-    assert listed(owners, ALICE)["swaps"]["chunks"] == 3
+
+
+def test_an_upload_embeds_on_the_apps_deployment_of_the_encoder(serve_app):
+    """The package's app serves all-MiniLM-L6-v2: the ingestion task's embed step runs on that deployment (the
+    task loads no model of its own), and the vectors it stores are the ones a dense search matches."""
+    added = requests.post(serve_app + "/v1/indices/placed/documents", json={"documents": DOCS}, timeout=120)
+    assert added.status_code == 202, added.text
+    task = finished(serve_app, "", added.json()["task_id"])
+    assert task["status"] == "finished", task
+    assert "the encoder runs on Serve deployment 'tessera/all-MiniLM-L6-v2'" in task["progress"]["log"]
+    assert search(serve_app, "", "placed", "flightless parrot that eats rimu fruit", "dense")[0] == "kakapo#0"
+    assert search(serve_app, "", "placed", "swamphen thought extinct, found again in 1948", "dense")[0] == "takahe#0"
+
+
+def test_a_cancelled_ingestion_leaves_no_upload_or_staging_behind(owners, tessera_home):
+    added = call(owners, "POST", "/v1/indices/halted/documents", ALICE, json={"documents": DOCS}).json()
+    cancelled = call(owners, "GET", f"/task/cancel/{added['task_id']}", ALICE)
+    assert cancelled.status_code == 200, cancelled.text
+    assert finished(owners, ALICE, added["task_id"])["status"] == "cancelled"
+    assert list((tessera_home / "uploads" / "halted").iterdir()) == []
+    staging = tessera_home / "indices" / "halted" / "_ingest"
+    assert not staging.exists() or list(staging.iterdir()) == []
+    again = call(owners, "POST", "/v1/indices/halted/documents", ALICE, json={"documents": DOCS}).json()
+    assert finished(owners, ALICE, again["task_id"])["status"] == "finished"  # the index takes the upload again
+    assert listed(owners, ALICE)["halted"]["chunks"] == 2
