@@ -74,11 +74,14 @@ def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
                     kind="server_error", code=code)
 
 
-def validation_message(errors: list[dict[str, Any]]) -> tuple[str, str]:
-    """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first top-level field."""
+def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -> tuple[str, str]:
+    """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first top-level field.
+    ``request``: FastAPI's errors, whose locations start with where the field was sent (body, query, path)."""
     problems = []
     for item in errors:
-        loc = [str(part) for part in item.get("loc", ()) if part != "body"]
+        loc = [str(part) for part in item.get("loc", ())]
+        if request and loc and loc[0] in ("body", "query", "path"):
+            loc = loc[1:]
         if item.get("type") == "json_invalid":  # its loc is a character offset, not a field
             why = (item.get("ctx") or {}).get("error", "")
             offset = f" at character {loc[0]}" if loc else ""
@@ -152,7 +155,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
-        message, param = validation_message(list(err.errors()))
+        message, param = validation_message(list(err.errors()), request=True)
         return error_response(422, message, param=param, code="invalid_value")
 
     @app.exception_handler(HTTPException)

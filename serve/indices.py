@@ -92,6 +92,18 @@ class Indices:
                            "missing": missing})
         return result
 
+    def documents(self, name: str, tenant: str, offset: int, limit: int) -> dict[str, Any]:
+        """The documents of index ``name`` in the order they were added, ``limit`` from ``offset``: id, title,
+        passages, metadata. Any key may read them, as any key may search the index."""
+        from operators.store import Index
+
+        path, row = self._named(name)
+        if not (path / "manifest.json").exists() or not self._searchable():
+            if row is not None and row["owner"] == tenant:  # made, its first ingestion has not committed yet
+                return {"index": name, "total": 0, "offset": offset, "documents": []}
+            raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
+        return {"index": name, "offset": offset, **document_page(Index.open(path, verify=False), offset, limit)}
+
     # -- changing -------------------------------------------------------------------------------
 
     def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None) -> dict[str, Any]:
@@ -185,17 +197,20 @@ class Indices:
 
         return under(self.folder.resolve(), self.service.index_roots)
 
-    def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
-        """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
+    def _named(self, name: str) -> tuple[Path, dict[str, Any] | None]:
+        """The folder of index ``name`` and its row (None: the service did not make it); a 422 for a bad name."""
         if not re.fullmatch(NAME_PATTERN, name):
             raise ApiError(422, f"index name '{name}' is not allowed: a letter or digit, then up to 63 letters, "
                            "digits, '_', '.' or '-'", param="name", code="invalid_index_name")
+        return self.folder / name, self.service.store.index(name)
+
+    def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
+        """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
+        path, row = self._named(name)
         if not self._searchable():
             raise ApiError(403, f"this service cannot add indices: {self.folder} is outside its index roots "
                            "(args.service.index_roots), so no search could read them", param="name",
                            code="indices_read_only")
-        path = self.folder / name
-        row = self.service.store.index(name)
         if row is None and path.exists():
             raise ApiError(403, f"index '{name}' was not made through this service; it is read-only here "
                            "(change it with `tessera index` or `tessera ingest`)", param="name",
@@ -279,6 +294,31 @@ def live_doc_ids(index: Any) -> set[str]:
     """The ids of the documents that have a live passage in ``index``."""
     _, live = index.columns(["doc_id"])
     return set(live.column("doc_id").cast("string").to_pylist())
+
+
+#: Doc-store columns of every passage; the others are a document's metadata.
+PASSAGE_COLUMNS = frozenset({"docno", "doc_id", "title", "text", "vector", "chunk_index", "total_chunks"})
+
+
+def document_page(index: Any, offset: int, limit: int) -> dict[str, Any]:
+    """``limit`` documents of ``index`` from ``offset``, in the order they were added (the order of the shards),
+    each with its title, passage count and metadata (its first passage's), and how many there are in all."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    metadata = [c for c in index.column_names() if c not in PASSAGE_COLUMNS and not c.startswith("_")]
+    _, table = index.columns(["doc_id", "title", *metadata])
+    doc_ids = table.column("doc_id").cast(pa.string())
+    passages: dict[str, int] = {}
+    for doc_id in doc_ids.to_pylist():
+        passages[doc_id] = passages.get(doc_id, 0) + 1
+    shown = list(passages)[offset:offset + limit]
+    first: dict[str, dict[str, Any]] = {}
+    for row in table.filter(pc.is_in(doc_ids, value_set=pa.array(shown, pa.string()))).to_pylist():
+        first.setdefault(str(row["doc_id"]), row)
+    return {"total": len(passages), "documents": [
+        {"id": doc_id, "title": first[doc_id]["title"] or "", "passages": passages[doc_id],
+         "metadata": {k: first[doc_id][k] for k in metadata if first[doc_id][k] is not None}} for doc_id in shown]}
 
 
 def _not_in(path: Path, ids: list[str]) -> None:

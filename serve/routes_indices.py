@@ -1,4 +1,5 @@
-"""Indices over HTTP: list them, add documents (an ingestion task), delete documents, delete an index.
+"""Indices over HTTP: list them and their documents, add documents (an ingestion task), delete documents, delete
+an index.
 
 The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, File, Form, Request, UploadFile
+from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest
@@ -52,6 +53,15 @@ async def add_files(name: str, request: Request,
     queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request))
     await service.launch(queued["task_id"])
     return queued
+
+
+@router.get("/v1/indices/{name}/documents", summary="The documents of an index, in the order they were added: "
+            "id, title, passages, metadata")
+def list_documents(name: str, request: Request,
+                   offset: int = Query(0, ge=0, description="How many documents to skip."),
+                   limit: int = Query(100, ge=1, le=1000, description="How many documents to list (at most 1000)."),
+                   ) -> dict[str, Any]:
+    return svc.current().indices.documents(name, tenant(request), offset, limit)
 
 
 @router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")

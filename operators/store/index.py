@@ -369,6 +369,10 @@ class Index:
         return state.take_rows(np.array([p[0] for p in places], dtype=np.int64),
                                np.array([p[1] for p in places], dtype=np.int64))
 
+    def column_names(self) -> list[str]:
+        """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
+        return list(dict.fromkeys(name for sh in self._current().shards for name in sh.docs.column_names))
+
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
         where a shard has no such column: documents added later may carry metadata that earlier ones lack)."""

@@ -422,6 +422,7 @@ async function loadIndices() {
     el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
     el("td", {},
       el("button", {type: "button", onclick: () => searchIndex(ix)}, "search"),
+      ix.name ? el("button", {type: "button", onclick: () => guarded(() => showDocuments(ix))}, "documents") : null,
       ix.writable ? el("button", {type: "button", onclick: () => deleteIndex(ix.name)}, "delete") : null)));
   $("index-table").tBodies[0].replaceChildren(...rows);
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
@@ -444,7 +445,42 @@ async function deleteIndex(name) {
   if (!window.confirm(`Delete the index '${name}' and every document in it?`)) return;
   await guarded(async () => {
     await call("DELETE", `v1/indices/${encodeURIComponent(name)}`);
+    if ($("index-documents").dataset.index === name) $("index-documents").hidden = true;
     await loadIndices();
+  });
+}
+
+const DOCUMENTS_PAGE = 100;
+
+/** An index's documents, a page at a time (``offset`` > 0 adds the next page below the ones shown). */
+async function showDocuments(ix, offset = 0) {
+  const page = await call("GET", `v1/indices/${encodeURIComponent(ix.name)}/documents?offset=${offset}`
+    + `&limit=${DOCUMENTS_PAGE}`);
+  const rows = page.documents.map((doc) => el("tr", {"data-doc": doc.id},
+    el("td", {}, doc.id), el("td", {}, doc.title),
+    el("td", {}, Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
+    el("td", {}, doc.passages),
+    el("td", {}, ix.writable ? el("button", {type: "button", onclick: () => deleteDocument(ix, doc.id)}, "delete")
+      : null)));
+  const body = $("doc-table").tBodies[0];
+  if (offset === 0) body.replaceChildren(...rows);
+  else body.append(...rows);
+  const shown = offset + page.documents.length;
+  $("doc-heading").textContent = `Documents of ${ix.name}: ${shown} of ${page.total}`;
+  const more = $("doc-more");
+  more.hidden = shown >= page.total;
+  more.onclick = () => guarded(() => showDocuments(ix, shown));
+  const panel = $("index-documents");
+  panel.dataset.index = ix.name;
+  panel.hidden = false;
+}
+
+async function deleteDocument(ix, docId) {
+  if (!window.confirm(`Delete the document '${docId}' from '${ix.name}'?`)) return;
+  await guarded(async () => {
+    await call("POST", `v1/indices/${encodeURIComponent(ix.name)}/delete`, {ids: [docId]});
+    await loadIndices();
+    await showDocuments(ix);
   });
 }
 

@@ -270,3 +270,21 @@ def test_a_cancelled_ingestion_leaves_no_upload_or_staging_behind(owners, tesser
     again = call(owners, "POST", "/v1/indices/halted/documents", ALICE, json={"documents": DOCS}).json()
     assert finished(owners, ALICE, again["task_id"])["status"] == "finished"  # the index takes the upload again
     assert listed(owners, ALICE)["halted"]["chunks"] == 2
+
+
+def test_an_indexs_documents_are_listed_in_the_order_they_were_added_a_page_at_a_time(owners):
+    made = call(owners, "POST", "/v1/indices/shelf/documents", ALICE, json={"documents": [*DOCS, *MORE]}).json()
+    assert finished(owners, ALICE, made["task_id"])["status"] == "finished"
+    whole = call(owners, "GET", "/v1/indices/shelf/documents", BOB)  # any key may read what it may search
+    assert whole.status_code == 200, whole.text
+    body = whole.json()
+    assert (body["index"], body["total"], body["offset"]) == ("shelf", 3, 0)
+    assert [(d["id"], d["title"], d["passages"]) for d in body["documents"]] == [
+        ("kakapo", "Kakapo", 1), ("takahe", "Takahe", 1), ("weta", "Weta", 1)]
+    assert body["documents"][0]["metadata"] == {"source": "birds.txt", "year": 2019}
+    assert body["documents"][2]["metadata"] == {}  # weta has none; no nulls
+    page = call(owners, "GET", "/v1/indices/shelf/documents?offset=1&limit=1", ALICE).json()
+    assert (page["total"], [d["id"] for d in page["documents"]]) == (3, ["takahe"])
+    assert error(call(owners, "GET", "/v1/indices/shelf/documents?limit=0", ALICE), 422)["param"] == "limit"
+    assert error(call(owners, "GET", "/v1/indices/nowhere/documents", ALICE), 404)["code"] == "index_not_found"
+    assert error(call(owners, "GET", "/v1/indices/no%20such/documents", ALICE), 422)["code"] == "invalid_index_name"

@@ -243,6 +243,12 @@ def index_rows(driver) -> dict[str, list[str]]:
     return {cells[0]: cells[1:] for cells in rows}
 
 
+def document_rows(driver) -> list[list[str]]:
+    """The listed documents of an index: each row's cells but the last (its button)."""
+    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")][:-1]
+            for r in driver.find_elements(By.CSS_SELECTOR, "#doc-table tbody tr")]
+
+
 def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path,
                                                                                       pdf_writer):
     open_page(browser, ui_app)
@@ -285,7 +291,7 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     suggested = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#all-indices option")]
     assert name in suggested  # the index fields of Search and Chat offer it
     buttons = f'//tr[@data-index="{name}"]//button'
-    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "delete"]
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "delete"]
     assert [b.text for b in browser.find_elements(By.XPATH, '//tr[@data-index=""]//button')] == ["search"]
 
     browser.find_element(By.XPATH, f'{buttons}[text()="search"]').click()
@@ -322,6 +328,19 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s)); not in the index: " \
                                                        "nothing"
     assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "5")
+
+    browser.find_element(By.XPATH, f'{buttons}[text()="documents"]').click()  # listed as the API lists them
+    listed = ui_app.api("GET", f"/v1/indices/{name}/documents").json()
+    expected = [[d["id"], d["title"], ", ".join(f"{k}: {v}" for k, v in d["metadata"].items()), str(d["passages"])]
+                for d in listed["documents"]]
+    wait(browser, lambda d: document_rows(d) == expected)
+    assert listed["total"] == 5 and ["trees-p2", "Trees", "path: trees.pdf, page: 2", "1"] in expected
+    assert by_id(browser, "doc-heading").text == f"Documents of {name}: 5 of 5"
+    browser.find_element(By.XPATH, '//tr[@data-doc="ferns.md"]//button[text()="delete"]').click()
+    browser.switch_to.alert.accept()
+    wait(browser, lambda d: [row[0] for row in document_rows(d)] == [r[0] for r in expected if r[0] != "ferns.md"])
+    assert "ferns.md" not in [d["id"] for d in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]]
+    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "4")
     browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
     browser.switch_to.alert.accept()
     wait(browser, lambda d: name not in index_rows(d))
