@@ -76,19 +76,21 @@ class Indices:
     def specs(self) -> list[dict[str, Any]]:
         """Each built-in ingest spec with its description, and why it cannot make an index here (its model is
         missing), else None."""
-        from flows.ingestion.plan import build_plan, embed_params, index_settings, load_spec, require_models
+        from flows.ingestion.plan import build_plan, embed_params, index_settings, require_models
+        from flows.spec import FlowSpec
         from operators.errors import TesseraError
 
         result = []
         for name in ingest_specs():
-            plan = build_plan(name, None, None)
+            flow = FlowSpec.load(name)
+            plan = build_plan(flow.to_dict(), None, None)
             try:
                 require_models(embed_params(plan, index_settings(self.folder / ".none", None, plan.settings_base)),
                                None)
                 missing = None
             except TesseraError as err:
                 missing = str(err)
-            result.append({"name": name, "description": " ".join(load_spec(name)[0].description.split()),
+            result.append({"name": name, "description": " ".join(flow.description.split()),
                            "missing": missing})
         return result
 

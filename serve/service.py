@@ -232,8 +232,8 @@ class Service:
             await ref
         except Exception as err:  # noqa: BLE001  (the actor died, was killed, or exited)
             reason = f"{type(err).__name__}"
-        if await asyncio.to_thread(self.store.finish, task_id, "failed",
-                                   error=f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
+        if await asyncio.to_thread(taskrunner.interrupted, self.store, task_id,
+                                   f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
             log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
 
     def task(self, task_id: str, tenant: str) -> dict[str, Any]:

@@ -164,7 +164,20 @@ def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
         return False
     if task["status"] == "queued" and time.time() - task["created"] < LAUNCH_GRACE_S:
         return False  # its actor may be starting
-    return store.finish(task["id"], "failed", error=INTERRUPTED)
+    return interrupted(store, task["id"], INTERRUPTED)
+
+
+def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
+    """Fail an unfinished task whose worker stopped; an upload's ingestion also loses its uploaded file and staging
+    folder (the service never resumes one). True if the task was unfinished."""
+    if not store.finish(task_id, "failed", error=error):
+        return False
+    row = store.task(task_id, None)
+    if row is not None and "ingest" in row["spec"]:
+        from serve.ingest_task import discard_upload
+
+        discard_upload(row["spec"]["ingest"])
+    return True
 
 
 def recover(store: TaskStore) -> int:

@@ -152,7 +152,8 @@ def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_di
 
     proc = _train_cli("--dataset", str(slice_dir), "--spec", str(slice_dir / "recipe.yaml"), "--model",
                       "cross-encoder", "--max-steps", "2", home=home)
-    assert "tessera-cross-encoder" in proc.stdout and "trained in" in proc.stdout
+    assert "tessera-cross-encoder" in proc.stdout and "made in" in proc.stdout  # the summary table
+    assert "cross-encoder: trained in" in proc.stderr  # the progress log
     options = TrainOptions(dataset=slice_dir, models=["bi-encoder"], spec=slice_dir / "recipe.yaml", max_steps=2,
                            progress=False)
     assert not train(options, log=lambda _: None).models[0].reused

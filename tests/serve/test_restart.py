@@ -1,7 +1,8 @@
 """Tasks survive the service: ``tessera serve`` started for real (its own Ray), two tasks running on Ray and one
 finished, the service killed with SIGKILL, started again on the same task store. Every task is still readable;
 the finished one kept its result; the ones that were running reached ``failed`` with the reason ``interrupted``,
-with counters that add up; none stays running, and their step work ended with the service."""
+with counters that add up; none stays running, and their step work ended with the service. An upload whose
+ingestion was cut short is failed the same way, and its uploaded file is removed."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ import yaml
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 QUERY = "which insects make honey and pollinate flowers"
+DOCUMENTS = [{"id": f"d{i}", "text": f"Document {i} of an upload that the service's death cuts short."}
+             for i in range(200)]
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -106,6 +109,12 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
             time.sleep(0.2)
         assert len(slow_rerank.times) >= 4, "the slow tasks never started"
         assert {requests.get(f"{base}/task/progress/{t}", timeout=30).json()["status"] for t in slow} == {"running"}
+        # An upload whose ingestion has not finished (its actor is still loading MiniLM) when the service dies.
+        upload = requests.post(base + "/v1/indices/cut/documents", json={"documents": DOCUMENTS}, timeout=60).json()
+        uploads = list((tmp_path / "uploads" / "cut").iterdir())
+        assert len(uploads) == 1
+        status = requests.get(f"{base}/task/progress/{upload['task_id']}", timeout=30).json()["status"]
+        assert status in ("queued", "running")
     finally:
         first.send_signal(signal.SIGKILL)  # the service's own process, by its PID
         first.wait(30)
@@ -115,8 +124,8 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
     try:
         wait_ready(base, second)
         listed = requests.get(base + "/tasks", timeout=30).json()
-        assert sorted(t["id"] for t in listed["tasks"]) == sorted([done["task_id"], *slow])
-        assert listed["counts"] == {"finished": 1, "failed": 2}
+        assert sorted(t["id"] for t in listed["tasks"]) == sorted([done["task_id"], *slow, upload["task_id"]])
+        assert listed["counts"] == {"finished": 1, "failed": 3}
         assert sum(listed["counts"].values()) == len(listed["tasks"])
         kept = requests.get(f"{base}/task/progress/{done['task_id']}", timeout=30).json()
         assert kept["result"] == done["result"] and kept["status"] == "finished"
@@ -129,6 +138,11 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
             assert total == 2 and done_steps == states.count("done") == 1 and states.count("interrupted") == 1
             assert progress["pipeline_percentage"] == 50
         assert [t for t in slow_rerank.times if t > killed + 1] == []  # the step work died with the service
+        cut = requests.get(f"{base}/task/progress/{upload['task_id']}", timeout=30).json()
+        assert cut["status"] == "failed" and cut["error"].startswith("interrupted")
+        assert not uploads[0].exists()  # the upload went with its task (a client sends it again)
+        staging = tmp_path / "indices" / "cut" / "_ingest"
+        assert not staging.exists() or list(staging.iterdir()) == []
     finally:
         second.send_signal(signal.SIGINT)  # `serve run` shuts Serve down on an interrupt
         try:
