@@ -98,6 +98,7 @@ class Indices:
         """The documents of index ``name`` in the order they were added, ``limit`` from ``offset``: id, title,
         passages, metadata. Any key may read them, as any key may search the index."""
         from operators.store import Index
+        from operators.store.listing import document_page
 
         path, row = self._named(name)
         if not (path / "manifest.json").exists() or not self._searchable():
@@ -296,31 +297,6 @@ def live_doc_ids(index: Any) -> set[str]:
     """The ids of the documents that have a live passage in ``index``."""
     _, live = index.columns(["doc_id"])
     return set(live.column("doc_id").cast("string").to_pylist())
-
-
-#: Doc-store columns of every passage; the others are a document's metadata.
-PASSAGE_COLUMNS = frozenset({"docno", "doc_id", "title", "text", "vector", "chunk_index", "total_chunks"})
-
-
-def document_page(index: Any, offset: int, limit: int) -> dict[str, Any]:
-    """``limit`` documents of ``index`` from ``offset``, in the order they were added (the order of the shards),
-    each with its title, passage count and metadata (its first passage's), and how many there are in all."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    metadata = [c for c in index.column_names() if c not in PASSAGE_COLUMNS and not c.startswith("_")]
-    _, table = index.columns(["doc_id", "title", *metadata])
-    doc_ids = table.column("doc_id").cast(pa.string())
-    passages: dict[str, int] = {}
-    for doc_id in doc_ids.to_pylist():
-        passages[doc_id] = passages.get(doc_id, 0) + 1
-    shown = list(passages)[offset:offset + limit]
-    first: dict[str, dict[str, Any]] = {}
-    for row in table.filter(pc.is_in(doc_ids, value_set=pa.array(shown, pa.string()))).to_pylist():
-        first.setdefault(str(row["doc_id"]), row)
-    return {"total": len(passages), "documents": [
-        {"id": doc_id, "title": first[doc_id]["title"] or "", "passages": passages[doc_id],
-         "metadata": {k: first[doc_id][k] for k in metadata if first[doc_id][k] is not None}} for doc_id in shown]}
 
 
 def _not_in(path: Path, ids: list[str]) -> None:

@@ -3,6 +3,7 @@
 ::
 
     tessera index info PATH [--json] [--no-verify]
+    tessera index documents PATH [--offset N] [--limit N] [--json]
     tessera index add PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
     tessera index update PATH FILE.jsonl      # upsert by doc id
     tessera index delete PATH --doc-id ID [--doc-id ID ...]
@@ -35,6 +36,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     info.add_argument("--no-verify", action="store_true",
                       help="check only that every shard file exists, not its sha256 (faster on a large index)")
     info.set_defaults(handler=_cmd_info)
+    documents = isub.add_parser("documents", parents=[common], help="its documents in the order they were added: "
+                                "id, title, passages, metadata")
+    documents.add_argument("path", metavar="PATH")
+    documents.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N documents")
+    documents.add_argument("--limit", type=_count, default=20, metavar="N", help="list N documents (default 20)")
+    documents.add_argument("--json", action="store_true", help="print the listing as JSON")
+    documents.set_defaults(handler=_cmd_documents)
     add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
     add.add_argument("path", metavar="PATH")
     add.add_argument("file", metavar="FILE.jsonl")
@@ -109,6 +117,34 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  {len(uncommitted)} folder(s) in shards/ that no commit recorded (their writers died or are about "
               f"to commit; Index.compact removes them after an hour): {', '.join(uncommitted)}")
     return _damaged(index, damaged)
+
+
+def _count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a whole number of documents, got {text!r}")
+    return int(text)
+
+
+def _cmd_documents(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from flows.commands._support import console, escape
+    from operators.store.listing import document_page
+
+    index = _open(args.path)
+    page = document_page(index, args.offset, args.limit)
+    if args.json:
+        print_json({"index": str(index.path), "offset": args.offset, **page})
+        return EXIT_OK
+    shown = f"{args.offset + 1}-{args.offset + len(page['documents'])}" if page["documents"] else "none"
+    table = Table(title=f"{index.path}: documents {shown} of {page['total']}", title_justify="left")
+    for column in ("document", "title", "passages", "metadata"):
+        table.add_column(column)
+    for doc in page["documents"]:
+        metadata = ", ".join(f"{k}: {v}" for k, v in doc["metadata"].items())
+        table.add_row(escape(doc["id"]), escape(doc["title"]), str(doc["passages"]), escape(metadata))
+    console().print(table)
+    return EXIT_OK
 
 
 def _damaged(index, damaged: dict[str, str]) -> int:

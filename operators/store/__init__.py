@@ -9,7 +9,8 @@ statistics, dense.faiss) and the ingestion's ``failures.jsonl``. One module per 
 * ``layout``: the directory's parts, its writer lock, reading and replacing the manifest;
 * ``snapshot``: one generation as searches see it, and the exact merge of shard hits;
 * ``shard``, ``bm25``, ``dense``: one shard's files, its BM25 statistics, its FAISS index;
-* ``settings``, ``errors``; ``token_store``: precomputed ColBERT document tokens.
+* ``settings``, ``errors``; ``token_store``: precomputed ColBERT document tokens;
+* ``listing``: what an index holds, by document (``tessera index documents``).
 """
 
 from operators.store.commits import Commit

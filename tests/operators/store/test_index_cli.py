@@ -1,4 +1,4 @@
-"""``tessera index info/add/update/delete`` through flows.commands.main."""
+"""``tessera index info/documents/add/update/delete`` through flows.commands.main."""
 
 from __future__ import annotations
 
@@ -39,6 +39,29 @@ def test_add_update_delete_and_info(tmp_path, sample_docs, capsys):
     assert info["counts"] == {"shards": 2, "chunks": 41, "tombstones": 3, "live_chunks": 38}
     assert main(["index", "info", idx]) == 0
     assert "3 tombstone(s), 38 live" in capsys.readouterr().out
+
+
+def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_path, sample_docs, capsys):
+    idx = str(tmp_path / "idx")
+    first = [{**d, "lang": "en"} for d in sample_docs[:3]]
+    later = [{"_id": "notes-p1", "title": "Notes", "text": "Kea are alpine parrots.", "path": "notes.pdf", "page": 1}]
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", first), "--no-dense"]) == 0
+    assert main(["index", "add", idx, _write(tmp_path / "b.jsonl", later)]) == 0  # a shard with other columns
+    assert main(["index", "delete", idx, "--doc-id", first[1]["_id"]]) == 0
+    capsys.readouterr()
+    assert main(["index", "documents", idx, "--json"]) == 0
+    listing = json.loads(capsys.readouterr().out)
+    assert listing["total"] == 3 and [d["id"] for d in listing["documents"]] == [
+        first[0]["_id"], first[2]["_id"], "notes-p1"]
+    assert listing["documents"][0] == {"id": first[0]["_id"], "title": first[0]["title"], "passages": 1,
+                                       "metadata": {"lang": "en"}}
+    assert listing["documents"][2]["metadata"] == {"path": "notes.pdf", "page": 1}
+    assert main(["index", "documents", idx, "--offset", "2", "--limit", "5"]) == 0
+    shown = capsys.readouterr().out
+    assert "documents 3-3 of 3" in shown and "notes-p1" in shown and first[0]["_id"] not in shown
+    with pytest.raises(SystemExit) as exited:  # argparse's usage error
+        main(["index", "documents", idx, "--limit", "-1"])
+    assert exited.value.code == 2 and "whole number" in capsys.readouterr().err
 
 
 def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys):
