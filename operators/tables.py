@@ -68,6 +68,12 @@ def concat(tables: Sequence[pa.Table]) -> pa.Table:
     return pa.concat_tables(tables, promote_options="permissive")
 
 
+def select_or_null(table: pa.Table, names: Sequence[str]) -> pa.Table:
+    """The columns ``names`` of ``table``, all null where it has no such column."""
+    present = set(table.column_names)
+    return pa.table({n: table.column(n) if n in present else pa.nulls(table.num_rows) for n in names})
+
+
 def set_column(table: pa.Table, name: str, values) -> pa.Table:
     """Replace or append a column."""
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):

@@ -14,8 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serve.taskrunner import PROGRESS_EVERY_S
-from serve.taskstore import TaskStore, pending_progress
+from serve.taskstore import PROGRESS_EVERY_S, TaskStore, pending_progress
 
 #: The task's steps: the stages of ``flows.ingestion.progress.IngestProgress``.
 STEPS = ["staging", "ingest"]

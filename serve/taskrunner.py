@@ -19,13 +19,11 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from serve.taskstore import TaskStore, pending_progress
+from serve.taskstore import PROGRESS_EVERY_S, TaskStore, pending_progress
 
 NAMESPACE = "tessera-tasks"
 #: A queued task gets this long for its actor to appear before it counts as interrupted.
 LAUNCH_GRACE_S = 10.0
-#: Progress is written at most this often (and at every step boundary).
-PROGRESS_EVERY_S = 0.5
 INTERRUPTED = "interrupted (the worker running the task stopped: the service was restarted or the worker died)"
 
 

@@ -255,6 +255,10 @@ class TaskStore:
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
 
 
+#: A task's progress is written at most this often (and at every step boundary), by both progress writers.
+PROGRESS_EVERY_S = 0.5
+
+
 def pending_progress(steps: list[str]) -> dict[str, dict[str, Any]]:
     """Each step's progress before it starts (``step_progress`` of a new task)."""
     return {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps}

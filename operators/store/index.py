@@ -38,7 +38,7 @@ from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, r
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 from operators.store.snapshot import Hits, Snapshot
-from operators.tables import concat
+from operators.tables import concat, select_or_null
 
 #: Work (queries x documents) from which a BM25 search runs its shards on threads.
 PARALLEL_BM25_CELLS = 2_000_000
@@ -138,7 +138,7 @@ class Index:
         with self._lock:
             manifest = read_manifest(self.path)
             self._stat = stat
-            changed = not _same_version(manifest, self._manifest)
+            changed = not manifest.same_version(self._manifest)
             self._manifest = manifest
             return changed
 
@@ -284,7 +284,7 @@ class Index:
         self.refresh()
         with self._lock:
             manifest = self._manifest
-            if self._state is not None and _same_version(self._state.manifest, manifest):
+            if self._state is not None and self._state.manifest.same_version(manifest):
                 return self._state
             shards, live, damaged = [], [], {}
             for info in manifest.shards:
@@ -377,7 +377,7 @@ class Index:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
         where a shard has no such column: documents added later may carry metadata that earlier ones lack)."""
         state = self._current()
-        parts = [_select(sh.docs, names).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
+        parts = [select_or_null(sh.docs, names).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
         return state.manifest.generation, concat(parts) if parts else pa.table({n: pa.array([], pa.string())
                                                                                    for n in names})
 
@@ -391,17 +391,6 @@ class Index:
         if state is None or any(h.state is not state or h.shard is None for h in found):
             return self.documents([d for h in hits for d in h.docnos])
         return state.take_rows(np.concatenate([h.shard for h in found]), np.concatenate([h.row for h in found]))
-
-
-def _select(docs: pa.Table, names: Sequence[str]) -> pa.Table:
-    present = set(docs.column_names)
-    return pa.table({n: docs.column(n) if n in present else pa.nulls(docs.num_rows) for n in names})
-
-
-def _same_version(a: Manifest, b: Manifest) -> bool:
-    """Whether two manifests are one version of one index: the generation, and the creation time, since an
-    index deleted and made again at the same path starts its generations again."""
-    return a.generation == b.generation and a.created_at == b.created_at
 
 
 def _check_k(k: int) -> None:

@@ -111,6 +111,11 @@ class Manifest(BaseModel):
     def shard(self, shard_id: str) -> ShardInfo | None:
         return next((s for s in self.shards if s.id == shard_id), None)
 
+    def same_version(self, other: "Manifest") -> bool:
+        """Whether both are one version of one index: the generation, and the creation time, since an index
+        deleted and made again at the same path starts its generations again."""
+        return self.generation == other.generation and self.created_at == other.created_at
+
     def counts(self) -> dict[str, Any]:
         chunks = sum(s.n_chunks for s in self.shards)
         dead = sum(len(rows) for rows in self.tombstones.values())
