@@ -36,7 +36,7 @@ def ui_home(tmp_path_factory):
 
 @pytest.fixture(scope="package")
 def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
-    """The service on 127.0.0.1:<free port>, app ``ui`` at ``/tessera``, with one key."""
+    """The service on 127.0.0.1:<free port>, app ``ui`` at ``/tessera``, with one key and MiniLM served."""
     from ray import serve
 
     from serve.app import build_app
@@ -48,8 +48,11 @@ def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
     quiet = {"log_level": "WARNING"}
     store = tmp_path_factory.mktemp("ui") / "tasks.db"
     key = "ui-" + secrets.token_hex(16)
-    args = {"models": [], "service": {"default_index": str(sample_index), "task_store": f"sqlite:///{store}",
-                                      "api_keys": [{"id": "ui", "sha256": key_hash(key)}]}}
+    # MiniLM served: searches embed their queries on it and uploads their documents (no model loads per task).
+    minilm = {"name": "all-MiniLM-L6-v2", "op": "embed.sentence_transformer", "params": {"model": "all-MiniLM-L6-v2"},
+              "num_cpus": 0.5, "num_gpus": 0, "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.05}}
+    args = {"models": [minilm], "service": {"default_index": str(sample_index), "task_store": f"sqlite:///{store}",
+                                            "api_keys": [{"id": "ui", "sha256": key_hash(key)}]}}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
     try:
         # Below a route prefix, as behind a proxy that serves several apps: the page must find its way there.

@@ -287,6 +287,8 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert by_id(browser, "upload-status").text == f"added 6 document(s) to {name} as 6 passage(s)"
     made = {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]
     assert made["chunks"] == 6 and made["writable"] and made["spec"] == "ingest"
+    ingestion = ui_app.api("GET", f"/task/progress/{made['ingest_task']}").json()["progress"]["log"]
+    assert "the encoder runs on Serve deployment 'ui/all-MiniLM-L6-v2'" in ingestion  # the app's MiniLM
     assert wait(browser, lambda d: index_rows(d).get(name))[:4] == ["6", "all-MiniLM-L6-v2", "yes", "yes"]
     suggested = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#all-indices option")]
     assert name in suggested  # the index fields of Search and Chat offer it
