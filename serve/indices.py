@@ -113,6 +113,7 @@ class Indices:
         """Check the documents and the ingestion, write them for the task, queue it; the task's id. ``files``: the
         names of the uploaded files the documents came from (replacing one replaces all it gave before)."""
         from flows.ingestion import check_ingest
+        from flows.ingestion.staging import staging_dir
         from operators.errors import TesseraError
 
         limit = self.service.limits.max_documents_per_request
@@ -130,13 +131,14 @@ class Indices:
         write_jsonl(source, request.documents)
         try:
             placed = self._placed(spec, path)
-            check_ingest(str(source), str(path), spec=placed, executor="local")
+            checked = check_ingest(str(source), str(path), spec=placed, executor="local")
         except TesseraError as err:
             source.unlink(missing_ok=True)
             raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
                            code="ingest_refused") from None
         job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
-                          "spec": placed, "replace": request.replace,
+                          "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
+                          "replace": request.replace,
                           "replace_files": list(files or []) if request.replace else []},
                "documents": len(request.documents)}
         task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS,

@@ -80,13 +80,9 @@ def discard_upload(job: dict[str, Any]) -> None:
     service never resumes an upload, a client sends it again)."""
     import shutil
 
-    from flows.ingestion.plan import build_plan
-    from flows.ingestion.staging import STAGING_DIR, source_key
-
-    source = Path(job["source"])
-    staging = Path(job["index_path"]) / STAGING_DIR / source_key(build_plan(job["spec"], source, None).read)
-    source.unlink(missing_ok=True)
-    shutil.rmtree(staging, ignore_errors=True)
+    Path(job["source"]).unlink(missing_ok=True)
+    if job.get("staging"):  # recorded when the upload was accepted (a job queued by an older service has none)
+        shutil.rmtree(job["staging"], ignore_errors=True)
 
 
 def documents_of_files(index_path: str, files: list[str]) -> set[str]:

@@ -249,10 +249,7 @@ class Service:
         task = self.task(task_id, tenant)
         if self.store.finish(task_id, "cancelled", log="cancelled by the client"):
             taskrunner.stop(task_id)
-            if "ingest" in task["spec"]:  # an upload's ingestion: its file and staging folder go too
-                from serve.ingest_task import discard_upload
-
-                discard_upload(task["spec"]["ingest"])
+            taskrunner.discard_leftovers(task)
 
 
 @functools.lru_cache(maxsize=256)

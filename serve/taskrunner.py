@@ -171,11 +171,17 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     if not store.finish(task_id, "failed", error=error):
         return False
     row = store.task(task_id, None)
-    if row is not None and "ingest" in row["spec"]:
+    if row is not None:
+        discard_leftovers(row)
+    return True
+
+
+def discard_leftovers(task: dict[str, Any]) -> None:
+    """What a task that ended before its worker finished leaves behind: an upload's file and staging folder."""
+    if "ingest" in task["spec"]:
         from serve.ingest_task import discard_upload
 
-        discard_upload(row["spec"]["ingest"])
-    return True
+        discard_upload(task["spec"]["ingest"])
 
 
 def recover(store: TaskStore) -> int:

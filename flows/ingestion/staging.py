@@ -213,6 +213,11 @@ class _Open:
     failures: list[Failure] = field(default_factory=list)
 
 
+def staging_dir(op: Source, index_path: str | Path) -> Path:
+    """Where an ingestion of the source ``op`` into ``index_path`` stages its shards until they are committed."""
+    return Path(index_path) / STAGING_DIR / source_key(op)
+
+
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
@@ -220,7 +225,7 @@ class Stager:
         self.op = op
         self.shard_size = shard_size
         self.key = source_key(op)
-        self.dir = Path(index_path) / STAGING_DIR / self.key
+        self.dir = staging_dir(op, index_path)
         self.params = _source_params(op)
 
     def docs_path(self, shard: str) -> Path:
