@@ -20,8 +20,10 @@ import yaml
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 QUERY = "which insects make honey and pollinate flowers"
-DOCUMENTS = [{"id": f"d{i}", "text": f"Document {i} of an upload that the service's death cuts short."}
-             for i in range(200)]
+#: An upload whose ingestion outlasts the slow tasks' start (about 800 passages of 256 tokens to embed): about 800 KB,
+#: under max_body_bytes.
+DOCUMENTS = [{"id": f"d{i}", "text": f"Document {i} of an upload that the service's death cuts short. " * 30}
+             for i in range(400)]
 
 
 def group_pids(pgid: int) -> list[int]:
@@ -102,6 +104,11 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
         wait_ready(base, first)
         done = requests.post(base + "/task/run", json={"flow": "bm25", "query": QUERY}, timeout=120).json()
         assert done["status"] == "finished", done
+        # An upload whose ingestion has not finished when the service dies (sent first: the replica's own checks
+        # take seconds, which the slow tasks must not spend running to their end).
+        upload = requests.post(base + "/v1/indices/cut/documents", json={"documents": DOCUMENTS}, timeout=60).json()
+        uploads = list((tmp_path / "uploads" / "cut").iterdir())
+        assert len(uploads) == 1
         slow = [requests.post(base + "/task/enqueue", json={"flow": slow_rerank.slow_flow(), "query": QUERY},
                               timeout=60).text for _ in range(2)]
         deadline = time.monotonic() + 120
@@ -109,10 +116,6 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
             time.sleep(0.2)
         assert len(slow_rerank.times) >= 4, "the slow tasks never started"
         assert {requests.get(f"{base}/task/progress/{t}", timeout=30).json()["status"] for t in slow} == {"running"}
-        # An upload whose ingestion has not finished (its actor is still loading MiniLM) when the service dies.
-        upload = requests.post(base + "/v1/indices/cut/documents", json={"documents": DOCUMENTS}, timeout=60).json()
-        uploads = list((tmp_path / "uploads" / "cut").iterdir())
-        assert len(uploads) == 1
         status = requests.get(f"{base}/task/progress/{upload['task_id']}", timeout=30).json()["status"]
         assert status in ("queued", "running")
     finally:
