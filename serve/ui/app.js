@@ -479,9 +479,17 @@ async function deleteDocument(ix, docId) {
   if (!window.confirm(`Delete the document '${docId}' from '${ix.name}'?`)) return;
   await guarded(async () => {
     await call("POST", `v1/indices/${encodeURIComponent(ix.name)}/delete`, {ids: [docId]});
-    await loadIndices();
-    await showDocuments(ix);
+    await afterDocumentsChanged(ix.name);
   });
+}
+
+/** After the documents of index ``name`` changed: the index table again, and the documents panel if it shows
+ * that index (its first page, since what was added or deleted may be anywhere). */
+async function afterDocumentsChanged(name) {
+  await loadIndices();
+  const panel = $("index-documents");
+  const ix = indexListing.indices.find((each) => each.name === name);
+  if (!panel.hidden && panel.dataset.index === name && ix) await showDocuments(ix);
 }
 
 /** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
@@ -640,7 +648,7 @@ async function upload(event) {
       status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`;
       $("upload-files").value = "";
       $("upload-text").value = "";
-      await loadIndices();
+      await afterDocumentsChanged(name);
     });
   } finally {
     $("upload-button").disabled = false;
@@ -656,7 +664,7 @@ async function deleteDocuments(event) {
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
       + `passage(s))${missing}`;
-    await loadIndices();
+    await afterDocumentsChanged(name);
   });
 }
 

@@ -343,6 +343,10 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     wait(browser, lambda d: [row[0] for row in document_rows(d)] == [r[0] for r in expected if r[0] != "ferns.md"])
     assert "ferns.md" not in [d["id"] for d in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]]
     assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "4")
+    set_text(browser, "delete-docs-ids", "lichen")  # the form below deletes too: the open panel follows
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: by_id(d, "doc-heading").text == f"Documents of {name}: 3 of 3")
+    assert [row[0] for row in document_rows(browser)] == [r[0] for r in expected if r[0] not in ("ferns.md", "lichen")]
     browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
     browser.switch_to.alert.accept()
     wait(browser, lambda d: name not in index_rows(d))
