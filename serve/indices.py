@@ -141,8 +141,13 @@ class Indices:
                           "replace": request.replace,
                           "replace_files": list(files or []) if request.replace else []},
                "documents": len(request.documents)}
-        task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS,
-                                                              limit=self.service.limits.max_tasks_per_key)
+        spare, task_id = self.service.spares.take(), None
+        try:
+            task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS, task_id=spare,
+                                                                  limit=self.service.limits.max_tasks_per_key)
+        finally:
+            if task_id is None:  # no task was made with the spare's id: it waits for the next
+                self.service.spares.give_back(spare)
         if task_id is None:
             source.unlink(missing_ok=True)
             raise self._refusal(name, why)

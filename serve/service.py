@@ -32,6 +32,7 @@ from serve.index_roots import confine, confine_spec, default_data_roots, default
 from serve.indices import Indices
 from serve.schemas import Text
 from serve.service_settings import Limits
+from serve.spare import SpareWorkers
 from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
@@ -109,12 +110,15 @@ class Service:
         self.index_roots = config.get("index_roots") or default_roots(self.default_index, Path(self.home))
         self.data_roots = default_data_roots() if config.get("data_roots") is None else config["data_roots"]
         self.num_cpus = float(config["task_num_cpus"])
+        self.spares = SpareWorkers(self.store.url, env=self.task_env, num_cpus=self.num_cpus,
+                                  count=config["spare_task_workers"])
         self.served, self.app_name = served, app_name
         self.indices = Indices(self)
         self._watchers: set[asyncio.Task] = set()
         recovered = taskrunner.recover(self.store)
         if recovered:
             log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
+        self.spares.refill()
         _current = self
 
     # -- flows ----------------------------------------------------------------------------
@@ -209,18 +213,25 @@ class Service:
 
     async def enqueue(self, body: Any, tenant: str) -> str:
         prepared = await asyncio.to_thread(self.prepare, body, tenant)
-        limit = self.limits.max_tasks_per_key
-        task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(),
-                                          prepared.queries, prepared.steps, limit=limit)
+        limit, spare, task_id = self.limits.max_tasks_per_key, self.spares.take(), None
+        try:
+            task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name,
+                                              prepared.spec.to_dict(), prepared.queries, prepared.steps, limit=limit,
+                                              task_id=spare)
+        finally:
+            if task_id is None:  # no task was made with the spare's id: it waits for the next
+                self.spares.give_back(spare)
         if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
             raise too_many_tasks(limit)
         await self.launch(task_id)
         return task_id
 
     async def launch(self, task_id: str) -> None:
-        """Start a queued task's Ray actor, and watch it: a task it leaves unfinished fails with the reason."""
+        """Run a queued task on its Ray actor (the spare when the task took its id), and watch it: a task it leaves
+        unfinished fails with the reason. Then a new spare starts for the next task."""
         ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
                                       num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
+        await asyncio.to_thread(self.spares.refill)
         watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)

@@ -79,6 +79,10 @@ class ServiceArgs(BaseModel):
                                    "one.")
     task_num_cpus: float = Field(0, ge=0, description="CPUs each task's Ray actor reserves (0: tasks share the "
                                  "CPUs with the replicas; on a cluster, 1 keeps tasks off busy nodes).")
+    spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started, "
+                                    "their imports done, for its next tasks: a task then waits for no new "
+                                    "process (about 1.5 s). Each is an idle process; 0: every task starts its "
+                                    "own.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
     allow_public_without_keys: bool = Field(False, description="Start on a non-loopback host without API keys "
                                             "(refused by default: anyone who reaches the port could run flows).")
@@ -118,4 +122,5 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
     return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots,
             "data_roots": data_roots, "task_store": store,
             "keys": keys, "task_num_cpus": service.task_num_cpus,
+            "spare_task_workers": service.spare_task_workers,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

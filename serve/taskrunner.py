@@ -12,18 +12,27 @@ by name, so:
 * a task that is unfinished in the store while no actor of that name lives (the
   service was killed, the node died) is failed with the reason ``interrupted`` when a
   replica starts, and whenever its progress is read.
+
+A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps
+a *spare*: the actor of its next task, started (``prestart``) under a task id that no task
+has yet, and importing what every task needs while it waits. The replica's next task takes
+that id (``serve.spare``), and ``launch`` finds the actor by its name. A spare that is never
+given a task exits once the replica that started it is gone.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
-from serve.taskstore import PROGRESS_EVERY_S, TaskStore, pending_progress
+from serve.taskstore import PROGRESS_EVERY_S, TaskStore, new_task_id, pending_progress
 
 NAMESPACE = "tessera-tasks"
 #: A queued task gets this long for its actor to appear before it counts as interrupted.
 LAUNCH_GRACE_S = 10.0
+#: How often a spare that has no task yet checks that the replica that started it still lives.
+SPARE_WATCH_S = 2.0
 INTERRUPTED = "interrupted (the worker running the task stopped: the service was restarted or the worker died)"
 
 
@@ -106,29 +115,96 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
 
 
 class TaskWorker:
-    """The Ray actor of one task (made remote by ``launch``)."""
+    """The Ray actor of one task (made remote by ``launch``, or ahead of its task by ``prestart``)."""
 
-    def __init__(self, store_url: str):
+    def __init__(self, store_url: str, replica: Any = None):
         self.store = TaskStore(store_url)
+        self.given = threading.Event()
+        if replica is not None:  # a spare: it waits for its task, as long as the replica that made it lives
+            threading.Thread(target=self._exit_without_replica, args=(replica,), daemon=True).start()
+            warm_up()
+
+    def _exit_without_replica(self, replica: Any) -> None:
+        import ray
+
+        while not self.given.wait(SPARE_WATCH_S):
+            try:
+                ray.get(replica.__ray_ready__.remote(), timeout=SPARE_WATCH_S)
+            except ray.exceptions.RayActorError:  # nobody is left to give this spare its task
+                ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
+                return
+            except ray.exceptions.GetTimeoutError:
+                pass  # busy, not gone
+
+    def ready(self) -> bool:
+        """Answered once ``__init__`` (a spare's imports) is done."""
+        return True
 
     def run(self, task_id: str, max_result_rows: int) -> None:
         import ray
 
+        self.given.set()
         try:
             run_task(self.store, task_id, max_result_rows)
         finally:
             ray.actor.exit_actor()  # detached: nothing else ends it
 
 
-def launch(task_id: str, store_url: str, *, env: dict[str, str], num_cpus: float, max_result_rows: int) -> Any:
-    """Start the task's actor (with the app's ``$TESSERA_HOME`` and outbound policy in ``env``); returns the
-    ``run`` call's ObjectRef."""
+def warm_up() -> None:
+    """What every task imports (flows and the executors, ingestion, every operator module, FAISS and bm25s; about
+    1.4 s, no torch), done by a spare before its task comes."""
+    import bm25s  # noqa: F401
+    import faiss  # noqa: F401
+
+    import flows.executors  # noqa: F401
+    import flows.spec  # noqa: F401
+    import serve.ingest_task  # noqa: F401
+    import serve.results  # noqa: F401
+    from operators.registry import all_operators
+
+    all_operators()
+
+
+def _actor(task_id: str, env: dict[str, str], num_cpus: float) -> Any:
     import ray
 
-    worker = ray.remote(TaskWorker).options(name=actor_name(task_id), namespace=NAMESPACE, lifetime="detached",
-                                             num_cpus=num_cpus, max_restarts=0,
-                                             runtime_env={"env_vars": env})
-    return worker.remote(store_url).run.remote(task_id, max_result_rows)
+    return ray.remote(TaskWorker).options(name=actor_name(task_id), namespace=NAMESPACE, lifetime="detached",
+                                          num_cpus=num_cpus, max_restarts=0, runtime_env={"env_vars": env})
+
+
+def launch(task_id: str, store_url: str, *, env: dict[str, str], num_cpus: float, max_result_rows: int) -> Any:
+    """Run the task on its spare if one was started for its id, else on a new actor (with the app's
+    ``$TESSERA_HOME`` and outbound policy in ``env``); returns the ``run`` call's ObjectRef."""
+    import ray
+
+    try:
+        worker = ray.get_actor(actor_name(task_id), namespace=NAMESPACE)
+    except ValueError:
+        worker = _actor(task_id, env, num_cpus).remote(store_url)
+    return worker.run.remote(task_id, max_result_rows)
+
+
+def prestart(store_url: str, replica: Any, *, env: dict[str, str], num_cpus: float) -> tuple[str, Any]:
+    """Start a spare for a task that does not exist yet, watching ``replica`` (an actor handle): the id it waits
+    for, and an ObjectRef that resolves when its imports are done."""
+    task_id = new_task_id()
+    return task_id, _actor(task_id, env, num_cpus).remote(store_url, replica).ready.remote()
+
+
+def finished(ref: Any) -> bool:
+    """Whether an ObjectRef has resolved (with a value or an error), without waiting."""
+    import ray
+
+    return bool(ray.wait([ref], timeout=0)[0])
+
+
+def current_replica() -> Any:
+    """The handle of the actor this code runs in (a Serve replica), or None outside an actor: no spares there."""
+    import ray
+
+    if not ray.is_initialized() or ray.get_runtime_context().get_actor_id() is None:
+        return None
+    return ray.get_runtime_context().current_actor
 
 
 def alive(task_id: str) -> bool:

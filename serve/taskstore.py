@@ -101,10 +101,11 @@ class TaskStore:
     # -- tasks --------------------------------------------------------------------------
 
     def create_task(self, owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]],
-                    steps: list[str], *, limit: int | None = None) -> str | None:
-        """A new queued task's id; None when ``owner`` already has ``limit`` unfinished tasks (``_insert_within``)."""
+                    steps: list[str], *, limit: int | None = None, task_id: str | None = None) -> str | None:
+        """A new queued task's id (``task_id`` if given: a spare worker's, ``serve.spare``); None when ``owner``
+        already has ``limit`` unfinished tasks (``_insert_within``)."""
         row = _task_row(owner, flow, spec, queries, steps,
-                        f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}")
+                        f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}", task_id)
         if limit is None:
             with self.engine.begin() as conn:
                 conn.execute(tasks.insert().values(**row))
@@ -201,7 +202,7 @@ class TaskStore:
             return {r["name"]: dict(r) for r in conn.execute(sa.select(indices)).mappings()}
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
-                           limit: int) -> tuple[str | None, str]:
+                           limit: int, task_id: str | None = None) -> tuple[str | None, str]:
         """A queued ingestion of ``job`` into the index ``name``, made for ``owner`` if it is new: ``(task id,
         "ok")``, or ``(None, why)`` with why ``"owner"`` (another key made it), ``"busy:<task id>"`` (an
         ingestion into it is unfinished) or ``"limit"`` (``owner`` has ``limit`` unfinished tasks).
@@ -209,7 +210,7 @@ class TaskStore:
         One serializable transaction, so two uploads into one index never run at once, and an index has one
         owner however many replicas race to make it."""
         row = _task_row(owner, f"ingest:{name}", job, [], steps,
-                        f"queued: ingest {job['documents']} document(s) into index '{name}'")
+                        f"queued: ingest {job['documents']} document(s) into index '{name}'", task_id)
         with self._serializable() as conn:
             index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
             why = _claim_refused(conn, index, owner)
@@ -264,10 +265,14 @@ def pending_progress(steps: list[str]) -> dict[str, dict[str, Any]]:
     return {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps}
 
 
+def new_task_id() -> str:
+    return uuid.uuid4().hex
+
+
 def _task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]], steps: list[str],
-              first_log: str) -> dict[str, Any]:
+              first_log: str, task_id: str | None) -> dict[str, Any]:
     now = time.time()
-    return {"id": uuid.uuid4().hex, "owner": owner, "status": "queued", "flow": flow, "spec": spec,
+    return {"id": task_id or new_task_id(), "owner": owner, "status": "queued", "flow": flow, "spec": spec,
             "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,
             "steps_done": 0, "rows_done": 0,
             "step_progress": pending_progress(steps),

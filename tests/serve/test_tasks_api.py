@@ -1,6 +1,6 @@
 """mosaicRAG's task API and the search route over real HTTP, on the package's Serve app (flows over the sample
 index, tasks on Ray actors, a SQLite task store): run, enqueue, progress, cancel, pipeline info, saved flows,
-validation before anything runs, limits, and cancel reaching the Ray work."""
+validation before anything runs, limits, cancel reaching the Ray work, and the replicas' spare task workers."""
 
 from __future__ import annotations
 
@@ -170,13 +170,78 @@ def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
     assert over.status_code == 413 and "max_result_rows" in over.json()["error"]["message"]
 
 
-def test_tasks_per_key_at_once(serve_app, slow_rerank, limits):
+def spares(task_store_url: str, besides: frozenset[str] = frozenset()) -> set[str]:
+    """The task ids that spare task workers wait for: actors named for a task that the store does not have (but
+    ``besides``: other apps' spares)."""
+    import ray
+
+    from serve.taskrunner import NAMESPACE
+    from serve.taskstore import TaskStore
+
+    store = TaskStore(task_store_url)
+    ids = {actor["name"].removeprefix("task-") for actor in ray.util.list_named_actors(all_namespaces=True)
+           if actor["namespace"] == NAMESPACE}
+    return {task_id for task_id in ids - besides if store.task(task_id, None) is None}
+
+
+def ready_spares(task_store_url: str, count: int, besides: frozenset[str] = frozenset(),
+                 timeout_s: float = 120) -> set[str]:
+    """Wait until ``count`` spares have finished their imports; their task ids."""
+    import ray
+
+    from serve.taskrunner import NAMESPACE, actor_name
+
+    deadline = time.monotonic() + timeout_s
+    while len(waiting := spares(task_store_url, besides)) != count:
+        assert time.monotonic() < deadline, f"{len(waiting)} spare(s), not {count}"
+        time.sleep(0.2)
+    ray.get([ray.get_actor(actor_name(task_id), namespace=NAMESPACE).ready.remote() for task_id in waiting])
+    return waiting
+
+
+def test_a_task_runs_on_the_replicas_spare_and_a_new_spare_takes_its_place(serve_app, task_store_url):
+    (spare,) = ready_spares(task_store_url, 1)  # the package's app keeps one (spare_task_workers' default)
+    body = post(serve_app, "/task/run", {"flow": "bm25", "query": QUERY}).json()
+    assert body["task_id"] == spare and body["status"] == "finished"  # the task took the spare's id, so its actor
+    (after,) = ready_spares(task_store_url, 1)
+    assert after != spare
+
+
+def test_spares_come_and_go_with_their_replica(serve_app, sample_index, task_store_url, tmp_path):
+    """An app keeping two spares, and none: the two exit once their replica is gone (nobody could give them a
+    task), and a task of the app without spares starts its own actor."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    store, package = f"sqlite:///{tmp_path / 'tasks.db'}", frozenset(ready_spares(task_store_url, 1))
+    for name, count in (("two-spares", 2), ("no-spares", 0)):
+        serve.run(build_app({"api_deployment": f"{name}-api", "models": [], "service": {
+            "default_index": str(sample_index), "task_store": store, "spare_task_workers": count}}),
+            name=name, route_prefix=f"/{name}", logging_config={"log_level": "WARNING"})
+    try:
+        two = ready_spares(store, 2, package)
+        body = post(serve_app, "/no-spares/task/run", {"flow": "bm25", "query": QUERY}).json()
+        assert body["status"] == "finished" and body["task_id"] not in two
+        assert ready_spares(store, 2, package) == two  # the other app's task took none of them
+    finally:
+        serve.delete("no-spares")
+        serve.delete("two-spares")
+    deadline = time.monotonic() + 60
+    while spares(store, package):
+        assert time.monotonic() < deadline, f"spares left without their replica: {spares(store, package)}"
+        time.sleep(0.5)
+
+
+def test_tasks_per_key_at_once(serve_app, slow_rerank, limits, task_store_url):
     flow = slow_rerank.slow_flow()
     ids = [post(serve_app, "/task/enqueue", {"flow": flow, "query": QUERY}).text
            for _ in range(limits["max_tasks_per_key"])]
     try:
+        waiting = ready_spares(task_store_url, 1)
         refused = post(serve_app, "/task/enqueue", {"flow": flow, "query": QUERY})
         assert refused.status_code == 429 and refused.json()["error"]["code"] == "max_tasks_per_key"
+        assert spares(task_store_url) == waiting  # the refused request gave its spare back: no process started
     finally:
         for task_id in ids:
             assert get(serve_app, f"/task/cancel/{task_id}").text == "Success"
