@@ -79,14 +79,16 @@ def main() -> None:
         serve.run(build_app(cold), name="cold", route_prefix="/cold", logging_config={"log_level": "WARNING"})
         time.sleep(max(args.pause, 3.0))  # the spares' first start, which a running service has long done
         times: dict[str, list[float]] = {"spares": [], "cold": [], "search": []}
-        for side, url in (("cold", base + "/cold"), ("spares", base)) if args.burst else [(None, None)]:
+        # Alternating, cold first (a spare's refill after its task overlaps the pause, not a cold task); or with
+        # --burst, one block of rounds per side.
+        sides = [("cold", base + "/cold"), ("spares", base)]
+        for block in ([side] for side in sides) if args.burst else [sides]:
             for r in range(args.rounds):
-                for side_r, url_r in [(side, url)] if args.burst else (("cold", base + "/cold"), ("spares", base)):
-                    # alternating, cold first: a spare's refill after its task overlaps the pause, not a cold task
+                for side, url in block:
                     body = {"flow": "bm25", "query": f"gothic cathedrals {r}"}
-                    times[side_r].append(seconds_to_upload(url_r, f"r{r}-{side_r}") if args.upload
-                                         else seconds_to_result(f"{url_r}/task/run", body))
-                    print(f"round {r}: {side_r} {times[side_r][-1]:.3f} s")
+                    times[side].append(seconds_to_upload(url, f"r{r}-{side}") if args.upload
+                                       else seconds_to_result(f"{url}/task/run", body))
+                    print(f"round {r}: {side} {times[side][-1]:.3f} s")
                 started = time.perf_counter()
                 requests.post(f"{base}/v1/search", json={"flow": "bm25", "query": f"gothic cathedrals {r}",
                                                          "top_k": 10}, timeout=60).raise_for_status()

@@ -141,13 +141,10 @@ class Indices:
                           "replace": request.replace,
                           "replace_files": list(files or []) if request.replace else []},
                "documents": len(request.documents)}
-        spare, task_id = self.service.spares.take(), None
-        try:
-            task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS, task_id=spare,
+        with self.service.spares.lend() as lent:
+            task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS, task_id=lent.task_id,
                                                                   limit=self.service.limits.max_tasks_per_key)
-        finally:
-            if task_id is None:  # no task was made with the spare's id: it waits for the next
-                self.service.spares.give_back(spare)
+            lent.made = task_id is not None
         if task_id is None:
             source.unlink(missing_ok=True)
             raise self._refusal(name, why)

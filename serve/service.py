@@ -213,14 +213,12 @@ class Service:
 
     async def enqueue(self, body: Any, tenant: str) -> str:
         prepared = await asyncio.to_thread(self.prepare, body, tenant)
-        limit, spare, task_id = self.limits.max_tasks_per_key, self.spares.take(), None
-        try:
+        limit = self.limits.max_tasks_per_key
+        with self.spares.lend() as lent:
             task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name,
                                               prepared.spec.to_dict(), prepared.queries, prepared.steps, limit=limit,
-                                              task_id=spare)
-        finally:
-            if task_id is None:  # no task was made with the spare's id: it waits for the next
-                self.spares.give_back(spare)
+                                              task_id=lent.task_id)
+            lent.made = task_id is not None
         if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
             raise too_many_tasks(limit)
         await self.launch(task_id)

@@ -81,7 +81,7 @@ class ServiceArgs(BaseModel):
                                  "CPUs with the replicas; on a cluster, 1 keeps tasks off busy nodes).")
     spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started, "
                                     "their imports done, for its next tasks: a task then waits for no new "
-                                    "process (about 1.5 s). Each is an idle process; 0: every task starts its "
+                                    "process (about 2 s). Each is an idle process; 0: every task starts its "
                                     "own.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
     allow_public_without_keys: bool = Field(False, description="Start on a non-loopback host without API keys "

@@ -1,7 +1,7 @@
 """A replica's spare task workers: the actors of its next tasks, started before those tasks exist.
 
 ``serve.taskrunner`` names a task's actor ``task-<id>``, so a spare is started under an id no task has yet
-(``taskrunner.prestart``) and the replica's next task is made with that id (``take``): ``taskrunner.launch``
+(``taskrunner.prestart``) and the replica's next task is made with that id (``lend``): ``taskrunner.launch``
 then finds the actor already up, its imports done (a spare still importing is not taken). A request refused
 before its task is made gives the id back, so refusals under load start no processes. Outside a Serve replica
 (a test's in-process service) there are no spares and every task starts its own actor, as without them.
@@ -9,11 +9,23 @@ before its task is made gives the id back, so refusals under load start no proce
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from serve import taskrunner
+
+
+@dataclass
+class Lent:
+    """A spare's task id lent to the task being made (None: no spare was ready; the store picks an id). Set
+    ``made`` once a task has the id; otherwise the spare waits for the next task."""
+
+    task_id: str | None
+    made: bool = False
 
 
 class SpareWorkers:
@@ -27,21 +39,27 @@ class SpareWorkers:
         self._spares: deque[tuple[str, Any]] = deque()
         self._starting = 0  # spares a refill is starting now, so concurrent refills start no more than needed
 
-    def take(self) -> str | None:
-        """The task id of the oldest spare whose imports are done, for the task about to be made; None when no
-        spare is ready (the store picks an id and the task starts its own actor: a spare still importing
-        everything would start later than an actor importing only what its task needs)."""
+    @contextlib.contextmanager
+    def lend(self) -> Iterator[Lent]:
+        """The id of a ready spare for the task the block makes; given back unless the block sets ``made`` (a
+        refused request, or one that raised, starts no process and loses no spare)."""
+        lent = Lent(self._take())
+        try:
+            yield lent
+        finally:
+            if not lent.made and lent.task_id is not None:
+                self._keep((lent.task_id, None), first=True)  # taken first again
+
+    def _take(self) -> str | None:
+        """The task id of the oldest spare whose imports are done; None when no spare is ready (the task then
+        starts its own actor: a spare still importing everything would start later than an actor importing
+        only what its task needs)."""
         with self._lock:
             for spare in self._spares:
                 if spare[1] is None or taskrunner.finished(spare[1]):
                     self._spares.remove(spare)
                     return spare[0]
         return None
-
-    def give_back(self, task_id: str | None) -> None:
-        """An id that ``take`` gave when no task was made with it: its spare is taken first again."""
-        if task_id is not None:
-            self._keep((task_id, None), first=True)
 
     def _keep(self, spare: tuple[str, Any], *, first: bool) -> None:
         with self._lock:
@@ -64,8 +82,3 @@ class SpareWorkers:
                 with self._lock:
                     self._starting -= 1
             self._keep(spare, first=False)
-
-    def waiting(self) -> list[str]:
-        """The task ids the spares wait for, ready or not."""
-        with self._lock:
-            return [task_id for task_id, _ in self._spares]
