@@ -4,7 +4,8 @@ OpenAI's shape.
 A flow answers when one of its steps is ``generate.answer``; ``GET /v1/models`` lists the
 built-in and the caller's saved flows that do (``type: flow``). The last user message is
 the question; the messages before it travel as the query's ``messages`` column when the
-flow has a ``retrieve.messages`` step (follow-up questions). ``temperature`` and
+flow has a step that reads a conversation (``query.contextualize``, as ``rag`` does, or
+``retrieve.messages``: follow-up questions). ``temperature`` and
 ``max_tokens`` go to the flow's language-model steps; a non-standard ``index`` field
 (the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
 The flow runs in this replica on the local executor, as ``/v1/search`` does, and the
@@ -36,7 +37,8 @@ from serve.schemas import ModelCard
 from serve.service import flow_owner
 
 ANSWER_OP = "generate.answer"
-MESSAGES_OP = "retrieve.messages"
+#: The operators that read the conversation before the question from a query column (``messages_column``).
+CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
 
 
 def _ops(spec: FlowSpec) -> dict[str, type]:
@@ -115,9 +117,9 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str) -> tuple[svc.Prepare
     if request.index is not None:
         body["index"] = request.index
     prepared = svc.current().prepare(body, tenant)
-    if any(cls.name == MESSAGES_OP for cls in _ops(prepared.spec).values()):
-        return prepared, {"messages": [json.dumps(earlier)]}
-    return prepared, None
+    columns = {prepared.spec.steps[step_id].params.get("messages_column", "messages")
+               for step_id, cls in _ops(prepared.spec).items() if cls.name in CONVERSATION_OPS}
+    return prepared, {column: [json.dumps(earlier)] for column in sorted(columns)} or None
 
 
 def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None) -> dict[str, Any]:
@@ -142,6 +144,8 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
     if meta.get("degraded"):
         message["degraded"] = meta["degraded"]
+    if meta.get("standalone_query"):  # a follow-up, searched for with its conversation (query.contextualize)
+        message["standalone_query"] = meta["standalone_query"]
     prompt = completion = 0
     for usage in (meta.get("usage") or {}).values():
         if isinstance(usage, dict):
@@ -192,6 +196,6 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
         return
     message = answer["message"]
     yield event({"content": message["content"]})
-    yield event({key: message[key] for key in ("sources", "degraded") if key in message}, "stop",
+    yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message}, "stop",
                 usage=answer["usage"])
     yield "data: [DONE]\n\n"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-import unicodedata
 from typing import Any
 
 import numpy as np
@@ -12,7 +10,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import OperatorError
+from operators.conversation import content_text, normalise, read_messages
 from operators.tables import concat, group_by_qid, set_column, set_ranking
 
 
@@ -94,46 +92,20 @@ class MessagesRetriever(Operator):
 
     def _texts(self, value: Any, qid: str) -> list[tuple[int, str]]:
         """(position, normalised text) of the kept messages, most recent first."""
-        if value is None:
-            return []
-        if isinstance(value, str):
-            try:
-                value = json.loads(value)
-            except ValueError:
-                raise OperatorError(f"query {qid}: '{self.params.messages_column}' is text but not JSON; give a "
-                                    "list of {role, content} messages", op=self.name, step=self.step_id,
-                                    field="params.messages_column") from None
-        if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
-            raise OperatorError(f"query {qid}: '{self.params.messages_column}' holds {type(value).__name__}, not a "
-                                "list of {role, content} messages", op=self.name, step=self.step_id,
-                                field="params.messages_column")
+        messages = read_messages(value, qid=qid, column=self.params.messages_column, op=self.name, step=self.step_id)
         kept: list[tuple[int, str]] = []
         seen: set[str] = set()
-        for position in range(len(value) - 1, -1, -1):
-            message = value[position]
+        for position in range(len(messages) - 1, -1, -1):
+            message = messages[position]
             if message.get("role") not in self.params.roles:
                 continue
-            text = _normalise(_content_text(message.get("content")), self.params.max_chars)
+            text = normalise(content_text(message.get("content")), self.params.max_chars)
             if text and text not in seen:
                 seen.add(text)
                 kept.append((position, text))
                 if len(kept) == self.params.max_messages:
                     break
         return kept
-
-
-def _content_text(content: Any) -> str:
-    """A message's text: a string, or OpenAI's list of parts (the text parts joined)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(p.get("text") or "" for p in content if isinstance(p, dict) and p.get("type") == "text")
-    return ""
-
-
-def _normalise(text: str, max_chars: int | None) -> str:
-    text = " ".join(unicodedata.normalize("NFKC", text).split())
-    return text[:max_chars].rstrip() if max_chars else text
 
 
 def _scores(rows: pa.Table) -> pa.Array:

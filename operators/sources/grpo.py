@@ -10,6 +10,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Source
+from operators.conversation import content_text
 from operators.ids import content_doc_id
 from operators.local_files import local_path
 from operators.sources._common import FileRange, iter_jsonl, rebatch, resolve_paths
@@ -48,15 +49,6 @@ def parse_documents(block: str) -> list[tuple[str, str]]:
     return entries
 
 
-def _content_text(content: Any) -> str:
-    """A message's text: a string, or the text parts of a multi-part content list."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(part.get("text") or "" for part in content if isinstance(part, dict))
-    return ""
-
-
 class GrpoDocumentsSource(Source):
     """Extract the unique documents quoted in GRPO training prompts (chat ``messages`` or ``prompt``).
 
@@ -78,7 +70,8 @@ class GrpoDocumentsSource(Source):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="GRPO rows: a JSONL or Parquet file, a glob, or a folder.")
+        path: str = Field(..., min_length=1, json_schema_extra=local_path(),
+                          description="GRPO rows: a JSONL or Parquet file, a glob, or a folder.")
         messages_field: str = Field("messages", min_length=1, description="Field holding the chat messages.")
         prompt_field: str = Field(
             "prompt", min_length=1, description="Field used when a row has no messages: a string or a message list."
@@ -120,7 +113,7 @@ class GrpoDocumentsSource(Source):
         if not isinstance(messages, list):
             return []
         return [
-            _content_text(m.get("content"))
+            content_text(m.get("content"), "\n")
             for m in messages
             if isinstance(m, dict) and m.get("role") in p.roles
         ]

@@ -683,12 +683,15 @@ async function loadChatModels() {
 }
 
 function renderChat(pending) {
-  const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content)));
+  const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
+    // a follow-up that a flow searched for with its conversation (query.contextualize) says so
+    m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null));
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
   $("chat-log").replaceChildren(...turns);
 }
 
-/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive. */
+/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
+ * returns {text, searched} (searched: what a flow searched for, when it made a follow-up stand alone). */
 async function streamChat(body, onText) {
   const response = await send("POST", "v1/chat/completions", body);
   if (!response.ok) throw new ApiError(describe(response.status, await response.json().catch(() => null)));
@@ -696,9 +699,10 @@ async function streamChat(body, onText) {
   const decoder = new TextDecoder();
   let buffer = "";
   let text = "";
+  let searched = "";
   for (;;) {
     const {value, done} = await reader.read();
-    if (done) return text;
+    if (done) return {text, searched};
     buffer += decoder.decode(value, {stream: true});
     let cut;
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
@@ -707,7 +711,7 @@ async function streamChat(body, onText) {
       for (const line of event.split("\n")) {
         if (!line.startsWith("data:")) continue;
         const data = line.slice(5).trim();
-        if (data === "[DONE]") return text;
+        if (data === "[DONE]") return {text, searched};
         const chunk = JSON.parse(data);
         if (chunk.error) throw new ApiError(describe(chunk.error.code || "error", chunk));
         const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -715,6 +719,7 @@ async function streamChat(body, onText) {
           text += delta.content;
           onText(text);
         }
+        if (delta && delta.standalone_query) searched = delta.standalone_query;
       }
     }
   }
@@ -729,13 +734,14 @@ async function sendChat(event) {
   renderChat("");
   $("chat-send").disabled = true;
   try {
-    const body = {model: $("chat-model").value, messages, stream: true};
+    const body = {model: $("chat-model").value, stream: true,
+      messages: messages.map((m) => ({role: m.role, content: m.content}))};
     const chosen = $("chat-model").selectedOptions[0];
     const index = $("chat-index").value.trim();
     if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
     const reply = await guarded(() => streamChat(body, renderChat));
     if (reply === undefined) messages.pop(); // refused: the message is not part of the conversation
-    else messages.push({role: "assistant", content: reply});
+    else messages.push({role: "assistant", content: reply.text, searched: reply.searched});
     renderChat();
   } finally {
     $("chat-send").disabled = false;

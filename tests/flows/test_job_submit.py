@@ -50,8 +50,10 @@ def test_in_a_job_a_relative_out_is_refused_before_anything_runs(tmp_path):
 
 
 def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path):
+    job_copy = tmp_path / "job"  # what Ray uploads of a checkout after `make demo`: data/sample, no .tessera/
+    shutil.copytree(REPO / "data" / "sample", job_copy / "data" / "sample")
     proc = run_in_job("demo", "--index", ".tessera/indices/sample", "--queries", "data/sample/queries.jsonl",
-                      cwd=REPO, home=tmp_path / "home")
+                      cwd=job_copy, home=tmp_path / "home")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "--index '.tessera/indices/sample' is not in this Ray job's copy of the working directory" in lines[0]

@@ -87,3 +87,17 @@ def test_earlier_messages_feed_a_flow_with_retrieve_messages(client, serve_app):
     done = client.chat.completions.create(model="followup", messages=conversation)
     docnos = [s["docno"] for s in done.choices[0].message.model_extra["sources"]]
     assert docnos[0] == "message-1" and len(docnos) > 1  # the earlier answer first, then the retrieved documents
+
+
+def test_a_follow_up_to_rag_is_searched_with_its_conversation(client):
+    """rag's query.contextualize: "how do they make it?" after a question about honey finds the honey documents,
+    and the message says what was searched for."""
+    conversation = [*QUESTION, {"role": "assistant", "content": "Honey bees make honey.\n\nSources:\n[1] Honey bee"},
+                    {"role": "user", "content": "How do they make it?"}]
+    message = client.chat.completions.create(model="rag", messages=conversation, max_tokens=16).choices[0].message
+    searched = message.model_extra["standalone_query"]
+    assert searched == "How do they make it? (Which insects make honey?; Honey bees make honey.)"
+    titles = [s.get("title") or "" for s in message.model_extra["sources"]]
+    assert any("honey" in t.lower() or "bee" in t.lower() for t in titles), titles
+    alone = client.chat.completions.create(model="rag", messages=conversation[-1:], max_tokens=16).choices[0].message
+    assert "standalone_query" not in alone.model_extra

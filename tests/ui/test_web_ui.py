@@ -387,6 +387,18 @@ def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     assert reply == expected["choices"][0]["message"]["content"].strip()
     turns = browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")
     assert [t.get_attribute("class") for t in turns] == ["turn user", "turn assistant"]
+    assert browser.find_elements(By.CSS_SELECTOR, "#chat-log .searched") == []  # a first question stands alone
+
+    # a follow-up: rag searches for it with the conversation, and the turn says what it searched for
+    by_id(browser, "chat-input").send_keys("How is it used?")
+    by_id(browser, "chat-send").click()
+    searched = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .searched")),
+                                            None), seconds=300)
+    conversation = [{"role": "user", "content": QUERY}, {"role": "assistant", "content": expected["choices"][0][
+        "message"]["content"]}, {"role": "user", "content": "How is it used?"}]
+    again = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "messages": conversation}).json()
+    assert searched == f"searched for: {again['choices'][0]['message']['standalone_query']}"
+    assert QUERY in searched
 
 
 def test_the_chat_sends_the_index_a_flow_reads(browser, ui_app):

@@ -1,0 +1,146 @@
+"""Follow-up questions in a conversation: what ``query.contextualize`` gives retrieval, on real data.
+
+The conversations come from MuSiQue's decompositions (``questions.jsonl`` of the dev subset): for a
+question whose second step refers to the first step's answer ("#1 >> capital" after "Van Hook Township
+>> located in the administrative territorial entity", answer "Mountrail County"), the user asks the first
+step, the assistant answers it (the gold answer: what a right answer gives the next turn), and the user
+follows up with the second step, "#1" said as "it" ("capital of it?"). The relevant paragraph is the
+second step's supporting paragraph. Four ways to search the follow-up, each with BM25, dense and hybrid
+retrieval (the ``rag`` flow's first steps) over the benchmarker's index of the subset's corpus:
+
+(a) the follow-up alone; (b) ``query.contextualize`` with ``method: history``; (c) with ``method: llm``
+(the embedded SmolLM2 rewrites the question); (d) the oracle: "#1" replaced by the first answer.
+
+Recall@10 and nDCG@10 (ir_measures), paired t-test of each way against (a), Holm over (b)-(d)::
+
+    .venv/bin/python benchmarks/followup_retrieval.py [--limit 195] [--methods history llm]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import time
+
+from _common import DATA
+
+MUSIQUE = DATA / "musique_dev_subset"
+RETRIEVAL = {
+    "bm25": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}},
+    "dense": {"dense": {"op": "retrieve.dense", "params": {"k": 20}}},
+    "hybrid": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}},
+               "dense": {"op": "retrieve.dense", "params": {"k": 20}, "inputs": ["{first}"]},
+               "fused": {"op": "fuse.rrf", "params": {"k": 60}, "inputs": ["bm25", "dense"]}},
+}
+
+
+def spoken(step: str, it: str) -> str:
+    """A decomposition step as a question: '#1 >> capital' -> 'capital of it?'; natural ones keep their words."""
+    step = step.replace("#1", it)
+    if ">>" in step:
+        entity, relation = (part.strip() for part in step.split(">>", 1))
+        return f"{relation} of {entity}?"
+    return step
+
+
+def conversations(limit: int | None) -> list[dict]:
+    """The two-step follow-ups of the dev subset, with the oracle question and the relevant paragraph."""
+    out = []
+    with open(MUSIQUE / "questions.jsonl", encoding="utf-8") as f:
+        for line in f:
+            q = json.loads(line)
+            steps = q["question_decomposition"]
+            if len(steps) < 2 or "#1" not in steps[1]["question"] or "#" in steps[0]["question"]:
+                continue
+            out.append({"qid": q["_id"], "first": spoken(steps[0]["question"], ""), "answer": steps[0]["answer"],
+                        "follow_up": spoken(steps[1]["question"], "it"),
+                        "oracle": spoken(steps[1]["question"], steps[0]["answer"]),
+                        "relevant": q["context_corpus_ids"][steps[1]["paragraph_support_idx"]]})
+    return out[:limit]
+
+
+def queries_table(rows: list[dict], way: str):
+    import pyarrow as pa
+
+    text = [r["oracle"] if way == "oracle" else r["follow_up"] for r in rows]
+    messages = [json.dumps([{"role": "user", "content": r["first"]}, {"role": "assistant", "content": r["answer"]}])
+                for r in rows]
+    return pa.table({"qid": [r["qid"] for r in rows], "query": text, "messages": messages})
+
+
+def flow(retrieval: str, method: str | None, index: str):
+    from flows.spec import FlowSpec
+
+    steps: dict = {}
+    if method is not None:
+        steps["standalone"] = {"op": "query.contextualize", "params": {"method": method}}
+    first = "standalone" if method is not None else None
+    for step_id, step in RETRIEVAL[retrieval].items():
+        step = json.loads(json.dumps(step).replace('"{first}"', json.dumps(first) if first else ""))
+        if "inputs" in step:
+            step["inputs"] = [s for s in step["inputs"] if s]
+        steps[step_id] = step
+    return FlowSpec.parse({"name": f"{retrieval}-{method or 'none'}", "steps": steps}).with_index(index)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--limit", type=int, default=None, help="first N conversations (default: all)")
+    parser.add_argument("--methods", nargs="+", default=["history", "llm"], choices=["history", "llm"])
+    parser.add_argument("--retrieval", nargs="+", default=list(RETRIEVAL), choices=list(RETRIEVAL))
+    args = parser.parse_args()
+    logging.getLogger("operators.llm.step").setLevel(logging.ERROR)  # each fallback is counted below instead
+
+    import pyarrow as pa
+
+    from flows.bench.dataset import load_dataset
+    from flows.bench.indices import default_root, ensure_index, plan_index
+    from flows.bench.metrics import per_query
+    from flows.bench.runs import to_run
+    from flows.bench.significance import aligned, correct, paired_p
+    from flows.executors import make_executor
+    from flows.spec import FlowSpec
+
+    rows = conversations(args.limit)
+    qids = [r["qid"] for r in rows]
+    qrels = pa.table({"qid": qids, "docno": [r["relevant"] for r in rows], "relevance": [1] * len(rows)})
+    dataset = load_dataset(MUSIQUE)
+    plan = plan_index(FlowSpec.parse({"name": "hybrid", "steps": RETRIEVAL["hybrid"] | {
+        "dense": {"op": "retrieve.dense", "params": {"k": 20}, "inputs": []}}}), dataset.corpus_sha256, default_root())
+    ensure_index(plan, dataset.corpus)
+    print(f"{len(rows)} follow-ups from {MUSIQUE.name}; e.g. {rows[0]['first']!r} -> {rows[0]['answer']!r} -> "
+          f"{rows[0]['follow_up']!r} (oracle {rows[0]['oracle']!r})")
+
+    executor = make_executor("local", keep_history=False)
+    ways = [("(a) alone", "alone", None), *[(f"({'bc'[i]}) {m}", "alone", m) for i, m in
+                                            enumerate(["history", "llm"]) if m in args.methods],
+            ("(d) oracle", "oracle", None)]
+    for retrieval in args.retrieval:
+        values, seconds, rewrites, degraded = {}, {}, {}, {}
+        for label, way, method in ways:
+            started = time.perf_counter()
+            result = executor.run(flow(retrieval, method, str(plan.path)), queries_table(rows, way))
+            seconds[label] = time.perf_counter() - started
+            values[label] = per_query(to_run(label, result.table), qrels, qids, [10])
+            if method is not None:
+                rewrites[label] = {q: m.get("standalone_query") for q, m in result.metadata.items()}
+                degraded[label] = sum(1 for m in result.metadata.values() if m.get("degraded"))
+        print(f"\n{retrieval}: R@10 and nDCG@10 of the second step's paragraph, {len(rows)} follow-ups "
+              "(p: paired t-test against (a), Holm over the others)")
+        others = [label for label, _, _ in ways[1:]]
+        for measure in ("R@10", "nDCG@10"):
+            ps = [paired_p(*aligned(values[ways[0][0]][measure], values[o][measure], qids)[1:]) for o in others]
+            holm = dict(zip(others, correct(ps)))
+            for label, _, _ in ways:
+                mean = sum(values[label][measure].values()) / len(qids)
+                extra = "" if label == ways[0][0] else f"  p {dict(zip(others, ps))[label]:.2g}, Holm {holm[label]:.2g}"
+                print(f"  {measure:8s} {label:12s} {mean:.3f}{extra}   ({seconds[label]:.1f} s)")
+        for label, texts in rewrites.items():
+            sample = next(iter(texts.values()), None)
+            fell_back = f"; {degraded[label]} rewrite(s) not taken, the history form instead" if degraded[label] else ""
+            print(f"  {label}: e.g. {sample!r}{fell_back}")
+
+
+if __name__ == "__main__":
+    main()

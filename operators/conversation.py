@@ -1,0 +1,43 @@
+"""A conversation as a query carries it: OpenAI-style ``[{role, content}, ...]`` messages in a query column (what
+``/v1/chat/completions`` receives), read the same way by every operator that uses one (``retrieve.messages``,
+``query.contextualize``, ``sources.grpo``)."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from typing import Any
+
+from operators.errors import OperatorError
+
+
+def read_messages(value: Any, *, qid: str, column: str, op: str, step: str | None) -> list[dict[str, Any]]:
+    """The messages of one query's ``column`` value: a list of ``{role, content}`` dicts, or the same as JSON text;
+    None is no conversation. Anything else is an ``OperatorError`` naming the query and the column."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise OperatorError(f"query {qid}: '{column}' is text but not JSON; give a list of {{role, content}} "
+                                "messages", op=op, step=step, field="params.messages_column") from None
+    if not isinstance(value, list) or not all(isinstance(m, dict) for m in value):
+        raise OperatorError(f"query {qid}: '{column}' holds {type(value).__name__}, not a list of {{role, content}} "
+                            "messages", op=op, step=step, field="params.messages_column")
+    return value
+
+
+def content_text(content: Any, sep: str = " ") -> str:
+    """A message's text: a string, or OpenAI's list of parts (their text joined with ``sep``)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return sep.join(part.get("text") or "" for part in content if isinstance(part, dict))
+    return ""
+
+
+def normalise(text: str, max_chars: int | None) -> str:
+    """Unicode NFKC, one space between words, cut at ``max_chars`` (None: whole)."""
+    text = " ".join(unicodedata.normalize("NFKC", text).split())
+    return text[:max_chars].rstrip() if max_chars else text
