@@ -9,7 +9,10 @@ Query files, by suffix:
 * ``.txt``: one query a line, numbered ``1``, ``2``...
 * ``.parquet`` / ``.csv``: columns ``qid, query`` (or ``_id, text``).
 
-Only ``qid`` (as a string) and ``query`` are kept. Anything that is not an existing
+Only ``qid`` (as a string) and ``query`` are kept, and a JSONL record's ``messages`` (the
+conversation before the question, OpenAI-style ``[{role, content}, ...]``, kept as JSON text
+in a ``messages`` column for ``query.contextualize`` and ``retrieve.messages``: follow-up
+questions). Anything that is not an existing
 file and does not look like a file name (no whitespace, a known suffix) is a literal
 query with qid ``1``.
 """
@@ -53,9 +56,10 @@ def read_queries(source: str | Path) -> pa.Table:
             raise SpecError("the query is empty", field="queries")
         return _table([("1", text)])
     suffix = path.suffix.lower()
+    conversations: list[str | None] = []
     try:
         if suffix in (".jsonl", ".ndjson", ".json"):
-            pairs = _read_jsonl(path)
+            pairs, conversations = _read_jsonl(path)
         elif suffix == ".tsv":
             pairs = _read_tsv(path)
         elif suffix == ".txt":
@@ -78,7 +82,10 @@ def read_queries(source: str | Path) -> pa.Table:
         if qid in seen:
             raise SpecError(f"{path}: qid '{qid}' appears twice", field="queries")
         seen.add(qid)
-    return _table(pairs)
+    table = _table(pairs)
+    if any(c is not None for c in conversations):
+        table = table.append_column("messages", pa.array(conversations, pa.string()))
+    return table
 
 
 def _short(value: object, limit: int = 160) -> str:
@@ -96,8 +103,9 @@ def _pick(record: dict, names: tuple[str, ...]):
     return next((record[n] for n in names if n in record and record[n] is not None), None)
 
 
-def _read_jsonl(path: Path) -> list[tuple[str, str]]:
-    pairs = []
+def _read_jsonl(path: Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+    """The (qid, text) pairs, and each query's ``messages`` as JSON text (None where it has none)."""
+    pairs, conversations = [], []
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, 1):
             if not line.strip():
@@ -111,8 +119,14 @@ def _read_jsonl(path: Path) -> list[tuple[str, str]]:
             if qid is None or text is None:
                 raise SpecError(f"{path}:{line_no}: a query needs an id (_id or qid) and a text (text or query)",
                                 field="queries")
+            messages = record.get("messages")
+            if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m
+                                                                                  for m in messages)):
+                raise SpecError(f"{path}:{line_no}: 'messages' must be a list of {{role, content}} objects (the "
+                                "conversation before the question)", field="queries")
             pairs.append((str(qid), str(text)))
-    return pairs
+            conversations.append(json.dumps(messages, ensure_ascii=False) if messages is not None else None)
+    return pairs, conversations
 
 
 def _read_tsv(path: Path) -> list[tuple[str, str]]:

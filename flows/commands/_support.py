@@ -113,3 +113,17 @@ def load_flow(source: str, *, index: str | None = None):
     if index is not None:
         spec = spec.with_index(index)
     return spec.build(), query
+
+
+def step_cache(args: Any):
+    """The step cache of ``--cache-dir`` (default ``$TESSERA_HOME/cache``), or None with ``--no-cache``."""
+    if args.no_cache:
+        return None
+    from pathlib import Path
+
+    from flows import uris
+    from flows.cache import StepCache
+    from flows.store import default_cache_dir
+
+    cache_dir = getattr(args, "cache_dir", None)
+    return StepCache(Path(uris.local_path(cache_dir, "cache-dir")) if cache_dir else default_cache_dir())

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Sequence
 
 from flows import uris
 from flows.commands._support import (EXIT_OK, CliError, check_job_paths, console, escape, load_flow, positive_int,
-                                     print_json)
+                                     print_json, step_cache)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -90,7 +89,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
                        step=step_id, field="params.index")
     check_models([flow], how_to_make=train_command)
-    cache = _cache(args)
+    cache = step_cache(args)
     if cache is not None:
         cache.check()  # a file given as --cache-dir, a damaged database: before anything runs
     executor = make_executor(args.executor, cache=cache, keep_history=False)
@@ -110,12 +109,3 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     print_steps(out, result)
     out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
     return EXIT_OK
-
-
-def _cache(args: argparse.Namespace):
-    if args.no_cache:
-        return None
-    from flows.cache import StepCache
-    from flows.store import default_cache_dir
-
-    return StepCache(Path(uris.local_path(args.cache_dir, "cache-dir")) if args.cache_dir else default_cache_dir())

@@ -156,6 +156,29 @@ def test_run_literal_query_json_and_other_formats(home, tmp_path, tessera):
     assert not (home / "cache").exists()  # --no-cache touches no cache
 
 
+def test_a_jsonl_query_with_its_conversation_is_searched_as_a_follow_up(home, tmp_path, tessera):
+    """A queries file's ``messages`` reach query.contextualize: "How do they make it?" after a question about
+    honey finds the honey bee, where the question alone does not."""
+    spec = tmp_path / "followup.yaml"
+    spec.write_text("name: followup\nsteps:\n  standalone: {op: query.contextualize}\n"
+                    "  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
+    conversation = [{"role": "user", "content": "Which insects make honey?"},
+                    {"role": "assistant", "content": "Honey bees."}]
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"_id": "2", "text": "How do they make it?", "messages": conversation}) + "\n"
+                       + json.dumps({"_id": "alone", "text": "How do they make it?"}) + "\n")
+    result = json.loads(tessera("run", str(spec), "-q", str(queries), "--json", "--no-cache", "--quiet",
+                                home=home).stdout)
+    titles = {qid: [r["title"] for r in result["rows"] if r["qid"] == qid] for qid in ("2", "alone")}
+    assert "Bee" in titles["2"] and "Bee" not in titles["alone"], titles
+    searched = result["metadata"]["2"]["standalone_query"]
+    assert searched == "How do they make it? (Which insects make honey?; Honey bees.)"
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"_id": "1", "text": "and then?", "messages": "Honey bees."}) + "\n")
+    assert_one_line_error(tessera("run", str(spec), "-q", str(bad), home=home, check=2),
+                          "bad.jsonl:1: 'messages' must be a list of {role, content} objects")
+
+
 @pytest.mark.slow
 def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sample_index):
     assert "default: ray" in tessera_process("--help", home=home, module="flows.run").stdout

@@ -1,0 +1,119 @@
+"""``tessera chat [FLOW] --index INDEX``: a conversation with a flow that answers, in the terminal.
+
+Each line is a question. The flow (``rag`` by default) runs on the local executor with the
+conversation so far in the query's ``messages`` column, so a follow-up ("how do they make
+it?") is searched for with the turns before it (``query.contextualize``, as the service's
+``/v1/chat/completions`` does). The answer prints with its numbered sources and, for a
+follow-up, what was searched for. ``/new`` starts a new conversation; ``/exit``, an empty
+line or the end of input ends it. Piped input works too: one question a line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
+
+ANSWER_OP = "generate.answer"
+
+
+def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
+    parser = sub.add_parser("chat", parents=[common], help="ask a flow that answers questions, follow-ups included",
+                            description=handle.__doc__)
+    parser.add_argument("flow", metavar="FLOW", nargs="?", default="rag",
+                        help="a flow with a generate.answer step: built-in (rag, rag_multihop), saved, or a spec "
+                        "file (default: rag)")
+    parser.add_argument("--index", metavar="NAME_OR_PATH",
+                        help="index for the retrieval steps that leave params.index unset")
+    parser.add_argument("--model", metavar="ALIAS",
+                        help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
+                        "string); default: the flow's own")
+    parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
+    parser.set_defaults(handler=handle)
+
+
+def handle(args: argparse.Namespace) -> int:
+    """Ask a flow that answers (rag by default) one question a line; follow-ups are searched for with the
+    conversation before them. /new starts over; /exit or an empty line ends."""
+    from flows.executors import make_executor
+    from flows.model_check import check_models
+    from flows.train import train_command
+
+    flow = _answering_flow(args)
+    check_models([flow], how_to_make=train_command)
+    executor = make_executor("local", cache=step_cache(args), keep_history=False)
+    out, interactive = console(), sys.stdin.isatty()
+    out.print(f"[bold]{escape(flow.name)}[/]: ask a question (/new starts over, /exit ends)")
+    conversation: list[dict[str, str]] = []
+    turn = 0
+    while True:
+        question = _read(interactive)
+        if question is None or question in ("", "/exit", "/quit"):
+            return EXIT_OK
+        if question == "/new":
+            conversation = []
+            out.print("[dim]a new conversation[/]")
+            continue
+        turn += 1
+        meta = _ask(executor, flow, str(turn), question, conversation)
+        answer = _print_answer(out, meta)
+        conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+
+
+def _answering_flow(args: argparse.Namespace) -> Any:
+    """The flow, its index filled in and the model set; a usage error when it does not answer or lacks an index."""
+    flow, _ = load_flow(args.flow, index=args.index)
+    if not any(op.name == ANSWER_OP for op in flow.operators.values()):
+        raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
+                       "or a flow of your own that answers", field="flow")
+    for step_id, cls in flow.spec.unset_index_steps().items():
+        raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH (built by tessera ingest)",
+                       step=step_id, field="params.index")
+    if args.model is None:
+        return flow
+    steps = dict(flow.spec.steps)
+    for step_id, op in flow.operators.items():
+        if "model" in type(op).Params.model_fields and "temperature" in type(op).Params.model_fields:
+            steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params,
+                                                                          "model": args.model}})
+    return flow.spec.model_copy(update={"steps": steps}).build()
+
+
+def _read(interactive: bool) -> str | None:
+    """The next question, or None at the end of input."""
+    try:
+        line = input("you> ") if interactive else sys.stdin.readline()
+    except EOFError:
+        return None
+    if not interactive and not line:
+        return None
+    return line.strip()
+
+
+def _ask(executor: Any, flow: Any, qid: str, question: str, conversation: list[dict[str, str]]) -> dict[str, Any]:
+    """The flow's metadata for one question, the conversation before it in its ``messages`` column."""
+    import pyarrow as pa
+
+    queries = pa.table({"qid": [qid], "query": [question],
+                        "messages": pa.array([json.dumps(conversation) if conversation else None], pa.string())})
+    return executor.run(flow, queries).metadata.get(qid, {})
+
+
+def _print_answer(out: Any, meta: dict[str, Any]) -> str:
+    """Print the answer, its sources and what was searched for; return the answer as the conversation keeps it."""
+    answer = str(meta.get("answer") or "").strip()
+    if not answer:
+        reason = (meta.get("degraded") or {}).get("reason", "the flow wrote no answer")
+        out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]")
+        return ""
+    out.print(f"[bold]answer[/]: {escape(answer)}")
+    for reference in meta.get("references") or []:
+        out.print(f"  {escape(str(reference))}")
+    if not meta.get("references"):
+        out.print("  sources: none cited")
+    if meta.get("standalone_query"):
+        out.print(f"  [dim]searched for: {escape(str(meta['standalone_query']))}[/]")
+    return answer

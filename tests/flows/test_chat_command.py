@@ -1,0 +1,46 @@
+"""``tessera chat``: questions a line on stdin, answered by a flow with its sources; a follow-up searched for with the
+conversation before it; /new starts over; a flow that does not answer is refused. The model is the local fault
+server (its reply is known), the retrieval real (BM25 over the bundled sample)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.flows.test_cli import assert_one_line_error, tessera_process
+
+SPEC = """name: small_rag
+steps:
+  standalone: {op: query.contextualize}
+  bm25:       {op: retrieve.corpus_bm25, params: {k: 3}}
+  context:    {op: generate.context, params: {max_context_length: 256}}
+  answer:     {op: generate.answer, params: {model: local, max_tokens: 32}}
+  references: {op: generate.references}
+"""
+
+
+@pytest.fixture
+def spec(tmp_path):
+    path = tmp_path / "small_rag.yaml"
+    path.write_text(SPEC)
+    return path
+
+
+def test_a_follow_up_is_searched_with_the_conversation_and_new_starts_over(fault_models, spec, tmp_path):
+    fault_models.reply = "Honey bees make honey [1]."
+    questions = "Which insects make honey?\nHow do they make it?\n/new\nHow do they make it?\n"
+    proc = tessera_process("chat", str(spec), "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
+                           stdin=questions)
+    lines = proc.stdout.splitlines()
+    assert sum(line.startswith("answer: Honey bees make honey [1].") for line in lines) == 3, proc.stdout
+    assert any(line.strip().startswith("[1]") for line in lines)  # the numbered source under the answer
+    searched = [line.strip() for line in lines if "searched for:" in line]
+    # only the follow-up in the first conversation: the one after /new has no turns before it
+    assert searched == ["searched for: How do they make it? (Which insects make honey?; Honey bees make honey.)"]
+    prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]
+    assert len(prompts) == 3 and "Bee" in prompts[1] and "Bee" not in prompts[2]  # what each follow-up found
+
+
+def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):
+    proc = tessera_process("chat", "bm25", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
+                           stdin="")
+    assert_one_line_error(proc, "flow 'bm25' gives no answer")
