@@ -2,14 +2,16 @@
 
 A chat belongs to one finished task of the caller and names a language ``model`` and the
 result ``column`` to ground on. Each message runs the answer path of the ``rag`` flow
-(``generate.context`` then ``generate.answer``, issue #31's LLM gateway) through the
-engine over that task's result rows; the exchange is kept in the task store. Unlike
+(``query.contextualize`` with the chat's earlier messages, so a follow-up stands alone, then
+``generate.context`` and ``generate.answer``, issue #31's LLM gateway) through the engine over
+that task's result rows; the exchange is kept in the task store. Unlike
 the seed, an unknown chat id is a 404.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 from fastapi import APIRouter, Query, Request
@@ -22,8 +24,10 @@ from serve.routes_tasks import tenant
 router = APIRouter(tags=["chat"])
 
 def chat_spec(model: str, column: str) -> dict[str, Any]:
-    """The flow that answers one chat message from a task's rows: numbered context, then a cited answer."""
+    """The flow that answers one chat message from a task's rows: the message made to stand alone from the chat
+    before it (a follow-up), numbered context, then a cited answer."""
     return {"name": "chat", "steps": {
+        "standalone": {"op": "query.contextualize"},
         "context": {"op": "generate.context", "params": {"text_column": column, "model": model}},
         "answer": {"op": "generate.answer", "params": {"model": model}},
     }}
@@ -51,14 +55,18 @@ def answer(chat: dict[str, Any], task: dict[str, Any], message: str) -> dict[str
     from flows.executors import make_executor
     from flows.spec import FlowSpec
 
-    rows = [{**row, "qid": "chat", "query": message} for row in task["result"]["data"]]
+    earlier = json.dumps([{"role": m.get("role"), "content": m.get("content") or m.get("answer") or ""}
+                          for m in chat.get("messages") or []])
+    rows = [{**row, "qid": "chat", "query": message, "messages": earlier} for row in task["result"]["data"]]
     table = pa.Table.from_pylist(rows) if rows else pa.table({"qid": pa.array([], pa.string()),
                                                                "query": pa.array([], pa.string())})
     result = make_executor("local", keep_history=False).run(FlowSpec.parse(chat_spec(chat["model"], chat["column"])),
                                                             table)
     meta = result.metadata.get("chat", {})
-    return {"answer": meta.get("answer", ""), "sources": meta.get("sources", []),
-            "degraded": meta.get("degraded")}
+    reply = {"answer": meta.get("answer", ""), "sources": meta.get("sources", []), "degraded": meta.get("degraded")}
+    if meta.get("standalone_query"):  # a follow-up, asked with the chat before it
+        reply["standalone_query"] = meta["standalone_query"]
+    return reply
 
 
 @router.get("/task/chat/{chat_id}", summary="Ask a chat: the model's answer grounded in the task's results")

@@ -103,8 +103,6 @@ class QueryContextualizer(LLMStep):
         p = self.params
         require_columns(table, self.requires(), op=self.name, step=self.step_id)
         asked = table.column(p.query_column).to_pylist()
-        if p.original_column in table.column_names:  # contextualized before: the question as asked stays
-            asked = [o if o is not None else q for o, q in zip(table.column(p.original_column).to_pylist(), asked)]
         qids = [str(q) for q in table.column("qid").to_pylist()]
         conversations: dict[str, tuple[str, list[tuple[str, str]]]] = {}
         if p.messages_column in table.column_names:

@@ -3,6 +3,8 @@ the task store, answered by the rag flow's answer path (``generate.context`` the
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import requests
 
@@ -36,3 +38,15 @@ def test_a_message_is_answered_from_the_task_results(serve_app, finished_task):
     task = requests.get(f"{serve_app}/task/progress/{finished_task}", timeout=30).json()
     docnos = {row["docno"] for row in task["result"]["data"]}
     assert answer["answer"].strip() and set(answer["sources"]) <= docnos
+
+
+def test_a_follow_up_is_asked_with_the_chat_before_it(serve_app, finished_task):
+    chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
+                        timeout=30).text
+    first = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "Which insects make honey?"},
+                         timeout=300).json()
+    assert "standalone_query" not in first  # nothing before it
+    follow = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "How do they make it?"},
+                          timeout=300).json()
+    said = " ".join(re.sub(r"\s*\[\d+\]", "", first["answer"]).split())  # as the conversation keeps it
+    assert follow["standalone_query"] == f"How do they make it? (Which insects make honey?; {said})"
