@@ -53,11 +53,11 @@ class QueryContextualizer(LLMStep):
     ``method: llm`` asks the model to rewrite the question; a reply that is not one question
     (empty, a failed call, fewer than ``min_words`` words, longer than
     ``max_question_chars``, or no word the question lacks) marks the query degraded and takes
-    the history form instead. The
-    standalone question replaces ``query`` (every step after sees it: retrievers, context,
-    answer), the question as asked stays in ``original_query``, and the query's metadata
-    gets ``standalone_query``. A query without earlier messages is left as it is, with no
-    call. Rows of any table work (queries or results): the rewrite is per qid.
+    the history form instead. The standalone question replaces ``query`` (every step after
+    sees it: retrievers, context, answer), the question as asked stays in ``original_query``,
+    and the query's metadata gets ``standalone_query``. A query without earlier messages is
+    left as it is, with no call. Rows of any table work (queries or results): the rewrite is
+    per qid.
 
     Usage::
 

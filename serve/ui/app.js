@@ -321,7 +321,9 @@ function renderTaskChat(taskId) {
   const turns = (taskChats.get(taskId) || {turns: []}).turns;
   $("task-chat-log").replaceChildren(...turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
-    answerView(turn.answer, sourceNames(turn.sources, rows)))));
+    answerView(turn.answer, sourceNames(turn.sources, rows)),
+    // a follow-up is asked with the chat before it (query.contextualize)
+    turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null)));
 }
 
 async function askTask(event) {
@@ -339,7 +341,8 @@ async function askTask(event) {
       const chat = taskChats.get(taskId);
       const path = `task/chat/${encodeURIComponent(chat.chatId)}?message=${encodeURIComponent(message)}`;
       const reply = await call("GET", path);
-      chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || []});
+      chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
+        askedAs: reply.standalone_query});
       $("task-chat-input").value = "";
       renderTaskChat(taskId);
     });

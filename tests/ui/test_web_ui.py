@@ -464,3 +464,11 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
     sources = [li.text for li in shown.find_elements(By.CSS_SELECTOR, "ol.sources li")]
     assert [s.rsplit("(", 1)[-1].rstrip(")") for s in sources] == reply["sources"]
     assert by_id(browser, "task-chat-input").get_attribute("value") == ""
+    assert browser.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched") == []  # a first question
+
+    by_id(browser, "task-chat-input").send_keys("How do they make it?")  # a follow-up, asked with the chat
+    by_id(browser, "task-chat-send").click()
+    asked = wait(browser, lambda d: next((e.text for e in d.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched")),
+                                         None), seconds=300)
+    follow = ui_app.api("GET", f"/task/chat/{chat_id}?message=How do they make it?").json()
+    assert asked == f"asked as: {follow['standalone_query']}" and question in asked
