@@ -93,3 +93,4 @@ def test_rag(tmp_path, monkeypatch):
     2 idle cores, run on every make test as the notebooks promise (docs/results.md, "Notebooks")."""
     out = text_of(run_notebook("rag", tmp_path, monkeypatch))
     assert out.count("Q: ") == 2 and out.count("A: ") == 2
+    assert "searched for: where do they live? (which insects make honey and pollinate flowers?; " in out
