@@ -1,5 +1,5 @@
 """The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
-``/v1/rerank``, Cohere v2 ``/v2/rerank``,
+``/v1/rerank``, Cohere v2 ``/v2/rerank``, Cohere's ``/v2/embed`` and ``/v1/embed`` (serve/cohere_embed.py),
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
 search, chat, indices), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
 
@@ -13,7 +13,6 @@ reason, a model that fails a 500 naming it and the request id, never a traceback
 
 
 import asyncio
-import base64
 import uuid
 from typing import Any
 
@@ -22,13 +21,13 @@ from fastapi import FastAPI, Request
 from ray import serve
 
 from serve import (
-    auth, chat, chat_flows, errors, routes_chat, routes_flows, routes_indices, routes_search, routes_tasks,
-    routes_ui,
+    auth, chat, chat_flows, cohere_embed, errors, routes_chat, routes_flows, routes_indices, routes_search,
+    routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness
 from serve.schemas import (
-    Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
+    as_base64, Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
 
@@ -112,24 +111,42 @@ class ModelAPI:
 
     @app.post("/v1/embeddings")
     async def embeddings(self, body: EmbeddingsRequest) -> dict[str, Any]:
-        card = self._card(body.model, "embedding")
-        handle = self.handles[card.deployment]
-        if body.dimensions is not None:
-            info = await self._call(handle.info.remote(), card)
-            if body.dimensions != info["dimension"]:
-                raise ApiError(422, f"dimensions: model '{body.model}' gives {info['dimension']}-dimensional "
-                               "embeddings; other sizes are not supported", param="dimensions")
-        result = await self._call(handle.embed.remote(body.texts()), card)
-        vectors = np.asarray(result["vectors"], dtype=np.float32)
+        vectors, tokens = await self._embed(body.model, body.texts(), body.dimensions, "dimensions")
         if body.encoding_format == "base64":
-            data = [base64.b64encode(v.astype("<f4").tobytes()).decode("ascii") for v in vectors]
+            data = as_base64(vectors)
         else:
             data = vectors.tolist()
-        tokens = int(result["tokens"])
         return EmbeddingsResponse(
             data=[Embedding(index=i, embedding=e) for i, e in enumerate(data)], model=body.model,
             usage=EmbeddingsUsage(prompt_tokens=tokens, total_tokens=tokens),
         ).model_dump()
+
+    @app.post("/v2/embed")
+    async def embed_v2(self, body: cohere_embed.CohereEmbedRequest) -> dict[str, Any]:
+        """Cohere v2 (``cohere.ClientV2().embed``): ``embeddings`` by type (float, int8, uint8, binary, ...)."""
+        texts = body.all_texts()
+        vectors, tokens = await self._embed(body.model, texts, body.output_dimension, "output_dimension")
+        return cohere_embed.response(vectors, texts, tokens, body.embedding_types, version="2")
+
+    @app.post("/v1/embed")
+    async def embed_v1(self, body: cohere_embed.CohereEmbedV1Request) -> dict[str, Any]:
+        """Cohere v1 (``cohere.Client().embed``): floats as a list, or by type when ``embedding_types`` is given."""
+        vectors, tokens = await self._embed(body.model, body.all_texts(), None, "dimensions")
+        return cohere_embed.response(vectors, body.all_texts(), tokens, body.embedding_types, version="1")
+
+    async def _embed(self, model: str, texts: list[str], dimension: int | None,
+                     field: str) -> tuple[np.ndarray, int]:
+        """The texts' vectors from the model's deployment and the tokens read; a 422 naming ``field`` when a
+        ``dimension`` is asked that the model does not give."""
+        card = self._card(model, "embedding")
+        handle = self.handles[card.deployment]
+        if dimension is not None:
+            info = await self._call(handle.info.remote(), card)
+            if dimension != info["dimension"]:
+                raise ApiError(422, f"{field}: model '{model}' gives {info['dimension']}-dimensional "
+                               "embeddings; other sizes are not supported", param=field)
+        result = await self._call(handle.embed.remote(texts), card)
+        return np.asarray(result["vectors"], dtype=np.float32), int(result["tokens"])
 
     @app.post("/v1/chat/completions")
     async def chat_completions(self, body: chat.ChatRequest, request: Request) -> Any:

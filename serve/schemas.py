@@ -27,6 +27,15 @@ def unicode_problem(text: str) -> str | None:
     return None
 
 
+def as_base64(vectors: Any) -> list[str]:
+    """Each vector's little-endian float32 bytes in base64 (OpenAI's and Cohere's ``base64`` embeddings)."""
+    import base64
+
+    import numpy as np
+
+    return [base64.b64encode(np.asarray(v, dtype="<f4").tobytes()).decode("ascii") for v in vectors]
+
+
 def check_texts(texts: Sequence[str], item: str) -> None:
     """Refuse the first of ``texts`` that is not valid Unicode, naming its position as ``item`` N."""
     for i, text in enumerate(texts):

@@ -65,7 +65,9 @@ ROUTES = [("GET", "/tasks", {}), ("POST", "/task/run", {"json": {"flow": "bm25",
           ("GET", "/task/chat/x", {"params": {"message": "hi"}}), ("GET", "/pipeline/info", {}),
           ("GET", "/flows", {}), ("GET", "/flows/bm25", {}), ("PUT", "/flows/x", {"json": {}}),
           ("DELETE", "/flows/x", {}), ("POST", "/v1/search", {"json": {"query": QUERY}}), ("GET", "/v1/models", {}),
-          ("POST", "/v1/embeddings", {"json": {"model": "m", "input": "x"}}), ("GET", "/docs", {}),
+          ("POST", "/v1/embeddings", {"json": {"model": "m", "input": "x"}}),
+          ("POST", "/v2/embed", {"json": {"model": "m", "texts": ["x"], "input_type": "search_query"}}),
+          ("GET", "/docs", {}),
           ("GET", "/openapi.json", {}), ("GET", "/no/such/route", {})]
 
 
