@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
 
 ANSWER_OP = "generate.answer"
+#: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
+DEMO_INDEX = ".tessera/indices/sample"
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -27,7 +30,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         help="a flow with a generate.answer step: built-in (rag, rag_multihop), saved, or a spec "
                         "file (default: rag)")
     parser.add_argument("--index", metavar="NAME_OR_PATH",
-                        help="index for the retrieval steps that leave params.index unset")
+                        help=f"index for the retrieval steps that leave params.index unset (default: {DEMO_INDEX}, "
+                        "make demo's, when it is there)")
     parser.add_argument("--model", metavar="ALIAS",
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
@@ -46,7 +50,8 @@ def handle(args: argparse.Namespace) -> int:
     check_models([flow], how_to_make=train_command)
     executor = make_executor("local", cache=step_cache(args), keep_history=False)
     out, interactive = console(), sys.stdin.isatty()
-    out.print(f"[bold]{escape(flow.name)}[/]: ask a question (/new starts over, /exit ends)")
+    over = f" over {_index_of(flow)}" if _index_of(flow) else ""
+    out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends)")
     conversation: list[dict[str, str]] = []
     turn = 0
     while True:
@@ -65,7 +70,10 @@ def handle(args: argparse.Namespace) -> int:
 
 def _answering_flow(args: argparse.Namespace) -> Any:
     """The flow, its index filled in and the model set; a usage error when it does not answer or lacks an index."""
-    flow, _ = load_flow(args.flow, index=args.index)
+    index = args.index
+    if index is None and (Path(DEMO_INDEX) / "manifest.json").is_file():
+        index = DEMO_INDEX
+    flow, _ = load_flow(args.flow, index=index)
     if not any(op.name == ANSWER_OP for op in flow.operators.values()):
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
                        "or a flow of your own that answers", field="flow")
@@ -80,6 +88,11 @@ def _answering_flow(args: argparse.Namespace) -> Any:
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params,
                                                                           "model": args.model}})
     return flow.spec.model_copy(update={"steps": steps}).build()
+
+
+def _index_of(flow: Any) -> str | None:
+    """The index the flow's first retrieval step reads, to say what the answers come from."""
+    return next((str(step.params["index"]) for step in flow.spec.steps.values() if step.params.get("index")), None)
 
 
 def _read(interactive: bool) -> str | None:

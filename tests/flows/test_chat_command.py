@@ -44,3 +44,18 @@ def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):
     proc = tessera_process("chat", "bm25", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
                            stdin="")
     assert_one_line_error(proc, "flow 'bm25' gives no answer")
+
+
+@pytest.mark.integration  # the ingested sample, and MiniLM in the command's process
+def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path):
+    checkout = tmp_path / "checkout"  # a clone after make demo: its index where make demo puts it
+    (checkout / ".tessera" / "indices").mkdir(parents=True)
+    (checkout / ".tessera" / "indices" / "sample").symlink_to(sample_index)
+    fault_models.reply = "Honey bees make honey [1]."
+    proc = tessera_process("chat", "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
+                           stdin="Which insects make honey?\n", cwd=checkout)
+    assert proc.stdout.splitlines()[0].startswith("rag over .tessera/indices/sample: ask a question"), proc.stdout
+    # rag answers in the short style: the reply's words that the question lacks, and the document holding them
+    assert "answer: bees\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
+    missing = tessera_process("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
+    assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")

@@ -29,7 +29,7 @@ SCRIPT = Path(sys.executable).parent / "tessera"
 
 
 def tessera_process(*args: str, home: Path, module: str = "flows", check: int | None = 0,
-                    stdin: str | None = None) -> subprocess.CompletedProcess:
+                    stdin: str | None = None, cwd: Path = REPO) -> subprocess.CompletedProcess:
     """Run the installed ``tessera`` script (or ``python -m flows`` when it is not installed)."""
     if module == "flows" and SCRIPT.is_file():
         cmd = [str(SCRIPT), *args]
@@ -37,7 +37,7 @@ def tessera_process(*args: str, home: Path, module: str = "flows", check: int | 
         cmd = [sys.executable, "-m", module, *args]
     env = {**os.environ, "TESSERA_HOME": str(home), "COLUMNS": "160"}
     env.pop("TESSERA_DEBUG", None)
-    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=120, input=stdin)
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=120, input=stdin)
     if check is not None:
         assert proc.returncode == check, f"exit {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     return proc
