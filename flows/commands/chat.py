@@ -63,7 +63,11 @@ def handle(args: argparse.Namespace) -> int:
             out.print("[dim]a new conversation[/]")
             continue
         turn += 1
-        meta = _ask(executor, flow, str(turn), question, conversation)
+        if interactive:  # a spinner while the flow runs (seconds on CPU); piped output stays plain
+            with out.status("searching and answering…"):
+                meta = _ask(executor, flow, str(turn), question, conversation)
+        else:
+            meta = _ask(executor, flow, str(turn), question, conversation)
         answer = _print_answer(out, meta)
         conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
 
