@@ -371,15 +371,16 @@ class Index:
 
     def column_names(self) -> list[str]:
         """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
-        return list(dict.fromkeys(name for sh in self._current().shards for name in sh.docs.column_names))
+        return shard_io.doc_column_names(self.path / SHARDS, self.manifest, self._loaded)
 
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
-        where a shard has no such column: documents added later may carry metadata that earlier ones lack)."""
-        state = self._current()
-        parts = [select_or_null(sh.docs, names).filter(pa.array(live)) for sh, live in zip(state.shards, state.live)]
-        return state.manifest.generation, concat(parts) if parts else pa.table({n: pa.array([], pa.string())
-                                                                                   for n in names})
+        where a shard has no such column: documents added later may carry metadata that earlier ones lack);
+        the doc stores alone are read (``shard.live_docs``), not the search structures."""
+        manifest = self.manifest
+        docs = shard_io.live_docs(self.path / SHARDS, manifest, names, self._loaded)
+        return manifest.generation, concat([select_or_null(d, names) for d in docs]) if docs else \
+            pa.table({n: pa.array([], pa.string()) for n in names})
 
     def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read

@@ -11,6 +11,7 @@ import re
 import shutil
 import uuid
 from pathlib import Path
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 from operators.atomic import file_sha256, fsync, replace_folder
 from operators.store import bm25, dense
 from operators.store.errors import IndexCorruptError, ShardDataError
-from operators.store.settings import IndexSettings, ShardInfo
+from operators.store.settings import IndexSettings, Manifest, ShardInfo
 
 DOCS_FILE, INFO_FILE = "docs.parquet", "shard.json"
 SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -180,3 +181,43 @@ class Shard:
         mask = np.zeros(len(self), dtype=bool)
         mask[picked] = True
         return mask
+
+
+def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
+              loaded: dict[tuple[str, str], Shard]) -> list[pa.Table]:
+    """Per shard of ``manifest``: the live rows of its doc-store columns ``names`` (a shard's missing ones left
+    out). A loaded shard's table is used as it is; another's columns are read alone from its file, memory-mapped,
+    so listing documents or checking ids loads no BM25 statistics and no FAISS index."""
+    parts = []
+    for info in manifest.shards:
+        shard = loaded.get((info.id, info.token))
+        docs = shard.docs if shard is not None else _read_docs(shards_dir / info.id / DOCS_FILE, names)
+        live = np.ones(docs.num_rows, dtype=bool)
+        live[manifest.tombstones.get(info.id, [])] = False
+        parts.append(docs.filter(pa.array(live)))
+    return parts
+
+
+def doc_column_names(shards_dir: Path, manifest: Manifest, loaded: dict[tuple[str, str], Shard]) -> list[str]:
+    """Every doc-store column of the shards of ``manifest``, in the order they first appear (schemas only)."""
+    names: list[str] = []
+    for info in manifest.shards:
+        shard = loaded.get((info.id, info.token))
+        names += shard.docs.column_names if shard is not None else _schema(shards_dir / info.id / DOCS_FILE).names
+    return list(dict.fromkeys(names))
+
+
+def _schema(path: Path) -> pa.Schema:
+    try:
+        return pq.read_schema(path)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise IndexCorruptError(f"shard {path.parent.name!r}: cannot read {path}: {err}") from None
+
+
+def _read_docs(path: Path, names: Sequence[str] | None) -> pa.Table:
+    present = _schema(path).names
+    try:
+        return pq.read_table(path, columns=[n for n in names if n in present] if names is not None else None,
+                             memory_map=True)
+    except (OSError, pa.ArrowInvalid) as err:
+        raise IndexCorruptError(f"shard {path.parent.name!r}: cannot read {path}: {err}") from None

@@ -226,3 +226,24 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
 def test_settings_reject_unknown_dense_options():
     with pytest.raises(ValueError, match="nlits"):
         IndexSettings(dense_options={"nlits": 4})
+
+
+def test_doc_store_columns_are_read_without_loading_the_shards(index, sample_docs, make_chunks):
+    """columns() and column_names() read the doc stores alone (a listing loads no BM25 or FAISS), with the same
+    rows as a searched index: tombstoned chunks left out, a column a shard lacks null there."""
+    later = sample_docs[200:210]
+    index.commit([index.write_shard("s4", make_chunks(later, dim=DIM, seed=9, year=[2000 + i for i in range(10)]))])
+    index.delete(doc_ids=[sample_docs[0]["_id"], later[1]["_id"]])
+    fresh = Index.open(index.path)
+    generation, table = fresh.columns(["doc_id", "year"])
+    assert fresh._loaded == {}  # nothing but the doc stores was read
+    assert generation == fresh.generation and table.num_rows == 208
+    assert table.column("doc_id").to_pylist()[:2] == [sample_docs[1]["_id"], sample_docs[2]["_id"]]
+    assert table.column("year").to_pylist()[-9:] == [2000] + list(range(2002, 2010))
+    assert table.column("year").null_count == 199
+    assert fresh.column_names()[-1] == "year" and fresh._loaded == {}
+
+    searched = Index.open(index.path)
+    searched.search_bm25(["honey"], k=1)  # loads every shard
+    assert searched._loaded and searched.columns(["doc_id", "year"])[1].equals(table)
+    assert searched.column_names() == fresh.column_names()
