@@ -131,8 +131,9 @@ class ModelAPI:
     @app.post("/v1/embed")
     async def embed_v1(self, body: cohere_embed.CohereEmbedV1Request) -> dict[str, Any]:
         """Cohere v1 (``cohere.Client().embed``): floats as a list, or by type when ``embedding_types`` is given."""
-        vectors, tokens = await self._embed(body.model, body.all_texts(), None, "dimensions")
-        return cohere_embed.response(vectors, body.all_texts(), tokens, body.embedding_types, version="1")
+        texts = body.all_texts()
+        vectors, tokens = await self._embed(body.model, texts, None, "dimensions")
+        return cohere_embed.response(vectors, texts, tokens, body.embedding_types, version="1")
 
     async def _embed(self, model: str, texts: list[str], dimension: int | None,
                      field: str) -> tuple[np.ndarray, int]:

@@ -50,7 +50,8 @@ def handle(args: argparse.Namespace) -> int:
     check_models([flow], how_to_make=train_command)
     executor = make_executor("local", cache=step_cache(args), keep_history=False)
     out, interactive = console(), sys.stdin.isatty()
-    over = f" over {_index_of(flow)}" if _index_of(flow) else ""
+    index = _index_of(flow)
+    over = f" over {index}" if index else ""
     out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends)")
     conversation: list[dict[str, str]] = []
     turn = 0
@@ -86,9 +87,11 @@ def _answering_flow(args: argparse.Namespace) -> Any:
                        step=step_id, field="params.index")
     if args.model is None:
         return flow
+    from operators.llm.step import LLMStep
+
     steps = dict(flow.spec.steps)
     for step_id, op in flow.operators.items():
-        if "model" in type(op).Params.model_fields and "temperature" in type(op).Params.model_fields:
+        if isinstance(op, LLMStep):
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params,
                                                                           "model": args.model}})
     return flow.spec.model_copy(update={"steps": steps}).build()

@@ -106,9 +106,12 @@ class QueryContextualizer(LLMStep):
         qids = [str(q) for q in table.column("qid").to_pylist()]
         conversations: dict[str, tuple[str, list[tuple[str, str]]]] = {}
         if p.messages_column in table.column_names:
+            read: set[str] = set()  # a qid's conversation is on each of its rows: read it once
             for qid, question, value in zip(qids, asked, table.column(p.messages_column).to_pylist()):
-                if qid not in conversations and (earlier := self._earlier(value, qid, question or "")):
-                    conversations[qid] = (question or "", earlier)
+                if qid not in read:
+                    read.add(qid)
+                    if earlier := self._earlier(value, qid, question or ""):
+                        conversations[qid] = (question or "", earlier)
         standalone = {qid: history_form(question, earlier) for qid, (question, earlier) in conversations.items()}
         if p.method == "llm" and conversations:
             standalone.update(self._rewritten(conversations))

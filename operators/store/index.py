@@ -32,8 +32,8 @@ from pydantic import ValidationError
 
 from operators.store import bm25, commits, dense, shard as shard_io
 from operators.store.commits import Commit
-from operators.store.errors import (CommitError, DocnoNotFoundError, IndexCorruptError, IndexExistsError,
-                                    IndexStoreError, ShardDataError)
+from operators.store.errors import (CommitError, DocnoNotFoundError, IndexExistsError, IndexStoreError,
+                                    ShardDataError)
 from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, read_manifest, resolve_index,
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -267,13 +267,7 @@ class Index:
         """(docnos, doc_ids) of a shard, read once per shard version."""
         key = (info.id, info.token)
         if key not in self._ids:
-            import pyarrow.parquet as pq
-
-            path = self.path / SHARDS / info.id / shard_io.DOCS_FILE
-            try:
-                table = pq.read_table(path, columns=["docno", "doc_id"])
-            except (OSError, pa.ArrowInvalid) as err:
-                raise IndexCorruptError(f"shard {info.id!r}: cannot read {path}: {err}") from None
+            table = shard_io.read_docs(self.path / SHARDS / info.id, ["docno", "doc_id"])
             self._ids[key] = tuple(np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=object)
                                    for c in ("docno", "doc_id"))
         return self._ids[key]
@@ -297,10 +291,8 @@ class Index:
                         continue
                     self._loaded[key] = shard_io.Shard(folder, info, self.settings)
                 sh = self._loaded[key]
-                mask = np.ones(len(sh), dtype=bool)
-                mask[manifest.tombstones.get(info.id, [])] = False
                 shards.append(sh)
-                live.append(mask)
+                live.append(shard_io.live_mask(manifest, info.id, len(sh)))
             if damaged:
                 raise shard_io.damaged_error(self.path, damaged, f"; `tessera index info {self.path}` checks "
                                              "every shard")

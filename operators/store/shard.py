@@ -183,6 +183,13 @@ class Shard:
         return mask
 
 
+def live_mask(manifest: Manifest, shard_id: str, rows: int) -> np.ndarray:
+    """Which of a shard's ``rows`` rows are live under ``manifest`` (its tombstones are not)."""
+    mask = np.ones(rows, dtype=bool)
+    mask[manifest.tombstones.get(shard_id, [])] = False
+    return mask
+
+
 def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
               loaded: dict[tuple[str, str], Shard]) -> list[pa.Table]:
     """Per shard of ``manifest``: the live rows of its doc-store columns ``names`` (a shard's missing ones left
@@ -191,10 +198,8 @@ def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
     parts = []
     for info in manifest.shards:
         shard = loaded.get((info.id, info.token))
-        docs = shard.docs if shard is not None else _read_docs(shards_dir / info.id / DOCS_FILE, names)
-        live = np.ones(docs.num_rows, dtype=bool)
-        live[manifest.tombstones.get(info.id, [])] = False
-        parts.append(docs.filter(pa.array(live)))
+        docs = shard.docs if shard is not None else read_docs(shards_dir / info.id, names)
+        parts.append(docs.filter(pa.array(live_mask(manifest, info.id, docs.num_rows))))
     return parts
 
 
@@ -203,21 +208,28 @@ def doc_column_names(shards_dir: Path, manifest: Manifest, loaded: dict[tuple[st
     names: list[str] = []
     for info in manifest.shards:
         shard = loaded.get((info.id, info.token))
-        names += shard.docs.column_names if shard is not None else _schema(shards_dir / info.id / DOCS_FILE).names
+        names += shard.docs.column_names if shard is not None else _docs_schema(shards_dir / info.id).names
     return list(dict.fromkeys(names))
 
 
-def _schema(path: Path) -> pa.Schema:
+def read_docs(folder: Path, names: Sequence[str] | None) -> pa.Table:
+    """The doc-store columns ``names`` of the shard in ``folder`` (None: all; the ones it lacks left out),
+    memory-mapped; an unreadable file is an ``IndexCorruptError`` naming the shard."""
+    path = folder / DOCS_FILE
     try:
-        return pq.read_schema(path)
+        present = pq.read_schema(path).names
+        columns = [n for n in names if n in present] if names is not None else None
+        return pq.read_table(path, columns=columns, memory_map=True)
     except (OSError, pa.ArrowInvalid) as err:
-        raise IndexCorruptError(f"shard {path.parent.name!r}: cannot read {path}: {err}") from None
+        raise _unreadable(path, err) from None
 
 
-def _read_docs(path: Path, names: Sequence[str] | None) -> pa.Table:
-    present = _schema(path).names
+def _docs_schema(folder: Path) -> pa.Schema:
     try:
-        return pq.read_table(path, columns=[n for n in names if n in present] if names is not None else None,
-                             memory_map=True)
+        return pq.read_schema(folder / DOCS_FILE)
     except (OSError, pa.ArrowInvalid) as err:
-        raise IndexCorruptError(f"shard {path.parent.name!r}: cannot read {path}: {err}") from None
+        raise _unreadable(folder / DOCS_FILE, err) from None
+
+
+def _unreadable(path: Path, err: Exception) -> IndexCorruptError:
+    return IndexCorruptError(f"shard {path.parent.name!r}: cannot read {path}: {err}")
