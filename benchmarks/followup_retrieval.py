@@ -26,13 +26,16 @@ import time
 from _common import DATA
 
 MUSIQUE = DATA / "musique_dev_subset"
-RETRIEVAL = {
-    "bm25": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}},
-    "dense": {"dense": {"op": "retrieve.dense", "params": {"k": 20}}},
-    "hybrid": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}},
-               "dense": {"op": "retrieve.dense", "params": {"k": 20}, "inputs": ["{first}"]},
-               "fused": {"op": "fuse.rrf", "params": {"k": 60}, "inputs": ["bm25", "dense"]}},
-}
+RETRIEVAL = ("bm25", "dense", "hybrid")
+
+
+def retrieval_steps(retrieval: str, first: list[str]) -> dict:
+    """The retrieval steps, the first searches reading ``first`` (the contextualize step, or [] the queries)."""
+    bm25 = {"op": "retrieve.bm25", "params": {"k": 20}, "inputs": first}
+    dense = {"op": "retrieve.dense", "params": {"k": 20}, "inputs": first}
+    if retrieval != "hybrid":
+        return {retrieval: bm25 if retrieval == "bm25" else dense}
+    return {"bm25": bm25, "dense": dense, "fused": {"op": "fuse.rrf", "params": {"k": 60}, "inputs": ["bm25", "dense"]}}
 
 
 def spoken(step: str, it: str) -> str:
@@ -72,15 +75,8 @@ def queries_table(rows: list[dict], way: str):
 def flow(retrieval: str, method: str | None, index: str):
     from flows.spec import FlowSpec
 
-    steps: dict = {}
-    if method is not None:
-        steps["standalone"] = {"op": "query.contextualize", "params": {"method": method}}
-    first = "standalone" if method is not None else None
-    for step_id, step in RETRIEVAL[retrieval].items():
-        step = json.loads(json.dumps(step).replace('"{first}"', json.dumps(first) if first else ""))
-        if "inputs" in step:
-            step["inputs"] = [s for s in step["inputs"] if s]
-        steps[step_id] = step
+    steps: dict = {} if method is None else {"standalone": {"op": "query.contextualize", "params": {"method": method}}}
+    steps.update(retrieval_steps(retrieval, [] if method is None else ["standalone"]))
     return FlowSpec.parse({"name": f"{retrieval}-{method or 'none'}", "steps": steps}).with_index(index)
 
 
@@ -106,8 +102,8 @@ def main() -> None:
     qids = [r["qid"] for r in rows]
     qrels = pa.table({"qid": qids, "docno": [r["relevant"] for r in rows], "relevance": [1] * len(rows)})
     dataset = load_dataset(MUSIQUE)
-    plan = plan_index(FlowSpec.parse({"name": "hybrid", "steps": RETRIEVAL["hybrid"] | {
-        "dense": {"op": "retrieve.dense", "params": {"k": 20}, "inputs": []}}}), dataset.corpus_sha256, default_root())
+    plan = plan_index(FlowSpec.parse({"name": "hybrid", "steps": retrieval_steps("hybrid", [])}),
+                      dataset.corpus_sha256, default_root())
     ensure_index(plan, dataset.corpus)
     print(f"{len(rows)} follow-ups from {MUSIQUE.name}; e.g. {rows[0]['first']!r} -> {rows[0]['answer']!r} -> "
           f"{rows[0]['follow_up']!r} (oracle {rows[0]['oracle']!r})")
