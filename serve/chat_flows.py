@@ -9,15 +9,17 @@ flow has a step that reads a conversation (``query.contextualize``, as ``rag`` d
 ``max_tokens`` go to the flow's language-model steps; a non-standard ``index`` field
 (the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
 The flow runs in this replica on the local executor, as ``/v1/search`` does, and the
-answer comes back as one ``chat.completion`` (or, with ``stream: true``, as
-``chat.completion.chunk`` events once the flow has run: the flow answers as a whole).
-The message's ``content`` is the answer followed by its numbered references; its
+answer comes back as one ``chat.completion``, or with ``stream: true`` as
+``chat.completion.chunk`` events: the answer as the model writes it
+(``operators.generate.answer_stream``), then its references and the message's fields once the
+flow has run. The message's ``content`` is the answer followed by its numbered references; its
 ``sources`` field holds the same references as records (number, docno, title, url).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 import uuid
@@ -29,6 +31,7 @@ from fastapi.responses import StreamingResponse
 from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.errors import TesseraError
+from operators.generate.answer_stream import Sink, streaming_answers
 from serve import errors
 from serve import service as svc
 from serve.errors import ApiError
@@ -122,10 +125,13 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str) -> tuple[svc.Prepare
     return prepared, {column: [json.dumps(earlier)] for column in sorted(columns)} or None
 
 
-def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None) -> dict[str, Any]:
-    """Run the prepared flow; the assistant message and the usage. A failure is a 500 naming the flow."""
+def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None,
+             sink: Sink | None = None) -> dict[str, Any]:
+    """Run the prepared flow; the assistant message, the usage and the answer (``sink`` gets the answer as it is
+    written). A failure is a 500 naming the flow."""
     try:
-        result = run_online(prepared, columns)
+        with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
+            result = run_online(prepared, columns)
     except ApiError:
         raise
     except Exception as err:  # noqa: BLE001  (the flow failed: named, details in the log)
@@ -151,8 +157,8 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         if isinstance(usage, dict):
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
-    return {"message": message, "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                          "total_tokens": prompt + completion}}
+    return {"message": message, "answer": answer, "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                                                            "total_tokens": prompt + completion}}
 
 
 def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,21 +187,48 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
 
 
 async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) -> AsyncIterator[str]:
-    """Server-sent events: the role at once, the content and its sources once the flow has run, then [DONE]."""
+    """Server-sent events: the role at once, the answer as it is written, the rest of the content and the
+    message's fields once the flow has run, then [DONE]."""
     def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
         chunk = {**head, "object": "chat.completion.chunk", **extra,
                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return f"data: {json.dumps(chunk)}\n\n"
 
     yield event({"role": "assistant", "content": ""})
+    loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
+
+    async def run() -> dict[str, Any]:
+        try:
+            return await asyncio.to_thread(run_flow, prepared, columns,
+                                           lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text))
+        finally:
+            pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
+
+    running, sent = asyncio.ensure_future(run()), ""
+    while (piece := await pieces.get()) is not None:
+        sent += piece
+        yield event({"content": piece})
     try:
-        answer = await asyncio.to_thread(run_flow, prepared, columns)
+        answer = await running
     except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
         error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
         yield f"data: {json.dumps({'error': error})}\n\n"
         return
     message = answer["message"]
-    yield event({"content": message["content"]})
+    yield event({"content": rest_of(message["content"], answer["answer"], sent, bool(message.get("degraded")))})
     yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message}, "stop",
                 usage=answer["usage"])
     yield "data: [DONE]\n\n"
+
+
+def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:
+    """What follows the answer's streamed pieces (``sent``) to make ``content``: its end and its references.
+
+    A degraded answer after pieces (a reply found to be junk, a stream that broke) follows them as a new
+    paragraph; an answer that a later label rewrote (rare: ``answer_stream``) keeps the pieces as they were sent,
+    followed by the references."""
+    if content.startswith(sent):
+        return content[len(sent):]
+    if degraded:
+        return "\n\n" + content
+    return content[len(answer):]

@@ -4,7 +4,8 @@ Each line is a question. The flow (``rag`` by default) runs on the local executo
 conversation so far in the query's ``messages`` column, so a follow-up ("how do they make
 it?") is searched for with the turns before it (``query.contextualize``, as the service's
 ``/v1/chat/completions`` does). The answer prints with its numbered sources and, for a
-follow-up, what was searched for. ``/new`` starts a new conversation; ``/exit``, an empty
+follow-up, what was searched for; the answer prints as the model writes it
+(``operators.generate.answer_stream``). ``/new`` starts a new conversation; ``/exit``, an empty
 line or the end of input ends it. Piped input works too: one question a line.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
+from operators.generate.answer_stream import streaming_answers
 
 ANSWER_OP = "generate.answer"
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
@@ -64,12 +66,10 @@ def handle(args: argparse.Namespace) -> int:
             out.print("[dim]a new conversation[/]")
             continue
         turn += 1
-        if interactive:  # a spinner while the flow runs (seconds on CPU); piped output stays plain
-            with out.status("searching and answering…"):
-                meta = _ask(executor, flow, str(turn), question, conversation)
-        else:
+        printer = _AnswerPrinter(out, spinner=interactive)
+        with printer, streaming_answers(printer.piece):
             meta = _ask(executor, flow, str(turn), question, conversation)
-        answer = _print_answer(out, meta)
+        answer = printer.finish(meta)
         conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
 
 
@@ -122,18 +122,49 @@ def _ask(executor: Any, flow: Any, qid: str, question: str, conversation: list[d
     return executor.run(flow, queries).metadata.get(qid, {})
 
 
-def _print_answer(out: Any, meta: dict[str, Any]) -> str:
-    """Print the answer, its sources and what was searched for; return the answer as the conversation keeps it."""
-    answer = str(meta.get("answer") or "").strip()
-    if not answer:
-        reason = (meta.get("degraded") or {}).get("reason", "the flow wrote no answer")
-        out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]")
-        return ""
-    out.print(f"[bold]answer[/]: {escape(answer)}")
-    for reference in meta.get("references") or []:
-        out.print(f"  {escape(str(reference))}")
-    if not meta.get("references"):
-        out.print("  sources: none cited")
-    if meta.get("standalone_query"):
-        out.print(f"  [dim]searched for: {escape(str(meta['standalone_query']))}[/]")
-    return answer
+class _AnswerPrinter:
+    """Prints one answer: a spinner while the flow searches (on a terminal), the answer as the model writes it,
+    then its end, its sources and what was searched for."""
+
+    def __init__(self, out: Any, spinner: bool) -> None:
+        self.out, self.sent = out, ""
+        self.status = out.status("searching and answering…") if spinner else None
+
+    def __enter__(self) -> "_AnswerPrinter":
+        if self.status is not None:
+            self.status.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+    def piece(self, _qid: str, text: str) -> None:
+        """The answer's next piece, as the model writes it."""
+        if not self.sent:
+            self.__exit__()
+            self.out.print("[bold]answer[/]: ", end="")
+        self.out.print(escape(text), end="", soft_wrap=True)
+        self.out.file.flush()
+        self.sent += text
+
+    def finish(self, meta: dict[str, Any]) -> str:
+        """Print the rest of the answer, its sources and what was searched for; the answer as the conversation
+        keeps it ('' when none was written)."""
+        out, answer = self.out, str(meta.get("answer") or "").strip()
+        if self.sent:
+            rest = answer[len(self.sent):] if answer.startswith(self.sent) else ""
+            out.print(escape(rest), soft_wrap=True)  # a later label rewrote it (rare): the words shown stand
+        if not answer:
+            reason = (meta.get("degraded") or {}).get("reason", "the flow wrote no answer")
+            out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]")
+            return ""
+        if not self.sent:
+            out.print(f"[bold]answer[/]: {escape(answer)}")
+        for reference in meta.get("references") or []:
+            out.print(f"  {escape(str(reference))}")
+        if not meta.get("references"):
+            out.print("  sources: none cited")
+        if meta.get("standalone_query"):
+            out.print(f"  [dim]searched for: {escape(str(meta['standalone_query']))}[/]")
+        return answer

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
 
 from operators.generate import short_answer
+from operators.generate.answer_stream import AnswerStream, answer_sink
 from operators.llm import LLMParams, LLMStep, junk_reason
 from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
@@ -125,7 +126,8 @@ class AnswerGenerator(LLMStep):
         prompts = {qid: self.render(query=queries[qid],
                                     context="" if closed_book else rows.column(p.context_column)[0].as_py() or "")
                    for qid, rows in groups.items()}
-        replies = self.ask(prompts)
+        replies = self.ask(prompts, on_text=self._streaming({qid: 0 if closed_book else rows.num_rows
+                                                             for qid, rows in groups.items()}))
         out = []
         for qid, rows in groups.items():
             numbers = [None] * rows.num_rows if closed_book else rows.column(p.index_column).to_pylist()
@@ -161,6 +163,22 @@ class AnswerGenerator(LLMStep):
                 self.emit_metadata(qid, "raw_response", reply.text)
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
+
+
+    def _streaming(self, documents: dict[str, int]) -> Callable[[str, str], None] | None:
+        """Where each reply's pieces go when a chat waits for the answers as they are written (``answer_stream``):
+        read as answers, to the chat's sink; None when nobody waits, or the style rewrites the answer at the end."""
+        sink = answer_sink()
+        if sink is None or self.params.style != "sentences":
+            return None
+        streams = {qid: AnswerStream(lambda reply, count=count: parse_answer(reply, count)["answer"])
+                   for qid, count in documents.items()}
+
+        def on_text(qid: str, piece: str) -> None:
+            if text := streams[qid].feed(piece):
+                sink(qid, text)
+
+        return on_text
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")

@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -90,53 +90,109 @@ def _handler_class() -> type:
     from litellm import CustomLLM
 
     class EmbeddedLLM(CustomLLM):
-        """litellm's view of the embedded models: ``completion`` runs llama.cpp's chat completion."""
+        """litellm's view of the embedded models: llama.cpp's chat completion, whole or streamed."""
 
         def completion(self, *args: Any, **kwargs: Any) -> Any:
             return _complete(**kwargs)
 
+        def streaming(self, *args: Any, **kwargs: Any) -> Any:
+            return _stream(**kwargs)
+
     return EmbeddedLLM
+
+
+class _Call:
+    """One generation's setup: the loaded model, its options, and a watch on each token for the timeout and a
+    flow's cancel (llama.cpp calls the watch from C, where an exception would be lost: it forces the
+    end-of-text token, and ``raise_if_stopped`` says why after the call)."""
+
+    ALLOWED = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
+               "response_format")
+
+    def __init__(self, model: str, optional_params: dict[str, Any], timeout: Any) -> None:
+        from llama_cpp import LogitsProcessorList
+
+        self.model = model
+        self.llama, self.lock = load(model.split("/", 1)[1] if model.startswith("tessera/") else model)
+        timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
+        self.seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
+        self.params = {k: v for k, v in optional_params.items() if k in self.ALLOWED and v is not None}
+        self.started = time.perf_counter()
+        self.stopped: list[str] = []
+        self.sampled: list[int] = []  # the context's length before each sampled token (streamed usage)
+        self.processors = LogitsProcessorList([self._watch])
+
+    def _watch(self, tokens: Any, logits: Any) -> Any:
+        self.sampled.append(len(tokens))
+        try:
+            checkpoint()
+        except FlowCancelled:
+            self.stopped.append("cancelled")
+        if self.seconds is not None and time.perf_counter() - self.started > self.seconds:
+            self.stopped.append("timeout")
+        if self.stopped:
+            logits[:] = -np.inf
+            logits[self.llama.token_eos()] = 0.0
+        return logits
+
+    def generate(self, messages: list[dict[str, Any]], stream: bool) -> Any:
+        self.llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
+        return self.llama.create_chat_completion(messages=messages, logits_processor=self.processors,
+                                                 stream=stream, **self.params)
+
+    def raise_if_stopped(self) -> None:
+        import litellm
+
+        checkpoint()  # cancelled: FlowCancelled (the gateway raises it as itself)
+        if self.stopped:
+            raise litellm.Timeout(message=f"the embedded model took more than {self.seconds:g} s", model=self.model,
+                                  llm_provider="tessera")
 
 
 def _complete(*, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any],
               timeout: Any = None, **_: Any) -> Any:
     import litellm
-    from llama_cpp import LogitsProcessorList
 
-    name = model.split("/", 1)[1] if model.startswith("tessera/") else model
-    llama, lock = load(name)
-    timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
-    seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
-    started = time.perf_counter()
-    stopped: list[str] = []
-
-    def watch(_tokens: Any, logits: Any) -> Any:
-        """Before each token: past the timeout, or cancelled, force the end-of-text token (llama.cpp calls this
-        from C, where an exception would be lost), and say why after the call."""
-        try:
-            checkpoint()
-        except FlowCancelled:
-            stopped.append("cancelled")
-        if seconds is not None and time.perf_counter() - started > seconds:
-            stopped.append("timeout")
-        if stopped:
-            logits[:] = -np.inf
-            logits[llama.token_eos()] = 0.0
-        return logits
-
-    allowed = {"temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
-               "response_format"}
-    params = {k: v for k, v in optional_params.items() if k in allowed and v is not None}
-    with lock:
-        llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
-        response = llama.create_chat_completion(messages=messages, logits_processor=LogitsProcessorList([watch]),
-                                                **params)
-    checkpoint()  # cancelled: FlowCancelled (the gateway raises it as itself)
-    if stopped:
-        raise litellm.Timeout(message=f"the embedded model took more than {seconds:g} s", model=model,
-                              llm_provider="tessera")
+    call = _Call(model, optional_params, timeout)
+    with call.lock:
+        response = call.generate(messages, stream=False)
+    call.raise_if_stopped()
     response["model"] = model
     return litellm.ModelResponse(**response)
+
+
+def _stream(*, model: str, messages: list[dict[str, Any]], optional_params: dict[str, Any],
+            timeout: Any = None, **_: Any) -> Iterator[dict[str, Any]]:
+    """litellm's ``GenericStreamingChunk`` s, one per token, the last with the usage (counted, as llama.cpp
+    streams none)."""
+    call = _Call(model, optional_params, timeout)
+    finish = None
+    with call.lock:
+        for chunk in call.generate(messages, stream=True):
+            choice = chunk["choices"][0]
+            finish = choice.get("finish_reason") or finish
+            if choice["delta"].get("content"):
+                yield {"text": choice["delta"]["content"], "is_finished": False, "finish_reason": "", "usage": None,
+                       "index": 0, "tool_use": None}
+    call.raise_if_stopped()
+    prompt, completion = streamed_usage(call.sampled, finish, bool(call.params.get("stop")))
+    yield {"text": "", "is_finished": True, "finish_reason": finish or "stop", "index": 0, "tool_use": None,
+           "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+
+
+def streamed_usage(sampled: list[int], finish_reason: str | None, stop_strings: bool) -> tuple[int, int]:
+    """Prompt and completion tokens of a streamed reply (llama.cpp streams no usage), from the context's length
+    before each sampled token (``sampled``).
+
+    The prompt is the context before the first sampled token, and every sampled token is a completion token
+    except an end-of-text token, which ends a reply whose finish reason is ``stop`` when the request gave no
+    ``stop`` strings (with them, a reply that ends on end-of-text counts one token more than llama.cpp's
+    non-streamed usage).
+    """
+    if not sampled:
+        return 0, 0
+    ended = finish_reason == "stop" and not stop_strings
+    return sampled[0], len(sampled) - (1 if ended else 0)
 
 
 _registered = threading.Lock()

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -87,9 +87,12 @@ def _router(alias: ModelAlias) -> Any:
 
 def complete(prompt: Prompt, *, model: str = "local", system: str | None = None, temperature: float = 0.0,
              max_tokens: int = 256, timeout: float | None = None, num_retries: int | None = None,
-             **params: Any) -> Completion:
+             on_text: Callable[[str], None] | None = None, **params: Any) -> Completion:
     """One model call; raises ``LLMError`` when it fails (``FlowCancelled`` when the flow was cancelled).
 
+    With ``on_text`` the reply is streamed: ``on_text`` gets each piece of text as the model writes it, and the
+    ``Completion`` is the whole reply as without it (litellm rebuilds it and its usage from the chunks). A
+    stream that fails after its first piece is not retried (the pieces are out); it raises ``LLMError``.
     ``params`` go to litellm as they are (``stop``, ``seed``, ``top_p``, ``response_format``...).
     """
     alias = resolve(model)
@@ -106,8 +109,12 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
     checkpoint()
     started = time.perf_counter()
+    messages = messages_of(prompt, system)
     try:
-        response = router.completion(model="m", messages=messages_of(prompt, system), **kwargs)
+        if on_text is None:
+            response = router.completion(model="m", messages=messages, **kwargs)
+        else:
+            response = _streamed(router, messages, {**kwargs, **_usage_option(alias)}, on_text)
     except FlowCancelled:
         raise
     except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
@@ -123,32 +130,65 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         seconds=seconds, finish_reason=getattr(choice, "finish_reason", None))
 
 
+def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any],
+              on_text: Callable[[str], None]) -> Any:
+    """The streamed call: each chunk's text to ``on_text``, then the whole response rebuilt from the chunks."""
+    import litellm
+
+    stream = router.completion(model="m", messages=messages, stream=True, **kwargs)
+    chunks = []
+    try:
+        for chunk in stream:
+            chunks.append(chunk)
+            text = chunk.choices[0].delta.content if chunk.choices else None
+            if text:
+                on_text(text)
+    finally:
+        getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
+    return litellm.stream_chunk_builder(chunks, messages=messages)
+
+
+def _usage_option(alias: ModelAlias) -> dict[str, Any]:
+    """``stream_options`` asking for the usage in the stream, where the provider takes it (litellm refuses it for
+    the others, and counts their tokens from the chunks)."""
+    import litellm
+
+    if alias.embedded:
+        return {"stream_options": {"include_usage": True}}
+    _, provider, _, _ = litellm.get_llm_provider(alias.model, api_base=alias.api_base)
+    takes = "stream_options" in (litellm.get_supported_openai_params(model=alias.model, custom_llm_provider=provider)
+                                 or [])
+    return {"stream_options": {"include_usage": True}} if takes else {}
+
+
 def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrency: int | None = None,
-                  **options: Any) -> list[Completion | LLMError]:
+                  on_text: Callable[[int, str], None] | None = None, **options: Any) -> list[Completion | LLMError]:
     """``complete`` for each prompt, in order; a failed call is its ``LLMError`` in the list, not a raise.
 
     Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4);
-    the embedded model runs one at a time. ``FlowCancelled`` is raised, never listed.
+    the embedded model runs one at a time. With ``on_text`` the replies are streamed: it gets the prompt's
+    position and each piece of its reply. ``FlowCancelled`` is raised, never listed.
     """
     alias = resolve(model)
     workers = max(1, min(len(prompts), concurrency or alias.max_parallel_requests or 4))
 
-    def one(prompt: Prompt) -> Completion | LLMError:
+    def one(position: int, prompt: Prompt) -> Completion | LLMError:
+        pieces = None if on_text is None else (lambda piece: on_text(position, piece))
         try:
-            return complete(prompt, model=model, **options)
+            return complete(prompt, model=model, on_text=pieces, **options)
         except LLMError as err:
             return err
 
     if workers == 1:
-        return [one(p) for p in prompts]
+        return [one(i, p) for i, p in enumerate(prompts)]
     check = current_check()  # the caller's cancel check, carried into the pool's threads
 
-    def in_pool(prompt: Prompt) -> Completion | LLMError:
+    def in_pool(position: int, prompt: Prompt) -> Completion | LLMError:
         with interruptible(check):
-            return one(prompt)
+            return one(position, prompt)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-llm") as pool:
-        return list(pool.map(in_pool, prompts))
+        return list(pool.map(in_pool, range(len(prompts)), prompts))
 
 
 def _kind(err: Exception) -> ErrorKind:

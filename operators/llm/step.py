@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
-from typing import Any, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -107,19 +107,21 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
-    def ask(self, prompts: Mapping[K, Prompt],
-            qids: Mapping[K, str] | None = None) -> dict[K, Completion | LLMError]:
+    def ask(self, prompts: Mapping[K, Prompt], qids: Mapping[K, str] | None = None,
+            on_text: Callable[[K, str], None] | None = None) -> dict[K, Completion | LLMError]:
         """One call per key (a qid, or any id the subclass uses), concurrently; usage recorded.
 
         ``qids`` names the query each key's usage belongs to when the keys are not qids (one call
         per row, or several per query: the LLM rerankers key calls by number). A failed call comes
-        back as its ``LLMError`` (decide with ``degrade``).
+        back as its ``LLMError`` (decide with ``degrade``). With ``on_text`` the replies are streamed:
+        it gets the key and each piece of its reply as the model writes it.
         """
         keys = list(prompts)
         p = self.params
+        pieces = None if on_text is None else (lambda position, piece: on_text(keys[position], piece))
         results = complete_many([prompts[k] for k in keys], model=p.model, concurrency=p.concurrency,
                                 temperature=p.temperature, max_tokens=p.max_tokens, timeout=p.timeout,
-                                num_retries=p.num_retries)
+                                num_retries=p.num_retries, on_text=pieces)
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
                 self.record(qids[key] if qids is not None else key, result)

@@ -7,7 +7,11 @@ the path picks the behaviour:
 * ``ok``: answers ``server.reply`` (settable), with usage counted in words;
 * ``error``: HTTP 500 every time; ``flaky``: 500 on the first attempt, then ``ok``;
 * ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok``;
-* ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON.
+* ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON;
+* ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed.
+
+A request with ``stream: true`` gets the reply as server-sent events, a word a chunk (with the
+usage last when ``stream_options.include_usage`` asks for it), as OpenAI streams.
 
 It counts attempts per scenario and answers ``GET /api/tags`` as an Ollama server would.
 ``models_file`` writes a models.yaml whose aliases (``fault-ok``, ``fault-error``, ...)
@@ -21,6 +25,7 @@ point at it, for ``$TESSERA_MODELS``. Usage::
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from collections import Counter
@@ -30,7 +35,7 @@ from typing import Any
 
 import yaml
 
-SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed")
+SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream")
 #: The environment variable the fault aliases read their (any) key from.
 KEY_ENV = "TESSERA_FAULT_KEY"
 
@@ -89,6 +94,24 @@ def _completion(body: dict[str, Any], text: str) -> dict[str, Any]:
                       "total_tokens": len(prompt.split()) + len(text.split())}}
 
 
+def _chunks(body: dict[str, Any], text: str, broken: bool) -> list[dict[str, Any]]:
+    """OpenAI's stream of ``text``: a chunk a word, the finish, and the usage when asked for; ``broken``: half
+    the words, then an error."""
+    whole = _completion(body, text)
+    head = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": whole["model"]}
+    words = re.findall(r"\s*\S+", text)
+    if broken:
+        return [{**head, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
+                for w in words[:len(words) // 2]] + [{"error": {"message": "the fault server broke off on purpose",
+                                                                "type": "server_error"}}]
+    chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": w} if i == 0 else
+                                    {"content": w}, "finish_reason": None}]} for i, w in enumerate(words)]
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    if (body.get("stream_options") or {}).get("include_usage"):
+        chunks.append({**head, "choices": [], "usage": whole["usage"]})
+    return chunks
+
+
 def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args: Any) -> None:  # quiet
@@ -105,6 +128,20 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
                 pass
 
+        def _stream(self, chunks: list[dict[str, Any]]) -> None:
+            """Server-sent events, one chunk each, the connection closed at the end (HTTP/1.0: no length)."""
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.end_headers()
+                for chunk in chunks:
+                    self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                    self.wfile.flush()
+                if "error" not in chunks[-1]:
+                    self.wfile.write(b"data: [DONE]\n\n")
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+
         def do_GET(self) -> None:  # noqa: N802  (http.server's name)
             if self.path.rstrip("/") == "/api/tags":
                 self._send(200, {"models": []})
@@ -118,10 +155,14 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 state.attempts[scenario] += 1
                 attempt = state.attempts[scenario]
                 state.bodies.append({"scenario": scenario, **body})
-            if scenario == "error" or (scenario == "flaky" and attempt == 1):
+            streamed = bool(body.get("stream"))
+            if scenario == "error" or (scenario == "flaky" and attempt == 1) or (scenario == "midstream"
+                                                                                 and not streamed):
                 self._send(500, {"error": {"message": "the fault server failed on purpose", "type": "server_error"}})
             elif scenario == "ratelimit":
                 self._send(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+            elif scenario == "junk" and streamed:
+                self._stream(_chunks(body, "  ...  ", broken=False))
             elif scenario == "junk":
                 self._send(200, _completion(body, "  ...  "))
             elif scenario == "malformed":
@@ -129,6 +170,9 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             else:
                 if scenario == "slow":
                     state.release.wait(state.delay)
-                self._send(200, _completion(body, state.reply))
+                if streamed:
+                    self._stream(_chunks(body, state.reply, broken=scenario == "midstream"))
+                else:
+                    self._send(200, _completion(body, state.reply))
 
     return Handler

@@ -101,16 +101,12 @@ class LlamaCppDeployment:
 
 
 def usage_chunk(last: dict[str, Any], model: str, sampled: list[int], stop_strings: bool) -> dict[str, Any]:
-    """OpenAI's closing chunk of a stream asked for with ``stream_options.include_usage``: no choices, the usage.
+    """OpenAI's closing chunk of a stream asked for with ``stream_options.include_usage``: no choices, the usage
+    (counted as ``streamed_usage`` says)."""
+    from operators.llm.embedded import streamed_usage
 
-    llama.cpp streams no usage, so it is counted: the prompt is the context before the first sampled
-    token, and every sampled token is a completion token except an end-of-text token, which ends a reply
-    whose finish reason is ``stop`` when the request gave no ``stop`` strings (with them, a reply that ends
-    on end-of-text counts one token more than llama.cpp's non-streamed usage).
-    """
     choices = last.get("choices") or [{}]
-    ended = choices[0].get("finish_reason") == "stop" and not stop_strings
-    prompt, completion = sampled[0], len(sampled) - (1 if ended else 0)
+    prompt, completion = streamed_usage(sampled, choices[0].get("finish_reason"), stop_strings)
     return {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": model,
             "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                      "total_tokens": prompt + completion}}

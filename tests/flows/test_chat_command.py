@@ -1,6 +1,6 @@
-"""``tessera chat``: questions a line on stdin, answered by a flow with its sources; a follow-up searched for with the
-conversation before it; /new starts over; a flow that does not answer is refused. The model is the local fault
-server (its reply is known), the retrieval real (BM25 over the bundled sample)."""
+"""``tessera chat``: questions a line on stdin, answered by a flow with its sources (streamed as written); a
+follow-up searched for with the conversation before it; /new starts over; a flow that does not answer is refused.
+The model is the local fault server (its reply is known), the retrieval real (BM25 over the bundled sample)."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def test_a_follow_up_is_searched_with_the_conversation_and_new_starts_over(fault
     assert searched == ["searched for: How do they make it? (Which insects make honey?; Honey bees make honey.)"]
     prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]
     assert len(prompts) == 3 and "Bee" in prompts[1] and "Bee" not in prompts[2]  # what each follow-up found
+    assert all(body["stream"] for body in fault_models.bodies)  # printed as written: the line above, whole
 
 
 def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):

@@ -101,3 +101,22 @@ def test_a_follow_up_to_rag_is_searched_with_its_conversation(client):
     assert any("honey" in t.lower() or "bee" in t.lower() for t in titles), titles
     alone = client.chat.completions.create(model="rag", messages=conversation[-1:], max_tokens=16).choices[0].message
     assert "standalone_query" not in alone.model_extra
+
+
+def test_an_answer_in_sentences_streams_as_it_is_written(client, serve_app):
+    """A flow whose answer is sentences (rag's is a short span, written at once): the content arrives in pieces as
+    the model writes it, then the references; joined, the same content as the answer unstreamed."""
+    flow = {"steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"k": 3}},
+        "context": {"op": "generate.context", "params": {"max_context_length": 320}},
+        "answer": {"op": "generate.answer", "params": {"max_tokens": 40}},
+        "references": {"op": "generate.references"},
+    }}
+    assert requests.put(f"{serve_app}/flows/sentences", json=flow, timeout=60).status_code == 201
+    whole = client.chat.completions.create(model="sentences", messages=QUESTION, temperature=0).choices[0].message
+    chunks = list(client.chat.completions.create(model="sentences", messages=QUESTION, temperature=0, stream=True))
+    contents = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    answer = whole.content.partition("\n\nSources:")[0]
+    assert len(answer.split()) > 4 and len(contents) >= len(answer.split()) - 2  # about a piece a word
+    assert "".join(contents) == whole.content
+    assert chunks[-1].choices[0].delta.model_extra["sources"] == whole.model_extra["sources"]

@@ -66,3 +66,30 @@ def test_complete_many_lists_failures_in_place(fault_models):
     assert [r.text for r in results] == [fault_models.reply] * 3
     mixed = complete_many(["a"], model="fault-malformed", num_retries=0)
     assert isinstance(mixed[0], LLMError)
+
+
+def test_a_streamed_reply_is_the_whole_reply_piece_by_piece(fault_models):
+    pieces: list[str] = []
+    done = complete("Which insects make honey?", model="fault-ok", max_tokens=16, on_text=pieces.append)
+    whole = complete("Which insects make honey?", model="fault-ok", max_tokens=16)
+    assert len(pieces) == len(fault_models.reply.split()) and "".join(pieces) == done.text == whole.text
+    assert (done.prompt_tokens, done.completion_tokens) == (whole.prompt_tokens, whole.completion_tokens)
+    assert done.finish_reason == "stop" and fault_models.bodies[0]["stream"] is True
+    with pytest.raises(LLMError) as err:  # broken off after its first pieces: not retried, raised
+        complete("hi", model="fault-midstream", on_text=pieces.append, num_retries=2)
+    assert "broke off" in err.value.message and fault_models.attempts["midstream"] == 1
+
+
+@pytest.mark.slow
+def test_the_embedded_model_streams_the_reply_it_gives_whole():
+    question = "Name one insect that makes honey."
+    for max_tokens in (4, 64):  # stopped by max_tokens, and (the answer is short) by the end-of-text token
+        pieces: list[str] = []
+        streamed = complete(question, model="local", max_tokens=max_tokens, on_text=pieces.append)
+        whole = complete(question, model="local", max_tokens=max_tokens)
+        assert len(pieces) > 1 and "".join(pieces) == streamed.text == whole.text
+        assert (streamed.prompt_tokens, streamed.completion_tokens, streamed.finish_reason) == (
+            whole.prompt_tokens, whole.completion_tokens, whole.finish_reason)
+    with pytest.raises(LLMError) as err:  # the timeout is checked between tokens, streamed too
+        complete("Write a long story about bees.", model="local", max_tokens=400, timeout=0.2, on_text=pieces.append)
+    assert err.value.kind == "timeout"

@@ -1,0 +1,68 @@
+"""Answers as they are written: ``generate.answer`` streams its reply to a sink that a chat sets for the run.
+
+A chat (``/v1/chat/completions`` with a flow, ``tessera chat``) runs its flow inside
+``streaming_answers(sink)``; within that block, on that thread, ``generate.answer`` asks its
+model with streaming on, and ``sink(qid, text)`` gets each new piece of the answer as the model
+writes it. The pieces are the answer as ``parse_answer`` reads it from the reply so far
+(``AnswerStream``): labels (``Answer:``) and the ``Reasoning:``/``Sources:`` sections are left
+out, citations are written ``[1]``, and the last word and an unclosed ``[`` wait until they are
+complete, so what was sent is almost always the start of the final answer. A cached step, a
+``style: short`` answer and the Ray executor send nothing here: the chat gets the whole answer
+when the flow ends.
+
+Usage::
+
+    with streaming_answers(lambda qid, text: print(text, end="", flush=True)):
+        result = make_executor("local").run(flow, queries)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from typing import Callable, Iterator
+
+Sink = Callable[[str, str], None]
+_local = threading.local()
+_UNCLOSED = re.compile(r"\[[^\]]*$")
+
+
+@contextlib.contextmanager
+def streaming_answers(sink: Sink) -> Iterator[None]:
+    """Within this block, on this thread, answers go to ``sink(qid, text)`` piece by piece as they are written."""
+    before = getattr(_local, "sink", None)
+    _local.sink = sink
+    try:
+        yield
+    finally:
+        _local.sink = before
+
+
+def answer_sink() -> Sink | None:
+    """This thread's sink, or None when nobody is waiting for answers as they are written."""
+    return getattr(_local, "sink", None)
+
+
+class AnswerStream:
+    """A reply read as it arrives: ``feed`` takes the model's next piece and returns the answer's new text.
+
+    ``read`` is what the answer step makes of a whole reply (its answer text)."""
+
+    def __init__(self, read: Callable[[str], str]) -> None:
+        self.read = read
+        self.reply = ""
+        self.sent = ""
+
+    def feed(self, piece: str) -> str:
+        """The new text of the answer that is safe to show (possibly ''), after adding ``piece`` to the reply."""
+        self.reply += piece
+        answer = self.read(self.reply)
+        # The last word may still grow (or become a label), and the space before a label is no part of the answer.
+        stable = answer[:max(answer.rfind(" "), answer.rfind("\n"), 0)].rstrip()
+        if (unclosed := _UNCLOSED.search(stable)) is not None:  # "[Document 1" becomes "[1]" once it closes
+            stable = stable[:unclosed.start()].rstrip()
+        if not stable.startswith(self.sent) or len(stable) <= len(self.sent):
+            return ""  # a later label changed what the answer is: hold on, the chat ends with the answer as read
+        new, self.sent = stable[len(self.sent):], stable
+        return new
