@@ -1,5 +1,6 @@
 """The HTTP ingress: OpenAI ``/v1/embeddings`` and ``/v1/chat/completions`` (serve/chat.py), Cohere/Jina
-``/v1/rerank``, Cohere v2 ``/v2/rerank``, Cohere's ``/v2/embed`` and ``/v1/embed`` (serve/cohere_embed.py),
+``/v1/rerank``, Cohere v2 ``/v2/rerank``, Cohere's ``/v2/embed`` and ``/v1/embed`` (serve/cohere_embed.py) and
+``/v2/chat`` (serve/cohere_chat.py),
 ``/v1/models``, ``/healthz``; and beside them the flow routes (``serve/routes_*.py``: tasks, saved flows,
 search, chat, indices), which the same replica serves with ``serve.service``, and the web UI at ``/ui/``.
 
@@ -21,7 +22,7 @@ from fastapi import FastAPI, Request
 from ray import serve
 
 from serve import (
-    auth, chat, chat_flows, cohere_embed, errors, routes_chat, routes_flows, routes_indices, routes_search,
+    auth, chat, chat_flows, cohere_chat, cohere_embed, errors, routes_chat, routes_flows, routes_indices, routes_search,
     routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
@@ -158,6 +159,15 @@ class ModelAPI:
         if isinstance(target, ModelCard):
             return await chat.chat_response(self.handles[target.deployment], target, body)
         return await chat_flows.flow_response(target, body, owner)
+
+    @app.post("/v2/chat")
+    async def chat_v2(self, body: cohere_chat.CohereChatRequest, request: Request) -> Any:
+        """Cohere v2 (``cohere.ClientV2().chat`` / ``chat_stream``) from a served language model or a flow that
+        answers, whose sources become ``citations``."""
+        owner = routes_tasks.tenant(request)
+        target = await asyncio.to_thread(chat.chat_target, body.model, self.by_name, owner)
+        handle = self.handles[target.deployment] if isinstance(target, ModelCard) else None
+        return await cohere_chat.respond(body, target, handle, owner)
 
     @app.post("/v1/rerank")
     async def rerank(self, body: RerankRequest) -> dict[str, Any]:

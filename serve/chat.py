@@ -104,21 +104,31 @@ def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> Model
 
 async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer as OpenAI's body, or a ``StreamingResponse`` of its events."""
+    events = engine_events(handle, card, request)
+    if not request.stream:
+        return await whole_answer(events, card)
+    return StreamingResponse(sse(events, card), media_type="text/event-stream")
+
+
+def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
+    """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
     body = request.engine_body()
     if card.engine == "vllm":
         from serve.deployments.llm import vllm_request
 
         body = vllm_request(body)
-    events = handle.options(stream=True).chat.remote(body)
-    if not request.stream:
-        try:
-            async for answer in events:
-                return answer.model_dump() if hasattr(answer, "model_dump") else answer
-        except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
-            raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
-                                      code="model_error") from None
-        raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
-    return StreamingResponse(sse(events, card), media_type="text/event-stream")
+    return handle.options(stream=True).chat.remote(body)
+
+
+async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
+    """The unstreamed answer (OpenAI's ``chat.completion``); a failure is a 500 naming the model."""
+    try:
+        async for answer in events:
+            return answer.model_dump() if hasattr(answer, "model_dump") else answer
+    except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
+        raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
+                                  code="model_error") from None
+    raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
 
 
 async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:

@@ -195,6 +195,27 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
         return f"data: {json.dumps(chunk)}\n\n"
 
     yield event({"role": "assistant", "content": ""})
+    sent = ""
+    try:
+        async for item in answer_events(prepared, columns):
+            if isinstance(item, str):
+                sent += item
+                yield event({"content": item})
+                continue
+            message = item["message"]
+            yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
+            yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message},
+                        "stop", usage=item["usage"])
+    except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
+        error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
+        yield f"data: {json.dumps({'error': error})}\n\n"
+        return
+    yield "data: [DONE]\n\n"
+
+
+async def answer_events(prepared: svc.Prepared, columns: Any) -> AsyncIterator[str | dict[str, Any]]:
+    """The flow run for a streamed answer: each piece of the answer (a str) as the model writes it, then what
+    ``run_flow`` returns (a dict). A failure raises its ``ApiError``."""
     loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
 
     async def run() -> dict[str, Any]:
@@ -204,21 +225,10 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
         finally:
             pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
 
-    running, sent = asyncio.ensure_future(run()), ""
+    running = asyncio.ensure_future(run())
     while (piece := await pieces.get()) is not None:
-        sent += piece
-        yield event({"content": piece})
-    try:
-        answer = await running
-    except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
-        error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
-        yield f"data: {json.dumps({'error': error})}\n\n"
-        return
-    message = answer["message"]
-    yield event({"content": rest_of(message["content"], answer["answer"], sent, bool(message.get("degraded")))})
-    yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message}, "stop",
-                usage=answer["usage"])
-    yield "data: [DONE]\n\n"
+        yield piece
+    yield await running
 
 
 def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:

@@ -67,6 +67,7 @@ ROUTES = [("GET", "/tasks", {}), ("POST", "/task/run", {"json": {"flow": "bm25",
           ("DELETE", "/flows/x", {}), ("POST", "/v1/search", {"json": {"query": QUERY}}), ("GET", "/v1/models", {}),
           ("POST", "/v1/embeddings", {"json": {"model": "m", "input": "x"}}),
           ("POST", "/v2/embed", {"json": {"model": "m", "texts": ["x"], "input_type": "search_query"}}),
+          ("POST", "/v2/chat", {"json": {"model": "rag", "messages": [{"role": "user", "content": "x"}]}}),
           ("GET", "/docs", {}),
           ("GET", "/openapi.json", {}), ("GET", "/no/such/route", {})]
 

@@ -1,0 +1,230 @@
+"""Cohere's chat API: ``POST /v2/chat`` (``cohere.ClientV2().chat`` and ``chat_stream``).
+
+The same two kinds of ``model`` as OpenAI's ``/v1/chat/completions`` (``chat.chat_target``): a
+served language model, or a flow that answers (``rag``), whose numbered sources become Cohere's
+``citations``: each ``[1]`` in the answer cites the document it numbers (``type: document``, the
+docno as ``id``); an answer without markers (``rag``'s short style) is cited whole by its sources.
+The body is converted to OpenAI's and runs the same code; only the shapes differ. Streamed, the
+events are Cohere's: ``message-start``, ``content-start``, ``content-delta`` (a flow's answer as
+the model writes it), ``content-end``, a ``citation-start``/``citation-end`` pair per citation,
+and ``message-end`` with ``finish_reason`` and ``usage`` (or ``ERROR`` and the error, once
+headers are sent).
+
+Refused with a 422 naming the field: ``documents`` (ground answers on an index: upload the
+documents, then chat with a flow over it) and ``tools``. ``k``, ``safety_mode`` and
+``response_format`` are accepted and not used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import uuid
+from typing import Any, AsyncIterator, Literal
+
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from flows.spec import FlowSpec
+from serve import chat, chat_flows
+from serve.errors import ApiError
+from serve.schemas import ModelCard
+
+FINISH = {"stop": "COMPLETE", "length": "MAX_TOKENS"}
+_MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+class CitationOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    mode: Literal["FAST", "ACCURATE", "OFF", "ENABLED", "DISABLED"] | None = Field(
+        None, description="OFF or DISABLED: no citations; otherwise a flow's answer cites its sources.")
+
+
+class CohereChatRequest(BaseModel):
+    """Cohere v2's chat body: the fields used here; its other fields are accepted and ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    model: str = Field(min_length=1, description="A served language model or a flow that answers, such as 'rag' "
+                       "(GET /v1/models lists both).")
+    messages: list[chat.ChatMessage] = Field(min_length=1, description="The conversation, oldest first; content is "
+                                             "text or a list of {type: text, text} parts.")
+    stream: bool = Field(False, description="Answer as Cohere's server-sent events.")
+    documents: list[Any] | None = Field(None, description="Not supported: must be absent (see the module).")
+    tools: list[Any] | None = Field(None, description="Not supported: must be absent.")
+    citation_options: CitationOptions | None = None
+    max_tokens: int | None = Field(None, gt=0)
+    stop_sequences: list[str] | None = Field(None, max_length=5)
+    temperature: float | None = Field(None, ge=0, le=2)
+    seed: int | None = None
+    frequency_penalty: float | None = Field(None, ge=0, le=1)
+    presence_penalty: float | None = Field(None, ge=0, le=1)
+    p: float | None = Field(None, ge=0.01, le=0.99, description="Top-p sampling (OpenAI's top_p).")
+    k: int | None = Field(None, ge=0, le=500, description="Accepted, not used: the engines sample by p.")
+    index: str | None = Field(None, description="Flows only (not Cohere's): the index to search, a name under the "
+                              "service's index folders; default: the app's default index.")
+
+    @field_validator("documents")
+    @classmethod
+    def _no_documents(cls, value: list[Any] | None) -> None:
+        if value:
+            raise ValueError("answers grounded on documents given in the request are not supported here: upload "
+                             "them to an index (POST /v1/indices/{name}/documents) and chat with a flow that answers "
+                             "over it, such as rag with index set")
+        return None
+
+    @field_validator("tools")
+    @classmethod
+    def _no_tools(cls, value: list[Any] | None) -> None:
+        if value:
+            raise ValueError("tools are not supported here")
+        return None
+
+    def openai(self) -> chat.ChatRequest:
+        """The same request in OpenAI's shape (the usage asked for in the stream)."""
+        return chat.ChatRequest(
+            model=self.model, messages=self.messages, stream=self.stream, temperature=self.temperature,
+            top_p=self.p, max_tokens=self.max_tokens, stop=self.stop_sequences, seed=self.seed,
+            presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty, index=self.index,
+            stream_options=chat.StreamOptions(include_usage=True) if self.stream else None)
+
+    def cites(self) -> bool:
+        return self.citation_options is None or self.citation_options.mode not in ("OFF", "DISABLED")
+
+
+async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle: Any, tenant: str) -> Any:
+    """Cohere's chat response (or a ``StreamingResponse`` of its events) from a served model or a flow."""
+    request, rid = body.openai(), str(uuid.uuid4())
+    if isinstance(target, ModelCard):
+        events = chat.engine_events(handle, target, request)
+        if not body.stream:
+            done = await chat.whole_answer(events, target)
+            choice = (done.get("choices") or [{}])[0]
+            usage = done.get("usage") or {}
+            return response(rid, (choice.get("message") or {}).get("content") or "", choice.get("finish_reason"),
+                            usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), [])
+        return _streaming(_model_events(rid, chat.sse(events, target)))
+    prepared, columns = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant)
+    if not body.stream:
+        done = await asyncio.to_thread(chat_flows.run_flow, prepared, columns)
+        text = done["answer"]
+        return response(rid, text, "stop", done["usage"]["prompt_tokens"], done["usage"]["completion_tokens"],
+                         citations(text, done["message"]["sources"]) if body.cites() else [])
+    return _streaming(_flow_events(rid, prepared, columns, body.cites()))
+
+
+def response(rid: str, text: str, finish: str | None, prompt: int, completion: int,
+             cited: list[dict[str, Any]]) -> dict[str, Any]:
+    """Cohere v2's chat response."""
+    message: dict[str, Any] = {"role": "assistant", "content": [{"type": "text", "text": text}]}
+    if cited:
+        message["citations"] = cited
+    return {"id": rid, "finish_reason": FINISH.get(finish or "stop", "COMPLETE"), "message": message,
+            "usage": usage(prompt, completion)}
+
+
+def usage(prompt: int, completion: int) -> dict[str, Any]:
+    tokens = {"input_tokens": prompt, "output_tokens": completion}
+    return {"billed_units": dict(tokens), "tokens": tokens}
+
+
+def citations(text: str, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cohere citations of a flow's answer: each ``[1]`` marker with the documents it numbers; without markers,
+    the whole answer with all its sources."""
+    def source(record: dict[str, Any]) -> dict[str, Any]:
+        document = {"id": record["docno"], "reference": record["reference"],
+                    **{key: record[key] for key in ("title", "url") if record.get(key)}}
+        return {"type": "document", "id": record["docno"], "document": document}
+
+    numbered = {record.get("number"): record for record in sources}
+    found = []
+    for marker in _MARKER.finditer(text):
+        cited = [numbered[n] for n in map(int, re.findall(r"\d+", marker.group(1))) if n in numbered]
+        if cited:
+            found.append({"start": marker.start(), "end": marker.end(), "text": marker.group(0),
+                          "sources": [source(record) for record in cited], "type": "TEXT_CONTENT"})
+    if not found and sources and text:
+        found = [{"start": 0, "end": len(text), "text": text, "sources": [source(r) for r in sources],
+                  "type": "TEXT_CONTENT"}]
+    return found
+
+
+def _event(kind: str, **fields: Any) -> str:
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **fields})}\n\n"
+
+
+def _streaming(events: AsyncIterator[str]) -> StreamingResponse:
+    return StreamingResponse(events, media_type="text/event-stream")
+
+
+def _opening(rid: str) -> list[str]:
+    return [_event("message-start", id=rid, delta={"message": {"role": "assistant", "content": [],
+                                                               "tool_calls": [], "citations": []}}),
+            _event("content-start", index=0, delta={"message": {"content": {"type": "text", "text": ""}}})]
+
+
+def _text(piece: str) -> str:
+    return _event("content-delta", index=0, delta={"message": {"content": {"text": piece}}})
+
+
+def _closing(finish: str, prompt: int, completion: int, cited: list[dict[str, Any]],
+             error: str | None = None) -> list[str]:
+    events = [_event("content-end", index=0)]
+    for number, citation in enumerate(cited):
+        events += [_event("citation-start", index=number, delta={"message": {"citations": citation}}),
+                   _event("citation-end", index=number)]
+    end: dict[str, Any] = {"finish_reason": finish, "usage": usage(prompt, completion)}
+    if error is not None:
+        end["error"] = error
+    return [*events, _event("message-end", delta=end)]
+
+
+async def _flow_events(rid: str, prepared: Any, columns: Any, cites: bool) -> AsyncIterator[str]:
+    """A flow's answer as Cohere's events: its pieces as the model writes them, the rest and its citations."""
+    for event in _opening(rid):
+        yield event
+    shown = ""
+    try:
+        async for item in chat_flows.answer_events(prepared, columns):
+            if isinstance(item, str):
+                shown += item
+                yield _text(item)
+                continue
+            answer, message = item["answer"], item["message"]
+            rest = chat_flows.rest_of(answer, answer, shown, bool(message.get("degraded")))
+            if rest:
+                shown += rest
+                yield _text(rest)
+            cited = citations(shown, message["sources"]) if cites else []
+            for event in _closing("COMPLETE", item["usage"]["prompt_tokens"], item["usage"]["completion_tokens"],
+                                  cited):
+                yield event
+    except ApiError as err:  # headers are sent: the error ends the message
+        for event in _closing("ERROR", 0, 0, [], error=err.message):
+            yield event
+
+
+async def _model_events(rid: str, openai_events: AsyncIterator[str]) -> AsyncIterator[str]:
+    """A served model's OpenAI events (``chat.sse``) as Cohere's."""
+    for event in _opening(rid):
+        yield event
+    finish, tokens = "stop", (0, 0)
+    async for event in openai_events:
+        data = event.removeprefix("data: ").strip()
+        if data == "[DONE]":
+            break
+        chunk = json.loads(data)
+        if "error" in chunk:
+            for closing in _closing("ERROR", *tokens, [], error=chunk["error"].get("message")):
+                yield closing
+            return
+        if chunk.get("usage"):
+            tokens = (chunk["usage"].get("prompt_tokens", 0), chunk["usage"].get("completion_tokens", 0))
+        for choice in chunk.get("choices") or []:
+            if (choice.get("delta") or {}).get("content"):
+                yield _text(choice["delta"]["content"])
+            finish = choice.get("finish_reason") or finish
+    for event in _closing(FINISH.get(finish, "COMPLETE"), *tokens, []):
+        yield event
