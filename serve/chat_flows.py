@@ -30,7 +30,8 @@ from fastapi.responses import StreamingResponse
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
-from operators.errors import TesseraError
+from flows.progress import CancelToken
+from operators.errors import FlowCancelled, TesseraError
 from operators.generate.answer_stream import Sink, streaming_answers
 from serve import errors
 from serve import service as svc
@@ -126,13 +127,13 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str) -> tuple[svc.Prepare
 
 
 def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None,
-             sink: Sink | None = None) -> dict[str, Any]:
+             sink: Sink | None = None, cancel: CancelToken | None = None) -> dict[str, Any]:
     """Run the prepared flow; the assistant message, the usage and the answer (``sink`` gets the answer as it is
-    written). A failure is a 500 naming the flow."""
+    written; ``cancel`` stops the flow). A failure is a 500 naming the flow."""
     try:
         with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
-            result = run_online(prepared, columns)
-    except ApiError:
+            result = run_online(prepared, columns, cancel)
+    except (ApiError, FlowCancelled):
         raise
     except Exception as err:  # noqa: BLE001  (the flow failed: named, details in the log)
         raise errors.server_error(f"flow '{prepared.spec.name}'", err, code="flow_error") from None
@@ -216,19 +217,25 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
 async def answer_events(prepared: svc.Prepared, columns: Any) -> AsyncIterator[str | dict[str, Any]]:
     """The flow run for a streamed answer: each piece of the answer (a str) as the model writes it, then what
     ``run_flow`` returns (a dict). A failure raises its ``ApiError``."""
-    loop, pieces = asyncio.get_running_loop(), asyncio.Queue()
+    loop, pieces, cancel = asyncio.get_running_loop(), asyncio.Queue(), CancelToken()
 
     async def run() -> dict[str, Any]:
         try:
             return await asyncio.to_thread(run_flow, prepared, columns,
-                                           lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text))
+                                           lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text),
+                                           cancel)
         finally:
             pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
 
     running = asyncio.ensure_future(run())
-    while (piece := await pieces.get()) is not None:
-        yield piece
-    yield await running
+    try:
+        while (piece := await pieces.get()) is not None:
+            yield piece
+        yield await running
+    finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
+        if not running.done():
+            cancel.cancel("the client closed the stream")
+            running.add_done_callback(lambda done: done.cancelled() or done.exception())  # FlowCancelled, expected
 
 
 def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:

@@ -29,9 +29,10 @@ def run_search(body: Any, owner: str) -> dict[str, Any]:
             "results": search_hits(result, prepared.queries)}
 
 
-def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = None) -> Any:
+def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = None, cancel: Any = None) -> Any:
     """Run a prepared flow here, on the local executor, over its queries (plus query ``columns``); the result,
-    or a 413 when it holds more rows than ``max_result_rows``."""
+    or a 413 when it holds more rows than ``max_result_rows``. ``cancel`` (a ``CancelToken``) stops it between
+    batches and the embedded model between tokens."""
     import pyarrow as pa
 
     from flows.executors import make_executor
@@ -39,7 +40,7 @@ def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = No
     queries = pa.table({"qid": pa.array([q["qid"] for q in prepared.queries], pa.string()),
                         "query": pa.array([q["query"] for q in prepared.queries], pa.string()),
                         **(columns or {})})
-    result = make_executor("local", keep_history=False).run(prepared.flow, queries)
+    result = make_executor("local", keep_history=False).run(prepared.flow, queries, cancel=cancel)
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

@@ -90,3 +90,27 @@ def test_a_stream_that_breaks_degrades_the_query(fault_models):
     meta, got = answer_with_sink("fault-midstream")
     assert "".join(text for q, text in got if q == "q1") == "Honey bees"  # what came before the break
     assert "broke off" in meta["q1"]["degraded"]["reason"] and "answer" not in meta["q1"]
+
+
+@pytest.mark.slow  # the embedded model, stopped between tokens
+def test_a_cancel_while_the_answer_streams_stops_the_model():
+    """What a chat does when its client goes away: the flow's cancel stops the streamed generation mid-answer."""
+    from flows.executors import make_executor
+    from flows.progress import CancelToken
+    from flows.spec import FlowSpec
+    from operators.errors import FlowCancelled
+
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context", "params": {"max_context_length": 300}},
+        "answer": {"op": "generate.answer", "params": {"model": "local", "max_tokens": 200,
+                                                       "prompt": "{context}\n\nWrite a long essay about: {query}"}}}})
+    cancel, got = CancelToken(), []
+
+    def sink(qid: str, text: str) -> None:
+        got.append(text)
+        if len(got) == 3:
+            cancel.cancel("the client closed the stream")
+
+    with pytest.raises(FlowCancelled, match="closed the stream"), streaming_answers(sink):
+        make_executor("local").run(spec, sample_results(1, 2), cancel=cancel)
+    assert 3 <= len(got) <= 5  # stopped at the next token, not after 200
