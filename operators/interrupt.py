@@ -13,32 +13,26 @@ between iterations. ``FlowCancelled`` must never be swallowed by a failure polic
 
 from __future__ import annotations
 
-import contextlib
-import threading
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, ContextManager
 
-_local = threading.local()
+from operators.thread_value import ThreadValue
+
+_check: ThreadValue[Callable[[], None]] = ThreadValue()
 
 
-@contextlib.contextmanager
-def interruptible(check: Callable[[], None] | None) -> Iterator[None]:
+def interruptible(check: Callable[[], None] | None) -> ContextManager[None]:
     """Within this block, on this thread, ``checkpoint()`` calls ``check`` (which raises to stop)."""
-    before = getattr(_local, "check", None)
-    _local.check = check
-    try:
-        yield
-    finally:
-        _local.check = before
+    return _check.holding(check)
 
 
 def current_check() -> Callable[[], None] | None:
     """This thread's check, to carry into worker threads (``with interruptible(current_check()):``)."""
-    return getattr(_local, "check", None)
+    return _check.get()
 
 
 def checkpoint() -> None:
     """Raise ``FlowCancelled`` here if the run this thread works for was cancelled."""
-    check = getattr(_local, "check", None)
+    check = _check.get()
     if check is not None:
         check()
 

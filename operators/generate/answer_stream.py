@@ -18,30 +18,24 @@ Usage::
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
-from typing import Callable, Iterator
+from typing import Callable, ContextManager
+
+from operators.thread_value import ThreadValue
 
 Sink = Callable[[str, str], None]
-_local = threading.local()
+_sink: ThreadValue[Sink] = ThreadValue()
 _UNCLOSED = re.compile(r"\[[^\]]*$")
 
 
-@contextlib.contextmanager
-def streaming_answers(sink: Sink) -> Iterator[None]:
+def streaming_answers(sink: Sink) -> ContextManager[None]:
     """Within this block, on this thread, answers go to ``sink(qid, text)`` piece by piece as they are written."""
-    before = getattr(_local, "sink", None)
-    _local.sink = sink
-    try:
-        yield
-    finally:
-        _local.sink = before
+    return _sink.holding(sink)
 
 
 def answer_sink() -> Sink | None:
     """This thread's sink, or None when nobody is waiting for answers as they are written."""
-    return getattr(_local, "sink", None)
+    return _sink.get()
 
 
 class AnswerStream:
