@@ -6,10 +6,15 @@ ranking code) whose model calls go to the deployment through a deployment handle
 Rerankers send each query's (query, candidate texts) and keep the shared
 ``Reranker`` selection, failure policy and output; embedders send the texts and keep
 the operator's own text building and output column. The deployment hosts the same
-operator class, so the output is the one the step would compute in-process.
+operator class, so the output is the one the step would compute in-process. A
+language-model step (``LLMStep``: answers, summaries, LLM rerankers, query rewriting)
+sends each call as an OpenAI chat body to a language-model deployment (llama.cpp
+replicas, or vLLM on GPU nodes) and keeps its prompts, parsing, usage records and
+failure policy; streamed when a chat waits for the answer.
 
 The step's model-defining params (``model``, ``max_length``, ``normalize``...) must
-equal the deployment's; a mismatch, or a deployment that cannot be reached (Ray or
+equal the deployment's (a language-model step's model alias must name the model the
+deployment runs); a mismatch, or a deployment that cannot be reached (Ray or
 Serve not running), raises a ``PlacementError`` naming the step and the deployment.
 Placement is honoured by the local executor (the online path and the API deployment).
 """
@@ -17,14 +22,20 @@ Placement is honoured by the local executor (the online path and the API deploym
 from __future__ import annotations
 
 import functools
+import json
 import os
-from typing import Any, Sequence
+import time
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-from operators.errors import OperatorError
+from operators.errors import FlowCancelled, OperatorError
+from operators.interrupt import checkpoint
+from operators.llm.aliases import ModelAlias
+from operators.llm.gateway import Completion, LLMError, Prompt, each_concurrently, messages_of
+from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams, sendable_texts
 
 # Params that only tune how a model runs, not what it ranks: they may differ from the deployment's
@@ -49,17 +60,22 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
         base, kind = ServedReranker, "rerank"
     elif isinstance(op, SentenceTransformerEmbedder):
         base, kind = ServedEmbedder, "embedding"
+    elif isinstance(op, LLMStep):
+        base, kind = ServedLLMStep, "llm"
     else:
-        raise PlacementError(f"only embedders and rerankers can run on a Serve deployment, not '{op.name}'; "
-                             "remove the step's placement", step=op.step_id, op=op.name)
+        raise PlacementError(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
+                             f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
     where = f"Serve deployment '{app}/{deployment}'"
     handle = _handle(op, deployment, app, where)
-    try:
-        info = handle.info.remote().result(timeout_s=60)
-    except Exception as err:  # noqa: BLE001
-        raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
-                             op=op.name) from err
-    _check_same_model(op, info, kind, where)
+    if kind == "llm":
+        info = _llm_info(handle, op, where)
+    else:
+        try:
+            info = handle.info.remote().result(timeout_s=60)
+        except Exception as err:  # noqa: BLE001
+            raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
+                                 op=op.name) from err
+        _check_same_model(op, info, kind, where)
     proxy = proxy_class(type(op), base)(op.params, step_id=op.step_id, input_steps=op.input_steps)
     proxy.attach(handle, info, where)
     return proxy
@@ -106,6 +122,47 @@ def _check_same_model(op: Operator, info: dict[str, Any], kind: str, where: str)
             raise PlacementError(f"the step asks for {field}={value!r} but {where} hosts {field}="
                                  f"{theirs.get(field)!r}; make them equal or remove the step's placement",
                                  step=op.step_id, op=op.name, field=f"params.{field}")
+
+
+def serves(alias: ModelAlias, engine: str, model: str) -> bool:
+    """Whether a language-model deployment running ``model`` on ``engine`` answers as the alias's model does: the
+    same GGUF file on llama.cpp (the embedded models), the alias's ``model_source`` on vLLM."""
+    if engine == "vllm":
+        return alias.model_source is not None and alias.model_source == model
+    if engine != "llama_cpp" or not alias.embedded:
+        return False
+    from operators.llm.embedded import gguf_path
+    from operators.models.references import ModelNotFoundError
+
+    try:
+        return gguf_path(alias.model.split("/", 1)[-1]).resolve() == gguf_path(model).resolve()
+    except ModelNotFoundError:
+        return False
+
+
+def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
+    """What a language-model deployment runs (engine, model), checked against the step's model alias."""
+    from operators.llm.aliases import resolve
+
+    try:
+        info = handle.info.remote().result(timeout_s=60)  # Tessera's llama.cpp deployment
+    except Exception:  # noqa: BLE001  (not ours: ray.serve.llm's vLLM server tells its config instead)
+        try:
+            config = handle.llm_config.remote().result(timeout_s=60)
+        except Exception as err:  # noqa: BLE001
+            raise PlacementError(f"{where} does not answer as a language model: {type(err).__name__}: {err}",
+                                 step=op.step_id, op=op.name) from err
+        source = config.model_loading_config.model_source
+        info = {"engine": "vllm", "name": config.model_id, "model": source if isinstance(source, str) else None}
+    if "engine" not in info:
+        raise PlacementError(f"{where} hosts '{info.get('op')}', not a language model", step=op.step_id,
+                             op=op.name, field="placement.deployment")
+    alias = resolve(op.params.model)
+    if not serves(alias, info["engine"], str(info.get("model"))):
+        raise PlacementError(f"the step asks for model '{op.params.model}' ({alias.model}) but {where} runs "
+                             f"{info.get('model')!r} on {info['engine']}; make them the same or remove the step's "
+                             "placement", step=op.step_id, op=op.name, field="params.model")
+    return info
 
 
 class _Served:
@@ -160,3 +217,71 @@ class ServedEmbedder(_Served, SentenceTransformerEmbedder):
             raise OperatorError(f"{self._where} failed: {type(err).__name__}: {err}", step=self.step_id,
                                 op=self.name) from err
         return np.concatenate(parts)
+
+
+class ServedLLMStep(_Served, LLMStep):
+    """Language-model proxy: each call is an OpenAI chat body sent to the deployment (as ``/v1/chat/completions``
+    sends it), streamed when the step streams; prompts, parsing, usage records and failure policy are the step's."""
+
+    def cache_identity(self) -> dict[str, Any]:
+        """The in-process identity: the deployment runs the model the step's alias names (``serves``)."""
+        return super(_Served, self).cache_identity()
+
+    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
+        workers = min(len(prompts), self.params.concurrency or 4)
+        return each_concurrently(
+            lambda i, prompt: self._call(prompt, None if on_text is None else (lambda piece: on_text(i, piece))),
+            prompts, workers)
+
+    def _call(self, prompt: Prompt, on_text: Callable[[str], None] | None) -> Completion | LLMError:
+        p = self.params
+        body: dict[str, Any] = {"model": self._info.get("name"), "messages": messages_of(prompt),
+                                "temperature": p.temperature, "max_tokens": p.max_tokens}
+        if on_text is not None:
+            body.update(stream=True, stream_options={"include_usage": True})
+        if self._info["engine"] == "vllm":
+            from ray.serve.llm.openai_api_models import ChatCompletionRequest
+
+            body = ChatCompletionRequest(**body)
+        started, reply = time.perf_counter(), _Reply()
+        events = self._handle.options(stream=True).chat.remote(body)
+        try:
+            for event in events:
+                checkpoint()
+                for item in event if isinstance(event, list) else [event]:
+                    reply.read(item, on_text)
+        except FlowCancelled:
+            events.cancel()
+            raise
+        except Exception as err:  # noqa: BLE001  (the step's failure policy decides)
+            return LLMError(f"{self._where} failed: {type(err).__name__}: {str(err).strip()[:300]}", kind="api")
+        return Completion(text=reply.text, model=p.model, prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens, seconds=time.perf_counter() - started,
+                          finish_reason=reply.finish_reason)
+
+
+class _Reply:
+    """A chat answer read from a deployment's events: the whole ``chat.completion``, or its SSE chunks."""
+
+    def __init__(self) -> None:
+        self.text, self.finish_reason, self.prompt_tokens, self.completion_tokens = "", None, 0, 0
+
+    def read(self, item: Any, on_text: Callable[[str], None] | None) -> None:
+        if hasattr(item, "model_dump"):
+            item = item.model_dump()
+        if isinstance(item, str):  # an SSE event: "data: {chunk}" or "data: [DONE]"
+            data = item.strip().removeprefix("data:").strip()
+            if not data or data == "[DONE]":
+                return
+            item = json.loads(data)
+            if "error" in item:
+                raise RuntimeError((item["error"] or {}).get("message") or "the stream failed")
+        for choice in item.get("choices") or []:
+            piece = (choice.get("delta") or choice.get("message") or {}).get("content") or ""
+            self.text += piece
+            if piece and on_text is not None and "delta" in choice:
+                on_text(piece)
+            self.finish_reason = choice.get("finish_reason") or self.finish_reason
+        usage = item.get("usage") or {}
+        self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
+        self.completion_tokens = usage.get("completion_tokens", self.completion_tokens)

@@ -73,6 +73,7 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
             log.warning("tessera serve: language model '%s' is not deployed: %s", llm.name, problem)
             continue
         handles[llm.deployment_name] = llm_deployment(llm)
+        served.append({"deployment": llm.deployment_name, "kind": "llm", "engine": llm.engine, "model": llm.model})
     api = ModelAPI.options(name=settings.api_deployment, ray_actor_options={"num_cpus": settings.api_num_cpus})
     service = None if settings.service is None else service_settings.resolve(settings.service)
     return api.bind(handles, cards, service, served)

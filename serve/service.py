@@ -6,9 +6,10 @@ is never read as a file path), the queries, the index, every step's operator and
 params. A bad body is a ``SpecError`` (a 422 naming the step and field) or an
 ``ApiError`` naming the limit.
 
-Steps whose model this app serves (same operator, same model params) are placed on
-that deployment, so a flow run by the API shares the served models instead of loading
-its own copy.
+Steps whose model this app serves (same operator, same model params; for a language-model
+step, an alias naming the model a language-model deployment runs) are placed on that
+deployment, so a flow run by the API shares the served models instead of loading its own
+copy, and its answers scale with the language model's replicas (vLLM on GPU nodes).
 """
 
 from __future__ import annotations
@@ -200,6 +201,10 @@ class Service:
 
         cls = get_operator(op, step=step_id)
         for model in self.served:
+            if model["kind"] == "llm":
+                if self._serves_llm(cls, params, step_id, model):
+                    return Placement(deployment=model["deployment"], app=self.app_name)
+                continue
             if model["op"] != cls.name:
                 continue
             ignored = CLIENT_PARAMS[model["kind"]] | RUNTIME_PARAMS
@@ -208,6 +213,22 @@ class Service:
             if all(mine[k] == theirs[k] for k in mine if k not in ignored):
                 return Placement(deployment=model["deployment"], app=self.app_name)
         return None
+
+    @staticmethod
+    def _serves_llm(cls: type, params: dict[str, Any], step_id: str, model: dict[str, Any]) -> bool:
+        """Whether a language-model deployment runs the model of an LLM step with ``params``."""
+        from flows.placement import serves
+        from operators.errors import TesseraError
+        from operators.llm.aliases import resolve
+        from operators.llm.step import LLMStep
+
+        if not issubclass(cls, LLMStep):
+            return False
+        try:
+            alias = resolve(cls(params, step_id=step_id).params.model)
+        except TesseraError:
+            return False  # the step's own error, raised when the flow builds
+        return serves(alias, model["engine"], model["model"])
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Literal, Sequence, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -30,6 +30,8 @@ from operators.models.repository import models
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
+T = TypeVar("T")
+R = TypeVar("R")
 ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
@@ -179,16 +181,22 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
         except LLMError as err:
             return err
 
-    if workers == 1:
-        return [one(i, p) for i, p in enumerate(prompts)]
-    check = current_check()  # the caller's cancel check, carried into the pool's threads
+    return each_concurrently(one, prompts, workers)
 
-    def in_pool(position: int, prompt: Prompt) -> Completion | LLMError:
+
+def each_concurrently(call: Callable[[int, T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``call(position, item)`` for every item, ``workers`` at a time, results in order; the caller's cancel
+    check goes with each call into the pool's threads."""
+    if workers <= 1:
+        return [call(i, item) for i, item in enumerate(items)]
+    check = current_check()
+
+    def in_pool(position: int, item: T) -> R:
         with interruptible(check):
-            return one(position, prompt)
+            return call(position, item)
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-llm") as pool:
-        return list(pool.map(in_pool, range(len(prompts)), prompts))
+        return list(pool.map(in_pool, range(len(items)), items))
 
 
 def _kind(err: Exception) -> ErrorKind:

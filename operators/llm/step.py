@@ -117,15 +117,19 @@ class LLMStep(Operator):
         it gets the key and each piece of its reply as the model writes it.
         """
         keys = list(prompts)
-        p = self.params
         pieces = None if on_text is None else (lambda position, piece: on_text(keys[position], piece))
-        results = complete_many([prompts[k] for k in keys], model=p.model, concurrency=p.concurrency,
-                                temperature=p.temperature, max_tokens=p.max_tokens, timeout=p.timeout,
-                                num_retries=p.num_retries, on_text=pieces)
+        results = self.calls([prompts[k] for k in keys], pieces)
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
                 self.record(qids[key] if qids is not None else key, result)
         return dict(zip(keys, results))
+
+    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
+        """The model's reply to each prompt, in order (``on_text(position, piece)`` when streamed): through the
+        gateway here, through a Serve deployment in a placed step (``flows.placement``)."""
+        p = self.params
+        return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
+                             max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text)
 
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""

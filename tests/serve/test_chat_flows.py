@@ -120,3 +120,14 @@ def test_an_answer_in_sentences_streams_as_it_is_written(client, serve_app):
     assert len(answer.split()) > 4 and len(contents) >= len(answer.split()) - 2  # about a piece a word
     assert "".join(contents) == whole.content
     assert chunks[-1].choices[0].delta.model_extra["sources"] == whole.model_extra["sources"]
+
+
+def test_the_answer_step_runs_on_the_apps_language_model_deployment(client):
+    """rag's answer step (model local) is placed on the smollm2 deployment, which runs the same GGUF: the flow's
+    model call is one more request there."""
+    from ray import serve
+
+    handle = serve.get_deployment_handle("smollm2", app_name="tessera")
+    before = handle.info.remote().result()["requests"]
+    client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=8)
+    assert handle.info.remote().result()["requests"] == before + 1

@@ -286,3 +286,49 @@ def test_colbert_through_serve_equals_the_operator(serve_app, colbert_path, text
     scores = op.score_texts(QUERY, texts)
     np.testing.assert_allclose([r["relevance_score"] for r in body["results"]],
                                [scores[r["index"]] for r in body["results"]], atol=1e-5)
+
+
+def test_a_language_model_step_placed_on_the_llm_deployment_answers_as_in_process(serve_app):
+    """generate.answer with model local on the smollm2 deployment (llama.cpp, the same GGUF): the same answer and
+    usage as in-process, streamed through the deployment when a chat waits; the cache key unchanged."""
+    from ray import serve
+
+    from flows.cache import step_key
+    from flows.placement import place
+    from operators.generate.answer_stream import streaming_answers
+
+    def answer_step(**params):
+        return create("generate.answer", {"model": "local", "max_tokens": 24, **params}, step_id="answer")
+
+    def requests_served():
+        return serve.get_deployment_handle("smollm2", app_name="tessera").info.remote().result()["requests"]
+
+    table = create("generate.context", {"max_context_length": 300})(sample_results(2, 3))
+    local = answer_step()
+    local(table)
+    expected = local.drain_metadata()
+    before = requests_served()
+    proxy = place(answer_step(), deployment="smollm2")
+    got: list[str] = []
+    with streaming_answers(lambda qid, text: got.append(text)):
+        proxy(table)
+    placed = proxy.drain_metadata()
+    assert requests_served() - before == 2 and got  # one call per query, on the deployment, streamed
+    for qid in ("q1", "q2"):
+        assert placed[qid]["answer"] == expected[qid]["answer"] and placed[qid]["sources"] == expected[qid]["sources"]
+        tokens = ("prompt_tokens", "completion_tokens")
+        assert [placed[qid]["usage"]["answer"][k] for k in tokens] == [expected[qid]["usage"]["answer"][k]
+                                                                        for k in tokens]
+    short = place(answer_step(style="short"), deployment="smollm2")  # whole answers, not streamed
+    short(table)
+    assert short.drain_metadata()["q1"]["answer"] and step_key(short) == step_key(answer_step(style="short"))
+
+
+def test_a_language_model_step_on_another_model_is_refused(serve_app):
+    from flows.placement import PlacementError, place
+
+    with pytest.raises(PlacementError) as err:
+        place(create("generate.answer", {"model": "gemma2"}, step_id="answer"), deployment="smollm2")
+    assert err.value.field == "params.model" and "smollm2-135m-instruct" in err.value.message
+    with pytest.raises(PlacementError, match="not a language model"):
+        place(create("generate.answer", {}, step_id="answer"), deployment="all-MiniLM-L6-v2")
