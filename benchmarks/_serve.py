@@ -33,11 +33,13 @@ def sample_index(path: Path | None = None) -> Path:
 
 @contextlib.contextmanager
 def serve_app(index: Path, *, key: str | None = None, service: dict[str, Any] | None = None,
-              models: list[dict[str, Any]] | None = None, num_cpus: int = 2) -> Iterator[str]:
+              models: list[dict[str, Any]] | None = None, llms: list[dict[str, Any]] | None = None,
+              num_cpus: int = 2) -> Iterator[str]:
     """Start the app (``serve.app:build_app``) and yield its base URL; Serve and Ray are shut down after.
 
     ``key``: the one raw API key (``TESSERA_API_KEYS``, read when the app is built); ``service``: more
-    ``args.service`` fields (limits...). ``$TESSERA_HOME`` is a temp folder, so saved flows and tasks are the run's."""
+    ``args.service`` fields (limits...); ``models`` and ``llms``: the app's deployments. ``$TESSERA_HOME`` is a
+    temp folder, so saved flows and tasks are the run's."""
     import ray
     from ray import serve
 
@@ -57,8 +59,8 @@ def serve_app(index: Path, *, key: str | None = None, service: dict[str, Any] | 
         serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
         started = time.perf_counter()
         args = {"default_index": str(index), "task_store": f"sqlite:///{home / 'tasks.db'}", **(service or {})}
-        serve.run(build_app({"models": models or [], "service": args}), name="tessera", route_prefix="/",
-                  logging_config=quiet)
+        serve.run(build_app({"models": models or [], "llms": llms or [], "service": args}), name="tessera",
+                  route_prefix="/", logging_config=quiet)
         print(f"serve app ready in {time.perf_counter() - started:.0f} s on 127.0.0.1:{port}, index {index}")
         yield f"http://127.0.0.1:{port}"
     finally:
