@@ -32,7 +32,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec
 from flows.progress import CancelToken
 from operators.errors import FlowCancelled, TesseraError
-from operators.generate.answer_stream import Sink, streaming_answers
+from operators.generate.answer_stream import ANSWER_OP, Sink, streaming_answers
 from serve import errors
 from serve import service as svc
 from serve.errors import ApiError
@@ -40,7 +40,6 @@ from serve.routes_search import run_online
 from serve.schemas import ModelCard
 from serve.service import flow_owner
 
-ANSWER_OP = "generate.answer"
 #: The operators that read the conversation before the question from a query column (``messages_column``).
 CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
 

@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
-from operators.generate.answer_stream import streaming_answers
+from operators.generate.answer_stream import ANSWER_OP, streaming_answers
 
-ANSWER_OP = "generate.answer"
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
 DEMO_INDEX = ".tessera/indices/sample"
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.generate import short_answer
-from operators.generate.answer_stream import AnswerStream, answer_sink
+from operators.generate.answer_stream import ANSWER_OP, AnswerStream, answer_sink
 from operators.llm import LLMParams, LLMStep, junk_reason
 from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
@@ -44,7 +44,7 @@ class AnswerGenerator(LLMStep):
         AnswerGenerator({"model": "local", "max_tokens": 128})(ContextBuilder()(results))
     """
 
-    name = "generate.answer"
+    name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
     version = "2"  # a short answer no document holds verbatim gets its sources by word overlap

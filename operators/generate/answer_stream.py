@@ -23,6 +23,8 @@ from typing import Callable, ContextManager
 
 from operators.thread_value import ThreadValue
 
+#: The operator that writes a flow's answer: a flow with this step is one a chat can talk to.
+ANSWER_OP = "generate.answer"
 Sink = Callable[[str, str], None]
 _sink: ThreadValue[Sink] = ThreadValue()
 _UNCLOSED = re.compile(r"\[[^\]]*$")
