@@ -157,8 +157,9 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         if isinstance(usage, dict):
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
-    return {"message": message, "answer": answer, "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                                            "total_tokens": prompt + completion}}
+    finish = "length" if meta.get("finish_reason") == "length" else "stop"  # max_tokens cut the model's reply
+    return {"message": message, "answer": answer, "finish_reason": finish,
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
 
 def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -182,7 +183,7 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
     if not request.stream:
         answer = await asyncio.to_thread(run_flow, prepared, columns)
         return {**head, "object": "chat.completion", "usage": answer["usage"],
-                "choices": [{"index": 0, "message": answer["message"], "finish_reason": "stop"}]}
+                "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
     return StreamingResponse(_chunks(head, prepared, columns), media_type="text/event-stream")
 
 
@@ -205,7 +206,7 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
             message = item["message"]
             yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
             yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message},
-                        "stop", usage=item["usage"])
+                        item["finish_reason"], usage=item["usage"])
     except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
         error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
         yield f"data: {json.dumps({'error': error})}\n\n"

@@ -110,7 +110,8 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
     if not body.stream:
         done = await asyncio.to_thread(chat_flows.run_flow, prepared, columns)
         text = done["answer"]
-        return response(rid, text, "stop", done["usage"]["prompt_tokens"], done["usage"]["completion_tokens"],
+        return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
+                        done["usage"]["completion_tokens"],
                          citations(text, done["message"]["sources"]) if body.cites() else [])
     return _streaming(_flow_events(rid, prepared, columns, body.cites()))
 
@@ -198,8 +199,8 @@ async def _flow_events(rid: str, prepared: Any, columns: Any, cites: bool) -> As
                 shown += rest
                 yield _text(rest)
             cited = citations(shown, message["sources"]) if cites else []
-            for event in _closing("COMPLETE", item["usage"]["prompt_tokens"], item["usage"]["completion_tokens"],
-                                  cited):
+            for event in _closing(FINISH[item["finish_reason"]], item["usage"]["prompt_tokens"],
+                                  item["usage"]["completion_tokens"], cited):
                 yield event
     except ApiError as err:  # headers are sent: the error ends the message
         for event in _closing("ERROR", 0, 0, [], error=err.message):

@@ -29,7 +29,8 @@ class AnswerGenerator(LLMStep):
     numbers outside the context are ignored), ``sources_from`` (``citations``, or
     ``overlap`` when the reply cited nothing and the sources were attributed by shared
     words, see ``attribute_uncited``; ``span`` for a short answer found in the documents;
-    ``none`` without documents), ``raw_response`` and ``usage`` (tokens and seconds, by step). Every row is
+    ``none`` without documents), ``raw_response``, ``finish_reason`` (the model's: ``length`` when
+    ``max_tokens`` cut the reply) and ``usage`` (tokens and seconds, by step). Every row is
     kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
     but citations, or one that repeats the same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
     metadata). Prompt fields: ``{query}``, ``{context}``. With ``context_column: null`` the
@@ -161,6 +162,7 @@ class AnswerGenerator(LLMStep):
                 self.emit_metadata(qid, "reasoning", parsed["reasoning"])
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
                 self.emit_metadata(qid, "raw_response", reply.text)
+                self.emit_metadata(qid, "finish_reason", reply.finish_reason)
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
 

@@ -24,7 +24,7 @@ def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     assert done.object == "chat.completion" and done.model == "rag" and done.id.startswith("chatcmpl-")
     message = done.choices[0].message
     sources = message.model_extra["sources"]
-    assert message.role == "assistant" and done.choices[0].finish_reason == "stop"
+    assert message.role == "assistant" and done.choices[0].finish_reason in ("stop", "length")
     assert sources and all({"number", "docno", "reference"} <= set(s) for s in sources)
     answer, _, listed = message.content.partition("\n\nSources:\n")
     assert answer.strip() and listed.splitlines() == [s["reference"] for s in sources]
@@ -36,8 +36,15 @@ def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     assert all(c.object == "chat.completion.chunk" and c.model == "rag" for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == message.content  # greedy: same answer
-    assert chunks[-1].choices[0].finish_reason == "stop"
+    assert chunks[-1].choices[0].finish_reason == done.choices[0].finish_reason
     assert chunks[-1].choices[0].delta.model_extra["sources"] == sources
+
+
+def test_an_answer_cut_by_max_tokens_says_so(client):
+    """The answer step's model stopped at max_tokens: finish_reason 'length', as a model's own answer says."""
+    cut = client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=3)
+    assert cut.choices[0].finish_reason == "length" and cut.usage.completion_tokens == 3
+    assert cut.choices[0].message.content.strip()
 
 
 def test_models_lists_the_flows_that_answer(client):

@@ -41,6 +41,7 @@ def test_answers_cite_and_record_usage(fault_models):
     first = table.column("docno")[0].as_py()
     assert meta["q1"]["answer"] == "Honey bees make honey [1]." and meta["q1"]["sources"] == [first]
     assert meta["q1"]["raw_response"] == fault_models.reply and meta["q1"]["reasoning"] == ""
+    assert meta["q1"]["finish_reason"] == "stop"
     usage = meta["q1"]["usage"]["answer"]
     assert usage["calls"] == 1 and usage["prompt_tokens"] > 50 and usage["completion_tokens"] == 7
     assert op.drain_usage()["llm_calls"] == 2
