@@ -225,10 +225,11 @@ class Service:
         if not issubclass(cls, LLMStep):
             return False
         try:
-            alias = resolve(cls(params, step_id=step_id).params.model)
+            step = cls(params, step_id=step_id)
+            alias = resolve(step.params.model)
         except TesseraError:
             return False  # the step's own error, raised when the flow builds
-        return serves(alias, model["engine"], model["model"])
+        return step.calls_model() and serves(alias, model["engine"], model["model"])
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -107,6 +107,10 @@ class LLMStep(Operator):
 
     # -- calling the model --------------------------------------------------------
 
+    def calls_model(self) -> bool:
+        """Whether the step asks a model at all with its params (the service places only those that do)."""
+        return True
+
     def ask(self, prompts: Mapping[K, Prompt], qids: Mapping[K, str] | None = None,
             on_text: Callable[[K, str], None] | None = None) -> dict[K, Completion | LLMError]:
         """One call per key (a qid, or any id the subclass uses), concurrently; usage recorded.

@@ -84,6 +84,9 @@ class QueryContextualizer(LLMStep):
             self.cacheable = True             # on Ray the step runs as tasks, not on an LLM step's actor pool
             self.concurrency = None  # type: ignore[misc]
 
+    def calls_model(self) -> bool:
+        return self.params.method == "llm"
+
     def reads(self) -> list[str]:
         return ["qid", self.params.query_column, self.params.messages_column]
 

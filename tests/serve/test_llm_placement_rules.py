@@ -1,0 +1,43 @@
+"""Which language-model steps the service places on a language-model deployment (``Service.place``, what every
+flow route calls): those whose alias names the model the deployment runs, and only when they call a model; nothing
+runs, so no Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.spec import FlowSpec
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+SMOLLM2 = {"deployment": "smollm2", "kind": "llm", "engine": "llama_cpp", "model": "smollm2-135m-instruct"}
+
+
+@pytest.fixture
+def service(tmp_path):
+    args = ServiceArgs(default_index=str(tmp_path), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [SMOLLM2], "tessera")
+
+
+def placed(service: Service, steps: dict) -> dict[str, str | None]:
+    spec = service.place(FlowSpec.parse({"name": "f", "steps": steps}))
+    return {step_id: step.placement.deployment if step.placement else None for step_id, step in spec.steps.items()}
+
+
+def test_rags_answer_goes_to_the_deployment_and_its_history_rewrite_stays(service):
+    spec = service.place(FlowSpec.load("rag").with_index("/tmp/index"))
+    assert spec.steps["answer"].placement.deployment == "smollm2" and spec.steps["answer"].placement.app == "tessera"
+    assert spec.steps["standalone"].placement is None  # method history: no model call, nothing to place
+    assert spec.steps["bm25"].placement is None  # no deployment serves it here
+
+
+def test_only_a_step_that_asks_the_deployments_model(service, tmp_path):
+    copy = tmp_path / "other.gguf"
+    copy.write_bytes(b"GGUF")  # another file: not the model the deployment runs, whatever its name says
+    assert placed(service, {
+        "rewrite": {"op": "query.contextualize", "params": {"method": "llm"}},
+        "as_path": {"op": "generate.answer", "params": {"model": "tessera/smollm2-135m-instruct"}},
+        "ollama": {"op": "generate.answer", "params": {"model": "gemma2"}},
+        "other_file": {"op": "generate.answer", "params": {"model": f"tessera/{copy}"}},
+        "named": {"op": "generate.answer", "params": {"model": "local"}, "placement": {"deployment": "mine"}},
+    }) == {"rewrite": "smollm2", "as_path": "smollm2", "ollama": None, "other_file": None, "named": "mine"}
