@@ -12,8 +12,10 @@ The flow runs in this replica on the local executor, as ``/v1/search`` does, and
 answer comes back as one ``chat.completion``, or with ``stream: true`` as
 ``chat.completion.chunk`` events: the answer as the model writes it
 (``operators.generate.answer_stream``), then its references and the message's fields once the
-flow has run. The message's ``content`` is the answer followed by its numbered references; its
-``sources`` field holds the same references as records (number, docno, title, url).
+flow has run; a client that closes the stream cancels the flow. The message's ``content`` is the
+answer followed by its numbered references; its ``sources`` field holds the same references as
+records (number, docno, title, url). Cohere's ``/v2/chat`` (serve/cohere_chat.py) runs flows
+through the same functions and gives the answer its own shape.
 """
 
 from __future__ import annotations
