@@ -22,7 +22,6 @@ Placement is honoured by the local executor (the online path and the API deploym
 from __future__ import annotations
 
 import functools
-import json
 import os
 import time
 from typing import Any, Callable, Sequence
@@ -34,6 +33,7 @@ from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint
 from operators.llm.aliases import ModelAlias
+from operators.llm.chat_reply import ChatReply
 from operators.llm.gateway import Completion, LLMError, Prompt, each_concurrently, messages_of
 from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams, sendable_texts
@@ -243,7 +243,7 @@ class ServedLLMStep(_Served, LLMStep):
             from ray.serve.llm.openai_api_models import ChatCompletionRequest
 
             body = ChatCompletionRequest(**body)
-        started, reply = time.perf_counter(), _Reply()
+        started, reply = time.perf_counter(), ChatReply()
         events = self._handle.options(stream=True).chat.remote(body)
         try:
             for event in events:
@@ -258,30 +258,3 @@ class ServedLLMStep(_Served, LLMStep):
         return Completion(text=reply.text, model=p.model, prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens, seconds=time.perf_counter() - started,
                           finish_reason=reply.finish_reason)
-
-
-class _Reply:
-    """A chat answer read from a deployment's events: the whole ``chat.completion``, or its SSE chunks."""
-
-    def __init__(self) -> None:
-        self.text, self.finish_reason, self.prompt_tokens, self.completion_tokens = "", None, 0, 0
-
-    def read(self, item: Any, on_text: Callable[[str], None] | None) -> None:
-        if hasattr(item, "model_dump"):
-            item = item.model_dump()
-        if isinstance(item, str):  # an SSE event: "data: {chunk}" or "data: [DONE]"
-            data = item.strip().removeprefix("data:").strip()
-            if not data or data == "[DONE]":
-                return
-            item = json.loads(data)
-            if "error" in item:
-                raise RuntimeError((item["error"] or {}).get("message") or "the stream failed")
-        for choice in item.get("choices") or []:
-            piece = (choice.get("delta") or choice.get("message") or {}).get("content") or ""
-            self.text += piece
-            if piece and on_text is not None and "delta" in choice:
-                on_text(piece)
-            self.finish_reason = choice.get("finish_reason") or self.finish_reason
-        usage = item.get("usage") or {}
-        self.prompt_tokens = usage.get("prompt_tokens", self.prompt_tokens)
-        self.completion_tokens = usage.get("completion_tokens", self.completion_tokens)

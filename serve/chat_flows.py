@@ -34,7 +34,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec
 from flows.progress import CancelToken
 from operators.errors import FlowCancelled, TesseraError
-from operators.generate.answer_stream import ANSWER_OP, Sink, streaming_answers
+from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from serve import errors
 from serve import service as svc
 from serve.errors import ApiError
@@ -238,16 +238,3 @@ async def answer_events(prepared: svc.Prepared, columns: Any) -> AsyncIterator[s
         if not running.done():
             cancel.cancel("the client closed the stream")
             running.add_done_callback(lambda done: done.cancelled() or done.exception())  # FlowCancelled, expected
-
-
-def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:
-    """What follows the answer's streamed pieces (``sent``) to make ``content``: its end and its references.
-
-    A degraded answer after pieces (a reply found to be junk, a stream that broke) follows them as a new
-    paragraph; an answer that a later label rewrote (rare: ``answer_stream``) keeps the pieces as they were sent,
-    followed by the references."""
-    if content.startswith(sent):
-        return content[len(sent):]
-    if degraded:
-        return "\n\n" + content
-    return content[len(answer):]

@@ -27,6 +27,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.spec import FlowSpec
+from operators.generate.answer_stream import rest_of
+from operators.llm.chat_reply import ChatReply, StreamError
 from serve import chat, chat_flows
 from serve.errors import ApiError
 from serve.schemas import ModelCard
@@ -100,11 +102,9 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
     if isinstance(target, ModelCard):
         events = chat.engine_events(handle, target, request)
         if not body.stream:
-            done = await chat.whole_answer(events, target)
-            choice = (done.get("choices") or [{}])[0]
-            usage = done.get("usage") or {}
-            return response(rid, (choice.get("message") or {}).get("content") or "", choice.get("finish_reason"),
-                            usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0), [])
+            reply = ChatReply()
+            reply.read(await chat.whole_answer(events, target))
+            return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
         return _streaming(_model_events(rid, chat.sse(events, target)))
     prepared, columns = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant)
     if not body.stream:
@@ -194,7 +194,7 @@ async def _flow_events(rid: str, prepared: Any, columns: Any, cites: bool) -> As
                 yield _text(item)
                 continue
             answer, message = item["answer"], item["message"]
-            rest = chat_flows.rest_of(answer, answer, shown, bool(message.get("degraded")))
+            rest = rest_of(answer, answer, shown, bool(message.get("degraded")))
             if rest:
                 shown += rest
                 yield _text(rest)
@@ -211,21 +211,17 @@ async def _model_events(rid: str, openai_events: AsyncIterator[str]) -> AsyncIte
     """A served model's OpenAI events (``chat.sse``) as Cohere's."""
     for event in _opening(rid):
         yield event
-    finish, tokens = "stop", (0, 0)
+    reply = ChatReply()
     async for event in openai_events:
-        data = event.removeprefix("data: ").strip()
-        if data == "[DONE]":
-            break
-        chunk = json.loads(data)
-        if "error" in chunk:
-            for closing in _closing("ERROR", *tokens, [], error=chunk["error"].get("message")):
+        pieces: list[str] = []
+        try:
+            reply.read(event, pieces.append)
+        except StreamError as err:
+            for closing in _closing("ERROR", reply.prompt_tokens, reply.completion_tokens, [], error=str(err)):
                 yield closing
             return
-        if chunk.get("usage"):
-            tokens = (chunk["usage"].get("prompt_tokens", 0), chunk["usage"].get("completion_tokens", 0))
-        for choice in chunk.get("choices") or []:
-            if (choice.get("delta") or {}).get("content"):
-                yield _text(choice["delta"]["content"])
-            finish = choice.get("finish_reason") or finish
-    for event in _closing(FINISH.get(finish, "COMPLETE"), *tokens, []):
+        for piece in pieces:
+            yield _text(piece)
+    for event in _closing(FINISH.get(reply.finish_reason or "stop", "COMPLETE"), reply.prompt_tokens,
+                          reply.completion_tokens, []):
         yield event

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
-from operators.generate.answer_stream import ANSWER_OP, streaming_answers
+from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
 
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
 DEMO_INDEX = ".tessera/indices/sample"
@@ -151,9 +151,8 @@ class _AnswerPrinter:
         """Print the rest of the answer, its sources and what was searched for; the answer as the conversation
         keeps it ('' when none was written)."""
         out, answer = self.out, str(meta.get("answer") or "").strip()
-        if self.sent:
-            rest = answer[len(self.sent):] if answer.startswith(self.sent) else ""
-            out.print(escape(rest), soft_wrap=True)  # a later label rewrote it (rare): the words shown stand
+        if self.sent:  # a later label rewrote the answer (rare): the words shown stand
+            out.print(escape(rest_of(answer, answer, self.sent, degraded=False)), soft_wrap=True)
         if not answer:
             reason = (meta.get("degraded") or {}).get("reason", "the flow wrote no answer")
             out.print(f"[bold]answer[/]: [red]no answer could be written ({escape(str(reason))})[/]")

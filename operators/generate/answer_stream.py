@@ -62,3 +62,17 @@ class AnswerStream:
             return ""  # a later label changed what the answer is: hold on, the chat ends with the answer as read
         new, self.sent = stable[len(self.sent):], stable
         return new
+
+
+def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:
+    """What follows the answer's streamed pieces (``sent``) to make ``content`` (the answer, then whatever a chat
+    adds after it, such as references): its end and what follows.
+
+    A degraded answer after pieces (a reply found to be junk, a stream that broke) follows them as a new
+    paragraph; an answer that a later label rewrote (rare, see ``AnswerStream``) keeps the pieces as they were
+    sent, followed by what comes after the answer."""
+    if content.startswith(sent):
+        return content[len(sent):]
+    if degraded:
+        return "\n\n" + content
+    return content[len(answer):]
