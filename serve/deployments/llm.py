@@ -26,12 +26,10 @@ from typing import Any, AsyncIterator
 
 from ray import serve
 
+from operators.llm.embedded import LLAMA_OPTIONS
 from serve.settings import LLMDeploymentArgs
 
 log = logging.getLogger("ray.serve")
-#: Options of a chat request that llama.cpp's create_chat_completion takes as they are.
-LLAMA_OPTIONS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
-                 "response_format")
 
 
 @serve.deployment(name="llm")
