@@ -31,10 +31,10 @@ import numpy as np
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 from operators.errors import FlowCancelled, OperatorError
-from operators.interrupt import checkpoint
+from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias
 from operators.llm.chat_reply import ChatReply
-from operators.llm.gateway import Completion, LLMError, Prompt, each_concurrently, messages_of
+from operators.llm.gateway import Completion, LLMError, Prompt, messages_of
 from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams, sendable_texts
 

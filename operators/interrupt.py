@@ -8,14 +8,19 @@ pass, ``check`` may raise ``FlowCancelled``. Outside an executor (a Serve replic
 test calling an operator) there is no check and the hook does nothing.
 
 Operators with long loops of their own (not through a model) may call ``checkpoint()``
-between iterations. ``FlowCancelled`` must never be swallowed by a failure policy.
+between iterations; ``each_concurrently`` carries the check into a thread pool's threads.
+``FlowCancelled`` must never be swallowed by a failure policy.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, ContextManager
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, ContextManager, Sequence, TypeVar
 
 from operators.thread_value import ThreadValue
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 _check: ThreadValue[Callable[[], None]] = ThreadValue()
 
@@ -43,3 +48,18 @@ def install(model: Any) -> Any:
         model.register_forward_pre_hook(lambda module, args: checkpoint())
         model._tessera_interruptible = True
     return model
+
+
+def each_concurrently(call: Callable[[int, T], R], items: Sequence[T], workers: int) -> list[R]:
+    """``call(position, item)`` for every item, ``workers`` at a time, results in order; the caller's cancel
+    check goes with each call into the pool's threads."""
+    if workers <= 1:
+        return [call(i, item) for i, item in enumerate(items)]
+    check = current_check()
+
+    def in_pool(position: int, item: T) -> R:
+        with interruptible(check):
+            return call(position, item)
+
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-call") as pool:
+        return list(pool.map(in_pool, range(len(items)), items))

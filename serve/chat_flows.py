@@ -35,7 +35,7 @@ from flows.spec import FlowSpec
 from flows.progress import CancelToken
 from operators.errors import FlowCancelled, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
-from serve import errors
+from serve import client_gone, errors
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_search import run_online
@@ -183,7 +183,7 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
     prepared, columns = await asyncio.to_thread(prepare_flow, spec, request, tenant)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
     if not request.stream:
-        answer = await asyncio.to_thread(run_flow, prepared, columns)
+        answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, columns, cancel=cancel))
         return {**head, "object": "chat.completion", "usage": answer["usage"],
                 "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
     return StreamingResponse(_chunks(head, prepared, columns), media_type="text/event-stream")
@@ -236,5 +236,5 @@ async def answer_events(prepared: svc.Prepared, columns: Any) -> AsyncIterator[s
         yield await running
     finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
         if not running.done():
-            cancel.cancel("the client closed the stream")
+            cancel.cancel(client_gone.GONE)
             running.add_done_callback(lambda done: done.cancelled() or done.exception())  # FlowCancelled, expected

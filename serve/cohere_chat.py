@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flows.spec import FlowSpec
 from operators.generate.answer_stream import rest_of
 from operators.llm.chat_reply import ChatReply, StreamError
-from serve import chat, chat_flows
+from serve import chat, chat_flows, client_gone
 from serve.errors import ApiError
 from serve.schemas import ModelCard
 
@@ -108,7 +108,7 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
         return _streaming(_model_events(rid, chat.sse(events, target)))
     prepared, columns = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant)
     if not body.stream:
-        done = await asyncio.to_thread(chat_flows.run_flow, prepared, columns)
+        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, columns, cancel=cancel))
         text = done["answer"]
         return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
                         done["usage"]["completion_tokens"],

@@ -17,6 +17,7 @@ from typing import Any
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from serve import client_gone
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_tasks import tenant
@@ -49,7 +50,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
     return service.store.create_chat(owner, task_id, model, column)
 
 
-def answer(chat: dict[str, Any], task: dict[str, Any], message: str) -> dict[str, Any]:
+def answer(chat: dict[str, Any], task: dict[str, Any], message: str, cancel: Any = None) -> dict[str, Any]:
     import pyarrow as pa
 
     from flows.executors import make_executor
@@ -61,7 +62,7 @@ def answer(chat: dict[str, Any], task: dict[str, Any], message: str) -> dict[str
     table = pa.Table.from_pylist(rows) if rows else pa.table({"qid": pa.array([], pa.string()),
                                                                "query": pa.array([], pa.string())})
     result = make_executor("local", keep_history=False).run(FlowSpec.parse(chat_spec(chat["model"], chat["column"])),
-                                                            table)
+                                                            table, cancel=cancel)
     meta = result.metadata.get("chat", {})
     reply = {"answer": meta.get("answer", ""), "sources": meta.get("sources", []), "degraded": meta.get("degraded")}
     if meta.get("standalone_query"):  # a follow-up, asked with the chat before it
@@ -77,7 +78,7 @@ async def chat_message(chat_id: str, request: Request,
     if chat is None:
         raise ApiError(404, "Chat id not found", param="chat_id", code="chat_not_found")
     task = await asyncio.to_thread(service.task, chat["task_id"], owner)
-    reply = await asyncio.to_thread(answer, chat, task, message)
+    reply = await client_gone.in_thread(lambda cancel: answer(chat, task, message, cancel))
     await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
                                                                   {"role": "assistant", **reply}])
     return {"chat_id": chat_id, **reply}

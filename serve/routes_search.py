@@ -7,12 +7,12 @@ optional ``index``. Answer: per query, its hits best first and its metadata.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from typing import Any
 
 from fastapi import APIRouter, Body, Request
 
+from serve import client_gone
 from serve import service as svc
 from serve.errors import ApiError
 from serve.results import search_hits
@@ -21,10 +21,10 @@ from serve.routes_tasks import tenant
 router = APIRouter(tags=["search"])
 
 
-def run_search(body: Any, owner: str) -> dict[str, Any]:
+def run_search(body: Any, owner: str, cancel: Any = None) -> dict[str, Any]:
     prepared = svc.current().prepare(body, owner, search=True)
     started = time.perf_counter()
-    result = run_online(prepared)
+    result = run_online(prepared, cancel=cancel)
     return {"object": "search", "flow": prepared.spec.name, "took_ms": round(1000 * (time.perf_counter() - started), 2),
             "results": search_hits(result, prepared.queries)}
 
@@ -51,4 +51,5 @@ def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = No
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")
 async def search(request: Request, body: Any = Body(..., examples=[{"flow": "hybrid", "query": "honey bees",
                                                                     "top_k": 5}])) -> dict[str, Any]:
-    return await asyncio.to_thread(run_search, body, tenant(request))
+    owner = tenant(request)
+    return await client_gone.in_thread(lambda cancel: run_search(body, owner, cancel))

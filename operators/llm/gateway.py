@@ -18,20 +18,17 @@ from __future__ import annotations
 
 import os
 import time
-from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Literal, Sequence, TypeVar
+from typing import Any, Callable, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
 from operators.errors import FlowCancelled, TesseraError
-from operators.interrupt import checkpoint, current_check, interruptible
+from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, resolve
 from operators.models.repository import models
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
-T = TypeVar("T")
-R = TypeVar("R")
 ErrorKind = Literal["timeout", "rate_limit", "connection", "auth", "bad_request", "not_found", "api"]
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_RETRIES = 2
@@ -182,21 +179,6 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
             return err
 
     return each_concurrently(one, prompts, workers)
-
-
-def each_concurrently(call: Callable[[int, T], R], items: Sequence[T], workers: int) -> list[R]:
-    """``call(position, item)`` for every item, ``workers`` at a time, results in order; the caller's cancel
-    check goes with each call into the pool's threads."""
-    if workers <= 1:
-        return [call(i, item) for i, item in enumerate(items)]
-    check = current_check()
-
-    def in_pool(position: int, item: T) -> R:
-        with interruptible(check):
-            return call(position, item)
-
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tessera-llm") as pool:
-        return list(pool.map(in_pool, range(len(items)), items))
 
 
 def _kind(err: Exception) -> ErrorKind:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
-from operators.errors import OperatorError
+from operators.errors import FlowCancelled, OperatorError
+from operators.interrupt import checkpoint, each_concurrently
 from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
@@ -118,12 +118,13 @@ class ApiReranker(Reranker):
         workers = min(self.params.concurrent_requests, len(queries))
         if workers <= 1:
             return super().score_queries(queries, texts)
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"rerank-{self.step_id}") as pool:
-            return list(pool.map(self._score_or_error, queries, texts))
+        return each_concurrently(lambda _, pair: self._score_or_error(*pair), list(zip(queries, texts)), workers)
 
     def _score_or_error(self, query: str, texts: Sequence[str]) -> np.ndarray | Exception:
         try:
             return self.score_texts(query, texts)
+        except FlowCancelled:
+            raise
         except Exception as err:  # noqa: BLE001  (the failure policy decides)
             return err
 
@@ -135,6 +136,7 @@ class ApiReranker(Reranker):
         documents = [t[: p.max_chars_per_document] for t in texts] if p.max_chars_per_document else list(texts)
         scores = np.empty(len(documents), dtype=np.float64)
         for start in range(0, len(documents), limit):
+            checkpoint()  # a cancelled flow stops between requests, not after all of them
             chunk = documents[start:start + limit]
             answer = post_json(self._session, p.url, request_body(p.format, p.model, query, chunk),
                                headers=self._headers, timeout=p.timeout)

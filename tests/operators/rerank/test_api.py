@@ -383,6 +383,22 @@ def test_queries_are_sent_concurrently(rerank_server):
     assert rerank_server.max_in_flight == 1
 
 
+@pytest.mark.parametrize("concurrent", [1, 3])
+def test_a_cancelled_flow_stops_between_requests(rerank_server, concurrent):
+    """A cancel (a client that went away, /task/cancel) stops the step at its next request, not after all."""
+    from operators.errors import FlowCancelled
+    from operators.interrupt import interruptible
+
+    def check() -> None:
+        if len(rerank_server.bodies("slow")) >= 3:
+            raise FlowCancelled("the client went away")
+
+    op = make(rerank_server.url("slow"), max_documents_per_request=1, concurrent_requests=concurrent)
+    with pytest.raises(FlowCancelled, match="went away"), interruptible(check):
+        op(sample_results(n_queries=3, per_query=10))
+    assert 3 <= len(rerank_server.bodies("slow")) <= 2 + concurrent  # those in flight when it was cancelled
+
+
 @pytest.mark.parametrize("params, field", [
     ({"url": "ftp://example.org/rerank"}, "params.url"),
     ({"url": "http://x/rerank", "api_key": "a", "api_key_env": "B"}, "params.api_key_env"),

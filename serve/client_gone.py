@@ -1,0 +1,29 @@
+"""Flows run for one HTTP request stop when its client goes away.
+
+Ray Serve cancels a request's handler when the client disconnects (its proxy watches for
+``http.disconnect``). A flow running in a worker thread would not notice: it would run to the
+end, holding a thread, the models and the language model's replica for an answer nobody reads.
+``in_thread`` gives the work a ``CancelToken`` and cancels it with the handler, so the flow stops
+at its next batch and the embedded model at its next token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Callable, TypeVar
+
+from flows.progress import CancelToken
+
+T = TypeVar("T")
+
+GONE = "the client went away"
+
+
+async def in_thread(work: Callable[[CancelToken], T]) -> T:
+    """``work(cancel)`` in a worker thread; if this request is cancelled meanwhile, ``cancel`` is set too."""
+    cancel = CancelToken()
+    try:
+        return await asyncio.to_thread(work, cancel)
+    except asyncio.CancelledError:
+        cancel.cancel(GONE)
+        raise
