@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import os
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -32,9 +33,9 @@ from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbedder
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.llm.aliases import ModelAlias
+from operators.llm.aliases import ModelAlias, resolve
 from operators.llm.chat_reply import ChatReply
-from operators.llm.gateway import Completion, LLMError, Prompt, messages_of
+from operators.llm.gateway import DEFAULT_TIMEOUT, Completion, LLMError, Prompt, messages_of
 from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams, sendable_texts
 
@@ -142,8 +143,6 @@ def serves(alias: ModelAlias, engine: str, model: str) -> bool:
 
 def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
     """What a language-model deployment runs (engine, model), checked against the step's model alias."""
-    from operators.llm.aliases import resolve
-
     try:
         info = handle.info.remote().result(timeout_s=60)  # Tessera's llama.cpp deployment
     except Exception:  # noqa: BLE001  (not ours: ray.serve.llm's vLLM server tells its config instead)
@@ -245,6 +244,13 @@ class ServedLLMStep(_Served, LLMStep):
             body = ChatCompletionRequest(**body)
         started, reply = time.perf_counter(), ChatReply()
         events = self._handle.options(stream=True).chat.remote(body)
+        # Serve's generator has no timeout of its own: past the step's timeout it is cancelled (which stops the
+        # deployment's generation too), as litellm gives up on a call in-process.
+        limit = p.timeout or resolve(p.model).timeout or DEFAULT_TIMEOUT
+        expired = threading.Event()
+        deadline = threading.Timer(limit, lambda: (expired.set(), events.cancel()))
+        deadline.daemon = True
+        deadline.start()
         try:
             for event in events:
                 checkpoint()
@@ -254,7 +260,12 @@ class ServedLLMStep(_Served, LLMStep):
             events.cancel()
             raise
         except Exception as err:  # noqa: BLE001  (the step's failure policy decides)
+            if expired.is_set():
+                return LLMError(f"{self._where} did not answer within the step's timeout of {limit:g} s",
+                                kind="timeout")
             return LLMError(f"{self._where} failed: {type(err).__name__}: {str(err).strip()[:300]}", kind="api")
+        finally:
+            deadline.cancel()
         return Completion(text=reply.text, model=p.model, prompt_tokens=reply.prompt_tokens,
                           completion_tokens=reply.completion_tokens, seconds=time.perf_counter() - started,
                           finish_reason=reply.finish_reason)

@@ -104,6 +104,14 @@ def _handler_class() -> type:
     return EmbeddedLLM
 
 
+def end_now(llama: Any, logits: Any) -> Any:
+    """``logits`` that leave llama.cpp only the end-of-text token: how a logits processor stops a generation (an
+    exception raised there, in a callback from C, would be lost)."""
+    logits[:] = -np.inf
+    logits[llama.token_eos()] = 0.0
+    return logits
+
+
 class _Call:
     """One generation's setup: the loaded model, its options, and a watch on each token for the timeout and a
     flow's cancel (llama.cpp calls the watch from C, where an exception would be lost: it forces the
@@ -130,10 +138,7 @@ class _Call:
             self.stopped.append("cancelled")
         if self.seconds is not None and time.perf_counter() - self.started > self.seconds:
             self.stopped.append("timeout")
-        if self.stopped:
-            logits[:] = -np.inf
-            logits[self.llama.token_eos()] = 0.0
-        return logits
+        return end_now(self.llama, logits) if self.stopped else logits
 
     def generate(self, messages: list[dict[str, Any]], stream: bool) -> Any:
         self.llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers

@@ -41,51 +41,69 @@ class LlamaCppDeployment:
 
         self.name, self.model = name, model
         self.llama, self.lock = load(model, threads=threads)
-        self.requests = 0
-        self._generate({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})  # warm: RUNNING = ready
+        #: Requests answered, and tokens sampled.
+        self.requests = self.tokens = 0
+        warm = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1}
+        self._generate(warm, threading.Event())  # warm: RUNNING = ready
         log.info("%s: %s loaded on %d llama.cpp thread(s) in replica pid %s", name, model, threads, os.getpid())
 
-    def _generate(self, body: dict[str, Any], stream: bool = False, **extra: Any) -> Any:
+    def _generate(self, body: dict[str, Any], stopped: threading.Event, stream: bool = False,
+                  sampled: list[int] | None = None) -> Any:
+        """llama.cpp's chat completion of ``body``; it ends at the next token once ``stopped`` is set. ``sampled``
+        gets the context's length before each sampled token (a streamed answer's usage)."""
+        from llama_cpp import LogitsProcessorList
+
+        from operators.llm.embedded import end_now
+
         options = {k: body[k] for k in LLAMA_OPTIONS if body.get(k) is not None}
         if body.get("max_completion_tokens") is not None:
             options["max_tokens"] = body["max_completion_tokens"]
+
+        def watch(input_ids: Any, logits: Any) -> Any:
+            self.tokens += 1
+            if sampled is not None:
+                sampled.append(len(input_ids))
+            return end_now(self.llama, logits) if stopped.is_set() else logits
+
         self.llama.reset()  # the whole prompt every time: a reused prefix changes greedy answers
-        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options, **extra)
+        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options,
+                                                 logits_processor=LogitsProcessorList([watch]))
 
     async def chat(self, body: dict[str, Any]) -> AsyncIterator[Any]:
-        """The completion (a dict), or with ``stream`` its SSE events; the generation runs on a worker thread."""
+        """The completion (a dict), or with ``stream`` its SSE events; the generation runs on a worker thread.
+
+        A request that Serve cancels (its caller cancelled it, or an HTTP client went away) stops the generation
+        at its next token, so the replica's one sequence at a time goes to the next request."""
         self.requests += 1
-        model = body.get("model") or self.name
-        if not body.get("stream"):
-            def once() -> dict[str, Any]:
-                with self.lock:
-                    return self._generate(body)
-            answer = await asyncio.to_thread(once)
-            yield {**answer, "model": model}
-            return
-        loop, queue = asyncio.get_running_loop(), asyncio.Queue()
-        threading.Thread(target=self._stream_into, args=(body, loop, queue, model), daemon=True).start()
-        while (event := await queue.get()) is not None:
-            if isinstance(event, Exception):
-                raise event
-            yield event
-        yield "data: [DONE]\n\n"
+        model, stopped = body.get("model") or self.name, threading.Event()
+        try:
+            if not body.get("stream"):
+                def once() -> dict[str, Any]:
+                    with self.lock:
+                        return self._generate(body, stopped)
+                answer = await asyncio.to_thread(once)
+                yield {**answer, "model": model}
+                return
+            loop, queue = asyncio.get_running_loop(), asyncio.Queue()
+            threading.Thread(target=self._stream_into, args=(body, stopped, loop, queue, model), daemon=True).start()
+            while (event := await queue.get()) is not None:
+                if isinstance(event, Exception):
+                    raise event
+                yield event
+            yield "data: [DONE]\n\n"
+        finally:
+            stopped.set()
 
-    def _stream_into(self, body: dict[str, Any], loop: Any, queue: asyncio.Queue, model: str) -> None:
+    def _stream_into(self, body: dict[str, Any], stopped: threading.Event, loop: Any, queue: asyncio.Queue,
+                     model: str) -> None:
         """Generate on this thread, handing each chunk to the event loop as an SSE event (None ends)."""
-        from llama_cpp import LogitsProcessorList
-
         put = lambda item: loop.call_soon_threadsafe(queue.put_nowait, item)  # noqa: E731
         sampled: list[int] = []  # the context's length before each sampled token
-
-        def count(input_ids: Any, logits: Any) -> Any:
-            sampled.append(len(input_ids))
-            return logits
 
         try:
             with self.lock:
                 chunk: dict[str, Any] = {}
-                for chunk in self._generate(body, stream=True, logits_processor=LogitsProcessorList([count])):
+                for chunk in self._generate(body, stopped, stream=True, sampled=sampled):
                     put(f"data: {json.dumps({**chunk, 'model': model})}\n\n")
             if (body.get("stream_options") or {}).get("include_usage") and sampled:
                 put(f"data: {json.dumps(usage_chunk(chunk, model, sampled, bool(body.get('stop'))))}\n\n")
@@ -95,6 +113,7 @@ class LlamaCppDeployment:
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "engine": "llama_cpp", "model": self.model, "requests": self.requests,
+                "tokens": self.tokens,
                 "pid": os.getpid(), "time": time.time()}
 
 
