@@ -4,7 +4,9 @@ A chat belongs to one finished task of the caller and names a language ``model``
 result ``column`` to ground on. Each message runs the answer path of the ``rag`` flow
 (``query.contextualize`` with the chat's earlier messages, so a follow-up stands alone, then
 ``generate.context`` and ``generate.answer``, issue #31's LLM gateway) through the engine over
-that task's result rows; the exchange is kept in the task store. Unlike
+that task's result rows, with the answer written on the app's language-model deployment when it
+runs the chat's model (as the service places every flow's steps); the exchange is kept in the
+task store. Unlike
 the seed, an unknown chat id is a 404.
 """
 
@@ -61,8 +63,8 @@ def answer(chat: dict[str, Any], task: dict[str, Any], message: str, cancel: Any
     rows = [{**row, "qid": "chat", "query": message, "messages": earlier} for row in task["result"]["data"]]
     table = pa.Table.from_pylist(rows) if rows else pa.table({"qid": pa.array([], pa.string()),
                                                                "query": pa.array([], pa.string())})
-    result = make_executor("local", keep_history=False).run(FlowSpec.parse(chat_spec(chat["model"], chat["column"])),
-                                                            table, cancel=cancel)
+    spec = svc.current().place(FlowSpec.parse(chat_spec(chat["model"], chat["column"])))
+    result = make_executor("local", keep_history=False).run(spec, table, cancel=cancel)
     meta = result.metadata.get("chat", {})
     reply = {"answer": meta.get("answer", ""), "sources": meta.get("sources", []), "degraded": meta.get("degraded")}
     if meta.get("standalone_query"):  # a follow-up, asked with the chat before it

@@ -30,11 +30,19 @@ def test_a_chat_is_made_for_a_finished_task_and_a_known_column(serve_app, finish
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "Task id not found"
 
 
+def requests_served() -> int:
+    from ray import serve
+
+    return serve.get_deployment_handle("smollm2", app_name="tessera").info.remote().result()["requests"]
+
+
 def test_a_message_is_answered_from_the_task_results(serve_app, finished_task):
     chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
                         timeout=30).text
+    before = requests_served()
     answer = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "Which insects make honey?"},
                           timeout=300).json()
+    assert requests_served() == before + 1  # the answer was written on the smollm2 deployment (model local)
     task = requests.get(f"{serve_app}/task/progress/{finished_task}", timeout=30).json()
     docnos = {row["docno"] for row in task["result"]["data"]}
     assert answer["answer"].strip() and set(answer["sources"]) <= docnos
