@@ -28,17 +28,18 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pyarrow as pa
 from fastapi.responses import StreamingResponse
 
 from flows import store as flow_store
-from flows.spec import FlowSpec
 from flows.progress import CancelToken
+from flows.spec import FlowSpec
 from operators.errors import FlowCancelled, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from serve import client_gone, errors
 from serve import service as svc
 from serve.errors import ApiError
-from serve.routes_search import run_online
+from serve.routes_search import queries_table, run_online
 from serve.schemas import ModelCard
 from serve.service import flow_owner
 
@@ -46,7 +47,8 @@ from serve.service import flow_owner
 CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
 
 
-def _ops(spec: FlowSpec) -> dict[str, type]:
+def step_operators(spec: FlowSpec) -> dict[str, type]:
+    """Each step's operator class, by step id."""
     from operators.registry import get_operator
 
     return {step_id: get_operator(step.op, step=step_id) for step_id, step in spec.steps.items()}
@@ -54,7 +56,7 @@ def _ops(spec: FlowSpec) -> dict[str, type]:
 
 def answers(spec: FlowSpec) -> bool:
     """Whether the flow writes an answer (has a ``generate.answer`` step)."""
-    return any(cls.name == ANSWER_OP for cls in _ops(spec).values())
+    return any(cls.name == ANSWER_OP for cls in step_operators(spec).values())
 
 
 def answering_flows(tenant: str) -> list[str]:
@@ -107,33 +109,39 @@ def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
     if not options:
         return spec
     steps = dict(spec.steps)
-    for step_id, cls in _ops(spec).items():
+    for step_id, cls in step_operators(spec).items():
         given = {k: v for k, v in options.items() if k in cls.Params.model_fields}
         if given:
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params, **given}})
     return spec.model_copy(update={"steps": steps})
 
 
-def prepare_flow(spec: FlowSpec, request: Any, tenant: str) -> tuple[svc.Prepared, dict[str, list[Any]] | None]:
+def prepare_flow(spec: FlowSpec, request: Any, tenant: str,
+                 documents: list[dict[str, Any]] | None = None) -> tuple[svc.Prepared, pa.Table]:
     """The flow validated, its index confined and its models placed (a 4xx here, before any answer starts), and
-    the query columns it reads besides the question."""
+    its input: the question with the conversation columns the flow reads, or with ``documents`` (rows with
+    ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given."""
     question, earlier = _question(request)
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:
         body["index"] = request.index
     prepared = svc.current().prepare(body, tenant)
+    if documents is not None:
+        qid = prepared.queries[0]["qid"]
+        return prepared, pa.Table.from_pylist([{"qid": qid, "query": question, **row, "score": 1.0 / rank,
+                                                "rank": rank} for rank, row in enumerate(documents, 1)])
     columns = {prepared.spec.steps[step_id].params.get("messages_column", "messages")
-               for step_id, cls in _ops(prepared.spec).items() if cls.name in CONVERSATION_OPS}
-    return prepared, {column: [json.dumps(earlier)] for column in sorted(columns)} or None
+               for step_id, cls in step_operators(prepared.spec).items() if cls.name in CONVERSATION_OPS}
+    return prepared, queries_table(prepared, {column: [json.dumps(earlier)] for column in sorted(columns)})
 
 
-def run_flow(prepared: svc.Prepared, columns: dict[str, list[Any]] | None,
+def run_flow(prepared: svc.Prepared, table: pa.Table,
              sink: Sink | None = None, cancel: CancelToken | None = None) -> dict[str, Any]:
-    """Run the prepared flow; the assistant message, the usage and the answer (``sink`` gets the answer as it is
-    written; ``cancel`` stops the flow). A failure is a 500 naming the flow."""
+    """Run the prepared flow over ``table``; the assistant message, the usage and the answer (``sink`` gets the
+    answer as it is written; ``cancel`` stops the flow). A failure is a 500 naming the flow."""
     try:
         with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
-            result = run_online(prepared, columns, cancel)
+            result = run_online(prepared, table, cancel)
     except (ApiError, FlowCancelled):
         raise
     except Exception as err:  # noqa: BLE001  (the flow failed: named, details in the log)
@@ -180,16 +188,16 @@ def _sources(table: Any, meta: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
     """The flow's answer as OpenAI's ``chat.completion``, or a ``StreamingResponse`` of its chunks."""
-    prepared, columns = await asyncio.to_thread(prepare_flow, spec, request, tenant)
+    prepared, table = await asyncio.to_thread(prepare_flow, spec, request, tenant)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
     if not request.stream:
-        answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, columns, cancel=cancel))
+        answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, table, cancel=cancel))
         return {**head, "object": "chat.completion", "usage": answer["usage"],
                 "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
-    return StreamingResponse(_chunks(head, prepared, columns), media_type="text/event-stream")
+    return StreamingResponse(_chunks(head, prepared, table), media_type="text/event-stream")
 
 
-async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) -> AsyncIterator[str]:
+async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table) -> AsyncIterator[str]:
     """Server-sent events: the role at once, the answer as it is written, the rest of the content and the
     message's fields once the flow has run, then [DONE]."""
     def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -200,7 +208,7 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
     yield event({"role": "assistant", "content": ""})
     sent = ""
     try:
-        async for item in answer_events(prepared, columns):
+        async for item in answer_events(prepared, table):
             if isinstance(item, str):
                 sent += item
                 yield event({"content": item})
@@ -216,14 +224,14 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, columns: Any) ->
     yield "data: [DONE]\n\n"
 
 
-async def answer_events(prepared: svc.Prepared, columns: Any) -> AsyncIterator[str | dict[str, Any]]:
+async def answer_events(prepared: svc.Prepared, table: pa.Table) -> AsyncIterator[str | dict[str, Any]]:
     """The flow run for a streamed answer: each piece of the answer (a str) as the model writes it, then what
     ``run_flow`` returns (a dict). A failure raises its ``ApiError``."""
     loop, pieces, cancel = asyncio.get_running_loop(), asyncio.Queue(), CancelToken()
 
     async def run() -> dict[str, Any]:
         try:
-            return await asyncio.to_thread(run_flow, prepared, columns,
+            return await asyncio.to_thread(run_flow, prepared, table,
                                            lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text),
                                            cancel)
         finally:

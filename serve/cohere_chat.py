@@ -10,8 +10,9 @@ the model writes it), ``content-end``, a ``citation-start``/``citation-end`` pai
 and ``message-end`` with ``finish_reason`` and ``usage`` (or ``ERROR`` and the error, once
 headers are sent).
 
-Refused with a 422 naming the field: ``documents`` (ground answers on an index: upload the
-documents, then chat with a flow over it) and ``tools``. ``k``, ``safety_mode`` and
+With ``documents``, the answer comes from the documents sent instead of a search
+(serve/grounded.py), with either kind of model, and citations show them as sent. Refused with a
+422 naming the field: ``tools``, and ``index`` beside ``documents``. ``k``, ``safety_mode`` and
 ``response_format`` are accepted and not used.
 """
 
@@ -29,8 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from flows.spec import FlowSpec
 from operators.generate.answer_stream import rest_of
 from operators.llm.chat_reply import ChatReply, StreamError
-from serve import chat, chat_flows, client_gone
+from serve import chat, chat_flows, client_gone, grounded
+from serve import service as svc
 from serve.errors import ApiError
+from serve.grounded import CohereDocument
 from serve.schemas import ModelCard
 
 FINISH = {"stop": "COMPLETE", "length": "MAX_TOKENS"}
@@ -54,7 +57,9 @@ class CohereChatRequest(BaseModel):
     messages: list[chat.ChatMessage] = Field(min_length=1, description="The conversation, oldest first; content is "
                                              "text or a list of {type: text, text} parts.")
     stream: bool = Field(False, description="Answer as Cohere's server-sent events.")
-    documents: list[Any] | None = Field(None, description="Not supported: must be absent (see the module).")
+    documents: list[str | CohereDocument] | None = Field(
+        None, min_length=1, description="Answer from these documents instead of an index (serve/grounded.py): "
+        "strings, or {id, data} objects whose data has text (or snippet, content, body), title, url.")
     tools: list[Any] | None = Field(None, description="Not supported: must be absent.")
     citation_options: CitationOptions | None = None
     max_tokens: int | None = Field(None, gt=0)
@@ -67,15 +72,6 @@ class CohereChatRequest(BaseModel):
     k: int | None = Field(None, ge=0, le=500, description="Accepted, not used: the engines sample by p.")
     index: str | None = Field(None, description="Flows only (not Cohere's): the index to search, a name under the "
                               "service's index folders; default: the app's default index.")
-
-    @field_validator("documents")
-    @classmethod
-    def _no_documents(cls, value: list[Any] | None) -> None:
-        if value:
-            raise ValueError("answers grounded on documents given in the request are not supported here: upload "
-                             "them to an index (POST /v1/indices/{name}/documents) and chat with a flow that answers "
-                             "over it, such as rag with index set")
-        return None
 
     @field_validator("tools")
     @classmethod
@@ -99,6 +95,10 @@ class CohereChatRequest(BaseModel):
 async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle: Any, tenant: str) -> Any:
     """Cohere's chat response (or a ``StreamingResponse`` of its events) from a served model or a flow."""
     request, rid = body.openai(), str(uuid.uuid4())
+    rows = shown = None
+    if body.documents:
+        rows, shown = grounded_rows(body)
+        target = grounded.answer_path(target)
     if isinstance(target, ModelCard):
         events = chat.engine_events(handle, target, request)
         if not body.stream:
@@ -106,14 +106,27 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
             reply.read(await chat.whole_answer(events, target))
             return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
         return _streaming(_model_events(rid, chat.sse(events, target)))
-    prepared, columns = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant)
+    prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows)
     if not body.stream:
-        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, columns, cancel=cancel))
+        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
         text = done["answer"]
         return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
                         done["usage"]["completion_tokens"],
-                         citations(text, done["message"]["sources"]) if body.cites() else [])
-    return _streaming(_flow_events(rid, prepared, columns, body.cites()))
+                        citations(text, done["message"]["sources"], shown) if body.cites() else [])
+    return _streaming(_flow_events(rid, prepared, table, body.cites(), shown))
+
+
+def grounded_rows(body: CohereChatRequest) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The documents' rows and how citations show them; with ``index`` too, or more documents than a result may
+    hold, a 4xx naming the field."""
+    if body.index is not None:
+        raise ApiError(422, "index: documents take the place of an index's search; send one or the other",
+                       param="index")
+    limit = svc.current().limits.max_result_rows
+    if len(body.documents or []) > limit:
+        raise ApiError(413, f"documents: {len(body.documents or [])} documents, over the limit max_result_rows="
+                       f"{limit}", param="documents", code="max_result_rows")
+    return grounded.document_rows(body.documents or [])
 
 
 def response(rid: str, text: str, finish: str | None, prompt: int, completion: int,
@@ -131,12 +144,14 @@ def usage(prompt: int, completion: int) -> dict[str, Any]:
     return {"billed_units": dict(tokens), "tokens": tokens}
 
 
-def citations(text: str, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def citations(text: str, sources: list[dict[str, Any]],
+              shown: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Cohere citations of a flow's answer: each ``[1]`` marker with the documents it numbers; without markers,
-    the whole answer with all its sources."""
+    the whole answer with all its sources. ``shown``: documents sent with the request, cited as they were sent."""
     def source(record: dict[str, Any]) -> dict[str, Any]:
-        document = {"id": record["docno"], "reference": record["reference"],
-                    **{key: record[key] for key in ("title", "url") if record.get(key)}}
+        document = (shown or {}).get(record["docno"]) or {
+            "id": record["docno"], "reference": record["reference"],
+            **{key: record[key] for key in ("title", "url") if record.get(key)}}
         return {"type": "document", "id": record["docno"], "document": document}
 
     numbered = {record.get("number"): record for record in sources}
@@ -182,23 +197,24 @@ def _closing(finish: str, prompt: int, completion: int, cited: list[dict[str, An
     return [*events, _event("message-end", delta=end)]
 
 
-async def _flow_events(rid: str, prepared: Any, columns: Any, cites: bool) -> AsyncIterator[str]:
+async def _flow_events(rid: str, prepared: Any, table: Any, cites: bool,
+                       shown: dict[str, dict[str, Any]] | None) -> AsyncIterator[str]:
     """A flow's answer as Cohere's events: its pieces as the model writes them, the rest and its citations."""
     for event in _opening(rid):
         yield event
-    shown = ""
+    written = ""
     try:
-        async for item in chat_flows.answer_events(prepared, columns):
+        async for item in chat_flows.answer_events(prepared, table):
             if isinstance(item, str):
-                shown += item
+                written += item
                 yield _text(item)
                 continue
             answer, message = item["answer"], item["message"]
-            rest = rest_of(answer, answer, shown, bool(message.get("degraded")))
+            rest = rest_of(answer, answer, written, bool(message.get("degraded")))
             if rest:
-                shown += rest
+                written += rest
                 yield _text(rest)
-            cited = citations(shown, message["sources"]) if cites else []
+            cited = citations(written, message["sources"], shown) if cites else []
             for event in _closing(FINISH[item["finish_reason"]], item["usage"]["prompt_tokens"],
                                   item["usage"]["completion_tokens"], cited):
                 yield event

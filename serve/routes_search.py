@@ -29,18 +29,22 @@ def run_search(body: Any, owner: str, cancel: Any = None) -> dict[str, Any]:
             "results": search_hits(result, prepared.queries)}
 
 
-def run_online(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = None, cancel: Any = None) -> Any:
-    """Run a prepared flow here, on the local executor, over its queries (plus query ``columns``); the result,
-    or a 413 when it holds more rows than ``max_result_rows``. ``cancel`` (a ``CancelToken``) stops it between
-    batches and the embedded model between tokens."""
+def queries_table(prepared: svc.Prepared, columns: dict[str, list[Any]] | None = None) -> Any:
+    """A flow's input: its queries (``qid``, ``query``) and any query ``columns``, a value per query."""
     import pyarrow as pa
 
+    return pa.table({"qid": pa.array([q["qid"] for q in prepared.queries], pa.string()),
+                     "query": pa.array([q["query"] for q in prepared.queries], pa.string()), **(columns or {})})
+
+
+def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) -> Any:
+    """Run a prepared flow here, on the local executor, over ``table`` (default: its queries); the result, or a
+    413 when it holds more rows than ``max_result_rows``. ``cancel`` (a ``CancelToken``) stops it between
+    batches and the embedded model between tokens."""
     from flows.executors import make_executor
 
-    queries = pa.table({"qid": pa.array([q["qid"] for q in prepared.queries], pa.string()),
-                        "query": pa.array([q["query"] for q in prepared.queries], pa.string()),
-                        **(columns or {})})
-    result = make_executor("local", keep_history=False).run(prepared.flow, queries, cancel=cancel)
+    table = queries_table(prepared) if table is None else table
+    result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

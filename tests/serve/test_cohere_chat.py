@@ -1,6 +1,6 @@
 """Cohere's chat API on the package's Serve app, with the real client (``cohere.ClientV2``): a flow's answer with its
 sources as citations, streamed in Cohere's events as the model writes it; a served language model, streamed and
-not; bodies it cannot serve are 422s naming the field."""
+not; answers from documents sent with the request; bodies it cannot serve are 4xx naming the field."""
 
 from __future__ import annotations
 
@@ -76,9 +76,6 @@ def test_what_it_cannot_serve_is_a_422_naming_the_field(client, serve_app):
     import cohere
 
     with pytest.raises(cohere.UnprocessableEntityError) as err:
-        client.chat(model="rag", messages=QUESTION, documents=["Bees make honey."])
-    assert err.value.body["error"]["param"] == "documents" and "upload" in err.value.body["error"]["message"]
-    with pytest.raises(cohere.UnprocessableEntityError) as err:
         client.chat(model="smollm2", messages=QUESTION, tools=[{"type": "function", "function": {"name": "f"}}])
     assert err.value.body["error"]["param"] == "tools"
     with pytest.raises(cohere.NotFoundError) as err:
@@ -86,3 +83,58 @@ def test_what_it_cannot_serve_is_a_422_naming_the_field(client, serve_app):
     assert "rag" in err.value.body["error"]["message"]
     bad = requests.post(f"{serve_app}/v2/chat", json={"model": "rag", "messages": QUESTION, "p": 2}, timeout=60)
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "p"
+
+
+FRUIT = [{"role": "user", "content": "What colour is the zorblat fruit?"}]
+DOCUMENTS = [
+    {"id": "fruit", "data": {"title": "Zorblat", "text": "The zorblat fruit is bright purple and tastes of pepper.",
+                             "url": "https://example.org/zorblat"}},
+    {"id": "tree", "data": {"title": "Zorblat tree", "snippet": "The zorblat tree grows on the island of Quarn."}},
+    "Quarn is an island with cold winters.",
+]
+
+
+def served_requests() -> int:
+    from ray import serve
+
+    return serve.get_deployment_handle("smollm2", app_name="tessera").info.remote().result()["requests"]
+
+
+def test_documents_sent_with_the_request_ground_the_answer_and_its_citations(client, serve_app):
+    """The documents take the place of the search, for a flow (rag, sentences_cohere) and for a served model; the
+    citations name them as they were sent."""
+    assert requests.put(f"{serve_app}/flows/sentences_cohere", json=SENTENCES, timeout=60).status_code == 201
+    ids = ["fruit", "tree", "doc:2"]
+    short = client.chat(model="rag", messages=FRUIT, documents=DOCUMENTS, temperature=0)
+    text = short.message.content[0].text
+    [whole] = short.message.citations  # rag's short answer, cited whole by the documents that hold it
+    assert "purple" in text.lower() and whole.text == text
+    assert [s.id for s in whole.sources] == ["fruit"]  # a document sent, not one of the sample index's
+    assert whole.sources[0].document == {"id": "fruit", **DOCUMENTS[0]["data"]}  # as it was sent
+
+    cited = client.chat(model="sentences_cohere", messages=FRUIT, documents=DOCUMENTS, temperature=0)
+    assert cited.message.citations and {s.id for c in cited.message.citations for s in c.sources} <= set(ids)
+    events = list(client.chat_stream(model="sentences_cohere", messages=FRUIT, documents=DOCUMENTS, temperature=0))
+    streamed = [e.delta.message.citations for e in events if e.type == "citation-start"]
+    assert [(c.start, [s.id for s in c.sources]) for c in streamed] == [
+        (c.start, [s.id for s in c.sources]) for c in cited.message.citations]
+
+    before = served_requests()
+    model = client.chat(model="smollm2", messages=FRUIT, documents=DOCUMENTS, temperature=0, max_tokens=48)
+    assert served_requests() == before + 1  # answered on the deployment, through the gateway alias 'local'
+    assert model.message.content[0].text.strip()
+    assert {s.id for c in model.message.citations or [] for s in c.sources} <= set(ids)
+
+
+@pytest.mark.parametrize("change, status, param", [
+    ({"index": "sample"}, 422, "index"),
+    ({"documents": [{"id": "a", "data": {"text": "x"}}, {"id": "a", "data": {"text": "y"}}]}, 422, "documents.1.id"),
+    ({"documents": [{"data": {"title": "", "text": " "}}]}, 422, "documents.0"),
+    ({"documents": [{"text": "no data field"}]}, 422, "documents"),
+    ({"documents": ["a document"] * 401}, 413, "documents"),
+])
+def test_bad_documents_are_4xx_naming_the_field(serve_app, change, status, param):
+    body = {"model": "rag", "messages": FRUIT, "documents": DOCUMENTS, **change}
+    bad = requests.post(f"{serve_app}/v2/chat", json=body, timeout=60)
+    assert bad.status_code == status, bad.text
+    assert bad.json()["error"]["param"].startswith(param)
