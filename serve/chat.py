@@ -12,6 +12,7 @@ returned whole or as server-sent events (FastAPI's ``StreamingResponse``).
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, AsyncIterator, Literal
 
@@ -125,6 +126,9 @@ async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
     try:
         async for answer in events:
             return answer.model_dump() if hasattr(answer, "model_dump") else answer
+    except asyncio.CancelledError:  # the client went away: the deployment stops generating
+        events.cancel()
+        raise
     except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
         raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
                                   code="model_error") from None
@@ -132,14 +136,21 @@ async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
 
 
 async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
-    """The engine's events as SSE text; a failure mid-stream ends it with an OpenAI error event."""
+    """The engine's events as SSE text; a failure mid-stream ends it with an OpenAI error event. A stream left
+    before its end (the client went away) is cancelled on the deployment, which stops generating."""
+    ended = False
     try:
         async for event in events:
             for item in event if isinstance(event, list) else [event]:
                 yield item if isinstance(item, str) else f"data: {json.dumps(_plain(item))}\n\n"
+        ended = True
     except Exception as err:  # noqa: BLE001  (headers are sent: the error travels as an event)
+        ended = True
         error = errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err, code="model_error")
         yield f"data: {json.dumps({'error': {'message': error.message, 'type': 'server_error'}})}\n\n"
+    finally:
+        if not ended:
+            events.cancel()
 
 
 def _plain(item: Any) -> Any:

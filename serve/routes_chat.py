@@ -5,21 +5,22 @@ result ``column`` to ground on. Each message runs the answer path of the ``rag``
 (``query.contextualize`` with the chat's earlier messages, so a follow-up stands alone, then
 ``generate.context`` and ``generate.answer``, issue #31's LLM gateway) through the engine over
 that task's result rows, with the answer written on the app's language-model deployment when it
-runs the chat's model (as the service places every flow's steps); the exchange is kept in the
-task store. Unlike
-the seed, an unknown chat id is a 404.
+runs the chat's model (the service places the chat's flow as it places every flow). With
+``stream=true`` the answer comes as server-sent events while the model writes it, as the chats of
+``/v1/chat/completions`` do (``chat_flows.answer_events``); a client that goes away stops the flow.
+The exchange is kept in the task store. Unlike the seed, an unknown chat id is a 404.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any
+from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse
+from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from serve import client_gone
+from serve import chat_flows, client_gone
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_tasks import tenant
@@ -52,35 +53,61 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
     return service.store.create_chat(owner, task_id, model, column)
 
 
-def answer(chat: dict[str, Any], task: dict[str, Any], message: str, cancel: Any = None) -> dict[str, Any]:
+def prepare_chat(chat: dict[str, Any], task: dict[str, Any], message: str, owner: str) -> tuple[Any, Any]:
+    """The chat's flow validated and placed, and its input: the task's rows, each with the message as its query
+    and the chat before it as its ``messages``."""
     import pyarrow as pa
 
-    from flows.executors import make_executor
-    from flows.spec import FlowSpec
-
+    prepared = svc.current().prepare({"flow": chat_spec(chat["model"], chat["column"]), "query": message}, owner)
+    qid = prepared.queries[0]["qid"]
     earlier = json.dumps([{"role": m.get("role"), "content": m.get("content") or m.get("answer") or ""}
                           for m in chat.get("messages") or []])
-    rows = [{**row, "qid": "chat", "query": message, "messages": earlier} for row in task["result"]["data"]]
+    rows = [{**row, "qid": qid, "query": message, "messages": earlier} for row in task["result"]["data"]]
     table = pa.Table.from_pylist(rows) if rows else pa.table({"qid": pa.array([], pa.string()),
                                                                "query": pa.array([], pa.string())})
-    spec = svc.current().place(FlowSpec.parse(chat_spec(chat["model"], chat["column"])))
-    result = make_executor("local", keep_history=False).run(spec, table, cancel=cancel)
-    meta = result.metadata.get("chat", {})
-    reply = {"answer": meta.get("answer", ""), "sources": meta.get("sources", []), "degraded": meta.get("degraded")}
-    if meta.get("standalone_query"):  # a follow-up, asked with the chat before it
-        reply["standalone_query"] = meta["standalone_query"]
+    return prepared, table
+
+
+def reply_of(done: dict[str, Any]) -> dict[str, Any]:
+    """A chat's reply from the flow's answer (``chat_flows.run_flow``): the answer, the docnos it cites, why it
+    is degraded, and how a follow-up was asked."""
+    message = done["message"]
+    reply = {"answer": done["answer"], "sources": [source["docno"] for source in message["sources"]],
+             "degraded": message.get("degraded")}
+    if message.get("standalone_query"):  # a follow-up, asked with the chat before it
+        reply["standalone_query"] = message["standalone_query"]
     return reply
 
 
 @router.get("/task/chat/{chat_id}", summary="Ask a chat: the model's answer grounded in the task's results")
 async def chat_message(chat_id: str, request: Request,
-                       message: str = Query(..., min_length=1, description="The question.")) -> dict[str, Any]:
+                       message: str = Query(..., min_length=1, description="The question."),
+                       stream: bool = Query(False, description="Answer as server-sent events: {text} pieces as the "
+                                            "model writes the answer, then the reply, then [DONE].")) -> Any:
     service, owner = svc.current(), tenant(request)
     chat = await asyncio.to_thread(service.store.chat, chat_id, owner)
     if chat is None:
         raise ApiError(404, "Chat id not found", param="chat_id", code="chat_not_found")
     task = await asyncio.to_thread(service.task, chat["task_id"], owner)
-    reply = await client_gone.in_thread(lambda cancel: answer(chat, task, message, cancel))
-    await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
-                                                                  {"role": "assistant", **reply}])
-    return {"chat_id": chat_id, **reply}
+    prepared, table = await asyncio.to_thread(prepare_chat, chat, task, message, owner)
+
+    async def keep(reply: dict[str, Any]) -> dict[str, Any]:
+        await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
+                                                                      {"role": "assistant", **reply}])
+        return {"chat_id": chat_id, **reply}
+
+    if not stream:
+        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
+        return await keep(reply_of(done))
+
+    async def events() -> AsyncIterator[str]:
+        try:
+            async for item in chat_flows.answer_events(prepared, table):
+                yield f"data: {json.dumps({'text': item} if isinstance(item, str) else await keep(reply_of(item)))}\n\n"
+        except ApiError as err:  # headers are sent: the error travels as an event
+            error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
+            yield f"data: {json.dumps({'error': error})}\n\n"
+            return
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")

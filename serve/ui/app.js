@@ -316,14 +316,17 @@ function showTaskChat(taskId, finished) {
   renderTaskChat(taskId);
 }
 
-function renderTaskChat(taskId) {
+/** The chat's turns; `pending` ({question, text}) is a question whose answer is still being written. */
+function renderTaskChat(taskId, pending) {
   const rows = taskRows.get(taskId) || [];
-  const turns = (taskChats.get(taskId) || {turns: []}).turns;
-  $("task-chat-log").replaceChildren(...turns.map((turn) => el("div", {class: "task-turn"},
+  const turns = (taskChats.get(taskId) || {turns: []}).turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
     answerView(turn.answer, sourceNames(turn.sources, rows)),
     // a follow-up is asked with the chat before it (query.contextualize)
-    turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null)));
+    turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null));
+  if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
+    el("div", {class: "turn assistant pending"}, el("pre", {}, pending.text || "…"))));
+  $("task-chat-log").replaceChildren(...turns);
 }
 
 async function askTask(event) {
@@ -339,8 +342,15 @@ async function askTask(event) {
         taskChats.set(taskId, {chatId: chatId.trim(), turns: []});
       }
       const chat = taskChats.get(taskId);
-      const path = `task/chat/${encodeURIComponent(chat.chatId)}?message=${encodeURIComponent(message)}`;
-      const reply = await call("GET", path);
+      const path = `task/chat/${encodeURIComponent(chat.chatId)}?stream=true&message=${encodeURIComponent(message)}`;
+      let written = "";
+      let reply = null;
+      renderTaskChat(taskId, {question: message, text: ""});
+      await readEvents(await send("GET", path), (data) => {
+        if (data.text !== undefined) renderTaskChat(taskId, {question: message, text: (written += data.text)});
+        else reply = data; // the whole reply, once the flow has run
+      });
+      if (!reply) throw new ApiError("the service ended the answer without a reply");
       chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
         askedAs: reply.standalone_query});
       $("task-chat-input").value = "";
@@ -348,6 +358,7 @@ async function askTask(event) {
     });
   } finally {
     $("task-chat-send").disabled = false;
+    renderTaskChat(taskId); // the answered turns: a refused question leaves none
   }
 }
 
@@ -693,19 +704,16 @@ function renderChat(pending) {
   $("chat-log").replaceChildren(...turns);
 }
 
-/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched} (searched: what a flow searched for, when it made a follow-up stand alone). */
-async function streamChat(body, onText) {
-  const response = await send("POST", "v1/chat/completions", body);
+/** Reads a response of server-sent events, calling onData with each event's data parsed as JSON, until
+ * [DONE] or the end; an error event throws. A refused request throws the service's message. */
+async function readEvents(response, onData) {
   if (!response.ok) throw new ApiError(describe(response.status, await response.json().catch(() => null)));
   const reader = response.body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
-  let text = "";
-  let searched = "";
   for (;;) {
     const {value, done} = await reader.read();
-    if (done) return {text, searched};
+    if (done) return;
     buffer += decoder.decode(value, {stream: true});
     let cut;
     while ((cut = buffer.indexOf("\n\n")) >= 0) {
@@ -714,18 +722,29 @@ async function streamChat(body, onText) {
       for (const line of event.split("\n")) {
         if (!line.startsWith("data:")) continue;
         const data = line.slice(5).trim();
-        if (data === "[DONE]") return {text, searched};
+        if (data === "[DONE]") return;
         const chunk = JSON.parse(data);
         if (chunk.error) throw new ApiError(describe(chunk.error.code || "error", chunk));
-        const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
-        if (delta && delta.content) {
-          text += delta.content;
-          onText(text);
-        }
-        if (delta && delta.standalone_query) searched = delta.standalone_query;
+        onData(chunk);
       }
     }
   }
+}
+
+/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
+ * returns {text, searched} (searched: what a flow searched for, when it made a follow-up stand alone). */
+async function streamChat(body, onText) {
+  let text = "";
+  let searched = "";
+  await readEvents(await send("POST", "v1/chat/completions", body), (chunk) => {
+    const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+    if (delta && delta.content) {
+      text += delta.content;
+      onText(text);
+    }
+    if (delta && delta.standalone_query) searched = delta.standalone_query;
+  });
+  return {text, searched};
 }
 
 async function sendChat(event) {

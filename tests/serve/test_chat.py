@@ -3,6 +3,7 @@ the task store, answered by the rag flow's answer path (``generate.context`` the
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -58,3 +59,27 @@ def test_a_follow_up_is_asked_with_the_chat_before_it(serve_app, finished_task):
                           timeout=300).json()
     said = " ".join(re.sub(r"\s*\[\d+\]", "", first["answer"]).split())  # as the conversation keeps it
     assert follow["standalone_query"] == f"How do they make it? (Which insects make honey?; {said})"
+
+
+def test_a_streamed_answer_comes_as_it_is_written_then_the_reply_it_keeps(serve_app, finished_task):
+    """stream=true: {text} pieces while the model writes (the start of the answer), then the reply the unstreamed
+    route gives (greedy: the same), then [DONE]; the exchange is kept, so the next message is a follow-up."""
+    def new_chat() -> str:
+        return requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
+                            timeout=30).text
+
+    question = {"message": "Which insects make honey?"}
+    whole = requests.get(f"{serve_app}/task/chat/{new_chat()}", params=question, timeout=300).json()
+    chat = new_chat()
+    response = requests.get(f"{serve_app}/task/chat/{chat}", params={**question, "stream": "true"}, stream=True,
+                            timeout=300)
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = [line.removeprefix("data: ") for line in response.iter_lines(decode_unicode=True) if line]
+    assert events[-1] == "[DONE]"
+    pieces = [json.loads(e)["text"] for e in events[:-2]]
+    reply = json.loads(events[-2])
+    assert len(pieces) > 1 and reply["answer"].startswith("".join(pieces).strip())
+    assert {**reply, "chat_id": None} == {**whole, "chat_id": None}
+    follow = requests.get(f"{serve_app}/task/chat/{chat}", params={"message": "How do they make it?"},
+                          timeout=300).json()
+    assert follow["standalone_query"].startswith("How do they make it? (Which insects make honey?;")
