@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.spec import FlowSpec, Placement, StepSpec
 from serve import service as svc
 from serve.errors import ApiError
-from serve.schemas import ModelCard
+from serve.schemas import ModelCard, unicode_problem
 
 #: The steps of the answer path, in order, by their ids in the flow built here.
 ANSWER_PATH = {"context": "generate.context", "answer": "generate.answer", "references": "generate.references"}
@@ -54,8 +54,13 @@ def document_rows(documents: list[str | CohereDocument]) -> tuple[list[dict[str,
             text = "\n".join(f"{key}: {_plain(value)}" for key, value in data.items() if key not in ("title", "url"))
         if not text.strip():
             raise ApiError(422, f"documents.{n} has no text", param=f"documents.{n}")
-        rows.append({"docno": docno, "title": _plain(data["title"]) if data.get("title") else None, "text": text,
-                     "url": _plain(data["url"]) if data.get("url") else None})
+        row = {"docno": docno, "title": _plain(data["title"]) if data.get("title") else None, "text": text,
+               "url": _plain(data["url"]) if data.get("url") else None}
+        for field, value in row.items():
+            problem = unicode_problem(value) if value else None
+            if problem:
+                raise ApiError(422, f"documents.{n}: its {field} {problem}", param=f"documents.{n}")
+        rows.append(row)
         shown[docno] = {"id": docno, **data}
     return rows, shown
 

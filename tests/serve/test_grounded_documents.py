@@ -28,6 +28,7 @@ def test_documents_become_rows_and_citations_show_them_as_sent():
     ([CohereDocument(id="x", data={"text": "1"}), CohereDocument(id="x", data={"text": "2"})], "documents.1.id"),
     (["ok", "  "], "documents.1"),
     ([CohereDocument(data={"title": "only a title"})], "documents.0"),
+    (["fine", CohereDocument(id="s", data={"text": "a lone \ud800 surrogate"})], "documents.1"),
 ])
 def test_a_document_without_text_or_with_a_repeated_id_is_a_422_naming_it(sent, param):
     with pytest.raises(ApiError) as err:
