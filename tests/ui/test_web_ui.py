@@ -454,6 +454,11 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
     wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
     task_id = by_id(browser, "task-chat-form").get_attribute("data-task")
     question = "which insects make honey?"
+    browser.execute_script("""  // every text the answer still being written shows, as the page renders it
+        window.written = [];
+        new MutationObserver(() => document.querySelectorAll("#task-chat-log .pending pre").forEach(
+            (pre) => window.written.push(pre.textContent))).observe(document.getElementById("task-chat-log"),
+                                                                   {childList: true, subtree: true});""")
     by_id(browser, "task-chat-input").send_keys(question)
     by_id(browser, "task-chat-send").click()
     shown = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=300)[0]
@@ -461,6 +466,8 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
     chat_id = ui_app.api("GET", f"/task/chat/new?task_id={task_id}").text
     reply = ui_app.api("GET", f"/task/chat/{chat_id}?message={question}").json()
     assert shown.find_element(By.TAG_NAME, "p").text == f"Answer: {reply['answer'] or '(no answer)'}"
+    written = [text for text in browser.execute_script("return window.written") if text != "…"]
+    assert written and reply["answer"].startswith(written[-1].strip())  # the answer showed as it was written
     sources = [li.text for li in shown.find_elements(By.CSS_SELECTOR, "ol.sources li")]
     assert [s.rsplit("(", 1)[-1].rstrip(")") for s in sources] == reply["sources"]
     assert by_id(browser, "task-chat-input").get_attribute("value") == ""
