@@ -146,8 +146,8 @@ async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
         ended = True
     except Exception as err:  # noqa: BLE001  (headers are sent: the error travels as an event)
         ended = True
-        error = errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err, code="model_error")
-        yield f"data: {json.dumps({'error': {'message': error.message, 'type': 'server_error'}})}\n\n"
+        yield errors.error_event(errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
+                                                     code="model_error"))
     finally:
         if not ended:
             events.cancel()

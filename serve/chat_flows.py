@@ -218,8 +218,7 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table)
             yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message},
                         item["finish_reason"], usage=item["usage"])
     except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
-        error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
-        yield f"data: {json.dumps({'error': error})}\n\n"
+        yield errors.error_event(err)
         return
     yield "data: [DONE]\n\n"
 

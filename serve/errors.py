@@ -61,9 +61,19 @@ def printable(text: str) -> str:
 
 def error_response(status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
                    code: str | None = None) -> JSONResponse:
-    body = {"message": printable(message), "type": kind, "param": None if param is None else printable(param),
+    return JSONResponse({"error": _error_body(message, param, kind, code)}, status_code=status)
+
+
+def error_event(err: ApiError) -> str:
+    """``err`` as a server-sent event: how a stream whose headers are sent ends with an error."""
+    import json
+
+    return f"data: {json.dumps({'error': _error_body(err.message, err.param, err.kind, err.code)})}\n\n"
+
+
+def _error_body(message: str, param: str | None, kind: str, code: str | None) -> dict[str, Any]:
+    return {"message": printable(message), "type": kind, "param": None if param is None else printable(param),
             "code": code}
-    return JSONResponse({"error": body}, status_code=status)
 
 
 def server_error(what: str, err: BaseException, *, code: str) -> ApiError:

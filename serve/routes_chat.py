@@ -20,7 +20,7 @@ from typing import Any, AsyncIterator
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse, StreamingResponse
 
-from serve import chat_flows, client_gone
+from serve import chat_flows, client_gone, errors
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_tasks import tenant
@@ -105,8 +105,7 @@ async def chat_message(chat_id: str, request: Request,
             async for item in chat_flows.answer_events(prepared, table):
                 yield f"data: {json.dumps({'text': item} if isinstance(item, str) else await keep(reply_of(item)))}\n\n"
         except ApiError as err:  # headers are sent: the error travels as an event
-            error = {"message": err.message, "type": err.kind, "param": err.param, "code": err.code}
-            yield f"data: {json.dumps({'error': error})}\n\n"
+            yield errors.error_event(err)
             return
         yield "data: [DONE]\n\n"
 

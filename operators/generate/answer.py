@@ -166,7 +166,6 @@ class AnswerGenerator(LLMStep):
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
 
-
     def _streaming(self, documents: dict[str, int]) -> Callable[[str, str], None] | None:
         """Where each reply's pieces go when a chat waits for the answers as they are written (``answer_stream``):
         read as answers, to the chat's sink; None when nobody waits, or the style rewrites the answer at the end."""

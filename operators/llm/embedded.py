@@ -104,6 +104,26 @@ def _handler_class() -> type:
     return EmbeddedLLM
 
 
+def llama_options(request: dict[str, Any]) -> dict[str, Any]:
+    """The options of a chat request that llama.cpp takes as they are (``LLAMA_OPTIONS``; OpenAI's
+    ``max_completion_tokens`` as ``max_tokens``)."""
+    options = {key: request[key] for key in LLAMA_OPTIONS if request.get(key) is not None}
+    if request.get("max_completion_tokens") is not None:
+        options["max_tokens"] = request["max_completion_tokens"]
+    return options
+
+
+def chat_completion(llama: Any, messages: list[dict[str, Any]], options: dict[str, Any], watch: Any,
+                    stream: bool = False) -> Any:
+    """llama.cpp's chat completion of ``messages``, ``watch`` called before each sampled token (a logits
+    processor: it may record the token or end the generation with ``end_now``)."""
+    from llama_cpp import LogitsProcessorList
+
+    llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
+    return llama.create_chat_completion(messages=messages, logits_processor=LogitsProcessorList([watch]),
+                                        stream=stream, **options)
+
+
 def end_now(llama: Any, logits: Any) -> Any:
     """``logits`` that leave llama.cpp only the end-of-text token: how a logits processor stops a generation (an
     exception raised there, in a callback from C, would be lost)."""
@@ -118,17 +138,14 @@ class _Call:
     end-of-text token, and ``raise_if_stopped`` says why after the call)."""
 
     def __init__(self, model: str, optional_params: dict[str, Any], timeout: Any) -> None:
-        from llama_cpp import LogitsProcessorList
-
         self.model = model
         self.llama, self.lock = load(model.split("/", 1)[1] if model.startswith("tessera/") else model)
         timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
         self.seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
-        self.params = {k: v for k, v in optional_params.items() if k in LLAMA_OPTIONS and v is not None}
+        self.params = llama_options(optional_params)
         self.started = time.perf_counter()
         self.stopped: list[str] = []
         self.sampled: list[int] = []  # the context's length before each sampled token (streamed usage)
-        self.processors = LogitsProcessorList([self._watch])
 
     def _watch(self, tokens: Any, logits: Any) -> Any:
         self.sampled.append(len(tokens))
@@ -141,9 +158,7 @@ class _Call:
         return end_now(self.llama, logits) if self.stopped else logits
 
     def generate(self, messages: list[dict[str, Any]], stream: bool) -> Any:
-        self.llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
-        return self.llama.create_chat_completion(messages=messages, logits_processor=self.processors,
-                                                 stream=stream, **self.params)
+        return chat_completion(self.llama, messages, self.params, self._watch, stream)
 
     def raise_if_stopped(self) -> None:
         import litellm

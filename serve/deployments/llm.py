@@ -26,7 +26,6 @@ from typing import Any, AsyncIterator
 
 from ray import serve
 
-from operators.llm.embedded import LLAMA_OPTIONS
 from serve.settings import LLMDeploymentArgs
 
 log = logging.getLogger("ray.serve")
@@ -51,13 +50,7 @@ class LlamaCppDeployment:
                   sampled: list[int] | None = None) -> Any:
         """llama.cpp's chat completion of ``body``; it ends at the next token once ``stopped`` is set. ``sampled``
         gets the context's length before each sampled token (a streamed answer's usage)."""
-        from llama_cpp import LogitsProcessorList
-
-        from operators.llm.embedded import end_now
-
-        options = {k: body[k] for k in LLAMA_OPTIONS if body.get(k) is not None}
-        if body.get("max_completion_tokens") is not None:
-            options["max_tokens"] = body["max_completion_tokens"]
+        from operators.llm.embedded import chat_completion, end_now, llama_options
 
         def watch(input_ids: Any, logits: Any) -> Any:
             self.tokens += 1
@@ -65,9 +58,7 @@ class LlamaCppDeployment:
                 sampled.append(len(input_ids))
             return end_now(self.llama, logits) if stopped.is_set() else logits
 
-        self.llama.reset()  # the whole prompt every time: a reused prefix changes greedy answers
-        return self.llama.create_chat_completion(messages=body["messages"], stream=stream, **options,
-                                                 logits_processor=LogitsProcessorList([watch]))
+        return chat_completion(self.llama, body["messages"], llama_options(body), watch, stream)
 
     async def chat(self, body: dict[str, Any]) -> AsyncIterator[Any]:
         """The completion (a dict), or with ``stream`` its SSE events; the generation runs on a worker thread.
