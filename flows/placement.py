@@ -16,6 +16,8 @@ The step's model-defining params (``model``, ``max_length``, ``normalize``...) m
 equal the deployment's (a language-model step's model alias must name the model the
 deployment runs); a mismatch, or a deployment that cannot be reached (Ray or
 Serve not running), raises a ``PlacementError`` naming the step and the deployment.
+A call whose replica died, or that the deployment shed under load, is sent again
+(``retrying``): Serve starts a new replica.
 Placement is honoured by the local executor (the online path and the API deployment).
 """
 
@@ -35,7 +37,7 @@ from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, resolve
 from operators.llm.chat_reply import ChatReply
-from operators.llm.gateway import DEFAULT_TIMEOUT, Completion, LLMError, Prompt, messages_of
+from operators.llm.gateway import DEFAULT_RETRIES, DEFAULT_TIMEOUT, Completion, LLMError, Prompt, messages_of
 from operators.llm.step import LLMStep
 from operators.rerank.base import Reranker, RerankParams, sendable_texts
 
@@ -71,11 +73,7 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
     if kind == "llm":
         info = _llm_info(handle, op, where)
     else:
-        try:
-            info = handle.info.remote().result(timeout_s=60)
-        except Exception as err:  # noqa: BLE001
-            raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
-                                 op=op.name) from err
+        info = _info(handle, op, where)
         _check_same_model(op, info, kind, where)
     proxy = proxy_class(type(op), base)(op.params, step_id=op.step_id, input_steps=op.input_steps)
     proxy.attach(handle, info, where)
@@ -111,6 +109,15 @@ def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:
                              step=op.step_id, op=op.name) from None
 
 
+def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
+    """What a Tessera deployment hosts (its ``info()``: operator, params, model)."""
+    try:
+        return handle.info.remote().result(timeout_s=60)
+    except Exception as err:  # noqa: BLE001
+        raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
+                             op=op.name) from err
+
+
 def _check_same_model(op: Operator, info: dict[str, Any], kind: str, where: str) -> None:
     if info.get("op") != op.name:
         raise PlacementError(f"{where} hosts '{info.get('op')}', not '{op.name}'", step=op.step_id, op=op.name,
@@ -144,8 +151,8 @@ def serves(alias: ModelAlias, engine: str, model: str) -> bool:
 def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
     """What a language-model deployment runs (engine, model), checked against the step's model alias."""
     try:
-        info = handle.info.remote().result(timeout_s=60)  # Tessera's llama.cpp deployment
-    except Exception:  # noqa: BLE001  (not ours: ray.serve.llm's vLLM server tells its config instead)
+        info = _info(handle, op, where)  # Tessera's llama.cpp deployment
+    except PlacementError:  # not ours: ray.serve.llm's vLLM server tells its config instead
         try:
             config = handle.llm_config.remote().result(timeout_s=60)
         except Exception as err:  # noqa: BLE001
@@ -162,6 +169,23 @@ def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
                              f"{info.get('model')!r} on {info['engine']}; make them the same or remove the step's "
                              "placement", step=op.step_id, op=op.name, field="params.model")
     return info
+
+
+def retrying(retries: int = DEFAULT_RETRIES) -> Any:
+    """tenacity's attempts at a deployment call: again after a lost replica or a shed request, with backoff."""
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+    return Retrying(stop=stop_after_attempt(retries + 1), wait=wait_exponential(0.5, max=8),
+                    retry=retry_if_exception(_replica_lost), reraise=True)
+
+
+def answer(send: Callable[[], Any], response: Any) -> Any:
+    """The result of ``response`` (what ``send()`` returned), sent again after a lost replica (``retrying``)."""
+    for attempt in retrying():
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                response = send()
+            return response.result(timeout_s=TIMEOUT_S)
 
 
 class _Served:
@@ -187,11 +211,13 @@ class ServedReranker(_Served, Reranker):
     """Reranker proxy: scores come from the deployment, one request per query (batched there)."""
 
     def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
-        responses = [self._handle.score.remote(str(q), sendable_texts(t)) for q, t in zip(queries, texts)]
+        score = self._handle.score.remote
+        sends = [functools.partial(score, str(q), sendable_texts(t)) for q, t in zip(queries, texts)]
+        responses = [send() for send in sends]
         results: list[np.ndarray | Exception] = []
-        for response in responses:
+        for send, response in zip(sends, responses):
             try:
-                results.append(np.asarray(response.result(timeout_s=TIMEOUT_S)["scores"], dtype=np.float64))
+                results.append(np.asarray(answer(send, response)["scores"], dtype=np.float64))
             except Exception as err:  # noqa: BLE001  (the reranker failure policy decides, per query)
                 results.append(OperatorError(f"{self._where} failed: {type(err).__name__}: {err}",
                                              step=self.step_id, op=self.name))
@@ -209,9 +235,10 @@ class ServedEmbedder(_Served, SentenceTransformerEmbedder):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         chunks = [texts[i:i + EMBED_CHUNK] for i in range(0, len(texts), EMBED_CHUNK)]
-        responses = [self._handle.embed.remote(list(chunk)) for chunk in chunks]
+        sends = [functools.partial(self._handle.embed.remote, list(chunk)) for chunk in chunks]
+        responses = [send() for send in sends]
         try:
-            parts = [np.asarray(r.result(timeout_s=TIMEOUT_S)["vectors"], dtype=np.float32) for r in responses]
+            parts = [np.asarray(answer(send, r)["vectors"], dtype=np.float32) for send, r in zip(sends, responses)]
         except Exception as err:  # noqa: BLE001
             raise OperatorError(f"{self._where} failed: {type(err).__name__}: {err}", step=self.step_id,
                                 op=self.name) from err
@@ -233,7 +260,10 @@ class ServedLLMStep(_Served, LLMStep):
             prompts, workers)
 
     def _call(self, prompt: Prompt, on_text: Callable[[str], None] | None) -> Completion | LLMError:
-        p = self.params
+        """One model call, tried again (the step's ``num_retries`` times, else twice, with backoff) when the
+        deployment lost its replica or shed the request before any text reached ``on_text``; an error inside the
+        model, a timeout or a cancel is not tried again."""
+        p, alias = self.params, resolve(self.params.model)
         body: dict[str, Any] = {"model": self._info.get("name"), "messages": messages_of(prompt),
                                 "temperature": p.temperature, "max_tokens": p.max_tokens}
         if on_text is not None:
@@ -242,11 +272,31 @@ class ServedLLMStep(_Served, LLMStep):
             from ray.serve.llm.openai_api_models import ChatCompletionRequest
 
             body = ChatCompletionRequest(**body)
-        started, reply = time.perf_counter(), ChatReply()
+        limit = p.timeout or alias.timeout or DEFAULT_TIMEOUT
+        # The alias's num_retries is litellm's, towards the API it names (0 for the embedded model: a timeout would
+        # recur); a lost replica is the deployment's, which Serve replaces.
+        retries = DEFAULT_RETRIES if p.num_retries is None else p.num_retries
+        started = time.perf_counter()
+        try:
+            for attempt in retrying(retries):
+                with attempt:
+                    reply = self._attempt(body, on_text, limit)
+        except FlowCancelled:
+            raise
+        except _Expired:
+            return LLMError(f"{self._where} did not answer within the step's timeout of {limit:g} s", kind="timeout")
+        except Exception as err:  # noqa: BLE001  (the step's failure policy decides)
+            cause = err.__cause__ if isinstance(err, _Streamed) else err
+            return LLMError(f"{self._where} failed: {type(cause).__name__}: {str(cause).strip()[:300]}", kind="api")
+        return Completion(text=reply.text, model=p.model, prompt_tokens=reply.prompt_tokens,
+                          completion_tokens=reply.completion_tokens, seconds=time.perf_counter() - started,
+                          finish_reason=reply.finish_reason)
+
+    def _attempt(self, body: Any, on_text: Callable[[str], None] | None, limit: float) -> ChatReply:
+        reply = ChatReply()
         events = self._handle.options(stream=True).chat.remote(body)
         # Serve's generator has no timeout of its own: past the step's timeout it is cancelled (which stops the
         # deployment's generation too), as litellm gives up on a call in-process.
-        limit = p.timeout or resolve(p.model).timeout or DEFAULT_TIMEOUT
         expired = threading.Event()
         deadline = threading.Timer(limit, lambda: (expired.set(), events.cancel()))
         deadline.daemon = True
@@ -259,13 +309,30 @@ class ServedLLMStep(_Served, LLMStep):
         except FlowCancelled:
             events.cancel()
             raise
-        except Exception as err:  # noqa: BLE001  (the step's failure policy decides)
+        except Exception as err:
             if expired.is_set():
-                return LLMError(f"{self._where} did not answer within the step's timeout of {limit:g} s",
-                                kind="timeout")
-            return LLMError(f"{self._where} failed: {type(err).__name__}: {str(err).strip()[:300]}", kind="api")
+                raise _Expired() from err
+            if reply.text and on_text is not None:  # a reader saw part of this answer: a second would repeat it
+                raise _Streamed() from err
+            raise
         finally:
             deadline.cancel()
-        return Completion(text=reply.text, model=p.model, prompt_tokens=reply.prompt_tokens,
-                          completion_tokens=reply.completion_tokens, seconds=time.perf_counter() - started,
-                          finish_reason=reply.finish_reason)
+        return reply
+
+
+class _Expired(Exception):
+    """The step's timeout ended the call."""
+
+
+class _Streamed(Exception):
+    """The call failed after part of its answer was streamed (not tried again); ``__cause__`` is why."""
+
+
+def _replica_lost(err: BaseException) -> bool:
+    """Whether a call failed because its replica died or was unavailable, or the deployment shed it under load:
+    a new replica (Serve starts one) or a moment later may answer."""
+    from ray.exceptions import ActorUnavailableError, RayActorError
+    from ray.serve.exceptions import BackPressureError, DeploymentUnavailableError, ReplicaUnavailableError
+
+    return isinstance(err, (RayActorError, ActorUnavailableError, BackPressureError, DeploymentUnavailableError,
+                            ReplicaUnavailableError))

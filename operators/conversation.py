@@ -29,11 +29,13 @@ def read_messages(value: Any, *, qid: str, column: str, op: str, step: str | Non
 
 
 def content_text(content: Any, sep: str = " ") -> str:
-    """A message's text: a string, or OpenAI's list of parts (their text joined with ``sep``)."""
+    """A message's text: a string, or OpenAI's list of parts (the text of its text parts, joined with ``sep``;
+    an image's or audio's part has none)."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return sep.join(part.get("text") or "" for part in content if isinstance(part, dict))
+        return sep.join(str(part.get("text") or "") for part in content
+                        if isinstance(part, dict) and part.get("type", "text") == "text")
     return ""
 
 

@@ -20,6 +20,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from flows.spec import FlowSpec
+from operators.conversation import content_text
 from serve import errors
 from serve.errors import ApiError
 from serve.schemas import ModelCard, check_texts
@@ -34,9 +35,7 @@ class ChatMessage(BaseModel):
     content: str | list[dict[str, Any]] | None = None
 
     def text(self) -> str:
-        if isinstance(self.content, list):
-            return "".join(str(part.get("text", "")) for part in self.content if part.get("type") == "text")
-        return self.content or ""
+        return content_text(self.content, sep="")
 
 
 class StreamOptions(BaseModel):
