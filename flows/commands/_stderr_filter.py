@@ -28,9 +28,12 @@ KNOWN_NOISE = re.compile(
     rb"arguments in the object store and max_restarts > 0\. .*$")
 
 #: The filter, run as ``python -c``: a line that starts like a C++ log line ("[2026-...") is held until
-#: its end and dropped if it is noise; anything else passes through as soon as it is read.
+#: its end and dropped if it is noise; anything else passes through as soon as it is read. A terminal's
+#: Ctrl-C reaches the whole process group, the filter too: it ignores it and goes on passing the
+#: command's last words (its "cancelled" line) until the command closes the pipe.
 _FILTER = r"""
-import os, re, sys
+import os, re, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to handle; this ends with its pipe
 noise = re.compile(sys.argv[1].encode("latin-1"))
 held, passing = b"", False
 while True:

@@ -90,12 +90,20 @@ def show_help(parser: argparse.ArgumentParser) -> int:
     return EXIT_USAGE
 
 
-def console(stderr: bool = False):
+def console(stderr: bool = False, width: int | None = None):
+    """A rich console on stdout (or stderr); its width is the terminal's, else ``width``, ``$COLUMNS`` or 120. A
+    reader that stops reading (``tessera ops | head``) ends the command with status 0, as ``run_handler`` does."""
     from rich.console import Console
 
+    class PipeConsole(Console):
+        def on_broken_pipe(self) -> None:  # rich's own exits with status 1
+            self.quiet = True
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.file.fileno())
+            raise BrokenPipeError
+
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else int(os.environ.get("COLUMNS", 0) or 120)
-    return Console(file=stream, width=width, highlight=False, soft_wrap=False, emoji=False)
+    width = None if stream.isatty() else (width or int(os.environ.get("COLUMNS", 0) or 120))
+    return PipeConsole(file=stream, width=width, highlight=False, soft_wrap=False, emoji=False)
 
 
 def print_json(data: Any) -> None:

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import check_job_paths, positive_int, require_extra
+from flows.commands._support import check_job_paths, console, positive_int, require_extra
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -82,7 +81,6 @@ def handle(args: argparse.Namespace) -> int:
 
 def _print_summary(result, local_out: str, out: str) -> None:
     """The summary table, then where the report went (``out``, as given: it may be a URI)."""
-    from rich.console import Console
     from rich.table import Table
 
     from flows.bench.report import LABELS, headline_k
@@ -101,10 +99,10 @@ def _print_summary(result, local_out: str, out: str) -> None:
         summaries = result.summaries[flow]
         table.add_row(flow, *(f"{summaries[m].mean:.4f}" if m in summaries else "–" for m in measures),
                       "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
-    console = Console(width=None if sys.stdout.isatty() else 160, highlight=False)
-    console.print(table)
+    shown = console(width=160)
+    shown.print(table)
     files = {name: str(result.files[name]).replace(str(local_out), out, 1) for name in ("report.md", "metrics.json")}
-    console.print(f"report: {files['report.md']}  metrics: {files['metrics.json']}")
+    shown.print(f"report: {files['report.md']}  metrics: {files['metrics.json']}")
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

@@ -31,7 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"what to train: {', '.join(KINDS)} or all (every kind but static; repeat; default "
                         "cross-encoder)")
     parser.add_argument("--spec", default="train", metavar="SPEC",
-                        help="training recipe: a file or a built-in recipe name (default train: flows/train/recipes/train.yaml)")
+                        help="training recipe: a file or a built-in recipe name (default train: "
+                        "flows/train/recipes/train.yaml)")
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
                         "schedule (default: the recipe's epochs and follow-up, if any)")
     parser.add_argument("--max-examples", type=positive_int, metavar="N",

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
 from pydantic import Field
 
 from operators.generate import short_answer
-from operators.generate.answer_stream import ANSWER_OP, AnswerStream, answer_sink
+from operators.generate.answer_stream import ANSWER_OP, AnswerStreams, answer_sink
 from operators.llm import LLMParams, LLMStep, junk_reason
 from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
@@ -127,8 +127,8 @@ class AnswerGenerator(LLMStep):
         prompts = {qid: self.render(query=queries[qid],
                                     context="" if closed_book else rows.column(p.context_column)[0].as_py() or "")
                    for qid, rows in groups.items()}
-        replies = self.ask(prompts, on_text=self._streaming({qid: 0 if closed_book else rows.num_rows
-                                                             for qid, rows in groups.items()}))
+        streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
+        replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
         for qid, rows in groups.items():
             numbers = [None] * rows.num_rows if closed_book else rows.column(p.index_column).to_pylist()
@@ -157,7 +157,9 @@ class AnswerGenerator(LLMStep):
                         cited, sources_from = containing(parsed["answer"], texts), "span"
                         if not cited and (by_words := attribute(parsed["answer"], texts, p.min_overlap)):
                             cited, sources_from = by_words, "overlap"
-                self.emit_metadata(qid, "sources_from", sources_from)
+                if streams is not None:  # the last word, held back while it could still grow
+                    streams.finish(qid, parsed["answer"])
+                self.emit_metadata(qid, "sources_from", sources_from if cited else "none")
                 self.emit_metadata(qid, "answer", parsed["answer"])
                 self.emit_metadata(qid, "reasoning", parsed["reasoning"])
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
@@ -166,20 +168,14 @@ class AnswerGenerator(LLMStep):
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
 
-    def _streaming(self, documents: dict[str, int]) -> Callable[[str, str], None] | None:
-        """Where each reply's pieces go when a chat waits for the answers as they are written (``answer_stream``):
-        read as answers, to the chat's sink; None when nobody waits, or the style rewrites the answer at the end."""
+    def _streams(self, documents: dict[str, int]) -> AnswerStreams | None:
+        """Each query's reply read as an answer as it is written, for the chat's sink (``answer_stream``); None when
+        nobody waits, or the style rewrites the answer at the end."""
         sink = answer_sink()
         if sink is None or self.params.style != "sentences":
             return None
-        streams = {qid: AnswerStream(lambda reply, count=count: parse_answer(reply, count)["answer"])
-                   for qid, count in documents.items()}
-
-        def on_text(qid: str, piece: str) -> None:
-            if text := streams[qid].feed(piece):
-                sink(qid, text)
-
-        return on_text
+        return AnswerStreams(sink, {qid: (lambda reply, count=count: parse_answer(reply, count)["answer"])
+                                    for qid, count in documents.items()})
 
 
 _WORD = re.compile(r"[^\W\d_]{4,}")

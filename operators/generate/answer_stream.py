@@ -6,7 +6,9 @@ model with streaming on, and ``sink(qid, text)`` gets each new piece of the answ
 writes it. The pieces are the answer as ``parse_answer`` reads it from the reply so far
 (``AnswerStream``): labels (``Answer:``) and the ``Reasoning:``/``Sources:`` sections are left
 out, citations are written ``[1]``, and the last word and an unclosed ``[`` wait until they are
-complete, so what was sent is almost always the start of the final answer. A cached step, a
+complete, so what was sent is almost always the start of the final answer; once the reply is
+read whole, the rest of the answer follows (its last word), so the pieces make the answer. A
+degraded answer's pieces stop where the reply went wrong. A cached step, a
 ``style: short`` answer and the Ray executor send nothing here: the chat gets the whole answer
 when the flow ends.
 
@@ -62,6 +64,26 @@ class AnswerStream:
             return ""  # a later label changed what the answer is: hold on, the chat ends with the answer as read
         new, self.sent = stable[len(self.sent):], stable
         return new
+
+
+class AnswerStreams:
+    """The ``AnswerStream`` of each query of one answer step, and the sink its new text goes to."""
+
+    def __init__(self, sink: Sink, readers: dict[str, Callable[[str], str]]) -> None:
+        self.sink = sink
+        self.streams = {qid: AnswerStream(read) for qid, read in readers.items()}
+
+    def feed(self, qid: str, piece: str) -> None:
+        """The model's next piece of ``qid``'s reply (the step's ``on_text``)."""
+        if text := self.streams[qid].feed(piece):
+            self.sink(qid, text)
+
+    def finish(self, qid: str, answer: str) -> None:
+        """Send the rest of ``qid``'s final answer (what was held back), when it continues what was sent."""
+        stream = self.streams[qid]
+        if answer.startswith(stream.sent) and len(answer) > len(stream.sent):
+            self.sink(qid, answer[len(stream.sent):])
+            stream.sent = answer
 
 
 def rest_of(content: str, answer: str, sent: str, degraded: bool) -> str:

@@ -94,6 +94,21 @@ def test_the_script_lists_every_registered_operator_and_exits_2_on_an_error(home
                           "unknown operator 'nope.nothing'")
 
 
+@pytest.mark.parametrize("args", [("ops",), ("ops", "--json"), ("flows", "list"), ("models",)])
+def test_a_reader_that_stops_reading_ends_the_command_quietly_with_status_0(home, args):
+    """``tessera ops | head``: the command's writes meet a closed pipe (here closed before the first one)."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    cmd = [str(SCRIPT), *args] if SCRIPT.is_file() else [sys.executable, "-m", "flows", *args]
+    env = {**os.environ, "TESSERA_HOME": str(home), "COLUMNS": "160"}
+    try:
+        proc = subprocess.run(cmd, cwd=REPO, env=env, stdout=write_end, stderr=subprocess.PIPE, text=True,
+                              timeout=120)
+    finally:
+        os.close(write_end)
+    assert (proc.returncode, proc.stderr) == (0, "")
+
+
 def test_ops_mosaic_format_and_table(home, tessera):
     body = json.loads(tessera("ops", "--format", "mosaic", home=home).stdout)
     assert set(body) == set(all_operators())

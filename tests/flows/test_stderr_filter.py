@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,3 +47,19 @@ def test_the_last_words_of_a_crashed_process_still_arrive():
 def test_raw_stderr_turns_it_off():
     done = run_filtered("os.write(2, NOISE)\n", TESSERA_RAW_STDERR="1")
     assert done.stderr == NOISE
+
+
+def test_ctrl_c_to_the_process_group_leaves_the_filter_passing_the_commands_last_words():
+    """A terminal sends Ctrl-C to every process of the command's group; the filter is one of them."""
+    script = ("import os, sys, time\nfrom flows.commands._stderr_filter import filter_known_ray_noise\n"
+              "filter_known_ray_noise()\nos.write(1, b'ready\\n')\n"
+              "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              "    time.sleep(0.5)\n    os.write(2, b'tessera: cancelled\\n')\n    sys.exit(130)\n")
+    proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+    assert proc.stdout.readline() == b"ready\n"
+    time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    assert err == b"tessera: cancelled\n", err

@@ -74,7 +74,8 @@ def test_generate_answer_streams_to_a_waiting_sink(fault_models):
     for qid in ("q1", "q2"):
         pieces = [text for q, text in got if q == qid]
         assert len(pieces) >= 3  # word by word, not the answer at once
-        assert "".join(pieces) == "Honey bees make honey" and meta[qid]["answer"] == "Honey bees make honey [1]."
+        # word by word while written; the last word and the citation once the reply is whole: the answer entire
+        assert pieces[-1] == " [1]." and "".join(pieces) == meta[qid]["answer"] == "Honey bees make honey [1]."
     streamed = [body for body in fault_models.bodies if body.get("stream")]
     assert len(streamed) == 2 and streamed[0]["stream_options"] == {"include_usage": True}
     assert meta["q1"]["usage"]["answer"]["completion_tokens"] == 7  # the stream's usage, as unstreamed
