@@ -111,7 +111,7 @@ class Flow:
         else:
             spec = load_request(str(source))[0]
         if index is not None:
-            spec = spec.with_index(str(index.path if isinstance(index, Index) else index))
+            spec = spec.with_index(index)
         return cls(spec)
 
     @property

@@ -24,8 +24,11 @@ from typing import Callable, Iterable, Mapping
 
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
+from operators.errors import SpecError
 from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError
 
+#: Where a step that searches an index by vectors names that index's encoder (``Operator.required_models``).
+INDEX_ENCODER = "params.index (its encoder)"
 #: How a model is made (a command), or None when the caller does not know.
 HowToMake = Callable[[str], "str | None"]
 
@@ -56,6 +59,10 @@ class MissingModelsError(ModelNotFoundError):
             parts.append(f"'{reference}' for {'; '.join(n.describe() for n in needs)}: {make}")
         super().__init__(f"{len(missing)} model(s) needed are not on this machine, so nothing was run: "
                          + " | ".join(parts))
+
+
+class IndexEncoderError(SpecError):
+    """A flow made for an index of one encoder was given an index embedded with another; nothing was run."""
 
 
 def step_needs(flow_name: str, operators: Mapping[str, Operator]) -> list[ModelNeed]:
@@ -106,6 +113,39 @@ def check_needs(needs: Iterable[ModelNeed], *, how_to_make: HowToMake | None = N
 
 def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec], *,
                  how_to_make: HowToMake | None = None) -> None:
-    """Check that every model ``flows`` (or flows by name) need is on this machine, before any of them runs."""
+    """Check that every model ``flows`` (or flows by name) need is on this machine, before any of them runs, and
+    that each index a flow searches by vectors was embedded with the encoder the flow is made for."""
     named = flows.items() if isinstance(flows, Mapping) else ((None, flow) for flow in flows)
-    check_needs([need for name, flow in named for need in flow_needs(flow, name)], how_to_make=how_to_make)
+    needs = {flow_name: (flow, flow_needs(flow, flow_name)) for flow_name, flow in named}
+    for flow, flow_needed in needs.values():
+        check_index_encoders(flow, flow_needed)
+    check_needs([need for _, flow_needed in needs.values() for need in flow_needed], how_to_make=how_to_make)
+
+
+def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> None:
+    """Refuse a flow made for an index of one encoder (``index_settings.encoder``: ``hybrid_ft``, ``dense_static``)
+    given an index embedded with another: its dense step would search with the index's encoder, and the run would
+    be another flow's under this one's name."""
+    spec = flow.spec if isinstance(flow, Flow) else flow
+    wanted = (spec.index_settings or {}).get("encoder")
+    if not wanted:
+        return
+    for need in needs:
+        if need.where == INDEX_ENCODER and not _same_model(need.reference, wanted):
+            raise IndexEncoderError(
+                f"flow {need.flow} is made for an index embedded with '{wanted}' (its index_settings.encoder), but "
+                f"step {need.step} searches an index embedded with '{need.reference}': ingest an index with an "
+                f"ingest spec whose index_settings.encoder is '{wanted}' (docs/ingestion.md), or run a flow made for "
+                "this index (hybrid, dense)")
+
+
+def _same_model(a: str, b: str) -> bool:
+    """Whether two model references name the same model (the same name, or the same folder once resolved)."""
+    if a == b:
+        return True
+    from operators.models import resolve_model_path
+
+    try:
+        return resolve_model_path(a).resolve() == resolve_model_path(b).resolve()
+    except ModelNotFoundError:
+        return False

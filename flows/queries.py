@@ -78,9 +78,11 @@ def read_queries(source: str | Path) -> pa.Table:
     if not pairs:
         raise SpecError(f"{path} holds no queries", field="queries")
     seen: set[str] = set()
-    for qid, _ in pairs:
+    for qid, text in pairs:
         if qid in seen:
             raise SpecError(f"{path}: qid '{qid}' appears twice", field="queries")
+        if not text.strip():  # it would be searched for nothing, and answered with arbitrary documents
+            raise SpecError(f"{path}: query '{qid}' is empty", field="queries")
         seen.add(qid)
     table = _table(pairs)
     if any(c is not None for c in conversations):

@@ -22,6 +22,7 @@ linear flow; its step ids may be operator names or registered aliases.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -154,9 +155,11 @@ class FlowSpec(BaseModel):
             features.update(getattr(cls, "index_features", ("bm25", "dense")))
         return features
 
-    def with_index(self, index: str) -> "FlowSpec":
-        """A copy whose unset ``index`` params name ``index`` (a path or an index name)."""
-        return self.with_unset("index", index)
+    def with_index(self, index: Any) -> "FlowSpec":
+        """A copy whose unset ``index`` params name ``index``: a path, an index name, or an index opened in Python
+        (``flows.api.Index``, anything with a ``path``)."""
+        index = getattr(index, "path", index)
+        return self.with_unset("index", os.fspath(index) if isinstance(index, os.PathLike) else index)
 
     def with_unset(self, field: str, value: Any, **also: Any) -> "FlowSpec":
         """A copy whose steps that leave ``field`` unset get ``value`` (and the params ``also``)."""
@@ -307,6 +310,8 @@ def _spec_error(err: ValidationError) -> SpecError:
     loc = [str(part) for part in first["loc"]]
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
+        message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=".".join(loc) or None)
 
 

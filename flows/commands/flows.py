@@ -72,13 +72,15 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
 
 def _cmd_flows_show(args: argparse.Namespace) -> int:
     from flows.spec import FlowSpec
-    from flows.specfile import resolve_spec_path
+    from flows.specfile import read_mapping, resolve_spec_path
+    from flows.train.recipe import recipe_names, recipe_path
 
-    path = resolve_spec_path(args.name)
+    recipe = resolve_spec_path(args.name) is None and args.name in recipe_names()  # listed by `flows list`
+    path = recipe_path(args.name) if recipe else resolve_spec_path(args.name)
     if path is None:
         FlowSpec.load(args.name)  # raises the error that lists the known flows
     if args.json:
-        print_json(FlowSpec.load(path).to_dict())
+        print_json(read_mapping(path)[0] if recipe else FlowSpec.load(path).to_dict())
     else:
         sys.stdout.write(f"# {path}\n{path.read_text(encoding='utf-8')}")
     return EXIT_OK

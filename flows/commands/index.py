@@ -51,10 +51,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"), default="flat",
                      help="new index: FAISS index type (default flat)")
     add.add_argument("--encoder", default="all-MiniLM-L6-v2", help="new index: embedding model")
-    add.set_defaults(handler=_cmd_add)
     update = isub.add_parser("update", parents=[common], help="replace documents by doc id (upsert)")
     update.add_argument("path", metavar="PATH")
     update.add_argument("file", metavar="FILE.jsonl")
+    for edit in (add, update):
+        edit.add_argument("--skip-bad-lines", action="store_true", help="skip (and count in a warning) lines that "
+                          "are not a document, instead of refusing the whole file")
+    add.set_defaults(handler=_cmd_add)
     update.set_defaults(handler=_cmd_update)
     delete = isub.add_parser("delete", parents=[common], help="delete documents by doc id")
     delete.add_argument("path", metavar="PATH")
@@ -69,15 +72,22 @@ def _open(path: str):
     return Index.open(path)
 
 
-def _chunks(settings, file: str) -> pa.Table:
+def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
     """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
     from pathlib import Path
 
+    from operators.errors import SourceError
+    from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
 
     if not Path(file).is_file():
         raise CliError(f"no such file: {file}", field="FILE")
-    docs = JsonlSource({"path": file}, step_id="index")(pa.table({}))
+    try:
+        docs = JsonlSource({"path": file, "on_error": "skip" if skip_bad_lines else "raise"},
+                           step_id="index")(pa.table({}))
+    except SourceError as err:
+        raise CliError(f"{err.message.replace(SKIP_HINT, '')}; nothing was written (--skip-bad-lines skips such "
+                       "lines)", field="FILE") from None
     if docs.num_rows == 0:
         raise CliError(f"{file} holds no documents", field="FILE")
     docs = docs.append_column("doc_id", docs.column("docno"))
@@ -170,7 +180,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
         index = None
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type, encoder=args.encoder)
-    chunks = _chunks(settings, args.file)  # an unreadable file or a missing encoder creates nothing
+    # an unreadable file or a missing encoder creates nothing
+    chunks = _chunks(settings, args.file, args.skip_bad_lines)
     shard_id = new_shard_id("add")
     if index is None:
         if settings.dense:  # a new index has its encoder's dimension
@@ -184,16 +195,20 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 def _cmd_update(args: argparse.Namespace) -> int:
     index = _open(args.path)
-    commit = index.upsert(_chunks(index.settings, args.file))
+    commit = index.upsert(_chunks(index.settings, args.file, args.skip_bad_lines))
     [info] = commit.shards
     print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}; {len(index)} live")
     return EXIT_OK
 
 
 def _cmd_delete(args: argparse.Namespace) -> int:
+    import pyarrow as pa
+
     index = _open(args.path)
+    live = set(index.columns(["doc_id"])[1].column("doc_id").cast(pa.string()).to_pylist())
+    if unknown := [doc_id for doc_id in dict.fromkeys(args.doc_ids) if doc_id not in live]:  # a typo among them
+        raise CliError(f"no live chunk has doc id {', '.join(map(repr, unknown))}, so nothing was deleted",
+                       field="--doc-id")
     n = index.delete(doc_ids=args.doc_ids)
-    if n == 0:
-        raise CliError(f"no live chunk has doc id {args.doc_ids}", field="--doc-id")
     print(f"deleted {n} chunk(s); {len(index)} live in {index.path}")
     return EXIT_OK

@@ -38,6 +38,8 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
     if isinstance(queries, str):
         queries = [queries]
     texts = [str(q) for q in queries]
+    if empty := [i for i, text in enumerate(texts, 1) if not text.strip()]:
+        raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
 
 

@@ -9,6 +9,7 @@ Keys never live here: an entry names the environment variable that holds its key
 
 from __future__ import annotations
 
+import difflib
 import os
 from pathlib import Path
 
@@ -101,6 +102,25 @@ def alias_sources() -> dict[str, str]:
     if user is not None and user.is_file():
         sources.update({name: str(user) for name in _read(user)})
     return sources
+
+
+def unknown_model(model: str) -> str | None:
+    """Why ``model`` names no model (neither an alias nor a litellm model string whose provider litellm knows, such
+    as a misspelt alias), or None. litellm is imported only for a name that is no alias."""
+    found = aliases()
+    if model in found or model.startswith(EMBEDDED_PROVIDER + "/"):
+        return None
+    import litellm
+
+    litellm.suppress_debug_info = True  # its "Provider List" line on stdout
+    try:
+        litellm.get_llm_provider(model)
+        return None
+    except Exception:  # noqa: BLE001  (litellm raises its BadRequestError, or others for odd names)
+        close = difflib.get_close_matches(model, list(found), n=1, cutoff=0.6)
+        return (f"unknown model '{model}': neither an alias ({', '.join(found)}; `tessera models` lists them) nor a "
+                "litellm model string whose provider litellm knows ('provider/name', such as 'ollama_chat/gemma2')"
+                + (f"; did you mean '{close[0]}'?" if close else ""))
 
 
 def resolve(model: str) -> ModelAlias:

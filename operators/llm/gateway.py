@@ -24,7 +24,7 @@ from pydantic import BaseModel, Field
 
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.llm.aliases import ModelAlias, resolve
+from operators.llm.aliases import ModelAlias, resolve, unknown_model
 from operators.models.repository import models
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
@@ -94,6 +94,8 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     stream that fails after its first piece is not retried (the pieces are out); it raises ``LLMError``.
     ``params`` go to litellm as they are (``stop``, ``seed``, ``top_p``, ``response_format``...).
     """
+    if (problem := unknown_model(model)) is not None:  # litellm would raise its own BadRequestError
+        raise LLMError(problem, kind="not_found")
     alias = resolve(model)
     kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **params}
     if timeout is not None:

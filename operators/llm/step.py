@@ -27,10 +27,12 @@ import logging
 import re
 from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError
+from operators.llm.aliases import unknown_model
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 
 log = logging.getLogger(__name__)
@@ -62,6 +64,14 @@ class LLMParams(BaseModel):
         "degrade", description="When a call errors, times out or returns junk: 'degrade' keeps the rows as they "
         "came in and marks the query degraded (with the reason, in the result metadata and the log); 'error' "
         "fails the step.")
+
+    @field_validator("model")
+    @classmethod
+    def _a_known_model(cls, model: str) -> str:
+        """A misspelt alias is refused when the flow is built, not after the retrieval before its step."""
+        if (problem := unknown_model(model)) is not None:
+            raise PydanticCustomError("unknown_model", problem)
+        return model
 
 
 class LLMStep(Operator):

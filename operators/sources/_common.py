@@ -148,6 +148,10 @@ def iter_lines(rng: FileRange) -> Iterator[tuple[int, int, bytes]]:
             index += 1
 
 
+#: How a flow's source step skips bad records instead (a command with an option of its own says that instead).
+SKIP_HINT = " (on_error='skip' skips such lines)"
+
+
 class RecordErrors:
     """Bad records of one range: raise at once (``on_error="raise"``) or count them and log at the end."""
 
@@ -179,7 +183,7 @@ class RecordErrors:
         line = self.line_number(offset, index)
         if self.on_error == "raise":
             raise SourceError(
-                f"{self.rng.path}, line {line}: {reason} (on_error='skip' skips such lines)",
+                f"{self.rng.path}, line {line}: {reason}{SKIP_HINT}",
                 op=self.op.name, step=self.op.step_id,
             )
         self.skipped.append(line)

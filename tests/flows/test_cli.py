@@ -222,6 +222,16 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
                           "field 'queries'", "not found")
     assert_one_line_error(tessera("run", "demo", "-q", "bees", "--out", "x.txt", home=home, check=None),
                           "field 'out'")
+    for name, text in (("q.jsonl", '{"_id": "a", "text": "bees"}\n{"_id": "b", "text": " "}\n'),
+                       ("q.tsv", "a\tbees\nb\t\n"), ("q.csv", "qid,query\na,bees\nb,\"  \"\n")):
+        (tmp_path / name).write_text(text)
+        assert_one_line_error(tessera("run", "demo", "-q", str(tmp_path / name), home=home, check=None),
+                              "field 'queries'", f"{tmp_path / name}: query 'b' is empty")
+    from flows.api import Flow
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError, match="query 2 of 2 is empty"):
+        Flow.load("bm25", index="anywhere").run(["bees", " "])
     missing_corpus = tmp_path / "c.yaml"
     missing_corpus.write_text("steps:\n  r: {op: retrieve.corpus_bm25, params: {corpus: nope.jsonl}}\n")
     assert_one_line_error(tessera("run", str(missing_corpus), "-q", "bees", "--quiet", home=home, check=None),
@@ -241,6 +251,12 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path, tessera):
     assert "error" not in recipe and recipe["steps"] == ["bm25: retrieve.bm25", "dense: retrieve.dense",
                                                          "fused: fuse.rrf"]
     assert next(e for e in listed if e["name"] == "mine")["description"] == "three BM25 hits"
+    # a recipe listed is a recipe shown, and one given to run is refused as a recipe
+    assert "training:" in tessera("flows", "show", "train", home=home).stdout
+    assert "training" in json.loads(tessera("flows", "show", "train", "--json", home=home).stdout)
+    recipe_file = tessera("flows", "show", "train", home=home).stdout.splitlines()[0].removeprefix("# ")
+    assert_one_line_error(tessera("run", recipe_file, "-q", "bees", home=home, check=None),
+                          "a training recipe, not a flow to run")
     assert "mine" in tessera("flows", "list", home=home).stdout
     shown = tessera("flows", "show", "mine", home=home).stdout
     assert "name: mine" in shown and "retrieve.corpus_bm25" in shown

@@ -71,6 +71,22 @@ def test_flow_run_checks_before_any_step(home, bi_encoder_index, nothing_runs):
     assert "--model colbert" in str(raised.value)
 
 
+def test_a_flow_made_for_another_encoders_index_is_refused_before_any_step(home, tmp_path, nothing_runs, capsys):
+    """hybrid_ft is made for an index embedded with tessera-bi-encoder: on a MiniLM index its dense step would search
+    with MiniLM, and the run would be hybrid's under hybrid_ft's name."""
+    from flows.api import Flow
+    from flows.commands import main
+    from flows.model_check import IndexEncoderError
+
+    minilm = Index.create(tmp_path / "minilm-index", IndexSettings(encoder="all-MiniLM-L6-v2", dense=True)).path
+    assert main(["run", "hybrid_ft", "--index", str(minilm), "--queries", "honey bees", "--no-cache"]) == 2
+    err = capsys.readouterr().err
+    assert ("flow hybrid_ft is made for an index embedded with 'tessera-bi-encoder' (its index_settings.encoder), "
+            "but step dense searches an index embedded with 'all-MiniLM-L6-v2'") in err
+    with pytest.raises(IndexEncoderError, match="dense_static is made for an index embedded with 'tessera-static'"):
+        Flow.load("dense_static", index=str(minilm)).run("honey bees")
+
+
 def test_bench_names_every_model_of_every_flow_before_building_an_index(home, tmp_path, nothing_runs, capsys):
     from flows.commands import main
 

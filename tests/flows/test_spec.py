@@ -205,3 +205,14 @@ def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
         FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": huge}}}}).build()
     assert len(str(err.value)) < 300 and "(got [[[0, 1, 2" in str(err.value)
     assert FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": 3}}}}).build()
+
+
+def test_with_index_takes_a_path_a_name_or_an_index_opened_in_python(tmp_path):
+    from flows.api import Index as OpenedIndex
+    from operators.store import Index, IndexSettings
+
+    store_index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    for given in (str(store_index.path), store_index.path, store_index, OpenedIndex(store_index)):
+        spec = FlowSpec.load("hybrid").with_index(given)
+        assert {spec.steps[s].params["index"] for s in ("bm25", "dense")} == {str(store_index.path)}, given
+    assert FlowSpec.load("bm25").with_index("sample").steps["bm25"].params["index"] == "sample"

@@ -27,6 +27,22 @@ def test_packaged_aliases_and_a_user_file_over_them(tmp_path, monkeypatch):
     assert resolve("anthropic/claude-x").model == "anthropic/claude-x"  # not an alias: litellm's string as is
 
 
+def test_a_misspelt_model_is_refused_when_the_step_is_made_and_when_called():
+    from operators import create
+    from operators.errors import ParamsError
+
+    with pytest.raises(ParamsError, match="unknown model 'gemma'.*did you mean 'gemma2'") as raised:
+        create("generate.answer", {"model": "gemma"}, step_id="answer")
+    assert raised.value.field == "params.model" and "tessera models" in raised.value.message
+    with pytest.raises(ParamsError, match="unknown model 'nowhere/phi3'"):  # a provider litellm does not know
+        create("summarize.documents", {"model": "nowhere/phi3"})
+    for model in ("local", "gemma2", "ollama_chat/phi3", "openai/gpt-4o-mini", "gpt-4o"):  # aliases, litellm's
+        assert create("generate.answer", {"model": model}).params.model == model
+    with pytest.raises(LLMError, match="unknown model 'nosuchalias'") as raised:
+        complete("hi", model="nosuchalias")
+    assert raised.value.kind == "not_found"
+
+
 def test_the_fault_server_through_litellm(fault_models):
     done = complete("Which insects make honey?", model="fault-ok", system="Be brief.", max_tokens=16)
     assert done.text == fault_models.reply

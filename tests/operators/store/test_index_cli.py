@@ -27,6 +27,10 @@ def test_add_update_delete_and_info(tmp_path, sample_docs, capsys):
 
     changed = [{"_id": docs[3]["_id"], "title": "Replaced", "text": "zebra crossing"}]
     assert main(["index", "update", idx, _write(tmp_path / "b.jsonl", changed)]) == 0
+    capsys.readouterr()  # a typo among the ids deletes nothing, and names it
+    assert main(["index", "delete", idx, "--doc-id", docs[7]["_id"], "--doc-id", "no-such-doc"]) == 2
+    assert "no live chunk has doc id 'no-such-doc', so nothing was deleted" in capsys.readouterr().err
+    assert len(Index.open(idx)) == 40
     assert main(["index", "delete", idx, "--doc-id", docs[7]["_id"], "--doc-id", docs[8]["_id"]]) == 0
     index = Index.open(idx)
     assert len(index) == 38
@@ -146,10 +150,26 @@ def test_add_creates_a_new_index_only_for_chunks_it_can_write(tmp_path, sample_d
     from flows.commands import index as index_command
     from operators.embed.sentence_transformer import vectors_to_arrow
 
-    def eight_wide(settings, file):
+    def eight_wide(settings, file, skip_bad_lines):
         docs = pa.table({"docno": ["a", "b"], "doc_id": ["a", "b"], "text": ["x", "y"]})
         return docs.append_column("vector", vectors_to_arrow(np.eye(2, 8, dtype=np.float32)))
 
     monkeypatch.setattr(index_command, "_chunks", eight_wide)
     assert main(["index", "add", str(idx), twice, "--encoder", "some-8d-encoder"]) == 0
     assert Index.open(idx).settings.dim == 8 and len(Index.open(idx)) == 2
+
+
+def test_a_bad_line_refuses_the_whole_file_unless_skipped(tmp_path, sample_docs, capsys):
+    idx = str(tmp_path / "idx")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:3]), "--no-dense"]) == 0
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps(sample_docs[3]) + "\nnot json\n" + json.dumps(sample_docs[4]) + "\n")
+    capsys.readouterr()
+    for command in ("add", "update"):
+        assert main(["index", command, idx, str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"{bad}, line 2: not valid JSON" in err and "nothing was written (--skip-bad-lines skips" in err
+        assert "on_error" not in err  # a flow step's param, not this command's
+        assert len(Index.open(idx)) == 3
+    assert main(["index", "add", idx, str(bad), "--skip-bad-lines"]) == 0
+    assert len(Index.open(idx)) == 5
