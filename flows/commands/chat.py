@@ -52,6 +52,10 @@ def handle(args: argparse.Namespace) -> int:
     executor = make_executor("local", cache=step_cache(args), keep_history=False)
     out, interactive = console(), sys.stdin.isatty()
     index = _index_of(flow)
+    if index:  # a bad --index is said now, not after the first question
+        from operators.store import Index, resolve_index
+
+        Index.open(resolve_index(index), verify=False)
     over = f" over {index}" if index else ""
     out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends)")
     conversation: list[dict[str, str]] = []

@@ -47,6 +47,16 @@ def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):
     assert_one_line_error(proc, "flow 'bm25' gives no answer")
 
 
+def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_question(tmp_path):
+    proc = tessera_process("chat", "--model", "gemma", "--index", str(tmp_path), home=tmp_path / "home", check=2,
+                           stdin="Which insects make honey?\n")
+    assert_one_line_error(proc, "unknown model 'gemma'", "did you mean 'gemma2'?")
+    proc = tessera_process("chat", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
+                           stdin="Which insects make honey?\n")
+    assert_one_line_error(proc, f"no index at {tmp_path / 'none'}")
+    assert proc.stdout == ""  # no greeting before the error
+
+
 @pytest.mark.integration  # the ingested sample, and MiniLM in the command's process
 def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path):
     checkout = tmp_path / "checkout"  # a clone after make demo: its index where make demo puts it
