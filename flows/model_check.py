@@ -136,7 +136,7 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
                 f"flow {need.flow} is made for an index embedded with '{wanted}' (its index_settings.encoder), but "
                 f"step {need.step} searches an index embedded with '{need.reference}': ingest an index with an "
                 f"ingest spec whose index_settings.encoder is '{wanted}' (docs/ingestion.md), or run a flow made for "
-                "this index (hybrid, dense)")
+                "this index (hybrid, dense)", step=need.step, field=f"steps.{need.step}.params.index")
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -50,11 +50,16 @@ CLIENT_PARAMS = {
     "embedding": frozenset({"input_column", "title_column", "output_column", "prompt"}),
 }
 TIMEOUT_S = float(os.environ.get("TESSERA_PLACEMENT_TIMEOUT_S", "600"))
+INFO_TIMEOUT_S = 60.0  # for a deployment to say what it hosts
 EMBED_CHUNK = 256  # texts per embed request, sent concurrently so the deployment batches them
 
 
 class PlacementError(OperatorError):
     """A step placed on a Serve deployment cannot run there."""
+
+
+class NoReplica(PlacementError):
+    """The deployment did not answer in time: it has no running replica."""
 
 
 def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
@@ -112,7 +117,11 @@ def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:
 def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
     """What a Tessera deployment hosts (its ``info()``: operator, params, model)."""
     try:
-        return handle.info.remote().result(timeout_s=60)
+        return handle.info.remote().result(timeout_s=INFO_TIMEOUT_S)
+    except TimeoutError as err:  # Serve holds a call until a replica runs
+        raise NoReplica(f"{where} did not answer within {INFO_TIMEOUT_S:g} s: it has no running replica yet (one "
+                        "may still be loading its model, or the cluster lacks the CPUs or GPUs its replicas reserve: "
+                        "`serve status` says which; docs/serving.md)", step=op.step_id, op=op.name) from err
     except Exception as err:  # noqa: BLE001
         raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
                              op=op.name) from err
@@ -152,6 +161,8 @@ def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
     """What a language-model deployment runs (engine, model), checked against the step's model alias."""
     try:
         info = _info(handle, op, where)  # Tessera's llama.cpp deployment
+    except NoReplica:
+        raise
     except PlacementError:  # not ours: ray.serve.llm's vLLM server tells its config instead
         try:
             config = handle.llm_config.remote().result(timeout_s=60)

@@ -18,7 +18,8 @@ import uuid
 from typing import Any
 
 import numpy as np
-from fastapi import FastAPI, Request
+from fastapi import Request
+from fastapi_offline import FastAPIOffline
 from ray import serve
 
 from serve import (
@@ -32,8 +33,10 @@ from serve.schemas import (
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
 )
 
-app = FastAPI(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved flows, "
-              "chats, and the models: embeddings and reranking served by Ray Serve deployments.")
+# FastAPI's /docs and /redoc load Swagger UI and ReDoc from a CDN, blank without internet: fastapi-offline serves the
+# same pages with the scripts from its package (under /static-offline-docs).
+app = FastAPIOffline(title="Tessera API", description="Flows as tasks and searches (mosaicRAG's task API), saved "
+                     "flows, chats, and the models: embeddings and reranking served by Ray Serve deployments.")
 for _router in (routes_tasks.router, routes_flows.router, routes_search.router, routes_chat.router,
                 routes_indices.router, routes_ui.router):
     app.include_router(_router)

@@ -17,7 +17,7 @@ import json
 from typing import Any, AsyncIterator, Literal
 
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from flows.spec import FlowSpec
 from operators.conversation import content_text
@@ -44,6 +44,10 @@ class StreamOptions(BaseModel):
     include_usage: bool = False
 
 
+#: Fields checked here (refused unless empty) and not passed on.
+NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
+
+
 class ChatRequest(BaseModel):
     """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored."""
 
@@ -66,6 +70,11 @@ class ChatRequest(BaseModel):
     n: int = Field(1, ge=1, le=1, description="One choice per request.")
     index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
                               "the service's index folders; default: the app's default index.")
+    tools: Any = Field(None, description="Refused when given: the models answer in text and call no tools.")
+    tool_choice: Any = Field(None, description="Refused when given, as `tools`.")
+    functions: Any = Field(None, description="Refused when given, as `tools`.")
+    function_call: Any = Field(None, description="Refused when given, as `tools`.")
+    response_format: dict[str, Any] | None = Field(None, description="Only {'type': 'text'}.")
 
     @field_validator("messages")
     @classmethod
@@ -73,9 +82,25 @@ class ChatRequest(BaseModel):
         check_texts([m.text() for m in messages], "message")
         return messages
 
+    @field_validator("tools", "tool_choice", "functions", "function_call")
+    @classmethod
+    def _no_tools(cls, value: Any, info: ValidationInfo) -> Any:
+        """Fields that ask for another kind of answer are refused, not ignored: the client would wait for a tool
+        call or JSON that never comes. The client's other fields (``user``, ``logit_bias``...) are ignored."""
+        if value and value != "none":
+            raise ValueError(f"{info.field_name} is not supported: these models answer in text and call no tools")
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_answers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and value != {"type": "text"}:
+            raise ValueError("only {'type': 'text'} is supported: the answer is text")
+        return value
+
     def engine_body(self) -> dict[str, Any]:
         """What the deployment gets: messages as plain text, options that were given."""
-        body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index"})
+        body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index", *NOT_ENGINE_FIELDS})
         body["messages"] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                             for m in self.messages]
         return body
@@ -95,7 +120,7 @@ def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> Model
     spec = None if card is not None else chat_flows.find_flow(model, tenant)
     if spec is not None:
         return spec
-    served = sorted(c.id for c in by_name.values() if c.type == "chat" and c.status != "missing")
+    served = sorted({c.id for c in by_name.values() if c.type == "chat" and c.status != "missing"})  # once each
     flows = [c.id for c in chat_flows.flow_cards(tenant)]
     raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers; "
                    f"served: {', '.join(served) or 'none'}; flows: {', '.join(flows) or 'none'}", param="model",

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from serve.schemas import MAX_INPUTS, Text, as_base64, check_texts
+from serve.schemas import MAX_INPUTS, Text, as_base64, check_some_text, check_texts
 
 EmbeddingType = Literal["float", "int8", "uint8", "binary", "ubinary", "base64"]
 InputType = Literal["search_document", "search_query", "classification", "clustering", "image"]
@@ -67,6 +67,7 @@ class _EmbedBody(BaseModel):
             if len(value) > MAX_INPUTS:
                 raise ValueError(f"holds {len(value)} texts; at most {MAX_INPUTS} per request")
             check_texts(value, "text")
+            check_some_text(value, "text")
         return value
 
 

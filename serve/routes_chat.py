@@ -41,6 +41,10 @@ def chat_spec(model: str, column: str) -> dict[str, Any]:
 def new_chat(request: Request, task_id: str = Query(..., description="The task whose results ground the chat."),
              model: str = Query("local", description="Language model (an alias of the LLM gateway)."),
              column: str = Query("text", description="Result column the answers are grounded on.")) -> str:
+    from operators.llm.aliases import unknown_model
+
+    if (problem := unknown_model(model)) is not None:  # said now, not at the chat's first message
+        raise ApiError(422, problem, param="model", code="model_not_found")
     service, owner = svc.current(), tenant(request)
     task = service.task(task_id, owner)
     if task["status"] != "finished":

@@ -43,8 +43,13 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
 
+    from flows.placement import PlacementError
+
     table = queries_table(prepared) if table is None else table
-    result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
+    try:
+        result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
+    except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
+        raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

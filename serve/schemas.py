@@ -44,6 +44,14 @@ def check_texts(texts: Sequence[str], item: str) -> None:
             raise ValueError(f"{item} {i} {problem}")
 
 
+def check_some_text(texts: Sequence[str], item: str) -> None:
+    """Refuse an empty (or blank) text to embed, naming its position: its vector would mean nothing (OpenAI and
+    Cohere refuse one too)."""
+    for i, text in enumerate(texts):
+        if not text.strip():
+            raise ValueError(f"{item} {i} is empty")
+
+
 def _valid_text(value: Any) -> Any:
     problem = unicode_problem(value) if isinstance(value, str) else None
     if problem:
@@ -84,6 +92,7 @@ class EmbeddingsRequest(BaseModel):
         if isinstance(value, list) and len(value) > MAX_INPUTS:
             raise ValueError(f"holds {len(value)} texts; at most {MAX_INPUTS} per request")
         check_texts([value] if isinstance(value, str) else value, "text")
+        check_some_text([value] if isinstance(value, str) else value, "text")
         return value
 
     def texts(self) -> list[str]:

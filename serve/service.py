@@ -156,6 +156,10 @@ class Service:
             spec = self.resolve_flow(request.flow, tenant)
             texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
             index, top_k = request.index, getattr(request, "top_k", None)
+        for position, text in enumerate(texts):  # searched for nothing, it would bring arbitrary documents
+            if not isinstance(text, str) or not text.strip():
+                raise ApiError(422, "the query is empty" if len(texts) == 1 else f"query {position + 1} is empty",
+                               param="query" if len(texts) == 1 else "queries", code="empty_query")
         limit = self.limits.max_queries_per_request
         if len(texts) > limit:
             raise ApiError(422, f"{len(texts)} queries, over the limit max_queries_per_request={limit}",
@@ -167,6 +171,11 @@ class Service:
             spec = with_top_k(spec, top_k)
         spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots, self.data_roots))
         built = spec.build()
+        if not texts and any(not built.inputs[step] and built.operators[step].scope != "source"
+                             for step in built.needed_steps()):
+            raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
+                           code="no_query")
+        check_models_here(built)
         return Prepared(spec, built, [{"qid": str(i + 1), "query": t} for i, t in enumerate(texts)],
                         built.needed_steps())
 
@@ -298,3 +307,15 @@ def with_top_k(spec: FlowSpec, top_k: int) -> FlowSpec:
     name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
     steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
     return spec.model_copy(update={"steps": steps, "output": name})
+
+
+def check_models_here(flow: Any) -> None:
+    """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
+    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422."""
+    from flows.model_check import MissingModelsError, check_models
+    from flows.train import train_command
+
+    try:
+        check_models([flow], how_to_make=train_command)
+    except MissingModelsError as err:
+        raise ApiError(404, str(err), param="flow", code="model_not_found") from None

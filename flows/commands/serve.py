@@ -13,7 +13,6 @@ import argparse
 import ipaddress
 import os
 import sys
-import tempfile
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
@@ -53,10 +52,15 @@ def handle(args: argparse.Namespace) -> int:
     if args.print_config:
         print(text, end="")
         return 0
-    handle_, path = tempfile.mkstemp(prefix="tessera-serve-", suffix=".yaml")
-    with os.fdopen(handle_, "w", encoding="utf-8") as out:
-        out.write(text)
-    command = [sys.executable, "-m", "ray.serve.scripts", "run", path]
+    # `serve run` reads a file, and this process becomes it (exec), so nothing is left to delete the file later:
+    # one file per port under $TESSERA_HOME, rewritten by the next start, rather than one more in /tmp each time.
+    from operators.home import tessera_home
+
+    port = int((config.get("http_options") or {}).get("port", 8000))
+    path = tessera_home() / "serve" / f"config-{port}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    command = [sys.executable, "-m", "ray.serve.scripts", "run", str(path)]
     if args.address:
         command += ["--address", args.address]
     # The service runs specs that come from the network: outbound URLs reach public addresses only

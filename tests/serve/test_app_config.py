@@ -33,6 +33,17 @@ def test_config_file_is_a_valid_serve_config_with_its_models(config):
     assert by_name["minilm-rerank"].op == "rerank.embedding"  # reranks on a fresh install: nothing to train
 
 
+def test_one_replica_of_every_model_fits_the_two_cores_every_user_has(config):
+    """Serve places a replica only where its num_cpus is free: a config asking for more than 2 CPUs left the
+    language model unplaced on a 2-core machine, and the service never healthy."""
+    args = parse_args(config["applications"][0]["args"])
+    reserved = {m.name: m.autoscaling.min_replicas * m.num_cpus for m in args.models}
+    reserved |= {llm.name: llm.autoscaling.min_replicas * (llm.threads if llm.num_cpus is None else llm.num_cpus)
+                 for llm in args.llms}
+    reserved["api"] = args.api_num_cpus
+    assert sum(reserved.values()) <= 2, reserved
+
+
 def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path))  # no trained models here: the cross-encoder is missing
     models = config["applications"][0]["args"]["models"]

@@ -27,6 +27,10 @@ def test_a_chat_is_made_for_a_finished_task_and_a_known_column(serve_app, finish
     bad = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "column": "colour"},
                        timeout=30)
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "column"
+    misspelt = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "gemma"},
+                            timeout=30)
+    assert misspelt.status_code == 422 and misspelt.json()["error"]["param"] == "model"
+    assert "did you mean 'gemma2'" in misspelt.json()["error"]["message"]
     unknown = requests.get(serve_app + "/task/chat/new", params={"task_id": "nope"}, timeout=30)
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "Task id not found"
 

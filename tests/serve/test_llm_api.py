@@ -70,7 +70,7 @@ def test_unknown_model_and_bad_field_are_openai_errors(client, serve_app):
 
     with pytest.raises(openai.NotFoundError) as err:
         client.chat.completions.create(model="no-such-llm", messages=QUESTION)
-    assert "no-such-llm" in err.value.message and "smollm2" in err.value.message
+    assert "no-such-llm" in err.value.message and "served: smollm2; flows:" in err.value.message  # each name once
     body = err.value.body
     assert body["param"] == "model" and body["code"] == "model_not_found"
     # an embedding model is not a language model either
@@ -81,6 +81,14 @@ def test_unknown_model_and_bad_field_are_openai_errors(client, serve_app):
     assert bad.status_code == 422 and bad.json()["error"]["param"] == "temperature"
     empty = requests.post(f"{serve_app}/v1/chat/completions", json={"model": "smollm2", "messages": []}, timeout=30)
     assert empty.status_code == 422 and empty.json()["error"]["param"] == "messages"
+    # asking for a tool call or JSON is refused, not answered in text as if it had not been asked
+    tool = {"type": "function", "function": {"name": "weather", "parameters": {"type": "object"}}}
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model="smollm2", messages=QUESTION, tools=[tool])
+    assert err.value.body["param"] == "tools" and "not supported" in err.value.message
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model="rag", messages=QUESTION, response_format={"type": "json_object"})
+    assert err.value.body["param"] == "response_format"
 
 
 def test_models_lists_the_language_model(client):

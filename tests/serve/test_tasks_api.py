@@ -87,6 +87,11 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
     ({"flow": "hybrid", "query": "q", "index": "/no/such/index"}, "index", ["outside the folders"]),
     ({"flow": "hybrid", "query": "q", "index": "MISSING"}, "index", ["does not exist"]),  # under a root
     ([1, 2], "body", ["JSON object"]),
+    ({"flow": "hybrid", "query": " "}, "query", ["the query is empty"]),  # searched for nothing: arbitrary hits
+    ({"flow": "hybrid", "queries": ["bees", ""]}, "queries", ["query 2 is empty"]),
+    ({"flow": "hybrid"}, "query", ["flow 'hybrid' searches for queries: give query or queries"]),
+    ({"flow": "hybrid_ft", "query": "q"}, "steps.dense.params.index", ["made for an index embedded with "
+                                                                        "'tessera-bi-encoder'"]),
 ])
 def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_app, sample_index, body, param, words):
     if isinstance(body, dict) and body.get("index") == "MISSING":
@@ -99,6 +104,20 @@ def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_ap
         error = response.json()["error"]
         assert error["param"] == param and all(w in error["message"] for w in words), error
     assert get(serve_app, "/tasks").json()["tasks"] == before  # nothing was queued
+
+
+def test_a_flow_whose_model_this_machine_lacks_is_a_404_naming_it_before_anything_runs(serve_app, tmp_path):
+    before = get(serve_app, "/tasks").json()["tasks"]
+    flow = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+                      "rerank": {"op": "rerank.cross_encoder", "params": {"model": str(tmp_path / "no-model")}}}}
+    for route in ("/task/run", "/task/enqueue", "/v1/search"):
+        response = post(serve_app, route, {"flow": flow, "query": "honey bees"})
+        assert response.status_code == 404, (route, response.text)
+        error = response.json()["error"]
+        assert (error["param"], error["code"]) == ("flow", "model_not_found")
+        assert "needed are not on this machine, so nothing was run" in error["message"]
+        assert "step rerank (params.model)" in error["message"], error
+    assert get(serve_app, "/tasks").json()["tasks"] == before
 
 
 def test_enqueue_then_progress_until_finished(serve_app):
@@ -120,7 +139,13 @@ def test_unknown_ids_are_404s(serve_app):
 
 
 def test_openapi_docs_list_the_flow_routes(serve_app):
-    assert get(serve_app, "/docs").status_code == 200
+    import re
+
+    for page in ("/docs", "/redoc"):  # their scripts come from the service, not a CDN: the pages work offline
+        html = get(serve_app, page).text
+        scripts = re.findall(r'(?:src|href)="([^"]+\.(?:js|css))"', html)
+        assert scripts and all(s.startswith("/static-offline-docs/") for s in scripts), scripts
+        assert all(get(serve_app, s).status_code == 200 for s in scripts)
     paths = get(serve_app, "/openapi.json").json()["paths"]
     assert {"/task/run", "/task/enqueue", "/task/progress/{task_id}", "/task/cancel/{task_id}", "/pipeline/info",
             "/flows/{name}", "/v1/search", "/task/chat/new", "/v1/embeddings"} <= set(paths)
