@@ -86,15 +86,17 @@ class ModelAPI:
     @app.get("/v1/models")
     async def models(self, request: Request) -> dict[str, Any]:
         """The served models with their state, and the flows that answer chat completions (``type: flow``)."""
-        flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request))
-        return ModelList(data=[*await self._live_cards(), *flows]).model_dump(exclude_none=True)
+        live = await self._live_cards()
+        flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request), live)
+        return ModelList(data=[*live, *flows]).model_dump(exclude_none=True)
 
     @app.get("/v1/models/{model_id:path}")
     async def model(self, model_id: str, request: Request) -> dict[str, Any]:
         """OpenAI's ``models.retrieve``: one card, found by its id or an alias, or a flow that answers."""
         card = self.by_name.get(model_id)
         if card is None:
-            flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request))
+            flows = await asyncio.to_thread(chat_flows.flow_cards, routes_tasks.tenant(request),
+                                            await self._live_cards())
             for flow in flows:
                 if flow.id == model_id:
                     return flow.model_dump(exclude_none=True)

@@ -71,11 +71,31 @@ def answering_flows(tenant: str) -> list[str]:
     return names
 
 
-def flow_cards(tenant: str) -> list[ModelCard]:
-    """``/v1/models`` entries for the flows that answer (empty when the app serves no flows)."""
+def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
+    """``/v1/models`` entries for the flows that answer (empty when the app serves no flows). With the app's
+    ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
+    either, and says which it waits for."""
     if not svc.configured():
         return []
-    return [ModelCard(id=name, type="flow", operator="flow", status="ready") for name in answering_flows(tenant)]
+    cards = []
+    for name in answering_flows(tenant):
+        card = ModelCard(id=name, type="flow", operator="flow", status="ready")
+        waiting = [model for model in _placed_models(name, tenant, models or []) if model.status != "ready"]
+        if waiting:
+            card = card.model_copy(update={"status": waiting[0].status, "reason": "; ".join(
+                f"runs on model '{m.id}', which is {m.status}" + (f" ({m.reason})" if m.reason else "")
+                for m in waiting)})
+        cards.append(card)
+    return cards
+
+
+def _placed_models(name: str, tenant: str, models: list[ModelCard]) -> list[ModelCard]:
+    """The app's models whose deployments the flow ``name``'s steps would run on."""
+    if not models:
+        return []
+    spec = svc.current().place(svc.current().resolve_flow(name, tenant))
+    deployments = {step.placement.deployment for step in spec.steps.values() if step.placement is not None}
+    return [model for model in models if model.deployment in deployments]
 
 
 def find_flow(model: str, tenant: str) -> FlowSpec | None:

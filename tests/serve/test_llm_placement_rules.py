@@ -41,3 +41,19 @@ def test_only_a_step_that_asks_the_deployments_model(service, tmp_path):
         "other_file": {"op": "generate.answer", "params": {"model": f"tessera/{copy}"}},
         "named": {"op": "generate.answer", "params": {"model": "local"}, "placement": {"deployment": "mine"}},
     }) == {"rewrite": "smollm2", "as_path": "smollm2", "ollama": None, "other_file": None, "named": "mine"}
+
+
+def test_a_flow_on_a_deployment_that_is_not_ready_is_listed_as_not_ready(service):
+    from serve.chat_flows import flow_cards
+    from serve.schemas import ModelCard
+
+    def smollm2(status: str) -> ModelCard:
+        return ModelCard(id="smollm2", type="chat", operator="llama_cpp", deployment="smollm2", status=status,
+                         reason=None if status == "ready" else "1 replica starting")
+
+    ready = {card.id: card for card in flow_cards("local", [smollm2("ready")])}
+    assert ready["rag"].status == "ready" and ready["rag"].reason is None
+    loading = {card.id: card for card in flow_cards("local", [smollm2("loading")])}
+    assert loading["rag"].status == "loading"
+    assert loading["rag"].reason == "runs on model 'smollm2', which is loading (1 replica starting)"
+    assert {card.id for card in loading.values()} == {card.id for card in ready.values()}
