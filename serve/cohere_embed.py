@@ -92,6 +92,13 @@ class CohereEmbedRequest(_EmbedBody):
             raise ValueError("give the texts in exactly one of texts and inputs")
         return self
 
+    @field_validator("inputs")
+    @classmethod
+    def _inputs_with_text(cls, value: list[EmbedInput] | None) -> list[EmbedInput] | None:
+        if value is not None:
+            check_some_text([" ".join(part.text for part in item.content) for item in value], "input")
+        return value
+
     def all_texts(self) -> list[str]:
         if self.texts is not None:
             return list(self.texts)

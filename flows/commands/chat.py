@@ -90,8 +90,11 @@ def _answering_flow(args: argparse.Namespace) -> Any:
                        step=step_id, field="params.index")
     if args.model is None:
         return flow
+    from operators.llm.aliases import unknown_model
     from operators.llm.step import LLMStep
 
+    if (problem := unknown_model(args.model)) is not None:  # the option, not the first step it would be given to
+        raise CliError(problem, field="--model")
     steps = dict(flow.spec.steps)
     for step_id, op in flow.operators.items():
         if isinstance(op, LLMStep):

@@ -50,7 +50,7 @@ def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):
 def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_question(tmp_path):
     proc = tessera_process("chat", "--model", "gemma", "--index", str(tmp_path), home=tmp_path / "home", check=2,
                            stdin="Which insects make honey?\n")
-    assert_one_line_error(proc, "unknown model 'gemma'", "did you mean 'gemma2'?")
+    assert_one_line_error(proc, "field '--model'", "unknown model 'gemma'", "did you mean 'gemma2'?")
     proc = tessera_process("chat", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
                            stdin="Which insects make honey?\n")
     assert_one_line_error(proc, f"no index at {tmp_path / 'none'}")

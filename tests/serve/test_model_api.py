@@ -137,6 +137,8 @@ def test_rerank_of_no_documents_is_an_empty_result(serve_app):
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": []}, 422, "input"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ["bees", " "]}, 422, "input"),  # "text 1 is empty"
     ("/v2/embed", {"model": "all-MiniLM-L6-v2", "texts": [""], "input_type": "search_query"}, 422, "texts"),
+    ("/v2/embed", {"model": "all-MiniLM-L6-v2", "inputs": [{"content": [{"type": "text", "text": " "}]}],
+                   "input_type": "search_query"}, 422, "inputs"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", "encoding_format": "int8"}, 422,
      "encoding_format"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": "x", "dimensions": 128}, 422, "dimensions"),
