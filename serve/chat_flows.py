@@ -61,14 +61,19 @@ def answers(spec: FlowSpec) -> bool:
 
 def answering_flows(tenant: str) -> list[str]:
     """The built-in and the tenant's saved flows that answer, by name (a flow that fails to load is left out)."""
-    service, names = svc.current(), []
+    return list(_answering_specs(tenant))
+
+
+def _answering_specs(tenant: str) -> dict[str, FlowSpec]:
+    """The flows that answer (``answering_flows``), each with its spec."""
+    service, specs = svc.current(), {}
     for name in [*flow_store.builtin_names(), *flow_store.saved_names(flow_owner(tenant))]:
         try:
-            if name not in names and answers(service.resolve_flow(name, tenant)):
-                names.append(name)
+            if name not in specs and answers(spec := service.resolve_flow(name, tenant)):
+                specs[name] = spec
         except TesseraError:
             continue
-    return names
+    return specs
 
 
 def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
@@ -78,9 +83,9 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
     if not svc.configured():
         return []
     cards = []
-    for name in answering_flows(tenant):
+    for name, spec in _answering_specs(tenant).items():
         card = ModelCard(id=name, type="flow", operator="flow", status="ready")
-        waiting = [model for model in _placed_models(name, tenant, models or []) if model.status != "ready"]
+        waiting = [model for model in _placed_models(spec, models or []) if model.status != "ready"]
         if waiting:
             card = card.model_copy(update={"status": waiting[0].status, "reason": "; ".join(
                 f"runs on model '{m.id}', which is {m.status}" + (f" ({m.reason})" if m.reason else "")
@@ -89,12 +94,12 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
     return cards
 
 
-def _placed_models(name: str, tenant: str, models: list[ModelCard]) -> list[ModelCard]:
-    """The app's models whose deployments the flow ``name``'s steps would run on."""
+def _placed_models(spec: FlowSpec, models: list[ModelCard]) -> list[ModelCard]:
+    """The app's models whose deployments the flow's steps would run on."""
     if not models:
         return []
-    spec = svc.current().place(svc.current().resolve_flow(name, tenant))
-    deployments = {step.placement.deployment for step in spec.steps.values() if step.placement is not None}
+    placed = svc.current().place(spec)
+    deployments = {step.placement.deployment for step in placed.steps.values() if step.placement is not None}
     return [model for model in models if model.deployment in deployments]
 
 

@@ -42,7 +42,6 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     413 when it holds more rows than ``max_result_rows``. ``cancel`` (a ``CancelToken``) stops it between
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
-
     from flows.placement import PlacementError
 
     table = queries_table(prepared) if table is None else table
