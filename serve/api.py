@@ -41,6 +41,8 @@ for _router in (routes_tasks.router, routes_flows.router, routes_search.router, 
                 routes_indices.router, routes_ui.router):
     app.include_router(_router)
 app.mount(routes_ui.UI_PATH, routes_ui.static_files(), name="ui")
+_describe_routes = app.openapi
+app.openapi = lambda: auth.declare_keys(_describe_routes())  # generated once, then cached by FastAPI
 app.add_middleware(auth.BodyLimit)
 app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
 errors.install(app)  # outermost

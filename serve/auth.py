@@ -1,7 +1,8 @@
 """Who is calling: bearer API keys, checked before any route runs, and the request body limit.
 
-When keys are configured, every route but ``/healthz`` and the web UI's static page (``/``,
-``/ui/``, which holds no data) needs ``Authorization: Bearer KEY``; the key's id (never the
+When keys are configured, every route but ``/healthz``, the web UI's static page (``/``,
+``/ui/``) and the API's description (``/openapi.json``, its ``/docs`` and ``/redoc`` pages and their
+scripts), which hold no data, needs ``Authorization: Bearer KEY``; the key's id (never the
 key) becomes the request's *tenant*, which owns its tasks, chats and saved flows. Without
 keys (a loopback-only service) every caller is the tenant ``local``. Keys are compared by
 their SHA-256 in constant time and never logged: a refused request is logged by path and
@@ -31,10 +32,11 @@ log = logging.getLogger("tessera.serve")
 
 #: The tenant of every request when no keys are configured.
 LOCAL_TENANT = "local"
-#: Routes that answer without a key: the health check, and the web UI's page and its files (serve/routes_ui.py),
-#: whose every call to the API carries the key typed into it.
-OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH})
-OPEN_PREFIXES = (UI_PATH + "/",)
+#: Routes that answer without a key: the health check, the web UI's page and its files (serve/routes_ui.py),
+#: whose every call to the API carries the key typed into it, and the API's description with its pages (whose
+#: "Authorize" button takes the key for the calls tried from them).
+OPEN_PATHS = frozenset({"/healthz", "/", UI_PATH, "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"})
+OPEN_PREFIXES = (UI_PATH + "/", "/static-offline-docs/")
 
 _settings: dict[str, Any] = {"keys": {}, "max_body_bytes": None, "max_upload_bytes": None}
 #: Routes whose bodies are files (``max_upload_bytes``), not JSON (``max_body_bytes``).
@@ -95,6 +97,19 @@ def route_path(scope: Scope) -> str:
 
 def is_open(path: str) -> bool:
     return path in OPEN_PATHS or path.startswith(OPEN_PREFIXES)
+
+
+def declare_keys(schema: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI ``schema`` saying which operations take the bearer key, when keys are configured: /docs then
+    has an "Authorize" button, and the calls tried from it send the key."""
+    if _settings["keys"]:
+        schema.setdefault("components", {})["securitySchemes"] = {"apiKey": {
+            "type": "http", "scheme": "bearer", "description": "an API key of the service (docs/security.md)"}}
+        for path, operations in schema.get("paths", {}).items():
+            if not is_open(path):
+                for operation in operations.values():
+                    operation["security"] = [{"apiKey": []}]
+    return schema
 
 
 class KeyGuard(HttpMiddleware):

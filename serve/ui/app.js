@@ -10,10 +10,21 @@ const $ = (id) => document.getElementById(id);
 // -- the API ------------------------------------------------------------------------------------------
 
 class ApiError extends Error {}
+/** A refusal of a key the user has since replaced: a late answer to a request sent before the new key was
+ * typed. Not shown, or it would overwrite what the new key's requests show. */
+class StaleKeyError extends Error {}
+
+const typedKey = () => $("api-key").value.trim();
+
+/** Throws the refusal of ``response`` (its ``payload``), or a StaleKeyError when it refused an older key. */
+function refuse(response, payload, sentKey) {
+  if (response.status === 401 && typedKey() !== sentKey) throw new StaleKeyError();
+  throw new ApiError(describe(response.status, payload));
+}
 
 function headers(json) {
   const result = {};
-  const key = $("api-key").value.trim();
+  const key = typedKey();
   if (key) result.Authorization = `Bearer ${key}`;
   if (json) result["Content-Type"] = "application/json";
   return result;
@@ -40,10 +51,11 @@ async function send(method, path, body) {
 }
 
 async function call(method, path, body) {
+  const sentKey = typedKey();
   const response = await send(method, path, body);
   const type = response.headers.get("content-type") || "";
   const payload = type.includes("json") ? await response.json() : await response.text();
-  if (!response.ok) throw new ApiError(describe(response.status, payload));
+  if (!response.ok) refuse(response, payload, sentKey);
   return payload;
 }
 
@@ -75,6 +87,7 @@ async function guarded(action, {clear = true} = {}) {
   try {
     return await action();
   } catch (err) {
+    if (err instanceof StaleKeyError) return undefined;
     showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
     return undefined;
   }

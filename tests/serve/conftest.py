@@ -1,7 +1,7 @@
 """A real Ray Serve app on localhost for the serve tests: MiniLM, an untrained-head cross-encoder, ColBERT,
-the embedded language model (llama.cpp), a configured model whose weights are absent, and the flow routes over the sample index with a task store in a
-temporary $TESSERA_HOME. One app serves every module of this package (starting it
-takes half a minute); a test that deploys an app of its own gives it its own name and route prefix."""
+the embedded language model (llama.cpp), a configured model whose weights are absent, and the flow routes over
+the sample index with a task store in a temporary $TESSERA_HOME. One app serves every module of this package
+(starting it takes half a minute); a test that deploys an app of its own gives it its own name and route prefix."""
 
 from __future__ import annotations
 

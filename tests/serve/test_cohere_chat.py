@@ -59,7 +59,8 @@ def test_a_flow_streams_its_answer_then_its_citations(client, serve_app):
         (c.start, c.end, [s.id for s in c.sources]) for c in whole.message.citations]
     assert all(text[c.start:c.end] == c.text for c in cited) and "[" in cited[0].text  # a [1] marker
     end = events[-1].delta
-    assert end.finish_reason == whole.finish_reason and end.usage.tokens.output_tokens == whole.usage.tokens.output_tokens
+    assert end.finish_reason == whole.finish_reason
+    assert end.usage.tokens.output_tokens == whole.usage.tokens.output_tokens
 
 
 def test_a_served_model_streamed_and_not(client):

@@ -1,10 +1,12 @@
 """API keys over real HTTP: an app with two keys (one hashed in the config, one from the environment) beside the
-package's app. Every route but /healthz (and the web UI's static page, tests/ui) needs a key; each key reaches
+package's app. Every route but /healthz, the API's description (/openapi.json, /docs, /redoc) and the web UI's
+static page (tests/ui) needs a key; each key reaches
 only its own tasks, chats and saved flows, tried on every route with the other key's ids; the keys appear in no
 log and no stored result."""
 
 from __future__ import annotations
 
+import re
 import secrets
 from pathlib import Path
 
@@ -68,8 +70,7 @@ ROUTES = [("GET", "/tasks", {}), ("POST", "/task/run", {"json": {"flow": "bm25",
           ("POST", "/v1/embeddings", {"json": {"model": "m", "input": "x"}}),
           ("POST", "/v2/embed", {"json": {"model": "m", "texts": ["x"], "input_type": "search_query"}}),
           ("POST", "/v2/chat", {"json": {"model": "rag", "messages": [{"role": "user", "content": "x"}]}}),
-          ("GET", "/docs", {}),
-          ("GET", "/openapi.json", {}), ("GET", "/no/such/route", {})]
+          ("GET", "/no/such/route", {})]
 
 
 @pytest.mark.parametrize("method,path,kwargs", ROUTES, ids=[f"{m} {p}" for m, p, _ in ROUTES])
@@ -83,6 +84,23 @@ def test_every_route_but_healthz_needs_a_valid_key(keyed, method, path, kwargs):
 
 def test_healthz_needs_no_key(keyed):
     assert call(keyed, "GET", "/healthz", None).status_code == 200
+
+
+def test_the_api_description_needs_no_key_and_says_which_routes_take_one(keyed):
+    root = keyed["url"].removesuffix("/keyed")
+    for page in ("/docs", "/redoc"):  # a browser sends no key for a page: it opens, with its scripts
+        response = call(keyed, "GET", page, None)
+        assert response.status_code == 200, response.text
+        scripts = re.findall(r'(?:src|href)="([^"]+\.(?:js|css))"', response.text)
+        assert scripts and all(requests.get(root + s, timeout=30).status_code == 200 for s in scripts), scripts
+    described = call(keyed, "GET", "/openapi.json", None).json()
+    assert described["components"]["securitySchemes"]["apiKey"] == {
+        "type": "http", "scheme": "bearer", "description": "an API key of the service (docs/security.md)"}
+    paths = described["paths"]
+    assert paths["/v1/search"]["post"]["security"] == [{"apiKey": []}]  # /docs' "Authorize" key goes with it
+    assert paths["/task/run"]["post"]["security"] == [{"apiKey": []}]
+    assert "security" not in paths["/healthz"]["get"]
+    assert call(keyed, "GET", "/static-offline-docs/no-such.js", None).status_code == 404  # open, and nothing else
 
 
 def test_a_key_reaches_none_of_the_other_keys_ids(keyed, alices):
