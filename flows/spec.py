@@ -235,6 +235,15 @@ class Flow:
                 stack.extend(self.inputs[step])
         return [s for s in self.order if s in needed]
 
+    def unset_params(self) -> list[SpecError]:
+        """What the needed steps leave for a runner to fill in (``Operator.unset_params``), one error each."""
+        return [SpecError(f"this step needs {field} set: {what}", step=step, field=f"steps.{step}.{field}")
+                for step in self.needed_steps() for field, what in self.operators[step].unset_params().items()]
+
+    def ranks(self) -> bool:
+        """Whether the output is a ranking: a needed step writes a ``rank`` column."""
+        return "rank" in self.roles().values()
+
     def roles(self) -> dict[str, str]:
         """Column roles declared by the steps the output depends on, later steps winning."""
         roles: dict[str, str] = {}

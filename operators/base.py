@@ -151,6 +151,11 @@ class Operator:
         """Input columns that must be present (checked before ``transform``)."""
         return list(self.reads() or [])
 
+    def unset_params(self) -> dict[str, str]:
+        """Params the spec may leave for whoever runs it to fill in (``tessera bench`` sets a benchmark's dataset)
+        but that must be set before it runs: ``{"params.NAME": what it is}``. Checked before a served flow runs."""
+        return {}
+
     def required_models(self) -> dict[str, str]:
         """The model references this step loads, keyed by what names each one (``{"params.model":
         "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""

@@ -154,8 +154,7 @@ async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
         events.cancel()
         raise
     except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
-        raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
-                                  code="model_error") from None
+        raise model_failure(card, err) from None
     raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
 
 
@@ -170,11 +169,21 @@ async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
         ended = True
     except Exception as err:  # noqa: BLE001  (headers are sent: the error travels as an event)
         ended = True
-        yield errors.error_event(errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
-                                                     code="model_error"))
+        yield errors.error_event(model_failure(card, err))
     finally:
         if not ended:
             events.cancel()
+
+
+def model_failure(card: ModelCard, err: BaseException) -> ApiError:
+    """What a failed answer is to the caller: messages longer than the model reads are theirs to shorten (a 400
+    saying so, as OpenAI's ``context_length_exceeded``); anything else a 500 naming the model."""
+    from operators.llm.embedded import ContextTooLong
+
+    cause = getattr(err, "cause", None) or err  # a replica's exception reaches the ingress inside Ray's error
+    if isinstance(cause, ContextTooLong):
+        return ApiError(400, f"model '{card.id}': {cause}", param="messages", code="context_length_exceeded")
+    return errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err, code="model_error")
 
 
 def _plain(item: Any) -> Any:

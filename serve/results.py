@@ -76,7 +76,8 @@ def search_hits(result: Any, queries: list[dict[str, str]]) -> list[dict[str, An
     rows = records(result.table)
     by_qid: dict[str, list[dict[str, Any]]] = {q["qid"]: [] for q in queries}
     for row in rows:
-        by_qid.setdefault(str(row.get("qid")), []).append(row)
+        if row.get("docno") is not None:  # a query's own row (a flow that answers without search) is no hit
+            by_qid.setdefault(str(row.get("qid")), []).append(row)
     for hits in by_qid.values():
         hits.sort(key=lambda r: (r.get("rank") is None, r.get("rank") or 0))
     metadata = to_jsonable_python(result.metadata, fallback=str)

@@ -154,6 +154,8 @@ class Service:
             if request.query is not None and request.queries is not None:
                 raise SpecError("give query or queries, not both", field="queries")
             spec = self.resolve_flow(request.flow, tenant)
+            if search:
+                refuse_reading_documents(spec.build())
             texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
             index, top_k = request.index, getattr(request, "top_k", None)
         for position, text in enumerate(texts):  # searched for nothing, it would bring arbitrary documents
@@ -171,6 +173,8 @@ class Service:
             spec = with_top_k(spec, top_k)
         spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots, self.data_roots))
         built = spec.build()
+        for unset in built.unset_params():
+            raise unset
         if not texts and any(not built.inputs[step] and built.operators[step].scope != "source"
                              for step in built.needed_steps()):
             raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
@@ -301,12 +305,25 @@ def _load_spec(path: str, mtime_ns: int, size: int) -> FlowSpec:
 def with_top_k(spec: FlowSpec, top_k: int) -> FlowSpec:
     """``spec`` cut to the best ``top_k`` rows per query; retrieval steps fetch at least that many."""
     built = spec.build()
+    if not built.ranks():  # no hits to cut: an answer without search (answer_only), a flow that writes an index
+        return spec
     steps = {sid: (s if not (s.op.startswith("retrieve.") and isinstance(s.params.get("k"), int))
                    else s.model_copy(update={"params": {**s.params, "k": max(s.params["k"], top_k)}}))
              for sid, s in spec.steps.items()}
     name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
     steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
     return spec.model_copy(update={"steps": steps, "output": name})
+
+
+def refuse_reading_documents(flow: Any) -> None:
+    """A 422 for a search with a flow that reads documents (``ingest``: its first step is a source) rather than
+    searching for queries; running it would index the documents the spec names."""
+    for step in flow.needed_steps():
+        if flow.operators[step].scope == "source":
+            raise ApiError(422, f"flow '{flow.name}' reads documents (step '{step}', {flow.operators[step].name}) "
+                           "instead of searching for queries: add documents to an index with POST "
+                           "/v1/indices/{name}/documents or /v1/indices/{name}/files", param="flow",
+                           code="not_a_search_flow")
 
 
 def check_models_here(flow: Any) -> None:

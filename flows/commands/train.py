@@ -25,8 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="BEIR-layout dataset folder (repeat to train on several: each is mined on its own "
                         "index with the same --split; pseudo-queries come from the first); required unless "
                         "every --model is static")
-    parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test and dev "
-                        "are refused unless --allow-eval-split")
+    parser.add_argument("--split", help="qrels split to train on (default: the recipe's, train); test, dev, "
+                        "validation and val are refused unless --allow-eval-split")
     parser.add_argument("--model", action="append", dest="models", metavar="KIND",
                         help=f"what to train: {', '.join(KINDS)} or all (every kind but static; repeat; default "
                         "cross-encoder)")
@@ -44,8 +44,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output", metavar="DIR", help="folder the checkpoints go to (default "
                         "$TESSERA_HOME/models, where flows find them by name)")
     parser.add_argument("--name-prefix", default="tessera", metavar="PREFIX",
-                        help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert "
-                        "(default tessera)")
+                        help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert, "
+                        "PREFIX-static (default tessera)")
     parser.add_argument("--force", action="store_true", help="retrain even when a checkpoint with the same "
                         "training config exists")
     parser.add_argument("--allow-eval-split", action="store_true",

@@ -6,6 +6,7 @@ See the package docstring (``flows.ingestion``) for how staging, shards and comm
 from __future__ import annotations
 
 import json
+import logging
 import time
 import uuid
 from dataclasses import asdict, dataclass
@@ -17,6 +18,7 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.moved import earlier_key
 from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
                                   require_models)
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
@@ -25,6 +27,8 @@ from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardR
 from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
 from operators.base import Source
 from operators.tables import concat
+
+log = logging.getLogger("tessera.ingest")
 
 DEFAULT_SHARD_SIZE = 5000
 #: Embed params that change the vectors (others, such as batch sizes, may change on resume).
@@ -97,9 +101,13 @@ class _Run:
 
     def ingest(self) -> IngestReport:
         started = time.perf_counter()
-        self.stager = Stager(self.plan.read, self.path, self.shard_size)
-        self.job.staging_dir = str(self.stager.dir)
         finished = self.finished()
+        moved = earlier_key(self.plan.read, self.path, self.shard_size, finished)  # same documents, other path
+        if moved is not None:
+            log.info("the source's documents are those of staged source %s, ingested from another path: resuming "
+                     "it", moved)
+        self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved)
+        self.job.staging_dir = str(self.stager.dir)
         self._check_job(finished)
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read,

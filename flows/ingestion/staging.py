@@ -221,11 +221,13 @@ def staging_dir(op: Source, index_path: str | Path) -> Path:
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
-    def __init__(self, op: Source, index_path: str | Path, shard_size: int):
+    def __init__(self, op: Source, index_path: str | Path, shard_size: int, key: str | None = None):
+        """``key``: the staging key to use instead of the source's own (its documents' key when it moved,
+        ``moved.earlier_key``)."""
         self.op = op
         self.shard_size = shard_size
-        self.key = source_key(op)
-        self.dir = staging_dir(op, index_path)
+        self.key = key or source_key(op)
+        self.dir = Path(index_path) / STAGING_DIR / self.key
         self.params = _source_params(op)
 
     def docs_path(self, shard: str) -> Path:

@@ -15,6 +15,7 @@ The timeout and a flow's cancel are checked between generated tokens.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import threading
@@ -120,8 +121,37 @@ def chat_completion(llama: Any, messages: list[dict[str, Any]], options: dict[st
     from llama_cpp import LogitsProcessorList
 
     llama.reset()  # evaluate the whole prompt every time: reusing a cached prefix changes greedy answers
-    return llama.create_chat_completion(messages=messages, logits_processor=LogitsProcessorList([watch]),
-                                        stream=stream, **options)
+    try:
+        answer = llama.create_chat_completion(messages=messages, logits_processor=LogitsProcessorList([watch]),
+                                              stream=stream, **options)
+    except ValueError as err:
+        raise said_plainly(err) from None
+    return _plain_errors(answer) if stream else answer
+
+
+class ContextTooLong(ValueError):
+    """A prompt at least as long as the model's context window: the caller's to shorten (a 400, not a 500)."""
+
+
+def said_plainly(err: ValueError) -> ValueError:
+    """llama.cpp's "Requested tokens (N) exceed context window of M" as a ``ContextTooLong`` that says what to do;
+    any other error as it is."""
+    import re
+
+    found = re.search(r"Requested tokens \((\d+)\) exceed context window of (\d+)", str(err))
+    if found is None:
+        return err
+    tokens, window = (int(n) for n in found.groups())
+    return ContextTooLong(f"the messages are {tokens:,} tokens, and the model reads at most {window:,} (its context "
+                          "window, the answer included): start a new conversation, or send shorter messages")
+
+
+def _plain_errors(chunks: Iterator[Any]) -> Iterator[Any]:
+    """A stream's chunks; llama.cpp checks the prompt's length when the first is asked for."""
+    try:
+        yield from chunks
+    except ValueError as err:
+        raise said_plainly(err) from None
 
 
 def end_now(llama: Any, logits: Any) -> Any:
@@ -160,6 +190,19 @@ class _Call:
     def generate(self, messages: list[dict[str, Any]], stream: bool) -> Any:
         return chat_completion(self.llama, messages, self.params, self._watch, stream)
 
+    @contextlib.contextmanager
+    def generating(self) -> Iterator[None]:
+        """The model's lock while it generates; messages over its context window are litellm's
+        ``ContextWindowExceededError`` (a bad request, which litellm does not retry)."""
+        import litellm
+
+        with self.lock:
+            try:
+                yield
+            except ContextTooLong as err:
+                raise litellm.ContextWindowExceededError(message=str(err), model=self.model,
+                                                         llm_provider="tessera") from None
+
     def raise_if_stopped(self) -> None:
         import litellm
 
@@ -174,7 +217,7 @@ def _complete(*, model: str, messages: list[dict[str, Any]], optional_params: di
     import litellm
 
     call = _Call(model, optional_params, timeout)
-    with call.lock:
+    with call.generating():
         response = call.generate(messages, stream=False)
     call.raise_if_stopped()
     response["model"] = model
@@ -187,7 +230,7 @@ def _stream(*, model: str, messages: list[dict[str, Any]], optional_params: dict
     streams none)."""
     call = _Call(model, optional_params, timeout)
     finish = None
-    with call.lock:
+    with call.generating():
         for chunk in call.generate(messages, stream=True):
             choice = chunk["choices"][0]
             finish = choice.get("finish_reason") or finish

@@ -198,5 +198,9 @@ def _kind(err: Exception) -> ErrorKind:
 
 
 def _first_line(err: Exception) -> str:
+    """The error's first line, without the exception names litellm writes before it ("litellm.BadRequestError: ")."""
+    import re
+
     text = str(err).strip().splitlines()
-    return text[0][:500] if text else type(err).__name__
+    line = re.sub(r"^(?:litellm\.\w+: )+", "", text[0]) if text else ""
+    return line[:500] or type(err).__name__

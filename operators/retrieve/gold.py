@@ -42,8 +42,9 @@ class GoldRetriever(Operator):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        dataset: str | None = Field(None, json_schema_extra=local_path(), description="A BEIR dataset folder (corpus.jsonl, qrels/SPLIT.tsv); "
-                                    "null: set by `tessera bench` to the benchmark's dataset.")
+        dataset: str | None = Field(None, json_schema_extra=local_path(), description="A BEIR dataset folder "
+                                    "(corpus.jsonl, qrels/SPLIT.tsv); null: set by `tessera bench` to the "
+                                    "benchmark's dataset.")
         split: str = Field("test", min_length=1, description="The qrels file: qrels/SPLIT.tsv.")
         min_relevance: int = Field(1, ge=1, description="Lowest grade that counts as gold.")
 
@@ -58,6 +59,12 @@ class GoldRetriever(Operator):
     def produces(self) -> dict[str, str]:
         return {"docno": "id", "title": "data", "text": "text", "score": "score", "rank": "rank",
                 f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+
+    def unset_params(self) -> dict[str, str]:
+        if self.params.dataset is not None:
+            return {}
+        return {"params.dataset": "the BEIR folder whose judged documents it reads; `tessera bench` sets it to the "
+                "benchmark's dataset"}
 
     def _files(self) -> tuple[Path, Path]:
         """(corpus.jsonl, qrels/SPLIT.tsv) of ``dataset``."""

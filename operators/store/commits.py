@@ -77,7 +77,8 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         clash = [d for d in docnos.tolist() if d in live_docnos]
         if clash:
             raise CommitError(f"shard {info.id!r}: docno(s) {clash[:5]} ({len(clash)} in all) are already "
-                              f"live in {path}; use upsert to replace them", field="docno")
+                              f"live in {path}; replace them with Index.upsert (on the command line: `tessera index "
+                              "update`, or `tessera ingest --replace`)", field="docno")
         live_docnos.update(docnos.tolist())
     manifest.shards = old + new
     manifest.tombstones = {k: sorted(v) for k, v in tombstones.items() if v}

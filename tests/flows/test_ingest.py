@@ -157,6 +157,28 @@ def test_resume_embeds_only_unfinished_shards(tmp_path, committed_docnos):
     assert (again.shards_skipped, again.shards_written, again.chunks_embedded) == (3, 0, 0)
 
 
+def test_the_same_documents_at_another_path_resume_where_they_stopped(tmp_path, committed_docnos):
+    """A moved or copied file, or a Ray job's upload folder (a new path each submission), is the same corpus."""
+    def corpus(folder: str, lines: list[str]) -> Path:
+        path = tmp_path / folder / "corpus.jsonl"
+        path.parent.mkdir()
+        path.write_text("".join(lines), encoding="utf-8")
+        return path
+
+    index = tmp_path / "idx"
+    first = ingest(corpus("a", _lines(20)), index, shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    moved = corpus("b", _lines(30))  # moved, with ten documents appended
+    second = ingest(moved, index, shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (second.shards_skipped, second.shards_written, second.docs) == (2, 1, 10)
+    assert second.chunks_embedded == second.chunks
+    again = ingest(moved, index, shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (again.shards_skipped, again.shards_written) == (3, 0)
+    other = ingest(corpus("c", _lines(40)[30:]), index, shard_size=10, executor="local", chunk=CHUNK,
+                   progress=False)  # other documents there: a second corpus, with shards of its own
+    assert (other.shards_skipped, other.shards_written, other.docs) == (0, 1, 10)
+    assert len(committed_docnos(index)) == first.chunks + second.chunks + other.chunks
+
+
 def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30):
     ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local", progress=False)
     with pytest.raises(IndexExistsError, match="other settings"):
@@ -271,8 +293,8 @@ def test_a_shard_whose_commit_fails_is_removed(tmp_path, corpus30):
     from operators.store import CommitError
 
     ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local", progress=False)
-    copy = tmp_path / "copy.jsonl"  # another source (other shard ids) with the same document ids
-    copy.write_text(corpus30.read_text(encoding="utf-8"), encoding="utf-8")
+    copy = tmp_path / "copy.jsonl"  # another source (other texts, so other shard ids) with the same document ids
+    copy.write_text(corpus30.read_text(encoding="utf-8").replace('"text": "', '"text": "EDITED '), encoding="utf-8")
     with pytest.raises(CommitError, match="already live"):
         ingest(copy, tmp_path / "idx", shard_size=10, executor="local", progress=False)
     index = Index.open(tmp_path / "idx")
@@ -283,9 +305,10 @@ def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30):
     """A shard of thousands of documents takes minutes to embed: the bar must move during it,
     not only when the shard commits (it sat at 0/5.00k for 21 minutes and looked hung). On Ray:
     ``test_ray_and_local_build_the_same_dense_index``."""
+    embed = {"op": "embed.sentence_transformer", "params": {"title_column": "title"},
+             "batch_size": 4}  # four encoder calls per shard of 15
     spec = {"name": "ingest", "steps": {"read": {"op": "sources.jsonl", "params": {"path": "unused.jsonl"}},
-                                         "embed": {"op": "embed.sentence_transformer", "params": {"title_column": "title"},
-                                                   "batch_size": 4}}}  # four encoder calls per shard of 15
+                                        "embed": embed}}
     events = []
     report = ingest(corpus30, tmp_path / "idx", shard_size=15, executor="local", spec=spec, progress=False,
                     on_progress=events.append)

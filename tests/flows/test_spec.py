@@ -217,3 +217,19 @@ def test_with_index_takes_a_path_a_name_or_an_index_opened_in_python(tmp_path):
         spec = FlowSpec.load("hybrid").with_index(given)
         assert {spec.steps[s].params["index"] for s in ("bm25", "dense")} == {str(store_index.path)}, given
     assert FlowSpec.load("bm25").with_index("sample").steps["bm25"].params["index"] == "sample"
+
+
+def test_a_flow_says_whether_its_output_ranks_and_what_a_runner_must_fill_in():
+    from flows.store import builtin_path
+
+    def built(name: str):
+        return FlowSpec.load(builtin_path(name)).build()
+
+    assert built("hybrid").ranks() and built("rag").ranks() and not built("answer_only").ranks()
+    assert built("hybrid").unset_params() == [] and built("rag").unset_params() == []
+    [unset] = built("rag_gold").unset_params()  # its dataset: tessera bench sets it to the benchmark's
+    assert (unset.step, unset.field) == ("gold", "steps.gold.params.dataset") and "tessera bench" in unset.message
+    spec = FlowSpec.load(builtin_path("rag_gold"))
+    filled = spec.model_copy(update={"steps": {**spec.steps, "gold": spec.steps["gold"].model_copy(
+        update={"params": {"dataset": "/some/beir/folder"}})}})
+    assert filled.build().unset_params() == []

@@ -52,6 +52,9 @@ def test_models_lists_the_flows_that_answer(client):
     assert cards["rag"].type == "flow" and cards["rag"].status == "ready"
     assert "bm25" not in cards and cards["smollm2"].type == "chat"  # bm25 gives no answer; models stay listed
     assert client.models.retrieve("rag").type == "flow"
+    gold = cards["rag_gold"]  # a benchmark's flow: it reads the gold documents of the dataset tessera bench names
+    assert gold.status == "missing" and gold.reason.startswith("step 'gold', field 'steps.gold.params.dataset': "
+                                                               "this step needs params.dataset set"), gold.reason
 
 
 def test_unknown_flows_flows_without_answers_and_outside_indices_are_openai_errors(client, serve_app):

@@ -90,6 +90,7 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
     ({"flow": "hybrid", "query": " "}, "query", ["the query is empty"]),  # searched for nothing: arbitrary hits
     ({"flow": "hybrid", "queries": ["bees", ""]}, "queries", ["query 2 is empty"]),
     ({"flow": "hybrid"}, "query", ["flow 'hybrid' searches for queries: give query or queries"]),
+    ({"flow": "rag_gold", "query": "q"}, "steps.gold.params.dataset", ["needs params.dataset set", "tessera bench"]),
     ({"flow": "hybrid_ft", "query": "q"}, "steps.dense.params.index", ["made for an index embedded with "
                                                                         "'tessera-bi-encoder'"]),
 ])
@@ -183,6 +184,24 @@ def test_search_equals_the_flow_in_process(serve_app, sample_index):
         expected = in_process("hybrid", sample_index, text, top_k=5).table
         assert [h["docno"] for h in item["hits"]] == expected.column("docno").to_pylist()
         assert [h["rank"] for h in item["hits"]] == [1, 2, 3, 4, 5] and item["query"] == text
+
+
+def test_search_with_a_flow_that_answers_without_searching_gives_its_answer_and_no_hits(serve_app):
+    response = post(serve_app, "/v1/search", {"flow": "answer_only", "query": QUERY, "top_k": 3})
+    assert response.status_code == 200, response.text  # no ranking to cut to top_k: the flow's rows as they are
+    result = response.json()["results"][0]
+    assert result["hits"] == [] and result["metadata"]["answer"].strip()  # the query's own row is no hit
+
+
+def test_search_with_a_flow_that_reads_documents_is_refused_before_it_runs(serve_app):
+    before = get(serve_app, "/tasks").json()["tasks"]
+    response = post(serve_app, "/v1/search", {"flow": "ingest", "query": QUERY})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["param"], error["code"]) == ("flow", "not_a_search_flow")
+    assert error["message"].startswith("flow 'ingest' reads documents (step 'read', sources.jsonl) instead of "
+                                       "searching for queries: add documents to an index with POST /v1/indices/")
+    assert get(serve_app, "/tasks").json()["tasks"] == before
 
 
 def test_each_limit_is_a_4xx_naming_it(serve_app, limits):

@@ -15,6 +15,17 @@ def test_the_embedded_model_answers_for_real():
     assert done.model == "local"
 
 
+@pytest.mark.integration
+def test_a_prompt_over_the_embedded_models_context_is_a_bad_request_that_says_so():
+    for on_text in (None, [].append):  # whole and streamed
+        with pytest.raises(LLMError) as err:
+            complete("bee " * 5000, model="local", max_tokens=4, on_text=on_text)
+        assert err.value.kind == "bad_request"  # the caller's to shorten, and not retried
+        assert err.value.message == ("ContextWindowExceededError: the messages are 5,031 tokens, and the model reads "
+                                     "at most 4,096 (its context window, the answer included): start a new "
+                                     "conversation, or send shorter messages")
+
+
 def test_packaged_aliases_and_a_user_file_over_them(tmp_path, monkeypatch):
     found = aliases()
     assert {"local", "gemma2", "qwen2.5", "llama3.1", "DeepSeekv3"} <= set(found)

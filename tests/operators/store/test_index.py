@@ -221,6 +221,10 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
     assert resolve_index(str(tmp_path)) == tmp_path
     assert resolve_index("./scifact") == Path("scifact")  # a path, though it does not exist yet
     assert resolve_index("scifact/") == Path("scifact")
+    (tmp_path / "here" / "scifact").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path / "here")  # a folder of that name where the command runs is not the index
+    assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
+    assert resolve_index("./scifact") == Path("scifact")
 
 
 def test_settings_reject_unknown_dense_options():

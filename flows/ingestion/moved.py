@@ -1,0 +1,68 @@
+"""A source found at another path than the one it was ingested from: a file moved or copied, or a Ray job's
+upload folder (``.../_ray_pkg_<hash>/``, which changes with every submission). It is recognised by its
+documents, so its finished shards are not ingested again.
+
+Staging keys a source by its read step's params, path included (``staging.source_key``). When that key has
+no staging state in the index but the index holds finished shards of a source read with the same params from
+another path, the new source's first shard is read and its digest compared with theirs: the same documents
+are the same corpus, and the run resumes under the key it was first ingested with (documents appended since
+go into new shards, as for a source that did not move).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from flows.ingestion.ledger import Failure
+from flows.ingestion.staging import (
+    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, source_key,
+)
+from operators.base import Source
+from operators.tables import concat
+
+#: Params that say where the source is, not what it reads.
+_LOCATION_PARAMS = ("path", "folder")
+
+
+def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: set[str]) -> str | None:
+    """The staging key under which the index holds this source's documents, read from another path (None: the
+    source's own key has a state, or no finished source read the same way starts with the same documents)."""
+    staging = Path(index_path) / STAGING_DIR
+    if not staging.is_dir() or (staging / source_key(op) / STATE_FILE).exists():
+        return None
+    ours = _what_it_reads(_source_params(op))
+    candidates = []
+    for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            continue
+        first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
+        if (first is not None and first.get("id") in finished and state.get("source") == op.name
+                and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
+            candidates.append((state_file.parent.name, first.get("digest")))
+    if not candidates:
+        return None
+    digest = first_shard_digest(op, shard_size)
+    return next((key for key, theirs in candidates if theirs == digest), None)
+
+
+def first_shard_digest(op: Source, shard_size: int) -> str:
+    """The digest of the source's first ``shard_size`` documents, as staging computes it for shard 0."""
+    tables, rows = [], 0
+    for item in iter_documents(op):
+        if isinstance(item, Failure) or item.num_rows == 0:
+            continue
+        tables.append(item)
+        rows += item.num_rows
+        if rows >= shard_size:
+            break
+    if not tables:  # no documents: no shard to compare
+        return ""
+    return _digest(concat(tables).slice(0, shard_size))
+
+
+def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in params.items() if k not in _LOCATION_PARAMS and k not in _READ_ONLY_PARAMS}
