@@ -61,12 +61,14 @@ class FlowRequest(BaseModel):
     query: Text | None = Field(None, description="One query.")
     queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request).")
     index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
+    top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
+                              "(retrieval steps fetch at least that many); default: every row the flow gives.")
 
 
 class SearchRequest(FlowRequest):
     """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
 
-    top_k: int = Field(10, gt=0, description="Hits per query.")
+    top_k: int | None = Field(10, gt=0, description="Hits per query.")
 
 
 @dataclass
@@ -157,7 +159,7 @@ class Service:
             if search:
                 refuse_reading_documents(spec.build())
             texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
-            index, top_k = request.index, getattr(request, "top_k", None)
+            index, top_k = request.index, request.top_k
         for position, text in enumerate(texts):  # searched for nothing, it would bring arbitrary documents
             if not isinstance(text, str) or not text.strip():
                 raise ApiError(422, "the query is empty" if len(texts) == 1 else f"query {position + 1} is empty",

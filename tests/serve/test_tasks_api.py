@@ -65,6 +65,11 @@ def test_task_run_answers_the_finished_progress_object(serve_app, sample_index):
     assert result["metadata"] == local.roles
     assert result["result_description"]["rows"] == expected.num_rows
     assert set(result) == {"data", "result_description", "aggregated_data", "metadata"}
+    queries = [QUERY, "gothic cathedrals"]  # top_k: the best rows of each query, as /v1/search gives them
+    cut = post(serve_app, "/task/run", {"flow": "hybrid", "queries": queries, "top_k": 3}).json()["result"]["data"]
+    searched = post(serve_app, "/v1/search", {"flow": "hybrid", "queries": queries, "top_k": 3}).json()["results"]
+    assert [(r["query"], r["docno"]) for r in cut] == [(s["query"], h["docno"]) for s in searched for h in s["hits"]]
+    assert len(cut) == 6
 
 
 def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
