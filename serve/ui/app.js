@@ -5,13 +5,17 @@
 const KEY_STORE = "tessera.apiKey";
 const ROOT = new URL("..", window.location.href); // the app's root: the page lives at <root>/ui/
 const POLL_MS = 700;
+const HEALTH_POLL_MS = 3000; // while the service is not ready, /healthz is asked again this often
+const TASK_ROWS_PER_QUERY = 50; // a task's rows shown per query
+const HEADING_CHARS = 160; // a query longer than this is cut in its heading (whole in the title)
+const TABS = ["search", "chat", "tasks", "flows", "indices", "models"];
 const $ = (id) => document.getElementById(id);
 
 // -- the API ------------------------------------------------------------------------------------------
 
 class ApiError extends Error {}
-/** A refusal of a key the user has since replaced: a late answer to a request sent before the new key was
- * typed. Not shown, or it would overwrite what the new key's requests show. */
+/** A late answer to a request sent before the user typed another key (a refusal of the old key, or its data). Not
+ * shown, or it would overwrite what the new key's requests show. */
 class StaleKeyError extends Error {}
 
 const typedKey = () => $("api-key").value.trim();
@@ -30,20 +34,23 @@ function headers(json) {
   return result;
 }
 
-/** The service's error body (OpenAI's shape) as one line that names the field. */
+/** The service's error body (OpenAI's shape) as one line that names the field. ``status`` is the HTTP status, or
+ * null for a stream's error event (its response said 200: the error's code says what failed, "model_error: ..."). */
 function describe(status, payload) {
   const error = payload && payload.error;
-  if (!error) return `HTTP ${status}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
+  const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
+  if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
   const field = error.param ? ` (field: ${error.param})` : "";
-  return `HTTP ${status}${field}: ${error.message}`;
+  return `${head}${field}: ${error.message}`;
 }
 
-async function send(method, path, body) {
+/** One request; ``signal`` (an AbortSignal) lets the page stop it, as the chat's Stop button does. */
+async function send(method, path, body, signal) {
   const form = body instanceof FormData; // files: the browser writes the multipart body and its Content-Type
   try {
     return await fetch(new URL(path, ROOT), {
       method, headers: headers(body !== undefined && !form),
-      body: body === undefined || form ? body : JSON.stringify(body),
+      body: body === undefined || form ? body : JSON.stringify(body), signal,
     });
   } catch (err) {
     throw new ApiError(`the service did not answer (${err.message})`);
@@ -52,9 +59,11 @@ async function send(method, path, body) {
 
 async function call(method, path, body) {
   const sentKey = typedKey();
+  const epoch = keyEpoch;
   const response = await send(method, path, body);
   const type = response.headers.get("content-type") || "";
   const payload = type.includes("json") ? await response.json() : await response.text();
+  if (epoch !== keyEpoch) throw new StaleKeyError(); // an answer for the key before this one: not to be shown
   if (!response.ok) refuse(response, payload, sentKey);
   return payload;
 }
@@ -93,6 +102,39 @@ async function guarded(action, {clear = true} = {}) {
   }
 }
 
+/** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices.py), else an
+ * error saying what it takes: a "/", "..", "?" or space would make another path than the one meant. */
+function checkedName(name, what) {
+  if (!name) throw new ApiError(`enter ${what === "index" ? "an" : "a"} ${what} name`);
+  const most = what === "index" ? 64 : 100;
+  if (!new RegExp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,${most - 1}}$`).test(name)) {
+    throw new ApiError(`'${name}' is not a valid ${what} name (field: name): letters, digits, "_", "." and "-", `
+      + `starting with a letter or digit, at most ${most} characters`);
+  }
+  return name;
+}
+
+/** Shows ``label`` and the seconds since it began in ``node`` until the returned function is called: slow work
+ * (a model writing an answer) visibly goes on. */
+function ticking(node, label) {
+  const started = Date.now();
+  const show = () => { node.textContent = `${label} ${Math.round((Date.now() - started) / 1000)} s`; };
+  show();
+  const timer = setInterval(show, 1000);
+  return () => clearInterval(timer);
+}
+
+/** A query as a heading: a long one cut with an ellipsis, the whole query in its title. */
+function queryHeading(query, tag = "h2") {
+  const text = String(query ?? "");
+  return el(tag, {title: text}, text.length > HEADING_CHARS ? `${text.slice(0, HEADING_CHARS - 1)}…` : text);
+}
+
+/** A text with `backticks` (a flow's description) as text nodes and <code> elements: built, never parsed as HTML. */
+function withCode(text) {
+  return text.split(/`([^`]+)`/).map((part, n) => (n % 2 ? el("code", {}, part) : part));
+}
+
 function table(columns, rows, cell) {
   return el("table", {},
     el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, c)))),
@@ -107,13 +149,14 @@ function hitCell(hit, column) {
   return typeof value === "object" ? JSON.stringify(value) : String(value);
 }
 
+/** Hits as a table in a box of its own that scrolls sideways, so a narrow window keeps its width. */
 function hitTable(hits) {
-  const manyQueries = new Set(hits.map((h) => h.qid)).size > 1; // a task's rows: say which query each is for
+  const manyQueries = new Set(hits.map((h) => h.qid)).size > 1; // rows of several queries: say which each is for
   const columns = [...(manyQueries ? ["qid"] : []), "rank", "docno", "title", "score", "text"]
     .filter((c) => hits.some((h) => h[c] !== undefined));
   const result = table(columns, hits, hitCell);
   result.className = "hits";
-  return result;
+  return el("div", {class: "scroll"}, result);
 }
 
 // -- tabs ---------------------------------------------------------------------------------------------
@@ -123,35 +166,79 @@ const onShow = {
   indices: () => loadIndices(),
 };
 
-function showTab(name) {
-  for (const button of document.querySelectorAll("nav button")) {
-    button.setAttribute("aria-selected", String(button.dataset.tab === name));
+/** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) its name in the URL (#chat) so that a
+ * reload or a shared link opens it again. */
+function showTab(name, {remember = true} = {}) {
+  for (const button of document.querySelectorAll('nav [role="tab"]')) {
+    const selected = button.dataset.tab === name;
+    button.setAttribute("aria-selected", String(selected));
+    button.tabIndex = selected ? 0 : -1; // the tab list is one stop for Tab; the arrow keys move inside it
   }
-  for (const section of document.querySelectorAll("main section")) section.hidden = section.id !== `tab-${name}`;
+  for (const section of document.querySelectorAll("main > section")) section.hidden = section.id !== `tab-${name}`;
+  if (remember && window.location.hash !== `#${name}`) window.history.replaceState(null, "", `#${name}`);
   if (onShow[name]) guarded(onShow[name]);
+}
+
+/** The tab the URL names (#tasks), or null. */
+function tabInUrl() {
+  const name = window.location.hash.slice(1);
+  return TABS.includes(name) ? name : null;
+}
+
+const shownTab = () => document.querySelector('nav [aria-selected="true"]').dataset.tab;
+
+/** Left and right arrows (Home, End) move between the tabs, as in any tab list. */
+function moveTab(event) {
+  const steps = {ArrowLeft: -1, ArrowRight: 1, Home: -TABS.length, End: TABS.length};
+  if (!(event.key in steps)) return;
+  event.preventDefault();
+  const at = TABS.indexOf(shownTab()) + steps[event.key];
+  const name = TABS[Math.max(0, Math.min(TABS.length - 1, at))];
+  showTab(name);
+  document.querySelector(`nav [data-tab="${name}"]`).focus();
 }
 
 // -- the service's state ------------------------------------------------------------------------------
 
+let healthTimer = null;
+
+/** The health badge; while the service is not ready (models loading, or no answer) it is read again every few
+ * seconds, until it is. */
 async function checkHealth() {
+  clearTimeout(healthTimer);
+  healthTimer = null;
+  if (!await readHealth()) healthTimer = setTimeout(checkHealth, HEALTH_POLL_MS);
+}
+
+/** GET /healthz into the badge (its reason in the badge's title); whether the service is ready. */
+async function readHealth() {
   const badge = $("health");
   const response = await send("GET", "healthz").catch(() => null);
   if (!response) {
     badge.textContent = "not reachable";
     badge.className = "badge bad";
-    return;
+    badge.title = "GET /healthz: no answer";
+    return false;
   }
   const body = await response.json().catch(() => ({}));
+  if (response.ok) {
+    badge.textContent = "ready";
+    badge.className = "badge ok";
+    badge.title = "GET /healthz";
+    return true;
+  }
   const waiting = Object.entries(body.models || {}).filter(([, state]) => state !== "ready").map(([name]) => name);
-  badge.textContent = response.ok ? "ready" : `starting: ${waiting.join(", ") || response.status}`;
-  badge.className = response.ok ? "badge ok" : "badge wait";
+  badge.textContent = waiting.length ? `starting: ${waiting.join(", ")}` : "starting"; // a 503's body names none
+  badge.className = "badge wait";
+  badge.title = (body.error && body.error.message) || `GET /healthz: HTTP ${response.status}`;
+  return false;
 }
 
 /** The search tab's flow choice (``flows``: a listing already fetched, else GET /flows). */
 async function loadFlows(flows) {
   flows = flows || await call("GET", "flows");
   const select = $("flow");
-  const chosen = select.value || "hybrid";
+  const chosen = select.value || select.dataset.chosen || "hybrid"; // (chosen: before another key was typed)
   select.replaceChildren(
     el("optgroup", {label: "built-in"}, ...flows.builtin.map((name) => el("option", {value: name}, name))),
     ...(flows.saved.length ? [el("optgroup", {label: "saved"},
@@ -160,11 +247,35 @@ async function loadFlows(flows) {
   await describeFlow();
 }
 
-/** The chosen flow's description and steps, under the form. */
+let flowSpec = null; // the chosen flow's spec (GET /flows/{name}), once read
+
+/** The chosen flow's description and steps, under the form; Search is off for a flow that cannot search. */
 async function describeFlow() {
-  const spec = await call("GET", `flows/${encodeURIComponent($("flow").value)}`);
+  const name = $("flow").value;
+  flowSpec = null;
+  updateSearchButtons();
+  const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
+  if ($("flow").value !== name) return; // another flow was chosen meanwhile: its own call describes it
+  flowSpec = spec;
   const steps = Object.entries(spec.steps).map(([id, step]) => (id === step.op ? id : `${id} (${step.op})`));
-  $("flow-description").textContent = `${spec.description || ""} Steps: ${steps.join(", ")}`.trim();
+  $("flow-description").replaceChildren(...withCode(`${spec.description || ""} Steps: ${steps.join(", ")}`.trim()));
+  updateSearchButtons();
+}
+
+/** Whether a flow reads documents (a step ``sources.*``, as ``ingest``) to build an index rather than searching for
+ * queries: the service refuses to search with it. */
+function readsDocuments(spec) {
+  return Object.values((spec && spec.steps) || {}).some((step) => String(step.op || "").startsWith("sources."));
+}
+
+let searching = false; // a search is running
+
+/** Search and Run as a task: off while a search runs, and for a flow that builds an index (said below them). */
+function updateSearchButtons() {
+  const unsearchable = readsDocuments(flowSpec);
+  $("search-button").disabled = searching || unsearchable;
+  $("enqueue-button").disabled = unsearchable;
+  $("flow-warning").hidden = !unsearchable;
 }
 
 async function loadModels() {
@@ -183,6 +294,8 @@ function flowBody() {
   else body.queries = queries;
   const index = $("index").value.trim();
   if (index) body.index = index;
+  const topK = $("top-k").value.trim();
+  if (topK !== "") body.top_k = Number(topK);
   return body;
 }
 
@@ -193,47 +306,70 @@ function sourceNames(sources, rows) {
 }
 
 /** An answer and its sources: ``items`` each source's text, numbered by the list, or (``numbered``) with the
- * numbers the answer cites them by already in the text. */
-function answerView(answer, items, degraded, numbered = false) {
+ * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens, so the
+ * answer may end mid-sentence. */
+function answerView(answer, items, {degraded = null, numbered = false, cut = false} = {}) {
   const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
   return el("div", {class: "answer"},
     el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
+    cut ? el("p", {class: "status cut"}, "(cut off at the step's max_tokens)") : null,
     items.length ? list : el("p", {class: "status"}, "no sources cited"),
     degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
 }
 
-/** A search's answer: its sources as the flow's references when it has them ("[4] Title (PDF, file.pdf, p. 2)",
+/** A query's answer: its sources as the flow's references when it has them ("[4] Title (PDF, file.pdf, p. 2)",
  * numbered as the answer cites them), else by title and docno. */
 function answerBlock(metadata, hits) {
   if (typeof metadata.answer !== "string") return null;
   const references = Array.isArray(metadata.references) ? metadata.references.map(String) : [];
-  if (references.length) return answerView(metadata.answer, references, metadata.degraded, true);
-  return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), metadata.degraded);
+  const options = {degraded: metadata.degraded, cut: metadata.finish_reason === "length"};
+  if (references.length) return answerView(metadata.answer, references, {...options, numbered: true});
+  return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), options);
 }
 
-function renderResults(results) {
-  $("results").replaceChildren(...results.map((r) => {
-    const metadata = r.metadata || {};
-    return el("article", {class: "result", "data-qid": r.qid},
-      el("h2", {}, r.query),
-      answerBlock(metadata, r.hits),
-      r.hits.length ? hitTable(r.hits) : el("p", {class: "status"}, "no hits"),
-      Object.keys(metadata).length
-        ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))
-        : null);
-  }));
+/** The metadata keys that a flow's summarize.results steps write (their output_key, "summary" unless set). */
+function summaryKeys(spec) {
+  const keys = Object.values((spec && spec.steps) || {}).filter((step) => step.op === "summarize.results")
+    .map((step) => (step.params && step.params.output_key) || "summary");
+  return keys.length ? [...new Set(keys)] : ["summary"];
+}
+
+/** A query's summary (the summarize flow's), shown as an answer is rather than only in the folded metadata. */
+function summaryBlock(metadata, spec) {
+  const shown = summaryKeys(spec).filter((key) => typeof metadata[key] === "string").map((key) =>
+    el("p", {}, el("strong", {}, key === "summary" ? "Summary: " : `Summary (${key}): `), metadata[key]));
+  return shown.length ? el("div", {class: "answer summary"}, ...shown) : null;
+}
+
+/** Everything a flow wrote for one query, as the Search tab and a task's view both show it: the answer with its
+ * sources, the summary, the hits (the first ``most``), the whole metadata folded. */
+function queryBlocks(metadata, hits, spec, most = Infinity) {
+  return [answerBlock(metadata, hits), summaryBlock(metadata, spec),
+    hits.length ? hitTable(hits.slice(0, most)) : el("p", {class: "status"}, "no hits"),
+    hits.length > most ? el("p", {class: "status"}, `first ${most} of ${hits.length} rows`) : null,
+    Object.keys(metadata).length
+      ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))
+      : null];
+}
+
+function renderResults(results, spec) {
+  $("results").replaceChildren(...results.map((r) => el("article", {class: "result", "data-qid": r.qid},
+    queryHeading(r.query), ...queryBlocks(r.metadata || {}, r.hits, spec))));
 }
 
 async function search(event) {
   event.preventDefault();
   const body = flowBody();
-  const topK = $("top-k").value.trim();
-  if (topK !== "") body.top_k = Number(topK);
-  const button = $("search-button");
-  button.disabled = true;
-  $("search-status").textContent = `running ${body.flow}…`;
+  const spec = flowSpec;
+  const epoch = keyEpoch;
+  $("results").replaceChildren(); // the previous search's results are not this one's, whatever this one gives
+  searching = true;
+  updateSearchButtons();
+  const stopTicking = ticking($("search-status"), `running ${body.flow}…`);
   try {
     const answer = await guarded(() => call("POST", "v1/search", body));
+    stopTicking();
+    if (epoch !== keyEpoch) return; // the key changed meanwhile: this answer was for the other key
     if (!answer) {
       $("search-status").textContent = "";
       return;
@@ -242,12 +378,15 @@ async function search(event) {
     const took = ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
     const count = `${answer.results.length} ${answer.results.length === 1 ? "query" : "queries"}`;
     $("search-status").textContent = `${answer.flow}: ${count} in ${took}`;
-    renderResults(answer.results);
+    renderResults(answer.results, spec);
   } finally {
-    button.disabled = false;
+    stopTicking();
+    searching = false;
+    updateSearchButtons();
   }
 }
 
+/** The search as a task (POST /task/enqueue, the same body): it runs on Ray, followed under Tasks. */
 async function enqueue() {
   if (!$("search-form").reportValidity()) return;
   const taskId = await guarded(() => call("POST", "task/enqueue", flowBody()));
@@ -288,19 +427,49 @@ async function cancelTask(taskId) {
   await guarded(refreshTasks, {clear: false});
 }
 
+const isRecord = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+/** A finished task's result by query, in the order its rows come: each query's text, rows and metadata (its
+ * ``aggregated_data`` entry: answer, sources...). An ingestion's result has neither, so it gives none. */
+function taskQueries(result) {
+  const queries = new Map();
+  const query = (qid) => {
+    if (!queries.has(qid)) queries.set(qid, {qid, text: "", rows: [], metadata: {}});
+    return queries.get(qid);
+  };
+  for (const row of result.data || []) {
+    if (row.qid === undefined || row.qid === null) continue;
+    const entry = query(String(row.qid));
+    entry.rows.push(row);
+    if (!entry.text && row.query) entry.text = String(row.query);
+  }
+  for (const [qid, metadata] of Object.entries(result.aggregated_data || {})) {
+    if (isRecord(metadata)) query(qid).metadata = metadata;
+  }
+  return [...queries.values()];
+}
+
+/** One query of a task as the Search tab shows a query: its answer, its rows (a query's own row, which a flow that
+ * answers without searching gives, is no hit), its metadata. */
+function taskQuery(entry) {
+  const hits = entry.rows.filter((row) => row.docno !== undefined && row.docno !== null);
+  return el("div", {class: "task-query", "data-qid": entry.qid},
+    queryHeading(entry.text || `query ${entry.qid}`, "h3"), ...queryBlocks(entry.metadata, hits, null,
+      TASK_ROWS_PER_QUERY));
+}
+
 function renderProgress(body) {
   const progress = body.progress;
   const steps = Object.entries(progress.step_progress || {}).map(([step, info]) =>
     el("li", {}, `${step}: ${info && info.status ? info.status : JSON.stringify(info)}`));
-  const rows = body.result ? body.result.data : [];
+  const queries = body.result ? taskQueries(body.result) : [];
   $("task-detail").replaceChildren(el("article", {class: "result", "data-task": body.task_id},
     el("h2", {}, `task ${body.task_id}: ${body.status}`),
     el("progress", {max: 100, value: progress.pipeline_percentage}),
     el("span", {class: "status"}, ` ${progress.pipeline_progress} steps`),
     el("ul", {class: "steps"}, ...steps),
     body.error ? el("p", {class: "bad"}, body.error) : null,
-    rows.length ? hitTable(rows.slice(0, 50)) : null,
-    rows.length > 50 ? el("p", {class: "status"}, `first 50 of ${rows.length} rows`) : null,
+    ...queries.map(taskQuery),
     progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
 }
 
@@ -401,8 +570,8 @@ async function afterFlowChange(message) {
 
 async function saveFlow(event) {
   event.preventDefault();
-  const name = $("flow-name").value.trim();
   await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
     let spec;
     try {
       spec = JSON.parse($("flow-spec").value);
@@ -415,24 +584,28 @@ async function saveFlow(event) {
   });
 }
 
+/** Deletes the saved flow named in the editor, and empties the editor: what it held is no flow any more. */
 async function deleteFlow() {
-  const name = $("flow-name").value.trim();
   await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
     await call("DELETE", `flows/${encodeURIComponent(name)}`);
+    $("flow-name").value = "";
+    $("flow-spec").value = "";
     await afterFlowChange(`deleted ${name}`);
   });
 }
 
 async function useFlow() {
-  const name = $("flow-name").value.trim();
-  await guarded(loadFlows);
-  if ([...$("flow").options].some((o) => o.value === name)) {
+  await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
+    await loadFlows();
+    if (![...$("flow").options].some((o) => o.value === name)) {
+      throw new ApiError(`'${name}' is not a flow the service knows: save it first`);
+    }
     $("flow").value = name;
     showTab("search");
-    await guarded(describeFlow);
-  } else {
-    showError(`'${name}' is not a flow the service knows: save it first`);
-  }
+    await describeFlow();
+  });
 }
 
 // -- indices ------------------------------------------------------------------------------------------
@@ -519,117 +692,6 @@ async function afterDocumentsChanged(name) {
   if (!panel.hidden && panel.dataset.index === name && ix) await showDocuments(ix);
 }
 
-/** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
- * fields become its metadata. ``where`` names the record in an error. */
-function toDocument(record, where) {
-  if (!record || typeof record !== "object" || Array.isArray(record)) {
-    throw new ApiError(`${where}: a document must be a JSON object`);
-  }
-  const {_id: underscoreId, id, title, text, metadata, ...rest} = record;
-  const docId = underscoreId ?? id;
-  if (docId === undefined || docId === null || docId === "") throw new ApiError(`${where}: no _id`);
-  const extra = {...(metadata || {})};
-  for (const [name, value] of Object.entries(rest)) {
-    if (["string", "number", "boolean"].includes(typeof value)) extra[name] = value;
-  }
-  const doc = {id: String(docId), title: title ? String(title) : "", text: text === undefined ? "" : String(text)};
-  if (Object.keys(extra).length) doc.metadata = extra;
-  return doc;
-}
-
-const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Markdown files go as they are
-
-async function fileDocuments(file) {
-  const content = await file.text();
-  if (/\.jsonl$/i.test(file.name)) {
-    return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
-      let record;
-      try {
-        record = JSON.parse(line);
-      } catch (err) {
-        throw new ApiError(`${file.name}, line ${n + 1}: not valid JSON (${err.message})`);
-      }
-      return toDocument(record, `${file.name}, line ${n + 1}`);
-    });
-  }
-  let records;
-  try {
-    records = JSON.parse(content);
-  } catch (err) {
-    throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
-  }
-  records = Array.isArray(records) ? records : records.documents;
-  if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
-  return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
-}
-
-/** What one Add sends: documents (from JSON and JSONL files and the pasted text) in batches that fit
- * max_documents_per_request and max_body_bytes, then the other files in groups that fit max_upload_bytes;
- * ``options`` (spec, replace) go with each. */
-async function uploadRequests(options) {
-  const chosen = [...$("upload-files").files];
-  const documents = [];
-  for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) documents.push(...await fileDocuments(file));
-  const text = $("upload-text").value;
-  if (text.trim()) {
-    const id = $("upload-id").value.trim();
-    if (!id) throw new ApiError("the pasted text needs an id (field: id)");
-    documents.push({id, title: $("upload-title").value.trim(), text});
-  }
-  const requests = batches(documents).map((batch) => ({route: "documents", body: {documents: batch, ...options}}));
-  for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
-    const form = new FormData();
-    for (const file of group) form.append("files", file, file.name);
-    for (const [name, value] of Object.entries(options)) form.append(name, String(value));
-    requests.push({route: "files", body: form});
-  }
-  if (!requests.length) throw new ApiError("choose files or paste a text to add");
-  return requests;
-}
-
-function fileGroups(files) {
-  const most = 0.95 * indexListing.limits.max_upload_bytes;
-  const groups = [];
-  let group = [];
-  let size = 0;
-  for (const file of files) {
-    if (file.size > most) {
-      throw new ApiError(`${file.name}: ${file.size} bytes, over the service's max_upload_bytes `
-        + `(${indexListing.limits.max_upload_bytes})`);
-    }
-    if (group.length && size + file.size > most) {
-      groups.push(group);
-      group = [];
-      size = 0;
-    }
-    group.push(file);
-    size += file.size;
-  }
-  if (group.length) groups.push(group);
-  return groups;
-}
-
-/** The documents in batches that one request may carry (the listing's limits: count, and bytes with room). */
-function batches(documents) {
-  const {max_documents_per_request: most, max_body_bytes: bytes} = indexListing.limits;
-  const encoder = new TextEncoder();
-  const result = [];
-  let batch = [];
-  let size = 0;
-  for (const doc of documents) {
-    const docSize = encoder.encode(JSON.stringify(doc)).length + 1;
-    if (batch.length && (batch.length >= most || size + docSize > 0.9 * bytes - 200)) {
-      result.push(batch);
-      batch = [];
-      size = 0;
-    }
-    batch.push(doc);
-    size += docSize;
-  }
-  if (batch.length) result.push(batch);
-  return result;
-}
-
 /** A task followed until it ends (its final progress object), or until ``following()`` says stop (null);
  * ``onProgress`` gets its progress object while it runs. */
 async function finished(taskId, onProgress, following = () => true) {
@@ -644,11 +706,12 @@ async function finished(taskId, onProgress, following = () => true) {
 
 async function upload(event) {
   event.preventDefault();
-  const name = $("upload-index").value.trim();
   const status = $("upload-status");
+  status.textContent = ""; // the last upload's outcome is not this one's
   $("upload-button").disabled = true;
   try {
-    await guarded(async () => {
+    const added = await guarded(async () => {
+      const name = checkedName($("upload-index").value.trim(), "index");
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
       const options = isNew ? {spec: $("upload-spec").value} : {};
       if ($("upload-replace").checked) options.replace = true;
@@ -676,7 +739,9 @@ async function upload(event) {
       $("upload-files").value = "";
       $("upload-text").value = "";
       await afterDocumentsChanged(name);
+      return true;
     });
+    if (!added) status.textContent = ""; // refused: the error says how far it got, not a stale "sending…"
   } finally {
     $("upload-button").disabled = false;
   }
@@ -684,9 +749,10 @@ async function upload(event) {
 
 async function deleteDocuments(event) {
   event.preventDefault();
-  const name = $("delete-docs-index").value.trim();
   const ids = $("delete-docs-ids").value.split(/[\n,]/).map((id) => id.trim()).filter(Boolean);
+  $("delete-docs-status").textContent = ""; // the last deletion's outcome is not this one's
   await guarded(async () => {
+    const name = checkedName($("delete-docs-index").value.trim(), "index");
     const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
@@ -712,7 +778,8 @@ async function loadChatModels() {
 function renderChat(pending) {
   const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
     // a follow-up that a flow searched for with its conversation (query.contextualize) says so
-    m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null));
+    m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null,
+    m.stopped ? el("div", {class: "searched"}, "stopped") : null));
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
   $("chat-log").replaceChildren(...turns);
 }
@@ -737,7 +804,7 @@ async function readEvents(response, onData) {
         const data = line.slice(5).trim();
         if (data === "[DONE]") return;
         const chunk = JSON.parse(data);
-        if (chunk.error) throw new ApiError(describe(chunk.error.code || "error", chunk));
+        if (chunk.error) throw new ApiError(describe(null, chunk)); // "model_error: ...", the code for a status
         onData(chunk);
       }
     }
@@ -745,77 +812,163 @@ async function readEvents(response, onData) {
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched} (searched: what a flow searched for, when it made a follow-up stand alone). */
-async function streamChat(body, onText) {
+ * returns {text, searched, stopped} (searched: what a flow searched for, when it made a follow-up stand alone;
+ * stopped: ``signal`` stopped it, and text is what was written until then). */
+async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
-  await readEvents(await send("POST", "v1/chat/completions", body), (chunk) => {
-    const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
-    if (delta && delta.content) {
-      text += delta.content;
-      onText(text);
-    }
-    if (delta && delta.standalone_query) searched = delta.standalone_query;
-  });
-  return {text, searched};
+  try {
+    await readEvents(await send("POST", "v1/chat/completions", body, signal), (chunk) => {
+      const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+      if (delta && delta.content) {
+        text += delta.content;
+        onText(text);
+      }
+      if (delta && delta.standalone_query) searched = delta.standalone_query;
+    });
+  } catch (err) {
+    if (!signal.aborted) throw err;
+    return {text, searched, stopped: true};
+  }
+  return {text, searched, stopped: false};
+}
+
+let chatStopper = null; // the AbortController of the answer being written, while one is
+
+/** Send off while an answer is written, Stop on. */
+function setChatBusy(busy) {
+  $("chat-send").disabled = busy;
+  $("chat-stop").hidden = !busy;
+}
+
+/** Stops the answer being written (the Stop button); what it wrote so far stays. */
+function stopChat() {
+  if (chatStopper) chatStopper.abort();
 }
 
 async function sendChat(event) {
   event.preventDefault();
-  const content = $("chat-input").value.trim();
-  if (!content) return;
-  messages.push({role: "user", content});
-  $("chat-input").value = "";
+  const input = $("chat-input");
+  const content = input.value.trim();
+  if (!content || chatStopper) return;
+  const conversation = messages; // "New chat" or another key replaces it: a late reply then goes nowhere
+  conversation.push({role: "user", content});
+  input.value = "";
   renderChat("");
-  $("chat-send").disabled = true;
+  const stopper = new AbortController();
+  chatStopper = stopper;
+  setChatBusy(true);
+  const stopTicking = ticking($("chat-status"), "answering…");
   try {
     const body = {model: $("chat-model").value, stream: true,
-      messages: messages.map((m) => ({role: m.role, content: m.content}))};
+      messages: conversation.map((m) => ({role: m.role, content: m.content}))};
     const chosen = $("chat-model").selectedOptions[0];
     const index = $("chat-index").value.trim();
     if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
-    const reply = await guarded(() => streamChat(body, renderChat));
-    if (reply === undefined) messages.pop(); // refused: the message is not part of the conversation
-    else messages.push({role: "assistant", content: reply.text, searched: reply.searched});
+    const reply = await guarded(() => streamChat(body, renderChat, stopper.signal));
+    if (conversation !== messages) return;
+    if (reply === undefined || (reply.stopped && !reply.text)) {
+      conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,
+      if (!input.value) input.value = content; // and the message is back in the box to send again
+    } else {
+      conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped});
+    }
     renderChat();
   } finally {
-    $("chat-send").disabled = false;
+    stopTicking();
+    $("chat-status").textContent = "";
+    chatStopper = null;
+    setChatBusy(false);
   }
+}
+
+/** Ctrl+Enter (Cmd+Enter on a Mac) in the message box sends it, as the Send button does. */
+function sendOnCtrlEnter(event) {
+  if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
+  event.preventDefault();
+  $("chat-form").requestSubmit();
+}
+
+/** A new conversation: the answer being written is stopped and the turns are gone. */
+function newChat() {
+  stopChat();
+  messages = [];
+  renderChat();
 }
 
 // -- start --------------------------------------------------------------------------------------------
 
 function reload() {
+  checkHealth();
   guarded(async () => {
-    await checkHealth();
     await loadFlows();
     await loadIndices(); // the index fields' suggestions
   });
 }
 
+let keyEpoch = 0; // counts the keys typed: a search's late answer for an earlier key is dropped
+
+/** Everything shown or held from the previous key's calls, gone: the new key sees only what its own calls give. */
+function forgetKeyData() {
+  keyEpoch += 1;
+  newChat();
+  followed = null;
+  taskChats.clear();
+  taskRows.clear();
+  flowSpec = null;
+  indexListing = {indices: [], specs: [], limits: {}};
+  $("flow").dataset.chosen = $("flow").value || $("flow").dataset.chosen || "";
+  for (const id of ["results", "task-detail", "task-chat-log", "chat-log", "flow-list", "flow", "chat-model",
+    "all-indices", "own-indices", "flow-description"]) $(id).replaceChildren();
+  for (const id of ["task-table", "index-table", "doc-table", "model-table"]) $(id).tBodies[0].replaceChildren();
+  for (const id of ["search-status", "task-counts", "upload-status", "delete-docs-status", "flow-status",
+    "doc-heading"]) $(id).textContent = "";
+  for (const id of ["flow-name", "flow-spec"]) $(id).value = ""; // a saved flow of the other key
+  $("task-chat-form").hidden = true;
+  $("index-documents").hidden = true;
+  updateSearchButtons();
+}
+
+let appliedKey = null; // the key the page's data is for
+
+/** A key typed (its field changed, or Enter in it): kept by the browser, the old key's data gone, all read again. */
+function applyKey() {
+  const typed = typedKey();
+  if (typed === appliedKey) return;
+  appliedKey = typed;
+  window.localStorage.setItem(KEY_STORE, typed);
+  forgetKeyData();
+  reload();
+  if (onShow[shownTab()]) guarded(onShow[shownTab()], {clear: false});
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const key = $("api-key");
   key.value = window.localStorage.getItem(KEY_STORE) || "";
-  key.addEventListener("change", () => {
-    window.localStorage.setItem(KEY_STORE, key.value.trim());
-    reload();
+  appliedKey = typedKey();
+  key.addEventListener("change", applyKey);
+  $("key-form").addEventListener("submit", (event) => { // the field is in a form for the browser; it sends nothing
+    event.preventDefault();
+    applyKey();
   });
-  for (const button of document.querySelectorAll("nav button")) {
+  for (const button of document.querySelectorAll('nav [role="tab"]')) {
     button.addEventListener("click", () => showTab(button.dataset.tab));
   }
+  document.querySelector('nav[role="tablist"]').addEventListener("keydown", moveTab);
+  window.addEventListener("hashchange", () => tabInUrl() && showTab(tabInUrl(), {remember: false}));
   $("search-form").addEventListener("submit", search);
   $("flow").addEventListener("change", () => guarded(describeFlow));
   $("enqueue-button").addEventListener("click", enqueue);
   $("chat-form").addEventListener("submit", sendChat);
+  $("chat-input").addEventListener("keydown", sendOnCtrlEnter);
+  $("chat-stop").addEventListener("click", stopChat);
   $("flow-form").addEventListener("submit", saveFlow);
   $("task-chat-form").addEventListener("submit", askTask);
   $("flow-delete").addEventListener("click", deleteFlow);
   $("flow-use").addEventListener("click", useFlow);
   $("upload-form").addEventListener("submit", upload);
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
-  $("chat-clear").addEventListener("click", () => {
-    messages = [];
-    renderChat();
-  });
+  $("chat-clear").addEventListener("click", newChat);
   reload();
+  if (tabInUrl()) showTab(tabInUrl(), {remember: false});
 });

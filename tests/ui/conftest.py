@@ -81,6 +81,7 @@ def browser():
     options.binary_location = paths[0]
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
         options.add_argument(argument)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read by driver.get_log("browser")
     driver = webdriver.Chrome(service=Service(paths[1]), options=options)
     try:
         yield driver

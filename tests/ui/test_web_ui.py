@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import http.client
 import json
+import re
 import secrets
+from collections import Counter
 from urllib.parse import urlsplit
 
 import pytest
@@ -25,6 +27,11 @@ def wait(driver, condition, seconds: float = 60):
     """``condition``'s first true value; an element the page re-rendered while it was read means "not yet"."""
     return WebDriverWait(driver, seconds, poll_frequency=0.2,
                          ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
+
+
+def click(driver, xpath: str) -> None:
+    """Click the element at ``xpath``, found again if the page re-renders it in between (a list reloading)."""
+    wait(driver, lambda d: d.find_element(By.XPATH, xpath).click() or True)
 
 
 def by_id(driver, element_id: str):
@@ -117,7 +124,10 @@ def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
     assert all(len(docnos) == 4 for _, docnos in shown_results(browser))
     assert by_id(browser, "search-status").text.startswith("bm25: 2 queries in ")
     spec = ui_app.api("GET", "/flows/bm25").json()
-    assert by_id(browser, "flow-description").text == f"{spec['description']} Steps: bm25 (retrieve.bm25)"
+    description = by_id(browser, "flow-description")  # its `backticks` as <code>, built as elements
+    assert description.text == f"{spec['description'].replace('`', '')} Steps: bm25 (retrieve.bm25)"
+    assert [c.text for c in description.find_elements(By.TAG_NAME, "code")] == re.findall(r"`([^`]+)`",
+                                                                                          spec["description"])
 
 
 def test_text_from_the_service_is_shown_as_text_never_as_html(browser, ui_app):
@@ -133,41 +143,74 @@ def test_text_from_the_service_is_shown_as_text_never_as_html(browser, ui_app):
     assert browser.title == "Tessera"
 
 
-def test_a_refused_request_shows_the_services_message_naming_the_field_and_keeps_the_form(browser, ui_app):
+def test_a_refused_request_shows_the_services_message_naming_the_field_keeps_the_form_and_clears_the_last_results(
+        browser, ui_app):
     open_page(browser, ui_app)
-    fill_search(browser, "bm25", QUERY, "0")
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    fill_search(browser, "bm25", QUERY, "0")  # under the field's minimum: the browser keeps it from being sent
+    assert browser.execute_script("return document.getElementById('top-k').checkValidity()") is False
+    fill_search(browser, "bm25", QUERY, "1000000")  # over the service's max_result_rows
     by_id(browser, "search-button").click()
     wait(browser, lambda d: error_text(d) != "")
 
-    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 0})
+    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 1000000})
     error = refused.json()["error"]
     assert refused.status_code == 422 and error["param"] == "top_k"
     assert error_text(browser) == f"HTTP 422 (field: top_k): {error['message']}"
+    assert shown_results(browser) == [] and by_id(browser, "search-status").text == ""  # not the last search's
     assert by_id(browser, "queries").get_attribute("value") == QUERY  # nothing typed is lost
     assert by_id(browser, "search-button").is_enabled()
 
 
-def test_a_task_is_followed_to_its_rows(browser, ui_app):
+def column(element, name: str) -> list[str]:
+    """One column of the hits table inside ``element``, by its heading."""
+    heads = [th.text for th in element.find_elements(By.CSS_SELECTOR, "table.hits th")]
+    return [r.find_elements(By.TAG_NAME, "td")[heads.index(name)].text
+            for r in element.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
+
+
+def follow_enqueued(driver) -> str:
+    """Run as a task from the filled search form, followed under Tasks until it ends; the task's id."""
+    by_id(driver, "enqueue-button").click()
+    wait(driver, lambda d: by_id(d, "tab-tasks").is_displayed())
+    heading = wait(driver, lambda d: next((h.text for h in d.find_elements(By.CSS_SELECTOR, "#task-detail h2")
+                                           if h.text.endswith(": finished")), None), seconds=300)
+    return heading.removeprefix("task ").removesuffix(": finished")
+
+
+def task_groups(driver, data: list[dict]) -> list[tuple]:
+    """Per query the task view shows: (qid, heading, docnos shown); and the same from the task's rows."""
+    qids = list(dict.fromkeys(str(row["qid"]) for row in data))
+    expected = [(qid, next(r["query"] for r in data if str(r["qid"]) == qid),
+                 [r["docno"] for r in data if str(r["qid"]) == qid][:50]) for qid in qids]
+    shown = [(g.get_attribute("data-qid"), g.find_element(By.TAG_NAME, "h3").text, column(g, "docno"))
+             for g in driver.find_elements(By.CSS_SELECTOR, "#task-detail .task-query")]
+    return shown, expected
+
+
+def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     open_page(browser, ui_app)
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="tasks"]').click()
     wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
     assert not by_id(browser, "task-chat-form").is_displayed()  # no finished task followed yet
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
-    fill_search(browser, "bm25", QUERY, "5")
-    by_id(browser, "enqueue-button").click()
-    wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
-    heading = wait(browser, lambda d: next((h.text for h in d.find_elements(By.CSS_SELECTOR, "#task-detail h2")
-                                            if h.text.endswith(": finished")), None), seconds=120)
-    task_id = heading.removeprefix("task ").removesuffix(": finished")
+    fill_search(browser, "bm25", f"{QUERY}\ngothic cathedrals", "60")
+    task_id = follow_enqueued(browser)
 
     body = ui_app.api("GET", f"/task/progress/{task_id}").json()
     assert body["status"] == "finished"
     detail = by_id(browser, "task-detail")
     assert detail.find_element(By.TAG_NAME, "progress").get_attribute("value") == "100"
-    heads = [th.text for th in detail.find_elements(By.CSS_SELECTOR, "table.hits th")]
-    shown = [r.find_elements(By.TAG_NAME, "td")[heads.index("docno")].text
-             for r in detail.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
-    assert shown == [row["docno"] for row in body["result"]["data"][:50]]
+    shown, expected = task_groups(browser, body["result"]["data"])
+    assert shown == expected and [q for _, q, _ in shown] == [QUERY, "gothic cathedrals"]
+    counts = Counter(str(row["qid"]) for row in body["result"]["data"])
+    assert max(counts.values()) == 60  # Results per query holds for a task too; past 50 the page says so
+    for group in detail.find_elements(By.CSS_SELECTOR, ".task-query"):
+        rows = counts[group.get_attribute("data-qid")]
+        assert [p.text for p in group.find_elements(By.CSS_SELECTOR, ":scope > p.status")] == (
+            [f"first 50 of {rows} rows"] if rows > 50 else [])
     assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
     row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
     assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
@@ -185,7 +228,7 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
     listed = ui_app.api("GET", "/flows").json()
     wait(browser, lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#flow-list button")] ==
          listed["builtin"] + listed["saved"])
-    browser.find_element(By.XPATH, '//ul[@id="flow-list"]//button[text()="bm25"]').click()
+    click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
     wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
     assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
 
@@ -269,14 +312,16 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     (tmp_path / "ferns.md").write_text("Ferns unroll their fronds from fiddleheads and spread by spores.")
     pdf_writer(tmp_path / "trees.pdf", ["Oaks drop acorns in autumn.", "Pines keep their needles through winter."],
                title="Trees")
-    set_text(browser, "upload-index", "not a name")  # refused by the service, naming the field; nothing lost
+    set_text(browser, "upload-index", "not a name")  # refused in the page, saying what a name holds; nothing lost
     by_id(browser, "upload-files").send_keys("\n".join(str(tmp_path / f) for f in ("notes.jsonl", "ferns.md",
                                                                                     "trees.pdf")))
     set_text(browser, "upload-id", "lichen")
     set_text(browser, "upload-text", "Lichens are partnerships of a fungus and an alga that live on bare rock.")
     by_id(browser, "upload-button").click()
-    wait(browser, lambda d: error_text(d).startswith("HTTP 422 (field: name): index name 'not a name'"))
+    wait(browser, lambda d: error_text(d).startswith("'not a name' is not a valid index name (field: name): letters, "
+                                                     'digits, "_", "." and "-"'))
     assert by_id(browser, "upload-id").get_attribute("value") == "lichen"
+    assert by_id(browser, "upload-status").text == ""
 
     set_text(browser, "upload-index", name)
     by_id(browser, "upload-button").click()
@@ -371,12 +416,17 @@ def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
         assert all(s.endswith(f"({docno})") or s == docno for s, docno in zip(sources, metadata["sources"]))
 
 
+def chat_with(driver, model: str) -> None:
+    """The Chat tab, with ``model`` (a language model or a flow that answers) chosen once it is listed."""
+    driver.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    wait(driver, lambda d: model in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
+    Select(by_id(driver, "chat-model")).select_by_value(model)
+
+
 @pytest.mark.slow
 def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     open_page(browser, ui_app)
-    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
-    wait(browser, lambda d: "rag" in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
-    Select(by_id(browser, "chat-model")).select_by_value("rag")
+    chat_with(browser, "rag")
     by_id(browser, "chat-input").send_keys(QUERY)
     by_id(browser, "chat-send").click()
     reply = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant")
@@ -401,15 +451,14 @@ def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     assert QUERY in searched
 
 
-def test_the_chat_sends_the_index_a_flow_reads(browser, ui_app):
+def test_the_chat_sends_the_index_a_flow_reads_on_ctrl_enter_and_a_refused_message_stays_in_the_box(browser, ui_app):
     open_page(browser, ui_app)
-    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
-    wait(browser, lambda d: "rag" in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
-    Select(by_id(browser, "chat-model")).select_by_value("rag")
+    chat_with(browser, "rag")
     set_text(browser, "chat-index", "no-such-index")
-    by_id(browser, "chat-input").send_keys(QUERY)
-    by_id(browser, "chat-send").click()
+    by_id(browser, "chat-input").send_keys(QUERY, Keys.CONTROL, Keys.ENTER)  # Ctrl+Enter sends
     wait(browser, lambda d: error_text(d) != "")
+    assert by_id(browser, "chat-input").get_attribute("value") == QUERY  # to send again, once the index is right
+    assert by_id(browser, "chat-send").is_enabled() and not by_id(browser, "chat-stop").is_displayed()
     refused = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "index": "no-such-index",
                                                           "messages": [{"role": "user", "content": QUERY}]})
     assert refused.status_code == 422 and refused.json()["error"]["param"] == "index"
@@ -429,9 +478,7 @@ def test_a_chat_over_an_uploaded_pdf_answers_as_the_api_does(browser, ui_app, pd
                 seconds=180)
     question = "When are quinces picked?"
     open_page(browser, ui_app)
-    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
-    wait(browser, lambda d: "rag" in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
-    Select(by_id(browser, "chat-model")).select_by_value("rag")
+    chat_with(browser, "rag")
     set_text(browser, "chat-index", name)
     by_id(browser, "chat-input").send_keys(question)
     by_id(browser, "chat-send").click()
@@ -479,3 +526,191 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
                                          None), seconds=300)
     follow = ui_app.api("GET", f"/task/chat/{chat_id}?message=How do they make it?").json()
     assert asked == f"asked as: {follow['standalone_query']}" and question in asked
+
+
+def test_another_key_clears_everything_the_page_showed_for_the_previous_one(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    follow_enqueued(browser)
+    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed())
+    assert browser.find_elements(By.CSS_SELECTOR, "#task-table tbody tr")
+    try:
+        field = by_id(browser, "api-key")
+        field.clear()
+        field.send_keys("not-the-key", Keys.TAB)
+        wait(browser, lambda d: error_text(d).startswith("HTTP 401"))  # the open tab read again, with this key
+        assert browser.find_elements(By.CSS_SELECTOR, "#task-detail *") == []
+        assert browser.find_elements(By.CSS_SELECTOR, "#task-table tbody tr") == []
+        assert by_id(browser, "task-counts").text == "" and not by_id(browser, "task-chat-form").is_displayed()
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
+        assert shown_results(browser) == [] and by_id(browser, "search-status").text == ""
+        assert flow_names(browser) == [] and by_id(browser, "flow-description").text == ""
+        assert by_id(browser, "queries").get_attribute("value") == QUERY  # what was typed is no data of a key
+    finally:
+        open_page(browser, ui_app)  # the right key again, for the tests after this one
+
+
+def test_a_flow_that_builds_an_index_cannot_be_searched_and_points_to_the_indices_tab(browser, ui_app):
+    assert any(step["op"].startswith("sources.") for step in ui_app.api("GET", "/flows/ingest").json()[
+        "steps"].values())
+    open_page(browser, ui_app)
+    Select(by_id(browser, "flow")).select_by_value("ingest")
+    wait(browser, lambda d: not by_id(d, "search-button").is_enabled())
+    assert not by_id(browser, "enqueue-button").is_enabled()
+    assert by_id(browser, "flow-warning").text == "this flow builds an index from documents: use the Indices tab"
+    refused = ui_app.api("POST", "/v1/search", {"flow": "ingest", "query": QUERY})
+    assert refused.status_code == 422  # the service would refuse it too
+    Select(by_id(browser, "flow")).select_by_value("bm25")
+    wait(browser, lambda d: by_id(d, "search-button").is_enabled())
+    assert by_id(browser, "enqueue-button").is_enabled() and not by_id(browser, "flow-warning").is_displayed()
+
+
+def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_saying_what_a_name_holds(
+        browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#flow-list button"))
+    set_text(browser, "flow-name", "")
+    by_id(browser, "flow-delete").click()
+    wait(browser, lambda d: error_text(d) == "enter a flow name")
+    saved = ui_app.api("GET", "/flows").json()["saved"]
+    set_text(browser, "flow-spec", json.dumps({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}))
+    for bad in ("../tasks", "a/b", "what?", "two words", ".hidden"):
+        set_text(browser, "flow-name", bad)
+        for button in ("flow-save", "flow-delete", "flow-use"):
+            browser.execute_script("document.getElementById('error').hidden = true")  # each click says it again
+            by_id(browser, button).click()
+            wait(browser, lambda d, bad=bad: error_text(d).startswith(
+                f"'{bad}' is not a valid flow name (field: name): " 'letters, digits, "_", "." and "-"'))
+    assert ui_app.api("GET", "/flows").json()["saved"] == saved  # nothing was sent
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    set_text(browser, "delete-docs-index", "../x")
+    set_text(browser, "delete-docs-ids", "a")
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: error_text(d).startswith("'../x' is not a valid index name (field: name)"))
+    assert by_id(browser, "delete-docs-status").text == ""
+
+
+def overflows(driver) -> bool:
+    return driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
+
+
+def test_at_400_px_wide_no_tab_is_wider_than_the_window_and_a_long_query_is_cut_in_its_heading(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        assert browser.execute_script("return window.innerWidth") == 400
+        query = "honey bees " * 30 + "pollination" * 20  # long, with a word longer than the window
+        fill_search(browser, "bm25", query.strip(), "5")
+        by_id(browser, "search-button").click()
+        wait(browser, lambda d: len(shown_results(d)) == 1)
+        heading = browser.find_element(By.CSS_SELECTOR, "#results h2")
+        assert heading.get_attribute("title") == query.strip()
+        assert heading.text.endswith("…") and len(heading.text) == 160
+        assert not overflows(browser)
+        follow_enqueued(browser)  # the task view, with its rows, in the same width
+        assert not overflows(browser)
+        loaded = {"flows": "#flow-list button", "indices": "#index-table tbody tr", "models": "#model-table tbody tr",
+                  "chat": "#chat-model option", "search": "#results article"}
+        for tab, content in loaded.items():
+            browser.find_element(By.CSS_SELECTOR, f'nav button[data-tab="{tab}"]').click()
+            wait(browser, lambda d, css=content: d.find_elements(By.CSS_SELECTOR, css))
+            assert not overflows(browser), tab
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+        click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
+        wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
+        assert by_id(browser, "flow-spec").rect["x"] + by_id(browser, "flow-spec").rect["width"] <= 400
+        assert not overflows(browser)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_the_tabs_are_a_tab_list_the_url_names_and_the_page_asks_for_nothing_it_lacks(browser, ui_app):
+    open_page(browser, ui_app)  # the key kept by the browser: no request goes out without it below
+    browser.get_log("browser")  # what earlier tests left in the console, and the keyless moment of typing it
+    browser.refresh()
+    wait(browser, lambda d: "bm25" in flow_names(d))
+    wait(browser, lambda d: by_id(d, "health").text == "ready")
+    icon = requests.get(ui_app.url + "/ui/favicon.svg", timeout=30)
+    assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
+    assert browser.execute_script("return document.getElementById('api-key').form.id") == "key-form"
+    tabs = browser.find_elements(By.CSS_SELECTOR, 'nav[role="tablist"] [role="tab"]')
+    assert [t.get_attribute("aria-selected") for t in tabs] == ["true"] + ["false"] * 5
+    tabs[1].click()
+    assert [t.get_attribute("aria-selected") for t in tabs] == ["false", "true"] + ["false"] * 4
+    panel = by_id(browser, tabs[1].get_attribute("aria-controls"))
+    assert panel.get_attribute("role") == "tabpanel" and panel.is_displayed()
+    assert browser.current_url.endswith("/ui/#chat")
+    browser.refresh()  # the URL's tab opens
+    wait(browser, lambda d: by_id(d, "tab-chat").is_displayed())
+    assert not by_id(browser, "tab-search").is_displayed()
+    problems = [entry["message"] for entry in browser.get_log("browser")
+                if entry["level"] == "SEVERE" or "favicon" in entry["message"] or "Password field" in entry["message"]]
+    assert problems == []
+
+
+@pytest.mark.slow  # the embedded model answers, in a task on Ray
+def test_a_task_of_a_flow_that_answers_shows_each_querys_answer_and_sources(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "rag", f"{QUERY}\ngothic cathedrals", "5")
+    task_id = follow_enqueued(browser)
+
+    result = ui_app.api("GET", f"/task/progress/{task_id}").json()["result"]
+    shown, expected = task_groups(browser, result["data"])
+    assert shown == expected and len(shown) == 2
+    for group in browser.find_elements(By.CSS_SELECTOR, "#task-detail .task-query"):
+        metadata = result["aggregated_data"][group.get_attribute("data-qid")]
+        answer = group.find_element(By.CSS_SELECTOR, ".answer")
+        assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
+        sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, ".sources li")]
+        assert sources == metadata["references"] if metadata.get("references") else len(sources) == len(
+            metadata["sources"])
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_does(browser, ui_app):
+    spec = ui_app.api("GET", "/flows/rag").json()
+    spec["steps"]["answer"]["params"] = {"model": "local", "max_tokens": 8}  # a long answer, cut after 8 tokens
+    name = "ui_cut_" + secrets.token_hex(3)
+    assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
+    try:
+        open_page(browser, ui_app)
+        fill_search(browser, name, QUERY, "5")
+        by_id(browser, "search-button").click()
+        answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
+        metadata = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY, "top_k": 5}).json()["results"][0][
+            "metadata"]
+        assert metadata["finish_reason"] == "length"
+        assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".cut")] == ["(cut off at the step's max_tokens)"]
+
+        fill_search(browser, "summarize", QUERY, "5")
+        by_id(browser, "search-button").click()
+        summary = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .summary"), seconds=300)[0]
+        metadata = ui_app.api("POST", "/v1/search", {"flow": "summarize", "query": QUERY, "top_k": 5}).json()[
+            "results"][0]["metadata"]
+        assert summary.text == f"Summary: {metadata['summary']}"
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")
+
+
+@pytest.mark.slow  # the flow starts answering before Stop ends it
+def test_stop_ends_the_answer_being_written_and_an_unanswered_message_goes_back_in_the_box(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-send").click()
+    stop = by_id(browser, "chat-stop")
+    assert stop.is_displayed() and not by_id(browser, "chat-send").is_enabled()
+    assert by_id(browser, "chat-status").text.startswith("answering… ")  # the seconds it has taken
+    stop.click()
+    wait(browser, lambda d: by_id(d, "chat-send").is_enabled())
+    log = [t.text for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant")]
+    if log:  # the answer had begun: what it wrote stays, marked as stopped
+        assert log[-1].endswith("stopped")
+    else:  # stopped before a word: the message is back in the box, to send again
+        assert by_id(browser, "chat-input").get_attribute("value") == QUERY
+    assert error_text(browser) == "" and not stop.is_displayed()
