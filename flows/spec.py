@@ -34,6 +34,7 @@ from flows.specfile import read_mapping
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError
 from operators.registry import get_operator
+from operators.unicode import first_broken_text
 
 #: Most steps a flow may have: far above any real flow, and low enough that validating one stays fast.
 MAX_STEPS = 10_000
@@ -100,6 +101,9 @@ class FlowSpec(BaseModel):
         """Validate a dict (native or mosaicRAG dialect); errors name the step and field."""
         if not isinstance(data, dict):
             raise SpecError(f"a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+        broken = first_broken_text(data)
+        if broken is not None:  # a YAML file or an HTTP answer could not hold it: refused before it is saved
+            raise SpecError(broken[1], field=broken[0] or "spec")
         if is_mosaic_request(data):
             return from_mosaic(data)[0]
         try:

@@ -1,10 +1,12 @@
-"""Params that name files or folders on the machine that runs the step.
+"""Params that name files, folders or environment variables of the machine that runs the step, or a language
+model.
 
 A flow written by the person who runs it may read whatever that person can; a flow that
 arrives over the network (the service's task and search bodies) must not read the server's
-files. Such params say so with ``json_schema_extra=local_path()``, so that the service can
-confine them (``serve/index_roots.py``) without knowing each operator. Index params are
-confined on their own (an index is named, not only pathed).
+files or secrets. Such params say so with ``json_schema_extra=local_path()`` (or ``env_var()``,
+``llm_model()``), so that the service can confine them (``serve/index_roots.py``,
+``serve/spec_guard.py``) without knowing each operator. Index params are confined on their own
+(an index is named, not only pathed).
 """
 
 from __future__ import annotations
@@ -21,6 +23,23 @@ def local_path(*keywords: str) -> dict[str, Any]:
     """``json_schema_extra`` of a param naming a local file or folder; ``keywords`` are values that are not paths
     (``token_store: auto``)."""
     return {MARKER: True, "path_keywords": list(keywords)}
+
+
+def env_var() -> dict[str, Any]:
+    """``json_schema_extra`` of a param naming an environment variable whose value the step sends somewhere (a
+    key)."""
+    return {"env_var": True}
+
+
+def llm_model() -> dict[str, Any]:
+    """``json_schema_extra`` of a param naming a language model (an alias or a litellm model string)."""
+    return {"llm_model": True}
+
+
+def marked_params(params: type[BaseModel], marker: str) -> list[str]:
+    """The params of a Params class marked with ``marker`` (``"env_var"``, ``"llm_model"``)."""
+    return [name for name, field in params.model_fields.items()
+            if isinstance(field.json_schema_extra, dict) and field.json_schema_extra.get(marker)]
 
 
 def local_path_params(params: type[BaseModel]) -> dict[str, set[str]]:

@@ -133,10 +133,12 @@ class KeyGuard(HttpMiddleware):
 
 
 class _BodyTooLarge(HTTPException):
-    """Raised while the body streams in: FastAPI passes an HTTPException through its body parsing unchanged."""
+    """Raised while the body streams in: FastAPI passes an HTTPException through its body parsing unchanged (and
+    answers it itself, with ``param`` and ``code``, when the route is already reading the body)."""
 
-    def __init__(self, limit: int) -> None:
-        super().__init__(413, f"the request body is over its limit ({limit} bytes)")
+    def __init__(self, name: str, limit: int) -> None:
+        super().__init__(413, f"the request body is over the limit {name}={limit}")
+        self.param, self.code = "body", name
 
 
 class BodyLimit(HttpMiddleware):
@@ -162,7 +164,7 @@ class BodyLimit(HttpMiddleware):
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
                 if seen > limit:
-                    raise _BodyTooLarge(limit)
+                    raise _BodyTooLarge(name, limit)
             return message
 
         tracked = StartTracker(send)

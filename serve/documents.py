@@ -9,7 +9,6 @@ file gives one document.
 
 from __future__ import annotations
 
-import io
 import json
 import re
 from pathlib import Path
@@ -83,11 +82,12 @@ def given_once(documents: list[Document]) -> None:
 TEXT_SUFFIXES = (".txt", ".md", ".markdown")
 
 
-def file_documents(filename: str, content: bytes) -> list[dict[str, Any]]:
-    """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF;
-    a 422 naming the file when it gives none."""
+def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str, Any]]:
+    """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF
+    (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``); a 422 naming the file
+    when it gives none."""
     from operators.errors import SourceError
-    from operators.sources.pdf import read_pdf
+    from serve.pdf_reading import pdf_pages
 
     path = Path(filename or "")
     if path.name != filename or not filename:
@@ -95,7 +95,8 @@ def file_documents(filename: str, content: bytes) -> list[dict[str, Any]]:
     suffix = path.suffix.lower()
     if suffix == ".pdf":
         try:
-            title, pages = read_pdf(io.BytesIO(content), name=filename)
+            title, pages = pdf_pages(content, filename, seconds=limits.max_pdf_seconds,
+                                     max_pages=limits.max_documents_per_request)
         except SourceError as err:
             raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
         documents = [{"id": f"{path.stem}-p{n}", "title": title or path.stem, "text": text,

@@ -177,7 +177,8 @@ def install(app: FastAPI) -> None:
         else:
             message, code = str(err.detail), None
         kind = "server_error" if err.status_code >= 500 else "invalid_request_error"
-        response = error_response(err.status_code, message, kind=kind, code=code)
+        response = error_response(err.status_code, message, param=getattr(err, "param", None), kind=kind,
+                                  code=getattr(err, "code", None) or code)
         response.headers.update(err.headers or {})  # e.g. Allow on a 405
         return response
 

@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from flows.spec import FlowSpec, Placement, StepSpec
 from serve import service as svc
 from serve.errors import ApiError
-from serve.schemas import ModelCard, unicode_problem
+from operators.unicode import unicode_problem
+from serve.schemas import ModelCard
 
 #: The steps of the answer path, in order, by their ids in the flow built here.
 ANSWER_PATH = {"context": "generate.context", "answer": "generate.answer", "references": "generate.references"}

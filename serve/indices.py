@@ -160,7 +160,8 @@ class Indices:
 
         if not files:
             raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
-        documents = [doc for filename, content in files for doc in file_documents(filename, content)]
+        limits = self.service.limits
+        documents = [doc for filename, content in files for doc in file_documents(filename, content, limits)]
         try:
             request = DocumentsRequest.model_validate({"documents": documents, "spec": spec, "replace": replace})
         except ValidationError as err:

@@ -42,9 +42,11 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
              model: str = Query("local", description="Language model (an alias of the LLM gateway)."),
              column: str = Query("text", description="Result column the answers are grounded on.")) -> str:
     from operators.llm.aliases import unknown_model
+    from serve.spec_guard import check_llm
 
     if (problem := unknown_model(model)) is not None:  # said now, not at the chat's first message
         raise ApiError(422, problem, param="model", code="model_not_found")
+    check_llm(model, "model")  # an alias: a litellm string would reach its provider's default address
     service, owner = svc.current(), tenant(request)
     task = service.task(task_id, owner)
     if task["status"] != "finished":

@@ -43,12 +43,19 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
     from flows.placement import PlacementError
+    from operators.errors import MissingColumnsError, SpecError
+    from operators.outbound import OutboundURLError
+    from operators.store import IndexNotFoundError
 
     table = queries_table(prepared) if table is None else table
     try:
         result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
         raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
+    except (SpecError, MissingColumnsError, IndexNotFoundError, OutboundURLError) as err:
+        # found only once it ran: a step without the columns it reads (generate.answer with no context step), an
+        # index folder that holds no index, a URL the guard refuses. The request's to change, so a 422 naming it.
+        raise ApiError(422, str(err), param=err.field or "flow", code="flow_not_runnable") from None
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

@@ -14,17 +14,10 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
+from operators.unicode import unicode_problem
+
 MAX_INPUTS = 2048  # OpenAI's limit on texts per embeddings request
 MAX_DOCUMENTS = 10_000  # Cohere's limit on documents per rerank request
-
-
-def unicode_problem(text: str) -> str | None:
-    """Why ``text`` is not valid Unicode text (None if it is): UTF-8 cannot encode a lone surrogate."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as err:
-        return f"holds a lone surrogate (\\u{ord(text[err.start]):04x}) at character {err.start}, which is not text"
-    return None
 
 
 def as_base64(vectors: Any) -> list[str]:

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from flows import store as flow_store
 from flows.spec import FlowSpec, Placement, StepSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
+from operators.unicode import first_broken_text
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
@@ -34,6 +35,7 @@ from serve.indices import Indices
 from serve.schemas import Text
 from serve.service_settings import Limits
 from serve.spare import SpareWorkers
+from serve.spec_guard import check_flow
 from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
@@ -144,6 +146,9 @@ class Service:
         """A body (mosaicRAG or native) as a built flow and its queries; nothing has run."""
         if not isinstance(body, dict):
             raise SpecError(f"the body must be a JSON object, got {type(body).__name__}", field="body")
+        broken = first_broken_text(body)
+        if broken is not None:  # a lone surrogate: no index name, step id or YAML file can hold it
+            raise SpecError(broken[1], field=broken[0] or "body")
         index, top_k = None, None
         if not search and is_mosaic_request(body):
             spec, query = from_mosaic(body)
@@ -177,6 +182,7 @@ class Service:
         built = spec.build()
         for unset in built.unset_params():
             raise unset
+        check_flow(built)  # no server secret, unaliased language model or model path
         if not texts and any(not built.inputs[step] and built.operators[step].scope != "source"
                              for step in built.needed_steps()):
             raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
@@ -198,6 +204,9 @@ class Service:
         if not Path(path).is_dir():
             raise SpecError(f"index '{index or 'the default index'}' does not exist (`make demo` builds the sample "
                             "index)", step=step, field="index")
+        if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
+            raise SpecError(f"'{index or 'the default index'}' is a folder but no index (it has no manifest.json); "
+                            "GET /v1/indices lists the indices", step=step, field="index")
         return spec.with_index(path)
 
     def place(self, spec: FlowSpec) -> FlowSpec:

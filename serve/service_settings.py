@@ -54,6 +54,8 @@ class Limits(BaseModel):
                                            "to an index (422); each upload is one shard of at most 5,000.")
     max_result_rows: int = Field(10_000, gt=0, description="Most rows a result may hold (413 for a search or a "
                                  "run; an enqueued task over it fails naming the limit).")
+    max_pdf_seconds: float = Field(60.0, gt=0, description="Longest an uploaded PDF's text may take to read, in "
+                                   "seconds, in a child process of at most 2 GiB (422 naming the file).")
 
 
 class ServiceArgs(BaseModel):

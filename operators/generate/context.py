@@ -8,6 +8,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
+from operators.local_files import llm_model
 from operators.tables import concat, empty_like, in_rank_order, qid_groups, set_column
 
 
@@ -40,7 +41,8 @@ class ContextBuilder(Operator):
         sentences: int | None = Field(None, gt=0, description="Keep only each document's this many sentences that "
                                       "BM25 scores best for the query (in text order; sentences.best_sentences): "
                                       "more documents in fewer tokens, for small models; null: whole texts.")
-        model: str = Field("local", min_length=1, description="Model whose tokenizer counts the budget (an alias or "
+        model: str = Field("local", min_length=1, json_schema_extra=llm_model(), description="Model whose "
+                           "tokenizer counts the budget (an alias or "
                            "a litellm model string).")
         text_column: str = Field("text", description="Column holding each document's text.")
         title_column: str | None = Field("title", description="Column holding the title shown after `[Document i]` "

@@ -34,6 +34,7 @@ from operators.base import Operator
 from operators.errors import OperatorError, ParamsError
 from operators.llm.aliases import unknown_model
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
+from operators.local_files import llm_model
 
 log = logging.getLogger(__name__)
 K = TypeVar("K", bound=Hashable)
@@ -44,8 +45,9 @@ class LLMParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str = Field("local", min_length=1, description="A model alias (`tessera models` lists them: local, "
-                       "gemma2, qwen2.5, llama3.1, DeepSeekv3) or any litellm model string "
+    model: str = Field("local", min_length=1, json_schema_extra=llm_model(), description="A model alias "
+                       "(`tessera models` lists them: local, gemma2, qwen2.5, llama3.1, DeepSeekv3) or any litellm "
+                       "model string "
                        "('openai/gpt-4o-mini', 'ollama_chat/phi3').")
     temperature: float = Field(0.0, ge=0, le=2, description="Sampling temperature. 0 is deterministic and the "
                                "step is cached; above 0 the step is never cached (each run samples afresh).")

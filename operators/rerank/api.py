@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
+from operators.local_files import env_var
 from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
@@ -53,7 +54,8 @@ class ApiReranker(Reranker):
                                   "'rerank-v3.5'); null leaves it out (TEI and Tessera serve one model).")
         api_key: SecretStr | None = Field(None, description="Bearer token. Prefer api_key_env, so the key stays "
                                           "out of saved flow specs; never logged.")
-        api_key_env: str | None = Field(None, min_length=1, description="Name of the environment variable "
+        api_key_env: str | None = Field(None, min_length=1, json_schema_extra=env_var(), description="Name of "
+                                        "the environment variable "
                                         "holding the bearer token (e.g. COHERE_API_KEY), read at setup.")
         timeout: float = Field(30.0, gt=0, description="Seconds to wait for a connection or an answer, per "
                                "attempt.")

@@ -45,7 +45,8 @@ class GoldRetriever(Operator):
         dataset: str | None = Field(None, json_schema_extra=local_path(), description="A BEIR dataset folder "
                                     "(corpus.jsonl, qrels/SPLIT.tsv); null: set by `tessera bench` to the "
                                     "benchmark's dataset.")
-        split: str = Field("test", min_length=1, description="The qrels file: qrels/SPLIT.tsv.")
+        split: str = Field("test", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", description="The qrels file: "
+                           "qrels/SPLIT.tsv (a name: letters, digits, '_', '.', '-').")
         min_relevance: int = Field(1, ge=1, description="Lowest grade that counts as gold.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

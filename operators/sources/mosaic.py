@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import OperatorError
+from operators.local_files import env_var
 from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.tables import set_ranking
@@ -69,7 +70,8 @@ class MosaicSource(Operator):
                                    "(mosaicRAG called it full_text).")
         full_text: bool = Field(True, description="Fetch each document's full text; false keeps MOSAIC's "
                                 "snippet (one request per query instead of one per result).")
-        password_env: str | None = Field(None, min_length=1, description="Environment variable holding MOSAIC's "
+        password_env: str | None = Field(None, min_length=1, json_schema_extra=env_var(), description="Environment "
+                                         "variable holding MOSAIC's "
                                          "'pw' for protected indices (kept out of specs and logs).")
         timeout: float = Field(10.0, gt=0, description="Seconds to wait for a connection or an answer, per "
                                "attempt.")

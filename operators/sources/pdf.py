@@ -76,9 +76,11 @@ class PdfSource(Source):
                 for n, text in enumerate(pages, start=1) if text]
 
 
-def read_pdf(source: Any, *, op: Any = None, name: str | None = None) -> tuple[str | None, list[str]]:
+def read_pdf(source: Any, *, op: Any = None, name: str | None = None,
+             max_pages: int | None = None) -> tuple[str | None, list[str]]:
     """The title (from the PDF's metadata, if any) and each page's text (stripped; "" without a text layer) of
-    ``source``, a path or a binary stream; a file pypdf cannot read is a ``SourceError`` naming it."""
+    ``source``, a path or a binary stream; a file pypdf cannot read, or one of more than ``max_pages`` pages
+    (counted before any is read), is a ``SourceError`` naming it."""
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
@@ -90,6 +92,10 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None) -> tuple[s
         reader = PdfReader(source)
         if reader.is_encrypted:
             raise SourceError(f"{where}: the PDF is encrypted; decrypt it first", op=getattr(op, "name", None),
+                              step=getattr(op, "step_id", None))
+        if max_pages is not None and len(reader.pages) > max_pages:
+            raise SourceError(f"{where}: {len(reader.pages):,} pages, over the {max_pages:,} documents one upload may "
+                              "add (max_documents_per_request)", op=getattr(op, "name", None),
                               step=getattr(op, "step_id", None))
         title = (reader.metadata.title if reader.metadata else None) or None
         return (title.strip() if isinstance(title, str) and title.strip() else None,

@@ -20,6 +20,7 @@ def service(tmp_path, monkeypatch):
     for folder in (home / "indices" / "news", workspace / ".tessera" / "indices" / "sample",
                    tmp_path / "outside" / "secret"):
         folder.mkdir(parents=True)
+        (folder / "manifest.json").write_text("{}")  # what makes a folder an index, for the service's first check
     (home / "indices" / "escape").symlink_to(tmp_path / "outside" / "secret")
     (home / "indices" / "alias").symlink_to(home / "indices" / "news")
     monkeypatch.setenv("TESSERA_HOME", str(home))

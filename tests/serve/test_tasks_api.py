@@ -214,6 +214,12 @@ def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
     assert too_many.status_code == 422 and too_many.json()["error"]["code"] == "max_queries_per_request"
     big = post(serve_app, "/task/enqueue", {"query": "x" * limits["max_body_bytes"]})
     assert big.status_code == 413 and "max_body_bytes" in big.json()["error"]["message"]
+    chunks = (b'{"query": "' + b"x" * 10_000 for _ in range(limits["max_body_bytes"] // 10_000 + 1))
+    streamed = requests.post(serve_app + "/task/enqueue", data=chunks, timeout=60,  # chunked: no Content-Length
+                             headers={"Content-Type": "application/json"})
+    assert streamed.status_code == 413 and streamed.json()["error"] == {
+        "message": f"the request body is over the limit max_body_bytes={limits['max_body_bytes']}",
+        "type": "invalid_request_error", "param": "body", "code": "max_body_bytes"}
     rows = post(serve_app, "/v1/search", {"query": "q", "top_k": limits["max_result_rows"] + 1})
     assert rows.status_code == 422 and "max_result_rows" in rows.json()["error"]["message"]
     over = post(serve_app, "/task/run", {"flow": {"steps": {"b": {"op": "retrieve.bm25", "params": {"k": 100}}}},

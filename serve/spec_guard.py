@@ -1,0 +1,81 @@
+"""What a flow from the network may not name besides indices and files (``serve/index_roots.py``): the
+server's environment variables, language models other than the service's aliases, and model folders outside
+the model repository.
+
+Why: a step that reads a key from the environment (``rerank.api``'s ``api_key_env``, ``sources.mosaic``'s
+``password_env``) sends it where its spec says, so a client naming ``TESSERA_API_KEYS`` would have every
+tenant's key sent to its own URL; a litellm model string reaches its provider's default address (Ollama's
+``localhost:11434``), which the outbound guard never sees; and a model path loads whatever folder or GGUF
+file the server can read. So a flow that the service runs may name:
+
+* an environment variable listed in ``TESSERA_ALLOW_ENV`` (comma-separated, set by whoever runs the
+  service), never ``TESSERA_API_KEYS``;
+* a language model by alias (``tessera models``; ``$TESSERA_MODELS`` adds the service's own), or a packaged
+  embedded model (``tessera/smollm2-135m-instruct``);
+* a model for a step (an encoder, a reranker) by name: packaged, trained into ``$TESSERA_HOME/models``, or a
+  Hugging Face id in the local cache, but a path only inside ``$TESSERA_HOME/models``.
+
+Each refusal is a 422 naming the field. Params are marked in their operator (``operators/local_files.py``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+from operators.local_files import marked_params
+from serve.errors import ApiError
+
+#: Where the service's operator lists the environment variables a spec may name.
+ALLOW_ENV = "TESSERA_ALLOW_ENV"
+#: Never named by a spec, whatever ALLOW_ENV says: the service's own keys.
+NEVER_ENV = frozenset({"TESSERA_API_KEYS"})
+
+
+def check_flow(flow: Any) -> None:
+    """A 422 for the first step of the built ``flow`` that names what a served flow may not (module docstring)."""
+    for step in flow.needed_steps():
+        operator = flow.operators[step]
+        params = operator.params
+        for name in marked_params(type(params), "env_var"):
+            check_env(getattr(params, name), f"steps.{step}.params.{name}")
+        for name in marked_params(type(params), "llm_model"):
+            check_llm(getattr(params, name), f"steps.{step}.params.{name}")
+        for field, reference in operator.required_models().items():
+            if re.fullmatch(r"params\.\w+", field):  # a param the spec set, not an index's recorded encoder
+                check_model_path(reference, f"steps.{step}.{field}")
+
+
+def check_env(name: str | None, field: str) -> None:
+    allowed = {n.strip() for n in os.environ.get(ALLOW_ENV, "").split(",") if n.strip()} - NEVER_ENV
+    if name is not None and name not in allowed:
+        raise ApiError(422, f"{field}: this service reads no environment variable that a request names, unless its "
+                       f"operator lists it in {ALLOW_ENV} (it lists {', '.join(sorted(allowed)) or 'none'})",
+                       param=field, code="env_not_allowed")
+
+
+def check_llm(model: str, field: str) -> None:
+    from operators.llm.aliases import EMBEDDED_PROVIDER, aliases
+    from operators.llm.embedded import PACKAGED
+
+    known = aliases()
+    if model in known or model.removeprefix(EMBEDDED_PROVIDER + "/") in PACKAGED:
+        return
+    raise ApiError(422, f"{field}: model '{model}' is not an alias of this service; it runs language models by "
+                   f"alias only ({', '.join(sorted(known))}; `tessera models` on the server lists them, and its "
+                   "$TESSERA_MODELS file adds others)", param=field, code="model_not_allowed")
+
+
+def check_model_path(reference: str, field: str) -> None:
+    from operators.models.references import models_dir
+
+    path = Path(os.path.expanduser(reference))
+    if not (path.is_absolute() or reference.startswith((".", "~")) or path.exists()):
+        return  # a name: packaged, trained into the model repository, or a Hugging Face id in the cache
+    repository = models_dir().resolve()
+    if not path.resolve().is_relative_to(repository):
+        raise ApiError(422, f"{field}: '{reference}' is a path; this service loads models by name (packaged, or "
+                       f"trained into {repository} by `tessera train`) and paths inside that folder only",
+                       param=field, code="model_not_allowed")

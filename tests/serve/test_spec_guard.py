@@ -1,0 +1,119 @@
+"""What a flow from the network may not name (serve/spec_guard.py): the server's environment variables, language
+models other than aliases, model paths outside the model repository; and text a spec cannot hold. Through the
+service's own request preparation (``Service.prepare``, what every flow route calls first); nothing runs, so no
+Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from operators.errors import SpecError
+from serve.errors import ApiError
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    (home / "indices" / "news").mkdir(parents=True)
+    (home / "indices" / "news" / "manifest.json").write_text("{}")
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    monkeypatch.delenv("TESSERA_ALLOW_ENV", raising=False)
+    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def refused(service: Service, steps: dict, code: str) -> ApiError:
+    with pytest.raises(ApiError) as err:
+        service.prepare({"flow": {"steps": steps}, "query": "honey"}, "local")
+    assert (err.value.status, err.value.code) == (422, code), err.value.message
+    return err.value
+
+
+def prepared(service: Service, steps: dict) -> None:
+    try:
+        service.prepare({"flow": {"steps": steps}, "query": "honey"}, "local")
+    except ApiError as err:  # guarded first: a model this machine lacks comes after
+        assert err.code == "model_not_found", err.message
+
+
+RERANK = {"op": "rerank.api", "params": {"url": "https://rerank.example.com/v1/rerank"}}
+
+
+def test_a_key_from_the_servers_environment_only_when_its_operator_allows_that_variable(service, monkeypatch):
+    bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
+    for name in ("TESSERA_API_KEYS", "HOME", "COHERE_API_KEY"):
+        steps = {"bm25": bm25, "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": name}}}
+        error = refused(service, steps, "env_not_allowed")
+        assert error.param == "steps.r.params.api_key_env" and "TESSERA_ALLOW_ENV (it lists none)" in error.message
+    monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY, TESSERA_API_KEYS")
+    allowed = {"bm25": bm25, "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": "COHERE_API_KEY"}}}
+    prepared(service, allowed)
+    keys = {"bm25": bm25, "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": "TESSERA_API_KEYS"}}}
+    assert "(it lists COHERE_API_KEY)" in refused(service, keys, "env_not_allowed").message  # the service's keys, never
+    mosaic = {"m": {"op": "sources.mosaic", "params": {"url": "https://mosaic.example.com/", "password_env": "HOME"}}}
+    assert refused(service, mosaic, "env_not_allowed").param == "steps.m.params.password_env"
+
+
+@pytest.mark.parametrize("model", ["ollama_chat/phi3", "openai/gpt-4o-mini", "tessera//etc/passwd.gguf",
+                                   "hosted_vllm/x"])
+def test_a_language_model_only_by_alias(service, model):
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+             "answer": {"op": "generate.answer", "params": {"model": model}}}
+    error = refused(service, steps, "model_not_allowed")
+    assert error.param == "steps.answer.params.model" and "by alias only" in error.message and "gemma2" in error.message
+    tokenizer = {**steps, "context": {"op": "generate.context", "params": {"model": model}},
+                 "answer": {"op": "generate.answer"}}
+    assert refused(service, tokenizer, "model_not_allowed").param == "steps.context.params.model"
+
+
+def test_aliases_and_the_packaged_embedded_model_are_served(service):
+    for model in ("local", "gemma2", "DeepSeekv3", "tessera/smollm2-135m-instruct"):
+        prepared(service, {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+                           "answer": {"op": "generate.answer", "params": {"model": model}}})
+
+
+def test_a_model_path_only_inside_the_model_repository(service, tmp_path):
+    bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
+    for path in ("/root", "/etc", str(tmp_path), "./anywhere", "~"):
+        error = refused(service, {"bm25": bm25, "r": {"op": "rerank.embedding", "params": {"model": path}}},
+                        "model_not_allowed")
+        assert error.param == "steps.r.params.model" and "is a path" in error.message
+    trained = tmp_path / "home" / "models" / "mine"
+    trained.mkdir(parents=True)
+    prepared(service, {"bm25": bm25, "r": {"op": "rerank.embedding", "params": {"model": str(trained)}}})
+    prepared(service, {"bm25": bm25, "r": {"op": "rerank.embedding", "params": {"model": "all-MiniLM-L6-v2"}}})
+
+
+def test_text_a_spec_cannot_hold_is_refused_naming_where(service):
+    for body, field in (({"flow": {"steps": {"\ud83d": {"op": "retrieve.bm25"}}}, "query": "q"}, "flow.steps.\ud83d"),
+                        ({"flow": "bm25", "query": "q", "index": "news\ud83d"}, "index"),
+                        ({"flow": {"description": "x\ud800", "steps": {"b": {"op": "retrieve.bm25"}}}, "query": "q"},
+                         "flow.description")):
+        with pytest.raises(SpecError) as err:
+            service.prepare(body, "local", search=True)
+        assert err.value.field == field and "lone surrogate" in err.value.message
+    from flows.spec import FlowSpec
+
+    with pytest.raises(SpecError) as err:  # what PUT /flows/{name} saves: refused before it is written
+        FlowSpec.parse({"steps": {"b": {"op": "retrieve.bm25", "params": {"k": 3}}}, "description": "\udc00"})
+    assert err.value.field == "description"
+
+
+def test_an_index_folder_that_holds_no_index_is_named_before_anything_runs(service, tmp_path):
+    (tmp_path / "home" / "indices" / "empty").mkdir()
+    for index in ("empty", str(tmp_path / "home" / "indices")):
+        with pytest.raises(SpecError) as err:
+            service.prepare({"flow": "bm25", "query": "q", "index": index}, "local", search=True)
+        assert err.value.field == "index" and "no manifest.json" in err.value.message
+
+
+def test_a_gold_split_is_a_name_not_a_path():
+    from operators.errors import ParamsError
+    from operators.registry import create
+
+    assert create("retrieve.gold", {"split": "dev"}, step_id="g").params.split == "dev"
+    for split in ("../../x", "a/b", ".hidden", ""):
+        with pytest.raises(ParamsError):
+            create("retrieve.gold", {"split": split}, step_id="g")
