@@ -112,10 +112,10 @@ def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_ap
     assert get(serve_app, "/tasks").json()["tasks"] == before  # nothing was queued
 
 
-def test_a_flow_whose_model_this_machine_lacks_is_a_404_naming_it_before_anything_runs(serve_app, tmp_path):
+def test_a_flow_whose_model_this_machine_lacks_is_a_404_naming_it_before_anything_runs(serve_app):
     before = get(serve_app, "/tasks").json()["tasks"]
-    flow = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
-                      "rerank": {"op": "rerank.cross_encoder", "params": {"model": str(tmp_path / "no-model")}}}}
+    flow = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},  # a name: a path is refused (422)
+                      "rerank": {"op": "rerank.cross_encoder", "params": {"model": "tessera-never-trained"}}}}
     for route in ("/task/run", "/task/enqueue", "/v1/search"):
         response = post(serve_app, route, {"flow": flow, "query": "honey bees"})
         assert response.status_code == 404, (route, response.text)
