@@ -17,10 +17,13 @@ the filter outlives a crash of the command and still passes its last words on.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 
 #: Whole lines the filter drops: Ray's C++ log prefix, then the message of ray-project/ray#57733.
 KNOWN_NOISE = re.compile(
@@ -72,8 +75,9 @@ def filter_known_ray_noise() -> None:
         sys.stderr.flush()
         terminal = os.dup(2)
         read_end, write_end = os.pipe()
-        child = subprocess.Popen([sys.executable, "-c", _FILTER, KNOWN_NOISE.pattern.decode("latin-1")],
-                                 stdin=read_end, stdout=terminal, stderr=terminal, close_fds=True)
+        with _ctrl_c_ignored():  # inherited through exec: the filter ignores a Ctrl-C from its first instruction
+            child = subprocess.Popen([sys.executable, "-c", _FILTER, KNOWN_NOISE.pattern.decode("latin-1")],
+                                     stdin=read_end, stdout=terminal, stderr=terminal, close_fds=True)
     except OSError:  # no descriptors or no process to spare: the line stays, nothing else changes
         return
     os.close(read_end)
@@ -84,6 +88,21 @@ def filter_known_ray_noise() -> None:
                       closefd=False)
     filter_known_ray_noise._on = True  # type: ignore[attr-defined]
     atexit.register(_drain, child, terminal)
+
+
+@contextlib.contextmanager
+def _ctrl_c_ignored():
+    """SIGINT ignored while the filter is started, so that it starts ignoring it: a Ctrl-C in the moment before
+    its own ``signal.signal`` line ran killed it, and the command's last words with it (a flaky test found it).
+    Python keeps an ignored SIGINT it inherits. Only the main thread may change a handler; elsewhere, as before."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _drain(child: subprocess.Popen, terminal: int) -> None:
