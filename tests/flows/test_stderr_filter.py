@@ -49,8 +49,11 @@ def test_raw_stderr_turns_it_off():
 
 
 def test_ctrl_c_to_the_process_group_leaves_the_filter_passing_the_commands_last_words():
-    """A terminal sends Ctrl-C to every process of the command's group; the filter is one of them."""
-    script = ("import os, sys, time\nfrom flows.commands._stderr_filter import filter_known_ray_noise\n"
+    """A terminal sends Ctrl-C to every process of the command's group; the filter is one of them. The command
+    takes Ctrl-C as a command started from a terminal does, whatever this test runs under (a shell's background
+    job ignores SIGINT, and its children inherit that)."""
+    script = ("import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+              "from flows.commands._stderr_filter import filter_known_ray_noise\n"
               "filter_known_ray_noise()\nos.write(1, b'ready\\n')\n"
               "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
               "    time.sleep(0.5)\n    os.write(2, b'tessera: cancelled\\n')\n    sys.exit(130)\n")
