@@ -151,6 +151,10 @@ class _Guard(HttpMiddleware):
             _request_id.reset(token)
 
 
+#: FastAPI's 400 for a body that JSON decoding raised on other than with a syntax error (invalid UTF-8, too deep).
+UNPARSED_BODY = "There was an error parsing the body"
+
+
 def install(app: FastAPI) -> None:
     """Give ``app`` the OpenAI error shape for every error and the catch-all 500."""
 
@@ -170,6 +174,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> JSONResponse:
+        if err.status_code == 400 and err.detail == UNPARSED_BODY:  # FastAPI's, for bytes json cannot decode
+            return error_response(422, "body: not JSON that can be read (it is not UTF-8, or is nested too deeply)",
+                                  param="body", code="invalid_body")
         if err.status_code == 404:
             message, code = f"no route {request.url.path}", "not_found"
         elif err.status_code == 405:

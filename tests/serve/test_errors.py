@@ -53,7 +53,7 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
 
 def app_that_fails():
     """A bare FastAPI app with the API's error handling, and a route that fails unexpectedly."""
-    from fastapi import FastAPI
+    from fastapi import Body, FastAPI
 
     from serve import errors
 
@@ -63,6 +63,10 @@ def app_that_fails():
     @app.get("/boom")
     async def boom():
         raise RuntimeError("secret detail at /srv/replica/pid 4242")
+
+    @app.post("/echo")
+    async def echo(body: dict = Body(...)):
+        return body
 
     return app
 
@@ -85,6 +89,16 @@ def test_an_unexpected_exception_is_a_short_500_with_the_request_id_and_details_
     logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
     assert "req-123" in logged
     assert any(r.exc_info and "secret detail" in str(r.exc_info[1]) for r in caplog.records)
+
+
+def test_a_body_json_cannot_read_is_a_422_naming_the_body(guarded_app):
+    assert guarded_app.post("/echo", json={"a": 1}).json() == {"a": 1}
+    for content in (b'{"query": "\xff\xfe"}', b"[" * 100_000 + b"]" * 100_000):  # not UTF-8; too deep for json
+        response = guarded_app.post("/echo", content=content, headers={"Content-Type": "application/json"})
+        assert response.status_code == 422, response.text
+        assert response.json()["error"] == {
+            "message": "body: not JSON that can be read (it is not UTF-8, or is nested too deeply)",
+            "type": "invalid_request_error", "param": "body", "code": "invalid_body"}
 
 
 def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog):
