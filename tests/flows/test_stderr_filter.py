@@ -54,8 +54,8 @@ def test_ctrl_c_to_the_process_group_leaves_the_filter_passing_the_commands_last
     job ignores SIGINT, and its children inherit that)."""
     script = ("import os, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
               "from flows.commands._stderr_filter import filter_known_ray_noise\n"
-              "filter_known_ray_noise()\nos.write(1, b'ready\\n')\n"
-              "try:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
+              "filter_known_ray_noise()\n"  # ready once inside the try: a Ctrl-C right after it is caught
+              "try:\n    os.write(1, b'ready\\n')\n    time.sleep(60)\nexcept KeyboardInterrupt:\n"
               "    time.sleep(0.5)\n    os.write(2, b'tessera: cancelled\\n')\n    sys.exit(130)\n")
     proc = subprocess.Popen([sys.executable, "-c", script], cwd=REPO, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
