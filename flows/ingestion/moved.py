@@ -17,7 +17,7 @@ from typing import Any
 
 from flows.ingestion.ledger import Failure
 from flows.ingestion.staging import (
-    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, source_key,
+    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, staging_dir,
 )
 from operators.base import Source
 from operators.tables import concat
@@ -30,7 +30,7 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
     """The staging key under which the index holds this source's documents, read from another path (None: the
     source's own key has a state, or no finished source read the same way starts with the same documents)."""
     staging = Path(index_path) / STAGING_DIR
-    if not staging.is_dir() or (staging / source_key(op) / STATE_FILE).exists():
+    if not staging.is_dir() or (staging_dir(op, index_path) / STATE_FILE).exists():
         return None
     ours = _what_it_reads(_source_params(op))
     candidates = []

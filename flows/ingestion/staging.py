@@ -213,9 +213,10 @@ class _Open:
     failures: list[Failure] = field(default_factory=list)
 
 
-def staging_dir(op: Source, index_path: str | Path) -> Path:
-    """Where an ingestion of the source ``op`` into ``index_path`` stages its shards until they are committed."""
-    return Path(index_path) / STAGING_DIR / source_key(op)
+def staging_dir(op: Source, index_path: str | Path, key: str | None = None) -> Path:
+    """Where an ingestion of the source ``op`` into ``index_path`` stages its shards until they are committed
+    (under ``key`` when given: a moved source's earlier key)."""
+    return Path(index_path) / STAGING_DIR / (key or source_key(op))
 
 
 class Stager:
@@ -227,7 +228,7 @@ class Stager:
         self.op = op
         self.shard_size = shard_size
         self.key = key or source_key(op)
-        self.dir = Path(index_path) / STAGING_DIR / self.key
+        self.dir = staging_dir(op, index_path, self.key)
         self.params = _source_params(op)
 
     def docs_path(self, shard: str) -> Path:
