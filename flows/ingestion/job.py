@@ -102,7 +102,8 @@ class _Run:
     def ingest(self) -> IngestReport:
         started = time.perf_counter()
         finished = self.finished()
-        moved = earlier_key(self.plan.read, self.path, self.shard_size, finished)  # same documents, other path
+        # the same documents at another path resume; to replace what the index holds, they are ingested again
+        moved = None if self.replace else earlier_key(self.plan.read, self.path, self.shard_size, finished)
         if moved is not None:
             log.info("the source's documents are those of staged source %s, ingested from another path: resuming "
                      "it", moved)

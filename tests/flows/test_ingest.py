@@ -177,6 +177,12 @@ def test_the_same_documents_at_another_path_resume_where_they_stopped(tmp_path, 
                    progress=False)  # other documents there: a second corpus, with shards of its own
     assert (other.shards_skipped, other.shards_written, other.docs) == (0, 1, 10)
     assert len(committed_docnos(index)) == first.chunks + second.chunks + other.chunks
+    retitled = [json.dumps({**json.loads(line), "title": "Retitled"}) + "\n" for line in _lines(30)]
+    replaced = ingest(corpus("d", retitled), index, shard_size=10, executor="local", chunk=CHUNK, progress=False,
+                      replace=True)  # the same texts to replace what the index holds: ingested, not resumed
+    assert (replaced.shards_skipped, replaced.shards_written, replaced.docs) == (0, 3, 30)
+    titles = set(Index.open(index).columns(["doc_id", "title"])[1].column("title").to_pylist())
+    assert "Retitled" in titles
 
 
 def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30):
