@@ -69,6 +69,15 @@ class DeleteRequest(BaseModel):
     ids: list[Text] = Field(min_length=1, max_length=10_000, description="Ids of the documents to delete.")
 
 
+class ShareRequest(BaseModel):
+    """``PATCH /v1/indices/{name}``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    shared: bool = Field(description="true: every key may search the index and list its documents; false: only "
+                         "the key that made it (the default for a new index).")
+
+
 def given_once(documents: list[Document]) -> None:
     seen: dict[str, int] = {}
     for i, doc in enumerate(documents):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import glob
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from flows.spec import FlowSpec
 from operators.local_files import local_path_params
@@ -116,3 +116,22 @@ def _confined(value: Any, roots: list[str], field: str) -> Any:
     if isinstance(value, list):
         return [_confined(item, roots, f"{field}.{i}") for i, item in enumerate(value)]
     return value
+
+
+def index_params(spec: FlowSpec) -> Iterator[tuple[str, str, str]]:
+    """``(step id, field, value)`` of every ``index`` string in ``spec``'s step params (where ``confine_spec``
+    looks), the field as ``params.index`` or deeper (``params.collections.0.index``)."""
+    def walk(value: Any, field: str) -> Iterator[tuple[str, str]]:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key == "index" and isinstance(item, str):
+                    yield f"{field}.{key}", item
+                else:
+                    yield from walk(item, f"{field}.{key}")
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                yield from walk(item, f"{field}.{i}")
+
+    for step_id, step in spec.steps.items():
+        for field, value in walk(step.params, "params"):
+            yield step_id, field, value

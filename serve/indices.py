@@ -65,8 +65,10 @@ class Indices:
             if entry is None:
                 continue
             name = path.name if path.parent == folder else None  # None: the default index, outside the folder
-            entries.append({"name": name, "default": path == default, **entry,
-                            **_ownership(made.get(name) if name else None, tenant)})
+            row = made.get(name) if name else None
+            if not _readable(row, tenant):
+                continue
+            entries.append({"name": name, "default": path == default, **entry, **_ownership(row, tenant)})
         listed = {e["name"] for e in entries}
         for name, row in made.items():  # the caller's new indices whose first ingestion has not committed yet
             if name not in listed and row["owner"] == tenant:
@@ -96,18 +98,43 @@ class Indices:
 
     def documents(self, name: str, tenant: str, offset: int, limit: int) -> dict[str, Any]:
         """The documents of index ``name`` in the order they were added, ``limit`` from ``offset``: id, title,
-        passages, metadata. Any key may read them, as any key may search the index."""
+        passages, metadata. Whoever may search the index may read them."""
         from operators.store import Index
         from operators.store.listing import document_page
 
         path, row = self._named(name)
+        if not _readable(row, tenant):
+            raise _unshared(name, "name")
         if not (path / "manifest.json").exists() or not self._searchable():
             if row is not None and row["owner"] == tenant:  # made, its first ingestion has not committed yet
                 return {"index": name, "total": 0, "offset": offset, "documents": []}
             raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
         return {"index": name, "offset": offset, **document_page(Index.open(path, verify=False), offset, limit)}
 
+    def refuse_unshared(self, spec: Any, tenant: str, asked: str | None) -> None:
+        """A 403 naming the field (the request's ``index``, else the step's param) for an index of ``spec`` that
+        another key made and has not shared. ``spec``'s indices are confined already: absolute paths."""
+        from serve.index_roots import confine, index_params
+
+        asked_path = confine(asked, self.service.index_roots, "index") if asked else None
+        folder, made = self.folder.resolve(), None
+        for step, field, value in index_params(spec):
+            path = Path(value)
+            if path.parent != folder:
+                continue
+            made = self.service.store.indices_made() if made is None else made
+            if not _readable(made.get(path.name), tenant):
+                raise _unshared(path.name, "index" if value == asked_path else f"steps.{step}.{field}")
+
     # -- changing -------------------------------------------------------------------------------
+
+    def share(self, name: str, shared: bool, tenant: str) -> dict[str, Any]:
+        """Let every key search the caller's index ``name`` (``shared``), or only the caller."""
+        self._owned(name, tenant)
+        if not self.service.store.share_index(name, tenant, shared):  # deleted between the two
+            raise ApiError(404, f"no index named '{name}' made through this service", param="name",
+                           code="index_not_found")
+        return {"index": name, "shared": shared}
 
     def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None) -> dict[str, Any]:
         """Check the documents and the ingestion, write them for the task, queue it; the task's id. ``files``: the
@@ -281,7 +308,19 @@ EMPTY = {"chunks": 0, "shards": 0, "bm25": None, "dense": None, "encoder": None}
 def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant
     return {"writable": owned, "spec": row["spec"] if row else None,
-            "ingest_task": row["ingest_task"] if owned else None}
+            "ingest_task": row["ingest_task"] if owned else None, "shared": row is None or bool(row["shared"])}
+
+
+def _unshared(name: str, field: str) -> ApiError:
+    return ApiError(403, f"{field}: index '{name}' belongs to another key, which has not shared it (its owner "
+                    "shares it with PATCH /v1/indices/{name} and {\"shared\": true})", param=field,
+                    code="index_not_shared")
+
+
+def _readable(row: dict[str, Any] | None, tenant: str) -> bool:
+    """Whether ``tenant`` may search an index: one the service did not make (``row`` None: the default index,
+    one ``tessera ingest`` built), its own, or one its owner shared."""
+    return row is None or row["owner"] == tenant or bool(row["shared"])
 
 
 def _describe(path: Path) -> dict[str, Any] | None:

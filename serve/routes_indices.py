@@ -1,5 +1,5 @@
-"""Indices over HTTP: list them and their documents, add documents (an ingestion task), delete documents, delete
-an index.
+"""Indices over HTTP: list them and their documents, add documents (an ingestion task), share one, delete documents,
+delete an index.
 
 The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
 """
@@ -12,7 +12,7 @@ from typing import Any
 from fastapi import APIRouter, File, Form, Query, Request, UploadFile
 
 from serve import service as svc
-from serve.documents import DeleteRequest, DocumentsRequest
+from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.routes_tasks import tenant
 
 router = APIRouter(tags=["indices"])
@@ -67,6 +67,11 @@ def list_documents(name: str, request: Request,
 @router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")
 def delete_documents(name: str, body: DeleteRequest, request: Request) -> dict[str, Any]:
     return svc.current().indices.delete_documents(name, body.ids, tenant(request))
+
+
+@router.patch("/v1/indices/{name}", summary="Share an index the caller made with every key, or make it private again")
+def share_index(name: str, body: ShareRequest, request: Request) -> dict[str, Any]:
+    return svc.current().indices.share(name, body.shared, tenant(request))
 
 
 @router.delete("/v1/indices/{name}", summary="Delete an index the caller made, with its documents")

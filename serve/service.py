@@ -179,6 +179,7 @@ class Service:
                                param="top_k", code="max_result_rows")
             spec = with_top_k(spec, top_k)
         spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots, self.data_roots))
+        self.indices.refuse_unshared(spec, tenant, index)
         built = spec.build()
         for unset in built.unset_params():
             raise unset
@@ -301,10 +302,16 @@ class Service:
         return task
 
     def cancel(self, task_id: str, tenant: str) -> None:
+        """Cancel the tenant's unfinished task; a cancelled one again is a success, a finished or failed one a 409."""
         task = self.task(task_id, tenant)
         if self.store.finish(task_id, "cancelled", log="cancelled by the client"):
             taskrunner.stop(task_id)
             taskrunner.discard_leftovers(task)
+            return
+        status = self.store.task(task_id, tenant)["status"]
+        if status != "cancelled":
+            raise ApiError(409, f"task {task_id} has already {status}: there is nothing to cancel", param="id",
+                           code="task_ended")
 
 
 @functools.lru_cache(maxsize=256)

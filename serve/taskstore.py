@@ -60,7 +60,11 @@ indices = sa.Table(
     sa.Column("spec", sa.String(200), nullable=False),     # the built-in ingest spec every upload uses
     sa.Column("created", sa.Float, nullable=False),
     sa.Column("ingest_task", sa.String(32)),               # the last ingestion's task id
+    sa.Column("shared", sa.Boolean, nullable=False, server_default=sa.false()),  # searchable by every key
 )
+
+#: Columns added to a table after stores were made with it: ``create_all`` makes missing tables only.
+_ADDED_COLUMNS = {"indices": {"shared": "BOOLEAN NOT NULL DEFAULT FALSE"}}
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
@@ -88,7 +92,19 @@ def make_engine(url: str) -> sa.Engine:
     else:
         engine = sa.create_engine(url, pool_pre_ping=True)
     metadata.create_all(engine)
+    _add_missing_columns(engine)
     return engine
+
+
+def _add_missing_columns(engine: sa.Engine) -> None:
+    """Add the columns of ``_ADDED_COLUMNS`` that a store made by an earlier version lacks (its rows get the
+    default). Checked inside the write transaction, so replicas starting together add each column once."""
+    with engine.begin() as conn:
+        for table, columns in _ADDED_COLUMNS.items():
+            have = {column["name"] for column in sa.inspect(conn).get_columns(table)}
+            for name, ddl in columns.items():
+                if name not in have:
+                    conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
 
 
 class TaskStore:
@@ -196,8 +212,16 @@ class TaskStore:
             row = conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().first()
         return dict(row) if row else None
 
+    def share_index(self, name: str, owner: str, shared: bool) -> bool:
+        """Make ``owner``'s index ``name`` searchable by every key (``shared``) or by ``owner`` only; False when
+        ``owner`` has no index of that name."""
+        with self.engine.begin() as conn:
+            done = conn.execute(indices.update().where(indices.c.name == name, indices.c.owner == owner)
+                                .values(shared=shared))
+            return done.rowcount == 1
+
     def indices_made(self) -> dict[str, dict[str, Any]]:
-        """Every index the service made, by name: its row (owner, spec, created, ingest_task)."""
+        """Every index the service made, by name: its row (owner, spec, created, ingest_task, shared)."""
         with self.engine.connect() as conn:
             return {r["name"]: dict(r) for r in conn.execute(sa.select(indices)).mappings()}
 

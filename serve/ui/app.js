@@ -620,9 +620,13 @@ async function loadIndices() {
     el("td", {}, ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
     el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
     el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
+    el("td", {}, ix.shared ? "yes" : "no"),
     el("td", {},
       el("button", {type: "button", onclick: () => searchIndex(ix)}, "search"),
       ix.name ? el("button", {type: "button", onclick: () => guarded(() => showDocuments(ix))}, "documents") : null,
+      ix.writable ? el("button", {type: "button", title: ix.shared ? "only your key may search it"
+        : "every key may search it", onclick: () => shareIndex(ix.name, !ix.shared)},
+      ix.shared ? "make private" : "share") : null,
       ix.writable ? el("button", {type: "button", onclick: () => deleteIndex(ix.name)}, "delete") : null)));
   $("index-table").tBodies[0].replaceChildren(...rows);
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
@@ -639,6 +643,14 @@ function searchIndex(ix) {
   $("index").value = ix.default ? "" : ix.name; // the default index is what a search without one reads
   showTab("search");
   $("queries").focus();
+}
+
+/** Let every key search an index of this key (``shared``), or only this key (PATCH /v1/indices/{name}). */
+async function shareIndex(name, shared) {
+  await guarded(async () => {
+    await call("PATCH", `v1/indices/${encodeURIComponent(name)}`, {shared});
+    await loadIndices();
+  });
 }
 
 async function deleteIndex(name) {

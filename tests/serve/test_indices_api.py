@@ -96,12 +96,22 @@ def test_an_upload_is_a_task_whose_documents_a_search_then_finds(owners, birds):
     assert task["result"]["aggregated_data"] == {"index": "birds", "documents": 2, "chunks": 2, "failures": 0}
     for flow in ("bm25", "dense", "hybrid"):
         assert search(owners, ALICE, birds, "flightless parrot that eats rimu fruit", flow)[0] == "kakapo#0", flow
-    hit = call(owners, "POST", "/v1/search", BOB, json={"flow": "bm25", "query": "Murchison Mountains swamphen",
-                                                         "index": birds}).json()["results"][0]["hits"][0]
+    body = {"flow": "bm25", "query": "Murchison Mountains swamphen", "index": birds}
+    # Private to its owner until shared: another key neither lists it nor searches it nor reads its documents.
+    unshared = error(call(owners, "POST", "/v1/search", BOB, json=body), 403)
+    assert (unshared["param"], unshared["code"]) == ("index", "index_not_shared")
+    assert f"index '{birds}' belongs to another key" in unshared["message"]
+    assert birds not in listed(owners, BOB)
+    assert error(call(owners, "GET", f"/v1/indices/{birds}/documents", BOB), 403)["code"] == "index_not_shared"
+    assert error(call(owners, "PATCH", f"/v1/indices/{birds}", BOB, json={"shared": True}), 403)["code"] \
+        == "index_not_owned"
+    shared = call(owners, "PATCH", f"/v1/indices/{birds}", ALICE, json={"shared": True})
+    assert shared.json() == {"index": birds, "shared": True}, shared.text
+    hit = call(owners, "POST", "/v1/search", BOB, json=body).json()["results"][0]["hits"][0]
     assert hit["docno"] == "takahe#0" and hit["doc_id"] == "takahe" and hit["year"] == 1948  # metadata columns
     mine, theirs = listed(owners, ALICE)["birds"], listed(owners, BOB)["birds"]
     assert mine["writable"] and mine["chunks"] == 2 and mine["encoder"] == "all-MiniLM-L6-v2" and mine["bm25"]
-    assert not theirs["writable"] and theirs["ingest_task"] is None and theirs["chunks"] == 2
+    assert not theirs["writable"] and theirs["ingest_task"] is None and theirs["chunks"] == 2 and theirs["shared"]
     default = [e for e in listed(owners, ALICE).values() if e["default"]]
     assert len(default) == 1 and not default[0]["writable"] and default[0]["chunks"] > 0
 
@@ -163,7 +173,7 @@ def test_only_the_owner_changes_an_index_and_others_made_elsewhere_are_read_only
     made_elsewhere.mkdir(parents=True)
     refused = call(owners, "POST", "/v1/indices/elsewhere/documents", ALICE, json={"documents": MORE})
     assert error(refused, 403)["code"] == "index_read_only" and list(made_elsewhere.iterdir()) == []
-    assert "kakapo#0" in search(owners, BOB, birds, "kakapo parrot")  # nothing of the refusals touched it
+    assert "kakapo#0" in search(owners, ALICE, birds, "kakapo parrot")  # nothing of the refusals touched it
 
 
 def test_documents_and_indices_deleted_and_a_name_made_again(owners):
@@ -181,6 +191,8 @@ def test_documents_and_indices_deleted_and_a_name_made_again(owners):
     # see only the new documents.
     again = call(owners, "POST", "/v1/indices/gone/documents", BOB, json={"documents": MORE}).json()
     assert again["created"] and finished(owners, BOB, again["task_id"])["status"] == "finished"
+    assert not listed(owners, BOB)["gone"]["shared"]  # the new index does not inherit the old one's sharing
+    assert call(owners, "PATCH", "/v1/indices/gone", BOB, json={"shared": True}).status_code == 200
     assert search(owners, ALICE, "gone", "kakapo weta insects") == ["weta#0"]
     assert listed(owners, BOB)["gone"]["writable"] and not listed(owners, ALICE)["gone"]["writable"]
 
@@ -275,6 +287,8 @@ def test_a_cancelled_ingestion_leaves_no_upload_or_staging_behind(owners, tesser
 def test_an_indexs_documents_are_listed_in_the_order_they_were_added_a_page_at_a_time(owners):
     made = call(owners, "POST", "/v1/indices/shelf/documents", ALICE, json={"documents": [*DOCS, *MORE]}).json()
     assert finished(owners, ALICE, made["task_id"])["status"] == "finished"
+    assert error(call(owners, "GET", "/v1/indices/shelf/documents", BOB), 403)["code"] == "index_not_shared"
+    call(owners, "PATCH", "/v1/indices/shelf", ALICE, json={"shared": True})
     whole = call(owners, "GET", "/v1/indices/shelf/documents", BOB)  # any key may read what it may search
     assert whole.status_code == 200, whole.text
     body = whole.json()

@@ -334,11 +334,16 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert made["chunks"] == 6 and made["writable"] and made["spec"] == "ingest"
     ingestion = ui_app.api("GET", f"/task/progress/{made['ingest_task']}").json()["progress"]["log"]
     assert "the encoder runs on Serve deployment 'ui/all-MiniLM-L6-v2'" in ingestion  # the app's MiniLM
-    assert wait(browser, lambda d: index_rows(d).get(name))[:4] == ["6", "all-MiniLM-L6-v2", "yes", "yes"]
+    assert wait(browser, lambda d: index_rows(d).get(name))[:5] == ["6", "all-MiniLM-L6-v2", "yes", "yes", "no"]
     suggested = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#all-indices option")]
     assert name in suggested  # the index fields of Search and Chat offer it
     buttons = f'//tr[@data-index="{name}"]//button'
-    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "delete"]
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "share", "delete"]
+    click(browser, f'{buttons}[text()="share"]')  # private until shared with every key
+    wait(browser, lambda d: (index_rows(d).get(name) or [None] * 5)[4] == "yes")
+    assert {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]["shared"]
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "make private",
+                                                                          "delete"]
     assert [b.text for b in browser.find_elements(By.XPATH, '//tr[@data-index=""]//button')] == ["search"]
 
     browser.find_element(By.XPATH, f'{buttons}[text()="search"]').click()
