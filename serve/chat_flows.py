@@ -222,14 +222,17 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
         answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, table, cancel=cancel))
         return {**head, "object": "chat.completion", "usage": answer["usage"],
                 "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
-    return StreamingResponse(_chunks(head, prepared, table), media_type="text/event-stream")
+    usage = bool(request.stream_options and request.stream_options.include_usage)
+    return StreamingResponse(_chunks(head, prepared, table, usage), media_type="text/event-stream")
 
 
-async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table) -> AsyncIterator[str]:
+async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
+                  include_usage: bool) -> AsyncIterator[str]:
     """Server-sent events: the role at once, the answer as it is written, the rest of the content and the
-    message's fields once the flow has run, then [DONE]."""
-    def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        chunk = {**head, "object": "chat.completion.chunk", **extra,
+    message's fields once the flow has run, with ``include_usage`` an event of the usage and no choices (as
+    OpenAI sends it), then [DONE]."""
+    def event(delta: dict[str, Any], finish: str | None = None) -> str:
+        chunk = {**head, "object": "chat.completion.chunk",
                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
         return f"data: {json.dumps(chunk)}\n\n"
 
@@ -244,7 +247,10 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table)
             message = item["message"]
             yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
             yield event({key: message[key] for key in ("sources", "degraded", "standalone_query") if key in message},
-                        item["finish_reason"], usage=item["usage"])
+                        item["finish_reason"])
+            if include_usage:
+                chunk = {**head, "object": "chat.completion.chunk", "choices": [], "usage": item["usage"]}
+                yield f"data: {json.dumps(chunk)}\n\n"
     except ApiError as err:  # headers are sent: the error travels as an event, in OpenAI's shape
         yield errors.error_event(err)
         return

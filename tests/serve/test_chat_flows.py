@@ -38,6 +38,12 @@ def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     assert "".join(c.choices[0].delta.content or "" for c in chunks) == message.content  # greedy: same answer
     assert chunks[-1].choices[0].finish_reason == done.choices[0].finish_reason
     assert chunks[-1].choices[0].delta.model_extra["sources"] == sources
+    assert all(c.usage is None for c in chunks)  # not asked for
+    counted = list(client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0,
+                                                  stream=True, stream_options={"include_usage": True}))
+    assert counted[-1].choices == [] and counted[-1].usage.completion_tokens > 0  # OpenAI's last event
+    assert counted[-2].choices[0].finish_reason == done.choices[0].finish_reason
+    assert all(c.usage is None for c in counted[:-1])
 
 
 def test_an_answer_cut_by_max_tokens_says_so(client):
