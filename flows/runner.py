@@ -54,12 +54,25 @@ class BatchStats:
 
 def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any]]) -> None:
     """Add ``new`` per-query metadata; a dict value joins the dict already under its key (``usage`` keyed by
-    step collects every step's entry), any other value replaces it."""
+    step collects every step's entry), any other value replaces it; a second ``degraded`` mark joins the first."""
     for qid, values in new.items():
         mine = into.setdefault(qid, {})
         for key, value in values.items():
             old = mine.get(key)
-            mine[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+            if key == "degraded" and isinstance(old, dict) and isinstance(value, dict):
+                mine[key] = joined_degraded(old, value)
+            else:
+                mine[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
+
+
+def joined_degraded(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Two ``degraded`` marks of one query as one: the same step's (its rows in two batches) add their failures;
+    two steps' are both named, with both reasons, so a later step's failure does not hide an earlier one's."""
+    failures = old.get("failures", 1) + new.get("failures", 1)
+    if old.get("step") == new.get("step"):
+        return {**old, "failures": failures}
+    return {"step": f"{old.get('step')}, {new.get('step')}", "failures": failures,
+            "reason": f"{old.get('step')}: {old.get('reason')}; {new.get('step')}: {new.get('reason')}"}
 
 
 def add_usage(into: dict[str, float], new: dict[str, float]) -> None:
@@ -173,9 +186,11 @@ class StepRunner:
         written = concat(gathered)
         written = written.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
         passthrough = [c for c in table.column_names if c not in written.column_names]
-        out = table.select(passthrough).take(pa.array(out_input_row))
-        for name in written.column_names:
-            out = out.append_column(name, written.column(name))
+        out = written
+        if passthrough:  # (a table of no columns has no rows to append to)
+            out = table.select(passthrough).take(pa.array(out_input_row))
+            for name in written.column_names:
+                out = out.append_column(name, written.column(name))
         stats.rows_out = out.num_rows
         return out, stats
 

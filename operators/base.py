@@ -125,7 +125,7 @@ class Operator:
         try:
             return cls.Params.model_validate(params)
         except ValidationError as err:
-            raise ParamsError.from_validation(err, op=cls.name, step=step_id) from None
+            raise ParamsError.from_validation(err, op=cls.name, step=step_id, known=cls.Params.model_fields) from None
 
     @classmethod
     def description(cls) -> str:
@@ -183,6 +183,15 @@ class Operator:
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
         self._metadata.setdefault(str(qid), {})[key] = value
+
+    def mark_degraded(self, qid: str, reason: str) -> None:
+        """Mark query ``qid`` degraded by this step (it keeps its input; it is not cached). Later failures of the
+        same query in this step add to ``failures``; the reason stays the first one's."""
+        earlier = self._metadata.get(str(qid), {}).get("degraded")
+        if earlier:
+            self.emit_metadata(qid, "degraded", {**earlier, "failures": earlier.get("failures", 1) + 1})
+        else:
+            self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
 
     def drain_metadata(self) -> dict[str, dict[str, Any]]:
         """Hand over and forget what ``emit_metadata`` recorded (called by the executors)."""

@@ -140,6 +140,24 @@ class OperatorContract:
         missing = [c for c in op.produces() if c not in out.column_names]
         assert not missing, f"{op.name} declares {missing} in produces() but did not write them"
 
+    def test_columns_it_changes_are_declared(self):
+        """A row-scope step's cache keeps only the columns ``produces()`` declares (and new ones), and a hit
+        takes every other column from the input row: a column the step rewrites but does not declare would come
+        back from the cache as it went in."""
+        op = self.make_operator()
+        if op.scope != "row":
+            return
+        table = self.make_input()
+        row = "_contract_input_row"
+        out = self._run(table.append_column(row, pa.array(range(table.num_rows), pa.int64())))
+        if not out.num_rows:
+            return
+        assert row in out.column_names, f"{op.name} dropped column '{row}' that it does not own"
+        inputs = out.column(row)
+        changed = [c for c in table.column_names if c in out.column_names and c not in op.produces()
+                   and not out.column(c).equals(table.column(c).take(inputs))]
+        assert not changed, f"{op.name} rewrites {changed} without declaring them in produces()"
+
     def test_empty_table(self):
         op = self.make_operator()
         if op.scope == "source":

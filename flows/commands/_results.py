@@ -100,6 +100,8 @@ def print_steps(out, result) -> None:
         used = rec.usage
         tokens = (f"{used.get('llm_calls', 0):.0f}, {used.get('prompt_tokens', 0):.0f}+"
                   f"{used.get('completion_tokens', 0):.0f}") if used else ""
+        if used.get("llm_failed"):
+            tokens += f" ({used['llm_failed']:.0f} failed)"
         table.add_row(escape(step), rec.op, str(rec.rows_in), str(rec.rows_out), cache, f"{rec.seconds:.3f}",
                       *((tokens,) if llm else ()))
     out.print(table)

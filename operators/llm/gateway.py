@@ -48,8 +48,9 @@ class Completion(BaseModel):
 class LLMError(TesseraError):
     """A model call that failed after litellm's retries; ``kind`` says how."""
 
-    def __init__(self, message: str, *, kind: ErrorKind = "api", **where: Any) -> None:
+    def __init__(self, message: str, *, kind: ErrorKind = "api", seconds: float = 0.0, **where: Any) -> None:
         self.kind = kind
+        self.seconds = seconds  # what the failed call took, its retries included (0: it was never sent)
         super().__init__(message, **where)
 
 
@@ -120,7 +121,8 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         raise
     except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
         checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
-        raise LLMError(f"{type(err).__name__}: {_first_line(err)}", kind=_kind(err)) from err
+        raise LLMError(f"{type(err).__name__}: {_first_line(err)}", kind=_kind(err),
+                       seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started
     choice = response.choices[0] if response.choices else None
     usage = getattr(response, "usage", None)
@@ -194,7 +196,25 @@ def _kind(err: Exception) -> ErrorKind:
     for cls, kind in checks:
         if isinstance(err, cls):
             return kind
-    return "api"
+    return _transport_kind(err) or "api"
+
+
+def _transport_kind(err: BaseException) -> ErrorKind | None:
+    """``timeout`` or ``connection`` when the error came from the transport: litellm reports a refused or reset
+    connection to an OpenAI-compatible server as an ``InternalServerError`` ("Connection error."), the cause of
+    which, a few links down, is httpx's."""
+    import httpx
+
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        seen.add(id(link))
+        if isinstance(link, httpx.TimeoutException):
+            return "timeout"
+        if isinstance(link, httpx.TransportError):
+            return "connection"
+        link = link.__cause__ or link.__context__
+    return None
 
 
 def _first_line(err: Exception) -> str:
@@ -203,4 +223,6 @@ def _first_line(err: Exception) -> str:
 
     text = str(err).strip().splitlines()
     line = re.sub(r"^(?:litellm\.\w+: )+", "", text[0]) if text else ""
+    # and the class names litellm repeats inside: "InternalServerError: OpenAIException - Connection error."
+    line = re.sub(rf"^(?:{type(err).__name__}: )?(?:\w+Exception - )?", "", line)
     return line[:500] or type(err).__name__

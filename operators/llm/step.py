@@ -139,6 +139,8 @@ class LLMStep(Operator):
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
                 self.record(qids[key] if qids is not None else key, result)
+            elif result.seconds:  # sent and failed: the time it took is spent all the same
+                self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
         return dict(zip(keys, results))
 
     def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
@@ -150,23 +152,29 @@ class LLMStep(Operator):
 
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""
-        self.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens,
-                          completion_tokens=done.completion_tokens, llm_seconds=done.seconds)
-        mine = self._metadata.get(str(qid), {}).get("usage", {}).get(self.step_id)
-        totals = dict(mine) if mine else {"model": self.params.model, "calls": 0, "prompt_tokens": 0,
-                                          "completion_tokens": 0, "seconds": 0.0}
-        totals["calls"] += 1
-        totals["prompt_tokens"] += done.prompt_tokens
-        totals["completion_tokens"] += done.completion_tokens
-        totals["seconds"] = round(totals["seconds"] + done.seconds, 4)
-        self.emit_metadata(qid, "usage", {self.step_id: totals})
+        record_call(self, qid, self.params.model, done)
 
     def degrade(self, qid: str, reason: str) -> None:
         """The failure policy for one query: fail the step, or log and mark the query degraded."""
         if self.params.on_error == "error":
             raise OperatorError(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
         log.warning("%s [%s]: query %s keeps its input: %s", self.name, self.step_id, qid, reason)
-        self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
+        self.mark_degraded(qid, reason)
+
+
+def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:
+    """Add one call of ``op`` to ``model`` to its step record and to query ``qid``'s ``usage`` metadata (under
+    the step's id: calls, tokens, seconds)."""
+    op.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                    llm_seconds=done.seconds)
+    mine = op._metadata.get(str(qid), {}).get("usage", {}).get(op.step_id)
+    totals = dict(mine) if mine else {"model": model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
+                                      "seconds": 0.0}
+    totals["calls"] += 1
+    totals["prompt_tokens"] += done.prompt_tokens
+    totals["completion_tokens"] += done.completion_tokens
+    totals["seconds"] = round(totals["seconds"] + done.seconds, 4)
+    op.emit_metadata(qid, "usage", {op.step_id: totals})
 
 
 def junk_reason(result: Completion | LLMError) -> str | None:

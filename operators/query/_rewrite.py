@@ -56,7 +56,8 @@ class QueryRewriter(LLMStep):
         return ["qid", self.params.query_column]
 
     def produces(self) -> dict[str, str]:
-        return {"original_qid": "id", "query_source": "data"}
+        # qid and the query are declared too: the added rows rewrite them, and a cache hit must bring them back
+        return {"qid": "id", self.params.query_column: "data", "original_qid": "id", "query_source": "data"}
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         """Per qid, the model's replies, each with the ``query_source`` its queries get."""
@@ -81,8 +82,9 @@ class QueryRewriter(LLMStep):
             origin = row.get("original_qid") or qid
             out.append({**row, "original_qid": origin, "query_source": row.get("query_source") or "original"})
             extra = self._kept(qid, queries[qid], replies.get(qid, []))
-            out += [{**row, "qid": f"{qid}#{n}", self.params.query_column: text, "original_qid": origin,
-                     "query_source": source} for n, (source, text) in enumerate(extra, 1)]
+            new_qids = _unused_qids(qid, len(extra), set(queries))
+            out += [{**row, "qid": new_qid, self.params.query_column: text, "original_qid": origin,
+                     "query_source": source} for new_qid, (source, text) in zip(new_qids, extra)]
         schema = table.schema
         for column in self.produces():
             if column not in schema.names:
@@ -103,17 +105,35 @@ class QueryRewriter(LLMStep):
                     kept.append((source, text))
                     seen.append(_tokens(text))
         if kept:
+            if problems:  # some calls failed: the queries they would have given are missing (and not cached)
+                self.degrade(qid, f"{len(problems)} of {len(replies)} calls failed, the others' queries kept: "
+                             f"{problems[0]}")
             return kept
-        self.degrade(qid, problems[0] if problems else "the model returned no valid query")
+        reason = problems[0] if problems else "the model returned no valid query"
         fallback = keywords_of(query)
-        if self.params.fallback == "keywords" and fallback and _novel(fallback, seen[:1], self.params):
-            return [("fallback_keywords", fallback)]
+        if self.params.fallback == "keywords" and fallback:
+            if _novel(fallback, seen[:1], self.params):
+                self.degrade(qid, reason)
+                return [("fallback_keywords", fallback)]
+            reason += "; the keywords fallback was left out, being the question's own words"
+        self.degrade(qid, reason)
         return []
 
     def _valid(self, text: str) -> bool:
         p = self.params
         return p.min_chars <= len(text) <= p.max_chars and len(_WORD.findall(text)) >= p.min_words \
             and any(ch.isalpha() for ch in text)
+
+
+def _unused_qids(qid: str, count: int, taken: set[str]) -> list[str]:
+    """``count`` qids ``qid#1``, ``qid#2``, ... that no row of the table has: a step after another rewriter
+    numbers past the rows that one added."""
+    found, n = [], 0
+    while len(found) < count:
+        n += 1
+        if f"{qid}#{n}" not in taken:
+            found.append(f"{qid}#{n}")
+    return found
 
 
 def keywords_of(text: str) -> str:

@@ -94,7 +94,8 @@ class QueryContextualizer(LLMStep):
         return ["qid", self.params.query_column]
 
     def produces(self) -> dict[str, str]:
-        return {self.params.original_column: "data"}
+        # the query column is declared too: it is rewritten, and a cache hit must bring the standalone one back
+        return {self.params.query_column: "data", self.params.original_column: "data"}
 
     def cache_identity(self) -> dict[str, Any]:
         if self.params.method == "history":  # the model and its prompts play no part

@@ -148,7 +148,7 @@ class Reranker(Operator):
         if self.params.on_error == "error":
             raise OperatorError(f"reranking query '{qid}' failed: {problem}", op=self.name, step=self.step_id)
         log.warning("%s [%s]: query %s keeps its first-stage ranking: %s", self.name, self.step_id, qid, problem)
-        self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": problem})
+        self.mark_degraded(qid, problem)
         rows = set_column(rows, f"score_{self.step_id}", pa.nulls(rows.num_rows, pa.float64()))
         return set_column(rows, f"rank_{self.step_id}", rows.column("rank").cast(pa.int32()))
 

@@ -10,9 +10,11 @@ from typing import Any, Literal
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from operators.base import Operator
+from operators.local_files import llm_model
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
@@ -68,7 +70,11 @@ class MultiHopRetriever(Operator):
     version = "2"  # title links match leftmost-longest
     aliases = ("multi_hop",)
     scope = "query"
-    index_features = ("bm25", "dense")
+    index_features = ("bm25", "dense")  # at most; what this step's params need: index_needs()
+
+    def index_needs(self) -> tuple[str, ...]:
+        """What an index built for this step must hold (read by FlowSpec.index_features): its retriever's."""
+        return ("bm25", "dense") if self.params.retriever == "hybrid" else (self.params.retriever,)
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
@@ -93,8 +99,9 @@ class MultiHopRetriever(Operator):
         question_links: bool = Field(False, description="Hop 1 also ranks the documents whose titles the question "
                                      "names (as follow_up: links finds them), beside the question's search, "
                                      "weighing 1: the second entity of a comparison question.")
-        follow_up_model: str = Field("local", min_length=1, description="With follow_up: llm, the model (an alias "
-                                     "or a litellm string) that writes the follow-up queries, at temperature 0.")
+        follow_up_model: str = Field("local", min_length=1, json_schema_extra=llm_model(), description="With "
+                                     "follow_up: llm, the model (an alias or a litellm string) that writes the "
+                                     "follow-up queries, at temperature 0.")
         with_question: bool = Field(False, description="Put the question before each follow-up query.")
         dedup: bool = Field(True, description="A later hop's rankings keep only documents that no earlier hop "
                             "found (so they are neither counted twice nor seed again).")
@@ -102,6 +109,16 @@ class MultiHopRetriever(Operator):
                                         "written by a hop's best seed (the question's ranking weighs 1); the n-th "
                                         "seed's weighs (rrf_k + 1) / (rrf_k + n) times as much.")
         rrf_k: float = Field(60.0, ge=0, description="RRF's rank constant for merging the hops' rankings.")
+
+        @field_validator("follow_up_model")
+        @classmethod
+        def _a_known_model(cls, model: str) -> str:
+            """A misspelt alias is refused when the flow is built, as on the language-model steps."""
+            from operators.llm.aliases import unknown_model
+
+            if (problem := unknown_model(model)) is not None:
+                raise PydanticCustomError("unknown_model", problem)
+            return model
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -126,6 +143,11 @@ class MultiHopRetriever(Operator):
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         identity["index"] = self._retrievers[0].index_identity()
+        if self.params.follow_up == "llm":  # what the alias names now, as the language-model steps key on it
+            from operators.llm.aliases import resolve
+
+            identity["follow_up_model"] = resolve(self.params.follow_up_model).model_dump(
+                exclude={"description"}, exclude_none=True)
         return identity
 
     def setup(self) -> None:
@@ -166,8 +188,8 @@ class MultiHopRetriever(Operator):
 
     def _follow_up_llm(self, seeds: pa.Table, questions: list[str]) -> list[str]:
         """The model's query for what the question still needs after the seed; the seed's title where it fails."""
-        from operators.llm.gateway import complete_many, messages_of
-        from operators.llm.step import junk_reason
+        from operators.llm.gateway import Completion, complete_many, messages_of
+        from operators.llm.step import junk_reason, record_call
 
         prompts = [messages_of(_FOLLOW_UP_PROMPT.format(question=q, title=title or "", text=" ".join(
             (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
@@ -178,9 +200,8 @@ class MultiHopRetriever(Operator):
                                       self._follow_up_titles(seeds, questions)):
             problem = junk_reason(result)
             line = "" if problem else next((ln.strip(" -*\"'") for ln in result.text.splitlines() if ln.strip()), "")
-            if not problem:
-                self.record_usage(llm_calls=1, prompt_tokens=result.prompt_tokens,
-                                  completion_tokens=result.completion_tokens, llm_seconds=result.seconds)
+            if isinstance(result, Completion):  # a reply, used or not, cost its tokens
+                record_call(self, str(qid), self.params.follow_up_model, result)
             usable = line if re.search(r"[^\W\d_]", line) else None
             queries.append(usable or title)
             if usable is None:
@@ -188,7 +209,7 @@ class MultiHopRetriever(Operator):
         for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged
             reason = f"{len(reasons)} follow-up queries are seed titles (the model failed: {reasons[0]})"
             log.warning("%s [%s]: query %s: %s", self.name, self.step_id, qid, reason)
-            self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
+            self.mark_degraded(qid, reason)
         return queries
 
     def _follow_ups(self, seeds: pa.Table, questions: list[str]) -> list[str]:

@@ -188,7 +188,7 @@ class MosaicSource(Operator):
         if self.params.on_error == "error":
             raise MosaicError(f"query '{qid}': {problem}", op=self.name, step=self.step_id)
         log.warning("%s [%s]: query %s degraded: %s", self.name, self.step_id, qid, problem)
-        self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": problem})
+        self.mark_degraded(qid, problem)
         return []
 
     # -- HTTP ------------------------------------------------------------------------

@@ -80,6 +80,22 @@ def test_a_timeout_and_a_rate_limit_say_so(fault_models):
     assert err.value.kind == "rate_limit"
 
 
+def test_a_server_that_refuses_the_connection_is_a_connection_error_with_its_seconds(tmp_path, monkeypatch):
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    models = tmp_path / "models.yaml"
+    models.write_text(f"gone: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.setenv("GONE_KEY", "sk-test")
+    with pytest.raises(LLMError) as err:
+        complete("hi", model="gone", num_retries=0)
+    assert err.value.kind == "connection" and err.value.seconds > 0, err.value.message
+    assert err.value.message == "InternalServerError: Connection error."
+
+
 def test_keys_come_from_the_environment_only(fault_models, monkeypatch):
     monkeypatch.delenv("TESSERA_FAULT_KEY")
     with pytest.raises(LLMError) as err:

@@ -111,3 +111,35 @@ def test_the_embedded_model_writes_valid_queries_or_the_fallback():
     for _, _, source, text in rows:
         assert source in ("rephrase", "fallback_keywords") and len(text.split()) >= 2
     assert op.drain_metadata()["q1"]["usage"]["x"]["calls"] == 1
+
+
+def test_a_cache_hit_gives_the_rows_a_fresh_run_gave(fault_models, cache):
+    """The step cache keeps a row-scope step's declared columns: the added rows' qid and query are among them, so
+    a second run brings the expanded queries back rather than copies of the question."""
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    fault_models.reply = "honey bees pollination\nbumblebee nectar gathering"
+    spec = FlowSpec.parse({"name": "expanded", "steps": {
+        "expand": {"op": "query.expand", "params": {"model": "fault-ok", "strategies": ["rephrase"]}},
+        "keywords": {"op": "query.keywords", "params": {"model": "fault-ok"}, "inputs": ["expand"]}}})
+    first = LocalExecutor(cache=cache).run(spec, sample_queries(2)).table
+    again = LocalExecutor(cache=cache).run(spec, sample_queries(2))
+    assert again.steps["expand"].hits == 2 and again.steps["keywords"].hits == again.steps["keywords"].rows_in == 6
+    assert again.table.sort_by("qid").to_pylist() == first.sort_by("qid").to_pylist()
+    qids = first.column("qid").to_pylist()
+    assert len(qids) == len(set(qids)) and "q1#3" in qids  # keywords numbered past expand's q1#1, q1#2
+
+
+def test_a_query_with_a_failed_call_keeps_the_others_queries_and_is_marked_degraded():
+    from operators.llm.gateway import Completion, LLMError
+
+    op = create("query.expand", {"model": "local"}, step_id="x")  # replies given below: no call made
+    replies = [("rephrase", Completion(text="honey bees pollination", model="m")),
+               ("broaden", LLMError("the server said 500", kind="api"))]
+    assert op._kept("q1", "Which insects make honey?", replies) == [("rephrase", "honey bees pollination")]
+    degraded = op.drain_metadata()["q1"]["degraded"]
+    assert degraded["step"] == "x" and degraded["reason"].startswith("1 of 2 calls failed")
+    # all calls failed and the keywords are the question's own words: nothing added, and the reason says why
+    assert op._kept("q2", "honey bees", [("rephrase", LLMError("boom", kind="api"))]) == []
+    assert "keywords fallback was left out" in op.drain_metadata()["q2"]["degraded"]["reason"]
