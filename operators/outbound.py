@@ -1,5 +1,5 @@
-"""One SSRF guard for every URL Tessera calls out to: rerank.api's ``url``, sources.mosaic's ``url``, an LLM's
-``api_base``.
+"""One SSRF guard for every URL a flow spec names: rerank.api's ``url``, sources.mosaic's ``url``. (A language
+model's ``api_base`` is in the alias files, the server operator's, not in specs: the gateway does not guard it.)
 
 Why: a flow spec can come over HTTP from someone else, and a URL in it must not reach what only the server can
 reach: its loopback ports (Ray's dashboard and job API, the Serve app itself), private hosts, the cloud metadata

@@ -82,6 +82,8 @@ def mark(original: str, reply: Completion | LLMError) -> tuple[str, str | None]:
     problem = junk_reason(reply)
     if problem is not None or not isinstance(reply, Completion):
         return original, problem
+    if MARK in original:  # its own markers could not be told from the model's
+        return original, f"the text holds {MARK} of its own, so the model's markers cannot be told apart"
     text = _ECHOED.sub("", reply.text.strip())
     count = text.count(MARK)
     cut = " (the reply stopped at max_tokens)" if reply.finish_reason == "length" else ""
@@ -91,6 +93,8 @@ def mark(original: str, reply: Completion | LLMError) -> tuple[str, str | None]:
         return original, "the reply marks no passage"
     if count % 2:
         return original, f"the reply's {MARK} markers do not pair up ({count} of them)"
+    if any(not span.strip() for span in text.split(MARK)[1::2]):
+        return original, "the reply marks an empty passage"
     return place_markers(original, text), None
 
 

@@ -214,6 +214,10 @@ def _junk_answer(answer: str) -> str | None:
     lines = [line.strip(" -*0123456789.[]:") for line in answer.splitlines() if line.strip()]
     if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
         return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
+    words = answer.lower().split()
+    grams = list(zip(words, words[1:], words[2:], words[3:]))
+    if len(words) >= 40 and len(set(grams)) < len(grams) / 4:  # a loop within a line: "word word word ..."
+        return f"the reply repeats itself ({len(words)} words, {len(set(grams))} different runs of four)"
     return None
 
 

@@ -54,11 +54,13 @@ class QueryExpander(QueryRewriter):
     prompt_fields = ("instruction", "query", "count")
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
+        # Every (query, strategy) call at once, so a slow or hanging model costs one timeout, not one a strategy.
+        count = self.params.per_strategy
+        prompts = {(qid, strategy): self.render(instruction=INSTRUCTIONS[strategy].format(count=count), query=query,
+                                                count=count)
+                   for strategy in self.params.strategies for qid, query in queries.items()}
+        replies = self.ask(prompts, qids={key: key[0] for key in prompts})
         found: dict[str, list[tuple[str, Completion | LLMError]]] = {qid: [] for qid in queries}
-        for strategy in self.params.strategies:
-            instruction = INSTRUCTIONS[strategy].format(count=self.params.per_strategy)
-            replies = self.ask({qid: self.render(instruction=instruction, query=query, count=self.params.per_strategy)
-                                for qid, query in queries.items()})
-            for qid, reply in replies.items():
-                found[qid].append((strategy, reply))
+        for (qid, strategy), reply in replies.items():
+            found[qid].append((strategy, reply))
         return found

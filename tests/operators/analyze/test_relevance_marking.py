@@ -46,6 +46,7 @@ def test_a_reply_that_only_adds_markers_is_put_into_the_original_text(fault_mode
     ("**Honey bees** are social insects.", "not the original text"),
     (TEXT, "marks no passage"),
     ("Honey bees are social insects. **They make honey from nectar and pollinate flowers.", "do not pair up"),
+    ("**** " + TEXT, "marks an empty passage"),
 ])
 def test_a_reply_that_changes_the_text_leaves_it_unmarked_and_says_why(fault_models, reply, problem):
     fault_models.reply = reply
@@ -92,3 +93,12 @@ def test_the_embedded_model_marks_or_says_why_not():
     else:
         assert marked == TEXT and meta["degraded"]["step"] == "mark"
     assert meta["usage"]["mark"]["calls"] == 1 and meta["usage"]["mark"]["completion_tokens"] > 0
+
+
+def test_a_text_with_markers_of_its_own_is_left_unmarked_and_says_why():
+    from operators.analyze.relevance_marking import mark
+    from operators.llm.gateway import Completion
+
+    original = "Bees **really** make honey."
+    marked, problem = mark(original, Completion(text="**Bees **really** make honey.**", model="m"))
+    assert marked == original and "of its own" in problem

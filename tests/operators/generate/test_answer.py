@@ -158,6 +158,7 @@ def test_an_uncited_answer_is_attributed_by_shared_words(fault_models):
 @pytest.mark.parametrize("reply, reason", [
     ("[1] [2] [3] [4]", "only labels or citations"),
     ("[1] Aphid: 1\n[2] Aphid: 2\n[3] Aphid: 3\n[4] Aphid: 4", "repeats itself"),
+    ("Bees make honey from nectar " + "and honey and honey " * 20, "repeats itself (85 words"),  # on one line
 ])
 def test_a_looping_or_empty_answer_is_junk(fault_models, reply, reason):
     fault_models.reply = reply
