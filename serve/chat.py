@@ -132,7 +132,40 @@ async def chat_response(handle: Any, card: ModelCard, request: ChatRequest) -> A
     events = engine_events(handle, card, request)
     if not request.stream:
         return await whole_answer(events, card)
-    return StreamingResponse(sse(events, card), media_type="text/event-stream")
+    return StreamingResponse(sse(await opened(events, card), card), media_type="text/event-stream")
+
+
+class Opened:
+    """A deployment's event stream whose first event has arrived (``opened``); iterated, that event comes first.
+    ``cancel`` cancels the stream on the deployment, as the stream's own does."""
+
+    def __init__(self, first: list[Any], events: Any) -> None:
+        self.first, self.events = first, events
+
+    async def __aiter__(self) -> AsyncIterator[Any]:
+        for event in self.first:
+            yield event
+        async for event in self.events:
+            yield event
+
+    def cancel(self) -> None:
+        self.events.cancel()
+
+
+async def opened(events: Any, card: ModelCard) -> Opened:
+    """``events`` once its first event is in: a failure before the answer starts (messages longer than the model
+    reads) is then raised as its ``ApiError``, a 400 or 500 while the response can still be one, rather than an
+    error event after a 200."""
+    try:
+        first = [await events.__anext__()]
+    except StopAsyncIteration:
+        first = []
+    except asyncio.CancelledError:  # the client went away while the model read the prompt
+        events.cancel()
+        raise
+    except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
+        raise model_failure(card, err) from None
+    return Opened(first, events)
 
 
 def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:

@@ -105,7 +105,7 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
             reply = ChatReply()
             reply.read(await chat.whole_answer(events, target))
             return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
-        return _streaming(_model_events(rid, chat.sse(events, target)))
+        return _streaming(_model_events(rid, chat.sse(await chat.opened(events, target), target)))
     prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows)
     if not body.stream:
         done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))

@@ -5,11 +5,21 @@ checks that a non-loopback host has API keys, then *becomes* Ray Serve's own ``s
 (``exec``), so the service is exactly what ``serve run`` starts, and the engine never
 imports the ``serve`` package. Relative paths in the config (the default index) are
 resolved here, against the directory the command runs in.
+
+The app is built in a Ray task and served by replicas whose environment is the raylet's, not
+this shell's: on a cluster that was already running (``--address``), ``$TESSERA_API_KEYS``,
+``$TESSERA_HOME`` and the rest would never reach them. So the environment travels in the
+config: the keys as SHA-256 hashes in ``args.service.api_keys`` (the raw keys are dropped from
+this process before ``serve run`` starts), the other settings in each application's
+``runtime_env.env_vars`` (``CARRIED``). Secrets a flow may read by name (``$TESSERA_ALLOW_ENV``'s
+variables, a model alias's ``api_key_env``) are not written to the file: on a cluster they
+must be set where the Ray nodes start.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import ipaddress
 import os
 import sys
@@ -20,6 +30,11 @@ from flows.commands._support import CliError, require_extra
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
 KEYS_ENV = "TESSERA_API_KEYS"
+#: Settings the app and its replicas read, copied from this environment into ``runtime_env.env_vars`` when set
+#: (``TESSERA_HOME`` and ``TESSERA_OUTBOUND`` always are). Paths among them are made absolute here.
+CARRIED = ("TESSERA_ALLOW_HOSTS", "TESSERA_ALLOW_ENV", "TESSERA_MODELS", "TESSERA_LLM_THREADS",
+           "TESSERA_PLACEMENT_TIMEOUT_S", "TESSERA_NODE_LOSS_GRACE_S")
+CARRIED_PATHS = ("TESSERA_MODELS",)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -47,6 +62,7 @@ def handle(args: argparse.Namespace) -> int:
         raise CliError(f"no Serve config at {source}", field="config")
     config = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
+    carry_environment(config, os.environ)
     check_keys(config)
     text = yaml.safe_dump(config, sort_keys=False)
     if args.print_config:
@@ -66,6 +82,11 @@ def handle(args: argparse.Namespace) -> int:
     # The service runs specs that come from the network: outbound URLs reach public addresses only
     # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
     os.environ["TESSERA_OUTBOUND"] = "server"
+    os.environ.pop(KEYS_ENV, None)  # hashed into the config: no raw key reaches a Ray process started from here
+    secrets = [name.strip() for name in os.environ.get("TESSERA_ALLOW_ENV", "").split(",") if name.strip()]
+    if args.address and args.address != "local" and secrets:
+        print(f"tessera serve: not carried to the cluster (secrets): ${', $'.join(secrets)}; set them where its "
+              "Ray nodes start", file=sys.stderr)
     print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -101,16 +122,63 @@ def apply_overrides(config: dict, *, host: str | None, port: int | None, index: 
             service["default_index"] = str(Path(resolve_index(value)).resolve())
 
 
+def carry_environment(config: dict, environ) -> None:
+    """Put what this environment configures into the config, so it holds wherever the app is built: the raw
+    keys of ``$TESSERA_API_KEYS`` as hashes in each service's ``api_keys`` (ids ``env-<hash prefix>``, as
+    ``serve.service_settings.resolve`` names them), and ``$TESSERA_HOME``, the outbound policy and ``CARRIED``
+    in each application's ``runtime_env.env_vars`` (a value the config sets itself is kept)."""
+    from operators.home import tessera_home
+
+    digests = list(dict.fromkeys(key_hash(raw.strip()) for raw in (environ.get(KEYS_ENV) or "").split(",")
+                                 if raw.strip()))
+    env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
+    for name in CARRIED:
+        if (environ.get(name) or "").strip():
+            value = environ[name].strip()
+            env[name] = str(Path(value).expanduser().resolve()) if name in CARRIED_PATHS else value
+    for application in config.get("applications") or []:
+        runtime_env = application.get("runtime_env") or {}
+        application["runtime_env"] = runtime_env
+        runtime_env["env_vars"] = {**env, **{k: str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}}
+        if KEYS_ENV in runtime_env["env_vars"]:
+            raise CliError(f"{KEYS_ENV} in runtime_env.env_vars would send raw keys to every replica: put their "
+                           f"sha256 in args.service.api_keys (or set {KEYS_ENV} where tessera serve runs)",
+                           field="runtime_env")
+        service = (application.get("args") or {}).get("service")
+        if service is None or not digests:
+            continue
+        keys = service["api_keys"] = list(service.get("api_keys") or [])
+        known, ids = {k.get("sha256") for k in keys}, {k.get("id") for k in keys}
+        for digest in digests:
+            if digest not in known:
+                key_id = f"env-{digest[:8]}" if f"env-{digest[:8]}" not in ids else f"env-{digest[:16]}"
+                keys.append({"id": key_id, "sha256": digest})
+                ids.add(key_id)
+
+
+def key_hash(raw: str) -> str:
+    """An API key's stored form, as ``serve.service_settings.key_hash`` computes it (the engine does not import
+    ``serve``; tests/flows/test_serve_environment.py checks that the two agree): SHA-256, hex."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
 def check_keys(config: dict) -> None:
-    """Refuse a non-loopback host when no application has API keys (the service would be open to anyone)."""
+    """Refuse a non-loopback host when an application would answer without API keys (open to anyone): its
+    service has none (``$TESSERA_API_KEYS`` is already in it, ``carry_environment``) or it has no service
+    (``service: null``, whose model routes take no keys)."""
     host = str((config.get("http_options") or {}).get("host", "127.0.0.1"))
-    if _loopback(host) or os.environ.get(KEYS_ENV, "").strip():
+    if _loopback(host):
         return
     for application in config.get("applications") or []:
-        service = (application.get("args") or {}).get("service") or {}
+        args = application.get("args") or {}
+        service = args.get("service") or {}
         if not service.get("api_keys") and not service.get("allow_public_without_keys"):
-            raise CliError(f"refusing to listen on {host} without API keys: set args.service.api_keys (hashed) in "
-                           f"the config or {KEYS_ENV}, or listen on 127.0.0.1", field="host")
+            name = application.get("name", "?")
+            reason = ("has no service (args.service: null), so its model routes take no keys" if
+                      "service" in args and args["service"] is None else
+                      f"has none: set args.service.api_keys (hashed) in the config or {KEYS_ENV}")
+            raise CliError(f"refusing to listen on {host} without API keys: application '{name}' {reason}, or "
+                           "listen on 127.0.0.1", field="host")
 
 
 def _loopback(host: str) -> bool:

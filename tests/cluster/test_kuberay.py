@@ -61,6 +61,51 @@ def test_the_rayservice_scales_a_gpu_group_from_zero():
     assert keys and "secretKeyRef" in keys[0]["valueFrom"], "the app listens on 0.0.0.0: it needs its API keys"
 
 
+#: The node label GPU Feature Discovery puts on a node, by the accelerator type Ray names.
+GPU_PRODUCTS = {"A10G": "NVIDIA-A10G", "L4": "NVIDIA-L4", "A100": "NVIDIA-A100-SXM4-80GB"}
+
+
+def offered_resources(doc: dict) -> dict[str, dict]:
+    """Each group's resources as KubeRay's autoscaler reads them (Ray's own code: containers' limits and
+    ``rayStartParams.resources``): what it believes a new pod of that group would offer."""
+    from ray.autoscaler._private.kuberay.autoscaling_config import _derive_autoscaling_config_from_ray_cr
+
+    config = _derive_autoscaling_config_from_ray_cr({"metadata": {"name": "tessera", "namespace": "default"},
+                                                     "spec": cluster_spec(doc)})
+    return {name: node["resources"] for name, node in config["available_node_types"].items()}
+
+
+def test_every_accelerator_type_a_served_model_asks_for_is_offered_by_a_group():
+    doc = manifest("rayservice.yaml")
+    args = yaml.safe_load(doc["spec"]["serveConfigV2"])["applications"][0]["args"]
+    asked = {m["accelerator_type"] for m in [*args["models"], *args["llms"]] if m.get("accelerator_type")}
+    assert asked, "the vLLM model names its accelerator (checked here)"
+    offered = offered_resources(doc)
+    groups = {g["groupName"]: g for g in cluster_spec(doc)["workerGroupSpecs"]}
+    for accelerator in asked:
+        # ray.serve.llm adds `accelerator_type:X: 0.001` to the replica's bundle; only a group the autoscaler
+        # knows to offer it (and a GPU) is ever scaled up for it.
+        offering = [name for name, resources in offered.items()
+                    if resources.get(f"accelerator_type:{accelerator}", 0) >= 0.001 and resources.get("GPU", 0) >= 1]
+        assert offering, f"no group offers accelerator_type:{accelerator}: its replicas would wait forever"
+        for name in offering:  # and its pods land on nodes that have that GPU
+            selector = groups[name]["template"]["spec"].get("nodeSelector", {})
+            assert selector.get("nvidia.com/gpu.product") == GPU_PRODUCTS[accelerator], name
+
+
+def test_an_accelerator_no_group_offers_is_caught():
+    doc = copy.deepcopy(manifest("rayservice.yaml"))
+    for group in cluster_spec(doc)["workerGroupSpecs"]:
+        group["rayStartParams"].pop("resources", None)
+    assert not any(k.startswith("accelerator_type:") for r in offered_resources(doc).values() for k in r)
+
+
+def test_the_rayservice_uses_no_deprecated_thresholds():
+    spec = manifest("rayservice.yaml")["spec"]  # unused by KubeRay since v1.1 (kuberay#1685): no protection
+    assert not {"serviceUnhealthySecondThreshold", "deploymentUnhealthySecondThreshold"} & set(spec)
+    assert "UnhealthySecondThreshold" not in (KUBERAY / "rayservice.yaml").read_text(encoding="utf-8")
+
+
 @pytest.mark.parametrize("name", ["rayjob-ingest.yaml", "rayjob-bench.yaml"])
 def test_the_job_entry_point_parses_with_tesseras_parser(name, parse_entrypoint):
     module, args = parse_entrypoint(manifest(name)["spec"]["entrypoint"])

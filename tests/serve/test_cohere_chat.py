@@ -71,6 +71,13 @@ def test_a_served_model_streamed_and_not(client):
     assert "".join(pieces) == done.message.content[0].text and len(pieces) > 1  # greedy: the same answer
     assert events[-1].delta.finish_reason == done.finish_reason
     assert events[-1].delta.usage.tokens.output_tokens == done.usage.tokens.output_tokens
+    from cohere.core.api_error import ApiError as CohereApiError
+
+    too_long = [{"role": "user", "content": "bee " * 5000}]  # over SmolLM2's 4,096 tokens
+    for call in (client.chat, lambda **kw: list(client.chat_stream(**kw))):  # streamed too: a 400, not an event
+        with pytest.raises(CohereApiError) as err:
+            call(model="smollm2", messages=too_long, max_tokens=4)
+        assert err.value.status_code == 400 and err.value.body["error"]["code"] == "context_length_exceeded"
 
 
 def test_what_it_cannot_serve_is_a_422_naming_the_field(client, serve_app):

@@ -99,9 +99,9 @@ def test_a_conversation_longer_than_the_context_is_a_400_that_says_what_to_do(cl
         client.chat.completions.create(model="smollm2", messages=too_long, max_tokens=4)
     assert err.value.body["code"] == "context_length_exceeded" and err.value.body["param"] == "messages"
     assert "5,031 tokens" in err.value.message and "start a new conversation" in err.value.message
-    with pytest.raises(openai.APIError) as err:  # streamed: the headers are sent, so it is the stream's error event
-        list(client.chat.completions.create(model="smollm2", messages=too_long, max_tokens=4, stream=True))
-    assert "4,096" in err.value.message and err.value.code == "context_length_exceeded"
+    with pytest.raises(openai.BadRequestError) as err:  # streamed too: refused before the stream's headers
+        client.chat.completions.create(model="smollm2", messages=too_long, max_tokens=4, stream=True)
+    assert "4,096" in err.value.message and err.value.body["code"] == "context_length_exceeded"
     answer = client.chat.completions.create(model="smollm2", messages=QUESTION, max_tokens=4)  # the replica is fine
     assert answer.choices[0].message.content
 
