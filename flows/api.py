@@ -93,8 +93,10 @@ def _at_least_k(step: Any, k: int) -> Any:
 class Flow:
     """A validated flow, ready to run over queries."""
 
-    def __init__(self, spec: FlowSpec):
+    def __init__(self, spec: FlowSpec, *, unbound: FlowSpec | None = None):
         self.spec = spec
+        #: the spec before ``Flow.load(..., index=)`` filled its unset indices: what ``save`` stores
+        self.unbound = unbound if unbound is not None else spec
         self.built = spec.build()  # operators and params checked here, before anything runs
 
     @classmethod
@@ -110,9 +112,7 @@ class Flow:
             spec = FlowSpec.parse(source)
         else:
             spec = load_request(str(source))[0]
-        if index is not None:
-            spec = spec.with_index(index)
-        return cls(spec)
+        return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property
     def name(self) -> str:
@@ -151,10 +151,13 @@ class Flow:
         return runner.run(self.built, as_queries(queries), progress=progress, cancel=cancel)
 
     def save(self, name: str) -> Path:
-        """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere."""
+        """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere.
+
+        The index ``Flow.load(..., index=)`` gave it is not stored: the saved flow leaves those steps' ``index``
+        unset, as it was, so ``tessera run NAME --index X`` and ``tessera bench --flow NAME`` fill in theirs."""
         from flows import store
 
-        return store.save(name, self.spec)
+        return store.save(name, self.unbound)
 
 
 def _step_cache(cache: bool | str | os.PathLike):

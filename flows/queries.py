@@ -28,7 +28,8 @@ import pyarrow as pa
 from operators.errors import SpecError
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
-RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv")
+RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
+TREC_SUFFIXES = (".trec", ".run")
 
 _ID_FIELDS = ("qid", "_id", "id")
 _TEXT_FIELDS = ("query", "text")
@@ -186,16 +187,20 @@ def check_result_path(path: str | Path) -> Path:
     return path
 
 
-def write_results(table: pa.Table, path: str | Path) -> Path:
-    """Write a results table as Parquet, JSON lines or CSV (by suffix), atomically.
+def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") -> Path:
+    """Write a results table as Parquet, JSON lines, CSV or a TREC run (``.trec``/``.run``, ``trec_run``,
+    whose last column is ``tag``), by suffix, atomically.
 
     CSV has no nested types: list and struct columns are written as JSON text.
     """
     path = check_result_path(path)
+    suffix = path.suffix.lower()
+    text = trec_run(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    suffix = path.suffix.lower()
-    if suffix == ".parquet":
+    if text is not None:
+        tmp.write_text(text, encoding="utf-8")
+    elif suffix == ".parquet":
         import pyarrow.parquet as pq
 
         pq.write_table(table, tmp)
@@ -214,3 +219,52 @@ def write_results(table: pa.Table, path: str | Path) -> Path:
         pacsv.write_csv(flat, tmp)
     os.replace(tmp, path)
     return path
+
+
+def trec_run(table: pa.Table, tag: str = "tessera") -> str:
+    """The ranking of a result table as a TREC run: ``qid Q0 docno rank score tag`` a line, by qid then rank.
+
+    trec_eval and ir-measures order a query's documents by score (ties: by docno, descending), not by the rank
+    column, and trec_eval holds a score as a 32-bit float. So the scores are written as 32-bit floats that
+    decrease strictly with Tessera's rank: where a score ties with (or is above) the one ranked before it, as
+    32-bit floats, it is nudged just below that one (by the smallest float32 step), and a query with a missing
+    score gets ``-rank``. Evaluating the file then sees Tessera's order. A result without ``rank`` is ranked by
+    ``score`` within each query; the rank written is 1, 2, ... in that order.
+    """
+    import numpy as np
+
+    missing = [c for c in ("qid", "docno") if c not in table.column_names]
+    if missing or not {"rank", "score"} & set(table.column_names):
+        raise SpecError(f"a TREC run needs the columns qid, docno and rank or score; the result has "
+                        f"{_short(table.column_names)}", field="out")
+    tag = "_".join(str(tag).split()) or "tessera"
+    qids = [str(q) for q in table.column("qid").to_pylist()]
+    docnos = [str(d) for d in table.column("docno").to_pylist()]
+    for what, values in (("qid", qids), ("docno", docnos)):
+        bad = next((v for v in values if not v or any(ch.isspace() for ch in v)), None)
+        if bad is not None:
+            raise SpecError(f"a TREC run cannot hold the {what} {bad!r}: it is empty or has whitespace",
+                            field="out")
+    scores = (np.array([np.nan if v is None else float(v) for v in table.column("score").to_pylist()])
+              if "score" in table.column_names else np.full(table.num_rows, np.nan))
+    if "rank" in table.column_names:
+        ranks = np.array([np.inf if v is None else float(v) for v in table.column("rank").to_pylist()])
+    else:
+        ranks = -np.nan_to_num(scores, nan=-np.inf)  # by score, descending
+    order = sorted(range(table.num_rows), key=lambda i: (qids[i], ranks[i], i))
+    lines: list[str] = []
+    start = 0
+    while start < len(order):  # one query at a time
+        end = start
+        while end < len(order) and qids[order[end]] == qids[order[start]]:
+            end += 1
+        rows = order[start:end]
+        own = scores[rows]
+        written = (-np.arange(1, len(rows) + 1) if np.isnan(own).any() else own).astype(np.float32)
+        for j in range(1, len(rows)):
+            if not written[j] < written[j - 1]:
+                written[j] = np.nextafter(written[j - 1], np.float32(-np.inf))
+        lines += [f"{qids[i]} Q0 {docnos[i]} {n} {float(score)!r} {tag}\n"
+                  for n, (i, score) in enumerate(zip(rows, written), 1)]
+        start = end
+    return "".join(lines)

@@ -6,7 +6,7 @@ The API layer maps ``SpecError``/``ParamsError`` to HTTP 422 with ``field``, and
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 
 def short_repr(value: Any, limit: int = 120) -> str:
@@ -19,6 +19,23 @@ def short_repr(value: Any, limit: int = 120) -> str:
     shortener.maxstring = shortener.maxother = limit // 2
     text = shortener.repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def unknown_name_hint(name: str, known: Iterable[str], what: str) -> str:
+    """``"; did you mean 'k'? (parameters: index, k)"``: the close matches of a misspelt ``name`` and every
+    known name (``difflib``; a name that only differs in case or ``-``/``_`` is the first match)."""
+    import difflib
+
+    known = sorted(known)
+    if not known:
+        return f" (this operator has no {what})"
+    folded = {k.lower().replace("-", "_"): k for k in known}
+    close = [folded[f] for f in [name.lower().replace("-", "_")] if f in folded]
+    close += [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if k not in close]
+    if not close:  # top_k -> k: a name that is a word of the misspelt one
+        close = [k for k in known if k in name.lower().replace("-", "_").split("_")]
+    hint = f"; did you mean {' or '.join(repr(k) for k in close[:3])}?" if close else ""
+    return f"{hint} ({what}: {', '.join(known)})"
 
 
 class TesseraError(Exception):
@@ -54,12 +71,17 @@ class ParamsError(SpecError):
     """An operator's params do not validate."""
 
     @classmethod
-    def from_validation(cls, err: Any, *, op: str | None, step: str | None) -> "ParamsError":
+    def from_validation(cls, err: Any, *, op: str | None, step: str | None,
+                        known: Iterable[str] | None = None) -> "ParamsError":
+        """The first error of a pydantic ``ValidationError`` (and how many more); ``known``, the operator's
+        parameter names, turns an unknown one into "did you mean 'k'?" and the list of parameters."""
         first = err.errors()[0]
         loc = ".".join(str(part) for part in first["loc"]) or None
         kind = first["type"]
         if kind == "extra_forbidden":
             message = "unknown parameter"
+            if known is not None and len(first["loc"]) == 1:
+                message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
             message = f"{first['msg']} (got {short_repr(first.get('input'))})"
         more = len(err.errors()) - 1

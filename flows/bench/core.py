@@ -76,6 +76,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     flow_runs: dict[str, FlowRun] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
     corpus_sha: str | None = None
+    warned_indices: set[str] = set()
     with reporter:
         reporter.start(len(flows))
         for flow in flows:
@@ -83,6 +84,12 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
                 corpus_sha = dataset.corpus_sha256()
             flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
             flow_runs[flow.name] = flow_run
+            if flow_run.index_failures and flow_run.index.key not in warned_indices:
+                warned_indices.add(flow_run.index.key)
+                warnings.append(f"{flow_run.index_failures} corpus document(s) of {dataset.corpus} failed to ingest "
+                                f"and are not in the index {flow_run.index.path} (flow '{flow.name}'): a relevant "
+                                f"one among them counts as not found; see {flow_run.index.path / 'failures.jsonl'}")
+                reporter.warn(warnings[-1])
             if flow_run.run.answers and not flow_run.run.table.num_rows:
                 warnings.append(f"flow '{flow.name}' answers without retrieving: its retrieval measures are 0")
                 reporter.warn(warnings[-1])
@@ -121,11 +128,12 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
     # a step that reads the dataset itself (retrieve.gold) and leaves it unset reads the benchmark's
     flow_spec = flow.spec.with_unset("dataset", str(dataset.root.resolve()), split=dataset.split)
     plan = indices.plan_index(flow_spec, corpus_sha, index_root) if corpus_sha else None
-    built_now = False
+    built_now, failed = False, 0
     keyed, spec = flow_spec, flow_spec
     if plan is not None:  # the index is part of the run's identity: built (or found) first
         built_now = indices.ensure_index(plan, dataset.corpus, executor=options.executor, log=reporter.log,
-                                             progress=reporter.enabled)
+                                         progress=reporter.enabled)
+        failed = indices.failed_documents(plan)[0]
         keyed = flow_spec.with_index(indices.identity(plan))
         spec = flow_spec.with_index(str(plan.path))
     spec_json = canonical_spec(keyed)
@@ -143,10 +151,11 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         table = runs.to_run(flow.name, result.table, answered=bool(found))
         stored = cache.save(flow.name, key, table, seconds, spec_json, found)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s, {table.num_rows} results -> {stored.path}")
+    stored.write_trec()  # a cached run from before .trec files were written gets one too
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,
                    short_queries=short, fewest_results=fewest, spec=spec_json,
-                   summary=spec_summary(flow.spec))
+                   summary=spec_summary(flow.spec), index_failures=failed)
 
 
 def canonical_spec(spec) -> dict[str, Any]:

@@ -5,6 +5,12 @@ SPEC is anything ``FlowSpec.load`` accepts: a spec file, a built-in flow
 ``NAME=NAME``, and ``--flow path/to/NAME.yaml`` alone means ``NAME=path/to/NAME.yaml``.
 Names are unique and become file names, so they are restricted to letters, digits,
 ``_``, ``.`` and ``-``.
+
+A flow the benchmark cannot measure is refused here, before anything runs: an ingestion
+flow (a ``sources.*`` step: it reads documents and writes an index, ``tessera ingest``),
+and a flow with a step that names its own index (``params.index`` set): the benchmark
+builds the dataset's index for the steps that leave ``index`` unset, and a step that
+searches another index would score every query 0.
 """
 
 from __future__ import annotations
@@ -58,11 +64,40 @@ def resolve_flows(values: list[str]) -> list[BenchFlow]:
         seen.add(name)
         try:
             spec = FlowSpec.load(source)
-            spec.build()
+            built = spec.build()
         except TesseraError as err:
             raise BenchError(f"bad --flow value '{value}': {err}", field="flow") from None
+        refuse_unmeasurable(value, built)
         flows.append(BenchFlow(name=name, source=source, spec=spec))
     return flows
+
+
+def refuse_unmeasurable(value: str, built) -> None:
+    """A ``BenchError`` for a flow that does not search the dataset's index for its queries."""
+    for step in built.needed_steps():
+        op = built.operators[step]
+        if op.scope == "source":
+            raise BenchError(f"bad --flow value '{value}': flow '{built.name}' is an ingestion flow (step '{step}', "
+                             f"{op.name}, reads documents and writes an index), not a flow that searches for "
+                             "queries: benchmark a retrieval flow (e.g. bm25, hybrid); the benchmark builds the "
+                             "dataset's index itself", field="flow")
+    for step, index in own_indices(built.spec).items():
+        if step in built.needed_steps():
+            raise BenchError(f"bad --flow value '{value}': step '{step}' searches its own index {index!r} "
+                             "(params.index), not the dataset's: the benchmark builds the dataset's index for the "
+                             "steps that leave params.index unset; remove params.index from the spec (its "
+                             "index_settings choose the encoder)", field="flow")
+
+
+def own_indices(spec: FlowSpec) -> dict[str, str]:
+    """Steps whose operator reads an index and whose spec names one (``params.index`` set): step -> index."""
+    from operators.registry import get_operator
+
+    found = {}
+    for step_id, step in spec.steps.items():
+        if "index" in get_operator(step.op, step=step_id).Params.model_fields and step.params.get("index") is not None:
+            found[step_id] = str(step.params["index"])
+    return found
 
 
 def spec_summary(spec: FlowSpec) -> str:

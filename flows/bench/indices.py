@@ -6,9 +6,14 @@ dataset's ``corpus.jsonl``, dense (with embeddings) only when some step of the f
 searches vectors, with the spec's ``index_settings`` (an encoder, BM25 options),
 into ``<root>/<key>`` where ``root`` is ``--index-dir`` or
 ``$TESSERA_HOME/indices/auto`` and ``key`` hashes the corpus's sha256 and the
-settings JSON (and a non-default encoder's files). An index is reused when its ``<key>.done.json`` marker exists (written
-after ingestion returned) and it opens; a half-built one is handed to ``ingest``
-again, which resumes it.
+settings JSON (and a non-default encoder's files). An index is reused when its
+``<key>.done.json`` marker exists (written after ingestion returned) and it opens; a
+half-built one is handed to ``ingest`` again, which resumes it.
+
+Documents of the corpus that failed to ingest (an unreadable line, a record without
+text: ``<index>/failures.jsonl``) are not in the index; ``failed_documents`` counts
+them, built now or reused, and the benchmark warns, as the measures then count every
+relevant document among them as not found.
 
 The flow that runs gets the index path; the spec that keys the run cache gets
 ``auto:<key>/g<generation>`` instead, so moving ``--index-dir`` does not invalidate
@@ -26,6 +31,7 @@ from typing import Any, Callable
 
 from flows.spec import FlowSpec
 
+
 @dataclass(frozen=True)
 class IndexPlan:
     key: str
@@ -37,7 +43,6 @@ class IndexPlan:
     @property
     def marker(self) -> Path:
         return self.path.parent / f"{self.path.name}.done.json"
-
 
 
 def default_root() -> Path:
@@ -124,6 +129,19 @@ def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
                                       indent=2, default=str), encoding="utf-8")
     log(f"built index {plan.key} in {seconds:.1f} s")
     return True
+
+
+def failed_documents(plan: IndexPlan) -> tuple[int, Path]:
+    """How many corpus documents are not in the index because they failed to ingest (the ledger's open
+    failures), and the ledger's path."""
+    from flows.ingestion.ledger import Ledger
+    from operators.store import Index
+
+    ledger = Ledger(plan.path)
+    if not ledger.path.is_file():
+        return 0, ledger.path
+    finished = Index.open(plan.path, verify=False).finished_shards() | ledger.empty_shards()
+    return len(ledger.open_failures(finished)), ledger.path
 
 
 def _jsonable(report: Any) -> Any:

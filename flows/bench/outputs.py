@@ -5,7 +5,7 @@
 * ``per_query.parquet``: ``flow, qid, measure, value``
 * ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, p,
   p_corrected, wins, losses, ties, n, test, correction``
-* ``bench.json``: the options, the dataset, and per flow its run file, key, whether
+* ``bench.json``: the options, the dataset, and per flow its run file (and TREC run file), key, whether
   the run came from the cache, seconds, index, and warnings
 """
 
@@ -66,7 +66,8 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
         "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
                     "executor": o.executor, "limit": o.limit, "cache": o.cache,
                     "min_relevance": o.min_relevance},
-        "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path), "cached": fr.run.cached,
+        "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path),
+                         "trec_file": str(fr.run.trec_path), "cached": fr.run.cached,
                          "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
                          "queries_short_of_max_k": fr.short_queries,
                          "index": None if fr.index is None else {"path": str(fr.index.path), "key": fr.index.key,

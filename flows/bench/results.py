@@ -43,6 +43,7 @@ class FlowRun:
     fewest_results: int
     spec: dict[str, Any]  # canonical: what the run key hashes
     summary: str  # one line: steps, operators, params
+    index_failures: int = 0  # corpus documents that failed to ingest into its index (not in it)
 
 
 @dataclass

@@ -7,7 +7,9 @@ hashes) and the largest cutoff. A changed qrels file therefore never reuses a st
 run. Each run is written atomically (temporary file, then rename) as soon as its
 flow finishes, to ``<dir>/<flow>-<key16>.parquet``, so an interrupted benchmark
 resumes without redoing finished flows. A flow's answers (``flows.bench.answers``) travel in
-the same file, as JSON in its schema metadata.
+the same file, as JSON in its schema metadata. Beside it, ``<flow>-<key16>.trec`` is the
+same run in TREC format (``flows.queries.trec_run``: scores decrease strictly with the rank),
+so trec_eval or ir-measures on it reproduce the benchmark's measures.
 """
 
 from __future__ import annotations
@@ -44,6 +46,20 @@ class StoredRun:
     seconds: float  # time the flow took when it ran
     cached: bool  # read from the cache in this benchmark
     answers: dict[str, str] = field(default_factory=dict)  # qid -> the flow's answer, where it gave one
+
+    @property
+    def trec_path(self) -> Path:
+        """The run in TREC format, beside the Parquet file."""
+        return self.path.with_suffix(".trec")
+
+    def write_trec(self) -> Path:
+        """Write ``trec_path`` (atomically) unless it is there already; returns it."""
+        if not self.trec_path.is_file():
+            from flows.queries import trec_run
+            from operators.atomic import write_text
+
+            write_text(self.trec_path, trec_run(self.table, self.flow))
+        return self.trec_path
 
 
 class RunCache:
@@ -82,8 +98,11 @@ class RunCache:
             meta["tessera.bench.answers"] = json.dumps(answers, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         pq.write_table(table.replace_schema_metadata(meta), tmp)
+        path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
         os.replace(tmp, path)
-        return StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}))
+        stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}))
+        stored.write_trec()
+        return stored
 
 
 def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:

@@ -43,7 +43,8 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     parser.add_argument("--index", metavar="NAME_OR_PATH",
                         help="index for the retrieval steps that leave params.index unset "
                         "(a path, or a name under $TESSERA_HOME/indices)")
-    parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv)")
+    parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv), "
+                        "or its ranking as a TREC run file (.trec or .run: qid Q0 docno rank score tag)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
     parser.add_argument("--top", type=positive_int, default=10, metavar="N",
@@ -76,7 +77,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.queries import check_result_path, read_queries, write_results
     from flows.train import train_command
 
-    flow, mosaic_query = load_flow(args.flow, index=uris.local_path(args.index, "index"))
+    flow, mosaic_query = load_flow(args.flow)
+    if args.index is not None:
+        flow = _with_index(flow, uris.local_path(args.index, "index"), args.index)
     if queries_file is not None:
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
@@ -98,7 +101,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     with cancel_on_interrupt(token), reporter:
         result = executor.run(flow, queries, progress=reporter, cancel=token)
     if out_path is not None:
-        write_results(result.table, out_path)
+        write_results(result.table, out_path, tag=flow.name)
         print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
               file=sys.stderr)
     if args.json:
@@ -109,3 +112,21 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     print_steps(out, result)
     out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
     return EXIT_OK
+
+
+def _with_index(flow, index: str, given: str):
+    """The flow with ``--index`` in the steps that leave ``index`` unset; an error when no step does, as the
+    index would be ignored (a flow that names its own, or reads none): one line, naming the step and its index."""
+    from flows.bench.flowdefs import own_indices
+
+    spec = flow.spec
+    if spec.unset_index_steps():
+        return spec.with_index(index).build()
+    named = own_indices(spec)
+    if named:
+        step, own = next(iter(named.items()))
+        raise CliError(f"--index {given} would not be used: flow '{flow.name}' names its own index (step '{step}' "
+                       f"searches {own!r}); drop --index, or run a spec that leaves params.index unset",
+                       step=step, field="index")
+    raise CliError(f"--index {given} would not be used: flow '{flow.name}' reads no index; drop --index",
+                   field="index")

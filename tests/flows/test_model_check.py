@@ -149,3 +149,9 @@ def test_operators_declare_their_models_and_placed_steps_are_skipped(home, bi_en
     with pytest.raises(MissingModelsError, match="nothing is downloaded"):  # no how_to_make: the resolver's reason
         check_models([spec])
     check_models([FlowSpec.load("hybrid").with_index(str(bi_encoder_index.parent / "none"))])  # opens no index
+
+
+def test_a_bm25_multi_hop_flow_needs_no_encoder_and_a_hybrid_one_does():
+    """What a multi-hop step needs of its index follows its retriever (its index is built without vectors)."""
+    assert [n.reference for n in flow_needs(FlowSpec.load("bm25_multihop"))] == []
+    assert {n.step for n in flow_needs(FlowSpec.load("hybrid_multihop"))} == {"hops"}
