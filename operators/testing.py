@@ -30,6 +30,13 @@ import pyarrow.compute as pc
 from operators.base import Operator
 from operators.registry import get_operator
 
+#: The first 40 documents of the sample corpus, shipped in the package (package data): the sample tables
+#: below are built from them, so an installed Tessera runs the contract on an operator of another package.
+#: Text: English Wikipedia lead extracts by Wikipedia contributors, licensed under CC BY-SA 4.0
+#: (https://creativecommons.org/licenses/by-sa/4.0/), unchanged.
+SAMPLE_DOCUMENTS = Path(__file__).resolve().with_name("testing_documents.jsonl")
+SAMPLE_DOCUMENTS_COUNT = 40
+#: The whole sample corpus (1,000 documents, ``data/sample``): in a source checkout only.
 SAMPLE_CORPUS = Path(__file__).resolve().parent.parent / "data" / "sample" / "corpus.jsonl"
 
 SAMPLE_QUERIES = {
@@ -62,9 +69,16 @@ def sample_queries(n: int = 3) -> pa.Table:
 
 
 def sample_documents(n: int = 20) -> pa.Table:
-    """The first ``n`` documents of the bundled Wikipedia sample (``docno, title, text``)."""
+    """The first ``n`` documents of the bundled Wikipedia sample (``docno, title, text``).
+
+    Up to ``SAMPLE_DOCUMENTS_COUNT`` come from the package itself; more need a source checkout's ``SAMPLE_CORPUS``.
+    """
+    path = SAMPLE_DOCUMENTS if n <= SAMPLE_DOCUMENTS_COUNT else SAMPLE_CORPUS
+    if not path.is_file():
+        raise FileNotFoundError(f"sample_documents({n}): Tessera ships {SAMPLE_DOCUMENTS_COUNT} sample documents; "
+                                f"more are read from {path}, in a source checkout only")
     rows = []
-    with open(SAMPLE_CORPUS, encoding="utf-8") as f:
+    with open(path, encoding="utf-8") as f:
         for line in f:
             doc = json.loads(line)
             rows.append({"docno": doc["_id"], "title": doc["title"], "text": doc["text"]})

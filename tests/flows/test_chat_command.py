@@ -25,6 +25,7 @@ def spec(tmp_path):
     return path
 
 
+@pytest.mark.integration  # a whole chat over the bundled corpus in a process of its own: in make test only
 def test_a_follow_up_is_searched_with_the_conversation_and_new_starts_over(fault_models, spec, tmp_path):
     fault_models.reply = "Honey bees make honey [1]."
     questions = "Which insects make honey?\nHow do they make it?\n/new\nHow do they make it?\n"

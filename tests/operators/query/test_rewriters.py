@@ -51,7 +51,8 @@ def test_expand_keeps_valid_novel_queries_per_strategy(fault_models):
     assert extra(out) == [("q1#1", "q1", "rephrase", "honey bees pollination"),
                           ("q1#2", "q1", "rephrase", "bumblebee nectar gathering")]   # broaden's are duplicates
     assert out.column("qid").to_pylist()[0] == "q1" and fault_models.attempts["ok"] == 2
-    assert "Rephrase the question" in fault_models.bodies[0]["messages"][-1]["content"]
+    prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]  # sent at once: in any order
+    assert sum("Rephrase the question" in p for p in prompts) == 1 and sum("broader" in p for p in prompts) == 1
     assert op.drain_metadata()["q1"]["usage"]["x"]["calls"] == 2
 
 

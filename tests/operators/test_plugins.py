@@ -1,0 +1,271 @@
+"""Operators from outside the Tessera tree: a real package written into ``tmp_path``, registered through
+``TESSERA_OPERATORS`` and through a ``tessera.operators`` entry point (a real ``.dist-info`` with its
+``entry_points.txt`` on the path, which ``importlib.metadata`` reads as it reads an installed package's), then
+used by a flow through the Python API and by ``tessera run``/``tessera ops`` in a subprocess; and the contract
+test run against it with the repository's ``data/`` out of reach, as from an installed Tessera."""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+import textwrap
+import tomllib
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from operators import registry, testing
+from operators.registry import OperatorPluginError, all_operators, create, get_operator
+from operators.testing import OperatorContract, sample_documents
+from tests.flows.test_cli import assert_one_line_error, tessera_process
+
+REPO = Path(__file__).resolve().parents[2]
+PACKAGE = "tessera_mylab"
+OPERATOR = "mylab.keyword_flag"
+
+FLAGS = '''\
+"""Keyword flag chip: an operator that lives in its own package."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.tables import set_column
+
+
+class KeywordFlagger(Operator):
+    """Flag the rows whose text contains a keyword, as a chip."""
+
+    name = "mylab.keyword_flag"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        keyword: str = Field("honey", min_length=1, description="Word looked for, in any case.")
+        input_column: str = Field("text", description="Column searched for the keyword.")
+        output_column: str = Field("has_keyword", description="Column that receives the flag.")
+
+    def reads(self) -> list[str]:
+        return [self.params.input_column]
+
+    def produces(self) -> dict[str, str]:
+        return {self.params.output_column: "chip"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        text = pc.utf8_lower(pc.fill_null(table.column(self.params.input_column).cast(pa.string()), ""))
+        return set_column(table, self.params.output_column, pc.match_substring(text, self.params.keyword.lower()))
+'''
+
+CORPUS = [
+    {"_id": "d1", "title": "Bee", "text": "Honey bees make honey from the nectar of flowers."},
+    {"_id": "d2", "title": "Wasp", "text": "Wasps are insects that do not make honey but visit flowers."},
+    {"_id": "d3", "title": "Opera", "text": "An opera is a drama set to music, composed for singers."},
+]
+
+
+def write_package(root: Path, modules: dict[str, str]) -> Path:
+    """``root/tessera_mylab/`` with ``modules`` (name -> source) besides an empty ``__init__.py``."""
+    package = root / PACKAGE
+    package.mkdir(parents=True, exist_ok=True)
+    (package / "__init__.py").write_text('"""A researcher\'s own operators."""\n')
+    for name, source in modules.items():
+        (package / f"{name}.py").write_text(textwrap.dedent(source))
+    return root
+
+
+def write_dist_info(root: Path, entry_points: str) -> None:
+    """What ``pip install`` leaves for a distribution ``tessera-mylab`` whose pyproject.toml has
+    ``[project.entry-points."tessera.operators"]``: its METADATA and its entry_points.txt."""
+    dist = root / "tessera_mylab-0.1.0.dist-info"
+    dist.mkdir(parents=True, exist_ok=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: tessera-mylab\nVersion: 0.1.0\n")
+    (dist / "entry_points.txt").write_text(f"[tessera.operators]\n{entry_points}\n")
+
+
+@pytest.fixture
+def fresh_registry(monkeypatch):
+    """An empty registry for the test (restored after it), no ``TESSERA_OPERATORS``, and the plugin package
+    forgotten afterwards, so no other test sees the plugin."""
+    for attr, value in (("_registry", {}), ("_origins", {}), ("_skipped", {}), ("_loaded", False),
+                        ("_env_modules", set())):
+        monkeypatch.setattr(registry, attr, value)
+    monkeypatch.delenv(registry.ENV_VAR, raising=False)
+    yield
+    for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
+        del sys.modules[name]
+    importlib.invalidate_caches()
+
+
+@pytest.fixture
+def plugin_root(tmp_path, monkeypatch, fresh_registry) -> Path:
+    """The plugin package, importable (first on ``sys.path``), not yet registered."""
+    root = write_package(tmp_path / "site", {"flags": FLAGS})
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    return root
+
+
+def flow_spec(tmp_path: Path) -> dict:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(doc) + "\n" for doc in CORPUS))
+    return {"name": "flagged", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(corpus), "k": 2}},
+        "flag": {"op": OPERATOR, "params": {"keyword": "HONEY"}},
+    }}
+
+
+def run_flow(tmp_path: Path) -> pa.Table:
+    from flows.api import Flow
+
+    return Flow.load(flow_spec(tmp_path)).run("honey bees").table
+
+
+def test_a_module_in_tessera_operators_is_registered_and_runs_in_a_flow(plugin_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_OPERATORS", f" {PACKAGE}.flags , ")
+    ops = all_operators()
+    assert ops[OPERATOR].__module__ == f"{PACKAGE}.flags" and "analyze.word_count" in ops  # besides the built-ins
+    assert get_operator(OPERATOR).category() == "mylab"
+    table = run_flow(tmp_path)
+    assert table.column("docno").to_pylist() == ["d1", "d2"]
+    assert table.column("has_keyword").to_pylist() == [True, True]
+
+
+def test_a_module_named_after_the_first_lookup_is_loaded_at_the_next(plugin_root, monkeypatch):
+    """A notebook sets TESSERA_OPERATORS after Tessera has listed its operators."""
+    assert OPERATOR not in all_operators()
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    assert create(OPERATOR, {"keyword": "opera"})(pa.table({"text": ["An opera.", None]})).column(
+        "has_keyword").to_pylist() == [True, False]
+
+
+@pytest.mark.parametrize("entry_point", [f"mylab = {PACKAGE}.flags", f"keyword_flag = {PACKAGE}.flags:KeywordFlagger"],
+                         ids=["module", "class"])
+def test_an_entry_point_naming_a_module_or_a_class_registers_it(plugin_root, tmp_path, entry_point):
+    write_dist_info(plugin_root, entry_point)
+    assert all_operators()[OPERATOR].__name__ == "KeywordFlagger"
+    assert run_flow(tmp_path).column("has_keyword").to_pylist() == [True, True]
+
+
+def test_a_module_entry_point_registers_the_operators_of_its_submodules(plugin_root):
+    (plugin_root / PACKAGE / "__init__.py").write_text("from tessera_mylab.flags import KeywordFlagger\n")
+    write_dist_info(plugin_root, f"mylab = {PACKAGE}")
+    assert all_operators()[OPERATOR].__module__ == f"{PACKAGE}.flags"
+
+
+@pytest.mark.integration  # the command line end to end, four processes: in make test, not the inner loop
+@pytest.mark.parametrize("how", ["entry point", "TESSERA_OPERATORS"])
+def test_tessera_ops_lists_the_plugin_and_tessera_run_runs_it(plugin_root, tmp_path, monkeypatch, how):
+    """The installed script in a subprocess, which finds the plugin as a user's shell would: on PYTHONPATH."""
+    monkeypatch.setenv("PYTHONPATH", str(plugin_root))
+    if how == "entry point":
+        write_dist_info(plugin_root, f"mylab = {PACKAGE}.flags")
+    else:
+        monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    home = tmp_path / "home"
+    listed = tessera_process("ops", home=home).stdout
+    assert OPERATOR in listed and "Flag the rows whose text contains a keyword" in listed
+    spec = tmp_path / "flagged.json"
+    spec.write_text(json.dumps(flow_spec(tmp_path)))
+    result = json.loads(tessera_process("run", str(spec), "-q", "honey bees", "--executor", "local", "--json",
+                                        "--no-cache", "--quiet", home=home).stdout)
+    assert [(r["docno"], r["has_keyword"]) for r in result["rows"]] == [("d1", True), ("d2", True)]
+    assert result["roles"]["has_keyword"] == "chip"
+
+
+# -- a plugin that cannot be registered: one line naming it -------------------------------------------------
+
+BROKEN = {
+    "import": ({"broken": "import not_a_module_anywhere\n"}, "broken = tessera_mylab.broken",
+               ["entry point 'broken = tessera_mylab.broken'", "failed to import",
+                "ModuleNotFoundError: No module named 'not_a_module_anywhere'"]),
+    "not an operator": ({"helpers": "def flag(table):\n    return table\n"}, "flag = tessera_mylab.helpers:flag",
+                        ["entry point 'flag = tessera_mylab.helpers:flag'", "names a function",
+                         "not a module or an Operator subclass"]),
+    "no operator": ({"helpers": "X = 1\n"}, "mylab = tessera_mylab.helpers",
+                    ["module 'tessera_mylab.helpers' defines no Operator subclass with a name"]),
+    "no name": ({"unnamed": "from operators.base import Operator\n\nclass Unnamed(Operator):\n    '''x.'''\n"},
+                "unnamed = tessera_mylab.unnamed:Unnamed",
+                ["tessera_mylab.unnamed.Unnamed has no name", "name = 'category.snake_name'"]),
+    "bad name": ({"odd": "from operators.base import Operator\n\nclass Odd(Operator):\n    name = 'Odd'\n"},
+                 "odd = tessera_mylab.odd", ["name 'Odd' is not 'category.snake_name'"]),
+    "shadows a built-in": (
+        {"mine": "from operators.base import Operator\n\n"
+                 "class MyCounter(Operator):\n    name = 'analyze.word_count'\n"},
+        "mine = tessera_mylab.mine",
+        ["operator name 'analyze.word_count' is used by both operators.analyze.word_count.WordCounter (built-in)",
+         "and tessera_mylab.mine.MyCounter (entry point 'mine = tessera_mylab.mine'"]),
+    "inherits a built-in's name": (
+        {"sub": "from operators.analyze.word_count import WordCounter\n\nclass Sub(WordCounter):\n    pass\n"},
+        "sub = tessera_mylab.sub:Sub", ["used by both operators.analyze.word_count.WordCounter",
+                                        "(it inherits the name: give it its own)"]),
+    "alias of a built-in": (
+        {"alias": "from operators.base import Operator\n\nclass A(Operator):\n    name = 'mylab.a'\n"
+                  "    aliases = ('analyze.word_count',)\n"},
+        "a = tessera_mylab.alias", ["alias 'analyze.word_count' of tessera_mylab.alias.A",
+                                    "also the name or an alias of operators.analyze.word_count.WordCounter"]),
+}
+
+
+@pytest.mark.parametrize("case", list(BROKEN))
+def test_a_broken_entry_point_is_an_error_naming_it(plugin_root, case):
+    modules, entry_point, needles = BROKEN[case]
+    write_package(plugin_root, modules)
+    write_dist_info(plugin_root, entry_point)
+    with pytest.raises(OperatorPluginError) as err:
+        all_operators()
+    message = str(err.value)
+    assert "\n" not in message and all(n in message for n in needles), message
+    with pytest.raises(OperatorPluginError):  # every lookup says it again, and nothing half-registered stays
+        get_operator("analyze.word_count")
+    assert registry._registry == {}
+
+
+def test_two_plugins_with_one_name_are_an_error_naming_both(plugin_root, monkeypatch):
+    write_package(plugin_root, {"copy": FLAGS.replace("class KeywordFlagger", "class OtherFlagger")})
+    write_dist_info(plugin_root, f"mylab = {PACKAGE}.flags")
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.copy")
+    with pytest.raises(OperatorPluginError, match=r"'mylab.keyword_flag' is used by both tessera_mylab.flags."
+                       r"KeywordFlagger \(entry point .*\) and tessera_mylab.copy.OtherFlagger "
+                       r"\(TESSERA_OPERATORS module 'tessera_mylab.copy'\)"):
+        all_operators()
+
+
+def test_a_missing_tessera_operators_module_is_one_line_from_the_cli(plugin_root, tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", str(plugin_root))
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags,{PACKAGE}.nope")
+    proc = tessera_process("ops", home=tmp_path / "home", check=None)
+    assert_one_line_error(proc, "operator plugin TESSERA_OPERATORS module 'tessera_mylab.nope' failed to import",
+                          "No module named 'tessera_mylab.nope'")
+
+
+# -- the contract test, on the plugin, from what the package ships -------------------------------------------
+
+class TestKeywordFlaggerContract(OperatorContract):
+    """The shipped mixin against the outside operator, with the repository's data/ folder out of reach."""
+
+    operator_name = "mylab.keyword_flag"
+
+    @pytest.fixture(autouse=True)
+    def _registered(self, plugin_root, monkeypatch, tmp_path):
+        monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+        monkeypatch.setattr(testing, "SAMPLE_CORPUS", tmp_path / "no-checkout" / "corpus.jsonl")
+
+
+def test_the_shipped_sample_documents_are_the_head_of_the_sample_corpus():
+    shipped = testing.SAMPLE_DOCUMENTS.read_text(encoding="utf-8").splitlines()
+    corpus = testing.SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()
+    assert len(shipped) == testing.SAMPLE_DOCUMENTS_COUNT and shipped == corpus[:len(shipped)]
+    package_data = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]
+    assert testing.SAMPLE_DOCUMENTS.name in package_data["package-data"]["operators"]
+    assert sample_documents(41).column("docno").to_pylist()[:40] == sample_documents(40).column("docno").to_pylist()
+
+
+def test_more_sample_documents_than_shipped_need_a_checkout(monkeypatch, tmp_path):
+    monkeypatch.setattr(testing, "SAMPLE_CORPUS", tmp_path / "corpus.jsonl")
+    assert sample_documents(40).num_rows == 40
+    with pytest.raises(FileNotFoundError, match="ships 40 sample documents"):
+        sample_documents(41)
