@@ -66,6 +66,8 @@ def test_a_language_model_only_by_alias(service, model):
     tokenizer = {**steps, "context": {"op": "generate.context", "params": {"model": model}},
                  "answer": {"op": "generate.answer"}}
     assert refused(service, tokenizer, "model_not_allowed").param == "steps.context.params.model"
+    hops = {"hops": {"op": "retrieve.multi_hop", "params": {"follow_up": "llm", "follow_up_model": model}}}
+    assert refused(service, hops, "model_not_allowed").param == "steps.hops.params.follow_up_model"
 
 
 def test_aliases_and_the_packaged_embedded_model_are_served(service):
