@@ -83,9 +83,7 @@ def flow_needs(flow: Flow | FlowSpec, name: str | None = None) -> list[ModelNeed
     unset = spec.unset_index_steps()
     encoder = (spec.index_settings or {}).get("encoder") or DEFAULT_ENCODER
     for step in steps:
-        op = built.operators[step]  # what its params need (retrieve.multi_hop: its retriever's), else its class's
-        features = op.index_needs() if hasattr(op, "index_needs") else getattr(op, "index_features", ("bm25", "dense"))
-        if step in unset and "dense" in features:
+        if step in unset and "dense" in built.operators[step].index_needs():
             needs.append(ModelNeed(encoder, name, step, "index_settings.encoder: the index built for it"))
     return needs
 

@@ -153,15 +153,11 @@ class FlowSpec(BaseModel):
 
     def index_features(self) -> set[str]:
         """What the unset-index steps need from an index: ``bm25`` and/or ``dense``. Each step's operator,
-        constructed with its params, says (``index_needs()``, e.g. ``retrieve.multi_hop`` by its ``retriever``);
-        an operator without that method, by its ``index_features`` class attribute."""
+        constructed with its params, says (``Operator.index_needs()``: ``retrieve.multi_hop`` by its
+        ``retriever``, the others by their ``index_features``)."""
         features: set[str] = set()
         for step_id, cls in self.unset_index_steps().items():
-            needs = getattr(cls, "index_needs", None)
-            if needs is None:
-                features.update(getattr(cls, "index_features", ("bm25", "dense")))
-            else:
-                features.update(cls(self.steps[step_id].params, step_id=step_id).index_needs())
+            features.update(cls(self.steps[step_id].params, step_id=step_id).index_needs())
         return features
 
     def with_index(self, index: Any) -> "FlowSpec":

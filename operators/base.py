@@ -156,6 +156,11 @@ class Operator:
         but that must be set before it runs: ``{"params.NAME": what it is}``. Checked before a served flow runs."""
         return {}
 
+    def index_needs(self) -> tuple[str, ...]:
+        """What an index built for this step must hold (``bm25``, ``dense``; read for steps that leave ``index``
+        unset, by ``FlowSpec.index_features``): the class's ``index_features``, unless its params decide."""
+        return tuple(getattr(self, "index_features", ("bm25", "dense")))
+
     def required_models(self) -> dict[str, str]:
         """The model references this step loads, keyed by what names each one (``{"params.model":
         "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""

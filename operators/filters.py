@@ -227,13 +227,6 @@ def _literal(value: Any, kind: pa.DataType, column: str) -> pa.Scalar:
                           field="params.filter") from None
 
 
-def parse_filter(value: MetadataFilter | dict[str, Any] | None) -> MetadataFilter | None:
-    """A filter from a mapping (or None)."""
-    if value is None or isinstance(value, MetadataFilter):
-        return value
-    return MetadataFilter.model_validate(value)
-
-
 def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | None = None,
                  op: str | None = None) -> pa.Table:
     """Rows of ``table`` that match ``flt`` (all rows when None); errors name the step."""

@@ -30,10 +30,10 @@ still verifies the name), so a second, different answer cannot be slipped in bet
 a proxy from the environment (requests only; the httpx clients ignore those) the proxy resolves the name, so the
 guard resolves and checks it before sending, and a rebinding window remains.
 
-Integration (the service, sources.mosaic, the LLM gateway)::
+Integration (rerank.api, sources.mosaic; the httpx clients for an operator of yours that calls out on httpx)::
 
     from operators.outbound import check_url, guard_session, guarded_client
-    check_url(url, field="api_base")            # before sending (or in a pydantic validator: resolve=False);
+    check_url(url, field="url")                 # before sending (or in a pydantic validator: resolve=False);
                                                 # raises OutboundURLError naming the field and the reason
     session = guard_session(make_session(...))  # requests: every connection and redirect hop checked
     client = guarded_client(timeout=30)         # httpx.Client, same; guarded_async_client() for httpx.AsyncClient

@@ -15,7 +15,6 @@ resolved).
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import ipaddress
 import logging
@@ -25,6 +24,7 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
+from operators.api_keys import key_hash
 from serve.errors import HttpMiddleware, StartTracker, error_response
 from serve.routes_ui import UI_PATH
 
@@ -82,7 +82,7 @@ def tenant_of(header: str | None, keys: dict[str, str]) -> str | None:
     """The key id for an ``Authorization`` header value (None: missing or unknown key)."""
     if not header or not header.lower().startswith("bearer "):
         return None
-    digest = hashlib.sha256(header[7:].strip().encode("utf-8")).hexdigest()
+    digest = key_hash(header[7:].strip())
     for known, key_id in keys.items():
         if hmac.compare_digest(known, digest):
             return key_id

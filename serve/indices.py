@@ -10,9 +10,11 @@ search finds it by ``index: <name>``.
 Who may change what:
 
 * the key that made an index owns it, and only that key adds documents to it, deletes
-  documents from it or deletes it; every key may search it, as any index under the index roots;
+  documents from it or deletes it;
+* only its owner searches it, lists it and reads its documents until the owner shares it with
+  every key (``PATCH /v1/indices/{name}``, ``refuse_unshared``);
 * an index the service did not make (the default index, one that ``tessera ingest`` built) is
-  read-only here;
+  searchable by every key and read-only here;
 * one ingestion runs at a time per index (a second upload is a 409 naming the running task),
   and an upload is one shard, so its documents land together or not at all.
 """

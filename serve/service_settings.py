@@ -10,23 +10,16 @@ whatever their Ray worker inherited.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash  # noqa: F401 (KEYS_ENV, key_hash: here too)
 from operators.redact import remember_secret
 from serve.index_roots import default_data_roots, default_roots
 
-#: The environment variable that holds raw API keys (comma-separated), read when the app is built.
-KEYS_ENV = "TESSERA_API_KEYS"
-
-
-def key_hash(raw: str) -> str:
-    """The stored form of an API key: its SHA-256, hex (keys are long random tokens, so no salt is needed)."""
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 class ApiKey(BaseModel):
@@ -114,11 +107,11 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
         roots = [str(Path(root).expanduser().resolve()) for root in [*service.index_roots, *filter(None, [index])]]
     store = service.task_store or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
     keys = {k.sha256: k.id for k in service.api_keys}
-    for raw in (environ.get(KEYS_ENV) or "").split(","):
-        if raw.strip():
-            remember_secret(raw.strip())  # masked in this process's logs from now on
-            digest = key_hash(raw.strip())
-            keys.setdefault(digest, f"env-{digest[:8]}")
+    for raw in env_keys(environ):
+        remember_secret(raw)  # masked in this process's logs from now on
+        digest = key_hash(raw)
+        if digest not in keys:
+            keys[digest] = env_key_id(digest, set(keys.values()))
     data_roots = default_data_roots() if service.data_roots is None else [
         str(Path(root).expanduser().resolve()) for root in service.data_roots]
     return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots,

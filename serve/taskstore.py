@@ -151,12 +151,6 @@ class TaskStore:
         with self.engine.connect() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    def active_count(self, owner: str) -> int:
-        query = sa.select(sa.func.count()).select_from(tasks).where(tasks.c.owner == owner,
-                                                                    tasks.c.status.in_(UNFINISHED))
-        with self.engine.connect() as conn:
-            return int(conn.execute(query).scalar_one())
-
     def unfinished(self) -> list[dict[str, Any]]:
         query = sa.select(tasks.c.id, tasks.c.status, tasks.c.created).where(tasks.c.status.in_(UNFINISHED))
         with self.engine.connect() as conn:

@@ -19,17 +19,16 @@ must be set where the Ray nodes start.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import ipaddress
 import os
 import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
+from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
-KEYS_ENV = "TESSERA_API_KEYS"
 #: Settings the app and its replicas read, copied from this environment into ``runtime_env.env_vars`` when set
 #: (``TESSERA_HOME`` and ``TESSERA_OUTBOUND`` always are). Paths among them are made absolute here.
 CARRIED = ("TESSERA_ALLOW_HOSTS", "TESSERA_ALLOW_ENV", "TESSERA_MODELS", "TESSERA_LLM_THREADS",
@@ -129,8 +128,7 @@ def carry_environment(config: dict, environ) -> None:
     in each application's ``runtime_env.env_vars`` (a value the config sets itself is kept)."""
     from operators.home import tessera_home
 
-    digests = list(dict.fromkeys(key_hash(raw.strip()) for raw in (environ.get(KEYS_ENV) or "").split(",")
-                                 if raw.strip()))
+    digests = [key_hash(raw) for raw in env_keys(environ)]
     env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
     for name in CARRIED:
         if (environ.get(name) or "").strip():
@@ -151,15 +149,9 @@ def carry_environment(config: dict, environ) -> None:
         known, ids = {k.get("sha256") for k in keys}, {k.get("id") for k in keys}
         for digest in digests:
             if digest not in known:
-                key_id = f"env-{digest[:8]}" if f"env-{digest[:8]}" not in ids else f"env-{digest[:16]}"
+                key_id = env_key_id(digest, ids)
                 keys.append({"id": key_id, "sha256": digest})
                 ids.add(key_id)
-
-
-def key_hash(raw: str) -> str:
-    """An API key's stored form, as ``serve.service_settings.key_hash`` computes it (the engine does not import
-    ``serve``; tests/flows/test_serve_environment.py checks that the two agree): SHA-256, hex."""
-    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
 
 
 def check_keys(config: dict) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import signal
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -58,9 +58,6 @@ class Faults:
             found[kind].append(target)
         return cls(**{k: tuple(v) for k, v in found.items()},
                    marker_dir=None if marker_dir is None else str(marker_dir))
-
-    def with_marker_dir(self, marker_dir: str | Path) -> "Faults":
-        return replace(self, marker_dir=str(marker_dir))
 
     def __bool__(self) -> bool:
         return bool(self.kill_worker_once or self.crash_after_write or self.fail_embed)

@@ -70,10 +70,9 @@ class MultiHopRetriever(Operator):
     version = "2"  # title links match leftmost-longest
     aliases = ("multi_hop",)
     scope = "query"
-    index_features = ("bm25", "dense")  # at most; what this step's params need: index_needs()
 
     def index_needs(self) -> tuple[str, ...]:
-        """What an index built for this step must hold (read by FlowSpec.index_features): its retriever's."""
+        """What an index built for this step must hold: its retriever's."""
         return ("bm25", "dense") if self.params.retriever == "hybrid" else (self.params.retriever,)
 
     class Params(BaseModel):
@@ -123,7 +122,7 @@ class MultiHopRetriever(Operator):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         p = self.params
-        kinds = ("bm25", "dense") if p.retriever == "hybrid" else (p.retriever,)
+        kinds = self.index_needs()
         classes = {"bm25": BM25Retriever, "dense": DenseRetriever}
         # The question's search and the follow-ups' differ only in depth; both share the process's open index.
         self._retrievers, self._follow_up_retrievers = (

@@ -43,6 +43,8 @@ def environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("TESSERA_ALLOW_HOSTS", "loopback")
     monkeypatch.setenv("TESSERA_MODELS", "models.yaml")  # relative: made absolute where the command runs
+    # the command sets the server's outbound policy in its own environment before it execs: put the test's back
+    monkeypatch.setenv("TESSERA_OUTBOUND", os.environ.get("TESSERA_OUTBOUND", "local"))
     for name in ("TESSERA_ALLOW_ENV", "TESSERA_LLM_THREADS", "TESSERA_PLACEMENT_TIMEOUT_S",
                  "TESSERA_NODE_LOSS_GRACE_S"):
         monkeypatch.delenv(name, raising=False)

@@ -1,0 +1,29 @@
+"""The service's API keys in the one form that the command line (``tessera serve``) and the service share.
+
+Keys are long random tokens, stored as their SHA-256 (hex), so no salt is needed. Raw keys may also come from
+``$TESSERA_API_KEYS`` (comma-separated); each gets the id ``env-<first 8 hex of its hash>``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Mapping
+
+#: The environment variable that holds raw API keys, comma-separated.
+KEYS_ENV = "TESSERA_API_KEYS"
+
+
+def key_hash(raw: str) -> str:
+    """The stored form of an API key: its SHA-256, hex."""
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()
+
+
+def env_keys(environ: Mapping[str, str]) -> list[str]:
+    """The raw keys of ``$TESSERA_API_KEYS`` in ``environ``, each once, in order."""
+    return list(dict.fromkeys(raw.strip() for raw in (environ.get(KEYS_ENV) or "").split(",") if raw.strip()))
+
+
+def env_key_id(digest: str, taken: set[str] | frozenset[str] = frozenset()) -> str:
+    """The id of an environment key with hash ``digest``: ``env-`` and its first 8 hex, 16 if another has that."""
+    short = f"env-{digest[:8]}"
+    return short if short not in taken else f"env-{digest[:16]}"
