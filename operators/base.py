@@ -51,6 +51,7 @@ Usage::
 from __future__ import annotations
 
 import inspect
+import logging
 from typing import Any, ClassVar, Iterator, Literal, Mapping
 
 import pyarrow as pa
@@ -58,6 +59,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from operators.errors import FlowCancelled, OperatorError, ParamsError
 from operators.tables import require_columns
+
+log = logging.getLogger(__name__)
 
 Scope = Literal["row", "query", "corpus", "source"]
 Role = Literal["rank", "score", "text", "chip", "data", "id"]
@@ -188,6 +191,15 @@ class Operator:
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
         self._metadata.setdefault(str(qid), {})[key] = value
+
+    def degrade(self, qid: str, reason: str, *, keeps: str = "its input",
+                error: type[OperatorError] = OperatorError) -> None:
+        """The failure policy for one query, the same for every step that has ``on_error``: ``error`` fails the
+        step (raising ``error``); otherwise the query goes on, keeping ``keeps``, logged and marked degraded."""
+        if getattr(self.params, "on_error", None) == "error":
+            raise error(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
+        log.warning("%s [%s]: query %s keeps %s: %s", self.name, self.step_id, qid, keeps, reason)
+        self.mark_degraded(qid, reason)
 
     def mark_degraded(self, qid: str, reason: str) -> None:
         """Mark query ``qid`` degraded by this step (it keeps its input; it is not cached). Later failures of the

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from operators.base import Operator
-from operators.errors import OperatorError, ParamsError
+from operators.errors import ParamsError
 from operators.llm.aliases import unknown_model
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
@@ -153,13 +153,6 @@ class LLMStep(Operator):
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""
         record_call(self, qid, self.params.model, done)
-
-    def degrade(self, qid: str, reason: str) -> None:
-        """The failure policy for one query: fail the step, or log and mark the query degraded."""
-        if self.params.on_error == "error":
-            raise OperatorError(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
-        log.warning("%s [%s]: query %s keeps its input: %s", self.name, self.step_id, qid, reason)
-        self.mark_degraded(qid, reason)
 
 
 def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:

@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import FlowCancelled, OperatorError
+from operators.errors import FlowCancelled
 from operators.tables import concat, document_text, empty_like, qid_groups, set_column, set_ranking
 
 log = logging.getLogger(__name__)
@@ -145,10 +145,7 @@ class Reranker(Operator):
         return concat(out)
 
     def _keep_first_stage(self, qid: str, rows: pa.Table, problem: str) -> pa.Table:
-        if self.params.on_error == "error":
-            raise OperatorError(f"reranking query '{qid}' failed: {problem}", op=self.name, step=self.step_id)
-        log.warning("%s [%s]: query %s keeps its first-stage ranking: %s", self.name, self.step_id, qid, problem)
-        self.mark_degraded(qid, problem)
+        self.degrade(qid, problem, keeps="its first-stage ranking")
         rows = set_column(rows, f"score_{self.step_id}", pa.nulls(rows.num_rows, pa.float64()))
         return set_column(rows, f"rank_{self.step_id}", rows.column("rank").cast(pa.int32()))
 

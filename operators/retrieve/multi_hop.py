@@ -208,7 +208,7 @@ class MultiHopRetriever(Operator):
         for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged
             reason = f"{len(reasons)} follow-up queries are seed titles (the model failed: {reasons[0]})"
             log.warning("%s [%s]: query %s: %s", self.name, self.step_id, qid, reason)
-            self.mark_degraded(qid, reason)
+            self.mark_degraded(qid, reason)  # (no on_error: the titles are a fair follow-up)
         return queries
 
     def _follow_ups(self, seeds: pa.Table, questions: list[str]) -> list[str]:

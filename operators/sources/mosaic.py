@@ -185,10 +185,7 @@ class MosaicSource(Operator):
         return response.text
 
     def _degrade(self, qid: str, problem: str) -> list:
-        if self.params.on_error == "error":
-            raise MosaicError(f"query '{qid}': {problem}", op=self.name, step=self.step_id)
-        log.warning("%s [%s]: query %s degraded: %s", self.name, self.step_id, qid, problem)
-        self.mark_degraded(qid, problem)
+        self.degrade(qid, problem, keeps="what it has", error=MosaicError)
         return []
 
     # -- HTTP ------------------------------------------------------------------------
