@@ -64,7 +64,7 @@ indices = sa.Table(
 )
 
 #: Columns added to a table after stores were made with it: ``create_all`` makes missing tables only.
-_ADDED_COLUMNS = {"indices": {"shared": "BOOLEAN NOT NULL DEFAULT FALSE"}}
+_ADDED_COLUMNS = {indices: ("shared",)}
 
 
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
@@ -100,11 +100,12 @@ def _add_missing_columns(engine: sa.Engine) -> None:
     """Add the columns of ``_ADDED_COLUMNS`` that a store made by an earlier version lacks (its rows get the
     default). Checked inside the write transaction, so replicas starting together add each column once."""
     with engine.begin() as conn:
-        for table, columns in _ADDED_COLUMNS.items():
-            have = {column["name"] for column in sa.inspect(conn).get_columns(table)}
-            for name, ddl in columns.items():
-                if name not in have:
-                    conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {name} {ddl}")
+        for table, names in _ADDED_COLUMNS.items():
+            have = {column["name"] for column in sa.inspect(conn).get_columns(table.name)}
+            for name in names:
+                if name not in have:  # the column's DDL as the table declares it, in this database's dialect
+                    ddl = sa.schema.CreateColumn(table.c[name]).compile(dialect=conn.dialect)
+                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
 
 
 class TaskStore:

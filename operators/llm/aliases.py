@@ -129,3 +129,19 @@ def resolve(model: str) -> ModelAlias:
     if model in found:
         return found[model]
     return ModelAlias(model=model)
+
+
+def known_model(model: str) -> str:
+    """A pydantic validator: ``model`` if it names a model, else the error that says why (``unknown_model``), so
+    a misspelt alias is refused when the flow is built, not after the retrieval before its step."""
+    from pydantic_core import PydanticCustomError
+
+    if (problem := unknown_model(model)) is not None:
+        raise PydanticCustomError("unknown_model", problem)
+    return model
+
+
+def model_identity(model: str) -> dict:
+    """What ``model`` names now (its alias entry, or the litellm string), for a step's cache key: another model
+    behind the same alias is another cache entry."""
+    return resolve(model).model_dump(exclude={"description"}, exclude_none=True)

@@ -28,11 +28,10 @@ import re
 from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from operators.base import Operator
 from operators.errors import ParamsError
-from operators.llm.aliases import unknown_model
+from operators.llm.aliases import known_model, model_identity
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
 
@@ -67,13 +66,7 @@ class LLMParams(BaseModel):
         "came in and marks the query degraded (with the reason, in the result metadata and the log); 'error' "
         "fails the step.")
 
-    @field_validator("model")
-    @classmethod
-    def _a_known_model(cls, model: str) -> str:
-        """A misspelt alias is refused when the flow is built, not after the retrieval before its step."""
-        if (problem := unknown_model(model)) is not None:
-            raise PydanticCustomError("unknown_model", problem)
-        return model
+    _a_known_model = field_validator("model")(known_model)
 
 
 class LLMStep(Operator):
@@ -113,10 +106,8 @@ class LLMStep(Operator):
         return messages_of(templates["prompt"].format(**fields), templates["system"] or None)
 
     def cache_identity(self) -> dict[str, Any]:
-        from operators.llm.aliases import resolve
-
-        resolved = resolve(self.params.model).model_dump(exclude={"description"}, exclude_none=True)
-        return {**super().cache_identity(), "resolved_model": resolved, "prompts": self.prompts()}
+        return {**super().cache_identity(), "resolved_model": model_identity(self.params.model),
+                "prompts": self.prompts()}
 
     # -- calling the model --------------------------------------------------------
 

@@ -11,9 +11,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
-from pydantic_core import PydanticCustomError
 
 from operators.base import Operator
+from operators.llm.aliases import known_model, model_identity
 from operators.local_files import llm_model
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
@@ -109,15 +109,7 @@ class MultiHopRetriever(Operator):
                                         "seed's weighs (rrf_k + 1) / (rrf_k + n) times as much.")
         rrf_k: float = Field(60.0, ge=0, description="RRF's rank constant for merging the hops' rankings.")
 
-        @field_validator("follow_up_model")
-        @classmethod
-        def _a_known_model(cls, model: str) -> str:
-            """A misspelt alias is refused when the flow is built, as on the language-model steps."""
-            from operators.llm.aliases import unknown_model
-
-            if (problem := unknown_model(model)) is not None:
-                raise PydanticCustomError("unknown_model", problem)
-            return model
+        _a_known_model = field_validator("follow_up_model")(known_model)  # as on the language-model steps
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -143,10 +135,7 @@ class MultiHopRetriever(Operator):
         identity = super().cache_identity()
         identity["index"] = self._retrievers[0].index_identity()
         if self.params.follow_up == "llm":  # what the alias names now, as the language-model steps key on it
-            from operators.llm.aliases import resolve
-
-            identity["follow_up_model"] = resolve(self.params.follow_up_model).model_dump(
-                exclude={"description"}, exclude_none=True)
+            identity["follow_up_model"] = model_identity(self.params.follow_up_model)
         return identity
 
     def setup(self) -> None:
