@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.specfile import read_mapping
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError
@@ -337,55 +338,7 @@ def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:
     return FlowSpec.parse(data), None
 
 
-# -- the mosaicRAG dialect ------------------------------------------------------
-
-
-def _step_number(key: Any) -> bool:
-    """A mosaicRAG step key: up to 9 ASCII digits (``str.isdigit`` also takes '¹' and '٣', and ``int`` refuses
-    those and numbers of more than 4,300 digits)."""
-    text = str(key)
-    return text.isascii() and text.isdigit() and len(text) <= 9
-
-
-def is_mosaic_request(data: dict[str, Any]) -> bool:
-    return "steps" not in data and any(_step_number(k) for k in data)
-
-
 def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec, str | None]:
-    """Read a mosaicRAG task body as a linear flow; returns the spec and the query.
-
-    Top-level ``parameters`` go to the first step (the data source), under its own.
-    """
-    unknown = [k for k in body if not _step_number(k) and k not in ("query", "parameters", "name")]
-    if unknown:
-        raise SpecError(f"unknown field(s) {unknown} in a mosaicRAG request", field=unknown[0])
-    numbers = sorted((k for k in body if _step_number(k)), key=int)
-    if [int(k) for k in numbers] != list(range(1, len(numbers) + 1)):
-        raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
-    top_params = body.get("parameters") or {}
-    if not isinstance(top_params, dict):
-        raise SpecError("must be a mapping", field="parameters")
-    steps: dict[str, StepSpec] = {}
-    for k in numbers:
-        raw = body[k]
-        if not isinstance(raw, dict) or "id" not in raw:
-            raise SpecError("each step needs an 'id' (the operator)", step=str(k), field=f"{k}.id")
-        extra = set(raw) - {"id", "parameters"}
-        if extra:
-            raise SpecError(f"unknown field(s) {sorted(extra)}", step=str(k), field=f"{k}.{sorted(extra)[0]}")
-        params = dict(raw.get("parameters") or {})
-        if k == numbers[0]:
-            params = {**top_params, **params}
-        op = get_operator(str(raw["id"]), step=str(k)).name
-        steps[str(k)] = StepSpec(op=op, params=_mosaic_values(params))
-    if not steps:
-        raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
-    spec = FlowSpec(name=str(body.get("name") or name), steps=steps)
-    query = body.get("query")
-    return spec, (None if query is None else str(query))
-
-
-def _mosaic_values(params: dict[str, Any]) -> dict[str, Any]:
-    """mosaicRAG's UI sends booleans as 'Yes'/'No' strings."""
-    mapped = {"yes": True, "no": False}
-    return {k: mapped.get(v.lower(), v) if isinstance(v, str) else v for k, v in params.items()}
+    """Read a mosaicRAG task body as a linear flow (``flows.mosaic_request``); returns the spec and the query."""
+    spec, query = mosaic_spec(body, name=name)
+    return FlowSpec.parse(spec), query

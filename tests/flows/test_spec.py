@@ -172,7 +172,7 @@ def test_mosaic_errors_name_the_step():
 def test_mosaic_yes_no_strings_become_booleans():
     spec, _ = from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": 2}}})
     assert spec.steps["1"].params == {"k": 2}
-    from flows.spec import _mosaic_values
+    from flows.mosaic_request import _mosaic_values
 
     assert _mosaic_values({"process_query": "Yes", "x": "No", "y": "maybe"}) == {
         "process_query": True, "x": False, "y": "maybe"}
