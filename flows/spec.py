@@ -152,6 +152,14 @@ class FlowSpec(BaseModel):
                 found[step_id] = cls
         return found
 
+    def named_indices(self) -> dict[str, str]:
+        """Steps whose operator reads an index and whose spec names one (``params.index`` set): step -> index."""
+        from operators.registry import get_operator
+
+        return {step_id: str(step.params["index"]) for step_id, step in self.steps.items()
+                if "index" in get_operator(step.op, step=step_id).Params.model_fields
+                and step.params.get("index") is not None}
+
     def index_features(self) -> set[str]:
         """What the unset-index steps need from an index: ``bm25`` and/or ``dense``. Each step's operator,
         constructed with its params, says (``Operator.index_needs()``: ``retrieve.multi_hop`` by its

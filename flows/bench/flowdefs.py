@@ -81,23 +81,12 @@ def refuse_unmeasurable(value: str, built) -> None:
                              f"{op.name}, reads documents and writes an index), not a flow that searches for "
                              "queries: benchmark a retrieval flow (e.g. bm25, hybrid); the benchmark builds the "
                              "dataset's index itself", field="flow")
-    for step, index in own_indices(built.spec).items():
+    for step, index in built.spec.named_indices().items():
         if step in built.needed_steps():
             raise BenchError(f"bad --flow value '{value}': step '{step}' searches its own index {index!r} "
                              "(params.index), not the dataset's: the benchmark builds the dataset's index for the "
                              "steps that leave params.index unset; remove params.index from the spec (its "
                              "index_settings choose the encoder)", field="flow")
-
-
-def own_indices(spec: FlowSpec) -> dict[str, str]:
-    """Steps whose operator reads an index and whose spec names one (``params.index`` set): step -> index."""
-    from operators.registry import get_operator
-
-    found = {}
-    for step_id, step in spec.steps.items():
-        if "index" in get_operator(step.op, step=step_id).Params.model_fields and step.params.get("index") is not None:
-            found[step_id] = str(step.params["index"])
-    return found
 
 
 def spec_summary(spec: FlowSpec) -> str:

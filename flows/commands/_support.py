@@ -111,15 +111,24 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
-def load_flow(source: str, *, index: str | None = None):
+def load_flow(source: str, *, index: str | None = None, given: str | None = None):
     """Build a flow from a path/name/text; a mosaicRAG request also yields its query.
 
-    ``index`` fills the ``index`` param of every retrieval step that leaves it unset."""
+    ``index`` fills the ``index`` param of every retrieval step that leaves it unset. ``given``, the ``--index``
+    the user typed: when no step leaves it unset that option would be ignored, so it is an error naming why
+    (a flow that names its own index, or reads none)."""
     from flows.spec import load_request
 
     spec, query = load_request(source)
-    if index is not None:
+    if index is not None and spec.unset_index_steps():
         spec = spec.with_index(index)
+    elif given is not None:
+        for step, own in spec.named_indices().items():
+            raise CliError(f"--index {given} would not be used: flow '{spec.name}' names its own index (step "
+                           f"'{step}' searches {own!r}); drop --index, or run a spec that leaves params.index unset",
+                           step=step, field="index")
+        raise CliError(f"--index {given} would not be used: flow '{spec.name}' reads no index; drop --index",
+                       field="index")
     return spec.build(), query
 
 

@@ -68,7 +68,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
 
 
 def _cmd_cache_explain(args: argparse.Namespace) -> int:
-    flow, _ = load_flow(args.flow, index=args.index)
+    flow, _ = load_flow(args.flow, index=args.index, given=args.index)
     root = _cache_root(args)
     entries = cache_explanations(flow, root, args.step)
     if args.json:

@@ -81,7 +81,7 @@ def _answering_flow(args: argparse.Namespace) -> Any:
     index = args.index
     if index is None and (Path(DEMO_INDEX) / "manifest.json").is_file():
         index = DEMO_INDEX
-    flow, _ = load_flow(args.flow, index=index)
+    flow, _ = load_flow(args.flow, index=index, given=args.index)
     if not any(op.name == ANSWER_OP for op in flow.operators.values()):
         raise CliError(f"flow '{flow.name}' gives no answer (it has no {ANSWER_OP} step): use rag, rag_multihop "
                        "or a flow of your own that answers", field="flow")

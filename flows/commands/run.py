@@ -77,9 +77,8 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.queries import check_result_path, read_queries, write_results
     from flows.train import train_command
 
-    flow, mosaic_query = load_flow(args.flow)
-    if args.index is not None:
-        flow = _with_index(flow, uris.local_path(args.index, "index"), args.index)
+    flow, mosaic_query = load_flow(args.flow, index=args.index and uris.local_path(args.index, "index"),
+                                   given=args.index)
     if queries_file is not None:
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
@@ -112,21 +111,3 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     print_steps(out, result)
     out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
     return EXIT_OK
-
-
-def _with_index(flow, index: str, given: str):
-    """The flow with ``--index`` in the steps that leave ``index`` unset; an error when no step does, as the
-    index would be ignored (a flow that names its own, or reads none): one line, naming the step and its index."""
-    from flows.bench.flowdefs import own_indices
-
-    spec = flow.spec
-    if spec.unset_index_steps():
-        return spec.with_index(index).build()
-    named = own_indices(spec)
-    if named:
-        step, own = next(iter(named.items()))
-        raise CliError(f"--index {given} would not be used: flow '{flow.name}' names its own index (step '{step}' "
-                       f"searches {own!r}); drop --index, or run a spec that leaves params.index unset",
-                       step=step, field="index")
-    raise CliError(f"--index {given} would not be used: flow '{flow.name}' reads no index; drop --index",
-                   field="index")
