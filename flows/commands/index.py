@@ -50,7 +50,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add.add_argument("--no-bm25", action="store_true", help="new index: dense only")
     add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"), default="flat",
                      help="new index: FAISS index type (default flat)")
-    add.add_argument("--encoder", default="all-MiniLM-L6-v2", help="new index: embedding model")
+    add.add_argument("--encoder", default=None, help="new index: embedding model (default all-MiniLM-L6-v2); "
+                     "an existing index embeds with its own")
     update = isub.add_parser("update", parents=[common], help="replace documents by doc id (upsert)")
     update.add_argument("path", metavar="PATH")
     update.add_argument("file", metavar="FILE.jsonl")
@@ -178,8 +179,12 @@ def _cmd_add(args: argparse.Namespace) -> int:
         index = _open(args.path)
     except IndexNotFoundError:
         index = None
+    if index is not None and args.encoder and index.settings.dense and args.encoder != index.settings.encoder:
+        raise CliError(f"index {index.path} embeds with {index.settings.encoder}, not {args.encoder}: drop --encoder "
+                       "(its documents are embedded with the index's own), or add to a new index", field="--encoder")
     settings = index.settings if index is not None else IndexSettings(
-        dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type, encoder=args.encoder)
+        dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type,
+        encoder=args.encoder or "all-MiniLM-L6-v2")
     # an unreadable file or a missing encoder creates nothing
     chunks = _chunks(settings, args.file, args.skip_bad_lines)
     shard_id = new_shard_id("add")

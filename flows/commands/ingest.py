@@ -17,15 +17,16 @@ import argparse
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import EXIT_OK, check_job_paths, console, positive_int, print_json
+from flows.commands._support import EXIT_INTERNAL, EXIT_OK, check_job_paths, console, positive_int, print_json
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     from flows.ingestion import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
 
     parser.add_argument("--source", "-s", metavar="PATH",
-                        help="corpus: JSONL file or glob (BEIR fields _id/title/text), BEIR folder, .parquet, "
-                        ".csv, or PDFs (a file, folder or glob: a document per page); default: the spec's read step")
+                        help="corpus, read by its suffix: .jsonl/.ndjson file or glob (BEIR fields _id/title/text), "
+                        "BEIR folder, .parquet, .csv/.tsv (also .gz), or PDFs (a file, folder or glob: a document "
+                        "per page); default: the spec's read step")
     parser.add_argument("--index", "-i", required=True, metavar="PATH",
                         help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
@@ -77,9 +78,10 @@ def handle(args: argparse.Namespace) -> int:
                         shard_size=args.shard_size, executor=args.executor, chunk=False if args.no_chunk else None,
                         spec=args.spec, progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert,
                         replace=args.replace)
+    nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     if args.json:
         print_json(report.to_dict())
-        return EXIT_OK
+        return EXIT_INTERNAL if nothing else EXIT_OK
     out = console()
     r = report
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
@@ -91,6 +93,9 @@ def handle(args: argparse.Namespace) -> int:
     if r.failures or r.open_failures:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
                   f"{r.index}/failures.jsonl[/] (fix them, then: tessera ingest --index {r.index} --retry-failed)")
+    if nothing:
+        out.print(f"[red]no document was ingested: all {r.failures} failed[/] (why: {r.index}/failures.jsonl)")
+        return EXIT_INTERNAL
     return EXIT_OK
 
 

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
-import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-import pyarrow as pa
 
 from flows.ingestion.errors import IngestError, SettingsMismatchError
 from flows.ingestion.faults import Faults
@@ -22,11 +21,10 @@ from flows.ingestion.moved import earlier_key
 from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
                                   require_models)
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
+from flows.ingestion.retry import retry
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, _enrichers,
                                    prepare, write)
-from flows.ingestion.staging import STAGING_DIR, Stager, check_source, read_line_record
-from operators.base import Source
-from operators.tables import concat
+from flows.ingestion.staging import STAGING_DIR, Stager, check_source
 
 log = logging.getLogger("tessera.ingest")
 
@@ -79,7 +77,12 @@ class _Run:
         self.progress = progress
         self.on_progress = on_progress
         self.faults = Faults.from_env(index_path / STAGING_DIR / "faults")
-        self.index = Index.create(index_path, settings)
+        # a new index is created once its source is staged; a run that fails before its first commit removes
+        # what it made, so a failed check leaves no index folder (nor settings a later run would inherit)
+        self.settings, self.made_folder = settings, not index_path.exists()
+        self.made_manifest = not (index_path / "manifest.json").exists()
+        self.index = None if self.made_manifest else Index.create(index_path, settings)
+        self.committed = False
         self.ledger = Ledger(index_path)
         self.shard_size = shard_size
         self.job = ShardJob(index_path=str(index_path), chunk=plan.chunk, enrich=plan.enrich, embed=embed,
@@ -90,7 +93,22 @@ class _Run:
         self.stager: Stager | None = None
 
     def finished(self) -> set[str]:
-        return self.index.finished_shards() | self.ledger.empty_shards()
+        return (self.index.finished_shards() if self.index is not None else set()) | self.ledger.empty_shards()
+
+    def _open_index(self) -> None:
+        from operators.store import Index
+
+        if self.index is None:
+            self.index = Index.create(self.path, self.settings)
+
+    def _undo(self) -> None:
+        """After a failure before the first commit: remove the index folder (or manifest) this run created."""
+        if self.committed or not self.made_manifest:
+            return
+        if self.made_folder:
+            shutil.rmtree(self.path, ignore_errors=True)
+        else:
+            (self.path / "manifest.json").unlink(missing_ok=True)
 
     def _track(self, stage: Stage, docs_total: int | None, shard_docs: dict[str, int] | None = None):
         self.tracker = ProgressTracker(stage, docs_total=docs_total, shard_docs=shard_docs, bar=self.progress,
@@ -100,6 +118,13 @@ class _Run:
     # -- ingest --------------------------------------------------------------------------
 
     def ingest(self) -> IngestReport:
+        try:
+            return self._ingest()
+        except BaseException:
+            self._undo()
+            raise
+
+    def _ingest(self) -> IngestReport:
         started = time.perf_counter()
         finished = self.finished()
         # the same documents at another path resume; to replace what the index holds, they are ingested again
@@ -107,12 +132,13 @@ class _Run:
         if moved is not None:
             log.info("the source's documents are those of staged source %s, ingested from another path: resuming "
                      "it", moved)
-        self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved)
+        self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace)
         self.job.staging_dir = str(self.stager.dir)
         self._check_job(finished)
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))
+        self._open_index()
         for shard in shards:  # committed by a run that died before deleting its staged files
             if shard.id in finished:
                 self.stager.discard(shard.id)
@@ -126,7 +152,9 @@ class _Run:
             else:
                 from flows.ingestion.ray_pipeline import run_shards
 
-                run_shards(self.job, [s.id for s in todo], self._commit, embed_options=self.plan.embed_options,
+                order = [s.id for s in todo]  # with --replace, a later copy of an id must commit after the first
+                commit = _in_order(order, self._commit) if self.replace else self._commit
+                run_shards(self.job, order, commit, embed_options=self.plan.embed_options,
                            on_embedded=tracker.embedded)
         return self._finish(started)
 
@@ -181,6 +209,7 @@ class _Run:
 
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
+        self.committed = True  # the ledger holds this run's work from here on: its index folder stays
         self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
         if result.info is not None:
             info = ShardInfo.model_validate_json(result.info)
@@ -207,69 +236,36 @@ class _Run:
         self.report.open_failures = len(self.ledger.open_failures(self.finished()))
         return self.report
 
-    # -- retry ---------------------------------------------------------------------------
-
     def retry(self) -> IngestReport:
-        """Process the ledger's open failures, and only those: one new shard per source they came from."""
-        started = time.perf_counter()
-        failures = self.ledger.open_failures(self.finished())
-        groups: dict[str, list[Failure]] = {}
-        for failure in failures:
-            groups.setdefault(_source_key_of(failure.shard), []).append(failure)
-        self.report.docs_total = len(failures)
-        with self._track("retry", len(failures)):
-            for key, group in groups.items():
-                self._retry_group(key, group)
-        report = self._finish(started)
-        report.resolved = len(failures) - report.open_failures
-        return report
-
-    def _retry_group(self, key: str, failures: list[Failure]) -> None:
-        """Failures of one source, with that source's read step, chunking and encoder params."""
-        staging = self.path / STAGING_DIR / key
-        job = self.job
-        if (staging / "job.json").exists():
-            recorded = json.loads((staging / "job.json").read_text())
-            embed = None if self.job.embed is None else {**self.job.embed, **(recorded["embed"] or {})}
-            job = ShardJob(**{**self.job.__dict__, "chunk": recorded["chunk"], "enrich": recorded.get("enrich", []),
-                              "embed": embed})
-        shard = f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
-        tables, again = [], []
-        read = None
-        for failure in failures:
-            if failure.stage == "read":
-                read = read or self._source_of(staging)
-                got = read_line_record(read, failure.path, failure.line)
-                (again if isinstance(got, Failure) else tables).append(got)
-            else:
-                tables.append(pa.Table.from_pylist([failure.record]))
-        docs = concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
-        self.ledger.record_retry(shard, [f.id for f in failures])
-        started = time.perf_counter()
-        rows = prepare(job, shard, docs)
-        embedded = 0
-        if job.embed is not None and rows.num_rows:
-            rows, embedded = Embedder(job, self.tracker.embedded)(rows)
-        self._commit(write(job, self.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
-                           started=started))
-
-    def _source_of(self, staging: Path) -> Source:
-        """The read step that staged a source (from its staging state), to map a fixed line again."""
-        from operators.registry import get_operator
-
-        state = staging / "state.json"
-        if not state.exists():
-            return self.plan.read
-        data = json.loads(state.read_text())
-        return get_operator(data["source"], step="read")(data["params"], step_id="read")
+        """Process the ledger's open failures, and only those (``flows.ingestion.retry``)."""
+        return retry(self)
 
 
-def _source_key_of(shard: str | None) -> str:
-    """The source key of a shard id: ``<key>-<n>`` for staged shards, ``retry-<key>-...`` for retries."""
-    parts = (shard or "").split("-")
-    if parts[0] == "retry" and len(parts) > 2:
-        return "" if parts[1] == "none" else parts[1]
-    return parts[0] if len(parts) > 1 else ""
+def _in_order(order: list[str], commit):
+    """``commit`` for results that may come in any order (Ray), called in ``order``."""
+    pending: dict[str, ShardResult] = {}
+    queue = list(reversed(order))
+
+    def ordered(result: ShardResult) -> None:
+        pending[result.shard] = result
+        while queue and queue[-1] in pending:
+            commit(pending.pop(queue.pop()))
+    return ordered
+
+
+def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
+    """An existing index keeps its settings: say so when the spec's index_settings ask for another ``dense``
+    or ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
+    given = given if isinstance(given, dict) else {}
+    diff = {k: (getattr(existing, k), asked[k]) for k in ("dense", "encoder")
+            if k in asked and k not in given and getattr(existing, k) != asked[k]}
+    if not (existing.dense and asked.get("dense", True)):
+        diff.pop("encoder", None)  # no vectors on one side: the encoder does not matter
+    if diff:
+        log.warning("the index %s keeps the settings it was created with: the spec's index_settings ask for "
+                    "%s, the index has %s; ingest into a new index to get them", index_path,
+                    ", ".join(f"{k}={v[1]!r}" for k, v in diff.items()),
+                    ", ".join(f"{k}={v[0]!r}" for k, v in diff.items()))
 
 
 @dataclass(frozen=True)
@@ -303,6 +299,8 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         plan = build_plan(spec, source, chunk)
         check_source(plan.read)
     full_settings = index_settings(index_path, settings, plan.settings_base)
+    if (index_path / "manifest.json").exists():
+        _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
     embed = embed_params(plan, full_settings)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
     given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \

@@ -40,6 +40,11 @@ from typing import Any, Iterator
 LEDGER_FILE = "failures.jsonl"
 
 
+def absolute(path: str) -> str:
+    """A source file's path as the ledger records it: absolute (``~`` expanded, links kept)."""
+    return os.path.abspath(os.path.expanduser(path))
+
+
 @dataclass
 class Failure:
     """One document that is not in the index, and why."""
@@ -61,6 +66,7 @@ class Failure:
 
     @classmethod
     def of_line(cls, path: str, line: int, raw: bytes, error: str) -> "Failure":
+        path = absolute(path)  # so --retry-failed finds the file from any directory
         return cls(id=f"read:{path}:{line}", stage="read", error=error, path=path, line=line,
                    raw=raw.decode("utf-8", errors="replace").rstrip("\r\n"))
 

@@ -42,11 +42,14 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
         if (first is not None and first.get("id") in finished and state.get("source") == op.name
                 and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
-            candidates.append((state_file.parent.name, first.get("digest")))
-    if not candidates:
-        return None
-    digest = first_shard_digest(op, shard_size)
-    return next((key for key, theirs in candidates if theirs == digest), None)
+            candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size))
+    digests: dict[int, str] = {}  # a first shard may be partial: compare the documents it recorded
+    for key, theirs, docs in candidates:
+        if docs not in digests:
+            digests[docs] = first_shard_digest(op, docs)
+        if digests[docs] == theirs:
+            return key
+    return None
 
 
 def first_shard_digest(op: Source, shard_size: int) -> str:

@@ -50,18 +50,53 @@ def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | Non
     return flow, flow.index_settings
 
 
+#: What ``--source`` reads, by suffix: a format's name, its suffixes, its source operator and the params it sets.
+FORMATS = (
+    ("JSONL", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"), "sources.jsonl", {}),
+    ("Parquet", (".parquet", ".pq"), "sources.parquet", {}),
+    ("CSV", (".csv", ".csv.gz"), "sources.csv", {}),
+    ("TSV", (".tsv", ".tsv.gz"), "sources.csv", {"delimiter": "\t"}),
+    ("PDF", (".pdf",), "sources.pdf", {}),
+)
+_KNOWN = ", ".join(f"{name} ({', '.join(suffixes)})" for name, suffixes, _, _ in FORMATS)
+
+
+def _format(name: str) -> tuple[str, str, dict[str, Any], str] | None:
+    """The format of a file or glob named ``name``, by its suffix: its name, source operator, params, suffix."""
+    name = name.lower()
+    return next(((label, op, params, suffix) for label, suffixes, op, params in FORMATS for suffix in suffixes
+                 if name.endswith(suffix)), None)
+
+
+def _refuse(source: str | Path, why: str) -> IngestError:
+    return IngestError(
+        f"cannot read --source '{source}': {why}. Tessera reads {_KNOWN} files, a glob or a folder of one of "
+        "them, and a BEIR folder (corpus.jsonl); for another name, put the reader in a spec's read step "
+        "(read: {op: sources.jsonl, params: {path: FILE}}) and pass that --spec without --source", field="source")
+
+
 def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
+    """The source operator and params for a ``--source`` path: by suffix for a file or a glob, by the files it
+    holds for a folder (its own files: sources read no subfolders); any other name is refused."""
     path = Path(source).expanduser()
-    if path.is_dir() and any(path.glob("corpus.jsonl*")):
-        return "sources.beir", {"folder": str(source), "part": "corpus"}
-    suffix = "".join(path.suffixes[-2:]).lower() if path.suffix == ".gz" else path.suffix.lower()
-    if suffix == ".pdf" or (path.is_dir() and any(path.glob("*.pdf"))):
-        return "sources.pdf", {"path": str(source)}
-    if suffix in (".parquet", ".pq"):
-        return "sources.parquet", {"path": str(source)}
-    if suffix in (".csv", ".tsv"):
-        return "sources.csv", {"path": str(source)}
-    return "sources.jsonl", {"path": str(source)}
+    if path.is_dir():
+        if any(path.glob("corpus.jsonl*")):
+            return "sources.beir", {"folder": str(source), "part": "corpus"}
+        found = {f[0]: f for f in (_format(p.name) for p in path.iterdir() if p.is_file()) if f is not None}
+        if len(found) > 1:
+            first = found[min(found)]
+            raise _refuse(source, f"the folder holds {' and '.join(sorted(found))} files; give a glob of one kind "
+                          f"('{Path(source) / ('*' + first[3])}')")
+        if not found:
+            raise _refuse(source, "the folder holds no file of a known type (subfolders are not read: give a glob "
+                          f"such as '{Path(source) / '**' / '*.pdf'}')")
+        [(_, op_name, params, _)] = found.values()
+        return op_name, {"path": str(source), **params}
+    known = _format(path.name)
+    if known is None:
+        raise _refuse(source, "its type is not known from its suffix")
+    _, op_name, params, _ = known
+    return op_name, {"path": str(source), **params}
 
 
 def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,

@@ -23,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure
@@ -102,6 +103,7 @@ def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None, enrichers: 
     """A shard's documents, enriched and cut into chunk rows, tagged with the internal columns."""
     chunker = chunker if chunker is not None else _chunker(job)
     enrichers = enrichers if enrichers is not None else _enrichers(job)
+    docs = last_copies(docs)  # a shard staged with --replace may repeat an id: the last copy wins
     docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
     failed: list[pa.Table] = []
     for op in enrichers:

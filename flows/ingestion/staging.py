@@ -14,7 +14,9 @@ their ids and texts. A later run over an unchanged source (same params, same fil
 sizes and times) reuses the staged shards without reading the source again; if the
 source changed, it is staged again and every finished shard must come out with the
 same digest (appending documents is fine; editing a finished shard's documents raises
-``SourceChangedError``).
+``SourceChangedError``). A finished shard is compared on the documents it recorded; documents
+after them in its slice (appended to a partial last shard) form a continuation shard
+``<shard id>.<n>``. Ids repeated within the source: ``flows.ingestion.duplicates``.
 
 For JSONL sources (``sources.jsonl``, ``sources.beir`` corpora) records are read here,
 line by line, so an unreadable record becomes a ledger entry with its line instead of
@@ -33,8 +35,10 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flows.ingestion.duplicates import SeenIds, duplicate_error
 from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError
-from flows.ingestion.ledger import Failure
+from flows.ingestion.ledger import Failure, absolute
+from flows.ingestion.records import _parse, _read_split, _skipped_lines
 from operators.atomic import write_bytes
 from operators.base import Source
 from operators.sources._common import (
@@ -101,17 +105,22 @@ def _fingerprint(op: Source) -> list[list[Any]] | None:
 # -- reading documents, with unreadable records as failures ---------------------------
 
 
-def iter_documents(op: Source, skip: frozenset[str] = frozenset()) -> Iterator[pa.Table | Failure]:
+def iter_documents(op: Source, skip: frozenset[str] = frozenset(),
+                   duplicates: bool = False) -> Iterator[pa.Table | Failure]:
     """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
-    (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards)."""
+    (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards) or repeats an
+    id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``)."""
     op.ensure_setup()
+    seen = None if duplicates else SeenIds()
     jsonl = _jsonl_plan(op)
     if jsonl is None:
         for split in op.splits():
-            yield from op.read(split)
+            for table in _read_split(op, split, skip):
+                yield from (seen.split_rows(table) if seen is not None and isinstance(table, pa.Table)
+                            else (table,))
         return
     paths, params, text_field = jsonl
-    yield from _read_jsonl(op, paths, params, text_field, skip)
+    yield from _read_jsonl(op, paths, params, text_field, skip, seen)
 
 
 def check_source(op: Source) -> None:
@@ -140,49 +149,51 @@ def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
 
 
 def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
-                skip: frozenset[str] = frozenset()) -> Iterator[Any]:
+                skip: frozenset[str] = frozenset(), seen: SeenIds | None = None) -> Iterator[Any]:
     mapper = DocumentMapper(params, op=op)
     left = params.limit
     for path in paths:
         has_title, extras = mapper.record_columns(first_record(str(path)))
+        where = absolute(str(path))  # the ledger's path: a retry may run in another directory
+        number = seen.file(where) if seen is not None else -1
+        skipped = _skipped_lines(skip, where)
         batch: list[dict] = []
+        lines: list[tuple[int, bytes]] = []
+
+        def flush() -> Iterator[Any]:
+            table = mapper.from_records(batch, has_title=has_title, extras=extras)
+            if seen is None:
+                yield table
+                return
+            at = list(lines)
+            yield from seen.split(table, lambda i: (number, at[i][0]), lambda i, doc_id, first: Failure.of_line(
+                where, at[i][0], at[i][1], duplicate_error(doc_id, first)))
+
         for _, index, raw in iter_lines(FileRange(str(path))):
             if index == 0:
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
             if not raw.strip():
                 continue
             record, error = _parse(raw, text_field)
-            if skip and f"read:{path}:{index + 1}" in skip:
+            if index + 1 in skipped:
                 error = error or "recorded as unreadable by a finished shard (it enters the index by a retry)"
             if error is not None:
                 if batch:  # keep failures in their place among the documents
-                    yield mapper.from_records(batch, has_title=has_title, extras=extras)
-                    batch = []
-                yield Failure.of_line(str(path), index + 1, raw, error)
+                    yield from flush()
+                    batch, lines = [], []
+                yield Failure.of_line(where, index + 1, raw, error)
                 continue
             batch.append(record)
+            lines.append((index + 1, raw))
             if left is not None:
                 left -= 1
             if len(batch) == params.batch_rows or left == 0:
-                yield mapper.from_records(batch, has_title=has_title, extras=extras)
-                batch = []
+                yield from flush()
+                batch, lines = [], []
             if left == 0:
                 return
         if batch:
-            yield mapper.from_records(batch, has_title=has_title, extras=extras)
-
-
-def _parse(raw: bytes, text_field: str) -> tuple[dict | None, str | None]:
-    """A JSONL line as a record, or the reason it is not one."""
-    try:
-        record = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        return None, f"not valid JSON ({err})"
-    if not isinstance(record, dict):
-        return None, f"a JSON {type(record).__name__}, not an object"
-    if text_field not in record:
-        return None, f"no field '{text_field}' (fields: {sorted(record)})"
-    return record, None
+            yield from flush()
 
 
 def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
@@ -222,11 +233,14 @@ def staging_dir(op: Source, index_path: str | Path, key: str | None = None) -> P
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
-    def __init__(self, op: Source, index_path: str | Path, shard_size: int, key: str | None = None):
+    def __init__(self, op: Source, index_path: str | Path, shard_size: int, key: str | None = None,
+                 duplicates: bool = False):
         """``key``: the staging key to use instead of the source's own (its documents' key when it moved,
-        ``moved.earlier_key``)."""
+        ``moved.earlier_key``). ``duplicates``: stage every copy of a repeated id (``--replace``: the last
+        wins) instead of failing the later ones."""
         self.op = op
         self.shard_size = shard_size
+        self.duplicates = duplicates
         self.key = key or source_key(op)
         self.dir = staging_dir(op, index_path, self.key)
         self.params = _source_params(op)
@@ -272,25 +286,27 @@ class Stager:
                     f"finished); use shard_size={previous['shard_size']} to resume or add to it", field="shard_size")
         if (previous is not None and previous.get("complete") and fingerprint is not None
                 and previous["fingerprint"] == fingerprint and previous["params"] == self.params
-                and previous["shard_size"] == self.shard_size):
+                and previous["shard_size"] == self.shard_size
+                and previous.get("duplicates", False) == self.duplicates):
             shards = [StagedShard(**s) for s in previous["shards"]]
             if all(s.id in finished or self.docs_path(s.id).exists() for s in shards):
                 if on_docs:
                     on_docs(sum(s.docs for s in shards))
                 return shards
-        known = {s["id"]: s["digest"] for s in (previous or {}).get("shards", [])}
+        known = {s["id"]: s for s in (previous or {}).get("shards", [])}
         shards = self._restage(finished, known, on_docs, skip)
         state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
-                 "fingerprint": fingerprint, "complete": True, "shards": [s.to_dict() for s in shards]}
+                 "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
+                 "shards": [s.to_dict() for s in shards]}
         write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
         return shards
 
-    def _restage(self, finished: set[str], known: dict[str, str], on_docs: Callable[[int], None] | None,
+    def _restage(self, finished: set[str], known: dict[str, dict], on_docs: Callable[[int], None] | None,
                  skip: frozenset[str]) -> list[StagedShard]:
         self.dir.mkdir(parents=True, exist_ok=True)
         shards: list[StagedShard] = []
-        current = _Open()
-        for item in iter_documents(self.op, skip):
+        current, k = _Open(), 0
+        for item in iter_documents(self.op, skip, duplicates=self.duplicates):
             if isinstance(item, Failure):
                 current.failures.append(item)
                 continue
@@ -303,36 +319,51 @@ class Stager:
             while current.rows > self.shard_size:  # cut on the next shard's first document, so
                 table = concat(current.tables)      # unreadable lines stay with the document before them
                 rest = table.slice(self.shard_size)
-                shards.append(self._close(len(shards), table.slice(0, self.shard_size), current.failures,
-                                          finished, known))
-                current = _Open(tables=[rest], rows=rest.num_rows)
+                shards += self._close(k, table.slice(0, self.shard_size), current.failures, finished, known, skip)
+                current, k = _Open(tables=[rest], rows=rest.num_rows), k + 1
         if current.rows or current.failures:
-            shards.append(self._close(len(shards), concat(current.tables) if current.tables else None,
-                                      current.failures, finished, known))
+            shards += self._close(k, concat(current.tables) if current.tables else None, current.failures,
+                                  finished, known, skip)
         return shards
 
     def _close(self, index: int, docs: pa.Table | None, failures: list[Failure], finished: set[str],
-               known: dict[str, str]) -> StagedShard:
-        shard = self.shard_id(index)
+               known: dict[str, dict], skip: frozenset[str]) -> list[StagedShard]:
+        """Shard ``index``'s slice of the source: its finished parts checked, the rest staged as one shard.
+
+        A finished shard keeps the documents it was committed with: the rows it recorded must come out the
+        same, and rows after them (documents appended to a source whose last shard was partial) are staged
+        as a continuation shard ``<shard>.<n>``, the next part of the same slice."""
         docs = docs if docs is not None else pa.table({"docno": pa.array([], pa.string()),
                                                       "text": pa.array([], pa.string())})
-        digest = _digest(docs)
-        if shard in finished:
-            if shard in known and known[shard] != digest:
+        base, out, start = self.shard_id(index), [], 0
+        shard = base
+        while shard in finished:
+            recorded = known.get(shard)
+            n = recorded["docs"] if recorded is not None else docs.num_rows - start
+            head = docs.slice(start, n)
+            digest = _digest(head)
+            if recorded is not None and (head.num_rows < n or recorded["digest"] != digest):
+                first = index * self.shard_size + start
                 raise SourceChangedError(
-                    f"shard {shard} (documents {index * self.shard_size} to {(index + 1) * self.shard_size - 1}) "
-                    "is in the index, but the source now yields other documents there; ingest into a new index, "
-                    "or restore the source")
+                    f"shard {shard} (documents {first} to {first + n - 1}) is in the index, but the source now "
+                    "yields other documents there; ingest into a new index, or restore the source")
+            out.append(StagedShard(id=shard, index=index, docs=n, digest=digest,
+                                   read_failures=(recorded or {}).get("read_failures", 0)))
+            start += n
+            failures = [f for f in failures if f.id not in skip]  # the rest: not recorded by a finished part
+            if start >= docs.num_rows and not failures:
+                return out
+            shard = f"{base}.{len(out)}"
+        rows = docs.slice(start)
+        if failures:
+            write_bytes(self.failures_path(shard), json.dumps([f.to_dict() for f in failures]).encode())
         else:
-            if failures:
-                write_bytes(self.failures_path(shard),
-                                   json.dumps([f.to_dict() for f in failures]).encode())
-            else:
-                self.failures_path(shard).unlink(missing_ok=True)
-            sink = pa.BufferOutputStream()
-            pq.write_table(docs.combine_chunks(), sink)
-            write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
-        return StagedShard(id=shard, index=index, docs=docs.num_rows, digest=digest, read_failures=len(failures))
+            self.failures_path(shard).unlink(missing_ok=True)
+        sink = pa.BufferOutputStream()
+        pq.write_table(rows.combine_chunks(), sink)
+        write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
+        return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=_digest(rows),
+                                  read_failures=len(failures))]
 
 
 def _digest(docs: pa.Table) -> str:

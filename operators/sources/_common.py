@@ -217,12 +217,26 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
             if not isinstance(record, dict):
                 errors.bad(offset, index, f"a JSON {type(record).__name__}, not an object")
                 continue
-            if required is not None and required not in record:
-                errors.bad(offset, index, f"no field '{required}' (fields: {sorted(record)})")
+            if required is not None and (problem := record_problem(record, required)) is not None:
+                errors.bad(offset, index, problem)
                 continue
             yield record
     finally:
         errors.report()
+
+
+def blank(value: Any) -> bool:
+    """Whether a field's value is missing: None, or a string of whitespace only (an empty id or text)."""
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
+def record_problem(record: dict, text_field: str) -> str | None:
+    """Why a JSON object is not a document (no text field, or an empty text), or None."""
+    if text_field not in record:
+        return f"no field '{text_field}' (fields: {sorted(record)})"
+    if blank(record[text_field]):
+        return f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'})"
+    return None
 
 
 def read_jsonl_documents(
@@ -316,13 +330,22 @@ class DocumentMapper:
         used = {self.p.text_field, self.p.title_field, *self.id_fields}
         return self.p.title_field in example, self._keep(example, used)
 
+    def _skip_empty(self, n: int, where: str) -> None:
+        """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``)."""
+        logger.warning("%s [%s]: skipped %d document(s) with an empty text in %s", getattr(self.op, "name", "?"),
+                       getattr(self.op, "step_id", "?"), n, where)
+        if hasattr(self.op, "record_usage"):
+            self.op.record_usage(empty_texts=n)
+
     def from_records(self, records: list[dict], *, has_title: bool, extras: list[str]) -> pa.Table:
+        """Documents of JSON records, a row per record (the caller leaves out records with an empty text:
+        ``record_problem``); an empty id ("", whitespace) is a missing one: the document gets a content id."""
         p = self.p
         texts = [_as_text(r.get(p.text_field)) for r in records]
         titles = [_as_text(r.get(p.title_field)) for r in records] if has_title else None
         ids = None
         if p.id_mode == "field":
-            ids = [next((r[f] for f in self.id_fields if r.get(f) is not None), None) for r in records]
+            ids = [next((r[f] for f in self.id_fields if not blank(r.get(f))), None) for r in records]
             ids = pa.array([None if i is None else str(i) for i in ids], pa.string())
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
@@ -342,9 +365,14 @@ class DocumentMapper:
             )
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
         has_title = p.title_field in names
+        empty = _blank(table.column(p.text_field))
+        if n := pc.sum(empty).as_py():
+            self._skip_empty(n, where)
+            table = table.filter(pc.invert(empty))
         texts = pc.fill_null(table.column(p.text_field).cast(pa.string()), "")
         titles = pc.fill_null(table.column(p.title_field).cast(pa.string()), "") if has_title else None
-        ids = table.column(id_name) if id_name else None
+        ids = table.column(id_name).cast(pa.string()) if id_name else None
+        ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
             columns["title"] = titles
@@ -353,6 +381,11 @@ class DocumentMapper:
         for name in self._keep(names, used):
             columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
         return pa.table(columns)
+
+
+def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """True where a column's value is null or whitespace only (as a string)."""
+    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(column.cast(pa.string())), ""), True)
 
 
 def _as_text(value: Any) -> str | None:

@@ -17,7 +17,7 @@ from operators.sources._common import (
     resolve_paths,
 )
 
-SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson")
+SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 
 
 class JsonlSource(Source):
@@ -26,8 +26,9 @@ class JsonlSource(Source):
     Emits ``docno, title (when the records have one), text`` and the other fields
     as columns. A big file is cut into newline-aligned byte ranges (``num_splits``)
     that executors read in parallel; every line is read exactly once. A line that is
-    not a JSON object, or lacks the text field, raises an error naming the file and
-    line (``on_error="raise"``) or is skipped and counted in the log (``"skip"``).
+    not a JSON object, lacks the text field or has an empty one (null, "", whitespace)
+    raises an error naming the file and line (``on_error="raise"``) or is skipped and
+    counted in the log (``"skip"``). An empty id is a missing one: a content id.
 
     Usage::
 
@@ -49,8 +50,8 @@ class JsonlSource(Source):
         )
         on_error: Literal["raise", "skip"] = Field(
             "raise",
-            description="A bad line (not a JSON object, or no text field): `raise` an error naming file and "
-            "line, or `skip` it and log the count.",
+            description="A bad line (not a JSON object, no text field, or an empty text): `raise` an error "
+            "naming file and line, or `skip` it and log the count.",
         )
 
     def produces(self) -> dict[str, str]:

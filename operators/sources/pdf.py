@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import glob
+import itertools
 import logging
+import os
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -23,12 +26,15 @@ SCHEMA = pa.schema([("docno", pa.string()), ("title", pa.string()), ("text", pa.
 class PdfSource(Source):
     """Read the text layer of PDF files (pypdf): a document per page, or per file.
 
-    Per page, ``docno`` is ``<file stem>-p<page>`` and ``page`` the page number (from 1); per
-    file, ``docno`` is the file stem and ``page`` null. ``title`` is the PDF's own title, else
-    the file name without its suffix; ``path`` is the file name. ``path`` and ``page`` are the
-    columns ``generate.references`` cites a PDF by. A page without text (a scan, a figure) is
-    skipped and counted in the log: the text layer is read, no OCR is done. A file pypdf cannot
-    read is an error naming it.
+    Per page, ``docno`` is ``<name>-p<page>`` and ``page`` the page number (from 1); per file,
+    ``docno`` is the name and ``page`` null. The name is the file's path from the folder, or
+    from a glob's folders before its first wildcard, without its suffix: the file stem for a
+    file of that folder (``report``), ``a/report`` for ``pdfs/a/report.pdf`` read by
+    ``pdfs/**/*.pdf``, so files of the same name in two folders keep apart. ``path`` is that
+    path with the suffix (``a/report.pdf``). ``title`` is the PDF's own title, else the file
+    stem. ``path`` and ``page`` are the columns ``generate.references`` cites a PDF by. A page
+    without text (a scan, a figure) is skipped and counted in the log: the text layer is read, no
+    OCR is done. A file pypdf cannot read is an error naming it.
 
     Usage::
 
@@ -65,15 +71,31 @@ class PdfSource(Source):
 
     def _documents(self, path: Path) -> list[dict[str, Any]]:
         title, pages = read_pdf(path, op=self)
-        stem, name = path.stem, path.name
+        try:
+            name = path.relative_to(path_root(self.params.path)).as_posix()
+        except ValueError:  # not under the root (a symlink resolved elsewhere): its name alone
+            name = path.name
+        stem, docno = path.stem, name[: len(name) - len(path.suffix)]
         empty = sum(1 for text in pages if not text)
         if empty:
             log.info("%s: %d of %d page(s) have no text layer (scans or figures): skipped", name, empty, len(pages))
         if self.params.unit == "document":
             text = "\n\n".join(t for t in pages if t)
-            return [{"docno": stem, "title": title or stem, "text": text, "path": name, "page": None}] if text else []
-        return [{"docno": f"{stem}-p{n}", "title": title or stem, "text": text, "path": name, "page": n}
+            return [{"docno": docno, "title": title or stem, "text": text, "path": name, "page": None}] if text else []
+        return [{"docno": f"{docno}-p{n}", "title": title or stem, "text": text, "path": name, "page": n}
                 for n, text in enumerate(pages, start=1) if text]
+
+
+def path_root(pattern: str) -> Path:
+    """The folder a source's files are named from: a folder itself, a glob's folders before its first wildcard,
+    a file's own folder."""
+    path = Path(os.path.expanduser(pattern))
+    if path.is_dir():
+        return path
+    if glob.has_magic(str(path)):
+        fixed = list(itertools.takewhile(lambda part: not glob.has_magic(part), path.parts))
+        return Path(*fixed) if fixed else Path(".")
+    return path.parent
 
 
 def read_pdf(source: Any, *, op: Any = None, name: str | None = None,

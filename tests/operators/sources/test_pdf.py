@@ -71,3 +71,21 @@ def test_a_file_that_is_not_a_pdf_and_a_missing_one_are_named(tmp_path):
         create("sources.pdf", {"path": str(bad)})(pa.table({}))
     with pytest.raises(SourceNotFoundError, match="missing.pdf"):
         create("sources.pdf", {"path": str(tmp_path / "missing.pdf")})(pa.table({}))
+
+
+def test_files_of_one_name_in_two_folders_are_named_by_their_path_from_the_globs_folder(tmp_path, pdf_writer):
+    root = tmp_path / "pdfs"
+    for folder, text in (("a", "Kea are alpine parrots."), ("b", "Huia were wattlebirds.")):
+        (root / folder).mkdir(parents=True)
+        pdf_writer(root / folder / "report.pdf", [text])
+    pdf_writer(root / "report.pdf", ["Takahe are rails."])
+    out = create("sources.pdf", {"path": str(root / "**" / "*.pdf")})(pa.table({}))
+    assert out.column("docno").to_pylist() == ["a/report-p1", "b/report-p1", "report-p1"]
+    assert out.column("path").to_pylist() == ["a/report.pdf", "b/report.pdf", "report.pdf"]
+    assert out.column("title").to_pylist() == ["report"] * 3
+    by_file = create("sources.pdf", {"path": str(root / "*" / "report.pdf"), "unit": "document"})(pa.table({}))
+    assert by_file.column("docno").to_pylist() == ["a/report", "b/report"]
+    alone = create("sources.pdf", {"path": str(root / "a" / "report.pdf")})(pa.table({}))  # a file: its stem
+    assert (alone.column("docno").to_pylist(), alone.column("path").to_pylist()) == (["report-p1"], ["report.pdf"])
+    folder = create("sources.pdf", {"path": str(root / "b")})(pa.table({}))  # a folder: its own files
+    assert folder.column("docno").to_pylist() == ["report-p1"]

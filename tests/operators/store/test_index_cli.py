@@ -86,6 +86,10 @@ def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     assert index.settings.dense and len(index) == 8
     hits = index.search_dense(query, k=8)[0]
     assert len(hits) == 8 and 0 < hits.scores[0] <= 1.0001
+    # another encoder for the index's documents is refused, not ignored; its own is accepted
+    more = _write(tmp_path / "b.jsonl", sample_docs[8:10])
+    assert main(["index", "add", idx, more, "--encoder", "tessera-static"]) == 2 and len(Index.open(idx)) == 8
+    assert main(["index", "add", idx, more, "--encoder", "all-MiniLM-L6-v2"]) == 0 and len(Index.open(idx)) == 10
 
 
 def test_update_reports_what_its_commit_replaced_under_a_concurrent_delete(tmp_path, sample_docs, capsys, monkeypatch):

@@ -1,0 +1,88 @@
+"""Document ids that repeat within one source.
+
+A shard's docnos must be unique, and a docno may be live once in an index, so a source that yields an
+id twice cannot be ingested as it is. While a source is staged (``staging.iter_documents``), the ids seen
+so far are kept, across its shards; a later copy of an id becomes a read failure in the ledger
+(``duplicate id d2, first at /data/corpus.jsonl:2``) and the rest of the source is ingested. For a JSONL
+source the failure is the copy's line (``read:<file>:<line>``, so ``--retry-failed`` reads it again once
+its id is fixed); for other sources it is the copy's row.
+
+With ``replace`` (``tessera ingest --replace``) the last copy wins instead: every copy is staged, a shard
+keeps the last copy of an id (``last_copies``, when it is prepared), and a later shard's commit replaces
+an earlier shard's copy (commits go in shard order then, on Ray too).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Callable, Iterator
+
+import pyarrow as pa
+
+from flows.ingestion.ledger import Failure
+
+#: (file number in ``SeenIds.files``, 1-based line), or (-1, 1-based document number in the source).
+Place = tuple[int, int]
+
+
+class SeenIds:
+    """The ids a source yielded so far, each with where it was first."""
+
+    def __init__(self) -> None:
+        self.first: dict[str, Place] = {}
+        self.files: list[str] = []
+        self.documents = 0  # documents of a source without lines, for their places
+
+    def file(self, path: str) -> int:
+        self.files.append(path)
+        return len(self.files) - 1
+
+    def describe(self, place: Place) -> str:
+        number, n = place
+        return f"{self.files[number]}:{n}" if number >= 0 else f"document {n} of the source"
+
+    def split(self, table: pa.Table, place: Callable[[int], Place],
+              failure: Callable[[int, str, str], Failure]) -> Iterator[pa.Table | Failure]:
+        """``table`` in order, with each row whose id was seen before replaced by ``failure(row, id, first)``."""
+        ids = table.column("docno").to_pylist()
+        start = 0
+        for i, doc_id in enumerate(ids):
+            first = self.first.get(doc_id)
+            if first is None:
+                self.first[doc_id] = place(i)
+                continue
+            if i > start:
+                yield table.slice(start, i - start)
+            yield failure(i, doc_id, self.describe(first))
+            start = i + 1
+        if start == 0:
+            yield table
+        elif start < len(ids):
+            yield table.slice(start)
+
+    def split_rows(self, table: pa.Table) -> Iterator[pa.Table | Failure]:
+        """``split`` for a source without lines (Parquet, CSV, PDF ...): a repeated id fails with its row."""
+        offset = self.documents
+        self.documents += table.num_rows
+
+        def failure(i: int, doc_id: str, first: str) -> Failure:
+            record = json.loads(json.dumps(table.slice(i, 1).to_pylist()[0], default=str))
+            return Failure(id=f"dup:{doc_id}:{offset + i + 1}", stage="read", doc_id=doc_id, record=record,
+                           error=f"duplicate id {doc_id} (document {offset + i + 1} of the source), first at {first}")
+
+        yield from self.split(table, lambda i: (-1, offset + i + 1), failure)
+
+
+def duplicate_error(doc_id: str, first: str) -> str:
+    return f"duplicate id {doc_id}, first at {first}"
+
+
+def last_copies(docs: pa.Table) -> pa.Table:
+    """``docs`` with only the last copy of each docno (a shard staged with ``replace`` may hold two)."""
+    if "docno" not in docs.column_names or docs.num_rows < 2:
+        return docs
+    ids = docs.column("docno").to_pylist()
+    if len(set(ids)) == len(ids):
+        return docs
+    last = {doc_id: i for i, doc_id in enumerate(ids)}
+    return docs.take(pa.array(sorted(last.values()), pa.int64()))

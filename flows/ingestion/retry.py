@@ -1,0 +1,161 @@
+"""``--retry-failed``: the ledger's open failures, and only those, processed into one new shard per source.
+
+A read failure is read again from its file and line (the ledger records the file's absolute path; a relative
+one, from a ledger written before, is found among the files of its source's staging state, then in the working
+directory; a file that is not there is an error naming it, before anything is written). A document whose id
+is live in the index (a repeated id, see ``flows.ingestion.duplicates``) stays a failure, unless the retry
+runs with ``replace``; so does a second copy of an id within the retry.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from flows.ingestion.errors import IngestError
+from flows.ingestion.ledger import Failure, absolute
+from flows.ingestion.shards import Embedder, ShardJob, prepare, write
+from flows.ingestion.staging import STAGING_DIR, _jsonl_plan, read_line_record
+from operators.base import Source
+from operators.tables import concat
+
+#: The ingestion run (``job._Run``): its index, ledger, job, report and commit.
+Run = Any
+
+
+def retry(run: Run) -> Any:
+    """Process the ledger's open failures, and only those: one new shard per source they came from."""
+    started = time.perf_counter()
+    failures = run.ledger.open_failures(run.finished())
+    groups: dict[str, list[Failure]] = {}
+    for failure in failures:
+        groups.setdefault(source_key_of(failure.shard), []).append(failure)
+    run.report.docs_total = len(failures)
+    with run._track("retry", len(failures)):
+        for key, group in groups.items():
+            _retry_group(run, key, group)
+    report = run._finish(started)
+    report.resolved = len(failures) - report.open_failures
+    return report
+
+
+def _retry_group(run: Run, key: str, failures: list[Failure]) -> None:
+    """Failures of one source, with that source's read step, chunking and encoder params."""
+    staging = run.path / STAGING_DIR / key
+    job = run.job
+    if (staging / "job.json").exists():
+        recorded = json.loads((staging / "job.json").read_text())
+        embed = None if run.job.embed is None else {**run.job.embed, **(recorded["embed"] or {})}
+        job = ShardJob(**{**run.job.__dict__, "chunk": recorded["chunk"], "enrich": recorded.get("enrich", []),
+                          "embed": embed})
+    shard = f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+    found: list[tuple[Failure, pa.Table]] = []
+    again: list[Failure] = []
+    read = None
+    for failure in failures:
+        if failure.stage == "read" and failure.path:
+            read = read or _source_of(run, staging)
+            path = locate(failure.path, read)
+            got = read_line_record(read, path, failure.line) if failure.line else _read_file(read, path, failure)
+            if isinstance(got, Failure):
+                again.append(got)
+            else:
+                found.append((failure, got))
+        else:
+            found.append((failure, pa.Table.from_pylist([failure.record])))
+    tables = _unique(run, found, again)
+    docs = concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
+    run.ledger.record_retry(shard, [f.id for f in failures])
+    started = time.perf_counter()
+    rows = prepare(job, shard, docs)
+    embedded = 0
+    if job.embed is not None and rows.num_rows:
+        rows, embedded = Embedder(job, run.tracker.embedded)(rows)
+    run._commit(write(job, run.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
+                      started=started))
+
+
+def _unique(run: Run, found: list[tuple[Failure, pa.Table]], again: list[Failure]) -> list[pa.Table]:
+    """The documents to retry; one whose id is live in the index (unless ``replace``) or met before in this
+    retry fails again, under its failure's id."""
+    live: set[str] = set()
+    if found and not run.replace:
+        live = {str(d) for d in run.index.columns(["doc_id"])[1].column("doc_id").to_pylist()}
+    seen: set[str] = set()
+    tables = []
+    for failure, table in found:
+        for i in range(table.num_rows):  # a PDF file's pages are documents of their own
+            doc_id = str(table.column("docno")[i].as_py()) if "docno" in table.column_names else None
+            if doc_id in live or doc_id in seen:
+                where = "in the index already" if doc_id in live else "also retried from another failure"
+                again.append(dataclasses.replace(failure, shard=None, error=(
+                    f"duplicate id {doc_id}: {where}; give the document another id, or retry with --replace")))
+                break
+            seen.add(doc_id)
+        else:
+            tables.append(table)
+    return tables
+
+
+def _read_file(op: Source, path: str, failure: Failure) -> pa.Table | Failure:
+    """A file that could not be read at all (a PDF), read again with its source's read step."""
+    from operators.errors import SourceError
+
+    try:
+        tables = list(op.read(path))
+    except SourceError as err:
+        return dataclasses.replace(failure, shard=None, error=str(err))
+    return concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
+
+
+def locate(path: str, op: Source) -> str:
+    """The file of a read failure: its recorded path when absolute; a relative one (an older ledger) among the
+    files of the source ``op`` (read with absolute paths from its staging state), else from here."""
+    recorded = Path(path).expanduser()
+    found = recorded if recorded.is_absolute() else None
+    if found is None:
+        tail = tuple(p for p in recorded.parts if p not in (".", ".."))
+        found = next((f for f in _files(op) if f.parts[-len(tail):] == tail), None) if tail else None
+    found = found or Path(absolute(path))
+    if not found.is_file():
+        raise IngestError(f"cannot retry the failures read from {path}: {found} is not there; put the file back "
+                          "(fixed) to retry them", field="source")
+    return str(found)
+
+
+def _files(op: Source) -> list[Path]:
+    plan = None
+    try:
+        plan = _jsonl_plan(op)
+    except Exception:  # noqa: BLE001 - the files are gone: fall back on the source's path param
+        pass
+    if plan is not None:
+        return [Path(p) for p in plan[0]]
+    params = op.params.model_dump()
+    return [Path(params[n]) for n in ("path",) if isinstance(params.get(n), str)]
+
+
+def _source_of(run: Run, staging: Path) -> Source:
+    """The read step that staged a source (from its staging state), to map a fixed line again."""
+    from operators.registry import get_operator
+
+    state = staging / "state.json"
+    if not state.exists():
+        return run.plan.read
+    data = json.loads(state.read_text())
+    return get_operator(data["source"], step="read")(data["params"], step_id="read")
+
+
+def source_key_of(shard: str | None) -> str:
+    """The source key of a shard id: ``<key>-<n>`` (or ``<key>-<n>.<part>``) for staged shards,
+    ``retry-<key>-...`` for retries."""
+    parts = (shard or "").split("-")
+    if parts[0] == "retry" and len(parts) > 2:
+        return "" if parts[1] == "none" else parts[1]
+    return parts[0] if len(parts) > 1 else ""

@@ -1,0 +1,152 @@
+"""What ``tessera ingest --source`` reads: the source operator by suffix (a file or a glob) or by the files a folder
+holds; a name of no known type, or a folder of none or of two kinds, refused in one line that lists the formats,
+before any index is made. End to end, BM25 only (no model): a TSV, a gzipped CSV, a folder of CSVs, PDFs of one
+name in two folders, and a JSONL file with empty ids."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.ingestion import build_plan, ingest
+from flows.ingestion.errors import IngestError
+from operators.ids import content_doc_id
+from operators.store import Index
+
+BM25_ONLY = {"dense": False}
+
+
+def read_step(source) -> tuple[str, dict]:
+    op = build_plan(None, str(source), False).read
+    return op.name, op.params.model_dump()
+
+
+def test_the_reader_follows_the_suffix(tmp_path):
+    cases = {"a.jsonl": ("sources.jsonl", None), "a.jsonl.gz": ("sources.jsonl", None),
+             "a.ndjson": ("sources.jsonl", None), "a.parquet": ("sources.parquet", None),
+             "a.csv": ("sources.csv", ","), "a.CSV.gz": ("sources.csv", ","), "a.tsv": ("sources.csv", "\t"),
+             "a.tsv.gz": ("sources.csv", "\t"), "a.pdf": ("sources.pdf", None), "docs/**/*.pdf": ("sources.pdf", None)}
+    for name, (op, delimiter) in cases.items():
+        got, params = read_step(tmp_path / name)
+        assert (got, params.get("delimiter")) == (op, delimiter), name
+
+
+@pytest.mark.parametrize("name", ["notes.md", "notes.txt", "corpus.json", "README", "docs/*"])
+def test_a_name_of_no_known_type_is_refused_listing_the_formats(tmp_path, name):
+    with pytest.raises(IngestError) as err:
+        build_plan(None, str(tmp_path / name), False)
+    message = str(err.value)
+    assert "its type is not known from its suffix" in message and "\n" not in message
+    for fmt in ("JSONL (.jsonl", "Parquet (.parquet", "CSV (.csv, .csv.gz)", "TSV (.tsv, .tsv.gz)", "PDF (.pdf)",
+                "BEIR folder", "read: {op: sources.jsonl"):
+        assert fmt in message
+    assert err.value.field == "source"
+
+
+def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path):
+    csvs, tsvs, beir, mixed, none = (tmp_path / n for n in ("csvs", "tsvs", "beir", "mixed", "none"))
+    for folder in (csvs, tsvs, beir, mixed, none):
+        folder.mkdir()
+    (csvs / "a.csv").write_text("_id,text\n1,x\n")
+    (csvs / "notes.md").write_text("# not read")
+    (tsvs / "a.tsv").write_text("_id\ttext\n1\tx\n")
+    (beir / "corpus.jsonl").write_text('{"_id": "1", "text": "x"}\n')
+    (mixed / "a.csv").write_text("_id,text\n1,x\n")
+    (mixed / "b.jsonl").write_text('{"_id": "1", "text": "x"}\n')
+    (none / "notes.md").write_text("# not read")
+    (none / "sub").mkdir()
+    (none / "sub" / "a.csv").write_text("_id,text\n1,x\n")
+    assert read_step(csvs)[0] == "sources.csv" and read_step(csvs)[1]["delimiter"] == ","
+    assert read_step(tsvs)[1]["delimiter"] == "\t"
+    assert read_step(beir)[0] == "sources.beir"
+    with pytest.raises(IngestError, match=r"holds CSV and JSONL files; give a glob of one kind \('.*mixed/\*\.csv'\)"):
+        read_step(mixed)
+    with pytest.raises(IngestError, match=r"holds no file of a known type \(subfolders are not read"):
+        read_step(none)
+
+
+def test_a_spec_read_steps_params_stay_and_the_suffix_sets_the_delimiter(tmp_path):
+    spec = {"steps": {"read": {"op": "sources.csv", "params": {"path": "x.csv", "text_field": "body"}}}}
+    op = build_plan(spec, str(tmp_path / "a.tsv"), False).read
+    assert (op.params.text_field, op.params.delimiter) == ("body", "\t")
+
+
+def test_a_tsv_and_a_gzipped_csv_are_ingested(tmp_path):
+    tsv = tmp_path / "docs.tsv"
+    tsv.write_text("_id\ttitle\ttext\nd1\tIce\tglaciers, moving slowly\nd2\tRivers\trivers flow to the sea\n")
+    report = ingest(tsv, tmp_path / "tsv", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (2, 0)
+    assert Index.open(tmp_path / "tsv").search_bm25(["glaciers"], k=1)[0].docnos == ["d1"]
+    gz = tmp_path / "docs.csv.gz"
+    with gzip.open(gz, "wt") as f:
+        f.write('_id,title,text\nc1,Ice,"glaciers, moving"\nc2,Empty,\n')
+    report = ingest(gz, tmp_path / "gz", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert report.docs == 1  # the row without a text is no document
+    assert Index.open(tmp_path / "gz").search_bm25(["glaciers"], k=5)[0].docnos == ["c1"]
+
+
+def test_pdfs_of_one_name_in_two_folders_are_two_documents(tmp_path, pdf_writer):
+    for folder, text in (("a", "Kea are alpine parrots of the mountains."), ("b", "Huia were wattlebirds.")):
+        (tmp_path / "pdfs" / folder).mkdir(parents=True)
+        pdf_writer(tmp_path / "pdfs" / folder / "report.pdf", [text])
+    report = ingest(str(tmp_path / "pdfs" / "**" / "*.pdf"), tmp_path / "idx", settings=BM25_ONLY,
+                    executor="local", chunk={"unit": "tokens", "size": 48, "overlap": 8}, progress=False)
+    assert (report.docs, report.failures) == (2, 0)
+    index = Index.open(tmp_path / "idx")
+    hit = index.search_bm25(["alpine parrots"], k=1)[0].docnos[0]
+    row = index.documents([hit]).to_pylist()[0]
+    assert (hit, row["path"], row["page"]) == ("a/report-p1#0", "a/report.pdf", 1)
+
+
+def test_empty_ids_get_content_ids(tmp_path):
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"_id": "", "title": "Ice", "text": "glaciers move slowly"},
+        {"_id": " ", "title": "Rivers", "text": "rivers flow"}]))
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    index = Index.open(tmp_path / "idx")
+    assert sorted(index.columns(["doc_id"])[1].column("doc_id").to_pylist()) == sorted(
+        [content_doc_id("Ice", "glaciers move slowly"), content_doc_id("Rivers", "rivers flow")])
+
+
+def test_the_command_refuses_an_unknown_type_in_one_line_and_makes_no_index(tmp_path):
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Glaciers\n\nGlaciers move.\n")
+    tessera = Path(sys.executable).with_name("tessera")
+    done = subprocess.run([str(tessera), "ingest", "--source", str(notes), "--index", str(tmp_path / "idx"),
+                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home")})
+    assert done.returncode != 0 and not (tmp_path / "idx").exists()
+    [line] = done.stderr.strip().splitlines()
+    assert "notes.md" in line and "its type is not known from its suffix" in line
+
+
+def test_a_jsonl_record_with_an_empty_text_goes_to_the_failure_ledger(tmp_path):
+    from flows.ingestion.ledger import Ledger
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"_id": "a", "title": "Ice", "text": "glaciers move slowly"}, {"_id": "b", "title": "Glaciers", "text": ""},
+        {"_id": "c", "text": None}, {"_id": "d", "text": " \n "}]))
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (1, 3)
+    failures = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert [(f.line, f.error.split(" (")[0]) for f in failures] == [(2, "empty text"), (3, "empty text"),
+                                                                     (4, "empty text")]
+
+
+def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path):
+    path = tmp_path / "broken.jsonl"
+    path.write_text('{"_id": "a", "text": ""}\nnot json\n[1, 2]\n')
+    tessera = Path(sys.executable).with_name("tessera")
+    done = subprocess.run([str(tessera), "ingest", "--source", str(path), "--index", str(tmp_path / "idx"),
+                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"),
+                               "COLUMNS": "200"})
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "no document was ingested: all 3 failed" in done.stdout
