@@ -114,13 +114,19 @@ def test_empty_ids_get_content_ids(tmp_path):
         [content_doc_id("Ice", "glaciers move slowly"), content_doc_id("Rivers", "rivers flow")])
 
 
+def ingest_command(source: Path, tmp_path: Path) -> subprocess.CompletedProcess:
+    """``tessera ingest`` of ``source`` into ``tmp_path/idx`` (BM25 only), as a user runs it: its own process."""
+    tessera = Path(sys.executable).with_name("tessera")
+    return subprocess.run([str(tessera), "ingest", "--source", str(source), "--index", str(tmp_path / "idx"),
+                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"),
+                               "COLUMNS": "200"})
+
+
 def test_the_command_refuses_an_unknown_type_in_one_line_and_makes_no_index(tmp_path):
     notes = tmp_path / "notes.md"
     notes.write_text("# Glaciers\n\nGlaciers move.\n")
-    tessera = Path(sys.executable).with_name("tessera")
-    done = subprocess.run([str(tessera), "ingest", "--source", str(notes), "--index", str(tmp_path / "idx"),
-                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home")})
+    done = ingest_command(notes, tmp_path)
     assert done.returncode != 0 and not (tmp_path / "idx").exists()
     [line] = done.stderr.strip().splitlines()
     assert "notes.md" in line and "its type is not known from its suffix" in line
@@ -143,10 +149,6 @@ def test_a_jsonl_record_with_an_empty_text_goes_to_the_failure_ledger(tmp_path):
 def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"_id": "a", "text": ""}\nnot json\n[1, 2]\n')
-    tessera = Path(sys.executable).with_name("tessera")
-    done = subprocess.run([str(tessera), "ingest", "--source", str(path), "--index", str(tmp_path / "idx"),
-                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"),
-                               "COLUMNS": "200"})
+    done = ingest_command(path, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no document was ingested: all 3 failed" in done.stdout
