@@ -48,7 +48,7 @@ def _skipped_lines(skip: frozenset[str], where: str) -> set[int]:
     return lines
 
 
-def _parse(raw: bytes, text_field: str) -> tuple[dict | None, str | None]:
+def _parse(raw: bytes, text_field: str, title_field: str = "title") -> tuple[dict | None, str | None]:
     """A JSONL line as a record, or the reason it is not one."""
     try:
         record = json.loads(raw)
@@ -56,6 +56,6 @@ def _parse(raw: bytes, text_field: str) -> tuple[dict | None, str | None]:
         return None, f"not valid JSON ({err})"
     if not isinstance(record, dict):
         return None, f"a JSON {type(record).__name__}, not an object"
-    if (problem := record_problem(record, text_field)) is not None:  # no text field, or an empty text
+    if (problem := record_problem(record, text_field, title_field)) is not None:  # no text field, or nothing in it
         return None, problem
     return record, None

@@ -174,7 +174,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
                 raw = raw.removeprefix(b"\xef\xbb\xbf")
             if not raw.strip():
                 continue
-            record, error = _parse(raw, text_field)
+            record, error = _parse(raw, text_field, params.title_field)
             if index + 1 in skipped:
                 error = error or "recorded as unreadable by a finished shard (it enters the index by a retry)"
             if error is not None:
@@ -206,7 +206,7 @@ def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
     mapper = DocumentMapper(params, op=op)
     for _, index, raw in iter_lines(FileRange(path)):
         if index + 1 == line:
-            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field)
+            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field)
             if error is not None:
                 return Failure.of_line(path, line, raw, error)
             has_title, extras = mapper.record_columns(first_record(path))

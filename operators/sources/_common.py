@@ -197,7 +197,8 @@ class RecordErrors:
             )
 
 
-def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None = None) -> Iterator[dict]:
+def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None = None,
+               title_field: str = "title") -> Iterator[dict]:
     """JSON objects of the range's lines; blank lines are not records, bad ones go to ``RecordErrors``.
 
     ``required`` names a field every record must have (the text field).
@@ -217,7 +218,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
             if not isinstance(record, dict):
                 errors.bad(offset, index, f"a JSON {type(record).__name__}, not an object")
                 continue
-            if required is not None and (problem := record_problem(record, required)) is not None:
+            if required is not None and (problem := record_problem(record, required, title_field)) is not None:
                 errors.bad(offset, index, problem)
                 continue
             yield record
@@ -230,12 +231,14 @@ def blank(value: Any) -> bool:
     return value is None or (isinstance(value, str) and not value.strip())
 
 
-def record_problem(record: dict, text_field: str) -> str | None:
-    """Why a JSON object is not a document (no text field, or an empty text), or None."""
+def record_problem(record: dict, text_field: str, title_field: str = "title") -> str | None:
+    """Why a JSON object is not a document (no text field, or neither a text nor a title: a title alone is a
+    document, as in TREC-COVID's corpus), or None."""
     if text_field not in record:
         return f"no field '{text_field}' (fields: {sorted(record)})"
-    if blank(record[text_field]):
-        return f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'})"
+    if blank(record[text_field]) and blank(record.get(title_field)):
+        return (f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'}, "
+                "and there is no title)")
     return None
 
 
@@ -247,7 +250,7 @@ def read_jsonl_documents(
     left = params.limit
     for rng in ranges:
         has_title, extras = mapper.record_columns(first_record(rng.path))
-        records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field)
+        records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field, title_field=params.title_field)
         try:
             wanted = records if left is None else itertools.islice(records, left)
             for batch in batched(wanted, params.batch_rows):
@@ -365,7 +368,9 @@ class DocumentMapper:
             )
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
         has_title = p.title_field in names
-        empty = _blank(table.column(p.text_field))
+        empty = _blank(table.column(p.text_field))  # and no title: a title alone is a document
+        if has_title:
+            empty = pc.and_(empty, _blank(table.column(p.title_field)))
         if n := pc.sum(empty).as_py():
             self._skip_empty(n, where)
             table = table.filter(pc.invert(empty))

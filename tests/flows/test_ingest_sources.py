@@ -84,9 +84,9 @@ def test_a_tsv_and_a_gzipped_csv_are_ingested(tmp_path):
     assert Index.open(tmp_path / "tsv").search_bm25(["glaciers"], k=1)[0].docnos == ["d1"]
     gz = tmp_path / "docs.csv.gz"
     with gzip.open(gz, "wt") as f:
-        f.write('_id,title,text\nc1,Ice,"glaciers, moving"\nc2,Empty,\n')
+        f.write('_id,title,text\nc1,Ice,"glaciers, moving"\nc2,,\n')
     report = ingest(gz, tmp_path / "gz", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
-    assert report.docs == 1  # the row without a text is no document
+    assert report.docs == 1  # the row with neither a text nor a title is no document
     assert Index.open(tmp_path / "gz").search_bm25(["glaciers"], k=5)[0].docnos == ["c1"]
 
 
@@ -137,10 +137,11 @@ def test_a_jsonl_record_with_an_empty_text_goes_to_the_failure_ledger(tmp_path):
 
     path = tmp_path / "docs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"_id": "a", "title": "Ice", "text": "glaciers move slowly"}, {"_id": "b", "title": "Glaciers", "text": ""},
-        {"_id": "c", "text": None}, {"_id": "d", "text": " \n "}]))
+        {"_id": "a", "title": "Ice", "text": "glaciers move slowly"}, {"_id": "b", "title": " ", "text": ""},
+        {"_id": "c", "text": None}, {"_id": "d", "text": " \n "}, {"_id": "e", "title": "Lakes", "text": ""}]))
     report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
-    assert (report.docs, report.failures) == (1, 3)
+    assert (report.docs, report.failures) == (2, 3)  # e: a title alone is a document
+    assert Index.open(tmp_path / "idx").search_bm25(["lakes"], k=1)[0].docnos == ["e"]
     failures = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert [(f.line, f.error.split(" (")[0]) for f in failures] == [(2, "empty text"), (3, "empty text"),
                                                                      (4, "empty text")]

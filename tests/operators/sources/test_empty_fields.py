@@ -39,14 +39,15 @@ def test_jsonl_empty_or_blank_ids_get_content_ids_and_fall_back_to_the_next_id_f
 
 
 @pytest.mark.parametrize("text, said", [("", "empty or blank"), ("  \n\t", "empty or blank"), (None, "null")])
-def test_jsonl_empty_text_is_a_bad_record_naming_file_and_line(tmp_path, caplog, text, said):
-    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": "Glaciers",
-                                                                              "text": text}, {"_id": "c", "text": "y"}])
-    with pytest.raises(SourceError, match=rf"docs.jsonl, line 2: empty text \(field 'text' is {said}\)"):
+def test_jsonl_empty_text_without_a_title_is_a_bad_record_naming_file_and_line(tmp_path, caplog, text, said):
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": " ", "text": text},
+                                                 {"_id": "c", "text": "y"}, {"_id": "d", "title": "Glaciers",
+                                                                             "text": text}])
+    with pytest.raises(SourceError, match=rf"docs.jsonl, line 2: empty text \(field 'text' is {said}, and there"):
         create("sources.jsonl", {"path": path})(pa.table({}))
     with caplog.at_level(logging.WARNING, logger="operators.sources"):
         out = create("sources.jsonl", {"path": path, "on_error": "skip"})(pa.table({}))
-    assert out.column("docno").to_pylist() == ["a", "c"] and "skipped 1 unreadable line(s)" in caplog.text
+    assert out.column("docno").to_pylist() == ["a", "c", "d"] and "skipped 1 unreadable line(s)" in caplog.text
 
 
 def test_beir_corpus_leaves_out_empty_texts_as_bad_lines(tmp_path):
@@ -65,10 +66,10 @@ def test_csv_empty_ids_get_content_ids_and_empty_texts_are_left_out_and_counted(
     with caplog.at_level(logging.WARNING, logger="operators.sources"):
         out = op(pa.table({}))
     assert out.column("docno").to_pylist() == ["1", content_doc_id("Lakes", "lakes freeze"),
-                                               content_doc_id("", "rivers flow")]
-    assert out.column("text").to_pylist() == ["glaciers move", "lakes freeze", "rivers flow"]
-    assert "skipped 2 document(s) with an empty text in" in caplog.text and "docs.csv.gz" in caplog.text
-    assert op.drain_usage() == {"empty_texts": 2}
+                                               content_doc_id("", "rivers flow"), "3"]  # 3: a title alone
+    assert out.column("text").to_pylist() == ["glaciers move", "lakes freeze", "rivers flow", ""]
+    assert "skipped 1 document(s) with an empty text in" in caplog.text and "docs.csv.gz" in caplog.text
+    assert op.drain_usage() == {"empty_texts": 1}
 
 
 def test_tsv_gz_with_a_tab_delimiter(tmp_path):
@@ -96,5 +97,5 @@ def test_sql_blank_ids_and_texts(tmp_path):
                          [(1, "Ice", "glaciers"), (2, "Empty", ""), (3, "Null", None), (None, "No id", "rivers")])
     op = create("sources.sql", {"url": f"sqlite:///{db}", "table": "docs", "id_field": "id"})
     out = op(pa.table({}))
-    assert out.column("docno").to_pylist() == ["1", content_doc_id("No id", "rivers")]
-    assert op.drain_usage() == {"empty_texts": 2}
+    assert out.column("docno").to_pylist() == ["1", "2", "3", content_doc_id("No id", "rivers")]  # titles alone
+    assert op.drain_usage() == {}

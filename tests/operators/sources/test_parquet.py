@@ -62,10 +62,10 @@ def test_column_mapping_metadata_and_content_ids(tmp_path):
     out = create("sources.parquet", {"path": str(path), "id_field": "pid", "text_field": "body",
                                      "title_field": "heading"})(pa.table({}))
     assert out.column_names == ["docno", "title", "text", "year", "tags"]
-    # the row without a body is no document: left out (and counted in the log)
-    assert out.column("docno").to_pylist() == ["1", content_doc_id("C", "third")]
-    assert out.column("text").to_pylist() == ["first", "third"]
-    assert out.column("tags").to_pylist() == [["x"], ["y", "z"]]
+    # the row without a body but with a heading is a document of its title (one with neither is left out)
+    assert out.column("docno").to_pylist() == ["1", "2", content_doc_id("C", "third")]
+    assert out.column("text").to_pylist() == ["first", "", "third"]
+    assert out.column("tags").to_pylist() == [["x"], [], ["y", "z"]]
     only = create("sources.parquet", {"path": str(path), "text_field": "body", "fields": ["year"]})(pa.table({}))
     assert only.column_names == ["docno", "text", "year"]
     assert only.column("docno").to_pylist() == [content_doc_id(None, t) for t in ["first", "third"]]
