@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 
 from flows.cache import StepCache, row_unit_keys, step_key, table_unit_key
-from operators.base import Operator
+from operators.base import Operator, joined_degraded
 from operators.tables import concat, qid_groups
 
 ROW_INDEX = "__tessera_row"
@@ -63,16 +63,6 @@ def merge_metadata(into: dict[str, dict[str, Any]], new: dict[str, dict[str, Any
                 mine[key] = joined_degraded(old, value)
             else:
                 mine[key] = {**old, **value} if isinstance(old, dict) and isinstance(value, dict) else value
-
-
-def joined_degraded(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """Two ``degraded`` marks of one query as one: the same step's (its rows in two batches) add their failures;
-    two steps' are both named, with both reasons, so a later step's failure does not hide an earlier one's."""
-    failures = old.get("failures", 1) + new.get("failures", 1)
-    if old.get("step") == new.get("step"):
-        return {**old, "failures": failures}
-    return {"step": f"{old.get('step')}, {new.get('step')}", "failures": failures,
-            "reason": f"{old.get('step')}: {old.get('reason')}; {new.get('step')}: {new.get('reason')}"}
 
 
 def add_usage(into: dict[str, float], new: dict[str, float]) -> None:

@@ -205,10 +205,8 @@ class Operator:
         """Mark query ``qid`` degraded by this step (it keeps its input; it is not cached). Later failures of the
         same query in this step add to ``failures``; the reason stays the first one's."""
         earlier = self._metadata.get(str(qid), {}).get("degraded")
-        if earlier:
-            self.emit_metadata(qid, "degraded", {**earlier, "failures": earlier.get("failures", 1) + 1})
-        else:
-            self.emit_metadata(qid, "degraded", {"step": self.step_id, "reason": reason})
+        mark = {"step": self.step_id, "reason": reason}
+        self.emit_metadata(qid, "degraded", joined_degraded(earlier, mark) if earlier else mark)
 
     def drain_metadata(self) -> dict[str, dict[str, Any]]:
         """Hand over and forget what ``emit_metadata`` recorded (called by the executors)."""
@@ -288,3 +286,14 @@ def _is_number(annotation: Any) -> bool:
         kinds = [a for a in args if a is not type(None)]
         return bool(kinds) and bool not in kinds and all(_is_number(a) for a in kinds)
     return annotation in (int, float)
+
+
+def joined_degraded(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """Two ``degraded`` marks of one query as one: the same step's (two of its rows, or its rows in two batches)
+    add their failures and keep the first reason; two steps' are both named, with both reasons, so a later
+    step's failure does not hide an earlier one's (``Operator.mark_degraded``, ``flows.runner.merge_metadata``)."""
+    failures = old.get("failures", 1) + new.get("failures", 1)
+    if old.get("step") == new.get("step"):
+        return {**old, "failures": failures}
+    return {"step": f"{old.get('step')}, {new.get('step')}", "failures": failures,
+            "reason": f"{old.get('step')}: {old.get('reason')}; {new.get('step')}: {new.get('reason')}"}

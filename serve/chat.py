@@ -179,16 +179,12 @@ def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
 
 
 async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
-    """The unstreamed answer (OpenAI's ``chat.completion``); a failure is a 500 naming the model."""
-    try:
-        async for answer in events:
-            return answer.model_dump() if hasattr(answer, "model_dump") else answer
-    except asyncio.CancelledError:  # the client went away: the deployment stops generating
-        events.cancel()
-        raise
-    except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
-        raise model_failure(card, err) from None
-    raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
+    """The unstreamed answer (OpenAI's ``chat.completion``), the stream's one event (``opened``: a failure is
+    ``model_failure``'s 400 or 500 naming the model)."""
+    got = await opened(events, card)
+    if not got.first:
+        raise errors.server_error(f"model '{card.id}'", RuntimeError("no answer"), code="model_error")
+    return _plain(got.first[0])
 
 
 async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:

@@ -133,7 +133,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
     if plan is not None:  # the index is part of the run's identity: built (or found) first
         built_now = indices.ensure_index(plan, dataset.corpus, executor=options.executor, log=reporter.log,
                                          progress=reporter.enabled)
-        failed = indices.failed_documents(plan)[0]
+        failed = indices.failed_documents(plan)
         keyed = flow_spec.with_index(indices.identity(plan))
         spec = flow_spec.with_index(str(plan.path))
     spec_json = canonical_spec(keyed)

@@ -131,17 +131,17 @@ def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
     return True
 
 
-def failed_documents(plan: IndexPlan) -> tuple[int, Path]:
+def failed_documents(plan: IndexPlan) -> int:
     """How many corpus documents are not in the index because they failed to ingest (the ledger's open
-    failures), and the ledger's path."""
+    failures, in ``<index>/failures.jsonl``)."""
     from flows.ingestion.ledger import Ledger
     from operators.store import Index
 
     ledger = Ledger(plan.path)
     if not ledger.path.is_file():
-        return 0, ledger.path
+        return 0
     finished = Index.open(plan.path, verify=False).finished_shards() | ledger.empty_shards()
-    return len(ledger.open_failures(finished)), ledger.path
+    return len(ledger.open_failures(finished))
 
 
 def _jsonable(report: Any) -> Any:

@@ -19,18 +19,26 @@ def _read_split(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Tab
     if op.name != "sources.pdf" or split is None:
         yield from op.read(split)
         return
-    from operators.errors import SourceError
-
     path = absolute(str(split))
     if f"read:{path}" in skip:  # recorded by a finished shard: it enters the index by a retry
         yield Failure(id=f"read:{path}", stage="read", path=path, error="recorded as unreadable by a finished shard")
         return
-    try:
-        tables = list(op.read(split))
-    except SourceError as err:
-        yield Failure(id=f"read:{path}", stage="read", path=path, error=str(err))
+    got = read_file(op, split)
+    if isinstance(got, str):
+        yield Failure(id=f"read:{path}", stage="read", path=path, error=got)
         return
-    yield from tables
+    yield from got
+
+
+def read_file(op: Source, path: Any) -> list[pa.Table] | str:
+    """A file's tables, read whole by the source ``op`` (its split), or why it cannot be read (a broken PDF):
+    staging and ``--retry-failed`` read an unreadable file's failure so."""
+    from operators.errors import SourceError
+
+    try:
+        return list(op.read(path))
+    except SourceError as err:
+        return str(err)
 
 
 def _skipped_lines(skip: frozenset[str], where: str) -> set[int]:

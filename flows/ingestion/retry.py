@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
+from flows.ingestion.records import read_file
 from flows.ingestion.shards import Embedder, ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR, _jsonl_plan, read_line_record
 from operators.base import Source
@@ -105,13 +106,10 @@ def _unique(run: Run, found: list[tuple[Failure, pa.Table]], again: list[Failure
 
 def _read_file(op: Source, path: str, failure: Failure) -> pa.Table | Failure:
     """A file that could not be read at all (a PDF), read again with its source's read step."""
-    from operators.errors import SourceError
-
-    try:
-        tables = list(op.read(path))
-    except SourceError as err:
-        return dataclasses.replace(failure, shard=None, error=str(err))
-    return concat(tables) if tables else pa.table({"docno": pa.array([], pa.string())})
+    got = read_file(op, path)
+    if isinstance(got, str):
+        return dataclasses.replace(failure, shard=None, error=got)
+    return concat(got) if got else pa.table({"docno": pa.array([], pa.string())})
 
 
 def locate(path: str, op: Source) -> str:

@@ -16,7 +16,7 @@ the query is marked degraded with the reason (``fallback: none`` adds nothing).
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Container, Literal
 
 import pyarrow as pa
 from pydantic import Field
@@ -82,7 +82,7 @@ class QueryRewriter(LLMStep):
             origin = row.get("original_qid") or qid
             out.append({**row, "original_qid": origin, "query_source": row.get("query_source") or "original"})
             extra = self._kept(qid, queries[qid], replies.get(qid, []))
-            new_qids = _unused_qids(qid, len(extra), set(queries))
+            new_qids = _unused_qids(qid, len(extra), queries)  # (a dict: its keys are the qids taken)
             out += [{**row, "qid": new_qid, self.params.query_column: text, "original_qid": origin,
                      "query_source": source} for new_qid, (source, text) in zip(new_qids, extra)]
         schema = table.schema
@@ -125,7 +125,7 @@ class QueryRewriter(LLMStep):
             and any(ch.isalpha() for ch in text)
 
 
-def _unused_qids(qid: str, count: int, taken: set[str]) -> list[str]:
+def _unused_qids(qid: str, count: int, taken: Container[str]) -> list[str]:
     """``count`` qids ``qid#1``, ``qid#2``, ... that no row of the table has: a step after another rewriter
     numbers past the rows that one added."""
     found, n = [], 0
