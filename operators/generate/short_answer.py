@@ -41,6 +41,7 @@ def example_turns(closed_book: bool) -> list[dict[str, Any]]:
 _LEAD = re.compile(r"^\s*\**\s*(?:the\s+)?(?:short\s+|final\s+)?answer(?:\s+to\s+(?:the|this)\s+question)?"
                    r"\s*(?:is)?\s*\**\s*:?\s*", re.I)
 _TOKEN = re.compile(r"\w[\w'’-]*|[^\w\s]")
+_ARTICLES = {"a", "an", "the"}
 
 
 def short_span(reply: str, query: str) -> str:
@@ -61,4 +62,7 @@ def short_span(reply: str, query: str) -> str:
     new = [w for w in words if w[0][0].isalnum() and w[0].lower() not in known]
     if not new:
         return line
-    return line[new[0].start():new[-1].end()].strip(" ,;:")
+    first = words.index(new[0])
+    while first > 0 and words[first - 1][0].lower() in _ARTICLES:  # "The Beatles", not "Beatles": answer
+        first -= 1                                                   # metrics drop articles, readers do not
+    return line[words[first].start():new[-1].end()].strip(" ,;:")

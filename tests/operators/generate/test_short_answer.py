@@ -21,6 +21,8 @@ QUESTION = "What is the population of the county where Ada is located?"
     ("The answer is: 1945 [1]\nReasoning: it says so.", "1945"),
     ("Greenwich Village, New York City", "Greenwich Village, New York City"),
     ("The population of the county is", "The population of the county is"),  # nothing new: kept as written
+    ("Ada is located in the Treasure Valley", "the Treasure Valley"),  # a leading article stays, for readers
+    ("The population is a million", "a million"),
 ])
 def test_short_span(reply, expected):
     assert short_span(reply, QUESTION) == expected
