@@ -198,11 +198,12 @@ def attribute(answer: str, texts: dict[int | None, str | None], min_overlap: flo
 
 
 def containing(answer: str, texts: dict[int | None, str | None]) -> list[int]:
-    """Document numbers whose text contains the answer (case and spacing ignored), in number order (3 at most)."""
+    """Document numbers whose text contains the answer (case, spacing and a leading article ignored), in number
+    order (3 at most)."""
     def squeeze(text: str) -> str:
         return " ".join(text.lower().split())
 
-    span = squeeze(answer)
+    span = re.sub(r"^(?:an?|the) ", "", squeeze(answer))
     return sorted(n for n, t in texts.items() if n is not None and span and span in squeeze(t or ""))[:3]
 
 

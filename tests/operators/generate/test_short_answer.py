@@ -128,3 +128,9 @@ def test_a_short_answer_that_no_document_holds_or_shares_words_with_has_no_sourc
     meta = op.drain_metadata()["q1"]
     assert meta["answer"] == "Zanzibar" and meta["sources"] == [] and meta["sources_from"] == "none"
     assert out.column("cited").to_pylist() == [False, False, False]
+
+
+def test_a_span_with_a_leading_article_is_found_without_it():
+    from operators.generate.answer import containing
+    texts = {1: "Boise lies in the west.", 2: "Ada County is in Treasure Valley.", 3: None}
+    assert containing("the Treasure Valley", texts) == [2] and containing("The west", texts) == [1]
