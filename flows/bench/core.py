@@ -17,16 +17,10 @@ from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
-from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun
+from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
 from flows.model_check import HowToMake, check_models
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
-
-
-def check_ks(ks: list[int]) -> list[int]:
-    if not ks or any(int(k) <= 0 for k in ks):
-        raise BenchError(f"bad --k value {ks}: give positive cutoffs, e.g. 1,3,5,10,100", field="k")
-    return sorted({int(k) for k in ks})
 
 
 def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
@@ -35,17 +29,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     first (``flows.model_check``); ``how_to_make`` says how a missing one is made (``flows.train.train_command``)."""
     started = time.perf_counter()
     reporter = reporter or BenchReporter(enabled=False)
-    ks = check_ks(list(options.ks))
-    if options.test not in significance.TESTS:
-        raise BenchError(f"unknown test '{options.test}' (use {' or '.join(significance.TESTS)})", field="test")
-    if options.correction not in significance.CORRECTIONS:
-        raise BenchError(f"unknown correction '{options.correction}' (use one of "
-                         f"{', '.join(significance.CORRECTIONS)})", field="correction")
-    if options.limit is not None and options.limit <= 0:
-        raise BenchError(f"bad --limit {options.limit}: give a positive number of queries", field="limit")
-    grade = options.min_relevance
-    if isinstance(grade, bool) or not isinstance(grade, int) or grade < 1:
-        raise BenchError(f"bad --min-relevance {grade!r}: give a grade of 1 or more", field="min-relevance")
+    ks = list(options.ks)  # checked and sorted by BenchOptions
     dataset = load_dataset(options.dataset, split=options.split, limit=options.limit)
     flows = resolve_flows(list(options.flows))
     names = [f.name for f in flows]
@@ -60,18 +44,12 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
     executor = _make_executor(options.executor, options.cache)
-    warnings: list[str] = []
     qids = dataset.qids
     reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries, "
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
-    if dataset.missing:
-        warnings.append(f"{dataset.missing} judged queries are not in queries.jsonl and are not evaluated")
-        reporter.warn(warnings[-1])
-    unmet = metrics.without_relevant(dataset.qrels, qids, options.min_relevance)
-    if unmet:
-        warnings.append(f"{unmet} of {len(qids)} queries have no document judged {options.min_relevance} or above: "
-                        "the binary measures (all but nDCG) score them 0")
-        reporter.warn(warnings[-1])
+    warnings = _dataset_warnings(dataset, options.min_relevance)
+    for warning in warnings:
+        reporter.warn(warning)
 
     flow_runs: dict[str, FlowRun] = {}
     per_query: dict[str, dict[str, dict[str, float]]] = {}
@@ -84,27 +62,12 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
                 corpus_sha = dataset.corpus_sha256()
             flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
             flow_runs[flow.name] = flow_run
-            if flow_run.index_failures and flow_run.index.key not in warned_indices:
-                warned_indices.add(flow_run.index.key)
-                warnings.append(f"{flow_run.index_failures} corpus document(s) of {dataset.corpus} failed to ingest "
-                                f"and are not in the index {flow_run.index.path} (flow '{flow.name}'): a relevant "
-                                f"one among them counts as not found; see {flow_run.index.path / 'failures.jsonl'}")
-                reporter.warn(warnings[-1])
-            if flow_run.run.answers and not flow_run.run.table.num_rows:
-                warnings.append(f"flow '{flow.name}' answers without retrieving: its retrieval measures are 0")
-                reporter.warn(warnings[-1])
-            elif flow_run.short_queries:
-                warnings.append(f"flow '{flow.name}' returned fewer than {ks[-1]} results for "
-                                f"{flow_run.short_queries} of {len(qids)} queries (fewest: {flow_run.fewest_results}): "
-                                f"its k is below {ks[-1]} or it matched fewer documents")
-                reporter.warn(warnings[-1])
+            for warning in _flow_warnings(flow.name, flow_run, dataset, ks, warned_indices):
+                warnings.append(warning)
+                reporter.warn(warning)
             per_query[flow.name] = metrics.per_query(flow_run.run.table, dataset.qrels, qids, ks,
                                                      options.min_relevance)
-            if flow_run.run.answers and not dataset.answers:
-                warnings.append(f"flow '{flow.name}' answers, but {dataset.root} has no questions.jsonl with gold "
-                                "answers: no answer measures")
-                reporter.warn(warnings[-1])
-            elif flow_run.run.answers:
+            if flow_run.run.answers and dataset.answers:
                 per_query[flow.name].update(answers.per_query(flow_run.run.answers, dataset.answers, qids))
 
     summaries = {flow: metrics.summarize_all(by_measure) for flow, by_measure in per_query.items()}
@@ -121,6 +84,39 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     if tracker is not None:
         reporter.log(f"MLflow: {len(flows)} runs logged to {tracking.log_benchmark(result, tracker)}")
     return result
+
+
+def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
+    """What makes some judged queries count less than a reader would think."""
+    qids, warnings = dataset.qids, []
+    if dataset.missing:
+        warnings.append(f"{dataset.missing} judged queries are not in queries.jsonl and are not evaluated")
+    if unmet := metrics.without_relevant(dataset.qrels, qids, min_relevance):
+        warnings.append(f"{unmet} of {len(qids)} queries have no document judged {min_relevance} or above: "
+                        "the binary measures (all but nDCG) score them 0")
+    return warnings
+
+
+def _flow_warnings(name: str, flow_run: FlowRun, dataset: Dataset, ks: list[int], warned_indices: set[str]
+                   ) -> list[str]:
+    """What makes one flow's measures lower than its search deserves: documents missing from its index (said
+    once per index, remembered in ``warned_indices``), no results, too few results, answers with no gold."""
+    warnings = []
+    if flow_run.index_failures and flow_run.index.key not in warned_indices:
+        warned_indices.add(flow_run.index.key)
+        warnings.append(f"{flow_run.index_failures} corpus document(s) of {dataset.corpus} failed to ingest "
+                        f"and are not in the index {flow_run.index.path} (flow '{name}'): a relevant "
+                        f"one among them counts as not found; see {flow_run.index.path / 'failures.jsonl'}")
+    if flow_run.run.answers and not flow_run.run.table.num_rows:
+        warnings.append(f"flow '{name}' answers without retrieving: its retrieval measures are 0")
+    elif flow_run.short_queries:
+        warnings.append(f"flow '{name}' returned fewer than {ks[-1]} results for {flow_run.short_queries} of "
+                        f"{len(dataset.qids)} queries (fewest: {flow_run.fewest_results}): its k is below "
+                        f"{ks[-1]} or it matched fewer documents")
+    if flow_run.run.answers and not dataset.answers:
+        warnings.append(f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold "
+                        "answers: no answer measures")
+    return warnings
 
 
 def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunCache, index_root: Path,

@@ -8,12 +8,22 @@ from typing import Any
 
 from flows.bench import answers, indices, metrics, runs, significance
 from flows.bench.dataset import Dataset
+from flows.bench.errors import BenchError
 
 DEFAULT_KS = (1, 3, 5, 10, 100)
 
 
+def check_ks(ks: list[int]) -> list[int]:
+    """The cutoffs, sorted and each once; an empty list or one below 1 is refused."""
+    if not ks or any(int(k) <= 0 for k in ks):
+        raise BenchError(f"bad --k value {ks}: give positive cutoffs, e.g. 1,3,5,10,100", field="k")
+    return sorted({int(k) for k in ks})
+
+
 @dataclass
 class BenchOptions:
+    """A benchmark's arguments, checked when made: a bad value is refused before any dataset is read."""
+
     dataset: str | Path
     flows: list[str]  # NAME=SPEC values
     out: str | Path
@@ -29,6 +39,19 @@ class BenchOptions:
     cache: bool = True  # run cache and step cache
     mlflow: bool = True
     mlflow_uri: str | None = None  # default: sqlite:///<out>/mlflow.db
+
+    def __post_init__(self) -> None:
+        self.ks = check_ks(list(self.ks))
+        if self.test not in significance.TESTS:
+            raise BenchError(f"unknown test '{self.test}' (use {' or '.join(significance.TESTS)})", field="test")
+        if self.correction not in significance.CORRECTIONS:
+            raise BenchError(f"unknown correction '{self.correction}' (use one of "
+                             f"{', '.join(significance.CORRECTIONS)})", field="correction")
+        if self.limit is not None and self.limit <= 0:
+            raise BenchError(f"bad --limit {self.limit}: give a positive number of queries", field="limit")
+        grade = self.min_relevance
+        if isinstance(grade, bool) or not isinstance(grade, int) or grade < 1:
+            raise BenchError(f"bad --min-relevance {grade!r}: give a grade of 1 or more", field="min-relevance")
 
 
 @dataclass
