@@ -82,6 +82,43 @@ def placed_operator(op: Operator, placement: Any | None) -> Operator:
     return place(op, deployment=placement.deployment, app=placement.app)
 
 
+class _RowSlices:
+    """Each input row's output rows as a slice (start, count) of one of several tables, the fresh output of the
+    cache's misses or a hit's stored file, gathered back in input-row order."""
+
+    def __init__(self, n: int):
+        self.sources: list[pa.Table] = []
+        self._ids: dict[int, int] = {}
+        self.source = np.full(n, -1, dtype=np.int64)
+        self.starts = np.zeros(n, dtype=np.int64)
+        self.counts = np.zeros(n, dtype=np.int64)
+
+    def add(self, rows: Any, source: pa.Table, starts: Any, counts: Any) -> None:
+        sid = self._ids.setdefault(id(source), len(self.sources))
+        if sid == len(self.sources):
+            self.sources.append(source)
+        self.source[rows], self.starts[rows], self.counts[rows] = sid, starts, counts
+
+    def input_rows(self) -> np.ndarray:
+        """For each gathered row, the input row it belongs to."""
+        return np.repeat(np.arange(len(self.counts)), self.counts)
+
+    def gather(self) -> pa.Table | None:
+        """The slices' rows in input-row order; None when no input row has any."""
+        counts = self.counts
+        offsets = np.repeat(self.starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
+        out_source = np.repeat(self.source, counts)
+        gathered, positions = [], []
+        for sid, source in enumerate(self.sources):
+            where = np.flatnonzero(out_source == sid)
+            if len(where):
+                gathered.append(source.take(pa.array(offsets[where])))
+                positions.append(where)
+        if not gathered:
+            return None
+        return concat(gathered).take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
+
+
 class StepRunner:
     """Runs ``op`` on batches, serving units from ``cache`` when it has them."""
 
@@ -125,29 +162,18 @@ class StepRunner:
         miss = np.array([i for i, k in enumerate(keys) if k not in cached], dtype=np.int64)
         stats.hits = n - len(miss)
         if len(miss) == n:  # nothing cached: the operator's own output is the answer
-            sub = table.append_column(ROW_INDEX, pa.array(np.arange(n)))
-            out, meta = self._call(sub)
-            out = out.take(order_by_input_row(out.column(ROW_INDEX)))
+            out, meta = self._call_rows(table, miss)
             self._store_rows(keys, miss, table, out, meta)
             merge_metadata(stats.metadata, meta)
             out = out.drop_columns([ROW_INDEX])
             stats.rows_out = out.num_rows
             return out, stats
-        # Each input row's output is a slice (start, count) of some source table:
-        # the fresh output for misses, a stored file for hits.
-        sources: list[pa.Table] = []
-        source_ids: dict[int, int] = {}
-        src = np.full(n, -1, dtype=np.int64)
-        starts = np.zeros(n, dtype=np.int64)
-        counts = np.zeros(n, dtype=np.int64)
+        slices = _RowSlices(n)
         fresh: dict[str, dict[str, Any]] = {}
         if len(miss):
-            sub = table.take(pa.array(miss)).append_column(ROW_INDEX, pa.array(miss))
-            out, fresh = self._call(sub)
-            out = out.take(order_by_input_row(out.column(ROW_INDEX)))
+            out, fresh = self._call_rows(table.take(pa.array(miss)), miss)
             lo, hi, written = self._store_rows(keys, miss, table, out, fresh)
-            sources.append(written)
-            src[miss], starts[miss], counts[miss] = 0, lo, hi - lo
+            slices.add(miss, written, lo, hi - lo)
         for i, k in enumerate(keys):
             unit = cached.get(k)
             if unit is None:
@@ -155,34 +181,27 @@ class StepRunner:
             if unit.meta:  # the query metadata the row's call left (usage), as a query unit's hit brings back
                 merge_metadata(stats.metadata, unit.meta)
             if unit.source is not None:
-                sid = source_ids.setdefault(id(unit.source), len(sources))
-                if sid == len(sources):
-                    sources.append(unit.source)
-                src[i], starts[i], counts[i] = sid, unit.start, unit.count
-        out_input_row = np.repeat(np.arange(n), counts)
-        offsets = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
-        out_src = np.repeat(src, counts)
-        gathered, positions = [], []
-        for sid, source in enumerate(sources):
-            where = np.flatnonzero(out_src == sid)
-            if len(where):
-                gathered.append(source.take(pa.array(offsets[where])))
-                positions.append(where)
+                slices.add(i, unit.source, unit.start, unit.count)
         merge_metadata(stats.metadata, fresh)  # this run's calls over what the cache remembered
-        if not gathered:
+        written = slices.gather()
+        if written is None:
             out = self._call(table.slice(0, 0))[0]
             stats.rows_out = 0
             return out, stats
-        written = concat(gathered)
-        written = written.take(pa.array(np.argsort(np.concatenate(positions), kind="stable")))
         passthrough = [c for c in table.column_names if c not in written.column_names]
         out = written
         if passthrough:  # (a table of no columns has no rows to append to)
-            out = table.select(passthrough).take(pa.array(out_input_row))
+            out = table.select(passthrough).take(pa.array(slices.input_rows()))
             for name in written.column_names:
                 out = out.append_column(name, written.column(name))
         stats.rows_out = out.num_rows
         return out, stats
+
+    def _call_rows(self, rows: pa.Table, numbers: np.ndarray) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
+        """The operator on ``rows`` (the input's rows ``numbers``), its output ordered by input row and carrying
+        that row's number in ``ROW_INDEX``, so each output row can be stored under its input row's key."""
+        out, meta = self._call(rows.append_column(ROW_INDEX, pa.array(numbers)))
+        return out.take(order_by_input_row(out.column(ROW_INDEX))), meta
 
     def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table,
                     meta: dict[str, dict[str, Any]]):
