@@ -1,0 +1,114 @@
+"""Operator plugins: what another package's entry point or a ``TESSERA_OPERATORS`` module brings, checked
+before the registry takes it (``operators.registry`` keeps the registry and the built-ins).
+
+A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name
+or takes another's name or alias raises ``OperatorPluginError``, one line naming the entry point or module.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from importlib import metadata
+from types import ModuleType
+from typing import Any
+
+from operators.base import Operator
+from operators.errors import TesseraError
+
+#: The entry-point group that other packages register their operators under.
+ENTRY_POINT_GROUP = "tessera.operators"
+#: The environment variable naming plugin modules (comma-separated).
+ENV_VAR = "TESSERA_OPERATORS"
+_NAME = re.compile(r"[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)+")
+
+Found = dict[str, tuple[type[Operator], str]]  # operator name -> (class, where it came from)
+
+
+class OperatorPluginError(TesseraError):
+    """An operator plugin (entry point or ``TESSERA_OPERATORS`` module) cannot be registered."""
+
+
+def env_module_names() -> set[str]:
+    """The modules ``TESSERA_OPERATORS`` names now."""
+    return {part.strip() for part in os.environ.get(ENV_VAR, "").split(",") if part.strip()}
+
+
+def add_entry_point(found: Found, ep: metadata.EntryPoint) -> None:
+    dist = getattr(ep, "dist", None)
+    origin = f"entry point '{ep.name} = {ep.value}' ({ENTRY_POINT_GROUP}" + (
+        f", distribution {dist.name})" if dist is not None else ")")
+    try:
+        target = ep.load()
+    except Exception as err:  # noqa: BLE001 - whatever the plugin raises, name the plugin
+        raise OperatorPluginError(f"operator plugin {origin} failed to import: {_one_line(err)}") from err
+    if isinstance(target, ModuleType):
+        add_plugin_module(found, target, origin)
+    elif is_operator(target):
+        add_plugin_class(found, target, origin)
+    else:
+        raise OperatorPluginError(f"operator plugin {origin} names {_describe(target)}, "
+                                  "not a module or an Operator subclass")
+
+
+def import_plugin(module_name: str, origin: str) -> ModuleType:
+    try:
+        return importlib.import_module(module_name)
+    except Exception as err:  # noqa: BLE001 - whatever the plugin raises, name the plugin
+        raise OperatorPluginError(f"operator plugin {origin} failed to import: {_one_line(err)}") from err
+
+
+def add_plugin_module(found: Found, module: ModuleType, origin: str) -> None:
+    prefix = module.__name__ + "."
+    classes = {id(v): v for v in vars(module).values() if is_operator(v) and v.name
+               and (v.__module__ == module.__name__ or v.__module__.startswith(prefix))}
+    if not classes:
+        raise OperatorPluginError(f"operator plugin {origin}: module '{module.__name__}' defines no Operator "
+                                  "subclass with a name")
+    for cls in classes.values():
+        add_plugin_class(found, cls, origin)
+
+
+def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
+    where = f"operator plugin {origin}: {qualname(cls)}"
+    if not cls.name:
+        raise OperatorPluginError(f"{where} has no name: set the class attribute name = 'category.snake_name'")
+    if not _NAME.fullmatch(cls.name):
+        raise OperatorPluginError(f"{where}: name '{cls.name}' is not 'category.snake_name' "
+                                  "(lower case, digits and _, parts joined by '.')")
+    other = found.get(cls.name)
+    if other is not None and other[0] is not cls:
+        inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
+        raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
+                                  f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
+    found[cls.name] = (cls, origin)
+
+
+def check_aliases(found: Found) -> None:
+    """An alias of a plugin operator that is another operator's name or alias would hide it."""
+    owners: dict[str, tuple[type[Operator], str]] = {}
+    for name, (cls, origin) in found.items():
+        for alias in cls.aliases:
+            other = found.get(alias) or owners.get(alias)
+            if other is not None and other[0] is not cls and (origin, other[1]) != ("built-in", "built-in"):
+                raise OperatorPluginError(f"operator alias '{alias}' of {qualname(cls)} ({origin}) is also "
+                                          f"the name or an alias of {qualname(other[0])} ({other[1]})")
+            owners[alias] = (cls, origin)
+
+
+def is_operator(value: Any) -> bool:
+    return isinstance(value, type) and issubclass(value, Operator)
+
+
+def qualname(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _describe(value: Any) -> str:
+    return f"{qualname(value)} (a class)" if isinstance(value, type) else f"a {type(value).__name__}"
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split())
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
