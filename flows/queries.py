@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from operators.errors import SpecError
+from operators.errors import SpecError, one_line
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
@@ -74,7 +74,7 @@ def read_queries(source: str | Path) -> pa.Table:
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a queries file (not UTF-8 text)", field="queries") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
-        raise SpecError(f"{path}: not a readable {suffix[1:]} queries file ({_short(err)})",
+        raise SpecError(f"{path}: not a readable {suffix[1:]} queries file ({one_line(err, 160)})",
                         field="queries") from None
     if not pairs:
         raise SpecError(f"{path} holds no queries", field="queries")
@@ -89,12 +89,6 @@ def read_queries(source: str | Path) -> pa.Table:
     if any(c is not None for c in conversations):
         table = table.append_column("messages", pa.array(conversations, pa.string()))
     return table
-
-
-def _short(value: object, limit: int = 160) -> str:
-    """An error's or a value's text, one line, cut short and without control bytes (files may be binary)."""
-    text = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in str(value))
-    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _table(pairs: list[tuple[str, str]]) -> pa.Table:
@@ -160,7 +154,7 @@ def _read_columnar(path: Path) -> list[tuple[str, str]]:
     qid_col = next((n for n in _ID_FIELDS if n in names), None)
     text_col = next((n for n in _TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
-        raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {_short(names)}",
+        raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",
                         field="queries")
     return [(str(q), str(t)) for q, t in zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
             if t is not None]
@@ -236,7 +230,7 @@ def trec_run(table: pa.Table, tag: str = "tessera") -> str:
     missing = [c for c in ("qid", "docno") if c not in table.column_names]
     if missing or not {"rank", "score"} & set(table.column_names):
         raise SpecError(f"a TREC run needs the columns qid, docno and rank or score; the result has "
-                        f"{_short(table.column_names)}", field="out")
+                        f"{one_line(table.column_names, 160)}", field="out")
     tag = "_".join(str(tag).split()) or "tessera"
     qids = [str(q) for q in table.column("qid").to_pylist()]
     docnos = [str(d) for d in table.column("docno").to_pylist()]

@@ -20,7 +20,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flows import store
-from operators.errors import SpecError
+from operators.errors import SpecError, one_line
 
 #: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
 MAX_VALUES = 100_000
@@ -80,7 +80,7 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
             _check_size(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
-        raise SpecError(f"{where}not valid YAML/JSON: {_short(err)}", field="spec") from None
+        raise SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}", field="spec") from None
     except SpecError as err:
         raise SpecError(f"{where}{err.message}", field=err.field) from None
     finally:
@@ -115,7 +115,7 @@ class _SpecLoader(yaml.SafeLoader):
             key = self.construct_object(key_node)
             line = key_node.start_mark.line + 1
             if key in seen:
-                raise SpecError(f"the key '{_short(key)}' is given twice in one mapping (lines {seen[key]} and "
+                raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one mapping (lines {seen[key]} and "
                                 f"{line}); YAML and JSON would silently keep the last", field=str(key)[:100])
             seen[key] = line
         return super().construct_mapping(node, deep=deep)
@@ -147,6 +147,3 @@ def _check_size(root: Node, where: str) -> None:
                             "over?); refused", field="spec")
 
 
-def _short(value: Any, limit: int = 200) -> str:
-    text = str(value)
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text):,} characters)"

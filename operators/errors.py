@@ -9,6 +9,14 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 
+def one_line(value: Any, limit: int | None = None) -> str:
+    """``str(value)`` as one line for an error message: whitespace runs (newlines too) become one space, other
+    control characters and undecodable bytes ``?`` (a file's text may be binary), cut at ``limit`` with "…"."""
+    text = " ".join(str(value).split())
+    text = "".join(ch if ch.isprintable() and ch != "\ufffd" else "?" for ch in text)
+    return text if limit is None or len(text) <= limit else text[:limit] + "…"
+
+
 def short_repr(value: Any, limit: int = 120) -> str:
     """A bounded repr for error messages: a value from a spec can be huge (or expand without end)."""
     import reprlib

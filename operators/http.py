@@ -65,5 +65,6 @@ def cause(err: requests.RequestException, session: requests.Session, url: str) -
 
 def excerpt(text: str) -> str:
     """``text`` on one line, cut to a length an error message can carry."""
-    text = " ".join(text.split())
-    return text if len(text) <= _BODY_EXCERPT else text[:_BODY_EXCERPT] + "…"
+    from operators.errors import one_line
+
+    return one_line(text, _BODY_EXCERPT)

@@ -15,7 +15,7 @@ from types import ModuleType
 from typing import Any
 
 from operators.base import Operator
-from operators.errors import TesseraError
+from operators.errors import TesseraError, one_line
 
 #: The entry-point group that other packages register their operators under.
 ENTRY_POINT_GROUP = "tessera.operators"
@@ -110,5 +110,5 @@ def _describe(value: Any) -> str:
 
 
 def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split())
+    text = one_line(err)
     return f"{type(err).__name__}: {text}" if text else type(err).__name__

@@ -17,13 +17,12 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-import re
 import sys
 from typing import Callable, Sequence
 
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
-from operators.errors import FlowCancelled, TesseraError
+from operators.errors import FlowCancelled, TesseraError, one_line
 from operators.outbound import use_local_policy_unless_set
 from operators.redact import install_log_redaction
 
@@ -107,8 +106,6 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
 
 
 def _error(message: str) -> None:
-    print(f"tessera: {_one_line(message)}", file=sys.stderr, flush=True)
+    print(f"tessera: {one_line(message)}", file=sys.stderr, flush=True)
 
 
-def _one_line(text: str) -> str:
-    return re.sub(r"\s*\n\s*", " ", str(text)).strip()
