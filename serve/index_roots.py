@@ -21,12 +21,12 @@ scheme is refused.
 
 from __future__ import annotations
 
-import glob
 from pathlib import Path
 from typing import Any, Iterator
 
 from flows.spec import FlowSpec
 from operators.local_files import local_path_params
+from operators.sources.paths import glob_stem
 from operators.registry import get_operator
 from serve.errors import ApiError
 
@@ -87,11 +87,9 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> None:
     path = value.removeprefix("sqlite:///")
     if "://" in path or path.startswith("sqlite:") or "\x00" in path:
         raise _not_allowed(value, field, "a URL of this kind is not read by this service")
-    parts = Path(path).expanduser().parts
-    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
-    if ".." in parts[fixed:]:
+    stem, rest = glob_stem(path)
+    if ".." in rest:
         raise _not_allowed(value, field, "a pattern may not climb out of its folder with '..'")
-    stem = Path(*parts[:fixed]) if fixed else Path(".")
     places = [stem] if stem.is_absolute() else [Path.cwd() / stem, REPO / stem]
     places = [place for place in places if place.exists()][:1] or places  # the one the operator opens
     for place in places:

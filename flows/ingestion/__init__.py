@@ -15,7 +15,8 @@ How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pip
 1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
    source order and cut into deterministic shards of ``shard_size`` documents, each
    written atomically under ``<index>/_ingest/<source key>/``. A record that cannot be
-   read goes to the failure ledger, not into a crash. Shards the manifest already
+   read (a JSONL line, a CSV row, a whole file: ``records``) goes to the failure ledger
+   with its file and line, not into a crash, and the rest is read on. Shards the manifest already
    lists are not staged again; an unchanged source is not even read again.
 2. **Process** each unfinished shard (``shards``): chunk (``preprocess.chunk``,
    optional), embed (``embed.sentence_transformer``; skipped for BM25-only indices),
@@ -33,8 +34,8 @@ dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a 
 between a shard's write and its commit, is resumed by running the same command again)
 re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
 docno that is already live. ``--retry-failed`` processes only the ledger's open
-failures into a new shard; read failures are read again from their file and line
-(fix the line, then retry).
+failures into a new shard; read failures are read again from their file and line,
+or the whole file (fix the line or file, then retry).
 
 Progress (``progress``): documents are counted as they are embedded, not only when their
 shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""

@@ -1,7 +1,8 @@
 """The failure ledger, ``<index>/failures.jsonl``: documents that did not make it into the index.
 
-A document fails when its record cannot be read (``stage: read``: not JSON, no text
-field), or chunking or the encoder raises for it even on its own (``chunk``/``embed``;
+A document fails when its record cannot be read (``stage: read``: a JSONL line that is not
+JSON or has no text field, a bad CSV row, a file that cannot be read at all; see
+``flows.ingestion.records``), or chunking or the encoder raises for it even on its own (``chunk``/``embed``;
 a failing batch is retried one document at a time first). Such a document is left out
 of its shard whole (no chunk without a vector reaches the index) and recorded here
 with the raw line or the document row, the stage and the error, so ``--retry-failed``
@@ -10,7 +11,7 @@ can process exactly those documents again.
 The file is append-only JSON lines, written by the driver only:
 
 * ``{"event": "failure", "id", "shard", "attempt", "stage", "error", ...}``: one failed
-  document (``id`` is ``doc:<doc_id>`` or ``read:<path>:<line>``);
+  document (``id`` is ``doc:<doc_id>``, ``read:<path>:<line>``, or ``read:<path>`` for a file);
 * ``{"event": "attempt", "shard", "attempt", "failures", "empty"}``: closes the failures
   of one attempt at a shard. They are appended in one write, just before the shard's
   manifest commit; lines of an attempt without its closing line (a crash mid-write)

@@ -1,50 +1,243 @@
-"""Reading a source's records for staging, where one that cannot be read becomes a ``Failure``: a JSONL
-line (``staging._read_jsonl``), a PDF file that cannot be read (the folder's other files go on)."""
+"""Reading a source's records for staging and ``--retry-failed``, where one that cannot be read becomes a
+``Failure`` in the ledger and the rest of the source is read on.
+
+* JSONL (``sources.jsonl``, a BEIR corpus): read here line by line; a bad line is a failure of its file and
+  line (``read:<path>:<line>``).
+* CSV/TSV: a bad row (a quote never closed, a wrong number of fields, bytes that are not UTF-8, a value that
+  does not fit its column) is a failure of its file and first line (``operators.sources.csv_rows``).
+* Any source read a file a split (PDF, CSV, Parquet, JSONL): a file that cannot be read at all (a broken PDF,
+  Parquet or gzip file, a CSV without its text column) is a failure of the file (``read:<path>``), and the
+  other files go on. A file that breaks after its first documents were read (a gzip cut short): for JSONL
+  and CSV, a failure at the line where it broke; for the others, the error stops the run, naming the file.
+"""
 
 from __future__ import annotations
 
 import json
+import zlib
 from pathlib import Path
 from typing import Any, Iterator
 
 import pyarrow as pa
 
+from flows.ingestion.duplicates import SeenIds, duplicate_error
+from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
-from operators.sources._common import record_problem
+from operators.errors import SourceError
+from operators.sources._common import (
+    DocumentMapper,
+    DocumentParams,
+    FileRange,
+    first_record,
+    iter_lines,
+    record_problem,
+)
+from operators.sources.csv_rows import BadRow
+
+#: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
+#: Arrow's for a broken Parquet file).
+FILE_ERRORS = (SourceError, OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException)
+#: Sources whose splits are files (or a file's row groups), read by their own ``read``.
+FILE_SOURCES = ("sources.pdf", "sources.parquet")
+RECORDED = "recorded as unreadable by a finished shard (it enters the index by a retry)"
 
 
 def _read_split(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
-    """One split's tables; for PDFs (a split a file), an unreadable file is a ``Failure`` and the rest goes on."""
-    if op.name != "sources.pdf" or split is None:
+    """One split's tables, with a ``Failure`` for each CSV row, or file, that cannot be read."""
+    if op.name == "sources.csv":
+        yield from _read_csv(op, split, skip)
+        return
+    path = _whole_file(split) if op.name in FILE_SOURCES else None
+    if path is None:
         yield from op.read(split)
         return
-    path = absolute(str(split))
-    if f"read:{path}" in skip:  # recorded by a finished shard: it enters the index by a retry
-        yield Failure(id=f"read:{path}", stage="read", path=path, error="recorded as unreadable by a finished shard")
+    if f"read:{absolute(path)}" in skip:  # recorded by a finished shard: it enters the index by a retry
+        yield _file_failure(path, RECORDED)
         return
-    got = read_file(op, split)
-    if isinstance(got, str):
-        yield Failure(id=f"read:{path}", stage="read", path=path, error=got)
-        return
-    yield from got
+    yield from read_file(op, split)
 
 
-def read_file(op: Source, path: Any) -> list[pa.Table] | str:
-    """A file's tables, read whole by the source ``op`` (its split), or why it cannot be read (a broken PDF):
-    staging and ``--retry-failed`` read an unreadable file's failure so."""
-    from operators.errors import SourceError
+def _whole_file(split: Any) -> str | None:
+    """The file a split reads from its start (a path; the first byte range or row groups of a file)."""
+    if isinstance(split, str):
+        return split
+    start = getattr(split, "start", getattr(split, "first", None))
+    return getattr(split, "path", None) if start == 0 else None
 
+
+def _file_failure(path: str, error: str) -> Failure:
+    path = absolute(path)
+    return Failure(id=f"read:{path}", stage="read", path=path, error=error)
+
+
+def read_file(op: Source, split: Any) -> Iterator[pa.Table | Failure]:
+    """The documents of a file (the split ``split`` of ``op``); one that cannot be read before its first document
+    is one ``Failure`` of the file (staging, and ``--retry-failed`` reading it again), after it an error."""
+    path, read = _whole_file(split) or str(split), False
     try:
-        return list(op.read(path))
-    except SourceError as err:
-        return str(err)
+        for table in op.read(split):
+            read = True
+            yield table
+    except FILE_ERRORS as err:
+        if read:  # its first documents are staged: the run stops, naming the file
+            if isinstance(err, SourceError):
+                raise
+            raise SourceError(f"{path}: cannot read it past its first documents ({type(err).__name__}: {err})",
+                              op=op.name, step=op.step_id) from err
+        why = err.message if isinstance(err, SourceError) else f"{path}: cannot read it ({type(err).__name__}: {err})"
+        yield _file_failure(path, why)
+
+
+def read_whole(op: Source, path: str) -> Iterator[pa.Table | Failure]:
+    """A file of the source ``op``, read again whole for ``--retry-failed`` (a file-level failure): its documents,
+    and a ``Failure`` for each record (or the file) that still cannot be read."""
+    plan = _jsonl_plan(op)
+    if plan is not None:
+        yield from _read_jsonl(op, [Path(path)], plan[1], plan[2])
+    elif op.name == "sources.csv":
+        yield from _read_csv(op, path, frozenset())
+    elif op.name == "sources.parquet":
+        from operators.sources.parquet import RowGroups
+
+        yield from read_file(op, RowGroups(path, 0, -1))
+    else:
+        yield from read_file(op, path)
+
+
+# -- CSV ------------------------------------------------------------------------------------
+
+
+def _read_csv(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
+    for item in op.read_rows(split, lambda path: frozenset(_skipped_lines(skip, absolute(path)))):
+        yield _bad_row(item) if isinstance(item, BadRow) else item
+
+
+def _bad_row(bad: BadRow) -> Failure:
+    if bad.line is None:
+        return _file_failure(bad.path, f"{absolute(bad.path)}: {bad.reason}")
+    return Failure.of_line(bad.path, bad.line, bad.raw, bad.reason)
+
+
+# -- JSONL ----------------------------------------------------------------------------------
+
+
+def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
+    """The files, params and text field of a source read here line by line (JSONL, a BEIR corpus), else None."""
+    if op.name == "sources.jsonl":
+        from operators.sources.jsonl import SUFFIXES
+        from operators.sources.paths import resolve_paths
+
+        return resolve_paths(op.params.path, op=op, suffixes=SUFFIXES), op.params, op.params.text_field
+    if op.name == "sources.beir":
+        from operators.sources._beir_files import beir_file
+
+        p = op.params
+        if p.part != "corpus":
+            raise IngestError("the read step reads BEIR queries; ingestion needs the corpus: set part: corpus",
+                              step=op.step_id, op=op.name, field="params.part")
+        params = DocumentParams(fields=p.fields, limit=p.limit, batch_rows=p.batch_rows)
+        return [beir_file(p.folder, "corpus", op=op)], params, params.text_field
+    return None
+
+
+def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
+                skip: frozenset[str] = frozenset(), seen: SeenIds | None = None) -> Iterator[Any]:
+    mapper = DocumentMapper(params, op=op)
+    left = params.limit
+    for path in paths:
+        where = absolute(str(path))  # the ledger's path: a retry may run in another directory
+        skipped = _skipped_lines(skip, where)
+        if 0 in skipped:
+            yield _file_failure(where, RECORDED)
+            continue
+        try:
+            has_title, extras = mapper.record_columns(first_record(str(path)))
+        except FILE_ERRORS as err:
+            yield _file_failure(where, f"{where}: cannot read it ({type(err).__name__}: {err})")
+            continue
+        number = seen.file(where) if seen is not None else -1
+        batch: list[dict] = []
+        lines: list[tuple[int, bytes]] = []
+
+        def flush() -> Iterator[Any]:
+            table = mapper.from_records(batch, has_title=has_title, extras=extras)
+            if seen is None:
+                yield table
+                return
+            at = list(lines)
+            yield from seen.split(table, lambda i: (number, at[i][0]), lambda i, doc_id, first: Failure.of_line(
+                where, at[i][0], at[i][1], duplicate_error(doc_id, first)))
+
+        index = -1
+        try:
+            for _, index, raw in iter_lines(FileRange(str(path))):
+                if index == 0:
+                    raw = raw.removeprefix(b"\xef\xbb\xbf")
+                if not raw.strip():
+                    continue
+                record, error = _parse(raw, text_field, params.title_field)
+                if index + 1 in skipped:
+                    error = error or RECORDED
+                if error is not None:
+                    if batch:  # keep failures in their place among the documents
+                        yield from flush()
+                        batch, lines = [], []
+                    yield Failure.of_line(where, index + 1, raw, error)
+                    continue
+                batch.append(record)
+                lines.append((index + 1, raw))
+                if left is not None:
+                    left -= 1
+                if len(batch) == params.batch_rows or left == 0:
+                    yield from flush()
+                    batch, lines = [], []
+                if left == 0:
+                    return
+        except (OSError, EOFError, zlib.error) as err:  # a gzip cut short or corrupt: the lines before it are read
+            if batch:
+                yield from flush()
+                batch, lines = [], []
+            line = index + 2
+            yield Failure.of_line(where, line, b"", f"cannot read the file from line {line} on ({type(err).__name__}: "
+                                  f"{err}); the lines before it are read")
+        if batch:
+            yield from flush()
+
+
+def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
+    """Line ``line`` (1-based) of a JSONL source file, or the CSV row that begins on it, read again for
+    ``--retry-failed``."""
+    if op.name == "sources.csv":
+        got = op.read_row(path, line)
+        return _bad_row(got) if isinstance(got, BadRow) else got
+    plan = _jsonl_plan(op)
+    if plan is None:
+        raise IngestError(f"cannot re-read {path}:{line}: the read step '{op.name}' is not a JSONL or CSV source",
+                          step=op.step_id, op=op.name)
+    _, params, text_field = plan
+    mapper = DocumentMapper(params, op=op)
+    try:
+        for _, index, raw in iter_lines(FileRange(path)):
+            if index + 1 == line:
+                record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field)
+                if error is not None:
+                    return Failure.of_line(path, line, raw, error)
+                has_title, extras = mapper.record_columns(first_record(path))
+                return mapper.from_records([record], has_title=has_title, extras=extras)
+    except (OSError, EOFError, zlib.error) as err:
+        return Failure.of_line(path, line, b"", f"cannot read the file up to line {line} ({type(err).__name__}: "
+                               f"{err})")
+    return Failure.of_line(path, line, b"", f"the file has fewer than {line} lines now")
 
 
 def _skipped_lines(skip: frozenset[str], where: str) -> set[int]:
-    """The lines of the file ``where`` (absolute) among the ``skip`` ids ``read:<path>:<line>``; a relative path
-    (a ledger written before paths were absolute) names the file when it is the end of ``where``."""
+    """The lines of the file ``where`` (absolute) among the ``skip`` ids ``read:<path>:<line>``, and 0 when the
+    file itself is one (``read:<path>``: a file that could not be read); a relative path (a ledger written
+    before paths were absolute) names the file when it is the end of ``where``."""
     lines, ours = set(), Path(where).parts
+    if f"read:{where}" in skip:
+        lines.add(0)
     for failure_id in skip:
         kind, _, rest = failure_id.partition(":")
         path, _, line = rest.rpartition(":")

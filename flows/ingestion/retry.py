@@ -20,9 +20,9 @@ import pyarrow as pa
 
 from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
-from flows.ingestion.records import read_file
+from flows.ingestion.records import _jsonl_plan, read_line_record, read_whole
 from flows.ingestion.shards import Embedder, ShardJob, prepare, write
-from flows.ingestion.staging import STAGING_DIR, _jsonl_plan, read_line_record
+from flows.ingestion.staging import STAGING_DIR
 from operators.base import Source
 from operators.tables import concat
 
@@ -42,7 +42,8 @@ def retry(run: Run) -> Any:
         for key, group in groups.items():
             _retry_group(run, key, group)
     report = run._finish(started)
-    report.resolved = len(failures) - report.open_failures
+    still = {f.id for f in run.ledger.open_failures(run.finished())}
+    report.resolved = sum(f.id not in still for f in failures)  # a file read again may fail on lines of its own
     return report
 
 
@@ -63,11 +64,17 @@ def _retry_group(run: Run, key: str, failures: list[Failure]) -> None:
         if failure.stage == "read" and failure.path:
             read = read or _source_of(run, staging)
             path = locate(failure.path, read)
-            got = read_line_record(read, path, failure.line) if failure.line else _read_file(read, path, failure)
-            if isinstance(got, Failure):
-                again.append(got)
-            else:
-                found.append((failure, got))
+            if failure.line:
+                got = read_line_record(read, path, failure.line)
+                if isinstance(got, Failure):
+                    again.append(got)
+                else:
+                    found.append((failure, got))
+                continue
+            table, failed = _read_file(read, path, failure)
+            again += failed
+            if table is not None:
+                found.append((failure, table))
         else:
             found.append((failure, pa.Table.from_pylist([failure.record])))
     tables = _unique(run, found, again)
@@ -104,12 +111,18 @@ def _unique(run: Run, found: list[tuple[Failure, pa.Table]], again: list[Failure
     return tables
 
 
-def _read_file(op: Source, path: str, failure: Failure) -> pa.Table | Failure:
-    """A file that could not be read at all (a PDF), read again with its source's read step."""
-    got = read_file(op, path)
-    if isinstance(got, str):
-        return dataclasses.replace(failure, shard=None, error=got)
-    return concat(got) if got else pa.table({"docno": pa.array([], pa.string())})
+def _read_file(op: Source, path: str, failure: Failure) -> tuple[pa.Table | None, list[Failure]]:
+    """A file that could not be read at all (a PDF, a gzip, a CSV without its header), read again whole: its
+    documents, and what still fails in it (the file again, under its failure's id, or its bad lines and rows,
+    each a failure of its own)."""
+    tables, failed = [], []
+    for item in read_whole(op, path):
+        if isinstance(item, Failure):
+            failed.append(dataclasses.replace(failure, shard=None, error=item.error) if item.id == failure.id
+                          else item)
+        elif item.num_rows:
+            tables.append(item)
+    return (concat(tables) if tables else None), failed
 
 
 def locate(path: str, op: Source) -> str:

@@ -18,15 +18,16 @@ same digest (appending documents is fine; editing a finished shard's documents r
 after them in its slice (appended to a partial last shard) form a continuation shard
 ``<shard id>.<n>``. Ids repeated within the source: ``flows.ingestion.duplicates``.
 
-For JSONL sources (``sources.jsonl``, ``sources.beir`` corpora) records are read here,
-line by line, so an unreadable record becomes a ledger entry with its line instead of
-an error that stops the run; other sources are read with their own ``read(split)``.
+A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes
+a ledger entry naming its file and line instead of an error that stops the run
+(``flows.ingestion.records``), and is logged as a warning (the first ``LOGGED_FAILURES``).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,24 +36,21 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flows.ingestion.duplicates import SeenIds, duplicate_error
-from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError
-from flows.ingestion.ledger import Failure, absolute
-from flows.ingestion.records import _parse, _read_split, _skipped_lines
+from flows.ingestion.duplicates import SeenIds
+from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
+from flows.ingestion.ledger import Failure
+from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
 from operators.atomic import write_bytes
 from operators.base import Source
-from operators.sources._common import (
-    DocumentMapper,
-    DocumentParams,
-    FileRange,
-    first_record,
-    iter_lines,
-    resolve_paths,
-)
+from operators.sources.paths import resolve_paths
 from operators.tables import concat
+
+log = logging.getLogger("tessera.ingest")
 
 STAGING_DIR = "_ingest"
 STATE_FILE = "state.json"
+#: Unreadable records logged one by one while staging; the rest are counted in one line.
+LOGGED_FAILURES = 10
 #: Params that change how a source is read, not which documents it yields.
 _READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
 
@@ -129,89 +127,6 @@ def check_source(op: Source) -> None:
     op.ensure_setup()
     _jsonl_plan(op)
     op.splits()
-
-
-def _jsonl_plan(op: Source) -> tuple[list[Path], DocumentParams, str] | None:
-    if op.name == "sources.jsonl":
-        from operators.sources.jsonl import SUFFIXES
-
-        return resolve_paths(op.params.path, op=op, suffixes=SUFFIXES), op.params, op.params.text_field
-    if op.name == "sources.beir":
-        from operators.sources._beir_files import beir_file
-
-        p = op.params
-        if p.part != "corpus":
-            raise IngestError("the read step reads BEIR queries; ingestion needs the corpus: set part: corpus",
-                              step=op.step_id, op=op.name, field="params.part")
-        params = DocumentParams(fields=p.fields, limit=p.limit, batch_rows=p.batch_rows)
-        return [beir_file(p.folder, "corpus", op=op)], params, params.text_field
-    return None
-
-
-def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_field: str,
-                skip: frozenset[str] = frozenset(), seen: SeenIds | None = None) -> Iterator[Any]:
-    mapper = DocumentMapper(params, op=op)
-    left = params.limit
-    for path in paths:
-        has_title, extras = mapper.record_columns(first_record(str(path)))
-        where = absolute(str(path))  # the ledger's path: a retry may run in another directory
-        number = seen.file(where) if seen is not None else -1
-        skipped = _skipped_lines(skip, where)
-        batch: list[dict] = []
-        lines: list[tuple[int, bytes]] = []
-
-        def flush() -> Iterator[Any]:
-            table = mapper.from_records(batch, has_title=has_title, extras=extras)
-            if seen is None:
-                yield table
-                return
-            at = list(lines)
-            yield from seen.split(table, lambda i: (number, at[i][0]), lambda i, doc_id, first: Failure.of_line(
-                where, at[i][0], at[i][1], duplicate_error(doc_id, first)))
-
-        for _, index, raw in iter_lines(FileRange(str(path))):
-            if index == 0:
-                raw = raw.removeprefix(b"\xef\xbb\xbf")
-            if not raw.strip():
-                continue
-            record, error = _parse(raw, text_field, params.title_field)
-            if index + 1 in skipped:
-                error = error or "recorded as unreadable by a finished shard (it enters the index by a retry)"
-            if error is not None:
-                if batch:  # keep failures in their place among the documents
-                    yield from flush()
-                    batch, lines = [], []
-                yield Failure.of_line(where, index + 1, raw, error)
-                continue
-            batch.append(record)
-            lines.append((index + 1, raw))
-            if left is not None:
-                left -= 1
-            if len(batch) == params.batch_rows or left == 0:
-                yield from flush()
-                batch, lines = [], []
-            if left == 0:
-                return
-        if batch:
-            yield from flush()
-
-
-def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
-    """Line ``line`` (1-based) of a JSONL source file, read again for ``--retry-failed``."""
-    plan = _jsonl_plan(op)
-    if plan is None:
-        raise IngestError(f"cannot re-read {path}:{line}: the read step '{op.name}' is not a JSONL source",
-                          step=op.step_id, op=op.name)
-    _, params, text_field = plan
-    mapper = DocumentMapper(params, op=op)
-    for _, index, raw in iter_lines(FileRange(path)):
-        if index + 1 == line:
-            record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field)
-            if error is not None:
-                return Failure.of_line(path, line, raw, error)
-            has_title, extras = mapper.record_columns(first_record(path))
-            return mapper.from_records([record], has_title=has_title, extras=extras)
-    return Failure.of_line(path, line, b"", f"the file has fewer than {line} lines now")
 
 
 # -- the stager --------------------------------------------------------------------------
@@ -305,10 +220,11 @@ class Stager:
                  skip: frozenset[str]) -> list[StagedShard]:
         self.dir.mkdir(parents=True, exist_ok=True)
         shards: list[StagedShard] = []
-        current, k = _Open(), 0
+        current, k, failed = _Open(), 0, 0
         for item in iter_documents(self.op, skip, duplicates=self.duplicates):
             if isinstance(item, Failure):
                 current.failures.append(item)
+                failed += _log_failure(item, failed, skip)
                 continue
             if item.num_rows == 0:
                 continue
@@ -324,6 +240,12 @@ class Stager:
         if current.rows or current.failures:
             shards += self._close(k, concat(current.tables) if current.tables else None, current.failures,
                                   finished, known, skip)
+        if failed > LOGGED_FAILURES:
+            log.warning("... and %d more", failed - LOGGED_FAILURES)
+        if failed:
+            log.warning("%d record(s) of the source are left out, the rest goes on; each is in the index's "
+                        "failures.jsonl with its file and line, or the file alone (fix them, then ingest again "
+                        "with --retry-failed)", failed)
         return shards
 
     def _close(self, index: int, docs: pa.Table | None, failures: list[Failure], finished: set[str],
@@ -364,6 +286,18 @@ class Stager:
         write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
         return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=_digest(rows),
                                   read_failures=len(failures))]
+
+
+def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
+    """Log an unreadable record (the first ``LOGGED_FAILURES`` of a run) with its file and line; 1 if it is new
+    (not one a finished shard recorded), else 0."""
+    if failure.id in skip:
+        return 0
+    if logged < LOGGED_FAILURES:
+        where = failure.path if failure.line is None else f"{failure.path}, line {failure.line}"
+        error = failure.error.removeprefix(f"{failure.path}: ") if failure.path else failure.error
+        log.warning("left out: %s: %s", where or failure.id, error)
+    return 1
 
 
 def _digest(docs: pa.Table) -> str:

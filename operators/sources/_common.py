@@ -10,12 +10,10 @@ are owned by the range their first byte falls in, so every line is read once.
 
 from __future__ import annotations
 
-import glob
 import gzip
 import itertools
 import json
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal
@@ -24,8 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
-from operators.errors import SourceError, SourceNotFoundError
+from operators.errors import SourceError
 from operators.ids import fill_missing_ids
+from operators.sources.paths import is_gzip
 
 logger = logging.getLogger("operators.sources")
 
@@ -63,40 +62,6 @@ class DocumentParams(BaseModel):
         None, gt=0, description="Read only the first N documents, in file order (the source is then one split)."
     )
     batch_rows: int = Field(10_000, gt=0, description="Most rows in one emitted table.")
-
-
-# -- paths -----------------------------------------------------------------------
-
-
-def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> list[Path]:
-    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted."""
-    path = Path(os.path.expanduser(pattern))
-    if path.is_dir():
-        found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes or ("",)))
-        if not found:
-            raise SourceNotFoundError(
-                f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",
-                op=op.name, step=op.step_id, field="params.path",
-            )
-        return found
-    if glob.has_magic(str(path)):
-        found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
-        if not found:
-            raise SourceNotFoundError(
-                f"no file matches '{pattern}' (working directory {os.getcwd()})",
-                op=op.name, step=op.step_id, field="params.path",
-            )
-        return found
-    if not path.is_file():
-        raise SourceNotFoundError(
-            f"file '{pattern}' does not exist (working directory {os.getcwd()})",
-            op=op.name, step=op.step_id, field="params.path",
-        )
-    return [path]
-
-
-def is_gzip(path: str | Path) -> bool:
-    return str(path).endswith(".gz")
 
 
 @dataclass(frozen=True)

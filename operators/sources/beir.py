@@ -32,7 +32,8 @@ class BeirSource(Source):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        folder: str = Field(..., min_length=1, json_schema_extra=local_path(), description="BEIR folder holding corpus.jsonl, queries.jsonl, qrels/.")
+        folder: str = Field(..., min_length=1, json_schema_extra=local_path(),
+                            description="BEIR folder holding corpus.jsonl, queries.jsonl, qrels/.")
         part: Literal["corpus", "queries"] = Field("corpus", description="Emit the documents or the queries.")
         split: str | None = Field(
             "test", description="Queries: keep those judged in qrels/<split>.tsv; None keeps every query. "

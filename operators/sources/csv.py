@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import pyarrow as pa
 from pydantic import Field
@@ -11,15 +11,21 @@ from pydantic import Field
 from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
-from operators.sources._common import DocumentMapper, DocumentParams, rebatch, resolve_paths
+from operators.sources._common import DocumentMapper, DocumentParams, rebatch
+from operators.sources.csv_rows import BadRow, CsvFormat, iter_rows, read_row
+from operators.sources.paths import resolve_paths
 
 
 class CsvSource(Source):
     """Read documents from CSV or TSV files with a header row, mapping columns to ``docno, title, text``.
 
     Each file is one split (quoted fields may hold newlines, so a CSV file is not
-    cut into byte ranges); it is streamed in blocks. The id, text and title columns
-    are read as strings, so ids like ``007`` keep their zeros.
+    cut into byte ranges). The id, text and title columns are read as strings, so ids
+    like ``007`` keep their zeros; other columns get the types pyarrow infers from a
+    file's first rows. A bad row (a quote never closed, a wrong number of fields, bytes
+    that are not UTF-8, a value that does not fit its column) is an error naming the
+    file and the row's first line; ingestion records it in the failure ledger instead
+    and reads on (``read_rows``, ``csv_rows``).
 
     Usage::
 
@@ -30,7 +36,8 @@ class CsvSource(Source):
     name = "sources.csv"
 
     class Params(DocumentParams):
-        path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
+        path: str = Field(..., min_length=1, json_schema_extra=local_path(),
+                          description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
         delimiter: str = Field(",", min_length=1, max_length=1, description="Field delimiter, e.g. `,` or a tab.")
         quote_char: str = Field('"', min_length=1, max_length=1, description="Character that quotes fields.")
 
@@ -45,26 +52,55 @@ class CsvSource(Source):
         return [None] if self.params.limit is not None else [str(p) for p in paths]
 
     def read(self, split: str | None) -> Iterator[pa.Table]:
-        from pyarrow import csv
+        def tables() -> Iterator[pa.Table]:
+            for item in self.read_rows(split):
+                if isinstance(item, BadRow):
+                    raise SourceError(item.message(), op=self.name, step=self.step_id)
+                yield item
 
+        yield from rebatch(tables(), self.params.batch_rows)
+
+    def read_rows(self, split: str | None,
+                  skip: Callable[[str], frozenset[int]] = lambda path: frozenset()) -> Iterator[pa.Table | BadRow]:
+        """The split's documents, with a ``BadRow`` in its place for each row that is not one, in file order (at
+        most ``limit`` documents). ``skip(path)``: the lines of a file to fail whatever they hold (0: the file)."""
+        left = self.params.limit
+        for path in [split] if split is not None else [str(p) for p in self._paths()]:
+            if 0 in skip(path):
+                yield BadRow(path, None, b"", "recorded as unreadable by a finished shard (it enters the index by a "
+                             "retry)")
+                continue
+            for item in iter_rows(path, self._format(), batch_rows=self.params.batch_rows, skip=skip(path)):
+                if isinstance(item, BadRow):
+                    yield item
+                    continue
+                try:
+                    docs = self._documents(item, path)
+                except SourceError as err:  # no text column: the file is not one of documents
+                    yield BadRow(path, None, b"", err.message.removeprefix(f"{path}: "))
+                    break
+                if left is not None:
+                    docs = docs.slice(0, left)
+                    left -= docs.num_rows
+                yield docs
+                if left == 0:
+                    return
+
+    def read_row(self, path: str, line: int) -> pa.Table | BadRow:
+        """The row of ``path`` that begins on ``line``, read again (``--retry-failed``), or why it is still bad."""
+        got = read_row(path, line, self._format())
+        if isinstance(got, BadRow):
+            return got
+        try:
+            return self._documents(got, path)
+        except SourceError as err:
+            return BadRow(path, line, b"", err.message.removeprefix(f"{path}: "))
+
+    def _format(self) -> CsvFormat:
         p = self.params
         mapper = DocumentMapper(p, op=self)
-        paths = [split] if split is not None else [str(path) for path in self._paths()]
-        as_text = {name: pa.string() for name in (p.id_field, *mapper.id_fields, p.text_field, p.title_field)}
+        return CsvFormat(p.delimiter, p.quote_char, tuple(dict.fromkeys((*mapper.id_fields, p.text_field,
+                                                                        p.title_field))))
 
-        def tables() -> Iterator[pa.Table]:
-            for path in paths:
-                try:
-                    reader = csv.open_csv(
-                        path,
-                        read_options=csv.ReadOptions(block_size=1 << 22),
-                        parse_options=csv.ParseOptions(delimiter=p.delimiter, quote_char=p.quote_char,
-                                                       newlines_in_values=True),
-                        convert_options=csv.ConvertOptions(column_types=as_text),
-                    )
-                    for batch in reader:
-                        yield mapper.from_table(pa.Table.from_batches([batch]), where=path)
-                except pa.ArrowInvalid as err:
-                    raise SourceError(f"{path}: cannot parse as CSV ({err})", op=self.name, step=self.step_id) from err
-
-        yield from rebatch(tables(), p.batch_rows, p.limit)
+    def _documents(self, rows: pa.Table, path: str) -> pa.Table:
+        return DocumentMapper(self.params, op=self).from_table(rows.drop_columns(["__line"]), where=path)

@@ -13,7 +13,8 @@ from operators.base import Source
 from operators.conversation import content_text
 from operators.ids import content_doc_id
 from operators.local_files import local_path
-from operators.sources._common import FileRange, iter_jsonl, rebatch, resolve_paths
+from operators.sources._common import FileRange, iter_jsonl, rebatch
+from operators.sources.paths import resolve_paths
 
 logger = logging.getLogger("operators.sources")
 

@@ -14,8 +14,8 @@ from operators.sources._common import (
     FileRange,
     file_ranges,
     read_jsonl_documents,
-    resolve_paths,
 )
+from operators.sources.paths import resolve_paths
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
 

@@ -9,8 +9,10 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.base import Source
+from operators.errors import SourceError
 from operators.local_files import local_path
-from operators.sources._common import DocumentMapper, DocumentParams, rebatch, resolve_paths
+from operators.sources._common import DocumentMapper, DocumentParams, rebatch
+from operators.sources.paths import resolve_paths
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ class ParquetSource(Source):
 
     class Params(DocumentParams):
         path: str = Field(
-            ..., min_length=1, json_schema_extra=local_path(), description="A Parquet file, a glob (`docs/*.parquet`) or a folder of them."
+            ..., min_length=1, json_schema_extra=local_path(),
+            description="A Parquet file, a glob (`docs/*.parquet`) or a folder of them.",
         )
         num_splits: int = Field(
             1, ge=1,
@@ -53,15 +56,16 @@ class ParquetSource(Source):
         return resolve_paths(self.params.path, op=self, suffixes=(".parquet", ".pq"))
 
     def splits(self) -> list[RowGroups | None]:
-        import pyarrow.parquet as pq
-
         paths = self._paths()
         if self.params.limit is not None:
             return [None]
-        groups = [pq.ParquetFile(p).metadata.num_row_groups for p in paths]
-        total = sum(groups) or 1
+        groups = [_row_groups(p) for p in paths]
+        total = sum(n for n in groups if n is not None) or 1
         splits: list[RowGroups | None] = []
         for path, n in zip(paths, groups):
+            if n is None:  # not a Parquet file pyarrow can open: one split, whose read says why
+                splits.append(RowGroups(str(path), 0, -1))
+                continue
             pieces = max(1, min(n, round(self.params.num_splits * n / total)))
             bounds = [n * i // pieces for i in range(pieces + 1)]
             splits.extend(RowGroups(str(path), a, b) for a, b in zip(bounds, bounds[1:]))
@@ -76,7 +80,11 @@ class ParquetSource(Source):
 
         def tables() -> Iterator[pa.Table]:
             for piece in pieces:
-                file = pq.ParquetFile(piece.path)
+                try:
+                    file = pq.ParquetFile(piece.path)
+                except (pa.ArrowException, OSError) as err:
+                    raise SourceError(f"{piece.path}: cannot read as Parquet ({type(err).__name__}: {err})",
+                                      op=self.name, step=self.step_id) from err
                 last = file.metadata.num_row_groups if piece.last < 0 else piece.last
                 if last == piece.first:
                     continue
@@ -84,3 +92,13 @@ class ParquetSource(Source):
                     yield mapper.from_table(pa.Table.from_batches([batch]), where=piece.path)
 
         yield from rebatch(tables(), p.batch_rows, p.limit)
+
+
+def _row_groups(path) -> int | None:
+    """The row groups of a Parquet file, or None if it cannot be opened (its read raises, naming it)."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(path).metadata.num_row_groups
+    except (pa.ArrowException, OSError):
+        return None

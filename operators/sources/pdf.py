@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import glob
-import itertools
 import logging
-import os
 from pathlib import Path
 from typing import Any, Iterator, Literal
 
@@ -15,7 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
-from operators.sources._common import rebatch, resolve_paths
+from operators.sources._common import rebatch
+from operators.sources.paths import path_root, resolve_paths
 
 log = logging.getLogger("tessera.sources")
 
@@ -84,18 +82,6 @@ class PdfSource(Source):
             return [{"docno": docno, "title": title or stem, "text": text, "path": name, "page": None}] if text else []
         return [{"docno": f"{docno}-p{n}", "title": title or stem, "text": text, "path": name, "page": n}
                 for n, text in enumerate(pages, start=1) if text]
-
-
-def path_root(pattern: str) -> Path:
-    """The folder a source's files are named from: a folder itself, a glob's folders before its first wildcard,
-    a file's own folder."""
-    path = Path(os.path.expanduser(pattern))
-    if path.is_dir():
-        return path
-    if glob.has_magic(str(path)):
-        fixed = list(itertools.takewhile(lambda part: not glob.has_magic(part), path.parts))
-        return Path(*fixed) if fixed else Path(".")
-    return path.parent
 
 
 def read_pdf(source: Any, *, op: Any = None, name: str | None = None,

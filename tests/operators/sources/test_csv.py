@@ -67,9 +67,40 @@ def test_missing_file_missing_column_and_bad_csv(tmp_path):
     (tmp_path / "a.csv").write_text("_id,body\na1,x\n")
     with pytest.raises(SourceError, match="no text column 'text'"):
         create("sources.csv", {"path": str(tmp_path / "a.csv")})(pa.table({}))
-    (tmp_path / "ragged.csv").write_text("_id,text\na1,x,extra\n")
-    with pytest.raises(SourceError, match="ragged.csv: cannot parse as CSV"):
+    (tmp_path / "ragged.csv").write_text("_id,text\na1,x\na2,x,extra\n")
+    with pytest.raises(SourceError, match=r"ragged.csv, line 3: 3 field\(s\) where the header has 2 \(_id, text\)"):
         create("sources.csv", {"path": str(tmp_path / "ragged.csv")})(pa.table({}))
+
+
+def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
+    path = tmp_path / "docs.csv"
+    path.write_bytes(b'_id,text,n\r\n'
+                     b'r1,"two\r\nlines",1\r\n'          # lines 2-3: one record
+                     b'r2,"stray" quote,2\r\n'            # line 4: text after a closing quote
+                     b'\r\n'                              # line 5: blank, no record
+                     b'r3,bad \xff byte,3\r\n'            # line 6
+                     b'r4,fine,4\r\n'
+                     b'r5,"never closed,5\r\nr6,swallowed,6\r\n')  # line 8 opens a quote, line 9 is a row
+    op = create("sources.csv", {"path": str(path)})
+    items = list(op.read_rows(str(path)))
+    bad = [(b.line, b.reason.split(" (")[0]) for b in items if not isinstance(b, pa.Table)]
+    assert bad == [(4, "not valid CSV"), (6, "not valid UTF-8"), (8, "a quote opened on line 8 is never closed")]
+    docs = pa.concat_tables(t for t in items if isinstance(t, pa.Table))
+    assert docs.to_pylist() == [{"docno": "r1", "text": "two\r\nlines", "n": 1},
+                                {"docno": "r4", "text": "fine", "n": 4}, {"docno": "r6", "text": "swallowed", "n": 6}]
+    assert op.read_row(str(path), 9).to_pylist() == [{"docno": "r6", "text": "swallowed", "n": 6}]
+    assert op.read_row(str(path), 6).reason.startswith("not valid UTF-8 (byte 0xff at byte 8 of line 6)")
+    assert op.read_row(str(path), 3).reason == "no record of the file begins on line 3 now"
+    with pytest.raises(SourceError, match=r"docs.csv, line 4: not valid CSV"):
+        op(pa.table({}))
+    stray = tmp_path / "stray.csv"  # q1's stray quote is closed by q2's: q2 is read again from its own line
+    stray.write_text('_id,text\nq1,"stray\nq2,"quoted, text"\nq3,last\n')
+    items = list(op.read_rows(str(stray)))
+    assert [t.column("docno").to_pylist() if isinstance(t, pa.Table) else t.line for t in items] == [2, ["q2", "q3"]]
+    assert "in a field quoted from line 2 to line 3" in items[0].reason
+    limited = create("sources.csv", {"path": str(path), "limit": 2})  # the first 2 documents, bad rows between
+    assert [t.column("docno").to_pylist() if isinstance(t, pa.Table) else t.line
+            for t in limited.read_rows(None)] == [["r1"], 4, 6, ["r4"]]
 
 
 def test_bad_params_name_the_field(sample_csv):

@@ -1,0 +1,243 @@
+"""CSV records with their line numbers, so a bad row is named and the rest of its file is still read.
+
+pyarrow's CSV reader is fast but stops a file at its first bad row, and its error names no line (a
+quote never closed even swallows the rows after it without a word). So the standard library's
+``csv`` reader, strict, cuts the file into records, each with its first line: a record with a quote
+that is never closed (or closed before text that is not a delimiter), a wrong number of fields or
+bytes that are not UTF-8 is a ``BadRow``, and reading goes on after it (after a quoting error, on
+the line after the record's first, since a stray quote swallows the lines after it). The
+good records' own bytes are then parsed by pyarrow, the header before them, so values and types
+are what pyarrow makes of the file; a later batch is converted to the column types of the first
+(as pyarrow's streaming reader does), and a row whose value does not fit its column is a bad row.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import zlib
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.csv as pcsv
+
+from operators.sources.paths import is_gzip
+
+#: Bytes of good records parsed by pyarrow at once (its streaming reader's block size).
+FLUSH_BYTES = 1 << 22
+#: I/O errors that end a file early: a gzip cut short or corrupt, a disk error.
+READ_ERRORS = (OSError, EOFError, zlib.error)
+
+csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a document's text may be long; pyarrow has no limit
+
+
+@dataclass(frozen=True)
+class BadRow:
+    """A record of ``path`` that is not a document: its first line (None: the whole file), its bytes, why."""
+
+    path: str
+    line: int | None
+    raw: bytes
+    reason: str
+
+    def message(self) -> str:
+        return f"{self.path}{'' if self.line is None else f', line {self.line}'}: {self.reason}"
+
+
+@dataclass(frozen=True)
+class CsvFormat:
+    """How a file is parsed: delimiter, quote character, and the columns read as text whatever they hold."""
+
+    delimiter: str = ","
+    quote_char: str = '"'
+    text_columns: tuple[str, ...] = ()
+
+
+@dataclass
+class _Record:
+    line: int          # its first line, 1-based
+    raw: bytes
+    fields: list[str] | None
+    problem: str | None = None
+    broken: bool = False  # the file cannot be read from this line on (``problem`` says why)
+
+
+def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
+    """The file's records in order (the header first), a bad one with its problem; an I/O error ends the file
+    with a record of no fields that says so."""
+    opener = gzip.open if is_gzip(path) else open
+    with opener(path, "rb") as f:
+        source = iter(f)
+        pending: deque[tuple[int, bytes]] = deque()  # lines to read again: those after an unclosed quote
+        taken: list[tuple[int, bytes, str | None]] = []  # the current record's lines, with their UTF-8 problem
+        count = 0
+
+        def lines() -> Iterator[str]:
+            nonlocal count
+            while True:
+                if pending:
+                    number, raw = pending.popleft()
+                else:
+                    raw = next(source, None)
+                    if raw is None:
+                        return
+                    count += 1
+                    number = count
+                    if number == 1:
+                        raw = raw.removeprefix(b"\xef\xbb\xbf")
+                try:
+                    text, problem = raw.decode("utf-8"), None
+                except UnicodeDecodeError as err:
+                    text = raw.decode("utf-8", "surrogateescape")
+                    problem = f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at byte {err.start + 1} of line {number})"
+                taken.append((number, raw, problem))
+                yield text
+
+        def record(fields: list[str] | None, problem: str | None) -> _Record:
+            got = list(taken)
+            taken.clear()
+            bad = problem or next((p for _, _, p in got if p), None)
+            return _Record(got[0][0], b"".join(raw for _, raw, _ in got), fields, bad)
+
+        while True:
+            reader = csv.reader(lines(), delimiter=fmt.delimiter, quotechar=fmt.quote_char, strict=True)
+            try:
+                for fields in reader:
+                    yield record(fields, None)
+                return
+            except csv.Error as err:
+                if not taken:  # nothing read that could be the bad record: do not loop on it
+                    yield _Record(count + 1, b"", None, f"not valid CSV ({err})", broken=True)
+                    return
+                # the bad record is its first line: a stray quote swallows the lines after it, read them again
+                first, rest = taken[0], taken[1:]
+                taken[:] = [first]
+                pending.extendleft((number, raw) for number, raw, _ in reversed(rest))
+                if str(err) == "unexpected end of data":
+                    yield record(None, f"a quote opened on line {first[0]} is never closed (the file ends inside it)")
+                elif rest:
+                    yield record(None, f"not valid CSV ({err}, in a field quoted from line {first[0]} to line "
+                                 f"{rest[-1][0]}); the lines after line {first[0]} are read again")
+                else:
+                    yield record(None, f"not valid CSV ({err})")
+            except READ_ERRORS as err:
+                line = taken[0][0] if taken else count + 1
+                taken.clear()
+                yield _Record(line, b"", None, f"{type(err).__name__}: {err}", broken=True)
+                return
+
+
+def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int] = frozenset(),
+              only: int | None = None) -> Iterator[pa.Table | BadRow]:
+    """The file's good records as pyarrow tables of at most ``batch_rows`` rows (with a ``__line`` column: each
+    record's first line) and its bad ones as ``BadRow``s, in file order. A file that cannot be opened, or has no
+    readable header, is one ``BadRow`` of no line. ``skip``: lines whose records are bad rows whatever they hold
+    (recorded as such by a finished shard). ``only``: read just the record that begins on this line."""
+    parser = _Parser(fmt)
+    try:
+        for rec in _records(path, fmt):
+            if parser.header is None:
+                if rec.problem is not None:
+                    why = f"cannot read the file ({rec.problem})" if rec.broken else (
+                        f"cannot read its header row (line {rec.line}): {rec.problem}")
+                    yield BadRow(path, None, rec.raw, why)
+                    return
+                if rec.fields:
+                    parser.header = rec
+                continue
+            if rec.broken:
+                yield from parser.flush(path)
+                yield BadRow(path, rec.line, b"", f"cannot read the file from line {rec.line} on ({rec.problem}); "
+                             "the lines before it are read")
+                return
+            if (rec.fields == [] and rec.problem is None) or (only is not None and rec.line != only):
+                continue  # a blank line is no record
+            problem = rec.problem
+            if problem is None and len(rec.fields) != len(parser.header.fields):
+                problem = (f"{len(rec.fields)} field(s) where the header has {len(parser.header.fields)} "
+                           f"({', '.join(parser.header.fields)})")
+            if rec.line in skip:
+                problem = problem or "recorded as unreadable by a finished shard (it enters the index by a retry)"
+            if problem is not None:
+                yield from parser.flush(path)
+                yield BadRow(path, rec.line, rec.raw, problem)
+                continue
+            parser.add(rec)
+            if len(parser.rows) >= batch_rows or parser.size >= FLUSH_BYTES:
+                yield from parser.flush(path)
+        yield from parser.flush(path)
+    except READ_ERRORS as err:  # opening the file
+        yield BadRow(path, None, b"", f"cannot read the file ({type(err).__name__}: {err})")
+
+
+def read_row(path: str, line: int, fmt: CsvFormat) -> pa.Table | BadRow:
+    """The record whose first line is ``line`` (with a ``__line`` column), read again for ``--retry-failed``, or
+    why it is still bad; its values' types are inferred from it alone."""
+    for item in iter_rows(path, fmt, batch_rows=1, only=line):
+        return item  # that record, or why it (or the file up to it) cannot be read
+    return BadRow(path, line, b"", f"no record of the file begins on line {line} now")
+
+
+class _Parser:
+    """Good records gathered, then parsed by pyarrow with the header before them."""
+
+    def __init__(self, fmt: CsvFormat):
+        self.fmt = fmt
+        self.header: _Record | None = None
+        self.rows: list[_Record] = []
+        self.size = 0
+        self.types: dict[str, Any] = {name: pa.string() for name in fmt.text_columns}
+
+    def add(self, rec: _Record) -> None:
+        if not rec.raw.endswith(b"\n"):
+            rec.raw += b"\n"  # the file's last line: another record may follow it in a batch
+        self.rows.append(rec)
+        self.size += len(rec.raw)
+
+    def _parse(self, rows: list[_Record]) -> pa.Table:
+        header = self.header.raw if self.header.raw.endswith(b"\n") else self.header.raw + b"\n"
+        data = header + b"".join(r.raw for r in rows)
+        table = pcsv.read_csv(
+            io.BytesIO(data), read_options=pcsv.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
+            parse_options=pcsv.ParseOptions(delimiter=self.fmt.delimiter, quote_char=self.fmt.quote_char,
+                                            newlines_in_values=True),
+            convert_options=pcsv.ConvertOptions(column_types=self.types))
+        if table.num_rows != len(rows):
+            raise pa.ArrowInvalid(f"pyarrow reads {table.num_rows} row(s) where there are {len(rows)}")
+        return table.append_column("__line", pa.array([r.line for r in rows], pa.int64()))
+
+    def flush(self, path: str) -> Iterator[pa.Table | BadRow]:
+        rows, self.rows, self.size = self.rows, [], 0
+        if not rows:
+            return
+        try:
+            table = self._parse(rows)
+        except pa.ArrowInvalid:  # a value that does not fit its column's type: find its row
+            yield from self._one_by_one(path, rows)
+            return
+        self._fix_types(table)
+        yield table
+
+    def _one_by_one(self, path: str, rows: list[_Record]) -> Iterator[pa.Table | BadRow]:
+        good: list[pa.Table] = []
+        for rec in rows:
+            try:
+                good.append(self._parse([rec]))
+                self._fix_types(good[-1])
+            except pa.ArrowInvalid as err:
+                if good:
+                    yield pa.concat_tables(good, promote_options="permissive")
+                    good = []
+                yield BadRow(path, rec.line, rec.raw, f"a value does not fit its column ({err}; the column's type "
+                             "is that of the rows before it)")
+        if good:
+            yield pa.concat_tables(good, promote_options="permissive")
+
+    def _fix_types(self, table: pa.Table) -> None:
+        """Later batches get the types of the first rows (a column all empty so far is not fixed yet)."""
+        for field in table.schema:
+            if field.name != "__line" and field.name not in self.types and not pa.types.is_null(field.type):
+                self.types[field.name] = field.type

@@ -1,0 +1,62 @@
+"""Where a source's files are: a path, a glob or a folder, resolved to files; a glob's fixed folders.
+
+The service confines the paths a request names to its data roots by the same split of a
+pattern into its fixed folders and its wildcard part (``glob_stem``), so what it checks is
+where a source reads from."""
+
+from __future__ import annotations
+
+import glob
+import os
+from pathlib import Path
+from typing import Any
+
+from operators.errors import SourceNotFoundError
+
+
+def glob_stem(pattern: str) -> tuple[Path, tuple[str, ...]]:
+    """``pattern``'s folders before its first wildcard part (``.`` when it starts with one; the whole path when
+    it has none) and its parts from that wildcard on (none for a plain path); ``~`` expanded."""
+    parts = Path(os.path.expanduser(pattern)).parts
+    fixed = next((i for i, part in enumerate(parts) if glob.has_magic(part)), len(parts))
+    return (Path(*parts[:fixed]) if fixed else Path(".")), parts[fixed:]
+
+
+def path_root(pattern: str) -> Path:
+    """The folder a source's files are named from (a PDF's docno): a folder itself, a glob's folders before its
+    first wildcard, a file's own folder."""
+    stem, rest = glob_stem(pattern)
+    if rest or stem.is_dir():
+        return stem
+    return stem.parent
+
+
+def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> list[Path]:
+    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted."""
+    path = Path(os.path.expanduser(pattern))
+    if path.is_dir():
+        found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes or ("",)))
+        if not found:
+            raise SourceNotFoundError(
+                f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",
+                op=op.name, step=op.step_id, field="params.path",
+            )
+        return found
+    if glob.has_magic(str(path)):
+        found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        if not found:
+            raise SourceNotFoundError(
+                f"no file matches '{pattern}' (working directory {os.getcwd()})",
+                op=op.name, step=op.step_id, field="params.path",
+            )
+        return found
+    if not path.is_file():
+        raise SourceNotFoundError(
+            f"file '{pattern}' does not exist (working directory {os.getcwd()})",
+            op=op.name, step=op.step_id, field="params.path",
+        )
+    return [path]
+
+
+def is_gzip(path: str | Path) -> bool:
+    return str(path).endswith(".gz")

@@ -1,0 +1,155 @@
+"""Records and files that cannot be read go to the failure ledger with their file and line, and the rest of the
+corpus is ingested (``flows/ingestion/records.py``): bad CSV rows, a broken gzip or Parquet file, a CSV without its
+text column. Real files in tmp_path, BM25 only (no model loads), through ``ingest`` and ``tessera ingest``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from flows.ingestion import ingest
+from flows.ingestion.ledger import Ledger
+from operators.store import Index
+
+BM25_ONLY = {"dense": False}
+HEADER = "_id,title,text\n"
+
+
+def _ingest(source, index, **kwargs):
+    return ingest(source, index, **{"settings": BM25_ONLY, "executor": "local", "chunk": False, "progress": False,
+                                    **kwargs})
+
+
+def _live(index: Path) -> list[str]:
+    ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
+    assert len(ids) == len(set(ids)), ids
+    return sorted(ids)
+
+
+def _open(index: Path) -> dict[str, tuple[int | None, str]]:
+    """Open failures by file name: (line, error)."""
+    failures = Ledger(index).open_failures(Index.open(index).finished_shards())
+    return {f"{Path(f.path).name}:{f.line}" if f.line else Path(f.path).name: f.error for f in failures}
+
+
+def _bad_csvs(folder: Path) -> None:
+    folder.mkdir()
+    (folder / "a.csv").write_text(HEADER + 'a1,T,first\na2,T,"a quote never closed\na3,T,after it\n')
+    (folder / "b.csv").write_text(HEADER + "b1,T,first\nb2,T,one field,too many\nb3,T,\"quoted, \nover two lines\"\n"
+                                  "b4,T,last\n")
+    (folder / "c.csv").write_bytes((HEADER + "c1,T,first\nc2,T,latin-1 caf").encode() + b"\xe9\nc3,T,last\n")
+    (folder / "d.csv").write_text(HEADER + "d1,T,all good\n")
+
+
+def test_bad_csv_rows_are_failures_of_their_file_and_line_and_the_rest_is_ingested(tmp_path):
+    folder = tmp_path / "csvs"
+    _bad_csvs(folder)
+    report = _ingest(folder, tmp_path / "idx", shard_size=2)
+    assert (report.docs, report.failures) == (8, 3)
+    assert _live(tmp_path / "idx") == ["a1", "a3", "b1", "b3", "b4", "c1", "c3", "d1"]
+    failures = _open(tmp_path / "idx")
+    assert failures == {
+        "a.csv:3": "a quote opened on line 3 is never closed (the file ends inside it)",
+        "b.csv:3": "4 field(s) where the header has 3 (_id, title, text)",
+        "c.csv:3": "not valid UTF-8 (byte 0xe9 at byte 17 of line 3)",
+    }
+    [raw] = [f.raw for f in Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+             if f.path.endswith("b.csv")]
+    assert raw == "b2,T,one field,too many"
+    (folder / "a.csv").write_text(HEADER + 'a1,T,first\na2,T,"a quote, closed"\na3,T,after it\n')  # fixed
+    (folder / "b.csv").write_text(HEADER + "b1,T,first\nb2,T,\"one field, quoted\"\nb3,T,\"quoted, \n"
+                                  "over two lines\"\nb4,T,last\n")
+    again = _ingest(folder, tmp_path / "idx", shard_size=2)  # a fixed row enters by a retry, not by a re-run
+    assert (again.shards_written, again.open_failures) == (0, 3)
+    retried = _ingest(None, tmp_path / "idx", retry_failed=True)
+    assert (retried.docs, retried.resolved, retried.open_failures) == (2, 2, 1)
+    assert {"a2", "b2"} <= set(_live(tmp_path / "idx")) and list(_open(tmp_path / "idx")) == ["c.csv:3"]
+    text = dict(zip(*Index.open(tmp_path / "idx").columns(["doc_id", "text"])[1].to_pydict().values()))
+    assert (text["a2"], text["b3"]) == ("a quote, closed", "quoted, \nover two lines")
+
+
+def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingested(tmp_path, capsys, caplog):
+    from flows.commands import main
+
+    folder = tmp_path / "csvs"
+    _bad_csvs(folder)
+    command = ["ingest", "--index", str(tmp_path / "idx"), "--executor", "local", "--no-dense", "--no-chunk",
+               "--quiet"]
+    with caplog.at_level("WARNING", logger="tessera.ingest"):  # a warning on stderr, outside pytest
+        assert main([*command, "--source", str(folder)]) == 0
+    assert f"left out: {folder / 'b.csv'}, line 3: 4 field(s) where the header has 3" in caplog.text
+    assert "3 record(s) of the source are left out, the rest goes on" in caplog.text
+    assert "3 document(s) failed in this run; 3 open" in capsys.readouterr().out
+    broken = tmp_path / "broken.csv"
+    broken.write_text(HEADER + 'x1,T,"never closed\nx2,T,one,two\n')
+    assert main(["ingest", "--index", str(tmp_path / "idx2"), *command[3:], "--source", str(broken)]) == 1
+    out = capsys.readouterr().out
+    assert "no document was ingested: all 2 failed" in out
+
+
+def test_a_value_that_does_not_fit_its_column_is_a_failure_of_its_row(tmp_path):
+    source = tmp_path / "typed.csv"
+    source.write_text("_id,text,year\n" + "".join(f"y{i},text {i},{1990 + i}\n" for i in range(4))
+                      + "y4,text 4,unknown\ny5,text 5,1995\n")
+    read = {"op": "sources.csv", "params": {"path": str(source), "batch_rows": 2}}  # types from the first 2 rows
+    report = _ingest(read, tmp_path / "idx")
+    assert (report.docs, report.failures) == (5, 1)
+    [(where, error)] = _open(tmp_path / "idx").items()
+    assert where == "typed.csv:6" and "invalid value 'unknown'" in error and "int64" in error
+
+
+def test_a_csv_file_that_cannot_be_read_is_a_failure_of_the_file(tmp_path):
+    folder = tmp_path / "csvs"
+    folder.mkdir()
+    (folder / "good.csv").write_text(HEADER + "g1,T,good\n")
+    (folder / "body.csv").write_text("_id,body\nb1,no text column\n")
+    (folder / "zipped.csv.gz").write_bytes(b"not gzip data")
+    report = _ingest(folder, tmp_path / "idx")
+    assert (report.docs, report.failures) == (1, 2) and _live(tmp_path / "idx") == ["g1"]
+    failures = _open(tmp_path / "idx")
+    assert failures["body.csv"] == f"{folder / 'body.csv'}: no text column 'text' (columns: ['_id', 'body']); " \
+                                   "set text_field"
+    assert "BadGzipFile" in failures["zipped.csv.gz"]
+    (folder / "body.csv").write_text(HEADER + "b1,T,now it has one\nb2,T,\"bad\n")
+    (folder / "zipped.csv.gz").write_bytes(gzip.compress((HEADER + "z1,T,zipped\n").encode()))
+    retried = _ingest(None, tmp_path / "idx", retry_failed=True)
+    assert (retried.resolved, retried.open_failures) == (2, 1)  # the file is in; its bad row is a failure of its own
+    assert _live(tmp_path / "idx") == ["b1", "g1", "z1"] and list(_open(tmp_path / "idx")) == ["body.csv:3"]
+
+
+def test_a_broken_gzip_among_jsonl_files_is_a_failure_and_a_cut_one_keeps_its_first_lines(tmp_path):
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    (folder / "a.jsonl").write_text(json.dumps({"_id": "a1", "text": "plain"}) + "\n")
+    (folder / "b.jsonl.gz").write_bytes(b"not gzip data")
+    lines = "".join(json.dumps({"_id": f"c{i}", "text": f"line {i} " + "x" * 40}) + "\n" for i in range(3000))
+    whole = gzip.compress(lines.encode())
+    (folder / "c.jsonl.gz").write_bytes(whole[: len(whole) // 2])  # cut short
+    report = _ingest(folder, tmp_path / "idx")
+    failures = _open(tmp_path / "idx")
+    assert "BadGzipFile" in failures.pop("b.jsonl.gz")
+    [(where, error)] = failures.items()
+    cut = int(where.split(":")[1])
+    assert 1 < cut < 3000 and error.startswith(f"cannot read the file from line {cut} on (EOFError")
+    assert report.docs == 1 + cut - 1 and "a1" in _live(tmp_path / "idx")
+    (folder / "b.jsonl.gz").write_bytes(gzip.compress(b'{"_id": "b1", "text": "fixed"}\n{"_id": "b2"}\n'))
+    retried = _ingest(None, tmp_path / "idx", retry_failed=True)
+    assert retried.resolved == 1 and "b1" in _live(tmp_path / "idx")
+    assert _open(tmp_path / "idx")["b.jsonl.gz:2"].startswith("no field 'text'")
+
+
+def test_a_broken_parquet_file_is_a_failure_and_the_others_are_ingested(tmp_path):
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    pq.write_table(pa.table({"_id": ["p1"], "text": ["good"]}), folder / "a.parquet")
+    (folder / "b.parquet").write_bytes(b"PAR1 not parquet")
+    report = _ingest(folder, tmp_path / "idx")
+    assert (report.docs, report.failures) == (1, 1)
+    assert "cannot read as Parquet" in _open(tmp_path / "idx")["b.parquet"]
+    pq.write_table(pa.table({"_id": ["p2"], "text": ["fixed"]}), folder / "b.parquet")
+    retried = _ingest(None, tmp_path / "idx", retry_failed=True)
+    assert (retried.resolved, retried.open_failures) == (1, 0) and _live(tmp_path / "idx") == ["p1", "p2"]
