@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import time
 import uuid
@@ -41,7 +42,7 @@ from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_search import queries_table, run_online
 from serve.schemas import ModelCard
-from serve.service import flow_owner
+from serve.service import FlowFile, flow_owner
 
 #: The operators that read the conversation before the question from a query column (``messages_column``).
 CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
@@ -61,34 +62,41 @@ def answers(spec: FlowSpec) -> bool:
 
 def answering_flows(tenant: str) -> list[str]:
     """The built-in and the tenant's saved flows that answer, by name (a flow that fails to load is left out)."""
-    return list(_answering_specs(tenant))
+    return list(_answering_files(tenant))
 
 
-def _answering_specs(tenant: str) -> dict[str, FlowSpec]:
-    """The flows that answer (``answering_flows``), each with its spec."""
-    service, specs = svc.current(), {}
+def _answering_files(tenant: str) -> dict[str, FlowFile]:
+    """The flows that answer (``answering_flows``), each with its file's version."""
+    service, files = svc.current(), {}
     for name in [*flow_store.builtin_names(), *flow_store.saved_names(flow_owner(tenant))]:
         try:
-            if name not in specs and answers(spec := service.resolve_flow(name, tenant)):
-                specs[name] = spec
+            if name not in files and (file := service.flow_file(name, tenant)) is not None and _answers(file):
+                files[name] = file
         except TesseraError:
             continue
-    return specs
+    return files
+
+
+@functools.lru_cache(maxsize=1024)
+def _answers(file: FlowFile) -> bool:
+    """Whether this version of a flow file answers."""
+    return answers(svc.load_spec(file))
 
 
 def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
     """``/v1/models`` entries for the flows that answer (empty when the app serves no flows). With the app's
     ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
-    either, and says which it waits for."""
+    either, and says which it waits for. Only the states are read anew on every call: the rest comes from
+    ``_card_facts``."""
     if not svc.configured():
         return []
-    cards = []
-    for name, spec in _answering_specs(tenant).items():
+    service, models_files, cards = svc.current(), _models_files(), []
+    for name, file in _answering_files(tenant).items():
+        deployments, unset = _card_facts(service, file, models_files)
         card = ModelCard(id=name, type="flow", operator="flow", status="ready")
-        waiting = [model for model in _placed_models(spec, models or []) if model.status != "ready"]
-        unset = spec.build().unset_params()
+        waiting = [model for model in models or [] if model.deployment in deployments and model.status != "ready"]
         if unset:  # rag_gold: a benchmark's flow, which needs the dataset that tessera bench fills in
-            card = card.model_copy(update={"status": "missing", "reason": "; ".join(map(str, unset))})
+            card = card.model_copy(update={"status": "missing", "reason": unset})
         elif waiting:
             card = card.model_copy(update={"status": waiting[0].status, "reason": "; ".join(
                 f"runs on model '{m.id}', which is {m.status}" + (f" ({m.reason})" if m.reason else "")
@@ -97,13 +105,34 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
     return cards
 
 
-def _placed_models(spec: FlowSpec, models: list[ModelCard]) -> list[ModelCard]:
-    """The app's models whose deployments the flow's steps would run on."""
-    if not models:
-        return []
-    placed = svc.current().place(spec)
-    deployments = {step.placement.deployment for step in placed.steps.values() if step.placement is not None}
-    return [model for model in models if model.deployment in deployments]
+@functools.lru_cache(maxsize=1024)
+def _card_facts(service: svc.Service, file: FlowFile, models_files: tuple[Any, ...]) -> tuple[frozenset[str], str]:
+    """The deployments of ``service`` that a flow's steps run on, and what it leaves unset ("" when nothing).
+
+    Building and placing the flows took nearly all of a ``/v1/models`` call (each step's model alias is read from
+    the models files: 24 ms of CPU a call, 0.6 ms kept; ``benchmarks/service_prepare.py``), so they are kept per
+    version of what they read: the flow's file (a saved flow changes over HTTP) and the models files
+    (``models_files``: ``$TESSERA_MODELS`` or ``$TESSERA_HOME/models.yaml`` can be edited while the app serves),
+    so not once at start-up. Nothing else they read changes while the app serves: its deployments are fixed when
+    it starts, and so is the GGUF file a llama.cpp deployment runs."""
+    spec = svc.load_spec(file)
+    placed = service.place(spec)
+    deployments = frozenset(step.placement.deployment for step in placed.steps.values() if step.placement is not None)
+    return deployments, "; ".join(map(str, spec.build().unset_params()))
+
+
+def _models_files() -> tuple[Any, ...]:
+    """The version of each models file (the packaged one, the user's): path, mtime, size and inode; None if absent."""
+    from operators.llm.aliases import PACKAGED_FILE, user_file
+
+    versions = []
+    for path in (PACKAGED_FILE, user_file()):
+        try:
+            stat = path.stat() if path is not None else None
+        except OSError:
+            stat = None
+        versions.append((str(path), *((stat.st_mtime_ns, stat.st_size, stat.st_ino) if stat is not None else (None,))))
+    return tuple(versions)
 
 
 def find_flow(model: str, tenant: str) -> FlowSpec | None:

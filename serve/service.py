@@ -19,20 +19,21 @@ import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from flows import store as flow_store
-from flows.spec import FlowSpec, Placement, StepSpec, from_mosaic, is_mosaic_request
+from flows.spec import FlowSpec, Placement, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.unicode import first_broken_text
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
+from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
+                                validation_error, with_top_k)
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
-from serve.schemas import Text
 from serve.service_settings import Limits
 from serve.spare import SpareWorkers
 from serve.spec_guard import check_flow
@@ -54,23 +55,14 @@ def current() -> "Service":
     return _current
 
 
-class FlowRequest(BaseModel):
-    """Tessera's native body: a flow (name or inline spec) and its queries."""
+class FlowFile(NamedTuple):
+    """A flow file and the version of it that was read (``Service.flow_file``): a file saved again has another
+    inode (``flows.store`` replaces it), mtime or size."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    flow: str | dict[str, Any] = Field("hybrid", description="A built-in or saved flow name, or an inline spec.")
-    query: Text | None = Field(None, description="One query.")
-    queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request).")
-    index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
-    top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
-                              "(retrieval steps fetch at least that many); default: every row the flow gives.")
-
-
-class SearchRequest(FlowRequest):
-    """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
-
-    top_k: int | None = Field(10, gt=0, description="Hits per query.")
+    path: str
+    mtime_ns: int
+    size: int
+    inode: int
 
 
 @dataclass
@@ -84,12 +76,6 @@ class Prepared:
 def flow_owner(tenant: str) -> str | None:
     """Where a tenant's saved flows live in ``flows.store``: the shared folder for the keyless ``local``."""
     return None if tenant == LOCAL_TENANT else tenant
-
-
-def validation_error(err: ValidationError) -> SpecError:
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "body"
-    return SpecError("unknown field" if first["type"] == "extra_forbidden" else first["msg"], field=field)
 
 
 class Service:
@@ -131,41 +117,63 @@ class Service:
     def flow_path(self, name: str, tenant: str) -> Path | None:
         return flow_store.builtin_path(name) or flow_store.saved_path(name, flow_owner(tenant))
 
+    def flow_file(self, name: str, tenant: str) -> FlowFile | None:
+        """The file of the flow ``name`` (built-in, else the tenant's saved one) and its version, None when there is
+        none: a cache key, since a saved flow changes over HTTP (``PUT /flows/{name}``) while the app serves."""
+        path = self.flow_path(name, tenant)
+        if path is None:
+            return None
+        stat = path.stat()
+        return FlowFile(str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
     def resolve_flow(self, flow: str | dict[str, Any], tenant: str) -> FlowSpec:
         if isinstance(flow, dict):
             return FlowSpec.parse(flow)
-        path = self.flow_path(flow, tenant)
-        if path is None:
+        file = self.flow_file(flow, tenant)
+        if file is None:
             saved = ", ".join(flow_store.saved_names(flow_owner(tenant))) or "none"
             raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(flow_store.builtin_names())}; "
                             f"saved: {saved})", field="flow")
-        stat = path.stat()
-        return _load_spec(str(path), stat.st_mtime_ns, stat.st_size)
+        return load_spec(file)
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:
-        """A body (mosaicRAG or native) as a built flow and its queries; nothing has run."""
+        """A body (mosaicRAG or native) as a built flow and its queries; nothing has run. Each step raises the first
+        problem it finds as a 4xx, so a body with several is refused for the first in this order."""
+        asked = self.read_body(body, tenant, search=search)
+        self.check_limits(asked)
+        spec = self.runnable_spec(asked, tenant)
+        flow = self.checked_flow(spec, asked.texts)
+        return Prepared(spec, flow, [{"qid": str(i + 1), "query": t} for i, t in enumerate(asked.texts)],
+                        flow.needed_steps())
+
+    def read_body(self, body: Any, tenant: str, *, search: bool) -> Asked:
+        """What a body asks for (the flow's spec, the queries, the index, the cut), read and checked on its own."""
         if not isinstance(body, dict):
             raise SpecError(f"the body must be a JSON object, got {type(body).__name__}", field="body")
         broken = first_broken_text(body)
         if broken is not None:  # a lone surrogate: no index name, step id or YAML file can hold it
             raise SpecError(broken[1], field=broken[0] or "body")
-        index, top_k = None, None
         if not search and is_mosaic_request(body):
             spec, query = from_mosaic(body)
-            texts = [] if query is None else [query]
-        else:
-            try:
-                request = (SearchRequest if search else FlowRequest).model_validate(body)
-            except ValidationError as err:
-                raise validation_error(err) from None
-            if request.query is not None and request.queries is not None:
-                raise SpecError("give query or queries, not both", field="queries")
-            spec = self.resolve_flow(request.flow, tenant)
-            if search:
-                refuse_reading_documents(spec.build())
-            texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
-            index, top_k = request.index, request.top_k
-        for position, text in enumerate(texts):  # searched for nothing, it would bring arbitrary documents
+            return Asked(spec, [] if query is None else [query])
+        try:
+            request = (SearchRequest if search else FlowRequest).model_validate(body)
+        except ValidationError as err:
+            raise validation_error(err) from None
+        if request.query is not None and request.queries is not None:
+            raise SpecError("give query or queries, not both", field="queries")
+        spec, built = self.resolve_flow(request.flow, tenant), None
+        if search:  # built here to refuse a flow that reads documents; the top_k cut reads the same build
+            built = spec.build()
+            refuse_reading_documents(built)
+        texts = request.queries if request.queries is not None else [] if request.query is None else [request.query]
+        return Asked(spec, texts, request.index, request.top_k, built)
+
+    def check_limits(self, asked: Asked) -> None:
+        """Every query has text (searched for nothing, it would bring arbitrary documents), and the number of
+        queries and ``top_k`` are within this service's limits."""
+        texts = asked.texts
+        for position, text in enumerate(texts):
             if not isinstance(text, str) or not text.strip():
                 raise ApiError(422, "the query is empty" if len(texts) == 1 else f"query {position + 1} is empty",
                                param="query" if len(texts) == 1 else "queries", code="empty_query")
@@ -173,13 +181,22 @@ class Service:
         if len(texts) > limit:
             raise ApiError(422, f"{len(texts)} queries, over the limit max_queries_per_request={limit}",
                            param="queries", code="max_queries_per_request")
-        if top_k is not None:
-            if top_k > self.limits.max_result_rows:
-                raise ApiError(422, f"top_k={top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
-                               param="top_k", code="max_result_rows")
-            spec = with_top_k(spec, top_k)
-        spec = self.place(confine_spec(self.with_index(spec, index), self.index_roots, self.data_roots))
-        self.indices.refuse_unshared(spec, tenant, index)
+        if asked.top_k is not None and asked.top_k > self.limits.max_result_rows:
+            raise ApiError(422, f"top_k={asked.top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
+                           param="top_k", code="max_result_rows")
+
+    def runnable_spec(self, asked: Asked, tenant: str) -> FlowSpec:
+        """The spec that runs: cut to ``top_k``, its unset indices set, every index and file it names confined to
+        the roots, its steps placed on this app's deployments; a 403 for another key's unshared index."""
+        spec = asked.spec
+        if asked.top_k is not None:
+            spec = with_top_k(spec, asked.top_k, asked.built)
+        spec = self.place(confine_spec(self.with_index(spec, asked.index), self.index_roots, self.data_roots))
+        self.indices.refuse_unshared(spec, tenant, asked.index)
+        return spec
+
+    def checked_flow(self, spec: FlowSpec, texts: list[str]) -> Any:
+        """``spec`` built (the ``Flow`` that runs) and checked as a flow this service may run for these queries."""
         built = spec.build()
         for unset in built.unset_params():
             raise unset
@@ -189,8 +206,7 @@ class Service:
             raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
                            code="no_query")
         check_models_here(built)
-        return Prepared(spec, built, [{"qid": str(i + 1), "query": t} for i, t in enumerate(texts)],
-                        built.needed_steps())
+        return built
 
     def with_index(self, spec: FlowSpec, index: str | None) -> FlowSpec:
         """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default."""
@@ -315,42 +331,8 @@ class Service:
 
 
 @functools.lru_cache(maxsize=256)
-def _load_spec(path: str, mtime_ns: int, size: int) -> FlowSpec:
+def load_spec(file: FlowFile) -> FlowSpec:
     """A flow file's spec, parsed once per version of the file (parsing YAML took 5 ms of a 40 ms search)."""
-    return FlowSpec.load(Path(path))
+    return FlowSpec.load(Path(file.path))
 
 
-def with_top_k(spec: FlowSpec, top_k: int) -> FlowSpec:
-    """``spec`` cut to the best ``top_k`` rows per query; retrieval steps fetch at least that many."""
-    built = spec.build()
-    if not built.ranks():  # no hits to cut: an answer without search (answer_only), a flow that writes an index
-        return spec
-    steps = {sid: (s if not (s.op.startswith("retrieve.") and isinstance(s.params.get("k"), int))
-                   else s.model_copy(update={"params": {**s.params, "k": max(s.params["k"], top_k)}}))
-             for sid, s in spec.steps.items()}
-    name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
-    steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
-    return spec.model_copy(update={"steps": steps, "output": name})
-
-
-def refuse_reading_documents(flow: Any) -> None:
-    """A 422 for a search with a flow that reads documents (``ingest``: its first step is a source) rather than
-    searching for queries; running it would index the documents the spec names."""
-    for step in flow.needed_steps():
-        if flow.operators[step].scope == "source":
-            raise ApiError(422, f"flow '{flow.name}' reads documents (step '{step}', {flow.operators[step].name}) "
-                           "instead of searching for queries: add documents to an index with POST "
-                           "/v1/indices/{name}/documents or /v1/indices/{name}/files", param="flow",
-                           code="not_a_search_flow")
-
-
-def check_models_here(flow: Any) -> None:
-    """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
-    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422."""
-    from flows.model_check import MissingModelsError, check_models
-    from flows.train import train_command
-
-    try:
-        check_models([flow], how_to_make=train_command)
-    except MissingModelsError as err:
-        raise ApiError(404, str(err), param="flow", code="model_not_found") from None

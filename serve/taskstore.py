@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -215,10 +216,16 @@ class TaskStore:
                                 .values(shared=shared))
             return done.rowcount == 1
 
-    def indices_made(self) -> dict[str, dict[str, Any]]:
-        """Every index the service made, by name: its row (owner, spec, created, ingest_task, shared)."""
+    def indices_made(self, names: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Every index the service made, by name: its row (owner, spec, created, ingest_task, shared); with
+        ``names``, those of them only (a search reads the rows of the indices it names, not every row)."""
+        query = sa.select(indices)
+        if names is not None:
+            if not names:
+                return {}
+            query = query.where(indices.c.name.in_(sorted(names)))
         with self.engine.connect() as conn:
-            return {r["name"]: dict(r) for r in conn.execute(sa.select(indices)).mappings()}
+            return {r["name"]: dict(r) for r in conn.execute(query).mappings()}
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
                            limit: int, task_id: str | None = None) -> tuple[str | None, str]:

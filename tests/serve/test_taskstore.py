@@ -149,3 +149,16 @@ def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(tmp_
     store.finish(second, "failed", error="x")
     assert store.forget_index("shared", "other") == "owner" and store.forget_index("shared", owner) == "ok"
     assert store.index("shared") is None and store.indices_made() == {}
+
+
+def test_the_rows_of_the_named_indices_only(tmp_path):
+    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+    for owner, name in (("alice", "news"), ("bob", "notes"), ("bob", "papers")):
+        task_id, why = store.create_ingest_task(owner, name, "ingest", {"documents": 1}, ["a"], limit=5)
+        assert why == "ok"
+        store.finish(task_id, "finished")
+    assert set(store.indices_made()) == {"news", "notes", "papers"}
+    named = store.indices_made({"news", "papers", "absent"})
+    assert set(named) == {"news", "papers"} and named["news"]["owner"] == "alice" and named["papers"]["owner"] == "bob"
+    assert named["news"] == store.index("news")
+    assert store.indices_made(set()) == {}

@@ -1,0 +1,89 @@
+"""A flow request's parts that need no service: the native bodies, the cut to ``top_k`` and the checks of a built
+flow (``Service.prepare`` runs them in its steps, serve/service.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from flows.spec import FlowSpec, StepSpec
+from operators.errors import SpecError
+from serve.errors import ApiError
+from serve.schemas import Text
+
+
+class FlowRequest(BaseModel):
+    """Tessera's native body: a flow (name or inline spec) and its queries."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flow: str | dict[str, Any] = Field("hybrid", description="A built-in or saved flow name, or an inline spec.")
+    query: Text | None = Field(None, description="One query.")
+    queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request).")
+    index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
+    top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
+                              "(retrieval steps fetch at least that many); default: every row the flow gives.")
+
+
+class SearchRequest(FlowRequest):
+    """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
+
+    top_k: int | None = Field(10, gt=0, description="Hits per query.")
+
+
+@dataclass
+class Asked:
+    """What a body asks for (``Service.read_body``): the flow's spec, the queries' texts, the index and the cut;
+    ``built``: the spec built, when reading the body needed that (a search), for the cut to reuse."""
+
+    spec: FlowSpec
+    texts: list[Any]
+    index: str | None = None
+    top_k: int | None = None
+    built: Any = None
+
+
+def validation_error(err: ValidationError) -> SpecError:
+    """The first problem pydantic found in a body, as a 422 naming its field."""
+    first = err.errors()[0]
+    field = ".".join(str(p) for p in first["loc"]) or "body"
+    return SpecError("unknown field" if first["type"] == "extra_forbidden" else first["msg"], field=field)
+
+
+def with_top_k(spec: FlowSpec, top_k: int, built: Any = None) -> FlowSpec:
+    """``spec`` cut to the best ``top_k`` rows per query; retrieval steps fetch at least that many. ``built``:
+    ``spec`` built already, if it was (the cut reads whether it ranks and its output)."""
+    built = spec.build() if built is None else built
+    if not built.ranks():  # no hits to cut: an answer without search (answer_only), a flow that writes an index
+        return spec
+    steps = {sid: (s if not (s.op.startswith("retrieve.") and isinstance(s.params.get("k"), int))
+                   else s.model_copy(update={"params": {**s.params, "k": max(s.params["k"], top_k)}}))
+             for sid, s in spec.steps.items()}
+    name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
+    steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
+    return spec.model_copy(update={"steps": steps, "output": name})
+
+
+def refuse_reading_documents(flow: Any) -> None:
+    """A 422 for a search with a flow that reads documents (``ingest``: its first step is a source) rather than
+    searching for queries; running it would index the documents the spec names."""
+    for step in flow.needed_steps():
+        if flow.operators[step].scope == "source":
+            raise ApiError(422, f"flow '{flow.name}' reads documents (step '{step}', {flow.operators[step].name}) "
+                           "instead of searching for queries: add documents to an index with POST "
+                           "/v1/indices/{name}/documents or /v1/indices/{name}/files", param="flow",
+                           code="not_a_search_flow")
+
+
+def check_models_here(flow: Any) -> None:
+    """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
+    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422."""
+    from flows.model_check import MissingModelsError, check_models
+    from flows.train import train_command
+
+    try:
+        check_models([flow], how_to_make=train_command)
+    except MissingModelsError as err:
+        raise ApiError(404, str(err), param="flow", code="model_not_found") from None
