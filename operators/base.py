@@ -30,6 +30,10 @@ deployment), so the contract is small and has no Ray in it:
   call ``setup()`` once per instance (Ray: once per worker process that runs the step as
   tasks, or once per actor of a GPU or ``concurrency`` stage); ``__call__`` calls it too if
   nobody did.
+* ``__call__`` checks the input columns (``requires()``) before ``transform`` and its output
+  after (``check_output``): a pyarrow Table, every ``produces()`` column (on an empty table
+  too; a source that read nothing may return a table without columns), and in row scope no
+  fewer rows than came in. A breach is an ``OperatorError``.
 * ``produces()`` declares the columns a step writes, with their roles (``rank``,
   ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
   are known before any data flows. ``reads()`` names the input columns the output
@@ -235,11 +239,32 @@ class Operator:
         if self.scope != "source":
             require_columns(table, self.requires(), op=self.name, step=self.step_id)
         try:
-            return self.transform(table)
+            out = self.transform(table)
         except (OperatorError, FlowCancelled):
             raise
         except Exception as err:  # add the step to whatever the operator raised
             raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err
+        self.check_output(table, out)
+        return out
+
+    def check_output(self, table: pa.Table, out: Any) -> None:
+        """What ``transform`` returned keeps the contract: a pyarrow Table holding every declared column and, for
+        a row-scope step, at least as many rows as it was given. Checked on each call (column names and row counts
+        only), so a broken operator fails here, naming its step, and not somewhere downstream."""
+        if not isinstance(out, pa.Table):
+            hint = " (convert it with pa.Table.from_pandas(df, preserve_index=False))" \
+                if type(out).__name__ == "DataFrame" else ""
+            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{hint}",
+                                op=self.name, step=self.step_id)
+        present = set(out.column_names)
+        nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
+        if not nothing_read and (missing := [c for c in self.produces() if c not in present]):
+            raise OperatorError(f"transform did not write declared column(s) {missing} (produces() declares them; "
+                                f"output has {out.column_names})", op=self.name, step=self.step_id)
+        if self.scope == "row" and out.num_rows < table.num_rows:
+            raise OperatorError(f"a row-scope step gives one or more output rows per input row; transform returned "
+                                f"{out.num_rows} row(s) for {table.num_rows} (a step that drops rows needs scope "
+                                f"'query' or 'corpus')", op=self.name, step=self.step_id)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items())

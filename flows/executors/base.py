@@ -13,7 +13,7 @@ from flows.progress import CancelToken, ProgressCallback, ProgressEvent
 from flows.result import FlowResult, StepRecord
 from flows.runner import BatchStats, add_usage, merge_metadata
 from flows.spec import Flow, FlowSpec
-from operators.errors import OperatorError, SpecError
+from operators.errors import OperatorError, SpecError, short_repr
 from operators.base import Operator
 from operators.tables import concat, group_by_qid
 
@@ -26,21 +26,51 @@ def as_flow(flow: Flow | FlowSpec | str) -> Flow:
     return FlowSpec.load(flow).build()
 
 
+QUERIES_ACCEPTED = "one text, a list of texts, or a pyarrow Table or pandas DataFrame with columns qid and query"
+
+
 def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
-    """A queries table (``qid, query``) from a table, one text, or a list of texts."""
+    """A queries table (``qid: string, query: string``) from a table, a DataFrame, one text, or a list of texts.
+
+    Whole-number qids become text (``7`` -> ``"7"``): the data model's qids are strings, and a qrels file's are.
+    """
     if queries is None:
         return pa.table({"qid": pa.array([], pa.string()), "query": pa.array([], pa.string())})
+    if type(queries).__name__ == "DataFrame" and type(queries).__module__.startswith("pandas"):
+        queries = pa.Table.from_pandas(queries, preserve_index=False)
     if isinstance(queries, pa.Table):
         if "qid" not in queries.column_names or "query" not in queries.column_names:
             raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
                             field="queries")
-        return queries
+        return _text_column(_text_column(queries, "qid", numbers=True), "query", numbers=False)
     if isinstance(queries, str):
         queries = [queries]
-    texts = [str(q) for q in queries]
+    if isinstance(queries, (bytes, dict)) or not isinstance(queries, Iterable):
+        raise SpecError(f"queries must be {QUERIES_ACCEPTED}; got {type(queries).__name__} {short_repr(queries)}",
+                        field="queries")
+    texts = list(queries)
+    if wrong := [(i, q) for i, q in enumerate(texts, 1) if not isinstance(q, str)]:
+        i, q = wrong[0]
+        raise SpecError(f"query {i} of {len(texts)} is {type(q).__name__} {short_repr(q)}, not text; queries must be "
+                        f"{QUERIES_ACCEPTED}", field="queries")
     if empty := [i for i, text in enumerate(texts, 1) if not text.strip()]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+def _text_column(table: pa.Table, name: str, *, numbers: bool) -> pa.Table:
+    """``table`` with column ``name`` as ``string``: other string types and nulls cast, whole numbers too when
+    ``numbers``; anything else is a ``SpecError``."""
+    kind = table.schema.field(name).type
+    if kind == pa.string():
+        return table
+    castable = pa.types.is_large_string(kind) or pa.types.is_string_view(kind) or pa.types.is_null(kind) \
+        or pa.types.is_dictionary(kind) and pa.types.is_string(kind.value_type) \
+        or numbers and pa.types.is_integer(kind)
+    if not castable:
+        allowed = "text or whole numbers" if numbers else "text"
+        raise SpecError(f"column {name} of the queries table must be {allowed}, got {kind}", field=f"queries.{name}")
+    return table.set_column(table.column_names.index(name), name, table.column(name).cast(pa.string()))
 
 
 def fan_in(step: str, tables: list[pa.Table], parents: tuple[str, ...]) -> pa.Table:
@@ -111,6 +141,8 @@ class RunState:
 
     def finish(self, table: pa.Table) -> FlowResult:
         self.result.table = table
+        present = set(table.column_names)  # a column the flow declares but a later step dropped has no role
+        self.result.roles = {c: role for c, role in self.result.roles.items() if c in present}
         self.result.seconds = time.perf_counter() - self.started
         self.result.timings.add("flow", self.result.seconds)
         self.emit(None, finished=True)

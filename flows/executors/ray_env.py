@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 from typing import Any, Iterator
 
 #: ``ray.init`` arguments when Tessera starts Ray itself (never when Ray is already running).
@@ -22,6 +23,11 @@ DEFAULT_RAY_INIT: dict[str, Any] = {
 
 #: Loggers through which Ray Data reports a failed stage, with its traceback.
 _FAILURE_LOGGERS = ("ray.data._internal.execution.streaming_executor_state", "ray.data.exceptions")
+#: Ray Data's warning when a dataset starts while no CPU is free (``Dataset._execute``, logged once per process):
+#: in a Tessera run the CPUs are held by the run's own earlier stages and free up as they finish, so the job never
+#: hangs as the warning says; dropped while a Tessera run goes (``quiet_ray_data``), every other line kept.
+_NO_CPU_LOGGER = "ray.data.dataset"
+_NO_CPU_WARNING = "Warning: The Ray cluster currently does not have any available CPUs."
 #: Ray Data's per-execution INFO lines and progress-bar notices.
 _CHATTY_LOGGERS = {"ray.data._internal.execution.streaming_executor": logging.WARNING,
                    "ray.data._internal.progress": logging.ERROR}
@@ -68,7 +74,8 @@ def configure_dataset(ds: Any, *, preserve_order: bool = True) -> Any:
 
 @contextlib.contextmanager
 def quiet_ray_data() -> Iterator[None]:
-    """Ray Data's per-execution INFO lines and progress-bar notices off while a run goes.
+    """Ray Data's per-execution INFO lines, progress-bar notices and "no available CPUs" warning off while a run
+    goes.
 
     Ray Data re-applies its own logging config (``ray.data`` at DEBUG) whenever a dataset
     runs, so the levels are set on the child loggers that write those lines, and restored
@@ -82,11 +89,37 @@ def quiet_ray_data() -> Iterator[None]:
         if logger.getEffectiveLevel() < level:
             logger.setLevel(level)
     quiet_failures()  # a failed stage reaches the caller as the step's own error, once
+    with _no_cpu_warning_dropped():
+        try:
+            yield
+        finally:
+            for name, level in before.items():
+                logging.getLogger(name).setLevel(level)
+
+
+_runs_dropping = [0]  # runs under way that drop the warning (runs may overlap, in threads)
+_dropping_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _no_cpu_warning_dropped() -> Iterator[None]:
+    """Ray Data's "no available CPUs" warning dropped until the last overlapping run ends."""
+    logger = logging.getLogger(_NO_CPU_LOGGER)
+    with _dropping_lock:
+        _runs_dropping[0] += 1
+        logger.addFilter(_drop_no_cpu_warning)
     try:
         yield
     finally:
-        for name, level in before.items():
-            logging.getLogger(name).setLevel(level)
+        with _dropping_lock:
+            _runs_dropping[0] -= 1
+            if not _runs_dropping[0]:
+                logger.removeFilter(_drop_no_cpu_warning)
+
+
+def _drop_no_cpu_warning(record: logging.LogRecord) -> bool:
+    """False for Ray Data's "no available CPUs" warning (``_NO_CPU_WARNING``), True for every other record."""
+    return not str(record.msg).startswith(_NO_CPU_WARNING)
 
 
 def quiet_failures() -> None:

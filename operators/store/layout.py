@@ -60,8 +60,8 @@ def read_manifest(path: Path) -> Manifest:
     file = path / MANIFEST
     if not file.is_file():
         hint = "" if path.exists() else " (the directory does not exist)"
-        raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; create one with Index.create "
-                                 "or `tessera index add`")
+        raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
+                                 f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")
     try:
         raw = _read_json(file)
     except FileNotFoundError:  # replaced between the check and the read

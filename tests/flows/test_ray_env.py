@@ -75,3 +75,57 @@ def logging_level_of(name: str) -> str:
         return logging.getLevelName(logging.getLogger(name).getEffectiveLevel())
     finally:
         logging.getLogger(name).setLevel(before)
+
+
+def no_cpu_warning() -> str:
+    """The warning Ray Data's ``Dataset._execute`` logs when a dataset starts while no CPU is free, read from the
+    installed Ray's source (so a Ray that rewords it fails here, not silently on a user's terminal)."""
+    import ast
+    import inspect
+
+    import ray.data.dataset
+
+    [execute] = [node for node in ast.walk(ast.parse(inspect.getsource(ray.data.dataset)))
+                 if isinstance(node, ast.FunctionDef) and node.name == "_execute"]  # decorated: no __wrapped__
+    texts = [node.args[0].value for node in ast.walk(execute) if isinstance(node, ast.Call)
+             and getattr(node.func, "attr", None) == "warning" and isinstance(node.args[0], ast.Constant)]
+    [text] = [t for t in texts if "available CPUs" in t]
+    return text
+
+
+def records_of(logger_name: str, *messages: str) -> list[str]:
+    """The messages a handler on ``logger_name`` receives when each of ``messages`` is logged there as a warning."""
+    import logging
+
+    seen: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: seen.append(record.getMessage())
+    logger = logging.getLogger(logger_name)
+    level, logger.level = logger.level, logging.WARNING
+    logger.addHandler(handler)
+    try:
+        for message in messages:
+            logger.warning(message)
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    return seen
+
+
+def test_ray_datas_no_cpu_warning_is_dropped_while_a_tessera_run_goes_and_only_then():
+    """On 2 cores a run's later stage can start while its earlier ones hold every CPU: Ray Data then warns that
+    the job "will hang", which it does not. ``quiet_ray_data`` (around every Ray run and Ray ingestion) drops that
+    one warning of that one logger, for as long as a run goes; other warnings pass."""
+    import ray.data.dataset
+
+    from flows.executors.ray_env import _NO_CPU_LOGGER, quiet_ray_data
+
+    warning, other = no_cpu_warning(), "Warning: something else about CPUs"
+    assert ray.data.dataset.logger.name == _NO_CPU_LOGGER
+    assert records_of(_NO_CPU_LOGGER, warning, other) == [warning, other]
+    with quiet_ray_data():
+        assert records_of(_NO_CPU_LOGGER, warning, other) == [other]
+        with quiet_ray_data():  # a second run overlapping the first
+            pass
+        assert records_of(_NO_CPU_LOGGER, warning) == []  # still dropped: the first run goes on
+    assert records_of(_NO_CPU_LOGGER, warning) == [warning]  # the user's own Ray Data jobs keep it
