@@ -33,9 +33,10 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     numbers = sorted((k for k in body if _step_number(k)), key=int)
     if [int(k) for k in numbers] != list(range(1, len(numbers) + 1)):
         raise SpecError(f"steps must be numbered 1..n without gaps, got {numbers}", field="steps")
-    top_params = body.get("parameters") or {}
+    top_params = {} if body.get("parameters") is None else body["parameters"]
     if not isinstance(top_params, dict):
-        raise SpecError("must be a mapping", field="parameters")
+        raise SpecError(f"must be an object of parameter names and values, got {type(top_params).__name__}",
+                        field="parameters")
     steps: dict[str, dict[str, Any]] = {}
     for k in numbers:
         raw = body[k]
@@ -44,7 +45,13 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         extra = set(raw) - {"id", "parameters"}
         if extra:
             raise SpecError(f"unknown field(s) {sorted(extra)}", step=str(k), field=f"{k}.{sorted(extra)[0]}")
-        params = dict(raw.get("parameters") or {})
+        params = raw.get("parameters")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):  # "k=5", ["k"], [["k", "5"]]: dict() would take the last, or fail
+            raise SpecError(f"must be an object of parameter names and values, got {type(params).__name__}",
+                            step=str(k), field=f"{k}.parameters")
+        params = dict(params)
         if k == numbers[0]:
             params = {**top_params, **params}
         op = get_operator(str(raw["id"]), step=str(k)).name

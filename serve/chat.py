@@ -38,6 +38,19 @@ class ChatMessage(BaseModel):
         return content_text(self.content, sep="")
 
 
+def text_only(messages: list[ChatMessage]) -> None:
+    """A 400 naming the first content part that is not text (``image_url``, ``input_audio``, ``file``): the models
+    here read text, so such a part would be dropped without a word. OpenAI answers it with a 400 for a text-only
+    model; so does this, raised from the body's validation as an ``ApiError`` (a ``ValueError`` would be a 422)."""
+    for i, message in enumerate(messages):
+        for j, part in enumerate(message.content if isinstance(message.content, list) else []):
+            kind = part.get("type", "text")
+            if kind != "text":
+                raise ApiError(400, f"messages[{i}].content[{j}].type: '{kind}' content is not supported: the models "
+                               "here read text only; send {\"type\": \"text\", \"text\": ...} parts",
+                               param=f"messages[{i}].content[{j}].type", code="invalid_value")
+
+
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
@@ -79,6 +92,7 @@ class ChatRequest(BaseModel):
     @field_validator("messages")
     @classmethod
     def _text(cls, messages: list[ChatMessage]) -> list[ChatMessage]:
+        text_only(messages)
         check_texts([m.text() for m in messages], "message")
         return messages
 

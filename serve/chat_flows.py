@@ -147,11 +147,16 @@ def find_flow(model: str, tenant: str) -> FlowSpec | None:
 
 
 def _question(request: Any) -> tuple[str, list[dict[str, str]]]:
-    """The last user message's text and the messages before it."""
+    """The last user message's text (the flow's query: at most ``max_query_chars``) and the messages before it
+    (each cut to a few thousand characters by the step that reads them)."""
     for position in range(len(request.messages) - 1, -1, -1):
         if request.messages[position].role == "user":
             earlier = [{"role": m.role, "content": m.text()} for m in request.messages[:position]]
-            question = request.messages[position].text().strip()
+            question, longest = request.messages[position].text().strip(), svc.current().limits.max_query_chars
+            if len(question) > longest:
+                raise ApiError(422, f"messages: the last user message is the flow's query and has {len(question)} "
+                               f"characters, over the limit max_query_chars={longest}", param="messages",
+                               code="max_query_chars")
             if question:
                 return question, earlier
             break

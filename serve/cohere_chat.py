@@ -73,6 +73,12 @@ class CohereChatRequest(BaseModel):
     index: str | None = Field(None, description="Flows only (not Cohere's): the index to search, a name under the "
                               "service's index folders; default: the app's default index.")
 
+    @field_validator("messages")
+    @classmethod
+    def _text_only(cls, messages: list[chat.ChatMessage]) -> list[chat.ChatMessage]:
+        chat.text_only(messages)  # an image part: a 400 naming it, as on /v1/chat/completions
+        return messages
+
     @field_validator("tools")
     @classmethod
     def _no_tools(cls, value: list[Any] | None) -> None:

@@ -20,8 +20,9 @@ class FlowRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     flow: str | dict[str, Any] = Field("hybrid", description="A built-in or saved flow name, or an inline spec.")
-    query: Text | None = Field(None, description="One query.")
-    queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request).")
+    query: Text | None = Field(None, description="One query (at most max_query_chars characters).")
+    queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request, each "
+                                       "at most max_query_chars characters).")
     index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
     top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
                               "(retrieval steps fetch at least that many); default: every row the flow gives.")

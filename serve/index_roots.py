@@ -21,7 +21,9 @@ scheme is refused.
 
 from __future__ import annotations
 
-from pathlib import Path
+import errno
+import os
+from pathlib import Path, PurePath
 from typing import Any, Iterator
 
 from flows.spec import FlowSpec
@@ -32,6 +34,9 @@ from serve.errors import ApiError
 
 #: The repository's bundled data (data/sample): the default data root, and where operators look second.
 REPO = Path(__file__).resolve().parents[1]
+#: The longest file name (bytes) and path the file systems the service runs on take (Linux: 255 and 4096); a longer
+#: index name is refused naming its field, not an ``OSError`` when the index is looked for.
+NAME_MAX, PATH_MAX = 255, 4096
 
 
 def default_roots(default_index: str | None, home: Path) -> list[str]:
@@ -49,12 +54,29 @@ def confine(index: str, roots: list[str], field: str) -> str:
     if "\x00" in index:
         raise ApiError(422, f"{field}: an index name cannot hold a NUL character", param=field,
                        code="index_not_allowed")
-    path = Path(resolve_index(index)).resolve()
+    longest = max((len(part.encode("utf-8", "surrogatepass")) for part in PurePath(index).parts), default=0)
+    if longest > NAME_MAX:
+        raise ApiError(422, f"{field}: index '{_shortened(index)}' has a name (or path part) of {longest} bytes; "
+                       f"at most {NAME_MAX}", param=field, code="index_name_too_long")
+    try:
+        path = Path(resolve_index(index)).resolve()
+        if len(os.fsencode(path)) >= PATH_MAX:
+            raise OSError(errno.ENAMETOOLONG, "File name too long")
+    except (OSError, UnicodeError, RuntimeError) as err:  # a path too long, one it cannot encode, a symlink loop
+        too_long = getattr(err, "errno", None) == errno.ENAMETOOLONG
+        raise ApiError(422, f"{field}: index '{_shortened(index)}' cannot be opened here "
+                       f"({getattr(err, 'strerror', None) or err})", param=field,
+                       code="index_name_too_long" if too_long else "index_not_allowed") from None
     if not under(path, roots):
         raise ApiError(422, f"{field}: index '{index}' is outside the folders this service reads indices from "
                        "(args.service.index_roots); name an index under one of them", param=field,
                        code="index_not_allowed")
     return str(path)
+
+
+def _shortened(text: str, keep: int = 60) -> str:
+    """``text`` as a message shows it: a long name cut to its start."""
+    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
 
 
 def default_data_roots() -> list[str]:

@@ -14,7 +14,9 @@ Who may change what:
 * only its owner searches it, lists it and reads its documents until the owner shares it with
   every key (``PATCH /v1/indices/{name}``, ``refuse_unshared``);
 * an index the service did not make (the default index, one that ``tessera ingest`` built) is
-  searchable by every key and read-only here;
+  searchable by every key and read-only here; the service knows the indices it made by their row
+  in the task store and by the owner file in their folder (``serve.index_owner``), so a store
+  that lost its rows does not make them everyone's;
 * one ingestion runs at a time per index (a second upload is a 409 naming the running task),
   and an upload is one shard, so its documents land together or not at all.
 """
@@ -30,6 +32,7 @@ from typing import Any
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
+from serve.index_owner import OWNER_FILE, check_named, read_owner, readable, unshared, write_owner
 from serve.ingest_task import STEPS
 from serve.taskstore import UNFINISHED
 
@@ -67,8 +70,8 @@ class Indices:
             if entry is None:
                 continue
             name = path.name if path.parent == folder else None  # None: the default index, outside the folder
-            row = made.get(name) if name else None
-            if not _readable(row, tenant):
+            row = (made.get(name) or read_owner(path)) if name else None
+            if not readable(row, tenant):
                 continue
             entries.append({"name": name, "default": path == default, **entry, **_ownership(row, tenant)})
         listed = {e["name"] for e in entries}
@@ -101,22 +104,24 @@ class Indices:
     def documents(self, name: str, tenant: str, offset: int, limit: int) -> dict[str, Any]:
         """The documents of index ``name`` in the order they were added, ``limit`` from ``offset``: id, title,
         passages, metadata. Whoever may search the index may read them."""
-        from operators.store import Index
         from operators.store.listing import document_page
 
         path, row = self._named(name)
-        if not _readable(row, tenant):
-            raise _unshared(name, "name")
-        if not (path / "manifest.json").exists() or not self._searchable():
+        row = row or read_owner(path)
+        if not readable(row, tenant):
+            raise unshared(name, "name")
+        index = _open(path) if self._searchable() else None
+        if index is None:
             if row is not None and row["owner"] == tenant:  # made, its first ingestion has not committed yet
                 return {"index": name, "total": 0, "offset": offset, "documents": []}
             raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
-        return {"index": name, "offset": offset, **document_page(Index.open(path, verify=False), offset, limit)}
+        return {"index": name, "offset": offset, **document_page(index, offset, limit)}
 
     def refuse_unshared(self, spec: Any, tenant: str, asked: str | None) -> None:
         """A 403 naming the field (the request's ``index``, else the step's param) for an index of ``spec`` that
-        another key made and has not shared. ``spec``'s indices are confined already: absolute paths. Reads the
-        task store's rows of those indices only, in one query (none when it names no index the service made)."""
+        another key made and has not shared, a 409 for one the service made that has no documents yet. ``spec``'s
+        indices are confined already: absolute paths. Reads the task store's rows of those indices only, in one
+        query (none when it names no index the service made)."""
         from serve.index_roots import confine, index_params
 
         asked_path = confine(asked, self.service.index_roots, "index") if asked else None
@@ -126,16 +131,23 @@ class Indices:
             return
         made = self.service.store.indices_made({Path(value).name for _, _, value in named})
         for step, field, value in named:
-            name = Path(value).name
-            if not _readable(made.get(name), tenant):
-                raise _unshared(name, "index" if value == asked_path else f"steps.{step}.{field}")
+            path = Path(value)
+            check_named(path, made.get(path.name) or read_owner(path), tenant,
+                         "index" if value == asked_path else f"steps.{step}.{field}")
+
+    def check_asked(self, path: Path, tenant: str) -> None:
+        """The request's ``index`` (confined), before the flow is checked for it: a 403 when another key made it and
+        has not shared it, a 409 when the service made it and its first upload has not committed, so neither is
+        reported as a folder that holds no index."""
+        if path.parent == self.folder.resolve():
+            check_named(path, self.service.store.index(path.name) or read_owner(path), tenant, "index")
 
     # -- changing -------------------------------------------------------------------------------
 
     def share(self, name: str, shared: bool, tenant: str) -> dict[str, Any]:
         """Let every key search the caller's index ``name`` (``shared``), or only the caller."""
-        self._owned(name, tenant)
-        if not self.service.store.share_index(name, tenant, shared):  # deleted between the two
+        path, _ = self._owned(name, tenant)
+        if not self.service.store.share_index(name, tenant, shared, lambda row: write_owner(path, row)):
             raise ApiError(404, f"no index named '{name}' made through this service", param="name",
                            code="index_not_found")
         return {"index": name, "shared": shared}
@@ -179,6 +191,9 @@ class Indices:
         if task_id is None:
             source.unlink(missing_ok=True)
             raise self._refusal(name, why)
+        made = self.service.store.index(name) if not (path / OWNER_FILE).exists() else None
+        if made is not None and made["owner"] == tenant:  # a new index (or one made before owner files)
+            write_owner(path, made)
         return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
                 "created": row is None}
 
@@ -202,15 +217,13 @@ class Indices:
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
-        from operators.store import Index
-
         path, row = self._owned(name, tenant)
         running = row["ingest_task"]
         task = self.service.store.task(running, None) if running else None
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
-        index = Index.open(path, verify=False)
-        present = live_doc_ids(index)
+        index = _open(path)  # None: its first ingestion has not committed, so it has no documents (as GET says)
+        present = live_doc_ids(index) if index is not None else set()
         found = [i for i in dict.fromkeys(ids) if i in present]
         chunks = index.delete(doc_ids=found) if found else 0
         return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in present],
@@ -251,9 +264,14 @@ class Indices:
                            "(args.service.index_roots), so no search could read them", param="name",
                            code="indices_read_only")
         if row is None and path.exists():
-            raise ApiError(403, f"index '{name}' was not made through this service; it is read-only here "
-                           "(change it with `tessera index` or `tessera ingest`)", param="name",
-                           code="index_read_only")
+            row = read_owner(path)
+            if row is None:
+                raise ApiError(403, f"index '{name}' was not made through this service; it is read-only here "
+                               "(change it with `tessera index` or `tessera ingest`)", param="name",
+                               code="index_read_only")
+            if row["owner"] == tenant:  # the task store lost its row: its owner's change puts it back
+                self.service.store.restore_index(row)
+                row = self.service.store.index(name) or row
         if row is not None and row["owner"] != tenant:
             raise self._refusal(name, "owner")
         return path, row
@@ -315,16 +333,14 @@ def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
             "ingest_task": row["ingest_task"] if owned else None, "shared": row is None or bool(row["shared"])}
 
 
-def _unshared(name: str, field: str) -> ApiError:
-    return ApiError(403, f"{field}: index '{name}' belongs to another key, which has not shared it (its owner "
-                    "shares it with PATCH /v1/indices/{name} and {\"shared\": true})", param=field,
-                    code="index_not_shared")
+def _open(path: Path) -> Any:
+    """The index at ``path``, or None when it has none (its first ingestion has not committed, or it was deleted)."""
+    from operators.store import Index, IndexNotFoundError
 
-
-def _readable(row: dict[str, Any] | None, tenant: str) -> bool:
-    """Whether ``tenant`` may search an index: one the service did not make (``row`` None: the default index,
-    one ``tessera ingest`` built), its own, or one its owner shared."""
-    return row is None or row["owner"] == tenant or bool(row["shared"])
+    try:
+        return Index.open(path, verify=False)
+    except IndexNotFoundError:
+        return None
 
 
 def _describe(path: Path) -> dict[str, Any] | None:

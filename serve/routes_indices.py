@@ -9,11 +9,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, File, Form, Query, Request, UploadFile
+from fastapi import APIRouter, Query, Request
 
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.routes_tasks import tenant
+from serve.upload_form import UPLOAD_FORM, read_upload
 
 router = APIRouter(tags=["indices"])
 
@@ -38,18 +39,11 @@ async def add_documents(name: str, body: DocumentsRequest, request: Request) -> 
     return queued
 
 
-@router.post("/v1/indices/{name}/files", status_code=202,
+@router.post("/v1/indices/{name}/files", status_code=202, openapi_extra=UPLOAD_FORM,
              summary="Add PDF, text or Markdown files to an index (a PDF: a document per page): an ingestion task")
-async def add_files(name: str, request: Request,
-                    files: list[UploadFile] = File(..., description="PDF (.pdf), text (.txt) or Markdown (.md) "
-                                                   "files, at most max_upload_bytes in all."),
-                    spec: str | None = Form(None, description="For a new index: the built-in ingest spec that "
-                                            "makes it (default `ingest`)."),
-                    replace: bool = Form(False, description="A file sent before replaces everything it gave "
-                                         "then (a re-sent PDF's pages, however many it has now); false: its "
-                                         "documents are a 409")) -> dict[str, Any]:
+async def add_files(name: str, request: Request) -> dict[str, Any]:
     service = svc.current()
-    contents = [(upload.filename or "", await upload.read()) for upload in files]
+    contents, spec, replace = await read_upload(request, service.limits.max_documents_per_request)
     queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request))
     await service.launch(queued["task_id"])
     return queued

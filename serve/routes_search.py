@@ -52,15 +52,40 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
         raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
-    except (SpecError, MissingColumnsError, IndexNotFoundError, OutboundURLError) as err:
-        # found only once it ran: a step without the columns it reads (generate.answer with no context step), an
-        # index folder that holds no index, a URL the guard refuses. The request's to change, so a 422 naming it.
-        raise ApiError(422, str(err), param=err.field or "flow", code="flow_not_runnable") from None
+    except Exception as err:
+        if _cause(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
+            raise ApiError(404, f"index: {_searched(prepared, getattr(err, 'step', None))} does not exist any more "
+                           "(it was deleted while the flow ran)", param="index", code="index_not_found") from None
+        if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError)):
+            # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
+            # URL the guard refuses. The request's to change, so a 422 naming it.
+            raise ApiError(422, str(err), param=err.field or "flow", code="flow_not_runnable") from None
+        raise
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
                        code="max_result_rows")
     return result
+
+
+def _searched(prepared: svc.Prepared, step: str | None) -> str:
+    """What a message calls the index that ``step`` searches: its name (not the server's path)."""
+    from pathlib import Path
+
+    index = prepared.spec.steps[step].params.get("index") if step in prepared.spec.steps else None
+    where = f" that step '{step}' searches" if step else ""
+    return f"index '{Path(index).name}'{where}" if isinstance(index, str) else f"the index{where}"
+
+
+def _cause(err: BaseException, kind: type) -> Any:
+    """The first exception of type ``kind`` in ``err``'s chain (its causes, or what it was raised while handling)."""
+    seen: set[int] = set()
+    while err is not None and id(err) not in seen:
+        if isinstance(err, kind):
+            return err
+        seen.add(id(err))
+        err = err.__cause__ or err.__context__
+    return None
 
 
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")

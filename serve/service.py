@@ -32,6 +32,7 @@ from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
                                 validation_error, with_top_k)
+from serve.index_owner import restore_rows
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
 from serve.service_settings import Limits
@@ -105,6 +106,7 @@ class Service:
                                   count=config["spare_task_workers"])
         self.served, self.app_name = served, app_name
         self.indices = Indices(self)
+        restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()
         recovered = taskrunner.recover(self.store)
         if recovered:
@@ -170,13 +172,16 @@ class Service:
         return Asked(spec, texts, request.index, request.top_k, built)
 
     def check_limits(self, asked: Asked) -> None:
-        """Every query has text (searched for nothing, it would bring arbitrary documents), and the number of
-        queries and ``top_k`` are within this service's limits."""
-        texts = asked.texts
+        """Every query has text (searched for nothing, it would bring arbitrary documents) of at most
+        ``max_query_chars``, and the number of queries and ``top_k`` are within this service's limits."""
+        texts, longest = asked.texts, self.limits.max_query_chars
         for position, text in enumerate(texts):
+            which, param = ("the query", "query") if len(texts) == 1 else (f"query {position + 1}", "queries")
             if not isinstance(text, str) or not text.strip():
-                raise ApiError(422, "the query is empty" if len(texts) == 1 else f"query {position + 1} is empty",
-                               param="query" if len(texts) == 1 else "queries", code="empty_query")
+                raise ApiError(422, f"{which} is empty", param=param, code="empty_query")
+            if len(text) > longest:
+                raise ApiError(422, f"{which} has {len(text)} characters, over the limit max_query_chars={longest}",
+                               param=param, code="max_query_chars")
         limit = self.limits.max_queries_per_request
         if len(texts) > limit:
             raise ApiError(422, f"{len(texts)} queries, over the limit max_queries_per_request={limit}",
@@ -191,7 +196,8 @@ class Service:
         spec = asked.spec
         if asked.top_k is not None:
             spec = with_top_k(spec, asked.top_k, asked.built)
-        spec = self.place(confine_spec(self.with_index(spec, asked.index), self.index_roots, self.data_roots))
+        spec = self.place(confine_spec(self.with_index(spec, asked.index, tenant), self.index_roots,
+                                       self.data_roots))
         self.indices.refuse_unshared(spec, tenant, asked.index)
         return spec
 
@@ -208,9 +214,12 @@ class Service:
         check_models_here(built)
         return built
 
-    def with_index(self, spec: FlowSpec, index: str | None) -> FlowSpec:
-        """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default."""
+    def with_index(self, spec: FlowSpec, index: str | None, tenant: str | None = None) -> FlowSpec:
+        """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default.
+        With ``tenant``, an index the service made is checked first (``Indices.check_asked``)."""
         path = confine(index, self.index_roots, "index") if index else self.default_index
+        if index and tenant is not None:
+            self.indices.check_asked(Path(path), tenant)
         unset = spec.unset_index_steps()
         if not unset:
             return spec

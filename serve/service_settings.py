@@ -41,6 +41,9 @@ class Limits(BaseModel):
     max_tasks_per_key: int = Field(4, gt=0, description="Tasks a key may have queued or running at once (429).")
     max_body_bytes: int = Field(1_000_000, gt=0, description="Largest request body, in bytes (413).")
     max_queries_per_request: int = Field(100, gt=0, description="Most queries one request may send (422).")
+    max_query_chars: int = Field(10_000, gt=0, description="Longest query, in characters (422): a search's, a task's, "
+                                 "the question a flow answers in a chat. A query is searched for, not read: BM25 "
+                                 "and the encoders spend time on every word of it.")
     max_upload_bytes: int = Field(20_000_000, gt=0, description="Largest file upload (POST /v1/indices/{name}/"
                                   "files), in bytes (413).")
     max_documents_per_request: int = Field(1000, gt=0, le=5000, description="Most documents one upload may add "

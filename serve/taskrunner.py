@@ -22,11 +22,14 @@ given a task exits once the replica that started it is gone.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from typing import Any
 
 from serve.taskstore import PROGRESS_EVERY_S, TaskStore, new_task_id, pending_progress
+
+log = logging.getLogger("tessera.serve")
 
 NAMESPACE = "tessera-tasks"
 #: A queued task gets this long for its actor to appear before it counts as interrupted.
@@ -114,6 +117,21 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
             store.finish(task_id, "finished", result=task_result(result))
 
 
+def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> None:
+    """``run_task``, and when it raises (an import, or an upload's job, outside the flow's own error handling) the
+    task fails with that error, in one line, and the traceback goes to the actor's log: the actor exits next, and a
+    task left unfinished would only say the worker died."""
+    try:
+        run_task(store, task_id, max_result_rows)
+    except Exception as err:  # noqa: BLE001  (the task fails with the reason; the actor still exits)
+        log.exception("task %s failed outside its flow", task_id)
+        try:
+            if store.finish(task_id, "failed", error=" ".join(f"{type(err).__name__}: {err}".split())[:1000]):
+                discard_leftovers(store.task(task_id, None))  # an upload's file and staging folder
+        except Exception:  # noqa: BLE001  (the store is unreachable: the replica's watcher fails it as interrupted)
+            log.exception("task %s: its failure could not be written to the task store", task_id)
+
+
 class TaskWorker:
     """The Ray actor of one task (made remote by ``launch``, or ahead of its task by ``prestart``)."""
 
@@ -145,7 +163,7 @@ class TaskWorker:
 
         self.given.set()
         try:
-            run_task(self.store, task_id, max_result_rows)
+            run_to_end(self.store, task_id, max_result_rows)
         finally:
             ray.actor.exit_actor()  # detached: nothing else ends it
 

@@ -208,13 +208,31 @@ class TaskStore:
             row = conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().first()
         return dict(row) if row else None
 
-    def share_index(self, name: str, owner: str, shared: bool) -> bool:
+    def share_index(self, name: str, owner: str, shared: bool, on_change: Any = None) -> bool:
         """Make ``owner``'s index ``name`` searchable by every key (``shared``) or by ``owner`` only; False when
-        ``owner`` has no index of that name."""
+        ``owner`` has no index of that name. ``on_change(row)`` runs inside the transaction with the changed row
+        (the index's owner file is written there), so concurrent changes reach it in the order they commit."""
         with self.engine.begin() as conn:
             done = conn.execute(indices.update().where(indices.c.name == name, indices.c.owner == owner)
                                 .values(shared=shared))
-            return done.rowcount == 1
+            if done.rowcount != 1:
+                return False
+            if on_change is not None:
+                on_change(dict(conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().one()))
+            return True
+
+    def restore_index(self, row: dict[str, Any]) -> bool:
+        """Put back the row of an index the service made (read from its owner file) unless it has one; whether it
+        was put back."""
+        try:
+            with self._serializable() as conn:
+                if conn.execute(sa.select(indices.c.name).where(indices.c.name == row["name"])).first() is not None:
+                    return False
+                conn.execute(indices.insert().values(name=row["name"], owner=row["owner"], spec=row["spec"],
+                                                     created=row["created"], ingest_task=None, shared=row["shared"]))
+        except sa.exc.IntegrityError:  # another replica put it back first
+            return False
+        return True
 
     def indices_made(self, names: Collection[str] | None = None) -> dict[str, dict[str, Any]]:
         """Every index the service made, by name: its row (owner, spec, created, ingest_task, shared); with

@@ -115,7 +115,7 @@ class IndexRetriever(Operator):
             index = shared_index(path)
         except IndexStoreError as err:
             raise OperatorError(f"cannot open index '{self.params.index}' ({path}): {err.message}",
-                                op=self.name, step=self.step_id, field="params.index") from None
+                                op=self.name, step=self.step_id, field="params.index") from err
         self.check_index(index)
         self._index = index
 
@@ -161,8 +161,9 @@ class IndexRetriever(Operator):
 
             if not isinstance(err, IndexStoreError):
                 raise
+            # chained (not ``from None``): the service answers an index deleted mid-search with a 404 by its cause
             raise OperatorError(err.message, op=self.name, step=self.step_id,
-                                field="params.filter" if err.field == "where" else "params.index") from None
+                                field="params.filter" if err.field == "where" else "params.index") from err
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query

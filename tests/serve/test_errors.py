@@ -234,6 +234,18 @@ def test_a_body_that_is_not_an_object_names_the_body(serve_app):
     assert error["param"] == "body"
 
 
+@pytest.mark.ray
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
+def test_a_chat_content_part_that_is_not_text_is_a_400_naming_it(serve_app, path):
+    """As OpenAI answers for a text-only model, rather than answering as if the image were not there."""
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/bee.png"}}
+    body = {"model": "smollm2", "max_tokens": 4,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"}, image]}]}
+    error = assert_openai_error(post(serve_app, path, body), 400)
+    assert error["param"] == "messages[0].content[1].type" and "'image_url'" in error["message"]
+
+
 @pytest.fixture
 def failing_app(serve_app):
     """``app_that_fails`` as a Serve app of its own, whose proxy gives each request its id."""

@@ -1,0 +1,116 @@
+"""Who owns an index the service made, kept in the index's own folder as well as in the task store.
+
+The task store's ``indices`` row says who owns an index and whether it is shared, and an index
+without a row is one the service did not make (the default index, one ``tessera ingest``
+built), which every key may search. So a store that loses its rows (a new or reset
+``tasks.db``, a move to another database) would make every uploaded index readable by every
+key. The service therefore also writes ``<index>/owner.json`` when it makes an index
+(``{"owner", "shared", "spec", "created"}``; written atomically, kept in step with
+``PATCH /v1/indices/{name}``). An index folder with that file and no row is private to the
+owner it names (shared only when the file says so), and its row is put back from the file
+the next time the service starts (``restore_rows``) or its owner changes it. A file that
+cannot be read makes the index readable by nobody: it fails closed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from serve.errors import ApiError
+
+log = logging.getLogger("tessera.serve")
+
+#: The file in an index folder that names the key that made it through the service.
+OWNER_FILE = "owner.json"
+#: The owner of an index whose owner file cannot be read: no key has this id (ids start with a letter or digit).
+NOBODY = "-unreadable-owner-file-"
+
+
+def write_owner(folder: Path, row: dict[str, Any]) -> None:
+    """Write ``folder/owner.json`` from an ``indices`` row (owner, shared, spec, created), atomically: a reader sees
+    the old file or the new one, never half of one."""
+    folder.mkdir(parents=True, exist_ok=True)
+    record = {"owner": row["owner"], "shared": bool(row["shared"]), "spec": row["spec"],
+              "created": float(row["created"])}
+    fd, tmp = tempfile.mkstemp(prefix=f".{OWNER_FILE}.", dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            json.dump(record, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, folder / OWNER_FILE)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_owner(folder: Path) -> dict[str, Any] | None:
+    """The ``indices`` row that ``folder/owner.json`` stands for (``ingest_task`` None); None when the folder has no
+    such file. A file that cannot be read gives an owner no key has, not shared."""
+    path = folder / OWNER_FILE
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        row = {"name": folder.name, "owner": str(record["owner"]), "shared": record["shared"] is True,
+               "spec": str(record.get("spec") or "ingest"), "created": float(record.get("created") or time.time()),
+               "ingest_task": None}
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, TypeError, KeyError) as err:
+        log.warning("index %s: %s cannot be read (%s); nobody may read the index until it is fixed", folder.name,
+                    OWNER_FILE, err)
+        return {"name": folder.name, "owner": NOBODY, "shared": False, "spec": "ingest", "created": 0.0,
+                "ingest_task": None}
+    return row
+
+
+def restore_rows(store: Any, folder: Path) -> int:
+    """At replica start: every index folder under ``folder`` with an owner file and no row gets its row back from the
+    file, and every row whose folder lacks the file (an index made before the file was written) gets one. How
+    many rows were put back."""
+    if not folder.is_dir():
+        return 0
+    made, restored = store.indices_made(), 0
+    for child in sorted(folder.iterdir()):
+        if not child.is_dir() or child.name.startswith("."):
+            continue
+        row = made.get(child.name)
+        if row is not None:
+            if not (child / OWNER_FILE).exists():
+                write_owner(child, row)
+            continue
+        found = read_owner(child)
+        if found is not None and found["owner"] != NOBODY and store.restore_index(found):
+            log.warning("index %s: its task store row was missing; restored from %s (owner %s)", child.name,
+                        OWNER_FILE, found["owner"])
+            restored += 1
+    return restored
+
+
+def unshared(name: str, field: str) -> ApiError:
+    return ApiError(403, f"{field}: index '{name}' belongs to another key, which has not shared it (its owner "
+                    "shares it with PATCH /v1/indices/{name} and {\"shared\": true})", param=field,
+                    code="index_not_shared")
+
+
+def readable(row: dict[str, Any] | None, tenant: str) -> bool:
+    """Whether ``tenant`` may search an index: one the service did not make (``row`` None: neither a task store row
+    nor an owner file; the default index, one ``tessera ingest`` built), its own, or one its owner shared."""
+    return row is None or row["owner"] == tenant or bool(row["shared"])
+
+
+def check_named(path: Path, row: dict[str, Any] | None, tenant: str, field: str) -> None:
+    """A 403 naming ``field`` for an index ``tenant`` may not read; a 409 for one the service made (``row``) that has
+    no documents yet (listed with 0 chunks, but no index for a search to open)."""
+    if not readable(row, tenant):
+        raise unshared(path.name, field)
+    if row is not None and not (path / "manifest.json").is_file():
+        task = f" (task {row['ingest_task']})" if row["ingest_task"] and row["owner"] == tenant else ""
+        raise ApiError(409, f"{field}: index '{path.name}' has no documents yet: no upload into it has finished"
+                       f"{task}; search it once one has (GET /task/progress/{{id}} follows an upload)", param=field,
+                       code="index_empty")

@@ -1,0 +1,77 @@
+"""The multipart body of ``POST /v1/indices/{name}/files``, read by the route itself rather than by FastAPI's
+``File``/``Form`` parameters.
+
+FastAPI reads such a form with Starlette's defaults and answers what it cannot take with
+messages that name no field: more than 1,000 files is Starlette's 400 "Too many files", a
+file part sent without a file name arrives as text and reads "Expected UploadFile, received:
+<class 'str'>". Read here, the number of files is bounded by ``max_documents_per_request``
+(each file gives a document at least) and every refusal is an ``ApiError`` naming its field.
+The API's description still shows the form (``UPLOAD_FORM``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import Request
+from pydantic import TypeAdapter, ValidationError
+from starlette.datastructures import UploadFile
+from starlette.exceptions import HTTPException
+
+from serve.errors import ApiError
+
+#: The form's fields (files, spec, replace) and room for a client's extra ones, which are ignored.
+MAX_FIELDS = 16
+
+#: ``openapi_extra`` of the route: the multipart form it reads.
+UPLOAD_FORM = {"requestBody": {"required": True, "content": {"multipart/form-data": {"schema": {
+    "type": "object", "required": ["files"], "properties": {
+        "files": {"type": "array", "items": {"type": "string", "format": "binary"},
+                  "description": "PDF (.pdf), text (.txt) or Markdown (.md) files, each with its file name, at "
+                                 "most max_upload_bytes in all and max_documents_per_request files."},
+        "spec": {"type": "string", "description": "For a new index: the built-in ingest spec that makes it "
+                                                  "(default `ingest`)."},
+        "replace": {"type": "boolean", "default": False,
+                    "description": "A file sent before replaces everything it gave then (a re-sent PDF's pages, "
+                                   "however many it has now); false: its documents are a 409."}}}}}}}
+
+
+async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str, bytes]], str | None, bool]:
+    """The uploaded files (name, bytes), ``spec`` and ``replace`` of the request's multipart form."""
+    try:
+        form = await request.form(max_files=max_files, max_fields=MAX_FIELDS)
+    except HTTPException as err:  # Starlette's 400 for a form it stopped reading
+        detail = str(err.detail)
+        if detail.startswith("Too many files"):
+            raise ApiError(422, f"files: more than {max_files} files, over the limit max_documents_per_request="
+                           f"{max_files} (each file gives one document or more); send them in several requests",
+                           param="files", code="max_documents_per_request") from None
+        raise ApiError(400, f"files: the multipart form cannot be read: {detail}", param="files",
+                       code="invalid_body") from None
+    try:
+        files = []
+        for position, item in enumerate(form.getlist("files")):
+            if not isinstance(item, UploadFile) or not item.filename:
+                raise ApiError(422, f"files: part {position + 1} of `files` has no file name; send each file as a "
+                               "file part with its name (curl -F files=@handbook.pdf)", param="files",
+                               code="invalid_file")
+            files.append((item.filename, await item.read()))
+        return files, _text(form.get("spec"), "spec"), _flag(form.get("replace"))
+    finally:
+        await form.close()
+
+
+def _text(value: Any, field: str) -> str | None:
+    if value is not None and not isinstance(value, str):
+        raise ApiError(422, f"{field}: a text field, not a file", param=field, code="invalid_value")
+    return value
+
+
+def _flag(value: Any) -> bool:
+    """``replace`` as a form sends it: true/false, 1/0, yes/no, on/off (pydantic's reading of a bool)."""
+    if value is None:
+        return False
+    try:
+        return TypeAdapter(bool).validate_python(_text(value, "replace"))
+    except ValidationError:
+        raise ApiError(422, f"replace: '{value}' is not true or false", param="replace", code="invalid_value") from None

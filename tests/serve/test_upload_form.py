@@ -1,0 +1,70 @@
+"""``POST /v1/indices/{name}/files`` over real HTTP: the API's app (its middlewares, error handlers and routes) served
+by uvicorn on 127.0.0.1 without Ray, beside a ``Service`` over a real SQLite task store. Every upload here is
+refused before a task is queued, so nothing runs on Ray: a file part without a file name, more files than
+``max_documents_per_request``, a form field that is not what it should be, a body that is no form. Uploads that are
+accepted and ingested are tested over Serve in ``test_indices_api.py``."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import requests
+
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+from tests.serve.conftest import free_port
+
+
+@pytest.fixture
+def base(tmp_path, monkeypatch):
+    """The API on a free port of 127.0.0.1, its flow service with max_documents_per_request=3."""
+    import uvicorn
+
+    from serve.api import app
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
+                       limits={"max_documents_per_request": 3})
+    Service(resolve(args, environ={}), [], "tessera")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    yield f"http://127.0.0.1:{server.config.port}/v1/indices/notes/files"
+    server.should_exit = True
+    thread.join(timeout=10)
+
+
+def error(response: requests.Response, status: int) -> dict:
+    assert response.status_code == status, response.text
+    return response.json()["error"]
+
+
+def test_a_file_part_without_a_file_name_is_a_422_saying_so(base):
+    for name in ("", None):  # a part whose file name is empty, and one sent as a plain field
+        sent = [("files", ("notes.txt", b"honey bees", "text/plain")), ("files", (name, b"hello", "text/plain"))]
+        err = error(requests.post(base, files=sent, timeout=30), 422)
+        assert err["param"] == "files" and "part 2 of `files` has no file name" in err["message"], err
+
+
+def test_more_files_than_max_documents_per_request_is_a_422_naming_files_and_the_limit(base):
+    sent = [("files", (f"f{i}.txt", b"x", "text/plain")) for i in range(4)]
+    err = error(requests.post(base, files=sent, timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "max_documents_per_request")
+    assert "max_documents_per_request=3" in err["message"]
+
+
+def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_field(base):
+    one = [("files", ("notes.txt", b"honey bees", "text/plain"))]
+    err = error(requests.post(base, files=one, data={"replace": "maybe"}, timeout=30), 422)
+    assert err["param"] == "replace" and "'maybe'" in err["message"]
+    err = error(requests.post(base, files=[*one, ("spec", ("spec.txt", b"ingest", "text/plain"))], timeout=30), 422)
+    assert err["param"] == "spec"
+    err = error(requests.post(base, files=one, data={"spec": "hybrid"}, timeout=30), 422)  # read: it is the index's
+    assert err["param"] == "spec" and "not a built-in ingest spec" in err["message"]
+    err = error(requests.post(base, json={"files": []}, timeout=30), 422)
+    assert err["param"] == "files" and "send at least one file" in err["message"]
