@@ -101,6 +101,27 @@ def serve_app(ray_session, ce_path, colbert_path, sample_index, task_store_url):
         serve.shutdown()
 
 
+@pytest.fixture
+def make_service(tmp_path, monkeypatch):
+    """A ``Service`` without Ray or HTTP, for what ``prepare`` and the stores decide: ``$TESSERA_HOME`` under
+    ``tmp_path`` with an index-shaped folder (a manifest) per name of ``indices``, the first the default index, and a
+    task store of its own."""
+    from serve.service import Service
+    from serve.service_settings import ServiceArgs, resolve
+
+    def make(indices=("news",), models=(), **args):
+        home = tmp_path / "home"
+        for name in indices:
+            (home / "indices" / name).mkdir(parents=True, exist_ok=True)
+            (home / "indices" / name / "manifest.json").write_text("{}")
+        monkeypatch.setenv("TESSERA_HOME", str(home))
+        args = ServiceArgs(default_index=str(home / "indices" / indices[0]),
+                           task_store=f"sqlite:///{tmp_path / 'tasks.db'}", **args)
+        return Service(resolve(args, environ={}), list(models), "tessera")
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]

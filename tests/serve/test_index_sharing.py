@@ -12,19 +12,12 @@ import pytest
 
 from serve.errors import ApiError
 from serve.service import Service
-from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore
 
 
 @pytest.fixture
-def service(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    for name in ("news", "notes"):
-        (home / "indices" / name).mkdir(parents=True)
-        (home / "indices" / name / "manifest.json").write_text("{}")
-    monkeypatch.setenv("TESSERA_HOME", str(home))
-    args = ServiceArgs(default_index=str(home / "indices" / "notes"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
-    service = Service(resolve(args, environ={}), [], "tessera")
+def service(make_service):
+    service = make_service(indices=("notes", "news"))
     task, why = service.store.create_ingest_task("alice", "news", "ingest", {"documents": 1}, ["ingest"], limit=5)
     assert why == "ok"
     service.store.finish(task, "finished")

@@ -8,18 +8,11 @@ import pytest
 
 from flows.spec import FlowSpec
 from serve.errors import ApiError
-from serve.service import Service
-from serve.service_settings import ServiceArgs, resolve
 
 
 @pytest.fixture
-def service(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    (home / "indices" / "news").mkdir(parents=True)
-    (home / "indices" / "news" / "manifest.json").write_text("{}")
-    monkeypatch.setenv("TESSERA_HOME", str(home))
-    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
-    return Service(resolve(args, environ={}), [], "tessera")
+def service(make_service):
+    return make_service()
 
 
 @pytest.fixture

@@ -10,18 +10,12 @@ import pytest
 from operators.errors import SpecError
 from serve.errors import ApiError
 from serve.service import Service
-from serve.service_settings import ServiceArgs, resolve
 
 
 @pytest.fixture
-def service(tmp_path, monkeypatch):
-    home = tmp_path / "home"
-    (home / "indices" / "news").mkdir(parents=True)
-    (home / "indices" / "news" / "manifest.json").write_text("{}")
-    monkeypatch.setenv("TESSERA_HOME", str(home))
+def service(make_service, monkeypatch):
     monkeypatch.delenv("TESSERA_ALLOW_ENV", raising=False)
-    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
-    return Service(resolve(args, environ={}), [], "tessera")
+    return make_service()
 
 
 def refused(service: Service, steps: dict, code: str) -> ApiError:
