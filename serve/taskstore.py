@@ -10,9 +10,10 @@ task reaches exactly one final state.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -68,6 +69,12 @@ indices = sa.Table(
 _ADDED_COLUMNS = {indices: ("shared",)}
 
 
+#: The execution option of TaskStore's read-only connections.
+_READ_ONLY = "tessera_read_only"
+#: The PostgreSQL advisory lock that serializes the transactions that check then write (``TaskStore._serializable``).
+_PG_WRITE_LOCK = 0x7E55E7A
+
+
 def _sqlite_pragmas(connection: Any, _record: Any) -> None:
     connection.isolation_level = None  # transactions are begun below, not by the driver
     cursor = connection.cursor()
@@ -88,8 +95,10 @@ def make_engine(url: str) -> sa.Engine:
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         # A write lock from the start: a read-then-write transaction in WAL mode fails at once (no busy wait)
-        # when another process committed in between; taken up front, the busy timeout applies instead.
-        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        # when another process committed in between; taken up front, the busy timeout applies instead. A read
+        # (TaskStore._reading) begins deferred: it reads a snapshot and never waits behind a writer.
+        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql(
+            "BEGIN" if conn.get_execution_options().get(_READ_ONLY) else "BEGIN IMMEDIATE"))
     else:
         engine = sa.create_engine(url, pool_pre_ping=True)
     metadata.create_all(engine)
@@ -131,18 +140,32 @@ class TaskStore:
         with self._serializable() as conn:
             return row["id"] if _insert_within(conn, row, limit) else None
 
-    def _serializable(self) -> Any:
-        """A transaction whose reads and writes no concurrent one interleaves (SQLite's is, by BEGIN IMMEDIATE)."""
-        if self.engine.dialect.name == "sqlite":
-            return self.engine.begin()
-        return self.engine.execution_options(isolation_level="SERIALIZABLE").begin()
+    @contextlib.contextmanager
+    def _serializable(self) -> Iterator[Any]:
+        """A transaction whose reads and writes no other such transaction interleaves: SQLite's, by BEGIN IMMEDIATE;
+        PostgreSQL's, by a transaction-level advisory lock (SERIALIZABLE isolation would refuse one of two racing
+        enqueues with a serialization failure to retry); other databases' at SERIALIZABLE."""
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.begin() as conn:
+                conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_WRITE_LOCK})
+                yield conn
+        elif self.engine.dialect.name == "sqlite":
+            with self.engine.begin() as conn:
+                yield conn
+        else:
+            with self.engine.execution_options(isolation_level="SERIALIZABLE").begin() as conn:
+                yield conn
+
+    def _reading(self) -> Any:
+        """A connection for reads only: on SQLite it takes no write lock, so a read never waits behind a writer."""
+        return self.engine.execution_options(**{_READ_ONLY: True}).connect()
 
     def task(self, task_id: str, owner: str | None) -> dict[str, Any] | None:
         """The task's row, or None when it does not exist or belongs to another owner (None: any owner)."""
         query = sa.select(tasks).where(tasks.c.id == task_id)
         if owner is not None:
             query = query.where(tasks.c.owner == owner)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
@@ -150,18 +173,19 @@ class TaskStore:
         columns = [tasks.c.id, tasks.c.status, tasks.c.flow, tasks.c.created, tasks.c.updated, tasks.c.steps_done,
                    tasks.c.error]
         query = sa.select(*columns).where(tasks.c.owner == owner).order_by(tasks.c.created)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def unfinished(self) -> list[dict[str, Any]]:
         query = sa.select(tasks.c.id, tasks.c.status, tasks.c.created).where(tasks.c.status.in_(UNFINISHED))
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
     def update(self, task_id: str, *, log: str | None = None, **values: Any) -> bool:
         """Write ``values`` (and append a log line) if the task is unfinished; False when it is not."""
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(tasks.c.status, tasks.c.log).where(tasks.c.id == task_id)).first()
+            row = conn.execute(sa.select(tasks.c.status, tasks.c.log).where(tasks.c.id == task_id)
+                               .with_for_update()).first()  # PostgreSQL: two appends to the log wait their turn
             if row is None or row.status not in UNFINISHED:
                 return False
             if log:
@@ -181,7 +205,7 @@ class TaskStore:
             raise ValueError(f"[Internal] '{status}' is not a final status")
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(tasks.c.status, tasks.c.step_progress, tasks.c.log)
-                               .where(tasks.c.id == task_id)).first()
+                               .where(tasks.c.id == task_id).with_for_update()).first()
             if row is None or row.status not in UNFINISHED:
                 return False
             closed = "interrupted" if status != "finished" else "done"
@@ -198,13 +222,13 @@ class TaskStore:
         query = sa.select(tasks.c.status, sa.func.count()).group_by(tasks.c.status)
         if owner is not None:
             query = query.where(tasks.c.owner == owner)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return {status: int(n) for status, n in conn.execute(query)}
 
     # -- indices the service made --------------------------------------------------------
 
     def index(self, name: str) -> dict[str, Any] | None:
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(sa.select(indices).where(indices.c.name == name)).mappings().first()
         return dict(row) if row else None
 
@@ -242,7 +266,7 @@ class TaskStore:
             if not names:
                 return {}
             query = query.where(indices.c.name.in_(sorted(names)))
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             return {r["name"]: dict(r) for r in conn.execute(query).mappings()}
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
@@ -290,13 +314,13 @@ class TaskStore:
 
     def chat(self, chat_id: str, owner: str) -> dict[str, Any] | None:
         query = sa.select(chats).where(chats.c.id == chat_id, chats.c.owner == owner)
-        with self.engine.connect() as conn:
+        with self._reading() as conn:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
     def add_messages(self, chat_id: str, messages: list[dict[str, Any]]) -> None:
         with self.engine.begin() as conn:
-            row = conn.execute(sa.select(chats.c.messages).where(chats.c.id == chat_id)).first()
+            row = conn.execute(sa.select(chats.c.messages).where(chats.c.id == chat_id).with_for_update()).first()
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
 
 
@@ -340,10 +364,10 @@ def _insert_within(conn: Any, row: dict[str, Any], limit: int) -> bool:
     """Insert the task ``row`` unless its owner has ``limit`` unfinished tasks; whether it was inserted.
 
     The count and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
-    concurrent enqueues cannot both pass a check that only one of them may pass: SQLite runs it under the
-    write lock that ``BEGIN IMMEDIATE`` takes; other databases run it at SERIALIZABLE isolation."""
+    concurrent enqueues cannot both pass a check that only one of them may pass: it runs in ``_serializable``."""
     active = (sa.select(sa.func.count()).select_from(tasks)
               .where(tasks.c.owner == row["owner"], tasks.c.status.in_(UNFINISHED)).scalar_subquery())
     values = sa.select(*[sa.literal(row[c.name], type_=c.type).label(c.name) for c in tasks.columns]
                        ).where(active < limit)
-    return conn.execute(tasks.insert().from_select([c.name for c in tasks.columns], values)).rowcount == 1
+    inserted = tasks.insert().from_select([c.name for c in tasks.columns], values).returning(tasks.c.id)
+    return conn.execute(inserted).first() is not None  # (psycopg's rowcount of an INSERT ... SELECT is -1)

@@ -101,6 +101,33 @@ def serve_app(ray_session, ce_path, colbert_path, sample_index, task_store_url):
         serve.shutdown()
 
 
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory):
+    """A real PostgreSQL server for the session (pgserver's packaged binaries, on a Unix socket only, stopped at the
+    end), as the cluster configs' task store; skipped with the reason where it cannot run."""
+    try:
+        import pgserver
+        import psycopg  # noqa: F401  (the driver the cluster configs name: postgresql+psycopg://)
+    except ImportError as err:
+        pytest.skip(f"no PostgreSQL for the task store tests ({err}): pip install -e '.[test]'")
+    try:
+        server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    except Exception as err:  # noqa: BLE001  (initdb or pg_ctl failing on this machine)
+        pytest.skip(f"PostgreSQL does not start here: {err}")
+    yield server
+    server.cleanup()
+
+
+@pytest.fixture
+def postgres_database(postgres_server) -> str:
+    """A SQLAlchemy URL of a new, empty database on the session's PostgreSQL server."""
+    import uuid
+
+    name = f"tessera_{uuid.uuid4().hex[:12]}"
+    postgres_server.psql(f"CREATE DATABASE {name};")
+    return postgres_server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
 @pytest.fixture
 def make_service(tmp_path, monkeypatch):
     """A ``Service`` without Ray or HTTP, for what ``prepare`` and the stores decide: ``$TESSERA_HOME`` under

@@ -1,14 +1,24 @@
-"""The task store on real SQLite files: state only moves forward, owners never see each other's rows, and two
-processes' writes interleave without losing one."""
+"""The task store on real SQLite files and a real PostgreSQL server (the cluster configs' store): state only moves
+forward, owners never see each other's rows, two processes' writes interleave without losing one, and racing
+enqueues and uploads admit exactly what they may."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
+import pytest
 import sqlalchemy as sa
 
 from serve.taskstore import TaskStore
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A new, empty store: a SQLite file, or a database of its own on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return request.getfixturevalue("postgres_database")
 
 
 def new_task(store: TaskStore, owner: str = "alice", steps=("a", "b", "c")) -> str:
@@ -21,8 +31,8 @@ def test_sqlite_runs_in_wal_mode(tmp_path):
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
 
 
-def test_a_final_task_refuses_every_later_write(tmp_path):
-    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+def test_a_final_task_refuses_every_later_write(store_url):
+    store = TaskStore(store_url)
     task_id = new_task(store)
     progress = {"a": {"status": "done", "rows_in": 1, "rows_out": 2, "seconds": 0.1},
                 "b": {"status": "running", "rows_in": 0, "rows_out": 0, "seconds": 0.0},
@@ -40,16 +50,16 @@ def test_a_final_task_refuses_every_later_write(tmp_path):
     assert after["steps_done"] == 1 and after["log"][-1] == "cancelled by the client"
 
 
-def test_a_finished_task_has_every_step_done(tmp_path):
-    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+def test_a_finished_task_has_every_step_done(store_url):
+    store = TaskStore(store_url)
     task_id = new_task(store)
     assert store.finish(task_id, "finished", result={"data": [{"docno": "d1"}]})
     task = store.task(task_id, "alice")
     assert task["steps_done"] == 3 and {i["status"] for i in task["step_progress"].values()} == {"done"}
 
 
-def test_owners_see_only_their_own_tasks_and_chats(tmp_path):
-    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+def test_owners_see_only_their_own_tasks_and_chats(store_url):
+    store = TaskStore(store_url)
     mine, theirs = new_task(store, "alice"), new_task(store, "bob")
     assert store.task(mine, "alice") is not None and store.task(mine, "bob") is None
     assert [t["id"] for t in store.list_tasks("bob")] == [theirs]
@@ -67,8 +77,8 @@ for i in range(40):
 """
 
 
-def test_two_processes_append_without_losing_a_line(tmp_path):
-    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+def test_two_processes_append_without_losing_a_line(store_url):
+    url = store_url
     store = TaskStore(url)
     task_id = new_task(store)
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, task_id]) for _ in range(2)]
@@ -82,12 +92,12 @@ def test_any_sqlalchemy_url_works(tmp_path):
     assert set(sa.inspect(store.engine).get_table_names()) >= {"tasks", "chats"}
 
 
-def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(tmp_path):
-    """Sixteen threads, each with its own engine on one SQLite file (as replicas are), enqueue at once for one
+def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(store_url):
+    """Sixteen threads, each with its own engine on one store (as replicas are), enqueue at once for one
     key with a limit of 3: exactly 3 tasks exist afterwards, and another key is not counted against it."""
     import threading
 
-    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    url = store_url
     TaskStore(url)  # the schema, before the threads race
     new_task(TaskStore(url), "bob")
     start, got = threading.Barrier(16), []
@@ -112,13 +122,13 @@ def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(tmp_path):
     assert store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3) is not None
 
 
-def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(tmp_path):
+def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(store_url):
     """Eight threads (four keys, two each), each with its own engine, upload into one new index at once: exactly
     one ingestion is queued, its key owns the index, the others learn why they were refused; after it ends the
     owner may upload again and delete the record, the others never."""
     import threading
 
-    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    url = store_url
     TaskStore(url)
     start, got = threading.Barrier(8), []
 
@@ -151,8 +161,8 @@ def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(tmp_
     assert store.index("shared") is None and store.indices_made() == {}
 
 
-def test_the_rows_of_the_named_indices_only(tmp_path):
-    store = TaskStore(f"sqlite:///{tmp_path / 'tasks.db'}")
+def test_the_rows_of_the_named_indices_only(store_url):
+    store = TaskStore(store_url)
     for owner, name in (("alice", "news"), ("bob", "notes"), ("bob", "papers")):
         task_id, why = store.create_ingest_task(owner, name, "ingest", {"documents": 1}, ["a"], limit=5)
         assert why == "ok"
@@ -162,3 +172,38 @@ def test_the_rows_of_the_named_indices_only(tmp_path):
     assert set(named) == {"news", "papers"} and named["news"]["owner"] == "alice" and named["papers"]["owner"] == "bob"
     assert named["news"] == store.index("news")
     assert store.indices_made(set()) == {}
+
+
+def test_a_read_does_not_wait_behind_a_writer(tmp_path):
+    """SQLite: while another process holds the write lock, reading a task answers at once (from the snapshot
+    before that write), where a write waits for the lock."""
+    import sqlite3
+    import threading
+
+    url = f"sqlite:///{tmp_path / 'tasks.db'}"
+    store = TaskStore(url)
+    task_id = new_task(store)
+    writer = sqlite3.connect(tmp_path / "tasks.db", isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")
+    writer.execute("UPDATE tasks SET flow = 'changed'")
+    read: list = []
+    reader = threading.Thread(target=lambda: read.append(store.task(task_id, "alice")))
+    reader.start()
+    reader.join(20)  # a read that took the write lock would wait the 30 s busy timeout
+    writer.execute("COMMIT")
+    assert read and read[0]["flow"] == "flow"
+    assert store.task(task_id, "alice")["flow"] == "changed"
+
+
+def test_an_older_store_gets_the_columns_added_since(store_url):
+    """A store made before ``indices.shared`` existed gets the column, its rows private, on PostgreSQL as on
+    SQLite (the DDL compiled for the database's dialect)."""
+    engine = sa.create_engine(store_url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE indices (name VARCHAR(200) PRIMARY KEY, owner VARCHAR(64) NOT NULL, "
+                             "spec VARCHAR(200) NOT NULL, created FLOAT NOT NULL, ingest_task VARCHAR(32))")
+        conn.exec_driver_sql("INSERT INTO indices VALUES ('old', 'alice', 'ingest', 1.0, NULL)")
+    engine.dispose()
+    store = TaskStore(store_url)
+    assert store.index("old")["shared"] is False
+    assert store.share_index("old", "alice", True) and store.index("old")["shared"] is True
