@@ -77,7 +77,15 @@ def tessera_home(tmp_path_factory):
 
 
 @pytest.fixture(scope="package")
-def task_store_url(tessera_home) -> str:
+def task_store_url(tessera_home, request) -> str:
+    """The Serve app's task store: SQLite in the package's home; a database on the session's PostgreSQL server when
+    ``TESSERA_TEST_TASK_STORE=postgresql`` (the cluster configs' store, for a run of the service tests on it)."""
+    import os
+
+    if os.environ.get("TESSERA_TEST_TASK_STORE") == "postgresql":
+        server = request.getfixturevalue("postgres_server")
+        server.psql("CREATE DATABASE tessera_serve_tests;")
+        return server.get_uri("tessera_serve_tests").replace("postgresql://", "postgresql+psycopg://", 1)
     return f"sqlite:///{tessera_home / 'tasks.db'}"
 
 
