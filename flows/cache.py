@@ -106,6 +106,8 @@ def step_explain(op: Operator) -> dict[str, Any]:
         "identity": op.cache_identity(),
         "scope": op.scope,
         "reads": op.reads() if op.scope == "row" else None,
+        # a row-scope unit stores only the columns its step writes: what it declares is part of what it stores
+        "writes": sorted(op.produces()) if op.scope == "row" else None,
     }
 
 

@@ -34,6 +34,7 @@ class RelevanceMarker(RowwiseLLMStep):
     """
 
     name = "analyze.relevance_marking"
+    version = "2"  # an empty marked span and a text holding ** already are refused
     aliases = ("RelevanceMarkingStep",)
     scope = "query"
 

@@ -48,7 +48,7 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "2"  # a short answer no document holds verbatim gets its sources by word overlap
+    version = "3"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "

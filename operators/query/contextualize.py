@@ -68,6 +68,7 @@ class QueryContextualizer(LLMStep):
     """
 
     name = "query.contextualize"
+    version = "2"  # the standalone query is stored with the row (version 1's cache entries lack it)
     aliases = ("contextualize", "condense_question", "QueryContextualizer")
     scope = "row"
     Params: ClassVar[type[ContextualizeParams]] = ContextualizeParams

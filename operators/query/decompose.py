@@ -26,6 +26,7 @@ class QueryDecomposer(QueryRewriter):
     """
 
     name = "query.decompose"
+    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
     aliases = ("decompose", "QueryDecomposer")
     Params: ClassVar[type[RewriteParams]] = RewriteParams
     system_prompt = "You split questions into simpler questions. Reply with one question per line and nothing else."

@@ -47,6 +47,7 @@ class QueryExpander(QueryRewriter):
     """
 
     name = "query.expand"
+    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
     aliases = ("query_expansion", "QueryExpander")
     Params: ClassVar[type[ExpandParams]] = ExpandParams
     system_prompt = "You write web search queries. Reply with one query per line and nothing else."

@@ -36,6 +36,7 @@ class KeywordExtractor(QueryRewriter):
     """
 
     name = "query.keywords"
+    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
     aliases = ("keywords", "KeywordExtractor")
     Params: ClassVar[type[KeywordParams]] = KeywordParams
     system_prompt = "You pick search keywords. Reply with the keywords separated by commas and nothing else."

@@ -121,6 +121,28 @@ def test_keys_ignore_schema_metadata_but_not_values_or_params():
     assert table_unit_key(changed, key) != table_unit_key(table, key)
 
 
+def test_a_row_step_that_comes_to_write_another_column_misses_its_old_entries(tmp_path):
+    """A row unit stores only the columns its step writes: when a step declares one more (as the query rewriters
+    did when they came to store their qid and query), entries stored without it are not replayed."""
+    from operators.analyze.word_count import WordCounter as WordCount
+
+    class WordCountAndMore(WordCount):
+        name = "analyze.word_count"  # the same operator, version and params: only what it writes changed
+
+        def produces(self) -> dict[str, str]:
+            return {**super().produces(), "more": "data"}
+
+        def transform(self, table: pa.Table) -> pa.Table:
+            out = super().transform(table)
+            return out.append_column("more", pa.array(["x"] * out.num_rows))
+
+    cache, table = StepCache(tmp_path / "cache"), sample_results(1, 3)
+    assert step_key(WordCountAndMore()) != step_key(create("analyze.word_count"))
+    StepRunner(create("analyze.word_count"), cache).run(table)
+    out, stats = StepRunner(WordCountAndMore(), cache).run(table)
+    assert stats.hits == 0 and out.column("more").to_pylist() == ["x", "x", "x"]
+
+
 def test_cache_persists_across_instances(tmp_path):
     results = sample_results(2, 5)
     LocalExecutor(cache=StepCache(tmp_path / "c")).run(spec(), results)
