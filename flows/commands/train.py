@@ -36,8 +36,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=positive_int, metavar="N", help="train every model N epochs in one "
                         "schedule (default: the recipe's epochs and follow-up, if any)")
     parser.add_argument("--max-examples", type=positive_int, metavar="N",
-                        help="a quick run: mine the first N judged queries of each dataset only and train on at "
-                             "most N examples, the judged ones first (pseudo-queries fill what is left, if any)")
+                        help="a smoke test (with --epochs 1: its reranker can rank worse than none): mine the "
+                             "first N judged queries of each dataset only and train on at most N examples, the "
+                             "judged ones first (pseudo-queries fill what is left, if any)")
     parser.add_argument("--max-steps", type=positive_int, metavar="N", help="stop each model's schedule after N steps "
                         "(a recipe's follow-up, if any, runs up to N more)")
     parser.add_argument("--seed", type=int, help="seed of mining and training (default: the recipe's)")
@@ -47,13 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert, "
                         "PREFIX-static (default tessera)")
     parser.add_argument("--force", action="store_true", help="retrain even when a checkpoint with the same "
-                        "training config exists")
+                        "training config exists, and replace a folder at a checkpoint's path that holds no "
+                        "training.json (refused otherwise)")
     parser.add_argument("--allow-eval-split", action="store_true",
                         help="allow --split test/dev, for training sets whose only qrels file is test.tsv "
                         "(hotpotqa_train100_hipporag, musique_train100_hipporag); never for evaluation sets")
     parser.add_argument("--index-dir", metavar="DIR",
                         help="where mining's indices live (default $TESSERA_HOME/indices/auto, shared with bench)")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--quiet", action="store_true", help="no progress output (warnings are still shown)")
 
 
 def handle(args: argparse.Namespace) -> int:
@@ -68,29 +70,35 @@ def handle(args: argparse.Namespace) -> int:
                            max_steps=args.max_steps, seed=args.seed, output=args.output, name_prefix=args.name_prefix,
                            force=args.force, allow_eval_split=args.allow_eval_split, index_dir=args.index_dir,
                            progress=not args.quiet)
-    log = (lambda message: None) if args.quiet else (lambda message: print(message, file=sys.stderr, flush=True))
+    def log(message: str) -> None:  # --quiet keeps the warnings
+        if not args.quiet or message.startswith("warning:"):
+            print(message, file=sys.stderr, flush=True)
+
     report = train(options, log=log)
     _print_summary(report)
     return 0
 
 
 def _print_summary(report) -> None:
+    """One row per model with what that model trained on (kinds read different examples and negatives)."""
     from rich.table import Table
 
     from flows.commands._support import console, escape
+    from flows.train.examples import describe
 
     if report.mining:
         sets = report.mining.get("datasets") or [report.mining]
         where = " + ".join(f"{Path(s['dataset']).name} {s['split']}" for s in sets)
-        title = f"trained on {report.mining['examples']} examples from {report.mining['queries']} queries ({where})"
+        title = f"mined {report.mining['examples']} examples from {report.mining['queries']} queries ({where})"
     else:
         title = "distilled from the base model alone (no dataset)"
     table = Table(title=title, title_justify="left")
-    for column in ("model", "kind", "path", "status"):
+    for column in ("model", "kind", "trained on", "path", "status"):
         table.add_column(column)
     for m in report.models:
         status = "reused" if m.reused else f"made in {m.seconds:.0f} s"
-        table.add_row(escape(m.name), m.kind, escape(str(m.path)), status)
+        trained_on = describe(m.record["counts"]) if "counts" in m.record else "its base alone"
+        table.add_row(escape(m.name), m.kind, trained_on, escape(str(m.path)), status)
     console().print(table)
 
 

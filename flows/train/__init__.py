@@ -6,7 +6,8 @@
     python -m flows.train ...   # the same, as a job entry point (ray job submit)
 
 Modules, one concern each: ``mining`` (hard negatives from Tessera's own retrieval
-over the training queries), ``cross_encoder`` / ``bi_encoder`` (the trainers;
+over the training queries; ``corpus`` checks and reads the corpus file), ``examples``
+(what each kind trains on, and its counts), ``cross_encoder`` / ``bi_encoder`` (the trainers;
 ``colbert`` is ColBERT's), ``checkpoints`` (where models go, ``training.json``,
 reuse, atomic writes), ``recipe`` (the recipe spec and ``train(options)``), ``cli``.
 """

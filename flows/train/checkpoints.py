@@ -76,6 +76,29 @@ def versions() -> dict[str, str]:
             "sentence_transformers": sentence_transformers.__version__}
 
 
+def check_destination(output: Path, folders: list[Path], *, force: bool) -> None:
+    """Fail before any work (mining takes minutes) when the checkpoints cannot go where they would: ``output`` is a
+    file (or under one), or a checkpoint folder holds something that is not a checkpoint (no ``training.json``:
+    a folder of the user's, which replacing it would delete) and ``force`` is not given."""
+    from flows.train.errors import TrainError
+
+    for parent in (output, *output.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                where = "" if parent == output else f" (under {parent}, a file)"
+                raise TrainError(f"--output {output} is not a folder{where}: give a folder for the checkpoints "
+                                 "(made if missing)", field="output")
+            break
+    for folder in folders:
+        if folder.exists() and not folder.is_dir():
+            raise TrainError(f"{folder} is a file, not a model folder: move it, or train into another --output or "
+                             "--name-prefix", field="output")
+        if folder.is_dir() and not (folder / TRAINING_FILE).is_file() and not force:
+            raise TrainError(f"{folder} exists but is not a checkpoint of tessera train (no {TRAINING_FILE}): "
+                             "training would replace it and delete what it holds; move it, pick another --output or "
+                             "--name-prefix, or pass --force to replace it", field="output")
+
+
 def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
     """Call ``save(tmp)``, write ``training.json`` (``record`` plus the trainer's stats under ``training``, the
     seconds and the versions), then put ``tmp`` in place of ``folder`` (atomic rename); returns the record."""
@@ -86,7 +109,8 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
     try:
         started = time.perf_counter()
         stats = save(tmp)
-        record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3), "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
+        record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3),
+                  "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
         (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
         fsync_tree(tmp)
         replace_folder(tmp, folder)

@@ -27,7 +27,7 @@ happens to be called ``test.tsv`` (the HotpotQA and MuSiQue ``train100`` sets).
 from __future__ import annotations
 
 import hashlib
-import json
+import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -36,12 +36,16 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from flows.train.corpus import check_corpus, corpus_texts
 from flows.train.errors import TrainError
 
 if TYPE_CHECKING:
     from flows.train.synthetic import SyntheticParams
 
 EVALUATION_SPLITS = frozenset({"test", "dev", "validation", "val"})
+#: The counts of each labelled set that the mining record sums over the sets.
+_SUMMED = ("judged_positives", "positives_missing_from_corpus", "positives_without_negatives",
+           "queries_with_fewer_negatives", "qrels_queries_not_in_queries")
 
 
 class MiningParams(BaseModel):
@@ -126,6 +130,9 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     sets = [load_training_split(dataset, split, limit=max_queries, allow_eval_split=allow_eval_split)]
     sets += [load_training_split(m.dataset, m.split, limit=max_queries, allow_eval_split=m.allow_eval_split,
                                  where=where) for m, where in more]
+    _check_corpora([(data.corpus, f"{where}.dataset" if where else "dataset")
+                    for data, where in zip(sets, ["", *(where for _, where in more)])]
+                   + [(path, f"training.synthetic.corpora.{n}.corpus") for n, (_, path) in enumerate(others)], log)
     unindexed = flow if isinstance(flow, FlowSpec) else FlowSpec.load(flow)
     root = Path(index_dir).expanduser() if index_dir else indices.default_root()
 
@@ -137,19 +144,18 @@ def mine(dataset: str | Path, flow: Any, *, split: str = "train", params: Mining
     spec = indexed[0][0]
     pseudo, by_corpus = _mine_synthetic(sets[0].corpus, spec, synthetic, others, on_index, params, log)
     examples += pseudo
+    summed = {name: sum(s[name] for s in labelled) for name in _SUMMED}
     if not examples:
         where = ", ".join(f"{data.root} ({data.split})" for data in sets)
-        raise TrainError(f"mining found no example in {where}: no judged query has both a relevant document in the "
-                         "corpus and a retrieved non-relevant one", field="dataset")
-    stats = {**labelled[0], "queries": sum(s["queries"] for s in labelled), "examples": len(examples),
-             "positives_missing_from_corpus": sum(s["positives_missing_from_corpus"] for s in labelled),
-             "queries_with_fewer_negatives": sum(s["queries_with_fewer_negatives"] for s in labelled),
+        raise TrainError(f"mining found no example in {where}: {no_judged_reason(summed, split)}", field="dataset")
+    stats = {**labelled[0], "queries": sum(s["queries"] for s in labelled), "examples": len(examples), **summed,
              "pseudo_queries": len(pseudo), "pseudo_queries_by_corpus": by_corpus,
              "synthetic": synthetic.model_dump() if synthetic is not None else None,
              "flow": spec.name, "params": params.model_dump(), "seconds": round(time.perf_counter() - started, 3)}
     if more:
         stats["datasets"] = labelled
-    log(f"mined {len(examples)} examples from {stats['queries']} queries in {stats['seconds']:.1f} s")
+    log(f"mined {len(examples)} examples ({len(examples) - len(pseudo)} judged, {len(pseudo)} from pseudo-queries) "
+        f"from {stats['queries']} queries in {stats['seconds']:.1f} s")
     return Mined(examples=examples, stats=stats)
 
 
@@ -162,8 +168,10 @@ def _mine_labelled(sets: list[Any], indexed: list[tuple[Any, Any]], params: Mini
         log(f"mining {data.name} ({data.split}): {len(data.qids)} queries, {data.qrels.num_rows} judgements, "
             f"flow '{on_index.name}'")
         judged, counts = _mine_judged(data, on_index, params)
+        counts["qrels_queries_not_in_queries"] = data.missing
+        _warn_unmatched(data, counts, log)
         examples += judged
-        labelled.append({"dataset": str(data.root), "split": data.split, "queries": len(data.qids),
+        labelled.append({"dataset": os.path.abspath(data.root), "split": data.split, "queries": len(data.qids),
                          "examples": len(judged), **counts, "index": plan.key if plan else None,
                          "corpus_sha256": data.corpus_sha256(), "queries_sha256": data.queries_fingerprint(),
                          "qrels_sha256": data.qrels_fingerprint()})
@@ -179,14 +187,53 @@ def _mine_synthetic(corpus: Path, spec: Any, synthetic: SyntheticParams | None, 
 
     own = synthetic is not None and synthetic.queries > 0
     pseudo = _mine_pseudo(corpus, spec, synthetic, params) if own else []
-    by_corpus = {str(corpus): len(pseudo)} if own else {}
+    by_corpus = {os.path.abspath(corpus): len(pseudo)} if own else {}
     for other, other_corpus in others:
         other_spec, _ = on_index(other_corpus, file_sha256(other_corpus))
         drawn = _mine_pseudo(other_corpus, other_spec, synthetic.for_corpus(other), params)
         log(f"drew {len(drawn)} pseudo-queries from {other_corpus}")
-        by_corpus[str(other_corpus)] = by_corpus.get(str(other_corpus), 0) + len(drawn)
+        key = os.path.abspath(other_corpus)
+        by_corpus[key] = by_corpus.get(key, 0) + len(drawn)
         pseudo += drawn
     return pseudo, by_corpus
+
+
+def no_judged_reason(counts: dict[str, Any], split: str) -> str:
+    """Why no judged example came out of mining, in words, from the summed counts of the sets."""
+    judged, missing = counts.get("judged_positives", 0), counts.get("positives_missing_from_corpus", 0)
+    if not judged:
+        return f"no qrel of the {split} split has a relevance above 0"
+    if missing == judged:
+        return f"every {split} qrel names a document the corpus lacks ({missing} of {judged})"
+    return (f"no judged query has both a relevant document in the corpus and a retrieved non-relevant one "
+            f"({missing} of {judged} {split} qrels name a document the corpus lacks; the other "
+            f"{judged - missing} retrieved no negative)")
+
+
+def _check_corpora(corpora: list[tuple[Path, str]], log: Callable[[str], None]) -> None:
+    """Every corpus read (``(path, field)``) is JSONL with documents, before any index is built; a repeated id
+    is a warning (the first copy is used, as ingestion does)."""
+    for corpus, where in corpora:
+        repeated = check_corpus(corpus, field=where)
+        if repeated:
+            log(f"warning: {corpus} repeats {repeated} document id(s): mining reads the first copy of each, as "
+                "ingestion does; give each document its own id")
+
+
+def _warn_unmatched(data: Any, counts: dict[str, Any], log: Callable[[str], None]) -> None:
+    """Judgements that cannot become examples are warned about, not only counted in training.json: ids that
+    differ between the files (``7`` against ``007``, a prefix) are the usual cause."""
+    qrels = data.root / "qrels" / f"{data.split}.tsv"
+    if counts["positives_missing_from_corpus"]:
+        shown = ", ".join(repr(d) for d in counts["missing_examples"])
+        log(f"warning: {counts['positives_missing_from_corpus']} of {counts['judged_positives']} relevant "
+            f"judgements in {qrels} name a document that is not in {data.corpus} (such as {shown}): they give no "
+            "example; check that the qrels' corpus-id column uses the corpus's _id values (the same string: "
+            "not 7 for '007', no prefix)")
+    if data.missing:
+        log(f"warning: {data.missing} query id(s) judged in {qrels} are not in {data.root / 'queries.jsonl'}: "
+            "their judgements are not used; check that the qrels' query-id column uses the queries' _id values "
+            "(the same string: not 7 for '007', no prefix)")
 
 
 def _check_distinct(dataset: str | Path, split: str, more: Sequence[tuple[LabelledSet, str]]) -> None:
@@ -208,21 +255,24 @@ def _mine_judged(data: Any, spec: Any, params: MiningParams) -> tuple[list[dict[
         if relevance > 0:
             positives.setdefault(qid, []).append(docno)
     wanted = {d for docs in positives.values() for d in docs} | {d for docs in ranked.values() for d in docs}
-    texts = _corpus_texts(data.corpus, wanted)
-    examples, missing, short = [], 0, 0
+    texts = corpus_texts(data.corpus, wanted)
+    examples, missing, short, unmatched = [], [], 0, 0
     for qid, query in zip(data.qids, data.queries.column("query").to_pylist()):
         negatives = _negatives(qid, ranked, set(positives.get(qid, ())), texts, params)
         if len(negatives) < params.negatives:
             short += 1
         for docno in positives.get(qid, []):
             if docno not in texts:
-                missing += 1
+                missing.append(docno)
                 continue
             if not negatives:
+                unmatched += 1
                 continue
             examples.append({"qid": qid, "query": query, "positive_id": docno, "positive": texts[docno],
                              "negative_ids": negatives, "negatives": [texts[d] for d in negatives]})
-    return examples, {"positives_missing_from_corpus": missing, "queries_with_fewer_negatives": short}
+    counts = {"judged_positives": sum(map(len, positives.values())), "positives_missing_from_corpus": len(missing),
+              "positives_without_negatives": unmatched, "queries_with_fewer_negatives": short}
+    return examples, {**counts, "missing_examples": sorted(set(missing))[:3]}
 
 
 def _on_index(spec: Any, corpus: Path, corpus_sha256: str, root: Path, *, log: Callable[[str], None],
@@ -264,7 +314,7 @@ def _mine_pseudo(corpus: Path, spec: Any, synthetic: SyntheticParams, params: Mi
     if not pseudo:
         return []
     ranked = _retrieve(spec, pa.table({"qid": [p.qid for p in pseudo], "query": [p.query for p in pseudo]}))
-    texts = _corpus_texts(corpus, {d for docs in ranked.values() for d in docs})
+    texts = corpus_texts(corpus, {d for docs in ranked.values() for d in docs})
     examples = []
     for p in pseudo:
         negatives = _negatives(p.qid, ranked, {p.docno}, texts, params)
@@ -296,17 +346,3 @@ def _retrieve(spec: Any, queries: Any) -> dict[str, list[str]]:
             ranked.setdefault(str(qid), {})[str(doc)] = None
     return {qid: list(docs) for qid, docs in ranked.items()}
 
-
-def _corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
-    from operators.tables import document_text
-
-    texts: dict[str, str] = {}
-    with open(corpus, encoding="utf-8") as f:
-        for line in f:
-            if not line.strip():
-                continue
-            doc = json.loads(line)
-            doc_id = str(doc.get("_id", doc.get("id", "")))
-            if doc_id in wanted:
-                texts[doc_id] = document_text(doc.get("text"), doc.get("title"))
-    return texts

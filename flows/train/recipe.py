@@ -8,7 +8,8 @@ split, the mining choices and each model's hyperparameters. ``train(options)`` m
 then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
 ``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
 ``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
-``training.json`` records the same config key is reused; ``force`` retrains. A recipe's
+``training.json`` records the same config key is reused; ``force`` retrains (and replaces a folder there
+that is no checkpoint, refused otherwise, before any mining: ``checkpoints.check_destination``). A recipe's
 ``training.makes`` says which models it is run for and how (``train_command``), so a flow
 that needs one of them can say which command makes it. The ``static`` kind is distilled from
 its base alone (``flows.train.static``): a run of only that kind needs no dataset and mines nothing.
@@ -27,6 +28,7 @@ from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
+from flows.train.examples import check_judged, counts, own_examples
 from flows.train.mining import LabelledSet, MiningParams
 from flows.train.static import StaticParams
 from flows.train.synthetic import ModelKind, SyntheticParams
@@ -274,9 +276,14 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     if needs_data and options.dataset is None:
         raise TrainError(f"training {', '.join(needs_data)} needs --dataset: a BEIR folder with a training split",
                          field="dataset")
+    output = Path(options.output).expanduser() if options.output else models_dir()
+    checkpoints.check_destination(output, [output / model_name(options.name_prefix, kind) for kind in kinds],
+                                  force=options.force)
     mined = _mine(options, flow, training, split, mining, log) if needs_data else None
     examples = (mined.examples[:options.max_examples] if options.max_examples else mined.examples) if mined else []
-    output = Path(options.output).expanduser() if options.output else models_dir()
+    own = {kind: own_examples(kind, examples, training.synthetic.kinds) for kind in needs_data}
+    if mined:
+        check_judged(own, mined.stats, log)  # every kind, before the first one trains
     results = []
     for kind in kinds:
         params = _with_own_base(kind, training.params(kind), output, options.name_prefix)
@@ -286,8 +293,8 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
             continue
         if options.epochs is not None:
             params = _one_schedule(params, options.epochs)
-        own = [e for e in examples if not e.get("synthetic") or kind in training.synthetic.kinds]
-        results.append(_train_one(kind, params, own, mined.stats, folder, seed=mining.seed, options=options, log=log))
+        results.append(_train_one(kind, params, own[kind], mined.stats, folder, seed=mining.seed, options=options,
+                                  log=log))
     return TrainReport(models=results, mining=mined.stats if mined else {}, seconds=time.perf_counter() - started)
 
 
@@ -338,9 +345,7 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
 
     record = checkpoints.write_checkpoint(folder, save, {
         "kind": kind, "name": folder.name, "config_key": key, "key_inputs": key_inputs,
-        "dataset": mining["dataset"], "split": mining["split"],
-        "counts": {"examples": len(examples), "queries": mining["queries"],
-                   "negatives_per_example": mining["params"]["negatives"]},
+        "dataset": mining["dataset"], "split": mining["split"], "counts": counts(kind, params, examples, mining),
         "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,
         "max_steps": options.max_steps})
     log(f"{kind}: trained in {record['seconds']:.0f} s -> {folder}")

@@ -26,6 +26,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from flows.train.corpus import doc_id
+
 # a sentence ends at . ! or ? followed by space and a capital letter or digit: good enough for abstracts and
 # encyclopaedia text, where a missed split only makes a pseudo-query longer (and then it is skipped)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9])")
@@ -101,12 +103,16 @@ def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQu
 
     if params.queries == 0:
         return []
-    docs = []
+    docs, seen = [], set()
     with open(corpus, encoding="utf-8") as f:
         for line in f:
             if line.strip():
                 doc = json.loads(line)
-                docs.append((str(doc.get("_id", doc.get("id", ""))), doc.get("title") or "", doc.get("text") or ""))
+                docno = doc_id(doc) or ""
+                if docno and docno in seen:
+                    continue  # a repeated id: its first copy is the document, as in ingestion (flows.train.corpus)
+                seen.add(docno)
+                docs.append((docno, doc.get("title") or "", doc.get("text") or ""))
     rng = random.Random(params.seed)
     rng.shuffle(docs)
     out: list[PseudoQuery] = []

@@ -1,22 +1,57 @@
 """Load sentence-transformers ``CrossEncoder`` checkpoints offline, shared per process.
 
 Any CrossEncoder folder works (a checkpoint trained by ``tessera train``, one a user
-copied here); the reference is resolved like every model reference
-(``operators.models.references``). Pairs longer than ``max_length`` tokens are
-truncated by the tokenizer, so an overlong document never fails a step.
+copied here, a plain Hugging Face ``*ForSequenceClassification`` checkpoint, a
+``*ForCausalLM`` reranker that sentence-transformers scores by its yes/no logits); the
+reference is resolved like every model reference (``operators.models.references``).
+A folder of another kind (a bi-encoder, plain BERT weights) is refused: sentence-transformers
+would load it with a randomly initialised scoring head and rerank by noise, without a word.
+Pairs longer than ``max_length`` tokens are truncated by the tokenizer, so an overlong
+document never fails a step.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+from pathlib import Path
 
 from operators.interrupt import install
 from operators.models.precision import with_precision
-from operators.models.references import resolve_model_path
+from operators.models.references import ModelNotFoundError, resolve_model_path
 from operators.models.repository import models
 
 log = logging.getLogger(__name__)
+#: The architectures (config.json) whose heads sentence-transformers' CrossEncoder loads trained.
+SCORING_HEADS = ("ForSequenceClassification", "ForCausalLM")
+
+
+class NotACrossEncoderError(ModelNotFoundError):
+    """A model folder that is there but holds no cross-encoder: the cross-encoder asked for is not on this machine."""
+
+
+def check_cross_encoder(path: Path) -> None:
+    """Raise ``NotACrossEncoderError`` unless ``path``'s config names an architecture with a scoring head."""
+    try:
+        config = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        raise NotACrossEncoderError(f"not a cross-encoder: {path} has no readable config.json ({err}); point the "
+                                    "reference at a cross-encoder checkpoint folder") from None
+    architectures = config.get("architectures") if isinstance(config, dict) else None
+    if not architectures:  # an old or hand-written config: the weights tell
+        if _has_head_weights(path) is False:
+            raise NotACrossEncoderError(
+                f"not a cross-encoder: {path} has no sequence-classification head (its config names no "
+                "architecture and its weights hold no classifier); point the reference at a cross-encoder "
+                "checkpoint, or train one with tessera train --model cross-encoder")
+        return
+    if not any(str(name).endswith(SCORING_HEADS) for name in architectures):
+        raise NotACrossEncoderError(
+            f"not a cross-encoder: {path} has no sequence-classification head (its config's architectures are "
+            f"{', '.join(map(str, architectures))}: a bi-encoder or plain encoder, whose scoring head would be "
+            "random); point the reference at a cross-encoder checkpoint, or train one with "
+            "tessera train --model cross-encoder")
 
 
 def load_cross_encoder(reference: str, *, device: str | None = None, max_length: int | None = None,
@@ -31,6 +66,7 @@ def load_cross_encoder(reference: str, *, device: str | None = None, max_length:
     cost the SciFact cross-encoder quality (docs/results.md).
     """
     path = resolve_model_path(reference)
+    check_cross_encoder(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -53,3 +89,18 @@ def load_cross_encoder(reference: str, *, device: str | None = None, max_length:
     return models.get_or_create("cross_encoder",
                                 {"path": str(path), "device": device, "max_length": max_length, "dtype": dtype},
                                 build)
+
+
+def _has_head_weights(path: Path) -> bool | None:
+    """Whether the safetensors weights hold a scoring head (a ``classifier`` or ``score`` tensor); None when there
+    are no safetensors files to read (their tensor names are read, not the tensors)."""
+    from safetensors import safe_open
+
+    files = sorted(path.glob("*.safetensors"))
+    if not files:
+        return None
+    for file in files:
+        with safe_open(str(file), framework="numpy") as weights:
+            if any({"classifier", "score"} & set(name.split(".")) for name in weights.keys()):
+                return True
+    return False

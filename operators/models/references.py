@@ -85,12 +85,45 @@ def resolve_model_path(reference: str) -> Path:
     cached = _hugging_face_cache(reference)
     if cached is not None:
         return cached
+    raise _not_found(reference, path)
+
+
+def _looks_like_path(reference: str) -> bool:
+    """A reference written as a path (``./m``, ``/data/m``, ``~/m``, ``a/b/c``, ``C:\\m``), not a name or hub id."""
+    return (reference.startswith((".", "/", "~")) or reference.count("/") > 1 or reference.endswith("/")
+            or "\\" in reference or os.path.isabs(reference))
+
+
+def _not_found(reference: str, path: Path) -> ModelNotFoundError:
+    """What a reference found nowhere says: for a path, that it does not exist; for a name, what the model
+    directory holds (a misspelt trained model's name is then in the message)."""
+    download = "nothing is downloaded at run time: put the model files in a local folder and pass its path"
+    if path.exists():
+        return ModelNotFoundError(f"model path {path.absolute()} is a file, not a model folder: give the folder "
+                                  "that holds config.json or modules.json")
+    if _looks_like_path(reference):
+        where = "" if path.is_absolute() else f" (from the working directory {Path.cwd()})"
+        return ModelNotFoundError(f"model path {path.absolute()} does not exist{where}; {download}")
     known = ", ".join(sorted([*PACKAGED, *SPLIT_PACKAGED]))
-    raise ModelNotFoundError(
+    if "/" in reference:
+        return ModelNotFoundError(
+            f"model '{reference}' is neither a folder ({path.absolute()} does not exist) nor a Hugging Face id in "
+            f"the local cache; {download}")
+    return ModelNotFoundError(
         f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into "
-        f"{models_dir()} (tessera train) or a Hugging Face id in the local cache; nothing is downloaded "
-        "at run time: put the model files in a local folder and pass its path"
-    )
+        f"{models_dir()} ({_trained_names()}; tessera train) or a Hugging Face id in the local cache; {download}")
+
+
+def _trained_names(shown: int = 20) -> str:
+    """The model folders in ``models_dir()``, for an error message."""
+    try:
+        names = sorted(p.name for p in models_dir().iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return "which does not exist yet"
+    if not names:
+        return "which holds no model yet"
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return "it holds " + ", ".join(names[:shown]) + more
 
 
 def _checked_folder(path: Path) -> Path:

@@ -23,8 +23,8 @@ REPO = Path(__file__).resolve().parents[2]
 SCIFACT = REPO.parent / "shared" / "data" / "scifact"
 MUSIQUE = REPO.parent / "shared" / "data" / "musique_train100_hipporag"
 
-pytestmark = [pytest.mark.data, pytest.mark.skipif(
-    not (SCIFACT / "qrels" / "train.tsv").is_file(), reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
+pytestmark = [pytest.mark.data, pytest.mark.skipif(not (SCIFACT / "qrels" / "train.tsv").is_file(),
+                                                    reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
 
 RECIPE = """\
 name: tiny-train
@@ -357,6 +357,11 @@ def test_pseudo_queries_train_only_the_kinds_named(slice_dir, home, tmp_path):
     report = train(options, log=lambda _: None)
     counts = {m.kind: m.record["counts"]["examples"] for m in report.models}
     assert report.mining["pseudo_queries"] == 6 and counts["cross-encoder"] == counts["bi-encoder"] + 6
+    own = {m.kind: m.record["counts"] for m in report.models}  # each model's own numbers, not mining's
+    assert (own["cross-encoder"]["pseudo_examples"], own["bi-encoder"]["pseudo_examples"]) == (6, 0)
+    assert own["cross-encoder"]["judged_examples"] == own["bi-encoder"]["judged_examples"] == counts["bi-encoder"]
+    assert (own["cross-encoder"]["negatives_per_example"], own["bi-encoder"]["negatives_per_example"]) == (2, 1)
+    assert own["cross-encoder"]["mined_negatives_per_example"] == report.mining["params"]["negatives"] == 3
     recipe.write_text(RECIPE + "  synthetic: {queries: 6, kinds: [reranker]}\n", encoding="utf-8")
     with pytest.raises(TrainError, match="should be 'cross-encoder', 'bi-encoder' or 'colbert', not 'reranker'") as err:
         load_recipe(recipe)

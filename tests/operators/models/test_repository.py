@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,8 @@ def test_concurrent_callers_share_one_build():
         return object()
 
     with ThreadPoolExecutor(8) as pool:
-        results = list(pool.map(lambda _: repo.get_or_create("model", {"path": "/m", "device": "cpu"}, build), range(8)))
+        key = {"path": "/m", "device": "cpu"}
+        results = list(pool.map(lambda _: repo.get_or_create("model", key, build), range(8)))
     assert len(builds) == 1
     assert all(r is results[0] for r in results)
 
@@ -91,3 +93,28 @@ def test_packaged_model_resolves_under_its_aliases():
     path = resolve_model_path("all-MiniLM-L6-v2")
     assert (path / "config.json").is_file()
     assert resolve_model_path("sentence-transformers/all-MiniLM-L6-v2") == path == resolve_model_path("minilm")
+
+
+def test_a_missing_path_says_it_does_not_exist_and_a_missing_name_lists_the_model_directory(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ModelNotFoundError, match="which does not exist yet; tessera train"):
+        resolve_model_path("tessera-cross-encoder")
+    for name in ("tessera-bi-encoder", "hr-cross-encoder"):
+        (models_dir() / name).mkdir(parents=True)
+        (models_dir() / name / "config.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError) as err:  # a misspelt name: what is there is in the message
+        resolve_model_path("tessera-cross-encoder")
+    assert "it holds hr-cross-encoder, tessera-bi-encoder; tessera train" in err.value.message
+    assert err.value.message.startswith("model 'tessera-cross-encoder' is not a packaged model")
+    for reference, shown in (("./models/mine", tmp_path / "models" / "mine"),
+                             (str(tmp_path / "gone"), tmp_path / "gone"),
+                             ("~/surely-not-a-model-folder", Path.home() / "surely-not-a-model-folder")):
+        with pytest.raises(ModelNotFoundError) as err:
+            resolve_model_path(reference)
+        assert err.value.message.startswith(f"model path {shown} does not exist"), err.value.message
+        assert "packaged model" not in err.value.message and "nothing is downloaded" in err.value.message
+    (tmp_path / "weights.bin").write_bytes(b"")
+    with pytest.raises(ModelNotFoundError) as err:
+        resolve_model_path(str(tmp_path / "weights.bin"))
+    assert err.value.message.startswith(f"model path {tmp_path / 'weights.bin'} is a file, not a model folder")

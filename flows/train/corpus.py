@@ -1,0 +1,91 @@
+"""The corpus file mining reads: checked before any index is built, and its texts by id, first copy wins.
+
+A corpus that is not JSONL (a TSV file named ``corpus.jsonl``), holds no document, or has
+records without a ``text`` field would otherwise build an empty index (minutes on a real
+corpus) and then fail with a JSON traceback, so ``check_corpus`` reads it first and names
+the file and line. Ids are read as ingestion reads them (``_id``, then ``docno``, then
+``id``), and a repeated id keeps its first copy, as ingestion does
+(``flows.ingestion.duplicates``), so the texts mining trains on are the documents the index holds.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flows.train.errors import TrainError
+
+#: Fields tried in order for a document's id (``operators.sources._common``: ``_id``, then its fallbacks).
+ID_FIELDS = ("_id", "docno", "id")
+#: Where a problem is shown: the corpus's own line, cut.
+_SHOWN = 80
+
+
+def doc_id(doc: dict) -> str | None:
+    """The document's id as ingestion reads it (the first non-blank of ``ID_FIELDS``), or None."""
+    for name in ID_FIELDS:
+        value = doc.get(name)
+        if value is not None and str(value).strip():
+            return str(value)
+    return None
+
+
+def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
+    """Raise a one-line ``TrainError`` naming ``corpus`` (and the line) unless every non-blank line is a JSON
+    object with a ``text`` field and there is at least one; returns how many ids repeat an earlier one."""
+    seen: set[str] = set()
+    documents = repeated = 0
+    try:
+        with open(corpus, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                if not line.strip():
+                    continue
+                doc = _record(corpus, number, line, field)
+                documents += 1
+                key = doc_id(doc)
+                if key is not None:
+                    repeated += key in seen
+                    seen.add(key)
+    except UnicodeDecodeError as err:
+        raise TrainError(f"corpus {corpus} is not UTF-8 text ({err.reason} at byte {err.start}): corpus.jsonl holds "
+                         "one JSON object per line", field=field) from None
+    except OSError as err:
+        raise TrainError(f"cannot read corpus {corpus}: {err.strerror or err}", field=field) from None
+    if not documents:
+        raise TrainError(f"corpus {corpus} is empty: there is no document to mine examples from", field=field)
+    return repeated
+
+
+def _record(corpus: Path, number: int, line: str, field: str) -> dict:
+    shown = line.strip()
+    shown = shown if len(shown) <= _SHOWN else shown[:_SHOWN] + "…"
+    try:
+        doc = json.loads(line)
+    except ValueError as err:
+        raise TrainError(f"corpus {corpus} line {number} is not JSON ({err.msg}: {shown!r}): corpus.jsonl holds one "
+                         "JSON object per line, such as {\"_id\": \"d1\", \"title\": \"...\", \"text\": \"...\"}",
+                         field=field) from None
+    if not isinstance(doc, dict):
+        raise TrainError(f"corpus {corpus} line {number} is a JSON {type(doc).__name__}, not an object ({shown!r}): "
+                         "corpus.jsonl holds one {\"_id\": ..., \"text\": ...} object per line", field=field)
+    if "text" not in doc:
+        raise TrainError(f"corpus {corpus} line {number} has no 'text' field (fields: {', '.join(doc) or 'none'}): "
+                         "every document needs its text under 'text'", field=field)
+    return doc
+
+
+def corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
+    """The texts (title, newline, text: what the rerankers read) of the ``wanted`` ids; a repeated id keeps its
+    first copy, as ingestion does."""
+    from operators.tables import document_text
+
+    texts: dict[str, str] = {}
+    with open(corpus, encoding="utf-8") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            doc = json.loads(line)
+            key = doc_id(doc)
+            if key in wanted and key not in texts:
+                texts[key] = document_text(doc.get("text"), doc.get("title"))
+    return texts

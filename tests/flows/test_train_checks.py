@@ -1,0 +1,243 @@
+"""``tessera train``'s checks on what it is given, each before the work it would waste.
+
+A small slice of SciFact (its first 8 train queries, their relevant documents and 60 more)
+is written into temporary BEIR folders, each spoiled one way: train qrels that name
+documents the corpus lacks, a corpus that is TSV, empty or repeats an id, qrels that
+name an unknown query. Mining runs for real (BM25 only, an index of about 70 documents
+in the test's own index folder); no test here trains a model, except where noted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+
+pytestmark = [pytest.mark.data, pytest.mark.skipif(not (SCIFACT / "qrels" / "train.tsv").is_file(),
+                                                    reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
+
+RECIPE = """\
+name: tiny-train
+steps:
+  bm25: {op: retrieve.bm25, params: {k: 12}}
+training:
+  split: train
+  mining: {skip_top: 0, negatives: 3, seed: 7}
+  synthetic: {queries: 6, kinds: [cross-encoder]}
+  cross_encoder: {epochs: 1, batch_size: 2, max_length: 32, negatives: 2, train_layers: 1}
+  bi_encoder: {epochs: 1, batch_size: 2, max_length: 32, negatives: 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory) -> Path:
+    """A BEIR folder: SciFact's first 8 train queries, their train qrels, their documents and 60 others."""
+    root = tmp_path_factory.mktemp("scifact_tiny")
+    rows = [line.split("\t") for line in (SCIFACT / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]]
+    qids = list(dict.fromkeys(r[0] for r in rows))[:8]
+    train = [r for r in rows if r[0] in qids]
+    wanted = {r[1] for r in train}
+    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
+        docs = [line for number, line in enumerate(f) if number < 60 or json.loads(line)["_id"] in wanted]
+    (root / "corpus.jsonl").write_text("".join(docs), encoding="utf-8")
+    queries = [line for line in (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+               if json.loads(line)["_id"] in qids]
+    (root / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
+    (root / "qrels").mkdir()
+    header = "query-id\tcorpus-id\tscore\n"
+    (root / "qrels" / "train.tsv").write_text(header + "".join("\t".join(r) + "\n" for r in train), encoding="utf-8")
+    (root / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
+    return root
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return tmp_path / "home"
+
+
+def _variant(base: Path, where: Path, *, corpus: str | None = None, qrels: list[tuple[str, str, str]] | None = None):
+    """A copy of ``base`` with another corpus text or other train qrels."""
+    shutil.copytree(base, where)
+    if corpus is not None:
+        (where / "corpus.jsonl").write_text(corpus, encoding="utf-8")
+    if qrels is not None:
+        text = "query-id\tcorpus-id\tscore\n" + "".join("\t".join(r) + "\n" for r in qrels)
+        (where / "qrels" / "train.tsv").write_text(text, encoding="utf-8")
+    return where
+
+
+def _qrels(root: Path) -> list[tuple[str, str, str]]:
+    return [tuple(line.split("\t")) for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]]
+
+
+def _options(dataset: Path, tmp_path: Path, **changes):
+    from flows.train.recipe import TrainOptions
+
+    values = {"dataset": dataset, "models": ["bi-encoder"], "spec": dataset / "recipe.yaml", "max_steps": 1,
+              "output": tmp_path / "models", "index_dir": tmp_path / "indices", "progress": False, **changes}
+    return TrainOptions(**values)
+
+
+def _train_cli(*args: str, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_HOME": str(home), "HF_HUB_OFFLINE": "1", "COLUMNS": "200"}
+    env.pop("TESSERA_DEBUG", None)
+    return subprocess.run([sys.executable, "-m", "flows.train", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_a_kind_with_no_judged_example_is_refused_before_training_and_pseudo_alone_warns(base, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.mining import mine
+    from flows.train.recipe import load_recipe, train
+
+    absent = [(qid, f"absent-{n}", score) for n, (qid, _, score) in enumerate(_qrels(base))]
+    data = _variant(base, tmp_path / "allmissing", qrels=absent)
+    lines: list[str] = []
+    with pytest.raises(TrainError) as err:  # pseudo-queries are mined, but the bi-encoder reads none of them
+        train(_options(data, tmp_path), log=lines.append)
+    assert str(err.value).count("\n") == 0 and err.value.field == "dataset"
+    assert (f"bi-encoder: no judged example: every train qrel names a document the corpus lacks "
+            f"({len(absent)} of {len(absent)})") in err.value.message
+    assert not (tmp_path / "models").exists(), "a model was saved from zero examples"
+    assert any(line.startswith("warning:") and f"{len(absent)} of {len(absent)} relevant judgements" in line
+               and "absent-0" in line for line in lines)
+    proc = _train_cli("--dataset", str(data), "--spec", str(data / "recipe.yaml"), "--model", "bi-encoder",
+                      "--output", str(tmp_path / "models"), "--index-dir", str(tmp_path / "indices"), "--quiet",
+                      home=home)  # --quiet keeps the warning; the error is one line, exit status 2
+    assert proc.returncode == 2 and proc.stderr.startswith("warning: ") and proc.stderr.count("\n") == 2, proc.stderr
+    assert "bi-encoder: no judged example" in proc.stderr.splitlines()[1]
+
+    from flows.train.examples import check_judged, own_examples
+
+    flow, training = load_recipe(data / "recipe.yaml")
+    mined = mine(data, flow, params=training.mining, synthetic=training.synthetic, index_dir=tmp_path / "indices",
+                 progress=False, log=lambda _: None)
+    own = {kind: own_examples(kind, mined.examples, training.synthetic.kinds) for kind in ("cross-encoder",)}
+    warned: list[str] = []
+    check_judged(own, mined.stats, warned.append)  # the cross-encoder has the 6 pseudo-queries: it trains, warned
+    assert len(own["cross-encoder"]) == 6 and len(warned) == 1
+    assert warned[0].startswith("warning: cross-encoder trains on 6 pseudo-queries alone")
+
+
+def test_a_folder_that_is_no_checkpoint_is_kept_unless_force_and_a_file_output_is_refused(base, home, tmp_path):
+    from flows.train import checkpoints
+    from flows.train.errors import TrainError
+    from flows.train.recipe import train
+
+    mine = tmp_path / "models" / "tessera-bi-encoder"
+    mine.mkdir(parents=True)
+    (mine / "notes.txt").write_text("the user's own", encoding="utf-8")
+    lines: list[str] = []
+    with pytest.raises(TrainError, match=f"{mine} exists but is not a checkpoint of tessera train .*--force") as err:
+        train(_options(base, tmp_path), log=lines.append)
+    assert err.value.field == "output" and lines == [], "it mined before refusing"
+    assert (mine / "notes.txt").read_text(encoding="utf-8") == "the user's own"
+    checkpoints.check_destination(tmp_path / "models", [mine], force=True)  # --force: replaced, as asked
+    (mine / "training.json").write_text("{}", encoding="utf-8")
+    checkpoints.check_destination(tmp_path / "models", [mine], force=False)  # a checkpoint: retrained in place
+
+    taken = tmp_path / "taken"
+    taken.write_text("a file", encoding="utf-8")
+    for output in (taken, taken / "deeper"):
+        proc = _train_cli("--dataset", str(base), "--spec", str(base / "recipe.yaml"), "--model", "bi-encoder",
+                          "--output", str(output), "--index-dir", str(tmp_path / "indices"), "--quiet", home=home)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert f"--output {output} is not a folder" in proc.stderr and "internal error" not in proc.stderr
+    assert not (tmp_path / "indices").exists(), "it built an index before refusing"
+
+
+def test_a_corpus_that_is_not_jsonl_or_is_empty_fails_before_an_index_is_built(base, home, tmp_path):
+    from flows.train.errors import TrainError
+    from flows.train.recipe import train
+
+    docs = [json.loads(line) for line in (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
+    tsv = "".join(f"{d['_id']}\t{d['title']}\t{d['text']}\n" for d in docs)
+    cases = {"tsv": (tsv, "line 1 is not JSON"), "empty": ("", "is empty"),
+             "untexted": (json.dumps(docs[0]) + "\n" + json.dumps({"_id": "x", "body": "b"}) + "\n",
+                          "line 2 has no 'text' field (fields: _id, body)"),
+             "list": ("\n[1, 2]\n", "line 2 is a JSON list, not an object")}
+    for name, (corpus, problem) in cases.items():
+        data = _variant(base, tmp_path / name, corpus=corpus)
+        with pytest.raises(TrainError) as err:
+            train(_options(data, tmp_path), log=lambda _: None)
+        assert err.value.message.startswith(f"corpus {data / 'corpus.jsonl'} {problem}"), err.value.message
+        assert err.value.field == "dataset" and "\n" not in err.value.message
+    assert not (tmp_path / "indices").exists(), "an index was built from a corpus that is not one"
+
+
+def test_a_repeated_document_id_keeps_its_first_copy_as_ingestion_does_and_is_warned(base, home, tmp_path):
+    from flows.train.mining import mine
+    from flows.train.recipe import load_recipe
+
+    lines = (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+    positive = _qrels(base)[0][1]
+    first = json.loads(next(line for line in lines if json.loads(line)["_id"] == positive))
+    later = {**first, "title": "A later copy", "text": "This later copy has another text under the same id. "
+             "It also has a second sentence of more than six words."}
+    data = _variant(base, tmp_path / "dup", corpus="\n".join(lines + [json.dumps(later)]) + "\n")
+    flow, training = load_recipe(data / "recipe.yaml")
+    logged: list[str] = []
+    mined = mine(data, flow, params=training.mining, index_dir=tmp_path / "indices", progress=False,
+                 log=logged.append)
+    texts = {e["positive_id"]: e["positive"] for e in mined.examples}
+    assert texts[positive] == f"{first['title']}\n{first['text']}"
+    assert any(line.startswith("warning:") and "repeats 1 document id(s)" in line for line in logged)
+
+    from flows.train.synthetic import SyntheticParams, pseudo_queries
+
+    drawn = pseudo_queries(data / "corpus.jsonl", SyntheticParams(queries=1000, keep_sentence=1.0))
+    assert len({p.qid for p in drawn}) == len(drawn), "a repeated id gave two pseudo-queries"
+    assert [p.positive.split("\n")[0] for p in drawn if p.docno == positive] == [first["title"]]
+
+
+def test_judgements_that_match_nothing_are_warned_with_counts_and_the_dataset_is_recorded_absolute(
+        base, home, tmp_path, monkeypatch):
+    from flows.train.mining import mine
+    from flows.train.recipe import load_recipe
+
+    qrels = _qrels(base)
+    spoiled = qrels + [(qrels[0][0], "doc-nowhere", "1"), ("q-nowhere", qrels[0][1], "1")]
+    data = _variant(base, tmp_path / "unmatched", qrels=spoiled)
+    flow, training = load_recipe(data / "recipe.yaml")
+    monkeypatch.chdir(tmp_path)
+    logged: list[str] = []
+    mined = mine(Path("unmatched"), flow, params=training.mining, index_dir=tmp_path / "indices", progress=False,
+                 log=logged.append)
+    warnings = [line for line in logged if line.startswith("warning:")]
+    assert len(warnings) == 2, logged
+    assert f"1 of {len(qrels) + 1} relevant judgements" in warnings[0] and "'doc-nowhere'" in warnings[0]
+    assert "1 query id(s) judged" in warnings[1] and "queries.jsonl" in warnings[1]
+    stats = mined.stats
+    assert (stats["positives_missing_from_corpus"], stats["qrels_queries_not_in_queries"]) == (1, 1)
+    assert stats["dataset"] == str(tmp_path / "unmatched")  # not "unmatched": training.json is read elsewhere
+
+
+def test_each_model_records_and_reports_its_own_counts(base, home, tmp_path):
+    from flows.train.examples import counts, describe, own_examples
+    from flows.train.mining import mine
+    from flows.train.recipe import load_recipe
+
+    flow, training = load_recipe(base / "recipe.yaml")
+    mined = mine(base, flow, params=training.mining, synthetic=training.synthetic, index_dir=tmp_path / "indices",
+                 progress=False, log=lambda _: None)
+    judged = [e for e in mined.examples if not e.get("synthetic")]
+    ce = counts("cross-encoder", training.cross_encoder,
+                own_examples("cross-encoder", mined.examples, ["cross-encoder"]), mined.stats)
+    bi = counts("bi-encoder", training.bi_encoder, own_examples("bi-encoder", mined.examples, ["cross-encoder"]),
+                mined.stats)
+    queries = len({e["qid"] for e in judged})
+    assert ce == {"examples": len(judged) + 6, "judged_examples": len(judged), "pseudo_examples": 6, "queries": queries,
+                  "negatives_per_example": 2, "mined_negatives_per_example": 3}
+    assert (bi["examples"], bi["pseudo_examples"], bi["negatives_per_example"]) == (len(judged), 0, 1)
+    assert describe(ce) == f"{len(judged) + 6} examples ({len(judged)} judged from {queries} queries, 6 pseudo), " \
+                           "2 negatives each"
