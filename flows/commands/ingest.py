@@ -6,7 +6,8 @@
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor ray|local]
                    [--retry-failed] [--colbert MODEL] [--json] [--quiet]
 
-Running the same command again after a crash finishes the job; see ``flows.ingestion``.
+Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
+A Ctrl-C stops it within one encoder call, a second one at once (``ingest_interrupt``).
 ``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
 ``ray job submit``.
 """
@@ -17,7 +18,9 @@ import argparse
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import EXIT_INTERNAL, EXIT_OK, check_job_paths, console, positive_int, print_json
+from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, console, positive_int,
+                                     print_json)
+from flows.commands.ingest_interrupt import StopOnInterrupt
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
@@ -73,11 +76,16 @@ def handle(args: argparse.Namespace) -> int:
     if args.no_bm25:
         overrides["bm25"] = False
     index = uris.local_path(args.index, "index")
-    with uris.local_input(None if glob else args.source, "source") as source:
-        report = ingest(args.source if glob else source, index, settings=overrides or None,
-                        shard_size=args.shard_size, executor=args.executor, chunk=False if args.no_chunk else None,
-                        spec=args.spec, progress=not args.quiet, retry_failed=args.retry_failed, colbert=args.colbert,
-                        replace=args.replace)
+    interrupts = StopOnInterrupt()
+    try:
+        with interrupts, uris.local_input(None if glob else args.source, "source") as source:
+            report = ingest(args.source if glob else source, index, settings=overrides or None,
+                            shard_size=args.shard_size, executor=args.executor,
+                            chunk=False if args.no_chunk else None, spec=args.spec, progress=not args.quiet,
+                            retry_failed=args.retry_failed, colbert=args.colbert, replace=args.replace)
+    except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
+        interrupts.announce()
+        return EXIT_CANCELLED
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     if args.json:
         print_json(report.to_dict())

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import pickle
 import time
+import warnings
 from typing import Any, Iterable
 
 import pyarrow as pa
@@ -101,8 +102,18 @@ class RayDataExecutor:
         flow_input = as_queries(queries)
         state.cancel.raise_if_cancelled()
         ensure_ray(**self.ray_init_kwargs)
+        _ignore_few_inputs_warning()
         with quiet_ray_data():
             return _Run(flow, state, flow_input, keep_history=self.keep_history).execute()
+
+
+def _ignore_few_inputs_warning() -> None:
+    """Drop Ray Data's UserWarning "The minimum number of concurrent actors for '...' is set to N, but the operator
+    only received M input(s)": a step's ``concurrency`` sets its actor pool's size, and a run with fewer blocks
+    than that (a few queries) starts actors it does not use, which is harmless. Every other warning stays."""
+    warnings.filterwarnings("ignore", category=UserWarning,
+                            module=r"ray\.data\._internal\.execution\.operators\.actor_pool_map_operator",
+                            message=r"The minimum number of concurrent actors for .* but the operator only received")
 
 
 class _Run:

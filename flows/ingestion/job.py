@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -22,8 +23,8 @@ from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_para
                                   require_models)
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.retry import retry
-from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, ShardJob, ShardResult, _chunker, _enrichers,
-                                   prepare, write)
+from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, EmbedStopped, ShardJob, ShardResult, _chunker,
+                                   _enrichers, prepare, write)
 from flows.ingestion.staging import STAGING_DIR, Stager, check_source
 
 log = logging.getLogger("tessera.ingest")
@@ -181,27 +182,40 @@ class _Run:
     def _run_local(self, shards: list[str]) -> None:
         """Shards in order, in-process: one shard is read, chunked and embedded in a thread while the
         one before it is written and committed here, so two cores share the work (the tokenizers,
-        embedding_bag, FAISS and Parquet release the GIL); commits stay in shard order."""
+        embedding_bag, FAISS and Parquet release the GIL); commits stay in shard order.
+
+        On Ctrl-C (or any error here) the thread is told to stop and is not waited for: it drops its shard after
+        the encoder call under way (``Embedder``), and the interpreter's exit waits for that call, not the shard."""
         from concurrent.futures import ThreadPoolExecutor
 
         chunker, enrichers = _chunker(self.job), _enrichers(self.job)
-        embedder = Embedder(self.job, self.tracker.embedded) if shards and self.job.embed is not None else None
+        stop = threading.Event()
+        embedder = Embedder(self.job, self.tracker.embedded, stop=stop) \
+            if shards and self.job.embed is not None else None
 
         def embedded(shard: str):
             started = time.perf_counter()
             docs, read_failures = self.stager.load(shard)
+            if stop.is_set():
+                raise EmbedStopped(shard)
             rows, n = prepare(self.job, shard, docs, chunker, enrichers), 0
             if embedder is not None:
                 rows, n = embedder(rows)
             return started, docs, read_failures, rows, n
 
-        with ThreadPoolExecutor(1, thread_name_prefix="tessera-ingest") as pool:
+        pool = ThreadPoolExecutor(1, thread_name_prefix="tessera-ingest")
+        try:
             ahead = [pool.submit(embedded, shard) for shard in shards[:1]]
             for i, shard in enumerate(shards):
                 started, docs, read_failures, rows, n = ahead.pop().result()
                 ahead += [pool.submit(embedded, shard) for shard in shards[i + 1:i + 2]]
                 self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
                                    chunks_embedded=n, started=started))
+        except BaseException:
+            stop.set()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
 
     def _commit(self, result: ShardResult) -> None:
         """Ledger, then manifest, for one written shard (the driver's only writes)."""

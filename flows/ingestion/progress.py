@@ -8,17 +8,23 @@ left of its shard: documents that failed, or were never embedded (BM25-only indi
 each document is counted once, even when Ray embeds a shard again after a worker died.
 
 ``ProgressTracker`` feeds the tqdm bar and an optional callback with ``IngestProgress``
-events. Either may be off. It takes reports from several threads.
+events. Either may be off. It takes reports from several threads. Off a terminal (a log,
+``ray job submit``) the bar's carriage-return redraws would fill the log, so it prints
+lines instead, as ``tessera run`` and ``bench`` do: one per committed shard, one at the end
+of staging, and one at most every ``HEARTBEAT_S`` while a shard is embedded.
 """
 
 from __future__ import annotations
 
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable, Literal
 
 Stage = Literal["staging", "ingest", "retry"]
+#: Off a terminal, a shard still being embedded prints how far it got at most this often (seconds).
+HEARTBEAT_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -45,26 +51,34 @@ class ProgressTracker:
         self.docs_total = docs_total
         self.shard_docs = shard_docs or {}  # documents per shard: a shard embedded twice counts once
         self.show = bar
+        self.lines = bar and not sys.stderr.isatty()  # off a terminal: lines, no bar
         self.callback = callback
         self.docs = self.shards = self.failures = 0
         self._counted: dict[str, int] = {}
         self._committed: set[str] = set()
         self._lock = threading.Lock()
         self._bar = None
+        self._last_line = time.monotonic()
 
     def __enter__(self) -> "ProgressTracker":
         from tqdm import tqdm
 
-        self._bar = tqdm(total=self.docs_total, desc=self.stage, unit="docs", unit_scale=True, disable=not self.show,
-                         file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
-        if self.shard_docs:
-            self._bar.set_postfix(shards=f"0/{len(self.shard_docs)}")
+        if self.lines:
+            if self.shard_docs:
+                self._line(f"{self.docs_total} docs in {len(self.shard_docs)} shard(s)")
+        else:
+            self._bar = tqdm(total=self.docs_total, desc=self.stage, unit="docs", unit_scale=True,
+                             disable=not self.show, file=sys.stderr, dynamic_ncols=True, mininterval=0.5)
+            if self.shard_docs:
+                self._bar.set_postfix(shards=f"0/{len(self.shard_docs)}")
         self._emit()
         return self
 
     def __exit__(self, *exc) -> None:
         if self._bar is not None:
             self._bar.close()
+        elif self.lines and self.stage == "staging" and exc[0] is None:
+            self._line(f"{self.docs} docs")
 
     def read(self, docs: int) -> None:
         """``docs`` more documents read (staging)."""
@@ -89,15 +103,29 @@ class ProgressTracker:
             self._committed.add(shard)
             self.shards += 1
             self.failures += failures
+            self._advance(max(0, docs - self._counted.pop(shard, 0)), heartbeat=False)  # documents, then shards
             if self._bar is not None:
-                self._bar.set_postfix(shards=f"{self.shards}/{len(self.shard_docs) or '?'}", failures=self.failures)
-            self._advance(max(0, docs - self._counted.pop(shard, 0)))
+                self._bar.set_postfix(shards=self._shards(), failures=self.failures)
+            elif self.lines:
+                self._line(f"shard {self._shards()} committed, {self._done()} docs, {self.failures} failed")
 
-    def _advance(self, docs: int) -> None:
+    def _advance(self, docs: int, *, heartbeat: bool = True) -> None:
         self.docs += docs
         if self._bar is not None:
             self._bar.update(docs)
+        elif self.lines and heartbeat and docs and time.monotonic() - self._last_line >= HEARTBEAT_S:
+            self._line(f"{self._done()} docs" + (f", shards {self._shards()}" if self.shard_docs else ""))
         self._emit()
+
+    def _shards(self) -> str:
+        return f"{self.shards}/{len(self.shard_docs) or '?'}"
+
+    def _done(self) -> str:
+        return f"{self.docs}/{self.docs_total}" if self.docs_total is not None else str(self.docs)
+
+    def _line(self, text: str) -> None:
+        self._last_line = time.monotonic()
+        print(f"{self.stage}: {text}", file=sys.stderr, flush=True)
 
     def _emit(self) -> None:
         if self.callback is not None:

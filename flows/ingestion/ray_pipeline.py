@@ -51,8 +51,8 @@ log = logging.getLogger(__name__)
 BLOCK_BYTES = 4 * 1024 ** 3
 #: Seconds between two looks at what the embed actors reported.
 POLL_SECONDS = 0.5
-#: Seconds the driver waits for the dataset to stop when it gives up early.
-STOP_SECONDS = 30.0
+#: Seconds the driver waits for the results thread once it stopped the dataset (Ctrl-C, an error).
+STOP_SECONDS = 10.0
 
 
 class _Prepare:
@@ -166,6 +166,7 @@ def run_shards(job: ShardJob, shards: list[str], on_result: Callable[[ShardResul
     if not shards:
         return
     ensure_ray()
+    _no_auto_init_at_exit()
     with _EmbedProgress(on_embedded if job.embed is not None else None) as progress:
         _run(job, shards, on_result, embed_options, progress)
 
@@ -216,6 +217,8 @@ def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
         return False
 
     def read() -> None:
+        if stop.is_set():  # the driver gave up before the dataset started
+            return
         batches = ds.iter_batches(batch_size=None, batch_format="pyarrow")
         try:
             for batch in batches:
@@ -250,7 +253,53 @@ def _batches(ds, progress: _EmbedProgress) -> Iterator[pa.Table]:
             yield value
     finally:
         stop.set()
-        reader.join(STOP_SECONDS)
+        _stop(ds, reader)
+
+
+def _stop(ds, reader: threading.Thread) -> None:
+    """Stop ``ds``'s execution from this thread and wait (``STOP_SECONDS`` at most) for ``reader`` to end.
+
+    The reader may be blocked inside the dataset's iterator, waiting for a shard, where closing the iterator
+    cannot reach it (a generator cannot be closed while it runs): shutting the dataset's streaming executor
+    down ends that wait, and its actors with it. Without this a Ctrl-C waited for the next shard (30 s and more),
+    and Ray Data's threads, still running at exit, started a new Ray cluster after ``ray.shutdown``. The
+    executor starts lazily in the reader, so it is looked for until the reader ends."""
+    deadline = time.monotonic() + STOP_SECONDS
+    while reader.is_alive() and time.monotonic() < deadline:
+        for executor in _executors(ds):
+            with contextlib.suppress(Exception):  # already shut down, or shutting down in the reader
+                executor.shutdown(force=True)
+        reader.join(POLL_SECONDS)
+
+
+def _executors(ds) -> list:
+    """The running Ray Data streaming executors of ``ds`` (each is a thread named after the dataset's run). Ray
+    Data has no public handle on them; should this internal module move, none are found and the reader is waited
+    for (``STOP_SECONDS``)."""
+    try:
+        from ray.data._internal.execution.streaming_executor import StreamingExecutor
+    except ImportError:
+        return []
+    run = ds.get_dataset_id()
+    return [t for t in threading.enumerate()
+            if isinstance(t, StreamingExecutor) and getattr(t, "_dataset_id", None) == run]
+
+
+def _no_auto_init_at_exit() -> None:
+    """At exit, before ``ray.shutdown``, turn off Ray's automatic ``ray.init``: a Ray thread that calls Ray after
+    the shutdown then fails instead of starting a new local cluster while the process exits. atexit runs the
+    last registered first, and Ray registers its shutdown when it is imported, before this."""
+    import atexit
+
+    atexit.unregister(_auto_init_off)
+    atexit.register(_auto_init_off)
+
+
+def _auto_init_off() -> None:
+    """Ray reads ``RAY_ENABLE_AUTO_CONNECT`` once, at import, into this flag (``ray._private.auto_init_hook``)."""
+    from ray._private import auto_init_hook
+
+    auto_init_hook.enable_auto_connect = False
 
 
 def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,

@@ -7,14 +7,20 @@ failed document keeps one row per chunk (or one placeholder row when chunking fa
 so its failure reaches the writer in-band, with no side channel; the writer leaves
 every row of a failed document out of the shard and reports it for the ledger.
 
-A batch the encoder fails on is bisected by document until the failing documents are
-alone (``log2(batch)`` extra calls for one bad document, where retrying one at a time
-would cost a call per document); a document that fails on its own is failed.
+A batch of ``embed_batch_rows`` rows goes to the encoder longest texts first, in parts of
+about ``EMBED_PART_SECONDS`` of work (16 rows or a power of two above): sentence-transformers
+sorts one call's texts so, hence the forward passes are those of one call over the whole
+batch. After each part the progress bar moves and a stop (Ctrl-C) is noticed, so both come
+a second or two apart on a slow CPU too. A part the encoder fails on is bisected by document
+until the failing documents are alone (``log2(part)`` extra calls for one bad document,
+where retrying one at a time would cost a call per document); a document that fails on
+its own is failed.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -30,8 +36,17 @@ from flows.ingestion.ledger import Failure
 from operators.tables import concat, set_column
 
 INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")
-#: Rows per encoder call when the embed step sets no batch size.
+#: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
 EMBED_BATCH_ROWS = 1024
+#: Seconds of encoding per call within a batch: progress and a stop come between two calls.
+EMBED_PART_SECONDS = 1.0
+#: Fewest rows per call: a CPU's forward pass (operators.models.batching); part sizes are powers of two from
+#: here, so whole forward passes of 16 (CPU) or 128 (GPU) rows.
+EMBED_PART_ROWS = 16
+
+
+class EmbedStopped(Exception):
+    """The embedder saw its stop event (the run was interrupted) and dropped the shard it was embedding."""
 
 
 @dataclass
@@ -188,14 +203,18 @@ class Embedder:
     """The embed step's operator with failure isolation and the fault hooks.
 
     ``on_progress(shard, docs)`` hears after each encoder call how many more documents of a
-    shard it reached, so progress moves while a large shard is embedded."""
+    shard it reached, so progress moves while a large shard is embedded. Once ``stop`` is set,
+    the next call raises ``EmbedStopped`` instead: an interrupted run waits for one call, not a shard."""
 
-    def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None):
+    def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None,
+                 stop: threading.Event | None = None):
         self.job = job
         self.on_progress = on_progress
+        self.stop = stop
         self.op = embed_operator(job.embed or {}, job.embed_placement)
         self.op.ensure_setup()
         self.dim = self.op.dimension
+        self.part_rows = EMBED_PART_ROWS  # grows to EMBED_PART_SECONDS of work once a call has been timed
 
     def __call__(self, table: pa.Table) -> tuple[pa.Table, int]:
         """``table`` with a ``vector`` column (zeros on failed rows) and failures marked; rows embedded."""
@@ -212,20 +231,36 @@ class Embedder:
         seen: set[str] = set()
         reached: set[tuple[str, str]] = set()  # (shard, doc id) of the documents reported
         for start in range(0, len(rows), step):
-            batch = rows[start:start + step].tolist()
-            self._encode(batch, texts, doc_ids, vectors, errors, stages)
+            batch = sorted(rows[start:start + step].tolist(), key=lambda i: -len(texts[i]))  # as encode sorts
+            done = 0
+            while done < len(batch):
+                if self.stop is not None and self.stop.is_set():
+                    raise EmbedStopped("stopped")
+                part, started = batch[done:done + self.part_rows], time.perf_counter()
+                self._encode(part, texts, doc_ids, vectors, errors, stages)
+                self._timed(len(part), time.perf_counter() - started, step)
+                done += len(part)
+                if self.on_progress is not None:
+                    self._report(part, shards, doc_ids, reached)
             for shard in dict.fromkeys(shards[i] for i in batch):
                 if shard not in seen:  # half-way into a shard's first batch: the worker may die here
                     seen.add(shard)
                     self.job.faults.maybe_kill_worker(shard)
-            if self.on_progress is not None:
-                self._report(batch, shards, doc_ids, reached)
         from operators.embed.sentence_transformer import vectors_to_arrow
 
         out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
                          pa.array([], pa.list_(pa.float32(), self.dim)))
         out = set_column(out, "_error", pa.array(errors, pa.string()))
         return set_column(out, "_stage", pa.array(stages, pa.string())), len(rows)
+
+    def _timed(self, rows: int, seconds: float, most: int) -> None:
+        """The next part's size: the power of two of rows (from ``EMBED_PART_ROWS``, at most ``most``) that the
+        last call's speed does in about ``EMBED_PART_SECONDS``."""
+        fit = rows * EMBED_PART_SECONDS / max(seconds, 1e-6)
+        size = EMBED_PART_ROWS
+        while size * 2 <= min(fit, most):
+            size *= 2
+        self.part_rows = size
 
     def _report(self, batch: list[int], shards: list[str], doc_ids: list[str], reached: set[tuple[str, str]]) -> None:
         """Tell ``on_progress`` the documents of ``batch`` not reported before, per shard."""

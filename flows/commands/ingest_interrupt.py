@@ -1,0 +1,54 @@
+"""Ctrl-C during an ingestion (``tessera ingest``): the first one stops it, a second one exits at once.
+
+The first Ctrl-C raises ``KeyboardInterrupt`` as usual: the run stops after the encoder call under
+way (``flows.ingestion``), keeps the shards it committed, and the command says ``tessera: interrupted``
+(status 130). The interpreter's exit still waits for that encoder call, in its thread. A second
+Ctrl-C in that wait used to interrupt the wait itself, so Python finalised while torch ran, and C++
+aborted the process ("terminate called without an active exception", status 134). Here the second
+one flushes the output and ends the process with ``os._exit(130)``; a Ray cluster this process
+started goes with it, as it does when the process is killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+
+from flows.commands._support import EXIT_CANCELLED
+
+
+class StopOnInterrupt:
+    """A context manager around an ingestion; ``announce()`` prints ``tessera: interrupted`` once."""
+
+    def __init__(self) -> None:
+        self.previous = None
+        self.announced = False
+
+    def __enter__(self) -> "StopOnInterrupt":
+        if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
+            self.previous = signal.signal(signal.SIGINT, self._first)
+        return self
+
+    def __exit__(self, kind, *exc) -> None:
+        interrupted = kind is not None and issubclass(kind, KeyboardInterrupt)
+        if self.previous is not None and not interrupted:  # interrupted: the exit handler stays until the end
+            signal.signal(signal.SIGINT, self.previous)
+
+    def _first(self, signum, frame) -> None:
+        signal.signal(signal.SIGINT, self._again)
+        raise KeyboardInterrupt
+
+    def _again(self, signum, frame) -> None:
+        self.announce()
+        for stream in (sys.stdout, sys.stderr):
+            with contextlib.suppress(Exception):
+                stream.flush()
+        os._exit(EXIT_CANCELLED)
+
+    def announce(self) -> None:
+        if not self.announced:
+            self.announced = True
+            print("tessera: interrupted", file=sys.stderr, flush=True)

@@ -1,0 +1,187 @@
+"""Ctrl-C during ``tessera ingest``: a real process, interrupted as a terminal does it (SIGINT to its group).
+
+It used to finish embedding the shard under way first (15 s to minutes), then throw it away; a second Ctrl-C in
+that wait aborted in C++ (status 134); on Ray it waited up to 30 s for a shard and started a second Ray cluster
+while it exited. Now: status 130, one line, within one encoder call; and the same command finishes the job, with
+the same documents as a run never interrupted. Timing is only bounded loosely (``PROMPT_S``): the machine is
+shared. Off a terminal, the command prints a line per committed shard, which is when the tests interrupt it.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from flows.ingestion import ingest
+from flows.ingestion.progress import ProgressTracker
+
+REPO = Path(__file__).resolve().parents[2]
+SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
+TESSERA = Path(sys.executable).parent / "tessera"
+#: Seconds from Ctrl-C to exit that count as prompt on a loaded, shared machine (it took 15-60 s and more).
+PROMPT_S = 60.0
+
+
+@pytest.fixture
+def corpus400(tmp_path) -> Path:
+    path = tmp_path / "corpus400.jsonl"
+    path.write_text("".join(SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:400]), encoding="utf-8")
+    return path
+
+
+def _join_ingest_threads() -> None:
+    """Wait for the embedding thread an interrupted in-process run left (it ends after its encoder call)."""
+    for thread in threading.enumerate():
+        if thread.name.startswith("tessera-ingest"):
+            thread.join(300)
+
+
+@pytest.mark.slow
+def test_an_interrupt_stops_the_embedding_within_a_part_and_keeps_what_was_committed(tmp_path, corpus400,
+                                                                                     committed_docnos):
+    """Ctrl-C (SIGINT, in this process) while the second shard is embedded: the run stops after the encoder call
+    under way, at most one more before it sees the stop. The shard before stays, the same call finishes the job.
+    Before, the embedding went on to the end of the shard (170 more documents here) and was thrown away."""
+    spec = {"name": "ingest", "steps": {"read": {"op": "sources.jsonl", "params": {"path": "unused.jsonl"}},
+                                        "embed": {"op": "embed.sentence_transformer", "batch_size": 32}}}
+    events, sent = [], []
+
+    def on_progress(event) -> None:
+        events.append(event)
+        if not sent and event.stage == "ingest" and event.shards == 1 and event.docs > 200:
+            sent.append(event.docs)  # the second shard's embedding has begun
+            os.kill(os.getpid(), signal.SIGINT)
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal, whatever runs pytest
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            ingest(corpus400, tmp_path / "idx", shard_size=200, executor="local", spec=spec, progress=False,
+                   on_progress=on_progress)
+            time.sleep(60)  # the signal lands in the main thread at once; this only keeps it inside the raises
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    _join_ingest_threads()
+    after = max(e.docs for e in events if e.stage == "ingest") - sent[0]
+    assert after <= 2 * 32, after  # the call under way and one begun before the stop was set
+    assert len(committed_docnos(tmp_path / "idx")) == 200  # the first shard, and only it
+
+    report = ingest(corpus400, tmp_path / "idx", shard_size=200, executor="local", spec=spec, progress=False)
+    assert (report.shards_skipped, report.shards_written, report.docs) == (1, 1, 200)
+    ids = sorted(json.loads(line)["_id"] for line in corpus400.read_text(encoding="utf-8").splitlines())
+    assert committed_docnos(tmp_path / "idx") == ids  # unchunked: docno = id, each once
+
+
+def test_the_bar_counts_a_committed_shards_documents_before_it_shows_the_shard(monkeypatch):
+    """It showed ``shards=1/2`` beside the documents of the shard before; off a terminal it prints lines."""
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    with ProgressTracker("ingest", docs_total=10, shard_docs={"a": 4, "b": 6}) as tracker:
+        tracker.committed("a", 4, 0)
+    frames = [frame for frame in terminal.getvalue().split("\r") if "shards=1/2" in frame]
+    assert frames and all("4.00/10.0" in frame for frame in frames), frames
+
+    lines = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", lines)
+    with ProgressTracker("ingest", docs_total=10, shard_docs={"a": 4, "b": 6}) as tracker:
+        tracker.embedded("b", 3)
+        tracker.committed("a", 4, 1)
+        tracker.committed("b", 6, 0)
+    assert lines.getvalue().splitlines() == ["ingest: 10 docs in 2 shard(s)",
+                                             "ingest: shard 1/2 committed, 7/10 docs, 1 failed",
+                                             "ingest: shard 2/2 committed, 10/10 docs, 1 failed"]
+
+
+def _ingest_cli(corpus: Path, index: Path, executor: str) -> subprocess.Popen:
+    """``tessera ingest`` in a session of its own, SIGINT at its default (a background job may ignore it)."""
+    env = {**os.environ, "TESSERA_HOME": str(index.parent / "home"), "COLUMNS": "120"}
+    return subprocess.Popen([str(TESSERA), "ingest", "--source", str(corpus), "--index", str(index),
+                             "--shard-size", "100", "--executor", executor], cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+
+
+def _interrupt_after_first_commit(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
+    """Ctrl-C (twice: again 0.2 s later) once a shard is committed; stderr's lines and the seconds to exit."""
+    lines = []
+    for raw in proc.stderr:
+        lines.append(raw.decode(errors="replace").rstrip("\n"))
+        if " committed, " in lines[-1]:
+            break
+    else:
+        pytest.fail(f"no shard was committed: {lines}")
+    sent = time.monotonic()
+    os.killpg(proc.pid, signal.SIGINT)
+    if twice:
+        time.sleep(0.2)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGINT)
+    _, rest = proc.communicate(timeout=300)
+    return lines + rest.decode(errors="replace").splitlines(), time.monotonic() - sent
+
+
+def _assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float) -> None:
+    assert proc.returncode == 130, lines
+    assert lines[-1] == "tessera: interrupted", lines
+    assert not [line for line in lines if "Traceback" in line or "terminate called" in line], lines
+    assert sum(line.startswith("tessera:") for line in lines) == 1, lines
+    assert seconds < PROMPT_S, (seconds, lines)
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tmp_path, corpus400,
+                                                                               committed_docnos):
+    reference = ingest(corpus400, tmp_path / "reference", shard_size=100, executor="local", spec="ingest",
+                       progress=False)  # the command's defaults
+    assert reference.docs == 400
+    index = tmp_path / "idx"
+
+    proc = _ingest_cli(corpus400, index, "local")
+    lines, seconds = _interrupt_after_first_commit(proc)
+    _assert_interrupted(proc, lines, seconds)
+    # off a terminal, lines and no bar redraws (the documents count those of the next shard embedded so far)
+    assert lines[:2] == ["staging: 400 docs", "ingest: 400 docs in 4 shard(s)"], lines
+    assert lines[2].startswith("ingest: shard 1/4 committed, ") and lines[2].endswith(" docs, 0 failed"), lines
+    first = committed_docnos(index)
+    assert 0 < len(first) < len(committed_docnos(tmp_path / "reference"))
+
+    proc = _ingest_cli(corpus400, index, "local")  # resumed, and interrupted twice: no abort (it was 134)
+    lines, seconds = _interrupt_after_first_commit(proc, twice=True)
+    _assert_interrupted(proc, lines, seconds)
+
+    proc = _ingest_cli(corpus400, index, "local")
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()
+    assert committed_docnos(index) == committed_docnos(tmp_path / "reference")
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_path, corpus400, committed_docnos):
+    index = tmp_path / "idx"
+    proc = _ingest_cli(corpus400, index, "ray")
+    lines, seconds = _interrupt_after_first_commit(proc)
+    _assert_interrupted(proc, lines, seconds)
+    # Ray names a session folder after the driver's pid: a second cluster started while exiting made another
+    sessions = list((Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray").glob(f"session_*_{proc.pid}"))
+    assert len(sessions) == 1, sessions
+
+    proc = _ingest_cli(corpus400, index, "local")  # what Ray committed stays, what it left half-done is redone
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err.decode()
+    docnos = committed_docnos(index)
+    assert len(docnos) == len(set(docnos))
+    ids = {json.loads(line)["_id"] for line in corpus400.read_text(encoding="utf-8").splitlines()}
+    assert {docno.split("#")[0] for docno in docnos} == ids
