@@ -17,6 +17,19 @@ def one_line(value: Any, limit: int | None = None) -> str:
     return text if limit is None or len(text) <= limit else text[:limit] + "…"
 
 
+def in_chain(err: BaseException, kind: type | tuple[type, ...]) -> BaseException | None:
+    """The first exception of ``kind`` in ``err``'s chain: itself, then its causes (or what it was raised while
+    handling), link by link; None when none is. For an error a library wraps before it reaches the caller."""
+    seen: set[int] = set()
+    link: BaseException | None = err
+    while link is not None and id(link) not in seen:
+        if isinstance(link, kind):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
+
+
 def short_repr(value: Any, limit: int = 120) -> str:
     """A bounded repr for error messages: a value from a spec can be huge (or expand without end)."""
     import reprlib

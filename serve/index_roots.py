@@ -27,6 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any, Iterator
 
 from flows.spec import FlowSpec
+from operators.errors import one_line
 from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
 from operators.registry import get_operator
@@ -56,7 +57,7 @@ def confine(index: str, roots: list[str], field: str) -> str:
                        code="index_not_allowed")
     longest = max((len(part.encode("utf-8", "surrogatepass")) for part in PurePath(index).parts), default=0)
     if longest > NAME_MAX:
-        raise ApiError(422, f"{field}: index '{_shortened(index)}' has a name (or path part) of {longest} bytes; "
+        raise ApiError(422, f"{field}: index '{one_line(index, 60)}' has a name (or path part) of {longest} bytes; "
                        f"at most {NAME_MAX}", param=field, code="index_name_too_long")
     try:
         path = Path(resolve_index(index)).resolve()
@@ -64,7 +65,7 @@ def confine(index: str, roots: list[str], field: str) -> str:
             raise OSError(errno.ENAMETOOLONG, "File name too long")
     except (OSError, UnicodeError, RuntimeError) as err:  # a path too long, one it cannot encode, a symlink loop
         too_long = getattr(err, "errno", None) == errno.ENAMETOOLONG
-        raise ApiError(422, f"{field}: index '{_shortened(index)}' cannot be opened here "
+        raise ApiError(422, f"{field}: index '{one_line(index, 60)}' cannot be opened here "
                        f"({getattr(err, 'strerror', None) or err})", param=field,
                        code="index_name_too_long" if too_long else "index_not_allowed") from None
     if not under(path, roots):
@@ -72,11 +73,6 @@ def confine(index: str, roots: list[str], field: str) -> str:
                        "(args.service.index_roots); name an index under one of them", param=field,
                        code="index_not_allowed")
     return str(path)
-
-
-def _shortened(text: str, keep: int = 60) -> str:
-    """``text`` as a message shows it: a long name cut to its start."""
-    return text if len(text) <= keep else f"{text[:keep]}... ({len(text)} characters)"
 
 
 def default_data_roots() -> list[str]:

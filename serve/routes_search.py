@@ -43,7 +43,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
     from flows.placement import PlacementError
-    from operators.errors import MissingColumnsError, SpecError
+    from operators.errors import MissingColumnsError, SpecError, in_chain
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError
 
@@ -53,7 +53,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
         raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
     except Exception as err:
-        if _cause(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
+        if in_chain(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
             raise ApiError(404, f"index: {_searched(prepared, getattr(err, 'step', None))} does not exist any more "
                            "(it was deleted while the flow ran)", param="index", code="index_not_found") from None
         if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError)):
@@ -75,17 +75,6 @@ def _searched(prepared: svc.Prepared, step: str | None) -> str:
     index = prepared.spec.steps[step].params.get("index") if step in prepared.spec.steps else None
     where = f" that step '{step}' searches" if step else ""
     return f"index '{Path(index).name}'{where}" if isinstance(index, str) else f"the index{where}"
-
-
-def _cause(err: BaseException, kind: type) -> Any:
-    """The first exception of type ``kind`` in ``err``'s chain (its causes, or what it was raised while handling)."""
-    seen: set[int] = set()
-    while err is not None and id(err) not in seen:
-        if isinstance(err, kind):
-            return err
-        seen.add(id(err))
-        err = err.__cause__ or err.__context__
-    return None
 
 
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")

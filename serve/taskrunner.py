@@ -27,6 +27,7 @@ import threading
 import time
 from typing import Any
 
+from operators.errors import one_line
 from serve.taskstore import PROGRESS_EVERY_S, TaskStore, new_task_id, pending_progress
 
 log = logging.getLogger("tessera.serve")
@@ -126,7 +127,7 @@ def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     except Exception as err:  # noqa: BLE001  (the task fails with the reason; the actor still exits)
         log.exception("task %s failed outside its flow", task_id)
         try:
-            if store.finish(task_id, "failed", error=" ".join(f"{type(err).__name__}: {err}".split())[:1000]):
+            if store.finish(task_id, "failed", error=one_line(f"{type(err).__name__}: {err}", 1000)):
                 discard_leftovers(store.task(task_id, None))  # an upload's file and staging folder
         except Exception:  # noqa: BLE001  (the store is unreachable: the replica's watcher fails it as interrupted)
             log.exception("task %s: its failure could not be written to the task store", task_id)

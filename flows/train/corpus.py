@@ -14,9 +14,11 @@ import json
 from pathlib import Path
 
 from flows.train.errors import TrainError
+from operators.errors import one_line
+from operators.sources._common import ID_FALLBACKS
 
-#: Fields tried in order for a document's id (``operators.sources._common``: ``_id``, then its fallbacks).
-ID_FIELDS = ("_id", "docno", "id")
+#: Fields tried in order for a document's id, as the sources try them at their default ``_id``.
+ID_FIELDS = ("_id", *ID_FALLBACKS)
 #: Where a problem is shown: the corpus's own line, cut.
 _SHOWN = 80
 
@@ -57,8 +59,7 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
 
 
 def _record(corpus: Path, number: int, line: str, field: str) -> dict:
-    shown = line.strip()
-    shown = shown if len(shown) <= _SHOWN else shown[:_SHOWN] + "…"
+    shown = one_line(line, _SHOWN)
     try:
         doc = json.loads(line)
     except ValueError as err:

@@ -205,16 +205,12 @@ def _transport_kind(err: BaseException) -> ErrorKind | None:
     which, a few links down, is httpx's."""
     import httpx
 
-    seen: set[int] = set()
-    link: BaseException | None = err
-    while link is not None and id(link) not in seen:
-        seen.add(id(link))
-        if isinstance(link, httpx.TimeoutException):
-            return "timeout"
-        if isinstance(link, httpx.TransportError):
-            return "connection"
-        link = link.__cause__ or link.__context__
-    return None
+    from operators.errors import in_chain
+
+    link = in_chain(err, httpx.TransportError)  # (a timeout is a transport error too)
+    if link is None:
+        return None
+    return "timeout" if isinstance(link, httpx.TimeoutException) else "connection"
 
 
 def _first_line(err: Exception) -> str:
