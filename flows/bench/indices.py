@@ -6,7 +6,11 @@ dataset's ``corpus.jsonl``, dense (with embeddings) only when some step of the f
 searches vectors, with the spec's ``index_settings`` (an encoder, BM25 options),
 into ``<root>/<key>`` where ``root`` is ``--index-dir`` or
 ``$TESSERA_HOME/indices/auto`` and ``key`` hashes the corpus's sha256 and the
-settings JSON (and a non-default encoder's files). An index is reused when its
+settings JSON, where a dense index's encoder is its weights' fingerprint
+(``operators.models.fingerprint``, as the step cache keys it), not the reference
+that named it: one model by name, by path or by an alias is one index. A complete
+index under the key of before (which hashed the reference) is still found and used,
+else the index is built under the new key. An index is reused when its
 ``<key>.done.json`` marker exists (written after ingestion returned) and it opens; a
 half-built one is handed to ``ingest`` again, which resumes it.
 
@@ -56,9 +60,9 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
 
     The spec's ``index_settings`` (e.g. ``encoder: tessera-bi-encoder``) are honoured;
     ``dense`` follows what the steps need, and ``bm25`` is on when a step needs it.
-    The key of an index embedded with an encoder other than the packaged default also
-    hashes that encoder's files, so retraining a model under the same name builds a
-    new index instead of reusing vectors from the old weights.
+    The key of a dense index hashes its encoder's files instead of the encoder's name, so
+    retraining a model under the same name builds a new index instead of reusing vectors
+    from the old weights, and naming one model two ways does not build it twice.
     """
     if not spec.unset_index_steps():
         return None
@@ -66,6 +70,7 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
 
     from operators.errors import SpecError
     from operators.models import DEFAULT_ENCODER
+    from operators.models.fingerprint import weights_fingerprint
     from operators.store import IndexSettings
 
     features = spec.index_features()
@@ -79,18 +84,33 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
         first = err.errors()[0]
         raise SpecError(f"bad index settings: {first['msg']}",
                         field="index_settings." + ".".join(map(str, first["loc"]))) from None
-    settings_json = json.dumps(settings.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    identity = f"{corpus_sha256}\n{settings_json}"
-    if dense and settings.encoder != DEFAULT_ENCODER:  # a retrained encoder of the same name is another index
-        identity += f"\n{_encoder_fingerprint(settings.encoder)}"
-    key = hashlib.sha256(identity.encode()).hexdigest()[:32]
+    dumped = settings.model_dump(mode="json")
+    settings_json = _canonical(dumped)
+    if not dense:  # no vectors: the encoder does not matter, and the key is what it always was
+        return _plan(_key(corpus_sha256, settings_json), root, dense, settings, settings_json)
+    fingerprint = weights_fingerprint(settings.encoder)
+    plan = _plan(_key(corpus_sha256, _canonical({**dumped, "encoder": f"weights:{fingerprint}"})), root, dense,
+                 settings, settings_json)
+    if not plan.marker.is_file():  # an index built under the key of before (by the encoder's name) still serves
+        legacy = f"{corpus_sha256}\n{settings_json}"
+        if settings.encoder != DEFAULT_ENCODER:
+            legacy += f"\nencoder:{fingerprint}"
+        old = _plan(_key(legacy), root, dense, settings, settings_json)
+        if old.marker.is_file() and is_complete(old):
+            return old
+    return plan
+
+
+def _canonical(data: Any) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
+
+
+def _key(*parts: str) -> str:
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
+
+
+def _plan(key: str, root: Path, dense: bool, settings: Any, settings_json: str) -> IndexPlan:
     return IndexPlan(key=key, path=Path(root) / key, dense=dense, settings=settings, settings_json=settings_json)
-
-
-def _encoder_fingerprint(encoder: str) -> str:
-    from operators.models.fingerprint import weights_fingerprint
-
-    return f"encoder:{weights_fingerprint(encoder)}"
 
 
 def is_complete(plan: IndexPlan) -> bool:

@@ -7,7 +7,8 @@ from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import check_job_paths, console, positive_int, require_extra
+from flows.commands._support import EXIT_CANCELLED, check_job_paths, console, positive_int, require_extra
+from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
                "search per flow, nDCG/MRR/MAP/P/R/F1/perfect recall at every cutoff, paired significance "
@@ -67,14 +68,21 @@ def handle(args: argparse.Namespace) -> int:
     from flows.bench.core import BenchOptions, benchmark
     from flows.train import train_command
 
-    with uris.local_input(args.dataset, "dataset") as dataset, uris.local_output(args.out, "out") as out:
-        options = BenchOptions(dataset=dataset, flows=args.flows, out=out, split=args.split,
-                               ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
-                               correction=args.correction, executor=args.executor, limit=args.limit,
-                               min_relevance=args.min_relevance, index_dir=uris.local_path(args.index_dir, "index-dir"),
-                               cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri)
-        reporter = BenchReporter(enabled=not args.quiet)
-        result = benchmark(options, reporter, how_to_make=train_command)
+    interrupts = StopOnInterrupt()  # as ``tessera ingest``: a second Ctrl-C during an index build exits at once
+    try:
+        with interrupts, uris.local_input(args.dataset, "dataset") as dataset, \
+                uris.local_output(args.out, "out") as out:
+            options = BenchOptions(dataset=dataset, flows=args.flows, out=out, split=args.split,
+                                   ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
+                                   correction=args.correction, executor=args.executor, limit=args.limit,
+                                   min_relevance=args.min_relevance,
+                                   index_dir=uris.local_path(args.index_dir, "index-dir"),
+                                   cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri)
+            reporter = BenchReporter(enabled=not args.quiet)
+            result = benchmark(options, reporter, how_to_make=train_command)
+    except KeyboardInterrupt:  # finished runs and committed index shards stay: the same command resumes
+        interrupts.announce()
+        return EXIT_CANCELLED
     _print_summary(result, out, args.out)
     return 0
 

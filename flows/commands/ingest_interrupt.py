@@ -1,4 +1,5 @@
-"""Ctrl-C during an ingestion (``tessera ingest``): the first one stops it, a second one exits at once.
+"""Ctrl-C during an ingestion (``tessera ingest``, ``tessera bench``'s index builds): the first one stops it,
+a second one exits at once.
 
 The first Ctrl-C raises ``KeyboardInterrupt`` as usual: the run stops after the encoder call under
 way (``flows.ingestion``), keeps the shards it committed, and the command says ``tessera: interrupted``
@@ -6,7 +7,8 @@ way (``flows.ingestion``), keeps the shards it committed, and the command says `
 Ctrl-C in that wait used to interrupt the wait itself, so Python finalised while torch ran, and C++
 aborted the process ("terminate called without an active exception", status 134). Here the second
 one flushes the output and ends the process with ``os._exit(130)``; a Ray cluster this process
-started goes with it, as it does when the process is killed.
+started goes with it, as it does when the process is killed. Both commands use this one class, so
+they stop alike.
 """
 
 from __future__ import annotations

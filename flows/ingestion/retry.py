@@ -37,18 +37,25 @@ def retry(run: Run) -> Any:
     groups: dict[str, list[Failure]] = {}
     for failure in failures:
         groups.setdefault(source_key_of(failure.shard), []).append(failure)
-    run.report.docs_total = len(failures)
-    with run._track("retry", len(failures)):
+    shards = {key: retry_shard_id(key) for key in groups}  # one shard per source, named before any is written
+    r = run.report
+    r.docs_total, r.shards_total, r.shards_skipped = len(failures), len(shards), 0
+    with run._track("retry", len(failures), {shards[key]: len(group) for key, group in groups.items()}):
         for key, group in groups.items():
-            _retry_group(run, key, group)
+            _retry_group(run, key, group, shards[key])
     report = run._finish(started)
     still = {f.id for f in run.ledger.open_failures(run.finished())}
     report.resolved = sum(f.id not in still for f in failures)  # a file read again may fail on lines of its own
     return report
 
 
-def _retry_group(run: Run, key: str, failures: list[Failure]) -> None:
-    """Failures of one source, with that source's read step, chunking and encoder params."""
+def retry_shard_id(key: str) -> str:
+    """A new shard for the retried failures of the source ``key`` (``source_key_of`` reads the key back)."""
+    return f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> None:
+    """Failures of one source, into ``shard``, with that source's read step, chunking and encoder params."""
     staging = run.path / STAGING_DIR / key
     job = run.job
     if (staging / "job.json").exists():
@@ -56,7 +63,6 @@ def _retry_group(run: Run, key: str, failures: list[Failure]) -> None:
         embed = None if run.job.embed is None else {**run.job.embed, **(recorded["embed"] or {})}
         job = ShardJob(**{**run.job.__dict__, "chunk": recorded["chunk"], "enrich": recorded.get("enrich", []),
                           "embed": embed})
-    shard = f"retry-{key or 'none'}-{time.strftime('%Y%m%d%H%M%S')}-{uuid.uuid4().hex[:6]}"
     found: list[tuple[Failure, pa.Table]] = []
     again: list[Failure] = []
     read = None

@@ -67,6 +67,7 @@ def test_bad_csv_rows_are_failures_of_their_file_and_line_and_the_rest_is_ingest
     assert (again.shards_written, again.open_failures) == (0, 3)
     retried = _ingest(None, tmp_path / "idx", retry_failed=True)
     assert (retried.docs, retried.resolved, retried.open_failures) == (2, 2, 1)
+    assert (retried.docs_total, retried.shards_total, retried.shards_written, retried.shards_skipped) == (3, 1, 1, 0)
     assert {"a2", "b2"} <= set(_live(tmp_path / "idx")) and list(_open(tmp_path / "idx")) == ["c.csv:3"]
     text = dict(zip(*Index.open(tmp_path / "idx").columns(["doc_id", "text"])[1].to_pydict().values()))
     assert (text["a2"], text["b3"]) == ("a quote, closed", "quoted, \nover two lines")
@@ -153,3 +154,28 @@ def test_a_broken_parquet_file_is_a_failure_and_the_others_are_ingested(tmp_path
     pq.write_table(pa.table({"_id": ["p2"], "text": ["fixed"]}), folder / "b.parquet")
     retried = _ingest(None, tmp_path / "idx", retry_failed=True)
     assert (retried.resolved, retried.open_failures) == (1, 0) and _live(tmp_path / "idx") == ["p1", "p2"]
+
+
+def test_a_retry_reports_the_shards_it_made_one_per_source(tmp_path, capsys):
+    """``--retry-failed`` said ``shards_total: 0, shards_written: 1``: its shards were never counted in the total.
+    Failures of two sources retry into two shards, and a retry with nothing open makes none."""
+    from flows.commands import main
+
+    first, second = tmp_path / "first.csv", tmp_path / "second.csv"
+    first.write_text(HEADER + 'f1,T,first\nf2,T,"never closed\n')
+    second.write_text(HEADER + "s1,T,first\ns2,T,one,two\n")
+    for source in (first, second):
+        assert _ingest(source, tmp_path / "idx").failures == 1
+    first.write_text(HEADER + 'f1,T,first\nf2,T,"closed"\n')
+    second.write_text(HEADER + 's1,T,first\ns2,T,"one,two"\n')
+    command = ["ingest", "--index", str(tmp_path / "idx"), "--executor", "local", "--no-dense", "--no-chunk",
+               "--quiet", "--retry-failed", "--json"]
+    capsys.readouterr()
+    assert main(command) == 0
+    report = json.loads(capsys.readouterr().out)
+    counts = ("docs_total", "docs", "shards_total", "shards_written", "shards_skipped", "resolved", "open_failures")
+    assert {k: report[k] for k in counts} == dict(zip(counts, (2, 2, 2, 2, 0, 2, 0)))
+    assert _live(tmp_path / "idx") == ["f1", "f2", "s1", "s2"]
+    assert main(command) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert {k: report[k] for k in counts} == dict(zip(counts, (0, 0, 0, 0, 0, 0, 0)))
