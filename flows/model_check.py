@@ -8,7 +8,9 @@ not built yet, the encoder of the index that will be built counts too: the flow'
 ``index_settings.encoder``, when the step needs vectors (its ``index_features``). Every
 reference is resolved (``operators.models.resolve_model_path``, which loads nothing),
 and one ``MissingModelsError`` names every missing model with each flow and step that
-needs it.
+needs it. A model a step loads as a cross-encoder must also be one: a bi-encoder folder
+there would be refused only when the step loads it (at a Serve replica's start), so its
+config.json is read here (``check_cross_encoder``; no weights are loaded).
 
 ``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
 ``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
@@ -20,11 +22,13 @@ lives there.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.errors import SpecError
+from operators.models.cross_encoders import NotACrossEncoderError, check_cross_encoder
 from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError
 
 #: Where a step that searches an index by vectors names that index's encoder (``Operator.required_models``).
@@ -41,6 +45,7 @@ class ModelNeed:
     flow: str
     step: str
     where: str  # "params.model", "params.index (its encoder)", "index_settings.encoder (...)"
+    kind: str | None = None  # what the model must be besides present: "cross-encoder" (see KIND_CHECKS)
 
     def describe(self) -> str:
         return f"flow {self.flow}, step {self.step} ({self.where})"
@@ -50,12 +55,13 @@ class MissingModelsError(ModelNotFoundError):
     """Models that work about to start needs and that are not on this machine; nothing was run."""
 
     def __init__(self, missing: dict[str, list[ModelNeed]], reasons: dict[str, str],
-                 how_to_make: HowToMake | None = None):
+                 how_to_make: HowToMake | None = None, wrong_kind: Iterable[str] = ()):
         self.missing = missing
         parts = []
         for reference, needs in missing.items():
             hint = how_to_make(reference) if how_to_make is not None else None
-            make = f"make it with: {hint}" if hint else reasons[reference]
+            # a folder of another kind: say so (the command that makes the name would not replace it)
+            make = f"make it with: {hint}" if hint and reference not in wrong_kind else reasons[reference]
             parts.append(f"'{reference}' for {'; '.join(n.describe() for n in needs)}: {make}")
         super().__init__(f"{len(missing)} model(s) needed are not on this machine, so nothing was run: "
                          + " | ".join(parts))
@@ -65,9 +71,43 @@ class IndexEncoderError(SpecError):
     """A flow made for an index of one encoder was given an index embedded with another; nothing was run."""
 
 
+def model_kind(op: Operator, where: str) -> str | None:
+    """What the model at ``where`` of ``op`` must be besides present: a cross-encoder for ``rerank.cross_encoder``'s
+    ``params.model`` (its loader refuses any other folder), else None."""
+    from operators.rerank.cross_encoder import CrossEncoderReranker
+
+    return "cross-encoder" if isinstance(op, CrossEncoderReranker) and where == "params.model" else None
+
+
+def check_model(reference: str, kind: str | None = None) -> Path:
+    """The folder of ``reference``, resolved and, for a ``kind``, checked to be one from its config alone;
+    raises ``ModelNotFoundError`` (``NotACrossEncoderError`` for a folder of another kind)."""
+    from operators.models import resolve_model_path
+
+    path = resolve_model_path(reference)
+    if kind is not None:
+        KIND_CHECKS[kind](path)
+    return path
+
+
+def operator_problem(op: Operator) -> str | None:
+    """Why ``op`` cannot load its models here (the first missing or wrong-kind one), or None: what a Serve
+    deployment checks before it starts a replica."""
+    for where, reference in op.required_models().items():
+        try:
+            check_model(reference, model_kind(op, where))
+        except ModelNotFoundError as err:
+            return err.message
+    return None
+
+
+#: What a model of each kind is checked with (reads config.json, at most the weights' tensor names).
+KIND_CHECKS: dict[str, Callable[[Path], None]] = {"cross-encoder": check_cross_encoder}
+
+
 def step_needs(flow_name: str, operators: Mapping[str, Operator]) -> list[ModelNeed]:
     """The models each of ``operators`` (by step id) declares."""
-    return [ModelNeed(reference, flow_name, step, where)
+    return [ModelNeed(reference, flow_name, step, where, model_kind(op, where))
             for step, op in operators.items() for where, reference in op.required_models().items()]
 
 
@@ -89,26 +129,28 @@ def flow_needs(flow: Flow | FlowSpec, name: str | None = None) -> list[ModelNeed
 
 
 def check_needs(needs: Iterable[ModelNeed], *, how_to_make: HowToMake | None = None) -> None:
-    """Raise ``MissingModelsError`` naming every need whose model does not resolve."""
-    from operators.models import resolve_model_path
-
+    """Raise ``MissingModelsError`` naming every need whose model does not resolve, or is not of its kind."""
     missing: dict[str, list[ModelNeed]] = {}
     reasons: dict[str, str] = {}
-    resolved: set[str] = set()
+    wrong_kind: set[str] = set()
+    problems: dict[tuple[str, str | None], str | None] = {}  # checked once per (reference, kind)
     for need in needs:
-        if need.reference in resolved:
-            continue
-        if need.reference not in reasons:
+        if (need.reference, need.kind) not in problems:
             try:
-                resolve_model_path(need.reference)
-                resolved.add(need.reference)
-                continue
+                check_model(need.reference, need.kind)
+                problems[need.reference, need.kind] = None
             except ModelNotFoundError as err:
-                reasons[need.reference] = err.message
+                problems[need.reference, need.kind] = err.message
+                if isinstance(err, NotACrossEncoderError):
+                    wrong_kind.add(need.reference)
+        problem = problems[need.reference, need.kind]
+        if problem is None:
+            continue
+        reasons.setdefault(need.reference, problem)
         if need not in missing.setdefault(need.reference, []):
             missing[need.reference].append(need)
     if missing:
-        raise MissingModelsError(missing, reasons, how_to_make)
+        raise MissingModelsError(missing, reasons, how_to_make, wrong_kind)
 
 
 def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec], *,

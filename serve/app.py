@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from ray.serve import Application
 
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
-from operators.models import ModelNotFoundError, resolve_model_path
+from operators.models import ModelNotFoundError
 from serve import service_settings
 from serve.settings import AppArgs, ModelDeploymentArgs
 
@@ -116,13 +116,9 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
         op = cls(model.params, step_id=model.name)
     except ParamsError as err:
         raise ServeConfigError(err.message, field=f"{field}.{err.field}") from None
-    reference = getattr(op.params, "model", None)
-    if reference:
-        try:
-            resolve_model_path(str(reference))
-        except ModelNotFoundError as err:
-            return kind, err.message
-    return kind, None
+    from flows.model_check import operator_problem
+
+    return kind, operator_problem(op)  # missing, or of the wrong kind (a bi-encoder where a cross-encoder belongs)
 
 
 def model_deployment(model: ModelDeploymentArgs, kind: str) -> Application:

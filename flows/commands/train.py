@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from flows.commands._support import check_job_paths, positive_int
+from flows.commands._support import CliError, check_job_paths, positive_int
 
 DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset's training split "
                "(qrels/SPLIT.tsv): mine hard negatives with Tessera's own retrieval, then fine-tune a "
@@ -15,7 +15,8 @@ DESCRIPTION = ("Train rerankers and the dense retriever on a BEIR-layout dataset
                "where the hybrid_ce / hybrid_ft / hybrid_colbert flows load them. --model static distils a "
                "static embedder from MiniLM instead (no dataset needed), for hybrid_static and ingest_static.")
 EPILOG = ("Example: tessera train --dataset ../shared/data/scifact --model all, then tessera bench --dataset "
-          "../shared/data/scifact --flow hybrid --flow hybrid_ft --flow hybrid_ce --out bench-out")
+          "../shared/data/scifact --flow hybrid --flow hybrid_ft --flow hybrid_ce --out bench-out. "
+          "tessera train --list shows the models trained so far.")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -56,11 +57,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--index-dir", metavar="DIR",
                         help="where mining's indices live (default $TESSERA_HOME/indices/auto, shared with bench)")
     parser.add_argument("--quiet", action="store_true", help="no progress output (warnings are still shown)")
+    parser.add_argument("--list", action="store_true", help="train nothing: list the models trained into --output "
+                        "(default $TESSERA_HOME/models) with their kind, base, examples and when they were trained")
+    parser.add_argument("--json", action="store_true", help="with --list: print JSON")
 
 
 def handle(args: argparse.Namespace) -> int:
     from flows.train.recipe import TrainOptions, train
 
+    if args.list:
+        return _list_models(args)
+    if args.json:
+        raise CliError("--json goes with --list (a training run prints its summary as a table)")
     datasets = args.dataset or [None]
     for dataset in datasets:
         check_job_paths(outputs={"--output": args.output, "--index-dir": args.index_dir}, inputs={"--dataset": dataset})
@@ -100,6 +108,35 @@ def _print_summary(report) -> None:
         trained_on = describe(m.record["counts"]) if "counts" in m.record else "its base alone"
         table.add_row(escape(m.name), m.kind, trained_on, escape(str(m.path)), status)
     console().print(table)
+
+
+def _list_models(args: argparse.Namespace) -> int:
+    """``--list``: one row per checkpoint in the output folder (``checkpoints.trained_models``)."""
+    from rich.table import Table
+
+    from flows.commands._support import console, escape, print_json
+    from flows.train.checkpoints import trained_models
+    from operators.models import models_dir
+
+    folder = Path(args.output).expanduser() if args.output else models_dir()
+    rows = trained_models(folder)
+    if args.json:
+        print_json({"folder": str(folder), "models": rows})
+        return 0
+    if not rows:
+        print(f"no model trained into {folder} yet (tessera train --dataset DIR trains one)", file=sys.stderr)
+        return 0
+    table = Table(title=f"trained models in {folder}", title_justify="left")
+    for column in ("name", "kind", "base", "examples", "trained", "path"):
+        table.add_column(column)
+    for row in rows:
+        examples = "" if row["examples"] is None else str(row["examples"])
+        if row["pseudo_examples"]:
+            examples += f" ({row['judged_examples']} judged, {row['pseudo_examples']} pseudo)"
+        table.add_row(escape(row["name"]), row["kind"] or "", escape(str(row["base"] or "")), examples,
+                      row["trained_at"] or "", escape(row["path"]))
+    console().print(table)
+    return 0
 
 
 def register(subparsers: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:

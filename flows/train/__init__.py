@@ -7,9 +7,11 @@
 
 Modules, one concern each: ``mining`` (hard negatives from Tessera's own retrieval
 over the training queries; ``corpus`` checks and reads the corpus file), ``examples``
-(what each kind trains on, and its counts), ``cross_encoder`` / ``bi_encoder`` (the trainers;
-``colbert`` is ColBERT's), ``checkpoints`` (where models go, ``training.json``,
-reuse, atomic writes), ``recipe`` (the recipe spec and ``train(options)``), ``cli``.
+(what each kind trains on, and its counts), ``cross_encoder`` / ``bi_encoder`` (the trainers, on
+``_loop``'s step loop; ``colbert`` is ColBERT's; ``trainers`` picks one per kind), ``resume`` (the
+state saved at epoch ends, to go on after an interruption), ``checkpoints`` (where models go,
+``training.json``, reuse, atomic writes, the listing of ``tessera train --list``), ``recipe`` (the
+recipe spec and ``train(options)``).
 """
 
 from typing import Any

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import math
 import random
-from itertools import islice
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from flows.train.resume import EpochState
 
 
 def seed_everything(seed: int) -> None:
@@ -55,12 +57,6 @@ def optimizer(parameters, lr: float, weight_decay: float, warmup_ratio: float, s
     return opt, schedule
 
 
-def epoch_batches(examples: list[dict[str, Any]], batch_size: int, epochs: int, seed: int) -> Iterator[list]:
-    rng = random.Random(seed)
-    for _ in range(epochs):
-        yield from batches(examples, batch_size, rng)
-
-
 def padded_negatives(example: dict[str, Any], n: int) -> list[str]:
     """The first ``n`` negatives, cycled when the example has fewer (every column needs a value per row)."""
     negatives = example["negatives"]
@@ -78,19 +74,45 @@ def example_columns(batch: list[dict[str, Any]], negatives: int) -> list[list[st
 
 
 def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[str, Any]], parameters, params, *,
-        seed: int, max_steps: int | None, desc: str, progress: bool) -> list[float]:
+        seed: int, max_steps: int | None, desc: str, progress: bool, losses: list[float] | None = None,
+        resume: EpochState | None = None, state: dict[str, Any] | None = None, stage: int = 0,
+        final: bool = True) -> list[float]:
     """Train ``model`` on ``examples`` (``params``: batch_size, epochs, negatives, lr, weight_decay,
     warmup_ratio): ``loss_of(example_columns(batch))`` a step, AdamW with linear warmup and decay over
-    ``parameters``; returns the loss of every step. The model is left in eval mode."""
+    ``parameters``; appends each step's loss to ``losses`` and returns it. The model is left in eval mode.
+
+    ``resume``: save the state at the end of each epoch after which more is trained (more epochs of this
+    schedule, or a later ``stage`` unless ``final``); ``state``: a state of this ``stage`` that it saved,
+    to go on from (the epochs it covers are skipped, with the batches they would have drawn)."""
     from tqdm.auto import tqdm
 
+    losses = [] if losses is None else losses
     steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps)
     opt, schedule = optimizer(parameters, params.lr, params.weight_decay, params.warmup_ratio, steps)
+    done_epochs = 0
+    if state is not None:
+        resume.restore(state, model, opt, schedule)
+        losses[:] = state["losses"]
+        done_epochs = state["epoch"]
     model.train()
-    losses: list[float] = []
+    rng, step = random.Random(seed), 0
     bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, dynamic_ncols=True)
-    for batch in islice(epoch_batches(examples, params.batch_size, params.epochs, seed), steps):
-        _apply_step(loss_of(example_columns(batch, params.negatives)), model, opt, schedule, losses, bar)
+    for epoch in range(params.epochs):
+        if step >= steps:
+            break
+        epoch_batches = batches(examples, params.batch_size, rng)  # drawn for a skipped epoch too: same order
+        if epoch < done_epochs:
+            step = min(steps, step + len(epoch_batches))
+            bar.update(step - bar.n)
+            continue
+        whole = len(epoch_batches) <= steps - step  # not cut short by max_steps
+        for batch in epoch_batches[:steps - step]:
+            _apply_step(loss_of(example_columns(batch, params.negatives)), model, opt, schedule, losses, bar)
+            step += 1
+        if resume is not None and whole and (step < steps or not final):
+            with tqdm.external_write_mode():
+                resume.save(stage=stage, epoch=epoch + 1, model=model, optimizer=opt, schedule=schedule,
+                            losses=losses)
     bar.close()
     model.eval()
     return losses
@@ -107,7 +129,12 @@ def _apply_step(loss, model, opt, schedule, losses: list[float], bar) -> None:
     opt.zero_grad()
     losses.append(float(loss.detach()))
     bar.update(1)
-    bar.set_postfix(loss=f"{sum(losses[-20:]) / len(losses[-20:]):.3f}")
+    bar.set_postfix(loss=running_loss(losses))
+
+
+def running_loss(losses: list[float]) -> str:
+    """What a progress bar shows: the mean of the last 20 losses (one step's loss is too noisy to read)."""
+    return f"{sum(losses[-20:]) / len(losses[-20:]):.3f}"
 
 
 def summary(losses: list[float], started: float, **extra: Any) -> dict[str, Any]:

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.train import _loop
+
+if TYPE_CHECKING:
+    from flows.train.resume import EpochState
 
 
 class BiEncoderParams(BaseModel):
@@ -43,8 +46,9 @@ class BiEncoderParams(BaseModel):
 
 
 def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, params: BiEncoderParams, *,
-                     seed: int = 0, max_steps: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train and save to ``output_dir``; returns the stats."""
+                     seed: int = 0, max_steps: int | None = None, progress: bool = True,
+                     resume: EpochState | None = None) -> dict[str, Any]:
+    """Train and save to ``output_dir``; returns the stats. ``resume``: as for the cross-encoder."""
     import torch
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.losses import MultipleNegativesRankingLoss
@@ -63,8 +67,10 @@ def train_bi_encoder(examples: list[dict[str, Any]], output_dir: str | Path, par
     def loss_of(columns: list[list[str]]):
         return loss_fn([batch_to_device(model.preprocess(column), model.device) for column in columns], None)
 
+    state = resume.load() if resume is not None else None
     losses = _loop.fit(model, loss_of, examples, model.parameters(), params, seed=seed, max_steps=max_steps,
-                       desc="bi-encoder", progress=progress)
+                       desc="bi-encoder", progress=progress, resume=resume, state=state)
     model.max_seq_length = saved_length
     model.save(str(output_dir))
-    return _loop.summary(losses, started)
+    resumed = {"resumed_from": resume.resumed_from} if resume is not None and resume.resumed_from else {}
+    return _loop.summary(losses, started, **resumed)

@@ -117,3 +117,31 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return record
+
+
+def trained_models(folder: Path) -> list[dict[str, Any]]:
+    """Every checkpoint of ``tessera train`` in ``folder`` (a model folder with a readable ``training.json``), by
+    name: what ``tessera train --list`` shows. Hidden folders (a run's staging or resumable state) are left out."""
+    try:
+        paths = sorted(p for p in Path(folder).iterdir() if p.is_dir() and not p.name.startswith("."))
+    except OSError:
+        return []
+    rows = []
+    for path in paths:
+        record = read_record(path)
+        if record is None:
+            continue
+        counts = record.get("counts") or {}
+        hyper = record.get("hyperparameters") or {}
+        rows.append({"name": path.name, "kind": record.get("kind"), "base": hyper.get("base", record.get("base")),
+                     "dataset": record.get("dataset"), "split": record.get("split"),
+                     "examples": counts.get("examples", record.get("examples")),
+                     "judged_examples": counts.get("judged_examples"), "pseudo_examples": counts.get("pseudo_examples"),
+                     "steps": (record.get("training") or {}).get("steps", record.get("steps")),
+                     "trained_at": record.get("saved_at") or _modified(path / TRAINING_FILE), "path": str(path)})
+    return rows
+
+
+def _modified(file: Path) -> str:
+    """When ``file`` was last written, for a record that says nothing of when it was trained."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(file.stat().st_mtime))

@@ -93,6 +93,7 @@ def _train(data: list[dict[str, Any]], output: Path, *, base: str, epochs: int, 
            warmup_ratio: float, weight_decay: float, device: str | None) -> Path:
     import torch
 
+    from flows.train._loop import running_loss
     from operators.models.colbert import new_colbert
 
     torch.manual_seed(seed)
@@ -128,7 +129,7 @@ def _train(data: list[dict[str, Any]], output: Path, *, base: str, epochs: int, 
                 losses.append(round(float(loss.detach()), 5))
                 step += 1
                 bar.update(1)
-                bar.set_postfix(loss=f"{losses[-1]:.3f}")
+                bar.set_postfix(loss=running_loss(losses))
     finally:
         bar.close()
     model.eval()

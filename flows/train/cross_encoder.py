@@ -17,11 +17,14 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.train import _loop
+
+if TYPE_CHECKING:
+    from flows.train.resume import EpochState
 
 
 class FollowUpSchedule(BaseModel):
@@ -64,8 +67,10 @@ class CrossEncoderParams(BaseModel):
 
 
 def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, params: CrossEncoderParams, *,
-                        seed: int = 0, max_steps: int | None = None, progress: bool = True) -> dict[str, Any]:
-    """Train and save to ``output_dir`` (written whole, by the caller's atomic save); returns the stats."""
+                        seed: int = 0, max_steps: int | None = None, progress: bool = True,
+                        resume: EpochState | None = None) -> dict[str, Any]:
+    """Train and save to ``output_dir`` (written whole, by the caller's atomic save); returns the stats.
+    ``resume``: go on from an interrupted run's last finished epoch, and save each one (``flows.train.resume``)."""
     import torch
     from sentence_transformers.cross_encoder import CrossEncoder
     from sentence_transformers.cross_encoder.losses import MultipleNegativesRankingLoss
@@ -82,15 +87,20 @@ def train_cross_encoder(examples: list[dict[str, Any]], output_dir: str | Path, 
     if params.in_batch_negatives == 0:
         loss_fn.get_in_batch_negatives = lambda anchors, candidates: iter(())
     schedules = [params] + ([params.model_copy(update=params.then.model_dump())] if params.then else [])
+    state = resume.load() if resume is not None else None
     losses: list[float] = []
     for stage, schedule in enumerate(schedules):
+        if state is not None and state["stage"] > stage:
+            continue  # finished before the interruption: the state holds the weights it left
         if stage:  # the follow-up starts as a fresh run from the weights would: seeded anew, shuffled the same way
             _loop.seed_everything(seed)
-        losses += _loop.fit(model, lambda columns: loss_fn(columns, None), examples, _param_groups(model, schedule),
-                            schedule, seed=seed, max_steps=max_steps, progress=progress,
-                            desc="cross-encoder" + (" (follow-up)" if stage else ""))
+        _loop.fit(model, lambda columns: loss_fn(columns, None), examples, _param_groups(model, schedule),
+                  schedule, seed=seed, max_steps=max_steps, progress=progress, losses=losses, resume=resume,
+                  state=state if state is not None and state["stage"] == stage else None, stage=stage,
+                  final=stage == len(schedules) - 1, desc="cross-encoder" + (" (follow-up)" if stage else ""))
     model.save(str(output_dir))
-    return _loop.summary(losses, started, frozen_parameters=frozen)
+    resumed = {"resumed_from": resume.resumed_from} if resume is not None and resume.resumed_from else {}
+    return _loop.summary(losses, started, frozen_parameters=frozen, **resumed)
 
 
 def _param_groups(model: Any, params: CrossEncoderParams) -> list[dict[str, Any]]:

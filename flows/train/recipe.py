@@ -30,8 +30,10 @@ from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from flows.train.examples import check_judged, counts, own_examples
 from flows.train.mining import LabelledSet, MiningParams
+from flows.train.resume import RESUMABLE, EpochState, staging_folder
 from flows.train.static import StaticParams
 from flows.train.synthetic import ModelKind, SyntheticParams
+from flows.train.trainers import colbert_trainer, run_trainer
 
 #: what ``tessera train`` makes: the kinds trained on mined examples, and ``static`` (distilled from a model alone)
 Kind = Literal[ModelKind, "static"]
@@ -270,7 +272,7 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     if options.max_steps is not None and options.max_steps <= 0:
         raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
     if "colbert" in kinds:
-        _colbert_trainer()  # fail before mining when it is missing
+        colbert_trainer()  # fail before mining when it is missing
     _check_bases(kinds, training)
     needs_data = [kind for kind in kinds if kind not in DATA_FREE_KINDS]
     if needs_data and options.dataset is None:
@@ -332,7 +334,10 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
                   "max_steps": options.max_steps, "base": checkpoints.base_fingerprint(getattr(params, "base")),
                   "examples": checkpoints.examples_sha256(examples), "format": 2}
     key = checkpoints.config_key(key_inputs)
+    state = EpochState(staging_folder(folder), key, key_inputs, kind, log) if kind in RESUMABLE else None
     previous = None if options.force else checkpoints.read_record(folder)
+    if state is not None and (options.force or (previous or {}).get("config_key") == key):
+        state.clear()  # --force starts over; a finished checkpoint of this key needs no state
     if previous is not None and previous.get("config_key") == key:
         log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
         return TrainedModel(kind, folder.name, folder, True, 0.0, previous)
@@ -340,51 +345,15 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
     log(f"{kind}: training on {len(examples)} examples -> {folder}{why}")
 
     def save(tmp: Path) -> dict[str, Any]:
-        return _run_trainer(kind, params, examples, tmp, seed=seed, max_steps=options.max_steps,
-                            progress=options.progress)
+        return run_trainer(kind, params, examples, tmp, seed=seed, max_steps=options.max_steps,
+                           progress=options.progress, resume=state)
 
     record = checkpoints.write_checkpoint(folder, save, {
         "kind": kind, "name": folder.name, "config_key": key, "key_inputs": key_inputs,
         "dataset": mining["dataset"], "split": mining["split"], "counts": counts(kind, params, examples, mining),
         "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,
         "max_steps": options.max_steps})
+    if state is not None:
+        state.clear()
     log(f"{kind}: trained in {record['seconds']:.0f} s -> {folder}")
     return TrainedModel(kind, folder.name, folder, False, record["seconds"], record)
-
-
-def _run_trainer(kind: str, params: Any, examples: list[dict[str, Any]], tmp: Path, *, seed: int,
-                 max_steps: int | None, progress: bool) -> dict[str, Any]:
-    if kind == "cross-encoder":
-        from flows.train.cross_encoder import train_cross_encoder
-
-        return train_cross_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
-    if kind == "bi-encoder":
-        from flows.train.bi_encoder import train_bi_encoder
-
-        return train_bi_encoder(examples, tmp, params, seed=seed, max_steps=max_steps, progress=progress)
-    import shutil
-
-    started = time.perf_counter()
-    plain = [{"query": e["query"], "positive": e["positive"], "negatives": e["negatives"][:params.negatives]}
-             for e in examples]
-    path = Path(_colbert_trainer()(plain, base=params.base, output_dir=tmp, epochs=params.epochs,
-                                   batch_size=params.batch_size, lr=params.lr, seed=seed, max_steps=max_steps,
-                                   progress=progress))
-    if path.resolve() != tmp.resolve():
-        shutil.copytree(path, tmp, dirs_exist_ok=True)
-    stats: dict[str, Any] = {"seconds": round(time.perf_counter() - started, 3)}
-    own = checkpoints.read_record(tmp)  # the trainer's own (settings, loss per step) goes under "training" in ours
-    if own is None:
-        return stats
-    losses = own.pop("losses", None) or []
-    return {**own, **stats, "first_loss": losses[0] if losses else None,
-            "last_loss_mean20": sum(losses[-20:]) / len(losses[-20:]) if losses else None}
-
-
-def _colbert_trainer():
-    try:
-        from flows.train.colbert import train_colbert
-    except ImportError as err:
-        raise TrainError(f"ColBERT training (flows/train/colbert.py) is not available here: {err}",
-                         field="model") from None
-    return train_colbert

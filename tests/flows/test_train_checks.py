@@ -4,7 +4,8 @@ A small slice of SciFact (its first 8 train queries, their relevant documents an
 is written into temporary BEIR folders, each spoiled one way: train qrels that name
 documents the corpus lacks, a corpus that is TSV, empty or repeats an id, qrels that
 name an unknown query. Mining runs for real (BM25 only, an index of about 70 documents
-in the test's own index folder); no test here trains a model, except where noted.
+in the test's own index folder); no test here trains a model, except where noted (resuming an
+interrupted run, ``tessera train --list``, ColBERT's progress bar).
 """
 
 from __future__ import annotations
@@ -241,3 +242,133 @@ def test_each_model_records_and_reports_its_own_counts(base, home, tmp_path):
     assert (bi["examples"], bi["pseudo_examples"], bi["negatives_per_example"]) == (len(judged), 0, 1)
     assert describe(ce) == f"{len(judged) + 6} examples ({len(judged)} judged from {queries} queries, 6 pseudo), " \
                            "2 negatives each"
+
+
+@pytest.mark.slow
+def test_an_interrupted_cross_encoder_resumes_after_its_last_finished_epoch(base, home, tmp_path):
+    """Ctrl-C right after epoch 1 of 2 is saved (the log line that says so raises it); the same command goes on at
+    epoch 2 and makes the model an uninterrupted run makes. A run with other settings starts over, in one line.
+    (Trains five tiny models.)"""
+    import numpy as np
+    import torch
+    from sentence_transformers import CrossEncoder
+
+    from flows.train.recipe import train
+
+    options = _options(base, tmp_path, models=["cross-encoder"], epochs=2, max_steps=None)
+    staging = tmp_path / "models" / ".tessera-cross-encoder.resume"
+
+    def ctrl_c_after_epoch_1(line: str) -> None:
+        if line.startswith("cross-encoder: epoch 1 done; saved in"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(options, log=ctrl_c_after_epoch_1)
+    assert sorted(p.name for p in (tmp_path / "models").iterdir()) == [staging.name], "a model or temporary folder"
+    lines: list[str] = []
+    record = train(options, log=lines.append).models[0].record
+    assert [line for line in lines if "resuming" in line] == [
+        f"cross-encoder: resuming the interrupted run after epoch 1 ({record['training']['steps'] // 2} steps done; "
+        f"state in {staging})"]
+    assert record["training"]["resumed_from"] == {"stage": 0, "epoch": 1} and not staging.exists()
+
+    whole = train(_options(base, tmp_path, models=["cross-encoder"], epochs=2, max_steps=None,
+                           output=tmp_path / "whole"), log=lambda _: None).models[0].record
+    assert "resumed_from" not in whole["training"] and record["config_key"] == whole["config_key"]
+    assert (record["training"]["steps"], record["training"]["first_loss"]) == (
+        whole["training"]["steps"], whole["training"]["first_loss"])
+    query = json.loads((base / "queries.jsonl").read_text(encoding="utf-8").splitlines()[0])["text"]
+    docs = [json.loads(line)["text"] for line in (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:4]]
+    scores = [CrossEncoder(str(folder / "tessera-cross-encoder"), local_files_only=True, device="cpu").predict(
+        [(query, doc) for doc in docs], activation_fn=torch.nn.Identity()) for folder in (tmp_path / "models",
+                                                                                          tmp_path / "whole")]
+    assert np.allclose(scores[0], scores[1], atol=1e-4), scores
+
+    with pytest.raises(KeyboardInterrupt):  # another seed (the model with seed 7 is there: it would be reused)
+        train(_options(base, tmp_path, models=["cross-encoder"], epochs=2, max_steps=None, seed=8),
+              log=ctrl_c_after_epoch_1)
+    lines.clear()
+    other = train(_options(base, tmp_path, models=["cross-encoder"], epochs=2, max_steps=None, seed=9),
+                  log=lines.append).models[0].record
+    assert [line for line in lines if "not resuming" in line] == [
+        f"cross-encoder: not resuming the interrupted run in {staging}: seed, examples changed; starting over"]
+    assert "resumed_from" not in other["training"] and not staging.exists()
+
+    recipe = tmp_path / "follow-up.yaml"  # interrupted in the follow-up schedule: the main one is not run again
+    recipe.write_text(RECIPE.replace("cross_encoder: {", "cross_encoder: {then: {epochs: 2}, "), encoding="utf-8")
+    follow_up = {"models": ["cross-encoder"], "max_steps": None, "spec": recipe}
+
+    def ctrl_c_in_the_follow_up(line: str) -> None:
+        if line.startswith("cross-encoder: epoch 1 of stage 2 done"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(_options(base, tmp_path, **follow_up), log=ctrl_c_in_the_follow_up)
+    record = train(_options(base, tmp_path, **follow_up), log=lambda _: None).models[0].record
+    whole = train(_options(base, tmp_path, output=tmp_path / "whole", **follow_up), log=lambda _: None).models[0].record
+    assert record["training"]["resumed_from"] == {"stage": 1, "epoch": 1}
+    assert record["training"]["steps"] == whole["training"]["steps"]
+    assert record["training"]["last_loss_mean20"] == pytest.approx(whole["training"]["last_loss_mean20"], abs=1e-4)
+
+    bi_encoder = _options(base, tmp_path, epochs=2, max_steps=None)  # the bi-encoder resumes the same way
+
+    def ctrl_c_after_its_epoch_1(line: str) -> None:
+        if line.startswith("bi-encoder: epoch 1 done; saved in"):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(bi_encoder, log=ctrl_c_after_its_epoch_1)
+    record = train(bi_encoder, log=lambda _: None).models[0].record
+    assert record["training"]["resumed_from"] == {"stage": 0, "epoch": 1}
+    assert not (tmp_path / "models" / ".tessera-bi-encoder.resume").exists()
+
+
+def test_train_list_shows_each_trained_model_with_its_kind_base_examples_and_date(base, home, tmp_path, capsys,
+                                                                                    monkeypatch):
+    from flows.commands import main
+    from flows.train.recipe import train
+
+    models = tmp_path / "models"
+    train(_options(base, tmp_path, models=["cross-encoder", "bi-encoder"]), log=lambda _: None)
+    (models / "notes").mkdir()  # no training.json: not a checkpoint, not listed
+    capsys.readouterr()
+    assert main(["train", "--list", "--output", str(models), "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed["folder"] == str(models) and [r["name"] for r in listed["models"]] == [
+        "tessera-bi-encoder", "tessera-cross-encoder"]
+    for row in listed["models"]:
+        record = json.loads((models / row["name"] / "training.json").read_text(encoding="utf-8"))
+        assert row == {"name": row["name"], "kind": record["kind"], "base": "all-MiniLM-L6-v2",
+                       "dataset": str(base), "split": "train", "examples": record["counts"]["examples"],
+                       "judged_examples": record["counts"]["judged_examples"],
+                       "pseudo_examples": record["counts"]["pseudo_examples"], "steps": 1,
+                       "trained_at": record["saved_at"], "path": str(models / row["name"])}
+    assert listed["models"][1]["pseudo_examples"] == 6 and listed["models"][0]["pseudo_examples"] == 0
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))  # the default folder: $TESSERA_HOME/models
+    monkeypatch.setenv("COLUMNS", "250")
+    assert main(["train", "--list"]) == 0
+    table = capsys.readouterr().out
+    ce = listed["models"][1]
+    assert f"tessera-cross-encoder │ cross-encoder │ all-MiniLM-L6-v2 │ {ce['examples']} " \
+           f"({ce['judged_examples']} judged, 6 pseudo) │ {ce['trained_at']}" in table
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "empty"))
+    assert main(["train", "--list"]) == 0
+    assert "no model trained into" in capsys.readouterr().err
+
+
+def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, tmp_path, capsys):
+    import re
+
+    from flows.train.colbert import train_colbert
+
+    docs = [json.loads(line) for line in (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
+    examples = [{"query": d["title"], "positive": d["text"], "negatives": [docs[(i + 1) % 8]["text"]]}
+                for i, d in enumerate(docs)]
+    path = train_colbert(examples, output_dir=tmp_path / "colbert", batch_size=2, max_steps=3, doc_maxlen=32,
+                         progress=True)
+    losses = json.loads((path / "training.json").read_text(encoding="utf-8"))["losses"]
+    shown = re.findall(r"loss=([0-9.]+)", capsys.readouterr().err)
+    means = [f"{sum(losses[:k]) / k:.3f}" for k in (1, 2, 3)]  # after each step: the mean of the steps so far
+    assert len(losses) == 3 and list(dict.fromkeys(shown)) == means, (shown, losses)
+    assert f"{losses[1]:.3f}" not in shown, "a step's own loss was shown"

@@ -64,6 +64,20 @@ def test_missing_models_fail_stops_the_build_with_the_reason(tmp_path, monkeypat
         build_app(args)
 
 
+def test_a_bi_encoder_deployed_as_a_cross_encoder_is_skipped_with_the_reason(tmp_path, monkeypatch):
+    """A replica would fail at start on it (no classification head); the build says why instead."""
+    import shutil
+
+    from operators.models import resolve_model_path
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tmp_path / "models" / "tessera-cross-encoder")
+    args = parse_args({"models": [{"name": "tessera-cross-encoder", "op": "rerank.cross_encoder",
+                                   "params": {"model": "tessera-cross-encoder"}}]})
+    kind, reason = check_model(args.models[0])
+    assert kind == "rerank" and reason.startswith("not a cross-encoder: ")
+
+
 @pytest.mark.parametrize("args, field", [
     ({"models": [{"name": "m", "op": "embed.sentence_transformer", "colour": 1}]}, "models.0.colour"),
     ({"models": [{"name": "m", "op": "embed.sentence_transformer", "batching": {"max_batch_size": 0}}]},
