@@ -184,12 +184,27 @@ async def opened(events: Any, card: ModelCard) -> Opened:
 
 def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
+    check_size(request)
     body = request.engine_body()
     if card.engine == "vllm":
         from serve.deployments.llm import vllm_request
 
         body = vllm_request(body)
     return handle.options(stream=True).chat.remote(body)
+
+
+def check_size(request: ChatRequest) -> None:
+    """A 400 naming ``messages`` for a conversation over ``max_chat_chars`` (the service's; the default in an app that
+    serves models only), before the model tokenises it: llama.cpp read a 600 KB message before it said that the
+    message did not fit its context."""
+    from serve import service as svc
+    from serve.service_settings import Limits
+
+    limit = (svc.current().limits if svc.configured() else Limits()).max_chat_chars
+    total = sum(len(m.text()) for m in request.messages)
+    if total > limit:
+        raise ApiError(400, f"messages: {total} characters in all, over the limit max_chat_chars={limit}; send a "
+                       "shorter message or start a new conversation", param="messages", code="max_chat_chars")
 
 
 async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:

@@ -66,7 +66,7 @@ class Indices:
             paths += [manifest.parent.resolve() for manifest in sorted(self.folder.glob("*/manifest.json"))]
         folder, entries = self.folder.resolve(), []
         for path in dict.fromkeys(paths):
-            entry = _describe(path)
+            entry = describe(path)
             if entry is None:
                 continue
             name = path.name if path.parent == folder else None  # None: the default index, outside the folder
@@ -106,7 +106,7 @@ class Indices:
         passages, metadata. Whoever may search the index may read them."""
         from operators.store.listing import document_page
 
-        path, row = self._named(name)
+        path, row = self.named(name)
         row = row or read_owner(path)
         if not readable(row, tenant):
             raise unshared(name, "name")
@@ -232,7 +232,11 @@ class Indices:
     def delete(self, name: str, tenant: str) -> dict[str, Any]:
         """Delete the index, its uploads and its record (moved aside first, so no search opens half of it)."""
         self._owned(name, tenant)
-        why = self.service.store.forget_index(name, tenant)
+        return self.remove(name, tenant)
+
+    def remove(self, name: str, owner: str) -> dict[str, Any]:
+        """Forget ``owner``'s index ``name`` (a 409 while an ingestion runs), then remove its folder and uploads."""
+        why = self.service.store.forget_index(name, owner)
         if why != "ok":
             raise self._refusal(name, why)
         for folder in (self.folder / name, self.uploads / name):
@@ -249,7 +253,7 @@ class Indices:
 
         return under(self.folder.resolve(), self.service.index_roots)
 
-    def _named(self, name: str) -> tuple[Path, dict[str, Any] | None]:
+    def named(self, name: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: the service did not make it); a 422 for a bad name."""
         if not re.fullmatch(NAME_PATTERN, name):
             raise ApiError(422, f"index name '{name}' is not allowed: a letter or digit, then up to 63 letters, "
@@ -258,7 +262,7 @@ class Indices:
 
     def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
-        path, row = self._named(name)
+        path, row = self.named(name)
         if not self._searchable():
             raise ApiError(403, f"this service cannot add indices: {self.folder} is outside its index roots "
                            "(args.service.index_roots), so no search could read them", param="name",
@@ -343,7 +347,7 @@ def _open(path: Path) -> Any:
         return None
 
 
-def _describe(path: Path) -> dict[str, Any] | None:
+def describe(path: Path) -> dict[str, Any] | None:
     """Size and settings of the index at ``path``; None when there is none (or it cannot be read)."""
     from operators.store import Index
     from operators.store.errors import IndexStoreError

@@ -5,16 +5,20 @@ index's ingest spec, and writes its progress into the task store as two steps, `
 and ``ingest`` (documents read, then documents embedded and committed). The result says
 how many documents and passages went in and how many failed (the index's failure ledger
 keeps why). The uploaded file and its staging folder are removed when the task ends, whatever the outcome, and
-when it is cancelled.
+when it is cancelled. A failed upload into an index that has no documents yet (its first) also removes the index's
+folder and record, so the name and the disk are as before the upload.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 from typing import Any
 
 from serve.taskstore import PROGRESS_EVERY_S, TaskStore, pending_progress
+
+log = logging.getLogger("tessera.serve")
 
 #: The task's steps: the stages of ``flows.ingestion.progress.IngestProgress``.
 STEPS = ["staging", "ingest"]
@@ -63,16 +67,49 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
         report = ingest(job["source"], job["index_path"], spec=job["spec"], executor="local", progress=False,
                         on_progress=writer, replace=job.get("replace", False),
                         delete_doc_ids=documents_of_files(job["index_path"], job.get("replace_files", [])))
-    except TesseraError as err:
-        store.finish(task_id, "failed", error=str(err))
     except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)
-        store.finish(task_id, "failed", error=f"{type(err).__name__}: {err}")
+        discard_upload(job)
+        owner = remove_unborn(store, task_id, job)  # while this task runs, no other upload may write there
+        store.finish(task_id, "failed", error=str(err) if isinstance(err, TesseraError) else
+                     f"{type(err).__name__}: {err}")
+        if owner is not None:
+            forget_unborn(store, job, owner)
     else:
         store.update(task_id, step_progress={s: {**info, "status": "done"} for s, info in writer.progress.items()},
                      steps_done=len(STEPS), rows_done=report.docs)
         store.finish(task_id, "finished", result=ingest_result(job["index"], report))
     finally:
         discard_upload(job)
+
+
+def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | None:
+    """After a failed upload into an index with no committed documents (its first upload, or every one before it
+    failed too): remove the index folder (its owner file, staging, failure ledger) and the upload's empty folder, so
+    the name and the disk are free again; its owner, whose row ``forget_unborn`` removes once the task is final.
+    None, touching nothing, when the index holds documents (a manifest) or another upload is its latest."""
+    import shutil
+    import uuid
+
+    row, path = store.index(job["index"]), Path(job["index_path"])
+    if row is None or row["ingest_task"] != task_id or (path / "manifest.json").exists():
+        return None
+    if path.exists():
+        doomed = path.with_name(f".deleted-{path.name}-{uuid.uuid4().hex[:8]}")
+        path.rename(doomed)  # at once: a search or a listing sees the whole folder or none of it
+        shutil.rmtree(doomed, ignore_errors=True)
+    try:
+        Path(job["source"]).parent.rmdir()  # only when empty: another upload's file keeps it
+    except OSError:
+        pass
+    return row["owner"]
+
+
+def forget_unborn(store: TaskStore, job: dict[str, Any], owner: str) -> None:
+    """Remove the row of an index whose first upload failed (``remove_unborn``), unless its owner has sent another
+    upload meanwhile (the store refuses it in the same transaction: that upload keeps the name)."""
+    why = store.forget_index(job["index"], owner)
+    if why != "ok":
+        log.info("index %s: its failed upload's record is kept (%s)", job["index"], why)
 
 
 def discard_upload(job: dict[str, Any]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
+from serve import index_admin
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.routes_tasks import tenant
@@ -71,3 +72,15 @@ def share_index(name: str, body: ShareRequest, request: Request) -> dict[str, An
 @router.delete("/v1/indices/{name}", summary="Delete an index the caller made, with its documents")
 def delete_index(name: str, request: Request) -> dict[str, Any]:
     return svc.current().indices.delete(name, tenant(request))
+
+
+@router.get("/v1/admin/indices", summary="Admin keys only: every index the service made, with its owner, also of "
+            "keys that were removed")
+def list_every_index(request: Request) -> dict[str, Any]:
+    return {"indices": index_admin.every_index(svc.current().indices, tenant(request))}
+
+
+@router.delete("/v1/admin/indices/{name}", summary="Admin keys only: delete an index the service made, whoever owns "
+               "it")
+def delete_any_index(name: str, request: Request) -> dict[str, Any]:
+    return index_admin.delete_any(svc.current().indices, name, tenant(request))

@@ -105,6 +105,7 @@ class Service:
         self.spares = SpareWorkers(self.store.url, env=self.task_env, num_cpus=self.num_cpus,
                                   count=config["spare_task_workers"])
         self.served, self.app_name = served, app_name
+        self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
         self.indices = Indices(self)
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()

@@ -31,6 +31,9 @@ class ApiKey(BaseModel):
                     "and saved flows; shown in logs instead of the key.")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex (`python -c \"import "
                         "hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())\" KEY`).")
+    admin: bool = Field(False, description="An admin key also lists every index the service made, whoever owns it, "
+                        "and deletes any of them (GET and DELETE /v1/admin/indices): the way to reclaim the indices "
+                        "of a key that was removed.")
 
 
 class Limits(BaseModel):
@@ -44,6 +47,9 @@ class Limits(BaseModel):
     max_query_chars: int = Field(10_000, gt=0, description="Longest query, in characters (422): a search's, a task's, "
                                  "the question a flow answers in a chat. A query is searched for, not read: BM25 "
                                  "and the encoders spend time on every word of it.")
+    max_chat_chars: int = Field(100_000, gt=0, description="Most characters the messages of a chat with a served "
+                                "language model may hold in all (400 naming `messages`), checked before the model "
+                                "tokenises them: llama.cpp read a 600 KB message before saying it did not fit.")
     max_upload_bytes: int = Field(20_000_000, gt=0, description="Largest file upload (POST /v1/indices/{name}/"
                                   "files), in bytes (413).")
     max_documents_per_request: int = Field(1000, gt=0, le=5000, description="Most documents one upload may add "
@@ -119,6 +125,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
         str(Path(root).expanduser().resolve()) for root in service.data_roots]
     return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots,
             "data_roots": data_roots, "task_store": store,
-            "keys": keys, "task_num_cpus": service.task_num_cpus,
+            "keys": keys, "admins": sorted(k.id for k in service.api_keys if k.admin),
+            "task_num_cpus": service.task_num_cpus,
             "spare_task_workers": service.spare_task_workers,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

@@ -59,7 +59,8 @@ def app_args(ce: str, colbert: str) -> dict:
 
 
 #: The shared app's limits: low enough that a test reaches each one with a small request.
-LIMITS = {"max_tasks_per_key": 3, "max_body_bytes": 100_000, "max_queries_per_request": 5, "max_result_rows": 400}
+LIMITS = {"max_tasks_per_key": 3, "max_body_bytes": 100_000, "max_queries_per_request": 5, "max_result_rows": 400,
+          "max_chat_chars": 30_000}
 
 
 @pytest.fixture(scope="session")

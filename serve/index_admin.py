@@ -1,0 +1,52 @@
+"""Indices for an admin key (``api_keys: [{id, sha256, admin: true}]``): every index the service made, whoever owns
+it, and deleting any of them.
+
+A key that is removed from the configuration leaves its indices behind: private to an id nobody has, their names
+taken and their disk in use, and no other key may change them. An admin key lists them with their owners
+(``GET /v1/admin/indices``) and deletes them (``DELETE /v1/admin/indices/{name}``), as their owner would. Any other
+key gets a 403. Indices the service did not make (the default index, one ``tessera ingest`` built) are not listed
+and stay read-only here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from serve.errors import ApiError
+from serve.index_owner import OWNER_FILE, read_owner
+from serve.indices import EMPTY, describe
+
+
+def admins(service: Any) -> frozenset[str]:
+    """The admin key ids of ``service`` (``Service.admins``, from the resolved ``admins`` of serve.service_settings)."""
+    return service.admins
+
+
+def require_admin(service: Any, tenant: str) -> None:
+    if tenant not in admins(service):
+        raise ApiError(403, "only an admin key (api_keys: admin: true) may list or delete every key's indices",
+                       code="admin_only")
+
+
+def every_index(indices: Any, tenant: str) -> list[dict[str, Any]]:
+    """Every index the service made (a task store row, or an owner file whose row is gone), with its owner."""
+    require_admin(indices.service, tenant)
+    rows = dict(indices.service.store.indices_made())
+    if indices.folder.is_dir():
+        for owned in sorted(indices.folder.glob(f"*/{OWNER_FILE}")):
+            if owned.parent.name not in rows and not owned.parent.name.startswith("."):
+                rows[owned.parent.name] = read_owner(owned.parent)
+    return [{"name": name, "owner": row["owner"], "shared": bool(row["shared"]), "spec": row["spec"],
+             "created": row["created"], "ingest_task": row["ingest_task"],
+             **(describe(indices.folder / name) or EMPTY)} for name, row in sorted(rows.items())]
+
+
+def delete_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
+    """Delete the index ``name`` the service made, whoever owns it (a 409 while an ingestion runs into it)."""
+    require_admin(indices.service, tenant)
+    path, row = indices.named(name)
+    row = row or read_owner(path)
+    if row is None:
+        raise ApiError(404, f"no index named '{name}' made through this service", param="name",
+                       code="index_not_found")
+    return {**indices.remove(name, row["owner"]), "owner": row["owner"]}
