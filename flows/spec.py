@@ -10,9 +10,9 @@
 
 A step without ``inputs`` takes the previous step's output (the first step takes
 the flow input); ``inputs: []`` takes the flow input; several inputs are a fan-in
-(their rows are unioned). ``FlowSpec.build()`` validates everything (operators,
-params, inputs, cycles) before anything runs, raising a ``SpecError`` that names
-the step and the field.
+(their rows are unioned). ``FlowSpec.build()`` validates everything (operators, params,
+inputs, cycles, fusion branches: ``flows.spec_checks``) before anything runs, raising a
+``SpecError`` that names the step and the field.
 
 The mosaicRAG request body (``query``, ``parameters``, numbered steps ``"1"``,
 ``"2"``... each with ``id`` and ``parameters``) is read by ``from_mosaic`` as a
@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Collection
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from flows import spec_checks
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.specfile import read_mapping
 from operators.base import Operator
@@ -71,6 +73,12 @@ class StepSpec(BaseModel):
         "instead of in-process; same output. Embedders and rerankers; the local executor (the one Serve runs "
         "flows with) honours it, the Ray Data executor refuses it.")
 
+    @field_validator("params", mode="before")
+    @classmethod
+    def _null_params(cls, params: Any) -> Any:
+        """``params:`` left empty in YAML is null: no params, as ``{}``."""
+        return {} if params is None else params
+
 
 class FlowSpec(BaseModel):
     """A named DAG of steps, in the order they are written."""
@@ -85,6 +93,12 @@ class FlowSpec(BaseModel):
     index_settings: dict[str, Any] | None = Field(
         None, description="An ingestion flow's index settings (operators.store.IndexSettings), read by "
         "`tessera ingest`; other flows leave it unset.")
+
+    @field_validator("steps", mode="before")
+    @classmethod
+    def _step_ids(cls, steps: Any) -> Any:
+        spec_checks.check_step_ids(steps)
+        return steps
 
     @field_validator("steps")
     @classmethod
@@ -209,13 +223,18 @@ class FlowSpec(BaseModel):
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
-                raise ParamsError(err.message, step=step_id, op=step.op, field=f"steps.{step_id}.{err.field}") from None
+                raise ParamsError(yaml_bool_hint(err.message), step=step_id, op=step.op,
+                                  field=f"steps.{step_id}.{err.field}") from None
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
         output = self.output or _only_sink(ids, inputs)
         if output not in self.steps:
             raise SpecError(f"output '{output}' is not a step of this flow", field="output")
-        return Flow(spec=self, order=order, inputs=inputs, operators=operators, output=output)
+        spec_checks.check_branches(ids, inputs, operators)
+        flow = Flow(spec=self, order=order, inputs=inputs, operators=operators, output=output)
+        flow.check_columns(None)
+        flow.warnings = spec_checks.warn_unfused_fan_ins(self.name, inputs, operators)
+        return flow
 
 
 @dataclass
@@ -228,6 +247,8 @@ class Flow:
     operators: dict[str, Operator]
     output: str
     consumers: dict[str, list[str]] = field(default_factory=dict)
+    #: What building found questionable but valid (a fan-in of rankings into a step that does not fuse).
+    warnings: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         for step in self.order:
@@ -253,6 +274,15 @@ class Flow:
         """What the needed steps leave for a runner to fill in (``Operator.unset_params``), one error each."""
         return [SpecError(f"this step needs {field} set: {what}", step=step, field=f"steps.{step}.{field}")
                 for step in self.needed_steps() for field, what in self.operators[step].unset_params().items()]
+
+    def check_columns(self, input_columns: Collection[str] | None) -> None:
+        """Refuse, before anything runs, a needed step whose required input columns (``requires()``) no step above
+        it can bring, given the flow input's columns (None: any). An executor calls it with its input's columns;
+        ``FlowSpec.build()`` with None. The error names the step and the param that named the column."""
+        errors = spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
+                                             input_columns)
+        if errors:
+            raise errors[0]
 
     def ranks(self) -> bool:
         """Whether the output is a ranking: a needed step writes a ``rank`` column."""
@@ -332,18 +362,34 @@ def _spec_error(err: ValidationError) -> SpecError:
     first = err.errors()[0]
     loc = [str(part) for part in first["loc"]]
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
-    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+    if first["type"] == "string_type" and isinstance(first.get("input"), bool):
+        message = yaml_bool_hint(f"{message} (got {first['input']})")
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=".".join(loc) or None)
 
 
+def yaml_bool_hint(message: str) -> str:
+    """A string expected and a bool found: YAML 1.1 reads no/yes/on/off (any case) as booleans, so say so."""
+    if "valid string" in message and re.search(r"\b(True|False)\b", message):
+        return (f"{message}; YAML reads unquoted no, yes, on, off, true and false as booleans: quote the "
+                "value ('no') to mean the text")
+    return message
+
+
 def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:
-    """A spec (as ``FlowSpec.load``) and, when it is a mosaicRAG request, the request's query."""
+    """A spec (as ``FlowSpec.load``) and, when it is a mosaicRAG request, the request's query. An invalid spec
+    read from a file names the file, as a syntax error does."""
     data, path = read_mapping(source)
-    if is_mosaic_request(data):
-        return from_mosaic(data, name=path.stem if path is not None else "mosaic")
-    return FlowSpec.parse(data), None
+    try:
+        if is_mosaic_request(data):
+            return from_mosaic(data, name=path.stem if path is not None else "mosaic")
+        return FlowSpec.parse(data), None
+    except SpecError as err:
+        if path is None:
+            raise
+        raise type(err)(f"{path}: {err.message}", step=err.step, op=err.op, field=err.field) from None
 
 
 def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec, str | None]:

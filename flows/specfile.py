@@ -13,6 +13,8 @@ and so is a document whose aliases expand to more than ``MAX_VALUES`` values (a
 
 from __future__ import annotations
 
+import difflib
+import json
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from operators.errors import SpecError, one_line
 MAX_VALUES = 100_000
 #: Deepest nesting of mappings and lists in a spec (a flow needs about six levels).
 MAX_DEPTH = 64
+#: Suffixes that make a spec source a file path, not a flow name.
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
 def resolve_spec_path(source: str | Path) -> Path | None:
@@ -49,13 +53,66 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
     """The mapping a spec source holds, and its file (None for text)."""
     path = resolve_spec_path(source)
     if path is not None:
-        return load_yaml(read_text(path), origin=str(path)), path
+        text = read_text(path)
+        if path.suffix.lower() == ".json":
+            return load_json(text, origin=str(path)), path
+        return load_yaml(text, origin=str(path)), path
     if isinstance(source, str) and ("\n" in source or source.lstrip().startswith("{")):
         return load_yaml(source), None
+    text = str(source)
+    if "/" in text or "\\" in text or text.lower().endswith(SPEC_SUFFIXES):
+        raise SpecError(f"spec file '{text}' does not exist", field="spec")
+    missing = f"no flow spec file or built-in flow named '{text}', and no saved flow by that name"
+    close = difflib.get_close_matches(text, [*store.builtin_names(), *store.saved_names()], n=3, cutoff=0.6)
+    if close:
+        raise SpecError(f"{missing}; did you mean {' or '.join(repr(n) for n in close)}? (tessera flows list "
+                        "shows them all)", field="spec")
     known = ", ".join(store.builtin_names()) or "none"
     saved = ", ".join(store.saved_names()) or "none"
-    raise SpecError(f"no flow spec file or built-in flow named '{source}', and no saved flow by that "
-                    f"name; built-in flows: {known}; saved flows: {saved}", field="spec")
+    raise SpecError(f"{missing}; built-in flows: {known}; saved flows: {saved}", field="spec")
+
+
+def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
+    """A ``.json`` spec file read as JSON, strictly: YAML would accept a trailing comma or comments that JSON
+    does not. Errors give the line and column; a key given twice is refused, as in YAML."""
+    where = f"{origin}: " if origin else ""
+    if "\x00" in text:
+        raise SpecError(f"{where}not a spec (the text holds NUL bytes)", field="spec")
+    try:
+        data = json.loads(text, object_pairs_hook=_unique_keys)
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{where}not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})",
+                        field="spec") from None
+    except RecursionError:
+        raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec") from None
+    except SpecError as err:
+        raise SpecError(f"{where}{err.message}", field=err.field) from None
+    if _depth(data) > MAX_DEPTH:
+        raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec")
+    if not isinstance(data, dict):
+        raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+    return data
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in seen:
+            raise SpecError(f"the key '{one_line(key, 200)}' is given twice in one object; JSON readers would "
+                            "silently keep the last", field=key[:100])
+        seen[key] = value
+    return seen
+
+
+def _depth(data: Any) -> int:
+    """How deeply mappings and lists nest (iteratively: the input is untrusted)."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            deepest = max(deepest, depth)
+            stack.extend((child, depth + 1) for child in (value.values() if isinstance(value, dict) else value))
+    return deepest
 
 
 def read_text(path: Path) -> str:

@@ -39,7 +39,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import OperatorError
+from operators.errors import OperatorError, ParamsError
 from operators.tables import empty_like, qid_group_order, set_columns, set_ranking
 
 Normalisation = Literal["min-max", "max", "sum", "z-score"]
@@ -241,6 +241,19 @@ class Fuser(Operator):
     #: Whether ``branch_scores`` reads the branches' scores (or only their ranks).
     needs_scores: ClassVar[bool] = True
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        weights, names = self.params.weights or {}, self.branch_steps()
+        unknown = sorted(set(weights) - set(names)) if names else []
+        if unknown:  # known here, from the params and inputs: refused when the flow is built, not after it ran
+            raise ParamsError(f"weights name {unknown}, which are not branches of this step (branches: {names})",
+                              op=self.name, step=self.step_id, field="params.weights")
+
+    def branch_steps(self) -> list[str]:
+        """The step ids whose rankings this step fuses: ``params.branches``, else its inputs (flows.spec_checks
+        checks them against the flow when it is built)."""
+        return list(self.params.branches or self.input_steps)
+
     def reads(self) -> list[str]:
         return ["qid", "docno"]
 
@@ -250,7 +263,7 @@ class Fuser(Operator):
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
-        identity["branches"] = list(self.params.branches or self.input_steps)
+        identity["branches"] = self.branch_steps()
         return identity
 
     def branch_scores(self, positions: np.ndarray, scores: np.ndarray) -> np.ndarray:

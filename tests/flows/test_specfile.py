@@ -65,3 +65,34 @@ def test_a_flow_with_many_steps_is_ordered_and_one_with_too_many_is_refused():
     assert flow.order == [f"s{i}" for i in reversed(range(n))]
     with pytest.raises(SpecError, match=f"at most {MAX_STEPS:,} steps"):
         FlowSpec.parse({"steps": {f"s{i}": {"op": "analyze.word_count"} for i in range(n + 1)}})
+
+
+def test_a_json_file_is_read_as_json_with_the_line_and_column_of_a_mistake(tmp_path):
+    path = tmp_path / "bad.json"
+    path.write_text('{"steps": {"bm25": {"op": "retrieve.bm25",}}}', encoding="utf-8")  # YAML would accept it
+    with pytest.raises(SpecError) as err:
+        read_mapping(str(path))
+    assert err.value.message.startswith(f"{path}: not valid JSON") and "line 1, column 43" in err.value.message
+    path.write_text('{"steps": {"t": {"op": "postprocess.reduce", "params": {"k": 10, "k": 3}}}}', encoding="utf-8")
+    with pytest.raises(SpecError, match="'k' is given twice"):
+        read_mapping(str(path))
+    path.write_text("[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1), encoding="utf-8")
+    with pytest.raises(SpecError, match="nested more than"):
+        read_mapping(str(path))
+    path.write_text('{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}', encoding="utf-8")
+    assert FlowSpec.load(path).steps["bm25"].params == {"k": 3}
+
+
+@pytest.mark.parametrize("source", ["/tmp/no/such/flow.yaml", "missing.yml", "missing.json", "dir/flow"])
+def test_a_missing_file_is_named_as_a_file(source):
+    with pytest.raises(SpecError) as err:
+        read_mapping(source)
+    assert err.value.message == f"spec file '{source}' does not exist"
+
+
+def test_a_misspelt_flow_name_suggests_the_close_ones():
+    with pytest.raises(SpecError) as err:
+        read_mapping("hybrd")
+    assert "did you mean 'hybrid'" in err.value.message and "built-in flows:" not in err.value.message
+    with pytest.raises(SpecError, match="built-in flows: .*hybrid"):
+        read_mapping("zzzz")

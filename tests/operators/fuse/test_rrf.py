@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.errors import OperatorError
+from operators.errors import OperatorError, ParamsError
 from operators.registry import create
 from operators.testing import OperatorContract, sample_documents
 
@@ -96,9 +96,9 @@ def test_branch_columns_missing_or_unknown_weights_are_named(make_union):
     with pytest.raises(OperatorError) as err:
         create("fuse.rrf", {}, step_id="f", input_steps=("bm25", "ce"))(table)
     assert err.value.field == "params.branches" and "rank_ce" in err.value.message and err.value.step == "f"
-    with pytest.raises(OperatorError) as err:
-        rrf(weights={"bm52": 1.0})(table)
-    assert err.value.field == "params.weights"
+    with pytest.raises(ParamsError) as err:  # known from params and inputs: refused when constructed, before a run
+        rrf(weights={"bm52": 1.0})
+    assert err.value.field == "params.weights" and "bm52" in err.value.message
     with pytest.raises(OperatorError) as err:
         create("fuse.rrf", {})(table)  # no fan-in, no branches
     assert err.value.field == "params.branches"

@@ -1,0 +1,170 @@
+"""Checks of a built flow that look across steps: fusion branches, input columns, fan-ins.
+
+``FlowSpec.build()`` runs ``check_branches`` and ``warn_unfused_fan_ins``; ``Flow.check_columns`` runs
+``missing_columns`` once the flow input's columns are known (an executor, before the first step).
+
+Which columns reach a step is known from the spec only in part: each operator declares what it writes
+(``produces()``), and a row, query or corpus step passes its input's columns on. Some steps bring columns
+nobody declared: a source brings its file's fields, a retriever its index's metadata columns (known when the
+index is named and readable: its manifest lists them), and the flow input may be any table holding ``qid``
+and ``query``. Such a step is *open*; a missing column is refused only when no open step above can bring it,
+so a valid flow is never refused for a column the data may hold.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from typing import Any, Collection, Iterable
+
+from operators.errors import SpecError
+
+log = logging.getLogger(__name__)
+
+#: A step id: it names columns (``rank_<step>``), cache entries and log lines, so it is a plain name.
+STEP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
+
+#: Fan-ins already warned about in this process: (flow name, step, its inputs).
+_WARNED: set[tuple[str, str, tuple[str, ...]]] = set()
+
+
+def check_step_ids(steps: Any) -> None:
+    """Every step id is text matching ``STEP_ID_PATTERN``; the error names the id."""
+    if not isinstance(steps, dict):
+        return
+    for step_id in steps:
+        if not isinstance(step_id, str):
+            kind = "a true/false" if isinstance(step_id, bool) else "a number" if isinstance(
+                step_id, (int, float)) else f"a {type(step_id).__name__}"
+            raise ValueError(f"step id {step_id!r} is {kind}, not a name: quote it in YAML ('{step_id}':) or use "
+                             "a name such as bm25 (and quote it where inputs name it too)")
+        if not STEP_ID_PATTERN.fullmatch(step_id):
+            raise ValueError(f"step id {step_id!r} is not a valid name: use 1-100 letters, digits, '_', '.' or "
+                             "'-', starting with a letter, digit or '_' (it names the step's rank_<step> column)")
+
+
+def ancestors(step: str, inputs: dict[str, tuple[str, ...]]) -> set[str]:
+    """Every step whose output reaches ``step``, through its inputs."""
+    seen: set[str] = set()
+    stack = list(inputs[step])
+    while stack:
+        parent = stack.pop()
+        if parent not in seen:
+            seen.add(parent)
+            stack.extend(inputs[parent])
+    return seen
+
+
+def check_branches(ids: list[str], inputs: dict[str, tuple[str, ...]], operators: dict[str, Any]) -> None:
+    """A fusion step's branches (``branch_steps()``) are steps above it that rank (declare ``rank_<step>``)."""
+    for step, op in operators.items():
+        branch_steps = getattr(op, "branch_steps", None)
+        if branch_steps is None:
+            continue
+        explicit = bool(getattr(op.params, "branches", None))
+        where = "params.branches" if explicit else "inputs"
+        above = ancestors(step, inputs)
+        for branch in branch_steps():
+            if branch not in operators:
+                raise SpecError(f"{where} names '{branch}', which is not a step of this flow (steps: "
+                                f"{', '.join(ids)})", step=step, op=op.name, field=f"steps.{step}.{where}")
+            if branch not in above:
+                raise SpecError(f"{where} names '{branch}', which is not above this step (its input does not "
+                                f"come from it), so it has no ranking here", step=step, op=op.name,
+                                field=f"steps.{step}.{where}")
+            if f"rank_{branch}" not in operators[branch].produces():
+                ranking = [s for s in ids if s in above and f"rank_{s}" in operators[s].produces()]
+                raise SpecError(f"branch '{branch}' ({operators[branch].name}) does not rank: it writes no "
+                                f"rank_{branch} column to fuse; set params.branches to steps that rank"
+                                + (f" (above this step: {', '.join(ranking)})" if ranking else ""),
+                                step=step, op=op.name, field=f"steps.{step}.{where}")
+
+
+def warn_unfused_fan_ins(name: str, inputs: dict[str, tuple[str, ...]], operators: dict[str, Any]) -> list[str]:
+    """Warn (once per process and fan-in) when a step that does not fuse reads several rankings: their union
+    holds a document once per branch that found it, each row with its own branch's ``rank``."""
+    warnings = []
+    for step, parents in inputs.items():
+        op = operators[step]
+        if len(parents) < 2 or getattr(op, "branch_steps", None) is not None:
+            continue
+        ranking = [p for p in parents if "rank" in operators[p].produces()]
+        if len(ranking) < 2:
+            continue
+        which = "which each rank" if len(ranking) == len(parents) else f"of which {', '.join(ranking)} each rank"
+        message = (f"step '{step}' ({op.name}) reads the union of {', '.join(parents)}, {which}: a document "
+                   "found by several of them appears once per branch, with that branch's rank; to merge "
+                   "the rankings into one, read them through a fuse step (fuse.rrf, fuse.weighted)")
+        warnings.append(message)
+        key = (name, step, parents)
+        if key not in _WARNED:
+            _WARNED.add(key)
+            log.warning("%s", message)
+    return warnings
+
+
+def index_columns(op: Any) -> set[str] | None:
+    """The document columns of the index a retriever names (from its manifest), or None if not known."""
+    index = getattr(getattr(op, "params", None), "index", None)
+    if not index or not isinstance(index, str) or not hasattr(op, "index_identity"):
+        return None
+    from operators.store import resolve_index
+    from operators.store.layout import read_manifest
+
+    try:
+        manifest = read_manifest(resolve_index(index))
+    except Exception:  # an index that cannot be read now fails later, at setup, with its own error
+        return None
+    if not manifest.shards:
+        return None
+    return {column for shard in manifest.shards for column in shard.columns}
+
+
+def brought_columns(op: Any) -> set[str] | None:
+    """Columns a step may write besides those it declares: None when unknown (the step is open)."""
+    if op.scope == "source":
+        return None
+    if "docno" in op.produces() and op.category() in ("retrieve", "sources"):
+        return index_columns(op)
+    return set()
+
+
+def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operators: dict[str, Any],
+                    needed: Iterable[str], input_columns: Collection[str] | None) -> list[SpecError]:
+    """The required columns (``requires()``) no step above can bring, one error per step, for the ``needed``
+    steps; ``input_columns`` None: the flow input may hold any column."""
+    available: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its output may hold, open)
+    reaching: dict[str, tuple[set[str], bool]] = {}  # step -> (columns its input may hold, open)
+    flow_input = (set(input_columns or ()), input_columns is None)
+    for step in order:
+        op = operators[step]
+        parents = [available[p] for p in inputs[step]] or [flow_input]
+        columns = set().union(*(cols for cols, _ in parents))
+        is_open = any(flag for _, flag in parents)
+        if op.scope == "source":
+            columns, is_open = set(), True
+        brought = brought_columns(op)
+        available[step] = (columns | set(op.produces()) | (brought or set()), is_open or brought is None)
+        reaching[step] = (columns, is_open)
+    errors = []
+    for step in needed:
+        op = operators[step]
+        columns, is_open = reaching[step]
+        if op.scope == "source" or is_open:
+            continue
+        missing = [c for c in op.requires() if c not in columns]
+        if missing:
+            field = _param_naming(op, missing[0])
+            errors.append(SpecError(
+                f"needs input column(s) {missing}, which no step above it writes and its input cannot hold "
+                f"(it may hold: {', '.join(sorted(columns))})", step=step, op=op.name,
+                field=f"steps.{step}.{field}"))
+    return errors
+
+
+def _param_naming(op: Any, column: str) -> str:
+    """The param whose value is ``column`` (``params.text_column``), else ``inputs``."""
+    for name, value in dict(op.params).items():
+        if value == column or (isinstance(value, (list, tuple)) and column in value):
+            return f"params.{name}"
+    return "inputs"

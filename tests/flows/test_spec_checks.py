@@ -1,0 +1,175 @@
+"""Checks across steps made when a flow is built (flows/spec_checks.py): fusion branches, input columns, fan-ins,
+step ids; and what a spec file may hold (params left empty, YAML booleans, the file named in errors)."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators.errors import ParamsError, SpecError
+from operators.testing import sample_documents
+
+HYBRID = {
+    "bm25": {"op": "retrieve.bm25", "params": {"k": 20}},
+    "dense": {"op": "retrieve.dense", "params": {"k": 20}, "inputs": []},
+    "fused": {"op": "fuse.rrf", "inputs": ["bm25", "dense"]},
+    "rr": {"op": "rerank.tfidf", "params": {"n": 10}},
+}
+
+
+def build(steps: dict, **spec) -> object:
+    return FlowSpec.parse({"steps": steps, **spec}).build()
+
+
+@pytest.fixture(scope="module")
+def bm25_index(tmp_path_factory):
+    from operators.store import Index, IndexSettings
+
+    path = tmp_path_factory.mktemp("spec_checks") / "index"
+    index = Index.create(path, IndexSettings(dense=False))
+    docs = sample_documents(50)
+    index.commit([index.write_shard("a", docs.append_column("doc_id", docs.column("docno")))])
+    return path
+
+
+# -- fusion branches -------------------------------------------------------------------------
+
+
+def test_a_branch_that_is_not_a_step_is_refused_when_the_flow_is_built():
+    with pytest.raises(SpecError) as err:
+        build({**HYBRID, "final": {"op": "fuse.weighted", "inputs": ["fused", "rr"],
+                                   "params": {"branches": ["fused", "nope"]}}})
+    assert err.value.field == "steps.final.params.branches" and "'nope'" in err.value.message
+
+
+def test_weights_naming_a_step_that_is_not_a_branch_are_refused_when_built():
+    with pytest.raises(ParamsError) as err:
+        build({**HYBRID, "final": {"op": "fuse.weighted", "inputs": ["fused", "rr"],
+                                   "params": {"weights": {"fusd": 1.0, "rr": 2.0}}}})
+    assert err.value.field == "steps.final.params.weights" and "fusd" in err.value.message
+
+
+def test_a_branch_that_does_not_rank_or_is_not_above_the_step_is_refused():
+    with pytest.raises(SpecError, match="branch 'wc' .* does not rank.*above this step: bm25, dense") as err:
+        build({"bm25": {"op": "retrieve.bm25"}, "wc": {"op": "analyze.word_count"},
+               "dense": {"op": "retrieve.dense", "inputs": []}, "fused": {"op": "fuse.rrf", "inputs": ["wc", "dense"]}})
+    assert err.value.field == "steps.fused.inputs"
+    with pytest.raises(SpecError, match="'dense', which is not above this step") as err:
+        build({"dense": {"op": "retrieve.dense", "inputs": []}, "bm25": {"op": "retrieve.bm25", "inputs": []},
+               "fused": {"op": "fuse.rrf", "inputs": ["bm25"], "params": {"branches": ["bm25", "dense"]}}},
+              output="fused")
+    assert err.value.field == "steps.fused.params.branches"
+
+
+def test_valid_branches_build_a_reranked_list_fused_with_its_first_stage():
+    flow = build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"],
+                                                                   "weights": {"fused": 1, "rr": 2}}}})
+    assert flow.output == "final" and flow.operators["final"].branch_steps() == ["fused", "rr"]
+
+
+# -- input columns -----------------------------------------------------------------------------
+
+
+def test_a_column_no_step_above_brings_is_refused_before_anything_runs(bm25_index):
+    spec = FlowSpec.parse({"steps": {**HYBRID, "rr": {"op": "rerank.tfidf", "params": {"text_column": "txt"}}}})
+    flow = spec.with_index(bm25_index).build()
+    with pytest.raises(SpecError) as err:
+        flow.check_columns(["qid", "query"])
+    assert err.value.field == "steps.rr.params.text_column" and "['txt']" in err.value.message
+    flow.check_columns(None)  # a flow input that may hold any column could bring it
+    flow.check_columns(["qid", "query", "txt"])  # passed through by the retrievers
+
+
+def test_columns_from_an_unknown_index_a_source_or_a_step_above_are_not_refused(bm25_index, tmp_path):
+    wc_on_summary = {"op": "analyze.word_count", "params": {"input_column": "summary"}}
+    FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"}, "wc": wc_on_summary}}).build().check_columns(
+        ["qid", "query"])  # index unset: its metadata columns are not known
+    with pytest.raises(SpecError, match="summary"):
+        FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"}, "wc": wc_on_summary}}).with_index(
+            bm25_index).build().check_columns(["qid", "query"])
+    (tmp_path / "d.jsonl").write_text('{"docno": "d1", "summary": "two words"}\n', encoding="utf-8")
+    FlowSpec.parse({"steps": {"read": {"op": "sources.jsonl", "params": {"path": str(tmp_path / "d.jsonl")}},
+                              "wc": wc_on_summary}}).build().check_columns(None)
+    FlowSpec.parse({"steps": {"lang": {"op": "analyze.language"},
+                              "wc": {"op": "analyze.word_count", "params": {"input_column": "language"}}}}
+                   ).build().check_columns(["qid", "query", "text"])
+
+
+def test_every_built_in_flow_passes_the_column_check_with_only_queries(bm25_index):
+    from flows import store
+
+    for name in store.builtin_names():
+        spec = FlowSpec.load(name)
+        spec.build().check_columns(None)
+        (spec.with_index(bm25_index) if spec.unset_index_steps() else spec).build().check_columns(["qid", "query"])
+
+
+# -- fan-in into a step that does not fuse -------------------------------------------------------
+
+
+def test_a_fan_in_of_rankings_into_a_step_that_does_not_fuse_warns_once(caplog):
+    steps = {"bm25": {"op": "retrieve.bm25"}, "dense": {"op": "retrieve.dense", "inputs": []},
+             "top": {"op": "postprocess.reduce", "params": {"k": 5}, "inputs": ["bm25", "dense"]}}
+    with caplog.at_level(logging.WARNING, logger="flows.spec_checks"):
+        flow = build(steps, name="fan_in_warning")
+        build(steps, name="fan_in_warning")
+    assert len(flow.warnings) == 1 and "fuse step" in flow.warnings[0]
+    assert [r.getMessage() for r in caplog.records] == flow.warnings
+    assert build({**steps, "top": {"op": "fuse.rrf", "inputs": ["bm25", "dense"]}}).warnings == []
+
+
+def test_the_union_keeps_a_document_once_per_branch_as_documented():
+    """The documented union: a non-fusing fan-in step sees every branch's rows (here two copies of each), so the
+    top two of a query are one document twice."""
+    words = {"op": "analyze.word_count", "inputs": []}
+    flow = build({"a": words, "b": words, "both": {"op": "postprocess.reduce", "params": {"k": 2},
+                                                   "inputs": ["a", "b"]}})
+    docs = sample_documents(3).append_column("qid", pa.array(["q"] * 3)).append_column("rank", pa.array([1, 2, 3]))
+    out = LocalExecutor().run(flow, docs.append_column("query", pa.array(["x"] * 3))).table
+    assert out.num_rows == 2 and len(set(out.column("docno").to_pylist())) == 1
+
+
+# -- step ids ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("step_id, words", [("", "''"), ("my step/x", "'my step/x'"), (1, "a number"),
+                                             (True, "true/false")])
+def test_step_ids_that_are_not_names_are_refused_naming_the_id(step_id, words):
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {step_id: {"op": "retrieve.bm25"}}})
+    assert err.value.field == "steps" and words in err.value.message and "Value error" not in err.value.message
+
+
+def test_plain_step_ids_are_accepted():
+    assert list(build({"1": {"op": "analyze.word_count"}, "_x.y-z": {"op": "analyze.word_count"}}).order) == [
+        "1", "_x.y-z"]
+
+
+# -- params, YAML booleans, the file in errors --------------------------------------------------------------
+
+
+def test_params_left_empty_are_no_params(tmp_path):
+    (tmp_path / "f.yaml").write_text("steps:\n  bm25:\n    op: retrieve.bm25\n    params:\n", encoding="utf-8")
+    assert FlowSpec.load(tmp_path / "f.yaml").steps["bm25"].params == {}
+
+
+def test_a_yaml_boolean_where_text_is_expected_gets_a_hint(tmp_path):
+    path = tmp_path / "norway.yaml"
+    path.write_text("steps:\n  lang: {op: analyze.language, params: {languages: [en, no]}}\n", encoding="utf-8")
+    with pytest.raises(ParamsError, match=r"quote the value \('no'\)") as err:
+        FlowSpec.load(path).build()
+    assert err.value.field == "steps.lang.params.languages.1"
+    with pytest.raises(SpecError, match="YAML reads unquoted no, yes"):
+        FlowSpec.parse({"name": False, "steps": {"a": {"op": "analyze.word_count"}}})
+
+
+def test_a_validation_error_in_a_file_names_the_file(tmp_path):
+    path = tmp_path / "typo.yaml"
+    path.write_text("steps:\n  bm25: {op: retrieve.bm25, param: {k: 10}}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.message == f"{path}: unknown field" and err.value.field == "steps.bm25.param"
