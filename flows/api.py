@@ -148,7 +148,7 @@ class Flow:
                             step=step, field="params.index")
         check_models([self.built], how_to_make=train_command)  # every model, before any step runs
         runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
-        return runner.run(self.built, as_queries(queries), progress=progress, cancel=cancel)
+        return runner.run(self.built, as_queries(queries, self.built), progress=progress, cancel=cancel)
 
     def save(self, name: str) -> Path:
         """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere.

@@ -12,6 +12,10 @@ needs it. A model a step loads as a cross-encoder must also be one: a bi-encoder
 there would be refused only when the step loads it (at a Serve replica's start), so its
 config.json is read here (``check_cross_encoder``; no weights are loaded).
 
+An environment variable a step reads (``Operator.required_env``: ``rerank.api``'s
+``api_key_env``) is checked by ``check_env``, which both executors call before a run's first
+step: an unset key was found only at its step, after the retrieval before it.
+
 ``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
 ``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
 train job's ``flows.train.recipe.train_command`` gives the ``tessera train`` command
@@ -69,6 +73,29 @@ class MissingModelsError(ModelNotFoundError):
 
 class IndexEncoderError(SpecError):
     """A flow made for an index of one encoder was given an index embedded with another; nothing was run."""
+
+
+class MissingEnvError(SpecError):
+    """Steps that read environment variables (an API key) that are not set here; nothing was run."""
+
+
+def check_env(flow: Flow | FlowSpec) -> None:
+    """Raise ``MissingEnvError`` naming every unplaced step of ``flow`` and the variable it reads
+    (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing
+    only at its step, would come after the retrieval before it)."""
+    import os
+
+    built = flow if isinstance(flow, Flow) else flow.build()
+    missing = [(step, where, variable) for step in built.needed_steps() if built.spec.steps[step].placement is None
+               for where, variable in built.operators[step].required_env().items() if not os.environ.get(variable)]
+    if missing:
+        step, where, _ = missing[0]
+        named = ", ".join(f"${variable} (step {s}, {w})" for s, w, variable in missing)
+        one = len(missing) == 1
+        raise MissingEnvError(
+            f"flow {built.name}: environment variable{'' if one else 's'} {named} {'is' if one else 'are'} not set "
+            f"here, so nothing was run: export {'it' if one else 'them'} before the run",
+            step=step, field=f"steps.{step}.{where}")
 
 
 def model_kind(op: Operator, where: str) -> str | None:

@@ -13,8 +13,9 @@ deployment), so the contract is small and has no Ray in it:
   ``WordCounter``); a shared base is the bare noun (``Reranker``, ``Fuser``).
   Specs name operators by ``name`` or an alias, never by class.
 * ``Params`` is a pydantic model: every field typed, defaulted and described with
-  ``Field(description=...)``. It is the only documentation of the parameters;
-  ``tessera ops`` and ``/pipeline/info`` are generated from its JSON schema.
+  ``Field(description=...)``; unknown params are refused (``extra="forbid"``, or left
+  unset). It is the only documentation of the parameters; ``tessera ops`` and
+  ``/pipeline/info`` are generated from its JSON schema.
 * ``scope`` says which rows a call may see:
 
   - ``row``: any batch of rows; output rows derive from input rows (one or more
@@ -40,7 +41,8 @@ deployment), so the contract is small and has no Ray in it:
   depends on; it feeds the step cache key and the input check.
 * ``required_models()`` names the models a step loads, from its params (an index's
   encoder: from the index's manifest), without loading them, so every model a flow needs
-  is checked before any of its work starts.
+  is checked before any of its work starts. ``required_env()`` names the environment
+  variables it reads (params marked ``env_var()``: an API key), checked the same way.
 * Resource hints (``num_gpus``, ``num_cpus``, ``batch_size``, ``concurrency``) are class
   attributes that a flow step may override.
 * A step that ranks writes ``score``/``rank`` and keeps its own ``score_<step>``/
@@ -61,7 +63,8 @@ from typing import Any, ClassVar, Iterator, Literal, Mapping
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from operators.errors import FlowCancelled, OperatorError, ParamsError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, unknown_name_hint
+from operators.local_files import marked_params
 from operators.tables import require_columns
 
 log = logging.getLogger(__name__)
@@ -129,10 +132,26 @@ class Operator:
             if isinstance(value, bool) and field is not None and _is_number(field.annotation):
                 raise ParamsError(f"must be a number, not {str(value).lower()}", op=cls.name, step=step_id,
                                   field=f"params.{name}")
+        if unknown := cls.unknown_params(params):  # a Params that leaves `extra` unset ignores them: refused here
+            raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], cls.Params.model_fields,
+                                                                      "parameters"),
+                              op=cls.name, step=step_id, field=f"params.{unknown[0]}")
         try:
             return cls.Params.model_validate(params)
         except ValidationError as err:
             raise ParamsError.from_validation(err, op=cls.name, step=step_id, known=cls.Params.model_fields) from None
+
+    @classmethod
+    def unknown_params(cls, params: Mapping[str, Any]) -> list[str]:
+        """The keys of ``params`` that ``Params`` neither declares nor ignores on purpose. Pydantic ignores unknown
+        keys unless a model sets ``extra``; a misspelt param must fail in every step, so a plugin's ``Params``
+        without ``extra="forbid"`` gets the same refusal (``extra="allow"`` or ``"ignore"`` set on purpose stays)."""
+        if cls.Params.model_config.get("extra") is not None:
+            return []
+        fields = cls.Params.model_fields
+        names = set(fields) | {alias for f in fields.values() for alias in (f.alias, f.validation_alias)
+                               if isinstance(alias, str)}
+        return [str(key) for key in params if key not in names]
 
     @classmethod
     def description(cls) -> str:
@@ -172,6 +191,13 @@ class Operator:
         """The model references this step loads, keyed by what names each one (``{"params.model":
         "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""
         return {}
+
+    def required_env(self) -> dict[str, str]:
+        """The environment variables this step reads (a key, a password), keyed by the param that names each
+        (``{"params.api_key_env": "COHERE_API_KEY"}``): by default every set param marked ``env_var()``. Read
+        from the params only, so a flow whose variable is unset is refused before any step runs."""
+        return {f"params.{name}": value for name in marked_params(self.Params, "env_var")
+                if isinstance(value := getattr(self.params, name, None), str) and value}
 
     # -- lifecycle ----------------------------------------------------------
 

@@ -133,7 +133,13 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     import difflib
 
     close = difflib.get_close_matches(name, ops, n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else f"; known operators: {', '.join(ops)}"
+    category = name.split(".", 1)[0] if "." in name else None
+    if category is not None and category not in {cls.category() for cls in ops.values()}:
+        hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "
+                f"{ENV_VAR}=<module> or its package's entry point (group {ENTRY_POINT_GROUP}); see docs/operators.md"
+                + (f" (did you mean {', '.join(close)}?)" if close else ""))
+    else:
+        hint = f"; did you mean {', '.join(close)}?" if close else f"; known operators: {', '.join(ops)}"
     raise UnknownOperatorError(f"unknown operator '{name}'{hint}", step=step, field="op")
 
 

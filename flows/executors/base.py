@@ -29,12 +29,18 @@ def as_flow(flow: Flow | FlowSpec | str) -> Flow:
 QUERIES_ACCEPTED = "one text, a list of texts, or a pyarrow Table or pandas DataFrame with columns qid and query"
 
 
-def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
+def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None = None) -> pa.Table:
     """A queries table (``qid: string, query: string``) from a table, a DataFrame, one text, or a list of texts.
 
     Whole-number qids become text (``7`` -> ``"7"``): the data model's qids are strings, and a qrels file's are.
+    ``None`` (no input, the executors' default) is an empty table; given the ``flow`` (``Flow.run`` gives it), a
+    flow with a step that reads the queries refuses it, as a run that would silently give no rows, while one
+    whose steps all start at a source takes it.
     """
     if queries is None:
+        if flow is not None and (step := query_step(flow)) is not None:
+            raise SpecError(f"queries is None, but step '{step}' ({flow.operators[step].name}) reads the queries: "
+                            f"give {QUERIES_ACCEPTED}", field="queries", step=step)
         return pa.table({"qid": pa.array([], pa.string()), "query": pa.array([], pa.string())})
     if type(queries).__name__ == "DataFrame" and type(queries).__module__.startswith("pandas"):
         queries = pa.Table.from_pandas(queries, preserve_index=False)
@@ -56,6 +62,11 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None) -> pa.Table:
     if empty := [i for i, text in enumerate(texts, 1) if not text.strip()]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
+
+
+def query_step(flow: Flow) -> str | None:
+    """The first step (in run order) that reads the flow input (no parent and not a source), or None."""
+    return next((s for s in flow.needed_steps() if not flow.inputs[s] and flow.operators[s].scope != "source"), None)
 
 
 def _text_column(table: pa.Table, name: str, *, numbers: bool) -> pa.Table:

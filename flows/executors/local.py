@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from flows.cache import StepCache
 from flows.executors.base import RunState, as_flow, as_queries, fan_in, scope_batches
+from flows.model_check import check_env
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
 from flows.runner import BatchStats, StepRunner, placed_operator
@@ -40,9 +41,11 @@ class LocalExecutor:
         cancel: CancelToken | None = None,
     ) -> FlowResult:
         flow = as_flow(flow)
+        check_env(flow)  # a step's unset key, before the steps in front of it run
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         outputs: dict[str, pa.Table] = {}
         flow_input = as_queries(queries)
+        flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
         remaining = {s: sum(1 for c in flow.consumers[s] if c in state.steps) for s in state.steps}
         for step in state.steps:
             state.cancel.raise_if_cancelled(step)

@@ -60,7 +60,9 @@ from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
     ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, plan_stages, runs_as_tasks, shape_stage,
     stage_inputs)
+from flows.executors.ray_plugins import check_plugins_on_workers
 from flows.executors.ray_progress import RunFollower
+from flows.model_check import check_env
 from flows.progress import CancelToken, ProgressCallback
 from flows.result import FlowResult
 from flows.spec import Flow, FlowSpec
@@ -98,10 +100,13 @@ class RayDataExecutor:
             raise SpecError(f"step '{placed[0]}' has a placement (a Serve deployment): placed steps run with the "
                             "local executor (--executor local), the one the Serve API runs flows with",
                             step=placed[0], field="placement")
+        check_env(flow)  # a step's unset key, before Ray starts and the steps in front of it run
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         flow_input = as_queries(queries)
+        flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
         state.cancel.raise_if_cancelled()
         ensure_ray(**self.ray_init_kwargs)
+        check_plugins_on_workers(flow, state.steps)
         _ignore_few_inputs_warning()
         with quiet_ray_data():
             return _Run(flow, state, flow_input, keep_history=self.keep_history).execute()

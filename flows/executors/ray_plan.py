@@ -107,11 +107,13 @@ def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Sta
 
 def _fuses_fan_in(flow: Flow, step: str, consumers: dict[str, list[str]], stages: list[Stage]) -> bool:
     """Whether ``step`` is a fan-in that runs in one stage with its branches: it is the flow's output (its
-    collected rows are put in the local order there), it loads no model, and its branches are query steps, each a stage of its own so far, that read the same input, feed only this
-    step and ask for no GPU, no ``concurrency`` and no batch size of their own beyond the first's."""
+    collected rows are put in the local order there), it loads no model, and its branches are query steps, each a
+    stage of its own so far, that read the same input, feed only this step and ask for no GPU, no ``concurrency``
+    and no batch size of their own beyond the first's."""
     parents = flow.inputs[step]
     op = flow.operators[step]
-    if step != flow.output or consumers[step] or len(parents) < 2 or len(set(parents)) < len(parents) or op.scope not in ("query", "row") \
+    distinct_parents = len(parents) >= 2 and len(set(parents)) == len(parents)
+    if step != flow.output or consumers[step] or not distinct_parents or op.scope not in ("query", "row") \
             or type(op).setup is not Operator.setup or flow.step_option(step, "num_gpus"):
         return False
     first = parents[0]

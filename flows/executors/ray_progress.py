@@ -148,7 +148,7 @@ class RunFollower:
             cause = getattr(error, "cause", None)
             if isinstance(cause, TesseraError):
                 raise cause from None
-            step = self.last_step or self.current
+            step = self.current or self.last_step  # the stage being built or run, not the last one that reported
             what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else _first_line(error)
             raise OperatorError(f"failed on Ray: {_first_line(what)}", step=step) from error
         raise error

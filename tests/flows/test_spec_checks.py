@@ -173,3 +173,28 @@ def test_a_validation_error_in_a_file_names_the_file(tmp_path):
     with pytest.raises(SpecError) as err:
         FlowSpec.load(path)
     assert err.value.message == f"{path}: unknown field" and err.value.field == "steps.bm25.param"
+
+
+def test_the_executor_checks_columns_against_its_input_before_the_first_step(bm25_index, monkeypatch):
+    """``tessera run`` and ``Flow.run`` refuse the typo before bm25 runs (it ran, then the rerank step failed)."""
+    from flows.executors.local import LocalExecutor
+    from operators.retrieve.bm25 import BM25Retriever
+
+    def ran(*args, **kwargs):
+        raise AssertionError("a step ran before the columns were checked")
+
+    monkeypatch.setattr(BM25Retriever, "transform", ran)
+    flow = FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"},
+                                     "rr": {"op": "rerank.tfidf", "params": {"text_column": "txt"}}}}
+                          ).with_index(bm25_index).build()
+    with pytest.raises(SpecError) as err:
+        LocalExecutor().run(flow, ["honey bees"])
+    assert err.value.field == "steps.rr.params.text_column"
+
+
+def test_flow_run_refuses_no_queries_for_a_flow_that_reads_them(bm25_index):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load({"name": "b", "steps": {"bm25": {"op": "retrieve.bm25"}}}, index=str(bm25_index)).run(None)
+    assert err.value.field == "queries" and err.value.step == "bm25"

@@ -1,0 +1,129 @@
+"""What a flow author gets wrong, refused before anything runs with one line that says what to do: a plugin's
+params without ``extra="forbid"``, no queries for a flow that reads them, a plugin operator whose plugin is not
+loaded, an API key variable that is not set; and a Ray failure blamed on the stage that was running."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import ray
+from pydantic import BaseModel, ConfigDict
+
+from flows.api import Flow
+from flows.executors import make_executor
+from flows.executors.base import RunState, as_queries
+from flows.executors.ray_progress import RunFollower
+from flows.model_check import MissingEnvError, check_env
+from operators.base import Operator
+from operators.errors import OperatorError, ParamsError, SpecError, UnknownOperatorError
+from operators.registry import get_operator
+
+CORPUS = [
+    {"_id": "d1", "title": "Bee", "text": "Honey bees make honey from the nectar of flowers."},
+    {"_id": "d2", "title": "Opera", "text": "An opera is a drama set to music, composed for singers."},
+]
+
+
+class LooseParams(BaseModel):
+    keyword: str = "honey"
+
+
+class LooseFlagger(Operator):
+    """A plugin's operator whose Params leaves ``extra`` unset (pydantic then ignores unknown keys)."""
+
+    name = "mylab.loose_flag"
+    Params = LooseParams
+
+
+class OpenFlagger(Operator):
+    """An operator that takes any extra param on purpose."""
+
+    name = "mylab.open_flag"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="allow")
+        keyword: str = "honey"
+
+
+def corpus_file(tmp_path: Path) -> str:
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps(doc) + "\n" for doc in CORPUS))
+    return str(path)
+
+
+def test_a_misspelt_param_of_a_plugin_without_extra_forbid_is_refused_naming_it():
+    with pytest.raises(ParamsError) as caught:
+        LooseFlagger({"keywrd": "bee"}, step_id="flag")
+    err = caught.value
+    assert (err.step, err.op, err.field) == ("flag", "mylab.loose_flag", "params.keywrd")
+    assert "unknown parameter" in err.message and "keyword" in err.message
+    assert LooseFlagger({"keyword": "bee"}).params.keyword == "bee"
+    assert OpenFlagger({"keyword": "bee", "colour": "red"}).params.model_extra == {"colour": "red"}
+
+
+def test_no_queries_for_a_flow_that_reads_them_is_a_spec_error_naming_queries(tmp_path):
+    flow = Flow.load({"name": "f", "steps": {"bm25": {"op": "retrieve.corpus_bm25",
+                                                      "params": {"corpus": corpus_file(tmp_path), "k": 2}}}})
+    with pytest.raises(SpecError) as caught:
+        as_queries(None, flow.built)
+    assert (caught.value.field, caught.value.step) == ("queries", "bm25")
+    assert "queries is None" in caught.value.message
+    assert as_queries(None).num_rows == 0  # without the flow (an executor's default): an empty input
+
+
+def test_a_source_only_flow_takes_no_queries(tmp_path):
+    csv = tmp_path / "docs.csv"
+    csv.write_text("_id,title,text\nd1,Bee,Honey bees\nd2,Opera,Singers\n")
+    flow = Flow.load({"name": "read", "steps": {"read": {"op": "sources.csv", "params": {"path": str(csv)}}}})
+    assert as_queries(None, flow.built).num_rows == 0
+    result = make_executor("local").run(flow.built, None)
+    assert result.table.column("docno").to_pylist() == ["d1", "d2"]
+
+
+def test_an_unknown_operator_of_an_unknown_category_points_to_plugin_loading():
+    with pytest.raises(UnknownOperatorError) as caught:
+        get_operator("mylab.keyword_flag", step="flag")
+    message = caught.value.message
+    assert "TESSERA_OPERATORS" in message and "tessera.operators" in message and "docs/operators.md" in message
+    assert "analyze.word_count" not in message  # not the list of every operator
+    with pytest.raises(UnknownOperatorError) as caught:  # a known category: the close matches, no plugin hint
+        get_operator("rerank.cross_encodr")
+    assert "did you mean rerank.cross_encoder" in caught.value.message
+    assert "TESSERA_OPERATORS" not in caught.value.message
+
+
+def reranked_flow(tmp_path: Path) -> Flow:
+    return Flow.load({"name": "cohere", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": corpus_file(tmp_path), "k": 2}},
+        "cohere": {"op": "rerank.api", "params": {"url": "https://api.cohere.com/v2/rerank", "model": "rerank-v3.5",
+                                                   "api_key_env": "TESSERA_TEST_COHERE_KEY", "n": 2}}}})
+
+
+def test_an_unset_api_key_variable_is_refused_before_any_step_runs(tmp_path, monkeypatch):
+    monkeypatch.delenv("TESSERA_TEST_COHERE_KEY", raising=False)
+    flow = reranked_flow(tmp_path)
+    assert flow.built.operators["cohere"].required_env() == {"params.api_key_env": "TESSERA_TEST_COHERE_KEY"}
+    events = []
+    with pytest.raises(MissingEnvError) as caught:
+        flow.run("honey bees", progress=events.append)
+    with pytest.raises(MissingEnvError):  # the executors check it, whoever calls them
+        make_executor("local").run(flow.built, "honey bees", progress=events.append)
+    err = caught.value
+    assert (err.step, err.field) == ("cohere", "steps.cohere.params.api_key_env")
+    assert "$TESSERA_TEST_COHERE_KEY (step cohere, params.api_key_env)" in err.message
+    assert events == []  # bm25 did not run
+    monkeypatch.setenv("TESSERA_TEST_COHERE_KEY", "k-123")
+    check_env(flow.built)  # set: nothing to refuse
+
+
+def test_a_ray_failure_outside_any_operator_names_the_stage_being_run_not_the_last_that_reported(tmp_path):
+    flow = Flow.load({"name": "f", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": corpus_file(tmp_path), "k": 2}},
+        "count": {"op": "analyze.word_count"}}}).built
+    follower = RunFollower(RunState(flow, "ray", cache=None, progress=None, cancel=None))
+    follower.last_step, follower.current = "bm25", "count"  # bm25's batches reported; count's stage failed
+    with pytest.raises(OperatorError) as caught:
+        follower.raise_error(ray.exceptions.RaySystemError("System error: No module named 'mylab'"), None)
+    assert caught.value.step == "count" and "No module named 'mylab'" in caught.value.message
