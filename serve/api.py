@@ -27,7 +27,7 @@ from serve import (
     routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
-from serve.health import deployment_statuses, live_cards, readiness
+from serve.health import deployment_statuses, live_cards, readiness, service_readiness
 from serve.schemas import (
     as_base64, Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
@@ -55,6 +55,7 @@ class ModelAPI:
 
     def __init__(self, handles: dict[str, Any], cards: list[dict[str, Any]], service: dict[str, Any] | None = None,
                  served: list[dict[str, Any]] | None = None) -> None:
+        errors.log_through_serve()  # our records (a 500's traceback) in the replica's log, with time and level
         self.handles = handles  # deployment name -> DeploymentHandle
         self.cards = [ModelCard.model_validate(card) for card in cards]
         self.by_name: dict[str, ModelCard] = {}
@@ -110,12 +111,19 @@ class ModelAPI:
 
     @app.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
-        """200 when every configured model that is not missing has loaded in a replica; 503 naming the others."""
+        """200 when every configured model that is not missing has loaded in a replica and, with the flow routes,
+        the task store answers and $TESSERA_HOME is writable; 503 naming what is not ready."""
         cards = await self._live_cards()
-        waiting = readiness(cards)
+        service = getattr(self, "service", None)
+        broken = await service_readiness(service) if service is not None else []
+        waiting = "; ".join(filter(None, [*broken, readiness(cards)]))
         if waiting:
-            raise ApiError(503, f"not ready: {waiting}", kind="server_error", code="not_ready")
-        return {"status": "ok", "models": {card.id: card.status for card in cards}}
+            param = broken[0].split(":", 1)[0] if broken else None  # task_store or tessera_home
+            raise ApiError(503, f"not ready: {waiting}", param=param, kind="server_error", code="not_ready")
+        body: dict[str, Any] = {"status": "ok", "models": {card.id: card.status for card in cards}}
+        if service is not None:
+            body["task_store"] = body["tessera_home"] = "ok"
+        return body
 
     @app.post("/v1/embeddings")
     async def embeddings(self, body: EmbeddingsRequest) -> dict[str, Any]:

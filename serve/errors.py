@@ -25,6 +25,32 @@ from operators.errors import SpecError
 
 log = logging.getLogger("tessera.serve")
 
+#: Serve's own logger, which ``LoggingConfig`` configures in each replica (level, format, logs/serve/ file).
+SERVE_LOGGER = "ray.serve"
+
+
+class _ToServe(logging.Handler):
+    """Hands each record to the handlers of Serve's logger, as if Serve's own code had logged it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        logging.getLogger(SERVE_LOGGER).handle(record)
+
+
+def log_through_serve() -> bool:
+    """Send ``tessera.serve`` records through Serve's replica logging: with its level, time and format into
+    ``logs/serve/replica_<app>_<deployment>_*.log`` (and stderr), instead of bare lines in the worker's .err
+    file. Called in a replica once Serve has configured its logger; False (nothing changes) elsewhere."""
+    import logging.handlers
+
+    serve_logger = logging.getLogger(SERVE_LOGGER)
+    if not any(isinstance(handler, logging.handlers.MemoryHandler) for handler in serve_logger.handlers):
+        return False  # no replica log file: a driver or a test process (Serve's default logger is stderr only)
+    if not any(isinstance(handler, _ToServe) for handler in log.handlers):
+        log.addHandler(_ToServe())
+    log.setLevel(serve_logger.getEffectiveLevel())
+    log.propagate = False  # the worker's root handlers would write each record a second time
+    return True
+
 #: The id Serve's proxy gives each HTTP request (its ``X-Request-ID`` response header).
 REQUEST_ID_HEADER = "x-request-id"
 _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("tessera_request_id", default=None)

@@ -6,14 +6,23 @@ has returned, and the constructor loads the model and runs one forward pass, so
 "a RUNNING replica" is "loaded". ``GET /v1/models`` and ``GET /healthz`` read that from
 ``serve.status()``: it asks the controller and wakes nothing, where a call through a
 deployment handle would start a replica of a deployment scaled to zero.
+
+The flow routes need two more things, which ``/healthz`` checks too: the task store answers
+(a ``SELECT 1``, waited for at most ``STORE_TIMEOUT_S``) and ``$TESSERA_HOME`` is a
+writable folder (uploads, indices and saved flows are written there).
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
+from pathlib import Path
 from typing import Any, Mapping
 
+import sqlalchemy as sa
+
 from serve.schemas import ModelCard
+from serve.taskstore import TaskStore, shown_url
 
 _FAILED = {"UNHEALTHY", "DEPLOY_FAILED"}
 _GONE = {"STOPPING", "STOPPED"}
@@ -68,3 +77,63 @@ async def deployment_statuses(app_name: str) -> Mapping[str, Any]:
     status = await asyncio.to_thread(serve.status)
     app = status.applications.get(app_name)
     return app.deployments if app is not None else {}
+
+
+#: How long /healthz waits for the task store to answer ``SELECT 1``.
+STORE_TIMEOUT_S = 2.0
+#: A check of each store still running (keyed by URL): a store that hangs gets one check at a time, not one per poll.
+_checking: dict[str, asyncio.Future] = {}
+#: Per SQLite store, an engine without a pool: a pooled connection keeps reading a file deleted under it.
+_fresh: dict[str, sa.Engine] = {}
+
+
+def store_problem(store: TaskStore) -> str | None:
+    """Why the task store cannot serve now (None: ``SELECT 1`` answered); blocking."""
+    url = sa.engine.make_url(store.url)
+    engine = store.engine
+    try:
+        if url.get_backend_name() == "sqlite" and url.database and url.database != ":memory:":
+            path = Path(url.database)
+            if not path.is_file():
+                return f"task_store: the SQLite file {path} is gone"
+            if not os.access(path, os.R_OK | os.W_OK):
+                return f"task_store: the SQLite file {path} is not readable and writable"
+            engine = _fresh.get(store.url) or _fresh.setdefault(store.url, sa.create_engine(
+                store.url, poolclass=sa.pool.NullPool, connect_args={"timeout": STORE_TIMEOUT_S}))
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except Exception as err:  # noqa: BLE001  (any driver's error: the store is not usable, and why)
+        cause = getattr(err, "orig", None) or err
+        why = " ".join(f"{type(cause).__name__}: {cause}".split())
+        return f"task_store: {shown_url(store.url)} does not answer ({why[:300]})"
+    return None
+
+
+async def store_readiness(store: TaskStore) -> str | None:
+    """``store_problem`` off the loop, waited for at most ``STORE_TIMEOUT_S``."""
+    pending = _checking.get(store.url)
+    if pending is None or pending.done() or pending.get_loop() is not asyncio.get_running_loop():
+        pending = _checking[store.url] = asyncio.ensure_future(asyncio.to_thread(store_problem, store))
+    try:
+        return await asyncio.wait_for(asyncio.shield(pending), STORE_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        return f"task_store: {shown_url(store.url)} did not answer SELECT 1 within {STORE_TIMEOUT_S:g} s"
+
+
+def home_problem(home: str | Path, *folders: Path) -> str | None:
+    """Why ``$TESSERA_HOME`` or one of its ``folders`` is not a folder this service can write in. One that does not
+    exist yet is made when first needed: then its nearest existing parent must be a writable folder."""
+    for folder in (Path(home), *folders):
+        there = next(path for path in (folder, *folder.parents) if path.exists())
+        if not there.is_dir():
+            return f"tessera_home: {there} is not a folder"
+        if not os.access(there, os.W_OK | os.X_OK):
+            return f"tessera_home: {there} is not writable"
+    return None
+
+
+async def service_readiness(service: Any) -> list[str]:
+    """Why the flow service (``serve.service.Service``) cannot serve: its task store, its ``$TESSERA_HOME``."""
+    problems = [await store_readiness(service.store),
+                await asyncio.to_thread(home_problem, service.home, service.indices.folder)]
+    return [problem for problem in problems if problem]

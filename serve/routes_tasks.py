@@ -1,5 +1,6 @@
 """mosaicRAG's task API, field for field: ``/task/run``, ``/task/enqueue``, ``/task/progress/{id}``,
-``/task/cancel/{id}``, ``/pipeline/info``; plus ``GET /tasks``, the caller's own tasks.
+``/task/cancel/{id}``, ``/pipeline/info``; plus ``GET /tasks``, the caller's own tasks, and ``DELETE /task/{id}``,
+one of them deleted once it has ended.
 
 Bodies are a mosaicRAG request (``query``, ``parameters``, steps ``"1"``, ``"2"``... with
 ``id`` and ``parameters``) or Tessera's native one (``flow``, ``query``/``queries``,
@@ -69,6 +70,13 @@ def progress(task_id: str, request: Request) -> dict[str, Any]:
 def cancel(task_id: str, request: Request) -> str:
     svc.current().cancel(task_id, tenant(request))
     return "Success"
+
+
+@router.delete("/task/{task_id}", summary="Delete an ended task of the caller, with its result and chats")
+def delete(task_id: str, request: Request) -> dict[str, Any]:
+    """Ended tasks also go by themselves after ``task_retention_days`` (docs/serving.md)."""
+    svc.current().delete(task_id, tenant(request))
+    return {"task_id": task_id, "deleted": True}
 
 
 @router.get("/tasks", summary="The caller's tasks and how many are in each state")

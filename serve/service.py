@@ -27,7 +27,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec, Placement, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.unicode import first_broken_text
-from serve import taskrunner
+from serve import taskrunner, warm
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
@@ -35,6 +35,7 @@ from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_
 from serve.index_owner import restore_rows
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
+from serve.retention import Pruner, delete_task
 from serve.service_settings import Limits
 from serve.spare import SpareWorkers
 from serve.spec_guard import check_flow
@@ -113,6 +114,8 @@ class Service:
         if recovered:
             log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
         self.spares.refill()
+        self.pruner = Pruner(self.store, config.get("task_retention_days")).start()  # now, then hourly
+        self._warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
         _current = self
 
     # -- flows ----------------------------------------------------------------------------
@@ -338,6 +341,20 @@ class Service:
         if status != "cancelled":
             raise ApiError(409, f"task {task_id} has already {status}: there is nothing to cancel", param="id",
                            code="task_ended")
+
+    def delete(self, task_id: str, tenant: str) -> None:
+        """Delete the tenant's ended task and its chats; 404 for no such task of the tenant, 409 while it is queued
+        or running (cancel it first) or while an index names it as its latest ingestion."""
+        why = delete_task(self.store, task_id, tenant)
+        if why == "missing":
+            raise ApiError(404, "Task id not found", param="id", code="task_not_found")
+        if why == "unfinished":
+            raise ApiError(409, f"task {task_id} is still running: cancel it first (GET /task/cancel/{task_id})",
+                           param="id", code="task_unfinished")
+        if why.startswith("index:"):
+            name = why.split(":", 1)[1]
+            raise ApiError(409, f"task {task_id} is the latest ingestion of index '{name}', which reads it: it goes "
+                           f"with the index (DELETE /v1/indices/{name})", param="id", code="task_of_index")
 
 
 @functools.lru_cache(maxsize=256)

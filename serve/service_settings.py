@@ -78,6 +78,10 @@ class ServiceArgs(BaseModel):
                                          "repository's data/ (the bundled sample); [] allows no files.")
     task_store: str | None = Field(None, description="SQLAlchemy URL of the task store; default: SQLite (WAL) "
                                    "at $TESSERA_HOME/tasks.db.")
+    task_retention_days: float | None = Field(30, ge=0, description="Days an ended task (finished, failed, "
+                                              "cancelled) and its chats are kept after it ended; older ones are "
+                                              "deleted when the app starts and then hourly. 0 or null: keep every "
+                                              "task. An index's latest ingestion task is kept while the index is.")
     api_keys: list[ApiKey] = Field(default_factory=list, description="Allowed keys, hashed; TESSERA_API_KEYS adds "
                                    "raw keys from the environment. With any key, every route but /healthz needs "
                                    "one.")
@@ -124,7 +128,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
     data_roots = default_data_roots() if service.data_roots is None else [
         str(Path(root).expanduser().resolve()) for root in service.data_roots]
     return {"home": str(tessera_home().resolve()), "default_index": index, "index_roots": roots,
-            "data_roots": data_roots, "task_store": store,
+            "data_roots": data_roots, "task_store": store, "task_retention_days": service.task_retention_days,
             "keys": keys, "admins": sorted(k.id for k in service.api_keys if k.admin),
             "task_num_cpus": service.task_num_cpus,
             "spare_task_workers": service.spare_task_workers,

@@ -18,6 +18,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from operators.errors import SpecError
+
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
 
@@ -118,12 +120,30 @@ def _add_missing_columns(engine: sa.Engine) -> None:
                     conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
 
 
+def shown_url(url: str) -> str:
+    """``url`` with its password masked (as is, when it is no URL SQLAlchemy reads)."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+class TaskStoreError(SpecError):
+    """The task store cannot be opened or made (``args.service.task_store``): a config error, named in one line."""
+
+
 class TaskStore:
     """Tasks and chats of every key; reads take the owner, so one key never sees another's rows."""
 
     def __init__(self, url: str):
         self.url = url
-        self.engine = make_engine(url)
+        try:
+            self.engine = make_engine(url)
+        except (OSError, ImportError, sa.exc.SQLAlchemyError) as err:  # a folder that is a file, no driver, server down
+            cause = getattr(err, "orig", None) or err
+            why = " ".join(f"{type(cause).__name__}: {cause}".split())  # one line
+            raise TaskStoreError(f"the task store {shown_url(url)} cannot be opened ({why})",
+                                 field="task_store") from None
 
     # -- tasks --------------------------------------------------------------------------
 

@@ -148,3 +148,18 @@ def test_a_broken_manifest_is_refused(breakage, reason, crd_validator, schema_er
 def test_a_broken_entry_point_is_refused(entrypoint, reason, parse_entrypoint):
     with pytest.raises(ValueError, match=reason):
         parse_entrypoint(entrypoint)
+
+
+def test_worker_pods_are_ready_only_when_tesseras_healthz_is():
+    """KubeRay's default probes hit Serve's /-/healthz, 200 whatever the app's state: the workers' readiness adds
+    Tessera's /healthz (models, task store, TESSERA_HOME), so tessera-serve-svc sends them nothing before. The head
+    keeps KubeRay's defaults (KubeRay submits the Serve config only once the head is ready)."""
+    spec = cluster_spec(manifest("rayservice.yaml"))
+    head = spec["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert "readinessProbe" not in head and "livenessProbe" not in head
+    for group in spec["workerGroupSpecs"]:
+        (worker,) = group["template"]["spec"]["containers"]
+        command = " ".join(worker["readinessProbe"]["exec"]["command"])
+        assert "http://localhost:8000/healthz" in command, group["groupName"]
+        assert "local_raylet_healthz" in command and "http://localhost:8000/-/healthz" in command  # KubeRay's own
+        assert "livenessProbe" not in worker  # KubeRay's default: a Pod is not restarted while models load

@@ -1,0 +1,49 @@
+"""A replica warms up on a daemon thread while it starts, so its first search does not import torch and load the
+default index's encoder: the warm-up sets up the default search flow's steps that run in the replica, and a warm-up
+that fails is logged, never raised. A real ``Service`` over a real index."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from serve.service_settings import ServiceArgs, resolve
+
+
+def service(tmp_path, monkeypatch, index):
+    from serve.service import Service
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    args = ServiceArgs(default_index=str(index), task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
+                       spare_task_workers=0, task_retention_days=0)
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def test_a_failing_warm_up_is_logged_and_the_service_serves(tmp_path, monkeypatch, caplog):
+    broken = tmp_path / "home" / "indices" / "broken"
+    broken.mkdir(parents=True)
+    (broken / "manifest.json").write_text("{}")  # an index that does not open
+    with caplog.at_level(logging.WARNING, logger="tessera.serve"):
+        made = service(tmp_path, monkeypatch, broken)
+        made._warming.join(timeout=300)
+    assert not made._warming.is_alive()
+    assert any("warm-up failed" in record.getMessage() and record.exc_info for record in caplog.records)
+    assert made.store.list_tasks("local") == []  # the service itself is unaffected
+
+
+@pytest.mark.slow  # MiniLM loads in this process
+def test_the_warm_up_opens_the_default_index_and_loads_its_encoder(tmp_path, monkeypatch, sample_index):
+    from operators.models.repository import models
+    from operators.retrieve import _index_retriever
+
+    for name, params in models.keys():  # as in a new replica: no encoder loaded, no index open
+        if name == "sentence_transformer":
+            models.delete(name, params)
+    _index_retriever._indices.pop(str(sample_index.resolve()), None)
+
+    made = service(tmp_path, monkeypatch, sample_index)
+    made._warming.join(timeout=600)
+    assert not made._warming.is_alive()
+    assert str(sample_index.resolve()) in _index_retriever._indices
+    assert [name for name, _ in models.keys()].count("sentence_transformer") == 1
