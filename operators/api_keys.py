@@ -27,3 +27,23 @@ def env_key_id(digest: str, taken: set[str] | frozenset[str] = frozenset()) -> s
     """The id of an environment key with hash ``digest``: ``env-`` and its first 8 hex, 16 if another has that."""
     short = f"env-{digest[:8]}"
     return short if short not in taken else f"env-{digest[:16]}"
+
+
+#: The fewest characters of a key ``tessera serve`` takes from ``$TESSERA_API_KEYS``: a short key can be guessed.
+MIN_KEY_CHARS = 16
+
+
+def env_keys_problem(environ: Mapping[str, str]) -> str | None:
+    """Why ``$TESSERA_API_KEYS`` in ``environ`` cannot be used, or None: set but holding no key (``","``, spaces),
+    which would leave the service without the keys its operator meant it to have, or a key under ``MIN_KEY_CHARS``."""
+    value = environ.get(KEYS_ENV)
+    if not value:  # unset, or empty as an unset variable is often written
+        return None
+    keys = env_keys(environ)
+    if not keys:
+        return (f"{KEYS_ENV} is set but holds no key ({value!r}): give comma-separated keys, or unset it to run "
+                "without keys on 127.0.0.1")
+    if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:
+        return (f"{KEYS_ENV}: {len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
+                "use long random keys (openssl rand -hex 24)")
+    return None

@@ -7,6 +7,7 @@
     tessera index add PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
     tessera index update PATH FILE.jsonl      # upsert by doc id
     tessera index delete PATH --doc-id ID [--doc-id ID ...]
+    tessera index compact PATH [--max-chunks N]
 
 PATH is an index folder or a name under ``$TESSERA_HOME/indices``. ``add`` creates
 the index when there is none (with the given settings, and the encoder's dimension), once
@@ -14,7 +15,9 @@ its records are read, embedded and found writable. Records are BEIR JSONL:
 ``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
 one chunk (docno = doc id), embedded with the index's encoder when it is dense.
 ``info`` checks every shard file against its sha256 and exits with status 2 naming the
-damaged shards, which fail every search of the index.
+damaged shards, which fail every search of the index. ``compact`` rewrites the live chunks
+into as few shards as ``--max-chunks`` allows and drops the old shards and their tombstones
+(each add, update and service upload adds a shard).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import argparse
 
 import pyarrow as pa
 
-from flows.commands._support import CliError, EXIT_OK, print_json, show_help
+from flows.commands._support import CliError, EXIT_OK, positive_int, print_json, show_help
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -64,6 +67,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     delete.add_argument("path", metavar="PATH")
     delete.add_argument("--doc-id", dest="doc_ids", action="append", required=True, metavar="ID")
     delete.set_defaults(handler=_cmd_delete)
+    compact = isub.add_parser("compact", parents=[common], help="rewrite the live chunks into fewer shards, "
+                              "dropping deleted chunks")
+    compact.add_argument("path", metavar="PATH")
+    compact.add_argument("--max-chunks", type=positive_int, default=100_000, metavar="N",
+                         help="chunks per new shard (default 100000)")
+    compact.set_defaults(handler=_cmd_compact)
     index.set_defaults(handler=lambda args: show_help(index))
 
 
@@ -216,4 +225,14 @@ def _cmd_delete(args: argparse.Namespace) -> int:
                        field="--doc-id")
     n = index.delete(doc_ids=args.doc_ids)
     print(f"deleted {n} chunk(s); {len(index)} live in {index.path}")
+    return EXIT_OK
+
+
+def _cmd_compact(args: argparse.Namespace) -> int:
+    index = _open(args.path)
+    before = index.counts()
+    infos = index.compact(max_chunks=args.max_chunks)
+    print(f"compacted {index.path}: {before['shards']} shard(s) with {before['chunks']} chunk(s), "
+          f"{before['tombstones']} deleted, into {len(infos)} shard(s) with {sum(i.n_chunks for i in infos)} "
+          f"chunk(s) (generation {index.manifest.generation})")
     return EXIT_OK

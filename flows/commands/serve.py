@@ -1,10 +1,13 @@
 """``tessera serve [--config serve/config.yaml] [--host H] [--port P] [--index I]``: the HTTP service.
 
 A shortcut for ``serve run CONFIG``: it applies the overrides to a copy of the config,
-checks that a non-loopback host has API keys, then *becomes* Ray Serve's own ``serve run``
-(``exec``), so the service is exactly what ``serve run`` starts, and the engine never
-imports the ``serve`` package. Relative paths in the config (the default index) are
-resolved here, against the directory the command runs in.
+checks that a non-loopback host has API keys and, before anything starts, that the port is free
+(Ray's proxy binds with ``SO_REUSEPORT``: a second service on a taken port would silently get half of
+its requests), that the task store and ``$TESSERA_MODELS`` can be opened; then it runs Ray Serve's own
+``serve run`` as its child, so the service is exactly what ``serve run`` starts, and the engine never
+imports the ``serve`` package. It stays the parent only to turn SIGTERM (systemd, Kubernetes) into the
+SIGINT that makes ``serve run`` shut the app down and exit 0. Relative paths in the config (the
+default index) are resolved here, against the directory the command runs in.
 
 The app is built in a Ray task and served by replicas whose environment is the raylet's, not
 this shell's: on a cluster that was already running (``--address``), ``$TESSERA_API_KEYS``,
@@ -21,11 +24,14 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
+import signal
+import socket
+import subprocess
 import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
-from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash
+from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
@@ -45,7 +51,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         help="Serve config (default: ./serve/config.yaml, else the packaged one)")
     parser.add_argument("--host", help="interface to listen on (default: the config's, 127.0.0.1); any other than "
                         "loopback needs API keys (args.service.api_keys or $TESSERA_API_KEYS)")
-    parser.add_argument("--port", type=int, help="port (default: the config's, 8000)")
+    parser.add_argument("--port", type=port_number, help="port, 1-65535 (default: the config's, 8000)")
     parser.add_argument("--index", help="default index for flows whose retrieval steps name none")
     parser.add_argument("--address", help="Ray cluster to run on (default: as `serve run`; 'local' starts one)")
     parser.add_argument("--print-config", action="store_true", help="print the config it would run, and exit")
@@ -53,35 +59,42 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 
 
 def handle(args: argparse.Namespace) -> int:
-    import yaml
-
     require_extra("serve", ("fastapi", "starlette"))
     source = args.config or (Path("serve/config.yaml") if Path("serve/config.yaml").is_file() else PACKAGED_CONFIG)
-    if not source.is_file():
-        raise CliError(f"no Serve config at {source}", field="config")
-    config = yaml.safe_load(source.read_text(encoding="utf-8")) or {}
+    config = read_config(source)
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
     carry_environment(config, os.environ)
     check_keys(config)
+    import yaml
+
     text = yaml.safe_dump(config, sort_keys=False)
     if args.print_config:
         print(text, end="")
         return 0
-    # `serve run` reads a file, and this process becomes it (exec), so nothing is left to delete the file later:
-    # one file per port under $TESSERA_HOME, rewritten by the next start, rather than one more in /tmp each time.
+    http = config.get("http_options") or {}
+    port = int(http.get("port", 8000))
+    if local_cluster(args.address, os.environ):  # on another machine's cluster, these are that machine's
+        check_port(str(http.get("host", "127.0.0.1")), port)
+        check_task_stores(config)
+        check_models_file(os.environ)
+    # `serve run` reads a file: one per port under $TESSERA_HOME, rewritten by the next start, rather than one
+    # more in /tmp each time.
     from operators.home import tessera_home
 
-    port = int((config.get("http_options") or {}).get("port", 8000))
     path = tessera_home() / "serve" / f"config-{port}.yaml"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as err:
+        raise CliError(f"cannot write the config it runs to {path}: {err.strerror or err} (TESSERA_HOME is "
+                       f"{tessera_home()})", field="TESSERA_HOME") from None
     command = [sys.executable, "-m", "ray.serve.scripts", "run", str(path)]
     if args.address:
         command += ["--address", args.address]
     # The service runs specs that come from the network: outbound URLs reach public addresses only
     # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
-    os.environ["TESSERA_OUTBOUND"] = "server"
-    os.environ.pop(KEYS_ENV, None)  # hashed into the config: no raw key reaches a Ray process started from here
+    env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}  # hashed into the config: no raw key reaches Ray
+    env["TESSERA_OUTBOUND"] = "server"
     secrets = [name.strip() for name in os.environ.get("TESSERA_ALLOW_ENV", "").split(",") if name.strip()]
     if args.address and args.address != "local" and secrets:
         print(f"tessera serve: not carried to the cluster (secrets): ${', $'.join(secrets)}; set them where its "
@@ -89,8 +102,187 @@ def handle(args: argparse.Namespace) -> int:
     print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execv(sys.executable, command)
-    return 0  # not reached
+    return run_serve(command, env)
+
+
+def run_serve(command: list[str], env: dict[str, str]) -> int:
+    """Run ``serve run`` as a child in this process group and return its exit status. SIGTERM, and a SIGINT sent
+    to this process alone, reach it as SIGINT: ``serve run`` then deletes the app, shuts Serve down and exits 0
+    (SIGTERM straight to it would end in Ray's own handler, a stack dump and status 134). Our handlers are set
+    before the child starts, so it begins with both signals at their defaults (a handler does not survive
+    ``exec``), also when this shell ignored SIGINT (``tessera serve &`` in a script)."""
+    child: subprocess.Popen | None = None
+    stopping = False
+
+    def stop(signum, frame) -> None:
+        nonlocal stopping
+        # Ctrl-C at a terminal reaches the whole foreground group, the child included: don't send it twice.
+        if stopping or (child is not None and signum == signal.SIGINT and _in_terminal_foreground()):
+            return
+        stopping = True
+        if child is not None:  # else it is sent once the child has started
+            child.send_signal(signal.SIGINT)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    child = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent())
+    if stopping:  # a signal came while it started
+        child.send_signal(signal.SIGINT)
+    status = child.wait()
+    return 128 - status if status < 0 else status
+
+
+def _die_with_parent():
+    """On Linux, a function that makes the child get SIGKILL when this process dies (SIGKILL, the OOM killer), as
+    ``serve run`` did when this command exec'd it, rather than serve on with nobody to stop it; else None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    return lambda: prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
+
+
+def _in_terminal_foreground() -> bool:
+    try:
+        with open("/dev/tty", "rb") as tty:
+            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
+    except OSError:  # no controlling terminal: the signal was sent to this process alone
+        return False
+
+
+def port_number(text: str) -> int:
+    """``--port``: a TCP port, 1-65535 (0 would be an unnamed port, not the config's)."""
+    if not text.isdigit() or not 1 <= int(text) <= 65535:
+        raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
+    return int(text)
+
+
+def read_config(source: Path) -> dict:
+    """The Serve config at ``source``, a mapping whose ``http_options`` and ``applications`` have the shapes the
+    command changes; a broken file is one line naming it."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(source.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise CliError(f"no Serve config at {source}", field="config") from None
+    except OSError as err:
+        raise CliError(f"cannot read the Serve config {source}: {err.strerror or err}", field="config") from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(err, "problem", None) or type(err).__name__
+        raise CliError(f"the Serve config {source} is not valid YAML{where}: {problem}", field="config") from None
+    config = {} if config is None else config
+    if not isinstance(config, dict):
+        raise CliError(f"the Serve config {source} is a YAML {type(config).__name__}, not a mapping of Serve "
+                       "settings (http_options, applications, ...)", field="config")
+    http = config.get("http_options")
+    if http is not None and not isinstance(http, dict):
+        raise CliError(f"{source}: http_options must be a mapping (host, port)", field="http_options")
+    if http and "port" in http and not (str(http["port"]).isdigit() and 1 <= int(http["port"]) <= 65535):
+        raise CliError(f"{source}: http_options.port must be a port number from 1 to 65535, not {http['port']!r}",
+                       field="http_options.port")
+    applications = config.get("applications")
+    if applications is not None and (not isinstance(applications, list) or not all(
+            isinstance(a, dict) and isinstance(a.get("args") or {}, dict)
+            and isinstance((a.get("args") or {}).get("service") or {}, dict)
+            and isinstance(a.get("runtime_env") or {}, dict) for a in applications)):
+        raise CliError(f"{source}: applications must be a list of mappings, each with mappings for args, "
+                       "args.service and runtime_env", field="applications")
+    return config
+
+
+def local_cluster(address: str | None, environ) -> bool:
+    """Whether Serve's proxy and replicas run on this machine: a new cluster (``local``), the local default, or an
+    address on loopback."""
+    address = address or environ.get("RAY_ADDRESS") or "local"
+    if address in ("local", "auto"):
+        return True
+    host = address.split("://", 1)[-1].rsplit(":", 1)[0].strip("[]")
+    return _loopback(host)
+
+
+def check_port(host: str, port: int) -> None:
+    """Refuse a port something already has. The test bind leaves out ``SO_REUSEPORT``, so it fails on a port
+    that another Ray Serve proxy holds (it binds with it, and the kernel would share the port between the two,
+    splitting requests); the connection probe catches a listener on another address of this machine."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM,
+                                                             flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as err:
+        raise CliError(f"cannot resolve the host {host!r}: {err.strerror}", field="http_options.host") from None
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a closed socket's TIME_WAIT is no owner
+        try:
+            probe.bind(address)
+        except OSError as err:
+            raise CliError(f"port {port} on {host} is not free ({err.strerror}): another process (another "
+                           "tessera serve?) has it; stop it or pick another --port", field="port") from None
+    target = {"0.0.0.0": "127.0.0.1", "::": "::1"}.get(host, host)
+    try:
+        with socket.create_connection((target, port), timeout=2):
+            pass
+    except OSError:
+        return
+    raise CliError(f"port {port} on {target} accepts connections: another process (another tessera serve?) has "
+                   "it; stop it or pick another --port", field="port")
+
+
+def check_task_stores(config: dict) -> None:
+    """Open each SQLite task store (``args.service.task_store``, default ``$TESSERA_HOME/tasks.db``) before Serve
+    starts: a folder that cannot be made or a file that is no database would otherwise keep the api deployment
+    retrying forever. Another database (PostgreSQL) is the service's to reach."""
+    import sqlite3
+    from contextlib import closing
+
+    from sqlalchemy.engine import make_url
+
+    from operators.home import tessera_home
+
+    for application in config.get("applications") or []:
+        service = (application.get("args") or {}).get("service")
+        if service is None:
+            continue
+        url = service.get("task_store") or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+        try:
+            parsed = make_url(str(url))
+        except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split
+            raise CliError(f"args.service.task_store {url!r} is not a database URL", field="args.service.task_store")
+        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+            continue
+        path = Path(parsed.database).expanduser()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with closing(sqlite3.connect(path)) as db:
+                db.execute("PRAGMA schema_version")  # fails on a file that is no database
+        except (OSError, sqlite3.Error) as err:
+            blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+            problem = f"{blocking} is a file, not a folder" if blocking else getattr(err, "strerror", None) or err
+            given = bool(service.get("task_store"))
+            raise CliError(f"the task store {path}{'' if given else ' (the default, under TESSERA_HOME)'} cannot "
+                           f"be opened: {problem}", field="args.service.task_store" if given else "TESSERA_HOME") \
+                from None
+
+
+def check_models_file(environ) -> None:
+    """``$TESSERA_MODELS``, when set, must name a readable file: the service would fail on it after starting."""
+    value = (environ.get("TESSERA_MODELS") or "").strip()
+    if not value:
+        return
+    path = Path(value).expanduser()
+    try:
+        with path.open("rb"):
+            pass
+    except OSError as err:
+        raise CliError(f"TESSERA_MODELS names {path}, which cannot be read: {err.strerror or err}",
+                       field="TESSERA_MODELS") from None
+    if not path.is_file():
+        raise CliError(f"TESSERA_MODELS names {path}, which is not a file", field="TESSERA_MODELS")
 
 
 def ui_address(config: dict) -> str:
@@ -107,9 +299,11 @@ def apply_overrides(config: dict, *, host: str | None, port: int | None, index: 
     from operators.store import resolve_index
 
     http = config.setdefault("http_options", {})
+    # Serve's own default host is 0.0.0.0: name the one this command checks (keys, port) and prints.
+    http.setdefault("host", "127.0.0.1")
     if host:
         http["host"] = host
-    if port:
+    if port is not None:
         http["port"] = port
     for application in config.get("applications") or []:
         service = (application.setdefault("args", {}) or {}).get("service", {})
@@ -128,6 +322,8 @@ def carry_environment(config: dict, environ) -> None:
     in each application's ``runtime_env.env_vars`` (a value the config sets itself is kept)."""
     from operators.home import tessera_home
 
+    if problem := env_keys_problem(environ):
+        raise CliError(problem, field=KEYS_ENV)
     digests = [key_hash(raw) for raw in env_keys(environ)]
     env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
     for name in CARRIED:

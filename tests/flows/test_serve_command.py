@@ -16,7 +16,7 @@ def test_tessera_serve_refuses_a_public_host_without_keys(monkeypatch, capsys):
     monkeypatch.delenv("TESSERA_API_KEYS", raising=False)
     assert main(["serve", "--config", CONFIG, "--host", "0.0.0.0", "--print-config"]) == 2
     assert "refusing to listen on 0.0.0.0 without API keys" in capsys.readouterr().err
-    monkeypatch.setenv("TESSERA_API_KEYS", "some-key")
+    monkeypatch.setenv("TESSERA_API_KEYS", "some-key-of-24-characters")
     assert main(["serve", "--config", CONFIG, "--host", "0.0.0.0", "--print-config"]) == 0
 
 

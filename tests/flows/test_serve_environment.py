@@ -23,7 +23,7 @@ from flows.commands import main
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "serve" / "config.yaml")
-KEYS = ("alphakey123", "betakey456")
+KEYS = ("alphakey123-0123456789", "betakey456-0123456789")
 
 
 def sha(raw: str) -> str:
@@ -73,17 +73,22 @@ def test_the_environments_keys_are_hashed_into_the_config_and_settings_ride_in_i
 
 
 def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(environment, monkeypatch, capsys):
+    import flows.commands.serve as serve_command
+
     started = []
-    # `tessera serve` ends by becoming `serve run` (exec); here the exec records what would run, with which env.
-    monkeypatch.setattr(os, "execv", lambda path, argv: started.append((argv, dict(os.environ))))
+    # `tessera serve` ends by running `serve run` as its child; here that records what would run, with which env.
+    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append((argv, env)) or 0)
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
-    assert main(["serve", "--config", CONFIG, "--port", "8391", "--address", "127.0.0.1:6391"]) == 0
+    (environment / "models.yaml").write_text("aliases: {}\n")  # $TESSERA_MODELS must be readable at start
+    port = _free_port()
+    assert main(["serve", "--config", CONFIG, "--port", str(port), "--address", "127.0.0.1:6391"]) == 0
     (argv, env), = started
-    written = environment / "home" / "serve" / "config-8391.yaml"
+    written = environment / "home" / "serve" / f"config-{port}.yaml"
     assert argv[-4:] == ["run", str(written), "--address", "127.0.0.1:6391"]
     text = written.read_text()
     assert all(raw not in text for raw in KEYS) and all(sha(raw) in text for raw in KEYS)
     assert "TESSERA_API_KEYS" not in env and env["TESSERA_OUTBOUND"] == "server"
+    assert os.environ["TESSERA_API_KEYS"]  # only the child's environment leaves them out
     assert "not carried to the cluster (secrets): $COHERE_API_KEY" in capsys.readouterr().err
 
 

@@ -1,0 +1,126 @@
+"""``tessera serve`` refuses, in one line and with status 2, what would otherwise start a broken or unsafe service:
+a port another process has (Ray's proxy binds with SO_REUSEPORT, so a second service on it would get half of the
+requests, with its own keys or none), a SQLite task store that cannot be opened (the api deployment would retry
+forever), an unreadable ``$TESSERA_MODELS``, a ``$TESSERA_HOME`` under a plain file, a broken config, and bad
+values (a port out of range, a ``$TESSERA_API_KEYS`` that holds no key or a short one). The start checks run in a
+real ``tessera serve`` process, before any Ray starts; each would have started Serve before."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.commands import main
+
+REPO = Path(__file__).resolve().parents[2]
+CONFIG = str(REPO / "serve" / "config.yaml")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def small_config(tmp_path) -> Path:
+    """A config with no models and no default index: what would start (quickly) if nothing were refused."""
+    def write(**service) -> Path:
+        config = {"http_options": {"host": "127.0.0.1", "port": _free_port()},
+                  "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
+                                    "args": {"models": [], "service": {"default_index": None, **service}}}]}
+        path = tmp_path / "config.yaml"
+        path.write_text(yaml.safe_dump(config))
+        return path
+    return write
+
+
+def tessera_serve(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+    """``tessera serve ARGS --address local`` in its own process group; one that starts Serve instead of refusing
+    is stopped (its whole group, by its id) and fails the test."""
+    environ = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS", "TESSERA_MODELS")}
+    environ.update({"TESSERA_HOME": str(tmp_path / "home"), **env})
+    process = subprocess.Popen([sys.executable, "-m", "flows", "serve", *args, "--address", "local"], cwd=tmp_path,
+                               env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail("tessera serve started instead of refusing")
+    return subprocess.CompletedProcess(process.args, process.returncode, out, err)
+
+
+@pytest.mark.parametrize("reuse_port", [False, True])  # True: the socket a Ray Serve proxy holds
+def test_a_port_another_process_listens_on_is_refused(small_config, tmp_path, reuse_port):
+    with socket.socket() as listener:
+        if reuse_port:
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        port = listener.getsockname()[1]
+        done = tessera_serve("--config", str(small_config()), "--port", str(port), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert f"field 'port': port {port} on 127.0.0.1 is not free" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
+
+
+def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    config = small_config(task_store=f"sqlite:///{tmp_path}/afile/tasks.db")
+    done = tessera_serve("--config", str(config), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert (f"field 'args.service.task_store': the task store {tmp_path}/afile/tasks.db cannot be opened: "
+            f"{tmp_path}/afile is a file, not a folder") in done.stderr
+    (tmp_path / "junk.db").write_text("this is no SQLite database, " * 200)
+    done = tessera_serve("--config", str(small_config(task_store=f"sqlite:///{tmp_path}/junk.db")), tmp_path=tmp_path)
+    assert done.returncode == 2 and "the task store" in done.stderr and "not a database" in done.stderr
+
+
+def test_a_home_under_a_plain_file_and_an_unreadable_models_file_are_refused(small_config, tmp_path):
+    (tmp_path / "afile").write_text("not a folder")
+    done = tessera_serve("--config", str(small_config()), tmp_path=tmp_path, TESSERA_HOME=str(tmp_path / "afile/h"))
+    assert done.returncode == 2, done.stderr
+    assert "field 'TESSERA_HOME'" in done.stderr and f"{tmp_path}/afile is a file, not a folder" in done.stderr
+    done = tessera_serve("--config", str(small_config()), tmp_path=tmp_path, TESSERA_MODELS="/nonexistent/models.yaml")
+    assert done.returncode == 2, done.stderr
+    assert "field 'TESSERA_MODELS': TESSERA_MODELS names /nonexistent/models.yaml, which cannot be read" in done.stderr
+
+
+def test_a_broken_config_is_one_line_naming_the_file(tmp_path, capsys):
+    broken, listed = tmp_path / "bad.yaml", tmp_path / "list.yaml"
+    broken.write_text("http_options: {port: [8000\n")
+    listed.write_text("- http_options\n- applications\n")
+    for path, problem in ((broken, "is not valid YAML (line 2, column 1)"), (listed, "is a YAML list, not a mapping")):
+        assert main(["serve", "--config", str(path), "--print-config"]) == 2
+        assert f"field 'config': the Serve config {path} {problem}" in capsys.readouterr().err
+    listed.write_text(yaml.safe_dump({"applications": {"name": "tessera"}}))
+    assert main(["serve", "--config", str(listed), "--print-config"]) == 2
+    assert "field 'applications'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("port", ["0", "99999", "http"])
+def test_a_port_out_of_range_is_refused(port, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["serve", "--config", CONFIG, "--port", port, "--print-config"])
+    assert exit_.value.code == 2
+    assert f"expected a port number from 1 to 65535, got '{port}'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value, problem", [(",", "is set but holds no key"), ("  ", "is set but holds no key"),
+                                            ("short-key", "1 key(s) shorter than 16 characters")])
+def test_keys_that_are_none_or_short_are_refused(monkeypatch, capsys, value, problem):
+    monkeypatch.setenv("TESSERA_API_KEYS", value)
+    assert main(["serve", "--config", CONFIG, "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert f"field 'TESSERA_API_KEYS': TESSERA_API_KEYS{':' if 'short' in problem else ''} " in err and problem in err
+    assert "short-key" not in err  # a key is never printed

@@ -1,0 +1,36 @@
+"""``tessera index compact``: an index that gained a shard per add (as a service index does per upload) is rewritten
+into one shard of its live chunks, deleted chunks dropped, its searches unchanged."""
+
+from __future__ import annotations
+
+import json
+
+from flows.commands import main
+from operators.store import Index
+
+
+def test_compact_rewrites_the_live_chunks_into_fewer_shards(tmp_path, sample_docs, capsys):
+    idx = str(tmp_path / "idx")
+    for n, start in enumerate(range(0, 30, 10)):  # three adds: three shards
+        batch = tmp_path / f"batch{n}.jsonl"
+        batch.write_text("".join(json.dumps(d) + "\n" for d in sample_docs[start:start + 10]), encoding="utf-8")
+        assert main(["index", "add", idx, str(batch), "--no-dense"]) == 0
+    gone = sample_docs[4]["_id"]
+    assert main(["index", "delete", idx, "--doc-id", gone]) == 0
+    query = sample_docs[12]["title"]
+    before = Index.open(idx).search_bm25([query], k=5)[0]
+    capsys.readouterr()
+
+    assert main(["index", "compact", idx]) == 0
+    out = capsys.readouterr().out
+    assert "3 shard(s) with 30 chunk(s), 1 deleted, into 1 shard(s) with 29 chunk(s)" in out
+    index = Index.open(idx)
+    assert index.counts() == {"shards": 1, "chunks": 29, "tombstones": 0, "live_chunks": 29}
+    assert not index.check()  # the new shard's files match the manifest
+    after = index.search_bm25([query], k=5)[0]
+    assert after.docnos == before.docnos
+    assert gone not in index.search_bm25([sample_docs[4]["title"]], k=30)[0].docnos
+
+    assert main(["index", "compact", idx, "--max-chunks", "10"]) == 0  # at most 10 chunks a shard
+    assert "into 3 shard(s) with 29 chunk(s)" in capsys.readouterr().out
+    assert Index.open(idx).counts()["shards"] == 3
