@@ -19,11 +19,13 @@ scaled to zero, a replica that asks for a GPU makes the autoscaler start a GPU n
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any
 
 from pydantic import ValidationError
 from ray.serve import Application
 
+from operators.api_keys import KEYS_ENV, env_keys_problem
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 from operators.models import ModelNotFoundError
 from serve import service_settings
@@ -76,6 +78,8 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
         served.append({"deployment": llm.deployment_name, "kind": "llm", "engine": llm.engine, "model": llm.model})
     api = ModelAPI.options(name=settings.api_deployment, ray_actor_options={"num_cpus": settings.api_num_cpus})
     service = None if settings.service is None else service_settings.resolve(settings.service)
+    if service is not None and (problem := env_keys_problem(os.environ)):  # as tessera serve, under a plain serve run
+        raise ServeConfigError(problem, field=KEYS_ENV)
     return api.bind(handles, cards, service, served)
 
 

@@ -200,3 +200,13 @@ def test_bad_llm_args_name_the_field(args, field):
     with pytest.raises(ServeConfigError) as err:
         build_app(args)
     assert err.value.field == field
+
+
+@pytest.mark.parametrize("keys", [" , ", "short-key"])
+def test_a_set_but_unusable_tessera_api_keys_stops_a_plain_serve_run_build(keys, tmp_path, monkeypatch):
+    """``serve run serve/config.yaml`` (no ``tessera serve`` in front) refuses what ``tessera serve`` refuses."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.setenv("TESSERA_API_KEYS", keys)
+    with pytest.raises(ServeConfigError) as err:
+        build_app({"models": [], "service": {"task_store": f"sqlite:///{tmp_path / 'tasks.db'}"}})
+    assert err.value.field == "TESSERA_API_KEYS"
