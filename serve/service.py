@@ -115,7 +115,7 @@ class Service:
             log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
         self.spares.refill()
         self.pruner = Pruner(self.store, config.get("task_retention_days")).start()  # now, then hourly
-        self._warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
+        self.warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
         _current = self
 
     # -- flows ----------------------------------------------------------------------------

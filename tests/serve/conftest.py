@@ -153,7 +153,9 @@ def make_service(tmp_path, monkeypatch):
         monkeypatch.setenv("TESSERA_HOME", str(home))
         args = ServiceArgs(default_index=str(home / "indices" / indices[0]),
                            task_store=f"sqlite:///{tmp_path / 'tasks.db'}", **args)
-        return Service(resolve(args, environ={}), list(models), "tessera")
+        service = Service(resolve(args, environ={}), list(models), "tessera")
+        service.warming.join(timeout=120)  # its warm-up builds flows too: done before a test counts or patches them
+        return service
 
     return make
 

@@ -26,8 +26,8 @@ def test_a_failing_warm_up_is_logged_and_the_service_serves(tmp_path, monkeypatc
     (broken / "manifest.json").write_text("{}")  # an index that does not open
     with caplog.at_level(logging.WARNING, logger="tessera.serve"):
         made = service(tmp_path, monkeypatch, broken)
-        made._warming.join(timeout=300)
-    assert not made._warming.is_alive()
+        made.warming.join(timeout=300)
+    assert not made.warming.is_alive()
     assert any("warm-up failed" in record.getMessage() and record.exc_info for record in caplog.records)
     assert made.store.list_tasks("local") == []  # the service itself is unaffected
 
@@ -43,7 +43,7 @@ def test_the_warm_up_opens_the_default_index_and_loads_its_encoder(tmp_path, mon
     _index_retriever._indices.pop(str(sample_index.resolve()), None)
 
     made = service(tmp_path, monkeypatch, sample_index)
-    made._warming.join(timeout=600)
-    assert not made._warming.is_alive()
+    made.warming.join(timeout=600)
+    assert not made.warming.is_alive()
     assert str(sample_index.resolve()) in _index_retriever._indices
     assert [name for name, _ in models.keys()].count("sentence_transformer") == 1
