@@ -421,13 +421,20 @@ def test_real_source_and_preprocessing_match_local():
     assert_same(local, result, history=False)
 
 
-def test_an_operator_error_reaches_the_caller_as_raised():
-    spec = FlowSpec.parse({"name": "broken", "steps": {
-        "words": {"op": "analyze.word_count", "params": {"input_column": "missing"}}}})
+def documents_then(step: dict, tmp_path) -> FlowSpec:
+    """A flow reading a JSONL file, then ``step``: a source's columns are known only when it runs, so a column the
+    file lacks fails in the operator, on Ray as locally (a flow's missing column is refused before it runs)."""
+    (tmp_path / "docs.jsonl").write_text('{"docno": "d1", "text": "honey bees"}\n', encoding="utf-8")
+    return FlowSpec.parse({"name": "broken", "steps": {
+        "read": {"op": "sources.jsonl", "params": {"path": str(tmp_path / "docs.jsonl")}}, "words": step}})
+
+
+def test_an_operator_error_reaches_the_caller_as_raised(tmp_path):
+    spec = documents_then({"op": "analyze.word_count", "params": {"input_column": "missing"}}, tmp_path)
     with pytest.raises(MissingColumnsError) as local:
-        LocalExecutor().run(spec, "a query")
+        LocalExecutor().run(spec)
     with pytest.raises(MissingColumnsError) as remote:
-        RayDataExecutor().run(spec, "a query")
+        RayDataExecutor().run(spec)
     assert (remote.value.step, remote.value.op, remote.value.message) == (
         local.value.step, local.value.op, local.value.message)
 
@@ -476,14 +483,12 @@ def test_a_failing_step_on_ray_is_the_local_executors_one_line(tmp_path):
     """The error a caller gets is the operator's own (type, step, field), not Ray's wrapped traceback."""
     from operators.errors import MissingColumnsError
 
-    spec = FlowSpec.parse({"name": "fails", "steps": {"wc": {"op": "analyze.word_count",
-                                                              "params": {"input_column": "nope"}}}})
-    queries = pa.table({"qid": ["1"], "query": ["bees"]})
+    spec = documents_then({"op": "analyze.word_count", "params": {"input_column": "nope"}}, tmp_path)
     errors = []
     for executor in (LocalExecutor(), RayDataExecutor()):
         with pytest.raises(MissingColumnsError) as err:
-            executor.run(spec, queries)
+            executor.run(spec)
         errors.append(err.value)
     local, ray_ = errors
-    assert type(ray_) is MissingColumnsError and (ray_.step, ray_.op) == ("wc", "analyze.word_count")
+    assert type(ray_) is MissingColumnsError and (ray_.step, ray_.op) == ("words", "analyze.word_count")
     assert str(ray_) == str(local) and "\n" not in str(ray_) and "Traceback" not in str(ray_)
