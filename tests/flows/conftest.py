@@ -271,3 +271,17 @@ def ray_head(tmp_path_factory) -> Iterator[RayHead]:
     """One real local Ray head (2 CPUs) for a module's job tests."""
     with launch_head(tmp_path_factory.mktemp("home")) as head:
         yield head
+
+
+def service_only_config(path: Path) -> tuple[Path, int]:
+    """A ``tessera serve`` config at ``path`` with the flow service alone (no model, no default index, no spare
+    worker: quick to start) on a free port of 127.0.0.1; the path and the port."""
+    import yaml
+
+    port = free_ports(1)[0]
+    service = {"default_index": None, "spare_task_workers": 0}
+    path.write_text(yaml.safe_dump({
+        "proxy_location": "HeadOnly", "http_options": {"host": "127.0.0.1", "port": port},
+        "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
+                          "args": {"models": [], "llms": [], "service": service}}]}))
+    return path, port

@@ -14,16 +14,15 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.flows.ctrl_c import assert_interrupted, interrupt_when
+
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample"
 TESSERA = Path(sys.executable).parent / "tessera"
-#: Seconds from Ctrl-C to exit that count as prompt on a loaded, shared machine.
-PROMPT_S = 60.0
 
 
 @pytest.fixture
@@ -41,6 +40,12 @@ def dataset(tmp_path) -> Path:
     return root
 
 
+def _interrupt_while_embedding(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
+    """Ctrl-C once the index build has staged the corpus and begun embedding it (inside its first encoder call)."""
+    return interrupt_when(proc, lambda line: line.startswith("ingest: ") and line.endswith(" shard(s)"),
+                          after_s=0.5, twice=twice)
+
+
 def _bench_cli(dataset: Path, home: Path, out: Path) -> subprocess.Popen:
     """``tessera bench`` of the dense flow (its index is built first), in a session of its own, SIGINT at its
     default (a background job may ignore it)."""
@@ -51,47 +56,17 @@ def _bench_cli(dataset: Path, home: Path, out: Path) -> subprocess.Popen:
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
-def _interrupt_while_embedding(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
-    """Ctrl-C (twice: again 0.2 s later) once the index build has staged the corpus and begun embedding it;
-    stderr's lines and the seconds to exit."""
-    lines = []
-    for raw in proc.stderr:
-        lines.append(raw.decode(errors="replace").rstrip("\n"))
-        if lines[-1].startswith("ingest: ") and lines[-1].endswith(" shard(s)"):
-            break
-    else:
-        pytest.fail(f"the index build did not begin: {lines}")
-    time.sleep(0.5)  # inside the first encoder call (the model loads first)
-    sent = time.monotonic()
-    os.killpg(proc.pid, signal.SIGINT)
-    if twice:
-        time.sleep(0.2)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-    _, rest = proc.communicate(timeout=300)
-    return lines + rest.decode(errors="replace").splitlines(), time.monotonic() - sent
-
-
-def _assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float) -> None:
-    assert proc.returncode == 130, lines
-    assert lines[-1] == "tessera: interrupted", lines
-    assert not [line for line in lines if "Traceback" in line or "terminate called" in line
-                or "Exception ignored" in line], lines
-    assert sum(line.startswith("tessera:") for line in lines) == 1, lines
-    assert seconds < PROMPT_S, (seconds, lines)
-
-
 @pytest.mark.slow
 def test_ctrl_c_stops_a_bench_index_build_and_a_second_one_exits_at_once(tmp_path, dataset):
     home = tmp_path / "home"
     proc = _bench_cli(dataset, home, tmp_path / "out")
     lines, seconds = _interrupt_while_embedding(proc)
-    _assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds)
     assert any(line.startswith("building index ") for line in lines), lines
     auto = home / "indices" / "auto"
     assert not list(auto.glob("*.done.json"))  # not marked built: the next benchmark resumes it
 
     proc = _bench_cli(dataset, home, tmp_path / "out")  # again, interrupted twice: no abort, no traceback
     lines, seconds = _interrupt_while_embedding(proc, twice=True)
-    _assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds)
     assert not list(auto.glob("*.done.json"))

@@ -23,12 +23,11 @@ import pytest
 
 from flows.ingestion import ingest
 from flows.ingestion.progress import ProgressTracker
+from tests.flows.ctrl_c import assert_interrupted, interrupt_when
 
 REPO = Path(__file__).resolve().parents[2]
 SAMPLE = REPO / "data" / "sample" / "corpus.jsonl"
 TESSERA = Path(sys.executable).parent / "tessera"
-#: Seconds from Ctrl-C to exit that count as prompt on a loaded, shared machine (it took 15-60 s and more).
-PROMPT_S = 60.0
 
 
 @pytest.fixture
@@ -104,6 +103,11 @@ def test_the_bar_counts_a_committed_shards_documents_before_it_shows_the_shard(m
                                              "ingest: shard 2/2 committed, 10/10 docs, 1 failed"]
 
 
+def _interrupt_after_first_commit(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
+    """Ctrl-C once a shard is committed."""
+    return interrupt_when(proc, lambda line: " committed, " in line, twice=twice)
+
+
 def _ingest_cli(corpus: Path, index: Path, executor: str) -> subprocess.Popen:
     """``tessera ingest`` in a session of its own, SIGINT at its default (a background job may ignore it)."""
     env = {**os.environ, "TESSERA_HOME": str(index.parent / "home"), "COLUMNS": "120"}
@@ -111,33 +115,6 @@ def _ingest_cli(corpus: Path, index: Path, executor: str) -> subprocess.Popen:
                              "--shard-size", "100", "--executor", executor], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def _interrupt_after_first_commit(proc: subprocess.Popen, *, twice: bool = False) -> tuple[list[str], float]:
-    """Ctrl-C (twice: again 0.2 s later) once a shard is committed; stderr's lines and the seconds to exit."""
-    lines = []
-    for raw in proc.stderr:
-        lines.append(raw.decode(errors="replace").rstrip("\n"))
-        if " committed, " in lines[-1]:
-            break
-    else:
-        pytest.fail(f"no shard was committed: {lines}")
-    sent = time.monotonic()
-    os.killpg(proc.pid, signal.SIGINT)
-    if twice:
-        time.sleep(0.2)
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGINT)
-    _, rest = proc.communicate(timeout=300)
-    return lines + rest.decode(errors="replace").splitlines(), time.monotonic() - sent
-
-
-def _assert_interrupted(proc: subprocess.Popen, lines: list[str], seconds: float) -> None:
-    assert proc.returncode == 130, lines
-    assert lines[-1] == "tessera: interrupted", lines
-    assert not [line for line in lines if "Traceback" in line or "terminate called" in line], lines
-    assert sum(line.startswith("tessera:") for line in lines) == 1, lines
-    assert seconds < PROMPT_S, (seconds, lines)
 
 
 @pytest.mark.slow
@@ -150,7 +127,7 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
 
     proc = _ingest_cli(corpus400, index, "local")
     lines, seconds = _interrupt_after_first_commit(proc)
-    _assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds)
     # off a terminal, lines and no bar redraws (the documents count those of the next shard embedded so far)
     assert lines[:2] == ["staging: 400 docs", "ingest: 400 docs in 4 shard(s)"], lines
     assert lines[2].startswith("ingest: shard 1/4 committed, ") and lines[2].endswith(" docs, 0 failed"), lines
@@ -159,7 +136,7 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
 
     proc = _ingest_cli(corpus400, index, "local")  # resumed, and interrupted twice: no abort (it was 134)
     lines, seconds = _interrupt_after_first_commit(proc, twice=True)
-    _assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds)
 
     proc = _ingest_cli(corpus400, index, "local")
     _, err = proc.communicate(timeout=600)
@@ -173,7 +150,7 @@ def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_pat
     index = tmp_path / "idx"
     proc = _ingest_cli(corpus400, index, "ray")
     lines, seconds = _interrupt_after_first_commit(proc)
-    _assert_interrupted(proc, lines, seconds)
+    assert_interrupted(proc, lines, seconds)
     # Ray names a session folder after the driver's pid: a second cluster started while exiting made another
     sessions = list((Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray").glob(f"session_*_{proc.pid}"))
     assert len(sessions) == 1, sessions

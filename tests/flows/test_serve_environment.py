@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,8 @@ from pathlib import Path
 import pytest
 import requests
 import yaml
+
+from tests.flows.conftest import free_ports, service_only_config
 
 from flows.commands import main
 
@@ -80,7 +81,7 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
     monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append((argv, env)) or 0)
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
     (environment / "models.yaml").write_text("aliases: {}\n")  # $TESSERA_MODELS must be readable at start
-    port = _free_port()
+    port = free_ports(1)[0]
     assert main(["serve", "--config", CONFIG, "--port", str(port), "--address", "127.0.0.1:6391"]) == 0
     (argv, env), = started
     written = environment / "home" / "serve" / f"config-{port}.yaml"
@@ -129,23 +130,11 @@ def _get(url: str, key: str | None = None) -> requests.Response:
     return requests.get(url, headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=10)
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.ray
 @pytest.mark.slow
 @pytest.mark.parametrize("host", ["127.0.0.1", "0.0.0.0"])  # before: answered without a key / never started
 def test_keys_and_home_hold_on_a_cluster_that_was_already_running(ray_cluster_tools, tmp_path, host):
-    port = _free_port()
-    config = {"proxy_location": "HeadOnly", "http_options": {"host": "127.0.0.1", "port": port},
-              "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
-                                "args": {"models": [], "llms": [], "service": {"default_index": None,
-                                                                               "spare_task_workers": 0}}}]}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path, port = service_only_config(tmp_path / "config.yaml")
     home = tmp_path / "serve-home"
     with ray_cluster_tools.launch_head(tmp_path / "raylet-home") as head:  # the raylet's TESSERA_HOME differs
         env = {**head.env, "TESSERA_HOME": str(home), "TESSERA_API_KEYS": ",".join(KEYS), "RAY_AUTH_MODE": "token"}

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,28 +14,17 @@ from pathlib import Path
 
 import pytest
 import requests
-import yaml
+
+from tests.flows.conftest import free_ports, service_only_config
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT])
 def test_tessera_serve_shuts_down_gracefully_on_sigterm_and_sigint(tmp_path, stop):
-    port = _free_port()
-    config = {"proxy_location": "HeadOnly", "http_options": {"host": "127.0.0.1", "port": port},
-              "applications": [{"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
-                                "args": {"models": [], "llms": [], "service": {"default_index": None,
-                                                                               "spare_task_workers": 0}}}]}
-    path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(config))
+    path, port = service_only_config(tmp_path / "config.yaml")
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS")}
     env["TESSERA_HOME"] = str(tmp_path / "home")
     log_path = tmp_path / "serve.log"
@@ -94,7 +82,7 @@ def test_serve_run_dies_with_a_killed_tessera_serve(tmp_path):
     """SIGKILL of the command (what the OOM killer sends) takes its `serve run` child with it, as when it exec'd."""
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "TESSERA_API_KEYS")}
     env["TESSERA_HOME"] = str(tmp_path / "home")
-    serving = subprocess.Popen([sys.executable, "-m", "flows", "serve", "--port", str(_free_port()), "--address",
+    serving = subprocess.Popen([sys.executable, "-m", "flows", "serve", "--port", str(free_ports(1)[0]), "--address",
                                 "local"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                start_new_session=True)
     try:

@@ -5,6 +5,7 @@ the sample index with a task store in a temporary $TESSERA_HOME. One app serves 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import threading
@@ -24,6 +25,27 @@ def free_port() -> int:
 @pytest.fixture
 def free_port_number() -> int:
     return free_port()
+
+
+@contextlib.contextmanager
+def api_on_localhost():
+    """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made) under uvicorn on a free port
+    of 127.0.0.1, without Ray: yields its base URL, and stops the server after."""
+    import uvicorn
+
+    from serve.api import app
+
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        assert thread.is_alive(), "uvicorn did not start"
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{server.config.port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
 
 
 @pytest.fixture(scope="session")

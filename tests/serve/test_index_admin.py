@@ -5,8 +5,6 @@ beside a ``Service`` over a real SQLite task store, the index made by a real upl
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 import requests
@@ -17,7 +15,7 @@ from serve.documents import DocumentsRequest
 from serve.ingest_task import run_ingest
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.conftest import free_port
+from tests.serve.conftest import api_on_localhost
 
 pytestmark = pytest.mark.slow  # MiniLM loads in this process
 
@@ -27,10 +25,6 @@ ADMIN, BOB = "admin-key-0123456789", "bob-key-0123456789"
 @pytest.fixture
 def app(tmp_path, monkeypatch):
     """The API with keys ``root`` (admin) and ``bob``; ``alice``'s key is gone, her index ``notes`` is left."""
-    import uvicorn
-
-    from serve.api import app
-
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0,
                        api_keys=[{"id": "root", "sha256": key_hash(ADMIN), "admin": True},
@@ -42,15 +36,8 @@ def app(tmp_path, monkeypatch):
         {"documents": [{"id": "bees", "text": "honey bees make honey"}]}), "alice")
     run_ingest(service.store, queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"])
     auth.configure(config["keys"], None, None)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}", service
-    server.should_exit = True
-    thread.join(timeout=10)
+    with api_on_localhost() as base:
+        yield base, service
     auth.configure({}, None, None)
 
 

@@ -5,7 +5,6 @@ route over real HTTP (the API's app under uvicorn on 127.0.0.1, beside a real ``
 
 from __future__ import annotations
 
-import threading
 import time
 
 import pytest
@@ -15,7 +14,7 @@ from serve import auth
 from serve.retention import delete_task, prune
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import TaskStore
-from tests.serve.conftest import free_port
+from tests.serve.conftest import api_on_localhost
 
 DAY = 86400
 
@@ -94,9 +93,6 @@ def test_retention_is_a_setting_kept_30_days_by_default():
 @pytest.fixture
 def api(tmp_path, monkeypatch):
     """The API's app on uvicorn beside a ``Service`` whose store holds old tasks; no keys (the ``local`` tenant)."""
-    import uvicorn
-
-    from serve.api import app
     from serve.service import Service
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
@@ -107,16 +103,9 @@ def api(tmp_path, monkeypatch):
     service = Service(resolve(args, environ={}), [], "tessera")
     assert service.pruner.first_round.wait(60)
     auth.configure({}, None, None)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}", service, old, kept
+    with api_on_localhost() as base:
+        yield base, service, old, kept
     service.pruner.stop()
-    server.should_exit = True
-    thread.join(timeout=10)
 
 
 def test_the_service_prunes_at_start_and_the_owner_deletes_an_ended_task(api):

@@ -6,37 +6,24 @@ accepted and ingested are tested over Serve in ``test_indices_api.py``."""
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 import requests
 
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.conftest import free_port
+from tests.serve.conftest import api_on_localhost
 
 
 @pytest.fixture
 def base(tmp_path, monkeypatch):
     """The API on a free port of 127.0.0.1, its flow service with max_documents_per_request=3."""
-    import uvicorn
-
-    from serve.api import app
-
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
                        limits={"max_documents_per_request": 3})
     Service(resolve(args, environ={}), [], "tessera")
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    while not server.started:
-        assert thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
-    yield f"http://127.0.0.1:{server.config.port}/v1/indices/notes/files"
-    server.should_exit = True
-    thread.join(timeout=10)
+    with api_on_localhost() as base:
+        yield base + "/v1/indices/notes/files"
 
 
 def error(response: requests.Response, status: int) -> dict:
