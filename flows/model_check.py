@@ -13,8 +13,10 @@ there would be refused only when the step loads it (at a Serve replica's start),
 config.json is read here (``check_cross_encoder``; no weights are loaded).
 
 An environment variable a step reads (``Operator.required_env``: ``rerank.api``'s
-``api_key_env``) is checked by ``check_env``, which both executors call before a run's first
-step: an unset key was found only at its step, after the retrieval before it.
+``api_key_env``, the ``api_key_env`` of a language model step's alias) is checked by
+``check_env``, which both executors, ``tessera bench`` (before it builds an index) and the
+service's request preparation call before a run's first step: an unset key was found only at
+its step, after the retrieval before it.
 
 ``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
 ``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
@@ -76,13 +78,19 @@ class IndexEncoderError(SpecError):
 
 
 class MissingEnvError(SpecError):
-    """Steps that read environment variables (an API key) that are not set here; nothing was run."""
+    """Steps that read environment variables (an API key) that are not set here; nothing was run. ``missing``:
+    each (step, the param that names the variable, the variable)."""
+
+    def __init__(self, message: str, missing: list[tuple[str, str, str]] | None = None, **where: str | None):
+        super().__init__(message, **where)
+        self.missing = missing or []
 
 
-def check_env(flow: Flow | FlowSpec) -> None:
+def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
     """Raise ``MissingEnvError`` naming every unplaced step of ``flow`` and the variable it reads
     (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing
-    only at its step, would come after the retrieval before it)."""
+    only at its step, would come after the retrieval before it). ``name``: what to call the flow (a benchmark's
+    name for it), default its spec's name."""
     import os
 
     built = flow if isinstance(flow, Flow) else flow.build()
@@ -93,9 +101,9 @@ def check_env(flow: Flow | FlowSpec) -> None:
         named = ", ".join(f"${variable} (step {s}, {w})" for s, w, variable in missing)
         one = len(missing) == 1
         raise MissingEnvError(
-            f"flow {built.name}: environment variable{'' if one else 's'} {named} {'is' if one else 'are'} not set "
-            f"here, so nothing was run: export {'it' if one else 'them'} before the run",
-            step=step, field=f"steps.{step}.{where}")
+            f"flow {name or built.name}: environment variable{'' if one else 's'} {named} "
+            f"{'is' if one else 'are'} not set here, so nothing was run: export {'it' if one else 'them'} before the "
+            "run", missing, step=step, field=f"steps.{step}.{where}")
 
 
 def model_kind(op: Operator, where: str) -> str | None:

@@ -80,11 +80,22 @@ def refuse_reading_documents(flow: Any) -> None:
 
 def check_models_here(flow: Any) -> None:
     """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
-    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422."""
-    from flows.model_check import MissingModelsError, check_models
+    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422. Every
+    environment variable they read (``rerank.api``'s ``api_key_env``, a language model alias's key) is set here,
+    else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
+    that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
+    (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
+    from flows.model_check import MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import train_command
 
     try:
         check_models([flow], how_to_make=train_command)
     except MissingModelsError as err:
         raise ApiError(404, str(err), param="flow", code="model_not_found") from None
+    try:
+        check_env(flow)
+    except MissingEnvError as err:
+        named = ", ".join(f"${variable} (step {step}, {where})" for step, where, variable in err.missing)
+        raise ApiError(422, f"flow '{flow.name}' reads {named}, not set where this service runs, so it was not "
+                       "run: whoever runs the service must set it", param=err.field or "flow",
+                       code="env_not_set") from None

@@ -18,7 +18,7 @@ from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
-from flows.model_check import HowToMake, check_models
+from flows.model_check import HowToMake, check_env, check_models
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
 
@@ -38,6 +38,8 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
         if b not in names:
             raise BenchError(f"--baseline '{b}' is not one of the flows ({', '.join(names)})", field="baseline")
     check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
+    for f in flows:  # an unset key (rerank.api's api_key_env, an LLM alias's), before any index is built too
+        check_env(f.spec, f.name)
     out = Path(options.out).expanduser()
     out.mkdir(parents=True, exist_ok=True)
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None

@@ -144,6 +144,14 @@ def resolve(model: str) -> ModelAlias:
     return ModelAlias(model=model)
 
 
+def key_env(model: str) -> str | None:
+    """The environment variable that holds ``model``'s key (its alias's ``api_key_env``), or None: an alias without
+    one (Ollama, the embedded model, a local server) or a litellm string that is no alias, whose key litellm finds
+    by its own rules. What an LLM step declares (``Operator.required_env``), so an unset key is refused before
+    the steps in front of it run."""
+    return resolve(model).api_key_env or None
+
+
 def known_model(model: str) -> str:
     """A pydantic validator: ``model`` if it names a model, else the error that says why (``unknown_model``), so
     a misspelt alias is refused when the flow is built, not after the retrieval before its step."""

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import ParamsError
-from operators.llm.aliases import known_model, model_identity
+from operators.llm.aliases import key_env, known_model, model_identity
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
 
@@ -114,6 +114,15 @@ class LLMStep(Operator):
     def calls_model(self) -> bool:
         """Whether the step asks a model at all with its params (the service places only those that do)."""
         return True
+
+    def required_env(self) -> dict[str, str]:
+        """With the marked params', the key variable of the model alias the step calls (``DeepSeekv3``:
+        ``DEEPSEEK_API_KEY``), so a flow whose key is unset is refused before the retrieval in front of it runs;
+        nothing for a model that needs no key (an Ollama alias, the embedded one) or a step that calls none."""
+        found = super().required_env()
+        if self.calls_model() and (variable := key_env(self.params.model)):
+            found["params.model"] = variable
+        return found
 
     def ask(self, prompts: Mapping[K, Prompt], qids: Mapping[K, str] | None = None,
             on_text: Callable[[K, str], None] | None = None) -> dict[K, Completion | LLMError]:

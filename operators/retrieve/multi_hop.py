@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
-from operators.llm.aliases import known_model, model_identity
+from operators.llm.aliases import key_env, known_model, model_identity
 from operators.local_files import llm_model
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
@@ -130,6 +130,13 @@ class MultiHopRetriever(Operator):
 
     def required_models(self) -> dict[str, str]:
         return {where: ref for op in self._retrievers for where, ref in op.required_models().items()}
+
+    def required_env(self) -> dict[str, str]:
+        """The key variable of ``follow_up_model``'s alias, only when ``follow_up: llm`` calls it."""
+        found = super().required_env()
+        if self.params.follow_up == "llm" and (variable := key_env(self.params.follow_up_model)):
+            found["params.follow_up_model"] = variable
+        return found
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()

@@ -42,12 +42,34 @@ def test_a_key_from_the_servers_environment_only_when_its_operator_allows_that_v
         error = refused(service, steps, "env_not_allowed")
         assert error.param == "steps.r.params.api_key_env" and "TESSERA_ALLOW_ENV (it lists none)" in error.message
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY, TESSERA_API_KEYS")
+    monkeypatch.setenv("COHERE_API_KEY", "k-123")  # allowed and set (unset: env_not_set, the next test)
     allowed = {"bm25": bm25, "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": "COHERE_API_KEY"}}}
     prepared(service, allowed)
     keys = {"bm25": bm25, "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": "TESSERA_API_KEYS"}}}
     assert "(it lists COHERE_API_KEY)" in refused(service, keys, "env_not_allowed").message  # the service's keys, never
     mosaic = {"m": {"op": "sources.mosaic", "params": {"url": "https://mosaic.example.com/", "password_env": "HOME"}}}
     assert refused(service, mosaic, "env_not_allowed").param == "steps.m.params.password_env"
+
+
+def test_an_allowed_variable_that_is_not_set_is_refused_naming_the_step_not_run(service, monkeypatch):
+    """Accepted, the task would fail at its reranker, after the retrieval in front of it."""
+    monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
+    monkeypatch.delenv("COHERE_API_KEY", raising=False)
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}},
+             "r": {**RERANK, "params": {**RERANK["params"], "api_key_env": "COHERE_API_KEY"}}}
+    error = refused(service, steps, "env_not_set")
+    assert error.param == "steps.r.params.api_key_env"
+    assert "$COHERE_API_KEY (step r, params.api_key_env), not set where this service runs" in error.message
+    monkeypatch.setenv("COHERE_API_KEY", "")  # empty is unset
+    assert refused(service, steps, "env_not_set").param == "steps.r.params.api_key_env"
+    monkeypatch.setenv("COHERE_API_KEY", "k-secret-123")
+    prepared(service, steps)
+    # a language model alias's key: the variable is the service's (models.yaml), not the request's to name
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    answer = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+              "answer": {"op": "generate.answer", "params": {"model": "DeepSeekv3"}}}
+    error = refused(service, answer, "env_not_set")
+    assert error.param == "steps.answer.params.model" and "$DEEPSEEK_API_KEY (step answer" in error.message
 
 
 @pytest.mark.parametrize("model", ["ollama_chat/phi3", "openai/gpt-4o-mini", "tessera//etc/passwd.gguf",
@@ -64,7 +86,8 @@ def test_a_language_model_only_by_alias(service, model):
     assert refused(service, hops, "model_not_allowed").param == "steps.hops.params.follow_up_model"
 
 
-def test_aliases_and_the_packaged_embedded_model_are_served(service):
+def test_aliases_and_the_packaged_embedded_model_are_served(service, monkeypatch):
+    monkeypatch.setenv("DEEPSEEK_API_KEY", "k-123")  # DeepSeekv3's key (unset: env_not_set)
     for model in ("local", "gemma2", "DeepSeekv3", "tessera/smollm2-135m-instruct"):
         prepared(service, {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
                            "answer": {"op": "generate.answer", "params": {"model": model}}})
