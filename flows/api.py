@@ -20,21 +20,26 @@ what the CLI and the service use.
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Literal
 
 import pyarrow as pa
 
+from flows.model_check import MissingEnvError, MissingModelsError
 from flows.spec import FlowSpec, StepSpec, load_request
-from operators.errors import SpecError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError
 
 if TYPE_CHECKING:
     from flows.ingestion import IngestReport
     from flows.progress import CancelToken, ProgressCallback
+    from flows.cache import StepCache
     from flows.result import FlowResult
     from operators.store import Index as StoreIndex
 
-__all__ = ["Flow", "Index", "ingest"]
+# the errors to catch: TesseraError is the base of every error Tessera raises on purpose
+__all__ = ["Flow", "Index", "ingest", "TesseraError", "SpecError", "ParamsError", "OperatorError",
+           "MissingModelsError", "MissingEnvError", "FlowCancelled"]
 
 Queries = str | Iterable[str] | pa.Table
 SearchMethod = Literal["bm25", "dense", "hybrid"]
@@ -160,13 +165,23 @@ class Flow:
         return store.save(name, self.unbound)
 
 
-def _step_cache(cache: bool | str | os.PathLike):
+_caches: dict[Path, "StepCache"] = {}
+_caches_lock = threading.Lock()
+
+
+def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
+    """The process's one ``StepCache`` of that folder: runs share it (and its connection per thread), rather
+    than each opening a database that stays open until garbage collection."""
     if cache is False or cache is None:
         return None
     from flows.cache import StepCache
     from flows.store import default_cache_dir
 
-    return StepCache(default_cache_dir() if cache is True else Path(cache))
+    root = (default_cache_dir() if cache is True else Path(cache)).absolute()
+    with _caches_lock:
+        if root not in _caches:
+            _caches[root] = StepCache(root)
+        return _caches[root]
 
 
 def ingest(source: str | os.PathLike | dict | None, index: str | os.PathLike, *, spec: str | dict | None = "ingest",

@@ -20,7 +20,8 @@ at once; ``INSERT OR IGNORE`` makes a race harmless) maps unit keys to a slice o
 Arrow IPC file under ``data/``. Files are written to a temporary name and renamed,
 so a crash leaves at most an unreferenced file, never a half-written entry. A file
 damaged later (truncated, removed by hand) is a miss, and its entries are dropped so
-the next run stores the recomputed units again.
+the next run stores the recomputed units again. The ``files`` table records each file's
+size and last use, so ``prune`` (``flows.cache_prune``) can evict the least recently used.
 
 The directory carries a marker file (``MARKER``), and ``clear`` deletes only what the
 cache wrote, in a directory that has the marker: pointed at any other folder it
@@ -47,12 +48,14 @@ import pyarrow as pa
 from operators.base import Operator
 from operators.errors import TesseraError
 
+#: A hit marks its file used at most this often (seconds): last-use times for ``prune``, not a write per lookup.
+TOUCH_EVERY_S = 60.0
+
 #: The file that says a directory is a Tessera step cache.
 MARKER = "tessera-cache.json"
 #: What a cache directory holds (anything else in it is left alone by ``clear``).
 _OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal")
 
-DEFAULT_CACHE_DIR = Path(os.environ.get("TESSERA_HOME", Path.home() / ".tessera")) / "cache"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
@@ -69,6 +72,11 @@ CREATE TABLE IF NOT EXISTS steps (
     explain TEXT NOT NULL,
     updated REAL NOT NULL,
     PRIMARY KEY (flow, step)
+);
+CREATE TABLE IF NOT EXISTS files (
+    file TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    used REAL NOT NULL
 );
 """
 
@@ -176,8 +184,11 @@ class StepCache:
     """A persistent, multi-process cache of step outputs by unit key."""
 
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root else DEFAULT_CACHE_DIR
+        from flows.store import default_cache_dir  # $TESSERA_HOME now, not when this module was imported
+
+        self.root = Path(root) if root else default_cache_dir()
         self._local = threading.local()
+        self._touched: dict[str, float] = {}  # when this process last marked a file used
 
     def __reduce__(self):  # ship to Ray workers by path; connections are per process
         return (StepCache, (str(self.root),))
@@ -189,11 +200,21 @@ class StepCache:
         self._conn()
 
     def _conn(self) -> sqlite3.Connection:
+        """This thread's connection; opened again in a new process, or when the database file was replaced
+        (``tessera cache clear`` by another process while this one holds the cache)."""
         conn = getattr(self._local, "conn", None)
-        if conn is None or getattr(self._local, "pid", None) != os.getpid():
+        if conn is None or getattr(self._local, "pid", None) != os.getpid() or self._database_id() != self._local.db:
+            if conn is not None:
+                conn.close()
             conn = self._open()
-            self._local.conn, self._local.pid = conn, os.getpid()
+            self._local.conn, self._local.pid, self._local.db = conn, os.getpid(), self._database_id()
         return conn
+
+    def _database_id(self) -> tuple[int, int] | None:
+        with contextlib.suppress(OSError):
+            stat = (self.root / "index.sqlite").stat()
+            return stat.st_dev, stat.st_ino
+        return None
 
     def _open(self) -> sqlite3.Connection:
         root = self.root
@@ -250,7 +271,23 @@ class StepCache:
             result[key] = CachedUnit(source, start, count, json.loads(meta) if meta else None)
         if broken:
             self._forget(broken)
+        if tables:
+            self._touch(list(tables))
         return result
+
+    def _touch(self, files: list[str]) -> None:
+        """Mark ``files`` used now (for ``prune``'s least-recently-used order); a file marked within the last
+        ``TOUCH_EVERY_S`` is left as it is, so a run of hits costs one small write a minute per file."""
+        now = time.time()
+        files = [f for f in files if self._touched.get(f, 0) < now - TOUCH_EVERY_S]  # no write for a fresh mark
+        if not files:
+            return
+        self._touched.update(dict.fromkeys(files, now))
+        conn = self._conn()
+        for i in range(0, len(files), 500):
+            chunk = files[i:i + 500]
+            conn.execute(f"UPDATE files SET used = ? WHERE used < ? AND file IN ({','.join('?' * len(chunk))})",
+                         [now, now - TOUCH_EVERY_S, *chunk])
 
     def _forget(self, files: set[str]) -> None:
         """Drop the entries of damaged files, so the units are stored again when they are recomputed."""
@@ -271,7 +308,7 @@ class StepCache:
         if not units:
             return
         tables = [t for _, t, _ in units if t is not None and t.num_rows]
-        file = None
+        file, size = None, 0
         if tables:
             data = pa.concat_tables(tables, promote_options="permissive")
             file = f"{uuid.uuid4().hex}.arrow"
@@ -281,6 +318,7 @@ class StepCache:
             with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
                 writer.write_table(data)
             os.replace(tmp, path)
+            size = path.stat().st_size
         rows, offset = [], 0
         for key, table, meta in units:
             count = table.num_rows if table is not None else 0
@@ -290,6 +328,8 @@ class StepCache:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?)", rows)
+            if file:
+                conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", (file, size, time.time()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
@@ -312,6 +352,26 @@ class StepCache:
             args.append(step)
         return [{"step": s, **json.loads(e)} for s, e in self._conn().execute(query + " ORDER BY updated", args)]
 
+    def prune(self, *, max_bytes: int | None = None, older_than_s: float | None = None) -> dict[str, int]:
+        """Evict stored outputs: every file unused for ``older_than_s`` seconds, then the least recently used
+        until the stored outputs hold at most ``max_bytes``; their units go with them (a later run recomputes
+        them). Returns what was removed and what is left (``flows.cache_prune``)."""
+        from flows.cache_prune import prune
+
+        if not self.root.exists():
+            return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0}
+        if not self.root.is_dir() or not is_cache_dir(self.root):
+            raise CacheError(f"refusing to prune {self.root}: it is not a Tessera step cache (no {MARKER})",
+                             field="cache_dir")
+        return prune(self._conn(), self.root / "data", max_bytes=max_bytes, older_than_s=older_than_s)
+
+    def close(self) -> None:
+        """Close this thread's database connection (the next use opens it again)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        self._local.conn = None
+
     def clear(self) -> bool:
         """Delete what the cache wrote (never another file, never through a link); False if there was
         no cache. A folder that is not a step cache is refused with a ``CacheError``."""
@@ -321,10 +381,7 @@ class StepCache:
         if not root.is_dir() or not is_cache_dir(root):
             raise CacheError(f"refusing to clear {root}: it is not a Tessera step cache (no {MARKER}); "
                              "nothing was deleted", field="cache_dir")
-        conn = getattr(self._local, "conn", None)
-        if conn is not None:
-            conn.close()
-        self._local.conn = None
+        self.close()
         data = root / "data"
         if data.is_symlink():
             data.unlink()

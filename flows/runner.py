@@ -128,24 +128,27 @@ class StepRunner:
         self.key = step_key(op) if self.cache else None
 
     def run(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:
+        """The step's output for ``table`` and what the batch did. What the operator records goes to notes of
+        this call (``Operator.recording``), so runs sharing the operator on other threads keep their own."""
         start = time.perf_counter()
-        if self.cache is None or self.op.scope == "source":
-            out, meta = self._call(table)
-            stats = BatchStats(rows_in=table.num_rows, rows_out=out.num_rows, metadata=meta)
-        elif self.op.scope == "row":
-            out, stats = self._run_rows(table)
-        elif self.op.scope == "query":
-            groups = [g for _, g in qid_groups(table)] if table.num_rows else []
-            out, stats = self._run_units(table, groups)
-        else:
-            out, stats = self._run_units(table, [table])
+        with self.op.recording() as notes:
+            if self.cache is None or self.op.scope == "source":
+                out, meta = self._call(table)
+                stats = BatchStats(rows_in=table.num_rows, rows_out=out.num_rows, metadata=meta)
+            elif self.op.scope == "row":
+                out, stats = self._run_rows(table)
+            elif self.op.scope == "query":
+                groups = [g for _, g in qid_groups(table)] if table.num_rows else []
+                out, stats = self._run_units(table, groups)
+            else:
+                out, stats = self._run_units(table, [table])
         stats.seconds = time.perf_counter() - start
-        stats.usage = self.op.drain_usage()
+        stats.usage = notes.drain_usage()
         return out, stats
 
     def _call(self, table: pa.Table) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
         out = self.op(table)
-        return out, self.op.drain_metadata()
+        return out, self.op.drain_metadata()  # (this call's notes: ``run`` holds them)
 
     # -- row scope: a unit per row, only written columns stored -------------------
 

@@ -56,6 +56,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import logging
 from typing import Any, ClassVar, Iterator, Literal, Mapping
@@ -66,11 +67,35 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from operators.errors import FlowCancelled, OperatorError, ParamsError, unknown_name_hint
 from operators.local_files import marked_params
 from operators.tables import require_columns
+from operators.thread_value import ThreadValue
 
 log = logging.getLogger(__name__)
 
 Scope = Literal["row", "query", "corpus", "source"]
 Role = Literal["rank", "score", "text", "chip", "data", "id"]
+
+
+class StepNotes:
+    """What calls of a step recorded besides their rows: per-query metadata and usage counters.
+
+    Why it is not the operator's own state: one operator instance serves every run of a shared ``Flow``, on
+    any number of threads; each executor call records into notes of its own (``Operator.recording``)."""
+
+    def __init__(self) -> None:
+        self.metadata: dict[str, dict[str, Any]] = {}
+        self.usage: dict[str, float] = {}
+
+    def drain_metadata(self) -> dict[str, dict[str, Any]]:
+        drained, self.metadata = self.metadata, {}
+        return drained
+
+    def drain_usage(self) -> dict[str, float]:
+        drained, self.usage = self.usage, {}
+        return drained
+
+
+#: The notes this thread's calls of an operator record into (``Operator.recording``): (operator, notes).
+_recording: ThreadValue[tuple["Operator", StepNotes]] = ThreadValue()
 
 
 class NoParams(BaseModel):
@@ -110,8 +135,7 @@ class Operator:
         self.input_steps = tuple(input_steps)
         self.params = self.validate_params(params, step_id=self.step_id)
         self._is_set_up = False
-        self._metadata: dict[str, dict[str, Any]] = {}
-        self._usage: dict[str, float] = {}
+        self._own_notes = StepNotes()  # what calls outside ``recording`` record (an operator called directly)
 
     # -- construction -------------------------------------------------------
 
@@ -216,11 +240,29 @@ class Operator:
         """
         return self.params.model_dump(mode="json")
 
-    # -- per-query outputs that are not rows -----------------------------------
+    # -- per-query outputs that are not rows, and what a step spent -------------
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator[StepNotes]:
+        """Within this block, on this thread, what this operator records (``emit_metadata``, ``record_usage``,
+        ``mark_degraded``) goes to fresh notes of this call, not to the instance that other runs share."""
+        notes = StepNotes()
+        with _recording.holding((self, notes)):
+            yield notes
+
+    def notes(self) -> StepNotes:
+        """Where a record goes now: the notes of this thread's ``recording`` block, else the instance's own."""
+        held = _recording.get()
+        return held[1] if held is not None and held[0] is self else self._own_notes
+
+    @property
+    def _metadata(self) -> dict[str, dict[str, Any]]:
+        """The per-query metadata recorded so far in this call (read by ``operators.llm.step.record_call``)."""
+        return self.notes().metadata
 
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
-        self._metadata.setdefault(str(qid), {})[key] = value
+        self.notes().metadata.setdefault(str(qid), {})[key] = value
 
     def degrade(self, qid: str, reason: str, *, keeps: str = "its input",
                 error: type[OperatorError] = OperatorError) -> None:
@@ -234,26 +276,23 @@ class Operator:
     def mark_degraded(self, qid: str, reason: str) -> None:
         """Mark query ``qid`` degraded by this step (it keeps its input; it is not cached). Later failures of the
         same query in this step add to ``failures``; the reason stays the first one's."""
-        earlier = self._metadata.get(str(qid), {}).get("degraded")
+        earlier = self.notes().metadata.get(str(qid), {}).get("degraded")
         mark = {"step": self.step_id, "reason": reason}
         self.emit_metadata(qid, "degraded", joined_degraded(earlier, mark) if earlier else mark)
 
     def drain_metadata(self) -> dict[str, dict[str, Any]]:
-        """Hand over and forget what ``emit_metadata`` recorded (called by the executors)."""
-        drained, self._metadata = self._metadata, {}
-        return drained
-
-    # -- what a step spent ------------------------------------------------------
+        """Hand over and forget what ``emit_metadata`` recorded (in this ``recording`` block, else outside any)."""
+        return self.notes().drain_metadata()
 
     def record_usage(self, **counts: float) -> None:
         """Add to this step's counters (model calls, tokens, seconds); they land in its ``StepRecord.usage``."""
+        usage = self.notes().usage
         for name, value in counts.items():
-            self._usage[name] = self._usage.get(name, 0) + value
+            usage[name] = usage.get(name, 0) + value
 
     def drain_usage(self) -> dict[str, float]:
-        """Hand over and forget what ``record_usage`` added (called by the executors)."""
-        drained, self._usage = self._usage, {}
-        return drained
+        """Hand over and forget what ``record_usage`` added (in this ``recording`` block, else outside any)."""
+        return self.notes().drain_usage()
 
     # -- running ------------------------------------------------------------
 
@@ -266,7 +305,11 @@ class Operator:
             require_columns(table, self.requires(), op=self.name, step=self.step_id)
         try:
             out = self.transform(table)
-        except (OperatorError, FlowCancelled):
+        except OperatorError as err:  # the operator's own error: name its step when it did not
+            err.step, err.op = err.step or self.step_id, err.op or self.name
+            err.args = (str(err),)
+            raise
+        except FlowCancelled:
             raise
         except Exception as err:  # add the step to whatever the operator raised
             raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err

@@ -1,4 +1,4 @@
-"""``tessera cache explain FLOW [STEP] | clear``: what the step cache keys on, and clearing it."""
+"""``tessera cache explain FLOW [STEP] | prune | clear``: what the step cache keys on, bounding and clearing it."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from operators.errors import SpecError
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
-    cache = sub.add_parser("cache", help="inspect or clear the step cache",
+    cache = sub.add_parser("cache", help="inspect, prune or clear the step cache",
                            description="The step cache ($TESSERA_HOME/cache unless --cache-dir).")
     csub = cache.add_subparsers(title="actions", metavar="ACTION")
     c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
@@ -23,6 +23,14 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_explain.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
     c_explain.add_argument("--json", action="store_true", help="print JSON")
     c_explain.set_defaults(handler=_cmd_cache_explain)
+    c_prune = csub.add_parser("prune", parents=[common], help="evict stored outputs unused for DAYS days, then the "
+                              "least recently used until the cache holds at most SIZE")
+    c_prune.add_argument("--max-size", metavar="SIZE", help="most the stored outputs may hold: bytes, or with K, M, "
+                         "G or T (500M, 2G)")
+    c_prune.add_argument("--older-than", metavar="DAYS", type=float, help="evict what no run used for DAYS days")
+    c_prune.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    c_prune.add_argument("--json", action="store_true", help="print JSON")
+    c_prune.set_defaults(handler=_cmd_cache_prune)
     c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output (refuses a folder "
                               "that is not a step cache)")
     c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
@@ -111,3 +119,30 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     root = _cache_root(args)
     print(f"cleared {root}" if StepCache(root).clear() else f"nothing to clear at {root}")
     return EXIT_OK
+
+
+def _cmd_cache_prune(args: argparse.Namespace) -> int:
+    from flows.cache import StepCache
+    from flows.cache_prune import parse_size
+
+    if args.max_size is None and args.older_than is None:
+        raise SpecError("give --max-size SIZE, --older-than DAYS or both", field="--max-size")
+    try:
+        max_bytes = None if args.max_size is None else parse_size(args.max_size)
+    except ValueError as err:
+        raise SpecError(str(err), field="--max-size") from None
+    if args.older_than is not None and args.older_than < 0:
+        raise SpecError(f"must not be negative, got {args.older_than:g}", field="--older-than")
+    root = _cache_root(args)
+    older = None if args.older_than is None else args.older_than * 86400
+    done = StepCache(root).prune(max_bytes=max_bytes, older_than_s=older)
+    if args.json:
+        print_json({"cache_dir": str(root), **done})
+    else:
+        print(f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {_mb(done['bytes'])}; "
+              f"left {done['files_left']} file(s), {_mb(done['bytes_left'])}")
+    return EXIT_OK
+
+
+def _mb(n: int) -> str:
+    return f"{n / 1024 ** 2:.1f} MiB"

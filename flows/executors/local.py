@@ -86,10 +86,14 @@ class LocalExecutor:
             while True:
                 state.cancel.raise_if_cancelled(step)
                 start = time.perf_counter()
-                batch = next(batches, None)
+                with op.recording() as notes:  # this run's records, not another thread's run of the same flow
+                    batch = next(batches, None)
+                if batch is not None:
+                    parts.append(batch)
+                if batch is not None or notes.metadata or notes.usage:  # (what the end of a read recorded too)
+                    state.add_batch(step, BatchStats(rows_out=0 if batch is None else batch.num_rows,
+                                                     seconds=time.perf_counter() - start,
+                                                     metadata=notes.drain_metadata(), usage=notes.drain_usage()))
                 if batch is None:
                     break
-                parts.append(batch)
-                state.add_batch(step, BatchStats(rows_out=batch.num_rows, seconds=time.perf_counter() - start,
-                                                 metadata=op.drain_metadata(), usage=op.drain_usage()))
         return concat(parts)

@@ -1,0 +1,81 @@
+"""Bounding the step cache: evict stored outputs by age and least-recent use (``StepCache.prune``).
+
+Why by file: one ``put`` writes the units of a batch into one Arrow file, so a file is what frees disk
+space; its units are dropped with it and recomputed when a run needs them again. The ``files`` table
+records each file's size and last use (a hit marks it, at most once a minute). Files of a cache made
+before that table (or left by a crash) have no row: their size and modification time stand in.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "G": 1024 ** 3,
+              "GB": 1024 ** 3, "T": 1024 ** 4, "TB": 1024 ** 4}
+
+
+def parse_size(text: str) -> int:
+    """Bytes of ``500M``, ``2G``, ``1.5GB``, ``1048576`` (binary units); a ``ValueError`` says what is accepted."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = match.group(2).upper() if match else None
+    if match is None or unit not in SIZE_UNITS:
+        raise ValueError(f"'{text}' is not a size: give a number of bytes or one with K, M, G or T (500M, 2G)")
+    return int(float(match.group(1)) * SIZE_UNITS[unit])
+
+
+def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, float]]:
+    """Every stored output file: (name, bytes, last use), least recently used first."""
+    known = {file: (size, used) for file, size, used in conn.execute("SELECT file, bytes, used FROM files")}
+    found = []
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(data):
+            if not entry.is_file(follow_symlinks=False) or not entry.name.endswith(".arrow"):
+                continue
+            if entry.name in known:
+                found.append((entry.name, *known[entry.name]))
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    stat = entry.stat(follow_symlinks=False)
+                    found.append((entry.name, stat.st_size, stat.st_mtime))
+    return sorted(found, key=lambda f: (f[2], f[0]))
+
+
+def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_than_s: float | None
+          ) -> dict[str, int]:
+    """Remove the files unused for ``older_than_s`` seconds, then the least recently used until the rest hold
+    at most ``max_bytes``, with their units. Returns counts removed (``files``, ``units``, ``bytes``) and left."""
+    if max_bytes is not None and max_bytes < 0 or older_than_s is not None and older_than_s < 0:
+        raise ValueError("max_bytes and older_than_s must not be negative")
+    files = stored_files(conn, data)
+    total = sum(size for _, size, _ in files)
+    cutoff = time.time() - older_than_s if older_than_s is not None else None
+    evict = []
+    for name, size, used in files:  # oldest use first
+        if (cutoff is not None and used < cutoff) or (max_bytes is not None and total > max_bytes):
+            evict.append(name)
+            total -= size
+    units = 0
+    for i in range(0, len(evict), 500):  # forget the entries first: a unit never points at a deleted file
+        chunk = evict[i:i + 500]
+        marks = ",".join("?" * len(chunk))
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            units += conn.execute(f"DELETE FROM units WHERE file IN ({marks})", chunk).rowcount
+            conn.execute(f"DELETE FROM files WHERE file IN ({marks})", chunk)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    removed = 0
+    sizes = {name: size for name, size, _ in files}
+    for name in evict:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(data / name)
+            removed += sizes[name]
+    return {"files": len(evict), "units": units, "bytes": removed, "files_left": len(files) - len(evict),
+            "bytes_left": total}

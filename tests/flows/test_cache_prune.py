@@ -1,0 +1,138 @@
+"""Bounding the step cache (``StepCache.prune``, ``tessera cache prune``), one cache per folder in a process,
+and ``StepCache()`` following ``$TESSERA_HOME``: on a real cache filled by real runs."""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from flows.cache import CacheError, StepCache
+from flows.cache_prune import parse_size, stored_files
+from operators.testing import sample_documents
+
+QUERIES = ["gothic cathedrals", "classical music", "electric guitar", "fairy tales", "tower of pisa", "folk dance"]
+
+
+@pytest.fixture(scope="module")
+def bm25_index(tmp_path_factory) -> Path:
+    from flows.api import ingest
+
+    root = tmp_path_factory.mktemp("prune")
+    corpus = root / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": d["docno"], "title": d["title"], "text": d["text"]}) + "\n"
+                              for d in sample_documents(40).to_pylist()), encoding="utf-8")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TESSERA_HOME", str(root / "home"))
+        ingest(corpus, root / "idx", settings={"dense": False}, progress=False)
+    return root / "idx"
+
+
+@pytest.fixture
+def filled(bm25_index, tmp_path, monkeypatch):
+    """A bm25 flow and a cache holding one stored file per query (one run each, in ``QUERIES`` order)."""
+    from flows.api import Flow
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr("flows.cache.TOUCH_EVERY_S", 0.0)  # every hit marks its file used (else once a minute)
+    flow = Flow.load("bm25", index=bm25_index)
+    root = tmp_path / "cache"
+    for query in QUERIES:
+        assert flow.run(query, cache=root).cache_hit_ratio == 0
+    return flow, root
+
+
+def files_of(root: Path) -> list[tuple[str, int, float]]:
+    with sqlite3.connect(root / "index.sqlite") as conn:
+        return stored_files(conn, root / "data")
+
+
+def test_prune_to_a_size_keeps_the_most_recently_used_and_those_still_hit(filled):
+    flow, root = filled
+    assert flow.run(QUERIES[0], cache=root).cache_hit_ratio == 1  # the first query's file is now the latest used
+    files = files_of(root)
+    assert len(files) == len(QUERIES)
+    newest = files[-1]
+    done = StepCache(root).prune(max_bytes=newest[1])
+    assert done["files"] == len(QUERIES) - 1 and done["units"] == len(QUERIES) - 1
+    assert done["files_left"] == 1 and done["bytes_left"] == newest[1]
+    assert [f[0] for f in files_of(root)] == [newest[0]]
+    assert sorted(os.listdir(root / "data")) == [newest[0]]
+    assert flow.run(QUERIES[0], cache=root).cache_hit_ratio == 1  # kept: still served
+    assert flow.run(QUERIES[1], cache=root).cache_hit_ratio == 0  # evicted: recomputed, and stored again
+    assert flow.run(QUERIES[1], cache=root).cache_hit_ratio == 1
+
+
+def test_prune_by_age_removes_only_what_no_run_used_since(filled):
+    flow, root = filled
+    old = files_of(root)[2][0]
+    with sqlite3.connect(root / "index.sqlite") as conn:  # as if its last use were ten days ago
+        conn.execute("UPDATE files SET used = used - 10 * 86400 WHERE file = ?", (old,))
+    assert StepCache(root).prune(older_than_s=7 * 86400)["files"] == 1
+    assert old not in os.listdir(root / "data") and len(files_of(root)) == len(QUERIES) - 1
+    assert StepCache(root).prune(older_than_s=7 * 86400)["files"] == 0
+    assert sum(flow.run(q, cache=root).cache_hit_ratio == 1 for q in QUERIES) == len(QUERIES) - 1
+
+
+def test_files_from_a_cache_without_use_records_are_pruned_by_their_age(filled):
+    _, root = filled
+    with sqlite3.connect(root / "index.sqlite") as conn:  # a cache made before last-use times were recorded
+        conn.execute("DELETE FROM files")
+    first = sorted(os.listdir(root / "data"))[0]
+    os.utime(root / "data" / first, (1, 1))
+    done = StepCache(root).prune(older_than_s=86400)
+    assert (done["files"], done["units"], done["files_left"]) == (1, 1, len(QUERIES) - 1)
+    assert first not in os.listdir(root / "data")
+
+
+def test_the_cli_prunes_to_a_size_and_refuses_a_bad_one(filled, run_cli):
+    _, root = filled
+    status, out = run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(root), "--json")
+    assert status == 0
+    done = json.loads(out)
+    assert (done["files"], done["files_left"], done["bytes_left"]) == (len(QUERIES), 0, 0)
+    assert os.listdir(root / "data") == []
+    status, out = run_cli("cache", "prune", "--max-size", "12 parsecs", "--cache-dir", str(root))
+    assert status == 2
+    status, out = run_cli("cache", "prune", "--cache-dir", str(root))
+    assert status == 2
+
+
+def test_prune_refuses_a_folder_that_is_not_a_cache(tmp_path, run_cli):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(CacheError, match="not a Tessera step cache"):
+        StepCache(tmp_path).prune(max_bytes=0)
+    assert run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(tmp_path))[0] == 2
+    assert sorted(os.listdir(tmp_path)) == ["notes.txt"] and (tmp_path / "notes.txt").read_text() == "mine"
+    assert StepCache(tmp_path / "none").prune(max_bytes=0)["files"] == 0  # no cache yet: nothing to do
+
+
+@pytest.mark.parametrize("text, size", [("1048576", 1 << 20), ("500M", 500 << 20), ("1.5G", 3 << 29),
+                                        ("2gb", 2 << 30), ("10 K", 10 << 10)])
+def test_sizes_read_with_binary_units(text, size):
+    assert parse_size(text) == size
+
+
+def test_runs_share_one_cache_and_leave_no_open_files_behind(filled):
+    flow, root = filled
+    gc.disable()
+    try:
+        flow.run(QUERIES[0], cache=root)
+        before = len(os.listdir("/proc/self/fd"))
+        for _ in range(30):
+            flow.run(QUERIES[0], cache=True)  # the default folder ($TESSERA_HOME/cache), and this one
+            flow.run(QUERIES[0], cache=root)
+        assert len(os.listdir("/proc/self/fd")) <= before + 3  # the default cache's database and its WAL files
+    finally:
+        gc.enable()
+
+
+def test_step_cache_takes_tessera_home_when_made(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "one"))
+    assert StepCache().root == tmp_path / "one" / "cache"
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "two"))
+    assert StepCache().root == tmp_path / "two" / "cache"
