@@ -17,7 +17,9 @@ one chunk (docno = doc id), embedded with the index's encoder when it is dense.
 ``info`` checks every shard file against its sha256 and exits with status 2 naming the
 damaged shards, which fail every search of the index. ``compact`` rewrites the live chunks
 into as few shards as ``--max-chunks`` allows and drops the old shards and their tombstones
-(each add, update and service upload adds a shard).
+(each add, update and service upload adds a shard); it redoes the merge up to 3 times when
+another commit lands meanwhile. ``add`` refuses a document whose id is live (``update``
+replaces it) and a metadata column whose type conflicts with the index's.
 """
 
 from __future__ import annotations
@@ -134,8 +136,9 @@ def _cmd_info(args: argparse.Namespace) -> int:
         problem = f"  DAMAGED: {damaged[shard.id]}" if shard.id in damaged else ""
         print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}{problem}")
     if uncommitted:
-        print(f"  {len(uncommitted)} folder(s) in shards/ that no commit recorded (their writers died or are about "
-              f"to commit; Index.compact removes them after an hour): {', '.join(uncommitted)}")
+        print(f"  {len(uncommitted)} folder(s) in shards/ that no commit records (superseded by a compaction, or "
+              f"their writers died or are about to commit; a compaction removes them after an hour): "
+              f"{', '.join(uncommitted)}")
     return _damaged(index, damaged)
 
 
@@ -211,7 +214,8 @@ def _cmd_update(args: argparse.Namespace) -> int:
     index = _open(args.path)
     commit = index.upsert(_chunks(index.settings, args.file, args.skip_bad_lines))
     [info] = commit.shards
-    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}; {len(index)} live")
+    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}, adding "
+          f"{commit.new_doc_ids} new document(s); {len(index)} live")
     return EXIT_OK
 
 

@@ -8,7 +8,8 @@ made the update report the delete's chunks as its own).
 A shard folder that no manifest lists is invisible to readers, but it still takes disk
 space. A writer whose commit fails removes the shards it wrote (``discard``). This runs
 under the lock, and only for folders the manifest does not list and that still hold this
-writer's write. Writers that die before committing leave folders behind.
+writer's write. Writers that die before committing leave folders behind, and a compaction
+leaves the shards it superseded (readers of the previous manifest may be loading them).
 ``uncommitted`` lists them and ``remove_uncommitted`` deletes them after a grace
 period, so a shard that another writer is about to commit is never touched.
 """
@@ -22,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from operators.store import shard as shard_io
 from operators.store.errors import CommitError, IndexCorruptError
@@ -30,6 +32,8 @@ from operators.store.settings import Manifest, ShardInfo
 
 #: (docnos, doc_ids) of a shard, as object arrays.
 ShardIds = Callable[[ShardInfo], tuple[np.ndarray, np.ndarray]]
+#: The doc-store schema of a shard.
+ShardSchema = Callable[[ShardInfo], pa.Schema]
 
 
 @dataclass(frozen=True)
@@ -39,22 +43,31 @@ class Commit:
     generation: int
     shards: tuple[ShardInfo, ...]  # recorded by this commit (a shard committed before is not recorded again)
     tombstoned: int                # chunks replaced or deleted by this commit, not by others
+    new_doc_ids: int = 0           # of the doc ids an upsert replaces, those that had no live chunk (inserted)
 
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],
-          drop_docnos: set[str], remove_shards: Sequence[str]) -> int:
-    """Record ``new`` and the tombstones in ``manifest`` (in place); returns the chunks tombstoned.
+          drop_docnos: set[str], remove_shards: Sequence[str], schema: ShardSchema | None = None,
+          refuse_live_doc_ids: bool = False) -> tuple[int, int]:
+    """Record ``new`` and the tombstones in ``manifest`` (in place); returns (chunks tombstoned, doc ids of
+    ``replace`` that had no live chunk, i.e. new documents).
 
     ``replace``: doc ids whose live chunks in other shards are tombstoned; ``drop_docnos``: chunks
     tombstoned; ``remove_shards``: shards dropped with their tombstones. A new shard whose docno is
-    live elsewhere is refused."""
+    live elsewhere is refused, and with ``refuse_live_doc_ids`` (``Index.add``) one whose doc id is:
+    an ingested index's docnos are ``ID#0``..., an added document's docno is its id. With ``schema``,
+    a new shard whose doc-store column types cannot merge with the kept shards' is refused (``check_types``)."""
     new_ids = {s.id for s in new}
     if len(new_ids) != len(new):
         raise CommitError("the same shard id is committed twice in one commit")
     tombstones = {k: set(v) for k, v in manifest.tombstones.items() if k not in new_ids and k not in remove_shards}
     old = [s for s in manifest.shards if s.id not in new_ids and s.id not in remove_shards]
+    if schema is not None and new:
+        check_types([(s.id, schema(s)) for s in old], [(s.id, schema(s)) for s in new], path)
     n_tombstoned = 0
     live_docnos: set[str] = set()
+    live_doc_ids: set[str] = set()
+    replaced: set[str] = set()
     for info in old:
         docnos, doc_ids = shard_ids(info)
         dead = tombstones.setdefault(info.id, set())
@@ -69,22 +82,63 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         rows = np.nonzero(hit)[0]
         dead.update(rows.tolist())
         n_tombstoned += len(rows)
+        if replace:
+            replaced.update(doc_ids[rows].tolist())
         alive[rows] = False
         if new:
             live_docnos.update(docnos[alive].tolist())
+            if refuse_live_doc_ids:
+                live_doc_ids.update(doc_ids[alive].tolist())
     for info in new:
-        docnos, _ = shard_ids(info)
+        docnos, doc_ids = shard_ids(info)
         clash = [d for d in docnos.tolist() if d in live_docnos]
+        kind = "docno"
+        if not clash and refuse_live_doc_ids:
+            clash, kind = list(dict.fromkeys(d for d in doc_ids.tolist() if d in live_doc_ids)), "doc id"
         if clash:
-            raise CommitError(f"shard {info.id!r}: docno(s) {clash[:5]} ({len(clash)} in all) are already "
+            raise CommitError(f"shard {info.id!r}: {kind}(s) {clash[:5]} ({len(clash)} in all) are already "
                               f"live in {path}; replace them with Index.upsert (on the command line: `tessera index "
-                              "update`, or `tessera ingest --replace`)", field="docno")
+                              "update`, or `tessera ingest --replace`)", field="docno" if kind == "docno" else "doc_id")
         live_docnos.update(docnos.tolist())
+        live_doc_ids.update(doc_ids.tolist())
     manifest.shards = old + new
     manifest.tombstones = {k: sorted(v) for k, v in tombstones.items() if v}
     manifest.generation += 1
     manifest.updated_at = time.time()
-    return n_tombstoned
+    return n_tombstoned, len(replace - replaced)
+
+
+def check_types(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, pa.Schema]], path: Path) -> None:
+    """Refuse a new shard with a doc-store column whose type cannot merge with the same column of a kept or
+    other new shard. Mergeable is what pyarrow's permissive promotion merges (the doc store's concat): equal
+    types, a null-typed column with any, integers and floats with each other (widened), string with
+    large_string. Anything else (``year`` int64 in one batch, string in the next) would make every search that
+    reads rows of both shards fail, so the commit that brings it in is refused, naming the column."""
+    seen: dict[str, tuple[pa.DataType, str]] = {}
+
+    def merge(shard_id: str, field: pa.Field, refuse: bool) -> None:
+        if field.name not in seen:
+            seen[field.name] = (field.type, shard_id)
+            return
+        kind, owner = seen[field.name]
+        try:
+            unified = pa.unify_schemas([pa.schema([pa.field("c", kind)]), pa.schema([pa.field("c", field.type)])],
+                                       promote_options="permissive").field("c").type
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            if refuse:
+                raise CommitError(f"shard {shard_id!r}: column {field.name!r} is {field.type}, but it is {kind} in "
+                                  f"shard {owner!r} of {path}; the index's documents must agree on each metadata "
+                                  f"column's type: convert the column to {kind} (or delete the documents with the "
+                                  "other type and compact)", field=field.name) from None
+            return  # an index that already holds the conflict (made before this check): keep the first
+        seen[field.name] = (unified, owner)
+
+    for shard_id, schema in kept:
+        for field in schema:
+            merge(shard_id, field, refuse=False)
+    for shard_id, schema in new:
+        for field in schema:
+            merge(shard_id, field, refuse=True)
 
 
 def discard(path: Path, infos: Sequence[ShardInfo]) -> list[str]:

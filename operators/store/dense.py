@@ -113,6 +113,8 @@ def save(index, folder: Path) -> None:
 def load(folder: Path):
     import faiss
 
+    if not (folder / DENSE_FILE).is_file():  # faiss says only "RuntimeError: ... could not open"
+        raise FileNotFoundError(f"no {DENSE_FILE} in {folder}")
     return faiss.read_index(str(folder / DENSE_FILE))
 
 

@@ -29,5 +29,9 @@ class CommitError(IndexStoreError):
     """A commit would break the index (unwritten shard, docno already live, lost race)."""
 
 
+class CommitConflictError(CommitError):
+    """Another commit landed while a commit that expected one generation was prepared (``compact`` retries)."""
+
+
 class DocnoNotFoundError(IndexStoreError):
     """``documents()`` was asked for docnos that are not live in the index."""

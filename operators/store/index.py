@@ -20,7 +20,6 @@ Usage::
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -30,10 +29,10 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from operators.store import bm25, commits, dense, shard as shard_io
+from operators.store import bm25, commits, compaction, dense, shard as shard_io, snapshot
 from operators.store.commits import Commit
-from operators.store.errors import (CommitError, DocnoNotFoundError, IndexExistsError, IndexStoreError,
-                                    ShardDataError)
+from operators.store.errors import (CommitConflictError, CommitError, DocnoNotFoundError, IndexCorruptError,
+                                    IndexExistsError, IndexStoreError, ShardDataError)
 from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, read_manifest, resolve_index,
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -44,6 +43,8 @@ from operators.tables import concat, select_or_null
 PARALLEL_BM25_CELLS = 2_000_000
 #: ``compact`` removes folders no commit recorded once they are this old (their writers died).
 UNCOMMITTED_GRACE_S = 3600
+#: How many times ``compact`` redoes its merge when another commit lands while it writes.
+COMPACT_ATTEMPTS = 3
 
 
 class Index:
@@ -58,6 +59,7 @@ class Index:
         self._lock = threading.RLock()
         self._loaded: dict[tuple[str, str], shard_io.Shard] = {}
         self._ids: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
+        self._schemas: dict[tuple[str, str], pa.Schema] = {}
         self._state: Snapshot | None = None
         self._pool: ThreadPoolExecutor | None = None
 
@@ -171,9 +173,9 @@ class Index:
         return self._commit(infos, replace_doc_ids=replace_doc_ids)
 
     def add(self, chunks: pa.Table, shard_id: str | None = None) -> ShardInfo:
-        """Add chunks as a new shard; their docnos must not be live yet (else nothing is left behind)."""
+        """Add chunks as a new shard; their docnos and doc ids must not be live yet (else nothing is left behind)."""
         info = self.write_shard(shard_id or new_shard_id("add"), chunks)
-        self._commit_written([info])
+        self._commit_written([info], refuse_live_doc_ids=True)
         return info
 
     def upsert(self, chunks: pa.Table, shard_id: str | None = None) -> Commit:
@@ -209,21 +211,11 @@ class Index:
 
     def compact(self, max_chunks: int = 100_000) -> list[ShardInfo]:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
-        and their tombstones. Fails (changing nothing) if another commit lands meanwhile."""
-        state = self._current()
-        old = [s.info.id for s in state.shards]
-        infos: list[ShardInfo] = []
-        try:  # a failed write or commit leaves none of the new shards behind
-            for part in state.live_chunks(max_chunks, vectors=self.settings.dense):
-                infos.append(self.write_shard(new_shard_id("compact"), part))
-            self._commit(infos, remove_shards=old, expected_generation=state.manifest.generation)
-        except BaseException:
-            self.discard(infos)
-            raise
-        for shard_id in old:
-            shutil.rmtree(self.path / SHARDS / shard_id, ignore_errors=True)
-        self.remove_uncommitted()
-        return infos
+        and their tombstones. When another commit lands meanwhile, the merge is redone on the new generation,
+        up to ``COMPACT_ATTEMPTS`` times in all (then ``CommitConflictError``; nothing changed). The old shard
+        folders are left for ``remove_uncommitted`` (after its grace period): a reader that read the old
+        manifest may still be loading them."""
+        return compaction.compact(self, max_chunks, attempts=COMPACT_ATTEMPTS)
 
     def _commit_written(self, infos: Sequence[ShardInfo], **changes: Any) -> Commit:
         """Commit shards this call wrote; if the commit fails, remove them before the error goes on."""
@@ -234,13 +226,14 @@ class Index:
             raise
 
     def _commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids=None, delete_docnos=None,
-                remove_shards: Sequence[str] = (), expected_generation: int | None = None) -> Commit:
+                remove_shards: Sequence[str] = (), expected_generation: int | None = None,
+                refuse_live_doc_ids: bool = False) -> Commit:
         replace = set(replace_doc_ids or ())
         drop_docnos = set(delete_docnos or ())
         with self._lock, file_lock(self.path):
             manifest = read_manifest(self.path)
             if expected_generation is not None and manifest.generation != expected_generation:
-                raise CommitError(f"index {self.path} changed (generation {expected_generation} -> "
+                raise CommitConflictError(f"index {self.path} changed (generation {expected_generation} -> "
                                   f"{manifest.generation}) while this commit was prepared; retry")
             committed = {s.id: s for s in manifest.shards}
             new: list[ShardInfo] = []
@@ -253,11 +246,17 @@ class Index:
                 if info.id in committed and committed[info.id].token == on_disk.token:
                     continue
                 new.append(on_disk)
-            n_tombstoned = commits.apply(manifest, new, self._shard_ids, path=self.path, replace=replace,
-                                         drop_docnos=drop_docnos, remove_shards=remove_shards)
+            n_tombstoned, n_new = commits.apply(
+                manifest, new, self._shard_ids, path=self.path, replace=replace, drop_docnos=drop_docnos,
+                remove_shards=remove_shards, schema=self._shard_schema, refuse_live_doc_ids=refuse_live_doc_ids)
+            for shard_id in remove_shards:  # superseded: their grace before remove_uncommitted starts now
+                try:
+                    os.utime(self.path / SHARDS / shard_id)
+                except FileNotFoundError:
+                    pass
             write_manifest(self.path, manifest)
             self._manifest, self._stat = manifest, self._manifest_stat()
-        return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned)
+        return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, new_doc_ids=n_new)
 
     def shard_doc_ids(self, info: ShardInfo) -> set[str]:
         """The document ids of a written shard (what ``commit(..., replace_doc_ids=...)`` replaces)."""
@@ -272,34 +271,43 @@ class Index:
                                    for c in ("docno", "doc_id"))
         return self._ids[key]
 
+    def _shard_schema(self, info: ShardInfo) -> pa.Schema:
+        """The doc-store schema of a shard (what a commit checks column types against), read once per version."""
+        key = (info.id, info.token)
+        if key not in self._schemas:
+            self._schemas[key] = shard_io.docs_schema(self.path / SHARDS / info.id)
+        return self._schemas[key]
+
     # -- reading -------------------------------------------------------------------------
 
     def _current(self) -> Snapshot:
-        self.refresh()
+        return self._newest(self._snapshot)
+
+    def _snapshot(self, manifest: Manifest) -> Snapshot:
         with self._lock:
-            manifest = self._manifest
             if self._state is not None and self._state.manifest.same_version(manifest):
                 return self._state
-            shards, live, damaged = [], [], {}
-            for info in manifest.shards:
-                key = (info.id, info.token)
-                if key not in self._loaded:
-                    folder = self.path / SHARDS / info.id
-                    problem = shard_io.damage(folder, info, checksums=self.verify)
-                    if problem:  # go on: the error names every damaged shard
-                        damaged[info.id] = problem
-                        continue
-                    self._loaded[key] = shard_io.Shard(folder, info, self.settings)
-                sh = self._loaded[key]
-                shards.append(sh)
-                live.append(shard_io.live_mask(manifest, info.id, len(sh)))
-            if damaged:
-                raise shard_io.damaged_error(self.path, damaged, f"; `tessera index info {self.path}` checks "
-                                             "every shard")
+            state = snapshot.load(self.path / SHARDS, manifest, self._loaded, verify=self.verify)
             current = {(s.id, s.token) for s in manifest.shards}
             self._loaded = {k: v for k, v in self._loaded.items() if k in current}
-            self._state = Snapshot(manifest=manifest, shards=shards, live=live)
-            return self._state
+            self._state = state
+            return state
+
+    def _newest(self, read):
+        """``read(manifest)`` of the newest manifest. A shard file that cannot be read is retried once on the
+        manifest as it is now when that is a newer generation: the reader read the manifest just before a
+        compaction committed, and the superseded shard was removed. Otherwise the ``IndexCorruptError`` stands."""
+        self.refresh()
+        manifest = self._manifest
+        try:
+            return read(manifest)
+        except IndexCorruptError:
+            with self._lock:
+                self._stat = None  # re-read it even if its stat looks unchanged
+            self.refresh()
+            if self._manifest.same_version(manifest):
+                raise
+            return read(self._manifest)
 
     def _map(self, fn, items: list, parallel: bool = True) -> list:
         """``fn(*item)`` for each item: on the index's thread pool (one task per shard) when
@@ -363,14 +371,13 @@ class Index:
 
     def column_names(self) -> list[str]:
         """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
-        return shard_io.doc_column_names(self.path / SHARDS, self.manifest, self._loaded)
+        return self._newest(lambda manifest: shard_io.doc_column_names(self.path / SHARDS, manifest, self._loaded))
 
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
         where a shard has no such column: documents added later may carry metadata that earlier ones lack);
         the doc stores alone are read (``shard.live_docs``), not the search structures."""
-        manifest = self.manifest
-        docs = shard_io.live_docs(self.path / SHARDS, manifest, names, self._loaded)
+        manifest, docs = self._newest(lambda m: (m, shard_io.live_docs(self.path / SHARDS, m, names, self._loaded)))
         return manifest.generation, concat([select_or_null(d, names) for d in docs]) if docs else \
             pa.table({n: pa.array([], pa.string()) for n in names})
 

@@ -162,11 +162,14 @@ class Shard:
 
     def __init__(self, folder: Path, info: ShardInfo, settings: IndexSettings) -> None:
         self.folder, self.info = folder, info
-        self.docs = pq.read_table(folder / DOCS_FILE, memory_map=True)
+        try:  # a file removed after ``damage`` looked (a superseded shard cleaned up): the caller may retry
+            self.docs = pq.read_table(folder / DOCS_FILE, memory_map=True)
+            self.terms = bm25.ShardTerms.load(folder) if settings.bm25 else None
+            self.dense = dense.load(folder) if settings.dense else None
+        except (OSError, pa.ArrowInvalid, ValueError) as err:
+            raise IndexCorruptError(f"shard {info.id!r}: cannot load {folder}: {err}") from None
         self.docnos = np.asarray(self.docs.column("docno").to_numpy(zero_copy_only=False), dtype=object)
         self.doc_ids = np.asarray(self.docs.column("doc_id").to_numpy(zero_copy_only=False), dtype=object)
-        self.terms = bm25.ShardTerms.load(folder) if settings.bm25 else None
-        self.dense = dense.load(folder) if settings.dense else None
 
     def __len__(self) -> int:
         return self.docs.num_rows
@@ -199,7 +202,9 @@ def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
     for info in manifest.shards:
         shard = loaded.get((info.id, info.token))
         docs = shard.docs if shard is not None else read_docs(shards_dir / info.id, names)
-        parts.append(docs.filter(pa.array(live_mask(manifest, info.id, docs.num_rows))))
+        docs = docs.filter(pa.array(live_mask(manifest, info.id, docs.num_rows)))
+        if docs.num_rows:  # a shard with no live row adds nothing, not even its columns' types
+            parts.append(docs)
     return parts
 
 
@@ -208,7 +213,7 @@ def doc_column_names(shards_dir: Path, manifest: Manifest, loaded: dict[tuple[st
     names: list[str] = []
     for info in manifest.shards:
         shard = loaded.get((info.id, info.token))
-        names += shard.docs.column_names if shard is not None else _docs_schema(shards_dir / info.id).names
+        names += shard.docs.column_names if shard is not None else docs_schema(shards_dir / info.id).names
     return list(dict.fromkeys(names))
 
 
@@ -224,7 +229,7 @@ def read_docs(folder: Path, names: Sequence[str] | None) -> pa.Table:
         raise _unreadable(path, err) from None
 
 
-def _docs_schema(folder: Path) -> pa.Schema:
+def docs_schema(folder: Path) -> pa.Schema:
     try:
         return pq.read_schema(folder / DOCS_FILE)
     except (OSError, pa.ArrowInvalid) as err:

@@ -19,9 +19,40 @@ import numpy as np
 import pyarrow as pa
 
 from operators.store import bm25, shard as shard_io
-from operators.store.errors import IndexStoreError
+from operators.store.errors import IndexCorruptError, IndexStoreError
 from operators.store.settings import Manifest
 from operators.tables import concat
+
+
+def load(shards_dir, manifest: Manifest, loaded: dict, *, verify: bool) -> "Snapshot":
+    """The snapshot of ``manifest``, loading (into ``loaded``, keyed by (id, token)) the shards not loaded yet.
+
+    A damaged shard (a file missing, a sha256 mismatch, an unreadable file) is an ``IndexCorruptError``
+    naming every damaged shard; ``damaged`` on it maps their ids to the problem, so the caller can tell
+    whether a newer generation explains it (a shard superseded and removed meanwhile)."""
+    shards, live, damaged = [], [], {}
+    for info in manifest.shards:
+        key = (info.id, info.token)
+        if key not in loaded:
+            folder = shards_dir / info.id
+            problem = shard_io.damage(folder, info, checksums=verify)
+            if problem is None:
+                try:
+                    loaded[key] = shard_io.Shard(folder, info, manifest.settings)
+                except IndexCorruptError as err:
+                    problem = str(err)
+            if problem:  # go on: the error names every damaged shard
+                damaged[info.id] = problem
+                continue
+        sh = loaded[key]
+        shards.append(sh)
+        live.append(shard_io.live_mask(manifest, info.id, len(sh)))
+    if damaged:
+        err = shard_io.damaged_error(shards_dir.parent, damaged, f"; `tessera index info {shards_dir.parent}` "
+                                     "checks every shard")
+        err.damaged = damaged
+        raise err
+    return Snapshot(manifest=manifest, shards=shards, live=live)
 
 
 @dataclass
@@ -117,11 +148,13 @@ class Snapshot:
 
     def live_chunks(self, max_rows: int, *, vectors: bool) -> Iterator[pa.Table]:
         """The live chunks as ``write_shard`` tables of at most ``max_rows``, with their ``vector``s when asked."""
-        rows = [np.nonzero(live)[0] for live in self.live]
-        docs = concat([sh.docs.take(pa.array(r)) for sh, r in zip(self.shards, rows)]) if self.shards else None
-        if docs is None or not docs.num_rows:
+        # a shard with no live row is left out: its columns' types do not matter (an index that took a
+        # conflicting type before commits checked types is repaired by deleting those documents and compacting)
+        kept = [(sh, r) for sh, r in ((sh, np.nonzero(live)[0]) for sh, live in zip(self.shards, self.live)) if len(r)]
+        if not kept:
             return
-        stacked = np.concatenate([sh.vectors()[r] for sh, r in zip(self.shards, rows)]) if vectors else None
+        docs = concat([sh.docs.take(pa.array(r)) for sh, r in kept])
+        stacked = np.concatenate([sh.vectors()[r] for sh, r in kept]) if vectors else None
         for start in range(0, docs.num_rows, max_rows):
             part = docs.slice(start, max_rows)
             if stacked is not None:
