@@ -6,7 +6,8 @@ and ``ingest`` (documents read, then documents embedded and committed). The resu
 how many documents and passages went in and how many failed (the index's failure ledger
 keeps why). The uploaded file and its staging folder are removed when the task ends, whatever the outcome, and
 when it is cancelled. A failed upload into an index that has no documents yet (its first) also removes the index's
-folder and record, so the name and the disk are as before the upload.
+folder and record, so the name and the disk are as before the upload; so does one interrupted (its worker died:
+``serve.taskrunner.interrupted``).
 """
 
 from __future__ import annotations

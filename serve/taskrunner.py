@@ -11,7 +11,8 @@ by name, so:
   commit is refused by the store (writes are conditional on an unfinished task);
 * a task that is unfinished in the store while no actor of that name lives (the
   service was killed, the node died) is failed with the reason ``interrupted`` when a
-  replica starts, and whenever its progress is read.
+  replica starts, and whenever its progress is read; an upload's ingestion so failed also
+  loses its file and, for a first upload (no documents committed), the index it made.
 
 A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps
 a *spare*: the actor of its next task, started (``prestart``) under a task id that no task
@@ -126,9 +127,8 @@ def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> None:
         run_task(store, task_id, max_result_rows)
     except Exception as err:  # noqa: BLE001  (the task fails with the reason; the actor still exits)
         log.exception("task %s failed outside its flow", task_id)
-        try:
-            if store.finish(task_id, "failed", error=one_line(f"{type(err).__name__}: {err}", 1000)):
-                discard_leftovers(store.task(task_id, None))  # an upload's file and staging folder
+        try:  # an upload's file, staging folder and, for a first upload, its empty index go too
+            interrupted(store, task_id, one_line(f"{type(err).__name__}: {err}", 1000))
         except Exception:  # noqa: BLE001  (the store is unreachable: the replica's watcher fails it as interrupted)
             log.exception("task %s: its failure could not be written to the task store", task_id)
 
@@ -236,19 +236,21 @@ def alive(task_id: str) -> bool:
     return True
 
 
-def stop(task_id: str, wait_s: float = 5.0) -> None:
+def stop(task_id: str, wait_s: float = 5.0) -> bool:
     """Kill the task's actor, if it lives, and wait up to ``wait_s`` for it to be gone: its step work ends with its
-    process, so what it wrote can then be cleaned up."""
+    process, so what it wrote can then be cleaned up. True when no actor of that name lives now (none did, or it died
+    in time); False when it may still write into an upload's folder."""
     import ray
 
     try:
         actor = ray.get_actor(actor_name(task_id), namespace=NAMESPACE)
     except ValueError:
-        return
+        return True
     ray.kill(actor, no_restart=True)
     deadline = time.monotonic() + wait_s
     while alive(task_id) and time.monotonic() < deadline:
         time.sleep(0.05)
+    return not alive(task_id)
 
 
 def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
@@ -261,22 +263,39 @@ def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
 
 
 def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
-    """Fail an unfinished task whose worker stopped; an upload's ingestion also loses its uploaded file and staging
-    folder (the service never resumes one). True if the task was unfinished."""
-    if not store.finish(task_id, "failed", error=error):
-        return False
+    """Fail an unfinished task whose worker stopped (the service never resumes one). An upload's ingestion also loses
+    its uploaded file and staging folder and, when it was the first upload into its index (no documents committed),
+    the index's folder and record, so the name and the disk are free again. True if the task was unfinished."""
+    from serve.ingest_task import discard_upload, forget_unborn, remove_unborn
+
     row = store.task(task_id, None)
-    if row is not None:
-        discard_leftovers(row)
-    return True
+    if row is None or row["status"] not in ("queued", "running"):
+        return False
+    job, owner = row["spec"].get("ingest"), None
+    if job:  # before the task is final, as run_ingest does: meanwhile no other upload into the index is accepted
+        try:
+            discard_upload(job)
+            owner = remove_unborn(store, task_id, job)
+        except Exception:  # noqa: BLE001  (a job queued by another version may lack a field: the task still fails)
+            log.exception("task %s: its upload's leftovers could not be removed", task_id)
+    done = store.finish(task_id, "failed", error=error)
+    if owner is not None:
+        forget_unborn(store, job, owner)
+    return done
 
 
-def discard_leftovers(task: dict[str, Any]) -> None:
-    """What a task that ended before its worker finished leaves behind: an upload's file and staging folder."""
+def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None) -> None:
+    """What a task that ended before its worker finished leaves behind: an upload's file and staging folder; with
+    ``store`` (only once the task is final and its worker is known dead, else it may still be writing there), a first
+    upload's empty index folder and record too."""
     if "ingest" in task["spec"]:
-        from serve.ingest_task import discard_upload
+        from serve.ingest_task import discard_upload, forget_unborn, remove_unborn
 
-        discard_upload(task["spec"]["ingest"])
+        job = task["spec"]["ingest"]
+        discard_upload(job)
+        owner = remove_unborn(store, task["id"], job) if store is not None else None
+        if owner is not None:
+            forget_unborn(store, job, owner)
 
 
 def recover(store: TaskStore) -> int:
