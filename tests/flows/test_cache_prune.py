@@ -13,23 +13,8 @@ import pytest
 
 from flows.cache import CacheError, StepCache
 from flows.cache_prune import parse_size, stored_files
-from operators.testing import sample_documents
 
 QUERIES = ["gothic cathedrals", "classical music", "electric guitar", "fairy tales", "tower of pisa", "folk dance"]
-
-
-@pytest.fixture(scope="module")
-def bm25_index(tmp_path_factory) -> Path:
-    from flows.api import ingest
-
-    root = tmp_path_factory.mktemp("prune")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": d["docno"], "title": d["title"], "text": d["text"]}) + "\n"
-                              for d in sample_documents(40).to_pylist()), encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TESSERA_HOME", str(root / "home"))
-        ingest(corpus, root / "idx", settings={"dense": False}, progress=False)
-    return root / "idx"
 
 
 @pytest.fixture

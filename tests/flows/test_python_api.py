@@ -13,24 +13,8 @@ import pytest
 
 from operators.errors import SpecError
 from operators.store.errors import IndexNotFoundError
-from operators.testing import sample_documents
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture(scope="module")
-def bm25_index(tmp_path_factory) -> Path:
-    """The first 40 sample documents, ingested by ``flows.api.ingest`` as a notebook does (chunked), BM25 only."""
-    from flows.api import ingest
-
-    root = tmp_path_factory.mktemp("api")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": d["docno"], "title": d["title"], "text": d["text"]}) + "\n"
-                              for d in sample_documents(40).to_pylist()), encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TESSERA_HOME", str(root / "home"))
-        ingest(corpus, root / "idx", settings={"dense": False}, progress=False)
-    return root / "idx"
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -14,25 +13,10 @@ import pytest
 from operators import create
 from operators.errors import OperatorError
 from operators.query.contextualize import QueryContextualizer
-from operators.testing import sample_documents
 
 SPEC = {"name": "ctx", "steps": {"ctx": {"op": "query.contextualize", "params": {"method": "history"}},
                                  "bm25": {"op": "retrieve.bm25", "params": {"k": 3}, "inputs": ["ctx"]}}}
 THREADS, CALLS = 4, 20
-
-
-@pytest.fixture(scope="module")
-def bm25_index(tmp_path_factory) -> Path:
-    from flows.api import ingest
-
-    root = tmp_path_factory.mktemp("shared")
-    corpus = root / "corpus.jsonl"
-    corpus.write_text("".join(json.dumps({"_id": d["docno"], "title": d["title"], "text": d["text"]}) + "\n"
-                              for d in sample_documents(40).to_pylist()), encoding="utf-8")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TESSERA_HOME", str(root / "home"))
-        ingest(corpus, root / "idx", settings={"dense": False}, progress=False)
-    return root / "idx"
 
 
 def test_threads_sharing_a_flow_each_get_exactly_their_own_querys_metadata(bm25_index, tmp_path, monkeypatch):
