@@ -262,12 +262,7 @@ class Flow:
 
     def needed_steps(self) -> list[str]:
         """Steps the output depends on, in run order (others are skipped)."""
-        needed, stack = set(), [self.output]
-        while stack:
-            step = stack.pop()
-            if step not in needed:
-                needed.add(step)
-                stack.extend(self.inputs[step])
+        needed = spec_checks.ancestors(self.output, self.inputs) | {self.output}
         return [s for s in self.order if s in needed]
 
     def unset_params(self) -> list[SpecError]:

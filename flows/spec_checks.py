@@ -143,7 +143,7 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
         is_open = any(flag for _, flag in parents)
         if op.scope == "source":
             columns, is_open = set(), True
-        brought = brought_columns(op)
+        brought = None if is_open else brought_columns(op)  # open already: no need to read an index's manifest
         available[step] = (columns | set(op.produces()) | (brought or set()), is_open or brought is None)
         reaching[step] = (columns, is_open)
     errors = []

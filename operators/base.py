@@ -255,11 +255,6 @@ class Operator:
         held = _recording.get()
         return held[1] if held is not None and held[0] is self else self._own_notes
 
-    @property
-    def _metadata(self) -> dict[str, dict[str, Any]]:
-        """The per-query metadata recorded so far in this call (read by ``operators.llm.step.record_call``)."""
-        return self.notes().metadata
-
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
         self.notes().metadata.setdefault(str(qid), {})[key] = value

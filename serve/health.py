@@ -22,7 +22,7 @@ from typing import Any, Mapping
 import sqlalchemy as sa
 
 from serve.schemas import ModelCard
-from serve.taskstore import TaskStore, shown_url
+from serve.taskstore import TaskStore, driver_error, shown_url
 
 _FAILED = {"UNHEALTHY", "DEPLOY_FAILED"}
 _GONE = {"STOPPING", "STOPPED"}
@@ -103,9 +103,7 @@ def store_problem(store: TaskStore) -> str | None:
         with engine.connect() as conn:
             conn.execute(sa.text("SELECT 1"))
     except Exception as err:  # noqa: BLE001  (any driver's error: the store is not usable, and why)
-        cause = getattr(err, "orig", None) or err
-        why = " ".join(f"{type(cause).__name__}: {cause}".split())
-        return f"task_store: {shown_url(store.url)} does not answer ({why[:300]})"
+        return f"task_store: {shown_url(store.url)} does not answer ({driver_error(err, 300)})"
     return None
 
 

@@ -17,13 +17,8 @@ from serve.index_owner import OWNER_FILE, read_owner
 from serve.indices import EMPTY, describe
 
 
-def admins(service: Any) -> frozenset[str]:
-    """The admin key ids of ``service`` (``Service.admins``, from the resolved ``admins`` of serve.service_settings)."""
-    return service.admins
-
-
 def require_admin(service: Any, tenant: str) -> None:
-    if tenant not in admins(service):
+    if tenant not in service.admins:  # the key ids with api_keys' admin: true
         raise ApiError(403, "only an admin key (api_keys: admin: true) may list or delete every key's indices",
                        code="admin_only")
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from operators.errors import SpecError
+from operators.errors import SpecError, one_line
 
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
@@ -128,6 +128,12 @@ def shown_url(url: str) -> str:
         return url
 
 
+def driver_error(err: BaseException, limit: int | None = None) -> str:
+    """A database error as one line, ``Type: message``, of the driver's own error when SQLAlchemy wrapped it."""
+    cause = getattr(err, "orig", None) or err
+    return one_line(f"{type(cause).__name__}: {cause}", limit)
+
+
 class TaskStoreError(SpecError):
     """The task store cannot be opened or made (``args.service.task_store``): a config error, named in one line."""
 
@@ -140,9 +146,7 @@ class TaskStore:
         try:
             self.engine = make_engine(url)
         except (OSError, ImportError, sa.exc.SQLAlchemyError) as err:  # a folder that is a file, no driver, server down
-            cause = getattr(err, "orig", None) or err
-            why = " ".join(f"{type(cause).__name__}: {cause}".split())  # one line
-            raise TaskStoreError(f"the task store {shown_url(url)} cannot be opened ({why})",
+            raise TaskStoreError(f"the task store {shown_url(url)} cannot be opened ({driver_error(err)})",
                                  field="task_store") from None
 
     # -- tasks --------------------------------------------------------------------------

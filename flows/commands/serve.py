@@ -154,9 +154,14 @@ def _in_terminal_foreground() -> bool:
         return False
 
 
+def is_port(value: object) -> bool:
+    """Whether ``value`` (text or a number) is a TCP port, 1-65535 (0 would be an unnamed port, not the config's)."""
+    return str(value).isdigit() and 1 <= int(value) <= 65535
+
+
 def port_number(text: str) -> int:
-    """``--port``: a TCP port, 1-65535 (0 would be an unnamed port, not the config's)."""
-    if not text.isdigit() or not 1 <= int(text) <= 65535:
+    """``--port``: a TCP port (``is_port``)."""
+    if not is_port(text):
         raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
     return int(text)
 
@@ -184,7 +189,7 @@ def read_config(source: Path) -> dict:
     http = config.get("http_options")
     if http is not None and not isinstance(http, dict):
         raise CliError(f"{source}: http_options must be a mapping (host, port)", field="http_options")
-    if http and "port" in http and not (str(http["port"]).isdigit() and 1 <= int(http["port"]) <= 65535):
+    if http and "port" in http and not is_port(http["port"]):
         raise CliError(f"{source}: http_options.port must be a port number from 1 to 65535, not {http['port']!r}",
                        field="http_options.port")
     applications = config.get("applications")

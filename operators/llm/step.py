@@ -160,7 +160,7 @@ def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:
     the step's id: calls, tokens, seconds)."""
     op.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
                     llm_seconds=done.seconds)
-    mine = op._metadata.get(str(qid), {}).get("usage", {}).get(op.step_id)
+    mine = op.notes().metadata.get(str(qid), {}).get("usage", {}).get(op.step_id)
     totals = dict(mine) if mine else {"model": model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                       "seconds": 0.0}
     totals["calls"] += 1

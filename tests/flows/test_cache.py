@@ -36,7 +36,7 @@ class RowNotes(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         for qid in table.column("qid").to_pylist():
-            seen = self._metadata.get(qid, {}).get("notes", {}).get(self.step_id, 0)
+            seen = self.notes().metadata.get(qid, {}).get("notes", {}).get(self.step_id, 0)
             self.emit_metadata(qid, "notes", {self.step_id: seen + 1})
         return set_column(table, "noted", pa.array([True] * table.num_rows))
 
