@@ -145,11 +145,25 @@ def resolve(model: str) -> ModelAlias:
 
 
 def key_env(model: str) -> str | None:
-    """The environment variable that holds ``model``'s key (its alias's ``api_key_env``), or None: an alias without
-    one (Ollama, the embedded model, a local server) or a litellm string that is no alias, whose key litellm finds
-    by its own rules. What an LLM step declares (``Operator.required_env``), so an unset key is refused before
-    the steps in front of it run."""
-    return resolve(model).api_key_env or None
+    """The environment variable that holds ``model``'s key, or None when it needs none or its key is set. What an
+    LLM step declares (``Operator.required_env``), so an unset key is refused before the steps in front of it run.
+
+    An alias's ``api_key_env`` when it names one. Otherwise a hosted provider's key as litellm's own
+    ``validate_environment`` names it (``openai/gpt-4o-mini``: ``OPENAI_API_KEY``), reported only while unset:
+    litellm knows each provider's variable and we keep no table of our own. Nothing for the embedded model or a
+    server the alias names by ``api_base`` (a local vLLM or llama.cpp server needs no key), and litellm's
+    non-key settings (``OLLAMA_API_BASE`` has a default) are not asked for."""
+    alias = resolve(model)
+    if alias.api_key_env or alias.embedded or alias.api_base:
+        return alias.api_key_env or None
+    import litellm
+
+    try:
+        missing = litellm.validate_environment(alias.model).get("missing_keys") or []
+    except Exception:  # noqa: BLE001  (a provider litellm cannot check: its call will say what is wrong)
+        return None
+    keys = [name for name in missing if name.endswith(("_KEY", "_TOKEN"))]
+    return keys[0] if keys else None
 
 
 def known_model(model: str) -> str:

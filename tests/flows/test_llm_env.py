@@ -1,6 +1,7 @@
 """A language model step whose alias needs a key (``DeepSeekv3``: ``$DEEPSEEK_API_KEY``), and a benchmark whose
 reranker's key is unset, are refused before any step runs or any index is built, naming the step and the variable;
-a model that needs no key (an Ollama alias, the embedded one, a local server without one) declares nothing."""
+a model that needs no key (an Ollama alias, the embedded one, a local server without one) declares nothing, and a
+litellm string that is no alias declares its provider's key as litellm names it."""
 
 from __future__ import annotations
 
@@ -69,6 +70,20 @@ def test_models_that_need_no_key_declare_none_and_a_set_key_passes(corpus, tmp_p
     check_env(keyed)
     monkeypatch.setenv("DEEPSEEK_API_KEY", "k-2")
     check_env(Flow.load(rag(corpus, "DeepSeekv3")).built)
+
+
+def test_a_litellm_string_declares_its_providers_key_while_it_is_unset(corpus, monkeypatch):
+    """No alias, no table of ours: litellm names each hosted provider's variable."""
+    for model, variable in (("openai/gpt-4o-mini", "OPENAI_API_KEY"),
+                            ("anthropic/claude-3-5-haiku", "ANTHROPIC_API_KEY")):
+        monkeypatch.delenv(variable, raising=False)
+        flow = Flow.load(rag(corpus, model)).built
+        with pytest.raises(MissingEnvError, match=rf"\${variable} \(step answer, params.model\)"):
+            check_env(flow)
+        monkeypatch.setenv(variable, "k-3")
+        check_env(flow)
+    monkeypatch.delenv("OLLAMA_API_BASE", raising=False)  # a setting with a default, not a key
+    assert Flow.load(rag(corpus, "ollama_chat/phi3")).built.operators["answer"].required_env() == {}
 
 
 def test_only_the_models_a_step_calls_declare_their_key(corpus):
