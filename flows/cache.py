@@ -1,19 +1,8 @@
 """The step cache: reuse a step's output for input it has already seen.
 
-A step's key is the operator id + version + ``cache_identity()`` (its params, plus
-model name and revision where an operator loads one). Output is cached per *unit*
-so that the hit ratio does not depend on how rows were batched across workers:
-
-* ``row`` scope: one unit per input row, hashed over the columns the operator
-  ``reads()``. Only the columns the operator writes are stored; the row's other
-  columns (its id among them) come from the live input, so two documents with
-  the same text share the computed value but keep their own ids.
-* ``query`` scope: one unit per ``qid`` group, hashed over all its columns.
-* ``corpus`` scope: the whole input is one unit.
-
-Values are length-prefixed and type-tagged before hashing, so ``["ab", "c"]`` and
-``["a", "bc"]`` can never share a key; table and schema metadata (timestamps and
-the like) are not part of it.
+Output is stored per *unit* (a row, a ``qid`` group or a whole corpus), under a key made
+from the step's identity and the unit's input (``flows.cache_keys``), so the hit ratio
+does not depend on how rows were batched across workers.
 
 Storage is a directory: ``index.sqlite`` (WAL mode, so many Ray workers can write
 at once; ``INSERT OR IGNORE`` makes a race harmless) maps unit keys to a slice of an
@@ -25,17 +14,15 @@ size and last use, so ``prune`` (``flows.cache_prune``) can evict the least rece
 
 The directory carries a marker file (``MARKER``), and ``clear`` deletes only what the
 cache wrote, in a directory that has the marker: pointed at any other folder it
-refuses, so a mistyped ``--cache-dir`` cannot delete someone's work.
+refuses, so a mistyped ``--cache-dir`` cannot delete someone's work (``flows.cache_folder``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import sqlite3
-import struct
 import threading
 import time
 import uuid
@@ -45,17 +32,17 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
+from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, remove_cache_files, write_marker
+from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from operators.base import Operator
 from operators.errors import TesseraError
 
+#: Keys live in ``flows.cache_keys``, the folder's rules in ``flows.cache_folder``; ``step_key``, ``row_unit_keys``
+#: and ``table_unit_key`` stay importable from here for the tests that import them from ``flows.cache``.
+__all__ = ["CacheError", "CachedUnit", "StepCache", "TOUCH_EVERY_S", "row_unit_keys", "step_key", "table_unit_key"]
+
 #: A hit marks its file used at most this often (seconds): last-use times for ``prune``, not a write per lookup.
 TOUCH_EVERY_S = 60.0
-
-#: The file that says a directory is a Tessera step cache.
-MARKER = "tessera-cache.json"
-#: What a cache directory holds (anything else in it is left alone by ``clear``).
-_OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal")
-
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS units (
@@ -81,73 +68,6 @@ CREATE TABLE IF NOT EXISTS files (
 """
 
 
-def _encode(value: Any) -> bytes:
-    """Type-tagged, length-prefixed bytes of one value: no two values share an encoding."""
-    if value is None:
-        return b"N"
-    if isinstance(value, bool):
-        return b"T" if value else b"F"
-    if isinstance(value, str):
-        data = value.encode("utf-8")
-        return b"S" + struct.pack("<Q", len(data)) + data
-    if isinstance(value, bytes):
-        return b"B" + struct.pack("<Q", len(value)) + value
-    if isinstance(value, int):
-        data = str(value).encode()
-        return b"I" + struct.pack("<Q", len(data)) + data
-    if isinstance(value, float):
-        return b"D" + struct.pack("<d", value)
-    data = json.dumps(value, sort_keys=True, default=str).encode("utf-8")
-    return b"J" + struct.pack("<Q", len(data)) + data
-
-
-def step_key(op: Operator) -> str:
-    """Hex key of an operator's identity: name, version and what decides its output."""
-    return hashlib.blake2b(_encode(step_explain(op)), digest_size=16).hexdigest()
-
-
-def step_explain(op: Operator) -> dict[str, Any]:
-    """Everything that goes into a step's key, readable (``tessera cache explain``)."""
-    return {
-        "op": op.name,
-        "version": op.version,
-        "identity": op.cache_identity(),
-        "scope": op.scope,
-        "reads": op.reads() if op.scope == "row" else None,
-        # a row-scope unit stores only the columns its step writes: what it declares is part of what it stores
-        "writes": sorted(op.produces()) if op.scope == "row" else None,
-    }
-
-
-def _column_header(table: pa.Table, columns: Sequence[str]) -> bytes:
-    return b"".join(_encode(c) + _encode(str(table.schema.field(c).type)) for c in columns)
-
-
-def row_unit_keys(table: pa.Table, columns: Sequence[str], key: str) -> list[bytes]:
-    """One key per row over ``columns`` (sorted), seeded with the step key."""
-    columns = sorted(columns)
-    seed = bytes.fromhex(key) + _column_header(table, columns)
-    values = [table.column(c).to_pylist() for c in columns]
-    keys = []
-    for row in zip(*values) if values else ([] for _ in range(table.num_rows)):
-        h = hashlib.blake2b(seed, digest_size=16)
-        for v in row:
-            h.update(_encode(v))
-        keys.append(h.digest())
-    return keys
-
-
-def table_unit_key(table: pa.Table, key: str) -> bytes:
-    """One key over every column and row of ``table`` (a qid group or a whole corpus)."""
-    columns = sorted(table.column_names)
-    h = hashlib.blake2b(bytes.fromhex(key) + _column_header(table, columns), digest_size=16)
-    h.update(struct.pack("<Q", table.num_rows))
-    for c in columns:
-        for v in table.column(c).to_pylist():
-            h.update(_encode(v))
-    return h.digest()
-
-
 @dataclass
 class CachedUnit:
     source: pa.Table | None  # the whole stored file; None when the unit produced no rows
@@ -162,22 +82,6 @@ class CachedUnit:
 
 class CacheError(TesseraError):
     """The cache directory cannot be used (not a cache, not a folder, a damaged database)."""
-
-
-def is_cache_dir(root: Path) -> bool:
-    """Whether ``root`` is a step cache: it has the marker, or (a cache from before markers) its
-    ``index.sqlite`` has the cache's tables and it holds nothing the cache did not write."""
-    if (root / MARKER).is_file():
-        return True
-    database = root / "index.sqlite"
-    if not database.is_file() or any(e.name not in (*_OWN_FILES, "data") for e in os.scandir(root)):
-        return False
-    try:
-        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
-            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    except sqlite3.DatabaseError:
-        return False
-    return {"units", "steps"} <= tables
 
 
 class StepCache:
@@ -222,13 +126,12 @@ class StepCache:
         if blocking is not None:
             raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
         fresh = not (root / "index.sqlite").exists()
-        if fresh and root.is_dir() and any(e.name not in (*_OWN_FILES, "data") for e in os.scandir(root)):
+        if fresh and root.is_dir() and holds_other_files(root):
             raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
                              "new folder", field="cache_dir")
         try:
             (root / "data").mkdir(parents=True, exist_ok=True)
-            if not (root / MARKER).exists():
-                (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": 1}) + "\n")
+            write_marker(root)
             conn = sqlite3.connect(root / "index.sqlite", timeout=60, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -382,18 +285,5 @@ class StepCache:
             raise CacheError(f"refusing to clear {root}: it is not a Tessera step cache (no {MARKER}); "
                              "nothing was deleted", field="cache_dir")
         self.close()
-        data = root / "data"
-        if data.is_symlink():
-            data.unlink()
-        elif data.is_dir():
-            for entry in os.scandir(data):
-                if entry.is_file(follow_symlinks=False) and entry.name.endswith((".arrow", ".tmp")):
-                    os.unlink(entry.path)
-            with contextlib.suppress(OSError):
-                data.rmdir()  # left in place if something else was put there
-        for name in reversed(_OWN_FILES):  # the marker last: an interrupted clear can be run again
-            with contextlib.suppress(FileNotFoundError):
-                (root / name).unlink()
-        with contextlib.suppress(OSError):
-            root.rmdir()
+        remove_cache_files(root)
         return True

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from flows.cache import StepCache, row_unit_keys, step_key, table_unit_key
-from operators.base import Operator, joined_degraded
+from flows.cache import StepCache
+from flows.cache_keys import row_unit_keys, step_key, table_unit_key
+from operators.base import Operator
+from operators.step_notes import joined_degraded
 from operators.tables import concat, qid_groups
 
 ROW_INDEX = "__tessera_row"

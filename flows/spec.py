@@ -11,8 +11,8 @@
 A step without ``inputs`` takes the previous step's output (the first step takes
 the flow input); ``inputs: []`` takes the flow input; several inputs are a fan-in
 (their rows are unioned). ``FlowSpec.build()`` validates everything (operators, params,
-inputs, cycles, fusion branches: ``flows.spec_checks``) before anything runs, raising a
-``SpecError`` that names the step and the field.
+inputs and cycles: ``flows.spec_graph``; fusion branches: ``flows.spec_checks``) before
+anything runs, raising a ``SpecError`` that names the step and the field (``flows.spec_errors``).
 
 The mosaicRAG request body (``query``, ``parameters``, numbered steps ``"1"``,
 ``"2"``... each with ``id`` and ``parameters``) is read by ``from_mosaic`` as a
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Collection
@@ -31,8 +30,9 @@ from typing import Any, Collection
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from flows import spec_checks
+from flows import spec_checks, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
+from flows.spec_errors import spec_error, yaml_bool_hint
 from flows.specfile import read_mapping
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError
@@ -124,7 +124,7 @@ class FlowSpec(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise _spec_error(err) from None
+            raise spec_error(err) from None
 
     @classmethod
     def load(cls, source: str | Path) -> "FlowSpec":
@@ -157,8 +157,6 @@ class FlowSpec(BaseModel):
 
     def unset_steps(self, field: str) -> dict[str, type]:
         """Steps whose operator's Params has ``field`` and the spec leaves it unset, with their classes."""
-        from operators.registry import get_operator
-
         found = {}
         for step_id, step in self.steps.items():
             cls = get_operator(step.op, step=step_id)
@@ -168,8 +166,6 @@ class FlowSpec(BaseModel):
 
     def named_indices(self) -> dict[str, str]:
         """Steps whose operator reads an index and whose spec names one (``params.index`` set): step -> index."""
-        from operators.registry import get_operator
-
         return {step_id: str(step.params["index"]) for step_id, step in self.steps.items()
                 if "index" in get_operator(step.op, step=step_id).Params.model_fields
                 and step.params.get("index") is not None}
@@ -202,21 +198,8 @@ class FlowSpec(BaseModel):
     def build(self) -> "Flow":
         """Check operators, params, inputs and cycles; construct (cheap) operators."""
         ids = list(self.steps)
-        inputs: dict[str, tuple[str, ...]] = {}
-        for i, (step_id, step) in enumerate(self.steps.items()):
-            if step.inputs is None:
-                inputs[step_id] = (ids[i - 1],) if i else ()
-            else:
-                for name in step.inputs:
-                    if name not in self.steps:
-                        raise SpecError(f"input '{name}' is not a step of this flow (steps: {', '.join(ids)})",
-                                        step=step_id, field="inputs")
-                    if name == step_id:
-                        raise SpecError("a step cannot read its own output", step=step_id, field="inputs")
-                if len(set(step.inputs)) != len(step.inputs):
-                    raise SpecError("the same input is listed twice", step=step_id, field="inputs")
-                inputs[step_id] = tuple(step.inputs)
-        order = _topological_order(ids, inputs)
+        inputs = spec_graph.step_inputs(self.steps)
+        order = spec_graph.run_order(ids, inputs)
         operators: dict[str, Operator] = {}
         for step_id, step in self.steps.items():
             cls = get_operator(step.op, step=step_id)
@@ -227,7 +210,7 @@ class FlowSpec(BaseModel):
                                   field=f"steps.{step_id}.{err.field}") from None
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")
-        output = self.output or _only_sink(ids, inputs)
+        output = self.output or spec_graph.only_sink(ids, inputs)
         if output not in self.steps:
             raise SpecError(f"output '{output}' is not a step of this flow", field="output")
         spec_checks.check_branches(ids, inputs, operators)
@@ -294,83 +277,6 @@ class Flow:
         """A resource hint: the step's override if set, else the operator's default."""
         value = getattr(self.spec.steps[step], name)
         return getattr(self.operators[step], name) if value is None else value
-
-
-def _only_sink(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> str:
-    """The step no other step reads: the flow's output when ``output`` is unset. Where it is listed does not
-    matter (a spec written back with sorted keys means the same flow); two or more such steps are an error,
-    since the others would be computed for nothing."""
-    read = {parent for parents in inputs.values() for parent in parents}
-    sinks = [step for step in ids if step not in read]
-    if len(sinks) > 1:
-        raise SpecError(f"steps {', '.join(repr(s) for s in sinks)} are each read by no other step, so the flow "
-                        "has no single result: combine them in one more step, or set `output` to the one you "
-                        "want (the others are then skipped)", step=sinks[0], field="output")
-    return sinks[0]
-
-
-def _topological_order(ids: list[str], inputs: dict[str, tuple[str, ...]]) -> list[str]:
-    """Spec order wherever the inputs allow it: each time, the first written step that is ready.
-
-    Kahn's algorithm over a heap of spec positions: O(n log n) in the steps and inputs. A cycle
-    is an error naming its steps.
-    """
-    import heapq
-
-    position = {step: i for i, step in enumerate(ids)}
-    waiting = {step: len(set(inputs[step])) for step in ids}
-    readers: dict[str, list[str]] = {step: [] for step in ids}
-    for step in ids:
-        for parent in set(inputs[step]):
-            readers[parent].append(step)
-    ready = [position[step] for step in ids if waiting[step] == 0]
-    heapq.heapify(ready)
-    order: list[str] = []
-    while ready:
-        step = ids[heapq.heappop(ready)]
-        order.append(step)
-        for reader in readers[step]:
-            waiting[reader] -= 1
-            if waiting[reader] == 0:
-                heapq.heappush(ready, position[reader])
-    if len(order) < len(ids):
-        done = set(order)
-        remaining = {s: set(inputs[s]) - done for s in ids if s not in done}
-        cycle = _find_cycle(remaining)
-        raise SpecError(f"the flow has a cycle: {' -> '.join(cycle)}", step=cycle[0], field="inputs")
-    return order
-
-
-def _find_cycle(remaining: dict[str, set[str]]) -> list[str]:
-    start = next(iter(remaining))
-    path, seen = [start], {start}
-    node = start
-    while True:
-        node = next(iter(remaining[node]))
-        if node in seen:
-            return path[path.index(node):] + [node]
-        path.append(node)
-        seen.add(node)
-
-
-def _spec_error(err: ValidationError) -> SpecError:
-    first = err.errors()[0]
-    loc = [str(part) for part in first["loc"]]
-    step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
-    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-    if first["type"] == "string_type" and isinstance(first.get("input"), bool):
-        message = yaml_bool_hint(f"{message} (got {first['input']})")
-    if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
-        message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
-    return SpecError(message, step=step, field=".".join(loc) or None)
-
-
-def yaml_bool_hint(message: str) -> str:
-    """A string expected and a bool found: YAML 1.1 reads no/yes/on/off (any case) as booleans, so say so."""
-    if "valid string" in message and re.search(r"\b(True|False)\b", message):
-        return (f"{message}; YAML reads unquoted no, yes, on, off, true and false as booleans: quote the "
-                "value ('no') to mean the text")
-    return message
 
 
 def load_request(source: str | Path) -> tuple[FlowSpec, str | None]:

@@ -62,40 +62,18 @@ import logging
 from typing import Any, ClassVar, Iterator, Literal, Mapping
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
-from operators.errors import FlowCancelled, OperatorError, ParamsError, unknown_name_hint
+from operators import params as params_check
+from operators.errors import FlowCancelled, OperatorError
 from operators.local_files import marked_params
-from operators.tables import require_columns
-from operators.thread_value import ThreadValue
+from operators.step_notes import RECORDING, StepNotes, joined_degraded
+from operators.tables import concat, require_columns
 
 log = logging.getLogger(__name__)
 
 Scope = Literal["row", "query", "corpus", "source"]
 Role = Literal["rank", "score", "text", "chip", "data", "id"]
-
-
-class StepNotes:
-    """What calls of a step recorded besides their rows: per-query metadata and usage counters.
-
-    Why it is not the operator's own state: one operator instance serves every run of a shared ``Flow``, on
-    any number of threads; each executor call records into notes of its own (``Operator.recording``)."""
-
-    def __init__(self) -> None:
-        self.metadata: dict[str, dict[str, Any]] = {}
-        self.usage: dict[str, float] = {}
-
-    def drain_metadata(self) -> dict[str, dict[str, Any]]:
-        drained, self.metadata = self.metadata, {}
-        return drained
-
-    def drain_usage(self) -> dict[str, float]:
-        drained, self.usage = self.usage, {}
-        return drained
-
-
-#: The notes this thread's calls of an operator record into (``Operator.recording``): (operator, notes).
-_recording: ThreadValue[tuple["Operator", StepNotes]] = ThreadValue()
 
 
 class NoParams(BaseModel):
@@ -145,37 +123,13 @@ class Operator:
 
     @classmethod
     def validate_params(cls, params: BaseModel | Mapping[str, Any] | None, *, step_id: str | None = None) -> BaseModel:
-        """Validate ``params`` into a ``Params`` instance; errors name the field."""
-        if isinstance(params, cls.Params):
-            return params
-        if isinstance(params, BaseModel):
-            params = params.model_dump()
-        params = dict(params or {})
-        for name, value in params.items():  # pydantic reads `true` as 1 for a number: a typo, not a choice
-            field = cls.Params.model_fields.get(name)
-            if isinstance(value, bool) and field is not None and _is_number(field.annotation):
-                raise ParamsError(f"must be a number, not {str(value).lower()}", op=cls.name, step=step_id,
-                                  field=f"params.{name}")
-        if unknown := cls.unknown_params(params):  # a Params that leaves `extra` unset ignores them: refused here
-            raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], cls.Params.model_fields,
-                                                                      "parameters"),
-                              op=cls.name, step=step_id, field=f"params.{unknown[0]}")
-        try:
-            return cls.Params.model_validate(params)
-        except ValidationError as err:
-            raise ParamsError.from_validation(err, op=cls.name, step=step_id, known=cls.Params.model_fields) from None
+        """Validate ``params`` into a ``Params`` instance; errors name the field (``operators.params``)."""
+        return params_check.validate(cls.Params, params, op=cls.name, step=step_id)
 
     @classmethod
     def unknown_params(cls, params: Mapping[str, Any]) -> list[str]:
-        """The keys of ``params`` that ``Params`` neither declares nor ignores on purpose. Pydantic ignores unknown
-        keys unless a model sets ``extra``; a misspelt param must fail in every step, so a plugin's ``Params``
-        without ``extra="forbid"`` gets the same refusal (``extra="allow"`` or ``"ignore"`` set on purpose stays)."""
-        if cls.Params.model_config.get("extra") is not None:
-            return []
-        fields = cls.Params.model_fields
-        names = set(fields) | {alias for f in fields.values() for alias in (f.alias, f.validation_alias)
-                               if isinstance(alias, str)}
-        return [str(key) for key in params if key not in names]
+        """The keys of ``params`` that ``Params`` neither declares nor ignores on purpose (``operators.params``)."""
+        return params_check.unknown_params(cls.Params, params)
 
     @classmethod
     def description(cls) -> str:
@@ -247,12 +201,12 @@ class Operator:
         """Within this block, on this thread, what this operator records (``emit_metadata``, ``record_usage``,
         ``mark_degraded``) goes to fresh notes of this call, not to the instance that other runs share."""
         notes = StepNotes()
-        with _recording.holding((self, notes)):
+        with RECORDING.holding((self, notes)):
             yield notes
 
     def notes(self) -> StepNotes:
         """Where a record goes now: the notes of this thread's ``recording`` block, else the instance's own."""
-        held = _recording.get()
+        held = RECORDING.get()
         return held[1] if held is not None and held[0] is self else self._own_notes
 
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
@@ -359,30 +313,5 @@ class Source(Operator):
         raise NotImplementedError(f"{type(self).__name__} must implement read()")
 
     def transform(self, table: pa.Table) -> pa.Table:
-        from operators.tables import concat
-
         return concat([batch for split in self.splits() for batch in self.read(split)])
 
-
-def _is_number(annotation: Any) -> bool:
-    """Whether a field holds a number and not a bool (``int``, ``float``, optionals and unions of them)."""
-    import typing
-
-    args = typing.get_args(annotation)
-    if typing.get_origin(annotation) is typing.Annotated:
-        return _is_number(args[0])
-    if args and typing.get_origin(annotation) in (typing.Union, getattr(__import__("types"), "UnionType", None)):
-        kinds = [a for a in args if a is not type(None)]
-        return bool(kinds) and bool not in kinds and all(_is_number(a) for a in kinds)
-    return annotation in (int, float)
-
-
-def joined_degraded(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
-    """Two ``degraded`` marks of one query as one: the same step's (two of its rows, or its rows in two batches)
-    add their failures and keep the first reason; two steps' are both named, with both reasons, so a later
-    step's failure does not hide an earlier one's (``Operator.mark_degraded``, ``flows.runner.merge_metadata``)."""
-    failures = old.get("failures", 1) + new.get("failures", 1)
-    if old.get("step") == new.get("step"):
-        return {**old, "failures": failures}
-    return {"step": f"{old.get('step')}, {new.get('step')}", "failures": failures,
-            "reason": f"{old.get('step')}: {old.get('reason')}; {new.get('step')}: {new.get('reason')}"}

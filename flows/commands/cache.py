@@ -46,7 +46,8 @@ def _cache_root(args: argparse.Namespace) -> Path:
 
 def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[str, Any]]:
     """Per step: what its key is made of now, and what the cache recorded at its last run."""
-    from flows.cache import StepCache, step_explain, step_key
+    from flows.cache import StepCache
+    from flows.cache_keys import step_explain, step_key
 
     steps = flow.needed_steps()
     if step is not None:

@@ -247,13 +247,13 @@ def check_task_stores(config: dict) -> None:
 
     from sqlalchemy.engine import make_url
 
-    from operators.home import tessera_home
+    from flows.task_store_url import default_task_store_url
 
     for application in config.get("applications") or []:
         service = (application.get("args") or {}).get("service")
         if service is None:
             continue
-        url = service.get("task_store") or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+        url = service.get("task_store") or default_task_store_url()
         try:
             parsed = make_url(str(url))
         except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split

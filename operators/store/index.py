@@ -3,12 +3,13 @@
 Writers (``write_shard``) only add shard folders, so Ray workers may write in
 parallel; ``commit`` is the single point that changes what is searchable: under an
 fcntl lock it re-reads the manifest, records finished shards and tombstones, and
-replaces the manifest atomically (``commits``). A shard whose commit fails is removed
-by the call that wrote it. Readers load shards lazily, once, check their files'
-sha256, and notice a newer manifest by its file stat. A damaged shard fails every
-search, naming each damaged shard: skipping it would silently drop its documents and
-change every BM25 score. Deletes and upserts are tombstones (row positions per shard),
-so nothing is rebuilt; BM25 statistics are re-derived over live chunks.
+replaces the manifest atomically (``commit_shards``, ``commits``). A shard whose commit
+fails is removed by the call that wrote it. Readers load shards lazily, once, check their
+files' sha256, and notice a newer manifest by its file stat; the search itself runs on one
+such generation (``search``). A damaged shard fails every search, naming each damaged
+shard: skipping it would silently drop its documents and change every BM25 score. Deletes
+and upserts are tombstones (row positions per shard), so nothing is rebuilt; BM25
+statistics are re-derived over live chunks.
 
 Usage::
 
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
@@ -29,18 +29,15 @@ import numpy as np
 import pyarrow as pa
 from pydantic import ValidationError
 
-from operators.store import bm25, commits, compaction, dense, shard as shard_io, snapshot
+from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
 from operators.store.commits import Commit
-from operators.store.errors import (CommitConflictError, CommitError, DocnoNotFoundError, IndexCorruptError,
-                                    IndexExistsError, IndexStoreError, ShardDataError)
+from operators.store.errors import IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError
 from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, read_manifest, resolve_index,
                                     write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 from operators.store.snapshot import Hits, Snapshot
 from operators.tables import concat, select_or_null
 
-#: Work (queries x documents) from which a BM25 search runs its shards on threads.
-PARALLEL_BM25_CELLS = 2_000_000
 #: ``compact`` removes folders no commit recorded once they are this old (their writers died).
 UNCOMMITTED_GRACE_S = 3600
 #: How many times ``compact`` redoes its merge when another commit lands while it writes.
@@ -58,10 +55,9 @@ class Index:
         self._stat = self._manifest_stat()
         self._lock = threading.RLock()
         self._loaded: dict[tuple[str, str], shard_io.Shard] = {}
-        self._ids: dict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = {}
-        self._schemas: dict[tuple[str, str], pa.Schema] = {}
+        self._reads = commit_shards.ShardReads(path / SHARDS)  # what commits read of each shard version, once
         self._state: Snapshot | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._pool = search.ShardPool()  # threads for searches over several shards, started when one needs them
 
     def __reduce__(self):  # Ray tasks get a handle that reopens the index where it lands
         return (Index.open, (str(self.path),), {"verify": self.verify})
@@ -228,55 +224,21 @@ class Index:
     def _commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids=None, delete_docnos=None,
                 remove_shards: Sequence[str] = (), expected_generation: int | None = None,
                 refuse_live_doc_ids: bool = False) -> Commit:
-        replace = set(replace_doc_ids or ())
-        drop_docnos = set(delete_docnos or ())
+        """The one change of what is searchable: under the index's lock, the manifest as it is now, changed by
+        ``commit_shards.record`` and written back."""
         with self._lock, file_lock(self.path):
             manifest = read_manifest(self.path)
-            if expected_generation is not None and manifest.generation != expected_generation:
-                raise CommitConflictError(f"index {self.path} changed (generation {expected_generation} -> "
-                                  f"{manifest.generation}) while this commit was prepared; retry")
-            committed = {s.id: s for s in manifest.shards}
-            new: list[ShardInfo] = []
-            for info in infos:
-                on_disk = shard_io.read_info(self.path / SHARDS / info.id)
-                if on_disk is None:
-                    raise CommitError(f"shard {info.id!r} was not written (no {SHARDS}/{info.id}/"
-                                      f"{shard_io.INFO_FILE} in {self.path})", field="shard_id")
-                # The files on disk are the truth: a retried write of the same id may have replaced them.
-                if info.id in committed and committed[info.id].token == on_disk.token:
-                    continue
-                new.append(on_disk)
-            n_tombstoned, n_new = commits.apply(
-                manifest, new, self._shard_ids, path=self.path, replace=replace, drop_docnos=drop_docnos,
-                remove_shards=remove_shards, schema=self._shard_schema, refuse_live_doc_ids=refuse_live_doc_ids)
-            for shard_id in remove_shards:  # superseded: their grace before remove_uncommitted starts now
-                try:
-                    os.utime(self.path / SHARDS / shard_id)
-                except FileNotFoundError:
-                    pass
+            done = commit_shards.record(
+                manifest, infos, self._reads, path=self.path, replace=set(replace_doc_ids or ()),
+                drop_docnos=set(delete_docnos or ()), remove_shards=remove_shards,
+                expected_generation=expected_generation, refuse_live_doc_ids=refuse_live_doc_ids)
             write_manifest(self.path, manifest)
             self._manifest, self._stat = manifest, self._manifest_stat()
-        return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, new_doc_ids=n_new)
+        return done
 
     def shard_doc_ids(self, info: ShardInfo) -> set[str]:
         """The document ids of a written shard (what ``commit(..., replace_doc_ids=...)`` replaces)."""
-        return {str(d) for d in self._shard_ids(info)[1]}
-
-    def _shard_ids(self, info: ShardInfo) -> tuple[np.ndarray, np.ndarray]:
-        """(docnos, doc_ids) of a shard, read once per shard version."""
-        key = (info.id, info.token)
-        if key not in self._ids:
-            table = shard_io.read_docs(self.path / SHARDS / info.id, ["docno", "doc_id"])
-            self._ids[key] = tuple(np.asarray(table.column(c).to_numpy(zero_copy_only=False), dtype=object)
-                                   for c in ("docno", "doc_id"))
-        return self._ids[key]
-
-    def _shard_schema(self, info: ShardInfo) -> pa.Schema:
-        """The doc-store schema of a shard (what a commit checks column types against), read once per version."""
-        key = (info.id, info.token)
-        if key not in self._schemas:
-            self._schemas[key] = shard_io.docs_schema(self.path / SHARDS / info.id)
-        return self._schemas[key]
+        return {str(d) for d in self._reads.ids(info)[1]}
 
     # -- reading -------------------------------------------------------------------------
 
@@ -309,65 +271,17 @@ class Index:
                 raise
             return read(self._manifest)
 
-    def _map(self, fn, items: list, parallel: bool = True) -> list:
-        """``fn(*item)`` for each item: on the index's thread pool (one task per shard) when
-        ``parallel`` and there are several, else in this thread."""
-        if len(items) <= 1 or not parallel:
-            return [fn(*item) for item in items]
-        if self._pool is None:
-            with self._lock:
-                if self._pool is None:
-                    self._pool = ThreadPoolExecutor(max_workers=min(8, os.cpu_count() or 1),
-                                                    thread_name_prefix="tessera-index")
-        return list(self._pool.map(lambda item: fn(*item), items))
-
     def search_bm25(self, queries: Sequence[str], k: int, where=None) -> list[Hits]:
         """BM25 top ``k`` per query over live chunks (matching ``where``), exact across shards."""
-        if not self.settings.bm25:
-            raise IndexStoreError(f"index {self.path} has no BM25 statistics (settings.bm25 is false)")
-        _check_k(k)
-        state = self._current()
-        retrievers = state.bm25_retrievers()
-        allowed = state.allowed(where)
-        jobs = [(i, r, a) for i, (r, a) in enumerate(zip(retrievers, allowed))
-                if r is not None and (a is None or a.any())]
-        if not jobs or not queries:
-            return state.merge([], len(queries), k)
-        tokens = bm25.tokenize_queries(list(queries), self.settings)
-        ids = bm25.query_term_ids(tokens, jobs[0][1].vocab_dict)  # one vocabulary, shared by every shard
-        # A shard search is a few numpy passes over (queries x shard documents) floats; below
-        # PARALLEL_BM25_CELLS of them, handing shards to threads costs more than it saves.
-        parallel = len(jobs) > 1 and \
-            len(queries) * sum(r.scores["num_docs"] for _, r, _ in jobs) >= PARALLEL_BM25_CELLS
-        found = self._map(lambda i, r, a: (i, bm25.search_shard(r, ids, k, a)), jobs, parallel=parallel)
-        return state.merge(found, len(queries), k)
+        return search.bm25_hits(self.path, self.settings, self._current, queries, k, where, self._pool)
 
     def search_dense(self, vectors: np.ndarray, k: int, where=None) -> list[Hits]:
         """Inner-product top ``k`` per query vector over live chunks (matching ``where``)."""
-        if not self.settings.dense:
-            raise IndexStoreError(f"index {self.path} has no dense vectors (settings.dense is false)")
-        _check_k(k)
-        vectors = np.asarray(vectors, dtype=np.float32)
-        if vectors.ndim != 2 or vectors.shape[1] != self.settings.dim:
-            raise IndexStoreError(f"query vectors must be (n, {self.settings.dim}), got shape {vectors.shape}",
-                                  field="vectors")
-        state = self._current()
-        allowed = state.allowed(where)
-        jobs = [(i, sh, a) for i, (sh, a) in enumerate(zip(state.shards, allowed)) if a is None or a.any()]
-        found = self._map(lambda i, sh, a: (i, dense.search(sh.dense, sh.info.dense, self.settings, vectors, k, a)),
-                          jobs) if len(vectors) else []
-        return state.merge(found, len(vectors), k)
+        return search.dense_hits(self.path, self.settings, self._current, vectors, k, where, self._pool)
 
     def documents(self, docnos: Sequence[str]) -> pa.Table:
         """Doc-store rows of live chunks ``docnos``, in the given order."""
-        state = self._current()
-        places = state.locate(docnos)
-        missing = [d for d, p in zip(docnos, places) if p is None]
-        if missing:
-            raise DocnoNotFoundError(f"docno(s) {missing[:5]} ({len(missing)} in all) are not live in {self.path}",
-                                     field="docno")
-        return state.take_rows(np.array([p[0] for p in places], dtype=np.int64),
-                               np.array([p[1] for p in places], dtype=np.int64))
+        return search.documents(self.path, self._current(), docnos)
 
     def column_names(self) -> list[str]:
         """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
@@ -384,15 +298,4 @@ class Index:
     def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
         by position from the generation each search saw (hits of other origins: by docno)."""
-        if len(hits) == 1 and len(hits[0]) and hits[0].state is not None and hits[0].shard is not None:
-            return hits[0].state.take_rows(hits[0].shard, hits[0].row)  # one query (the low-latency case)
-        found = [h for h in hits if len(h)]
-        state = found[0].state if found else None
-        if state is None or any(h.state is not state or h.shard is None for h in found):
-            return self.documents([d for h in hits for d in h.docnos])
-        return state.take_rows(np.concatenate([h.shard for h in found]), np.concatenate([h.row for h in found]))
-
-
-def _check_k(k: int) -> None:
-    if not isinstance(k, (int, np.integer)) or k <= 0:
-        raise IndexStoreError(f"k must be a positive integer, got {k!r}", field="k")
+        return search.documents_of(hits, self.documents)

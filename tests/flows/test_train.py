@@ -19,12 +19,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+from tests.flows.scifact_slice import NEEDS_SCIFACT, REPO, write_slice
+
 MUSIQUE = REPO.parent / "shared" / "data" / "musique_train100_hipporag"
 
-pytestmark = [pytest.mark.data, pytest.mark.skipif(not (SCIFACT / "qrels" / "train.tsv").is_file(),
-                                                    reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
+pytestmark = NEEDS_SCIFACT
 
 RECIPE = """\
 name: tiny-train
@@ -38,36 +37,11 @@ training:
 """
 
 
-def _qrels(split: str) -> list[tuple[str, str, str]]:
-    lines = (SCIFACT / "qrels" / f"{split}.tsv").read_text(encoding="utf-8").splitlines()[1:]
-    return [tuple(line.split("\t")) for line in lines if line.strip()]
-
-
 @pytest.fixture(scope="module")
 def slice_dir(tmp_path_factory) -> Path:
     """A small BEIR folder cut from SciFact (train and test qrels, 150 + relevant documents)."""
-    root = tmp_path_factory.mktemp("scifact_slice")
-    train_qids = list(dict.fromkeys(q for q, _, _ in _qrels("train")))[:16]
-    train = [r for r in _qrels("train") if r[0] in train_qids]
-    test = [r for r in _qrels("test")][:5]
-    wanted = {d for _, d, _ in train + test}
-    docs = []
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
-        for number, line in enumerate(f):
-            doc = json.loads(line)
-            if number < 150 or doc["_id"] in wanted:
-                docs.append(line)
-    (root / "corpus.jsonl").write_text("".join(docs), encoding="utf-8")
-    keep = set(train_qids) | {q for q, _, _ in test}
-    queries = [line for line in (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-               if json.loads(line)["_id"] in keep]
-    (root / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
-    (root / "qrels").mkdir()
-    for split, rows in (("train", train), ("test", test)):
-        text = "query-id\tcorpus-id\tscore\n" + "".join("\t".join(r) + "\n" for r in rows)
-        (root / "qrels" / f"{split}.tsv").write_text(text, encoding="utf-8")
-    (root / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
-    return root
+    return write_slice(tmp_path_factory.mktemp("scifact_slice"), RECIPE, train_queries=16, other_docs=150,
+                       test_judgements=5)
 
 
 @pytest.fixture(scope="module")

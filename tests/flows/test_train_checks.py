@@ -19,11 +19,9 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
-SCIFACT = REPO.parent / "shared" / "data" / "scifact"
+from tests.flows.scifact_slice import NEEDS_SCIFACT, REPO, qrels_rows, write_qrels, write_slice
 
-pytestmark = [pytest.mark.data, pytest.mark.skipif(not (SCIFACT / "qrels" / "train.tsv").is_file(),
-                                                    reason=f"SciFact is not at {SCIFACT} (the shared evaluation data)")]
+pytestmark = NEEDS_SCIFACT
 
 RECIPE = """\
 name: tiny-train
@@ -41,22 +39,7 @@ training:
 @pytest.fixture(scope="module")
 def base(tmp_path_factory) -> Path:
     """A BEIR folder: SciFact's first 8 train queries, their train qrels, their documents and 60 others."""
-    root = tmp_path_factory.mktemp("scifact_tiny")
-    rows = [line.split("\t") for line in (SCIFACT / "qrels" / "train.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    qids = list(dict.fromkeys(r[0] for r in rows))[:8]
-    train = [r for r in rows if r[0] in qids]
-    wanted = {r[1] for r in train}
-    with open(SCIFACT / "corpus.jsonl", encoding="utf-8") as f:
-        docs = [line for number, line in enumerate(f) if number < 60 or json.loads(line)["_id"] in wanted]
-    (root / "corpus.jsonl").write_text("".join(docs), encoding="utf-8")
-    queries = [line for line in (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()
-               if json.loads(line)["_id"] in qids]
-    (root / "queries.jsonl").write_text("\n".join(queries) + "\n", encoding="utf-8")
-    (root / "qrels").mkdir()
-    header = "query-id\tcorpus-id\tscore\n"
-    (root / "qrels" / "train.tsv").write_text(header + "".join("\t".join(r) + "\n" for r in train), encoding="utf-8")
-    (root / "recipe.yaml").write_text(RECIPE, encoding="utf-8")
-    return root
+    return write_slice(tmp_path_factory.mktemp("scifact_tiny"), RECIPE, train_queries=8, other_docs=60)
 
 
 @pytest.fixture
@@ -72,13 +55,8 @@ def _variant(base: Path, where: Path, *, corpus: str | None = None, qrels: list[
     if corpus is not None:
         (where / "corpus.jsonl").write_text(corpus, encoding="utf-8")
     if qrels is not None:
-        text = "query-id\tcorpus-id\tscore\n" + "".join("\t".join(r) + "\n" for r in qrels)
-        (where / "qrels" / "train.tsv").write_text(text, encoding="utf-8")
+        write_qrels(where, "train", qrels)
     return where
-
-
-def _qrels(root: Path) -> list[tuple[str, str, str]]:
-    return [tuple(line.split("\t")) for line in (root / "qrels" / "train.tsv").read_text().splitlines()[1:]]
 
 
 def _options(dataset: Path, tmp_path: Path, **changes):
@@ -101,7 +79,7 @@ def test_a_kind_with_no_judged_example_is_refused_before_training_and_pseudo_alo
     from flows.train.mining import mine
     from flows.train.recipe import load_recipe, train
 
-    absent = [(qid, f"absent-{n}", score) for n, (qid, _, score) in enumerate(_qrels(base))]
+    absent = [(qid, f"absent-{n}", score) for n, (qid, _, score) in enumerate(qrels_rows(base, "train"))]
     data = _variant(base, tmp_path / "allmissing", qrels=absent)
     lines: list[str] = []
     with pytest.raises(TrainError) as err:  # pseudo-queries are mined, but the bi-encoder reads none of them
@@ -181,7 +159,7 @@ def test_a_repeated_document_id_keeps_its_first_copy_as_ingestion_does_and_is_wa
     from flows.train.recipe import load_recipe
 
     lines = (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
-    positive = _qrels(base)[0][1]
+    positive = qrels_rows(base, "train")[0][1]
     first = json.loads(next(line for line in lines if json.loads(line)["_id"] == positive))
     later = {**first, "title": "A later copy", "text": "This later copy has another text under the same id. "
              "It also has a second sentence of more than six words."}
@@ -206,7 +184,7 @@ def test_judgements_that_match_nothing_are_warned_with_counts_and_the_dataset_is
     from flows.train.mining import mine
     from flows.train.recipe import load_recipe
 
-    qrels = _qrels(base)
+    qrels = qrels_rows(base, "train")
     spoiled = qrels + [(qrels[0][0], "doc-nowhere", "1"), ("q-nowhere", qrels[0][1], "1")]
     data = _variant(base, tmp_path / "unmatched", qrels=spoiled)
     flow, training = load_recipe(data / "recipe.yaml")

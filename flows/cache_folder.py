@@ -1,0 +1,68 @@
+"""The step cache's folder: what marks it as one, what it holds, and deleting exactly that.
+
+Why apart from ``flows.cache``: ``tessera cache clear`` deletes files, so what counts as the
+cache's own is decided in one small place. The folder carries a marker file (``MARKER``); a
+folder without it is a cache only if it is one from before markers (its ``index.sqlite`` has the
+cache's tables and it holds nothing else). ``remove_cache_files`` deletes only the names in
+``OWN_FILES`` and the Arrow files under ``data/``, never through a link, so a mistyped
+``--cache-dir`` cannot delete someone's work.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sqlite3
+from pathlib import Path
+
+#: The file that says a directory is a Tessera step cache.
+MARKER = "tessera-cache.json"
+#: What a cache directory holds besides ``data/`` (anything else in it is left alone by ``clear``).
+OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal")
+
+
+def holds_other_files(root: Path) -> bool:
+    """Whether the folder ``root`` holds anything the cache did not write."""
+    return any(e.name not in (*OWN_FILES, "data") for e in os.scandir(root))
+
+
+def write_marker(root: Path) -> None:
+    """Mark ``root`` as a step cache (once; an existing marker is kept)."""
+    if not (root / MARKER).exists():
+        (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": 1}) + "\n")
+
+
+def is_cache_dir(root: Path) -> bool:
+    """Whether ``root`` is a step cache: it has the marker, or (a cache from before markers) its
+    ``index.sqlite`` has the cache's tables and it holds nothing the cache did not write."""
+    if (root / MARKER).is_file():
+        return True
+    database = root / "index.sqlite"
+    if not database.is_file() or holds_other_files(root):
+        return False
+    try:
+        with sqlite3.connect(f"file:{database}?mode=ro", uri=True) as conn:
+            tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError:
+        return False
+    return {"units", "steps"} <= tables
+
+
+def remove_cache_files(root: Path) -> None:
+    """Delete what the cache wrote in ``root`` (a step cache: the caller checked ``is_cache_dir``), then the
+    folders if nothing else is left in them."""
+    data = root / "data"
+    if data.is_symlink():
+        data.unlink()
+    elif data.is_dir():
+        for entry in os.scandir(data):
+            if entry.is_file(follow_symlinks=False) and entry.name.endswith((".arrow", ".tmp")):
+                os.unlink(entry.path)
+        with contextlib.suppress(OSError):
+            data.rmdir()  # left in place if something else was put there
+    for name in reversed(OWN_FILES):  # the marker last: an interrupted clear can be run again
+        with contextlib.suppress(FileNotFoundError):
+            (root / name).unlink()
+    with contextlib.suppress(OSError):
+        root.rmdir()

@@ -1,0 +1,96 @@
+"""Step-cache keys: which stored output a step may reuse, decided from its identity and its input alone.
+
+A step's key is the operator id + version + ``cache_identity()`` (its params, plus
+model name and revision where an operator loads one). Output is cached per *unit*
+so that the hit ratio does not depend on how rows were batched across workers:
+
+* ``row`` scope: one unit per input row, hashed over the columns the operator
+  ``reads()``. Only the columns the operator writes are stored; the row's other
+  columns (its id among them) come from the live input, so two documents with
+  the same text share the computed value but keep their own ids.
+* ``query`` scope: one unit per ``qid`` group, hashed over all its columns.
+* ``corpus`` scope: the whole input is one unit.
+
+Values are length-prefixed and type-tagged before hashing, so ``["ab", "c"]`` and
+``["a", "bc"]`` can never share a key; table and schema metadata (timestamps and
+the like) are not part of it. Why apart from ``flows.cache``: a key is pure (no files,
+no database), and the runner, ``tessera cache explain`` and tests compute keys without a cache.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from typing import Any, Sequence
+
+import pyarrow as pa
+
+from operators.base import Operator
+
+
+def _encode(value: Any) -> bytes:
+    """Type-tagged, length-prefixed bytes of one value: no two values share an encoding."""
+    if value is None:
+        return b"N"
+    if isinstance(value, bool):
+        return b"T" if value else b"F"
+    if isinstance(value, str):
+        data = value.encode("utf-8")
+        return b"S" + struct.pack("<Q", len(data)) + data
+    if isinstance(value, bytes):
+        return b"B" + struct.pack("<Q", len(value)) + value
+    if isinstance(value, int):
+        data = str(value).encode()
+        return b"I" + struct.pack("<Q", len(data)) + data
+    if isinstance(value, float):
+        return b"D" + struct.pack("<d", value)
+    data = json.dumps(value, sort_keys=True, default=str).encode("utf-8")
+    return b"J" + struct.pack("<Q", len(data)) + data
+
+
+def step_key(op: Operator) -> str:
+    """Hex key of an operator's identity: name, version and what decides its output."""
+    return hashlib.blake2b(_encode(step_explain(op)), digest_size=16).hexdigest()
+
+
+def step_explain(op: Operator) -> dict[str, Any]:
+    """Everything that goes into a step's key, readable (``tessera cache explain``)."""
+    return {
+        "op": op.name,
+        "version": op.version,
+        "identity": op.cache_identity(),
+        "scope": op.scope,
+        "reads": op.reads() if op.scope == "row" else None,
+        # a row-scope unit stores only the columns its step writes: what it declares is part of what it stores
+        "writes": sorted(op.produces()) if op.scope == "row" else None,
+    }
+
+
+def _column_header(table: pa.Table, columns: Sequence[str]) -> bytes:
+    return b"".join(_encode(c) + _encode(str(table.schema.field(c).type)) for c in columns)
+
+
+def row_unit_keys(table: pa.Table, columns: Sequence[str], key: str) -> list[bytes]:
+    """One key per row over ``columns`` (sorted), seeded with the step key."""
+    columns = sorted(columns)
+    seed = bytes.fromhex(key) + _column_header(table, columns)
+    values = [table.column(c).to_pylist() for c in columns]
+    keys = []
+    for row in zip(*values) if values else ([] for _ in range(table.num_rows)):
+        h = hashlib.blake2b(seed, digest_size=16)
+        for v in row:
+            h.update(_encode(v))
+        keys.append(h.digest())
+    return keys
+
+
+def table_unit_key(table: pa.Table, key: str) -> bytes:
+    """One key over every column and row of ``table`` (a qid group or a whole corpus)."""
+    columns = sorted(table.column_names)
+    h = hashlib.blake2b(bytes.fromhex(key) + _column_header(table, columns), digest_size=16)
+    h.update(struct.pack("<Q", table.num_rows))
+    for c in columns:
+        for v in table.column(c).to_pylist():
+            h.update(_encode(v))
+    return h.digest()

@@ -1,0 +1,62 @@
+"""Validating an operator's params: the refusals pydantic alone would not make.
+
+Why its own module: ``Operator.validate_params`` is the one door every spec, API call and plugin
+goes through, and two of its rules are not pydantic's default. Pydantic reads ``true`` as 1 for a
+number field (a YAML typo, not a choice), and it ignores unknown keys unless a model sets ``extra``
+(a misspelt param would silently do nothing). Both are refused here, naming the field.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any, Mapping
+
+from pydantic import BaseModel, ValidationError
+
+from operators.errors import ParamsError, unknown_name_hint
+
+
+def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | None, *, op: str,
+             step: str | None) -> BaseModel:
+    """``params`` as a ``model`` instance; a ``ParamsError`` names the operator ``op``, the step and the field."""
+    if isinstance(params, model):
+        return params
+    if isinstance(params, BaseModel):
+        params = params.model_dump()
+    params = dict(params or {})
+    for name, value in params.items():  # pydantic reads `true` as 1 for a number: a typo, not a choice
+        field = model.model_fields.get(name)
+        if isinstance(value, bool) and field is not None and is_number(field.annotation):
+            raise ParamsError(f"must be a number, not {str(value).lower()}", op=op, step=step,
+                              field=f"params.{name}")
+    if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
+        raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
+                          op=op, step=step, field=f"params.{unknown[0]}")
+    try:
+        return model.model_validate(params)
+    except ValidationError as err:
+        raise ParamsError.from_validation(err, op=op, step=step, known=model.model_fields) from None
+
+
+def unknown_params(model: type[BaseModel], params: Mapping[str, Any]) -> list[str]:
+    """The keys of ``params`` that ``model`` neither declares nor ignores on purpose. Pydantic ignores unknown
+    keys unless a model sets ``extra``; a misspelt param must fail in every step, so a plugin's ``Params``
+    without ``extra="forbid"`` gets the same refusal (``extra="allow"`` or ``"ignore"`` set on purpose stays)."""
+    if model.model_config.get("extra") is not None:
+        return []
+    fields = model.model_fields
+    names = set(fields) | {alias for f in fields.values() for alias in (f.alias, f.validation_alias)
+                           if isinstance(alias, str)}
+    return [str(key) for key in params if key not in names]
+
+
+def is_number(annotation: Any) -> bool:
+    """Whether a field holds a number and not a bool (``int``, ``float``, optionals and unions of them)."""
+    args = typing.get_args(annotation)
+    if typing.get_origin(annotation) is typing.Annotated:
+        return is_number(args[0])
+    if args and typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        kinds = [a for a in args if a is not type(None)]
+        return bool(kinds) and bool not in kinds and all(is_number(a) for a in kinds)
+    return annotation in (int, float)
