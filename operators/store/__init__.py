@@ -5,7 +5,9 @@ checksums, tombstones, generation), ``shards/<id>/`` (docs.parquet, BM25 term
 statistics, dense.faiss) and the ingestion's ``failures.jsonl``. One module per concern:
 
 * ``index``: ``Index``, creating, writing and committing shards, and searching them;
+* ``search``: a search over one generation's shards, and the doc-store rows of its hits;
 * ``commits``: what a commit changes (``Commit``), and shard folders no commit recorded;
+* ``commit_shards``: which written shards a commit records, decided under the lock;
 * ``layout``: the directory's parts, its writer lock, reading and replacing the manifest;
 * ``snapshot``: one generation as searches see it, and the exact merge of shard hits;
 * ``shard``, ``bm25``, ``dense``: one shard's files, its BM25 statistics, its FAISS index;
