@@ -34,6 +34,10 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 # guard's own tests pass their policy explicitly.
 os.environ.setdefault("TESSERA_OUTBOUND", "local")
 
+# retrieve.dense's torch-free query encoder exports the encoder to ONNX in the first process that lacks the export
+# (about 10 s of CPU), into each test's own TESSERA_HOME; the tests that own that path set the variable themselves.
+os.environ.setdefault("TESSERA_QUERY_ENCODER", "torch")
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 

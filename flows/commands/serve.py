@@ -38,7 +38,7 @@ PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
 #: Settings the app and its replicas read, copied from this environment into ``runtime_env.env_vars`` when set
 #: (``TESSERA_HOME`` and ``TESSERA_OUTBOUND`` always are). Paths among them are made absolute here.
 CARRIED = ("TESSERA_ALLOW_HOSTS", "TESSERA_ALLOW_ENV", "TESSERA_MODELS", "TESSERA_LLM_THREADS",
-           "TESSERA_PLACEMENT_TIMEOUT_S", "TESSERA_NODE_LOSS_GRACE_S")
+           "TESSERA_PLACEMENT_TIMEOUT_S", "TESSERA_NODE_LOSS_GRACE_S", "TESSERA_QUERY_ENCODER")
 CARRIED_PATHS = ("TESSERA_MODELS",)
 
 

@@ -37,7 +37,7 @@ class SentenceTransformerEmbedder(Operator):
     ship with it; nothing downloads). Vectors are L2-normalised by default, so inner
     product is cosine similarity, and stored as ``fixed_size_list<float32>[dim]``.
     ``backend: onnx`` runs the transformer in ONNX Runtime on CPU (exported once from
-    the torch weights into ``$TESSERA_HOME/models``; ``pip install tessera[onnx]``);
+    the torch weights into ``$TESSERA_HOME/models``);
     ``onnx-int8`` is its dynamically quantised variant (see benchmarks/embed_backends.py
     for what each gains and costs in nDCG). With ``title_column`` set, the embedded text is
     ``title + ". " + text`` (how BEIR evaluates MiniLM). Runs on GPU actors when the
@@ -62,7 +62,7 @@ class SentenceTransformerEmbedder(Operator):
         output_column: str = Field("vector", description="Column that receives the vectors.")
         normalize: bool = Field(True, description="L2-normalise vectors (inner product = cosine).")
         backend: Literal["torch", "onnx", "onnx-int8", "openvino"] = Field(
-            "torch", description="Encoder backend: torch; onnx / onnx-int8 (CPU, ONNX Runtime, needs tessera[onnx]); "
+            "torch", description="Encoder backend: torch; onnx / onnx-int8 (CPU, ONNX Runtime); "
             "openvino is not installable beside sentence-transformers 6 and fails with the reason.")
         device: str | None = Field(None, description="torch device (default: cuda when present, else cpu).")
         encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "

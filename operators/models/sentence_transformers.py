@@ -13,7 +13,9 @@ checkpoint is exported with ``torch.onnx`` (and, for ``onnx-int8``, dynamically
 quantised with ONNX Runtime) into ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``
 (default ``~/.tessera``), written atomically and reused afterwards. Tokenizer,
 pooling and normalisation stay sentence-transformers' own; only the transformer's
-forward pass runs in ONNX Runtime. Needs ``pip install tessera[onnx]``.
+forward pass runs in ONNX Runtime (onnx, onnxscript, onnxruntime: base dependencies). The same export
+serves ``operators.models.onnx_query_encoder``, which embeds ``retrieve.dense``'s queries
+without importing torch at all.
 
 A static model (``tessera train --model static``: one vector per token, distilled by
 model2vec) is a sentence-transformers folder too, and loads here like any other; only
@@ -61,7 +63,7 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
     if backend == "openvino":
         raise BackendNotAvailableError(
             "backend 'openvino' needs optimum-intel, whose releases require transformers<5.6 and a different "
-            "torch than Tessera pins; use backend 'onnx' (pip install tessera[onnx]) for faster CPU encoding")
+            "torch than Tessera pins; use backend 'onnx' for faster CPU encoding")
     if backend != "torch" and device not in (None, "cpu"):
         raise BackendNotAvailableError(
             f"backend '{backend}' runs on CPU (ONNX Runtime); use backend 'torch' for device '{device}'")
@@ -107,7 +109,7 @@ def _import_onnx_runtime():
     except ImportError as err:
         raise BackendNotAvailableError(
             f"the ONNX backends need onnx, onnxscript and onnxruntime ({err.name} is missing): "
-            "pip install tessera[onnx]") from None
+            "reinstall Tessera, whose base install has them") from None
     return onnxruntime
 
 
@@ -133,6 +135,7 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     if not fp32.is_file():
         transformer = model[0].model.eval()
+        previous = getattr(transformer.config, "_attn_implementation", None)
         if hasattr(transformer, "set_attn_implementation"):
             transformer.set_attn_implementation("eager")  # plain matmuls export to every opset
         example = model[0].processor(["an example sentence", "a second, longer example sentence to pad"],
@@ -152,10 +155,15 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
         dynamic = torch.export.Dim.DYNAMIC
         shapes = {name: {0: dynamic, 1: dynamic} for name in names}
         partial = folder / f".model.{os.getpid()}.onnx"
-        with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), _quiet_warnings():
-            torch.onnx.export(Forward(transformer), (), str(partial), kwargs={n: example[n] for n in names},
-                              input_names=names, output_names=["last_hidden_state"], dynamic_shapes=shapes,
-                              opset_version=17, dynamo=True, external_data=False, verbose=False)
+        try:
+            with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), _quiet_warnings():
+                torch.onnx.export(Forward(transformer), (), str(partial), kwargs={n: example[n] for n in names},
+                                  input_names=names, output_names=["last_hidden_state"], dynamic_shapes=shapes,
+                                  opset_version=17, dynamo=True, external_data=False, verbose=False)
+        finally:  # the model may be the process's shared copy (retrieve.dense exports it): its vectors stay as
+            # they were, bit for bit, so executors and processes that never exported still agree with it
+            if previous and hasattr(transformer, "set_attn_implementation"):
+                transformer.set_attn_implementation(previous)
         os.replace(partial, fp32)
         (folder / "source.json").write_text(json.dumps({"model": str(path), "torch": torch.__version__}))
     if quantize:

@@ -45,7 +45,7 @@ class EmbeddingReranker(Reranker):
         encode_batch_size: int | None = Field(None, gt=0, le=4096, description="Texts per forward pass (default: "
                                               "16 on CPU, 128 on a GPU; operators.models.batching).")
         backend: Literal["torch", "onnx", "onnx-int8"] = Field(
-            "torch", description="Encoder backend: torch, or onnx / onnx-int8 on CPU (needs tessera[onnx]).")
+            "torch", description="Encoder backend: torch, or onnx / onnx-int8 on CPU (ONNX Runtime).")
         device: str | None = Field(None, description="Torch device ('cpu', 'cuda'); default: the GPU if any.")
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:

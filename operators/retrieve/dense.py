@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import functools
+import logging
 from typing import Any
 
 from pydantic import Field
 
 from operators.errors import OperatorError
+from operators.models.batching import CPU_BATCH
 from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams, shared_index
+
+log = logging.getLogger(__name__)
 
 
 class DenseRetriever(IndexRetriever):
@@ -15,7 +20,9 @@ class DenseRetriever(IndexRetriever):
 
     Queries are embedded with the index's own encoder (``settings.encoder``, through
     ``embed.sentence_transformer``: packaged weights, L2-normalised, so the score is
-    cosine similarity for normalised chunk vectors), loaded once per process. Output
+    cosine similarity for normalised chunk vectors), loaded once per process. When the
+    encoder's ONNX export exists, queries skip torch (``operators.models.onnx_query_encoder``:
+    the same vectors, seconds less start-up; ``TESSERA_QUERY_ENCODER=torch`` turns it off). Output
     rows as ``retrieve.bm25``: ``qid, query``, ``docno, doc_id, title, text``, the doc
     store's metadata columns, ``score, rank`` and ``score_<step>``/``rank_<step>``.
     ``filter`` restricts the search (``pre``: a FAISS id selector) or filters the top
@@ -40,6 +47,7 @@ class DenseRetriever(IndexRetriever):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._encoder = None
+        self._embed = None  # texts -> (n, dim) vectors, through whichever encoder check_index chose
 
     def required_models(self) -> dict[str, str]:
         """The encoder of ``params.index``, read from its manifest (an index that does not open needs
@@ -58,17 +66,43 @@ class DenseRetriever(IndexRetriever):
             raise OperatorError(f"index '{self.params.index}' was built without vectors (dense: false); "
                                 "use retrieve.bm25 or re-ingest with dense: true",
                                 op=self.name, step=self.step_id, field="params.index")
-        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-
-        params = {"model": index.settings.encoder, "input_column": "query",
-                  "encode_batch_size": self.params.encode_batch_size}
-        self._encoder = SentenceTransformerEmbedder(params, step_id=f"{self.step_id}.encoder")
-        self._encoder.ensure_setup()
+        self._encoder = self._query_encoder(index.settings.encoder)
         if self._encoder.dimension != index.settings.dim:
             raise OperatorError(f"encoder '{index.settings.encoder}' gives {self._encoder.dimension}-d vectors but "
                                 f"index '{self.params.index}' holds {index.settings.dim}-d ones",
                                 op=self.name, step=self.step_id, field="params.index")
 
+    def _query_encoder(self, reference: str):
+        """The torch-free ONNX encoder when it reproduces ``reference`` here, else ``embed.sentence_transformer``
+        (whose first CPU use exports the model to ONNX for later processes)."""
+        from operators.models.onnx_query_encoder import (ENV, FastPathUnavailable, export_query_encoder,
+                                                         load_onnx_query_encoder, query_encoder_mode)
+
+        try:
+            mode = query_encoder_mode()
+        except FastPathUnavailable as err:
+            raise OperatorError(str(err), op=self.name, step=self.step_id, field=ENV) from None
+        if mode != "torch":
+            try:
+                if mode == "onnx":
+                    export_query_encoder(reference)  # required: made now when missing
+                encoder = load_onnx_query_encoder(reference)
+                self._embed = functools.partial(encoder.encode, batch_size=self.params.encode_batch_size or CPU_BATCH)
+                return encoder
+            except FastPathUnavailable as err:
+                if mode == "onnx":
+                    raise OperatorError(f"{ENV}=onnx, but the ONNX query encoder cannot embed with '{reference}': "
+                                        f"{err}", op=self.name, step=self.step_id, field=ENV) from None
+                log.debug("queries of %s embed through torch: %s", self.step_id, err)
+        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+        params = {"model": reference, "input_column": "query", "encode_batch_size": self.params.encode_batch_size}
+        encoder = SentenceTransformerEmbedder(params, step_id=f"{self.step_id}.encoder")
+        encoder.ensure_setup()
+        self._embed = encoder.encode
+        export_query_encoder(reference)
+        return encoder
+
     def search(self, texts, k, where):
         prompt = self.params.query_prompt or ""
-        return self.index.search_dense(self._encoder.encode([prompt + t for t in texts]), k, where=where)
+        return self.index.search_dense(self._embed([prompt + t for t in texts]), k, where=where)

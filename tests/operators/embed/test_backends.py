@@ -15,7 +15,7 @@ from operators.testing import SAMPLE_SENTENCES, sample_documents
 
 ONNX_MISSING = [m for m in ("onnx", "onnxruntime", "onnxscript") if importlib.util.find_spec(m) is None]
 needs_onnx = pytest.mark.skipif(bool(ONNX_MISSING), reason=f"ONNX backend not installed ({', '.join(ONNX_MISSING)} "
-                                "missing): pip install tessera[onnx]")
+                                "missing): reinstall Tessera, whose base install has them")
 
 
 @pytest.fixture(scope="module")

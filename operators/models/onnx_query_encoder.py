@@ -1,0 +1,240 @@
+"""Embed queries without importing torch: ``tokenizers`` + ONNX Runtime + numpy pooling.
+
+Importing sentence-transformers (and with it transformers and torch) costs seconds of
+CPU, most of a one-query ``tessera run``. A query needs only the tokenizer, the
+transformer's forward pass and the pooling, so ``retrieve.dense`` embeds with this
+encoder when everything it needs is present:
+
+* the model's ONNX export (``export_onnx``: ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``),
+  made by ``backend: onnx`` or by ``retrieve.dense`` itself, once, when it embedded
+  queries through torch;
+* ``onnxruntime`` and ``tokenizers`` importable, and the model's ``tokenizer.json``;
+* a sentence-transformers folder whose modules are a text Transformer, a ``mean`` or
+  ``cls`` Pooling and optionally Normalize, with no default prompt and no lower-casing.
+
+Otherwise ``FastPathUnavailable`` says why and the caller takes the torch path. The
+vectors equal sentence-transformers' (same tokens, same batches sorted by length, the
+same graph as ``backend: onnx``; tests/operators/models/test_onnx_query_encoder.py).
+``TESSERA_QUERY_ENCODER=torch`` turns this path (and the export) off; ``onnx`` requires
+it (exporting when missing) and fails with the reason when it cannot apply.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from operators.errors import TesseraError
+from operators.interrupt import checkpoint
+from operators.models.batching import CPU_BATCH
+from operators.models.references import resolve_model_path
+from operators.models.repository import models
+from operators.models.sentence_transformers import onnx_cache_dir
+
+log = logging.getLogger(__name__)
+
+#: Environment variable choosing the query encoder: ``auto`` (default), ``torch`` or ``onnx``.
+ENV = "TESSERA_QUERY_ENCODER"
+MODES = ("auto", "torch", "onnx")
+POOLING_MODES = ("mean", "cls")
+#: Legacy ``1_Pooling/config.json`` flags (sentence-transformers < 6) and the mode each turns on.
+LEGACY_POOLING = {"pooling_mode_cls_token": "cls", "pooling_mode_mean_tokens": "mean",
+                  "pooling_mode_max_tokens": "max", "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+                  "pooling_mode_weightedmean_tokens": "weightedmean", "pooling_mode_lasttoken": "lasttoken"}
+#: ``sentence_bert_config.json`` keys whose values this encoder reproduces (checked in ``_transformer_config``).
+TRANSFORMER_KEYS = {"max_seq_length", "do_lower_case", "transformer_task", "modality_config", "module_output_name",
+                    "unpad_inputs"}
+
+
+class FastPathUnavailable(TesseraError):
+    """The torch-free query encoder cannot reproduce this model here; the message says why."""
+
+
+def query_encoder_mode() -> str:
+    """``$TESSERA_QUERY_ENCODER`` (``auto`` when unset), checked against ``MODES``."""
+    mode = (os.environ.get(ENV) or "auto").strip().lower()
+    if mode not in MODES:
+        raise FastPathUnavailable(f"{ENV}='{os.environ[ENV]}' is not one of {', '.join(MODES)}")
+    return mode
+
+
+class OnnxQueryEncoder:
+    """A sentence-transformers text model's ``encode`` for queries, on ONNX Runtime (CPU)."""
+
+    def __init__(self, onnx_file: Path, tokenizer_file: Path, *, max_length: int, pooling: str, normalize: bool,
+                 dimension: int) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        # sentence-transformers pads each batch to its longest text and truncates at max_seq_length
+        self.tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
+        padding = self.tokenizer.padding or {}
+        self.tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
+                                      pad_type_id=padding.get("pad_type_id", 0))
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # as backend: onnx
+        try:
+            self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        except Exception as err:  # noqa: BLE001 - a damaged export: the torch path still works
+            log.warning("ONNX Runtime cannot load %s (%s): queries embed through torch", onnx_file, err)
+            raise FastPathUnavailable(f"ONNX Runtime cannot load {onnx_file}: {err}") from None
+        self.inputs = [i.name for i in self.session.get_inputs()]
+        self.pooling = pooling
+        self.normalize_output = normalize  # the model ends in a Normalize module
+        self.dimension = dimension
+
+    def encode(self, texts: list[str], *, batch_size: int = CPU_BATCH, normalize: bool = True) -> np.ndarray:
+        """(n, dim) float32 vectors, batched as sentence-transformers batches them (longest texts first)."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        order = np.argsort([-len(text) for text in texts])  # SentenceTransformer._inference's order
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            checkpoint()  # a cancelled flow stops between forward passes, as with a torch model
+            rows = order[start:start + batch_size]
+            out[rows] = self._forward([texts[i] for i in rows], normalize)
+        return out
+
+    def _forward(self, batch: list[str], normalize: bool) -> np.ndarray:
+        encodings = self.tokenizer.encode_batch(batch)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        given = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64), "attention_mask": mask,
+                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        hidden = self.session.run(None, {name: given[name] for name in self.inputs})[0]
+        if self.pooling == "cls":
+            vectors = hidden[np.arange(len(batch)), mask.argmax(axis=1)]  # the first unmasked token
+        else:
+            weights = mask[:, :, None].astype(hidden.dtype)
+            vectors = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        for _ in range(int(self.normalize_output) + int(normalize)):  # torch's F.normalize, eps 1e-12
+            vectors = vectors / np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
+        return vectors.astype(np.float32, copy=False)
+
+
+def load_onnx_query_encoder(reference: str) -> OnnxQueryEncoder:
+    """The torch-free encoder of ``reference`` (shared per process), or ``FastPathUnavailable`` with the reason."""
+    if query_encoder_mode() == "torch":
+        raise FastPathUnavailable(f"{ENV}=torch")
+    path = resolve_model_path(reference)
+    plan = fast_path_plan(path)
+    onnx_file = onnx_cache_dir(path) / "model.onnx"
+    if not onnx_file.is_file():
+        raise FastPathUnavailable(f"no ONNX export of '{reference}' yet ({onnx_file})")
+    return models.get_or_create("onnx_query_encoder", {"path": str(path), "onnx": str(onnx_file)},
+                                lambda: OnnxQueryEncoder(onnx_file, **plan))
+
+
+def fast_path_plan(path: Path) -> dict[str, Any]:
+    """What ``OnnxQueryEncoder`` needs for the model folder ``path``, read from its sentence-transformers
+    configuration; ``FastPathUnavailable`` when a part of it is one this encoder does not reproduce."""
+    missing = [name for name in ("onnxruntime", "tokenizers") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise FastPathUnavailable(f"{', '.join(missing)} not installed (reinstall Tessera: its base install has them)")
+    modules = _read_json(path / "modules.json", "modules.json")
+    kinds = [str(m.get("type", "")).rsplit(".", 1)[-1] for m in modules]
+    if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or not all(
+            str(m.get("type", "")).startswith("sentence_transformers.") for m in modules):
+        raise FastPathUnavailable(f"modules {kinds}: only Transformer, Pooling[, Normalize] are reproduced")
+    st_config = _read_json(path / "config_sentence_transformers.json", None) or {}
+    if st_config.get("default_prompt_name"):
+        raise FastPathUnavailable(f"default prompt '{st_config['default_prompt_name']}' is not applied here")
+    transformer = path / (modules[0].get("path") or "")
+    max_length = _transformer_config(transformer)
+    tokenizer_file = transformer / "tokenizer.json"
+    if not tokenizer_file.is_file():
+        raise FastPathUnavailable(f"no tokenizer.json in {transformer}")
+    pooling_config = _read_json(path / (modules[1].get("path") or "") / "config.json", "the Pooling config")
+    mode, dimension = _pooling(pooling_config)
+    return {"tokenizer_file": tokenizer_file, "max_length": max_length, "pooling": mode,
+            "normalize": len(modules) == 3, "dimension": dimension}
+
+
+def _transformer_config(folder: Path) -> int:
+    """The Transformer module's max_seq_length, capped as sentence-transformers caps it (the tokenizer's
+    ``model_max_length`` when unset, never past ``max_position_embeddings``)."""
+    config = _read_json(folder / "sentence_bert_config.json", None) or {}
+    unknown = sorted(set(config) - TRANSFORMER_KEYS)
+    if unknown:
+        raise FastPathUnavailable(f"sentence_bert_config.json sets {', '.join(unknown)}")
+    if config.get("do_lower_case"):
+        raise FastPathUnavailable("do_lower_case is not applied here")
+    if config.get("transformer_task", "feature-extraction") != "feature-extraction":
+        raise FastPathUnavailable(f"transformer_task '{config['transformer_task']}'")
+    if set(config.get("modality_config") or {"text": {}}) != {"text"}:
+        raise FastPathUnavailable("a model with modalities other than text")
+    if config.get("module_output_name", "token_embeddings") != "token_embeddings":
+        raise FastPathUnavailable(f"module_output_name '{config['module_output_name']}'")
+    hf_config = _read_json(folder / "config.json", "config.json")
+    positions = hf_config.get("max_position_embeddings")
+    length = config.get("max_seq_length")
+    if length is None:
+        length = (_read_json(folder / "tokenizer_config.json", None) or {}).get("model_max_length")
+        if isinstance(positions, int) and positions != -1 and isinstance(length, (int, float)):
+            length = min(length, positions)
+    if not isinstance(length, (int, float)) or length < 1 or length > 1_000_000:
+        raise FastPathUnavailable(f"no usable max_seq_length ({length!r})")
+    return int(length)
+
+
+def _pooling(config: dict[str, Any]) -> tuple[str, int]:
+    mode = config.get("pooling_mode")
+    if mode is None:
+        modes = [m for key, m in LEGACY_POOLING.items() if config.get(key)] or ["mean"]
+        mode = modes[0] if len(modes) == 1 else modes
+    if isinstance(mode, list) and len(mode) == 1:
+        mode = mode[0]
+    if mode not in POOLING_MODES:
+        raise FastPathUnavailable(f"pooling {mode!r}: only {' and '.join(POOLING_MODES)} are reproduced")
+    if config.get("include_prompt") is False:
+        raise FastPathUnavailable("include_prompt: false")
+    dimension = config.get("embedding_dimension", config.get("word_embedding_dimension"))
+    if not isinstance(dimension, int):
+        raise FastPathUnavailable("the Pooling config names no embedding dimension")
+    return mode, dimension
+
+
+def _read_json(file: Path, required: str | None) -> Any:
+    """``file``'s JSON; None when it is absent and not ``required`` (else ``FastPathUnavailable``)."""
+    try:
+        return json.loads(file.read_text())
+    except FileNotFoundError:
+        if required:
+            raise FastPathUnavailable(f"no {required} ({file})") from None
+        return None
+    except (OSError, ValueError) as err:
+        raise FastPathUnavailable(f"{file} does not read as JSON: {err}") from None
+
+
+def export_query_encoder(reference: str) -> Path | None:
+    """Export ``reference``'s transformer to ONNX for later processes' queries, once, when worth it: the
+    ONNX libraries are installed (base dependencies), ``$TESSERA_QUERY_ENCODER`` is not ``torch``, the
+    model is a text model the fast path reproduces and its torch copy runs on the CPU. Never fails: a
+    failed export is logged and the torch path goes on. The file, or None when nothing was exported."""
+    try:
+        if query_encoder_mode() == "torch" or any(
+                importlib.util.find_spec(m) is None for m in ("onnx", "onnxscript", "onnxruntime")):
+            return None
+        path = resolve_model_path(reference)
+        fast_path_plan(path)
+        if (onnx_cache_dir(path) / "model.onnx").is_file():
+            return None
+        from operators.models.sentence_transformers import export_onnx, load_sentence_transformer
+
+        model = load_sentence_transformer(reference)  # the copy the torch path loaded (shared per process)
+        if not str(model.device).startswith("cpu"):
+            return None
+        log.info("exporting '%s' to ONNX once (%s), so later runs embed queries without torch",
+                 reference, onnx_cache_dir(path))
+        return export_onnx(model, path)
+    except FastPathUnavailable as err:
+        log.debug("no query-encoder export for '%s': %s", reference, err)
+    except Exception as err:  # noqa: BLE001 - an optimisation must never fail the query
+        log.warning("could not export '%s' to ONNX for the query fast path: %s", reference, err)
+    return None

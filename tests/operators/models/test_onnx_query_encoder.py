@@ -1,0 +1,248 @@
+"""The torch-free query encoder: same vectors and rankings as sentence-transformers on the packaged MiniLM,
+the torch fallback (which exports the model) while the export is missing, and the models it refuses."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from operators.errors import OperatorError
+from operators.models.onnx_query_encoder import ENV, FastPathUnavailable, fast_path_plan, load_onnx_query_encoder
+from operators.models.references import resolve_model_path
+from operators.registry import create
+from operators.testing import SAMPLE_CORPUS, SAMPLE_QUERIES, SAMPLE_SENTENCES, sample_documents
+
+ONNX_MISSING = [m for m in ("onnx", "onnxruntime", "onnxscript", "tokenizers") if importlib.util.find_spec(m) is None]
+needs_onnx = pytest.mark.skipif(bool(ONNX_MISSING), reason=f"ONNX backend not installed ({', '.join(ONNX_MISSING)} "
+                                "missing): reinstall Tessera, whose base install has them")
+N_DOCS = 150
+MINILM = resolve_model_path("all-MiniLM-L6-v2")
+
+
+def queries() -> list[str]:
+    """Real queries of several lengths and languages, and the edge cases of tokenisation and batching."""
+    sample = [json.loads(line)["text"] for line in SAMPLE_CORPUS.with_name("queries.jsonl").read_text().splitlines()]
+    return (sample + list(SAMPLE_QUERIES.values()) + list(SAMPLE_SENTENCES.values())
+            + ["", "  honey  bees  ", "Ünïcödé café 中文 🐝", " ".join(["pollination"] * 400)])
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """A private TESSERA_HOME without an export yet, and the query encoder left to choose (``auto``)."""
+    folder = tmp_path_factory.mktemp("tessera_home")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TESSERA_HOME", str(folder))
+    patch.delenv(ENV, raising=False)
+    yield folder
+    patch.undo()
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory):
+    """The first sample documents embedded with torch, as ingestion does, in a one-shard index: (path, chunks)."""
+    from operators.store import Index, IndexSettings
+
+    docs = sample_documents(N_DOCS)
+    docs = docs.set_column(2, "text", pc.utf8_slice_codeunits(docs.column("text"), 0, 600))
+    chunks = create("embed.sentence_transformer", {"title_column": "title"})(
+        docs.append_column("doc_id", docs.column("docno")))
+    path = tmp_path_factory.mktemp("qe") / "sample"
+    store = Index.create(path, IndexSettings())  # dense + BM25, MiniLM, 384-d, flat
+    store.commit([store.write_shard("a", chunks)])
+    return path, chunks
+
+
+def run_dense(path, texts: list[str], **params):
+    """A fresh retrieve.dense (top 10) over ``texts``: (operator, its result table)."""
+    op = create("retrieve.dense", {"index": str(path), "k": 10, **params}, step_id="dense")
+    return op, op(pa.table({"qid": [str(i) for i in range(len(texts))], "query": texts}))
+
+
+def rankings(table: pa.Table) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for row in table.select(["qid", "docno"]).to_pylist():
+        out.setdefault(row["qid"], []).append(row["docno"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def first_run(home, index):
+    """retrieve.dense before any export exists: it must embed through torch, and export the model."""
+    return run_dense(index[0], queries())
+
+
+def torch_vectors(texts: list[str], batch_size: int = 16) -> np.ndarray:
+    from operators.models import load_sentence_transformer
+
+    return load_sentence_transformer().encode(texts, batch_size=batch_size, normalize_embeddings=True)
+
+
+def assert_same_vectors(fast: np.ndarray, reference: np.ndarray) -> None:
+    assert fast.shape == reference.shape and fast.dtype == np.float32
+    cosine = np.sum(fast * reference, axis=1) / np.linalg.norm(fast, axis=1) / np.linalg.norm(reference, axis=1)
+    assert cosine.min() >= 0.99999, f"least similar: row {int(cosine.argmin())} ({cosine.min():.7f})"
+    assert np.abs(fast - reference).max() < 1e-5
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_missing_export_falls_back_to_torch_with_exact_results_and_exports(home, index, first_run):
+    op, out = first_run
+    assert type(op._encoder).__name__ == "SentenceTransformerEmbedder"
+    path, chunks = index
+    # numpy's exact answer from sentence-transformers' query vectors
+    scores = torch_vectors(queries()) @ np.stack(chunks.column("vector").to_numpy(zero_copy_only=False)).T
+    docnos = chunks.column("docno").to_pylist()
+    expected = {str(i): [docnos[j] for j in np.argsort(-row, kind="stable")[:10]] for i, row in enumerate(scores)}
+    assert rankings(out) == expected
+    exports = list(home.glob("models/*-onnx-*/model.onnx"))
+    assert len(exports) == 1, "the torch fallback should leave the ONNX export for later processes"
+    assert not [p for p in exports[0].parent.iterdir() if p.name.startswith(".")], "a partial export was left"
+    # the export used the process's shared torch model; its vectors must not move by a bit (they did, by 3e-8,
+    # when the export left the model on eager attention, and the local and Ray executors' tables differed)
+    again = create("embed.sentence_transformer", {"title_column": "title"})(chunks.drop_columns(["vector"]))
+    assert again.column("vector").equals(chunks.column("vector"))
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_fast_path_gives_sentence_transformers_vectors(first_run):
+    texts = queries()
+    encoder = load_onnx_query_encoder("all-MiniLM-L6-v2")
+    assert encoder.dimension == 384
+    assert_same_vectors(encoder.encode(texts), torch_vectors(texts))
+    assert_same_vectors(encoder.encode(texts, batch_size=3), torch_vectors(texts, batch_size=3))
+    assert encoder.encode([]).shape == (0, 384)
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_dense_rankings_are_identical_on_the_fast_path(index, first_run):
+    path, _ = index
+    op, out = run_dense(path, queries())
+    assert type(op._encoder).__name__ == "OnnxQueryEncoder"
+    assert rankings(out) == rankings(first_run[1])
+    np.testing.assert_allclose(out.column("score").to_numpy(), first_run[1].column("score").to_numpy(), atol=1e-5)
+    # a query prompt and a small batch reach the fast path as they reach torch
+    params = {"query_prompt": "query: ", "encode_batch_size": 2}
+    fast_op, fast = run_dense(path, queries()[:7], **params)
+    patch = pytest.MonkeyPatch()
+    patch.setenv(ENV, "torch")
+    try:
+        torch_op, slow = run_dense(path, queries()[:7], **params)
+    finally:
+        patch.undo()
+    assert type(torch_op._encoder).__name__ == "SentenceTransformerEmbedder"
+    assert type(fast_op._encoder).__name__ == "OnnxQueryEncoder"
+    assert rankings(fast) == rankings(slow)
+    np.testing.assert_allclose(fast.column("score").to_numpy(), slow.column("score").to_numpy(), atol=1e-5)
+    unprompted = first_run[1].slice(0, 10).column("score").to_numpy()
+    assert np.abs(fast.slice(0, 10).column("score").to_numpy() - unprompted).max() > 1e-3  # the prompt was applied
+
+
+@needs_onnx
+@pytest.mark.slow
+@pytest.mark.data
+def test_scifact_queries_match_on_the_fast_path(shared_data, index, first_run):
+    lines = (shared_data / "scifact" / "queries.jsonl").read_text().splitlines()[:48]
+    texts = [json.loads(line)["text"] for line in lines]
+    assert_same_vectors(load_onnx_query_encoder("all-MiniLM-L6-v2").encode(texts), torch_vectors(texts))
+    patch = pytest.MonkeyPatch()
+    patch.setenv(ENV, "torch")
+    try:
+        _, slow = run_dense(index[0], texts)
+    finally:
+        patch.undo()
+    op, fast = run_dense(index[0], texts)
+    assert type(op._encoder).__name__ == "OnnxQueryEncoder"
+    assert rankings(fast) == rankings(slow)
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_a_fresh_process_embeds_queries_without_importing_torch(home, index, first_run):
+    script = (
+        "import json, sys, pyarrow as pa\n"
+        "from operators.registry import create\n"
+        f"op = create('retrieve.dense', {{'index': {str(index[0])!r}, 'k': 10}})\n"
+        "out = op(pa.table({'qid': ['0'], 'query': [sys.argv[1]]}))\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print(json.dumps({'docnos': out.column('docno').to_pylist(), 'heavy': heavy}))\n")
+    done = subprocess.run([sys.executable, "-c", script, queries()[0]], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TESSERA_HOME": str(home)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"docnos": rankings(first_run[1])["0"], "heavy": []}
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_an_unknown_encoder_choice_is_named(index, first_run, monkeypatch):
+    monkeypatch.setenv(ENV, "gpu")
+    with pytest.raises(OperatorError, match="TESSERA_QUERY_ENCODER='gpu' is not one of auto, torch, onnx"):
+        run_dense(index[0], ["honey bees"])
+
+
+def model_copy(tmp_path, edit) -> None:
+    """MiniLM's configuration files (no weights) in ``tmp_path``, changed by ``edit(folder)``."""
+    for file in MINILM.rglob("*.json"):
+        target = tmp_path / file.relative_to(MINILM)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(file, target)
+    edit(tmp_path)
+
+
+def rewrite(file, **changes) -> None:
+    file.write_text(json.dumps({**json.loads(file.read_text()), **changes}))
+
+
+@pytest.mark.skipif(bool(ONNX_MISSING), reason="onnxruntime or tokenizers missing")
+def test_the_packaged_minilm_is_reproduced():
+    plan = fast_path_plan(MINILM)
+    assert {k: plan[k] for k in ("max_length", "pooling", "normalize", "dimension")} == {
+        "max_length": 256, "pooling": "mean", "normalize": True, "dimension": 384}
+
+
+@pytest.mark.skipif(bool(ONNX_MISSING), reason="onnxruntime or tokenizers missing")
+@pytest.mark.parametrize(("edit", "reason"), [
+    (lambda f: rewrite(f / "1_Pooling" / "config.json", pooling_mode_mean_tokens=False, pooling_mode_max_tokens=True),
+     "pooling 'max'"),
+    (lambda f: (f / "modules.json").write_text(json.dumps(json.loads((f / "modules.json").read_text()) + [
+        {"idx": 3, "name": "3", "path": "3_Dense", "type": "sentence_transformers.models.Dense"}])), "Dense"),
+    (lambda f: rewrite(f / "config_sentence_transformers.json", prompts={"query": "q: "}, default_prompt_name="query"),
+     "default prompt 'query'"),
+    (lambda f: rewrite(f / "sentence_bert_config.json", do_lower_case=True), "do_lower_case"),
+    (lambda f: rewrite(f / "sentence_bert_config.json", query_length=32), "sets query_length"),
+    (lambda f: (f / "tokenizer.json").unlink(), "no tokenizer.json"),
+])
+def test_models_it_does_not_reproduce_are_refused_with_the_reason(tmp_path, edit, reason):
+    model_copy(tmp_path, edit)
+    with pytest.raises(FastPathUnavailable, match=reason):
+        fast_path_plan(tmp_path)
+
+
+@pytest.mark.skipif(bool(ONNX_MISSING), reason="onnxruntime or tokenizers missing")
+def test_a_damaged_export_is_not_used(tmp_path, monkeypatch):
+    from operators.models.sentence_transformers import onnx_cache_dir
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.delenv(ENV, raising=False)
+    with pytest.raises(FastPathUnavailable, match="no ONNX export"):
+        load_onnx_query_encoder("all-MiniLM-L6-v2")
+    folder = onnx_cache_dir(MINILM)
+    folder.mkdir(parents=True)
+    (folder / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(FastPathUnavailable, match="ONNX Runtime cannot load"):
+        load_onnx_query_encoder("all-MiniLM-L6-v2")
+    monkeypatch.setenv(ENV, "torch")
+    with pytest.raises(FastPathUnavailable, match="TESSERA_QUERY_ENCODER=torch"):
+        load_onnx_query_encoder("all-MiniLM-L6-v2")
