@@ -80,7 +80,24 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
     service = None if settings.service is None else service_settings.resolve(settings.service)
     if service is not None and (problem := env_keys_problem(os.environ)):  # as tessera serve, under a plain serve run
         raise ServeConfigError(problem, field=KEYS_ENV)
+    if service is not None:
+        check_task_store(service["task_store"], given=settings.service.task_store is not None)
     return api.bind(handles, cards, service, served)
+
+
+def check_task_store(url: str, *, given: bool) -> None:
+    """Open the task store once while the app is built, so one that cannot be opened (a path under a file, a file
+    that is no database, a server that refuses the connection, no driver) fails the build with one line naming it:
+    Serve marks the application DEPLOY_FAILED at once. Left to the ingress replica, each start failed with a
+    traceback until Serve gave up, and HTTP said only that the deployment failed to deploy."""
+    from serve.taskstore import TaskStore, TaskStoreError
+
+    try:
+        TaskStore(url).engine.dispose()
+    except TaskStoreError as err:
+        where = "args.service.task_store" if given else "TESSERA_HOME"
+        raise ServeConfigError(f"{err.message}{'' if given else ' (the default store, under TESSERA_HOME)'}; "
+                               "fix it and deploy again", field=where) from None
 
 
 def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:

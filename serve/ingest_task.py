@@ -7,7 +7,8 @@ how many documents and passages went in and how many failed (the index's failure
 keeps why). The uploaded file and its staging folder are removed when the task ends, whatever the outcome, and
 when it is cancelled. A failed upload into an index that has no documents yet (its first) also removes the index's
 folder and record, so the name and the disk are as before the upload; so does one interrupted (its worker died:
-``serve.taskrunner.interrupted``).
+``serve.taskrunner.interrupted``) and one cancelled, once its worker has stopped (``remove_cancelled``): before that
+it may still be writing there.
 """
 
 from __future__ import annotations
@@ -88,21 +89,57 @@ def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | 
     failed too): remove the index folder (its owner file, staging, failure ledger) and the upload's empty folder, so
     the name and the disk are free again; its owner, whose row ``forget_unborn`` removes once the task is final.
     None, touching nothing, when the index holds documents (a manifest) or another upload is its latest."""
-    import shutil
-    import uuid
-
     row, path = store.index(job["index"]), Path(job["index_path"])
     if row is None or row["ingest_task"] != task_id or (path / "manifest.json").exists():
         return None
-    if path.exists():
-        doomed = path.with_name(f".deleted-{path.name}-{uuid.uuid4().hex[:8]}")
-        path.rename(doomed)  # at once: a search or a listing sees the whole folder or none of it
+    _remove(_move_aside(path), job)
+    return row["owner"]
+
+
+def remove_cancelled(store: TaskStore, task: dict[str, Any]) -> bool:
+    """After a cancelled upload whose worker has stopped (it writes nothing more): when the index has no committed
+    documents and this upload is still its latest, remove its folder, record and the upload's empty folder, as
+    ``remove_unborn`` and ``forget_unborn`` do for a failed one. The task is final already, so a new upload into the
+    index may come at any time: the record is checked and removed, and the folder moved aside, in one transaction
+    that such an upload waits for. Whether the index went; an index that holds documents always stays."""
+    job = task["spec"]["ingest"]
+    path, moved = Path(job["index_path"]), []
+
+    def move_aside() -> bool:
+        if (path / "manifest.json").exists():
+            return False
+        moved.append(_move_aside(path))
+        return True
+
+    gone = store.forget_index(job["index"], task["owner"], latest=task["id"], before=move_aside) == "ok"
+    if gone:
+        _remove(moved[0], job)
+    return gone
+
+
+def _move_aside(path: Path) -> Path | None:
+    """Rename an index folder to a hidden name at once (a search or a listing sees the whole folder or none of
+    it); where it went, None when there was none."""
+    import uuid
+
+    if not path.exists():
+        return None
+    doomed = path.with_name(f".deleted-{path.name}-{uuid.uuid4().hex[:8]}")
+    path.rename(doomed)
+    return doomed
+
+
+def _remove(doomed: Path | None, job: dict[str, Any]) -> None:
+    """Delete a folder ``_move_aside`` moved, and the upload's folder when it is empty (another upload's file
+    keeps it)."""
+    import shutil
+
+    if doomed is not None:
         shutil.rmtree(doomed, ignore_errors=True)
     try:
-        Path(job["source"]).parent.rmdir()  # only when empty: another upload's file keeps it
+        Path(job["source"]).parent.rmdir()
     except OSError:
         pass
-    return row["owner"]
 
 
 def forget_unborn(store: TaskStore, job: dict[str, Any], owner: str) -> None:

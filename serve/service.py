@@ -331,11 +331,13 @@ class Service:
         return task
 
     def cancel(self, task_id: str, tenant: str) -> None:
-        """Cancel the tenant's unfinished task; a cancelled one again is a success, a finished or failed one a 409."""
+        """Cancel the tenant's unfinished task; a cancelled one again is a success, a finished or failed one a 409.
+        A cancelled first upload's empty index goes once its worker is gone: here when ``stop`` saw it die, else when
+        ``_watch`` sees it end."""
         task = self.task(task_id, tenant)
         if self.store.finish(task_id, "cancelled", log="cancelled by the client"):
-            taskrunner.stop(task_id)
-            taskrunner.discard_leftovers(task)
+            stopped = taskrunner.stop(task_id)
+            taskrunner.discard_leftovers(task, self.store if stopped else None)
             return
         status = self.store.task(task_id, tenant)["status"]
         if status != "cancelled":

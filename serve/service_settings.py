@@ -107,6 +107,7 @@ class ServiceArgs(BaseModel):
 
 def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """What the ingress gets: absolute index path, full store URL, key hashes (from config and environment)."""
+    from flows.task_store_url import default_task_store_url
     from operators.home import tessera_home
     from operators.store import resolve_index
 
@@ -118,7 +119,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
         roots = default_roots(index, tessera_home())
     else:
         roots = [str(Path(root).expanduser().resolve()) for root in [*service.index_roots, *filter(None, [index])]]
-    store = service.task_store or f"sqlite:///{(tessera_home() / 'tasks.db').resolve()}"
+    store = service.task_store or default_task_store_url()
     keys = {k.sha256: k.id for k in service.api_keys}
     for raw in env_keys(environ):
         remember_secret(raw)  # masked in this process's logs from now on

@@ -12,7 +12,10 @@ by name, so:
 * a task that is unfinished in the store while no actor of that name lives (the
   service was killed, the node died) is failed with the reason ``interrupted`` when a
   replica starts, and whenever its progress is read; an upload's ingestion so failed also
-  loses its file and, for a first upload (no documents committed), the index it made.
+  loses its file and, for a first upload (no documents committed), the index it made;
+* a cancelled upload loses its file at once, and, for a first upload, the index it made once
+  its actor is known to be gone: when ``stop`` saw it die, else when the replica watching
+  the task sees its actor end (``interrupted``), else at the next replica start (``recover``).
 
 A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps
 a *spare*: the actor of its next task, started (``prestart``) under a task id that no task
@@ -265,10 +268,14 @@ def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
 def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     """Fail an unfinished task whose worker stopped (the service never resumes one). An upload's ingestion also loses
     its uploaded file and staging folder and, when it was the first upload into its index (no documents committed),
-    the index's folder and record, so the name and the disk are free again. True if the task was unfinished."""
+    the index's folder and record, so the name and the disk are free again. True if the task was unfinished.
+
+    A cancelled upload's worker has stopped too by now (every caller knows it), so its first index goes as well."""
     from serve.ingest_task import discard_upload, forget_unborn, remove_unborn
 
     row = store.task(task_id, None)
+    if row is not None and row["status"] == "cancelled":
+        discard_leftovers(row, store)
     if row is None or row["status"] not in ("queued", "running"):
         return False
     job, owner = row["spec"].get("ingest"), None
@@ -285,19 +292,31 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
 
 
 def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None) -> None:
-    """What a task that ended before its worker finished leaves behind: an upload's file and staging folder; with
-    ``store`` (only once the task is final and its worker is known dead, else it may still be writing there), a first
-    upload's empty index folder and record too."""
+    """What a task that ended before its worker finished (cancelled) leaves behind: an upload's file and staging
+    folder; with ``store`` (only once its worker is known dead, else it may still be writing there), a first upload's
+    empty index folder and record too (``remove_cancelled``)."""
     if "ingest" in task["spec"]:
-        from serve.ingest_task import discard_upload, forget_unborn, remove_unborn
+        from serve.ingest_task import discard_upload, remove_cancelled
 
-        job = task["spec"]["ingest"]
-        discard_upload(job)
-        owner = remove_unborn(store, task["id"], job) if store is not None else None
-        if owner is not None:
-            forget_unborn(store, job, owner)
+        discard_upload(task["spec"]["ingest"])
+        if store is not None and remove_cancelled(store, task):
+            log.info("task %s: its cancelled first upload's index '%s' is removed", task["id"],
+                     task["spec"]["ingest"]["index"])
 
 
 def recover(store: TaskStore) -> int:
-    """At replica start: every unfinished task without a live actor reaches ``failed`` (interrupted)."""
+    """At replica start: every unfinished task without a live actor reaches ``failed`` (interrupted), and a cancelled
+    first upload whose actor is gone loses its empty index (the replica that watched it may have died first)."""
+    for task in cancelled_first_uploads(store):
+        if not alive(task["id"]):
+            discard_leftovers(task, store)
     return sum(reconcile(store, task) for task in store.unfinished())
+
+
+def cancelled_first_uploads(store: TaskStore) -> list[dict[str, Any]]:
+    """The cancelled uploads that are still the latest of their index, which holds no documents."""
+    from pathlib import Path
+
+    latest = (store.task(row["ingest_task"], None) for row in store.indices_made().values() if row["ingest_task"])
+    return [task for task in latest if task is not None and task["status"] == "cancelled"
+            and not (Path(task["spec"]["ingest"]["index_path"]) / "manifest.json").exists()]

@@ -13,7 +13,8 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -91,8 +92,6 @@ def make_engine(url: str) -> sa.Engine:
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            from pathlib import Path
-
             Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         sa.event.listen(engine, "connect", _sqlite_pragmas)
@@ -317,12 +316,16 @@ class TaskStore:
                 conn.execute(indices.update().where(indices.c.name == name).values(ingest_task=row["id"]))
         return row["id"], "ok"
 
-    def forget_index(self, name: str, owner: str) -> str:
-        """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<task id>"``, as
-        ``create_ingest_task`` says), checked in the same transaction."""
+    def forget_index(self, name: str, owner: str, latest: str | None = None,
+                     before: Callable[[], bool] | None = None) -> str:
+        """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<id>"``, as for an upload;
+        ``"latest"``: ``latest`` is not its last ingestion; ``"kept"``: ``before()`` said no), in one transaction."""
         with self._serializable() as conn:
             index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
             why = _claim_refused(conn, index, owner)
+            if why is None and latest is not None and (index is None or index.ingest_task != latest):
+                why = "latest"
+            why = why or (None if before is None or before() else "kept")  # last: it moves the folder away
             if why is None and index is not None:
                 conn.execute(indices.delete().where(indices.c.name == name))
         return why or "ok"

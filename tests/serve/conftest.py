@@ -182,6 +182,31 @@ def make_service(tmp_path, monkeypatch):
     return make
 
 
+#: One document for the upload tests (``upload``).
+UPLOAD_DOCS = [{"id": "bees", "title": "Bees", "text": "honey bees make honey from nectar"}]
+
+
+@pytest.fixture
+def upload_service(tmp_path, monkeypatch):
+    """A ``Service`` for the upload tests (failed, interrupted, cancelled): ``$TESSERA_HOME`` under ``tmp_path``, a
+    real SQLite task store, no default index and no spare workers (a test that runs tasks on Ray starts each one)."""
+    from serve.service import Service
+    from serve.service_settings import ServiceArgs, resolve
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0)
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def upload(service, name: str, tenant: str, docs: list[dict] = UPLOAD_DOCS) -> tuple[str, dict]:
+    """Upload ``docs`` into index ``name`` as ``tenant`` through ``service`` (queued, not run): the task id and its
+    job (``index_path``, ``source``, ...)."""
+    from serve.documents import DocumentsRequest
+
+    queued = service.indices.add(name, DocumentsRequest.model_validate({"documents": docs}), tenant)
+    return queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"]
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]

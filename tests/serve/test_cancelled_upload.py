@@ -1,34 +1,21 @@
-"""A first upload whose worker died (interrupted) leaves nothing behind, like a failed one: no folder, no owner file,
-no staged files, no record, so its name is free for any key; an interrupted upload into an index that holds documents
-keeps the index whole. Real uploads accepted by ``Service`` (real SQLite task store), their task then failed as
-interrupted by ``taskrunner.interrupted``, the code a replica runs at start (``recover``) and when a worker is gone.
-The cancel path's clean-up (``discard_leftovers`` with the store, once the worker is dead) is checked the same way."""
+"""A first upload that is cancelled or whose worker died (interrupted) leaves nothing behind once its worker has
+stopped, like a failed one: no folder, no owner file, no staged files, no record, so its name is free for any key; one
+into an index that holds documents keeps the index whole. Real uploads accepted by ``Service`` (real SQLite task
+store): their clean-up through ``taskrunner``'s own code, and, over real HTTP with the task on a real Ray actor,
+``GET /task/cancel`` while the actor is ingesting."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
+import requests
 
 from serve import taskrunner
-from serve.documents import DocumentsRequest
 from serve.ingest_task import run_ingest
 from serve.service import Service
-from serve.service_settings import ServiceArgs, resolve
-
-DOCS = [{"id": "bees", "title": "Bees", "text": "honey bees make honey from nectar"}]
-
-
-@pytest.fixture
-def service(tmp_path, monkeypatch) -> Service:
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
-    args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0)
-    return Service(resolve(args, environ={}), [], "tessera")
-
-
-def upload(service: Service, name: str, tenant: str, docs: list[dict] = DOCS) -> tuple[str, dict]:
-    queued = service.indices.add(name, DocumentsRequest.model_validate({"documents": docs}), tenant)
-    return queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"]
+from tests.serve.conftest import UPLOAD_DOCS, api_on_localhost, upload
 
 
 def assert_gone_and_free(service: Service, task_id: str, job: dict) -> None:
@@ -43,41 +30,148 @@ def assert_gone_and_free(service: Service, task_id: str, job: dict) -> None:
     assert (folder / "owner.json").is_file()
 
 
-def test_an_interrupted_first_upload_leaves_no_folder_record_or_file_and_frees_the_name(service):
-    task_id, job = upload(service, "notes", "alice")
+def test_an_interrupted_first_upload_leaves_no_folder_record_or_file_and_frees_the_name(upload_service):
+    task_id, job = upload(upload_service, "notes", "alice")
     assert (Path(job["index_path"]) / "owner.json").is_file() and Path(job["source"]).is_file()
-    assert taskrunner.interrupted(service.store, task_id, taskrunner.INTERRUPTED)
-    task = service.store.task(task_id, None)
+    assert taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)
+    task = upload_service.store.task(task_id, None)
     assert task["status"] == "failed" and task["error"] == taskrunner.INTERRUPTED
-    assert not taskrunner.interrupted(service.store, task_id, taskrunner.INTERRUPTED)  # once only
-    assert_gone_and_free(service, task_id, job)
+    assert not taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)  # once only
+    assert_gone_and_free(upload_service, task_id, job)
 
 
-def test_a_cancelled_first_upload_whose_worker_is_dead_is_removed_too(service):
-    task_id, job = upload(service, "notes", "alice")
-    assert service.store.finish(task_id, "cancelled", log="cancelled by the client")  # as Service.cancel does
-    taskrunner.discard_leftovers(service.store.task(task_id, None), service.store)
-    assert_gone_and_free(service, task_id, job)
+def test_a_cancelled_first_upload_whose_worker_is_dead_is_removed_too(upload_service):
+    task_id, job = upload(upload_service, "notes", "alice")
+    assert upload_service.store.finish(task_id, "cancelled", log="cancelled by the client")  # as Service.cancel does
+    taskrunner.discard_leftovers(upload_service.store.task(task_id, None), upload_service.store)
+    assert_gone_and_free(upload_service, task_id, job)
 
 
-def test_a_cancelled_first_upload_without_the_store_keeps_the_index(service):
+def test_a_cancelled_first_upload_goes_when_its_watcher_sees_the_worker_end(upload_service):
+    """``Service._watch`` calls ``interrupted`` once the task's actor has ended: a cancelled task stays cancelled, and
+    its first upload's index goes then (``stop`` may have given up waiting for the actor)."""
+    task_id, job = upload(upload_service, "notes", "alice")
+    assert upload_service.store.finish(task_id, "cancelled")
+    taskrunner.discard_leftovers(upload_service.store.task(task_id, None))  # stop() said: may still be writing
+    assert (Path(job["index_path"]) / "owner.json").is_file() and upload_service.store.index("notes") is not None
+    assert not taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)
+    assert upload_service.store.task(task_id, None)["status"] == "cancelled"
+    assert_gone_and_free(upload_service, task_id, job)
+
+
+def test_a_cancelled_first_upload_without_the_store_keeps_the_index(upload_service):
     """Without knowing the worker is dead (no store given), only the upload's file goes: it may still write there."""
-    task_id, job = upload(service, "notes", "alice")
-    assert service.store.finish(task_id, "cancelled")
-    taskrunner.discard_leftovers(service.store.task(task_id, None))
+    task_id, job = upload(upload_service, "notes", "alice")
+    assert upload_service.store.finish(task_id, "cancelled")
+    taskrunner.discard_leftovers(upload_service.store.task(task_id, None))
     assert not Path(job["source"]).exists()
-    assert (Path(job["index_path"]) / "owner.json").is_file() and service.store.index("notes")["owner"] == "alice"
+    assert (Path(job["index_path"]) / "owner.json").is_file()
+    assert upload_service.store.index("notes")["owner"] == "alice"
+
+
+def test_an_upload_sent_after_the_cancel_keeps_the_index_the_cancelled_one_made(upload_service):
+    """The cancelled task is final at once, so its owner may upload again before its clean-up runs: that upload is
+    the index's latest, and the clean-up leaves the index, its record and the new upload's file alone."""
+    task_id, job = upload(upload_service, "notes", "alice")
+    assert upload_service.store.finish(task_id, "cancelled")
+    again, job_again = upload(upload_service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids"}])
+    taskrunner.discard_leftovers(upload_service.store.task(task_id, None), upload_service.store)
+    assert upload_service.store.index("notes")["ingest_task"] == again
+    assert (Path(job["index_path"]) / "owner.json").is_file() and Path(job_again["source"]).is_file()
+
+
+@pytest.mark.ray  # whether the task's actor lives is asked of Ray
+def test_a_replica_starting_removes_a_cancelled_first_uploads_index(ray_session, upload_service):
+    """The replica that watched a cancelled upload may die before the upload's worker does: the next replica to
+    start (``recover``) removes the empty index, no worker of the task living."""
+    task_id, job = upload(upload_service, "notes", "alice")
+    assert upload_service.store.finish(task_id, "cancelled")
+    assert [task["id"] for task in taskrunner.cancelled_first_uploads(upload_service.store)] == [task_id]
+    assert taskrunner.recover(upload_service.store) == 0  # no task was unfinished
+    assert taskrunner.cancelled_first_uploads(upload_service.store) == []
+    assert_gone_and_free(upload_service, task_id, job)
 
 
 @pytest.mark.slow  # MiniLM loads in this process
-def test_an_interrupted_upload_into_an_index_with_documents_keeps_it(service):
-    task_id, job = upload(service, "notes", "alice")
-    run_ingest(service.store, task_id, job)
-    assert service.store.task(task_id, None)["status"] == "finished"
-    task_id, job = upload(service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids"}])
-    assert taskrunner.interrupted(service.store, task_id, taskrunner.INTERRUPTED)
-    assert service.store.task(task_id, None)["status"] == "failed" and not Path(job["source"]).exists()
+def test_an_interrupted_upload_into_an_index_with_documents_keeps_it(upload_service):
+    task_id, job = upload(upload_service, "notes", "alice")
+    run_ingest(upload_service.store, task_id, job)
+    assert upload_service.store.task(task_id, None)["status"] == "finished"
+    task_id, job = upload(upload_service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids"}])
+    assert taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)
+    assert upload_service.store.task(task_id, None)["status"] == "failed" and not Path(job["source"]).exists()
     assert (Path(job["index_path"]) / "manifest.json").is_file()
-    assert service.store.index("notes")["owner"] == "alice"
-    page = service.indices.documents("notes", "alice", 0, 10)
+    assert upload_service.store.index("notes")["owner"] == "alice"
+    page = upload_service.indices.documents("notes", "alice", 0, 10)
     assert [d["id"] for d in page["documents"]] == ["bees"]
+
+
+# -- over HTTP, the task on a Ray actor -------------------------------------------------------------------------
+
+
+@pytest.fixture
+def base(ray_session, upload_service):
+    """The API on a free port of 127.0.0.1 with ``upload_service``; its tasks run on actors of the session's Ray."""
+    with api_on_localhost() as base:
+        yield base
+
+
+def progress(base: str, task_id: str, until: str, timeout_s: float = 180) -> dict:
+    """The task's progress once its status is ``until`` or it has ended."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        body = requests.get(f"{base}/task/progress/{task_id}", timeout=30).json()
+        if body["status"] == until or body["has_finished"]:
+            return body
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+
+
+def cancel_while_ingesting(base: str, docs: list[dict]) -> str:
+    """Upload ``docs`` into ``notes`` and cancel the task once its actor runs it (loading the encoder, ingesting)."""
+    added = requests.post(f"{base}/v1/indices/notes/documents", json={"documents": docs}, timeout=60)
+    assert added.status_code == 202, added.text
+    task_id = added.json()["task_id"]
+    assert progress(base, task_id, "running")["status"] == "running"
+    cancelled = requests.get(f"{base}/task/cancel/{task_id}", timeout=60)
+    assert cancelled.status_code == 200 and cancelled.text == "Success", cancelled.text
+    return task_id
+
+
+def settled(service: Service, task_id: str, timeout_s: float = 60) -> None:
+    """Wait until the task's actor is gone and, when ``stop`` gave up on it first, the watcher saw it end."""
+    deadline = time.monotonic() + timeout_s
+    while taskrunner.alive(task_id) or service._watchers:
+        assert time.monotonic() < deadline, "the cancelled task's actor is still there"
+        time.sleep(0.1)
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_first_upload_cancelled_over_http_leaves_no_index(base, upload_service):
+    task_id = cancel_while_ingesting(base, UPLOAD_DOCS)
+    settled(upload_service, task_id)
+    assert progress(base, task_id, "cancelled")["status"] == "cancelled"
+    listed = requests.get(f"{base}/v1/indices", timeout=60).json()["indices"]
+    assert "notes" not in [e["name"] for e in listed]
+    assert list((Path(upload_service.home) / "indices").iterdir()) == []
+    assert_gone_and_free(upload_service, task_id, upload_service.store.task(task_id, None)["spec"]["ingest"])
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_an_upload_cancelled_over_http_into_an_index_with_documents_keeps_them(base, upload_service):
+    first = requests.post(f"{base}/v1/indices/notes/documents", json={"documents": UPLOAD_DOCS}, timeout=60)
+    assert progress(base, first.json()["task_id"], "finished")["status"] == "finished"
+    task_id = cancel_while_ingesting(base, [{"id": "ants", "title": "Ants", "text": "ants farm aphids for honeydew"}])
+    settled(upload_service, task_id)
+    assert upload_service.store.index("notes")["owner"] == "local"
+    assert taskrunner.cancelled_first_uploads(upload_service.store) == []  # a replica's start leaves it too
+    page = requests.get(f"{base}/v1/indices/notes/documents", timeout=60).json()
+    assert [d["id"] for d in page["documents"]] == ["bees"]
+    found = requests.post(f"{base}/v1/search", json={"flow": "bm25", "query": "honey nectar", "index": "notes"},
+                          timeout=120)
+    assert found.status_code == 200, found.text
+    assert [hit["docno"] for hit in found.json()["results"][0]["hits"]] == ["bees#0"]
+    uploads = Path(upload_service.home) / "uploads" / "notes"
+    assert not uploads.exists() or list(uploads.iterdir()) == []
