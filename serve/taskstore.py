@@ -14,123 +14,22 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
-from operators.errors import SpecError, one_line
+from flows.task_store_check import driver_error, shown_url
+from operators.errors import SpecError
+from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
+
+__all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreError", "chats", "driver_error",
+           "indices", "make_engine", "metadata", "new_task_id", "pending_progress", "shown_url", "tasks"]
 
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
 
-metadata = sa.MetaData()
-
-tasks = sa.Table(
-    "tasks", metadata,
-    sa.Column("id", sa.String(32), primary_key=True),
-    sa.Column("owner", sa.String(64), nullable=False, index=True),
-    sa.Column("status", sa.String(16), nullable=False, index=True),
-    sa.Column("flow", sa.String(200), nullable=False),
-    sa.Column("spec", sa.JSON, nullable=False),
-    sa.Column("queries", sa.JSON, nullable=False),
-    sa.Column("steps", sa.JSON, nullable=False),          # step ids in run order
-    sa.Column("created", sa.Float, nullable=False),
-    sa.Column("updated", sa.Float, nullable=False),
-    sa.Column("current_step", sa.String(200)),
-    sa.Column("steps_done", sa.Integer, nullable=False, default=0),
-    sa.Column("rows_done", sa.Integer, nullable=False, default=0),
-    sa.Column("step_progress", sa.JSON, nullable=False),  # step id -> {status, rows_in, rows_out, seconds}
-    sa.Column("log", sa.JSON, nullable=False),            # lines
-    sa.Column("error", sa.Text),
-    sa.Column("result", sa.JSON),
-)
-
-chats = sa.Table(
-    "chats", metadata,
-    sa.Column("id", sa.String(32), primary_key=True),
-    sa.Column("owner", sa.String(64), nullable=False, index=True),
-    sa.Column("task_id", sa.String(32), nullable=False),
-    sa.Column("model", sa.String(200), nullable=False),
-    sa.Column("column", sa.String(200), nullable=False),
-    sa.Column("messages", sa.JSON, nullable=False),       # [{role, content, ...}]
-    sa.Column("created", sa.Float, nullable=False),
-)
-
-#: Indices made through the service (``serve.indices``): who may change them, and the ingestion running.
-indices = sa.Table(
-    "indices", metadata,
-    sa.Column("name", sa.String(64), primary_key=True),
-    sa.Column("owner", sa.String(64), nullable=False),
-    sa.Column("spec", sa.String(200), nullable=False),     # the built-in ingest spec every upload uses
-    sa.Column("created", sa.Float, nullable=False),
-    sa.Column("ingest_task", sa.String(32)),               # the last ingestion's task id
-    sa.Column("shared", sa.Boolean, nullable=False, server_default=sa.false()),  # searchable by every key
-)
-
-#: Columns added to a table after stores were made with it: ``create_all`` makes missing tables only.
-_ADDED_COLUMNS = {indices: ("shared",)}
-
-
-#: The execution option of TaskStore's read-only connections.
-_READ_ONLY = "tessera_read_only"
 #: The PostgreSQL advisory lock that serializes the transactions that check then write (``TaskStore._serializable``).
 _PG_WRITE_LOCK = 0x7E55E7A
-
-
-def _sqlite_pragmas(connection: Any, _record: Any) -> None:
-    connection.isolation_level = None  # transactions are begun below, not by the driver
-    cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=NORMAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
-    cursor.close()
-
-
-def make_engine(url: str) -> sa.Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout, and its folder created."""
-    parsed = sa.engine.make_url(url)
-    if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
-        sa.event.listen(engine, "connect", _sqlite_pragmas)
-        # A write lock from the start: a read-then-write transaction in WAL mode fails at once (no busy wait)
-        # when another process committed in between; taken up front, the busy timeout applies instead. A read
-        # (TaskStore._reading) begins deferred: it reads a snapshot and never waits behind a writer.
-        sa.event.listen(engine, "begin", lambda conn: conn.exec_driver_sql(
-            "BEGIN" if conn.get_execution_options().get(_READ_ONLY) else "BEGIN IMMEDIATE"))
-    else:
-        engine = sa.create_engine(url, pool_pre_ping=True)
-    metadata.create_all(engine)
-    _add_missing_columns(engine)
-    return engine
-
-
-def _add_missing_columns(engine: sa.Engine) -> None:
-    """Add the columns of ``_ADDED_COLUMNS`` that a store made by an earlier version lacks (its rows get the
-    default). Checked inside the write transaction, so replicas starting together add each column once."""
-    with engine.begin() as conn:
-        for table, names in _ADDED_COLUMNS.items():
-            have = {column["name"] for column in sa.inspect(conn).get_columns(table.name)}
-            for name in names:
-                if name not in have:  # the column's DDL as the table declares it, in this database's dialect
-                    ddl = sa.schema.CreateColumn(table.c[name]).compile(dialect=conn.dialect)
-                    conn.exec_driver_sql(f"ALTER TABLE {table.name} ADD COLUMN {ddl}")
-
-
-def shown_url(url: str) -> str:
-    """``url`` with its password masked (as is, when it is no URL SQLAlchemy reads)."""
-    try:
-        return sa.engine.make_url(url).render_as_string(hide_password=True)
-    except sa.exc.ArgumentError:
-        return url
-
-
-def driver_error(err: BaseException, limit: int | None = None) -> str:
-    """A database error as one line, ``Type: message``, of the driver's own error when SQLAlchemy wrapped it."""
-    cause = getattr(err, "orig", None) or err
-    return one_line(f"{type(cause).__name__}: {cause}", limit)
 
 
 class TaskStoreError(SpecError):
@@ -181,7 +80,7 @@ class TaskStore:
 
     def _reading(self) -> Any:
         """A connection for reads only: on SQLite it takes no write lock, so a read never waits behind a writer."""
-        return self.engine.execution_options(**{_READ_ONLY: True}).connect()
+        return self.engine.execution_options(**{READ_ONLY: True}).connect()
 
     def task(self, task_id: str, owner: str | None) -> dict[str, Any] | None:
         """The task's row, or None when it does not exist or belongs to another owner (None: any owner)."""

@@ -239,39 +239,21 @@ def check_port(host: str, port: int) -> None:
 
 
 def check_task_stores(config: dict) -> None:
-    """Open each SQLite task store (``args.service.task_store``, default ``$TESSERA_HOME/tasks.db``) before Serve
-    starts: a folder that cannot be made or a file that is no database would otherwise keep the api deployment
-    retrying forever. Another database (PostgreSQL) is the service's to reach."""
-    import sqlite3
-    from contextlib import closing
-
-    from sqlalchemy.engine import make_url
-
+    """Open each task store (``args.service.task_store``, default ``$TESSERA_HOME/tasks.db``) before Serve starts
+    (``flows.task_store_check``): a SQLite folder that cannot be made or a file that is no database would keep the
+    api deployment retrying forever; a database server that refuses, drops packets or rejects the login would
+    fail the build only after Ray and Serve had started."""
+    from flows.task_store_check import task_store_problem
     from flows.task_store_url import default_task_store_url
 
     for application in config.get("applications") or []:
         service = (application.get("args") or {}).get("service")
         if service is None:
             continue
-        url = service.get("task_store") or default_task_store_url()
-        try:
-            parsed = make_url(str(url))
-        except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split
-            raise CliError(f"args.service.task_store {url!r} is not a database URL", field="args.service.task_store")
-        if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
-            continue
-        path = Path(parsed.database).expanduser()
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with closing(sqlite3.connect(path)) as db:
-                db.execute("PRAGMA schema_version")  # fails on a file that is no database
-        except (OSError, sqlite3.Error) as err:
-            blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
-            problem = f"{blocking} is a file, not a folder" if blocking else getattr(err, "strerror", None) or err
-            given = bool(service.get("task_store"))
-            raise CliError(f"the task store {path}{'' if given else ' (the default, under TESSERA_HOME)'} cannot "
-                           f"be opened: {problem}", field="args.service.task_store" if given else "TESSERA_HOME") \
-                from None
+        given = bool(service.get("task_store"))
+        problem = task_store_problem(str(service.get("task_store") or default_task_store_url()), default=not given)
+        if problem:
+            raise CliError(problem, field="args.service.task_store" if given else "TESSERA_HOME")
 
 
 def check_models_file(environ) -> None:

@@ -1,7 +1,8 @@
 """``tessera serve`` refuses, in one line and with status 2, what would otherwise start a broken or unsafe service:
 a port another process has (Ray's proxy binds with SO_REUSEPORT, so a second service on it would get half of the
-requests, with its own keys or none), a SQLite task store that cannot be opened (the api deployment would retry
-forever), an unreadable ``$TESSERA_MODELS``, a ``$TESSERA_HOME`` under a plain file, a broken config, and bad
+requests, with its own keys or none), a task store that cannot be opened (a SQLite one would have the api
+deployment retry forever; a PostgreSQL server that refuses or never answers is given up on after its connect
+timeout), an unreadable ``$TESSERA_MODELS``, a ``$TESSERA_HOME`` under a plain file, a broken config, and bad
 values (a port out of range, a ``$TESSERA_API_KEYS`` that holds no key or a short one). The start checks run in a
 real ``tessera serve`` process, before any Ray starts; each would have started Serve before."""
 
@@ -84,6 +85,27 @@ def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path):
     (tmp_path / "junk.db").write_text("this is no SQLite database, " * 200)
     done = tessera_serve("--config", str(small_config(task_store=f"sqlite:///{tmp_path}/junk.db")), tmp_path=tmp_path)
     assert done.returncode == 2 and "the task store" in done.stderr and "not a database" in done.stderr
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("server", ["refusing", "silent"])
+def test_a_postgresql_store_that_refuses_or_never_answers_is_refused_without_its_password(small_config, tmp_path,
+                                                                                        server):
+    """"silent": a local port that listens and never accepts (as a host that drops packets): the check gives up after
+    its connect timeout instead of hanging. The check of a store that opens: tests/serve/test_taskstore_connect.py."""
+    pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        if server == "silent":
+            listener.listen(0)
+        url = f"postgresql+psycopg://tessera:s3cret@127.0.0.1:{listener.getsockname()[1]}/tasks"
+        done = tessera_serve("--config", str(small_config(task_store=url)), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and "s3cret" not in done.stderr
+    assert "field 'args.service.task_store': the task store postgresql+psycopg://tessera:***@127.0.0.1:" in done.stderr
+    problem = "Connection refused" if server == "refusing" else "ConnectionTimeout: connection timeout expired"
+    assert problem in done.stderr, done.stderr
+    assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
 
 
 def test_a_home_under_a_plain_file_and_an_unreadable_models_file_are_refused(small_config, tmp_path):

@@ -1,0 +1,90 @@
+"""What the task store's two openers share: the connect timeout, how a URL and a driver's error are shown, and
+the check that opens a store once.
+
+Why in ``flows``: ``tessera serve``'s start check (``flows.commands.serve``) must not import the ``serve`` package
+(FastAPI, Ray Serve), and the service's store (``serve.taskstore``) must connect exactly as that check did, so the
+service imports this, not the other way round.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from contextlib import closing
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+
+from operators.errors import one_line
+
+#: Seconds a PostgreSQL connection may take to open (libpq's ``connect_timeout``): a host that drops packets, rather
+#: than refusing, would otherwise hang the app's build, the start check and every request for minutes (the kernel's
+#: TCP retries). A URL that sets ``?connect_timeout=N`` keeps its own.
+CONNECT_TIMEOUT_S = 5
+
+
+def connect_args(url: sa.URL) -> dict[str, Any]:
+    """The driver arguments of a connection to ``url`` beyond the URL's: PostgreSQL's connect timeout."""
+    if url.get_backend_name() == "postgresql" and "connect_timeout" not in url.query:
+        return {"connect_timeout": CONNECT_TIMEOUT_S}
+    return {}
+
+
+def shown_url(url: str) -> str:
+    """``url`` with its password masked (as is, when it is no URL SQLAlchemy reads)."""
+    try:
+        return sa.engine.make_url(url).render_as_string(hide_password=True)
+    except sa.exc.ArgumentError:
+        return url
+
+
+def driver_error(err: BaseException, limit: int | None = None) -> str:
+    """A database error as one line, ``Type: message``, of the driver's own error when SQLAlchemy wrapped it."""
+    cause = getattr(err, "orig", None) or err
+    return one_line(f"{type(cause).__name__}: {cause}", limit)
+
+
+def task_store_problem(url: str, *, default: bool = False) -> str | None:
+    """Why the task store at ``url`` cannot be opened, in one line (None: it opens). A SQLite file is opened (its
+    folder made) without making tables; another database is connected to within ``CONNECT_TIMEOUT_S`` and asked
+    ``SELECT 1``. ``default``: the URL is the default store under ``$TESSERA_HOME``, and the line says so."""
+    try:
+        parsed = sa.engine.make_url(url)
+    except Exception:  # noqa: BLE001 - SQLAlchemy's ArgumentError, or a value it cannot split
+        return f"args.service.task_store {url!r} is not a database URL"
+    note = " (the default, under TESSERA_HOME)" if default else ""
+    if parsed.get_backend_name() != "sqlite":
+        return _server_problem(parsed, note)
+    if parsed.database in (None, "", ":memory:"):
+        return None
+    path = Path(parsed.database).expanduser()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with closing(sqlite3.connect(path)) as db:
+            db.execute("PRAGMA schema_version")  # fails on a file that is no database
+    except (OSError, sqlite3.Error) as err:
+        blocking = next((p for p in reversed(path.parents) if p.exists() and not p.is_dir()), None)
+        problem = f"{blocking} is a file, not a folder" if blocking else getattr(err, "strerror", None) or err
+        return f"the task store {path}{note} cannot be opened: {problem}"
+    return None
+
+
+def _server_problem(url: sa.URL, note: str) -> str | None:
+    """Why a database server's store cannot be reached now: connect (with the service's timeout) and ``SELECT 1``."""
+    shown = url.render_as_string(hide_password=True)
+    engine = None
+    try:
+        engine = sa.create_engine(url, poolclass=sa.pool.NullPool, connect_args=connect_args(url))
+        with engine.connect() as conn:
+            conn.execute(sa.text("SELECT 1"))
+    except (ImportError, sa.exc.SQLAlchemyError, OSError) as err:  # no driver, refused, timed out, bad login
+        problem = driver_error(err, 300)
+        if "Timeout" in problem.split(":", 1)[0] and "connect_timeout" in connect_args(url):
+            problem += f" (no answer within {CONNECT_TIMEOUT_S} s; a slower server: ?connect_timeout=N in the URL)"
+        if url.password:
+            problem = problem.replace(str(url.password), "***")
+        return f"the task store {shown}{note} cannot be opened: {problem}"
+    finally:
+        if engine is not None:
+            engine.dispose()
+    return None
