@@ -9,6 +9,10 @@ Query files, by suffix:
 * ``.txt``: one query a line, numbered ``1``, ``2``...
 * ``.parquet`` / ``.csv``: columns ``qid, query`` (or ``_id, text``).
 
+``-`` reads standard input, and a pipe or FIFO without one of these suffixes (``/dev/stdin``, ``<(...)``) is
+read the same way: JSON lines when its first non-blank character is ``{``, a JSON array of query objects when
+it is ``[`` (as a ``.json`` file may hold), else one query a line. A UTF-8 byte order mark is dropped.
+
 Only ``qid`` (as a string) and ``query`` are kept, and a JSONL record's ``messages`` (the
 conversation before the question, OpenAI-style ``[{role, content}, ...]``, kept as JSON text
 in a ``messages`` column for ``query.contextualize`` and ``retrieve.messages``: follow-up
@@ -21,10 +25,13 @@ from __future__ import annotations
 
 import json
 import os
+import sys
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
 
+from operators.atomic import replacing
 from operators.errors import SpecError, one_line
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
@@ -43,10 +50,13 @@ def looks_like_path(source: str) -> bool:
 
 
 def read_queries(source: str | Path) -> pa.Table:
-    """A ``qid, query`` table from a query file or a literal query text."""
+    """A ``qid, query`` table from a query file, ``-`` (standard input) or a literal query text."""
+    if isinstance(source, str) and source == "-":
+        return _checked(_sniffed(sys.stdin.buffer.read(), STDIN), STDIN)
     path = Path(source)
     try:
-        is_file = path.is_file()
+        # a pipe (``-q /dev/stdin``, ``<(...)``, a FIFO) or a device is read as a file too: not a folder is enough
+        is_file = path.exists() and not path.is_dir()
     except OSError:  # a long literal query is not a valid file name
         is_file = False
     if not is_file:
@@ -57,33 +67,58 @@ def read_queries(source: str | Path) -> pa.Table:
             raise SpecError("the query is empty", field="queries")
         return _table([("1", text)])
     suffix = path.suffix.lower()
-    conversations: list[str | None] = []
     try:
-        if suffix in (".jsonl", ".ndjson", ".json"):
-            pairs, conversations = _read_jsonl(path)
-        elif suffix == ".tsv":
-            pairs = _read_tsv(path)
-        elif suffix == ".txt":
-            lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
-            pairs = [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
-        elif suffix in (".parquet", ".csv"):
-            pairs = _read_columnar(path)
-        else:
+        if suffix in (".parquet", ".csv"):
+            return _checked((_read_columnar(path), []), path)
+        if suffix not in QUERY_SUFFIXES and not path.is_file():  # /dev/stdin, /dev/fd/63: no suffix to go by
+            return _checked(_sniffed(path.read_bytes(), path), path)
+        if suffix not in QUERY_SUFFIXES:
             raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of "
                             f"{', '.join(QUERY_SUFFIXES)})", field="queries")
+        text = path.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the first query
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a queries file (not UTF-8 text)", field="queries") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
-        raise SpecError(f"{path}: not a readable {suffix[1:]} queries file ({one_line(err, 160)})",
+        raise SpecError(f"{path}: not a readable {suffix[1:] or 'queries'} queries file ({one_line(err, 160)})",
                         field="queries") from None
+    if suffix == ".tsv":
+        return _checked((_read_tsv(text, path), []), path)
+    if suffix == ".txt":
+        return _checked((_read_lines(text), []), path)
+    if suffix == ".json" and text.lstrip().startswith("["):
+        return _checked(_read_array(text, path), path)
+    return _checked(_read_jsonl(text, path), path)
+
+
+#: How standard input is named in errors.
+STDIN = "<stdin>"
+
+
+def _sniffed(data: bytes, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+    """Queries without a suffix to go by (``-``, a pipe): JSON lines when the first non-blank character is ``{``, a
+    JSON array of query objects when it is ``[``, else one query a line."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError(f"{where}: not queries (not UTF-8 text)", field="queries") from None
+    first = text.lstrip()[:1]
+    if first == "{":
+        return _read_jsonl(text, where)
+    if first == "[":
+        return _read_array(text, where)
+    return _read_lines(text), []
+
+
+def _checked(read: tuple[list[tuple[str, str]], list[str | None]], where: str | Path) -> pa.Table:
+    pairs, conversations = read
     if not pairs:
-        raise SpecError(f"{path} holds no queries", field="queries")
+        raise SpecError(f"{where} holds no queries", field="queries")
     seen: set[str] = set()
     for qid, text in pairs:
         if qid in seen:
-            raise SpecError(f"{path}: qid '{qid}' appears twice", field="queries")
+            raise SpecError(f"{where}: qid '{qid}' appears twice", field="queries")
         if not text.strip():  # it would be searched for nothing, and answered with arbitrary documents
-            raise SpecError(f"{path}: query '{qid}' is empty", field="queries")
+            raise SpecError(f"{where}: query '{qid}' is empty", field="queries")
         seen.add(qid)
     table = _table(pairs)
     if any(c is not None for c in conversations):
@@ -100,35 +135,67 @@ def _pick(record: dict, names: tuple[str, ...]):
     return next((record[n] for n in names if n in record and record[n] is not None), None)
 
 
-def _read_jsonl(path: Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+def _read_lines(text: str) -> list[tuple[str, str]]:
+    """One query a line, numbered 1, 2, ... (blank lines skipped)."""
+    lines = (line.strip() for line in text.splitlines())
+    return [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
+
+
+def _read_jsonl(text: str, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
     """The (qid, text) pairs, and each query's ``messages`` as JSON text (None where it has none)."""
     pairs, conversations = [], []
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise SpecError(f"{path}:{line_no}: not JSON ({err.msg})", field="queries") from None
-            qid = _pick(record, _ID_FIELDS) if isinstance(record, dict) else None
-            text = _pick(record, _TEXT_FIELDS) if isinstance(record, dict) else None
-            if qid is None or text is None:
-                raise SpecError(f"{path}:{line_no}: a query needs an id (_id or qid) and a text (text or query)",
-                                field="queries")
-            messages = record.get("messages")
-            if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m
-                                                                                  for m in messages)):
-                raise SpecError(f"{path}:{line_no}: 'messages' must be a list of {{role, content}} objects (the "
-                                "conversation before the question)", field="queries")
-            pairs.append((str(qid), str(text)))
-            conversations.append(json.dumps(messages, ensure_ascii=False) if messages is not None else None)
+    for line_no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise SpecError(f"{where}:{line_no}: not JSON ({err.msg})", field="queries") from None
+        _record(record, f"{where}:{line_no}", pairs, conversations)
     return pairs, conversations
 
 
-def _read_tsv(path: Path) -> list[tuple[str, str]]:
+def _read_array(text: str, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+    """A JSON array of query objects (a ``.json`` file, or standard input that starts with ``[``)."""
+    try:
+        records = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise SpecError(f"{where}: not a JSON array of queries ({err.msg}, line {err.lineno})",
+                        field="queries") from None
+    pairs: list[tuple[str, str]] = []
+    conversations: list[str | None] = []
+    for n, record in enumerate(records, 1):
+        _record(record, f"{where}: query {n} of the array", pairs, conversations)
+    return pairs, conversations
+
+
+def _record(record, where: str, pairs: list, conversations: list) -> None:
+    """One query object: its (qid, text) and its ``messages``, appended; a clear error naming ``where`` else."""
+    if not isinstance(record, dict):
+        raise SpecError(f"{where}: a query is a JSON object such as {{\"_id\": \"q1\", \"text\": \"...\"}}, not "
+                        f"{_json_kind(record)}" + (" (a JSON array of queries is read from a .json file or standard "
+                                                   "input, not a JSON lines file)" if isinstance(record, list) else ""),
+                        field="queries")
+    qid, text = _pick(record, _ID_FIELDS), _pick(record, _TEXT_FIELDS)
+    if qid is None or text is None:
+        raise SpecError(f"{where}: a query needs an id (_id or qid) and a text (text or query)", field="queries")
+    messages = record.get("messages")
+    if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m
+                                                                          for m in messages)):
+        raise SpecError(f"{where}: 'messages' must be a list of {{role, content}} objects (the "
+                        "conversation before the question)", field="queries")
+    pairs.append((str(qid), str(text)))
+    conversations.append(json.dumps(messages, ensure_ascii=False) if messages is not None else None)
+
+
+def _json_kind(value) -> str:
+    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number")
+
+
+def _read_tsv(content: str, path: Path) -> list[tuple[str, str]]:
     pairs = []
-    for line_no, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+    for line_no, line in enumerate(content.splitlines(), 1):
         if not line.strip():
             continue
         parts = line.split("\t", 1)
@@ -164,12 +231,22 @@ def _read_columnar(path: Path) -> list[tuple[str, str]]:
 
 
 def check_result_path(path: str | Path) -> Path:
-    """The output file, checked before a run: a known suffix, and a folder that exists (or can be made)
-    and that this process may write in; a run's results are never computed to be thrown away."""
+    """The output file, checked before a run: a known suffix, and a folder that exists (or can be made) and
+    where this process can create a file (it makes and removes one in the folder, or in the nearest one that
+    exists: permission bits do not tell, for root or in ``/proc``); a run's results are never computed to be
+    thrown away."""
     path = Path(path)
     if path.suffix.lower() not in RESULT_SUFFIXES:
         raise SpecError(f"cannot write '{path.name}': the output file must end in {', '.join(RESULT_SUFFIXES)}",
                         field="out")
+    try:
+        _check_folder(path)
+    except OSError as err:  # a name too long, a loop of links: what the filesystem says, in one line
+        raise SpecError(f"cannot write --out {path}: {err.strerror or err}", field="out") from None
+    return path
+
+
+def _check_folder(path: Path) -> None:
     if path.is_dir():
         raise SpecError(f"cannot write {path}: it is a folder", field="out")
     folder = path.parent
@@ -178,20 +255,33 @@ def check_result_path(path: str | Path) -> Path:
         raise SpecError(f"cannot write {path}: {existing} is a file, not a folder", field="out")
     if existing is not None and not os.access(existing, os.W_OK | os.X_OK):
         raise SpecError(f"cannot write {path}: no permission to write in {existing}", field="out")
-    return path
+    if existing is not None:  # the folder, or the one its missing folders would be made in
+        probe = existing / f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.probe"
+        probe.touch(exist_ok=False)
+        probe.unlink()
 
 
 def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") -> Path:
     """Write a results table as Parquet, JSON lines, CSV or a TREC run (``.trec``/``.run``, ``trec_run``,
-    whose last column is ``tag``), by suffix, atomically.
+    whose last column is ``tag``), by suffix, atomically: under a temporary name of this process's own, renamed
+    into place when whole, removed on an error or Ctrl-C (two runs writing the same file: the last one wins).
 
-    CSV has no nested types: list and struct columns are written as JSON text.
+    CSV has no nested types: list and struct columns are written as JSON text. A file that cannot be written is
+    a ``SpecError`` naming ``--out``.
     """
     path = check_result_path(path)
     suffix = path.suffix.lower()
     text = trec_run(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(path) as tmp:
+            _write(table, tmp, suffix, text)
+    except OSError as err:
+        raise SpecError(f"cannot write --out {path}: {err.strerror or one_line(err, 160)}", field="out") from None
+    return path
+
+
+def _write(table: pa.Table, tmp: Path, suffix: str, text: str | None) -> None:
     if text is not None:
         tmp.write_text(text, encoding="utf-8")
     elif suffix == ".parquet":
@@ -211,8 +301,6 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
                 values = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
                 flat = flat.set_column(i, field.name, pa.array(values, pa.string()))
         pacsv.write_csv(flat, tmp)
-    os.replace(tmp, path)
-    return path
 
 
 def trec_run(table: pa.Table, tag: str = "tessera") -> str:

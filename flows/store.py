@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.atomic import write_text
-from operators.errors import SpecError
+from operators.errors import SpecError, TesseraError
 from operators.home import tessera_home
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
@@ -27,6 +27,11 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
 BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
 #: What a spec file ends with (a built-in is NAME plus one of these).
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+class FlowStoreError(TesseraError):
+    """The flows folder cannot be written (a read-only ``$TESSERA_HOME``, a file where a folder goes): the
+    CLI's one line, exit 2; not a ``SpecError``, as the request was fine (the service answers a bare 500)."""
 
 
 def flows_dir(owner: str | None = None) -> Path:
@@ -90,8 +95,12 @@ def save(name: str, spec: Any, owner: str | None = None) -> Path:
     spec = spec.model_copy(update={"name": name})
     spec.build()  # nothing invalid is saved
     folder = flows_dir(owner)
-    folder.mkdir(parents=True, exist_ok=True)
-    return write_text(folder / f"{name}.yaml", spec.to_yaml())
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        return write_text(folder / f"{name}.yaml", spec.to_yaml())
+    except OSError as err:  # TESSERA_HOME on a read-only disk, in /proc, a file where the folder goes
+        raise FlowStoreError(f"cannot save flow '{name}' in {folder} (TESSERA_HOME={tessera_home()}): "
+                             f"{err.strerror or err}", field="TESSERA_HOME") from None
 
 
 def delete(name: str, owner: str | None = None) -> Path:

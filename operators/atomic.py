@@ -9,12 +9,14 @@ rename, swap and fsync, and every reader the same digest of what was written.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import shutil
 import threading
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 # Digests by (path, size, mtime_ns): a file that did not change is read once per process.
 _digests: dict[tuple[str, int, int], str] = {}
@@ -83,12 +85,21 @@ def write_text(path: Path, text: str) -> Path:
 
 def write_bytes(path: Path, data: bytes) -> None:
     """Write ``path`` whole or not at all: a flushed temporary sibling, then a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
+    with replacing(path) as tmp:
         with open(tmp, "wb") as f:
             f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def replacing(path: Path) -> Iterator[Path]:
+    """A temporary sibling of ``path`` for a writer (a library that writes to a path) to fill; flushed and renamed
+    over ``path`` when the block ends, removed when it fails or is interrupted. The name is this process's own
+    (pid and a random part), so writers of the same file at once never share one: the last to finish wins, whole."""
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    try:
+        yield tmp
+        fsync(tmp)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

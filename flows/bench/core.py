@@ -29,6 +29,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     first (``flows.model_check``); ``how_to_make`` says how a missing one is made (``flows.train.train_command``)."""
     started = time.perf_counter()
     reporter = reporter or BenchReporter(enabled=False)
+    out = _check_out(Path(options.out).expanduser())  # a file given as --out costs nothing
     ks = list(options.ks)  # checked and sorted by BenchOptions
     dataset = load_dataset(options.dataset, split=options.split, limit=options.limit)
     flows = resolve_flows(list(options.flows))
@@ -40,8 +41,10 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
     for f in flows:  # an unset key (rerank.api's api_key_env, an LLM alias's), before any index is built too
         check_env(f.spec, f.name)
-    out = Path(options.out).expanduser()
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise BenchError(f"cannot make --out {out}: {err.strerror or err}", field="out") from None
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
@@ -181,3 +184,15 @@ def _make_executor(kind: str, use_cache: bool):
     from flows.store import default_cache_dir
 
     return make_executor(kind, cache=StepCache(default_cache_dir()) if use_cache else None, keep_history=False)
+
+
+def _check_out(out: Path) -> Path:
+    """``--out`` is a folder, or can be one: neither it nor a folder above it is a file."""
+    try:
+        blocking = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    except OSError as err:  # a name too long, a loop of links
+        raise BenchError(f"--out {out}: {err.strerror or err}", field="out") from None
+    if blocking is not None:
+        what = "is a file" if blocking == out else f"cannot be made: {blocking} is a file"
+        raise BenchError(f"--out {out} {what}; give a folder for the report, metrics and runs", field="out")
+    return out

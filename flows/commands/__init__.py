@@ -8,8 +8,10 @@ exit status. The job entry points (``python -m flows.run|ingest|bench|train``, w
 nothing imports it but those entry points.
 
 Exit status: 0 done; 2 a bad spec, parameter, operator, file or argument (one line on
-stderr naming the step and field); 1 an unexpected internal error; 130 cancelled.
-``--debug`` (or ``TESSERA_DEBUG=1``) prints the traceback of an error.
+stderr naming the step and field; an unknown option with the usage of the command it was given
+to); 1 an unexpected internal error; 130 cancelled by Ctrl-C (SIGINT), 143 by SIGTERM, which takes
+the same graceful path (``signals``). ``--debug`` (or ``TESSERA_DEBUG=1``), before or after the
+command, prints the traceback of an error.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import sys
 from typing import Callable, Sequence
 
+from flows.commands._signals import stop_reason, stop_signals_as_interrupt
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from operators.errors import FlowCancelled, TesseraError, one_line
@@ -42,18 +45,59 @@ def main(argv: Sequence[str] | None = None) -> int:
     return run_handler(args.handler, args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose subcommands report an unknown option themselves, with their own usage
+    (``usage: tessera run ...``), instead of handing it up to ``tessera``'s usage."""
+
+    root = False
+
+    def parse_known_args(self, args=None, namespace=None):
+        namespace, extras = super().parse_known_args(args, namespace)
+        if extras and not self.root:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return namespace, extras
+
+
 def build_parser() -> argparse.ArgumentParser:
+    # SUPPRESS: a subcommand's parser leaves ``debug`` alone unless given, so ``tessera --debug ops`` keeps it
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    parser = argparse.ArgumentParser(
+    common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                        help="print the traceback of an error")
+    parser = _Parser(
         prog="tessera",
         description="Tessera: retrieval and RAG pipelines as DAGs of operators.",
         epilog="Run 'tessera COMMAND --help' for a command's options.",
     )
+    parser.root = True
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    parser.add_argument("--debug", action="store_true", help="print the traceback of an error (also after COMMAND)")
     subparsers = parser.add_subparsers(title="commands", metavar="COMMAND")
     for name in SUBCOMMANDS:
         importlib.import_module(f"flows.commands.{name}").register(subparsers, common)
+    for sub in _subparsers(parser):  # a command group (``flows``, ``index``, ``cache``) takes it too
+        if "--debug" not in sub._option_string_actions:
+            sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                             help="print the traceback of an error")
     return parser
+
+
+def _subparsers(parser: argparse.ArgumentParser):
+    """Every parser below ``parser``, depth first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases map to the same parser
+                yield sub
+                yield from _subparsers(sub)
+
+
+def _version() -> str:
+    """The installed package's version (``pip show tessera``)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tessera")
+    except PackageNotFoundError:  # run from a clone that was never installed
+        return "unknown (not installed)"
 
 
 def standalone_main(handler: Callable[[argparse.Namespace], int],
@@ -74,6 +118,13 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     use_local_policy_unless_set()  # the user wrote the spec: a local service on loopback may be called
     install_log_redaction()
     debug = getattr(args, "debug", False) or os.environ.get("TESSERA_DEBUG", "") not in ("", "0")
+    with stop_signals_as_interrupt() as stopped:
+        status = _run_handler(handler, args, debug, stopped)
+    return stopped.status(status)
+
+
+def _run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace, debug: bool,
+                 stopped: stop_signals_as_interrupt) -> int:
     try:
         return handler(args)
     except FlowCancelled as err:
@@ -87,7 +138,12 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
         _error(f"error: {err}")
         return EXIT_USAGE
     except KeyboardInterrupt:
-        _error("interrupted")
+        _error("interrupted" if stopped.signum is None else f"terminated ({stop_reason(stopped.signum)})")
+        return EXIT_CANCELLED
+    except SystemExit as err:
+        if not stopped.by_ray(err):
+            raise
+        _error(f"terminated ({stop_reason(stopped.signum)})")
         return EXIT_CANCELLED
     except BrokenPipeError:  # `tessera ops | head`
         try:

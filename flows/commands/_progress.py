@@ -6,11 +6,13 @@ import signal
 import sys
 import threading
 
+from flows.commands._signals import stop_reason
 from flows.commands._support import console
 
 
 class cancel_on_interrupt:
-    """First Ctrl-C cancels the run through its token; a second one aborts (KeyboardInterrupt)."""
+    """First Ctrl-C cancels the run through its token; a second one aborts (KeyboardInterrupt). SIGTERM comes
+    here too (``_signals``), named as such."""
 
     def __init__(self, token) -> None:
         self.token = token
@@ -19,8 +21,9 @@ class cancel_on_interrupt:
     def _handler(self, signum, frame) -> None:
         if self.token.cancelled:
             raise KeyboardInterrupt
-        self.token.cancel("interrupted (Ctrl-C)")
-        print("\ntessera: cancelling (Ctrl-C again to abort)", file=sys.stderr, flush=True)
+        how = stop_reason(signum)
+        self.token.cancel(f"interrupted ({how})")
+        print(f"\ntessera: cancelling ({how} again to abort)", file=sys.stderr, flush=True)
 
     def __enter__(self):
         if threading.current_thread() is threading.main_thread():

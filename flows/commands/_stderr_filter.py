@@ -32,11 +32,12 @@ KNOWN_NOISE = re.compile(
 
 #: The filter, run as ``python -c``: a line that starts like a C++ log line ("[2026-...") is held until
 #: its end and dropped if it is noise; anything else passes through as soon as it is read. A terminal's
-#: Ctrl-C reaches the whole process group, the filter too: it ignores it and goes on passing the
-#: command's last words (its "cancelled" line) until the command closes the pipe.
+#: Ctrl-C (or `timeout`'s SIGTERM) reaches the whole process group, the filter too: it ignores it and goes
+#: on passing the command's last words (its "cancelled" line) until the command closes the pipe.
 _FILTER = r"""
 import os, re, signal, sys
 signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the command's to handle; this ends with its pipe
+signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as is `timeout`'s SIGTERM to the whole group
 noise = re.compile(sys.argv[1].encode("latin-1"))
 held, passing = b"", False
 while True:

@@ -129,7 +129,26 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
                            step=step, field="index")
         raise CliError(f"--index {given} would not be used: flow '{spec.name}' reads no index; drop --index",
                        field="index")
-    return spec.build(), query
+    flow = spec.build()
+    warn_unfinished_ingestions(spec.named_indices())
+    return flow, query
+
+
+def warn_unfinished_ingestions(indices: dict[str, str]) -> None:
+    """One line on stderr per index (``{step: index}``) whose ingestion is unfinished: its searches would see only
+    the committed part of the corpus, silently. Cheap when there is none (a listing of ``_ingest/``)."""
+    from flows.ingestion.pending import describe, has_staged, unfinished
+    from operators.store import resolve_index
+
+    for path in dict.fromkeys(str(resolve_index(index)) for index in indices.values()):
+        try:
+            records = unfinished(path) if has_staged(path) else []
+        except (OSError, TesseraError):  # no index there: the step that reads it says so
+            continue
+        steps = [step for step, index in indices.items() if str(resolve_index(index)) == path]
+        for record in records:
+            print(f"tessera: warning: index {path} (step {', '.join(map(repr, steps))}): {describe(record)}",
+                  file=sys.stderr, flush=True)
 
 
 def step_cache(args: Any):

@@ -81,7 +81,10 @@ def _cmd_flows_show(args: argparse.Namespace) -> int:
         FlowSpec.load(args.name)  # raises the error that lists the known flows
     if args.json:
         print_json(read_mapping(path)[0] if recipe else FlowSpec.load(path).to_dict())
-    else:
+    elif path.suffix.lower() == ".json":  # stdout stays JSON (`| jq .`): where it came from goes to stderr
+        print(f"# {path}", file=sys.stderr)
+        sys.stdout.write(path.read_text(encoding="utf-8"))
+    else:  # a YAML comment: the output is still the spec's YAML
         sys.stdout.write(f"# {path}\n{path.read_text(encoding='utf-8')}")
     return EXIT_OK
 

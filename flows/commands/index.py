@@ -15,7 +15,8 @@ its records are read, embedded and found writable. Records are BEIR JSONL:
 ``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
 one chunk (docno = doc id), embedded with the index's encoder when it is dense.
 ``info`` checks every shard file against its sha256 and exits with status 2 naming the
-damaged shards, which fail every search of the index. ``compact`` rewrites the live chunks
+damaged shards, which fail every search of the index; it also reports an unfinished ingestion
+(shards committed of those planned, and the ``tessera ingest`` that resumes it). ``compact`` rewrites the live chunks
 into as few shards as ``--max-chunks`` allows and drops the old shards and their tombstones
 (each add, update and service upload adds a shard); it redoes the merge up to 3 times when
 another commit lands meanwhile. ``add`` refuses a document whose id is live (``update``
@@ -25,6 +26,8 @@ replaces it) and a metadata column whose type conflicts with the index's.
 from __future__ import annotations
 
 import argparse
+import contextlib
+from typing import Iterator
 
 import pyarrow as pa
 
@@ -50,7 +53,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     documents.set_defaults(handler=_cmd_documents)
     add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
     add.add_argument("path", metavar="PATH")
-    add.add_argument("file", metavar="FILE.jsonl")
+    add.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     add.add_argument("--no-dense", action="store_true", help="new index: BM25 only")
     add.add_argument("--no-bm25", action="store_true", help="new index: dense only")
     add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"), default="flat",
@@ -59,7 +62,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                      "an existing index embeds with its own")
     update = isub.add_parser("update", parents=[common], help="replace documents by doc id (upsert)")
     update.add_argument("path", metavar="PATH")
-    update.add_argument("file", metavar="FILE.jsonl")
+    update.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     for edit in (add, update):
         edit.add_argument("--skip-bad-lines", action="store_true", help="skip (and count in a warning) lines that "
                           "are not a document, instead of refusing the whole file")
@@ -84,22 +87,56 @@ def _open(path: str):
     return Index.open(path)
 
 
-def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
-    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
+def _readable(file: str) -> bool:
+    """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``): not a folder."""
     from pathlib import Path
 
+    return file == "-" or (Path(file).exists() and not Path(file).is_dir())
+
+
+def _label(file: str) -> str:
+    return "<stdin>" if file == "-" else file
+
+
+@contextlib.contextmanager
+def _as_file(file: str) -> Iterator[str]:
+    """A regular file's path; standard input (``-``) or a pipe copied to a temporary ``.jsonl`` file first, as the
+    JSONL reader opens a path by its suffix."""
+    import shutil
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    if file != "-" and Path(file).is_file():
+        yield file
+        return
+    with tempfile.TemporaryDirectory(prefix="tessera-add-") as folder:
+        path = str(Path(folder) / "records.jsonl")
+        with open(path, "wb") as out:
+            if file == "-":
+                shutil.copyfileobj(sys.stdin.buffer, out)
+            else:
+                with open(file, "rb") as source:
+                    shutil.copyfileobj(source, out)
+        yield path
+
+
+def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
+    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
     from operators.errors import SourceError
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
 
-    if not Path(file).is_file():
+    if not _readable(file):
         raise CliError(f"no such file: {file}", field="FILE")
-    try:
-        docs = JsonlSource({"path": file, "on_error": "skip" if skip_bad_lines else "raise"},
-                           step_id="index")(pa.table({}))
-    except SourceError as err:
-        raise CliError(f"{err.message.replace(SKIP_HINT, '')}; nothing was written (--skip-bad-lines skips such "
-                       "lines)", field="FILE") from None
+    with _as_file(file) as path:
+        try:
+            docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise"},
+                               step_id="index")(pa.table({}))
+        except SourceError as err:
+            message = err.message.replace(SKIP_HINT, "").replace(path, _label(file))
+            raise CliError(f"{message}; nothing was written (--skip-bad-lines skips such lines)",
+                           field="FILE") from None
     if docs.num_rows == 0:
         raise CliError(f"{file} holds no documents", field="FILE")
     docs = docs.append_column("doc_id", docs.column("docno"))
@@ -112,13 +149,17 @@ def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
+    from flows.ingestion.pending import describe as describe_ingestion
+    from flows.ingestion.pending import unfinished as unfinished_ingestions
+
     index = _open(args.path)
     manifest = index.manifest
     damaged = index.check(checksums=not args.no_verify)
     uncommitted = index.uncommitted()
+    unfinished = unfinished_ingestions(index.path)
     if args.json:
         print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts(),
-                    "damaged": damaged, "uncommitted": uncommitted})
+                    "damaged": damaged, "uncommitted": uncommitted, "unfinished_ingestions": unfinished})
         return _damaged(index, damaged)
     s = manifest.settings
     counts = index.counts()
@@ -139,6 +180,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  {len(uncommitted)} folder(s) in shards/ that no commit records (superseded by a compaction, or "
               f"their writers died or are about to commit; a compaction removes them after an hour): "
               f"{', '.join(uncommitted)}")
+    for record in unfinished:  # a search sees only the committed part of the corpus
+        print(f"  {describe_ingestion(record)}")
     return _damaged(index, damaged)
 
 
@@ -179,13 +222,11 @@ def _damaged(index, damaged: dict[str, str]) -> int:
 
 
 def _cmd_add(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
     from operators.store.layout import new_shard_id
     from operators.store.shard import split_chunks
 
-    if not Path(args.file).is_file():  # before an index is created for nothing
+    if not _readable(args.file):  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
     try:
         index = _open(args.path)

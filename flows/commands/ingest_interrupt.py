@@ -8,7 +8,7 @@ Ctrl-C in that wait used to interrupt the wait itself, so Python finalised while
 aborted the process ("terminate called without an active exception", status 134). Here the second
 one flushes the output and ends the process with ``os._exit(130)``; a Ray cluster this process
 started goes with it, as it does when the process is killed. Both commands use this one class, so
-they stop alike.
+they stop alike. SIGTERM takes the same path (``_signals``): ``tessera: terminated (SIGTERM)``, status 143.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import signal
 import sys
 import threading
 
-from flows.commands._support import EXIT_CANCELLED
+from flows.commands._signals import stop_reason, stopped_status
 
 
 class StopOnInterrupt:
@@ -28,6 +28,7 @@ class StopOnInterrupt:
     def __init__(self) -> None:
         self.previous = None
         self.announced = False
+        self.signum = signal.SIGINT
 
     def __enter__(self) -> "StopOnInterrupt":
         if threading.current_thread() is threading.main_thread():  # only the main thread may set a handler
@@ -40,6 +41,7 @@ class StopOnInterrupt:
             signal.signal(signal.SIGINT, self.previous)
 
     def _first(self, signum, frame) -> None:
+        self.signum = signum
         signal.signal(signal.SIGINT, self._again)
         raise KeyboardInterrupt
 
@@ -48,9 +50,10 @@ class StopOnInterrupt:
         for stream in (sys.stdout, sys.stderr):
             with contextlib.suppress(Exception):
                 stream.flush()
-        os._exit(EXIT_CANCELLED)
+        os._exit(stopped_status(self.signum))
 
     def announce(self) -> None:
         if not self.announced:
             self.announced = True
-            print("tessera: interrupted", file=sys.stderr, flush=True)
+            said = "interrupted" if self.signum == signal.SIGINT else f"terminated ({stop_reason(self.signum)})"
+            print(f"tessera: {said}", file=sys.stderr, flush=True)

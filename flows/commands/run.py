@@ -36,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     parser.add_argument("flow", metavar="FLOW", help="spec file (YAML/JSON), built-in or saved flow name")
     parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT",
-                        help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv) "
+                        help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv), "
+                        "'-' for standard input (JSON lines if it starts with '{', else one query a line), "
                         "or one query text; may be left out when FLOW is a mosaicRAG request with a query")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
                         help=f"where steps run (default: {default_executor})")
@@ -93,14 +94,14 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     check_models([flow], how_to_make=train_command)
     cache = step_cache(args)
     if cache is not None:
-        cache.check()  # a file given as --cache-dir, a damaged database: before anything runs
+        _check_cache(cache, given=args.cache_dir)
     executor = make_executor(args.executor, cache=cache, keep_history=False)
     token = CancelToken()
     reporter = ProgressReporter(enabled=not args.quiet, flow=flow.name)
     with cancel_on_interrupt(token), reporter:
         result = executor.run(flow, queries, progress=reporter, cancel=token)
     if out_path is not None:
-        write_results(result.table, out_path, tag=flow.name)
+        write_results(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM (_signals): no temporary file left
         print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
               file=sys.stderr)
     if args.json:
@@ -111,3 +112,20 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     print_steps(out, result)
     out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
     return EXIT_OK
+
+
+def _check_cache(cache, *, given: str | None) -> None:
+    """A file given as --cache-dir, a damaged database: before anything runs. When the user gave no --cache-dir, the
+    error names where the default came from ($TESSERA_HOME) and the ways around it."""
+    from flows.cache import CacheError
+    from operators.home import tessera_home
+
+    try:
+        cache.check()
+    except CacheError as err:
+        if given:
+            raise
+        raise CliError(f"the default step cache {cache.root} ($TESSERA_HOME/cache, TESSERA_HOME={tessera_home()}) "
+                       f"cannot be used: {err.message}; set TESSERA_HOME to a folder you can write, or pass "
+                       "--cache-dir DIR or --no-cache", field="cache_dir") from None
+

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import signal
 import threading
 from typing import Any, Iterator
 
@@ -49,7 +50,13 @@ def ensure_ray(**overrides: Any) -> None:
     _quiet_start_up()
     for name, value in WORKER_NICENESS.items():
         os.environ.setdefault(name, value)
+    on_main_thread = threading.current_thread() is threading.main_thread()
+    sigterm = signal.getsignal(signal.SIGTERM) if on_main_thread else None
     ray.init(**{**DEFAULT_RAY_INIT, **overrides})
+    if callable(sigterm):
+        # ray.init replaces SIGTERM's handler with a sys.exit(15); a handler the program set (tessera's commands:
+        # cancel as Ctrl-C does) goes back, so a SIGTERM stops a Ray run as gracefully as a local one
+        signal.signal(signal.SIGTERM, sigterm)
 
 
 def _quiet_start_up() -> None:

@@ -46,7 +46,8 @@ class IngestReport:
     chunks_embedded: int = 0     # chunks this run sent to the encoder
     shards_total: int = 0
     shards_written: int = 0
-    shards_skipped: int = 0      # already in the manifest
+    shards_skipped: int = 0      # already in the manifest (at the start, or committed meanwhile by another ingest)
+    shards_elsewhere: int = 0    # of those, committed by another ingest of the same source while this one ran
     failures: int = 0            # documents failed in this run
     open_failures: int = 0       # failures in the ledger still to retry, after this run
     resolved: int = 0            # failures a retry put into the index
@@ -195,7 +196,10 @@ class _Run:
 
         def embedded(shard: str):
             started = time.perf_counter()
-            docs, read_failures = self.stager.load(shard)
+            try:
+                docs, read_failures = self.stager.load(shard)
+            except FileNotFoundError:  # committed by another ingest meanwhile? (checked on the driver's thread)
+                return None
             if stop.is_set():
                 raise EmbedStopped(shard)
             rows, n = prepare(self.job, shard, docs, chunker, enrichers), 0
@@ -207,8 +211,12 @@ class _Run:
         try:
             ahead = [pool.submit(embedded, shard) for shard in shards[:1]]
             for i, shard in enumerate(shards):
-                started, docs, read_failures, rows, n = ahead.pop().result()
+                done = ahead.pop().result()
                 ahead += [pool.submit(embedded, shard) for shard in shards[i + 1:i + 2]]
+                if done is None and shard in self.index.finished_shards():
+                    self._commit(ShardResult.elsewhere(shard))
+                    continue
+                started, docs, read_failures, rows, n = done or self.stager.load(shard)  # load: its error
                 self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
                                    chunks_embedded=n, started=started))
         except BaseException:
@@ -221,6 +229,13 @@ class _Run:
         """Ledger, then manifest, for one written shard (the driver's only writes)."""
         from operators.store import ShardInfo
 
+        if result.done_elsewhere:  # another ingest of the same plan committed it meanwhile: nothing to do
+            log.info("shard %s was committed by another ingest of the same source meanwhile", result.shard)
+            self.report.shards_skipped += 1
+            self.report.shards_elsewhere += 1
+            if self.tracker is not None:
+                self.tracker.committed(result.shard, 0, 0)
+            return
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
         self.committed = True  # the ledger holds this run's work from here on: its index folder stays

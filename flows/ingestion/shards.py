@@ -33,6 +33,7 @@ from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure
+from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
 INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")
@@ -85,11 +86,17 @@ class ShardResult:
     chunks_embedded: int
     failures: list[dict[str, Any]]
     seconds: float = 0.0
+    #: Another ingest of the same source committed this shard (same plan, same id) while this one ran: done.
+    done_elsewhere: bool = False
 
     def to_row(self) -> dict[str, Any]:
         return {"shard": self.shard, "info": self.info, "docs": self.docs, "chunks": self.chunks,
                 "chunks_embedded": self.chunks_embedded, "failures": json.dumps(self.failures, default=str),
-                "seconds": self.seconds}
+                "seconds": self.seconds, "done_elsewhere": self.done_elsewhere}
+
+    @classmethod
+    def elsewhere(cls, shard: str) -> "ShardResult":
+        return cls(shard=shard, info=None, docs=0, chunks=0, chunks_embedded=0, failures=[], done_elsewhere=True)
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ShardResult":
@@ -295,11 +302,19 @@ class Embedder:
 
 def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[], tuple[pa.Table, list[Failure]]],
           *, chunks_embedded: int = 0, started: float | None = None) -> ShardResult:
-    """Write one whole shard's good rows; failed documents (all their rows) become ledger records."""
+    """Write one whole shard's good rows; failed documents (all their rows) become ledger records. A shard that
+    another ingest of the same source committed meanwhile (shard ids are the plan's, ``staging``) is done."""
+    if shard in index.finished_shards():
+        return ShardResult.elsewhere(shard)
     errors = rows.column("_error")
     failed_rows = rows.filter(pc.is_valid(errors)) if errors.null_count < rows.num_rows else rows.slice(0, 0)
     failed_ids = set(failed_rows.column("doc_id").cast(pa.string()).to_pylist())
-    docs, read_failures = docs_of()
+    try:
+        docs, read_failures = docs_of()
+    except FileNotFoundError:  # its staged file goes once it is committed
+        if shard in index.finished_shards():
+            return ShardResult.elsewhere(shard)
+        raise
     failures = [f.to_dict() for f in read_failures]
     if failed_ids:
         first: dict[str, tuple[str, str]] = {}
@@ -318,7 +333,12 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
     rows = rows.drop_columns([c for c in INTERNAL if c in rows.column_names])
     if job.embed is None and "vector" in rows.column_names:
         rows = rows.drop_columns(["vector"])
-    info = index.write_shard(shard, rows).model_dump_json() if rows.num_rows else None
+    try:
+        info = index.write_shard(shard, rows).model_dump_json() if rows.num_rows else None
+    except ShardDataError:
+        if shard in index.finished_shards():
+            return ShardResult.elsewhere(shard)
+        raise
     return ShardResult(shard=shard, info=info, docs=docs.num_rows, chunks=rows.num_rows,
                        chunks_embedded=chunks_embedded, failures=failures,
                        seconds=time.perf_counter() - started if started else 0.0)

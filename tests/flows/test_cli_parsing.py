@@ -1,0 +1,51 @@
+"""How ``tessera`` parses its command line: an unknown option is reported by the command it was given to (with
+that command's usage), ``--debug`` is taken before the command too, and ``--version`` names the package's."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+import pytest
+
+from flows.commands import main
+
+
+def _usage_error(capsys, argv: list[str]) -> str:
+    with pytest.raises(SystemExit) as exit_:
+        main(argv)
+    assert exit_.value.code == 2
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, prog", [
+    (["run", "bm25", "--index", "sample", "-q", "x", "--frobnicate"], "tessera run"),
+    (["index", "info", "some-index", "--frobnicate"], "tessera index info"),
+    (["flows", "--frobnicate", "list"], "tessera flows"),
+    (["--frobnicate"], "tessera"),
+])
+def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_given_to(capsys, argv, prog):
+    err = _usage_error(capsys, argv)
+    assert err.startswith(f"usage: {prog} "), err
+    assert err.rstrip().endswith(f"{prog}: error: unrecognized arguments: --frobnicate"), err
+
+
+def test_debug_is_taken_before_the_command_and_after_a_command_group(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.delenv("TESSERA_DEBUG", raising=False)
+    assert main(["--debug", "ops", "retrieve.corpus_bm25"]) == 0
+    assert main(["flows", "--debug", "list"]) == 0
+    capsys.readouterr()
+    assert main(["flows", "show", "no-such-flow"]) == 2  # without --debug: one line
+    plain = capsys.readouterr().err
+    assert "Traceback" not in plain and plain.startswith("tessera: error:"), plain
+    for argv in (["--debug", "flows", "show", "no-such-flow"], ["flows", "show", "no-such-flow", "--debug"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" in err and err.rstrip().splitlines()[-1] == plain.rstrip(), err
+
+
+def test_version_prints_the_installed_package_version(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out.strip() == f"tessera {version('tessera')}"

@@ -1,0 +1,101 @@
+"""SIGTERM (``timeout``, systemd, ``kill PID``) stops a ``tessera`` command the way Ctrl-C does, with status 143;
+and ``kill -INT`` stops a command that a shell started in the background with SIGINT ignored.
+
+Each test runs the real command in a process of its own whose driver sends the signal to itself at a chosen
+moment (a wrapped call of the real code, so the moment is exact): after an ingestion's first commit, or when a
+run writes its ``--out`` file. BM25 only: no model is loaded."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
+#: Runs ``main(argv)`` after wrapping ``MODULE.NAME`` so that its first call sends SIGNAL to this process
+#: (before the call, or after it with WHEN=after).
+DRIVER = """
+import importlib, os, signal, sys
+from flows.commands import main
+
+module, owner, name, signum, when = sys.argv[1:6]
+target = importlib.import_module(module)
+holder = getattr(target, owner) if owner != "-" else target
+real = getattr(holder, name)
+fired = []
+
+def wrapped(*args, **kwargs):
+    if not fired and when == "before":
+        fired.append(1)
+        os.kill(os.getpid(), int(signum))
+    result = real(*args, **kwargs)
+    if not fired and when == "after":
+        fired.append(1)
+        os.kill(os.getpid(), int(signum))
+    return result
+
+setattr(holder, name, wrapped)
+sys.exit(main(sys.argv[6:]))
+"""
+
+
+def _command(tmp_path: Path, target: tuple[str, str, str], signum: int, when: str, *argv: str,
+             ignore_sigint: bool = False) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1"}
+    env.pop("TESSERA_DEBUG", None)
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignore_sigint else None
+    return subprocess.run([sys.executable, "-c", DRIVER, *target, str(int(signum)), when, *argv], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=300, preexec_fn=ignore)
+
+
+def _ingest_args(index: Path) -> list[str]:
+    return ["ingest", "--source", str(CORPUS), "--index", str(index), "--shard-size", "300", "--executor", "local",
+            "--no-dense", "--quiet"]
+
+
+def _no_traceback(proc: subprocess.CompletedProcess) -> None:
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr
+
+
+def test_sigterm_stops_an_ingest_as_ctrl_c_does_keeping_its_committed_shards(tmp_path):
+    index = tmp_path / "idx"
+    proc = _command(tmp_path, ("operators.store", "Index", "commit"), signal.SIGTERM, "after",
+                    *_ingest_args(index))
+    assert proc.returncode == 143, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "tessera: terminated (SIGTERM)", proc.stderr
+    _no_traceback(proc)
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert len(manifest["shards"]) == 1  # the first shard stays; the same command resumes
+
+
+def test_sigterm_cancels_a_run_through_its_token(tmp_path):
+    from flows.commands import main
+
+    index = tmp_path / "idx"
+    assert main(_ingest_args(index)) == 0
+    proc = _command(tmp_path, ("flows.commands._progress", "ProgressReporter", "__call__"), signal.SIGTERM,
+                    "before", "run", "bm25", "--index", str(index), "-q", "honey bees", "--no-cache")
+    assert proc.returncode == 143, proc.stderr
+    said = [line for line in proc.stderr.splitlines() if line.startswith("tessera:")]
+    assert said[0] == "tessera: cancelling (SIGTERM again to abort)", proc.stderr
+    assert said[-1].startswith("tessera: cancelled: ") and "SIGTERM" in said[-1], proc.stderr
+    assert proc.stdout == ""
+    _no_traceback(proc)
+
+
+def test_kill_int_stops_a_run_started_with_sigint_ignored_while_it_writes_its_output(tmp_path):
+    from flows.commands import main
+
+    index, out = tmp_path / "idx", tmp_path / "res.jsonl"
+    assert main(_ingest_args(index)) == 0
+    proc = _command(tmp_path, ("flows.queries", "-", "write_results"), signal.SIGINT, "before", "run", "bm25",
+                    "--index", str(index), "-q", "honey bees", "--no-cache", "--quiet", "--out", str(out),
+                    ignore_sigint=True)
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == "tessera: interrupted", proc.stderr
+    assert not out.exists()
+    _no_traceback(proc)
