@@ -23,6 +23,7 @@ Who may change what:
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import uuid
@@ -34,6 +35,7 @@ from serve.documents import DocumentsRequest, file_documents, given_once, write_
 from serve.errors import ApiError, too_many_tasks
 from serve.index_owner import OWNER_FILE, check_named, read_owner, readable, unshared, write_owner
 from serve.ingest_task import STEPS
+from serve.service_settings import COMPACT_AFTER_SHARDS
 from serve.taskstore import UNFINISHED
 
 #: Index names: one folder name, no path.
@@ -54,6 +56,9 @@ class Indices:
         self.service = service
         self.folder = Path(service.home) / "indices"
         self.uploads = Path(service.home) / "uploads"
+        #: An upload that leaves its index with more shards compacts it (0: never); ``args.service``'s, which the
+        #: ``Service`` keeps (the default until it does).
+        self.compact_after_shards = getattr(service, "compact_after_shards", COMPACT_AFTER_SHARDS)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -170,27 +175,33 @@ class Indices:
         if (path / "manifest.json").exists() and not request.replace:
             _not_in(path, [d.id for d in request.documents])
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
+        new_folder = not source.parent.exists()
         source.parent.mkdir(parents=True, exist_ok=True)
-        write_jsonl(source, request.documents)
-        try:
-            placed = self._placed(spec, path)
-            checked = check_ingest(str(source), str(path), spec=placed, executor="local")
-        except TesseraError as err:
+        try:  # a refused upload leaves neither its file nor the folder it made (nothing else would remove it)
+            write_jsonl(source, request.documents)
+            try:
+                placed = self._placed(spec, path)
+                checked = check_ingest(str(source), str(path), spec=placed, executor="local")
+            except TesseraError as err:
+                raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
+                               code="ingest_refused") from None
+            job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
+                              "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
+                              "replace": request.replace, "compact_after_shards": self.compact_after_shards,
+                              "replace_files": list(files or []) if request.replace else []},
+                   "documents": len(request.documents)}
+            with self.service.spares.lend() as lent:
+                task_id, why = self.service.store.create_ingest_task(
+                    tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key)
+                lent.made = task_id is not None
+            if task_id is None:
+                raise self._refusal(name, why)
+        except BaseException:
             source.unlink(missing_ok=True)
-            raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
-                           code="ingest_refused") from None
-        job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
-                          "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
-                          "replace": request.replace,
-                          "replace_files": list(files or []) if request.replace else []},
-               "documents": len(request.documents)}
-        with self.service.spares.lend() as lent:
-            task_id, why = self.service.store.create_ingest_task(tenant, name, spec, job, STEPS, task_id=lent.task_id,
-                                                                  limit=self.service.limits.max_tasks_per_key)
-            lent.made = task_id is not None
-        if task_id is None:
-            source.unlink(missing_ok=True)
-            raise self._refusal(name, why)
+            if new_folder:
+                with contextlib.suppress(OSError):  # not empty: another upload's file is in it now
+                    source.parent.rmdir()
+            raise
         made = self.service.store.index(name) if not (path / OWNER_FILE).exists() else None
         if made is not None and made["owner"] == tenant:  # a new index (or one made before owner files)
             write_owner(path, made)
@@ -244,6 +255,9 @@ class Indices:
                 doomed = folder.with_name(f".deleted-{name}-{uuid.uuid4().hex[:8]}")
                 folder.rename(doomed)
                 shutil.rmtree(doomed, ignore_errors=True)
+        from operators.retrieve._index_retriever import forget_index
+
+        forget_index(self.folder / name)  # this process's searches let go of it now, others at their next look
         return {"index": name, "deleted": True}
 
     # -- checks -------------------------------------------------------------------------------

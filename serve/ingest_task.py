@@ -9,6 +9,11 @@ when it is cancelled. A failed upload into an index that has no documents yet (i
 folder and record, so the name and the disk are as before the upload; so does one interrupted (its worker died:
 ``serve.taskrunner.interrupted``) and one cancelled, once its worker has stopped (``remove_cancelled``): before that
 it may still be writing there.
+
+Every upload adds a shard. One that leaves its index with more shards than the service's ``compact_after_shards``
+(recorded in its job) compacts the index before its task finishes (``compact_if_many``): while the task is unfinished
+no other upload may write there, so no commit makes the compaction redo its merge. A compaction that fails leaves the
+index as the upload committed it; the task says so in its log and still finishes.
 """
 
 from __future__ import annotations
@@ -79,9 +84,46 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
     else:
         store.update(task_id, step_progress={s: {**info, "status": "done"} for s, info in writer.progress.items()},
                      steps_done=len(STEPS), rows_done=report.docs)
-        store.finish(task_id, "finished", result=ingest_result(job["index"], report))
+        compacted = compact_if_many(store, task_id, job)
+        store.finish(task_id, "finished", result=ingest_result(job["index"], report, compacted))
     finally:
         discard_upload(job)
+
+
+def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any]) -> dict[str, Any] | None:
+    """Compact the upload's index when it now holds more shards than the job's ``compact_after_shards`` (0 or
+    absent, as in a job queued by an older service: never); what ``compact_index`` did, None when it did nothing."""
+    limit = job.get("compact_after_shards") or 0
+    if not limit or not (Path(job["index_path"]) / "manifest.json").exists():
+        return None
+    from operators.store import Index
+
+    shards = Index.open(job["index_path"], verify=False).counts()["shards"]
+    if shards <= limit:
+        return None
+    store.update(task_id, log=f"index '{job['index']}' has {shards} shards, over compact_after_shards={limit}: "
+                              "compacting it")
+    try:
+        done = compact_index(job["index_path"])
+    except Exception as err:  # noqa: BLE001  (the documents are in: the upload stands, uncompacted)
+        store.update(task_id, log=f"compaction failed, the index keeps its {shards} shards: {err}")
+        return None
+    store.update(task_id, log=f"compacted index '{job['index']}': {done['shards_before']} shards into "
+                              f"{done['shards_after']} in {done['seconds']} s")
+    return done
+
+
+def compact_index(path: str | Path) -> dict[str, Any]:
+    """``Index.compact`` of the index at ``path`` (its live chunks into few shards, deleted ones dropped): shards
+    and live chunks before and after, and the seconds it took."""
+    from operators.store import Index
+
+    started, index = time.perf_counter(), Index.open(path)
+    before = index.counts()
+    index.compact()
+    after = index.counts()
+    return {"shards_before": before["shards"], "shards_after": after["shards"], "chunks": after["live_chunks"],
+            "tombstones_dropped": before["tombstones"], "seconds": round(time.perf_counter() - started, 3)}
 
 
 def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | None:
@@ -173,15 +215,18 @@ def documents_of_files(index_path: str, files: list[str]) -> set[str]:
             if p in wanted}
 
 
-def ingest_result(name: str, report: Any) -> dict[str, Any]:
-    """mosaicRAG's ``result`` shape for an ingestion: no rows, the counts in ``result_description``."""
+def ingest_result(name: str, report: Any, compacted: dict[str, Any] | None = None) -> dict[str, Any]:
+    """mosaicRAG's ``result`` shape for an ingestion: no rows, the counts in ``result_description`` (with
+    ``compaction`` when the upload compacted the index)."""
     failed = f"; {report.failures} failed (the index's failures.jsonl says why)" if report.failures else ""
     counts = {"documents": report.docs, "chunks": report.chunks, "failures": report.failures}
+    compaction = {"compaction": compacted} if compacted else {}
+    then = f"; the index was compacted into {compacted['shards_after']} shard(s)" if compacted else ""
     return {
         "data": [],
-        "result_description": {**counts, "rows": 0, "queries": 0, "time": round(report.seconds, 3),
+        "result_description": {**counts, "rows": 0, "queries": 0, "time": round(report.seconds, 3), **compaction,
                                "text": f"{report.docs} document(s) into index '{name}' as {report.chunks} "
-                                       f"passage(s){failed}"},
+                                       f"passage(s){failed}{then}"},
         "aggregated_data": {"index": name, **counts},
         "metadata": {},
     }

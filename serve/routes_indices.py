@@ -84,3 +84,9 @@ def list_every_index(request: Request) -> dict[str, Any]:
                "it")
 def delete_any_index(name: str, request: Request) -> dict[str, Any]:
     return index_admin.delete_any(svc.current().indices, name, tenant(request))
+
+
+@router.post("/v1/admin/indices/{name}/compact", summary="Admin keys only: compact an index the service made (its "
+             "live passages into few shards); what it did")
+def compact_any_index(name: str, request: Request) -> dict[str, Any]:
+    return index_admin.compact_any(svc.current().indices, name, tenant(request))

@@ -107,6 +107,7 @@ class Service:
                                   count=config["spare_task_workers"])
         self.served, self.app_name = served, app_name
         self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
+        self.compact_after_shards = int(config.get("compact_after_shards", 32))  # an upload over it compacts
         self.indices = Indices(self)
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()
@@ -301,25 +302,30 @@ class Service:
         return task_id
 
     async def launch(self, task_id: str) -> None:
-        """Run a queued task on its Ray actor (the spare when the task took its id), and watch it: a task it leaves
-        unfinished fails with the reason. Then a new spare starts for the next task."""
+        """Run a queued task on its Ray worker (the spare when the task took its id), and watch it: a task it leaves
+        unfinished fails with the reason. The pool of spares is refilled a little later, unless the task's worker
+        (reused) is back by then."""
         ref = await asyncio.to_thread(taskrunner.launch, task_id, self.store.url, env=self.task_env,
-                                      num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows)
-        await asyncio.to_thread(self.spares.refill)
+                                      num_cpus=self.num_cpus, max_result_rows=self.limits.max_result_rows,
+                                      replica=self.spares.replica)
+        self.spares.refill_later()
         watcher = asyncio.get_running_loop().create_task(self._watch(task_id, ref))
         self._watchers.add(watcher)
         watcher.add_done_callback(self._watchers.discard)
 
     async def _watch(self, task_id: str, ref: Any) -> None:
-        """When the task's actor is gone, a task still unfinished failed with the reason."""
-        reason = None
+        """When the task's run ends, a task still unfinished failed with the reason; a worker that may run another
+        task (its name came back) is a spare again."""
+        reason = worker = None
         try:
-            await ref
-        except Exception as err:  # noqa: BLE001  (the actor died, was killed, or exited)
+            worker = await ref
+        except Exception as err:  # noqa: BLE001  (the worker died, was killed, or exited)
             reason = f"{type(err).__name__}"
         if await asyncio.to_thread(taskrunner.interrupted, self.store, task_id,
                                    f"{taskrunner.INTERRUPTED}{': ' + reason if reason else ''}"):
             log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
+        if worker is not None:
+            await asyncio.to_thread(self.spares.returned, worker)
 
     def task(self, task_id: str, tenant: str) -> dict[str, Any]:
         """The tenant's task, reconciled with Ray (an unfinished task without a worker is interrupted); 404 else."""

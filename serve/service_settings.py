@@ -20,6 +20,8 @@ from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash  # noqa:
 from operators.redact import remember_secret
 from serve.index_roots import default_data_roots, default_roots
 
+#: ``ServiceArgs.compact_after_shards``'s default.
+COMPACT_AFTER_SHARDS = 32
 
 
 class ApiKey(BaseModel):
@@ -89,9 +91,14 @@ class ServiceArgs(BaseModel):
                                  "CPUs with the replicas; on a cluster, 1 keeps tasks off busy nodes).")
     spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started, "
                                     "their imports done, for its next tasks: a task then waits for no new "
-                                    "process (about 2 s). Each is an idle process; 0: every task starts its "
-                                    "own.")
+                                    "process (about 2 s), and a worker back from its task waits as one. Each is "
+                                    "an idle process; 0: every task starts its own worker, which exits after it.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
+    compact_after_shards: int = Field(COMPACT_AFTER_SHARDS, ge=0, description="An upload (each one adds a shard) "
+                                      "that leaves its index with more shards than this compacts the index at its "
+                                      "end, in the upload's task: searches load and merge fewer shards, and each "
+                                      "commit rewrites a smaller manifest. 0: never (an admin key compacts with "
+                                      "POST /v1/admin/indices/{name}/compact).")
     allow_public_without_keys: bool = Field(False, description="Start on a non-loopback host without API keys "
                                             "(refused by default: anyone who reaches the port could run flows).")
 
@@ -132,5 +139,5 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
             "data_roots": data_roots, "task_store": store, "task_retention_days": service.task_retention_days,
             "keys": keys, "admins": sorted(k.id for k in service.api_keys if k.admin),
             "task_num_cpus": service.task_num_cpus,
-            "spare_task_workers": service.spare_task_workers,
+            "spare_task_workers": service.spare_task_workers, "compact_after_shards": service.compact_after_shards,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

@@ -1,10 +1,13 @@
-"""A replica's spare task workers: the actors of its next tasks, started before those tasks exist.
+"""A replica's spare task workers: the workers of its next tasks, waiting before those tasks exist.
 
-``serve.taskrunner`` names a task's actor ``task-<id>``, so a spare is started under an id no task has yet
-(``taskrunner.prestart``) and the replica's next task is made with that id (``lend``): ``taskrunner.launch``
-then finds the actor already up, its imports done (a spare still importing is not taken). A request refused
-before its task is made gives the id back, so refusals under load start no processes. Outside a Serve replica
-(a test's in-process service) there are no spares and every task starts its own actor, as without them.
+A spare waits for an id no task has yet (``serve.task_registry`` maps it to the worker) and the replica's next task
+is made with that id (``lend``): ``taskrunner.launch`` then finds the worker already up, its imports done (a spare
+still importing is not taken). A spare is a new worker (``taskrunner.prestart``) or one back from its task
+(``returned``): workers are reused, so the pool is refilled only when a worker has not come back
+``REFILL_AFTER_S`` after a task took a spare (a short task's worker is the next spare; a new process per task left a
+log file and a dead actor per task in Ray). A request refused before its task is made gives the id back, so
+refusals under load start no processes. Outside a Serve replica (a test's in-process service), or with
+``spare_task_workers: 0``, there are no spares and every task starts its own worker, which exits after it.
 """
 
 from __future__ import annotations
@@ -17,6 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from serve import taskrunner
+
+#: How long after a task took a spare (or found none) the pool is refilled: the task's worker is usually back by then.
+REFILL_AFTER_S = 2.0
 
 
 @dataclass
@@ -61,15 +67,35 @@ class SpareWorkers:
                     return spare[0]
         return None
 
-    def _keep(self, spare: tuple[str, Any], *, first: bool) -> None:
+    def _keep(self, spare: tuple[str, Any], *, first: bool, warm: bool = False) -> None:
+        """Keep ``spare`` in the pool; when the pool is full, retire it, or, a ``warm`` one (back from its task, its
+        caches loaded), the newest spare in its place."""
         with self._lock:
-            if len(self._spares) < self.count:
+            if warm and self._spares and len(self._spares) >= self.count:
+                evicted = self._spares.pop()
+                self._spares.appendleft(spare)
+                spare = evicted
+            elif len(self._spares) < self.count:
                 self._spares.appendleft(spare) if first else self._spares.append(spare)
                 return
-        taskrunner.stop(spare[0], wait_s=0)  # the pool filled up meanwhile
+        taskrunner.stop(spare[0], wait_s=0)  # the pool filled up meanwhile: retired (its id has no task)
+        taskrunner.release(spare[0])
+
+    def returned(self, worker: str) -> None:
+        """A worker back from its task (``TaskWorker.run`` gave its name) waits for a new task id, taken first (its
+        caches are warm); when the pool is full, the newest spare is retired in its place."""
+        if self.replica is not None:
+            self._keep((taskrunner.wait_for(worker), None), first=True, warm=True)
+
+    def refill_later(self) -> None:
+        """``refill`` in ``REFILL_AFTER_S``, on a daemon timer: the worker of a short task is back by then."""
+        if self.replica is not None:
+            timer = threading.Timer(REFILL_AFTER_S, self.refill)
+            timer.daemon = True
+            timer.start()
 
     def refill(self) -> None:
-        """Start spares until there are ``count`` (after a task took one, and when the replica starts)."""
+        """Start spares until there are ``count`` (when the replica starts, and ``refill_later``)."""
         if self.replica is None:
             return
         with self._lock:

@@ -1,27 +1,31 @@
-"""Tasks run on Ray, never in the HTTP replica: one detached, named actor per task.
+"""Tasks run on Ray, never in the HTTP replica: on detached task workers, each running one task at a time.
 
-The replica writes the task (queued) to the task store and starts ``TaskWorker``
-named ``task-<id>`` in the ``tessera-tasks`` namespace; the actor reads the task back,
-runs its flow with the local executor (steps placed on Serve deployments stay there),
-writes progress and the result to the store, and exits. Any replica can find the actor
-by name, so:
+The replica writes the task (queued) to the task store and runs it on a ``TaskWorker``, a detached actor named
+``worker-<hex>`` in the ``tessera-tasks`` namespace; ``serve.task_registry`` records which worker runs which task, in
+Ray's key-value store, so any replica finds a task's worker. The worker reads the task back, runs its flow with the
+local executor (steps placed on Serve deployments stay there) and writes progress and the result to the store.
 
-* cancel commits ``cancelled`` in the store, then kills the actor (``ray.kill``): the
-  flow's work stops with its process, and whatever the worker tried to write after the
-  commit is refused by the store (writes are conditional on an unfinished task);
-* a task that is unfinished in the store while no actor of that name lives (the
-  service was killed, the node died) is failed with the reason ``interrupted`` when a
-  replica starts, and whenever its progress is read; an upload's ingestion so failed also
-  loses its file and, for a first upload (no documents committed), the index it made;
+A worker is reused: one whose task finished or failed goes back to its replica as the next spare (``run`` returns its
+name; ``serve.spare`` gives it a new task id) until it has run ``max_tasks`` tasks, then it exits, as does one whose
+task ended otherwise (cancelled, or raised outside its flow). A process per task left one core-worker log per task in
+Ray's session folder (37 MB/h at 15 tasks/min) and a dead actor per task in the GCS. What a worker keeps between tasks
+is process-wide on purpose (models, indices, imports); nothing of a tenant's stays (the replica checked what a spec
+may read before the task was made, and the caches are keyed by path and params). So:
+
+* cancel commits ``cancelled`` in the store, then kills the worker (``ray.kill``): the flow's work stops with its
+  process, and whatever the worker tried to write after the commit is refused by the store (writes are conditional
+  on an unfinished task);
+* a task that is unfinished in the store while no worker of it lives (the service was killed, the node died) is
+  failed with the reason ``interrupted`` when a replica starts, and whenever its progress is read; an upload's
+  ingestion so failed also loses its file and, for a first upload (no documents committed), the index it made;
 * a cancelled upload loses its file at once, and, for a first upload, the index it made once
-  its actor is known to be gone: when ``stop`` saw it die, else when the replica watching
-  the task sees its actor end (``interrupted``), else at the next replica start (``recover``).
+  its worker is known to be gone: when ``stop`` saw it die, else when the replica watching
+  the task sees its worker end (``interrupted``), else at the next replica start (``recover``).
 
-A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps
-a *spare*: the actor of its next task, started (``prestart``) under a task id that no task
-has yet, and importing what every task needs while it waits. The replica's next task takes
-that id (``serve.spare``), and ``launch`` finds the actor by its name. A spare that is never
-given a task exits once the replica that started it is gone.
+A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps a *spare*: a worker
+waiting for a task id that no task has yet (``prestart``, or a worker back from its task), its imports done. The
+replica's next task takes that id (``serve.spare``), and ``launch`` finds the worker by it. A spare whose replica is
+gone exits within seconds.
 """
 
 from __future__ import annotations
@@ -32,20 +36,20 @@ import time
 from typing import Any
 
 from operators.errors import one_line
+# alive, stop, release: a task's worker, for the service, ``serve.spare`` and the tests too
+from serve.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
 from serve.taskstore import PROGRESS_EVERY_S, TaskStore, new_task_id, pending_progress
 
 log = logging.getLogger("tessera.serve")
 
-NAMESPACE = "tessera-tasks"
-#: A queued task gets this long for its actor to appear before it counts as interrupted.
+#: A queued task gets this long for its worker to appear before it counts as interrupted.
 LAUNCH_GRACE_S = 10.0
-#: How often a spare that has no task yet checks that the replica that started it still lives.
+#: How often an idle worker checks that the replica it goes back to still lives.
 SPARE_WATCH_S = 2.0
+#: The tasks a worker runs before it exits (Celery's max_tasks_per_child): what a process accumulates (models of
+#: every flow it ran, allocator fragmentation) is given back now and then.
+MAX_TASKS_PER_WORKER = 50
 INTERRUPTED = "interrupted (the worker running the task stopped: the service was restarted or the worker died)"
-
-
-def actor_name(task_id: str) -> str:
-    return f"task-{task_id}"
 
 
 class ProgressWriter:
@@ -122,37 +126,53 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
             store.finish(task_id, "finished", result=task_result(result))
 
 
-def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> None:
+def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> bool:
     """``run_task``, and when it raises (an import, or an upload's job, outside the flow's own error handling) the
-    task fails with that error, in one line, and the traceback goes to the actor's log: the actor exits next, and a
-    task left unfinished would only say the worker died."""
+    task fails with that error, in one line, and the traceback goes to the worker's log: a task left unfinished
+    would only say the worker died. True when the task ended ``finished`` or ``failed`` by its own code, so its
+    worker may run another; False when it was cancelled or raised here (the worker then exits)."""
     try:
         run_task(store, task_id, max_result_rows)
-    except Exception as err:  # noqa: BLE001  (the task fails with the reason; the actor still exits)
+    except Exception as err:  # noqa: BLE001  (the task fails with the reason; the worker exits)
         log.exception("task %s failed outside its flow", task_id)
         try:  # an upload's file, staging folder and, for a first upload, its empty index go too
             interrupted(store, task_id, one_line(f"{type(err).__name__}: {err}", 1000))
         except Exception:  # noqa: BLE001  (the store is unreachable: the replica's watcher fails it as interrupted)
             log.exception("task %s: its failure could not be written to the task store", task_id)
+        return False
+    row = store.task(task_id, None)
+    return row is not None and row["status"] in ("finished", "failed")
 
 
 class TaskWorker:
-    """The Ray actor of one task (made remote by ``launch``, or ahead of its task by ``prestart``)."""
+    """A detached Ray actor running tasks one at a time (made remote by ``launch``, or ahead of its task by
+    ``prestart``). With a ``replica`` (an actor handle) it goes back to it after each task that ended normally, and
+    exits once that replica is gone; without one it exits after its task."""
 
-    def __init__(self, store_url: str, replica: Any = None):
-        self.store = TaskStore(store_url)
-        self.given = threading.Event()
-        if replica is not None:  # a spare: it waits for its task, as long as the replica that made it lives
-            threading.Thread(target=self._exit_without_replica, args=(replica,), daemon=True).start()
-            warm_up()
-
-    def _exit_without_replica(self, replica: Any) -> None:
+    def __init__(self, store_url: str, replica: Any = None, max_tasks: int = MAX_TASKS_PER_WORKER,
+                 warm: bool = False):
         import ray
 
-        while not self.given.wait(SPARE_WATCH_S):
+        self.store, self.replica, self.max_tasks = TaskStore(store_url), replica, max_tasks
+        self.name = ray.get_runtime_context().get_actor_name()
+        self.tasks = 0
+        self.running = threading.Event()
+        if replica is not None:  # idle, it waits for its next task as long as the replica that gives them lives
+            threading.Thread(target=self._exit_without_replica, daemon=True).start()
+        if warm:
+            warm_up()
+
+    def _exit_without_replica(self) -> None:
+        import ray
+
+        while True:
+            time.sleep(SPARE_WATCH_S)
+            if self.running.is_set():
+                continue
             try:
-                ray.get(replica.__ray_ready__.remote(), timeout=SPARE_WATCH_S)
-            except ray.exceptions.RayActorError:  # nobody is left to give this spare its task
+                ray.get(self.replica.__ray_ready__.remote(), timeout=SPARE_WATCH_S)
+            except ray.exceptions.RayActorError:  # nobody is left to give this worker a task
+                forget(self.name)
                 ray.kill(ray.get_runtime_context().current_actor, no_restart=True)
                 return
             except ray.exceptions.GetTimeoutError:
@@ -162,14 +182,28 @@ class TaskWorker:
         """Answered once ``__init__`` (a spare's imports) is done."""
         return True
 
-    def run(self, task_id: str, max_result_rows: int) -> None:
+    def pid(self) -> int:
+        """The worker's process id (a test's check that two tasks ran in one process)."""
+        import os
+
+        return os.getpid()
+
+    def run(self, task_id: str, max_result_rows: int) -> str | None:
+        """Run the task; this worker's name when it may run another (the replica makes it a spare again), else the
+        worker exits (the caller's ObjectRef raises ``RayActorError``)."""
         import ray
 
-        self.given.set()
+        self.running.set()
         try:
-            run_to_end(self.store, task_id, max_result_rows)
+            normal = run_to_end(self.store, task_id, max_result_rows)
         finally:
-            ray.actor.exit_actor()  # detached: nothing else ends it
+            self.tasks += 1
+            release(task_id)  # from here, a task unfinished in the store has no worker (``reconcile``)
+        if normal and self.replica is not None and self.tasks < self.max_tasks:
+            self.running.clear()
+            return self.name
+        ray.actor.exit_actor()  # detached: nothing else ends it
+        return None
 
 
 def warm_up() -> None:
@@ -187,30 +221,46 @@ def warm_up() -> None:
     all_operators()
 
 
-def _actor(task_id: str, env: dict[str, str], num_cpus: float) -> Any:
+def _worker(task_id: str, store_url: str, replica: Any, *, env: dict[str, str], num_cpus: float, max_tasks: int,
+            warm: bool) -> Any:
+    """A new worker, recorded as the one of ``task_id`` before it starts (so it is never alive without its task)."""
     import ray
 
-    return ray.remote(TaskWorker).options(name=actor_name(task_id), namespace=NAMESPACE, lifetime="detached",
-                                          num_cpus=num_cpus, max_restarts=0, runtime_env={"env_vars": env})
-
-
-def launch(task_id: str, store_url: str, *, env: dict[str, str], num_cpus: float, max_result_rows: int) -> Any:
-    """Run the task on its spare if one was started for its id, else on a new actor (with the app's
-    ``$TESSERA_HOME`` and outbound policy in ``env``); returns the ``run`` call's ObjectRef."""
-    import ray
-
+    name = new_worker_name()
+    assign(task_id, name)
     try:
-        worker = ray.get_actor(actor_name(task_id), namespace=NAMESPACE)
-    except ValueError:
-        worker = _actor(task_id, env, num_cpus).remote(store_url)
+        return ray.remote(TaskWorker).options(
+            name=name, namespace=NAMESPACE, lifetime="detached", num_cpus=num_cpus, max_restarts=0,
+            runtime_env={"env_vars": env}).remote(store_url, replica, max_tasks, warm)
+    except BaseException:
+        release(task_id)
+        raise
+
+
+def launch(task_id: str, store_url: str, *, env: dict[str, str], num_cpus: float, max_result_rows: int,
+           replica: Any = None, max_tasks: int = MAX_TASKS_PER_WORKER) -> Any:
+    """Run the task on the spare waiting for its id, else on a new worker (with the app's ``$TESSERA_HOME`` and
+    outbound policy in ``env``; going back to ``replica`` after the task); returns the ``run`` call's ObjectRef."""
+    worker = handle(task_id)
+    if worker is None:
+        worker = _worker(task_id, store_url, replica, env=env, num_cpus=num_cpus, max_tasks=max_tasks, warm=False)
     return worker.run.remote(task_id, max_result_rows)
 
 
-def prestart(store_url: str, replica: Any, *, env: dict[str, str], num_cpus: float) -> tuple[str, Any]:
+def prestart(store_url: str, replica: Any, *, env: dict[str, str], num_cpus: float,
+             max_tasks: int = MAX_TASKS_PER_WORKER) -> tuple[str, Any]:
     """Start a spare for a task that does not exist yet, watching ``replica`` (an actor handle): the id it waits
     for, and an ObjectRef that resolves when its imports are done."""
     task_id = new_task_id()
-    return task_id, _actor(task_id, env, num_cpus).remote(store_url, replica).ready.remote()
+    worker = _worker(task_id, store_url, replica, env=env, num_cpus=num_cpus, max_tasks=max_tasks, warm=True)
+    return task_id, worker.ready.remote()
+
+
+def wait_for(worker: str) -> str:
+    """A worker back from its task waits for a new task id: that id (the replica's next task takes it)."""
+    task_id = new_task_id()
+    assign(task_id, worker)
+    return task_id
 
 
 def finished(ref: Any) -> bool:
@@ -229,39 +279,13 @@ def current_replica() -> Any:
     return ray.get_runtime_context().current_actor
 
 
-def alive(task_id: str) -> bool:
-    import ray
-
-    try:
-        ray.get_actor(actor_name(task_id), namespace=NAMESPACE)
-    except ValueError:
-        return False
-    return True
-
-
-def stop(task_id: str, wait_s: float = 5.0) -> bool:
-    """Kill the task's actor, if it lives, and wait up to ``wait_s`` for it to be gone: its step work ends with its
-    process, so what it wrote can then be cleaned up. True when no actor of that name lives now (none did, or it died
-    in time); False when it may still write into an upload's folder."""
-    import ray
-
-    try:
-        actor = ray.get_actor(actor_name(task_id), namespace=NAMESPACE)
-    except ValueError:
-        return True
-    ray.kill(actor, no_restart=True)
-    deadline = time.monotonic() + wait_s
-    while alive(task_id) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return not alive(task_id)
-
-
 def reconcile(store: TaskStore, task: dict[str, Any]) -> bool:
-    """Fail an unfinished task whose actor is gone with the reason ``interrupted``; True if it did."""
+    """Fail an unfinished task whose worker is gone with the reason ``interrupted``; True if it did."""
     if task["status"] not in ("queued", "running") or alive(task["id"]):
         return False
     if task["status"] == "queued" and time.time() - task["created"] < LAUNCH_GRACE_S:
-        return False  # its actor may be starting
+        return False  # its worker may be starting
+    release(task["id"])  # a dead worker's record
     return interrupted(store, task["id"], INTERRUPTED)
 
 
@@ -305,8 +329,8 @@ def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None) -> N
 
 
 def recover(store: TaskStore) -> int:
-    """At replica start: every unfinished task without a live actor reaches ``failed`` (interrupted), and a cancelled
-    first upload whose actor is gone loses its empty index (the replica that watched it may have died first)."""
+    """At replica start: every unfinished task without a live worker reaches ``failed`` (interrupted), and a cancelled
+    first upload whose worker is gone loses its empty index (the replica that watched it may have died first)."""
     for task in cancelled_first_uploads(store):
         if not alive(task["id"]):
             discard_leftovers(task, store)

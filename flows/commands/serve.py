@@ -95,6 +95,9 @@ def handle(args: argparse.Namespace) -> int:
     # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}  # hashed into the config: no raw key reaches Ray
     env["TESSERA_OUTBOUND"] = "server"
+    # read by the GCS that `serve run --address local` starts: ended actors are kept up to 100,000 (about 40 KB
+    # each) by default; docs/cluster.md#dead-actors
+    env.setdefault("RAY_maximum_gcs_destroyed_actor_cached_count", "1000")
     secrets = [name.strip() for name in os.environ.get("TESSERA_ALLOW_ENV", "").split(",") if name.strip()]
     if args.address and args.address != "local" and secrets:
         print(f"tessera serve: not carried to the cluster (secrets): ${', $'.join(secrets)}; set them where its "

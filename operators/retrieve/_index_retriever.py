@@ -5,11 +5,24 @@ actor thread) that names the same path: ``shared_index`` keeps one ``Index`` per
 resolved path. An ``Index`` loads its shards lazily, once, and notices a newer
 manifest (another ingestion committed) by its file stat, so a long-lived process
 searches the newest generation without rebuilding anything per query.
+
+An index deleted (its folder removed: ``DELETE /v1/indices/{name}``) must not stay loaded in
+every process that once searched it, nor answer for an index made again under its name: on
+each call ``shared_index`` stats the manifest (the ``Index``'s own check), drops an entry whose
+manifest is gone, and opens anew one whose manifest has another creation time (a new index
+there, not a newer generation of the same); every ``SWEEP_EVERY_S`` it also stats the other
+cached manifests and drops those that are gone, so an index deleted and never named again is
+let go too. The retrievers hold no ``Index`` of their own:
+they ask ``shared_index`` on each use, so a dropped one is freed once a search that runs on
+it ends. ``forget_index`` drops an entry at once (the process that deleted it).
 """
 
 from __future__ import annotations
 
+import os
 import threading
+import time
+import weakref
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -23,19 +36,63 @@ from operators.filters import FilterError, MetadataFilter
 from operators.tables import set_ranking
 
 _lock = threading.Lock()
-_indices: dict[str, Any] = {}
+#: resolved path -> (the Index, its manifest's creation time when it was opened)
+_indices: dict[str, tuple[Any, float]] = {}
+#: Seconds between two looks (a stat per cached index) for cached indices whose manifest is gone.
+SWEEP_EVERY_S = 30.0
+_swept = time.monotonic()
 
 
 def shared_index(path: Path):
-    """The process-wide ``Index`` at ``path`` (opened on first use; it follows newer manifests itself)."""
-    from operators.store import Index
+    """The process-wide ``Index`` at ``path`` (opened on first use; it follows newer manifests itself; an
+    ``IndexNotFoundError`` once the index is deleted, a fresh ``Index`` once another was made there)."""
+    from operators.store import Index, IndexNotFoundError
 
     key = str(path.resolve())
+    _sweep(key)
     with _lock:
-        index = _indices.get(key)
-        if index is None:
-            index = _indices[key] = Index.open(key)
-        return index
+        entry = _indices.get(key)
+    if entry is not None:
+        index, created = entry
+        try:
+            changed = index.refresh()  # one stat; the manifest is read only when it was replaced
+        except IndexNotFoundError:
+            forget_index(key, index)
+            raise
+        if not changed or index.manifest.created_at == created:
+            return index
+        forget_index(key, index)  # deleted and made again: another index, whose shards the old one never had
+    with _lock:
+        entry = _indices.get(key)
+        if entry is None:
+            index = Index.open(key)
+            entry = _indices[key] = (index, index.manifest.created_at)
+        return entry[0]
+
+
+def _sweep(asked: str) -> None:
+    """Drop the cached indices other than ``asked`` whose manifest is gone, every ``SWEEP_EVERY_S``."""
+    global _swept
+    now = time.monotonic()
+    with _lock:
+        if now - _swept < SWEEP_EVERY_S:
+            return
+        _swept = now
+        cached = [(key, entry[0]) for key, entry in _indices.items() if key != asked]
+    for key, index in cached:
+        if not os.path.exists(os.path.join(key, "manifest.json")):
+            forget_index(key, index)
+
+
+def forget_index(path: str | Path, index: Any = None) -> bool:
+    """Drop the cached ``Index`` at ``path`` (only if it is ``index``, when given); whether one was dropped."""
+    key = str(Path(path).resolve())
+    with _lock:
+        entry = _indices.get(key)
+        if entry is None or (index is not None and entry[0] is not index):
+            return False
+        del _indices[key]
+        return True
 
 
 class RetrieverParams(BaseModel):
@@ -71,7 +128,11 @@ class IndexRetriever(Operator):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._index = None
+        self._path: Path | None = None
+        self._checked: Any = None  # a weak reference to the Index ``check_index`` passed last
+
+    def __getstate__(self) -> dict[str, Any]:  # a weak reference does not pickle: the copy checks again
+        return {**self.__dict__, "_checked": None}
 
     # -- declared columns ---------------------------------------------------------
 
@@ -103,29 +164,41 @@ class IndexRetriever(Operator):
     # -- lifecycle ----------------------------------------------------------------
 
     def setup(self) -> None:
-        if self._index is not None:
+        if self._path is not None:
             return
         if not self.params.index:
             raise OperatorError("params.index is not set (name or path of an index built by tessera ingest)",
                                 op=self.name, step=self.step_id, field="params.index")
-        from operators.store import IndexStoreError, resolve_index
+        from operators.store import resolve_index
 
         path = resolve_index(self.params.index)
+        self._checked_index(path)
+        self._path = path
+
+    def _checked_index(self, path: Path):
+        """``shared_index(path)``, checked by ``check_index`` whenever it is another ``Index`` than last time (the
+        index was deleted and made again, maybe with other settings); an ``OperatorError`` naming params.index when
+        it does not open."""
+        from operators.store import IndexStoreError
+
         try:
             index = shared_index(path)
         except IndexStoreError as err:
             raise OperatorError(f"cannot open index '{self.params.index}' ({path}): {err.message}",
                                 op=self.name, step=self.step_id, field="params.index") from err
-        self.check_index(index)
-        self._index = index
+        if self._checked is None or self._checked() is not index:
+            self.check_index(index)
+            self._checked = weakref.ref(index)
+        return index
 
     def check_index(self, index) -> None:
         """Raise when the index cannot serve this retriever (no BM25 statistics, no vectors)."""
 
     @property
     def index(self):
+        """The index, as ``shared_index`` has it now (held by no operator: a deleted one is freed)."""
         self.ensure_setup()
-        return self._index
+        return self._checked_index(self._path)
 
     # -- searching ----------------------------------------------------------------
 

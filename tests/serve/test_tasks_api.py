@@ -228,17 +228,13 @@ def test_each_limit_is_a_4xx_naming_it(serve_app, limits):
 
 
 def spares(task_store_url: str, besides: frozenset[str] = frozenset()) -> set[str]:
-    """The task ids that spare task workers wait for: actors named for a task that the store does not have (but
-    ``besides``: other apps' spares)."""
-    import ray
-
-    from serve.taskrunner import NAMESPACE
+    """The task ids that spare task workers wait for: ids recorded for a live worker that the store does not have
+    (but ``besides``: other apps' spares)."""
+    from serve.task_registry import assigned
     from serve.taskstore import TaskStore
 
     store = TaskStore(task_store_url)
-    ids = {actor["name"].removeprefix("task-") for actor in ray.util.list_named_actors(all_namespaces=True)
-           if actor["namespace"] == NAMESPACE}
-    return {task_id for task_id in ids - besides if store.task(task_id, None) is None}
+    return {task_id for task_id in set(assigned()) - besides if store.task(task_id, None) is None}
 
 
 def ready_spares(task_store_url: str, count: int, besides: frozenset[str] = frozenset(),
@@ -246,22 +242,44 @@ def ready_spares(task_store_url: str, count: int, besides: frozenset[str] = froz
     """Wait until ``count`` spares have finished their imports; their task ids."""
     import ray
 
-    from serve.taskrunner import NAMESPACE, actor_name
+    from serve.task_registry import handle
 
     deadline = time.monotonic() + timeout_s
     while len(waiting := spares(task_store_url, besides)) != count:
         assert time.monotonic() < deadline, f"{len(waiting)} spare(s), not {count}"
         time.sleep(0.2)
-    ray.get([ray.get_actor(actor_name(task_id), namespace=NAMESPACE).ready.remote() for task_id in waiting])
+    ray.get([handle(task_id).ready.remote() for task_id in waiting])
     return waiting
 
 
-def test_a_task_runs_on_the_replicas_spare_and_a_new_spare_takes_its_place(serve_app, task_store_url):
+def waiting_for(task_store_url: str, worker: str, timeout_s: float = 60) -> str:
+    """The task id that the worker named ``worker`` waits for as a spare, once it is one."""
+    from serve.task_registry import assigned
+
+    deadline = time.monotonic() + timeout_s
+    while not (ids := [t for t in spares(task_store_url) if assigned().get(t) == worker]):
+        assert time.monotonic() < deadline, f"the worker {worker} did not come back as a spare"
+        time.sleep(0.1)
+    return ids[0]
+
+
+def test_tasks_in_a_row_run_on_the_spare_in_one_worker_process(serve_app, task_store_url):
+    """A task takes the replica's spare (its id), and the worker, its task finished, is the next spare: the next
+    task runs in the same process (a process per task left a log file and a dead actor per task in Ray)."""
+    import ray
+
+    from serve.task_registry import handle, worker_of
+
     (spare,) = ready_spares(task_store_url, 1)  # the package's app keeps one (spare_task_workers' default)
-    body = post(serve_app, "/task/run", {"flow": "bm25", "query": QUERY}).json()
-    assert body["task_id"] == spare and body["status"] == "finished"  # the task took the spare's id, so its actor
-    (after,) = ready_spares(task_store_url, 1)
-    assert after != spare
+    worker, pid = worker_of(spare), ray.get(handle(spare).pid.remote())
+    for _ in range(2):
+        body = post(serve_app, "/task/run", {"flow": "bm25", "query": QUERY}).json()
+        assert body["task_id"] == spare and body["status"] == "finished"  # the task took the spare's id
+        after = waiting_for(task_store_url, worker)
+        assert after != spare
+        spare = after
+    assert ray.get(handle(spare).pid.remote()) == pid
+    assert ready_spares(task_store_url, 1) == {spare}  # and no other process waits
 
 
 def test_spares_come_and_go_with_their_replica(serve_app, sample_index, task_store_url, tmp_path):
@@ -306,11 +324,15 @@ def test_tasks_per_key_at_once(serve_app, slow_rerank, limits, task_store_url):
 
 
 def test_cancel_stops_the_ray_work_and_nothing_is_written_after_it(serve_app, slow_rerank):
+    from serve.task_registry import live_workers, worker_of
+
     task_id = post(serve_app, "/task/enqueue", {"flow": slow_rerank.slow_flow(), "query": QUERY}).text
     deadline = time.monotonic() + 120
     while len(slow_rerank.times) < 3 and time.monotonic() < deadline:  # the slow step is at work
         time.sleep(0.1)
     assert len(slow_rerank.times) >= 3, "the slow step never started"
+    worker = worker_of(task_id)
+    assert worker in live_workers()
     response = get(serve_app, f"/task/cancel/{task_id}")
     acked = time.monotonic()
     assert response.status_code == 200 and response.text == "Success"
@@ -322,3 +344,4 @@ def test_cancel_stops_the_ray_work_and_nothing_is_written_after_it(serve_app, sl
     after = get(serve_app, f"/task/progress/{task_id}").json()
     assert after == at_ack and after["status"] == "cancelled" and after["has_finished"]
     check_counters(after)
+    assert worker not in live_workers()  # a cancelled task's worker is killed, never reused

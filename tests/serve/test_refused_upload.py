@@ -1,0 +1,73 @@
+"""A refused upload leaves nothing on disk: not its file, nor the ``uploads/<name>/`` folder it made for a new index
+name (a 422 ingest_refused, a 429 max_tasks_per_key); a folder that holds another upload's file stays. And a deleted
+index is let go by the process that deleted it: searched again under the same name, it is the new index. Real
+uploads accepted by ``Service`` (real SQLite task store), ingested by the task's own code (``run_ingest``) with
+MiniLM in this process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from operators.registry import create
+from operators.retrieve import _index_retriever as cache
+from serve.documents import DocumentsRequest
+from serve.errors import ApiError
+from serve.ingest_task import run_ingest
+from tests.serve.conftest import upload
+
+pytestmark = pytest.mark.slow  # MiniLM loads in this process
+
+
+def refused(service, name: str, tenant: str, **body) -> ApiError:
+    request = DocumentsRequest.model_validate({"documents": [{"id": "a", "text": "some text"}], **body})
+    with pytest.raises(ApiError) as err:
+        service.indices.add(name, request, tenant)
+    return err.value
+
+
+def test_an_upload_refused_for_a_new_name_leaves_no_folder(upload_service):
+    uploads = upload_service.indices.uploads
+    err = refused(upload_service, "static", "alice", spec="ingest_static")  # its encoder is not on this machine
+    assert (err.status, err.code) == (422, "ingest_refused"), err
+    assert not (uploads / "static").exists() and not (upload_service.indices.folder / "static").exists()
+
+    limit = upload_service.limits.max_tasks_per_key
+    for i in range(limit):  # queued, not run: the key's every task slot is taken
+        upload(upload_service, f"slot{i}", "alice")
+    err = refused(upload_service, "late", "alice")
+    assert (err.status, err.code) == (429, "max_tasks_per_key"), err
+    assert not (uploads / "late").exists()
+    assert sorted(p.name for p in uploads.iterdir()) == [f"slot{i}" for i in range(limit)]
+    assert upload_service.store.index("late") is None
+
+
+def test_a_refused_upload_keeps_a_folder_that_holds_another_upload(upload_service):
+    task_id, job = upload(upload_service, "notes", "alice")
+    err = refused(upload_service, "notes", "alice")  # its first upload is still queued
+    assert (err.status, err.code) == (409, "index_busy"), err
+    assert [p.name for p in Path(job["source"]).parent.iterdir()] == [Path(job["source"]).name]
+
+
+def search(path: Path, text: str) -> list[str]:
+    op = create("retrieve.bm25", {"index": str(path), "k": 5})
+    return op(pa.table({"qid": ["q"], "query": [text]})).column("doc_id").to_pylist()
+
+
+def test_a_deleted_index_is_let_go_and_its_name_made_again_serves_the_new_documents(upload_service):
+    task_id, job = upload(upload_service, "notes", "alice")
+    run_ingest(upload_service.store, task_id, job)
+    path = Path(job["index_path"])
+    assert search(path, "honey bees") == ["bees"]
+    old = cache.shared_index(path)
+
+    assert upload_service.indices.delete("notes", "alice") == {"index": "notes", "deleted": True}
+    assert str(path.resolve()) not in cache._indices
+
+    task_id, job = upload(upload_service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids for honey"}])
+    run_ingest(upload_service.store, task_id, job)
+    assert upload_service.store.task(task_id, None)["status"] == "finished"
+    assert search(path, "honey bees") == ["ants"]
+    assert cache.shared_index(path) is not old
