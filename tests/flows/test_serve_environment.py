@@ -21,6 +21,7 @@ import yaml
 from tests.flows.conftest import free_ports, service_only_config
 
 from flows.commands import main
+from flows.commands.serve import CARRIED
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "serve" / "config.yaml")
@@ -46,8 +47,7 @@ def environment(monkeypatch, tmp_path):
     monkeypatch.setenv("TESSERA_MODELS", "models.yaml")  # relative: made absolute where the command runs
     # the command sets the server's outbound policy in its own environment before it execs: put the test's back
     monkeypatch.setenv("TESSERA_OUTBOUND", os.environ.get("TESSERA_OUTBOUND", "local"))
-    for name in ("TESSERA_ALLOW_ENV", "TESSERA_LLM_THREADS", "TESSERA_PLACEMENT_TIMEOUT_S",
-                 "TESSERA_NODE_LOSS_GRACE_S"):
+    for name in set(CARRIED) - {"TESSERA_ALLOW_HOSTS", "TESSERA_MODELS"}:  # the suite's own settings among them
         monkeypatch.delenv(name, raising=False)
     return tmp_path
 
