@@ -121,6 +121,21 @@ class StepCache:
         return None
 
     def _open(self) -> sqlite3.Connection:
+        """The database, or a ``CacheError`` that, for the default cache, names $TESSERA_HOME (where the path came
+        from) and the ways around it: every command that opens the step cache reports it the same way."""
+        from flows.store import default_cache_dir
+        from operators.home import tessera_home
+
+        try:
+            return self._open_database()
+        except CacheError as err:
+            if self.root != default_cache_dir():
+                raise
+            raise CacheError(f"the default step cache {self.root} ($TESSERA_HOME/cache, TESSERA_HOME="
+                             f"{tessera_home()}) cannot be used: {err.message}; set TESSERA_HOME to a folder you "
+                             "can write, or pass --cache-dir DIR or --no-cache", field="cache_dir") from None
+
+    def _open_database(self) -> sqlite3.Connection:
         root = self.root
         blocking = next((p for p in (root, *root.parents) if p.exists() and not p.is_dir()), None)
         if blocking is not None:

@@ -9,11 +9,13 @@ The default store is SQLite, ``<out>/mlflow.db``, with artifacts in ``<out>/mlar
 (MLflow's recommended local store; MLflow 3 refuses file stores unless
 ``MLFLOW_ALLOW_FILE_STORE`` is set, which is done for ``file:`` URIs given on purpose). The
 store is opened before any flow runs, so a missing dependency (alembic for SQL stores) or an
-unreachable server costs nothing.
+unreachable server costs nothing. A SQLite store's first open is serialised across processes by a
+lock file beside it (``mlflow.db.lock``), so two benchmarks into one new store both succeed.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from dataclasses import dataclass
@@ -65,11 +67,12 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
     try:
         from mlflow.tracking import MlflowClient
 
-        client = MlflowClient(uri)
-        name = f"tessera-bench-{dataset_name}"
-        experiment = client.get_experiment_by_name(name)
-        experiment_id = (experiment.experiment_id if experiment else
-                         client.create_experiment(name, artifact_location=_artifact_root(uri)))
+        with _first_open_lock(uri):
+            client = MlflowClient(uri)
+            name = f"tessera-bench-{dataset_name}"
+            experiment = client.get_experiment_by_name(name)
+            experiment_id = (experiment.experiment_id if experiment else
+                             client.create_experiment(name, artifact_location=_artifact_root(uri)))
     except ImportError as err:
         raise BenchError(f"MLflow tracking to {uri} needs the 'bench' extra ({err}): pip install 'tessera[bench]', "
                          "or use --no-mlflow", field="mlflow-uri") from None
@@ -77,6 +80,36 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
                          field="mlflow-uri") from None
     return Tracker(uri, client, experiment_id)
+
+
+@contextlib.contextmanager
+def _first_open_lock(uri: str):
+    """For a SQLite store, hold ``<db>.lock`` (``flock``) while the store is opened: MLflow creates and migrates a
+    new database on first open, and two benchmarks doing that at once race (``duplicate column name``); the
+    experiment's creation races the same way. Other stores (servers, databases) do their own locking."""
+    parsed = urlparse(uri)
+    database = parsed.path[1:]
+    if parsed.scheme != "sqlite" or database in ("", ":memory:"):
+        yield
+        return
+    try:
+        import fcntl
+    except ImportError:  # Windows: no flock; a lone benchmark needs none
+        yield
+        return
+    lock_path = Path(database).expanduser().resolve().with_name(Path(database).name + ".lock")
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+        handle = open(lock_path, "a")
+    except OSError:  # an unwritable folder: MLflow's own open names the problem
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _artifact_root(uri: str) -> str | None:

@@ -47,6 +47,17 @@ def print_results(out, result, queries, top: int) -> None:
         print_metadata(out, result.metadata.get(str(qid), {}) if qid is not None else {})
 
 
+def top_rows(table, top: int):
+    """At most ``top`` rows per query in rank order (``--top`` for ``--json``); one slice for a table without qid."""
+    import pyarrow as pa
+
+    from operators.tables import in_rank_order, qid_groups
+
+    if "qid" not in table.column_names or table.num_rows == 0:
+        return table.slice(0, top)
+    return pa.concat_tables([in_rank_order(rows).slice(0, top) for _, rows in qid_groups(table)])
+
+
 def print_metadata(out, meta: dict[str, Any]) -> None:
     """A query's metadata under its table: the summary, the answer and its numbered sources first, read as prose."""
     from rich.padding import Padding

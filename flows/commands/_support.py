@@ -111,6 +111,14 @@ def print_json(data: Any) -> None:
     sys.stdout.flush()
 
 
+def report(args: Any, data: dict[str, Any], text: str) -> None:
+    """A command's outcome: ``data`` as one JSON document on stdout with ``--json``, else the line ``text``."""
+    if getattr(args, "json", False):
+        print_json(data)
+    else:
+        print(text, flush=True)
+
+
 def load_flow(source: str, *, index: str | None = None, given: str | None = None):
     """Build a flow from a path/name/text; a mosaicRAG request also yields its query.
 

@@ -7,7 +7,8 @@ from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import EXIT_CANCELLED, check_job_paths, console, positive_int, require_extra
+from flows.commands._support import (EXIT_CANCELLED, check_job_paths, console, positive_int, print_json,
+                                     require_extra)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
@@ -44,6 +45,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db, artifacts in OUT/mlartifacts)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
     parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--json", action="store_true",
+                        help="print the summary (every flow's measure means, run times) and the output paths as JSON")
 
 
 def parse_ks(text: str) -> list[int]:
@@ -83,8 +86,23 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # finished runs and committed index shards stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
-    _print_summary(result, out, args.out)
+    if args.json:
+        print_json(summary_data(result, out, args.out))
+    else:
+        _print_summary(result, out, args.out)
     return 0
+
+
+def summary_data(result, local_out: str, out: str) -> dict:
+    """The summary table's figures as data: per flow every measure's mean and how its run went, and the files."""
+    from flows.bench.report import headline_k
+
+    return {"dataset": result.dataset.name, "split": result.dataset.split, "queries": len(result.dataset.qids),
+            "k": headline_k(result.ks), "ks": list(result.ks), "baselines": list(result.baselines),
+            "flows": {flow: {"measures": {m: float(s.mean) for m, s in result.summaries[flow].items()},
+                             "cached": bool(fr.run.cached), "seconds": float(fr.run.seconds)}
+                      for flow, fr in result.flows.items()},
+            "files": {name: str(path).replace(str(local_out), out, 1) for name, path in result.files.items()}}
 
 
 def _print_summary(result, local_out: str, out: str) -> None:

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.commands._support import EXIT_OK, console, escape, load_flow, print_json, show_help
+from flows.commands._support import EXIT_OK, console, escape, load_flow, print_json, report, show_help
 from operators.errors import SpecError
 
 
@@ -34,6 +34,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output (refuses a folder "
                               "that is not a step cache)")
     c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    c_clear.add_argument("--json", action="store_true", help="print what was removed as JSON")
     c_clear.set_defaults(handler=_cmd_cache_clear)
     cache.set_defaults(handler=lambda args: show_help(cache))
 
@@ -118,8 +119,26 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     from flows.cache import StepCache
 
     root = _cache_root(args)
-    print(f"cleared {root}" if StepCache(root).clear() else f"nothing to clear at {root}")
+    files, size = _stored(root)
+    cleared = StepCache(root).clear()
+    report(args, {"cache_dir": str(root), "cleared": cleared, "files": files if cleared else 0,
+                  "bytes": size if cleared else 0},
+           f"cleared {root}: removed {files} stored output file(s), {_mb(size)}" if cleared
+           else f"nothing to clear at {root}")
     return EXIT_OK
+
+
+def _stored(root: Path) -> tuple[int, int]:
+    """Files and bytes of the stored outputs (``data/``), counted before a clear removes them; links not followed."""
+    import os
+
+    files = size = 0
+    for folder, _, names in os.walk(root / "data"):
+        for name in names:
+            path = Path(folder, name)
+            if not path.is_symlink():
+                files, size = files + 1, size + path.stat().st_size
+    return files, size
 
 
 def _cmd_cache_prune(args: argparse.Namespace) -> int:

@@ -37,6 +37,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
+    parser.add_argument("--json", action="store_true", help="for scripts: one JSON line per answer on stdout "
+                        "(question, answer, sources, references, searched for), not streamed; notes on stderr")
     parser.set_defaults(handler=handle)
 
 
@@ -49,8 +51,11 @@ def handle(args: argparse.Namespace) -> int:
 
     flow = _answering_flow(args)
     check_models([flow], how_to_make=train_command)
-    executor = make_executor("local", cache=step_cache(args), keep_history=False)
-    out, interactive = console(), sys.stdin.isatty()
+    cache = step_cache(args)
+    if cache is not None:
+        cache.check()  # a bad --cache-dir or $TESSERA_HOME is said now, not after the first question
+    executor = make_executor("local", cache=cache, keep_history=False)
+    out, interactive = console(stderr=args.json), sys.stdin.isatty()
     index = _index_of(flow)
     if index:  # a bad --index is said now, not after the first question
         from operators.store import Index, resolve_index
@@ -69,11 +74,27 @@ def handle(args: argparse.Namespace) -> int:
             out.print("[dim]a new conversation[/]")
             continue
         turn += 1
+        if args.json:
+            meta = _ask(executor, flow, str(turn), question, conversation)
+            answer = _print_json_line(turn, question, meta)
+            conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+            continue
         printer = _AnswerPrinter(out, spinner=interactive)
         with printer, streaming_answers(printer.piece):
             meta = _ask(executor, flow, str(turn), question, conversation)
         answer = printer.finish(meta)
         conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
+
+
+def _print_json_line(turn: int, question: str, meta: dict[str, Any]) -> str:
+    """One answer as one JSON line on stdout (``--json``: a scripted chat reads a line per question); the answer."""
+    answer = str(meta.get("answer") or "").strip()
+    line = {"turn": turn, "question": question, "answer": answer, "sources": meta.get("sources") or [],
+            "references": meta.get("references") or [], "searched_for": meta.get("standalone_query"),
+            **({"degraded": meta["degraded"]} if meta.get("degraded") else {})}
+    sys.stdout.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+    return answer
 
 
 def _answering_flow(args: argparse.Namespace) -> Any:

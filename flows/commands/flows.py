@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from flows.commands._support import EXIT_OK, CliError, console, escape, print_json, show_help
+from flows.commands._support import EXIT_OK, CliError, console, escape, print_json, report, show_help
 from operators.errors import TesseraError
 
 
@@ -26,9 +26,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     f_save = fsub.add_parser("save", parents=[common], help="validate a spec and save it by name")
     f_save.add_argument("name", metavar="NAME")
     f_save.add_argument("file", metavar="FILE", help="spec file (YAML or JSON; '-' reads stdin)")
+    f_save.add_argument("--json", action="store_true", help="print the name and path as JSON")
     f_save.set_defaults(handler=_cmd_flows_save)
     f_delete = fsub.add_parser("delete", parents=[common], help="delete a saved flow")
     f_delete.add_argument("name", metavar="NAME")
+    f_delete.add_argument("--json", action="store_true", help="print the name and path as JSON")
     f_delete.set_defaults(handler=_cmd_flows_delete)
     flows.set_defaults(handler=lambda args: show_help(flows))
 
@@ -100,7 +102,7 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
     path = store.save(args.name, FlowSpec.load(source))
-    print(f"saved flow '{args.name}' to {path}")
+    report(args, {"name": args.name, "path": str(path)}, f"saved flow '{args.name}' to {path}")
     return EXIT_OK
 
 
@@ -108,5 +110,5 @@ def _cmd_flows_delete(args: argparse.Namespace) -> int:
     from flows import store
 
     path = store.delete(args.name)
-    print(f"deleted flow '{args.name}' ({path})")
+    report(args, {"name": args.name, "path": str(path)}, f"deleted flow '{args.name}' ({path})")
     return EXIT_OK

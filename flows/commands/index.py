@@ -31,7 +31,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from flows.commands._support import CliError, EXIT_OK, positive_int, print_json, show_help
+from flows.commands._support import CliError, EXIT_OK, positive_int, print_json, report, show_help
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -78,6 +78,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     compact.add_argument("--max-chunks", type=positive_int, default=100_000, metavar="N",
                          help="chunks per new shard (default 100000)")
     compact.set_defaults(handler=_cmd_compact)
+    for edit in (add, update, delete, compact):
+        edit.add_argument("--json", action="store_true", help="print what changed as JSON")
     index.set_defaults(handler=lambda args: show_help(index))
 
 
@@ -241,13 +243,16 @@ def _cmd_add(args: argparse.Namespace) -> int:
     # an unreadable file or a missing encoder creates nothing
     chunks = _chunks(settings, args.file, args.skip_bad_lines)
     shard_id = new_shard_id("add")
+    created = index is None
     if index is None:
         if settings.dense:  # a new index has its encoder's dimension
             settings = settings.model_copy(update={"dim": chunks.column("vector").type.list_size})
         split_chunks(chunks, settings, shard_id)  # chunks the store refuses (a repeated _id) create nothing
         index = Index.create(resolve_index(args.path), settings)
     info = index.add(chunks, shard_id=shard_id)
-    print(f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
+    report(args, {"index": str(index.path), "created": created, "shard": info.id, "chunks": info.n_chunks,
+                  "live": len(index), "generation": index.manifest.generation},
+           f"added {info.n_chunks} chunk(s) as shard {info.id}; {len(index)} live in {index.path}")
     return EXIT_OK
 
 
@@ -255,8 +260,11 @@ def _cmd_update(args: argparse.Namespace) -> int:
     index = _open(args.path)
     commit = index.upsert(_chunks(index.settings, args.file, args.skip_bad_lines))
     [info] = commit.shards
-    print(f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}, adding "
-          f"{commit.new_doc_ids} new document(s); {len(index)} live")
+    report(args, {"index": str(index.path), "shard": info.id, "chunks": info.n_chunks,
+                  "replaced_chunks": commit.tombstoned, "new_documents": commit.new_doc_ids, "live": len(index),
+                  "generation": commit.generation},
+           f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}, adding "
+           f"{commit.new_doc_ids} new document(s); {len(index)} live")
     return EXIT_OK
 
 
@@ -269,7 +277,9 @@ def _cmd_delete(args: argparse.Namespace) -> int:
         raise CliError(f"no live chunk has doc id {', '.join(map(repr, unknown))}, so nothing was deleted",
                        field="--doc-id")
     n = index.delete(doc_ids=args.doc_ids)
-    print(f"deleted {n} chunk(s); {len(index)} live in {index.path}")
+    report(args, {"index": str(index.path), "doc_ids": list(dict.fromkeys(args.doc_ids)), "deleted_chunks": n,
+                  "live": len(index), "generation": index.manifest.generation},
+           f"deleted {n} chunk(s); {len(index)} live in {index.path}")
     return EXIT_OK
 
 
@@ -277,7 +287,10 @@ def _cmd_compact(args: argparse.Namespace) -> int:
     index = _open(args.path)
     before = index.counts()
     infos = index.compact(max_chunks=args.max_chunks)
-    print(f"compacted {index.path}: {before['shards']} shard(s) with {before['chunks']} chunk(s), "
-          f"{before['tombstones']} deleted, into {len(infos)} shard(s) with {sum(i.n_chunks for i in infos)} "
-          f"chunk(s) (generation {index.manifest.generation})")
+    chunks = sum(i.n_chunks for i in infos)
+    report(args, {"index": str(index.path), "before": before, "shards": [i.id for i in infos], "chunks": chunks,
+                  "generation": index.manifest.generation},
+           f"compacted {index.path}: {before['shards']} shard(s) with {before['chunks']} chunk(s), "
+           f"{before['tombstones']} deleted, into {len(infos)} shard(s) with {chunks} chunk(s) "
+           f"(generation {index.manifest.generation})")
     return EXIT_OK

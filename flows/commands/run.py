@@ -48,11 +48,14 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         "or its ranking as a TREC run file (.trec or .run: qid Q0 docno rank score tag)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
-    parser.add_argument("--top", type=positive_int, default=10, metavar="N",
-                        help="rows shown per query (default 10; --out gets every row)")
+    parser.add_argument("--top", type=positive_int, metavar="N",
+                        help="rows shown per query: tables default 10, --json every row; with --out no tables "
+                        "unless --top is given (--out always gets every row)")
     parser.add_argument("--json", action="store_true",
-                        help="print the result (rows, roles, steps, timings, metadata) as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+                        help="print the result (rows, roles, steps, timings, metadata) as one JSON document")
+    parser.add_argument("--quiet", action="store_true",
+                        help="no progress or notes on stderr; with --out and without --json, nothing printed but "
+                        "errors")
     parser.set_defaults(handler=handle)
 
 
@@ -71,7 +74,6 @@ def handle(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | None) -> int:
     """``handle`` once remote inputs are local files and the output has a local path (``flows.uris``)."""
     from flows.commands._progress import ProgressReporter, cancel_on_interrupt
-    from flows.commands._results import print_results, print_steps
     from flows.executors import make_executor
     from flows.model_check import check_models
     from flows.progress import CancelToken
@@ -94,7 +96,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     check_models([flow], how_to_make=train_command)
     cache = step_cache(args)
     if cache is not None:
-        _check_cache(cache, given=args.cache_dir)
+        cache.check()  # a file given as --cache-dir, a damaged database, a bad $TESSERA_HOME: before anything runs
     executor = make_executor(args.executor, cache=cache, keep_history=False)
     token = CancelToken()
     reporter = ProgressReporter(enabled=not args.quiet, flow=flow.name)
@@ -102,30 +104,31 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         result = executor.run(flow, queries, progress=reporter, cancel=token)
     if out_path is not None:
         write_results(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM (_signals): no temporary file left
-        print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
-              file=sys.stderr)
-    if args.json:
-        print_json(result.to_dict(rows=True))
-        return EXIT_OK
-    out = console()
-    print_results(out, result, queries, args.top)
-    print_steps(out, result)
-    out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
+        if not args.quiet:
+            print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
+                  file=sys.stderr)
+    _print(args, result, queries, out_path)
     return EXIT_OK
 
 
-def _check_cache(cache, *, given: str | None) -> None:
-    """A file given as --cache-dir, a damaged database: before anything runs. When the user gave no --cache-dir, the
-    error names where the default came from ($TESSERA_HOME) and the ways around it."""
-    from flows.cache import CacheError
-    from operators.home import tessera_home
+def _print(args: argparse.Namespace, result, queries, out_path) -> None:
+    """What stdout gets. With --json one document: every row, or at most --top per query when given (with --out, also
+    where the rows went). Else the tables (--top rows each, default 10), the steps and the summary line; with --out
+    the rows are in the file, so the tables only when --top is given, and with --quiet nothing."""
+    from flows.commands._results import print_results, print_steps, top_rows
 
-    try:
-        cache.check()
-    except CacheError as err:
-        if given:
-            raise
-        raise CliError(f"the default step cache {cache.root} ($TESSERA_HOME/cache, TESSERA_HOME={tessera_home()}) "
-                       f"cannot be used: {err.message}; set TESSERA_HOME to a folder you can write, or pass "
-                       "--cache-dir DIR or --no-cache", field="cache_dir") from None
-
+    if args.json:
+        data = result.to_dict(rows=False)
+        data["rows"] = (result.table if args.top is None else top_rows(result.table, args.top)).to_pylist()
+        if out_path is not None:
+            data["out"] = {"path": args.out if uris.is_uri(args.out) else str(out_path),
+                           "rows": result.table.num_rows}
+        print_json(data)
+        return
+    if out_path is not None and args.quiet:
+        return
+    out = console()
+    if out_path is None or args.top is not None:
+        print_results(out, result, queries, args.top or 10)
+    print_steps(out, result)
+    out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
