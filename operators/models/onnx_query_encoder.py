@@ -25,6 +25,7 @@ import importlib.util
 import json
 import logging
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,11 @@ from operators.models.repository import models
 from operators.models.sentence_transformers import onnx_cache_dir
 
 log = logging.getLogger(__name__)
+
+#: One export at a time per process, and one try per model: a replica's concurrent searches do not each export,
+#: and a model whose export failed is not tried again on every request.
+_EXPORTING = threading.Lock()
+_TRIED: set[str] = set()
 
 #: Environment variable choosing the query encoder: ``auto`` (default), ``torch`` or ``onnx``.
 ENV = "TESSERA_QUERY_ENCODER"
@@ -212,11 +218,13 @@ def _read_json(file: Path, required: str | None) -> Any:
         raise FastPathUnavailable(f"{file} does not read as JSON: {err}") from None
 
 
-def export_query_encoder(reference: str) -> Path | None:
+def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
     """Export ``reference``'s transformer to ONNX for later processes' queries, once, when worth it: the
     ONNX libraries are installed (base dependencies), ``$TESSERA_QUERY_ENCODER`` is not ``torch``, the
     model is a text model the fast path reproduces and its torch copy runs on the CPU. Never fails: a
-    failed export is logged and the torch path goes on. The file, or None when nothing was exported."""
+    failed export is logged and the torch path goes on, and not tried again in this process. One export at a
+    time per process: a call while another thread exports returns at once, or waits with ``wait``. The file, or
+    None when nothing was exported."""
     try:
         if query_encoder_mode() == "torch" or any(
                 importlib.util.find_spec(m) is None for m in ("onnx", "onnxscript", "onnxruntime")):
@@ -225,16 +233,32 @@ def export_query_encoder(reference: str) -> Path | None:
         fast_path_plan(path)
         if (onnx_cache_dir(path) / "model.onnx").is_file():
             return None
-        from operators.models.sentence_transformers import export_onnx, load_sentence_transformer
-
-        model = load_sentence_transformer(reference)  # the copy the torch path loaded (shared per process)
-        if not str(model.device).startswith("cpu"):
-            return None
-        log.info("exporting '%s' to ONNX once (%s), so later runs embed queries without torch",
-                 reference, onnx_cache_dir(path))
-        return export_onnx(model, path)
+        if not _EXPORTING.acquire(blocking=wait):
+            return None  # another thread is exporting: this one's queries go on through torch
+        try:
+            if str(path) in _TRIED or (onnx_cache_dir(path) / "model.onnx").is_file():
+                return None  # tried in this process already, or made meanwhile
+            _TRIED.add(str(path))
+            return _export_a_copy(reference, path)
+        finally:
+            _EXPORTING.release()
     except FastPathUnavailable as err:
         log.debug("no query-encoder export for '%s': %s", reference, err)
     except Exception as err:  # noqa: BLE001 - an optimisation must never fail the query
         log.warning("could not export '%s' to ONNX for the query fast path: %s", reference, err)
     return None
+
+
+def _export_a_copy(reference: str, path: Path) -> Path | None:
+    """Export a private copy of the process's torch model: ``torch.export`` swaps a module's weights for fake
+    tensors while it traces, and other threads (a replica's concurrent searches) encode with the shared one."""
+    import copy
+
+    from operators.models.sentence_transformers import export_onnx, load_sentence_transformer
+
+    shared = load_sentence_transformer(reference)  # the copy the torch path loaded (shared per process)
+    if not str(shared.device).startswith("cpu"):
+        return None
+    log.info("exporting '%s' to ONNX once (%s), so later runs embed queries without torch",
+             reference, onnx_cache_dir(path))
+    return export_onnx(copy.deepcopy(shared), path)

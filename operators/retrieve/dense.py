@@ -85,7 +85,7 @@ class DenseRetriever(IndexRetriever):
         if mode != "torch":
             try:
                 if mode == "onnx":
-                    export_query_encoder(reference)  # required: made now when missing
+                    export_query_encoder(reference, wait=True)  # required: made now when missing
                 encoder = load_onnx_query_encoder(reference)
                 self._embed = functools.partial(encoder.encode, batch_size=self.params.encode_batch_size or CPU_BATCH)
                 return encoder

@@ -246,3 +246,24 @@ def test_a_damaged_export_is_not_used(tmp_path, monkeypatch):
     monkeypatch.setenv(ENV, "torch")
     with pytest.raises(FastPathUnavailable, match="TESSERA_QUERY_ENCODER=torch"):
         load_onnx_query_encoder("all-MiniLM-L6-v2")
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_searches_at_once_in_a_fresh_home_all_answer_while_one_of_them_exports(index, first_run, tmp_path,
+                                                                               monkeypatch):
+    """A replica's first searches run at once while the first exports; the export traced the shared torch model,
+    and the others, encoding with it, failed (37 HTTP 500s in a soak). It now exports a private copy, once."""
+    import concurrent.futures
+
+    import operators.models.onnx_query_encoder as encoder_module
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(encoder_module, "_TRIED", set())  # this process tried MiniLM in the module's own home
+    texts = queries()[:12]
+    expected = rankings(first_run[1])
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        found = list(pool.map(lambda text: rankings(run_dense(index[0], [text])[1])["0"], texts))
+    assert found == [expected[str(i)] for i in range(len(texts))]
+    assert len(list(tmp_path.glob("models/*-onnx-*/model.onnx"))) == 1
