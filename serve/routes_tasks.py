@@ -1,6 +1,7 @@
 """mosaicRAG's task API, field for field: ``/task/run``, ``/task/enqueue``, ``/task/progress/{id}``,
 ``/task/cancel/{id}``, ``/pipeline/info``; plus ``GET /tasks``, the caller's own tasks, and ``DELETE /task/{id}``,
-one of them deleted once it has ended.
+one of them deleted once it has ended. ``GET /tasks`` pages: ended tasks stay ``task_retention_days``, so a key
+that runs hundreds an hour keeps hundreds of thousands, too many for one response.
 
 Bodies are a mosaicRAG request (``query``, ``parameters``, steps ``"1"``, ``"2"``... with
 ``id`` and ``parameters``) or Tessera's native one (``flow``, ``query``/``queries``,
@@ -10,16 +11,19 @@ Bodies are a mosaicRAG request (``query``, ``parameters``, steps ``"1"``, ``"2"`
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import base64
+import binascii
+import json
+from typing import Any, Literal
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import PlainTextResponse
 
 from serve import service as svc
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
 from serve.results import progress_body
-from serve.taskstore import FINAL
+from serve.taskstore import FINAL, UNFINISHED
 
 router = APIRouter(tags=["tasks"])
 
@@ -79,11 +83,44 @@ def delete(task_id: str, request: Request) -> dict[str, Any]:
     return {"task_id": task_id, "deleted": True}
 
 
-@router.get("/tasks", summary="The caller's tasks and how many are in each state")
-def list_tasks(request: Request) -> dict[str, Any]:
+#: ``GET /tasks``: the tasks a page has unless ``limit`` says, and the most it may say.
+PAGE_DEFAULT, PAGE_MAX = 100, 1000
+
+TaskState = Literal["queued", "running", "finished", "failed", "cancelled"]
+assert set(TaskState.__args__) == {*UNFINISHED, *FINAL}
+
+
+def cursor(task: dict[str, Any]) -> str:
+    """The opaque ``before`` of the page after ``task``: its (created, id), so tasks created at the same time page
+    too (JSON writes the float exactly, so it compares equal when read back)."""
+    return base64.urlsafe_b64encode(json.dumps([task["created"], task["id"]]).encode()).decode().rstrip("=")
+
+
+def read_cursor(before: str) -> tuple[float, str]:
+    """``before`` as ``cursor`` wrote it; a 422 naming ``before`` otherwise."""
+    try:
+        created, task_id = json.loads(base64.urlsafe_b64decode(before + "=" * (-len(before) % 4)))
+        if isinstance(created, (int, float)) and not isinstance(created, bool) and isinstance(task_id, str):
+            return float(created), task_id
+    except (ValueError, TypeError, binascii.Error):  # not base64, not JSON, not a pair
+        pass
+    raise ApiError(422, "before: not a cursor of GET /tasks; send the 'next' of the page before, as it came",
+                   param="before", code="invalid_cursor")
+
+
+@router.get("/tasks", summary="The caller's tasks newest first, a page at a time, and how many are in each state")
+def list_tasks(request: Request,
+               limit: int = Query(PAGE_DEFAULT, ge=1, le=PAGE_MAX, description="tasks in this page"),
+               before: str | None = Query(None, description="the previous page's 'next': the tasks after it"),
+               status: TaskState | None = Query(None, description="this state's tasks only")) -> dict[str, Any]:
+    """``next`` is the ``before`` of the following page, null on the last; ``counts`` is every state's whole count."""
     store = svc.current().store
     owner = tenant(request)
-    return {"tasks": store.list_tasks(owner), "counts": store.status_counts(owner)}
+    page = store.list_tasks(owner, limit=limit + 1, before=None if before is None else read_cursor(before),
+                            status=status)
+    more = len(page) > limit
+    page = page[:limit]
+    return {"tasks": page, "next": cursor(page[-1]) if more else None, "counts": store.status_counts(owner)}
 
 
 @router.get("/pipeline/info", summary="mosaicRAG's pipeline info: every operator and its parameters")

@@ -91,10 +91,21 @@ class TaskStore:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
-    def list_tasks(self, owner: str) -> list[dict[str, Any]]:
+    def list_tasks(self, owner: str, *, limit: int | None = None, before: tuple[float, str] | None = None,
+                   status: str | None = None) -> list[dict[str, Any]]:
+        """``owner``'s tasks newest first (by ``created``, then ``id``: equal times keep one order), at most
+        ``limit``, those after the ``(created, id)`` of ``before`` only, of one ``status``. A range read of the
+        index (owner, created, id): a page costs its own rows, however many tasks the owner keeps."""
         columns = [tasks.c.id, tasks.c.status, tasks.c.flow, tasks.c.created, tasks.c.updated, tasks.c.steps_done,
                    tasks.c.error]
-        query = sa.select(*columns).where(tasks.c.owner == owner).order_by(tasks.c.created)
+        query = (sa.select(*columns).where(tasks.c.owner == owner)
+                 .order_by(tasks.c.created.desc(), tasks.c.id.desc()).limit(limit))
+        if before is not None:
+            created, task_id = before  # ``created <=`` first: the index's range; the rest breaks ties by id
+            query = query.where(tasks.c.created <= created, sa.or_(
+                tasks.c.created < created, sa.and_(tasks.c.created == created, tasks.c.id < task_id)))
+        if status is not None:
+            query = query.where(tasks.c.status == status)
         with self._reading() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 

@@ -34,6 +34,8 @@ tasks = sa.Table(
     sa.Column("log", sa.JSON, nullable=False),            # lines
     sa.Column("error", sa.Text),
     sa.Column("result", sa.JSON),
+    # GET /tasks pages one owner's tasks newest first by (created, id): a range read of this index, not a sort.
+    sa.Index("ix_tasks_owner_created_id", "owner", "created", "id"),
 )
 
 chats = sa.Table(
@@ -60,6 +62,12 @@ indices = sa.Table(
 
 #: Columns added to a table after stores were made with it: ``create_all`` makes missing tables only.
 _ADDED_COLUMNS = {indices: ("shared",)}
+
+#: Indexes added to a table after stores were made with it (``create_all`` skips a table that exists, indexes too).
+_ADDED_INDEXES = ("ix_tasks_owner_created_id",)
+
+#: The PostgreSQL advisory lock that makes replicas starting together migrate one after the other.
+_PG_MIGRATE_LOCK = 0x7E55E7B
 
 
 #: The execution option of TaskStore's read-only connections.
@@ -92,14 +100,19 @@ def make_engine(url: str) -> sa.Engine:
         # A server that drops packets fails the connection within the timeout instead of hanging it for minutes.
         engine = sa.create_engine(url, pool_pre_ping=True, connect_args=connect_args(parsed))
     metadata.create_all(engine)
-    _add_missing_columns(engine)
+    _migrate(engine)
     return engine
 
 
-def _add_missing_columns(engine: sa.Engine) -> None:
-    """Add the columns of ``_ADDED_COLUMNS`` that a store made by an earlier version lacks (its rows get the
-    default). Checked inside the write transaction, so replicas starting together add each column once."""
+def _migrate(engine: sa.Engine) -> None:
+    """Add the columns of ``_ADDED_COLUMNS`` and the indexes of ``_ADDED_INDEXES`` that a store made by an earlier
+    version lacks (its rows get the default). One write transaction (SQLite's BEGIN IMMEDIATE, PostgreSQL's advisory
+    lock), so replicas starting together add each once."""
     with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": _PG_MIGRATE_LOCK})
+        for index in (i for table in metadata.sorted_tables for i in table.indexes if i.name in _ADDED_INDEXES):
+            conn.execute(sa.schema.CreateIndex(index, if_not_exists=True))
         for table, names in _ADDED_COLUMNS.items():
             have = {column["name"] for column in sa.inspect(conn).get_columns(table.name)}
             for name in names:

@@ -400,19 +400,35 @@ async function enqueue() {
 
 let followed = null; // the task whose progress is shown
 
+/** The newest page of the caller's tasks (GET /tasks answers newest first, a page at a time) and the counts. */
 async function refreshTasks() {
   const listing = await call("GET", "tasks");
   $("task-counts").textContent = Object.entries(listing.counts).map(([state, n]) => `${n} ${state}`).join(", ")
     || "no tasks yet";
-  const rows = [...listing.tasks].reverse();
-  $("task-table").tBodies[0].replaceChildren(...rows.map((task) => {
-    const unfinished = task.status === "queued" || task.status === "running";
-    return el("tr", {"data-task": task.id},
-      el("td", {}, el("button", {type: "button", class: "link", onclick: () => followTask(task.id)}, task.id)),
-      el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
-      el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
-      el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel") : ""));
-  }));
+  $("task-table").tBodies[0].replaceChildren(...listing.tasks.map(taskRow));
+  offerOlder(listing.next);
+}
+
+/** A button after the counts while older tasks remain: it adds the next page (``before``: the page's ``next``). */
+function offerOlder(next) {
+  $("task-counts").querySelector("button")?.remove();
+  if (!next) return;
+  const older = async () => {
+    const page = await call("GET", `tasks?before=${encodeURIComponent(next)}`);
+    $("task-table").tBodies[0].append(...page.tasks.map(taskRow));
+    offerOlder(page.next);
+  };
+  $("task-counts").append(" ", el("button", {type: "button", class: "link", onclick: () => guarded(older)},
+    "older tasks"));
+}
+
+function taskRow(task) {
+  const unfinished = task.status === "queued" || task.status === "running";
+  return el("tr", {"data-task": task.id},
+    el("td", {}, el("button", {type: "button", class: "link", onclick: () => followTask(task.id)}, task.id)),
+    el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
+    el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
+    el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel") : ""));
 }
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));

@@ -114,7 +114,7 @@ def test_a_key_reaches_none_of_the_other_keys_ids(keyed, alices):
     for route in ("/task/run", "/task/enqueue", "/v1/search"):
         refused = call(keyed, "POST", route, BOB, json={"flow": flow, "query": QUERY})
         assert refused.status_code == 422 and refused.json()["error"]["param"] == "flow"
-    assert call(keyed, "GET", "/tasks", BOB).json() == {"tasks": [], "counts": {}}
+    assert call(keyed, "GET", "/tasks", BOB).json() == {"tasks": [], "next": None, "counts": {}}
     assert call(keyed, "GET", "/flows", BOB).json()["saved"] == []
     # Alice's flow that answers is a chat model for her only.
     models = {key: {m["id"] for m in call(keyed, "GET", "/v1/models", key).json()["data"]} for key in (ALICE, BOB)}

@@ -1,0 +1,157 @@
+"""``GET /tasks`` pages the caller's tasks newest first: ``limit``, the ``before`` cursor of (created, id) so tasks
+created at the same time page too, a ``status`` filter; ``counts`` stays the whole set. Over real HTTP (the API's
+app under uvicorn on 127.0.0.1, beside a real ``Service``) on real SQLite and PostgreSQL stores; the page is a range
+read of the (owner, created, id) index, which a store made before it gets when opened."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+import sqlalchemy as sa
+
+from serve import auth
+from serve.service_settings import ServiceArgs, resolve
+from serve.taskstore import TaskStore, tasks
+from tests.serve.conftest import api_on_localhost
+
+INDEX = "ix_tasks_owner_created_id"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return request.getfixturevalue("postgres_database")
+
+
+def made_tasks(store: TaskStore, owner: str, n: int) -> list[str]:
+    """``n`` tasks of ``owner``, four at a time created at the same second, some ended in each final state."""
+    ids = []
+    for i in range(n):
+        task_id = store.create_task(owner, f"flow{i}", {}, [{"qid": "1", "query": "q"}], ["a"])
+        if i % 3:
+            store.finish(task_id, ("failed", "cancelled", "finished")[i % 4 % 3])
+        with store.engine.begin() as conn:
+            conn.execute(tasks.update().where(tasks.c.id == task_id).values(created=1.7e9 + 0.25 + i // 4))
+        ids.append(task_id)
+    return ids
+
+
+@pytest.fixture
+def api(store_url, tmp_path, monkeypatch):
+    """The API on uvicorn beside a ``Service`` whose store holds 23 tasks of the caller (the ``local`` tenant: no
+    keys) and 5 of another key."""
+    from serve.service import Service
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    service = Service(resolve(ServiceArgs(default_index=None, task_store=store_url, spare_task_workers=0),
+                              environ={}), [], "tessera")
+    store = TaskStore(store_url)  # its tasks made after the service's start, which would look for their Ray workers
+    mine, theirs = made_tasks(store, "local", 23), made_tasks(store, "bob", 5)
+    auth.configure({}, None, None)
+    with api_on_localhost() as base:
+        yield base, store, mine, theirs
+    service.pruner.stop()
+
+
+def newest_first(store: TaskStore, ids: list[str], status: str | None = None) -> list[str]:
+    rows = [store.task(i, None) for i in ids]
+    return [r["id"] for r in sorted(rows, key=lambda r: (r["created"], r["id"]), reverse=True)
+            if status is None or r["status"] == status]
+
+
+def pages(base: str, **params) -> list[list[str]]:
+    """Every page of ``GET /tasks`` with ``params``, following ``next`` to the last."""
+    found, before = [], None
+    while True:
+        body = requests.get(base + "/tasks", params={**params, **({"before": before} if before else {})},
+                            timeout=30).json()
+        found.append([t["id"] for t in body["tasks"]])
+        before = body["next"]
+        assert len(found) <= 30, found[-3:]  # more pages than tasks: a cursor that does not move on
+        if before is None:
+            return found
+
+
+def test_pages_give_every_task_once_newest_first_with_equal_times(api):
+    base, store, mine, theirs = api
+    expected = newest_first(store, mine)
+    for limit in (1, 3, 4, 5, 22, 23):
+        got = pages(base, limit=limit)
+        assert [t for page in got for t in page] == expected, limit  # once each, in order, none of bob's
+        assert [len(page) for page in got[:-1]] == [limit] * (len(got) - 1) and 0 < len(got[-1]) <= limit
+    whole = requests.get(base + "/tasks", params={"limit": 1000}, timeout=30).json()
+    assert [t["id"] for t in whole["tasks"]] == expected and whole["next"] is None
+    first = requests.get(base + "/tasks", timeout=30).json()  # default limit 100: all 23, and no next page
+    assert [t["id"] for t in first["tasks"]] == expected and first["next"] is None
+    assert set(first["tasks"][0]) == {"id", "status", "flow", "created", "updated", "steps_done", "error"}
+
+
+def test_a_status_pages_its_own_tasks_and_counts_stay_whole(api):
+    base, store, mine, _ = api
+    counts = requests.get(base + "/tasks", params={"limit": 2}, timeout=30).json()["counts"]
+    assert counts == store.status_counts("local") and sum(counts.values()) == len(mine)
+    assert set(counts) == {"queued", "failed", "cancelled", "finished"}
+    for status in ("queued", "failed", "cancelled", "finished", "running"):
+        got = pages(base, limit=2, status=status)
+        assert [t for page in got for t in page] == newest_first(store, mine, status), status
+        filtered = requests.get(base + "/tasks", params={"limit": 2, "status": status}, timeout=30).json()
+        assert all(t["status"] == status for t in filtered["tasks"]) and filtered["counts"] == counts
+
+
+def test_another_keys_tasks_never_appear(api):
+    base, store, mine, theirs = api
+    bob = store.task(theirs[-1], None)  # a cursor made from bob's newest task still lists only the caller's
+    from serve.routes_tasks import cursor
+
+    listed = requests.get(base + "/tasks", params={"before": cursor(bob), "limit": 1000}, timeout=30).json()
+    assert listed["tasks"] and not {t["id"] for t in listed["tasks"]} & set(theirs)
+    assert {t["id"] for t in listed["tasks"]} <= set(mine)
+    assert sum(listed["counts"].values()) == len(mine)
+
+
+@pytest.mark.parametrize("params,field", [
+    ({"limit": 0}, "limit"), ({"limit": 1001}, "limit"), ({"limit": "ten"}, "limit"),
+    ({"status": "done"}, "status"), ({"before": "not-a-cursor"}, "before"), ({"before": "WzEsMl0"}, "before"),
+    ({"before": "eyJhIjogMX0"}, "before")])  # [1,2] has no id string; {"a": 1} is no pair
+def test_a_bad_limit_status_or_cursor_is_a_422_naming_it(api, params, field):
+    refused = requests.get(api[0] + "/tasks", params=params, timeout=30)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert error["param"] == field and error["message"].startswith(f"{field}: "), error
+
+
+def test_a_page_reads_the_owner_created_id_index(store_url):
+    store = TaskStore(store_url)
+    ids = made_tasks(store, "local", 3)
+    sent = []  # the statement list_tasks sends, with its parameters, explained as the database runs it
+
+    def record(_conn, _cursor, statement, params, *_):
+        sent.append((statement, params))
+
+    before = (store.task(ids[-1], None)["created"], ids[-1])
+    sa.event.listen(store.engine, "before_cursor_execute", record)
+    store.list_tasks("local", limit=2, before=before)
+    sa.event.remove(store.engine, "before_cursor_execute", record)
+    statement, params = next((st, p) for st, p in sent if st.lstrip().upper().startswith("SELECT"))
+    with store.engine.connect() as conn:
+        if conn.dialect.name == "sqlite":
+            plan = " ".join(str(row[-1]) for row in conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params))
+            assert f"INDEX {INDEX} (owner=? AND created<?)" in plan and "TEMP B-TREE" not in plan, plan  # no sort
+        else:
+            conn.exec_driver_sql("SET enable_seqscan = off")  # three rows: the planner would read the table
+            plan = " ".join(row[0] for row in conn.exec_driver_sql("EXPLAIN " + statement, params))
+            assert INDEX in plan and "Sort" not in plan, plan
+
+
+def test_a_store_made_before_the_index_gets_it_when_opened(store_url):
+    store = TaskStore(store_url)
+    ids = made_tasks(store, "local", 2)
+    with store.engine.begin() as conn:  # the store as an earlier version made it
+        conn.exec_driver_sql(f"DROP INDEX {INDEX}")
+    assert INDEX not in {i["name"] for i in sa.inspect(store.engine).get_indexes("tasks")}
+    store.engine.dispose()
+    reopened = TaskStore(store_url)
+    assert INDEX in {i["name"] for i in sa.inspect(reopened.engine).get_indexes("tasks")}
+    assert [t["id"] for t in reopened.list_tasks("local")] == newest_first(reopened, ids)
+    TaskStore(store_url)  # opened again, nothing to add: no error
