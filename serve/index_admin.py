@@ -40,14 +40,21 @@ def every_index(indices: Any, tenant: str) -> list[dict[str, Any]]:
              **(describe(indices.folder / name) or EMPTY)} for name, row in sorted(rows.items())]
 
 
-def delete_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
-    """Delete the index ``name`` the service made, whoever owns it (a 409 while an ingestion runs into it)."""
+def made_index(indices: Any, name: str, tenant: str) -> tuple[Any, dict[str, Any]]:
+    """The folder and owner record of the index ``name`` the service made, for an admin key (403 for others, 404
+    for a name the service did not make)."""
     require_admin(indices.service, tenant)
     path, row = indices.named(name)
     row = row or read_owner(path)
     if row is None:
         raise ApiError(404, f"no index named '{name}' made through this service", param="name",
                        code="index_not_found")
+    return path, row
+
+
+def delete_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
+    """Delete the index ``name`` the service made, whoever owns it (a 409 while an ingestion runs into it)."""
+    _, row = made_index(indices, name, tenant)
     return {**indices.remove(name, row["owner"]), "owner": row["owner"]}
 
 
@@ -57,12 +64,7 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
     and an upload compacts the index itself when it leaves too many shards (``compact_after_shards``)."""
     from operators.store.errors import CommitConflictError
 
-    require_admin(indices.service, tenant)
-    path, row = indices.named(name)
-    row = row or read_owner(path)
-    if row is None:
-        raise ApiError(404, f"no index named '{name}' made through this service", param="name",
-                       code="index_not_found")
+    path, row = made_index(indices, name, tenant)
     running = row["ingest_task"]
     task = indices.service.store.task(running, None) if running else None
     if task is not None and task["status"] in UNFINISHED:
