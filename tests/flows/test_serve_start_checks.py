@@ -88,7 +88,8 @@ def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path):
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("server", ["refusing", "silent"])
+@pytest.mark.parametrize("server", ["refusing", pytest.param("silent", marks=pytest.mark.slow)])  # silent: 5 s of
+# waiting; its message is checked in-process in tests/serve/test_taskstore_connect.py
 def test_a_postgresql_store_that_refuses_or_never_answers_is_refused_without_its_password(small_config, tmp_path,
                                                                                         server):
     """"silent": a local port that listens and never accepts (as a host that drops packets): the check gives up after
