@@ -7,9 +7,11 @@ is handed to whatever handles SIGINT at that moment (``cancel_on_interrupt`` in 
 graceful path, and the command exits with 143 (128 + SIGTERM) where Ctrl-C gives 130. A second one aborts
 as a second Ctrl-C does. ``tessera serve`` installs its own handlers (``serve.py``), which win.
 
-``ray.init`` replaces the SIGTERM handler with its own (``sys.exit(15)``), so once a command has started Ray, SIGTERM
-unwinds it from where it was (a ``SystemExit`` that ``run_handler`` reports as ``terminated``, status 143): Ray's
-processes are still shut down at exit, but ``tessera run`` does not wait for the step under way to stop.
+``ray.init`` replaces the SIGTERM handler with its own (``sys.exit(15)``). ``flows.executors.ray_env.ensure_ray``,
+which starts Ray for the executors and ingestion, puts the command's handler back, so SIGTERM takes the graceful
+path there too. Where Ray is started otherwise (``flows.placement`` joining a cluster), SIGTERM unwinds the command
+from where it was (a ``SystemExit`` that ``run_handler`` reports as ``terminated``, status 143, ``by_ray``): Ray's
+processes are still shut down at exit, but the step under way is not waited for.
 
 A shell starts a background job (``tessera run ... &`` in a script) with SIGINT ignored, and the ignore is
 inherited; then ``kill -INT`` would do nothing outside the moments a command installs its own handler. So
