@@ -36,7 +36,7 @@ from operators.interrupt import checkpoint
 from operators.models.batching import CPU_BATCH
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
-from operators.models.sentence_transformers import onnx_cache_dir
+from operators.models.sentence_transformers import onnx_cache_dir, onnx_session
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,6 @@ class OnnxQueryEncoder:
 
     def __init__(self, onnx_file: Path, tokenizer_file: Path, *, max_length: int, pooling: str, normalize: bool,
                  dimension: int) -> None:
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
@@ -84,10 +83,8 @@ class OnnxQueryEncoder:
         padding = self.tokenizer.padding or {}
         self.tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
                                       pad_type_id=padding.get("pad_type_id", 0))
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # as backend: onnx
         try:
-            self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+            self.session = onnx_session(onnx_file)  # as backend: onnx runs it
         except Exception as err:  # noqa: BLE001 - a damaged export: the torch path still works
             log.warning("ONNX Runtime cannot load %s (%s): queries embed through torch", onnx_file, err)
             raise FastPathUnavailable(f"ONNX Runtime cannot load {onnx_file}: {err}") from None

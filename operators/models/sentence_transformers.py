@@ -87,11 +87,8 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
                 f"run at lower precision): {setting} does not apply; use backend 'torch' at float32")
         if backend == "torch":
             return with_precision(model, dtype)
-        ort = _import_onnx_runtime()
-        onnx_file = export_onnx(model, path, quantize=backend == "onnx-int8")
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        _import_onnx_runtime()
+        session = onnx_session(export_onnx(model, path, quantize=backend == "onnx-int8"))
         model[0].model = _onnx_transformer_class()(session, model[0].model.config)
         model[0].model_forward_params = None  # pass every tokenizer output; the wrapper takes what the graph needs
         return model
@@ -111,6 +108,16 @@ def _import_onnx_runtime():
             f"the ONNX backends need onnx, onnxscript and onnxruntime ({err.name} is missing): "
             "reinstall Tessera, whose base install has them") from None
     return onnxruntime
+
+
+def onnx_session(onnx_file: Path) -> Any:
+    """An ONNX Runtime session of an export, on the CPU with every graph optimisation: how both ONNX paths (the
+    ``onnx`` backends here, ``onnx_query_encoder``'s queries) run it."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    return ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
 
 
 def onnx_cache_dir(path: Path) -> Path:
