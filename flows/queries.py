@@ -144,7 +144,9 @@ def _read_lines(text: str) -> list[tuple[str, str]]:
 def _read_jsonl(text: str, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
     """The (qid, text) pairs, and each query's ``messages`` as JSON text (None where it has none)."""
     pairs, conversations = [], []
-    for line_no, line in enumerate(text.splitlines(), 1):
+    # lines end at "\n" only, as a file's lines do: str.splitlines also cuts at U+2028 and U+0085, which JSON
+    # strings may hold as they are
+    for line_no, line in enumerate(text.split("\n"), 1):
         if not line.strip():
             continue
         try:
@@ -195,7 +197,7 @@ def _json_kind(value) -> str:
 
 def _read_tsv(content: str, path: Path) -> list[tuple[str, str]]:
     pairs = []
-    for line_no, line in enumerate(content.splitlines(), 1):
+    for line_no, line in enumerate(content.split("\n"), 1):  # "\n" only, as for JSON lines
         if not line.strip():
             continue
         parts = line.split("\t", 1)

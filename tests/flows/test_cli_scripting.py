@@ -127,6 +127,19 @@ def test_boms_json_arrays_and_jsonl_arrays(home, tmp_path, spec, tessera):
     one_error(err, "query 1 of the array", "needs an id (_id or qid) and a text")
 
 
+def test_a_json_lines_query_may_hold_unicode_line_separators(tmp_path, monkeypatch):
+    """JSON strings may hold U+2028 and U+0085 as they are (``json.dumps(..., ensure_ascii=False)`` writes them so);
+    a JSON lines file ends its lines at "\\n" only, from a file or from standard input."""
+    from flows.queries import read_queries
+
+    data = '{"_id": "a", "text": "honey\u2028bees"}\r\n{"_id": "b", "text": "opera\u0085house"}\n'
+    expected = [{"qid": "a", "query": "honey\u2028bees"}, {"qid": "b", "query": "opera\u0085house"}]
+    (tmp_path / "q.jsonl").write_text(data, encoding="utf-8")
+    assert read_queries(tmp_path / "q.jsonl").to_pylist() == expected
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data.encode()), encoding="utf-8"))
+    assert read_queries("-").to_pylist() == expected
+
+
 # -- outputs -----------------------------------------------------------------------------------------------------
 
 
