@@ -148,12 +148,14 @@ def warn_unfinished_ingestions(indices: dict[str, str]) -> None:
     from flows.ingestion.pending import describe, has_staged, unfinished
     from operators.store import resolve_index
 
-    for path in dict.fromkeys(str(resolve_index(index)) for index in indices.values()):
+    steps_of: dict[str, list[str]] = {}  # each index's path, resolved once, and the steps that read it
+    for step, index in indices.items():
+        steps_of.setdefault(str(resolve_index(index)), []).append(step)
+    for path, steps in steps_of.items():
         try:
             records = unfinished(path) if has_staged(path) else []
         except (OSError, TesseraError):  # no index there: the step that reads it says so
             continue
-        steps = [step for step, index in indices.items() if str(resolve_index(index)) == path]
         for record in records:
             print(f"tessera: warning: index {path} (step {', '.join(map(repr, steps))}): {describe(record)}",
                   file=sys.stderr, flush=True)
