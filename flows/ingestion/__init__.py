@@ -9,7 +9,7 @@
 How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pipeline``, ``progress``,
 ``ledger``; ``job`` runs them):
 
-0. **Check** (driver), before anything is created: the options, the source (a missing path
+0. **Check** (driver, ``checks``), before anything is created: the options, the source (a missing path
    fails naming it), the settings, the embed model (the index's encoder, on this machine) and
    the ``colbert`` model.
 1. **Stage** (``staging``, on the driver). The read step's documents are streamed in
@@ -29,7 +29,9 @@ How it works (one module a concern: ``plan``, ``staging``, ``shards``, ``ray_pip
    ``failures.jsonl`` (``ledger``), then ``Index.commit`` records the shard in the
    manifest and its staged files are deleted; a shard whose commit fails is removed.
 
-Exactly once: a document is in the index iff its shard is in the manifest. A run that
+Exactly once: a document is in the index iff its shard is in the manifest. Two ingests of the same
+source at once plan the same shard ids: a shard the other committed first (before this one read, wrote
+or committed it) counts as done by another ingest (``shards_elsewhere``), not as this run's. A run that
 dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
 between a shard's write and its commit, is resumed by running the same command again)
 re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
@@ -40,7 +42,8 @@ or the whole file (fix the line or file, then retry).
 Progress (``progress``): documents are counted as they are embedded, not only when their
 shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
 
-from flows.ingestion.job import DEFAULT_SHARD_SIZE, CheckedIngest, IngestReport, check_ingest, ingest
+from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
+from flows.ingestion.job import IngestReport, ingest
 from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec
 
 __all__ = ["DEFAULT_SHARD_SIZE", "DEFAULT_SPEC", "CheckedIngest", "IngestPlan", "IngestReport", "build_plan",

@@ -14,22 +14,23 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-
-from flows.ingestion.errors import IngestError, SettingsMismatchError
+from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
+from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.moved import earlier_key
-from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
-                                  require_models)
+from flows.ingestion.plan import IngestPlan
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.retry import retry
+from flows.ingestion.running import Running
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, EmbedStopped, ShardJob, ShardResult, _chunker,
-                                   _enrichers, prepare, write)
-from flows.ingestion.staging import STAGING_DIR, Stager, check_source
+                                   _enrichers, prepare, staged_unless_done, write)
+from flows.ingestion.staging import STAGING_DIR, Stager
 
 log = logging.getLogger("tessera.ingest")
 
-DEFAULT_SHARD_SIZE = 5000
+__all__ = ["DEFAULT_SHARD_SIZE", "CheckedIngest", "IngestReport", "check_ingest", "ingest"]
+
 #: Embed params that change the vectors (others, such as batch sizes, may change on resume).
 _VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
 
@@ -103,14 +104,25 @@ class _Run:
         if self.index is None:
             self.index = Index.create(self.path, self.settings)
 
-    def _undo(self) -> None:
-        """After a failure before the first commit: remove the index folder (or manifest) this run created."""
-        if self.committed or not self.made_manifest:
+    def _undo(self, running: Running) -> None:
+        """After a failure before the first commit: remove the index folder (or manifest) this run created,
+        unless another ingest of it runs or committed (it created them too, as far as it knows)."""
+        if self.committed or not self.made_manifest or not running.alone() or self._others_committed():
             return
         if self.made_folder:
             shutil.rmtree(self.path, ignore_errors=True)
         else:
             (self.path / "manifest.json").unlink(missing_ok=True)
+
+    def _others_committed(self) -> bool:
+        """Whether another ingest committed into this index meanwhile (it made the index too, and needs it)."""
+        from operators.store import Index
+        from operators.store.errors import IndexStoreError
+
+        try:
+            return bool(Index.open(self.path, verify=False).finished_shards() or self.ledger.empty_shards())
+        except IndexStoreError:  # no manifest (or none readable): nothing of another ingest's to keep
+            return False
 
     def _track(self, stage: Stage, docs_total: int | None, shard_docs: dict[str, int] | None = None):
         self.tracker = ProgressTracker(stage, docs_total=docs_total, shard_docs=shard_docs, bar=self.progress,
@@ -120,11 +132,12 @@ class _Run:
     # -- ingest --------------------------------------------------------------------------
 
     def ingest(self) -> IngestReport:
-        try:
-            return self._ingest()
-        except BaseException:
-            self._undo()
-            raise
+        with Running(self.path) as running:
+            try:
+                return self._ingest()
+            except BaseException:
+                self._undo(running)
+                raise
 
     def _ingest(self) -> IngestReport:
         started = time.perf_counter()
@@ -196,10 +209,10 @@ class _Run:
 
         def embedded(shard: str):
             started = time.perf_counter()
-            try:
-                docs, read_failures = self.stager.load(shard)
-            except FileNotFoundError:  # committed by another ingest meanwhile? (checked on the driver's thread)
+            staged = staged_unless_done(self.index, shard, self.stager.load)
+            if staged is None:  # another ingest of the same source committed it meanwhile
                 return None
+            docs, read_failures = staged
             if stop.is_set():
                 raise EmbedStopped(shard)
             rows, n = prepare(self.job, shard, docs, chunker, enrichers), 0
@@ -213,10 +226,10 @@ class _Run:
             for i, shard in enumerate(shards):
                 done = ahead.pop().result()
                 ahead += [pool.submit(embedded, shard) for shard in shards[i + 1:i + 2]]
-                if done is None and shard in self.index.finished_shards():
+                if done is None:
                     self._commit(ShardResult.elsewhere(shard))
                     continue
-                started, docs, read_failures, rows, n = done or self.stager.load(shard)  # load: its error
+                started, docs, read_failures, rows, n = done
                 self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
                                    chunks_embedded=n, started=started))
         except BaseException:
@@ -230,11 +243,7 @@ class _Run:
         from operators.store import ShardInfo
 
         if result.done_elsewhere:  # another ingest of the same plan committed it meanwhile: nothing to do
-            log.info("shard %s was committed by another ingest of the same source meanwhile", result.shard)
-            self.report.shards_skipped += 1
-            self.report.shards_elsewhere += 1
-            if self.tracker is not None:
-                self.tracker.committed(result.shard, 0, 0)
+            self._done_elsewhere(result.shard)
             return
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
@@ -244,11 +253,14 @@ class _Run:
             info = ShardInfo.model_validate_json(result.info)
             replaced = self.index.shard_doc_ids(info) if self.replace else set()
             try:
-                self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids)
+                done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids)
                 self.delete_doc_ids = set()
             except BaseException:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
                 raise
+            if info.id in done.already:  # both ingests wrote it before either committed; the other was first
+                self._done_elsewhere(result.shard)
+                return
         if self.stager is not None:
             self.stager.discard(result.shard)
         r = self.report
@@ -259,6 +271,16 @@ class _Run:
         r.failures += len(failures)
         if self.tracker is not None:
             self.tracker.committed(result.shard, result.docs, len(failures))
+
+    def _done_elsewhere(self, shard: str) -> None:
+        """Count a shard that another ingest of the same source committed as done by it, not by this run."""
+        log.info("shard %s was committed by another ingest of the same source meanwhile", shard)
+        self.report.shards_skipped += 1
+        self.report.shards_elsewhere += 1
+        if self.stager is not None:  # staged again by this run after the other discarded it: no longer needed
+            self.stager.discard(shard)
+        if self.tracker is not None:
+            self.tracker.committed(shard, 0, 0)
 
     def _finish(self, started: float) -> IngestReport:
         self.report.seconds = round(time.perf_counter() - started, 3)
@@ -280,61 +302,6 @@ def _in_order(order: list[str], commit):
         while queue and queue[-1] in pending:
             commit(pending.pop(queue.pop()))
     return ordered
-
-
-def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
-    """An existing index keeps its settings: say so when the spec's index_settings ask for another ``dense``
-    or ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
-    given = given if isinstance(given, dict) else {}
-    diff = {k: (getattr(existing, k), asked[k]) for k in ("dense", "encoder")
-            if k in asked and k not in given and getattr(existing, k) != asked[k]}
-    if not (existing.dense and asked.get("dense", True)):
-        diff.pop("encoder", None)  # no vectors on one side: the encoder does not matter
-    if diff:
-        log.warning("the index %s keeps the settings it was created with: the spec's index_settings ask for "
-                    "%s, the index has %s; ingest into a new index to get them", index_path,
-                    ", ".join(f"{k}={v[1]!r}" for k, v in diff.items()),
-                    ", ".join(f"{k}={v[0]!r}" for k, v in diff.items()))
-
-
-@dataclass(frozen=True)
-class CheckedIngest:
-    """What ``check_ingest`` resolved: the index folder, the plan, the full settings and the embed params."""
-
-    index_path: Path
-    plan: IngestPlan
-    settings: Any
-    embed: dict[str, Any] | None
-
-
-def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
-                 shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
-                 chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
-                 retry_failed: bool = False, colbert: str | None = None) -> CheckedIngest:
-    """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
-    nothing, so a service can refuse a request before it queues the work."""
-    from operators.store import resolve_index
-
-    if executor not in ("ray", "local"):
-        raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
-    if shard_size < 1:
-        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
-    index_path = resolve_index(index)
-    if retry_failed:
-        if not (index_path / "manifest.json").exists():
-            raise IngestError(f"no index at {index_path} to retry failures of", field="index")
-        plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
-    else:
-        plan = build_plan(spec, source, chunk)
-        check_source(plan.read)
-    full_settings = index_settings(index_path, settings, plan.settings_base)
-    if (index_path / "manifest.json").exists():
-        _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
-    embed = embed_params(plan, full_settings)
-    require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
-    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
-        or "dim" in (settings or {}) or "dim" in plan.settings_base
-    return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
 
 
 def ingest(

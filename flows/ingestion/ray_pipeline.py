@@ -12,6 +12,8 @@ starts another and runs the shard again. A shard that kills every worker it land
 is therefore retried without end: the progress bar stops moving; the fault is in the
 data or the model. Writers only add shard folders; the driver consumes one small
 result row per shard and commits it, so the manifest is touched by one process.
+A shard that another ingest of the same source commits meanwhile (its staged files then go)
+passes the stages as one placeholder row and comes back as done elsewhere (``staged_unless_done``).
 
 Progress: each embed actor sends the documents of every encoder batch to the driver through
 a ``ReportLine`` (the driver's reporter actor), and waits for them to arrive before its shard
@@ -42,8 +44,8 @@ import pyarrow as pa
 from flows.executors import ray_metrics
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
-from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole, prepare,
-                                   write)
+from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole,
+                                   elsewhere_rows, is_elsewhere, prepare, staged_unless_done, write)
 
 log = logging.getLogger(__name__)
 
@@ -56,16 +58,25 @@ STOP_SECONDS = 10.0
 
 
 class _Prepare:
-    """Staged shard -> chunk rows, in a long-lived actor (no worker process started per shard)."""
+    """Staged shard -> chunk rows, in a long-lived actor (no worker process started per shard). A shard that
+    another ingest of the same source committed meanwhile goes on as ``elsewhere_rows`` (as on the local path,
+    ``staged_unless_done``): its staged files may be gone, and it needs no work."""
 
     def __init__(self, job: ShardJob):
         self.job = job
         self.chunker, self.enrichers = _chunker(job), _enrichers(job)  # set up once per actor, not per shard
+        self.index = None
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        from operators.store import Index
+
         for shard in batch.column("shard").to_pylist():
-            docs, _ = self.job.staged(shard)
-            yield prepare(self.job, shard, docs, self.chunker, self.enrichers)
+            self.index = self.index or Index.open(self.job.index_path, verify=False)
+            staged = staged_unless_done(self.index, shard, self.job.staged)
+            if staged is None:
+                yield elsewhere_rows(shard)
+                continue
+            yield prepare(self.job, shard, staged[0], self.chunker, self.enrichers)
 
 
 class _Embed:
@@ -78,6 +89,9 @@ class _Embed:
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
+            if is_elsewhere(rows):
+                yield rows.append_column("_embedded", pa.array([0], pa.int64()))
+                continue
             started = time.perf_counter()
             out, embedded = self.embedder(rows)
             ray_metrics.record_embedded(self.index, embedded, time.perf_counter() - started)
@@ -104,9 +118,13 @@ class _Write:
                 embedded = rows.column("_embedded")[0].as_py()
                 rows = rows.drop_columns(["_embedded"])
             self.index = self.index or Index.open(job.index_path)
-            result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s), chunks_embedded=embedded,
-                           started=started)
-            ray_metrics.record_shard(Path(job.index_path).name, result)
+            if is_elsewhere(rows):
+                result = ShardResult.elsewhere(shard)
+            else:
+                result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s),
+                               chunks_embedded=embedded, started=started)
+            if not result.done_elsewhere:  # the other ingest's shard, not this one's
+                ray_metrics.record_shard(Path(job.index_path).name, result)
             yield pa.Table.from_pylist([result.to_row()])
 
 

@@ -37,6 +37,8 @@ from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
 INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")
+#: ``_stage`` of ``elsewhere_rows``: the shard was committed by another ingest of the same source.
+ELSEWHERE = "elsewhere"
 #: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
 EMBED_BATCH_ROWS = 1024
 #: Seconds of encoding per call within a batch: progress and a stop come between two calls.
@@ -101,6 +103,32 @@ class ShardResult:
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> "ShardResult":
         return cls(**{**row, "failures": json.loads(row["failures"])})
+
+
+def staged_unless_done(index, shard: str, load: Callable[[str], tuple[pa.Table, list[Failure]]]):
+    """``load(shard)`` (its staged documents and read failures), or None when another ingest of the same source
+    (the same shard ids, ``staging``) committed the shard: the committing run deletes its staged files, maybe
+    while this one reads them. The local executor and Ray's prepare stage both ask this before preparing."""
+    if shard in index.finished_shards():
+        return None
+    try:
+        return load(shard)
+    except FileNotFoundError:
+        if shard in index.finished_shards():
+            return None
+        raise
+
+
+def elsewhere_rows(shard: str) -> pa.Table:
+    """The one placeholder row that carries a shard another ingest committed through Ray's embed and write
+    stages (which embed and write nothing for it), so that its result still reaches the driver."""
+    return pa.table({"_shard": [shard], "_shard_rows": pa.array([1], pa.int64()),
+                     "_error": ["committed by another ingest"], "_stage": [ELSEWHERE]})
+
+
+def is_elsewhere(rows: pa.Table) -> bool:
+    """Whether ``rows`` (one shard's) are ``elsewhere_rows``."""
+    return rows.num_rows == 1 and "_stage" in rows.column_names and rows.column("_stage")[0].as_py() == ELSEWHERE
 
 
 # -- prepare: documents to chunks ---------------------------------------------------------

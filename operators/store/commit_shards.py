@@ -55,8 +55,10 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
     ``Index._commit``), with the tombstones of ``commits.apply``; returns what it did.
 
     The shards' files on disk are the truth: a retried write of the same id may have replaced them, and a
-    shard committed before with the same token is not recorded again. With ``expected_generation``, a
-    manifest that another commit changed meanwhile is a ``CommitConflictError`` (``Index.compact`` redoes)."""
+    shard committed before with the same token is not recorded again. ``Commit.already`` names the shards the
+    manifest listed before this commit, so a caller does not count another writer's commit as its own. With
+    ``expected_generation``, a manifest that another commit changed meanwhile is a ``CommitConflictError``
+    (``Index.compact`` redoes)."""
     if expected_generation is not None and manifest.generation != expected_generation:
         raise CommitConflictError(f"index {path} changed (generation {expected_generation} -> "
                                   f"{manifest.generation}) while this commit was prepared; retry")
@@ -69,7 +71,8 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
                               f"{shard_io.INFO_FILE} in {path})", field="shard_id")
         if info.id in committed and committed[info.id].token == on_disk.token:
             continue
-        new.append(on_disk)
+        new.append(on_disk)  # a committed id whose folder a later write replaced: recorded as it is on disk now
+    already = tuple(info.id for info in infos if info.id in committed)
     n_tombstoned, n_new = commits.apply(manifest, new, reads.ids, path=path, replace=replace, drop_docnos=drop_docnos,
                                         remove_shards=remove_shards, schema=reads.schema,
                                         refuse_live_doc_ids=refuse_live_doc_ids)
@@ -78,4 +81,5 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
             os.utime(path / SHARDS / shard_id)
         except FileNotFoundError:
             pass
-    return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, new_doc_ids=n_new)
+    return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, new_doc_ids=n_new,
+                  already=already)

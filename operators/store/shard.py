@@ -7,11 +7,12 @@ shard; ``shard.json`` inside it is the ShardInfo the manifest will record.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, ContextManager, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -89,8 +90,10 @@ def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:
     return np.ascontiguousarray(values)
 
 
-def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.Table) -> ShardInfo:
-    """Write ``shards_dir/<shard_id>`` atomically and return its ShardInfo (the manifest is not touched)."""
+def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.Table,
+          guard: Callable[[], ContextManager[None]] | None = None) -> ShardInfo:
+    """Write ``shards_dir/<shard_id>`` atomically and return its ShardInfo (the manifest is not touched).
+    ``guard()`` is held while the finished folder takes its place (it may raise to leave the place as it is)."""
     check_shard_id(shard_id)
     docs, vectors = split_chunks(chunks, settings, shard_id)
     shards_dir.mkdir(parents=True, exist_ok=True)
@@ -118,7 +121,8 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
                          dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
         fsync(tmp / INFO_FILE)
-        replace_folder(tmp, shards_dir / shard_id)
+        with guard() if guard is not None else contextlib.nullcontext():
+            replace_folder(tmp, shards_dir / shard_id)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

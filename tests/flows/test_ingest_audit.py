@@ -165,6 +165,10 @@ def test_an_existing_index_says_when_it_keeps_other_settings_than_the_spec_asks(
         ingest(source, tmp_path / "idx", spec=spec, settings=None, executor="local", chunk=False, progress=False)
     assert "keeps the settings it was created with" in caplog.text and "dense=True" in caplog.text
     assert Index.open(tmp_path / "idx").settings.dense is False
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="tessera.ingest"):  # a retry of failures adds to the index as it is
+        ingest(None, tmp_path / "idx", spec=spec, retry_failed=True, executor="local", chunk=False, progress=False)
+    assert "keeps the settings" not in caplog.text
 
 
 def test_an_unreadable_pdf_in_a_folder_goes_to_the_ledger_and_a_retry_reads_it_again(tmp_path, pdf_writer):

@@ -1,0 +1,75 @@
+"""Everything an ingestion checks before it creates anything: the options, the source, the settings, the models.
+
+Apart from ``job`` so that a service can refuse a request (``check_ingest``) without the run's machinery.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from flows.ingestion.errors import IngestError
+from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
+                                  require_models)
+from flows.ingestion.staging import check_source
+
+log = logging.getLogger("tessera.ingest")
+
+DEFAULT_SHARD_SIZE = 5000
+
+
+def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
+    """An existing index keeps its settings: say so when the spec's index_settings ask for another ``dense``
+    or ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
+    given = given if isinstance(given, dict) else {}
+    diff = {k: (getattr(existing, k), asked[k]) for k in ("dense", "encoder")
+            if k in asked and k not in given and getattr(existing, k) != asked[k]}
+    if not (existing.dense and asked.get("dense", True)):
+        diff.pop("encoder", None)  # no vectors on one side: the encoder does not matter
+    if diff:
+        log.warning("the index %s keeps the settings it was created with: the spec's index_settings ask for "
+                    "%s, the index has %s; ingest into a new index to get them", index_path,
+                    ", ".join(f"{k}={v[1]!r}" for k, v in diff.items()),
+                    ", ".join(f"{k}={v[0]!r}" for k, v in diff.items()))
+
+
+@dataclass(frozen=True)
+class CheckedIngest:
+    """What ``check_ingest`` resolved: the index folder, the plan, the full settings and the embed params."""
+
+    index_path: Path
+    plan: IngestPlan
+    settings: Any
+    embed: dict[str, Any] | None
+
+
+def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
+                 shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
+                 chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
+                 retry_failed: bool = False, colbert: str | None = None) -> CheckedIngest:
+    """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
+    nothing, so a service can refuse a request before it queues the work."""
+    from operators.store import resolve_index
+
+    if executor not in ("ray", "local"):
+        raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    if shard_size < 1:
+        raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
+    index_path = resolve_index(index)
+    if retry_failed:
+        if not (index_path / "manifest.json").exists():
+            raise IngestError(f"no index at {index_path} to retry failures of", field="index")
+        plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
+    else:
+        plan = build_plan(spec, source, chunk)
+        check_source(plan.read)
+    full_settings = index_settings(index_path, settings, plan.settings_base)
+    if (index_path / "manifest.json").exists() and not retry_failed:  # a retry adds to the index it retries
+        _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
+    embed = embed_params(plan, full_settings)
+    require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
+    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
+        or "dim" in (settings or {}) or "dim" in plan.settings_base
+    return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
