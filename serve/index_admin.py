@@ -5,7 +5,9 @@ A key that is removed from the configuration leaves its indices behind: private 
 taken and their disk in use, and no other key may change them. An admin key lists them with their owners
 (``GET /v1/admin/indices``) and deletes them (``DELETE /v1/admin/indices/{name}``), as their owner would. It also
 compacts any of them (``POST /v1/admin/indices/{name}/compact``): every upload adds a shard, and an index of many
-small shards loads and searches slower, and rewrites a bigger manifest on each commit. Any other key gets a 403.
+small shards loads and searches slower, and rewrites a bigger manifest on each commit. The compaction is a task of the
+admin key, as an upload is of its key (``serve.ingest_task.run_compact``): the route answers 202 with its id at once,
+and ``GET /task/progress/{id}`` follows it. Any other key gets a 403.
 Indices the service did not make (the default index, one ``tessera ingest`` built) are not listed and stay read-only
 here.
 """
@@ -17,8 +19,6 @@ from typing import Any
 from serve.errors import ApiError
 from serve.index_owner import OWNER_FILE, read_owner
 from serve.indices import EMPTY, describe
-from serve.ingest_task import compact_index
-from serve.taskstore import UNFINISHED
 
 
 def require_admin(service: Any, tenant: str) -> None:
@@ -59,22 +59,34 @@ def delete_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
 
 
 def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
-    """Compact the index ``name`` the service made, whoever owns it: what it did (shards before and after, live
-    chunks, seconds). A 409 while an ingestion runs into it: its commit would make the compaction redo its merge,
-    and an upload compacts the index itself when it leaves too many shards (``compact_after_shards``)."""
-    from operators.store.errors import CommitConflictError
+    """Queue a compaction of the index ``name`` the service made, whoever owns it, as a task of the admin key (a big
+    index's merge takes minutes: no request waits for it): the task's id and where its progress is, whose result says
+    what it did (shards before and after, live chunks, seconds). A 409 while an ingestion runs into it (its commit
+    would make the compaction redo its merge; an upload compacts the index itself when it leaves too many shards,
+    ``compact_after_shards``) and while another compaction of it is unfinished. The caller launches the task."""
+    from serve.ingest_task import COMPACT_STEPS
 
     path, row = made_index(indices, name, tenant)
-    running = row["ingest_task"]
-    task = indices.service.store.task(running, None) if running else None
-    if task is not None and task["status"] in UNFINISHED:
-        raise indices._refusal(name, f"busy:{running}")
     if not (path / "manifest.json").exists():
         raise ApiError(404, f"index '{name}' has no documents yet: nothing to compact", param="name",
                        code="index_not_found")
-    try:
-        done = compact_index(path)
-    except CommitConflictError as err:
-        raise ApiError(409, f"index '{name}' changed while it was compacted: {err.message}", param="name",
-                       code="index_busy") from None
-    return {"index": name, "owner": row["owner"], **done}
+    service = indices.service
+    job = {"compact": {"index": name, "index_path": str(path), "owner": row["owner"]}}
+    with service.spares.lend() as lent:
+        task_id, why = service.store.create_compact_task(tenant, name, job, COMPACT_STEPS,
+                                                         limit=service.limits.max_tasks_per_key,
+                                                         task_id=lent.task_id)
+        lent.made = task_id is not None
+    if why.startswith("compacting:"):
+        running = why.split(":", 1)[1]
+        raise ApiError(409, f"index '{name}' is being compacted already (task {running}); wait for it to finish "
+                       f"(GET /task/progress/{running})", param="name", code="index_busy")
+    if task_id is None:
+        raise indices._refusal(name, why)  # an ingestion into it runs, or the key has too many unfinished tasks
+    return {"task_id": task_id, "index": name, "owner": row["owner"], "status": "queued",
+            "progress": progress_url(task_id)}
+
+
+def progress_url(task_id: str) -> str:
+    """Where a client follows a task (``serve.routes_tasks``)."""
+    return f"/task/progress/{task_id}"

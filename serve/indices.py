@@ -332,8 +332,8 @@ class Indices:
 
     def _refusal(self, name: str, why: str) -> ApiError:
         if why.startswith("busy:"):
-            return ApiError(409, f"index '{name}' has an ingestion running (task {why[5:]}); wait for it to finish "
-                            "(GET /task/progress/{id}) and send this request again", param="name",
+            return ApiError(409, f"index '{name}' has an ingestion or a compaction running (task {why[5:]}); "
+                            "wait for it to finish (GET /task/progress/{id}) and send this request again", param="name",
                             code="index_busy")
         if why == "owner":
             return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it",

@@ -14,6 +14,11 @@ Every upload adds a shard. One that leaves its index with more shards than the s
 (recorded in its job) compacts the index before its task finishes (``compact_if_many``): while the task is unfinished
 no other upload may write there, so no commit makes the compaction redo its merge. A compaction that fails leaves the
 index as the upload committed it; the task says so in its log and still finishes.
+
+An admin key's compaction (``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) is a task too
+(``run_compact``, one step ``compact``): a big index's merge takes minutes, too long for a request to wait. Its result
+is what ``Index.compact`` reports (``CompactionSummary``): shards before and after, live chunks, tombstones dropped,
+seconds.
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ log = logging.getLogger("tessera.serve")
 
 #: The task's steps: the stages of ``flows.ingestion.progress.IngestProgress``.
 STEPS = ["staging", "ingest"]
+#: A compaction task's one step (``run_compact``).
+COMPACT_STEPS = ["compact"]
 
 
 class IngestProgressWriter:
@@ -114,16 +121,53 @@ def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any]) -> dict
 
 
 def compact_index(path: str | Path) -> dict[str, Any]:
-    """``Index.compact`` of the index at ``path`` (its live chunks into few shards, deleted ones dropped): shards
-    and live chunks before and after, and the seconds it took."""
+    """``Index.compact`` of the index at ``path`` (its live chunks into few shards, deleted ones dropped), as JSON:
+    shards before and after, live chunks, tombstones dropped, seconds (``CompactionSummary.as_dict``)."""
     from operators.store import Index
 
-    started, index = time.perf_counter(), Index.open(path)
-    before = index.counts()
-    index.compact()
-    after = index.counts()
-    return {"shards_before": before["shards"], "shards_after": after["shards"], "chunks": after["live_chunks"],
-            "tombstones_dropped": before["tombstones"], "seconds": round(time.perf_counter() - started, 3)}
+    return Index.open(path).compact().as_dict()
+
+
+def run_compact(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
+    """Compact ``job``'s index (an admin's ``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) and
+    finish the task with what it did. A commit landing meanwhile makes the merge redo itself (``Index.compact``); one
+    that keeps landing fails the task, the index as it was."""
+    from operators.errors import TesseraError
+    from operators.store.errors import CommitConflictError
+
+    name = job["index"]
+    step = COMPACT_STEPS[0]
+    if not store.update(task_id, log=f"compacting index '{name}'", current_step=step,
+                        step_progress={step: {**pending_progress(COMPACT_STEPS)[step], "status": "running"}}):
+        return  # cancelled meanwhile
+    try:
+        done = compact_index(job["index_path"])
+    except CommitConflictError as err:
+        store.finish(task_id, "failed", error=f"index '{name}' changed while it was compacted: {err.message}")
+    except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)
+        store.finish(task_id, "failed", error=str(err) if isinstance(err, TesseraError) else
+                     f"{type(err).__name__}: {err}")
+    else:
+        store.update(task_id, steps_done=1, rows_done=done["chunks"], step_progress={step: {
+            "status": "done", "rows_in": done["chunks_before"], "rows_out": done["chunks"],
+            "seconds": done["seconds"]}})
+        store.finish(task_id, "finished", result=compact_result(job, done),
+                     log=f"compacted index '{name}': {done['shards_before']} shards into {done['shards_after']} in "
+                         f"{done['seconds']} s")
+
+
+def compact_result(job: dict[str, Any], done: dict[str, Any]) -> dict[str, Any]:
+    """mosaicRAG's ``result`` shape for a compaction: no rows; what it did in ``result_description`` and, with the
+    index and its owner, in ``aggregated_data`` (what the compaction route answered when it ran in the request)."""
+    return {
+        "data": [],
+        "result_description": {**done, "rows": 0, "queries": 0, "time": done["seconds"],
+                               "text": f"index '{job['index']}' compacted: {done['shards_before']} shard(s) into "
+                                       f"{done['shards_after']}, {done['chunks']} live passage(s), "
+                                       f"{done['tombstones_dropped']} deleted one(s) dropped"},
+        "aggregated_data": {"index": job["index"], "owner": job["owner"], **done},
+        "metadata": {},
+    }
 
 
 def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | None:

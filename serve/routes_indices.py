@@ -1,5 +1,5 @@
 """Indices over HTTP: list them and their documents, add documents (an ingestion task), share one, delete documents,
-delete an index.
+delete an index; for admin keys, every index, and compacting one (a task).
 
 The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query, Request, Response
 
 from serve import index_admin
 from serve import service as svc
@@ -86,7 +86,12 @@ def delete_any_index(name: str, request: Request) -> dict[str, Any]:
     return index_admin.delete_any(svc.current().indices, name, tenant(request))
 
 
-@router.post("/v1/admin/indices/{name}/compact", summary="Admin keys only: compact an index the service made (its "
-             "live passages into few shards); what it did")
-def compact_any_index(name: str, request: Request) -> dict[str, Any]:
-    return index_admin.compact_any(svc.current().indices, name, tenant(request))
+@router.post("/v1/admin/indices/{name}/compact", status_code=202,
+             summary="Admin keys only: compact an index the service made (its live passages into few shards): a task; "
+             "its id")
+async def compact_any_index(name: str, request: Request, response: Response) -> dict[str, Any]:
+    service = svc.current()
+    queued = await asyncio.to_thread(index_admin.compact_any, service.indices, name, tenant(request))
+    await service.launch(queued["task_id"])
+    response.headers["Location"] = queued["progress"]
+    return queued

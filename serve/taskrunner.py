@@ -105,6 +105,11 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
 
         run_ingest(store, task_id, row["spec"]["ingest"])
         return
+    if "compact" in row["spec"]:  # an admin's compaction of an index (serve.index_admin)
+        from serve.ingest_task import run_compact
+
+        run_compact(store, task_id, row["spec"]["compact"])
+        return
     token = CancelToken()
     try:
         flow = FlowSpec.parse(row["spec"]).build()

@@ -226,13 +226,34 @@ class TaskStore:
                 conn.execute(indices.update().where(indices.c.name == name).values(ingest_task=row["id"]))
         return row["id"], "ok"
 
+    def create_compact_task(self, owner: str, name: str, job: dict[str, Any], steps: list[str], *, limit: int,
+                            task_id: str | None = None) -> tuple[str | None, str]:
+        """A queued compaction of the index ``name`` for ``owner`` (an admin key, not necessarily the index's):
+        ``(task id, "ok")``, or ``(None, why)`` with why ``"busy:<task id>"`` (an ingestion into it is unfinished: its
+        commit would make the merge redo itself), ``"compacting:<task id>"`` (a compaction of it is unfinished) or
+        ``"limit"``. One serializable transaction, so two compactions of one index never run at once."""
+        row = _task_row(owner, compaction_flow(name), job, [], steps, f"queued: compact index '{name}'", task_id)
+        with self._serializable() as conn:
+            ingest = conn.execute(sa.select(indices.c.ingest_task).where(indices.c.name == name)).scalar()
+            if ingest and conn.execute(sa.select(tasks.c.status).where(tasks.c.id == ingest)).scalar() in UNFINISHED:
+                return None, f"busy:{ingest}"
+            running = _compaction_running(conn, name)
+            if running is not None:
+                return None, f"compacting:{running}"
+            if not _insert_within(conn, row, limit):
+                return None, "limit"
+        return row["id"], "ok"
+
     def forget_index(self, name: str, owner: str, latest: str | None = None,
                      before: Callable[[], bool] | None = None) -> str:
-        """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<id>"``, as for an upload;
-        ``"latest"``: ``latest`` is not its last ingestion; ``"kept"``: ``before()`` said no), in one transaction."""
+        """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<id>"``, as for an upload,
+        also while a compaction of it is unfinished: it would write its shards into a folder gone; ``"latest"``:
+        ``latest`` is not its last ingestion; ``"kept"``: ``before()`` said no), in one transaction."""
         with self._serializable() as conn:
             index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
             why = _claim_refused(conn, index, owner)
+            if why is None and (compacting := _compaction_running(conn, name)) is not None:
+                why = f"busy:{compacting}"
             if why is None and latest is not None and (index is None or index.ingest_task != latest):
                 why = "latest"
             why = why or (None if before is None or before() else "kept")  # last: it moves the folder away
@@ -295,6 +316,18 @@ def _claim_refused(conn: Any, index: Any, owner: str) -> str | None:
         if status in UNFINISHED:
             return f"busy:{index.ingest_task}"
     return None
+
+
+def compaction_flow(name: str) -> str:
+    """The ``flow`` of a compaction task of the index ``name`` (an upload's is ``ingest:<name>``)."""
+    return f"compact:{name}"
+
+
+def _compaction_running(conn: Any, name: str) -> str | None:
+    """The id of an unfinished compaction task of the index ``name``, None when there is none (a few unfinished
+    tasks at most: the status index finds them)."""
+    return conn.execute(sa.select(tasks.c.id).where(tasks.c.status.in_(UNFINISHED),
+                                                    tasks.c.flow == compaction_flow(name)).limit(1)).scalar()
 
 
 def _insert_within(conn: Any, row: dict[str, Any], limit: int) -> bool:

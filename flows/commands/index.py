@@ -285,12 +285,12 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     index = _open(args.path)
-    before = index.counts()
-    infos = index.compact(max_chunks=args.max_chunks)
-    chunks = sum(i.n_chunks for i in infos)
-    report(args, {"index": str(index.path), "before": before, "shards": [i.id for i in infos], "chunks": chunks,
-                  "generation": index.manifest.generation},
-           f"compacted {index.path}: {before['shards']} shard(s) with {before['chunks']} chunk(s), "
-           f"{before['tombstones']} deleted, into {len(infos)} shard(s) with {chunks} chunk(s) "
-           f"(generation {index.manifest.generation})")
+    done = index.compact(max_chunks=args.max_chunks)
+    report(args, {"index": str(index.path), **done.as_dict(), "shards": [i.id for i in done.shards],
+                  "before": {"shards": done.shards_before, "chunks": done.chunks_before,
+                             "tombstones": done.tombstones_dropped,
+                             "live_chunks": done.chunks_before - done.tombstones_dropped}},
+           f"compacted {index.path}: {done.shards_before} shard(s) with {done.chunks_before} chunk(s), "
+           f"{done.tombstones_dropped} deleted, into {done.shards_after} shard(s) with {done.chunks} chunk(s) "
+           f"(generation {done.generation}, {done.seconds:.2f} s)")
     return EXIT_OK

@@ -20,10 +20,11 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -158,9 +159,23 @@ class Index:
         """
         shard_io.check_shard_id(shard_id)
         if shard_id in self.finished_shards():
-            raise ShardDataError(f"shard {shard_id!r} is already committed in {self.path}; "
-                                 "shards are immutable: write under a new id", field="shard_id")
-        return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks)
+            raise self._committed_already(shard_id)
+        return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks,
+                              guard=lambda: self._uncommitted(shard_id))
+
+    @contextlib.contextmanager
+    def _uncommitted(self, shard_id: str) -> Iterator[None]:
+        """Held while a written shard's folder takes its place: the id is still uncommitted (another writer of the
+        same id, an ingest of the same source, may have committed it while this one wrote), and stays so until the
+        folder is in place; a committed shard's folder is never replaced under the manifest that lists it."""
+        with file_lock(self.path):
+            if shard_id in {s.id for s in read_manifest(self.path).shards}:
+                raise self._committed_already(shard_id)
+            yield
+
+    def _committed_already(self, shard_id: str) -> ShardDataError:
+        return ShardDataError(f"shard {shard_id!r} is already committed in {self.path}; "
+                              "shards are immutable: write under a new id", field="shard_id")
 
     def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None) -> Commit:
         """Record finished shards in the manifest; with ``replace_doc_ids``, tombstone the chunks of
@@ -205,9 +220,10 @@ class Index:
                  for info in self.manifest.shards}
         return {shard_id: problem for shard_id, problem in found.items() if problem}
 
-    def compact(self, max_chunks: int = 100_000) -> list[ShardInfo]:
+    def compact(self, max_chunks: int = 100_000) -> compaction.CompactionSummary:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
-        and their tombstones. When another commit lands meanwhile, the merge is redone on the new generation,
+        and their tombstones; what it did (the new shards, shards and chunks before, tombstones dropped, seconds).
+        When another commit lands meanwhile, the merge is redone on the new generation,
         up to ``COMPACT_ATTEMPTS`` times in all (then ``CommitConflictError``; nothing changed). The old shard
         folders are left for ``remove_uncommitted`` (after its grace period): a reader that read the old
         manifest may still be loading them."""

@@ -1,10 +1,13 @@
 """Compaction in the service: an upload that leaves its index with more shards than ``compact_after_shards``
 compacts it before its task finishes (its log says so), 0 never does; an admin key compacts any index the service
-made (``index_admin.compact_any``, ``POST /v1/admin/indices/{name}/compact``), a 409 while an upload into it runs.
-Real uploads accepted by ``Service`` (real SQLite task store), ingested by the task's own code (``run_ingest``) with
-MiniLM in this process; the route over real HTTP (uvicorn on 127.0.0.1)."""
+made (``index_admin.compact_any``, ``POST /v1/admin/indices/{name}/compact``) in a task of its own, answered 202 at
+once: a 409 while an upload into it runs or another compaction of it is unfinished. Real uploads accepted by
+``Service`` (real SQLite task store), ingested by the task's own code (``run_ingest``) with MiniLM in this process;
+the route over real HTTP (uvicorn on 127.0.0.1), its task on a real Ray actor."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import requests
@@ -12,7 +15,7 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import auth, index_admin
+from serve import auth, index_admin, taskrunner
 from serve.errors import ApiError
 from serve.indices import live_doc_ids
 from serve.ingest_task import run_ingest
@@ -86,50 +89,117 @@ def admin_service(tmp_path, monkeypatch):
     yield service, config
 
 
-def test_an_admin_key_compacts_any_index_and_a_running_upload_is_a_409(admin_service):
+def refused(call, status: int, code: str) -> ApiError:
+    with pytest.raises(ApiError) as err:
+        call()
+    assert (err.value.status, err.value.code) == (status, code), err.value.message
+    return err.value
+
+
+def test_an_admin_key_compacts_any_index_in_a_task_one_at_a_time(admin_service):
+    """``compact_any`` queues the task and returns at once; the task, run by the worker's own code (``run_task``),
+    compacts and finishes with what it did. While it is unfinished, a second compaction and deleting the index are
+    409s; a running upload is a 409 for a compaction."""
     service, _ = admin_service
     for i in range(3):
         ingest(service, "notes", doc(i))
     service.indices.delete_documents("notes", ["ants"], "alice")  # a tombstone the compaction drops
 
-    with pytest.raises(ApiError) as err:
-        index_admin.compact_any(service.indices, "notes", "bob")
-    assert (err.value.status, err.value.code) == (403, "admin_only")
-    with pytest.raises(ApiError) as err:
-        index_admin.compact_any(service.indices, "nothing", "root")
-    assert (err.value.status, err.value.code) == (404, "index_not_found")
+    refused(lambda: index_admin.compact_any(service.indices, "notes", "bob"), 403, "admin_only")
+    refused(lambda: index_admin.compact_any(service.indices, "nothing", "root"), 404, "index_not_found")
+    upload(service, "empty", "alice")  # made, its first upload not run: no documents to compact
+    refused(lambda: index_admin.compact_any(service.indices, "empty", "root"), 404, "index_not_found")
 
     task_id, job = upload(service, "notes", "alice", doc(3))  # queued: an ingestion into it is unfinished
-    with pytest.raises(ApiError) as err:
-        index_admin.compact_any(service.indices, "notes", "root")
-    assert (err.value.status, err.value.code) == (409, "index_busy") and task_id in err.value.message
+    assert task_id in refused(lambda: index_admin.compact_any(service.indices, "notes", "root"), 409,
+                              "index_busy").message
     run_ingest(service.store, task_id, job)
 
-    done = index_admin.compact_any(service.indices, "notes", "root")
-    assert {k: done[k] for k in ("index", "owner", "shards_before", "shards_after", "chunks",
+    queued = index_admin.compact_any(service.indices, "notes", "root")
+    compaction = queued["task_id"]
+    assert queued == {"task_id": compaction, "index": "notes", "owner": "alice", "status": "queued",
+                      "progress": f"/task/progress/{compaction}"}
+    assert shards(service, "notes") == 4  # queued, not run: the request did not merge anything
+    task = service.store.task(compaction, "root")  # the admin key's task: it follows it
+    assert (task["status"], task["flow"], task["steps"]) == ("queued", "compact:notes", ["compact"])
+    again = refused(lambda: index_admin.compact_any(service.indices, "notes", "root"), 409, "index_busy")
+    assert f"being compacted already (task {compaction})" in again.message
+    assert compaction in refused(lambda: service.indices.delete("notes", "alice"), 409, "index_busy").message
+
+    taskrunner.run_task(service.store, compaction, 10)  # what the task's worker runs
+    task = service.store.task(compaction, "root")
+    assert task["status"] == "finished", task
+    done = task["result"]["aggregated_data"]
+    assert {k: done[k] for k in ("index", "owner", "shards_before", "shards_after", "chunks", "chunks_before",
                                  "tombstones_dropped")} == {"index": "notes", "owner": "alice", "shards_before": 4,
-                                                            "shards_after": 1, "chunks": 3, "tombstones_dropped": 1}
-    assert done["seconds"] >= 0
+                                                            "shards_after": 1, "chunks": 3, "chunks_before": 4,
+                                                            "tombstones_dropped": 1}
+    assert done["seconds"] >= 0 and task["result"]["result_description"]["shards_after"] == 1
+    assert task["step_progress"]["compact"] == {"status": "done", "rows_in": 4, "rows_out": 3,
+                                                "seconds": done["seconds"]}
+    assert task["log"][-1].startswith("compacted index 'notes': 4 shards into 1 in ")
+    assert shards(service, "notes") == 1
     index = Index.open(service.indices.folder / "notes")
     assert index.counts()["tombstones"] == 0 and live_doc_ids(index) == {"bees", "wasps", "moths"}
 
+    assert index_admin.compact_any(service.indices, "notes", "root")["task_id"] != compaction  # ended: a new one
 
-def test_the_compact_route_over_http(admin_service):
+
+@pytest.fixture
+def admin_api(admin_service):
+    """The API over ``admin_service`` on 127.0.0.1 with its keys; ``notes`` holds two uploads (two shards)."""
     service, config = admin_service
     for i in range(2):
         ingest(service, "notes", doc(i))
     auth.configure(config["keys"], None, None)
     try:
         with api_on_localhost() as base:
-            def post(path: str, key: str) -> requests.Response:
-                return requests.post(base + path, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-
-            refused = post("/v1/admin/indices/notes/compact", BOB)
-            assert refused.status_code == 403 and refused.json()["error"]["code"] == "admin_only", refused.text
-            missing = post("/v1/admin/indices/nothing/compact", ADMIN)
-            assert missing.status_code == 404 and missing.json()["error"]["param"] == "name", missing.text
-            done = post("/v1/admin/indices/notes/compact", ADMIN)
-            assert done.status_code == 200, done.text
-            assert (done.json()["shards_before"], done.json()["shards_after"]) == (2, 1)
+            yield base, service
     finally:
         auth.configure({}, None, None)
+
+
+def post(url: str, key: str) -> requests.Response:
+    return requests.post(url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
+
+
+def test_the_compact_route_refuses_over_http(admin_api):
+    """The refusals come before any task is made, so no Ray here."""
+    base, service = admin_api
+    refused = post(base + "/v1/admin/indices/notes/compact", BOB)
+    assert refused.status_code == 403 and refused.json()["error"]["code"] == "admin_only", refused.text
+    missing = post(base + "/v1/admin/indices/nothing/compact", ADMIN)
+    assert missing.status_code == 404 and missing.json()["error"]["param"] == "name", missing.text
+    task_id, _ = upload(service, "notes", "alice", doc(2))
+    busy = post(base + "/v1/admin/indices/notes/compact", ADMIN)
+    assert busy.status_code == 409 and busy.json()["error"]["code"] == "index_busy", busy.text
+    assert task_id in busy.json()["error"]["message"]
+    assert shards(service, "notes") == 2
+
+
+@pytest.mark.ray  # the task runs on a Ray actor, as in the service
+def test_the_compact_route_answers_202_and_its_task_compacts_on_ray(ray_session, admin_api):
+    base, service = admin_api
+    started = time.monotonic()
+    queued = post(base + "/v1/admin/indices/notes/compact", ADMIN)
+    assert queued.status_code == 202, queued.text
+    task_id = queued.json()["task_id"]
+    assert queued.headers["location"] == queued.json()["progress"] == f"/task/progress/{task_id}"
+    # the worker is a new process (seconds to start): the first task is still unfinished now
+    second = post(base + "/v1/admin/indices/notes/compact", ADMIN)
+    assert second.status_code == 409 and second.json()["error"]["code"] == "index_busy", second.text
+    assert task_id in second.json()["error"]["message"]
+
+    while True:
+        body = requests.get(base + queued.json()["progress"], headers={"Authorization": f"Bearer {ADMIN}"},
+                            timeout=30).json()
+        if body["has_finished"]:
+            break
+        assert time.monotonic() - started < 240, body
+        time.sleep(0.1)
+    assert body["status"] == "finished", body
+    done = body["result"]["aggregated_data"]
+    assert (done["index"], done["owner"], done["shards_before"], done["shards_after"], done["chunks"]) == (
+        "notes", "alice", 2, 1, 2)
+    assert done["seconds"] >= 0
+    assert shards(service, "notes") == 1

@@ -12,7 +12,7 @@ import pytest
 
 from flows.commands import main
 from operators.store import Index, IndexSettings
-from operators.store.errors import CommitConflictError, CommitError, IndexCorruptError
+from operators.store.errors import CommitConflictError, CommitError, IndexCorruptError, ShardDataError
 from operators.store.layout import SHARDS, file_lock, read_manifest, write_manifest
 
 
@@ -96,11 +96,16 @@ def test_compact_redoes_its_merge_when_a_commit_lands_meanwhile(tmp_path, sample
         return write_shard(self, shard_id, chunks)
 
     monkeypatch.setattr(Index, "write_shard", write_while_others_delete)
-    infos = Index.open(index.path).compact()
+    done = Index.open(index.path).compact()
     assert len(calls) == 3  # two attempts lost to the deletes, the third committed
     after = Index.open(index.path)
-    assert [s.id for s in after.manifest.shards] == [i.id for i in infos]
+    assert [s.id for s in after.manifest.shards] == [i.id for i in done.shards]
     assert after.counts() == {"shards": 1, "chunks": 28, "tombstones": 0, "live_chunks": 28}
+    # counted on the generation the third attempt merged: the two deletes' tombstones, not the none seen at first
+    assert {k: v for k, v in done.as_dict().items() if k != "seconds"} == {
+        "shards_before": 3, "shards_after": 1, "chunks": 28, "chunks_before": 30, "tombstones_dropped": 2,
+        "generation": after.manifest.generation}
+    assert done.seconds >= 0
     assert not set(gone) & set(after.columns(["doc_id"])[1].column("doc_id").to_pylist())
     assert not [name for name in after.uncommitted() if name.startswith("compact-")]  # lost attempts cleaned up
 
@@ -161,9 +166,10 @@ def test_an_index_with_a_conflicting_type_is_repaired_by_deleting_and_compacting
 
     index.delete(doc_ids=[d["_id"] for d in sample_docs[20:25]])
     assert len(index.columns(["year"])[1]) == 20  # the emptied shard no longer breaks a listing
-    infos = index.compact()
+    done = index.compact()
     after = Index.open(index.path)
-    assert [s.id for s in after.manifest.shards] == [i.id for i in infos]
+    assert [s.id for s in after.manifest.shards] == [i.id for i in done.shards]
+    assert (done.shards_before, done.shards_after, done.chunks, done.tombstones_dropped) == (2, 1, 20, 5)
     assert after.columns(["year"])[1].column("year").to_pylist() == list(range(20))
     hits = after.search_bm25([sample_docs[3]["title"]], k=5)
     assert after.documents_of(hits).schema.field("year").type == pa.int64()
@@ -194,3 +200,28 @@ def test_update_says_how_many_documents_were_new(tmp_path, sample_docs, capsys):
     capsys.readouterr()
     assert main(["index", "update", idx, _write(tmp_path / "b.jsonl", changed)]) == 0
     assert "replacing 1, adding 2 new document(s); 12 live" in capsys.readouterr().out
+
+
+# -- two writers of one shard id (two ingests of the same source) ------------------------------------------
+
+def test_a_shard_the_other_writer_committed_meanwhile_is_not_replaced(tmp_path, sample_docs, make_chunks,
+                                                                      monkeypatch):
+    from operators.store import shard as shard_io
+
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    theirs, ours = make_chunks(sample_docs[:5]), make_chunks(sample_docs[5:10])
+    split_chunks = shard_io.split_chunks
+
+    def the_other_commits_while_this_writes(chunks, settings, shard_id):  # after write_shard's first check
+        monkeypatch.setattr(shard_io, "split_chunks", split_chunks)  # the other writer's own write is plain
+        other = Index.open(index.path)
+        other.commit([other.write_shard(shard_id, theirs)])
+        return split_chunks(chunks, settings, shard_id)
+
+    monkeypatch.setattr(shard_io, "split_chunks", the_other_commits_while_this_writes)
+    with pytest.raises(ShardDataError, match="already committed"):
+        index.write_shard("ingest-00001", ours)
+    after = Index.open(index.path)
+    assert after.check() == {}  # the committed folder is the one its manifest entry describes
+    assert _live_docnos(after) == sorted(theirs.column("docno").to_pylist())
+    assert after.uncommitted() == []  # this write's temporary folder is gone

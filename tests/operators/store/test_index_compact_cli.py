@@ -31,6 +31,13 @@ def test_compact_rewrites_the_live_chunks_into_fewer_shards(tmp_path, sample_doc
     assert after.docnos == before.docnos
     assert gone not in index.search_bm25([sample_docs[4]["title"]], k=30)[0].docnos
 
-    assert main(["index", "compact", idx, "--max-chunks", "10"]) == 0  # at most 10 chunks a shard
-    assert "into 3 shard(s) with 29 chunk(s)" in capsys.readouterr().out
-    assert Index.open(idx).counts()["shards"] == 3
+    assert main(["index", "compact", idx, "--max-chunks", "10", "--json"]) == 0  # at most 10 chunks a shard
+    done = json.loads(capsys.readouterr().out)
+    index = Index.open(idx)
+    assert index.counts()["shards"] == 3
+    assert {k: done[k] for k in ("shards_before", "shards_after", "chunks", "chunks_before", "tombstones_dropped",
+                                 "generation")} == {"shards_before": 1, "shards_after": 3, "chunks": 29,
+                                                    "chunks_before": 29, "tombstones_dropped": 0,
+                                                    "generation": index.manifest.generation}
+    assert done["shards"] == [s.id for s in index.manifest.shards]
+    assert done["before"] == {"shards": 1, "chunks": 29, "tombstones": 0, "live_chunks": 29}
