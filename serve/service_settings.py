@@ -89,10 +89,11 @@ class ServiceArgs(BaseModel):
                                    "one.")
     task_num_cpus: float = Field(0, ge=0, description="CPUs each task's Ray actor reserves (0: tasks share the "
                                  "CPUs with the replicas; on a cluster, 1 keeps tasks off busy nodes).")
-    spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started, "
-                                    "their imports done, for its next tasks: a task then waits for no new "
-                                    "process (about 2 s), and a worker back from its task waits as one. Each is "
-                                    "an idle process; 0: every task starts its own worker, which exits after it.")
+    spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started "
+                                    "at least, their imports done, for its next tasks: a task then waits for no "
+                                    "new process (about 2 s). Workers back from their tasks wait too, up to the "
+                                    "recent peak of concurrent tasks, and those beyond this number exit after a "
+                                    "minute idle; 0: every task starts its own worker, which exits after it.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
     compact_after_shards: int = Field(COMPACT_AFTER_SHARDS, ge=0, description="An upload (each one adds a shard) "
                                       "that leaves its index with more shards than this compacts the index at its "

@@ -8,84 +8,150 @@ still importing is not taken). A spare is a new worker (``taskrunner.prestart``)
 log file and a dead actor per task in Ray). A request refused before its task is made gives the id back, so
 refusals under load start no processes. Outside a Serve replica (a test's in-process service), or with
 ``spare_task_workers: 0``, there are no spares and every task starts its own worker, which exits after it.
+
+Every worker that comes back is kept (up to ``MAX_IDLE_WORKERS``), and one is retired only once it has waited
+``IDLE_RETIRE_S`` with more than ``spare_task_workers`` waiting: so the pool follows the peak of concurrent tasks of
+the last minute, and N tasks at a time run on N reused workers. Keeping only ``spare_task_workers`` retired all but
+one of them as they came back, and the next burst started them again (a soak at 4 concurrent tasks started a worker
+per 3.3 tasks). The most recently returned spare is taken first, so workers beyond the steady need are the ones that
+go idle and retire.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from serve import taskrunner
 
 #: How long after a task took a spare (or found none) the pool is refilled: the task's worker is usually back by then.
 REFILL_AFTER_S = 2.0
+#: How long a worker beyond ``spare_task_workers`` waits for a task before it is retired: the recent peak of
+#: concurrent tasks is kept this long (longer than the gaps of a steady load, short enough to give back a burst's
+#: memory, about 250 MB a worker, within a minute or two).
+IDLE_RETIRE_S = 60.0
+#: The most workers a replica keeps waiting (never fewer than ``spare_task_workers``). An idle worker costs memory,
+#: not CPU, and tasks mostly wait on Serve deployments and the store, so a cap by cores would retire workers that a
+#: steady load reuses; 16 bounds what a burst leaves behind to about 4 GB for ``IDLE_RETIRE_S``.
+MAX_IDLE_WORKERS = 16
+
+
+@dataclass
+class Spare:
+    """A waiting worker: the task id it waits for, the ObjectRef that resolves when its imports are done (None: known
+    done), and since when it waits (``time.monotonic``)."""
+
+    task_id: str
+    ready: Any = None
+    idle_since: float = field(default_factory=time.monotonic)
 
 
 @dataclass
 class Lent:
-    """A spare's task id lent to the task being made (None: no spare was ready; the store picks an id). Set
-    ``made`` once a task has the id; otherwise the spare waits for the next task."""
+    """A spare lent to the task being made (None: no spare was ready; the store picks an id). Set ``made`` once a
+    task has its id; otherwise the spare waits for the next task."""
 
-    task_id: str | None
+    spare: Spare | None
     made: bool = False
+
+    @property
+    def task_id(self) -> str | None:
+        return None if self.spare is None else self.spare.task_id
 
 
 class SpareWorkers:
-    """Up to ``count`` spares, oldest first; safe to use from the replica's threads."""
+    """At least ``count`` spares once refilled, and every worker back from its task, up to ``keep_at_most``; a spare
+    beyond ``count`` is retired after ``idle_s`` without a task. Safe to use from the replica's threads. ``replica``
+    (an actor handle the workers watch) defaults to the Serve replica this runs in."""
 
-    def __init__(self, store_url: str, *, env: dict[str, str], num_cpus: float, count: int):
+    def __init__(self, store_url: str, *, env: dict[str, str], num_cpus: float, count: int, replica: Any = None,
+                 idle_s: float = IDLE_RETIRE_S, keep_at_most: int = MAX_IDLE_WORKERS):
         self.store_url, self.env, self.num_cpus, self.count = store_url, env, num_cpus, count
-        self.replica = taskrunner.current_replica() if count > 0 else None
+        self.replica = None if count <= 0 else replica if replica is not None else taskrunner.current_replica()
+        self.idle_s, self.keep_at_most = idle_s, max(count, keep_at_most)
         self._lock = threading.Lock()
-        # The spares' task ids, each with the ObjectRef that resolves when its imports are done (None: known done).
-        self._spares: deque[tuple[str, Any]] = deque()
+        self._spares: deque[Spare] = deque()  # taken from the left: the most recently returned first
         self._starting = 0  # spares a refill is starting now, so concurrent refills start no more than needed
+        self._sweep: threading.Timer | None = None  # set while spares beyond ``count`` wait
+
+    def waiting(self) -> list[str]:
+        """The task ids the spares wait for, the next one taken first."""
+        with self._lock:
+            return [spare.task_id for spare in self._spares]
 
     @contextlib.contextmanager
     def lend(self) -> Iterator[Lent]:
-        """The id of a ready spare for the task the block makes; given back unless the block sets ``made`` (a
-        refused request, or one that raised, starts no process and loses no spare)."""
+        """A ready spare for the task the block makes; given back unless the block sets ``made`` (a refused request,
+        or one that raised, starts no process and loses no spare)."""
         lent = Lent(self._take())
         try:
             yield lent
         finally:
-            if not lent.made and lent.task_id is not None:
-                self._keep((lent.task_id, None), first=True)  # taken first again
+            if not lent.made and lent.spare is not None:
+                self._keep(lent.spare, first=True)  # taken first again, idle since it was before
 
-    def _take(self) -> str | None:
-        """The task id of the oldest spare whose imports are done; None when no spare is ready (the task then
-        starts its own actor: a spare still importing everything would start later than an actor importing
-        only what its task needs)."""
+    def _take(self) -> Spare | None:
+        """The first spare whose imports are done; None when no spare is ready (the task then starts its own actor:
+        a spare still importing everything would start later than an actor importing only what its task needs)."""
         with self._lock:
             for spare in self._spares:
-                if spare[1] is None or taskrunner.finished(spare[1]):
+                if spare.ready is None or taskrunner.finished(spare.ready):
                     self._spares.remove(spare)
-                    return spare[0]
+                    return spare
         return None
 
-    def _keep(self, spare: tuple[str, Any], *, first: bool, warm: bool = False) -> None:
-        """Keep ``spare`` in the pool; when the pool is full, retire it, or, a ``warm`` one (back from its task, its
-        caches loaded), the newest spare in its place."""
+    def _keep(self, spare: Spare, *, first: bool) -> None:
+        """Keep ``spare`` in the pool, taken ``first`` (a warm one, back from its task) or last (a new one). When the
+        pool is full, a ``first`` one takes the place of the last spare, which is retired; a new one is retired."""
         with self._lock:
-            if warm and self._spares and len(self._spares) >= self.count:
-                evicted = self._spares.pop()
-                self._spares.appendleft(spare)
-                spare = evicted
-            elif len(self._spares) < self.count:
+            if len(self._spares) < self.keep_at_most:
                 self._spares.appendleft(spare) if first else self._spares.append(spare)
+                self._schedule_sweep()
                 return
-        taskrunner.stop(spare[0], wait_s=0)  # the pool filled up meanwhile: retired (its id has no task)
-        taskrunner.release(spare[0])
+            if first:
+                self._spares.appendleft(spare)
+                spare = self._spares.pop()
+        self._retire(spare)
+
+    def _schedule_sweep(self) -> None:
+        """With spares beyond ``count`` (the lock held), sweep when the one waiting longest has waited ``idle_s``."""
+        if self._sweep is not None or len(self._spares) <= self.count:
+            return
+        due = min(spare.idle_since for spare in self._spares) + self.idle_s - time.monotonic()
+        self._sweep = threading.Timer(max(due, 0.0) + 0.01, self._retire_idle)
+        self._sweep.daemon = True
+        self._sweep.start()
+
+    def _retire_idle(self) -> None:
+        """Retire the spares beyond ``count`` that waited ``idle_s``, the longest waiting first."""
+        with self._lock:
+            self._sweep = None
+            deadline = time.monotonic() - self.idle_s
+            idle = sorted((spare for spare in self._spares if spare.idle_since <= deadline),
+                          key=lambda spare: spare.idle_since)
+            retired = idle[:max(len(self._spares) - self.count, 0)]
+            for spare in retired:
+                self._spares.remove(spare)
+            self._schedule_sweep()
+        for spare in retired:
+            self._retire(spare)
+
+    @staticmethod
+    def _retire(spare: Spare) -> None:
+        """Kill a spare's worker (idle: its id has no task) and forget its id."""
+        taskrunner.stop(spare.task_id, wait_s=0)
+        taskrunner.release(spare.task_id)
 
     def returned(self, worker: str) -> None:
         """A worker back from its task (``TaskWorker.run`` gave its name) waits for a new task id, taken first (its
-        caches are warm); when the pool is full, the newest spare is retired in its place."""
+        caches are warm)."""
         if self.replica is not None:
-            self._keep((taskrunner.wait_for(worker), None), first=True, warm=True)
+            self._keep(Spare(taskrunner.wait_for(worker)), first=True)
 
     def refill_later(self) -> None:
         """``refill`` in ``REFILL_AFTER_S``, on a daemon timer: the worker of a short task is back by then."""
@@ -103,8 +169,9 @@ class SpareWorkers:
             self._starting += max(needed, 0)
         for _ in range(needed):
             try:
-                spare = taskrunner.prestart(self.store_url, self.replica, env=self.env, num_cpus=self.num_cpus)
+                task_id, ready = taskrunner.prestart(self.store_url, self.replica, env=self.env,
+                                                     num_cpus=self.num_cpus)
             finally:
                 with self._lock:
                     self._starting -= 1
-            self._keep(spare, first=False)
+            self._keep(Spare(task_id, ready), first=False)

@@ -72,9 +72,13 @@ def forget(worker: str) -> None:
 
 def handle(task_id: str) -> Any:
     """The actor handle of the task's worker, or None when no worker of it lives."""
+    return _live_actor(worker_of(task_id))
+
+
+def _live_actor(name: str | None) -> Any:
+    """The handle of the worker named ``name``, or None when Ray lists no such actor."""
     import ray
 
-    name = worker_of(task_id)
     if name is None or name not in live_workers():
         return None
     try:
@@ -94,14 +98,14 @@ def stop(task_id: str, wait_s: float = 5.0) -> bool:
     of the task lives now (none did, or it died in time); False when it may still write into an upload's folder."""
     import ray
 
-    name = worker_of(task_id)
-    worker = handle(task_id)
+    name = worker_of(task_id)  # one read: the kill and the wait are about the same worker
+    worker = _live_actor(name)
     if worker is not None:
         ray.kill(worker, no_restart=True)
         deadline = time.monotonic() + wait_s
-        while name in live_workers() and time.monotonic() < deadline:
+        while (living := name in live_workers()) and time.monotonic() < deadline:
             time.sleep(0.05)
-    if name is not None and name in live_workers():
-        return False
+        if living:
+            return False
     release(task_id)
     return True
