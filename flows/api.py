@@ -22,7 +22,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Literal
+from typing import TYPE_CHECKING, Any, Collection, Iterable, Literal
 
 import pyarrow as pa
 
@@ -127,6 +127,15 @@ class Flow:
     def steps(self) -> list[str]:
         """The steps the output depends on, in run order."""
         return self.built.needed_steps()
+
+    @property
+    def warnings(self) -> list[str]:
+        """What building the flow warned about (an unfused fan-in of ranked inputs), as the log said it."""
+        return self.built.warnings
+
+    def check_columns(self, input_columns: Collection[str] | None) -> None:
+        """Refuse, naming the step and param, a column that no step above it writes and ``input_columns`` lack."""
+        self.built.check_columns(input_columns)
 
     def __repr__(self) -> str:
         return f"Flow({self.name!r}: {' -> '.join(f'{s} ({self.spec.steps[s].op})' for s in self.steps)})"

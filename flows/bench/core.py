@@ -48,7 +48,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
-    executor = _make_executor(options.executor, options.cache)
+    executor = _make_executor(options.executor, options.cache, options.cache_dir)
     qids = dataset.qids
     reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries, "
                  f"{dataset.qrels.num_rows} judgements; cutoffs {', '.join(map(str, ks))}")
@@ -178,12 +178,17 @@ def canonical_spec(spec) -> dict[str, Any]:
     return {"steps": steps, "output": flow.output}
 
 
-def _make_executor(kind: str, use_cache: bool):
+def _make_executor(kind: str, use_cache: bool, cache_dir: str | Path | None):
+    """The executor, with the step cache in ``cache_dir`` (default ``$TESSERA_HOME/cache``) unless ``use_cache`` is
+    off; a cache that cannot be opened (a file given as --cache-dir, a bad $TESSERA_HOME) fails here, before any
+    index is built. The folder is made absolute: Ray workers open it by path."""
     from flows.cache import StepCache
     from flows.executors import make_executor
-    from flows.store import default_cache_dir
 
-    return make_executor(kind, cache=StepCache(default_cache_dir()) if use_cache else None, keep_history=False)
+    cache = StepCache(Path(cache_dir).expanduser().absolute() if cache_dir else None) if use_cache else None
+    if cache is not None:
+        cache.check()
+    return make_executor(kind, cache=cache, keep_history=False)
 
 
 def _check_out(out: Path) -> Path:

@@ -37,6 +37,7 @@ class BenchOptions:
     min_relevance: int = 1  # binary measures: a document is relevant at this grade or above
     index_dir: str | Path | None = None
     cache: bool = True  # run cache and step cache
+    cache_dir: str | Path | None = None  # the step cache's folder (default $TESSERA_HOME/cache)
     mlflow: bool = True
     mlflow_uri: str | None = None  # default: sqlite:///<out>/mlflow.db
 

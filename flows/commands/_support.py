@@ -161,6 +161,13 @@ def warn_unfinished_ingestions(indices: dict[str, str]) -> None:
                   file=sys.stderr, flush=True)
 
 
+def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--cache-dir DIR``, the step cache's folder: one definition for every command that runs flows or reads the
+    cache (``run``, ``bench``, ``chat``, ``cache``), which ``step_cache`` and ``flows.bench`` read as
+    ``args.cache_dir``."""
+    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
+
+
 def step_cache(args: Any):
     """The step cache of ``--cache-dir`` (default ``$TESSERA_HOME/cache``), or None with ``--no-cache``."""
     if args.no_cache:

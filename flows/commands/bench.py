@@ -7,8 +7,8 @@ from typing import Sequence
 
 from flows import uris
 from flows.bench.errors import BenchError
-from flows.commands._support import (EXIT_CANCELLED, check_job_paths, console, positive_int, print_json,
-                                     require_extra)
+from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, check_job_paths, console, positive_int,
+                                     print_json, require_extra)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
@@ -41,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="where built indices live (default $TESSERA_HOME/indices/auto)")
     parser.add_argument("--no-cache", action="store_true",
                         help="rerun every flow (ignore cached runs; no step cache)")
+    add_cache_dir_argument(parser)  # the step cache's folder, as tessera run's
     parser.add_argument("--mlflow-uri", metavar="URI",
                         help="MLflow tracking URI (default: sqlite:///OUT/mlflow.db, artifacts in OUT/mlartifacts)")
     parser.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
@@ -62,7 +63,8 @@ def parse_ks(text: str) -> list[int]:
 
 
 def handle(args: argparse.Namespace) -> int:
-    check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir}, inputs={"--dataset": args.dataset})
+    check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir, "--cache-dir": args.cache_dir},
+                    inputs={"--dataset": args.dataset})
     from flows.bench import tracking
 
     require_extra("bench", ("ir_measures", "statsmodels", "matplotlib", "torchmetrics")
@@ -80,6 +82,7 @@ def handle(args: argparse.Namespace) -> int:
                                    correction=args.correction, executor=args.executor, limit=args.limit,
                                    min_relevance=args.min_relevance,
                                    index_dir=uris.local_path(args.index_dir, "index-dir"),
+                                   cache_dir=uris.local_path(args.cache_dir, "cache-dir"),
                                    cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri)
             reporter = BenchReporter(enabled=not args.quiet)
             result = benchmark(options, reporter, how_to_make=train_command)

@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.commands._support import EXIT_OK, console, escape, load_flow, print_json, report, show_help
+from flows.commands._support import (EXIT_OK, add_cache_dir_argument, console, escape, load_flow, print_json, report,
+                                     show_help)
 from operators.errors import SpecError
 
 
@@ -20,7 +21,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
     c_explain.add_argument("--index", metavar="NAME_OR_PATH",
                            help="the index the flow ran with (tessera run --index): it is part of the step keys")
-    c_explain.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    add_cache_dir_argument(c_explain)
     c_explain.add_argument("--json", action="store_true", help="print JSON")
     c_explain.set_defaults(handler=_cmd_cache_explain)
     c_prune = csub.add_parser("prune", parents=[common], help="evict stored outputs unused for DAYS days, then the "
@@ -28,12 +29,12 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     c_prune.add_argument("--max-size", metavar="SIZE", help="most the stored outputs may hold: bytes, or with K, M, "
                          "G or T (500M, 2G)")
     c_prune.add_argument("--older-than", metavar="DAYS", type=float, help="evict what no run used for DAYS days")
-    c_prune.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    add_cache_dir_argument(c_prune)
     c_prune.add_argument("--json", action="store_true", help="print JSON")
     c_prune.set_defaults(handler=_cmd_cache_prune)
     c_clear = csub.add_parser("clear", parents=[common], help="delete every cached step output (refuses a folder "
                               "that is not a step cache)")
-    c_clear.add_argument("--cache-dir", help="cache directory (default $TESSERA_HOME/cache)")
+    add_cache_dir_argument(c_clear)
     c_clear.add_argument("--json", action="store_true", help="print what was removed as JSON")
     c_clear.set_defaults(handler=_cmd_cache_clear)
     cache.set_defaults(handler=lambda args: show_help(cache))

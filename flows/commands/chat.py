@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flows.commands._support import EXIT_OK, CliError, console, escape, load_flow, step_cache
+from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
+                                     step_cache)
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
 
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                         help="language model of the flow's LLM steps (an alias, `tessera models`, or a litellm "
                         "string); default: the flow's own")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
+    add_cache_dir_argument(parser)
     parser.add_argument("--json", action="store_true", help="for scripts: one JSON line per answer on stdout "
                         "(question, answer, sources, references, searched for), not streamed; notes on stderr")
     parser.set_defaults(handler=handle)

@@ -7,6 +7,8 @@
                    [--retry-failed] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
+An index with vectors gets its encoder's ONNX export at the end (unless ``TESSERA_QUERY_ENCODER=torch``), so
+its first dense query is fast (``operators.models.onnx_query_encoder.export_after_ingest``).
 A Ctrl-C stops it within one encoder call, a second one at once (``ingest_interrupt``).
 ``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
 ``ray job submit``.
@@ -15,6 +17,7 @@ A Ctrl-C stops it within one encoder call, a second one at once (``ingest_interr
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Sequence
 
 from flows import uris
@@ -87,8 +90,14 @@ def handle(args: argparse.Namespace) -> int:
         interrupts.announce()
         return EXIT_CANCELLED
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
+    try:
+        prepared = None if nothing else _prepare_query_encoder(report.index)
+    except KeyboardInterrupt:  # run_handler says interrupted (or terminated) with the status
+        print(f"tessera: {report.index} is complete; the query encoder was not prepared (the first dense query "
+              "prepares it)", file=sys.stderr, flush=True)
+        raise
     if args.json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "query_encoder_export": prepared and prepared[2]})
         return EXIT_INTERNAL if nothing else EXIT_OK
     out = console()
     r = report
@@ -97,6 +106,9 @@ def handle(args: argparse.Namespace) -> int:
               f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {r.docs_per_s:.0f} docs/s")
     if r.colbert_store:
         out.print(f"ColBERT tokens: {r.colbert_store}")
+    if prepared:
+        encoder, seconds, _ = prepared
+        out.print(f"query encoder: exported '{encoder}' to ONNX ({seconds:.1f} s, once): dense queries skip torch")
     if r.resolved:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
     if r.failures or r.open_failures:
@@ -106,6 +118,18 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"[red]no document was ingested: all {r.failures} failed[/] (why: {r.index}/failures.jsonl)")
         return EXIT_INTERNAL
     return EXIT_OK
+
+
+def _prepare_query_encoder(index: str) -> tuple[str, float, str] | None:
+    """The torch-free query encoder's export for the index's encoder, made now (``export_after_ingest``):
+    (encoder, seconds, export file), or None when nothing was made."""
+    import time
+
+    from operators.models.onnx_query_encoder import export_after_ingest
+
+    started = time.perf_counter()
+    made = export_after_ingest(index)
+    return None if made is None else (made[0], time.perf_counter() - started, str(made[1]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,8 +16,8 @@ import sys
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_OK, CliError, check_job_paths, console, escape, load_flow, positive_int,
-                                     print_json, step_cache)
+from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, check_job_paths, console, escape,
+                                     load_flow, positive_int, print_json, step_cache)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     parser.add_argument("--out", "-o", metavar="FILE", help="write the result table (.parquet, .jsonl or .csv), "
                         "or its ranking as a TREC run file (.trec or .run: qid Q0 docno rank score tag)")
     parser.add_argument("--no-cache", action="store_true", help="do not read or write the step cache")
-    parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
+    add_cache_dir_argument(parser)
     parser.add_argument("--top", type=positive_int, metavar="N",
                         help="rows shown per query: tables default 10, --json every row; with --out no tables "
                         "unless --top is given (--out always gets every row)")

@@ -6,8 +6,8 @@ transformer's forward pass and the pooling, so ``retrieve.dense`` embeds with th
 encoder when everything it needs is present:
 
 * the model's ONNX export (``export_onnx``: ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``),
-  made by ``backend: onnx`` or by ``retrieve.dense`` itself, once, when it embedded
-  queries through torch;
+  made by ``tessera ingest`` at its end (``export_after_ingest``), by ``backend: onnx``, or by
+  ``retrieve.dense`` itself, once, when it embedded queries through torch;
 * ``onnxruntime`` and ``tokenizers`` importable, and the model's ``tokenizer.json``;
 * a sentence-transformers folder whose modules are a text Transformer, a ``mean`` or
   ``cls`` Pooling and optionally Normalize, with no default prompt and no lower-casing.
@@ -256,6 +256,27 @@ def _export_a_copy(reference: str, path: Path) -> Path | None:
     shared = load_sentence_transformer(reference)  # the copy the torch path loaded (shared per process)
     if not str(shared.device).startswith("cpu"):
         return None
-    log.info("exporting '%s' to ONNX once (%s), so later runs embed queries without torch",
-             reference, onnx_cache_dir(path))
+    # WARNING, not INFO: the CLI shows warnings (Python's last-resort handler, stderr), and a user who waits ~10 s
+    # for a first query (or at the end of an ingest) should see why, once
+    log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference)
+    log.info("exporting '%s' to ONNX in %s", reference, onnx_cache_dir(path))
     return export_onnx(copy.deepcopy(shared), path)
+
+
+def export_after_ingest(index: str | os.PathLike) -> tuple[str, Path] | None:
+    """``tessera ingest``'s last step: export the encoder of ``index`` (a path or an index name) for the
+    torch-free query path now, so the index's first dense query pays neither torch nor the export. (encoder,
+    export file) when made now; None when the index has no vectors, ``$TESSERA_QUERY_ENCODER`` is ``torch``, the
+    export exists already, or the fast path does not apply to the model (its queries go through torch). Never fails,
+    as ``export_query_encoder``: the ingest it ends has succeeded."""
+    from operators.store import Index
+
+    try:
+        settings = Index.open(index, verify=False).settings
+    except (OSError, TesseraError) as err:  # no manifest (an empty source): nothing to search yet
+        log.debug("no query-encoder export for %s: %s", index, err)
+        return None
+    if not settings.dense:
+        return None
+    exported = export_query_encoder(settings.encoder, wait=True)
+    return None if exported is None else (settings.encoder, exported)

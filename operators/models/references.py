@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 from pathlib import Path
 
 from operators.errors import TesseraError
@@ -114,10 +115,15 @@ def _not_found(reference: str, path: Path) -> ModelNotFoundError:
         f"{models_dir()} ({_trained_names()}; tessera train) or a Hugging Face id in the local cache; {download}")
 
 
+#: The folder of a model's ONNX export (``sentence_transformers.onnx_cache_dir``): not a model a user can name.
+_ONNX_EXPORT = re.compile(r"-onnx-[0-9a-f]+$")
+
+
 def _trained_names(shown: int = 20) -> str:
     """The model folders in ``models_dir()``, for an error message."""
     try:
-        names = sorted(p.name for p in models_dir().iterdir() if p.is_dir() and not p.name.startswith("."))
+        names = sorted(p.name for p in models_dir().iterdir()
+                       if p.is_dir() and not p.name.startswith(".") and not _ONNX_EXPORT.search(p.name))
     except OSError:
         return "which does not exist yet"
     if not names:

@@ -117,6 +117,11 @@ def onnx_session(onnx_file: Path) -> Any:
 
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        # ONNX Runtime ignores OMP_NUM_THREADS and starts a thread per core: in a Ray worker given one CPU (Ray sets
+        # OMP_NUM_THREADS=1 there, as torch reads it) that oversubscribed the cores its neighbours work on
+        options.intra_op_num_threads = int(threads)
     return ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
 
 

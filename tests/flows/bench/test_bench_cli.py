@@ -139,20 +139,21 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     assert first["cached"] is False
     mtime = os.stat(first["run_file"]).st_mtime_ns
     # Resume with both flows: the finished one is not rerun.
-    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    both = ["--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}"]
+    assert bench(*common, *both)[0] == 0
     info = flows_info()
     assert info["title"]["cached"] is True and info["notitle"]["cached"] is False
     assert info["title"]["run_file"] == first["run_file"] and os.stat(first["run_file"]).st_mtime_ns == mtime
     before = json.loads((out / "metrics.json").read_text())
     # Same qrels again: everything cached, same numbers.
-    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    assert bench(*common, *both)[0] == 0
     assert all(f["cached"] for f in flows_info().values())
     assert json.loads((out / "metrics.json").read_text()) == before
     # Changed qrels (one judgement dropped): every flow reruns, under a new key.
     qrels = dataset / "qrels" / "test.tsv"
     lines = qrels.read_text().splitlines()
     qrels.write_text("\n".join(lines[:-1]) + "\n")
-    assert bench(*common, "--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}")[0] == 0
+    assert bench(*common, *both)[0] == 0
     info = flows_info()
     assert not info["title"]["cached"] and not info["notitle"]["cached"]
     assert info["title"]["key"] != first["key"] and os.stat(first["run_file"]).st_mtime_ns == mtime
@@ -170,6 +171,7 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     (["--flow", "demo", "--baseline", "other"], "--baseline 'other'"),
     (["--flow", "demo", "--k", "10,x"], "bad --k value '10,x'"),
     (["--flow", "demo", "--split", "dev"], "no qrels file"),
+    (["--flow", "demo", "--cache-dir", str(SPECS / "demo.yaml")], "demo.yaml is a file, not a folder"),
 ])
 def test_bad_arguments_exit_2_with_one_line_naming_them(bench, scifact_slice, tmp_path, args, needle):
     status, _, stderr = bench("--dataset", scifact_slice, "--out", tmp_path / "out", "--no-mlflow", *args)
@@ -235,3 +237,28 @@ def test_min_relevance_is_an_option_recorded_with_the_results(bench, scifact_sli
     with pytest.raises(SystemExit) as refused:  # argparse's usage error, in-process
         bench(*common, "--min-relevance", "0", "--out", tmp_path / "zero")
     assert refused.value.code == 2
+
+
+def test_cache_dir_holds_the_step_cache_and_a_second_benchmark_hits_it(bench, scifact_slice, flow_specs, tmp_path,
+                                                                       capsys):
+    from flows.commands import main
+
+    cache = tmp_path / "steps"
+    common = ["--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}", "--k", KS, "--no-mlflow",
+              "--quiet", "--cache-dir", cache]
+
+    def last_run(out) -> tuple[bool, dict]:
+        """Whether the benchmark into ``out`` took its saved run, and the step cache's record of the bm25 step."""
+        cached = json.loads((out / "bench.json").read_text())["flows"]["title"]["cached"]
+        assert main(["cache", "explain", str(flow_specs["title"]), "--cache-dir", str(cache), "--json"]) == 0
+        return cached, json.loads(capsys.readouterr().out)["steps"][0]["last_run"]
+
+    assert bench(*common, "--out", tmp_path / "a")[0] == 0
+    assert (cache / "tessera-cache.json").is_file() and any((cache / "data").iterdir())
+    assert not (tmp_path / "home" / "cache").exists()  # nothing in the default cache
+    cached, first = last_run(tmp_path / "a")
+    assert cached is False and first["units"] == 30 and first["hits"] == 0
+    # Another --out has no saved run: the flow runs again, every query served by the step cache.
+    assert bench(*common, "--out", tmp_path / "b")[0] == 0
+    cached, second = last_run(tmp_path / "b")
+    assert cached is False and second["units"] == second["hits"] == 30

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -74,10 +75,35 @@ def rankings(table: pa.Table) -> dict[str, list[str]]:
     return out
 
 
+class Notices(logging.Handler):
+    """The messages ``onnx_query_encoder`` logs at WARNING and above (what the CLI prints on stderr) while held."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+        self.logger = logging.getLogger("operators.models.onnx_query_encoder")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+    def __enter__(self) -> "Notices":
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.logger.removeHandler(self)
+
+
+NOTICE = "preparing the torch-free query encoder for 'all-MiniLM-L6-v2' (once, about 10 s)"
+
+
 @pytest.fixture(scope="module")
 def first_run(home, index):
-    """retrieve.dense before any export exists: it must embed through torch, and export the model."""
-    return run_dense(index[0], queries())
+    """retrieve.dense before any export exists: it must embed through torch, and export the model, saying so:
+    (operator, table, the notices it logged)."""
+    with Notices() as notices:
+        op, out = run_dense(index[0], queries())
+    return op, out, notices.messages
 
 
 def torch_vectors(texts: list[str], batch_size: int = 16) -> np.ndarray:
@@ -96,8 +122,9 @@ def assert_same_vectors(fast: np.ndarray, reference: np.ndarray) -> None:
 @needs_onnx
 @pytest.mark.slow
 def test_missing_export_falls_back_to_torch_with_exact_results_and_exports(home, index, first_run):
-    op, out = first_run
+    op, out, notices = first_run
     assert type(op._encoder).__name__ == "SentenceTransformerEmbedder"
+    assert notices == [NOTICE]  # one line before the export, for the user who waits for it
     path, chunks = index
     # numpy's exact answer from sentence-transformers' query vectors
     scores = torch_vectors(queries()) @ np.stack(chunks.column("vector").to_numpy(zero_copy_only=False)).T
@@ -128,8 +155,9 @@ def test_fast_path_gives_sentence_transformers_vectors(first_run):
 @pytest.mark.slow
 def test_dense_rankings_are_identical_on_the_fast_path(index, first_run):
     path, _ = index
-    op, out = run_dense(path, queries())
-    assert type(op._encoder).__name__ == "OnnxQueryEncoder"
+    with Notices() as notices:
+        op, out = run_dense(path, queries())
+    assert type(op._encoder).__name__ == "OnnxQueryEncoder" and notices.messages == []  # nothing to prepare
     assert rankings(out) == rankings(first_run[1])
     np.testing.assert_allclose(out.column("score").to_numpy(), first_run[1].column("score").to_numpy(), atol=1e-5)
     # a query prompt and a small batch reach the fast path as they reach torch
@@ -267,3 +295,39 @@ def test_searches_at_once_in_a_fresh_home_all_answer_while_one_of_them_exports(i
         found = list(pool.map(lambda text: rankings(run_dense(index[0], [text])[1])["0"], texts))
     assert found == [expected[str(i)] for i in range(len(texts))]
     assert len(list(tmp_path.glob("models/*-onnx-*/model.onnx"))) == 1
+
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_ingest_exports_the_query_encoder_at_its_end_unless_told_torch(tmp_path, monkeypatch, capsys):
+    """``tessera ingest`` of a dense index in a fresh home makes the export and says so (the notice on stderr, the
+    line in its report), so the index's first query takes the fast path; with TESSERA_QUERY_ENCODER=torch it makes
+    none."""
+    from flows.commands import main
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(SAMPLE_CORPUS.read_text().splitlines()[:40]) + "\n")
+    ingest = ["ingest", "--source", str(corpus), "--executor", "local", "--quiet"]
+    monkeypatch.setenv(ENV, "torch")  # in-process: this process's MiniLM embeds
+    assert main([*ingest, "--index", str(tmp_path / "torch"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_encoder_export"] is None
+    assert not list(home.glob("models/*-onnx-*"))
+    # The real command in a fresh process (auto, the default): what a user sees.
+    env = {**os.environ, "TESSERA_HOME": str(home)}
+    env.pop(ENV)
+    done = subprocess.run([sys.executable, "-m", "flows", *ingest, "--index", str(tmp_path / "auto")],
+                          capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count(NOTICE) == 1, done.stderr[-2000:]
+    assert "query encoder: exported 'all-MiniLM-L6-v2' to ONNX" in done.stdout, done.stdout
+    exports = list(home.glob("models/*-onnx-*/model.onnx"))
+    assert len(exports) == 1
+    monkeypatch.delenv(ENV)
+    op, _ = run_dense(tmp_path / "auto", ["honey bees"])
+    assert type(op._encoder).__name__ == "OnnxQueryEncoder"
+    # Ingesting again into the index makes nothing new and says nothing about it.
+    assert main([*ingest, "--index", str(tmp_path / "auto"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["query_encoder_export"] is None
