@@ -7,6 +7,7 @@ const ROOT = new URL("..", window.location.href); // the app's root: the page li
 const POLL_MS = 700;
 const HEALTH_POLL_MS = 3000; // while the service is not ready, /healthz is asked again this often
 const TASK_ROWS_PER_QUERY = 50; // a task's rows shown per query
+const PREVIEW_CHARS = 280; // a hit's text longer than this is cut in its table, with a "more" button
 const HEADING_CHARS = 160; // a query longer than this is cut in its heading (whole in the title)
 const TABS = ["search", "chat", "tasks", "flows", "indices", "models"];
 const $ = (id) => document.getElementById(id);
@@ -23,7 +24,9 @@ const typedKey = () => $("api-key").value.trim();
 /** Throws the refusal of ``response`` (its ``payload``), or a StaleKeyError when it refused an older key. */
 function refuse(response, payload, sentKey) {
   if (response.status === 401 && typedKey() !== sentKey) throw new StaleKeyError();
-  throw new ApiError(describe(response.status, payload));
+  // the service's words are for any client ("send 'Authorization: Bearer KEY'"); a page user types it here
+  const where = response.status === 401 ? ". Type the service's API key in the API key field at the top" : "";
+  throw new ApiError(describe(response.status, payload) + where);
 }
 
 function headers(json) {
@@ -44,7 +47,11 @@ function describe(status, payload) {
   return `${head}${field}: ${error.message}`;
 }
 
-/** One request; ``signal`` (an AbortSignal) lets the page stop it, as the chat's Stop button does. */
+const NO_ANSWER = "the service did not answer: is it running?";
+
+/** One request; ``signal`` (an AbortSignal) lets the page stop it, as the chat's Stop button does. A request that
+ * gets no answer (the service stopped, the network gone) turns the health badge to "not reachable", which is then
+ * read again until the service is back. */
 async function send(method, path, body, signal) {
   const form = body instanceof FormData; // files: the browser writes the multipart body and its Content-Type
   try {
@@ -53,7 +60,8 @@ async function send(method, path, body, signal) {
       body: body === undefined || form ? body : JSON.stringify(body), signal,
     });
   } catch (err) {
-    throw new ApiError(`the service did not answer (${err.message})`);
+    if (!(signal && signal.aborted) && path !== "healthz") serviceUnreachable();
+    throw new ApiError(`${NO_ANSWER} (${err.message})`);
   }
 }
 
@@ -145,8 +153,23 @@ function hitCell(hit, column) {
   const value = hit[column];
   if (value === null || value === undefined) return "";
   if (column === "score") return Number(value).toFixed(4);
-  if (column === "text") return el("span", {title: value}, value.length > 280 ? `${value.slice(0, 280)}…` : value);
+  if (column === "text") return passageText(String(value));
   return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+/** A passage cut at PREVIEW_CHARS with a "more" button that shows it whole (and "less" that cuts it again): a
+ * source is read in the page, not only in a tooltip a keyboard or a phone cannot open. */
+function passageText(text) {
+  if (text.length <= PREVIEW_CHARS) return text;
+  const shown = el("span", {}, `${text.slice(0, PREVIEW_CHARS)}…`);
+  const toggle = el("button", {type: "button", class: "link more", "aria-expanded": "false"}, "more");
+  toggle.onclick = () => {
+    const whole = toggle.getAttribute("aria-expanded") !== "true";
+    shown.textContent = whole ? text : `${text.slice(0, PREVIEW_CHARS)}…`;
+    toggle.textContent = whole ? "less" : "more";
+    toggle.setAttribute("aria-expanded", String(whole));
+  };
+  return el("span", {}, shown, " ", toggle);
 }
 
 /** Hits as a table in a box of its own that scrolls sideways, so a narrow window keeps its width. */
@@ -201,13 +224,32 @@ function moveTab(event) {
 // -- the service's state ------------------------------------------------------------------------------
 
 let healthTimer = null;
+let wasUnreachable = false; // a request got no answer: once the service answers again, the page reads its lists
 
 /** The health badge; while the service is not ready (models loading, or no answer) it is read again every few
- * seconds, until it is. */
+ * seconds, until it is. Back after no answer, the lists a failed request left empty are read again and the
+ * "did not answer" error, no longer true, goes. */
 async function checkHealth() {
   clearTimeout(healthTimer);
   healthTimer = null;
-  if (!await readHealth()) healthTimer = setTimeout(checkHealth, HEALTH_POLL_MS);
+  const ready = await readHealth();
+  clearTimeout(healthTimer); // a request that failed meanwhile may have set one
+  healthTimer = ready ? null : setTimeout(checkHealth, HEALTH_POLL_MS);
+  if (ready && wasUnreachable) {
+    wasUnreachable = false;
+    if ($("error").textContent.startsWith(NO_ANSWER)) showError("");
+    reloadLists();
+    if (onShow[shownTab()]) guarded(onShow[shownTab()], {clear: false});
+  }
+}
+
+/** A request got no answer: say so in the badge now, and read /healthz until the service answers. */
+function serviceUnreachable() {
+  wasUnreachable = true;
+  const badge = $("health");
+  badge.textContent = "not reachable";
+  badge.className = "badge bad";
+  if (healthTimer === null) healthTimer = setTimeout(checkHealth, HEALTH_POLL_MS);
 }
 
 /** GET /healthz into the badge (its reason in the badge's title); whether the service is ready. */
@@ -215,6 +257,7 @@ async function readHealth() {
   const badge = $("health");
   const response = await send("GET", "healthz").catch(() => null);
   if (!response) {
+    wasUnreachable = true;
     badge.textContent = "not reachable";
     badge.className = "badge bad";
     badge.title = "GET /healthz: no answer";
@@ -797,10 +840,15 @@ async function loadChatModels() {
   const models = await call("GET", "v1/models");
   const select = $("chat-model");
   const chosen = select.value;
-  const usable = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
-  const label = (m) => (m.type === "flow" ? `${m.id} (flow)` : m.id);
-  select.replaceChildren(...usable.map((m) => el("option", {value: m.id, "data-type": m.type}, label(m))));
+  // a flow the service cannot run as it is (a benchmark's, needing a dataset) is listed, off, its reason its title
+  const listed = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
+  const ready = (m) => m.status === undefined || m.status === "ready";
+  const label = (m) => (m.type === "flow" ? `${m.id} (flow${ready(m) ? "" : `, ${m.status}`})` : m.id);
+  select.replaceChildren(...listed.map((m) => el("option", {value: m.id, "data-type": m.type, disabled: !ready(m),
+    title: ready(m) ? "" : m.reason || m.status}, label(m))));
+  const usable = listed.filter(ready);
   if (usable.some((m) => m.id === chosen)) select.value = chosen;
+  else if (usable.length) select.value = usable[0].id;
 }
 
 function renderChat(pending) {
@@ -910,11 +958,12 @@ async function sendChat(event) {
   }
 }
 
-/** Ctrl+Enter (Cmd+Enter on a Mac) in the message box sends it, as the Send button does. */
-function sendOnCtrlEnter(event) {
+/** Ctrl+Enter (Cmd+Enter on a Mac) in a box where Enter starts a new line (a message, the queries) submits its
+ * form, as its submit button does. */
+function submitOnCtrlEnter(event) {
   if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
   event.preventDefault();
-  $("chat-form").requestSubmit();
+  event.target.form.requestSubmit();
 }
 
 /** A new conversation: the answer being written is stopped and the turns are gone. */
@@ -926,12 +975,18 @@ function newChat() {
 
 // -- start --------------------------------------------------------------------------------------------
 
-function reload() {
-  checkHealth();
+/** The search tab's flows and the index fields' suggestions. */
+function reloadLists() {
   guarded(async () => {
     await loadFlows();
     await loadIndices(); // the index fields' suggestions
-  });
+  }, {clear: false});
+}
+
+function reload() {
+  showError("");
+  checkHealth();
+  reloadLists();
 }
 
 let keyEpoch = 0; // counts the keys typed: a search's late answer for an earlier key is dropped
@@ -988,7 +1043,10 @@ document.addEventListener("DOMContentLoaded", () => {
   $("flow").addEventListener("change", () => guarded(describeFlow));
   $("enqueue-button").addEventListener("click", enqueue);
   $("chat-form").addEventListener("submit", sendChat);
-  $("chat-input").addEventListener("keydown", sendOnCtrlEnter);
+  $("chat-input").addEventListener("keydown", submitOnCtrlEnter);
+  $("queries").addEventListener("keydown", submitOnCtrlEnter);
+  // the browser refused a submit (a field's own check): the error of the last action is not this one's
+  document.addEventListener("invalid", () => showError(""), true);
   $("chat-stop").addEventListener("click", stopChat);
   $("flow-form").addEventListener("submit", saveFlow);
   $("task-chat-form").addEventListener("submit", askTask);
