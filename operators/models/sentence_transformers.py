@@ -172,6 +172,9 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
                 torch.onnx.export(Forward(transformer), (), str(partial), kwargs={n: example[n] for n in names},
                                   input_names=names, output_names=["last_hidden_state"], dynamic_shapes=shapes,
                                   opset_version=17, dynamo=True, external_data=False, verbose=False)
+        except BaseException:  # a failed or interrupted export leaves no hidden file behind
+            partial.unlink(missing_ok=True)
+            raise
         finally:  # the model may be the process's shared copy (retrieve.dense exports it): its vectors stay as
             # they were, bit for bit, so executors and processes that never exported still agree with it
             if previous and hasattr(transformer, "set_attn_implementation"):
@@ -182,8 +185,12 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
         partial = folder / f".model_qint8.{os.getpid()}.onnx"
-        with _quiet_warnings():
-            quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+        try:
+            with _quiet_warnings():
+                quantize_dynamic(str(fp32), str(partial), weight_type=QuantType.QInt8)
+        except BaseException:
+            partial.unlink(missing_ok=True)
+            raise
         os.replace(partial, target)
     return target
 

@@ -966,6 +966,13 @@ function submitOnCtrlEnter(event) {
   event.target.form.requestSubmit();
 }
 
+/** A box of only spaces and blank lines holds no query: the browser refuses the submit, as for an empty box, rather
+ * than the service answering with its API's field names. */
+function requireAQuery(event) {
+  const box = event.target;
+  box.setCustomValidity(box.value.trim() || !box.value ? "" : "Type at least one query (one a line).");
+}
+
 /** A new conversation: the answer being written is stopped and the turns are gone. */
 function newChat() {
   stopChat();
@@ -1045,6 +1052,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("chat-form").addEventListener("submit", sendChat);
   $("chat-input").addEventListener("keydown", submitOnCtrlEnter);
   $("queries").addEventListener("keydown", submitOnCtrlEnter);
+  $("queries").addEventListener("input", requireAQuery);
   // the browser refused a submit (a field's own check): the error of the last action is not this one's
   document.addEventListener("invalid", () => showError(""), true);
   $("chat-stop").addEventListener("click", stopChat);

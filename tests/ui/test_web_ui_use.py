@@ -17,6 +17,15 @@ LINES = """const range = document.createRange(); range.selectNodeContents(argume
 return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;"""
 
 
+#: The index table's button labels and lines, and the lines of the named index's name cell; null until its row is drawn.
+TABLE_LINES = """const row = document.querySelector(`#index-table tr[data-index="${arguments[0]}"]`);
+if (!row) return null;
+const lines = (element) => {""" + LINES.replace("arguments[0]", "element") + """};
+const buttons = [...document.querySelectorAll("#index-table tbody td button")];
+return {buttons: buttons.map((b) => b.textContent), button_lines: buttons.map(lines),
+        name_lines: lines(row.querySelector("td"))};"""
+
+
 def lines(driver, element) -> int:
     return driver.execute_script(LINES, element)
 
@@ -51,6 +60,19 @@ def test_ctrl_enter_in_the_queries_searches_and_a_submit_the_browser_refuses_cle
     expected = [h["docno"] for h in ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3})
                 .json()["results"][0]["hits"]]
     assert shown_results(browser) == [(QUERY, expected)] and error_text(browser) == ""
+
+
+def test_queries_of_only_spaces_are_refused_by_the_page_not_sent(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", "   ", "5")
+    by_id(browser, "queries").send_keys(Keys.ENTER, "  ")
+    by_id(browser, "search-button").click()
+    assert browser.execute_script("return document.getElementById('queries').validity.valid") is False
+    assert "at least one query" in browser.execute_script("return document.getElementById('queries').validationMessage")
+    assert error_text(browser) == "" and shown_results(browser) == []  # nothing went to the service
+    by_id(browser, "queries").send_keys(QUERY)  # a query among the blank lines: searched
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
 
 
 def test_docnos_stay_whole_and_a_long_passage_is_read_whole_after_more(browser, ui_app):
@@ -88,11 +110,11 @@ def test_at_400_px_a_tables_buttons_and_names_are_not_cut_to_a_letter_a_line(bro
                             {"width": 400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
     try:
         browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
-        buttons = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#index-table tbody td button"))
-        assert {b.text for b in buttons} >= {"search", "documents", "share", "delete"}
-        assert [lines(browser, b) for b in buttons] == [1] * len(buttons)
-        name = browser.find_element(By.CSS_SELECTOR, '#index-table tr[data-index="narrow_window_notes"] td')
-        assert lines(browser, name) == 1  # one word: one line, the table scrolling in its box if need be
+        # measured in one script, once the new index's row is there: the table is drawn again as its list arrives
+        table = wait(browser, lambda d: d.execute_script(TABLE_LINES, "narrow_window_notes"))
+        assert set(table["buttons"]) >= {"search", "documents", "share", "delete"}
+        assert table["button_lines"] == [1] * len(table["buttons"])
+        assert table["name_lines"] == 1  # one word: one line, the table scrolling in its box if need be
         assert not browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
