@@ -234,9 +234,9 @@ class TaskStore:
         ``"limit"``. One serializable transaction, so two compactions of one index never run at once."""
         row = _task_row(owner, compaction_flow(name), job, [], steps, f"queued: compact index '{name}'", task_id)
         with self._serializable() as conn:
-            ingest = conn.execute(sa.select(indices.c.ingest_task).where(indices.c.name == name)).scalar()
-            if ingest and conn.execute(sa.select(tasks.c.status).where(tasks.c.id == ingest)).scalar() in UNFINISHED:
-                return None, f"busy:{ingest}"
+            busy = _ingestion_running(conn, conn.execute(sa.select(indices).where(indices.c.name == name)).first())
+            if busy is not None:
+                return None, busy
             running = _compaction_running(conn, name)
             if running is not None:
                 return None, f"compacting:{running}"
@@ -311,11 +311,15 @@ def _claim_refused(conn: Any, index: Any, owner: str) -> str | None:
         return None
     if index.owner != owner:
         return "owner"
-    if index.ingest_task:
-        status = conn.execute(sa.select(tasks.c.status).where(tasks.c.id == index.ingest_task)).scalar()
-        if status in UNFINISHED:
-            return f"busy:{index.ingest_task}"
-    return None
+    return _ingestion_running(conn, index)
+
+
+def _ingestion_running(conn: Any, index: Any) -> str | None:
+    """``"busy:<task id>"`` while the last ingestion into the index row ``index`` is unfinished, else None."""
+    if index is None or not index.ingest_task:
+        return None
+    status = conn.execute(sa.select(tasks.c.status).where(tasks.c.id == index.ingest_task)).scalar()
+    return f"busy:{index.ingest_task}" if status in UNFINISHED else None
 
 
 def compaction_flow(name: str) -> str:
