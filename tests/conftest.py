@@ -312,20 +312,38 @@ def static_folder(tmp_path_factory) -> Path:
     return folder
 
 
+def _shared_between_processes(tmp_path_factory) -> Path:
+    """A folder every test process of this run sees: ``TESSERA_TEST_SHARED`` where ``make test`` sets it (one folder
+    for its two pytest runs, removed after them), else the folder pytest-xdist's workers share, else this
+    session's own temporary folder."""
+    if os.environ.get("TESSERA_TEST_SHARED"):
+        return Path(os.environ["TESSERA_TEST_SHARED"])
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
 @pytest.fixture(scope="session")
 def sample_workspace(tmp_path_factory) -> Path:
     """A folder laid out as a clone after ``make demo``: ``data/sample`` (a copy of the bundled
     sample) and ``.tessera/indices/sample``, ingested as ``make demo`` and the README's Python tour
     do it (the built-in ingest spec: chunked, BM25 + MiniLM, flat; 250 documents a shard), with the
-    local executor; built once per session, so the README's own ``ingest`` call finds it done."""
+    local executor. Built once per run, by the first process that needs it, under a file lock; the others
+    wait for it and read it (about 25 s each saved). Read-only: a test that changes an index ingests its own."""
     import shutil
+
+    from filelock import FileLock
 
     from flows.ingestion import ingest
 
-    root = tmp_path_factory.mktemp("workspace")
-    shutil.copytree(REPO / "data" / "sample", root / "data" / "sample")
-    ingest(root / "data" / "sample" / "corpus.jsonl", root / ".tessera" / "indices" / "sample", spec="ingest",
-           shard_size=250, executor="local", progress=False)
+    shared = _shared_between_processes(tmp_path_factory)
+    root, built = shared / "sample-workspace", shared / "sample-workspace.built"
+    with FileLock(str(shared / "sample-workspace.lock")):
+        if not built.exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build a killed process left unfinished
+            shutil.copytree(REPO / "data" / "sample", root / "data" / "sample")
+            ingest(root / "data" / "sample" / "corpus.jsonl", root / ".tessera" / "indices" / "sample",
+                   spec="ingest", shard_size=250, executor="local", progress=False)
+            built.touch()
     return root
 
 
