@@ -16,7 +16,9 @@ no other upload may write there, so no commit makes the compaction redo its merg
 index as the upload committed it; the task says so in its log and still finishes.
 
 An admin key's compaction (``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) is a task too
-(``run_compact``, one step ``compact``): a big index's merge takes minutes, too long for a request to wait. Its result
+(``run_compact``, one step ``compact``): a big index's merge takes minutes, too long for a request to wait. Its step's
+``rows_out`` counts the live chunks merged as each shard is (``CompactProgressWriter``), so ``/task/progress/{id}``
+moves while it runs, up to ``rows_in``, the merged shards' chunks (deleted ones included). Its result
 is what ``Index.compact`` reports (``CompactionSummary``): shards before and after, live chunks, tombstones dropped,
 seconds.
 """
@@ -120,12 +122,35 @@ def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any]) -> dict
     return done
 
 
-def compact_index(path: str | Path) -> dict[str, Any]:
+def compact_index(path: str | Path, on_progress: Any = None) -> dict[str, Any]:
     """``Index.compact`` of the index at ``path`` (its live chunks into few shards, deleted ones dropped), as JSON:
     shards before and after, live chunks, tombstones dropped, seconds (``CompactionSummary.as_dict``)."""
     from operators.store import Index
 
-    return Index.open(path).compact().as_dict()
+    return Index.open(path).compact(on_progress=on_progress).as_dict()
+
+
+class CompactProgressWriter:
+    """``on_progress`` of an admin's compaction (``operators.store.compaction.CompactProgress``): the live chunks
+    merged so far into its one step, ``rows_out`` of ``rows_in`` (the merged shards' chunks, as its result counts
+    them), at most every ``PROGRESS_EVERY_S``, the first and the last shard always."""
+
+    def __init__(self, store: TaskStore, task_id: str):
+        self.store, self.task_id = store, task_id
+        self.started = time.perf_counter()
+        self.written = 0.0
+
+    def __call__(self, event: Any) -> None:
+        last = event.shards == event.shards_total
+        if not last and event.shards > 1 and time.perf_counter() - self.written < PROGRESS_EVERY_S:
+            return
+        self.written = time.perf_counter()
+        step = COMPACT_STEPS[0]
+        again = f" (attempt {event.attempt}: the index changed meanwhile)" if event.attempt > 1 else ""
+        self.store.update(self.task_id, current_step=step, rows_done=event.chunks, step_progress={step: {
+            "status": "running", "rows_in": event.chunks_total, "rows_out": event.chunks,
+            "seconds": round(self.written - self.started, 3)}},
+            log=f"merged {event.shards} of {event.shards_total} shards{again}" if last else None)
 
 
 def run_compact(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
@@ -141,7 +166,7 @@ def run_compact(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
                         step_progress={step: {**pending_progress(COMPACT_STEPS)[step], "status": "running"}}):
         return  # cancelled meanwhile
     try:
-        done = compact_index(job["index_path"])
+        done = compact_index(job["index_path"], CompactProgressWriter(store, task_id))
     except CommitConflictError as err:
         store.finish(task_id, "failed", error=f"index '{name}' changed while it was compacted: {err.message}")
     except Exception as err:  # noqa: BLE001  (a task fails with the reason; the service goes on)

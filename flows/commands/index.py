@@ -285,7 +285,8 @@ def _cmd_delete(args: argparse.Namespace) -> int:
 
 def _cmd_compact(args: argparse.Namespace) -> int:
     index = _open(args.path)
-    done = index.compact(max_chunks=args.max_chunks)
+    with _merge_bar(enabled=not args.json) as on_progress:
+        done = index.compact(max_chunks=args.max_chunks, on_progress=on_progress)
     report(args, {"index": str(index.path), **done.as_dict(), "shards": [i.id for i in done.shards],
                   "before": {"shards": done.shards_before, "chunks": done.chunks_before,
                              "tombstones": done.tombstones_dropped,
@@ -294,3 +295,28 @@ def _cmd_compact(args: argparse.Namespace) -> int:
            f"{done.tombstones_dropped} deleted, into {done.shards_after} shard(s) with {done.chunks} chunk(s) "
            f"(generation {done.generation}, {done.seconds:.2f} s)")
     return EXIT_OK
+
+
+@contextlib.contextmanager
+def _merge_bar(*, enabled: bool) -> Iterator:
+    """The shards merged so far, as a bar on stderr in ``tessera run``'s style (``_progress``), gone once the
+    compaction ends; none with ``--json`` or off a terminal (a log would fill with redraws): then no callback."""
+    import sys
+
+    if not (enabled and sys.stderr.isatty()):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from flows.commands._support import console
+
+    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  TextColumn("shards  {task.fields[chunks]} chunks"), TimeElapsedColumn(),
+                  console=console(stderr=True), transient=True) as bar:
+        task = bar.add_task("compact", total=None, chunks=0)
+
+        def show(event) -> None:
+            again = f" (attempt {event.attempt}: the index changed)" if event.attempt > 1 else ""
+            bar.update(task, description=f"compact{again}", completed=event.shards, total=event.shards_total,
+                       chunks=event.chunks)
+        yield show

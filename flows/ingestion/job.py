@@ -248,12 +248,16 @@ class _Run:
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
         self.committed = True  # the ledger holds this run's work from here on: its index folder stays
-        self.ledger.record_attempt(result.shard, failures, empty=result.info is None)
-        if result.info is not None:
+        if result.info is None:  # every document failed: the ledger's attempt is the shard's commit
+            if not self._record_empty(result.shard, failures):
+                self._done_elsewhere(result.shard)
+                return
+        else:
             info = ShardInfo.model_validate_json(result.info)
             replaced = self.index.shard_doc_ids(info) if self.replace else set()
-            try:
-                done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids)
+            try:  # the ledger is written under the commit's lock, only by the ingest that commits the shard
+                done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
+                                         before_write=lambda: self.ledger.record_attempt(result.shard, failures))
                 self.delete_doc_ids = set()
             except BaseException:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
@@ -271,6 +275,17 @@ class _Run:
         r.failures += len(failures)
         if self.tracker is not None:
             self.tracker.committed(result.shard, result.docs, len(failures))
+
+    def _record_empty(self, shard: str, failures: list[Failure]) -> bool:
+        """Record a shard whose every document failed, unless another ingest of the same source finished it
+        first (both read it): checked and written under the index's lock, as a commit is. True if recorded."""
+        from operators.store.layout import file_lock
+
+        with file_lock(self.path):
+            if shard in self.finished():
+                return False
+            self.ledger.record_attempt(shard, failures, empty=True)
+        return True
 
     def _done_elsewhere(self, shard: str) -> None:
         """Count a shard that another ingest of the same source committed as done by it, not by this run."""

@@ -14,9 +14,12 @@ The file is append-only JSON lines, written by the driver only:
   document (``id`` is ``doc:<doc_id>``, ``read:<path>:<line>``, or ``read:<path>`` for a file);
 * ``{"event": "attempt", "shard", "attempt", "failures", "empty"}``: closes the failures
   of one attempt at a shard. They are appended in one write, just before the shard's
-  manifest commit; lines of an attempt without its closing line (a crash mid-write)
+  manifest commit and under its lock (``Index.commit``'s ``before_write``), by the ingest
+  whose commit records the shard: of two ingests of one source, the other writes nothing;
+  lines of an attempt without its closing line (a crash mid-write)
   are ignored. A shard with no row left to write (every document failed) cannot be a
-  shard folder; its attempt line says ``"empty": true`` and counts as its commit;
+  shard folder; its attempt line says ``"empty": true`` and counts as its commit (written
+  under the same lock, unless the shard is finished already: ``job._Run._record_empty``);
 * ``{"event": "retry", "shard", "ids"}``: ``--retry-failed`` is about to process these
   failures into the new shard ``shard``.
 

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
-from flows.ingestion.ledger import Failure
+from flows.ingestion.ledger import Failure, Ledger
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
@@ -107,16 +107,24 @@ class ShardResult:
 
 def staged_unless_done(index, shard: str, load: Callable[[str], tuple[pa.Table, list[Failure]]]):
     """``load(shard)`` (its staged documents and read failures), or None when another ingest of the same source
-    (the same shard ids, ``staging``) committed the shard: the committing run deletes its staged files, maybe
-    while this one reads them. The local executor and Ray's prepare stage both ask this before preparing."""
+    (the same shard ids, ``staging``) finished the shard (``finished_elsewhere``): the finishing run deletes its
+    staged files, maybe while this one reads them. The local executor and Ray's prepare stage both ask this before
+    preparing."""
     if shard in index.finished_shards():
         return None
     try:
         return load(shard)
     except FileNotFoundError:
-        if shard in index.finished_shards():
+        if finished_elsewhere(index, shard):
             return None
         raise
+
+
+def finished_elsewhere(index, shard: str) -> bool:
+    """Whether ``shard`` is finished: committed, or recorded in the ledger as empty (every document of it failed,
+    so it has no shard folder to commit). Asked once its staged files are gone: the run that finished it deleted
+    them."""
+    return shard in index.finished_shards() or shard in Ledger(index.path).empty_shards()
 
 
 def elsewhere_rows(shard: str) -> pa.Table:
@@ -340,7 +348,7 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
     try:
         docs, read_failures = docs_of()
     except FileNotFoundError:  # its staged file goes once it is committed
-        if shard in index.finished_shards():
+        if finished_elsewhere(index, shard):
             return ShardResult.elsewhere(shard)
         raise
     failures = [f.to_dict() for f in read_failures]

@@ -8,6 +8,12 @@ left out of the merge. The superseded shard folders are not deleted here: a read
 the old manifest a moment before may be loading them. They become folders no commit records,
 which ``remove_uncommitted`` deletes after its grace period (the commit restarts their clock).
 
+The shards are read one at a time, in manifest order (only their doc stores and vectors: no BM25 statistics), and
+each new shard is written as soon as it is full, so a big index is never held whole. After each shard,
+``on_progress`` hears a ``CompactProgress``: that shard's live chunks are in the new shards (the last new shard is
+written before the last shard is reported, so the count ends at the total once everything is written; the commit
+follows). A merge redone on a new generation starts its count again (``attempt``).
+
 What it did is a ``CompactionSummary``, counted from the generation it merged (not from one read before or
 after, which another commit may have changed): ``tessera index compact`` prints it and the service's compaction
 task stores it as its result, so neither counts shards in its own words.
@@ -17,11 +23,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from operators.store.errors import CommitConflictError
-from operators.store.layout import new_shard_id
-from operators.store.settings import ShardInfo
+import numpy as np
+import pyarrow as pa
+
+from operators.store import dense, shard as shard_io
+from operators.store.errors import CommitConflictError, IndexCorruptError
+from operators.store.layout import SHARDS, new_shard_id
+from operators.store.settings import Manifest, ShardInfo
+from operators.tables import concat
 
 
 @dataclass(frozen=True)
@@ -51,17 +62,36 @@ class CompactionSummary:
                 "generation": self.generation, "seconds": self.seconds}
 
 
-def compact(index, max_chunks: int, *, attempts: int) -> CompactionSummary:
+@dataclass(frozen=True)
+class CompactProgress:
+    """Where a compaction is: ``shard`` (of the generation it merges) is merged, the ``shards``-th of
+    ``shards_total``; ``chunks`` of its live chunks are in new shards, of the ``chunks_total`` (deleted ones
+    included) the merged shards held."""
+
+    shard: str
+    shards: int
+    shards_total: int
+    chunks: int
+    chunks_total: int
+    attempt: int = 1
+
+
+CompactProgressCallback = Callable[[CompactProgress], None]
+
+
+def compact(index, max_chunks: int, *, attempts: int,
+            on_progress: CompactProgressCallback | None = None) -> CompactionSummary:
     """Compact ``index`` (an ``Index``) into shards of at most ``max_chunks``; what it did."""
     started = time.perf_counter()
     for attempt in range(1, attempts + 1):
-        state = index._current()
+        manifest = index.manifest
         infos: list = []
+        merged = _Merged(manifest, attempt, on_progress)
         try:  # a failed write or commit leaves none of the new shards behind
-            for part in state.live_chunks(max_chunks, vectors=index.settings.dense):
+            for part in _live_parts(index, manifest, max_chunks, merged):
                 infos.append(index.write_shard(new_shard_id("compact"), part))
-            done = index._commit(infos, remove_shards=[s.info.id for s in state.shards],
-                                 expected_generation=state.manifest.generation)
+            done = index._commit(infos, remove_shards=[s.id for s in manifest.shards],
+                                 expected_generation=manifest.generation)
         except CommitConflictError as err:
             index.discard(infos)
             if attempt == attempts:
@@ -72,8 +102,91 @@ def compact(index, max_chunks: int, *, attempts: int) -> CompactionSummary:
             index.discard(infos)
             raise
         index.remove_uncommitted()
-        merged = state.manifest.counts()
-        return CompactionSummary(shards=tuple(infos), shards_before=merged["shards"], chunks_before=merged["chunks"],
-                                 tombstones_dropped=merged["tombstones"], generation=done.generation,
+        counts = manifest.counts()
+        return CompactionSummary(shards=tuple(infos), shards_before=counts["shards"], chunks_before=counts["chunks"],
+                                 tombstones_dropped=counts["tombstones"], generation=done.generation,
                                  seconds=round(time.perf_counter() - started, 3))
     raise CommitConflictError(f"compaction of {index.path} needs at least one attempt, got {attempts}")
+
+
+class _Merged:
+    """Counts the shards merged in one attempt and tells ``on_progress``."""
+
+    def __init__(self, manifest: Manifest, attempt: int, on_progress: CompactProgressCallback | None):
+        self.total, self.chunks_total = len(manifest.shards), manifest.counts()["chunks"]
+        self.attempt, self.on_progress = attempt, on_progress
+        self.shards = self.chunks = 0
+
+    def __call__(self, shard: str, live_chunks: int) -> None:
+        self.shards += 1
+        self.chunks += live_chunks
+        if self.on_progress is not None:
+            self.on_progress(CompactProgress(shard, self.shards, self.total, self.chunks, self.chunks_total,
+                                             self.attempt))
+
+
+def _live_parts(index, manifest: Manifest, max_rows: int, merged: Callable[[str, int], None]) -> Iterator[pa.Table]:
+    """The live chunks of ``manifest``'s shards as ``write_shard`` tables of at most ``max_rows`` (with their
+    ``vector``s when the index is dense), read a shard at a time; ``merged(shard, live chunks)`` after each shard,
+    once the tables it filled are written (the caller writes a table before it asks for the next one)."""
+    live = {info.id: np.nonzero(shard_io.live_mask(manifest, info.id, info.n_chunks))[0] for info in manifest.shards}
+    # a shard with no live row is left out: its columns' types do not matter (an index that took a conflicting
+    # type before commits checked types is repaired by deleting those documents and compacting)
+    kept = [info for info in manifest.shards if len(live[info.id])]
+    schema = pa.unify_schemas([_read(index, manifest, info, schema_only=True) for info in kept],
+                              promote_options="permissive") if kept else None
+    docs: list[pa.Table] = []
+    vectors: list[np.ndarray] = []
+    last = len(manifest.shards) - 1
+    for position, info in enumerate(manifest.shards):
+        rows = live[info.id]
+        if len(rows):
+            shard_docs, shard_vectors = _read(index, manifest, info)
+            docs.append(_conform(shard_docs.take(pa.array(rows)), schema))
+            if shard_vectors is not None:
+                vectors.append(shard_vectors[rows])
+        pending = sum(t.num_rows for t in docs)
+        while pending >= max_rows or (position == last and pending):
+            table, stacked = concat(docs), np.concatenate(vectors) if vectors else None
+            yield _with_vectors(table.slice(0, max_rows), None if stacked is None else stacked[:max_rows])
+            docs = [table.slice(max_rows)] if table.num_rows > max_rows else []
+            vectors = [stacked[max_rows:]] if stacked is not None and table.num_rows > max_rows else []
+            pending = max(0, pending - max_rows)
+        merged(info.id, len(rows))
+
+
+def _read(index, manifest: Manifest, info: ShardInfo, *, schema_only: bool = False):
+    """A shard's doc-store schema, or its doc store and vectors (None for a BM25-only index) once its files are
+    found sound. A damaged shard is an ``IndexCorruptError`` naming it; but when the manifest changed meanwhile
+    (the shard was superseded, and removed), a ``CommitConflictError``: the merge is redone on the new one."""
+    folder = index.path / SHARDS / info.id
+    try:
+        if schema_only:
+            return shard_io.docs_schema(folder)
+        problem = shard_io.damage(folder, info, checksums=index.verify)
+        if problem:
+            raise shard_io.damaged_error(index.path, {info.id: problem})
+        vectors = dense.vectors(dense.load(folder), folder) if index.settings.dense else None
+        return shard_io.read_docs(folder, None), vectors
+    except (IndexCorruptError, OSError, pa.ArrowInvalid) as err:
+        if index.generation != manifest.generation:
+            raise CommitConflictError(f"index {index.path} changed (generation {manifest.generation} -> "
+                                      f"{index.generation}) while it was compacted; retry") from None
+        if isinstance(err, IndexCorruptError):
+            raise
+        raise shard_io.damaged_error(index.path, {info.id: f"cannot read it: {err}"}) from None
+
+
+def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``table`` with the columns of ``schema``, of its types (null where it has no such column), so the new
+    shards' doc stores agree on each column whichever old shards their rows came from."""
+    return pa.table([table.column(f.name).cast(f.type) if f.name in table.column_names
+                     else pa.nulls(table.num_rows, f.type) for f in schema], schema=schema)
+
+
+def _with_vectors(table: pa.Table, vectors: np.ndarray | None) -> pa.Table:
+    if vectors is None:
+        return table
+    from operators.embed.sentence_transformer import vectors_to_arrow
+
+    return table.append_column("vector", vectors_to_arrow(vectors))

@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -177,11 +177,17 @@ class Index:
         return ShardDataError(f"shard {shard_id!r} is already committed in {self.path}; "
                               "shards are immutable: write under a new id", field="shard_id")
 
-    def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None) -> Commit:
+    def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None,
+               before_write: Callable[[], None] | None = None) -> Commit:
         """Record finished shards in the manifest; with ``replace_doc_ids``, tombstone the chunks of
         those doc ids in every other shard in the same manifest write. Committing a shard again is a no-op.
-        A failed commit leaves the written shards in place (``discard`` removes them)."""
-        return self._commit(infos, replace_doc_ids=replace_doc_ids)
+        A failed commit leaves the written shards in place (``discard`` removes them).
+
+        ``before_write`` runs under the index's lock just before the manifest is written, unless the manifest
+        listed every one of ``infos`` already (``Commit.already``): a caller's own record of the commit (an
+        ingest's failure ledger) is then written by one of two writers of the same shard, and always before the
+        manifest names it. If it raises, nothing is committed."""
+        return self._commit(infos, replace_doc_ids=replace_doc_ids, before_write=before_write)
 
     def add(self, chunks: pa.Table, shard_id: str | None = None) -> ShardInfo:
         """Add chunks as a new shard; their docnos and doc ids must not be live yet (else nothing is left behind)."""
@@ -220,14 +226,16 @@ class Index:
                  for info in self.manifest.shards}
         return {shard_id: problem for shard_id, problem in found.items() if problem}
 
-    def compact(self, max_chunks: int = 100_000) -> compaction.CompactionSummary:
+    def compact(self, max_chunks: int = 100_000,
+                on_progress: compaction.CompactProgressCallback | None = None) -> compaction.CompactionSummary:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
         and their tombstones; what it did (the new shards, shards and chunks before, tombstones dropped, seconds).
         When another commit lands meanwhile, the merge is redone on the new generation,
         up to ``COMPACT_ATTEMPTS`` times in all (then ``CommitConflictError``; nothing changed). The old shard
         folders are left for ``remove_uncommitted`` (after its grace period): a reader that read the old
-        manifest may still be loading them."""
-        return compaction.compact(self, max_chunks, attempts=COMPACT_ATTEMPTS)
+        manifest may still be loading them. ``on_progress`` hears a ``compaction.CompactProgress`` as each old
+        shard is merged, in manifest order."""
+        return compaction.compact(self, max_chunks, attempts=COMPACT_ATTEMPTS, on_progress=on_progress)
 
     def _commit_written(self, infos: Sequence[ShardInfo], **changes: Any) -> Commit:
         """Commit shards this call wrote; if the commit fails, remove them before the error goes on."""
@@ -239,7 +247,7 @@ class Index:
 
     def _commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids=None, delete_docnos=None,
                 remove_shards: Sequence[str] = (), expected_generation: int | None = None,
-                refuse_live_doc_ids: bool = False) -> Commit:
+                refuse_live_doc_ids: bool = False, before_write: Callable[[], None] | None = None) -> Commit:
         """The one change of what is searchable: under the index's lock, the manifest as it is now, changed by
         ``commit_shards.record`` and written back."""
         with self._lock, file_lock(self.path):
@@ -248,6 +256,8 @@ class Index:
                 manifest, infos, self._reads, path=self.path, replace=set(replace_doc_ids or ()),
                 drop_docnos=set(delete_docnos or ()), remove_shards=remove_shards,
                 expected_generation=expected_generation, refuse_live_doc_ids=refuse_live_doc_ids)
+            if before_write is not None and len(done.already) < len(infos):
+                before_write()
             write_manifest(self.path, manifest)
             self._manifest, self._stat = manifest, self._manifest_stat()
         return done

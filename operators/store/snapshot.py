@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -145,23 +145,6 @@ class Snapshot:
         inverse = np.empty(len(rows), dtype=np.int64)
         inverse[np.concatenate(positions)] = np.arange(len(rows))
         return table.take(pa.array(inverse))
-
-    def live_chunks(self, max_rows: int, *, vectors: bool) -> Iterator[pa.Table]:
-        """The live chunks as ``write_shard`` tables of at most ``max_rows``, with their ``vector``s when asked."""
-        # a shard with no live row is left out: its columns' types do not matter (an index that took a
-        # conflicting type before commits checked types is repaired by deleting those documents and compacting)
-        kept = [(sh, r) for sh, r in ((sh, np.nonzero(live)[0]) for sh, live in zip(self.shards, self.live)) if len(r)]
-        if not kept:
-            return
-        docs = concat([sh.docs.take(pa.array(r)) for sh, r in kept])
-        stacked = np.concatenate([sh.vectors()[r] for sh, r in kept]) if vectors else None
-        for start in range(0, docs.num_rows, max_rows):
-            part = docs.slice(start, max_rows)
-            if stacked is not None:
-                from operators.embed.sentence_transformer import vectors_to_arrow
-
-                part = part.append_column("vector", vectors_to_arrow(stacked[start:start + max_rows]))
-            yield part
 
     def merge(self, found: list, n_queries: int, k: int) -> list[Hits]:
         """Exact top ``k`` per query from every shard's top ``k``; ties broken by docno.

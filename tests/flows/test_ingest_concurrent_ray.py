@@ -39,18 +39,23 @@ def _ingest(corpus_path, index, on_progress=None):
                   progress=False, on_progress=on_progress)
 
 
-def _race(corpus_path, index, *, at_commits: int):
-    """This run's report and the other's, the other run started when this one has committed ``at_commits``
-    shards (0: once its shards are planned, before its Ray stages start)."""
+def race(run, *, at_commits: int):
+    """This run's report and the other's, each ``run(on_progress)``, the other started inside this one's progress
+    callback once this one has committed ``at_commits`` shards (0: once its shards are planned, before any is
+    processed)."""
     other = []
 
     def on_progress(event) -> None:
         if event.stage == "ingest" and event.shards == at_commits and not other:
-            other.append(_ingest(corpus_path, index))
+            other.append(run(None))
 
-    mine = _ingest(corpus_path, index, on_progress)
+    mine = run(on_progress)
     [theirs] = other
     return mine, theirs
+
+
+def _race(corpus_path, index, *, at_commits: int):
+    return race(lambda on_progress: _ingest(corpus_path, index, on_progress), at_commits=at_commits)
 
 
 def _check_truthful(index, ids, mine, theirs) -> None:

@@ -41,3 +41,50 @@ def test_compact_rewrites_the_live_chunks_into_fewer_shards(tmp_path, sample_doc
                                                     "generation": index.manifest.generation}
     assert done["shards"] == [s.id for s in index.manifest.shards]
     assert done["before"] == {"shards": 1, "chunks": 29, "tombstones": 0, "live_chunks": 29}
+
+
+def _compact_on_a_terminal(idx: str, home, *args: str) -> tuple[int, str, str]:
+    """``tessera index compact`` in its own process, its stderr a terminal (a pty): (status, stdout, what the
+    terminal showed)."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    terminal, its_end = pty.openpty()
+    tessera = Path(sys.executable).with_name("tessera")
+    proc = subprocess.Popen([str(tessera), "index", "compact", idx, *args], stdout=subprocess.PIPE, stderr=its_end,
+                            env={"PATH": "/usr/bin:/bin", "TESSERA_HOME": str(home), "HF_HUB_OFFLINE": "1",
+                                 "COLUMNS": "120", "TERM": "xterm"})
+    os.close(its_end)
+    shown = b""
+    while True:
+        try:
+            data = os.read(terminal, 4096)
+        except OSError:  # the process closed its end
+            break
+        if not data:
+            break
+        shown += data
+    os.close(terminal)
+    out = proc.stdout.read().decode()
+    return proc.wait(timeout=120), out, shown.decode(errors="replace")
+
+
+def test_compact_shows_the_shards_merged_on_a_terminal_and_nothing_with_json(tmp_path, sample_docs):
+    idx = str(tmp_path / "idx")
+    for n in range(3):
+        batch = tmp_path / f"batch{n}.jsonl"
+        batch.write_text("".join(json.dumps(d) + "\n" for d in sample_docs[n * 10:(n + 1) * 10]), encoding="utf-8")
+        assert main(["index", "add", idx, str(batch), "--no-dense"]) == 0
+    status, out, shown = _compact_on_a_terminal(idx, tmp_path / "home")
+    assert status == 0 and "into 1 shard(s) with 30 chunk(s)" in out
+    assert "compact" in shown and "3/3" in shown and "shards  30 chunks" in shown  # the bar, at its end
+
+    status, out, shown = _compact_on_a_terminal(idx, tmp_path / "home", "--max-chunks", "10", "--json")
+    assert status == 0 and shown == ""  # no bar with --json, even on a terminal
+    done = json.loads(out)  # stdout is the one JSON document, as before
+    assert set(done) == {"index", "shards_before", "shards_after", "chunks", "chunks_before", "tombstones_dropped",
+                         "generation", "seconds", "shards", "before"}
+    assert (done["shards_before"], done["shards_after"], done["chunks"]) == (1, 3, 30)
