@@ -37,9 +37,10 @@ from flows.progress import CancelToken
 from flows.spec import FlowSpec
 from operators.errors import FlowCancelled, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
-from serve import client_gone, errors
+from serve import client_gone, errors, flow_status
 from serve import service as svc
 from serve.errors import ApiError
+from serve.flow_status import flow_problem
 from serve.routes_search import queries_table, run_online
 from serve.schemas import ModelCard
 from serve.service import FlowFile, flow_owner
@@ -84,19 +85,19 @@ def _answers(file: FlowFile) -> bool:
 
 
 def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
-    """``/v1/models`` entries for the flows that answer (empty when the app serves no flows). With the app's
-    ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
-    either, and says which it waits for. Only the states are read anew on every call: the rest comes from
-    ``_card_facts``."""
+    """``/v1/models`` entries for the flows that answer (empty when the app serves no flows). A flow this service
+    cannot run is ``missing``, with the reason (``serve.flow_status``, the rule ``GET /flows`` reports too); with the
+    app's ``models`` and their live states, a flow whose steps run on a deployment that is not ready is not ready
+    either, and says which it waits for."""
     if not svc.configured():
         return []
-    service, models_files, cards = svc.current(), _models_files(), []
+    service, cards = svc.current(), []
     for name, file in _answering_files(tenant).items():
-        deployments, unset = _card_facts(service, file, models_files)
         card = ModelCard(id=name, type="flow", operator="flow", status="ready")
+        deployments = _deployments(service, file, flow_status.versions())
         waiting = [model for model in models or [] if model.deployment in deployments and model.status != "ready"]
-        if unset:  # rag_gold: a benchmark's flow, which needs the dataset that tessera bench fills in
-            card = card.model_copy(update={"status": "missing", "reason": unset})
+        if problem := flow_problem(name, tenant):  # rag_gold: a benchmark's flow, which needs tessera bench's dataset
+            card = card.model_copy(update={"status": "missing", "reason": problem})
         elif waiting:
             card = card.model_copy(update={"status": waiting[0].status, "reason": "; ".join(
                 f"runs on model '{m.id}', which is {m.status}" + (f" ({m.reason})" if m.reason else "")
@@ -106,33 +107,13 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
 
 
 @functools.lru_cache(maxsize=1024)
-def _card_facts(service: svc.Service, file: FlowFile, models_files: tuple[Any, ...]) -> tuple[frozenset[str], str]:
-    """The deployments of ``service`` that a flow's steps run on, and what it leaves unset ("" when nothing).
-
-    Building and placing the flows took nearly all of a ``/v1/models`` call (each step's model alias is read from
-    the models files: 24 ms of CPU a call, 0.6 ms kept; ``benchmarks/service_prepare.py``), so they are kept per
-    version of what they read: the flow's file (a saved flow changes over HTTP) and the models files
-    (``models_files``: ``$TESSERA_MODELS`` or ``$TESSERA_HOME/models.yaml`` can be edited while the app serves),
-    so not once at start-up. Nothing else they read changes while the app serves: its deployments are fixed when
-    it starts, and so is the GGUF file a llama.cpp deployment runs."""
-    spec = svc.load_spec(file)
-    placed = service.place(spec)
-    deployments = frozenset(step.placement.deployment for step in placed.steps.values() if step.placement is not None)
-    return deployments, "; ".join(map(str, spec.build().unset_params()))
-
-
-def _models_files() -> tuple[Any, ...]:
-    """The version of each models file (the packaged one, the user's): path, mtime, size and inode; None if absent."""
-    from operators.llm.aliases import PACKAGED_FILE, user_file
-
-    versions = []
-    for path in (PACKAGED_FILE, user_file()):
-        try:
-            stat = path.stat() if path is not None else None
-        except OSError:
-            stat = None
-        versions.append((str(path), *((stat.st_mtime_ns, stat.st_size, stat.st_ino) if stat is not None else (None,))))
-    return tuple(versions)
+def _deployments(service: svc.Service, file: FlowFile, versions: tuple[Any, ...]) -> frozenset[str]:
+    """The deployments of ``service`` that a flow's steps run on, kept per version of what placing reads (the flow's
+    file and the models files, ``flow_status.versions``): building and placing the flows took nearly all of a
+    ``/v1/models`` call (24 ms of CPU a call, 0.6 ms kept; ``benchmarks/service_prepare.py``). Nothing else they
+    read changes while the app serves: its deployments are fixed when it starts."""
+    placed = service.place(svc.load_spec(file))
+    return frozenset(step.placement.deployment for step in placed.steps.values() if step.placement is not None)
 
 
 def find_flow(model: str, tenant: str) -> FlowSpec | None:

@@ -2,7 +2,8 @@
 
 Each API key has its own saved flows (``flows.store``'s ``owner``); built-in flows are
 readable by everyone and cannot be overwritten or deleted. Without keys, the caller
-shares the saved flows of the CLI (``tessera flows``).
+shares the saved flows of the CLI (``tessera flows``). The listing says of each flow whether
+this service can run it, and why not, so a client (the web UI's Search tab) offers only those.
 """
 
 from __future__ import annotations
@@ -15,15 +16,20 @@ from flows import store as flow_store
 from flows.spec import FlowSpec
 from serve import service as svc
 from serve.errors import ApiError
+from serve.flow_status import flow_problem
 from serve.routes_tasks import tenant
 
 router = APIRouter(tags=["flows"])
 
 
-@router.get("/flows", summary="Built-in flows and the caller's saved flows")
-def list_flows(request: Request) -> dict[str, list[str]]:
-    return {"builtin": flow_store.builtin_names(),
-            "saved": flow_store.saved_names(svc.flow_owner(tenant(request)))}
+@router.get("/flows", summary="Built-in flows and the caller's saved flows, and whether each can run here")
+def list_flows(request: Request) -> dict[str, Any]:
+    """``builtin`` and ``saved`` names, and ``status``: per name ``runnable`` and the ``reason`` it is not."""
+    caller = tenant(request)
+    builtin, saved = flow_store.builtin_names(), flow_store.saved_names(svc.flow_owner(caller))
+    problems = {name: flow_problem(name, caller) for name in dict.fromkeys([*builtin, *saved])}
+    return {"builtin": builtin, "saved": saved,
+            "status": {name: {"runnable": problem is None, "reason": problem} for name, problem in problems.items()}}
 
 
 @router.get("/flows/{name}", summary="One flow's spec")

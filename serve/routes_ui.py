@@ -1,4 +1,5 @@
-"""The web UI: three static files under ``serve/ui`` served at ``/ui/``, and ``/`` sending a browser there.
+"""The web UI: the static files under ``serve/ui`` (a page, its style, its scripts) served at ``/ui/``, and ``/``
+sending a browser there.
 
 The page is plain HTML, CSS and JavaScript with no build step and no package from npm: it calls the same
 routes any client calls (``/v1/search``, ``/task/*``, ``/tasks``, ``/flows``, ``/v1/chat/completions``,

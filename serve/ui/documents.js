@@ -1,7 +1,7 @@
 "use strict";
-// The web UI's documents to add to an index (app.js's Indices tab): JSON and JSONL files read here into the API's
-// documents, and everything one Add sends cut into requests that fit the service's limits. Loaded after app.js,
-// whose helpers ($, ApiError, indexListing) it calls; app.js calls uploadRequests once the page is loaded.
+// The web UI's documents to add to an index (indices.js's Indices tab): JSON and JSONL files read here into the
+// API's documents, and everything one Add sends cut into requests that fit the service's limits. Calls api.js's
+// helpers ($, ApiError) and reads indices.js's indexListing; indices.js calls uploadRequests.
 
 /** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
  * fields become its metadata. ``where`` names the record in an error. */

@@ -4,11 +4,14 @@ tables read whole in a wide window and a narrow one. Same service and browser as
 from __future__ import annotations
 
 import pytest
+import requests
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.test_web_ui import QUERY, by_id, error_text, fill_search, open_page, shown_results, wait
+from tests.ui.test_web_ui import (
+    QUERY, by_id, chat_with, click, error_text, fill_search, open_page, set_text, shown_results, wait,
+)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -152,3 +155,48 @@ def test_no_answer_turns_the_badge_and_when_the_service_answers_again_the_error_
     assert error_text(browser) == ""
     by_id(browser, "search-button").click()
     wait(browser, lambda d: len(shown_results(d)) == 1)
+
+
+def test_the_search_tab_offers_a_flow_the_service_cannot_run_switched_off_with_its_reason(browser, ui_app):
+    open_page(browser, ui_app)
+    status = ui_app.api("GET", "/flows").json()["status"]
+    off = {name: flow["reason"] for name, flow in status.items() if not flow["runnable"]}
+    assert "rag_gold" in off and "bm25" not in off  # rag_gold needs a benchmark's dataset
+    options = {o.get_attribute("value"): o for o in Select(by_id(browser, "flow")).options}
+    assert set(options) == set(status)
+    for name, flow in status.items():
+        assert options[name].is_enabled() == flow["runnable"], name
+        assert options[name].get_attribute("title") == (flow["reason"] or ""), name
+    assert Select(by_id(browser, "flow")).first_selected_option.is_enabled()
+    notes = by_id(browser, "flows-off")  # the reasons in the page too, for a keyboard or a phone
+    notes.find_element(By.TAG_NAME, "summary").click()
+    assert {li.get_attribute("data-flow"): li.text for li in notes.find_elements(By.TAG_NAME, "li")} == {
+        name: f"{name}: {reason}" for name, reason in off.items()}
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()  # Search with it: refused, saying why
+    click(browser, '//ul[@id="flow-list"]//button[text()="rag_gold"]')
+    wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == "rag_gold")
+    by_id(browser, "flow-use").click()
+    assert wait(browser, lambda d: error_text(d)) == f"'rag_gold' cannot run on this service: {off['rag_gold']}"
+    assert by_id(browser, "tab-flows").is_displayed()
+
+
+def test_a_refused_streamed_chat_says_where_in_the_page_the_key_goes(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    try:
+        set_text(browser, "api-key", "not-the-key")  # typed, not yet applied (no change event): the chat sends it
+        by_id(browser, "chat-input").send_keys(QUERY)
+        by_id(browser, "chat-send").click()
+        message = wait(browser, lambda d: error_text(d))
+        refused = requests.post(ui_app.url + "/v1/chat/completions", headers={"Authorization": "Bearer not-the-key"},
+                                json={"model": "rag", "stream": True, "messages": [{"role": "user", "content": QUERY}]},
+                                timeout=30)
+        error = refused.json()["error"]
+        field = f" (field: {error['param']})" if error["param"] else ""
+        assert refused.status_code == 401
+        assert message == f"HTTP 401{field}: {error['message']}. Type the service's API key in the API key field at " \
+                          "the top"
+        assert by_id(browser, "chat-input").get_attribute("value") == QUERY  # to send again with the right key
+    finally:
+        open_page(browser, ui_app)

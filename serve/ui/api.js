@@ -1,0 +1,173 @@
+"use strict";
+// Tessera's web UI, its first script: the calls of the service's HTTP API (docs/serving.md), each sent with the API
+// key typed at the top, their errors as one line naming the field, and the small helpers every tab uses. Text from
+// the service is put in the page as text, never as HTML. index.html loads the tabs' scripts after it, app.js last.
+
+const ROOT = new URL("..", window.location.href); // the app's root: the page lives at <root>/ui/
+const $ = (id) => document.getElementById(id);
+
+/** An error the page shows; a refusal of the service keeps its HTTP ``status`` and its error's ``code`` and
+ * ``param``, for a tab that says it in its own words. */
+class ApiError extends Error {
+  constructor(message, {status = null, code = null, param = null} = {}) {
+    super(message);
+    Object.assign(this, {status, code, param});
+  }
+}
+/** A late answer to a request sent before the user typed another key (a refusal of the old key, or its data). Not
+ * shown, or it would overwrite what the new key's requests show. */
+class StaleKeyError extends Error {}
+
+const typedKey = () => $("api-key").value.trim();
+let keyEpoch = 0; // counts the keys typed: a search's late answer for an earlier key is dropped
+
+/** Throws the refusal of ``response`` (its ``payload``), or a StaleKeyError when it refused an older key. */
+function refuse(response, payload, sentKey) {
+  if (response.status === 401 && typedKey() !== sentKey) throw new StaleKeyError();
+  // the service's words are for any client ("send 'Authorization: Bearer KEY'"); a page user types it here
+  const where = response.status === 401 ? ". Type the service's API key in the API key field at the top" : "";
+  const error = (payload && payload.error) || {};
+  throw new ApiError(describe(response.status, payload) + where, {status: response.status, code: error.code,
+    param: error.param});
+}
+
+function headers(json) {
+  const result = {};
+  const key = typedKey();
+  if (key) result.Authorization = `Bearer ${key}`;
+  if (json) result["Content-Type"] = "application/json";
+  return result;
+}
+
+/** The service's error body (OpenAI's shape) as one line that names the field. ``status`` is the HTTP status, or
+ * null for a stream's error event (its response said 200: the error's code says what failed, "model_error: ..."). */
+function describe(status, payload) {
+  const error = payload && payload.error;
+  const head = status === null ? (error && error.code) || "error" : `HTTP ${status}`;
+  if (!error) return `${head}: ${typeof payload === "string" ? payload : JSON.stringify(payload)}`;
+  const field = error.param ? ` (field: ${error.param})` : "";
+  return `${head}${field}: ${error.message}`;
+}
+
+const NO_ANSWER = "the service did not answer: is it running?";
+
+/** One request; ``signal`` (an AbortSignal) lets the page stop it, as the chat's Stop button does. A request that
+ * gets no answer (the service stopped, the network gone) turns the health badge to "not reachable", which is then
+ * read again until the service is back. */
+async function send(method, path, body, signal) {
+  const form = body instanceof FormData; // files: the browser writes the multipart body and its Content-Type
+  try {
+    return await fetch(new URL(path, ROOT), {
+      method, headers: headers(body !== undefined && !form),
+      body: body === undefined || form ? body : JSON.stringify(body), signal,
+    });
+  } catch (err) {
+    if (!(signal && signal.aborted) && path !== "healthz") serviceUnreachable();
+    throw new ApiError(`${NO_ANSWER} (${err.message})`);
+  }
+}
+
+async function call(method, path, body) {
+  const sentKey = typedKey();
+  const epoch = keyEpoch;
+  const response = await send(method, path, body);
+  const type = response.headers.get("content-type") || "";
+  const payload = type.includes("json") ? await response.json() : await response.text();
+  if (epoch !== keyEpoch) throw new StaleKeyError(); // an answer for the key before this one: not to be shown
+  if (!response.ok) refuse(response, payload, sentKey);
+  return payload;
+}
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else if (name.startsWith("data-")) node.setAttribute(name, value);
+    else node[name] = value;
+  }
+  for (const child of children) {
+    if (child !== null && child !== undefined) node.append(child instanceof Node ? child : String(child));
+  }
+  return node;
+}
+
+function showError(message) {
+  const box = $("error");
+  box.textContent = message;
+  box.hidden = !message;
+}
+
+/** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's
+ * action clears the previous error first; a background refresh (``clear: false``) leaves it to be read. */
+async function guarded(action, {clear = true} = {}) {
+  if (clear) showError("");
+  try {
+    return await action();
+  } catch (err) {
+    if (err instanceof StaleKeyError) return undefined;
+    showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
+    return undefined;
+  }
+}
+
+/** An option of a choice, off with its ``reason`` as its title when there is one (a flow the service cannot run). */
+function choice(value, label, reason, attrs = {}) {
+  return el("option", {...attrs, value, disabled: Boolean(reason), title: reason || ""}, label);
+}
+
+/** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices.py), else an
+ * error saying what it takes: a "/", "..", "?" or space would make another path than the one meant. */
+function checkedName(name, what) {
+  if (!name) throw new ApiError(`enter ${what === "index" ? "an" : "a"} ${what} name`);
+  const most = what === "index" ? 64 : 100;
+  if (!new RegExp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,${most - 1}}$`).test(name)) {
+    throw new ApiError(`'${name}' is not a valid ${what} name (field: name): letters, digits, "_", "." and "-", `
+      + `starting with a letter or digit, at most ${most} characters`);
+  }
+  return name;
+}
+
+/** Shows ``label`` and the seconds since it began in ``node`` until the returned function is called: slow work
+ * (a model writing an answer) visibly goes on. */
+function ticking(node, label) {
+  const started = Date.now();
+  const show = () => { node.textContent = `${label} ${Math.round((Date.now() - started) / 1000)} s`; };
+  show();
+  const timer = setInterval(show, 1000);
+  return () => clearInterval(timer);
+}
+
+/** A request answered with server-sent events: its response, for ``readEvents``, or its refusal thrown as ``call``
+ * throws one (a 401 saying where the key goes). */
+async function openStream(method, path, body, signal) {
+  const sentKey = typedKey();
+  const response = await send(method, path, body, signal);
+  if (!response.ok) refuse(response, await response.json().catch(() => null), sentKey);
+  return response;
+}
+
+/** Reads ``openStream``'s response, calling onData with each event's data parsed as JSON, until [DONE] or the end;
+ * an error event throws. */
+async function readEvents(response, onData) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const {value, done} = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, {stream: true});
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const event = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      for (const line of event.split("\n")) {
+        if (!line.startsWith("data:")) continue;
+        const data = line.slice(5).trim();
+        if (data === "[DONE]") return;
+        const chunk = JSON.parse(data);
+        if (chunk.error) throw new ApiError(describe(null, chunk)); // "model_error: ...", the code for a status
+        onData(chunk);
+      }
+    }
+  }
+}

@@ -1,0 +1,107 @@
+"use strict";
+// The Chat tab: a conversation with a served language model or a flow that answers, streamed as it is written,
+// which Stop ends.
+
+let messages = [];
+
+async function loadChatModels() {
+  const models = await call("GET", "v1/models");
+  const select = $("chat-model");
+  const chosen = select.value;
+  // a flow the service cannot run as it is (a benchmark's, needing a dataset) is listed, off, its reason its title
+  const listed = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
+  const ready = (m) => m.status === undefined || m.status === "ready";
+  const label = (m) => (m.type === "flow" ? `${m.id} (flow${ready(m) ? "" : `, ${m.status}`})` : m.id);
+  select.replaceChildren(...listed.map((m) => choice(m.id, label(m), ready(m) ? null : m.reason || m.status,
+    {"data-type": m.type})));
+  const usable = listed.filter(ready);
+  if (usable.some((m) => m.id === chosen)) select.value = chosen;
+  else if (usable.length) select.value = usable[0].id;
+}
+
+function renderChat(pending) {
+  const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
+    // a follow-up that a flow searched for with its conversation (query.contextualize) says so
+    m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null,
+    m.stopped ? el("div", {class: "searched"}, "stopped") : null));
+  if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
+  $("chat-log").replaceChildren(...turns);
+}
+
+/** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
+ * returns {text, searched, stopped} (searched: what a flow searched for, when it made a follow-up stand alone;
+ * stopped: ``signal`` stopped it, and text is what was written until then). */
+async function streamChat(body, onText, signal) {
+  let text = "";
+  let searched = "";
+  try {
+    await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
+      const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
+      if (delta && delta.content) {
+        text += delta.content;
+        onText(text);
+      }
+      if (delta && delta.standalone_query) searched = delta.standalone_query;
+    });
+  } catch (err) {
+    if (!signal.aborted) throw err;
+    return {text, searched, stopped: true};
+  }
+  return {text, searched, stopped: false};
+}
+
+let chatStopper = null; // the AbortController of the answer being written, while one is
+
+/** Send off while an answer is written, Stop on. */
+function setChatBusy(busy) {
+  $("chat-send").disabled = busy;
+  $("chat-stop").hidden = !busy;
+}
+
+/** Stops the answer being written (the Stop button); what it wrote so far stays. */
+function stopChat() {
+  if (chatStopper) chatStopper.abort();
+}
+
+async function sendChat(event) {
+  event.preventDefault();
+  const input = $("chat-input");
+  const content = input.value.trim();
+  if (!content || chatStopper) return;
+  const conversation = messages; // "New chat" or another key replaces it: a late reply then goes nowhere
+  conversation.push({role: "user", content});
+  input.value = "";
+  renderChat("");
+  const stopper = new AbortController();
+  chatStopper = stopper;
+  setChatBusy(true);
+  const stopTicking = ticking($("chat-status"), "answering…");
+  try {
+    const body = {model: $("chat-model").value, stream: true,
+      messages: conversation.map((m) => ({role: m.role, content: m.content}))};
+    const chosen = $("chat-model").selectedOptions[0];
+    const index = $("chat-index").value.trim();
+    if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
+    const reply = await guarded(() => streamChat(body, renderChat, stopper.signal));
+    if (conversation !== messages) return;
+    if (reply === undefined || (reply.stopped && !reply.text)) {
+      conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,
+      if (!input.value) input.value = content; // and the message is back in the box to send again
+    } else {
+      conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped});
+    }
+    renderChat();
+  } finally {
+    stopTicking();
+    $("chat-status").textContent = "";
+    chatStopper = null;
+    setChatBusy(false);
+  }
+}
+
+/** A new conversation: the answer being written is stopped and the turns are gone. */
+function newChat() {
+  stopChat();
+  messages = [];
+  renderChat();
+}

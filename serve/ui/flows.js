@@ -1,0 +1,67 @@
+"use strict";
+// The Flows tab: every flow the caller may use, one flow's spec to read, change and save, delete or search with.
+
+/** Every flow, a saved one marked, and one the service cannot run said so (why: its title). */
+async function loadFlowList(flows) {
+  flows = flows || await call("GET", "flows");
+  const off = (name) => whyNotRunnable(flows, name);
+  const item = (name, saved) => el("li", {"data-flow": name},
+    el("button", {type: "button", class: "link", onclick: () => guarded(() => showFlow(name))}, name),
+    saved ? el("span", {class: "status"}, " saved") : null,
+    off(name) ? el("span", {class: "status", title: off(name)}, " cannot run here") : null);
+  $("flow-list").replaceChildren(...flows.builtin.map((n) => item(n, false)), ...flows.saved.map((n) => item(n, true)));
+}
+
+async function showFlow(name) {
+  const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
+  $("flow-name").value = name;
+  $("flow-spec").value = JSON.stringify(spec, null, 2);
+  $("flow-status").textContent = "";
+}
+
+async function afterFlowChange(message) {
+  $("flow-status").textContent = message;
+  const flows = await call("GET", "flows");
+  await loadFlowList(flows);
+  await loadFlows(flows);
+}
+
+async function saveFlow(event) {
+  event.preventDefault();
+  await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
+    let spec;
+    try {
+      spec = JSON.parse($("flow-spec").value);
+    } catch (err) {
+      throw new ApiError(`the spec is not valid JSON (field: spec): ${err.message}`);
+    }
+    const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
+    $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
+    await afterFlowChange(`saved as ${saved.name}`);
+  });
+}
+
+/** Deletes the saved flow named in the editor, and empties the editor: what it held is no flow any more. */
+async function deleteFlow() {
+  await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
+    await call("DELETE", `flows/${encodeURIComponent(name)}`);
+    $("flow-name").value = "";
+    $("flow-spec").value = "";
+    await afterFlowChange(`deleted ${name}`);
+  });
+}
+
+async function useFlow() {
+  await guarded(async () => {
+    const name = checkedName($("flow-name").value.trim(), "flow");
+    await loadFlows();
+    const option = [...$("flow").options].find((o) => o.value === name);
+    if (!option) throw new ApiError(`'${name}' is not a flow the service knows: save it first`);
+    if (option.disabled) throw new ApiError(`'${name}' cannot run on this service: ${option.title}`);
+    $("flow").value = name;
+    showTab("search");
+    await describeFlow();
+  });
+}

@@ -1,0 +1,165 @@
+"use strict";
+// The Indices tab: the indices a search can name, an index's documents, documents added (documents.js reads and
+// batches them) or deleted, an index shared or deleted.
+
+let indexListing = {indices: [], specs: [], limits: {}}; // GET /v1/indices
+
+async function loadIndices() {
+  indexListing = await call("GET", "v1/indices");
+  $("all-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.name && !ix.default)
+    .map((ix) => el("option", {value: ix.name})));
+  const rows = indexListing.indices.map((ix) => el("tr", {"data-index": ix.name || ""},
+    el("td", {}, ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
+    el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
+    el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
+    el("td", {}, ix.shared ? "yes" : "no"),
+    el("td", {},
+      el("button", {type: "button", onclick: () => searchIndex(ix)}, "search"),
+      ix.name ? el("button", {type: "button", onclick: () => guarded(() => showDocuments(ix))}, "documents") : null,
+      ix.writable ? el("button", {type: "button", title: ix.shared ? "only your key may search it"
+        : "every key may search it", onclick: () => shareIndex(ix.name, !ix.shared)},
+      ix.shared ? "make private" : "share") : null,
+      ix.writable ? el("button", {type: "button", onclick: () => deleteIndex(ix.name)}, "delete") : null)));
+  $("index-table").tBodies[0].replaceChildren(...rows);
+  $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
+    .map((ix) => el("option", {value: ix.name})));
+  const select = $("upload-spec");
+  const chosen = select.value || "ingest";
+  select.replaceChildren(...indexListing.specs.map((spec) => el("option", {
+    value: spec.name, disabled: Boolean(spec.missing), title: spec.missing || spec.description,
+  }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
+  select.value = chosen;
+}
+
+function searchIndex(ix) {
+  $("index").value = ix.default ? "" : ix.name; // the default index is what a search without one reads
+  showTab("search");
+  $("queries").focus();
+}
+
+/** Let every key search an index of this key (``shared``), or only this key (PATCH /v1/indices/{name}). */
+async function shareIndex(name, shared) {
+  await guarded(async () => {
+    await call("PATCH", `v1/indices/${encodeURIComponent(name)}`, {shared});
+    await loadIndices();
+  });
+}
+
+async function deleteIndex(name) {
+  if (!window.confirm(`Delete the index '${name}' and every document in it?`)) return;
+  await guarded(async () => {
+    await call("DELETE", `v1/indices/${encodeURIComponent(name)}`);
+    if ($("index-documents").dataset.index === name) $("index-documents").hidden = true;
+    await loadIndices();
+  });
+}
+
+const DOCUMENTS_PAGE = 100;
+
+/** An index's documents, a page at a time (``offset`` > 0 adds the next page below the ones shown). */
+async function showDocuments(ix, offset = 0) {
+  const page = await call("GET", `v1/indices/${encodeURIComponent(ix.name)}/documents?offset=${offset}`
+    + `&limit=${DOCUMENTS_PAGE}`);
+  const rows = page.documents.map((doc) => el("tr", {"data-doc": doc.id},
+    el("td", {}, doc.id), el("td", {}, doc.title),
+    el("td", {}, Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
+    el("td", {}, doc.passages),
+    el("td", {}, ix.writable ? el("button", {type: "button", onclick: () => deleteDocument(ix, doc.id)}, "delete")
+      : null)));
+  const body = $("doc-table").tBodies[0];
+  if (offset === 0) body.replaceChildren(...rows);
+  else body.append(...rows);
+  const shown = offset + page.documents.length;
+  $("doc-heading").textContent = `Documents of ${ix.name}: ${shown} of ${page.total}`;
+  const more = $("doc-more");
+  more.hidden = shown >= page.total;
+  more.onclick = () => guarded(() => showDocuments(ix, shown));
+  const panel = $("index-documents");
+  panel.dataset.index = ix.name;
+  panel.hidden = false;
+}
+
+async function deleteDocument(ix, docId) {
+  if (!window.confirm(`Delete the document '${docId}' from '${ix.name}'?`)) return;
+  await guarded(async () => {
+    await call("POST", `v1/indices/${encodeURIComponent(ix.name)}/delete`, {ids: [docId]});
+    await afterDocumentsChanged(ix.name);
+  });
+}
+
+/** After the documents of index ``name`` changed: the index table again, and the documents panel if it shows
+ * that index (its first page, since what was added or deleted may be anywhere). */
+async function afterDocumentsChanged(name) {
+  await loadIndices();
+  const panel = $("index-documents");
+  const ix = indexListing.indices.find((each) => each.name === name);
+  if (!panel.hidden && panel.dataset.index === name && ix) await showDocuments(ix);
+}
+
+/** The service's 409 for documents whose ids are in the index already tells a JSON client to send them with
+ * ``replace: true``; a page user ticks a box for that, which the page names instead. */
+function namingTheReplaceBox(err) {
+  if (err instanceof ApiError && err.code === "documents_exist") {
+    throw new ApiError(`HTTP ${err.status} (field: ${err.param}): documents with these ids are in the index already. `
+      + 'Tick "Replace documents" and press Add again to replace them, or give them other ids.', err);
+  }
+  throw err;
+}
+
+async function upload(event) {
+  event.preventDefault();
+  const status = $("upload-status");
+  status.textContent = ""; // the last upload's outcome is not this one's
+  $("upload-button").disabled = true;
+  try {
+    const added = await guarded(async () => {
+      const name = checkedName($("upload-index").value.trim(), "index");
+      const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
+      const options = isNew ? {spec: $("upload-spec").value} : {};
+      if ($("upload-replace").checked) options.replace = true;
+      const requests = await uploadRequests(options);
+      let added = 0;
+      let chunks = 0;
+      for (const [n, request] of requests.entries()) {
+        const where = requests.length > 1 ? `part ${n + 1} of ${requests.length}: ` : "";
+        status.textContent = `${where}sending…`;
+        const queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body)
+          .catch(namingTheReplaceBox);
+        const done = await finished(queued.task_id, (progress) => {
+          const step = progress.progress.current_step || "queued";
+          const info = progress.progress.step_progress[step] || {};
+          status.textContent = `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of `
+            + `${queued.documents} document(s)`;
+        });
+        if (done.status !== "finished") {
+          throw new ApiError(`task ${queued.task_id} ${done.status}: ${done.error || ""} (${added} document(s) `
+            + "of earlier parts are in the index)");
+        }
+        added += done.result.aggregated_data.documents;
+        chunks += done.result.aggregated_data.chunks;
+      }
+      status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`;
+      $("upload-files").value = "";
+      $("upload-text").value = "";
+      await afterDocumentsChanged(name);
+      return true;
+    });
+    if (!added) status.textContent = ""; // refused: the error says how far it got, not a stale "sending…"
+  } finally {
+    $("upload-button").disabled = false;
+  }
+}
+
+async function deleteDocuments(event) {
+  event.preventDefault();
+  const ids = $("delete-docs-ids").value.split(/[\n,]/).map((id) => id.trim()).filter(Boolean);
+  $("delete-docs-status").textContent = ""; // the last deletion's outcome is not this one's
+  await guarded(async () => {
+    const name = checkedName($("delete-docs-index").value.trim(), "index");
+    const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});
+    const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
+    $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
+      + `passage(s))${missing}`;
+    await afterDocumentsChanged(name);
+  });
+}

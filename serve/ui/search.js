@@ -1,0 +1,126 @@
+"use strict";
+// The Search tab: the flow choice (with what each flow does), a search of one query a line, or the same body as a
+// task followed under Tasks.
+
+/** Why the service cannot run a flow of a GET /flows listing (its ``status``), or null when it can. */
+function whyNotRunnable(flows, name) {
+  const status = (flows.status || {})[name];
+  return status && !status.runnable ? status.reason || "the service cannot run it" : null;
+}
+
+/** The search tab's flow choice (``flows``: a listing already fetched, else GET /flows): a flow the service cannot
+ * run (a benchmark's, a model not there) is listed, off, its reason its title and in the list under the form. */
+async function loadFlows(flows) {
+  flows = flows || await call("GET", "flows");
+  const select = $("flow");
+  const chosen = select.value || select.dataset.chosen || "hybrid"; // (chosen: before another key was typed)
+  const option = (name) => {
+    const why = whyNotRunnable(flows, name);
+    return choice(name, why ? `${name} (cannot run here)` : name, why);
+  };
+  select.replaceChildren(el("optgroup", {label: "built-in"}, ...flows.builtin.map(option)),
+    ...(flows.saved.length ? [el("optgroup", {label: "saved"}, ...flows.saved.map(option))] : []));
+  const names = [...flows.builtin, ...flows.saved];
+  const usable = names.filter((name) => !whyNotRunnable(flows, name));
+  select.value = usable.includes(chosen) ? chosen : usable[0] || "";
+  const off = names.filter((name) => whyNotRunnable(flows, name));
+  $("flows-off").hidden = !off.length; // the reasons, for a keyboard or a phone, which open no tooltip
+  $("flows-off").replaceChildren(el("summary", {}, `${off.length} flow(s) cannot run on this service`),
+    el("ul", {}, ...off.map((name) => el("li", {"data-flow": name}, `${name}: ${whyNotRunnable(flows, name)}`))));
+  if (select.value) await describeFlow();
+  else $("flow-description").replaceChildren();
+}
+
+let flowSpec = null; // the chosen flow's spec (GET /flows/{name}), once read
+
+/** The chosen flow's description and steps, under the form; Search is off for a flow that cannot search. */
+async function describeFlow() {
+  const name = $("flow").value;
+  flowSpec = null;
+  updateSearchButtons();
+  const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
+  if ($("flow").value !== name) return; // another flow was chosen meanwhile: its own call describes it
+  flowSpec = spec;
+  const steps = Object.entries(spec.steps).map(([id, step]) => (id === step.op ? id : `${id} (${step.op})`));
+  $("flow-description").replaceChildren(...withCode(`${spec.description || ""} Steps: ${steps.join(", ")}`.trim()));
+  updateSearchButtons();
+}
+
+/** Whether a flow reads documents (a step ``sources.*``, as ``ingest``) to build an index rather than searching for
+ * queries: the service refuses to search with it. */
+function readsDocuments(spec) {
+  return Object.values((spec && spec.steps) || {}).some((step) => String(step.op || "").startsWith("sources."));
+}
+
+let searching = false; // a search is running
+
+/** Search and Run as a task: off while a search runs, and for a flow that builds an index (said below them). */
+function updateSearchButtons() {
+  const unsearchable = readsDocuments(flowSpec);
+  $("search-button").disabled = searching || unsearchable;
+  $("enqueue-button").disabled = unsearchable;
+  $("flow-warning").hidden = !unsearchable;
+}
+
+function flowBody() {
+  const queries = $("queries").value.split("\n").map((q) => q.trim()).filter(Boolean);
+  const body = {flow: $("flow").value};
+  if (queries.length === 1) body.query = queries[0];
+  else body.queries = queries;
+  const index = $("index").value.trim();
+  if (index) body.index = index;
+  const topK = $("top-k").value.trim();
+  if (topK !== "") body.top_k = Number(topK);
+  return body;
+}
+
+function renderResults(results, spec) {
+  $("results").replaceChildren(...results.map((r) => el("article", {class: "result", "data-qid": r.qid},
+    queryHeading(r.query), ...queryBlocks(r.metadata || {}, r.hits, spec))));
+}
+
+async function search(event) {
+  event.preventDefault();
+  const body = flowBody();
+  const spec = flowSpec;
+  const epoch = keyEpoch;
+  $("results").replaceChildren(); // the previous search's results are not this one's, whatever this one gives
+  searching = true;
+  updateSearchButtons();
+  const stopTicking = ticking($("search-status"), `running ${body.flow}…`);
+  try {
+    const answer = await guarded(() => call("POST", "v1/search", body));
+    stopTicking();
+    if (epoch !== keyEpoch) return; // the key changed meanwhile: this answer was for the other key
+    if (!answer) {
+      $("search-status").textContent = "";
+      return;
+    }
+    const ms = answer.took_ms;
+    const took = ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms)} ms`;
+    const count = `${answer.results.length} ${answer.results.length === 1 ? "query" : "queries"}`;
+    $("search-status").textContent = `${answer.flow}: ${count} in ${took}`;
+    renderResults(answer.results, spec);
+  } finally {
+    stopTicking();
+    searching = false;
+    updateSearchButtons();
+  }
+}
+
+/** The search as a task (POST /task/enqueue, the same body): it runs on Ray, followed under Tasks. */
+async function enqueue() {
+  if (!$("search-form").reportValidity()) return;
+  const taskId = await guarded(() => call("POST", "task/enqueue", flowBody()));
+  if (taskId) {
+    showTab("tasks");
+    followTask(taskId);
+  }
+}
+
+/** A box of only spaces and blank lines holds no query: the browser refuses the submit, as for an empty box, rather
+ * than the service answering with its API's field names. */
+function requireAQuery(event) {
+  const box = event.target;
+  box.setCustomValidity(box.value.trim() || !box.value ? "" : "Type at least one query (one a line).");
+}

@@ -1,0 +1,178 @@
+"use strict";
+// The Tasks tab: the caller's tasks a page at a time, one task followed until it ends and its rows shown per query,
+// and questions about a finished task's rows (mosaicRAG's /task/chat).
+
+const POLL_MS = 700; // a task's progress is read again this often
+const TASK_ROWS_PER_QUERY = 50; // a task's rows shown per query
+
+let followed = null; // the task whose progress is shown
+
+/** The newest page of the caller's tasks (GET /tasks answers newest first, a page at a time) and the counts. */
+async function refreshTasks() {
+  const listing = await call("GET", "tasks");
+  $("task-counts").textContent = Object.entries(listing.counts).map(([state, n]) => `${n} ${state}`).join(", ")
+    || "no tasks yet";
+  $("task-table").tBodies[0].replaceChildren(...listing.tasks.map(taskRow));
+  offerOlder(listing.next);
+}
+
+/** A button after the counts while older tasks remain: it adds the next page (``before``: the page's ``next``). */
+function offerOlder(next) {
+  $("task-counts").querySelector("button")?.remove();
+  if (!next) return;
+  const older = async () => {
+    const page = await call("GET", `tasks?before=${encodeURIComponent(next)}`);
+    $("task-table").tBodies[0].append(...page.tasks.map(taskRow));
+    offerOlder(page.next);
+  };
+  $("task-counts").append(" ", el("button", {type: "button", class: "link", onclick: () => guarded(older)},
+    "older tasks"));
+}
+
+function taskRow(task) {
+  const unfinished = task.status === "queued" || task.status === "running";
+  return el("tr", {"data-task": task.id},
+    el("td", {}, el("button", {type: "button", class: "link", onclick: () => followTask(task.id)}, task.id)),
+    el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
+    el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
+    el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel") : ""));
+}
+
+const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
+
+/** A stored time (seconds since the epoch) in the browser's locale. */
+function when(seconds) {
+  return typeof seconds === "number" ? new Date(seconds * 1000).toLocaleString() : String(seconds || "");
+}
+
+async function cancelTask(taskId) {
+  await guarded(() => call("GET", `task/cancel/${encodeURIComponent(taskId)}`));
+  await guarded(refreshTasks, {clear: false});
+}
+
+const isRecord = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+
+/** A finished task's result by query, in the order its rows come: each query's text, rows and metadata (its
+ * ``aggregated_data`` entry: answer, sources...). An ingestion's result has neither, so it gives none. */
+function taskQueries(result) {
+  const queries = new Map();
+  const query = (qid) => {
+    if (!queries.has(qid)) queries.set(qid, {qid, text: "", rows: [], metadata: {}});
+    return queries.get(qid);
+  };
+  for (const row of result.data || []) {
+    if (row.qid === undefined || row.qid === null) continue;
+    const entry = query(String(row.qid));
+    entry.rows.push(row);
+    if (!entry.text && row.query) entry.text = String(row.query);
+  }
+  for (const [qid, metadata] of Object.entries(result.aggregated_data || {})) {
+    if (isRecord(metadata)) query(qid).metadata = metadata;
+  }
+  return [...queries.values()];
+}
+
+/** One query of a task as the Search tab shows a query: its answer, its rows (a query's own row, which a flow that
+ * answers without searching gives, is no hit), its metadata. */
+function taskQuery(entry) {
+  const hits = entry.rows.filter((row) => row.docno !== undefined && row.docno !== null);
+  return el("div", {class: "task-query", "data-qid": entry.qid},
+    queryHeading(entry.text || `query ${entry.qid}`, "h3"), ...queryBlocks(entry.metadata, hits, null,
+      TASK_ROWS_PER_QUERY));
+}
+
+function renderProgress(body) {
+  const progress = body.progress;
+  const steps = Object.entries(progress.step_progress || {}).map(([step, info]) =>
+    el("li", {}, `${step}: ${info && info.status ? info.status : JSON.stringify(info)}`));
+  const queries = body.result ? taskQueries(body.result) : [];
+  $("task-detail").replaceChildren(el("article", {class: "result", "data-task": body.task_id},
+    el("h2", {}, `task ${body.task_id}: ${body.status}`),
+    el("progress", {max: 100, value: progress.pipeline_percentage}),
+    el("span", {class: "status"}, ` ${progress.pipeline_progress} steps`),
+    el("ul", {class: "steps"}, ...steps),
+    body.error ? el("p", {class: "bad"}, body.error) : null,
+    ...queries.map(taskQuery),
+    progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
+}
+
+async function followTask(taskId) {
+  followed = taskId;
+  showTaskChat(taskId, false);
+  const body = await guarded(() => finished(taskId, renderProgress, () => followed === taskId), {clear: false});
+  if (!body) return; // the poll failed (the error is shown), or another task is followed now
+  renderProgress(body);
+  if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
+    taskRows.set(taskId, body.result.data);
+    showTaskChat(taskId, true);
+  }
+  await guarded(refreshTasks, {clear: false});
+}
+
+/** A task followed until it ends (its final progress object), or until ``following()`` says stop (null);
+ * ``onProgress`` gets its progress object while it runs. */
+async function finished(taskId, onProgress, following = () => true) {
+  for (;;) {
+    const body = await call("GET", `task/progress/${encodeURIComponent(taskId)}`);
+    if (!following()) return null;
+    if (body.has_finished) return body;
+    onProgress(body);
+    await pause();
+  }
+}
+
+const taskChats = new Map(); // task id -> {chatId, turns}
+const taskRows = new Map(); // task id -> its result rows (the sources' titles)
+
+function showTaskChat(taskId, finished) {
+  const form = $("task-chat-form");
+  form.hidden = !finished;
+  form.dataset.task = taskId;
+  renderTaskChat(taskId);
+}
+
+/** The chat's turns; `pending` ({question, text}) is a question whose answer is still being written. */
+function renderTaskChat(taskId, pending) {
+  const rows = taskRows.get(taskId) || [];
+  const turns = (taskChats.get(taskId) || {turns: []}).turns.map((turn) => el("div", {class: "task-turn"},
+    el("div", {class: "turn user"}, el("pre", {}, turn.question)),
+    answerView(turn.answer, sourceNames(turn.sources, rows)),
+    // a follow-up is asked with the chat before it (query.contextualize)
+    turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null));
+  if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
+    el("div", {class: "turn assistant pending"}, el("pre", {}, pending.text || "…"))));
+  $("task-chat-log").replaceChildren(...turns);
+}
+
+async function askTask(event) {
+  event.preventDefault();
+  const taskId = $("task-chat-form").dataset.task;
+  const message = $("task-chat-input").value.trim();
+  if (!message) return;
+  $("task-chat-send").disabled = true;
+  try {
+    await guarded(async () => {
+      if (!taskChats.has(taskId)) {
+        const chatId = await call("GET", `task/chat/new?task_id=${encodeURIComponent(taskId)}`);
+        taskChats.set(taskId, {chatId: chatId.trim(), turns: []});
+      }
+      const chat = taskChats.get(taskId);
+      const path = `task/chat/${encodeURIComponent(chat.chatId)}?stream=true&message=${encodeURIComponent(message)}`;
+      let written = "";
+      let reply = null;
+      renderTaskChat(taskId, {question: message, text: ""});
+      await readEvents(await openStream("GET", path), (data) => {
+        if (data.text !== undefined) renderTaskChat(taskId, {question: message, text: (written += data.text)});
+        else reply = data; // the whole reply, once the flow has run
+      });
+      if (!reply) throw new ApiError("the service ended the answer without a reply");
+      chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
+        askedAs: reply.standalone_query});
+      $("task-chat-input").value = "";
+      renderTaskChat(taskId);
+    });
+  } finally {
+    $("task-chat-send").disabled = false;
+    renderTaskChat(taskId); // the answered turns: a refused question leaves none
+  }
+}

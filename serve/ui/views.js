@@ -1,0 +1,109 @@
+"use strict";
+// What a flow wrote for a query, as the Search tab and a task's view both show it: the answer with its sources,
+// the summary, the hits in a table, the metadata folded. Built with api.js's el, text as text.
+
+const PREVIEW_CHARS = 280; // a hit's text longer than this is cut in its table, with a "more" button
+const HEADING_CHARS = 160; // a query longer than this is cut in its heading (whole in the title)
+
+/** A query as a heading: a long one cut with an ellipsis, the whole query in its title. */
+function queryHeading(query, tag = "h2") {
+  const text = String(query ?? "");
+  return el(tag, {title: text}, text.length > HEADING_CHARS ? `${text.slice(0, HEADING_CHARS - 1)}…` : text);
+}
+
+/** A text with `backticks` (a flow's description) as text nodes and <code> elements: built, never parsed as HTML. */
+function withCode(text) {
+  return text.split(/`([^`]+)`/).map((part, n) => (n % 2 ? el("code", {}, part) : part));
+}
+
+function table(columns, rows, cell) {
+  return el("table", {},
+    el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, c)))),
+    el("tbody", {}, ...rows.map((row) => el("tr", {}, ...columns.map((c) => el("td", {}, cell(row, c)))))));
+}
+
+function hitCell(hit, column) {
+  const value = hit[column];
+  if (value === null || value === undefined) return "";
+  if (column === "score") return Number(value).toFixed(4);
+  if (column === "text") return passageText(String(value));
+  return typeof value === "object" ? JSON.stringify(value) : String(value);
+}
+
+/** A passage cut at PREVIEW_CHARS with a "more" button that shows it whole (and "less" that cuts it again): a
+ * source is read in the page, not only in a tooltip a keyboard or a phone cannot open. */
+function passageText(text) {
+  if (text.length <= PREVIEW_CHARS) return text;
+  const shown = el("span", {}, `${text.slice(0, PREVIEW_CHARS)}…`);
+  const toggle = el("button", {type: "button", class: "link more", "aria-expanded": "false"}, "more");
+  toggle.onclick = () => {
+    const whole = toggle.getAttribute("aria-expanded") !== "true";
+    shown.textContent = whole ? text : `${text.slice(0, PREVIEW_CHARS)}…`;
+    toggle.textContent = whole ? "less" : "more";
+    toggle.setAttribute("aria-expanded", String(whole));
+  };
+  return el("span", {}, shown, " ", toggle);
+}
+
+/** Hits as a table in a box of its own that scrolls sideways, so a narrow window keeps its width. */
+function hitTable(hits) {
+  const manyQueries = new Set(hits.map((h) => h.qid)).size > 1; // rows of several queries: say which each is for
+  const columns = [...(manyQueries ? ["qid"] : []), "rank", "docno", "title", "score", "text"]
+    .filter((c) => hits.some((h) => h[c] !== undefined));
+  const result = table(columns, hits, hitCell);
+  result.className = "hits";
+  return el("div", {class: "scroll"}, result);
+}
+
+/** Each source docno as its row's title and docno, where ``rows`` has the row. */
+function sourceNames(sources, rows) {
+  const titles = new Map(rows.map((row) => [row.docno, row.title]));
+  return sources.map((docno) => (titles.get(docno) ? `${titles.get(docno)} (${docno})` : docno));
+}
+
+/** An answer and its sources: ``items`` each source's text, numbered by the list, or (``numbered``) with the
+ * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens, so the
+ * answer may end mid-sentence. */
+function answerView(answer, items, {degraded = null, numbered = false, cut = false} = {}) {
+  const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
+  return el("div", {class: "answer"},
+    el("p", {}, el("strong", {}, "Answer: "), answer || "(no answer)"),
+    cut ? el("p", {class: "status cut"}, "(cut off at the step's max_tokens)") : null,
+    items.length ? list : el("p", {class: "status"}, "no sources cited"),
+    degraded ? el("p", {class: "status"}, `degraded: ${JSON.stringify(degraded)}`) : null);
+}
+
+/** A query's answer: its sources as the flow's references when it has them ("[4] Title (PDF, file.pdf, p. 2)",
+ * numbered as the answer cites them), else by title and docno. */
+function answerBlock(metadata, hits) {
+  if (typeof metadata.answer !== "string") return null;
+  const references = Array.isArray(metadata.references) ? metadata.references.map(String) : [];
+  const options = {degraded: metadata.degraded, cut: metadata.finish_reason === "length"};
+  if (references.length) return answerView(metadata.answer, references, {...options, numbered: true});
+  return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), options);
+}
+
+/** The metadata keys that a flow's summarize.results steps write (their output_key, "summary" unless set). */
+function summaryKeys(spec) {
+  const keys = Object.values((spec && spec.steps) || {}).filter((step) => step.op === "summarize.results")
+    .map((step) => (step.params && step.params.output_key) || "summary");
+  return keys.length ? [...new Set(keys)] : ["summary"];
+}
+
+/** A query's summary (the summarize flow's), shown as an answer is rather than only in the folded metadata. */
+function summaryBlock(metadata, spec) {
+  const shown = summaryKeys(spec).filter((key) => typeof metadata[key] === "string").map((key) =>
+    el("p", {}, el("strong", {}, key === "summary" ? "Summary: " : `Summary (${key}): `), metadata[key]));
+  return shown.length ? el("div", {class: "answer summary"}, ...shown) : null;
+}
+
+/** Everything a flow wrote for one query, as the Search tab and a task's view both show it: the answer with its
+ * sources, the summary, the hits (the first ``most``), the whole metadata folded. */
+function queryBlocks(metadata, hits, spec, most = Infinity) {
+  return [answerBlock(metadata, hits), summaryBlock(metadata, spec),
+    hits.length ? hitTable(hits.slice(0, most)) : el("p", {class: "status"}, "no hits"),
+    hits.length > most ? el("p", {class: "status"}, `first ${most} of ${hits.length} rows`) : null,
+    Object.keys(metadata).length
+      ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))
+      : null];
+}
