@@ -36,7 +36,7 @@ from serve.index_owner import restore_rows
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
-from serve.service_settings import Limits
+from serve.service_settings import IDLE_TASK_WORKER_RETIRE_S, MAX_IDLE_TASK_WORKERS, Limits
 from serve.spare import SpareWorkers
 from serve.spec_guard import check_flow
 from serve.taskstore import TaskStore
@@ -104,7 +104,9 @@ class Service:
         self.data_roots = default_data_roots() if config.get("data_roots") is None else config["data_roots"]
         self.num_cpus = float(config["task_num_cpus"])
         self.spares = SpareWorkers(self.store.url, env=self.task_env, num_cpus=self.num_cpus,
-                                  count=config["spare_task_workers"])
+                                  count=config["spare_task_workers"],
+                                  keep_at_most=config.get("max_idle_task_workers", MAX_IDLE_TASK_WORKERS),
+                                  idle_s=config.get("idle_task_worker_retire_s", IDLE_TASK_WORKER_RETIRE_S))
         self.served, self.app_name = served, app_name
         self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
         self.compact_after_shards = int(config.get("compact_after_shards", 32))  # an upload over it compacts
@@ -326,6 +328,11 @@ class Service:
             log.warning("tessera serve: task %s ended without a final state (%s)", task_id, reason)
         if worker is not None:
             await asyncio.to_thread(self.spares.returned, worker)
+
+    def watched_tasks(self) -> int:
+        """How many tasks this replica launched whose run it still watches (``_watch`` has not yet seen it end and
+        failed an unfinished one): 0 once every task it started is settled. Safe from any thread."""
+        return len(self._watchers)
 
     def task(self, task_id: str, tenant: str) -> dict[str, Any]:
         """The tenant's task, reconciled with Ray (an unfinished task without a worker is interrupted); 404 else."""

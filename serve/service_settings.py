@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash  # noqa: F401 (KEYS_ENV, key_hash: here too)
 from operators.redact import remember_secret
@@ -22,6 +22,13 @@ from serve.index_roots import default_data_roots, default_roots
 
 #: ``ServiceArgs.compact_after_shards``'s default.
 COMPACT_AFTER_SHARDS = 32
+#: ``ServiceArgs.max_idle_task_workers``'s default. An idle worker costs memory (about 250 MB), not CPU, and tasks
+#: mostly wait on Serve deployments and the store, so a cap by cores would retire workers that a steady load reuses;
+#: 16 bounds what a burst leaves behind to about 4 GB for ``IDLE_TASK_WORKER_RETIRE_S``.
+MAX_IDLE_TASK_WORKERS = 16
+#: ``ServiceArgs.idle_task_worker_retire_s``'s default: the recent peak of concurrent tasks is kept this long
+#: (longer than the gaps of a steady load, short enough to give back a burst's memory within a minute or two).
+IDLE_TASK_WORKER_RETIRE_S = 60.0
 
 
 class ApiKey(BaseModel):
@@ -92,8 +99,17 @@ class ServiceArgs(BaseModel):
     spare_task_workers: int = Field(1, ge=0, le=8, description="Task actors each ingress replica keeps started "
                                     "at least, their imports done, for its next tasks: a task then waits for no "
                                     "new process (about 2 s). Workers back from their tasks wait too, up to the "
-                                    "recent peak of concurrent tasks, and those beyond this number exit after a "
-                                    "minute idle; 0: every task starts its own worker, which exits after it.")
+                                    "recent peak of concurrent tasks (max_idle_task_workers at most), and those "
+                                    "beyond this number exit after idle_task_worker_retire_s without a task; 0: "
+                                    "every task starts its own worker, which exits after it.")
+    max_idle_task_workers: int = Field(MAX_IDLE_TASK_WORKERS, ge=1, le=256, description="Most task actors each "
+                                       "ingress replica keeps waiting (its spares and the workers back from their "
+                                       "tasks); at least spare_task_workers. An idle worker holds about 250 MB and "
+                                       "no CPU.")
+    idle_task_worker_retire_s: float = Field(IDLE_TASK_WORKER_RETIRE_S, gt=0, le=86_400, description="Seconds a "
+                                             "waiting task actor beyond spare_task_workers stays without a task "
+                                             "before it exits: the recent peak of concurrent tasks is kept this "
+                                             "long.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
     compact_after_shards: int = Field(COMPACT_AFTER_SHARDS, ge=0, description="An upload (each one adds a shard) "
                                       "that leaves its index with more shards than this compacts the index at its "
@@ -102,6 +118,15 @@ class ServiceArgs(BaseModel):
                                       "POST /v1/admin/indices/{name}/compact).")
     allow_public_without_keys: bool = Field(False, description="Start on a non-loopback host without API keys "
                                             "(refused by default: anyone who reaches the port could run flows).")
+
+    @field_validator("max_idle_task_workers")
+    @classmethod
+    def _room_for_the_spares(cls, cap: int, info: ValidationInfo) -> int:
+        spares = info.data.get("spare_task_workers")
+        if spares is not None and cap < spares:
+            raise ValueError(f"{cap} is below spare_task_workers ({spares}), the workers a replica keeps waiting "
+                             "at least")
+        return cap
 
     @field_validator("api_keys")
     @classmethod
@@ -140,5 +165,7 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
             "data_roots": data_roots, "task_store": store, "task_retention_days": service.task_retention_days,
             "keys": keys, "admins": sorted(k.id for k in service.api_keys if k.admin),
             "task_num_cpus": service.task_num_cpus,
-            "spare_task_workers": service.spare_task_workers, "compact_after_shards": service.compact_after_shards,
+            "spare_task_workers": service.spare_task_workers, "max_idle_task_workers": service.max_idle_task_workers,
+            "idle_task_worker_retire_s": service.idle_task_worker_retire_s,
+            "compact_after_shards": service.compact_after_shards,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}

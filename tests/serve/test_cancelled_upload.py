@@ -141,7 +141,7 @@ def cancel_while_ingesting(base: str, docs: list[dict]) -> str:
 def settled(service: Service, task_id: str, timeout_s: float = 60) -> None:
     """Wait until the task's actor is gone and, when ``stop`` gave up on it first, the watcher saw it end."""
     deadline = time.monotonic() + timeout_s
-    while taskrunner.alive(task_id) or service._watchers:
+    while taskrunner.alive(task_id) or service.watched_tasks():
         assert time.monotonic() < deadline, "the cancelled task's actor is still there"
         time.sleep(0.1)
 
