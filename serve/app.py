@@ -22,20 +22,16 @@ import logging
 import os
 from typing import Any
 
-from pydantic import ValidationError
 from ray.serve import Application
 
 from operators.api_keys import KEYS_ENV, env_keys_problem
-from operators.errors import ParamsError, SpecError, UnknownOperatorError
+from operators.errors import ParamsError, UnknownOperatorError
 from operators.models import ModelNotFoundError
 from serve import service_settings
-from serve.settings import AppArgs, ModelDeploymentArgs
+from serve.settings import AppArgs, ModelDeploymentArgs, ServeConfigError, parse_args  # noqa: F401
 
 log = logging.getLogger("tessera.serve")
 
-
-class ServeConfigError(SpecError):
-    """The application builder's args are invalid (the message names the field)."""
 
 
 def build_app(args: dict[str, Any] | AppArgs) -> Application:
@@ -98,18 +94,6 @@ def check_task_store(url: str, *, given: bool) -> None:
         where = "args.service.task_store" if given else "TESSERA_HOME"
         raise ServeConfigError(f"{err.message}{'' if given else ' (the default store, under TESSERA_HOME)'}; "
                                "fix it and deploy again", field=where) from None
-
-
-def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
-    if isinstance(args, AppArgs):
-        return args
-    try:
-        return AppArgs.model_validate(dict(args or {}))
-    except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "args"
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ServeConfigError(message, field=field) from None
 
 
 def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:

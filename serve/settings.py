@@ -11,7 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from operators.errors import SpecError
 
 from serve.service_settings import ServiceArgs
 
@@ -161,3 +163,21 @@ class AppArgs(BaseModel):
                 if seen.setdefault(key, i) != i:
                     raise ValueError(f"name '{key}' is used twice ({entries[seen[key]].name} and {entry.name})")
         return self
+
+
+class ServeConfigError(SpecError):
+    """The application builder's args are invalid (the message names the field)."""
+
+
+def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
+    """``args`` as ``AppArgs``; the first problem as a ``ServeConfigError`` naming its field (``tessera serve`` asks
+    this before it starts Ray, the app's builder again when it deploys)."""
+    if isinstance(args, AppArgs):
+        return args
+    try:
+        return AppArgs.model_validate(dict(args or {}))
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or "args"
+        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        raise ServeConfigError(message, field=field) from None

@@ -64,6 +64,7 @@ def handle(args: argparse.Namespace) -> int:
     config = read_config(source)
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
     carry_environment(config, os.environ)
+    check_app_args(config)
     check_keys(config)
     import yaml
 
@@ -338,6 +339,21 @@ def carry_environment(config: dict, environ) -> None:
                 key_id = env_key_id(digest, ids)
                 keys.append({"id": key_id, "sha256": digest})
                 ids.add(key_id)
+
+
+def check_app_args(config: dict) -> None:
+    """Each Tessera application's ``args`` valid before Ray starts (``serve.check_args``, in a child process: the CLI
+    does not import the service's package); a check that cannot run leaves it to the app's builder, as before."""
+    import json
+
+    try:
+        done = subprocess.run([sys.executable, "-m", "serve.check_args"], input=json.dumps(config, default=str),
+                              text=True, capture_output=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired):
+        return
+    if done.returncode == 2 and done.stdout.strip():
+        problem = json.loads(done.stdout.strip().splitlines()[-1])
+        raise CliError(f"{problem['message']} (application '{problem['application']}')", field=problem["field"])
 
 
 def check_keys(config: dict) -> None:

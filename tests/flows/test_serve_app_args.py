@@ -1,0 +1,44 @@
+"""``tessera serve`` refuses a Tessera application's invalid ``args`` before Ray starts, in one line naming the field
+(``serve.check_args``, run in a child process); before, Ray and Serve started and the app ended DEPLOY_FAILED."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from flows.commands import main
+from flows.commands import serve as serve_command
+
+
+def _config(tmp_path, **service) -> str:
+    config = {"http_options": {"host": "127.0.0.1", "port": 8123},
+              "applications": [{"name": "mine", "route_prefix": "/", "import_path": "serve.app:build_app",
+                                "args": {"models": [], "service": {"default_index": None, **service}}}]}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return str(path)
+
+
+@pytest.mark.parametrize("service, field, words", [
+    ({"spare_task_workers": 2, "max_idle_task_workers": 1}, "args.service.max_idle_task_workers",
+     "1 is below spare_task_workers (2)"),
+    ({"idle_task_worker_retire_s": 0}, "args.service.idle_task_worker_retire_s", "greater than 0"),
+    ({"no_such_setting": 1}, "args.service.no_such_setting", "unknown field"),
+])
+def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, monkeypatch, capsys, service, field,
+                                                                    words):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setattr(serve_command, "run_serve", lambda command, env: pytest.fail("Serve started"))
+    status = main(["serve", "--config", _config(tmp_path, **service), "--address", "local"])
+    err = capsys.readouterr().err
+    assert status == 2
+    assert err.startswith(f"tessera: error: field '{field}': ") and words in err and "(application 'mine')" in err
+    assert len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "home" / "serve").exists()  # refused before the config it runs was written
+
+
+def test_valid_args_pass_the_check(tmp_path):
+    config = yaml.safe_load(Path(_config(tmp_path, spare_task_workers=2, max_idle_task_workers=4)).read_text())
+    serve_command.check_app_args(config)  # no error: the child process found nothing
