@@ -1,12 +1,16 @@
 """``tessera chat``: questions a line on stdin, answered by a flow with its sources (streamed as written); a
 follow-up searched for with the conversation before it; /new starts over; a flow that does not answer is refused.
-The model is the local fault server (its reply is known), the retrieval real (BM25 over the bundled sample)."""
+The model is the local fault server (its reply is known), the retrieval real (BM25 over the bundled sample). The
+whole chats run the script in a process of their own; the refusals call ``flows.commands.main`` in-process (the
+``tessera`` fixture: the same arguments, streams and exit status, without a process's imports each)."""
 
 from __future__ import annotations
 
+import functools
+
 import pytest
 
-from tests.flows.test_cli import assert_one_line_error, tessera_process
+from tests.flows.test_cli import assert_one_line_error, tessera_in_process, tessera_process
 
 SPEC = """name: small_rag
 steps:
@@ -16,6 +20,12 @@ steps:
   answer:     {op: generate.answer, params: {model: local, max_tokens: 32}}
   references: {op: generate.references}
 """
+
+
+@pytest.fixture
+def tessera(monkeypatch, capsys):
+    """``tessera(*args, home=..., check=0, stdin=None)``: the command in this process (tests/flows/test_cli.py)."""
+    return functools.partial(tessera_in_process, monkeypatch, capsys)
 
 
 @pytest.fixture
@@ -42,18 +52,17 @@ def test_a_follow_up_is_searched_with_the_conversation_and_new_starts_over(fault
     assert all(body["stream"] for body in fault_models.bodies)  # printed as written: the line above, whole
 
 
-def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path):
-    proc = tessera_process("chat", "bm25", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
-                           stdin="")
+def test_a_flow_that_does_not_answer_is_refused_in_one_line(tmp_path, tessera):
+    proc = tessera("chat", "bm25", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2, stdin="")
     assert_one_line_error(proc, "flow 'bm25' gives no answer")
 
 
-def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_question(tmp_path):
-    proc = tessera_process("chat", "--model", "gemma", "--index", str(tmp_path), home=tmp_path / "home", check=2,
-                           stdin="Which insects make honey?\n")
+def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_question(tmp_path, tessera):
+    proc = tessera("chat", "--model", "gemma", "--index", str(tmp_path), home=tmp_path / "home", check=2,
+                   stdin="Which insects make honey?\n")
     assert_one_line_error(proc, "field '--model'", "unknown model 'gemma'", "did you mean 'gemma2'?")
-    proc = tessera_process("chat", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
-                           stdin="Which insects make honey?\n")
+    proc = tessera("chat", "--index", str(tmp_path / "none"), home=tmp_path / "home", check=2,
+                   stdin="Which insects make honey?\n")
     assert_one_line_error(proc, f"no index at {tmp_path / 'none'}")
     assert proc.stdout == ""  # no greeting before the error
 

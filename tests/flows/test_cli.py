@@ -10,6 +10,8 @@ session's sample index (built in about 20 s) are marked ``slow``.
 
 from __future__ import annotations
 
+import functools
+import io
 import json
 import os
 import signal
@@ -43,31 +45,37 @@ def tessera_process(*args: str, home: Path, module: str = "flows", check: int | 
     return proc
 
 
-@pytest.fixture
-def tessera(monkeypatch, capsys):
-    """``tessera(*args, home=..., check=0)``: ``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the
-    script: in the repository, ``TESSERA_HOME=home``, ``COLUMNS=160``, no ``TESSERA_DEBUG``; returns the exit
-    status and what was written to stdout and stderr as a ``CompletedProcess``."""
+def tessera_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str, home: Path,
+                       check: int | None = 0, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the script: in the repository,
+    ``TESSERA_HOME=home``, ``COLUMNS=160``, no ``TESSERA_DEBUG``, ``stdin`` (text, not a terminal) as standard input;
+    returns the exit status and what was written to stdout and stderr as a ``CompletedProcess``."""
     from flows.commands import main
 
-    def run(*args: str, home: Path, check: int | None = 0) -> subprocess.CompletedProcess:
-        with monkeypatch.context() as patch:
-            patch.chdir(REPO)
-            patch.setenv("TESSERA_HOME", str(home))
-            patch.setenv("COLUMNS", "160")
-            patch.delenv("TESSERA_DEBUG", raising=False)
-            capsys.readouterr()
-            try:
-                status = main(list(args))
-            except SystemExit as exit_:  # what argparse does for --help and usage errors
-                status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
-            out = capsys.readouterr()
-        proc = subprocess.CompletedProcess(["tessera", *args], status, out.out, out.err)
-        if check is not None:
-            assert status == check, f"exit {status}\nstdout:\n{out.out}\nstderr:\n{out.err}"
-        return proc
+    with monkeypatch.context() as patch:
+        patch.chdir(REPO)
+        patch.setenv("TESSERA_HOME", str(home))
+        patch.setenv("COLUMNS", "160")
+        patch.delenv("TESSERA_DEBUG", raising=False)
+        if stdin is not None:
+            patch.setattr(sys, "stdin", io.StringIO(stdin))
+        capsys.readouterr()
+        try:
+            status = main(list(args))
+        except SystemExit as exit_:  # what argparse does for --help and usage errors
+            status = exit_.code if isinstance(exit_.code, int) else (0 if exit_.code is None else 1)
+        out = capsys.readouterr()
+    proc = subprocess.CompletedProcess(["tessera", *args], status, out.out, out.err)
+    if check is not None:
+        assert status == check, f"exit {status}\nstdout:\n{out.out}\nstderr:\n{out.err}"
+    return proc
 
-    return run
+
+@pytest.fixture
+def tessera(monkeypatch, capsys):
+    """``tessera(*args, home=..., check=0, stdin=None)``: ``tessera_in_process`` with this test's patches and
+    captured streams."""
+    return functools.partial(tessera_in_process, monkeypatch, capsys)
 
 
 @pytest.fixture

@@ -29,7 +29,8 @@ def scifact_bm25(shared_data, tmp_path_factory):
            executor="local", progress=False)
     with open(shared_data / "scifact" / "queries.jsonl", encoding="utf-8") as f:
         rows = [json.loads(line) for line in f if line.strip()]
-    return index, shared_data / "scifact" / "corpus.jsonl", pa.table({"qid": [r["_id"] for r in rows], "query": [r["text"] for r in rows]})
+    queries = pa.table({"qid": [r["_id"] for r in rows], "query": [r["text"] for r in rows]})
+    return index, shared_data / "scifact" / "corpus.jsonl", queries
 
 
 def tied_flow(index, corpus) -> FlowSpec:

@@ -3,8 +3,10 @@ a port another process has (Ray's proxy binds with SO_REUSEPORT, so a second ser
 requests, with its own keys or none), a task store that cannot be opened (a SQLite one would have the api
 deployment retry forever; a PostgreSQL server that refuses or never answers is given up on after its connect
 timeout), an unreadable ``$TESSERA_MODELS``, a ``$TESSERA_HOME`` under a plain file, a broken config, and bad
-values (a port out of range, a ``$TESSERA_API_KEYS`` that holds no key or a short one). The start checks run in a
-real ``tessera serve`` process, before any Ray starts; each would have started Serve before."""
+values (a port out of range, a ``$TESSERA_API_KEYS`` that holds no key or a short one). The start checks run before
+any Ray starts; each would have started Serve before. One refusal runs in a real ``tessera serve`` process (its exit
+status and stderr); the others call ``flows.commands.main`` in-process with the environment and working directory
+that process would get (the same checks without a second of imports each), Serve's start replaced by a failure."""
 
 from __future__ import annotations
 
@@ -60,30 +62,57 @@ def tessera_serve(*args: str, tmp_path: Path, **env: str) -> subprocess.Complete
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)
 
 
+@pytest.fixture
+def serve_in_process(monkeypatch, capsys):
+    """``serve_in_process(*args, tmp_path=..., **env)``: what ``tessera_serve`` checks, through ``main`` in this process
+    (its environment, working directory, exit status, stdout and stderr); starting Serve fails the test instead."""
+    from flows.commands import serve as serve_command
+
+    def refuse_to_start(command, env):
+        pytest.fail("tessera serve started instead of refusing")
+
+    def run(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            for name in ("RAY_ADDRESS", "TESSERA_API_KEYS", "TESSERA_MODELS"):
+                patch.delenv(name, raising=False)
+            for name, value in {"TESSERA_HOME": str(tmp_path / "home"), **env}.items():
+                patch.setenv(name, value)
+            patch.chdir(tmp_path)
+            patch.setattr(serve_command, "run_serve", refuse_to_start)
+            capsys.readouterr()
+            status = main(["serve", *args, "--address", "local"])
+            out = capsys.readouterr()
+        return subprocess.CompletedProcess(["tessera", "serve", *args], status, out.out, out.err)
+
+    return run
+
+
 @pytest.mark.parametrize("reuse_port", [False, True])  # True: the socket a Ray Serve proxy holds
-def test_a_port_another_process_listens_on_is_refused(small_config, tmp_path, reuse_port):
+def test_a_port_another_process_listens_on_is_refused(small_config, tmp_path, reuse_port, serve_in_process):
+    refused_by = tessera_serve if reuse_port else serve_in_process  # the one real `tessera serve` process here
     with socket.socket() as listener:
         if reuse_port:
             listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         listener.bind(("127.0.0.1", 0))
         listener.listen()
         port = listener.getsockname()[1]
-        done = tessera_serve("--config", str(small_config()), "--port", str(port), tmp_path=tmp_path)
+        done = refused_by("--config", str(small_config()), "--port", str(port), tmp_path=tmp_path)
     assert done.returncode == 2, done.stderr
     assert f"field 'port': port {port} on 127.0.0.1 is not free" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
 
 
-def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path):
+def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path, serve_in_process):
     (tmp_path / "afile").write_text("not a folder")
     config = small_config(task_store=f"sqlite:///{tmp_path}/afile/tasks.db")
-    done = tessera_serve("--config", str(config), tmp_path=tmp_path)
+    done = serve_in_process("--config", str(config), tmp_path=tmp_path)
     assert done.returncode == 2, done.stderr
     assert (f"field 'args.service.task_store': the task store {tmp_path}/afile/tasks.db cannot be opened: "
             f"{tmp_path}/afile is a file, not a folder") in done.stderr
     (tmp_path / "junk.db").write_text("this is no SQLite database, " * 200)
-    done = tessera_serve("--config", str(small_config(task_store=f"sqlite:///{tmp_path}/junk.db")), tmp_path=tmp_path)
+    done = serve_in_process("--config", str(small_config(task_store=f"sqlite:///{tmp_path}/junk.db")),
+                            tmp_path=tmp_path)
     assert done.returncode == 2 and "the task store" in done.stderr and "not a database" in done.stderr
 
 
@@ -91,7 +120,7 @@ def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path):
 @pytest.mark.parametrize("server", ["refusing", pytest.param("silent", marks=pytest.mark.slow)])  # silent: 5 s of
 # waiting; its message is checked in-process in tests/serve/test_taskstore_connect.py
 def test_a_postgresql_store_that_refuses_or_never_answers_is_refused_without_its_password(small_config, tmp_path,
-                                                                                        server):
+                                                                                        server, serve_in_process):
     """"silent": a local port that listens and never accepts (as a host that drops packets): the check gives up after
     its connect timeout instead of hanging. The check of a store that opens: tests/serve/test_taskstore_connect.py."""
     pytest.importorskip("psycopg", reason="the postgres extra (psycopg) is not installed")
@@ -100,7 +129,7 @@ def test_a_postgresql_store_that_refuses_or_never_answers_is_refused_without_its
         if server == "silent":
             listener.listen(0)
         url = f"postgresql+psycopg://tessera:s3cret@127.0.0.1:{listener.getsockname()[1]}/tasks"
-        done = tessera_serve("--config", str(small_config(task_store=url)), tmp_path=tmp_path)
+        done = serve_in_process("--config", str(small_config(task_store=url)), tmp_path=tmp_path)
     assert done.returncode == 2, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and "s3cret" not in done.stderr
     assert "field 'args.service.task_store': the task store postgresql+psycopg://tessera:***@127.0.0.1:" in done.stderr
@@ -109,12 +138,13 @@ def test_a_postgresql_store_that_refuses_or_never_answers_is_refused_without_its
     assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
 
 
-def test_a_home_under_a_plain_file_and_an_unreadable_models_file_are_refused(small_config, tmp_path):
+def test_a_home_under_a_plain_file_and_an_unreadable_models_file_are_refused(small_config, tmp_path, serve_in_process):
     (tmp_path / "afile").write_text("not a folder")
-    done = tessera_serve("--config", str(small_config()), tmp_path=tmp_path, TESSERA_HOME=str(tmp_path / "afile/h"))
+    done = serve_in_process("--config", str(small_config()), tmp_path=tmp_path, TESSERA_HOME=str(tmp_path / "afile/h"))
     assert done.returncode == 2, done.stderr
     assert "field 'TESSERA_HOME'" in done.stderr and f"{tmp_path}/afile is a file, not a folder" in done.stderr
-    done = tessera_serve("--config", str(small_config()), tmp_path=tmp_path, TESSERA_MODELS="/nonexistent/models.yaml")
+    done = serve_in_process("--config", str(small_config()), tmp_path=tmp_path,
+                            TESSERA_MODELS="/nonexistent/models.yaml")
     assert done.returncode == 2, done.stderr
     assert "field 'TESSERA_MODELS': TESSERA_MODELS names /nonexistent/models.yaml, which cannot be read" in done.stderr
 

@@ -70,7 +70,8 @@ def derive(runs: dict[str, dict[str, list[str]]], depth: int) -> dict:
     judged: dict[str, set[str]] = {}
     for qid, docno, _ in qrels:
         judged.setdefault(qid, set()).add(docno)
-    query_order = [json.loads(line)["_id"] for line in (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
+    lines = (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()
+    query_order = [json.loads(line)["_id"] for line in lines]
     queries = [q for q in query_order if q in judged]
     pool: set[str] = set()
     for qid in queries:

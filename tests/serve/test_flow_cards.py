@@ -52,10 +52,14 @@ def test_a_flow_saved_changed_and_deleted_while_serving(service):
     assert "mine" not in cards()
 
 
-def test_an_edited_models_file_moves_a_flow_off_the_deployment(service, models_file):
+def test_an_edited_models_file_moves_a_flow_off_the_deployment(service, models_file, monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     flow_store.save("mine", FlowSpec.parse({"steps": {"answer": ANSWER}}))
     assert cards()["mine"].status == "loading"
-    models_file.write_text("mine: openai/gpt-4o-mini\n")  # the alias now names a model no deployment runs
+    models_file.write_text("mine: openai/gpt-4o-mini\n")  # the alias now names a model no deployment runs...
+    assert cards()["mine"].status == "missing" and "$OPENAI_API_KEY" in cards()["mine"].reason  # ...and needs a key
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")  # (a service's environment is fixed: the file changes too)
+    models_file.write_text("# with its key\nmine: openai/gpt-4o-mini\n")
     assert cards()["mine"].status == "ready" and cards()["mine"].reason is None
     models_file.write_text("mine: tessera/smollm2-135m-instruct\n")
     assert cards()["mine"].status == "loading"

@@ -5,6 +5,8 @@ read of the (owner, created, id) index, which a store made before it gets when o
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 import requests
 import sqlalchemy as sa
@@ -37,21 +39,37 @@ def made_tasks(store: TaskStore, owner: str, n: int) -> list[str]:
     return ids
 
 
-@pytest.fixture
-def api(store_url, tmp_path, monkeypatch):
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def served_store_url(request, tmp_path_factory) -> str:
+    """The store the API serves, one per backend for the module: the tests of ``api`` only read it."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path_factory.mktemp('paging') / 'tasks.db'}"
+    server = request.getfixturevalue("postgres_server")
+    name = f"tessera_paging_{uuid.uuid4().hex[:12]}"
+    server.psql(f"CREATE DATABASE {name};")
+    return server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+@pytest.fixture(scope="module")
+def api(served_store_url, tmp_path_factory):
     """The API on uvicorn beside a ``Service`` whose store holds 23 tasks of the caller (the ``local`` tenant: no
-    keys) and 5 of another key."""
+    keys) and 5 of another key. One per backend for the module (a service, 28 tasks and a server per test were
+    most of this file's time): its tests only read."""
     from serve.service import Service
 
-    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
-    service = Service(resolve(ServiceArgs(default_index=None, task_store=store_url, spare_task_workers=0),
-                              environ={}), [], "tessera")
-    store = TaskStore(store_url)  # its tasks made after the service's start, which would look for their Ray workers
-    mine, theirs = made_tasks(store, "local", 23), made_tasks(store, "bob", 5)
-    auth.configure({}, None, None)
-    with api_on_localhost() as base:
-        yield base, store, mine, theirs
-    service.pruner.stop()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TESSERA_HOME", str(tmp_path_factory.mktemp("paging-home")))
+        service = Service(resolve(ServiceArgs(default_index=None, task_store=served_store_url, spare_task_workers=0),
+                                  environ={}), [], "tessera")
+        service.pruner.first_round.wait(30)  # its prune at the start (30-day retention) must not meet the old tasks
+        store = TaskStore(served_store_url)  # its tasks made after the service's start, which would look for workers
+        mine, theirs = made_tasks(store, "local", 23), made_tasks(store, "bob", 5)
+        auth.configure({}, None, None)
+        with api_on_localhost() as base:
+            yield base, store, mine, theirs
+        service.pruner.stop()
+        store.engine.dispose()
+        service.store.engine.dispose()
 
 
 def newest_first(store: TaskStore, ids: list[str], status: str | None = None) -> list[str]:

@@ -72,17 +72,29 @@ WRITER = """
 import sys
 from serve.taskstore import TaskStore
 store = TaskStore(sys.argv[1])
+print("ready", flush=True)
+sys.stdin.read()  # closed by the test process: both start appending together
 for i in range(40):
     store.update(sys.argv[2], log=f"line {i}")
 """
 
 
 def test_two_processes_append_without_losing_a_line(store_url):
+    """This process and a second one append 40 log lines each to one task at once (one process started rather
+    than two: the second's imports cost a second of CPU)."""
     url = store_url
     store = TaskStore(url)
     task_id = new_task(store)
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, url, task_id]) for _ in range(2)]
-    assert [w.wait(120) for w in writers] == [0, 0]
+    other = subprocess.Popen([sys.executable, "-c", WRITER, url, task_id], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        ready = other.stdout.readline()  # its store open: what is left is the appends
+    finally:
+        other.stdin.close()
+    assert ready == "ready\n"
+    for i in range(40):
+        assert store.update(task_id, log=f"line {i} of the test process")
+    assert other.wait(120) == 0
     assert len(store.task(task_id, None)["log"]) == 1 + 80
 
 

@@ -1,4 +1,5 @@
-"""Answer measures: SQuAD EM/F1 on real HotpotQA and MuSiQue answers, and ``tessera bench`` scoring flows that answer."""
+"""Answer measures: SQuAD EM/F1 on real HotpotQA and MuSiQue answers, and ``tessera bench`` scoring flows that
+answer."""
 
 from __future__ import annotations
 

@@ -12,6 +12,9 @@ from operators.testing import OperatorContract, sample_results
 class TestEmbedContract(OperatorContract):
     operator_name = "embed.sentence_transformer"
 
+    def make_input(self, n_queries: int = 3, per_query: int = 2) -> pa.Table:
+        return sample_results(n_queries, per_query)  # two rows a query keep the encodes few on CPU
+
 
 def test_vectors_are_normalised_and_match_direct_encode():
     table = sample_results(2, 4)

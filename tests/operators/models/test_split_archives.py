@@ -50,8 +50,14 @@ def _install_parts(site: Path, data: bytes, packages=PACKAGES) -> None:
         (info / "RECORD").write_text(f"{folder}/__init__.py,,\n{part},,\n{info.name}/METADATA,,\n")
 
 
+@pytest.fixture(scope="module")
+def minilm_zip(tmp_path_factory) -> bytes:
+    """The packaged MiniLM zipped (90 MB), once for the module: each test cuts it into parts of its own."""
+    return _zipped_minilm(tmp_path_factory.mktemp("split") / "whole.zip")
+
+
 @pytest.fixture
-def split_model(tmp_path, monkeypatch):
+def split_model(tmp_path, monkeypatch, minilm_zip):
     """Register ``tiny-model`` as a split packaged model and return (site folder, zip bytes)."""
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     site = tmp_path / "site"
@@ -59,7 +65,7 @@ def split_model(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(site))
     archive = SplitArchive(packages=PACKAGES, folder="tiny-model", version="0.0.1")
     monkeypatch.setitem(references.SPLIT_PACKAGED, "tiny-model", archive)
-    return site, _zipped_minilm(tmp_path / "whole.zip")
+    return site, minilm_zip
 
 
 def test_the_parts_join_into_a_model_that_encodes_like_the_original(split_model):

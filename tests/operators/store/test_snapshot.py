@@ -65,7 +65,8 @@ def _same_ranking(a, b):
     assert np.array_equal(a.scores, b.scores)
     if len(a):
         last = a.scores[-1]
-        assert [d for d, s in zip(a.docnos, a.scores) if s > last] == [d for d, s in zip(b.docnos, b.scores) if s > last]
+        above = [[d for d, s in zip(x.docnos, x.scores) if s > last] for x in (a, b)]
+        assert above[0] == above[1]
 
 
 def test_four_shards_rank_exactly_like_one(tmp_path, sample_docs, make_chunks):

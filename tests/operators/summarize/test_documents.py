@@ -74,7 +74,8 @@ def test_on_error_error_fails_the_step(fault_models):
 @pytest.mark.integration
 def test_the_embedded_model_summarises_a_row():
     table = sample_results(1, 1)
-    table = table.set_column(table.column_names.index("text"), "text", pa.array([table.column("text")[0].as_py()[:300]]))
+    text = table.column("text")[0].as_py()[:300]
+    table = table.set_column(table.column_names.index("text"), "text", pa.array([text]))
     op = create("summarize.documents", {"model": "local", "max_tokens": 8, "timeout": 120}, step_id="sum")
     out = op(table)
     meta = op.drain_metadata()["q1"]
