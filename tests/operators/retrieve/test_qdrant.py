@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
+import importlib.util
+
 import numpy as np
 import pyarrow as pa
 import pytest
 
-pytest.importorskip("qdrant_client", reason="qdrant-client is not installed: pip install tessera[stores]")
-
-from operators.errors import ParamsError  # noqa: E402
-from operators.registry import create  # noqa: E402
-from operators.retrieve._vector_stores import (  # noqa: E402
+from operators.errors import ParamsError
+from operators.registry import create
+from operators.retrieve._vector_stores import (
     CollectionNotFoundError,
     DimensionMismatchError,
     load_into_qdrant,
 )
-from operators.testing import (  # noqa: E402
+from operators.testing import (
     SAMPLE_QUERIES,
     OperatorContract,
 )
@@ -23,7 +23,11 @@ from operators.testing import sample_queries as queries
 
 N_DOCS = 300
 #: the session's ``docs`` fixture embeds 300 sample documents with MiniLM (about 8 s on 2 cores)
-pytestmark = pytest.mark.slow
+# Skipped without the package, found without importing it: importing it cost every test-fast worker 0.6-1.8 s
+# at collection, for tests that test-fast leaves out (slow).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    importlib.util.find_spec("qdrant_client") is None,
+    reason="qdrant-client is not installed: pip install tessera[stores]")]
 
 
 @pytest.fixture(scope="module")
