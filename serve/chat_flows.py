@@ -40,7 +40,6 @@ from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming
 from serve import client_gone, errors, flow_status
 from serve import service as svc
 from serve.errors import ApiError
-from serve.flow_status import flow_problem
 from serve.routes_search import queries_table, run_online
 from serve.schemas import ModelCard
 from serve.service import FlowFile, flow_owner
@@ -91,12 +90,12 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
     either, and says which it waits for."""
     if not svc.configured():
         return []
-    service, cards = svc.current(), []
+    service, cards, now = svc.current(), [], flow_status.versions()
     for name, file in _answering_files(tenant).items():
         card = ModelCard(id=name, type="flow", operator="flow", status="ready")
-        deployments = _deployments(service, file, flow_status.versions())
+        deployments = _deployments(service, file, now)
         waiting = [model for model in models or [] if model.deployment in deployments and model.status != "ready"]
-        if problem := flow_problem(name, tenant):  # rag_gold: a benchmark's flow, which needs tessera bench's dataset
+        if problem := flow_status.file_problem(service, file, now):  # rag_gold: needs tessera bench's dataset
             card = card.model_copy(update={"status": "missing", "reason": problem})
         elif waiting:
             card = card.model_copy(update={"status": waiting[0].status, "reason": "; ".join(

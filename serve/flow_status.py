@@ -18,8 +18,9 @@ from serve.errors import ApiError
 from serve.service import FlowFile
 
 
-def flow_problem(name: str, tenant: str) -> str | None:
-    """Why this service would refuse flow ``name`` for a query, in the words of that refusal; None when it runs it."""
+def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
+    """Why this service would refuse flow ``name`` for a query, in the words of that refusal; None when it runs it.
+    ``now``: ``versions()``, read once by a caller that asks of many flows."""
     service = svc.current()
     try:
         file = service.flow_file(name, tenant)
@@ -27,13 +28,14 @@ def flow_problem(name: str, tenant: str) -> str | None:
             service.resolve_flow(name, tenant)  # raises: no flow of that name
     except TesseraError as err:
         return str(err)
-    return _problem(service, file, versions())
+    return file_problem(service, file, now)
 
 
 @functools.lru_cache(maxsize=1024)
-def _problem(service: svc.Service, file: FlowFile, versions: tuple[Any, ...]) -> str | None:
-    """``flow_problem`` for one version of a flow's file and of what the check reads besides it (``versions``):
-    building, placing and checking the 29 built-in flows took about 250 ms a call, kept here at a few stats."""
+def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
+    """``flow_problem`` for one version of a flow's file and of what the check reads besides it (``now``,
+    ``versions()``): building, placing and checking the 29 built-in flows took about 250 ms a call, kept here at a
+    few stats."""
     try:
         service.checked_flow(service.place(svc.load_spec(file)), ["a query"])
     except (TesseraError, ApiError) as err:

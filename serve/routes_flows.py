@@ -14,9 +14,9 @@ from fastapi import APIRouter, Body, Request
 
 from flows import store as flow_store
 from flows.spec import FlowSpec
+from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
-from serve.flow_status import flow_problem
 from serve.routes_tasks import tenant
 
 router = APIRouter(tags=["flows"])
@@ -27,7 +27,8 @@ def list_flows(request: Request) -> dict[str, Any]:
     """``builtin`` and ``saved`` names, and ``status``: per name ``runnable`` and the ``reason`` it is not."""
     caller = tenant(request)
     builtin, saved = flow_store.builtin_names(), flow_store.saved_names(svc.flow_owner(caller))
-    problems = {name: flow_problem(name, caller) for name in dict.fromkeys([*builtin, *saved])}
+    now = flow_status.versions()
+    problems = {name: flow_status.flow_problem(name, caller, now) for name in dict.fromkeys([*builtin, *saved])}
     return {"builtin": builtin, "saved": saved,
             "status": {name: {"runnable": problem is None, "reason": problem} for name, problem in problems.items()}}
 

@@ -35,6 +35,15 @@ class cancel_on_interrupt:
             signal.signal(signal.SIGINT, self.previous)
 
 
+def stderr_bar(counts: str):
+    """The commands' progress bar on stderr (a rich ``Progress``, gone once it stops): the description, the bar,
+    done of total, ``counts`` (a column over the task's fields, what has been counted so far) and the time."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn(counts),
+                    TimeElapsedColumn(), console=console(stderr=True), transient=True)
+
+
 class ProgressReporter:
     """The executor's progress callback: a rich progress bar on a terminal, one line per step otherwise."""
 
@@ -49,13 +58,7 @@ class ProgressReporter:
 
     def __enter__(self):
         if self.live:
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.progress = Progress(
-                TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                TextColumn("steps  {task.fields[rows]} rows"), TimeElapsedColumn(),
-                console=console(stderr=True), transient=True,
-            )
+            self.progress = stderr_bar("steps  {task.fields[rows]} rows")
             self.progress.start()
             self.task = self.progress.add_task(self.flow, total=None, rows=0)
         return self

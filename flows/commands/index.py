@@ -299,20 +299,16 @@ def _cmd_compact(args: argparse.Namespace) -> int:
 
 @contextlib.contextmanager
 def _merge_bar(*, enabled: bool) -> Iterator:
-    """The shards merged so far, as a bar on stderr in ``tessera run``'s style (``_progress``), gone once the
+    """The shards merged so far, as a bar on stderr in ``tessera run``'s style (``_progress.stderr_bar``), gone once the
     compaction ends; none with ``--json`` or off a terminal (a log would fill with redraws): then no callback."""
     import sys
 
     if not (enabled and sys.stderr.isatty()):
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from flows.commands._progress import stderr_bar
 
-    from flows.commands._support import console
-
-    with Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("shards  {task.fields[chunks]} chunks"), TimeElapsedColumn(),
-                  console=console(stderr=True), transient=True) as bar:
+    with stderr_bar("shards  {task.fields[chunks]} chunks") as bar:
         task = bar.add_task("compact", total=None, chunks=0)
 
         def show(event) -> None:
