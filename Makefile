@@ -83,11 +83,13 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 # worker on every core, those with Ray after them in one process (one Ray per process): 242 s + 165 s on 2
 # cores against 490 s all in one process (2026-11-29).
 # Both runs share one folder (TESSERA_TEST_SHARED, removed after them) where the first process that needs the
-# ingested sample builds it and the others read it (tests/conftest.py's sample_workspace).
+# ingested sample builds it and the others read it (tests/conftest.py's sample_workspace). Their temporary files
+# go there too (--basetemp), not to pytest's /tmp/pytest-of-$USER, where a run keeps only the three newest runs'
+# folders and so deletes those of a run still going in another checkout.
 test: $(VENV)/.installed-test
 	shared=$$(mktemp -d) && trap 'rm -rf "$$shared"' EXIT && export TESSERA_TEST_SHARED=$$shared && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider -n auto --dist loadfile -m "not slow and not ray" --durations=10 && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider -m "ray and not slow" --durations=10
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$shared/tmp" -n auto --dist loadfile -m "not slow and not ray" --durations=10 && \
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$shared/tmp-ray" -m "ray and not slow" --durations=10
 
 test-all: $(VENV)/.installed-test
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --durations=15
@@ -98,7 +100,8 @@ test-all: $(VENV)/.installed-test
 # other's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against 1:53-1:55 on a fresh
 # clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice.
 test-fast: $(VENV)/.installed-test
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider -n auto --dist worksteal -m "not ray and not data and not slow and not integration" --durations=10
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$tmp/tmp" -n auto --dist worksteal -m "not ray and not data and not slow and not integration" --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
 test-quality: $(VENV)/.installed-test

@@ -64,20 +64,21 @@ def handle(args: argparse.Namespace) -> int:
     config = read_config(source)
     apply_overrides(config, host=args.host, port=args.port, index=args.index)
     carry_environment(config, os.environ)
-    check_app_args(config)
     check_keys(config)
+    http = config.get("http_options") or {}
+    port = int(http.get("port", 8000))
+    # on another machine's cluster, these are that machine's; printing the config starts nothing
+    if not args.print_config and local_cluster(args.address, os.environ):
+        check_port(str(http.get("host", "127.0.0.1")), port)
+        check_task_stores(config)
+        check_models_file(os.environ)
+    check_app_args(config)  # last: it costs a child process (about 1 s)
     import yaml
 
     text = yaml.safe_dump(config, sort_keys=False)
     if args.print_config:
         print(text, end="")
         return 0
-    http = config.get("http_options") or {}
-    port = int(http.get("port", 8000))
-    if local_cluster(args.address, os.environ):  # on another machine's cluster, these are that machine's
-        check_port(str(http.get("host", "127.0.0.1")), port)
-        check_task_stores(config)
-        check_models_file(os.environ)
     # `serve run` reads a file: one per port under $TESSERA_HOME, rewritten by the next start, rather than one
     # more in /tmp each time.
     from operators.home import tessera_home
