@@ -1,6 +1,7 @@
 """Every answer of the HTTP API that is not a success: OpenAI's error shape, and no traceback.
 
-The body is always ``{"error": {"message", "type", "param", "code"}}``, whoever raised it:
+The body is always ``{"error": {"message", "type", "param", "code"}}``, whoever raised it (an ``ApiError`` may add
+fields a client reads instead of the message, such as the 409 ``documents_exist``'s ``ids``):
 our own ``ApiError``, a body that fails validation (a 422 naming the field, ``body``
 when the JSON itself is broken), Starlette's 404 for an unknown route and 405 for a
 wrong method, and anything unexpected (a 500 naming the request id; the traceback
@@ -57,12 +58,14 @@ _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("tesser
 
 
 class ApiError(Exception):
-    """An error answered with ``status`` and an OpenAI-shaped body."""
+    """An error answered with ``status`` and an OpenAI-shaped body; ``extra``: more fields of its error object, for
+    what a client acts on (the message is prose, for people)."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None) -> None:
+                 code: str | None = None, extra: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
+        self.extra = extra or {}
 
 
 def too_many_tasks(limit: int) -> ApiError:
@@ -86,20 +89,23 @@ def printable(text: str) -> str:
 
 
 def error_response(status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
-                   code: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": _error_body(message, param, kind, code)}, status_code=status)
+                   code: str | None = None, extra: dict[str, Any] | None = None) -> JSONResponse:
+    return JSONResponse({"error": _error_body(message, param, kind, code, extra)}, status_code=status)
 
 
 def error_event(err: ApiError) -> str:
     """``err`` as a server-sent event: how a stream whose headers are sent ends with an error."""
     import json
 
-    return f"data: {json.dumps({'error': _error_body(err.message, err.param, err.kind, err.code)})}\n\n"
+    return f"data: {json.dumps({'error': _error_body(err.message, err.param, err.kind, err.code, err.extra)})}\n\n"
 
 
-def _error_body(message: str, param: str | None, kind: str, code: str | None) -> dict[str, Any]:
-    return {"message": printable(message), "type": kind, "param": None if param is None else printable(param),
+def _error_body(message: str, param: str | None, kind: str, code: str | None,
+                extra: dict[str, Any] | None = None) -> dict[str, Any]:
+    """OpenAI's error object, then ``extra``'s fields (never in place of its own four)."""
+    body = {"message": printable(message), "type": kind, "param": None if param is None else printable(param),
             "code": code}
+    return {**body, **{k: v for k, v in (extra or {}).items() if k not in body}}
 
 
 def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
@@ -186,7 +192,8 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-        return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code)
+        return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code,
+                              extra=err.extra)
 
     @app.exception_handler(SpecError)
     async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:

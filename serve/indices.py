@@ -35,13 +35,13 @@ from serve.documents import DocumentsRequest, file_documents, given_once, write_
 from serve.errors import ApiError, too_many_tasks
 from serve.index_owner import OWNER_FILE, check_named, read_owner, readable, unshared, write_owner
 from serve.ingest_task import STEPS
-from serve.service_settings import COMPACT_AFTER_SHARDS
 from serve.taskstore import UNFINISHED
 
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-#: How many ids a 409 lists.
-SHOWN_IDS = 10
+#: How many ids a 409 ``documents_exist`` names in its message, and lists in its ``ids`` (the default
+#: ``max_documents_per_request``: every one of a request within it; ``ids_total`` counts them all).
+SHOWN_IDS, LISTED_IDS = 10, 1000
 
 
 def ingest_specs() -> list[str]:
@@ -56,9 +56,8 @@ class Indices:
         self.service = service
         self.folder = Path(service.home) / "indices"
         self.uploads = Path(service.home) / "uploads"
-        #: An upload that leaves its index with more shards compacts it (0: never); ``args.service``'s, which the
-        #: ``Service`` keeps (the default until it does).
-        self.compact_after_shards = getattr(service, "compact_after_shards", COMPACT_AFTER_SHARDS)
+        #: An upload that leaves its index with more shards compacts it (0: never); ``args.service``'s.
+        self.compact_after_shards = service.compact_after_shards
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -382,7 +381,8 @@ def live_doc_ids(index: Any) -> set[str]:
 
 
 def _not_in(path: Path, ids: list[str]) -> None:
-    """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add)."""
+    """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add); its body
+    lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act on."""
     from operators.store import Index
 
     present = live_doc_ids(Index.open(path, verify=False))
@@ -390,5 +390,5 @@ def _not_in(path: Path, ids: list[str]) -> None:
     if taken:
         shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")
         raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; send them with "
-                       "replace: true to replace them", param="documents",
-                       code="documents_exist")
+                       "replace: true to replace them", param="documents", code="documents_exist",
+                       extra={"ids": taken[:LISTED_IDS], "ids_total": len(taken)})

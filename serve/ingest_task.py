@@ -12,8 +12,9 @@ it may still be writing there.
 
 Every upload adds a shard. One that leaves its index with more shards than the service's ``compact_after_shards``
 (recorded in its job) compacts the index before its task finishes (``compact_if_many``): while the task is unfinished
-no other upload may write there, so no commit makes the compaction redo its merge. A compaction that fails leaves the
-index as the upload committed it; the task says so in its log and still finishes.
+no other upload may write there, so no commit makes the compaction redo its merge. Its progress is a third step of the
+task, ``compact``, counted as an admin's is (below). A compaction that fails leaves the index as the upload committed
+it; the task says so in its log and still finishes, with its two steps.
 
 An admin key's compaction (``POST /v1/admin/indices/{name}/compact``, ``serve.index_admin``) is a task too
 (``run_compact``, one step ``compact``): a big index's merge takes minutes, too long for a request to wait. Its step's
@@ -30,7 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from serve.taskstore import PROGRESS_EVERY_S, TaskStore, pending_progress
+from serve.taskstore import TaskStore, WriteThrottle, pending_progress
 
 log = logging.getLogger("tessera.serve")
 
@@ -47,7 +48,7 @@ class IngestProgressWriter:
         self.store, self.task_id = store, task_id
         self.progress = pending_progress(STEPS)
         self.started: dict[str, float] = {}
-        self.written = 0.0
+        self.throttle = WriteThrottle()
 
     def __call__(self, event: Any) -> None:
         step = "staging" if event.stage == "staging" else "ingest"
@@ -61,9 +62,8 @@ class IngestProgressWriter:
         info["rows_in"] = event.docs_total or 0
         info["rows_out"] = event.docs
         info["seconds"] = round(time.perf_counter() - self.started[step], 3)
-        if line is None and time.perf_counter() - self.written < PROGRESS_EVERY_S:
+        if not self.throttle.due(forced=line is not None):
             return
-        self.written = time.perf_counter()
         done = sum(1 for s in self.progress.values() if s["status"] == "done")
         self.store.update(self.task_id, log=line, current_step=step, steps_done=done, rows_done=event.docs,
                           step_progress=self.progress)
@@ -91,17 +91,22 @@ def run_ingest(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
         if owner is not None:
             forget_unborn(store, job, owner)
     else:
-        store.update(task_id, step_progress={s: {**info, "status": "done"} for s, info in writer.progress.items()},
-                     steps_done=len(STEPS), rows_done=report.docs)
-        compacted = compact_if_many(store, task_id, job)
+        ingested = {s: {**info, "status": "done"} for s, info in writer.progress.items()}
+        store.update(task_id, step_progress=ingested, steps_done=len(STEPS), rows_done=report.docs)
+        compacted = compact_if_many(store, task_id, job, ingested)
         store.finish(task_id, "finished", result=ingest_result(job["index"], report, compacted))
     finally:
         discard_upload(job)
 
 
-def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any]) -> dict[str, Any] | None:
+def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any],
+                    ingested: dict[str, Any]) -> dict[str, Any] | None:
     """Compact the upload's index when it now holds more shards than the job's ``compact_after_shards`` (0 or
-    absent, as in a job queued by an older service: never); what ``compact_index`` did, None when it did nothing."""
+    absent, as in a job queued by an older service: never); what ``compact_index`` did, None when it did nothing.
+
+    Its progress goes into the task as a third step, ``compact``, beside the upload's ``ingested`` ones (done): the
+    task's steps are ``staging``, ``ingest``, ``compact`` from then on, so ``/task/progress/{id}`` says 2/3, then
+    3/3. A compaction that fails takes its step away again (a finished task marks every step done)."""
     limit = job.get("compact_after_shards") or 0
     if not limit or not (Path(job["index_path"]) / "manifest.json").exists():
         return None
@@ -110,15 +115,19 @@ def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any]) -> dict
     shards = Index.open(job["index_path"], verify=False).counts()["shards"]
     if shards <= limit:
         return None
+    step = COMPACT_STEPS[0]
     store.update(task_id, log=f"index '{job['index']}' has {shards} shards, over compact_after_shards={limit}: "
-                              "compacting it")
+                              "compacting it", steps=[*ingested, step], current_step=step,
+                 step_progress={**ingested, step: {**pending_progress(COMPACT_STEPS)[step], "status": "running"}})
     try:
-        done = compact_index(job["index_path"])
+        done = compact_index(job["index_path"], CompactProgressWriter(store, task_id, ingested))
     except Exception as err:  # noqa: BLE001  (the documents are in: the upload stands, uncompacted)
-        store.update(task_id, log=f"compaction failed, the index keeps its {shards} shards: {err}")
+        store.update(task_id, log=f"compaction failed, the index keeps its {shards} shards: {err}",
+                     steps=list(ingested), current_step=list(ingested)[-1], step_progress=ingested)
         return None
     store.update(task_id, log=f"compacted index '{job['index']}': {done['shards_before']} shards into "
-                              f"{done['shards_after']} in {done['seconds']} s")
+                              f"{done['shards_after']} in {done['seconds']} s",
+                 steps_done=len(ingested) + 1, step_progress={**ingested, step: compacted_step(done)})
     return done
 
 
@@ -130,26 +139,33 @@ def compact_index(path: str | Path, on_progress: Any = None) -> dict[str, Any]:
     return Index.open(path).compact(on_progress=on_progress).as_dict()
 
 
-class CompactProgressWriter:
-    """``on_progress`` of an admin's compaction (``operators.store.compaction.CompactProgress``): the live chunks
-    merged so far into its one step, ``rows_out`` of ``rows_in`` (the merged shards' chunks, as its result counts
-    them), at most every ``PROGRESS_EVERY_S``, the first and the last shard always."""
+def compacted_step(done: dict[str, Any]) -> dict[str, Any]:
+    """The ``compact`` step's progress once ``done`` (``compact_index``'s): the chunks merged in, the live ones out."""
+    return {"status": "done", "rows_in": done["chunks_before"], "rows_out": done["chunks"], "seconds": done["seconds"]}
 
-    def __init__(self, store: TaskStore, task_id: str):
-        self.store, self.task_id = store, task_id
+
+class CompactProgressWriter:
+    """``on_progress`` of a compaction (``operators.store.compaction.CompactProgress``): the live chunks merged so far
+    into its step, ``compact``, ``rows_out`` of ``rows_in`` (the merged shards' chunks, as its result counts them), at
+    most every ``PROGRESS_EVERY_S``, the first and the last shard always. An upload's compaction passes the upload's
+    steps (``before``), kept beside it, and keeps the task's ``rows_done`` (its documents); an admin's counts chunks
+    there."""
+
+    def __init__(self, store: TaskStore, task_id: str, before: dict[str, Any] | None = None):
+        self.store, self.task_id, self.before = store, task_id, before or {}
         self.started = time.perf_counter()
-        self.written = 0.0
+        self.throttle = WriteThrottle()
 
     def __call__(self, event: Any) -> None:
         last = event.shards == event.shards_total
-        if not last and event.shards > 1 and time.perf_counter() - self.written < PROGRESS_EVERY_S:
+        if not self.throttle.due(forced=last or event.shards <= 1):
             return
-        self.written = time.perf_counter()
         step = COMPACT_STEPS[0]
         again = f" (attempt {event.attempt}: the index changed meanwhile)" if event.attempt > 1 else ""
-        self.store.update(self.task_id, current_step=step, rows_done=event.chunks, step_progress={step: {
+        rows_done = {} if self.before else {"rows_done": event.chunks}
+        self.store.update(self.task_id, current_step=step, **rows_done, step_progress={**self.before, step: {
             "status": "running", "rows_in": event.chunks_total, "rows_out": event.chunks,
-            "seconds": round(self.written - self.started, 3)}},
+            "seconds": round(self.throttle.written - self.started, 3)}},
             log=f"merged {event.shards} of {event.shards_total} shards{again}" if last else None)
 
 
@@ -173,9 +189,7 @@ def run_compact(store: TaskStore, task_id: str, job: dict[str, Any]) -> None:
         store.finish(task_id, "failed", error=str(err) if isinstance(err, TesseraError) else
                      f"{type(err).__name__}: {err}")
     else:
-        store.update(task_id, steps_done=1, rows_done=done["chunks"], step_progress={step: {
-            "status": "done", "rows_in": done["chunks_before"], "rows_out": done["chunks"],
-            "seconds": done["seconds"]}})
+        store.update(task_id, steps_done=1, rows_done=done["chunks"], step_progress={step: compacted_step(done)})
         store.finish(task_id, "finished", result=compact_result(job, done),
                      log=f"compacted index '{name}': {done['shards_before']} shards into {done['shards_after']} in "
                          f"{done['seconds']} s")

@@ -36,7 +36,7 @@ from serve.index_owner import restore_rows
 from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
-from serve.service_settings import IDLE_TASK_WORKER_RETIRE_S, MAX_IDLE_TASK_WORKERS, Limits
+from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
 from serve.spec_guard import check_flow
 from serve.taskstore import TaskStore
@@ -105,11 +105,11 @@ class Service:
         self.num_cpus = float(config["task_num_cpus"])
         self.spares = SpareWorkers(self.store.url, env=self.task_env, num_cpus=self.num_cpus,
                                   count=config["spare_task_workers"],
-                                  keep_at_most=config.get("max_idle_task_workers", MAX_IDLE_TASK_WORKERS),
-                                  idle_s=config.get("idle_task_worker_retire_s", IDLE_TASK_WORKER_RETIRE_S))
+                                  keep_at_most=setting(config, "max_idle_task_workers"),
+                                  idle_s=setting(config, "idle_task_worker_retire_s"))
         self.served, self.app_name = served, app_name
         self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
-        self.compact_after_shards = int(config.get("compact_after_shards", 32))  # an upload over it compacts
+        self.compact_after_shards = int(setting(config, "compact_after_shards"))  # an upload over it compacts
         self.indices = Indices(self)
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()
@@ -117,7 +117,8 @@ class Service:
         if recovered:
             log.warning("tessera serve: %d unfinished task(s) had no worker left; failed as interrupted", recovered)
         self.spares.refill()
-        self.pruner = Pruner(self.store, config.get("task_retention_days")).start()  # now, then hourly
+        # now, then hourly; a config without the key keeps every task (not the model's 30: it deletes nothing unasked)
+        self.pruner = Pruner(self.store, config.get("task_retention_days")).start()
         self.warming = warm.start(self)  # the first request's imports and loads, on a daemon thread
         _current = self
 

@@ -138,6 +138,12 @@ class ServiceArgs(BaseModel):
         return keys
 
 
+def setting(config: dict[str, Any], name: str) -> Any:
+    """``config[name]``, else ``ServiceArgs``'s default for it: what ``Service`` reads of a config that ``resolve`` did
+    not make (a test's, a benchmark's), so the defaults are declared once, on the model."""
+    return config[name] if name in config else ServiceArgs.model_fields[name].get_default(call_default_factory=True)
+
+
 def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict[str, Any]:
     """What the ingress gets: absolute index path, full store URL, key hashes (from config and environment)."""
     from flows.task_store_url import default_task_store_url

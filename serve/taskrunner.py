@@ -38,7 +38,7 @@ from typing import Any
 from operators.errors import one_line
 # alive, stop, release: a task's worker, for the service, ``serve.spare`` and the tests too
 from serve.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
-from serve.taskstore import PROGRESS_EVERY_S, TaskStore, new_task_id, pending_progress
+from serve.taskstore import TaskStore, WriteThrottle, new_task_id, pending_progress
 
 log = logging.getLogger("tessera.serve")
 
@@ -62,7 +62,7 @@ class ProgressWriter:
         self.progress = pending_progress(steps)
         self.started: dict[str, float] = {}
         self.steps_done = 0
-        self.written = 0.0
+        self.throttle = WriteThrottle()
 
     def __call__(self, event: Any) -> None:
         step, line = event.step, None
@@ -79,9 +79,8 @@ class ProgressWriter:
             self.steps_done = event.steps_done
             info["status"] = "done"
             line = f"step '{step}' done: {event.step_rows_done} rows in {info['seconds']:.2f} s"
-        if line is None and time.perf_counter() - self.written < PROGRESS_EVERY_S:
+        if not self.throttle.due(forced=line is not None):
             return
-        self.written = time.perf_counter()
         if not self.store.update(self.task_id, log=line, current_step=step, steps_done=self.steps_done,
                                  rows_done=event.rows_done, step_progress=self.progress):
             self.cancel.cancel("the task was finished elsewhere (cancelled)")

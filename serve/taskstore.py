@@ -22,8 +22,9 @@ from flows.task_store_check import driver_error, shown_url
 from operators.errors import SpecError
 from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
 
-__all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreError", "chats", "driver_error",
-           "indices", "make_engine", "metadata", "new_task_id", "pending_progress", "shown_url", "tasks"]
+__all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreError", "WriteThrottle", "chats",
+           "driver_error", "indices", "make_engine", "metadata", "new_task_id", "pending_progress", "shown_url",
+           "tasks"]
 
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
@@ -282,8 +283,26 @@ class TaskStore:
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
 
 
-#: A task's progress is written at most this often (and at every step boundary), by both progress writers.
+#: A task's progress is written at most this often (and at every step boundary), by the progress writers.
 PROGRESS_EVERY_S = 0.5
+
+
+class WriteThrottle:
+    """When a progress writer writes to the task store: at most once per ``PROGRESS_EVERY_S``, and whenever ``forced``
+    (a step starts or ends, a log line): the one throttle of the three writers (``serve.taskrunner.ProgressWriter``,
+    ``serve.ingest_task``'s two), so a task's row is not rewritten for every batch or shard."""
+
+    def __init__(self) -> None:
+        self.every_s = PROGRESS_EVERY_S  # read when the writer is made (a test sets it to 0)
+        self.written = 0.0  # ``perf_counter`` of the last write allowed
+
+    def due(self, forced: bool = False) -> bool:
+        """Whether to write now; when it is, the write counts as made now."""
+        now = time.perf_counter()
+        if not forced and now - self.written < self.every_s:
+            return False
+        self.written = now
+        return True
 
 
 def pending_progress(steps: list[str]) -> dict[str, dict[str, Any]]:

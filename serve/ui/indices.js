@@ -128,8 +128,11 @@ async function upload(event) {
         const done = await finished(queued.task_id, (progress) => {
           const step = progress.progress.current_step || "queued";
           const info = progress.progress.step_progress[step] || {};
-          status.textContent = `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of `
-            + `${queued.documents} document(s)`;
+          // an upload that leaves too many shards compacts the index in a third step, counted in passages
+          status.textContent = step === "compact"
+            ? `${where}task ${queued.task_id}: compacting the index, ${info.rows_out || 0} of ${info.rows_in || 0} `
+              + "passage(s) merged"
+            : `${where}task ${queued.task_id}: ${step}, ${info.rows_out || 0} of ${queued.documents} document(s)`;
         });
         if (done.status !== "finished") {
           throw new ApiError(`task ${queued.task_id} ${done.status}: ${done.error || ""} (${added} document(s) `

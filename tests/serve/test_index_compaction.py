@@ -1,9 +1,10 @@
 """Compaction in the service: an upload that leaves its index with more shards than ``compact_after_shards``
-compacts it before its task finishes (its log says so), 0 never does; an admin key compacts any index the service
-made (``index_admin.compact_any``, ``POST /v1/admin/indices/{name}/compact``) in a task of its own, answered 202 at
-once: a 409 while an upload into it runs or another compaction of it is unfinished. Real uploads accepted by
-``Service`` (real SQLite task store), ingested by the task's own code (``run_ingest``) with MiniLM in this process;
-the route over real HTTP (uvicorn on 127.0.0.1), its task on a real Ray actor."""
+compacts it before its task finishes (its log says so, and its progress has a third step, ``compact``), 0 never
+does; an admin key compacts any index the service made (``index_admin.compact_any``,
+``POST /v1/admin/indices/{name}/compact``) in a task of its own, answered 202 at once: a 409 while an upload into it
+runs or another compaction of it is unfinished. Real uploads accepted by ``Service`` (real SQLite task store),
+ingested by the task's own code (``run_ingest``) with MiniLM in this process; the route over real HTTP (uvicorn on
+127.0.0.1), its task on a real Ray actor."""
 
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import auth, index_admin, taskrunner
+from serve import auth, index_admin, ingest_task, taskrunner, taskstore
 from serve.errors import ApiError
 from serve.indices import live_doc_ids
 from serve.ingest_task import run_ingest
 from serve.service import Service
+from serve.results import progress_body
 from serve.service_settings import COMPACT_AFTER_SHARDS, ServiceArgs, resolve
+from serve.taskstore import TaskStore
 from tests.serve.conftest import api_on_localhost, upload
 
 pytestmark = pytest.mark.slow  # MiniLM loads in this process
@@ -67,6 +70,74 @@ def test_an_upload_over_the_threshold_compacts_the_index_in_its_task(upload_serv
     assert any(line.startswith("compacted index 'notes': 3 shards into 1") for line in task["log"]), task["log"]
     assert shards(upload_service, "notes") == 1
     assert live_doc_ids(Index.open(upload_service.indices.folder / "notes")) == set(WORDS[:3])
+
+
+class WatchedStore(TaskStore):
+    """The service's store, keeping the ``progress`` that ``/task/progress/{id}`` answered after each write."""
+
+    def __init__(self, url: str):
+        super().__init__(url)
+        self.answers: list[dict] = []
+
+    def update(self, task_id: str, **values) -> bool:
+        written = super().update(task_id, **values)
+        self.answers.append(progress_body(self.task(task_id, None))["progress"])
+        return written
+
+
+def test_an_uploads_compaction_is_a_third_step_of_its_task(upload_service, monkeypatch):
+    """While it merges, the task's progress shows ``compact`` running with the chunks merged so far (2 of 3 steps
+    done), then done with the chunks merged in (deleted ones included) and the live ones out, as an admin's
+    compaction counts them; the upload's own steps and documents stay as they were."""
+    monkeypatch.setattr(taskstore, "PROGRESS_EVERY_S", 0.0)  # every shard's write, not one each half second
+    upload_service.indices.compact_after_shards = 2
+    for i in range(2):
+        task = ingest(upload_service, "notes", doc(i))
+        assert progress_body(task)["progress"]["pipeline_progress"] == "2/2"
+        assert list(task["step_progress"]) == task["steps"] == ["staging", "ingest"]
+    upload_service.indices.delete_documents("notes", ["ants"], "alice")  # a tombstone: 3 chunks in, 2 out
+    watched = WatchedStore(upload_service.store.url)
+    task_id, job = upload(upload_service, "notes", "alice", doc(2))
+    ingest_task.run_ingest(watched, task_id, job)
+
+    for answer in watched.answers:  # never more steps done than steps shown
+        done, total = map(int, answer["pipeline_progress"].split("/"))
+        assert done <= total == len(answer["step_progress"]), answer
+    merging = [(a["pipeline_progress"], a["step_output"]["status"], a["step_output"]["rows_in"],
+                a["step_output"]["rows_out"]) for a in watched.answers if a["current_step"] == "compact"]
+    # started, then each shard merged (bees, ants deleted, wasps), then done
+    assert merging == [("2/3", "running", 0, 0), ("2/3", "running", 3, 1), ("2/3", "running", 3, 1),
+                       ("2/3", "running", 3, 2), ("3/3", "done", 3, 2)], merging
+    task = upload_service.store.task(task_id, None)
+    assert task["status"] == "finished", task
+    progress = progress_body(task)["progress"]
+    done = task["result"]["result_description"]["compaction"]
+    assert progress["pipeline_progress"] == "3/3" and progress["current_step"] == "compact"
+    assert progress["step_progress"]["compact"] == {"status": "done", "rows_in": 3, "rows_out": 2,
+                                                    "seconds": done["seconds"]}
+    assert {step: (info["status"], info["rows_out"]) for step, info in progress["step_progress"].items()
+            if step != "compact"} == {"staging": ("done", 1), "ingest": ("done", 1)}
+    assert task["rows_done"] == 1  # the upload's documents, not the chunks merged
+    assert any("over compact_after_shards=2: compacting" in line for line in task["log"]), task["log"]
+    assert any(line.startswith("compacted index 'notes': 3 shards into 1") for line in task["log"]), task["log"]
+    assert "merged 3 of 3 shards" in task["log"]
+
+
+def test_a_failed_compaction_leaves_the_upload_with_its_two_steps(upload_service):
+    """A damaged shard stops the merge: the upload stands, uncompacted, its task finished with its two steps (a
+    finished task marks every step done, so a ``compact`` step kept would say it compacted)."""
+    upload_service.indices.compact_after_shards = 1
+    ingest(upload_service, "notes", doc(0))  # one shard: not over 1
+    first = next((upload_service.indices.folder / "notes" / "shards").iterdir())
+    damaged = next(f for f in sorted(first.iterdir()) if f.is_file())
+    damaged.write_bytes(damaged.read_bytes() + b"damage")  # its checksum no longer matches the manifest's
+    task = ingest(upload_service, "notes", doc(1))
+    assert any(line.startswith("compaction failed, the index keeps its 2 shards") for line in task["log"]), task
+    assert "compaction" not in task["result"]["result_description"]
+    progress = progress_body(task)["progress"]
+    assert task["steps"] == list(progress["step_progress"]) == ["staging", "ingest"]
+    assert (progress["pipeline_progress"], progress["current_step"]) == ("2/2", "ingest")
+    assert shards(upload_service, "notes") == 2
 
 
 def test_compact_after_shards_0_never_compacts(upload_service):

@@ -120,6 +120,7 @@ def test_a_second_upload_adds_and_ids_already_there_are_a_409(owners, birds):
     taken = call(owners, "POST", "/v1/indices/birds/documents", ALICE, json={"documents": [DOCS[0], *MORE]})
     err = error(taken, 409)
     assert err["code"] == "documents_exist" and "'kakapo'" in err["message"] and "'weta'" not in err["message"]
+    assert (err["ids"], err["ids_total"]) == (["kakapo"], 1)  # what a client reads instead of the message
     added = call(owners, "POST", "/v1/indices/birds/documents", ALICE, json={"documents": MORE}).json()
     assert not added["created"] and finished(owners, ALICE, added["task_id"])["status"] == "finished"
     assert search(owners, ALICE, birds, "heaviest insects giant weta")[0] == "weta#0"

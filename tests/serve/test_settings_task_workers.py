@@ -46,3 +46,19 @@ def test_the_settings_reach_the_replicas_pool(tmp_path, monkeypatch):
 def test_the_defaults_are_the_pools_as_before(tmp_path, monkeypatch):
     pool = pool_of(tmp_path, monkeypatch)
     assert (pool.keep_at_most, pool.idle_s) == (MAX_IDLE_TASK_WORKERS, IDLE_TASK_WORKER_RETIRE_S) == (16, 60.0)
+
+
+def test_a_config_without_the_settings_gets_the_models_defaults(tmp_path, monkeypatch):
+    """A config ``resolve`` did not make (a test's, a benchmark's, one from before these settings) lacks them: the
+    service takes ``ServiceArgs``' defaults, declared there only."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}", task_retention_days=0,
+                       spare_task_workers=0, max_idle_task_workers=3, idle_task_worker_retire_s=7.5,
+                       compact_after_shards=5)
+    config = resolve(args, environ={})
+    for name in ("max_idle_task_workers", "idle_task_worker_retire_s", "compact_after_shards"):
+        del config[name]
+    service = Service(config, [], "tessera")
+    assert (service.spares.keep_at_most, service.spares.idle_s) == (16, 60.0)
+    assert service.compact_after_shards == service.indices.compact_after_shards == ServiceArgs().compact_after_shards
+    assert service.compact_after_shards == 32
