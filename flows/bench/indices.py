@@ -154,14 +154,13 @@ def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
 def failed_documents(plan: IndexPlan) -> int:
     """How many corpus documents are not in the index because they failed to ingest (the ledger's open
     failures, in ``<index>/failures.jsonl``)."""
-    from flows.ingestion.ledger import Ledger
+    from flows.ingestion.ledger import Ledger, finished_shards
     from operators.store import Index
 
     ledger = Ledger(plan.path)
     if not ledger.path.is_file():
         return 0
-    finished = Index.open(plan.path, verify=False).finished_shards() | ledger.empty_shards()
-    return len(ledger.open_failures(finished))
+    return len(ledger.open_failures(finished_shards(Index.open(plan.path, verify=False), ledger)))
 
 
 def _jsonable(report: Any) -> Any:

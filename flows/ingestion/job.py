@@ -17,7 +17,7 @@ from typing import Any, Iterable, Literal
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
 from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.faults import Faults
-from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.ledger import Failure, Ledger, finished_shards
 from flows.ingestion.moved import earlier_key
 from flows.ingestion.plan import IngestPlan
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
@@ -96,7 +96,7 @@ class _Run:
         self.stager: Stager | None = None
 
     def finished(self) -> set[str]:
-        return (self.index.finished_shards() if self.index is not None else set()) | self.ledger.empty_shards()
+        return finished_shards(self.index, self.ledger)
 
     def _open_index(self) -> None:
         from operators.store import Index
@@ -120,7 +120,7 @@ class _Run:
         from operators.store.errors import IndexStoreError
 
         try:
-            return bool(Index.open(self.path, verify=False).finished_shards() or self.ledger.empty_shards())
+            return bool(finished_shards(Index.open(self.path, verify=False), self.ledger))
         except IndexStoreError:  # no manifest (or none readable): nothing of another ingest's to keep
             return False
 

@@ -181,3 +181,11 @@ class Ledger:
                     if failure.id not in found or found[failure.id][0] < position:
                         found[failure.id] = (position, failure)
         return [failure for _, failure in sorted(found.values(), key=lambda item: item[0])]
+
+
+def finished_shards(index, ledger: Ledger | None = None) -> set[str]:
+    """The shards that are finished: committed (in the manifest of ``index``, None while it has none) or recorded
+    empty in the ledger (every document of them failed, so there is no shard folder to commit). Staging, the
+    commit of an empty shard, a run's undo and the pending report all mean these by a finished shard."""
+    committed = index.finished_shards() if index is not None else set()
+    return committed | (ledger if ledger is not None else Ledger(index.path)).empty_shards()

@@ -45,14 +45,14 @@ def has_staged(index_path: str | Path) -> bool:
 def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     """One record per source whose planned shards are not all committed: ``source``, ``shards_planned`` (None
     when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending`` and ``resume``."""
-    from flows.ingestion.ledger import Ledger
+    from flows.ingestion.ledger import finished_shards
     from operators.store import Index
 
     folders = _source_dirs(index_path)
     if not folders:
         return []
     index = Index.open(index_path)
-    finished = index.finished_shards() | Ledger(index.path).empty_shards()
+    finished = finished_shards(index)
     found = []
     for folder in folders:
         state = _read_json(folder / STATE_FILE)

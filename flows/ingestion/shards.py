@@ -32,7 +32,8 @@ import pyarrow.compute as pc
 from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
-from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.ledger import Failure, finished_shards
+from flows.ingestion.staging import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
@@ -65,16 +66,9 @@ class ShardJob:
     faults: Faults = field(default_factory=Faults)
     embed_placement: dict[str, Any] | None = None  # {deployment, app}: the encoder runs on that Serve deployment
 
-    def staged(self, shard: str):
-        from pathlib import Path
-
-        import pyarrow.parquet as pq
-
-        base = Path(self.staging_dir or ".")
-        docs = pq.read_table(base / f"{shard}.parquet")
-        path = base / f"{shard}.failures.json"
-        failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
-        return docs, failures
+    def staged(self, shard: str) -> tuple[pa.Table, list[Failure]]:
+        """A staged shard's documents and its unreadable records (``staging.read_staged``)."""
+        return read_staged(self.staging_dir or ".", shard)
 
 
 @dataclass
@@ -107,24 +101,17 @@ class ShardResult:
 
 def staged_unless_done(index, shard: str, load: Callable[[str], tuple[pa.Table, list[Failure]]]):
     """``load(shard)`` (its staged documents and read failures), or None when another ingest of the same source
-    (the same shard ids, ``staging``) finished the shard (``finished_elsewhere``): the finishing run deletes its
-    staged files, maybe while this one reads them. The local executor and Ray's prepare stage both ask this before
-    preparing."""
+    (the same shard ids, ``staging``) finished the shard (``ledger.finished_shards``): the finishing run deletes its
+    staged files, maybe while this one reads them, so a missing file is asked about again. The local executor and
+    Ray's prepare stage both ask this before preparing."""
     if shard in index.finished_shards():
         return None
     try:
         return load(shard)
     except FileNotFoundError:
-        if finished_elsewhere(index, shard):
+        if shard in finished_shards(index):
             return None
         raise
-
-
-def finished_elsewhere(index, shard: str) -> bool:
-    """Whether ``shard`` is finished: committed, or recorded in the ledger as empty (every document of it failed,
-    so it has no shard folder to commit). Asked once its staged files are gone: the run that finished it deleted
-    them."""
-    return shard in index.finished_shards() or shard in Ledger(index.path).empty_shards()
 
 
 def elsewhere_rows(shard: str) -> pa.Table:
@@ -347,8 +334,8 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
     failed_ids = set(failed_rows.column("doc_id").cast(pa.string()).to_pylist())
     try:
         docs, read_failures = docs_of()
-    except FileNotFoundError:  # its staged file goes once it is committed
-        if finished_elsewhere(index, shard):
+    except FileNotFoundError:  # its staged file goes once it is finished
+        if shard in finished_shards(index):
             return ShardResult.elsewhere(shard)
         raise
     failures = [f.to_dict() for f in read_failures]

@@ -145,6 +145,25 @@ def staging_dir(op: Source, index_path: str | Path, key: str | None = None) -> P
     return Path(index_path) / STAGING_DIR / (key or source_key(op))
 
 
+def _docs_file(folder: Path, shard: str) -> Path:
+    return folder / f"{shard}.parquet"
+
+
+def _failures_file(folder: Path, shard: str) -> Path:
+    return folder / f"{shard}.failures.json"
+
+
+def read_staged(folder: str | Path, shard: str) -> tuple[pa.Table, list[Failure]]:
+    """A shard staged in ``folder``: its documents and its unreadable records. The driver (``Stager.load``) and the
+    Ray workers (``ShardJob.staged``, which have no ``Stager``) both read it here. ``FileNotFoundError`` when its
+    documents are gone (the run that finished it deleted them)."""
+    folder = Path(folder)
+    docs = pq.read_table(_docs_file(folder, shard))
+    path = _failures_file(folder, shard)
+    failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
+    return docs, failures
+
+
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
@@ -161,20 +180,17 @@ class Stager:
         self.params = _source_params(op)
 
     def docs_path(self, shard: str) -> Path:
-        return self.dir / f"{shard}.parquet"
+        return _docs_file(self.dir, shard)
 
     def failures_path(self, shard: str) -> Path:
-        return self.dir / f"{shard}.failures.json"
+        return _failures_file(self.dir, shard)
 
     def shard_id(self, index: int) -> str:
         return f"{self.key}-{index:05d}"
 
     def load(self, shard: str) -> tuple[pa.Table, list[Failure]]:
         """A staged shard's documents and its unreadable records."""
-        docs = pq.read_table(self.docs_path(shard))
-        path = self.failures_path(shard)
-        failures = [Failure.from_dict(d) for d in json.loads(path.read_text())] if path.exists() else []
-        return docs, failures
+        return read_staged(self.dir, shard)
 
     def discard(self, shard: str) -> None:
         """Forget a committed shard's staged files."""

@@ -22,6 +22,7 @@ task stores it as its result, so neither counts shards in its own words.
 from __future__ import annotations
 
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -135,24 +136,46 @@ def _live_parts(index, manifest: Manifest, max_rows: int, merged: Callable[[str,
     kept = [info for info in manifest.shards if len(live[info.id])]
     schema = pa.unify_schemas([_read(index, manifest, info, schema_only=True) for info in kept],
                               promote_options="permissive") if kept else None
-    docs: list[pa.Table] = []
-    vectors: list[np.ndarray] = []
+    pending = _Pending()
     last = len(manifest.shards) - 1
     for position, info in enumerate(manifest.shards):
         rows = live[info.id]
         if len(rows):
             shard_docs, shard_vectors = _read(index, manifest, info)
-            docs.append(_conform(shard_docs.take(pa.array(rows)), schema))
-            if shard_vectors is not None:
-                vectors.append(shard_vectors[rows])
-        pending = sum(t.num_rows for t in docs)
-        while pending >= max_rows or (position == last and pending):
-            table, stacked = concat(docs), np.concatenate(vectors) if vectors else None
-            yield _with_vectors(table.slice(0, max_rows), None if stacked is None else stacked[:max_rows])
-            docs = [table.slice(max_rows)] if table.num_rows > max_rows else []
-            vectors = [stacked[max_rows:]] if stacked is not None and table.num_rows > max_rows else []
-            pending = max(0, pending - max_rows)
+            pending.add(_conform(shard_docs.take(pa.array(rows)), schema),
+                        None if shard_vectors is None else shard_vectors[rows])
+        while pending.rows >= max_rows or (position == last and pending.rows):
+            yield pending.take(max_rows)
         merged(info.id, len(rows))
+
+
+class _Pending:
+    """Live rows read but not written yet, as (doc table, vectors or None) pieces in order. ``take`` cuts the first
+    rows off by slicing the pieces, so a shard far larger than a part is copied once, not once a part."""
+
+    def __init__(self):
+        self.pieces: deque[tuple[pa.Table, np.ndarray | None]] = deque()
+        self.rows = 0
+
+    def add(self, docs: pa.Table, vectors: np.ndarray | None) -> None:
+        self.pieces.append((docs, vectors))
+        self.rows += docs.num_rows
+
+    def take(self, n: int) -> pa.Table:
+        """The first ``n`` rows (all, when fewer), with their ``vector``s when the index is dense."""
+        docs, vectors = [], []
+        n = min(n, self.rows)
+        while n:
+            table, vecs = self.pieces.popleft()
+            if table.num_rows > n:  # the rest of this piece stays first
+                self.pieces.appendleft((table.slice(n), None if vecs is None else vecs[n:]))
+                table, vecs = table.slice(0, n), None if vecs is None else vecs[:n]
+            docs.append(table)
+            vectors.append(vecs)
+            n -= table.num_rows
+            self.rows -= table.num_rows
+        stacked = None if not vectors or vectors[0] is None else np.concatenate(vectors)
+        return _with_vectors(concat(docs), stacked)
 
 
 def _read(index, manifest: Manifest, info: ShardInfo, *, schema_only: bool = False):

@@ -151,8 +151,11 @@ def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_pat
     proc = _ingest_cli(corpus400, index, "ray")
     lines, seconds = _interrupt_after_first_commit(proc)
     assert_interrupted(proc, lines, seconds)
-    # Ray names a session folder after the driver's pid: a second cluster started while exiting made another
-    sessions = list((Path(os.environ.get("RAY_TMPDIR", "/tmp")) / "ray").glob(f"session_*_{proc.pid}"))
+    # Ray names a session folder after the driver's pid: a second cluster started while exiting made another.
+    # Its folder is under RAY_TMPDIR, else TMPDIR (Linux), else /tmp, as Ray picks it for the driver
+    linux_tmp = os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None
+    ray_tmp = Path(os.environ.get("RAY_TMPDIR") or linux_tmp or "/tmp") / "ray"
+    sessions = list(ray_tmp.glob(f"session_*_{proc.pid}"))
     assert len(sessions) == 1, sessions
 
     proc = _ingest_cli(corpus400, index, "local")  # what Ray committed stays, what it left half-done is redone
