@@ -56,8 +56,8 @@ from _common import (CACHE, WORDNET, encode_corpus, encode_queries, index_vector
 K = 10
 GB = 1e9
 
-#: kind -> (factory string; {nlist} and the PQ sizes {pq} (dim/8: 48 at 384-d) and {pq4} (dim/4) are filled in, sweep: groups of parameter strings,
-#: each group in increasing cost, stopped at the first that reaches the target).
+#: kind -> (factory string; {nlist} and the PQ sizes {pq} (dim/8: 48 at 384-d) and {pq4} (dim/4) are filled in,
+#: sweep: groups of parameter strings, each group in increasing cost, stopped at the first that reaches the target).
 NPROBES = [4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256]
 EFS = [16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512]
 KINDS: dict[str, tuple[str, list[list[str]]]] = {
@@ -135,7 +135,8 @@ def prepare_data(args: argparse.Namespace) -> tuple[Path, dict]:
         sigma = math.sqrt(1.0 / nn1 ** 2 - 1.0)
     sigma = float(sigma)
     n = max(args.n, len(real))
-    key = hashlib.sha256(f"{len(vectors)}|{args.limit}|{args.queries}|{n}|{sigma:.4f}|{args.seed}".encode()).hexdigest()[:12]
+    identity = f"{len(vectors)}|{args.limit}|{args.queries}|{n}|{sigma:.4f}|{args.seed}"
+    key = hashlib.sha256(identity.encode()).hexdigest()[:12]
     folder = CACHE / f"ann_n{n}_{key}"
     meta_path = folder / "data.json"
     if meta_path.is_file():
@@ -175,7 +176,8 @@ def train_sample(base: np.ndarray, size: int, seed: int) -> np.ndarray:
     return np.ascontiguousarray(base[rows])
 
 
-def shared_ivf(folder: Path, base: np.ndarray, nlist: int, train: int, seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+def shared_ivf(folder: Path, base: np.ndarray, nlist: int, train: int,
+               seed: int) -> tuple[np.ndarray, np.ndarray, dict]:
     """Centroids (spherical k-means) and every base vector's nearest centroid, cached."""
     import faiss
 
@@ -201,7 +203,8 @@ def build(kind: str, factory: str, folder: Path, base: np.ndarray, args: argpars
     """Build (or reuse) the index file for ``kind``; returns its build info."""
     import faiss
 
-    path = folder / f"{kind}_{factory.replace(',', '_').replace('(', '_').replace(')', '')}_efc{args.ef_construction}.faiss"
+    factory_name = factory.replace(',', '_').replace('(', '_').replace(')', '')
+    path = folder / f"{kind}_{factory_name}_efc{args.ef_construction}.faiss"
     info_path = path.with_suffix(".json")
     if path.is_file() and info_path.is_file() and not args.rebuild:
         return json.loads(info_path.read_text())
@@ -355,7 +358,8 @@ def main() -> None:
         start = time.perf_counter()
         rows[kind] = build(kind, factory, folder, base, args)
         print(f"built {kind:14s} {factory:28s} build {rows[kind]['build_s']:7.1f} s "
-              f"(this run {time.perf_counter() - start:.0f} s), file {rows[kind]['file_bytes'] / GB:.3f} GB", flush=True)
+              f"(this run {time.perf_counter() - start:.0f} s), file {rows[kind]['file_bytes'] / GB:.3f} GB",
+              flush=True)
     del base
     for kind in kinds:
         out = subprocess.run([sys.executable, __file__, "--measure-one", kind, rows[kind]["path"], str(folder),

@@ -167,7 +167,8 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--count", type=int, default=CARD_COUNT, help=f"documents (default {CARD_COUNT:,})")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, help="output BEIR folder (default $TESSERA_HOME/datasets/scale-COUNT-seedS)")
+    parser.add_argument("--out", type=Path,
+                        help="output BEIR folder (default $TESSERA_HOME/datasets/scale-COUNT-seedS)")
     parser.add_argument("--data", type=Path, default=DATA, help="folder of the BEIR sets (default ../shared/data)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)

@@ -42,7 +42,8 @@ def ndcg10(doc_vectors, query_vectors, docnos, qids, qrels) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--dataset", default=str(DATA / "scifact"), help="BEIR folder (corpus, queries, qrels/test.tsv)")
+    parser.add_argument("--dataset", default=str(DATA / "scifact"),
+                        help="BEIR folder (corpus, queries, qrels/test.tsv)")
     parser.add_argument("--limit", type=int, default=None, help="first N documents only (nDCG then is indicative)")
     parser.add_argument("--backends", default="torch,onnx,onnx-int8", help="comma-separated; torch is the baseline")
     parser.add_argument("--batch-size", type=int, default=64, help="texts per forward pass")

@@ -178,9 +178,9 @@ def main() -> int:
         runs.append(run_child(args, argv, 2, None))
     for n, run in enumerate(runs, 1):
         what = "killed" if run["killed"] else f"{run['report'].get('docs', 0):,} documents"
-        print(f"run {n}: {run['seconds']:.1f} s wall, {run['cpu_s']:.0f} s CPU, peak RSS {run['peak_rss_gb']:.2f} GB ({what}), 1-min load "
-              f"average mean {run['load'][0]:.1f} max {run['load'][1]:.1f} on {os.cpu_count()} cores; stages "
-              f"(first to last progress event, s): {run['stages']}")
+        print(f"run {n}: {run['seconds']:.1f} s wall, {run['cpu_s']:.0f} s CPU, peak RSS {run['peak_rss_gb']:.2f} GB "
+              f"({what}), 1-min load average mean {run['load'][0]:.1f} max {run['load'][1]:.1f} on {os.cpu_count()} "
+              f"cores; stages (first to last progress event, s): {run['stages']}")
     check = verify(args.index, args.corpus)
     print(f"index: {check}")
     total = sum(r["seconds"] for r in runs)

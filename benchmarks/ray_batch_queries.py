@@ -173,7 +173,8 @@ def main() -> None:
     parser.add_argument("--before", help="also run the Ray side on the flows/ and operators/ in this folder "
                         "(e.g. `git archive COMMIT flows operators | tar -x -C DIR`), as 'ray-before'")
     parser.add_argument("--one-thread", action="store_true", help="also run the local side with OMP_NUM_THREADS=1 "
-                        "(torch on one thread, as in each Ray worker: the same floats, so the same table), as 'local-1t'")
+                        "(torch on one thread, as in each Ray worker: the same floats, so the same table), "
+                        "as 'local-1t'")
     parser.add_argument("--cluster", action="store_true", help="also run the Ray side as a job joining a Ray "
                         "cluster started once for the benchmark (as `ray job submit` does), as 'ray-cluster'")
     parser.add_argument("--child", choices=("local", "ray"), help=argparse.SUPPRESS)

@@ -1,13 +1,14 @@
 """Latency of one search: ``POST /v1/search`` on the Serve app vs the same flow in-process, side by side.
 
-Queries: the sample's four, then titles of its documents. Both sides run the built-in ``hybrid`` flow (BM25 + MiniLM dense, RRF) cut to the top
-``--top-k`` over the sample index (the one ``make demo`` builds; ingested into the
-benchmark cache when absent), one query at a time, interleaved query by query so a
-noisy neighbour hits both alike. The in-process side is ``Index.search`` (the same flow
-and cut, with torch on as many threads as the replica: one); the Serve side is the real
-app (``serve.app:build_app``) on 127.0.0.1, whose replica runs the flow with the local
-executor. Prints p50/p95 of each side, the p95
-ratio (goal: Serve <= 1.5x in-process) and whether both return the same documents.
+Queries: the sample's four, then titles of its documents. Both sides run the built-in
+``hybrid`` flow (BM25 + MiniLM dense, RRF) cut to the top ``--top-k`` over the sample
+index (the one ``make demo`` builds; ingested into the benchmark cache when absent), one
+query at a time, interleaved query by query so a noisy neighbour hits both alike. The
+in-process side is ``Index.search`` (the same flow and cut, with torch on as many threads
+as the replica: one); the Serve side is the real app (``serve.app:build_app``) on
+127.0.0.1, whose replica runs the flow with the local executor. Prints p50/p95 of each
+side, the p95 ratio (goal: Serve <= 1.5x in-process) and whether both return the same
+documents.
 
     .venv/bin/python benchmarks/serve_search_latency.py [--index PATH] [--requests 100]
 """

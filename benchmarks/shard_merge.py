@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as in ann_1m.py: on a shared machine spinning OpenMP threads starve
+# as in ann_1m.py: on a shared machine spinning OpenMP threads starve
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from _common import (REPO_ROOT, SCIFACT, WORDNET, encode_corpus, encode_queries, index_vectors,  # noqa: E402
                      latency_summary, read_beir_corpus, real_queries, rss_bytes)

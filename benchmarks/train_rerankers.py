@@ -289,7 +289,8 @@ def main() -> int:
                    "PerfectRecall@10": m[flow]["PerfectRecall@10"], "first_stage": first, "delta_nDCG@10": delta}
             summary["ood"].append(row)
             print(f"  {flow:18s} nDCG@10 {m[flow]['nDCG@10']:.4f} ({delta:+.4f} vs {first}; must be >= -0.02)  "
-                  f"both-gold recall@10 {m[flow]['PerfectRecall@10']:.4f} (vs {first} {m[first]['PerfectRecall@10']:.4f})")
+                  f"both-gold recall@10 {m[flow]['PerfectRecall@10']:.4f} "
+                  f"(vs {first} {m[first]['PerfectRecall@10']:.4f})")
         print(f"  both-gold recall@10 target: above the best untrained first stage, {best} {untrained[best]:.4f}: "
               + (", ".join(above) or "no reranking flow") + " passes it")
     (out / "summary.json").write_text(json.dumps(summary, indent=2), encoding="utf-8")

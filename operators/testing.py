@@ -48,7 +48,8 @@ SAMPLE_QUERIES = {
 
 #: One sentence in each of seven languages (same content), for language-aware operators.
 SAMPLE_SENTENCES = {
-    "en": "The honey bee is a social insect that lives in large colonies and produces honey from the nectar of flowers.",
+    "en": "The honey bee is a social insect that lives in large colonies and produces honey from the nectar of "
+          "flowers.",
     "de": "Die Honigbiene ist ein staatenbildendes Insekt, das in großen Völkern lebt und aus dem Nektar der Blüten "
           "Honig herstellt.",
     "fr": "L'abeille domestique est un insecte social qui vit dans de grandes colonies et produit du miel à partir "

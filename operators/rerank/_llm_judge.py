@@ -78,7 +78,8 @@ class LLMJudgeReranker(Reranker, LLMStep):
         """Apply the failure policy to a query after its calls: an exception when none of them succeeded."""
         if not failures:
             return None
-        reason = f"{len(failures)} of {calls} model calls failed (the incoming order decided them); first: {failures[0]}"
+        reason = (f"{len(failures)} of {calls} model calls failed (the incoming order decided them); "
+                  f"first: {failures[0]}")
         if len(failures) == calls:
             return RuntimeError(f"every model call failed; first: {failures[0]}")
         self.degrade(qid, reason)

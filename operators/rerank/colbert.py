@@ -59,9 +59,10 @@ class ColbertReranker(Reranker):
         aggregation: Literal["sum", "mean"] = Field("sum", description="Combine the per-query-token maxima: "
                                                     "'sum' (ColBERT) or 'mean' (the same ranking, scores in [-1, 1]).")
         token_store: str | None = Field(
-            "auto", json_schema_extra=local_path("auto"), description="Precomputed candidate tokens: 'auto' uses those of `index` for this model when "
-            "they exist; a path (a token store folder or an index folder) requires them; null always encodes on "
-            "the fly. Candidates missing from the store are encoded on the fly.")
+            "auto", json_schema_extra=local_path("auto"),
+            description="Precomputed candidate tokens: 'auto' uses those of `index` for this model when they exist; "
+            "a path (a token store folder or an index folder) requires them; null always encodes on the fly. "
+            "Candidates missing from the store are encoded on the fly.")
         index: str | None = Field(None, description="Index the candidates came from (name or path; flows fill it in "
                                   "like the retrievers'); only used to find its precomputed tokens.")
         encode_batch_size: int | None = Field(None, gt=0, description="Texts per forward pass (default: 16 on CPU, "

@@ -174,8 +174,9 @@ class VectorStoreParams(BaseModel):
     """Params both vector-store retrievers take."""
 
     model_config = ConfigDict(extra="forbid")
-    path: str = Field(..., min_length=1, json_schema_extra=local_path(), description="Folder of the embedded store (Chroma persistent "
-                      "directory / Qdrant local-mode path).")
+    path: str = Field(..., min_length=1, json_schema_extra=local_path(),
+                      description="Folder of the embedded store (Chroma persistent directory / Qdrant local-mode "
+                      "path).")
     collection: str = Field(..., min_length=1, description="Collection to search.")
     k: int = Field(10, gt=0, le=10_000, description="Documents returned per query (at most).")
     model: str = Field(DEFAULT_ENCODER, min_length=1, description="Query encoder: packaged model name or model "

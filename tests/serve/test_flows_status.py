@@ -3,6 +3,8 @@ use: the API on uvicorn beside a real ``Service`` (no Ray: a refused flow never 
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 import requests
 
@@ -80,3 +82,25 @@ def test_chat_lists_an_answering_flow_it_cannot_run_as_missing_for_the_reason_fl
     assert MISSING_MODEL in reason
     assert (cards["mine_answers"].status, cards["mine_answers"].reason) == ("missing", reason)
     assert cards["rag"].status == "ready" and cards["rag_gold"].status == "missing"
+
+
+def test_a_model_folder_made_or_deleted_while_the_app_serves_changes_the_status(api, tmp_path, untrained_ce):
+    """A flow naming its cross-encoder by a path below the model repository's folder (whose own version the status
+    watches, but not its subfolders') is missing until that checkpoint is copied there while the app serves, and
+    missing again once it is deleted: the status is not kept from before."""
+    checkpoints = tmp_path / "home" / "models" / "checkpoints"
+    checkpoints.mkdir(parents=True)
+    folder = checkpoints / "late-ce"
+    spec = {"steps": {"bm25": {"op": "retrieve.bm25"}, "rerank": {"op": "rerank.cross_encoder", "inputs": ["bm25"],
+                                                                  "params": {"model": str(folder)}}}}
+    requests.put(f"{api}/flows/mine_late", json=spec, timeout=30).raise_for_status()
+
+    def status() -> dict:
+        return requests.get(f"{api}/flows", timeout=60).json()["status"]["mine_late"]
+
+    missing = status()
+    assert missing["runnable"] is False and f"model path {folder} does not exist" in missing["reason"], missing
+    shutil.copytree(untrained_ce, folder)
+    assert status() == {"runnable": True, "reason": None}
+    shutil.rmtree(folder)
+    assert status() == missing
