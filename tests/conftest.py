@@ -19,6 +19,7 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -41,19 +42,6 @@ os.environ.setdefault("TESSERA_QUERY_ENCODER", "torch")
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-def _freeze_after_a_full_collection(phase: str, info: dict) -> None:
-    """What survives a full collection (imported modules, cached models: over a million objects in a worker)
-    moves to the permanent generation, so the next full collection looks only at what the tests made since.
-    Without it each make test-fast worker spent 7-9 s in 16-19 full collections, and 2-5 s more in pytest's
-    collections at exit; with it about 1 s. A frozen object that later falls into a reference cycle is not
-    freed: code that needs the collector to free something calls ``gc.unfreeze()`` before ``gc.collect()``."""
-    if phase == "stop" and info["generation"] == 2:
-        gc.freeze()
-
-
-gc.callbacks.append(_freeze_after_a_full_collection)
 
 
 # -- marker checks ------------------------------------------------------------------------------------
@@ -108,6 +96,18 @@ def _ray_initialised() -> bool:
     ray = sys.modules.get("ray")
     return bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
 
+
+def _freeze_after_a_full_collection(phase: str, info: dict) -> None:
+    """What survives a full collection (imported modules, cached models: over a million objects in a worker)
+    moves to the permanent generation, so the next full collection looks only at what the tests made since.
+    A make test-fast worker spent 7-9 s in 16-19 full collections, and 2-5 s in pytest's at exit; now about 1 s.
+    A frozen object that later falls into a reference cycle is not freed: a test that needs the collector calls
+    ``gc.unfreeze()`` first. Not while Ray runs here: the executor frees a failed run's actors by collecting."""
+    if phase == "stop" and info["generation"] == 2 and not _ray_initialised():
+        gc.freeze()
+
+
+gc.callbacks.append(_freeze_after_a_full_collection)
 
 _RAY_BEFORE = pytest.StashKey[bool]()
 
@@ -258,12 +258,10 @@ def ray_session():
 
 @pytest.fixture(autouse=True)
 def _release_abandoned_ray_work(request):
-    """After a Ray test: when it left fewer of the session's Ray CPUs free than it found, collect garbage. A
-    cancelled or failed Ray Data run keeps its actors, and the CPUs they hold, until the garbage collector breaks
-    the reference cycles around its executor: the next test's stages waited up to 15 s for them (test_ray_executor,
-    after the cancel tests). Collecting everything, frozen objects too, takes about 1 s, so only then: comparing
-    with the CPUs free before the test, not with all of them, leaves out the replicas of a Serve app that a module's
-    tests share (the web UI's), which had it collect after each of those tests (23 collections, 20 s a run)."""
+    """After a Ray test that left fewer of the session's Ray CPUs free than it found, collect garbage: a cancelled
+    Ray Data run keeps its actors and their CPUs until the collector breaks the cycles around its executor, and the
+    next test's stages waited up to 15 s for them. Collecting everything takes about 1 s, so only then; against all
+    CPUs, not those free before, it collected after each web UI test (their Serve app's replicas): 20 s a run."""
     ray_test = request.node.get_closest_marker("ray") is not None
     free_before = _free_cpus() if ray_test and _ray_initialised() else None
     yield
@@ -271,7 +269,11 @@ def _release_abandoned_ray_work(request):
         return
     import ray
 
-    if _free_cpus() < (ray.cluster_resources().get("CPU", 0) if free_before is None else free_before):
+    wanted = ray.cluster_resources().get("CPU", 0) if free_before is None else free_before
+    deadline = time.monotonic() + 0.5  # Ray's view of free CPUs lags a finished run's by up to about 0.1 s
+    while _free_cpus() < wanted and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _free_cpus() < wanted:
         gc.unfreeze()  # the run may have been frozen alive (_freeze_after_a_full_collection)
         gc.collect()
 

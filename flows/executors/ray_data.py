@@ -40,8 +40,10 @@ does not notice. ``ray_frames.materialize`` reads block references through
 
 from __future__ import annotations
 
+import gc
 import pickle
 import time
+import traceback
 import warnings
 from typing import Any, Iterable
 
@@ -109,7 +111,26 @@ class RayDataExecutor:
         check_plugins_on_workers(flow, state.steps)
         _ignore_few_inputs_warning()
         with quiet_ray_data():
-            return _Run(flow, state, flow_input, keep_history=self.keep_history).execute()
+            try:
+                return _Run(flow, state, flow_input, keep_history=self.keep_history).execute()
+            except BaseException as err:
+                failed = err
+        _let_the_failed_run_go(failed)
+        raise failed
+
+
+def _let_the_failed_run_go(failed: BaseException) -> None:
+    """A stage's task in flight when a run fails or is cancelled keeps its actor (the CPUs and the model it holds)
+    through a reference cycle in Ray Data's actor pool operator until the collector breaks it: the next run's stages
+    waited for those CPUs, in a notebook until something else collected (ray-project/ray#24948). So the error's
+    frames, and those of the errors it came from (the stage's, raised on the run's worker thread), let the run go
+    (their locals only: the tracebacks read the same), and the collector runs now."""
+    cause, seen = failed, set()
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        traceback.clear_frames(cause.__traceback__)
+        cause = cause.__cause__ or cause.__context__
+    gc.collect()
 
 
 def _ignore_few_inputs_warning() -> None:

@@ -385,7 +385,11 @@ def test_cancel_stops_the_run_before_its_remaining_batches(tmp_path):
     assert token.cancelled, "no batch was reported before the cancel"
     assert 1 <= calls_at_return < RESULTS.num_rows and calls() == calls_at_return
     assert err.value.step == "slow" and "stop" in str(err.value)
-    # nothing is left holding the cluster's CPUs
+    # nothing is left holding the cluster's CPUs: the stage's actor goes at once, not when garbage is next collected
+    deadline = time.monotonic() + 5  # Ray's view of free CPUs lags by about 0.1 s
+    while ray.available_resources().get("CPU", 0) < ray.cluster_resources()["CPU"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert ray.available_resources().get("CPU", 0) == ray.cluster_resources()["CPU"]
     queries = pa.table({"qid": ["q1"], "query": ["two words"]})
     after = RayDataExecutor().run(FlowSpec.parse({"name": "after", "steps": {
         "words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}}), queries)
