@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from serve.results import progress_body
+from serve.taskstore import TaskStore
+
 
 def free_port() -> int:
     with socket.socket() as sock:
@@ -265,3 +268,16 @@ def slow_rerank():
     """A SlowRerankServer on a free port for one test (see the class)."""
     with SlowRerankServer() as server:
         yield server
+
+
+class WatchedStore(TaskStore):
+    """The real store, keeping what ``/task/progress/{id}`` answered after each write to the task."""
+
+    def __init__(self, url: str):
+        super().__init__(url)
+        self.answers: list[dict] = []
+
+    def update(self, task_id: str, **values) -> bool:
+        written = super().update(task_id, **values)
+        self.answers.append(progress_body(self.task(task_id, None))["progress"])
+        return written

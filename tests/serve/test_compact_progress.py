@@ -13,24 +13,10 @@ import pytest
 
 from operators.store import Index, IndexSettings
 from serve import ingest_task, taskstore
-from serve.results import progress_body
-from serve.taskstore import TaskStore
+from tests.serve.conftest import WatchedStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
 ADDS, PER_ADD = 4, 5
-
-
-class WatchedStore(TaskStore):
-    """The real store, keeping what ``/task/progress/{id}`` answered after each write to the task."""
-
-    def __init__(self, url: str):
-        super().__init__(url)
-        self.answers: list[dict] = []
-
-    def update(self, task_id: str, **values) -> bool:
-        written = super().update(task_id, **values)
-        self.answers.append(progress_body(self.task(task_id, None))["progress"]["step_output"])
-        return written
 
 
 @pytest.fixture
@@ -58,7 +44,7 @@ def test_the_compaction_task_writes_the_chunks_merged_as_each_shard_is(index, tm
 
     task = store.task(task_id, None)
     assert task["status"] == "finished", task
-    running = [a for a in store.answers if a["status"] == "running"]
+    running = [a["step_output"] for a in store.answers if a["step_output"]["status"] == "running"]
     total = ADDS * PER_ADD
     # the task's start, then each shard's: live chunks merged so far, of the chunks the shards held
     assert [(a["rows_in"], a["rows_out"]) for a in running] == [(0, 0), (total, 4), (total, 8), (total, 13),

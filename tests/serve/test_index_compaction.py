@@ -23,8 +23,7 @@ from serve.ingest_task import run_ingest
 from serve.service import Service
 from serve.results import progress_body
 from serve.service_settings import COMPACT_AFTER_SHARDS, ServiceArgs, resolve
-from serve.taskstore import TaskStore
-from tests.serve.conftest import api_on_localhost, upload
+from tests.serve.conftest import WatchedStore, api_on_localhost, upload
 
 pytestmark = pytest.mark.slow  # MiniLM loads in this process
 
@@ -70,19 +69,6 @@ def test_an_upload_over_the_threshold_compacts_the_index_in_its_task(upload_serv
     assert any(line.startswith("compacted index 'notes': 3 shards into 1") for line in task["log"]), task["log"]
     assert shards(upload_service, "notes") == 1
     assert live_doc_ids(Index.open(upload_service.indices.folder / "notes")) == set(WORDS[:3])
-
-
-class WatchedStore(TaskStore):
-    """The service's store, keeping the ``progress`` that ``/task/progress/{id}`` answered after each write."""
-
-    def __init__(self, url: str):
-        super().__init__(url)
-        self.answers: list[dict] = []
-
-    def update(self, task_id: str, **values) -> bool:
-        written = super().update(task_id, **values)
-        self.answers.append(progress_body(self.task(task_id, None))["progress"])
-        return written
 
 
 def test_an_uploads_compaction_is_a_third_step_of_its_task(upload_service, monkeypatch):
