@@ -80,8 +80,8 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 # What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
 # benchmarks-in-small, Serve apps of their own); make test-all adds them. The tests without Ray run a file to a
-# worker on every core, those with Ray after them in one process (one Ray per process): 242 s + 165 s on 2
-# cores against 490 s all in one process (2026-11-29).
+# worker on every core, those with Ray after them in one process (one Ray per process): 154 s + 136 s on 2
+# cores on a fresh clone (2026-11-30; 242 s + 165 s against 490 s all in one process, 2026-11-29).
 # Both runs share one folder (TESSERA_TEST_SHARED, removed after them) where the first process that needs the
 # ingested sample builds it and the others read it (tests/conftest.py's sample_workspace). Their temporary files
 # go there too (--basetemp), not to pytest's /tmp/pytest-of-$USER, where a run keeps only the three newest runs'
