@@ -96,12 +96,17 @@ async function afterDocumentsChanged(name) {
   if (!panel.hidden && panel.dataset.index === name && ix) await showDocuments(ix);
 }
 
+const SHOWN_TAKEN_IDS = 5; // of the ids the 409 lists (error.ids), those the page names
+
 /** The service's 409 for documents whose ids are in the index already tells a JSON client to send them with
  * ``replace: true``; a page user ticks a box for that, which the page names instead. */
 function namingTheReplaceBox(err) {
   if (err instanceof ApiError && err.code === "documents_exist") {
-    throw new ApiError(`HTTP ${err.status} (field: ${err.param}): documents with these ids are in the index already. `
-      + 'Tick "Replace documents" and press Add again to replace them, or give them other ids.', err);
+    const shown = (err.ids || []).slice(0, SHOWN_TAKEN_IDS).map((id) => `'${id}'`).join(", ");
+    const more = (err.idsTotal || 0) - Math.min((err.ids || []).length, SHOWN_TAKEN_IDS);
+    const which = shown ? `: ${shown}${more > 0 ? ` and ${more} more` : ""}` : "";
+    throw new ApiError(`HTTP ${err.status} (field: ${err.param}): documents with these ids are in the index `
+      + `already${which}. Tick "Replace documents" and press Add again to replace them, or give them other ids.`, err);
   }
   throw err;
 }

@@ -369,9 +369,9 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     refused = ui_app.api("POST", f"/v1/indices/{name}/documents", {"documents": [{"id": "lichen", "text": "x"}]})
     assert refused.status_code == 409 and refused.json()["error"]["code"] == "documents_exist"
     assert "replace: true" in refused.json()["error"]["message"]  # the API's words, for a JSON client
-    assert error_text(browser) == ("HTTP 409 (field: documents): documents with these ids are in the index already. "
-                                   'Tick "Replace documents" and press Add again to replace them, or give them other '
-                                   "ids.")
+    assert error_text(browser) == ("HTTP 409 (field: documents): documents with these ids are in the index already: "
+                                   "'lichen'. Tick \"Replace documents\" and press Add again to replace them, or give "
+                                   "them other ids.")
     assert by_id(browser, "upload-replace").find_element(By.XPATH, "..").text.startswith("Replace documents")
     by_id(browser, "upload-replace").click()
     by_id(browser, "upload-button").click()
