@@ -33,7 +33,6 @@ from serve.settings import AppArgs, ModelDeploymentArgs, ServeConfigError, parse
 log = logging.getLogger("tessera.serve")
 
 
-
 def build_app(args: dict[str, Any] | AppArgs) -> Application:
     """The Serve application for ``args`` (the ``args`` of an application in serve/config.yaml)."""
     from serve.api import ModelAPI

@@ -19,7 +19,6 @@ from __future__ import annotations
 import gc
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -102,7 +101,8 @@ def _freeze_after_a_full_collection(phase: str, info: dict) -> None:
     moves to the permanent generation, so the next full collection looks only at what the tests made since.
     A make test-fast worker spent 7-9 s in 16-19 full collections, and 2-5 s in pytest's at exit; now about 1 s.
     A frozen object that later falls into a reference cycle is not freed: a test that needs the collector calls
-    ``gc.unfreeze()`` first. Not while Ray runs here: the executor frees a failed run's actors by collecting."""
+    ``gc.unfreeze()`` first. Not while Ray runs here: the executor frees a failed run's actors by collecting
+    (``RayDataExecutor.run``), which a frozen run would escape."""
     if phase == "stop" and info["generation"] == 2 and not _ray_initialised():
         gc.freeze()
 
@@ -254,34 +254,6 @@ def ray_session():
     yield ray
     if started:
         ray.shutdown()
-
-
-@pytest.fixture(autouse=True)
-def _release_abandoned_ray_work(request):
-    """After a Ray test that left fewer of the session's Ray CPUs free than it found, collect garbage: a cancelled
-    Ray Data run keeps its actors and their CPUs until the collector breaks the cycles around its executor, and the
-    next test's stages waited up to 15 s for them. Collecting everything takes about 1 s, so only then; against all
-    CPUs, not those free before, it collected after each web UI test (their Serve app's replicas): 20 s a run."""
-    ray_test = request.node.get_closest_marker("ray") is not None
-    free_before = _free_cpus() if ray_test and _ray_initialised() else None
-    yield
-    if not ray_test or not _ray_initialised():
-        return
-    import ray
-
-    wanted = ray.cluster_resources().get("CPU", 0) if free_before is None else free_before
-    deadline = time.monotonic() + 0.5  # Ray's view of free CPUs lags a finished run's by up to about 0.1 s
-    while _free_cpus() < wanted and time.monotonic() < deadline:
-        time.sleep(0.05)
-    if _free_cpus() < wanted:
-        gc.unfreeze()  # the run may have been frozen alive (_freeze_after_a_full_collection)
-        gc.collect()
-
-
-def _free_cpus() -> float:
-    import ray
-
-    return ray.available_resources().get("CPU", 0)
 
 
 @pytest.fixture(params=["local", pytest.param("ray", marks=pytest.mark.ray)])
