@@ -32,7 +32,8 @@ class AnswerGenerator(LLMStep):
     ``none`` without documents), ``raw_response``, ``finish_reason`` (the model's: ``length`` when
     ``max_tokens`` cut the reply) and ``usage`` (tokens and seconds, by step). Every row is
     kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
-    but citations, or one that repeats the same lines degrades the query (no answer, rows unchanged, ``degraded`` in its
+    but citations, one that repeats the same lines, or a short answer that is the example turns' own and in no
+    document degrades the query (no answer, rows unchanged, ``degraded`` in its
     metadata). Prompt fields: ``{query}``, ``{context}``. With ``context_column: null`` the
     model answers from the question alone (``closed_book_*`` prompts), the baseline that
     says what retrieval adds. ``style: short`` asks for the answer span alone (a name, a
@@ -48,7 +49,8 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "3"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line
+    version = "4"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    # 4: a short answer that repeats an example turn's answer no document holds degrades
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -124,9 +126,9 @@ class AnswerGenerator(LLMStep):
         groups = dict(qid_groups(table))
         closed_book = p.context_column is None
         queries = {qid: rows.column("query")[0].as_py() or "" for qid, rows in groups.items()}
-        prompts = {qid: self.render(query=queries[qid],
-                                    context="" if closed_book else rows.column(p.context_column)[0].as_py() or "")
-                   for qid, rows in groups.items()}
+        contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
+                    for qid, rows in groups.items()}
+        prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups}
         streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
         replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
@@ -141,6 +143,8 @@ class AnswerGenerator(LLMStep):
                     parsed = {"answer": short_answer.short_span(parsed["answer"], queries[qid]),
                               "reasoning": parsed["reasoning"], "sources": []}
                 problem = _junk_answer(parsed["answer"])
+                if problem is None and p.style == "short" and not closed_book:
+                    problem = short_answer.echoed_example(parsed["answer"], contexts[qid])
             if problem is not None:
                 if isinstance(reply, Completion):
                     self.emit_metadata(qid, "raw_response", reply.text)

@@ -28,6 +28,17 @@ _EXAMPLES = (
 )
 
 
+def echoed_example(answer: str, context: str) -> str | None:
+    """Why ``answer`` is not to be trusted when it is an example turn's answer that the documents do not hold: a small
+    model given documents it cannot answer from repeats the last example ("1969" for a question about leave days),
+    which reads as a confident answer. None when the answer is not an example's or the context holds it."""
+    said = answer.strip().strip(".").casefold()
+    for _, _, example in _EXAMPLES:
+        if said == example.casefold() and example.casefold() not in context.casefold():
+            return f"the model repeated the prompt's example answer {example!r}, which no document holds"
+    return None
+
+
 def example_turns(closed_book: bool) -> list[dict[str, Any]]:
     """The user/assistant turns that show the model what a short answer looks like."""
     turns: list[dict[str, Any]] = []

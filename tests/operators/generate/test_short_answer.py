@@ -121,6 +121,24 @@ def test_a_short_answer_no_document_holds_verbatim_gets_its_sources_by_shared_wo
     assert out.column("cited").to_pylist() == [False, False, True]
 
 
+@pytest.mark.parametrize("reply", ["1969", "Dublin."])
+def test_an_example_answer_that_no_document_holds_degrades_and_one_they_hold_is_the_answer(fault_models, reply):
+    """A small model that cannot answer from the documents repeats an example turn's answer: that is no answer."""
+    fault_models.reply = reply
+    op = create("generate.answer", {"model": "fault-ok", "style": "short"}, step_id="answer")
+    out = op(create("generate.context")(sample_results(1, 3)))
+    meta = op.drain_metadata()["q1"]
+    assert "answer" not in meta and "example answer" in meta["degraded"]["reason"], meta
+    assert out.num_rows == 3 and not any(out.column("cited").to_pylist())
+    table = sample_results(1, 2)
+    texts = table.column("text").to_pylist()
+    held = table.set_column(table.column_names.index("text"), "text",
+                            pa.array([texts[0], "The archive was opened in Dublin in 1969."]))
+    op(create("generate.context")(held))
+    meta = op.drain_metadata()["q1"]
+    assert meta["answer"] == reply.rstrip(".") and meta["sources"] == [held.column("docno")[1].as_py()], meta
+
+
 def test_a_short_answer_that_no_document_holds_or_shares_words_with_has_no_sources(fault_models):
     fault_models.reply = "Zanzibar"
     op = create("generate.answer", {"model": "fault-ok", "style": "short"}, step_id="answer")
