@@ -97,7 +97,7 @@ class FlowResult:
         t = self.table
         queries = len(set(t.column("qid").to_pylist())) if "qid" in t.column_names else 0
         ratio = self.cache_hit_ratio
-        parts = [f"{t.num_rows} rows", f"{queries} queries" if queries else None,
+        parts = [f"{t.num_rows} rows", f"{queries} quer{'y' if queries == 1 else 'ies'}" if queries else None,
                  f"{len(self.steps)} steps in {self.seconds:.2f} s ({self.executor})",
                  f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)

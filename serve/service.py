@@ -236,8 +236,8 @@ class Service:
             raise SpecError("this step reads an index and neither the request (`index`) nor the app "
                             "(args.service.default_index) names one", step=step, field="params.index")
         if not Path(path).is_dir():
-            raise SpecError(f"index '{index or 'the default index'}' does not exist (`make demo` builds the sample "
-                            "index)", step=step, field="index")
+            hint = "GET /v1/indices lists the indices" if index else "`make demo` builds the sample index"
+            raise SpecError(f"index '{index or 'the default index'}' does not exist ({hint})", step=step, field="index")
         if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
             raise SpecError(f"'{index or 'the default index'}' is a folder but no index (it has no manifest.json); "
                             "GET /v1/indices lists the indices", step=step, field="index")
