@@ -9,7 +9,7 @@ import re
 import pytest
 import requests
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")
@@ -53,6 +53,7 @@ def test_a_message_is_answered_from_the_task_results(serve_app, finished_task):
     assert answer["answer"].strip() and set(answer["sources"]) <= docnos
 
 
+@pytest.mark.slow
 def test_a_follow_up_is_asked_with_the_chat_before_it(serve_app, finished_task):
     chat = requests.get(serve_app + "/task/chat/new", params={"task_id": finished_task, "model": "local"},
                         timeout=30).text
@@ -65,6 +66,7 @@ def test_a_follow_up_is_asked_with_the_chat_before_it(serve_app, finished_task):
     assert follow["standalone_query"] == f"How do they make it? (Which insects make honey?; {said})"
 
 
+@pytest.mark.slow
 def test_a_streamed_answer_comes_as_it_is_written_then_the_reply_it_keeps(serve_app, finished_task):
     """stream=true: {text} pieces while the model writes (the start of the answer), then the reply the unstreamed
     route gives (greedy: the same), then [DONE]; the exchange is kept, so the next message is a follow-up."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 
@@ -19,6 +19,7 @@ def client(serve_app):
     return OpenAI(base_url=f"{serve_app}/v1", api_key="unused", max_retries=0, timeout=600)
 
 
+@pytest.mark.slow
 def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     done = client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0)
     assert done.object == "chat.completion" and done.model == "rag" and done.id.startswith("chatcmpl-")
@@ -105,6 +106,7 @@ def test_earlier_messages_feed_a_flow_with_retrieve_messages(client, serve_app):
     assert docnos[0] == "message-1" and len(docnos) > 1  # the earlier answer first, then the retrieved documents
 
 
+@pytest.mark.slow
 def test_a_follow_up_to_rag_is_searched_with_its_conversation(client):
     """rag's query.contextualize: "how do they make it?" after a question about honey finds the honey documents,
     and the message says what was searched for."""
@@ -119,6 +121,7 @@ def test_a_follow_up_to_rag_is_searched_with_its_conversation(client):
     assert "standalone_query" not in alone.model_extra
 
 
+@pytest.mark.slow
 def test_an_answer_in_sentences_streams_as_it_is_written(client, serve_app):
     """A flow whose answer is sentences (rag's is a short span, written at once): the content arrives in pieces as
     the model writes it, then the references; joined, the same content as the answer unstreamed."""

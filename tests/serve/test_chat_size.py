@@ -32,7 +32,6 @@ def test_a_conversation_over_max_chat_chars_is_a_400_naming_messages_on_both_api
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_over_http_both_chat_apis_refuse_it_before_the_model_and_the_model_answers_on(serve_app, limits):
     limit = limits["max_chat_chars"]
     long = [{"role": "user", "content": "b" * (limit + 1)}]  # within max_body_bytes

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
 SENTENCES = {"steps": {  # an answer in sentences, with [1] citations (rag's is a short span)
@@ -25,6 +25,7 @@ def client(serve_app):
     return cohere.ClientV2(api_key="x", base_url=serve_app, timeout=600)
 
 
+@pytest.mark.slow
 def test_a_flow_answers_with_its_sources_as_citations(client, serve_app):
     done = client.chat(model="rag", messages=QUESTION, temperature=0, max_tokens=48)
     assert done.finish_reason in ("COMPLETE", "MAX_TOKENS") and done.id
@@ -44,6 +45,7 @@ def test_a_flow_answers_with_its_sources_as_citations(client, serve_app):
     assert client.chat(model="rag", messages=QUESTION, max_tokens=3).finish_reason == "MAX_TOKENS"
 
 
+@pytest.mark.slow
 def test_a_flow_streams_its_answer_then_its_citations(client, serve_app):
     assert requests.put(f"{serve_app}/flows/sentences_cohere", json=SENTENCES, timeout=60).status_code == 201
     whole = client.chat(model="sentences_cohere", messages=QUESTION, temperature=0)
@@ -108,6 +110,7 @@ def served_requests() -> int:
     return serve.get_deployment_handle("smollm2", app_name="tessera").info.remote().result()["requests"]
 
 
+@pytest.mark.slow
 def test_documents_sent_with_the_request_ground_the_answer_and_its_citations(client, serve_app):
     """The documents take the place of the search, for a flow (rag, sentences_cohere) and for a served model; the
     citations name them as they were sent."""

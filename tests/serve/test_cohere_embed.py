@@ -13,7 +13,7 @@ import requests
 from operators import create
 from operators.testing import sample_documents
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")

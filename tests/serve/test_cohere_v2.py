@@ -11,7 +11,7 @@ import yaml
 from operators import create
 from operators.testing import SAMPLE_QUERIES, sample_documents
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUERY = SAMPLE_QUERIES["q1"]
 
@@ -100,6 +100,7 @@ def config_app(serve_app, repo_root, tmp_path, monkeypatch):
         serve.delete("config")
 
 
+@pytest.mark.slow
 def test_the_config_file_app_reranks_without_training(config_app, texts):
     import cohere
 

@@ -116,7 +116,6 @@ def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("path, body, field", [
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": SURROGATE}, "input"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ["fine", SURROGATE]}, "input"),
@@ -134,7 +133,6 @@ def test_a_lone_surrogate_is_a_422_naming_the_field(serve_app, path, body, field
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_bad_requests_among_good_ones_fail_alone(serve_app):
     from operators import create
 
@@ -154,7 +152,6 @@ def test_bad_requests_among_good_ones_fail_alone(serve_app):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("deployment", ["all-MiniLM-L6-v2", "tessera-cross-encoder", "tessera-colbert"])
 def test_a_deployment_answers_the_rest_of_a_batch_where_one_request_fails(serve_app, deployment):
     """Past the ingress's validation (a flow's placement, a handle): the failing request raises, its batch
@@ -182,7 +179,6 @@ def test_a_deployment_answers_the_rest_of_a_batch_where_one_request_fails(serve_
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_model_failure_over_a_handle_becomes_a_short_500(serve_app):
     """The ingress's own path from a failing deployment call (a real RayTaskError) to the client's error."""
     from ray import serve
@@ -207,7 +203,6 @@ def test_a_model_failure_over_a_handle_becomes_a_short_500(serve_app):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("method, path, status, code", [
     ("get", "/v1/nowhere", 404, "not_found"),
     ("get", "/v1/embeddings", 405, "method_not_allowed"),
@@ -220,7 +215,6 @@ def test_unknown_routes_and_wrong_methods_use_the_openai_shape(serve_app, method
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("raw", ['{"model": "all-MiniLM-L6-v2", "input": "x",,}', '{"model": ', "not json"])
 def test_malformed_json_names_the_body(serve_app, raw):
     error = assert_openai_error(post(serve_app, "/v1/embeddings", raw), 422)
@@ -228,14 +222,12 @@ def test_malformed_json_names_the_body(serve_app, raw):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_a_body_that_is_not_an_object_names_the_body(serve_app):
     error = assert_openai_error(post(serve_app, "/v1/rerank", json.dumps(["q", "d"])), 422)
     assert error["param"] == "body"
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
 def test_a_chat_content_part_that_is_not_text_is_a_400_naming_it(serve_app, path):
     """As OpenAI answers for a text-only model, rather than answering as if the image were not there."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUESTION = [{"role": "user", "content": "Name one insect that makes honey."}]
 

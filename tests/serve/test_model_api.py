@@ -13,7 +13,7 @@ import requests
 from operators import create
 from operators.testing import SAMPLE_QUERIES, sample_documents, sample_results
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUERY = SAMPLE_QUERIES["q1"]
 
@@ -292,6 +292,7 @@ def test_colbert_through_serve_equals_the_operator(serve_app, colbert_path, text
                                [scores[r["index"]] for r in body["results"]], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_a_language_model_step_placed_on_the_llm_deployment_answers_as_in_process(serve_app):
     """generate.answer with model local on the smollm2 deployment (llama.cpp, the same GGUF): the same answer and
     usage as in-process, streamed through the deployment when a chat waits; the cache key unchanged."""

@@ -55,7 +55,6 @@ def test_ready_only_when_every_deployed_model_has_loaded():
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_healthz_is_200_once_every_model_has_loaded(serve_app):
     response = requests.get(serve_app + "/healthz", timeout=30)
     assert response.status_code == 200, response.text
@@ -65,7 +64,6 @@ def test_healthz_is_200_once_every_model_has_loaded(serve_app):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 @pytest.mark.parametrize("name", ["all-MiniLM-L6-v2", "minilm", "sentence-transformers/all-MiniLM-L6-v2"])
 def test_one_model_by_id_or_alias(serve_app, name):
     response = requests.get(f"{serve_app}/v1/models/{name}", timeout=30)
@@ -75,7 +73,6 @@ def test_one_model_by_id_or_alias(serve_app, name):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_an_unknown_model_id_is_an_openai_404(serve_app):
     response = requests.get(serve_app + "/v1/models/gpt-4o", timeout=30)
     assert response.status_code == 404
@@ -85,7 +82,6 @@ def test_an_unknown_model_id_is_an_openai_404(serve_app):
 
 
 @pytest.mark.ray
-@pytest.mark.slow
 def test_the_openai_client_retrieves_a_model(serve_app):
     import openai
 

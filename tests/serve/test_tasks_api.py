@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 QUERY = "which insects make honey and pollinate flowers"
 
@@ -263,6 +263,7 @@ def waiting_for(task_store_url: str, worker: str, timeout_s: float = 60) -> str:
     return ids[0]
 
 
+@pytest.mark.slow
 def test_tasks_in_a_row_run_on_the_spare_in_one_worker_process(serve_app, task_store_url):
     """A task takes the replica's spare (its id), and the worker, its task finished, is the next spare: the next
     task runs in the same process (a process per task left a log file and a dead actor per task in Ray)."""
@@ -282,6 +283,7 @@ def test_tasks_in_a_row_run_on_the_spare_in_one_worker_process(serve_app, task_s
     assert ready_spares(task_store_url, 1) == {spare}  # and no other process waits
 
 
+@pytest.mark.slow
 def test_spares_come_and_go_with_their_replica(serve_app, sample_index, task_store_url, tmp_path):
     """An app keeping two spares, and none: the two exit once their replica is gone (nobody could give them a
     task), and a task of the app without spares starts its own actor."""

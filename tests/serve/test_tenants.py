@@ -15,7 +15,7 @@ import requests
 
 from serve.service_settings import key_hash
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+pytestmark = pytest.mark.ray
 
 ALICE = "alice-" + secrets.token_hex(16)
 BOB = "bob-" + secrets.token_hex(16)
