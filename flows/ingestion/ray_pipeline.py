@@ -14,6 +14,8 @@ data or the model. Writers only add shard folders; the driver consumes one small
 result row per shard and commits it, so the manifest is touched by one process.
 A shard that another ingest of the same source commits meanwhile (its staged files then go)
 passes the stages as one placeholder row and comes back as done elsewhere (``staged_unless_done``).
+So does a shard that prepare leaves with no row (every record of it failed to be read): Ray Data would carry
+no empty block to the write stage, so its failures would never reach the driver's ledger (``_no_rows``).
 
 Progress: each embed actor sends the documents of every encoder batch to the driver through
 a ``ReportLine`` (the driver's reporter actor), and waits for them to arrive before its shard
@@ -55,6 +57,24 @@ BLOCK_BYTES = 4 * 1024 ** 3
 POLL_SECONDS = 0.5
 #: Seconds the driver waits for the results thread once it stopped the dataset (Ctrl-C, an error).
 STOP_SECONDS = 10.0
+#: ``_stage`` of the placeholder row of a shard that prepare left with no row (``_no_rows``).
+NO_ROWS = "no rows"
+
+
+def _no_rows(shard: str, rows: pa.Table) -> pa.Table:
+    """One placeholder row, of the prepared columns, for a shard whose prepare gave no row: an empty block never
+    reaches the write stage, which must still write the shard (nothing) and hand its failures to the driver, as
+    the local executor does (``job._Run._commit`` records such a shard as finished, empty)."""
+    row = pa.table({name: pa.nulls(1, rows.schema.field(name).type) for name in rows.column_names})
+    for name, value in (("_shard", pa.array([shard], pa.string())), ("_shard_rows", pa.array([1], pa.int64())),
+                        ("_error", pa.array(["no document left"], pa.string())),
+                        ("_stage", pa.array([NO_ROWS], pa.string()))):
+        row = row.set_column(row.schema.get_field_index(name), name, value.cast(rows.schema.field(name).type))
+    return row
+
+
+def _is_no_rows(rows: pa.Table) -> bool:
+    return rows.num_rows == 1 and "_stage" in rows.column_names and rows.column("_stage")[0].as_py() == NO_ROWS
 
 
 class _Prepare:
@@ -76,7 +96,8 @@ class _Prepare:
             if staged is None:
                 yield elsewhere_rows(shard)
                 continue
-            yield prepare(self.job, shard, staged[0], self.chunker, self.enrichers)
+            rows = prepare(self.job, shard, staged[0], self.chunker, self.enrichers)
+            yield rows if rows.num_rows else _no_rows(shard, rows)
 
 
 class _Embed:
@@ -89,7 +110,7 @@ class _Embed:
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
-            if is_elsewhere(rows):
+            if is_elsewhere(rows) or _is_no_rows(rows):
                 yield rows.append_column("_embedded", pa.array([0], pa.int64()))
                 continue
             started = time.perf_counter()
@@ -121,6 +142,7 @@ class _Write:
             if is_elsewhere(rows):
                 result = ShardResult.elsewhere(shard)
             else:
+                rows = rows.slice(0, 0) if _is_no_rows(rows) else rows  # prepare's no rows, as local writes them
                 result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s),
                                chunks_embedded=embedded, started=started)
             if not result.done_elsewhere:  # the other ingest's shard, not this one's
