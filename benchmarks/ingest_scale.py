@@ -135,7 +135,7 @@ def verify(index: Path, corpus: Path) -> dict:
             ids.add(json.loads(line)["_id"])
     docnos, doc_ids = 0, set()
     distinct: set[str] = set()
-    for shard in sorted(Index.open(index).finished_shards()):
+    for shard in sorted(s.id for s in Index.open(index).manifest.shards):
         table = pq.read_table(index / "shards" / shard / "docs.parquet", columns=["docno", "doc_id"])
         chunk_ids = table.column("docno").to_pylist()
         docnos += len(chunk_ids)

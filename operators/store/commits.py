@@ -44,8 +44,9 @@ class Commit:
     shards: tuple[ShardInfo, ...]  # recorded by this commit (a shard committed before is not recorded again)
     tombstoned: int                # chunks replaced or deleted by this commit, not by others
     new_doc_ids: int = 0           # of the doc ids an upsert replaces, those that had no live chunk (inserted)
-    #: Ids of the shards asked for that the manifest listed already: another commit recorded them first (two
-    #: ingests of the same source write the same shard ids), so they are not this commit's work.
+    #: Ids of the shards asked for that were committed already (listed, or merged by a compaction since): another
+    #: commit recorded them first (two ingests of the same source write the same shard ids), so they are not this
+    #: commit's work.
     already: tuple[str, ...] = ()
 
 

@@ -6,7 +6,9 @@ commit that lands meanwhile (an add, a delete) would otherwise be lost, so the m
 redone on the new generation, a few times, before it gives up. Shards with no live chunk are
 left out of the merge. The superseded shard folders are not deleted here: a reader that read
 the old manifest a moment before may be loading them. They become folders no commit records,
-which ``remove_uncommitted`` deletes after its grace period (the commit restarts their clock).
+which ``remove_uncommitted`` deletes after its grace period (the commit restarts their clock). Their ids stay
+committed (``Manifest.merged_shards``): an ingestion run again (to resume, or to take in documents appended to its
+source) skips its shards that a compaction merged, as it skipped them before.
 
 The shards are read one at a time, in manifest order (only their doc stores and vectors: no BM25 statistics), and
 each new shard is written as soon as it is full, so a big index is never held whole. After each shard,

@@ -116,8 +116,9 @@ class Index:
         return self.manifest.generation
 
     def finished_shards(self) -> set[str]:
-        """Ids of committed shards (a resumed ingestion skips them)."""
-        return {s.id for s in self.manifest.shards}
+        """Ids of every shard committed into the index, those a compaction merged into others included (a resumed
+        ingestion skips them; ``manifest.shards`` lists the shards on disk)."""
+        return commit_shards.finished(self.manifest)
 
     def counts(self) -> dict[str, Any]:
         """Shards, chunks written, tombstones, live chunks."""
@@ -166,10 +167,11 @@ class Index:
     @contextlib.contextmanager
     def _uncommitted(self, shard_id: str) -> Iterator[None]:
         """Held while a written shard's folder takes its place: the id is still uncommitted (another writer of the
-        same id, an ingest of the same source, may have committed it while this one wrote), and stays so until the
-        folder is in place; a committed shard's folder is never replaced under the manifest that lists it."""
+        same id, an ingest of the same source, may have committed it while this one wrote, and a compaction may
+        have merged it since), and stays so until the folder is in place; a committed shard's folder is never
+        replaced under the manifest that lists it."""
         with file_lock(self.path):
-            if shard_id in {s.id for s in read_manifest(self.path).shards}:
+            if shard_id in commit_shards.finished(read_manifest(self.path)):
                 raise self._committed_already(shard_id)
             yield
 
@@ -231,7 +233,8 @@ class Index:
         """Rewrite the live chunks into new shards of at most ``max_chunks`` and drop the old shards
         and their tombstones; what it did (the new shards, shards and chunks before, tombstones dropped, seconds).
         When another commit lands meanwhile, the merge is redone on the new generation,
-        up to ``COMPACT_ATTEMPTS`` times in all (then ``CommitConflictError``; nothing changed). The old shard
+        up to ``COMPACT_ATTEMPTS`` times in all (then ``CommitConflictError``; nothing changed). The old shards' ids
+        stay ``finished_shards`` (an ingestion run again skips them, as before the compaction). The old shard
         folders are left for ``remove_uncommitted`` (after its grace period): a reader that read the old
         manifest may still be loading them. ``on_progress`` hears a ``compaction.CompactProgress`` as each old
         shard is merged, in manifest order."""

@@ -105,6 +105,9 @@ class Manifest(BaseModel):
     shards: list[ShardInfo] = Field(default_factory=list)
     #: shard id -> sorted row positions (into docs.parquet) that are deleted or replaced.
     tombstones: dict[str, list[int]] = Field(default_factory=dict)
+    #: ids of the shards compactions merged into the listed ones, sorted: still committed, so an ingestion run again
+    #: skips them (``commit_shards.finished``).
+    merged_shards: list[str] = Field(default_factory=list)
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
 

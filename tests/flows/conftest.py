@@ -34,7 +34,7 @@ def committed_docnos() -> Callable[[Path], list[str]]:
 
     def docnos(index_path: Path) -> list[str]:
         found = []
-        for shard in sorted(Index.open(index_path).finished_shards()):
+        for shard in sorted(s.id for s in Index.open(index_path).manifest.shards):
             table = pq.read_table(index_path / "shards" / shard / "docs.parquet", columns=["docno"])
             found += table.column(0).to_pylist()
         return sorted(found)

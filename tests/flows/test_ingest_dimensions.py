@@ -38,7 +38,7 @@ def doc_store(path) -> pa.Table:
     import pyarrow.parquet as pq
 
     index = Index.open(path)
-    docnos = [d for shard in sorted(index.finished_shards())
+    docnos = [d for shard in sorted(s.id for s in index.manifest.shards)
               for d in pq.read_table(path / "shards" / shard / "docs.parquet", columns=["docno"]).column(0).to_pylist()]
     return index.documents(docnos)
 
