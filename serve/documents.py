@@ -4,7 +4,7 @@ becomes the JSONL file that its ingestion task reads.
 A document is an id, a title, a text and scalar metadata (doc-store columns that metadata
 filters read). A PDF gives a document per page with text, as ``sources.pdf`` reads it, with
 its file name and page as metadata (what ``generate.references`` cites); a text or Markdown
-file gives one document.
+file gives one document, as ``sources.files`` reads it (its title a Markdown file's first heading).
 """
 
 from __future__ import annotations
@@ -16,6 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from operators.errors import SourceError
+from operators.sources.file_text import MARKDOWN_SUFFIXES, text_document
+from operators.sources.file_text import TEXT_SUFFIXES as PLAIN_SUFFIXES
 from serve.errors import ApiError
 from serve.schemas import Text, check_texts
 
@@ -87,15 +90,15 @@ def given_once(documents: list[Document]) -> None:
         seen[doc.id] = i
 
 
-#: What ``POST /v1/indices/{name}/files`` takes (JSON and JSONL documents go to ``.../documents``).
-TEXT_SUFFIXES = (".txt", ".md", ".markdown")
+#: The text files ``POST /v1/indices/{name}/files`` takes besides PDFs (JSON and JSONL documents go to
+#: ``.../documents``); each is read as ``sources.files`` reads it (``operators.sources.file_text``).
+TEXT_SUFFIXES = (*PLAIN_SUFFIXES, *MARKDOWN_SUFFIXES)
 
 
 def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str, Any]]:
     """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF
     (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``); a 422 naming the file
     when it gives none."""
-    from operators.errors import SourceError
     from serve.pdf_reading import pdf_pages
 
     path = Path(filename or "")
@@ -116,11 +119,10 @@ def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str,
         return documents
     if suffix in TEXT_SUFFIXES:
         try:
-            text = content.decode("utf-8-sig")
-        except UnicodeDecodeError as err:
-            raise ApiError(422, f"files: '{filename}' is not UTF-8 text ({err.reason} at byte {err.start})",
-                           param="files", code="invalid_file") from None
-        return [{"id": filename, "title": path.stem, "text": text, "metadata": {"path": filename}}]
+            title, text = text_document(filename, content)
+        except SourceError as err:
+            raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
+        return [{"id": filename, "title": title or path.stem, "text": text, "metadata": {"path": filename}}]
     kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
     raise ApiError(422, f"files: '{filename}' is not a PDF, text or Markdown file ({kinds}); send JSON or JSONL "
                    "documents to /v1/indices/{name}/documents", param="files", code="invalid_file")

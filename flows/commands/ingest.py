@@ -3,15 +3,16 @@
 ::
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
-                   [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor ray|local]
+                   [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor local|ray]
                    [--retry-failed] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
 An index with vectors gets its encoder's ONNX export at the end (unless ``TESSERA_QUERY_ENCODER=torch``), so
 its first dense query is fast (``operators.models.onnx_query_encoder.export_after_ingest``).
 A Ctrl-C stops it within one encoder call, a second one at once (``ingest_interrupt``).
-``python -m flows.ingest`` is this command with ``--executor ray`` by default, for
-``ray job submit``.
+In-process by default, as ``tessera run`` and ``flows.api.ingest``: on one machine Ray Data adds its start and a
+process per stage and gains nothing (docs/results.md, "Ingestion at the card's scale"). ``python -m flows.ingest`` is
+this command with ``--executor ray`` by default, for ``ray job submit`` on a cluster.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
 
     parser.add_argument("--source", "-s", metavar="PATH",
                         help="corpus, read by its suffix: .jsonl/.ndjson file or glob (BEIR fields _id/title/text), "
-                        "BEIR folder, .parquet, .csv/.tsv (also .gz), or PDFs (a file, folder or glob: a document "
-                        "per page); default: the spec's read step")
+                        "BEIR folder, .parquet, .csv/.tsv (also .gz), or document files: PDFs (a document per page), "
+                        ".txt, .md and .html files (one document each), as a file, a glob or a folder that may mix "
+                        "them; default: the spec's read step")
     parser.add_argument("--index", "-i", required=True, metavar="PATH",
                         help="index directory (created if needed) or an index name under $TESSERA_HOME/indices")
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
@@ -61,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("ingest", parents=[common], help="ingest a corpus into an index (resumable)",
                             description=handle.__doc__)
-    add_arguments(parser, default_executor="ray")
+    add_arguments(parser, default_executor="local")
     parser.set_defaults(handler=handle)
 
 

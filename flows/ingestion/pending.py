@@ -69,7 +69,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "shards_done": None if planned is None else len(planned) - len(pending),
             "shards_pending": len(pending),
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
-            "resume": _resume_command(index, source, state, _read_json(folder / "job.json")),
+            "resume": _resume_command(index, folder.name, source, state, _read_json(folder / "job.json")),
         })
     return found
 
@@ -81,14 +81,73 @@ def _read_json(path: Path) -> dict[str, Any] | None:
         return None
 
 
-def _resume_command(index, source: str | None, state: dict | None, job: dict | None) -> str:
-    """The ``tessera ingest`` that resumes it, with the index's own settings (a custom --spec is not known)."""
-    words = ["tessera", "ingest", "--source", source or "SOURCE", "--index", str(index.path)]
+def _resume_command(index, key: str, source: str | None, state: dict | None, job: dict | None) -> str:
+    """The ``tessera ingest`` that resumes it, with the index's own settings: ``--source PATH`` when that reads
+    the same source with the chunking and embedding of the default spec, which the run recorded (``job.json``);
+    else ``--spec`` with a spec of the run's own read step (a reader ``--source`` would not pick, say
+    ``sources.jsonl`` for ``notes.json``), enrich, chunk and embed steps, inline."""
+    flags = ["--index", str(index.path)]
     if state and state.get("shard_size"):
-        words += ["--shard-size", str(state["shard_size"])]
-    words += [flag for flag, off in (("--no-dense", not index.settings.dense), ("--no-bm25", not index.settings.bm25),
+        flags += ["--shard-size", str(state["shard_size"])]
+    flags += [flag for flag, off in (("--no-dense", not index.settings.dense), ("--no-bm25", not index.settings.bm25),
                                      ("--no-chunk", job is not None and job.get("chunk") is None)) if off]
-    return shlex.join(words)
+    if state is None or (source is not None and _source_resumes(index, key, source, job)):
+        return shlex.join(["tessera", "ingest", "--source", source or "SOURCE", *flags])
+    return shlex.join(["tessera", "ingest", "--spec", json.dumps(_resume_spec(state, job)), *flags])
+
+
+def _source_resumes(index, key: str, source: str, job: dict | None) -> bool:
+    """Whether ``tessera ingest --source SOURCE`` (the default spec) reads the staged source (its key) and
+    chunks, enriches and embeds as the run did (what ``job.json`` holds, compared as the run compares it)."""
+    from flows.ingestion.plan import DEFAULT_SPEC, build_plan, embed_params
+    from flows.ingestion.staging import source_key
+    from operators.errors import TesseraError
+
+    no_chunk = job is not None and job.get("chunk") is None
+    try:
+        plan = build_plan(DEFAULT_SPEC, source, False if no_chunk else None, quiet=True)
+        if source_key(plan.read) != key:
+            return False
+        embed = embed_params(plan, index.settings)
+    except (TesseraError, OSError):
+        return False
+    if job is None:  # no shard was processed: any chunking and embedding will do
+        return True
+    from flows.ingestion.job import _VECTOR_PARAMS
+
+    ours = {"chunk": plan.chunk,
+            "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
+    return {**ours, "enrich": plan.enrich or None} == {**{k: job.get(k) for k in ours}, "enrich": job.get("enrich")}
+
+
+def _resume_spec(state: dict, job: dict | None) -> dict[str, Any]:
+    """The default ingest spec with the run's read step (its operator and params, paths absolute) and, when the
+    run recorded them, its enrich, chunk and embed params."""
+    from flows.ingestion.plan import DEFAULT_SPEC
+    from flows.spec import FlowSpec
+
+    default = FlowSpec.load(DEFAULT_SPEC).to_dict()["steps"]
+    steps: dict[str, Any] = {"read": {"op": state["source"], "params": _set_params(state)}}
+    for step in (job or {}).get("enrich") or []:
+        steps[step["step"]] = {"op": step["op"], "params": step.get("params") or {}}
+    if job is None or job.get("chunk") is not None:
+        steps["chunk"] = default["chunk"] if job is None else {**default["chunk"], "params": job["chunk"]}
+    embed = (job or {}).get("embed")
+    steps["embed"] = default["embed"] if embed is None else {**default["embed"],
+                                                             "params": {**default["embed"]["params"], **embed}}
+    return {"name": "resume", "steps": steps}
+
+
+def _set_params(state: dict) -> dict[str, Any]:
+    """The read step's recorded params less those at their defaults (a shorter command)."""
+    from operators.registry import get_operator
+
+    params = state.get("params") or {}
+    try:
+        fields = get_operator(state["source"]).Params.model_fields
+    except Exception:  # noqa: BLE001 - an operator no longer installed: every param, as recorded
+        return params
+    return {k: v for k, v in params.items() if k not in fields or fields[k].is_required() or fields[k].default != v}
 
 
 def describe(record: dict[str, Any]) -> str:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import glob
+import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -10,6 +13,8 @@ from pydantic import ValidationError
 
 from flows.ingestion.errors import IngestError
 from operators.base import Source
+
+log = logging.getLogger("tessera.ingest")
 
 DEFAULT_SPEC = "ingest"
 #: The steps an ingest spec names with a fixed meaning; any other step enriches documents before chunking.
@@ -57,8 +62,15 @@ FORMATS = (
     ("CSV", (".csv", ".csv.gz"), "sources.csv", {}),
     ("TSV", (".tsv", ".tsv.gz"), "sources.csv", {"delimiter": "\t"}),
     ("PDF", (".pdf",), "sources.pdf", {}),
+    ("text", (".txt",), "sources.files", {}),
+    ("Markdown", (".md", ".markdown"), "sources.files", {}),
+    ("HTML", (".html", ".htm"), "sources.files", {}),
 )
+#: Formats whose files are documents: a folder may mix them (``sources.files`` reads each by its kind).
+DOCUMENT_FORMATS = ("PDF", "text", "Markdown", "HTML")
 _KNOWN = ", ".join(f"{name} ({', '.join(suffixes)})" for name, suffixes, _, _ in FORMATS)
+#: Globs of any file name, read by ``sources.files`` (each file by its kind, the others named in a warning).
+_ANY_NAME = ("*", "*.*")
 
 
 def _format(name: str) -> tuple[str, str, dict[str, Any], str] | None:
@@ -71,37 +83,68 @@ def _format(name: str) -> tuple[str, str, dict[str, Any], str] | None:
 def _refuse(source: str | Path, why: str) -> IngestError:
     return IngestError(
         f"cannot read --source '{source}': {why}. Tessera reads {_KNOWN} files, a glob or a folder of one of "
-        "them, and a BEIR folder (corpus.jsonl); for another name, put the reader in a spec's read step "
-        "(read: {op: sources.jsonl, params: {path: FILE}}) and pass that --spec without --source", field="source")
+        "them (PDF, text, Markdown and HTML files may be mixed), and a BEIR folder (corpus.jsonl); for another "
+        "name, put the reader in a spec's read step (read: {op: sources.jsonl, params: {path: FILE}}) and pass "
+        "that --spec without --source", field="source")
 
 
-def _infer_read(source: str | Path) -> tuple[str, dict[str, Any]]:
+def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str, Any]]:
     """The source operator and params for a ``--source`` path: by suffix for a file or a glob, by the files it
-    holds for a folder (its own files: sources read no subfolders); any other name is refused."""
+    holds for a folder (its own files: sources read no subfolders); a path that is not there, or any other name,
+    is refused. A folder's files that are not read are named in a warning, unless ``quiet``."""
     path = Path(source).expanduser()
     if path.is_dir():
-        if any(path.glob("corpus.jsonl*")):
-            return "sources.beir", {"folder": str(source), "part": "corpus"}
-        found = {f[0]: f for f in (_format(p.name) for p in path.iterdir() if p.is_file()) if f is not None}
-        if len(found) > 1:
-            first = found[min(found)]
-            raise _refuse(source, f"the folder holds {' and '.join(sorted(found))} files; give a glob of one kind "
-                          f"('{Path(source) / ('*' + first[3])}')")
-        if not found:
-            raise _refuse(source, "the folder holds no file of a known type (subfolders are not read: give a glob "
-                          f"such as '{Path(source) / '**' / '*.pdf'}')")
-        [(_, op_name, params, _)] = found.values()
-        return op_name, {"path": str(source), **params}
+        return _folder_read(source, path, quiet)
+    magic = glob.has_magic(str(source))
+    if not magic and "://" not in str(source) and not path.exists():
+        raise IngestError(f"cannot read --source '{source}': no such file or folder (working directory "
+                          f"{os.getcwd()})", field="source")
     known = _format(path.name)
+    if known is None and magic and path.name in _ANY_NAME:
+        return "sources.files", {"path": str(source)}
     if known is None:
         raise _refuse(source, "its type is not known from its suffix")
     _, op_name, params, _ = known
     return op_name, {"path": str(source), **params}
 
 
+def _folder_read(source: str | Path, path: Path, quiet: bool) -> tuple[str, dict[str, Any]]:
+    """A folder's reader: its one record format (JSONL, Parquet, CSV or TSV), else its document files (PDFs
+    alone: ``sources.pdf``; mixed with text, Markdown or HTML: ``sources.files``). Its other files are named in
+    one warning (``sources.files`` names them itself)."""
+    if any(path.glob("corpus.jsonl*")):
+        return "sources.beir", {"folder": str(source), "part": "corpus"}
+    files = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    kinds = {p.name: _format(p.name) for p in files}
+    found = {f[0]: f for f in kinds.values() if f is not None}
+    records = {label: f for label, f in found.items() if label not in DOCUMENT_FORMATS}
+    if len(records) > 1:
+        first = records[min(records)]
+        raise _refuse(source, f"the folder holds {' and '.join(sorted(records))} files; give a glob of one kind "
+                      f"('{Path(source) / ('*' + first[3])}')")
+    if records:
+        [(label, op_name, params, _)] = records.values()
+        _warn_unread(source, [name for name, f in kinds.items() if f is None or f[0] != label], quiet)
+        return op_name, {"path": str(source), **params}
+    if not found:
+        raise _refuse(source, "the folder holds no file of a known type (subfolders are not read: give a glob "
+                      f"such as '{Path(source) / '**' / '*.pdf'}')")
+    if set(found) == {"PDF"}:
+        _warn_unread(source, [name for name, f in kinds.items() if f is None], quiet)
+        return "sources.pdf", {"path": str(source)}
+    return "sources.files", {"path": str(source)}
+
+
+def _warn_unread(source: str | Path, names: list[str], quiet: bool) -> None:
+    if names and not quiet:
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        log.warning("%s: %d file(s) not read (another kind than the folder's): %s", source, len(names), shown)
+
+
 def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
-               chunk: dict[str, Any] | Literal[False] | None) -> IngestPlan:
-    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it."""
+               chunk: dict[str, Any] | Literal[False] | None, *, quiet: bool = False) -> IngestPlan:
+    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it (``quiet``: no warning
+    about a folder's files that are not read)."""
     from operators.registry import get_operator
 
     flow, spec_settings = load_spec(spec)
@@ -110,13 +153,13 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
     if isinstance(source, dict):
         op_name, params = source["op"], dict(source.get("params") or {})
     elif source is not None:
-        op_name, params = _infer_read(source)
+        op_name, params = _infer_read(source, quiet)
         if read is not None and read.op == op_name:
             params = {**{k: v for k, v in read.params.items() if k not in ("path", "folder")}, **params}
     elif read is not None:
         op_name, params = read.op, dict(read.params)
     else:
-        raise IngestError("no source: pass one (a file, a glob, a BEIR folder) or a spec with a read step",
+        raise IngestError("no source: pass one (a file, a glob, a folder) or a spec with a read step",
                           field="source")
     cls = get_operator(op_name, step="read")
     if cls.scope != "source":

@@ -39,7 +39,7 @@ from operators.sources.csv_rows import BadRow
 #: Arrow's for a broken Parquet file).
 FILE_ERRORS = (SourceError, OSError, EOFError, UnicodeError, zlib.error, pa.ArrowException)
 #: Sources whose splits are files (or a file's row groups), read by their own ``read``.
-FILE_SOURCES = ("sources.pdf", "sources.parquet")
+FILE_SOURCES = ("sources.pdf", "sources.parquet", "sources.files")
 RECORDED = "recorded as unreadable by a finished shard (it enters the index by a retry)"
 
 

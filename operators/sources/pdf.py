@@ -68,20 +68,31 @@ class PdfSource(Source):
         yield from rebatch(tables, self.params.batch_rows, self.params.limit)
 
     def _documents(self, path: Path) -> list[dict[str, Any]]:
-        title, pages = read_pdf(path, op=self)
-        try:
-            name = path.relative_to(path_root(self.params.path)).as_posix()
-        except ValueError:  # not under the root (a symlink resolved elsewhere): its name alone
-            name = path.name
-        stem, docno = path.stem, name[: len(name) - len(path.suffix)]
-        empty = sum(1 for text in pages if not text)
-        if empty:
-            log.info("%s: %d of %d page(s) have no text layer (scans or figures): skipped", name, empty, len(pages))
-        if self.params.unit == "document":
-            text = "\n\n".join(t for t in pages if t)
-            return [{"docno": docno, "title": title or stem, "text": text, "path": name, "page": None}] if text else []
-        return [{"docno": f"{docno}-p{n}", "title": title or stem, "text": text, "path": name, "page": n}
-                for n, text in enumerate(pages, start=1) if text]
+        return pdf_documents(path, relative_name(path, self.params.path), self.params.unit, op=self)
+
+
+def relative_name(path: Path, pattern: str) -> str:
+    """``path``'s name in a source's documents: its path from the folder ``pattern`` names (a folder itself, a
+    glob's folders before its first wildcard, a file's own folder), with its suffix."""
+    try:
+        return path.relative_to(path_root(pattern)).as_posix()
+    except ValueError:  # not under the root (a symlink resolved elsewhere): its name alone
+        return path.name
+
+
+def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[dict[str, Any]]:
+    """The documents of the PDF at ``path`` named ``name`` (``relative_name``): one per page with text
+    (``<name without .pdf>-p<page>``), or one for the file (``unit="document"``)."""
+    title, pages = read_pdf(path, op=op)
+    stem, docno = path.stem, name[: len(name) - len(path.suffix)]
+    empty = sum(1 for text in pages if not text)
+    if empty:
+        log.info("%s: %d of %d page(s) have no text layer (scans or figures): skipped", name, empty, len(pages))
+    if unit == "document":
+        text = "\n\n".join(t for t in pages if t)
+        return [{"docno": docno, "title": title or stem, "text": text, "path": name, "page": None}] if text else []
+    return [{"docno": f"{docno}-p{n}", "title": title or stem, "text": text, "path": name, "page": n}
+            for n, text in enumerate(pages, start=1) if text]
 
 
 def read_pdf(source: Any, *, op: Any = None, name: str | None = None,

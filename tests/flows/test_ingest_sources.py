@@ -1,12 +1,13 @@
 """What ``tessera ingest --source`` reads: the source operator by suffix (a file or a glob) or by the files a folder
-holds; a name of no known type, or a folder of none or of two kinds, refused in one line that lists the formats,
-before any index is made. End to end, BM25 only (no model): a TSV, a gzipped CSV, a folder of CSVs, PDFs of one
+holds; a name of no known type, or a folder of none or of two record formats, refused in one line that lists the
+formats, before any index is made. End to end, BM25 only (no model): a TSV, a gzipped CSV, a folder of CSVs, PDFs of one
 name in two folders, and a JSONL file with empty ids."""
 
 from __future__ import annotations
 
 import gzip
 import json
+import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -30,38 +31,56 @@ def test_the_reader_follows_the_suffix(tmp_path):
     cases = {"a.jsonl": ("sources.jsonl", None), "a.jsonl.gz": ("sources.jsonl", None),
              "a.ndjson": ("sources.jsonl", None), "a.parquet": ("sources.parquet", None),
              "a.csv": ("sources.csv", ","), "a.CSV.gz": ("sources.csv", ","), "a.tsv": ("sources.csv", "\t"),
-             "a.tsv.gz": ("sources.csv", "\t"), "a.pdf": ("sources.pdf", None), "docs/**/*.pdf": ("sources.pdf", None)}
+             "a.tsv.gz": ("sources.csv", "\t"), "a.pdf": ("sources.pdf", None), "docs/**/*.pdf": ("sources.pdf", None),
+             "a.txt": ("sources.files", None), "a.md": ("sources.files", None), "a.HTML": ("sources.files", None),
+             "docs/*.md": ("sources.files", None), "docs/**/*": ("sources.files", None)}
+    (tmp_path / "docs").mkdir()
     for name, (op, delimiter) in cases.items():
+        if "*" not in name:
+            (tmp_path / name).write_text("")
         got, params = read_step(tmp_path / name)
         assert (got, params.get("delimiter")) == (op, delimiter), name
 
 
-@pytest.mark.parametrize("name", ["notes.md", "notes.txt", "corpus.json", "README", "docs/*"])
+@pytest.mark.parametrize("name", ["corpus.json", "README", "notes.docx", "docs/*.json"])
 def test_a_name_of_no_known_type_is_refused_listing_the_formats(tmp_path, name):
+    if "*" not in name:
+        (tmp_path / name).write_text("x")
     with pytest.raises(IngestError) as err:
         build_plan(None, str(tmp_path / name), False)
     message = str(err.value)
     assert "its type is not known from its suffix" in message and "\n" not in message
     for fmt in ("JSONL (.jsonl", "Parquet (.parquet", "CSV (.csv, .csv.gz)", "TSV (.tsv, .tsv.gz)", "PDF (.pdf)",
-                "BEIR folder", "read: {op: sources.jsonl"):
+                "text (.txt)", "Markdown (.md, .markdown)", "HTML (.html, .htm)", "BEIR folder",
+                "read: {op: sources.jsonl"):
         assert fmt in message
     assert err.value.field == "source"
 
 
-def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path):
+@pytest.mark.parametrize("name", ["nope", "notes.md", "corpus.jsonl", "gone/"])
+def test_a_path_that_is_not_there_is_refused_saying_so(tmp_path, name):
+    with pytest.raises(IngestError, match=r"cannot read --source '.*': no such file or folder \(working directory "):
+        build_plan(None, str(tmp_path / name), False)
+
+
+def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path, caplog):
     csvs, tsvs, beir, mixed, none = (tmp_path / n for n in ("csvs", "tsvs", "beir", "mixed", "none"))
     for folder in (csvs, tsvs, beir, mixed, none):
         folder.mkdir()
     (csvs / "a.csv").write_text("_id,text\n1,x\n")
     (csvs / "notes.md").write_text("# not read")
+    (csvs / "b.jsonl.bak").write_text("{}")
     (tsvs / "a.tsv").write_text("_id\ttext\n1\tx\n")
     (beir / "corpus.jsonl").write_text('{"_id": "1", "text": "x"}\n')
     (mixed / "a.csv").write_text("_id,text\n1,x\n")
     (mixed / "b.jsonl").write_text('{"_id": "1", "text": "x"}\n')
-    (none / "notes.md").write_text("# not read")
+    (none / "notes.docx").write_text("not read")
     (none / "sub").mkdir()
     (none / "sub" / "a.csv").write_text("_id,text\n1,x\n")
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
     assert read_step(csvs)[0] == "sources.csv" and read_step(csvs)[1]["delimiter"] == ","
+    # a folder's other files are named in one line (a README beside a CSV corpus is not refused)
+    assert caplog.messages[0] == f"{csvs}: 2 file(s) not read (another kind than the folder's): b.jsonl.bak, notes.md"
     assert read_step(tsvs)[1]["delimiter"] == "\t"
     assert read_step(beir)[0] == "sources.beir"
     with pytest.raises(IngestError, match=r"holds CSV and JSONL files; give a glob of one kind \('.*mixed/\*\.csv'\)"):
@@ -72,6 +91,7 @@ def test_a_folder_is_read_by_the_one_kind_of_file_it_holds(tmp_path):
 
 def test_a_spec_read_steps_params_stay_and_the_suffix_sets_the_delimiter(tmp_path):
     spec = {"steps": {"read": {"op": "sources.csv", "params": {"path": "x.csv", "text_field": "body"}}}}
+    (tmp_path / "a.tsv").write_text("_id\tbody\n1\tx\n")
     op = build_plan(spec, str(tmp_path / "a.tsv"), False).read
     assert (op.params.text_field, op.params.delimiter) == ("body", "\t")
 
@@ -124,12 +144,12 @@ def ingest_command(source: Path, tmp_path: Path) -> subprocess.CompletedProcess:
 
 
 def test_the_command_refuses_an_unknown_type_in_one_line_and_makes_no_index(tmp_path):
-    notes = tmp_path / "notes.md"
-    notes.write_text("# Glaciers\n\nGlaciers move.\n")
+    notes = tmp_path / "notes.json"
+    notes.write_text('{"text": "Glaciers move."}')
     done = ingest_command(notes, tmp_path)
     assert done.returncode != 0 and not (tmp_path / "idx").exists()
     [line] = done.stderr.strip().splitlines()
-    assert "notes.md" in line and "its type is not known from its suffix" in line
+    assert "notes.json" in line and "its type is not known from its suffix" in line
 
 
 def test_a_jsonl_record_with_an_empty_text_goes_to_the_failure_ledger(tmp_path):

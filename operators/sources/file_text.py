@@ -1,0 +1,149 @@
+"""A document of one text file: plain text, Markdown or HTML, decoded as UTF-8, with its title.
+
+Shared by ``sources.files`` (``tessera ingest``) and the service's file uploads (``serve.documents``), so a
+file gives the same document either way. Standard library only: the HTML is read by ``html.parser``.
+"""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import PurePath
+from typing import Any
+
+from operators.errors import SourceError
+
+TEXT_SUFFIXES = (".txt",)
+MARKDOWN_SUFFIXES = (".md", ".markdown")
+HTML_SUFFIXES = (".html", ".htm")
+#: Every suffix ``text_document`` reads (case does not matter).
+SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
+
+
+def decode(content: bytes, name: str, *, op: Any = None) -> str:
+    """``content`` as UTF-8 (a byte-order mark dropped); bytes that are not UTF-8 are a ``SourceError`` naming the
+    file and the first bad byte."""
+    try:
+        return content.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SourceError(f"'{name}' is not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8",
+                          op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from None
+
+
+def text_document(name: str, content: bytes, *, op: Any = None) -> tuple[str | None, str]:
+    """The title (None when the file has none of its own) and the text of the file ``name`` holding ``content``:
+    a Markdown file's title is its first heading (or its front matter's ``title:``), an HTML file's its
+    ``<title>`` and its text that of its body; a plain text file has no title. Its suffix is one of ``SUFFIXES``."""
+    text = decode(content, name, op=op)
+    suffix = PurePath(name).suffix.lower()
+    if suffix in HTML_SUFFIXES:
+        return html_text(text)
+    if suffix in MARKDOWN_SUFFIXES:
+        return markdown_title(text), text
+    return None, text
+
+
+# -- Markdown -------------------------------------------------------------------------------------------
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
+
+
+def markdown_title(text: str) -> str | None:
+    """The text of a Markdown document's first heading (``# Title``, or a line underlined with ``===``/``---``),
+    outside code fences; a YAML front matter's ``title:`` before it. None without either."""
+    lines = text.splitlines()
+    if lines and lines[0].strip() == "---":  # front matter: --- ... ---
+        end = next((i for i, line in enumerate(lines[1:], start=1) if line.strip() in ("---", "...")), None)
+        if end is not None:
+            for line in lines[1:end]:
+                key, _, value = line.partition(":")
+                if key.strip() == "title" and value.strip().strip("'\""):
+                    return value.strip().strip("'\"")
+            lines = lines[end + 1:]
+    fence, previous = None, ""
+    for line in lines:
+        opened = _FENCE.match(line)
+        if fence is not None:
+            if opened and opened.group(1)[0] == fence[0] and len(opened.group(1)) >= len(fence):
+                fence = None
+            continue
+        if opened:
+            fence, previous = opened.group(1), ""
+            continue
+        heading = _ATX.match(line)
+        if heading and heading.group(1).strip():
+            return heading.group(1).strip()
+        if _SETEXT.match(line) and previous.strip() and not previous.startswith(("    ", "\t")):
+            return previous.strip()
+        previous = line
+    return None
+
+
+# -- HTML -----------------------------------------------------------------------------------------------
+
+#: Elements whose content is not text a reader sees.
+_HIDDEN = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe", "object"})
+#: Elements that start a new line of text.
+_BLOCKS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
+                     "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main",
+                     "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr", "ul", "body"})
+#: Elements without an end tag (no content to hide).
+_SPACES = re.compile(r"\s+")
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
+                   "wbr"})
+
+
+class _HtmlText(HTMLParser):
+    """Collects the ``<title>`` and the visible text; the body's alone when the page has a ``<body>``."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.title: list[str] = []
+        self.outside: list[str] = []  # text outside <body>, for a fragment without one
+        self.body: list[str] | None = None
+        self.hidden: list[str] = []  # open hidden elements
+        self.in_title = False
+        self.pre = 0  # open <pre> elements
+
+    def handle_starttag(self, tag: str, attrs: list) -> None:
+        if tag == "title":
+            self.in_title = True
+        elif tag == "body" and self.body is None:
+            self.body = []
+        if tag in _HIDDEN and tag not in _VOID:
+            self.hidden.append(tag)
+        if tag in _BLOCKS:
+            self._out().append("\n")
+        self.pre += tag == "pre"
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "title":
+            self.in_title = False
+        self.pre -= tag == "pre" and self.pre > 0
+        if tag in self.hidden:  # close it and anything left open inside it
+            del self.hidden[len(self.hidden) - 1 - self.hidden[::-1].index(tag):]
+        if tag in _BLOCKS:
+            self._out().append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if self.in_title:
+            self.title.append(data)
+        elif not self.hidden:  # a line break in the source is a space, but in <pre>
+            self._out().append(data if self.pre else _SPACES.sub(" ", data))
+
+    def _out(self) -> list[str]:
+        return self.outside if self.body is None else self.body
+
+
+def html_text(html: str) -> tuple[str | None, str]:
+    """The ``<title>`` (None without one) and the visible text of an HTML page: its ``<body>``'s (all of a
+    fragment's), without scripts and styles, a line per block element, spaces within a line collapsed."""
+    parser = _HtmlText()
+    parser.feed(html)
+    parser.close()
+    parts = parser.body if parser.body is not None else parser.outside
+    lines = (" ".join(line.split()) for line in "".join(parts).splitlines())
+    title = " ".join("".join(parser.title).split())
+    return title or None, "\n".join(line for line in lines if line)

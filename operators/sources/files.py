@@ -1,0 +1,111 @@
+"""Document files source: a folder (or glob) of PDF, plain text, Markdown and HTML files, each read by its kind."""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+from pathlib import Path
+from typing import Any, Iterator, Literal
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Source
+from operators.errors import SourceError, SourceNotFoundError
+from operators.local_files import local_path
+from operators.sources._common import rebatch
+from operators.sources.file_text import SUFFIXES as TEXT_KINDS
+from operators.sources.file_text import text_document
+from operators.sources.paths import resolve_paths
+from operators.sources.pdf import SCHEMA, pdf_documents, relative_name
+
+log = logging.getLogger("tessera.sources")
+
+#: Every suffix this source reads (case does not matter): PDFs, then the text kinds.
+SUFFIXES = (".pdf", *TEXT_KINDS)
+
+
+def is_document_file(name: str | Path) -> bool:
+    return Path(name).suffix.lower() in SUFFIXES
+
+
+class FilesSource(Source):
+    """Read document files, each by its kind: a PDF a document per page (as ``sources.pdf``), a plain text,
+    Markdown or HTML file one document.
+
+    For a folder of mixed files (``docs/`` holding ``.pdf``, ``.txt``, ``.md``, ``.html``); files of other
+    suffixes are named in one warning line and not read, nor are hidden files and subfolders (give a glob,
+    ``docs/**/*``). A text file's ``docno`` and ``path`` are its path from the folder (or from a glob's folders
+    before its first wildcard) with its suffix (``notes.md``, ``a/notes.md``), so ``notes.txt`` and ``notes.md``
+    stay two documents; its ``title`` is a Markdown file's first heading, an HTML file's ``<title>``, else the
+    file stem; an HTML file's text is its body's, without scripts and styles; ``page`` is null. A PDF's rows are
+    those of ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of
+    that file in an ingestion). A file with no text gives no document, and says so in the log.
+
+    Usage::
+
+        FilesSource({"path": "docs"})(pa.table({}))
+        # docno ["guide-p1", "notes.md", "faq.html"], title, text, path ["guide.pdf", "notes.md", "faq.html"], page
+    """
+
+    name = "sources.files"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+        path: str = Field(..., min_length=1, json_schema_extra=local_path(),
+                          description="A file, a glob (`docs/*.md`, `docs/**/*`) or a folder of document files "
+                          f"({', '.join(SUFFIXES)}).")
+        unit: Literal["page", "document"] = Field(
+            "page", description="For PDFs: `page`, a document per page; `document`, one per file. Any other "
+            "file is one document.")
+        limit: int | None = Field(None, gt=0, description="Read only the first N documents, in file order.")
+        batch_rows: int = Field(1000, gt=0, description="Most rows in one emitted table.")
+
+    def produces(self) -> dict[str, str]:
+        return {"docno": "id", "text": "text"}
+
+    def _paths(self) -> list[Path]:
+        """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""
+        path = Path(os.path.expanduser(self.params.path))
+        if path.is_dir():
+            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+        elif glob.has_magic(str(path)):
+            found = resolve_paths(self.params.path, op=self)
+        else:
+            [file] = resolve_paths(self.params.path, op=self)  # a missing file is an error naming it
+            if not is_document_file(file):
+                raise SourceError(f"'{file}' is not a document file of a kind this source reads "
+                                  f"({', '.join(SUFFIXES)})", op=self.name, step=self.step_id, field="params.path")
+            return [file]
+        readable = [p for p in found if is_document_file(p)]
+        others = [p for p in found if not is_document_file(p)]
+        if not readable:
+            raise SourceNotFoundError(f"'{self.params.path}' holds no document file ({', '.join(SUFFIXES)}) among "
+                                      f"its {len(found)} file(s)", op=self.name, step=self.step_id,
+                                      field="params.path")
+        if others and not getattr(self, "_warned", False):
+            self._warned = True
+            shown = ", ".join(relative_name(p, self.params.path) for p in others[:10])
+            log.warning("%s: %d file(s) not read, of a kind no reader takes: %s%s (read: %s)", self.params.path,
+                        len(others), shown, ", ..." if len(others) > 10 else "", ", ".join(SUFFIXES))
+        return readable
+
+    def splits(self) -> list[str | None]:
+        return [None] if self.params.limit is not None else [str(p) for p in self._paths()]
+
+    def read(self, split: str | None) -> Iterator[pa.Table]:
+        paths = [Path(split)] if split is not None else self._paths()
+        tables = (pa.Table.from_pylist(self._documents(path), schema=SCHEMA) for path in paths)
+        yield from rebatch(tables, self.params.batch_rows, self.params.limit)
+
+    def _documents(self, path: Path) -> list[dict[str, Any]]:
+        name = relative_name(path, self.params.path)
+        if path.suffix.lower() == ".pdf":
+            return pdf_documents(path, name, self.params.unit, op=self)
+        title, text = text_document(name, path.read_bytes(), op=self)
+        if not text.strip():
+            log.warning("%s: no text: no document", name)
+            return []
+        return [{"docno": name, "title": title or path.stem, "text": text, "path": name, "page": None}]

@@ -1,0 +1,123 @@
+"""sources.files: a folder of PDF, text, Markdown and HTML files read each by its kind (a PDF a document per page,
+another file one document named by its path), titles from a Markdown heading or an HTML <title>, the files of other
+suffixes named in one warning, a file that is not UTF-8 an error naming it. Real files in tmp_path."""
+
+from __future__ import annotations
+
+import logging
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import SourceError, SourceNotFoundError
+from operators.registry import create
+from operators.sources.file_text import html_text, markdown_title
+from operators.testing import OperatorContract
+
+PAGE = """<!doctype html><html><head><title>Weta  &amp; wetapunga</title><style>p {color: red}</style>
+<script>var hidden = "not text";</script></head>
+<body><h1>Giant weta</h1><p>Among the heaviest insects<br>in the world.</p><script>alert("no")</script>
+<ul><li>Wetapunga</li><li>Tree weta</li></ul></body></html>"""
+
+
+@pytest.fixture
+def docs(tmp_path, pdf_writer):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    pdf_writer(folder / "birds.pdf", ["Kakapo are flightless parrots.", "", "Takahe live in the mountains."],
+               title="Flightless birds")
+    (folder / "notes.txt").write_text("Honey bees make honey from nectar.\n", encoding="utf-8")
+    (folder / "notes.md").write_text("Intro line\n\n## Kiwi, the bird\n\nKiwi lay large eggs.\n", encoding="utf-8")
+    (folder / "weta.html").write_text(PAGE, encoding="utf-8")
+    (folder / "report.docx").write_bytes(b"PK\x03\x04")
+    (folder / "photo.png").write_bytes(b"\x89PNG")
+    (folder / ".hidden.md").write_text("# not read")
+    (folder / "sub").mkdir()
+    (folder / "sub" / "deep.md").write_text("# Deep\n\nIn a subfolder.")
+    return folder
+
+
+class TestFilesContract(OperatorContract):
+    operator_name = "sources.files"
+
+    @pytest.fixture(autouse=True)
+    def _folder(self, docs):
+        self.path = docs
+
+    def make_operator(self, **params):
+        return create(self.operator_name, {"path": str(self.path), **params})
+
+
+def test_a_mixed_folder_is_read_each_file_by_its_kind_and_the_others_named_once(docs, caplog):
+    op = create("sources.files", {"path": str(docs)})
+    with caplog.at_level(logging.WARNING, logger="tessera.sources"):
+        out = op(pa.table({}))
+        op(pa.table({}))
+    rows = {r["docno"]: r for r in out.to_pylist()}
+    assert list(rows) == ["birds-p1", "birds-p3", "notes.md", "notes.txt", "weta.html"]
+    assert [(r["path"], r["page"], r["title"]) for r in rows.values()] == [
+        ("birds.pdf", 1, "Flightless birds"), ("birds.pdf", 3, "Flightless birds"),
+        ("notes.md", None, "Kiwi, the bird"), ("notes.txt", None, "notes"), ("weta.html", None, "Weta & wetapunga")]
+    assert rows["notes.txt"]["text"] == "Honey bees make honey from nectar.\n"
+    assert rows["weta.html"]["text"] == "Giant weta\nAmong the heaviest insects\nin the world.\nWetapunga\nTree weta"
+    [warning] = [r.getMessage() for r in caplog.records]  # once for the operator, though it was called twice
+    assert warning.startswith(f"{docs}: 2 file(s) not read, of a kind no reader takes: photo.png, report.docx (read: ")
+    assert ".hidden" not in warning
+
+
+def test_a_file_a_glob_and_a_glob_of_every_file_below_a_folder(docs):
+    def docnos(path: str) -> list[str]:
+        return create("sources.files", {"path": path})(pa.table({})).column("docno").to_pylist()
+
+    assert docnos(str(docs / "notes.md")) == ["notes.md"]
+    assert docnos(str(docs / "*.md")) == ["notes.md"]  # hidden files are not matched by a glob either
+    assert docnos(str(docs / "**" / "*.md")) == ["notes.md", "sub/deep.md"]
+    assert docnos(str(docs / "**" / "*")) == ["birds-p1", "birds-p3", "notes.md", "notes.txt", "sub/deep.md",
+                                             "weta.html"]
+    per_file = create("sources.files", {"path": str(docs), "unit": "document", "limit": 2})(pa.table({}))
+    assert per_file.column("docno").to_pylist() == ["birds", "notes.md"]
+
+
+def test_a_file_that_is_not_utf8_is_an_error_naming_it_and_the_others_are_read(docs):
+    (docs / "latin1.txt").write_bytes("caf\u00e9 au lait".encode("latin-1"))
+    op = create("sources.files", {"path": str(docs)})
+    splits = op.splits()
+    with pytest.raises(SourceError, match=r"'latin1.txt' is not UTF-8 text \(invalid continuation byte at byte 3\)"):
+        list(op.read(next(s for s in splits if s.endswith("latin1.txt"))))
+    assert sum(t.num_rows for s in splits if not s.endswith("latin1.txt") for t in op.read(s)) == 5
+
+
+def test_what_it_cannot_read_is_refused_naming_the_path(tmp_path):
+    (tmp_path / "data.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "a.json").write_text("{}")
+    with pytest.raises(SourceError, match=r"data.json' is not a document file of a kind this source reads"):
+        create("sources.files", {"path": str(tmp_path / "data.json")}).splits()
+    with pytest.raises(SourceNotFoundError, match=r"does not exist"):
+        create("sources.files", {"path": str(tmp_path / "nope.md")}).splits()
+    with pytest.raises(SourceNotFoundError, match=r"holds no document file .* among its 1 file"):
+        create("sources.files", {"path": str(tmp_path / "empty")}).splits()
+
+
+def test_a_blank_file_gives_no_document(tmp_path):
+    (tmp_path / "blank.md").write_text(" \n\n")
+    (tmp_path / "scripts.html").write_text("<html><body><script>x()</script></body></html>")
+    assert create("sources.files", {"path": str(tmp_path)})(pa.table({})).num_rows == 0
+
+
+@pytest.mark.parametrize("text,title", [
+    ("# Title\n\nbody", "Title"),
+    ("  ### Closed heading ###  \nbody", "Closed heading"),
+    ("```bash\n# a comment, not a heading\n```\n\nSetext title\n============\n", "Setext title"),
+    ("~~~\n# inside\n~~~~\n## After the fence", "After the fence"),
+    ("---\ntitle: 'From front matter'\ntags: [a]\n---\n# Heading", "From front matter"),
+    ("---\nlayout: post\n---\n# Heading after front matter", "Heading after front matter"),
+    ("#hashtag, not a heading\n\n    # indented code\n\nplain", None),
+    ("", None),
+])
+def test_the_title_of_a_markdown_file(text, title):
+    assert markdown_title(text) == title
+
+
+def test_html_without_a_body_or_a_title():
+    assert html_text("<p>One &lt;two&gt;</p>\n<p>  three\n four </p>") == (None, "One <two>\nthree four")

@@ -1,0 +1,44 @@
+"""An uploaded text or Markdown file (``serve.documents.file_documents``) becomes the document ``sources.files`` reads
+from the same file on disk: the same id, title and text; a Markdown file's title is its first heading; bytes that
+are not UTF-8 and suffixes the upload does not take are a 422 naming the file. Real files, no Ray."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from operators.registry import create
+from serve.documents import file_documents
+from serve.errors import ApiError
+from serve.service_settings import Limits
+
+FILES = {"notes.txt": "Honey bees make honey.\n", "kiwi.md": "Kiwi\n====\n\n```\n# code\n```\nThey lay big eggs.\n",
+         "weta.markdown": "\ufeff# Giant weta\n\nHeavy insects."}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_an_upload_is_the_document_the_source_reads_from_disk(tmp_path, name):
+    (tmp_path / name).write_text(FILES[name], encoding="utf-8")
+    [uploaded] = file_documents(name, (tmp_path / name).read_bytes(), Limits())
+    [read] = create("sources.files", {"path": str(tmp_path / name)})(pa.table({})).to_pylist()
+    assert (uploaded["id"], uploaded["title"], uploaded["text"], uploaded["metadata"]) == (
+        read["docno"], read["title"], read["text"], {"path": read["path"]})
+
+
+def test_titles_from_the_first_heading_else_the_file_name():
+    titles = [file_documents(name, FILES[name].encode(), Limits())[0]["title"] for name in sorted(FILES)]
+    assert titles == ["Kiwi", "notes", "Giant weta"]
+    assert file_documents("weta.markdown", FILES["weta.markdown"].encode(), Limits())[0]["text"] == \
+        "# Giant weta\n\nHeavy insects."  # the byte-order mark is not text
+
+
+@pytest.mark.parametrize("name,content,words", [
+    ("latin1.txt", "caf\u00e9".encode("latin-1"), "files: 'latin1.txt' is not UTF-8 text (unexpected end of data "
+     "at byte 3)"),
+    ("page.html", b"<html><body>hello</body></html>", "'page.html' is not a PDF, text or Markdown file"),
+    ("../notes.txt", b"x", "'../notes.txt' is not a file name"),
+])
+def test_a_file_that_gives_no_document_is_a_422_naming_it(name, content, words):
+    with pytest.raises(ApiError) as err:
+        file_documents(name, content, Limits())
+    assert err.value.status == 422 and words in err.value.message
