@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Iterator, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from operators.base import Source
 from operators.errors import SourceError, SourceNotFoundError
@@ -18,7 +18,7 @@ from operators.sources._common import rebatch
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import text_document
 from operators.sources.paths import resolve_paths
-from operators.sources.pdf import SCHEMA, pdf_documents, relative_name
+from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
 
@@ -51,17 +51,13 @@ class FilesSource(Source):
 
     name = "sources.files"
 
-    class Params(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-
+    class Params(PdfSource.Params):  # the PDF source's (limit, batch_rows), its path and unit said anew
         path: str = Field(..., min_length=1, json_schema_extra=local_path(),
                           description="A file, a glob (`docs/*.md`, `docs/**/*`) or a folder of document files "
                           f"({', '.join(SUFFIXES)}).")
         unit: Literal["page", "document"] = Field(
             "page", description="For PDFs: `page`, a document per page; `document`, one per file. Any other "
             "file is one document.")
-        limit: int | None = Field(None, gt=0, description="Read only the first N documents, in file order.")
-        batch_rows: int = Field(1000, gt=0, description="Most rows in one emitted table.")
 
     def produces(self) -> dict[str, str]:
         return {"docno": "id", "text": "text"}
