@@ -48,7 +48,7 @@ LAUNCH_GRACE_S = 10.0
 SPARE_WATCH_S = 2.0
 #: The tasks a worker runs before it exits (Celery's max_tasks_per_child): what a process accumulates (models of
 #: every flow it ran, allocator fragmentation) is given back now and then.
-MAX_TASKS_PER_WORKER = 50
+MAX_TASKS_PER_WORKER = 500
 INTERRUPTED = "interrupted (the worker running the task stopped: the service was restarted or the worker died)"
 
 

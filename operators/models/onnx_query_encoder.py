@@ -7,7 +7,8 @@ encoder when everything it needs is present:
 
 * the model's ONNX export (``export_onnx``: ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``),
   made by ``tessera ingest`` at its end (``export_after_ingest``), by ``backend: onnx``, or by
-  ``retrieve.dense`` itself, once, when it embedded queries through torch;
+  ``retrieve.dense`` itself, once, when it embedded queries through torch; ``export_query_encoder`` runs it in
+  a short-lived child process (``query_encoder_export``), so a long-lived caller keeps no exporter in memory;
 * ``onnxruntime`` and ``tokenizers`` importable, and the model's ``tokenizer.json``;
 * a sentence-transformers folder whose modules are a text Transformer, a ``mean`` or
   ``cls`` Pooling and optionally Normalize, with no default prompt and no lower-casing.
@@ -25,6 +26,8 @@ import importlib.util
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -34,16 +37,19 @@ import numpy as np
 from operators.errors import TesseraError
 from operators.interrupt import checkpoint
 from operators.models.batching import CPU_BATCH
+from operators.models.query_encoder_export import NOT_ON_CPU
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
 from operators.models.sentence_transformers import onnx_cache_dir, onnx_session
 
 log = logging.getLogger(__name__)
 
-#: One export at a time per process, and one try per model: a replica's concurrent searches do not each export,
-#: and a model whose export failed is not tried again on every request.
+#: One export at a time per process (and per model across processes: a file lock), and one try per model: a
+#: replica's concurrent searches do not each export, and a model whose export failed is not tried on every request.
 _EXPORTING = threading.Lock()
 _TRIED: set[str] = set()
+#: The longest an export's child process may take (MiniLM: about 10 s) before it is ended and the export given up.
+EXPORT_TIMEOUT_S = 900
 
 #: Environment variable choosing the query encoder: ``auto`` (default), ``torch`` or ``onnx``.
 ENV = "TESSERA_QUERY_ENCODER"
@@ -218,10 +224,12 @@ def _read_json(file: Path, required: str | None) -> Any:
 def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
     """Export ``reference``'s transformer to ONNX for later processes' queries, once, when worth it: the
     ONNX libraries are installed (base dependencies), ``$TESSERA_QUERY_ENCODER`` is not ``torch``, the
-    model is a text model the fast path reproduces and its torch copy runs on the CPU. Never fails: a
-    failed export is logged and the torch path goes on, and not tried again in this process. One export at a
-    time per process: a call while another thread exports returns at once, or waits with ``wait``. The file, or
-    None when nothing was exported."""
+    model is a text model the fast path reproduces and its torch copy runs on the CPU. The export always runs in a
+    child process (``query_encoder_export``), even where torch is loaded already: the caller never imports torch
+    or the exporter for it and gets only the file. Never fails: a failed export is logged once with its reason
+    and the torch path goes on, and not tried again in this process. One export at a time per model, across
+    processes: a call while another thread or process exports it returns at once, or waits with ``wait``. The
+    file, or None when nothing was exported."""
     try:
         if query_encoder_mode() == "torch" or any(
                 importlib.util.find_spec(m) is None for m in ("onnx", "onnxscript", "onnxruntime")):
@@ -233,10 +241,9 @@ def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
         if not _EXPORTING.acquire(blocking=wait):
             return None  # another thread is exporting: this one's queries go on through torch
         try:
-            if str(path) in _TRIED or (onnx_cache_dir(path) / "model.onnx").is_file():
-                return None  # tried in this process already, or made meanwhile
-            _TRIED.add(str(path))
-            return _export_a_copy(reference, path)
+            if str(path) in _TRIED:
+                return None  # tried in this process already
+            return _export_in_child(reference, path, wait=wait)
         finally:
             _EXPORTING.release()
     except FastPathUnavailable as err:
@@ -246,21 +253,59 @@ def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
     return None
 
 
-def _export_a_copy(reference: str, path: Path) -> Path | None:
-    """Export a private copy of the process's torch model: ``torch.export`` swaps a module's weights for fake
-    tensors while it traces, and other threads (a replica's concurrent searches) encode with the shared one."""
-    import copy
+class ExportFailed(TesseraError):
+    """The export's child process failed; the message is its reason."""
 
-    from operators.models.sentence_transformers import export_onnx, load_sentence_transformer
 
-    shared = load_sentence_transformer(reference)  # the copy the torch path loaded (shared per process)
-    if not str(shared.device).startswith("cpu"):
+def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
+    """Run ``query_encoder_export`` for ``path`` under a file lock beside its export folder (one export per model
+    across processes; the OS drops it when its holder dies). The child shares this process's group (a Ctrl-C
+    reaches both); one still running when this process stops waiting is ended, and a partial file it leaves
+    (``export_onnx`` writes ``.model.<pid>.onnx``, then renames it) is removed."""
+    from filelock import FileLock, Timeout
+
+    folder = onnx_cache_dir(path)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(folder.parent / f".{folder.name}.lock")
+    try:
+        lock.acquire(timeout=-1 if wait else 0)
+    except Timeout:
+        return None  # another process exports it: this one's queries go on through torch
+    try:
+        if (folder / "model.onnx").is_file():
+            return None  # made meanwhile by the process that held the lock
+        _TRIED.add(str(path))
+        # WARNING, not INFO: the CLI shows warnings (Python's last-resort handler, stderr), and a user who waits
+        # ~10 s for a first query (or at the end of an ingest) should see why, once
+        log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference)
+        log.info("exporting '%s' to ONNX in %s (child process)", reference, folder)
+        root = str(Path(__file__).resolve().parents[2])  # the folder holding `operators`, wherever the child starts
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}
+        command = [sys.executable, "-m", "operators.models.query_encoder_export", reference, str(os.getpid())]
+        with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, env=env) as child:
+            try:
+                _, errors = child.communicate(timeout=EXPORT_TIMEOUT_S)
+            except BaseException:  # interrupted, or past the timeout: the child must not outlive the wait
+                child.terminate()  # SIGTERM: it unwinds and removes its partial file
+                try:
+                    child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+                    child.wait()
+                raise
+            finally:
+                (folder / f".model.{child.pid}.onnx").unlink(missing_ok=True)  # left by a child killed outright
+    finally:
+        lock.release()
+    if child.returncode == NOT_ON_CPU:
+        log.debug("no query-encoder export for '%s': %s", reference, errors.strip())
         return None
-    # WARNING, not INFO: the CLI shows warnings (Python's last-resort handler, stderr), and a user who waits ~10 s
-    # for a first query (or at the end of an ingest) should see why, once
-    log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference)
-    log.info("exporting '%s' to ONNX in %s", reference, onnx_cache_dir(path))
-    return export_onnx(copy.deepcopy(shared), path)
+    if child.returncode != 0 or not (folder / "model.onnx").is_file():
+        log.debug("the export of '%s' failed:\n%s", reference, errors)
+        reason = ([line for line in errors.splitlines() if line.strip()] or [f"exit status {child.returncode}"])[-1]
+        raise ExportFailed(reason)
+    return folder / "model.onnx"
 
 
 def export_after_ingest(index: str | os.PathLike) -> tuple[str, Path] | None:

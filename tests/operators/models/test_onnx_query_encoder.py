@@ -8,8 +8,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pyarrow as pa
@@ -281,7 +283,7 @@ def test_a_damaged_export_is_not_used(tmp_path, monkeypatch):
 def test_searches_at_once_in_a_fresh_home_all_answer_while_one_of_them_exports(index, first_run, tmp_path,
                                                                                monkeypatch):
     """A replica's first searches run at once while the first exports; the export traced the shared torch model,
-    and the others, encoding with it, failed (37 HTTP 500s in a soak). It now exports a private copy, once."""
+    and the others, encoding with it, failed (37 HTTP 500s in a soak). The export now runs in a child process, once."""
     import concurrent.futures
 
     import operators.models.onnx_query_encoder as encoder_module
@@ -331,3 +333,105 @@ def test_ingest_exports_the_query_encoder_at_its_end_unless_told_torch(tmp_path,
     # Ingesting again into the index makes nothing new and says nothing about it.
     assert main([*ingest, "--index", str(tmp_path / "auto"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["query_encoder_export"] is None
+
+
+EXPORT_SCRIPT = ("import json, sys\n"
+                 "from operators.models.onnx_query_encoder import export_query_encoder\n"
+                 "made = export_query_encoder(sys.argv[1], wait=True)\n"
+                 "print(json.dumps({'file': made and str(made), 'torch': 'torch' in sys.modules}))\n")
+
+
+def fresh_home_env(home) -> dict[str, str]:
+    env = {**os.environ, "TESSERA_HOME": str(home)}
+    env.pop(ENV, None)
+    return env
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_the_export_runs_in_a_child_process_and_the_caller_never_imports_torch(tmp_path, monkeypatch):
+    """A Ray task worker or Serve replica that asks for the export keeps only the file: torch and the exporter
+    load in a child that ends with the export (a worker that exported in-process stayed at 1.2 GB RSS)."""
+    done = subprocess.run([sys.executable, "-c", EXPORT_SCRIPT, "all-MiniLM-L6-v2"], capture_output=True, text=True,
+                          timeout=300, env=fresh_home_env(tmp_path))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["torch"] is False
+    assert result["file"] and result["file"] == str(next(tmp_path.glob("models/*-onnx-*/model.onnx")))
+    assert done.stderr.count(NOTICE) == 1
+    assert not [p for p in tmp_path.glob("models/*-onnx-*/.*")], "a partial export was left"
+    # the child's export is the one the fast path loads, with sentence-transformers' vectors
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.delenv(ENV, raising=False)
+    texts = queries()
+    assert_same_vectors(load_onnx_query_encoder("all-MiniLM-L6-v2").encode(texts), torch_vectors(texts))
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_a_failing_export_reports_its_reason_once_and_is_not_retried(tmp_path, monkeypatch):
+    """A model the fast path would reproduce but whose weights are missing: the child fails, the caller logs why
+    (one line, after the notice) and does not start another child for it."""
+    import operators.models.onnx_query_encoder as encoder_module
+    from operators.models.onnx_query_encoder import export_query_encoder
+
+    model = tmp_path / "no-weights"
+    model_copy(model, lambda folder: None)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv(ENV, raising=False)
+    monkeypatch.setattr(encoder_module, "_TRIED", set())
+    with Notices() as notices:
+        assert export_query_encoder(str(model), wait=True) is None
+    assert len(notices.messages) == 2, notices.messages
+    assert notices.messages[0].startswith(f"preparing the torch-free query encoder for '{model}'")
+    assert notices.messages[1].startswith(f"could not export '{model}' to ONNX for the query fast path: OSError: ")
+    assert "no file named model.safetensors" in notices.messages[1]
+    with Notices() as notices:
+        started = time.perf_counter()
+        assert export_query_encoder(str(model), wait=True) is None
+    assert notices.messages == [] and time.perf_counter() - started < 1  # no second child
+    assert not list((tmp_path / "home").glob("models/*-onnx-*/*"))
+
+
+def child_pids(pid: int) -> list[int]:
+    import psutil
+
+    try:
+        return [child.pid for child in psutil.Process(pid).children()]
+    except psutil.NoSuchProcess:
+        return []
+
+
+def running(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@needs_onnx
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the child dies with its parent on Linux")
+def test_a_killed_caller_leaves_no_export_child_and_no_partial_file(tmp_path):
+    caller = subprocess.Popen([sys.executable, "-c", EXPORT_SCRIPT, "all-MiniLM-L6-v2"], env=fresh_home_env(tmp_path),
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not child_pids(caller.pid) and time.monotonic() < deadline and caller.poll() is None:
+            time.sleep(0.2)
+        children = child_pids(caller.pid)
+        assert children, "the export child never started"
+        time.sleep(1)  # into the child's imports (its whole export takes about 10 s)
+        caller.send_signal(signal.SIGKILL)
+        caller.wait(timeout=30)
+        deadline = time.monotonic() + 5
+        while [pid for pid in children if running(pid)] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not [pid for pid in children if running(pid)], "the export child outlived its killed parent"
+    finally:
+        if caller.poll() is None:
+            caller.kill()
+    assert not list(tmp_path.glob("models/*-onnx-*/.*")), "a partial export was left"
+    assert not list(tmp_path.glob("models/*-onnx-*/model.onnx")), "the child went on exporting"
