@@ -85,6 +85,14 @@ class ProgressWriter:
                                  rows_done=event.rows_done, step_progress=self.progress):
             self.cancel.cancel("the task was finished elsewhere (cancelled)")
 
+    def record(self, result: Any) -> None:
+        """Each step's rows in and out and seconds as the finished run counted them: events carry rows done only,
+        and a throttled last event may not have been written."""
+        for step, info in self.progress.items():
+            if (done := result.steps.get(step)) is not None:
+                info.update(rows_in=done.rows_in, rows_out=done.rows_out, seconds=round(done.seconds, 3))
+        self.store.update(self.task_id, step_progress=self.progress)
+
 
 def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
     """Run one stored task to a final state (whatever happens, the store ends final or refuses the write)."""
@@ -114,8 +122,9 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
         flow = FlowSpec.parse(row["spec"]).build()
         queries = pa.table({"qid": [q["qid"] for q in row["queries"]], "query": [q["query"] for q in row["queries"]]},
                            schema=pa.schema([("qid", pa.string()), ("query", pa.string())]))
-        result = make_executor("local", keep_history=False).run(
-            flow, queries, progress=ProgressWriter(store, task_id, row["steps"], token), cancel=token)
+        writer = ProgressWriter(store, task_id, row["steps"], token)
+        result = make_executor("local", keep_history=False).run(flow, queries, progress=writer, cancel=token)
+        writer.record(result)
     except FlowCancelled:
         store.finish(task_id, "cancelled")
     except TesseraError as err:

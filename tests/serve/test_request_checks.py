@@ -135,3 +135,20 @@ def test_a_task_that_fails_outside_its_flow_fails_with_its_error(service):
     with pytest.raises(KeyError):  # what the actor's run did with it before: raise, the task left running
         run_task(store, again, 100)
     assert store.task(again, "local")["status"] == "running"
+
+
+def test_a_finished_tasks_steps_say_their_rows_in_and_out(service):
+    """The step table of a finished task holds what the run counted, as ``tessera run`` prints it (rows in was 0)."""
+    from serve.taskrunner import run_task
+
+    bm25 = {**BM25, "params": {**BM25["params"], "index": service.default_index}}
+    spec = {"steps": {"bm25": bm25, "top": {"op": "postprocess.reduce", "params": {"k": 2}}}}
+    task_id = service.store.create_task("local", "mine", spec, [{"qid": "1", "query": "honey"},
+                                                                {"qid": "2", "query": "bees"}], ["bm25", "top"])
+    run_task(service.store, task_id, 100)
+    task = service.store.task(task_id, "local")
+    steps = task["step_progress"]
+    assert task["status"] == "finished" and steps["bm25"]["status"] == steps["top"]["status"] == "done", task["error"]
+    rows = len(task["result"]["data"])
+    assert steps["bm25"]["rows_in"] == 2 and steps["bm25"]["rows_out"] >= rows > 0, steps  # two queries in
+    assert (steps["top"]["rows_in"], steps["top"]["rows_out"]) == (steps["bm25"]["rows_out"], rows), steps
