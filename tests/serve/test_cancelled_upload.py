@@ -92,7 +92,7 @@ def test_a_replica_starting_removes_a_cancelled_first_uploads_index(ray_session,
     assert_gone_and_free(upload_service, task_id, job)
 
 
-@pytest.mark.slow  # MiniLM loads in this process
+@pytest.mark.integration  # MiniLM loads in this process
 def test_an_interrupted_upload_into_an_index_with_documents_keeps_it(upload_service):
     task_id, job = upload(upload_service, "notes", "alice")
     run_ingest(upload_service.store, task_id, job)

@@ -12,7 +12,7 @@ from serve import indices
 from serve.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
-pytestmark = pytest.mark.slow  # MiniLM loads in this process
+pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 BIRDS = ["kakapo", "takahe", "kea"]
 

@@ -13,7 +13,7 @@ from serve.ingest_task import run_ingest
 from serve.service import Service
 from tests.serve.conftest import upload
 
-pytestmark = pytest.mark.slow  # MiniLM loads in this process
+pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 
 def fail(service: Service, task_id: str, job: dict) -> None:

@@ -17,7 +17,7 @@ from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from tests.serve.conftest import api_on_localhost
 
-pytestmark = pytest.mark.slow  # MiniLM loads in this process
+pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 ADMIN, BOB = "admin-key-0123456789", "bob-key-0123456789"
 

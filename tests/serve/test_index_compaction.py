@@ -25,7 +25,7 @@ from serve.results import progress_body
 from serve.service_settings import COMPACT_AFTER_SHARDS, ServiceArgs, resolve
 from tests.serve.conftest import WatchedStore, api_on_localhost, upload
 
-pytestmark = pytest.mark.slow  # MiniLM loads in this process
+pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 ADMIN, BOB = "admin-key-0123456789", "bob-key-0123456789"
 WORDS = ["bees", "ants", "wasps", "moths", "beetles"]

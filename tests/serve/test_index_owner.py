@@ -154,7 +154,7 @@ def test_an_index_whose_first_upload_never_committed_has_no_documents_on_every_r
     assert (err.value.status, err.value.code) == (403, "index_not_owned")
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # MiniLM loads in this process
 def test_an_upload_writes_the_owner_file_before_its_ingestion_runs(home, tmp_path):
     service = start(tmp_path, "tasks.db")
     queued = service.indices.add("notes", DocumentsRequest(documents=[{"id": "a", "text": "honey bees"}]), "alice")

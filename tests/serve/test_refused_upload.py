@@ -18,7 +18,7 @@ from serve.errors import ApiError
 from serve.ingest_task import run_ingest
 from tests.serve.conftest import upload
 
-pytestmark = pytest.mark.slow  # MiniLM loads in this process
+pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 
 def refused(service, name: str, tenant: str, **body) -> ApiError:

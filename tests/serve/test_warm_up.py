@@ -32,7 +32,7 @@ def test_a_failing_warm_up_is_logged_and_the_service_serves(tmp_path, monkeypatc
     assert made.store.list_tasks("local") == []  # the service itself is unaffected
 
 
-@pytest.mark.slow  # MiniLM loads in this process
+@pytest.mark.integration  # MiniLM loads in this process
 def test_the_warm_up_opens_the_default_index_and_loads_its_encoder(tmp_path, monkeypatch, sample_index):
     from operators.models.repository import models
     from operators.retrieve import _index_retriever

@@ -142,7 +142,7 @@ def _tiny_table(query: str = "honey bees", texts: tuple[str, ...] = ("Bees make 
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_training_lowers_the_loss_and_saves_a_loadable_checkpoint(trained_colbert, train_triples):
     import torch
 
@@ -182,7 +182,7 @@ def test_training_is_deterministic_and_checks_its_examples(tmp_path, train_tripl
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_the_trained_model_lifts_the_relevant_document(scifact, trained_colbert):
     held_out = _triples(scifact, 100, 8, negatives=5, seed=3)  # queries the training never saw
     out = ColbertReranker({"model": str(trained_colbert), "device": "cpu", "token_store": None})(
@@ -197,7 +197,7 @@ def test_the_trained_model_lifts_the_relevant_document(scifact, trained_colbert)
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_sum_and_mean_equal_an_independent_numpy_maxsim(scifact, trained_colbert):
     from operators.models.colbert import load_colbert
 
@@ -224,7 +224,7 @@ def test_sum_and_mean_equal_an_independent_numpy_maxsim(scifact, trained_colbert
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_precomputed_tokens_rank_like_on_the_fly(tmp_path, scifact, trained_colbert):
     from operators.store import Index
     from operators.store.token_store import build_token_store
@@ -261,7 +261,7 @@ def test_precomputed_tokens_rank_like_on_the_fly(tmp_path, scifact, trained_colb
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_an_explicit_token_store_for_another_model_is_refused(tmp_path, untrained_colbert, trained_colbert,
                                                               scifact):
     from operators.errors import OperatorError
@@ -309,7 +309,7 @@ TEXTS = ["What protects cells from DNA damage?", "p53 (a tumour suppressor) halt
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_loads_a_pylate_checkpoint(tmp_path, trained_colbert):
     import torch
     from safetensors.torch import load_file, save_file
@@ -349,7 +349,7 @@ def test_loads_a_pylate_checkpoint(tmp_path, trained_colbert):
 
 
 @pytest.mark.data
-@pytest.mark.slow  # trained_colbert: a 4-step training run
+@pytest.mark.integration  # trained_colbert: a 4-step training run
 def test_loads_a_stanford_checkpoint(tmp_path, trained_colbert):
     from safetensors.torch import load_file
 

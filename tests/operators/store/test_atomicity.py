@@ -35,7 +35,7 @@ def _chunks_code(path: Path, lo: int, hi: int, tag: str) -> str:
     """
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_crash_between_write_shard_and_commit_leaves_nothing_visible(tmp_path, sample_docs, make_chunks):
     index = Index.create(tmp_path / "idx", IndexSettings(dim=DIM))
     index.add(make_chunks(sample_docs[:20], dim=DIM), shard_id="base")
@@ -80,7 +80,7 @@ def test_failed_upsert_keeps_the_old_version_searchable(tmp_path, sample_docs, m
     assert len(Index.open(index.path)) == 30 and index.counts()["tombstones"] == 1
 
 
-@pytest.mark.slow
+@pytest.mark.integration
 def test_two_processes_committing_different_shards_both_survive(tmp_path, sample_docs):
     index = Index.create(tmp_path / "idx", IndexSettings(dim=DIM))
     writers = []

@@ -12,7 +12,7 @@ from operators.store import Index, IndexSettings
 RECALL = {"flat": 1.0, "hnsw": 0.9, "hnsw_sq8": 0.85, "sq8": 0.9, "ivf": 0.8, "ivfpq": 0.5}
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # real MiniLM vectors
 @pytest.mark.parametrize("dense_type", list(RECALL))
 def test_every_dense_type_builds_and_searches_real_minilm_vectors(tmp_path, sample_docs, make_chunks,
                                                                    minilm_title_vectors, dense_type):
