@@ -6,19 +6,16 @@ import glob
 import logging
 import os
 from pathlib import Path
-from typing import Any, Iterator, Literal
+from typing import Any, Literal
 
-import pyarrow as pa
 from pydantic import Field
 
-from operators.base import Source
 from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
-from operators.sources._common import rebatch
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import text_document
 from operators.sources.paths import resolve_paths
-from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
+from operators.sources.pdf import PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
 
@@ -30,7 +27,7 @@ def is_document_file(name: str | Path) -> bool:
     return Path(name).suffix.lower() in SUFFIXES
 
 
-class FilesSource(Source):
+class FilesSource(PdfSource):  # its splits, read and batching; files of every kind
     """Read document files, each by its kind: a PDF a document per page (as ``sources.pdf``), a plain text,
     Markdown or HTML file one document.
 
@@ -59,9 +56,6 @@ class FilesSource(Source):
             "page", description="For PDFs: `page`, a document per page; `document`, one per file. Any other "
             "file is one document.")
 
-    def produces(self) -> dict[str, str]:
-        return {"docno": "id", "text": "text"}
-
     def _paths(self) -> list[Path]:
         """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""
         path = Path(os.path.expanduser(self.params.path))
@@ -87,14 +81,6 @@ class FilesSource(Source):
             log.warning("%s: %d file(s) not read, of a kind no reader takes: %s%s (read: %s)", self.params.path,
                         len(others), shown, ", ..." if len(others) > 10 else "", ", ".join(SUFFIXES))
         return readable
-
-    def splits(self) -> list[str | None]:
-        return [None] if self.params.limit is not None else [str(p) for p in self._paths()]
-
-    def read(self, split: str | None) -> Iterator[pa.Table]:
-        paths = [Path(split)] if split is not None else self._paths()
-        tables = (pa.Table.from_pylist(self._documents(path), schema=SCHEMA) for path in paths)
-        yield from rebatch(tables, self.params.batch_rows, self.params.limit)
 
     def _documents(self, path: Path) -> list[dict[str, Any]]:
         name = relative_name(path, self.params.path)
