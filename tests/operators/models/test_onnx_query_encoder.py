@@ -216,6 +216,29 @@ def test_a_fresh_process_embeds_queries_without_importing_torch(home, index, fir
 
 @needs_onnx
 @pytest.mark.slow
+def test_a_fresh_process_in_a_fresh_home_exports_before_its_first_query_and_never_imports_torch(index, first_run,
+                                                                                                tmp_path):
+    """A Serve replica or task worker whose first query finds no export: the export is made (in a child process)
+    before the query, which then embeds on ONNX Runtime, so the process never holds torch."""
+    script = (
+        "import json, sys, pyarrow as pa\n"
+        "from operators.registry import create\n"
+        f"op = create('retrieve.dense', {{'index': {str(index[0])!r}, 'k': 10}})\n"
+        "out = op(pa.table({'qid': ['0'], 'query': [sys.argv[1]]}))\n"
+        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
+        "print(json.dumps({'docnos': out.column('docno').to_pylist(), 'heavy': heavy,\n"
+        "                  'encoder': type(op._encoder).__name__}))\n")
+    home = tmp_path / "fresh-home"
+    done = subprocess.run([sys.executable, "-c", script, queries()[0]], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "TESSERA_HOME": str(home)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"docnos": rankings(first_run[1])["0"], "heavy": [], "encoder": "OnnxQueryEncoder"}
+    assert len(list(home.glob("models/*-onnx-*/model.onnx"))) == 1 and NOTICE in done.stderr
+
+
+@needs_onnx
+@pytest.mark.slow
 def test_an_unknown_encoder_choice_is_named(index, first_run, monkeypatch):
     monkeypatch.setenv(ENV, "gpu")
     with pytest.raises(OperatorError, match="TESSERA_QUERY_ENCODER='gpu' is not one of auto, torch, onnx"):
