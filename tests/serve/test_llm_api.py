@@ -33,6 +33,7 @@ def test_openai_client_non_streaming_and_streaming_agree(client):
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
+@pytest.mark.slow  # long on its own (two answers of the embedded model / a whole app's logs)
 def test_streamed_usage_matches_the_whole_answers(client, serve_app):
     """stream_options.include_usage: a last chunk with no choices and the usage the whole answer reports,
     through the openai client and through litellm (the gateway's library)."""

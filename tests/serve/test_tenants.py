@@ -132,6 +132,7 @@ def test_a_key_reaches_none_of_the_other_keys_ids(keyed, alices):
     assert [t["id"] for t in call(keyed, "GET", "/tasks", ALICE).json()["tasks"]] == [task]
 
 
+@pytest.mark.slow  # long on its own (two answers of the embedded model / a whole app's logs)
 def test_the_keys_are_in_no_log_and_no_stored_result(keyed, alices):
     import ray
 

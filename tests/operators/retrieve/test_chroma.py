@@ -26,7 +26,7 @@ N_DOCS = 300
 #: the session's ``docs`` fixture embeds 300 sample documents with MiniLM (about 8 s on 2 cores)
 # Skipped without the package, found without importing it: importing it cost every test-fast worker 0.6-1.8 s
 # at collection, for tests that test-fast leaves out (slow).
-pytestmark = [pytest.mark.integration, pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     importlib.util.find_spec("chromadb") is None,
     reason="Chroma is not installed: pip install tessera[stores]")]
 
