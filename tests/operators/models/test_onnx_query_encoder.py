@@ -197,21 +197,28 @@ def test_scifact_queries_match_on_the_fast_path(shared_data, index, first_run):
     assert rankings(fast) == rankings(slow)
 
 
-@needs_onnx
-@pytest.mark.slow
-def test_a_fresh_process_embeds_queries_without_importing_torch(home, index, first_run):
+def dense_in_a_fresh_process(index_path, home, timeout: int) -> tuple[dict, str]:
+    """retrieve.dense's first query in a new Python process with ``home`` as $TESSERA_HOME: (its docnos, the heavy
+    modules it imported and its encoder's class, as a dict; its stderr)."""
     script = (
         "import json, sys, pyarrow as pa\n"
         "from operators.registry import create\n"
-        f"op = create('retrieve.dense', {{'index': {str(index[0])!r}, 'k': 10}})\n"
+        f"op = create('retrieve.dense', {{'index': {str(index_path)!r}, 'k': 10}})\n"
         "out = op(pa.table({'qid': ['0'], 'query': [sys.argv[1]]}))\n"
         "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
-        "print(json.dumps({'docnos': out.column('docno').to_pylist(), 'heavy': heavy}))\n")
-    done = subprocess.run([sys.executable, "-c", script, queries()[0]], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "TESSERA_HOME": str(home)})
+        "print(json.dumps({'docnos': out.column('docno').to_pylist(), 'heavy': heavy,\n"
+        "                  'encoder': type(op._encoder).__name__}))\n")
+    done = subprocess.run([sys.executable, "-c", script, queries()[0]], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "TESSERA_HOME": str(home)})
     assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
-    assert result == {"docnos": rankings(first_run[1])["0"], "heavy": []}
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+@needs_onnx
+@pytest.mark.slow
+def test_a_fresh_process_embeds_queries_without_importing_torch(home, index, first_run):
+    result, _ = dense_in_a_fresh_process(index[0], home, timeout=300)
+    assert (result["docnos"], result["heavy"]) == (rankings(first_run[1])["0"], [])
 
 
 @needs_onnx
@@ -220,21 +227,10 @@ def test_a_fresh_process_in_a_fresh_home_exports_before_its_first_query_and_neve
                                                                                                 tmp_path):
     """A Serve replica or task worker whose first query finds no export: the export is made (in a child process)
     before the query, which then embeds on ONNX Runtime, so the process never holds torch."""
-    script = (
-        "import json, sys, pyarrow as pa\n"
-        "from operators.registry import create\n"
-        f"op = create('retrieve.dense', {{'index': {str(index[0])!r}, 'k': 10}})\n"
-        "out = op(pa.table({'qid': ['0'], 'query': [sys.argv[1]]}))\n"
-        "heavy = [m for m in ('torch', 'transformers', 'sentence_transformers') if m in sys.modules]\n"
-        "print(json.dumps({'docnos': out.column('docno').to_pylist(), 'heavy': heavy,\n"
-        "                  'encoder': type(op._encoder).__name__}))\n")
     home = tmp_path / "fresh-home"
-    done = subprocess.run([sys.executable, "-c", script, queries()[0]], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, "TESSERA_HOME": str(home)})
-    assert done.returncode == 0, done.stderr[-2000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result, stderr = dense_in_a_fresh_process(index[0], home, timeout=600)
     assert result == {"docnos": rankings(first_run[1])["0"], "heavy": [], "encoder": "OnnxQueryEncoder"}
-    assert len(list(home.glob("models/*-onnx-*/model.onnx"))) == 1 and NOTICE in done.stderr
+    assert len(list(home.glob("models/*-onnx-*/model.onnx"))) == 1 and NOTICE in stderr
 
 
 @needs_onnx
