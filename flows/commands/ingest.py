@@ -106,7 +106,8 @@ def handle(args: argparse.Namespace) -> int:
     elsewhere = f", {r.shards_elsewhere} of them by another ingest meanwhile" if r.shards_elsewhere else ""
     rate = f"{r.docs_per_s:.0f}" if r.docs_per_s >= 10 else f"{r.docs_per_s:.2f}"
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
-              f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {rate} docs/s")
+              f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {rate} docs/s",
+              soft_wrap=True)  # one line whatever the width: scripts grep it
     if r.colbert_store:
         out.print(f"ColBERT tokens: {r.colbert_store}")
     if prepared:

@@ -6,7 +6,9 @@ Staging keys a source by its read step's params, path included (``staging.source
 no staging state in the index but the index holds finished shards of a source read with the same params from
 another path, the new source's first shard is read and its digest compared with theirs: the same documents
 are the same corpus, and the run resumes under the key it was first ingested with (documents appended since
-go into new shards, as for a source that did not move).
+go into new shards, as for a source that did not move). Its files are read in the order the other source
+read them (``file_order``), so a file ingested alone and then its folder, the file first, is one source too:
+the folder's other files are appended to it.
 """
 
 from __future__ import annotations
@@ -15,9 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from flows.ingestion.file_order import read_order
 from flows.ingestion.ledger import Failure
 from flows.ingestion.staging import (
-    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, staging_dir,
+    _READ_ONLY_PARAMS, _SAME_KEY, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, staging_dir,
 )
 from operators.base import Source
 from operators.tables import concat
@@ -32,7 +35,8 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
     staging = Path(index_path) / STAGING_DIR
     if not staging.is_dir() or (staging_dir(op, index_path) / STATE_FILE).exists():
         return None
-    ours = _what_it_reads(_source_params(op))
+    params = _source_params(op)
+    ours, name = _what_it_reads(params), _SAME_KEY.get(op.name, op.name)
     candidates = []
     for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
         try:
@@ -40,22 +44,26 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
         except (OSError, ValueError):
             continue
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
-        if (first is not None and first.get("id") in finished and state.get("source") == op.name
+        source = state.get("source")
+        if (first is not None and first.get("id") in finished and _SAME_KEY.get(source, source) == name
                 and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
-            candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size))
-    digests: dict[int, str] = {}  # a first shard may be partial: compare the documents it recorded
-    for key, theirs, docs in candidates:
-        if docs not in digests:
-            digests[docs] = first_shard_digest(op, docs)
-        if digests[docs] == theirs:
+            order = read_order(op, params, state)  # their files first, in their order
+            candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
+    digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
+    for key, theirs, docs, order in candidates:
+        at = (docs, tuple(order or ()))
+        if at not in digests:
+            digests[at] = first_shard_digest(op, docs, order)
+        if digests[at] == theirs:
             return key
     return None
 
 
-def first_shard_digest(op: Source, shard_size: int) -> str:
-    """The digest of the source's first ``shard_size`` documents, as staging computes it for shard 0."""
+def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None) -> str:
+    """The digest of the source's first ``shard_size`` documents (its files read in ``order``), as staging
+    computes it for shard 0."""
     tables, rows = [], 0
-    for item in iter_documents(op):
+    for item in iter_documents(op, order=order):
         if isinstance(item, Failure) or item.num_rows == 0:
             continue
         tables.append(item)

@@ -16,7 +16,10 @@ source changed, it is staged again and every finished shard must come out with t
 same digest (appending documents is fine; editing a finished shard's documents raises
 ``SourceChangedError``). A finished shard is compared on the documents it recorded; documents
 after them in its slice (appended to a partial last shard) form a continuation shard
-``<shard id>.<n>``. Ids repeated within the source: ``flows.ingestion.duplicates``.
+``<shard id>.<n>``. A source's files are read in the order they were first staged, files added since
+after them (``flows.ingestion.file_order``), so a file added to a folder is appended whatever its name; a
+finished shard that changed names the files removed or changed since. Ids repeated within the source:
+``flows.ingestion.duplicates``.
 
 A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes
 a ledger entry naming its file and line instead of an error that stops the run
@@ -38,6 +41,7 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
+from flows.ingestion.file_order import changed_files, in_order, ordered_fingerprint, read_order
 from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
 from operators.atomic import write_bytes
@@ -53,6 +57,10 @@ STATE_FILE = "state.json"
 LOGGED_FAILURES = 10
 #: Params that change how a source is read, not which documents it yields.
 _READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
+#: Sources keyed as another that reads the same params the same way: ``sources.files`` reads a PDF as ``sources.pdf``
+#: does, and ``tessera ingest`` reads a folder of PDFs with ``sources.pdf`` until a text file is added to it
+#: (``plan._folder_read``); keyed alike, the folder's PDFs stay its finished shards and the new file is appended.
+_SAME_KEY = {"sources.files": "sources.pdf"}
 
 
 @dataclass
@@ -81,7 +89,7 @@ def _source_params(op: Source) -> dict[str, Any]:
 
 def source_key(op: Source) -> str:
     params = {k: v for k, v in _source_params(op).items() if k not in _READ_ONLY_PARAMS}
-    payload = json.dumps({"op": op.name, "params": params}, sort_keys=True)
+    payload = json.dumps({"op": _SAME_KEY.get(op.name, op.name), "params": params}, sort_keys=True)
     return hashlib.sha1(payload.encode()).hexdigest()[:8]
 
 
@@ -103,22 +111,23 @@ def _fingerprint(op: Source) -> list[list[Any]] | None:
 # -- reading documents, with unreadable records as failures ---------------------------
 
 
-def iter_documents(op: Source, skip: frozenset[str] = frozenset(),
-                   duplicates: bool = False) -> Iterator[pa.Table | Failure]:
+def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: bool = False,
+                   order: list[str] | None = None) -> Iterator[pa.Table | Failure]:
     """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
     (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards) or repeats an
-    id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``)."""
+    id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``).
+    ``order``: the absolute paths of its files in the order to read them (``file_order.read_order``)."""
     op.ensure_setup()
     seen = None if duplicates else SeenIds()
     jsonl = _jsonl_plan(op)
     if jsonl is None:
-        for split in op.splits():
+        for split in in_order(op.splits(), order):
             for table in _read_split(op, split, skip):
                 yield from (seen.split_rows(table) if seen is not None and isinstance(table, pa.Table)
                             else (table,))
         return
     paths, params, text_field = jsonl
-    yield from _read_jsonl(op, paths, params, text_field, skip, seen)
+    yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
 
 
 def check_source(op: Source) -> None:
@@ -178,6 +187,7 @@ class Stager:
         self.key = key or source_key(op)
         self.dir = staging_dir(op, index_path, self.key)
         self.params = _source_params(op)
+        self._changed = ""
 
     def docs_path(self, shard: str) -> Path:
         return _docs_file(self.dir, shard)
@@ -208,7 +218,8 @@ class Stager:
         ``skip``: ids of lines that finished shards recorded as unreadable; they stay out of
         the documents even when fixed since, so later shards keep their documents."""
         previous = self._previous()
-        fingerprint = _fingerprint(self.op)
+        order = read_order(self.op, self.params, previous)  # the files already staged first, new ones after
+        fingerprint = ordered_fingerprint(_fingerprint(self.op), order)
         if previous is not None and previous["shard_size"] != self.shard_size:
             done = [s["id"] for s in previous["shards"] if s["id"] in finished]
             if done:
@@ -225,7 +236,8 @@ class Stager:
                     on_docs(sum(s.docs for s in shards))
                 return shards
         known = {s["id"]: s for s in (previous or {}).get("shards", [])}
-        shards = self._restage(finished, known, on_docs, skip)
+        self._changed = changed_files(previous, fingerprint, self.params)  # named if a finished shard changed
+        shards = self._restage(finished, known, on_docs, skip, order)
         state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
                  "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
                  "shards": [s.to_dict() for s in shards]}
@@ -233,11 +245,11 @@ class Stager:
         return shards
 
     def _restage(self, finished: set[str], known: dict[str, dict], on_docs: Callable[[int], None] | None,
-                 skip: frozenset[str]) -> list[StagedShard]:
+                 skip: frozenset[str], order: list[str] | None) -> list[StagedShard]:
         self.dir.mkdir(parents=True, exist_ok=True)
         shards: list[StagedShard] = []
         current, k, failed = _Open(), 0, 0
-        for item in iter_documents(self.op, skip, duplicates=self.duplicates):
+        for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
             if isinstance(item, Failure):
                 current.failures.append(item)
                 failed += _log_failure(item, failed, skip)
@@ -284,7 +296,7 @@ class Stager:
                 first = index * self.shard_size + start
                 raise SourceChangedError(
                     f"shard {shard} (documents {first} to {first + n - 1}) is in the index, but the source now "
-                    "yields other documents there; ingest into a new index, or restore the source")
+                    f"yields other documents there{self._changed}; ingest into a new index, or restore the source")
             out.append(StagedShard(id=shard, index=index, docs=n, digest=digest,
                                    read_failures=(recorded or {}).get("read_failures", 0)))
             start += n

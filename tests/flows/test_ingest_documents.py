@@ -139,3 +139,21 @@ def test_an_unfinished_ingest_of_a_folder_resumes_with_its_source_and_info_says_
     assert shlex.split(record["resume"])[:4] == ["tessera", "ingest", "--source", str(folder)]
     assert main([*shlex.split(record["resume"])[1:], "--executor", "local", "--quiet"]) == 0
     assert len(doc_ids(index)) == 20
+
+
+def test_a_text_file_added_to_a_folder_of_pdfs_is_ingested_without_the_pdfs_again(tmp_path, pdf_writer):
+    """A folder of PDFs alone is read by ``sources.pdf``, and by ``sources.files`` once it holds a text file too:
+    the second ingest adds the new file, and the PDFs' documents, in the index already, stay once."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    pdf_writer(folder / "huia.pdf", ["Huia were wattlebirds of the North Island."])
+    pdf_writer(folder / "kea.pdf", ["Kea are alpine parrots.", "Kea are curious about cars."])
+    first = ingest_command(tmp_path, folder)
+    assert first.returncode == 0 and "3 docs" in first.stdout, first.stderr
+    (folder / "tui.txt").write_text("Tui sing at dawn in the bush.\n")
+    again = ingest_command(tmp_path, folder)
+    assert again.returncode == 0, again.stderr  # before: the PDFs' docnos were refused as live already
+    assert "1 docs" in again.stdout and "(1 already done)" in again.stdout, again.stdout
+    assert doc_ids(tmp_path / "idx") == ["huia-p1", "kea-p1", "kea-p2", "tui.txt"]
+    assert len(Index.open(tmp_path / "idx")) == 4  # live chunks: a document each, none twice
+    assert search(tmp_path / "idx", "sing at dawn") == "tui.txt#0"

@@ -1,0 +1,92 @@
+"""The order in which staging reads a source's files: the order it first read them, new files after.
+
+Staging cuts a source into positional shards (``staging``), so a file added to a folder must not move the
+documents of the files already ingested. A source read from files (a folder, a glob) is read in name order
+the first time; ``state.json`` records its files in the order they were read (the fingerprint), and a later
+run reads those files first, in that order, and the files added since after them, in name order. A file
+added to a folder is then appended, whatever its name, and goes into continuation shards.
+
+A file already ingested that was removed or changed since is named when a finished shard's documents no
+longer come out the same (``changed_files``): the documents in the index are never changed by a re-run.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable
+
+from operators.base import Source
+from operators.sources.paths import glob_stem, resolve_paths
+
+
+def read_order(op: Source, params: dict[str, Any], state: dict[str, Any] | None) -> list[str] | None:
+    """The absolute paths of the source's files in the order to read them: those of the staging ``state`` (a
+    previous run's, maybe of the same files at another path) first, in its order, then the others by name.
+    None: the source reads no files, or has no previous order (its own order is name order then)."""
+    if state is None or not state.get("fingerprint") or not isinstance(params.get("path"), str):
+        return None
+    try:
+        current = [str(p) for p in resolve_paths(params["path"], op=op)]
+    except Exception:  # noqa: BLE001 - the source raises its own error when it reads
+        return None
+    recorded = [str(entry[0]) for entry in state["fingerprint"]]
+    theirs = (state.get("params") or {}).get("path")
+    if isinstance(theirs, str) and theirs != params["path"]:  # the same files at another path: by their names
+        old, new = _root(theirs, recorded), _root(params["path"], current)
+        recorded = [str(new / Path(p).relative_to(old)) for p in recorded if Path(p).is_relative_to(old)]
+    present = set(current)
+    first = list(dict.fromkeys(p for p in recorded if p in present))
+    known = set(first)
+    return first + [p for p in current if p not in known]
+
+
+def _root(pattern: str, files: list[str]) -> Path:
+    """The folder ``pattern``'s files are named from: a glob's fixed folders, a folder itself (one that may be
+    gone: it holds the files), a file's own folder."""
+    stem, rest = glob_stem(pattern)
+    if rest or stem.is_dir() or (files and all(Path(f).is_relative_to(stem) and Path(f) != stem for f in files)):
+        return stem
+    return stem.parent
+
+
+def in_order(splits: Iterable[Any], order: list[str] | None) -> list[Any]:
+    """The source's splits sorted by their file's place in ``order`` (a file's splits keep their own order);
+    splits without a file (a source read whole, with ``limit``) and files not in it stay where they are, last."""
+    splits = list(splits)
+    if not order:
+        return splits
+    rank = {path: i for i, path in enumerate(order)}
+    return sorted(splits, key=lambda split: rank.get(_split_file(split), len(rank)))
+
+
+def _split_file(split: Any) -> str | None:
+    path = split if isinstance(split, (str, Path)) else getattr(split, "path", None)
+    return os.path.abspath(os.path.expanduser(str(path))) if path is not None else None
+
+
+def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | None) -> list[list[Any]] | None:
+    """The fingerprint's files in read order (the order a later run reads them in)."""
+    if fingerprint is None or not order:
+        return fingerprint
+    rank = {path: i for i, path in enumerate(order)}
+    return sorted(fingerprint, key=lambda entry: rank.get(entry[0], len(rank)))
+
+
+def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | None,
+                  params: dict[str, Any]) -> str:
+    """The files of the previous staging ``state`` removed or changed (size, time) since, as a clause for an
+    error ("" when none, or when the source read them from another path)."""
+    if state is None or not state.get("fingerprint") or fingerprint is None:
+        return ""
+    if (state.get("params") or {}).get("path") != params.get("path"):
+        return ""
+    now = {entry[0]: tuple(entry[1:]) for entry in fingerprint}
+    removed = [entry[0] for entry in state["fingerprint"] if entry[0] not in now]
+    changed = [entry[0] for entry in state["fingerprint"] if entry[0] in now and now[entry[0]] != tuple(entry[1:])]
+    parts = ([f"removed: {_names(removed)}"] if removed else []) + ([f"changed: {_names(changed)}"] if changed else [])
+    return f" (since the last ingest, {'; '.join(parts)})" if parts else ""
+
+
+def _names(paths: list[str]) -> str:
+    return ", ".join(paths[:10]) + (f" and {len(paths) - 10} more" if len(paths) > 10 else "")
