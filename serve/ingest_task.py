@@ -39,6 +39,8 @@ log = logging.getLogger("tessera.serve")
 STEPS = ["staging", "ingest"]
 #: A compaction task's one step (``run_compact``).
 COMPACT_STEPS = ["compact"]
+#: How long a killed upload's worker gets to exit (its lock on the index freed) before its leftovers are removed.
+WORKER_EXIT_S = 5.0
 
 
 class IngestProgressWriter:
@@ -229,6 +231,8 @@ def remove_cancelled(store: TaskStore, task: dict[str, Any]) -> bool:
     that such an upload waits for. Whether the index went; an index that holds documents always stays."""
     job = task["spec"]["ingest"]
     path, moved = Path(job["index_path"]), []
+    if (path / "manifest.json").exists():
+        return False  # checked again in the transaction; this spares it (``recover`` asks about every such index)
 
     def move_aside() -> bool:
         if (path / "manifest.json").exists():
@@ -275,14 +279,31 @@ def forget_unborn(store: TaskStore, job: dict[str, Any], owner: str) -> None:
         log.info("index %s: its failed upload's record is kept (%s)", job["index"], why)
 
 
-def discard_upload(job: dict[str, Any]) -> None:
-    """Remove the upload's file and its staging folder in the index (what a task that stops half-way leaves: the
-    service never resumes an upload, a client sends it again)."""
+def discard_upload(job: dict[str, Any], staging: bool = True) -> None:
+    """Remove the upload's file and (unless ``staging`` is False) its staging folder in the index (what a task that
+    stops half-way leaves: the service never resumes an upload, a client sends it again)."""
     import shutil
 
     Path(job["source"]).unlink(missing_ok=True)
-    if job.get("staging"):  # recorded when the upload was accepted (a job queued by an older service has none)
+    if staging and job.get("staging"):  # recorded when the upload was accepted (an older service's job has none)
         shutil.rmtree(job["staging"], ignore_errors=True)
+
+
+def discard_stopped_upload(job: dict[str, Any], wait_s: float = WORKER_EXIT_S) -> None:
+    """``discard_upload`` once the upload's worker is gone (killed, or it died), and the index's ``running.lock`` its
+    run left (a killed process never ends its ``Running``) with an empty ``_ingest/``: ``flows.ingestion.running.idle``,
+    which first waits up to ``wait_s`` for the worker's lock to be free. Ray stops listing a killed actor before its
+    process has exited, and until then it may still write staged shards. While the staging is removed no ingest
+    starts there; one that still holds the lock after the wait (another upload's, maybe of the same documents) keeps
+    its staging and the lock, which it removes when it ends."""
+    from flows.ingestion.running import idle
+
+    try:
+        with idle(job["index_path"], wait_s) as free:
+            discard_upload(job, staging=free)
+    except OSError:  # the index folder is unusable (not ours to fix here): the file and staging go as before
+        log.exception("index %s: its ingest lock could not be swept", job.get("index"))
+        discard_upload(job)
 
 
 def documents_of_files(index_path: str, files: list[str]) -> set[str]:

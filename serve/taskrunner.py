@@ -18,9 +18,11 @@ may read before the task was made, and the caches are keyed by path and params).
 * a task that is unfinished in the store while no worker of it lives (the service was killed, the node died) is
   failed with the reason ``interrupted`` when a replica starts, and whenever its progress is read; an upload's
   ingestion so failed also loses its file and, for a first upload (no documents committed), the index it made;
-* a cancelled upload loses its file at once, and, for a first upload, the index it made once
-  its worker is known to be gone: when ``stop`` saw it die, else when the replica watching
-  the task sees its worker end (``interrupted``), else at the next replica start (``recover``).
+* a cancelled upload loses its file at once, and its staged files, the ``_ingest/running.lock`` its killed run left
+  and, for a first upload, the index it made once its worker is known to be gone: when ``stop`` saw it die, else
+  when the replica watching the task sees its worker end (``interrupted``), else at the next replica start
+  (``recover``). Ray stops listing a killed worker a moment before its process exits: the clean-up waits (a few
+  seconds at most) for the run's lock on the index to be free (``serve.ingest_task.discard_stopped_upload``).
 
 A new process and its imports took about 2 s of a one-query task's 2.4 s, so a replica keeps a *spare*: a worker
 waiting for a task id that no task has yet (``prestart``, or a worker back from its task), its imports done. The
@@ -308,7 +310,7 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     the index's folder and record, so the name and the disk are free again. True if the task was unfinished.
 
     A cancelled upload's worker has stopped too by now (every caller knows it), so its first index goes as well."""
-    from serve.ingest_task import discard_upload, forget_unborn, remove_unborn
+    from serve.ingest_task import discard_stopped_upload, forget_unborn, remove_unborn
 
     row = store.task(task_id, None)
     if row is not None and row["status"] == "cancelled":
@@ -318,7 +320,7 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     job, owner = row["spec"].get("ingest"), None
     if job:  # before the task is final, as run_ingest does: meanwhile no other upload into the index is accepted
         try:
-            discard_upload(job)
+            discard_stopped_upload(job)  # with the lock its killed run left in an index that stays
             owner = remove_unborn(store, task_id, job)
         except Exception:  # noqa: BLE001  (a job queued by another version may lack a field: the task still fails)
             log.exception("task %s: its upload's leftovers could not be removed", task_id)
@@ -328,32 +330,44 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
     return done
 
 
-def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None) -> None:
+def discard_leftovers(task: dict[str, Any], store: TaskStore | None = None, wait_s: float | None = None) -> None:
     """What a task that ended before its worker finished (cancelled) leaves behind: an upload's file and staging
-    folder; with ``store`` (only once its worker is known dead, else it may still be writing there), a first upload's
-    empty index folder and record too (``remove_cancelled``)."""
+    folder; with ``store`` (only once its worker is known dead, else it may still be writing there), the index's
+    ``running.lock`` its killed run left (waiting up to ``wait_s`` for the dying process to free it, by default
+    ``WORKER_EXIT_S``: ``discard_stopped_upload``), and a first upload's empty index folder and record
+    (``remove_cancelled``)."""
     if "ingest" in task["spec"]:
-        from serve.ingest_task import discard_upload, remove_cancelled
+        from serve.ingest_task import WORKER_EXIT_S, discard_stopped_upload, discard_upload, remove_cancelled
 
-        discard_upload(task["spec"]["ingest"])
-        if store is not None and remove_cancelled(store, task):
+        job = task["spec"]["ingest"]
+        if store is None:
+            discard_upload(job)  # its file at once; the worker, maybe alive, may write staged shards again
+            return
+        discard_stopped_upload(job, WORKER_EXIT_S if wait_s is None else wait_s)
+        if remove_cancelled(store, task):
             log.info("task %s: its cancelled first upload's index '%s' is removed", task["id"],
                      task["spec"]["ingest"]["index"])
 
 
 def recover(store: TaskStore) -> int:
     """At replica start: every unfinished task without a live worker reaches ``failed`` (interrupted), and a cancelled
-    first upload whose worker is gone loses its empty index (the replica that watched it may have died first)."""
-    for task in cancelled_first_uploads(store):
+    upload whose worker is gone loses its leftovers (the replica that watched it may have died first): the lock its
+    killed run left and, for a first upload, its empty index. Its worker is long gone, so nothing waits for it."""
+    for task in cancelled_uploads(store):
         if not alive(task["id"]):
-            discard_leftovers(task, store)
+            discard_leftovers(task, store, wait_s=0.0)
     return sum(reconcile(store, task) for task in store.unfinished())
+
+
+def cancelled_uploads(store: TaskStore) -> list[dict[str, Any]]:
+    """The cancelled uploads that are still the latest of their index."""
+    latest = (store.task(row["ingest_task"], None) for row in store.indices_made().values() if row["ingest_task"])
+    return [task for task in latest if task is not None and task["status"] == "cancelled"]
 
 
 def cancelled_first_uploads(store: TaskStore) -> list[dict[str, Any]]:
     """The cancelled uploads that are still the latest of their index, which holds no documents."""
     from pathlib import Path
 
-    latest = (store.task(row["ingest_task"], None) for row in store.indices_made().values() if row["ingest_task"])
-    return [task for task in latest if task is not None and task["status"] == "cancelled"
-            and not (Path(task["spec"]["ingest"]["index_path"]) / "manifest.json").exists()]
+    return [task for task in cancelled_uploads(store)
+            if not (Path(task["spec"]["ingest"]["index_path"]) / "manifest.json").exists()]

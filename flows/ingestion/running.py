@@ -7,6 +7,12 @@ from: the other failed too, its staged files gone under Ray's prepare stage. ``a
 ingest holds the lock, so the folder is removed only when no other ingest needs it. The last run to end removes the
 lock file (and ``_ingest/`` when nothing else waits there); a run that opened the file just before that locks the
 new one instead.
+
+A run killed with SIGKILL (a cancelled upload's worker, which the service kills) never ends: its lock dies with its
+process, but the file and ``_ingest/`` stay. That lock is stale, not wrong: the next run on the index locks that file,
+and removes it when it ends alone. The service sweeps it when it knows the worker is gone (``idle``, ``sweep``), so an
+index that keeps its documents does not keep the file until its next upload. A sweep takes the lock exclusively, so
+it removes nothing a live run holds, and it removes the file the way the last run to end does.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import time
 from pathlib import Path
+from typing import Iterator
 
 from flows.ingestion.staging import STAGING_DIR
 
@@ -31,7 +39,9 @@ class Running:
     def __enter__(self) -> "Running":
         while True:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = _open(self.path)
+            if fd is None:
+                continue  # the last run (or a sweep) removed ``_ingest/`` between the mkdir and the open
             fcntl.flock(fd, fcntl.LOCK_SH)
             if _same_file(fd, self.path):
                 self.fd = fd
@@ -42,10 +52,7 @@ class Running:
         if self.fd is None:
             return
         if self.alone():  # the last one: nothing of the run stays (an interrupted run's staged shards do)
-            with contextlib.suppress(OSError):
-                self.path.unlink()
-            with contextlib.suppress(OSError):
-                self.path.parent.rmdir()  # only when empty
+            _remove(self.path)
         os.close(self.fd)  # closing it gives the lock up
         self.fd = None
 
@@ -59,6 +66,68 @@ class Running:
         except BlockingIOError:
             return False
         return True
+
+
+@contextlib.contextmanager
+def idle(index_path: str | Path, wait_s: float = 0.0) -> Iterator[bool]:
+    """Whether no ingest runs on the index (waiting up to ``wait_s`` for the lock to be free): True, and while the
+    block runs no ingest starts there (each waits for its shared lock on the file the block holds exclusively, when
+    there is an ``_ingest/``); at the end the lock file and an empty ``_ingest/`` are removed, a killed run's too.
+    False when a live ingest holds the lock: it removes them when it ends, and the block must leave its staged files
+    alone.
+
+    The wait is for a killed process that Ray no longer lists but that has not exited yet (it may still write its
+    staged shards): its lock is free only once it is gone. An index without ``_ingest/`` is idle, and none is made
+    (a listing meanwhile would see it)."""
+    path = Path(index_path) / STAGING_DIR / LOCK_FILE
+    deadline = time.monotonic() + wait_s
+    while True:
+        if not path.parent.is_dir():
+            yield True  # no ``_ingest/``: no run there (each makes it first), nothing staged to guard
+            return
+        fd = _open(path)
+        if fd is None:
+            continue  # the last run removed ``_ingest/`` since: look again
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            if time.monotonic() >= deadline:
+                yield False
+                return
+            time.sleep(0.05)
+            continue
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # the last run removed the file we locked (and another may hold the new one): look again
+    try:
+        yield True
+    finally:
+        _remove(path)  # held exclusively, so no run holds this file: a run waiting on it re-opens the new one
+        os.close(fd)
+
+
+def sweep(index_path: str | Path, wait_s: float = 0.0) -> bool:
+    """Remove a stale ``running.lock`` (its run was killed) and an empty ``_ingest/``; True when no ingest held the
+    lock (within ``wait_s``), False when a live one does (then nothing is touched)."""
+    with idle(index_path, wait_s) as free:
+        return free
+
+
+def _open(path: Path) -> int | None:
+    """The lock file, made if missing; None when its folder is gone (removed by the last run, or a sweep)."""
+    try:
+        return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except FileNotFoundError:
+        return None
+
+
+def _remove(path: Path) -> None:
+    """Remove the lock file and its folder when that is empty; only by a holder of the exclusive lock."""
+    with contextlib.suppress(OSError):
+        path.unlink()
+    with contextlib.suppress(OSError):
+        path.parent.rmdir()  # only when empty
 
 
 def _same_file(fd: int, path: Path) -> bool:

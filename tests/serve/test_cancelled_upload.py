@@ -175,3 +175,4 @@ def test_an_upload_cancelled_over_http_into_an_index_with_documents_keeps_them(b
     assert [hit["docno"] for hit in found.json()["results"][0]["hits"]] == ["bees#0"]
     uploads = Path(upload_service.home) / "uploads" / "notes"
     assert not uploads.exists() or list(uploads.iterdir()) == []
+    assert not (Path(upload_service.home) / "indices" / "notes" / "_ingest").exists()  # the killed run's lock too
