@@ -3,8 +3,9 @@ becomes the JSONL file that its ingestion task reads.
 
 A document is an id, a title, a text and scalar metadata (doc-store columns that metadata
 filters read). A PDF gives a document per page with text, as ``sources.pdf`` reads it, with
-its file name and page as metadata (what ``generate.references`` cites); a text or Markdown
-file gives one document, as ``sources.files`` reads it (its title a Markdown file's first heading).
+its file name and page as metadata (what ``generate.references`` cites); a text, Markdown or
+HTML file gives one document, as ``sources.files`` reads it (its title a Markdown file's first
+heading or an HTML page's ``<title>``, an HTML page's text that of its body).
 """
 
 from __future__ import annotations
@@ -17,8 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.errors import SourceError
-from operators.sources.file_text import MARKDOWN_SUFFIXES, text_document
-from operators.sources.file_text import TEXT_SUFFIXES as PLAIN_SUFFIXES
+from operators.sources.file_text import SUFFIXES, text_document
 from serve.errors import ApiError
 from serve.schemas import Text, check_texts
 
@@ -91,8 +91,9 @@ def given_once(documents: list[Document]) -> None:
 
 
 #: The text files ``POST /v1/indices/{name}/files`` takes besides PDFs (JSON and JSONL documents go to
-#: ``.../documents``); each is read as ``sources.files`` reads it (``operators.sources.file_text``).
-TEXT_SUFFIXES = (*PLAIN_SUFFIXES, *MARKDOWN_SUFFIXES)
+#: ``.../documents``): plain text, Markdown and HTML, each read as ``sources.files`` reads it
+#: (``operators.sources.file_text``), so an upload and ``tessera ingest`` of a file give the same document.
+TEXT_SUFFIXES = SUFFIXES
 
 
 def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str, Any]]:
@@ -122,10 +123,13 @@ def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str,
             title, text = text_document(filename, content)
         except SourceError as err:
             raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
+        if not text.strip():  # sources.files reads no document from it either
+            raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
+                           "scripts and styles); nothing to index", param="files", code="invalid_file")
         return [{"id": filename, "title": title or path.stem, "text": text, "metadata": {"path": filename}}]
     kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
-    raise ApiError(422, f"files: '{filename}' is not a PDF, text or Markdown file ({kinds}); send JSON or JSONL "
-                   "documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
+    raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown or HTML file ({kinds}); send JSON or "
+                   "JSONL documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
 
 
 def write_jsonl(path: Path, documents: list[Document]) -> None:

@@ -107,19 +107,25 @@ class Indices:
 
     def documents(self, name: str, tenant: str, offset: int, limit: int) -> dict[str, Any]:
         """The documents of index ``name`` in the order they were added, ``limit`` from ``offset``: id, title,
-        passages, metadata. Whoever may search the index may read them."""
+        passages, metadata."""
         from operators.store.listing import document_page
 
+        index = self.readable_index(name, tenant)
+        if index is None:
+            return {"index": name, "total": 0, "offset": offset, "documents": []}
+        return {"index": name, "offset": offset, **document_page(index, offset, limit)}
+
+    def readable_index(self, name: str, tenant: str) -> Any:
+        """Index ``name`` when ``tenant`` may search it, and so read its documents (a 403 for another key's private
+        one, a 404 when there is none); None for the caller's own whose first ingestion has not committed yet."""
         path, row = self.named(name)
         row = row or read_owner(path)
         if not readable(row, tenant):
             raise unshared(name, "name")
         index = _open(path) if self._searchable() else None
-        if index is None:
-            if row is not None and row["owner"] == tenant:  # made, its first ingestion has not committed yet
-                return {"index": name, "total": 0, "offset": offset, "documents": []}
+        if index is None and (row is None or row["owner"] != tenant):
             raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
-        return {"index": name, "offset": offset, **document_page(index, offset, limit)}
+        return index
 
     def refuse_unshared(self, spec: Any, tenant: str, asked: str | None) -> None:
         """A 403 naming the field (the request's ``index``, else the step's param) for an index of ``spec`` that
@@ -209,7 +215,7 @@ class Indices:
 
     def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
                   tenant: str) -> dict[str, Any]:
-        """``add`` for files: a PDF gives a document per page with text, a text or Markdown file one document."""
+        """``add`` for files: a PDF gives a document per page with text, a text, Markdown or HTML file one document."""
         from pydantic import ValidationError
 
         from serve.errors import validation_message

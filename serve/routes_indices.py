@@ -1,5 +1,5 @@
-"""Indices over HTTP: list them and their documents, add documents (an ingestion task), share one, delete documents,
-delete an index; for admin keys, every index, and compacting one (a task).
+"""Indices over HTTP: list them and their documents, read one document's passages, add documents (an ingestion task),
+share one, delete documents, delete an index; for admin keys, every index, and compacting one (a task).
 
 The rules (who owns an index, one ingestion at a time, what is read-only) are in ``serve.indices``.
 """
@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serve import index_admin
+from serve import index_admin, index_documents
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.routes_tasks import tenant
@@ -41,7 +41,8 @@ async def add_documents(name: str, body: DocumentsRequest, request: Request) -> 
 
 
 @router.post("/v1/indices/{name}/files", status_code=202, openapi_extra=UPLOAD_FORM,
-             summary="Add PDF, text or Markdown files to an index (a PDF: a document per page): an ingestion task")
+             summary="Add PDF, text, Markdown or HTML files to an index (a PDF: a document per page): an ingestion "
+             "task")
 async def add_files(name: str, request: Request) -> dict[str, Any]:
     service = svc.current()
     contents, spec, replace = await read_upload(request, service.limits.max_documents_per_request)
@@ -57,6 +58,13 @@ def list_documents(name: str, request: Request,
                    limit: int = Query(100, ge=1, le=1000, description="How many documents to list (at most 1000)."),
                    ) -> dict[str, Any]:
     return svc.current().indices.documents(name, tenant(request), offset, limit)
+
+
+@router.get("/v1/indices/{name}/documents/{doc_id:path}", summary="One document of an index with its passages' text, "
+            "in order: id, title, metadata, passages (docno, text); the id URL-encoded (it may hold '/')")
+def get_document(name: str, doc_id: str, request: Request) -> dict[str, Any]:
+    indices = svc.current().indices
+    return index_documents.document(indices.readable_index(name, tenant(request)), name, doc_id)
 
 
 @router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")

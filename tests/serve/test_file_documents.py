@@ -1,6 +1,7 @@
-"""An uploaded text or Markdown file (``serve.documents.file_documents``) becomes the document ``sources.files`` reads
-from the same file on disk: the same id, title and text; a Markdown file's title is its first heading; bytes that
-are not UTF-8 and suffixes the upload does not take are a 422 naming the file. Real files, no Ray."""
+"""An uploaded text, Markdown or HTML file (``serve.documents.file_documents``) becomes the document ``sources.files``
+reads from the same file on disk: the same id, title and text; a Markdown file's title is its first heading, an HTML
+page's its ``<title>`` and its text that of its body; bytes that are not UTF-8, a page with no text and suffixes the
+upload does not take are a 422 naming the file. Real files, no Ray."""
 
 from __future__ import annotations
 
@@ -13,7 +14,10 @@ from serve.errors import ApiError
 from serve.service_settings import Limits
 
 FILES = {"notes.txt": "Honey bees make honey.\n", "kiwi.md": "Kiwi\n====\n\n```\n# code\n```\nThey lay big eggs.\n",
-         "weta.markdown": "\ufeff# Giant weta\n\nHeavy insects."}
+         "weta.markdown": "\ufeff# Giant weta\n\nHeavy insects.",
+         "tui.html": "<!doctype html><html><head><title>Tui &amp; bellbirds</title><style>p {color: red}</style>"
+                     "</head><body><h1>Tui</h1><p>They sing\n  at dawn.</p><script>track()</script></body></html>",
+         "moa.HTM": "<p>Moa were <b>giant</b> birds.</p><ul><li>nine species</li></ul>"}
 
 
 @pytest.mark.parametrize("name", sorted(FILES))
@@ -27,15 +31,21 @@ def test_an_upload_is_the_document_the_source_reads_from_disk(tmp_path, name):
 
 def test_titles_from_the_first_heading_else_the_file_name():
     titles = [file_documents(name, FILES[name].encode(), Limits())[0]["title"] for name in sorted(FILES)]
-    assert titles == ["Kiwi", "notes", "Giant weta"]
+    assert titles == ["Kiwi", "moa", "notes", "Tui & bellbirds", "Giant weta"]
     assert file_documents("weta.markdown", FILES["weta.markdown"].encode(), Limits())[0]["text"] == \
         "# Giant weta\n\nHeavy insects."  # the byte-order mark is not text
+    [tui] = file_documents("tui.html", FILES["tui.html"].encode(), Limits())
+    assert tui["text"] == "Tui\nThey sing at dawn."  # the body's text: no style, no script, a line per block
 
 
 @pytest.mark.parametrize("name,content,words", [
     ("latin1.txt", "caf\u00e9".encode("latin-1"), "files: 'latin1.txt' is not UTF-8 text (unexpected end of data "
      "at byte 3)"),
-    ("page.html", b"<html><body>hello</body></html>", "'page.html' is not a PDF, text or Markdown file"),
+    ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown or HTML file (.pdf, .txt, .md, "
+     ".markdown, .html, .htm)"),
+    ("blank.html", b"<html><head><title>Blank</title><script>go()</script></head><body> </body></html>",
+     "files: 'blank.html' has no text"),
+    ("empty.txt", b"\n\n", "files: 'empty.txt' has no text"),
     ("../notes.txt", b"x", "'../notes.txt' is not a file name"),
 ])
 def test_a_file_that_gives_no_document_is_a_422_naming_it(name, content, words):

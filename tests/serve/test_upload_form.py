@@ -55,3 +55,12 @@ def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_fiel
     assert err["param"] == "spec" and "not a built-in ingest spec" in err["message"]
     err = error(requests.post(base, json={"files": []}, timeout=30), 422)
     assert err["param"] == "files" and "send at least one file" in err["message"]
+
+
+def test_an_html_page_is_read_as_sources_files_reads_it_and_one_without_text_is_a_422_naming_it(base):
+    page = b"<html><head><title>Kea</title><script>track()</script></head><body><nav> </nav></body></html>"
+    err = error(requests.post(base, files=[("files", ("kea.htm", page, "text/html"))], timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "invalid_file")
+    assert "'kea.htm' has no text" in err["message"], err  # read (its kind taken), its body empty
+    err = error(requests.post(base, files=[("files", ("kea.docx", b"PK\x03\x04", "application/zip"))], timeout=30), 422)
+    assert ".html, .htm" in err["message"] and "is not a PDF, text, Markdown or HTML file" in err["message"], err
