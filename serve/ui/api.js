@@ -82,7 +82,8 @@ function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (name === "class") node.className = value;
-    else if (name.startsWith("data-")) node.setAttribute(name, value);
+    // data-* and aria-* are attributes only (node["aria-label"] sets no attribute a screen reader reads)
+    else if (name.startsWith("data-") || name.startsWith("aria-")) node.setAttribute(name, value);
     else node[name] = value;
   }
   for (const child of children) {

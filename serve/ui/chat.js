@@ -4,6 +4,9 @@
 
 let messages = [];
 
+/** What the Chat tab starts on: answers from the documents of the chosen index, not the bare model. */
+const DEFAULT_CHAT = "rag";
+
 async function loadChatModels() {
   const models = await call("GET", "v1/models");
   const select = $("chat-model");
@@ -15,25 +18,31 @@ async function loadChatModels() {
   select.replaceChildren(...listed.map((m) => choice(m.id, label(m), ready(m) ? null : m.reason || m.status,
     {"data-type": m.type})));
   const usable = listed.filter(ready);
+  // a first question is about the user's documents: the rag flow when it can run, else the first model
+  const first = usable.find((m) => m.id === DEFAULT_CHAT) || usable[0];
   if (usable.some((m) => m.id === chosen)) select.value = chosen;
-  else if (usable.length) select.value = usable[0].id;
+  else if (first) select.value = first.id;
 }
 
 function renderChat(pending) {
-  const turns = messages.map((m) => el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
+  const turns = messages.flatMap((m) => [el("div", {class: `turn ${m.role}`}, el("pre", {}, m.content),
     // a follow-up that a flow searched for with its conversation (query.contextualize) says so
     m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null,
-    m.stopped ? el("div", {class: "searched"}, "stopped") : null));
+    m.stopped ? el("div", {class: "searched"}, "stopped") : null),
+  // under the turn, not in it: the turn holds what the model wrote
+  ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : [])]);
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
   $("chat-log").replaceChildren(...turns);
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched, stopped} (searched: what a flow searched for, when it made a follow-up stand alone;
- * stopped: ``signal`` stopped it, and text is what was written until then). */
+ * returns {text, searched, stopped, cut} (searched: what a flow searched for, when it made a follow-up stand alone;
+ * stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at its
+ * max_tokens, finish_reason "length", as the Search tab says of an answer). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
+  let cut = false;
   try {
     await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -42,12 +51,13 @@ async function streamChat(body, onText, signal) {
         onText(text);
       }
       if (delta && delta.standalone_query) searched = delta.standalone_query;
+      if (chunk.choices && chunk.choices[0] && chunk.choices[0].finish_reason === "length") cut = true;
     });
   } catch (err) {
     if (!signal.aborted) throw err;
-    return {text, searched, stopped: true};
+    return {text, searched, stopped: true, cut};
   }
-  return {text, searched, stopped: false};
+  return {text, searched, stopped: false, cut};
 }
 
 let chatStopper = null; // the AbortController of the answer being written, while one is
@@ -88,7 +98,8 @@ async function sendChat(event) {
       conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,
       if (!input.value) input.value = content; // and the message is back in the box to send again
     } else {
-      conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped});
+      conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped,
+        cut: reply.cut});
     }
     renderChat();
   } finally {

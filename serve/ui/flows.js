@@ -17,6 +17,8 @@ async function showFlow(name) {
   $("flow-name").value = name;
   $("flow-spec").value = JSON.stringify(spec, null, 2);
   $("flow-status").textContent = "";
+  // the editor in view: a narrow window puts it under the whole list, a long list's last flows under its top
+  $("flow-form").scrollIntoView({block: "nearest"});
 }
 
 async function afterFlowChange(message) {

@@ -61,7 +61,7 @@ async function showDocuments(ix, offset = 0) {
   const page = await call("GET", `v1/indices/${encodeURIComponent(ix.name)}/documents?offset=${offset}`
     + `&limit=${DOCUMENTS_PAGE}`);
   const rows = page.documents.map((doc) => el("tr", {"data-doc": doc.id},
-    el("td", {}, doc.id), el("td", {}, doc.title),
+    el("td", {}, openingDocument(ix, doc.id)), el("td", {}, doc.title),
     el("td", {}, Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
     el("td", {}, doc.passages),
     el("td", {}, ix.writable ? el("button", {type: "button", onclick: () => deleteDocument(ix, doc.id)}, "delete")
@@ -77,6 +77,36 @@ async function showDocuments(ix, offset = 0) {
   const panel = $("index-documents");
   panel.dataset.index = ix.name;
   panel.hidden = false;
+}
+
+/** A listed document's id as a button that opens, in a row under its own, its passages' text in order, and closes
+ * it again: the listing carries no text, so it is read when opened (GET /v1/indices/{name}/documents/{id}), as a
+ * hit's docno opens its other fields (views.js openingDocno). */
+function openingDocument(ix, docId) {
+  const button = el("button", {type: "button", class: "link", title: "the text of its passages"}, docId);
+  button.setAttribute("aria-expanded", "false");
+  let clicks = 0; // an answer that comes after a later click is not shown
+  button.onclick = () => guarded(async () => {
+    const click = ++clicks;
+    const row = button.closest("tr");
+    const open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(open));
+    const opened = row.nextElementSibling;
+    if (opened && opened.classList.contains("passages")) opened.remove();
+    if (!open) return;
+    try {
+      const doc = await call("GET", `v1/indices/${encodeURIComponent(ix.name)}/documents/`
+        + encodeURIComponent(docId));
+      if (click !== clicks) return;
+      row.after(el("tr", {class: "passages"}, el("td", {colSpan: row.cells.length},
+        el("ol", {}, ...doc.passages.map((passage) => el("li", {"data-docno": passage.docno},
+          el("span", {class: "docno"}, passage.docno), el("p", {}, passage.text)))))));
+    } catch (err) {
+      if (click === clicks) button.setAttribute("aria-expanded", "false");
+      throw err;
+    }
+  });
+  return button;
 }
 
 async function deleteDocument(ix, docId) {
@@ -147,8 +177,8 @@ async function upload(event) {
         chunks += done.result.aggregated_data.chunks;
       }
       status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`;
-      $("upload-files").value = "";
-      $("upload-text").value = "";
+      // the pasted document's id and title go with its text: kept, the next text pasted was refused as that id
+      for (const id of ["upload-files", "upload-text", "upload-id", "upload-title"]) $(id).value = "";
       await afterDocumentsChanged(name);
       return true;
     });

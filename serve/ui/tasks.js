@@ -29,13 +29,20 @@ function offerOlder(next) {
     "older tasks"));
 }
 
+const SHORT_ID = 8; // a task id's first characters, as the table shows it (whole in its title and the task's view)
+
 function taskRow(task) {
   const unfinished = task.status === "queued" || task.status === "running";
+  // the whole 32-character id took a narrow window's width: status and cancel were off screen
+  const follow = el("button", {type: "button", class: "link", title: task.id, "aria-label": `task ${task.id}`,
+    onclick: () => followTask(task.id)}, task.id.slice(0, SHORT_ID));
   return el("tr", {"data-task": task.id},
-    el("td", {}, el("button", {type: "button", class: "link", onclick: () => followTask(task.id)}, task.id)),
+    el("td", {}, follow),
     el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
     el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
-    el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel") : ""));
+    el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel")
+      : el("button", {type: "button", title: "DELETE /task/{id}: the task, its result and its chats",
+        onclick: () => deleteTask(task.id)}, "delete")));
 }
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -48,6 +55,23 @@ function when(seconds) {
 async function cancelTask(taskId) {
   await guarded(() => call("GET", `task/cancel/${encodeURIComponent(taskId)}`));
   await guarded(refreshTasks, {clear: false});
+}
+
+/** Deletes an ended task (DELETE /task/{id}) and, if it is the one shown, its view and chat. */
+async function deleteTask(taskId) {
+  if (!window.confirm(`Delete the task ${taskId}, its result and its chats?`)) return;
+  await guarded(async () => {
+    await call("DELETE", `task/${encodeURIComponent(taskId)}`);
+    taskChats.delete(taskId);
+    taskRows.delete(taskId);
+    if (followed === taskId) {
+      followed = null;
+      $("task-detail").replaceChildren();
+      $("task-chat-form").hidden = true;
+      $("task-chat-log").replaceChildren();
+    }
+    await refreshTasks();
+  });
 }
 
 const isRecord = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
@@ -92,6 +116,9 @@ function renderProgress(body) {
     el("span", {class: "status"}, ` ${progress.pipeline_progress} steps`),
     el("ul", {class: "steps"}, ...steps),
     body.error ? el("p", {class: "bad"}, body.error) : null,
+    // what it did in a line ("4 document(s) into index 'notes' as 4 passage(s)"): an ingestion shows no rows
+    body.result && body.result.result_description && body.result.result_description.text
+      ? el("p", {class: "status outcome"}, body.result.result_description.text) : null,
     ...queries.map(taskQuery),
     progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
 }

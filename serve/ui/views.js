@@ -16,18 +16,47 @@ function withCode(text) {
   return text.split(/`([^`]+)`/).map((part, n) => (n % 2 ? el("code", {}, part) : part));
 }
 
+/** A table whose cells name their column (``data-column``), so a narrow window can lay its rows out as cards. */
 function table(columns, rows, cell) {
   return el("table", {},
     el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", {}, c)))),
-    el("tbody", {}, ...rows.map((row) => el("tr", {}, ...columns.map((c) => el("td", {}, cell(row, c)))))));
+    el("tbody", {}, ...rows.map((row) => el("tr", {},
+      ...columns.map((c) => el("td", {"data-column": c}, cell(row, c)))))));
 }
 
-function hitCell(hit, column) {
+const fieldText = (value) => (typeof value === "object" ? JSON.stringify(value) : String(value));
+
+function hitCell(hit, column, columns) {
   const value = hit[column];
   if (value === null || value === undefined) return "";
   if (column === "score") return Number(value).toFixed(4);
   if (column === "text") return passageText(String(value));
-  return typeof value === "object" ? JSON.stringify(value) : String(value);
+  if (column === "docno") return openingDocno(hit, String(value), columns);
+  return fieldText(value);
+}
+
+/** A hit's docno as a button that opens, in a row under its own, every other field the flow wrote for it (a PDF's
+ * path and page, each retriever's score and rank, the demo flow's language and word counts): the table's columns
+ * alone showed nothing of them. */
+function openingDocno(hit, docno, columns) {
+  const button = el("button", {type: "button", class: "link", "aria-expanded": "false",
+    title: "every field of this hit"}, docno);
+  button.onclick = () => {
+    const row = button.closest("tr");
+    const open = button.getAttribute("aria-expanded") !== "true";
+    button.setAttribute("aria-expanded", String(open));
+    if (!open) {
+      const opened = row.nextElementSibling;
+      if (opened && opened.classList.contains("fields")) opened.remove();
+      return;
+    }
+    const fields = Object.entries(hit).filter(([name, value]) => !columns.includes(name) && name !== "query"
+      && name !== "qid" && value !== null && value !== undefined);
+    const list = fields.length ? el("dl", {}, ...fields.flatMap(([name, value]) => [el("dt", {}, name),
+      el("dd", {}, fieldText(value))])) : el("span", {class: "status"}, "no other fields");
+    row.after(el("tr", {class: "fields", "data-docno": docno}, el("td", {colSpan: columns.length}, list)));
+  };
+  return button;
 }
 
 /** A passage cut at PREVIEW_CHARS with a "more" button that shows it whole (and "less" that cuts it again): a
@@ -50,7 +79,7 @@ function hitTable(hits) {
   const manyQueries = new Set(hits.map((h) => h.qid)).size > 1; // rows of several queries: say which each is for
   const columns = [...(manyQueries ? ["qid"] : []), "rank", "docno", "title", "score", "text"]
     .filter((c) => hits.some((h) => h[c] !== undefined));
-  const result = table(columns, hits, hitCell);
+  const result = table(columns, hits, (hit, column) => hitCell(hit, column, columns));
   result.className = "hits";
   return el("div", {class: "scroll"}, result);
 }
