@@ -31,24 +31,30 @@ def free_port_number() -> int:
 
 
 @contextlib.contextmanager
-def api_on_localhost():
+def api_on_localhost(keys: dict | None = None):
     """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made) under uvicorn on a free port
-    of 127.0.0.1, without Ray: yields its base URL, and stops the server after."""
+    of 127.0.0.1, without Ray: yields its base URL, and stops the server after. ``keys`` (a resolved config's
+    ``keys``): the API keys it checks meanwhile, none again after."""
     import uvicorn
 
+    from serve import auth
     from serve.api import app
 
+    if keys is not None:
+        auth.configure(keys, None, None)
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
-    while not server.started:
-        assert thread.is_alive(), "uvicorn did not start"
-        time.sleep(0.05)
     try:
+        while not server.started:
+            assert thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.05)
         yield f"http://127.0.0.1:{server.config.port}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+        if keys is not None:
+            auth.configure({}, None, None)
 
 
 @pytest.fixture(scope="session")

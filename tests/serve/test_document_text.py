@@ -12,7 +12,6 @@ import pytest
 import requests
 
 from operators.api_keys import key_hash
-from serve import auth
 from serve.documents import DocumentsRequest
 from serve.ingest_task import run_ingest
 from serve.service import Service
@@ -59,12 +58,8 @@ def app(tmp_path_factory):
                         title="Field guide")
         notes = b"# Notes\n\nHoney bees keep hives in hollow trees.\n"
         ingested(service, "shelf", "alice", files=[("guide.pdf", pdf.read_bytes()), ("notes.md", notes)])
-        auth.configure(config["keys"], None, None)
-        try:
-            with api_on_localhost() as base:
-                yield base, service
-        finally:
-            auth.configure({}, None, None)
+        with api_on_localhost(config["keys"]) as base:
+            yield base, service
 
 
 def get(base: str, index: str, doc_id: str, key: str = ALICE) -> requests.Response:

@@ -10,7 +10,6 @@ import pytest
 import requests
 
 from operators.api_keys import key_hash
-from serve import auth
 from serve.documents import DocumentsRequest
 from serve.ingest_task import run_ingest
 from serve.service import Service
@@ -35,10 +34,8 @@ def app(tmp_path, monkeypatch):
     queued = service.indices.add("notes", DocumentsRequest.model_validate(
         {"documents": [{"id": "bees", "text": "honey bees make honey"}]}), "alice")
     run_ingest(service.store, queued["task_id"], service.store.task(queued["task_id"], None)["spec"]["ingest"])
-    auth.configure(config["keys"], None, None)
-    with api_on_localhost() as base:
+    with api_on_localhost(config["keys"]) as base:
         yield base, service
-    auth.configure({}, None, None)
 
 
 def call(method: str, url: str, key: str) -> requests.Response:

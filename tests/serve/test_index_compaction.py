@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import auth, index_admin, ingest_task, taskrunner, taskstore
+from serve import index_admin, ingest_task, taskrunner, taskstore
 from serve.errors import ApiError
 from serve.indices import live_doc_ids
 from serve.ingest_task import run_ingest
@@ -208,12 +208,8 @@ def admin_api(admin_service):
     service, config = admin_service
     for i in range(2):
         ingest(service, "notes", doc(i))
-    auth.configure(config["keys"], None, None)
-    try:
-        with api_on_localhost() as base:
-            yield base, service
-    finally:
-        auth.configure({}, None, None)
+    with api_on_localhost(config["keys"]) as base:
+        yield base, service
 
 
 def post(url: str, key: str) -> requests.Response:
