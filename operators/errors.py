@@ -95,8 +95,11 @@ class ParamsError(SpecError):
     def from_validation(cls, err: Any, *, op: str | None, step: str | None,
                         known: Iterable[str] | None = None) -> "ParamsError":
         """The first error of a pydantic ``ValidationError`` (and how many more); ``known``, the operator's
-        parameter names, turns an unknown one into "did you mean 'k'?" and the list of parameters."""
-        first = err.errors()[0]
+        parameter names, turns an unknown one into "did you mean 'k'?" and the list of parameters. An unknown
+        parameter comes first: a misspelt required one (``ulr``) is also a missing one (``url``), and the name
+        sent is what the user must fix."""
+        errors = err.errors()
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
         loc = ".".join(str(part) for part in first["loc"]) or None
         kind = first["type"]
         if kind == "extra_forbidden":
@@ -105,7 +108,7 @@ class ParamsError(SpecError):
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
             message = f"{first['msg']} (got {short_repr(first.get('input'))})"
-        more = len(err.errors()) - 1
+        more = len(errors) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")

@@ -18,6 +18,7 @@ from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
+from flows.cache_keys import plugin_code
 from flows.model_check import HowToMake, check_env, check_models
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
@@ -175,6 +176,9 @@ def canonical_spec(spec) -> dict[str, Any]:
         identity = op.params.model_dump(mode="json") if takes_index else op.cache_identity()
         steps[step] = {"op": op.name, "version": op.version, "inputs": list(flow.inputs[step]),
                        "identity": identity}
+        code = plugin_code(type(op))  # a plugin's edited code is another flow
+        if code:
+            steps[step]["code"] = code
     return {"steps": steps, "output": flow.output}
 
 

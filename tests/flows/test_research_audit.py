@@ -188,6 +188,14 @@ def test_unknown_parameter_suggests_close_names_and_lists_them():
     assert "did you mean" not in err.value.message and "parameters: " in err.value.message
 
 
+def test_a_misspelt_required_parameter_is_named_as_sent_with_the_close_name():
+    """``ulr`` for ``url``: pydantic reports the missing ``url`` first; the name the user sent is the one to fix."""
+    with pytest.raises(ParamsError) as err:
+        FlowSpec.parse({"name": "t", "steps": {"api": {"op": "rerank.api", "params": {"ulr": "http://x"}}}}).build()
+    assert err.value.field == "steps.api.params.ulr"
+    assert "unknown parameter; did you mean 'url'?" in err.value.message and "(+1 more error)" in err.value.message
+
+
 # -- 6. TREC run files --------------------------------------------------------------------------------
 
 

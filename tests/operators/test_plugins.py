@@ -176,6 +176,32 @@ def test_tessera_ops_lists_the_plugin_and_tessera_run_runs_it(plugin_root, tmp_p
     assert result["roles"]["has_keyword"] == "chip"
 
 
+@pytest.mark.integration  # two runs of the command line
+def test_a_plugins_edited_code_misses_the_step_cache_and_a_built_ins_key_is_unchanged(plugin_root, tmp_path,
+                                                                                      monkeypatch):
+    """While a plugin is being written its ``version`` stays put: the key holds its source file's digest, so the
+    second run computes the edited flag instead of replaying the first run's from the cache."""
+    from flows.cache_keys import plugin_code, step_explain
+
+    monkeypatch.setenv("PYTHONPATH", str(plugin_root))
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags")
+    spec, home = tmp_path / "flagged.json", tmp_path / "home"
+    spec.write_text(json.dumps(flow_spec(tmp_path)))
+
+    def flags() -> list[bool]:
+        out = tessera_process("run", str(spec), "-q", "honey bees", "--executor", "local", "--json", "--quiet",
+                              home=home).stdout
+        return [row["has_keyword"] for row in json.loads(out)["rows"]]
+
+    assert flags() == [True, True]
+    flags_file = plugin_root / PACKAGE / "flags.py"
+    flags_file.write_text(flags_file.read_text().replace("pc.match_substring(text, self.params.keyword.lower())",
+                                                         "pc.starts_with(text, self.params.keyword.lower())"))
+    assert flags() == [True, False]  # "Wasps are insects that do not make honey": no longer flagged
+    assert plugin_code(get_operator(OPERATOR)) and plugin_code(get_operator("analyze.word_count")) is None
+    assert "code" not in step_explain(create("analyze.word_count", {}))
+
+
 # -- a plugin that cannot be registered: one line naming it -------------------------------------------------
 
 BROKEN = {
