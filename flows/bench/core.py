@@ -49,6 +49,8 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
     cache = runs.RunCache(out / "runs", enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
+    if any(f.spec.unset_index_steps() for f in flows):  # its indices are built there: a bad folder fails now
+        _check_index_root(index_root, given=bool(options.index_dir))
     executor = _make_executor(options.executor, options.cache, options.cache_dir)
     qids = dataset.qids
     reporter.log(f"dataset {dataset.root} ({dataset.split}): {len(qids)} judged queries, "
@@ -88,7 +90,8 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
 
     result.files.update(report.write_report(result, out))
     if tracker is not None:
-        reporter.log(f"MLflow: {len(flows)} runs logged to {tracking.log_benchmark(result, tracker)}")
+        where = tracking.log_benchmark(result, tracker)
+        reporter.log(f"MLflow: {len(flows)} run{'' if len(flows) == 1 else 's'} logged to {where}")
     return result
 
 
@@ -151,8 +154,10 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         seconds = time.perf_counter() - start
         found = answers.flow_answers(result.metadata)
         table = runs.to_run(flow.name, result.table, answered=bool(found))
-        stored = cache.save(flow.name, key, table, seconds, spec_json, found)
-        reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s, {table.num_rows} results -> {stored.path}")
+        hits = result.cache_hit_ratio
+        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits)
+        reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{runs.from_step_cache(hits)}, {table.num_rows} "
+                                          f"results -> {stored.path}")
     stored.write_trec()  # a cached run from before .trec files were written gets one too
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,
@@ -193,6 +198,16 @@ def _make_executor(kind: str, use_cache: bool, cache_dir: str | Path | None):
     if cache is not None:
         cache.check()
     return make_executor(kind, cache=cache, keep_history=False)
+
+
+def _check_index_root(root: Path, given: bool) -> None:
+    """The folder of the benchmark's own indices can be made (``--index-dir``, else under ``$TESSERA_HOME``)."""
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        where = f"--index-dir {root}" if given else f"the benchmark's index folder {root} (under $TESSERA_HOME)"
+        raise BenchError(f"cannot make {where}: {err.strerror or err}; give --index-dir a folder",
+                         field="index-dir") from None
 
 
 def _check_out(out: Path) -> Path:

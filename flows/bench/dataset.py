@@ -66,6 +66,9 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     from operators.sources._beir_files import load_qrels, qrels_splits
 
     root = Path(folder).expanduser()
+    if root.is_file():
+        raise BenchError(f"dataset '{folder}' is a file; give the BEIR folder that holds corpus.jsonl, "
+                         "queries.jsonl and qrels/", field="dataset")
     if not root.is_dir():
         raise BenchError(f"dataset folder '{folder}' does not exist", field="dataset")
     corpus, queries_path = root / "corpus.jsonl", root / "queries.jsonl"

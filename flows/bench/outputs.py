@@ -57,10 +57,34 @@ def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
     return files
 
 
+def code_version() -> dict[str, Any]:
+    """The Tessera that made the figures: its package version and, from a git checkout, the commit (with
+    ``dirty`` when files differ from it), so a figure can be traced to its code."""
+    import subprocess
+    from importlib import metadata
+
+    try:
+        version = metadata.version("tessera")
+    except metadata.PackageNotFoundError:
+        version = None
+    root = Path(__file__).resolve().parents[2]
+    commit = dirty = None
+    if (root / ".git").exists():
+        try:
+            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    timeout=10, check=True).stdout.strip()
+            dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                        capture_output=True, text=True, timeout=10, check=True).stdout.strip())
+        except (OSError, subprocess.SubprocessError):
+            commit = dirty = None
+    return {"version": version, "commit": commit, "dirty": dirty}
+
+
 def _summary(result: "BenchResult") -> dict[str, Any]:
     d = result.dataset
     o = result.options
     return {
+        "tessera": code_version(),
         "dataset": {"path": str(d.root), "split": d.split, "queries": len(d.qids), "judgements": d.qrels.num_rows,
                     "queries_sha256": d.queries_fingerprint(), "qrels_sha256": d.qrels_fingerprint()},
         "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
@@ -69,6 +93,8 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
         "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path),
                          "trec_file": str(fr.run.trec_path), "cached": fr.run.cached,
                          "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
+                         "step_cache_hits": None if fr.run.step_cache_hits is None
+                         else round(fr.run.step_cache_hits, 4),
                          "queries_short_of_max_k": fr.short_queries,
                          "index": None if fr.index is None else {"path": str(fr.index.path), "key": fr.index.key,
                                                                  "dense": fr.index.dense, "built": fr.index_built},

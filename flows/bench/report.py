@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flows.bench import answers, metrics
+from flows.bench import answers, metrics, runs
 from operators.atomic import write_text
 
 if TYPE_CHECKING:
@@ -88,7 +88,10 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
             if c.measure.endswith(f"@{k}") or c.measure in answers.MEASURES:
                 lines.append(f"| {c.baseline} | {c.flow} | {c.measure} | {c.delta:+.4f} | {_p(c.p)} | "
                              f"{_p(c.p_corrected)} | {c.wins} / {c.losses} / {c.ties} |")
-        lines += ["", "Every measure and cutoff: `significance.csv`.", ""]
+        untested = any(c.p != c.p for c in result.comparisons)
+        lines += ["", *(["A p of – is no test: fewer than two queries, or, for the t-test, every query's difference "
+                         "the same (no variance; `--test wilcoxon` answers then).", ""] if untested else []),
+                  "Every measure and cutoff: `significance.csv`.", ""]
         for baseline in result.baselines:
             lines += [f"Per-query nDCG@{k} differences against {baseline}:", "",
                       f"![deltas against {baseline}](deltas_{baseline}.png)", ""]
@@ -97,7 +100,8 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
         index = "–" if fr.index is None else (f"`{fr.index.key[:12]}` ({'dense + ' if fr.index.dense else ''}bm25"
                                                f"{', built now' if fr.index_built else ''})")
         status = "cached" if fr.run.cached else "ran"
-        lines.append(f"| {name} | `{fr.source}` | {status}: `{fr.run.path.name}` | {fr.run.seconds:.1f} | "
+        lines.append(f"| {name} | `{fr.source}` | {status}: `{fr.run.path.name}` | {fr.run.seconds:.1f}"
+                     f"{runs.from_step_cache(fr.run.step_cache_hits)} | "
                      f"{fr.run.table.num_rows} | {index} |")
     if result.warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in result.warnings]

@@ -46,6 +46,9 @@ class StoredRun:
     seconds: float  # time the flow took when it ran
     cached: bool  # read from the cache in this benchmark
     answers: dict[str, str] = field(default_factory=dict)  # qid -> the flow's answer, where it gave one
+    #: The share of its steps' cache units read from the step cache when it ran (None: no step was cached), so
+    #: ``seconds`` is known for what it was: a run's work, or mostly a read of work done before.
+    step_cache_hits: float | None = None
 
     @property
     def trec_path(self) -> Path:
@@ -83,12 +86,14 @@ class RunCache:
             return None  # a damaged file is recomputed
         if meta.get("tessera.bench.key") != key:
             return None
+        hits = meta.get("tessera.bench.step_cache_hits")
         return StoredRun(flow, key, path, table.replace_schema_metadata(None),
                          float(meta.get("tessera.bench.seconds", 0.0)), cached=True,
-                         answers=json.loads(meta.get("tessera.bench.answers", "{}")))
+                         answers=json.loads(meta.get("tessera.bench.answers", "{}")),
+                         step_cache_hits=float(hits) if hits else None)
 
     def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any],
-             answers: dict[str, str] | None = None) -> StoredRun:
+             answers: dict[str, str] | None = None, step_cache_hits: float | None = None) -> StoredRun:
         path = self.path(flow, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
@@ -96,13 +101,21 @@ class RunCache:
                 "tessera.bench.created": time.strftime("%Y-%m-%dT%H:%M:%S%z")}
         if answers:
             meta["tessera.bench.answers"] = json.dumps(answers, sort_keys=True)
+        if step_cache_hits is not None:
+            meta["tessera.bench.step_cache_hits"] = f"{step_cache_hits:.6f}"
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         pq.write_table(table.replace_schema_metadata(meta), tmp)
         path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
         os.replace(tmp, path)
-        stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}))
+        stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}),
+                           step_cache_hits=step_cache_hits)
         stored.write_trec()
         return stored
+
+
+def from_step_cache(hits: float | None) -> str:
+    """`` (87% from the step cache)`` beside a run's seconds, or "" when it read nothing from it."""
+    return f" ({hits:.0%} from the step cache)" if hits else ""
 
 
 def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import gc
 import math
+import warnings
 from dataclasses import asdict, dataclass
 from typing import Literal, Mapping, Sequence
 
@@ -58,7 +59,9 @@ def aligned(baseline: Mapping[str, float], system: Mapping[str, float],
 
 
 def paired_p(a: np.ndarray, b: np.ndarray, test: Test = "t") -> float:
-    """Two-sided p-value of the paired test of b against a; 1.0 when every pair is equal."""
+    """Two-sided p-value of the paired test of b against a; 1.0 when every pair is equal. NaN (no test, left out
+    of the correction) for a t-test when every pair differs by the same amount: the differences have no variance,
+    so t is undefined (scipy answers 0.0 with a precision warning); the Wilcoxon test still answers then."""
     from scipy import stats
 
     diff = b - a
@@ -67,7 +70,11 @@ def paired_p(a: np.ndarray, b: np.ndarray, test: Test = "t") -> float:
     if not np.any(diff):
         return 1.0
     if test == "t":
-        return float(stats.ttest_rel(b, a).pvalue)
+        if np.allclose(diff, diff[0], rtol=1e-9, atol=1e-12):  # the same difference, up to float rounding
+            return math.nan
+        with warnings.catch_warnings():  # nearly equal differences: scipy's precision note, not the user's concern
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return float(stats.ttest_rel(b, a).pvalue)
     if test == "wilcoxon":
         return float(stats.wilcoxon(b, a).pvalue)
     raise ValueError(f"unknown test '{test}' (use one of {', '.join(TESTS)})")

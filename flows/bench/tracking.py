@@ -127,8 +127,11 @@ def log_benchmark(result: "BenchResult", tracker: Tracker) -> str:
 
     from mlflow.entities import Metric, Param, RunTag
 
+    from flows.bench.outputs import code_version
+
     client = tracker.client
     now = int(time.time() * 1000)
+    code = code_version()  # tags tessera.version, tessera.commit, tessera.dirty
     artifacts = [p for key, p in result.files.items() if key.endswith((".md", ".png")) or key == "metrics.json"]
     for flow, fr in result.flows.items():
         run = client.create_run(tracker.experiment_id, run_name=flow, tags={"tessera.bench.flow": flow})
@@ -140,8 +143,11 @@ def log_benchmark(result: "BenchResult", tracker: Tracker) -> str:
                   "min_relevance": result.options.min_relevance}
         metrics = [Metric(metric_name(m), float(s.mean), now, 0) for m, s in result.summaries[flow].items()]
         metrics.append(Metric("run_seconds", float(fr.run.seconds), now, 0))
+        if fr.run.step_cache_hits is not None:  # run_seconds of a run read mostly from the step cache is no timing
+            metrics.append(Metric("step_cache_hits", float(fr.run.step_cache_hits), now, 0))
         client.log_batch(run.info.run_id, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()],
-                         tags=[RunTag("tessera.bench.key", fr.key)])
+                         tags=[RunTag("tessera.bench.key", fr.key),
+                               *(RunTag(f"tessera.{k}", str(v)) for k, v in code.items() if v is not None)])
         for path in artifacts:
             client.log_artifact(run.info.run_id, str(path))
         client.set_terminated(run.info.run_id)

@@ -172,6 +172,8 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     (["--flow", "demo", "--k", "10,x"], "bad --k value '10,x'"),
     (["--flow", "demo", "--split", "dev"], "no qrels file"),
     (["--flow", "demo", "--cache-dir", str(SPECS / "demo.yaml")], "demo.yaml is a file, not a folder"),
+    (["--flow", "bm25", "--index-dir", str(SPECS / "demo.yaml")], "field 'index-dir': cannot make --index-dir"),
+    (["--flow", "demo", "--mlflow-uri", "sqlite:///x.db", "--no-mlflow"], "--mlflow-uri and --no-mlflow: give one"),
 ])
 def test_bad_arguments_exit_2_with_one_line_naming_them(bench, scifact_slice, tmp_path, args, needle):
     status, _, stderr = bench("--dataset", scifact_slice, "--out", tmp_path / "out", "--no-mlflow", *args)
@@ -187,6 +189,8 @@ def test_missing_dataset_folder_exits_2_naming_it(bench, tmp_path):
     lines = stderr.strip().splitlines()
     assert status == 2 and len(lines) == 1, stderr
     assert f"dataset folder '{missing}' does not exist" in lines[0]
+    status, _, stderr = bench("--dataset", SPECS / "demo.yaml", "--flow", "demo", "--out", tmp_path / "out")
+    assert status == 2 and "demo.yaml' is a file; give the BEIR folder" in stderr, stderr
 
 
 def test_python_m_flows_bench_is_the_same_command(scifact_slice, tmp_path):
@@ -262,3 +266,9 @@ def test_cache_dir_holds_the_step_cache_and_a_second_benchmark_hits_it(bench, sc
     assert bench(*common, "--out", tmp_path / "b")[0] == 0
     cached, second = last_run(tmp_path / "b")
     assert cached is False and second["units"] == second["hits"] == 30
+    # ... and its seconds say they were a read of the step cache, not the flow's work
+    hits = {out: json.loads((tmp_path / out / "bench.json").read_text())["flows"]["title"]["step_cache_hits"]
+            for out in ("a", "b")}
+    assert hits == {"a": 0.0, "b": 1.0}  # a computed every unit: no share to report beside its seconds
+    assert "(100% from the step cache)" in (tmp_path / "b" / "report.md").read_text()
+    assert "from the step cache" not in (tmp_path / "a" / "report.md").read_text()

@@ -78,3 +78,16 @@ def test_correction_leaves_the_baseline_out(per_query):
 def test_identical_flows_have_p_one_and_only_ties(per_query):
     rows = significance.compare({"a": per_query["title"], "b": per_query["title"]}, ["a"], ["nDCG@10"])
     assert rows[0].p == 1.0 and rows[0].ties == 30 and rows[0].delta == 0.0
+
+
+def test_a_constant_difference_has_no_t_test_and_no_warning_but_a_wilcoxon_p(per_query, recwarn):
+    """Every query one better: the differences have no variance, so t is undefined (scipy said p 0.0 with a
+    precision warning on stderr); it is left out (NaN, as for a single query), and the Wilcoxon test answers."""
+    base = np.array(list(per_query["title"]["nDCG@10"].values()))
+    better = base + 0.125
+    assert np.isnan(significance.paired_p(base, better, "t"))
+    assert significance.paired_p(base, better, "wilcoxon") == pytest.approx(stats.wilcoxon(better, base).pvalue)
+    assert significance.paired_p(base, base, "t") == 1.0
+    nearly = better + np.linspace(0, 1e-7, base.size)  # almost constant: a t-test, far below 0.05
+    assert 0 <= significance.paired_p(base, nearly, "t") < 0.05
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]

@@ -54,6 +54,12 @@ def test_the_default_store_is_sqlite_under_out_and_reads_back(bench, scifact_sli
     assert set(runs) == {"title", "notitle"}
     assert runs["title"].data.metrics["nDCG_at_10"] == pytest.approx(metrics["title"]["nDCG@10"])
     assert runs["notitle"].data.params["ks"] == "1,10"
+    root = Path(__file__).resolve().parents[3]
+    if (root / ".git").exists():  # a checkout (CI's clone): the commit behind the figures is recorded
+        head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
+                              cwd=root).stdout.strip()
+        assert runs["title"].data.tags["tessera.commit"] == head
+        assert json.loads((out / "bench.json").read_text())["tessera"]["commit"] == head
     from mlflow.tracking import MlflowClient
 
     artifacts = {a.path for a in MlflowClient(f"sqlite:///{out}/mlflow.db").list_artifacts(runs["title"].info.run_id)}
