@@ -59,6 +59,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import re
 from typing import Any, ClassVar, Iterator, Literal, Mapping
 
 import pyarrow as pa
@@ -133,9 +134,10 @@ class Operator:
 
     @classmethod
     def description(cls) -> str:
-        """First paragraph of the class docstring, for ``tessera ops``."""
+        """First paragraph of the class docstring, for ``tessera ops``, ``GET /flows`` and the web UI: its reST
+        literals (double backticks) as Markdown's single ones, which every one of them shows."""
         doc = inspect.getdoc(cls) or ""
-        return doc.split("\n\n", 1)[0].replace("\n", " ").strip()
+        return re.sub(r"``([^`]+)``", r"`\1`", doc.split("\n\n", 1)[0].replace("\n", " ").strip())
 
     @classmethod
     def category(cls) -> str:

@@ -124,6 +124,7 @@ def test_ops_mosaic_format_and_table(home, tessera):
     assert set(k) == {"title", "description", "type", "enforce-limit", "required", "supported-values", "default"}
     table = tessera("ops", home=home).stdout
     assert "retrieve.corpus_bm25" in table and "analyze.word_count" in table
+    assert "``" not in table and "`max_chunks` per query" in table  # docstrings' reST literals shown as Markdown
     detail = tessera("ops", "postprocess.reduce", home=home).stdout
     assert "Rows to keep per query." in detail and "exclusiveMinimum 0" in detail
     assert_one_line_error(tessera("ops", "nope.nothing", home=home, check=None), "unknown operator 'nope.nothing'")
