@@ -117,12 +117,13 @@ function choice(value, label, reason, attrs = {}) {
 }
 
 /** ``name`` if the service takes it as a flow's or an index's name (flows/store.py, serve/indices.py), else an
- * error saying what it takes: a "/", "..", "?" or space would make another path than the one meant. */
-function checkedName(name, what) {
+ * error saying what it takes, naming ``field``: a "/", "..", "?" or space would make another path than the one
+ * meant. */
+function checkedName(name, what, field = "name") {
   if (!name) throw new ApiError(`enter ${what === "index" ? "an" : "a"} ${what} name`);
   const most = what === "index" ? 64 : 100;
   if (!new RegExp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,${most - 1}}$`).test(name)) {
-    throw new ApiError(`'${name}' is not a valid ${what} name (field: name): letters, digits, "_", "." and "-", `
+    throw new ApiError(`'${name}' is not a valid ${what} name (field: ${field}): letters, digits, "_", "." and "-", `
       + `starting with a letter or digit, at most ${most} characters`);
   }
   return name;

@@ -80,20 +80,20 @@ async function readHealth() {
     wasUnreachable = true;
     badge.textContent = "not reachable";
     badge.className = "badge bad";
-    badge.title = "GET /healthz: no answer";
+    badge.title = "the service's health check: no answer";
     return false;
   }
   const body = await response.json().catch(() => ({}));
   if (response.ok) {
     badge.textContent = "ready";
     badge.className = "badge ok";
-    badge.title = "GET /healthz";
+    badge.title = "the service's health check";
     return true;
   }
   const waiting = Object.entries(body.models || {}).filter(([, state]) => state !== "ready").map(([name]) => name);
   badge.textContent = waiting.length ? `starting: ${waiting.join(", ")}` : "starting"; // a 503's body names none
   badge.className = "badge wait";
-  badge.title = (body.error && body.error.message) || `GET /healthz: HTTP ${response.status}`;
+  badge.title = (body.error && body.error.message) || `the service's health check: HTTP ${response.status}`;
   return false;
 }
 

@@ -13,13 +13,7 @@ async function loadIndices() {
     el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
     el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
     el("td", {}, ix.shared ? "yes" : "no"),
-    el("td", {},
-      el("button", {type: "button", onclick: () => searchIndex(ix)}, "search"),
-      ix.name ? el("button", {type: "button", onclick: () => guarded(() => showDocuments(ix))}, "documents") : null,
-      ix.writable ? el("button", {type: "button", title: ix.shared ? "only your key may search it"
-        : "every key may search it", onclick: () => shareIndex(ix.name, !ix.shared)},
-      ix.shared ? "make private" : "share") : null,
-      ix.writable ? el("button", {type: "button", onclick: () => deleteIndex(ix.name)}, "delete") : null)));
+    el("td", {}, ...indexButtons(ix))));
   $("index-table").tBodies[0].replaceChildren(...rows);
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
     .map((ix) => el("option", {value: ix.name})));
@@ -29,6 +23,22 @@ async function loadIndices() {
     value: spec.name, disabled: Boolean(spec.missing), title: spec.missing || spec.description,
   }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
   select.value = chosen;
+}
+
+/** A row's buttons, each named for a screen reader with its index ("search my_notes"): "search" alone, read out of
+ * the table, said not which. */
+function indexButtons(ix) {
+  const which = ix.name || "the default index";
+  const button = (label, onclick, attrs = {}) => el("button", {type: "button", "aria-label": `${label} ${which}`,
+    onclick, ...attrs}, label);
+  return [
+    button("search", () => searchIndex(ix)),
+    ix.name ? button("documents", () => guarded(() => showDocuments(ix)), {"aria-label": `documents of ${which}`})
+      : null,
+    ix.writable ? button(ix.shared ? "make private" : "share", () => shareIndex(ix.name, !ix.shared),
+      {title: ix.shared ? "only your key may search it" : "every key may search it"}) : null,
+    ix.writable ? button("delete", () => deleteIndex(ix.name)) : null,
+  ];
 }
 
 function searchIndex(ix) {
@@ -64,8 +74,8 @@ async function showDocuments(ix, offset = 0) {
     el("td", {}, openingDocument(ix, doc.id)), el("td", {}, doc.title),
     el("td", {}, Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
     el("td", {}, doc.passages),
-    el("td", {}, ix.writable ? el("button", {type: "button", onclick: () => deleteDocument(ix, doc.id)}, "delete")
-      : null)));
+    el("td", {}, ix.writable ? el("button", {type: "button", "aria-label": `delete ${doc.id} from ${ix.name}`,
+      onclick: () => deleteDocument(ix, doc.id)}, "delete") : null)));
   const body = $("doc-table").tBodies[0];
   if (offset === 0) body.replaceChildren(...rows);
   else body.append(...rows);

@@ -74,6 +74,22 @@ function flowBody() {
   return body;
 }
 
+/** A refusal of the Search tab's ``index`` (its ``param``) said in the page's words when what was typed is a bare
+ * name outside an index name's rules ("my notes") and not listed: the service's "does not exist" said not why. Not
+ * checked before it is sent, as the Indices tab's names are: the field also takes a path to an index
+ * (docs/serving.md), a folder that ``tessera ingest`` named so is listed and searched, and a flow that reads no
+ * index ignores it. */
+function namingTheIndexRule(index) {
+  return (err) => {
+    const bare = index && !index.includes("/") && !index.startsWith("~") && index !== "." && index !== "..";
+    const listed = indexListing.indices.some((ix) => ix.name === index); // refused for another reason
+    if (err instanceof ApiError && err.param === "index" && err.status < 500 && bare && !listed) {
+      checkedName(index, "index", "index");
+    }
+    throw err;
+  };
+}
+
 function renderResults(results, spec) {
   $("results").replaceChildren(...results.map((r) => el("article", {class: "result", "data-qid": r.qid},
     queryHeading(r.query), ...queryBlocks(r.metadata || {}, r.hits, spec))));
@@ -89,7 +105,7 @@ async function search(event) {
   updateSearchButtons();
   const stopTicking = ticking($("search-status"), `running ${body.flow}…`);
   try {
-    const answer = await guarded(() => call("POST", "v1/search", body));
+    const answer = await guarded(() => call("POST", "v1/search", body).catch(namingTheIndexRule(body.index)));
     stopTicking();
     if (epoch !== keyEpoch) return; // the key changed meanwhile: this answer was for the other key
     if (!answer) {
@@ -111,7 +127,8 @@ async function search(event) {
 /** The search as a task (POST /task/enqueue, the same body): it runs on Ray, followed under Tasks. */
 async function enqueue() {
   if (!$("search-form").reportValidity()) return;
-  const taskId = await guarded(() => call("POST", "task/enqueue", flowBody()));
+  const body = flowBody();
+  const taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)));
   if (taskId) {
     showTab("tasks");
     followTask(taskId);

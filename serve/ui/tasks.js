@@ -36,13 +36,16 @@ function taskRow(task) {
   // the whole 32-character id took a narrow window's width: status and cancel were off screen
   const follow = el("button", {type: "button", class: "link", title: task.id, "aria-label": `task ${task.id}`,
     onclick: () => followTask(task.id)}, task.id.slice(0, SHORT_ID));
+  // each cell names its column: below 40rem a row is a card (style.css), as a hit is, not a row to scroll sideways
+  const cell = (column, content, attrs = {}) => el("td", {...attrs, "data-column": column}, content);
   return el("tr", {"data-task": task.id},
-    el("td", {}, follow),
-    el("td", {}, task.flow || ""), el("td", {class: `state ${task.status}`}, task.status),
-    el("td", {}, task.steps_done ?? ""), el("td", {}, when(task.created)),
-    el("td", {}, unfinished ? el("button", {type: "button", onclick: () => cancelTask(task.id)}, "cancel")
-      : el("button", {type: "button", title: "DELETE /task/{id}: the task, its result and its chats",
-        onclick: () => deleteTask(task.id)}, "delete")));
+    cell("task", follow), cell("flow", task.flow || ""),
+    cell("status", task.status, {class: `state ${task.status}`}),
+    cell("steps done", task.steps_done ?? ""), cell("created", when(task.created)),
+    cell("actions", unfinished ? el("button", {type: "button", "aria-label": `cancel task ${task.id}`,
+      onclick: () => cancelTask(task.id)}, "cancel")
+      : el("button", {type: "button", title: "deletes the task, its result and its chats",
+        "aria-label": `delete task ${task.id}`, onclick: () => deleteTask(task.id)}, "delete")));
 }
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
