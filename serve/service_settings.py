@@ -135,6 +135,13 @@ class ServiceArgs(BaseModel):
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise ValueError(f"key id(s) {dup} used twice")
+        by_hash: dict[str, list[str]] = {}
+        for key in keys:
+            by_hash.setdefault(key.sha256, []).append(key.id)
+        shared = [ids for ids in by_hash.values() if len(ids) > 1]
+        if shared:  # one key would be the last entry's id: another key's tasks, indices, maybe its admin rights
+            raise ValueError(f"key ids {shared[0]} have the same sha256: one key would act as the last of them; "
+                             "give each id its own key")
         return keys
 
 

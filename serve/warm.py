@@ -28,7 +28,11 @@ def warm_up(service: Any) -> None:
     started = time.perf_counter()
     taskrunner.warm_up()
     index = service.default_index
-    if index and (Path(index) / "manifest.json").is_file():
+    if index and not (Path(index) / "manifest.json").is_file():  # a search naming no index fails until it is made
+        log.warning("tessera serve: the default index %s holds no index (yet): searches that name none fail until "
+                    "it is ingested (`make demo` makes the sample one) or args.service.default_index names another",
+                    index)
+    elif index:
         prepared = service.prepare({"query": "warm-up", "top_k": 1}, LOCAL_TENANT, search=True)
         for step in prepared.steps:
             if prepared.spec.steps[step].placement is None:

@@ -22,6 +22,17 @@ def test_keys_come_hashed_from_config_and_raw_from_the_environment(tmp_path, mon
     assert resolved["default_index"] == str((tmp_path / "indices" / "sample").resolve())
 
 
+def test_two_ids_with_one_key_are_refused_naming_them():
+    """The same sha256 under two ids would map the key to the last id only: alice's key acting as the admin ops,
+    her own tasks and indices out of her sight."""
+    from pydantic import ValidationError
+
+    digest = key_hash("alice-secret")
+    with pytest.raises(ValidationError, match=r"key ids \['alice', 'ops'\] have the same sha256"):
+        ServiceArgs(api_keys=[{"id": "alice", "sha256": digest}, {"id": "ops", "sha256": digest, "admin": True}])
+    ServiceArgs(api_keys=[{"id": "alice", "sha256": digest}, {"id": "ops", "sha256": key_hash("ops-secret")}])
+
+
 def test_the_bearer_header_maps_to_the_key_id():
     keys = {key_hash("alice-secret"): "alice"}
     assert tenant_of("Bearer alice-secret", keys) == "alice"

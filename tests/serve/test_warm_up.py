@@ -32,6 +32,18 @@ def test_a_failing_warm_up_is_logged_and_the_service_serves(tmp_path, monkeypatc
     assert made.store.list_tasks("local") == []  # the service itself is unaffected
 
 
+def test_a_default_index_not_made_yet_is_named_in_a_warning_and_the_service_serves(tmp_path, monkeypatch, caplog):
+    """The shipped config names the sample index, which only ``make demo`` makes: /healthz says ready, so the log
+    says which searches fail, once, at the start."""
+    missing = tmp_path / "home" / "indices" / "sample"
+    with caplog.at_level(logging.WARNING, logger="tessera.serve"):
+        made = service(tmp_path, monkeypatch, missing)
+        made.warming.join(timeout=300)
+    warned = [r.getMessage() for r in caplog.records if "holds no index" in r.getMessage()]
+    assert len(warned) == 1 and str(missing) in warned[0] and "make demo" in warned[0]
+    assert made.store.list_tasks("local") == []
+
+
 @pytest.mark.integration  # MiniLM loads in this process
 def test_the_warm_up_opens_the_default_index_and_loads_its_encoder(tmp_path, monkeypatch, sample_index):
     from operators.models.repository import models
