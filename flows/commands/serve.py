@@ -204,6 +204,9 @@ def read_config(source: Path) -> dict:
             and isinstance(a.get("runtime_env") or {}, dict) for a in applications)):
         raise CliError(f"{source}: applications must be a list of mappings, each with mappings for args, "
                        "args.service and runtime_env", field="applications")
+    from flows.commands.serve_schema import check_setting_names
+
+    check_setting_names(config, source)
     return config
 
 

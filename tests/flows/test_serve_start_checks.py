@@ -161,6 +161,25 @@ def test_a_broken_config_is_one_line_naming_the_file(tmp_path, capsys):
     assert "field 'applications'" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("edit, field, hint", [
+    (lambda c: c["http_options"].update(hots="0.0.0.0"), "http_options.hots", "did you mean 'host'?"),
+    (lambda c: c["applications"][0].update(route_prefx="/"), "applications.0.route_prefx", "'route_prefix'"),
+    (lambda c: c.update(proxy_locaton="EveryNode"), "proxy_locaton", "did you mean 'proxy_location'?"),
+    (lambda c: c["applications"][0].update(deployments=[{"name": "api", "num_replica": 2}]),
+     "applications.0.deployments.0.num_replica", "did you mean 'num_replicas'?"),
+])
+def test_a_misspelt_serve_setting_is_refused_naming_it(tmp_path, capsys, edit, field, hint):
+    """Ray's schema ignores a key it does not know: ``hots`` left the service on 127.0.0.1 without a word."""
+    config = yaml.safe_load((REPO / "serve" / "config.yaml").read_text())
+    edit(config)
+    path = tmp_path / "typo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["serve", "--config", str(path), "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert f"field '{field}'" in err and f"unknown Serve setting '{field}'" in err and hint in err, err
+    assert main(["serve", "--config", str(REPO / "serve" / "config.yaml"), "--print-config"]) == 0  # as shipped
+
+
 @pytest.mark.parametrize("port", ["0", "99999", "http"])
 def test_a_port_out_of_range_is_refused(port, capsys):
     with pytest.raises(SystemExit) as exit_:

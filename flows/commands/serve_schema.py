@@ -1,0 +1,40 @@
+"""The Serve config's own setting names, checked before Serve reads it: Ray's schema ignores a key it does not know,
+so ``http_options: {hots: 0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt
+``route_prefx`` or ``runtime_envs`` was dropped. The names come from Ray's own schema classes, so a new Ray's new
+settings are accepted as they come; Tessera's ``args`` are checked by its own models (``serve.check_args``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from flows.commands._support import CliError
+from operators.errors import unknown_name_hint
+
+
+def _fields(schema: type) -> set[str]:
+    fields = getattr(schema, "model_fields", None) or getattr(schema, "__fields__", {})
+    return set(fields)
+
+
+def check_setting_names(config: dict[str, Any], source: Path) -> None:
+    """Refuse the first key of ``config`` that Serve's schema does not have (top level, ``http_options``, each
+    application, each of its deployments), naming where it is and the closest known name."""
+    from ray.serve.schema import DeploymentSchema, HTTPOptionsSchema, ServeApplicationSchema, ServeDeploySchema
+
+    def check(mapping: Any, schema: type, where: str) -> None:
+        if not isinstance(mapping, dict):
+            return  # read_config names a wrong shape
+        known = _fields(schema)
+        for key in mapping:
+            if key not in known:
+                field = f"{where}.{key}" if where else str(key)
+                raise CliError(f"{source}: unknown Serve setting '{field}'"
+                               + unknown_name_hint(str(key), sorted(known), "settings"), field=field)
+
+    check(config, ServeDeploySchema, "")
+    check(config.get("http_options"), HTTPOptionsSchema, "http_options")
+    for n, application in enumerate(config.get("applications") or []):
+        check(application, ServeApplicationSchema, f"applications.{n}")
+        for m, deployment in enumerate((application or {}).get("deployments") or []):
+            check(deployment, DeploymentSchema, f"applications.{n}.deployments.{m}")
