@@ -104,6 +104,10 @@ def handle(args: argparse.Namespace) -> int:
     if args.address and args.address != "local" and secrets:
         print(f"tessera serve: not carried to the cluster (secrets): ${', $'.join(secrets)}; set them where its "
               "Ray nodes start", file=sys.stderr)
+    from flows.commands.serve_checks import home_readable_by_others
+
+    if note := home_readable_by_others(config, tessera_home()):
+        print(note, file=sys.stderr)
     print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
@@ -204,7 +208,7 @@ def read_config(source: Path) -> dict:
             and isinstance(a.get("runtime_env") or {}, dict) for a in applications)):
         raise CliError(f"{source}: applications must be a list of mappings, each with mappings for args, "
                        "args.service and runtime_env", field="applications")
-    from flows.commands.serve_schema import check_setting_names
+    from flows.commands.serve_checks import check_setting_names
 
     check_setting_names(config, source)
     return config

@@ -196,3 +196,19 @@ def test_keys_that_are_none_or_short_are_refused(monkeypatch, capsys, value, pro
     err = capsys.readouterr().err
     assert f"field 'TESSERA_API_KEYS': TESSERA_API_KEYS{':' if 'short' in problem else ''} " in err and problem in err
     assert "short-key" not in err  # a key is never printed
+
+
+def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path):
+    """Every key's queries, results and uploads go under $TESSERA_HOME with the process's umask."""
+    from flows.commands.serve_checks import home_readable_by_others
+
+    home = tmp_path / "home"
+    home.mkdir()
+    with_keys = {"applications": [{"args": {"service": {"api_keys": [{"id": "alice", "sha256": "0" * 64}]}}}]}
+    without = {"applications": [{"args": {"service": {}}}]}
+    home.chmod(0o755)
+    note = home_readable_by_others(with_keys, home)
+    assert note is not None and f"chmod 700 {home}" in note and "mode 755" in note
+    assert home_readable_by_others(without, home) is None  # one user on loopback: nobody else's data
+    home.chmod(0o700)
+    assert home_readable_by_others(with_keys, home) is None

@@ -1,7 +1,10 @@
-"""The Serve config's own setting names, checked before Serve reads it: Ray's schema ignores a key it does not know,
-so ``http_options: {hots: 0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt
-``route_prefx`` or ``runtime_envs`` was dropped. The names come from Ray's own schema classes, so a new Ray's new
-settings are accepted as they come; Tessera's ``args`` are checked by its own models (``serve.check_args``)."""
+"""Checks of a service about to start that Serve itself does not make.
+
+* The Serve config's own setting names: Ray's schema ignores a key it does not know, so ``http_options: {hots:
+  0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt ``route_prefx`` was dropped. The names
+  come from Ray's own schema classes, so a new Ray's settings are accepted as they come; Tessera's ``args`` are
+  checked by its own models (``serve.check_args``).
+* A ``$TESSERA_HOME`` other users of the machine may read, when the service has tenants (a warning)."""
 
 from __future__ import annotations
 
@@ -38,3 +41,18 @@ def check_setting_names(config: dict[str, Any], source: Path) -> None:
         check(application, ServeApplicationSchema, f"applications.{n}")
         for m, deployment in enumerate((application or {}).get("deployments") or []):
             check(deployment, DeploymentSchema, f"applications.{n}.deployments.{m}")
+
+
+def home_readable_by_others(config: dict, home: Path) -> str | None:
+    """A warning when the service has keys (tenants) and other users of the machine may read ``$TESSERA_HOME``,
+    where their queries, results, chats and uploads are written with the process's umask (docs/security.md)."""
+    tenants = any((a.get("args") or {}).get("service", {}) and ((a.get("args") or {}).get("service") or {})
+                  .get("api_keys") for a in config.get("applications") or [])
+    try:
+        mode = home.stat().st_mode & 0o777
+    except OSError:
+        return None
+    if not tenants or not mode & 0o077:
+        return None
+    return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}) and will hold every "
+            f"key's queries, results and uploads: chmod 700 {home} (docs/security.md)")
