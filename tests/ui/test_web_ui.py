@@ -4,6 +4,7 @@ an answer with its sources, a chat reply), each compared with the same request s
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import re
@@ -683,13 +684,22 @@ def test_a_task_of_a_flow_that_answers_shows_each_querys_answer_and_sources(brow
             metadata["sources"])
 
 
-@pytest.mark.slow  # the embedded model answers in the replica
-def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_does(browser, ui_app):
+@contextlib.contextmanager
+def rag_cut_short(ui_app, prefix: str):
+    """A saved copy of ``rag`` whose answer stops after 8 tokens (a long answer cut), its name; deleted after."""
     spec = ui_app.api("GET", "/flows/rag").json()
-    spec["steps"]["answer"]["params"] = {"model": "local", "max_tokens": 8}  # a long answer, cut after 8 tokens
-    name = "ui_cut_" + secrets.token_hex(3)
+    spec["steps"]["answer"]["params"] = {"model": "local", "max_tokens": 8}
+    name = prefix + secrets.token_hex(3)
     assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
     try:
+        yield name
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_does(browser, ui_app):
+    with rag_cut_short(ui_app, "ui_cut_") as name:
         open_page(browser, ui_app)
         fill_search(browser, name, QUERY, "5")
         by_id(browser, "search-button").click()
@@ -705,8 +715,6 @@ def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_do
         metadata = ui_app.api("POST", "/v1/search", {"flow": "summarize", "query": QUERY, "top_k": 5}).json()[
             "results"][0]["metadata"]
         assert summary.text == f"Summary: {metadata['summary']}"
-    finally:
-        ui_app.api("DELETE", f"/flows/{name}")
 
 
 @pytest.mark.slow  # the flow starts answering before Stop ends it

@@ -5,14 +5,13 @@ and browser as test_web_ui.py (package fixtures)."""
 from __future__ import annotations
 
 import json
-import secrets
 
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.test_web_ui import (
-    QUERY, by_id, chat_with, click, error_text, fill_search, open_page, set_text, shown_results, wait,
+    QUERY, by_id, chat_with, click, error_text, fill_search, open_page, rag_cut_short, set_text, shown_results, wait,
 )
 from tests.ui.test_web_ui_use import added_index
 
@@ -133,11 +132,7 @@ def test_the_flow_editors_buttons_sit_under_its_spec_and_a_flow_chosen_brings_th
 
 @pytest.mark.slow  # the embedded model answers in the replica
 def test_a_chat_answer_cut_at_max_tokens_says_so_under_the_turn(browser, ui_app):
-    spec = ui_app.api("GET", "/flows/rag").json()
-    spec["steps"]["answer"]["params"] = {"model": "local", "max_tokens": 8}  # a long answer, cut after 8 tokens
-    name = "ui_chat_cut_" + secrets.token_hex(3)
-    assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
-    try:
+    with rag_cut_short(ui_app, "ui_chat_cut_") as name:
         open_page(browser, ui_app)
         chat_with(browser, name)
         by_id(browser, "chat-input").send_keys(QUERY, Keys.CONTROL, Keys.ENTER)
@@ -149,8 +144,6 @@ def test_a_chat_answer_cut_at_max_tokens_says_so_under_the_turn(browser, ui_app)
         turns = browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")
         assert [t.get_attribute("class") for t in turns] == ["turn user", "turn assistant"]
         assert turns[1].text == expected["message"]["content"].strip()  # the note is not part of the reply
-    finally:
-        ui_app.api("DELETE", f"/flows/{name}")
 
 
 def test_a_listed_documents_id_opens_its_passages_text_under_it_and_a_second_click_closes_it(browser, ui_app):
