@@ -44,6 +44,6 @@ def env_keys_problem(environ: Mapping[str, str]) -> str | None:
         return (f"{KEYS_ENV} is set but holds no key ({value!r}): give comma-separated keys, or unset it to run "
                 "without keys on 127.0.0.1")
     if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:
-        return (f"{KEYS_ENV}: {len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
-                "use long random keys (openssl rand -hex 24)")
+        return (f"{len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
+                "use long random keys (openssl rand -hex 24)")  # the error's field names the variable
     return None
