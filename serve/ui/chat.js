@@ -92,7 +92,8 @@ async function sendChat(event) {
     const chosen = $("chat-model").selectedOptions[0];
     const index = $("chat-index").value.trim();
     if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
-    const reply = await guarded(() => streamChat(body, renderChat, stopper.signal));
+    const reply = await guarded(() => streamChat(body, renderChat, stopper.signal)
+      .catch(namingTheIndexRule(body.index))); // as the Search tab words a refused index
     if (conversation !== messages) return;
     if (reply === undefined || (reply.stopped && !reply.text)) {
       conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,

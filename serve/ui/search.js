@@ -74,7 +74,7 @@ function flowBody() {
   return body;
 }
 
-/** A refusal of the Search tab's ``index`` (its ``param``) said in the page's words when what was typed is a bare
+/** A refusal of the Search (or Chat) tab's ``index`` (its ``param``) said in the page's words when what was typed is a bare
  * name outside an index name's rules ("my notes") and not listed: the service's "does not exist" said not why. Not
  * checked before it is sent, as the Indices tab's names are: the field also takes a path to an index
  * (docs/serving.md), a folder that ``tessera ingest`` named so is listed and searched, and a flow that reads no

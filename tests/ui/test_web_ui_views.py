@@ -317,3 +317,17 @@ def test_a_search_index_that_is_no_name_is_refused_in_the_pages_words_and_a_list
         wait(browser, lambda d: shown_results(d) == [(QUERY, expected)] and error_text(d) == "")
     finally:
         shutil.rmtree(copy)
+
+
+def test_a_chat_index_that_is_no_name_is_refused_in_the_pages_words_as_the_search_tabs(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    set_text(browser, "chat-index", "my notes")
+    by_id(browser, "chat-input").send_keys("how do bees make honey")
+    by_id(browser, "chat-send").click()
+    assert wait(browser, lambda d: error_text(d)).startswith(
+        "'my notes' is not a valid index name (field: index): letters, digits, \"_\", \".\" and \"-\"")
+    assert by_id(browser, "chat-input").get_attribute("value") == "how do bees make honey"  # back in the box
+    refused = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "index": "my notes",
+                                                          "messages": [{"role": "user", "content": "bees"}]})
+    assert refused.status_code == 422 and refused.json()["error"]["param"] == "index"  # the service refuses it too
