@@ -506,6 +506,15 @@ def test_a_chat_over_an_uploaded_pdf_answers_as_the_api_does(browser, ui_app, pd
     assert expected["usage"]["prompt_tokens"] < 400  # two short pages of context, not five sample passages
 
 
+def conversation_above_the_box(driver, log: str, box: str) -> bool:
+    """Whether the conversation ``log`` comes before the message field ``box``, in the page and on screen."""
+    return driver.execute_script("""const log = document.getElementById(arguments[0]);
+        const box = document.getElementById(arguments[1]);
+        return Boolean(log.compareDocumentPosition(box) & Node.DOCUMENT_POSITION_FOLLOWING)
+            && log.getBoundingClientRect().bottom <= box.getBoundingClientRect().top;""", log, box)
+
+
+
 @pytest.mark.slow  # the embedded model answers in the replica
 def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_answers_it(browser, ui_app):
     open_page(browser, ui_app)
@@ -532,6 +541,7 @@ def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_a
     assert [s.rsplit("(", 1)[-1].rstrip(")") for s in sources] == reply["sources"]
     assert by_id(browser, "task-chat-input").get_attribute("value") == ""
     assert browser.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched") == []  # a first question
+    assert conversation_above_the_box(browser, "task-chat-log", "task-chat-input")  # as the Chat tab's
 
     by_id(browser, "task-chat-input").send_keys("How do they make it?")  # a follow-up, asked with the chat
     by_id(browser, "task-chat-send").click()

@@ -11,7 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.test_web_ui import (
-    QUERY, by_id, chat_with, click, error_text, fill_search, open_page, rag_cut_short, set_text, shown_results, wait,
+    QUERY, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, open_page, rag_cut_short,
+    set_text, shown_results, wait,
 )
 from tests.ui.test_web_ui_use import added_index
 
@@ -230,14 +231,6 @@ def test_at_400_px_the_tasks_are_cards_read_without_scrolling_sideways(browser, 
     assert len({round(td.rect["y"]) for td in cells}) == 1
 
 
-def conversation_above_the_box(driver, log: str, box: str) -> bool:
-    """Whether the conversation ``log`` comes before the message field ``box``, in the page and on screen."""
-    return driver.execute_script("""const log = document.getElementById(arguments[0]);
-        const box = document.getElementById(arguments[1]);
-        return Boolean(log.compareDocumentPosition(box) & Node.DOCUMENT_POSITION_FOLLOWING)
-            && log.getBoundingClientRect().bottom <= box.getBoundingClientRect().top;""", log, box)
-
-
 def test_a_tasks_chat_shows_its_conversation_above_the_box_as_the_chat_tab_does(browser, ui_app):
     open_page(browser, ui_app)
     chat_with(browser, "rag")
@@ -247,20 +240,6 @@ def test_a_tasks_chat_shows_its_conversation_above_the_box_as_the_chat_tab_does(
     by_id(browser, "enqueue-button").click()
     wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=300)
     assert conversation_above_the_box(browser, "task-chat-log", "task-chat-input")
-
-
-@pytest.mark.slow  # the embedded model answers in the replica
-def test_a_tasks_answered_question_sits_above_the_box(browser, ui_app):
-    open_page(browser, ui_app)
-    fill_search(browser, "bm25", QUERY, "2")
-    by_id(browser, "enqueue-button").click()
-    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=300)
-    by_id(browser, "task-chat-input").send_keys("which insects make honey?")
-    by_id(browser, "task-chat-send").click()
-    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=300)
-    assert conversation_above_the_box(browser, "task-chat-log", "task-chat-input")
-    turns = browser.find_elements(By.CSS_SELECTOR, "#task-chat-log .task-turn")
-    assert len(turns) == 1 and turns[0].find_element(By.CSS_SELECTOR, ".turn.user").text == "which insects make honey?"
 
 
 #: Text of the page's own that names a route of the API ("POST /task/enqueue"): a user reads it, not a client.
