@@ -324,6 +324,12 @@ class Index:
         return manifest.generation, concat([select_or_null(d, names) for d in docs]) if docs else \
             pa.table({n: pa.array([], pa.string()) for n in names})
 
+    def passages_of(self, doc_id: str, names: Sequence[str]) -> list[dict[str, Any]]:
+        """The doc-store rows (columns ``names``) of the live passages of document ``doc_id``; its shard alone is
+        read whole (``shard.live_docs_of``)."""
+        parts = self._newest(lambda m: shard_io.live_docs_of(self.path / SHARDS, m, doc_id, names, self._loaded))
+        return [row for part in parts for row in part.to_pylist()]
+
     def documents_of(self, hits: Sequence[Hits]) -> pa.Table:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
         by position from the generation each search saw (hits of other origins: by docno)."""

@@ -212,6 +212,24 @@ def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
     return parts
 
 
+def live_docs_of(shards_dir: Path, manifest: Manifest, doc_id: str, names: Sequence[str],
+                 loaded: dict[tuple[str, str], Shard]) -> list[pa.Table]:
+    """Per shard of ``manifest`` holding document ``doc_id``: the live rows of its passages, columns ``names``. The
+    ``doc_id`` column is read first and the others only where the document is, so the texts of the rest of the
+    doc store are not read."""
+    parts = []
+    for info in manifest.shards:
+        shard = loaded.get((info.id, info.token))
+        folder = shards_dir / info.id
+        ids = (shard.docs if shard is not None else read_docs(folder, ["doc_id"])).column("doc_id").cast(pa.string())
+        mine = pc.and_(pa.array(live_mask(manifest, info.id, len(ids))),
+                       pc.fill_null(pc.equal(ids, pa.scalar(doc_id, pa.string())), False))
+        if pc.any(mine).as_py():
+            docs = shard.docs if shard is not None else read_docs(folder, names)
+            parts.append(docs.select([n for n in names if n in docs.column_names]).filter(mine))
+    return parts
+
+
 def doc_column_names(shards_dir: Path, manifest: Manifest, loaded: dict[tuple[str, str], Shard]) -> list[str]:
     """Every doc-store column of the shards of ``manifest``, in the order they first appear (schemas only)."""
     names: list[str] = []
