@@ -363,11 +363,3 @@ def cancelled_uploads(store: TaskStore) -> list[dict[str, Any]]:
     """The cancelled uploads that are still the latest of their index."""
     latest = (store.task(row["ingest_task"], None) for row in store.indices_made().values() if row["ingest_task"])
     return [task for task in latest if task is not None and task["status"] == "cancelled"]
-
-
-def cancelled_first_uploads(store: TaskStore) -> list[dict[str, Any]]:
-    """The cancelled uploads that are still the latest of their index, which holds no documents."""
-    from pathlib import Path
-
-    return [task for task in cancelled_uploads(store)
-            if not (Path(task["spec"]["ingest"]["index_path"]) / "manifest.json").exists()]

@@ -148,14 +148,17 @@ def _bootstrap(names: list[str], rows: np.ndarray, confidence: float) -> dict[st
             for name, row, low, high in zip(names, rows, ci.low, ci.high)}
 
 
-def per_query_table(flow: str, values: dict[str, dict[str, float]]) -> pa.Table:
-    """Long table ``flow, qid, measure, value``."""
-    flows, qids, names, vals = [], [], [], []
+def per_query_table(flow: str, values: dict[str, dict[str, float]], texts: dict[str, str]) -> pa.Table:
+    """Long table ``flow, qid, query, measure, value``; ``texts``: each qid's query text, so a row says which query
+    it is without the dataset beside it."""
+    flows, qids, queries, names, vals = [], [], [], [], []
     for name, by_qid in values.items():
         for qid, value in by_qid.items():
             flows.append(flow)
             qids.append(qid)
+            queries.append(texts.get(qid))
             names.append(name)
             vals.append(value)
     return pa.table({"flow": pa.array(flows, pa.string()), "qid": pa.array(qids, pa.string()),
-                     "measure": pa.array(names, pa.string()), "value": pa.array(vals, pa.float64())})
+                     "query": pa.array(queries, pa.string()), "measure": pa.array(names, pa.string()),
+                     "value": pa.array(vals, pa.float64())})

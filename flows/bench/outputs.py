@@ -2,7 +2,7 @@
 
 * ``metrics.json``: ``{flow: {measure: mean}}``
 * ``metrics.csv``: ``flow, measure, mean, ci_low, ci_high, n`` (95% interval, ``metrics.summarize_all``)
-* ``per_query.parquet``: ``flow, qid, measure, value``
+* ``per_query.parquet``: ``flow, qid, query, measure, value`` (``query``: the query's text)
 * ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, p,
   p_corrected, wins, losses, ties, n, test, correction``
 * ``bench.json``: the options, the dataset, and per flow its run file (and TREC run file), key, whether
@@ -42,7 +42,9 @@ def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
     rows = [[f, m, s.mean, s.ci_low, s.ci_high, s.n] for f, by_m in result.summaries.items() for m, s in by_m.items()]
     files["metrics.csv"] = write_text(out / "metrics.csv", _csv(
         ["flow", "measure", "mean", "ci_low", "ci_high", "n"], rows))
-    tables = [metrics.per_query_table(f, values) for f, values in result.per_query.items()]
+    queries = result.dataset.queries
+    texts = dict(zip(queries.column("qid").to_pylist(), queries.column("query").to_pylist()))
+    tables = [metrics.per_query_table(f, values, texts) for f, values in result.per_query.items()]
     path = out / "per_query.parquet"
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     pq.write_table(pa.concat_tables(tables), tmp)
@@ -71,12 +73,15 @@ def code_version() -> dict[str, Any]:
     commit = dirty = None
     if (root / ".git").exists():
         try:
-            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                    timeout=10, check=True).stdout.strip()
-            dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                        capture_output=True, text=True, timeout=10, check=True).stdout.strip())
+            # One call gives both: the "# branch.oid" header is the commit, any other line a changed file.
+            lines = subprocess.run(["git", "-C", str(root), "status", "--porcelain=v2", "--branch",
+                                    "--untracked-files=no"], capture_output=True, text=True, timeout=10,
+                                   check=True).stdout.splitlines()
         except (OSError, subprocess.SubprocessError):
-            commit = dirty = None
+            lines = []
+        oid = next((line.split()[2] for line in lines if line.startswith("# branch.oid ")), None)
+        if oid and oid != "(initial)":  # "(initial)": a repository with no commit yet
+            commit, dirty = oid, any(not line.startswith("#") for line in lines)
     return {"version": version, "commit": commit, "dirty": dirty}
 
 

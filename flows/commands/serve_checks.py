@@ -43,16 +43,21 @@ def check_setting_names(config: dict[str, Any], source: Path) -> None:
             check(deployment, DeploymentSchema, f"applications.{n}.deployments.{m}")
 
 
+def _has_api_keys(application: dict) -> bool:
+    service = (application.get("args") or {}).get("service") or {}
+    return bool(service.get("api_keys"))
+
+
 def home_readable_by_others(config: dict, home: Path) -> str | None:
     """A warning when the service has keys (tenants) and other users of the machine may read ``$TESSERA_HOME``,
     where their queries, results, chats and uploads are written with the process's umask (docs/security.md)."""
-    tenants = any((a.get("args") or {}).get("service", {}) and ((a.get("args") or {}).get("service") or {})
-                  .get("api_keys") for a in config.get("applications") or [])
+    if not any(_has_api_keys(application) for application in config.get("applications") or []):
+        return None
     try:
         mode = home.stat().st_mode & 0o777
     except OSError:
         return None
-    if not tenants or not mode & 0o077:
+    if not mode & 0o077:
         return None
     return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}) and will hold every "
             f"key's queries, results and uploads: chmod 700 {home} (docs/security.md)")

@@ -20,16 +20,27 @@ from operators.base import Source
 from operators.sources.paths import glob_stem, resolve_paths
 
 
-def read_order(op: Source, params: dict[str, Any], state: dict[str, Any] | None) -> list[str] | None:
-    """The absolute paths of the source's files in the order to read them: those of the staging ``state`` (a
-    previous run's, maybe of the same files at another path) first, in its order, then the others by name.
-    None: the source reads no files, or has no previous order (its own order is name order then)."""
-    if state is None or not state.get("fingerprint") or not isinstance(params.get("path"), str):
-        return None
+def source_files(op: Source, params: dict[str, Any]) -> list[Path] | None:
+    """The files the source reads (``params``: its params, paths absolute), in name order; None when it reads no
+    files or they cannot be listed (the source raises its own error when it reads)."""
     try:
-        current = [str(p) for p in resolve_paths(params["path"], op=op)]
+        if "folder" in params:
+            return sorted(Path(params["folder"]).glob("corpus.jsonl*"))
+        if "path" in params:
+            return resolve_paths(params["path"], op=op)
     except Exception:  # noqa: BLE001 - the source raises its own error when it reads
         return None
+    return None
+
+
+def files_read_order(files: list[Path] | None, params: dict[str, Any],
+                     state: dict[str, Any] | None) -> list[str] | None:
+    """The absolute paths of the source's ``files`` (``source_files``) in the order to read them: those of the
+    staging ``state`` (a previous run's, maybe of the same files at another path) first, in its order, then the
+    others by name. None: the source reads no files, or has no previous order (its own order is name order then)."""
+    if state is None or not state.get("fingerprint") or not isinstance(params.get("path"), str) or files is None:
+        return None
+    current = [str(p) for p in files]
     recorded = [str(entry[0]) for entry in state["fingerprint"]]
     theirs = (state.get("params") or {}).get("path")
     if isinstance(theirs, str) and theirs != params["path"]:  # the same files at another path: by their names

@@ -17,10 +17,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from flows.ingestion.file_order import read_order
+from flows.ingestion.file_order import files_read_order, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.staging import (
-    _READ_ONLY_PARAMS, _SAME_KEY, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, staging_dir,
+    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, keyed_as, staging_dir,
 )
 from operators.base import Source
 from operators.tables import concat
@@ -36,8 +36,8 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
     if not staging.is_dir() or (staging_dir(op, index_path) / STATE_FILE).exists():
         return None
     params = _source_params(op)
-    ours, name = _what_it_reads(params), _SAME_KEY.get(op.name, op.name)
-    candidates = []
+    ours, name = _what_it_reads(params), keyed_as(op.name)
+    files, candidates = source_files(op, params), []
     for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
         try:
             state = json.loads(state_file.read_text())
@@ -45,9 +45,9 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
             continue
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
         source = state.get("source")
-        if (first is not None and first.get("id") in finished and _SAME_KEY.get(source, source) == name
+        if (first is not None and first.get("id") in finished and keyed_as(source) == name
                 and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
-            order = read_order(op, params, state)  # their files first, in their order
+            order = files_read_order(files, params, state)  # their files first, in their order
             candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
     for key, theirs, docs, order in candidates:

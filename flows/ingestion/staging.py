@@ -41,12 +41,11 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
-from flows.ingestion.file_order import changed_files, in_order, ordered_fingerprint, read_order
+from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
 from operators.atomic import write_bytes
 from operators.base import Source
-from operators.sources.paths import resolve_paths
 from operators.tables import concat
 
 log = logging.getLogger("tessera.ingest")
@@ -61,6 +60,11 @@ _READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
 #: does, and ``tessera ingest`` reads a folder of PDFs with ``sources.pdf`` until a text file is added to it
 #: (``plan._folder_read``); keyed alike, the folder's PDFs stay its finished shards and the new file is appended.
 _SAME_KEY = {"sources.files": "sources.pdf"}
+
+
+def keyed_as(source: str) -> str:
+    """The source name a staging key is made from (``_SAME_KEY``)."""
+    return _SAME_KEY.get(source, source)
 
 
 @dataclass
@@ -89,23 +93,15 @@ def _source_params(op: Source) -> dict[str, Any]:
 
 def source_key(op: Source) -> str:
     params = {k: v for k, v in _source_params(op).items() if k not in _READ_ONLY_PARAMS}
-    payload = json.dumps({"op": _SAME_KEY.get(op.name, op.name), "params": params}, sort_keys=True)
+    payload = json.dumps({"op": keyed_as(op.name), "params": params}, sort_keys=True)
     return hashlib.sha1(payload.encode()).hexdigest()[:8]
 
 
-def _fingerprint(op: Source) -> list[list[Any]] | None:
-    """Size and modification time of each file the source reads; None if it reads no files."""
-    params = _source_params(op)
-    try:
-        if "folder" in params:
-            paths = sorted(Path(params["folder"]).glob("corpus.jsonl*"))
-        elif "path" in params:
-            paths = resolve_paths(params["path"], op=op)
-        else:
-            return None
-    except Exception:  # noqa: BLE001 - the source raises its own error when it reads
+def _fingerprint(files: list[Path] | None) -> list[list[Any]] | None:
+    """Size and modification time of each file the source reads (``source_files``); None if it reads no files."""
+    if files is None:
         return None
-    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in paths]
+    return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
 
 
 # -- reading documents, with unreadable records as failures ---------------------------
@@ -116,7 +112,7 @@ def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: b
     """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
     (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards) or repeats an
     id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``).
-    ``order``: the absolute paths of its files in the order to read them (``file_order.read_order``)."""
+    ``order``: the absolute paths of its files in the order to read them (``file_order.files_read_order``)."""
     op.ensure_setup()
     seen = None if duplicates else SeenIds()
     jsonl = _jsonl_plan(op)
@@ -218,8 +214,9 @@ class Stager:
         ``skip``: ids of lines that finished shards recorded as unreadable; they stay out of
         the documents even when fixed since, so later shards keep their documents."""
         previous = self._previous()
-        order = read_order(self.op, self.params, previous)  # the files already staged first, new ones after
-        fingerprint = ordered_fingerprint(_fingerprint(self.op), order)
+        files = source_files(self.op, self.params)
+        order = files_read_order(files, self.params, previous)  # the files already staged first, new ones after
+        fingerprint = ordered_fingerprint(_fingerprint(files), order)
         if previous is not None and previous["shard_size"] != self.shard_size:
             done = [s["id"] for s in previous["shards"] if s["id"] in finished]
             if done:

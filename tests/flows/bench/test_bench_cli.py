@@ -63,6 +63,11 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
         assert (out / name).stat().st_size > 0, name
     per_query = pq.read_table(out / "per_query.parquet")
     assert per_query.num_rows == 3 * 30 * 7 * 4
+    # Each row names its query: the text queries.jsonl gives its qid.
+    texts = {q["_id"]: q["text"] for q in map(json.loads, (scifact_slice / "queries.jsonl").read_text().splitlines())}
+    assert per_query.column_names == ["flow", "qid", "query", "measure", "value"]
+    assert [texts[q] for q in per_query["qid"].to_pylist()] == per_query["query"].to_pylist()
+    assert len(set(per_query["query"].to_pylist())) == 30
     report = (out / "report.md").read_text()
     assert "![metrics](metrics.png)" in report and "| top5 |" in report
     # MLflow: one run per flow with the measures as metrics (the default store, --out/mlflow.db).

@@ -58,8 +58,11 @@ def test_the_default_store_is_sqlite_under_out_and_reads_back(bench, scifact_sli
     if (root / ".git").exists():  # a checkout (CI's clone): the commit behind the figures is recorded
         head = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True,
                               cwd=root).stdout.strip()
+        changed = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                 text=True, check=True, cwd=root).stdout.strip()
         assert runs["title"].data.tags["tessera.commit"] == head
-        assert json.loads((out / "bench.json").read_text())["tessera"]["commit"] == head
+        tessera = json.loads((out / "bench.json").read_text())["tessera"]
+        assert tessera["commit"] == head and tessera["dirty"] == bool(changed)
     from mlflow.tracking import MlflowClient
 
     artifacts = {a.path for a in MlflowClient(f"sqlite:///{out}/mlflow.db").list_artifacts(runs["title"].info.run_id)}
