@@ -1,8 +1,8 @@
 """The web UI as a new user meets it: what the page says when it is refused or gets no answer, the keyboard, and
-tables read whole in a wide window and a narrow one. Same service and browser as test_web_ui.py (package fixtures)."""
+tables read whole in a wide window and a narrow one. Same service and browser as the other test_web_ui_*.py modules
+(package fixtures)."""
 
 from __future__ import annotations
-
 
 import pytest
 import requests
@@ -10,8 +10,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.test_web_ui import (
-    QUERY, by_id, chat_with, click, error_text, fill_search, open_page, set_text, shown_results, wait,
+from tests.ui.browser import (
+    QUERY, added_index, by_id, chat_with, click, error_text, fill_search, open_page, set_text, shown_results, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -98,13 +98,6 @@ def test_docnos_stay_whole_and_a_long_passage_is_read_whole_after_more(browser, 
     assert cell.text == hits[long]["text"] + " less"
     cell.find_element(By.CSS_SELECTOR, "button.more").click()
     assert cell.text == hits[long]["text"][:280] + "… more"
-
-
-def added_index(service, name: str) -> None:
-    """An index of this key with one document, made through the API (its ingestion task followed to the end)."""
-    document = {"id": "note", "title": "Note", "text": "Honey bees keep hives."}
-    queued = service.api("POST", f"/v1/indices/{name}/documents", {"documents": [document]}).json()
-    wait(None, lambda _: service.api("GET", f"/task/progress/{queued['task_id']}").json()["has_finished"], 120)
 
 
 def test_at_400_px_a_tables_buttons_and_names_are_not_cut_to_a_letter_a_line(browser, ui_app):

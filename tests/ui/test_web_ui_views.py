@@ -1,6 +1,6 @@
 """The web UI's views read whole: every field of a hit, tasks deleted and shown as cards in a narrow window, a
 document's passages, the flow editor, pasted documents, the task chat, and names a screen reader gets. Same service
-and browser as test_web_ui.py (package fixtures)."""
+and browser as the other test_web_ui_*.py modules (package fixtures)."""
 
 from __future__ import annotations
 
@@ -10,11 +10,10 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from tests.ui.test_web_ui import (
-    QUERY, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, open_page, rag_cut_short,
-    set_text, shown_results, wait,
+from tests.ui.browser import (
+    QUERY, added_index, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, open_page,
+    rag_cut_short, set_text, shown_results, wait,
 )
-from tests.ui.test_web_ui_use import added_index
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 

@@ -1,0 +1,119 @@
+"""The page driven as a user drives it, and the service set up for it: plain functions the web UI's tests
+import (the browser and the service are tests/ui/conftest.py's package fixtures)."""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+QUERY = "which insects make honey and pollinate flowers"
+
+
+def wait(driver, condition, seconds: float = 60):
+    """``condition``'s first true value; an element the page re-rendered while it was read means "not yet"."""
+    return WebDriverWait(driver, seconds, poll_frequency=0.2,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
+
+
+def click(driver, xpath: str) -> None:
+    """Click the element at ``xpath``, found again if the page re-renders it in between (a list reloading)."""
+    wait(driver, lambda d: d.find_element(By.XPATH, xpath).click() or True)
+
+
+def by_id(driver, element_id: str):
+    return driver.find_element(By.ID, element_id)
+
+
+def flow_names(driver) -> list[str]:
+    return [o.get_attribute("value") for o in Select(by_id(driver, "flow")).options]
+
+
+def open_page(driver, service, typed: bool = True) -> None:
+    """The page from the service's root, with the key typed in (or, not ``typed``, whatever the browser kept)."""
+    driver.get(service.url + "/")
+    wait(driver, lambda d: d.current_url == service.url + "/ui/")
+    if typed:
+        field = by_id(driver, "api-key")
+        field.clear()
+        field.send_keys(service.key, Keys.TAB)  # the change event: saved, flows reloaded
+        wait(driver, lambda d: "bm25" in flow_names(d))
+
+
+def error_text(driver) -> str:
+    box = by_id(driver, "error")
+    return "" if box.get_attribute("hidden") is not None else box.text
+
+
+def fill_search(driver, flow: str, queries: str, top_k: str) -> None:
+    Select(by_id(driver, "flow")).select_by_value(flow)
+    for element_id, value in (("queries", queries), ("top-k", top_k)):
+        field = by_id(driver, element_id)
+        field.clear()
+        field.send_keys(value)
+
+
+def shown_results(driver) -> list[tuple[str, list[str]]]:
+    """Per query article: its heading and the docno column of its hits table."""
+    shown = []
+    for article in driver.find_elements(By.CSS_SELECTOR, "#results article.result"):
+        heads = [th.text for th in article.find_elements(By.CSS_SELECTOR, "table.hits th")]
+        column = heads.index("docno")
+        rows = article.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")
+        shown.append((article.find_element(By.TAG_NAME, "h2").text,
+                      [r.find_elements(By.TAG_NAME, "td")[column].text for r in rows]))
+    return shown
+
+
+def set_text(driver, element_id: str, text: str) -> None:
+    """Replace a field's text as typing would, without typing a whole JSON spec key by key."""
+    field = by_id(driver, element_id)
+    driver.execute_script("arguments[0].value = arguments[1]", field, text)
+
+
+def follow_enqueued(driver) -> str:
+    """Run as a task from the filled search form, followed under Tasks until it ends; the task's id."""
+    by_id(driver, "enqueue-button").click()
+    wait(driver, lambda d: by_id(d, "tab-tasks").is_displayed())
+    heading = wait(driver, lambda d: next((h.text for h in d.find_elements(By.CSS_SELECTOR, "#task-detail h2")
+                                           if h.text.endswith(": finished")), None), seconds=300)
+    return heading.removeprefix("task ").removesuffix(": finished")
+
+
+def chat_with(driver, model: str) -> None:
+    """The Chat tab, with ``model`` (a language model or a flow that answers) chosen once it is listed."""
+    driver.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    wait(driver, lambda d: model in [o.get_attribute("value") for o in Select(by_id(d, "chat-model")).options])
+    Select(by_id(driver, "chat-model")).select_by_value(model)
+
+
+def conversation_above_the_box(driver, log: str, box: str) -> bool:
+    """Whether the conversation ``log`` comes before the message field ``box``, in the page and on screen."""
+    return driver.execute_script("""const log = document.getElementById(arguments[0]);
+        const box = document.getElementById(arguments[1]);
+        return Boolean(log.compareDocumentPosition(box) & Node.DOCUMENT_POSITION_FOLLOWING)
+            && log.getBoundingClientRect().bottom <= box.getBoundingClientRect().top;""", log, box)
+
+
+@contextlib.contextmanager
+def rag_cut_short(ui_app, prefix: str):
+    """A saved copy of ``rag`` whose answer stops after 8 tokens (a long answer cut), its name; deleted after."""
+    spec = ui_app.api("GET", "/flows/rag").json()
+    spec["steps"]["answer"]["params"] = {"model": "local", "max_tokens": 8}
+    name = prefix + secrets.token_hex(3)
+    assert ui_app.api("PUT", f"/flows/{name}", spec).status_code == 201
+    try:
+        yield name
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")
+
+
+def added_index(service, name: str) -> None:
+    """An index of this key with one document, made through the API (its ingestion task followed to the end)."""
+    document = {"id": "note", "title": "Note", "text": "Honey bees keep hives."}
+    queued = service.api("POST", f"/v1/indices/{name}/documents", {"documents": [document]}).json()
+    wait(None, lambda _: service.api("GET", f"/task/progress/{queued['task_id']}").json()["has_finished"], 120)

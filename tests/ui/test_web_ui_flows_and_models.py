@@ -1,0 +1,99 @@
+"""The Flows and Models tabs: a flow read, changed, saved, used and deleted, a bad one refused naming its step, a
+flow or index name the service would not take refused in the page, and the models the service lists."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.ui.browser import by_id, click, error_text, open_page, set_text, wait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_naming_the_step(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    listed = ui_app.api("GET", "/flows").json()
+    wait(browser, lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#flow-list button")] ==
+         listed["builtin"] + listed["saved"])
+    click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
+    wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
+    assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
+
+    name = "ui_" + secrets.token_hex(4)
+    spec = json.loads(by_id(browser, "flow-spec").get_attribute("value"))
+    spec["steps"]["bm25"]["params"]["k"] = 7
+    set_text(browser, "flow-name", name)
+    try:
+        set_text(browser, "flow-spec", json.dumps(spec))
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: by_id(d, "flow-status").text == f"saved as {name}")
+        assert name in ui_app.api("GET", "/flows").json()["saved"]
+        assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7
+        by_id(browser, "flow-use").click()  # the search tab, with the saved flow chosen
+        wait(browser, lambda d: by_id(d, "tab-search").is_displayed())
+        assert Select(by_id(browser, "flow")).first_selected_option.get_attribute("value") == name
+
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+        bad = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 7}},
+                         "broken": {"op": "retrieve.no_such_operator", "inputs": ["bm25"]}}}
+        set_text(browser, "flow-spec", json.dumps(bad))
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: error_text(d) != "")
+        refused = ui_app.api("PUT", f"/flows/{name}", bad)
+        assert refused.status_code == 422
+        assert error_text(browser) == f"HTTP 422 (field: {refused.json()['error']['param']}): " \
+                                      f"{refused.json()['error']['message']}"
+        assert "broken" in error_text(browser)  # the step is named
+        assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # the saved one kept
+
+        set_text(browser, "flow-spec", "{not json")
+        by_id(browser, "flow-save").click()
+        wait(browser, lambda d: error_text(d).startswith("the spec is not valid JSON (field: spec)"))
+
+        by_id(browser, "flow-delete").click()
+        wait(browser, lambda d: by_id(d, "flow-status").text == f"deleted {name}")
+        assert name not in ui_app.api("GET", "/flows").json()["saved"]
+    finally:
+        ui_app.api("DELETE", f"/flows/{name}")  # nothing left behind if a check above failed
+
+
+def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="models"]').click()
+    listed = [m["id"] for m in ui_app.api("GET", "/v1/models").json()["data"]]
+    assert listed  # the flows that answer, at least
+    assert wait(browser, lambda d: [r.find_element(By.TAG_NAME, "td").text
+                                    for r in d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed)
+
+
+def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_saying_what_a_name_holds(
+        browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#flow-list button"))
+    set_text(browser, "flow-name", "")
+    by_id(browser, "flow-delete").click()
+    wait(browser, lambda d: error_text(d) == "enter a flow name")
+    saved = ui_app.api("GET", "/flows").json()["saved"]
+    set_text(browser, "flow-spec", json.dumps({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}))
+    for bad in ("../tasks", "a/b", "what?", "two words", ".hidden"):
+        set_text(browser, "flow-name", bad)
+        for button in ("flow-save", "flow-delete", "flow-use"):
+            browser.execute_script("document.getElementById('error').hidden = true")  # each click says it again
+            by_id(browser, button).click()
+            wait(browser, lambda d, bad=bad: error_text(d).startswith(
+                f"'{bad}' is not a valid flow name (field: name): " 'letters, digits, "_", "." and "-"'))
+    assert ui_app.api("GET", "/flows").json()["saved"] == saved  # nothing was sent
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    set_text(browser, "delete-docs-index", "../x")
+    set_text(browser, "delete-docs-ids", "a")
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: error_text(d).startswith("'../x' is not a valid index name (field: name)"))
+    assert by_id(browser, "delete-docs-status").text == ""

@@ -1,0 +1,146 @@
+"""The Indices tab: documents from files (JSONL, Markdown, PDF) and pasted text make an index the Search tab then
+reads; shared, a document replaced, listed, deleted and the index deleted, each as the API does it."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.ui.browser import by_id, click, error_text, fill_search, open_page, set_text, shown_results, wait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def index_rows(driver) -> dict[str, list[str]]:
+    """The indices table: each row's cells by the name in its first cell."""
+    rows = [[td.text for td in r.find_elements(By.TAG_NAME, "td")]
+            for r in driver.find_elements(By.CSS_SELECTOR, "#index-table tbody tr")]
+    return {cells[0]: cells[1:] for cells in rows}
+
+
+def document_rows(driver) -> list[list[str]]:
+    """The listed documents of an index: each row's cells but the last (its button)."""
+    return [[td.text for td in r.find_elements(By.TAG_NAME, "td")][:-1]
+            for r in driver.find_elements(By.CSS_SELECTOR, "#doc-table tbody tr")]
+
+
+def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_reads(browser, ui_app, tmp_path,
+                                                                                      pdf_writer):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    listing = ui_app.api("GET", "/v1/indices").json()
+    default = next(ix for ix in listing["indices"] if ix["default"])
+    label = f"{default['name']} (default)" if default["name"] else "(the default index)"  # outside $TESSERA_HOME
+    wait(browser, lambda d: index_rows(d).get(label, [None])[0] == str(default["chunks"]))
+    assert [o.get_attribute("value") for o in Select(by_id(browser, "upload-spec")).options] == [
+        s["name"] for s in listing["specs"]]
+
+    name = "ui-notes-" + secrets.token_hex(3)
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text("\n".join(json.dumps(d) for d in [
+        {"_id": "bees", "title": "Bees", "text": "Honey bees keep hives and dance to show where flowers are.",
+         "shelf": "insects"},
+        {"_id": "moss", "title": "Moss", "text": "Mosses grow in damp shade and have no flowers or seeds."}]))
+    (tmp_path / "ferns.md").write_text("Ferns unroll their fronds from fiddleheads and spread by spores.")
+    pdf_writer(tmp_path / "trees.pdf", ["Oaks drop acorns in autumn.", "Pines keep their needles through winter."],
+               title="Trees")
+    set_text(browser, "upload-index", "not a name")  # refused in the page, saying what a name holds; nothing lost
+    by_id(browser, "upload-files").send_keys("\n".join(str(tmp_path / f) for f in ("notes.jsonl", "ferns.md",
+                                                                                    "trees.pdf")))
+    set_text(browser, "upload-id", "lichen")
+    set_text(browser, "upload-text", "Lichens are partnerships of a fungus and an alga that live on bare rock.")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: error_text(d).startswith("'not a name' is not a valid index name (field: name): letters, "
+                                                     'digits, "_", "." and "-"'))
+    assert by_id(browser, "upload-id").get_attribute("value") == "lichen"
+    assert by_id(browser, "upload-status").text == ""
+
+    set_text(browser, "upload-index", name)
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added"), seconds=180)
+    assert error_text(browser) == ""
+    # Two requests: the JSONL documents and the pasted text as JSON, the PDF (a document a page) and the
+    # Markdown file as files.
+    assert by_id(browser, "upload-status").text == f"added 6 document(s) to {name} as 6 passage(s)"
+    made = {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]
+    assert made["chunks"] == 6 and made["writable"] and made["spec"] == "ingest"
+    ingestion = ui_app.api("GET", f"/task/progress/{made['ingest_task']}").json()["progress"]["log"]
+    assert "the encoder runs on Serve deployment 'ui/all-MiniLM-L6-v2'" in ingestion  # the app's MiniLM
+    assert wait(browser, lambda d: index_rows(d).get(name))[:5] == ["6", "all-MiniLM-L6-v2", "yes", "yes", "no"]
+    suggested = [o.get_attribute("value") for o in browser.find_elements(By.CSS_SELECTOR, "#all-indices option")]
+    assert name in suggested  # the index fields of Search and Chat offer it
+    buttons = f'//tr[@data-index="{name}"]//button'
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "share", "delete"]
+    click(browser, f'{buttons}[text()="share"]')  # private until shared with every key
+    wait(browser, lambda d: (index_rows(d).get(name) or [None] * 5)[4] == "yes")
+    assert {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]["shared"]
+    assert [b.text for b in browser.find_elements(By.XPATH, buttons)] == ["search", "documents", "make private",
+                                                                          "delete"]
+    assert [b.text for b in browser.find_elements(By.XPATH, '//tr[@data-index=""]//button')] == ["search"]
+
+    browser.find_element(By.XPATH, f'{buttons}[text()="search"]').click()
+    wait(browser, lambda d: by_id(d, "tab-search").is_displayed())
+    assert by_id(browser, "index").get_attribute("value") == name
+    fill_search(browser, "bm25", "which plants have no flowers", "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "which plants have no flowers",
+                                                 "top_k": 3, "index": name}).json()["results"][0]["hits"]
+    assert shown_results(browser)[0][1] == [h["docno"] for h in expected] and expected[0]["docno"] == "moss#0"
+    assert {h["doc_id"]: h.get("shelf") for h in expected}["bees"] == "insects"  # a JSONL field became a column
+    pines = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "needles in winter", "top_k": 1,
+                                              "index": name}).json()["results"][0]["hits"][0]
+    assert (pines["docno"], pines["path"], pines["page"], pines["title"]) == ("trees-p2#0", "trees.pdf", 2, "Trees")
+
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    set_text(browser, "upload-index", name)  # the pasted document again, changed: refused, then replaced
+    set_text(browser, "upload-id", "lichen")
+    set_text(browser, "upload-text", "Lichens also grow on tree bark and old walls.")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: error_text(d).startswith("HTTP 409"))
+    refused = ui_app.api("POST", f"/v1/indices/{name}/documents", {"documents": [{"id": "lichen", "text": "x"}]})
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "documents_exist"
+    assert "replace: true" in refused.json()["error"]["message"]  # the API's words, for a JSON client
+    assert error_text(browser) == ("HTTP 409 (field: documents): documents with these ids are in the index already: "
+                                   "'lichen'. Tick \"Replace documents\" and press Add again to replace them, or give "
+                                   "them other ids.")
+    assert by_id(browser, "upload-replace").find_element(By.XPATH, "..").text.startswith("Replace documents")
+    by_id(browser, "upload-replace").click()
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text == f"added 1 document(s) to {name} as 1 passage(s)",
+         seconds=180)
+    lichen = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": "lichens", "top_k": 5, "index": name}).json()
+    assert [h["text"] for h in lichen["results"][0]["hits"] if h["doc_id"] == "lichen"] == [
+        "Lichens also grow on tree bark and old walls."]
+    set_text(browser, "delete-docs-index", name)
+    set_text(browser, "delete-docs-ids", "moss, nothing")
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
+    assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s)); not in the index: " \
+                                                       "nothing"
+    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "5")
+
+    browser.find_element(By.XPATH, f'{buttons}[text()="documents"]').click()  # listed as the API lists them
+    listed = ui_app.api("GET", f"/v1/indices/{name}/documents").json()
+    expected = [[d["id"], d["title"], ", ".join(f"{k}: {v}" for k, v in d["metadata"].items()), str(d["passages"])]
+                for d in listed["documents"]]
+    wait(browser, lambda d: document_rows(d) == expected)
+    assert listed["total"] == 5 and ["trees-p2", "Trees", "path: trees.pdf, page: 2", "1"] in expected
+    assert by_id(browser, "doc-heading").text == f"Documents of {name}: 5 of 5"
+    browser.find_element(By.XPATH, '//tr[@data-doc="ferns.md"]//button[text()="delete"]').click()
+    browser.switch_to.alert.accept()
+    wait(browser, lambda d: [row[0] for row in document_rows(d)] == [r[0] for r in expected if r[0] != "ferns.md"])
+    assert "ferns.md" not in [d["id"] for d in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]]
+    assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "4")
+    set_text(browser, "delete-docs-ids", "lichen")  # the form below deletes too: the open panel follows
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: by_id(d, "doc-heading").text == f"Documents of {name}: 3 of 3")
+    assert [row[0] for row in document_rows(browser)] == [r[0] for r in expected if r[0] not in ("ferns.md", "lichen")]
+    browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()
+    browser.switch_to.alert.accept()
+    wait(browser, lambda d: name not in index_rows(d))
+    assert name not in {ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}

@@ -1,0 +1,120 @@
+"""The Search tab against a real service: hits in the API's order, the service's text shown as text, a refusal
+naming its field, a flow that builds an index kept out, and answers with their sources, cut short or summarised;
+each compared with the same request sent straight to the API."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select
+
+from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, rag_cut_short, shown_results, wait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
+    open_page(browser, ui_app)
+    queries = [QUERY, "gothic cathedrals"]
+    fill_search(browser, "bm25", "\n".join(queries), "4")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 2)
+
+    expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "queries": queries, "top_k": 4}).json()
+    assert shown_results(browser) == [(r["query"], [h["docno"] for h in r["hits"]]) for r in expected["results"]]
+    assert all(len(docnos) == 4 for _, docnos in shown_results(browser))
+    assert by_id(browser, "search-status").text.startswith("bm25: 2 queries in ")
+    spec = ui_app.api("GET", "/flows/bm25").json()
+    description = by_id(browser, "flow-description")  # its `backticks` as <code>, built as elements
+    assert description.text == f"{spec['description'].replace('`', '')} Steps: bm25 (retrieve.bm25)"
+    assert [c.text for c in description.find_elements(By.TAG_NAME, "code")] == re.findall(r"`([^`]+)`",
+                                                                                          spec["description"])
+
+
+def test_text_from_the_service_is_shown_as_text_never_as_html(browser, ui_app):
+    open_page(browser, ui_app)
+    query = '<img src=x onerror="document.title=1"><b>gothic</b> cathedrals'
+    fill_search(browser, "bm25", query, "2")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    assert ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": query, "top_k": 2}).json()["results"][0][
+        "query"] == query  # the service echoes it as sent
+    assert shown_results(browser)[0][0] == query
+    assert browser.find_elements(By.CSS_SELECTOR, "#results img, #results b") == []
+    assert browser.title == "Tessera"
+
+
+def test_a_refused_request_shows_the_services_message_naming_the_field_keeps_the_form_and_clears_the_last_results(
+        browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    fill_search(browser, "bm25", QUERY, "0")  # under the field's minimum: the browser keeps it from being sent
+    assert browser.execute_script("return document.getElementById('top-k').checkValidity()") is False
+    fill_search(browser, "bm25", QUERY, "1000000")  # over the service's max_result_rows
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: error_text(d) != "")
+
+    refused = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 1000000})
+    error = refused.json()["error"]
+    assert refused.status_code == 422 and error["param"] == "top_k"
+    assert error_text(browser) == f"HTTP 422 (field: top_k): {error['message']}"
+    assert shown_results(browser) == [] and by_id(browser, "search-status").text == ""  # not the last search's
+    assert by_id(browser, "queries").get_attribute("value") == QUERY  # nothing typed is lost
+    assert by_id(browser, "search-button").is_enabled()
+
+
+@pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
+def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "rag", QUERY, "5")
+    by_id(browser, "search-button").click()
+    answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
+
+    metadata = ui_app.api("POST", "/v1/search", {"flow": "rag", "query": QUERY, "top_k": 5}).json()["results"][0][
+        "metadata"]
+    assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
+    sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, ".sources li")]
+    if metadata.get("references"):  # rag's references, numbered as its answer cites them
+        assert sources == metadata["references"]
+    else:
+        assert len(sources) == len(metadata["sources"])
+        assert all(s.endswith(f"({docno})") or s == docno for s, docno in zip(sources, metadata["sources"]))
+
+
+def test_a_flow_that_builds_an_index_cannot_be_searched_and_points_to_the_indices_tab(browser, ui_app):
+    assert any(step["op"].startswith("sources.") for step in ui_app.api("GET", "/flows/ingest").json()[
+        "steps"].values())
+    open_page(browser, ui_app)
+    Select(by_id(browser, "flow")).select_by_value("ingest")
+    wait(browser, lambda d: not by_id(d, "search-button").is_enabled())
+    assert not by_id(browser, "enqueue-button").is_enabled()
+    assert by_id(browser, "flow-warning").text == "this flow builds an index from documents: use the Indices tab"
+    refused = ui_app.api("POST", "/v1/search", {"flow": "ingest", "query": QUERY})
+    assert refused.status_code == 422  # the service would refuse it too
+    Select(by_id(browser, "flow")).select_by_value("bm25")
+    wait(browser, lambda d: by_id(d, "search-button").is_enabled())
+    assert by_id(browser, "enqueue-button").is_enabled() and not by_id(browser, "flow-warning").is_displayed()
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_does(browser, ui_app):
+    with rag_cut_short(ui_app, "ui_cut_") as name:
+        open_page(browser, ui_app)
+        fill_search(browser, name, QUERY, "5")
+        by_id(browser, "search-button").click()
+        answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
+        metadata = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY, "top_k": 5}).json()["results"][0][
+            "metadata"]
+        assert metadata["finish_reason"] == "length"
+        assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".cut")] == ["(cut off at the step's max_tokens)"]
+
+        fill_search(browser, "summarize", QUERY, "5")
+        by_id(browser, "search-button").click()
+        summary = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .summary"), seconds=300)[0]
+        metadata = ui_app.api("POST", "/v1/search", {"flow": "summarize", "query": QUERY, "top_k": 5}).json()[
+            "results"][0]["metadata"]
+        assert summary.text == f"Summary: {metadata['summary']}"

@@ -1,0 +1,110 @@
+"""The Tasks tab: a search run as a task followed to its rows for every query, a flow that answers shown query by
+query, and a question about a finished task answered from its rows as the API answers it."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from tests.ui.browser import QUERY, by_id, conversation_above_the_box, fill_search, follow_enqueued, open_page, wait
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def column(element, name: str) -> list[str]:
+    """One column of the hits table inside ``element``, by its heading."""
+    heads = [th.text for th in element.find_elements(By.CSS_SELECTOR, "table.hits th")]
+    return [r.find_elements(By.TAG_NAME, "td")[heads.index(name)].text
+            for r in element.find_elements(By.CSS_SELECTOR, "table.hits tbody tr")]
+
+
+def task_groups(driver, data: list[dict]) -> list[tuple]:
+    """Per query the task view shows: (qid, heading, docnos shown); and the same from the task's rows."""
+    qids = list(dict.fromkeys(str(row["qid"]) for row in data))
+    expected = [(qid, next(r["query"] for r in data if str(r["qid"]) == qid),
+                 [r["docno"] for r in data if str(r["qid"]) == qid][:50]) for qid in qids]
+    shown = [(g.get_attribute("data-qid"), g.find_element(By.TAG_NAME, "h3").text, column(g, "docno"))
+             for g in driver.find_elements(By.CSS_SELECTOR, "#task-detail .task-query")]
+    return shown, expected
+
+
+def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="tasks"]').click()
+    wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
+    assert not by_id(browser, "task-chat-form").is_displayed()  # no finished task followed yet
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
+    fill_search(browser, "bm25", f"{QUERY}\ngothic cathedrals", "60")
+    task_id = follow_enqueued(browser)
+
+    body = ui_app.api("GET", f"/task/progress/{task_id}").json()
+    assert body["status"] == "finished"
+    detail = by_id(browser, "task-detail")
+    assert detail.find_element(By.TAG_NAME, "progress").get_attribute("value") == "100"
+    shown, expected = task_groups(browser, body["result"]["data"])
+    assert shown == expected and [q for _, q, _ in shown] == [QUERY, "gothic cathedrals"]
+    counts = Counter(str(row["qid"]) for row in body["result"]["data"])
+    assert max(counts.values()) == 60  # Results per query holds for a task too; past 50 the page says so
+    for group in detail.find_elements(By.CSS_SELECTOR, ".task-query"):
+        rows = counts[group.get_attribute("data-qid")]
+        assert [p.text for p in group.find_elements(By.CSS_SELECTOR, ":scope > p.status")] == (
+            [f"first 50 of {rows} rows"] if rows > 50 else [])
+    assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
+    row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
+    assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_answers_it(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "5")
+    by_id(browser, "enqueue-button").click()
+    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
+    task_id = by_id(browser, "task-chat-form").get_attribute("data-task")
+    question = "which insects make honey?"
+    browser.execute_script("""  // every text the answer still being written shows, as the page renders it
+        window.written = [];
+        new MutationObserver(() => document.querySelectorAll("#task-chat-log .pending pre").forEach(
+            (pre) => window.written.push(pre.textContent))).observe(document.getElementById("task-chat-log"),
+                                                                   {childList: true, subtree: true});""")
+    by_id(browser, "task-chat-input").send_keys(question)
+    by_id(browser, "task-chat-send").click()
+    shown = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=300)[0]
+
+    chat_id = ui_app.api("GET", f"/task/chat/new?task_id={task_id}").text
+    reply = ui_app.api("GET", f"/task/chat/{chat_id}?message={question}").json()
+    assert shown.find_element(By.TAG_NAME, "p").text == f"Answer: {reply['answer'] or '(no answer)'}"
+    written = [text for text in browser.execute_script("return window.written") if text != "…"]
+    assert written and reply["answer"].startswith(written[-1].strip())  # the answer showed as it was written
+    sources = [li.text for li in shown.find_elements(By.CSS_SELECTOR, "ol.sources li")]
+    assert [s.rsplit("(", 1)[-1].rstrip(")") for s in sources] == reply["sources"]
+    assert by_id(browser, "task-chat-input").get_attribute("value") == ""
+    assert browser.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched") == []  # a first question
+    assert conversation_above_the_box(browser, "task-chat-log", "task-chat-input")  # as the Chat tab's
+
+    by_id(browser, "task-chat-input").send_keys("How do they make it?")  # a follow-up, asked with the chat
+    by_id(browser, "task-chat-send").click()
+    asked = wait(browser, lambda d: next((e.text for e in d.find_elements(By.CSS_SELECTOR, "#task-chat-log .searched")),
+                                         None), seconds=300)
+    follow = ui_app.api("GET", f"/task/chat/{chat_id}?message=How do they make it?").json()
+    assert asked == f"asked as: {follow['standalone_query']}" and question in asked
+
+
+@pytest.mark.slow  # the embedded model answers, in a task on Ray
+def test_a_task_of_a_flow_that_answers_shows_each_querys_answer_and_sources(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "rag", f"{QUERY}\ngothic cathedrals", "5")
+    task_id = follow_enqueued(browser)
+
+    result = ui_app.api("GET", f"/task/progress/{task_id}").json()["result"]
+    shown, expected = task_groups(browser, result["data"])
+    assert shown == expected and len(shown) == 2
+    for group in browser.find_elements(By.CSS_SELECTOR, "#task-detail .task-query"):
+        metadata = result["aggregated_data"][group.get_attribute("data-qid")]
+        answer = group.find_element(By.CSS_SELECTOR, ".answer")
+        assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
+        sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, ".sources li")]
+        assert sources == metadata["references"] if metadata.get("references") else len(sources) == len(
+            metadata["sources"])
