@@ -111,6 +111,22 @@ gc.callbacks.append(_freeze_after_a_full_collection)
 
 _RAY_BEFORE = pytest.StashKey[bool]()
 
+#: Packages whose tests share one Serve app (a package fixture): under ``--dist loadgroup`` they stay on one worker.
+_ONE_WORKER_PACKAGES = ("serve", "ui")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """make test's Ray run is two workers, each with its own Ray (``--dist loadgroup``): a Ray test goes with the
+    other tests of its file, those of tests/serve and tests/ui each with their package (one Serve app each)."""
+    for item in items:
+        if item.get_closest_marker("ray") is None or item.get_closest_marker("xdist_group") is not None:
+            continue
+        parts = Path(item.path).relative_to(config.rootpath).parts
+        package = parts[1] if len(parts) > 2 and parts[0] == "tests" else None
+        group = package if package in _ONE_WORKER_PACKAGES else "/".join(parts)
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
