@@ -19,6 +19,7 @@ from typing import Any
 
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
+from serve.errors import ApiError
 
 log = logging.getLogger("tessera.serve")
 
@@ -43,6 +44,9 @@ def warm_up(service: Any) -> None:
 def _warm_up_logged(service: Any) -> None:
     try:
         warm_up(service)
+    except ApiError as refused:  # the service's own refusal (a default index private to one key): what it says
+        log.warning("tessera serve: the warm-up could not search the default index %s, nor will the searches of "
+                    "keys other than its owner that name no index: %s", service.default_index, refused.message)
     except Exception:  # noqa: BLE001  (the first request then does it, and names its own error)
         log.warning("tessera serve: the warm-up failed; the first request loads what it needs", exc_info=True)
 

@@ -44,6 +44,24 @@ def test_a_default_index_not_made_yet_is_named_in_a_warning_and_the_service_serv
     assert made.store.list_tasks("local") == []
 
 
+def test_a_default_index_private_to_a_key_is_named_in_one_warning_without_a_traceback(tmp_path, monkeypatch, caplog):
+    """An upload of one key made the default index: the warm-up (as no key) is refused as other keys' searches
+    will be, and the log says so in the service's words, not as a failure."""
+    from serve.index_owner import write_owner
+    from tests.serve.test_index_owner import build_index
+
+    news = tmp_path / "home" / "indices" / "news"
+    build_index(news)
+    write_owner(news, {"owner": "alice", "shared": False, "spec": "ingest", "created": 1.0})
+    with caplog.at_level(logging.WARNING, logger="tessera.serve"):
+        made = service(tmp_path, monkeypatch, news)
+        made.warming.join(timeout=300)
+    warned = [r for r in caplog.records if "warm-up" in r.getMessage()]
+    assert len(warned) == 1 and not warned[0].exc_info, [r.getMessage() for r in warned]
+    assert str(news) in warned[0].getMessage() and "index_not_shared" not in warned[0].getMessage()
+    assert "belongs to another key, which has not shared it" in warned[0].getMessage()
+
+
 @pytest.mark.integration  # MiniLM loads in this process
 def test_the_warm_up_opens_the_default_index_and_loads_its_encoder(tmp_path, monkeypatch, sample_index):
     from operators.models.repository import models
