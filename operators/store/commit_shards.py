@@ -11,7 +11,8 @@ documents are live) and report them unfinished. So the manifest keeps the ids of
 merged (``Manifest.merged_shards``), over later compactions too, and ``finished`` counts them with the shards it
 lists. They are kept when the documents are deleted or replaced since, as the tombstoned shard itself was: an
 ingestion run again skips a finished shard whether or not its documents are still live, and a compaction does not
-change that.
+change that. A manifest of format 1 has no such record; what a compaction by an earlier release merged is recovered
+when it is read (``operators.store.upgrade``).
 """
 
 from __future__ import annotations

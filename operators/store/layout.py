@@ -20,7 +20,8 @@ from pydantic import ValidationError
 from operators.atomic import write_bytes
 from operators.home import tessera_home
 from operators.store.errors import IndexCorruptError, IndexNotFoundError
-from operators.store.settings import Manifest
+from operators.store.settings import FORMATS, Manifest
+from operators.store.upgrade import upgraded
 
 MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
 
@@ -57,6 +58,9 @@ def file_lock(path: Path):
 
 
 def read_manifest(path: Path) -> Manifest:
+    """The manifest of the index at ``path``, at this release's format (an earlier one is upgraded in memory,
+    ``upgrade.upgraded``; the next write writes it so). A later format is refused: this release would drop what
+    it records."""
     file = path / MANIFEST
     if not file.is_file():
         hint = "" if path.exists() else " (the directory does not exist)"
@@ -66,13 +70,17 @@ def read_manifest(path: Path) -> Manifest:
         raw = _read_json(file)
     except FileNotFoundError:  # replaced between the check and the read
         raw = _read_json(file)
-    if isinstance(raw, dict) and raw.get("format") not in (None, 1):
-        raise IndexCorruptError(f"{file}: format {raw.get('format')!r} is not supported (this Tessera reads 1)")
+    if isinstance(raw, dict) and raw.get("format") not in (None, *FORMATS):
+        found = raw.get("format")
+        later = "; a later Tessera wrote it" if isinstance(found, int) and found > max(FORMATS) else ""
+        raise IndexCorruptError(f"{file}: format {found!r} is not supported (this Tessera reads "
+                                f"{' and '.join(map(str, FORMATS))}{later})")
     try:
-        return Manifest.model_validate(raw)
+        manifest = Manifest.model_validate(raw)
     except ValidationError as err:
         first = err.errors()[0]
         raise IndexCorruptError(f"{file}: {first['msg']} at {'.'.join(map(str, first['loc']))}") from None
+    return upgraded(path, raw, manifest)
 
 
 def _read_json(path: Path) -> dict:

@@ -26,7 +26,11 @@ DENSE_OPTIONS = {
     "k_factor": ("ivfpq",),
 }
 
-FORMAT = 1
+#: The manifest format this release writes. 2 (2026-11-30): ``merged_shards`` is recorded; a format-1 manifest is
+#: read, and written as format 2 at its first write (``operators.store.upgrade``).
+FORMAT = 2
+#: Every format this release reads.
+FORMATS = (1, 2)
 
 
 class IndexSettings(BaseModel):
@@ -99,7 +103,7 @@ class Manifest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    format: Literal[1] = FORMAT
+    format: Literal[1, 2] = FORMAT
     settings: IndexSettings
     generation: int = 0
     shards: list[ShardInfo] = Field(default_factory=list)

@@ -32,7 +32,7 @@ def test_created_index_reopens_with_its_shards_and_counts(index):
     assert reopened.counts() == {"shards": 4, "chunks": 200, "tombstones": 0, "live_chunks": 200}
     assert len(reopened) == 200 and reopened.generation == 1
     manifest = json.loads((index.path / "manifest.json").read_text())
-    assert manifest["format"] == 1 and manifest["settings"]["dim"] == DIM
+    assert manifest["format"] == 2 and manifest["merged_shards"] == [] and manifest["settings"]["dim"] == DIM
     shard = manifest["shards"][0]
     assert set(shard["files"]) == {"docs.parquet", "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy",
                                    "dense.faiss"}
