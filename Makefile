@@ -80,9 +80,10 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 
 # What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
 # benchmarks-in-small, Serve apps of their own); make test-all adds them. The tests without Ray run a file to a
-# worker on every core, those with Ray after them on two workers, each with its own Ray: tests/serve on one and
-# tests/ui on the other (each package shares one Serve app), the others a file at a time (tests/conftest.py's
-# xdist groups). Much of a Ray test is waiting on processes it started, so two overlap well on 2 cores.
+# worker on every core, those with Ray after them in one process (one Ray per process): 154 s + 136 s on 2
+# cores on a fresh clone (2026-11-30; 242 s + 165 s against 490 s all in one process, 2026-11-29). Two Ray
+# workers (tests/serve on one, tests/ui on the other) were slower: two Rays with their Serve apps kept 20-40
+# processes runnable on 2 cores, and the Ray tests ran past 11 minutes (2026-11-30).
 # Both runs share one folder (TESSERA_TEST_SHARED, removed after them) where the first process that needs the
 # ingested sample builds it and the others read it (tests/conftest.py's sample_workspace). Their temporary files
 # go there too (--basetemp), not to pytest's /tmp/pytest-of-$USER, where a run keeps only the three newest runs'
@@ -90,7 +91,7 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 test: $(VENV)/.installed-test
 	shared=$$(mktemp -d) && trap 'rm -rf "$$shared"' EXIT && export TESSERA_TEST_SHARED=$$shared && \
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$shared/tmp" -n auto --dist loadfile -m "not slow and not ray" --durations=10 && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$shared/tmp-ray" -n 2 --dist loadgroup -m "ray and not slow" --durations=10
+	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$shared/tmp-ray" -m "ray and not slow" --durations=10
 
 test-all: $(VENV)/.installed-test
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --durations=15

@@ -111,26 +111,6 @@ gc.callbacks.append(_freeze_after_a_full_collection)
 
 _RAY_BEFORE = pytest.StashKey[bool]()
 
-#: Packages whose tests share one Serve app (a package fixture): make test's Ray run keeps each on one worker.
-_ONE_WORKER_PACKAGES = ("tests/serve/", "tests/ui/")
-
-
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """make test's Ray run (``-n 2 --dist loadgroup``) is two workers, each with its own Ray: tests/serve and
-    tests/ui each go to one worker (their package's Serve app starts once), every other file to either. Why not
-    xdist's ``xdist_group`` marks: xdist 3.8 groups by a suffix it writes into ``Item._nodeid``, which pytest 9 no
-    longer reads (it reads ``Item._id``), so marked tests were spread over both workers."""
-    if config.getvalue("dist") != "loadgroup":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    class PackageOrFileScheduling(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return next((p for p in _ONE_WORKER_PACKAGES if nodeid.startswith(p)), nodeid.split("::", 1)[0])
-
-    return PackageOrFileScheduling(config, log)
-
-
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before any fixture of the test is set up: the static checks, then note whether Ray is up."""
