@@ -66,7 +66,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from operators import params as params_check
-from operators.errors import FlowCancelled, OperatorError
+from operators.errors import FlowCancelled, OperatorError, TesseraError
 from operators.local_files import marked_params
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
@@ -186,7 +186,13 @@ class Operator:
 
     def ensure_setup(self) -> None:
         if not self._is_set_up:
-            self.setup()
+            try:
+                self.setup()
+            except TesseraError:  # Tessera's own (an index or a model not found) says what it is
+                raise
+            except Exception as err:  # a plugin's or a library's: name the step that could not set up
+                raise OperatorError(f"its setup failed: {type(err).__name__}: {err}", op=self.name,
+                                    step=self.step_id) from err
             self._is_set_up = True
 
     def cache_identity(self) -> dict[str, Any]:

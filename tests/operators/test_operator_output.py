@@ -1,5 +1,6 @@
 """What ``Operator.__call__`` checks of ``transform``'s output, in-process and in a flow (``operators/base.py``):
-a pyarrow Table, every column ``produces()`` declares, and for a row-scope step at least one row per input row.
+a pyarrow Table, every column ``produces()`` declares, and for a row-scope step at least one row per input row;
+and a failure of ``setup`` names its step as one of ``transform`` does.
 
 The broken operators are a real plugin package written into ``tmp_path`` and registered through
 ``TESSERA_OPERATORS`` (as ``test_plugins`` does), run over real sample text and a real BM25 retriever."""
@@ -72,6 +73,18 @@ class Narrower(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         return table.select(["qid", "query", "docno", "score", "rank"])
+
+
+class CorruptModel(Operator):
+    """Load a model that turns out to be corrupt: a library's own error, raised in setup."""
+
+    name = "mylab.corrupt_model"
+
+    def setup(self) -> None:
+        raise ValueError("model file is corrupt")
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        return table
 '''
 
 
@@ -105,6 +118,16 @@ def test_a_data_frame_is_an_operator_error_naming_the_step_in_process_and_in_a_f
     with pytest.raises(OperatorError, match="transform returned a DataFrame, not a pyarrow Table") as err:
         flow(tmp_path, ("frame", "mylab.data_frame", {})).run("honey bees")
     assert (err.value.step, err.value.op) == ("frame", "mylab.data_frame")
+
+
+def test_a_setup_that_fails_is_an_operator_error_naming_the_step_in_process_and_in_a_flow(broken, tmp_path):
+    with pytest.raises(OperatorError, match="its setup failed: ValueError: model file is corrupt") as err:
+        create("mylab.corrupt_model", {})(sample_results(1, 2))
+    assert (err.value.step, err.value.op) == ("corrupt_model", "mylab.corrupt_model")
+    assert isinstance(err.value.__cause__, ValueError)
+    with pytest.raises(OperatorError, match="model file is corrupt") as err:
+        flow(tmp_path, ("model", "mylab.corrupt_model", {})).run("honey bees")
+    assert (err.value.step, err.value.op) == ("model", "mylab.corrupt_model")
 
 
 @pytest.mark.parametrize("cache", [False, True], ids=["no cache", "step cache"])
