@@ -67,8 +67,9 @@ def step_explain(op: Operator) -> dict[str, Any]:
         "identity": op.cache_identity(),
         "scope": op.scope,
         "reads": op.reads() if op.scope == "row" else None,
-        # a row-scope unit stores only the columns its step writes: what it declares is part of what it stores
-        "writes": sorted(op.produces()) if op.scope == "row" else None,
+        # what the step declares it writes: a row-scope unit stores only those columns, and a retriever names two
+        # of its columns after its step (score_<step>, rank_<step>), so a step renamed is another output
+        "writes": sorted(op.produces()),
     }
     code = plugin_code(type(op))
     return {**explained, "code": code} if code else explained  # built-ins' keys stay as they were

@@ -143,6 +143,29 @@ def test_a_row_step_that_comes_to_write_another_column_misses_its_old_entries(tm
     assert stats.hits == 0 and out.column("more").to_pylist() == ["x", "x", "x"]
 
 
+def test_a_renamed_retriever_misses_the_entries_of_its_old_name(tmp_path):
+    """A retriever names two of its columns after its step (score_<step>, rank_<step>): a copy of a flow with its
+    retrievers renamed, run over the same cache, must not replay the old names' columns (its fusion step then
+    found no rank_<step> and the run failed; the other way round too)."""
+    from flows.api import Flow
+    from operators.testing import SAMPLE_CORPUS
+
+    def fused(first: str, second: str) -> Flow:
+        corpus = {"corpus": str(SAMPLE_CORPUS)}
+        return Flow.load({"name": "renamed", "steps": {
+            first: {"op": "retrieve.corpus_bm25", "params": {**corpus, "k": 5}},
+            second: {"op": "retrieve.corpus_bm25", "params": {**corpus, "k": 8}},
+            "fused": {"op": "fuse.rrf", "inputs": [first, second]}}})
+
+    cache = tmp_path / "cache"
+    before = fused("bm25", "more").run(["honey bees", "opera singers"], cache=cache)
+    after = fused("lex", "wide").run(["honey bees", "opera singers"], cache=cache)
+    assert {"rank_lex", "rank_wide"} <= set(after.table.column_names) and "rank_bm25" not in after.table.column_names
+    assert after.table.column("docno").to_pylist() == before.table.column("docno").to_pylist()
+    again = fused("bm25", "more").run(["honey bees", "opera singers"], cache=cache)
+    assert again.table.column("docno").to_pylist() == before.table.column("docno").to_pylist()
+
+
 def test_cache_persists_across_instances(tmp_path):
     results = sample_results(2, 5)
     LocalExecutor(cache=StepCache(tmp_path / "c")).run(spec(), results)
