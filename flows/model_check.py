@@ -69,8 +69,11 @@ class MissingModelsError(ModelNotFoundError):
             # a folder of another kind: say so (the command that makes the name would not replace it)
             make = f"make it with: {hint}" if hint and reference not in wrong_kind else reasons[reference]
             parts.append(f"'{reference}' for {'; '.join(n.describe() for n in needs)}: {make}")
-        super().__init__(f"{len(missing)} model(s) needed are not on this machine, so nothing was run: "
-                         + " | ".join(parts))
+        wrong = sum(reference in wrong_kind for reference in missing)
+        counts = [f"{n} model(s) needed {what}" for n, what in (
+            (len(missing) - wrong, "are not on this machine"), (wrong, "are here but not of the kind their step needs"))
+            if n]
+        super().__init__(f"{' and '.join(counts)}, so nothing was run: " + " | ".join(parts))
 
 
 class IndexEncoderError(SpecError):

@@ -49,6 +49,7 @@ def test_a_bi_encoder_where_a_cross_encoder_belongs_is_refused_by_the_pre_run_ch
     assert {ref: [(n.step, n.kind) for n in needs] for ref, needs in raised.value.missing.items()} == {
         "all-MiniLM-L6-v2": [("rerank", "cross-encoder")]}
     assert "not a cross-encoder" in str(raised.value) and "architectures are BertModel" in str(raised.value)
+    assert str(raised.value).startswith("1 model(s) needed are here but not of the kind their step needs, so nothing")
 
     def refuse(*args, **kwargs):
         raise AssertionError("a step ran before the models were checked")
@@ -62,6 +63,8 @@ def test_a_bi_encoder_where_a_cross_encoder_belongs_is_refused_by_the_pre_run_ch
     make = "make it with: tessera train --dataset ../shared/data/scifact --model"
     assert str(bi_encoder_named_cross_encoder) in err and f"{make} bi-encoder" in err  # the absent one: its command
     assert f"{make} cross-encoder" not in err
+    assert ("1 model(s) needed are not on this machine and 1 model(s) needed are here but not of the kind their "
+            "step needs, so nothing was run") in err
 
 
 def test_operator_problem_is_what_a_serve_deployment_checks_before_a_replica_starts(untrained_ce,
