@@ -198,6 +198,17 @@ def postgres_database(postgres_server) -> str:
     return postgres_server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+@pytest.fixture(autouse=True)
+def no_warm_up_left():
+    """A ``Service`` warms up on a daemon thread (``serve.warm``) that imports torch and builds flows: one a test
+    left running imported modules while the next test's setup iterated them (CI: "dictionary changed size during
+    iteration" in a fixture's setup). Each test ends with its services' warm-ups done."""
+    yield
+    for thread in threading.enumerate():
+        if thread.name == "tessera-warm-up":
+            thread.join(timeout=120)
+
+
 @pytest.fixture
 def make_service(tmp_path, monkeypatch):
     """A ``Service`` without Ray or HTTP, for what ``prepare`` and the stores decide: ``$TESSERA_HOME`` under
