@@ -27,17 +27,18 @@ MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
 
 
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
-    """``$TESSERA_HOME/indices/<name>`` for a bare name, else the path as given.
+    """``$TESSERA_HOME/indices/<name>`` for a bare name, else the path as given, made absolute.
 
     A bare name has no path separator: ``./idx`` and ``idx/`` are paths (``Path`` drops the
     ``./`` and the slash, so the text is read, not the parts). A folder that happens to have the
     name in the working directory is not the index: which index a name means must not depend on
-    where the command runs (``./idx`` says that one)."""
+    where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
+    ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s."""
     given = Path(name_or_path).expanduser()
     text = os.fspath(name_or_path)
     separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
     if given.is_absolute() or any(sep in text for sep in separators) or text in (".", "..") or text.startswith("~"):
-        return given
+        return given.absolute()
     return tessera_home() / "indices" / str(name_or_path)
 
 

@@ -219,12 +219,29 @@ def test_resolve_index_uses_tessera_home_for_bare_names(tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
     assert resolve_index(str(tmp_path)) == tmp_path
-    assert resolve_index("./scifact") == Path("scifact")  # a path, though it does not exist yet
-    assert resolve_index("scifact/") == Path("scifact")
+    assert resolve_index("./scifact") == Path("scifact").absolute()  # a path, though it does not exist yet
+    assert resolve_index("scifact/") == Path("scifact").absolute()
     (tmp_path / "here" / "scifact").mkdir(parents=True)
     monkeypatch.chdir(tmp_path / "here")  # a folder of that name where the command runs is not the index
     assert resolve_index("scifact") == tmp_path / "home" / "indices" / "scifact"
-    assert resolve_index("./scifact") == Path("scifact")
+    assert resolve_index("./scifact") == tmp_path / "here" / "scifact"
+    # absolute: Path("./scifact") is Path("scifact"), which read again would be $TESSERA_HOME's index
+    assert resolve_index(resolve_index("./scifact")) == tmp_path / "here" / "scifact"
+
+
+def test_index_info_of_a_dot_slash_path_reads_that_index_and_not_the_homes(tmp_path, monkeypatch, capsys):
+    """``tessera index info ./NAME`` reopened the index from its ``path``, which had lost the ``./``, and so read
+    (or failed to find) ``$TESSERA_HOME/indices/NAME``."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs.jsonl").write_text('{"_id": "bees", "title": "Bees", "text": "honey bees make honey"}\n')
+    # an ingestion leaves its staging in the index (_ingest/), which index info reads for unfinished ingestions
+    assert main(["ingest", "--source", "docs.jsonl", "--index", "./here", "--no-dense", "--executor", "local"]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", "./here", "--json"]) == 0
+    assert '"unfinished_ingestions": []' in capsys.readouterr().out
 
 
 def test_settings_reject_unknown_dense_options():
