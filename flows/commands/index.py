@@ -237,6 +237,9 @@ def _cmd_add(args: argparse.Namespace) -> int:
     if index is not None and args.encoder and index.settings.dense and args.encoder != index.settings.encoder:
         raise CliError(f"index {index.path} embeds with {index.settings.encoder}, not {args.encoder}: drop --encoder "
                        "(its documents are embedded with the index's own), or add to a new index", field="--encoder")
+    if index is None and args.no_dense and args.no_bm25:
+        raise CliError("--no-dense and --no-bm25 together leave the new index nothing to search by: drop one",
+                       field="--no-bm25")
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type,
         encoder=args.encoder or "all-MiniLM-L6-v2")

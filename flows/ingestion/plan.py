@@ -249,5 +249,5 @@ def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
         return IndexSettings.model_validate({**base, **(settings or {})})
     except ValidationError as err:
         first = err.errors()[0]
-        raise IngestError(f"bad index settings: {first['msg']}",
-                          field="settings." + ".".join(map(str, first["loc"]))) from None
+        raise IngestError(f"bad index settings: {first['msg']}",  # loc is empty for a check of the whole
+                          field=".".join(["settings", *map(str, first["loc"])])) from None

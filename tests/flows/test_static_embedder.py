@@ -102,3 +102,6 @@ def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one
     with pytest.raises(IngestError, match="dim is 384 but the encoder .* gives 16-d") as err:
         ingest(corpus, tmp_path / "idx2", spec=spec, settings={"dim": 384}, executor="local", progress=False)
     assert err.value.field == "settings.dim" and not (tmp_path / "idx2").exists()
+    with pytest.raises(IngestError, match="needs dense or bm25") as err:  # a check of the settings as a whole
+        ingest(corpus, tmp_path / "idx3", settings={"dense": False, "bm25": False}, executor="local", progress=False)
+    assert err.value.field == "settings" and not (tmp_path / "idx3").exists()

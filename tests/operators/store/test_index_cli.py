@@ -73,6 +73,11 @@ def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys):
     assert "no index at" in capsys.readouterr().err
     assert main(["index", "add", str(tmp_path / "i"), str(tmp_path / "missing.jsonl"), "--no-dense"]) == 2
     assert "no such file" in capsys.readouterr().err
+    docs = _write(tmp_path / "a.jsonl", [{"_id": "bees", "text": "honey bees"}])
+    assert main(["index", "add", str(tmp_path / "i"), docs, "--no-dense", "--no-bm25"]) == 2  # was an internal error
+    err = capsys.readouterr().err
+    assert "--no-dense and --no-bm25 together" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "i").exists()
 
 
 @pytest.mark.slow
