@@ -70,7 +70,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     update.set_defaults(handler=_cmd_update)
     delete = isub.add_parser("delete", parents=[common], help="delete documents by doc id")
     delete.add_argument("path", metavar="PATH")
-    delete.add_argument("--doc-id", dest="doc_ids", action="append", required=True, metavar="ID")
+    delete.add_argument("--doc-id", dest="doc_ids", action="append", required=True, metavar="ID",
+                        help="a document id to delete (its every chunk); repeat it for more")
     delete.set_defaults(handler=_cmd_delete)
     compact = isub.add_parser("compact", parents=[common], help="rewrite the live chunks into fewer shards, "
                               "dropping deleted chunks")
