@@ -32,6 +32,18 @@ def _ingest(capsys, source: Path, index: Path, *extra: str, shard_size: int = 2)
     return status, json.loads(out) if status == 0 else {}
 
 
+def crash_after_the_first_shard(tmp_path: Path, index: Path) -> None:
+    """``tessera ingest`` of the sample corpus in 4 shards of 300 (BM25 only) in a process that dies after shard 1
+    is written: shard 0 is committed, the others are not."""
+    args = ["ingest", "--source", str(CORPUS), "--index", str(index), "--shard-size", "300", "--executor", "local",
+            "--no-dense", "--quiet"]
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1",
+           "TESSERA_FAULT": "crash_after_write:1"}
+    crashed = subprocess.run([sys.executable, "-m", "flows", *args], cwd=REPO, capture_output=True, text=True,
+                             timeout=300, env=env)
+    assert crashed.returncode == 75, crashed.stderr
+
+
 def _compact(capsys, index: Path) -> None:
     capsys.readouterr()
     assert main(["index", "compact", str(index), "--json"]) == 0
@@ -82,13 +94,7 @@ def test_the_same_ingest_after_compactions_skips_what_is_in_and_takes_appended_d
 def test_a_crashed_ingest_resumes_after_a_compaction(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     index = tmp_path / "idx"
-    args = ["ingest", "--source", str(CORPUS), "--index", str(index), "--shard-size", "300", "--executor", "local",
-            "--no-dense", "--quiet"]
-    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1",
-           "TESSERA_FAULT": "crash_after_write:1"}  # dies after shard 1 is written: shard 0 of 4 is committed
-    crashed = subprocess.run([sys.executable, "-m", "flows", *args], cwd=REPO, capture_output=True, text=True,
-                             timeout=300, env=env)
-    assert crashed.returncode == 75, crashed.stderr
+    crash_after_the_first_shard(tmp_path, index)
     _compact(capsys, index)
 
     [record] = _unfinished(capsys, index)

@@ -8,10 +8,7 @@ appended documents go in alone, and the first write records the recovered ids as
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ import pytest
 from flows.commands import main
 from flows.ingestion.pending import unfinished
 from operators.store import Index
+from tests.flows.test_ingest_after_compaction import crash_after_the_first_shard
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
@@ -129,13 +127,7 @@ def test_the_first_write_records_the_merged_shards_as_format_2(tmp_path, capsys,
 
 def test_a_crashed_ingest_resumes_after_an_earlier_release_compacted_it(tmp_path, capsys):
     index = tmp_path / "idx"
-    args = ["ingest", "--source", str(CORPUS), "--index", str(index), "--shard-size", "300", "--executor", "local",
-            "--no-dense", "--quiet"]
-    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_RAW_STDERR": "1",
-           "TESSERA_FAULT": "crash_after_write:1"}  # dies after shard 1 is written: shard 0 of 4 is committed
-    crashed = subprocess.run([sys.executable, "-m", "flows", *args], cwd=REPO, capture_output=True, text=True,
-                             timeout=300, env=env)
-    assert crashed.returncode == 75, crashed.stderr
+    crash_after_the_first_shard(tmp_path, index)
     _compact(capsys, index)
     _as_an_earlier_release_wrote_it(index)
 
