@@ -50,6 +50,7 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
 
     from flows import uris
     from operators.store import resolve_index
+    from operators.store.layout import is_index_name
 
     for option, value in {**(outputs or {}), **(inputs or {})}.items():
         if uris.is_uri(value):
@@ -57,8 +58,8 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
     if not in_ray_job():
         return
 
-    def path(option: str, value: Any) -> Path:
-        return resolve_index(value) if option == "--index" else Path(value).expanduser()
+    def path(option: str, value: Any) -> Path:  # as given: a relative path stays relative
+        return resolve_index(value) if option == "--index" and is_index_name(value) else Path(value).expanduser()
 
     outputs = {k: v for k, v in (outputs or {}).items() if not uris.is_uri(v)}  # a URI is absolute
     inputs = {k: v for k, v in (inputs or {}).items() if not uris.is_uri(v)}

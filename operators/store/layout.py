@@ -34,12 +34,18 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
     name in the working directory is not the index: which index a name means must not depend on
     where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
     ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s."""
-    given = Path(name_or_path).expanduser()
+    if is_index_name(name_or_path):
+        return tessera_home() / "indices" / str(name_or_path)
+    return Path(name_or_path).expanduser().absolute()
+
+
+def is_index_name(name_or_path: str | os.PathLike) -> bool:
+    """Whether ``resolve_index`` reads it as a name under ``$TESSERA_HOME/indices`` (no path separator, not ``.``,
+    ``..`` or ``~...``), not as a path."""
     text = os.fspath(name_or_path)
     separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
-    if given.is_absolute() or any(sep in text for sep in separators) or text in (".", "..") or text.startswith("~"):
-        return given.absolute()
-    return tessera_home() / "indices" / str(name_or_path)
+    return not (Path(text).expanduser().is_absolute() or any(sep in text for sep in separators)
+                or text in (".", "..") or text.startswith("~"))
 
 
 def new_shard_id(kind: str) -> str:
