@@ -6,7 +6,6 @@ the sample index with a task store in a temporary $TESSERA_HOME. One app serves 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import socket
 import threading
@@ -140,35 +139,6 @@ def serve_app(ray_session, ce_path, colbert_path, sample_index, task_store_url):
         yield f"http://127.0.0.1:{port}"
     finally:
         serve.shutdown()
-
-
-#: The keyed app's keys (``keyed_app``): alice, bob and carol hashed in its config, dave from TESSERA_API_KEYS.
-#: tests/serve/test_indices_api.py uses alice and bob, tests/serve/test_tenants.py carol and dave, so that each
-#: module's keys see only what that module made. Fixed values: the test modules import this module again under
-#: another name (pytest's importlib mode imports this file as ``serve.conftest``), so random keys would differ.
-KEYS = {name: f"{name}-{hashlib.sha256(name.encode()).hexdigest()[:32]}" for name in ("alice", "bob", "carol", "dave")}
-
-
-@pytest.fixture(scope="package")
-def keyed_app(serve_app, sample_index, tmp_path_factory):
-    """An app with API keys at /keyed beside the package's app (upload limits low enough to reach with a small
-    request); ``{"url", "store"}``. One for the package: it ends with the package's Serve, not deleted on its own
-    (a ``serve.delete`` waits seconds for the replica)."""
-    from ray import serve
-
-    from serve.app import build_app
-    from serve.service_settings import key_hash
-
-    store = tmp_path_factory.mktemp("keyed") / "tasks.db"
-    hashed = [{"id": name, "sha256": key_hash(KEYS[name])} for name in ("alice", "bob", "carol")]
-    args = {"api_deployment": "keyed-api", "models": [], "service": {
-        "default_index": str(sample_index), "task_store": f"sqlite:///{store}", "api_keys": hashed,
-        "limits": {"max_documents_per_request": 3, "max_upload_bytes": 100_000}}}
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("TESSERA_API_KEYS", KEYS["dave"])
-        app = build_app(args)
-    serve.run(app, name="keyed", route_prefix="/keyed", logging_config={"log_level": "WARNING"})
-    return {"url": serve_app + "/keyed", "store": store}
 
 
 @pytest.fixture(scope="session")

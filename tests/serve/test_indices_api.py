@@ -4,16 +4,18 @@ ingestion at a time, and every refusal a 4xx naming its field, with nothing stor
 
 from __future__ import annotations
 
+import secrets
 import time
 
 import pytest
 import requests
 
-from tests.serve.conftest import KEYS
+from serve.service_settings import key_hash
 
 pytestmark = pytest.mark.ray
 
-ALICE, BOB = KEYS["alice"], KEYS["bob"]
+ALICE = "alice-" + secrets.token_hex(16)
+BOB = "bob-" + secrets.token_hex(16)
 
 DOCS = [
     {"id": "kakapo", "title": "Kakapo", "text": "The kakapo is a large flightless nocturnal parrot of New Zealand. "
@@ -27,9 +29,22 @@ MORE = [{"id": "weta", "title": "Weta", "text": "Giant weta are among the heavie
 
 
 @pytest.fixture(scope="module")
-def owners(keyed_app) -> str:
-    """The package's app with keys (alice, bob), beside its app without."""
-    return keyed_app["url"]
+def owners(serve_app, sample_index, tmp_path_factory):
+    """An app with two keys (alice, bob) at /owners, beside the package's app."""
+    from ray import serve
+
+    from serve.app import build_app
+
+    store = tmp_path_factory.mktemp("owners") / "tasks.db"
+    args = {"api_deployment": "owners-api", "models": [], "service": {
+        "default_index": str(sample_index), "task_store": f"sqlite:///{store}",
+        "api_keys": [{"id": "alice", "sha256": key_hash(ALICE)}, {"id": "bob", "sha256": key_hash(BOB)}],
+        "limits": {"max_documents_per_request": 3, "max_upload_bytes": 100_000}}}
+    serve.run(build_app(args), name="owners", route_prefix="/owners", logging_config={"log_level": "WARNING"})
+    try:
+        yield serve_app + "/owners"
+    finally:
+        serve.delete("owners")
 
 
 def call(base: str, method: str, path: str, key: str, **kwargs) -> requests.Response:

@@ -7,22 +7,39 @@ log and no stored result."""
 from __future__ import annotations
 
 import re
+import secrets
 from pathlib import Path
 
 import pytest
 import requests
 
-from tests.serve.conftest import KEYS
+from serve.service_settings import key_hash
 
 pytestmark = pytest.mark.ray
 
-ALICE, BOB = KEYS["carol"], KEYS["dave"]  # carol hashed in the config, dave from the environment
+ALICE = "alice-" + secrets.token_hex(16)
+BOB = "bob-" + secrets.token_hex(16)
 QUERY = "honey bees"
 
 
 @pytest.fixture(scope="module")
-def keyed(keyed_app) -> dict:
-    return keyed_app
+def keyed(serve_app, sample_index, tmp_path_factory):
+    from ray import serve
+
+    from serve.app import build_app
+
+    store = tmp_path_factory.mktemp("keyed") / "tasks.db"
+    args = {"api_deployment": "keyed-api", "models": [], "service": {
+        "default_index": str(sample_index), "task_store": f"sqlite:///{store}",
+        "api_keys": [{"id": "alice", "sha256": key_hash(ALICE)}]}}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TESSERA_API_KEYS", BOB)
+        app = build_app(args)
+    serve.run(app, name="keyed", route_prefix="/keyed", logging_config={"log_level": "WARNING"})
+    try:
+        yield {"url": serve_app + "/keyed", "store": store}
+    finally:
+        serve.delete("keyed")
 
 
 def call(keyed, method: str, path: str, key: str | None, **kwargs) -> requests.Response:
