@@ -15,18 +15,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from flows.ingestion.staging import STAGING_DIR, STATE_FILE
-
-#: A folder under ``_ingest/`` that is not a source's staging (the fault hooks' markers).
-_NOT_A_SOURCE = ("faults",)
-
-
-def _source_dirs(index_path: str | Path) -> list[Path]:
-    try:
-        with os.scandir(Path(index_path) / STAGING_DIR) as entries:
-            return sorted(Path(e.path) for e in entries if e.is_dir() and e.name not in _NOT_A_SOURCE)
-    except (FileNotFoundError, NotADirectoryError):
-        return []
+from flows.ingestion.staging import STATE_FILE
+from operators.store.upgrade import staged_sources
 
 
 def _staged(folder: Path) -> list[str]:
@@ -39,7 +29,7 @@ def _staged(folder: Path) -> list[str]:
 
 def has_staged(index_path: str | Path) -> bool:
     """Whether some source's shards wait in ``_ingest/`` (cheap: no manifest is read)."""
-    return any(_staged(folder) for folder in _source_dirs(index_path))
+    return any(_staged(folder) for folder in staged_sources(index_path))
 
 
 def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
@@ -48,7 +38,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     from flows.ingestion.ledger import finished_shards
     from operators.store import Index
 
-    folders = _source_dirs(index_path)
+    folders = staged_sources(index_path)
     if not folders:
         return []
     index = Index.open(index_path)

@@ -46,12 +46,11 @@ from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
 from operators.atomic import write_bytes
 from operators.base import Source
+from operators.store.upgrade import STAGING_DIR, STATE_FILE  # noqa: F401 - this module's names too
 from operators.tables import concat
 
 log = logging.getLogger("tessera.ingest")
 
-STAGING_DIR = "_ingest"
-STATE_FILE = "state.json"
 #: Unreadable records logged one by one while staging; the rest are counted in one line.
 LOGGED_FAILURES = 10
 #: Params that change how a source is read, not which documents it yields.

@@ -29,8 +29,8 @@ import pyarrow.parquet as pq
 
 from operators.store.settings import FORMAT, Manifest
 
-#: The ingestion staging's names (``flows.ingestion.staging``, ``flows.ingestion.pending``; operators do not
-#: import flows, a test checks they agree).
+#: The ingestion staging's names, defined here because the store reads the staging too and operators do not import
+#: flows (``flows.ingestion.staging`` and ``pending`` import them). ``faults``: the test hooks' folder, no source.
 STAGING_DIR, STATE_FILE = "_ingest", "state.json"
 NOT_A_SOURCE = ("faults",)
 #: How a compaction's shard ids start (``layout.new_shard_id("compact")``): they tell a compacted index.
@@ -61,7 +61,7 @@ def recovered_merged(path: Path, manifest: Manifest) -> set[str]:
     known = {s.id for s in manifest.shards} | set(manifest.merged_shards)
     merged: set[str] = set()
     still_staged: dict[str, Path] = {}
-    for folder in _source_dirs(path):
+    for folder in staged_sources(path):
         for shard_id in _planned(folder):
             if shard_id in known:
                 continue
@@ -76,9 +76,10 @@ def recovered_merged(path: Path, manifest: Manifest) -> set[str]:
     return merged
 
 
-def _source_dirs(path: Path) -> list[Path]:
+def staged_sources(index_path: str | Path) -> list[Path]:
+    """The staging folder of each source ingested into the index at ``index_path``, by key."""
     try:
-        with os.scandir(path / STAGING_DIR) as entries:
+        with os.scandir(Path(index_path) / STAGING_DIR) as entries:
             return sorted(Path(e.path) for e in entries if e.is_dir() and e.name not in NOT_A_SOURCE)
     except (FileNotFoundError, NotADirectoryError):
         return []

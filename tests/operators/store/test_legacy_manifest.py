@@ -12,9 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from flows.ingestion import pending, staging
+from flows.ingestion import staging
 from operators.store import Index, IndexSettings
-from operators.store import upgrade
 from operators.store.errors import IndexCorruptError
 
 
@@ -52,11 +51,6 @@ def _stage(index: Index, shards: dict[str, list[dict] | None]) -> None:
                            folder / f"{shard_id}.parquet")
     state = {"shard_size": 5, "shards": [{"id": s, "docs": 5} for s in shards]}
     (folder / staging.STATE_FILE).write_text(json.dumps(state), encoding="utf-8")
-
-
-def test_the_store_reads_the_staging_names_the_ingestion_writes():
-    assert (upgrade.STAGING_DIR, upgrade.STATE_FILE) == (staging.STAGING_DIR, staging.STATE_FILE)
-    assert upgrade.NOT_A_SOURCE == pending._NOT_A_SOURCE
 
 
 def test_a_format_1_manifest_never_compacted_reads_and_upgrades_at_the_first_write(tmp_path, sample_docs,
