@@ -34,6 +34,7 @@ import pyarrow as pa
 from operators.store import dense, shard as shard_io
 from operators.store.errors import CommitConflictError, IndexCorruptError
 from operators.store.layout import SHARDS, new_shard_id
+from operators.store.upgrade import COMPACTED
 from operators.store.settings import Manifest, ShardInfo
 from operators.tables import concat
 
@@ -92,7 +93,7 @@ def compact(index, max_chunks: int, *, attempts: int,
         merged = _Merged(manifest, attempt, on_progress)
         try:  # a failed write or commit leaves none of the new shards behind
             for part in _live_parts(index, manifest, max_chunks, merged):
-                infos.append(index.write_shard(new_shard_id("compact"), part))
+                infos.append(index.write_shard(new_shard_id(COMPACTED), part))
             done = index._commit(infos, remove_shards=[s.id for s in manifest.shards],
                                  expected_generation=manifest.generation)
         except CommitConflictError as err:

@@ -33,7 +33,7 @@ from operators.store.settings import FORMAT, Manifest
 #: flows (``flows.ingestion.staging`` and ``pending`` import them). ``faults``: the test hooks' folder, no source.
 STAGING_DIR, STATE_FILE = "_ingest", "state.json"
 NOT_A_SOURCE = ("faults",)
-#: How a compaction's shard ids start (``layout.new_shard_id("compact")``): they tell a compacted index.
+#: How a compaction's shard ids start (``compaction`` names its shards with it): they tell a compacted index.
 COMPACTED = "compact"
 
 
