@@ -29,14 +29,8 @@ from ray import cloudpickle  # noqa: E402
 
 from flows.executors.ray_data import RayDataExecutor  # noqa: E402
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]  # the session's local Ray (conftest)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_cluster(ray_session):
-    """The session's local Ray (2 CPUs, see conftest), started once for every Ray test."""
-    return ray_session
 
 
 # -- operators for these tests only ---------------------------------------------------
