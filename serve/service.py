@@ -88,7 +88,9 @@ class Service:
         import os
 
         from operators.redact import install_log_redaction
+        from serve.private_files import keep_private
 
+        keep_private()  # every file this replica writes (uploads, owner files, saved flows) is its user's only
         install_log_redaction()  # secrets and bearer tokens are masked in every log record of this replica
         os.environ["TESSERA_HOME"] = self.home = config["home"]  # this replica's process serves this app only
         # Specs come from the network: outbound URLs of steps reach public addresses only unless the operator of

@@ -7,12 +7,12 @@ Why a module of its own: the schema and the connection setup change for other re
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 
 from flows.task_store_check import connect_args
+from serve.private_files import private_sqlite
 
 metadata = sa.MetaData()
 
@@ -84,11 +84,12 @@ def _sqlite_pragmas(connection: Any, _record: Any) -> None:
 
 
 def make_engine(url: str) -> sa.Engine:
-    """An engine for ``url``; SQLite gets WAL, a busy timeout, and its folder created."""
+    """An engine for ``url``; SQLite gets WAL, a busy timeout, and its file made private to this user
+    (``serve.private_files``: it holds every key's queries and results)."""
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
-        if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        if parsed.database and parsed.database != ":memory:" and not parsed.database.startswith("file:"):
+            private_sqlite(parsed.database)
         engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
         sa.event.listen(engine, "connect", _sqlite_pragmas)
         # A write lock from the start: a read-then-write transaction in WAL mode fails at once (no busy wait)

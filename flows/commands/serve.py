@@ -86,6 +86,8 @@ def handle(args: argparse.Namespace) -> int:
     path = tessera_home() / "serve" / f"config-{port}.yaml"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch(mode=0o600)  # the keys' hashes and the service's settings: its user's only
+        path.chmod(0o600)
         path.write_text(text, encoding="utf-8")
     except OSError as err:
         raise CliError(f"cannot write the config it runs to {path}: {err.strerror or err} (TESSERA_HOME is "

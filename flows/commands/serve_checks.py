@@ -4,7 +4,7 @@
   0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt ``route_prefx`` was dropped. The names
   come from Ray's own schema classes, so a new Ray's settings are accepted as they come; Tessera's ``args`` are
   checked by its own models (``serve.check_args``).
-* A ``$TESSERA_HOME`` other users of the machine may read, when the service has tenants (a warning)."""
+* A ``$TESSERA_HOME`` other users of the machine may list or read, when the service has tenants (a warning)."""
 
 from __future__ import annotations
 
@@ -49,8 +49,10 @@ def _has_api_keys(application: dict) -> bool:
 
 
 def home_readable_by_others(config: dict, home: Path) -> str | None:
-    """A warning when the service has keys (tenants) and other users of the machine may read ``$TESSERA_HOME``,
-    where their queries, results, chats and uploads are written with the process's umask (docs/security.md)."""
+    """A warning when the service has keys (tenants) and other users of the machine may read ``$TESSERA_HOME``. The
+    service makes what it writes private (``serve.private_files``), but an open folder still shows others the
+    names in it (indices, uploads, the keys' ids of saved flows), and what was written there before, or by the CLI
+    (indices of ``tessera ingest``), keeps its umask's modes (docs/security.md)."""
     if not any(_has_api_keys(application) for application in config.get("applications") or []):
         return None
     try:
@@ -59,5 +61,6 @@ def home_readable_by_others(config: dict, home: Path) -> str | None:
         return None
     if not mode & 0o077:
         return None
-    return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}) and will hold every "
-            f"key's queries, results and uploads: chmod 700 {home} (docs/security.md)")
+    return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}): the service makes its "
+            "own files private, but others can list the names of the keys' indices, uploads and saved flows, and "
+            f"read what was written there before this version or by the CLI: chmod 700 {home} (docs/security.md)")

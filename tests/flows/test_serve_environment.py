@@ -88,6 +88,7 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
     assert argv[-4:] == ["run", str(written), "--address", "127.0.0.1:6391"]
     text = written.read_text()
     assert all(raw not in text for raw in KEYS) and all(sha(raw) in text for raw in KEYS)
+    assert written.stat().st_mode & 0o777 == 0o600  # the keys' hashes: the user's only, whatever the umask
     assert "TESSERA_API_KEYS" not in env and env["TESSERA_OUTBOUND"] == "server"
     assert os.environ["TESSERA_API_KEYS"]  # only the child's environment leaves them out
     assert "not carried to the cluster (secrets): $COHERE_API_KEY" in capsys.readouterr().err

@@ -200,7 +200,8 @@ def test_keys_that_are_none_or_short_are_refused(monkeypatch, capsys, value, pro
 
 
 def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path):
-    """Every key's queries, results and uploads go under $TESSERA_HOME with the process's umask."""
+    """The service's own files are private, but an open $TESSERA_HOME still shows others the names in it and what
+    was written there before or by the CLI: the warning says so."""
     from flows.commands.serve_checks import home_readable_by_others
 
     home = tmp_path / "home"
@@ -210,6 +211,7 @@ def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path
     home.chmod(0o755)
     note = home_readable_by_others(with_keys, home)
     assert note is not None and f"chmod 700 {home}" in note and "mode 755" in note
+    assert "makes its own files private" in note and "list the names" in note
     assert home_readable_by_others(without, home) is None  # one user on loopback: nobody else's data
     home.chmod(0o700)
     assert home_readable_by_others(with_keys, home) is None

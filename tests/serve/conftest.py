@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import socket
 import threading
 import time
@@ -166,6 +167,15 @@ def postgres_database(postgres_server) -> str:
     name = f"tessera_{uuid.uuid4().hex[:12]}"
     postgres_server.psql(f"CREATE DATABASE {name};")
     return postgres_server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
+
+
+@pytest.fixture(autouse=True)
+def usual_umask():
+    """A ``Service`` built in the test process sets its umask to 077 (``serve.private_files``); each test starts and
+    ends with the usual 022, so a later test's files do not get their modes from an earlier test's service."""
+    before = os.umask(0o022)
+    yield
+    os.umask(before)
 
 
 @pytest.fixture(autouse=True)
