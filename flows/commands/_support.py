@@ -76,6 +76,30 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
                            field=option.lstrip("-"))
 
 
+def refuse_contradicting_index_options(args: Any, dense_only: tuple[str, ...]) -> None:
+    """``--no-dense`` with ``--no-bm25`` (nothing left to search by), or with an option that only the vectors use
+    (``dense_only``: ``--dense-type``, ``--encoder``), which it would ignore: one error naming both options."""
+    if args.no_dense and args.no_bm25:
+        raise CliError("--no-dense and --no-bm25 together leave the new index nothing to search by: drop one",
+                       field="--no-bm25")
+    given = [option for option in dense_only if getattr(args, option[2:].replace("-", "_")) is not None]
+    if args.no_dense and given:
+        raise CliError(f"--no-dense and {given[0]} together: {given[0]} is for the vectors that --no-dense leaves "
+                       "out: drop one", field=given[0])
+
+
+def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError:
+    """A Python call's error in the command line's words: a field that is one of ``options`` (``{"shard_size":
+    "--shard-size"}``) named as the option, in the field and in the message (``shard_size=N``: ``--shard-size N``)."""
+    import re
+
+    option = options.get(err.field or "")
+    if option is None:
+        return err
+    message = re.sub(rf"\b{re.escape(err.field)}\b(=?)", lambda m: option + (" " if m.group(1) else ""), err.message)
+    return CliError(message, step=err.step, op=err.op, field=option)
+
+
 def positive_int(text: str) -> int:
     try:
         value = int(text)

@@ -157,11 +157,11 @@ def _cmd_cache_prune(args: argparse.Namespace) -> int:
     root = _cache_root(args)
     older = None if args.older_than is None else args.older_than * 86400
     done = StepCache(root).prune(max_bytes=max_bytes, older_than_s=older)
-    if args.json:
-        print_json({"cache_dir": str(root), **done})
-    else:
-        print(f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {_mb(done['bytes'])}; "
-              f"left {done['files_left']} file(s), {_mb(done['bytes_left'])}")
+    found = root.exists()  # as clear says: no cache there is nothing to prune, not a prune that removed nothing
+    report(args, {"cache_dir": str(root), "pruned": found, **done},
+           f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {_mb(done['bytes'])}; "
+           f"left {done['files_left']} file(s), {_mb(done['bytes_left'])}" if found
+           else f"nothing to prune at {root}")
     return EXIT_OK
 
 

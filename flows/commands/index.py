@@ -31,7 +31,8 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from flows.commands._support import CliError, EXIT_OK, positive_int, print_json, report, show_help
+from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
+                                     report, show_help)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -56,7 +57,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     add.add_argument("--no-dense", action="store_true", help="new index: BM25 only")
     add.add_argument("--no-bm25", action="store_true", help="new index: dense only")
-    add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"), default="flat",
+    add.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"),
                      help="new index: FAISS index type (default flat)")
     add.add_argument("--encoder", default=None, help="new index: embedding model (default all-MiniLM-L6-v2); "
                      "an existing index embeds with its own")
@@ -229,6 +230,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     from operators.store.layout import new_shard_id
     from operators.store.shard import split_chunks
 
+    refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
     if not _readable(args.file):  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
     try:
@@ -238,11 +240,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
     if index is not None and args.encoder and index.settings.dense and args.encoder != index.settings.encoder:
         raise CliError(f"index {index.path} embeds with {index.settings.encoder}, not {args.encoder}: drop --encoder "
                        "(its documents are embedded with the index's own), or add to a new index", field="--encoder")
-    if index is None and args.no_dense and args.no_bm25:
-        raise CliError("--no-dense and --no-bm25 together leave the new index nothing to search by: drop one",
-                       field="--no-bm25")
     settings = index.settings if index is not None else IndexSettings(
-        dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type,
+        dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type or "flat",
         encoder=args.encoder or "all-MiniLM-L6-v2")
     # an unreadable file or a missing encoder creates nothing
     chunks = _chunks(settings, args.file, args.skip_bad_lines)

@@ -22,8 +22,8 @@ import sys
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, console, positive_int,
-                                     print_json)
+from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, cli_option_error,
+                                     console, positive_int, print_json, refuse_contradicting_index_options)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 
@@ -70,7 +70,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
 def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
     from flows.ingestion import ingest
+    from flows.ingestion.errors import IngestError
 
+    refuse_contradicting_index_options(args, dense_only=("--dense-type",))
     glob = args.source is not None and any(ch in args.source for ch in "*?[")
     check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source})
     overrides = {}
@@ -91,6 +93,8 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
+    except IngestError as err:  # named as the user typed it: --shard-size, not the Python call's shard_size
+        raise cli_option_error(err, {"shard_size": "--shard-size"}) from None
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     try:
         prepared = None if nothing else _prepare_query_encoder(report.index)

@@ -13,15 +13,18 @@ staged file is gone (or it was an empty shard, every document failed, which the 
 anyway), or when its file is still there (the run died between its commit and that delete) and every one of its
 documents' ids is in the index, live or deleted. Any other staged shard is what it seems: unfinished.
 
-``read_manifest`` upgrades what it reads (in memory: reads change nothing on disk); the first write, which reads
-the manifest under the index's lock, writes it as format 2 with ``merged_shards`` filled. A format-1 manifest
-that no compaction touched upgrades with nothing to recover.
+``read_manifest`` upgrades what it reads (in memory: reads change nothing on disk, which may be read-only); the first
+write, which reads the manifest under the index's lock, writes it as format 2 with ``merged_shards`` filled. A
+format-1 manifest that no compaction touched upgrades with nothing to recover. Until that write, what was recovered is
+kept in the process (``_RECOVERED``) for as long as the manifest and the staging's listing are the same, so each read
+does not read every shard's document ids again.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -35,6 +38,10 @@ STAGING_DIR, STATE_FILE = "_ingest", "state.json"
 NOT_A_SOURCE = ("faults",)
 #: How a compaction's shard ids start (``compaction`` names its shards with it): they tell a compacted index.
 COMPACTED = "compact"
+#: ``recovered_merged``'s answers by ``_recovery_key``: a few indices' worth, the oldest dropped first.
+_RECOVERED: dict[tuple, frozenset[str]] = {}
+_RECOVERED_MAX = 32
+_RECOVERED_LOCK = threading.Lock()
 
 
 def upgraded(path: Path, raw: dict, manifest: Manifest) -> Manifest:
@@ -43,7 +50,7 @@ def upgraded(path: Path, raw: dict, manifest: Manifest) -> Manifest:
     if (raw.get("format") or 1) >= FORMAT:
         return manifest
     if compacted(manifest):
-        manifest.merged_shards = sorted(set(manifest.merged_shards) | recovered_merged(path, manifest))
+        manifest.merged_shards = sorted(set(manifest.merged_shards) | _recovered_once(path, manifest))
     manifest.format = FORMAT
     return manifest
 
@@ -53,6 +60,35 @@ def compacted(manifest: Manifest) -> bool:
     shard at a later generation (a compaction of an index whose every document was deleted leaves none)."""
     ids = [s.id for s in manifest.shards] + list(manifest.merged_shards)
     return any(i.startswith(COMPACTED) for i in ids) or (not manifest.shards and manifest.generation > 0)
+
+
+def _recovered_once(path: Path, manifest: Manifest) -> frozenset[str]:
+    """``recovered_merged``, computed again only when what it reads changed (``_recovery_key``)."""
+    key = _recovery_key(path, manifest)
+    with _RECOVERED_LOCK:
+        found = _RECOVERED.get(key)
+    if found is None:
+        found = frozenset(recovered_merged(path, manifest))
+        with _RECOVERED_LOCK:
+            while len(_RECOVERED) >= _RECOVERED_MAX:
+                del _RECOVERED[next(iter(_RECOVERED))]
+            _RECOVERED[key] = found
+    return found
+
+
+def _recovery_key(path: Path, manifest: Manifest) -> tuple:
+    """What ``recovered_merged`` reads: the manifest's shards (each write of one has its own token; shard files never
+    change once committed) and each staged source's files by name and inode (staging writes a file whole under a new
+    inode, by a rename). Taken before the recovery reads them: a change meanwhile is a new key at the next read."""
+    listing = []
+    for folder in staged_sources(path):
+        try:
+            with os.scandir(folder) as entries:
+                listing.append((folder.name, tuple(sorted((e.name, e.inode()) for e in entries))))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+    return (str(path), manifest.created_at, manifest.generation, tuple((s.id, s.token) for s in manifest.shards),
+            tuple(manifest.merged_shards), tuple(listing))
 
 
 def recovered_merged(path: Path, manifest: Manifest) -> set[str]:

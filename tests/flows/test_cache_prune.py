@@ -79,7 +79,7 @@ def test_the_cli_prunes_to_a_size_and_refuses_a_bad_one(filled, run_cli):
     status, out = run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(root), "--json")
     assert status == 0
     done = json.loads(out)
-    assert (done["files"], done["files_left"], done["bytes_left"]) == (len(QUERIES), 0, 0)
+    assert (done["pruned"], done["files"], done["files_left"], done["bytes_left"]) == (True, len(QUERIES), 0, 0)
     assert os.listdir(root / "data") == []
     status, out = run_cli("cache", "prune", "--max-size", "12 parsecs", "--cache-dir", str(root))
     assert status == 2
@@ -94,6 +94,17 @@ def test_prune_refuses_a_folder_that_is_not_a_cache(tmp_path, run_cli):
     assert run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(tmp_path))[0] == 2
     assert sorted(os.listdir(tmp_path)) == ["notes.txt"] and (tmp_path / "notes.txt").read_text() == "mine"
     assert StepCache(tmp_path / "none").prune(max_bytes=0)["files"] == 0  # no cache yet: nothing to do
+
+
+def test_the_cli_says_nothing_to_prune_where_there_is_no_cache_as_clear_does(tmp_path, run_cli):
+    root = tmp_path / "cache"  # $TESSERA_HOME's default cache, never made
+    status, out = run_cli("cache", "prune", "--max-size", "0")
+    assert (status, out.strip()) == (0, f"nothing to prune at {root}")
+    assert run_cli("cache", "clear")[1].strip() == f"nothing to clear at {root}"
+    status, out = run_cli("cache", "prune", "--older-than", "1", "--json")
+    assert status == 0 and json.loads(out) == {"cache_dir": str(root), "pruned": False, "files": 0, "units": 0,
+                                               "bytes": 0, "files_left": 0, "bytes_left": 0}
+    assert not root.exists()
 
 
 @pytest.mark.parametrize("text, size", [("1048576", 1 << 20), ("500M", 500 << 20), ("1.5G", 3 << 29),

@@ -264,6 +264,23 @@ def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
     assert "other settings" in capsys.readouterr().err
 
 
+def test_cli_refusals_name_the_options_as_typed(tmp_path, corpus30, capsys):
+    from flows.commands import main
+
+    command = ["ingest", "--source", str(corpus30), "--index", str(tmp_path / "idx"), "--executor", "local", "--quiet"]
+    assert main([*command, "--no-dense", "--dense-type", "hnsw"]) == 2  # was ignored: a BM25 index was made
+    assert "field '--dense-type': --no-dense and --dense-type together" in capsys.readouterr().err
+    assert main([*command, "--no-dense", "--no-bm25"]) == 2
+    assert "field '--no-bm25': --no-dense and --no-bm25 together" in capsys.readouterr().err
+    assert not (tmp_path / "idx").exists()
+    assert main([*command, "--no-dense", "--shard-size", "10"]) == 0
+    capsys.readouterr()
+    assert main([*command, "--no-dense", "--shard-size", "7"]) == 2
+    err = capsys.readouterr().err
+    assert "field '--shard-size': this source was ingested with --shard-size 10 (3 shard(s) finished); use " \
+           "--shard-size 10 to resume" in err and "shard_size" not in err  # the Python call's own: shard_size=10
+
+
 def test_built_in_spec_validates():
     flow, settings = load_spec("ingest")
     assert list(flow.steps) == ["read", "chunk", "embed"]

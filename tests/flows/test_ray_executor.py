@@ -3,31 +3,33 @@
 One local Ray cluster (2 CPUs, ``ray_session`` in conftest) serves the Ray tests. Operators that exist only for
 these tests are defined here and shipped to the Ray workers by value (the workers cannot import this file); flows
 that use them are built by hand (``flow_by_hand``), since the registry only knows ``operators/<category>/`` modules.
-test_ray_executor_runs.py reuses these flows and ``assert_same``.
+The flows and ``assert_same`` are ray_flows.py's, shared with test_ray_executor_runs.py.
 """
 
 from __future__ import annotations
 
 import logging
 import sys
-from typing import Any, Iterator
+from typing import Iterator
 
 import pyarrow as pa
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from flows.executors.local import LocalExecutor
-from flows.spec import Flow, FlowSpec, StepSpec
+from flows.spec import FlowSpec
 from operators.base import Operator, Source
 from operators.errors import MissingColumnsError
 from operators.registry import all_operators
 from operators.tables import qid_groups, set_column
-from operators.testing import SAMPLE_CORPUS, sample_results
+from operators.testing import SAMPLE_CORPUS
 
 ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
 
 from flows.executors.ray_data import RayDataExecutor  # noqa: E402
+pytest.register_assert_rewrite("tests.flows.ray_flows")  # its asserts say what differs, as a test module's do
+from tests.flows.ray_flows import BRANCHES, LINEAR, RESULTS, assert_same, flow_by_hand  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]  # the session's local Ray (conftest)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])
@@ -98,56 +100,6 @@ class Splits(Source):
                 "text": [texts[r][:200] for r in rows],
                 "rank": pa.array([r + 1 for r in rows], pa.int32()),
             })
-
-
-def flow_by_hand(name: str, steps: list[tuple[str, Operator, list[str] | None]], **overrides: dict[str, Any]) -> Flow:
-    """A flow over operators the registry does not know; steps are given in run order."""
-    spec = FlowSpec(name=name, steps={
-        sid: StepSpec(op=op.name, params=op.params.model_dump(), inputs=inputs, **overrides.get(sid, {}))
-        for sid, op, inputs in steps
-    })
-    ids = [sid for sid, _, _ in steps]
-    inputs = {sid: tuple(ins) if ins is not None else ((ids[i - 1],) if i else ())
-              for i, (sid, _, ins) in enumerate(steps)}
-    operators = {sid: type(op)(op.params, step_id=sid, input_steps=inputs[sid]) for sid, op, _ in steps}
-    return Flow(spec=spec, order=ids, inputs=inputs, operators=operators, output=ids[-1])
-
-
-def _records(result) -> dict[str, tuple]:
-    return {s: (r.op, r.rows_in, r.rows_out, r.units, r.hits, r.cached) for s, r in result.steps.items()}
-
-
-def assert_same(local, ray_result, *, history: bool = True) -> None:
-    assert ray_result.order == local.order
-    assert ray_result.table.schema == local.table.schema
-    assert ray_result.table.equals(local.table)
-    assert _records(ray_result) == _records(local)
-    assert ray_result.metadata == local.metadata
-    assert ray_result.executor == "ray"
-    assert set(ray_result.timings.summary()) >= {k for k in local.timings.summary() if k.startswith("step:")}
-    if history:
-        assert list(ray_result.history) == list(local.history)
-        for step, table in local.history.items():
-            assert ray_result.history[step].equals(table), step
-
-
-# -- flows over the bundled sample ------------------------------------------------------
-
-RESULTS = sample_results(3, 8)
-
-LINEAR = {"name": "linear", "steps": {
-    "words": {"op": "analyze.word_count", "batch_size": 5},
-    "top": {"op": "postprocess.reduce", "params": {"k": 5}, "batch_size": 8},
-    "top3": {"op": "postprocess.reduce", "params": {"k": 3, "rank_column": "rank"}},
-}}
-
-BRANCHES = {"name": "branches", "steps": {
-    "words": {"op": "analyze.word_count"},
-    "titles": {"op": "analyze.word_count", "params": {"input_column": "title", "output_column": "n_title"},
-               "inputs": ["words"]},
-    "top": {"op": "postprocess.reduce", "params": {"k": 2}, "inputs": ["words"]},
-    "joined": {"op": "postprocess.reduce", "params": {"k": 4}, "inputs": ["top", "titles"]},
-}}
 
 
 @pytest.mark.parametrize("keep_history", [True, False])

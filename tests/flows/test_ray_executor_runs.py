@@ -2,7 +2,7 @@
 the step cache shared with the local executor, progress while the run goes, cancel, and a progress callback that fails.
 
 Its operators are shipped to the Ray workers by value, as test_ray_executor.py's are; its flows and checks are
-that module's.
+ray_flows.py's, which test_ray_executor.py shares.
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ ray = pytest.importorskip("ray")
 from ray import cloudpickle  # noqa: E402
 
 from flows.executors.ray_data import RayDataExecutor  # noqa: E402
-from tests.flows.test_ray_executor import BRANCHES, LINEAR, RESULTS, assert_same, flow_by_hand  # noqa: E402
+pytest.register_assert_rewrite("tests.flows.ray_flows")  # its asserts say what differs, as a test module's do
+from tests.flows.ray_flows import BRANCHES, LINEAR, RESULTS, assert_same, flow_by_hand  # noqa: E402
 
 pytestmark = [pytest.mark.ray, pytest.mark.usefixtures("ray_session")]  # the session's local Ray (conftest)
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

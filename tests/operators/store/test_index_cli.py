@@ -80,6 +80,21 @@ def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys):
     assert not (tmp_path / "i").exists()
 
 
+@pytest.mark.parametrize("option", [("--dense-type", "hnsw"), ("--dense-type", "flat"), ("--encoder", "x")],
+                         ids=["hnsw", "flat", "encoder"])  # flat: the default, given all the same
+def test_an_option_for_vectors_with_no_dense_is_refused_not_ignored(tmp_path, capsys, option):
+    docs = _write(tmp_path / "a.jsonl", [{"_id": "bees", "text": "honey bees"}])
+    new, old = tmp_path / "new", tmp_path / "old"
+    assert main(["index", "add", str(old), _write(tmp_path / "b.jsonl", [{"_id": "ants", "text": "ants"}]),
+                 "--no-dense"]) == 0
+    capsys.readouterr()
+    for index in (new, old):  # refused whether the index would be made or is there already
+        assert main(["index", "add", str(index), docs, "--no-dense", *option]) == 2
+        err = capsys.readouterr().err
+        assert f"field '{option[0]}': --no-dense and {option[0]} together" in err and len(err.strip().splitlines()) == 1
+    assert not new.exists() and len(Index.open(old)) == 1
+
+
 @pytest.mark.slow
 def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     idx = str(tmp_path / "dense")

@@ -90,6 +90,28 @@ def test_a_staged_shard_whose_documents_are_all_in_the_index_was_merged(tmp_path
     assert Index.open(index.path).manifest.merged_shards == ["src-00000", "src-00001"]
 
 
+def test_a_recovery_is_not_redone_at_each_read_until_the_manifest_or_staging_changes(tmp_path, sample_docs,
+                                                                                      make_chunks):
+    from operators.store.shard import DOCS_FILE
+
+    index = _committed(tmp_path, sample_docs, make_chunks, n_shards=2)
+    index.compact()
+    _stage(index, {"src-00000": sample_docs[0:5], "src-00001": sample_docs[5:10], "src-00002": sample_docs[10:15]})
+    _rewrite(index.path, format=1, merged_shards=None)
+    assert Index.open(index.path).manifest.merged_shards == ["src-00000", "src-00001"]  # reads the shards' doc ids
+    [shard] = Index.open(index.path).manifest.shards
+    docs = index.path / "shards" / shard.id / DOCS_FILE
+    docs.rename(docs.with_name("away"))  # reading the shard's document ids again would fail
+    try:
+        for _ in range(3):
+            assert Index.open(index.path).manifest.merged_shards == ["src-00000", "src-00001"]
+    finally:
+        docs.with_name("away").rename(docs)
+    (index.path / staging.STAGING_DIR / "src" / "src-00002.parquet").unlink()  # its commit's last step, as if done
+    assert Index.open(index.path).manifest.merged_shards == ["src-00000", "src-00001", "src-00002"]
+    assert _on_disk(index.path)["format"] == 1  # reads wrote nothing
+
+
 def test_a_later_format_is_refused_with_what_this_release_reads(tmp_path, sample_docs, make_chunks):
     index = _committed(tmp_path, sample_docs, make_chunks, n_shards=1)
     _rewrite(index.path, format=3)
