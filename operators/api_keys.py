@@ -11,6 +11,9 @@ from typing import Mapping
 
 #: The environment variable that holds raw API keys, comma-separated.
 KEYS_ENV = "TESSERA_API_KEYS"
+#: What a key's id may be (the service's ``api_keys`` schema and ``tessera keys new`` both check it): it names a
+#: folder of saved flows and shows in logs.
+KEY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 
 
 def key_hash(raw: str) -> str:
@@ -45,5 +48,5 @@ def env_keys_problem(environ: Mapping[str, str]) -> str | None:
                 "without keys on 127.0.0.1")
     if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:
         return (f"{len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
-                "use long random keys (openssl rand -hex 24)")  # the error's field names the variable
+                "use long random keys (tessera keys new, or openssl rand -hex 24)")  # the error's field names the variable
     return None

@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from operators.api_keys import KEYS_ENV, env_key_id, env_keys, key_hash  # noqa: F401 (KEYS_ENV, key_hash: here too)
+from operators.api_keys import KEY_ID_PATTERN, KEYS_ENV, env_key_id, env_keys, key_hash  # noqa: F401 (KEYS_ENV, key_hash: here too)
 from operators.redact import remember_secret
 from serve.index_roots import default_data_roots, default_roots
 
@@ -36,10 +36,10 @@ class ApiKey(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$", description="Key id: owns the key's tasks, chats "
+    id: str = Field(pattern=KEY_ID_PATTERN, description="Key id: owns the key's tasks, chats "
                     "and saved flows; shown in logs instead of the key.")
-    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex (`python -c \"import "
-                        "hashlib,sys; print(hashlib.sha256(sys.argv[1].encode()).hexdigest())\" KEY`).")
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$", description="SHA-256 of the key, hex (`tessera keys new` makes a "
+                        "key and prints it; `tessera keys id KEY` gives an existing key's).")
     admin: bool = Field(False, description="An admin key also lists every index the service made, whoever owns it, "
                         "and deletes any of them (GET and DELETE /v1/admin/indices): the way to reclaim the indices "
                         "of a key that was removed.")

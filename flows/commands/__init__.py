@@ -32,7 +32,7 @@ from operators.outbound import use_local_policy_unless_set
 from operators.redact import install_log_redaction
 
 #: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
-SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve")
+SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve", "keys")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
