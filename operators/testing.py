@@ -11,8 +11,11 @@ how to build it and its input; every check below then runs against it::
 
 Checks: the params schema is complete (every field typed, defaulted or required,
 described), the declared output columns appear, an empty table works, one query
-and several queries work, ranks start at 1 and are dense within each qid, columns
-the operator does not own pass through, and the operator does not modify its input.
+and several queries work, ranks start at 1 and are dense within each qid, the core
+columns have DESIGN.md's types (``qid, query, docno, text`` string, ``score`` and every
+``score_<step>`` double, ``rank`` and every ``rank_<step>`` int32), the same on an empty
+batch as on a full one, columns the operator does not own pass through, and the operator
+does not modify its input.
 """
 
 from __future__ import annotations
@@ -103,12 +106,40 @@ def sample_results(n_queries: int = 3, per_query: int = 5) -> pa.Table:
     return table.set_column(table.column_names.index("rank"), "rank", table.column("rank").cast(pa.int32()))
 
 
+#: The types of the core columns (DESIGN.md, "Data"). Fusion, the union of Ray blocks and the step cache need
+#: one type per column: ``large_string`` or ``float32`` in one batch changes (or breaks) the union with the next.
+CORE_COLUMN_TYPES = {"qid": pa.string(), "query": pa.string(), "docno": pa.string(), "text": pa.string(),
+                     "score": pa.float64(), "rank": pa.int32()}
+
+
+def expected_column_type(column: str, role: str | None = None) -> pa.DataType | None:
+    """The type ``column`` must have: a core column's, or a ranking step's ``score_<step>``/``rank_<step>`` copy's
+    (unless the operator declares that name with another role); None when the data model leaves it open."""
+    if column in CORE_COLUMN_TYPES:
+        return CORE_COLUMN_TYPES[column]
+    for kind in ("score", "rank"):
+        if column.startswith(f"{kind}_") and role in (None, kind):
+            return CORE_COLUMN_TYPES[kind]
+    return None
+
+
+def column_type_errors(op: Operator, table: pa.Table) -> list[str]:
+    """One message per column of ``table`` (an output of ``op``) whose type is not the data model's."""
+    roles = op.produces()
+    return [f"{op.name}: column '{field.name}' is {field.type}, expected {expected}"
+            for field in table.schema
+            if (expected := expected_column_type(field.name, roles.get(field.name))) is not None
+            and field.type != expected]
+
+
 class OperatorContract:
     """Mixin of contract checks; subclasses set ``operator_name`` and may override the factories."""
 
     operator_name: str = ""
     #: Extra column added to every input to check that columns pass through.
     passthrough_column = "extra_passthrough"
+    #: False for an operator that may rightly return no rows for the sample input (its column types go unchecked).
+    returns_rows = True
 
     def make_operator(self, **params: Any) -> Operator:
         return get_operator(self.operator_name)(params)
@@ -194,6 +225,21 @@ class OperatorContract:
                 f"{op.name} lost or invented queries"
             )
         self._check_ranks(out)
+
+    def test_column_types(self):
+        """The core columns have the data model's types for one query, several, and an empty batch: Ray Data
+        unions the outputs of all batches (empty ones included), so a type may not depend on the batch."""
+        op = self.make_operator()
+        outputs = {"one query": self._run(self.make_input(n_queries=1)),
+                   "several queries": self._run(self.make_input(n_queries=3))}
+        assert any(out.num_rows for out in outputs.values()) or not self.returns_rows, (
+            f"{op.name} returned no rows for the sample input, so its column types went unchecked; set "
+            f"returns_rows = False on its contract test if that is right"
+        )
+        if op.scope != "source":
+            outputs["an empty batch"] = self._run(self.make_input().slice(0, 0))
+        errors = [f"{error} (on {what})" for what, out in outputs.items() for error in column_type_errors(op, out)]
+        assert not errors, "\n".join(errors)
 
     def test_passthrough_and_input_untouched(self):
         op = self.make_operator()

@@ -65,7 +65,8 @@ class ExpandedQueryFuser(Operator):
         if "query" in staged.column_names:
             originals = {q: text for q, o, text in zip(qids, origins, staged.column("query").to_pylist()) if q == o}
             staged = set_column(staged, "query", pa.array([originals.get(o, t) for o, t in
-                                                           zip(origins, staged.column("query").to_pylist())]))
+                                                           zip(origins, staged.column("query").to_pylist())],
+                                                          staged.schema.field("query").type))
         staged = set_column(staged, "qid", table.column("original_qid"))
         fused = fuse_table(staged, branches, lambda positions, _: reciprocal_rank(positions, self.params.k),
                            step=self.step_id, op=self.name, needs_scores=False)

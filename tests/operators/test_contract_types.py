@@ -1,0 +1,53 @@
+"""The contract's column-type check fails for each way an operator can get a core column's type wrong.
+
+Each case wraps a real operator (``rerank.tfidf``) and damages one column of its output; the unchanged operator
+passes. Without this, the check could stop checking and every contract test would still pass.
+"""
+
+import pyarrow as pa
+import pytest
+
+from operators.registry import get_operator
+from operators.tables import set_column
+from operators.testing import OperatorContract
+
+DAMAGE = {
+    "score": lambda t, step: set_column(t, "score", t.column("score").cast(pa.float32())),
+    "rank": lambda t, step: set_column(t, "rank", t.column("rank").cast(pa.int64())),
+    "rank_": lambda t, step: set_column(t, f"rank_{step}", t.column(f"rank_{step}").cast(pa.int64())),
+    "qid": lambda t, step: set_column(t, "qid", t.column("qid").cast(pa.large_string())),
+    "docno": lambda t, step: set_column(t, "docno", t.column("docno").dictionary_encode()),
+    "empty batch": lambda t, step: t if t.num_rows else set_column(t, "score", pa.nulls(0)),
+    "no rows": lambda t, step: t.slice(0, 0),
+}
+#: What the failure must name for each case.
+NAMED = {"score": "'score' is float", "rank": "'rank' is int64", "rank_": "is int64, expected int32",
+         "qid": "'qid' is large_string", "docno": "'docno' is dictionary", "empty batch": "(on an empty batch)",
+         "no rows": "returned no rows"}
+
+
+def contract_of(damage=None) -> OperatorContract:
+    tfidf = get_operator("rerank.tfidf")
+
+    class Damaged(tfidf):
+        def transform(self, table):
+            return damage(super().transform(table), self.step_id)
+
+    class Contract(OperatorContract):
+        operator_name = "rerank.tfidf"
+
+        def make_operator(self, **params):
+            return (Damaged if damage else tfidf)(params)
+
+    return Contract()
+
+
+@pytest.mark.parametrize("case", list(DAMAGE))
+def test_a_wrong_column_type_fails_the_contract_naming_it(case):
+    with pytest.raises(AssertionError) as failed:
+        contract_of(DAMAGE[case]).test_column_types()
+    assert NAMED[case] in str(failed.value)
+
+
+def test_the_operator_as_it_is_passes():
+    contract_of().test_column_types()
