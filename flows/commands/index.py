@@ -225,6 +225,23 @@ def _damaged(index, damaged: dict[str, str]) -> int:
     raise damaged_error(index.path, damaged)
 
 
+def _refuse_other_settings(index, args: argparse.Namespace) -> None:
+    """The new-index options given for an existing index that has other settings: adding keeps the index's own,
+    so such an option would be ignored without a word."""
+    settings = index.settings
+    if args.encoder and settings.dense and args.encoder != settings.encoder:
+        raise CliError(f"index {index.path} embeds with {settings.encoder}, not {args.encoder}: drop --encoder "
+                       "(its documents are embedded with the index's own), or add to a new index", field="--encoder")
+    given = {"--no-dense": (args.no_dense and settings.dense, "dense vectors"),
+             "--no-bm25": (args.no_bm25 and settings.bm25, "a BM25 index"),
+             "--dense-type": (args.dense_type not in (None, settings.dense_type) and settings.dense,
+                              f"a {settings.dense_type} dense index")}
+    for option, (contradicts, has) in given.items():
+        if contradicts:
+            raise CliError(f"index {index.path} has {has}: {option} is for a new index, and adding keeps the index's "
+                           "own settings: drop it, or add to a new index", field=option)
+
+
 def _cmd_add(args: argparse.Namespace) -> int:
     from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
     from operators.store.layout import new_shard_id
@@ -237,9 +254,8 @@ def _cmd_add(args: argparse.Namespace) -> int:
         index = _open(args.path)
     except IndexNotFoundError:
         index = None
-    if index is not None and args.encoder and index.settings.dense and args.encoder != index.settings.encoder:
-        raise CliError(f"index {index.path} embeds with {index.settings.encoder}, not {args.encoder}: drop --encoder "
-                       "(its documents are embedded with the index's own), or add to a new index", field="--encoder")
+    if index is not None:
+        _refuse_other_settings(index, args)
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type or "flat",
         encoder=args.encoder or "all-MiniLM-L6-v2")

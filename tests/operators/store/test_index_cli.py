@@ -95,6 +95,20 @@ def test_an_option_for_vectors_with_no_dense_is_refused_not_ignored(tmp_path, ca
     assert not new.exists() and len(Index.open(old)) == 1
 
 
+def test_a_new_index_option_against_an_existing_index_is_refused_not_ignored(tmp_path, capsys):
+    bm25_only = str(tmp_path / "bm25")
+    assert main(["index", "add", bm25_only, _write(tmp_path / "a.jsonl", [{"_id": "ants", "text": "ants"}]),
+                 "--no-dense"]) == 0
+    capsys.readouterr()
+    more = _write(tmp_path / "b.jsonl", [{"_id": "bees", "text": "honey bees"}])
+    assert main(["index", "add", bm25_only, more, "--no-bm25"]) == 2  # it has BM25: adding would keep it
+    err = capsys.readouterr().err
+    assert "field '--no-bm25'" in err and "has a BM25 index" in err and len(err.strip().splitlines()) == 1
+    assert len(Index.open(bm25_only)) == 1
+    assert main(["index", "add", bm25_only, more, "--no-dense"]) == 0  # as it is: accepted
+    assert len(Index.open(bm25_only)) == 2
+
+
 @pytest.mark.slow
 def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     idx = str(tmp_path / "dense")
@@ -109,6 +123,8 @@ def test_add_embeds_with_the_index_encoder(tmp_path, sample_docs):
     # another encoder for the index's documents is refused, not ignored; its own is accepted
     more = _write(tmp_path / "b.jsonl", sample_docs[8:10])
     assert main(["index", "add", idx, more, "--encoder", "tessera-static"]) == 2 and len(Index.open(idx)) == 8
+    assert main(["index", "add", idx, more, "--dense-type", "hnsw"]) == 2 and len(Index.open(idx)) == 8  # it is flat
+    assert main(["index", "add", idx, more, "--no-dense"]) == 2 and len(Index.open(idx)) == 8
     assert main(["index", "add", idx, more, "--encoder", "all-MiniLM-L6-v2"]) == 0 and len(Index.open(idx)) == 10
 
 
