@@ -127,14 +127,28 @@ def summarize_all(by_measure: dict[str, Any], confidence: float = 0.95) -> dict[
             low, high = proportion_confint(int(x.sum()), x.size, alpha=1 - confidence, method="wilson")
             # statsmodels' bound for all ones is 0.9999999999999999: keep the interval around the mean
             found[name] = Summary(mean, min(float(low), mean), max(float(high), mean), int(x.size))
-        elif x.size < 2 or float(np.ptp(x)) == 0.0:  # all equal (std can be 1e-17 off zero)
+        else:
+            resampled[name] = x
+    found.update(bootstrap_all(resampled, confidence))
+    return {name: found[name] for name in by_measure}
+
+
+def bootstrap_all(by_name: dict[str, np.ndarray], confidence: float = 0.95) -> dict[str, Summary]:
+    """Each array's mean and bootstrap percentile interval, one resampling shared by the arrays of one size (the
+    same queries); an array of equal values (or of one) has the interval [mean, mean]. ``significance`` uses it for
+    the per-query differences of two flows, where 0/1 values are no proportion."""
+    found: dict[str, Summary] = {}
+    resampled: dict[str, np.ndarray] = {}
+    for name, x in by_name.items():
+        mean = float(x.mean()) if x.size else 0.0
+        if x.size < 2 or float(np.ptp(x)) == 0.0:  # all equal (std can be 1e-17 off zero)
             found[name] = Summary(mean, mean, mean, int(x.size))
         else:
             resampled[name] = x
     for n in {x.size for x in resampled.values()}:
         names = [name for name, x in resampled.items() if x.size == n]
         found.update(_bootstrap(names, np.stack([resampled[name] for name in names]), confidence))
-    return {name: found[name] for name in by_measure}
+    return {name: found[name] for name in by_name}
 
 
 def _bootstrap(names: list[str], rows: np.ndarray, confidence: float) -> dict[str, Summary]:

@@ -3,7 +3,7 @@
 * ``metrics.json``: ``{flow: {measure: mean}}``
 * ``metrics.csv``: ``flow, measure, mean, ci_low, ci_high, n`` (95% interval, ``metrics.summarize_all``)
 * ``per_query.parquet``: ``flow, qid, query, measure, value`` (``query``: the query's text)
-* ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, p,
+* ``significance.csv``: ``baseline, flow, measure, baseline_mean, flow_mean, delta, delta_low, delta_high, p,
   p_corrected, wins, losses, ties, n, test, correction``
 * ``bench.json``: the options, the dataset, and per flow its run file (and TREC run file), key, whether
   the run came from the cache, seconds, index, and warnings
@@ -50,7 +50,8 @@ def write_all(result: "BenchResult", out: Path) -> dict[str, Path]:
     pq.write_table(pa.concat_tables(tables), tmp)
     os.replace(tmp, path)
     files["per_query.parquet"] = path
-    header = ["baseline", "flow", "measure", "baseline_mean", "flow_mean", "delta", "p", "p_corrected",
+    header = ["baseline", "flow", "measure", "baseline_mean", "flow_mean", "delta", "delta_low", "delta_high", "p",
+              "p_corrected",
               "wins", "losses", "ties", "n", "test", "correction"]
     sig = [[*(c.to_dict()[h] for h in header[:-2]), result.options.test, result.options.correction]
            for c in result.comparisons]

@@ -82,11 +82,12 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     lines += _answer_section(result, sig)
     if len(result.flows) > 1:
         lines += [f"## Significance at k={k}", "",
-                  "| baseline | flow | measure | Δ mean | p | corrected p | wins / losses / ties |",
+                  "| baseline | flow | measure | Δ mean [95% CI] | p | corrected p | wins / losses / ties |",
                   "|---|---|---|---|---|---|---|"]
         for c in result.comparisons:
             if c.measure.endswith(f"@{k}") or c.measure in answers.MEASURES:
-                lines.append(f"| {c.baseline} | {c.flow} | {c.measure} | {c.delta:+.4f} | {_p(c.p)} | "
+                lines.append(f"| {c.baseline} | {c.flow} | {c.measure} | {c.delta:+.4f} [{c.delta_low:+.3f}, "
+                             f"{c.delta_high:+.3f}] | {_p(c.p)} | "
                              f"{_p(c.p_corrected)} | {c.wins} / {c.losses} / {c.ties} |")
         untested = any(c.p != c.p for c in result.comparisons)
         lines += ["", *(["A p of – is no test: fewer than two queries, or, for the t-test, every query's difference "

@@ -12,6 +12,10 @@ family nor inflates its size (PyTerrier's ``Experiment`` got both wrong). A meas
 only some flows have (the answer measures) is compared among those flows, over the
 queries it covers (those with a gold answer); a baseline without it has no comparisons
 on it.
+
+Each comparison also carries a 95% interval of its Δ, the mean per-query difference, made as the measures' own
+intervals are (``metrics.bootstrap_all``: a bootstrap percentile interval of the differences, on the same seed), so
+a report can say how large a gain may be, not only whether it is there.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from dataclasses import asdict, dataclass
 from typing import Literal, Mapping, Sequence
 
 import numpy as np
+
+from flows.bench.metrics import bootstrap_all
 
 Test = Literal["t", "wilcoxon"]
 Correction = Literal["holm", "bonferroni", "fdr_bh", "none"]
@@ -38,6 +44,8 @@ class Comparison:
     baseline_mean: float
     flow_mean: float
     delta: float  # mean of (flow - baseline) per query
+    delta_low: float  # 95% interval of delta (metrics.bootstrap_all of the per-query differences)
+    delta_high: float
     p: float
     p_corrected: float
     wins: int
@@ -117,9 +125,11 @@ def compare(per_query: Mapping[str, Mapping[str, Mapping[str, float]]], baseline
                 _, a, b = aligned(base, other, covered)
                 family.append((flow, a, b, paired_p(a, b, test)))
             corrected = correct([p for *_, p in family], correction)
+            intervals = bootstrap_all({flow: b - a for flow, a, b, _ in family})
             for (flow, a, b, p), pc in zip(family, corrected):
                 rows.append(Comparison(
                     baseline=baseline, flow=flow, measure=measure, baseline_mean=float(a.mean()),
-                    flow_mean=float(b.mean()), delta=float((b - a).mean()), p=p, p_corrected=pc,
+                    flow_mean=float(b.mean()), delta=float((b - a).mean()), delta_low=intervals[flow].ci_low,
+                    delta_high=intervals[flow].ci_high, p=p, p_corrected=pc,
                     wins=int(np.sum(b > a)), losses=int(np.sum(b < a)), ties=int(np.sum(b == a)), n=int(a.size)))
     return rows

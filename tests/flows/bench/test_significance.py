@@ -91,3 +91,23 @@ def test_a_constant_difference_has_no_t_test_and_no_warning_but_a_wilcoxon_p(per
     nearly = better + np.linspace(0, 1e-7, base.size)  # almost constant: a t-test, far below 0.05
     assert 0 <= significance.paired_p(base, nearly, "t") < 0.05
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
+def test_the_delta_interval_holds_the_delta_and_says_how_large_a_gain_may_be(per_query):
+    """The interval of Δ is the bootstrap of the per-query differences (as the measures' own intervals): it holds
+    Δ, is [0, 0] for identical flows, excludes 0 for a flow better on every query, and is the same on a rerun."""
+    title = per_query["title"]["nDCG@10"]
+    better = {q: v + 0.05 + 0.01 * (i % 3) for i, (q, v) in enumerate(sorted(title.items()))}
+    flows = {"a": {"nDCG@10": title}, "same": {"nDCG@10": title}, "better": {"nDCG@10": better},
+             "other": per_query["notitle"]}
+    rows = {r.flow: r for r in significance.compare(flows, ["a"], ["nDCG@10"])}
+    assert (rows["same"].delta_low, rows["same"].delta_high) == (0.0, 0.0)
+    assert 0.05 <= rows["better"].delta_low <= rows["better"].delta <= rows["better"].delta_high <= 0.07
+    other = rows["other"]
+    assert other.delta_low < other.delta < other.delta_high  # real differences of two flows: a real interval
+    differences = np.array([per_query["notitle"]["nDCG@10"].get(q, 0.0) - v for q, v in sorted(title.items())])
+    assert (other.delta_low, other.delta_high) == pytest.approx(
+        np.percentile([np.random.default_rng(s).choice(differences, differences.size).mean() for s in range(4000)],
+                      [2.5, 97.5]), abs=0.01)  # what a bootstrap of its own finds, to a hundredth
+    again = {r.flow: r for r in significance.compare(flows, ["a"], ["nDCG@10"])}
+    assert again == rows
