@@ -90,7 +90,7 @@ class TaskStore:
             query = query.where(tasks.c.owner == owner)
         with self._reading() as conn:
             row = conn.execute(query).mappings().first()
-        return dict(row) if row else None
+        return _with_result(dict(row)) if row else None
 
     def list_tasks(self, owner: str, *, limit: int | None = None, before: tuple[float, str] | None = None,
                    status: str | None = None) -> list[dict[str, Any]]:
@@ -147,7 +147,7 @@ class TaskStore:
                         for step, info in row.step_progress.items()}
             line = log or (f"{status}: {error}" if error else status)
             done = conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.status.in_(UNFINISHED)).values(
-                status=status, error=error, result=result, step_progress=progress, log=[*row.log, line],
+                status=status, error=error, result_z=result, step_progress=progress, log=[*row.log, line],
                 steps_done=sum(1 for info in progress.values() if info["status"] == "done"),
                 updated=time.time()))
             return done.rowcount == 1
@@ -321,7 +321,16 @@ def _task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[st
             "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,
             "steps_done": 0, "rows_done": 0,
             "step_progress": pending_progress(steps),
-            "log": [first_log], "error": None, "result": None}
+            "log": [first_log], "error": None}  # no result yet: both its columns NULL
+
+
+def _with_result(row: dict[str, Any]) -> dict[str, Any]:
+    """A task row as the callers read it: ``result`` from ``result_z`` (compressed, written since), else from the
+    JSON ``result`` of a row an earlier version wrote (kept as it was, not rewritten)."""
+    compressed = row.pop("result_z", None)
+    if compressed is not None:
+        row["result"] = compressed
+    return row
 
 
 def _claim_refused(conn: Any, index: Any, owner: str) -> str | None:
@@ -360,7 +369,7 @@ def _insert_within(conn: Any, row: dict[str, Any], limit: int) -> bool:
     concurrent enqueues cannot both pass a check that only one of them may pass: it runs in ``_serializable``."""
     active = (sa.select(sa.func.count()).select_from(tasks)
               .where(tasks.c.owner == row["owner"], tasks.c.status.in_(UNFINISHED)).scalar_subquery())
-    values = sa.select(*[sa.literal(row[c.name], type_=c.type).label(c.name) for c in tasks.columns]
+    values = sa.select(*[sa.literal(value, type_=tasks.c[name].type).label(name) for name, value in row.items()]
                        ).where(active < limit)
-    inserted = tasks.insert().from_select([c.name for c in tasks.columns], values).returning(tasks.c.id)
+    inserted = tasks.insert().from_select(list(row), values).returning(tasks.c.id)
     return conn.execute(inserted).first() is not None  # (psycopg's rowcount of an INSERT ... SELECT is -1)
