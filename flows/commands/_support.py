@@ -70,10 +70,12 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
                            f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
     for option, value in inputs.items():
         if value and not path(option, value).is_absolute() and not path(option, value).exists():
-            raise CliError(f"{option} '{value}' is not in this Ray job's copy of the working directory "
-                           "(its upload leaves out git-ignored files such as .tessera/): give an absolute path "
-                           f"the cluster can read (on a local cluster: {option} \"$PWD/{value}\")",
-                           field=option.lstrip("-"))
+            outside = ".." in Path(value).parts  # the upload holds the working directory, nothing above it
+            why = ("it leads out of the working directory, and the job's upload holds only what is inside it"
+                   if outside else "its upload leaves out git-ignored files such as .tessera/")
+            raise CliError(f"{option} '{value}' is not in this Ray job's copy of the working directory ({why}): "
+                           "give an absolute path the cluster can read (on a local cluster: "
+                           f"{option} \"$PWD/{value}\")", field=option.lstrip("-"))
 
 
 def refuse_contradicting_index_options(args: Any, dense_only: tuple[str, ...]) -> None:

@@ -31,9 +31,14 @@ KINDS = ("local", "ray")
 
 @runtime_checkable
 class Executor(Protocol):
-    """What every executor offers: a name and ``run``."""
+    """What every executor offers: a name, ``start`` and ``run``."""
 
     name: str
+
+    def start(self) -> None:
+        """Start what the executor runs on (Ray for ``ray``; nothing for ``local``) before the first ``run``, so a
+        caller that times runs (``tessera bench``) does not count it in the first."""
+        ...
 
     def run(self, flow: "Flow | FlowSpec | str", queries: "pa.Table | str | Iterable[str] | None" = None, *,
             progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":

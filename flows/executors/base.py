@@ -48,7 +48,7 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
         if "qid" not in queries.column_names or "query" not in queries.column_names:
             raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
                             field="queries")
-        return _text_column(_text_column(queries, "qid", numbers=True), "query", numbers=False)
+        return _checked_table(_text_column(_text_column(queries, "qid", numbers=True), "query", numbers=False))
     if isinstance(queries, str):
         queries = [queries]
     if isinstance(queries, (bytes, dict)) or not isinstance(queries, Iterable):
@@ -67,6 +67,27 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
 def query_step(flow: Flow) -> str | None:
     """The first step (in run order) that reads the flow input (no parent and not a source), or None."""
     return next((s for s in flow.needed_steps() if not flow.inputs[s] and flow.operators[s].scope != "source"), None)
+
+
+def _checked_table(table: pa.Table) -> pa.Table:
+    """Refuse what the queries files refuse (``flows.queries``): a query with no text, which dense search answers with
+    arbitrary documents, and, in a queries table (no ``docno``: a results table handed to a reranking flow has a row
+    per document), a qid given twice, whose second query a step keyed by qid would silently drop."""
+    import pyarrow.compute as pc
+
+    texts = table.column("query")
+    empty = pc.or_kleene(pc.is_null(texts), pc.equal(pc.utf8_trim_whitespace(texts), ""))
+    if table.num_rows and pc.any(empty).as_py():
+        row = pc.index(empty, True).as_py()
+        raise SpecError(f"query of row {row + 1} of {table.num_rows} (qid '{table.column('qid')[row].as_py()}') is "
+                        "empty: give the text to search for", field="queries.query")
+    if "docno" not in table.column_names and pc.count_distinct(table.column("qid")).as_py() < table.num_rows:
+        qids = table.column("qid").to_pylist()
+        seen: set = set()
+        twice = next(q for q in qids if q in seen or seen.add(q))
+        raise SpecError(f"qid '{twice}' appears twice in the queries table: each query needs its own qid",
+                        field="queries.qid")
+    return table
 
 
 def _text_column(table: pa.Table, name: str, *, numbers: bool) -> pa.Table:

@@ -32,6 +32,9 @@ class LocalExecutor:
         self.cache = cache
         self.keep_history = keep_history
 
+    def start(self) -> None:
+        """Nothing to start: steps run in this process."""
+
     def run(
         self,
         flow: Flow | FlowSpec | str,

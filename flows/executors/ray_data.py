@@ -88,6 +88,10 @@ class RayDataExecutor:
         self.keep_history = keep_history
         self.ray_init_kwargs = dict(ray_init_kwargs or {})
 
+    def start(self) -> None:
+        """Start a local Ray, or join ``RAY_ADDRESS``, now rather than in the first ``run``."""
+        ensure_ray(**self.ray_init_kwargs)
+
     def run(
         self,
         flow: Flow | FlowSpec | str,
@@ -107,7 +111,7 @@ class RayDataExecutor:
         flow_input = as_queries(queries)
         flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
         state.cancel.raise_if_cancelled()
-        ensure_ray(**self.ray_init_kwargs)
+        self.start()
         check_plugins_on_workers(flow, state.steps)
         _ignore_few_inputs_warning()
         with quiet_ray_data():

@@ -73,6 +73,25 @@ def test_no_queries_for_a_flow_that_reads_them_is_a_spec_error_naming_queries(tm
     assert as_queries(None).num_rows == 0  # without the flow (an executor's default): an empty input
 
 
+@pytest.mark.parametrize("queries, field, words", [
+    ({"qid": ["1", "1"], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid '1' appears twice"),
+    ({"qid": ["1", "2"], "query": ["honey bees", "  "]}, "queries.query", "(qid '2') is empty"),
+    ({"qid": ["1", "2"], "query": ["honey bees", None]}, "queries.query", "(qid '2') is empty"),
+], ids=["qid twice", "blank text", "null text"])
+def test_a_queries_table_the_queries_files_would_refuse_is_refused_not_half_answered(tmp_path, queries, field, words):
+    """A qid given twice lost its second query (one answer for two questions), and an empty text was answered with
+    arbitrary documents by dense search: a table is refused as a queries file is."""
+    import pyarrow as pa
+
+    flow = Flow.load({"name": "f", "steps": {"bm25": {"op": "retrieve.corpus_bm25",
+                                                      "params": {"corpus": corpus_file(tmp_path), "k": 2}}}})
+    with pytest.raises(SpecError) as caught:
+        flow.run(pa.table(queries))
+    assert caught.value.field == field and words in caught.value.message
+    results = pa.table({"qid": ["1", "1"], "query": ["honey bees"] * 2, "docno": ["d1", "d2"]})
+    assert as_queries(results).num_rows == 2  # a results table for a reranking flow: a row per document
+
+
 def test_a_source_only_flow_takes_no_queries(tmp_path):
     csv = tmp_path / "docs.csv"
     csv.write_text("_id,title,text\nd1,Bee,Honey bees\nd2,Opera,Singers\n")

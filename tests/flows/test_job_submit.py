@@ -58,6 +58,10 @@ def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "--index '.tessera/indices/sample' is not in this Ray job's copy of the working directory" in lines[0]
     assert "git-ignored" in lines[0] and '--index "$PWD/.tessera/indices/sample"' in lines[0]
+    outside = run_in_job("demo", "--index", "../indices/sample", "--queries", "data/sample/queries.jsonl",
+                         cwd=job_copy, home=tmp_path / "home")  # above the working directory: never uploaded
+    line, = outside.stderr.strip().splitlines()
+    assert outside.returncode == 2 and "leads out of the working directory" in line and "git-ignored" not in line
 
 
 # -- a real local head ----------------------------------------------------------------------------------------
