@@ -135,7 +135,7 @@ def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> Model
     if spec is not None:
         return spec
     served = sorted({c.id for c in by_name.values() if c.type == "chat" and c.status != "missing"})  # once each
-    flows = [c.id for c in chat_flows.flow_cards(tenant)]
+    flows = [c.id for c in chat_flows.flow_cards(tenant) if c.status != "missing"]  # what /v1/models offers
     raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers; "
                    f"served: {', '.join(served) or 'none'}; flows: {', '.join(flows) or 'none'}", param="model",
                    code="model_not_found")

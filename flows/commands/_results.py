@@ -69,7 +69,9 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):
-        how = " (the model cited none: attributed by shared words)" if meta.get("sources_from") == "overlap" else ""
+        # true whichever style asked: a short answer's prompt asks for no citations at all
+        how = {"overlap": " (attributed by shared words, not cited by the model)",
+               "span": " (the documents that hold the answer)"}.get(meta.get("sources_from"), "")
         out.print(f"  [bold]sources[/]{how}:")
         for reference in meta["references"]:
             out.print(Padding(escape(str(reference)), (0, 0, 0, 4)))

@@ -121,7 +121,10 @@ def unknown_model(model: str) -> str | None:
     """Why ``model`` names no model (neither an alias nor a litellm model string whose provider litellm knows, such
     as a misspelt alias), or None. litellm is imported only for a name that is no alias."""
     found = aliases()
-    if model in found or model.startswith(EMBEDDED_PROVIDER + "/"):
+    embedded = found[model].model if model in found and found[model].embedded else model
+    if embedded.startswith(EMBEDDED_PROVIDER + "/"):
+        return _embedded_problem(model, embedded.split("/", 1)[1])
+    if model in found:
         return None
     import litellm
 
@@ -136,6 +139,32 @@ def unknown_model(model: str) -> str | None:
                 + (f"; did you mean '{close[0]}'?" if close else ""))
 
 
+def _embedded_problem(model: str, name: str) -> str | None:
+    """Why ``name`` names no embedded model (a misspelt packaged name: ``smollm3``), or None. Read from the name
+    alone: whether a .gguf file is there is the pre-run model check's (``missing_file``), so that a
+    request to the service cannot learn which files exist on it from a spec's validation."""
+    from operators.llm.embedded import PACKAGED, gguf_path
+    from operators.models.references import ModelNotFoundError
+
+    if name in PACKAGED or name.endswith(".gguf"):
+        return None
+    try:
+        gguf_path(name)  # (raises for any other name, without looking at files)
+    except ModelNotFoundError as err:
+        return f"model '{model}': {err.message}"
+    return None
+
+
+def missing_file(model: str) -> str | None:
+    """The absolute path of the .gguf file ``model`` (an alias or ``tessera/<path>.gguf``) names when no file is
+    there, else None: what an LLM step declares (``LLMStep.required_models``), so a flow is refused before it runs."""
+    alias = resolve(model)
+    name = alias.model.split("/", 1)[1] if alias.embedded else ""
+    if not name.endswith(".gguf") or (path := Path(name).expanduser()).is_file():
+        return None
+    return str(path.absolute())
+
+
 def resolve(model: str) -> ModelAlias:
     """The alias entry for ``model``, or an entry that passes ``model`` to litellm unchanged."""
     found = aliases()
@@ -145,21 +174,28 @@ def resolve(model: str) -> ModelAlias:
 
 
 def key_env(model: str) -> str | None:
-    """The environment variable that holds ``model``'s key, or None when it needs none or its key is set. What an
+    """The environment variable that holds ``model``'s key, or None when it needs none (or, without an alias's
+    ``api_key_env``, when litellm finds its key set). What an
     LLM step declares (``Operator.required_env``), so an unset key is refused before the steps in front of it run.
 
-    An alias's ``api_key_env`` when it names one. Otherwise a hosted provider's key as litellm's own
+    An alias's ``api_key_env`` when it names one. Otherwise the provider's key as litellm's own
     ``validate_environment`` names it (``openai/gpt-4o-mini``: ``OPENAI_API_KEY``), reported only while unset:
-    litellm knows each provider's variable and we keep no table of our own. Nothing for the embedded model or a
-    server the alias names by ``api_base`` (a local vLLM or llama.cpp server needs no key), and litellm's
-    non-key settings (``OLLAMA_API_BASE`` has a default) are not asked for."""
+    litellm knows each provider's variable and we keep no table of our own. That holds for a server an alias names
+    by ``api_base`` too, as ``tessera models`` says: an ``openai/`` model there needs ``OPENAI_API_KEY`` (litellm's
+    OpenAI client will not call without a key), a ``hosted_vllm/`` one needs none. Nothing for the embedded model,
+    and litellm's non-key settings (``OLLAMA_API_BASE`` has a default) are not asked for."""
     alias = resolve(model)
-    if alias.api_key_env or alias.embedded or alias.api_base:
+    if alias.api_key_env or alias.embedded:
         return alias.api_key_env or None
+    return provider_key_unset(alias)
+
+
+def provider_key_unset(alias: ModelAlias) -> str | None:
+    """The key variable litellm says ``alias``'s provider needs and that is unset, or None."""
     import litellm
 
     try:
-        missing = litellm.validate_environment(alias.model).get("missing_keys") or []
+        missing = litellm.validate_environment(alias.model, api_base=alias.api_base).get("missing_keys") or []
     except Exception:  # noqa: BLE001  (a provider litellm cannot check: its call will say what is wrong)
         return None
     keys = [name for name in missing if name.endswith(("_KEY", "_TOKEN"))]

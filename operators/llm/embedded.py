@@ -24,6 +24,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -56,7 +57,8 @@ def gguf_path(name: str) -> Path:
     if name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
-            raise ModelNotFoundError(f"GGUF file {path} does not exist")
+            raise ModelNotFoundError(f"GGUF file {path} does not exist" + ("" if path.is_absolute() else
+                                     f" (relative to {Path.cwd()})"))
         return path
     if name not in PACKAGED:
         raise ModelNotFoundError(f"unknown embedded model '{name}': use one of {', '.join(PACKAGED)} "
@@ -162,10 +164,14 @@ def _handler_class() -> type:
 
 def llama_options(request: dict[str, Any]) -> dict[str, Any]:
     """The options of a chat request that llama.cpp takes as they are (``LLAMA_OPTIONS``; OpenAI's
-    ``max_completion_tokens`` as ``max_tokens``)."""
+    ``max_completion_tokens`` as ``max_tokens``), and a fresh random ``seed`` for a sampled reply that names none:
+    llama-cpp-python derives each call's seed from a fixed default, so every new process sampled the same first
+    reply. Temperature 0 is greedy (the seed is not used): it stays deterministic."""
     options = {key: request[key] for key in LLAMA_OPTIONS if request.get(key) is not None}
     if request.get("max_completion_tokens") is not None:
         options["max_tokens"] = request["max_completion_tokens"]
+    if options.get("seed") is None and options.get("temperature") != 0:  # (llama.cpp's default temperature: 0.2)
+        options["seed"] = secrets.randbits(31)
     return options
 
 

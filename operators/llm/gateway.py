@@ -17,6 +17,7 @@ Usage::
 from __future__ import annotations
 
 import os
+import re
 import time
 from typing import Any, Callable, Literal, Sequence
 
@@ -24,7 +25,7 @@ from pydantic import BaseModel, Field
 
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.llm.aliases import ModelAlias, resolve, unknown_model
+from operators.llm.aliases import ModelAlias, key_env, missing_file, resolve, unknown_model
 from operators.llm.loading import loaded_once
 
 #: A prompt: one user message as text, or chat messages (``[{"role": ..., "content": ...}]``).
@@ -98,16 +99,18 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     if (problem := unknown_model(model)) is not None:  # litellm would raise its own BadRequestError
         raise LLMError(problem, kind="not_found")
     alias = resolve(model)
+    if alias.embedded and (missing := missing_file(model)) is not None:
+        raise LLMError(f"{named(model, alias)}: GGUF file {missing} does not exist", kind="not_found")
     kwargs: dict[str, Any] = {"temperature": temperature, "max_tokens": max_tokens, **params}
     if timeout is not None:
         kwargs["timeout"] = timeout
     if num_retries is not None:
         kwargs["num_retries"] = num_retries
+    variable = key_env(model)
+    if variable is not None and not os.environ.get(variable):  # litellm would retry it, then fail as "api"
+        raise LLMError(f"{named(model, alias)} needs its key in ${variable}, which is not set", kind="auth")
     if alias.api_key_env:
-        key = os.environ.get(alias.api_key_env)
-        if not key:
-            raise LLMError(f"model '{model}' needs its key in ${alias.api_key_env}, which is not set", kind="auth")
-        kwargs["api_key"] = key
+        kwargs["api_key"] = os.environ[alias.api_key_env]
     router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
     if alias.embedded:
         from operators.llm.embedded import preload
@@ -125,7 +128,7 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         raise
     except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
         checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
-        raise LLMError(f"{type(err).__name__}: {_first_line(err)}", kind=_kind(err),
+        raise LLMError(f"{named(model, alias)}: {_detail(err)}", kind=_kind(err),
                        seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started
     choice = response.choices[0] if response.choices else None
@@ -189,7 +192,19 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
     return each_concurrently(one, prompts, workers)
 
 
+def named(model: str, alias: ModelAlias) -> str:
+    """Which model a failed call asked, for its message: the alias, its litellm string and its server, never a
+    key (``model 'gemma2' (ollama_chat/gemma2 at http://localhost:11434)``)."""
+    from operators.llm.reachable import server_of
+
+    server = server_of(alias)
+    target = f"{alias.model} at {server}" if server else alias.model
+    return f"model '{model}'" if target == model else f"model '{model}' ({target})"
+
+
 def _kind(err: Exception) -> ErrorKind:
+    """litellm's exception class first; then the transport error it wraps; then its message, for the missing key
+    that litellm's OpenAI client reports as an ``InternalServerError`` or an ``APIError`` ("Missing credentials")."""
     import litellm
 
     checks: list[tuple[Any, ErrorKind]] = [
@@ -200,7 +215,12 @@ def _kind(err: Exception) -> ErrorKind:
     for cls, kind in checks:
         if isinstance(err, cls):
             return kind
-    return _transport_kind(err) or "api"
+    return _transport_kind(err) or ("auth" if _MISSING_KEY.search(str(err)) else "api")
+
+
+#: How litellm and the OpenAI client say that no key was given (an ``InternalServerError`` in litellm 1.110).
+_MISSING_KEY = re.compile(r"Missing credentials|api_key client option must be set|OPENAI_API_KEY environment variable"
+                          r"|No API key provided", re.IGNORECASE)
 
 
 def _transport_kind(err: BaseException) -> ErrorKind | None:
@@ -217,10 +237,19 @@ def _transport_kind(err: BaseException) -> ErrorKind | None:
     return "timeout" if isinstance(link, httpx.TimeoutException) else "connection"
 
 
+def _detail(err: Exception) -> str:
+    """What went wrong, in a few words: ``connection refused`` for a refused connection (litellm says it as
+    "Connection error." or "[Errno 111] Connection refused" depending on the provider), else litellm's class
+    and first line."""
+    from operators.errors import in_chain
+
+    if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
+        return "connection refused"
+    return f"{type(err).__name__}: {_first_line(err)}"
+
+
 def _first_line(err: Exception) -> str:
     """The error's first line, without the exception names litellm writes before it ("litellm.BadRequestError: ")."""
-    import re
-
     text = str(err).strip().splitlines()
     line = re.sub(r"^(?:litellm\.\w+: )+", "", text[0]) if text else ""
     # and the class names litellm repeats inside: "InternalServerError: OpenAIException - Connection error."

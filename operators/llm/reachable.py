@@ -13,6 +13,32 @@ def ollama_base(alias: ModelAlias) -> str:
     return (alias.api_base or os.environ.get("OLLAMA_API_BASE") or OLLAMA_DEFAULT).rstrip("/")
 
 
+def server_of(alias: ModelAlias) -> str | None:
+    """The URL ``alias``'s calls go to, without any user or password in it, for messages: its ``api_base``, an
+    Ollama server's base, or the provider's default as litellm knows it (None: the embedded model, or unknown)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    if alias.embedded:
+        return None
+    if alias.provider in ("ollama", "ollama_chat"):
+        url = ollama_base(alias)
+    elif alias.api_base:
+        url = alias.api_base
+    else:
+        import litellm
+
+        try:
+            url = litellm.get_llm_provider(alias.model)[3]
+        except Exception:  # noqa: BLE001  (a provider litellm does not know: its call says so)
+            return None
+        if not url:
+            return None
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url
+    return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+
+
 def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]:
     """``(reachable, why)``: the embedded model's weights and engine are installed; an Ollama server answers
     on its base URL; an API model's key variable is set (litellm knows each provider's variable)."""
@@ -40,9 +66,10 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         if os.environ.get(alias.api_key_env):
             return True, f"${alias.api_key_env} is set"
         return False, f"${alias.api_key_env} is not set"
-    import litellm
+    from operators.llm.aliases import provider_key_unset
 
-    found = litellm.validate_environment(model=alias.model)
-    if found.get("keys_in_environment"):
-        return True, "its key variables are set" if found.get("missing_keys") == [] else "no key needed"
-    return False, f"set {', '.join(found.get('missing_keys') or ['its API key'])}"
+    if (unset := provider_key_unset(alias)) is not None:
+        return False, f"set {unset}"
+    if alias.api_base:  # litellm's check: this provider needs no key here, or its key is set
+        return True, f"no key missing; the server at {server_of(alias)} is not asked (--check asks it)"
+    return True, "its key is set, as litellm's check says (the provider is not asked)"

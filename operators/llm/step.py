@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import ParamsError
-from operators.llm.aliases import key_env, known_model, model_identity
+from operators.llm.aliases import key_env, known_model, missing_file, model_identity
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
 
@@ -122,6 +122,15 @@ class LLMStep(Operator):
         found = super().required_env()
         if self.calls_model() and (variable := key_env(self.params.model)):
             found["params.model"] = variable
+        return found
+
+    def required_models(self) -> dict[str, str]:
+        """With the marked params', the .gguf file the step's embedded model names when it is not there, so the flow
+        is refused before the retrieval in front of it (``MissingModelsError``, as a missing encoder is). A file that
+        is there is not declared: the pre-run check resolves model folders, and loading is the call's to try."""
+        found = super().required_models()
+        if self.calls_model() and (missing := missing_file(self.params.model)):
+            found["params.model"] = missing
         return found
 
     def ask(self, prompts: Mapping[K, Prompt], qids: Mapping[K, str] | None = None,

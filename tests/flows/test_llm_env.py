@@ -127,3 +127,31 @@ def test_bench_refuses_an_unset_reranker_key_before_building_any_index(corpus, t
     err = capsys.readouterr().err
     assert "flow api: environment variable $TESSERA_TEST_BENCH_KEY (step cohere, params.api_key_env) is not set" in err
     assert not indices.exists() and not out.exists()
+
+
+def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tessera_models_says(
+        corpus, tmp_path, monkeypatch, capsys):
+    """An ``openai/`` model on a local ``api_base`` with no ``api_key_env``: litellm's OpenAI client will not call it
+    without $OPENAI_API_KEY (docs/llm.md), so the run is refused before its retrieval, as `tessera models` says; a
+    ``hosted_vllm/`` one needs no key, and `tessera models` says its server was not asked."""
+    from flows.commands import main
+    from operators.llm.aliases import resolve
+    from operators.llm.reachable import reachability
+
+    models = tmp_path / "models.yaml"
+    models.write_text("nokey_openai: {model: openai/smollm2, api_base: 'http://127.0.0.1:9/v1'}\n"
+                      "nokey_vllm: {model: hosted_vllm/qwen, api_base: 'http://127.0.0.1:9/v1'}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    assert reachability(resolve("nokey_openai")) == (False, "set OPENAI_API_KEY")
+    spec = tmp_path / "rag_key.yaml"
+    spec.write_text(json.dumps(rag(corpus, "nokey_openai")))
+    assert main(["run", str(spec), "--queries", "honey bees", "--no-cache"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "$OPENAI_API_KEY (step answer, params.model) is not set here, so nothing was run" in err
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local")
+    check_env(Flow.load(rag(corpus, "nokey_openai")).built)
+    monkeypatch.delenv("OPENAI_API_KEY")
+    check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
+    reachable, why = reachability(resolve("nokey_vllm"))
+    assert reachable and why == "no key missing; the server at http://127.0.0.1:9/v1 is not asked (--check asks it)"

@@ -69,3 +69,70 @@ def test_tessera_models_says_what_is_reachable(fault_models, monkeypatch, run_cl
     status, out = run_cli("models", "gemma2", "fault-ok", "--check")
     assert status == 0 and "no Ollama server answers" in out and "answered in" in out
     assert fault_models.attempts["ok"] == 1
+
+
+CORPUS = [{"_id": "d1", "title": "Bee", "text": "Honey bees make honey from the nectar of flowers."},
+          {"_id": "d2", "title": "Opera", "text": "An opera is a drama set to music, composed for singers."}]
+
+
+def answer_spec(tmp_path, model: str, **answer: object) -> str:
+    """A spec file: BM25 over a two-document corpus, numbered context, an answer from ``model``."""
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(doc) + "\n" for doc in CORPUS))
+    spec = tmp_path / "answer.yaml"
+    spec.write_text(json.dumps({"name": "answer", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(corpus), "k": 2}},
+        "context": {"op": "generate.context"},
+        "answer": {"op": "generate.answer", "params": {"model": model, **answer}},
+        "references": {"op": "generate.references"}}}))
+    return str(spec)
+
+
+def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monkeypatch, run_cli):
+    """The degraded reason and `tessera models --check` name the alias, its litellm model and its server."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    models = tmp_path / "models.yaml"
+    models.write_text(f"gone: {{model: ollama_chat/gemma2, api_base: 'http://127.0.0.1:{port}'}}\n"
+                      f"gone_api: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.setenv("GONE_KEY", "sk-gone-secret")
+    status, out = run_cli("run", answer_spec(tmp_path, "gone", num_retries=0), "--queries", "honey bees", "--json",
+                          "--quiet", "--no-cache")
+    degraded = json.loads(out)["metadata"]["1"]["degraded"]
+    assert status == 0 and degraded["step"] == "answer"
+    assert degraded["reason"] == f"connection: model 'gone' (ollama_chat/gemma2 at http://127.0.0.1:{port}): " \
+                                 "connection refused"
+    status, out = run_cli("models", "gone_api", "--check", "--json")
+    (row,) = json.loads(out)["models"]
+    assert row["check"] == f"failed: model 'gone_api' (openai/x at http://127.0.0.1:{port}/v1): connection refused"
+    assert "sk-gone-secret" not in out
+
+
+def test_a_missing_gguf_file_is_refused_before_the_run_in_one_line(tmp_path, monkeypatch, capsys):
+    """As a missing encoder is (``MissingModelsError``): the step and the file named, nothing run."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    missing = tmp_path / "nope.gguf"
+    out = tmp_path / "out.jsonl"
+    assert main(["run", answer_spec(tmp_path, f"tessera/{missing}"), "--queries", "honey bees", "--no-cache",
+                 "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and not out.exists(), err
+    assert err.startswith("tessera: error: 1 model(s) needed are not on this machine, so nothing was run: "
+                          f"'{missing}' for flow answer, step answer (params.model): model path {missing} does not "
+                          "exist"), err
+
+
+def test_a_short_answers_sources_are_not_said_to_be_uncited(fault_models, tmp_path, run_cli):
+    """style: short asks for the answer span and no citations: its sources line says how they were found, not that
+    the model cited none."""
+    fault_models.reply = "Flower nectar"  # in no document word for word: sources by shared words
+    status, out = run_cli("run", answer_spec(tmp_path, "fault-ok", style="short"), "--queries",
+                          "what do bees make honey from", "--no-cache")
+    assert status == 0 and "answer:" in out, out
+    assert "sources (attributed by shared words, not cited by the model):" in out and "cited none" not in out

@@ -21,7 +21,8 @@ def test_a_prompt_over_the_embedded_models_context_is_a_bad_request_that_says_so
         with pytest.raises(LLMError) as err:
             complete("bee " * 5000, model="local", max_tokens=4, on_text=on_text)
         assert err.value.kind == "bad_request"  # the caller's to shorten, and not retried
-        assert err.value.message == ("ContextWindowExceededError: the messages are 5,031 tokens, and the model reads "
+        assert err.value.message == ("model 'local' (tessera/smollm2-135m-instruct): ContextWindowExceededError: the "
+                                     "messages are 5,031 tokens, and the model reads "
                                      "at most 4,096 (its context window, the answer included): start a new "
                                      "conversation, or send shorter messages")
 
@@ -80,20 +81,92 @@ def test_a_timeout_and_a_rate_limit_say_so(fault_models):
     assert err.value.kind == "rate_limit"
 
 
-def test_a_server_that_refuses_the_connection_is_a_connection_error_with_its_seconds(tmp_path, monkeypatch):
+def closed_port() -> int:
+    """A localhost port nothing listens on."""
     import socket
 
-    with socket.socket() as closed:  # a port nothing listens on
+    with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
-        port = closed.getsockname()[1]
+        return closed.getsockname()[1]
+
+
+def test_a_server_that_refuses_the_connection_is_a_connection_error_naming_the_model(tmp_path, monkeypatch):
+    """The message names the alias, its litellm model and its server (never a key or a URL's password), for an
+    OpenAI-compatible server (litellm: "Connection error.") and for Ollama (litellm: "[Errno 111]")."""
+    port = closed_port()
     models = tmp_path / "models.yaml"
-    models.write_text(f"gone: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n")
+    models.write_text(f"gone: {{model: openai/x, api_base: 'http://127.0.0.1:{port}/v1', api_key_env: GONE_KEY}}\n"
+                      f"gone_ollama: {{model: ollama_chat/gemma2, api_base: 'http://127.0.0.1:{port}'}}\n"
+                      f"gone_vllm: {{model: hosted_vllm/q, api_base: 'http://me:pa55@127.0.0.1:{port}/v1'}}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
-    monkeypatch.setenv("GONE_KEY", "sk-test")
-    with pytest.raises(LLMError) as err:
-        complete("hi", model="gone", num_retries=0)
-    assert err.value.kind == "connection" and err.value.seconds > 0, err.value.message
-    assert err.value.message == "InternalServerError: Connection error."
+    monkeypatch.setenv("GONE_KEY", "sk-test-secret")
+    expected = {"gone": f"openai/x at http://127.0.0.1:{port}/v1",
+                "gone_ollama": f"ollama_chat/gemma2 at http://127.0.0.1:{port}",
+                "gone_vllm": f"hosted_vllm/q at http://127.0.0.1:{port}/v1"}  # (its password left out)
+    for model, where in expected.items():
+        with pytest.raises(LLMError) as err:
+            complete("hi", model=model, num_retries=0)
+        assert err.value.kind == "connection" and err.value.seconds > 0, err.value.message
+        assert err.value.message == f"model '{model}' ({where}): connection refused"
+
+
+def test_an_unset_provider_key_is_auth_and_never_sent(tmp_path, monkeypatch):
+    """``openai/...`` without $OPENAI_API_KEY, named as it is or by an alias with an api_base and no api_key_env:
+    refused at once as ``auth`` (litellm would retry its "Missing credentials" error, then call it a server error),
+    which is what ``tessera models`` and a flow's pre-run check say too."""
+    import time
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    models = tmp_path / "models.yaml"
+    models.write_text(f"nokey_openai: {{model: openai/smollm2, api_base: 'http://127.0.0.1:{closed_port()}/v1'}}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    for model in ("openai/gpt-4o-mini", "nokey_openai"):
+        started = time.perf_counter()
+        with pytest.raises(LLMError) as err:
+            complete("hi", model=model)
+        assert err.value.kind == "auth" and "needs its key in $OPENAI_API_KEY" in err.value.message
+        assert err.value.seconds == 0 and time.perf_counter() - started < 1.0
+
+
+def test_litellms_missing_credentials_error_is_classed_auth(monkeypatch):
+    """Should a call get through without a key, litellm's error for it (an ``InternalServerError`` whose message says
+    "Missing credentials") is ``auth``, not ``api``: classed by litellm's class first, its message second."""
+    import litellm
+
+    from operators.llm.gateway import _kind
+
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with pytest.raises(Exception) as raised:
+        litellm.completion(model="openai/x", api_base=f"http://127.0.0.1:{closed_port()}/v1", num_retries=0,
+                           messages=[{"role": "user", "content": "hi"}])
+    assert "Missing credentials" in str(raised.value) and _kind(raised.value) == "auth"
+
+
+def test_a_misspelt_or_missing_embedded_model_is_refused_before_any_call(tmp_path, monkeypatch):
+    """A misspelt embedded name is refused when the step is made (from the name alone); a .gguf file that is not
+    there is declared by the step (``required_models``: the pre-run check refuses the flow) and refused by the
+    gateway before the model is loaded."""
+    from operators import create
+    from operators.errors import ParamsError
+
+    refused = "unknown embedded model 'smollm3': use one of smollm2-135m-instruct"
+    with pytest.raises(ParamsError, match=refused) as raised:
+        create("generate.answer", {"model": "tessera/smollm3"}, step_id="answer")
+    assert raised.value.field == "params.model"
+    gone = tmp_path / "nope.gguf"
+    cases = {"tessera/smollm3": refused, f"tessera/{gone}": f"GGUF file {gone} does not exist"}
+    for model, reason in cases.items():
+        with pytest.raises(LLMError) as err:
+            complete("hi", model=model)
+        assert err.value.kind == "not_found" and err.value.message.startswith(f"model '{model}': {reason}")
+    assert create("generate.answer", {"model": f"tessera/{gone}"}).required_models() == {"params.model": str(gone)}
+    models = tmp_path / "models.yaml"  # an alias naming the file
+    models.write_text(f"mine: tessera/{gone}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    assert create("generate.answer", {"model": "mine"}).required_models() == {"params.model": str(gone)}
+    gone.write_bytes(b"")  # there: nothing to declare (whether it loads is the call's to say)
+    assert create("generate.answer", {"model": "mine"}).required_models() == {}
+    assert create("generate.answer", {"model": "local"}).required_models() == {}
 
 
 def test_keys_come_from_the_environment_only(fault_models, monkeypatch):

@@ -1,0 +1,41 @@
+"""Where a chat request's ``model`` goes (``serve.chat.chat_target``), and the 404 for a name that is neither a served
+model nor a flow that answers: it lists what ``GET /v1/models`` offers (``chat_flows.flow_cards``), not a flow listed
+there as ``missing`` (``rag_gold`` needs tessera bench's dataset). Real files in a temporary $TESSERA_HOME; nothing
+runs, so no Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from serve.chat import chat_target
+from serve.chat_flows import flow_cards
+from serve.errors import ApiError
+from serve.schemas import ModelCard
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+SMOLLM2 = {"deployment": "smollm2", "kind": "llm", "engine": "llama_cpp", "model": "smollm2-135m-instruct"}
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TESSERA_MODELS", raising=False)
+    args = ServiceArgs(default_index=str(tmp_path), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [SMOLLM2], "tessera")
+
+
+def test_the_404_lists_only_the_flows_models_offers(service):
+    ready = ModelCard(id="smollm2", type="chat", operator="llama_cpp", deployment="smollm2", status="ready")
+    gone = ModelCard(id="big", type="chat", operator="vllm", deployment="big", status="missing", reason="no vllm")
+    by_name = {"smollm2": ready, "big": gone}
+    cards = {card.id: card for card in flow_cards("local")}
+    assert cards["rag"].status != "missing" and cards["rag_gold"].status == "missing"
+    assert chat_target("smollm2", by_name, "local") is ready
+    with pytest.raises(ApiError) as err:
+        chat_target("no-such-flow", by_name, "local")
+    assert err.value.status == 404 and err.value.code == "model_not_found"
+    served, flows = err.value.message.split("served: ", 1)[1].split("; flows: ")
+    assert served == "smollm2"
+    assert set(flows.split(", ")) == {name for name, card in cards.items() if card.status != "missing"}
+    assert "rag" in flows.split(", ") and "rag_gold" not in flows
