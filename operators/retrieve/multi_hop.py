@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
-from operators.llm.aliases import key_env, known_model, model_identity
+from operators.llm.aliases import key_env, known_model, missing_file, model_identity
 from operators.local_files import llm_model
 from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
@@ -129,7 +129,12 @@ class MultiHopRetriever(Operator):
                 "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
 
     def required_models(self) -> dict[str, str]:
-        return {where: ref for op in self._retrievers for where, ref in op.required_models().items()}
+        """Its retrievers' models, and the .gguf ``follow_up_model`` names when it is not there (``follow_up: llm``),
+        so the flow is refused before it runs, as a language-model step is."""
+        found = {where: ref for op in self._retrievers for where, ref in op.required_models().items()}
+        if self.params.follow_up == "llm" and (missing := missing_file(self.params.follow_up_model)):
+            found["params.follow_up_model"] = missing
+        return found
 
     def required_env(self) -> dict[str, str]:
         """The key variable of ``follow_up_model``'s alias, only when ``follow_up: llm`` calls it."""

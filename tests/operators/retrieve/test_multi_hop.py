@@ -172,3 +172,13 @@ def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_
                for m in marks.values())
     titles = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5)(queries(2))
     assert failing.column("docno").to_pylist() == titles.column("docno").to_pylist()
+
+
+def test_a_missing_follow_up_gguf_is_declared_so_the_flow_is_refused_before_it_runs(tmp_path):
+    """As a language-model step does: ``follow_up: llm`` with a .gguf that is not there is a model the pre-run check
+    reports; with title links the model is never called, so nothing is declared."""
+    missing = tmp_path / "nope.gguf"
+    params = {"index": str(tmp_path / "idx"), "retriever": "bm25", "follow_up_model": f"tessera/{missing}"}
+    asked = create("retrieve.multi_hop", {**params, "follow_up": "llm"}, step_id="hops")
+    assert asked.required_models() == {"params.follow_up_model": str(missing)}
+    assert create("retrieve.multi_hop", params, step_id="hops").required_models() == {}
