@@ -5,7 +5,9 @@ node reaches: ``file://`` (a local or mounted path, as is), ``s3://`` and ``gs:/
 pyarrow's filesystems (credentials as pyarrow reads them: the cloud's usual environment
 variables or instance roles). The work runs on local files: an input (queries, a BEIR dataset,
 a corpus) is copied into a temporary folder first; an output is written there and copied up
-only once complete, so nobody reads half of it. Indices are local or mounted folders only:
+only once complete, so nobody reads half of it. What a command reads back from its own earlier
+output (``tessera bench``'s saved runs and MLflow store) is copied down into that folder first,
+so a remote output resumes and grows as a local one does. Indices are local or mounted folders only:
 their shards are opened as files (FAISS, Parquet); docs/cluster.md says how to share them.
 """
 
@@ -68,13 +70,14 @@ def local_input(value: str | None, field: str) -> Iterator[str | None]:
 
 
 @contextlib.contextmanager
-def local_output(value: str | None, field: str) -> Iterator[str | None]:
+def local_output(value: str | None, field: str, *, reads_back: tuple[str, ...] = ()) -> Iterator[str | None]:
     """Where to write the output locally; a remote URI gets it copied up (file or folder) when the block ends
-    without an error."""
+    without an error. ``reads_back``: names in a remote output folder that the work reads again (a cache, a
+    store it appends to): those there are copied down first."""
     if not is_uri(value):
         yield value
         return
-    with pushed(*filesystem(value, field)) as path:
+    with pushed(*filesystem(value, field), reads_back=reads_back) as path:
         yield path
 
 
@@ -95,8 +98,9 @@ def fetched(fs: Any, path: str, *, label: str, field: str) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def pushed(fs: Any, path: str) -> Iterator[str]:
-    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs``."""
+def pushed(fs: Any, path: str, *, reads_back: tuple[str, ...] = ()) -> Iterator[str]:
+    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs`` (nothing when
+    the block fails). ``reads_back``: names under the folder ``path`` copied down first (``fetched_back``)."""
     import pyarrow.fs as pafs
 
     if isinstance(fs, pafs.LocalFileSystem):
@@ -104,6 +108,22 @@ def pushed(fs: Any, path: str) -> Iterator[str]:
         return
     with tempfile.TemporaryDirectory(prefix="tessera-out-") as folder:
         local = Path(folder) / PurePosixPath(path).name
+        fetched_back(fs, path, local, reads_back)
         yield str(local)
         fs.create_dir(str(PurePosixPath(path).parent) if local.is_file() else path)
         pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+
+
+def fetched_back(fs: Any, path: str, local: Path, names: tuple[str, ...]) -> None:
+    """Copy each of ``names`` (file or folder) under the folder ``path`` on ``fs`` into the folder ``local``,
+    those that are there: a first run finds none, which is fine."""
+    import pyarrow.fs as pafs
+
+    for name in names:
+        source = f"{path.rstrip('/')}/{name}"
+        info = fs.get_file_info(source)
+        if info.type == pafs.FileType.NotFound:
+            continue
+        target = local / name
+        (target if info.type == pafs.FileType.Directory else target.parent).mkdir(parents=True, exist_ok=True)
+        pafs.copy_files(source, str(target), source_filesystem=fs, destination_filesystem=pafs.LocalFileSystem())

@@ -47,7 +47,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     except OSError as err:
         raise BenchError(f"cannot make --out {out}: {err.strerror or err}", field="out") from None
     tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
-    cache = runs.RunCache(out / "runs", enabled=options.cache)
+    cache = runs.RunCache(out / runs.FOLDER, enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
     if any(f.spec.unset_index_steps() for f in flows):  # its indices are built there: a bad folder fails now
         _check_index_root(index_root, given=bool(options.index_dir))
@@ -91,8 +91,16 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     result.files.update(report.write_report(result, out))
     if tracker is not None:
         where = tracking.log_benchmark(result, tracker)
+        if options.mlflow_uri is None and options.out_shown:  # the default store, copied up with the rest
+            where = options.shown(out / tracking.STORE_FILE)
         reporter.log(f"MLflow: {len(flows)} run{'' if len(flows) == 1 else 's'} logged to {where}")
     return result
+
+
+def reads_back(*, cache: bool, default_store: bool) -> tuple[str, ...]:
+    """What a benchmark reads from its own ``--out``, so what a remote one must copy down first: the saved runs
+    (the run cache) and the default MLflow store, which each benchmark appends to."""
+    return tuple(name for name, read in ((runs.FOLDER, cache), (tracking.STORE_FILE, default_store)) if read)
 
 
 def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
@@ -158,7 +166,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         hits = result.cache_hit_ratio
         stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{runs.from_step_cache(hits)}, {table.num_rows} "
-                                          f"results -> {stored.path}")
+                                          f"results -> {options.shown(stored.path)}")
     stored.write_trec()  # a cached run from before .trec files were written gets one too
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,

@@ -96,8 +96,8 @@ def _summary(result: "BenchResult") -> dict[str, Any]:
         "options": {"ks": result.ks, "baselines": result.baselines, "test": o.test, "correction": o.correction,
                     "executor": o.executor, "limit": o.limit, "cache": o.cache,
                     "min_relevance": o.min_relevance},
-        "flows": {name: {"source": fr.source, "key": fr.key, "run_file": str(fr.run.path),
-                         "trec_file": str(fr.run.trec_path), "cached": fr.run.cached,
+        "flows": {name: {"source": fr.source, "key": fr.key, "run_file": o.shown(fr.run.path),
+                         "trec_file": o.shown(fr.run.trec_path), "cached": fr.run.cached,
                          "seconds": round(fr.run.seconds, 3), "results": fr.run.table.num_rows,
                          "step_cache_hits": None if fr.run.step_cache_hits is None
                          else round(fr.run.step_cache_hits, 4),

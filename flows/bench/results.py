@@ -40,6 +40,8 @@ class BenchOptions:
     cache_dir: str | Path | None = None  # the step cache's folder (default $TESSERA_HOME/cache)
     mlflow: bool = True
     mlflow_uri: str | None = None  # default: sqlite:///<out>/mlflow.db
+    #: ``--out`` as given when ``out`` is its local copy (a remote URI): the paths the outputs name are under it.
+    out_shown: str | None = None
 
     def __post_init__(self) -> None:
         self.ks = check_ks(list(self.ks))
@@ -53,6 +55,14 @@ class BenchOptions:
         grade = self.min_relevance
         if isinstance(grade, bool) or not isinstance(grade, int) or grade < 1:
             raise BenchError(f"bad --min-relevance {grade!r}: give a grade of 1 or more", field="min-relevance")
+
+    def shown(self, path: str | Path) -> str:
+        """A path under ``out`` as the user knows it: under ``out_shown`` (``s3://bucket/out/runs/...``) when
+        ``out`` is a remote output's local copy, which is gone once the benchmark ends."""
+        text, local = str(path), str(Path(self.out).expanduser())
+        if self.out_shown is None or not text.startswith(local):
+            return text
+        return self.out_shown.rstrip("/") + text[len(local):]
 
 
 @dataclass

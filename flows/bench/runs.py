@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from flows.bench.errors import BenchError
 
 RUN_COLUMNS = ("qid", "docno", "rank", "score")
+FOLDER = "runs"  # the run cache's folder in a benchmark's --out
 
 
 def run_key(spec_json: dict[str, Any], queries_sha: str, qrels_sha: str, max_k: int) -> str:

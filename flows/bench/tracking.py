@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 #: SQLAlchemy URI schemes MLflow stores runs in through a database (its migrations need alembic).
 SQL_SCHEMES = ("sqlite", "postgresql", "mysql", "mssql")
+STORE_FILE = "mlflow.db"  # the default store, in a benchmark's --out
 
 
 def metric_name(measure: str) -> str:
@@ -37,7 +38,7 @@ def metric_name(measure: str) -> str:
 
 
 def default_uri(out: Path) -> str:
-    return f"sqlite:///{(Path(out).resolve() / 'mlflow.db').as_posix()}"
+    return f"sqlite:///{(Path(out).resolve() / STORE_FILE).as_posix()}"
 
 
 def required_modules(uri: str | None) -> tuple[str, ...]:
@@ -57,7 +58,7 @@ class Tracker:
 
 def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
     """Open (create) the store and the experiment; any failure is one line, before anything runs."""
-    uri = uri or default_uri(out)
+    default, uri = uri is None, uri or default_uri(out)
     parsed = urlparse(uri)
     if parsed.scheme in ("file", ""):
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
@@ -68,6 +69,8 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         from mlflow.tracking import MlflowClient
 
         with _first_open_lock(uri):
+            if default:
+                _follow_moved_store(Path(out).resolve() / STORE_FILE, _artifact_root(uri))
             client = MlflowClient(uri)
             name = f"tessera-bench-{dataset_name}"
             experiment = client.get_experiment_by_name(name)
@@ -110,6 +113,25 @@ def _first_open_lock(uri: str):
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _follow_moved_store(database: Path, root: str) -> None:
+    """A default store names the artifact folder beside it where it was made; one moved with its folder (a
+    remote --out's, copied down into a new temporary folder by each benchmark) would log new runs' artifacts
+    there, outside the folder. Point its experiments and runs at the ``mlartifacts/`` beside it now (MLflow has
+    no call that moves an experiment: its tables are updated, only where they name an old ``mlartifacts/``)."""
+    import sqlite3
+
+    if not database.is_file():
+        return
+    with contextlib.closing(sqlite3.connect(database)) as db, db:
+        moved = db.execute("SELECT experiment_id, artifact_location FROM experiments WHERE artifact_location != ? "
+                           "AND artifact_location LIKE 'file:%/mlartifacts'", (root,)).fetchall()
+        for experiment_id, old in moved:
+            db.execute("UPDATE experiments SET artifact_location = ? WHERE experiment_id = ?", (root, experiment_id))
+            db.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?) WHERE experiment_id = ? "
+                       "AND substr(artifact_uri, 1, ?) = ?", (root, len(old) + 1, experiment_id, len(old) + 1,
+                                                             old + "/"))
 
 
 def _artifact_root(uri: str) -> str | None:

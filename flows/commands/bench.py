@@ -72,33 +72,36 @@ def handle(args: argparse.Namespace) -> int:
     require_extra("bench", ("ir_measures", "statsmodels", "matplotlib", "torchmetrics")
                   + (() if args.no_mlflow else tracking.required_modules(args.mlflow_uri)))
     from flows.bench.console import BenchReporter
-    from flows.bench.core import BenchOptions, benchmark
+    from flows.bench.core import BenchOptions, benchmark, reads_back
     from flows.train import train_command
 
     interrupts = StopOnInterrupt()  # as ``tessera ingest``: a second Ctrl-C during an index build exits at once
+    # A remote --out resumes as a local one: its saved runs and default MLflow store are copied down first.
+    kept = reads_back(cache=not args.no_cache, default_store=not args.no_mlflow and not args.mlflow_uri)
     try:
         with interrupts, uris.local_input(args.dataset, "dataset") as dataset, \
-                uris.local_output(args.out, "out") as out:
+                uris.local_output(args.out, "out", reads_back=kept) as out:
             options = BenchOptions(dataset=dataset, flows=args.flows, out=out, split=args.split,
                                    ks=parse_ks(args.k), baselines=args.baselines, test=args.test,
                                    correction=args.correction, executor=args.executor, limit=args.limit,
                                    min_relevance=args.min_relevance,
                                    index_dir=uris.local_path(args.index_dir, "index-dir"),
                                    cache_dir=uris.local_path(args.cache_dir, "cache-dir"),
-                                   cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri)
+                                   cache=not args.no_cache, mlflow=not args.no_mlflow, mlflow_uri=args.mlflow_uri,
+                                   out_shown=args.out if uris.is_uri(args.out) else None)
             reporter = BenchReporter(enabled=not args.quiet)
             result = benchmark(options, reporter, how_to_make=train_command)
     except KeyboardInterrupt:  # finished runs and committed index shards stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
     if args.json:
-        print_json(summary_data(result, out, args.out))
+        print_json(summary_data(result))
     else:
-        _print_summary(result, out, args.out)
+        _print_summary(result)
     return 0
 
 
-def summary_data(result, local_out: str, out: str) -> dict:
+def summary_data(result) -> dict:
     """The summary table's figures as data: per flow every measure's mean and how its run went, and the files."""
     from flows.bench.report import headline_k
 
@@ -107,11 +110,11 @@ def summary_data(result, local_out: str, out: str) -> dict:
             "flows": {flow: {"measures": {m: float(s.mean) for m, s in result.summaries[flow].items()},
                              "cached": bool(fr.run.cached), "seconds": float(fr.run.seconds)}
                       for flow, fr in result.flows.items()},
-            "files": {name: str(path).replace(str(local_out), out, 1) for name, path in result.files.items()}}
+            "files": {name: result.options.shown(path) for name, path in result.files.items()}}
 
 
-def _print_summary(result, local_out: str, out: str) -> None:
-    """The summary table, then where the report went (``out``, as given: it may be a URI)."""
+def _print_summary(result) -> None:
+    """The summary table, then where the report went (under --out as given: it may be a URI)."""
     from rich.table import Table
 
     from flows.bench.report import LABELS, headline_k
@@ -132,7 +135,7 @@ def _print_summary(result, local_out: str, out: str) -> None:
                       "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
     shown = console(width=160)
     shown.print(table)
-    files = {name: str(result.files[name]).replace(str(local_out), out, 1) for name in ("report.md", "metrics.json")}
+    files = {name: result.options.shown(result.files[name]) for name in ("report.md", "metrics.json")}
     shown.print(f"report: {files['report.md']}  metrics: {files['metrics.json']}")
 
 
