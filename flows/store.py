@@ -22,7 +22,7 @@ from operators.atomic import write_text
 from operators.errors import SpecError, TesseraError
 from operators.home import tessera_home
 
-NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$")
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
 #: The built-in flows, shipped with the package.
 BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
 #: What a spec file ends with (a built-in is NAME plus one of these).

@@ -34,8 +34,8 @@ METADATA_ADDRESSES = frozenset(ipaddress.ip_address(a) for a in (
 METADATA_HOSTS = frozenset({"metadata", "metadata.google.internal", "metadata.goog", "instance-data",
                             "instance-data.ec2.internal"})
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*$")
-_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
+_HOST_NAME = re.compile(r"^[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?(\.[a-z0-9_]([a-z0-9_-]*[a-z0-9_])?)*\Z")
+_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+\Z")
 
 
 class OutboundURLError(TesseraError):

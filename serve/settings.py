@@ -17,7 +17,7 @@ from operators.errors import SpecError
 
 from serve.service_settings import ServiceArgs
 
-_DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_DEPLOYMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*\Z")
 
 
 class Batching(BaseModel):

@@ -23,7 +23,7 @@ from flows.bench.errors import BenchError
 from flows.spec import FlowSpec
 from flows.store import SPEC_SUFFIXES
 
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}\Z")
 
 
 @dataclass(frozen=True)

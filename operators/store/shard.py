@@ -25,7 +25,7 @@ from operators.store.errors import IndexCorruptError, ShardDataError
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 
 DOCS_FILE, INFO_FILE = "docs.parquet", "shard.json"
-SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 STRING_COLUMNS = ("docno", "doc_id", "text", "title")
 
 
