@@ -11,20 +11,19 @@ import re
 
 from pydantic import ValidationError
 
-from operators.errors import SpecError
+from operators.errors import SpecError, first_validation_problem
 
 
 def spec_error(err: ValidationError) -> SpecError:
     """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field."""
-    first = err.errors()[0]
+    first, field, message = first_validation_problem(err)
     loc = [str(part) for part in first["loc"]]
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
-    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
-    return SpecError(message, step=step, field=".".join(loc) or None)
+    return SpecError(message, step=step, field=field)
 
 
 def yaml_bool_hint(message: str) -> str:

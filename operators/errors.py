@@ -88,6 +88,16 @@ class SpecError(TesseraError):
     """A flow spec is invalid (unknown operator, cycle, missing input...)."""
 
 
+def first_validation_problem(err: Any) -> tuple[dict, str | None, str]:
+    """Pydantic's first error of ``err``: the error, its field (the dotted ``loc``; None at the top) and its message
+    in a spec author's words: "unknown field" for an extra one, and without "Value error, ", pydantic's prefix to
+    a validator's own ``ValueError``, whose text is already written for the user."""
+    first = err.errors()[0]
+    field = ".".join(str(part) for part in first["loc"]) or None
+    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
+    return first, field, message
+
+
 class ParamsError(SpecError):
     """An operator's params do not validate."""
 
@@ -107,7 +117,7 @@ class ParamsError(SpecError):
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            message = f"{first['msg']} (got {short_repr(first.get('input'))})"
+            message = f"{first['msg'].removeprefix('Value error, ')} (got {short_repr(first.get('input'))})"
         more = len(errors) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"

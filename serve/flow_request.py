@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from flows.spec import FlowSpec, StepSpec
-from operators.errors import SpecError
+from operators.errors import SpecError, first_validation_problem
 from serve.errors import ApiError
 from serve.schemas import Text
 
@@ -48,9 +48,8 @@ class Asked:
 
 def validation_error(err: ValidationError) -> SpecError:
     """The first problem pydantic found in a body, as a 422 naming its field."""
-    first = err.errors()[0]
-    field = ".".join(str(p) for p in first["loc"]) or "body"
-    return SpecError("unknown field" if first["type"] == "extra_forbidden" else first["msg"], field=field)
+    _, field, message = first_validation_problem(err)
+    return SpecError(message, field=field or "body")
 
 
 def with_top_k(spec: FlowSpec, top_k: int, built: Any = None) -> FlowSpec:

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from operators.errors import SpecError
+from operators.errors import SpecError, first_validation_problem
 
 from serve.service_settings import ServiceArgs
 
@@ -177,7 +177,5 @@ def parse_args(args: dict[str, Any] | AppArgs) -> AppArgs:
     try:
         return AppArgs.model_validate(dict(args or {}))
     except ValidationError as err:
-        first = err.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "args"
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise ServeConfigError(message, field=field) from None
+        _, field, message = first_validation_problem(err)
+        raise ServeConfigError(message, field=field or "args") from None

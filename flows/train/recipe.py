@@ -28,6 +28,7 @@ from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
+from operators.errors import first_validation_problem
 from flows.train.examples import check_judged, counts, own_examples
 from flows.train.mining import LabelledSet, MiningParams
 from flows.train.resume import RESUMABLE, EpochState, staging_folder
@@ -214,9 +215,8 @@ def load_recipe(source: str | Path):
     try:
         training = TrainingSection.model_validate(section)
     except ValidationError as err:
-        first = err.errors()[0]
-        where = ".".join(map(str, (SECTION, *first["loc"])))
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
+        first, inside, message = first_validation_problem(err)
+        where = ".".join(filter(None, (SECTION, inside)))
         if first["type"] == "literal_error":
             message += f", not {first['input']!r}"
         raise TrainError(f"{path}: {message}", field=where) from None

@@ -146,3 +146,30 @@ def test_a_ray_failure_outside_any_operator_names_the_stage_being_run_not_the_la
     with pytest.raises(OperatorError) as caught:
         follower.raise_error(ray.exceptions.RaySystemError("System error: No module named 'mylab'"), None)
     assert caught.value.step == "count" and "No module named 'mylab'" in caught.value.message
+
+
+def test_a_validators_own_message_reaches_the_author_without_pydantics_prefix():
+    """A param validator's ``ValueError`` is already written for the user; pydantic puts "Value error, " before it,
+    which the step's error (and the service's 422 built from it) dropped in some places and kept in others."""
+    from pydantic import field_validator
+
+    class EvenParams(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        n: int = 2
+
+        @field_validator("n")
+        @classmethod
+        def _even(cls, value: int) -> int:
+            if value % 2:
+                raise ValueError("n must be even")
+            return value
+
+    class Evens(Operator):
+        """Takes an even number."""
+
+        name = "mylab.evens"
+        Params = EvenParams
+
+    with pytest.raises(ParamsError) as caught:
+        Evens({"n": 3}, step_id="e")
+    assert caught.value.message.startswith("n must be even") and caught.value.field == "params.n"
