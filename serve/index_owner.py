@@ -104,6 +104,17 @@ def readable(row: dict[str, Any] | None, tenant: str) -> bool:
     return row is None or row["owner"] == tenant or bool(row["shared"])
 
 
+def index_holding(folder: Path, path: Path) -> Path | None:
+    """The index under the service's indices ``folder`` that ``path`` (confined: absolute) is, or is inside of (its
+    ``_ingest/``, a shard), else None: a path inside another key's index is refused as the index is, not answered
+    with what that folder holds."""
+    try:
+        inside = path.relative_to(folder.resolve()).parts
+    except ValueError:
+        return None
+    return folder.resolve() / inside[0] if inside else None
+
+
 def check_named(path: Path, row: dict[str, Any] | None, tenant: str, field: str) -> None:
     """A 403 naming ``field`` for an index ``tenant`` may not read; a 409 for one the service made (``row``) that has
     no documents yet (listed with 0 chunks, but no index for a search to open)."""

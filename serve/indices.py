@@ -33,7 +33,8 @@ from typing import Any
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
-from serve.index_owner import OWNER_FILE, check_named, read_owner, readable, unshared, write_owner
+from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
+                               write_owner)
 from serve.ingest_task import STEPS
 from serve.taskstore import UNFINISHED
 
@@ -135,22 +136,21 @@ class Indices:
         from serve.index_roots import confine, index_params
 
         asked_path = confine(asked, self.service.index_roots, "index") if asked else None
-        folder = self.folder.resolve()
-        named = [(step, field, value) for step, field, value in index_params(spec) if Path(value).parent == folder]
+        named = [(step, field, value, top) for step, field, value in index_params(spec)
+                 if (top := index_holding(self.folder, Path(value))) is not None]
         if not named:
             return
-        made = self.service.store.indices_made({Path(value).name for _, _, value in named})
-        for step, field, value in named:
-            path = Path(value)
-            check_named(path, made.get(path.name) or read_owner(path), tenant,
-                         "index" if value == asked_path else f"steps.{step}.{field}")
+        made = self.service.store.indices_made({top.name for *_, top in named})
+        for step, field, value, top in named:
+            check_named(top, made.get(top.name) or read_owner(top), tenant,
+                        "index" if value == asked_path else f"steps.{step}.{field}")
 
     def check_asked(self, path: Path, tenant: str) -> None:
         """The request's ``index`` (confined), before the flow is checked for it: a 403 when another key made it and
         has not shared it, a 409 when the service made it and its first upload has not committed, so neither is
         reported as a folder that holds no index."""
-        if path.parent == self.folder.resolve():
-            check_named(path, self.service.store.index(path.name) or read_owner(path), tenant, "index")
+        if (top := index_holding(self.folder, path)) is not None:
+            check_named(top, self.service.store.index(top.name) or read_owner(top), tenant, "index")
 
     # -- changing -------------------------------------------------------------------------------
 

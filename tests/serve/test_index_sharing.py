@@ -72,3 +72,14 @@ def test_a_store_made_before_sharing_gets_the_column_and_its_indices_stay_privat
     assert store.share_index("news", "alice", True) and store.index("news")["shared"] is True
     assert not store.share_index("news", "bob", False)  # not bob's
     assert TaskStore(f"sqlite:///{path}").index("news")["shared"] is True  # opened again: nothing added twice
+
+
+def test_a_folder_inside_another_keys_index_is_refused_as_the_index_is(service):
+    """Its ``_ingest/`` or a shard's folder named as an index was answered with what the folder holds ("is a folder but
+    no index"), which told another key what is inside it; it is that index's 403."""
+    staging = service.indices.folder.resolve() / "news" / "_ingest"
+    staging.mkdir()
+    for value in (str(staging), str(staging / "no-such-shard")):
+        assert refused(service, {"flow": "bm25", "index": value}, "bob").param == "index"
+        in_a_step = {"flow": {"steps": {"bm25": {**BM25, "params": {"k": 3, "index": value}}}}}
+        assert refused(service, in_a_step, "bob").param == "steps.bm25.params.index"
