@@ -27,6 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any, Iterator
 
 from flows.spec import FlowSpec
+from flows.specfile import MAX_DEPTH
 from operators.errors import one_line
 from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
@@ -75,6 +76,23 @@ def confine(index: str, roots: list[str], field: str) -> str:
     return str(path)
 
 
+#: How deep a step's params may nest (dicts and lists): a spec file's limit, far past any operator's need and far
+#: below the interpreter's recursion limit, which the walks here would otherwise reach (a 500, not a 422).
+MAX_PARAMS_DEPTH = MAX_DEPTH
+
+
+def check_depth(params: Any, field: str) -> None:
+    """A 422 naming ``field`` when ``params`` nests deeper than ``MAX_PARAMS_DEPTH`` (measured without recursion)."""
+    level = [params]
+    for _ in range(MAX_PARAMS_DEPTH + 1):
+        level = [item for value in level if isinstance(value, (dict, list))
+                 for item in (value.values() if isinstance(value, dict) else value)]
+        if not level:
+            return
+    raise ApiError(422, f"{field}: nested more than {MAX_PARAMS_DEPTH} levels deep; a step's params nest "
+                   f"{MAX_PARAMS_DEPTH} levels at most", param=field, code="params_too_deep")
+
+
 def default_data_roots() -> list[str]:
     """The data roots when the config names none: the repository's ``data/`` (the bundled sample)."""
     return [str((REPO / "data").resolve())]
@@ -85,6 +103,7 @@ def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> Flo
     every local file they name checked against ``data_roots``."""
     steps = {}
     for step_id, step in spec.steps.items():
+        check_depth(step.params, f"steps.{step_id}.params")
         params = _confined(step.params, roots, f"steps.{step_id}.params")
         _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
         steps[step_id] = step if params == step.params else step.model_copy(update={"params": params})

@@ -68,14 +68,35 @@ def check_llm(model: str, field: str) -> None:
                    "$TESSERA_MODELS file adds others)", param=field, code="model_not_allowed")
 
 
+#: File suffixes of model weights and exports: a reference ending in one names a file, so it is a path.
+MODEL_FILE_SUFFIXES = (".gguf", ".bin", ".safetensors", ".onnx", ".pt", ".pth", ".ckpt", ".h5", ".msgpack", ".json")
+
+
+def looks_like_path(reference: str) -> bool:
+    """Whether ``reference`` is written as a path, from its text alone: a name (``all-MiniLM-L6-v2``, a trained
+    model's folder name) or a hub id (``org/name``) is not. Deciding by whether the path exists would tell a client
+    which files exist on the server (a 422 for one that does, a 404 naming it for one that does not)."""
+    parts = reference.replace("\\", "/").split("/")
+    return (reference.startswith((".", "~", "/")) or os.path.isabs(reference) or "\\" in reference
+            or ".." in parts or reference.count("/") > 1 or reference.endswith("/")
+            or reference.lower().endswith(MODEL_FILE_SUFFIXES))
+
+
 def check_model_path(reference: str, field: str) -> None:
+    """A 422 for a model ``reference`` written as a path outside the model repository, whether or not it exists; the
+    message names neither the resolved path nor the working directory."""
     from operators.models.references import models_dir
 
-    path = Path(os.path.expanduser(reference))
-    if not (path.is_absolute() or reference.startswith((".", "~")) or path.exists()):
-        return  # a name: packaged, trained into the model repository, or a Hugging Face id in the cache
     repository = models_dir().resolve()
-    if not path.resolve().is_relative_to(repository):
-        raise ApiError(422, f"{field}: '{reference}' is a path; this service loads models by name (packaged, or "
-                       f"trained into {repository} by `tessera train`) and paths inside that folder only",
-                       param=field, code="model_not_allowed")
+    if looks_like_path(reference):
+        try:
+            inside = Path(os.path.expanduser(reference)).resolve().is_relative_to(repository)
+        except (OSError, RuntimeError, ValueError):  # a symlink loop, a NUL: not a path this service loads
+            inside = False
+    else:  # a name, unless the loader would open it from the working directory (it tries that first): refused as a
+        # path, which leaves the first two levels of the working directory (the repository's layout) as a known gap
+        inside = not Path(reference).exists() or Path(reference).resolve().is_relative_to(repository)
+    if not inside:
+        raise ApiError(422, f"{field}: '{reference}' is a path; this service loads models by name (packaged, "
+                       "trained into its model repository by `tessera train`, or a Hugging Face id in its cache) "
+                       "and paths inside that repository only", param=field, code="model_not_allowed")

@@ -105,6 +105,44 @@ def test_a_model_path_only_inside_the_model_repository(service, tmp_path):
     prepared(service, {"bm25": bm25, "r": {"op": "rerank.embedding", "params": {"model": "all-MiniLM-L6-v2"}}})
 
 
+@pytest.mark.parametrize("exists, missing", [("serve/../../../etc/passwd", "serve/../../../etc/no-such-file"),
+                                             ("serve/flow_status.gguf", "data/x.safetensors"),
+                                             ("serve/__pycache__/x", "serve/no-such-dir/x"),
+                                             ("/etc/passwd", "/etc/no-such-file")])
+def test_a_model_path_gets_one_answer_whether_or_not_it_exists(service, exists, missing):
+    """Deciding "a path" by whether one exists told a client which files the server has (a 422 for one that does, a
+    404 naming the resolved path and the working directory for one that does not): decided by the text alone."""
+    import os
+
+    bm25 = {"op": "retrieve.bm25", "params": {"k": 3}}
+    answers = []
+    for path in (exists, missing):
+        error = refused(service, {"bm25": bm25, "r": {"op": "rerank.cross_encoder", "params": {"model": path}}},
+                        "model_not_allowed")
+        assert error.param == "steps.r.params.model" and os.getcwd() not in error.message
+        answers.append(error.message.replace(path, "<path>"))
+    assert answers[0] == answers[1]
+
+
+@pytest.mark.parametrize("model", ["all-MiniLM-L6-v2", "all-mpnet-base-v2", "minilm",
+                                   "sentence-transformers/all-MiniLM-L6-v2", "BAAI/bge-reranker-base", "mine"])
+def test_model_names_and_hub_ids_are_not_paths(service, tmp_path, model):
+    (tmp_path / "home" / "models" / "mine").mkdir(parents=True)
+    prepared(service, {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}},
+                       "r": {"op": "rerank.cross_encoder", "params": {"model": model}}})
+
+
+def test_an_embedded_gguf_path_gets_one_answer_whether_or_not_it_exists(service, tmp_path):
+    there = tmp_path / "there.gguf"
+    there.write_bytes(b"GGUF")
+    answers = []
+    for path in (there, tmp_path / "missing.gguf"):
+        steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}, "context": {"op": "generate.context"},
+                 "answer": {"op": "generate.answer", "params": {"model": f"tessera/{path}"}}}
+        answers.append(refused(service, steps, "model_not_allowed").message.replace(str(path), "<path>"))
+    assert answers[0] == answers[1]
+
+
 def test_text_a_spec_cannot_hold_is_refused_naming_where(service):
     for body, field in (({"flow": {"steps": {"\ud83d": {"op": "retrieve.bm25"}}}, "query": "q"}, "flow.steps.\ud83d"),
                         ({"flow": "bm25", "query": "q", "index": "news\ud83d"}, "index"),

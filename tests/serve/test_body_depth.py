@@ -1,0 +1,56 @@
+"""A body that nests deep is a 422 naming where, never a 500: a step's params nested ~500 deep once reached the
+interpreter's recursion limit in the index walks (``serve/index_roots.py``) on /task/run and /task/enqueue. Through
+the FastAPI app on uvicorn, without Ray (nothing runs: the spec is refused before)."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.serve.conftest import api_on_localhost
+
+
+@pytest.fixture
+def base(make_service):
+    make_service()
+    with api_on_localhost() as url:
+        yield url
+
+
+def nested(depth: int) -> str:
+    params = '{"filter":' + '{"a":' * depth + "1" + "}" * depth + "}"
+    return '{"flow":{"steps":{"b":{"op":"retrieve.bm25","params":' + params + '}}},"query":"x"}'
+
+
+@pytest.mark.parametrize("route", ["/task/run", "/task/enqueue", "/v1/search"])
+@pytest.mark.parametrize("depth", [100, 500, 2000])
+def test_params_nested_deep_are_a_422_naming_the_field(base, route, depth):
+    answer = requests.post(base + route, data=nested(depth), headers={"Content-Type": "application/json"}, timeout=60)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["param"].startswith(("steps.b.params", "body")), error  # /v1/search reads the filter's type first
+    assert route == "/v1/search" or "nested" in error["message"], error
+
+
+def test_params_of_a_sane_depth_are_not_refused_for_it(base):
+    answer = requests.post(base + "/task/run", data=nested(10), headers={"Content-Type": "application/json"},
+                           timeout=60)
+    assert "nested" not in answer.text, answer.text
+
+
+def test_the_limit_is_a_spec_files():
+    from flows.specfile import MAX_DEPTH
+    from serve.errors import ApiError
+    from serve.index_roots import check_depth
+
+    def params(depth: int) -> dict:
+        value: object = 1
+        for _ in range(depth):
+            value = {"a": value}
+        return value
+
+    check_depth(params(MAX_DEPTH), "steps.b.params")
+    check_depth([[{"a": []}]], "steps.b.params")
+    with pytest.raises(ApiError) as err:
+        check_depth(params(MAX_DEPTH + 1), "steps.b.params")
+    assert (err.value.status, err.value.param, err.value.code) == (422, "steps.b.params", "params_too_deep")
