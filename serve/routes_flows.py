@@ -17,6 +17,7 @@ from flows.spec import FlowSpec
 from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
+from serve.index_roots import check_depth
 from serve.routes_tasks import tenant
 
 router = APIRouter(tags=["flows"])
@@ -46,6 +47,8 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
         ..., description="A flow spec (Tessera's or a mosaicRAG request).",
         examples=[{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 20}}}}])) -> dict[str, Any]:
     parsed = FlowSpec.parse(spec)
+    for step_id, step in parsed.steps.items():  # (deeper ones fail to serialise: a 500, or a flow that never runs)
+        check_depth(step.params, f"steps.{step_id}.params")
     flow_store.save(name, parsed, owner=svc.flow_owner(tenant(request)))
     return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}
 

@@ -54,3 +54,15 @@ def test_the_limit_is_a_spec_files():
     with pytest.raises(ApiError) as err:
         check_depth(params(MAX_DEPTH + 1), "steps.b.params")
     assert (err.value.status, err.value.param, err.value.code) == (422, "steps.b.params", "params_too_deep")
+
+
+@pytest.mark.parametrize("depth", [100, 500])
+def test_a_saved_flow_nested_deep_is_a_422_and_is_not_saved(base, depth):
+    """``PUT /flows`` saved a flow at depth 100 (that then never ran) and gave a 500 at 500 (pydantic could not
+    serialise it); an untyped param (``retrieve.chroma``'s ``where``) takes any nesting."""
+    where = '{"a":' * depth + "1" + "}" * depth
+    spec = '{"steps":{"c":{"op":"retrieve.chroma","params":{"path":"x","collection":"c","where":' + where + '}}}}'
+    answer = requests.put(base + "/flows/deep", data=spec, headers={"Content-Type": "application/json"}, timeout=60)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["param"] == "steps.c.params" and "nested" in answer.json()["error"]["message"]
+    assert requests.get(base + "/flows/deep", timeout=60).status_code == 404
