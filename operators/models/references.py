@@ -108,8 +108,8 @@ def _not_found(reference: str, path: Path) -> ModelNotFoundError:
     known = ", ".join(sorted([*PACKAGED, *SPLIT_PACKAGED]))
     if "/" in reference:
         return ModelNotFoundError(
-            f"model '{reference}' is neither a folder ({path.absolute()} does not exist) nor a Hugging Face id in "
-            f"the local cache; {download}")
+            f"model '{reference}' is neither a model folder of that path nor a Hugging Face id in the local cache; "
+            f"{download}")  # (no absolute path: the service passes this on to clients, who need not see its folders)
     return ModelNotFoundError(
         f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into "
         f"{models_dir()} ({_trained_names()}; tessera train) or a Hugging Face id in the local cache; {download}")

@@ -174,3 +174,15 @@ def test_a_gold_split_is_a_name_not_a_path():
     for split in ("../../x", "a/b", ".hidden", ""):
         with pytest.raises(ParamsError):
             create("retrieve.gold", {"split": split}, step_id="g")
+
+
+def test_a_hub_id_found_nowhere_names_no_folder_of_the_server():
+    """The 404 for an ``org/name`` id in neither the cache nor the working directory named the absolute folder it
+    looked for, which told a client the service's working directory."""
+    import os
+
+    from operators.models.references import ModelNotFoundError, resolve_model_path
+
+    with pytest.raises(ModelNotFoundError) as missing:
+        resolve_model_path("no-such-org/no-such-model")
+    assert "no-such-org/no-such-model" in missing.value.message and os.getcwd() not in missing.value.message
