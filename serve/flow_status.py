@@ -17,6 +17,7 @@ from typing import Any
 from operators.errors import TesseraError
 from serve import service as svc
 from serve.errors import ApiError
+from serve.index_roots import confine_spec
 from serve.service import FlowFile
 
 
@@ -30,7 +31,18 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
             service.resolve_flow(name, tenant)  # raises: no flow of that name
     except TesseraError as err:
         return str(err)
-    return file_problem(service, file, now)
+    return file_problem(service, file, now) or _unshared_problem(service, file, tenant)
+
+
+def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | None:
+    """Another key's unshared index that the flow names (a 403 when it runs): per caller and per sharing, so apart
+    from ``file_problem``'s cache; no task store query for a flow that names none of the service's indices."""
+    try:
+        spec = confine_spec(svc.load_spec(file), service.index_roots, service.data_roots)
+        service.indices.refuse_unshared(spec, tenant, None)
+    except (TesseraError, ApiError) as err:
+        return str(err)
+    return None
 
 
 def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
@@ -45,7 +57,8 @@ def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> 
 def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: tuple[Any, ...]) -> str | None:
     """``file_problem`` for one version of its inputs (``paths``: the versions of the flow's model paths)."""
     try:
-        service.checked_flow(service.place(svc.load_spec(file)), ["a query"])
+        confined = confine_spec(svc.load_spec(file), service.index_roots, service.data_roots)  # as a run is
+        service.checked_flow(service.place(confined), ["a query"])
     except (TesseraError, ApiError) as err:
         return str(err)
     return None

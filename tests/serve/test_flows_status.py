@@ -104,3 +104,15 @@ def test_a_model_folder_made_or_deleted_while_the_app_serves_changes_the_status(
     assert status() == {"runnable": True, "reason": None}
     shutil.rmtree(folder)
     assert status() == missing
+
+
+def test_a_saved_flow_that_names_a_file_outside_the_data_roots_says_so_as_its_run_would(api, tmp_path):
+    """Saved flows were checked without the confinement a run applies, so one reading ``/etc/passwd`` was listed as
+    runnable and then refused when asked."""
+    outside = tmp_path / "corpus.jsonl"
+    outside.write_text('{"_id": "d1", "text": "honey bees"}\n')
+    spec = {"steps": {"bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(outside), "k": 2}}}}
+    assert requests.put(f"{api}/flows/outside", json=spec, timeout=30).status_code == 201
+    status = requests.get(f"{api}/flows", timeout=60).json()["status"]["outside"]
+    refused = requests.post(f"{api}/v1/search", json={"flow": "outside", "query": QUERY}, timeout=60)
+    assert refused.status_code == 422 and status == {"runnable": False, "reason": refused.json()["error"]["message"]}

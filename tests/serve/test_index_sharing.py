@@ -83,3 +83,20 @@ def test_a_folder_inside_another_keys_index_is_refused_as_the_index_is(service):
         assert refused(service, {"flow": "bm25", "index": value}, "bob").param == "index"
         in_a_step = {"flow": {"steps": {"bm25": {**BM25, "params": {"k": 3, "index": value}}}}}
         assert refused(service, in_a_step, "bob").param == "steps.bm25.params.index"
+
+
+def test_a_saved_flow_naming_another_keys_index_is_listed_as_refused_until_it_is_shared(service):
+    """``GET /flows`` said such a flow was runnable; running it was (rightly) a 403. Its status now says the 403's
+    words, per caller: the owner's own flow naming it runs."""
+    from flows import store as flow_store
+    from flows.spec import FlowSpec
+    from serve.flow_status import flow_problem, versions
+    from serve.service import flow_owner
+
+    spec = FlowSpec.parse({"steps": {"bm25": {**BM25, "params": {"k": 3, "index": "news"}}}})
+    for tenant in ("bob", "alice"):
+        flow_store.save("news_search", spec, owner=flow_owner(tenant))
+    assert "index 'news' belongs to another key" in flow_problem("news_search", "bob", versions())
+    assert flow_problem("news_search", "alice", versions()) is None
+    service.indices.share("news", True, "alice")
+    assert flow_problem("news_search", "bob", versions()) is None
