@@ -42,12 +42,21 @@ def contract_of(damage=None) -> OperatorContract:
     return Contract()
 
 
+def failures(contract: OperatorContract) -> str:
+    """What the contract's checks that look at the outputs' types say (empty: they passed)."""
+    said = []
+    for check in (contract.test_one_query, contract.test_several_queries, contract.test_empty_table):
+        try:
+            check()
+        except AssertionError as err:
+            said.append(str(err))
+    return "\n".join(said)
+
+
 @pytest.mark.parametrize("case", list(DAMAGE))
 def test_a_wrong_column_type_fails_the_contract_naming_it(case):
-    with pytest.raises(AssertionError) as failed:
-        contract_of(DAMAGE[case]).test_column_types()
-    assert NAMED[case] in str(failed.value)
+    assert NAMED[case] in failures(contract_of(DAMAGE[case]))
 
 
 def test_the_operator_as_it_is_passes():
-    contract_of().test_column_types()
+    assert failures(contract_of()) == ""
