@@ -87,7 +87,7 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec") from None
     except SpecError as err:
         raise SpecError(f"{where}{err.message}", field=err.field) from None
-    if _depth(data) > MAX_DEPTH:
+    if nesting_depth(data) > MAX_DEPTH:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec")
     if not isinstance(data, dict):
         raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
@@ -104,8 +104,9 @@ def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return seen
 
 
-def _depth(data: Any) -> int:
-    """How deeply mappings and lists nest (iteratively: the input is untrusted)."""
+def nesting_depth(data: Any) -> int:
+    """How deeply mappings and lists nest (iteratively: the input is untrusted; the service's check of a step's
+    params uses it too)."""
     deepest, stack = 0, [(data, 1)]
     while stack:
         value, depth = stack.pop()

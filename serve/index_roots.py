@@ -27,7 +27,7 @@ from pathlib import Path, PurePath
 from typing import Any, Iterator
 
 from flows.spec import FlowSpec
-from flows.specfile import MAX_DEPTH
+from flows.specfile import MAX_DEPTH, nesting_depth
 from operators.errors import one_line
 from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
@@ -83,12 +83,8 @@ MAX_PARAMS_DEPTH = MAX_DEPTH
 
 def check_depth(params: Any, field: str) -> None:
     """A 422 naming ``field`` when ``params`` nests deeper than ``MAX_PARAMS_DEPTH`` (measured without recursion)."""
-    level = [params]
-    for _ in range(MAX_PARAMS_DEPTH + 1):
-        level = [item for value in level if isinstance(value, (dict, list))
-                 for item in (value.values() if isinstance(value, dict) else value)]
-        if not level:
-            return
+    if nesting_depth(params) <= MAX_PARAMS_DEPTH:
+        return
     raise ApiError(422, f"{field}: nested more than {MAX_PARAMS_DEPTH} levels deep; a step's params nest "
                    f"{MAX_PARAMS_DEPTH} levels at most", param=field, code="params_too_deep")
 

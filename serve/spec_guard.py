@@ -75,10 +75,12 @@ MODEL_FILE_SUFFIXES = (".gguf", ".bin", ".safetensors", ".onnx", ".pt", ".pth", 
 def looks_like_path(reference: str) -> bool:
     """Whether ``reference`` is written as a path, from its text alone: a name (``all-MiniLM-L6-v2``, a trained
     model's folder name) or a hub id (``org/name``) is not. Deciding by whether the path exists would tell a client
-    which files exist on the server (a 422 for one that does, a 404 naming it for one that does not)."""
-    parts = reference.replace("\\", "/").split("/")
-    return (reference.startswith((".", "~", "/")) or os.path.isabs(reference) or "\\" in reference
-            or ".." in parts or reference.count("/") > 1 or reference.endswith("/")
+    which files exist on the server (a 422 for one that does, a 404 naming it for one that does not). The loader's
+    rule (``references.looks_like_path``), and also a ``..`` part or a model file's suffix, which it reads as a name
+    to look up."""
+    from operators.models import references
+
+    return (references.looks_like_path(reference) or ".." in reference.replace("\\", "/").split("/")
             or reference.lower().endswith(MODEL_FILE_SUFFIXES))
 
 

@@ -89,7 +89,7 @@ def resolve_model_path(reference: str) -> Path:
     raise _not_found(reference, path)
 
 
-def _looks_like_path(reference: str) -> bool:
+def looks_like_path(reference: str) -> bool:
     """A reference written as a path (``./m``, ``/data/m``, ``~/m``, ``a/b/c``, ``C:\\m``), not a name or hub id."""
     return (reference.startswith((".", "/", "~")) or reference.count("/") > 1 or reference.endswith("/")
             or "\\" in reference or os.path.isabs(reference))
@@ -102,7 +102,7 @@ def _not_found(reference: str, path: Path) -> ModelNotFoundError:
     if path.exists():
         return ModelNotFoundError(f"model path {path.absolute()} is a file, not a model folder: give the folder "
                                   "that holds config.json or modules.json")
-    if _looks_like_path(reference):
+    if looks_like_path(reference):
         where = "" if path.is_absolute() else f" (from the working directory {Path.cwd()})"
         return ModelNotFoundError(f"model path {path.absolute()} does not exist{where}; {download}")
     known = ", ".join(sorted([*PACKAGED, *SPLIT_PACKAGED]))
