@@ -93,9 +93,12 @@ def first_validation_problem(err: Any) -> tuple[dict, str | None, str]:
     in a spec author's words: "unknown field" for an extra one, and without "Value error, ", pydantic's prefix to
     a validator's own ``ValueError``, whose text is already written for the user."""
     first = err.errors()[0]
-    field = ".".join(str(part) for part in first["loc"]) or None
-    message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"].removeprefix("Value error, ")
-    return first, field, message
+    return first, ".".join(str(part) for part in first["loc"]) or None, plain_message(first)
+
+
+def plain_message(error: dict) -> str:
+    """One pydantic error's message for a spec's author (see ``first_validation_problem``)."""
+    return "unknown field" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
 
 
 class ParamsError(SpecError):
@@ -117,7 +120,7 @@ class ParamsError(SpecError):
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            message = f"{first['msg'].removeprefix('Value error, ')} (got {short_repr(first.get('input'))})"
+            message = f"{plain_message(first)} (got {short_repr(first.get('input'))})"
         more = len(errors) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"
