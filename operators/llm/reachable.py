@@ -41,7 +41,8 @@ def server_of(alias: ModelAlias) -> str | None:
 
 def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]:
     """``(reachable, why)``: the embedded model's weights and engine are installed; an Ollama server answers
-    on its base URL; an API model's key variable is set (litellm knows each provider's variable)."""
+    on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
+    named by ``api_base`` answers."""
     if alias.embedded:
         from operators.llm.embedded import gguf_path, llama_cpp_installed
         from operators.models.references import ModelNotFoundError
@@ -62,14 +63,38 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         except requests.RequestException as err:
             return False, f"no Ollama server answers on {base} ({type(err).__name__}); set OLLAMA_API_BASE"
         return True, f"Ollama answers on {base}"
-    if alias.api_key_env:
-        if os.environ.get(alias.api_key_env):
-            return True, f"${alias.api_key_env} is set"
+    if alias.api_key_env and not os.environ.get(alias.api_key_env):
         return False, f"${alias.api_key_env} is not set"
-    from operators.llm.aliases import provider_key_unset
+    if not alias.api_key_env:
+        from operators.llm.aliases import provider_key_unset
 
-    if (unset := provider_key_unset(alias)) is not None:
-        return False, f"set {unset}"
-    if alias.api_base:  # litellm's check: this provider needs no key here, or its key is set
-        return True, f"no key missing; the server at {server_of(alias)} is not asked (--check asks it)"
+        if (unset := provider_key_unset(alias)) is not None:
+            return False, f"set {unset}"
+    if alias.api_base:
+        return _server_answers(alias, timeout)
+    if alias.api_key_env:
+        return True, f"${alias.api_key_env} is set"
     return True, "its key is set, as litellm's check says (the provider is not asked)"
+
+
+def _server_answers(alias: ModelAlias, timeout: float) -> tuple[bool, str]:
+    """Ask an OpenAI-compatible server (vLLM, llama.cpp's server, Tessera's own) for ``GET /models``, with the key
+    its calls would send: any answer but a refusal or a server error means it is up (a server without that route
+    answers 404); no answer within ``timeout`` means it is not."""
+    import requests
+
+    url = server_of(alias)
+    headers = {}
+    key = os.environ.get(alias.api_key_env or ("OPENAI_API_KEY" if alias.provider == "openai" else ""), "")
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    try:
+        answer = requests.get(f"{alias.api_base.rstrip('/')}/models", headers=headers, timeout=timeout)
+    except requests.RequestException as err:
+        return False, f"no server answers on {url} ({type(err).__name__})"
+    if answer.status_code in (401, 403):
+        which = "the key" if key else "a call without a key"
+        return False, f"the server at {url} refuses {which} (HTTP {answer.status_code})"
+    if answer.status_code >= 500:
+        return False, f"the server at {url} answers HTTP {answer.status_code}"
+    return True, f"a server answers on {url}"

@@ -13,7 +13,9 @@ the path picks the behaviour:
 A request with ``stream: true`` gets the reply as server-sent events, a word a chunk (with the
 usage last when ``stream_options.include_usage`` asks for it), as OpenAI streams.
 
-It counts attempts per scenario and answers ``GET /api/tags`` as an Ollama server would.
+It counts attempts per scenario and answers ``GET /api/tags`` as an Ollama server would, and
+``GET /<scenario>/v1/models`` as a vLLM server started with ``--api-key`` would (401 without a key;
+500 for ``error``).
 ``models_file`` writes a models.yaml whose aliases (``fault-ok``, ``fault-error``, ...)
 point at it, for ``$TESSERA_MODELS``. Usage::
 
@@ -143,8 +145,14 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 pass
 
         def do_GET(self) -> None:  # noqa: N802  (http.server's name)
+            scenario = self.path.strip("/").split("/", 1)[0]
             if self.path.rstrip("/") == "/api/tags":
                 self._send(200, {"models": []})
+            elif self.path.rstrip("/").endswith("/v1/models") and not self.headers.get("Authorization"):
+                self._send(401, {"error": {"message": "no key", "type": "invalid_request_error"}})
+            elif self.path.rstrip("/").endswith("/v1/models") and scenario in SCENARIOS:
+                status = 500 if scenario == "error" else 200
+                self._send(status, {"object": "list", "data": [{"id": f"fault-{scenario}", "object": "model"}]})
             else:
                 self._send(404, {"error": "not found"})
 

@@ -133,7 +133,7 @@ def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tess
         corpus, tmp_path, monkeypatch, capsys):
     """An ``openai/`` model on a local ``api_base`` with no ``api_key_env``: litellm's OpenAI client will not call it
     without $OPENAI_API_KEY (docs/llm.md), so the run is refused before its retrieval, as `tessera models` says; a
-    ``hosted_vllm/`` one needs no key, and `tessera models` says its server was not asked."""
+    ``hosted_vllm/`` one needs no key, and `tessera models` asks its server."""
     from flows.commands import main
     from operators.llm.aliases import resolve
     from operators.llm.reachable import reachability
@@ -154,4 +154,4 @@ def test_an_openai_server_alias_without_api_key_env_needs_openai_api_key_as_tess
     monkeypatch.delenv("OPENAI_API_KEY")
     check_env(Flow.load(rag(corpus, "nokey_vllm")).built)
     reachable, why = reachability(resolve("nokey_vllm"))
-    assert reachable and why == "no key missing; the server at http://127.0.0.1:9/v1 is not asked (--check asks it)"
+    assert not reachable and why == "no server answers on http://127.0.0.1:9/v1 (ConnectionError)"

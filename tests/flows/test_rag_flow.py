@@ -4,6 +4,8 @@ sample index with the embedded model, its command line (text and --json), and ``
 from __future__ import annotations
 
 import json
+import os
+from pathlib import Path
 
 import pytest
 
@@ -65,6 +67,18 @@ def test_tessera_models_says_what_is_reachable(fault_models, monkeypatch, run_cl
     assert rows["gemma2"]["reachable"] and rows["gemma2"]["model"] == "ollama_chat/gemma2"
     assert not rows["DeepSeekv3"]["reachable"] and "DEEPSEEK_API_KEY" in rows["DeepSeekv3"]["why"]
     assert rows["fault-ok"]["defined_in"].endswith("models.yaml") and fault_models.attempts["ok"] == 0
+    assert rows["fault-ok"]["reachable"] and rows["fault-ok"]["why"] == f"a server answers on {fault_models.base}/ok/v1"
+    assert not rows["fault-error"]["reachable"] and rows["fault-error"]["why"].endswith("answers HTTP 500")
+    monkeypatch.delenv("TESSERA_FAULT_KEY")
+    status, out = run_cli("models", "fault-ok", "--json")
+    assert json.loads(out)["models"][0]["why"] == "$TESSERA_FAULT_KEY is not set"
+    monkeypatch.setenv("TESSERA_FAULT_KEY", "any")
+    models = Path(os.environ["TESSERA_MODELS"])
+    keyless = f"keyless: {{model: hosted_vllm/x, api_base: '{fault_models.base}/ok/v1'}}\n"
+    models.write_text(models.read_text() + keyless)
+    status, out = run_cli("models", "keyless", "--json")
+    assert json.loads(out)["models"][0]["why"] == f"the server at {fault_models.base}/ok/v1 refuses a call without " \
+                                                  "a key (HTTP 401)"
     monkeypatch.setenv("OLLAMA_API_BASE", "http://127.0.0.1:9")
     status, out = run_cli("models", "gemma2", "fault-ok", "--check")
     assert status == 0 and "no Ollama server answers" in out and "answered in" in out
@@ -108,7 +122,8 @@ def test_a_model_that_cannot_be_reached_is_named_where_it_failed(tmp_path, monke
                                  "connection refused"
     status, out = run_cli("models", "gone_api", "--check", "--json")
     (row,) = json.loads(out)["models"]
-    assert row["check"] == f"failed: model 'gone_api' (openai/x at http://127.0.0.1:{port}/v1): connection refused"
+    assert not row["reachable"] and "check" not in row  # no prompt is sent to a server that does not answer
+    assert row["why"] == f"no server answers on http://127.0.0.1:{port}/v1 (ConnectionError)"
     assert "sk-gone-secret" not in out
 
 
