@@ -5,7 +5,8 @@ node reaches: ``file://`` (a local or mounted path, as is), ``s3://`` and ``gs:/
 pyarrow's filesystems (credentials as pyarrow reads them: the cloud's usual environment
 variables or instance roles). The work runs on local files: an input (queries, a BEIR dataset,
 a corpus) is copied into a temporary folder first; an output is written there and copied up
-only once complete, so nobody reads half of it. What a command reads back from its own earlier
+only once complete, so nobody reads half of it (a command that fails copies up only what it reads
+back, whole files only, so that it resumes). What a command reads back from its own earlier
 output (``tessera bench``'s saved runs and MLflow store) is copied down into that folder first,
 so a remote output resumes and grows as a local one does. Indices are local or mounted folders only:
 their shards are opened as files (FAISS, Parquet); docs/cluster.md says how to share them.
@@ -14,11 +15,14 @@ their shards are opened as files (FAISS, Parquet); docs/cluster.md says how to s
 from __future__ import annotations
 
 import contextlib
+import logging
 import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any, Iterator
 
 from operators.errors import SpecError
+
+logger = logging.getLogger(__name__)
 
 #: Schemes read and written through pyarrow (``gcs`` is pyarrow's other name for ``gs``).
 SCHEMES = ("file", "s3", "gs", "gcs")
@@ -99,8 +103,10 @@ def fetched(fs: Any, path: str, *, label: str, field: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def pushed(fs: Any, path: str, *, reads_back: tuple[str, ...] = ()) -> Iterator[str]:
-    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs`` (nothing when
-    the block fails). ``reads_back``: names under the folder ``path`` copied down first (``fetched_back``)."""
+    """A local path to write; what is there when the block ends is copied to ``path`` on ``fs``. ``reads_back``:
+    names under the folder ``path`` copied down first (``fetched_back``), and the only ones copied up when the
+    block fails or is interrupted, so that the same command resumes from the work finished before, as it does
+    from a local folder (a benchmark's saved runs: an hour of flows is not run again for the last one's error)."""
     import pyarrow.fs as pafs
 
     if isinstance(fs, pafs.LocalFileSystem):
@@ -109,9 +115,35 @@ def pushed(fs: Any, path: str, *, reads_back: tuple[str, ...] = ()) -> Iterator[
     with tempfile.TemporaryDirectory(prefix="tessera-out-") as folder:
         local = Path(folder) / PurePosixPath(path).name
         fetched_back(fs, path, local, reads_back)
-        yield str(local)
+        try:
+            yield str(local)
+        except BaseException:
+            _pushed_back(fs, path, local, reads_back)
+            raise
         fs.create_dir(str(PurePosixPath(path).parent) if local.is_file() else path)
         pafs.copy_files(str(local), path, source_filesystem=pafs.LocalFileSystem(), destination_filesystem=fs)
+
+
+def _pushed_back(fs: Any, path: str, local: Path, names: tuple[str, ...]) -> None:
+    """After a failure: copy each of ``names`` that is under ``local`` up to the folder ``path``, leaving out the
+    temporary files of an atomic write cut short (``.NAME.PID.tmp``). An upload that fails itself is logged,
+    never raised over the error that brought us here."""
+    import pyarrow.fs as pafs
+
+    for name in names:
+        source = local / name
+        files = [source] if source.is_file() else sorted(f for f in source.rglob("*") if f.is_file())
+        for file in files:
+            if not file.exists() or (file.name.startswith(".") and file.name.endswith(".tmp")):
+                continue
+            target = f"{path.rstrip('/')}/{file.relative_to(local).as_posix()}"
+            try:
+                fs.create_dir(str(PurePosixPath(target).parent))
+                pafs.copy_files(str(file), target, source_filesystem=pafs.LocalFileSystem(),
+                                destination_filesystem=fs)
+            except Exception as err:  # noqa: BLE001  (the first error is the one to report)
+                logger.warning("could not copy %s back to %s: %s", file.name, target, err)
+                return
 
 
 def fetched_back(fs: Any, path: str, local: Path, names: tuple[str, ...]) -> None:

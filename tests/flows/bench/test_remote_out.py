@@ -74,3 +74,28 @@ def test_a_second_benchmark_into_a_remote_out_reuses_its_runs_and_appends_to_its
     status, _, stderr = bench("--dataset", scifact_slice, "--flow", "no-such-flow", "--out", OUT)
     assert status == 2 and "no-such-flow" in stderr
     assert listing(bucket) == before and read(bucket, "bucket/bench/mlflow.db") == store_bytes
+
+
+def test_a_benchmark_that_fails_midway_copies_up_its_finished_runs_and_the_rerun_reuses_them(
+        bench, bucket, scifact_slice, flow_specs, tmp_path):
+    """The second flow's reranker has nobody to call and fails the run: the first flow's saved run is in the
+    bucket all the same (and no half-written file), so the same benchmark does not run that flow again."""
+    import socket
+
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(flow_specs["title"].read_text() + "  api: {op: rerank.api, params: {url: "
+                      f"'http://127.0.0.1:{port}/v2/rerank', api_key: x, n: 2, max_retries: 0, on_error: error}}}}\n")
+    args = ["--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}", "--k", "1,10", "--limit", "5",
+            "--out", OUT]
+    status, _, stderr = bench(*args, "--flow", f"broken={broken}", "--no-mlflow")
+    assert status != 0 and "broken" in stderr
+    saved = [path for path in listing(bucket) if path.startswith("bucket/bench/runs/")]
+    assert any(path.split("/")[-1].startswith("title-") for path in saved)
+    assert not any(path.endswith(".tmp") for path in saved) and "bucket/bench/bench.json" not in listing(bucket)
+
+    status, _, stderr = bench(*args, "--no-mlflow")
+    assert status == 0, stderr
+    assert json.loads(read(bucket, "bucket/bench/bench.json"))["flows"]["title"]["cached"] is True
