@@ -314,6 +314,9 @@ def trec_run(table: pa.Table, tag: str = "tessera") -> str:
     32-bit floats, it is nudged just below that one (by the smallest float32 step), and a query with a missing
     score gets ``-rank``. Evaluating the file then sees Tessera's order. A result without ``rank`` is ranked by
     ``score`` within each query; the rank written is 1, 2, ... in that order.
+
+    Qrels judge documents, not chunks: a result whose rows are chunks (a ``doc_id`` that is not the row's
+    ``docno``) is written one line per document, its ``doc_id``, where its best chunk is ranked (max-passage).
     """
     import numpy as np
 
@@ -324,6 +327,8 @@ def trec_run(table: pa.Table, tag: str = "tessera") -> str:
     tag = "_".join(str(tag).split()) or "tessera"
     qids = [str(q) for q in table.column("qid").to_pylist()]
     docnos = [str(d) for d in table.column("docno").to_pylist()]
+    if "doc_id" in table.column_names:
+        docnos = [docno if doc is None else str(doc) for docno, doc in zip(docnos, table.column("doc_id").to_pylist())]
     for what, values in (("qid", qids), ("docno", docnos)):
         bad = next((v for v in values if not v or any(ch.isspace() for ch in v)), None)
         if bad is not None:
@@ -336,6 +341,9 @@ def trec_run(table: pa.Table, tag: str = "tessera") -> str:
     else:
         ranks = -np.nan_to_num(scores, nan=-np.inf)  # by score, descending
     order = sorted(range(table.num_rows), key=lambda i: (qids[i], ranks[i], i))
+    if "doc_id" in table.column_names:  # chunks: each document where its best chunk is
+        seen: set[tuple[str, str]] = set()
+        order = [i for i in order if not ((qids[i], docnos[i]) in seen or seen.add((qids[i], docnos[i])))]
     lines: list[str] = []
     start = 0
     while start < len(order):  # one query at a time

@@ -223,6 +223,18 @@ def test_trec_scores_decrease_strictly_in_tesseras_order_when_scores_tie():
     assert ir_measures.calc_aggregate([ir_measures.RR], qrels, run_records(by_rank))[ir_measures.RR] == 0.75
 
 
+def test_a_trec_run_of_chunks_names_each_document_once_where_its_best_chunk_is():
+    """Qrels judge documents: chunk ids (``d1#0``) would score 0, and a document twice would count twice."""
+    from flows.queries import trec_run
+
+    table = pa.table({"qid": ["1"] * 4 + ["2"], "docno": ["d1#1", "d2#0", "d1#0", "x", "d1#0"],
+                      "doc_id": ["d1", "d2", "d1", None, "d1"], "rank": [1, 2, 3, 4, 1],
+                      "score": [9.0, 8.0, 7.0, 6.0, 1.0]})
+    lines = [line.split() for line in trec_run(table).splitlines()]
+    assert [(q, d, r, float(s)) for q, _, d, r, s, _ in lines] == [
+        ("1", "d1", "1", 9.0), ("1", "d2", "2", 8.0), ("1", "x", "3", 6.0), ("2", "d1", "1", 1.0)]
+
+
 def test_run_writes_a_trec_run_and_refuses_what_cannot_be_one(tessera, tmp_path):
     from flows.queries import write_results
     from operators.errors import SpecError
@@ -234,6 +246,17 @@ def test_run_writes_a_trec_run_and_refuses_what_cannot_be_one(tessera, tmp_path)
     assert status == 0, err
     lines = (tmp_path / "res.trec").read_text().splitlines()
     assert lines[0].split()[:4] == ["q1", "Q0", "d1", "1"] and lines[0].split()[5] == "bm25"
+    status, _, err = tessera("ingest", "--source", data / "corpus.jsonl", "--index", tmp_path / "chunked",
+                             "--no-dense", "--quiet")  # chunked: docno d1#0, doc_id d1
+    assert status == 0, err
+    status, _, err = tessera("run", "bm25", "--index", tmp_path / "chunked", "--queries", data / "queries.jsonl",
+                             "--out", tmp_path / "chunked.trec", "--quiet")
+    assert status == 0, err
+    run = list(ir_measures.read_trec_run(str(tmp_path / "chunked.trec")))
+    qrels = [ir_measures.Qrel("q1", "d1", 1), ir_measures.Qrel("q1", "d5", 1), ir_measures.Qrel("q2", "d2", 1)]
+    assert {r.doc_id for r in run} <= {"d1", "d2", "d3", "d4", "d5"} and len(run) == len({(r.query_id, r.doc_id)
+                                                                                           for r in run})
+    assert ir_measures.calc_aggregate([ir_measures.R @ 5], qrels, run)[ir_measures.R @ 5] == 1.0
     with pytest.raises(SpecError, match="whitespace"):
         write_results(pa.table({"qid": ["1"], "docno": ["a b"], "rank": [1]}), tmp_path / "bad.run")
     with pytest.raises(SpecError, match="needs the columns qid, docno"):
