@@ -58,7 +58,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	@touch $@ $(VENV)/.installed
 
 # The demo index: the bundled sample, ingested once (a second run finds every shard done);
-# 4 shards of 250 documents, so both embedding actors of a 2-core machine have work.
+# 4 shards of 250 documents: ingestion commits a shard at a time, so a demo cut short resumes from the last one.
 DEMO_INDEX ?= .tessera/indices/sample
 
 demo: $(VENV)/.installed
