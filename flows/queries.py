@@ -61,7 +61,7 @@ def read_queries(source: str | Path) -> pa.Table:
         is_file = False
     if not is_file:
         if isinstance(source, Path) or looks_like_path(str(source)):
-            raise SpecError(f"queries file not found: {source}", field="queries")
+            raise SpecError(_not_a_queries_file(path, source), field="queries")
         text = str(source).strip()
         if not text:
             raise SpecError("the query is empty", field="queries")
@@ -92,6 +92,19 @@ def read_queries(source: str | Path) -> pa.Table:
 
 #: How standard input is named in errors.
 STDIN = "<stdin>"
+
+
+def _not_a_queries_file(path: Path, source: object) -> str:
+    """Why ``source`` is not read: missing, or a folder (naming the queries file in it, as a BEIR folder has)."""
+    try:
+        folder = path.is_dir()
+    except OSError:
+        folder = False
+    if not folder:
+        return f"queries file not found: {source}"
+    inside = [f"queries{suffix}" for suffix in QUERY_SUFFIXES if (path / f"queries{suffix}").is_file()]
+    hint = f"; did you mean {path / inside[0]}?" if inside else ""
+    return f"{source} is a folder, not a queries file{hint}"
 
 
 def _sniffed(data: bytes, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:

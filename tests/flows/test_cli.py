@@ -229,6 +229,13 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
                           "no flow spec file or built-in flow named 'nosuchflow'", "saved flow", "demo")
     assert_one_line_error(tessera("run", "demo", "-q", "missing/queries.jsonl", home=home, check=None),
                           "field 'queries'", "not found")
+    beir = tmp_path / "beir"
+    beir.mkdir()
+    assert_one_line_error(tessera("run", "demo", "-q", f"{beir}/", home=home, check=None),
+                          "field 'queries'", f"{beir}/ is a folder, not a queries file")
+    (beir / "queries.jsonl").write_text('{"_id": "a", "text": "bees"}\n')
+    assert_one_line_error(tessera("run", "demo", "-q", str(beir), home=home, check=None),
+                          f"{beir} is a folder, not a queries file; did you mean {beir / 'queries.jsonl'}?")
     assert_one_line_error(tessera("run", "demo", "-q", "bees", "--out", "x.txt", home=home, check=None),
                           "field 'out'")
     for name, text in (("q.jsonl", '{"_id": "a", "text": "bees"}\n{"_id": "b", "text": " "}\n'),
