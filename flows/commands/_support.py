@@ -70,12 +70,16 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
                            f"(on a local cluster: {option} \"$PWD/{value}\")", field=option.lstrip("-"))
     for option, value in inputs.items():
         if value and not path(option, value).is_absolute() and not path(option, value).exists():
-            outside = ".." in Path(value).parts  # the upload holds the working directory, nothing above it
-            why = ("it leads out of the working directory, and the job's upload holds only what is inside it"
-                   if outside else "its upload leaves out git-ignored files such as .tessera/")
-            raise CliError(f"{option} '{value}' is not in this Ray job's copy of the working directory ({why}): "
-                           "give an absolute path the cluster can read (on a local cluster: "
-                           f"{option} \"$PWD/{value}\")", field=option.lstrip("-"))
+            missing = f"{option} '{value}' is not in this Ray job's copy of the working directory"
+            absolute = f'give an absolute path the cluster can read (on a local cluster: {option} "$PWD/{value}")'
+            if ".." in Path(value).parts:  # the upload holds the working directory, nothing above it
+                message = (f"{missing} (it leads out of the working directory, and the job's upload holds only "
+                           f"what is inside it): {absolute}")
+            else:  # Ray's upload rules (.gitignore, .rayignore, excludes) are its own: both causes are named
+                message = (f"{missing}: the path is mistyped, or the job's upload left it out (it leaves out "
+                           f"git-ignored files and the runtime env's excludes, such as .tessera/); if it is there "
+                           f"where you submitted, {absolute}")
+            raise CliError(message, field=option.lstrip("-"))
 
 
 def refuse_contradicting_index_options(args: Any, dense_only: tuple[str, ...]) -> None:

@@ -58,6 +58,10 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     if shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     index_path = resolve_index(index)
+    if index_path.is_file():  # a corpus given as the index, most likely: nothing may be written into it
+        raise IngestError(f"the index {index_path} is a file, not an index folder: give a folder (created if "
+                          "needed) or an index name" + (f"; to index this file: `tessera ingest --source {index_path} "
+                                                        "--index NAME`" if source is None else ""), field="index")
     if retry_failed:
         if not (index_path / "manifest.json").exists():
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")

@@ -69,6 +69,11 @@ def read_manifest(path: Path) -> Manifest:
     ``upgrade.upgraded``; the next write writes it so). A later format is refused: this release would drop what
     it records."""
     file = path / MANIFEST
+    if path.is_file():  # a corpus file given as the index, most likely, or the manifest itself
+        if path.name == MANIFEST:
+            raise IndexNotFoundError(f"{path} is an index's manifest, not the index: give its folder {path.parent}")
+        raise IndexNotFoundError(f"{path} is a file, not an index folder; to index it: `tessera ingest --source "
+                                 f"{path} --index NAME` (in Python: flows.api.ingest({str(path)!r}, NAME))")
     if not file.is_file():
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
