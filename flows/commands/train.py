@@ -119,6 +119,8 @@ def _list_models(args: argparse.Namespace) -> int:
     from operators.models import models_dir
 
     folder = Path(args.output).expanduser() if args.output else models_dir()
+    if folder.exists() and not folder.is_dir():
+        raise CliError(f"--output {folder} is a file, not a folder of trained models", field="output")
     rows = trained_models(folder)
     if args.json:
         print_json({"folder": str(folder), "models": rows})

@@ -333,6 +333,8 @@ def test_train_list_shows_each_trained_model_with_its_kind_base_examples_and_dat
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "empty"))
     assert main(["train", "--list"]) == 0
     assert "no model trained into" in capsys.readouterr().err
+    assert main(["train", "--list", "--output", str(models / "tessera-bi-encoder" / "training.json")]) == 2
+    assert "is a file, not a folder of trained models" in capsys.readouterr().err
 
 
 def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, tmp_path, capsys):
