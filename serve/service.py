@@ -138,14 +138,16 @@ class Service:
         stat = path.stat()
         return FlowFile(str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
 
-    def resolve_flow(self, flow: str | dict[str, Any], tenant: str) -> FlowSpec:
+    def resolve_flow(self, flow: str | dict[str, Any], tenant: str, *, search: bool = False) -> FlowSpec:
+        """``flow``'s spec; a name that names none is refused with the flows there are (for a search, the built-in
+        ones that search: not ``ingest``'s, which read documents and a search refuses)."""
         if isinstance(flow, dict):
             return FlowSpec.parse(flow)
         file = self.flow_file(flow, tenant)
         if file is None:
             saved = ", ".join(flow_store.saved_names(flow_owner(tenant))) or "none"
-            raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(flow_store.builtin_names())}; "
-                            f"saved: {saved})", field="flow")
+            builtin = [name for name in flow_store.builtin_names() if not (search and _reads_documents(name))]
+            raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(builtin)}; saved: {saved})", field="flow")
         return load_spec(file)
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:
@@ -174,7 +176,7 @@ class Service:
             raise validation_error(err) from None
         if request.query is not None and request.queries is not None:
             raise SpecError("give query or queries, not both", field="queries")
-        spec, built = self.resolve_flow(request.flow, tenant), None
+        spec, built = self.resolve_flow(request.flow, tenant, search=search), None
         if search:  # built here to refuse a flow that reads documents; the top_k cut reads the same build
             built = spec.build()
             refuse_reading_documents(built)
@@ -376,6 +378,13 @@ class Service:
 
 
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=None)
+def _reads_documents(builtin: str) -> bool:
+    """Whether the built-in flow ``builtin`` starts from a source step (``ingest``'s flows)."""
+    built = FlowSpec.load(flow_store.builtin_path(builtin)).build()
+    return any(built.operators[step].scope == "source" for step in built.needed_steps())
+
+
 def load_spec(file: FlowFile) -> FlowSpec:
     """A flow file's spec, parsed once per version of the file (parsing YAML took 5 ms of a 40 ms search)."""
     return FlowSpec.load(Path(file.path))

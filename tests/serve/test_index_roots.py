@@ -72,6 +72,18 @@ def test_a_flow_name_with_a_path_in_it_names_no_flow(service, name):
     assert err.value.field == "flow" and "no flow named" in str(err.value)
 
 
+def test_a_search_for_an_unknown_flow_lists_the_flows_that_search_and_a_task_lists_them_all(service):
+    """``ingest``'s flows read documents, which a search refuses: they are no choice to offer it."""
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        service.prepare({"flow": "hybird", "query": "q"}, "local", search=True)
+    assert "hybrid" in str(err.value) and "ingest" not in str(err.value)
+    with pytest.raises(SpecError) as err:
+        service.prepare({"flow": "hybird", "queries": ["q"]}, "local")
+    assert "ingest, ingest_dimensions" in str(err.value)
+
+
 def test_configured_roots_replace_the_defaults_and_keep_the_default_index(service, tmp_path):
     args = ServiceArgs(default_index=".tessera/indices/sample", index_roots=[str(tmp_path / "outside")],
                        task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
