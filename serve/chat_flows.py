@@ -121,8 +121,9 @@ def find_flow(model: str, tenant: str) -> FlowSpec | None:
         return None
     spec = svc.current().resolve_flow(model, tenant)
     if not answers(spec):
+        runnable = [c.id for c in flow_cards(tenant) if c.status != "missing"]  # what /v1/models offers
         raise ApiError(404, f"flow '{model}' gives no answer (it has no {ANSWER_OP} step); flows that answer: "
-                       f"{', '.join(answering_flows(tenant)) or 'none'}", param="model", code="model_not_found")
+                       f"{', '.join(runnable) or 'none'}", param="model", code="model_not_found")
     return spec
 
 
