@@ -10,7 +10,10 @@ reference is resolved (``operators.models.resolve_model_path``, which loads noth
 and one ``MissingModelsError`` names every missing model with each flow and step that
 needs it. A model a step loads as a cross-encoder must also be one: a bi-encoder folder
 there would be refused only when the step loads it (at a Serve replica's start), so its
-config.json is read here (``check_cross_encoder``; no weights are loaded).
+config.json is read here (``check_cross_encoder``; no weights are loaded). Likewise a model
+a step embeds with (``embed.*``'s ``model``, the encoder of an index searched or built)
+must not be a cross-encoder or a ColBERT model (``check_sentence_embedder``), which
+sentence-transformers would load with an untrained pooling and embed by without a word.
 
 An environment variable a step reads (``Operator.required_env``: ``rerank.api``'s
 ``api_key_env``, the ``api_key_env`` of a language model step's alias) is checked by
@@ -34,11 +37,14 @@ from typing import Callable, Iterable, Mapping
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.errors import SpecError
-from operators.models.cross_encoders import NotACrossEncoderError, check_cross_encoder
-from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError
+from operators.models.cross_encoders import check_cross_encoder
+from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError, WrongModelKindError
+from operators.models.sentence_transformers import check_sentence_embedder
 
 #: Where a step that searches an index by vectors names that index's encoder (``Operator.required_models``).
 INDEX_ENCODER = "params.index (its encoder)"
+#: The kind of a model a step embeds texts with (``KIND_CHECKS``).
+SENTENCE_EMBEDDER = "sentence embedding model"
 #: How a model is made (a command), or None when the caller does not know.
 HowToMake = Callable[[str], "str | None"]
 
@@ -51,7 +57,7 @@ class ModelNeed:
     flow: str
     step: str
     where: str  # "params.model", "params.index (its encoder)", "index_settings.encoder (...)"
-    kind: str | None = None  # what the model must be besides present: "cross-encoder" (see KIND_CHECKS)
+    kind: str | None = None  # what the model must be besides present: "cross-encoder", ... (see KIND_CHECKS)
 
     def describe(self) -> str:
         return f"flow {self.flow}, step {self.step} ({self.where})"
@@ -111,15 +117,29 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
 
 def model_kind(op: Operator, where: str) -> str | None:
     """What the model at ``where`` of ``op`` must be besides present: a cross-encoder for ``rerank.cross_encoder``'s
-    ``params.model`` (its loader refuses any other folder), else None."""
+    ``params.model`` (its loader refuses any other folder); a sentence embedding model for the encoder of an index a
+    step searches and for the ``params.model`` of a step that embeds with sentence-transformers; else None."""
+    from operators.analyze.sentiment import SentimentAnalyzer
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
     from operators.rerank.cross_encoder import CrossEncoderReranker
+    from operators.rerank.embedding import EmbeddingReranker
+    from operators.retrieve._vector_stores import VectorStoreRetriever
 
-    return "cross-encoder" if isinstance(op, CrossEncoderReranker) and where == "params.model" else None
+    if where.endswith(INDEX_ENCODER):  # also a collection's index inside retrieve.multi_collection
+        return SENTENCE_EMBEDDER
+    if where != "params.model":
+        return None
+    if isinstance(op, CrossEncoderReranker):
+        return "cross-encoder"
+    embeds = (SentenceTransformerEmbedder, EmbeddingReranker, VectorStoreRetriever)
+    if isinstance(op, embeds) or (isinstance(op, SentimentAnalyzer) and op.params.method == "prototypes"):
+        return SENTENCE_EMBEDDER
+    return None
 
 
 def check_model(reference: str, kind: str | None = None) -> Path:
     """The folder of ``reference``, resolved and, for a ``kind``, checked to be one from its config alone;
-    raises ``ModelNotFoundError`` (``NotACrossEncoderError`` for a folder of another kind)."""
+    raises ``ModelNotFoundError`` (a ``WrongModelKindError`` for a folder of another kind)."""
     from operators.models import resolve_model_path
 
     path = resolve_model_path(reference)
@@ -140,7 +160,8 @@ def operator_problem(op: Operator) -> str | None:
 
 
 #: What a model of each kind is checked with (reads config.json, at most the weights' tensor names).
-KIND_CHECKS: dict[str, Callable[[Path], None]] = {"cross-encoder": check_cross_encoder}
+KIND_CHECKS: dict[str, Callable[[Path], None]] = {"cross-encoder": check_cross_encoder,
+                                                  SENTENCE_EMBEDDER: check_sentence_embedder}
 
 
 def step_needs(flow_name: str, operators: Mapping[str, Operator]) -> list[ModelNeed]:
@@ -162,7 +183,8 @@ def flow_needs(flow: Flow | FlowSpec, name: str | None = None) -> list[ModelNeed
     encoder = (spec.index_settings or {}).get("encoder") or DEFAULT_ENCODER
     for step in steps:
         if step in unset and "dense" in built.operators[step].index_needs():
-            needs.append(ModelNeed(encoder, name, step, "index_settings.encoder: the index built for it"))
+            needs.append(ModelNeed(encoder, name, step, "index_settings.encoder: the index built for it",
+                                   SENTENCE_EMBEDDER))
     return needs
 
 
@@ -179,7 +201,7 @@ def check_needs(needs: Iterable[ModelNeed], *, how_to_make: HowToMake | None = N
                 problems[need.reference, need.kind] = None
             except ModelNotFoundError as err:
                 problems[need.reference, need.kind] = err.message
-                if isinstance(err, NotACrossEncoderError):
+                if isinstance(err, WrongModelKindError):
                     wrong_kind.add(need.reference)
         problem = problems[need.reference, need.kind]
         if problem is None:

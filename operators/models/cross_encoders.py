@@ -19,7 +19,7 @@ from pathlib import Path
 
 from operators.interrupt import install
 from operators.models.precision import with_precision
-from operators.models.references import ModelNotFoundError, resolve_model_path
+from operators.models.references import WrongModelKindError, resolve_model_path
 from operators.models.repository import models
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 SCORING_HEADS = ("ForSequenceClassification", "ForCausalLM")
 
 
-class NotACrossEncoderError(ModelNotFoundError):
+class NotACrossEncoderError(WrongModelKindError):
     """A model folder that is there but holds no cross-encoder: the cross-encoder asked for is not on this machine."""
 
 

@@ -50,6 +50,11 @@ class ModelNotFoundError(TesseraError):
     """A model reference whose weights are not on this machine."""
 
 
+class WrongModelKindError(ModelNotFoundError):
+    """A model folder that is there but holds another kind of model than the step loads (a bi-encoder where a
+    cross-encoder belongs, a cross-encoder where an embedding model does): the model asked for is not here."""
+
+
 def models_dir() -> Path:
     """Tessera's own model directory (trained checkpoints, ONNX exports)."""
     return tessera_home() / "models"

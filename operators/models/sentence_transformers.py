@@ -20,6 +20,9 @@ without importing torch at all.
 A static model (``tessera train --model static``: one vector per token, distilled by
 model2vec) is a sentence-transformers folder too, and loads here like any other; only
 ``torch`` applies to it, since it has no transformer to export.
+
+A cross-encoder or ColBERT folder is refused (``check_sentence_embedder``, from its config files): sentence-transformers
+would load either as an embedder with a mean pooling nobody trained, and every vector built with it would be noise.
 """
 
 from __future__ import annotations
@@ -38,15 +41,61 @@ from operators.interrupt import install
 from operators.models.batching import is_static
 from operators.models.fingerprint import model_fingerprint
 from operators.models.precision import with_precision
-from operators.models.references import DEFAULT_ENCODER, resolve_model_path
+from operators.models.references import DEFAULT_ENCODER, WrongModelKindError, resolve_model_path
 from operators.models.repository import models
 
 #: Backends ``load_sentence_transformer`` accepts.
 BACKENDS = ("torch", "onnx", "onnx-int8", "openvino")
 
 
+#: Settings PyLate writes into config_sentence_transformers.json for a ColBERT model (operators.models.colbert).
+PYLATE_COLBERT_KEYS = ("query_length", "document_length", "do_query_expansion", "attend_to_expansion_tokens",
+                       "skiplist_words")
+
+
 class BackendNotAvailableError(TesseraError):
     """A model backend whose libraries are missing or cannot run here."""
+
+
+class NotAnEmbeddingModelError(WrongModelKindError):
+    """A model folder that is there but holds a cross-encoder or a ColBERT model: sentence-transformers would load
+    it with a mean pooling nobody trained and embed by it, without a word."""
+
+
+def check_sentence_embedder(path: Path) -> None:
+    """Raise ``NotAnEmbeddingModelError`` when ``path`` holds a cross-encoder or a ColBERT model, read from its
+    config files alone (no weights); a folder they say nothing against passes."""
+    kind = _other_kind(path)
+    if kind:
+        raise NotAnEmbeddingModelError(
+            f"not a sentence embedding model: {path} is here but is {kind}, not the sentence embedding model this "
+            "step needs (its vectors would come from a pooling nobody trained); point the reference at a sentence "
+            "embedding model (all-MiniLM-L6-v2, or one made by tessera train --model bi-encoder)")
+
+
+def _other_kind(path: Path) -> str | None:
+    """What ``path`` holds when its config files say it is a cross-encoder or a ColBERT model, else None."""
+    def read(name: str) -> dict:
+        try:
+            data = json.loads((path / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    if (path / "colbert_config.json").is_file():
+        return "a ColBERT model (it has colbert_config.json)"
+    settings, architectures = read("config_sentence_transformers.json"), read("config.json").get("architectures")
+    architectures = [str(name) for name in architectures] if isinstance(architectures, list) else []
+    if "HF_ColBERT" in architectures or (path / "artifact.metadata").is_file():
+        return "a ColBERT model (a Stanford ColBERT checkpoint)"
+    if settings.get("model_type") == "ColBERT" or any(key in settings for key in PYLATE_COLBERT_KEYS):
+        return "a ColBERT model (its config_sentence_transformers.json holds PyLate's ColBERT settings)"
+    if settings.get("model_type") == "CrossEncoder":
+        return "a cross-encoder (its config_sentence_transformers.json says model_type CrossEncoder)"
+    if (architectures and all(name.endswith("ForSequenceClassification") for name in architectures)
+            and not (path / "modules.json").is_file()):
+        return f"a cross-encoder (a sequence classifier: its config's architectures are {', '.join(architectures)})"
+    return None
 
 
 def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str | None = None, backend: str = "torch",
@@ -70,6 +119,7 @@ def load_sentence_transformer(reference: str = DEFAULT_ENCODER, *, device: str |
     if backend != "torch" and dtype != "float32":
         raise BackendNotAvailableError(f"dtype '{dtype}' applies to backend 'torch'; backend '{backend}' has its own")
     path = resolve_model_path(reference)
+    check_sentence_embedder(path)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

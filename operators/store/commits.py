@@ -26,7 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.store import shard as shard_io
-from operators.store.errors import CommitError, IndexCorruptError
+from operators.store.errors import ColumnTypeConflictError, CommitError, IndexCorruptError
 from operators.store.layout import SHARDS, file_lock, read_manifest
 from operators.store.settings import Manifest, ShardInfo
 
@@ -117,32 +117,86 @@ def check_types(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, 
     other new shard. Mergeable is what pyarrow's permissive promotion merges (the doc store's concat): equal
     types, a null-typed column with any, integers and floats with each other (widened), string with
     large_string. Anything else (``year`` int64 in one batch, string in the next) would make every search that
-    reads rows of both shards fail, so the commit that brings it in is refused, naming the column."""
-    seen: dict[str, tuple[pa.DataType, str]] = {}
-
-    def merge(shard_id: str, field: pa.Field, refuse: bool) -> None:
-        if field.name not in seen:
-            seen[field.name] = (field.type, shard_id)
-            return
-        kind, owner = seen[field.name]
-        try:
-            unified = pa.unify_schemas([pa.schema([pa.field("c", kind)]), pa.schema([pa.field("c", field.type)])],
-                                       promote_options="permissive").field("c").type
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            if refuse:
-                raise CommitError(f"shard {shard_id!r}: column {field.name!r} is {field.type}, but it is {kind} in "
-                                  f"shard {owner!r} of {path}; the index's documents must agree on each metadata "
-                                  f"column's type: convert the column to {kind} (or delete the documents with the "
-                                  "other type and compact)", field=field.name) from None
-            return  # an index that already holds the conflict (made before this check): keep the first
-        seen[field.name] = (unified, owner)
-
+    reads rows of both shards fail, so the commit that brings it in is refused, naming the column and each shard
+    that holds a type it clashes with (that shard's own type: int64 and double merge to a double no shard has)."""
+    columns = _ColumnTypes()
     for shard_id, schema in kept:
-        for field in schema:
-            merge(shard_id, field, refuse=False)
+        for field in schema:  # an index that already holds a conflict (made before this check): the first type stays
+            columns.add(shard_id, field)
     for shard_id, schema in new:
         for field in schema:
-            merge(shard_id, field, refuse=True)
+            if not columns.add(shard_id, field):
+                raise CommitError(f"shard {shard_id!r}: column {field.name!r} is {field.type}, but it is "
+                                  f"{columns.clashing(field)} of {path}; the index's documents must agree on each "
+                                  f"metadata column's type: convert the column to {columns.merged[field.name]} (or "
+                                  "delete the documents with the other type and compact)", field=field.name)
+
+
+def type_conflict_error(path: Path, schemas: Sequence[tuple[str, pa.Schema]]) -> ColumnTypeConflictError | None:
+    """The error naming the first doc-store column whose types in ``schemas`` ((shard id, schema), shards with live
+    rows) do not merge, with the shards holding each type and how to repair it; None when they all merge. For a
+    reader whose concat of shard rows failed: an index written before commits checked types."""
+    columns = _ColumnTypes()
+    for shard_id, schema in schemas:
+        for field in schema:
+            if not columns.add(shard_id, field):
+                return ColumnTypeConflictError(
+                    f"index {path}: column {field.name!r} is {field.type} in shard {shard_id!r} but "
+                    f"{columns.clashing(field)} (shards committed before commits checked metadata types), so their "
+                    "rows cannot be read into one table: delete the documents of one type (tessera index delete) and "
+                    "compact (tessera index compact) to repair it (docs/indices.md)", field=field.name)
+    return None
+
+
+def live_schemas(path: Path, manifest: Manifest) -> list[tuple[str, pa.Schema]]:
+    """(shard id, doc-store schema) of each shard of ``manifest`` with a live row (a listing leaves the others out),
+    read from the files' footers alone."""
+    return [(info.id, shard_io.docs_schema(path / SHARDS / info.id)) for info in manifest.shards
+            if len(manifest.tombstones.get(info.id, ())) < info.n_chunks]
+
+
+class _ColumnTypes:
+    """Each doc-store column's types across shards: every type with the first shard that holds it, and the type
+    they all merge to."""
+
+    def __init__(self) -> None:
+        self.holders: dict[str, dict[pa.DataType, str]] = {}
+        self.merged: dict[str, pa.DataType] = {}
+
+    def add(self, shard_id: str, field: pa.Field) -> bool:
+        """Record ``field`` of shard ``shard_id``; False (nothing recorded) when its type does not merge."""
+        types = self.holders.setdefault(field.name, {})
+        if types:
+            try:
+                unified = _merged_type(self.merged[field.name], field.type)
+            except (pa.ArrowInvalid, pa.ArrowTypeError):
+                return False
+        else:
+            unified = field.type
+        types.setdefault(field.type, shard_id)
+        self.merged[field.name] = unified
+        return True
+
+    def clashing(self, field: pa.Field) -> str:
+        """The recorded types of ``field``'s column that do not merge with its type (all of them when only their
+        merge does not), each with the first shard holding it: "int64 in shard 'A' and double in shard 'B'"."""
+        types = self.holders[field.name]
+        clashing = {kind: owner for kind, owner in types.items() if not _mergeable(kind, field.type)} or types
+        return " and ".join(f"{kind} in shard {owner!r}" for kind, owner in clashing.items())
+
+
+def _merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
+    """The type pyarrow's permissive promotion merges ``a`` and ``b`` to; raises when they do not merge."""
+    return pa.unify_schemas([pa.schema([pa.field("c", a)]), pa.schema([pa.field("c", b)])],
+                            promote_options="permissive").field("c").type
+
+
+def _mergeable(a: pa.DataType, b: pa.DataType) -> bool:
+    try:
+        _merged_type(a, b)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        return False
+    return True
 
 
 def discard(path: Path, infos: Sequence[ShardInfo]) -> list[str]:

@@ -29,6 +29,11 @@ class CommitError(IndexStoreError):
     """A commit would break the index (unwritten shard, docno already live, lost race)."""
 
 
+class ColumnTypeConflictError(IndexStoreError):
+    """Shards whose doc-store column types do not merge (committed before commits checked types), so rows of both
+    cannot be read into one table; ``commits.type_conflict_error`` names the column and the shards."""
+
+
 class CommitConflictError(CommitError):
     """Another commit landed while a commit that expected one generation was prepared (``compact`` retries)."""
 

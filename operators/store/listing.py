@@ -16,7 +16,12 @@ def document_page(index: Any, offset: int, limit: int) -> dict[str, Any]:
     """``limit`` documents of ``index`` from ``offset``, in the order they were added (the order of the shards),
     each with its title, passage count and metadata (its first passage's), and how many there are in all."""
     metadata = [c for c in index.column_names() if c not in PASSAGE_COLUMNS and not c.startswith("_")]
-    _, table = index.columns(["doc_id", "title", *metadata])
+    try:
+        _, table = index.columns(["doc_id", "title", *metadata])
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # an index made before commits checked column types
+        from operators.store.commits import live_schemas, type_conflict_error
+
+        raise type_conflict_error(index.path, live_schemas(index.path, index.manifest)) or err
     doc_ids = table.column("doc_id").cast(pa.string())
     passages: dict[str, int] = {}
     for doc_id in doc_ids.to_pylist():

@@ -141,7 +141,14 @@ class Snapshot:
             picked = np.nonzero(shard == i)[0]
             parts.append(self.shards[i].docs.take(pa.array(rows[picked])))
             positions.append(picked)
-        table = concat(parts)
+        try:
+            table = concat(parts)
+        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # an index made before commits checked column types
+            from operators.store.commits import type_conflict_error
+
+            read = [self.shards[i] for i in np.unique(shard)]
+            raise type_conflict_error(read[0].folder.parent.parent, [(sh.info.id, sh.docs.schema) for sh in read]) \
+                or err
         inverse = np.empty(len(rows), dtype=np.int64)
         inverse[np.concatenate(positions)] = np.arange(len(rows))
         return table.take(pa.array(inverse))

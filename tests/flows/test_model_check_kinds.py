@@ -31,11 +31,14 @@ def bi_encoder_named_cross_encoder(tmp_path, monkeypatch) -> Path:
     return folder
 
 
-def _flow(model: str) -> FlowSpec:
-    return FlowSpec.parse({"name": "ce", "steps": {
-        "bm25": {"op": "retrieve.bm25", "params": {"index": "unused"}},
-        "embed": {"op": "embed.sentence_transformer", "params": {"model": model}},
-        "rerank": {"op": "rerank.cross_encoder", "params": {"model": model}}}})
+def _flow(model: str, *, embed: bool = True) -> FlowSpec:
+    """BM25, then ``model`` as the reranker and (``embed``) as the embedding step's model too."""
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"index": "unused"}},
+             "embed": {"op": "embed.sentence_transformer", "params": {"model": model}},
+             "rerank": {"op": "rerank.cross_encoder", "params": {"model": model}}}
+    if not embed:
+        del steps["embed"]
+    return FlowSpec.parse({"name": "ce", "steps": steps})
 
 
 def test_a_bi_encoder_where_a_cross_encoder_belongs_is_refused_by_the_pre_run_check(tmp_path, capsys, monkeypatch,
@@ -78,4 +81,6 @@ def test_operator_problem_is_what_a_serve_deployment_checks_before_a_replica_sta
     assert operator_problem(SentenceTransformerEmbedder({"model": "all-MiniLM-L6-v2"}, step_id="embed")) is None
     missing = operator_problem(CrossEncoderReranker({"model": "no-such-reranker"}, step_id="ce"))
     assert "no-such-reranker" in missing and "not a cross-encoder" not in missing
-    check_models([_flow(str(untrained_ce))])  # a real cross-encoder passes: the check reads no weights it needs
+    check_models([_flow(str(untrained_ce), embed=False)])  # a real cross-encoder passes: no weights are read
+    with pytest.raises(MissingModelsError, match="is here but is a cross-encoder"):  # but embeds nothing
+        check_models([_flow(str(untrained_ce))])
