@@ -50,8 +50,9 @@ def document_rows(documents: list[str | CohereDocument]) -> tuple[list[dict[str,
         if docno in shown:
             raise ApiError(422, f"documents.{n}.id: '{docno}' is the id of an earlier document",
                            param=f"documents.{n}.id")
-        text = next((str(data[key]) for key in TEXT_FIELDS if data.get(key) not in (None, "")), None)
-        if text is None:
+        given = [key for key in TEXT_FIELDS if data.get(key) is not None]
+        text = next((str(data[key]) for key in given if data[key] != ""), "" if given else None)
+        if text is None:  # no text field at all (an empty one is no text: a 422, not "text: ")
             text = "\n".join(f"{key}: {_plain(value)}" for key, value in data.items() if key not in ("title", "url"))
         if not text.strip():
             raise ApiError(422, f"documents.{n} has no text", param=f"documents.{n}")

@@ -44,6 +44,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from flows.executors import make_executor
     from flows.placement import PlacementError
     from operators.errors import MissingColumnsError, SpecError, in_chain
+    from operators.filters import FilterError
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError
 
@@ -56,9 +57,10 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         if in_chain(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
             raise ApiError(404, f"index: {_searched(prepared, getattr(err, 'step', None))} does not exist any more "
                            "(it was deleted while the flow ran)", param="index", code="index_not_found") from None
-        if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError)):
+        if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError, FilterError)):
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
-            # URL the guard refuses. The request's to change, so a 422 naming it.
+            # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's
+            # to change, so a 422 naming it; any other failure of a step (a model's) stays a 500.
             raise ApiError(422, str(err), param=err.field or "flow", code="flow_not_runnable") from None
         raise
     limit = svc.current().limits.max_result_rows

@@ -42,6 +42,8 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
     try:
         form = await request.form(max_files=max_files, max_fields=MAX_FIELDS)
     except HTTPException as err:  # Starlette's 400 for a form it stopped reading
+        if err.status_code != 400:  # the body limit's 413 while the form streamed in: its own answer, naming it
+            raise
         detail = str(err.detail)
         if detail.startswith("Too many files"):
             raise ApiError(422, f"files: more than {max_files} files, over the limit max_documents_per_request="

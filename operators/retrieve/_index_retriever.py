@@ -95,6 +95,24 @@ def forget_index(path: str | Path, index: Any = None) -> bool:
         return True
 
 
+def docs_schema(index) -> pa.Schema:
+    """The doc-store columns of every live shard of ``index``, each with the type its shards merge to: documents
+    added later may bring metadata columns the first shard lacks, and a filter on them must be valid. Only the
+    schemas of the shards the search loads anyway are read."""
+    from operators.store.commits import merged_schema
+
+    shards = index._current().shards  # the snapshot the search reads (the Index has no public schema yet)
+    return merged_schema([shard.docs.schema for shard in shards]) if shards else index.documents([]).schema
+
+
+def _with_filter_columns(docs: pa.Table, columns: set[str], schema: pa.Schema) -> pa.Table:
+    """``docs`` with a null column for each filter column its rows lack (hits only from shards older than the
+    column): the filter must reject those rows, not fail on the missing field."""
+    for name in sorted(columns - set(docs.column_names)):
+        docs = docs.append_column(schema.field(name), pa.nulls(docs.num_rows, schema.field(name).type))
+    return docs
+
+
 class RetrieverParams(BaseModel):
     """Params every index retriever takes."""
 
@@ -206,12 +224,12 @@ class IndexRetriever(Operator):
         """``Hits`` per query text, best first."""
         raise NotImplementedError
 
-    def _where(self):
+    def _where(self, schema: pa.Schema | None):
         flt: MetadataFilter | None = self.params.filter
         if flt is None:
             return None
         try:
-            return flt.to_expression(self.index.documents([]).schema)
+            return flt.to_expression(schema)
         except FilterError as err:
             raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
 
@@ -222,7 +240,8 @@ class IndexRetriever(Operator):
             if len(first) < table.num_rows:
                 queries = table.take(pa.array(np.sort(first)))
         texts = [q or "" for q in queries.column("query").to_pylist()]
-        where = self._where()
+        schema = docs_schema(self.index) if self.params.filter is not None else None
+        where = self._where(schema)
         k = self.params.k
         post = where is not None and self.params.filter_mode == "post"
         try:
@@ -240,7 +259,8 @@ class IndexRetriever(Operator):
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
-            matching = docs.append_column("__i", pa.array(np.arange(docs.num_rows))).filter(where)
+            matching = _with_filter_columns(docs, self.params.filter.columns(), schema) \
+                .append_column("__i", pa.array(np.arange(docs.num_rows))).filter(where)
             keep = matching.column("__i").to_numpy()
             rows, scores, docs = rows[keep], scores[keep], docs.take(pa.array(keep, pa.int64()))
             start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]

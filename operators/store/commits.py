@@ -185,6 +185,18 @@ class _ColumnTypes:
         return " and ".join(f"{kind} in shard {owner!r}" for kind, owner in clashing.items())
 
 
+def merged_schema(schemas: Sequence[pa.Schema]) -> pa.Schema:
+    """The columns of all ``schemas``, each with the type its types merge to (``check_types``'s rule); a column
+    whose types do not merge (an index made before commits refused that) keeps its first type."""
+    fields: dict[str, pa.Field] = {}
+    for schema in schemas:
+        for field in schema:
+            seen = fields.setdefault(field.name, field)
+            if seen is not field and _mergeable(seen.type, field.type):
+                fields[field.name] = seen.with_type(_merged_type(seen.type, field.type))
+    return pa.schema(list(fields.values()))
+
+
 def _merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
     """The type pyarrow's permissive promotion merges ``a`` and ``b`` to; raises when they do not merge."""
     return pa.unify_schemas([pa.schema([pa.field("c", a)]), pa.schema([pa.field("c", b)])],

@@ -1,0 +1,91 @@
+"""A metadata filter that turns out wrong only once the flow runs (a column the index or the rows lack, a value of
+another type, a bad filter inside a ``retrieve.multi_collection`` collection) is the request's mistake: a 422
+``flow_not_runnable`` naming ``params.filter``, as docs/serving.md says, not a 500. A step that fails for another
+reason (a damaged index) stays a 500. Real BM25 indices and a real SQLite task store, through ``Service`` and the
+search route's functions (what /v1/search and the chat routes call); nothing runs on Ray."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from serve.errors import ApiError
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+
+def build_index(path) -> None:
+    """A real BM25 index of two documents with an integer ``year`` column."""
+    from operators.store import Index, IndexSettings
+
+    index = Index.create(path, IndexSettings(dense=False))
+    index.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                        "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"],
+                        "year": pa.array([2024, 2020], pa.int64())}))
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    for name in ("news", "damaged"):
+        build_index(home / "indices" / name)
+    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def bm25(flt: dict, **params) -> dict:
+    return {"b": {"op": "retrieve.bm25", "params": {"k": 5, "filter": flt, **params}}}
+
+
+def searched(steps: dict) -> dict:
+    from serve.routes_search import run_search
+
+    return run_search({"flow": {"steps": steps}, "query": "honey", "index": "news"}, "local")
+
+
+def test_a_good_filter_runs(service):
+    hits = searched(bm25({"field": "year", "eq": 2024}))["results"][0]["hits"]
+    assert [hit["docno"] for hit in hits] == ["bees#0"]
+
+
+@pytest.mark.parametrize("steps, says", [
+    (bm25({"field": "nope", "eq": 1}), "['nope'] not found"),
+    (bm25({"field": "nope", "eq": 1}, filter_mode="post"), "['nope'] not found"),
+    (bm25({"field": "year", "eq": "abc"}), "value 'abc' does not fit column 'year'"),
+    (bm25({"field": "year", "month": 3}), "holds years"),
+    ({"b": {"op": "retrieve.bm25", "params": {"k": 5}},
+      "f": {"op": "postprocess.filter", "params": {"filter": {"field": "nope", "eq": 1}}}}, "['nope'] not found"),
+    ({"m": {"op": "retrieve.multi_collection", "params": {"collections": [
+        {"name": "a", "index": "news"}, {"name": "b", "index": "news", "filter": {"field": "year", "eq": "abc"}}]}}},
+     "value 'abc' does not fit column 'year'"),
+])
+def test_a_filter_that_fails_when_the_flow_runs_is_a_422_naming_it(service, steps, says):
+    with pytest.raises(ApiError) as err:
+        searched(steps)
+    assert (err.value.status, err.value.code) == (422, "flow_not_runnable"), err.value.message
+    assert err.value.param.startswith("params.filter") and says in err.value.message
+
+
+def test_a_step_that_fails_otherwise_stays_a_500(service, tmp_path):
+    from serve.routes_search import run_search
+
+    for shard in (tmp_path / "home" / "indices" / "damaged" / "shards").iterdir():
+        (shard / "docs.parquet").write_bytes(b"not parquet")  # damaged on disk: the server's problem, not the request's
+    with pytest.raises(Exception) as err:
+        run_search({"flow": {"steps": bm25({"field": "year", "eq": 2024})}, "query": "honey", "index": "damaged"},
+                   "local")
+    assert not isinstance(err.value, ApiError) and "damaged shard" in str(err.value)  # the guard makes it a 500
+
+
+def test_over_http_it_is_the_documented_422(service):
+    import requests
+
+    from tests.serve.conftest import api_on_localhost
+
+    with api_on_localhost() as base:
+        response = requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25({"field": "nope", "eq": 1})},
+                                                            "query": "honey", "index": "news"}, timeout=60)
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter") and "'nope'" in error["message"]
