@@ -64,10 +64,11 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
     what it did (shards before and after, live chunks, seconds). A 409 while an ingestion runs into it (its commit
     would make the compaction redo its merge; an upload compacts the index itself when it leaves too many shards,
     ``compact_after_shards``) and while another compaction of it is unfinished. The caller launches the task."""
+    from serve.index_owner import born
     from serve.ingest_task import COMPACT_STEPS
 
     path, row = made_index(indices, name, tenant)
-    if not (path / "manifest.json").exists():
+    if not born(path):  # no commit yet: the empty manifest of a first upload that is still running
         raise ApiError(404, f"index '{name}' has no documents yet: nothing to compact", param="name",
                        code="index_not_found")
     service = indices.service

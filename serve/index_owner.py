@@ -10,6 +10,10 @@ key. The service therefore also writes ``<index>/owner.json`` when it makes an i
 owner it names (shared only when the file says so), and its row is put back from the file
 the next time the service starts (``restore_rows``) or its owner changes it. A file that
 cannot be read makes the index readable by nobody: it fails closed.
+
+An index the service made is born when its manifest records a commit (``born``), not when the manifest exists:
+``Index.create`` writes an empty one as the first upload's ingestion starts. Until then a search naming it gets a 409
+``index_empty``, and a first upload that fails or is cancelled removes it (``serve.ingest_task``).
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 import os
 import tempfile
 import time
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -120,8 +125,43 @@ def check_named(path: Path, row: dict[str, Any] | None, tenant: str, field: str)
     no documents yet (listed with 0 chunks, but no index for a search to open)."""
     if not readable(row, tenant):
         raise unshared(path.name, field)
-    if row is not None and not (path / "manifest.json").is_file():
+    if row is not None and not born_cached(path):
         task = f" (task {row['ingest_task']})" if row["ingest_task"] and row["owner"] == tenant else ""
-        raise ApiError(409, f"{field}: index '{path.name}' has no documents yet: no upload into it has finished"
+        raise ApiError(409, f"{field}: index '{path.name}' has no documents yet: no upload into it has committed any"
                        f"{task}; search it once one has (GET /task/progress/{{id}} follows an upload)", param=field,
                        code="index_empty")
+
+
+def born(path: Path) -> bool:
+    """Whether the index folder ``path`` holds a commit: a committed shard (one a compaction merged away counts) or
+    any later commit (its documents all deleted). An empty manifest (``Index.create``'s, as a first upload starts) or
+    none is not born; a manifest that cannot be read counts as born, so nothing removes that index and a search names
+    the damage."""
+    from operators.store.commit_shards import finished
+    from operators.store.errors import IndexNotFoundError, IndexStoreError
+    from operators.store.layout import read_manifest
+
+    try:
+        manifest = read_manifest(path)
+    except IndexNotFoundError:
+        return False
+    except (IndexStoreError, OSError):
+        return True
+    return manifest.generation > 0 or bool(finished(manifest))
+
+
+def born_cached(path: Path) -> bool:
+    """``born``, read again only when the manifest file changed (every commit replaces it): a search checks it
+    each time and a big manifest takes a while to parse."""
+    from operators.store.layout import MANIFEST
+
+    try:
+        stat = (path / MANIFEST).stat()
+    except OSError:
+        return False
+    return _born_at(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
+
+
+@lru_cache(maxsize=1024)
+def _born_at(path: str, inode: int, mtime_ns: int, size: int) -> bool:
+    return born(Path(path))

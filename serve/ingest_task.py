@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from serve.index_owner import born
 from serve.taskstore import TaskStore, WriteThrottle, pending_progress
 
 log = logging.getLogger("tessera.serve")
@@ -110,7 +111,7 @@ def compact_if_many(store: TaskStore, task_id: str, job: dict[str, Any],
     task's steps are ``staging``, ``ingest``, ``compact`` from then on, so ``/task/progress/{id}`` says 2/3, then
     3/3. A compaction that fails takes its step away again (a finished task marks every step done)."""
     limit = job.get("compact_after_shards") or 0
-    if not limit or not (Path(job["index_path"]) / "manifest.json").exists():
+    if not limit or not born(Path(job["index_path"])):
         return None
     from operators.store import Index
 
@@ -215,9 +216,10 @@ def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | 
     """After a failed upload into an index with no committed documents (its first upload, or every one before it
     failed too): remove the index folder (its owner file, staging, failure ledger) and the upload's empty folder, so
     the name and the disk are free again; its owner, whose row ``forget_unborn`` removes once the task is final.
-    None, touching nothing, when the index holds documents (a manifest) or another upload is its latest."""
+    None, touching nothing, when the index holds documents (its manifest records a commit, ``born``: the empty one
+    ``Index.create`` wrote as the upload started does not) or another upload is its latest."""
     row, path = store.index(job["index"]), Path(job["index_path"])
-    if row is None or row["ingest_task"] != task_id or (path / "manifest.json").exists():
+    if row is None or row["ingest_task"] != task_id or born(path) or _ingest_runs(path):
         return None
     _remove(_move_aside(path), job)
     return row["owner"]
@@ -226,16 +228,17 @@ def remove_unborn(store: TaskStore, task_id: str, job: dict[str, Any]) -> str | 
 def remove_cancelled(store: TaskStore, task: dict[str, Any]) -> bool:
     """After a cancelled upload whose worker has stopped (it writes nothing more): when the index has no committed
     documents and this upload is still its latest, remove its folder, record and the upload's empty folder, as
-    ``remove_unborn`` and ``forget_unborn`` do for a failed one. The task is final already, so a new upload into the
+    ``remove_unborn`` and ``forget_unborn`` do for a failed one (an empty manifest, ``Index.create``'s, is no
+    documents: ``born``). The task is final already, so a new upload into the
     index may come at any time: the record is checked and removed, and the folder moved aside, in one transaction
     that such an upload waits for. Whether the index went; an index that holds documents always stays."""
     job = task["spec"]["ingest"]
     path, moved = Path(job["index_path"]), []
-    if (path / "manifest.json").exists():
+    if born(path) or _ingest_runs(path):
         return False  # checked again in the transaction; this spares it (``recover`` asks about every such index)
 
     def move_aside() -> bool:
-        if (path / "manifest.json").exists():
+        if born(path):
             return False
         moved.append(_move_aside(path))
         return True
@@ -244,6 +247,16 @@ def remove_cancelled(store: TaskStore, task: dict[str, Any]) -> bool:
     if gone:
         _remove(moved[0], job)
     return gone
+
+
+def _ingest_runs(path: Path) -> bool:
+    """Whether an ingest still holds the index's lock (a killed worker that outlived ``discard_stopped_upload``'s
+    wait): it may yet commit, into a folder it would make again without its owner file, so the index stays; the
+    watcher or a replica's start (``recover``) asks again once it is gone."""
+    from flows.ingestion.running import idle
+
+    with idle(path) as free:
+        return not free
 
 
 def _move_aside(path: Path) -> Path | None:
@@ -311,7 +324,7 @@ def documents_of_files(index_path: str, files: list[str]) -> set[str]:
     replaces them all, so a PDF sent again with fewer pages keeps none of its old last pages."""
     from operators.store import Index
 
-    if not files or not (Path(index_path) / "manifest.json").exists():
+    if not files or not born(Path(index_path)):
         return set()
     _, table = Index.open(index_path, verify=False).columns(["doc_id", "path"])
     wanted = set(files)

@@ -177,3 +177,31 @@ def test_an_upload_cancelled_over_http_into_an_index_with_documents_keeps_them(b
     assert taskrunner.recover(upload_service.store) == 0  # a replica's start leaves the index too
     assert upload_service.store.index("notes")["owner"] == "local"
     assert (Path(upload_service.home) / "indices" / "notes" / "manifest.json").is_file()
+
+
+@pytest.mark.ray
+@pytest.mark.slow
+def test_a_first_upload_cancelled_over_http_after_its_empty_manifest_is_written_leaves_no_index(base, upload_service):
+    """The ingestion creates the index (an empty manifest) once the source is staged, and commits only when a shard is
+    embedded: cancelled in between, the index goes all the same, and until then a search of it is a 409."""
+    from serve.index_owner import born
+
+    docs = [{"id": f"d{i}", "text": f"document {i} about honey bees, nectar and the hive's winter stores"}
+            for i in range(300)]
+    added = requests.post(f"{base}/v1/indices/notes/documents", json={"documents": docs}, timeout=60)
+    assert added.status_code == 202, added.text
+    task_id, folder = added.json()["task_id"], Path(upload_service.home) / "indices" / "notes"
+    deadline = time.monotonic() + 180
+    while not (folder / "manifest.json").is_file():
+        assert time.monotonic() < deadline, "the ingestion did not create the index"
+        time.sleep(0.02)
+    searched = requests.post(f"{base}/v1/search", json={"flow": "bm25", "query": "honey", "index": "notes"},
+                             timeout=120)
+    assert searched.status_code == 409 and searched.json()["error"]["code"] == "index_empty", searched.text
+    assert not born(folder), "the upload committed before the test could cancel it"
+    cancelled = requests.get(f"{base}/task/cancel/{task_id}", timeout=60)
+    assert cancelled.status_code == 200 and cancelled.text == "Success", cancelled.text
+    settled(upload_service, task_id)
+    assert "notes" not in [e["name"] for e in requests.get(f"{base}/v1/indices", timeout=60).json()["indices"]]
+    assert list((Path(upload_service.home) / "indices").iterdir()) == []
+    assert_gone_and_free(upload_service, task_id, upload_service.store.task(task_id, None)["spec"]["ingest"])
