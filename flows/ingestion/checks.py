@@ -51,17 +51,21 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
                  retry_failed: bool = False, colbert: str | None = None) -> CheckedIngest:
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
-    from operators.store import resolve_index
+    from operators.store import IndexStoreError, resolve_index
+    from operators.store.layout import check_new_index_path
 
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
     if shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
-    index_path = resolve_index(index)
-    if index_path.is_file():  # a corpus given as the index, most likely: nothing may be written into it
-        raise IngestError(f"the index {index_path} is a file, not an index folder: give a folder (created if "
-                          "needed) or an index name" + (f"; to index this file: `tessera ingest --source {index_path} "
-                                                        "--index NAME`" if source is None else ""), field="index")
+    try:
+        index_path = resolve_index(index)  # an empty name, ~nosuchuser
+    except IndexStoreError as err:
+        raise IngestError(err.message, field="index") from None
+    try:  # a file (a corpus, most likely), bench's folder, a lost manifest: before anything is staged
+        check_new_index_path(index_path)
+    except IndexStoreError as err:
+        raise IngestError(err.message, field="index") from None
     if retry_failed:
         if not (index_path / "manifest.json").exists():
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")

@@ -33,8 +33,8 @@ from pydantic import ValidationError
 from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
 from operators.store.commits import Commit
 from operators.store.errors import IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError
-from operators.store.layout import (MANIFEST, SHARDS, file_lock, new_shard_id, read_manifest, resolve_index,
-                                    write_manifest)
+from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
+                                    read_manifest, resolve_index, write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
 from operators.store.snapshot import Hits, Snapshot
 from operators.tables import concat, select_or_null
@@ -70,8 +70,9 @@ class Index:
 
     @classmethod
     def create(cls, path: str | os.PathLike, settings: IndexSettings | dict | None = None) -> "Index":
-        """A new empty index at ``path``; an index with the same settings there is opened instead."""
-        path = Path(path).expanduser()
+        """A new empty index at ``path``; an index with the same settings there is opened instead. Refused where
+        it would fail or harm (``layout.check_new_index_path``: a file, a folder whose manifest is lost...)."""
+        path = expand_user(path)
         try:
             settings = IndexSettings.model_validate(settings or {}) if not isinstance(settings, IndexSettings) \
                 else settings
@@ -79,6 +80,7 @@ class Index:
             first = err.errors()[0]
             raise IndexStoreError(f"bad index settings: {first['msg']}",
                                   field=".".join(map(str, first["loc"])) or None) from None
+        check_new_index_path(path)
         path.mkdir(parents=True, exist_ok=True)
         with file_lock(path):
             if (path / MANIFEST).exists():
@@ -89,6 +91,7 @@ class Index:
                     raise IndexExistsError(f"an index with other settings exists at {path}: "
                                            f"(existing, requested) = {diff}")
                 return existing
+            check_new_index_path(path)  # shards another process left meanwhile, under this lock
             manifest = Manifest(settings=settings)
             write_manifest(path, manifest)
         return cls(path, manifest)

@@ -19,11 +19,13 @@ from pydantic import ValidationError
 
 from operators.atomic import write_bytes
 from operators.home import tessera_home
-from operators.store.errors import IndexCorruptError, IndexNotFoundError
+from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError
 from operators.store.settings import FORMATS, Manifest
-from operators.store.upgrade import upgraded
+from operators.store.upgrade import STAGING_DIR, upgraded
 
 MANIFEST, LOCK, SHARDS = "manifest.json", ".lock", "shards"
+#: ``$TESSERA_HOME/indices/auto``: where ``tessera bench`` builds the indices a flow needs (flows.bench.indices).
+BENCH_FOLDER = "auto"
 
 
 def resolve_index(name_or_path: str | os.PathLike) -> Path:
@@ -33,10 +35,25 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
     ``./`` and the slash, so the text is read, not the parts). A folder that happens to have the
     name in the working directory is not the index: which index a name means must not depend on
     where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
-    ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s."""
+    ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s. An empty
+    name is refused: it would be ``$TESSERA_HOME/indices`` itself, the folder of every named index."""
+    if not os.fspath(name_or_path).strip():
+        raise IndexStoreError(f"an index name cannot be empty, got {os.fspath(name_or_path)!r}: give a name or a "
+                              "path")
     if is_index_name(name_or_path):
         return tessera_home() / "indices" / str(name_or_path)
-    return Path(name_or_path).expanduser().absolute()
+    return expand_user(name_or_path).absolute()
+
+
+def expand_user(path: str | os.PathLike) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; a user this machine does not know is refused in one
+    line (``Path.expanduser`` raises a bare ``RuntimeError``)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = os.fspath(path).split(os.sep, 1)[0]
+        raise IndexStoreError(f"{os.fspath(path)}: {user} names no user's home folder on this machine (a path "
+                              "that starts with ~ is in a home folder): give another path") from None
 
 
 def is_index_name(name_or_path: str | os.PathLike) -> bool:
@@ -44,8 +61,51 @@ def is_index_name(name_or_path: str | os.PathLike) -> bool:
     ``..`` or ``~...``), not as a path."""
     text = os.fspath(name_or_path)
     separators = (os.sep, os.altsep) if os.altsep else (os.sep,)
-    return not (Path(text).expanduser().is_absolute() or any(sep in text for sep in separators)
-                or text in (".", "..") or text.startswith("~"))
+    return not (text.startswith("~") or Path(text).is_absolute() or any(sep in text for sep in separators)
+                or text in (".", ".."))
+
+
+def not_a_folder(path: Path) -> str | None:
+    """Why ``path`` cannot be an index folder, or None: it is a file (a corpus given as the index, most likely, or
+    the manifest itself), or lies under one."""
+    if os.path.isfile(path):
+        if path.name == MANIFEST:
+            return f"{path} is an index's manifest, not the index: give its folder {path.parent}"
+        return (f"{path} is a file, not an index folder; to index it: `tessera ingest --source {path} --index NAME` "
+                f"(in Python: flows.api.ingest({str(path)!r}, NAME))")
+    for parent in path.parents:  # the nearest one that exists
+        if os.path.exists(parent):
+            return f"{path} is under the file {parent}, not in a folder" if os.path.isfile(parent) else None
+    return None
+
+
+def check_new_index_path(path: Path) -> None:
+    """Refuse to write an index at ``path`` (before anything is read or embedded) where that would fail or harm:
+    a file, or under one; the folder ``tessera bench`` builds its indices in (the name ``auto``); a folder whose
+    manifest is lost but whose shards are there: a new manifest would make them folders no commit records, which
+    a compaction deletes an hour later."""
+    if (why := not_a_folder(path)) is not None:
+        raise IndexStoreError(why)
+    bench = tessera_home() / "indices" / BENCH_FOLDER
+    if path.resolve() == bench.resolve():
+        raise IndexStoreError(f"{path} is the folder `tessera bench` builds its indices in (the index name "
+                              f"{BENCH_FOLDER!r} is taken): give another name or path")
+    if not (path / MANIFEST).exists() and (orphans := committed_looking_shards(path)):
+        raise IndexCorruptError(f"{path} holds {len(orphans)} shard folder(s) but no {MANIFEST} (e.g. "
+                                f"{SHARDS}/{orphans[0]}): restore the manifest, or give another path; nothing was "
+                                "written")
+
+
+def committed_looking_shards(path: Path) -> list[str]:
+    """The finished shard folders under ``shards/`` that no unfinished ingestion still stages (``_ingest/<key>/
+    <shard>.parquet``, whose shards a crashed first ingestion may have written before its first commit): without
+    a manifest, shards that some commit recorded."""
+    folder = path / SHARDS
+    if not folder.is_dir():
+        return []
+    staged = {p.name.removesuffix(".parquet") for p in (path / STAGING_DIR).glob("*/*.parquet")}
+    return sorted(p.name for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")
+                  and p.name not in staged)
 
 
 def new_shard_id(kind: str) -> str:
@@ -70,10 +130,7 @@ def read_manifest(path: Path) -> Manifest:
     it records."""
     file = path / MANIFEST
     if path.is_file():  # a corpus file given as the index, most likely, or the manifest itself
-        if path.name == MANIFEST:
-            raise IndexNotFoundError(f"{path} is an index's manifest, not the index: give its folder {path.parent}")
-        raise IndexNotFoundError(f"{path} is a file, not an index folder; to index it: `tessera ingest --source "
-                                 f"{path} --index NAME` (in Python: flows.api.ingest({str(path)!r}, NAME))")
+        raise IndexNotFoundError(not_a_folder(path))
     if not file.is_file():
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "

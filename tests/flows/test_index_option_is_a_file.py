@@ -43,7 +43,7 @@ def test_ingest_into_a_file_is_refused_and_leaves_it_as_it_was(corpus, tmp_path)
     before = corpus.read_bytes()
     line = one_line_error("ingest", "--source", str(REPO / "data" / "sample" / "queries.jsonl"), "--index",
                           str(corpus), "--no-dense", "--quiet", home=tmp_path / "home")
-    assert f"the index {corpus} is a file, not an index folder" in line and "internal error" not in line, line
+    assert f"{corpus} is a file, not an index folder" in line and "internal error" not in line, line
     assert corpus.read_bytes() == before
     line = one_line_error("ingest", "--index", str(corpus), "--no-dense", "--quiet", home=tmp_path / "home")
-    assert f"to index this file: `tessera ingest --source {corpus} --index NAME`" in line, line
+    assert f"to index it: `tessera ingest --source {corpus} --index NAME`" in line, line

@@ -1,0 +1,70 @@
+"""A folder whose ``manifest.json`` is lost but whose shards are there is not an empty place for a new index:
+``tessera index add`` and ``tessera ingest`` refuse it in one line with status 2, before any embedding, and touch
+nothing (a new manifest would leave the old shards to the next compaction, which deletes them). A first ingestion
+that crashed before its first commit (staged shards, maybe some of them written, no manifest) still resumes.
+Each command run as a user runs it, in its own process; BM25 only, on the sample corpus (1000 documents)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from operators.store import Index
+
+REPO = Path(__file__).resolve().parents[2]
+CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
+TESSERA = Path(sys.executable).with_name("tessera")
+
+
+def tessera(*args: str, home: Path, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess:
+    environ = {**os.environ, "TESSERA_HOME": str(home), **env}
+    environ.pop("TESSERA_DEBUG", None)
+    return subprocess.run([str(TESSERA), *args], env=environ, input=stdin, capture_output=True, text=True,
+                          timeout=300)
+
+
+def listing(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
+
+
+def refused(proc: subprocess.CompletedProcess, index: Path) -> None:
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert f"{index} holds 1 shard folder(s) but no manifest.json" in lines[0], lines[0]
+    assert "restore the manifest, or give another path" in lines[0], lines[0]
+
+
+def test_index_add_and_ingest_refuse_a_folder_whose_manifest_is_lost_and_touch_nothing(tmp_path):
+    home, index = tmp_path / "home", tmp_path / "i"
+    assert tessera("index", "add", str(index), str(CORPUS), "--no-dense", home=home).returncode == 0
+    (index / "manifest.json").unlink()
+    before = listing(index)
+    new_doc = '{"_id": "n1", "text": "honey bees"}\n'
+    refused(tessera("index", "add", str(index), "-", "--no-dense", home=home, stdin=new_doc), index)
+    # a dense add with an encoder that does not exist: refused for the folder, not for the model it never loads
+    refused(tessera("index", "add", str(index), "-", "--encoder", str(tmp_path / "no-such-model"), home=home,
+                    stdin=new_doc), index)
+    source = tmp_path / "new.jsonl"
+    source.write_text(new_doc)
+    refused(tessera("ingest", "--source", str(source), "--index", str(index), "--executor", "local", "--no-dense",
+                    "--quiet", home=home), index)
+    assert listing(index) == before
+
+
+def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path):
+    """The state of a first ingestion that failed before its first commit once its manifest is undone: staged
+    shards under ``_ingest/``, the first one written to ``shards/`` but recorded nowhere."""
+    home, index = tmp_path / "home", tmp_path / "i"
+    args = ["ingest", "--source", str(CORPUS), "--index", str(index), "--shard-size", "400", "--executor", "local",
+            "--no-dense", "--quiet"]
+    crashed = tessera(*args, home=home, TESSERA_FAULT="crash_after_write:0")
+    assert crashed.returncode == 75, crashed.stderr
+    written = [p.name for p in (index / "shards").iterdir() if not p.name.startswith(".")]
+    assert len(written) == 1 and written[0].endswith("-00000") and list((index / "_ingest").glob(f"*/{written[0]}.*"))
+    (index / "manifest.json").unlink()
+    resumed = tessera(*args, home=home)
+    assert resumed.returncode == 0, resumed.stderr
+    doc_ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
+    assert len(set(doc_ids)) == 1000 and len(doc_ids) == len(Index.open(index))  # each once
