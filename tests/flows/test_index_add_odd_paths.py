@@ -1,7 +1,9 @@
 """``tessera index add`` and ``tessera ingest`` given a path or name that cannot hold a new index: a file, an index's
 manifest, a path under a file, an empty name, ``~nosuchuser/...``, or ``auto`` (the folder ``tessera bench``
 builds its indices in). Each is one line with status 2, before any embedding (the encoder or ColBERT model given
-does not exist, so an error about it would mean the path was checked too late), and creates nothing."""
+does not exist, so an error about it would mean the path was checked too late), and creates nothing. And a corpus
+file given as the index to search (``run``, ``index info``) is called a file and offered as the source. Each
+command runs in its own process, as a user runs it."""
 
 from __future__ import annotations
 
@@ -47,8 +49,9 @@ def test_a_file_a_manifest_or_a_path_under_a_file_is_refused_before_embedding(tm
     manifest = tmp_path / "idx" / "manifest.json"
     manifest.parent.mkdir()
     manifest.write_text("{}")
-    line = add(str(corpus), docs, home)
-    assert f"{corpus} is a file, not an index folder; to index it: `tessera ingest --source {corpus}" in line, line
+    for command in (add, ingest):
+        line = command(str(corpus), docs, home)
+        assert f"{corpus} is a file, not an index folder; to index it: `tessera ingest --source {corpus}" in line, line
     assert f"{manifest} is an index's manifest, not the index: give its folder {manifest.parent}" in \
         add(str(manifest), docs, home)
     for command in (add, ingest):
@@ -81,3 +84,10 @@ def test_auto_is_refused_as_it_is_the_folder_bench_builds_its_indices_in(tmp_pat
             line = command(index, docs, home)
             assert f"{bench} is the folder `tessera bench` builds its indices in" in line, line
     assert not bench.exists()
+
+
+def test_run_and_index_info_call_a_corpus_file_a_file_and_offer_it_as_the_source(tmp_path, docs):
+    for args in (["run", "hybrid", "--index", str(docs), "--queries", "honey bees"], ["index", "info", str(docs)]):
+        line = one_line_error(*args, home=tmp_path / "home")
+        assert f"{docs} is a file, not an index folder" in line, line
+        assert f"tessera ingest --source {docs} --index NAME" in line and f"--index {docs}`" not in line, line
