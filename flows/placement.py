@@ -58,6 +58,11 @@ class PlacementError(OperatorError):
     """A step placed on a Serve deployment cannot run there."""
 
 
+class PlacementMismatch(PlacementError):
+    """The step's placement names a deployment that cannot run it as the step asks (another operator, model or
+    model param): the spec's to change, where ``NoReplica`` and an unreachable deployment are the service's."""
+
+
 class NoReplica(PlacementError):
     """The deployment did not answer in time: it has no running replica."""
 
@@ -71,7 +76,7 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
     elif isinstance(op, LLMStep):
         base, kind = ServedLLMStep, "llm"
     else:
-        raise PlacementError(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
+        raise PlacementMismatch(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
                              f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
     where = f"Serve deployment '{app}/{deployment}'"
     handle = _handle(op, deployment, app, where)
@@ -129,14 +134,14 @@ def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
 
 def _check_same_model(op: Operator, info: dict[str, Any], kind: str, where: str) -> None:
     if info.get("op") != op.name:
-        raise PlacementError(f"{where} hosts '{info.get('op')}', not '{op.name}'", step=op.step_id, op=op.name,
+        raise PlacementMismatch(f"{where} hosts '{info.get('op')}', not '{op.name}'", step=op.step_id, op=op.name,
                              field="placement.deployment")
     mine, theirs = op.params.model_dump(mode="json"), info.get("params", {})
     for field, value in mine.items():
         if field in CLIENT_PARAMS[kind] or field in RUNTIME_PARAMS:
             continue
         if theirs.get(field) != value:
-            raise PlacementError(f"the step asks for {field}={value!r} but {where} hosts {field}="
+            raise PlacementMismatch(f"the step asks for {field}={value!r} but {where} hosts {field}="
                                  f"{theirs.get(field)!r}; make them equal or remove the step's placement",
                                  step=op.step_id, op=op.name, field=f"params.{field}")
 
@@ -172,11 +177,11 @@ def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
         source = config.model_loading_config.model_source
         info = {"engine": "vllm", "name": config.model_id, "model": source if isinstance(source, str) else None}
     if "engine" not in info:
-        raise PlacementError(f"{where} hosts '{info.get('op')}', not a language model", step=op.step_id,
+        raise PlacementMismatch(f"{where} hosts '{info.get('op')}', not a language model", step=op.step_id,
                              op=op.name, field="placement.deployment")
     alias = resolve(op.params.model)
     if not serves(alias, info["engine"], str(info.get("model"))):
-        raise PlacementError(f"the step asks for model '{op.params.model}' ({alias.model}) but {where} runs "
+        raise PlacementMismatch(f"the step asks for model '{op.params.model}' ({alias.model}) but {where} runs "
                              f"{info.get('model')!r} on {info['engine']}; make them the same or remove the step's "
                              "placement", step=op.step_id, op=op.name, field="params.model")
     return info

@@ -42,7 +42,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     413 when it holds more rows than ``max_result_rows``. ``cancel`` (a ``CancelToken``) stops it between
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
-    from flows.placement import PlacementError
+    from flows.placement import PlacementError, PlacementMismatch
     from operators.errors import MissingColumnsError, SpecError, in_chain
     from operators.filters import FilterError
     from operators.outbound import OutboundURLError
@@ -51,6 +51,8 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     table = queries_table(prepared) if table is None else table
     try:
         result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
+    except PlacementMismatch as err:  # a deployment that runs another model than the step asks for: the request's
+        raise ApiError(422, str(err), param=err.field or "placement", code="flow_not_runnable") from None
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
         raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
     except Exception as err:

@@ -279,6 +279,15 @@ def test_placement_errors_name_the_step_and_deployment(serve_app, ce_path):
         run({"op": "rerank.cross_encoder", "params": {"model": ce_path},
              "placement": {"deployment": "all-MiniLM-L6-v2"}})
 
+    # Over HTTP, a step that asks for another model than its deployment runs is the request's mistake: a 422.
+    refused = requests.post(f"{serve_app}/v1/search", json={"query": "bees", "flow": {"steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+        "ce": {"op": "rerank.cross_encoder", "params": {"model": "tessera-cross-encoder"},
+               "placement": {"deployment": "tessera-cross-encoder"}}}}}, timeout=120)
+    assert refused.status_code == 422, refused.text
+    assert refused.json()["error"]["code"] == "flow_not_runnable"
+    assert refused.json()["error"]["param"] == "params.model" and "the step asks for model" in refused.text
+
 
 # -- ColBERT ----------------------------------------------------------------------
 
