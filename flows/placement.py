@@ -77,7 +77,7 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
         base, kind = ServedLLMStep, "llm"
     else:
         raise PlacementMismatch(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
-                             f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
+                                f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
     where = f"Serve deployment '{app}/{deployment}'"
     handle = _handle(op, deployment, app, where)
     if kind == "llm":
@@ -135,15 +135,15 @@ def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
 def _check_same_model(op: Operator, info: dict[str, Any], kind: str, where: str) -> None:
     if info.get("op") != op.name:
         raise PlacementMismatch(f"{where} hosts '{info.get('op')}', not '{op.name}'", step=op.step_id, op=op.name,
-                             field="placement.deployment")
+                                field="placement.deployment")
     mine, theirs = op.params.model_dump(mode="json"), info.get("params", {})
     for field, value in mine.items():
         if field in CLIENT_PARAMS[kind] or field in RUNTIME_PARAMS:
             continue
         if theirs.get(field) != value:
             raise PlacementMismatch(f"the step asks for {field}={value!r} but {where} hosts {field}="
-                                 f"{theirs.get(field)!r}; make them equal or remove the step's placement",
-                                 step=op.step_id, op=op.name, field=f"params.{field}")
+                                    f"{theirs.get(field)!r}; make them equal or remove the step's placement",
+                                    step=op.step_id, op=op.name, field=f"params.{field}")
 
 
 def serves(alias: ModelAlias, engine: str, model: str) -> bool:
@@ -178,12 +178,12 @@ def _llm_info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
         info = {"engine": "vllm", "name": config.model_id, "model": source if isinstance(source, str) else None}
     if "engine" not in info:
         raise PlacementMismatch(f"{where} hosts '{info.get('op')}', not a language model", step=op.step_id,
-                             op=op.name, field="placement.deployment")
+                                op=op.name, field="placement.deployment")
     alias = resolve(op.params.model)
     if not serves(alias, info["engine"], str(info.get("model"))):
         raise PlacementMismatch(f"the step asks for model '{op.params.model}' ({alias.model}) but {where} runs "
-                             f"{info.get('model')!r} on {info['engine']}; make them the same or remove the step's "
-                             "placement", step=op.step_id, op=op.name, field="params.model")
+                                f"{info.get('model')!r} on {info['engine']}; make them the same or remove the "
+                                "step's placement", step=op.step_id, op=op.name, field="params.model")
     return info
 
 

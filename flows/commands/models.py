@@ -2,8 +2,8 @@
 
 Reachable is decided without sending a prompt (the embedded model: its weights and llama.cpp
 are installed; Ollama: its server answers on ``$OLLAMA_API_BASE``; API models: the key
-variable is set; a server named by ``api_base``: it answers ``GET /models``). ``--check`` sends each reachable model one tiny prompt and reports the
-reply's seconds and tokens.
+variable is set; a server named by ``api_base``: it answers ``GET /models``). ``--check``
+sends each reachable model one tiny prompt and reports the reply's seconds and tokens.
 """
 
 from __future__ import annotations

@@ -58,12 +58,9 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
     if shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
-    try:
-        index_path = resolve_index(index)  # an empty name, ~nosuchuser
-    except IndexStoreError as err:
-        raise IngestError(err.message, field="index") from None
-    try:  # a file (a corpus, most likely), bench's folder, a lost manifest: before anything is staged
-        check_new_index_path(index_path)
+    try:  # an empty name, ~nosuchuser; a file (a corpus, most likely), bench's folder, a lost manifest
+        index_path = resolve_index(index)
+        check_new_index_path(index_path)  # before anything is staged
     except IndexStoreError as err:
         raise IngestError(err.message, field="index") from None
     if retry_failed:

@@ -188,13 +188,11 @@ class _ColumnTypes:
 def merged_schema(schemas: Sequence[pa.Schema]) -> pa.Schema:
     """The columns of all ``schemas``, each with the type its types merge to (``check_types``'s rule); a column
     whose types do not merge (an index made before commits refused that) keeps its first type."""
-    fields: dict[str, pa.Field] = {}
+    columns = _ColumnTypes()
     for schema in schemas:
         for field in schema:
-            seen = fields.setdefault(field.name, field)
-            if seen is not field and _mergeable(seen.type, field.type):
-                fields[field.name] = seen.with_type(_merged_type(seen.type, field.type))
-    return pa.schema(list(fields.values()))
+            columns.add("", field)
+    return pa.schema([pa.field(name, kind) for name, kind in columns.merged.items()])
 
 
 def _merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType:
