@@ -43,6 +43,24 @@ def make_chunks():
     return make
 
 
+@pytest.fixture
+def commit_unchecked():
+    """``commit_unchecked(index, shard_id, chunks)``: write and commit a shard as code from before commits checked
+    metadata column types did (so bypassing that check); returns its ``ShardInfo``."""
+    from operators.store.layout import file_lock, read_manifest, write_manifest
+
+    def commit(index, shard_id: str, chunks: pa.Table):
+        info = index.write_shard(shard_id, chunks)
+        with file_lock(index.path):
+            manifest = read_manifest(index.path)
+            manifest.shards.append(info)
+            manifest.generation += 1
+            write_manifest(index.path, manifest)
+        return info
+
+    return commit
+
+
 @pytest.fixture(scope="session")
 def minilm_title_vectors(sample_docs) -> np.ndarray:
     """Real all-MiniLM-L6-v2 vectors of the sample corpus titles (normalised), computed once per session

@@ -11,21 +11,14 @@ import pytest
 from flows.commands import main
 from operators.store import Index, IndexSettings
 from operators.store.errors import ColumnTypeConflictError
-from operators.store.layout import file_lock, read_manifest, write_manifest
 
 
 @pytest.fixture
-def conflicted(tmp_path, sample_docs, make_chunks) -> tuple[Index, str, str]:
+def conflicted(tmp_path, sample_docs, make_chunks, commit_unchecked) -> tuple[Index, str, str]:
     """An index whose ``year`` is int64 in one shard and string in another, and the two shard ids."""
     index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
     ints = index.add(make_chunks(sample_docs[:5], year=list(range(5)))).id
-    # committed as code before the type check did: bypassing it
-    info = index.write_shard("old-add", make_chunks(sample_docs[5:10], year=[f"y{i}" for i in range(5)]))
-    with file_lock(index.path):
-        manifest = read_manifest(index.path)
-        manifest.shards.append(info)
-        manifest.generation += 1
-        write_manifest(index.path, manifest)
+    info = commit_unchecked(index, "old-add", make_chunks(sample_docs[5:10], year=[f"y{i}" for i in range(5)]))
     return Index.open(index.path), ints, info.id
 
 
