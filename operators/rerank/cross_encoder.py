@@ -7,6 +7,7 @@ from typing import Any, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
+from operators.errors import FlowCancelled
 from operators.models.batching import forward_batch_size
 from operators.models.precision import Precision
 from operators.rerank.base import RerankParams, Reranker
@@ -73,17 +74,46 @@ class CrossEncoderReranker(Reranker):
         return {**super().cache_identity(), "weights": weights_fingerprint(self.params.model)}
 
     def score_texts(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        if not texts:
+        pairs, owners = self._pairs(query, texts)
+        return self._per_candidate(self._predict(pairs), owners, len(texts))
+
+    def score_queries(self, queries: Sequence[str], texts: Sequence[Sequence[str]]) -> list[np.ndarray | Exception]:
+        """Every query's pairs in one ``predict``. Scored a query at a time, 100 candidates fill one short forward
+        pass each, which left an H200 at half the pairs/s of full batches (benchmarks/gpu/RESULTS.md). If the
+        batched call fails, each query is scored alone, so a failure stays with the query that causes it."""
+        pairs: list[tuple[str, str]] = []
+        spans, owners = [], []
+        for query, candidates in zip(queries, texts):
+            query_pairs, query_owners = self._pairs(query, candidates)
+            spans.append((len(pairs), len(pairs) + len(query_pairs)))
+            pairs.extend(query_pairs)
+            owners.append(query_owners)
+        try:
+            scores = self._predict(pairs)
+        except FlowCancelled:
+            raise
+        except Exception:  # noqa: BLE001  (each query alone: the failure policy decides per query)
+            return super().score_queries(queries, texts)
+        return [self._per_candidate(scores[start:end], owned, len(candidates))
+                for (start, end), owned, candidates in zip(spans, owners, texts)]
+
+    def _pairs(self, query: str, texts: Sequence[str]) -> tuple[list[tuple[str, str]], np.ndarray | None]:
+        """The (query, text) pairs to score, and with ``max_window`` the candidate each window belongs to."""
+        if self.params.long_texts == "max_window" and texts:
+            return windowed_pairs(self.model.tokenizer, query, texts, self.model.max_seq_length,
+                                  self.params.window_stride, self.params.max_windows)
+        return [(query, text) for text in texts], None
+
+    def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
+        if not pairs:
             return np.zeros(0)
         import torch
 
-        if self.params.long_texts == "max_window":
-            pairs, owners = windowed_pairs(self.model.tokenizer, query, texts, self.model.max_seq_length,
-                                           self.params.window_stride, self.params.max_windows)
-        else:
-            pairs, owners = [(query, text) for text in texts], None
         batch = forward_batch_size(self.params.predict_batch_size, self.model)
         scores = self.model.predict(pairs, batch_size=batch, activation_fn=torch.nn.Identity(),
                                     show_progress_bar=False, convert_to_numpy=True)
-        scores = np.asarray(scores, dtype=np.float64).reshape(-1)
-        return scores if owners is None else best_per_candidate(scores, owners, len(texts))
+        return np.asarray(scores, dtype=np.float64).reshape(-1)
+
+    @staticmethod
+    def _per_candidate(scores: np.ndarray, owners: np.ndarray | None, count: int) -> np.ndarray:
+        return scores if owners is None else best_per_candidate(scores, owners, count)

@@ -93,5 +93,12 @@ class HostedOperator:
             "params": self.op.params.model_dump(mode="json"), "identity": self.identity,
             "model_calls": self.model_calls, "requests": self.items_served, "batch_sizes": list(self.batch_sizes),
             **self.batching,
-            "pid": os.getpid(),
+            "pid": os.getpid(), "gpu_ids": _gpu_ids(),
         }
+
+
+def _gpu_ids() -> list:
+    """The GPUs Ray gave this replica (``num_gpus`` in its ``ray_actor_options``); [] on CPU or outside Ray."""
+    import ray
+
+    return [str(gpu) for gpu in ray.get_gpu_ids()] if ray.is_initialized() else []

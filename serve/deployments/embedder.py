@@ -71,4 +71,4 @@ class EmbedderDeployment(HostedOperator):
         return np.array([len(ids) for ids in encoded["input_ids"]], dtype=np.int64)
 
     def info(self) -> dict[str, Any]:
-        return {**super().info(), "dimension": self.dimension}
+        return {**super().info(), "dimension": self.dimension, "device": str(self.model.device)}

@@ -181,6 +181,15 @@ def test_concurrent_requests_are_batched_into_fewer_model_calls(serve_app, texts
         assert (after["max_batch_size"], after["batch_wait_timeout_s"]) == (8, 0.05)  # the user_config applied
 
 
+def test_a_replica_says_where_its_model_runs(serve_app):
+    """The device its model sits on and the GPUs Ray gave it: none on this machine (a replica asks for one with
+    ``num_gpus``; benchmarks/gpu_ray.py reads the same two fields on a GPU)."""
+    from ray import serve
+
+    info = serve.get_deployment_handle("all-MiniLM-L6-v2", app_name="tessera").info.remote().result()
+    assert (info["device"], info["gpu_ids"]) == ("cpu", [])
+
+
 def test_concurrent_http_requests_each_get_their_own_vectors(serve_app, embedder, texts):
     def embed(text):
         return post(serve_app, "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [text]}).json()

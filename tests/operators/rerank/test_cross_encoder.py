@@ -223,3 +223,38 @@ def test_half_precision_scores_are_the_full_precision_ones_within_rounding(cross
     assert next(op.model.parameters()).dtype == torch.bfloat16
     np.testing.assert_allclose(half["score_ce"].to_numpy(), full["score_ce"].to_numpy(), atol=0.02)
     assert not np.array_equal(half["score_ce"].to_numpy(), full["score_ce"].to_numpy())
+
+
+@pytest.mark.parametrize("long_texts", ["truncate", "max_window"])
+def test_the_queries_of_a_batch_share_one_predict_and_score_as_each_alone(cross_encoder_path, long_texts):
+    """One predict over every query's pairs (a GPU left half idle by 100-pair calls: benchmarks/gpu/RESULTS.md),
+    with the scores each query gets alone, windows included."""
+    op = create("rerank.cross_encoder", {"model": str(cross_encoder_path), "max_length": 64,
+                                         "long_texts": long_texts}, step_id="ce")
+    op.ensure_setup()
+    queries, texts = ["vitamin d and bone density", "gene expression in tumours"], [
+        ["short text", "a much longer candidate " * 30, ""], ["another candidate about cells", "cells " * 80]]
+    alone = [op.score_texts(q, t) for q, t in zip(queries, texts)]
+    calls = []
+    predict = op.model.predict
+    op.model.predict = lambda pairs, **kw: calls.append(len(pairs)) or predict(pairs, **kw)
+    together = op.score_queries(queries, texts)
+    assert len(calls) == 1 and calls[0] >= 5, calls
+    for mine, theirs in zip(together, alone):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
+
+
+def test_a_failing_batch_is_scored_query_by_query_so_the_failure_stays_with_its_query(cross_encoder_path):
+    op = create("rerank.cross_encoder", {"model": str(cross_encoder_path)}, step_id="ce")
+    op.ensure_setup()
+    predict = op.model.predict
+
+    def fails_on_poison(pairs, **kw):
+        if any(text == "poison" for _, text in pairs):
+            raise ValueError("the model cannot read this pair")
+        return predict(pairs, **kw)
+
+    op.model.predict = fails_on_poison
+    bad, good = op.score_queries(["first query", "second query"], [["poison", "fine"], ["a good candidate"]])
+    assert isinstance(bad, ValueError)
+    np.testing.assert_allclose(good, op.score_texts("second query", ["a good candidate"]), rtol=1e-5)
