@@ -3,9 +3,9 @@
 Query files, by suffix:
 
 * ``.jsonl`` / ``.ndjson`` / ``.json`` (one object a line): BEIR ``queries.jsonl``
-  (``_id``, ``text``) or ``qid``/``query`` (``id`` is accepted for the id).
-* ``.tsv``: ``qid<TAB>query`` per line; a first line ``qid<TAB>query`` (or ``_id``/``text``)
-  is a header and skipped.
+  (``_id``, ``text``) or ``qid``/``query`` (``query_id`` and ``id`` are accepted for the id).
+* ``.tsv``: ``qid<TAB>query`` per line; a first line of an id name and a text name (``qid<TAB>query``,
+  ``_id<TAB>text``, ``query_id<TAB>text``...) is a header and skipped; such a line anywhere else is a query.
 * ``.txt``: one query a line, numbered ``1``, ``2``...
 * ``.parquet`` / ``.csv``: columns ``qid, query`` (or ``_id, text``).
 
@@ -38,7 +38,7 @@ QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".cs
 RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
 TREC_SUFFIXES = (".trec", ".run")
 
-_ID_FIELDS = ("qid", "_id", "id")
+_ID_FIELDS = ("qid", "_id", "query_id", "id")  # query_id: ir_datasets' name
 _TEXT_FIELDS = ("query", "text")
 
 
