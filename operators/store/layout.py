@@ -90,10 +90,17 @@ def check_new_index_path(path: Path) -> None:
     if path.resolve() == bench.resolve():
         raise IndexStoreError(f"{path} is the folder `tessera bench` builds its indices in (the index name "
                               f"{BENCH_FOLDER!r} is taken): give another name or path")
-    if not (path / MANIFEST).exists() and (orphans := committed_looking_shards(path)):
-        raise IndexCorruptError(f"{path} holds {len(orphans)} shard folder(s) but no {MANIFEST} (e.g. "
-                                f"{SHARDS}/{orphans[0]}): restore the manifest, or give another path; nothing was "
-                                "written")
+    if (lost := lost_manifest(path)) is not None:
+        raise IndexCorruptError(f"{lost}: restore the manifest, or give another path; nothing was written")
+
+
+def lost_manifest(path: Path) -> str | None:
+    """``'PATH holds N shard folder(s) but no manifest.json (e.g. shards/ID)'`` where the folder has no manifest
+    but shards that some commit recorded (``committed_looking_shards``): an index whose manifest is lost, which
+    neither a new index nor a reader should take for an empty folder; else None."""
+    if (path / MANIFEST).exists() or not (orphans := committed_looking_shards(path)):
+        return None
+    return f"{path} holds {len(orphans)} shard folder(s) but no {MANIFEST} (e.g. {SHARDS}/{orphans[0]})"
 
 
 def committed_looking_shards(path: Path) -> list[str]:
@@ -127,11 +134,13 @@ def file_lock(path: Path):
 def read_manifest(path: Path) -> Manifest:
     """The manifest of the index at ``path``, at this release's format (an earlier one is upgraded in memory,
     ``upgrade.upgraded``; the next write writes it so). A later format is refused: this release would drop what
-    it records."""
+    it records. A folder with shards but no manifest is an ``IndexNotFoundError`` that says so (``lost_manifest``)."""
     file = path / MANIFEST
     if path.is_file():  # a corpus file given as the index, most likely, or the manifest itself
         raise IndexNotFoundError(not_a_folder(path))
     if not file.is_file():
+        if (lost := lost_manifest(path)) is not None:  # not "build one": an ingestion there is refused
+            raise IndexNotFoundError(f"{lost}: restore the manifest to open it")
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
                                  f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")

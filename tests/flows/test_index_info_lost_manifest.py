@@ -1,0 +1,27 @@
+"""``tessera index info`` on an index folder whose manifest.json is lost (its shard folders still there) says so in
+one line naming a shard, as ``tessera index add`` refuses such a folder (``layout.lost_manifest``), instead of "not
+found; build one with tessera ingest" (which refuses that folder too). A folder without shards is still not found.
+``tessera`` runs in-process on a real BM25 index of two documents."""
+
+from __future__ import annotations
+
+import json
+
+from tests.flows.test_cli import assert_one_line_error, tessera_in_process
+
+
+def test_index_info_names_the_lost_manifest_and_a_shard(tmp_path, monkeypatch, capsys):
+    home, index, corpus = tmp_path / "home", tmp_path / "index", tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d1", "text": "honey bees"}) + "\n"
+                      + json.dumps({"_id": "d2", "text": "opera singers"}) + "\n")
+    tessera_in_process(monkeypatch, capsys, "index", "add", str(index), str(corpus), "--no-dense", home=home)
+    [shard] = [p.name for p in (index / "shards").iterdir()]
+    (index / "manifest.json").unlink()
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(index), home=home, check=None)
+    line = assert_one_line_error(proc, f"{index} holds 1 shard folder(s) but no manifest.json",
+                                 f"shards/{shard}", "restore the manifest")
+    assert "not found" not in line and "build one" not in line
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(empty), home=home, check=None),
+                          "manifest.json not found")
