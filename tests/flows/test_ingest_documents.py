@@ -2,7 +2,8 @@
 by its kind, ``sources.files``), its other files named in one warning line; a text or Markdown file and a glob of
 them are read; a path that is not there says so; and an unfinished ingest (of a spec's read step, of a folder)
 prints a command that resumes it. Real files and real ingests (local executor, BM25 only: no model loads), the
-command run as a user runs it, in its own process."""
+command run in this process (``flows.commands.main``, what the console script calls) from ``tmp_path``, or, where
+it crashes on purpose or its log is checked, in its own."""
 
 from __future__ import annotations
 
@@ -23,14 +24,29 @@ TESSERA = Path(sys.executable).with_name("tessera")
 
 
 def tessera(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    """``tessera ARGS`` in its own process (for a crash the test provokes, or its log on stderr)."""
     return subprocess.run([str(TESSERA), *args], capture_output=True, text=True, cwd=tmp_path, timeout=300,
                           env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"),
                                "COLUMNS": "200", "TESSERA_RAW_STDERR": "1", **env})
 
 
-def ingest_command(tmp_path: Path, source: str | Path) -> subprocess.CompletedProcess:
-    return tessera(tmp_path, "ingest", "--source", str(source), "--index", str(tmp_path / "idx"), "--no-dense",
-                   "--executor", "local", "--quiet")
+@pytest.fixture
+def ingest_command(tmp_path, monkeypatch, capsys):
+    """A function: ``tessera ingest --source SOURCE`` into ``tmp_path/idx`` (BM25 only), answered as
+    ``subprocess.run`` would."""
+    monkeypatch.chdir(tmp_path)
+    for name, value in {"TESSERA_HOME": str(tmp_path / "home"), "COLUMNS": "200", "TESSERA_RAW_STDERR": "1"}.items():
+        monkeypatch.setenv(name, value)
+
+    def run(source: str | Path) -> subprocess.CompletedProcess:
+        args = ["ingest", "--source", str(source), "--index", str(tmp_path / "idx"), "--no-dense", "--executor",
+                "local", "--quiet"]
+        capsys.readouterr()
+        status = main(args)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(args, status, out.out, out.err)
+
+    return run
 
 
 def doc_ids(index: Path) -> list[str]:
@@ -55,7 +71,9 @@ def docs(tmp_path, pdf_writer) -> Path:
 
 
 def test_a_folder_of_pdf_text_markdown_and_html_files_is_ingested_whole(tmp_path, docs):
-    done = ingest_command(tmp_path, docs)
+    # its own process: the warning line is the command's log on stderr, set up as the console script sets it up
+    done = tessera(tmp_path, "ingest", "--source", str(docs), "--index", str(tmp_path / "idx"), "--no-dense",
+                   "--executor", "local", "--quiet")
     assert done.returncode == 0, done.stderr
     assert "4 docs" in done.stdout
     [warning] = done.stderr.strip().splitlines()  # the file nobody reads is named, in one line
@@ -79,8 +97,8 @@ def test_a_text_file_a_markdown_file_and_a_glob_of_them(tmp_path, docs):
         assert doc_ids(tmp_path / f"idx{n}") == expected
 
 
-def test_a_source_that_is_not_there_is_named_as_missing(tmp_path):
-    done = ingest_command(tmp_path, tmp_path / "nope")
+def test_a_source_that_is_not_there_is_named_as_missing(tmp_path, ingest_command):
+    done = ingest_command(tmp_path / "nope")
     assert done.returncode == 2 and not (tmp_path / "idx").exists()
     [line] = done.stderr.strip().splitlines()
     assert line == (f"tessera: error: field 'source': cannot read --source '{tmp_path / 'nope'}': no such file or "
@@ -141,17 +159,18 @@ def test_an_unfinished_ingest_of_a_folder_resumes_with_its_source_and_info_says_
     assert len(doc_ids(index)) == 20
 
 
-def test_a_text_file_added_to_a_folder_of_pdfs_is_ingested_without_the_pdfs_again(tmp_path, pdf_writer):
+def test_a_text_file_added_to_a_folder_of_pdfs_is_ingested_without_the_pdfs_again(tmp_path, pdf_writer,
+                                                                                ingest_command):
     """A folder of PDFs alone is read by ``sources.pdf``, and by ``sources.files`` once it holds a text file too:
     the second ingest adds the new file, and the PDFs' documents, in the index already, stay once."""
     folder = tmp_path / "docs"
     folder.mkdir()
     pdf_writer(folder / "huia.pdf", ["Huia were wattlebirds of the North Island."])
     pdf_writer(folder / "kea.pdf", ["Kea are alpine parrots.", "Kea are curious about cars."])
-    first = ingest_command(tmp_path, folder)
+    first = ingest_command(folder)
     assert first.returncode == 0 and "3 docs" in first.stdout, first.stderr
     (folder / "tui.txt").write_text("Tui sing at dawn in the bush.\n")
-    again = ingest_command(tmp_path, folder)
+    again = ingest_command(folder)
     assert again.returncode == 0, again.stderr  # before: the PDFs' docnos were refused as live already
     assert "1 docs" in again.stdout and "(1 already done)" in again.stdout, again.stdout
     assert doc_ids(tmp_path / "idx") == ["huia-p1", "kea-p1", "kea-p2", "tui.txt"]

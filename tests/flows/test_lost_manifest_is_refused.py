@@ -2,15 +2,18 @@
 ``tessera index add`` and ``tessera ingest`` refuse it in one line with status 2, before any embedding, and touch
 nothing (a new manifest would leave the old shards to the next compaction, which deletes them). A first ingestion
 that crashed before its first commit (staged shards, maybe some of them written, no manifest) still resumes.
-Each command run as a user runs it, in its own process; BM25 only, on the sample corpus (1000 documents)."""
+BM25 only, on the sample corpus (1000 documents). The refusals run in this process (``flows.commands.main``,
+what the console script calls: a process each cost seconds of ``make test-fast``), the crash in its own."""
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
 from pathlib import Path
 
+from flows.commands import main
 from operators.store import Index
 
 REPO = Path(__file__).resolve().parents[2]
@@ -29,6 +32,17 @@ def listing(folder: Path) -> dict[str, tuple[int, int]]:
     return {str(p.relative_to(folder)): (p.stat().st_size, p.stat().st_mtime_ns) for p in folder.rglob("*")}
 
 
+def in_process(*args: str, home: Path, monkeypatch, capsys, stdin: str = "") -> subprocess.CompletedProcess:
+    """``tessera ARGS`` in this process, answered as ``subprocess.run`` would."""
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    monkeypatch.delenv("TESSERA_DEBUG", raising=False)
+    monkeypatch.setattr(sys, "stdin", io.StringIO(stdin))
+    capsys.readouterr()
+    status = main(list(args))
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(args, status, out.out, out.err)
+
+
 def refused(proc: subprocess.CompletedProcess, index: Path) -> None:
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
@@ -36,20 +50,25 @@ def refused(proc: subprocess.CompletedProcess, index: Path) -> None:
     assert "restore the manifest, or give another path" in lines[0], lines[0]
 
 
-def test_index_add_and_ingest_refuse_a_folder_whose_manifest_is_lost_and_touch_nothing(tmp_path):
+def test_index_add_and_ingest_refuse_a_folder_whose_manifest_is_lost_and_touch_nothing(tmp_path, monkeypatch,
+                                                                                     capsys):
     home, index = tmp_path / "home", tmp_path / "i"
-    assert tessera("index", "add", str(index), str(CORPUS), "--no-dense", home=home).returncode == 0
+
+    def tessera(*args: str, stdin: str = "") -> subprocess.CompletedProcess:
+        return in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys, stdin=stdin)
+
+    assert tessera("index", "add", str(index), str(CORPUS), "--no-dense").returncode == 0
     (index / "manifest.json").unlink()
     before = listing(index)
     new_doc = '{"_id": "n1", "text": "honey bees"}\n'
-    refused(tessera("index", "add", str(index), "-", "--no-dense", home=home, stdin=new_doc), index)
+    refused(tessera("index", "add", str(index), "-", "--no-dense", stdin=new_doc), index)
     # a dense add with an encoder that does not exist: refused for the folder, not for the model it never loads
-    refused(tessera("index", "add", str(index), "-", "--encoder", str(tmp_path / "no-such-model"), home=home,
-                    stdin=new_doc), index)
+    refused(tessera("index", "add", str(index), "-", "--encoder", str(tmp_path / "no-such-model"), stdin=new_doc),
+            index)
     source = tmp_path / "new.jsonl"
     source.write_text(new_doc)
     refused(tessera("ingest", "--source", str(source), "--index", str(index), "--executor", "local", "--no-dense",
-                    "--quiet", home=home), index)
+                    "--quiet"), index)
     assert listing(index) == before
 
 
