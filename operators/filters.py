@@ -118,6 +118,10 @@ class MetadataFilter(BaseModel):
             parts.extend(self._field_conditions(schema.field(self.field).type))
         for column, wanted in (("country", self.country), ("region", self.region)):
             if wanted is not None:
+                kind = schema.field(column).type
+                if not _casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
+                    raise FilterError(f"column '{column}' is {kind}; a {column} filter needs a column of text",
+                                      field=f"params.filter.{column}")
                 values = [wanted] if isinstance(wanted, str) else wanted
                 parts.append(pc.utf8_lower(pc.field(column).cast(pa.string()))
                              .isin([v.lower() for v in values]))
@@ -166,9 +170,12 @@ class MetadataFilter(BaseModel):
             raise FilterError(f"column '{self.field}' is {kind}; temporal filters need a date, timestamp, "
                               "ISO-8601 string or integer-year column", field="params.filter")
         if self.month is not None and self.year is None:  # that month of any year
-            month = pc.month(column if not pa.types.is_string(kind) and not pa.types.is_large_string(kind)
-                             else pc.utf8_slice_codeunits(column, 0, 10).cast(pa.date32()))
-            return [month == self.month]
+            if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+                # a string that spells no ISO date is null here, so its row does not match (a cast would fail
+                # the whole search on the first such value: a title, a "2021" alone)
+                column = pc.strptime(pc.utf8_slice_codeunits(column, 0, 10), format="%Y-%m-%d", unit="s",
+                                     error_is_null=True)
+            return [pc.month(column) == self.month]
         start, end = None, None  # half-open [start, end)
         if self.year is not None:
             first = self.month or 1
@@ -222,9 +229,28 @@ def _literal(value: Any, kind: pa.DataType, column: str) -> pa.Scalar:
         elif isinstance(value, dt.date) and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
             value = value.isoformat()
         return pa.scalar(value).cast(kind) if not pa.types.is_null(kind) else pa.scalar(value)
-    except (ValueError, TypeError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
+    except (ValueError, TypeError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
         raise FilterError(f"value {value!r} does not fit column '{column}' of type {kind}: {err}",
                           field="params.filter") from None
+
+
+def _casts_to_string(kind: pa.DataType) -> bool:
+    """Whether Arrow casts a column of ``kind`` to text (not a list, struct or map)."""
+    try:
+        pa.array([], kind).cast(pa.string())
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def apply_filter(table: pa.Table, where: pc.Expression) -> pa.Table:
+    """``table.filter(where)``, a ``FilterError`` naming the filter where Arrow cannot evaluate it on these rows
+    (a value of a text column that is no valid UTF-8, say): the filter does not fit the data it was given, which
+    the request can change, not a failure of the step."""
+    try:
+        return table.filter(where)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        raise FilterError(f"the filter does not apply to these rows: {err}", field="params.filter") from None
 
 
 def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | None = None,
@@ -233,6 +259,6 @@ def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | Non
     if flt is None or (table.num_rows == 0 and flt.columns() - set(table.column_names)):
         return table
     try:
-        return table.filter(flt.to_expression(table.schema))
+        return apply_filter(table, flt.to_expression(table.schema))
     except FilterError as err:
         raise FilterError(err.message, step=step, op=op, field=err.field) from None

@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.filters import FilterError, MetadataFilter
+from operators.filters import FilterError, MetadataFilter, apply_filter
 from operators.tables import set_ranking
 
 _lock = threading.Lock()
@@ -95,14 +95,15 @@ def forget_index(path: str | Path, index: Any = None) -> bool:
         return True
 
 
-def docs_schema(index) -> pa.Schema:
+def docs_schema(index) -> pa.Schema | None:
     """The doc-store columns of every live shard of ``index``, each with the type its shards merge to: documents
     added later may bring metadata columns the first shard lacks, and a filter on them must be valid. Only the
-    schemas of the shards the search loads anyway are read."""
+    schemas of the shards the search loads anyway are read. None for an index without shards (no documents yet):
+    it has no columns to check a filter against, and nothing a filter could keep."""
     from operators.store.commits import merged_schema
 
     shards = index._current().shards  # the snapshot the search reads (the Index has no public schema yet)
-    return merged_schema([shard.docs.schema for shard in shards]) if shards else index.documents([]).schema
+    return merged_schema([shard.docs.schema for shard in shards]) if shards else None
 
 
 def _with_filter_columns(docs: pa.Table, columns: set[str], schema: pa.Schema) -> pa.Table:
@@ -241,7 +242,10 @@ class IndexRetriever(Operator):
                 queries = table.take(pa.array(np.sort(first)))
         texts = [q or "" for q in queries.column("query").to_pylist()]
         schema = docs_schema(self.index) if self.params.filter is not None else None
-        where = self._where(schema)
+        if self.params.filter is not None and schema is None:
+            texts = []  # an index without documents: no hits, as without the filter (searching now could find a
+            # shard committed meanwhile, and return its rows unfiltered)
+        where = self._where(schema) if schema is not None else None
         k = self.params.k
         post = where is not None and self.params.filter_mode == "post"
         try:
@@ -253,14 +257,18 @@ class IndexRetriever(Operator):
 
             if not isinstance(err, IndexStoreError):
                 raise
+            if err.field == "where":  # the filter fails on every shard (Arrow cannot evaluate it on their rows)
+                raise FilterError(err.message, op=self.name, step=self.step_id, field="params.filter") from None
             # chained (not ``from None``): the service answers an index deleted mid-search with a 404 by its cause
-            raise OperatorError(err.message, op=self.name, step=self.step_id,
-                                field="params.filter" if err.field == "where" else "params.index") from err
+            raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.index") from err
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
-            matching = _with_filter_columns(docs, self.params.filter.columns(), schema) \
-                .append_column("__i", pa.array(np.arange(docs.num_rows))).filter(where)
+            try:
+                matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(), schema)
+                                        .append_column("__i", pa.array(np.arange(docs.num_rows))), where)
+            except FilterError as err:
+                raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
             keep = matching.column("__i").to_numpy()
             rows, scores, docs = rows[keep], scores[keep], docs.take(pa.array(keep, pa.int64()))
             start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]

@@ -1,0 +1,136 @@
+"""Filters valid in form that the index's shards cannot evaluate as Arrow first would: a month on a text column
+(a title, a date string beside values that spell no date), ``country``/``region`` on a list column or on bytes
+that are no UTF-8, an integer no Arrow type holds, a filter on an index without documents. Each is either a
+plain answer (no hits where nothing can match) or a 422 ``flow_not_runnable`` naming the filter, never a 500:
+pre and post filtering, ``postprocess.filter``, a flow of two retrievers, over HTTP and in ``tessera run``.
+Real BM25 indices and a real SQLite task store, through ``Service`` and the search route's functions; no Ray."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from serve.errors import ApiError
+from serve.service import Service
+from serve.service_settings import ServiceArgs, resolve
+
+
+def build_indices(home) -> None:
+    """``news``: two shards (the second brings ``when``, date strings and one that is no date, and a float
+    ``year``); ``lists`` with ``country`` as a list column and ``region`` as bytes, one of them no UTF-8;
+    ``empty``: an index made with no documents yet."""
+    from operators.store import Index, IndexSettings
+
+    news = Index.create(home / "indices" / "news", IndexSettings(dense=False))
+    news.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                       "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"],
+                       "year": pa.array([2024, 2020], pa.int64())}))
+    news.add(pa.table({"docno": ["wasp#0", "moth#0"], "doc_id": ["wasp", "moth"], "title": ["Wasp", "Moth"],
+                       "text": ["wasps steal honey", "moths like honey at night"],
+                       "when": ["2021-03-04", "spring 2021"], "year": pa.array([2021.5, 2019.0])}))
+    lists = Index.create(home / "indices" / "lists", IndexSettings(dense=False))
+    lists.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                        "text": ["honey bees make honey from nectar", "ants farm aphids for honey"],
+                        "country": pa.array([["FR"], ["DE"]]),
+                        "region": pa.array([b"\xff\xfe", b"EU"], pa.binary())}))
+    Index.create(home / "indices" / "empty", IndexSettings(dense=False))
+
+
+@pytest.fixture
+def service(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    build_indices(home)
+    args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    return Service(resolve(args, environ={}), [], "tessera")
+
+
+def bm25(flt: dict, mode: str = "pre") -> dict:
+    return {"b": {"op": "retrieve.bm25", "params": {"k": 5, "filter": flt, "filter_mode": mode}}}
+
+
+def after(flt: dict) -> dict:
+    return {"b": {"op": "retrieve.bm25", "params": {"k": 5}},
+            "f": {"op": "postprocess.filter", "params": {"filter": flt}}}
+
+
+def hits(steps: dict, index: str = "news") -> list[str]:
+    from serve.routes_search import run_search
+
+    answer = run_search({"flow": {"steps": steps}, "query": "honey", "index": index}, "local")
+    return [hit["docno"] for hit in answer["results"][0]["hits"]]
+
+
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_a_month_on_text_that_spells_no_date_matches_nothing(service, mode):
+    assert hits(bm25({"field": "title", "month": 3}, mode)) == []
+    # 'spring 2021' is no date: its row does not match, and the date beside it still does
+    assert hits(bm25({"field": "when", "month": 3}, mode)) == ["wasp#0"]
+    assert hits(bm25({"not": {"field": "when", "month": 3}}, mode)) == []
+
+
+def test_a_month_on_text_after_retrieval_matches_nothing(service):
+    assert hits(after({"field": "title", "month": 3})) == []
+    assert hits(after({"field": "when", "month": 3})) == ["wasp#0"]
+
+
+@pytest.mark.parametrize("steps, index, param, says", [
+    (bm25({"country": "FR"}), "lists", "params.filter.country", "column 'country' is list"),
+    (bm25({"country": "FR"}, "post"), "lists", "params.filter.country", "column 'country' is list"),
+    (after({"country": ["FR", "DE"]}), "lists", "params.filter.country", "column 'country' is list"),
+    (bm25({"region": "EU"}), "lists", "params.filter", "Invalid UTF8"),
+    (bm25({"region": "EU"}, "post"), "lists", "params.filter", "Invalid UTF8"),
+    (after({"region": "EU"}), "lists", "params.filter", "Invalid UTF8"),
+    (bm25({"field": "year", "eq": 10 ** 30}), "news", "params.filter", "does not fit column 'year'"),
+    (bm25({"field": "year", "in": [1, -10 ** 30]}, "post"), "news", "params.filter", "does not fit column 'year'"),
+    ({"a": {"op": "retrieve.bm25", "params": {"k": 5, "filter": {"field": "title", "ne": "Ants"}}},
+      "b": {"op": "retrieve.bm25", "params": {"k": 5, "filter": {"country": "FR"}}, "inputs": []},
+      "fused": {"op": "fuse.rrf", "inputs": ["a", "b"]}}, "lists", "params.filter.country", "column 'country'"),
+])
+def test_a_filter_no_shard_can_evaluate_is_a_422_naming_it(service, steps, index, param, says):
+    with pytest.raises(ApiError) as err:
+        hits(steps, index)
+    assert (err.value.status, err.value.code, err.value.param) == (422, "flow_not_runnable", param), err.value.message
+    assert says in err.value.message
+
+
+@pytest.mark.parametrize("flt", [{"field": "year", "eq": 2024}, {"field": "nope", "month": 3}, {"country": "FR"}])
+@pytest.mark.parametrize("mode", ["pre", "post"])
+def test_a_filter_on_an_index_without_documents_finds_nothing(service, flt, mode):
+    """As the same search without a filter does: an empty index has no columns yet to refuse a filter by."""
+    assert hits({"b": {"op": "retrieve.bm25", "params": {"k": 5}}}, "empty") == []
+    assert hits(bm25(flt, mode), "empty") == []
+
+
+def test_over_http_a_422_and_a_200_not_a_500(service):
+    import requests
+
+    from tests.serve.conftest import api_on_localhost
+
+    def search(flt: dict, index: str) -> requests.Response:
+        return requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25(flt)}, "query": "honey",
+                                                        "index": index}, timeout=60)
+
+    with api_on_localhost() as base:
+        refused = search({"country": "FR"}, "lists")
+        no_dates = search({"field": "title", "month": 3}, "news")
+        empty = search({"field": "year", "eq": 2024}, "empty")
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter.country")
+    assert no_dates.status_code == 200 and no_dates.json()["results"][0]["hits"] == [], no_dates.text
+    assert empty.status_code == 200 and empty.json()["results"][0]["hits"] == [], empty.text
+
+
+def test_tessera_run_says_it_in_one_line_naming_the_filter(service, tmp_path, capsys):
+    from flows.commands import main
+
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"steps": bm25({"field": "year", "eq": 10 ** 30})}))
+    capsys.readouterr()
+    status = main(["run", str(spec), "--index", "news", "-q", "honey", "--no-cache", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert "field 'params.filter'" in err and "does not fit column 'year'" in err and "Traceback" not in err
