@@ -95,15 +95,29 @@ def refuse_contradicting_index_options(args: Any, dense_only: tuple[str, ...]) -
 
 
 def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError:
-    """A Python call's error in the command line's words: a field that is one of ``options`` (``{"shard_size":
-    "--shard-size"}``) named as the option, in the field and in the message (``shard_size=N``: ``--shard-size N``)."""
+    """A Python call's error in the command line's words. The engine names a parameter as a Python caller passes
+    it: ``name=VALUE`` or ``name=`` (``cannot read source='x'``), or as the error's field, bare (``shard_size must
+    be at least 1``). Each name of ``options`` (``{"shard_size": "--shard-size"}``) becomes the option, in the
+    message (``shard_size=N``: ``--shard-size N``; ``spec=``: ``--spec``) and in the field; the bare field only
+    where the message has no ``field=`` (so a path that holds the name, in such a message, stays as it is). A
+    name inside a word or a path (``sources.jsonl``, ``/data/source/``) is not one."""
     import re
 
-    option = options.get(err.field or "")
-    if option is None:
+    if not options:
         return err
-    message = re.sub(rf"\b{re.escape(err.field)}\b(=?)", lambda m: option + (" " if m.group(1) else ""), err.message)
-    return CliError(message, step=err.step, op=err.op, field=option)
+    bare = err.field in options and not re.search(rf"(?<![\w./~-]){re.escape(err.field)}=", err.message)
+    names = "|".join(re.escape(name) for name in sorted(options, key=len, reverse=True))
+
+    def named(match: re.Match) -> str:
+        name, equals, after = match.group(1), match.group(2), match.group(3)
+        if equals:  # a value follows, or not (``spec=,``, ``source=`` at the end)
+            return options[name] + (" " if after and not after.isspace() and after not in ",;)" else "")
+        return options[name] if bare and name == err.field else name
+
+    message = re.sub(rf"(?<![\w./~-])({names})(?![\w/~-]|\.\w)(=?)(?=(.?))", named, err.message)
+    if message == err.message and err.field not in options:
+        return err
+    return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
 
 
 def positive_int(text: str) -> int:

@@ -26,6 +26,10 @@ from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, che
                                      console, positive_int, print_json, refuse_contradicting_index_options)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
+#: The ingestion's parameters that its errors name as a Python call passes them (``source='x'``), and the options
+#: that this command names them by (``--source 'x'``): the one place the two are mapped (``cli_option_error``).
+OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert"}
+
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     from flows.ingestion import DEFAULT_SHARD_SIZE, DEFAULT_SPEC
@@ -71,6 +75,7 @@ def handle(args: argparse.Namespace) -> int:
     """Read, chunk, embed and write a corpus into a sharded index; run it again to resume after a crash."""
     from flows.ingestion import ingest
     from flows.ingestion.errors import IngestError
+    from flows.model_check import MissingModelsError
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type",))
     glob = args.source is not None and any(ch in args.source for ch in "*?[")
@@ -93,8 +98,8 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
-    except IngestError as err:  # named as the user typed it: --shard-size, not the Python call's shard_size
-        raise cli_option_error(err, {"shard_size": "--shard-size"}) from None
+    except (IngestError, MissingModelsError) as err:  # named as the user typed it: --source, not source=
+        raise cli_option_error(err, OPTIONS) from None
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     if report.shards_total == 0 and not args.retry_failed:  # not a rerun with nothing new: it has the source's shards
         source = f"--source {args.source}" if args.source else f"the read step of --spec {args.spec}"

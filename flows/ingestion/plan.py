@@ -55,7 +55,7 @@ def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | Non
     return flow, flow.index_settings
 
 
-#: What ``--source`` reads, by suffix: a format's name, its suffixes, its source operator and the params it sets.
+#: What ``source`` (``--source``) reads, by suffix: a format's name, its suffixes, its source operator and its params.
 FORMATS = (
     ("JSONL", (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz"), "sources.jsonl", {}),
     ("Parquet", (".parquet", ".pq"), "sources.parquet", {}),
@@ -82,10 +82,10 @@ def _format(name: str) -> tuple[str, str, dict[str, Any], str] | None:
 
 def _refuse(source: str | Path, why: str) -> IngestError:
     return IngestError(
-        f"cannot read --source '{source}': {why}. Tessera reads {_KNOWN} files, a glob or a folder of one of "
+        f"cannot read source='{source}': {why}. Tessera reads {_KNOWN} files, a glob or a folder of one of "
         "them (PDF, text, Markdown and HTML files may be mixed), and a BEIR folder (corpus.jsonl); for another "
         "name, put the reader in a spec's read step (read: {op: sources.jsonl, params: {path: FILE}}) and pass "
-        "that --spec without --source", field="source")
+        "it as spec= with no source=", field="source")  # Python's names: the CLI says --source (cli_option_error)
 
 
 def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str, Any]]:
@@ -97,7 +97,7 @@ def _infer_read(source: str | Path, quiet: bool = False) -> tuple[str, dict[str,
         return _folder_read(source, path, quiet)
     magic = glob.has_magic(str(source))
     if not magic and "://" not in str(source) and not path.exists():
-        raise IngestError(f"cannot read --source '{source}': no such file or folder (working directory "
+        raise IngestError(f"cannot read source='{source}': no such file or folder (working directory "
                           f"{os.getcwd()})", field="source")
     known = _format(path.name)
     if known is None and magic and path.name in _ANY_NAME:
@@ -230,7 +230,7 @@ def require_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
 
         needs += step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")})
     if colbert:
-        needs.append(ModelNeed(colbert, "ingest", "colbert", "--colbert"))
+        needs.append(ModelNeed(colbert, "ingest", "colbert", "colbert="))
     check_needs(needs)
 
 

@@ -101,7 +101,7 @@ def test_a_source_that_is_not_there_is_named_as_missing(tmp_path, ingest_command
     done = ingest_command(tmp_path / "nope")
     assert done.returncode == 2 and not (tmp_path / "idx").exists()
     [line] = done.stderr.strip().splitlines()
-    assert line == (f"tessera: error: field 'source': cannot read --source '{tmp_path / 'nope'}': no such file or "
+    assert line == (f"tessera: error: field '--source': cannot read --source '{tmp_path / 'nope'}': no such file or "
                     f"folder (working directory {tmp_path})")
 
 

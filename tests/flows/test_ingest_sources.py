@@ -59,7 +59,7 @@ def test_a_name_of_no_known_type_is_refused_listing_the_formats(tmp_path, name):
 
 @pytest.mark.parametrize("name", ["nope", "notes.md", "corpus.jsonl", "gone/"])
 def test_a_path_that_is_not_there_is_refused_saying_so(tmp_path, name):
-    with pytest.raises(IngestError, match=r"cannot read --source '.*': no such file or folder \(working directory "):
+    with pytest.raises(IngestError, match=r"cannot read source='.*': no such file or folder \(working directory "):
         build_plan(None, str(tmp_path / name), False)
 
 
