@@ -127,6 +127,13 @@ class RerankBody(BaseModel):
     query: Text = Field(min_length=1, description="The search query.")
     top_n: int | None = Field(None, gt=0, description="Return only the n best results (default: all).")
 
+    @field_validator("query")
+    @classmethod
+    def _query_has_text(cls, query: str) -> str:
+        if not query.strip():  # blanks alone: the scores would rank the documents by nothing the caller asked
+            raise ValueError("query is blank: give the text to rank the documents by")
+        return query
+
     def texts(self) -> list[str]:
         raise NotImplementedError
 

@@ -131,6 +131,15 @@ def test_rerank_of_no_documents_is_an_empty_result(serve_app):
     assert response.status_code == 200 and response.json()["results"] == []
 
 
+@pytest.mark.parametrize("path", ["/v1/rerank", "/v2/rerank"])
+def test_rerank_ranks_an_empty_document_and_top_n_over_the_list_gives_all(serve_app, texts, path):
+    """What Cohere answers too: top_n past the end is every document; an empty document is one to rank (rerank.api
+    sends one for a row without text), so it gets a score among the others instead of failing the request."""
+    body = post(serve_app, path, {"model": "tessera-cross-encoder", "query": QUERY, "documents": [*texts[:2], ""],
+                                  "top_n": 10}).json()
+    assert sorted(r["index"] for r in body["results"]) == [0, 1, 2]
+
+
 @pytest.mark.parametrize("path, body, status, field", [
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2"}, 422, "input"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [[101, 2023]]}, 422, "input"),
@@ -150,6 +159,10 @@ def test_rerank_of_no_documents_is_an_empty_result(serve_app):
     ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": [{"title": "t"}]}, 422,
      "documents"),
     ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d"], "top_n": 0}, 422, "top_n"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "q", "documents": ["d"], "top_n": -2}, 422, "top_n"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": "", "documents": ["d"]}, 422, "query"),
+    ("/v1/rerank", {"model": "tessera-cross-encoder", "query": " \n\t", "documents": ["d"]}, 422, "query"),
+    ("/v2/rerank", {"model": "tessera-cross-encoder", "query": "  ", "documents": ["d"]}, 422, "query"),
     ("/v1/rerank", {"model": "rerank-english-v3.0", "query": "q", "documents": ["d"]}, 404, "model"),
 ])
 def test_bad_requests_name_the_field(serve_app, path, body, status, field):
