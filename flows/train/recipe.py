@@ -17,10 +17,11 @@ its base alone (``flows.train.static``): a run of only that kind needs no datase
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Literal, get_args
+from typing import Any, Callable, Iterator, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -257,7 +258,34 @@ def train_command(name: str) -> str | None:
 
 
 def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainReport:
-    """Mine, then train (or reuse) every requested kind; see the module docstring."""
+    """Mine, then train (or reuse) every requested kind; see the module docstring. ``progress=False``
+    (``--quiet``) also hides the libraries' own bars (``library_bars``)."""
+    with library_bars(options.progress):
+        return _train(options, log)
+
+
+@contextlib.contextmanager
+def library_bars(progress: bool) -> Iterator[None]:
+    """With ``progress`` off, transformers' and huggingface_hub's own progress bars ("Loading weights" of a base
+    model, "Writing model shards" of a checkpoint) are off too, and as they were afterwards; on, they are left
+    alone."""
+    if progress:
+        yield
+        return
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            hf_logging.enable_progress_bar()  # the hub's bars too
+        (hub_utils.disable_progress_bars if hub_hidden else hub_utils.enable_progress_bars)()
+
+
+def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
     from flows.train.mining import check_split
     from operators.models import models_dir
 
@@ -316,7 +344,8 @@ def _mine(options: TrainOptions, flow: Any, training: TrainingSection, split: st
 def _distill_static(params: Any, folder: Path, options: TrainOptions, log: Callable[[str], None]) -> TrainedModel:
     from flows.train.static import distill_checkpoint
 
-    reused, seconds, record = distill_checkpoint(params, folder, force=options.force, log=log)
+    reused, seconds, record = distill_checkpoint(params, folder, force=options.force, log=log,
+                                                 progress=options.progress)
     return TrainedModel("static", folder.name, folder, reused, seconds, record)
 
 

@@ -14,10 +14,12 @@ load it by name like any other encoder: ``tessera train --model static`` makes
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -37,9 +39,10 @@ class StaticParams(BaseModel):
                                           "(null: none).")
 
 
-def distill_checkpoint(params: StaticParams, folder: Path, *, force: bool,
-                       log: Callable[[str], None]) -> tuple[bool, float, dict[str, Any]]:
-    """Distil into ``folder`` unless it holds a model distilled with the same inputs; (reused, seconds, record)."""
+def distill_checkpoint(params: StaticParams, folder: Path, *, force: bool, log: Callable[[str], None],
+                       progress: bool = True) -> tuple[bool, float, dict[str, Any]]:
+    """Distil into ``folder`` unless it holds a model distilled with the same inputs; (reused, seconds, record).
+    ``progress``: model2vec's bar over the vocabulary."""
     version = _model2vec_version()
     key_inputs = {"kind": "static", "params": params.model_dump(mode="json"),
                   "base": checkpoints.base_fingerprint(params.base), "model2vec": version, "format": 1}
@@ -50,7 +53,7 @@ def distill_checkpoint(params: StaticParams, folder: Path, *, force: bool,
         return True, 0.0, previous
     why = f" (replacing the model there: {checkpoints.changed_inputs(previous, key_inputs)})" if previous else ""
     log(f"static: distilling {params.base} over its vocabulary -> {folder}{why}")
-    record = checkpoints.write_checkpoint(folder, lambda tmp: _distill(params, tmp), {
+    record = checkpoints.write_checkpoint(folder, lambda tmp: _distill(params, tmp, progress), {
         "kind": "static", "name": folder.name, "config_key": key, "key_inputs": key_inputs,
         "hyperparameters": params.model_dump(mode="json")})
     log(f"static: distilled in {record['seconds']:.0f} s -> {folder}")
@@ -67,18 +70,19 @@ def _model2vec_version() -> str:
     return model2vec.__version__
 
 
-def _distill(params: StaticParams, tmp: Path) -> dict[str, Any]:
+def _distill(params: StaticParams, tmp: Path, progress: bool) -> dict[str, Any]:
     import os
 
-    from model2vec.distill import distill
+    from model2vec.distill import distill, inference
 
     from operators.models import resolve_model_path
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # model2vec asks the hub for a model card only for hub ids
     started = time.perf_counter()
     base = resolve_model_path(params.base)
-    model = distill(model_name=str(base), pca_dims=params.pca_dims, sif_coefficient=params.sif_coefficient,
-                    device="cpu")
+    with _bar(inference, progress):
+        model = distill(model_name=str(base), pca_dims=params.pca_dims, sif_coefficient=params.sif_coefficient,
+                        device="cpu")
     model.save_pretrained(str(tmp))
     config_file = tmp / "config.json"
     config = json.loads(config_file.read_text(encoding="utf-8"))
@@ -86,3 +90,18 @@ def _distill(params: StaticParams, tmp: Path) -> dict[str, Any]:
     config_file.write_text(json.dumps(config, indent=2), encoding="utf-8")
     return {"seconds": round(time.perf_counter() - started, 3), "vocabulary": int(model.embedding.shape[0]),
             "dimension": int(model.embedding.shape[1])}
+
+
+@contextlib.contextmanager
+def _bar(module: Any, progress: bool) -> Iterator[None]:
+    """``module``'s tqdm bars (model2vec's "Encoding tokens", which has no switch of its own) off unless
+    ``progress``, by giving the module a tqdm that is disabled while it runs."""
+    shown = getattr(module, "tqdm", None)
+    if progress or shown is None:
+        yield
+        return
+    module.tqdm = functools.partial(shown, disable=True)
+    try:
+        yield
+    finally:
+        module.tqdm = shown

@@ -1,0 +1,61 @@
+"""``tessera train --quiet`` shows no progress bar: neither Tessera's own nor those of the libraries it trains with
+(transformers' "Loading weights" of the base model and "Writing model shards" of the checkpoint), which a process
+shows by default; they are as they were after the run. A tiny BEIR folder written here (12 documents, 4 train
+queries), mined with BM25 and one training step of the cross-encoder, in-process (``flows.commands.main``)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+TOPICS = ["honey bees pollinate crops", "opera singers train their voices", "glaciers carve valleys slowly",
+          "gothic cathedrals have flying buttresses", "vitamin d strengthens bones", "comets have icy tails"]
+RECIPE = """\
+name: tiny-quiet
+steps:
+  bm25: {op: retrieve.bm25, params: {k: 12}}
+training:
+  split: train
+  mining: {skip_top: 0, negatives: 3, seed: 7}
+  cross_encoder: {epochs: 1, batch_size: 2, max_length: 32, negatives: 2, train_layers: 1}
+"""
+
+
+@pytest.fixture
+def dataset(tmp_path):
+    folder = tmp_path / "tiny"
+    (folder / "qrels").mkdir(parents=True)
+    docs = [{"_id": f"d{i}{j}", "title": topic.split()[0], "text": f"{topic}, say report number {j}."}
+            for i, topic in enumerate(TOPICS) for j in range(2)]
+    (folder / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    queries = [{"_id": f"q{i}", "text": topic.split(" ", 1)[1]} for i, topic in enumerate(TOPICS[:4])]
+    (folder / "queries.jsonl").write_text("".join(json.dumps(q) + "\n" for q in queries))
+    (folder / "qrels" / "train.tsv").write_text("query-id\tcorpus-id\tscore\n"
+                                                + "".join(f"q{i}\td{i}0\t1\n" for i in range(4)))
+    (folder / "recipe.yaml").write_text(RECIPE)
+    return folder
+
+
+def test_train_quiet_shows_no_progress_bar_of_its_own_or_of_transformers(dataset, tmp_path, monkeypatch, capsys):
+    from huggingface_hub import utils as hub_utils
+    from transformers.utils import logging as hf_logging
+
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TESSERA_DEBUG", raising=False)
+    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    hf_logging.enable_progress_bar()  # as a new process has them (a model loaded by an operator turns them off)
+    try:
+        capsys.readouterr()
+        assert main(["train", "--dataset", str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model",
+                     "cross-encoder", "--max-steps", "1", "--output", str(tmp_path / "models"), "--quiet"]) == 0
+        err = capsys.readouterr().err
+        assert (tmp_path / "models" / "tessera-cross-encoder" / "training.json").is_file()
+        for bar in ("Loading weights", "Writing model shards", "it/s", "\r"):
+            assert bar not in err, err
+        assert hf_logging.is_progress_bar_enabled() and not hub_utils.are_progress_bars_disabled()  # as before
+    finally:  # as they were before this test
+        (hf_logging.enable_progress_bar if shown else hf_logging.disable_progress_bar)()
+        (hub_utils.disable_progress_bars if hub_hidden else hub_utils.enable_progress_bars)()
