@@ -135,16 +135,16 @@ def check_named(path: Path, row: dict[str, Any] | None, tenant: str, field: str)
 def born(path: Path) -> bool:
     """Whether the index folder ``path`` holds a commit: a committed shard (one a compaction merged away counts) or
     any later commit (its documents all deleted). An empty manifest (``Index.create``'s, as a first upload starts) or
-    none is not born; a manifest that cannot be read counts as born, so nothing removes that index and a search names
-    the damage."""
+    none is not born; a manifest that cannot be read, or a lost one with committed shard folders left
+    (``layout.lost_manifest``), counts as born, so nothing removes that index and a search names the damage."""
     from operators.store.commit_shards import finished
     from operators.store.errors import IndexNotFoundError, IndexStoreError
-    from operators.store.layout import read_manifest
+    from operators.store.layout import lost_manifest, read_manifest
 
     try:
         manifest = read_manifest(path)
     except IndexNotFoundError:
-        return False
+        return lost_manifest(path) is not None
     except (IndexStoreError, OSError):
         return True
     return manifest.generation > 0 or bool(finished(manifest))
@@ -158,7 +158,7 @@ def born_cached(path: Path) -> bool:
     try:
         stat = (path / MANIFEST).stat()
     except OSError:
-        return False
+        return born(Path(path))  # no manifest yet, or a lost one (a folder listing, not cached)
     return _born_at(str(path), stat.st_ino, stat.st_mtime_ns, stat.st_size)
 
 

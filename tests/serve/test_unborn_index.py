@@ -132,6 +132,20 @@ def test_an_index_whose_manifest_cannot_be_read_is_never_removed(upload_service)
     assert upload_service.store.index("notes")["owner"] == "alice"
 
 
+def test_an_index_whose_manifest_is_lost_but_shards_remain_is_never_removed(upload_service):
+    """A lost manifest.json is damage, not an empty index: the committed shard folder stays with its documents."""
+    task_id, job = upload(upload_service, "notes", "alice")
+    path = created(job)
+    committed(path)
+    (path / "manifest.json").unlink()
+    shards = sorted(p.name for p in (path / "shards").iterdir())
+    assert shards and born(path)
+    assert upload_service.store.finish(task_id, "cancelled")
+    taskrunner.discard_leftovers(upload_service.store.task(task_id, None), upload_service.store)
+    assert sorted(p.name for p in (path / "shards").iterdir()) == shards
+    assert upload_service.store.index("notes")["owner"] == "alice"
+
+
 @pytest.mark.integration  # MiniLM loads in this process
 def test_a_first_upload_that_fails_after_its_empty_manifest_is_written_is_removed(upload_service):
     """The run stages the source and creates the index, then cannot write its shard (``shards`` is a file)."""
