@@ -30,6 +30,9 @@ wheel is far larger than what can be carried).
     # a CPU rehearsal of this script's device side (small, minutes), with a scale corpus built here:
     .venv/bin/python benchmarks/gpu_check.py --carried .gpu --corpus CORPUS.jsonl --device cpu --dtype bfloat16 \\
         --limit 2048 --sizes 16 32 --queries 4 --new-tokens 8 --out /tmp/gpu-rehearsal
+    # the embedding parts with the real MiniLM on this machine's CPU:
+    .venv/bin/python benchmarks/gpu_check.py --model minilm --corpus ../shared/data/scifact/corpus.jsonl \
+        --device cpu --dtype float32 --limit 2048 --sizes 16 --parts embedding profile --out /tmp/cpu-embed
 """
 
 from __future__ import annotations
@@ -154,6 +157,7 @@ def embedding_profile(model: Path, texts: list[str], device: str, dtype: str, si
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import batch_to_device
 
+    from operators.embed.fast_tokens import FastTokenEncoder
     from operators.models.precision import with_precision
 
     bare = with_precision(SentenceTransformer(str(model), device=device), dtype)
@@ -161,6 +165,8 @@ def embedding_profile(model: Path, texts: list[str], device: str, dtype: str, si
     batches = [ordered[i:i + size] for i in range(0, len(ordered), size)]
     tokenize_s = timed(lambda: [bare.tokenize(batch) for batch in batches])
     rust_s = timed(lambda: [bare.tokenizer.backend_tokenizer.encode_batch(batch) for batch in batches])
+    fast = FastTokenEncoder.of(bare)  # the operator's tokenizing: Rust, straight to tensors
+    fast_s = timed(lambda: [fast._features(batch) for batch in batches]) if fast else float("nan")
     features = [batch_to_device(bare.tokenize(batch), bare.device) for batch in batches]
 
     def forward() -> None:
@@ -176,6 +182,7 @@ def embedding_profile(model: Path, texts: list[str], device: str, dtype: str, si
     return {"passages": len(texts), "batch_size": size, "tokens_per_passage": tokens / len(texts),
             "padded_over_real_tokens": sum(f["attention_mask"].numel() for f in features) / tokens,
             "tokenize_per_s": len(texts) / tokenize_s, "rust_encode_batch_per_s": len(texts) / rust_s,
+            "operator_tokenize_per_s": len(texts) / fast_s,
             "cores": os.cpu_count(), "forward_per_s": len(texts) / forward_s,
             "encode_per_s": len(texts) / encode_s, "forward_tokens_per_s": tokens / forward_s,
             "attention": getattr(transformer.config, "_attn_implementation", None),
@@ -297,6 +304,8 @@ def measure(args: argparse.Namespace) -> None:
     import torch
     from transformers.utils import logging as hf_logging
 
+    from operators.models import resolve_model_path
+
     hf_logging.set_verbosity_error()  # the random heads' "newly initialized" reports are expected here
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -304,14 +313,14 @@ def measure(args: argparse.Namespace) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="gpu-check-"))
-    carried = Path(args.carried)
+    carried = Path(args.carried) if args.carried else None
     with open(args.corpus, encoding="utf-8") as f:
         docs = [json.loads(line) for line in itertools.islice(f, args.limit)]
     texts = [f"{d['title']}. {d['text']}" if d["title"] else d["text"] for d in docs]
     report = {"device": kind, "torch": torch.__version__, "dtype": args.dtype,
               "weights": "seeded random (throughput does not depend on them)"}
     print(f"{kind}, torch {torch.__version__}, {args.dtype}, {len(texts):,} passages", flush=True)
-    minilm = random_minilm(carried, work)
+    minilm = resolve_model_path(args.model) if args.model else random_minilm(carried, work)
     size = lambda: report.get("embedding", {}).get("best_batch_size", args.sizes[0])  # noqa: E731
     parts = {"embedding": lambda: embedding(minilm, texts, device, args.dtype, args.sizes),
              "profile": lambda: embedding_profile(minilm, texts, device, args.dtype, size()),
@@ -339,6 +348,8 @@ def main() -> None:
     parser.add_argument("--cpu-engine", type=int, metavar="PROMPTS",
                         help="here: the embedded llama.cpp on PROMPTS prompts of the same shape, and stop")
     parser.add_argument("--carried", metavar="DIR", help="what --prepare wrote (the device side)")
+    parser.add_argument("--model", help="a sentence-transformers model (name or folder) for the embedding, profile, "
+                        "cross-encoder and ColBERT parts instead of MiniLM with random weights (e.g. minilm on a CPU)")
     parser.add_argument("--out", default=str(REPO_ROOT / "gpu-check"), help="folder for gpu_check.json")
     parser.add_argument("--device", help="torch device (default: cuda when present)")
     parser.add_argument("--dtype", default="float16", choices=("float16", "bfloat16", "float32"))
@@ -355,10 +366,13 @@ def main() -> None:
         prepare(Path(args.prepare), args.data)
     elif args.cpu_engine:
         print(json.dumps(cpu_engine(args.prompt_tokens, args.new_tokens, args.cpu_engine)))
-    elif args.carried and args.corpus:
+    elif args.corpus and (args.carried or args.model):
+        if "generation" in args.parts and not args.carried:
+            parser.error("the generation part reads SmolLM2's config from --carried DIR")
         measure(args)
     else:
-        parser.error("give --prepare DIR (here) or --carried DIR --corpus FILE (on the GPU machine)")
+        parser.error("give --prepare DIR (here), --carried DIR --corpus FILE (on the GPU machine), "
+                     "or --model NAME --corpus FILE")
 
 
 if __name__ == "__main__":

@@ -75,6 +75,7 @@ class SentenceTransformerEmbedder(Operator):
         super().__init__(*args, **kwargs)
         self._model = None
         self._static = None  # a StaticBags for a static (model2vec) model: its fast path
+        self._fast = None  # a FastTokenEncoder for a transformer model whose tokenizing it reproduces
 
     def reads(self) -> list[str]:
         columns = [self.params.input_column]
@@ -105,9 +106,11 @@ class SentenceTransformerEmbedder(Operator):
                 self.params.model, device=self.params.device, backend=self.params.backend, dtype=self.params.dtype
             )
             if self.params.backend == "torch":
+                from operators.embed.fast_tokens import FastTokenEncoder
                 from operators.embed.static_bags import StaticBags
 
                 self._static = StaticBags.of(self._model)
+                self._fast = None if self._static is not None else FastTokenEncoder.of(self._model)
 
     @property
     def dimension(self) -> int:
@@ -133,9 +136,12 @@ class SentenceTransformerEmbedder(Operator):
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self._static is not None:
             return self._static.encode(texts, self.params.normalize)
+        batch_size = forward_batch_size(self.params.encode_batch_size, self._model)
+        if self._fast is not None:
+            return self._fast.encode(texts, batch_size, self.params.normalize)
         return self._model.encode(
             texts,
-            batch_size=forward_batch_size(self.params.encode_batch_size, self._model),
+            batch_size=batch_size,
             normalize_embeddings=self.params.normalize,
             convert_to_numpy=True,
             show_progress_bar=False,
