@@ -82,7 +82,8 @@ def test_benchmarking(shared_data, tmp_path, monkeypatch):
     plots: about 6 s on 2 idle cores (docs/results.md, "Notebooks")."""
     monkeypatch.setenv("TESSERA_BENCH_DATASET", str(shared_data / "scifact"))
     book = run_notebook("benchmarking", tmp_path, monkeypatch)
-    assert "30 queries" in text_of(book)
+    # the prose's slice: the first 1,000 abstracts and the 24 relevant ones beyond them
+    assert "30 queries, 36 judgements, 1024 documents" in text_of(book)
     plots = [o for c in book.cells for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(plots) == 2  # the measures with their intervals, the per-query deltas against bm25
 

@@ -23,3 +23,21 @@ def test_a_bad_option_is_refused_naming_it(tmp_path, bad, field):
 def test_cutoffs_are_sorted_and_each_kept_once(tmp_path):
     options = BenchOptions(dataset=tmp_path, flows=["bm25"], out=tmp_path / "out", ks=[10, 1, 10, 5])
     assert options.ks == [1, 5, 10]
+
+
+def test_docs_name_the_python_api_as_it_is():
+    """docs/benchmarks.md, "From Python", lists BenchOptions' arguments and BenchResult's fields by name (what
+    notebooks/benchmarking.ipynb uses): a renamed or new field shows up here."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    from flows.bench import BenchResult
+
+    doc = (Path(__file__).resolve().parents[3] / "docs" / "benchmarks.md").read_text(encoding="utf-8")
+    section = doc.split("### From Python", 1)[1].split("\n### ", 1)[0]
+    options_text, result_text = section.split("`BenchOptions` takes", 1)[1].split("The result (`BenchResult`)", 1)
+    named = set(re.findall(r"`([a-z_]+)`", options_text))
+    assert {f.name for f in dataclasses.fields(BenchOptions)} - {"out_shown"} == named
+    fields = {f.name for f in dataclasses.fields(BenchResult)} - {"options", "ks", "baselines", "flows"}
+    assert fields <= set(re.findall(r"`([a-z_]+)`", result_text))
