@@ -4,6 +4,7 @@ and committed without outputs. Each writes only under ``$TESSERA_NOTEBOOK_DIR``,
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -94,4 +95,9 @@ def test_rag(tmp_path, monkeypatch):
     2 idle cores, run on every make test as the notebooks promise (docs/results.md, "Notebooks")."""
     out = text_of(run_notebook("rag", tmp_path, monkeypatch))
     assert out.count("Q: ") == 2 and out.count("A: ") == 2
+    # where each answer's sources came from, as the prose explains (a 135M model often cites nothing)
+    assert out.count("   sources from: ") == 2
+    assert re.search(r"   sources from: (citations|span|overlap|none)\n", out)
+    # the context as the model read it, and which of the 5 passages fit in its 256 tokens
+    assert "[Document 1] " in out and "context_index" in out and "reference" in out
     assert "searched for: where do they live? (which insects make honey and pollinate flowers?; " in out
