@@ -95,17 +95,6 @@ def forget_index(path: str | Path, index: Any = None) -> bool:
         return True
 
 
-def docs_schema(index) -> pa.Schema | None:
-    """The doc-store columns of every live shard of ``index``, each with the type its shards merge to: documents
-    added later may bring metadata columns the first shard lacks, and a filter on them must be valid. Only the
-    schemas of the shards the search loads anyway are read. None for an index without shards (no documents yet):
-    it has no columns to check a filter against, and nothing a filter could keep."""
-    from operators.store.commits import merged_schema
-
-    shards = index._current().shards  # the snapshot the search reads (the Index has no public schema yet)
-    return merged_schema([shard.docs.schema for shard in shards]) if shards else None
-
-
 def _with_filter_columns(docs: pa.Table, columns: set[str], schema: pa.Schema) -> pa.Table:
     """``docs`` with a null column for each filter column its rows lack (hits only from shards older than the
     column): the filter must reject those rows, not fail on the missing field."""
@@ -241,7 +230,7 @@ class IndexRetriever(Operator):
             if len(first) < table.num_rows:
                 queries = table.take(pa.array(np.sort(first)))
         texts = [q or "" for q in queries.column("query").to_pylist()]
-        schema = docs_schema(self.index) if self.params.filter is not None else None
+        schema = self.index.docs_schema() if self.params.filter is not None else None
         if self.params.filter is not None and schema is None:
             texts = []  # an index without documents: no hits, as without the filter (searching now could find a
             # shard committed meanwhile, and return its rows unfiltered)

@@ -319,6 +319,13 @@ class Index:
         """Every doc-store column of the live shards, in the order they first appear (a shard may lack some)."""
         return self._newest(lambda manifest: shard_io.doc_column_names(self.path / SHARDS, manifest, self._loaded))
 
+    def docs_schema(self) -> pa.Schema | None:
+        """The doc-store columns of every live shard, each with the type its shards merge to (documents added later
+        may bring metadata columns the first shard lacks), from the shards a search loads anyway; None for an index
+        without shards (no documents yet: nothing a filter could keep)."""
+        shards = self._current().shards
+        return commits.merged_schema([shard.docs.schema for shard in shards]) if shards else None
+
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null
         where a shard has no such column: documents added later may carry metadata that earlier ones lack);
