@@ -12,6 +12,7 @@ import pytest
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
+from tests.serve.conftest import api_on_localhost
 
 
 def build_index(path) -> None:
@@ -81,7 +82,6 @@ def test_a_step_that_fails_otherwise_stays_a_500(service, tmp_path):
 def test_over_http_it_is_the_documented_422(service):
     import requests
 
-    from tests.serve.conftest import api_on_localhost
 
     with api_on_localhost() as base:
         response = requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25({"field": "nope", "eq": 1})},

@@ -15,6 +15,7 @@ import pytest
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
+from tests.serve.conftest import api_on_localhost
 
 
 def build_indices(home) -> None:
@@ -107,7 +108,6 @@ def test_a_filter_on_an_index_without_documents_finds_nothing(service, flt, mode
 def test_over_http_a_422_and_a_200_not_a_500(service):
     import requests
 
-    from tests.serve.conftest import api_on_localhost
 
     def search(flt: dict, index: str) -> requests.Response:
         return requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25(flt)}, "query": "honey",
