@@ -46,7 +46,7 @@ def env_keys_problem(environ: Mapping[str, str]) -> str | None:
     if not keys:
         return (f"{KEYS_ENV} is set but holds no key ({value!r}): give comma-separated keys, or unset it to run "
                 "without keys on 127.0.0.1")
-    if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:
+    if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:  # the error's field names the variable
         return (f"{len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
-                "use long random keys (tessera keys new, or openssl rand -hex 24)")  # the error's field names the variable
+                "use long random keys (tessera keys new, or openssl rand -hex 24)")
     return None
