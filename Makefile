@@ -100,10 +100,12 @@ test-all: $(VENV)/.installed-test
 # seconds, integration runs a workflow end to end on real models; tests/conftest.py fails a test that does one of
 # these without its marker. One worker per core (pytest-xdist); a worker that runs out of tests takes some of the
 # other's (worksteal): whole files to a worker left one idle at the end (2:01-2:06 against 1:53-1:55 on a fresh
-# clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice.
+# clone, 2 cores, 2026-11-29), and these unit tests have no costly fixtures to set up twice. One torch/OpenMP thread a
+# worker, since the workers already fill the cores: 104.0 s and 108.6 s against 110.3, 107.2 and 116.8 s with each
+# worker's default two threads on 2 cores (wall, one run each, 2026-11-30 and 2026-12-01).
 test-fast: $(VENV)/.installed-test
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$tmp/tmp" -n auto --dist worksteal -m "not ray and not data and not slow and not integration" --durations=10
+	$(TEST_ENV) OMP_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider --basetemp="$$tmp/tmp" -n auto --dist worksteal -m "not ray and not data and not slow and not integration" --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
 test-quality: $(VENV)/.installed-test
