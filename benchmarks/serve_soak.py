@@ -8,7 +8,7 @@ RSS/USS of the service's processes by kind, task workers, Ray's session logs, th
 per kind first, last, MB/min over each half (settled: second half near 0), statuses and p50/p95 per route, 5xx,
 timeouts and error lines in the logs; then the service is stopped and nothing of it may be left. Raw JSON: --out.
 
-    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 38 [--clients 4] [--out /tmp/s57/soak]
+    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 38 [--clients 4] [--out /tmp/serve-soak]
 """
 
 from __future__ import annotations
@@ -313,7 +313,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=4, help="concurrent clients")
     parser.add_argument("--sample-s", type=float, default=60, help="seconds between samples")
     parser.add_argument("--max-tokens", type=int, default=8, help="max_tokens of each chat")
-    parser.add_argument("--out", type=Path, default=Path("/tmp/s57/soak"), help="folder for the raw JSON")
+    parser.add_argument("--out", type=Path, default=Path("/tmp/serve-soak"), help="folder for the raw JSON")
     parser.add_argument("--keep-home", action="store_true", help="leave the temp TESSERA_HOME (logs) in place")
     args = parser.parse_args()
 

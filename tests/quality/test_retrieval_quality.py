@@ -8,7 +8,8 @@ English stopwords, MiniLM vectors of ``title + ". " + text``), runs the built-in
 SciFact (BEIR, 5,183 abstracts, 300 test queries), nDCG@10. On the full corpus the pipeline measures
 bm25 0.6863 / dense 0.6484 / hybrid 0.7163 and the issue's targets are 0.680 / 0.640 / 0.710
 (bm25s with English stemming and stopwords; MTEB gives MiniLM 0.645). Embedding the 5,183 abstracts
-took 3 minutes on 2 idle cores and 6-8 on shared ones, so ``make test`` checks (``test_scifact_ndcg_at_10``):
+took 3 minutes on 2 idle cores and 6-8 on shared ones, so ``test_scifact_ndcg_at_10`` (``make test-quality`` and
+``make test-all``; the module is marked slow, which ``make test`` leaves out) checks:
 
 - **bm25 on the full corpus**, target 0.680, as before: a BM25-only index needs no vectors (seconds);
 - **dense and hybrid on a fixed pooled subset** (``scifact_subset.json``: all 300 test queries, 930
