@@ -160,7 +160,7 @@ def embedding_profile(model: Path, texts: list[str], device: str, dtype: str, si
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.util import batch_to_device
 
-    from operators.embed.fast_tokens import FastTokenEncoder
+    from operators.models.fast_tokens import FastTokenEncoder
     from operators.models.precision import with_precision
 
     bare = with_precision(SentenceTransformer(str(model), device=device), dtype)

@@ -106,7 +106,7 @@ class SentenceTransformerEmbedder(Operator):
                 self.params.model, device=self.params.device, backend=self.params.backend, dtype=self.params.dtype
             )
             if self.params.backend == "torch":
-                from operators.embed.fast_tokens import FastTokenEncoder
+                from operators.models.fast_tokens import FastTokenEncoder
                 from operators.embed.static_bags import StaticBags
 
                 self._static = StaticBags.of(self._model)

@@ -58,12 +58,15 @@ class CrossEncoderReranker(Reranker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.model = None
+        self._fast = None  # a FastTokenEncoder where it tokenizes the pairs as the model does
 
     def setup(self) -> None:
         from operators.models import load_cross_encoder
+        from operators.models.fast_tokens import PAIR_PROBES, FastTokenEncoder
 
         self.model = load_cross_encoder(self.params.model, device=self.params.device,
                                         max_length=self.params.max_length, dtype=self.params.dtype)
+        self._fast = FastTokenEncoder.of(self.model, PAIR_PROBES)
 
     def required_models(self) -> dict[str, str]:
         return {"params.model": self.params.model}
@@ -107,11 +110,14 @@ class CrossEncoderReranker(Reranker):
     def _predict(self, pairs: list[tuple[str, str]]) -> np.ndarray:
         if not pairs:
             return np.zeros(0)
-        import torch
-
         batch = forward_batch_size(self.params.predict_batch_size, self.model)
-        scores = self.model.predict(pairs, batch_size=batch, activation_fn=torch.nn.Identity(),
-                                    show_progress_bar=False, convert_to_numpy=True)
+        if self._fast is not None:
+            scores = self._fast.scores(pairs, batch)
+        else:
+            import torch
+
+            scores = self.model.predict(pairs, batch_size=batch, activation_fn=torch.nn.Identity(),
+                                        show_progress_bar=False, convert_to_numpy=True)
         return np.asarray(scores, dtype=np.float64).reshape(-1)
 
     @staticmethod

@@ -1,4 +1,4 @@
-"""The embedding operator's Rust-tokenized encode (operators/embed/fast_tokens.py) against
+"""The embedding operator's Rust-tokenized encode (operators/models/fast_tokens.py) against
 ``SentenceTransformer.encode`` with the packaged MiniLM, on ten of the Wikipedia passages that ship
 with the operators, three of them joined into one past MiniLM's 256-token cut, an empty text and
 texts of equal length."""
@@ -13,7 +13,7 @@ import pytest
 
 import operators
 from operators import create
-from operators.embed.fast_tokens import FastTokenEncoder
+from operators.models.fast_tokens import FastTokenEncoder
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

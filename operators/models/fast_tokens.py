@@ -1,4 +1,5 @@
-"""A transformer sentence-transformers model's encode, tokenized by the Rust tokenizer directly.
+"""A transformer sentence-transformers model's encode (or a cross-encoder's predict), tokenized by the Rust
+tokenizer directly.
 
 Why: on a GPU the forward pass is not what bounds ``SentenceTransformer.encode``; its tokenizing
 is. On an H200 MiniLM's forward alone ran 43,307 passages/s while ``encode`` ran 3,300-3,600/s,
@@ -10,10 +11,15 @@ text, makes the batch's tensors; the model's modules (transformer, pooling, norm
 sentence-transformers runs them, and while a GPU works on one batch a thread tokenizes the next
 (the Rust call releases the GIL). Texts are batched longest first, as ``encode`` batches them.
 
+A cross-encoder's ``predict`` tokenizes its (query, text) pairs the same way, and is bound the same
+way on a GPU (2,876 pairs/s on the H200, where its forward passes cost what MiniLM's do): the pairs
+go to the Rust tokenizer as pairs, truncated longest first as the model's own tokenizing does.
+
 It applies only where the result is the same: a model whose first module is a text-only
 ``Transformer`` with a fast tokenizer, and whose tokenizing here gives the same tensors as the
-model's own on probe texts (checked once, when the model is set up). Anything else keeps
-``SentenceTransformer.encode``. ``tests/operators/embed/test_fast_tokens.py`` compares the vectors.
+model's own on probe inputs (checked once, when the model is set up). Anything else keeps the
+library's ``encode``/``predict``. ``tests/operators/embed/test_fast_tokens.py`` compares the vectors,
+``tests/operators/rerank/test_cross_encoder_fast_tokens.py`` the scores.
 """
 
 from __future__ import annotations
@@ -30,10 +36,13 @@ PROBES = (
     "Ünïcödé naïve café — déjà vu; CAPITALS and digits 12,345.67!",
     " ".join(["a long passage about retrieval and ranking"] * 200),
 )
+#: (query, text) pairs for a cross-encoder: an empty text, and long pairs that truncation cuts longest first.
+PAIR_PROBES = ((PROBES[0], PROBES[2]), (PROBES[2], ""), ("what do bees make?", PROBES[3]), (PROBES[3], PROBES[3]),
+               (PROBES[3], PROBES[0]))
 
 
 class FastTokenEncoder:
-    """Encode texts with a transformer sentence-transformers model, tokenizing in Rust."""
+    """Run a transformer sentence-transformers model (or cross-encoder) over inputs tokenized in Rust."""
 
     def __init__(self, model, tokenizer, feature_names: tuple[str, ...]):
         self.model = model
@@ -41,8 +50,9 @@ class FastTokenEncoder:
         self.feature_names = feature_names  # the tensors the model's own tokenizing makes
 
     @classmethod
-    def of(cls, model) -> "FastTokenEncoder | None":
-        """For a model this path encodes exactly as ``model.encode`` does; else None."""
+    def of(cls, model, probes: tuple = PROBES) -> "FastTokenEncoder | None":
+        """For a model this path runs exactly as the library does on inputs like ``probes`` (texts, or
+        (query, text) pairs for a cross-encoder); else None."""
         from sentence_transformers.base.modules.transformer import Transformer
         from tokenizers import Tokenizer
 
@@ -56,19 +66,19 @@ class FastTokenEncoder:
         tokenizer.enable_padding(pad_id=padding.get("pad_id", first.tokenizer.pad_token_id or 0),
                                  pad_token=padding.get("pad_token", first.tokenizer.pad_token or "[PAD]"),
                                  pad_type_id=padding.get("pad_type_id", 0), direction=padding.get("direction", "right"))
-        expected = model.preprocess(list(PROBES))
+        expected = model.preprocess(list(probes))
         names = tuple(name for name in ("input_ids", "token_type_ids", "attention_mask") if name in expected)
         encoder = cls(model, tokenizer, names)
-        produced = encoder._features(list(PROBES))
+        produced = encoder._features(list(probes))
         if any(not _same(expected[name], produced[name]) for name in names):
             return None
         return encoder
 
-    def _features(self, texts: list[str]) -> dict:
-        """The model's input tensors for one batch, on the CPU."""
+    def _features(self, inputs: list) -> dict:
+        """The model's input tensors for one batch of texts or (query, text) pairs, on the CPU."""
         import torch
 
-        encodings = self.tokenizer.encode_batch_fast(texts)
+        encodings = self.tokenizer.encode_batch_fast(inputs)
         columns = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
         features = {name: torch.from_numpy(np.array([getattr(e, columns[name]) for e in encodings], dtype=np.int64))
                     for name in self.feature_names}
@@ -76,28 +86,42 @@ class FastTokenEncoder:
         return features
 
     def encode(self, texts: list[str], batch_size: int, normalize: bool) -> np.ndarray:
-        """(n, dim) float32 vectors, in the order of ``texts``."""
+        """(n, dim) float32 vectors, in the order of ``texts`` (``SentenceTransformer.encode``'s)."""
+        import torch
+
+        def vectors(output: dict):
+            embeddings = output["sentence_embedding"]
+            return torch.nn.functional.normalize(embeddings, p=2, dim=1) if normalize else embeddings
+
+        return self._run(texts, batch_size, vectors)
+
+    def scores(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
+        """The raw outputs (logits) for each (query, text) pair, in order: ``CrossEncoder.predict``'s with
+        ``activation_fn=Identity()``, one label's squeezed to (n,)."""
+        scores = self._run(pairs, batch_size, lambda output: output["scores"])
+        return scores[:, 0] if scores.ndim == 2 and scores.shape[1] == 1 else scores
+
+    def _run(self, inputs: list, batch_size: int, output) -> np.ndarray:
+        """``output(model(batch))`` for each batch of ``inputs``, longest first as the library batches them, as
+        float32 rows in the order of ``inputs``."""
         import torch
         from sentence_transformers.util import batch_to_device
 
-        order = np.argsort([-len(text) for text in texts], kind="stable")
-        batches = [[texts[i] for i in order[start:start + batch_size]] for start in range(0, len(texts), batch_size)]
+        lengths = [len(item) if isinstance(item, str) else sum(map(len, item)) for item in inputs]
+        order = np.argsort([-length for length in lengths], kind="stable")
+        batches = [[inputs[i] for i in order[start:start + batch_size]] for start in range(0, len(inputs), batch_size)]
         device = self.model.device
-        vectors = []
+        rows = []
         self.model.eval()
         with torch.inference_mode():
             for features in self._batch_features(batches, overlap=device.type != "cpu"):
-                embeddings = self.model(batch_to_device(features, device))["sentence_embedding"]
-                if normalize:
-                    embeddings = torch.nn.functional.normalize(embeddings, p=2, dim=1)
-                vectors.append(embeddings.float().cpu().numpy())
-        stacked = np.concatenate(vectors)
+                rows.append(output(self.model(batch_to_device(features, device))).float().cpu().numpy())
+        stacked = np.concatenate(rows)
         result = np.empty_like(stacked)
         result[order] = stacked
         return result
 
-
-    def _batch_features(self, batches: list[list[str]], overlap: bool):
+    def _batch_features(self, batches: list[list], overlap: bool):
         """Each batch's tensors in turn. With ``overlap`` (a GPU) a thread tokenizes the next batch while the caller
         runs the current one; on a CPU the forward pass has every core already, so batches are tokenized in turn."""
         if not overlap:
