@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, Iterator
 
 from operators.errors import TesseraError
 
@@ -98,26 +99,58 @@ def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError
     """A Python call's error in the command line's words. The engine names a parameter as a Python caller passes
     it: ``name=VALUE`` or ``name=`` (``cannot read source='x'``), or as the error's field, bare (``shard_size must
     be at least 1``). Each name of ``options`` (``{"shard_size": "--shard-size"}``) becomes the option, in the
-    message (``shard_size=N``: ``--shard-size N``; ``spec=``: ``--spec``) and in the field; the bare field only
-    where the message has no ``field=`` (so a path that holds the name, in such a message, stays as it is). A
-    name inside a word or a path (``sources.jsonl``, ``/data/source/``) is not one."""
+    message (``cli_option_text``) and in the field; the bare field only where the message has no ``field=`` (so a
+    path that holds the name, in such a message, stays as it is)."""
     import re
 
     if not options:
         return err
     bare = err.field in options and not re.search(rf"(?<![\w./~-]){re.escape(err.field)}=", err.message)
+    message = cli_option_text(err.message, options, bare=err.field if bare else None)
+    if message == err.message and err.field not in options:
+        return err
+    return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
+
+
+def cli_option_text(text: str, options: dict[str, str], *, bare: str | None = None) -> str:
+    """``text``, written in a Python call's words, in the command line's: each ``name=`` of ``options`` becomes
+    its option (``shard_size=N``: ``--shard-size N``; ``spec=``: ``--spec``; a flag's ``retry_failed=True``:
+    ``--retry-failed``), and so does the name ``bare`` where it stands alone. A name inside a word or a path
+    (``sources.jsonl``, ``/data/source/``) is not one."""
+    import re
+
     names = "|".join(re.escape(name) for name in sorted(options, key=len, reverse=True))
 
     def named(match: re.Match) -> str:
         name, equals, after = match.group(1), match.group(2), match.group(3)
+        if equals == "=True":  # a flag, set
+            return options[name]
         if equals:  # a value follows, or not (``spec=,``, ``source=`` at the end)
             return options[name] + (" " if after and not after.isspace() and after not in ",;)" else "")
-        return options[name] if bare and name == err.field else name
+        return options[name] if name == bare else name
 
-    message = re.sub(rf"(?<![\w./~-])({names})(?![\w/~-]|\.\w)(=?)(?=(.?))", named, err.message)
-    if message == err.message and err.field not in options:
-        return err
-    return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
+    return re.sub(rf"(?<![\w./~-])({names})(?![\w/~-]|\.\w)(=True(?!\w)|=?)(?=(.?))", named, text)
+
+
+@contextlib.contextmanager
+def cli_option_logs(name: str, options: dict[str, str]) -> Iterator[None]:
+    """While it is open, what the logger ``name`` logs is in the command line's words (``cli_option_text``): a
+    warning the engine words for a Python caller (``ingest again with retry_failed=True``) says ``--retry-failed``
+    to this command's user. Only the message's own text is rewritten, not the values logged in it (paths, a
+    record's error)."""
+    import logging
+
+    def in_options(record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str):
+            record.msg = cli_option_text(record.msg, options)
+        return True
+
+    logger = logging.getLogger(name)
+    logger.addFilter(in_options)
+    try:
+        yield
+    finally:
+        logger.removeFilter(in_options)
 
 
 def positive_int(text: str) -> int:

@@ -23,12 +23,15 @@ from typing import Sequence
 
 from flows import uris
 from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, cli_option_error,
-                                     console, positive_int, print_json, refuse_contradicting_index_options)
+                                     cli_option_logs, console, positive_int, print_json,
+                                     refuse_contradicting_index_options)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
-#: The ingestion's parameters that its errors name as a Python call passes them (``source='x'``), and the options
-#: that this command names them by (``--source 'x'``): the one place the two are mapped (``cli_option_error``).
-OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert"}
+#: The ingestion's parameters that its errors and warnings name as a Python call passes them (``source='x'``,
+#: ``retry_failed=True``), and the options that this command names them by (``--source 'x'``, ``--retry-failed``):
+#: the one place the two are mapped (``cli_option_error``, ``cli_option_logs``).
+OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert",
+           "retry_failed": "--retry-failed", "replace": "--replace"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
@@ -90,7 +93,8 @@ def handle(args: argparse.Namespace) -> int:
     index = uris.local_path(args.index, "index")
     interrupts = StopOnInterrupt()
     try:
-        with interrupts, uris.local_input(None if glob else args.source, "source") as source:
+        with interrupts, cli_option_logs("tessera.ingest", OPTIONS), \
+                uris.local_input(None if glob else args.source, "source") as source:
             report = ingest(args.source if glob else source, index, settings=overrides or None,
                             shard_size=args.shard_size, executor=args.executor,
                             chunk=False if args.no_chunk else None, spec=args.spec, progress=not args.quiet,

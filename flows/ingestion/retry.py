@@ -26,6 +26,10 @@ from flows.ingestion.staging import STAGING_DIR
 from operators.base import Source
 from operators.tables import concat
 
+#: How a retry replaces a live id, in the failure ledger (``failures.jsonl``), which a Python caller and a
+#: ``tessera ingest`` user both read: the parameter and the option, once each.
+REPLACE = "replace=True (tessera ingest --replace)"
+
 #: The ingestion run (``job._Run``): its index, ledger, job, report and commit.
 Run = Any
 
@@ -108,8 +112,8 @@ def _unique(run: Run, found: list[tuple[Failure, pa.Table]], again: list[Failure
             doc_id = str(table.column("docno")[i].as_py()) if "docno" in table.column_names else None
             if doc_id in live or doc_id in seen:
                 where = "in the index already" if doc_id in live else "also retried from another failure"
-                again.append(dataclasses.replace(failure, shard=None, error=(
-                    f"duplicate id {doc_id}: {where}; give the document another id, or retry with --replace")))
+                again.append(dataclasses.replace(failure, shard=None, error=(  # read later, by either caller
+                    f"duplicate id {doc_id}: {where}; give the document another id, or retry with {REPLACE}")))
                 break
             seen.add(doc_id)
         else:

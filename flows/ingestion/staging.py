@@ -269,7 +269,7 @@ class Stager:
         if failed:
             log.warning("%d record(s) of the source are left out, the rest goes on; each is in the index's "
                         "failures.jsonl with its file and line, or the file alone (fix them, then ingest again "
-                        "with --retry-failed)", failed)
+                        "with retry_failed=True)", failed)  # Python's name: tessera ingest says --retry-failed
         return shards
 
     def _close(self, index: int, docs: pa.Table | None, failures: list[Failure], finished: set[str],

@@ -57,3 +57,48 @@ def test_python_errors_name_the_parameters_and_the_cli_its_options(sources, caps
                      str(sources / "no-colbert"))
     assert f"'{sources / 'no-colbert'}' for flow ingest, step colbert (--colbert)" in line, line
     assert not index.exists()
+
+
+def test_the_retry_advice_names_retry_failed_and_replace_in_the_callers_words(tmp_path, monkeypatch, caplog, capsys):
+    """A source with an unreadable line warned ``ingest again with --retry-failed`` to a Python caller too, and a
+    retried document whose id is live failed with ``retry with --replace`` in failures.jsonl: the warning now says
+    ``retry_failed=True`` to ``flows.api.ingest`` and ``--retry-failed`` to ``tessera ingest`` (the same
+    ``OPTIONS``, while the command runs), and the ledger, which both read, names ``replace=True`` and
+    ``tessera ingest --replace`` once each; those parameters and options are the ones that retry and replace."""
+    import json
+    import logging
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "honey bees"}\n{"_id": "d2", "text": "never closed\n')
+    python_index, cli_index = tmp_path / "py", tmp_path / "cli"
+
+    def advice() -> str:
+        [said] = [r.getMessage() for r in caplog.records if "record(s) of the source are left out" in r.getMessage()]
+        caplog.clear()
+        return said
+
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    ingest(str(corpus), str(python_index), settings={"dense": False}, progress=False)
+    said = advice()
+    assert said.endswith("(fix them, then ingest again with retry_failed=True)") and "--" not in said, said
+    cli = ["--executor", "local", "--no-dense", "--quiet", "--json"]
+    assert main(["ingest", "--source", str(corpus), "--index", str(cli_index), *cli]) == 0
+    said = advice()
+    assert said.endswith("(fix them, then ingest again with --retry-failed)") and "retry_failed" not in said, said
+    assert not logging.getLogger("tessera.ingest").filters  # the command's words end with the command
+
+    corpus.write_text('{"_id": "d1", "text": "honey bees"}\n{"_id": "d1", "text": "fixed, but d1 is taken"}\n')
+    wanted = "give the document another id, or retry with replace=True (tessera ingest --replace)"
+    for index, retry in ((python_index, lambda: ingest(None, str(python_index), settings={"dense": False},
+                                                       progress=False, retry_failed=True)),
+                         (cli_index, lambda: main(["ingest", "--index", str(cli_index), "--retry-failed", *cli]))):
+        retry()
+        ledger = [json.loads(line) for line in (index / "failures.jsonl").read_text().splitlines()]
+        errors = [e["error"] for e in ledger if "error" in e]
+        assert errors[-1] == f"duplicate id d1: in the index already; {wanted}", errors
+    capsys.readouterr()
+    assert ingest(None, str(python_index), settings={"dense": False}, progress=False, retry_failed=True,
+                  replace=True).report.resolved == 1
+    assert main(["ingest", "--index", str(cli_index), "--retry-failed", "--replace", *cli]) == 0
+    assert json.loads(capsys.readouterr().out)["resolved"] == 1
