@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flows.ingestion.errors import IngestError
-from flows.ingestion.plan import (ANY_SOURCE, IngestPlan, build_plan, embed_params, fit_dim, index_settings,
-                                  require_models)
+from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_plan, embed_params, fit_dim,
+                                  index_settings, require_models)
 from flows.ingestion.staging import check_source
+from operators.errors import SourceNotFoundError
 
 log = logging.getLogger("tessera.ingest")
 
@@ -33,6 +34,24 @@ def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given
                     "%s, the index has %s; ingest into a new index to get them", index_path,
                     ", ".join(f"{k}={v[1]!r}" for k, v in diff.items()),
                     ", ".join(f"{k}={v[0]!r}" for k, v in diff.items()))
+
+
+def _no_source(spec: str | Path | dict | None, plan: IngestPlan, err: SourceNotFoundError) -> Exception:
+    """With no source, the read step's own path (``data/sample/corpus.jsonl`` in the built-in spec, relative to
+    the working directory) is not there: an error that says so, rather than naming a file the caller never gave;
+    ``err`` itself when the path is there (a folder without the files it reads)."""
+    import glob
+    import os
+
+    value = getattr(plan.read.params, (err.field or "").removeprefix("params."), None)
+    if not isinstance(value, str) or Path(value).expanduser().exists():
+        return err
+    name = spec.get("name") if isinstance(spec, dict) else str(spec)
+    sample = "sample " if spec == DEFAULT_SPEC else ""
+    where = "" if Path(value).expanduser().is_absolute() else f", relative to the working directory {os.getcwd()}"
+    missing = "matches no file" if glob.has_magic(value) else "does not exist"
+    return IngestError(f"no source= was given, so the spec{f' {name!r}' if name else ''} reads its own {sample}path "
+                       f"{value}{where}, which {missing} here; give source=FILE", field="source")
 
 
 @dataclass(frozen=True)
@@ -69,7 +88,12 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
         plan = build_plan(spec, source, chunk)
-        check_source(plan.read)
+        try:
+            check_source(plan.read)
+        except SourceNotFoundError as err:
+            if source is None:  # the spec's own path, which the caller never named
+                raise _no_source(spec, plan, err) from None
+            raise
     full_settings = index_settings(index_path, settings, plan.settings_base)
     if (index_path / "manifest.json").exists() and not retry_failed:  # a retry adds to the index it retries
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)

@@ -102,3 +102,24 @@ def test_the_retry_advice_names_retry_failed_and_replace_in_the_callers_words(tm
                   replace=True).report.resolved == 1
     assert main(["ingest", "--index", str(cli_index), "--retry-failed", "--replace", *cli]) == 0
     assert json.loads(capsys.readouterr().out)["resolved"] == 1
+
+
+def test_no_source_away_from_the_clone_says_no_source_was_given(tmp_path, monkeypatch, capsys):
+    """``tessera ingest --index X`` with no ``--source``, run outside the clone, failed with ``file
+    'data/sample/corpus.jsonl' does not exist``, a file the user never named: it now says that no ``--source`` was
+    given (``source=`` to Python), that the spec reads its own sample path from the working directory, and to give
+    one; a source the user gave and that is not there keeps its own error."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TESSERA_DEBUG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    index = tmp_path / "idx"
+    said = ("was given, so the spec 'ingest' reads its own sample path data/sample/corpus.jsonl, relative to the "
+            f"working directory {tmp_path}, which does not exist here; give")
+    with pytest.raises(TesseraError) as err:
+        ingest(None, str(index), settings={"dense": False}, progress=False)
+    assert err.value.field == "source" and err.value.message == f"no source= {said} source=FILE", err.value.message
+    assert cli_error(capsys, index) == f"tessera: error: field '--source': no --source {said} --source FILE"
+    line = cli_error(capsys, index, "--source", "data/sample/corpus.jsonl")
+    assert line == ("tessera: error: field '--source': cannot read --source 'data/sample/corpus.jsonl': no such file "
+                    f"or folder (working directory {tmp_path})")
+    assert not index.exists()
