@@ -243,6 +243,12 @@ class Service:
             hint = "GET /v1/indices lists the indices" if index else "`make demo` builds the sample index"
             raise SpecError(f"index '{index or 'the default index'}' does not exist ({hint})", step=step, field="index")
         if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
+            from operators.store.layout import committed_looking_shards
+
+            if shards := committed_looking_shards(Path(path)):  # named without the server's path
+                raise SpecError(f"index '{index or 'the default index'}' holds {len(shards)} shard folder(s) but its "
+                                "manifest.json is lost: the index is damaged until the manifest is restored",
+                                step=step, field="index")
             raise SpecError(f"'{index or 'the default index'}' is a folder but no index (it has no manifest.json); "
                             "GET /v1/indices lists the indices", step=step, field="index")
         return spec.with_index(path)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from operators.errors import SpecError
 from operators.store import Index, IndexSettings
 from serve import taskrunner
 from serve.errors import ApiError
@@ -140,6 +141,10 @@ def test_an_index_whose_manifest_is_lost_but_shards_remain_is_never_removed(uplo
     (path / "manifest.json").unlink()
     shards = sorted(p.name for p in (path / "shards").iterdir())
     assert shards and born(path)
+    with pytest.raises(SpecError) as damaged:  # a search says what is wrong, without the server's path
+        upload_service.prepare({"query": "honey", "flow": "bm25", "index": "notes"}, "alice", search=True)
+    assert "1 shard folder(s) but its manifest.json is lost" in str(damaged.value)
+    assert str(path.parent) not in str(damaged.value)
     assert upload_service.store.finish(task_id, "cancelled")
     taskrunner.discard_leftovers(upload_service.store.task(task_id, None), upload_service.store)
     assert sorted(p.name for p in (path / "shards").iterdir()) == shards
