@@ -85,3 +85,11 @@ def test_batches_tokenized_ahead_on_a_thread_come_in_order(texts, minilm):
     assert len(ahead) == len(in_turn) == len(batches)
     for a, b in zip(ahead, in_turn):
         assert a["input_ids"].tolist() == b["input_ids"].tolist()
+
+
+def test_a_model_without_a_length_limit_keeps_the_librarys_encode():
+    from operators.models import load_sentence_transformer
+
+    model = load_sentence_transformer(device="cpu")
+    model.max_seq_length = None
+    assert FastTokenEncoder.of(model) is None
