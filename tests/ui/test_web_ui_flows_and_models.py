@@ -10,9 +10,15 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import by_id, click, error_text, open_page, set_text, wait
+from tests.ui.browser import by_id, click, error_text, flow_names, open_page, set_text, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+
+def flow_marks(driver) -> dict[str, list]:
+    """The Flows tab's list, read at once: per flow its item's text and the tooltip of its "cannot run here" mark."""
+    return dict(driver.execute_script("""return [...document.querySelectorAll('#flow-list li')].map((li) => [
+        li.dataset.flow, [li.innerText.trim(), li.querySelector('span[title]')?.title ?? null]]);"""))
 
 
 def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_naming_the_step(browser, ui_app):
@@ -21,6 +27,11 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
     listed = ui_app.api("GET", "/flows").json()
     wait(browser, lambda d: [b.text for b in d.find_elements(By.CSS_SELECTOR, "#flow-list button")] ==
          listed["builtin"] + listed["saved"])
+    off = {n: status["reason"] for n, status in listed["status"].items() if not status["runnable"]}
+    assert "rag_gold" in off  # a benchmark's dataset: marked "cannot run here", its reason the mark's tooltip
+    assert flow_marks(browser) == {n: [n + (" saved" if n in listed["saved"] else "") +
+                                       (" cannot run here" if n in off else ""), off.get(n)]
+                                   for n in listed["builtin"] + listed["saved"]}
     click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
     wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
     assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
@@ -35,6 +46,8 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         wait(browser, lambda d: by_id(d, "flow-status").text == f"saved as {name}")
         assert name in ui_app.api("GET", "/flows").json()["saved"]
         assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7
+        wait(browser, lambda d: name in flow_marks(d))  # the list read again, the new flow marked as saved
+        assert flow_marks(browser)[name] == [f"{name} saved", None]
         by_id(browser, "flow-use").click()  # the search tab, with the saved flow chosen
         wait(browser, lambda d: by_id(d, "tab-search").is_displayed())
         assert Select(by_id(browser, "flow")).first_selected_option.get_attribute("value") == name
@@ -59,6 +72,9 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         by_id(browser, "flow-delete").click()
         wait(browser, lambda d: by_id(d, "flow-status").text == f"deleted {name}")
         assert name not in ui_app.api("GET", "/flows").json()["saved"]
+        # the editor emptied (what it held is no flow any more), the flow gone from the list and the Search tab
+        assert [by_id(browser, f).get_attribute("value") for f in ("flow-name", "flow-spec")] == ["", ""]
+        wait(browser, lambda d: name not in flow_marks(d) and name not in flow_names(d))
     finally:
         ui_app.api("DELETE", f"/flows/{name}")  # nothing left behind if a check above failed
 
@@ -66,10 +82,19 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
 def test_the_models_tab_lists_what_the_service_lists(browser, ui_app):
     open_page(browser, ui_app)
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="models"]').click()
-    listed = [m["id"] for m in ui_app.api("GET", "/v1/models").json()["data"]]
-    assert listed  # the flows that answer, at least
-    assert wait(browser, lambda d: [r.find_element(By.TAG_NAME, "td").text
-                                    for r in d.find_elements(By.CSS_SELECTOR, "#model-table tbody tr")] == listed)
+    listed = ui_app.api("GET", "/v1/models").json()["data"]
+    # each model and answering flow with its type and state, and why one is not ready (docs/serving.md, Models)
+    expected = [[m["id"], m["type"], m["status"], m.get("reason") or ""] for m in listed]
+    assert {"embedding", "flow"} <= {m["type"] for m in listed}  # MiniLM and the flows that answer
+    assert any(m["status"] == "ready" for m in listed) and any(m["status"] != "ready" and m.get("reason")
+                                                              for m in listed)  # rag_gold: a benchmark's dataset
+    # the whole rows, read at once (the table is drawn again when the tab's list arrives), once all are there
+    shown = wait(browser, lambda d: (lambda rows: rows if len(rows) == len(expected) else None)(d.execute_script(
+        """return [...document.querySelectorAll('#model-table tbody tr')]
+            .map((row) => [...row.cells].map((cell) => cell.textContent));""")))
+    assert shown == expected
+    assert [th.get_attribute("textContent") for th in browser.find_elements(By.CSS_SELECTOR, "#model-table th")] == [
+        "id", "type", "status", "why not ready"]
 
 
 def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_saying_what_a_name_holds(
