@@ -15,6 +15,27 @@ from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, r
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
 
+def flat(text: str) -> str:
+    """Text as the page renders it: runs of spaces and line breaks one space."""
+    return " ".join(text.split())
+
+
+def shown_hits(driver) -> list[list[dict[str, str]]]:
+    """Per query article, each hit's row as the page renders it: its text by column (the cells' data-column)."""
+    rows = driver.execute_script("""return [...document.querySelectorAll('#results article.result')].map((article) =>
+        [...article.querySelectorAll('table.hits tbody tr')].map((row) => Object.fromEntries(
+            [...row.cells].map((cell) => [cell.dataset.column, cell.innerText]))));""")
+    return [[{column: flat(text) for column, text in row.items()} for row in article] for article in rows]
+
+
+def hit_row(hit: dict) -> dict[str, str]:
+    """A hit of the API as its row should read (docs/serving.md, Search: rank, docno, title, score, text)."""
+    text = hit["text"] if len(hit["text"]) <= 280 else hit["text"][:280] + "… more"
+    rank = hit["rank"]  # as JavaScript writes a number: 3.0 arrives as 3
+    return {"rank": str(int(rank)) if float(rank).is_integer() else str(rank), "docno": hit["docno"],
+            "title": flat(hit.get("title") or ""), "score": f"{hit['score']:.4f}", "text": flat(text)}
+
+
 def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
     open_page(browser, ui_app)
     queries = [QUERY, "gothic cathedrals"]
@@ -25,6 +46,9 @@ def test_search_shows_the_services_hits_in_its_order(browser, ui_app):
     expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "queries": queries, "top_k": 4}).json()
     assert shown_results(browser) == [(r["query"], [h["docno"] for h in r["hits"]]) for r in expected["results"]]
     assert all(len(docnos) == 4 for _, docnos in shown_results(browser))
+    # every column of every hit, not only its docno: rank, title, score to 4 places, the text (cut at 280 with "more")
+    assert shown_hits(browser) == [[hit_row(h) for h in r["hits"]] for r in expected["results"]]
+    assert any(len(h["text"]) > 280 for r in expected["results"] for h in r["hits"])  # a cut text among them
     assert by_id(browser, "search-status").text.startswith("bm25: 2 queries in ")
     spec = ui_app.api("GET", "/flows/bm25").json()
     description = by_id(browser, "flow-description")  # its `backticks` as <code>, built as elements
