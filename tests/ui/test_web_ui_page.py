@@ -134,3 +134,27 @@ def test_the_tabs_are_a_tab_list_the_url_names_and_the_page_asks_for_nothing_it_
     problems = [entry["message"] for entry in browser.get_log("browser")
                 if entry["level"] == "SEVERE" or "favicon" in entry["message"] or "Password field" in entry["message"]]
     assert problems == []
+
+
+def test_the_arrow_keys_home_and_end_move_between_the_tabs_and_stop_at_the_ends(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()  # focused and selected
+    names = ["search", "chat", "tasks", "flows", "indices", "models"]
+
+    def shown() -> tuple[list[str], str, str]:
+        tabs = browser.find_elements(By.CSS_SELECTOR, 'nav[role="tablist"] [role="tab"]')
+        selected = [t.get_attribute("data-tab") for t in tabs if t.get_attribute("aria-selected") == "true"]
+        focused = browser.switch_to.active_element.get_attribute("data-tab")
+        return selected, focused, urlsplit(browser.current_url).fragment
+
+    # moveTab clamps at the ends (no wrap): Left on the first tab and Right on the last stay where they are
+    for key, name in ((Keys.ARROW_RIGHT, "chat"), (Keys.ARROW_LEFT, "search"), (Keys.ARROW_LEFT, "search"),
+                      (Keys.END, "models"), (Keys.ARROW_RIGHT, "models"), (Keys.ARROW_LEFT, "indices"),
+                      (Keys.HOME, "search")):
+        browser.switch_to.active_element.send_keys(key)
+        assert shown() == ([name], name, name), (key, name)
+        assert by_id(browser, f"tab-{name}").is_displayed()
+        tab = by_id(browser, f"tabbutton-{name}")
+        assert tab.get_attribute("tabindex") == "0"  # the one stop of Tab in the tab list
+    assert [t.get_attribute("tabindex") for t in browser.find_elements(By.CSS_SELECTOR, '[role="tab"]')] \
+        == ["0"] + ["-1"] * (len(names) - 1)
