@@ -1,5 +1,5 @@
 """The Chat tab: a flow's reply and a follow-up's search as the API gives them, the index sent on Ctrl+Enter, a
-refused message kept in the box, a chat over an uploaded PDF, and Stop."""
+refused message kept in the box, a chat over an uploaded PDF, Stop, and New chat."""
 
 from __future__ import annotations
 
@@ -102,3 +102,36 @@ def test_stop_ends_the_answer_being_written_and_an_unanswered_message_goes_back_
     else:  # stopped before a word: the message is back in the box, to send again
         assert by_id(browser, "chat-input").get_attribute("value") == QUERY
     assert error_text(browser) == "" and not stop.is_displayed()
+
+
+def answered(driver) -> str | None:
+    """The assistant's turn once written (not the pending one), or None."""
+    return next((t.text for t in driver.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant")
+                 if "pending" not in t.get_attribute("class")), None)
+
+
+@pytest.mark.slow  # the embedded model answers in the replica, twice
+def test_new_chat_empties_the_conversation_and_the_next_question_goes_without_it(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys(QUERY)
+    by_id(browser, "chat-send").click()
+    wait(browser, answered, seconds=300)
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")) == 2
+
+    by_id(browser, "chat-clear").click()
+    assert browser.find_elements(By.CSS_SELECTOR, "#chat-log > *") == []
+    follow_up = "How is it used?"
+    by_id(browser, "chat-input").send_keys(follow_up)
+    by_id(browser, "chat-send").click()
+    reply = wait(browser, answered, seconds=300)
+    # What the service got: the question alone. With the earlier turns, rag would have searched for a question made
+    # to stand alone from them (standalone_query, shown as "searched for: ...") and answered from other passages.
+    alone = ui_app.api("POST", "/v1/chat/completions",
+                       {"model": "rag", "messages": [{"role": "user", "content": follow_up}]}).json()
+    assert "standalone_query" not in alone["choices"][0]["message"]
+    assert reply == alone["choices"][0]["message"]["content"].strip()
+    assert browser.find_elements(By.CSS_SELECTOR, "#chat-log .searched") == []
+    assert [t.get_attribute("class") for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")] \
+        == ["turn user", "turn assistant"]
+    assert browser.find_element(By.CSS_SELECTOR, "#chat-log .turn.user").text == follow_up
