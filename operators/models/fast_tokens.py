@@ -44,6 +44,30 @@ PAIR_PROBES = ((PROBES[0], PROBES[2]), (PROBES[2], ""), ("what do bees make?", P
                (PROBES[3], PROBES[0]))
 
 
+def batching(tokenizer, max_length: int, *, pad_id: int = 0, pad_token: str = "[PAD]"):
+    """``tokenizer`` (a ``tokenizers.Tokenizer``) set to tokenize a batch as sentence-transformers does: truncated
+    at ``max_length`` longest first, padded to the batch's longest with the tokenizer's own padding where it has
+    one (else ``pad_id``/``pad_token``, on the right)."""
+    padding = tokenizer.padding or {}
+    tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
+    tokenizer.enable_padding(pad_id=padding.get("pad_id", pad_id), pad_token=padding.get("pad_token", pad_token),
+                             pad_type_id=padding.get("pad_type_id", 0), direction=padding.get("direction", "right"))
+    return tokenizer
+
+
+def token_arrays(encodings, names) -> dict[str, np.ndarray]:
+    """The int64 (batch, tokens) arrays ``names`` (``input_ids``, ``token_type_ids``, ``attention_mask``) of a
+    padded batch of ``tokenizers`` encodings."""
+    attribute = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
+    return {name: np.array([getattr(e, attribute[name]) for e in encodings], dtype=np.int64) for name in names}
+
+
+def longest_first(inputs: list) -> np.ndarray:
+    """The order sentence-transformers batches texts (or (query, text) pairs) in: longest first, by characters."""
+    return np.argsort([-(len(item) if isinstance(item, str) else sum(map(len, item))) for item in inputs],
+                      kind="stable")
+
+
 class FastTokenEncoder:
     """Run a transformer sentence-transformers model (or cross-encoder) over inputs tokenized in Rust."""
 
@@ -65,13 +89,9 @@ class FastTokenEncoder:
                 or not model.max_seq_length):
             return None
         try:
-            tokenizer = Tokenizer.from_str(backend.to_str())
-            padding = backend.padding or {}
-            tokenizer.enable_truncation(max_length=model.max_seq_length, strategy="longest_first")
-            tokenizer.enable_padding(pad_id=padding.get("pad_id", first.tokenizer.pad_token_id or 0),
-                                     pad_token=padding.get("pad_token", first.tokenizer.pad_token or "[PAD]"),
-                                     pad_type_id=padding.get("pad_type_id", 0),
-                                     direction=padding.get("direction", "right"))
+            own = first.tokenizer
+            tokenizer = batching(Tokenizer.from_str(backend.to_str()), model.max_seq_length,
+                                 pad_id=own.pad_token_id or 0, pad_token=own.pad_token or "[PAD]")
             expected = model.preprocess(list(probes))
             names = tuple(name for name in ("input_ids", "token_type_ids", "attention_mask") if name in expected)
             encoder = cls(model, tokenizer, names)
@@ -87,12 +107,8 @@ class FastTokenEncoder:
         """The model's input tensors for one batch of texts or (query, text) pairs, on the CPU."""
         import torch
 
-        encodings = self.tokenizer.encode_batch_fast(inputs)
-        columns = {"input_ids": "ids", "token_type_ids": "type_ids", "attention_mask": "attention_mask"}
-        features = {name: torch.from_numpy(np.array([getattr(e, columns[name]) for e in encodings], dtype=np.int64))
-                    for name in self.feature_names}
-        features["modality"] = "text"
-        return features
+        arrays = token_arrays(self.tokenizer.encode_batch_fast(inputs), self.feature_names)
+        return {**{name: torch.from_numpy(array) for name, array in arrays.items()}, "modality": "text"}
 
     def encode(self, texts: list[str], batch_size: int, normalize: bool) -> np.ndarray:
         """(n, dim) float32 vectors, in the order of ``texts`` (``SentenceTransformer.encode``'s)."""
@@ -116,8 +132,7 @@ class FastTokenEncoder:
         import torch
         from sentence_transformers.util import batch_to_device
 
-        lengths = [len(item) if isinstance(item, str) else sum(map(len, item)) for item in inputs]
-        order = np.argsort([-length for length in lengths], kind="stable")
+        order = longest_first(inputs)
         batches = [[inputs[i] for i in order[start:start + batch_size]] for start in range(0, len(inputs), batch_size)]
         device = self.model.device
         rows = []

@@ -37,6 +37,7 @@ import numpy as np
 from operators.errors import TesseraError
 from operators.interrupt import checkpoint
 from operators.models.batching import CPU_BATCH
+from operators.models.fast_tokens import batching, longest_first, token_arrays
 from operators.models.query_encoder_export import NOT_ON_CPU
 from operators.models.references import resolve_model_path
 from operators.models.repository import models
@@ -83,12 +84,7 @@ class OnnxQueryEncoder:
                  dimension: int) -> None:
         from tokenizers import Tokenizer
 
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        # sentence-transformers pads each batch to its longest text and truncates at max_seq_length
-        self.tokenizer.enable_truncation(max_length=max_length, strategy="longest_first")
-        padding = self.tokenizer.padding or {}
-        self.tokenizer.enable_padding(pad_id=padding.get("pad_id", 0), pad_token=padding.get("pad_token", "[PAD]"),
-                                      pad_type_id=padding.get("pad_type_id", 0))
+        self.tokenizer = batching(Tokenizer.from_file(str(tokenizer_file)), max_length)
         try:
             self.session = onnx_session(onnx_file)  # as backend: onnx runs it
         except Exception as err:  # noqa: BLE001 - a damaged export: the torch path still works
@@ -103,7 +99,7 @@ class OnnxQueryEncoder:
         """(n, dim) float32 vectors, batched as sentence-transformers batches them (longest texts first)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        order = np.argsort([-len(text) for text in texts])  # SentenceTransformer._inference's order
+        order = longest_first(texts)  # SentenceTransformer._inference's order
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             checkpoint()  # a cancelled flow stops between forward passes, as with a torch model
@@ -112,10 +108,8 @@ class OnnxQueryEncoder:
         return out
 
     def _forward(self, batch: list[str], normalize: bool) -> np.ndarray:
-        encodings = self.tokenizer.encode_batch(batch)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        given = {"input_ids": np.array([e.ids for e in encodings], dtype=np.int64), "attention_mask": mask,
-                 "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64)}
+        given = token_arrays(self.tokenizer.encode_batch(batch), ("input_ids", "token_type_ids", "attention_mask"))
+        mask = given["attention_mask"]
         hidden = self.session.run(None, {name: given[name] for name in self.inputs})[0]
         if self.pooling == "cls":
             vectors = hidden[np.arange(len(batch)), mask.argmax(axis=1)]  # the first unmasked token
