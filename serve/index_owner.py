@@ -136,15 +136,17 @@ def born(path: Path) -> bool:
     """Whether the index folder ``path`` holds a commit: a committed shard (one a compaction merged away counts) or
     any later commit (its documents all deleted). An empty manifest (``Index.create``'s, as a first upload starts) or
     none is not born; a manifest that cannot be read, or a lost one with committed shard folders left
-    (``layout.lost_manifest``), counts as born, so nothing removes that index and a search names the damage."""
+    (``ManifestLostError``), counts as born, so nothing removes that index and a search names the damage."""
     from operators.store.commit_shards import finished
-    from operators.store.errors import IndexNotFoundError, IndexStoreError
-    from operators.store.layout import lost_manifest, read_manifest
+    from operators.store.errors import IndexNotFoundError, IndexStoreError, ManifestLostError
+    from operators.store.layout import read_manifest
 
     try:
         manifest = read_manifest(path)
+    except ManifestLostError:
+        return True
     except IndexNotFoundError:
-        return lost_manifest(path) is not None
+        return False
     except (IndexStoreError, OSError):
         return True
     return manifest.generation > 0 or bool(finished(manifest))

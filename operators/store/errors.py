@@ -13,6 +13,11 @@ class IndexNotFoundError(IndexStoreError):
     """No index at the given path (no manifest.json)."""
 
 
+class ManifestLostError(IndexNotFoundError):
+    """A folder with shards that some commit recorded but no manifest.json: an index whose manifest is lost, not an
+    empty folder (``layout.lost_manifest``)."""
+
+
 class IndexCorruptError(IndexStoreError):
     """The manifest or a shard's files are unreadable or do not match their checksums."""
 

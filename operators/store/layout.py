@@ -19,7 +19,7 @@ from pydantic import ValidationError
 
 from operators.atomic import write_bytes
 from operators.home import tessera_home
-from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError
+from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
 from operators.store.settings import FORMATS, Manifest
 from operators.store.upgrade import STAGING_DIR, upgraded
 
@@ -134,13 +134,13 @@ def file_lock(path: Path):
 def read_manifest(path: Path) -> Manifest:
     """The manifest of the index at ``path``, at this release's format (an earlier one is upgraded in memory,
     ``upgrade.upgraded``; the next write writes it so). A later format is refused: this release would drop what
-    it records. A folder with shards but no manifest is an ``IndexNotFoundError`` that says so (``lost_manifest``)."""
+    it records. A folder with shards but no manifest is a ``ManifestLostError`` that says so (``lost_manifest``)."""
     file = path / MANIFEST
     if path.is_file():  # a corpus file given as the index, most likely, or the manifest itself
         raise IndexNotFoundError(not_a_folder(path))
     if not file.is_file():
         if (lost := lost_manifest(path)) is not None:  # not "build one": an ingestion there is refused
-            raise IndexNotFoundError(f"{lost}: restore the manifest to open it")
+            raise ManifestLostError(f"{lost}: restore the manifest to open it")
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
                                  f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")
