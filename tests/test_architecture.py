@@ -8,6 +8,7 @@ counts, including those inside functions. The graph comes from grimp (import-lin
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import grimp
@@ -25,7 +26,16 @@ MAX_LINES = 400
 
 @pytest.fixture(scope="module")
 def graph():
-    return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    """The graph of the repository's packages. grimp finds a package through ``sys.modules`` first, and pytest's
+    importlib mode may have registered the test package ``tests/serve`` as ``serve`` in this worker: while the
+    graph is built, the names resolve from the repository's root."""
+    shadowed = {name: sys.modules.pop(name) for name in PACKAGES if name in sys.modules}
+    sys.path.insert(0, str(REPO))
+    try:
+        return grimp.build_graph(*PACKAGES, include_external_packages=True, cache_dir=None)
+    finally:
+        sys.path.remove(str(REPO))
+        sys.modules.update(shadowed)
 
 
 def within(module: str, package: str) -> bool:
