@@ -243,14 +243,16 @@ def _casts_to_string(kind: pa.DataType) -> bool:
     return True
 
 
-def apply_filter(table: pa.Table, where: pc.Expression) -> pa.Table:
-    """``table.filter(where)``, a ``FilterError`` naming the filter where Arrow cannot evaluate it on these rows
-    (a value of a text column that is no valid UTF-8, say): the filter does not fit the data it was given, which
-    the request can change, not a failure of the step."""
+def apply_filter(table: pa.Table, where: pc.Expression, *, step: str | None = None,
+                 op: str | None = None) -> pa.Table:
+    """``table.filter(where)``, a ``FilterError`` naming the filter (and the step) where Arrow cannot evaluate it on
+    these rows (a value of a text column that is no valid UTF-8, say): the filter does not fit the data it was
+    given, which the request can change, not a failure of the step."""
     try:
         return table.filter(where)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
-        raise FilterError(f"the filter does not apply to these rows: {err}", field="params.filter") from None
+        raise FilterError(f"the filter does not apply to these rows: {err}", step=step, op=op,
+                          field="params.filter") from None
 
 
 def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | None = None,
@@ -259,6 +261,7 @@ def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | Non
     if flt is None or (table.num_rows == 0 and flt.columns() - set(table.column_names)):
         return table
     try:
-        return apply_filter(table, flt.to_expression(table.schema))
+        where = flt.to_expression(table.schema)
     except FilterError as err:
         raise FilterError(err.message, step=step, op=op, field=err.field) from None
+    return apply_filter(table, where, step=step, op=op)

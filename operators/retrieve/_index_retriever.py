@@ -253,11 +253,9 @@ class IndexRetriever(Operator):
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
-            try:
-                matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(), schema)
-                                        .append_column("__i", pa.array(np.arange(docs.num_rows))), where)
-            except FilterError as err:
-                raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
+            matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(), schema)
+                                    .append_column("__i", pa.array(np.arange(docs.num_rows))), where,
+                                    step=self.step_id, op=self.name)
             keep = matching.column("__i").to_numpy()
             rows, scores, docs = rows[keep], scores[keep], docs.take(pa.array(keep, pa.int64()))
             start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]
