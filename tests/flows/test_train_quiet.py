@@ -1,13 +1,22 @@
 """``tessera train --quiet`` shows no progress bar: neither Tessera's own nor those of the libraries it trains with
 (transformers' "Loading weights" of the base model and "Writing model shards" of the checkpoint), which a process
-shows by default; they are as they were after the run. A tiny BEIR folder written here (12 documents, 4 train
-queries), mined with BM25 and one training step of the cross-encoder, in-process (``flows.commands.main``)."""
+shows by default; they are as they were after the run. Nor the libraries' notes, logged as warnings:
+sentence-transformers' "Converting SentenceTransformer model ... to CrossEncoder" and transformers' "LOAD REPORT" of
+the new classification head. A tiny BEIR folder written here (12 documents, 4 train queries), mined with BM25 and one
+training step of the cross-encoder, in-process (``flows.commands.main``), and once as the installed command."""
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import subprocess
+import sys
 
 import pytest
+
+#: What the libraries log while the cross-encoder loads its base: nothing a --quiet user should see.
+LIBRARY_NOTES = ("to CrossEncoder", "LOAD REPORT", "MISSING")
 
 TOPICS = ["honey bees pollinate crops", "opera singers train their voices", "glaciers carve valleys slowly",
           "gothic cathedrals have flying buttresses", "vitamin d strengthens bones", "comets have icy tails"]
@@ -37,7 +46,11 @@ def dataset(tmp_path):
     return folder
 
 
-def test_train_quiet_shows_no_progress_bar_of_its_own_or_of_transformers(dataset, tmp_path, monkeypatch, capsys):
+def test_train_quiet_shows_no_progress_bar_or_note_of_its_own_or_of_the_libraries(dataset, tmp_path, monkeypatch,
+                                                                                   capsys, caplog):
+    """A library's warning that reaches the root logger is one the terminal of a ``tessera`` process shows (Python's
+    last-resort handler; here pytest's ``caplog``); transformers logs through a handler of its own, so it passes
+    its records on to the root here (``enable_propagation``), as transformers does on CI."""
     from huggingface_hub import utils as hub_utils
     from transformers.utils import logging as hf_logging
 
@@ -46,16 +59,43 @@ def test_train_quiet_shows_no_progress_bar_of_its_own_or_of_transformers(dataset
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     monkeypatch.delenv("TESSERA_DEBUG", raising=False)
     shown, hub_hidden = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
+    levels = {name: logging.getLogger(name).level for name in ("transformers", "sentence_transformers")}
+    propagates = logging.getLogger("transformers").propagate
     hf_logging.enable_progress_bar()  # as a new process has them (a model loaded by an operator turns them off)
+    hf_logging.set_verbosity_warning()  # as a new process has it (the ColBERT operator lowers it while it loads)
+    logging.getLogger("sentence_transformers").setLevel(logging.NOTSET)
+    hf_logging.enable_propagation()
     try:
         capsys.readouterr()
-        assert main(["train", "--dataset", str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model",
-                     "cross-encoder", "--max-steps", "1", "--output", str(tmp_path / "models"), "--quiet"]) == 0
+        with caplog.at_level(logging.WARNING):
+            assert main(["train", "--dataset", str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model",
+                         "cross-encoder", "--max-steps", "1", "--output", str(tmp_path / "models"), "--quiet"]) == 0
         err = capsys.readouterr().err
         assert (tmp_path / "models" / "tessera-cross-encoder" / "training.json").is_file()
         for bar in ("Loading weights", "Writing model shards", "it/s", "\r"):
             assert bar not in err, err
+        for note in LIBRARY_NOTES:
+            assert note not in err + caplog.text, err + caplog.text
         assert hf_logging.is_progress_bar_enabled() and not hub_utils.are_progress_bars_disabled()  # as before
+        assert hf_logging.get_verbosity() == logging.WARNING  # as before
+        assert logging.getLogger("sentence_transformers").level == logging.NOTSET
     finally:  # as they were before this test
         (hf_logging.enable_progress_bar if shown else hf_logging.disable_progress_bar)()
         (hub_utils.disable_progress_bars if hub_hidden else hub_utils.enable_progress_bars)()
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+        logging.getLogger("transformers").propagate = propagates
+
+
+@pytest.mark.slow
+def test_installed_train_quiet_prints_its_table_alone(dataset, tmp_path):
+    """The command as a user runs it: with --quiet, stderr stays empty and stdout holds the summary table."""
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    env.pop("TESSERA_DEBUG", None)
+    done = subprocess.run([str(os.path.join(os.path.dirname(sys.executable), "tessera")), "train", "--dataset",
+                           str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model", "cross-encoder",
+                           "--max-steps", "1", "--output", str(tmp_path / "models"), "--quiet"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == "", done.stderr
+    assert "tessera-cross-encoder" in done.stdout and "made in" in done.stdout, done.stdout
