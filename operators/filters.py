@@ -14,28 +14,27 @@ The same model serves the retrievers' pre-filter (``where`` handed to the index,
 search is restricted to matching chunks), their post-filter and
 ``postprocess.filter``: two categories, so it lives here rather than in either one.
 Rows whose column is null never match a condition on that column (not even under
-``not``), as in SQL.
+``not``), as in SQL. How a value meets its column's type (numbers as numbers, the rest
+cast) is ``operators.filter_values``; a condition Arrow cannot evaluate on the rows is
+named as written (``evaluation_error``), never as Arrow's compiled expression.
 """
 
 from __future__ import annotations
 
 import calendar
 import datetime as dt
+from dataclasses import dataclass, field as dc_field
 from typing import Any, Union
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from operators.errors import OperatorError
+from operators.filter_values import FilterError, comparison, kind_of, membership, shown
 
 Scalar = Union[bool, int, float, dt.date, str]
 
 COMPARISONS = ("eq", "ne", "gt", "gte", "lt", "lte")
-
-
-class FilterError(OperatorError):
-    """A filter names a column the table or index does not have, or does not fit its type."""
 
 
 class MetadataFilter(BaseModel):
@@ -113,18 +112,7 @@ class MetadataFilter(BaseModel):
         if missing:
             raise FilterError(f"filter column(s) {missing} not found; available columns: {schema.names}",
                               field="params.filter")
-        parts: list[pc.Expression] = []
-        if self.field is not None:
-            parts.extend(self._field_conditions(schema.field(self.field).type))
-        for column, wanted in (("country", self.country), ("region", self.region)):
-            if wanted is not None:
-                kind = schema.field(column).type
-                if not _casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
-                    raise FilterError(f"column '{column}' is {kind}; a {column} filter needs a column of text",
-                                      field=f"params.filter.{column}")
-                values = [wanted] if isinstance(wanted, str) else wanted
-                parts.append(pc.utf8_lower(pc.field(column).cast(pa.string()))
-                             .isin([v.lower() for v in values]))
+        parts = [condition.expression for condition in self._own_conditions(schema)]
         if self.all_:
             parts.extend(child.to_expression(schema) for child in self.all_)
         if self.any_:
@@ -134,21 +122,46 @@ class MetadataFilter(BaseModel):
             parts.append(_join([~self.not_.to_expression(schema), *valid], "and"))
         return _join(parts, "and")
 
-    def _field_conditions(self, kind: pa.DataType) -> list[pc.Expression]:
-        column = pc.field(self.field)
-        parts = []
-        ops = {"eq": "__eq__", "ne": "__ne__", "gt": "__gt__", "gte": "__ge__", "lt": "__lt__", "lte": "__le__"}
-        for name, method in ops.items():
-            value = getattr(self, name)
-            if value is not None:
-                parts.append(getattr(column, method)(_literal(value, kind, self.field)))
-        if self.in_ is not None:
-            parts.append(column.isin(pa.array([_literal(v, kind, self.field).as_py() for v in self.in_], kind)))
-        if self.not_in is not None:
-            parts.append(~column.isin(pa.array([_literal(v, kind, self.field).as_py() for v in self.not_in], kind))
-                         & column.is_valid())
-        parts.extend(self._temporal(column, kind))
-        return parts
+    def conditions(self, schema: pa.Schema) -> list["Condition"]:
+        """Every single condition of this filter and of the filters inside it, compiled for ``schema``: what names
+        the one Arrow cannot evaluate on the rows (``evaluation_error``)."""
+        out = self._own_conditions(schema)
+        for child in (self.all_ or []) + (self.any_ or []) + ([self.not_] if self.not_ else []):
+            out += child.conditions(schema)
+        return out
+
+    def _own_conditions(self, schema: pa.Schema) -> list["Condition"]:
+        """The conditions written in this mapping (not in its all/any/not)."""
+        out = []
+        if self.field is not None:
+            kind = schema.field(self.field).type
+            column = pc.field(self.field)
+            for name in COMPARISONS:
+                value = getattr(self, name)
+                if value is not None:
+                    out.append(Condition.of(self.field, {name: value}, kind_of(value),
+                                            comparison(column, name, value, kind, self.field)))
+            for name, key in (("in_", "in"), ("not_in", "not_in")):
+                values = getattr(self, name)
+                if values is not None:
+                    out.append(Condition.of(self.field, {key: values}, kind_of(values),
+                                            membership(column, key, values, kind, self.field)))
+            temporal = self._temporal(column, kind)
+            if temporal:
+                written = {n: getattr(self, n) for n in ("year", "month", "date_from", "date_to")
+                           if getattr(self, n) is not None}
+                out.append(Condition.of(self.field, written, "a period", _join(temporal, "and")))
+        for column, wanted in (("country", self.country), ("region", self.region)):
+            if wanted is not None:
+                kind = schema.field(column).type
+                if not _casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
+                    raise FilterError(f"column '{column}' is {kind}; a {column} filter needs a column of text",
+                                      field=f"params.filter.{column}")
+                values = [wanted] if isinstance(wanted, str) else wanted
+                lowered = pc.utf8_lower(pc.field(column).cast(pa.string()))
+                out.append(Condition(column, f"{{{column}: {shown(wanted)}}}", kind_of(wanted),
+                                     lowered.isin([v.lower() for v in values])))
+        return out
 
     def _temporal(self, column: pc.Expression, kind: pa.DataType) -> list[pc.Expression]:
         if self.year is None and self.month is None and self.date_from is None and self.date_to is None:
@@ -205,6 +218,23 @@ def _join(parts: list[pc.Expression], how: str) -> pc.Expression:
     return out
 
 
+@dataclass(frozen=True)
+class Condition:
+    """One condition of a filter: the column it reads, the condition as its author wrote it (``{field: year, gte:
+    2010}``, ``{region: 'EU'}``), the value's type in words, and its Arrow expression."""
+
+    column: str
+    written: str
+    kind: str
+    expression: pc.Expression = dc_field(repr=False, compare=False)
+
+    @classmethod
+    def of(cls, column: str, keys: dict[str, Any], kind: str, expression: pc.Expression) -> "Condition":
+        """A condition on ``field: column`` with these keys and values."""
+        pairs = ", ".join(f"{key}: {shown(value)}" for key, value in keys.items())
+        return cls(column, f"{{field: {column}, {pairs}}}", kind, expression)
+
+
 def _day_bound(day: dt.date, kind: pa.DataType) -> pa.Scalar:
     """The first instant of ``day`` as a scalar comparable with a column of type ``kind``."""
     if pa.types.is_timestamp(kind):
@@ -213,25 +243,6 @@ def _day_bound(day: dt.date, kind: pa.DataType) -> pa.Scalar:
     if pa.types.is_date(kind):
         return pa.scalar(day, kind)
     return pa.scalar(day.isoformat(), kind)  # ISO strings sort like the dates they spell
-
-
-def _literal(value: Any, kind: pa.DataType, column: str) -> pa.Scalar:
-    """``value`` as a scalar of the column's type (ISO strings become dates for date columns)."""
-    try:
-        if isinstance(value, str) and (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
-            parsed = dt.datetime.fromisoformat(value)
-            if pa.types.is_timestamp(kind) and kind.tz and parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=dt.timezone.utc)
-            value = parsed.date() if pa.types.is_date(kind) else parsed
-        elif isinstance(value, dt.date) and pa.types.is_timestamp(kind) and not isinstance(value, dt.datetime):
-            value = dt.datetime(value.year, value.month, value.day,
-                                tzinfo=dt.timezone.utc if kind.tz else None)
-        elif isinstance(value, dt.date) and (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
-            value = value.isoformat()
-        return pa.scalar(value).cast(kind) if not pa.types.is_null(kind) else pa.scalar(value)
-    except (ValueError, TypeError, OverflowError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as err:
-        raise FilterError(f"value {value!r} does not fit column '{column}' of type {kind}: {err}",
-                          field="params.filter") from None
 
 
 def _casts_to_string(kind: pa.DataType) -> bool:
@@ -243,16 +254,48 @@ def _casts_to_string(kind: pa.DataType) -> bool:
     return True
 
 
-def apply_filter(table: pa.Table, where: pc.Expression, *, step: str | None = None,
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+def apply_filter(table: pa.Table, flt: MetadataFilter, where: pc.Expression, *, step: str | None = None,
                  op: str | None = None) -> pa.Table:
-    """``table.filter(where)``, a ``FilterError`` naming the filter (and the step) where Arrow cannot evaluate it on
-    these rows (a value of a text column that is no valid UTF-8, say): the filter does not fit the data it was
-    given, which the request can change, not a failure of the step."""
+    """``table.filter(where)`` (``where``: ``flt`` compiled), a ``FilterError`` naming the condition where Arrow
+    cannot evaluate it on these rows (a value of a text column that is no valid UTF-8, say): the filter does not
+    fit the data it was given, which the request can change, not a failure of the step."""
     try:
         return table.filter(where)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
-        raise FilterError(f"the filter does not apply to these rows: {err}", step=step, op=op,
-                          field="params.filter") from None
+    except _ARROW_ERRORS as err:
+        raise evaluation_error(flt, table, err, step=step, op=op) from None
+
+
+def evaluation_error(flt: MetadataFilter, table: pa.Table | None, err: BaseException, *, step: str | None = None,
+                     op: str | None = None) -> FilterError:
+    """The error for ``flt``, which Arrow could not evaluate on ``table`` (``err``): it names the first condition
+    that fails alone, as the filter's author wrote it, with the value's type and the column's, not Arrow's
+    compiled expression (which spells casts and options the author never wrote)."""
+    try:
+        conditions = flt.conditions(table.schema) if table is not None else []
+    except (FilterError, KeyError):
+        conditions = []
+    for condition in conditions:
+        try:
+            table.filter(condition.expression)
+        except _ARROW_ERRORS as failed:
+            kind = table.schema.field(condition.column).type
+            return FilterError(f"filter {condition.written} ({condition.kind}) cannot be evaluated on "
+                               f"column '{condition.column}' of type {kind}: {_why(failed)}", step=step, op=op,
+                               field="params.filter")
+    return FilterError(f"the filter on column(s) {sorted(flt.columns())} cannot be evaluated on these rows: "
+                       f"{_why(err)}", step=step, op=op, field="params.filter")
+
+
+def _why(err: BaseException) -> str:
+    """Why Arrow failed, in a line; undecodable bytes said in words."""
+    text = (str(err).strip().splitlines() or [type(err).__name__])[0][:200]
+    if "utf8" in text.lower().replace("-", ""):
+        return f"some of its values are bytes that are not valid UTF-8 text, which this condition reads as text " \
+               f"(Arrow: {text})"
+    return f"Arrow: {text}"
 
 
 def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | None = None,
@@ -264,4 +307,4 @@ def filter_table(table: pa.Table, flt: MetadataFilter | None, *, step: str | Non
         where = flt.to_expression(table.schema)
     except FilterError as err:
         raise FilterError(err.message, step=step, op=op, field=err.field) from None
-    return apply_filter(table, where, step=step, op=op)
+    return apply_filter(table, flt, where, step=step, op=op)

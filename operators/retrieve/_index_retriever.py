@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError
-from operators.filters import FilterError, MetadataFilter, apply_filter
+from operators.filters import FilterError, MetadataFilter, apply_filter, evaluation_error
 from operators.tables import set_ranking
 
 _lock = threading.Lock()
@@ -223,6 +223,17 @@ class IndexRetriever(Operator):
         except FilterError as err:
             raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
 
+    def _unevaluable(self, err) -> FilterError:
+        """The error for a pre-filter that no shard could evaluate (``err``, the store's): the failing condition
+        named as written (``evaluation_error``, over the index's rows of the filter's columns)."""
+        from operators.store import IndexStoreError
+
+        try:
+            _, rows = self.index.columns(sorted(self.params.filter.columns()))
+        except IndexStoreError:  # gone meanwhile: the store's reason alone
+            rows = None
+        return evaluation_error(self.params.filter, rows, err.__cause__ or err, step=self.step_id, op=self.name)
+
     def transform(self, table: pa.Table) -> pa.Table:
         queries = table
         if table.num_rows > 1:  # the first row of each qid, in order of first appearance (one take)
@@ -247,15 +258,15 @@ class IndexRetriever(Operator):
             if not isinstance(err, IndexStoreError):
                 raise
             if err.field == "where":  # the filter fails on every shard (Arrow cannot evaluate it on their rows)
-                raise FilterError(err.message, op=self.name, step=self.step_id, field="params.filter") from None
+                raise self._unevaluable(err) from None
             # chained (not ``from None``): the service answers an index deleted mid-search with a 404 by its cause
             raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.index") from err
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
             matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(), schema)
-                                    .append_column("__i", pa.array(np.arange(docs.num_rows))), where,
-                                    step=self.step_id, op=self.name)
+                                    .append_column("__i", pa.array(np.arange(docs.num_rows))), self.params.filter,
+                                    where, step=self.step_id, op=self.name)
             keep = matching.column("__i").to_numpy()
             rows, scores, docs = rows[keep], scores[keep], docs.take(pa.array(keep, pa.int64()))
             start = np.r_[0, np.nonzero(np.diff(rows))[0] + 1]

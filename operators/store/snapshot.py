@@ -111,10 +111,12 @@ class Snapshot:
                     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as err:
                         errors.append(err)  # a column this shard lacks: none of its rows match
                         masks.append(np.zeros(len(sh), dtype=bool))
-                if errors and len(errors) == len(self.shards):
+                if errors and len(errors) == len(self.shards):  # Arrow's error, not its expression (casts and
+                    # options nobody wrote); the caller that has the filter names the condition (filters.py)
                     columns = sorted({c for s in self.shards for c in s.docs.column_names})
-                    raise IndexStoreError(f"filter {where} does not apply to the doc store ({errors[0]}); "
-                                          f"columns: {columns}", field="where")
+                    reason = (str(errors[0]).strip().splitlines() or [type(errors[0]).__name__])[0]
+                    raise IndexStoreError(f"the filter applies to no shard's doc store ({reason}); columns: "
+                                          f"{columns}", field="where") from errors[0]
                 self.masks = {key: masks} if len(self.masks) > 16 else {**self.masks, key: masks}
             return self.masks[key]
 

@@ -92,6 +92,64 @@ def test_unknown_column_and_unfit_values_are_filter_errors():
         matching({"field": "score", "year": 2019})
 
 
+def test_numbers_compare_as_numbers_whatever_the_column_type():
+    """A fraction on an integer column is rounded the way that keeps the comparison (no year equals 2019.5); an
+    integer too large for int64 compares as a double on a column of doubles; a value beyond the column's type (but
+    in an Arrow type) decides the comparison alone."""
+    assert matching({"field": "year", "gte": 2018.5}) == ["d1", "d2", "d3", "d4"]
+    assert matching({"field": "year", "gt": 2019.5, "lte": 2020.5}) == ["d4"]
+    assert matching({"field": "year", "lt": 2019.5}) == ["d0", "d1", "d2", "d3"]
+    assert matching({"field": "year", "eq": 2019.0}) == ["d1", "d2", "d3"]
+    assert matching({"field": "year", "eq": 2019.5}) == []
+    assert matching({"field": "year", "ne": 2019.5}) == ["d0", "d1", "d2", "d3", "d4"]  # d5's year is null
+    assert matching({"field": "year", "in": [2019.5, 2020.0]}) == ["d4"]
+    assert matching({"field": "year", "not_in": [2019.5, 2018]}) == ["d1", "d2", "d3", "d4"]
+    assert matching({"field": "year", "eq": 2 ** 63}) == [] and matching({"field": "year", "gte": -1e30}) == \
+        ["d0", "d1", "d2", "d3", "d4"]
+    assert matching({"field": "score", "lt": 10 ** 30}) == ["d0", "d1", "d2", "d3", "d4", "d5"]
+    assert matching({"field": "score", "eq": 10 ** 30}) == []
+    assert matching({"field": "score", "in": [0.5, -10 ** 30]}) == ["d1"]
+    assert matching({"field": "score", "not_in": [0.5, 10 ** 30]}) == ["d0", "d2", "d3", "d4", "d5"]
+
+
+@pytest.mark.parametrize("spec, says", [
+    ({"field": "year", "eq": 10 ** 30}, "filter {field: year, eq: 1000000000000000000000000000000}: value "
+     "1000000000000000000000000000000 does not fit column 'year' of type int64 (an integer; beyond what any Arrow "
+     "integer type holds"),
+    ({"field": "year", "in": [2019, -10 ** 30]}, "filter {field: year, in: [2019, "
+     "-1000000000000000000000000000000]}: value -1000000000000000000000000000000 does not fit column 'year'"),
+    ({"field": "score", "gte": 10 ** 400}, "does not fit column 'score' of type double (an integer; beyond the range "
+     "of a double)"),
+    ({"field": "year", "eq": True}, "filter {field: year, eq: true}: value true does not fit column 'year' of type "
+     "int64 (a boolean; the column holds numbers)"),
+    ({"field": "score", "in": [0.5, False]}, "value false does not fit column 'score' of type double (a boolean"),
+    ({"field": "year", "in": [2019, "soon"]}, "filter {field: year, in: [2019, 'soon']}: value 'soon' does not fit "
+     "column 'year' of type int64 (text; "),
+])
+def test_values_no_comparison_fits_are_refused_in_the_authors_terms(spec, says):
+    with pytest.raises(FilterError) as err:
+        matching(spec)
+    assert says in err.value.message and err.value.field == "params.filter", err.value.message
+
+
+def test_a_condition_arrow_cannot_evaluate_is_named_as_written():
+    """Not Arrow's compiled expression (``is_in(utf8_lower(cast(region, {to_type=string, ...``): the condition, the
+    value's type, the column's and the problem."""
+    table = docs().append_column("raw", pa.array([b"\xff", b"EU", b"EU", b"EU", b"EU", None], pa.binary()))
+    flt = MetadataFilter.model_validate({"any": [{"field": "lang", "eq": "en"}, {"country": "FR"},
+                                                 {"not": {"field": "raw", "eq": "EU"}}]})
+    assert filter_table(table, flt).column("docno").to_pylist() == ["d0", "d3", "d4", "d5"]  # bytes compare
+    flt = MetadataFilter.model_validate({"any": [{"field": "lang", "eq": "en"}, {"region": "eu"}]})
+    table = table.drop_columns(["region"]).append_column("region", table.column("raw"))
+    with pytest.raises(FilterError) as err:
+        filter_table(table, flt, step="f", op="postprocess.filter")
+    message = err.value.message
+    assert "filter {region: 'eu'} (text) cannot be evaluated on column 'region' of type binary: some of its values " \
+           "are bytes that are not valid UTF-8 text" in message, message
+    assert not any(word in message for word in ("is_in(", "cast(", "to_type", "utf8_lower")), message
+    assert (err.value.field, err.value.step) == ("params.filter", "f")
+
+
 def test_the_filter_is_a_json_schema_param():
     schema = MetadataFilter.model_json_schema()  # recursive: the properties sit under $defs
     properties = schema["$defs"]["MetadataFilter"]["properties"]

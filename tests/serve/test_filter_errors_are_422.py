@@ -55,6 +55,12 @@ def test_a_good_filter_runs(service):
     (bm25({"field": "nope", "eq": 1}, filter_mode="post"), "['nope'] not found"),
     (bm25({"field": "year", "eq": "abc"}), "value 'abc' does not fit column 'year'"),
     (bm25({"field": "year", "month": 3}), "holds years"),
+    # an integer column: no Arrow integer type holds 10**30 (a column of doubles compares it as one)
+    (bm25({"field": "year", "eq": 10 ** 30}), "filter {field: year, eq: 1000000000000000000000000000000}: value "
+     "1000000000000000000000000000000 does not fit column 'year' of type int64 (an integer; beyond what any Arrow "
+     "integer type holds"),
+    (bm25({"field": "year", "in": [2024, -10 ** 30]}, filter_mode="post"), "does not fit column 'year' of type "
+     "int64 (an integer; beyond what any Arrow integer type holds"),
     ({"b": {"op": "retrieve.bm25", "params": {"k": 5}},
       "f": {"op": "postprocess.filter", "params": {"filter": {"field": "nope", "eq": 1}}}}, "['nope'] not found"),
     ({"m": {"op": "retrieve.multi_collection", "params": {"collections": [
