@@ -9,6 +9,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.generate import short_answer
+from operators.generate.attribution import attribute, containing
 from operators.generate.answer_stream import ANSWER_OP, AnswerStreams, answer_sink
 from operators.llm import LLMParams, LLMStep, junk_reason
 from operators.llm.gateway import Completion
@@ -27,8 +28,9 @@ class AnswerGenerator(LLMStep):
     go ``answer`` (citations written ``[i]``), ``reasoning`` (empty when the model gave
     none), ``sources`` (the docnos of the documents cited, in the order first cited;
     numbers outside the context are ignored), ``sources_from`` (``citations``, or
-    ``overlap`` when the reply cited nothing and the sources were attributed by shared
-    words, see ``attribute_uncited``; ``span`` for a short answer found in the documents;
+    ``overlap`` when the reply cited nothing and the sources were attributed by the answer's
+    distinctive words, see ``attribute_uncited`` and ``attribution``; ``span`` for a short answer found in the
+    documents;
     ``none`` without documents), ``raw_response``, ``finish_reason`` (the model's: ``length`` when
     ``max_tokens`` cut the reply) and ``usage`` (tokens and seconds, by step). Every row is
     kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
@@ -38,8 +40,8 @@ class AnswerGenerator(LLMStep):
     model answers from the question alone (``closed_book_*`` prompts), the baseline that
     says what retrieval adds. ``style: short`` asks for the answer span alone (a name, a
     date, yes or no: what EM/F1 against short gold answers measure; ``short_answer``) and
-    attributes the sources to the documents that contain it (by shared words, as above, when none holds it as
-    written: the model reworded it or ``max_tokens`` cut it off).
+    attributes the sources to the documents that contain it (by distinctive words, as above, when none holds it
+    as written: the model reworded it or ``max_tokens`` cut it off).
 
     Usage::
 
@@ -49,8 +51,9 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "4"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
-    # 4: a short answer that repeats an example turn's answer no document holds degrades
+    version = "5"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
+    # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution)
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -71,11 +74,14 @@ class AnswerGenerator(LLMStep):
         text_column: str = Field("text", description="Column holding each document's text (attribute_uncited).")
         cited_column: str = Field("cited", description="Column that receives whether the answer cited the row.")
         attribute_uncited: bool = Field(True, description="When the reply cites no document (small models often "
-                                        "do not), take as sources the documents that share at least "
-                                        "min_overlap of the answer's content words (at most 3); the query's "
-                                        "sources_from says 'overlap' instead of 'citations'.")
-        min_overlap: float = Field(0.3, gt=0, le=1, description="Share of the answer's content words a document "
-                                   "must contain to be attributed (attribute_uncited).")
+                                        "do not), take as sources the documents that hold the answer's "
+                                        "distinctive words (those the question does not hold, stopwords aside; "
+                                        "at least min_overlap of them, weighted by rarity, and a phrase of them "
+                                        "or a rare one; at most 3); the query's sources_from says 'overlap' "
+                                        "instead of 'citations'.")
+        min_overlap: float = Field(0.3, gt=0, le=1, description="Share of the answer's distinctive words, each "
+                                   "weighted by its inverse document frequency across the context, a document "
+                                   "must hold to be attributed (attribute_uncited).")
         style: Literal["sentences", "short"] = Field("sentences", description="'sentences': one or two sentences "
                                                      "that cite the documents; 'short': the answer span alone (a "
                                                      "few words, no citations; give a small max_tokens), sources "
@@ -155,11 +161,12 @@ class AnswerGenerator(LLMStep):
                 if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
+                    answer, question = parsed["answer"], queries[qid]
                     if p.style != "short":
-                        cited, sources_from = attribute(parsed["answer"], texts, p.min_overlap), "overlap"
+                        cited, sources_from = attribute(answer, texts, p.min_overlap, question), "overlap"
                     else:  # the documents that hold it verbatim; if none (reworded, cut off), those sharing its words
-                        cited, sources_from = containing(parsed["answer"], texts), "span"
-                        if not cited and (by_words := attribute(parsed["answer"], texts, p.min_overlap)):
+                        cited, sources_from = containing(answer, texts, question), "span"
+                        if not cited and (by_words := attribute(answer, texts, p.min_overlap, question)):
                             cited, sources_from = by_words, "overlap"
                 if streams is not None:  # the last word, held back while it could still grow
                     streams.finish(qid, parsed["answer"])
@@ -180,35 +187,6 @@ class AnswerGenerator(LLMStep):
             return None
         return AnswerStreams(sink, {qid: (lambda reply, count=count: parse_answer(reply, count)["answer"])
                                     for qid, count in documents.items()})
-
-
-_WORD = re.compile(r"[^\W\d_]{4,}")
-_COMMON = frozenset("that this with from have which their there about were been also into than they them these "
-                    "those what when where while more most such only other some answer question document documents "
-                    "based provided information".split())
-
-
-def _content_words(text: str) -> set[str]:
-    return {w for w in _WORD.findall(text.lower()) if w not in _COMMON}
-
-
-def attribute(answer: str, texts: dict[int | None, str | None], min_overlap: float) -> list[int]:
-    """Document numbers whose text holds at least ``min_overlap`` of the answer's content words, best first (3)."""
-    words = _content_words(answer)
-    if not words:
-        return []
-    shares = {n: len(words & _content_words(t or "")) / len(words) for n, t in texts.items() if n is not None}
-    return [n for n, share in sorted(shares.items(), key=lambda kv: (-kv[1], kv[0])) if share >= min_overlap][:3]
-
-
-def containing(answer: str, texts: dict[int | None, str | None]) -> list[int]:
-    """Document numbers whose text contains the answer (case, spacing and a leading article ignored), in number
-    order (3 at most)."""
-    def squeeze(text: str) -> str:
-        return " ".join(text.lower().split())
-
-    span = re.sub(r"^(?:an?|the) ", "", squeeze(answer))
-    return sorted(n for n, t in texts.items() if n is not None and span and span in squeeze(t or ""))[:3]
 
 
 def _junk_answer(answer: str) -> str | None:

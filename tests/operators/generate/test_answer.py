@@ -155,6 +155,38 @@ def test_an_uncited_answer_is_attributed_by_shared_words(fault_models):
     assert out.column("cited").to_pylist() == [False, True, False]
 
 
+def architecture_pages(query: str) -> pa.Table:
+    """One query over the sample's Gothic, Modern and Chinese architecture pages (numbered 1 to 3 in the context),
+    which all say "architectural style"."""
+    import json
+    from pathlib import Path
+
+    import operators
+
+    pages = {(row := json.loads(line))["title"]: row for line in
+             (Path(operators.__file__).parent / "testing_documents.jsonl").open()}
+    rows = [pages[t] for t in ("Gothic architecture", "Modern architecture", "Chinese architecture")]
+    return with_context(pa.table({"qid": ["q1"] * 3, "query": [query] * 3, "docno": [r["_id"] for r in rows],
+                                  "title": [r["title"] for r in rows], "text": [r["text"] for r in rows],
+                                  "score": [3.0, 2.0, 1.0], "rank": pa.array([1, 2, 3], pa.int32())}))
+
+
+@pytest.mark.parametrize("reply, cited", [
+    ("Chinese architecture developed an architectural style over millennia.", [False, False, True]),
+    ("Gothic cathedrals are medieval architecture.", [False, False, False]),  # the question said back
+    ("I don't know.", [False, False, False]),
+])
+def test_an_uncited_answer_is_attributed_by_its_distinctive_words(fault_models, reply, cited):
+    """Not by the words the question, or most of the pages, hold: those say nothing about where it came from."""
+    fault_models.reply = reply
+    op = create("generate.answer", {"model": "fault-ok"})
+    out = op(architecture_pages("gothic cathedrals and medieval architecture"))
+    meta = op.drain_metadata()["q1"]
+    assert out.column("cited").to_pylist() == cited
+    assert meta["sources"] == [d for d, c in zip(out.column("docno").to_pylist(), cited) if c]
+    assert meta["sources_from"] == ("overlap" if any(cited) else "none")
+
+
 @pytest.mark.parametrize("reply, reason", [
     ("[1] [2] [3] [4]", "only labels or citations"),
     ("[1] Aphid: 1\n[2] Aphid: 2\n[3] Aphid: 3\n[4] Aphid: 4", "repeats itself"),
