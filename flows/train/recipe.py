@@ -17,11 +17,10 @@ its base alone (``flows.train.static``): a run of only that kind needs no datase
 
 from __future__ import annotations
 
-import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Literal, get_args
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -31,6 +30,7 @@ from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from operators.errors import first_validation_problem
 from flows.train.examples import check_judged, counts, own_examples
+from flows.train.quiet import quiet_libraries
 from flows.train.mining import LabelledSet, MiningParams
 from flows.train.resume import RESUMABLE, EpochState, staging_folder
 from flows.train.static import StaticParams
@@ -262,41 +262,6 @@ def train(options: TrainOptions, log: Callable[[str], None] = print) -> TrainRep
     (``--quiet``) also hides the libraries' own bars and notes (``quiet_libraries``)."""
     with quiet_libraries(not options.progress):
         return _train(options, log)
-
-
-#: Libraries whose loggers write notes to the terminal while a model loads or trains: sentence-transformers'
-#: "Converting SentenceTransformer model ... to CrossEncoder" and transformers' "LOAD REPORT" of the new
-#: classification head (through transformers' own handler), both logged as warnings although nothing is wrong.
-NOTING_LIBRARIES = ("transformers", "sentence_transformers", "huggingface_hub", "model2vec")
-
-
-@contextlib.contextmanager
-def quiet_libraries(quiet: bool) -> Iterator[None]:
-    """With ``quiet``, the libraries Tessera trains with show no progress bar (transformers' and huggingface_hub's
-    "Loading weights", "Writing model shards") and log errors only, not their notes (``NOTING_LIBRARIES``);
-    everything is as it was afterwards. Without it, nothing is touched."""
-    if not quiet:
-        yield
-        return
-    import logging
-
-    from huggingface_hub import utils as hub_utils
-    from transformers.utils import logging as hf_logging
-
-    shown, hub_hidden = hf_logging.is_progress_bar_enabled(), hub_utils.are_progress_bars_disabled()
-    hf_logging.get_verbosity()  # sets transformers' logger up now: later, that would reset the level set here
-    levels = {name: logging.getLogger(name).level for name in NOTING_LIBRARIES}
-    hf_logging.disable_progress_bar()
-    for name in NOTING_LIBRARIES:
-        logging.getLogger(name).setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for name, level in levels.items():
-            logging.getLogger(name).setLevel(level)
-        if shown:
-            hf_logging.enable_progress_bar()  # the hub's bars too
-        (hub_utils.disable_progress_bars if hub_hidden else hub_utils.enable_progress_bars)()
 
 
 def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
