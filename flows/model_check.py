@@ -13,7 +13,11 @@ there would be refused only when the step loads it (at a Serve replica's start),
 config.json is read here (``check_cross_encoder``; no weights are loaded). Likewise a model
 a step embeds with (``embed.*``'s ``model``, the encoder of an index searched or built)
 must not be a cross-encoder or a ColBERT model (``check_sentence_embedder``), which
-sentence-transformers would load with an untrained pooling and embed by without a word.
+sentence-transformers would load with an untrained pooling and embed by without a word,
+and ``rerank.colbert``'s must hold a ColBERT projection (``check_colbert``). A step inside
+another (``retrieve.multi_collection``'s postprocessors, ``Operator.nested_operators``) is
+checked as that step. A language model's alias (``local``) where such a model belongs is
+refused as a model of the wrong kind, saying which kind the step loads.
 
 An environment variable a step reads (``Operator.required_env``: ``rerank.api``'s
 ``api_key_env``, the ``api_key_env`` of a language model step's alias) is checked by
@@ -37,6 +41,7 @@ from typing import Callable, Iterable, Mapping
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
 from operators.errors import SpecError
+from operators.models.colbert_checks import check_colbert
 from operators.models.cross_encoders import check_cross_encoder
 from operators.models.references import DEFAULT_ENCODER, ModelNotFoundError, WrongModelKindError
 from operators.models.sentence_transformers import check_sentence_embedder
@@ -45,6 +50,8 @@ from operators.models.sentence_transformers import check_sentence_embedder
 INDEX_ENCODER = "params.index (its encoder)"
 #: The kind of a model a step embeds texts with (``KIND_CHECKS``).
 SENTENCE_EMBEDDER = "sentence embedding model"
+#: The kind of ``rerank.colbert``'s model.
+COLBERT = "ColBERT model"
 #: How a model is made (a command), or None when the caller does not know.
 HowToMake = Callable[[str], "str | None"]
 
@@ -62,6 +69,14 @@ class ModelNeed:
     def describe(self) -> str:
         return f"flow {self.flow}, step {self.step} ({self.where})"
 
+    @property
+    def field(self) -> str:
+        """The spec's field that names the model: ``steps.rerank.params.model``, ``steps.dense.params.index``, or
+        ``index_settings.encoder`` for the index a flow builds."""
+        if self.where.startswith("index_settings."):
+            return self.where.split(":", 1)[0]
+        return f"steps.{self.step}.{self.where.split(' (', 1)[0]}"
+
 
 class MissingModelsError(ModelNotFoundError):
     """Models that work about to start needs and that are not on this machine; nothing was run."""
@@ -69,6 +84,9 @@ class MissingModelsError(ModelNotFoundError):
     def __init__(self, missing: dict[str, list[ModelNeed]], reasons: dict[str, str],
                  how_to_make: HowToMake | None = None, wrong_kind: Iterable[str] = ()):
         self.missing = missing
+        wrong_kind = set(wrong_kind)
+        #: The needs whose model is here but of another kind than its step loads: the spec's mistake, not the machine's.
+        self.wrong_kind = [need for reference in wrong_kind for need in missing.get(reference, [])]
         parts = []
         for reference, needs in missing.items():
             hint = how_to_make(reference) if how_to_make is not None else None
@@ -117,20 +135,27 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
 
 def model_kind(op: Operator, where: str) -> str | None:
     """What the model at ``where`` of ``op`` must be besides present: a cross-encoder for ``rerank.cross_encoder``'s
-    ``params.model`` (its loader refuses any other folder); a sentence embedding model for the encoder of an index a
-    step searches and for the ``params.model`` of a step that embeds with sentence-transformers; else None."""
+    ``params.model`` (its loader refuses any other folder), a ColBERT model for ``rerank.colbert``'s; a sentence
+    embedding model for the encoder of an index a step searches and for the ``params.model`` of a step that embeds
+    with sentence-transformers; else None. A ``where`` inside a nested operator is that operator's."""
     from operators.analyze.sentiment import SentimentAnalyzer
     from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.rerank.colbert import ColbertReranker
     from operators.rerank.cross_encoder import CrossEncoderReranker
     from operators.rerank.embedding import EmbeddingReranker
     from operators.retrieve._vector_stores import VectorStoreRetriever
 
+    for prefix, nested in op.nested_operators().items():
+        if where.startswith(prefix + "."):
+            return model_kind(nested, where.removeprefix(prefix + "."))
     if where.endswith(INDEX_ENCODER):  # also a collection's index inside retrieve.multi_collection
         return SENTENCE_EMBEDDER
     if where != "params.model":
         return None
     if isinstance(op, CrossEncoderReranker):
         return "cross-encoder"
+    if isinstance(op, ColbertReranker):
+        return COLBERT
     embeds = (SentenceTransformerEmbedder, EmbeddingReranker, VectorStoreRetriever)
     if isinstance(op, embeds) or (isinstance(op, SentimentAnalyzer) and op.params.method == "prototypes"):
         return SENTENCE_EMBEDDER
@@ -139,13 +164,35 @@ def model_kind(op: Operator, where: str) -> str | None:
 
 def check_model(reference: str, kind: str | None = None) -> Path:
     """The folder of ``reference``, resolved and, for a ``kind``, checked to be one from its config alone;
-    raises ``ModelNotFoundError`` (a ``WrongModelKindError`` for a folder of another kind)."""
+    raises ``ModelNotFoundError`` (a ``WrongModelKindError`` for a folder of another kind, or for a language model's
+    alias, which no such step loads)."""
     from operators.models import resolve_model_path
 
-    path = resolve_model_path(reference)
+    try:
+        path = resolve_model_path(reference)
+    except ModelNotFoundError:
+        if is_language_model(reference):
+            wanted = f"a {kind}" if kind else "a model folder"
+            raise WrongModelKindError(
+                f"not {wanted}: '{reference}' names a language model (an alias `tessera models` lists), which only "
+                f"the language-model steps (generate.*, rerank.llm_*) call; this step loads {wanted} by name "
+                "(packaged, or trained into $TESSERA_HOME/models by tessera train) or folder") from None
+        raise
     if kind is not None:
         KIND_CHECKS[kind](path)
     return path
+
+
+def is_language_model(reference: str) -> bool:
+    """Whether ``reference`` is a language model's alias (``local``, ``gemma2``, one of ``$TESSERA_MODELS``) or
+    names the embedded model (``tessera/...``)."""
+    from operators.errors import TesseraError
+    from operators.llm.aliases import EMBEDDED_PROVIDER, aliases
+
+    try:
+        return reference in aliases() or reference.startswith(EMBEDDED_PROVIDER + "/")
+    except TesseraError:  # a models file that cannot be read: the run's own check says so
+        return False
 
 
 def operator_problem(op: Operator) -> str | None:
@@ -161,7 +208,8 @@ def operator_problem(op: Operator) -> str | None:
 
 #: What a model of each kind is checked with (reads config.json, at most the weights' tensor names).
 KIND_CHECKS: dict[str, Callable[[Path], None]] = {"cross-encoder": check_cross_encoder,
-                                                  SENTENCE_EMBEDDER: check_sentence_embedder}
+                                                  SENTENCE_EMBEDDER: check_sentence_embedder,
+                                                  COLBERT: check_colbert}
 
 
 def step_needs(flow_name: str, operators: Mapping[str, Operator]) -> list[ModelNeed]:

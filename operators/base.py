@@ -172,6 +172,11 @@ class Operator:
         "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""
         return {}
 
+    def nested_operators(self) -> dict[str, "Operator"]:
+        """The operators this step runs inside itself, keyed by the params that configure each
+        (``{"params.postprocess.0": <rerank.cross_encoder>}``), so what their params name is checked as theirs."""
+        return {}
+
     def required_env(self) -> dict[str, str]:
         """The environment variables this step reads (a key, a password), keyed by the param that names each
         (``{"params.api_key_env": "COHERE_API_KEY"}``): by default every set param marked ``env_var()``. Read

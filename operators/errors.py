@@ -120,11 +120,22 @@ class ParamsError(SpecError):
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            message = f"{plain_message(first)} (got {short_repr(first.get('input'))})"
+            message = f"{plain_message(first)} (got {short_repr(first.get('input'))})" + expected(first, known)
         more = len(errors) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
+
+
+def expected(error: dict, known: Iterable[str] | None) -> str:
+    """For an object or a list given where a param takes a name (``model: {name: ...}``), what that param takes: its
+    description (``known`` maps the params to pydantic's fields), which says which model, index or column it names."""
+    value, loc = error.get("input"), error["loc"]
+    if error["type"] != "string_type" or not isinstance(value, (dict, list)) or not isinstance(known, dict):
+        return ""
+    description = getattr(known.get(loc[0]) if loc else None, "description", None)
+    given = "an object" if isinstance(value, dict) else "a list"
+    return f"; {loc[0]} takes a name, not {given}: {description}" if description else ""
 
 
 class UnknownOperatorError(SpecError):

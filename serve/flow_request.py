@@ -79,7 +79,9 @@ def refuse_reading_documents(flow: Any) -> None:
 
 def check_models_here(flow: Any) -> None:
     """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
-    makes it), before anything runs; an index embedded with another encoder than the flow's is a 422. Every
+    makes it), before anything runs; one of another kind than its step loads (a bi-encoder or a language model's
+    alias for ``rerank.cross_encoder``) is a 422 ``wrong_model_kind`` naming the first such field; an index embedded
+    with another encoder than the flow's is a 422. Every
     environment variable they read (``rerank.api``'s ``api_key_env``, a language model alias's key) is set here,
     else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
     that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
@@ -90,6 +92,8 @@ def check_models_here(flow: Any) -> None:
     try:
         check_models([flow], how_to_make=train_command)
     except MissingModelsError as err:
+        if err.wrong_kind:  # the spec's mistake (a language model's alias for a cross-encoder): a 422 naming the field
+            raise ApiError(422, str(err), param=err.wrong_kind[0].field, code="wrong_model_kind") from None
         raise ApiError(404, str(err), param="flow", code="model_not_found") from None
     try:
         check_env(flow)

@@ -56,7 +56,8 @@ class SentenceTransformerEmbedder(Operator):
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        model: str = Field(DEFAULT_ENCODER, min_length=1, description="Packaged model name or path to a model folder.")
+        model: str = Field(DEFAULT_ENCODER, min_length=1, description="Sentence embedding model: a packaged name "
+                           "(all-MiniLM-L6-v2), one trained by `tessera train`, or a model folder.")
         input_column: str = Field("text", description="Column to embed.")
         title_column: str | None = Field(None, description="Optional title column prepended to the text.")
         output_column: str = Field("vector", description="Column that receives the vectors.")

@@ -134,8 +134,9 @@ def unknown_model(model: str) -> str | None:
         return None
     except Exception:  # noqa: BLE001  (litellm raises its BadRequestError, or others for odd names)
         close = difflib.get_close_matches(model, list(found), n=1, cutoff=0.6)
-        return (f"unknown model '{model}': neither an alias ({', '.join(found)}; `tessera models` lists them) nor a "
-                "litellm model string whose provider litellm knows ('provider/name', such as 'ollama_chat/gemma2')"
+        return (f"unknown model '{model}': neither a language model's alias ({', '.join(found)}; `tessera models` "
+                "lists them) nor a litellm model string whose provider litellm knows ('provider/name', such as "
+                "'ollama_chat/gemma2')"
                 + (f"; did you mean '{close[0]}'?" if close else ""))
 
 

@@ -118,13 +118,13 @@ class MultiCollectionRetriever(Operator):
         return {"collection": "data", "docno": "id", "doc_id": "id", "title": "data", "text": "text",
                 "score": "score", "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
 
+    def nested_operators(self) -> dict[str, Operator]:
+        return {**{f"params.collections.{i}": op for i, op in enumerate(self._retrievers)},
+                **{f"params.postprocess.{i}": op for i, op in enumerate(self._post)}}
+
     def required_models(self) -> dict[str, str]:
-        found = {}
-        for i, op in enumerate(self._retrievers):
-            found.update({f"params.collections.{i}.{where}": ref for where, ref in op.required_models().items()})
-        for i, op in enumerate(self._post):
-            found.update({f"params.postprocess.{i}.{where}": ref for where, ref in op.required_models().items()})
-        return found
+        return {f"{field}.{where}": ref for field, op in self.nested_operators().items()
+                for where, ref in op.required_models().items()}
 
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
