@@ -37,15 +37,22 @@ NEVER_ENV = frozenset({"TESSERA_API_KEYS"})
 def check_flow(flow: Any) -> None:
     """A 422 for the first step of the built ``flow`` that names what a served flow may not (module docstring)."""
     for step in flow.needed_steps():
-        operator = flow.operators[step]
-        params = operator.params
-        for name in marked_params(type(params), "env_var"):
-            check_env(getattr(params, name), f"steps.{step}.params.{name}")
-        for name in marked_params(type(params), "llm_model"):
-            check_llm(getattr(params, name), f"steps.{step}.params.{name}")
-        for field, reference in operator.required_models().items():
-            if re.fullmatch(r"params\.\w+", field):  # a param the spec set, not an index's recorded encoder
-                check_model_path(reference, f"steps.{step}.{field}")
+        check_operator(flow.operators[step], f"steps.{step}")
+
+
+def check_operator(operator: Any, where: str) -> None:
+    """A 422 when ``operator`` (at ``where``: ``steps.rerank``), or one it runs inside itself
+    (``retrieve.multi_collection``'s postprocessors: ``Operator.nested_operators``), names what it may not."""
+    params = operator.params
+    for name in marked_params(type(params), "env_var"):
+        check_env(getattr(params, name), f"{where}.params.{name}")
+    for name in marked_params(type(params), "llm_model"):
+        check_llm(getattr(params, name), f"{where}.params.{name}")
+    for field, reference in operator.required_models().items():
+        if re.fullmatch(r"params\.\w+", field):  # a param the spec set, not an index's recorded encoder
+            check_model_path(reference, f"{where}.{field}")
+    for field, nested in operator.nested_operators().items():
+        check_operator(nested, f"{where}.{field}")
 
 
 def check_env(name: str | None, field: str) -> None:

@@ -105,6 +105,18 @@ def test_a_model_path_only_inside_the_model_repository(service, tmp_path):
     prepared(service, {"bm25": bm25, "r": {"op": "rerank.embedding", "params": {"model": "all-MiniLM-L6-v2"}}})
 
 
+@pytest.mark.parametrize("post, field, code", [
+    ({**RERANK, "params": {**RERANK["params"], "api_key_env": "TESSERA_API_KEYS"}}, "api_key_env", "env_not_allowed"),
+    ({"op": "rerank.cross_encoder", "params": {"model": "/etc"}}, "model", "model_not_allowed"),
+], ids=["env", "model-path"])
+def test_a_step_inside_multi_collection_is_guarded_as_a_step(service, post, field, code):
+    """retrieve.multi_collection runs its postprocessors itself: one could name the service's keys, sent to its own
+    URL, or load a folder from anywhere, since only the outer step's params were looked at."""
+    steps = {"m": {"op": "retrieve.multi_collection", "params": {"collections": [{"name": "a", "index": "news"}],
+                                                                 "postprocess": [post]}}}
+    assert refused(service, steps, code).param == f"steps.m.params.postprocess.0.params.{field}"
+
+
 @pytest.mark.parametrize("exists, missing", [("serve/../../../etc/passwd", "serve/../../../etc/no-such-file"),
                                              ("serve/flow_status.gguf", "data/x.safetensors"),
                                              ("serve/__pycache__/x", "serve/no-such-dir/x"),
