@@ -269,12 +269,13 @@ def apply_filter(table: pa.Table, flt: MetadataFilter, where: pc.Expression, *, 
 
 
 def evaluation_error(flt: MetadataFilter, table: pa.Table | None, err: BaseException, *, step: str | None = None,
-                     op: str | None = None) -> FilterError:
+                     op: str | None = None, schema: pa.Schema | None = None) -> FilterError:
     """The error for ``flt``, which Arrow could not evaluate on ``table`` (``err``): it names the first condition
     that fails alone, as the filter's author wrote it, with the value's type and the column's, not Arrow's
-    compiled expression (which spells casts and options the author never wrote)."""
+    compiled expression (which spells casts and options the author never wrote). ``schema``: the one ``flt`` was
+    compiled for, when not the table's (an index's columns as its shards' types merge, ``table`` one shard's)."""
     try:
-        conditions = flt.conditions(table.schema) if table is not None else []
+        conditions = flt.conditions(schema or table.schema) if table is not None else []
     except (FilterError, KeyError):
         conditions = []
     for condition in conditions:

@@ -223,16 +223,12 @@ class IndexRetriever(Operator):
         except FilterError as err:
             raise FilterError(err.message, op=self.name, step=self.step_id, field=err.field) from None
 
-    def _unevaluable(self, err) -> FilterError:
-        """The error for a pre-filter that no shard could evaluate (``err``, the store's): the failing condition
-        named as written (``evaluation_error``, over the index's rows of the filter's columns)."""
-        from operators.store import IndexStoreError
-
-        try:
-            _, rows = self.index.columns(sorted(self.params.filter.columns()))
-        except IndexStoreError:  # gone meanwhile: the store's reason alone
-            rows = None
-        return evaluation_error(self.params.filter, rows, err.__cause__ or err, step=self.step_id, op=self.name)
+    def _unevaluable(self, err, schema: pa.Schema) -> FilterError:
+        """The error for a pre-filter that a shard could not evaluate (``err``, the store's, with that shard's rows):
+        the failing condition named as written (``evaluation_error``), compiled for the index's ``schema`` as the
+        search compiled it."""
+        return evaluation_error(self.params.filter, getattr(err, "rows", None), err.__cause__ or err,
+                                step=self.step_id, op=self.name, schema=schema)
 
     def transform(self, table: pa.Table) -> pa.Table:
         queries = table
@@ -257,8 +253,8 @@ class IndexRetriever(Operator):
 
             if not isinstance(err, IndexStoreError):
                 raise
-            if err.field == "where":  # the filter fails on every shard (Arrow cannot evaluate it on their rows)
-                raise self._unevaluable(err) from None
+            if err.field == "where":  # the filter fails on a shard (Arrow cannot evaluate it on its rows)
+                raise self._unevaluable(err, schema) from None
             # chained (not ``from None``): the service answers an index deleted mid-search with a 404 by its cause
             raise OperatorError(err.message, op=self.name, step=self.step_id, field="params.index") from err
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])

@@ -323,8 +323,8 @@ class Index:
         """The doc-store columns of every live shard, each with the type its shards merge to (documents added later
         may bring metadata columns the first shard lacks), from the shards a search loads anyway; None for an index
         without shards (no documents yet: nothing a filter could keep)."""
-        shards = self._current().shards
-        return commits.merged_schema([shard.docs.schema for shard in shards]) if shards else None
+        state = self._current()
+        return state.docs_schema() if state.shards else None
 
     def columns(self, names: Sequence[str]) -> tuple[int, pa.Table]:
         """The doc-store columns ``names`` of every live chunk, with the generation they were read from (null

@@ -181,13 +181,21 @@ class Shard:
     def vectors(self) -> np.ndarray:
         return dense.vectors(self.dense, self.folder)
 
-    def matches(self, where) -> np.ndarray:
-        """Boolean mask of rows satisfying the pyarrow expression ``where``."""
-        rows = self.docs.append_column("__row", pa.array(np.arange(len(self), dtype=np.int64)))
+    def matches(self, where, lacking: Sequence[pa.Field] = ()) -> np.ndarray:
+        """Boolean mask of rows satisfying the pyarrow expression ``where``; ``lacking``: columns of the index this
+        shard has not (documents added later brought them), read as null here (``docs_with``)."""
+        rows = self.docs_with(lacking).append_column("__row", pa.array(np.arange(len(self), dtype=np.int64)))
         picked = rows.filter(where).column("__row").to_numpy()
         mask = np.zeros(len(self), dtype=bool)
         mask[picked] = True
         return mask
+
+    def docs_with(self, lacking: Sequence[pa.Field]) -> pa.Table:
+        """The doc store with a column of nulls for each of ``lacking`` (a column this shard does not have)."""
+        docs = self.docs
+        for column in lacking:
+            docs = docs.append_column(column, pa.nulls(len(self), column.type))
+        return docs
 
 
 def live_mask(manifest: Manifest, shard_id: str, rows: int) -> np.ndarray:

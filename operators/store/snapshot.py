@@ -19,9 +19,13 @@ import numpy as np
 import pyarrow as pa
 
 from operators.store import bm25, shard as shard_io
+from operators.store.commits import merged_schema
 from operators.store.errors import IndexCorruptError, IndexStoreError
 from operators.store.settings import Manifest
 from operators.tables import concat
+
+#: What Arrow raises for a filter it cannot evaluate on a shard's rows (TypeError: ``where`` is no expression).
+_ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError)
 
 
 def load(shards_dir, manifest: Manifest, loaded: dict, *, verify: bool) -> "Snapshot":
@@ -84,6 +88,7 @@ class Snapshot:
     lookup: dict[str, tuple[int, int]] | None = None
     masks: dict[str, list[np.ndarray | None]] = field(default_factory=dict)
     unfiltered: list[np.ndarray | None] | None = None  # the rows a search without a filter may return
+    schema: pa.Schema | None = None  # the doc-store columns of every shard, as their types merge
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def bm25_retrievers(self) -> list:
@@ -104,21 +109,38 @@ class Snapshot:
         key = str(where)
         with self.lock:
             if key not in self.masks:
-                masks, errors = [], []
-                for sh, live in zip(self.shards, self.live):
-                    try:
-                        masks.append(live & sh.matches(where))
-                    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError) as err:
-                        errors.append(err)  # a column this shard lacks: none of its rows match
-                        masks.append(np.zeros(len(sh), dtype=bool))
-                if errors and len(errors) == len(self.shards):  # Arrow's error, not its expression (casts and
-                    # options nobody wrote); the caller that has the filter names the condition (filters.py)
-                    columns = sorted({c for s in self.shards for c in s.docs.column_names})
-                    reason = (str(errors[0]).strip().splitlines() or [type(errors[0]).__name__])[0]
-                    raise IndexStoreError(f"the filter applies to no shard's doc store ({reason}); columns: "
-                                          f"{columns}", field="where") from errors[0]
+                masks = [live & self._matches(sh, where) for sh, live in zip(self.shards, self.live)]
                 self.masks = {key: masks} if len(self.masks) > 16 else {**self.masks, key: masks}
             return self.masks[key]
+
+    def _matches(self, sh: shard_io.Shard, where) -> np.ndarray:
+        """The rows of shard ``sh`` that match ``where``. A column of the index the shard has not (documents added
+        later brought it) is null in each of its rows, which then match as a row with a null column does in a
+        post-filter. Any other failure (bytes that are no UTF-8 where the filter reads text, a value the shard's
+        type cannot compare) is an ``IndexStoreError`` (field ``where``) with the rows it failed on in ``rows``:
+        silently matching nothing would drop the shard's rows from the results."""
+        try:
+            return sh.matches(where)
+        except _ARROW_ERRORS as err:
+            lacking = [f for f in self.docs_schema() if f.name not in sh.docs.schema.names]
+            failed = err
+        if lacking:
+            try:
+                return sh.matches(where, lacking)
+            except _ARROW_ERRORS as err:
+                failed = err
+        columns = sorted(self.docs_schema().names)
+        reason = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
+        error = IndexStoreError(f"the filter cannot be evaluated on the doc store of shard {sh.info.id!r} "
+                                f"({reason}); columns: {columns}", field="where")
+        error.rows = sh.docs_with(lacking)  # Arrow's error, not its expression: the caller names the condition
+        raise error from failed
+
+    def docs_schema(self) -> pa.Schema:
+        """The doc-store columns of every shard, each with the type its shards merge to."""
+        if self.schema is None:
+            self.schema = merged_schema([sh.docs.schema for sh in self.shards])
+        return self.schema
 
     def locate(self, docnos: Sequence[str]) -> list[tuple[int, int] | None]:
         """(shard, row) of each docno that is live in this generation; None for the others."""

@@ -3,9 +3,10 @@
 that are no UTF-8, an integer too large for int64 on a column of doubles, a number on a column whose shards hold
 integers and doubles, a filter on an index without documents. Each is either a plain answer (no hits where nothing
 can match) or a 422 ``flow_not_runnable`` naming the filter's condition as written (never Arrow's compiled
-expression), never a 500: pre and post filtering, ``postprocess.filter``, a flow of two retrievers, over HTTP and
-in ``tessera run``. Real BM25 indices and a real SQLite task store, through ``Service`` and the search route's
-functions; no Ray."""
+expression), never a 500, also where one shard of several fails (its rows were silently lost to a pre-filter) or
+lacks the column (null in its rows, as after retrieval): pre and post filtering, ``postprocess.filter``, a flow of
+two retrievers, over HTTP and in ``tessera run``. Real BM25 indices and a real SQLite task store, through
+``Service`` and the search route's functions; no Ray."""
 
 from __future__ import annotations
 
@@ -51,6 +52,20 @@ def build_indices(home) -> None:
     Index.create(home / "indices" / "empty", IndexSettings(dense=False))
 
 
+def build_mixed(home) -> None:
+    """``mixed``: two shards whose ``region`` is text in the first and bytes in the second (one of them no UTF-8;
+    the index's column is binary, the types' merge), and ``when`` (date strings) in the second alone."""
+    from operators.store import Index, IndexSettings
+
+    mixed = Index.create(home / "indices" / "mixed", IndexSettings(dense=False))
+    mixed.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                        "text": ["honey bees make honey from nectar", "ants farm aphids for honey"],
+                        "region": ["EU", "US"]}))
+    mixed.add(pa.table({"docno": ["wasp#0", "moth#0"], "doc_id": ["wasp", "moth"], "title": ["Wasp", "Moth"],
+                        "text": ["wasps steal honey", "moths like honey at night"],
+                        "region": pa.array([b"\xff\xfe", b"EU"], pa.binary()), "when": ["2021-03-04", "2020-07-01"]}))
+
+
 @pytest.fixture
 def service(tmp_path, monkeypatch):
     home = tmp_path / "home"
@@ -58,6 +73,13 @@ def service(tmp_path, monkeypatch):
     build_indices(home)
     args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
     return Service(resolve(args, environ={}), [], "tessera")
+
+
+@pytest.fixture
+def mixed(service, tmp_path):
+    """The service, with the ``mixed`` index beside the others (built only for the tests that search it)."""
+    build_mixed(tmp_path / "home")
+    return service
 
 
 def bm25(flt: dict, mode: str = "pre") -> dict:
@@ -113,6 +135,29 @@ def test_a_filter_no_shard_can_evaluate_is_a_422_naming_it(service, steps, index
     assert says in err.value.message and not ARROW_EXPRESSION.search(err.value.message), err.value.message
 
 
+@pytest.mark.parametrize("steps", [bm25({"region": "EU"}), bm25({"region": "EU"}, "post"), after({"region": "EU"})],
+                         ids=["pre", "post", "postprocess"])
+def test_a_filter_that_fails_on_one_shard_is_a_422_not_that_shards_rows_lost(mixed, steps):
+    """``region`` reads as text in the first shard and fails on the second's bytes: a pre-filter matched the first
+    shard's EU alone (the second's EU silently lost, as if it lacked the column), never an error."""
+    with pytest.raises(ApiError) as err:
+        hits(steps, "mixed")
+    assert (err.value.status, err.value.code, err.value.param) == (422, "flow_not_runnable", "params.filter")
+    assert UTF8 in err.value.message and not ARROW_EXPRESSION.search(err.value.message), err.value.message
+
+
+@pytest.mark.parametrize("steps", [
+    bm25({"any": [{"field": "when", "month": 3}, {"field": "title", "eq": "Bees"}]}),
+    bm25({"any": [{"field": "when", "month": 3}, {"field": "title", "eq": "Bees"}]}, "post"),
+    after({"any": [{"field": "when", "month": 3}, {"field": "title", "eq": "Bees"}]}),
+], ids=["pre", "post", "postprocess"])
+def test_a_column_a_shard_lacks_is_null_in_its_rows_in_every_mode(mixed, steps):
+    """The first shard has no ``when``: its rows are null there, so Bees still matches the other branch of the
+    ``any`` (a pre-filter dropped the whole shard, and Bees with it, while post-filtering kept it)."""
+    assert sorted(hits(steps, "mixed")) == ["bees#0", "wasp#0"]
+    assert hits(bm25({"field": "region", "eq": "EU"}), "mixed") == ["bees#0", "moth#0"]  # bytes compare as bytes
+
+
 @pytest.mark.parametrize("mode", ["pre", "post"])
 def test_an_integer_too_large_for_int64_compares_as_a_double_on_a_float_column(service, mode):
     """``year`` is double (int64 in the first shard, merged with the second's doubles): 10**30 fits a double."""
@@ -141,7 +186,7 @@ def test_a_filter_on_an_index_without_documents_finds_nothing(service, flt, mode
     assert hits(bm25(flt, mode), "empty") == []
 
 
-def test_over_http_a_422_and_a_200_not_a_500(service):
+def test_over_http_a_422_and_a_200_not_a_500(mixed):
     import requests
 
 
@@ -155,6 +200,7 @@ def test_over_http_a_422_and_a_200_not_a_500(service):
         no_dates = search({"field": "title", "month": 3}, "news")
         empty = search({"field": "year", "eq": 2024}, "empty")
         huge = search({"field": "year", "lt": 10 ** 30}, "news")
+        one_shard_fails = search({"region": "EU"}, "mixed")
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
     assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter.country")
@@ -163,17 +209,21 @@ def test_over_http_a_422_and_a_200_not_a_500(service):
     assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter")
     assert UTF8 in error["message"] and not ARROW_EXPRESSION.search(error["message"]), error["message"]
     assert huge.status_code == 200 and len(huge.json()["results"][0]["hits"]) == 3, huge.text
+    assert one_shard_fails.status_code == 422, one_shard_fails.text
+    error = one_shard_fails.json()["error"]
+    assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter") and UTF8 in error["message"]
     assert no_dates.status_code == 200 and no_dates.json()["results"][0]["hits"] == [], no_dates.text
     assert empty.status_code == 200 and empty.json()["results"][0]["hits"] == [], empty.text
 
 
-def test_tessera_run_says_it_in_one_line_naming_the_filter(service, tmp_path, capsys):
+@pytest.mark.parametrize("index", ["lists", "mixed"])  # mixed: the filter fails on one shard of two
+def test_tessera_run_says_it_in_one_line_naming_the_filter(mixed, tmp_path, capsys, index):
     from flows.commands import main
 
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"steps": bm25({"region": "EU"})}))
     capsys.readouterr()
-    status = main(["run", str(spec), "--index", "lists", "-q", "honey", "--no-cache", "--quiet"])
+    status = main(["run", str(spec), "--index", index, "-q", "honey", "--no-cache", "--quiet"])
     err = capsys.readouterr().err
     assert status == 2 and len(err.strip().splitlines()) == 1, err
     assert "field 'params.filter'" in err and UTF8 in err and "Traceback" not in err, err
