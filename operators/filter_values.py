@@ -3,7 +3,8 @@
 A number compares with a column of numbers as a number: as a double on a floating-point
 column (an integer too large for int64 fits one), exactly on an integer column (a fraction
 rounded the way that keeps the comparison, a value beyond the column type's range deciding
-it alone). Other values are cast to the column's type. A value that fits no comparison is a
+it alone); it never compares with a column of text (which would order it as text). Other
+values are cast to the column's type. A value that fits no comparison is a
 ``FilterError`` in the filter author's terms: the condition as written, the value's type,
 the column's type and why.
 """
@@ -58,14 +59,30 @@ def _unfit(column: str, op: str, value: Any, kind: pa.DataType, why: str, writte
                        f"column '{column}' of type {kind} ({kind_of(value)}; {why})", field="params.filter")
 
 
+def _holds(kind: pa.DataType) -> str | None:
+    """'text' or 'bytes' for a column of strings or of bytes (dictionary-encoded too), else None."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind):
+        return "text"
+    if pa.types.is_binary(kind) or pa.types.is_large_binary(kind) or pa.types.is_binary_view(kind):
+        return "bytes"
+    return None
+
+
 def _check_kinds(column: str, op: str, value: Any, kind: pa.DataType, written: Any = None) -> None:
     """Refuse a boolean for a column of numbers and a number for a column of booleans (Arrow would cast true to 1
-    and 2 to true, a match the author did not mean), and any value for a column of lists or records."""
+    and 2 to true, a match the author did not mean), a number for a column of text (it would compare as text,
+    character by character: gt 5 keeps 'abc' and drops '10'), and any value for a column of lists or records."""
     numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
     if isinstance(value, bool) and numeric:
         raise _unfit(column, op, value, kind, "the column holds numbers", written)
     if _is_number(value) and pa.types.is_boolean(kind):
         raise _unfit(column, op, value, kind, "the column holds true or false", written)
+    if _is_number(value) and _holds(kind):
+        raise _unfit(column, op, value, kind, f"the column holds {_holds(kind)}, compared character by character, "
+                     "not as numbers ('10' sorts before '9'); to compare as text, quote the value: "
+                     f"{shown(str(value))}", written)
     if pa.types.is_nested(kind):
         raise _unfit(column, op, value, kind, "the column holds lists or records; comparisons need a column of "
                      "single values", written)
@@ -170,10 +187,7 @@ def literal(value: Any, kind: pa.DataType, column: str, op: str, written: Any = 
     """``value`` as a scalar of the column's type (ISO strings become dates for date columns)."""
     given = value
     try:
-        if isinstance(value, int) and not isinstance(value, bool) and (pa.types.is_string(kind)
-                                                                       or pa.types.is_large_string(kind)):
-            value = str(value)  # its digits, as Arrow's cast writes them (and for any size)
-        elif isinstance(value, str) and (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
+        if isinstance(value, str) and (pa.types.is_date(kind) or pa.types.is_timestamp(kind)):
             parsed = dt.datetime.fromisoformat(value)
             if pa.types.is_timestamp(kind) and kind.tz and parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=dt.timezone.utc)

@@ -125,11 +125,32 @@ def test_numbers_compare_as_numbers_whatever_the_column_type():
     ({"field": "score", "in": [0.5, False]}, "value false does not fit column 'score' of type double (a boolean"),
     ({"field": "year", "in": [2019, "soon"]}, "filter {field: year, in: [2019, 'soon']}: value 'soon' does not fit "
      "column 'year' of type int64 (text; "),
+    # a number for a column of text would compare as text: gt 5 keeps 'en' and would drop '10'
+    ({"field": "lang", "gt": 5}, "filter {field: lang, gt: 5}: value 5 does not fit column 'lang' of type string (an "
+     "integer; the column holds text, compared character by character, not as numbers ('10' sorts before '9'); to "
+     "compare as text, quote the value: '5')"),
+    ({"field": "lang", "eq": 0.5}, "value 0.5 does not fit column 'lang' of type string (a number; the column holds "
+     "text"),
+    ({"field": "lang", "not_in": ["en", 10 ** 30]}, "value 1000000000000000000000000000000 does not fit column "
+     "'lang' of type string (an integer; the column holds text"),
+    ({"field": "raw", "lte": 3}, "value 3 does not fit column 'raw' of type binary (an integer; the column holds "
+     "bytes"),
+    ({"field": "code", "in": [5]}, "value 5 does not fit column 'code' of type dictionary<values=string"),
 ])
 def test_values_no_comparison_fits_are_refused_in_the_authors_terms(spec, says):
+    table = docs().append_column("raw", pa.array([b"1", b"2", b"3", b"4", b"5", None])) \
+        .append_column("code", pa.array(["5", "7", "5", "10", "9", None]).dictionary_encode())
     with pytest.raises(FilterError) as err:
-        matching(spec)
+        filter_table(table, MetadataFilter.model_validate(spec))
     assert says in err.value.message and err.value.field == "params.filter", err.value.message
+
+
+def test_a_quoted_number_compares_with_text_as_text():
+    table = docs().append_column("code", pa.array(["5", "7", "5", "10", "9", None]))
+    assert filter_table(table, MetadataFilter.model_validate({"field": "code", "in": ["5", "10"]})) \
+        .column("docno").to_pylist() == ["d0", "d2", "d3"]
+    assert filter_table(table, MetadataFilter.model_validate({"field": "code", "gt": "5"})) \
+        .column("docno").to_pylist() == ["d1", "d4"]  # as text: '10' sorts before '5'
 
 
 def test_a_condition_arrow_cannot_evaluate_is_named_as_written():

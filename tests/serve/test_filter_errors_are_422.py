@@ -63,6 +63,15 @@ def test_a_good_filter_runs(service):
      "int64 (an integer; beyond what any Arrow integer type holds"),
     ({"b": {"op": "retrieve.bm25", "params": {"k": 5}},
       "f": {"op": "postprocess.filter", "params": {"filter": {"field": "nope", "eq": 1}}}}, "['nope'] not found"),
+    # a number for a column of text: it would compare as text ('10' before '9'), in every mode
+    (bm25({"field": "title", "gt": 5}), "filter {field: title, gt: 5}: value 5 does not fit column 'title' of type "
+     "string (an integer; the column holds text, compared character by character, not as numbers"),
+    (bm25({"field": "title", "eq": 2.5}, filter_mode="post"), "value 2.5 does not fit column 'title' of type string "
+     "(a number; the column holds text"),
+    ({"b": {"op": "retrieve.bm25", "params": {"k": 5}},
+      "f": {"op": "postprocess.filter", "params": {"filter": {"field": "title", "in": ["Bees", 7]}}}},
+     "filter {field: title, in: ['Bees', 7]}: value 7 does not fit column 'title' of type string (an integer; the "
+     "column holds text"),
     ({"m": {"op": "retrieve.multi_collection", "params": {"collections": [
         {"name": "a", "index": "news"}, {"name": "b", "index": "news", "filter": {"field": "year", "eq": "abc"}}]}}},
      "value 'abc' does not fit column 'year'"),
@@ -89,9 +98,21 @@ def test_over_http_it_is_the_documented_422(service):
     import requests
 
 
+    def search(flt: dict) -> requests.Response:
+        return requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25(flt)}, "query": "honey",
+                                                        "index": "news"}, timeout=60)
+
     with api_on_localhost() as base:
-        response = requests.post(f"{base}/v1/search", json={"flow": {"steps": bm25({"field": "nope", "eq": 1})},
-                                                            "query": "honey", "index": "news"}, timeout=60)
+        response = search({"field": "nope", "eq": 1})
+        number_on_text = search({"field": "title", "lte": 5})
+        quoted = search({"field": "title", "lte": "C"})
     assert response.status_code == 422, response.text
     error = response.json()["error"]
     assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter") and "'nope'" in error["message"]
+    assert number_on_text.status_code == 422, number_on_text.text
+    error = number_on_text.json()["error"]
+    assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter")
+    assert "value 5 does not fit column 'title' of type string (an integer; the column holds text" in error["message"]
+    assert "quote the value: '5'" in error["message"], error["message"]
+    assert quoted.status_code == 200 and [hit["docno"] for hit in quoted.json()["results"][0]["hits"]] == \
+        ["bees#0"], quoted.text  # quoted, it compares as text: 'Ants' and 'Bees' sort before 'C' ('Ants' has no honey)
