@@ -4,9 +4,9 @@ A number compares with a column of numbers as a number: as a double on a floatin
 column (an integer too large for int64 fits one), exactly on an integer column (a fraction
 rounded the way that keeps the comparison, a value beyond the column type's range deciding
 it alone); it never compares with a column of text (which would order it as text). Other
-values are cast to the column's type. A value that fits no comparison is a
-``FilterError`` in the filter author's terms: the condition as written, the value's type,
-the column's type and why.
+values are cast to the column's type. On a column null in every row, no condition matches.
+A value that fits no comparison is a ``FilterError`` in the filter author's terms: the
+condition as written, the value's type, the column's type and why.
 """
 
 from __future__ import annotations
@@ -112,6 +112,10 @@ def _as_double(column: str, op: str, value: int | float, kind: pa.DataType, writ
         raise _unfit(column, op, value, kind, "beyond the range of a double", written) from None
 
 
+#: A condition on a column that is null in every row (of type null: no document gave it a value): it matches no
+#: row whatever the value, as a null matches no condition (``{field: x, eq: 10**30}`` as ``eq: 5``, no overflow).
+NO_ROW = pc.scalar(False)
+
 _METHODS = {"eq": "__eq__", "ne": "__ne__", "gt": "__gt__", "gte": "__ge__", "lt": "__lt__", "lte": "__le__"}
 
 
@@ -119,6 +123,8 @@ def comparison(column: pc.Expression, op: str, value: Any, kind: pa.DataType, na
     """``column op value``: a number compares with a number column as a number (a double on a floating-point
     column, exactly on an integer one); any other value is cast to the column's type."""
     _check_kinds(name, op, value, kind)
+    if pa.types.is_null(kind):
+        return NO_ROW
     if _is_number(value) and pa.types.is_integer(kind):
         return _integer_comparison(column, op, value, kind, name)
     if _is_number(value) and pa.types.is_floating(kind):
@@ -163,6 +169,8 @@ def membership(column: pc.Expression, op: str, values: list, kind: pa.DataType, 
     integer column a fraction or a value beyond the column's type matches no row, so it leaves the set."""
     for value in values:
         _check_kinds(name, op, value, kind, values)
+    if pa.types.is_null(kind):
+        return NO_ROW
     if pa.types.is_integer(kind):
         low, high = _integer_range(kind)
         kept = []

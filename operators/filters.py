@@ -30,7 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from operators.filter_values import FilterError, comparison, kind_of, membership, shown
+from operators.filter_values import NO_ROW, FilterError, comparison, kind_of, membership, shown
 
 Scalar = Union[bool, int, float, dt.date, str]
 
@@ -166,6 +166,8 @@ class MetadataFilter(BaseModel):
     def _temporal(self, column: pc.Expression, kind: pa.DataType) -> list[pc.Expression]:
         if self.year is None and self.month is None and self.date_from is None and self.date_to is None:
             return []
+        if pa.types.is_null(kind):  # a column null in every row: no date falls anywhere (filter_values.NO_ROW)
+            return [NO_ROW]
         if pa.types.is_integer(kind):  # a column of years
             if self.month is not None:
                 raise FilterError(f"column '{self.field}' holds years ({kind}); a month filter needs a date, "

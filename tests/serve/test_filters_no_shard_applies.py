@@ -54,16 +54,18 @@ def build_indices(home) -> None:
 
 def build_mixed(home) -> None:
     """``mixed``: two shards whose ``region`` is text in the first and bytes in the second (one of them no UTF-8;
-    the index's column is binary, the types' merge), and ``when`` (date strings) in the second alone."""
+    the index's column is binary, the types' merge), ``when`` (date strings) in the second alone, and ``draft``
+    null in every row of both (of type null)."""
     from operators.store import Index, IndexSettings
 
     mixed = Index.create(home / "indices" / "mixed", IndexSettings(dense=False))
     mixed.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
                         "text": ["honey bees make honey from nectar", "ants farm aphids for honey"],
-                        "region": ["EU", "US"]}))
+                        "region": ["EU", "US"], "draft": pa.nulls(2)}))
     mixed.add(pa.table({"docno": ["wasp#0", "moth#0"], "doc_id": ["wasp", "moth"], "title": ["Wasp", "Moth"],
                         "text": ["wasps steal honey", "moths like honey at night"],
-                        "region": pa.array([b"\xff\xfe", b"EU"], pa.binary()), "when": ["2021-03-04", "2020-07-01"]}))
+                        "region": pa.array([b"\xff\xfe", b"EU"], pa.binary()), "when": ["2021-03-04", "2020-07-01"],
+                        "draft": pa.nulls(2)}))
 
 
 @pytest.fixture
@@ -158,6 +160,21 @@ def test_a_column_a_shard_lacks_is_null_in_its_rows_in_every_mode(mixed, steps):
     assert hits(bm25({"field": "region", "eq": "EU"}), "mixed") == ["bees#0", "moth#0"]  # bytes compare as bytes
 
 
+@pytest.mark.parametrize("flt", [{"field": "draft", "eq": 10 ** 30}, {"field": "draft", "gte": -10 ** 30},
+                                 {"field": "draft", "in": [5, 10 ** 30]}, {"field": "draft", "not_in": [5]},
+                                 {"field": "draft", "year": 2020}, {"not": {"field": "draft", "lt": 10 ** 30}}],
+                         ids=["eq", "gte", "in", "not_in", "year", "not"])
+def test_a_column_null_in_every_shard_matches_nothing_whatever_the_value(mixed, flt):
+    """As ``eq: 5`` there: a null matches no condition. 10**30 was a 422 quoting Python's overflow ('int too large
+    to convert to C long'), ``in: [5]`` a 500 (Arrow: 'Invalid null value'), ``year`` a 422."""
+    assert hits(bm25({"field": "draft", "eq": 5}), "mixed") == []
+    for steps in (bm25(flt), bm25(flt, "post"), after(flt)):
+        assert hits(steps, "mixed") == []
+    either = {"any": [flt, {"field": "title", "eq": "Bees"}]}
+    assert hits(bm25(either), "mixed") == hits(bm25(either, "post"), "mixed") == hits(after(either), "mixed") == \
+        ["bees#0"]
+
+
 @pytest.mark.parametrize("mode", ["pre", "post"])
 def test_an_integer_too_large_for_int64_compares_as_a_double_on_a_float_column(service, mode):
     """``year`` is double (int64 in the first shard, merged with the second's doubles): 10**30 fits a double."""
@@ -201,6 +218,8 @@ def test_over_http_a_422_and_a_200_not_a_500(mixed):
         empty = search({"field": "year", "eq": 2024}, "empty")
         huge = search({"field": "year", "lt": 10 ** 30}, "news")
         one_shard_fails = search({"region": "EU"}, "mixed")
+        null_column = [search(flt, "mixed") for flt in ({"field": "draft", "eq": 10 ** 30}, {"field": "draft",
+                                                                                          "in": [5]})]
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
     assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter.country")
@@ -212,6 +231,8 @@ def test_over_http_a_422_and_a_200_not_a_500(mixed):
     assert one_shard_fails.status_code == 422, one_shard_fails.text
     error = one_shard_fails.json()["error"]
     assert (error["code"], error["param"]) == ("flow_not_runnable", "params.filter") and UTF8 in error["message"]
+    for answer in null_column:
+        assert answer.status_code == 200 and answer.json()["results"][0]["hits"] == [], answer.text
     assert no_dates.status_code == 200 and no_dates.json()["results"][0]["hits"] == [], no_dates.text
     assert empty.status_code == 200 and empty.json()["results"][0]["hits"] == [], empty.text
 
