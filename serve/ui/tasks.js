@@ -16,17 +16,25 @@ async function refreshTasks() {
   offerOlder(listing.next);
 }
 
-/** A button after the counts while older tasks remain: it adds the next page (``before``: the page's ``next``). */
+/** A button after the counts while older tasks remain: it adds the next page (``before``: the page's ``next``). It is
+ * off while that page loads (a double click added the page twice), and a page that comes once the list was read again
+ * (the button gone with the old list) is dropped: it would follow a list no longer shown. */
 function offerOlder(next) {
-  $("task-counts").querySelector("button")?.remove();
+  $("task-counts").querySelector(".older")?.remove();
   if (!next) return;
-  const older = async () => {
-    const page = await call("GET", `tasks?before=${encodeURIComponent(next)}`);
-    $("task-table").tBodies[0].append(...page.tasks.map(taskRow));
-    offerOlder(page.next);
-  };
-  $("task-counts").append(" ", el("button", {type: "button", class: "link", onclick: () => guarded(older)},
-    "older tasks"));
+  const button = el("button", {type: "button", class: "link"}, "older tasks");
+  button.onclick = () => guarded(async () => {
+    button.disabled = true;
+    try {
+      const page = await call("GET", `tasks?before=${encodeURIComponent(next)}`);
+      if (!button.isConnected) return;
+      $("task-table").tBodies[0].append(...page.tasks.map(taskRow));
+      offerOlder(page.next);
+    } finally {
+      button.disabled = false;
+    }
+  });
+  $("task-counts").append(el("span", {class: "older"}, " ", button));
 }
 
 const SHORT_ID = 8; // a task id's first characters, as the table shows it (whole in its title and the task's view)

@@ -17,6 +17,7 @@ import requests
 class Service:
     url: str
     key: str  # the app's one key: every test types it into the page (or shows what happens without it)
+    store_url: str  # its task store (SQLite), for a test that needs more tasks than it could run in its time
 
     def api(self, method: str, path: str, body=None) -> requests.Response:
         """The same request the page makes, sent straight to the API with the key."""
@@ -57,7 +58,7 @@ def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
     try:
         # Below a route prefix, as behind a proxy that serves several apps: the page must find its way there.
         serve.run(build_app(args), name="ui", route_prefix="/tessera", logging_config=quiet)
-        yield Service(f"http://127.0.0.1:{port}/tessera", key)
+        yield Service(f"http://127.0.0.1:{port}/tessera", key, f"sqlite:///{store}")
     finally:
         serve.shutdown()
 
