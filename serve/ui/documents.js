@@ -52,6 +52,7 @@ async function fileDocuments(file) {
  * ``options`` (spec, replace) go with each. */
 async function uploadRequests(options) {
   const chosen = [...$("upload-files").files];
+  for (const file of chosen) refuseUnreadable(file);
   const documents = [];
   for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) documents.push(...await fileDocuments(file));
   const text = $("upload-text").value;
@@ -60,7 +61,8 @@ async function uploadRequests(options) {
     if (!id) throw new ApiError("the pasted text needs an id (field: id)");
     documents.push({id, title: $("upload-title").value.trim(), text});
   }
-  const requests = batches(documents).map((batch) => ({route: "documents", body: {documents: batch, ...options}}));
+  const requests = batches(documents, options).map((batch) => ({route: "documents",
+    body: {documents: batch, ...options}}));
   for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
     const form = new FormData();
     for (const file of group) form.append("files", file, file.name);
@@ -71,44 +73,71 @@ async function uploadRequests(options) {
   return requests;
 }
 
+/** A file the service reads no document from (the kinds the file field accepts), refused before anything is sent:
+ * sent, it was refused only after the parts before it had been added. */
+function refuseUnreadable(file) {
+  const kinds = $("upload-files").accept.split(",");
+  if (!kinds.some((suffix) => file.name.toLowerCase().endsWith(suffix))) {
+    throw new ApiError(`${file.name}: not a PDF, text, Markdown, HTML, JSONL or JSON file (${kinds.join(", ")}) `
+      + "(field: files)");
+  }
+}
+
+/** Bytes a multipart form spends around each file (its boundary line and headers, with the file's name), and
+ * around all of them (the options' parts, the closing boundary); more than a browser writes. */
+const FORM_BYTES_PER_FILE = 512;
+const FORM_BYTES = 1024;
+const formBytes = (file) => FORM_BYTES_PER_FILE + 3 * new TextEncoder().encode(file.name).length;
+
+/** The files in groups whose form fits max_upload_bytes and holds at most max_documents_per_request files (each file
+ * gives one document or more: more files in one request are refused). */
 function fileGroups(files) {
-  const most = 0.95 * indexListing.limits.max_upload_bytes;
+  const {max_upload_bytes: most, max_documents_per_request: count} = indexListing.limits;
   const groups = [];
   let group = [];
-  let size = 0;
+  let size = FORM_BYTES;
   for (const file of files) {
-    if (file.size > most) {
-      throw new ApiError(`${file.name}: ${file.size} bytes, over the service's max_upload_bytes `
-        + `(${indexListing.limits.max_upload_bytes})`);
+    const fileSize = file.size + formBytes(file);
+    if (FORM_BYTES + fileSize > most) {
+      throw new ApiError(`${file.name}: ${file.size} bytes, ${file.size > most ? "over" : "with the form around it "
+        + "over"} the service's max_upload_bytes (${most}) (field: files)`);
     }
-    if (group.length && size + file.size > most) {
+    if (group.length && (group.length >= count || size + fileSize > most)) {
       groups.push(group);
       group = [];
-      size = 0;
+      size = FORM_BYTES;
     }
     group.push(file);
-    size += file.size;
+    size += fileSize;
   }
   if (group.length) groups.push(group);
   return groups;
 }
 
-/** The documents in batches that one request may carry (the listing's limits: count, and bytes with room). */
-function batches(documents) {
+/** The documents in batches that one request may carry: at most max_documents_per_request, and a body (the JSON
+ * ``call`` sends: ``{documents, ...options}``) of at most max_body_bytes. A document that no request can carry is
+ * refused before anything is sent. */
+function batches(documents, options) {
   const {max_documents_per_request: most, max_body_bytes: bytes} = indexListing.limits;
   const encoder = new TextEncoder();
+  const jsonBytes = (value) => encoder.encode(JSON.stringify(value)).length;
+  const empty = jsonBytes({documents: [], ...options});
   const result = [];
   let batch = [];
-  let size = 0;
+  let size = empty;
   for (const doc of documents) {
-    const docSize = encoder.encode(JSON.stringify(doc)).length + 1;
-    if (batch.length && (batch.length >= most || size + docSize > 0.9 * bytes - 200)) {
+    const docSize = jsonBytes(doc);
+    if (empty + docSize > bytes) {
+      throw new ApiError(`document '${doc.id}': ${docSize} bytes as JSON, over what one request may carry, the `
+        + `service's max_body_bytes (${bytes}) (field: documents)`);
+    }
+    if (batch.length && (batch.length >= most || size + 1 + docSize > bytes)) { // 1: the comma before it
       result.push(batch);
       batch = [];
-      size = 0;
+      size = empty;
     }
+    size += (batch.length ? 1 : 0) + docSize;
     batch.push(doc);
-    size += docSize;
   }
   if (batch.length) result.push(batch);
   return result;

@@ -25,6 +25,11 @@ class Service:
                                 timeout=180)
 
 
+#: The app's upload limits (the others are the defaults): an upload of 9 documents, or of 100 kB of files, is sent
+#: in parts.
+UPLOAD_LIMITS = {"max_documents_per_request": 8, "max_upload_bytes": 100_000}
+
+
 @pytest.fixture(scope="package")
 def ui_home(tmp_path_factory):
     """The app's $TESSERA_HOME: the indices the page makes, out of the checkout and new each run (the same as
@@ -53,7 +58,8 @@ def ui_app(ray_session, sample_index, ui_home, tmp_path_factory):
     minilm = {"name": "all-MiniLM-L6-v2", "op": "embed.sentence_transformer", "params": {"model": "all-MiniLM-L6-v2"},
               "num_cpus": 0.5, "num_gpus": 0, "batching": {"max_batch_size": 8, "batch_wait_timeout_s": 0.05}}
     args = {"models": [minilm], "service": {"default_index": str(sample_index), "task_store": f"sqlite:///{store}",
-                                            "api_keys": [{"id": "ui", "sha256": key_hash(key)}]}}
+                                            "api_keys": [{"id": "ui", "sha256": key_hash(key)}],
+                                            "limits": UPLOAD_LIMITS}}
     serve.start(http_options={"host": "127.0.0.1", "port": port}, logging_config=quiet)
     try:
         # Below a route prefix, as behind a proxy that serves several apps: the page must find its way there.

@@ -1,0 +1,135 @@
+"""The Indices tab's Add before and while it sends: what the page refuses before sending anything (a file it cannot
+add, a file or a document too large for any request, a JSONL line it cannot read, a pasted text without an id, an
+index name of spaces, nothing chosen), and an upload over the service's limits sent in parts, after which the index
+holds every document."""
+
+from __future__ import annotations
+
+import json
+import secrets
+
+import pytest
+from selenium.webdriver.common.by import By
+
+from tests.ui.browser import by_id, error_text, open_page, set_text, wait
+from tests.ui.conftest import UPLOAD_LIMITS
+
+pytestmark = [pytest.mark.ray, pytest.mark.integration]
+
+MAX_BODY_BYTES = 1_000_000  # the service's default, which the app keeps
+
+
+def open_indices(driver, service) -> None:
+    """The Indices tab with the listing read (its limits are what the page splits and refuses by)."""
+    open_page(driver, service)
+    driver.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+    wait(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#upload-spec option"))
+
+
+def choose(driver, *paths) -> None:
+    """The files field holding ``paths`` only (what an earlier choice left is cleared first)."""
+    field = by_id(driver, "upload-files")
+    driver.execute_script("arguments[0].value = ''", field)
+    if paths:
+        field.send_keys("\n".join(str(path) for path in paths))
+
+
+def refused(driver) -> str:
+    """Add pressed: the error the page shows."""
+    by_id(driver, "upload-button").click()
+    return wait(driver, lambda d: error_text(d))
+
+
+def text_of(size: int, word: str) -> str:
+    """``size`` bytes of sentences about ``word``, a line each."""
+    lines, n = [], 0
+    while sum(map(len, lines)) < size:
+        lines.append(f"Line {n} tells of the {word} and where it lives in the hills.\n")
+        n += 1
+    return "".join(lines)[:size]
+
+
+def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path):
+    name = "ui-refused-" + secrets.token_hex(3)
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(json.dumps({"_id": "kea", "text": "Kea are alpine parrots."}) + "\n")
+    (tmp_path / "report.docx").write_bytes(b"PK\x03\x04 a word file")
+    (tmp_path / "big.md").write_text("x" * (UPLOAD_LIMITS["max_upload_bytes"] + 1))
+    (tmp_path / "edge.md").write_text("y" * (UPLOAD_LIMITS["max_upload_bytes"] - 100))  # fits, not with its form
+    (tmp_path / "huge.jsonl").write_text(json.dumps({"_id": "huge", "text": "z" * MAX_BODY_BYTES}) + "\n")
+    (tmp_path / "broken.jsonl").write_text(json.dumps({"_id": "a", "text": "fine"}) + "\n{not json\n")
+    (tmp_path / "anonymous.jsonl").write_text(json.dumps({"title": "No id", "text": "Nobody named me."}) + "\n")
+    tasks_before = ui_app.api("GET", "/tasks").json()["counts"]
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    limit = UPLOAD_LIMITS["max_upload_bytes"]
+
+    choose(browser, notes, tmp_path / "report.docx")  # the JSONL would have gone first, then the file refused
+    assert refused(browser) == ("report.docx: not a PDF, text, Markdown, HTML, JSONL or JSON file (.pdf, .txt, .md, "
+                                ".markdown, .html, .htm, .jsonl, .json) (field: files)")
+    choose(browser, notes, tmp_path / "big.md")
+    assert refused(browser) == f"big.md: {limit + 1} bytes, over the service's max_upload_bytes ({limit}) " \
+                               "(field: files)"
+    choose(browser, notes, tmp_path / "edge.md")
+    assert refused(browser) == f"edge.md: {limit - 100} bytes, with the form around it over the service's " \
+                               f"max_upload_bytes ({limit}) (field: files)"
+    choose(browser, notes, tmp_path / "huge.jsonl")
+    huge = len(json.dumps({"id": "huge", "title": "", "text": "z" * MAX_BODY_BYTES}, separators=(",", ":")))
+    assert refused(browser) == f"document 'huge': {huge} bytes as JSON, over what one request may carry, the " \
+                               f"service's max_body_bytes ({MAX_BODY_BYTES}) (field: documents)"
+    choose(browser, notes, tmp_path / "broken.jsonl")
+    assert refused(browser).startswith("broken.jsonl, line 2: not valid JSON (")
+    choose(browser, tmp_path / "anonymous.jsonl")
+    assert refused(browser) == "anonymous.jsonl, line 1: no _id"
+    choose(browser)
+    set_text(browser, "upload-text", "A pasted text without an id.")
+    assert refused(browser) == "the pasted text needs an id (field: id)"
+    set_text(browser, "upload-text", "")
+    assert refused(browser) == "choose files or paste a text to add"
+    set_text(browser, "upload-index", "   ")  # not empty for the browser, empty once trimmed
+    set_text(browser, "upload-id", "kea")
+    set_text(browser, "upload-text", "Kea are alpine parrots.")
+    assert refused(browser) == "enter an index name"
+
+    assert by_id(browser, "upload-status").text == ""
+    assert name not in [ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]]
+    assert ui_app.api("GET", "/tasks").json()["counts"] == tasks_before  # nothing was queued
+
+
+@pytest.mark.slow  # six ingestion tasks, one after another
+def test_an_upload_over_the_limits_is_sent_in_parts_and_the_index_holds_every_document(browser, ui_app, tmp_path):
+    most, largest = UPLOAD_LIMITS["max_documents_per_request"], UPLOAD_LIMITS["max_upload_bytes"]
+    name = "ui-parts-" + secrets.token_hex(3)
+    records = [{"_id": f"note-{n}", "title": f"Note {n}", "text": f"Note {n} is about the kea of valley {n}."}
+               for n in range(2 * most + 2)]  # with the pasted text, 2 * most + 3 documents: three requests
+    (tmp_path / "notes.jsonl").write_text("\n".join(map(json.dumps, records)) + "\n")
+    files = [tmp_path / "alpine.md", tmp_path / "valleys.md"]
+    files[0].write_text("# Alpine parrots\n" + text_of(largest - 3_000, "kea"))  # near the limit: a request alone
+    files[1].write_text("# Valleys\n" + text_of(largest // 2, "weka"))
+    for n in range(most + 1):  # with valleys.md, more files than one request may carry
+        files.append(tmp_path / f"tiny-{n}.txt")
+        files[-1].write_text(f"Tiny note {n} on the takahe.")
+    open_indices(browser, ui_app)
+    browser.execute_script("""window.statuses = [];  // every status the upload shows
+        const status = document.getElementById("upload-status");
+        new MutationObserver(() => window.statuses.push(status.textContent))
+            .observe(status, {childList: true, characterData: true, subtree: true});""")
+    set_text(browser, "upload-index", name)
+    choose(browser, tmp_path / "notes.jsonl", *files)
+    set_text(browser, "upload-id", "pasted")
+    set_text(browser, "upload-text", "A pasted note on the kakapo.")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=300)
+    assert error_text(browser) == ""
+
+    listed = ui_app.api("GET", f"/v1/indices/{name}/documents?limit=1000").json()
+    expected = {r["_id"] for r in records} | {"pasted"} | {f.name for f in files}
+    assert {doc["id"] for doc in listed["documents"]} == expected and listed["total"] == len(expected)
+    chunks = {ix["name"]: ix for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}[name]["chunks"]
+    assert by_id(browser, "upload-status").text == f"added {len(expected)} document(s) to {name} as {chunks} " \
+                                                   "passage(s)"
+    # three batches of documents, then the files: alpine.md alone, valleys.md with `most - 1` tiny files, the rest
+    parts = {text.split(":")[0] for text in browser.execute_script("return window.statuses")
+             if text.startswith("part ")}
+    assert parts == {f"part {n} of 6" for n in range(1, 7)}
+    ui_app.api("DELETE", f"/v1/indices/{name}")
