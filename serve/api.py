@@ -112,15 +112,18 @@ class ModelAPI:
     @app.get("/healthz")
     async def healthz(self) -> dict[str, Any]:
         """200 when every configured model that is not missing has loaded in a replica and, with the flow routes,
-        the task store answers and $TESSERA_HOME is writable; 503 naming what is not ready."""
+        the task store answers and $TESSERA_HOME is writable; 503 naming what is not ready, with each model's state
+        as the 200 has it (the web UI's badge names the models still loading)."""
         cards = await self._live_cards()
+        models = {card.id: card.status for card in cards}
         service = getattr(self, "service", None)
         broken = await service_readiness(service) if service is not None else []
         waiting = "; ".join(filter(None, [*broken, readiness(cards)]))
         if waiting:
             param = broken[0].split(":", 1)[0] if broken else None  # task_store or tessera_home
-            raise ApiError(503, f"not ready: {waiting}", param=param, kind="server_error", code="not_ready")
-        body: dict[str, Any] = {"status": "ok", "models": {card.id: card.status for card in cards}}
+            raise ApiError(503, f"not ready: {waiting}", param=param, kind="server_error", code="not_ready",
+                           extra={"models": models})
+        body: dict[str, Any] = {"status": "ok", "models": models}
         if service is not None:
             body["task_store"] = body["tessera_home"] = "ok"
         return body

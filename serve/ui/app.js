@@ -90,10 +90,17 @@ async function readHealth() {
     badge.title = "the service's health check";
     return true;
   }
-  const waiting = Object.entries(body.models || {}).filter(([, state]) => state !== "ready").map(([name]) => name);
-  badge.textContent = waiting.length ? `starting: ${waiting.join(", ")}` : "starting"; // a 503's body names none
-  badge.className = "badge wait";
-  badge.title = (body.error && body.error.message) || `the service's health check: HTTP ${response.status}`;
+  const error = (body && body.error) || {}; // a 503 of Serve's proxy, before the app is up, is text: starting
+  if (error.param) { // a check that failed (task_store, tessera_home): waiting will not mend it
+    badge.textContent = `not ready: ${error.param}`;
+    badge.className = "badge bad";
+  } else { // the models not loaded yet (a missing one never loads, and holds nothing back)
+    const waiting = Object.entries(error.models || {}).filter(([, state]) => !["ready", "missing"].includes(state))
+      .map(([name]) => name);
+    badge.textContent = waiting.length ? `starting: ${waiting.join(", ")}` : "starting";
+    badge.className = "badge wait";
+  }
+  badge.title = error.message || `the service's health check: HTTP ${response.status}`;
   return false;
 }
 

@@ -47,6 +47,7 @@ def test_a_sqlite_store_that_goes_away_is_a_503_naming_task_store(tmp_path, monk
         asyncio.run(healthz(service))
     assert err.value.status == 503 and err.value.param == "task_store" and err.value.code == "not_ready"
     assert "task_store" in err.value.message and str(tmp_path / "store" / "tasks.db") in err.value.message
+    assert err.value.extra == {"models": {}}  # each model's state, as the 200 has it (the web UI's badge reads it)
 
 
 def test_a_postgresql_store_that_goes_away_is_a_503_naming_task_store(tmp_path, monkeypatch, postgres_server,
