@@ -9,13 +9,12 @@ import random
 import shutil
 from pathlib import Path
 
-import ir_measures
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
+# ir_measures, scipy and statsmodels (the references) are imported where they are used: make test-fast
+# collects this module (marked data) without running it.
 pytestmark = pytest.mark.data
 
 KS = "1,5,10,100"
@@ -28,12 +27,16 @@ def read_csv(path: Path) -> list[dict]:
 
 
 def ir_qrels(dataset: Path) -> list:
+    import ir_measures
+
     lines = (dataset / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]
     return [ir_measures.Qrel(q, d, int(r)) for q, d, r in (line.split("\t") for line in lines)]
 
 
 @pytest.mark.slow
 def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, scifact_slice, flow_specs, tmp_path):
+    import ir_measures
+
     out = tmp_path / "out"
     top5 = str(flow_specs["top5"])  # a spec file alone: the flow is named after the file
     status, stdout, stderr = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}",
@@ -84,6 +87,9 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
 @pytest.mark.slow
 def test_significance_pairs_by_qid_and_leaves_the_baseline_out_of_the_correction(
         bench, scifact_slice, flow_specs, tmp_path):
+    from scipy import stats
+    from statsmodels.stats.multitest import multipletests
+
     args = ["--flow", f"title={flow_specs['title']}", "--flow", f"notitle={flow_specs['notitle']}",
             "--flow", f"top5={flow_specs['top5']}", "--k", KS, "--no-mlflow", "--quiet"]
     assert bench("--dataset", scifact_slice, *args, "--out", tmp_path / "a")[0] == 0

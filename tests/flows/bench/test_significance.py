@@ -6,11 +6,11 @@ import random
 
 import numpy as np
 import pytest
-from scipy import stats
-from statsmodels.stats.multitest import multipletests
 
 from flows.bench import metrics, significance
 
+# scipy's and statsmodels' references are imported in the tests that use them: make test-fast collects this
+# module (marked data) without running it, and importing scipy.stats cost each of its workers about a second.
 pytestmark = pytest.mark.data
 
 
@@ -38,6 +38,8 @@ def _shuffled(values: dict[str, float], seed: int) -> dict[str, float]:
 
 @pytest.mark.parametrize("test", ["t", "wilcoxon"])
 def test_pairing_is_by_qid_not_by_position(per_query, test):
+    from scipy import stats
+
     base, other = per_query["title"]["nDCG@10"], per_query["notitle"]["nDCG@10"]
     qids, a, b = significance.aligned(base, other)
     expected = (stats.ttest_rel(b, a) if test == "t" else stats.wilcoxon(b, a)).pvalue
@@ -60,6 +62,8 @@ def test_a_query_missing_from_a_flow_counts_as_zero(per_query):
 
 
 def test_correction_leaves_the_baseline_out(per_query):
+    from statsmodels.stats.multitest import multipletests
+
     rows = significance.compare(per_query, ["title"], ["nDCG@10", "P@5"], test="t", correction="holm")
     assert {(r.flow, r.measure) for r in rows} == {(f, m) for f in ("notitle", "top5") for m in ("nDCG@10", "P@5")}
     for measure in ("nDCG@10", "P@5"):
@@ -83,6 +87,8 @@ def test_identical_flows_have_p_one_and_only_ties(per_query):
 def test_a_constant_difference_has_no_t_test_and_no_warning_but_a_wilcoxon_p(per_query, recwarn):
     """Every query one better: the differences have no variance, so t is undefined (scipy said p 0.0 with a
     precision warning on stderr); it is left out (NaN, as for a single query), and the Wilcoxon test answers."""
+    from scipy import stats
+
     base = np.array(list(per_query["title"]["nDCG@10"].values()))
     better = base + 0.125
     assert np.isnan(significance.paired_p(base, better, "t"))
