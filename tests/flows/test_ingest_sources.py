@@ -9,11 +9,11 @@ import gzip
 import json
 import logging
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from flows.commands import main
 from flows.ingestion import build_plan, ingest
 from flows.ingestion.errors import IngestError
 from operators.ids import content_doc_id
@@ -134,19 +134,33 @@ def test_empty_ids_get_content_ids(tmp_path):
         [content_doc_id("Ice", "glaciers move slowly"), content_doc_id("Rivers", "rivers flow")])
 
 
-def ingest_command(source: Path, tmp_path: Path) -> subprocess.CompletedProcess:
-    """``tessera ingest`` of ``source`` into ``tmp_path/idx`` (BM25 only), as a user runs it: its own process."""
-    tessera = Path(sys.executable).with_name("tessera")
-    return subprocess.run([str(tessera), "ingest", "--source", str(source), "--index", str(tmp_path / "idx"),
-                           "--no-dense", "--executor", "local", "--quiet"], capture_output=True, text=True,
-                          env={"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"),
-                               "COLUMNS": "200"})
+@pytest.fixture
+def ingest_command(tmp_path, monkeypatch, capsys, caplog):
+    """A function: ``tessera ingest`` of ``source`` into ``tmp_path/idx`` (BM25 only), answered as ``subprocess.run``
+    would. The command runs in this process (``flows.commands.main``, what the console script calls, from
+    ``tmp_path``), without a second of imports in a process of its own; what it logs at WARNING or above is added to
+    its stderr, as Python's last-resort handler writes it there in a process of its own."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("COLUMNS", "200")
+
+    def run(source: Path) -> subprocess.CompletedProcess:
+        args = ["ingest", "--source", str(source), "--index", str(tmp_path / "idx"), "--no-dense", "--executor",
+                "local", "--quiet"]
+        capsys.readouterr()
+        caplog.clear()
+        status = main(args)
+        out = capsys.readouterr()
+        logged = "".join(f"{r.getMessage()}\n" for r in caplog.records if r.levelno >= logging.WARNING)
+        return subprocess.CompletedProcess(args, status, out.out, out.err + logged)
+
+    return run
 
 
-def test_the_command_refuses_an_unknown_type_in_one_line_and_makes_no_index(tmp_path):
+def test_the_command_refuses_an_unknown_type_in_one_line_and_makes_no_index(tmp_path, ingest_command):
     notes = tmp_path / "notes.json"
     notes.write_text('{"text": "Glaciers move."}')
-    done = ingest_command(notes, tmp_path)
+    done = ingest_command(notes)
     assert done.returncode != 0 and not (tmp_path / "idx").exists()
     [line] = done.stderr.strip().splitlines()
     assert "notes.json" in line and "its type is not known from its suffix" in line
@@ -167,9 +181,9 @@ def test_a_jsonl_record_with_an_empty_text_goes_to_the_failure_ledger(tmp_path):
                                                                      (4, "empty text")]
 
 
-def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path):
+def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path, ingest_command):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"_id": "a", "text": ""}\nnot json\n[1, 2]\n')
-    done = ingest_command(path, tmp_path)
+    done = ingest_command(path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "no document was ingested: all 3 failed" in done.stdout
