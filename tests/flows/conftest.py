@@ -59,6 +59,33 @@ def run_cli(monkeypatch, capsys, tmp_path) -> Callable[..., tuple[int, str]]:
     return run
 
 
+
+@pytest.fixture
+def flows_run_in_job(monkeypatch, capsys, caplog) -> Callable[..., subprocess.CompletedProcess]:
+    """A function: ``python -m flows.run ARGS`` as Ray's job supervisor starts an entrypoint (its job-config variable
+    set to ``{"runtime_env": runtime_env}``, or ``{}``), from ``cwd`` with ``$TESSERA_HOME`` at ``home``, answered as
+    ``subprocess.run`` would. It runs in this process (``flows.commands.run.main``, what the module calls), without a
+    process's second of imports; what it logs at WARNING or above is added to its stderr, as Python's last-resort
+    handler prints it there in a process of its own. tests/flows/test_job_submit.py runs one in a real process."""
+    import logging
+
+    from flows.commands.run import main
+
+    def run(*args: str, cwd: Path, home: Path, runtime_env: dict | None = None) -> subprocess.CompletedProcess:
+        with monkeypatch.context() as patch:
+            patch.chdir(cwd)
+            patch.setenv("TESSERA_HOME", str(home))
+            patch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", json.dumps({"runtime_env": runtime_env} if runtime_env else {}))
+            patch.delenv("TESSERA_DEBUG", raising=False)
+            capsys.readouterr()
+            caplog.clear()
+            status = main(list(args))
+            out = capsys.readouterr()
+        logged = "".join(f"{r.getMessage()}\n" for r in caplog.records if r.levelno >= logging.WARNING)
+        return subprocess.CompletedProcess(["python", "-m", "flows.run", *args], status, out.out, out.err + logged)
+
+    return run
+
 # -- a real local Ray cluster for job tests -----------------------------------------------------------------
 
 

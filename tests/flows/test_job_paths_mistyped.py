@@ -1,17 +1,14 @@
 """In a Ray job, a relative input missing from the job's copy of the working directory: the message names both
 causes, a mistyped path and one the upload left out (git-ignored, or the runtime env's excludes), where it said
 only the second, so a typo sent the user to look for an upload problem. Run as Ray's job supervisor starts an
-entrypoint (its job-config variable set), in a copy of what Ray uploads of a checkout: its .gitignore and
-data/sample."""
+entrypoint (its job-config variable set; in this process, the ``flows_run_in_job`` fixture), in a copy of what Ray
+uploads of a checkout: its .gitignore and data/sample."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -26,27 +23,27 @@ def job_copy(tmp_path) -> Path:
     return copy
 
 
-def error_line(*args: str, cwd: Path, home: Path, runtime_env: dict | None = None) -> str:
-    """The one line ``python -m flows.run ...`` prints in a job, which must fail with status 2 and no traceback."""
-    config = json.dumps({"runtime_env": runtime_env} if runtime_env else {})
-    env = {**os.environ, "TESSERA_HOME": str(home), "RAY_JOB_CONFIG_JSON_ENV_VAR": config,
-           "PYTHONPATH": str(REPO)}
-    env.pop("TESSERA_DEBUG", None)
-    proc = subprocess.run([sys.executable, "-m", "flows.run", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=120)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
+@pytest.fixture
+def error_line(flows_run_in_job) -> Callable[..., str]:
+    """A function: the one line ``python -m flows.run ...`` prints in a job, which must fail with status 2 and no
+    traceback (run in this process: the ``flows_run_in_job`` fixture)."""
+    def line(*args: str, cwd: Path, home: Path, runtime_env: dict | None = None) -> str:
+        proc = flows_run_in_job(*args, cwd=cwd, home=home, runtime_env=runtime_env)
+        lines = proc.stderr.strip().splitlines()
+        assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+        return lines[0]
+
+    return line
 
 
-def test_a_mistyped_path_is_named_as_possibly_mistyped(job_copy, tmp_path):
+def test_a_mistyped_path_is_named_as_possibly_mistyped(job_copy, tmp_path, error_line):
     line = error_line("demo", "--index", str(tmp_path / "nowhere"), "--queries", "data/sample/querys.jsonl",
                       cwd=job_copy, home=tmp_path / "home")
     assert "--queries 'data/sample/querys.jsonl' is not in this Ray job's copy" in line, line
     assert "the path is mistyped, or the job's upload left it out" in line, line
 
 
-def test_a_git_ignored_path_gets_both_causes_and_the_pwd_advice(job_copy, tmp_path):
+def test_a_git_ignored_path_gets_both_causes_and_the_pwd_advice(job_copy, tmp_path, error_line):
     line = error_line("demo", "--index", ".tessera/indices/sample", "--queries", "data/sample/queries.jsonl",
                       cwd=job_copy, home=tmp_path / "home")
     assert "mistyped" in line and "git-ignored" in line, line

@@ -33,16 +33,18 @@ def readme_job_lines() -> tuple[str, str]:
 
 
 def run_in_job(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
-    """``python -m flows.run ...`` as Ray's job supervisor starts an entrypoint (its job-config variable set)."""
+    """``python -m flows.run ...`` as Ray's job supervisor starts an entrypoint (its job-config variable set), in a
+    process of its own: the entry point itself, its stderr as a job's log shows it. The other checks in a job run in
+    this process (the ``flows_run_in_job`` fixture)."""
     env = {**os.environ, "TESSERA_HOME": str(home), "RAY_JOB_CONFIG_JSON_ENV_VAR": "{}"}
     env.pop("TESSERA_DEBUG", None)
     return subprocess.run([sys.executable, "-m", "flows.run", *args], cwd=cwd, env=env, capture_output=True,
                           text=True, timeout=120)
 
 
-def test_in_a_job_a_relative_out_is_refused_before_anything_runs(tmp_path):
-    proc = run_in_job("demo", "--index", str(tmp_path / "nowhere"), "--queries", "honey bees", "--out",
-                      "results.parquet", cwd=REPO, home=tmp_path / "home")
+def test_in_a_job_a_relative_out_is_refused_before_anything_runs(tmp_path, flows_run_in_job):
+    proc = flows_run_in_job("demo", "--index", str(tmp_path / "nowhere"), "--queries", "honey bees", "--out",
+                            "results.parquet", cwd=REPO, home=tmp_path / "home")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--out 'results.parquet' is relative" in lines[0] and '--out "$PWD/results.parquet"' in lines[0]
