@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import logging
 import sys
 import textwrap
 import tomllib
@@ -19,7 +20,7 @@ import pytest
 from operators import registry, testing
 from operators.registry import OperatorPluginError, all_operators, create, get_operator
 from operators.testing import OperatorContract, sample_documents
-from tests.flows.test_cli import assert_one_line_error, tessera_process
+from tests.flows.test_cli import assert_one_line_error, tessera_in_process, tessera_process
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = "tessera_mylab"
@@ -260,12 +261,16 @@ def test_two_plugins_with_one_name_are_an_error_naming_both(plugin_root, monkeyp
         all_operators()
 
 
-def test_a_missing_tessera_operators_module_is_one_line_from_the_cli(plugin_root, tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", str(plugin_root))
+def test_a_missing_tessera_operators_module_is_one_line_from_the_cli(plugin_root, tmp_path, monkeypatch, capsys,
+                                                                      caplog):
+    """``tessera ops`` in this process (``tessera_in_process``: the test's fresh registry, the plugin on ``sys.path``),
+    with nothing logged at WARNING or above, which a process of its own would print on stderr besides the line; the
+    script in a process of its own finds a plugin in test_tessera_ops_lists_the_plugin_and_tessera_run_runs_it."""
     monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.flags,{PACKAGE}.nope")
-    proc = tessera_process("ops", home=tmp_path / "home", check=None)
+    proc = tessera_in_process(monkeypatch, capsys, "ops", home=tmp_path / "home", check=None)
     assert_one_line_error(proc, "operator plugin TESSERA_OPERATORS module 'tessera_mylab.nope' failed to import",
                           "No module named 'tessera_mylab.nope'")
+    assert not [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
 
 
 # -- the contract test, on the plugin, from what the package ships -------------------------------------------
