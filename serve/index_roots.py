@@ -16,7 +16,8 @@ Params that name other local files (a source's ``path``, ``retrieve.corpus_bm25`
 server's files back as rows. They must lie under the data roots (``args.service.data_roots``;
 by default the bundled sample's ``data/`` folder), relative paths checked where the operators
 look for them (the app's working directory, then the repository); a URL of any other
-scheme is refused.
+scheme is refused. So must those of the steps a step runs inside itself
+(``retrieve.multi_collection``'s ``postprocess``: ``Operator.nested_operators``).
 """
 
 from __future__ import annotations
@@ -102,6 +103,7 @@ def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> Flo
         check_depth(step.params, f"steps.{step_id}.params")
         params = _confined(step.params, roots, f"steps.{step_id}.params")
         _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
+        _check_nested_files(step.op, params, step_id, data_roots)
         steps[step_id] = step if params == step.params else step.model_copy(update={"params": params})
     return spec.model_copy(update={"steps": steps})
 
@@ -111,6 +113,31 @@ def _check_local_files(op: str, params: dict[str, Any], data_roots: list[str], f
         value = params.get(name)
         if isinstance(value, str) and value not in keywords:
             check_local_file(value, data_roots, f"{field}.{name}")
+
+
+def _check_nested_files(op: str, params: dict[str, Any], step_id: str, data_roots: list[str]) -> None:
+    """The local files of the steps that step ``step_id`` runs inside itself (``retrieve.multi_collection``'s
+    ``postprocess``: ``Operator.nested_operators``), checked as a step's, the field named in full
+    (``steps.m.params.postprocess.0.params.token_store``): only the outer step's params were, so a nested step
+    read files from anywhere. Only an operator that runs others is built here (a ``ParamsError`` is the spec's 422,
+    as when the flow builds)."""
+    from operators.base import Operator
+
+    cls = get_operator(op)
+    if cls.nested_operators is Operator.nested_operators:
+        return
+    for field, nested in cls(params, step_id=step_id).nested_operators().items():
+        _check_operator_files(nested, data_roots, f"steps.{step_id}.{field}")
+
+
+def _check_operator_files(operator: Any, data_roots: list[str], where: str) -> None:
+    """``operator``'s local files (its validated params, what it opens) and those of the operators inside it."""
+    for name, keywords in local_path_params(type(operator.params)).items():
+        value = getattr(operator.params, name, None)
+        if isinstance(value, str) and value not in keywords:
+            check_local_file(value, data_roots, f"{where}.params.{name}")
+    for field, nested in operator.nested_operators().items():
+        _check_operator_files(nested, data_roots, f"{where}.{field}")
 
 
 def check_local_file(value: str, data_roots: list[str], field: str) -> None:
