@@ -16,7 +16,7 @@ function toDocument(record, where) {
   for (const [name, value] of Object.entries(rest)) {
     if (["string", "number", "boolean"].includes(typeof value)) extra[name] = value;
   }
-  const doc = {id: String(docId), title: title ? String(title) : "", text: text === undefined ? "" : String(text)};
+  const doc = {id: String(docId), title: title ? String(title) : "", text: text == null ? "" : String(text)};
   if (Object.keys(extra).length) doc.metadata = extra;
   return doc;
 }

@@ -96,6 +96,13 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     assert ui_app.api("GET", "/tasks").json()["counts"] == tasks_before  # nothing was queued
 
 
+def test_a_record_with_null_title_or_text_becomes_a_document_with_empty_ones(browser, ui_app):
+    open_indices(browser, ui_app)
+    record = {"_id": 7, "title": None, "text": None, "year": 1999, "tags": ["a"]}
+    doc = browser.execute_script("return toDocument(arguments[0], 'notes.jsonl, line 1')", record)
+    assert doc == {"id": "7", "title": "", "text": "", "metadata": {"year": 1999}}  # not the text "null"
+
+
 @pytest.mark.slow  # six ingestion tasks, one after another
 def test_an_upload_over_the_limits_is_sent_in_parts_and_the_index_holds_every_document(browser, ui_app, tmp_path):
     most, largest = UPLOAD_LIMITS["max_documents_per_request"], UPLOAD_LIMITS["max_upload_bytes"]
