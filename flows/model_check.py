@@ -23,7 +23,8 @@ An environment variable a step reads (``Operator.required_env``: ``rerank.api``'
 ``api_key_env``, the ``api_key_env`` of a language model step's alias) is checked by
 ``check_env``, which both executors, ``tessera bench`` (before it builds an index) and the
 service's request preparation call before a run's first step: an unset key was found only at
-its step, after the retrieval before it.
+its step, after the retrieval before it. A step inside another (``Operator.nested_operators``)
+is checked as that step, its param named in full (``params.postprocess.0.params.api_key_env``).
 
 ``tessera run``, ``tessera bench``, ``flows.api.Flow.run`` and ingestion call
 ``check_models``. A caller that knows how a model is made passes ``how_to_make``. The
@@ -122,7 +123,7 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
 
     built = flow if isinstance(flow, Flow) else flow.build()
     missing = [(step, where, variable) for step in built.needed_steps() if built.spec.steps[step].placement is None
-               for where, variable in built.operators[step].required_env().items() if not os.environ.get(variable)]
+               for where, variable in operator_env(built.operators[step]).items() if not os.environ.get(variable)]
     if missing:
         step, where, _ = missing[0]
         named = ", ".join(f"${variable} (step {s}, {w})" for s, w, variable in missing)
@@ -131,6 +132,16 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
             f"flow {name or built.name}: environment variable{'' if one else 's'} {named} "
             f"{'is' if one else 'are'} not set here, so nothing was run: export {'it' if one else 'them'} before the "
             "run", missing, step=step, field=f"steps.{step}.{where}")
+
+
+def operator_env(op: Operator) -> dict[str, str]:
+    """The environment variables ``op`` reads (``Operator.required_env``) and those of the operators it runs inside
+    itself (``retrieve.multi_collection``'s postprocessors), keyed by the param that names each, in full
+    (``params.postprocess.0.params.api_key_env``): a nested reranker's unset key was found only when it ran."""
+    found = dict(op.required_env())
+    for prefix, nested in op.nested_operators().items():
+        found.update({f"{prefix}.{where}": variable for where, variable in operator_env(nested).items()})
+    return found
 
 
 def model_kind(op: Operator, where: str) -> str | None:

@@ -56,3 +56,33 @@ def test_a_nested_local_path_inside_the_data_roots_passes_that_check(base):
     the missing ColBERT model's 404, not a refused path."""
     for status, error in errors(base, nested({"op": "rerank.colbert", "params": {"token_store": "data/sample"}})):
         assert (status, error["code"]) == (404, "model_not_found"), error
+
+
+RERANK_API = {"op": "rerank.api", "params": {"url": "https://rerank.example.com/v1/rerank",
+                                             "api_key_env": "TESSERA_TEST_NESTED_KEY"}}
+LLM_RERANK = {"op": "rerank.llm_group", "params": {"model": "DeepSeekv3"}}  # its alias reads DEEPSEEK_API_KEY
+
+
+@pytest.mark.parametrize("step, variable, param", [(RERANK_API, "TESSERA_TEST_NESTED_KEY", "api_key_env"),
+                                                   (LLM_RERANK, "DEEPSEEK_API_KEY", "model")],
+                         ids=["api_key_env", "alias-key"])
+def test_a_nested_variable_not_set_is_refused_as_an_outer_one_before_any_step_runs(base, monkeypatch, step, variable,
+                                                                                   param):
+    """Accepted, the task ran its retrieval and failed at the nested reranker (its key unset)."""
+    from serve import service as svc
+
+    monkeypatch.setenv("TESSERA_ALLOW_ENV", "TESSERA_TEST_NESTED_KEY")
+    monkeypatch.delenv(variable, raising=False)
+    outer = errors(base, {"bm25": BM25, "r": step})
+    inner = errors(base, nested(step))
+    for (outer_status, outer_error), (status, error) in zip(outer, inner):
+        assert (outer_status, outer_error["code"]) == (422, "env_not_set"), outer_error
+        assert outer_error["param"] == f"steps.r.params.{param}", outer_error
+        field = f"steps.m.params.postprocess.0.params.{param}"
+        assert (status, error["param"]) == (422, field), error
+        assert error == {**outer_error, "param": field, "message": outer_error["message"].replace(
+            f"(step r, params.{param})", f"(step m, params.postprocess.0.params.{param})")}
+        assert f"${variable} (step m, params.postprocess.0.params.{param}), not set where this service runs" in \
+            error["message"]
+    monkeypatch.setenv(variable, "k-123")  # set: the flow is prepared (not run: that would need Ray)
+    svc.current().prepare({"flow": {"steps": nested(step)}, "query": "honey bees"}, "local")
