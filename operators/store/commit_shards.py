@@ -32,7 +32,8 @@ from operators.store.settings import Manifest, ShardInfo
 
 class ShardReads:
     """What commits read of each written shard, read once per shard version (id and token): its docnos and doc
-    ids (for tombstones and clashes), its doc-store schema (for the column type check)."""
+    ids (for tombstones and clashes), its doc-store schema (for the column type check); and a column's values,
+    each time (the rare commit whose column types differ checks that they fit the type they merge to)."""
 
     def __init__(self, shards_dir: Path) -> None:
         self.shards_dir = shards_dir
@@ -54,6 +55,11 @@ class ShardReads:
         if key not in self._schemas:
             self._schemas[key] = shard_io.docs_schema(self.shards_dir / info.id)
         return self._schemas[key]
+
+    def column(self, info: ShardInfo, name: str) -> pa.ChunkedArray:
+        """Every value of a shard's doc-store column ``name`` (what a commit checks fits the type the column merges
+        to; read only where its type is not that one, so not kept)."""
+        return shard_io.read_docs(self.shards_dir / info.id, [name]).column(name)
 
 
 def merged(manifest: Manifest) -> set[str]:
@@ -100,7 +106,7 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
         replace, drop_docnos = set(), set()  # replace went then; now it would be their own documents (``--replace``)
     n_tombstoned, n_new = commits.apply(manifest, new, reads.ids, path=path, replace=replace, drop_docnos=drop_docnos,
                                         remove_shards=remove_shards, schema=reads.schema,
-                                        refuse_live_doc_ids=refuse_live_doc_ids)
+                                        column=reads.column, refuse_live_doc_ids=refuse_live_doc_ids)
     if remove_shards:
         manifest.merged_shards = sorted(compacted | set(remove_shards))
     for shard_id in remove_shards:  # superseded: their grace before remove_uncommitted starts now

@@ -34,6 +34,10 @@ from operators.store.settings import Manifest, ShardInfo
 ShardIds = Callable[[ShardInfo], tuple[np.ndarray, np.ndarray]]
 #: The doc-store schema of a shard.
 ShardSchema = Callable[[ShardInfo], pa.Schema]
+#: The values of one doc-store column of a shard (every row).
+ShardColumn = Callable[[ShardInfo, str], pa.ChunkedArray]
+#: The values of one doc-store column of a shard, by shard id (the rows a reader reads).
+ColumnValues = Callable[[str, str], pa.ChunkedArray]
 
 
 @dataclass(frozen=True)
@@ -52,7 +56,7 @@ class Commit:
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],
           drop_docnos: set[str], remove_shards: Sequence[str], schema: ShardSchema | None = None,
-          refuse_live_doc_ids: bool = False) -> tuple[int, int]:
+          column: ShardColumn | None = None, refuse_live_doc_ids: bool = False) -> tuple[int, int]:
     """Record ``new`` and the tombstones in ``manifest`` (in place); returns (chunks tombstoned, doc ids of
     ``replace`` that had no live chunk, i.e. new documents).
 
@@ -60,7 +64,8 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
     tombstoned; ``remove_shards``: shards dropped with their tombstones. A new shard whose docno is
     live elsewhere is refused, and with ``refuse_live_doc_ids`` (``Index.add``) one whose doc id is:
     an ingested index's docnos are ``ID#0``..., an added document's docno is its id. With ``schema``,
-    a new shard whose doc-store column types cannot merge with the kept shards' is refused (``check_types``)."""
+    a new shard whose doc-store column types cannot merge with the kept shards' is refused (``check_types``), and
+    with ``column`` too, one whose merge cannot hold every live value of both (``check_values``)."""
     new_ids = {s.id for s in new}
     if len(new_ids) != len(new):
         raise CommitError("the same shard id is committed twice in one commit")
@@ -105,6 +110,18 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
                               "update`, or `tessera ingest --replace`)", field="docno" if kind == "docno" else "doc_id")
         live_docnos.update(docnos.tolist())
         live_doc_ids.update(doc_ids.tolist())
+    if schema is not None and column is not None and new:  # after the tombstones: a replaced row's value is gone
+        def live_values(info: ShardInfo, name: str) -> pa.ChunkedArray:
+            values, dead = column(info, name), tombstones.get(info.id)
+            if not dead:
+                return values
+            alive = np.ones(len(values), dtype=bool)
+            alive[list(dead)] = False
+            return values.filter(pa.array(alive))
+
+        infos = {s.id: s for s in old + new}
+        check_values([(s.id, schema(s)) for s in old], [(s.id, schema(s)) for s in new],
+                     lambda shard_id, name: live_values(infos[shard_id], name), path)
     manifest.shards = old + new
     manifest.tombstones = {k: sorted(v) for k, v in tombstones.items() if v}
     manifest.generation += 1
@@ -132,19 +149,94 @@ def check_types(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, 
                                   "delete the documents with the other type and compact)", field=field.name)
 
 
-def type_conflict_error(path: Path, schemas: Sequence[tuple[str, pa.Schema]]) -> ColumnTypeConflictError | None:
+def check_values(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, pa.Schema]], values: ColumnValues,
+                 path: Path) -> None:
+    """Refuse new shards whose column types merge (``check_types`` passed) to a type that cannot hold every live
+    value: pyarrow's permissive promotion merges int64 and uint64 to int64 and an integer with a double to double,
+    and reading rows of both shards into one table casts each to that type, which fails on a uint64 beyond
+    2**63-1 or an integer beyond 2**53 (Arrow refuses to change a value). A new shard's values are checked where its
+    type is not the merged one; a kept shard's only when this commit changes the type its column merges to (a
+    commit before checked it against the old one)."""
+    before, after = _ColumnTypes(), _ColumnTypes()
+    for shard_id, schema in kept:
+        for field in schema:
+            before.add(shard_id, field)
+            after.add(shard_id, field)
+    for shard_id, schema in new:
+        for field in schema:
+            after.add(shard_id, field)
+    suspects = [(shard_id, field, True) for shard_id, schema in new for field in schema]
+    # a kept shard's only where this commit changes the type its column merges to; a kept type that does not merge
+    # at all is a conflict older than the type check (named when read), not this commit's
+    suspects += [(shard_id, field, False) for shard_id, schema in kept for field in schema
+                 if before.merged[field.name] != after.merged[field.name]
+                 and _mergeable(field.type, after.merged[field.name])]
+    for shard_id, field, is_new in suspects:
+        merged = after.merged[field.name]
+        reason = None if field.type == merged else _unfit(values(shard_id, field.name), merged)
+        if reason is None:
+            continue
+        mine = (shard_id, field) if is_new else next(  # the new shard whose type changed the merge
+            (s, schema.field(field.name)) for s, schema in new
+            if field.name in schema.names and schema.field(field.name).type != before.merged[field.name])
+        advice = (f"keep its values within what {merged} holds, or give them a metadata column of another name"
+                  if is_new else f"convert the new documents' values to {field.type}, the type of shard "
+                  f"{shard_id!r}, or give them a metadata column of another name")
+        raise CommitError(f"shard {mine[0]!r}: column {field.name!r} is {mine[1].type}, and "
+                          f"{after.others(field.name, mine[1].type)} of {path}; these merge to {merged}, which cannot "
+                          f"hold every value of shard {shard_id!r} ({reason}), so no search could read rows of both: "
+                          f"nothing was added; {advice}", field=field.name)
+
+
+def type_conflict_error(path: Path, schemas: Sequence[tuple[str, pa.Schema]],
+                        values: ColumnValues | None = None) -> ColumnTypeConflictError | None:
     """The error naming the first doc-store column whose types in ``schemas`` ((shard id, schema), shards with live
-    rows) do not merge, with the shards holding each type and how to repair it; None when they all merge. For a
-    reader whose concat of shard rows failed: an index written before commits checked types."""
+    rows) do not merge, with the shards holding each type and how to repair it; with ``values`` (the rows read of
+    each shard's column), also the first whose types merge to one that cannot hold a shard's values (int64 and a
+    uint64 beyond 2**63-1); None when they all merge. For a reader whose concat of shard rows failed: an index
+    written before commits checked types and values."""
     columns = _ColumnTypes()
+    repair = ("so their rows cannot be read into one table: delete the documents of one type (tessera index delete) "
+              "and compact (tessera index compact) to repair it (docs/indices.md)")
     for shard_id, schema in schemas:
         for field in schema:
             if not columns.add(shard_id, field):
                 return ColumnTypeConflictError(
-                    f"index {path}: column {field.name!r} is {field.type} in shard {shard_id!r} but "
-                    f"{columns.clashing(field)} (shards committed before commits checked metadata types), so their "
-                    "rows cannot be read into one table: delete the documents of one type (tessera index delete) and "
-                    "compact (tessera index compact) to repair it (docs/indices.md)", field=field.name)
+                    path, f"column {field.name!r} is {field.type} in shard {shard_id!r} but {columns.clashing(field)} "
+                    f"(shards committed before commits checked metadata types), {repair}", field=field.name)
+    for shard_id, schema in schemas if values is not None else ():
+        for field in schema:
+            merged = columns.merged[field.name]
+            reason = None if field.type == merged else _unfit(values(shard_id, field.name), merged)
+            if reason is not None:
+                return ColumnTypeConflictError(
+                    path, f"column {field.name!r} is {field.type} in shard {shard_id!r} and "
+                    f"{columns.others(field.name, field.type)}; these merge to {merged}, which cannot hold every "
+                    f"value of shard {shard_id!r} ({reason}; shards committed before commits checked that values "
+                    f"fit), {repair.replace('of one type', f'whose {field.name!r} does not fit {merged}')}",
+                    field=field.name)
+    return None
+
+
+def live_values(path: Path, manifest: Manifest) -> ColumnValues:
+    """The live values of a column of a shard of ``manifest``, read from its file (``type_conflict_error``)."""
+    infos = {info.id: info for info in manifest.shards}
+
+    def read(shard_id: str, name: str) -> pa.ChunkedArray:
+        info = infos[shard_id]
+        values = shard_io.read_docs(path / SHARDS / shard_id, [name]).column(name)
+        return values.filter(pa.array(shard_io.live_mask(manifest, shard_id, info.n_chunks)))
+
+    return read
+
+
+def _unfit(values: pa.ChunkedArray, kind: pa.DataType) -> str | None:
+    """Arrow's reason why ``values`` do not all cast to ``kind`` without a change (as reading them into one table
+    with rows of that type casts them); None when they do."""
+    try:
+        values.cast(kind, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
+        return (str(err).strip().splitlines() or [type(err).__name__])[0]
     return None
 
 
@@ -183,6 +275,11 @@ class _ColumnTypes:
         types = self.holders[field.name]
         clashing = {kind: owner for kind, owner in types.items() if not _mergeable(kind, field.type)} or types
         return " and ".join(f"{kind} in shard {owner!r}" for kind, owner in clashing.items())
+
+    def others(self, name: str, kind: pa.DataType) -> str:
+        """The recorded types of column ``name`` other than ``kind``, each with the first shard holding it."""
+        return " and ".join(f"{other} in shard {owner!r}" for other, owner in self.holders[name].items()
+                            if other != kind)
 
 
 def merged_schema(schemas: Sequence[pa.Schema]) -> pa.Schema:

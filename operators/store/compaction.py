@@ -137,16 +137,22 @@ def _live_parts(index, manifest: Manifest, max_rows: int, merged: Callable[[str,
     # a shard with no live row is left out: its columns' types do not matter (an index that took a conflicting
     # type before commits checked types is repaired by deleting those documents and compacting)
     kept = [info for info in manifest.shards if len(live[info.id])]
-    schema = pa.unify_schemas([_read(index, manifest, info, schema_only=True) for info in kept],
-                              promote_options="permissive") if kept else None
+    schemas = [(info.id, _read(index, manifest, info, schema_only=True)) for info in kept]
+    try:
+        schema = pa.unify_schemas([s for _, s in schemas], promote_options="permissive") if kept else None
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+        raise _type_conflict(index, manifest, schemas) or err
     pending = _Pending()
     last = len(manifest.shards) - 1
     for position, info in enumerate(manifest.shards):
         rows = live[info.id]
         if len(rows):
             shard_docs, shard_vectors = _read(index, manifest, info)
-            pending.add(_conform(shard_docs.take(pa.array(rows)), schema),
-                        None if shard_vectors is None else shard_vectors[rows])
+            try:
+                conformed = _conform(shard_docs.take(pa.array(rows)), schema)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # values the merged type cannot hold
+                raise _type_conflict(index, manifest, schemas) or err
+            pending.add(conformed, None if shard_vectors is None else shard_vectors[rows])
         while pending.rows >= max_rows or (position == last and pending.rows):
             yield pending.take(max_rows)
         merged(info.id, len(rows))
@@ -201,6 +207,14 @@ def _read(index, manifest: Manifest, info: ShardInfo, *, schema_only: bool = Fal
         if isinstance(err, IndexCorruptError):
             raise
         raise shard_io.damaged_error(index.path, {info.id: f"cannot read it: {err}"}) from None
+
+
+def _type_conflict(index, manifest: Manifest, schemas: list[tuple[str, pa.Schema]]):
+    """The error naming the column whose live values the shards cannot merge (an index that took them before
+    commits checked them: deleting those documents first repairs it), or None."""
+    from operators.store.commits import live_values, type_conflict_error
+
+    return type_conflict_error(index.path, schemas, live_values(index.path, manifest))
 
 
 def _conform(table: pa.Table, schema: pa.Schema) -> pa.Table:

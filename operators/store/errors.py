@@ -35,8 +35,17 @@ class CommitError(IndexStoreError):
 
 
 class ColumnTypeConflictError(IndexStoreError):
-    """Shards whose doc-store column types do not merge (committed before commits checked types), so rows of both
-    cannot be read into one table; ``commits.type_conflict_error`` names the column and the shards."""
+    """Shards whose doc-store column types do not merge, or merge to a type that cannot hold one's values (committed
+    before commits checked them), so rows of both cannot be read into one table; ``commits.type_conflict_error``
+    names the column and the shards. ``detail``: the message without the index's path (the service names the
+    index by its name)."""
+
+    def __init__(self, path, detail: str, *, field: str | None = None):
+        self.path, self.detail = path, detail
+        super().__init__(f"index {path}: {detail}", field=field)
+
+    def __reduce__(self):  # rebuilt from its own arguments (an error a Ray worker raised travels pickled)
+        return type(self), (self.path, self.detail), self.__dict__
 
 
 class CommitConflictError(CommitError):

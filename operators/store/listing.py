@@ -19,9 +19,11 @@ def document_page(index: Any, offset: int, limit: int) -> dict[str, Any]:
     try:
         _, table = index.columns(["doc_id", "title", *metadata])
     except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # an index made before commits checked column types
-        from operators.store.commits import live_schemas, type_conflict_error
+        from operators.store.commits import live_schemas, live_values, type_conflict_error
 
-        raise type_conflict_error(index.path, live_schemas(index.path, index.manifest)) or err
+        manifest = index.manifest
+        raise type_conflict_error(index.path, live_schemas(index.path, manifest), live_values(index.path, manifest)) \
+            or err
     doc_ids = table.column("doc_id").cast(pa.string())
     passages: dict[str, int] = {}
     for doc_id in doc_ids.to_pylist():

@@ -129,12 +129,29 @@ class Snapshot:
                 return sh.matches(where, lacking)
             except _ARROW_ERRORS as err:
                 failed = err
+        conflict = self._values_conflict()
+        if conflict is not None:  # the shard's values do not fit the column's merged type: no filter could help
+            raise conflict from failed
         columns = sorted(self.docs_schema().names)
         reason = (str(failed).strip().splitlines() or [type(failed).__name__])[0]
         error = IndexStoreError(f"the filter cannot be evaluated on the doc store of shard {sh.info.id!r} "
                                 f"({reason}); columns: {columns}", field="where")
         error.rows = sh.docs_with(lacking)  # Arrow's error, not its expression: the caller names the condition
         raise error from failed
+
+    def _values_conflict(self):
+        """The ``ColumnTypeConflictError`` of an index whose shards' live values do not fit the type their column
+        merges to (a uint64 beyond 2**63-1 in one shard, int64 in another: committed before commits checked
+        that), which makes a filter fail on that shard as much as reading rows of both; None when there is none."""
+        from operators.store.commits import type_conflict_error
+
+        shards = {sh.info.id: (sh, live) for sh, live in zip(self.shards, self.live) if live.any()}
+        if not shards:
+            return None
+        return type_conflict_error(self.shards[0].folder.parent.parent,
+                                   [(shard_id, sh.docs.schema) for shard_id, (sh, _) in shards.items()],
+                                   lambda shard_id, name: shards[shard_id][0].docs.column(name).filter(
+                                       pa.array(shards[shard_id][1])))
 
     def docs_schema(self) -> pa.Schema:
         """The doc-store columns of every shard, each with the type its shards merge to."""
@@ -168,11 +185,12 @@ class Snapshot:
         try:
             table = concat(parts)
         except (pa.ArrowInvalid, pa.ArrowTypeError) as err:  # an index made before commits checked column types
-            from operators.store.commits import type_conflict_error
+            from operators.store.commits import type_conflict_error  # (or that their values fit the merged type)
 
-            read = [self.shards[i] for i in np.unique(shard)]
-            raise type_conflict_error(read[0].folder.parent.parent, [(sh.info.id, sh.docs.schema) for sh in read]) \
-                or err
+            read = {self.shards[i].info.id: part for i, part in zip(np.unique(shard), parts)}
+            raise type_conflict_error(self.shards[0].folder.parent.parent,
+                                      [(shard_id, part.schema) for shard_id, part in read.items()],
+                                      lambda shard_id, name: read[shard_id].column(name)) or err
         inverse = np.empty(len(rows), dtype=np.int64)
         inverse[np.concatenate(positions)] = np.arange(len(rows))
         return table.take(pa.array(inverse))

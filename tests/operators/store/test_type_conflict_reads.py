@@ -48,3 +48,57 @@ def test_reading_the_rows_of_hits_from_both_shards_names_the_conflict(conflicted
     _names_the_conflict(capsys.readouterr().err, ints, strings)
     # rows of one shard still read
     assert index.documents_of(index.search_bm25([sample_docs[1]["title"]], k=1)).num_rows == 1
+
+
+@pytest.fixture
+def unfit(tmp_path, commit_unchecked) -> Index:
+    """An index whose ``n`` is int64 in shard ``s0`` and uint64 in ``s1``, one of them beyond int64 (the type the
+    two merge to): committed before commits checked that the values fit."""
+    import pyarrow as pa
+
+    def chunks(ids: list[str], n: pa.Array) -> pa.Table:
+        return pa.table({"docno": ids, "doc_id": ids, "text": [f"honey {i}" for i in ids], "n": n})
+
+    index = Index.create(tmp_path / "unfit", IndexSettings(dense=False))
+    index.add(chunks(["a", "b"], pa.array([5, 1], pa.int64())), shard_id="s0")
+    commit_unchecked(index, "s1", chunks(["c", "d"], pa.array([2 ** 64 - 1, 7], pa.uint64())))
+    return Index.open(index.path)
+
+
+def _names_the_unfit_values(message: str) -> None:
+    assert ("column 'n' is uint64 in shard 's1' and int64 in shard 's0'; these merge to int64, which cannot hold every "
+            "value of shard 's1' (Integer value 18446744073709551615 not in range") in message, message
+    assert "delete the documents whose 'n' does not fit int64 (tessera index delete)" in message
+    assert "tessera index compact" in message
+
+
+def test_values_that_do_not_fit_the_merged_type_are_named_by_every_read_of_both_shards(unfit, capsys):
+    """Rows of both shards (a search's hits, a listing), a pre-filter (Arrow fails on s1's values under the merged
+    int64), a compaction: each names the column and the values (it was Arrow's "Integer value ... not in range")."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    with pytest.raises(ColumnTypeConflictError) as raised:
+        unfit.documents_of(unfit.search_bm25(["honey"], k=10))
+    _names_the_unfit_values(raised.value.message)
+    assert raised.value.field == "n"
+    with pytest.raises(ColumnTypeConflictError) as raised:
+        unfit.search_bm25(["honey"], k=10, where=pc.field("n") > pa.scalar(3, pa.int64()))
+    _names_the_unfit_values(raised.value.message)
+    with pytest.raises(ColumnTypeConflictError) as raised:
+        unfit.compact()
+    _names_the_unfit_values(raised.value.message)
+    assert main(["index", "documents", str(unfit.path)]) == 2
+    err = capsys.readouterr().err
+    _names_the_unfit_values(err)
+    assert "internal error" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_deleting_the_values_that_do_not_fit_and_compacting_repairs_it(unfit):
+    unfit.delete(doc_ids=["c"])
+    assert sorted(unfit.columns(["n"])[1].column("n").to_pylist()) == [1, 5, 7]
+    unfit.compact()
+    after = Index.open(unfit.path)
+    rows = after.documents_of(after.search_bm25(["honey"], k=10))
+    assert rows.schema.field("n").type == after.docs_schema().field("n").type
+    assert sorted(rows.column("n").to_pylist()) == [1, 5, 7]
