@@ -14,6 +14,7 @@ from fastapi import APIRouter, Query, Request, Response
 from serve import index_admin, index_documents
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
+from serve.errors import ApiError
 from serve.routes_tasks import tenant
 from serve.upload_form import UPLOAD_FORM, read_upload
 
@@ -57,7 +58,13 @@ def list_documents(name: str, request: Request,
                    offset: int = Query(0, ge=0, description="How many documents to skip."),
                    limit: int = Query(100, ge=1, le=1000, description="How many documents to list (at most 1000)."),
                    ) -> dict[str, Any]:
-    return svc.current().indices.documents(name, tenant(request), offset, limit)
+    from operators.store.errors import ColumnTypeConflictError
+
+    try:
+        return svc.current().indices.documents(name, tenant(request), offset, limit)
+    except ColumnTypeConflictError as err:  # shards committed before commits checked column types and values: the
+        # index needs repair (the message says how), not the request
+        raise ApiError(409, f"index '{name}': {err.detail}", param="name", code="index_type_conflict") from None
 
 
 @router.get("/v1/indices/{name}/documents/{doc_id:path}", summary="One document of an index with its passages' text, "

@@ -47,6 +47,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from operators.filters import FilterError
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError
+    from operators.store.errors import ColumnTypeConflictError
 
     table = queries_table(prepared) if table is None else table
     try:
@@ -59,6 +60,11 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         if in_chain(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
             raise ApiError(404, f"index: {_searched(prepared, getattr(err, 'step', None))} does not exist any more "
                            "(it was deleted while the flow ran)", param="index", code="index_not_found") from None
+        if (conflict := in_chain(err, ColumnTypeConflictError)) is not None:  # shards whose rows cannot be read
+            # into one table (committed before commits checked their types and values): the index needs repair,
+            # which the message says how, not the request
+            raise ApiError(409, f"{_searched(prepared, getattr(err, 'step', None))}: {conflict.detail}",
+                           param="index", code="index_type_conflict") from None
         if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError, FilterError)):
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
             # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's
