@@ -93,7 +93,7 @@ def check_models_here(flow: Any) -> None:
         check_models([flow], how_to_make=train_command)
     except MissingModelsError as err:
         if err.wrong_kind:  # the spec's mistake (a language model's alias for a cross-encoder): a 422 naming the field
-            raise ApiError(422, str(err), param=err.wrong_kind[0].field, code="wrong_model_kind") from None
+            raise wrong_kind_error(err) from None
         raise ApiError(404, str(err), param="flow", code="model_not_found") from None
     try:
         check_env(flow)
@@ -102,3 +102,33 @@ def check_models_here(flow: Any) -> None:
         raise ApiError(422, f"flow '{flow.name}' reads {named}, not set where this service runs, so it was not "
                        "run: whoever runs the service must set it", param=err.field or "flow",
                        code="env_not_set") from None
+
+
+def wrong_kind_error(err: Any) -> ApiError:
+    """The 422 ``wrong_model_kind`` of a ``MissingModelsError`` with models of another kind than their step loads,
+    naming the first such field."""
+    return ApiError(422, str(err), param=err.wrong_kind[0].field, code="wrong_model_kind")
+
+
+def check_model_kinds(flow: Any) -> None:
+    """The 422 ``wrong_model_kind`` a run of ``flow`` answers for a model its spec names (a step's param, its
+    ``index_settings.encoder``) that is here but of another kind than its step loads, with only those models
+    named. A model that is not here is no refusal (a flow saved before ``tessera train`` makes its model), nor is
+    the encoder an index records (the index's, not the spec's)."""
+    from flows.model_check import INDEX_ENCODER, MissingModelsError, check_model, flow_needs
+    from operators.models.references import ModelNotFoundError, WrongModelKindError
+
+    wrong: dict[str, list[Any]] = {}
+    reasons: dict[str, str] = {}
+    for need in flow_needs(flow):
+        if need.where.endswith(INDEX_ENCODER):
+            continue
+        try:
+            check_model(need.reference, need.kind)
+        except WrongModelKindError as err:
+            wrong.setdefault(need.reference, []).append(need)
+            reasons.setdefault(need.reference, err.message)
+        except ModelNotFoundError:
+            continue
+    if wrong:
+        raise wrong_kind_error(MissingModelsError(wrong, reasons, wrong_kind=wrong))

@@ -1,5 +1,8 @@
 """Saved flows over HTTP: list, get, save (validated first), delete, through ``flows.store``.
 
+A flow is saved once it builds and passes what a run refuses of a spec alone (``Service.check_to_save``: the spec
+guard, a model of another kind than its step loads), with the run's 422; a model not made yet does not stop it.
+
 Each API key has its own saved flows (``flows.store``'s ``owner``); built-in flows are
 readable by everyone and cannot be overwritten or deleted. Without keys, the caller
 shares the saved flows of the CLI (``tessera flows``). The listing says of each flow whether
@@ -49,6 +52,8 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
     parsed = FlowSpec.parse(spec)
     for step_id, step in parsed.steps.items():  # (deeper ones fail to serialise: a 500, or a flow that never runs)
         check_depth(step.params, f"steps.{step_id}.params")
+    flow_store.check_name(name)
+    svc.current().check_to_save(parsed.model_copy(update={"name": name}))  # a run's 422s for the spec alone
     flow_store.save(name, parsed, owner=svc.flow_owner(tenant(request)))
     return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}
 

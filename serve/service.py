@@ -226,6 +226,18 @@ class Service:
         check_models_here(built)
         return built
 
+    def check_to_save(self, spec: FlowSpec) -> None:
+        """What a run refuses of a spec alone, asked when it is saved (``PUT /flows/{name}``), so its author learns
+        then and not at its first run: the spec guard's rules and a model of another kind than its step loads, the
+        same 422s. What depends on the machine or the request is left to the run (``GET /flows`` says why a saved
+        flow does not run): a model not made yet, an unset variable, an unset param, an index or a file outside the
+        roots, another key's index."""
+        from serve.flow_request import check_model_kinds
+
+        built = self.place(spec).build()  # placed as a run is: a served model is checked where it is served
+        check_flow(built)
+        check_model_kinds(built)
+
     def with_index(self, spec: FlowSpec, index: str | None, tenant: str | None = None) -> FlowSpec:
         """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default.
         With ``tenant``, an index the service made is checked first (``Indices.check_asked``)."""
