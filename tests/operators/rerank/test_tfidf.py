@@ -6,7 +6,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from sklearn.feature_extraction.text import TfidfVectorizer
 
 from operators import create
 from operators.errors import ParamsError
@@ -42,6 +41,15 @@ def own_scores(out: pa.Table, qid: str, step: str) -> dict[str, float]:
     return {r["docno"]: r[f"score_{step}"] for r in rows}
 
 
+def tfidf_vectorizer(**params):
+    """sklearn's ``TfidfVectorizer``, the reference, imported when a test runs: at the top of the module, sklearn (and
+    the scipy.stats it imports) was about 0.9 s of the collection of each make test-fast worker, this module's tests
+    running on one of them."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    return TfidfVectorizer(**params)
+
+
 def numpy_similarity(similarity: str, query: np.ndarray, docs: np.ndarray) -> np.ndarray:
     """The similarities written out with numpy on dense vectors (not sklearn.metrics.pairwise).
 
@@ -63,7 +71,7 @@ def test_tfidf_similarities_match_numpy(results, similarity, norm):
     out = create("rerank.tfidf", {"similarity": similarity, "norm": norm, "n": None}, step_id="tf")(results)
     for qid in ("q1", "q2", "q3"):
         query, docnos, texts = candidates(results, qid)
-        vectorizer = TfidfVectorizer(norm=norm).fit(texts)  # fitted on this query's candidates only
+        vectorizer = tfidf_vectorizer(norm=norm).fit(texts)  # fitted on this query's candidates only
         expected = numpy_similarity(similarity, vectorizer.transform([query]).toarray()[0],
                                     vectorizer.transform(texts).toarray())
         got = own_scores(out, qid, "tf")
@@ -96,7 +104,7 @@ def test_bm25_matches_bm25s_directly(results, k1, b):
 def test_fit_on_all_uses_every_candidate_of_the_batch(results):
     out = create("rerank.tfidf", {"fit_on": "all"}, step_id="tf")(results)
     everything = [text for qid in ("q1", "q2", "q3") for text in candidates(results, qid)[2]]
-    vectorizer = TfidfVectorizer().fit(everything)
+    vectorizer = tfidf_vectorizer().fit(everything)
     per_query = create("rerank.tfidf", step_id="tf")(results)
     for qid in ("q1", "q2", "q3"):
         query, docnos, texts = candidates(results, qid)
@@ -152,7 +160,7 @@ def test_query_param_and_n(results):
     out = create("rerank.tfidf", {"query": "opera composer", "n": 4}, step_id="tf")(results)
     for qid in ("q1", "q2", "q3"):
         _, docnos, texts = candidates(results, qid)
-        vectorizer = TfidfVectorizer().fit(texts[:4])
+        vectorizer = tfidf_vectorizer().fit(texts[:4])
         expected = numpy_similarity("cosine", vectorizer.transform(["opera composer"]).toarray()[0],
                                     vectorizer.transform(texts[:4]).toarray())
         rows = out.filter(pc.equal(out.column("qid"), qid)).to_pylist()
