@@ -271,12 +271,13 @@ def rebatch(tables: Iterable[pa.Table], n: int, limit: int | None = None) -> Ite
 
 
 def values_to_array(values: list[Any]) -> pa.Array:
-    """An Arrow array of plain values; nested values (and mixed types) become JSON strings."""
+    """An Arrow array of plain values; nested values, mixed types and integers beyond 64 bits (which no Arrow
+    integer holds, and a double would round) become JSON strings, so no value is lost."""
     if any(isinstance(v, (dict, list)) for v in values):
         return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
     try:
         return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
         return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
 
 

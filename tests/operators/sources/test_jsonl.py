@@ -208,3 +208,10 @@ def test_path_is_required():
     with pytest.raises(ParamsError) as err:
         create("sources.jsonl", {})
     assert err.value.field == "params.path"
+
+
+def test_an_integer_beyond_64_bits_is_kept_as_its_digits_not_an_overflow(tmp_path):
+    path = write_jsonl(tmp_path / "big.jsonl", [{"_id": "a", "text": "small", "n": 1},
+                                                {"_id": "b", "text": "large", "n": 10**23 + 1}])
+    (table,) = read_splits(create("sources.jsonl", {"path": str(path)}))
+    assert table.column("n").to_pylist() == ["1", "100000000000000000000001"]  # exact, where a double would round
