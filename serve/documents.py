@@ -135,8 +135,8 @@ def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str,
 def write_jsonl(path: Path, documents: list[Document]) -> None:
     """The documents as BEIR JSONL (``_id``, ``title``, ``text``, metadata as more fields), for ``sources.jsonl``.
 
-    Every record has every metadata key of the upload (null where a document has none): ``sources.jsonl`` keeps
-    the fields of a file's first record, and a page number must not be lost because a text file came first."""
+    Every record has every metadata key of the upload (null where a document has none), so each column's place
+    and type come from the whole upload, whatever the order of its documents."""
     keys = list(dict.fromkeys(key for doc in documents for key in doc.metadata))
     with open(path, "w", encoding="utf-8") as out:
         for doc in documents:

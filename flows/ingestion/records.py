@@ -152,7 +152,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
             yield _file_failure(where, RECORDED)
             continue
         try:
-            has_title, extras = mapper.record_columns(first_record(str(path)))
+            first = first_record(str(path))  # its columns come first in every batch of the file
         except FILE_ERRORS as err:
             yield _file_failure(where, f"{where}: cannot read it ({type(err).__name__}: {err})")
             continue
@@ -161,6 +161,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
         lines: list[tuple[int, bytes]] = []
 
         def flush() -> Iterator[Any]:
+            has_title, extras = mapper.record_columns(first, *batch)
             table = mapper.from_records(batch, has_title=has_title, extras=extras)
             if seen is None:
                 yield table
@@ -223,7 +224,7 @@ def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
                 record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field)
                 if error is not None:
                     return Failure.of_line(path, line, raw, error)
-                has_title, extras = mapper.record_columns(first_record(path))
+                has_title, extras = mapper.record_columns(first_record(path), record)
                 return mapper.from_records([record], has_title=has_title, extras=extras)
     except (OSError, EOFError, zlib.error) as err:
         return Failure.of_line(path, line, b"", f"cannot read the file up to line {line} ({type(err).__name__}: "

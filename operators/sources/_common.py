@@ -51,7 +51,7 @@ class DocumentParams(BaseModel):
     fields: list[str] | None = Field(
         None,
         description="Other fields to keep as columns. None keeps every other field (for JSONL: those of "
-        "each file's first record); [] keeps none. Nested values become JSON strings.",
+        "any record, null where a record lacks one); [] keeps none. Nested values become JSON strings.",
     )
     id_mode: Literal["field", "content"] = Field(
         "field",
@@ -214,13 +214,14 @@ def read_jsonl_documents(
     mapper = DocumentMapper(params, op=op)
     left = params.limit
     for rng in ranges:
-        has_title, extras = mapper.record_columns(first_record(rng.path))
+        first = first_record(rng.path)
         records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field, title_field=params.title_field)
         try:
             wanted = records if left is None else itertools.islice(records, left)
             for batch in batched(wanted, params.batch_rows):
                 if left is not None:
                     left -= len(batch)
+                has_title, extras = mapper.record_columns(first, *batch)
                 yield mapper.from_records(batch, has_title=has_title, extras=extras)
         finally:
             records.close()
@@ -294,10 +295,13 @@ class DocumentMapper:
             return [f for f in self.p.fields if f not in RESERVED]
         return [n for n in names if n not in used and n not in RESERVED]
 
-    def record_columns(self, example: dict) -> tuple[bool, list[str]]:
-        """Whether a file whose first record is ``example`` has a title, and its metadata fields."""
+    def record_columns(self, *records: dict) -> tuple[bool, list[str]]:
+        """Whether ``records`` (a file's first record, then a batch's) have a title, and their metadata fields:
+        every field any of them has, in the order they first appear, so a field the file's first record lacks
+        is not lost."""
         used = {self.p.text_field, self.p.title_field, *self.id_fields}
-        return self.p.title_field in example, self._keep(example, used)
+        names = dict.fromkeys(name for record in records for name in record)
+        return self.p.title_field in names, self._keep(names, used)
 
     def _skip_empty(self, n: int, where: str) -> None:
         """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``)."""

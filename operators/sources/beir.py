@@ -40,7 +40,7 @@ class BeirSource(Source):
             "Ignored for the corpus."
         )
         fields: list[str] | None = Field(
-            None, description="Metadata fields to keep as columns; None keeps those of the first record, [] none."
+            None, description="Metadata fields to keep as columns; None keeps those of any record, [] none."
         )
         limit: int | None = Field(None, gt=0, description="Emit only the first N rows (read as one split).")
         num_splits: int = Field(1, ge=1, description="Corpus: newline-aligned byte ranges to read in parallel.")
