@@ -32,10 +32,12 @@ def path_root(pattern: str) -> Path:
 
 
 def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> list[Path]:
-    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted."""
+    """Files matching ``pattern`` (a path, a glob, or a folder holding ``*<suffix>`` files), sorted. A folder's
+    hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a glob's ``*`` leaves them out."""
     path = Path(os.path.expanduser(pattern))
     if path.is_dir():
-        found = sorted(p for p in path.iterdir() if p.is_file() and p.name.endswith(suffixes or ("",)))
+        found = sorted(p for p in path.iterdir()
+                       if p.is_file() and p.name.endswith(suffixes or ("",)) and not p.name.startswith("."))
         if not found:
             raise SourceNotFoundError(
                 f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",

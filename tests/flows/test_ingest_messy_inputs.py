@@ -31,3 +31,22 @@ def test_a_jsonl_title_and_fields_missing_from_the_first_record_are_kept(tmp_pat
     assert (rows["b"]["title"], rows["b"]["year"]) == ("Banana split recipe", 2001)
     assert (rows["a"]["title"], rows["a"]["year"]) in (("", None), (None, None))
     assert Index.open(tmp_path / "idx").search_bm25(["banana recipe"], k=1)[0].docnos == ["b"]
+
+
+def test_a_folder_of_records_leaves_its_hidden_files_out(tmp_path):
+    """As the folder's kind is found, and as for text files: macOS' ``._a.jsonl`` (binary) and an editor's
+    hidden copy are not the corpus."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", [{"_id": "a1", "text": "the visible file"}])
+    write_jsonl(folder / ".b.jsonl", [{"_id": "b1", "text": "a hidden copy"}])
+    (folder / "._a.jsonl").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X")
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (1, 0)
+    assert set(rows_by_doc(tmp_path / "idx")) == {"a1"}
+    csvs = tmp_path / "csvs"
+    csvs.mkdir()
+    (csvs / "a.csv").write_text("_id,text\nc1,visible\n")
+    (csvs / ".b.csv").write_text("_id,text\nc2,hidden\n")
+    report = ingest(csvs, tmp_path / "csv_idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert set(rows_by_doc(tmp_path / "csv_idx")) == {"c1"}
