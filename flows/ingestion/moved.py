@@ -66,7 +66,7 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
     for item in iter_documents(op, order=order):
         if isinstance(item, Failure) or item.num_rows == 0:
             continue
-        tables.append(item)
+        tables.append(item.select([c for c in ("docno", "text") if c in item.column_names]))  # what the digest reads
         rows += item.num_rows
         if rows >= shard_size:
             break

@@ -39,6 +39,7 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from flows.ingestion.column_types import ColumnTypes
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
@@ -245,6 +246,7 @@ class Stager:
         self.dir.mkdir(parents=True, exist_ok=True)
         shards: list[StagedShard] = []
         current, k, failed = _Open(), 0, 0
+        types = ColumnTypes()  # a column of a number here and text there is text in every shard
         for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
             if isinstance(item, Failure):
                 current.failures.append(item)
@@ -252,18 +254,19 @@ class Stager:
                 continue
             if item.num_rows == 0:
                 continue
-            current.tables.append(item)
+            current.tables.append(types.fit(item))
             current.rows += item.num_rows
             if on_docs:
                 on_docs(item.num_rows)
             while current.rows > self.shard_size:  # cut on the next shard's first document, so
-                table = concat(current.tables)      # unreadable lines stay with the document before them
+                table = concat([types.fit(t) for t in current.tables])  # failures stay after the document before
                 rest = table.slice(self.shard_size)
                 shards += self._close(k, table.slice(0, self.shard_size), current.failures, finished, known, skip)
                 current, k = _Open(tables=[rest], rows=rest.num_rows), k + 1
         if current.rows or current.failures:
-            shards += self._close(k, concat(current.tables) if current.tables else None, current.failures,
-                                  finished, known, skip)
+            shards += self._close(k, concat([types.fit(t) for t in current.tables]) if current.tables else None,
+                                  current.failures, finished, known, skip)
+        self._make_text(shards, finished, types)
         if failed > LOGGED_FAILURES:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:
@@ -271,6 +274,17 @@ class Stager:
                         "failures.jsonl with its file and line, or the file alone (fix them, then ingest again "
                         "with retry_failed=True)", failed)  # Python's name: tessera ingest says --retry-failed
         return shards
+
+    def _make_text(self, shards: list[StagedShard], finished: set[str], types: ColumnTypes) -> None:
+        """Write again the shards staged before a column was made text, with that column as text."""
+        for shard in shards:
+            path = self.docs_path(shard.id)
+            if shard.id in finished or not types.text or not path.exists():
+                continue
+            if types.needs_text(pq.read_schema(path)):
+                sink = pa.BufferOutputStream()
+                pq.write_table(types.fit(pq.read_table(path)), sink)
+                write_bytes(path, sink.getvalue().to_pybytes())
 
     def _close(self, index: int, docs: pa.Table | None, failures: list[Failure], finished: set[str],
                known: dict[str, dict], skip: frozenset[str]) -> list[StagedShard]:

@@ -50,3 +50,46 @@ def test_a_folder_of_records_leaves_its_hidden_files_out(tmp_path):
     (csvs / ".b.csv").write_text("_id,text\nc2,hidden\n")
     report = ingest(csvs, tmp_path / "csv_idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
     assert set(rows_by_doc(tmp_path / "csv_idx")) == {"c1"}
+
+
+def test_a_field_of_a_number_in_one_file_and_text_in_the_next_is_text_in_every_shard(tmp_path):
+    """Mixed types within a batch were already JSON text; across files (and shards) staging stopped with Arrow's
+    internal 'Unable to merge' error. Shards of one document: the first is staged before the text is met."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    write_jsonl(folder / "a.jsonl", [{"_id": "a1", "text": "an old report", "year": 1999, "tags": ["x"]}])
+    write_jsonl(folder / "b.jsonl", [{"_id": "b1", "text": "a report of no known year", "year": "unknown",
+                                      "tags": "x"}])
+    for shard_size in (5000, 1):
+        index = tmp_path / f"idx{shard_size}"
+        report = ingest(folder, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                        shard_size=shard_size)
+        assert (report.docs, report.failures) == (2, 0)
+        rows = rows_by_doc(index)
+        assert (rows["a1"]["year"], rows["b1"]["year"]) == ("1999", "unknown")
+        assert (rows["a1"]["tags"], rows["b1"]["tags"]) == ('["x"]', "x")
+    csvs = tmp_path / "csvs"
+    csvs.mkdir()
+    (csvs / "a.csv").write_text("_id,text,year\nc1,old,1999\n")
+    (csvs / "b.csv").write_text("_id,text,year\nc2,new,unknown\n")
+    ingest(csvs, tmp_path / "csv_idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    rows = rows_by_doc(tmp_path / "csv_idx")
+    assert (rows["c1"]["year"], rows["c2"]["year"]) == ("1999", "unknown")
+
+
+def test_a_dictionary_column_in_one_parquet_file_and_plain_text_in_the_next_are_one_column(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    pq.write_table(pa.table({"_id": ["p1"], "text": ["red things"], "colour": pa.array(["red"]).dictionary_encode()}),
+                   folder / "a.parquet")
+    pq.write_table(pa.table({"_id": ["p2"], "text": ["blue things"], "colour": ["blue"]}), folder / "b.parquet")
+    for shard_size in (5000, 1):
+        index = tmp_path / f"idx{shard_size}"
+        report = ingest(folder, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                        shard_size=shard_size)
+        assert report.docs == 2
+        rows = rows_by_doc(index)
+        assert (rows["p1"]["colour"], rows["p2"]["colour"]) == ("red", "blue")

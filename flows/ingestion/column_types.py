@@ -1,0 +1,72 @@
+"""Metadata columns whose types do not merge across a source: kept as text in every shard a staging run writes.
+
+A shard's tables are concatenated, and the index merges its shards' columns, by pyarrow's permissive promotion,
+which merges integers with floats but a number with no text: a field that is a number in one file (or batch) and
+text in the next (``"year": 1999``, then ``"year": "unknown"``) stopped staging with Arrow's 'Unable to merge'.
+Such a column becomes text, each value that is not a string its JSON text (``1999`` is ``"1999"``), in the tables
+met after it, in the shard being cut and in the shards the run staged before; as a JSONL field whose values mix
+types within one batch is (``sources._common.values_to_array``). Dictionary columns (Parquet) are decoded to their
+values, which merge with plain ones.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+
+#: The document's own columns: the sources make them text already.
+_OWN = ("docno", "title", "text")
+
+
+def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
+    """The type pyarrow's permissive promotion merges ``a`` and ``b`` to, or None when it merges them to none."""
+    try:
+        schema = pa.unify_schemas([pa.schema([("x", a)]), pa.schema([("x", b)])], promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        return None
+    return schema.field("x").type
+
+
+def as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The values as text: strings as they are, others as their JSON text, nulls null."""
+    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+                     for v in column.to_pylist()], pa.string())
+
+
+def _is_text(data_type: pa.DataType) -> bool:
+    return pa.types.is_string(data_type) or pa.types.is_large_string(data_type)
+
+
+class ColumnTypes:
+    """The type each metadata column has taken so far in one staging run, and the columns made text."""
+
+    def __init__(self) -> None:
+        self.types: dict[str, pa.DataType] = {}
+        self.text: set[str] = set()
+
+    def fit(self, table: pa.Table) -> pa.Table:
+        """``table`` with its dictionary columns decoded and its columns made text where their type does not
+        merge with the type the column had before (or was made text before)."""
+        for i, field in enumerate(table.schema):
+            column = table.column(i)
+            if pa.types.is_dictionary(field.type):
+                column = column.cast(field.type.value_type)
+                table = table.set_column(i, field.name, column)
+            if field.name in _OWN or pa.types.is_null(column.type):
+                continue
+            known = self.types.get(field.name)
+            merged = column.type if known is None else merged_type(known, column.type)
+            if merged is None:
+                self.text.add(field.name)
+            if field.name in self.text:
+                self.types[field.name] = pa.string()
+                if not _is_text(column.type):
+                    table = table.set_column(i, field.name, as_text(column))
+            else:
+                self.types[field.name] = merged
+        return table
+
+    def needs_text(self, schema: pa.Schema) -> bool:
+        """Whether a table of ``schema`` staged earlier holds a column made text since in another type."""
+        return any(f.name in self.text and not _is_text(f.type) and not pa.types.is_null(f.type) for f in schema)
