@@ -54,19 +54,20 @@ def test_a_folder_of_records_leaves_its_hidden_files_out(tmp_path):
 
 def test_a_field_of_a_number_in_one_file_and_text_in_the_next_is_text_in_every_shard(tmp_path):
     """Mixed types within a batch were already JSON text; across files (and shards) staging stopped with Arrow's
-    internal 'Unable to merge' error. Shards of one document: the first is staged before the text is met."""
+    internal 'Unable to merge' error. Shards of one document: the first is written before the text is met."""
     folder = tmp_path / "corpus"
     folder.mkdir()
-    write_jsonl(folder / "a.jsonl", [{"_id": "a1", "text": "an old report", "year": 1999, "tags": ["x"]}])
+    write_jsonl(folder / "a.jsonl", [{"_id": "a1", "text": "an old report", "year": 1999, "tags": ["x"]},
+                                     {"_id": "a2", "text": "a later report", "year": 2001, "tags": ["y"]}])
     write_jsonl(folder / "b.jsonl", [{"_id": "b1", "text": "a report of no known year", "year": "unknown",
                                       "tags": "x"}])
     for shard_size in (5000, 1):
         index = tmp_path / f"idx{shard_size}"
         report = ingest(folder, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False,
                         shard_size=shard_size)
-        assert (report.docs, report.failures) == (2, 0)
+        assert (report.docs, report.failures) == (3, 0)
         rows = rows_by_doc(index)
-        assert (rows["a1"]["year"], rows["b1"]["year"]) == ("1999", "unknown")
+        assert (rows["a1"]["year"], rows["a2"]["year"], rows["b1"]["year"]) == ("1999", "2001", "unknown")
         assert (rows["a1"]["tags"], rows["b1"]["tags"]) == ('["x"]', "x")
     csvs = tmp_path / "csvs"
     csvs.mkdir()
