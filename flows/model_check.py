@@ -31,6 +31,9 @@ is checked as that step, its param named in full (``params.postprocess.0.params.
 train job's ``flows.train.recipe.train_command`` gives the ``tessera train`` command
 that makes a name. A step placed on a Serve deployment is skipped, because its model
 lives there.
+
+Each error also words its message without this machine's paths (``ModelNotFoundError.public``: a model by the
+name it was given, a path by its last part), which the service answers its clients; the CLI prints the paths.
 """
 
 from __future__ import annotations
@@ -80,29 +83,44 @@ class ModelNeed:
 
 
 class MissingModelsError(ModelNotFoundError):
-    """Models that work about to start needs and that are not on this machine; nothing was run."""
+    """Models that work about to start needs and that are not on this machine; nothing was run. ``public_reasons``:
+    each reason worded without this machine's paths (``ModelNotFoundError.public``), for the error's ``public``
+    message, which names each model as ``public_name`` does."""
 
     def __init__(self, missing: dict[str, list[ModelNeed]], reasons: dict[str, str],
-                 how_to_make: HowToMake | None = None, wrong_kind: Iterable[str] = ()):
+                 how_to_make: HowToMake | None = None, wrong_kind: Iterable[str] = (),
+                 public_reasons: Mapping[str, str] | None = None):
+        from operators.models.references import public_name
+
         self.missing = missing
         wrong_kind = set(wrong_kind)
         #: The needs whose model is here but of another kind than its step loads: the spec's mistake, not the machine's.
         self.wrong_kind = [need for reference in wrong_kind for need in missing.get(reference, [])]
-        parts = []
+        public_reasons = reasons if public_reasons is None else public_reasons
+        parts, public = [], []
         for reference, needs in missing.items():
             hint = how_to_make(reference) if how_to_make is not None else None
             # a folder of another kind: say so (the command that makes the name would not replace it)
-            make = f"make it with: {hint}" if hint and reference not in wrong_kind else reasons[reference]
-            parts.append(f"'{reference}' for {'; '.join(n.describe() for n in needs)}: {make}")
+            make = f"make it with: {hint}" if hint and reference not in wrong_kind else None
+            where = "; ".join(n.describe() for n in needs)
+            parts.append(f"'{reference}' for {where}: {make or reasons[reference]}")
+            public.append(f"'{public_name(reference)}' for {where}: {make or public_reasons[reference]}")
         wrong = sum(reference in wrong_kind for reference in missing)
         counts = [f"{n} model(s) needed {what}" for n, what in (
             (len(missing) - wrong, "are not on this machine"), (wrong, "are here but not of the kind their step needs"))
             if n]
-        super().__init__(f"{' and '.join(counts)}, so nothing was run: " + " | ".join(parts))
+        head = f"{' and '.join(counts)}, so nothing was run: "
+        super().__init__(head + " | ".join(parts), public=head + " | ".join(public))
 
 
 class IndexEncoderError(SpecError):
-    """A flow made for an index of one encoder was given an index embedded with another; nothing was run."""
+    """A flow made for an index of one encoder was given an index embedded with another; nothing was run.
+    ``public``: the message with each encoder named as ``public_name`` does (an index records the encoder it was
+    built with as given: a path of the machine that built it), for a client of the service."""
+
+    def __init__(self, message: str, *, public: str | None = None, **where: str | None):
+        super().__init__(message, **where)
+        self.public = message if public is None else public
 
 
 class MissingEnvError(SpecError):
@@ -179,6 +197,8 @@ def check_model(reference: str, kind: str | None = None) -> Path:
     alias, which no such step loads)."""
     from operators.models import resolve_model_path
 
+    from operators.models.references import public_name
+
     try:
         path = resolve_model_path(reference)
     except ModelNotFoundError:
@@ -190,7 +210,7 @@ def check_model(reference: str, kind: str | None = None) -> Path:
                 "(packaged, or trained into $TESSERA_HOME/models by tessera train) or folder") from None
         raise
     if kind is not None:
-        KIND_CHECKS[kind](path)
+        KIND_CHECKS[kind](path, public_name(reference))  # its public wording names the model, not the folder
     return path
 
 
@@ -209,16 +229,23 @@ def is_language_model(reference: str) -> bool:
 def operator_problem(op: Operator) -> str | None:
     """Why ``op`` cannot load its models here (the first missing or wrong-kind one), or None: what a Serve
     deployment checks before it starts a replica."""
+    error = operator_error(op)
+    return None if error is None else error.message
+
+
+def operator_error(op: Operator) -> ModelNotFoundError | None:
+    """``operator_problem``'s error, whose ``public`` wording names no path of this machine (what a client of the
+    service is told of a model deployment that is not deployed)."""
     for where, reference in op.required_models().items():
         try:
             check_model(reference, model_kind(op, where))
         except ModelNotFoundError as err:
-            return err.message
+            return err
     return None
 
 
 #: What a model of each kind is checked with (reads config.json, at most the weights' tensor names).
-KIND_CHECKS: dict[str, Callable[[Path], None]] = {"cross-encoder": check_cross_encoder,
+KIND_CHECKS: dict[str, Callable[[Path, str], None]] = {"cross-encoder": check_cross_encoder,
                                                   SENTENCE_EMBEDDER: check_sentence_embedder,
                                                   COLBERT: check_colbert}
 
@@ -251,25 +278,27 @@ def check_needs(needs: Iterable[ModelNeed], *, how_to_make: HowToMake | None = N
     """Raise ``MissingModelsError`` naming every need whose model does not resolve, or is not of its kind."""
     missing: dict[str, list[ModelNeed]] = {}
     reasons: dict[str, str] = {}
+    public: dict[str, str] = {}
     wrong_kind: set[str] = set()
-    problems: dict[tuple[str, str | None], str | None] = {}  # checked once per (reference, kind)
+    problems: dict[tuple[str, str | None], ModelNotFoundError | None] = {}  # checked once per (reference, kind)
     for need in needs:
         if (need.reference, need.kind) not in problems:
             try:
                 check_model(need.reference, need.kind)
                 problems[need.reference, need.kind] = None
             except ModelNotFoundError as err:
-                problems[need.reference, need.kind] = err.message
+                problems[need.reference, need.kind] = err
                 if isinstance(err, WrongModelKindError):
                     wrong_kind.add(need.reference)
         problem = problems[need.reference, need.kind]
         if problem is None:
             continue
-        reasons.setdefault(need.reference, problem)
+        reasons.setdefault(need.reference, problem.message)
+        public.setdefault(need.reference, problem.public)
         if need not in missing.setdefault(need.reference, []):
             missing[need.reference].append(need)
     if missing:
-        raise MissingModelsError(missing, reasons, how_to_make, wrong_kind)
+        raise MissingModelsError(missing, reasons, how_to_make, wrong_kind, public)
 
 
 def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec], *,
@@ -291,13 +320,19 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
     wanted = (spec.index_settings or {}).get("encoder")
     if not wanted:
         return
+    from operators.models.references import public_name
+
     for need in needs:
         if need.where == INDEX_ENCODER and not _same_model(need.reference, wanted):
-            raise IndexEncoderError(
-                f"flow {need.flow} is made for an index embedded with '{wanted}' (its index_settings.encoder), but "
-                f"step {need.step} searches an index embedded with '{need.reference}': ingest an index with an "
-                f"ingest spec whose index_settings.encoder is '{wanted}' (docs/ingestion.md), or run a flow made for "
-                "this index (hybrid, dense)", step=need.step, field=f"steps.{need.step}.params.index")
+            def message(made_for: str, found: str) -> str:
+                return (f"flow {need.flow} is made for an index embedded with '{made_for}' (its index_settings."
+                        f"encoder), but step {need.step} searches an index embedded with '{found}': ingest an index "
+                        f"with an ingest spec whose index_settings.encoder is '{made_for}' (docs/ingestion.md), or "
+                        "run a flow made for this index (hybrid, dense)")
+
+            raise IndexEncoderError(message(wanted, need.reference),
+                                    public=message(public_name(wanted), public_name(need.reference)),
+                                    step=need.step, field=f"steps.{need.step}.params.index")
 
 
 def _same_model(a: str, b: str) -> bool:

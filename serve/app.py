@@ -45,9 +45,9 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
         if model.deployment_name == settings.api_deployment:
             raise ServeConfigError(f"deployment name '{model.deployment_name}' is the API deployment's name",
                                    field=f"models.{model.name}.deployment")
-        kind, problem = check_model(model)
+        kind, problem, reason = check_model(model)
         card = {"id": model.name, "type": kind, "operator": model.op, "deployment": model.deployment_name,
-                "aliases": model.aliases, "status": "ready" if problem is None else "missing", "reason": problem}
+                "aliases": model.aliases, "status": "ready" if problem is None else "missing", "reason": reason}
         cards.append(card)
         if problem is not None:
             if settings.missing_models == "fail":
@@ -60,10 +60,10 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
     for llm in settings.llms:
         from serve.deployments.llm import engine_problem, llm_deployment
 
-        problem = engine_problem(llm)
+        problem, reason = engine_problem(llm) or (None, None)
         cards.append({"id": llm.name, "type": "chat", "operator": f"llm.{llm.engine}", "engine": llm.engine,
                       "deployment": llm.deployment_name, "aliases": llm.aliases,
-                      "status": "ready" if problem is None else "missing", "reason": problem})
+                      "status": "ready" if problem is None else "missing", "reason": reason})
         if problem is not None:
             if settings.missing_models == "fail":
                 raise ModelNotFoundError(problem, field=f"llms.{llm.name}")
@@ -95,8 +95,11 @@ def check_task_store(url: str, *, given: bool) -> None:
                                "fix it and deploy again", field=where) from None
 
 
-def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
-    """The model's kind (``embedding``/``rerank``) and why it cannot be deployed here (None if it can)."""
+def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None, str | None]:
+    """The model's kind (``embedding``/``rerank``), why it cannot be deployed here (None if it can), and that reason
+    as its card gives it to clients (``GET /v1/models``, the 404 of a request for it): worded without this
+    machine's paths (the model named as the config names it, not its folder or ``$TESSERA_HOME``); the log and a
+    ``missing_models: fail`` build keep the first."""
     from operators.embed.sentence_transformer import SentenceTransformerEmbedder
     from operators.registry import get_operator, skipped_modules
     from operators.rerank.base import Reranker
@@ -108,8 +111,9 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
         kind = "rerank" if model.op.startswith("rerank.") else "embedding"
         category = model.op.split(".", 1)[0]
         skipped = {m: r for m, r in skipped_modules().items() if m.startswith(f"operators.{category}.")}
-        why = f" (modules not importable: {skipped})" if skipped else ""
-        return kind, f"operator '{model.op}' is not available{why}: {err.message}"
+        why = f" (modules not importable: {skipped})" if skipped else ""  # (an import error can name a file)
+        return kind, f"operator '{model.op}' is not available{why}: {err.message}", \
+            f"operator '{model.op}' is not available: {err.message}"
     if issubclass(cls, Reranker):
         kind = "rerank"
     elif issubclass(cls, SentenceTransformerEmbedder):
@@ -120,9 +124,10 @@ def check_model(model: ModelDeploymentArgs) -> tuple[str, str | None]:
         op = cls(model.params, step_id=model.name)
     except ParamsError as err:
         raise ServeConfigError(err.message, field=f"{field}.{err.field}") from None
-    from flows.model_check import operator_problem
+    from flows.model_check import operator_error
 
-    return kind, operator_problem(op)  # missing, or of the wrong kind (a bi-encoder where a cross-encoder belongs)
+    error = operator_error(op)  # missing, or of the wrong kind (a bi-encoder where a cross-encoder belongs)
+    return (kind, None, None) if error is None else (kind, error.message, error.public)
 
 
 def model_deployment(model: ModelDeploymentArgs, kind: str) -> Application:

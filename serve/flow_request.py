@@ -3,6 +3,7 @@ flow (``Service.prepare`` runs them in its steps, serve/service.py)."""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +13,8 @@ from flows.spec import FlowSpec, StepSpec
 from operators.errors import SpecError, first_validation_problem
 from serve.errors import ApiError
 from serve.schemas import Text
+
+log = logging.getLogger("tessera.serve")
 
 
 class FlowRequest(BaseModel):
@@ -86,15 +89,17 @@ def check_models_here(flow: Any) -> None:
     else a 422 ``env_not_set`` naming the step and the variable (never a value): accepted, the task would fail at
     that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
-    from flows.model_check import MissingEnvError, MissingModelsError, check_env, check_models
+    from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import train_command
 
     try:
         check_models([flow], how_to_make=train_command)
+    except IndexEncoderError as err:  # the 422 of a SpecError, its encoders named without the server's paths
+        raise IndexEncoderError(logged_public(err), step=err.step, field=err.field) from None
     except MissingModelsError as err:
         if err.wrong_kind:  # the spec's mistake (a language model's alias for a cross-encoder): a 422 naming the field
             raise wrong_kind_error(err) from None
-        raise ApiError(404, str(err), param="flow", code="model_not_found") from None
+        raise ApiError(404, logged_public(err), param="flow", code="model_not_found") from None
     try:
         check_env(flow)
     except MissingEnvError as err:
@@ -104,10 +109,20 @@ def check_models_here(flow: Any) -> None:
                        code="env_not_set") from None
 
 
+def logged_public(err: Any) -> str:
+    """A model error's message for the client, worded without the server's paths (``ModelNotFoundError.public``:
+    the model named as the spec or the config named it); the message with them goes to the log, by request id."""
+    from serve.errors import request_id
+
+    if err.public != err.message:
+        log.info("request %s: %s", request_id(), err.message)
+    return err.public
+
+
 def wrong_kind_error(err: Any) -> ApiError:
     """The 422 ``wrong_model_kind`` of a ``MissingModelsError`` with models of another kind than their step loads,
     naming the first such field."""
-    return ApiError(422, str(err), param=err.wrong_kind[0].field, code="wrong_model_kind")
+    return ApiError(422, logged_public(err), param=err.wrong_kind[0].field, code="wrong_model_kind")
 
 
 def check_model_kinds(flow: Any) -> None:
@@ -119,7 +134,7 @@ def check_model_kinds(flow: Any) -> None:
     from operators.models.references import ModelNotFoundError, WrongModelKindError
 
     wrong: dict[str, list[Any]] = {}
-    reasons: dict[str, str] = {}
+    reasons: dict[str, WrongModelKindError] = {}
     for need in flow_needs(flow):
         if need.where.endswith(INDEX_ENCODER):
             continue
@@ -127,8 +142,10 @@ def check_model_kinds(flow: Any) -> None:
             check_model(need.reference, need.kind)
         except WrongModelKindError as err:
             wrong.setdefault(need.reference, []).append(need)
-            reasons.setdefault(need.reference, err.message)
+            reasons.setdefault(need.reference, err)
         except ModelNotFoundError:
             continue
     if wrong:
-        raise wrong_kind_error(MissingModelsError(wrong, reasons, wrong_kind=wrong))
+        raise wrong_kind_error(MissingModelsError(
+            wrong, {ref: err.message for ref, err in reasons.items()}, wrong_kind=wrong,
+            public_reasons={ref: err.public for ref, err in reasons.items()}))

@@ -46,10 +46,13 @@ def check_operator(operator: Any, where: str) -> None:
     params = operator.params
     for name in marked_params(type(params), "env_var"):
         check_env(getattr(params, name), f"{where}.params.{name}")
-    for name in marked_params(type(params), "llm_model"):
+    language_models = marked_params(type(params), "llm_model")
+    for name in language_models:
         check_llm(getattr(params, name), f"{where}.params.{name}")
     for field, reference in operator.required_models().items():
-        if re.fullmatch(r"params\.\w+", field):  # a param the spec set, not an index's recorded encoder
+        # a param the spec set, not an index's recorded encoder; nor a language model's: an alias (check_llm) whose
+        # .gguf the service's own models file names, which is no path of the request's (a missing one is a 404)
+        if re.fullmatch(r"params\.\w+", field) and field.removeprefix("params.") not in language_models:
             check_model_path(reference, f"{where}.{field}")
     for field, nested in operator.nested_operators().items():
         check_operator(nested, f"{where}.{field}")

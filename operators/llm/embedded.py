@@ -58,7 +58,8 @@ def gguf_path(name: str) -> Path:
         path = Path(name).expanduser()
         if not path.is_file():
             raise ModelNotFoundError(f"GGUF file {path} does not exist" + ("" if path.is_absolute() else
-                                     f" (relative to {Path.cwd()})"))
+                                     f" (relative to {Path.cwd()})"),
+                                     public=f"GGUF file '{path.name}' does not exist")  # for the service's clients
         return path
     if name not in PACKAGED:
         raise ModelNotFoundError(f"unknown embedded model '{name}': use one of {', '.join(PACKAGED)} "

@@ -22,14 +22,16 @@ class NotAColbertModelError(WrongModelKindError):
     """A model folder that is there but holds no ColBERT projection: the ColBERT model asked for is not here."""
 
 
-def check_colbert(path: Path) -> None:
+def check_colbert(path: Path, name: str | None = None) -> None:
     """Raise ``NotAColbertModelError`` when ``path`` holds no ColBERT projection in any layout; a folder whose files
-    say nothing against it (weights in ``pytorch_model.bin``, read only by loading them) passes."""
+    say nothing against it (weights in ``pytorch_model.bin``, read only by loading them) passes. ``name``: how the
+    error's ``public`` wording names the model (default the folder's name), without the path."""
     problem = _no_projection(path)
     if problem:
-        raise NotAColbertModelError(
-            f"not a ColBERT model: {path} {problem}; point the reference at a ColBERT checkpoint (one made by "
-            "tessera train --model colbert, a PyLate or a Stanford ColBERT folder)")
+        why = (f"{problem}; point the reference at a ColBERT checkpoint (one made by tessera train --model colbert, "
+               "a PyLate or a Stanford ColBERT folder)")
+        raise NotAColbertModelError(f"not a ColBERT model: {path} {why}",
+                                    public=f"not a ColBERT model: '{name or path.name}' {why}")
 
 
 def _no_projection(path: Path) -> str | None:

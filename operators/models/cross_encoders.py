@@ -31,24 +31,30 @@ class NotACrossEncoderError(WrongModelKindError):
     """A model folder that is there but holds no cross-encoder: the cross-encoder asked for is not on this machine."""
 
 
-def check_cross_encoder(path: Path) -> None:
-    """Raise ``NotACrossEncoderError`` unless ``path``'s config names an architecture with a scoring head."""
+def check_cross_encoder(path: Path, name: str | None = None) -> None:
+    """Raise ``NotACrossEncoderError`` unless ``path``'s config names an architecture with a scoring head. ``name``:
+    how the error's ``public`` wording names the model (default the folder's name), without the path."""
+    def refuse(why: str, public_why: str | None = None) -> NotACrossEncoderError:
+        return NotACrossEncoderError(f"not a cross-encoder: {path} {why}",
+                                     public=f"not a cross-encoder: '{name or path.name}' {public_why or why}")
+
     try:
         config = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:
-        raise NotACrossEncoderError(f"not a cross-encoder: {path} has no readable config.json ({err}); point the "
-                                    "reference at a cross-encoder checkpoint folder") from None
+        advice = "; point the reference at a cross-encoder checkpoint folder"
+        raise refuse(f"has no readable config.json ({err}){advice}",  # an OSError's text holds the file's path
+                     f"has no readable config.json ({getattr(err, 'strerror', None) or err}){advice}") from None
     architectures = config.get("architectures") if isinstance(config, dict) else None
     if not architectures:  # an old or hand-written config: the weights tell
         if _has_head_weights(path) is False:
-            raise NotACrossEncoderError(
-                f"not a cross-encoder: {path} has no sequence-classification head (its config names no "
-                "architecture and its weights hold no classifier); point the reference at a cross-encoder "
-                "checkpoint, or train one with tessera train --model cross-encoder")
+            raise refuse(
+                "has no sequence-classification head (its config names no architecture and its weights hold no "
+                "classifier); point the reference at a cross-encoder checkpoint, or train one with tessera train "
+                "--model cross-encoder")
         return
-    if not any(str(name).endswith(SCORING_HEADS) for name in architectures):
-        raise NotACrossEncoderError(
-            f"not a cross-encoder: {path} has no sequence-classification head (its config's architectures are "
+    if not any(str(architecture).endswith(SCORING_HEADS) for architecture in architectures):
+        raise refuse(
+            "has no sequence-classification head (its config's architectures are "
             f"{', '.join(map(str, architectures))}: a bi-encoder or plain encoder, whose scoring head would be "
             "random); point the reference at a cross-encoder checkpoint, or train one with "
             "tessera train --model cross-encoder")

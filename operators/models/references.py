@@ -47,7 +47,13 @@ _MODEL_FILES = ("config.json", "modules.json")
 
 
 class ModelNotFoundError(TesseraError):
-    """A model reference whose weights are not on this machine."""
+    """A model reference whose weights are not on this machine. ``public``: the message worded without this
+    machine's paths (the model named as it was referenced), which the service answers its clients while its log
+    keeps the message; the message itself when that names no path."""
+
+    def __init__(self, message: str, *, public: str | None = None, **where: str | None):
+        super().__init__(message, **where)
+        self.public = message if public is None else public
 
 
 class WrongModelKindError(ModelNotFoundError):
@@ -64,7 +70,7 @@ def resolve_model_path(reference: str) -> Path:
     """The local folder holding ``reference``'s weights; raises ModelNotFoundError if absent."""
     path = Path(os.path.expanduser(str(reference)))
     if path.is_dir():
-        return _checked_folder(path)
+        return _checked_folder(path, reference)
     name = _ALIASES.get(reference, _ALIASES.get(reference.lower(), reference))
     if name in PACKAGED:
         module_name, package = PACKAGED[name]
@@ -87,7 +93,7 @@ def resolve_model_path(reference: str) -> Path:
             ) from None
     trained = models_dir() / reference
     if "/" not in reference and trained.is_dir():
-        return _checked_folder(trained)
+        return _checked_folder(trained, reference)
     cached = _hugging_face_cache(reference)
     if cached is not None:
         return cached
@@ -100,24 +106,36 @@ def looks_like_path(reference: str) -> bool:
             or "\\" in reference or os.path.isabs(reference))
 
 
+def public_name(reference: str) -> str:
+    """How a message to a client of the service names ``reference``: as written, but a path by its last part (a
+    path can come from the server's own files: an alias's .gguf, the encoder an index recorded)."""
+    return Path(reference).name or reference if looks_like_path(reference) else reference
+
+
 def _not_found(reference: str, path: Path) -> ModelNotFoundError:
     """What a reference found nowhere says: for a path, that it does not exist; for a name, what the model
-    directory holds (a misspelt trained model's name is then in the message)."""
+    directory holds (a misspelt trained model's name is then in the message). Its ``public`` wording names the
+    reference, not the absolute path, the working directory or the model directory."""
     download = "nothing is downloaded at run time: put the model files in a local folder and pass its path"
+    named = f"'{public_name(reference)}'"
     if path.exists():
-        return ModelNotFoundError(f"model path {path.absolute()} is a file, not a model folder: give the folder "
-                                  "that holds config.json or modules.json")
+        how = "is a file, not a model folder: give the folder that holds config.json or modules.json"
+        return ModelNotFoundError(f"model path {path.absolute()} {how}", public=f"model path {named} {how}")
     if looks_like_path(reference):
         where = "" if path.is_absolute() else f" (from the working directory {Path.cwd()})"
-        return ModelNotFoundError(f"model path {path.absolute()} does not exist{where}; {download}")
+        return ModelNotFoundError(f"model path {path.absolute()} does not exist{where}; {download}",
+                                  public=f"model path {named} does not exist; {download}")
     known = ", ".join(sorted([*PACKAGED, *SPLIT_PACKAGED]))
     if "/" in reference:
         return ModelNotFoundError(
             f"model '{reference}' is neither a model folder of that path nor a Hugging Face id in the local cache; "
             f"{download}")  # (no absolute path: the service passes this on to clients, who need not see its folders)
+    listed = f"({_trained_names()}; tessera train) or a Hugging Face id in the local cache; {download}"
     return ModelNotFoundError(
         f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into "
-        f"{models_dir()} ({_trained_names()}; tessera train) or a Hugging Face id in the local cache; {download}")
+        f"{models_dir()} {listed}",
+        public=f"model '{reference}' is not a packaged model ({known}), a model folder, a model trained into the "
+        f"model repository ($TESSERA_HOME/models) {listed}")
 
 
 #: The folder of a model's ONNX export (``sentence_transformers.onnx_cache_dir``): not a model a user can name.
@@ -137,12 +155,11 @@ def _trained_names(shown: int = 20) -> str:
     return "it holds " + ", ".join(names[:shown]) + more
 
 
-def _checked_folder(path: Path) -> Path:
+def _checked_folder(path: Path, reference: str) -> Path:
     if not any((path / name).exists() for name in _MODEL_FILES):
-        raise ModelNotFoundError(
-            f"model folder {path} has no config.json or modules.json: "
-            "point the reference at a sentence-transformers or Hugging Face model folder"
-        )
+        why = "has no config.json or modules.json: point the reference at a sentence-transformers or Hugging Face " \
+              "model folder"
+        raise ModelNotFoundError(f"model folder {path} {why}", public=f"model folder '{public_name(reference)}' {why}")
     return path
 
 

@@ -62,15 +62,17 @@ class NotAnEmbeddingModelError(WrongModelKindError):
     it with a mean pooling nobody trained and embed by it, without a word."""
 
 
-def check_sentence_embedder(path: Path) -> None:
+def check_sentence_embedder(path: Path, name: str | None = None) -> None:
     """Raise ``NotAnEmbeddingModelError`` when ``path`` holds a cross-encoder or a ColBERT model, read from its
-    config files alone (no weights); a folder they say nothing against passes."""
+    config files alone (no weights); a folder they say nothing against passes. ``name``: how the error's ``public``
+    wording names the model (default the folder's name), without the path."""
     kind = _other_kind(path)
     if kind:
-        raise NotAnEmbeddingModelError(
-            f"not a sentence embedding model: {path} is here but is {kind}, not the sentence embedding model this "
-            "step needs (its vectors would come from a pooling nobody trained); point the reference at a sentence "
-            "embedding model (all-MiniLM-L6-v2, or one made by tessera train --model bi-encoder)")
+        why = (f"is here but is {kind}, not the sentence embedding model this step needs (its vectors would come "
+               "from a pooling nobody trained); point the reference at a sentence embedding model "
+               "(all-MiniLM-L6-v2, or one made by tessera train --model bi-encoder)")
+        raise NotAnEmbeddingModelError(f"not a sentence embedding model: {path} {why}",
+                                       public=f"not a sentence embedding model: '{name or path.name}' {why}")
 
 
 def _other_kind(path: Path) -> str | None:

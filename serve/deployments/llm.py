@@ -120,13 +120,15 @@ def usage_chunk(last: dict[str, Any], model: str, sampled: list[int], stop_strin
                                      "total_tokens": prompt + completion}}
 
 
-def engine_problem(llm: LLMDeploymentArgs) -> str | None:
-    """Why ``llm`` cannot be served from this machine (None if it can): weights or engine not installed."""
+def engine_problem(llm: LLMDeploymentArgs) -> tuple[str, str] | None:
+    """Why ``llm`` cannot be served from this machine (None if it can): weights or engine not installed; and that
+    reason worded without this machine's paths, as its card gives it to clients (a missing .gguf by its name)."""
     import importlib.util
 
     if llm.engine == "vllm":
         if importlib.util.find_spec("vllm") is None:
-            return "the vllm engine needs vLLM, which is not installed here: pip install 'tessera[gpu]' (GPU nodes)"
+            why = "the vllm engine needs vLLM, which is not installed here: pip install 'tessera[gpu]' (GPU nodes)"
+            return why, why
         return None
     from operators.llm.embedded import gguf_path, llama_cpp_installed
     from operators.models.references import ModelNotFoundError
@@ -134,8 +136,9 @@ def engine_problem(llm: LLMDeploymentArgs) -> str | None:
     try:
         gguf_path(llm.model)
     except ModelNotFoundError as err:
-        return err.message
-    return None if llama_cpp_installed() else "llama-cpp-python is not installed (make demo installs it)"
+        return err.message, err.public
+    why = "llama-cpp-python is not installed (make demo installs it)"
+    return None if llama_cpp_installed() else (why, why)
 
 
 def llm_deployment(llm: LLMDeploymentArgs) -> Any:

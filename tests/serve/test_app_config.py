@@ -48,9 +48,9 @@ def test_config_file_builds_with_what_exists(config, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path))  # no trained models here: the cross-encoder is missing
     models = config["applications"][0]["args"]["models"]
     kinds = {m["name"]: check_model(parse_args({"models": [m]}).models[0]) for m in models}
-    assert kinds["all-MiniLM-L6-v2"] == ("embedding", None)
-    assert kinds["minilm-rerank"] == ("rerank", None)
-    kind, reason = kinds["tessera-cross-encoder"]
+    assert kinds["all-MiniLM-L6-v2"] == ("embedding", None, None)
+    assert kinds["minilm-rerank"] == ("rerank", None, None)
+    kind, _, reason = kinds["tessera-cross-encoder"]
     assert kind == "rerank" and "tessera-cross-encoder" in reason and "tessera train" in reason
     assert kinds["tessera-colbert"][0] == "rerank" and kinds["tessera-colbert"][1] is not None
     assert build_app(config["applications"][0]["args"]) is not None
@@ -74,8 +74,9 @@ def test_a_bi_encoder_deployed_as_a_cross_encoder_is_skipped_with_the_reason(tmp
     shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), tmp_path / "models" / "tessera-cross-encoder")
     args = parse_args({"models": [{"name": "tessera-cross-encoder", "op": "rerank.cross_encoder",
                                    "params": {"model": "tessera-cross-encoder"}}]})
-    kind, reason = check_model(args.models[0])
-    assert kind == "rerank" and reason.startswith("not a cross-encoder: ")
+    kind, problem, reason = check_model(args.models[0])
+    assert kind == "rerank" and problem.startswith(f"not a cross-encoder: {tmp_path / 'models'}")
+    assert reason.startswith("not a cross-encoder: 'tessera-cross-encoder' has no sequence-classification head")
 
 
 @pytest.mark.parametrize("args, field", [
@@ -186,7 +187,8 @@ def test_a_vllm_model_without_vllm_is_missing_with_the_install_line():
     from serve.deployments.llm import engine_problem
 
     (llm,) = parse_args({"llms": [{"name": "q", "engine": "vllm", "model": "Qwen/Qwen2.5-0.5B-Instruct"}]}).llms
-    assert "tessera[gpu]" in engine_problem(llm)
+    problem, reason = engine_problem(llm)
+    assert "tessera[gpu]" in problem and reason == problem  # (no path in it)
     with pytest.raises(ModelNotFoundError, match="tessera\\[gpu\\]"):
         build_app({"missing_models": "fail", "llms": [llm.model_dump()], "service": None})
 

@@ -4,6 +4,7 @@ request batching, and flow steps placed on the deployments (same output as in-pr
 from __future__ import annotations
 
 import base64
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -52,6 +53,9 @@ def test_models_lists_served_and_missing_models(serve_app):
     assert "no-such-model-anywhere" in cards["absent-ce"]["reason"]
     response = post(serve_app, "/v1/rerank", {"model": "absent-ce", "query": "q", "documents": ["d"]})
     assert response.status_code == 404 and "no-such-model-anywhere" in response.json()["error"]["message"]
+    home = os.environ["TESSERA_HOME"]  # the model repository is named, not where it is on the server
+    assert "the model repository ($TESSERA_HOME/models)" in response.json()["error"]["message"]
+    assert home not in response.text and home not in cards["absent-ce"]["reason"]
 
 
 # -- /v1/embeddings ----------------------------------------------------------------
