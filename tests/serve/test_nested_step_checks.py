@@ -38,7 +38,7 @@ def errors(base: str, steps: dict) -> list[tuple[int, dict]]:
     return [(answer.status_code, answer.json().get("error")) for answer in answers]
 
 
-@pytest.mark.parametrize("token_store", ["/etc", "../../../etc", "data/../../etc"])
+@pytest.mark.parametrize("token_store", ["/etc", "data/../../etc"])
 def test_a_nested_local_path_outside_the_data_roots_is_refused_as_an_outer_one(base, token_store):
     colbert = {"op": "rerank.colbert", "params": {"token_store": token_store}}
     outer = errors(base, {"bm25": BM25, "cb": colbert})

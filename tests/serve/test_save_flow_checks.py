@@ -35,8 +35,9 @@ def base(make_service, monkeypatch):
     ({"bm25": BM25, "r": {"op": "rerank.api", "params": {"url": "https://rerank.example.com/v1/rerank",
                                                          "api_key_env": "TESSERA_API_KEYS"}}},
      "steps.r.params.api_key_env", "env_not_allowed"),
-    ({"bm25": BM25, "context": CONTEXT, "answer": {"op": "generate.answer", "params": {"model": "ollama_chat/phi3"}}},
-     "steps.answer.params.model", "model_not_allowed"),
+    pytest.param({"bm25": BM25, "context": CONTEXT, "answer": {"op": "generate.answer",
+                                                               "params": {"model": "ollama_chat/phi3"}}},
+                 "steps.answer.params.model", "model_not_allowed", marks=pytest.mark.slow),  # imports litellm: 5 s
     ({"bm25": BM25, "r": {"op": "rerank.embedding", "params": {"model": "/etc"}}},
      "steps.r.params.model", "model_not_allowed"),
 ], ids=["bi-encoder-as-cross-encoder", "alias-as-cross-encoder", "nested-bi-encoder-as-colbert", "server-keys",
