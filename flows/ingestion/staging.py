@@ -76,10 +76,11 @@ class StagedShard:
     docs: int
     digest: str
     read_failures: int = 0
+    meta: str | None = None  # digest of the titles and metadata (``_meta_digest``); None in an older state
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "index": self.index, "docs": self.docs, "digest": self.digest,
-                "read_failures": self.read_failures}
+                "read_failures": self.read_failures, "meta": self.meta}
 
 
 def _source_params(op: Source) -> dict[str, Any]:
@@ -301,14 +302,16 @@ class Stager:
             recorded = known.get(shard)
             n = recorded["docs"] if recorded is not None else docs.num_rows - start
             head = docs.slice(start, n)
-            digest = _digest(head)
-            if recorded is not None and (head.num_rows < n or recorded["digest"] != digest):
+            digest, meta = _digest(head), _meta_digest(head)
+            other = recorded is not None and (head.num_rows < n or recorded["digest"] != digest)
+            if other or (recorded is not None and recorded.get("meta") not in (None, meta)):
                 first = index * self.shard_size + start
+                what = "other documents" if other else "other titles or metadata for its documents"
                 raise SourceChangedError(
                     f"shard {shard} (documents {first} to {first + n - 1}) is in the index, but the source now "
-                    f"yields other documents there{self._changed}; ingest into a new index, or restore the source")
+                    f"yields {what} there{self._changed}; ingest into a new index, or restore the source")
             out.append(StagedShard(id=shard, index=index, docs=n, digest=digest,
-                                   read_failures=(recorded or {}).get("read_failures", 0)))
+                                   read_failures=(recorded or {}).get("read_failures", 0), meta=meta))
             start += n
             failures = [f for f in failures if f.id not in skip]  # the rest: not recorded by a finished part
             if start >= docs.num_rows and not failures:
@@ -323,7 +326,7 @@ class Stager:
         pq.write_table(rows.combine_chunks(), sink)
         write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
         return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=_digest(rows),
-                                  read_failures=len(failures))]
+                                  read_failures=len(failures), meta=_meta_digest(rows))]
 
 
 def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
@@ -336,6 +339,19 @@ def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
         error = failure.error.removeprefix(f"{failure.path}: ") if failure.path else failure.error
         log.warning("left out: %s: %s", where or failure.id, error)
     return 1
+
+
+def _meta_digest(docs: pa.Table) -> str:
+    """Hash of the shard's titles and metadata: each value that is neither null nor empty, with its column and row,
+    as text (a value's JSON text), so a column made text (``column_types``) or null in every row hashes the same."""
+    h = hashlib.sha1()
+    for name in sorted(n for n in docs.column_names if n not in ("docno", "text")):
+        for row, value in enumerate(docs.column(name).to_pylist()):
+            if value is None or value == "":
+                continue
+            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
+            h.update(f"{name}\x1f{row}\x1f{text}\x1e".encode("utf-8", "replace"))
+    return h.hexdigest()[:16]
 
 
 def _digest(docs: pa.Table) -> str:

@@ -94,3 +94,27 @@ def test_a_dictionary_column_in_one_parquet_file_and_plain_text_in_the_next_are_
         assert report.docs == 2
         rows = rows_by_doc(index)
         assert (rows["p1"]["colour"], rows["p2"]["colour"]) == ("red", "blue")
+
+
+def test_a_title_or_field_edited_after_its_shard_finished_is_refused_as_a_changed_source(tmp_path):
+    """cli.md: a file already ingested that changed since is refused, naming it; a changed title or metadata value
+    was taken as the same documents (the shard digest read ids and texts alone) and the run said 'already done'."""
+    import os
+
+    import pytest
+
+    from flows.ingestion.errors import SourceChangedError
+
+    path = tmp_path / "docs.jsonl"
+    records = [{"_id": "t1", "title": "Old title", "text": "body one", "year": 1999},
+               {"_id": "t2", "title": "Second", "text": "body two", "tags": {"a": [1, 2.5]}}]
+    write_jsonl(path, records)
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    os.utime(path, ns=(1, 1))  # the same documents, touched: read again and found the same
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.shards_skipped) == (0, 1)
+    for field, value in (("title", "New title"), ("year", 2024)):
+        write_jsonl(path, [{**records[0], field: value}, records[1]])
+        with pytest.raises(SourceChangedError, match=f"since the last ingest, changed: {path}"):
+            ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert rows_by_doc(tmp_path / "idx")["t1"]["title"] == "Old title"
