@@ -118,3 +118,21 @@ def test_a_title_or_field_edited_after_its_shard_finished_is_refused_as_a_change
         with pytest.raises(SourceChangedError, match=f"since the last ingest, changed: {path}"):
             ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
     assert rows_by_doc(tmp_path / "idx")["t1"]["title"] == "Old title"
+
+
+def test_a_csv_delimited_by_semicolons_is_a_failure_that_names_the_delimiter(tmp_path):
+    """Excel's CSV in much of Europe: the header is one column '_id;title;text', and the failure said only 'no
+    text column ...; set text_field'."""
+    from flows.ingestion.ledger import Ledger
+
+    path = tmp_path / "export.csv"
+    path.write_text("_id;title;text\n1;Ice;glaciers move slowly\n")
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (0, 1)
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert "separated by ';'" in failure.error and 'delimiter: ";"' in failure.error, failure.error
+    assert "set text_field" not in failure.error
+    spec = {"steps": {"read": {"op": "sources.csv", "params": {"path": "x.csv", "delimiter": ";"}}}}  # as it says
+    report = ingest(path, tmp_path / "idx2", spec=spec, settings=BM25_ONLY, executor="local", chunk=False,
+                    progress=False)
+    assert (report.docs, report.failures) == (1, 0)
