@@ -29,6 +29,10 @@ BUILTIN_DIR = Path(__file__).resolve().parent / "specs"
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 
 
+class FlowNotFoundError(SpecError):
+    """``delete`` found no saved flow of that name (none was saved, or another caller deleted it first)."""
+
+
 class FlowStoreError(TesseraError):
     """The flows folder cannot be written (a read-only ``$TESSERA_HOME``, a file where a folder goes): the
     CLI's one line, exit 2; not a ``SpecError``, as the request was fine (the service answers a bare 500)."""
@@ -105,10 +109,13 @@ def save(name: str, spec: Any, owner: str | None = None) -> Path:
 
 def delete(name: str, owner: str | None = None) -> Path:
     path = saved_path(name, owner)
-    if path is None:
-        if name in builtin_names():
-            raise SpecError(f"'{name}' is a built-in flow and cannot be deleted", field="name")
-        raise SpecError(f"no saved flow named '{name}' (saved flows: {', '.join(saved_names(owner)) or 'none'})",
-                        field="name")
-    path.unlink()
+    if path is None and name in builtin_names():
+        raise SpecError(f"'{name}' is a built-in flow and cannot be deleted", field="name")
+    try:
+        if path is None:
+            raise FileNotFoundError(name)
+        path.unlink()
+    except FileNotFoundError:  # none, or deleted by another caller since it was found
+        raise FlowNotFoundError(f"no saved flow named '{name}' (saved flows: "
+                                f"{', '.join(saved_names(owner)) or 'none'})", field="name") from None
     return path

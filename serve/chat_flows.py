@@ -117,9 +117,9 @@ def _deployments(service: svc.Service, file: FlowFile, versions: tuple[Any, ...]
 
 def find_flow(model: str, tenant: str) -> FlowSpec | None:
     """The flow ``model`` names, if it answers; None when no flow has that name; a 404 when it does not answer."""
-    if not svc.configured() or svc.current().flow_path(model, tenant) is None:
+    spec = svc.current().flow_spec(model, tenant) if svc.configured() else None
+    if spec is None:  # none, or deleted while it was read
         return None
-    spec = svc.current().resolve_flow(model, tenant)
     if not answers(spec):
         runnable = [c.id for c in flow_cards(tenant) if c.status != "missing"]  # what /v1/models offers
         raise ApiError(404, f"flow '{model}' gives no answer (it has no {ANSWER_OP} step); flows that answer: "

@@ -39,10 +39,10 @@ def list_flows(request: Request) -> dict[str, Any]:
 
 @router.get("/flows/{name}", summary="One flow's spec")
 def get_flow(name: str, request: Request) -> dict[str, Any]:
-    path = svc.current().flow_path(name, tenant(request))
-    if path is None:
+    spec = svc.current().flow_spec(name, tenant(request))
+    if spec is None:  # none, or deleted while it was read
         raise ApiError(404, f"no flow named '{name}'", param="name", code="flow_not_found")
-    return FlowSpec.load(path).to_dict()
+    return spec.to_dict()
 
 
 @router.put("/flows/{name}", status_code=201, summary="Save a flow under a name, once it validates")
@@ -60,8 +60,8 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
 
 @router.delete("/flows/{name}", summary="Delete one of the caller's saved flows")
 def delete_flow(name: str, request: Request) -> dict[str, Any]:
-    owner = svc.flow_owner(tenant(request))
-    if flow_store.saved_path(name, owner) is None and name not in flow_store.builtin_names():
-        raise ApiError(404, f"no saved flow named '{name}'", param="name", code="flow_not_found")
-    flow_store.delete(name, owner)
+    try:
+        flow_store.delete(name, svc.flow_owner(tenant(request)))  # a built-in one is refused: a 422 naming name
+    except flow_store.FlowNotFoundError:  # none, or another request deleted it first
+        raise ApiError(404, f"no saved flow named '{name}'", param="name", code="flow_not_found") from None
     return {"name": name, "deleted": True}

@@ -135,20 +135,37 @@ class Service:
         path = self.flow_path(name, tenant)
         if path is None:
             return None
-        stat = path.stat()
+        try:
+            stat = path.stat()
+        except FileNotFoundError:  # deleted since it was found (a DELETE /flows/{name} at the same time)
+            return None
         return FlowFile(str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def flow_spec(self, name: str, tenant: str) -> FlowSpec | None:
+        """The spec of the flow ``name`` (built-in, else the tenant's saved one); None when there is none, also when
+        its file is deleted while it is read: a concurrent ``DELETE /flows/{name}`` makes it a flow that is not
+        there, never an error naming the server's path (or a 500)."""
+        file = self.flow_file(name, tenant)
+        if file is None:
+            return None
+        try:
+            return load_spec(file)
+        except SpecError:
+            if Path(file.path).is_file():
+                raise
+            return None
 
     def resolve_flow(self, flow: str | dict[str, Any], tenant: str, *, search: bool = False) -> FlowSpec:
         """``flow``'s spec; a name that names none is refused with the flows there are (for a search, the built-in
         ones that search: not ``ingest``'s, which read documents and a search refuses)."""
         if isinstance(flow, dict):
             return FlowSpec.parse(flow)
-        file = self.flow_file(flow, tenant)
-        if file is None:
+        spec = self.flow_spec(flow, tenant)
+        if spec is None:
             saved = ", ".join(flow_store.saved_names(flow_owner(tenant))) or "none"
             builtin = [name for name in flow_store.builtin_names() if not (search and _reads_documents(name))]
             raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(builtin)}; saved: {saved})", field="flow")
-        return load_spec(file)
+        return spec
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:
         """A body (mosaicRAG or native) as a built flow and its queries; nothing has run. Each step raises the first
