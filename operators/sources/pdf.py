@@ -98,8 +98,9 @@ def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[d
 def read_pdf(source: Any, *, op: Any = None, name: str | None = None,
              max_pages: int | None = None) -> tuple[str | None, list[str]]:
     """The title (from the PDF's metadata, if any) and each page's text (stripped; "" without a text layer) of
-    ``source``, a path or a binary stream; a file pypdf cannot read, or one of more than ``max_pages`` pages
-    (counted before any is read), is a ``SourceError`` naming it."""
+    ``source``, a path or a binary stream; a file pypdf cannot read, one encrypted with a user password (one
+    with an owner password alone is read, as viewers open it), or one of more than ``max_pages`` pages (counted
+    before any is read), is a ``SourceError`` naming it."""
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
@@ -109,8 +110,9 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None,
     where = name or str(source)
     try:
         reader = PdfReader(source)
-        if reader.is_encrypted:
-            raise SourceError(f"{where}: the PDF is encrypted; decrypt it first", op=getattr(op, "name", None),
+        if reader.is_encrypted and not reader.decrypt(""):  # an owner password alone: opened as a viewer opens it
+            raise SourceError(f"{where}: the PDF is encrypted with a password; decrypt it first (qpdf --decrypt "
+                              "--password=PASSWORD IN.pdf OUT.pdf)", op=getattr(op, "name", None),
                               step=getattr(op, "step_id", None))
         if max_pages is not None and len(reader.pages) > max_pages:
             raise SourceError(f"{where}: {len(reader.pages):,} pages, over the {max_pages:,} documents one upload may "

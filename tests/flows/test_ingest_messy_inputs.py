@@ -136,3 +136,24 @@ def test_a_csv_delimited_by_semicolons_is_a_failure_that_names_the_delimiter(tmp
     report = ingest(path, tmp_path / "idx2", spec=spec, settings=BM25_ONLY, executor="local", chunk=False,
                     progress=False)
     assert (report.docs, report.failures) == (1, 0)
+
+
+def test_a_pdf_encrypted_with_no_user_password_is_read_and_one_with_a_password_is_a_failure(tmp_path, pdf_writer):
+    """Many PDFs are encrypted with an owner password alone (against printing or copying), and every viewer opens
+    them without asking; they were refused as 'encrypted; decrypt it first'."""
+    from pypdf import PdfWriter
+
+    from flows.ingestion.ledger import Ledger
+
+    plain = pdf_writer(tmp_path / "plain.pdf", ["Kea are alpine parrots of the mountains."])
+    folder = tmp_path / "pdfs"
+    folder.mkdir()
+    for name, user_password in (("open.pdf", ""), ("locked.pdf", "secret")):
+        writer = PdfWriter(clone_from=plain)
+        writer.encrypt(user_password=user_password, owner_password="owner", algorithm="RC4-128")
+        writer.write(folder / name)
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (1, 1)
+    assert Index.open(tmp_path / "idx").search_bm25(["alpine parrots"], k=1)[0].docnos == ["open-p1"]
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert failure.path.endswith("locked.pdf") and "password" in failure.error, failure.error
