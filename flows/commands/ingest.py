@@ -107,8 +107,8 @@ def handle(args: argparse.Namespace) -> int:
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     if report.shards_total == 0 and not args.retry_failed:  # not a rerun with nothing new: it has the source's shards
         source = f"--source {args.source}" if args.source else f"the read step of --spec {args.spec}"
-        print(f"tessera: warning: {source} holds no documents (an empty file, or a header line alone?): nothing was "
-              f"ingested into {report.index}", file=sys.stderr, flush=True)
+        print(f"tessera: warning: {source} holds no documents (an empty file, a header line alone, PDF pages "
+              f"without a text layer?): nothing was ingested into {report.index}", file=sys.stderr, flush=True)
     try:
         prepared = None if nothing else _prepare_query_encoder(report.index)
     except KeyboardInterrupt:  # run_handler says interrupted (or terminated) with the status

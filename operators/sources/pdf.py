@@ -86,7 +86,10 @@ def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[d
     title, pages = read_pdf(path, op=op)
     stem, docno = path.stem, name[: len(name) - len(path.suffix)]
     empty = sum(1 for text in pages if not text)
-    if empty:
+    if pages and empty == len(pages):  # a scan: said where it is shown, as a text file without text is
+        log.warning("%s: no text layer on any of its %d page(s) (a scan? the text layer is read, no OCR is done): "
+                    "no document", name, len(pages))
+    elif empty:
         log.info("%s: %d of %d page(s) have no text layer (scans or figures): skipped", name, empty, len(pages))
     if unit == "document":
         text = "\n\n".join(t for t in pages if t)

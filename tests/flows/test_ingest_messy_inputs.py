@@ -157,3 +157,29 @@ def test_a_pdf_encrypted_with_no_user_password_is_read_and_one_with_a_password_i
     assert Index.open(tmp_path / "idx").search_bm25(["alpine parrots"], k=1)[0].docnos == ["open-p1"]
     [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert failure.path.endswith("locked.pdf") and "password" in failure.error, failure.error
+
+
+def test_a_scanned_pdf_says_it_has_no_text_layer_not_that_it_is_an_empty_file(tmp_path, monkeypatch, capsys,
+                                                                             caplog):
+    """A scan gives no document: the command's warning guessed 'an empty file, or a header line alone?', and the
+    reader's line saying why (no text layer) was logged at INFO, which the command does not show."""
+    import logging
+
+    from pypdf import PdfWriter
+
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    writer = PdfWriter()
+    writer.add_blank_page(612, 792)
+    writer.add_blank_page(612, 792)
+    writer.write(tmp_path / "scan.pdf")
+    caplog.set_level(logging.INFO)
+    status = main(["ingest", "--source", str(tmp_path / "scan.pdf"), "--index", str(tmp_path / "idx"), "--no-dense",
+                   "--executor", "local", "--quiet"])
+    err = capsys.readouterr().err
+    assert status == 0
+    shown = [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("scan.pdf" in m and "no text layer on any of its 2 page(s)" in m for m in shown), shown
+    [warning] = [line for line in err.splitlines() if line.startswith("tessera: warning:")]
+    assert "holds no documents" in warning and "without a text layer" in warning, warning
