@@ -74,6 +74,12 @@ def prepare_chat(chat: dict[str, Any], task: dict[str, Any], message: str, owner
     return prepared, table
 
 
+def chat_gone() -> ApiError:
+    """The 404 of a chat deleted with its task (``DELETE /task/{id}``, retention) while a message to it was answered."""
+    return ApiError(404, "Chat id not found: it was deleted with its task while this message was answered",
+                    param="chat_id", code="chat_not_found")
+
+
 def reply_of(done: dict[str, Any]) -> dict[str, Any]:
     """A chat's reply from the flow's answer (``chat_flows.run_flow``): the answer, the docnos it cites, why it
     is degraded, and how a follow-up was asked."""
@@ -94,12 +100,16 @@ async def chat_message(chat_id: str, request: Request,
     chat = await asyncio.to_thread(service.store.chat, chat_id, owner)
     if chat is None:
         raise ApiError(404, "Chat id not found", param="chat_id", code="chat_not_found")
-    task = await asyncio.to_thread(service.task, chat["task_id"], owner)
+    try:
+        task = await asyncio.to_thread(service.task, chat["task_id"], owner)
+    except ApiError as err:  # the task was deleted since the chat was read: the chat went with it
+        raise chat_gone() if err.status == 404 else err from None
     prepared, table = await asyncio.to_thread(prepare_chat, chat, task, message, owner)
 
     async def keep(reply: dict[str, Any]) -> dict[str, Any]:
-        await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
-                                                                      {"role": "assistant", **reply}])
+        if not await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
+                                                                             {"role": "assistant", **reply}]):
+            raise chat_gone()  # deleted with its task while the answer was written: nowhere to keep it
         return {"chat_id": chat_id, **reply}
 
     if not stream:

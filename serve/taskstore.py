@@ -277,10 +277,15 @@ class TaskStore:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
-    def add_messages(self, chat_id: str, messages: list[dict[str, Any]]) -> None:
+    def add_messages(self, chat_id: str, messages: list[dict[str, Any]]) -> bool:
+        """Append ``messages`` to the chat; False when it is gone (deleted with its task while its answer was
+        written: ``DELETE /task/{id}``, retention)."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(chats.c.messages).where(chats.c.id == chat_id).with_for_update()).first()
+            if row is None:
+                return False
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
+        return True
 
 
 #: A task's progress is written at most this often (and at every step boundary), by the progress writers.
