@@ -20,6 +20,7 @@ from typing import Callable, Iterator
 import pyarrow as pa
 
 from flows.ingestion.ledger import Failure
+from operators.ids import content_doc_id
 
 #: (file number in ``SeenIds.files``, 1-based line), or (-1, 1-based document number in the source).
 Place = tuple[int, int]
@@ -68,13 +69,26 @@ class SeenIds:
         def failure(i: int, doc_id: str, first: str) -> Failure:
             record = json.loads(json.dumps(table.slice(i, 1).to_pylist()[0], default=str))
             return Failure(id=f"dup:{doc_id}:{offset + i + 1}", stage="read", doc_id=doc_id, record=record,
-                           error=f"duplicate id {doc_id} (document {offset + i + 1} of the source), first at {first}")
+                           error=f"duplicate id {doc_id} (document {offset + i + 1} of the source), first at {first}"
+                           + content_id_note(table, i, doc_id))
 
         yield from self.split(table, lambda i: (-1, offset + i + 1), failure)
 
 
-def duplicate_error(doc_id: str, first: str) -> str:
-    return f"duplicate id {doc_id}, first at {first}"
+def duplicate_error(doc_id: str, first: str, note: str = "") -> str:
+    return f"duplicate id {doc_id}, first at {first}{note}"
+
+
+def content_id_note(table: pa.Table, row: int, doc_id: str) -> str:
+    """What to add to a repeated id that is the row's content id (a record without an id): its documents may differ
+    after their first 100 characters, and only ids of their own keep them apart."""
+    def value(name: str) -> str | None:
+        return table.column(name)[row].as_py() if name in table.column_names else None
+
+    if doc_id != content_doc_id(value("title"), value("text")):
+        return ""
+    return ("; it is a content id (the record has no id: the md5 of its title and the first 100 characters of its "
+            "text), so two records that open alike share it; give the records ids (_id)")
 
 
 def last_copies(docs: pa.Table) -> pa.Table:

@@ -20,7 +20,7 @@ from typing import Any, Iterator
 
 import pyarrow as pa
 
-from flows.ingestion.duplicates import SeenIds, duplicate_error
+from flows.ingestion.duplicates import SeenIds, content_id_note, duplicate_error
 from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
@@ -168,7 +168,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
                 return
             at = list(lines)
             yield from seen.split(table, lambda i: (number, at[i][0]), lambda i, doc_id, first: Failure.of_line(
-                where, at[i][0], at[i][1], duplicate_error(doc_id, first)))
+                where, at[i][0], at[i][1], duplicate_error(doc_id, first, content_id_note(table, i, doc_id))))
 
         index = -1
         try:

@@ -183,3 +183,25 @@ def test_a_scanned_pdf_says_it_has_no_text_layer_not_that_it_is_an_empty_file(tm
     assert any("scan.pdf" in m and "no text layer on any of its 2 page(s)" in m for m in shown), shown
     [warning] = [line for line in err.splitlines() if line.startswith("tessera: warning:")]
     assert "holds no documents" in warning and "without a text layer" in warning, warning
+
+
+def test_records_without_ids_that_share_their_opening_fail_saying_their_id_is_a_content_id(tmp_path):
+    """E-mails under one disclaimer: no id field, so each gets a content id (md5 of the title and the first 100
+    characters), the same for all; the later ones failed as 'duplicate id ae4f130a0af2', an id the user never
+    gave, with nothing saying why."""
+    from flows.ingestion.ledger import Ledger
+
+    header = ("Copyright 2020 ACME Corp. All rights reserved. This e-mail and any attachments are confidential "
+              "and meant for its addressees alone. ")
+    assert len(header) > 100
+    path = tmp_path / "mails.jsonl"
+    write_jsonl(path, [{"text": header + "Meeting moved to Tuesday."}, {"text": header + "Invoice 42 is overdue."}])
+    csv = tmp_path / "mails.csv"
+    csv.write_text("title,text\n" + "".join(f'Mail,"{header}{body}"\n' for body in ("One.", "Two.")))
+    for source, first in ((path, f"{path}:1"), (csv, "document 1 of the source")):
+        index = tmp_path / f"idx_{source.suffix[1:]}"
+        report = ingest(source, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+        assert (report.docs, report.failures) == (1, 1)
+        [failure] = Ledger(index).open_failures(Index.open(index).finished_shards())
+        assert f"first at {first}" in failure.error, failure.error
+        assert "a content id" in failure.error and "first 100 characters" in failure.error, failure.error
