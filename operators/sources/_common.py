@@ -344,9 +344,9 @@ class DocumentMapper:
         if n := pc.sum(empty).as_py():
             self._skip_empty(n, where)
             table = table.filter(pc.invert(empty))
-        texts = pc.fill_null(table.column(p.text_field).cast(pa.string()), "")
-        titles = pc.fill_null(table.column(p.title_field).cast(pa.string()), "") if has_title else None
-        ids = table.column(id_name).cast(pa.string()) if id_name else None
+        texts = pc.fill_null(_strings(table.column(p.text_field)), "")
+        titles = pc.fill_null(_strings(table.column(p.title_field)), "") if has_title else None
+        ids = _strings(table.column(id_name)) if id_name else None
         ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
@@ -360,10 +360,19 @@ class DocumentMapper:
 
 def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """True where a column's value is null or whitespace only (as a string)."""
-    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(column.cast(pa.string())), ""), True)
+    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(_strings(column)), ""), True)
+
+
+def _strings(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """A column as text: Arrow's cast where there is one (numbers, dates), else each value's JSON text (a list, a
+    struct: Parquet), as a JSONL record's value is (``_as_text``)."""
+    try:
+        return column.cast(pa.string())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        return pa.array([_as_text(v) for v in column.to_pylist()], pa.string())
 
 
 def _as_text(value: Any) -> str | None:
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False) if isinstance(value, (dict, list)) else str(value)
+    return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (dict, list)) else str(value)

@@ -205,3 +205,19 @@ def test_records_without_ids_that_share_their_opening_fail_saying_their_id_is_a_
         [failure] = Ledger(index).open_failures(Index.open(index).finished_shards())
         assert f"first at {first}" in failure.error, failure.error
         assert "a content id" in failure.error and "first 100 characters" in failure.error, failure.error
+
+
+def test_a_parquet_text_column_of_lists_is_its_json_text_as_in_jsonl(tmp_path):
+    """A JSONL text that is a list is its JSON text; the same column in Parquet failed the whole file with Arrow's
+    'Unsupported cast from list<element: string> to utf8 using function cast_string', its path said twice."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "sentences.parquet"
+    pq.write_table(pa.table({"_id": ["s1", "s2"], "text": [["Kea are parrots.", "They live in the Alps."], None],
+                             "title": ["Kea", "Huia"]}), path)
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (2, 0)
+    rows = rows_by_doc(tmp_path / "idx")
+    assert rows["s1"]["text"] == json.dumps(["Kea are parrots.", "They live in the Alps."])
+    assert (rows["s2"]["title"], rows["s2"]["text"]) == ("Huia", "")
