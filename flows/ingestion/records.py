@@ -67,8 +67,12 @@ def _whole_file(split: Any) -> str | None:
 
 
 def _file_failure(path: str, error: str) -> Failure:
-    path = absolute(path)
-    return Failure(id=f"read:{path}", stage="read", path=path, error=error)
+    """A failure of the file ``path``; an error that begins with the path as the source named it (relative) names
+    it by its absolute path, as the failure's ``path`` does (and the warning leaves it out once)."""
+    where = absolute(path)
+    if where != path and error.startswith(f"{path}: "):
+        error = f"{where}: {error[len(path) + 2:]}"
+    return Failure(id=f"read:{where}", stage="read", path=where, error=error)
 
 
 def read_file(op: Source, split: Any) -> Iterator[pa.Table | Failure]:

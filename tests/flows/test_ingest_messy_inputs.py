@@ -221,3 +221,22 @@ def test_a_parquet_text_column_of_lists_is_its_json_text_as_in_jsonl(tmp_path):
     rows = rows_by_doc(tmp_path / "idx")
     assert rows["s1"]["text"] == json.dumps(["Kea are parrots.", "They live in the Alps."])
     assert (rows["s2"]["title"], rows["s2"]["text"]) == ("Huia", "")
+
+
+def test_a_file_that_cannot_be_read_is_named_once_by_its_absolute_path(tmp_path, monkeypatch, caplog):
+    """A relative --source: the warning said 'left out: /abs/pdfs/broken.pdf: pdfs/broken.pdf: cannot read as a
+    PDF ...' and the ledger's error named the relative path, which a retry from elsewhere cannot use."""
+    import logging
+
+    from flows.ingestion.ledger import Ledger
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pdfs").mkdir()
+    (tmp_path / "pdfs" / "broken.pdf").write_bytes(b"%PDF-1.4\nnot a PDF at all")
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    ingest("pdfs", tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    absolute = str(tmp_path / "pdfs" / "broken.pdf")
+    [line] = [r.getMessage() for r in caplog.records if r.getMessage().startswith("left out:")]
+    assert line.startswith(f"left out: {absolute}: cannot read as a PDF"), line
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert failure.error.startswith(f"{absolute}: cannot read as a PDF"), failure.error
