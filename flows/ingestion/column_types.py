@@ -11,9 +11,9 @@ values, which merge with plain ones.
 
 from __future__ import annotations
 
-import json
-
 import pyarrow as pa
+
+from operators.sources._common import text_values
 
 #: The document's own columns: the sources make them text already.
 _OWN = ("docno", "title", "text")
@@ -29,9 +29,8 @@ def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
 
 
 def as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """The values as text: strings as they are, others as their JSON text, nulls null."""
-    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
-                     for v in column.to_pylist()], pa.string())
+    """The values as text: strings as they are, others as their JSON text, nulls null (``text_values``)."""
+    return text_values(column.to_pylist())
 
 
 def _is_text(data_type: pa.DataType) -> bool:

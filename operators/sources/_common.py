@@ -273,13 +273,20 @@ def rebatch(tables: Iterable[pa.Table], n: int, limit: int | None = None) -> Ite
 
 def values_to_array(values: list[Any]) -> pa.Array:
     """An Arrow array of plain values; nested values, mixed types and integers beyond 64 bits (which no Arrow
-    integer holds, and a double would round) become JSON strings, so no value is lost."""
+    integer holds, and a double would round) become text (``text_values``), so no value is lost."""
     if any(isinstance(v, (dict, list)) for v in values):
-        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+        return text_values(values)
     try:
         return pa.array(values)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return pa.array([None if v is None else json.dumps(v, ensure_ascii=False) for v in values], pa.string())
+        return text_values(values)
+
+
+def text_values(values: list[Any]) -> pa.Array:
+    """The values as text: a string as it is (``unknown``, which a filter on it matches, not ``"unknown"``), any
+    other value its JSON text (``1999``, ``["x", 2]``), a null null."""
+    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
+                     for v in values], pa.string())
 
 
 class DocumentMapper:

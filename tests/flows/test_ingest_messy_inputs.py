@@ -240,3 +240,19 @@ def test_a_file_that_cannot_be_read_is_named_once_by_its_absolute_path(tmp_path,
     assert line.startswith(f"left out: {absolute}: cannot read as a PDF"), line
     [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert failure.error.startswith(f"{absolute}: cannot read as a PDF"), failure.error
+
+
+def test_a_text_value_of_a_field_whose_values_mix_types_is_kept_as_it_is_not_quoted(tmp_path):
+    """Within one batch a mixed field is JSON text; its strings were quoted ('"unknown"'), so a filter on the value
+    the file holds (year: unknown) found nothing, and across files (text as it is) the same value differed."""
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, [{"_id": "a", "text": "an old report", "year": 1999},
+                       {"_id": "b", "text": "a report of no known year", "year": "unknown"},
+                       {"_id": "c", "text": "a tagged report", "year": ["x", 2]}])
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    rows = rows_by_doc(tmp_path / "idx")
+    assert [rows[d]["year"] for d in "abc"] == ["1999", "unknown", '["x", 2]']
+    import pyarrow.compute as pc
+
+    hits = Index.open(tmp_path / "idx").search_bm25(["report"], k=5, where=pc.field("year") == "unknown")[0].docnos
+    assert hits == ["b"]
