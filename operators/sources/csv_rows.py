@@ -146,6 +146,10 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
                     yield BadRow(path, None, rec.raw, why)
                     return
                 if rec.fields:
+                    if (twice := _repeated_column(rec.fields)) is not None:
+                        yield BadRow(path, None, rec.raw, f"its header row (line {rec.line}) names {twice}; give "
+                                     "each column a name of its own")
+                        return
                     parser.header = rec
                 continue
             if rec.broken:
@@ -171,6 +175,16 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
         yield from parser.flush(path)
     except READ_ERRORS as err:  # opening the file
         yield BadRow(path, None, b"", f"cannot read the file ({type(err).__name__}: {err})")
+
+
+def _repeated_column(names: list[str]) -> str | None:
+    """``'text' twice (columns 2 and 3)`` for the first name a header row gives two columns, else None."""
+    for name in dict.fromkeys(names):
+        at = [i + 1 for i, n in enumerate(names) if n == name]
+        if len(at) > 1:
+            places = ", ".join(map(str, at[:-1])) + f" and {at[-1]}"
+            return f"'{name}' {'twice' if len(at) == 2 else f'{len(at)} times'} (columns {places})"
+    return None
 
 
 def read_row(path: str, line: int, fmt: CsvFormat) -> pa.Table | BadRow:

@@ -256,3 +256,17 @@ def test_a_text_value_of_a_field_whose_values_mix_types_is_kept_as_it_is_not_quo
 
     hits = Index.open(tmp_path / "idx").search_bm25(["report"], k=5, where=pc.field("year") == "unknown")[0].docnos
     assert hits == ["b"]
+
+
+def test_a_csv_whose_header_names_a_column_twice_is_a_failure_of_the_file_naming_it(tmp_path):
+    """It stopped the ingest: 'tessera: internal error: KeyError: 'Field "text" exists 2 times in schema''."""
+    from flows.ingestion.ledger import Ledger
+
+    folder = tmp_path / "csvs"
+    folder.mkdir()
+    (folder / "a.csv").write_text("_id,text,text,note\n1,first,second,x\n")
+    (folder / "b.csv").write_text("_id,text\n2,a good file\n")
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (1, 1)
+    [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
+    assert failure.path == str(folder / "a.csv") and "'text' twice (columns 2 and 3)" in failure.error, failure.error
