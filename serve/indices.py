@@ -28,7 +28,7 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
@@ -114,7 +114,16 @@ class Indices:
         index = self.readable_index(name, tenant)
         if index is None:
             return {"index": name, "total": 0, "offset": offset, "documents": []}
-        return {"index": name, "offset": offset, **document_page(index, offset, limit)}
+        with deleted_meanwhile(index.path, name):
+            return {"index": name, "offset": offset, **document_page(index, offset, limit)}
+
+    def document(self, name: str, doc_id: str, tenant: str) -> dict[str, Any]:
+        """One document of index ``name`` with its passages (``serve.index_documents``)."""
+        from serve.index_documents import document
+
+        index = self.readable_index(name, tenant)
+        with deleted_meanwhile(self.folder / name, name):
+            return document(index, name, doc_id)
 
     def readable_index(self, name: str, tenant: str) -> Any:
         """Index ``name`` when ``tenant`` may search it, and so read its documents (a 403 for another key's private
@@ -238,10 +247,11 @@ class Indices:
         task = self.service.store.task(running, None) if running else None
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
-        index = _open(path)  # None: its first ingestion has not committed, so it has no documents (as GET says)
-        present = live_doc_ids(index) if index is not None else set()
-        found = [i for i in dict.fromkeys(ids) if i in present]
-        chunks = index.delete(doc_ids=found) if found else 0
+        with deleted_meanwhile(path, name):
+            index = _open(path)  # None: its first ingestion has not committed, so it has no documents (as GET says)
+            present = live_doc_ids(index) if index is not None else set()
+            found = [i for i in dict.fromkeys(ids) if i in present]
+            chunks = index.delete(doc_ids=found) if found else 0
         return {"index": name, "deleted": found, "missing": [i for i in dict.fromkeys(ids) if i not in present],
                 "chunks": chunks}
 
@@ -346,6 +356,22 @@ class Indices:
         return too_many_tasks(self.service.limits.max_tasks_per_key)
 
 
+@contextlib.contextmanager
+def deleted_meanwhile(path: Path, name: str, field: str = "name") -> Iterator[None]:
+    """Reading or changing the index at ``path``: when it fails (a shard file, the lock, the manifest not found) and
+    the index has no manifest any more, it was deleted meanwhile (``DELETE /v1/indices/{name}`` moves the folder
+    aside at once), and that is a 404 naming it, not the 500 of a damaged index."""
+    from operators.store.errors import IndexStoreError
+
+    try:
+        yield
+    except (IndexStoreError, OSError):
+        if (path / "manifest.json").exists():
+            raise
+        raise ApiError(404, f"no index named '{name}': it was deleted while this request read it", param=field,
+                       code="index_not_found") from None
+
+
 #: What ``listing`` says of an index that has no documents yet.
 EMPTY = {"chunks": 0, "shards": 0, "bm25": None, "dense": None, "encoder": None}
 
@@ -390,8 +416,14 @@ def _not_in(path: Path, ids: list[str]) -> None:
     """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add); its body
     lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act on."""
     from operators.store import Index
+    from operators.store.errors import IndexStoreError
 
-    present = live_doc_ids(Index.open(path, verify=False))
+    try:
+        present = live_doc_ids(Index.open(path, verify=False))
+    except (IndexStoreError, OSError):
+        if (path / "manifest.json").exists():
+            raise
+        return  # deleted since it was found: the upload makes the index anew, so none of its ids is in it
     taken = [i for i in ids if i in present]
     if taken:
         shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")

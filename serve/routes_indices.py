@@ -11,7 +11,7 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request, Response
 
-from serve import index_admin, index_documents
+from serve import index_admin
 from serve import service as svc
 from serve.documents import DeleteRequest, DocumentsRequest, ShareRequest
 from serve.errors import ApiError
@@ -70,8 +70,7 @@ def list_documents(name: str, request: Request,
 @router.get("/v1/indices/{name}/documents/{doc_id:path}", summary="One document of an index with its passages' text, "
             "in order: id, title, metadata, passages (docno, text); the id URL-encoded (it may hold '/')")
 def get_document(name: str, doc_id: str, request: Request) -> dict[str, Any]:
-    indices = svc.current().indices
-    return index_documents.document(indices.readable_index(name, tenant(request)), name, doc_id)
+    return svc.current().indices.document(name, doc_id, tenant(request))
 
 
 @router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")

@@ -46,7 +46,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from operators.errors import MissingColumnsError, SpecError, in_chain
     from operators.filters import FilterError
     from operators.outbound import OutboundURLError
-    from operators.store import IndexNotFoundError
+    from operators.store import IndexNotFoundError, IndexStoreError
     from operators.store.errors import ColumnTypeConflictError
 
     table = queries_table(prepared) if table is None else table
@@ -57,8 +57,14 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
         raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
     except Exception as err:
-        if in_chain(err, IndexNotFoundError) is not None:  # deleted once the flow was checked (a retriever wraps it)
-            raise ApiError(404, f"index: {_searched(prepared, getattr(err, 'step', None))} does not exist any more "
+        step, deleted = getattr(err, "step", None), in_chain(err, IndexNotFoundError) is not None
+        if not deleted and in_chain(err, (IndexStoreError, OSError)) is not None:
+            # a shard's files gone while they were read: the index moved aside (deleted) meanwhile, if its manifest
+            # went too; a damaged index that is still there stays a 500
+            gone = _deleted(prepared)
+            deleted, step = gone is not None, gone or step
+        if deleted:  # deleted once the flow was checked (a retriever wraps the error)
+            raise ApiError(404, f"index: {_searched(prepared, step)} does not exist any more "
                            "(it was deleted while the flow ran)", param="index", code="index_not_found") from None
         if (conflict := in_chain(err, ColumnTypeConflictError)) is not None:  # shards whose rows cannot be read
             # into one table (committed before commits checked their types and values): the index needs repair,
@@ -76,6 +82,17 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
                        code="max_result_rows")
     return result
+
+
+def _deleted(prepared: svc.Prepared) -> str | None:
+    """The first step of the flow that names an index with no manifest any more (deleted while the flow ran: its
+    shards' files went while they were read), None when every index it names is there."""
+    from pathlib import Path
+
+    from serve.index_roots import index_params
+
+    return next((step for step, _, index in index_params(prepared.spec)
+                 if not (Path(index) / "manifest.json").exists()), None)
 
 
 def _searched(prepared: svc.Prepared, step: str | None) -> str:
