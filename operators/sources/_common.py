@@ -31,7 +31,7 @@ logger = logging.getLogger("operators.sources")
 #: Output columns a source owns; input fields with these names are not kept as metadata.
 RESERVED = ("docno", "title", "text")
 #: Id fields tried, in order, when ``id_field`` is left at its BEIR default ``_id``.
-ID_FALLBACKS = ("docno", "id")
+ID_FALLBACKS = ("docno", "id", "doc_id")  # doc_id: what Tessera itself calls it
 
 
 class DocumentParams(BaseModel):
@@ -41,7 +41,7 @@ class DocumentParams(BaseModel):
     id_field: str = Field(
         "_id",
         min_length=1,
-        description="Field holding the document id. At the default `_id`, `docno` then `id` are tried "
+        description="Field holding the document id. At the default `_id`, `docno`, `id` then `doc_id` are tried "
         "when `_id` is absent; a record with no id gets a content id.",
     )
     text_field: str = Field("text", min_length=1, description="Field holding the document text.")
