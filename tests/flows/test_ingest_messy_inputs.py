@@ -270,3 +270,14 @@ def test_a_csv_whose_header_names_a_column_twice_is_a_failure_of_the_file_naming
     assert (report.docs, report.failures) == (1, 1)
     [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert failure.path == str(folder / "a.csv") and "'text' twice (columns 2 and 3)" in failure.error, failure.error
+
+
+def test_a_csv_whose_ids_are_in_a_doc_id_column_keeps_them(tmp_path):
+    """doc_id is what Tessera itself calls a document's id; such a column was not taken as the id, so every
+    document got a content id, and the column's values were then overwritten by that id: the ids were gone."""
+    path = tmp_path / "docs.csv"
+    path.write_text("doc_id,title,text\nDOC-001,First,alpha text\nDOC-002,Second,beta text\n")
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert sorted(rows_by_doc(tmp_path / "idx")) == ["DOC-001", "DOC-002"]
+    assert Index.open(tmp_path / "idx").search_bm25(["beta"], k=1)[0].docnos == ["DOC-002"]
+
