@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flows.ingestion.column_types import OWN_COLUMNS
 from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
 from flows.ingestion.faults import Faults
@@ -37,7 +38,7 @@ from flows.ingestion.staging import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
-INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")
+INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")  # in column_types.OWN_COLUMNS too
 #: ``_stage`` of ``elsewhere_rows``: the shard was committed by another ingest of the same source.
 ELSEWHERE = "elsewhere"
 #: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
@@ -149,6 +150,7 @@ def prepare(job: ShardJob, shard: str, docs: pa.Table, chunker=None, enrichers: 
     chunker = chunker if chunker is not None else _chunker(job)
     enrichers = enrichers if enrichers is not None else _enrichers(job)
     docs = last_copies(docs)  # a shard staged with --replace may repeat an id: the last copy wins
+    docs = docs.drop_columns([c for c in OWN_COLUMNS if c in docs.column_names])  # a source's fields of these names
     docs = set_column(docs, "doc_id", docs.column("docno"))  # the source's id, kept by every chunk
     failed: list[pa.Table] = []
     for op in enrichers:

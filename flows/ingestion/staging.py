@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from flows.ingestion.column_types import ColumnTypes
+from flows.ingestion.column_types import OWN_COLUMNS, ColumnTypes
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
@@ -248,6 +248,7 @@ class Stager:
         shards: list[StagedShard] = []
         current, k, failed = _Open(), 0, 0
         types = ColumnTypes()  # a column of a number here and text there is text in every shard
+        owned: set[str] = set()  # the source's fields named as the ingest's own columns: left out by prepare
         for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
             if isinstance(item, Failure):
                 current.failures.append(item)
@@ -255,6 +256,7 @@ class Stager:
                 continue
             if item.num_rows == 0:
                 continue
+            owned.update(c for c in item.column_names if c in OWN_COLUMNS)
             current.tables.append(types.fit(item))
             current.rows += item.num_rows
             if on_docs:
@@ -268,6 +270,11 @@ class Stager:
             shards += self._close(k, concat([types.fit(t) for t in current.tables]) if current.tables else None,
                                   current.failures, finished, known, skip)
         self._make_text(shards, finished, types)
+        if owned:
+            where = self.params.get("path") or self.params.get("folder") or self.op.name
+            log.warning("%s: field(s) %s are left out: they are named as the ingest's own columns (%s), which it "
+                        "makes itself; rename them in the source to keep them", where, ", ".join(sorted(owned)),
+                        ", ".join(OWN_COLUMNS))
         if failed > LOGGED_FAILURES:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:

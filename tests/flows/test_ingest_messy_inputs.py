@@ -281,3 +281,22 @@ def test_a_csv_whose_ids_are_in_a_doc_id_column_keeps_them(tmp_path):
     assert sorted(rows_by_doc(tmp_path / "idx")) == ["DOC-001", "DOC-002"]
     assert Index.open(tmp_path / "idx").search_bm25(["beta"], k=1)[0].docnos == ["DOC-002"]
 
+
+def test_fields_named_as_the_ingests_own_columns_are_left_out_saying_so(tmp_path, caplog):
+    """A crawl's "_error" field made its document a failure with the crawl's error, and "chunk_index" was
+    overwritten without a word."""
+    import logging
+
+    path = tmp_path / "crawl.jsonl"
+    write_jsonl(path, [{"_id": "a", "text": "alpha text", "_error": "timeout while crawling", "_stage": "crawl",
+                        "chunk_index": 7, "year": 2001},
+                       {"_id": "b", "text": "beta text", "_error": None}])
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local",
+                    chunk={"unit": "tokens", "size": 64, "overlap": 0}, progress=False)
+    assert (report.docs, report.failures) == (2, 0)
+    rows = rows_by_doc(tmp_path / "idx")
+    assert (rows["a"]["year"], rows["a"]["chunk_index"], "_error" in rows["a"]) == (2001, 0, False)
+    [line] = [r.getMessage() for r in caplog.records if "own columns" in r.getMessage()]
+    assert "_error, _stage, chunk_index" in line and str(path) in line, line
+
