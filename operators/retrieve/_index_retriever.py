@@ -40,6 +40,9 @@ _lock = threading.Lock()
 _indices: dict[str, tuple[Any, float]] = {}
 #: Seconds between two looks (a stat per cached index) for cached indices whose manifest is gone.
 SWEEP_EVERY_S = 30.0
+#: The query's columns a result row keeps from its query even where the index has a metadata column of that name
+#: (a corpus whose documents carry a ``qid``): they say which query the row answers.
+QUERY_COLUMNS = ("qid", "query")
 _swept = time.monotonic()
 
 
@@ -270,11 +273,11 @@ class IndexRetriever(Operator):
                 if len(rows) else np.zeros(0, np.int64)
             top = np.nonzero(position < k)[0]
             rows, scores, docs = rows[top], scores[top], docs.take(pa.array(top, pa.int64()))
-        doc_columns = docs.column_names
+        doc_columns = [c for c in docs.column_names if c not in QUERY_COLUMNS]  # a document's own qid is no query's
         owned = set(doc_columns).union(self.RESULT_COLUMNS, (f"score_{self.step_id}", f"rank_{self.step_id}"))
         kept = [c for c in queries.column_names if c not in owned]
         columns = dict(zip(kept, queries.select(kept).take(rows).columns))
-        columns.update(zip(doc_columns, docs.columns))
+        columns.update(zip(doc_columns, docs.select(doc_columns).columns))
         for name in ("doc_id", "title", "text"):
             if name not in columns:
                 columns[name] = pa.nulls(len(rows), pa.string())

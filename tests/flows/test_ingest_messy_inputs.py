@@ -300,3 +300,19 @@ def test_fields_named_as_the_ingests_own_columns_are_left_out_saying_so(tmp_path
     [line] = [r.getMessage() for r in caplog.records if "own columns" in r.getMessage()]
     assert "_error, _stage, chunk_index" in line and str(path) in line, line
 
+
+def test_documents_with_qid_or_query_fields_do_not_take_the_place_of_the_queries(tmp_path):
+    """A document's "qid" replaced each result's query id: two queries' hits were one query's (the run said
+    '1 query', both queries 'no results')."""
+    import pyarrow as pa
+
+    from operators.registry import create
+
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, [{"_id": "a", "text": "alpha text", "qid": "q", "query": "stored question"},
+                       {"_id": "b", "text": "beta text", "qid": "q", "query": "stored question"}])
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    retriever = create("retrieve.bm25", {"index": str(tmp_path / "idx"), "k": 5}, step_id="bm25")
+    out = retriever(pa.table({"qid": ["1", "2"], "query": ["alpha", "beta"]}))
+    assert [(r["qid"], r["query"], r["docno"]) for r in out.to_pylist()] == [("1", "alpha", "a"),
+                                                                              ("2", "beta", "b")]
