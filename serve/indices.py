@@ -35,14 +35,21 @@ from serve.documents import DocumentsRequest, file_documents, given_once, write_
 from serve.errors import ApiError, too_many_tasks
 from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
                                write_owner)
-from serve.ingest_task import STEPS
+from serve.ingest_task import STEPS, _move_aside
 from serve.taskstore import UNFINISHED
+
+#: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
+CHANGED_TRIES = 3
 
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 #: How many ids a 409 ``documents_exist`` names in its message, and lists in its ``ids`` (the default
 #: ``max_documents_per_request``: every one of a request within it; ``ids_total`` counts them all).
 SHOWN_IDS, LISTED_IDS = 10, 1000
+
+
+class _IndexChanged(Exception):
+    """The index an upload checked was deleted, or made by another upload, before the upload was queued."""
 
 
 def ingest_specs() -> list[str]:
@@ -173,18 +180,33 @@ class Indices:
 
     def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None) -> dict[str, Any]:
         """Check the documents and the ingestion, write them for the task, queue it; the task's id. ``files``: the
-        names of the uploaded files the documents came from (replacing one replaces all it gave before)."""
-        from flows.ingestion import check_ingest
-        from flows.ingestion.staging import staging_dir
-        from operators.errors import TesseraError
+        names of the uploaded files the documents came from (replacing one replaces all it gave before).
 
+        The index may be deleted, or made by another upload, while this one is checked: the task store then refuses
+        to queue it (``create_ingest_task``'s ``seen``), and it is checked again against the index as it is now, so
+        an upload accepted after a delete makes the index anew with its documents."""
         limit = self.service.limits.max_documents_per_request
         if len(request.documents) > limit:
             raise ApiError(422, f"{len(request.documents)} documents, over the limit max_documents_per_request="
                            f"{limit}; send them in several requests", param="documents",
                            code="max_documents_per_request")
         given_once(request.documents)
+        for _ in range(CHANGED_TRIES):
+            try:
+                return self._add(name, request, tenant, files)
+            except _IndexChanged:
+                continue
+        raise ApiError(409, f"index '{name}' was deleted or made by other requests while this upload was checked, "
+                       f"{CHANGED_TRIES} times; send it again", param="name", code="index_busy")
+
+    def _add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None) -> dict[str, Any]:
+        """``add`` against the index as it is now; ``_IndexChanged`` when it changed before the task was queued."""
+        from flows.ingestion import check_ingest
+        from flows.ingestion.staging import staging_dir
+        from operators.errors import TesseraError
+
         path, row = self._writable(name, tenant)
+        seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
         if (path / "manifest.json").exists() and not request.replace:
             _not_in(path, [d.id for d in request.documents])
@@ -192,11 +214,16 @@ class Indices:
         new_folder = not source.parent.exists()
         source.parent.mkdir(parents=True, exist_ok=True)
         try:  # a refused upload leaves neither its file nor the folder it made (nothing else would remove it)
-            write_jsonl(source, request.documents)
+            try:
+                write_jsonl(source, request.documents)
+            except FileNotFoundError:  # the index was deleted since the folder was made: its uploads went with it
+                raise _IndexChanged() from None
             try:
                 placed = self._placed(spec, path)
                 checked = check_ingest(str(source), str(path), spec=placed, executor="local")
             except TesseraError as err:
+                if self._changed(name, seen):  # the index (or the file) went while it was checked
+                    raise _IndexChanged() from None
                 raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
                                code="ingest_refused") from None
             job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
@@ -206,10 +233,16 @@ class Indices:
                    "documents": len(request.documents)}
             with self.service.spares.lend() as lent:
                 task_id, why = self.service.store.create_ingest_task(
-                    tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key)
+                    tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key,
+                    seen=seen)
                 lent.made = task_id is not None
+            if why == "changed":
+                raise _IndexChanged()
             if task_id is None:
                 raise self._refusal(name, why)
+            if not source.is_file():  # a delete of an index already gone (its row) took it before the queueing
+                source.parent.mkdir(parents=True, exist_ok=True)  # queued: no delete takes it now
+                write_jsonl(source, request.documents)
         except BaseException:
             source.unlink(missing_ok=True)
             if new_folder:
@@ -221,6 +254,12 @@ class Indices:
             write_owner(path, made)
         return {"task_id": task_id, "index": name, "documents": len(request.documents), "spec": spec,
                 "created": row is None}
+
+    def _changed(self, name: str, seen: float | None) -> bool:
+        """Whether index ``name`` is no longer the one an upload checked (``seen``: its row's ``created``, None for
+        none): deleted, or made by another upload."""
+        row = self.service.store.index(name)
+        return (row["created"] if row is not None else None) != seen
 
     def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
                   tenant: str) -> dict[str, Any]:
@@ -261,15 +300,23 @@ class Indices:
         return self.remove(name, tenant)
 
     def remove(self, name: str, owner: str) -> dict[str, Any]:
-        """Forget ``owner``'s index ``name`` (a 409 while an ingestion runs), then remove its folder and uploads."""
-        why = self.service.store.forget_index(name, owner)
+        """Forget ``owner``'s index ``name`` (a 409 while an ingestion runs), then remove its folder and uploads.
+
+        The record goes and both folders are moved aside in one transaction of the task store, which an upload's
+        queueing waits for: an upload queued after it makes the index anew, and nothing of this delete takes its
+        file or its owner file (moved aside after the record went, they did: its task then failed)."""
+        moved: list[Path] = []
+
+        def move_aside() -> bool:
+            moved.extend(doomed for folder in (self.folder / name, self.uploads / name)
+                         if (doomed := _move_aside(folder)) is not None)
+            return True
+
+        why = self.service.store.forget_index(name, owner, before=move_aside)
         if why != "ok":
             raise self._refusal(name, why)
-        for folder in (self.folder / name, self.uploads / name):
-            if folder.exists():
-                doomed = folder.with_name(f".deleted-{name}-{uuid.uuid4().hex[:8]}")
-                folder.rename(doomed)
-                shutil.rmtree(doomed, ignore_errors=True)
+        for doomed in moved:
+            shutil.rmtree(doomed, ignore_errors=True)
         from operators.retrieve._index_retriever import forget_index
 
         forget_index(self.folder / name)  # this process's searches let go of it now, others at their next look

@@ -29,6 +29,9 @@ __all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreErr
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
 
+#: ``create_ingest_task``'s ``seen`` when the caller checked no row: queue into whatever row there is.
+ANY_ROW = object()
+
 #: The PostgreSQL advisory lock that serializes the transactions that check then write (``TaskStore._serializable``).
 _PG_WRITE_LOCK = 0x7E55E7A
 
@@ -204,10 +207,12 @@ class TaskStore:
             return {r["name"]: dict(r) for r in conn.execute(query).mappings()}
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
-                           limit: int, task_id: str | None = None) -> tuple[str | None, str]:
+                           limit: int, task_id: str | None = None, seen: Any = ANY_ROW) -> tuple[str | None, str]:
         """A queued ingestion of ``job`` into the index ``name``, made for ``owner`` if it is new: ``(task id,
         "ok")``, or ``(None, why)`` with why ``"owner"`` (another key made it), ``"busy:<task id>"`` (an
-        ingestion into it is unfinished) or ``"limit"`` (``owner`` has ``limit`` unfinished tasks).
+        ingestion into it is unfinished), ``"changed"`` (``seen``, the ``created`` of the index's row when the
+        upload was checked, None for no row, is not its row now: it was deleted or made meanwhile) or ``"limit"``
+        (``owner`` has ``limit`` unfinished tasks).
 
         One serializable transaction, so two uploads into one index never run at once, and an index has one
         owner however many replicas race to make it."""
@@ -218,6 +223,8 @@ class TaskStore:
             why = _claim_refused(conn, index, owner)
             if why is not None:
                 return None, why
+            if seen is not ANY_ROW and (index.created if index is not None else None) != seen:
+                return None, "changed"
             if not _insert_within(conn, row, limit):
                 return None, "limit"
             if index is None:
