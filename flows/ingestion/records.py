@@ -26,11 +26,13 @@ from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
 from operators.errors import SourceError
 from operators.sources._common import (
+    JSON_ARRAY,
     DocumentMapper,
     DocumentParams,
     FileRange,
     first_record,
     iter_lines,
+    opens_array,
     record_problem,
 )
 from operators.sources.csv_rows import BadRow
@@ -174,13 +176,17 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
             yield from seen.split(table, lambda i: (number, at[i][0]), lambda i, doc_id, first: Failure.of_line(
                 where, at[i][0], at[i][1], duplicate_error(doc_id, first, content_id_note(table, i, doc_id))))
 
-        index = -1
+        index, began = -1, False
         try:
             for _, index, raw in iter_lines(FileRange(str(path))):
                 if index == 0:
                     raw = raw.removeprefix(b"\xef\xbb\xbf")
                 if not raw.strip():
                     continue
+                if not began and opens_array(raw):  # a JSON array: one failure of the file, not one per line
+                    yield _file_failure(where, f"{where}: {JSON_ARRAY}")
+                    break
+                began = True
                 record, error = _parse(raw, text_field, params.title_field)
                 if index + 1 in skipped:
                     error = error or RECORDED

@@ -113,6 +113,16 @@ def iter_lines(rng: FileRange) -> Iterator[tuple[int, int, bytes]]:
             index += 1
 
 
+#: Why a JSONL file whose first line opens a JSON array is not read (a ``.json`` file of documents given as JSONL).
+JSON_ARRAY = ("the file holds a JSON array: JSONL holds one object per line (write it so, e.g. "
+              "jq -c '.[]' FILE.json > FILE.jsonl)")
+
+
+def opens_array(raw: bytes) -> bool:
+    """Whether a file's first non-blank line opens a JSON array (``[`` then an object, or the array's end)."""
+    return raw.lstrip().startswith(b"[") and raw.lstrip()[1:].lstrip()[:1] in (b"{", b"", b"]")
+
+
 #: How a flow's source step skips bad records instead (a command with an option of its own says that instead).
 SKIP_HINT = " (on_error='skip' skips such lines)"
 
@@ -178,10 +188,12 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
             try:
                 record = json.loads(raw)
             except (UnicodeDecodeError, json.JSONDecodeError) as err:
-                errors.bad(offset, index, f"not valid JSON ({err})")
+                first = offset in (0, -1) and index == 0
+                errors.bad(offset, index, JSON_ARRAY if first and opens_array(raw) else f"not valid JSON ({err})")
                 continue
             if not isinstance(record, dict):
-                errors.bad(offset, index, f"a JSON {type(record).__name__}, not an object")
+                first = offset in (0, -1) and index == 0 and isinstance(record, list)
+                errors.bad(offset, index, JSON_ARRAY if first else f"a JSON {type(record).__name__}, not an object")
                 continue
             if required is not None and (problem := record_problem(record, required, title_field)) is not None:
                 errors.bad(offset, index, problem)

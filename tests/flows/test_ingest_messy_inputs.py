@@ -316,3 +316,18 @@ def test_documents_with_qid_or_query_fields_do_not_take_the_place_of_the_queries
     out = retriever(pa.table({"qid": ["1", "2"], "query": ["alpha", "beta"]}))
     assert [(r["qid"], r["query"], r["docno"]) for r in out.to_pylist()] == [("1", "alpha", "a"),
                                                                               ("2", "beta", "b")]
+
+
+def test_a_json_array_in_a_jsonl_file_is_a_failure_that_says_what_the_file_holds(tmp_path):
+    """It said 'a JSON list, not an object' for a file of documents in one array (and '1 document(s) failed')."""
+    from flows.ingestion.ledger import Ledger
+
+    docs = [{"_id": "a", "text": "one"}, {"_id": "b", "text": "two"}]
+    for name, text in (("indented.jsonl", json.dumps(docs, indent=1)), ("one_line.jsonl", json.dumps(docs))):
+        (tmp_path / name).write_text(text)  # indented: each of its 10 lines was a failure ('not valid JSON')
+        index = tmp_path / f"idx_{name}"
+        report = ingest(tmp_path / name, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+        assert (report.docs, report.failures) == (0, 1)
+        [failure] = Ledger(index).open_failures(Index.open(index).finished_shards())
+        assert "holds a JSON array: JSONL holds one object per line" in failure.error, failure.error
+        assert failure.path == str(tmp_path / name)
