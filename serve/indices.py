@@ -140,6 +140,8 @@ class Indices:
         if not readable(row, tenant):
             raise unshared(name, "name")
         index = _open(path) if self._searchable() else None
+        if index is None and row is not None:  # its first upload has not committed, or it was deleted meanwhile
+            row = self.service.store.index(name) or read_owner(path)
         if index is None and (row is None or row["owner"] != tenant):
             raise ApiError(404, f"no index named '{name}'", param="name", code="index_not_found")
         return index

@@ -147,7 +147,10 @@ def read_manifest(path: Path) -> Manifest:
     try:
         raw = _read_json(file)
     except FileNotFoundError:  # replaced between the check and the read
-        raw = _read_json(file)
+        try:
+            raw = _read_json(file)
+        except FileNotFoundError:  # gone, not replaced: the index was deleted (moved aside) meanwhile
+            raise IndexNotFoundError(f"no index at {path}: {file} went while it was read") from None
     if isinstance(raw, dict) and raw.get("format") not in (None, *FORMATS):
         found = raw.get("format")
         later = "; a later Tessera wrote it" if isinstance(found, int) and found > max(FORMATS) else ""

@@ -93,3 +93,13 @@ def test_deleting_documents_of_an_index_deleted_meanwhile_is_a_404(app, monkeypa
     deleted = httpx.post(f"{base}/v1/indices/notes/delete", json={"ids": ["bees"]}, timeout=60)
     assert_gone(deleted, deletes, "name")
 
+
+
+def test_an_index_deleted_between_finding_and_reading_its_manifest_is_a_404(app, monkeypatch):
+    """The manifest was there when the listing looked, and gone when it read it."""
+    from operators.store import layout
+
+    base, _ = app
+    deletes = deleted_first(base, layout, "_read_json", monkeypatch)
+    listed = httpx.get(f"{base}/v1/indices/notes/documents", timeout=60)
+    assert_gone(listed, deletes, "name")
