@@ -3,7 +3,7 @@
 A shard's tables are concatenated, and the index merges its shards' columns, by pyarrow's permissive promotion,
 which merges integers with floats but a number with no text: a field that is a number in one file (or batch) and
 text in the next (``"year": 1999``, then ``"year": "unknown"``) stopped staging with Arrow's 'Unable to merge'.
-Such a column becomes text, each value that is not a string its JSON text (``1999`` is ``"1999"``), in the tables
+Such a column becomes text (``1999`` is ``"1999"``, a list its JSON text), in the tables
 met after it, in the shard being cut and in the shards the run staged before; as a JSONL field whose values mix
 types within one batch is (``sources._common.values_to_array``). Dictionary columns (Parquet) are decoded to their
 values, which merge with plain ones.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from operators.sources._common import text_values
+from operators.sources._common import column_as_text
 
 #: The document's own columns: the sources make them text already.
 _OWN = ("docno", "title", "text")
@@ -31,9 +31,10 @@ def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
     return schema.field("x").type
 
 
-def as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """The values as text: strings as they are, others as their JSON text, nulls null (``text_values``)."""
-    return text_values(column.to_pylist())
+def as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+    """The values as text, nulls null: Arrow's cast where there is one (``1999``), else each value's JSON text (a
+    list, a struct), as the sources make a text column of them (``column_as_text``)."""
+    return column_as_text(column)
 
 
 def _is_text(data_type: pa.DataType) -> bool:

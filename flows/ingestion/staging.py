@@ -37,9 +37,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flows.ingestion.column_types import OWN_COLUMNS, ColumnTypes
+from flows.ingestion.column_types import OWN_COLUMNS, ColumnTypes, as_text
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
@@ -349,15 +350,13 @@ def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
 
 
 def _meta_digest(docs: pa.Table) -> str:
-    """Hash of the shard's titles and metadata: each value that is neither null nor empty, with its column and row,
-    as text (a value's JSON text), so a column made text (``column_types``) or null in every row hashes the same."""
+    """Hash of the shard's titles and metadata, each column's values as text (``column_types.as_text``, null as
+    empty), so a column made text since (``column_types``) hashes the same, and one empty in every row as none."""
     h = hashlib.sha1()
     for name in sorted(n for n in docs.column_names if n not in ("docno", "text")):
-        for row, value in enumerate(docs.column(name).to_pylist()):
-            if value is None or value == "":
-                continue
-            text = value if isinstance(value, str) else json.dumps(value, sort_keys=True, default=str)
-            h.update(f"{name}\x1f{row}\x1f{text}\x1e".encode("utf-8", "replace"))
+        values = pc.fill_null(as_text(docs.column(name)), "").to_pylist()
+        if any(values):
+            h.update(f"{name}\x1e{chr(0x1f).join(values)}\x1e".encode("utf-8", "replace"))
     return h.hexdigest()[:16]
 
 

@@ -363,9 +363,9 @@ class DocumentMapper:
         if n := pc.sum(empty).as_py():
             self._skip_empty(n, where)
             table = table.filter(pc.invert(empty))
-        texts = pc.fill_null(_strings(table.column(p.text_field)), "")
-        titles = pc.fill_null(_strings(table.column(p.title_field)), "") if has_title else None
-        ids = _strings(table.column(id_name)) if id_name else None
+        texts = pc.fill_null(column_as_text(table.column(p.text_field)), "")
+        titles = pc.fill_null(column_as_text(table.column(p.title_field)), "") if has_title else None
+        ids = column_as_text(table.column(id_name)) if id_name else None
         ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
@@ -379,10 +379,10 @@ class DocumentMapper:
 
 def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """True where a column's value is null or whitespace only (as a string)."""
-    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(_strings(column)), ""), True)
+    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(column_as_text(column)), ""), True)
 
 
-def _strings(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
+def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """A column as text: Arrow's cast where there is one (numbers, dates), else each value's JSON text (a list, a
     struct: Parquet), as a JSONL record's value is (``_as_text``)."""
     try:
