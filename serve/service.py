@@ -377,10 +377,10 @@ class Service:
     def task(self, task_id: str, tenant: str) -> dict[str, Any]:
         """The tenant's task, reconciled with Ray (an unfinished task without a worker is interrupted); 404 else."""
         task = self.store.task(task_id, tenant)
+        if task is not None and task["status"] in ("queued", "running") and taskrunner.reconcile(self.store, task):
+            task = self.store.task(task_id, tenant)  # failed as interrupted now (and maybe deleted since)
         if task is None:
-            raise ApiError(404, "Task id not found", param="id", code="task_not_found")
-        if task["status"] in ("queued", "running") and taskrunner.reconcile(self.store, task):
-            task = self.store.task(task_id, tenant)
+            raise _no_task()
         return task
 
     def cancel(self, task_id: str, tenant: str) -> None:
@@ -392,7 +392,10 @@ class Service:
             stopped = taskrunner.stop(task_id)
             taskrunner.discard_leftovers(task, self.store if stopped else None)
             return
-        status = self.store.task(task_id, tenant)["status"]
+        ended = self.store.task(task_id, tenant)  # it ended meanwhile: finished, failed, or cancelled by another call
+        if ended is None:  # and was deleted since (DELETE /task/{id} of the ended task)
+            raise _no_task()
+        status = ended["status"]
         if status != "cancelled":
             raise ApiError(409, f"task {task_id} has already {status}: there is nothing to cancel", param="id",
                            code="task_ended")
@@ -402,7 +405,7 @@ class Service:
         or running (cancel it first) or while an index names it as its latest ingestion."""
         why = delete_task(self.store, task_id, tenant)
         if why == "missing":
-            raise ApiError(404, "Task id not found", param="id", code="task_not_found")
+            raise _no_task()
         if why == "unfinished":
             raise ApiError(409, f"task {task_id} is still running: cancel it first (GET /task/cancel/{task_id})",
                            param="id", code="task_unfinished")
@@ -410,6 +413,10 @@ class Service:
             name = why.split(":", 1)[1]
             raise ApiError(409, f"task {task_id} is the latest ingestion of index '{name}', which reads it: it goes "
                            f"with the index (DELETE /v1/indices/{name})", param="id", code="task_of_index")
+
+
+def _no_task() -> ApiError:
+    return ApiError(404, "Task id not found", param="id", code="task_not_found")
 
 
 @functools.lru_cache(maxsize=None)
