@@ -149,6 +149,7 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
     chunks = []
     try:
         for chunk in stream:
+            checkpoint()  # a cancelled flow (its client went away) stops reading: closing the stream ends the answer
             chunks.append(chunk)
             text = chunk.choices[0].delta.content if chunk.choices else None
             if text:

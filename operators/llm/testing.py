@@ -8,7 +8,9 @@ the path picks the behaviour:
 * ``error``: HTTP 500 every time; ``flaky``: 500 on the first attempt, then ``ok``;
 * ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok``;
 * ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON;
-* ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed.
+* ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed;
+* ``paced``: as ``ok``, but a streamed reply comes a word every ``server.pace`` seconds (a model writing it), and a
+  stream whose client went away before its end is counted in ``server.left``.
 
 A request with ``stream: true`` gets the reply as server-sent events, a word a chunk (with the
 usage last when ``stream_options.include_usage`` asks for it), as OpenAI streams.
@@ -37,7 +39,7 @@ from typing import Any
 
 import yaml
 
-SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream")
+SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced")
 #: The environment variable the fault aliases read their (any) key from.
 KEY_ENV = "TESSERA_FAULT_KEY"
 
@@ -48,7 +50,9 @@ class FaultServer:
     def __init__(self, reply: str = "Honey bees make honey [1].\nSources: 1", delay: float = 5.0) -> None:
         self.reply = reply
         self.delay = delay
+        self.pace = 0.05  # seconds between the words of a ``paced`` stream
         self.attempts: Counter = Counter()
+        self.left: Counter = Counter()  # by scenario: streams whose client went away before their end
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -77,6 +81,7 @@ class FaultServer:
         with self.lock:
             self.attempts.clear()
             self.bodies.clear()
+            self.left.clear()
 
     def models_file(self, path: Path, **limits: Any) -> Path:
         """A models.yaml with one alias ``fault-<scenario>`` per scenario (``limits`` added to each entry)."""
@@ -130,8 +135,9 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
                 pass
 
-        def _stream(self, chunks: list[dict[str, Any]]) -> None:
-            """Server-sent events, one chunk each, the connection closed at the end (HTTP/1.0: no length)."""
+        def _stream(self, chunks: list[dict[str, Any]], scenario: str = "", pace: float = 0.0) -> None:
+            """Server-sent events, one chunk each (``pace`` seconds apart), the connection closed at the end (HTTP/1.0:
+            no length); a client that goes away first is counted in ``left``."""
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -139,10 +145,13 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 for chunk in chunks:
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
+                    time.sleep(pace)
                 if "error" not in chunks[-1]:
                     self.wfile.write(b"data: [DONE]\n\n")
+                    self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
-                pass
+                with state.lock:
+                    state.left[scenario] += 1
 
         def do_GET(self) -> None:  # noqa: N802  (http.server's name)
             scenario = self.path.strip("/").split("/", 1)[0]
@@ -179,7 +188,8 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 if scenario == "slow":
                     state.release.wait(state.delay)
                 if streamed:
-                    self._stream(_chunks(body, state.reply, broken=scenario == "midstream"))
+                    self._stream(_chunks(body, state.reply, broken=scenario == "midstream"), scenario,
+                                 state.pace if scenario == "paced" else 0.0)
                 else:
                     self._send(200, _completion(body, state.reply))
 
