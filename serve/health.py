@@ -10,19 +10,37 @@ deployment handle would start a replica of a deployment scaled to zero.
 The flow routes need two more things, which ``/healthz`` checks too: the task store answers
 (a ``SELECT 1``, waited for at most ``STORE_TIMEOUT_S``) and ``$TESSERA_HOME`` is a
 writable folder (uploads, indices and saved flows are written there).
+
+Each check's blocking call runs on a few threads of its own (``_in_pool``), not on the event loop's default pool:
+that pool runs the requests' flows (searches, chats waiting on their models), and six streamed chats on a 2-core
+replica held all its threads, so ``/healthz`` waited for one of them to end (6 s), or said the task store did not
+answer within its 2 s.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
 import sqlalchemy as sa
 
 from serve.schemas import ModelCard
 from serve.taskstore import TaskStore, driver_error, shown_url
+
+T = TypeVar("T")
+
+#: The health checks' own threads: a store check at a time (``_checking``), Serve's status, the home folder's.
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tessera-health")
+
+
+async def _in_pool(call: Callable[..., T], *args: Any) -> T:
+    """``call(*args)`` on the health checks' threads, awaited from the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(_POOL, functools.partial(call, *args))
+
 
 _FAILED = {"UNHEALTHY", "DEPLOY_FAILED"}
 _GONE = {"STOPPING", "STOPPED"}
@@ -74,7 +92,7 @@ async def deployment_statuses(app_name: str) -> Mapping[str, Any]:
     """Serve's status overview of each deployment of ``app_name`` (a blocking controller call, off the loop)."""
     from ray import serve
 
-    status = await asyncio.to_thread(serve.status)
+    status = await _in_pool(serve.status)
     app = status.applications.get(app_name)
     return app.deployments if app is not None else {}
 
@@ -111,7 +129,7 @@ async def store_readiness(store: TaskStore) -> str | None:
     """``store_problem`` off the loop, waited for at most ``STORE_TIMEOUT_S``."""
     pending = _checking.get(store.url)
     if pending is None or pending.done() or pending.get_loop() is not asyncio.get_running_loop():
-        pending = _checking[store.url] = asyncio.ensure_future(asyncio.to_thread(store_problem, store))
+        pending = _checking[store.url] = asyncio.ensure_future(_in_pool(store_problem, store))
     try:
         return await asyncio.wait_for(asyncio.shield(pending), STORE_TIMEOUT_S)
     except asyncio.TimeoutError:
@@ -133,5 +151,5 @@ def home_problem(home: str | Path, *folders: Path) -> str | None:
 async def service_readiness(service: Any) -> list[str]:
     """Why the flow service (``serve.service.Service``) cannot serve: its task store, its ``$TESSERA_HOME``."""
     problems = [await store_readiness(service.store),
-                await asyncio.to_thread(home_problem, service.home, service.indices.folder)]
+                await _in_pool(home_problem, service.home, service.indices.folder)]
     return [problem for problem in problems if problem]
