@@ -18,7 +18,7 @@ from typing import Any
 
 from serve.errors import ApiError
 from serve.index_owner import OWNER_FILE, read_owner
-from serve.indices import EMPTY, describe
+from serve.index_reading import EMPTY, describe
 
 
 def require_admin(service: Any, tenant: str) -> None:

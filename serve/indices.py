@@ -28,14 +28,16 @@ import re
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
+from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, refuse_present_ids
 from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
                                write_owner)
 from serve.ingest_task import STEPS, _move_aside
+from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
 
 #: How many times an upload is checked again when its index is deleted or made meanwhile (``Indices.add``).
@@ -45,7 +47,6 @@ CHANGED_TRIES = 3
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
 #: How many ids a 409 ``documents_exist`` names in its message, and lists in its ``ids`` (the default
 #: ``max_documents_per_request``: every one of a request within it; ``ids_total`` counts them all).
-SHOWN_IDS, LISTED_IDS = 10, 1000
 
 
 class _IndexChanged(Exception):
@@ -139,7 +140,7 @@ class Indices:
         row = row or read_owner(path)
         if not readable(row, tenant):
             raise unshared(name, "name")
-        index = _open(path) if self._searchable() else None
+        index = open_index(path) if self._searchable() else None
         if index is None and row is not None:  # its first upload has not committed, or it was deleted meanwhile
             row = self.service.store.index(name) or read_owner(path)
         if index is None and (row is None or row["owner"] != tenant):
@@ -211,7 +212,7 @@ class Indices:
         seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
         if (path / "manifest.json").exists() and not request.replace:
-            _not_in(path, [d.id for d in request.documents])
+            refuse_present_ids(path, [d.id for d in request.documents])
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
         new_folder = not source.parent.exists()
         source.parent.mkdir(parents=True, exist_ok=True)
@@ -289,7 +290,7 @@ class Indices:
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
         with deleted_meanwhile(path, name):
-            index = _open(path)  # None: its first ingestion has not committed, so it has no documents (as GET says)
+            index = open_index(path)  # None: its first ingestion has not committed, so no documents (as GET says)
             present = live_doc_ids(index) if index is not None else set()
             found = [i for i in dict.fromkeys(ids) if i in present]
             chunks = index.delete(doc_ids=found) if found else 0
@@ -379,20 +380,7 @@ class Indices:
         return spec
 
     def _placed(self, spec: str, path: Path) -> str | dict[str, Any]:
-        """The ingest spec, with its embed step on this app's deployment of the index's encoder when there is
-        one: then neither this replica nor the task loads a model of its own (a fresh process spends ~10 s
-        importing sentence-transformers and loading MiniLM)."""
-        from flows.ingestion.plan import ANY_SOURCE, build_plan, embed_params, index_settings
-        from flows.spec import FlowSpec
-
-        plan = build_plan(spec, ANY_SOURCE, None)
-        embed = embed_params(plan, index_settings(path, None, plan.settings_base))
-        placement = self.service.placement_for("embed.sentence_transformer", embed, "embed") if embed else None
-        if placement is None:
-            return spec
-        placed = FlowSpec.load(spec).to_dict()
-        placed["steps"]["embed"]["placement"] = placement.model_dump()
-        return placed
+        return placed_ingest_spec(spec, path, self.service.served, self.service.app_name)
 
     def _refusal(self, name: str, why: str) -> ApiError:
         if why.startswith("busy:"):
@@ -405,77 +393,7 @@ class Indices:
         return too_many_tasks(self.service.limits.max_tasks_per_key)
 
 
-@contextlib.contextmanager
-def deleted_meanwhile(path: Path, name: str, field: str = "name") -> Iterator[None]:
-    """Reading or changing the index at ``path``: when it fails (a shard file, the lock, the manifest not found) and
-    the index has no manifest any more, it was deleted meanwhile (``DELETE /v1/indices/{name}`` moves the folder
-    aside at once), and that is a 404 naming it, not the 500 of a damaged index."""
-    from operators.store.errors import IndexStoreError
-
-    try:
-        yield
-    except (IndexStoreError, OSError):
-        if (path / "manifest.json").exists():
-            raise
-        raise ApiError(404, f"no index named '{name}': it was deleted while this request read it", param=field,
-                       code="index_not_found") from None
-
-
-#: What ``listing`` says of an index that has no documents yet.
-EMPTY = {"chunks": 0, "shards": 0, "bm25": None, "dense": None, "encoder": None}
-
-
 def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant
     return {"writable": owned, "spec": row["spec"] if row else None,
             "ingest_task": row["ingest_task"] if owned else None, "shared": row is None or bool(row["shared"])}
-
-
-def _open(path: Path) -> Any:
-    """The index at ``path``, or None when it has none (its first ingestion has not committed, or it was deleted)."""
-    from operators.store import Index, IndexNotFoundError
-
-    try:
-        return Index.open(path, verify=False)
-    except IndexNotFoundError:
-        return None
-
-
-def describe(path: Path) -> dict[str, Any] | None:
-    """Size and settings of the index at ``path``; None when there is none (or it cannot be read)."""
-    from operators.store import Index
-    from operators.store.errors import IndexStoreError
-
-    try:
-        index = Index.open(path, verify=False)
-    except (IndexStoreError, OSError):
-        return None
-    settings, counts = index.settings, index.counts()
-    return {"chunks": counts["live_chunks"], "shards": counts["shards"], "bm25": settings.bm25,
-            "dense": settings.dense, "encoder": settings.encoder if settings.dense else None}
-
-
-def live_doc_ids(index: Any) -> set[str]:
-    """The ids of the documents that have a live passage in ``index``."""
-    _, live = index.columns(["doc_id"])
-    return set(live.column("doc_id").cast("string").to_pylist())
-
-
-def _not_in(path: Path, ids: list[str]) -> None:
-    """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add); its body
-    lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act on."""
-    from operators.store import Index
-    from operators.store.errors import IndexStoreError
-
-    try:
-        present = live_doc_ids(Index.open(path, verify=False))
-    except (IndexStoreError, OSError):
-        if (path / "manifest.json").exists():
-            raise
-        return  # deleted since it was found: the upload makes the index anew, so none of its ids is in it
-    taken = [i for i in ids if i in present]
-    if taken:
-        shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")
-        raise ApiError(409, f"{len(taken)} document id(s) are in the index already: {shown}; send them with "
-                       "replace: true to replace them", param="documents", code="documents_exist",
-                       extra={"ids": taken[:LISTED_IDS], "ids_total": len(taken)})

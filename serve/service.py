@@ -24,12 +24,13 @@ from typing import Any, NamedTuple
 from pydantic import ValidationError
 
 from flows import store as flow_store
-from flows.spec import FlowSpec, Placement, from_mosaic, is_mosaic_request
+from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.unicode import first_broken_text
 from serve import taskrunner, warm
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
+from serve.served_models import served_placement
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
                                 validation_error, with_top_k)
 from serve.index_owner import restore_rows
@@ -286,47 +287,11 @@ class Service:
         """Steps whose model a deployment of this app serves run on it (unless they name a placement)."""
         steps = dict(spec.steps)
         for step_id, step in spec.steps.items():
-            placement = self.placement_for(step.op, step.params, step_id) if step.placement is None else None
+            placement = None if step.placement else served_placement(self.served, self.app_name, step.op,
+                                                                       step.params, step_id)
             if placement is not None:
                 steps[step_id] = step.model_copy(update={"placement": placement})
         return spec.model_copy(update={"steps": steps})
-
-    def placement_for(self, op: str, params: dict[str, Any], step_id: str) -> Placement | None:
-        """The deployment of this app that serves the model of an ``op`` step with ``params``, if one does."""
-        from flows.placement import CLIENT_PARAMS, RUNTIME_PARAMS
-        from operators.registry import get_operator
-
-        cls = get_operator(op, step=step_id)
-        for model in self.served:
-            if model["kind"] == "llm":
-                if self._serves_llm(cls, params, step_id, model):
-                    return Placement(deployment=model["deployment"], app=self.app_name)
-                continue
-            if model["op"] != cls.name:
-                continue
-            ignored = CLIENT_PARAMS[model["kind"]] | RUNTIME_PARAMS
-            mine = cls(params, step_id=step_id).params.model_dump(mode="json")
-            theirs = cls(model["params"], step_id=step_id).params.model_dump(mode="json")
-            if all(mine[k] == theirs[k] for k in mine if k not in ignored):
-                return Placement(deployment=model["deployment"], app=self.app_name)
-        return None
-
-    @staticmethod
-    def _serves_llm(cls: type, params: dict[str, Any], step_id: str, model: dict[str, Any]) -> bool:
-        """Whether a language-model deployment runs the model of an LLM step with ``params``."""
-        from flows.placement import serves
-        from operators.errors import TesseraError
-        from operators.llm.aliases import resolve
-        from operators.llm.step import LLMStep
-
-        if not issubclass(cls, LLMStep):
-            return False
-        try:
-            step = cls(params, step_id=step_id)
-            alias = resolve(step.params.model)
-        except TesseraError:
-            return False  # the step's own error, raised when the flow builds
-        return step.calls_model() and serves(alias, model["engine"], model["model"])
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from serve import indices
+from serve import index_reading
 from serve.ingest_task import run_ingest
 from tests.serve.conftest import api_on_localhost, upload
 
@@ -45,7 +45,7 @@ def test_the_409_lists_the_ids_already_in_the_index(notes):
 
 
 def test_the_ids_are_capped_and_the_total_counts_them_all(notes, monkeypatch):
-    monkeypatch.setattr(indices, "LISTED_IDS", 2)
+    monkeypatch.setattr(index_reading, "LISTED_IDS", 2)
     err = send(notes[0], ["takahe", "kea", "kakapo"]).json()["error"]
     assert err["ids"] == ["takahe", "kea"] and err["ids_total"] == 3, err
     assert "'takahe', 'kea', 'kakapo'" in err["message"]  # the message names up to SHOWN_IDS, as before

@@ -18,7 +18,7 @@ from operators.api_keys import key_hash
 from operators.store import Index
 from serve import index_admin, ingest_task, taskrunner, taskstore
 from serve.errors import ApiError
-from serve.indices import live_doc_ids
+from serve.index_reading import live_doc_ids
 from serve.ingest_task import run_ingest
 from serve.service import Service
 from serve.results import progress_body
