@@ -28,7 +28,8 @@ def test_a_task_whose_code_fails_outside_its_flow_fails_with_its_error(ray_sessi
     store = TaskStore(url)
     upload = tmp_path / "upload.jsonl"
     upload.write_text('{"_id": "a", "text": "honey"}\n')
-    job = {"ingest": {"index": "news", "source": str(upload), "staging": str(tmp_path / "staging")}, "documents": 1}
+    job = {"ingest": {"index": "news", "index_path": str(tmp_path / "home" / "indices" / "news"), "source": str(upload),
+                      "staging": str(tmp_path / "staging")}, "documents": 1}  # as an upload's, less its spec
     task_id, why = store.create_ingest_task("alice", "news", "ingest", job, ["staging", "ingest"], limit=5)
     assert why == "ok"
     ref = taskrunner.launch(task_id, url, env={"TESSERA_HOME": str(tmp_path / "home")}, num_cpus=0,
