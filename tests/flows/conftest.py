@@ -195,6 +195,23 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def wait_until_answering(process: subprocess.Popen, url: str, log: Path, timeout_s: float = 240) -> None:
+    """Until ``url`` answers 200 (a ``tessera serve`` started as ``process``, writing ``log``); fails with the log's
+    end when the process exits or ``timeout_s`` passes first."""
+    import requests
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        assert process.poll() is None, log.read_text()[-3000:]
+        try:
+            if requests.get(url, timeout=5).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
+
+
 def venv_path(folder: Path) -> str:
     """``PATH`` as in an activated venv: this interpreter's ``python`` and ``ray`` first (a ``ray`` shim in
     ``folder`` when the venv has no ``ray`` script of its own)."""

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from tests.flows.conftest import free_ports
+from tests.flows.conftest import free_ports, wait_until_answering
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -58,16 +58,7 @@ def test_one_request_is_logged_once_where_its_logs_are_read(tmp_path, ray_tmp):
                                     "--address", "local"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT,
                                    start_new_session=True)  # its own group: the cleanup below ends all of it
         try:
-            deadline = time.monotonic() + 240
-            while True:
-                assert serving.poll() is None, output.read_text()[-3000:]
-                try:
-                    if requests.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                assert time.monotonic() < deadline, output.read_text()[-3000:]
-                time.sleep(1)
+            wait_until_answering(serving, f"http://127.0.0.1:{port}/healthz", output)
             answer = requests.get(f"http://127.0.0.1:{port}/flows/bm25", timeout=30)
             assert answer.status_code == 200, answer.text
             request_id = answer.headers["x-request-id"]

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.flows.conftest import free_ports, service_only_config
+from tests.flows.conftest import free_ports, service_only_config, wait_until_answering
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -34,16 +34,7 @@ def test_tessera_serve_shuts_down_gracefully_on_sigterm_and_sigint(tmp_path, sto
                                    start_new_session=True,  # its own group: the cleanup below ends all of it
                                    preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))  # as `cmd &`
         try:
-            deadline = time.monotonic() + 240
-            while True:
-                assert serving.poll() is None, log_path.read_text()[-3000:]
-                try:
-                    if requests.get(f"http://127.0.0.1:{port}/tasks", timeout=5).status_code == 200:
-                        break
-                except requests.RequestException:
-                    pass
-                assert time.monotonic() < deadline, log_path.read_text()[-3000:]
-                time.sleep(1)
+            wait_until_answering(serving, f"http://127.0.0.1:{port}/tasks", log_path)
             serving.send_signal(stop)  # to the command's own process, by its PID
             status = serving.wait(120)
         finally:
