@@ -14,7 +14,7 @@ from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import text_document
-from operators.sources.paths import resolve_paths
+from operators.sources.paths import resolve_paths, warn_dangling
 from operators.sources.pdf import PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
@@ -60,7 +60,9 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""
         path = Path(os.path.expanduser(self.params.path))
         if path.is_dir():
-            found = sorted(p for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+            named = [p for p in path.iterdir() if not p.name.startswith(".")]
+            warn_dangling(named, self)
+            found = sorted(p for p in named if p.is_file())
         elif glob.has_magic(str(path)):
             found = resolve_paths(self.params.path, op=self)
         else:

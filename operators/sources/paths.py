@@ -7,11 +7,14 @@ where a source reads from."""
 from __future__ import annotations
 
 import glob
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from operators.errors import SourceNotFoundError
+
+logger = logging.getLogger("tessera.sources")
 
 
 def glob_stem(pattern: str) -> tuple[Path, tuple[str, ...]]:
@@ -36,8 +39,9 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a glob's ``*`` leaves them out."""
     path = Path(os.path.expanduser(pattern))
     if path.is_dir():
-        found = sorted(p for p in path.iterdir()
-                       if p.is_file() and p.name.endswith(suffixes or ("",)) and not p.name.startswith("."))
+        named = [p for p in path.iterdir() if p.name.endswith(suffixes or ("",)) and not p.name.startswith(".")]
+        warn_dangling(named, op)
+        found = sorted(p for p in named if p.is_file())
         if not found:
             raise SourceNotFoundError(
                 f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",
@@ -45,7 +49,9 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
             )
         return found
     if glob.has_magic(str(path)):
-        found = sorted(Path(p) for p in glob.glob(str(path), recursive=True) if Path(p).is_file())
+        matched = [Path(p) for p in glob.glob(str(path), recursive=True)]
+        warn_dangling(matched, op)
+        found = sorted(p for p in matched if p.is_file())
         if not found:
             raise SourceNotFoundError(
                 f"no file matches '{pattern}' (working directory {os.getcwd()})",
@@ -58,6 +64,15 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
             op=op.name, step=op.step_id, field="params.path",
         )
     return [path]
+
+
+def warn_dangling(paths: list[Path], op: Any) -> None:
+    """One warning naming the links among ``paths`` whose target is gone: they are left out, but not silently."""
+    dangling = sorted(str(p) for p in paths if p.is_symlink() and not p.exists())
+    if dangling:
+        shown = ", ".join(dangling[:5]) + (", ..." if len(dangling) > 5 else "")
+        logger.warning("%s [%s]: left out %d link(s) whose target does not exist: %s",
+                       op.name, op.step_id, len(dangling), shown)
 
 
 def is_gzip(path: str | Path) -> bool:

@@ -17,3 +17,32 @@ def test_a_patterns_fixed_folders_and_its_wildcard_part(tmp_path):
     assert path_root(str(tmp_path / "pdfs" / "**" / "*.pdf")) == tmp_path / "pdfs"
     assert path_root(str(tmp_path / "pdfs")) == tmp_path / "pdfs"  # a folder: itself
     assert path_root(str(tmp_path / "pdfs" / "a" / "r.pdf")) == tmp_path / "pdfs" / "a"  # a file: its folder
+
+
+def test_a_link_to_nothing_in_a_folder_or_glob_is_left_out_with_a_warning_naming_it(tmp_path, caplog):
+    from types import SimpleNamespace
+
+    from operators.sources.paths import resolve_paths
+
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    (tmp_path / "gone.jsonl").symlink_to(tmp_path / "moved-away.jsonl")
+    op = SimpleNamespace(name="sources.jsonl", step_id="read")
+    for pattern in (str(tmp_path), str(tmp_path / "*.jsonl")):
+        caplog.clear()
+        with caplog.at_level("WARNING", logger="tessera.sources"):
+            assert resolve_paths(pattern, op=op, suffixes=(".jsonl",)) == [tmp_path / "a.jsonl"]
+        assert [r.getMessage() for r in caplog.records] == [
+            f"sources.jsonl [read]: left out 1 link(s) whose target does not exist: {tmp_path / 'gone.jsonl'}"]
+
+
+def test_a_link_to_nothing_in_a_folder_of_document_files_is_named_too(tmp_path, caplog):
+    from operators.registry import create
+
+    (tmp_path / "notes.txt").write_text("Kea are alpine parrots.")
+    (tmp_path / "gone.md").symlink_to(tmp_path / "moved-away.md")
+    with caplog.at_level("WARNING", logger="tessera.sources"):
+        op = create("sources.files", {"path": str(tmp_path)})
+        tables = [table for split in op.splits() for table in op.read(split)]
+    assert sum(t.num_rows for t in tables) == 1
+    warned = f"link(s) whose target does not exist: {tmp_path / 'gone.md'}"
+    assert any(warned in record.getMessage() for record in caplog.records)
