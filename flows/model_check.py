@@ -156,10 +156,8 @@ def operator_env(op: Operator) -> dict[str, str]:
     """The environment variables ``op`` reads (``Operator.required_env``) and those of the operators it runs inside
     itself (``retrieve.multi_collection``'s postprocessors), keyed by the param that names each, in full
     (``params.postprocess.0.params.api_key_env``): a nested reranker's unset key was found only when it ran."""
-    found = dict(op.required_env())
-    for prefix, nested in op.nested_operators().items():
-        found.update({f"{prefix}.{where}": variable for where, variable in operator_env(nested).items()})
-    return found
+    return {f"{prefix}.{where}" if prefix else where: variable
+            for prefix, each in op.walk() for where, variable in each.required_env().items()}
 
 
 def model_kind(op: Operator, where: str) -> str | None:

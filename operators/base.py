@@ -177,6 +177,14 @@ class Operator:
         (``{"params.postprocess.0": <rerank.cross_encoder>}``), so what their params name is checked as theirs."""
         return {}
 
+    def walk(self, where: str = "") -> Iterator[tuple[str, "Operator"]]:
+        """This step at ``where`` (``steps.m``), then every operator it runs inside itself, however deep, each with
+        the field that configures it in full (``steps.m.params.postprocess.0``): what checks every operator of a
+        step loops over. An empty ``where`` names this step's own fields from ``params``."""
+        yield where, self
+        for field, nested in self.nested_operators().items():
+            yield from nested.walk(f"{where}.{field}" if where else field)
+
     def required_env(self) -> dict[str, str]:
         """The environment variables this step reads (a key, a password), keyed by the param that names each
         (``{"params.api_key_env": "COHERE_API_KEY"}``): by default every set param marked ``env_var()``. Read

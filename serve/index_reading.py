@@ -23,10 +23,16 @@ def deleted_meanwhile(path: Path, name: str, field: str = "name") -> Iterator[No
     try:
         yield
     except (IndexStoreError, OSError):
-        if (path / "manifest.json").exists():
+        if not was_deleted(path):
             raise
         raise ApiError(404, f"no index named '{name}': it was deleted while this request read it", param=field,
                        code="index_not_found") from None
+
+
+def was_deleted(path: Path) -> bool:
+    """Whether the index at ``path``, which a read just failed on, is gone rather than damaged: a delete moves the
+    whole folder aside at once, so a missing manifest means deleted, while a present one means the failure is real."""
+    return not (path / "manifest.json").exists()
 
 
 #: What ``listing`` says of an index that has no documents yet.
@@ -72,7 +78,7 @@ def refuse_present_ids(path: Path, ids: list[str]) -> None:
     try:
         present = live_doc_ids(Index.open(path, verify=False))
     except (IndexStoreError, OSError):
-        if (path / "manifest.json").exists():
+        if not was_deleted(path):
             raise
         return  # deleted since it was found: the upload makes the index anew, so none of its ids is in it
     taken = [i for i in ids if i in present]

@@ -126,18 +126,14 @@ def _check_nested_files(op: str, params: dict[str, Any], step_id: str, data_root
     cls = get_operator(op)
     if cls.nested_operators is Operator.nested_operators:
         return
-    for field, nested in cls(params, step_id=step_id).nested_operators().items():
-        _check_operator_files(nested, data_roots, f"steps.{step_id}.{field}")
-
-
-def _check_operator_files(operator: Any, data_roots: list[str], where: str) -> None:
-    """``operator``'s local files (its validated params, what it opens) and those of the operators inside it."""
-    for name, keywords in local_path_params(type(operator.params)).items():
-        value = getattr(operator.params, name, None)
-        if isinstance(value, str) and value not in keywords:
-            check_local_file(value, data_roots, f"{where}.params.{name}")
-    for field, nested in operator.nested_operators().items():
-        _check_operator_files(nested, data_roots, f"{where}.{field}")
+    step = cls(params, step_id=step_id)
+    for where, nested in step.walk(f"steps.{step_id}"):
+        if nested is step:  # the outer step's own params: _check_local_files
+            continue
+        for name, keywords in local_path_params(type(nested.params)).items():
+            value = getattr(nested.params, name, None)
+            if isinstance(value, str) and value not in keywords:
+                check_local_file(value, data_roots, f"{where}.params.{name}")
 
 
 def check_local_file(value: str, data_roots: list[str], field: str) -> None:

@@ -43,19 +43,19 @@ def check_flow(flow: Any) -> None:
 def check_operator(operator: Any, where: str) -> None:
     """A 422 when ``operator`` (at ``where``: ``steps.rerank``), or one it runs inside itself
     (``retrieve.multi_collection``'s postprocessors: ``Operator.nested_operators``), names what it may not."""
-    params = operator.params
-    for name in marked_params(type(params), "env_var"):
-        check_env(getattr(params, name), f"{where}.params.{name}")
-    language_models = marked_params(type(params), "llm_model")
-    for name in language_models:
-        check_llm(getattr(params, name), f"{where}.params.{name}")
-    for field, reference in operator.required_models().items():
-        # a param the spec set, not an index's recorded encoder; nor a language model's: an alias (check_llm) whose
-        # .gguf the service's own models file names, which is no path of the request's (a missing one is a 404)
-        if re.fullmatch(r"params\.\w+", field) and field.removeprefix("params.") not in language_models:
-            check_model_path(reference, f"{where}.{field}")
-    for field, nested in operator.nested_operators().items():
-        check_operator(nested, f"{where}.{field}")
+    for place, each in operator.walk(where):
+        params = each.params
+        for name in marked_params(type(params), "env_var"):
+            check_env(getattr(params, name), f"{place}.params.{name}")
+        language_models = marked_params(type(params), "llm_model")
+        for name in language_models:
+            check_llm(getattr(params, name), f"{place}.params.{name}")
+        for field, reference in each.required_models().items():
+            # a param the spec set, not an index's recorded encoder (nor a nested step's, checked as its own); nor a
+            # language model's: an alias (check_llm) whose .gguf the service's own models file names, which is no
+            # path of the request's (a missing one is a 404)
+            if re.fullmatch(r"params\.\w+", field) and field.removeprefix("params.") not in language_models:
+                check_model_path(reference, f"{place}.{field}")
 
 
 def check_env(name: str | None, field: str) -> None:
