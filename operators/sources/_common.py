@@ -1,11 +1,9 @@
-"""What the document sources share: field mapping params, paths, byte ranges, JSONL records.
+"""What the document sources share: paths, byte ranges, JSONL records (and, from ``_documents``, the field
+mapping params and their use).
 
-A source turns records into a documents table ``docno, title?, text, <metadata>``.
-``DocumentParams`` holds the params every document source takes (which field is the
-id, the text, the title; which other fields to keep; a limit; the batch size), and
-``DocumentMapper`` applies them to rows (JSONL, SQL) or to Arrow tables (Parquet,
-CSV). Splits are ``FileRange``s: a whole file, or a byte range of one whose lines
-are owned by the range their first byte falls in, so every line is read once.
+A source turns records into a documents table ``docno, title?, text, <metadata>`` (``_documents``). Splits are
+``FileRange``s: a whole file, or a byte range of one whose lines are owned by the range their first byte falls
+in, so every line is read once.
 """
 
 from __future__ import annotations
@@ -16,52 +14,24 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
-import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
 
 from operators.errors import SourceError
-from operators.ids import fill_missing_ids
+from operators.sources._documents import (  # noqa: F401 - the sources import them from here
+    ID_FALLBACKS,
+    RESERVED,
+    DocumentMapper,
+    DocumentParams,
+    blank,
+    column_as_text,
+    text_values,
+    values_to_array,
+)
 from operators.sources.paths import is_gzip
 
 logger = logging.getLogger("operators.sources")
-
-#: Output columns a source owns; input fields with these names are not kept as metadata.
-RESERVED = ("docno", "title", "text")
-#: Id fields tried, in order, when ``id_field`` is left at its BEIR default ``_id``.
-ID_FALLBACKS = ("docno", "id", "doc_id")  # doc_id: what Tessera itself calls it
-
-
-class DocumentParams(BaseModel):
-    """Params shared by the document sources (each source's ``Params`` extends it)."""
-
-    model_config = ConfigDict(extra="forbid")
-    id_field: str = Field(
-        "_id",
-        min_length=1,
-        description="Field holding the document id. At the default `_id`, `docno`, `id` then `doc_id` are tried "
-        "when `_id` is absent; a record with no id gets a content id.",
-    )
-    text_field: str = Field("text", min_length=1, description="Field holding the document text.")
-    title_field: str = Field(
-        "title", min_length=1, description="Field holding the title, emitted as `title` when present."
-    )
-    fields: list[str] | None = Field(
-        None,
-        description="Other fields to keep as columns. None keeps every other field (for JSONL: those of "
-        "any record, null where a record lacks one); [] keeps none. Nested values become JSON strings.",
-    )
-    id_mode: Literal["field", "content"] = Field(
-        "field",
-        description="`field`: ids from `id_field`; `content`: md5 of title + first 100 characters of text "
-        "(first 12 hex characters) for every document.",
-    )
-    limit: int | None = Field(
-        None, gt=0, description="Read only the first N documents, in file order (the source is then one split)."
-    )
-    batch_rows: int = Field(10_000, gt=0, description="Most rows in one emitted table.")
 
 
 @dataclass(frozen=True)
@@ -203,10 +173,6 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
         errors.report()
 
 
-def blank(value: Any) -> bool:
-    """Whether a field's value is missing: None, or a string of whitespace only (an empty id or text)."""
-    return value is None or (isinstance(value, str) and not value.strip())
-
 
 def record_problem(record: dict, text_field: str, title_field: str = "title") -> str | None:
     """Why a JSON object is not a document (no text field, or neither a text nor a title: a title alone is a
@@ -278,120 +244,3 @@ def rebatch(tables: Iterable[pa.Table], n: int, limit: int | None = None) -> Ite
                 left -= piece.num_rows
                 if left <= 0:
                     return
-
-
-# -- records and tables to documents -------------------------------------------
-
-
-def values_to_array(values: list[Any]) -> pa.Array:
-    """An Arrow array of plain values; nested values, mixed types and integers beyond 64 bits (which no Arrow
-    integer holds, and a double would round) become text (``text_values``), so no value is lost."""
-    if any(isinstance(v, (dict, list)) for v in values):
-        return text_values(values)
-    try:
-        return pa.array(values)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
-        return text_values(values)
-
-
-def text_values(values: list[Any]) -> pa.Array:
-    """The values as text: a string as it is (``unknown``, which a filter on it matches, not ``"unknown"``), any
-    other value its JSON text (``1999``, ``["x", 2]``), a null null."""
-    return pa.array([v if v is None or isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
-                     for v in values], pa.string())
-
-
-class DocumentMapper:
-    """Applies ``DocumentParams`` to records or tables, giving ``docno, title?, text, <metadata>``."""
-
-    def __init__(self, params: DocumentParams, *, op: Any):
-        self.p = params
-        self.op = op
-        self.id_fields = [params.id_field] + (list(ID_FALLBACKS) if params.id_field == "_id" else [])
-
-    def _keep(self, names: Iterable[str], used: set[str]) -> list[str]:
-        if self.p.fields is not None:
-            return [f for f in self.p.fields if f not in RESERVED]
-        return [n for n in names if n not in used and n not in RESERVED]
-
-    def record_columns(self, *records: dict) -> tuple[bool, list[str]]:
-        """Whether ``records`` (a file's first record, then a batch's) have a title, and their metadata fields:
-        every field any of them has, in the order they first appear, so a field the file's first record lacks
-        is not lost."""
-        used = {self.p.text_field, self.p.title_field, *self.id_fields}
-        names = dict.fromkeys(name for record in records for name in record)
-        return self.p.title_field in names, self._keep(names, used)
-
-    def _skip_empty(self, n: int, where: str) -> None:
-        """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``)."""
-        logger.warning("%s [%s]: skipped %d document(s) with an empty text in %s", getattr(self.op, "name", "?"),
-                       getattr(self.op, "step_id", "?"), n, where)
-        if hasattr(self.op, "record_usage"):
-            self.op.record_usage(empty_texts=n)
-
-    def from_records(self, records: list[dict], *, has_title: bool, extras: list[str]) -> pa.Table:
-        """Documents of JSON records, a row per record (the caller leaves out records with an empty text:
-        ``record_problem``); an empty id ("", whitespace) is a missing one: the document gets a content id."""
-        p = self.p
-        texts = [_as_text(r.get(p.text_field)) for r in records]
-        titles = [_as_text(r.get(p.title_field)) for r in records] if has_title else None
-        ids = None
-        if p.id_mode == "field":
-            ids = [next((r[f] for f in self.id_fields if not blank(r.get(f))), None) for r in records]
-            ids = pa.array([None if i is None else str(i) for i in ids], pa.string())
-        columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
-        if titles is not None:
-            columns["title"] = pc.fill_null(pa.array(titles, pa.string()), "")
-        columns["text"] = pc.fill_null(pa.array(texts, pa.string()), "")
-        for name in extras:
-            columns[name] = values_to_array([r.get(name) for r in records])
-        return pa.table(columns)
-
-    def from_table(self, table: pa.Table, *, where: str) -> pa.Table:
-        p = self.p
-        names = table.column_names
-        if p.text_field not in names:
-            raise SourceError(
-                f"{where}: no text column '{p.text_field}' (columns: {names}); set text_field",
-                op=self.op.name, step=self.op.step_id, field="params.text_field",
-            )
-        id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
-        has_title = p.title_field in names
-        empty = _blank(table.column(p.text_field))  # and no title: a title alone is a document
-        if has_title:
-            empty = pc.and_(empty, _blank(table.column(p.title_field)))
-        if n := pc.sum(empty).as_py():
-            self._skip_empty(n, where)
-            table = table.filter(pc.invert(empty))
-        texts = pc.fill_null(column_as_text(table.column(p.text_field)), "")
-        titles = pc.fill_null(column_as_text(table.column(p.title_field)), "") if has_title else None
-        ids = column_as_text(table.column(id_name)) if id_name else None
-        ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
-        columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
-        if titles is not None:
-            columns["title"] = titles
-        columns["text"] = texts
-        used = {p.text_field, p.title_field, *self.id_fields}
-        for name in self._keep(names, used):
-            columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
-        return pa.table(columns)
-
-
-def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """True where a column's value is null or whitespace only (as a string)."""
-    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(column_as_text(column)), ""), True)
-
-
-def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """A column as text: Arrow's cast where there is one (numbers, dates), else each value's JSON text (a list, a
-    struct: Parquet), as a JSONL record's value is (``_as_text``)."""
-    try:
-        return column.cast(pa.string())
-    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
-        return pa.array([_as_text(v) for v in column.to_pylist()], pa.string())
-
-
-def _as_text(value: Any) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (dict, list)) else str(value)
