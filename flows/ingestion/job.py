@@ -42,7 +42,7 @@ class IngestReport:
     index: str
     executor: str
     docs_total: int = 0          # documents the source holds (staged shards)
-    docs: int = 0                # documents processed by this run
+    docs: int = 0                # documents processed by this run (copies of an id once)
     chunks: int = 0              # chunks written by this run
     chunks_embedded: int = 0     # chunks this run sent to the encoder
     shards_total: int = 0
@@ -94,6 +94,7 @@ class _Run:
         self.report = IngestReport(index=str(index_path), executor=executor)
         self.tracker: ProgressTracker | None = None
         self.stager: Stager | None = None
+        self.run_ids: set[str] = set()  # with replace: the ids this run committed, so a later copy counts once
 
     def finished(self) -> set[str]:
         return finished_shards(self.index, self.ledger)
@@ -247,6 +248,7 @@ class _Run:
             return
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
+        again = 0  # documents of this shard that an earlier shard of this run committed (a copy of an id, replace)
         self.committed = True  # the ledger holds this run's work from here on: its index folder stays
         if result.info is None:  # every document failed: the ledger's attempt is the shard's commit
             if not self._record_empty(result.shard, failures):
@@ -265,16 +267,19 @@ class _Run:
             if info.id in done.already:  # both ingests wrote it before either committed; the other was first
                 self._done_elsewhere(result.shard)
                 return
+            again = len(replaced & self.run_ids)
+            self.run_ids |= replaced
         if self.stager is not None:
             self.stager.discard(result.shard)
         r = self.report
         r.shards_written += 1
-        r.docs += result.docs
+        r.docs += result.docs - again
         r.chunks += result.chunks
         r.chunks_embedded += result.chunks_embedded
         r.failures += len(failures)
         if self.tracker is not None:
-            self.tracker.committed(result.shard, result.docs, len(failures))
+            staged = self.tracker.shard_docs.get(result.shard, result.docs)  # copies too: the bar counts them
+            self.tracker.committed(result.shard, staged, len(failures))
 
     def _record_empty(self, shard: str, failures: list[Failure]) -> bool:
         """Record a shard whose every document failed, unless another ingest of the same source finished it

@@ -364,6 +364,7 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
         if shard in index.finished_shards():
             return ShardResult.elsewhere(shard)
         raise
-    return ShardResult(shard=shard, info=info, docs=docs.num_rows, chunks=rows.num_rows,
+    docs_in = docs.num_rows if "docno" not in docs.column_names else len(pc.unique(docs.column("docno")))
+    return ShardResult(shard=shard, info=info, docs=docs_in, chunks=rows.num_rows,  # copies of an id: one document
                        chunks_embedded=chunks_embedded, failures=failures,
                        seconds=time.perf_counter() - started if started else 0.0)

@@ -1,0 +1,42 @@
+"""A new user's own files through ``tessera ingest`` (in-process, BM25 only, real files in tmp_path): encodings other
+than UTF-8, Markdown front matter, id fields beside ``_id``, texts that are not strings, and ``--replace``'s counts."""
+
+from __future__ import annotations
+
+import json
+
+from flows.ingestion import ingest
+from operators.store import Index
+
+BM25_ONLY = {"dense": False}
+
+
+def write_jsonl(path, records) -> None:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def rows_by_doc(index_path) -> dict[str, dict]:
+    index = Index.open(index_path)
+    _, table = index.columns(index.column_names())
+    return {row["doc_id"]: row for row in table.to_pylist()}
+
+
+def test_replace_counts_each_document_once_not_each_copy(tmp_path):
+    """'4 docs -> 2 chunks' for a file of two ids written twice: the summary counted the copies a later one replaced
+    (within a shard, and across shards: '4 docs -> 4 chunks in 4 shard(s)' for an index of 2 documents; chunks are
+    those written, an earlier copy's too)."""
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, [{"_id": f"d{i % 2}", "text": f"copy {i} of d{i % 2}"} for i in range(4)])
+    for shard_size in (5000, 1):
+        index = tmp_path / f"idx{shard_size}"
+        report = ingest(path, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                        shard_size=shard_size, replace=True)
+        rows = rows_by_doc(index)
+        assert {d: r["text"] for d, r in rows.items()} == {"d0": "copy 2 of d0", "d1": "copy 3 of d1"}
+        assert report.docs == 2, (shard_size, report)
+    again = tmp_path / "again.jsonl"
+    write_jsonl(again, [{"_id": "d0", "text": "the new d0"}, {"_id": "d2", "text": "a new d2"}])
+    report = ingest(again, tmp_path / "idx1", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                    shard_size=1, replace=True)
+    assert report.docs == 2
+    assert len(rows_by_doc(tmp_path / "idx1")) == 3
