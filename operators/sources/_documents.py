@@ -116,7 +116,7 @@ class DocumentMapper:
         ids = None
         if p.id_mode == "field":
             ids = [next((r[f] for f in self.id_fields if not blank(r.get(f))), None) for r in records]
-            ids = pa.array([None if i is None else str(i) for i in ids], pa.string())
+            ids = pa.array([_as_text(i) for i in ids], pa.string())
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
             columns["title"] = pc.fill_null(pa.array(titles, pa.string()), "")
@@ -170,6 +170,11 @@ def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.A
 
 
 def _as_text(value: Any) -> str | None:
+    """A text, title or id as text: a string as it is, a JSON value (a number, true/false, an object, a list) its
+    JSON text, as Arrow writes a Parquet column of them (``true``, not Python's ``True``); any other value (a
+    database's date) its ``str``."""
     if value is None or isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (dict, list)) else str(value)
+    if isinstance(value, (bool, int, float, dict, list)):
+        return json.dumps(value, ensure_ascii=False, default=str)
+    return str(value)

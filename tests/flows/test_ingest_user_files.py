@@ -40,3 +40,24 @@ def test_replace_counts_each_document_once_not_each_copy(tmp_path):
                     shard_size=1, replace=True)
     assert report.docs == 2
     assert len(rows_by_doc(tmp_path / "idx1")) == 3
+
+
+def test_a_text_title_or_id_that_is_not_a_string_is_its_json_text_as_in_parquet(tmp_path):
+    """A JSONL "text": true became "True" (Python's name for it), where the same value in a Parquet column is
+    "true", and a list or an object already was its JSON text."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, [{"_id": "b", "title": False, "text": True}, {"_id": True, "text": 1.5},
+                       {"_id": 7, "title": {"k": "v"}, "text": ["x", 2]}])
+    report = ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (3, 0)
+    rows = rows_by_doc(tmp_path / "idx")
+    assert (rows["b"]["title"], rows["b"]["text"]) == ("false", "true")
+    assert rows["true"]["text"] == "1.5"
+    assert (rows["7"]["title"], rows["7"]["text"]) == ('{"k": "v"}', '["x", 2]')
+    pq.write_table(pa.table({"_id": ["p"], "text": [True], "title": [False]}), tmp_path / "docs.parquet")
+    ingest(tmp_path / "docs.parquet", tmp_path / "pq", settings=BM25_ONLY, executor="local", chunk=False,
+           progress=False)
+    assert (rows_by_doc(tmp_path / "pq")["p"]["title"], rows_by_doc(tmp_path / "pq")["p"]["text"]) == ("false", "true")
