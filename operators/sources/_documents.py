@@ -34,7 +34,8 @@ class DocumentParams(BaseModel):
         "_id",
         min_length=1,
         description="Field holding the document id. At the default `_id`, `docno`, `id` then `doc_id` are tried "
-        "when `_id` is absent; a record with no id gets a content id.",
+        "when `_id` is absent; a record with no id gets a content id. An `id` field beside the one used is "
+        "metadata; a `docno` or `doc_id` field beside it is left out, named in a warning.",
     )
     text_field: str = Field("text", min_length=1, description="Field holding the document text.")
     title_field: str = Field(
@@ -92,12 +93,35 @@ class DocumentMapper:
             return [f for f in self.p.fields if f not in RESERVED]
         return [n for n in names if n not in used and n not in RESERVED]
 
+    def _id_fields_read(self, record: dict) -> tuple[str, ...]:
+        """The id fields a record's id was looked for in: those up to the one it was taken from (all when it has
+        none, or ids are content ids); an id field after that one is a field of its own."""
+        if self.p.id_mode == "field":
+            for i, name in enumerate(self.id_fields):
+                if not blank(record.get(name)):
+                    return tuple(self.id_fields[:i + 1])
+        return tuple(self.id_fields)
+
+    def _other_ids(self, names: Iterable[str], used: set[str]) -> set[str]:
+        """Of ``names``, the id fields no id was taken from (an ``id`` beside ``_id``): metadata, but for those
+        that name the index's own columns (``docno`` here, ``doc_id`` by staging), which are named in a warning."""
+        others = {n for n in names if n in self.id_fields and n not in used}
+        if "docno" in others and self.p.fields is None and not getattr(self.op, "_warned_docno", False):
+            self.op._warned_docno = True
+            params = getattr(self.op, "params", None)
+            where = getattr(params, "path", None) or getattr(params, "folder", None) or getattr(self.op, "name", "?")
+            logger.warning("%s: field docno is left out: the documents' ids are their %s, and docno is the index's "
+                           "name for a passage's id; rename the field to keep it", where, self.id_fields[0])
+        return others
+
     def record_columns(self, *records: dict) -> tuple[bool, list[str]]:
         """Whether ``records`` (a file's first record, then a batch's) have a title, and their metadata fields:
         every field any of them has, in the order they first appear, so a field the file's first record lacks
-        is not lost."""
-        used = {self.p.text_field, self.p.title_field, *self.id_fields}
+        is not lost; an id field that a record's id was not taken from is one (``_other_ids``)."""
         names = dict.fromkeys(name for record in records for name in record)
+        reads = [self._id_fields_read(record) for record in records]
+        others = self._other_ids([n for r, read in zip(records, reads) for n in r if n not in read], set())
+        used = {self.p.text_field, self.p.title_field, *(set(self.id_fields) - others)}
         return self.p.title_field in names, self._keep(names, used)
 
     def _skip_empty(self, n: int, where: str) -> None:
@@ -121,8 +145,12 @@ class DocumentMapper:
         if titles is not None:
             columns["title"] = pc.fill_null(pa.array(titles, pa.string()), "")
         columns["text"] = pc.fill_null(pa.array(texts, pa.string()), "")
+        read = [self._id_fields_read(r) for r in records] if self.p.fields is None else None
         for name in extras:
-            columns[name] = values_to_array([r.get(name) for r in records])
+            if read is not None and name in self.id_fields:  # where it was read for the id, it is no metadata
+                columns[name] = values_to_array([None if name in f else r.get(name) for r, f in zip(records, read)])
+            else:
+                columns[name] = values_to_array([r.get(name) for r in records])
         return pa.table(columns)
 
     def from_table(self, table: pa.Table, *, where: str) -> pa.Table:
@@ -149,7 +177,9 @@ class DocumentMapper:
         if titles is not None:
             columns["title"] = titles
         columns["text"] = texts
-        used = {p.text_field, p.title_field, *self.id_fields}
+        read = self.id_fields[:self.id_fields.index(id_name) + 1] if id_name else self.id_fields
+        used = {p.text_field, p.title_field, *read}
+        self._other_ids(names, used)
         for name in self._keep(names, used):
             columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
         return pa.table(columns)

@@ -61,3 +61,28 @@ def test_a_text_title_or_id_that_is_not_a_string_is_its_json_text_as_in_parquet(
     ingest(tmp_path / "docs.parquet", tmp_path / "pq", settings=BM25_ONLY, executor="local", chunk=False,
            progress=False)
     assert (rows_by_doc(tmp_path / "pq")["p"]["title"], rows_by_doc(tmp_path / "pq")["p"]["text"]) == ("false", "true")
+
+
+def test_id_fields_beside_the_one_used_are_kept_as_metadata_or_named_in_a_warning(tmp_path, caplog):
+    """With `_id` present, a record's `id` (a second id: an ISBN, a row number) was dropped without a word, and so
+    were `docno` and `doc_id`, which name the index's own columns and cannot be kept under those names."""
+    import logging
+
+    path = tmp_path / "docs.jsonl"
+    write_jsonl(path, [{"_id": "a", "id": 42, "docno": "X-1", "doc_id": "Y-1", "text": "alpha"},
+                       {"id": "b", "text": "beta: its id is its id field"}])
+    csv = tmp_path / "docs.csv"
+    csv.write_text("_id,id,text\nc,ISBN-1,gamma\n")
+    caplog.set_level(logging.WARNING)
+    for source in (path, csv):
+        ingest(source, tmp_path / f"idx_{source.suffix[1:]}", settings=BM25_ONLY, executor="local", chunk=False,
+               progress=False)
+    rows = rows_by_doc(tmp_path / "idx_jsonl")
+    assert (rows["a"]["id"], rows["b"]["id"]) == (42, None)  # b's id field is its id, not metadata too
+    assert rows["a"]["docno"] == "a" and rows["a"]["doc_id"] == "a"
+    assert rows_by_doc(tmp_path / "idx_csv")["c"]["id"] == "ISBN-1"
+    shown = [r.getMessage() for r in caplog.records]
+    [docno] = [m for m in shown if "docno" in m and "left out" in m]
+    assert str(path) in docno and "_id" in docno, docno
+    [doc_id] = [m for m in shown if "doc_id" in m and "left out" in m]
+    assert str(path) in doc_id, doc_id
