@@ -1,8 +1,8 @@
 """Step-cache keys: which stored output a step may reuse, decided from its identity and its input alone.
 
 A step's key is the operator id + version + ``cache_identity()`` (its params, plus
-model name and revision where an operator loads one), and for a plugin's operator a digest
-of its source file (``plugin_code``). Output is cached per *unit*
+model name and revision where an operator loads one) + the code that computes it (the Tessera
+version and a digest of its classes' source files: ``flows.cache_code``). Output is cached per *unit*
 so that the hit ratio does not depend on how rows were batched across workers:
 
 * ``row`` scope: one unit per input row, hashed over the columns the operator
@@ -20,17 +20,14 @@ no database), and the runner, ``tessera cache explain`` and tests compute keys w
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import inspect
 import json
-import os
 import struct
-from pathlib import Path
 from typing import Any, Sequence
 
 import pyarrow as pa
 
+from flows.cache_code import code_identity
 from operators.base import Operator
 
 
@@ -61,7 +58,7 @@ def step_key(op: Operator) -> str:
 
 def step_explain(op: Operator) -> dict[str, Any]:
     """Everything that goes into a step's key, readable (``tessera cache explain``)."""
-    explained = {
+    return {
         "op": op.name,
         "version": op.version,
         "identity": op.cache_identity(),
@@ -70,43 +67,9 @@ def step_explain(op: Operator) -> dict[str, Any]:
         # what the step declares it writes: a row-scope unit stores only those columns, and a retriever names two
         # of its columns after its step (score_<step>, rank_<step>), so a step renamed is another output
         "writes": sorted(op.produces()),
+        # the code that computes it: an upgrade, or an edit of its class's file, is another output
+        "code": code_identity(op),
     }
-    code = plugin_code(type(op))
-    return {**explained, "code": code} if code else explained  # built-ins' keys stay as they were
-
-
-#: The packages whose operators change their output only with a new ``version`` (Tessera's own).
-_OWN_PACKAGES = ("operators", "flows", "serve")
-
-
-@functools.lru_cache(maxsize=256)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    return hashlib.blake2b(Path(path).read_bytes(), digest_size=8).hexdigest()
-
-
-def plugin_code(cls: type) -> str | None:
-    """A digest of the source files of a plugin operator's classes (those not Tessera's own), so editing a plugin's
-    code while developing it misses the cache instead of replaying the old output; None for a built-in (its
-    ``version`` says when its output changes). Only the files that define the class and its plugin bases count,
-    not modules they import."""
-    files = []
-    for klass in cls.__mro__:
-        package = klass.__module__.split(".")[0]
-        if klass is object or package in _OWN_PACKAGES or package in ("builtins", "pydantic", "abc"):
-            continue
-        try:
-            path = inspect.getsourcefile(klass)
-        except (TypeError, OSError):
-            path = None
-        if path and os.path.isfile(path) and path not in files:
-            files.append(path)
-    if not files:
-        return None
-    parts = []
-    for path in files:
-        stat = os.stat(path)
-        parts.append(_file_digest(path, stat.st_size, stat.st_mtime_ns))
-    return "-".join(parts)
 
 
 def _column_header(table: pa.Table, columns: Sequence[str]) -> bytes:

@@ -93,7 +93,9 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
 @functools.cache
 def proxy_class(cls: type[Operator], base: type[Operator]) -> type[Operator]:
     """``cls`` with ``base``'s served model calls in front of its own (same name, params and output)."""
-    return type(f"Served{cls.__name__}", (base, cls), {"__module__": __name__, "__doc__": cls.__doc__})
+    # the deployment runs cls's code: the step's cache key is the in-process step's (flows.cache_code)
+    return type(f"Served{cls.__name__}", (base, cls), {"__module__": __name__, "__doc__": cls.__doc__,
+                                                       "cache_code_of": cls})
 
 
 def _handle(op: Operator, deployment: str, app: str, where: str) -> Any:

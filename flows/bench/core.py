@@ -18,7 +18,7 @@ from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
 from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
-from flows.cache_keys import plugin_code
+from flows.cache_code import code_identity
 from flows.model_check import HowToMake, check_env, check_models
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
@@ -175,7 +175,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
 
 
 def canonical_spec(spec) -> dict[str, Any]:
-    """What decides a flow's output: per needed step, the operator, its version, inputs and identity.
+    """What decides a flow's output: per needed step, the operator, its version, inputs, identity and code.
 
     The identity is the operator's ``cache_identity()`` (params with defaults filled
     in, plus e.g. a corpus file's content hash); a step that reads an index gets its
@@ -188,11 +188,9 @@ def canonical_spec(spec) -> dict[str, Any]:
         op = flow.operators[step]
         takes_index = "index" in getattr(type(op).Params, "model_fields", {})
         identity = op.params.model_dump(mode="json") if takes_index else op.cache_identity()
+        # the code that computes it: an upgrade, or an edited operator (built-in or plugin), is another flow
         steps[step] = {"op": op.name, "version": op.version, "inputs": list(flow.inputs[step]),
-                       "identity": identity}
-        code = plugin_code(type(op))  # a plugin's edited code is another flow
-        if code:
-            steps[step]["code"] = code
+                       "identity": identity, "code": code_identity(op)}
     return {"steps": steps, "output": flow.output}
 
 

@@ -92,6 +92,9 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
                       + ("" if e["cached"] else "  [yellow](not cached)[/]"))
         out.print(f"  step key   {e['step_key']}")
         out.print(f"  identity   {escape(json.dumps(e['identity'], default=str))}")
+        code = e["code"]
+        out.print(f"  code       tessera {escape(code['tessera'])}, source {code['source']} of "
+                  f"{escape(', '.join(code['modules']) or 'no file')}")
         if e["scope"] == "row":
             reads = "every column" if e["reads"] is None else ", ".join(e["reads"])
             out.print(f"  unit       one row, hashed over: {escape(reads)}")

@@ -289,6 +289,8 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path, tessera):
 
 
 def test_cache_explain_after_a_run_and_clear(home, tmp_path, tessera):
+    from flows.cache_code import tessera_version
+
     flow = tmp_path / "small.yaml"
     flow.write_text("name: small\nsteps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 10}}\n"
                     "  top: {op: postprocess.reduce, params: {k: 5}}\n  wc: {op: analyze.word_count}\n")
@@ -301,6 +303,8 @@ def test_cache_explain_after_a_run_and_clear(home, tmp_path, tessera):
     assert "bm25  retrieve.corpus_bm25 v1, scope query" in text and "corpus_sha256" in text
     assert "last run   4 units, 4 hits (100%)" in text
     assert "one row, hashed over: text" in text
+    assert f"code       tessera {tessera_version()}, source " in text
+    assert " of operators.analyze.word_count, operators.base" in text
     explained = json.loads(tessera("cache", "explain", str(flow), "top", "--json", home=home).stdout)
     [top] = explained["steps"]
     assert top["op"] == "postprocess.reduce" and top["identity"] == {"k": 5, "rank_column": "rank"}

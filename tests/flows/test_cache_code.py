@@ -1,0 +1,105 @@
+"""The step cache key covers the code that computes a step: a real flow run in-process with a real cache, its
+operator's module file rewritten between runs (as an edit in an editable install, or of a plugin, is), misses the
+entries the old code stored; an operator whose file is untouched still hits."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+import pytest
+
+from flows.cache_code import class_code, code_identity, tessera_version
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators import create, registry
+from operators.analyze.word_count import WordCounter
+from operators.testing import sample_results
+
+STAMP_SOURCE = '''\
+"""A test operator whose file the test rewrites."""
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from operators.base import Operator
+from operators.tables import set_column
+
+
+class Stamp(Operator):
+    """Writes the stamp its code holds on every row."""
+
+    name = "test.code_stamp"
+    scope = "row"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def reads(self) -> list[str]:
+        return ["text"]
+
+    def produces(self) -> dict[str, str]:
+        return {"stamp": "data"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        return set_column(table, "stamp", pa.array([STAMP] * table.num_rows))
+'''
+
+FLOW = FlowSpec.parse({"name": "coded", "steps": {"words": {"op": "analyze.word_count"},
+                                                 "stamp": {"op": "test.code_stamp"}}})
+
+
+def load_stamp(path, module_name, monkeypatch):
+    """Import (again) the module at ``path`` under ``module_name`` and register its operator, as a notebook's
+    reload or a new process does after an edit."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module_name, module)
+    spec.loader.exec_module(module)
+    registry.all_operators()
+    monkeypatch.setitem(registry._registry, module.Stamp.name, module.Stamp)
+    return module.Stamp
+
+
+# "operators._stamp_probe": a module of Tessera's own operators package, as a built-in edited in an editable install
+# (its version unchanged); "tessera_stamp_probe": a plugin's module, outside Tessera's packages
+@pytest.mark.parametrize("module_name", ["operators._stamp_probe", "tessera_stamp_probe"])
+def test_an_edited_operators_steps_recompute_and_an_untouched_one_still_hits(module_name, cache, tmp_path,
+                                                                              monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # each load compiles the file as it is now
+    path = tmp_path / "stamp_probe.py"
+    path.write_text(STAMP_SOURCE.replace("[STAMP]", "['old']"))
+    results = sample_results(2, 4)
+
+    def run() -> tuple[dict[str, float | None], set[str]]:
+        result = LocalExecutor(cache=cache).run(FLOW, results)
+        return ({step: record.hit_ratio for step, record in result.steps.items()},
+                set(result.table.column("stamp").to_pylist()))
+
+    load_stamp(path, module_name, monkeypatch)
+    assert run() == ({"words": 0.0, "stamp": 0.0}, {"old"})
+    load_stamp(path, module_name, monkeypatch)  # the same code loaded again: every step hits
+    assert run() == ({"words": 1.0, "stamp": 1.0}, {"old"})
+
+    path.write_text(STAMP_SOURCE.replace("[STAMP]", "['fixed']"))
+    edited = load_stamp(path, module_name, monkeypatch)
+    assert run() == ({"words": 1.0, "stamp": 0.0}, {"fixed"})  # the edited step recomputes, words still hits
+    assert dict(class_code(edited)).keys() == {module_name, "operators.base"}
+
+
+def test_the_code_in_a_key_is_the_tessera_version_and_the_classes_modules_by_name():
+    code = code_identity(create("analyze.word_count", {}))
+    assert code["tessera"] == tessera_version() != "unknown"
+    # its own module and its base class's, named as imported (no path: another install computes the same key)
+    assert code["modules"] == ["operators.analyze.word_count", "operators.base"]
+    rrf = code_identity(create("fuse.rrf", {"branches": ["a", "b"]}))
+    assert "operators.analyze.word_count" not in rrf["modules"] and rrf["source"] != code["source"]
+
+
+def test_a_placed_steps_proxy_keys_the_code_of_the_operator_it_stands_for():
+    from flows.placement import ServedEmbedder, proxy_class
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+    proxy = proxy_class(SentenceTransformerEmbedder, ServedEmbedder)
+    assert class_code(proxy) == class_code(SentenceTransformerEmbedder)
+    assert "flows.placement" not in dict(class_code(proxy)) and class_code(WordCounter) != class_code(proxy)
