@@ -1,17 +1,23 @@
 """A document of one text file: plain text, Markdown or HTML, decoded as UTF-8, with its title.
 
 Shared by ``sources.files`` (``tessera ingest``) and the service's file uploads (``serve.documents``), so a
-file gives the same document either way. Standard library only: the HTML is read by ``html.parser``.
+file gives the same document either way. The HTML is read by ``html.parser``, a Markdown file's front matter by
+PyYAML.
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
 import re
+from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
 from typing import Any
 
 from operators.errors import SourceError
+
+log = logging.getLogger("tessera.sources")
 
 TEXT_SUFFIXES = (".txt",)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -30,20 +36,75 @@ def decode(content: bytes, name: str, *, op: Any = None) -> str:
                           op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from None
 
 
-def text_document(name: str, content: bytes, *, op: Any = None) -> tuple[str | None, str]:
-    """The title (None when the file has none of its own) and the text of the file ``name`` holding ``content``:
-    a Markdown file's title is its first heading (or its front matter's ``title:``), an HTML file's its
-    ``<title>`` and its text that of its body; a plain text file has no title. Its suffix is one of ``SUFFIXES``."""
+@dataclass(frozen=True)
+class TextFile:
+    """One text file's document: its title (None when it has none of its own), text, and other fields (a Markdown
+    file's front matter's, by name)."""
+
+    title: str | None
+    text: str
+    fields: dict[str, Any] = field(default_factory=dict)
+
+
+def read_text_file(name: str, content: bytes, *, op: Any = None) -> TextFile:
+    """The document of the file ``name`` holding ``content``: a Markdown file's title is its front matter's
+    ``title:`` or its first heading, and its front matter's other fields are its fields (the front matter is not
+    in its text); an HTML file's title is its ``<title>`` and its text that of its body; a plain text file has
+    no title. Its suffix is one of ``SUFFIXES``."""
     text = decode(content, name, op=op)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
-        return html_text(text)
+        return TextFile(*html_text(text))
     if suffix in MARKDOWN_SUFFIXES:
-        return markdown_title(text), text
-    return None, text
+        fields, text = front_matter(text, name)
+        title = fields.pop("title", None)
+        title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
+        return TextFile(title or markdown_title(text), text, fields)
+    return TextFile(None, text)
+
+
+def text_document(name: str, content: bytes, *, op: Any = None) -> tuple[str | None, str]:
+    """The title and the text of ``read_text_file``'s document (the service's upload)."""
+    document = read_text_file(name, content, op=op)
+    return document.title, document.text
 
 
 # -- Markdown -------------------------------------------------------------------------------------------
+
+_FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
+
+
+def front_matter(text: str, name: str) -> tuple[dict[str, Any], str]:
+    """A Markdown text's YAML front matter (between ``---`` lines at its top) as fields, and the text after it.
+    Dates are ISO text. Front matter that is not valid YAML stays in the text, said in a warning naming the file;
+    a block that YAML reads as no mapping (a rule, then a paragraph) is no front matter."""
+    import yaml
+
+    found = _FRONT_MATTER.match(text)
+    if found is None:
+        return {}, text
+    try:
+        fields = yaml.safe_load(found.group(1))
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 2}" if where is not None else ""
+        log.warning("%s: its front matter is not valid YAML (%s%s): it is kept in the text, and gives no title "
+                    "nor fields", name, getattr(err, "problem", None) or type(err).__name__, at)
+        return {}, text
+    if fields is not None and not isinstance(fields, dict):
+        return {}, text
+    return {str(key): _plain(value) for key, value in (fields or {}).items()}, text[found.end():]
+
+
+def _plain(value: Any) -> Any:
+    """A YAML value as JSON would hold it: a date its ISO text, in lists and mappings too."""
+    if isinstance(value, (datetime.date, datetime.time)):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _ATX = re.compile(r"^ {0,3}#{1,6}[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
@@ -52,15 +113,12 @@ _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 
 def markdown_title(text: str) -> str | None:
     """The text of a Markdown document's first heading (``# Title``, or a line underlined with ``===``/``---``),
-    outside code fences; a YAML front matter's ``title:`` before it. None without either."""
+    outside code fences and after a block that looks like front matter (``read_text_file`` reads its title). None
+    without one."""
     lines = text.splitlines()
-    if lines and lines[0].strip() == "---":  # front matter: --- ... ---
+    if lines and lines[0].strip() == "---":  # front matter: --- ... ---, its closing line is no underline
         end = next((i for i, line in enumerate(lines[1:], start=1) if line.strip() in ("---", "...")), None)
         if end is not None:
-            for line in lines[1:end]:
-                key, _, value = line.partition(":")
-                if key.strip() == "title" and value.strip().strip("'\""):
-                    return value.strip().strip("'\"")
             lines = lines[end + 1:]
     fence, previous = None, ""
     for line in lines:

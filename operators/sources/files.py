@@ -6,16 +6,18 @@ import glob
 import logging
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterator, Literal
 
+import pyarrow as pa
 from pydantic import Field
 
 from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
+from operators.sources._common import rebatch, values_to_array
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
-from operators.sources.file_text import text_document
+from operators.sources.file_text import read_text_file
 from operators.sources.paths import resolve_paths, warn_dangling
-from operators.sources.pdf import PdfSource, pdf_documents, relative_name
+from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
 
@@ -35,8 +37,10 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     suffixes are named in one warning line and not read, nor are hidden files and subfolders (give a glob,
     ``docs/**/*``). A text file's ``docno`` and ``path`` are its path from the folder (or from a glob's folders
     before its first wildcard) with its suffix (``notes.md``, ``a/notes.md``), so ``notes.txt`` and ``notes.md``
-    stay two documents; its ``title`` is a Markdown file's first heading, an HTML file's ``<title>``, else the
-    file stem; an HTML file's text is its body's, without scripts and styles; ``page`` is null. A PDF's rows are
+    stay two documents; its ``title`` is a Markdown file's front matter's ``title:`` or first heading, an HTML
+    file's ``<title>``, else the file stem; a Markdown file's front matter's other fields are columns of its own
+    (the front matter is not in its text); an HTML file's text is its body's, without scripts and styles;
+    ``page`` is null. A PDF's rows are
     those of ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of
     that file in an ingestion). A file with no text gives no document, and says so in the log.
 
@@ -84,12 +88,30 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
                         len(others), shown, ", ..." if len(others) > 10 else "", ", ".join(SUFFIXES))
         return readable
 
+    def read(self, split: str | None) -> Iterator[pa.Table]:
+        paths = [Path(split)] if split is not None else self._paths()
+        yield from rebatch((_table(self._documents(path)) for path in paths), self.params.batch_rows,
+                           self.params.limit)
+
     def _documents(self, path: Path) -> list[dict[str, Any]]:
         name = relative_name(path, self.params.path)
         if path.suffix.lower() == ".pdf":
             return pdf_documents(path, name, self.params.unit, op=self)
-        title, text = text_document(name, path.read_bytes(), op=self)
-        if not text.strip():
+        document = read_text_file(name, path.read_bytes(), op=self)
+        if not document.text.strip():
             log.warning("%s: no text: no document", name)
             return []
-        return [{"docno": name, "title": title or path.stem, "text": text, "path": name, "page": None}]
+        fields = {k: v for k, v in document.fields.items() if k not in SCHEMA.names}
+        if taken := sorted(set(document.fields) - set(fields)):
+            log.warning("%s: front matter field(s) %s are left out: they name the document's own columns (%s); "
+                        "rename them to keep them", name, ", ".join(taken), ", ".join(SCHEMA.names))
+        return [{**fields, "docno": name, "title": document.title or path.stem, "text": document.text, "path": name,
+                 "page": None}]
+
+
+def _table(documents: list[dict[str, Any]]) -> pa.Table:
+    """A file's documents: the columns of ``SCHEMA``, then its other fields (a Markdown file's front matter's)."""
+    table = pa.Table.from_pylist(documents, schema=SCHEMA)
+    for name in dict.fromkeys(k for doc in documents for k in doc if k not in SCHEMA.names):
+        table = table.append_column(name, values_to_array([doc.get(name) for doc in documents]))
+    return table

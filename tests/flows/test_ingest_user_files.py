@@ -86,3 +86,30 @@ def test_id_fields_beside_the_one_used_are_kept_as_metadata_or_named_in_a_warnin
     assert str(path) in docno and "_id" in docno, docno
     [doc_id] = [m for m in shown if "doc_id" in m and "left out" in m]
     assert str(path) in doc_id, doc_id
+
+
+def test_markdown_front_matter_is_the_documents_title_and_fields_not_its_text(tmp_path, caplog):
+    """A Markdown file's YAML front matter (Jekyll, Hugo, Obsidian) stayed in the text, where BM25 matched its
+    keys and every passage of it began with 'layout: post'; its fields were not metadata a filter could read."""
+    import logging
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "post.md").write_text("---\ntitle: 'Kea in winter'\nauthor: Ana\nyear: 2021\ndate: 2021-07-01\n"
+                                    "draft: false\ntags: [birds, alps]\n---\n# A heading\n\nKea play in snow.\n")
+    (folder / "broken.md").write_text("---\ntitle: [unclosed\n---\nHuia text.\n")
+    (folder / "rule.md").write_text("---\n\nA note after a rule, with no front matter.\n")
+    caplog.set_level(logging.WARNING)
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (3, 0)
+    rows = rows_by_doc(tmp_path / "idx")
+    post = rows["post.md"]
+    assert (post["title"], post["text"]) == ("Kea in winter", "# A heading\n\nKea play in snow.\n")
+    assert (post["author"], post["year"], post["date"], post["draft"]) == ("Ana", 2021, "2021-07-01", False)
+    assert post["tags"] == '["birds", "alps"]'
+    assert rows["broken.md"]["text"].startswith("---\ntitle: [unclosed") and rows["broken.md"]["author"] is None
+    assert rows["rule.md"]["text"] == "---\n\nA note after a rule, with no front matter.\n"
+    [warning] = [r.getMessage() for r in caplog.records if "front matter" in r.getMessage()]
+    assert "broken.md" in warning and "not valid YAML" in warning, warning
+    hits = Index.open(tmp_path / "idx").search_bm25(["author"], k=3)[0].docnos
+    assert "post.md" not in hits

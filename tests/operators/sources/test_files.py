@@ -11,7 +11,7 @@ import pytest
 
 from operators.errors import SourceError, SourceNotFoundError
 from operators.registry import create
-from operators.sources.file_text import html_text, markdown_title
+from operators.sources.file_text import html_text, read_text_file
 from operators.testing import OperatorContract
 
 PAGE = """<!doctype html><html><head><title>Weta  &amp; wetapunga</title><style>p {color: red}</style>
@@ -112,11 +112,12 @@ def test_a_blank_file_gives_no_document(tmp_path):
     ("~~~\n# inside\n~~~~\n## After the fence", "After the fence"),
     ("---\ntitle: 'From front matter'\ntags: [a]\n---\n# Heading", "From front matter"),
     ("---\nlayout: post\n---\n# Heading after front matter", "Heading after front matter"),
+    ("---\ntitle: [not YAML\n---\n# Heading after it", "Heading after it"),
     ("#hashtag, not a heading\n\n    # indented code\n\nplain", None),
     ("", None),
 ])
 def test_the_title_of_a_markdown_file(text, title):
-    assert markdown_title(text) == title
+    assert read_text_file("notes.md", text.encode()).title == title
 
 
 def test_html_without_a_body_or_a_title():
