@@ -11,6 +11,7 @@ from typing import Any
 import pyarrow as pa
 from pydantic_core import to_jsonable_python
 
+from serve.server_paths import public_metadata
 from serve.taskstore import FINAL
 
 
@@ -39,7 +40,7 @@ def task_result(result: Any) -> dict[str, Any]:
         "result_description": {"documents": documents, "rows": table.num_rows, "queries": queries,
                                 "time": round(result.seconds, 3), "cache_hit_ratio": result.cache_hit_ratio,
                                 "text": result.description()},
-        "aggregated_data": to_jsonable_python(result.metadata, fallback=str),
+        "aggregated_data": to_jsonable_python(public_metadata(result.metadata), fallback=str),
         "metadata": dict(result.roles),
     }
 

@@ -48,14 +48,17 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError, IndexStoreError
     from operators.store.errors import ColumnTypeConflictError
+    from serve.server_paths import public_metadata, without_server_paths
 
     table = queries_table(prepared) if table is None else table
     try:
         result = make_executor("local", keep_history=False).run(prepared.flow, table, cancel=cancel)
     except PlacementMismatch as err:  # a deployment that runs another model than the step asks for: the request's
-        raise ApiError(422, str(err), param=err.field or "placement", code="flow_not_runnable") from None
+        raise ApiError(422, without_server_paths(str(err)), param=err.field or "placement",
+                       code="flow_not_runnable") from None
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
-        raise ApiError(503, str(err), kind="server_error", code="deployment_unavailable") from None
+        raise ApiError(503, without_server_paths(str(err)), kind="server_error",
+                       code="deployment_unavailable") from None
     except Exception as err:
         step, deleted = getattr(err, "step", None), in_chain(err, IndexNotFoundError) is not None
         if not deleted and in_chain(err, (IndexStoreError, OSError)) is not None:
@@ -75,8 +78,10 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
             # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's
             # to change, so a 422 naming it; any other failure of a step (a model's) stays a 500.
-            raise ApiError(422, str(err), param=err.field or "flow", code="flow_not_runnable") from None
+            raise ApiError(422, without_server_paths(str(err)), param=err.field or "flow",
+                           code="flow_not_runnable") from None
         raise
+    result.metadata = public_metadata(result.metadata)  # a step's failure, as chats and searches answer it
     limit = svc.current().limits.max_result_rows
     if result.table.num_rows > limit:
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",

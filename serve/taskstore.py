@@ -11,6 +11,7 @@ task reaches exactly one final state.
 from __future__ import annotations
 
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Collection, Iterator
@@ -20,6 +21,7 @@ import sqlalchemy as sa
 
 from flows.task_store_check import driver_error, shown_url
 from operators.errors import SpecError
+from serve.server_paths import without_server_paths
 from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
 
 __all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreError", "WriteThrottle", "chats",
@@ -28,6 +30,8 @@ __all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreErr
 
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
+
+_log = logging.getLogger("tessera.serve")
 
 #: ``create_ingest_task``'s ``seen`` when the caller checked no row: queue into whatever row there is.
 ANY_ROW = object()
@@ -125,8 +129,8 @@ class TaskStore:
                                .with_for_update()).first()  # PostgreSQL: two appends to the log wait their turn
             if row is None or row.status not in UNFINISHED:
                 return False
-            if log:
-                values["log"] = [*row.log, log]
+            if log:  # a client reads the log: a step's message worded without the server's paths
+                values["log"] = [*row.log, without_server_paths(log)]
             values["updated"] = time.time()
             done = conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.status.in_(UNFINISHED))
                                 .values(**values))
@@ -140,6 +144,9 @@ class TaskStore:
         marked ``done``."""
         if status not in FINAL:
             raise ValueError(f"[Internal] '{status}' is not a final status")
+        if error:  # the server's log keeps the failure as it was; the task, which clients read, without server paths
+            _log.warning("task %s %s: %s", task_id, status, error)
+            error = without_server_paths(error)
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(tasks.c.status, tasks.c.step_progress, tasks.c.log)
                                .where(tasks.c.id == task_id).with_for_update()).first()
@@ -148,7 +155,7 @@ class TaskStore:
             closed = "interrupted" if status != "finished" else "done"
             progress = {step: (info if info["status"] == "done" else {**info, "status": closed})
                         for step, info in row.step_progress.items()}
-            line = log or (f"{status}: {error}" if error else status)
+            line = without_server_paths(log) if log else f"{status}: {error}" if error else status
             done = conn.execute(tasks.update().where(tasks.c.id == task_id, tasks.c.status.in_(UNFINISHED)).values(
                 status=status, error=error, result_z=result, step_progress=progress, log=[*row.log, line],
                 steps_done=sum(1 for info in progress.values() if info["status"] == "done"),
