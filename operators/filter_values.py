@@ -3,8 +3,9 @@
 A number compares with a column of numbers as a number: as a double on a floating-point
 column (an integer too large for int64 fits one), exactly on an integer column (a fraction
 rounded the way that keeps the comparison, a value beyond the column type's range deciding
-it alone); it never compares with a column of text (which would order it as text). Other
-values are cast to the column's type. On a column null in every row, no condition matches.
+it alone); it never compares with a column of text (which would order it as text), nor does a
+boolean (which would be the text 'true', never 'True' or 'yes'). Other values are cast to the
+column's type. On a column null in every row, no condition matches.
 A value that fits no comparison is a ``FilterError`` in the filter author's terms: the
 condition as written, the value's type, the column's type and why.
 """
@@ -73,7 +74,9 @@ def _holds(kind: pa.DataType) -> str | None:
 def _check_kinds(column: str, op: str, value: Any, kind: pa.DataType, written: Any = None) -> None:
     """Refuse a boolean for a column of numbers and a number for a column of booleans (Arrow would cast true to 1
     and 2 to true, a match the author did not mean), a number for a column of text (it would compare as text,
-    character by character: gt 5 keeps 'abc' and drops '10'), and any value for a column of lists or records."""
+    character by character: gt 5 keeps 'abc' and drops '10'), a boolean for a column of text (it would compare as
+    the text 'true', so eq true on 'True' or 'yes' silently matches nothing), and any value for a column of lists
+    or records."""
     numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_decimal(kind)
     if isinstance(value, bool) and numeric:
         raise _unfit(column, op, value, kind, "the column holds numbers", written)
@@ -83,6 +86,11 @@ def _check_kinds(column: str, op: str, value: Any, kind: pa.DataType, written: A
         raise _unfit(column, op, value, kind, f"the column holds {_holds(kind)}, compared character by character, "
                      "not as numbers ('10' sorts before '9'); to compare as text, quote the value: "
                      f"{shown(str(value))}", written)
+    if isinstance(value, bool) and _holds(kind):
+        raise _unfit(column, op, value, kind, f"the column holds {_holds(kind)}, not true or false: {shown(value)} "
+                     f"would match only the text {shown(shown(value))}, not 'True', 'yes' or '1'; quote the value, "
+                     "spelled as the column spells it, to compare it as text; unquoted, YAML reads yes, no, on, off, "
+                     "true and false as booleans", written)
     if pa.types.is_nested(kind):
         raise _unfit(column, op, value, kind, "the column holds lists or records; comparisons need a column of "
                      "single values", written)

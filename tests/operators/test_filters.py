@@ -136,6 +136,14 @@ def test_numbers_compare_as_numbers_whatever_the_column_type():
     ({"field": "raw", "lte": 3}, "value 3 does not fit column 'raw' of type binary (an integer; the column holds "
      "bytes"),
     ({"field": "code", "in": [5]}, "value 5 does not fit column 'code' of type dictionary<values=string"),
+    # a boolean for a column of text would be the text 'true': eq true on 'True' or 'yes' silently matched nothing
+    ({"field": "lang", "eq": True}, "filter {field: lang, eq: true}: value true does not fit column 'lang' of type "
+     "string (a boolean; the column holds text, not true or false: true would match only the text 'true', not "
+     "'True', 'yes' or '1'; quote the value, spelled as the column spells it, to compare it as text"),
+    ({"field": "code", "in": ["5", False]}, "value false does not fit column 'code' of type dictionary<values=string"
+     ", indices=int32, ordered=0> (a boolean; the column holds text"),
+    ({"field": "raw", "ne": True}, "value true does not fit column 'raw' of type binary (a boolean; the column holds "
+     "bytes, not true or false"),
 ])
 def test_values_no_comparison_fits_are_refused_in_the_authors_terms(spec, says):
     table = docs().append_column("raw", pa.array([b"1", b"2", b"3", b"4", b"5", None])) \
