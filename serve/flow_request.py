@@ -90,10 +90,10 @@ def check_models_here(flow: Any) -> None:
     that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
-    from flows.train import train_command
+    from flows.train import public_train_command
 
-    try:
-        check_models([flow], how_to_make=train_command)
+    try:  # the command that makes a model, its dataset by a stand-in: the recipe's path is the clone's layout
+        check_models([flow], how_to_make=public_train_command)
     except IndexEncoderError as err:  # the 422 of a SpecError, its encoders named without the server's paths
         raise IndexEncoderError(logged_public(err), step=err.step, field=err.field) from None
     except MissingModelsError as err:

@@ -16,15 +16,20 @@ recipe spec and ``train(options)``).
 
 from typing import Any
 
-__all__ = ["TrainError", "TrainOptions", "TrainReport", "train", "train_command"]
+__all__ = ["TrainError", "TrainOptions", "TrainReport", "public_train_command", "train", "train_command"]
 
 
-def train_command(name: str) -> str | None:
+def train_command(name: str, placeholder: bool = False) -> str | None:
     """The ``tessera train`` command that makes the model ``name`` (``recipe.train_command``), or None;
     a function here so that passing it along imports no recipe until a model is missing."""
     from flows.train.recipe import train_command as command
 
-    return command(name)
+    return command(name, placeholder)
+
+
+def public_train_command(name: str) -> str | None:
+    """``train_command`` with its dataset by a stand-in (``<path-to-scifact>``), for the service's clients."""
+    return train_command(name, placeholder=True)
 
 
 def __getattr__(name: str) -> Any:  # lazy: `tessera --help` does not import torch

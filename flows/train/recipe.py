@@ -228,9 +228,20 @@ def model_name(prefix: str, kind: str) -> str:
     return f"{prefix}-{kind}"
 
 
-def train_command(name: str) -> str | None:
+def dataset_option(dataset: str, placeholder: bool = False) -> str:
+    """How ``train_command`` names a recipe's dataset: its path (from the repository root, as the recipe reads it)
+    when that folder is there, else, or with ``placeholder``, a stand-in that names it (``<path-to-scifact>``): the
+    recipe's ``../shared/data/scifact`` is the clone's layout, which neither a user elsewhere nor a client of the
+    service has."""
+    if not placeholder and Path(dataset).is_dir():
+        return dataset
+    return f"<path-to-{Path(dataset).name or 'dataset'}>"
+
+
+def train_command(name: str, placeholder: bool = False) -> str | None:
     """The ``tessera train`` command that makes the model ``name`` with a built-in recipe (after the one
-    that makes its base, when that is a trained model not here yet), or None when no recipe makes it."""
+    that makes its base, when that is a trained model not here yet), or None when no recipe makes it.
+    ``placeholder``: the dataset by a stand-in, whether or not its folder is here (``dataset_option``)."""
     from operators.models import ModelNotFoundError, resolve_model_path
 
     for recipe in recipe_names():
@@ -240,7 +251,7 @@ def train_command(name: str) -> str | None:
         if kind is None:
             continue
         data = kind not in DATA_FREE_KINDS
-        options = [f"--dataset {makes.dataset}"] if data else []
+        options = [f"--dataset {dataset_option(makes.dataset, placeholder)}"] if data else []
         options += [f"--split {makes.split}"] if makes.split and data else []
         options += ["--allow-eval-split"] if makes.allow_eval_split and data else []
         options += [f"--spec {recipe}"] if recipe != "train" else []
@@ -251,7 +262,7 @@ def train_command(name: str) -> str | None:
         try:
             resolve_model_path(base)
         except ModelNotFoundError:
-            first = train_command(base) if base != name else None
+            first = train_command(base, placeholder) if base != name else None
             return f"{first}, then {command}" if first else command
         return command
     return None

@@ -19,6 +19,8 @@ from operators.store import Index, IndexSettings
 
 SPECS = Path(__file__).resolve().parents[2] / "flows" / "specs"
 PACKAGED = {"all-MiniLM-L6-v2"}
+#: How the commands name the recipes' dataset: its path from a clone beside ../shared/data, else a stand-in.
+SCIFACT = "<path-to-scifact>" if not Path("../shared/data/scifact").is_dir() else "../shared/data/scifact"
 
 
 @pytest.fixture
@@ -56,9 +58,9 @@ def test_run_names_every_missing_model_with_its_step_and_train_command(home, bi_
     err = capsys.readouterr().err
     assert "2 model(s) needed are not on this machine, so nothing was run" in err
     assert ("'tessera-bi-encoder' for flow hybrid_ce, step dense (params.index (its encoder)): make it with: "
-            "tessera train --dataset ../shared/data/scifact --model bi-encoder") in err
+            f"tessera train --dataset {SCIFACT} --model bi-encoder") in err
     assert ("'tessera-cross-encoder' for flow hybrid_ce, step rerank (params.model): make it with: "
-            "tessera train --dataset ../shared/data/scifact --model cross-encoder") in err
+            f"tessera train --dataset {SCIFACT} --model cross-encoder") in err
 
 
 def test_flow_run_checks_before_any_step(home, bi_encoder_index, nothing_runs):
@@ -102,7 +104,7 @@ def test_bench_names_every_model_of_every_flow_before_building_an_index(home, tm
     assert "3 model(s) needed" in err
     assert ("'tessera-bi-encoder' for flow ce, step dense (index_settings.encoder: the index built for it); "
             "flow hybrid_colbert, step dense (index_settings.encoder: the index built for it): make it with: "
-            "tessera train --dataset ../shared/data/scifact --model bi-encoder") in err
+            f"tessera train --dataset {SCIFACT} --model bi-encoder") in err
     assert "'tessera-cross-encoder' for flow ce, step rerank (params.model)" in err
     assert "'tessera-colbert' for flow hybrid_colbert, step rerank (params.model)" in err
     assert not indices.exists() and not out.exists()
@@ -131,7 +133,7 @@ def test_every_trained_model_a_built_in_flow_needs_is_made_by_a_recipe(home):
         assert model_name(args.name_prefix, args.models[0]) == reference
         assert makes.name_prefix == args.name_prefix and args.models[0] in makes.models
     assert train_command("tessera-wikipedia-cross-encoder").startswith(  # its base, trained first
-        "tessera train --dataset ../shared/data/scifact --model cross-encoder, then ")
+        f"tessera train --dataset {SCIFACT} --model cross-encoder, then ")
     assert train_command("no-such-model") is None
 
 

@@ -63,7 +63,8 @@ def test_a_bi_encoder_where_a_cross_encoder_belongs_is_refused_by_the_pre_run_ch
     err = capsys.readouterr().err
     # the name resolves to a folder, but of the wrong kind: the reason, not the command that makes the name
     assert "'tessera-cross-encoder' for flow hybrid_ce, step rerank (params.model): not a cross-encoder: " in err
-    make = "make it with: tessera train --dataset ../shared/data/scifact --model"
+    scifact = "../shared/data/scifact" if Path("../shared/data/scifact").is_dir() else "<path-to-scifact>"
+    make = f"make it with: tessera train --dataset {scifact} --model"
     assert str(bi_encoder_named_cross_encoder) in err and f"{make} bi-encoder" in err  # the absent one: its command
     assert f"{make} cross-encoder" not in err
     assert ("1 model(s) needed are not on this machine and 1 model(s) needed are here but not of the kind their "
