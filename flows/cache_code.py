@@ -3,11 +3,11 @@ an operator's code misses the entries its old code stored instead of replaying t
 
 A step's code is the installed Tessera version plus a digest of the source files that define its operator's class
 and each of its base classes (``operators/base.py``, a category's ``base.py``, a plugin's own bases), and those of
-the operators it runs inside itself (``Operator.nested_operators``). So editing an operator's file in an editable
-install misses that operator's entries, editing ``operators/base.py`` misses every operator's, and editing another
-operator's file misses none of them. Modules the class's module imports (a helper, a prompt file) are not read: an
-upgrade changes the version, and while editing such a helper run with ``--no-cache`` or raise the operator's
-``version``.
+the operators it runs inside itself (``Operator.nested_operators``); for a plugin from an installed package, that
+package's version too. So editing an operator's file in an editable install misses that operator's entries, editing
+``operators/base.py`` misses every operator's, and editing another operator's file misses none of them. Modules the
+class's module imports (a helper, a prompt file) are not read: an upgrade changes the version, and while editing
+such a helper run with ``--no-cache`` or raise the operator's ``version``.
 
 Each class's file is read once per process, the first time a key needs it, and kept for the class object: the
 digest follows the code the process runs (a module reloaded after an edit is new classes, read again), not a file
@@ -39,6 +39,23 @@ def tessera_version() -> str:
         return metadata.version("tessera")
     except metadata.PackageNotFoundError:
         return "unknown"
+
+
+#: Tessera's own top-level packages: their code's version is Tessera's.
+_OWN_PACKAGES = ("operators", "flows", "serve")
+
+
+@functools.lru_cache(maxsize=256)
+def package_version(package: str) -> str | None:
+    """The version of the installed distribution named like the top-level package ``package`` (a plugin's
+    ``mylab`` or ``tessera_mylab`` from ``tessera-mylab``), None for Tessera's own or a package not installed (a
+    ``TESSERA_OPERATORS`` module on ``PYTHONPATH``)."""
+    if package in _OWN_PACKAGES:
+        return None
+    try:
+        return metadata.version(package)
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
 
 
 @functools.lru_cache(maxsize=1024)
@@ -80,10 +97,15 @@ def _operators(op: Operator) -> list[Operator]:
 
 def code_identity(op: Operator) -> dict[str, Any]:
     """What the step key holds of the code that computes ``op``'s output: the Tessera version, the modules that
-    define its classes (readable in ``tessera cache explain``) and one digest of their files."""
+    define its classes (readable in ``tessera cache explain``), one digest of their files and, for a plugin from an
+    installed package, that package's version."""
     modules: dict[str, str] = {}
     for each in _operators(op):
         for module, digest in class_code(type(each)):
             modules.setdefault(module, digest)
     source = hashlib.blake2b(repr(sorted(modules.items())).encode(), digest_size=8).hexdigest()
-    return {"tessera": tessera_version(), "modules": sorted(modules), "source": source}
+    code: dict[str, Any] = {"tessera": tessera_version(), "modules": sorted(modules), "source": source}
+    versions = {top: package_version(top) for top in sorted({module.split(".")[0] for module in modules})}
+    if any(versions.values()):  # a plugin's installed package: its version covers the helpers its files import
+        code["packages"] = {top: version for top, version in versions.items() if version}
+    return code

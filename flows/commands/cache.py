@@ -93,7 +93,8 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
         out.print(f"  step key   {e['step_key']}")
         out.print(f"  identity   {escape(json.dumps(e['identity'], default=str))}")
         code = e["code"]
-        out.print(f"  code       tessera {escape(code['tessera'])}, source {code['source']} of "
+        packages = "".join(f", {escape(name)} {escape(v)}" for name, v in code.get("packages", {}).items())
+        out.print(f"  code       tessera {escape(code['tessera'])}{packages}, source {code['source']} of "
                   f"{escape(', '.join(code['modules']) or 'no file')}")
         if e["scope"] == "row":
             reads = "every column" if e["reads"] is None else ", ".join(e["reads"])

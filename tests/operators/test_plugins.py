@@ -146,9 +146,14 @@ def test_a_module_named_after_the_first_lookup_is_loaded_at_the_next(plugin_root
 @pytest.mark.parametrize("entry_point", [f"mylab = {PACKAGE}.flags", f"keyword_flag = {PACKAGE}.flags:KeywordFlagger"],
                          ids=["module", "class"])
 def test_an_entry_point_naming_a_module_or_a_class_registers_it(plugin_root, tmp_path, entry_point):
+    from flows.cache_code import code_identity, package_version
+
     write_dist_info(plugin_root, entry_point)
     assert all_operators()[OPERATOR].__name__ == "KeywordFlagger"
     assert run_flow(tmp_path).column("has_keyword").to_pylist() == [True, True]
+    package_version.cache_clear()  # read once per process: forget what an earlier test's process state gave
+    # an installed plugin's step key holds its package's version: an upgrade misses, helpers changed included
+    assert code_identity(create(OPERATOR, {}))["packages"] == {PACKAGE: "0.1.0"}
 
 
 def test_a_module_entry_point_registers_the_operators_of_its_submodules(plugin_root):
