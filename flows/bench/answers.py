@@ -8,7 +8,7 @@ scores are torchmetrics' SQuAD metric, the SQuAD v1.1 evaluation script's defini
 (Rajpurkar et al., EMNLP 2016): lower case, punctuation and the articles a/an/the
 removed, whitespace collapsed; EM is 1 when the normalised strings are equal, F1 the
 harmonic mean of precision and recall over the normalised tokens (as a bag). A query
-the flow left unanswered scores 0 on both.
+the flow left unanswered scores 0 on both; a question without a gold answer is not counted.
 """
 
 from __future__ import annotations
@@ -25,24 +25,42 @@ ANSWER_KEY = "answer"
 
 
 def load_gold(path: Path, qids: list[str]) -> dict[str, list[str]]:
-    """``{qid: [answer, *aliases]}`` for the evaluated qids that ``questions.jsonl`` answers (empty: no file)."""
+    """``{qid: [answer, *aliases]}`` for the evaluated qids that ``questions.jsonl`` answers (empty: no file).
+
+    ``answer`` is a string or a list of strings (each one a correct answer); a question whose answers are all
+    null or blank has no gold answer, so it is left out of the answer measures rather than scored 0."""
     if not path.is_file():
         return {}
-    wanted, gold = set(qids), {}
-    with open(path, encoding="utf-8") as f:
+    wanted, gold, lines = set(qids), {}, {}
+    with open(path, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first question
         for number, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
                 row = json.loads(line)
                 qid = str(row["_id"])
-                answers = [row["answer"], *(row.get("answer_aliases") or [])]
+                answers = [*_listed(row["answer"]), *_listed(row.get("answer_aliases"))]
             except (ValueError, KeyError, TypeError) as err:
                 raise BenchError(f"{path} line {number}: not a question with '_id' and 'answer' ({err})",
                                  field="dataset") from None
-            if qid in wanted:
-                gold[qid] = list(dict.fromkeys(str(a) for a in answers if a is not None and str(a).strip()))
+            if qid in lines:
+                raise BenchError(f"{path} line {number}: question '{qid}' is there already (line {lines[qid]}): "
+                                 "give each question one line, its answers in a list", field="dataset")
+            lines[qid] = number
+            texts = list(dict.fromkeys(str(a) for a in answers if a is not None and str(a).strip()))
+            if qid in wanted and texts:
+                gold[qid] = texts
     return gold
+
+
+def _listed(value: Any) -> list[Any]:
+    """An answer field as a list of answers: a list as it is, one value as one answer, null as none."""
+    if value is None:
+        return []
+    listed = list(value) if isinstance(value, list) else [value]
+    if not all(a is None or isinstance(a, (str, int, float)) for a in listed):
+        raise TypeError(f"an answer is a string or a list of strings, not {json.dumps(value)[:80]}")
+    return listed
 
 
 def flow_answers(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:

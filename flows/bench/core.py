@@ -105,9 +105,7 @@ def reads_back(*, cache: bool, default_store: bool) -> tuple[str, ...]:
 
 def _dataset_warnings(dataset: Dataset, min_relevance: int) -> list[str]:
     """What makes some judged queries count less than a reader would think."""
-    qids, warnings = dataset.qids, []
-    if dataset.missing:
-        warnings.append(f"{dataset.missing} judged queries are not in queries.jsonl and are not evaluated")
+    qids, warnings = dataset.qids, dataset.warnings()  # ids that match nothing
     if unmet := metrics.without_relevant(dataset.qrels, qids, min_relevance):
         warnings.append(f"{unmet} of {len(qids)} queries have no document judged {min_relevance} or above: "
                         "the binary measures (all but nDCG) score them 0")

@@ -6,6 +6,12 @@ queries evaluated are those of ``queries.jsonl`` (in file order) that have at le
 one judgement in the split; ``limit`` keeps the first N of them. Qrels are cut to the
 evaluated queries. ``fingerprint()`` hashes the content (order-independent), so a
 run is keyed by what was asked and judged, not by file names or line order.
+
+Ids are compared as strings, as trec_eval does, so ids written differently in two files
+(``7`` against ``007``, a prefix) match nothing and would score 0 without a word: judged
+queries missing from ``queries.jsonl`` and relevant documents missing from ``corpus.jsonl``
+are counted and named (``warnings()``), and a dataset where no query or no relevant
+document matches is refused, with examples of the ids on both sides.
 """
 
 from __future__ import annotations
@@ -30,6 +36,23 @@ class Dataset:
     unjudged: int  # queries in queries.jsonl without judgements in this split (not evaluated)
     missing: int  # judged qids absent from queries.jsonl (cannot be evaluated)
     answers: dict[str, list[str]] = field(default_factory=dict)  # qid -> gold answer and aliases (questions.jsonl)
+    missing_examples: tuple[str, ...] = ()  # a few of the ``missing`` qids
+    relevant: int = 0  # judgements of the evaluated queries with a grade above 0
+    unknown_docs: tuple[str, ...] = ()  # the document of each of those judgements that corpus.jsonl lacks
+
+    def warnings(self) -> list[str]:
+        """What makes judged queries count less than a reader would think: ids that match nothing."""
+        qrels = f"{self.root / 'qrels' / self.split}.tsv"
+        found = []
+        if self.missing:
+            found.append(f"{self.missing} judged queries of {qrels} are not in {self.root / 'queries.jsonl'} and are "
+                         f"not evaluated (such as {_shown(self.missing_examples)}): {_SAME_IDS}")
+        if self.unknown_docs:
+            shown = _shown(dict.fromkeys(self.unknown_docs))
+            found.append(f"{len(self.unknown_docs)} of the {self.relevant} relevant judgements of {qrels} name a "
+                         f"document that is not in {self.corpus} (such as {shown}): no flow can find it, so it "
+                         f"counts as missed; {_SAME_IDS}")
+        return found
 
     @property
     def name(self) -> str:
@@ -51,6 +74,14 @@ class Dataset:
         return file_sha256(self.corpus)
 
 
+#: What ids that match nothing usually are, and the fix.
+_SAME_IDS = "check that the files use the same ids (the same string: not 7 for '007', no prefix)"
+
+
+def _shown(ids, most: int = 3) -> str:
+    return ", ".join(repr(i) for i in list(ids)[:most])
+
+
 def _rows_sha256(table: pa.Table, columns: list[str]) -> str:
     rows = sorted(zip(*(map(str, table.column(c).to_pylist()) for c in columns)))
     digest = hashlib.sha256()
@@ -59,8 +90,11 @@ def _rows_sha256(table: pa.Table, columns: list[str]) -> str:
     return digest.hexdigest()
 
 
-def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None = None) -> Dataset:
-    """Read a BEIR folder; every missing piece is a ``BenchError`` naming the path."""
+def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None = None,
+                 known_docs: bool = True) -> Dataset:
+    """Read a BEIR folder; every missing piece is a ``BenchError`` naming the path. ``known_docs``: refuse a
+    dataset where no relevant judgement names a document of the corpus (every query would score 0); training
+    reads it as it is, since its pseudo-queries need no judgement."""
     from flows.queries import read_queries
     from operators.errors import TesseraError
     from operators.sources._beir_files import load_qrels, qrels_splits
@@ -76,25 +110,64 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         if not path.is_file():
             raise BenchError(f"dataset folder '{root}' has no {path.name} (BEIR layout: corpus.jsonl, "
                              "queries.jsonl, qrels/<split>.tsv)", field="dataset")
-    if not (root / "qrels" / f"{split}.tsv").is_file():
-        raise BenchError(f"no qrels file '{root / 'qrels' / f'{split}.tsv'}' (splits there: "
+    qrels_path = root / "qrels" / f"{split}.tsv"
+    if not qrels_path.is_file():
+        raise BenchError(f"no qrels file '{qrels_path}' (splits there: "
                          f"{', '.join(qrels_splits(root)) or 'none'})", field="split")
     try:
         qrels = load_qrels(root, split)
         queries = read_queries(queries_path)
     except TesseraError as err:
         raise BenchError(err.message, field="dataset") from None
-    judged = set(qrels.column("qid").to_pylist())
+    judged = list(dict.fromkeys(qrels.column("qid").to_pylist()))
     known = queries.column("qid").to_pylist()
-    keep = pc.is_in(queries.column("qid"), value_set=pa.array(sorted(judged), pa.string()))
+    keep = pc.is_in(queries.column("qid"), value_set=pa.array(judged, pa.string()))
     evaluated = queries.filter(keep)
     if limit is not None:
         evaluated = evaluated.slice(0, limit)
     if evaluated.num_rows == 0:
-        raise BenchError(f"no query of {queries_path} has judgements in qrels/{split}.tsv", field="dataset")
+        raise BenchError(f"no query of {queries_path} has judgements in {qrels_path} (its ids: {_shown(known)}; the "
+                         f"judged ones: {_shown(judged)}): {_SAME_IDS}", field="dataset")
     qrels = qrels.filter(pc.is_in(qrels.column("qid"), value_set=evaluated.column("qid")))
+    relevant = qrels.filter(pc.greater(qrels.column("relevance"), 0)).column("docno").to_pylist()
+    wanted = set(relevant)
+    found, some_ids = _corpus_ids(corpus, wanted)
+    unknown = tuple(d for d in relevant if d not in found)
+    if known_docs and relevant and len(unknown) == len(relevant):
+        raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
+                         f"{_shown(some_ids)}; the judged ones: {_shown(dict.fromkeys(unknown))}): every query "
+                         f"would score 0; {_SAME_IDS}", field="dataset")
+    asked = set(known)
+    missing = [q for q in judged if q not in asked]
     from flows.bench.answers import load_gold
 
     return Dataset(root=root, split=split, corpus=corpus, queries=evaluated, qrels=qrels,
-                   unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(judged - set(known)),
-                   answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()))
+                   unjudged=len(known) - int(pc.sum(keep).as_py() or 0), missing=len(missing),
+                   answers=load_gold(root / "questions.jsonl", evaluated.column("qid").to_pylist()),
+                   missing_examples=tuple(missing[:3]), relevant=len(relevant),
+                   unknown_docs=unknown)
+
+
+def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
+    """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), and its first few ids; a line that
+    is not a JSON object is left to ingestion, which records it as a failure."""
+    import json
+
+    from flows.train.corpus import doc_id
+
+    found: set[str] = set()
+    first: list[str] = []
+    with open(corpus, encoding="utf-8-sig", errors="replace") as f:
+        for line in f:
+            try:
+                doc = json.loads(line) if line.strip() else None
+            except ValueError:
+                continue
+            key = doc_id(doc) if isinstance(doc, dict) else None
+            if key is None:
+                continue
+            if len(first) < 3:
+                first.append(key)
+            if key in wanted:
+                found.add(key)
+    return found, first

@@ -41,7 +41,10 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     """Relevance judgements of one split: ``qid: string, docno: string, relevance: int32``.
 
     Reads ``<folder>/qrels/<split>.tsv``: BEIR's tab-separated ``query-id, corpus-id,
-    score`` with a header line, or TREC's four columns ``qid 0 docno relevance``.
+    score`` with a header line, or TREC's four columns ``qid 0 docno relevance`` (tabs or
+    spaces). A byte order mark, Windows line ends, blank lines and the spaces around a tab-separated
+    cell are dropped: they would make ids that match nothing. A judgement given twice counts once;
+    given twice with two grades, it is an error naming both lines (which grade was meant?).
     """
     path = Path(folder) / "qrels" / f"{split}.tsv"
     if not path.is_file():
@@ -52,10 +55,13 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     qids: list[str] = []
     docnos: list[str] = []
     relevance: list[int] = []
-    with open(path, encoding="utf-8") as f:
+    seen: dict[tuple[str, str], tuple[int, int]] = {}  # (qid, docno) -> (line, grade)
+    with open(path, encoding="utf-8-sig") as f:
         for number, line in enumerate(f, start=1):
-            parts = line.rstrip("\r\n").split("\t") if "\t" in line else line.split()
-            if not parts or parts == [""]:
+            parts = [p.strip() for p in line.split("\t")] if "\t" in line else line.split()
+            while parts and not parts[-1]:  # a trailing tab
+                parts.pop()
+            if not parts:
                 continue
             if len(parts) == 4:  # TREC: qid iteration docno relevance
                 parts = [parts[0], parts[2], parts[3]]
@@ -69,6 +75,14 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
                     continue
                 raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number",
                                   **_where(op)) from None
+            key = (parts[0], parts[1])
+            if key in seen:
+                first, grade = seen[key]
+                if grade != score:
+                    raise SourceError(f"{path}, line {number}: query '{key[0]}' and document '{key[1]}' are judged "
+                                      f"{score} here and {grade} on line {first}: keep one judgement", **_where(op))
+                continue
+            seen[key] = (number, score)
             qids.append(parts[0])
             docnos.append(parts[1])
             relevance.append(score)

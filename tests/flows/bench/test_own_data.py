@@ -1,0 +1,97 @@
+"""A benchmark on the user's own files, written the ways users write them.
+
+Qrels and answers as other tools and editors leave them (a byte order mark, Windows line ends,
+TREC or BEIR columns, padded cells, a judgement written twice) read as the clean file does; ids
+that match nothing between the files are named, and refused where every query would score 0,
+instead of a mean that is silently lower. The datasets are a few lines written by each test.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from flows.bench.errors import BenchError
+
+CORPUS = {"d1": "Daily low-dose aspirin reduces the risk of a first heart attack.",
+          "d3": "Caffeine in coffee delays sleep onset.", "d7": "Deep sleep consolidates memory.",
+          "d10": "Paris is the capital of France."}
+QUERIES = {"q1": "does aspirin prevent heart attacks", "q2": "coffee and sleep", "q5": "capital of France"}
+JUDGED = [("q1", "d1", 1), ("q2", "d3", 2), ("q2", "d7", 1), ("q5", "d10", 1)]
+BEIR = "query-id\tcorpus-id\tscore\n" + "".join(f"{q}\t{d}\t{r}\n" for q, d, r in JUDGED)
+TREC = "".join(f"{q} 0 {d} {r}\n" for q, d, r in JUDGED)
+
+
+def write_dataset(root: Path, qrels: str, *, queries: dict | None = None, questions: str | None = None) -> Path:
+    (root / "qrels").mkdir(parents=True)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": t}) + "\n" for k, t in CORPUS.items()),
+                                       encoding="utf-8")
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": t}) + "\n"
+                                                for k, t in (queries or QUERIES).items()), encoding="utf-8")
+    (root / "qrels" / "test.tsv").write_bytes(qrels.encode("utf-8"))
+    if questions is not None:
+        (root / "questions.jsonl").write_bytes(questions.encode("utf-8"))
+    return root
+
+
+@pytest.mark.parametrize("qrels", [
+    BEIR, BEIR.split("\n", 1)[1], TREC, TREC.replace(" ", "\t"), BEIR + "\n\n", BEIR.replace("\n", "\r\n"),
+    "\ufeff" + BEIR, "\ufeff" + BEIR.split("\n", 1)[1], "\ufeff" + TREC, BEIR.replace("\n", "\t\n"),
+    BEIR.replace("\td10\t", "\t d10 \t"), BEIR + "q2\td3\t2\n",
+], ids=["beir", "no-header", "trec", "trec-tabs", "blank-lines", "crlf", "bom", "bom-no-header", "bom-trec",
+        "trailing-tab", "padded-cells", "repeated"])
+def test_qrels_as_users_write_them_read_as_the_clean_file(tmp_path, qrels):
+    from operators.sources._beir_files import load_qrels
+
+    table = load_qrels(write_dataset(tmp_path / "d", qrels), "test")
+    assert list(zip(*(table.column(c).to_pylist() for c in ("qid", "docno", "relevance")))) == JUDGED
+
+
+def test_a_judgement_given_two_grades_is_an_error_naming_both_lines(tmp_path):
+    root = write_dataset(tmp_path / "d", BEIR + "q1\td1\t0\n")
+    with pytest.raises(BenchError) as err:
+        _load(root)
+    assert err.value.field == "dataset" and f"{root / 'qrels' / 'test.tsv'}, line 6" in err.value.message
+    assert "'q1' and document 'd1' are judged 0 here and 1 on line 2" in err.value.message
+
+
+def _load(root: Path):
+    from flows.bench.dataset import load_dataset
+
+    return load_dataset(root, split="test")
+
+
+def test_ids_that_match_nothing_are_named_and_refused_where_every_query_would_score_0(tmp_path):
+    padded = write_dataset(tmp_path / "padded", BEIR.replace("\nq", "\n00"),
+                           queries={k[1:]: t for k, t in QUERIES.items()})
+    with pytest.raises(BenchError, match=r"no query of .*queries.jsonl has judgements in .*test.tsv \(its ids: "
+                                         r"'1', '2', '5'; the judged ones: '001', '002', '005'\)"):
+        _load(padded)
+    prefixed = write_dataset(tmp_path / "prefixed", BEIR.replace("\td", "\tdoc"))
+    with pytest.raises(BenchError, match=r"no relevant judgement of .*test.tsv names a document of .*corpus.jsonl "
+                                         r"\(its ids: 'd1', 'd3', 'd7'; the judged ones: 'doc1', 'doc3', 'doc7'\): "
+                                         "every query would score 0"):
+        _load(prefixed)
+    some = _load(write_dataset(tmp_path / "some", BEIR + "q1\tdX\t1\nq9\td1\t1\nq5\td2\t0\n"))
+    first, second = some.warnings()
+    assert "1 judged queries of" in first and "(such as 'q9')" in first
+    assert "1 of the 5 relevant judgements" in second and "(such as 'dX')" in second  # d2, judged 0, is no matter
+    assert _load(write_dataset(tmp_path / "clean", BEIR)).warnings() == []
+
+
+def test_gold_answers_as_users_write_them(tmp_path):
+    lines = [{"_id": "q1", "answer": ["Paris", "City of Paris"]}, {"_id": "q2", "answer": None},
+             {"_id": "q5", "answer": " ", "answer_aliases": [""]}]
+    text = "\ufeff" + "".join(json.dumps(line) + "\r\n" for line in lines)
+    gold = _load(write_dataset(tmp_path / "d", BEIR, questions=text)).answers
+    # q2 and q5 have no gold answer, so the answer measures leave them out (answers.per_query) instead of scoring 0
+    assert gold == {"q1": ["Paris", "City of Paris"]}
+    for bad, needle in [(lines[0], "line 2: question 'q1' is there already (line 1)"),
+                        ({"_id": "q2", "answer": {"text": ["Paris"]}}, "line 2: not a question with '_id' and "
+                                                                         "'answer' (an answer is a string or a list")]:
+        text = "".join(json.dumps(line) + "\n" for line in (lines[0], bad))
+        with pytest.raises(BenchError, match=re.escape(needle)):
+            _load(write_dataset(tmp_path / f"bad{len(needle)}", BEIR, questions=text))
