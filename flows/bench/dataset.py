@@ -153,8 +153,9 @@ def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
     is not a JSON object is left to ingestion, which records it as a failure."""
     import json
 
-    from flows.train.corpus import doc_id
+    from operators.sources._common import ID_FALLBACKS
 
+    fields = ("_id", *ID_FALLBACKS)
     found: set[str] = set()
     first: list[str] = []
     with open(corpus, encoding="utf-8-sig", errors="replace") as f:
@@ -163,7 +164,8 @@ def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
                 doc = json.loads(line) if line.strip() else None
             except ValueError:
                 continue
-            key = doc_id(doc) if isinstance(doc, dict) else None
+            key = next((str(doc[f]) for f in fields if doc.get(f) is not None and str(doc[f]).strip()), None) \
+                if isinstance(doc, dict) else None
             if key is None:
                 continue
             if len(first) < 3:
