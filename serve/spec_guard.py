@@ -1,6 +1,6 @@
 """What a flow from the network may not name besides indices and files (``serve/index_roots.py``): the
 server's environment variables, language models other than the service's aliases, and model folders outside
-the model repository.
+the model repository; nor may it hold a key itself.
 
 Why: a step that reads a key from the environment (``rerank.api``'s ``api_key_env``, ``sources.mosaic``'s
 ``password_env``) sends it where its spec says, so a client naming ``TESSERA_API_KEYS`` would have every
@@ -14,6 +14,9 @@ file the server can read. So a flow that the service runs may name:
   embedded model (``tessera/smollm2-135m-instruct``);
 * a model for a step (an encoder, a reranker) by name: packaged, trained into ``$TESSERA_HOME/models``, or a
   Hugging Face id in the local cache, but a path only inside ``$TESSERA_HOME/models``.
+
+It may hold no key itself (``rerank.api``'s ``api_key``): a saved flow and a task keep the spec as sent, so the
+key would be stored in clear; it comes from an environment variable the spec names (``api_key_env``) instead.
 
 Each refusal is a 422 naming the field. Params are marked in their operator (``operators/local_files.py``).
 """
@@ -45,6 +48,8 @@ def check_operator(operator: Any, where: str) -> None:
     (``retrieve.multi_collection``'s postprocessors: ``Operator.nested_operators``), names what it may not."""
     for place, each in operator.walk(where):
         params = each.params
+        for name in marked_params(type(params), "secret"):
+            check_no_secret(params, name, f"{place}.params.{name}")
         for name in marked_params(type(params), "env_var"):
             check_env(getattr(params, name), f"{place}.params.{name}")
         language_models = marked_params(type(params), "llm_model")
@@ -56,6 +61,17 @@ def check_operator(operator: Any, where: str) -> None:
             # path of the request's (a missing one is a 404)
             if re.fullmatch(r"params\.\w+", field) and field.removeprefix("params.") not in language_models:
                 check_model_path(reference, f"{place}.{field}")
+
+
+def check_no_secret(params: Any, name: str, field: str) -> None:
+    """A 422 for a key written in the spec (``api_key``): a saved flow and a task keep their spec as sent, so the key
+    would sit in clear in the flow's YAML, ``GET /flows/{name}`` and the task store. Named, never quoted."""
+    if getattr(params, name) is not None:
+        env_param = type(params).model_fields[name].json_schema_extra["env_param"]
+        raise ApiError(422, f"{field}: this service takes no key written in a spec (a saved flow or a task would keep "
+                       f"it in clear); leave {name} out, put the key in an environment variable of the service that "
+                       f"its operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
+                       param=field, code="key_in_spec")
 
 
 def check_env(name: str | None, field: str) -> None:

@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.local_files import env_var
+from operators.local_files import env_var, secret
 from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
@@ -52,8 +52,9 @@ class ApiReranker(Reranker):
                                                          "query/texts. Either answer shape is accepted.")
         model: str | None = Field(None, description="Model name sent with Cohere/Jina requests (e.g. "
                                   "'rerank-v3.5'); null leaves it out (TEI and Tessera serve one model).")
-        api_key: SecretStr | None = Field(None, description="Bearer token. Prefer api_key_env, so the key stays "
-                                          "out of saved flow specs; never logged.")
+        api_key: SecretStr | None = Field(None, json_schema_extra=secret("api_key_env"), description="Bearer "
+                                          "token, for a spec of your own (CLI, Python); never logged. The service "
+                                          "refuses it (a saved flow or a task would keep it): use api_key_env.")
         api_key_env: str | None = Field(None, min_length=1, json_schema_extra=env_var(), description="Name of "
                                         "the environment variable "
                                         "holding the bearer token (e.g. COHERE_API_KEY), read at setup.")
