@@ -230,6 +230,11 @@ def _warn_unmatched(data: Any, counts: dict[str, Any], log: Callable[[str], None
             f"judgements in {qrels} name a document that is not in {data.corpus} (such as {shown}): they give no "
             "example; check that the qrels' corpus-id column uses the corpus's _id values (the same string: "
             "not 7 for '007', no prefix)")
+    if counts["positives_without_negatives"]:
+        log(f"warning: {counts['positives_without_negatives']} of {counts['judged_positives']} relevant judgements "
+            f"in {qrels} give no example: the mining flow retrieved no other document for their query, so there is "
+            "no hard negative to train against; raise its k (BM25 returns only documents sharing a word with the "
+            "query) or give the corpus more documents")
     if data.missing:
         log(f"warning: {data.missing} query id(s) judged in {qrels} are not in {data.root / 'queries.jsonl'}: "
             "their judgements are not used; check that the qrels' query-id column uses the queries' _id values "
