@@ -78,6 +78,15 @@ class Dataset:
 _SAME_IDS = "check that the files use the same ids (the same string: not 7 for '007', no prefix)"
 
 
+#: Why an id with whitespace is refused before anything runs, rather than after every flow has.
+_NOT_IN_TREC = ("has whitespace, which the run's TREC file (OUT/runs/*.trec, for trec_eval) cannot hold: give the "
+                "ids without spaces, in every file")
+
+
+def _spaced(value: str) -> bool:
+    return any(ch.isspace() for ch in value)
+
+
 def _shown(ids, most: int = 3) -> str:
     return ", ".join(repr(i) for i in list(ids)[:most])
 
@@ -91,10 +100,10 @@ def _rows_sha256(table: pa.Table, columns: list[str]) -> str:
 
 
 def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None = None,
-                 known_docs: bool = True) -> Dataset:
-    """Read a BEIR folder; every missing piece is a ``BenchError`` naming the path. ``known_docs``: refuse a
-    dataset where no relevant judgement names a document of the corpus (every query would score 0); training
-    reads it as it is, since its pseudo-queries need no judgement."""
+                 benchmarked: bool = True) -> Dataset:
+    """Read a BEIR folder; every missing piece is a ``BenchError`` naming the path. ``benchmarked``: refuse a
+    dataset where no relevant judgement names a document of the corpus (every query would score 0), and ids with
+    whitespace (no TREC run holds them); training reads the set as it is (its pseudo-queries need no judgement)."""
     from flows.queries import read_queries
     from operators.errors import TesseraError
     from operators.sources._beir_files import load_qrels, qrels_splits
@@ -128,12 +137,15 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     if evaluated.num_rows == 0:
         raise BenchError(f"no query of {queries_path} has judgements in {qrels_path} (its ids: {_shown(known)}; the "
                          f"judged ones: {_shown(judged)}): {_SAME_IDS}", field="dataset")
+    spaced = next((q for q in evaluated.column("qid").to_pylist() if _spaced(q)), None)
+    if benchmarked and spaced is not None:
+        raise BenchError(f"{queries_path}: query id {spaced!r} {_NOT_IN_TREC}", field="dataset")
     qrels = qrels.filter(pc.is_in(qrels.column("qid"), value_set=evaluated.column("qid")))
     relevant = qrels.filter(pc.greater(qrels.column("relevance"), 0)).column("docno").to_pylist()
     wanted = set(relevant)
-    found, some_ids = _corpus_ids(corpus, wanted)
+    found, some_ids = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
-    if known_docs and relevant and len(unknown) == len(relevant):
+    if benchmarked and relevant and len(unknown) == len(relevant):
         raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
                          f"{_shown(some_ids)}; the judged ones: {_shown(dict.fromkeys(unknown))}): every query "
                          f"would score 0; {_SAME_IDS}", field="dataset")
@@ -148,9 +160,10 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
                    unknown_docs=unknown)
 
 
-def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
+def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set[str], list[str]]:
     """The ``wanted`` ids that ``corpus`` holds (read as ingestion reads them), and its first few ids; a line that
-    is not a JSON object is left to ingestion, which records it as a failure."""
+    is not a JSON object is left to ingestion, which records it as a failure. An id with whitespace is refused
+    unless ``spaced_ok``."""
     import json
 
     from operators.sources._common import ID_FALLBACKS
@@ -159,7 +172,7 @@ def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
     found: set[str] = set()
     first: list[str] = []
     with open(corpus, encoding="utf-8-sig", errors="replace") as f:
-        for line in f:
+        for number, line in enumerate(f, 1):
             try:
                 doc = json.loads(line) if line.strip() else None
             except ValueError:
@@ -168,6 +181,8 @@ def _corpus_ids(corpus: Path, wanted: set[str]) -> tuple[set[str], list[str]]:
                 if isinstance(doc, dict) else None
             if key is None:
                 continue
+            if not spaced_ok and _spaced(key):
+                raise BenchError(f"{corpus} line {number}: document id {key!r} {_NOT_IN_TREC}", field="dataset")
             if len(first) < 3:
                 first.append(key)
             if key in wanted:

@@ -98,7 +98,8 @@ def load_training_split(folder: str | Path, split: str, *, limit: int | None = N
 
     try:
         check_split(split, allow_eval_split)
-        return load_dataset(folder, split=split, limit=limit, known_docs=False)  # pseudo-queries need no judgement
+        # no TREC run is written, and pseudo-queries need no judgement
+        return load_dataset(folder, split=split, limit=limit, benchmarked=False)
     except (BenchError, TrainError) as err:
         raise TrainError(err.message, field=f"{where}.{err.field}" if where else err.field) from None
 

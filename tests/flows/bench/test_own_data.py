@@ -95,3 +95,19 @@ def test_gold_answers_as_users_write_them(tmp_path):
         text = "".join(json.dumps(line) + "\n" for line in (lines[0], bad))
         with pytest.raises(BenchError, match=re.escape(needle)):
             _load(write_dataset(tmp_path / f"bad{len(needle)}", BEIR, questions=text))
+
+
+def test_ids_with_whitespace_are_refused_before_anything_runs_naming_the_file(tmp_path):
+    """A TREC run cannot hold them: the benchmark failed writing one, after every flow (and the index) had run."""
+    spaced_query = write_dataset(tmp_path / "q", BEIR.replace("q5\t", "q 5\t"),
+                                 queries={**QUERIES, "q 5": QUERIES["q5"]})
+    with pytest.raises(BenchError, match=re.escape(f"{spaced_query / 'queries.jsonl'}: query id 'q 5' has whitespace")):
+        _load(spaced_query)
+    spaced_doc = write_dataset(tmp_path / "d", BEIR)
+    corpus = spaced_doc / "corpus.jsonl"
+    corpus.write_text(corpus.read_text(encoding="utf-8").replace('"d7"', '"d 7"'), encoding="utf-8")
+    with pytest.raises(BenchError, match=re.escape(f"{corpus} line 3: document id 'd 7' has whitespace")):
+        _load(spaced_doc)
+    from flows.bench.dataset import load_dataset
+
+    assert load_dataset(spaced_doc, benchmarked=False).unknown_docs == ("d7",)  # training reads it as it is
