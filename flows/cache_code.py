@@ -87,20 +87,12 @@ def class_code(cls: type) -> tuple[tuple[str, str], ...]:
     return tuple(found.items())
 
 
-def _operators(op: Operator) -> list[Operator]:
-    """``op`` and every operator it runs inside itself, however deep."""
-    out = [op]
-    for nested in op.nested_operators().values():
-        out.extend(_operators(nested))
-    return out
-
-
 def code_identity(op: Operator) -> dict[str, Any]:
     """What the step key holds of the code that computes ``op``'s output: the Tessera version, the modules that
     define its classes (readable in ``tessera cache explain``), one digest of their files and, for a plugin from an
     installed package, that package's version."""
     modules: dict[str, str] = {}
-    for each in _operators(op):
+    for _, each in op.walk():
         for module, digest in class_code(type(each)):
             modules.setdefault(module, digest)
     source = hashlib.blake2b(repr(sorted(modules.items())).encode(), digest_size=8).hexdigest()

@@ -4,7 +4,7 @@
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor local|ray]
-                   [--retry-failed] [--colbert MODEL] [--json] [--quiet]
+                   [--retry-failed] [--replace] [--encoding NAME] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
 An index with vectors gets its encoder's ONNX export at the end (unless ``TESSERA_QUERY_ENCODER=torch``), so
@@ -31,7 +31,7 @@ from flows.commands.ingest_interrupt import StopOnInterrupt
 #: ``retry_failed=True``), and the options that this command names them by (``--source 'x'``, ``--retry-failed``):
 #: the one place the two are mapped (``cli_option_error``, ``cli_option_logs``).
 OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert",
-           "retry_failed": "--retry-failed", "replace": "--replace"}
+           "retry_failed": "--retry-failed", "replace": "--replace", "encoding": "--encoding"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
@@ -60,6 +60,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help="process only the documents in the index's failure ledger (failures.jsonl)")
     parser.add_argument("--replace", action="store_true",
                         help="a document whose id is in the index already replaces it (default: refused)")
+    parser.add_argument("--encoding", metavar="NAME",
+                        help="the source files' text encoding (cp1252, latin-1, shift_jis...) for JSONL, CSV/TSV, "
+                        "text, Markdown and HTML files; default: UTF-8, and a file that is not is read in the "
+                        "encoding charset-normalizer guesses, named in a warning")
     parser.add_argument("--colbert", metavar="MODEL",
                         help="after ingesting, precompute the document tokens of this ColBERT model (a name "
                         "trained by tessera train, or a checkpoint folder) for rerank.colbert")
@@ -98,7 +102,8 @@ def handle(args: argparse.Namespace) -> int:
             report = ingest(args.source if glob else source, index, settings=overrides or None,
                             shard_size=args.shard_size, executor=args.executor,
                             chunk=False if args.no_chunk else None, spec=args.spec, progress=not args.quiet,
-                            retry_failed=args.retry_failed, colbert=args.colbert, replace=args.replace)
+                            retry_failed=args.retry_failed, colbert=args.colbert, replace=args.replace,
+                            encoding=args.encoding)
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED

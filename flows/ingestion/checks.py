@@ -67,7 +67,8 @@ class CheckedIngest:
 def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
                  shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
                  chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
-                 retry_failed: bool = False, colbert: str | None = None) -> CheckedIngest:
+                 retry_failed: bool = False, colbert: str | None = None,
+                 encoding: str | None = None) -> CheckedIngest:
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
     from operators.store import IndexStoreError, resolve_index
@@ -85,9 +86,12 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     if retry_failed:
         if not (index_path / "manifest.json").exists():
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")
+        if encoding is not None:
+            raise IngestError("a retry reads its failures as their source was read, in its encoding; to read a "
+                              "source in another one, ingest it with encoding= (and replace=True)", field="encoding")
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
-        plan = build_plan(spec, source, chunk)
+        plan = build_plan(spec, source, chunk, encoding=encoding)
         try:
             check_source(plan.read)
         except SourceNotFoundError as err:

@@ -339,6 +339,7 @@ def ingest(
     on_progress: IngestProgressCallback | None = None,
     replace: bool = False,
     delete_doc_ids: Iterable[str] = (),
+    encoding: str | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -357,9 +358,11 @@ def ingest(
     is in the index already replaces it (its old passages are deleted in the commit that adds the new ones);
     without it, such a document fails its shard's commit. ``delete_doc_ids``: documents deleted by the first
     commit, so that a search sees them go when the new ones arrive (a re-sent file's pages that it no longer has).
+    ``encoding``: the source files' text encoding (the read step's ``encoding`` param); without it, UTF-8, and a
+    guess for a file that is not UTF-8 (named in a warning).
     """
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
-                           spec=spec, retry_failed=retry_failed, colbert=colbert)
+                           spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding)
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
                executor=executor, progress=progress, on_progress=on_progress, replace=replace,
                delete_doc_ids=delete_doc_ids)

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 
 from flows.ingestion.errors import IngestError
 from operators.base import Source
+from operators.errors import SourceError
+from operators.sources.encoding import check_encoding
 
 log = logging.getLogger("tessera.ingest")
 
@@ -142,9 +144,10 @@ def _warn_unread(source: str | Path, names: list[str], quiet: bool) -> None:
 
 
 def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
-               chunk: dict[str, Any] | Literal[False] | None, *, quiet: bool = False) -> IngestPlan:
-    """Read, chunk and embed from the spec, with ``source`` and ``chunk`` overriding it (``quiet``: no warning
-    about a folder's files that are not read)."""
+               chunk: dict[str, Any] | Literal[False] | None, *, quiet: bool = False,
+               encoding: str | None = None) -> IngestPlan:
+    """Read, chunk and embed from the spec, with ``source``, ``chunk`` and the read step's ``encoding``
+    overriding it (``quiet``: no warning about a folder's files that are not read)."""
     from operators.registry import get_operator
 
     flow, spec_settings = load_spec(spec)
@@ -164,6 +167,15 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
     cls = get_operator(op_name, step="read")
     if cls.scope != "source":
         raise IngestError(f"'{op_name}' is not a source operator", step="read", op=op_name, field="op")
+    if encoding is not None:
+        if "encoding" not in cls.Params.model_fields:
+            raise IngestError(f"encoding='{encoding}' is for sources of text files (JSONL, CSV/TSV, text, Markdown, "
+                              f"HTML); the read step '{op_name}' reads none", step="read", op=op_name, field="encoding")
+        try:  # named as the caller gave it (--encoding), not as the read step's param
+            check_encoding(encoding, lines=op_name != "sources.files")
+        except SourceError as err:
+            raise IngestError(f"encoding='{encoding}': {err.message}", field="encoding") from None
+        params = {**params, "encoding": encoding}
     op = cls(params, step_id="read")
     if chunk is False:
         chunk_params = None

@@ -36,6 +36,7 @@ from operators.sources._common import (
     record_problem,
 )
 from operators.sources.csv_rows import BadRow
+from operators.sources.encoding import FileDecoder, line_decoder, undecodable
 
 #: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
 #: Arrow's for a broken Parquet file).
@@ -157,8 +158,10 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
         if 0 in skipped:
             yield _file_failure(where, RECORDED)
             continue
+        encoding = getattr(op.params, "encoding", None)
+        decode = line_decoder(str(path), encoding, op)
         try:
-            first = first_record(str(path))  # its columns come first in every batch of the file
+            first = first_record(str(path), encoding, op)  # its columns come first in every batch of the file
         except FILE_ERRORS as err:
             yield _file_failure(where, f"{where}: cannot read it ({type(err).__name__}: {err})")
             continue
@@ -187,7 +190,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
                     yield _file_failure(where, f"{where}: {JSON_ARRAY}")
                     break
                 began = True
-                record, error = _parse(raw, text_field, params.title_field)
+                record, error = _parse(raw, text_field, params.title_field, decode)
                 if index + 1 in skipped:
                     error = error or RECORDED
                 if error is not None:
@@ -228,13 +231,15 @@ def read_line_record(op: Source, path: str, line: int) -> pa.Table | Failure:
                           step=op.step_id, op=op.name)
     _, params, text_field = plan
     mapper = DocumentMapper(params, op=op)
+    encoding = getattr(op.params, "encoding", None)
     try:
         for _, index, raw in iter_lines(FileRange(path)):
             if index + 1 == line:
-                record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field)
+                record, error = _parse(raw.removeprefix(b"\xef\xbb\xbf"), text_field, params.title_field,
+                                       line_decoder(path, encoding, op))
                 if error is not None:
                     return Failure.of_line(path, line, raw, error)
-                has_title, extras = mapper.record_columns(first_record(path), record)
+                has_title, extras = mapper.record_columns(first_record(path, encoding, op), record)
                 return mapper.from_records([record], has_title=has_title, extras=extras)
     except (OSError, EOFError, zlib.error) as err:
         return Failure.of_line(path, line, b"", f"cannot read the file up to line {line} ({type(err).__name__}: "
@@ -260,11 +265,14 @@ def _skipped_lines(skip: frozenset[str], where: str) -> set[int]:
     return lines
 
 
-def _parse(raw: bytes, text_field: str, title_field: str = "title") -> tuple[dict | None, str | None]:
-    """A JSONL line as a record, or the reason it is not one."""
+def _parse(raw: bytes, text_field: str, title_field: str = "title",
+           decode: FileDecoder | None = None) -> tuple[dict | None, str | None]:
+    """A JSONL line as a record, or the reason it is not one; ``decode``: its file's decoder (None: UTF-8)."""
     try:
-        record = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        record = json.loads(raw if decode is None else decode(raw))
+    except UnicodeDecodeError as err:
+        return None, undecodable(err, getattr(decode, "encoding", None))
+    except json.JSONDecodeError as err:
         return None, f"not valid JSON ({err})"
     if not isinstance(record, dict):
         return None, f"a JSON {type(record).__name__}, not an object"

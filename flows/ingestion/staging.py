@@ -87,6 +87,8 @@ class StagedShard:
 def _source_params(op: Source) -> dict[str, Any]:
     """The read step's params, paths made absolute (a key must not depend on the working directory)."""
     params = op.params.model_dump(mode="json")
+    if params.get("encoding", "") is None:  # added later: unset, it keys a source as before (its staged shards)
+        del params["encoding"]
     for name in ("path", "folder"):
         if isinstance(params.get(name), str) and "://" not in params[name]:
             params[name] = os.path.abspath(os.path.expanduser(params[name]))

@@ -29,6 +29,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
     text_values,
     values_to_array,
 )
+from operators.sources.encoding import line_decoder, undecodable
 from operators.sources.paths import is_gzip
 
 logger = logging.getLogger("operators.sources")
@@ -143,12 +144,14 @@ class RecordErrors:
 
 
 def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None = None,
-               title_field: str = "title") -> Iterator[dict]:
+               title_field: str = "title", encoding: str | None = None) -> Iterator[dict]:
     """JSON objects of the range's lines; blank lines are not records, bad ones go to ``RecordErrors``.
 
-    ``required`` names a field every record must have (the text field).
+    ``required`` names a field every record must have (the text field); ``encoding``: the file's (None: UTF-8, or
+    a guess for a file that is not, ``encoding.FileDecoder``).
     """
     errors = RecordErrors(rng, on_error, op=op)
+    decode = line_decoder(rng.path, encoding, op)
     try:
         for offset, index, raw in iter_lines(rng):
             if offset in (0, -1) and index == 0 and raw.startswith(b"\xef\xbb\xbf"):
@@ -156,8 +159,11 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
             if not raw.strip():
                 continue
             try:
-                record = json.loads(raw)
-            except (UnicodeDecodeError, json.JSONDecodeError) as err:
+                record = json.loads(decode(raw))
+            except UnicodeDecodeError as err:
+                errors.bad(offset, index, undecodable(err, encoding))
+                continue
+            except json.JSONDecodeError as err:
                 first = offset in (0, -1) and index == 0
                 errors.bad(offset, index, JSON_ARRAY if first and opens_array(raw) else f"not valid JSON ({err})")
                 continue
@@ -191,9 +197,11 @@ def read_jsonl_documents(
     """Document tables of at most ``params.batch_rows`` rows from JSONL ranges, read in order."""
     mapper = DocumentMapper(params, op=op)
     left = params.limit
+    encoding = getattr(params, "encoding", None)
     for rng in ranges:
-        first = first_record(rng.path)
-        records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field, title_field=params.title_field)
+        first = first_record(rng.path, encoding, op)
+        records = iter_jsonl(rng, on_error=on_error, op=op, required=params.text_field, title_field=params.title_field,
+                             encoding=encoding)
         try:
             wanted = records if left is None else itertools.islice(records, left)
             for batch in batched(wanted, params.batch_rows):
@@ -207,13 +215,14 @@ def read_jsonl_documents(
             return
 
 
-def first_record(path: str) -> dict:
+def first_record(path: str, encoding: str | None = None, op: Any = None) -> dict:
     """The first JSON object of a JSONL file (``{}`` if there is none): its fields fix the file's columns."""
     opener = gzip.open if is_gzip(path) else open
+    decode = line_decoder(path, encoding, op)
     with opener(path, "rb") as f:
         for raw in f:
             try:
-                record = json.loads(raw.removeprefix(b"\xef\xbb\xbf"))
+                record = json.loads(decode(raw.removeprefix(b"\xef\xbb\xbf")))
             except (UnicodeDecodeError, json.JSONDecodeError):
                 continue
             if isinstance(record, dict):

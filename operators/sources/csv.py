@@ -13,6 +13,7 @@ from operators.errors import SourceError
 from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch
 from operators.sources.csv_rows import BadRow, CsvFormat, iter_rows, read_row
+from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
 
 
@@ -40,6 +41,8 @@ class CsvSource(Source):
                           description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
         delimiter: str = Field(",", min_length=1, max_length=1, description="Field delimiter, e.g. `,` or a tab.")
         quote_char: str = Field('"', min_length=1, max_length=1, description="Character that quotes fields.")
+        encoding: str | None = Field(None, description=ENCODING_HELP)
+        _encoding = encoding_param(lines=True)
 
     def produces(self) -> dict[str, str]:
         return {"docno": "id", "text": "text"}
@@ -100,7 +103,7 @@ class CsvSource(Source):
         p = self.params
         mapper = DocumentMapper(p, op=self)
         return CsvFormat(p.delimiter, p.quote_char, tuple(dict.fromkeys((*mapper.id_fields, p.text_field,
-                                                                        p.title_field))))
+                                                                        p.title_field))), p.encoding)
 
     def _documents(self, rows: pa.Table, path: str) -> pa.Table:
         rows = rows.drop_columns(["__line"])

@@ -24,6 +24,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
+from operators.sources.encoding import line_decoder, shown
 from operators.sources.paths import is_gzip
 
 #: Bytes of good records parsed by pyarrow at once (its streaming reader's block size).
@@ -54,6 +55,7 @@ class CsvFormat:
     delimiter: str = ","
     quote_char: str = '"'
     text_columns: tuple[str, ...] = ()
+    encoding: str | None = None  # None: UTF-8, or a guess for a file that is not (``encoding.FileDecoder``)
 
 
 @dataclass
@@ -69,6 +71,7 @@ def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
     """The file's records in order (the header first), a bad one with its problem; an I/O error ends the file
     with a record of no fields that says so."""
     opener = gzip.open if is_gzip(path) else open
+    decode = line_decoder(path, fmt.encoding)
     with opener(path, "rb") as f:
         source = iter(f)
         pending: deque[tuple[int, bytes]] = deque()  # lines to read again: those after an unclosed quote
@@ -89,10 +92,15 @@ def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
                     if number == 1:
                         raw = raw.removeprefix(b"\xef\xbb\xbf")
                 try:
-                    text, problem = raw.decode("utf-8"), None
+                    text, problem = decode(raw), None
+                    if not raw.isascii():  # pyarrow parses the record's bytes: UTF-8 ones, whatever the file's
+                        raw = text.encode("utf-8")
                 except UnicodeDecodeError as err:
                     text = raw.decode("utf-8", "surrogateescape")
-                    problem = f"not valid UTF-8 (byte 0x{raw[err.start]:02x} at byte {err.start + 1} of line {number})"
+                    guess = "; no other encoding could be guessed" if decode.encoding is None else ""
+                    problem = (f"not valid {shown(fmt.encoding)} (byte 0x{raw[err.start]:02x} at byte "
+                               f"{err.start + 1} of line {number}{guess}); give the file's encoding (the encoding "
+                               "param, tessera ingest --encoding)")
                 taken.append((number, raw, problem))
                 yield text
 

@@ -7,6 +7,7 @@ PyYAML.
 
 from __future__ import annotations
 
+import codecs
 import datetime
 import logging
 import re
@@ -16,6 +17,7 @@ from pathlib import PurePath
 from typing import Any
 
 from operators.errors import SourceError
+from operators.sources.encoding import FileDecoder, shown
 
 log = logging.getLogger("tessera.sources")
 
@@ -26,13 +28,18 @@ HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
 
 
-def decode(content: bytes, name: str, *, op: Any = None) -> str:
-    """``content`` as UTF-8 (a byte-order mark dropped); bytes that are not UTF-8 are a ``SourceError`` naming the
-    file and the first bad byte."""
+def decode(content: bytes, name: str, *, op: Any = None, encoding: str | None = None) -> str:
+    """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
+    guessed for it (``encoding.FileDecoder``: a warning names the file); bytes it cannot read are a
+    ``SourceError`` naming the file and the first bad byte."""
+    if encoding is None or codecs.lookup(encoding).name == "utf-8":
+        content = content.removeprefix(codecs.BOM_UTF8)
+    decoder = FileDecoder(name, encoding, lines=False, op=op)
     try:
-        return content.decode("utf-8-sig")
+        return decoder(content)
     except UnicodeDecodeError as err:
-        raise SourceError(f"'{name}' is not UTF-8 text ({err.reason} at byte {err.start}); save it as UTF-8",
+        hint = "save it as UTF-8" if op is None else "give its encoding (tessera ingest --encoding) or save it as UTF-8"
+        raise SourceError(f"'{name}' is not {shown(encoding)} text ({err.reason}, at byte {err.start}); {hint}",
                           op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from None
 
 
@@ -46,12 +53,12 @@ class TextFile:
     fields: dict[str, Any] = field(default_factory=dict)
 
 
-def read_text_file(name: str, content: bytes, *, op: Any = None) -> TextFile:
+def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str | None = None) -> TextFile:
     """The document of the file ``name`` holding ``content``: a Markdown file's title is its front matter's
     ``title:`` or its first heading, and its front matter's other fields are its fields (the front matter is not
     in its text); an HTML file's title is its ``<title>`` and its text that of its body; a plain text file has
-    no title. Its suffix is one of ``SUFFIXES``."""
-    text = decode(content, name, op=op)
+    no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode``)."""
+    text = decode(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
         return TextFile(*html_text(text))

@@ -14,6 +14,7 @@ from pydantic import Field
 from operators.errors import SourceError, SourceNotFoundError
 from operators.local_files import local_path
 from operators.sources._common import rebatch, values_to_array
+from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
 from operators.sources.paths import resolve_paths, warn_dangling
@@ -59,6 +60,8 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         unit: Literal["page", "document"] = Field(
             "page", description="For PDFs: `page`, a document per page; `document`, one per file. Any other "
             "file is one document.")
+        encoding: str | None = Field(None, description=ENCODING_HELP + " PDFs are read by pypdf, whatever it is.")
+        _encoding = encoding_param(lines=False)
 
     def _paths(self) -> list[Path]:
         """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""
@@ -97,7 +100,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         name = relative_name(path, self.params.path)
         if path.suffix.lower() == ".pdf":
             return pdf_documents(path, name, self.params.unit, op=self)
-        document = read_text_file(name, path.read_bytes(), op=self)
+        document = read_text_file(name, path.read_bytes(), op=self, encoding=self.params.encoding)
         if not document.text.strip():
             log.warning("%s: no text: no document", name)
             return []

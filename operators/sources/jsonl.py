@@ -15,6 +15,7 @@ from operators.sources._common import (
     file_ranges,
     read_jsonl_documents,
 )
+from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
 
 SUFFIXES = (".jsonl", ".jsonl.gz", ".ndjson", ".ndjson.gz")
@@ -48,6 +49,8 @@ class JsonlSource(Source):
             description="Pieces to read in parallel: each file is one piece at least; above the file count, "
             "big files are cut into newline-aligned byte ranges (not .gz files).",
         )
+        encoding: str | None = Field(None, description=ENCODING_HELP)
+        _encoding = encoding_param(lines=True)
         on_error: Literal["raise", "skip"] = Field(
             "raise",
             description="A bad line (not a JSON object, no text field, or an empty text): `raise` an error "

@@ -105,9 +105,10 @@ def test_a_source_that_is_not_there_is_named_as_missing(tmp_path, ingest_command
                     f"folder (working directory {tmp_path})")
 
 
-def test_a_file_that_is_not_utf8_is_one_failure_and_the_others_are_ingested(tmp_path, docs):
+def test_a_file_that_is_not_in_the_encoding_given_is_one_failure_and_the_others_are_ingested(tmp_path, docs):
     (docs / "latin1.txt").write_bytes("caf\u00e9 au lait".encode("latin-1"))
-    report = ingest(docs, tmp_path / "idx", settings={"dense": False}, executor="local", chunk=False, progress=False)
+    report = ingest(docs, tmp_path / "idx", settings={"dense": False}, executor="local", chunk=False, progress=False,
+                    encoding="utf-8")  # given: no other one is guessed
     assert (report.docs, report.failures) == (4, 1)
     [failure] = Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
     assert failure.path == str(docs / "latin1.txt") and "'latin1.txt' is not UTF-8 text" in failure.error

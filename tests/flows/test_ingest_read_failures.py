@@ -48,14 +48,15 @@ def _bad_csvs(folder: Path) -> None:
 def test_bad_csv_rows_are_failures_of_their_file_and_line_and_the_rest_is_ingested(tmp_path):
     folder = tmp_path / "csvs"
     _bad_csvs(folder)
-    report = _ingest(folder, tmp_path / "idx", shard_size=2)
+    report = _ingest(folder, tmp_path / "idx", shard_size=2, encoding="utf-8")  # given: c.csv's é is not guessed
     assert (report.docs, report.failures) == (8, 3)
     assert _live(tmp_path / "idx") == ["a1", "a3", "b1", "b3", "b4", "c1", "c3", "d1"]
     failures = _open(tmp_path / "idx")
     assert failures == {
         "a.csv:3": "a quote opened on line 3 is never closed (the file ends inside it)",
         "b.csv:3": "4 field(s) where the header has 3 (_id, title, text)",
-        "c.csv:3": "not valid UTF-8 (byte 0xe9 at byte 17 of line 3)",
+        "c.csv:3": "not valid UTF-8 (byte 0xe9 at byte 17 of line 3); give the file's encoding (the encoding param, "
+                   "tessera ingest --encoding)",
     }
     [raw] = [f.raw for f in Ledger(tmp_path / "idx").open_failures(Index.open(tmp_path / "idx").finished_shards())
              if f.path.endswith("b.csv")]
@@ -63,7 +64,8 @@ def test_bad_csv_rows_are_failures_of_their_file_and_line_and_the_rest_is_ingest
     (folder / "a.csv").write_text(HEADER + 'a1,T,first\na2,T,"a quote, closed"\na3,T,after it\n')  # fixed
     (folder / "b.csv").write_text(HEADER + "b1,T,first\nb2,T,\"one field, quoted\"\nb3,T,\"quoted, \n"
                                   "over two lines\"\nb4,T,last\n")
-    again = _ingest(folder, tmp_path / "idx", shard_size=2)  # a fixed row enters by a retry, not by a re-run
+    again = _ingest(folder, tmp_path / "idx", shard_size=2, encoding="utf-8")  # a fixed row enters by a retry,
+    # not by a re-run
     assert (again.shards_written, again.open_failures) == (0, 3)
     retried = _ingest(None, tmp_path / "idx", retry_failed=True)
     assert (retried.docs, retried.resolved, retried.open_failures) == (2, 2, 1)
@@ -79,7 +81,7 @@ def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingeste
     folder = tmp_path / "csvs"
     _bad_csvs(folder)
     command = ["ingest", "--index", str(tmp_path / "idx"), "--executor", "local", "--no-dense", "--no-chunk",
-               "--quiet"]
+               "--quiet", "--encoding", "utf-8"]
     with caplog.at_level("WARNING", logger="tessera.ingest"):  # a warning on stderr, outside pytest
         assert main([*command, "--source", str(folder)]) == 0
     assert f"left out: {folder / 'b.csv'}, line 3: 4 field(s) where the header has 3" in caplog.text

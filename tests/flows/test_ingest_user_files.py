@@ -113,3 +113,56 @@ def test_markdown_front_matter_is_the_documents_title_and_fields_not_its_text(tm
     assert "broken.md" in warning and "not valid YAML" in warning, warning
     hits = Index.open(tmp_path / "idx").search_bm25(["author"], k=3)[0].docnos
     assert "post.md" not in hits
+
+
+def test_files_that_are_not_utf8_are_read_in_a_guessed_encoding_named_in_a_warning(tmp_path, caplog):
+    """A Windows-1252 export (Excel's CSV, an old text file) was a failure of every line or file with a byte that
+    is not UTF-8 ('save it as UTF-8'); there was no option to say what the encoding is."""
+    import logging
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    latin = "Le café est très chaud à Noël. Ça coûte cher, garçon: Über die Brücke."
+    (folder / "notes.txt").write_bytes(latin.encode("cp1252"))
+    (folder / "résumé.md").write_text("# Résumé\n\nDéjà vu, naïve café.\n")  # UTF-8: read as it is
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_bytes(json.dumps({"_id": "j", "text": latin}, ensure_ascii=False).encode("cp1252") + b"\n")
+    csv = tmp_path / "docs.csv"
+    csv.write_bytes(f"_id,text\nc,{latin.replace(',', ';')}\n".encode("cp1252"))
+    caplog.set_level(logging.WARNING)
+    for source in (folder, jsonl, csv):
+        report = ingest(source, tmp_path / f"idx_{source.name}", settings=BM25_ONLY, executor="local", chunk=False,
+                        progress=False)
+        assert (report.docs, report.failures) == (2 if source is folder else 1, 0), source
+    texts = {**rows_by_doc(tmp_path / "idx_docs"), **rows_by_doc(tmp_path / "idx_docs.jsonl"),
+             **rows_by_doc(tmp_path / "idx_docs.csv")}
+    assert texts["notes.txt"]["text"] == latin and texts["j"]["text"] == latin
+    assert texts["c"]["text"] == latin.replace(",", ";")
+    assert texts["résumé.md"]["title"] == "Résumé" and texts["résumé.md"]["text"].endswith("naïve café.\n")
+    warned = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert len(warned) == 3 and all("read as cp1252" in m for m in warned), warned
+    assert any("notes.txt" in m for m in warned) and not any("résumé.md" in m for m in warned)
+    assert any(str(jsonl) in m for m in warned) and any(str(csv) in m for m in warned)
+
+
+def test_an_encoding_given_is_used_and_a_wrong_or_unknown_one_is_named(tmp_path, capsys, monkeypatch):
+    from flows.commands import main
+    from flows.ingestion.ledger import Ledger
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    path = tmp_path / "greek.txt"
+    path.write_bytes("Καλημέρα κόσμε".encode("iso8859-7"))
+    status = main(["ingest", "--source", str(path), "--index", str(tmp_path / "idx"), "--no-dense", "--no-chunk",
+                   "--quiet", "--encoding", "iso8859-7"])
+    assert status == 0 and rows_by_doc(tmp_path / "idx")["greek.txt"]["text"] == "Καλημέρα κόσμε"
+    status = main(["ingest", "--source", str(path), "--index", str(tmp_path / "bad"), "--no-dense", "--quiet",
+                   "--encoding", "klingon"])
+    err = capsys.readouterr().err
+    assert status == 2 and "unknown encoding 'klingon'" in err and "encoding" in err, err
+    utf8 = tmp_path / "strict.txt"
+    utf8.write_bytes(b"caf\xe9")
+    report = ingest(utf8, tmp_path / "strict", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                    encoding="utf-8")
+    assert (report.docs, report.failures) == (0, 1)
+    [failure] = Ledger(tmp_path / "strict").open_failures(Index.open(tmp_path / "strict").finished_shards())
+    assert "'strict.txt' is not UTF-8 text" in failure.error and "--encoding" in failure.error, failure.error

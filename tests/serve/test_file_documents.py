@@ -1,7 +1,8 @@
 """An uploaded text, Markdown or HTML file (``serve.documents.file_documents``) becomes the document ``sources.files``
 reads from the same file on disk: the same id, title and text; a Markdown file's title is its first heading, an HTML
-page's its ``<title>`` and its text that of its body; bytes that are not UTF-8, a page with no text and suffixes the
-upload does not take are a 422 naming the file. Real files, no Ray."""
+page's its ``<title>`` and its text that of its body; a file that is not UTF-8 is read in the encoding guessed for it,
+as on disk; bytes no encoding reads, a page with no text and suffixes the upload does not take are a 422 naming the
+file. Real files, no Ray."""
 
 from __future__ import annotations
 
@@ -29,6 +30,15 @@ def test_an_upload_is_the_document_the_source_reads_from_disk(tmp_path, name):
         read["docno"], read["title"], read["text"], {"path": read["path"]})
 
 
+def test_an_upload_that_is_not_utf8_is_the_document_the_source_reads_from_disk(tmp_path):
+    """It was a 422 ('not UTF-8 text'), as the file was a failure of tessera ingest; both guess its encoding now."""
+    (tmp_path / "menu.md").write_bytes("---\ntitle: Café menu\n---\nCrème brûlée, très bon.\n".encode("cp1252"))
+    [uploaded] = file_documents("menu.md", (tmp_path / "menu.md").read_bytes(), Limits())
+    [read] = create("sources.files", {"path": str(tmp_path / "menu.md")})(pa.table({})).to_pylist()
+    assert (uploaded["title"], uploaded["text"]) == (read["title"], read["text"]) == ("Café menu",
+                                                                                     "Crème brûlée, très bon.\n")
+
+
 def test_titles_from_the_first_heading_else_the_file_name():
     titles = [file_documents(name, FILES[name].encode(), Limits())[0]["title"] for name in sorted(FILES)]
     assert titles == ["Kiwi", "moa", "notes", "Tui & bellbirds", "Giant weta"]
@@ -39,8 +49,8 @@ def test_titles_from_the_first_heading_else_the_file_name():
 
 
 @pytest.mark.parametrize("name,content,words", [
-    ("latin1.txt", "caf\u00e9".encode("latin-1"), "files: 'latin1.txt' is not UTF-8 text (unexpected end of data "
-     "at byte 3)"),
+    ("binary.txt", bytes(range(128, 256)), "files: 'binary.txt' is not UTF-8 text (invalid start byte, and no other "
+     "encoding could be guessed, at byte 0); save it as UTF-8"),
     ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown or HTML file (.pdf, .txt, .md, "
      ".markdown, .html, .htm)"),
     ("blank.html", b"<html><head><title>Blank</title><script>go()</script></head><body> </body></html>",

@@ -219,7 +219,7 @@ def test_pdf_text_and_markdown_files_become_documents_a_page_a_document(owners, 
 @pytest.mark.parametrize("name,content,words", [
     ("notes.pdf", b"plain text, not a PDF", "notes.pdf: cannot read as a PDF"),
     ("report.docx", b"PK\x03\x04", "'report.docx' is not a PDF, text, Markdown or HTML file"),
-    ("latin1.txt", "caf\u00e9".encode("latin-1"), "'latin1.txt' is not UTF-8 text"),
+    ("binary.txt", bytes(range(128, 256)), "'binary.txt' is not UTF-8 text"),
     ("blank.pdf", None, "no page of 'blank.pdf' has a text layer"),
 ])
 def test_a_file_that_gives_no_documents_is_a_422_naming_it(owners, pdf_writer, tmp_path, name, content, words):

@@ -81,7 +81,7 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
                      b'r3,bad \xff byte,3\r\n'            # line 6
                      b'r4,fine,4\r\n'
                      b'r5,"never closed,5\r\nr6,swallowed,6\r\n')  # line 8 opens a quote, line 9 is a row
-    op = create("sources.csv", {"path": str(path)})
+    op = create("sources.csv", {"path": str(path), "encoding": "utf-8"})  # given: no other one is guessed
     items = list(op.read_rows(str(path)))
     bad = [(b.line, b.reason.split(" (")[0]) for b in items if not isinstance(b, pa.Table)]
     assert bad == [(4, "not valid CSV"), (6, "not valid UTF-8"), (8, "a quote opened on line 8 is never closed")]
@@ -98,7 +98,7 @@ def test_bad_rows_are_named_by_their_first_line_and_the_file_reads_on(tmp_path):
     items = list(op.read_rows(str(stray)))
     assert [t.column("docno").to_pylist() if isinstance(t, pa.Table) else t.line for t in items] == [2, ["q2", "q3"]]
     assert "in a field quoted from line 2 to line 3" in items[0].reason
-    limited = create("sources.csv", {"path": str(path), "limit": 2})  # the first 2 documents, bad rows between
+    limited = create("sources.csv", {"path": str(path), "limit": 2, "encoding": "utf-8"})  # 2 documents, bad rows
     assert [t.column("docno").to_pylist() if isinstance(t, pa.Table) else t.line
             for t in limited.read_rows(None)] == [["r1"], 4, 6, ["r4"]]
 

@@ -78,11 +78,11 @@ def test_a_file_a_glob_and_a_glob_of_every_file_below_a_folder(docs):
     assert per_file.column("docno").to_pylist() == ["birds", "notes.md"]
 
 
-def test_a_file_that_is_not_utf8_is_an_error_naming_it_and_the_others_are_read(docs):
+def test_a_file_that_is_not_in_the_encoding_given_is_an_error_naming_it_and_the_others_are_read(docs):
     (docs / "latin1.txt").write_bytes("caf\u00e9 au lait".encode("latin-1"))
-    op = create("sources.files", {"path": str(docs)})
+    op = create("sources.files", {"path": str(docs), "encoding": "utf-8"})  # given: no other one is guessed
     splits = op.splits()
-    with pytest.raises(SourceError, match=r"'latin1.txt' is not UTF-8 text \(invalid continuation byte at byte 3\)"):
+    with pytest.raises(SourceError, match=r"'latin1.txt' is not UTF-8 text \(invalid continuation byte, at byte 3\)"):
         list(op.read(next(s for s in splits if s.endswith("latin1.txt"))))
     assert sum(t.num_rows for s in splits if not s.endswith("latin1.txt") for t in op.read(s)) == 5
 

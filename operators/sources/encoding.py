@@ -1,0 +1,160 @@
+"""Text files that are not UTF-8: read with the encoding given, or with the one charset-normalizer guesses.
+
+A file is read as UTF-8 where it is UTF-8, so a valid UTF-8 file never changes. Where its bytes are not UTF-8
+(a Latin-1 or Windows-1252 export), and no encoding was given, the file's encoding is guessed once, from its
+first bytes and the bytes that are not UTF-8, by charset-normalizer; among the encodings it ranks equally
+Windows-1252 wins (its Western European text decodes alike in many code pages, and charset-normalizer's own
+order put Central European cp1250 first: ``très`` read as ``trčs``). A warning names each file read with a
+guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read
+with it and nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import codecs
+import logging
+from typing import Any
+
+from operators.errors import SourceError
+
+log = logging.getLogger("tessera.sources")
+
+#: Bytes of a file's start that a guess reads (besides those that are not UTF-8).
+GUESS_BYTES = 1 << 16
+#: Characters a line-by-line reader (JSONL, CSV) splits and parses on: an encoding must write them as ASCII does.
+_LINE_SYNTAX = '\n\r,;\t"{}[]:'
+#: Byte-order marks of the encodings a guess is taken for only when the file starts with one.
+_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+#: The encoding taken among those charset-normalizer ranks equally.
+_PREFERRED = "cp1252"
+
+
+def check_encoding(name: str | None, *, lines: bool, op: Any = None) -> str | None:
+    """``name``, a codec Python knows (None: UTF-8, guessing for a file that is not), else a ``SourceError`` naming
+    ``params.encoding``; for a reader of lines (``lines``), one that writes newlines and quotes as ASCII does."""
+    if name is None:
+        return None
+    try:
+        codec = codecs.lookup(name)
+    except LookupError:
+        raise SourceError(f"unknown encoding '{name}' (e.g. utf-8, cp1252, latin-1, shift_jis)",
+                          op=getattr(op, "name", None), step=getattr(op, "step_id", None),
+                          field="params.encoding") from None
+    if lines and _LINE_SYNTAX.encode(codec.name, "replace") != _LINE_SYNTAX.encode("ascii"):
+        raise SourceError(f"encoding '{name}' is not read line by line (its newlines are not one byte); convert "
+                          "the file to UTF-8 (iconv -f ENCODING -t UTF-8)", op=getattr(op, "name", None),
+                          step=getattr(op, "step_id", None), field="params.encoding")
+    return codec.name
+
+
+#: The ``encoding`` param's description, in every source that reads text files.
+ENCODING_HELP = ("The files' text encoding (`cp1252`, `latin-1`, `shift_jis`...). Default: UTF-8, and for a file "
+                 "that is not UTF-8 the encoding charset-normalizer guesses, named in a warning.")
+
+
+def encoding_param(*, lines: bool):
+    """A pydantic validator of a source's ``encoding`` param (``check_encoding``): a bad one is a params error."""
+    from pydantic import field_validator
+
+    def check(cls, value: str | None) -> str | None:
+        try:
+            return check_encoding(value, lines=lines)
+        except SourceError as err:
+            raise ValueError(err.message) from None
+
+    return field_validator("encoding")(check)
+
+
+def guess_encoding(sample: bytes, *, lines: bool) -> str | None:
+    """The encoding charset-normalizer finds for ``sample`` (Windows-1252 where it ranks it first among equals),
+    or None when it finds none (or, for ``lines``, only one a line reader cannot split)."""
+    from charset_normalizer import from_bytes
+
+    found = from_bytes(sample)
+    best = found.best()
+    if best is None:
+        return None
+    tied = [m for m in found if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+    name = _PREFERRED if any(_PREFERRED in m.could_be_from_charset for m in tied) else best.encoding
+    if name.startswith(("utf_16", "utf_32")) and not sample.startswith(_WIDE_BOMS):
+        return None  # without its byte-order mark, a "UTF-16" guess reads bytes that are no text as CJK
+    if lines:
+        try:
+            check_encoding(name, lines=True)
+        except SourceError:
+            return None
+    return name
+
+
+class FileDecoder:
+    """Decodes the bytes of one file (a line at a time, or all of it): UTF-8, else the encoding given, else the
+    one guessed for the file (once; a warning names the file). ``head()`` gives the first bytes of a file read
+    line by line (``lines``), for a guess. Bytes the encoding cannot read raise ``UnicodeDecodeError``, whose
+    reason says what was tried."""
+
+    def __init__(self, path: str, encoding: str | None, *, lines: bool, head=None, op: Any = None):
+        self.path, self.encoding, self.lines, self.head, self.op = path, encoding, lines, head, op
+        self.guessed: str | None = None
+        self._guessed = False
+
+    def __call__(self, raw: bytes) -> str:
+        if self.encoding is not None:
+            return raw.decode(self.encoding)
+        try:
+            return raw.decode("utf-8")
+        except UnicodeDecodeError as err:
+            encoding = self._guess(raw, err)
+            if encoding is None:
+                raise UnicodeDecodeError(err.encoding, err.object, err.start, err.end,
+                                         f"{err.reason}, and no other encoding could be guessed") from None
+            return raw.decode(encoding)
+
+    def _guess(self, raw: bytes, err: UnicodeDecodeError) -> str | None:
+        """The file's guessed encoding: guessed once per file and source (a file read in byte ranges too)."""
+        known = self.op.__dict__.setdefault("_guessed_encodings", {}) if self.op is not None else {}
+        if not self._guessed and self.path in known:
+            self._guessed, self.guessed = True, known[self.path]
+        if not self._guessed:
+            self._guessed = True
+            if self.lines:  # the file's first lines, then the line that is not UTF-8 (or its bytes around it)
+                sample = raw[max(0, err.start - GUESS_BYTES // 2):err.start + GUESS_BYTES // 2]
+                sample = (self.head()[:GUESS_BYTES] + b"\n" if self.head is not None else b"") + sample
+            elif err.start < GUESS_BYTES:  # a whole file: its start, and the bytes around the first that is not
+                sample = raw[:GUESS_BYTES]  # UTF-8, cut at a multiple of 4 bytes (UTF-16 and -32 stay aligned)
+            else:
+                at = err.start - err.start % 4
+                sample = raw[:GUESS_BYTES // 2] + raw[at:at + GUESS_BYTES // 2]
+            self.guessed = guess_encoding(sample, lines=self.lines)
+            if self.guessed is not None:
+                at = "" if self.lines else f" at byte {err.start + 1}"
+                log.warning("%s: not UTF-8 (byte 0x%02x%s): read as %s, the encoding charset-normalizer guesses; if "
+                            "its text looks wrong, give the file's encoding (the encoding param, tessera ingest "
+                            "--encoding)", self.path, raw[err.start], at, self.guessed)
+            known[self.path] = self.guessed
+        return self.guessed
+
+
+def file_head(path: str) -> bytes:
+    """The first bytes of a file (of its content, for a gzipped one), for a guess."""
+    import gzip
+
+    from operators.sources.paths import is_gzip
+
+    with (gzip.open if is_gzip(path) else open)(path, "rb") as f:
+        return f.read(GUESS_BYTES)
+
+
+def line_decoder(path: str, encoding: str | None, op: Any = None) -> FileDecoder:
+    """The decoder of a file read line by line (JSONL, CSV)."""
+    return FileDecoder(path, encoding, lines=True, head=lambda: file_head(path), op=op)
+
+
+def shown(encoding: str | None) -> str:
+    """An encoding as a message names it: UTF-8 as it is usually written."""
+    return "UTF-8" if encoding in (None, "utf-8") else encoding
+
+
+def undecodable(err: UnicodeDecodeError, encoding: str | None) -> str:
+    """Why a line is not text, for its failure: the byte, and what to do."""
+    return (f"not {shown(encoding)} text (byte 0x{err.object[err.start]:02x} at byte {err.start + 1} of the line: "
+            f"{err.reason}); give the file's encoding (the encoding param, tessera ingest --encoding)")
