@@ -34,12 +34,6 @@ def test_replace_counts_each_document_once_not_each_copy(tmp_path):
         rows = rows_by_doc(index)
         assert {d: r["text"] for d, r in rows.items()} == {"d0": "copy 2 of d0", "d1": "copy 3 of d1"}
         assert report.docs == 2, (shard_size, report)
-    again = tmp_path / "again.jsonl"
-    write_jsonl(again, [{"_id": "d0", "text": "the new d0"}, {"_id": "d2", "text": "a new d2"}])
-    report = ingest(again, tmp_path / "idx1", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
-                    shard_size=1, replace=True)
-    assert report.docs == 2
-    assert len(rows_by_doc(tmp_path / "idx1")) == 3
 
 
 def test_a_text_title_or_id_that_is_not_a_string_is_its_json_text_as_in_parquet(tmp_path):
