@@ -30,7 +30,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pyarrow as pa
-from fastapi.responses import StreamingResponse
 
 from flows import store as flow_store
 from flows.progress import CancelToken
@@ -38,6 +37,7 @@ from flows.spec import FlowSpec
 from operators.errors import FlowCancelled, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from serve import client_gone, errors, flow_status
+from serve.threads import in_pool
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_search import queries_table, run_online
@@ -233,12 +233,14 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
     """The flow's answer as OpenAI's ``chat.completion``, or a ``StreamingResponse`` of its chunks."""
     prepared, table = await asyncio.to_thread(prepare_flow, spec, request, tenant)
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
+    answers = svc.current().answers
     if not request.stream:
-        answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, table, cancel=cancel))
+        with answers.admitted():
+            answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, table, cancel=cancel), answers.pool)
         return {**head, "object": "chat.completion", "usage": answer["usage"],
                 "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
     usage = bool(request.stream_options and request.stream_options.include_usage)
-    return StreamingResponse(_chunks(head, prepared, table, usage), media_type="text/event-stream")
+    return answers.stream(_chunks(head, prepared, table, usage))
 
 
 async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
@@ -279,9 +281,8 @@ async def answer_events(prepared: svc.Prepared, table: pa.Table) -> AsyncIterato
 
     async def run() -> dict[str, Any]:
         try:
-            return await asyncio.to_thread(run_flow, prepared, table,
-                                           lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text),
-                                           cancel)
+            return await in_pool(svc.current().answers.pool, run_flow, prepared, table,
+                                 lambda _qid, text: loop.call_soon_threadsafe(pieces.put_nowait, text), cancel)
         finally:
             pieces.put_nowait(None)  # after the pieces: the thread scheduled them before it returned
 

@@ -4,26 +4,30 @@ Ray Serve cancels a request's handler when the client disconnects (its proxy wat
 ``http.disconnect``). A flow running in a worker thread would not notice: it would run to the
 end, holding a thread, the models and the language model's replica for an answer nobody reads.
 ``in_thread`` gives the work a ``CancelToken`` and cancels it with the handler, so the flow stops
-at its next batch and the embedded model at its next token.
+at its next batch and the embedded model at its next token. An answer's flow runs on the answers' own threads
+(``pool``: serve/threads.py), a search's on the loop's default pool.
 """
 
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Executor
 from typing import Callable, TypeVar
 
 from flows.progress import CancelToken
+from serve.threads import in_pool
 
 T = TypeVar("T")
 
 GONE = "the client went away"
 
 
-async def in_thread(work: Callable[[CancelToken], T]) -> T:
-    """``work(cancel)`` in a worker thread; if this request is cancelled meanwhile, ``cancel`` is set too."""
+async def in_thread(work: Callable[[CancelToken], T], pool: Executor | None = None) -> T:
+    """``work(cancel)`` in a thread of ``pool`` (None: the loop's default pool); if this request is cancelled
+    meanwhile, ``cancel`` is set too."""
     cancel = CancelToken()
     try:
-        return await asyncio.to_thread(work, cancel)
+        return await in_pool(pool, work, cancel)
     except asyncio.CancelledError:
         cancel.cancel(GONE)
         raise

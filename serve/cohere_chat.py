@@ -113,13 +113,16 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
             return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
         return _streaming(_model_events(rid, chat.sse(await chat.opened(events, target), target)))
     prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows)
+    answers = svc.current().answers
     if not body.stream:
-        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
+        with answers.admitted():
+            done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel),
+                                               answers.pool)
         text = done["answer"]
         return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
                         done["usage"]["completion_tokens"],
                         citations(text, done["message"]["sources"], shown) if body.cites() else [])
-    return _streaming(_flow_events(rid, prepared, table, body.cites(), shown))
+    return answers.stream(_flow_events(rid, prepared, table, body.cites(), shown))
 
 
 def grounded_rows(body: CohereChatRequest) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:

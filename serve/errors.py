@@ -59,13 +59,14 @@ _request_id: contextvars.ContextVar[str | None] = contextvars.ContextVar("tesser
 
 class ApiError(Exception):
     """An error answered with ``status`` and an OpenAI-shaped body; ``extra``: more fields of its error object, for
-    what a client acts on (the message is prose, for people)."""
+    what a client acts on (the message is prose, for people); ``headers``: the response's (``Retry-After``)."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, kind: str = "invalid_request_error",
-                 code: str | None = None, extra: dict[str, Any] | None = None) -> None:
+                 code: str | None = None, extra: dict[str, Any] | None = None,
+                 headers: dict[str, str] | None = None) -> None:
         super().__init__(message)
         self.status, self.message, self.param, self.kind, self.code = status, message, param, kind, code
-        self.extra = extra or {}
+        self.extra, self.headers = extra or {}, headers or {}
 
 
 def too_many_tasks(limit: int) -> ApiError:
@@ -192,8 +193,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, err: ApiError) -> JSONResponse:
-        return error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code,
-                              extra=err.extra)
+        response = error_response(err.status, err.message, param=err.param, kind=err.kind, code=err.code,
+                                  extra=err.extra)
+        response.headers.update(err.headers)
+        return response
 
     @app.exception_handler(SpecError)
     async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:

@@ -53,7 +53,10 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
         raise ApiError(409, f"task {task_id} is {task['status']}; a chat needs a finished task", param="task_id",
                        code="task_not_finished")
     rows = task["result"]["data"]
-    if rows and column not in rows[0]:
+    if not rows:  # an upload or a compaction writes none, a search may find none: the chat's flow has nothing to read
+        raise ApiError(422, f"task {task_id} has no result rows to ground a chat on: an upload or a compaction gives "
+                       "none, and so does a search that found nothing", param="task_id", code="no_result_rows")
+    if column not in rows[0]:
         raise ApiError(422, f"the task's results have no column '{column}' (columns: {', '.join(rows[0])})",
                        param="column")
     return service.store.create_chat(owner, task_id, model, column)

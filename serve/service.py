@@ -27,7 +27,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.unicode import first_broken_text
-from serve import taskrunner, warm
+from serve import taskrunner, threads, warm
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import served_placement
@@ -113,6 +113,7 @@ class Service:
         self.served, self.app_name = served, app_name
         self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
         self.compact_after_shards = int(setting(config, "compact_after_shards"))  # an upload over it compacts
+        self.answers = threads.Answers(setting(config, "answer_threads"), setting(config, "answer_queue"))
         self.indices = Indices(self)
         restore_rows(self.store, self.indices.folder)  # a new or reset task store: rows back from the owner files
         self._watchers: set[asyncio.Task] = set()

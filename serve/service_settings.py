@@ -29,6 +29,9 @@ MAX_IDLE_TASK_WORKERS = 16
 #: ``ServiceArgs.idle_task_worker_retire_s``'s default: the recent peak of concurrent tasks is kept this long
 #: (longer than the gaps of a steady load, short enough to give back a burst's memory within a minute or two).
 IDLE_TASK_WORKER_RETIRE_S = 60.0
+#: ``ServiceArgs.answer_threads``'s default: the most threads the event loop's default pool ever had (min(32, CPUs +
+#: 4)), which the answers shared with every other request's work before they had threads of their own.
+ANSWER_THREADS = 32
 
 
 class ApiKey(BaseModel):
@@ -110,6 +113,13 @@ class ServiceArgs(BaseModel):
                                              "waiting task actor beyond spare_task_workers stays without a task "
                                              "before it exits: the recent peak of concurrent tasks is kept this "
                                              "long.")
+    answer_threads: int = Field(ANSWER_THREADS, ge=1, le=1024, description="Flows that answer (chats, streamed or "
+                                "not) each ingress replica runs at once, each on a thread of its own until its answer "
+                                "is written: apart from the threads of searches and the other requests, which never "
+                                "wait behind chats (serve/threads.py).")
+    answer_queue: int = Field(ANSWER_THREADS, ge=0, le=4096, description="Chats that wait for an answer thread when "
+                              "all answer_threads are taken; one more is refused with a 503 too_many_answers and "
+                              "Retry-After.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")
     compact_after_shards: int = Field(COMPACT_AFTER_SHARDS, ge=0, description="An upload (each one adds a shard) "
                                       "that leaves its index with more shards than this compacts the index at its "
@@ -181,4 +191,5 @@ def resolve(service: ServiceArgs, environ: dict[str, str] | None = None) -> dict
             "spare_task_workers": service.spare_task_workers, "max_idle_task_workers": service.max_idle_task_workers,
             "idle_task_worker_retire_s": service.idle_task_worker_retire_s,
             "compact_after_shards": service.compact_after_shards,
+            "answer_threads": service.answer_threads, "answer_queue": service.answer_queue,
             "limits": service.limits.model_dump(), "allow_public_without_keys": service.allow_public_without_keys}
