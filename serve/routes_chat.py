@@ -18,7 +18,7 @@ import json
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
-from fastapi.responses import PlainTextResponse, StreamingResponse
+from fastapi.responses import PlainTextResponse
 
 from serve import chat_flows, client_gone, errors
 from serve import service as svc
@@ -116,7 +116,9 @@ async def chat_message(chat_id: str, request: Request,
         return {"chat_id": chat_id, **reply}
 
     if not stream:
-        done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
+        with service.answers.admitted():
+            done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel),
+                                               service.answers.pool)
         return await keep(reply_of(done))
 
     async def events() -> AsyncIterator[str]:
@@ -128,4 +130,4 @@ async def chat_message(chat_id: str, request: Request,
             return
         yield "data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream")
+    return service.answers.stream(events())
