@@ -128,6 +128,9 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         queries = read_queries(queries_path)
     except TesseraError as err:
         raise BenchError(err.message, field="dataset") from None
+    if qrels.num_rows == 0:
+        raise BenchError(f"{qrels_path} holds no judgement (one 'query-id<TAB>corpus-id<TAB>score' line each, or "
+                         "TREC's 'qid 0 docno grade')", field="dataset")
     judged = list(dict.fromkeys(qrels.column("qid").to_pylist()))
     known = queries.column("qid").to_pylist()
     keep = pc.is_in(queries.column("qid"), value_set=pa.array(judged, pa.string()))

@@ -65,6 +65,10 @@ def _load(root: Path):
 
 
 def test_ids_that_match_nothing_are_named_and_refused_where_every_query_would_score_0(tmp_path):
+    for qrels in ("", "query-id\tcorpus-id\tscore\n\n"):
+        empty = write_dataset(tmp_path / f"empty{len(qrels)}", qrels)
+        with pytest.raises(BenchError, match=re.escape(f"{empty / 'qrels' / 'test.tsv'} holds no judgement")):
+            _load(empty)
     padded = write_dataset(tmp_path / "padded", BEIR.replace("\nq", "\n00"),
                            queries={k[1:]: t for k, t in QUERIES.items()})
     with pytest.raises(BenchError, match=r"no query of .*queries.jsonl has judgements in .*test.tsv \(its ids: "
