@@ -9,7 +9,9 @@ deployment handle would start a replica of a deployment scaled to zero.
 
 The flow routes need two more things, which ``/healthz`` checks too: the task store answers
 (a ``SELECT 1``, waited for at most ``STORE_TIMEOUT_S``) and ``$TESSERA_HOME`` is a
-writable folder (uploads, indices and saved flows are written there).
+writable folder (uploads, indices and saved flows are written there). ``/healthz`` is open to every client (no key),
+so what it says of them names no path of this machine (``tasks.db``, ``$TESSERA_HOME/indices``); the server's log
+has the problem in full, once each time it changes.
 
 Each check's blocking call runs on a few threads of its own (``_in_pool``), not on the event loop's default pool:
 that pool runs the requests' flows (searches, chats waiting on their models), and six streamed chats on a 2-core
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -29,9 +32,11 @@ from typing import Any, Callable, Mapping, TypeVar
 import sqlalchemy as sa
 
 from serve.schemas import ModelCard
+from serve.server_paths import without_server_paths
 from serve.taskstore import TaskStore, driver_error, shown_url
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 
 #: The health checks' own threads: a store check at a time (``_checking``), Serve's status, the home folder's.
 _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="tessera-health")
@@ -97,6 +102,8 @@ async def deployment_statuses(app_name: str) -> Mapping[str, Any]:
     return app.deployments if app is not None else {}
 
 
+#: The problems last logged: a probe polls /healthz every few seconds, and the log says each problem when it starts.
+_logged: list[str] = []
 #: How long /healthz waits for the task store to answer ``SELECT 1``.
 STORE_TIMEOUT_S = 2.0
 #: A check of each store still running (keyed by URL): a store that hangs gets one check at a time, not one per poll.
@@ -152,4 +159,10 @@ async def service_readiness(service: Any) -> list[str]:
     """Why the flow service (``serve.service.Service``) cannot serve: its task store, its ``$TESSERA_HOME``."""
     problems = [await store_readiness(service.store),
                 await _in_pool(home_problem, service.home, service.indices.folder)]
-    return [problem for problem in problems if problem]
+    problems = [problem for problem in problems if problem]
+    if problems != _logged:
+        _logged[:] = problems
+        for problem in problems:
+            logger.warning("not ready: %s", problem)
+    return [without_server_paths(problem) for problem in problems]
+
