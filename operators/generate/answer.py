@@ -51,9 +51,10 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "5"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "6"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
-    # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution)
+    # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
+    # 6: a reply that falls into a loop after a sound start is junk too
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -198,9 +199,11 @@ def _junk_answer(answer: str) -> str | None:
     if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
         return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
     words = answer.lower().split()
-    grams = list(zip(words, words[1:], words[2:], words[3:]))
-    if len(words) >= 40 and len(set(grams)) < len(grams) / 4:  # a loop within a line: "word word word ..."
-        return f"the reply repeats itself ({len(words)} words, {len(set(grams))} different runs of four)"
+    # a loop within a line ("word word word ..."), from the start or after a sound start (the reply's second half)
+    for part in (words, words[len(words) // 2:]):
+        grams = list(zip(part, part[1:], part[2:], part[3:]))
+        if len(part) >= 40 and len(set(grams)) < len(grams) / 4:
+            return f"the reply repeats itself ({len(part)} words, {len(set(grams))} different runs of four)"
     return None
 
 

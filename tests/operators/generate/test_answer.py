@@ -187,10 +187,19 @@ def test_an_uncited_answer_is_attributed_by_its_distinctive_words(fault_models, 
     assert meta["sources_from"] == ("overlap" if any(cited) else "none")
 
 
+LOOP_AFTER_A_START = (
+    "Bees are a group of social insects that are found in every continent except Antarctica. They are a type of insect "
+    "that is part of the order Hymenoptera, which is a group of insects that have a segmented body. They are found in "
+    "many different types of plants, and they are a type of insect that is part of the order Apoidea, which is a group "
+    "of insects that are found in the order Insecta." + " They are a group of insects that are found in the order "
+    "Insecta," + " which is a group of insects that are found in the order Insecta," * 11 + " which is a group")
+
+
 @pytest.mark.parametrize("reply, reason", [
     ("[1] [2] [3] [4]", "only labels or citations"),
     ("[1] Aphid: 1\n[2] Aphid: 2\n[3] Aphid: 3\n[4] Aphid: 4", "repeats itself"),
     ("Bees make honey from nectar " + "and honey and honey " * 20, "repeats itself (85 words"),  # on one line
+    (LOOP_AFTER_A_START, "repeats itself (118 words"),  # the embedded model's, asked about a task's rows: half a loop
 ])
 def test_a_looping_or_empty_answer_is_junk(fault_models, reply, reason):
     fault_models.reply = reply
