@@ -34,7 +34,8 @@ FOLDER = "runs"  # the run cache's folder in a benchmark's --out
 
 
 def run_key(spec_json: dict[str, Any], queries_sha: str, qrels_sha: str, max_k: int) -> str:
-    payload = {"spec": spec_json, "queries": queries_sha, "qrels": qrels_sha, "k": max_k, "format": 1}
+    # format 2: a document returned twice keeps its best rank (to_run); a saved run of format 1 may hold it twice
+    payload = {"spec": spec_json, "queries": queries_sha, "qrels": qrels_sha, "k": max_k, "format": 2}
     return hashlib.sha256(json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -123,7 +124,9 @@ def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
     """The ranking of a flow's result table: ``qid, docno, rank, score``, by qid then rank.
 
     A result without ``rank`` is ranked by ``score`` (descending) within each qid. A flow
-    that ``answered`` without retrieving (no ``docno``: answer_only) has an empty run.
+    that ``answered`` without retrieving (no ``docno``: answer_only) has an empty run. A document
+    a flow returned twice for one query keeps its best rank, and the ranks are renumbered: the
+    measures (``ir-measures``, one score per document) would otherwise keep its last, worst one.
     """
     if answered and "docno" not in result.column_names:
         return pa.table({"qid": pa.array([], pa.string()), "docno": pa.array([], pa.string()),
@@ -143,7 +146,21 @@ def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
     else:
         table = table.sort_by([("qid", "ascending"), ("score", "descending")])
         table = table.append_column("rank", pa.array(_ranks_within(table.column("qid")), pa.int32()))
-    return table.select(list(RUN_COLUMNS))
+    return _first_of_each(table).select(list(RUN_COLUMNS))
+
+
+def _first_of_each(table: pa.Table) -> pa.Table:
+    """The run (sorted by qid, then rank) with each (qid, docno) at its first rank alone, ranked 1, 2, ... again."""
+    seen: set[tuple[str, str]] = set()
+    first = []
+    for pair in zip(table.column("qid").to_pylist(), table.column("docno").to_pylist()):
+        first.append(pair not in seen)
+        seen.add(pair)
+    if all(first):
+        return table
+    table = table.filter(pa.array(first))
+    ranks = pa.array(_ranks_within(table.column("qid")), pa.int32())
+    return table.set_column(table.column_names.index("rank"), "rank", ranks)
 
 
 def _ranks_within(qids: pa.ChunkedArray) -> np.ndarray:

@@ -51,6 +51,22 @@ def test_rank_orders_documents_not_score():
     assert values["P@1"]["q2"] == 0.0 and values["RR@2"]["q2"] == 0.5
 
 
+def test_a_document_returned_twice_counts_once_at_its_best_rank():
+    """A flow that returns a document twice (two retrievers concatenated, say) is scored as its ranking reads: the
+    document where it first appears. ir-measures keeps one score per document, the last: q1's 'a' counted at rank 3."""
+    from flows.bench.runs import to_run
+
+    result = pa.table({"qid": ["q1", "q1", "q1", "q2"], "docno": ["a", "x", "a", "c"], "score": [3.0, 2.0, 1.0, 1.0]})
+    run = to_run("twice", result)
+    assert run.to_pylist() == [{"qid": "q1", "docno": "a", "rank": 1, "score": 3.0},
+                               {"qid": "q1", "docno": "x", "rank": 2, "score": 2.0},
+                               {"qid": "q2", "docno": "c", "rank": 1, "score": 1.0}]
+    values = metrics.per_query(run, QRELS, ["q1", "q2"], [1, 3])
+    assert values["RR@3"] == {"q1": 1.0, "q2": 1.0} and values["P@1"] == {"q1": 1.0, "q2": 1.0}
+    ranked = to_run("twice", result.drop_columns(["score"]).append_column("rank", pa.array([1, 2, 3, 1])))
+    assert ranked.column("docno").to_pylist() == ["a", "x", "c"] and ranked.column("rank").to_pylist() == [1, 2, 1]
+
+
 def test_summary_confidence_interval_contains_the_mean():
     s = metrics.summarize([0.0, 1.0, 1.0, 0.5])
     assert s.ci_low < s.mean == 0.625 < s.ci_high and s.n == 4
