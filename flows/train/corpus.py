@@ -38,7 +38,7 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
     seen: set[str] = set()
     documents = repeated = 0
     try:
-        with open(corpus, encoding="utf-8") as f:
+        with open(corpus, encoding="utf-8-sig") as f:  # a byte order mark is not part of the first document
             for number, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -81,7 +81,7 @@ def corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
     from operators.tables import document_text
 
     texts: dict[str, str] = {}
-    with open(corpus, encoding="utf-8") as f:
+    with open(corpus, encoding="utf-8-sig") as f:  # as ingestion reads it: a byte order mark dropped
         for line in f:
             if not line.strip():
                 continue

@@ -104,7 +104,7 @@ def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQu
     if params.queries == 0:
         return []
     docs, seen = [], set()
-    with open(corpus, encoding="utf-8") as f:
+    with open(corpus, encoding="utf-8-sig") as f:  # as ingestion reads it: a byte order mark dropped
         for line in f:
             if line.strip():
                 doc = json.loads(line)

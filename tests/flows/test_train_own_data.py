@@ -2,8 +2,9 @@
 
 Ten documents and four judged queries: small enough that BM25 (which returns only documents sharing a word
 with the query) leaves some queries without a hard negative. Such a judgement gives no example, and the
-user is told so, as for ids that match nothing. Qrels as users leave them (a byte order mark, a judgement
-written twice) give one example per judgement. Mining runs for real: a BM25 index in the test's own folder.
+user is told so, as for ids that match nothing. Files as users leave them (a byte order mark, Windows line
+ends, a judgement written twice) give one example per judgement. Mining runs for real: a BM25 index in the
+test's own folder.
 """
 
 from __future__ import annotations
@@ -31,8 +32,9 @@ FLOW = "name: tiny\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 5}}\n"  # th
 
 def _dataset(root: Path, qrels: str) -> Path:
     (root / "qrels").mkdir(parents=True)
-    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": t}) + "\n" for k, t in CORPUS.items()),
-                                       encoding="utf-8")
+    # as a Windows editor saves it: a byte order mark, CRLF line ends (ingestion reads it so)
+    lines = "".join(json.dumps({"_id": k, "text": t}) + "\r\n" for k, t in CORPUS.items())
+    (root / "corpus.jsonl").write_bytes(("\ufeff" + lines).encode("utf-8"))
     (root / "queries.jsonl").write_text("".join(json.dumps({"_id": k, "text": t}) + "\n" for k, t in QUERIES.items()),
                                         encoding="utf-8")
     (root / "qrels" / "train.tsv").write_text(qrels, encoding="utf-8")
@@ -57,3 +59,14 @@ def test_judgements_without_a_hard_negative_are_warned_and_written_twice_count_o
     assert warnings[0].startswith(f"warning: 2 of 4 relevant judgements in {data / 'qrels' / 'train.tsv'} give no "
                                   "example: the mining flow retrieved no other document for their query")
     assert mined.stats["positives_without_negatives"] == 2
+
+
+def test_pseudo_queries_read_a_corpus_with_a_byte_order_mark(tmp_path):
+    from flows.train.synthetic import SyntheticParams, pseudo_queries
+
+    data = _dataset(tmp_path / "bom", "q1\td1\t1\n")
+    first = json.dumps({"_id": "d0", "text": "Aspirin thins the blood of adults. It also reduces fever in children."})
+    corpus = data / "corpus.jsonl"
+    corpus.write_bytes(("\ufeff" + first + "\r\n").encode("utf-8") + corpus.read_bytes()[3:])
+    drawn = pseudo_queries(corpus, SyntheticParams(queries=1, min_words=3))
+    assert [(p.qid, p.docno) for p in drawn] == [("pseudo-d0", "d0")]
