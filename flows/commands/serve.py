@@ -352,18 +352,24 @@ def carry_environment(config: dict, environ) -> None:
 
 
 def check_app_args(config: dict) -> None:
-    """Each Tessera application's ``args`` valid before Ray starts (``serve.check_args``, in a child process: the CLI
-    does not import the service's package); a check that cannot run leaves it to the app's builder, as before."""
+    """Each Tessera application's ``args`` valid before Ray starts."""
+    if (problem := app_args_problem(config)) is not None:
+        raise CliError(f"{problem['message']} (application '{problem['application']}')", field=problem["field"])
+
+
+def app_args_problem(config: dict) -> dict | None:
+    """``serve.check_args``' first invalid ``args`` (``{"application", "field", "message"}``), from a child process
+    (the CLI does not import the service's package); None if all are valid or the check cannot run (then the app's
+    builder checks them, as before)."""
     import json
 
     try:
         done = subprocess.run([sys.executable, "-m", "serve.check_args"], input=json.dumps(config, default=str),
                               text=True, capture_output=True, timeout=120)
     except (OSError, subprocess.TimeoutExpired):
-        return
-    if done.returncode == 2 and done.stdout.strip():
-        problem = json.loads(done.stdout.strip().splitlines()[-1])
-        raise CliError(f"{problem['message']} (application '{problem['application']}')", field=problem["field"])
+        return None
+    ok = done.returncode != 2 or not done.stdout.strip()
+    return None if ok else json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def check_keys(config: dict) -> None:

@@ -60,6 +60,27 @@ def run_cli(monkeypatch, capsys, tmp_path) -> Callable[..., tuple[int, str]]:
 
 
 
+@contextlib.contextmanager
+def app_args_checked_in_process() -> Iterator[None]:
+    """Within it, ``tessera serve``'s check of its applications' ``args`` (``serve.check_args.first_problem``) runs in
+    this process, on the config as JSON gives it to the child process the command starts (about 1 s of CPU each).
+    tests/flows/test_serve_app_args.py checks through the real child process."""
+    from flows.commands import serve as serve_command
+    from serve.check_args import first_problem
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(serve_command, "app_args_problem",
+                      lambda config: first_problem(json.loads(json.dumps(config, default=str))))
+        yield
+
+
+@pytest.fixture
+def app_args_in_process() -> Iterator[None]:
+    """``app_args_checked_in_process`` for one test."""
+    with app_args_checked_in_process():
+        yield
+
+
 @pytest.fixture
 def flows_run_in_job(monkeypatch, capsys, caplog) -> Callable[..., subprocess.CompletedProcess]:
     """A function: ``python -m flows.run ARGS`` as Ray's job supervisor starts an entrypoint (its job-config variable

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flows.commands import main
 
 CONFIG = str(Path(__file__).resolve().parents[2] / "serve" / "config.yaml")
+pytestmark = pytest.mark.usefixtures("app_args_in_process")  # serve.check_args in this process
 
 
 def test_tessera_serve_refuses_a_public_host_without_keys(monkeypatch, capsys):

@@ -26,6 +26,7 @@ from flows.commands.serve import CARRIED
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = str(REPO / "serve" / "config.yaml")
 KEYS = ("alphakey123-0123456789", "betakey456-0123456789")
+pytestmark = pytest.mark.usefixtures("app_args_in_process")  # serve.check_args in this process
 
 
 def sha(raw: str) -> str:

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.flows.conftest import app_args_checked_in_process
+
 from flows.commands import main
 
 REPO = Path(__file__).resolve().parents[2]
@@ -165,8 +167,9 @@ def test_a_broken_config_is_one_line_naming_the_file(tmp_path, capsys):
 def shipped_config_status() -> int:
     """``tessera serve --config serve/config.yaml --print-config``'s exit status, run once for the module: every
     check passes the config as shipped, its app args' included (``serve.check_args``, a child process of about a
-    second that each misspelt-setting case below paid again for the same file)."""
-    return main(["serve", "--config", CONFIG, "--print-config"])
+    second that each misspelt-setting case below paid again for the same file; here in this process)."""
+    with app_args_checked_in_process():
+        return main(["serve", "--config", CONFIG, "--print-config"])
 
 
 @pytest.mark.parametrize("edit, field, hint", [
