@@ -108,16 +108,26 @@ def test_earlier_messages_feed_a_flow_with_retrieve_messages(client, serve_app):
 
 
 @pytest.mark.slow
-def test_a_follow_up_to_rag_is_searched_with_its_conversation(client):
-    """rag's query.contextualize: "how do they make it?" after a question about honey finds the honey documents,
-    and the message says what was searched for."""
+def test_a_follow_up_to_rag_is_searched_with_its_conversation(client, serve_app):
+    """rag's query.contextualize: "how do they make it?" after a question about honey is searched for with the
+    conversation, which finds the bee documents that the question alone does not, and the message says what was
+    searched for. The documents are read from a search of the same flow: the message's sources are only those the
+    small model's answer used (it may well answer from the aphid page), so they are checked to be among them."""
     conversation = [*QUESTION, {"role": "assistant", "content": "Honey bees make honey.\n\nSources:\n[1] Honey bee"},
                     {"role": "user", "content": "How do they make it?"}]
     message = client.chat.completions.create(model="rag", messages=conversation, max_tokens=16).choices[0].message
     searched = message.model_extra["standalone_query"]
     assert searched == "How do they make it? (Which insects make honey?; Honey bees make honey.)"
-    titles = [s.get("title") or "" for s in message.model_extra["sources"]]
-    assert any("honey" in t.lower() or "bee" in t.lower() for t in titles), titles
+
+    def retrieved(query: str) -> list[dict]:
+        found = requests.post(f"{serve_app}/v1/search", json={"flow": "rag", "query": query}, timeout=600)
+        assert found.status_code == 200, found.text
+        return found.json()["results"][0]["hits"]
+
+    hits = retrieved(searched)
+    assert any("bee" in (hit.get("title") or "").lower() for hit in hits), hits
+    assert {s["docno"] for s in message.model_extra["sources"]} <= {hit["docno"] for hit in hits}
+    assert not any("bee" in (hit.get("title") or "").lower() for hit in retrieved(conversation[-1]["content"]))
     alone = client.chat.completions.create(model="rag", messages=conversation[-1:], max_tokens=16).choices[0].message
     assert "standalone_query" not in alone.model_extra
 
