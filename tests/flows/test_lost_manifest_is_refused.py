@@ -3,7 +3,8 @@
 nothing (a new manifest would leave the old shards to the next compaction, which deletes them). A first ingestion
 that crashed before its first commit (staged shards, maybe some of them written, no manifest) still resumes.
 BM25 only, on the sample corpus (1000 documents). The refusals run in this process (``flows.commands.main``,
-what the console script calls: a process each cost seconds of ``make test-fast``), the crash in its own."""
+what the console script calls: a process each cost seconds of ``make test-fast``), as does the crashed ingest's
+resume; the crash runs in a process of its own."""
 
 from __future__ import annotations
 
@@ -72,7 +73,7 @@ def test_index_add_and_ingest_refuse_a_folder_whose_manifest_is_lost_and_touch_n
     assert listing(index) == before
 
 
-def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path):
+def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path, monkeypatch, capsys):
     """The state of a first ingestion that failed before its first commit once its manifest is undone: staged
     shards under ``_ingest/``, the first one written to ``shards/`` but recorded nowhere."""
     home, index = tmp_path / "home", tmp_path / "i"
@@ -83,7 +84,7 @@ def test_a_first_ingest_that_crashed_before_its_manifest_still_resumes(tmp_path)
     written = [p.name for p in (index / "shards").iterdir() if not p.name.startswith(".")]
     assert len(written) == 1 and written[0].endswith("-00000") and list((index / "_ingest").glob(f"*/{written[0]}.*"))
     (index / "manifest.json").unlink()
-    resumed = tessera(*args, home=home)
+    resumed = in_process(*args, home=home, monkeypatch=monkeypatch, capsys=capsys)  # the crash alone needs a process
     assert resumed.returncode == 0, resumed.stderr
     doc_ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
     assert len(set(doc_ids)) == 1000 and len(doc_ids) == len(Index.open(index))  # each once
