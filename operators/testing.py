@@ -25,7 +25,7 @@ import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, ClassVar, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -140,6 +140,9 @@ class OperatorContract:
     passthrough_column = "extra_passthrough"
     #: False for an operator that may rightly return no rows for the sample input (its column types go unchecked).
     returns_rows = True
+    #: Runs kept by ``_run_once``: (contract class, operator name, operator hash) -> [(input, rows before, rows
+    #: after, output)].
+    _runs: ClassVar[dict[tuple, list[tuple[pa.Table, list, list, pa.Table]]]] = {}
 
     def make_operator(self, **params: Any) -> Operator:
         return get_operator(self.operator_name)(params)
@@ -156,6 +159,20 @@ class OperatorContract:
         out = op(table)
         assert isinstance(out, pa.Table), f"{op.name} returned {type(out).__name__}, not a pyarrow.Table"
         return out
+
+    def _run_once(self, table: pa.Table) -> tuple[pa.Table, list, list]:
+        """``_run(table)``'s output and ``table``'s rows before and after it, the operator run once per contract
+        class, operator (equal by params) and input in a process: three checks read the same run of the sample
+        input, which was a model operator's forward passes three times over."""
+        op = self.make_operator()
+        runs = self._runs.setdefault((type(self), op.name, hash(op)), [])
+        for given, before, after, out in runs:
+            if given.equals(table, check_metadata=True):
+                return out, before, after
+        before = table.to_pylist()
+        out = self._run(table)
+        runs.append((table, before, table.to_pylist(), out))
+        return out, before, runs[-1][2]
 
     # -- checks ---------------------------------------------------------------
 
@@ -181,7 +198,7 @@ class OperatorContract:
 
     def test_declared_outputs_appear(self):
         op = self.make_operator()
-        out = self._run(self.make_input())
+        out, _, _ = self._run_once(self.make_input())
         missing = [c for c in op.produces() if c not in out.column_names]
         assert not missing, f"{op.name} declares {missing} in produces() but did not write them"
 
@@ -221,7 +238,7 @@ class OperatorContract:
 
     def test_several_queries(self):
         table = self.make_input(n_queries=3)
-        out = self._run(table)
+        out, _, _ = self._run_once(table)
         op = self.make_operator()
         assert out.num_rows or not self.returns_rows, (
             f"{op.name} returned no rows for the sample queries, so its output went unchecked; set "
@@ -246,10 +263,8 @@ class OperatorContract:
         op = self.make_operator()
         if op.scope == "source":
             return
-        table = self.make_input()
-        before = table.to_pylist()
-        out = self._run(table)
-        assert table.to_pylist() == before, f"{op.name} modified its input table"
+        out, before, after = self._run_once(self.make_input())
+        assert after == before, f"{op.name} modified its input table"
         if out.num_rows:
             assert self.passthrough_column in out.column_names, (
                 f"{op.name} dropped column '{self.passthrough_column}' that it does not own"
