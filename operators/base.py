@@ -172,6 +172,12 @@ class Operator:
         "tessera-cross-encoder"}``). Nothing is loaded; the engine resolves them before a flow runs."""
         return {}
 
+    def calls_model(self) -> bool:
+        """Whether the step asks a language model with its params: it then waits on the model for seconds to
+        minutes (the service runs such a flow on its answers' threads, ``serve/threads.py``). The language-model
+        steps do (``LLMStep``); ``query.contextualize`` and ``retrieve.multi_hop`` only with ``llm``."""
+        return False
+
     def nested_operators(self) -> dict[str, "Operator"]:
         """The operators this step runs inside itself, keyed by the params that configure each
         (``{"params.postprocess.0": <rerank.cross_encoder>}``), so what their params name is checked as theirs."""

@@ -7,6 +7,7 @@ optional ``index``. Answer: per query, its hits best first and its metadata.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any
 
@@ -17,12 +18,17 @@ from serve import service as svc
 from serve.errors import ApiError
 from serve.results import search_hits
 from serve.routes_tasks import tenant
+from serve.threads import calls_model
 
 router = APIRouter(tags=["search"])
 
 
 def run_search(body: Any, owner: str, cancel: Any = None) -> dict[str, Any]:
-    prepared = svc.current().prepare(body, owner, search=True)
+    return searched(svc.current().prepare(body, owner, search=True), cancel)
+
+
+def searched(prepared: svc.Prepared, cancel: Any = None) -> dict[str, Any]:
+    """The answer to a search: its flow run here, per query its hits and metadata."""
     started = time.perf_counter()
     result = run_online(prepared, cancel=cancel)
     return {"object": "search", "flow": prepared.spec.name, "took_ms": round(1000 * (time.perf_counter() - started), 2),
@@ -112,5 +118,12 @@ def _searched(prepared: svc.Prepared, step: str | None) -> str:
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")
 async def search(request: Request, body: Any = Body(..., examples=[{"flow": "hybrid", "query": "honey bees",
                                                                     "top_k": 5}])) -> dict[str, Any]:
-    owner = tenant(request)
-    return await client_gone.in_thread(lambda cancel: run_search(body, owner, cancel))
+    """A flow that calls a language model (``rag``'s answer) runs on the answers' threads, admitted as a chat is (a
+    503 ``too_many_answers`` when they and their queue are taken): on the default pool, a few such searches held
+    its every thread while their model wrote, and a bm25 search waited behind them (serve/threads.py)."""
+    service = svc.current()
+    prepared = await asyncio.to_thread(service.prepare, body, tenant(request), search=True)
+    if not calls_model(prepared.flow):
+        return await client_gone.in_thread(lambda cancel: searched(prepared, cancel))
+    with service.answers.admitted():
+        return await client_gone.in_thread(lambda cancel: searched(prepared, cancel), service.answers.pool)

@@ -114,10 +114,11 @@ class ServiceArgs(BaseModel):
                                              "before it exits: the recent peak of concurrent tasks is kept this "
                                              "long.")
     answer_threads: int = Field(ANSWER_THREADS, ge=1, le=1024, description="Flows that answer (chats, streamed or "
-                                "not) each ingress replica runs at once, each on a thread of its own until its answer "
-                                "is written: apart from the threads of searches and the other requests, which never "
-                                "wait behind chats (serve/threads.py).")
-    answer_queue: int = Field(ANSWER_THREADS, ge=0, le=4096, description="Chats that wait for an answer thread when "
+                                "not, and searches whose flow calls a language model) each ingress replica runs at "
+                                "once, each on a thread of its own until its answer is written: apart from the "
+                                "threads of other searches and requests, which never wait behind them "
+                                "(serve/threads.py).")
+    answer_queue: int = Field(ANSWER_THREADS, ge=0, le=4096, description="Answers that wait for an answer thread when "
                               "all answer_threads are taken; one more is refused with a 503 too_many_answers and "
                               "Retry-After.")
     limits: Limits = Field(default_factory=Limits, description="Request and per-key limits.")

@@ -3,17 +3,20 @@
 An async route runs its blocking work (a flow, the task store, an index) in a worker thread, so that the event loop
 keeps answering. That work is of two kinds, on separate pools:
 
-* short work, on the event loop's default pool (``asyncio.to_thread``, min(32, CPUs + 4) threads): a search,
-  preparing a flow, the task store's reads and writes, listing flows. Each ends within a moment, so a few threads
-  serve many requests.
+* short work, on the event loop's default pool (``asyncio.to_thread``, min(32, CPUs + 4) threads): a search (one
+  that calls no language model), preparing a flow, the task store's reads and writes, listing flows. Each ends
+  within a moment, so a few threads serve many requests.
 * answers, on ``Answers.pool`` (``answer_threads`` threads): a flow that writes an answer (a chat of
   ``/v1/chat/completions``, ``/v2/chat`` or ``/task/chat/{id}``, streamed or not) holds its thread until the model
   has written the whole answer, seconds to minutes. On the default pool, eight streamed chats on a 2-core replica
-  held its six threads and a bm25 search waited 7.6 s for one.
+  held its six threads and a bm25 search waited 7.6 s for one. A ``/v1/search`` whose flow calls a language model
+  (``calls_model``: ``rag``'s ``generate.answer``) is such a flow too; its preparation stays on the default pool.
+  A task's flow (``/task/run``, ``/task/enqueue``) runs on a Ray worker: the ingress only polls the task store.
 
-When every answer thread is taken, up to ``answer_queue`` more answers wait for one; a chat beyond those is refused
-before it starts: a 503 ``too_many_answers`` with ``Retry-After``. The health checks have threads of their own too
-(serve/health.py). A chat with a served language model (no flow) takes no thread: it awaits its deployment.
+When every answer thread is taken, up to ``answer_queue`` more answers wait for one; a chat (or such a search)
+beyond those is refused before it starts: a 503 ``too_many_answers`` with ``Retry-After``. The health checks have
+threads of their own too (serve/health.py). A chat with a served language model (no flow) takes no thread: it awaits
+its deployment.
 """
 
 from __future__ import annotations
@@ -42,6 +45,12 @@ async def in_pool(pool: Executor | None, work: Callable[..., T], *args: Any) -> 
     the log), as ``asyncio.to_thread`` runs it on the default pool."""
     call = functools.partial(contextvars.copy_context().run, work, *args)
     return await asyncio.get_running_loop().run_in_executor(pool, call)
+
+
+def calls_model(flow: Any) -> bool:
+    """Whether a built ``flow`` waits on a language model: one of the steps it runs, or an operator one runs inside
+    itself, asks one (``Operator.calls_model``). Such a flow runs on the answers' threads, a search's too."""
+    return any(op.calls_model() for step in flow.needed_steps() for _, op in flow.operators[step].walk())
 
 
 class Answers:

@@ -128,6 +128,9 @@ class MultiHopRetriever(Operator):
         return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "hop": "data", "score": "score",
                 "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
 
+    def calls_model(self) -> bool:
+        return self.params.follow_up == "llm"
+
     def required_models(self) -> dict[str, str]:
         """Its retrievers' models, and the .gguf ``follow_up_model`` names when it is not there (``follow_up: llm``),
         so the flow is refused before it runs, as a language-model step is."""

@@ -2,7 +2,9 @@
 the answers run on threads of their own (serve/threads.py). Before, each streamed chat held a thread of the default
 pool (min(32, CPUs + 4): six on 2 cores) for its whole answer, and a bm25 search waited for one (7.6 s behind eight
 chats on 2 cores). A chat beyond ``answer_threads`` + ``answer_queue`` is refused with a 503 and ``Retry-After``
-before it starts, and the slots of ended chats come back.
+before it starts, and the slots of ended chats come back. A search whose flow calls a language model
+(``generate.answer``) is an answer too: it runs on those threads, with the same 503; before, such searches held the
+default pool and a bm25 search waited behind them as it did behind chats.
 
 The model is the local fault server's ``slow`` scenario (``operators.llm.testing``), which answers only once the test
 releases it, so every chat is open while the search runs. A real BM25 index, a real SQLite task store, and the
@@ -20,11 +22,13 @@ import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
+from flows.spec import FlowSpec
 from operators.llm.testing import KEY_ENV, FaultServer
 from operators.store import Index, IndexSettings
 from serve.index_owner import write_owner
 from serve.service import Service
 from serve.service_settings import ANSWER_THREADS, ServiceArgs, resolve
+from serve.threads import calls_model
 from tests.serve.conftest import api_on_localhost
 
 #: The event loop's default pool on this machine, which the answers used to share with every other request.
@@ -127,6 +131,63 @@ def test_a_search_answers_while_more_chats_than_the_default_pool_stream(app):
     for chat, lines in zip(chats, seen):
         chat.join(timeout=120)
         assert lines[0] == "200" and lines[-1] == "[DONE]", lines[-3:]
+
+
+#: A search that writes an answer with the slow model: what ``rag`` does, on the index ``notes``.
+ANSWERING = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 2}},
+                       "context": {"op": "generate.context", "params": {"model": "fault-slow"}},
+                       "answer": {"op": "generate.answer", "params": {"model": "fault-slow"}}}}
+
+
+def answering_search(base: str, seen: list[httpx.Response]) -> None:
+    seen.append(httpx.post(f"{base}/v1/search", json={"flow": ANSWERING, "query": "Which insects make honey?",
+                                                      "index": "notes"}, timeout=300))
+
+
+@pytest.mark.slow  # an index, a service, litellm's import and CHATS searches on the slow model: about 10 s on 2 cores
+def test_a_search_answers_while_more_searches_that_write_answers_than_the_default_pool_wait(app):
+    base, _, fault = app
+    seen: list[list[httpx.Response]] = [[] for _ in range(CHATS)]
+    searches = [threading.Thread(target=answering_search, args=(base, into)) for into in seen]
+    for search in searches:
+        search.start()
+    deadline = time.monotonic() + 45  # within the model's timeout (60 s), after which a call is tried again
+    while fault.attempts["slow"] < CHATS and time.monotonic() < deadline:  # before: OLD_POOL at most
+        time.sleep(0.05)
+    assert fault.attempts["slow"] == CHATS, f"{fault.attempts['slow']} of {CHATS} answering searches reached the model"
+
+    searched = httpx.post(f"{base}/v1/search", json={"flow": "bm25", "query": "honey", "index": "notes"}, timeout=20)
+    assert searched.status_code == 200, searched.text
+    assert searched.json()["results"][0]["hits"][0]["docno"] == "bees#0"
+    assert_refused(httpx.post(f"{base}/v1/search", json={"flow": ANSWERING, "query": "Bees?", "index": "notes"},
+                              timeout=30))  # every answer thread is taken and answer_queue is 0
+
+    fault.release.set()
+    for search, answered in zip(searches, seen):
+        search.join(timeout=120)
+        assert answered[0].status_code == 200, answered[0].text
+        metadata = answered[0].json()["results"][0]["metadata"]
+        assert metadata["answer"].startswith("Honey bees make honey"), metadata
+    again = httpx.post(f"{base}/v1/search", json={"flow": ANSWERING, "query": "Bees?", "index": "notes"}, timeout=60)
+    assert again.status_code == 200, again.text  # the ended searches gave their slots back
+
+
+@pytest.mark.parametrize("steps, waits", [
+    ({"bm25": {"op": "retrieve.bm25"}, "context": {"op": "generate.context"}}, False),  # a tokenizer, no call
+    ({"standalone": {"op": "query.contextualize"}, "bm25": {"op": "retrieve.bm25"}}, False),  # history: no model
+    ({"standalone": {"op": "query.contextualize", "params": {"method": "llm"}}, "bm25": {"op": "retrieve.bm25"}},
+     True),
+    ({"hops": {"op": "retrieve.multi_hop", "params": {"index": "notes", "follow_up": "llm"}}}, True),
+    ({"hops": {"op": "retrieve.multi_hop", "params": {"index": "notes"}}}, False),
+    ({"m": {"op": "retrieve.multi_collection", "params": {"collections": [{"name": "a", "index": "notes"}],
+                                                          "postprocess": [{"op": "rerank.llm_group"}]}}}, True),
+    ({"bm25": {"op": "retrieve.bm25"}, "context": {"op": "generate.context"}, "answer": {"op": "generate.answer"}},
+     True),
+], ids=["context", "history", "contextualize-llm", "multi-hop-llm", "multi-hop-titles", "nested-llm-rerank", "rag"])
+def test_a_flow_waits_on_a_model_when_a_step_it_runs_calls_one(steps, waits):
+    """What puts a search on the answers' threads (``serve.threads.calls_model``): the steps that call a model with
+    their params, also inside another step."""
+    assert calls_model(FlowSpec.parse({"steps": steps}).build()) is waits
 
 
 def test_the_answer_pools_settings_default_and_refuse_a_pool_without_threads():
