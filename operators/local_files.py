@@ -4,7 +4,7 @@ model.
 A flow written by the person who runs it may read whatever that person can; a flow that
 arrives over the network (the service's task and search bodies) must not read the server's
 files or secrets. Such params say so with ``json_schema_extra=local_path()`` (or ``env_var()``,
-``llm_model()``, ``secret()``), so that the service can confine them (``serve/index_roots.py``,
+``llm_model()``, ``secret()``, ``sent_headers()``), so that the service can confine them (``serve/index_roots.py``,
 ``serve/spec_guard.py``) without knowing each operator. Index params are confined on their own
 (an index is named, not only pathed).
 """
@@ -35,6 +35,13 @@ def secret(env_param: str) -> dict[str, Any]:
     """``json_schema_extra`` of a param holding a secret itself (a key), which ``env_param`` names the environment
     variable of instead: a spec from the network may not hold one (a saved flow or a task would keep it in clear)."""
     return {"secret": True, "env_param": env_param}
+
+
+def sent_headers(env_param: str) -> dict[str, Any]:
+    """``json_schema_extra`` of a param holding HTTP headers the step sends (``{name: value}``): a spec from the
+    network may not put a credential in one (``serve/spec_guard.py``'s ``CREDENTIAL_HEADERS``), as it may not hold
+    a ``secret()``; ``env_param`` names the environment variable of the key the step sends instead."""
+    return {"sent_headers": True, "env_param": env_param}
 
 
 def llm_model() -> dict[str, Any]:

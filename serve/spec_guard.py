@@ -16,7 +16,9 @@ file the server can read. So a flow that the service runs may name:
   Hugging Face id in the local cache, but a path only inside ``$TESSERA_HOME/models``.
 
 It may hold no key itself (``rerank.api``'s ``api_key``): a saved flow and a task keep the spec as sent, so the
-key would be stored in clear; it comes from an environment variable the spec names (``api_key_env``) instead.
+key would be stored in clear; it comes from an environment variable the spec names (``api_key_env``) instead. Nor
+may the headers a step sends (``rerank.api``'s ``user_headers``) name one that carries a credential
+(``CREDENTIAL_HEADERS``, by name: what a value looks like is no rule).
 
 Each refusal is a 422 naming the field. Params are marked in their operator (``operators/local_files.py``).
 """
@@ -43,6 +45,14 @@ def check_flow(flow: Any) -> None:
         check_operator(flow.operators[step], f"steps.{step}")
 
 
+#: Header names (lower case, ``_`` read as ``-``) that carry a credential: HTTP's own (RFC 9110, RFC 6265) and the
+#: API-key headers of the common hosted APIs (AWS API Gateway/Anthropic/Pinecone's ``x-api-key``, Azure's ``api-key``
+#: and ``ocp-apim-subscription-key``, Google's ``x-goog-api-key``, OpenStack's ``x-auth-token``). ``rerank.api``
+#: refuses ``Authorization`` itself, everywhere.
+CREDENTIAL_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-api-key", "api-key",
+                                "x-goog-api-key", "ocp-apim-subscription-key", "x-auth-token"})
+
+
 def check_operator(operator: Any, where: str) -> None:
     """A 422 when ``operator`` (at ``where``: ``steps.rerank``), or one it runs inside itself
     (``retrieve.multi_collection``'s postprocessors: ``Operator.nested_operators``), names what it may not."""
@@ -50,6 +60,8 @@ def check_operator(operator: Any, where: str) -> None:
         params = each.params
         for name in marked_params(type(params), "secret"):
             check_no_secret(params, name, f"{place}.params.{name}")
+        for name in marked_params(type(params), "sent_headers"):
+            check_headers(params, name, f"{place}.params.{name}")
         for name in marked_params(type(params), "env_var"):
             check_env(getattr(params, name), f"{place}.params.{name}")
         language_models = marked_params(type(params), "llm_model")
@@ -72,6 +84,19 @@ def check_no_secret(params: Any, name: str, field: str) -> None:
                        f"it in clear); leave {name} out, put the key in an environment variable of the service that "
                        f"its operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
                        param=field, code="key_in_spec")
+
+
+def check_headers(params: Any, name: str, field: str) -> None:
+    """A 422 for a header that carries a credential (``CREDENTIAL_HEADERS``) among the headers a step sends: kept
+    in clear as ``check_no_secret``'s key would be. Named, never quoted."""
+    env_param = type(params).model_fields[name].json_schema_extra["env_param"]
+    for header in getattr(params, name) or {}:
+        if header.strip().lower().replace("_", "-") in CREDENTIAL_HEADERS:
+            raise ApiError(422, f"{field}.{header}: this service takes no credential in a spec's headers (a saved flow "
+                           f"or a task would keep it in clear; it refuses {', '.join(sorted(CREDENTIAL_HEADERS))}); "
+                           "leave the header out, put the key in an environment variable of the service that its "
+                           f"operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
+                           param=f"{field}.{header}", code="key_in_spec")
 
 
 def check_env(name: str | None, field: str) -> None:

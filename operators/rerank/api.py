@@ -10,7 +10,7 @@ from pydantic import Field, SecretStr, ValidationInfo, field_validator
 
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
-from operators.local_files import env_var, secret
+from operators.local_files import env_var, secret, sent_headers
 from operators.outbound import url_param
 from operators.redact import remember_secret
 from operators.rerank.base import RerankParams, Reranker
@@ -70,8 +70,10 @@ class ApiReranker(Reranker):
                                                       "1000 for cohere/jina, 32 for tei.")
         max_chars_per_document: int | None = Field(None, gt=0, description="Cut each document to this many "
                                                    "characters before sending; null sends it whole.")
-        user_headers: dict[str, str] | None = Field(None, description="Extra headers sent with every request "
-                                                    "(e.g. X-OpenWebUI-User-Id); none by default.")
+        user_headers: dict[str, str] | None = Field(None, json_schema_extra=sent_headers("api_key_env"),
+                                                    description="Extra headers sent with every request (e.g. "
+                                                    "X-OpenWebUI-User-Id); none by default. The service refuses one "
+                                                    "that carries a key (X-Api-Key, Cookie...: docs/security.md).")
         concurrent_requests: int = Field(4, gt=0, description="Queries of a batch sent at the same time.")
 
         @field_validator("url")

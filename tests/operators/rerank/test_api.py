@@ -364,6 +364,10 @@ def test_headers_key_from_env_and_user_headers(rerank_server, monkeypatch):
     assert sent["Authorization"] == f"Bearer {SECRET}"
     assert sent["X-OpenWebUI-User-Id"] == "u-42" and sent["X-OpenWebUI-User-Name"] == "Ada"
 
+    # a spec of one's own (Python, the CLI) may carry a key in a header; only the service refuses that
+    make(rerank_server.url("cohere"), user_headers={"X-Api-Key": SECRET})(table)
+    assert rerank_server.requests["cohere"][-1]["headers"]["X-Api-Key"] == SECRET
+
 
 def test_missing_key_variable_fails_naming_it(rerank_server, monkeypatch):
     monkeypatch.delenv("TESSERA_TEST_MISSING_KEY", raising=False)
