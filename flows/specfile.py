@@ -13,7 +13,6 @@ and so is a document whose aliases expand to more than ``MAX_VALUES`` values (a
 
 from __future__ import annotations
 
-import difflib
 import json
 from pathlib import Path
 from typing import Any
@@ -63,10 +62,8 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
     if "/" in text or "\\" in text or text.lower().endswith(SPEC_SUFFIXES):
         raise SpecError(f"spec file '{text}' does not exist", field="spec")
     missing = f"no flow spec file or built-in flow named '{text}', and no saved flow by that name"
-    close = difflib.get_close_matches(text, [*store.builtin_names(), *store.saved_names()], n=3, cutoff=0.6)
-    if close:
-        raise SpecError(f"{missing}; did you mean {' or '.join(repr(n) for n in close)}? (tessera flows list "
-                        "shows them all)", field="spec")
+    if hint := store.did_you_mean(text, [*store.builtin_names(), *store.saved_names()]):
+        raise SpecError(f"{missing}{hint} (tessera flows list shows them all)", field="spec")
     known = ", ".join(store.builtin_names()) or "none"
     saved = ", ".join(store.saved_names()) or "none"
     raise SpecError(f"{missing}; built-in flows: {known}; saved flows: {saved}", field="spec")

@@ -14,6 +14,7 @@ reads, so one key's flow is neither listed nor runnable by name for another key 
 
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Any
@@ -70,6 +71,13 @@ def builtin_path(name: str) -> Path | None:
 def saved_names(owner: str | None = None) -> list[str]:
     folder = flows_dir(owner)
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def did_you_mean(name: str, names: list[str]) -> str:
+    """``"; did you mean 'bm25'?"``: the ``names`` closest to a misspelt flow ``name`` (``difflib``, at most three,
+    best first), or nothing when none is close; the CLI's and the service's unknown flow say it."""
+    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+    return f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
 
 
 def check_name(name: str) -> str:

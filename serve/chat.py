@@ -19,6 +19,7 @@ from typing import Any, AsyncIterator, Literal
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.conversation import content_text
 from serve import errors
@@ -136,7 +137,8 @@ def chat_target(model: str, by_name: dict[str, ModelCard], tenant: str) -> Model
         return spec
     served = sorted({c.id for c in by_name.values() if c.type == "chat" and c.status != "missing"})  # once each
     flows = [c.id for c in chat_flows.flow_cards(tenant) if c.status != "missing"]  # what /v1/models offers
-    raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers; "
+    hint = flow_store.did_you_mean(model, served + flows)
+    raise ApiError(404, f"model '{model}' is neither a language model served here nor a flow that answers{hint}; "
                    f"served: {', '.join(served) or 'none'}; flows: {', '.join(flows) or 'none'}", param="model",
                    code="model_not_found")
 

@@ -39,9 +39,12 @@ def list_flows(request: Request) -> dict[str, Any]:
 
 @router.get("/flows/{name}", summary="One flow's spec")
 def get_flow(name: str, request: Request) -> dict[str, Any]:
-    spec = svc.current().flow_spec(name, tenant(request))
+    caller = tenant(request)
+    spec = svc.current().flow_spec(name, caller)
     if spec is None:  # none, or deleted while it was read
-        raise ApiError(404, f"no flow named '{name}'", param="name", code="flow_not_found")
+        known = flow_store.builtin_names() + flow_store.saved_names(svc.flow_owner(caller))
+        raise ApiError(404, f"no flow named '{name}'{flow_store.did_you_mean(name, known)}", param="name",
+                       code="flow_not_found")
     return spec.to_dict()
 
 
@@ -60,8 +63,10 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
 
 @router.delete("/flows/{name}", summary="Delete one of the caller's saved flows")
 def delete_flow(name: str, request: Request) -> dict[str, Any]:
+    owner = svc.flow_owner(tenant(request))
     try:
-        flow_store.delete(name, svc.flow_owner(tenant(request)))  # a built-in one is refused: a 422 naming name
+        flow_store.delete(name, owner)  # a built-in one is refused: a 422 naming name
     except flow_store.FlowNotFoundError:  # none, or another request deleted it first
-        raise ApiError(404, f"no saved flow named '{name}'", param="name", code="flow_not_found") from None
+        hint = flow_store.did_you_mean(name, flow_store.saved_names(owner))
+        raise ApiError(404, f"no saved flow named '{name}'{hint}", param="name", code="flow_not_found") from None
     return {"name": name, "deleted": True}

@@ -1,10 +1,9 @@
 """The flow half of the ingress: request bodies to validated flows, tasks to Ray, flows by tenant.
 
-Everything a body says is checked before anything runs: a mosaicRAG request or
-Tessera's native body, the flow (inline, built-in, or the tenant's saved flow: a name
-is never read as a file path), the queries, the index, every step's operator and
-params. A bad body is a ``SpecError`` (a 422 naming the step and field) or an
-``ApiError`` naming the limit.
+Everything a body says is checked before anything runs: a mosaicRAG request or Tessera's native body, the flow
+(inline, built-in, or the tenant's saved flow: a name is never read as a file path), the queries, the index, every
+step's operator and params. A bad body is a ``SpecError`` (a 422 naming the step and field) or an ``ApiError``
+naming the limit.
 
 Steps whose model this app serves (same operator, same model params; for a language-model
 step, an alias naming the model a language-model deployment runs) are placed on that
@@ -158,15 +157,16 @@ class Service:
             return None
 
     def resolve_flow(self, flow: str | dict[str, Any], tenant: str, *, search: bool = False) -> FlowSpec:
-        """``flow``'s spec; a name that names none is refused with the flows there are (for a search, the built-in
-        ones that search: not ``ingest``'s, which read documents and a search refuses)."""
+        """``flow``'s spec; a name that names none is refused with the closest names and the flows there are (for a
+        search, the built-in ones that search: not ``ingest``'s, which read documents and a search refuses)."""
         if isinstance(flow, dict):
             return FlowSpec.parse(flow)
         spec = self.flow_spec(flow, tenant)
         if spec is None:
-            saved = ", ".join(flow_store.saved_names(flow_owner(tenant))) or "none"
+            saved = flow_store.saved_names(flow_owner(tenant))
             builtin = [name for name in flow_store.builtin_names() if not (search and _reads_documents(name))]
-            raise SpecError(f"no flow named '{flow}' (built-in: {', '.join(builtin)}; saved: {saved})", field="flow")
+            raise SpecError(f"no flow named '{flow}'{flow_store.did_you_mean(flow, builtin + saved)} (built-in: "
+                            f"{', '.join(builtin)}; saved: {', '.join(saved) or 'none'})", field="flow")
         return spec
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:

@@ -1,0 +1,53 @@
+"""An unknown flow's name at the service says the closest names, as the CLI does (``flows.store.did_you_mean``,
+difflib): the 422 of a search or a task that names it, the 404 of ``GET``/``DELETE /flows/{name}``, and the 404 of
+a chat whose ``model`` is neither a served model nor a flow that answers. A name close to none says no guess. The
+service's FastAPI app under uvicorn on 127.0.0.1 with real HTTP (no Ray: nothing runs); the chat's target in-process."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from serve.chat import chat_target
+from serve.errors import ApiError
+from tests.serve.conftest import api_on_localhost
+
+
+@pytest.fixture
+def base(make_service):
+    make_service()
+    with api_on_localhost() as url:
+        yield url
+
+
+def error_of(answer: requests.Response, status: int, param: str) -> str:
+    error = answer.json()["error"]
+    assert (answer.status_code, error["param"]) == (status, param), answer.text
+    return error["message"]
+
+
+def test_an_unknown_flow_says_the_closest_names(base):
+    search = requests.post(f"{base}/v1/search", json={"flow": "bm2", "query": "honey"}, timeout=60)
+    assert "no flow named 'bm2'; did you mean 'bm25'" in error_of(search, 422, "flow")
+    run = requests.post(f"{base}/task/run", json={"flow": "hybird", "query": "honey"}, timeout=60)
+    assert "; did you mean 'hybrid'" in error_of(run, 422, "flow")
+    got = requests.get(f"{base}/flows/rga", timeout=30)
+    assert error_of(got, 404, "name").startswith("no flow named 'rga'; did you mean 'rag'")
+
+    mine = {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}
+    assert requests.put(f"{base}/flows/honey_search", json=mine, timeout=60).status_code == 201
+    saved = requests.post(f"{base}/v1/search", json={"flow": "honey_serch", "query": "honey"}, timeout=60)
+    assert "did you mean 'honey_search'?" in error_of(saved, 422, "flow")
+    deleted = requests.delete(f"{base}/flows/honey-search", timeout=30)
+    assert error_of(deleted, 404, "name") == "no saved flow named 'honey-search'; did you mean 'honey_search'?"
+
+    far = requests.post(f"{base}/v1/search", json={"flow": "zzzzzz", "query": "honey"}, timeout=60)
+    assert "did you mean" not in error_of(far, 422, "flow") and "(built-in: " in far.text  # the list, as before
+    assert "did you mean" not in error_of(requests.get(f"{base}/flows/zzzzzz", timeout=30), 404, "name")
+
+
+def test_a_chat_for_an_unknown_model_says_the_closest_flow(make_service):
+    make_service()
+    with pytest.raises(ApiError) as err:
+        chat_target("rga", {}, "local")
+    assert err.value.status == 404 and "flow that answers; did you mean 'rag'" in err.value.message
