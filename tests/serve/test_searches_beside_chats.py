@@ -16,6 +16,7 @@ import json
 import os
 import threading
 import time
+from pathlib import Path
 
 import httpx
 import pyarrow as pa
@@ -170,6 +171,8 @@ def test_a_search_answers_while_more_searches_that_write_answers_than_the_defaul
         assert metadata["answer"].startswith("Honey bees make honey"), metadata
     again = httpx.post(f"{base}/v1/search", json={"flow": ANSWERING, "query": "Bees?", "index": "notes"}, timeout=60)
     assert again.status_code == 200, again.text  # the ended searches gave their slots back
+    # the service runs flows without the step cache (docs/caching.md), cacheable steps (temperature 0) included
+    assert not (Path(os.environ["TESSERA_HOME"]) / "cache").exists()
 
 
 @pytest.mark.parametrize("steps, waits", [
