@@ -41,12 +41,14 @@ def in_ray_job() -> bool:
     return "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
 
 
-def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None) -> None:
+def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
+                    executor: str | None = None) -> None:
     """In a Ray job, relative paths point into the job's temporary copy of the working directory on the
     node that runs it: Ray deletes it with the session, and its upload leaves out git-ignored files
     (``.tessera/`` among them). So in a job a relative output is refused, and a relative input that is
     not there says why, each before anything runs, in one line. ``{option: value}``; ``--index`` may also
-    be a name under ``$TESSERA_HOME/indices``. A URI (``flows.uris``) is checked for its scheme, in a job or not."""
+    be a name under ``$TESSERA_HOME/indices``. A URI (``flows.uris``) is checked for its scheme, in a job or not,
+    and with ``executor="ray"`` the cluster ``RAY_ADDRESS`` names (``flows.executors.ray_address``)."""
     from pathlib import Path
 
     from flows import uris
@@ -56,6 +58,10 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
     for option, value in {**(outputs or {}), **(inputs or {})}.items():
         if uris.is_uri(value):
             uris.check_scheme(value, option.lstrip("-"))  # everywhere, before anything runs
+    if executor == "ray":  # a job-server address or a stopped cluster: before an ingestion stages its corpus
+        from flows.executors.ray_address import check_ray_address
+
+        check_ray_address()
     if not in_ray_job():
         return
 

@@ -66,7 +66,7 @@ def handle(args: argparse.Namespace) -> int:
     if args.no_mlflow and args.mlflow_uri:
         raise BenchError("--mlflow-uri and --no-mlflow: give one (where to log, or not to log)", field="mlflow-uri")
     check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir, "--cache-dir": args.cache_dir},
-                    inputs={"--dataset": args.dataset})
+                    inputs={"--dataset": args.dataset}, executor=args.executor)
     from flows.bench import tracking
 
     require_extra("bench", ("ir_measures", "statsmodels", "matplotlib", "torchmetrics")

@@ -86,7 +86,8 @@ def handle(args: argparse.Namespace) -> int:
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type",))
     glob = args.source is not None and any(ch in args.source for ch in "*?[")
-    check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source})
+    check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source},
+                    executor=args.executor)
     overrides = {}
     if args.dense_type:
         overrides["dense_type"] = args.dense_type

@@ -66,7 +66,7 @@ def handle(args: argparse.Namespace) -> int:
     # Everything that can be wrong with the request is checked before anything runs.
     queries_path = args.queries if args.queries and looks_like_path(args.queries) else None
     check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
-                    inputs={"--index": args.index, "--queries": queries_path})
+                    inputs={"--index": args.index, "--queries": queries_path}, executor=args.executor)
     with uris.local_input(queries_path, "queries") as queries_file, uris.local_output(args.out, "out") as out_file:
         return _run(args, queries_file or args.queries, out_file)
 

@@ -31,6 +31,7 @@ import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
+from flows.commands.serve_checks import check_setting_names, checked_address, home_readable_by_others
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
@@ -68,7 +69,7 @@ def handle(args: argparse.Namespace) -> int:
     http = config.get("http_options") or {}
     port = int(http.get("port", 8000))
     # on another machine's cluster, these are that machine's; printing the config starts nothing
-    if not args.print_config and local_cluster(args.address, os.environ):
+    if not args.print_config and local_cluster(checked_address(args.address), os.environ):
         check_port(str(http.get("host", "127.0.0.1")), port)
         check_task_stores(config)
         check_models_file(os.environ)
@@ -106,8 +107,6 @@ def handle(args: argparse.Namespace) -> int:
     if args.address and args.address != "local" and secrets:
         print(f"tessera serve: not carried to the cluster (secrets): ${', $'.join(secrets)}; set them where its "
               "Ray nodes start", file=sys.stderr)
-    from flows.commands.serve_checks import home_readable_by_others
-
     if note := home_readable_by_others(config, tessera_home()):
         print(note, file=sys.stderr)
     print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
@@ -210,7 +209,6 @@ def read_config(source: Path) -> dict:
             and isinstance(a.get("runtime_env") or {}, dict) for a in applications)):
         raise CliError(f"{source}: applications must be a list of mappings, each with mappings for args, "
                        "args.service and runtime_env", field="applications")
-    from flows.commands.serve_checks import check_setting_names
 
     check_setting_names(config, source)
     return config

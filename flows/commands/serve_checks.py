@@ -4,7 +4,9 @@
   0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt ``route_prefx`` was dropped. The names
   come from Ray's own schema classes, so a new Ray's settings are accepted as they come; Tessera's ``args`` are
   checked by its own models (``serve.check_args``).
-* A ``$TESSERA_HOME`` other users of the machine may list or read, when the service has tenants (a warning)."""
+* A ``$TESSERA_HOME`` other users of the machine may list or read, when the service has tenants (a warning).
+* The cluster ``--address`` (else ``RAY_ADDRESS``) names: ``serve run`` printed Ray's traceback for the job server's
+  ``http://`` address, and waited minutes on one where nothing listens."""
 
 from __future__ import annotations
 
@@ -64,3 +66,12 @@ def home_readable_by_others(config: dict, home: Path) -> str | None:
     return (f"tessera serve: {home} is open to other users of this machine (mode {mode:o}): the service makes its "
             "own files private, but others can list the names of the keys' indices, uploads and saved flows, and "
             f"read what was written there before this version or by the CLI: chmod 700 {home} (docs/security.md)")
+
+
+def checked_address(address: str | None) -> str | None:
+    """``address`` as given, once ``flows.executors.ray_address`` found that Ray can join it (``RAY_ADDRESS`` when
+    it is None); a ``RayAddressError`` naming the setting otherwise."""
+    from flows.executors.ray_address import check_ray_address
+
+    check_ray_address(address, job_hint=False)
+    return address

@@ -42,17 +42,24 @@ WORKER_NICENESS = {"RAY_worker_niceness": "0"}
 
 
 def ensure_ray(**overrides: Any) -> None:
-    """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected."""
+    """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected; an address Ray cannot
+    join is a ``RayAddressError`` (``ray_address``)."""
     import ray
+
+    from flows.executors.ray_address import check_ray_address, joining_failed
 
     if ray.is_initialized():
         return
+    check_ray_address(overrides.get("address"))
     _quiet_start_up()
     for name, value in WORKER_NICENESS.items():
         os.environ.setdefault(name, value)
     on_main_thread = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if on_main_thread else None
-    ray.init(**{**DEFAULT_RAY_INIT, **overrides})
+    try:
+        ray.init(**{**DEFAULT_RAY_INIT, **overrides})
+    except ConnectionError as err:
+        raise joining_failed(err, overrides.get("address")) from None
     if callable(sigterm):
         # ray.init replaces SIGTERM's handler with a sys.exit(15); a handler the program set (tessera's commands:
         # cancel as Ctrl-C does) goes back, so a SIGTERM stops a Ray run as gracefully as a local one

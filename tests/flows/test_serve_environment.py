@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -83,10 +84,12 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
     (environment / "models.yaml").write_text("aliases: {}\n")  # $TESSERA_MODELS must be readable at start
     port = free_ports(1)[0]
-    assert main(["serve", "--config", CONFIG, "--port", str(port), "--address", "127.0.0.1:6391"]) == 0
+    with socket.create_server(("", 0)) as cluster:  # something answers at the --address (it is checked first)
+        address = f"127.0.0.1:{cluster.getsockname()[1]}"
+        assert main(["serve", "--config", CONFIG, "--port", str(port), "--address", address]) == 0
     (argv, env), = started
     written = environment / "home" / "serve" / f"config-{port}.yaml"
-    assert argv[-4:] == ["run", str(written), "--address", "127.0.0.1:6391"]
+    assert argv[-4:] == ["run", str(written), "--address", address]
     text = written.read_text()
     assert all(raw not in text for raw in KEYS) and all(sha(raw) in text for raw in KEYS)
     assert written.stat().st_mode & 0o777 == 0o600  # the keys' hashes: the user's only, whatever the umask
