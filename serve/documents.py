@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.errors import SourceError
-from operators.sources.file_text import SUFFIXES, text_document
+from operators.sources.file_text import SUFFIXES, read_text_file
 from serve.errors import ApiError
 from serve.schemas import Text, check_texts
 
@@ -96,10 +96,39 @@ def given_once(documents: list[Document]) -> None:
 TEXT_SUFFIXES = SUFFIXES
 
 
-def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str, Any]]:
+def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: bool, first_page: int | None,
+                  limits: Any) -> tuple[DocumentsRequest, list[str], list[str]]:
+    """The documents of uploaded files as one request, the files whose earlier documents it replaces (with
+    ``replace``): every file, but a part of a PDF after its first (``first_page`` > 1), which must not take away
+    the parts sent before it; and the warnings for the client (``file_documents``)."""
+    from pydantic import ValidationError
+
+    from serve.errors import validation_message
+
+    if not files:
+        raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
+    if first_page is not None and (len(files) != 1 or not files[0][0].lower().endswith(".pdf")):
+        raise ApiError(422, "first_page: a part of a PDF is sent with that PDF alone", param="first_page",
+                       code="invalid_value")
+    warnings: list[str] = []
+    documents = [doc for filename, content in files
+                 for doc in file_documents(filename, content, limits, first_page, warnings)]
+    try:
+        request = DocumentsRequest.model_validate({"documents": documents, "spec": spec, "replace": replace})
+    except ValidationError as err:
+        message, param = validation_message(list(err.errors()))
+        raise ApiError(422, message, param=param, code="invalid_value") from None
+    return request, [] if (first_page or 1) > 1 else [filename for filename, _ in files], warnings
+
+
+def file_documents(filename: str, content: bytes, limits: Any, first_page: int | None = None,
+                   warnings: list[str] | None = None) -> list[dict[str, Any]]:
     """The documents of one uploaded file, with its name (and page) as metadata, as ``sources.pdf`` reads a PDF
-    (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``); a 422 naming the file
-    when it gives none."""
+    (in a child process, within ``limits.max_pdf_seconds``: ``serve/pdf_reading.py``; from ``first_page``, a
+    part of at most ``max_documents_per_request`` pages); a 422 naming the file when it gives none, and a 422
+    ``too_many_pages`` with its ``pages`` for a PDF of more pages than one request may add. What was read in a
+    way the client should know (a guessed encoding, front matter left out) is added to ``warnings``."""
+    from operators.sources.pdf import TooManyPages
     from serve.pdf_reading import pdf_pages
 
     path = Path(filename or "")
@@ -109,27 +138,56 @@ def file_documents(filename: str, content: bytes, limits: Any) -> list[dict[str,
     if suffix == ".pdf":
         try:
             title, pages = pdf_pages(content, filename, seconds=limits.max_pdf_seconds,
-                                     max_pages=limits.max_documents_per_request)
+                                     max_pages=limits.max_documents_per_request, first_page=first_page)
+        except TooManyPages as err:
+            raise ApiError(422, f"files: {err.message}", param="files", code="too_many_pages",
+                           extra={"pages": err.pages}) from None
         except SourceError as err:
-            raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
+            raise ApiError(422, f"files: {err.message}", param=err.field or "files",
+                           code="invalid_file") from None
+        first = first_page or 1
         documents = [{"id": f"{path.stem}-p{n}", "title": title or path.stem, "text": text,
-                      "metadata": {"path": filename, "page": n}} for n, text in enumerate(pages, start=1) if text]
+                      "metadata": {"path": filename, "page": n}} for n, text in enumerate(pages, start=first) if text]
+        if not documents and first_page is not None:  # a part of scans or figures: the client goes on to the next
+            raise ApiError(422, f"files: pages {first}-{first + len(pages) - 1} of '{filename}' have no text layer; "
+                           "nothing to index (no OCR is done)", param="files", code="no_text_layer")
         if not documents:
             raise ApiError(422, f"files: no page of '{filename}' has a text layer (a scan?); nothing to index "
                            "(no OCR is done)", param="files", code="invalid_file")
         return documents
     if suffix in TEXT_SUFFIXES:
-        try:
-            title, text = text_document(filename, content)
-        except SourceError as err:
-            raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
-        if not text.strip():  # sources.files reads no document from it either
-            raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
-                           "scripts and styles); nothing to index", param="files", code="invalid_file")
-        return [{"id": filename, "title": title or path.stem, "text": text, "metadata": {"path": filename}}]
+        return [text_file_document(filename, content, [] if warnings is None else warnings)]
     kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
     raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown or HTML file ({kinds}); send JSON or "
                    "JSONL documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
+
+
+def text_file_document(filename: str, content: bytes, warnings: list[str]) -> dict[str, Any]:
+    """The document of a text, Markdown or HTML file, as ``sources.files`` reads it: a Markdown file's front matter
+    its title and metadata (fields under a name a column may have; the others left out), a file that is not UTF-8 read
+    in the encoding guessed for it. Both said in ``warnings``, for the client: a log line of the service is not
+    read by whoever uploaded the file."""
+    try:
+        document = read_text_file(filename, content)
+    except SourceError as err:
+        raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
+    if not document.text.strip():  # sources.files reads no document from it either
+        raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
+                       "scripts and styles); nothing to index", param="files", code="invalid_file")
+    if document.guessed_encoding is not None:
+        warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
+                        "(if its text looks wrong, save it as UTF-8 and send it again)")
+    metadata: dict[str, Any] = {"path": filename}
+    for key, value in document.fields.items():  # a list or a mapping as its JSON text, as sources.files keeps it
+        if value is not None and key not in RESERVED | {"path"} and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", key):
+            metadata[key] = json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (list, dict)) \
+                else value
+    if left_out := [key for key, value in document.fields.items() if key not in metadata and value is not None]:
+        warnings.append(f"{filename}: front matter field(s) {', '.join(left_out)} left out: a metadata column's "
+                        f"name is letters, digits and _, starting with a letter, and none of "
+                        f"{', '.join(sorted(RESERVED | {'path'}))}")
+    return {"id": filename, "title": document.title or Path(filename).stem, "text": document.text,
+            "metadata": metadata}
 
 
 def write_jsonl(path: Path, documents: list[Document]) -> None:

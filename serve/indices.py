@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from flows import store as flow_store
-from serve.documents import DocumentsRequest, file_documents, given_once, write_jsonl
+from serve.documents import DocumentsRequest, files_request, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
 from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, refuse_present_ids
 from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
@@ -265,22 +265,12 @@ class Indices:
         return (row["created"] if row is not None else None) != seen
 
     def add_files(self, name: str, files: list[tuple[str, bytes]], spec: str | None, replace: bool,
-                  tenant: str) -> dict[str, Any]:
-        """``add`` for files: a PDF gives a document per page with text, a text, Markdown or HTML file one document."""
-        from pydantic import ValidationError
-
-        from serve.errors import validation_message
-
-        if not files:
-            raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
-        limits = self.service.limits
-        documents = [doc for filename, content in files for doc in file_documents(filename, content, limits)]
-        try:
-            request = DocumentsRequest.model_validate({"documents": documents, "spec": spec, "replace": replace})
-        except ValidationError as err:
-            message, param = validation_message(list(err.errors()))
-            raise ApiError(422, message, param=param, code="invalid_value") from None
-        return self.add(name, request, tenant, files=[filename for filename, _ in files])
+                  tenant: str, first_page: int | None = None) -> dict[str, Any]:
+        """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
+        Markdown or HTML file one document; ``warnings`` say what the client should know of how a file was read."""
+        request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits)
+        queued = self.add(name, request, tenant, files=whole)
+        return {**queued, "warnings": warnings} if warnings else queued
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""

@@ -46,8 +46,9 @@ async def add_documents(name: str, body: DocumentsRequest, request: Request) -> 
              "task")
 async def add_files(name: str, request: Request) -> dict[str, Any]:
     service = svc.current()
-    contents, spec, replace = await read_upload(request, service.limits.max_documents_per_request)
-    queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request))
+    contents, spec, replace, first_page = await read_upload(request, service.limits.max_documents_per_request)
+    queued = await asyncio.to_thread(service.indices.add_files, name, contents, spec, replace, tenant(request),
+                                     first_page)
     await service.launch(queued["task_id"])
     return queued
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import Request
-from pydantic import TypeAdapter, ValidationError
+from pydantic import PositiveInt, TypeAdapter, ValidationError
 from starlette.datastructures import UploadFile
 from starlette.exceptions import HTTPException
 
@@ -32,13 +32,18 @@ UPLOAD_FORM = {"requestBody": {"required": True, "content": {"multipart/form-dat
                                  "max_documents_per_request files."},
         "spec": {"type": "string", "description": "For a new index: the built-in ingest spec that makes it "
                                                   "(default `ingest`)."},
+        "first_page": {"type": "integer", "minimum": 1,
+                       "description": "With one PDF alone: the part of it from this page (1-based), at most "
+                                      "max_documents_per_request pages; how a PDF of more pages than that is sent "
+                                      "(a 422 too_many_pages gives its `pages`)."},
         "replace": {"type": "boolean", "default": False,
                     "description": "A file sent before replaces everything it gave then (a re-sent PDF's pages, "
                                    "however many it has now); false: its documents are a 409."}}}}}}}
 
 
-async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str, bytes]], str | None, bool]:
-    """The uploaded files (name, bytes), ``spec`` and ``replace`` of the request's multipart form."""
+async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str, bytes]], str | None, bool,
+                                                                 int | None]:
+    """The uploaded files (name, bytes), ``spec``, ``replace`` and ``first_page`` of the request's multipart form."""
     try:
         form = await request.form(max_files=max_files, max_fields=MAX_FIELDS)
     except HTTPException as err:  # Starlette's 400 for a form it stopped reading
@@ -59,7 +64,7 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                                "file part with its name (curl -F files=@handbook.pdf)", param="files",
                                code="invalid_file")
             files.append((item.filename, await item.read()))
-        return files, _text(form.get("spec"), "spec"), _flag(form.get("replace"))
+        return files, _text(form.get("spec"), "spec"), _flag(form.get("replace")), _page(form.get("first_page"))
     finally:
         await form.close()
 
@@ -78,3 +83,14 @@ def _flag(value: Any) -> bool:
         return TypeAdapter(bool).validate_python(_text(value, "replace"))
     except ValidationError:
         raise ApiError(422, f"replace: '{value}' is not true or false", param="replace", code="invalid_value") from None
+
+
+def _page(value: Any) -> int | None:
+    """``first_page``: a page number, 1 or more."""
+    if value is None:
+        return None
+    try:
+        return TypeAdapter(PositiveInt).validate_python(_text(value, "first_page"))
+    except ValidationError:
+        raise ApiError(422, f"first_page: '{value}' is not a page number (1 or more)", param="first_page",
+                       code="invalid_value") from None

@@ -24,7 +24,7 @@ log = logging.getLogger("tessera.sources")
 TEXT_SUFFIXES = (".txt",)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
 HTML_SUFFIXES = (".html", ".htm")
-#: Every suffix ``text_document`` reads (case does not matter).
+#: Every suffix ``read_text_file`` reads (case does not matter).
 SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
 
 
@@ -32,11 +32,18 @@ def decode(content: bytes, name: str, *, op: Any = None, encoding: str | None = 
     """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
     guessed for it (``encoding.FileDecoder``: a warning names the file); bytes it cannot read are a
     ``SourceError`` naming the file and the first bad byte."""
+    return decode_guessing(content, name, op=op, encoding=encoding)[0]
+
+
+def decode_guessing(content: bytes, name: str, *, op: Any = None,
+                    encoding: str | None = None) -> tuple[str, str | None]:
+    """``decode``'s text, and the encoding guessed for it (None: UTF-8, or the one given), which the service's
+    upload tells its client."""
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
         content = content.removeprefix(codecs.BOM_UTF8)
     decoder = FileDecoder(name, encoding, lines=False, op=op)
     try:
-        return decoder(content)
+        return decoder(content), decoder.guessed
     except UnicodeDecodeError as err:
         hint = "save it as UTF-8" if op is None else "give its encoding (tessera ingest --encoding) or save it as UTF-8"
         raise SourceError(f"'{name}' is not {shown(encoding)} text ({err.reason}, at byte {err.start}); {hint}",
@@ -45,12 +52,14 @@ def decode(content: bytes, name: str, *, op: Any = None, encoding: str | None = 
 
 @dataclass(frozen=True)
 class TextFile:
-    """One text file's document: its title (None when it has none of its own), text, and other fields (a Markdown
-    file's front matter's, by name)."""
+    """One text file's document: its title (None when it has none of its own), text, other fields (a Markdown
+    file's front matter's, by name), and the encoding guessed for a file that is not UTF-8 (None: UTF-8, or the one
+    given)."""
 
     title: str | None
     text: str
     fields: dict[str, Any] = field(default_factory=dict)
+    guessed_encoding: str | None = None
 
 
 def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str | None = None) -> TextFile:
@@ -58,22 +67,16 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     ``title:`` or its first heading, and its front matter's other fields are its fields (the front matter is not
     in its text); an HTML file's title is its ``<title>`` and its text that of its body; a plain text file has
     no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode``)."""
-    text = decode(content, name, op=op, encoding=encoding)
+    text, guessed = decode_guessing(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
-        return TextFile(*html_text(text))
+        return TextFile(*html_text(text), guessed_encoding=guessed)
     if suffix in MARKDOWN_SUFFIXES:
         fields, text = front_matter(text, name)
         title = fields.pop("title", None)
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
-        return TextFile(title or markdown_title(text), text, fields)
-    return TextFile(None, text)
-
-
-def text_document(name: str, content: bytes, *, op: Any = None) -> tuple[str | None, str]:
-    """The title and the text of ``read_text_file``'s document (the service's upload)."""
-    document = read_text_file(name, content, op=op)
-    return document.title, document.text
+        return TextFile(title or markdown_title(text), text, fields, guessed)
+    return TextFile(None, text, guessed_encoding=guessed)
 
 
 # -- Markdown -------------------------------------------------------------------------------------------

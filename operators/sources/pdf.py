@@ -98,12 +98,23 @@ def pdf_documents(path: Path, name: str, unit: str, *, op: Any = None) -> list[d
             for n, text in enumerate(pages, start=1) if text]
 
 
-def read_pdf(source: Any, *, op: Any = None, name: str | None = None,
-             max_pages: int | None = None) -> tuple[str | None, list[str]]:
+class TooManyPages(SourceError):
+    """A PDF with more pages than one read may take; ``pages``: how many it has, so that a client (the web UI) can
+    send it again in parts (the service's ``first_page``)."""
+
+    def __init__(self, message: str, pages: int) -> None:
+        super().__init__(message)
+        self.pages = pages
+
+
+def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages: int | None = None,
+             first_page: int | None = None) -> tuple[str | None, list[str]]:
     """The title (from the PDF's metadata, if any) and each page's text (stripped; "" without a text layer) of
-    ``source``, a path or a binary stream; a file pypdf cannot read, one encrypted with a user password (one
-    with an owner password alone is read, as viewers open it), or one of more than ``max_pages`` pages (counted
-    before any is read), is a ``SourceError`` naming it."""
+    ``source``, a path or a binary stream; a file pypdf cannot read, or one encrypted with a user password (one
+    with an owner password alone is read, as viewers open it), is a ``SourceError`` naming it. Without
+    ``first_page``, a file of more than ``max_pages`` pages (counted before any is read) is a ``TooManyPages``;
+    with it, the pages from ``first_page`` (1-based), at most ``max_pages`` of them, are read: a part of a long
+    PDF, as a client sends one in several requests."""
     try:
         from pypdf import PdfReader
         from pypdf.errors import PyPdfError
@@ -117,13 +128,17 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None,
             raise SourceError(f"{where}: the PDF is encrypted with a password; decrypt it first (qpdf --decrypt "
                               "--password=PASSWORD IN.pdf OUT.pdf)", op=getattr(op, "name", None),
                               step=getattr(op, "step_id", None))
-        if max_pages is not None and len(reader.pages) > max_pages:
-            raise SourceError(f"{where}: {len(reader.pages):,} pages, over the {max_pages:,} documents one upload may "
-                              "add (max_documents_per_request)", op=getattr(op, "name", None),
-                              step=getattr(op, "step_id", None))
+        count = len(reader.pages)
+        if first_page is not None and first_page > count:
+            raise SourceError(f"{where}: first_page {first_page} is past its last page ({count:,})", field="first_page")
+        if first_page is None and max_pages is not None and count > max_pages:
+            raise TooManyPages(f"{where}: {count:,} pages, over the {max_pages:,} documents one upload may add "
+                               "(max_documents_per_request); send it in parts (first_page)", count)
+        start = (first_page or 1) - 1
+        pages = reader.pages[start:start + max_pages if max_pages is not None else count]
         title = (reader.metadata.title if reader.metadata else None) or None
         return (title.strip() if isinstance(title, str) and title.strip() else None,
-                [(page.extract_text() or "").strip() for page in reader.pages])
+                [(page.extract_text() or "").strip() for page in pages])
     except (PyPdfError, ValueError, KeyError, OSError) as err:
         raise SourceError(f"{where}: cannot read as a PDF ({type(err).__name__}: {err})",
                           op=getattr(op, "name", None), step=getattr(op, "step_id", None)) from err

@@ -1,6 +1,7 @@
 "use strict";
 // The web UI's documents to add to an index (indices.js's Indices tab): JSON and JSONL files read here into the
-// API's documents, and everything one Add sends cut into requests that fit the service's limits. Calls api.js's
+// API's documents, and everything one Add sends cut into requests that fit the service's limits (a PDF with more
+// pages than one request may add, in parts of its pages). Calls api.js's
 // helpers ($, ApiError) and reads indices.js's indexListing; indices.js calls uploadRequests.
 
 /** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
@@ -64,13 +65,36 @@ async function uploadRequests(options) {
   const requests = batches(documents, options).map((batch) => ({route: "documents",
     body: {documents: batch, ...options}}));
   for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
-    const form = new FormData();
-    for (const file of group) form.append("files", file, file.name);
-    for (const [name, value] of Object.entries(options)) form.append(name, String(value));
-    requests.push({route: "files", body: form});
+    requests.push(filesRequest(group, options));
   }
   if (!requests.length) throw new ApiError("choose files or paste a text to add");
   return requests;
+}
+
+/** A request of ``files`` (a multipart form), with ``options``; ``firstPage`` and ``lastPage``: a part of a lone
+ * PDF, those pages. */
+function filesRequest(files, options, firstPage, lastPage) {
+  const form = new FormData();
+  for (const file of files) form.append("files", file, file.name);
+  for (const [name, value] of Object.entries(options)) form.append(name, String(value));
+  if (firstPage !== undefined) form.append("first_page", String(firstPage));
+  return {route: "files", body: form, files, options, firstPage, lastPage};
+}
+
+/** A files request refused for holding more documents than one request may add (a PDF's pages are counted only
+ * by the service), as smaller requests: a group of files a file each, a lone PDF (its 422 ``too_many_pages`` says
+ * how many pages it has) in parts of max_documents_per_request pages; null for any other refusal. */
+function smallerRequests(request, err) {
+  if (request.route !== "files" || !(err instanceof ApiError) || request.firstPage !== undefined
+      || !["too_many_pages", "max_documents_per_request"].includes(err.code)) return null;
+  if (request.files.length > 1) return request.files.map((file) => filesRequest([file], request.options));
+  if (err.code !== "too_many_pages" || !err.pages) return null;
+  const most = indexListing.limits.max_documents_per_request;
+  const parts = [];
+  for (let first = 1; first <= err.pages; first += most) {
+    parts.push(filesRequest(request.files, request.options, first, Math.min(first + most - 1, err.pages)));
+  }
+  return parts;
 }
 
 /** A file the service reads no document from (the kinds the file field accepts), refused before anything is sent:

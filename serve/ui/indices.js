@@ -165,11 +165,29 @@ async function upload(event) {
       const requests = await uploadRequests(options);
       let added = 0;
       let chunks = 0;
-      for (const [n, request] of requests.entries()) {
+      const blank = []; // parts of a PDF whose pages have no text layer (scans, figures): nothing to add
+      const warnings = []; // how the service read a file (a guessed encoding, front matter left out)
+      for (let n = 0; n < requests.length; n += 1) {
+        const request = requests[n];
         const where = requests.length > 1 ? `part ${n + 1} of ${requests.length}: ` : "";
         status.textContent = `${where}sending…`;
-        const queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body)
-          .catch(namingTheReplaceBox);
+        let queued;
+        try {
+          queued = await call("POST", `v1/indices/${encodeURIComponent(name)}/${request.route}`, request.body)
+            .catch(namingTheReplaceBox);
+        } catch (err) {
+          const smaller = smallerRequests(request, err); // more pages than a request may add: sent in parts
+          if (smaller === null && !(err.code === "no_text_layer" && request.firstPage !== undefined)) {
+            throw added && err instanceof ApiError // how far it got, as a failed task says
+              ? new ApiError(`${err.message} (${added} document(s) of earlier parts are in the index)`, err) : err;
+          }
+          const {firstPage, lastPage, files} = request;
+          if (smaller === null) blank.push(`pages ${firstPage}-${lastPage} of ${files[0].name}`);
+          requests.splice(n, 1, ...(smaller || []));
+          n -= 1;
+          continue;
+        }
+        warnings.push(...(queued.warnings || []));
         const done = await finished(queued.task_id, (progress) => {
           const step = progress.progress.current_step || "queued";
           const info = progress.progress.step_progress[step] || {};
@@ -186,7 +204,9 @@ async function upload(event) {
         added += done.result.aggregated_data.documents;
         chunks += done.result.aggregated_data.chunks;
       }
-      status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`;
+      status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`
+        + (blank.length ? `; no text layer (scans? no OCR is done), not added: ${blank.join(", ")}` : "")
+        + (warnings.length ? `. Warnings: ${warnings.join("; ")}` : "");
       // the pasted document's id and title go with its text: kept, the next text pasted was refused as that id
       for (const id of ["upload-files", "upload-text", "upload-id", "upload-title"]) $(id).value = "";
       await afterDocumentsChanged(name);

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from operators.registry import create
-from serve.documents import file_documents
+from serve.documents import file_documents, files_request
 from serve.errors import ApiError
 from serve.service_settings import Limits
 
@@ -62,3 +62,27 @@ def test_a_file_that_gives_no_document_is_a_422_naming_it(name, content, words):
     with pytest.raises(ApiError) as err:
         file_documents(name, content, Limits())
     assert err.value.status == 422 and words in err.value.message
+
+
+def test_a_part_of_a_pdf_goes_alone_and_replaces_only_its_own_pages():
+    with pytest.raises(ApiError, match="^first_page: a part of a PDF is sent with that PDF alone") as refused:
+        files_request([("a.pdf", b"%PDF"), ("notes.txt", b"Bees.")], None, False, 3, Limits())
+    assert refused.value.param == "first_page"
+    # a whole file sent again with replace takes away all it gave before; a part after the first keeps the others
+    assert files_request([("notes.txt", b"Bees.")], None, True, None, Limits())[1:] == (["notes.txt"], [])
+
+
+def test_front_matter_is_metadata_and_a_guessed_encoding_or_a_field_left_out_is_a_warning_for_the_client(tmp_path):
+    (tmp_path / "kea.md").write_bytes("---\ntitle: Kea\nauthor: Renée\nyear: 2024\ntags: [alpine, birds]\n"
+                                      "text: a clash\n---\nKea are parrots.\n".encode("cp1252"))
+    warnings: list[str] = []
+    [uploaded] = file_documents("kea.md", (tmp_path / "kea.md").read_bytes(), Limits(), warnings=warnings)
+    [read] = create("sources.files", {"path": str(tmp_path / "kea.md")})(pa.table({})).to_pylist()
+    assert uploaded["metadata"] == {"path": "kea.md", "author": "Renée", "year": 2024, "tags": '["alpine", "birds"]'}
+    assert {key: read[key] for key in ("author", "year", "tags")} == {  # tessera ingest's columns
+        key: uploaded["metadata"][key] for key in ("author", "year", "tags")}
+    assert warnings == [
+        "kea.md: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
+        "and send it again)",
+        "kea.md: front matter field(s) text left out: a metadata column's name is letters, digits and _, starting "
+        "with a letter, and none of _id, doc_id, docno, id, path, qid, query, rank, score, text, title, vector"]

@@ -9,7 +9,7 @@ import zlib
 import pytest
 
 from operators.errors import SourceError
-from operators.sources.pdf import read_pdf
+from operators.sources.pdf import TooManyPages, read_pdf
 from serve.pdf_reading import pdf_pages
 
 
@@ -42,8 +42,9 @@ def test_the_child_reads_the_pages_read_pdf_reads(tmp_path, pdf_writer):
 
 def test_too_many_pages_and_what_is_no_pdf_are_refused_naming_the_file(tmp_path, pdf_writer):
     path = pdf_writer(tmp_path / "long.pdf", ["one", "two", "three"])
-    with pytest.raises(SourceError, match=r"^long.pdf: 3 pages, over the 2 documents one upload may add"):
+    with pytest.raises(TooManyPages, match=r"^long.pdf: 3 pages, over the 2 documents one upload may add") as long:
         pdf_pages(path.read_bytes(), "long.pdf", seconds=120, max_pages=2)
+    assert long.value.pages == 3  # from the child: the client sends the file in parts of 2 pages
     with pytest.raises(SourceError, match=r"^notes.pdf: cannot read as a PDF"):
         pdf_pages(b"plain text, not a PDF", "notes.pdf", seconds=120, max_pages=2)
 
@@ -51,3 +52,12 @@ def test_too_many_pages_and_what_is_no_pdf_are_refused_naming_the_file(tmp_path,
 def test_a_pdf_that_takes_too_long_to_read_is_stopped_at_the_limit():
     with pytest.raises(SourceError, match=r"^drawn.pdf: reading its text took more than 1.5 s \(max_pdf_seconds\)"):
         pdf_pages(drawing_pdf(8), "drawn.pdf", seconds=1.5, max_pages=10)
+
+
+def test_a_part_of_a_long_pdf_is_read_from_first_page_and_a_first_page_past_its_end_is_refused(tmp_path, pdf_writer):
+    path = pdf_writer(tmp_path / "long.pdf", ["one", "two", "three", "four", "five"])
+    assert read_pdf(path, max_pages=2, first_page=1) == (None, ["one", "two"])
+    assert read_pdf(path, max_pages=2, first_page=5) == (None, ["five"])
+    with pytest.raises(SourceError) as past:
+        read_pdf(path, name="long.pdf", max_pages=2, first_page=6)
+    assert (past.value.message, past.value.field) == ("long.pdf: first_page 6 is past its last page (5)", "first_page")

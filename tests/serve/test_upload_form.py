@@ -55,6 +55,20 @@ def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_fiel
     assert err["param"] == "spec" and "not a built-in ingest spec" in err["message"]
     err = error(requests.post(base, json={"files": []}, timeout=30), 422)
     assert err["param"] == "files" and "send at least one file" in err["message"]
+    err = error(requests.post(base, files=one, data={"first_page": "0"}, timeout=30), 422)
+    assert err["param"] == "first_page" and "'0' is not a page number" in err["message"]
+    err = error(requests.post(base, files=one, data={"first_page": "2"}, timeout=30), 422)  # a text file has no pages
+    assert err["param"] == "first_page" and "a part of a PDF is sent with that PDF alone" in err["message"]
+
+
+def test_a_pdf_of_more_pages_than_a_request_may_add_is_refused_with_its_page_count_and_sent_in_parts(
+        base, pdf_writer, tmp_path):
+    pdf = pdf_writer(tmp_path / "atlas.pdf", [f"Page {n}." for n in range(1, 6)]).read_bytes()  # 5 pages; 3 a request
+    err = error(requests.post(base, files=[("files", ("atlas.pdf", pdf))], timeout=60), 422)
+    assert (err["param"], err["code"], err["pages"]) == ("files", "too_many_pages", 5)
+    assert err["message"].startswith("files: atlas.pdf: 5 pages, over the 3 documents one upload may add")
+    err = error(requests.post(base, files=[("files", ("atlas.pdf", pdf))], data={"first_page": "6"}, timeout=60), 422)
+    assert (err["param"], err["message"]) == ("first_page", "files: atlas.pdf: first_page 6 is past its last page (5)")
 
 
 def test_an_html_page_is_read_as_sources_files_reads_it_and_one_without_text_is_a_422_naming_it(base):

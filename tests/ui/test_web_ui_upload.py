@@ -140,3 +140,57 @@ def test_an_upload_over_the_limits_is_sent_in_parts_and_the_index_holds_every_do
              if text.startswith("part ")}
     assert parts == {f"part {n} of 6" for n in range(1, 7)}
     ui_app.api("DELETE", f"/v1/indices/{name}")
+
+
+@pytest.mark.slow  # six ingestion tasks, one after another
+def test_a_pdf_of_more_pages_than_a_request_may_add_is_sent_in_parts_and_every_page_with_text_is_added(
+        browser, ui_app, tmp_path, pdf_writer):
+    most = UPLOAD_LIMITS["max_documents_per_request"]
+    name = "ui-pdf-parts-" + secrets.token_hex(3)
+    # 2 * most + 3 pages, those of the second part without a text layer (figures): three parts, one of them blank
+    texts = [f"Page {n} tells of the kea of valley {n}." for n in range(1, most + 1)] + [""] * most + \
+        [f"Page {n} tells of the tui." for n in range(2 * most + 1, 2 * most + 4)]
+    pdf = pdf_writer(tmp_path / "atlas.pdf", texts, title="Atlas")
+    (tmp_path / "notes.txt").write_text("Honey bees keep hives.\n")  # in one request with the PDF: too many pages
+    with_text = [f"atlas-p{n}" for n, text in enumerate(texts, start=1) if text]
+    blank = f"no text layer (scans? no OCR is done), not added: pages {most + 1}-{2 * most} of atlas.pdf"
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    for replace in (False, True):  # sent again with Replace ticked: a later part keeps what the earlier ones added
+        if replace:
+            by_id(browser, "upload-replace").click()
+        choose(browser, pdf, tmp_path / "notes.txt")
+        by_id(browser, "upload-button").click()
+        wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=300)
+        assert error_text(browser) == ""
+        assert by_id(browser, "upload-status").text == f"added {len(with_text) + 1} document(s) to {name} as " \
+                                                       f"{len(with_text) + 1} passage(s); {blank}"
+        listed = ui_app.api("GET", f"/v1/indices/{name}/documents?limit=1000").json()["documents"]
+        assert sorted((doc["id"], doc["metadata"].get("page")) for doc in listed) == sorted(
+            [(doc_id, int(doc_id.split("-p")[1])) for doc_id in with_text] + [("notes.txt", None)])
+    ui_app.api("DELETE", f"/v1/indices/{name}")
+
+
+def test_what_the_service_says_of_how_it_read_a_file_is_shown_and_front_matter_is_listed_as_metadata(
+        browser, ui_app, tmp_path):
+    name = "ui-read-" + secrets.token_hex(3)
+    (tmp_path / "menu.txt").write_bytes("Crème brûlée, très bon, à la carte.\n".encode("cp1252"))  # a Windows editor's
+    (tmp_path / "kea.md").write_text("---\ntitle: Kea\nauthor: Ann\nyear: 2024\ntags: [alpine]\ntext: clash\n---\n"
+                                     "Kea are alpine parrots.\n")
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md")
+    by_id(browser, "upload-button").click()
+    wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=120)
+    assert error_text(browser) == ""
+    assert by_id(browser, "upload-status").text == (
+        f"added 2 document(s) to {name} as 2 passage(s). Warnings: menu.txt: not UTF-8; read as cp1252, the encoding "
+        "guessed for it (if its text looks wrong, save it as UTF-8 and send it again); kea.md: front matter field(s) "
+        "text left out: a metadata column's name is letters, digits and _, starting with a letter, and none of _id, "
+        "doc_id, docno, id, path, qid, query, rank, score, text, title, vector")
+    listed = {doc["id"]: doc for doc in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]}
+    assert listed["kea.md"]["title"] == "Kea"
+    assert listed["kea.md"]["metadata"] == {"path": "kea.md", "author": "Ann", "year": 2024, "tags": '["alpine"]'}
+    menu = ui_app.api("GET", f"/v1/indices/{name}/documents/menu.txt").json()
+    assert menu["passages"][0]["text"] == "Crème brûlée, très bon, à la carte."
+    ui_app.api("DELETE", f"/v1/indices/{name}")
