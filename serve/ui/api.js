@@ -99,14 +99,18 @@ function showError(message) {
 }
 
 /** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's
- * action clears the previous error first; a background refresh (``clear: false``) leaves it to be read. */
-async function guarded(action, {clear = true} = {}) {
+ * action clears the previous error first; a background refresh (``clear: false``) leaves it to be read.
+ * ``focus`` ({fields, fallback}: a field's ``param`` to its element's id, and an id): after an error, the focus on
+ * the field it names, else on ``fallback``, the box the user typed in; it was on the button the action switched
+ * off while it ran, which left it on the page's body, and a keyboard user started again from the top. */
+async function guarded(action, {clear = true, focus = null} = {}) {
   if (clear) showError("");
   try {
     return await action();
   } catch (err) {
     if (err instanceof StaleKeyError) return undefined;
     showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
+    if (focus) $((err.param && focus.fields[err.param]) || focus.fallback).focus();
     return undefined;
   }
 }

@@ -93,7 +93,8 @@ async function sendChat(event) {
     const index = $("chat-index").value.trim();
     if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
     const reply = await guarded(() => streamChat(body, renderChat, stopper.signal)
-      .catch(namingTheIndexRule(body.index))); // as the Search tab words a refused index
+      .catch(namingTheIndexRule(body.index)), // as the Search tab words a refused index
+    {focus: {fields: {index: "chat-index", model: "chat-model"}, fallback: "chat-input"}});
     if (conversation !== messages) return;
     if (reply === undefined || (reply.stopped && !reply.text)) {
       conversation.pop(); // refused (the error is shown) or stopped unanswered: not part of the conversation,

@@ -54,6 +54,9 @@ function readsDocuments(spec) {
 
 let searching = false; // a search is running
 
+/** Where a refused search puts the focus: the field its error names, else the queries. */
+const SEARCH_FOCUS = {fields: {index: "index", top_k: "top-k", flow: "flow"}, fallback: "queries"};
+
 /** Search and Run as a task: off while a search runs, and for a flow that builds an index (said below them). */
 function updateSearchButtons() {
   const unsearchable = readsDocuments(flowSpec);
@@ -105,7 +108,8 @@ async function search(event) {
   updateSearchButtons();
   const stopTicking = ticking($("search-status"), `running ${body.flow}…`);
   try {
-    const answer = await guarded(() => call("POST", "v1/search", body).catch(namingTheIndexRule(body.index)));
+    const answer = await guarded(() => call("POST", "v1/search", body).catch(namingTheIndexRule(body.index)),
+      {focus: SEARCH_FOCUS});
     stopTicking();
     if (epoch !== keyEpoch) return; // the key changed meanwhile: this answer was for the other key
     if (!answer) {
@@ -128,7 +132,8 @@ async function search(event) {
 async function enqueue() {
   if (!$("search-form").reportValidity()) return;
   const body = flowBody();
-  const taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)));
+  const taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)),
+    {focus: SEARCH_FOCUS});
   if (taskId) {
     showTab("tasks");
     followTask(taskId);

@@ -208,7 +208,7 @@ async function askTask(event) {
         askedAs: reply.standalone_query});
       $("task-chat-input").value = "";
       renderTaskChat(taskId);
-    });
+    }, {focus: {fields: {}, fallback: "task-chat-input"}});
   } finally {
     $("task-chat-send").disabled = false;
     renderTaskChat(taskId); // the answered turns: a refused question leaves none
