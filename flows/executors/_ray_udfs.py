@@ -71,9 +71,16 @@ class _Reporter:
     def cancelled(self, run: str) -> bool:
         return run in self._cancelled or run not in self._events
 
-    def failed(self, run: str, error: tuple) -> None:
-        if run in self._events:
-            self._errors.setdefault(run, error)
+    def failed(self, run: str, error: tuple, node: tuple[str, str] | None = None) -> None:
+        """Keep the run's first error; raised on a node other than this one (the driver's), its message says
+        which (``node``: its id and IP)."""
+        if run in self._events and run not in self._errors:
+            if node is not None and node[0] != ray.get_runtime_context().get_node_id() \
+                    and error[0] is not FlowCancelled:
+                cls, message, *where = error
+                error = (cls, f"{message} (on the Ray node at {node[1]}, id {node[0][:8]}, not the driver's node: "
+                              "it reads its own TESSERA_HOME, models and paths)", *where)
+            self._errors[run] = error
 
     def error(self, run: str) -> tuple | None:
         return self._errors.get(run)
@@ -155,7 +162,7 @@ class _Callable:
             spec = dict(spec)
             cache, batch_size = spec.pop("cache"), spec.pop("batch_size")
             self.reads.append(tuple(spec.pop("reads", ())))
-            self.chain.append((StepRunner(_make_op(**spec), cache), batch_size))
+            self.chain.append((self._runner(_make_op(**spec), cache), batch_size))
         self.op_names = {runner.op.step_id: runner.op.name for runner, _ in self.chain}
 
     def _then(self, table: pa.Table, k: int = 0) -> Iterator[pa.Table]:
@@ -170,11 +177,16 @@ class _Callable:
             yield from self._then(out, k + 1)
 
     def _run(self, runner: StepRunner, batch: pa.Table) -> tuple[pa.Table, BatchStats]:
-        """One batch through ``runner``, checking for a cancel before it and between its model batches."""
+        """One batch through ``runner``, checking for a cancel before it and between its model batches. An error
+        raised below the step (a model this node cannot find) is named after it, as the driver's checks name it."""
         step = runner.op.step_id
         self._check(step)
-        with interruptible(lambda: self._check(step)):
-            return runner.run(batch)
+        try:
+            with interruptible(lambda: self._check(step)):
+                return runner.run(batch)
+        except TesseraError as err:
+            _named(err, runner.op)
+            raise
 
     def _check(self, step: str) -> None:
         """Before a batch: stop if the run was cancelled (asked afresh unless just told)."""
@@ -193,10 +205,26 @@ class _Callable:
         if self.cancelled:
             raise FlowCancelled("cancelled", step=step)
 
-    def _forward(self, err: TesseraError) -> None:
+    def _runner(self, op: Operator, cache: StepCache | None) -> StepRunner:
+        """``StepRunner(op, cache)``, whose cache key reads the files of the step's model here (their fingerprint): a
+        model this node lacks fails here, before any batch, and is handed to the driver as a batch's error is."""
+        try:
+            return StepRunner(op, cache)
+        except TesseraError as err:
+            self._forward(_named(err, op), op.step_id)
+            raise
+
+    def _forward(self, err: TesseraError, step: str) -> None:
         """Hand the operator's error (or the cancel, with the step it stopped) to the driver whole: Ray
-        passes on only its text."""
-        ray.get(self.reporter.failed.remote(self.run, (type(err), err.message, err.step, err.op, err.field)))
+        passes on only its text. ``step``: the stage's own, for an error that names none. The node goes with it:
+        raised on another node than the driver's, a missing model or index is that node's (its own
+        ``TESSERA_HOME`` and disks), which the driver's checks found."""
+        context = ray.get_runtime_context()
+        here = (context.get_node_id(), ray.util.get_node_ip_address())
+        step = err.step or step
+        ray.get(self.reporter.failed.remote(self.run, (type(err), err.message, step,
+                                                       err.op or getattr(self, "op_names", {}).get(step),
+                                                       err.field), here))
 
 
 class _StepUDF(_Callable):
@@ -209,7 +237,7 @@ class _StepUDF(_Callable):
         self.op = _make_op(op_class, params, step_id, input_steps)
         self.step = step_id
         self.op_names[step_id] = self.op.name
-        self.runner = StepRunner(self.op, cache)
+        self.runner = self._runner(self.op, cache)
         self.batch_size = batch_size
         steps = [step_id] + [runner.op.step_id for runner, _ in self.chain]
         # a fused fan-in, where some step reads other than the step just before it (a chain never does)
@@ -236,7 +264,7 @@ class _StepUDF(_Callable):
                 for table in self._then(out):
                     yield from _whole_group_pieces(table)
         except TesseraError as err:
-            self._forward(err)
+            self._forward(err, self.step)
             raise
 
 
@@ -265,8 +293,12 @@ class _SourceUDF(_Callable):
         self.op = _make_op(op_class, params, step_id, input_steps)
         self.step = step_id
         self.op_names[step_id] = self.op.name
-        self.op.ensure_setup()
-        self.splits = splits if splits is not None else self.op.splits()
+        try:  # a source reads its files here: one this node lacks is the step's error, as in a batch
+            self.op.ensure_setup()
+            self.splits = splits if splits is not None else self.op.splits()
+        except TesseraError as err:
+            self._forward(_named(err, self.op), step_id)
+            raise
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         try:
@@ -284,8 +316,16 @@ class _SourceUDF(_Callable):
                                                        usage=self.op.drain_usage()))
                     yield from self._then(table)
         except TesseraError as err:
-            self._forward(err)
+            self._forward(err, self.step)
             raise
+
+
+def _named(err: TesseraError, op: Operator) -> TesseraError:
+    """``err`` named after ``op``'s step when it names none: raised below the step (a model's or an index's loading),
+    it would reach the driver without saying which step failed."""
+    if err.step is None:
+        err.step, err.op = op.step_id, err.op or op.name
+    return err
 
 
 def _with_branch_order(out: pa.Table, branches: list[pa.Table]) -> pa.Table:

@@ -297,12 +297,14 @@ def launch_head(home: Path, num_cpus: int = 2) -> Iterator[RayHead]:
 
 
 @contextlib.contextmanager
-def join_node(head: RayHead, name: str, num_cpus: int = 1) -> Iterator[RayNode]:
+def join_node(head: RayHead, name: str, num_cpus: int = 1, **env_vars: str) -> Iterator[RayNode]:
     """A second node on this machine (``ray start --address=HEAD``) with a custom resource ``NAME`` and its
     own temp dir; returns once it has registered with the head. Started again (three tries) when ``ray start`` gives up:
-    it waits 30 s at most for its raylet to register, which a loaded 2-core machine can exceed."""
+    it waits 30 s at most for its raylet to register, which a loaded 2-core machine can exceed. ``env_vars`` change
+    the node's environment (``TESSERA_HOME``: a node of another machine)."""
     temp = Path(tempfile.mkdtemp(prefix="tsn", dir="/tmp"))
-    env = {**head.env, "RAY_AUTH_MODE": "token"}  # a joining node turns token auth on only when told (docs/cluster.md)
+    # a joining node turns token auth on only when told (docs/cluster.md)
+    env = {**head.env, "RAY_AUTH_MODE": "token", **env_vars}
     args = ["--address", head.gcs, "--num-cpus", str(num_cpus), "--resources", json.dumps({name: 1})]
     node = None
     try:
