@@ -83,6 +83,21 @@ def joining_failed(err: Exception, address: str | None = None,
     return RayAddressError(f"cannot join {where}: {first}; {hint}", field=setting.lstrip("-") if value else None)
 
 
+def token_not_sent(address: str | None = None, environ: Mapping[str, str] = os.environ) -> str | None:
+    """A note when a cluster is joined with a Ray token at hand that Ray will not send (``RAY_AUTH_MODE`` is not
+    ``token``): a cluster with token authentication on refuses the process after about 20 s (``tessera serve``:
+    Ray's traceback from ``serve run``). None when nothing is joined, or the token is sent or absent."""
+    value, setting = given_address(address, environ)
+    if value.strip().lower() in LOCAL or environ.get("RAY_AUTH_MODE", "").strip():
+        return None
+    path = environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
+    if not environ.get("RAY_AUTH_TOKEN") and not os.path.isfile(path):
+        return None
+    return (f"a Ray token exists but RAY_AUTH_MODE is not set, so it is not sent to the cluster at {setting} "
+            f"{value.strip()!r}: if that cluster has token authentication on, it refuses this one; export "
+            f"RAY_AUTH_MODE=token ({DOCS}#token-authentication)")
+
+
 def _as_ray_dials(host: str, value: str) -> str:
     """The host Ray connects to: for a GCS address, loopback is replaced by this node's IP (so the dashboard's
     127.0.0.1 port given as a GCS address is not reached)."""

@@ -78,3 +78,28 @@ def test_tessera_serve_refuses_an_address_ray_cannot_join(tessera, tmp_path):
     assert "give --address local" in err[0] and "ray job submit` takes" in err[0] and "as a job" not in err[0]
     status, err = tessera(f"127.0.0.1:{free_port()}", "serve", "--port", port)
     assert status == 2 and len(err) == 1 and "field 'RAY_ADDRESS'" in err[0] and "nothing answers" in err[0], err
+
+
+@pytest.mark.usefixtures("app_args_in_process")
+def test_tessera_serve_onto_a_cluster_says_when_its_ray_token_would_not_be_sent(tessera, monkeypatch, tmp_path):
+    """A cluster with token authentication refuses ``serve run`` without ``RAY_AUTH_MODE=token`` (Ray's traceback,
+    after about 20 s): the note comes before it starts."""
+    import flows.commands.serve as serve_command
+
+    started = []
+    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append(argv) or 0)
+    token = tmp_path / "token"
+    token.write_text("0" * 64)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with socket.create_server(("", 0)) as cluster:  # something answers at the address
+        address = f"127.0.0.1:{cluster.getsockname()[1]}"
+        status, err = tessera("", "serve", "--port", str(free_port()), "--address", address)
+        assert status == 0 and started, err
+        note = [line for line in err if "RAY_AUTH_MODE" in line]
+        assert note == [f"tessera serve: a Ray token exists but RAY_AUTH_MODE is not set, so it is not sent to the "
+                        f"cluster at --address '{address}': if that cluster has token authentication on, it refuses "
+                        "this one; export RAY_AUTH_MODE=token (docs/cluster.md#token-authentication)"]
+        monkeypatch.setenv("RAY_AUTH_MODE", "token")
+        status, err = tessera("", "serve", "--port", str(free_port()), "--address", address)
+        assert status == 0 and not [line for line in err if "RAY_AUTH_MODE" in line], err
