@@ -111,14 +111,17 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
         assert len(uploads) == 1
         slow = [requests.post(base + "/task/enqueue", json={"flow": slow_rerank.slow_flow(), "query": QUERY},
                               timeout=60).text for _ in range(2)]
-        def states() -> set[str]:
-            return {requests.get(f"{base}/task/progress/{t}", timeout=30).json()["status"] for t in slow}
+        def states() -> set[tuple[str, str]]:
+            """Each slow task's status and its first step's (a task is running a moment before its first step
+            starts: killed then, it has no step done)."""
+            bodies = [requests.get(f"{base}/task/progress/{t}", timeout=30).json() for t in slow]
+            return {(b["status"], b["progress"]["step_progress"]["bm25"]["status"]) for b in bodies}
 
         deadline = time.monotonic() + 120  # both running (one's calls alone can reach 4 while the other is queued)
-        while (len(slow_rerank.times) < 4 or states() != {"running"}) and time.monotonic() < deadline:
+        while (len(slow_rerank.times) < 4 or states() != {("running", "done")}) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert len(slow_rerank.times) >= 4, "the slow tasks never started"
-        assert states() == {"running"}
+        assert states() == {("running", "done")}
         status = requests.get(f"{base}/task/progress/{upload['task_id']}", timeout=30).json()["status"]
         assert status in ("queued", "running")
     finally:
