@@ -228,6 +228,35 @@ def upload_service(tmp_path, monkeypatch):
     return Service(resolve(args, environ={}), [], "tessera")
 
 
+#: The two documents of the small BM25 indices the service tests search (bees, then ants).
+TWO_DOCUMENTS = {"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                 "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]}
+
+
+def two_document_index(path: Path, **columns) -> None:
+    """A real BM25 index (no vectors) of ``TWO_DOCUMENTS`` at ``path``, as an ingestion commits it, with ``columns``
+    beside them (``year=pa.array([2024, 2020])``)."""
+    import pyarrow as pa
+
+    from operators.store import Index, IndexSettings
+
+    Index.create(path, IndexSettings(dense=False)).add(pa.table({**TWO_DOCUMENTS, **columns}))
+
+
+def uploaded_index(service, name: str = "notes") -> Path:
+    """``two_document_index`` as the index ``name`` of ``service``, with the owner file and the task store's row an
+    upload makes (owned by ``local``): its folder."""
+    from serve.index_owner import write_owner
+
+    path = service.indices.folder / name
+    two_document_index(path)
+    row = {"name": name, "owner": "local", "shared": False, "spec": "ingest", "created": time.time(),
+           "ingest_task": None}
+    write_owner(path, row)
+    assert service.store.restore_index(row)
+    return path
+
+
 def upload(service, name: str, tenant: str, docs: list[dict] = UPLOAD_DOCS) -> tuple[str, dict]:
     """Upload ``docs`` into index ``name`` as ``tenant`` through ``service`` (queued, not run): the task id and its
     job (``index_path``, ``source``, ...)."""

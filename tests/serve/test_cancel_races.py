@@ -12,12 +12,11 @@ from __future__ import annotations
 import time
 
 import httpx
-import pyarrow as pa
 import pytest
 
-from operators.store import Index, IndexSettings
 from serve import taskrunner
 from serve.taskstore import FINAL
+from tests.serve.conftest import two_document_index
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -26,9 +25,7 @@ pytestmark = [pytest.mark.ray, pytest.mark.slow]
 def base(ray_session, upload_service):
     from tests.serve.conftest import api_on_localhost
 
-    Index.create(upload_service.indices.folder / "news", IndexSettings(dense=False)).add(pa.table({
-        "docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-        "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]}))
+    two_document_index(upload_service.indices.folder / "news")
     with api_on_localhost() as url:
         yield url
 

@@ -12,17 +12,12 @@ import pytest
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, two_document_index
 
 
 def build_index(path) -> None:
     """A real BM25 index of two documents with an integer ``year`` column."""
-    from operators.store import Index, IndexSettings
-
-    index = Index.create(path, IndexSettings(dense=False))
-    index.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-                        "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"],
-                        "year": pa.array([2024, 2020], pa.int64())}))
+    two_document_index(path, year=pa.array([2024, 2020], pa.int64()))
 
 
 @pytest.fixture

@@ -11,29 +11,19 @@ Ray."""
 from __future__ import annotations
 
 import threading
-import time
 
 import httpx
-import pyarrow as pa
 import pytest
 
-from operators.store import Index, IndexSettings
+from operators.store import Index
 from serve import indices as indices_module
-from serve.index_owner import write_owner
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, uploaded_index
 
 
 @pytest.fixture
 def app(upload_service):
     """The API over ``upload_service`` with the index ``notes`` (two documents), made as an upload would make it."""
-    path = upload_service.indices.folder / "notes"
-    Index.create(path, IndexSettings(dense=False)).add(pa.table({
-        "docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-        "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]}))
-    row = {"name": "notes", "owner": "local", "shared": False, "spec": "ingest", "created": time.time(),
-           "ingest_task": None}
-    write_owner(path, row)
-    assert upload_service.store.restore_index(row)
+    uploaded_index(upload_service)
     with api_on_localhost() as base:
         yield base, upload_service
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pyarrow as pa
 import pytest
 
 from serve.documents import DocumentsRequest
@@ -17,17 +16,9 @@ from serve.routes_search import run_search
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import indices as indices_table
+from tests.serve.conftest import two_document_index
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 3}}
-
-
-def build_index(path) -> None:
-    """A real BM25 index of two documents at ``path`` (what an upload's ingestion commits)."""
-    from operators.store import Index, IndexSettings
-
-    index = Index.create(path, IndexSettings(dense=False))
-    index.add(pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-                        "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]}))
 
 
 @pytest.fixture
@@ -37,7 +28,7 @@ def home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("TESSERA_HOME", str(home))
     for name in ("news", "plain"):
-        build_index(home / "indices" / name)
+        two_document_index(home / "indices" / name)
     store = start(tmp_path, "tasks.db").store
     task, why = store.create_ingest_task("alice", "news", "ingest", {"documents": 2}, ["ingest"], limit=5)
     assert why == "ok" and store.finish(task, "finished")
@@ -159,7 +150,7 @@ def test_an_upload_writes_the_owner_file_before_its_ingestion_runs(home, tmp_pat
     service = start(tmp_path, "tasks.db")
     queued = service.indices.add("notes", DocumentsRequest(documents=[{"id": "a", "text": "honey bees"}]), "alice")
     assert queued["created"] and owner_file(home, "notes")["owner"] == "alice"
-    build_index(home / "indices" / "notes")  # what its ingestion commits
+    two_document_index(home / "indices" / "notes")  # what its ingestion commits
     service = start(tmp_path, "new-tasks.db")
     assert refused(service, {"flow": "bm25", "index": "notes"}, "bob").code == "index_not_shared"
     assert searched(service, "alice", "notes")[0] == "bees#0"

@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 import httpx
-import pyarrow as pa
 import pytest
 
-from operators.store import Index, IndexSettings
+from tests.serve.conftest import two_document_index
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -37,10 +36,8 @@ def served(ray_session, upload_service, monkeypatch):
     from tests.serve.conftest import api_on_localhost
 
     home = Path(os.environ["TESSERA_HOME"])
-    docs = pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-                     "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]})
     for name in ("news", "damaged"):
-        Index.create(upload_service.indices.folder / name, IndexSettings(dense=False)).add(docs)
+        two_document_index(upload_service.indices.folder / name)
     shard, = (upload_service.indices.folder / "damaged" / "shards").iterdir()
     (shard / "bm25_tf.npz").write_bytes(b"not numpy")
     colbert = new_colbert("minilm").save(home / "models" / "broken-colbert")

@@ -19,18 +19,15 @@ import time
 from pathlib import Path
 
 import httpx
-import pyarrow as pa
 import pytest
 from pydantic import ValidationError
 
 from flows.spec import FlowSpec
 from operators.llm.testing import KEY_ENV, FaultServer
-from operators.store import Index, IndexSettings
-from serve.index_owner import write_owner
 from serve.service import Service
 from serve.service_settings import ANSWER_THREADS, ServiceArgs, resolve
 from serve.threads import calls_model
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, uploaded_index
 
 #: The event loop's default pool on this machine, which the answers used to share with every other request.
 OLD_POOL = min(32, (os.cpu_count() or 1) + 4)
@@ -50,14 +47,7 @@ def app(tmp_path, monkeypatch):
         args = ServiceArgs(default_index=None, task_store=f"sqlite:///{tmp_path / 'tasks.db'}", spare_task_workers=0,
                            answer_threads=CHATS, answer_queue=0)
         service = Service(resolve(args, environ={}), [], "tessera")
-        path = service.indices.folder / "notes"
-        Index.create(path, IndexSettings(dense=False)).add(pa.table({
-            "docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
-            "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]}))
-        row = {"name": "notes", "owner": "local", "shared": False, "spec": "ingest", "created": time.time(),
-               "ingest_task": None}
-        write_owner(path, row)
-        assert service.store.restore_index(row)
+        uploaded_index(service)
         task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}],
                                             ["bm25"])
         service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {},
