@@ -24,8 +24,23 @@ function toDocument(record, where) {
 
 const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Markdown files go as they are
 
-async function fileDocuments(file) {
-  const content = await file.text();
+/** A JSON or JSONL file's text: UTF-8, else Windows-1252 (the encoding the service takes first among those it
+ * guesses for a text file that is not UTF-8), said in ``warnings``. The page reads these files itself, so the
+ * service's guess never sees them, and ``file.text()`` put a replacement character for every byte that is not
+ * UTF-8 without a word: "Crème" was stored as "Cr\uFFFDme". */
+async function fileText(file, warnings) {
+  const bytes = await file.arrayBuffer();
+  try {
+    return new TextDecoder("utf-8", {fatal: true}).decode(bytes); // a byte-order mark dropped, as the service does
+  } catch (err) {
+    warnings.push(`${file.name}: not UTF-8; read as windows-1252 (if its text looks wrong, save it as UTF-8 and `
+      + "add it again)");
+    return new TextDecoder("windows-1252").decode(bytes);
+  }
+}
+
+async function fileDocuments(file, warnings) {
+  const content = await fileText(file, warnings);
   if (/\.jsonl$/i.test(file.name)) {
     return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
       let record;
@@ -50,12 +65,14 @@ async function fileDocuments(file) {
 
 /** What one Add sends: documents (from JSON and JSONL files and the pasted text) in batches that fit
  * max_documents_per_request and max_body_bytes, then the other files in groups that fit max_upload_bytes;
- * ``options`` (spec, replace) go with each. */
-async function uploadRequests(options) {
+ * ``options`` (spec, replace) go with each. ``warnings``: how the page read a file. */
+async function uploadRequests(options, warnings) {
   const chosen = [...$("upload-files").files];
   for (const file of chosen) refuseUnreadable(file);
   const documents = [];
-  for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) documents.push(...await fileDocuments(file));
+  for (const file of chosen.filter((f) => JSON_FILE.test(f.name))) {
+    documents.push(...await fileDocuments(file, warnings));
+  }
   const text = $("upload-text").value;
   if (text.trim()) {
     const id = $("upload-id").value.trim();

@@ -162,11 +162,11 @@ async function upload(event) {
       const isNew = !indexListing.indices.some((ix) => ix.name === name && ix.writable);
       const options = isNew ? {spec: $("upload-spec").value} : {};
       if ($("upload-replace").checked) options.replace = true;
-      const requests = await uploadRequests(options);
+      const warnings = []; // how the page or the service read a file (a guessed encoding, front matter left out)
+      const requests = await uploadRequests(options, warnings);
       let added = 0;
       let chunks = 0;
       const blank = []; // parts of a PDF whose pages have no text layer (scans, figures): nothing to add
-      const warnings = []; // how the service read a file (a guessed encoding, front matter left out)
       for (let n = 0; n < requests.length; n += 1) {
         const request = requests[n];
         const where = requests.length > 1 ? `part ${n + 1} of ${requests.length}: ` : "";

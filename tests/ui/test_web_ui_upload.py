@@ -171,20 +171,24 @@ def test_a_pdf_of_more_pages_than_a_request_may_add_is_sent_in_parts_and_every_p
     ui_app.api("DELETE", f"/v1/indices/{name}")
 
 
-def test_what_the_service_says_of_how_it_read_a_file_is_shown_and_front_matter_is_listed_as_metadata(
+def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_front_matter_is_metadata(
         browser, ui_app, tmp_path):
     name = "ui-read-" + secrets.token_hex(3)
     (tmp_path / "menu.txt").write_bytes("Crème brûlée, très bon, à la carte.\n".encode("cp1252"))  # a Windows editor's
+    # read by the page itself, not by the service: it was stored with a replacement character for each è, û and à
+    (tmp_path / "menu.jsonl").write_bytes((json.dumps({"_id": "dessert", "text": "Crème brûlée à la carte."},
+                                                      ensure_ascii=False) + "\n").encode("cp1252"))
     (tmp_path / "kea.md").write_text("---\ntitle: Kea\nauthor: Ann\nyear: 2024\ntags: [alpine]\ntext: clash\n---\n"
                                      "Kea are alpine parrots.\n")
     open_indices(browser, ui_app)
     set_text(browser, "upload-index", name)
-    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md")
+    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md", tmp_path / "menu.jsonl")
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=120)
     assert error_text(browser) == ""
     assert by_id(browser, "upload-status").text == (
-        f"added 2 document(s) to {name} as 2 passage(s). Warnings: menu.txt: not UTF-8; read as cp1252, the encoding "
+        f"added 3 document(s) to {name} as 3 passage(s). Warnings: menu.jsonl: not UTF-8; read as windows-1252 (if "
+        "its text looks wrong, save it as UTF-8 and add it again); menu.txt: not UTF-8; read as cp1252, the encoding "
         "guessed for it (if its text looks wrong, save it as UTF-8 and send it again); kea.md: front matter field(s) "
         "text left out: a metadata column's name is letters, digits and _, starting with a letter, and none of _id, "
         "doc_id, docno, id, path, qid, query, rank, score, text, title, vector")
@@ -193,4 +197,6 @@ def test_what_the_service_says_of_how_it_read_a_file_is_shown_and_front_matter_i
     assert listed["kea.md"]["metadata"] == {"path": "kea.md", "author": "Ann", "year": 2024, "tags": '["alpine"]'}
     menu = ui_app.api("GET", f"/v1/indices/{name}/documents/menu.txt").json()
     assert menu["passages"][0]["text"] == "Crème brûlée, très bon, à la carte."
+    dessert = ui_app.api("GET", f"/v1/indices/{name}/documents/dessert").json()
+    assert dessert["passages"][0]["text"] == "Crème brûlée à la carte."
     ui_app.api("DELETE", f"/v1/indices/{name}")
