@@ -133,6 +133,16 @@ function checkedName(name, what, field = "name") {
   return name;
 }
 
+/** Draws a conversation again (``render``), keeping its message ``box``, under it, in view if it was: the answer to
+ * a question sent from the box is followed as it is written (the page grew under the window, and the answer and
+ * the box went out of sight), while someone who scrolled up to read an earlier turn is left there. */
+function keepingInView(box, render) {
+  const shown = box.getBoundingClientRect();
+  const inView = shown.bottom > 0 && shown.top < window.innerHeight; // (a hidden tab's box: 0 and 0, not in view)
+  render();
+  if (inView) box.scrollIntoView({block: "nearest"});
+}
+
 /** Shows ``label`` and the seconds since it began in ``node`` until the returned function is called: slow work
  * (a model writing an answer) visibly goes on. */
 function ticking(node, label) {

@@ -32,7 +32,7 @@ function renderChat(pending) {
   // under the turn, not in it: the turn holds what the model wrote
   ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : [])]);
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
-  $("chat-log").replaceChildren(...turns);
+  keepingInView($("chat-input"), () => $("chat-log").replaceChildren(...turns));
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and

@@ -179,7 +179,7 @@ function renderTaskChat(taskId, pending) {
     turn.askedAs ? el("div", {class: "searched"}, `asked as: ${turn.askedAs}`) : null));
   if (pending) turns.push(el("div", {class: "task-turn"}, el("div", {class: "turn user"}, el("pre", {}, pending.question)),
     el("div", {class: "turn assistant pending"}, el("pre", {}, pending.text || "…"))));
-  $("task-chat-log").replaceChildren(...turns);
+  keepingInView($("task-chat-input"), () => $("task-chat-log").replaceChildren(...turns));
 }
 
 async function askTask(event) {

@@ -10,7 +10,7 @@ import requests
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
-from tests.ui.browser import QUERY, by_id, chat_with, error_text, open_page, set_text, wait
+from tests.ui.browser import QUERY, by_id, chat_with, error_text, open_page, rag_cut_short, set_text, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -135,3 +135,26 @@ def test_new_chat_empties_the_conversation_and_the_next_question_goes_without_it
     assert [t.get_attribute("class") for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn")] \
         == ["turn user", "turn assistant"]
     assert browser.find_element(By.CSS_SELECTOR, "#chat-log .turn.user").text == follow_up
+
+
+@pytest.mark.slow  # the embedded model answers in the replica, four times
+def test_a_conversation_taller_than_the_window_keeps_the_box_and_the_answer_being_written_in_view(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 1000, "height": 500, "deviceScaleFactor": 1, "mobile": False})
+    try:
+        with rag_cut_short(ui_app, "ui_short_") as flow:  # short answers: a turn pair of about 100 px each
+            chat_with(browser, flow)
+            for n in range(4):  # the page grows past the window's foot after the second
+                by_id(browser, "chat-input").send_keys(f"{QUERY} ({n})", Keys.CONTROL, Keys.ENTER)
+                wait(browser, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#chat-log .turn.assistant:not(.pending)"))
+                     == n + 1 or error_text(d), seconds=300)
+                assert error_text(browser) == ""
+                box, answer = browser.execute_script(
+                    """const rect = (node) => node.getBoundingClientRect();
+                    return [rect(document.getElementById('chat-input')).bottom,
+                            rect([...document.querySelectorAll('#chat-log .turn')].pop()).top];""")
+                height = browser.execute_script("return window.innerHeight")
+                assert box <= height + 1 and answer >= 0, (n, box, answer, height)  # both on screen (within a pixel)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
