@@ -14,7 +14,7 @@ from operators.errors import SpecError
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.test_index_owner import build_index
+from tests.serve.conftest import two_document_index
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 3}}
 
@@ -24,7 +24,7 @@ def service(tmp_path, monkeypatch):
     home = tmp_path / "home"
     monkeypatch.setenv("TESSERA_HOME", str(home))
     for name in ("news", "gone"):
-        build_index(home / "indices" / name)
+        two_document_index(home / "indices" / name)
     args = ServiceArgs(default_index=str(home / "indices" / "news"), task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
                        limits={"max_query_chars": 50})
     return Service(resolve(args, environ={}), [], "tessera")

@@ -48,10 +48,10 @@ def test_a_default_index_private_to_a_key_is_named_in_one_warning_without_a_trac
     """An upload of one key made the default index: the warm-up (as no key) is refused as other keys' searches
     will be, and the log says so in the service's words, not as a failure."""
     from serve.index_owner import write_owner
-    from tests.serve.test_index_owner import build_index
+    from tests.serve.conftest import two_document_index
 
     news = tmp_path / "home" / "indices" / "news"
-    build_index(news)
+    two_document_index(news)
     write_owner(news, {"owner": "alice", "shared": False, "spec": "ingest", "created": 1.0})
     with caplog.at_level(logging.WARNING, logger="tessera.serve"):
         made = service(tmp_path, monkeypatch, news)
