@@ -235,8 +235,7 @@ async def flow_response(spec: FlowSpec, request: Any, tenant: str) -> Any:
     head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": request.model}
     answers = svc.current().answers
     if not request.stream:
-        with answers.admitted():
-            answer = await client_gone.in_thread(lambda cancel: run_flow(prepared, table, cancel=cancel), answers.pool)
+        answer = await client_gone.answered(answers, lambda cancel: run_flow(prepared, table, cancel=cancel))
         return {**head, "object": "chat.completion", "usage": answer["usage"],
                 "choices": [{"index": 0, "message": answer["message"], "finish_reason": answer["finish_reason"]}]}
     usage = bool(request.stream_options and request.stream_options.include_usage)

@@ -15,7 +15,7 @@ from concurrent.futures import Executor
 from typing import Callable, TypeVar
 
 from flows.progress import CancelToken
-from serve.threads import in_pool
+from serve.threads import Answers, in_pool
 
 T = TypeVar("T")
 
@@ -31,3 +31,13 @@ async def in_thread(work: Callable[[CancelToken], T], pool: Executor | None = No
     except asyncio.CancelledError:
         cancel.cancel(GONE)
         raise
+
+
+async def answered(answers: Answers, work: Callable[[CancelToken], T]) -> T:
+    """An unstreamed answer: ``work(cancel)`` as ``in_thread`` runs it, on the answers' threads, admitted now (the
+    503 when they and their queue are taken) and its slot held while it is written."""
+    release = answers.admit()
+    try:
+        return await in_thread(work, answers.pool)
+    finally:
+        release()

@@ -115,9 +115,7 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
     prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows)
     answers = svc.current().answers
     if not body.stream:
-        with answers.admitted():
-            done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel),
-                                               answers.pool)
+        done = await client_gone.answered(answers, lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
         text = done["answer"]
         return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
                         done["usage"]["completion_tokens"],

@@ -116,9 +116,8 @@ async def chat_message(chat_id: str, request: Request,
         return {"chat_id": chat_id, **reply}
 
     if not stream:
-        with service.answers.admitted():
-            done = await client_gone.in_thread(lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel),
-                                               service.answers.pool)
+        done = await client_gone.answered(service.answers,
+                                          lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
         return await keep(reply_of(done))
 
     async def events() -> AsyncIterator[str]:

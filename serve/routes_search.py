@@ -125,5 +125,4 @@ async def search(request: Request, body: Any = Body(..., examples=[{"flow": "hyb
     prepared = await asyncio.to_thread(service.prepare, body, tenant(request), search=True)
     if not calls_model(prepared.flow):
         return await client_gone.in_thread(lambda cancel: searched(prepared, cancel))
-    with service.answers.admitted():
-        return await client_gone.in_thread(lambda cancel: searched(prepared, cancel), service.answers.pool)
+    return await client_gone.answered(service.answers, lambda cancel: searched(prepared, cancel))

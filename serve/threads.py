@@ -22,12 +22,11 @@ its deployment.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import contextvars
 import functools
 import threading
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any, AsyncIterator, Callable, Iterator, TypeVar
+from typing import Any, AsyncIterator, Callable, TypeVar
 
 from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -70,15 +69,6 @@ class Answers:
                            f"{RETRY_AFTER_S} s", kind="server_error", code="too_many_answers",
                            headers={"Retry-After": str(RETRY_AFTER_S)})
         return self._slots.release
-
-    @contextlib.contextmanager
-    def admitted(self) -> Iterator[None]:
-        """An unstreamed answer's slot, held while it is written."""
-        release = self.admit()
-        try:
-            yield
-        finally:
-            release()
 
     def stream(self, events: AsyncIterator[str]) -> StreamingResponse:
         """A streamed answer's server-sent ``events``, admitted now: its slot is held until the response ends."""
