@@ -28,17 +28,12 @@ HTML_SUFFIXES = (".html", ".htm")
 SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
 
 
-def decode(content: bytes, name: str, *, op: Any = None, encoding: str | None = None) -> str:
-    """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
-    guessed for it (``encoding.FileDecoder``: a warning names the file); bytes it cannot read are a
-    ``SourceError`` naming the file and the first bad byte."""
-    return decode_guessing(content, name, op=op, encoding=encoding)[0]
-
-
 def decode_guessing(content: bytes, name: str, *, op: Any = None,
                     encoding: str | None = None) -> tuple[str, str | None]:
-    """``decode``'s text, and the encoding guessed for it (None: UTF-8, or the one given), which the service's
-    upload tells its client."""
+    """``content`` as text: UTF-8 (a byte-order mark dropped), else in the ``encoding`` given, else in the one
+    guessed for it (``encoding.FileDecoder``: a warning names the file); and the encoding guessed (None: UTF-8, or
+    the one given), which the service's upload tells its client. Bytes it cannot read are a ``SourceError`` naming
+    the file and the first bad byte."""
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
         content = content.removeprefix(codecs.BOM_UTF8)
     decoder = FileDecoder(name, encoding, lines=False, op=op)
@@ -66,7 +61,8 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     """The document of the file ``name`` holding ``content``: a Markdown file's title is its front matter's
     ``title:`` or its first heading, and its front matter's other fields are its fields (the front matter is not
     in its text); an HTML file's title is its ``<title>`` and its text that of its body; a plain text file has
-    no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess, ``decode``)."""
+    no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess,
+    ``decode_guessing``)."""
     text, guessed = decode_guessing(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
