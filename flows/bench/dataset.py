@@ -169,9 +169,8 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set
     unless ``spaced_ok``."""
     import json
 
-    from operators.sources._common import ID_FALLBACKS
+    from operators.sources._common import default_id
 
-    fields = ("_id", *ID_FALLBACKS)
     found: set[str] = set()
     first: list[str] = []
     with open(corpus, encoding="utf-8-sig", errors="replace") as f:
@@ -180,8 +179,7 @@ def _corpus_ids(corpus: Path, wanted: set[str], *, spaced_ok: bool) -> tuple[set
                 doc = json.loads(line) if line.strip() else None
             except ValueError:
                 continue
-            key = next((str(doc[f]) for f in fields if doc.get(f) is not None and str(doc[f]).strip()), None) \
-                if isinstance(doc, dict) else None
+            key = default_id(doc) if isinstance(doc, dict) else None
             if key is None:
                 continue
             if not spaced_ok and _spaced(key):

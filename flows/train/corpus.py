@@ -3,8 +3,8 @@
 A corpus that is not JSONL (a TSV file named ``corpus.jsonl``), holds no document, or has
 records without a ``text`` field would otherwise build an empty index (minutes on a real
 corpus) and then fail with a JSON traceback, so ``check_corpus`` reads it first and names
-the file and line. Ids are read as ingestion reads them (``_id``, then ``docno``, then
-``id``), and a repeated id keeps its first copy, as ingestion does
+the file and line. Ids are read as ingestion reads them (``default_id``: ``_id``, then ``docno``, ``id``,
+``doc_id``), and a repeated id keeps its first copy, as ingestion does
 (``flows.ingestion.duplicates``), so the texts mining trains on are the documents the index holds.
 """
 
@@ -15,21 +15,10 @@ from pathlib import Path
 
 from flows.train.errors import TrainError
 from operators.errors import one_line
-from operators.sources._common import ID_FALLBACKS
+from operators.sources._common import default_id
 
-#: Fields tried in order for a document's id, as the sources try them at their default ``_id``.
-ID_FIELDS = ("_id", *ID_FALLBACKS)
 #: Where a problem is shown: the corpus's own line, cut.
 _SHOWN = 80
-
-
-def doc_id(doc: dict) -> str | None:
-    """The document's id as ingestion reads it (the first non-blank of ``ID_FIELDS``), or None."""
-    for name in ID_FIELDS:
-        value = doc.get(name)
-        if value is not None and str(value).strip():
-            return str(value)
-    return None
 
 
 def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
@@ -44,7 +33,7 @@ def check_corpus(corpus: Path, *, field: str = "dataset") -> int:
                     continue
                 doc = _record(corpus, number, line, field)
                 documents += 1
-                key = doc_id(doc)
+                key = default_id(doc)
                 if key is not None:
                     repeated += key in seen
                     seen.add(key)
@@ -86,7 +75,7 @@ def corpus_texts(corpus: Path, wanted: set[str]) -> dict[str, str]:
             if not line.strip():
                 continue
             doc = json.loads(line)
-            key = doc_id(doc)
+            key = default_id(doc)
             if key in wanted and key not in texts:
                 texts[key] = document_text(doc.get("text"), doc.get("title"))
     return texts

@@ -26,7 +26,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from flows.train.corpus import doc_id
+from operators.sources._common import default_id
 
 # a sentence ends at . ! or ? followed by space and a capital letter or digit: good enough for abstracts and
 # encyclopaedia text, where a missed split only makes a pseudo-query longer (and then it is skipped)
@@ -108,7 +108,7 @@ def pseudo_queries(corpus: str | Path, params: SyntheticParams) -> list[PseudoQu
         for line in f:
             if line.strip():
                 doc = json.loads(line)
-                docno = doc_id(doc) or ""
+                docno = default_id(doc) or ""
                 if docno and docno in seen:
                     continue  # a repeated id: its first copy is the document, as in ingestion (flows.train.corpus)
                 seen.add(docno)

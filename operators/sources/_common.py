@@ -25,6 +25,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
     DocumentMapper,
     DocumentParams,
     blank,
+    default_id,
     column_as_text,
     text_values,
     values_to_array,

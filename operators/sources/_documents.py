@@ -26,6 +26,17 @@ RESERVED = ("docno", "title", "text")
 ID_FALLBACKS = ("docno", "id", "doc_id")  # doc_id: what Tessera itself calls it
 
 
+def default_id(record: dict) -> str | None:
+    """A JSON record's id as a source reads it at the default ``id_field`` (``_id``, then ``ID_FALLBACKS``: the
+    first that is not blank), as text; None when it has none. For readers of a corpus file beside ingestion (a
+    benchmark's id checks, training's mining), so they find the documents by the ids the index holds."""
+    for name in ("_id", *ID_FALLBACKS):
+        value = record.get(name)
+        if value is not None and str(value).strip():
+            return str(value)
+    return None
+
+
 class DocumentParams(BaseModel):
     """Params shared by the document sources (each source's ``Params`` extends it)."""
 
