@@ -171,8 +171,9 @@ class OperatorContract:
                 return out, before, after
         before = table.to_pylist()
         out = self._run(table)
-        runs.append((table, before, table.to_pylist(), out))
-        return out, before, runs[-1][2]
+        after = table.to_pylist()
+        runs.append((table, before, after, out))
+        return out, before, after
 
     # -- checks ---------------------------------------------------------------
 
