@@ -43,7 +43,7 @@ class IngestReport:
     executor: str
     docs_total: int = 0          # documents the source holds (staged shards)
     docs: int = 0                # documents processed by this run (copies of an id once)
-    chunks: int = 0              # chunks written by this run
+    chunks: int = 0              # chunks written by this run and still searchable (not those of a replaced copy)
     chunks_embedded: int = 0     # chunks this run sent to the encoder
     shards_total: int = 0
     shards_written: int = 0
@@ -249,6 +249,7 @@ class _Run:
         self.faults.maybe_crash_after_write(result.shard)
         failures = [Failure.from_dict(f) for f in result.failures]
         again = 0  # documents of this shard that an earlier shard of this run committed (a copy of an id, replace)
+        gone = 0  # chunks of those earlier copies, which this shard's commit took out of the index
         self.committed = True  # the ledger holds this run's work from here on: its index folder stays
         if result.info is None:  # every document failed: the ledger's attempt is the shard's commit
             if not self._record_empty(result.shard, failures):
@@ -268,13 +269,14 @@ class _Run:
                 self._done_elsewhere(result.shard)
                 return
             again = len(replaced & self.run_ids)
+            gone = sum(n for doc_id, n in done.tombstoned_docs.items() if doc_id in self.run_ids)
             self.run_ids |= replaced
         if self.stager is not None:
             self.stager.discard(result.shard)
         r = self.report
         r.shards_written += 1
         r.docs += result.docs - again
-        r.chunks += result.chunks
+        r.chunks += result.chunks - gone
         r.chunks_embedded += result.chunks_embedded
         r.failures += len(failures)
         if self.tracker is not None:

@@ -104,9 +104,9 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
     already = tuple(info.id for info in infos if info.id in committed or info.id in compacted)
     if infos and not new:  # committed before by another writer of these ids (two ingests of a source): what they
         replace, drop_docnos = set(), set()  # replace went then; now it would be their own documents (``--replace``)
-    n_tombstoned, n_new = commits.apply(manifest, new, reads.ids, path=path, replace=replace, drop_docnos=drop_docnos,
-                                        remove_shards=remove_shards, schema=reads.schema,
-                                        column=reads.column, refuse_live_doc_ids=refuse_live_doc_ids)
+    n_tombstoned, n_new, per_doc = commits.apply(
+        manifest, new, reads.ids, path=path, replace=replace, drop_docnos=drop_docnos, remove_shards=remove_shards,
+        schema=reads.schema, column=reads.column, refuse_live_doc_ids=refuse_live_doc_ids)
     if remove_shards:
         manifest.merged_shards = sorted(compacted | set(remove_shards))
     for shard_id in remove_shards:  # superseded: their grace before remove_uncommitted starts now
@@ -114,5 +114,5 @@ def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *,
             os.utime(path / SHARDS / shard_id)
         except FileNotFoundError:
             pass
-    return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, new_doc_ids=n_new,
-                  already=already)
+    return Commit(generation=manifest.generation, shards=tuple(new), tombstoned=n_tombstoned, tombstoned_docs=per_doc,
+                  new_doc_ids=n_new, already=already)

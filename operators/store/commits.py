@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -47,6 +48,9 @@ class Commit:
     generation: int
     shards: tuple[ShardInfo, ...]  # recorded by this commit (a shard committed before is not recorded again)
     tombstoned: int                # chunks replaced or deleted by this commit, not by others
+    #: Of ``tombstoned``, how many chunks each document lost (by doc id): what an ingest that replaces its own
+    #: earlier copy of a document takes off the chunks it counted.
+    tombstoned_docs: dict[str, int] = dc_field(default_factory=dict)
     new_doc_ids: int = 0           # of the doc ids an upsert replaces, those that had no live chunk (inserted)
     #: Ids of the shards asked for that were committed already (listed, or merged by a compaction since): another
     #: commit recorded them first (two ingests of the same source write the same shard ids), so they are not this
@@ -56,9 +60,9 @@ class Commit:
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],
           drop_docnos: set[str], remove_shards: Sequence[str], schema: ShardSchema | None = None,
-          column: ShardColumn | None = None, refuse_live_doc_ids: bool = False) -> tuple[int, int]:
+          column: ShardColumn | None = None, refuse_live_doc_ids: bool = False) -> tuple[int, int, dict[str, int]]:
     """Record ``new`` and the tombstones in ``manifest`` (in place); returns (chunks tombstoned, doc ids of
-    ``replace`` that had no live chunk, i.e. new documents).
+    ``replace`` that had no live chunk, i.e. new documents, and the chunks tombstoned per doc id).
 
     ``replace``: doc ids whose live chunks in other shards are tombstoned; ``drop_docnos``: chunks
     tombstoned; ``remove_shards``: shards dropped with their tombstones. A new shard whose docno is
@@ -76,7 +80,7 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
     n_tombstoned = 0
     live_docnos: set[str] = set()
     live_doc_ids: set[str] = set()
-    replaced: set[str] = set()
+    per_doc: Counter[str] = Counter()
     for info in old:
         docnos, doc_ids = shard_ids(info)
         dead = tombstones.setdefault(info.id, set())
@@ -91,8 +95,7 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         rows = np.nonzero(hit)[0]
         dead.update(rows.tolist())
         n_tombstoned += len(rows)
-        if replace:
-            replaced.update(doc_ids[rows].tolist())
+        per_doc.update(str(d) for d in doc_ids[rows].tolist())
         alive[rows] = False
         if new:
             live_docnos.update(docnos[alive].tolist())
@@ -126,7 +129,7 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
     manifest.tombstones = {k: sorted(v) for k, v in tombstones.items() if v}
     manifest.generation += 1
     manifest.updated_at = time.time()
-    return n_tombstoned, len(replace - replaced)
+    return n_tombstoned, len(replace - set(per_doc)), dict(per_doc)
 
 
 def check_types(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, pa.Schema]], path: Path) -> None:

@@ -21,19 +21,24 @@ def rows_by_doc(index_path) -> dict[str, dict]:
     return {row["doc_id"]: row for row in table.to_pylist()}
 
 
-def test_replace_counts_each_document_once_not_each_copy(tmp_path):
+def test_replace_counts_each_document_once_not_each_copy_and_only_chunks_left_searchable(tmp_path):
     """'4 docs -> 2 chunks' for a file of two ids written twice: the summary counted the copies a later one replaced
-    (within a shard, and across shards: '4 docs -> 4 chunks in 4 shard(s)' for an index of 2 documents; chunks are
-    those written, an earlier copy's too)."""
+    (within a shard, and across shards: '4 docs -> 4 chunks in 4 shard(s)' for an index of 2 documents). Its chunks
+    were those written, an earlier copy's too, which the later shard's commit took out of the index: '10 chunks'
+    for 4 searchable ones."""
     path = tmp_path / "docs.jsonl"
-    write_jsonl(path, [{"_id": f"d{i % 2}", "text": f"copy {i} of d{i % 2}"} for i in range(4)])
+    longer = " one two three four five"  # the first copies: 3 chunks of 3 words each, the last copies 2
+    write_jsonl(path, [{"_id": f"d{i % 2}", "text": f"copy {i} of d{i % 2}" + (longer if i < 2 else "")}
+                       for i in range(4)])
     for shard_size in (5000, 1):
         index = tmp_path / f"idx{shard_size}"
-        report = ingest(path, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False,
-                        shard_size=shard_size, replace=True)
-        rows = rows_by_doc(index)
-        assert {d: r["text"] for d, r in rows.items()} == {"d0": "copy 2 of d0", "d1": "copy 3 of d1"}
-        assert report.docs == 2, (shard_size, report)
+        report = ingest(path, index, settings=BM25_ONLY, executor="local", chunk={"unit": "words", "size": 3,
+                        "overlap": 0}, progress=False, shard_size=shard_size, replace=True)
+        live = Index.open(index)
+        texts = live.columns(["doc_id", "text"])[1].to_pylist()
+        assert sorted((r["doc_id"], r["text"]) for r in texts) == [
+            ("d0", "copy 2 of"), ("d0", "d0"), ("d1", "copy 3 of"), ("d1", "d1")], texts
+        assert (report.docs, report.chunks) == (2, len(live)) == (2, 4), (shard_size, report)
 
 
 def test_a_text_title_or_id_that_is_not_a_string_is_its_json_text_as_in_parquet(tmp_path):
