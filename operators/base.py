@@ -66,7 +66,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from operators import params as params_check
-from operators.errors import FlowCancelled, OperatorError, TesseraError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, TesseraError
 from operators.local_files import marked_params
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
@@ -331,6 +331,23 @@ class Source(Operator):
 
     scope: ClassVar[Scope] = "source"
     batch_size: ClassVar[int | None] = None
+    #: Whether the source decodes its text files a line at a time (JSONL, CSV): an ``encoding`` param (or
+    #: ``tessera ingest --encoding``) must then write newlines, quotes and separators as ASCII does, so UTF-16 is
+    #: refused. A source that decodes each file whole (``sources.files``) sets it False.
+    reads_lines: ClassVar[bool] = True
+
+    @classmethod
+    def validate_params(cls, params: BaseModel | Mapping[str, Any] | None, *, step_id: str | None = None) -> BaseModel:
+        """``Operator.validate_params``, and an ``encoding`` param that this source can read with
+        (``reads_lines``); else a ``ParamsError`` naming ``params.encoding``."""
+        from operators.sources.encoding import check_encoding
+
+        checked = super().validate_params(params, step_id=step_id)
+        try:
+            check_encoding(getattr(checked, "encoding", None), lines=cls.reads_lines)
+        except SourceError as err:
+            raise ParamsError(err.message, op=cls.name, step=step_id, field="params.encoding") from None
+        return checked
 
     def splits(self) -> list[Any]:
         """Independent pieces of the input (files, row ranges). One by default."""

@@ -172,7 +172,7 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
             raise IngestError(f"encoding='{encoding}' is for sources of text files (JSONL, CSV/TSV, text, Markdown, "
                               f"HTML); the read step '{op_name}' reads none", step="read", op=op_name, field="encoding")
         try:  # named as the caller gave it (--encoding), not as the read step's param
-            check_encoding(encoding, lines=op_name != "sources.files")
+            check_encoding(encoding, lines=getattr(cls, "reads_lines", True))
         except SourceError as err:
             raise IngestError(f"encoding='{encoding}': {err.message}", field="encoding") from None
         params = {**params, "encoding": encoding}

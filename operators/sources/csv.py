@@ -42,7 +42,7 @@ class CsvSource(Source):
         delimiter: str = Field(",", min_length=1, max_length=1, description="Field delimiter, e.g. `,` or a tab.")
         quote_char: str = Field('"', min_length=1, max_length=1, description="Character that quotes fields.")
         encoding: str | None = Field(None, description=ENCODING_HELP)
-        _encoding = encoding_param(lines=True)
+        _encoding = encoding_param()
 
     def produces(self) -> dict[str, str]:
         return {"docno": "id", "text": "text"}

@@ -52,13 +52,15 @@ ENCODING_HELP = ("The files' text encoding (`cp1252`, `latin-1`, `shift_jis`...)
                  "that is not UTF-8 the encoding charset-normalizer guesses, named in a warning.")
 
 
-def encoding_param(*, lines: bool):
-    """A pydantic validator of a source's ``encoding`` param (``check_encoding``): a bad one is a params error."""
+def encoding_param():
+    """A pydantic validator of a source's ``encoding`` param: a codec Python knows (``check_encoding``), else a
+    params error. Whether a line reader can use it is checked by ``Source.validate_params``, as the source
+    declares (``Source.reads_lines``)."""
     from pydantic import field_validator
 
     def check(cls, value: str | None) -> str | None:
         try:
-            return check_encoding(value, lines=lines)
+            return check_encoding(value, lines=False)
         except SourceError as err:
             raise ValueError(err.message) from None
 

@@ -52,6 +52,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     """
 
     name = "sources.files"
+    reads_lines = False  # a text file is decoded whole: any encoding Python knows, UTF-16 too
 
     class Params(PdfSource.Params):  # the PDF source's (limit, batch_rows), its path and unit said anew
         path: str = Field(..., min_length=1, json_schema_extra=local_path(),
@@ -61,7 +62,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             "page", description="For PDFs: `page`, a document per page; `document`, one per file. Any other "
             "file is one document.")
         encoding: str | None = Field(None, description=ENCODING_HELP + " PDFs are read by pypdf, whatever it is.")
-        _encoding = encoding_param(lines=False)
+        _encoding = encoding_param()
 
     def _paths(self) -> list[Path]:
         """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""

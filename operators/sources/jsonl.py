@@ -50,7 +50,7 @@ class JsonlSource(Source):
             "big files are cut into newline-aligned byte ranges (not .gz files).",
         )
         encoding: str | None = Field(None, description=ENCODING_HELP)
-        _encoding = encoding_param(lines=True)
+        _encoding = encoding_param()
         on_error: Literal["raise", "skip"] = Field(
             "raise",
             description="A bad line (not a JSON object, no text field, or an empty text): `raise` an error "
