@@ -11,19 +11,19 @@ heading or an HTML page's ``<title>``, an HTML page's text that of its body).
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from operators import metadata_columns
 from operators.errors import SourceError
 from operators.sources.file_text import SUFFIXES, read_text_file
 from serve.errors import ApiError
 from serve.schemas import Text, check_texts
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
-RESERVED = frozenset({"_id", "id", "docno", "doc_id", "text", "title", "vector", "qid", "query", "score", "rank"})
+RESERVED = metadata_columns.RESERVED
 
 
 class Document(BaseModel):
@@ -43,7 +43,7 @@ class Document(BaseModel):
     @classmethod
     def _columns(cls, metadata: dict[str, Any]) -> dict[str, Any]:
         for key in metadata:
-            if not re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", key) or key in RESERVED:
+            if not metadata_columns.is_metadata_name(key):
                 raise ValueError(f"metadata key '{key}' is not a column name this index can take (a letter, then "
                                  f"letters, digits or _; none of {', '.join(sorted(RESERVED))})")
         check_texts([v for v in metadata.values() if isinstance(v, str)], "metadata value")
@@ -164,7 +164,7 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
 
 def text_file_document(filename: str, content: bytes, warnings: list[str]) -> dict[str, Any]:
     """The document of a text, Markdown or HTML file, as ``sources.files`` reads it: a Markdown file's front matter
-    its title and metadata (fields under a name a column may have; the others left out), a file that is not UTF-8 read
+    its title and metadata (by the one rule of ``metadata_columns.metadata_fields``), a file that is not UTF-8 read
     in the encoding guessed for it. Both said in ``warnings``, for the client: a log line of the service is not
     read by whoever uploaded the file."""
     try:
@@ -177,17 +177,10 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
     if document.guessed_encoding is not None:
         warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
                         "(if its text looks wrong, save it as UTF-8 and send it again)")
-    metadata: dict[str, Any] = {"path": filename}
-    for key, value in document.fields.items():  # a list or a mapping as its JSON text, as sources.files keeps it
-        if value is not None and key not in RESERVED | {"path"} and re.fullmatch(r"[A-Za-z][A-Za-z0-9_]{0,63}", key):
-            metadata[key] = json.dumps(value, ensure_ascii=False, default=str) if isinstance(value, (list, dict)) \
-                else value
-    if left_out := [key for key, value in document.fields.items() if key not in metadata and value is not None]:
-        warnings.append(f"{filename}: front matter field(s) {', '.join(left_out)} left out: a metadata column's "
-                        f"name is letters, digits and _, starting with a letter, and none of "
-                        f"{', '.join(sorted(RESERVED | {'path'}))}")
+    if message := document.left_out_message(filename):
+        warnings.append(message)
     return {"id": filename, "title": document.title or Path(filename).stem, "text": document.text,
-            "metadata": metadata}
+            "metadata": {"path": filename, **document.fields}}
 
 
 def write_jsonl(path: Path, documents: list[Document]) -> None:

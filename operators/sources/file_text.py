@@ -17,6 +17,7 @@ from pathlib import PurePath
 from typing import Any
 
 from operators.errors import SourceError
+from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
 from operators.sources.encoding import FileDecoder, shown
 
 log = logging.getLogger("tessera.sources")
@@ -47,22 +48,32 @@ def decode_guessing(content: bytes, name: str, *, op: Any = None,
 
 @dataclass(frozen=True)
 class TextFile:
-    """One text file's document: its title (None when it has none of its own), text, other fields (a Markdown
-    file's front matter's, by name), and the encoding guessed for a file that is not UTF-8 (None: UTF-8, or the one
+    """One text file's document: its title (None when it has none of its own), text, metadata fields (a Markdown
+    file's front matter's, by name, as ``metadata_columns.metadata_fields`` keeps them), the names of the front
+    matter's fields left out, and the encoding guessed for a file that is not UTF-8 (None: UTF-8, or the one
     given)."""
 
     title: str | None
     text: str
     fields: dict[str, Any] = field(default_factory=dict)
     guessed_encoding: str | None = None
+    left_out: tuple[str, ...] = ()
+
+    def left_out_message(self, name: str) -> str | None:
+        """What was left out of the front matter and why, for the log (``tessera ingest``) or the client (an
+        upload's ``warnings``); None when nothing was."""
+        if not self.left_out:
+            return None
+        return f"{name}: front matter field(s) {', '.join(self.left_out)} left out: {name_rule(FILE_RESERVED)}"
 
 
 def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str | None = None) -> TextFile:
     """The document of the file ``name`` holding ``content``: a Markdown file's title is its front matter's
-    ``title:`` or its first heading, and its front matter's other fields are its fields (the front matter is not
-    in its text); an HTML file's title is its ``<title>`` and its text that of its body; a plain text file has
-    no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its bytes' (None: UTF-8, else a guess,
-    ``decode_guessing``)."""
+    ``title:`` or its first heading, and its front matter's other fields are its metadata fields, those a
+    metadata column may hold (``metadata_columns.metadata_fields``: one rule for ``tessera ingest`` and the
+    service's upload), and the front matter is not in its text; an HTML file's title is its ``<title>`` and its
+    text that of its body; a plain text file has no title. Its suffix is one of ``SUFFIXES``; ``encoding``: its
+    bytes' (None: UTF-8, else a guess, ``decode_guessing``)."""
     text, guessed = decode_guessing(content, name, op=op, encoding=encoding)
     suffix = PurePath(name).suffix.lower()
     if suffix in HTML_SUFFIXES:
@@ -71,7 +82,8 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
         fields, text = front_matter(text, name)
         title = fields.pop("title", None)
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
-        return TextFile(title or markdown_title(text), text, fields, guessed)
+        kept, left_out = metadata_fields(fields)
+        return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out))
     return TextFile(None, text, guessed_encoding=guessed)
 
 

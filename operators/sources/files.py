@@ -39,10 +39,11 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     ``docs/**/*``). A text file's ``docno`` and ``path`` are its path from the folder (or from a glob's folders
     before its first wildcard) with its suffix (``notes.md``, ``a/notes.md``), so ``notes.txt`` and ``notes.md``
     stay two documents; its ``title`` is a Markdown file's front matter's ``title:`` or first heading, an HTML
-    file's ``<title>``, else the file stem; a Markdown file's front matter's other fields are columns of its own
-    (the front matter is not in its text); an HTML file's text is its body's, without scripts and styles;
-    ``page`` is null. A PDF's rows are
-    those of ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of
+    file's ``<title>``, else the file stem; a Markdown file's front matter's other fields are columns of its own,
+    as the service's upload makes them metadata (``metadata_columns.metadata_fields``: a list its JSON text, a field
+    no metadata column may be named after left out, named in a warning), and the front matter is not in its text;
+    an HTML file's text is its body's, without scripts and styles; ``page`` is null. A PDF's rows are those of
+    ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of
     that file in an ingestion). A file with no text gives no document, and says so in the log.
 
     Usage::
@@ -105,12 +106,10 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         if not document.text.strip():
             log.warning("%s: no text: no document", name)
             return []
-        fields = {k: v for k, v in document.fields.items() if k not in SCHEMA.names}
-        if taken := sorted(set(document.fields) - set(fields)):
-            log.warning("%s: front matter field(s) %s are left out: they name the document's own columns (%s); "
-                        "rename them to keep them", name, ", ".join(taken), ", ".join(SCHEMA.names))
-        return [{**fields, "docno": name, "title": document.title or path.stem, "text": document.text, "path": name,
-                 "page": None}]
+        if message := document.left_out_message(name):
+            log.warning("%s", message)
+        return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
+                 "path": name, "page": None}]
 
 
 def _table(documents: list[dict[str, Any]]) -> pa.Table:

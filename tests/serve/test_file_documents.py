@@ -85,4 +85,45 @@ def test_front_matter_is_metadata_and_a_guessed_encoding_or_a_field_left_out_is_
         "kea.md: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
         "and send it again)",
         "kea.md: front matter field(s) text left out: a metadata column's name is letters, digits and _, starting "
-        "with a letter, and none of _id, doc_id, docno, id, path, qid, query, rank, score, text, title, vector"]
+        "with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, "
+        "score, text, title, total_chunks, vector"]
+
+
+def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upload(tmp_path, caplog):
+    """Front matter became fields under two rules: ``tessera ingest`` kept every name but the file's own columns (a
+    `score` that search's scores then met, `my tag` that no filter could name, a null as a column of nulls) and
+    left out a `page`, which the upload kept; the upload left out names no metadata column may have. One rule
+    now: the doc-store rows of the file ingested from disk and of its upload (the JSONL file an upload's task
+    ingests) are the same, and so are the warnings."""
+    import logging
+
+    from flows.ingestion import ingest
+    from operators.store import Index
+    from serve.documents import write_jsonl
+
+    content = ("---\ntitle: Kea\nauthor: Renée\nyear: 2024\ndate: 2024-05-01\ndraft: false\nrating: 4.5\n"
+               "tags: [alpine, birds]\nlinks: {home: 'https://kea.example'}\nscore: 0.9\nmy tag: x\n"
+               "last-modified: 2024-06-01\npage: 3\nreviewed:\n---\nKea are alpine parrots.\n")
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "kea.md").write_text(content, encoding="utf-8")
+    caplog.set_level(logging.WARNING, logger="tessera.sources")
+    ingest(folder, tmp_path / "cli", settings={"dense": False}, executor="local", chunk=False, progress=False)
+    request, _, warnings = files_request([("kea.md", content.encode())], None, False, None, Limits())
+    write_jsonl(tmp_path / "upload.jsonl", request.documents)
+    ingest(tmp_path / "upload.jsonl", tmp_path / "up", settings={"dense": False}, executor="local", chunk=False,
+           progress=False)
+
+    def fields(index) -> dict:
+        [row] = Index.open(index).columns(Index.open(index).column_names())[1].to_pylist()
+        return {key: value for key, value in row.items() if value is not None}
+
+    assert fields(tmp_path / "cli") == fields(tmp_path / "up") == {
+        "docno": "kea.md", "doc_id": "kea.md", "title": "Kea", "text": "Kea are alpine parrots.\n", "path": "kea.md",
+        "author": "Renée", "year": 2024, "date": "2024-05-01", "draft": False, "rating": 4.5,
+        "tags": '["alpine", "birds"]', "links": '{"home": "https://kea.example"}'}
+    left_out = [r.getMessage() for r in caplog.records if "front matter" in r.getMessage()]
+    assert left_out == warnings == [
+        "kea.md: front matter field(s) score, my tag, last-modified, page left out: a metadata column's name is "
+        "letters, digits and _, starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, "
+        "page, path, qid, query, rank, score, text, title, total_chunks, vector"]
