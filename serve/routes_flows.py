@@ -6,7 +6,9 @@ guard, a model of another kind than its step loads), with the run's 422; a model
 Each API key has its own saved flows (``flows.store``'s ``owner``); built-in flows are
 readable by everyone and cannot be overwritten or deleted. Without keys, the caller
 shares the saved flows of the CLI (``tessera flows``). The listing says of each flow whether
-this service can run it, and why not, so a client (the web UI's Search tab) offers only those.
+this service can run it, and why not, so a client (the web UI's Search tab) offers only those. A key that a flow
+saved by the CLI holds (``rerank.api``'s ``api_key``) reads as ``***redacted***`` (``spec_guard.redacted``), and is
+refused if sent back.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from serve import service as svc
 from serve.errors import ApiError
 from serve.index_roots import check_depth
 from serve.routes_tasks import tenant
+from serve.spec_guard import redacted
 
 router = APIRouter(tags=["flows"])
 
@@ -45,7 +48,7 @@ def get_flow(name: str, request: Request) -> dict[str, Any]:
         known = flow_store.builtin_names() + flow_store.saved_names(svc.flow_owner(caller))
         raise ApiError(404, f"no flow named '{name}'{flow_store.did_you_mean(name, known)}", param="name",
                        code="flow_not_found")
-    return spec.to_dict()
+    return redacted(spec)  # a key a CLI-saved flow holds is never shown (its file keeps it)
 
 
 @router.put("/flows/{name}", status_code=201, summary="Save a flow under a name, once it validates")

@@ -21,6 +21,8 @@ may the headers a step sends (``rerank.api``'s ``user_headers``) name one that c
 (``CREDENTIAL_HEADERS``, by name: what a value looks like is no rule).
 
 Each refusal is a 422 naming the field. Params are marked in their operator (``operators/local_files.py``).
+A flow saved by the CLI may hold a key all the same (a spec of one's own): the service shows it with the key
+replaced (``redacted``), found by the rule that refuses it (``written_keys``).
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+from pydantic import SecretStr
+
+from flows.spec import FlowSpec
 from operators.local_files import marked_params
 from serve.errors import ApiError
 
@@ -58,10 +63,8 @@ def check_operator(operator: Any, where: str) -> None:
     (``retrieve.multi_collection``'s postprocessors: ``Operator.nested_operators``), names what it may not."""
     for place, each in operator.walk(where):
         params = each.params
-        for name in marked_params(type(params), "secret"):
-            check_no_secret(params, name, f"{place}.params.{name}")
-        for name in marked_params(type(params), "sent_headers"):
-            check_headers(params, name, f"{place}.params.{name}")
+        for name, header in written_keys(params):
+            raise key_in_spec(params, name, f"{place}.params.{name}", header)
         for name in marked_params(type(params), "env_var"):
             check_env(getattr(params, name), f"{place}.params.{name}")
         language_models = marked_params(type(params), "llm_model")
@@ -75,28 +78,87 @@ def check_operator(operator: Any, where: str) -> None:
                 check_model_path(reference, f"{place}.{field}")
 
 
-def check_no_secret(params: Any, name: str, field: str) -> None:
-    """A 422 for a key written in the spec (``api_key``): a saved flow and a task keep their spec as sent, so the key
-    would sit in clear in the flow's YAML, ``GET /flows/{name}`` and the task store. Named, never quoted."""
-    if getattr(params, name) is not None:
-        env_param = type(params).model_fields[name].json_schema_extra["env_param"]
-        raise ApiError(422, f"{field}: this service takes no key written in a spec (a saved flow or a task would keep "
-                       f"it in clear); leave {name} out, put the key in an environment variable of the service that "
-                       f"its operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
-                       param=field, code="key_in_spec")
+def is_credential_header(header: Any) -> bool:
+    """Whether a header of that name carries a credential (``CREDENTIAL_HEADERS``; any case, ``_`` read as ``-``)."""
+    return isinstance(header, str) and header.strip().lower().replace("_", "-") in CREDENTIAL_HEADERS
 
 
-def check_headers(params: Any, name: str, field: str) -> None:
-    """A 422 for a header that carries a credential (``CREDENTIAL_HEADERS``) among the headers a step sends: kept
-    in clear as ``check_no_secret``'s key would be. Named, never quoted."""
+def written_keys(params: Any) -> Iterator[tuple[str, str | None]]:
+    """The keys an operator's ``params`` hold themselves, in order: ``(name, None)`` for a set ``secret()`` param
+    (``api_key``), ``(name, header)`` for a header that carries a credential (``is_credential_header``) in a
+    ``sent_headers()`` param (``user_headers``). What the guard refuses and ``redacted`` hides: one rule for both."""
+    for name in marked_params(type(params), "secret"):
+        if getattr(params, name) is not None:
+            yield name, None
+    for name in marked_params(type(params), "sent_headers"):
+        for header in getattr(params, name) or {}:
+            if is_credential_header(header):
+                yield name, header
+
+
+def key_in_spec(params: Any, name: str, field: str, header: str | None = None) -> ApiError:
+    """The 422 for a key written in a spec, at ``field`` (``written_keys``' ``name`` of ``params``, or its
+    ``header``): a saved flow and a task keep their spec as sent, so the key would sit in clear in the flow's YAML and
+    the task store. Named, never quoted; a value that is ``REDACTED`` (a spec read back from ``GET /flows/{name}``)
+    is said to be one."""
+    value = getattr(params, name)
+    value = value[header] if header is not None else value
+    value = value.get_secret_value() if isinstance(value, SecretStr) else value
     env_param = type(params).model_fields[name].json_schema_extra["env_param"]
-    for header in getattr(params, name) or {}:
-        if header.strip().lower().replace("_", "-") in CREDENTIAL_HEADERS:
-            raise ApiError(422, f"{field}.{header}: this service takes no credential in a spec's headers (a saved flow "
-                           f"or a task would keep it in clear; it refuses {', '.join(sorted(CREDENTIAL_HEADERS))}); "
-                           "leave the header out, put the key in an environment variable of the service that its "
-                           f"operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
-                           param=f"{field}.{header}", code="key_in_spec")
+    what, leave = "no key written in a spec", name
+    if header is not None:
+        field, leave = f"{field}.{header}", "the header"
+        what = f"no credential in a spec's headers (it refuses {', '.join(sorted(CREDENTIAL_HEADERS))})"
+    redacted = (f" ({REDACTED} is what GET /flows/{{name}} shows in place of a key that a flow's file holds: the "
+                "key stays in that file, and a flow that holds one is saved with the CLI, `tessera flows save`, "
+                "only)") if value == REDACTED else ""
+    return ApiError(422, f"{field}: this service takes {what}{redacted}: a saved flow or a task would keep it in "
+                    f"clear; leave {leave} out, put the key in an environment variable of the service that its "
+                    f"operator lists in {ALLOW_ENV}, and name that variable with {env_param}",
+                    param=field, code="key_in_spec")
+
+
+#: What the service shows in place of a key that a flow's file holds (``redacted``); refused if sent back.
+REDACTED = "***redacted***"
+
+
+def redacted(spec: FlowSpec) -> dict[str, Any]:
+    """A ``FlowSpec`` as the service shows it (``GET /flows/{name}``): every key its steps hold themselves
+    (``written_keys``, also in the operators a step runs inside itself) replaced by ``REDACTED``. A flow saved by the
+    CLI may hold one (``tessera flows save``: a spec of one's own); its file keeps it, the service never shows it. A
+    step whose params no longer validate is read as written (``model_construct``), its own params only."""
+    from operators.registry import get_operator
+
+    shown = spec.to_dict()
+    for step_id, step in spec.steps.items():
+        try:
+            cls = get_operator(step.op, step=step_id)
+        except Exception:  # noqa: BLE001  (an operator gone since the flow was saved: no param of it is known)
+            continue
+        try:
+            places = [(place, each.params) for place, each in cls(step.params, step_id=step_id).walk()]
+        except Exception:  # noqa: BLE001  (params that no longer validate: its own, as written)
+            places = [("", cls.Params.model_construct(**step.params))]
+        for place, params in places:
+            for name, header in written_keys(params):
+                _hide(shown["steps"][step_id], place.split(".") if place else [], name, header)
+    return shown
+
+
+def _hide(step: dict[str, Any], place: list[str], name: str, header: str | None) -> None:
+    """Put ``REDACTED`` in place of the key at ``place`` (``params.postprocess.0``) of ``step``'s dict, in its param
+    ``name`` (or that param's ``header``); all of the step's params when ``place`` is not found in it."""
+    node: Any = step
+    try:
+        for part in place:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        params = node["params"]
+        if header is None:
+            params[name] = REDACTED
+        else:
+            params[name][header] = REDACTED
+    except (KeyError, IndexError, TypeError, ValueError):  # a nested operator not written where its field says
+        step["params"] = REDACTED
 
 
 def check_env(name: str | None, field: str) -> None:
