@@ -97,3 +97,24 @@ def test_a_key_from_an_allowed_variable_is_saved_by_its_name(base, monkeypatch):
     assert requests.put(f"{base}/flows/named", json=spec, timeout=60).status_code == 201
     assert requests.get(f"{base}/flows/named", timeout=30).json()["steps"]["rr"]["params"]["api_key_env"] == \
         "COHERE_API_KEY"
+
+
+def test_both_refusals_give_one_reason_in_the_same_words():
+    """``key_in_spec`` words both refusals (a key param, a credential header): what differs is what is refused and
+    what to leave out; why, and where the key goes instead, are the same sentence."""
+    from operators.registry import get_operator
+    from serve.errors import ApiError
+    from serve.spec_guard import ALLOW_ENV, check_operator
+
+    messages = []
+    for params in ({"url": URL, "api_key": KEY}, {"url": URL, "user_headers": {"X-Api-Key": KEY}}):
+        with pytest.raises(ApiError) as refused:
+            check_operator(get_operator("rerank.api")(params, step_id="rr"), "steps.rr")
+        messages.append(refused.value.message)
+    reason = (": a saved flow or a task would keep it in clear; leave {} out, put the key in an environment variable "
+              f"of the service that its operator lists in {ALLOW_ENV}, and name that variable with api_key_env")
+    assert messages[0].endswith("this service takes no key written in a spec" + reason.format("api_key")), messages
+    assert messages[1].endswith(reason.format("the header")), messages
+    assert messages[1].startswith("steps.rr.params.user_headers.X-Api-Key: this service takes no credential in a "
+                                  "spec's headers (it refuses api-key, authorization, cookie,"), messages
+    assert KEY not in " ".join(messages)
