@@ -4,8 +4,10 @@ A file is read as UTF-8 where it is UTF-8, so a valid UTF-8 file never changes. 
 (a Latin-1 or Windows-1252 export), and no encoding was given, the file's encoding is guessed once, from its
 first bytes and the bytes that are not UTF-8, by charset-normalizer; among the encodings it ranks equally
 Windows-1252 wins (its Western European text decodes alike in many code pages, and charset-normalizer's own
-order put Central European cp1250 first: ``très`` read as ``trčs``). A warning names each file read with a
-guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read
+order put Central European cp1250 first: ``très`` read as ``trčs``), but for bytes that suit Windows-1250 better:
+Polish or Czech, where Windows-1252 puts a symbol inside a word (``mas³o``), which charset-normalizer, in a
+short text, ties with Windows-1252, reads as CJK or as UTF-16 (``_central_european``). A warning names each file
+read with a guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read
 with it and nothing is guessed.
 """
 
@@ -27,6 +29,8 @@ _LINE_SYNTAX = '\n\r,;\t"{}[]:'
 _WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
 #: The encoding taken among those charset-normalizer ranks equally.
 _PREFERRED = "cp1252"
+#: The encoding taken instead where the bytes suit it (``_central_european``).
+_CENTRAL = "cp1250"
 
 
 def check_encoding(name: str | None, *, lines: bool, op: Any = None) -> str | None:
@@ -71,21 +75,56 @@ def guess_encoding(sample: bytes, *, lines: bool) -> str | None:
     """The encoding charset-normalizer finds for ``sample`` (Windows-1252 where it ranks it first among equals),
     or None when it finds none (or, for ``lines``, only one a line reader cannot split)."""
     from charset_normalizer import from_bytes
+    from charset_normalizer.utils import is_multi_byte_encoding
 
     found = from_bytes(sample)
     best = found.best()
-    if best is None:
+    name = None
+    if best is not None:
+        tied = [m for m in found if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
+        name = _PREFERRED if any(_PREFERRED in m.could_be_from_charset for m in tied) else best.encoding
+        if name.startswith(("utf_16", "utf_32")) and not sample.startswith(_WIDE_BOMS):
+            name = None  # without its byte-order mark, a "UTF-16" guess reads bytes that are no text as CJK
+    if name in (None, _PREFERRED) or (is_multi_byte_encoding(name) and _mostly_latin(sample)):
+        name = _CENTRAL if _central_european(sample) else name
+    if name is None:
         return None
-    tied = [m for m in found if (m.chaos, m.coherence) == (best.chaos, best.coherence)]
-    name = _PREFERRED if any(_PREFERRED in m.could_be_from_charset for m in tied) else best.encoding
-    if name.startswith(("utf_16", "utf_32")) and not sample.startswith(_WIDE_BOMS):
-        return None  # without its byte-order mark, a "UTF-16" guess reads bytes that are no text as CJK
     if lines:
         try:
             check_encoding(name, lines=True)
         except SourceError:
             return None
     return name
+
+
+def _central_european(sample: bytes) -> bool:
+    """Whether ``sample`` reads as Windows-1250 text (Polish, Czech...) rather than Windows-1252: every byte the
+    two read differently is a letter in Windows-1250, and Windows-1252 puts a symbol after a letter somewhere
+    (``mas³o``, ``M¹¿``, ``ksi¹¿ka``). charset-normalizer cannot tell them apart in a short text: it ranks them
+    equally (Windows-1252 is taken then) or reads a few Polish words as Chinese or as UTF-16 (no guess). A
+    Western text is kept: its accented letters (``très``, ``Über``) are letters in both, and ``¿`` or ``£`` starts a
+    word."""
+    try:
+        central = sample.decode(_CENTRAL)
+    except UnicodeDecodeError:
+        return False
+    western = sample.decode(_PREFERRED, errors="replace")
+    symbol_in_word = False
+    for i, (c, w) in enumerate(zip(central, western)):
+        if c == w:
+            continue
+        if not c.isalpha():
+            return False
+        symbol_in_word |= not w.isalpha() and i > 0 and central[i - 1].isalpha()
+    return symbol_in_word
+
+
+def _mostly_latin(sample: bytes) -> bool:
+    """Whether ASCII letters outnumber the bytes that are not ASCII: a Latin-script text with a few accented
+    letters, not Chinese, Japanese or Korean (whose every character is bytes that are not ASCII), where a guess of
+    a CJK encoding is not to be second-guessed."""
+    letters = sum(65 <= b <= 90 or 97 <= b <= 122 for b in sample)
+    return letters > sum(b >= 128 for b in sample)
 
 
 class FileDecoder:

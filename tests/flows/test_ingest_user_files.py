@@ -165,3 +165,30 @@ def test_an_encoding_given_is_used_and_a_wrong_or_unknown_one_is_named(tmp_path,
     assert (report.docs, report.failures) == (0, 1)
     [failure] = Ledger(tmp_path / "strict").open_failures(Index.open(tmp_path / "strict").finished_shards())
     assert "'strict.txt' is not UTF-8 text" in failure.error and "--encoding" in failure.error, failure.error
+
+
+def test_a_short_polish_windows_1250_file_is_read_as_windows_1250_and_a_spanish_one_stays_windows_1252(tmp_path,
+                                                                                                        caplog):
+    """charset-normalizer reads a few Polish words in Windows-1250 as UTF-16 (no guess: the file failed, 'give its
+    encoding'), as Chinese, or ties them with Windows-1252, which was taken ('mas³o'). Windows-1250 is taken where
+    every byte it reads differently is a letter in it and Windows-1252 puts a symbol inside a word; '¿Qué' is
+    Spanish still."""
+    import logging
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    texts = {"couple.txt": ("Mąż i żona", "cp1250"),
+             "shopping.txt": ("Notatka: zakupy – chleb, masło, jabłka.", "cp1250"),
+             "czech.txt": ("Příliš žluťoučký kůň úpěl ďábelské ódy.", "cp1250"),
+             "spanish.txt": ("¿Qué tal? Año nuevo, señor.", "cp1252")}
+    for name, (text, encoding) in texts.items():
+        (folder / name).write_bytes(text.encode(encoding))
+    caplog.set_level(logging.WARNING)
+    report = ingest(folder, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert (report.docs, report.failures) == (4, 0)
+    assert {name: row["text"] for name, row in rows_by_doc(tmp_path / "idx").items()} == {
+        name: text for name, (text, _) in texts.items()}
+    guessed = {name: encoding for name, (_, encoding) in texts.items()
+               if any(f"{name}: not UTF-8" in r.getMessage() and f"read as {encoding}" in r.getMessage()
+                      for r in caplog.records)}
+    assert guessed == {name: encoding for name, (_, encoding) in texts.items()}
