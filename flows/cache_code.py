@@ -3,25 +3,36 @@ an operator's code misses the entries its old code stored instead of replaying t
 
 A step's code is the installed Tessera version plus a digest of the source files that define its operator's class
 and each of its base classes (``operators/base.py``, a category's ``base.py``, a plugin's own bases), and those of
-the operators it runs inside itself (``Operator.nested_operators``); for a plugin from an installed package, that
-package's version too. So editing an operator's file in an editable install misses that operator's entries, editing
-``operators/base.py`` misses every operator's, and editing another operator's file misses none of them. Modules the
-class's module imports (a helper, a prompt file) are not read: an upgrade changes the version, and while editing
-such a helper run with ``--no-cache`` or raise the operator's ``version``.
+the operators it runs inside itself (``Operator.nested_operators``); then of the modules of Tessera's own packages
+(``operators``, ``flows``, ``serve``) that those files import, transitively: a helper such as
+``operators/sources/_documents.py``, wherever its import stands (a lazy one in ``setup()`` too). For a plugin from
+an installed package, that package's version too. So editing an operator's file or a helper it imports in an
+editable install misses that operator's entries, editing ``operators/base.py`` (or a module it imports) misses every
+operator's, and editing another operator's file misses none of them. Third-party packages, and a plugin's own
+helper modules, are covered by their versions, not read; files that are not Python (a prompt template) are not
+read: while editing one run with ``--no-cache`` or raise the operator's ``version``.
 
-Each class's file is read once per process, the first time a key needs it, and kept for the class object: the
-digest follows the code the process runs (a module reloaded after an edit is new classes, read again), not a file
-edited under a running process. Modules are named by their import name, never by path, so two installs of the same
-code in other folders (a Ray worker's) compute the same key.
+Imports are found in each module's bytecode (``modulefinder``'s scanner, on the code Python's bytecode cache holds,
+as an import loads it), not by importing anything nor by the imported module's ``__dict__``, which misses the
+imports inside functions. Each class's files are read once per process (each file's imports are scanned once for its
+content), the first time a key needs them, and kept for the class object: the digest follows the
+code the process runs (a module reloaded after an edit is new classes, read again), not a file edited under a
+running process. Modules are named by their import name, never by path, so two installs of the same code in other
+folders (a Ray worker's) compute the same key.
 """
 
 from __future__ import annotations
 
+import dis
 import functools
 import hashlib
+import importlib.machinery
+import importlib.util
 import inspect
+import modulefinder
 import os
 import sys
+import types
 from importlib import metadata
 from typing import Any
 
@@ -58,9 +69,97 @@ def package_version(package: str) -> str | None:
         return None
 
 
-@functools.lru_cache(maxsize=1024)
-def _class_source(klass: type) -> tuple[str, str] | None:
-    """(module, digest of the file that defines ``klass``), or None for a class without a source file of its own
+def _spec(module: str) -> importlib.machinery.ModuleSpec | None:
+    """Where ``module`` is imported from, or would be: found by Python's path finder in its parent package's
+    folders, never by importing it or its parents (a package's ``__init__`` may import torch)."""
+    loaded = sys.modules.get(module)
+    if loaded is not None:
+        return getattr(loaded, "__spec__", None)
+    parent, _, name = module.rpartition(".")
+    locations = None
+    if parent:
+        parent_spec = _spec(parent)
+        locations = parent_spec.submodule_search_locations if parent_spec is not None else None
+        if not locations:  # the parent is a module, not a package, or is not there
+            return None
+    return _find_spec(name, tuple(locations) if locations else None)
+
+
+@functools.lru_cache(maxsize=4096)
+def _find_spec(name: str, locations: tuple[str, ...] | None) -> importlib.machinery.ModuleSpec | None:
+    """Python's path finder's answer for a module not imported, once per process."""
+    return importlib.machinery.PathFinder.find_spec(name, list(locations) if locations else None)
+
+
+#: Scans one code object for its import instructions (``modulefinder``'s scanner: the standard library keeps it in
+#: step with each Python's bytecode); ``ModuleFinder.run_script`` would follow every import into the standard
+#: library and third-party packages, which their versions already cover.
+_SCANNER = modulefinder.ModuleFinder()
+_IMPORT_NAME = dis.opmap["IMPORT_NAME"]
+
+
+def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[str, ...]:
+    """The modules of Tessera's own packages that ``module``'s import statements name, wherever they stand (a lazy
+    import in ``setup()`` too). ``from P import name`` names ``P.name`` where that is a module, else ``P``; a
+    relative import is resolved as Python resolves it."""
+    package = module if is_package else module.rpartition(".")[0]
+    found: list[str] = []
+    codes = [code]
+    for each in codes:
+        codes.extend(const for const in each.co_consts if isinstance(const, types.CodeType))
+        if _IMPORT_NAME not in each.co_code[::2]:  # an instruction is two bytes, its operation first
+            continue  # imports nothing (most functions): not scanned
+        for kind, args in _SCANNER.scan_opcodes(each):
+            if kind == "absolute_import":
+                fromlist, base = args
+            elif kind == "relative_import":
+                level, fromlist, name = args
+                try:
+                    base = importlib.util.resolve_name("." * level + name, package)
+                except ImportError:  # beyond the top-level package: the import fails when it runs
+                    continue
+            else:
+                continue
+            if base.partition(".")[0] not in _OWN_PACKAGES:
+                continue
+            submodules = [f"{base}.{name}" for name in fromlist or () if name != "*"]
+            submodules = [name for name in submodules if _spec(name) is not None]
+            found.extend(submodules)
+            if not fromlist or len(submodules) < len(fromlist):  # a name of the module itself: its code counts
+                found.append(base)
+    return tuple(dict.fromkeys(name for name in found if name != module))
+
+
+@functools.lru_cache(maxsize=2048)
+def _file_imports(module: str, path: str, digest: str) -> tuple[str, ...]:
+    """The own modules that the file at ``path`` (its content's ``digest``) imports, scanned once per process. Its
+    code comes from Python's bytecode cache where that is current, as an import's does: compiling every file again
+    would cost about ten times as much."""
+    if not path.endswith(".py"):
+        return ()
+    try:
+        code = importlib.machinery.SourceFileLoader(module, path).get_code(module)
+    except (SyntaxError, ValueError, OSError, ImportError):  # not Python this one can compile: its digest counts
+        return ()
+    return _code_imports(module, os.path.basename(path) == "__init__.py", code)
+
+
+def _module_code(module: str, path: str | None = None) -> tuple[str, tuple[str, ...]] | None:
+    """(digest of its file, the own modules it imports) of ``module``, from ``path`` or where it is imported from
+    (or would be), None for a module without a source file."""
+    if path is None:
+        spec = _spec(module)
+        path = spec.origin if spec is not None and spec.has_location else None
+    try:
+        with open(path, "rb") as handle:
+            digest = hashlib.blake2b(handle.read(), digest_size=8).hexdigest()
+    except (TypeError, OSError):  # no path, a folder (a namespace package), a file gone
+        return None
+    return digest, _file_imports(module, path, digest)
+
+
+def _class_file(klass: type) -> tuple[str, str] | None:
+    """(module, path of the file that defines ``klass``), or None for a class without a source file of its own
     (``object``, the standard library's, one made at run time in a module without a file)."""
     package = klass.__module__.split(".")[0]
     if klass is object or package in sys.stdlib_module_names or package == "builtins":
@@ -69,21 +168,26 @@ def _class_source(klass: type) -> tuple[str, str] | None:
         path = inspect.getsourcefile(klass)
     except (TypeError, OSError):
         return None
-    if not path or not os.path.isfile(path):
-        return None
-    with open(path, "rb") as handle:
-        return klass.__module__, hashlib.blake2b(handle.read(), digest_size=8).hexdigest()
+    return (klass.__module__, path) if path else None
 
 
 @functools.lru_cache(maxsize=1024)
 def class_code(cls: type) -> tuple[tuple[str, str], ...]:
-    """(module, file digest) of each module that defines ``cls`` or one of its bases, in method resolution order."""
+    """(module, file digest) of each module that defines ``cls`` or one of its bases, in method resolution order,
+    then of the modules of Tessera's own packages that those import, transitively (breadth first)."""
     cls = vars(cls).get(CODE_OF, cls)
     found: dict[str, str] = {}
+    pending: list[str] = []
     for klass in cls.__mro__:
-        source = _class_source(klass)
-        if source is not None:
-            found.setdefault(*source)
+        where = _class_file(klass)
+        code = _module_code(*where) if where is not None and where[0] not in found else None
+        if code is not None:
+            found[where[0]] = code[0]
+            pending.extend(code[1])
+    for module in pending:  # grows as it goes: each helper's own imports are read in turn
+        if module not in found and (code := _module_code(module)) is not None:
+            found[module] = code[0]
+            pending.extend(code[1])
     return tuple(found.items())
 
 

@@ -1,6 +1,7 @@
 """The step cache key covers the code that computes a step: a real flow run in-process with a real cache, its
-operator's module file rewritten between runs (as an edit in an editable install, or of a plugin, is), misses the
-entries the old code stored; an operator whose file is untouched still hits."""
+operator's module file, or a helper module that file imports, rewritten between runs (as an edit in an editable
+install, or of a plugin, is), misses the entries the old code stored; an operator whose files are untouched still
+hits."""
 
 from __future__ import annotations
 
@@ -84,16 +85,105 @@ def test_an_edited_operators_steps_recompute_and_an_untouched_one_still_hits(mod
     path.write_text(STAMP_SOURCE.replace("[STAMP]", "['fixed']"))
     edited = load_stamp(path, module_name, monkeypatch)
     assert run() == ({"words": 1.0, "stamp": 0.0}, {"fixed"})  # the edited step recomputes, words still hits
-    assert dict(class_code(edited)).keys() == {module_name, "operators.base"}
+    # its own file, its base's, and the Tessera modules those import (operators.tables), named as imported
+    assert {module_name, "operators.base", "operators.tables"} <= dict(class_code(edited)).keys()
+
+
+HELPER_SOURCE = '''\
+"""A helper module of the test operator below, which the test rewrites."""
+
+STAMP = "old"
+'''
+
+STAMPED_SOURCE = '''\
+"""A test operator that takes its stamp from a helper module{lazily}."""
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict
+
+from operators.base import Operator
+from operators.tables import set_column
+{top}
+
+class Stamp(Operator):
+    """Writes the stamp its helper holds on every row."""
+
+    name = "test.code_stamp"
+    scope = "row"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def reads(self) -> list[str]:
+        return ["text"]
+
+    def produces(self) -> dict[str, str]:
+        return {{"stamp": "data"}}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        {inside}
+        return set_column(table, "stamp", pa.array([helper.STAMP] * table.num_rows))
+'''
+
+HELPER = "operators._stamp_helper_probe"
+IMPORT = "from operators import _stamp_helper_probe as helper"
+
+
+def load_module(path, module_name, monkeypatch):
+    """Import (again) the module at ``path`` under ``module_name``, as a new process does after an edit."""
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, module_name, module)
+    spec.loader.exec_module(module)
+    return module
+
+
+# the helper imported at the top of the operator's module, or inside transform (as a setup() imports what it needs)
+@pytest.mark.parametrize("lazily", [False, True])
+def test_an_edited_helper_module_misses_its_operators_steps_and_no_others(lazily, cache, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # each load compiles the file as it is now
+    helper_path, operator_path = tmp_path / "stamp_helper_probe.py", tmp_path / "stamped_probe.py"
+    helper_path.write_text(HELPER_SOURCE)
+    operator_path.write_text(STAMPED_SOURCE.format(lazily=" lazily" if lazily else "", top="" if lazily else IMPORT,
+                                                   inside=IMPORT if lazily else "pass"))
+    results = sample_results(2, 4)
+
+    def run() -> tuple[dict[str, float | None], set[str]]:
+        result = LocalExecutor(cache=cache).run(FLOW, results)
+        return ({step: record.hit_ratio for step, record in result.steps.items()},
+                set(result.table.column("stamp").to_pylist()))
+
+    def load() -> type:  # a new process: the helper and the operator's module imported again
+        load_module(helper_path, HELPER, monkeypatch)
+        registry.all_operators()
+        stamp = load_module(operator_path, "operators._stamped_probe", monkeypatch).Stamp
+        monkeypatch.setitem(registry._registry, stamp.name, stamp)
+        return stamp
+
+    load()
+    assert run() == ({"words": 0.0, "stamp": 0.0}, {"old"})
+    assert HELPER in dict(class_code(load()))  # the same code loaded again: every step hits
+    assert run() == ({"words": 1.0, "stamp": 1.0}, {"old"})
+
+    helper_path.write_text(HELPER_SOURCE.replace('"old"', '"fixed"'))  # only the helper is edited
+    load()
+    assert run() == ({"words": 1.0, "stamp": 0.0}, {"fixed"})  # its operator's step recomputes, words still hits
 
 
 def test_the_code_in_a_key_is_the_tessera_version_and_the_classes_modules_by_name():
     code = code_identity(create("analyze.word_count", {}))
     assert code["tessera"] == tessera_version() != "unknown"
     # its own module and its base class's, named as imported (no path: another install computes the same key)
-    assert code["modules"] == ["operators.analyze.word_count", "operators.base"]
+    # and the Tessera modules those import, transitively (operators.base imports operators.tables, which imports
+    # operators.errors; from operators import params names operators.params, not the package's __init__)
+    assert code["modules"][:2] == ["operators.analyze.word_count", "operators.base"]
+    assert {"operators.tables", "operators.errors", "operators.params"} <= set(code["modules"])
+    assert "operators" not in code["modules"] and not any(module.startswith(("pyarrow", "pydantic"))
+                                                          for module in code["modules"])
     rrf = code_identity(create("fuse.rrf", {"branches": ["a", "b"]}))
     assert "operators.analyze.word_count" not in rrf["modules"] and rrf["source"] != code["source"]
+    # a helper an operator imports (sources.jsonl reads through operators/sources/_documents.py)
+    assert "operators.sources._documents" in code_identity(create("sources.jsonl", {"path": "x.jsonl"}))["modules"]
 
 
 def test_a_placed_steps_proxy_keys_the_code_of_the_operator_it_stands_for():
