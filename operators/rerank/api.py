@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
@@ -18,6 +19,12 @@ from operators.rerank.base import RerankParams, Reranker
 #: Documents per request when ``max_documents_per_request`` is unset: Cohere's and Jina's
 #: limit, and TEI's default ``--max-client-batch-size``.
 DEFAULT_DOCUMENTS_PER_REQUEST = {"cohere": 1000, "jina": 1000, "tei": 32}
+#: Where the key goes unless ``api_key_header`` names another header: as ``Bearer <key>`` (Cohere, Jina, TEI).
+KEY_HEADER = "Authorization"
+#: An HTTP header name (RFC 9110's token).
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Headers the request sets itself, which a key may not replace.
+RESERVED_HEADERS = frozenset({"accept", "content-type", "content-length", "host", "transfer-encoding", "connection"})
 
 
 class ApiReranker(Reranker):
@@ -52,12 +59,15 @@ class ApiReranker(Reranker):
                                                          "query/texts. Either answer shape is accepted.")
         model: str | None = Field(None, description="Model name sent with Cohere/Jina requests (e.g. "
                                   "'rerank-v3.5'); null leaves it out (TEI and Tessera serve one model).")
-        api_key: SecretStr | None = Field(None, json_schema_extra=secret("api_key_env"), description="Bearer "
-                                          "token, for a spec of your own (CLI, Python); never logged. The service "
+        api_key: SecretStr | None = Field(None, json_schema_extra=secret("api_key_env"), description="The key, "
+                                          "for a spec of your own (CLI, Python); never logged. The service "
                                           "refuses it (a saved flow or a task would keep it): use api_key_env.")
         api_key_env: str | None = Field(None, min_length=1, json_schema_extra=env_var(), description="Name of "
-                                        "the environment variable "
-                                        "holding the bearer token (e.g. COHERE_API_KEY), read at setup.")
+                                        "the environment variable holding the key (e.g. COHERE_API_KEY), read at "
+                                        "setup.")
+        api_key_header: str = Field(KEY_HEADER, min_length=1, description="The header the key is sent in: "
+                                    "Authorization (the default) as 'Bearer <key>', any other (e.g. X-Api-Key, "
+                                    "api-key) as the key alone.")
         timeout: float = Field(30.0, gt=0, description="Seconds to wait for a connection or an answer, per "
                                "attempt.")
         max_retries: int = Field(3, ge=0, description="Retries after a connection error, a timeout, a 429 or a "
@@ -88,11 +98,25 @@ class ApiReranker(Reranker):
                 raise ValueError("set api_key or api_key_env, not both")
             return name
 
+        @field_validator("api_key_header")
+        @classmethod
+        def _header_for_a_key(cls, header: str, info: ValidationInfo) -> str:
+            if not HEADER_NAME.fullmatch(header):
+                raise ValueError(f"'{header}' is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)")
+            if header.lower() in RESERVED_HEADERS:
+                raise ValueError(f"{header} is a header the request sets itself; name the one the service reads "
+                                 "its key from (Authorization, X-Api-Key...)")
+            if info.data.get("api_key") is None and info.data.get("api_key_env") is None:
+                raise ValueError("names the header of a key, and no key is set: set api_key_env (or api_key)")
+            return header
+
         @field_validator("user_headers")
         @classmethod
-        def _no_authorization(cls, headers: dict[str, str] | None) -> dict[str, str] | None:
-            if headers and any(key.lower() == "authorization" for key in headers):
-                raise ValueError("must not set Authorization; use api_key or api_key_env")
+        def _no_key_header(cls, headers: dict[str, str] | None, info: ValidationInfo) -> dict[str, str] | None:
+            taken = {KEY_HEADER.lower(), str(info.data.get("api_key_header") or KEY_HEADER).lower()}
+            for name in headers or {}:
+                if name.lower() in taken:
+                    raise ValueError(f"must not set {name}, the header of the key; use api_key_env (or api_key)")
             return headers
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -115,7 +139,8 @@ class ApiReranker(Reranker):
                                     "api_key", op=self.name, step=self.step_id)
         if key:
             remember_secret(key)
-            headers["Authorization"] = f"Bearer {key}"
+            bearer = p.api_key_header.lower() == KEY_HEADER.lower()
+            headers[p.api_key_header] = f"Bearer {key}" if bearer else key
         self._headers = headers
         self._session = make_session(max_retries=p.max_retries, backoff=p.backoff, pool_size=p.concurrent_requests)
 
