@@ -43,7 +43,8 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     Reads ``<folder>/qrels/<split>.tsv``: BEIR's tab-separated ``query-id, corpus-id,
     score`` with a header line, or TREC's four columns ``qid 0 docno relevance`` (tabs or
     spaces). A byte order mark, Windows line ends, blank lines and the spaces around a tab-separated
-    cell are dropped: they would make ids that match nothing. A judgement given twice counts once;
+    cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0`` reads as 1, ``1.5``
+    is an error naming its line: ir-measures' grades are integers). A judgement given twice counts once;
     given twice with two grades, it is an error naming both lines (which grade was meant?).
     """
     path = Path(folder) / "qrels" / f"{split}.tsv"
@@ -69,12 +70,16 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
                 raise SourceError(f"{path}, line {number}: expected 3 tab-separated columns, got {len(parts)}",
                                   **_where(op))
             try:
-                score = int(float(parts[2]))
+                grade = float(parts[2])
             except ValueError:
                 if number == 1:  # the header
                     continue
                 raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number",
                                   **_where(op)) from None
+            if not grade.is_integer():  # ir-measures takes whole grades: 1.5 would be read as 1, silently
+                raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a whole number (grades are "
+                                  "0, 1, 2, ...)", **_where(op))
+            score = int(grade)
             key = (parts[0], parts[1])
             if key in seen:
                 first, grade = seen[key]

@@ -58,6 +58,18 @@ def test_a_judgement_given_two_grades_is_an_error_naming_both_lines(tmp_path):
     assert "'q1' and document 'd1' are judged 0 here and 1 on line 2" in err.value.message
 
 
+def test_a_grade_that_is_not_whole_is_an_error_naming_file_line_and_grade(tmp_path):
+    """ir-measures takes integer grades: 1.5 was read as 1 without a word. 1.0 is whole, and reads as 1."""
+    root = write_dataset(tmp_path / "d", BEIR.replace("q2\td7\t1", "q2\td7\t1.5"))
+    with pytest.raises(BenchError) as err:
+        _load(root)
+    assert err.value.field == "dataset"
+    assert err.value.message == (f"{root / 'qrels' / 'test.tsv'}, line 4: relevance '1.5' is not a whole number "
+                                 "(grades are 0, 1, 2, ...)")
+    assert _load(write_dataset(tmp_path / "whole", BEIR.replace("q2\td7\t1", "q2\td7\t1.0"))).qrels.column(
+        "relevance").to_pylist() == [r for _, _, r in JUDGED]
+
+
 def _load(root: Path):
     from flows.bench.dataset import load_dataset
 
