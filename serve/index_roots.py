@@ -34,6 +34,7 @@ from operators.local_files import local_path_params
 from operators.sources.paths import glob_stem
 from operators.registry import get_operator
 from serve.errors import ApiError
+from serve.param_numbers import check_numbers
 
 #: The repository's bundled data (data/sample): the default data root, and where operators look second.
 REPO = Path(__file__).resolve().parents[1]
@@ -101,6 +102,7 @@ def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> Flo
     steps = {}
     for step_id, step in spec.steps.items():
         check_depth(step.params, f"steps.{step_id}.params")
+        check_numbers(step.params, f"steps.{step_id}.params")
         params = _confined(step.params, roots, f"steps.{step_id}.params")
         _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
         _check_nested_files(step.op, params, step_id, data_roots)

@@ -23,6 +23,7 @@ from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
 from serve.index_roots import check_depth
+from serve.param_numbers import check_numbers
 from serve.routes_tasks import tenant
 from serve.spec_guard import redacted
 
@@ -58,6 +59,7 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
     parsed = FlowSpec.parse(spec)
     for step_id, step in parsed.steps.items():  # (deeper ones fail to serialise: a 500, or a flow that never runs)
         check_depth(step.params, f"steps.{step_id}.params")
+        check_numbers(step.params, f"steps.{step_id}.params")
     flow_store.check_name(name)
     svc.current().check_to_save(parsed.model_copy(update={"name": name}))  # a run's 422s for the spec alone
     flow_store.save(name, parsed, owner=svc.flow_owner(tenant(request)))
