@@ -23,10 +23,6 @@ from serve.threads import calls_model
 router = APIRouter(tags=["search"])
 
 
-def run_search(body: Any, owner: str, cancel: Any = None) -> dict[str, Any]:
-    return searched(svc.current().prepare(body, owner, search=True), cancel)
-
-
 def searched(prepared: svc.Prepared, cancel: Any = None) -> dict[str, Any]:
     """The answer to a search: its flow run here, per query its hits and metadata."""
     started = time.perf_counter()

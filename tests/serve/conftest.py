@@ -243,6 +243,15 @@ def two_document_index(path: Path, **columns) -> None:
     Index.create(path, IndexSettings(dense=False)).add(pa.table({**TWO_DOCUMENTS, **columns}))
 
 
+def run_search(body: dict, tenant: str) -> dict:
+    """``body`` searched as ``POST /v1/search`` does, for ``tenant`` of the last ``Service`` made, without HTTP (what
+    the route adds: its thread pools, a client that goes away)."""
+    from serve import service as svc
+    from serve.routes_search import searched
+
+    return searched(svc.current().prepare(body, tenant, search=True))
+
+
 def uploaded_index(service, name: str = "notes") -> Path:
     """``two_document_index`` as the index ``name`` of ``service``, with the owner file and the task store's row an
     upload makes (owned by ``local``): its folder."""

@@ -12,7 +12,7 @@ import pytest
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.conftest import api_on_localhost, two_document_index
+from tests.serve.conftest import api_on_localhost, run_search, two_document_index
 
 
 def build_index(path) -> None:
@@ -35,8 +35,6 @@ def bm25(flt: dict, **params) -> dict:
 
 
 def searched(steps: dict) -> dict:
-    from serve.routes_search import run_search
-
     return run_search({"flow": {"steps": steps}, "query": "honey", "index": "news"}, "local")
 
 
@@ -79,8 +77,6 @@ def test_a_filter_that_fails_when_the_flow_runs_is_a_422_naming_it(service, step
 
 
 def test_a_step_that_fails_otherwise_stays_a_500(service, tmp_path):
-    from serve.routes_search import run_search
-
     for shard in (tmp_path / "home" / "indices" / "damaged" / "shards").iterdir():
         (shard / "docs.parquet").write_bytes(b"not parquet")  # damaged on disk: the server's problem, not the request's
     with pytest.raises(Exception) as err:

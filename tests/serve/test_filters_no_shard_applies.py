@@ -19,7 +19,7 @@ import pytest
 from serve.errors import ApiError
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, run_search
 
 
 #: How the failing pre-filter on the undecodable ``region`` is named: the condition as written, the value's type,
@@ -94,8 +94,6 @@ def after(flt: dict) -> dict:
 
 
 def hits(steps: dict, index: str = "news") -> list[str]:
-    from serve.routes_search import run_search
-
     answer = run_search({"flow": {"steps": steps}, "query": "honey", "index": index}, "local")
     return [hit["docno"] for hit in answer["results"][0]["hits"]]
 

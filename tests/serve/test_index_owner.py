@@ -12,11 +12,10 @@ import pytest
 from serve.documents import DocumentsRequest
 from serve.errors import ApiError
 from serve.index_owner import OWNER_FILE
-from serve.routes_search import run_search
 from serve.service import Service
 from serve.service_settings import ServiceArgs, resolve
 from serve.taskstore import indices as indices_table
-from tests.serve.conftest import two_document_index
+from tests.serve.conftest import run_search, two_document_index
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 3}}
 
