@@ -1,12 +1,12 @@
-"""Params that name files, folders or environment variables of the machine that runs the step, or a language
-model.
+"""Params that name files, folders or environment variables of the machine that runs the step, a language
+model, or a regular expression.
 
 A flow written by the person who runs it may read whatever that person can; a flow that
 arrives over the network (the service's task and search bodies) must not read the server's
 files or secrets. Such params say so with ``json_schema_extra=local_path()`` (or ``env_var()``,
-``llm_model()``, ``secret()``, ``sent_headers()``), so that the service can confine them (``serve/index_roots.py``,
-``serve/spec_guard.py``) without knowing each operator. Index params are confined on their own
-(an index is named, not only pathed).
+``llm_model()``, ``secret()``, ``sent_headers()``, ``regex()``), so that the service can confine them
+(``serve/index_roots.py``, ``serve/spec_guard.py``) without knowing each operator. Index params are confined on
+their own (an index is named, not only pathed).
 """
 
 from __future__ import annotations
@@ -42,6 +42,13 @@ def sent_headers(env_param: str) -> dict[str, Any]:
     network may not put a credential in one (``serve/spec_guard.py``'s ``CREDENTIAL_HEADERS``), as it may not hold
     a ``secret()``; ``env_param`` names the environment variable of the key the step sends instead."""
     return {"sent_headers": True, "env_param": env_param}
+
+
+def regex() -> dict[str, Any]:
+    """``json_schema_extra`` of a param holding a regular expression the step runs over texts: Python's ``re`` has no
+    timeout and holds the GIL while it backtracks, so a pattern from the network (``(\\w+\\s?)+$``) could stop every
+    request of the process; the service runs such a param at its default only."""
+    return {"regex": True}
 
 
 def llm_model() -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """What a flow from the network may not name besides indices and files (``serve/index_roots.py``): the
-server's environment variables, language models other than the service's aliases, and model folders outside
-the model repository; nor may it hold a key itself.
+server's environment variables, language models other than the service's aliases, model folders outside
+the model repository, and regular expressions other than a param's default; nor may it hold a key itself.
 
 Why: a step that reads a key from the environment (``rerank.api``'s ``api_key_env``, ``sources.mosaic``'s
 ``password_env``) sends it where its spec says, so a client naming ``TESSERA_API_KEYS`` would have every
@@ -67,6 +67,8 @@ def check_operator(operator: Any, where: str) -> None:
             raise key_in_spec(params, name, f"{place}.params.{name}", header)
         for name in marked_params(type(params), "env_var"):
             check_env(getattr(params, name), f"{place}.params.{name}")
+        for name in marked_params(type(params), "regex"):
+            check_default_pattern(params, name, f"{place}.params.{name}")
         language_models = marked_params(type(params), "llm_model")
         for name in language_models:
             check_llm(getattr(params, name), f"{place}.params.{name}")
@@ -159,6 +161,17 @@ def _hide(step: dict[str, Any], place: list[str], name: str, header: str | None)
             params[name][header] = REDACTED
     except (KeyError, IndexError, TypeError, ValueError):  # a nested operator not written where its field says
         step["params"] = REDACTED
+
+
+def check_default_pattern(params: Any, name: str, field: str) -> None:
+    """A 422 for a regular expression other than the param's default: Python's ``re`` has no timeout and holds the GIL
+    while it backtracks, so one pattern (``(\\w+\\s?)+$`` over a long enough text) stopped every request of the
+    replica, its health check too."""
+    default = type(params).model_fields[name].get_default()
+    if getattr(params, name) != default:
+        raise ApiError(422, f"{field}: this service runs no regular expression a request sends (one that backtracks "
+                       f"would hold the whole service); leave {name} out for its default {default!r}",
+                       param=field, code="pattern_not_allowed")
 
 
 def check_env(name: str | None, field: str) -> None:

@@ -7,6 +7,7 @@ from typing import Any, ClassVar, Literal, Sequence
 import numpy as np
 from pydantic import Field
 
+from operators.local_files import regex
 from operators.rerank.base import RerankParams, Reranker
 
 
@@ -54,8 +55,9 @@ class TfidfReranker(Reranker):
         lowercase: bool = Field(True, description="Lowercase texts and query before tokenising.")
         stop_words: Literal["english"] | None = Field(None, description="Drop scikit-learn's English stop words; "
                                                       "null keeps every word.")
-        token_pattern: str = Field(r"(?u)\b\w\w+\b", min_length=1, description="Regular expression of a token "
-                                   "(scikit-learn's default: runs of 2+ word characters).")
+        token_pattern: str = Field(r"(?u)\b\w\w+\b", min_length=1, json_schema_extra=regex(), description="Regular "
+                                   "expression of a token (scikit-learn's default: runs of 2+ word characters); the "
+                                   "service runs the default only.")
         max_ngram: int = Field(1, ge=1, le=3, description="Use word n-grams from 1 up to this length as terms.")
         sublinear_tf: bool = Field(False, description="TF-IDF only: use 1 + log(tf) instead of the raw count.")
         norm: Literal["l2", "l1"] | None = Field("l2", description="TF-IDF only: normalise each vector to unit "

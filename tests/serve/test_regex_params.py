@@ -1,0 +1,44 @@
+"""A flow from the network runs no regular expression of its own (``rerank.tfidf``'s ``token_pattern``): Python's ``re``
+has no timeout and holds the GIL while it backtracks, so ``(\\w+\\s?)+$`` over a query of a few dozen words held the
+service's whole process, every other request and its health check included. A 422 naming the field; the default,
+also when written out, runs. Through the FastAPI app on uvicorn, without Ray."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.serve.conftest import api_on_localhost, two_document_index
+
+DEFAULT = r"(?u)\b\w\w+\b"
+
+
+@pytest.fixture
+def base(make_service):
+    service = make_service()
+    two_document_index(service.indices.folder / "notes")
+    with api_on_localhost() as url:
+        yield url
+
+
+def flow(pattern: str) -> dict:
+    return {"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+                      "tfidf": {"op": "rerank.tfidf", "params": {"token_pattern": pattern}, "inputs": ["bm25"]}}}
+
+
+@pytest.mark.parametrize("pattern", [r"(\w+\s?)+$", r"\w+"])
+def test_a_pattern_of_the_request_is_a_422_naming_it(base, pattern):
+    answer = requests.post(base + "/v1/search", json={"flow": flow(pattern), "query": "bees", "index": "notes"},
+                           timeout=60)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert (error["param"], error["code"]) == ("steps.tfidf.params.token_pattern", "pattern_not_allowed")
+    saved = requests.put(base + "/flows/tokens", json=flow(pattern), timeout=60)
+    assert saved.status_code == 422 and saved.json()["error"]["code"] == "pattern_not_allowed", saved.text
+
+
+def test_the_default_pattern_runs(base):
+    answer = requests.post(base + "/v1/search", json={"flow": flow(DEFAULT), "query": "bees", "index": "notes"},
+                           timeout=60)
+    assert answer.status_code == 200, answer.text
+    assert [hit["doc_id"] for hit in answer.json()["results"][0]["hits"]][:1] == ["bees"]
