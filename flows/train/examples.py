@@ -5,7 +5,8 @@ call relevant) followed by pseudo-queries (``"synthetic": True``), which only th
 in ``synthetic.kinds`` read. So a run can mine examples and still leave a kind with none
 (every qrel naming a document the corpus lacks, with pseudo-queries for the cross-encoder
 only): that kind is refused before anything trains, instead of a checkpoint saved from zero
-steps. What each kind trained on is recorded and printed per model, as its own numbers
+steps; one that has examples of a single query is warned about (no step can teach it anything). What each
+kind trained on is recorded and printed per model, as its own numbers
 (its examples, its queries, the negatives its trainer reads), not mining's totals.
 """
 
@@ -35,6 +36,25 @@ def check_judged(own: dict[str, list[dict[str, Any]]], mining: dict[str, Any], l
             raise TrainError(f"{kind}: no judged example: {why}; nothing to train it on", field="dataset")
         log(f"warning: {kind} trains on {len(examples)} pseudo-queries alone, with no judged example ({why}): it "
             "learns the corpus's own sentences, not your queries")
+
+
+#: The fewest queries a kind's examples come from for a step to teach anything. A batch never holds one query
+#: twice (``_loop.batches``; ColBERT's batches are its examples in turn) and each example's positive is ranked
+#: against the other examples' documents in its batch (the in-batch negatives, why ``batch_size`` is above 1):
+#: with one query each step is that one example alone, ranked against its own hard negatives at most.
+MIN_QUERIES = 2
+
+
+def warn_too_few(own: dict[str, list[dict[str, Any]]], log: Callable[[str], None]) -> None:
+    """Warn, before anything trains, for each kind whose examples come from fewer than ``MIN_QUERIES`` queries: the
+    run still trains it (a smoke test of the data and the recipe), but the checkpoint is not a useful model."""
+    for kind, examples in own.items():
+        queries = len({e["query"] for e in examples})
+        if examples and queries < MIN_QUERIES:
+            log(f"warning: {kind} trains on {len(examples)} example{'' if len(examples) == 1 else 's'} from "
+                f"{queries} query: each step sees it alone, with no other query's document to rank below its "
+                f"positive, so the checkpoint learns next to nothing; judge at least {MIN_QUERIES} queries "
+                "(hundreds for a useful model)")
 
 
 def counts(kind: str, params: BaseModel, examples: list[dict[str, Any]], mining: dict[str, Any]) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
 from operators.errors import first_validation_problem
-from flows.train.examples import check_judged, counts, own_examples
+from flows.train.examples import check_judged, counts, own_examples, warn_too_few
 from flows.train.quiet import quiet_libraries
 from flows.train.mining import LabelledSet, MiningParams
 from flows.train.resume import RESUMABLE, EpochState, staging_folder
@@ -304,6 +304,7 @@ def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
     own = {kind: own_examples(kind, examples, training.synthetic.kinds) for kind in needs_data}
     if mined:
         check_judged(own, mined.stats, log)  # every kind, before the first one trains
+        warn_too_few(own, log)
     results = []
     for kind in kinds:
         params = _with_own_base(kind, training.params(kind), output, options.name_prefix)

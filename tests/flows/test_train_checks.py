@@ -5,7 +5,7 @@ is written into temporary BEIR folders, each spoiled one way: train qrels that n
 documents the corpus lacks, a corpus that is TSV, empty or repeats an id, qrels that
 name an unknown query. Mining runs for real (BM25 only, an index of about 70 documents
 in the test's own index folder); no test here trains a model, except where noted (resuming an
-interrupted run, ``tessera train --list``, ColBERT's progress bar).
+interrupted run, ``tessera train --list``, ColBERT's progress bar, one example's warning).
 """
 
 from __future__ import annotations
@@ -106,6 +106,28 @@ def test_a_kind_with_no_judged_example_is_refused_before_training_and_pseudo_alo
     check_judged(own, mined.stats, warned.append)  # the cross-encoder has the 6 pseudo-queries: it trains, warned
     assert len(own["cross-encoder"]) == 6 and len(warned) == 1
     assert warned[0].startswith("warning: cross-encoder trains on 6 pseudo-queries alone")
+
+
+@pytest.mark.slow  # trains the bi-encoder for a step
+def test_judgements_that_give_one_example_train_it_with_a_warning_before_training(base, home, tmp_path):
+    """One judged query is one example (or a few of one query): no batch holds two, so no step ranks the positive
+    against another query's document. It still trains (a smoke test), warned before the first step."""
+    from flows.train.examples import MIN_QUERIES, warn_too_few
+    from flows.train.recipe import train
+
+    first = qrels_rows(base, "train")[0]
+    data = _variant(base, tmp_path / "one", qrels=[first])
+    lines: list[str] = []
+    report = train(_options(data, tmp_path), log=lines.append)
+    assert report.models[0].record["counts"]["examples"] == 1  # the pseudo-queries are the cross-encoder's
+    warned = [n for n, line in enumerate(lines) if line.startswith("warning: bi-encoder trains on 1 example from "
+                                                                    "1 query: each step sees it alone")]
+    training = [n for n, line in enumerate(lines) if line.startswith("bi-encoder: training on 1 examples")]
+    assert len(warned) == 1 and warned[0] < training[0], lines
+    assert f"judge at least {MIN_QUERIES} queries" in lines[warned[0]]
+    said: list[str] = []  # from two queries, a batch holds both: no warning
+    warn_too_few({"bi-encoder": [{"query": "first"}, {"query": "second"}]}, said.append)
+    assert said == []
 
 
 def test_a_folder_that_is_no_checkpoint_is_kept_unless_force_and_a_file_output_is_refused(base, home, tmp_path):
