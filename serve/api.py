@@ -23,8 +23,8 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 
 from serve import (
-    auth, chat, chat_flows, cohere_chat, cohere_embed, errors, routes_chat, routes_flows, routes_indices, routes_search,
-    routes_tasks, routes_ui,
+    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, errors, routes_chat, routes_flows, routes_indices,
+    routes_search, routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
 from serve.health import deployment_statuses, live_cards, readiness, service_readiness
@@ -45,6 +45,7 @@ _describe_routes = app.openapi
 app.openapi = lambda: auth.declare_keys(_describe_routes())  # generated once, then cached by FastAPI
 app.add_middleware(auth.BodyLimit)
 app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
+app.add_middleware(browser_guard.LocalBrowsers)  # outside both: a web page is refused before anything is read
 errors.install(app)  # outermost
 
 
@@ -63,8 +64,10 @@ class ModelAPI:
             for key in (card.id, *card.aliases):
                 self.by_name[key] = card
         self.app_name = serve.get_replica_context().app_name
+        host = auth.http_host()
+        browser_guard.configure(local_only=auth.is_loopback(host) and not (service or {}).get("keys"))
         if service is not None:
-            auth.check_exposure(auth.http_host(), bool(service["keys"]), service["allow_public_without_keys"])
+            auth.check_exposure(host, bool(service["keys"]), service["allow_public_without_keys"])
             limits = service["limits"]
             auth.configure(service["keys"], limits["max_body_bytes"], limits["max_upload_bytes"])
             from serve.service import Service

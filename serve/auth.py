@@ -50,6 +50,11 @@ def configure(keys: dict[str, str], max_body_bytes: int | None, max_upload_bytes
     _settings["max_upload_bytes"] = max_upload_bytes
 
 
+def has_keys() -> bool:
+    """Whether API keys are configured (else every caller is ``local``)."""
+    return bool(_settings["keys"])
+
+
 def is_loopback(host: str) -> bool:
     """Whether ``host`` (an interface to listen on) is reachable from this machine only."""
     if host in ("localhost", ""):

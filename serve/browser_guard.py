@@ -1,0 +1,100 @@
+"""A service without API keys, listening on loopback, answers this machine's own clients only, not a web page.
+
+Without keys every caller is the tenant ``local``, and a browser on the same machine is a caller too: any page it
+opens may send a cross-origin "simple" request (a multipart ``POST``, which needs no CORS preflight) to
+``http://127.0.0.1:PORT``, and it was taken: a page uploaded files into a new index, which an ingestion task then
+built (cross-site request forgery). A page may also rebind its own host name to 127.0.0.1 (DNS rebinding): its
+requests are then same-origin for the browser, which lets it read every answer (tasks, results, documents).
+
+So, while no keys are configured and the HTTP proxy listens on loopback (``configure``):
+
+* the ``Host`` header must name this machine (``localhost`` or a loopback address, any port): a rebound name is a
+  403 ``host_not_allowed``;
+* a request a browser marks as coming from another origin (an ``Origin`` other than the service's own, ``Origin:
+  null``, or ``Sec-Fetch-Site`` other than ``same-origin``/``none``) is a 403 ``cross_origin``; a ``GET``/``HEAD``
+  of a page that holds no data (the web UI, ``/docs``, ``/healthz``: ``auth.is_open``) stays open, so a link to
+  the UI from another page still opens it.
+
+With keys, the key is what a page cannot send (browsers never add an ``Authorization`` header on their own, and
+this service answers no CORS preflight), so nothing here applies: a service behind a proxy that keeps the public
+``Host`` needs keys anyway (``auth.check_exposure``).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from starlette.types import Receive, Scope, Send
+
+from serve import auth
+from serve.errors import HttpMiddleware, error_response
+
+log = logging.getLogger("tessera.serve")
+
+_settings = {"local_only": False}
+#: ``Sec-Fetch-Site`` values of a request the service's own page (``same-origin``) or the user (``none``: typed
+#: into the address bar, a bookmark) made.
+OWN_SITES = frozenset({"same-origin", "none"})
+
+
+def configure(local_only: bool) -> None:
+    """``local_only``: no keys, and the HTTP proxy listens on loopback (the ingress replica decides, at start)."""
+    _settings["local_only"] = local_only
+
+
+def host_name(host: str) -> str:
+    """The name or address of a ``Host`` header's value, without its port (``[::1]:8000`` -> ``::1``)."""
+    if host.startswith("["):
+        return host[1:].split("]", 1)[0]
+    return host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+
+
+def is_this_machine(host: str) -> bool:
+    name = host_name(host).lower().rstrip(".")
+    if name == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def foreign_origin(headers: dict[bytes, bytes], scheme: str, host: str) -> str | None:
+    """The header that says a browser sent the request from another origin, or None."""
+    origin = headers.get(b"origin", b"").decode("latin-1").strip()
+    if origin and origin.lower() != f"{scheme}://{host}".lower():
+        return "Origin"
+    site = headers.get(b"sec-fetch-site", b"").decode("latin-1").strip().lower()
+    if site and site not in OWN_SITES:
+        return "Sec-Fetch-Site"
+    return None
+
+
+class LocalBrowsers(HttpMiddleware):
+    """403 for a rebound ``Host`` or a cross-origin browser request while the service has no keys (module doc)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not _settings["local_only"] or auth.has_keys():
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        host = headers.get(b"host", b"").decode("latin-1").strip()
+        if host and not is_this_machine(host):
+            log.info("refused %s %s: Host %r is not this machine", scope.get("method"), scope.get("path"), host)
+            await error_response(403, f"Host '{host}' is not this machine: this service has no API keys, so it "
+                                 "answers requests to localhost or a loopback address only (a web page that rebinds "
+                                 "its own name to this machine is refused); configure API keys (docs/security.md) "
+                                 "to serve other names", param="Host", code="host_not_allowed")(scope, receive, send)
+            return
+        page = scope.get("method") in ("GET", "HEAD") and auth.is_open(auth.route_path(scope))
+        header = None if page else foreign_origin(headers, scope.get("scheme", "http"), host)
+        if header is not None:
+            log.info("refused %s %s: sent from another origin (%s)", scope.get("method"), scope.get("path"), header)
+            await error_response(403, f"a request from another origin (its {header} header): this service has no API "
+                                 "keys, so it answers its own web UI and clients that are not browsers only (any "
+                                 "page could otherwise act as this machine's user); configure API keys "
+                                 "(docs/security.md) to call it from other pages", param=header,
+                                 code="cross_origin")(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
