@@ -11,13 +11,19 @@ import re
 
 from pydantic import ValidationError
 
-from operators.errors import SpecError, first_validation_problem
+from operators.errors import SpecError, plain_message, unknown_name_hint
 
 
 def spec_error(err: ValidationError) -> SpecError:
-    """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field."""
-    first, field, message = first_validation_problem(err)
+    """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field. An unknown field
+    comes first, with the close names of its neighbours: a misspelt required field (``placement: {deploymnet:
+    ...}``) is also a missing one, and the name written is what the author must fix."""
+    errors = err.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(part) for part in first["loc"]]
+    field, message = ".".join(loc) or None, plain_message(first)
+    if first["type"] == "extra_forbidden" and (known := _fields_at(loc[:-1])):
+        message += unknown_name_hint(loc[-1], known, "fields")
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
@@ -32,3 +38,13 @@ def yaml_bool_hint(message: str) -> str:
         return (f"{message}; YAML reads unquoted no, yes, on, off, true and false as booleans: quote the "
                 "value ('no') to mean the text")
     return message
+
+
+def _fields_at(parent: list[str]) -> list[str]:
+    """The fields a spec may hold at ``parent``: the spec's, a step's or a placement's; none elsewhere."""
+    from flows.spec import FlowSpec, Placement, StepSpec  # flows.spec imports this module
+
+    model = {0: FlowSpec, 2: StepSpec, 3: Placement}.get(len(parent)) if parent[:1] in ([], ["steps"]) else None
+    if model is Placement and parent[2] != "placement":
+        return []
+    return sorted(model.model_fields) if model is not None else []

@@ -114,9 +114,10 @@ def nesting_depth(data: Any) -> int:
 
 
 def read_text(path: Path) -> str:
-    """A spec file's text; a file that is not UTF-8 text is a ``SpecError`` naming it."""
+    """A spec file's text; a file that is not UTF-8 text is a ``SpecError`` naming it. A byte order mark (an editor
+    on Windows writes one) is dropped, as YAML drops it: JSON would refuse the file for it."""
     try:
-        return path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8-sig")
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a spec (the file is not UTF-8 text)", field="spec") from None
     except OSError as err:
@@ -135,7 +136,7 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
             _check_size(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
-        raise SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}", field="spec") from None
+        raise SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}{_tab_hint(err)}", field="spec") from None
     except SpecError as err:
         raise SpecError(f"{where}{err.message}", field=err.field) from None
     finally:
@@ -143,6 +144,12 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
     return data
+
+
+def _tab_hint(err: yaml.YAMLError) -> str:
+    """PyYAML names a tab only as "found character '\\t' that cannot start any token": say what to do."""
+    problem = getattr(err, "problem", None) or ""
+    return "; YAML indents with spaces, not tabs: replace the tab with spaces" if "'\\t'" in problem else ""
 
 
 class _SpecLoader(yaml.SafeLoader):

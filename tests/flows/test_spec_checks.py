@@ -172,7 +172,21 @@ def test_a_validation_error_in_a_file_names_the_file(tmp_path):
     path.write_text("steps:\n  bm25: {op: retrieve.bm25, param: {k: 10}}\n", encoding="utf-8")
     with pytest.raises(SpecError) as err:
         FlowSpec.load(path)
-    assert err.value.message == f"{path}: unknown field" and err.value.field == "steps.bm25.param"
+    assert err.value.message.startswith(f"{path}: unknown field; did you mean 'params'? (fields: batch_size, ")
+    assert err.value.field == "steps.bm25.param"
+
+
+@pytest.mark.parametrize(("step", "field", "hint"), [
+    ({"op": "rerank.embedding", "placement": {"deploymnet": "embedder"}}, "steps.rr.placement.deploymnet",
+     "unknown field; did you mean 'deployment'? (fields: app, deployment)"),
+    ({"op": "rerank.embedding", "placment": {"deployment": "embedder"}}, "steps.rr.placment",
+     "unknown field; did you mean 'placement'?"),
+])
+def test_a_misspelt_spec_field_is_named_with_the_close_names_not_as_the_field_it_leaves_missing(step, field, hint):
+    """A misspelt required field is also a missing one: pydantic named ``deployment`` as missing first."""
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {"rr": step}})
+    assert err.value.field == field and err.value.step == "rr" and err.value.message.startswith(hint)
 
 
 def test_the_executor_checks_columns_against_its_input_before_the_first_step(bm25_index, monkeypatch):

@@ -96,3 +96,18 @@ def test_a_misspelt_flow_name_suggests_the_close_ones():
     assert "did you mean 'hybrid'" in err.value.message and "built-in flows:" not in err.value.message
     with pytest.raises(SpecError, match="built-in flows: .*hybrid"):
         read_mapping("zzzz")
+
+
+@pytest.mark.parametrize("suffix", [".json", ".yaml"])
+def test_a_spec_file_with_a_byte_order_mark_reads_as_without(tmp_path, suffix):
+    """Editors on Windows write a UTF-8 byte order mark; YAML dropped it, JSON refused the file for it."""
+    path = tmp_path / f"flow{suffix}"
+    path.write_bytes(b"\xef\xbb\xbf" + b'{"steps": {"bm25": {"op": "retrieve.bm25", "params": {"k": 3}}}}')
+    assert FlowSpec.load(path).steps["bm25"].params == {"k": 3}
+
+
+@pytest.mark.parametrize("text", ["steps:\n\tbm25: {op: retrieve.bm25}\n", "steps:\n  bm25:\t{op: retrieve.bm25}\n"])
+def test_a_tab_in_yaml_is_named_as_a_tab(text):
+    err = spec_error(text)
+    assert "line 2" in err.message and err.message.endswith("YAML indents with spaces, not tabs: replace the tab "
+                                                            "with spaces")
