@@ -59,6 +59,9 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
+    if query is not None and not isinstance(query, (str, int, float)) or isinstance(query, bool):
+        # str() would run a list's or an object's Python repr as the query ("['a', 'b']")
+        raise SpecError(f"must be the query text, got {type(query).__name__}", field="query")
     return {"name": str(body.get("name") or name), "steps": steps}, (None if query is None else str(query))
 
 

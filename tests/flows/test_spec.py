@@ -163,6 +163,11 @@ def test_mosaic_errors_name_the_step():
     with pytest.raises(ParamsError) as err:
         from_mosaic({"query": "q", "1": {"id": "reduction", "parameters": {"k": "x"}}})[0].build()
     assert err.value.step == "1" and err.value.field == "steps.1.params.k"
+    for query in (["a", "b"], {"text": "a"}, True):  # str() would make a list's repr the query
+        with pytest.raises(SpecError, match="must be the query text") as err:
+            from_mosaic({"query": query, "1": {"id": "reduction"}})
+        assert err.value.field == "query"
+    assert from_mosaic({"query": 7, "1": {"id": "reduction"}})[1] == "7"
     for key in ("¹", "٣", "9" * 5000):  # digits to str.isdigit, not to int(): unknown fields, never a crash
         with pytest.raises(SpecError) as err:
             from_mosaic({"query": "q", "1": {"id": "reduction"}, key: {"id": "reduction"}})
