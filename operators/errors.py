@@ -120,11 +120,24 @@ class ParamsError(SpecError):
             if known is not None and len(first["loc"]) == 1:
                 message += unknown_name_hint(str(first["loc"][0]), known, "parameters")
         else:
-            message = f"{plain_message(first)} (got {short_repr(first.get('input'))})" + expected(first, known)
+            got = f" (got {short_repr(first.get('input'))})" if quotable(first, known) else ""
+            message = plain_message(first) + got + expected(first, known)
         more = len(errors) - 1
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
+
+
+def quotable(error: dict, known: Iterable[str] | None) -> bool:
+    """Whether an error may quote the value it refused: not a key (a param marked ``secret()`` or ``sent_headers()``
+    in ``operators/local_files.py``, ``known`` mapping the params to pydantic's fields), nor the params whole (a check
+    of the model, whose input holds those), since the error reaches logs and clients (``GET /flows``' reasons)."""
+    if not isinstance(known, dict):
+        return True
+    extras = {name: getattr(field, "json_schema_extra", None) for name, field in known.items()}
+    keys = {name for name, extra in extras.items()
+            if isinstance(extra, dict) and (extra.get("secret") or extra.get("sent_headers"))}
+    return not keys or (bool(error["loc"]) and error["loc"][0] not in keys)
 
 
 def expected(error: dict, known: Iterable[str] | None) -> str:

@@ -86,3 +86,18 @@ def test_a_step_whose_params_no_longer_validate_is_shown_redacted(make_service):
         answer = requests.get(f"{base}/flows/keyed", timeout=30)
     assert answer.status_code == 200 and KEY not in answer.text and COOKIE not in answer.text, answer.text
     assert answer.json()["steps"]["rr"]["params"]["gone_param"] == 1
+
+
+@pytest.mark.parametrize("params", [{"user_headers": {"Authorization": f"Bearer {KEY}"}}, {"api_key": [KEY]}],
+                         ids=["authorization", "not-a-string"])
+def test_a_flow_file_whose_key_fails_to_validate_shows_no_key_in_its_reason(make_service, params):
+    """Written by hand into the CLI's folder (``tessera flows save`` refuses both): the step does not build, and
+    ``GET /flows`` says why, naming the field; before, its reason quoted the value it refused (the key)."""
+    make_service()
+    path = flow_store.save("keyed", FlowSpec.parse({"steps": {"rr": {"op": "rerank.api", "params": {"url": URL}}}}))
+    path.write_text(FlowSpec.parse({"steps": {"rr": {"op": "rerank.api", "params": {"url": URL, **params}}}}).to_yaml())
+    with api_on_localhost() as base:
+        listing, shown = (requests.get(f"{base}/flows{name}", timeout=30) for name in ("", "/keyed"))
+    reason = listing.json()["status"]["keyed"]["reason"]
+    assert f"field 'steps.rr.params.{next(iter(params))}'" in reason and KEY not in reason, reason
+    assert shown.status_code == 200 and KEY not in shown.text, shown.text
