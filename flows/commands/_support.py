@@ -61,7 +61,7 @@ def check_job_paths(*, outputs: dict[str, Any] | None = None, inputs: dict[str, 
     if executor == "ray":  # a job-server address or a stopped cluster: before an ingestion stages its corpus
         from flows.executors.ray_address import check_ray_address
 
-        check_ray_address()
+        check_ray_address(ahead=True)  # the run's ray.init takes it as checked: one probe
     if not in_ray_job():
         return
 

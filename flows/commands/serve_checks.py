@@ -70,13 +70,9 @@ def home_readable_by_others(config: dict, home: Path) -> str | None:
 
 def checked_address(address: str | None) -> str | None:
     """``address`` as given, once ``flows.executors.ray_address`` found that Ray can join it (``RAY_ADDRESS`` when
-    it is None); a ``RayAddressError`` naming the setting otherwise. A token Ray would not send is a note on stderr:
-    ``serve run`` fails on such a cluster with Ray's traceback."""
-    import sys
-
-    from flows.executors.ray_address import check_ray_address, token_not_sent
+    it is None); a ``RayAddressError`` naming the setting otherwise, a cluster that refuses this process's token
+    among them (``serve run`` failed there after about 20 s, with Ray's traceback)."""
+    from flows.executors.ray_address import check_ray_address
 
     check_ray_address(address, job_hint=False)
-    if note := token_not_sent(address):
-        print(f"tessera serve: {note}", file=sys.stderr)
     return address

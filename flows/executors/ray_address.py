@@ -6,10 +6,14 @@ minutes or after work was done (an ingestion had staged its corpus):
 * the job server's ``http://HOST:8265`` (what ``ray job submit`` takes, and what cluster/README.md exports as
   ``RAY_ADDRESS``) is not a cluster address: ``ray.init`` raises a bare ``ValueError``;
 * an address where nothing listens (a cluster that was stopped) made ``ray.init`` retry for minutes;
+* a port where something else listens (a web server, a socket that accepts and says nothing) made ``ray.init``
+  wait for minutes, its own GCS client warning every few seconds;
 * a cluster with token authentication refuses a driver that does not send the token: ``ConnectionError`` after
   about 20 s of Ray's own warnings.
 
-Each is one ``RayAddressError`` here, naming the setting and what to give instead (docs/cluster.md).
+So the address is asked, before ``ray.init``, the question Ray asks first, with Ray's own gRPC channel (its TLS
+and token settings) and a deadline: the GCS's ``GetClusterId``, or Ray Client's ``PING`` for ``ray://``. Each
+refusal is one ``RayAddressError`` here, naming the setting and what to give instead (docs/cluster.md).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import Mapping
 
 from operators.errors import TesseraError
 
-#: How long the probe waits for the address to accept a connection.
+#: How long the probe waits for the address to accept a connection, and then for Ray's answer.
 PROBE_SECONDS = 5.0
 #: Values that start a local Ray or find one on this machine rather than name a cluster.
 LOCAL = ("", "local", "auto")
@@ -31,6 +35,11 @@ class RayAddressError(TesseraError):
     """The Ray cluster to join is named wrongly, does not answer, or refused this process."""
 
 
+#: Addresses a command checked ahead of its run (``check_ray_address(ahead=True)``), so that the ``ray.init`` of
+#: that run does not ask them again: one probe a run.
+_checked_ahead: set[str] = set()
+
+
 def given_address(address: str | None, environ: Mapping[str, str] = os.environ) -> tuple[str, str]:
     """``(address, setting)``: ``address`` itself when given (``--address``), else ``RAY_ADDRESS``."""
     if address:
@@ -39,21 +48,27 @@ def given_address(address: str | None, environ: Mapping[str, str] = os.environ) 
 
 
 def check_ray_address(address: str | None = None, environ: Mapping[str, str] = os.environ, *,
-                      job_hint: bool = True) -> None:
-    """Refuse an address Ray cannot join: the job server's HTTP address, or a host and port where nothing listens.
-    Nothing to check for a local Ray (no address, ``local``, ``auto``). ``job_hint``: say that a command can be
-    submitted to that job server instead (the batch commands; not ``tessera serve``)."""
+                      job_hint: bool = True, ahead: bool = False) -> None:
+    """Refuse an address Ray cannot join: the job server's HTTP address, a host and port where nothing listens or
+    something other than Ray answers, a cluster that refuses this process's token. Nothing to check for a local
+    Ray (no address, ``local``, ``auto``). ``job_hint``: say that a command can be submitted to that job server
+    instead (the batch commands; not ``tessera serve``). ``ahead``: a check before the run, whose ``ray.init``
+    (``ray_env.ensure_ray``) then takes the address as checked rather than probing it again."""
     value, setting = given_address(address, environ)
     value = value.strip()
     if value.lower() in LOCAL:
         return
+    if not ahead and value in _checked_ahead:
+        _checked_ahead.discard(value)
+        return
     local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
+    field = setting.lstrip("-")
     if value.lower().startswith(("http://", "https://")):
         job = f"; or submit the command to it as a job (`ray job submit`, {DOCS})" if job_hint else ""
         raise RayAddressError(
             f"{setting} {value!r} is the address of Ray's job server (the dashboard, which `ray job submit` takes): "
             f"a cluster is joined at its GCS address, HOST:6379 (what `ray start --address` takes), or at "
-            f"ray://HOST:10001{job}; or {local} to start a local Ray", field=setting.lstrip("-"))
+            f"ray://HOST:10001{job}; or {local} to start a local Ray", field=field)
     host, port = _host_port(value)
     if host is None:
         return  # a form Ray reads its own way: its own error, if any
@@ -65,7 +80,17 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
         raise RayAddressError(
             f"{setting} {value!r}: nothing answers at {dialed}:{port} ({err.strerror or err}): the cluster is not "
             f"running there, or the port is not the head's GCS port (6379 unless `ray start --head --port` chose "
-            f"another); or {local} to start a local Ray", field=setting.lstrip("-")) from None
+            f"another); or {local} to start a local Ray", field=field) from None
+    client = value.lower().startswith("ray://")
+    refusal = ray_refusal(dialed, port, client=client)
+    if refusal is not None and refusal[0] == "UNAUTHENTICATED":  # before ray.init, whose GCS client warns 20 s
+        raise joining_failed(ConnectionError(f"the cluster refused this process ({refusal[1]})"), address, environ)
+    if refusal is not None:
+        raise RayAddressError(f"{setting} {value!r}: {_not_ray(refusal, f'{dialed}:{port}', client)}; give the "
+                              f"head's GCS address, HOST:6379 (the port `ray start --head --port` chose), or "
+                              f"ray://HOST:10001; or {local} to start a local Ray", field=field)
+    if ahead:
+        _checked_ahead.add(value)
 
 
 def joining_failed(err: Exception, address: str | None = None,
@@ -83,19 +108,53 @@ def joining_failed(err: Exception, address: str | None = None,
     return RayAddressError(f"cannot join {where}: {first}; {hint}", field=setting.lstrip("-") if value else None)
 
 
-def token_not_sent(address: str | None = None, environ: Mapping[str, str] = os.environ) -> str | None:
-    """A note when a cluster is joined with a Ray token at hand that Ray will not send (``RAY_AUTH_MODE`` is not
-    ``token``): a cluster with token authentication on refuses the process after about 20 s (``tessera serve``:
-    Ray's traceback from ``serve run``). None when nothing is joined, or the token is sent or absent."""
-    value, setting = given_address(address, environ)
-    if value.strip().lower() in LOCAL or environ.get("RAY_AUTH_MODE", "").strip():
-        return None
-    path = environ.get("RAY_AUTH_TOKEN_PATH") or os.path.expanduser("~/.ray/auth_token")
-    if not environ.get("RAY_AUTH_TOKEN") and not os.path.isfile(path):
-        return None
-    return (f"a Ray token exists but RAY_AUTH_MODE is not set, so it is not sent to the cluster at {setting} "
-            f"{value.strip()!r}: if that cluster has token authentication on, it refuses this one; export "
-            f"RAY_AUTH_MODE=token ({DOCS}#token-authentication)")
+def ray_refusal(host: str, port: int, *, client: bool = False) -> tuple[str, str] | None:
+    """None when ``host:port`` answers as Ray does: a GCS its cluster id (what ``ray.init`` asks first), Ray Client
+    (``client``) its ``PING``. Else ``(gRPC status name, detail)``: ``UNAUTHENTICATED`` from a cluster that refused
+    this process's token, or for a token Ray finds nowhere to send; any other status, something that is not that
+    part of Ray (``DEADLINE_EXCEEDED``: no answer in ``PROBE_SECONDS``). Ray's own channel: its TLS and token."""
+    import grpc
+    from ray._common.network_utils import build_address
+    from ray._private.gcs_utils import create_gcs_channel
+    from ray.exceptions import AuthenticationError
+
+    try:
+        with create_gcs_channel(build_address(host, port)) as channel:
+            if client:
+                from ray.core.generated import ray_client_pb2, ray_client_pb2_grpc
+
+                ray_client_pb2_grpc.RayletDriverStub(channel).ClusterInfo(
+                    ray_client_pb2.ClusterInfoRequest(type=ray_client_pb2.ClusterInfoType.PING), timeout=PROBE_SECONDS)
+            else:
+                from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+                gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel).GetClusterId(
+                    gcs_service_pb2.GetClusterIdRequest(), timeout=PROBE_SECONDS)
+    except grpc.RpcError as err:
+        lines = (err.details() or "").strip().splitlines()
+        return err.code().name, lines[0] if lines else err.code().name
+    except AuthenticationError as err:  # RAY_AUTH_MODE=token and no token at hand: Ray's own sentence
+        return "UNAUTHENTICATED", str(err).split(". ")[0]
+    return None
+
+
+def _not_ray(refusal: tuple[str, str], at: str, client: bool) -> str:
+    """What answered at ``at`` in place of Ray (``ray_refusal``'s status and detail), in words."""
+    status, detail = refusal
+    want = "Ray Client server" if client else "Ray cluster's GCS"
+    if status == "DEADLINE_EXCEEDED":
+        return (f"{at} accepts connections but does not answer as a {want} (no reply in {PROBE_SECONDS:g} s): "
+                "another program listens there")
+    if status == "UNIMPLEMENTED":
+        other = ("a GCS port is given without ray://" if client else
+                 "if it is Ray Client's port (10001 unless `--ray-client-server-port` chose another), write "
+                 "ray://HOST:PORT")
+        return f"{at} answers gRPC but is not a {want}: {other}"
+    if "HTTP/2" in detail or "http1" in detail:
+        return f"{at} answers HTTP/1, as a web server does, not Ray's gRPC: it is not a {want}"
+    if len(detail) > 160:
+        detail = detail[:157] + "..."
+    return f"what listens at {at} is not a {want} ({detail})"
 
 
 def _as_ray_dials(host: str, value: str) -> str:

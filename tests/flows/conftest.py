@@ -368,3 +368,55 @@ def bm25_index(tmp_path_factory) -> Path:
         patch.setenv("TESSERA_HOME", str(root / "home"))
         ingest(corpus, root / "idx", settings={"dense": False}, progress=False)
     return root / "idx"
+
+
+def node_ip() -> str:
+    """The address Ray dials for 127.0.0.1: this node's IP. A stand-in for a cluster binds there, and no wider."""
+    from ray._private.services import resolve_ip_for_localhost
+
+    return resolve_ip_for_localhost("127.0.0.1")
+
+
+@contextlib.contextmanager
+def gcs_stand_in_at(gcs: bool = True, refuse: bool = False) -> Iterator[SimpleNamespace]:
+    """A gRPC server on ``node_ip()``; ``gcs``: it answers ``GetClusterId`` as a Ray GCS does, counting the
+    questions (``asked``), else it serves nothing (every call ``UNIMPLEMENTED``). ``refuse``: as a GCS with token
+    authentication answers a process that sent no token."""
+    from concurrent import futures
+
+    import grpc
+    from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+
+    state = SimpleNamespace(asked=0)
+
+    class ClusterIds(gcs_service_pb2_grpc.NodeInfoGcsServiceServicer):
+        def GetClusterId(self, request, context):
+            state.asked += 1
+            if refuse:
+                context.abort(grpc.StatusCode.UNAUTHENTICATED,
+                              "InvalidAuthToken: Authentication token is missing or incorrect")
+            return gcs_service_pb2.GetClusterIdReply(cluster_id=b"\x01" * 28)
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    if gcs:
+        gcs_service_pb2_grpc.add_NodeInfoGcsServiceServicer_to_server(ClusterIds(), server)
+    state.port = server.add_insecure_port(f"{node_ip()}:0")
+    state.address = f"127.0.0.1:{state.port}"
+    server.start()
+    try:
+        yield state
+    finally:
+        server.stop(grace=None)
+
+
+@pytest.fixture(scope="session")
+def gcs_stand_in():
+    """``gcs_stand_in_at``: a gRPC server that answers the question ``tessera`` asks a cluster's address before it
+    joins (flows/executors/ray_address.py), where a test needs the check to pass (or be refused) without Ray."""
+    return gcs_stand_in_at
+
+
+@pytest.fixture(scope="session")
+def ray_dials() -> str:
+    """``node_ip()``: where a listener that stands at a Ray address must bind to be reached."""
+    return node_ip()

@@ -1,12 +1,20 @@
 """The cluster a command joins, checked before anything runs (flows/executors/ray_address.py): the job server's
-``http://`` address (what cluster/README.md exports as ``RAY_ADDRESS`` for ``ray job submit``) and an address where
-nothing listens are one line naming the setting, exit status 2. Ray itself raised a ``ValueError`` (an internal
-error, after an ingestion had staged its corpus) or retried for minutes. No Ray starts here."""
+``http://`` address (what cluster/README.md exports as ``RAY_ADDRESS`` for ``ray job submit``), an address where
+nothing listens, and a port where something other than Ray listens (a web server, a socket that accepts and says
+nothing, a gRPC server that is not Ray) are one line naming the setting, exit status 2. Ray itself raised a
+``ValueError`` (an internal error, after an ingestion had staged its corpus) or retried for minutes. No Ray starts
+here: where a check must pass, a gRPC server on this machine answers ``GetClusterId`` as a Ray GCS does, with Ray's
+own generated service (tests/flows/test_jobs_worker_node.py joins a real cluster)."""
 
 from __future__ import annotations
 
+import http.server
 import socket
+import threading
+import time
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Iterator
 
 import pytest
 
@@ -17,6 +25,28 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture
+def gcs(gcs_stand_in) -> Iterator[SimpleNamespace]:
+    with gcs_stand_in() as server:
+        yield server
+
+
+@pytest.fixture
+def web_server(ray_dials) -> Iterator[str]:
+    """An HTTP/1 server (what a mistyped port often reaches): ``127.0.0.1:PORT``."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer((ray_dials, 0), Quiet)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 @pytest.fixture
@@ -81,9 +111,11 @@ def test_tessera_serve_refuses_an_address_ray_cannot_join(tessera, tmp_path):
 
 
 @pytest.mark.usefixtures("app_args_in_process")
-def test_tessera_serve_onto_a_cluster_says_when_its_ray_token_would_not_be_sent(tessera, monkeypatch, tmp_path):
+def test_tessera_serve_onto_a_cluster_that_refuses_its_token_stops_before_serve_run(tessera, gcs_stand_in,
+                                                                                   monkeypatch, tmp_path):
     """A cluster with token authentication refuses ``serve run`` without ``RAY_AUTH_MODE=token`` (Ray's traceback,
-    after about 20 s): the note comes before it starts."""
+    after about 20 s): the check asks first and gets the refusal (the reply a real GCS gives, InvalidAuthToken),
+    one line; a cluster that answers lets ``serve run`` start, with no note about the token."""
     import flows.commands.serve as serve_command
 
     started = []
@@ -92,14 +124,69 @@ def test_tessera_serve_onto_a_cluster_says_when_its_ray_token_would_not_be_sent(
     token.write_text("0" * 64)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))
     monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
-    with socket.create_server(("", 0)) as cluster:  # something answers at the address
-        address = f"127.0.0.1:{cluster.getsockname()[1]}"
-        status, err = tessera("", "serve", "--port", str(free_port()), "--address", address)
-        assert status == 0 and started, err
-        note = [line for line in err if "RAY_AUTH_MODE" in line]
-        assert note == [f"tessera serve: a Ray token exists but RAY_AUTH_MODE is not set, so it is not sent to the "
-                        f"cluster at --address '{address}': if that cluster has token authentication on, it refuses "
-                        "this one; export RAY_AUTH_MODE=token (docs/cluster.md#token-authentication)"]
-        monkeypatch.setenv("RAY_AUTH_MODE", "token")
-        status, err = tessera("", "serve", "--port", str(free_port()), "--address", address)
-        assert status == 0 and not [line for line in err if "RAY_AUTH_MODE" in line], err
+    with gcs_stand_in(refuse=True) as cluster:
+        status, err = tessera("", "serve", "--port", str(free_port()), "--address", cluster.address)
+    assert status == 2 and len(err) == 1 and not started, err
+    assert err[0].startswith(f"tessera: error: field 'address': cannot join --address '{cluster.address}': the "
+                             "cluster refused this process (InvalidAuthToken: Authentication token is missing or "
+                             "incorrect); if the cluster has token authentication on")
+    assert "set RAY_AUTH_MODE=token" in err[0]
+    with gcs_stand_in() as cluster:
+        status, err = tessera("", "serve", "--port", str(free_port()), "--address", cluster.address)
+    assert status == 0 and started and not [line for line in err if "RAY_AUTH_MODE" in line], err
+
+
+@pytest.mark.timeout(60)
+def test_a_web_server_at_the_address_is_refused_at_once(tessera, tmp_path, web_server, ray_dials):
+    started = time.monotonic()
+    status, err = tessera(web_server, "run", "bm25", "--executor", "ray", "--index", str(tmp_path / "idx"),
+                          "--queries", "honey bees")
+    assert status == 2 and len(err) == 1, err
+    assert err[0].startswith(f"tessera: error: field 'RAY_ADDRESS': RAY_ADDRESS '{web_server}': ")
+    assert "answers HTTP/1, as a web server does, not Ray's gRPC: it is not a Ray cluster's GCS" in err[0]
+    assert "unset RAY_ADDRESS" in err[0] and time.monotonic() - started < 10
+    client = f"ray://{ray_dials}:{web_server.rpartition(':')[2]}"  # Ray Client dials the host as given
+    status, err = tessera("", "serve", "--port", str(free_port()), "--address", client)
+    assert status == 2 and len(err) == 1, err
+    assert err[0].startswith(f"tessera: error: field 'address': --address '{client}': ")
+    assert "it is not a Ray Client server" in err[0] and "give --address local" in err[0]
+
+
+@pytest.mark.slow  # the probe waits PROBE_SECONDS for an answer that never comes
+@pytest.mark.timeout(60)
+def test_a_port_that_accepts_and_says_nothing_is_refused_in_seconds(tessera, tmp_path, ray_dials):
+    with socket.create_server((ray_dials, 0)) as silent:
+        address = f"127.0.0.1:{silent.getsockname()[1]}"
+        started = time.monotonic()
+        status, err = tessera(address, "ingest", "--executor", "ray", "--source", "data/sample/corpus.jsonl",
+                              "--index", str(tmp_path / "ingested"))
+        took = time.monotonic() - started
+    assert status == 2 and len(err) == 1, err
+    assert f"RAY_ADDRESS '{address}': " in err[0] and "accepts connections but does not answer as a Ray " in err[0]
+    assert took < 15 and not (tmp_path / "ingested").exists()
+
+
+def test_a_grpc_server_that_is_not_ray_is_refused_with_the_ray_client_hint(gcs_stand_in, ray_dials):
+    from flows.executors.ray_address import RayAddressError, check_ray_address
+
+    with gcs_stand_in(gcs=False) as other:
+        with pytest.raises(RayAddressError, match=r"answers gRPC but is not a Ray cluster's GCS: if it is Ray "
+                                                  r"Client's port .* write ray://HOST:PORT"):
+            check_ray_address(environ={"RAY_ADDRESS": other.address})
+        with pytest.raises(RayAddressError, match="not a Ray Client server: a GCS port is given without ray://"):
+            check_ray_address(environ={"RAY_ADDRESS": f"ray://{ray_dials}:{other.port}"})
+
+
+def test_a_command_asks_the_cluster_once_before_its_run(gcs, monkeypatch):
+    """``check_job_paths`` checks the address before a run; the run's ``ray.init`` (``ensure_ray``, which calls
+    ``check_ray_address``) takes it as checked. A later join asks again."""
+    from flows.commands._support import check_job_paths
+    from flows.executors.ray_address import check_ray_address
+
+    monkeypatch.setenv("RAY_ADDRESS", gcs.address)
+    check_job_paths(executor="ray")
+    assert gcs.asked == 1
+    check_ray_address()  # the run's join
+    assert gcs.asked == 1
+    check_ray_address()  # another join in the same process (after ray.shutdown)
+    assert gcs.asked == 2

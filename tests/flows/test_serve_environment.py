@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -75,7 +74,8 @@ def test_the_environments_keys_are_hashed_into_the_config_and_settings_ride_in_i
         built["keys"]
 
 
-def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(environment, monkeypatch, capsys):
+def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(environment, gcs_stand_in, monkeypatch,
+                                                                               capsys):
     import flows.commands.serve as serve_command
 
     started = []
@@ -84,8 +84,8 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
     (environment / "models.yaml").write_text("aliases: {}\n")  # $TESSERA_MODELS must be readable at start
     port = free_ports(1)[0]
-    with socket.create_server(("", 0)) as cluster:  # something answers at the --address (it is checked first)
-        address = f"127.0.0.1:{cluster.getsockname()[1]}"
+    with gcs_stand_in() as cluster:  # a cluster answers at the --address (it is checked first)
+        address = cluster.address
         assert main(["serve", "--config", CONFIG, "--port", str(port), "--address", address]) == 0
     (argv, env), = started
     written = environment / "home" / "serve" / f"config-{port}.yaml"
