@@ -1,6 +1,8 @@
 """What a flow from the network may not name besides indices and files (``serve/index_roots.py``): the
 server's environment variables, language models other than the service's aliases, model folders outside
-the model repository, and regular expressions other than a param's default; nor may it hold a key itself.
+the model repository, regular expressions other than a param's default, and a torch ``device`` (any operator's
+param of that name: ``cuda:7`` on a machine without it failed the step's setup, a 500); nor may it hold a key
+itself.
 
 Why: a step that reads a key from the environment (``rerank.api``'s ``api_key_env``, ``sources.mosaic``'s
 ``password_env``) sends it where its spec says, so a client naming ``TESSERA_API_KEYS`` would have every
@@ -67,6 +69,9 @@ def check_operator(operator: Any, where: str) -> None:
             raise key_in_spec(params, name, f"{place}.params.{name}", header)
         for name in marked_params(type(params), "env_var"):
             check_env(getattr(params, name), f"{place}.params.{name}")
+        if getattr(params, "device", None) is not None:
+            raise ApiError(422, f"{place}.params.device: this service places models itself (its deployments, its "
+                           "devices); leave device out", param=f"{place}.params.device", code="device_not_allowed")
         for name in marked_params(type(params), "regex"):
             check_default_pattern(params, name, f"{place}.params.{name}")
         language_models = marked_params(type(params), "llm_model")

@@ -1,7 +1,8 @@
-"""A flow from the network runs no regular expression of its own (``rerank.tfidf``'s ``token_pattern``): Python's ``re``
-has no timeout and holds the GIL while it backtracks, so ``(\\w+\\s?)+$`` over a query of a few dozen words held the
-service's whole process, every other request and its health check included. A 422 naming the field; the default,
-also when written out, runs. Through the FastAPI app on uvicorn, without Ray."""
+"""Params a flow from the network may not set (serve/spec_guard.py). It runs no regular expression of its own
+(``rerank.tfidf``'s ``token_pattern``): Python's ``re`` has no timeout and holds the GIL while it backtracks, so
+``(\w+\s?)+$`` over a query of a few dozen words held the service's whole process, every other request and its
+health check included. A 422 naming the field; the default, also when written out, runs. Nor does it take a torch
+``device``. Through the FastAPI app on uvicorn, without Ray."""
 
 from __future__ import annotations
 
@@ -42,3 +43,14 @@ def test_the_default_pattern_runs(base):
                            timeout=60)
     assert answer.status_code == 200, answer.text
     assert [hit["doc_id"] for hit in answer.json()["results"][0]["hits"]][:1] == ["bees"]
+
+
+def test_a_device_of_the_request_is_a_422_naming_it(base):
+    """``analyze.sentiment`` with ``device: cuda:7`` failed its setup on a machine without that GPU: a 500."""
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
+             "mood": {"op": "analyze.sentiment", "params": {"device": "cuda:7"}, "inputs": ["bm25"]}}
+    answer = requests.post(base + "/v1/search", json={"flow": {"steps": steps}, "query": "bees", "index": "notes"},
+                           timeout=60)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert (error["param"], error["code"]) == ("steps.mood.params.device", "device_not_allowed")
