@@ -1,13 +1,15 @@
 """Operator plugins: what another package's entry point or a ``TESSERA_OPERATORS`` module brings, checked
 before the registry takes it (``operators.registry`` keeps the registry and the built-ins).
 
-A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name
-or takes another's name or alias raises ``OperatorPluginError``, one line naming the entry point or module.
+A plugin is never skipped: one that fails to import, names no operator, or whose operator has no valid name,
+takes another's name or alias, or cannot be called as the contract calls it (``transform(table)``, a source's
+``read(split)``) raises ``OperatorPluginError``, one line naming the entry point or module.
 """
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 from importlib import metadata
@@ -82,7 +84,37 @@ def add_plugin_class(found: Found, cls: type[Operator], origin: str) -> None:
         inherited = "" if "name" in vars(cls) else " (it inherits the name: give it its own)"
         raise OperatorPluginError(f"operator name '{cls.name}' is used by both {qualname(other[0])} "
                                   f"({other[1]}) and {qualname(cls)} ({origin}){inherited}")
+    if problem := _method_problem(cls):
+        raise OperatorPluginError(f"{where} ({cls.name}): {problem}")
     found[cls.name] = (cls, origin)
+
+
+def _method_problem(cls: type[Operator]) -> str | None:
+    """Why ``cls`` cannot be called as the contract calls it: ``transform(table)`` (``read(split)`` for a source)
+    left to the base, or defined to take another number of arguments. Said when the plugin loads, not mid-run after
+    the steps before it."""
+    from operators.base import Source
+
+    method, base = ("read", Source) if issubclass(cls, Source) else ("transform", Operator)
+    if method == "read" and cls.transform is not Source.transform:
+        method = "transform"  # a source that reads in transform itself
+    own = getattr(cls, method)
+    if own is getattr(base, method):
+        others = [m for m in ("run", "__call__", "process", "apply", "forward", "transform") if m != method
+                  and any(m in vars(k) for k in cls.__mro__ if k not in (Operator, Source, object))]
+        defined = f" (it defines {', '.join(f'{m}()' for m in others)})" if others else ""
+        return f"it does not implement {method}(self, {'split' if method == 'read' else 'table'}){defined}"
+    try:
+        params = list(inspect.signature(own).parameters.values())[1:]  # after self
+    except (TypeError, ValueError):  # a builtin or a C callable: nothing to read
+        return None
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_more = any(p.kind is p.VAR_POSITIONAL for p in params)
+    required = [p.name for p in params if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if (not positional and not takes_more) or len(required) > 1:
+        got = ", ".join(["self", *(p.name for p in params)])
+        return f"{method}({got}) must take one argument besides self, as {method}(self, table) -> pa.Table does"
+    return None
 
 
 def check_aliases(found: Found) -> None:

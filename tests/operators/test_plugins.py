@@ -238,9 +238,26 @@ BROKEN = {
                                         "(it inherits the name: give it its own)"]),
     "alias of a built-in": (
         {"alias": "from operators.base import Operator\n\nclass A(Operator):\n    name = 'mylab.a'\n"
-                  "    aliases = ('analyze.word_count',)\n"},
+                  "    aliases = ('analyze.word_count',)\n    def transform(self, table):\n        return table\n"},
         "a = tessera_mylab.alias", ["alias 'analyze.word_count' of tessera_mylab.alias.A",
                                     "also the name or an alias of operators.analyze.word_count.WordCounter"]),
+    # the contract calls transform(table): said when the plugin loads, not after the steps before it have run
+    "run instead of transform": (
+        {"run": "from operators.base import Operator\n\nclass R(Operator):\n    name = 'mylab.r'\n"
+                "    def run(self, table):\n        return table\n"},
+        "r = tessera_mylab.run", ["tessera_mylab.run.R (mylab.r): it does not implement transform(self, table) "
+                                  "(it defines run())"]),
+    "transform without the table": (
+        {"t0": "from operators.base import Operator\n\nclass T(Operator):\n    name = 'mylab.t'\n"
+               "    def transform(self):\n        return None\n"},
+        "t = tessera_mylab.t0", ["T (mylab.t): transform(self) must take one argument besides self"]),
+    "transform with two arguments": (
+        {"t2": "from operators.base import Operator\n\nclass T(Operator):\n    name = 'mylab.t'\n"
+               "    def transform(self, table, extra):\n        return table\n"},
+        "t = tessera_mylab.t2", ["transform(self, table, extra) must take one argument besides self"]),
+    "source without read": (
+        {"src": "from operators.base import Source\n\nclass S(Source):\n    name = 'mylab.s'\n"},
+        "s = tessera_mylab.src", ["S (mylab.s): it does not implement read(self, split)"]),
 }
 
 
