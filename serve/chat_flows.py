@@ -196,9 +196,10 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
     meta = result.metadata.get(qid, {})
     sources = _sources(result.table, meta)
     answer = (meta.get("answer") or "").strip()
-    if not answer:
-        reason = meta.get("degraded") or "the flow wrote no answer"
-        answer = f"No answer could be written ({reason})."
+    if not answer:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
+        degraded = meta.get("degraded")
+        reason = degraded.get("reason") if isinstance(degraded, dict) else degraded
+        answer = f"No answer could be written ({reason or 'the flow wrote no answer'})."
     content = answer + ("\n\nSources:\n" + "\n".join(s["reference"] for s in sources) if sources else "")
     message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
     if meta.get("degraded"):

@@ -145,7 +145,8 @@ class AnswerGenerator(LLMStep):
             problem = junk_reason(reply)
             cited: list[int] = []
             if problem is None:
-                parsed = parse_answer(reply.text, len([n for n in numbers if n is not None]))
+                shown = len([n for n in numbers if n is not None])  # the documents the context numbers
+                parsed = parse_answer(reply.text, shown)
                 if p.style == "short":
                     parsed = {"answer": short_answer.short_span(parsed["answer"], queries[qid]),
                               "reasoning": parsed["reasoning"], "sources": []}
@@ -177,6 +178,9 @@ class AnswerGenerator(LLMStep):
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
                 self.emit_metadata(qid, "raw_response", reply.text)
                 self.emit_metadata(qid, "finish_reason", reply.finish_reason)
+                if parsed.get("stray") and not closed_book:  # the right form, the wrong numbers: said, not hidden
+                    self.degrade(qid, f"the reply cites {parsed['stray']}, but the context has {shown} "
+                                      "documents (those citations have no source)", keeps="its answer")
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
 
@@ -208,7 +212,8 @@ def _junk_answer(answer: str) -> str | None:
 
 
 def parse_answer(text: str, documents: int) -> dict[str, Any]:
-    """Answer, reasoning and cited document numbers (1..``documents``, first-cited order) from a reply."""
+    """Answer, reasoning and cited document numbers (1..``documents``, first-cited order) from a reply; ``stray``:
+    the numbers it cites that are not documents of the context."""
     pieces = _LABEL.split(text)
     sections: dict[str, str] = {}
     for label, body in zip(pieces[1::2], pieces[2::2]):
@@ -222,4 +227,5 @@ def parse_answer(text: str, documents: int) -> dict[str, Any]:
     numbers += [int(n) for n in re.findall(r"\d+", sections.get("sources", ""))]
     cited = list(dict.fromkeys(n for n in numbers if 1 <= n <= documents))
     answer = _CITATION.sub(lambda m: "[" + ", ".join(re.findall(r"\d+", m.group(1))) + "]", answer)
-    return {"answer": answer.strip(), "reasoning": sections.get("reasoning", "").strip(), "sources": cited}
+    return {"answer": answer.strip(), "reasoning": sections.get("reasoning", "").strip(), "sources": cited,
+            "stray": sorted({n for n in numbers if not 1 <= n <= documents})}

@@ -16,6 +16,7 @@ Usage::
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import time
@@ -128,16 +129,43 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         raise
     except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
         checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
-        raise LLMError(f"{named(model, alias)}: {_detail(err)}", kind=_kind(err),
-                       seconds=time.perf_counter() - started) from err
+        kind = _kind(err)
+        detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
+                  if kind == "timeout" and not alias.embedded else _detail(err))
+        raise LLMError(f"{named(model, alias)}: {detail}", kind=kind, seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started
     choice = response.choices[0] if response.choices else None
+    if choice is None:  # HTTP 200 with `choices: []`: nothing to read, not an empty answer
+        raise LLMError(f"{named(model, alias)}: the server's reply has no choices", kind="api", seconds=seconds)
     usage = getattr(response, "usage", None)
-    return Completion(
-        text=(choice.message.content or "") if choice is not None else "", model=model,
+    done = Completion(
+        text=choice.message.content or "", model=model,
         prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
         completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
         seconds=seconds, finish_reason=getattr(choice, "finish_reason", None))
+    if (problem := _unusable(done, messages, max_tokens)) is not None:
+        raise LLMError(f"{named(model, alias)}: {problem}", kind="api", seconds=seconds)
+    return done
+
+
+#: The most characters one token of a reply may stand for: a longer reply is not what max_tokens asked for.
+CHARS_PER_TOKEN = 64
+
+
+class _TooLong(ValueError):
+    """A streamed reply that passed what its max_tokens allows (read no further)."""
+
+
+def _unusable(done: Completion, messages: list[dict[str, Any]], max_tokens: int) -> str | None:
+    """Why a well-formed reply is still not the model's answer: far longer than ``max_tokens`` allows (a server that
+    ignores it, 1 MB of text), or the prompt's last message sent back (a server that echoes); None when it is."""
+    last = messages[-1].get("content") if messages else None
+    asked = " ".join(last.split()).casefold() if isinstance(last, str) else ""
+    if len(asked.split()) >= 8 and asked in " ".join(done.text.split()).casefold():
+        return "the model sent the prompt back (an echo), not an answer"
+    if len(done.text) > max_tokens * CHARS_PER_TOKEN:
+        return f"the reply is {len(done.text):,} characters, more than max_tokens={max_tokens} allows"
+    return None
 
 
 def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any],
@@ -146,13 +174,17 @@ def _streamed(router: Any, messages: list[dict[str, Any]], kwargs: dict[str, Any
     import litellm
 
     stream = router.completion(model="m", messages=messages, stream=True, **kwargs)
-    chunks = []
+    chunks, written, most = [], 0, kwargs["max_tokens"] * CHARS_PER_TOKEN
     try:
         for chunk in stream:
             checkpoint()  # a cancelled flow (its client went away) stops reading: closing the stream ends the answer
             chunks.append(chunk)
             text = chunk.choices[0].delta.content if chunk.choices else None
             if text:
+                written += len(text)
+                if written > most:  # a server that ignores max_tokens: stop reading, not a megabyte later
+                    raise _TooLong(f"the reply passed {most:,} characters, more than max_tokens="
+                                     f"{kwargs['max_tokens']} allows")
                 on_text(text)
     finally:
         getattr(stream, "close", lambda: None)()  # a stream left early releases the embedded model's lock
@@ -244,8 +276,14 @@ def _detail(err: Exception) -> str:
     and first line."""
     from operators.errors import in_chain
 
+    if isinstance(err, _TooLong):
+        return str(err)
     if in_chain(err, ConnectionRefusedError) is not None or re.search(r"\[Errno 111\]|Connection refused", str(err)):
         return "connection refused"
+    if in_chain(err, UnicodeDecodeError) is not None or "codec can't decode" in str(err):
+        return "the server's reply is not UTF-8 text"
+    if in_chain(err, json.JSONDecodeError) is not None or re.search(r"Expecting value: line \d+", str(err)):
+        return "the server's reply is not valid JSON"
     return f"{type(err).__name__}: {_first_line(err)}"
 
 

@@ -10,7 +10,15 @@ the path picks the behaviour:
 * ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON;
 * ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed;
 * ``paced``: as ``ok``, but a streamed reply comes a word every ``server.pace`` seconds (a model writing it), and a
-  stream whose client went away before its end is counted in ``server.left``.
+  stream whose client went away before its end is counted in ``server.left``;
+* ``unavailable``: HTTP 503; ``ratelimit`` also says ``Retry-After: 1``;
+* ``reset``: the headers and half the body of a 200, then the connection closed (reset mid-body);
+* ``cut``: a streamed reply that stops after half its words with no error and no ``[DONE]`` (unstreamed: as ``reset``);
+* ``nochoices``: 200 with ``choices: []``; ``null``: ``content: null``; ``tools``: ``tool_calls`` and no content;
+* ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
+  (these two stream when asked to; the other 200s answer a stream with their JSON body).
+
+The alias ``fault-refused`` points at a port nothing listens on (connection refused).
 
 A request with ``stream: true`` gets the reply as server-sent events, a word a chunk (with the
 usage last when ``stream_options.include_usage`` asks for it), as OpenAI streams.
@@ -30,6 +38,8 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import struct
 import threading
 import time
 from collections import Counter
@@ -39,7 +49,10 @@ from typing import Any
 
 import yaml
 
-SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced")
+SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
+             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo")
+#: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
+_ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
 KEY_ENV = "TESSERA_FAULT_KEY"
 
@@ -88,29 +101,58 @@ class FaultServer:
         entries = {f"fault-{s}": {"model": f"openai/fault-{s}", "api_base": self.api_base(s),
                                   "api_key_env": KEY_ENV, "description": f"fault server: {s}", **limits}
                    for s in SCENARIOS}
+        entries["fault-refused"] = {**entries["fault-ok"], "api_base": f"http://127.0.0.1:{closed_port()}/v1",
+                                    "description": "nothing listens there"}
         path.write_text(yaml.safe_dump(entries), encoding="utf-8")
         return path
 
 
-def _completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+def closed_port() -> int:
+    """A localhost port that nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _completion(body: dict[str, Any], text: str | None) -> dict[str, Any]:
     prompt = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
+    words = len((text or "").split())
     return {"id": "chatcmpl-fault", "object": "chat.completion", "created": int(time.time()),
             "model": body.get("model", "fault"),
             "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split()),
-                      "total_tokens": len(prompt.split()) + len(text.split())}}
+            "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": words,
+                      "total_tokens": len(prompt.split()) + words}}
 
 
-def _chunks(body: dict[str, Any], text: str, broken: bool) -> list[dict[str, Any]]:
+def _odd(scenario: str, body: dict[str, Any], reply: str) -> tuple[int, Any, bytes | None]:
+    """The status, payload and raw body of the scenarios that answer 200 with something odd (or fail plainly)."""
+    if scenario == "unavailable":
+        return 503, {"error": {"message": "the fault server is unavailable on purpose", "type": "server_error"}}, None
+    if scenario == "binary":
+        return 200, None, b'{"choices": [{"message": {"content": "\xff\xfe\x80 ' + bytes(range(128, 256)) + b'"}}]}'
+    if scenario == "echo":
+        last = (body.get("messages") or [{}])[-1].get("content")
+        return 200, _completion(body, last if isinstance(last, str) else json.dumps(last)), None
+    whole = _completion(body, _ODD_CONTENT.get(scenario, reply))
+    if scenario == "nochoices":
+        whole["choices"] = []
+    if scenario == "tools":
+        whole["choices"][0]["message"]["tool_calls"] = [{"id": "call_1", "type": "function", "function": {
+            "name": "search", "arguments": json.dumps({"query": "honey"})}}]
+        whole["choices"][0]["finish_reason"] = "tool_calls"
+    return 200, whole, None
+
+
+def _chunks(body: dict[str, Any], text: str, broken: bool, cut: bool = False) -> list[dict[str, Any]]:
     """OpenAI's stream of ``text``: a chunk a word, the finish, and the usage when asked for; ``broken``: half
-    the words, then an error."""
+    the words, then an error; ``cut``: half the words and nothing more."""
     whole = _completion(body, text)
     head = {"id": whole["id"], "object": "chat.completion.chunk", "created": whole["created"], "model": whole["model"]}
-    words = re.findall(r"\s*\S+", text)
-    if broken:
+    words = re.findall(r"\s*\S+", text) if len(text) < 10_000 else re.findall(r"(?s).{1,10000}", text)
+    if broken or cut:
+        end = [] if cut else [{"error": {"message": "the fault server broke off on purpose", "type": "server_error"}}]
         return [{**head, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
-                for w in words[:len(words) // 2]] + [{"error": {"message": "the fault server broke off on purpose",
-                                                                "type": "server_error"}}]
+                for w in words[:len(words) // 2]] + end
     chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": w} if i == 0 else
                                     {"content": w}, "finish_reason": None}]} for i, w in enumerate(words)]
     chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
@@ -124,20 +166,30 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
         def log_message(self, *args: Any) -> None:  # quiet
             pass
 
-        def _send(self, status: int, payload: Any, raw: bytes | None = None) -> None:
+        def _send(self, status: int, payload: Any, raw: bytes | None = None, cut: bool = False,
+                  headers: dict[str, str] | None = None) -> None:
+            """The response; ``cut``: its headers and half its body, then the connection reset."""
             data = raw if raw is not None else json.dumps(payload).encode()
             try:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(data)
+                self.wfile.write(data[:len(data) // 2] if cut else data)
+                if cut:
+                    self.wfile.flush()
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.close_connection = True
             except (BrokenPipeError, ConnectionResetError):  # the client gave up (its timeout)
                 pass
 
-        def _stream(self, chunks: list[dict[str, Any]], scenario: str = "", pace: float = 0.0) -> None:
+        def _stream(self, chunks: list[dict[str, Any]], scenario: str = "", pace: float = 0.0,
+                    done: bool = True) -> None:
             """Server-sent events, one chunk each (``pace`` seconds apart), the connection closed at the end (HTTP/1.0:
-            no length); a client that goes away first is counted in ``left``."""
+            no length), ``[DONE]`` last unless ``done`` is False; a client that goes away first is counted in
+            ``left``."""
             try:
                 self.send_response(200)
                 self.send_header("Content-Type", "text/event-stream")
@@ -146,7 +198,7 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                     self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
                     self.wfile.flush()
                     time.sleep(pace)
-                if "error" not in chunks[-1]:
+                if done and "error" not in chunks[-1]:
                     self.wfile.write(b"data: [DONE]\n\n")
                     self.wfile.flush()
             except (BrokenPipeError, ConnectionResetError):
@@ -177,7 +229,17 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                                                                                  and not streamed):
                 self._send(500, {"error": {"message": "the fault server failed on purpose", "type": "server_error"}})
             elif scenario == "ratelimit":
-                self._send(429, {"error": {"message": "slow down", "type": "rate_limit_error"}})
+                self._send(429, {"error": {"message": "slow down", "type": "rate_limit_error"}},
+                           headers={"Retry-After": "1"})
+            elif scenario == "cut" and streamed:
+                self._stream(_chunks(body, state.reply, broken=False, cut=True), scenario, done=False)
+            elif scenario in ("reset", "cut"):
+                self._send(200, _completion(body, state.reply), cut=True)
+            elif scenario in ("huge", "echo") and streamed:
+                self._stream(_chunks(body, _odd(scenario, body, state.reply)[1]["choices"][0]["message"]["content"],
+                                     broken=False))
+            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo"):
+                self._send(*_odd(scenario, body, state.reply))
             elif scenario == "junk" and streamed:
                 self._stream(_chunks(body, "  ...  ", broken=False))
             elif scenario == "junk":

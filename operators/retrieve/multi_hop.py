@@ -205,6 +205,8 @@ class MultiHopRetriever(Operator):
             line = "" if problem else next((ln.strip(" -*\"'") for ln in result.text.splitlines() if ln.strip()), "")
             if isinstance(result, Completion):  # a reply, used or not, cost its tokens
                 record_call(self, str(qid), self.params.follow_up_model, result)
+            elif result.seconds:  # sent and failed: its time is spent all the same (as LLMStep.ask counts it)
+                self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
             usable = line if re.search(r"[^\W\d_]", line) else None
             queries.append(usable or title)
             if usable is None:

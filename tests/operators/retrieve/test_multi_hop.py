@@ -166,6 +166,8 @@ def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_
     failing_op = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
                            follow_up_model="fault-error")
     failing = failing_op(queries(2))
+    spent = failing_op.drain_usage()  # the failed calls are counted, with their seconds, as an LLM step's are
+    assert spent["llm_calls"] == spent["llm_failed"] == 4 and spent["llm_seconds"] > 0
     marks = {qid: meta["degraded"] for qid, meta in failing_op.drain_metadata().items()}
     assert set(marks) == set(queries(2).column("qid").to_pylist())  # every query says why, as rerankers do
     assert all(m["step"] == failing_op.step_id and m["reason"].startswith("2 follow-up queries are seed titles")

@@ -1,0 +1,109 @@
+"""Language-model servers that misbehave, on the local fault server (operators.llm.testing): each failure is an
+``LLMError`` that says what the server did (no key, no library internals), and every LLM step that meets one keeps
+its rows, marks its query degraded with that reason, and does not cache it."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators.llm import LLMError, complete
+from operators.registry import create
+from operators.testing import sample_queries, sample_results
+
+QUESTION = "Which insects make honey from the nectar of flowers, and how do they store it in the hive?"
+
+
+@pytest.mark.parametrize("scenario, streamed, kind, says", [
+    ("reset", False, "connection", "Connection error."),
+    ("cut", True, "connection", "Stream ended before a finish_reason was received"),
+    ("unavailable", False, "api", "ServiceUnavailableError: the fault server is unavailable on purpose"),
+    ("malformed", False, "api", "the server's reply is not valid JSON"),
+    ("binary", False, "api", "the server's reply is not UTF-8 text"),
+    ("nochoices", False, "api", "the server's reply has no choices"),
+    ("huge", False, "api", "the reply is 1,000,000 characters, more than max_tokens=64 allows"),
+    ("huge", True, "api", "the reply passed 4,096 characters, more than max_tokens=64 allows"),
+    ("echo", False, "api", "the model sent the prompt back (an echo), not an answer"),
+    ("echo", True, "api", "the model sent the prompt back (an echo), not an answer"),
+    ("slow", False, "timeout", "no reply within 0.5 s"),
+])
+def test_a_misbehaving_server_is_an_error_that_says_what_it_did(fault_models, scenario, streamed, kind, says):
+    pieces: list[str] = []
+    with pytest.raises(LLMError) as err:
+        complete(QUESTION, model=f"fault-{scenario}", max_tokens=64, timeout=0.5, num_retries=0,
+                 on_text=pieces.append if streamed else None)
+    message = err.value.message
+    assert err.value.kind == kind and message.endswith(says), message
+    assert message.startswith(f"model 'fault-{scenario}' (openai/fault-{scenario} at http://127.0.0.1:")
+    assert "sk-fault" not in message and "<class" not in message and "Received response" not in message
+    assert len("".join(pieces)) <= 64 * 64  # a huge stream is read no further than max_tokens allows
+
+
+#: Each LLM step (but retrieve.multi_hop, which needs an index: tests/operators/retrieve) and what it is given.
+STEPS = {
+    "summarize.documents": ({}, lambda: sample_results(1, 2)),
+    "summarize.results": ({}, lambda: sample_results(1, 2)),
+    "rerank.llm_tournament": ({"n": 3}, lambda: sample_results(1, 3)),
+    "rerank.llm_group": ({"n": 3}, lambda: sample_results(1, 3)),
+    "query.expand": ({"strategies": ["rephrase"]}, lambda: sample_queries(1)),
+    "query.decompose": ({}, lambda: sample_queries(1)),
+    "query.keywords": ({}, lambda: sample_queries(1)),
+    "generate.answer": ({}, lambda: create("generate.context", {"max_context_length": 300})(sample_results(1, 2))),
+}
+
+
+@pytest.mark.parametrize("scenario, says", [("echo", "(an echo)"), ("huge", "more than max_tokens")])
+@pytest.mark.parametrize("op", list(STEPS))
+def test_every_llm_step_degrades_on_an_echo_or_a_megabyte(fault_models, op, scenario, says):
+    """Before, an echoed prompt was a summary, an answer, expansions and every tournament's first candidate, and a
+    1 MB reply a summary or a keyword query."""
+    params, table = STEPS[op]
+    step = create(op, {"model": f"fault-{scenario}", "num_retries": 0, **params}, step_id="s")
+    given = table()
+    out = step(given)
+    meta = step.drain_metadata()["q1"]
+    assert says in meta["degraded"]["reason"] and meta["degraded"]["step"] == "s"
+    assert out.num_rows >= given.num_rows and out.select(given.column_names).slice(0, given.num_rows).equals(given)
+    assert len(str(meta)) + max(len(str(v)) for c in out.columns for v in c.to_pylist()) < 20_000
+    assert step.drain_usage()["llm_failed"] >= 1
+
+
+def test_an_answer_citing_a_document_that_is_not_there_is_kept_and_degraded(fault_models):
+    fault_models.reply = "Honey bees make honey [1][9].\nSources: 1, 9"
+    table = create("generate.context", {"max_context_length": 300})(sample_results(1, 3))
+    answer = create("generate.answer", {"model": "fault-ok", "style": "sentences"}, step_id="answer")
+    out = answer(table)
+    meta = answer.drain_metadata()["q1"]
+    assert meta["answer"] == "Honey bees make honey [1][9]." and meta["sources"] == [table.column("docno")[0].as_py()]
+    assert meta["degraded"] == {"step": "answer", "reason": "the reply cites [9], but the context has 2 documents "
+                                                            "(those citations have no source)"}
+    assert table.column("context_index").to_pylist() == [1, 2, None]  # the third did not fit
+    assert out.column("cited").to_pylist() == [True, False, False]
+
+
+def summaries() -> FlowSpec:
+    return FlowSpec.parse({"name": "sums", "steps": {"sum": {"op": "summarize.documents", "params": {
+        "model": "fault-ok", "num_retries": 0}}}})
+
+
+def test_a_megabyte_summary_is_not_cached_so_a_healthy_run_is_not_served_it(fault_models, cache):
+    fault_models.reply = "word " * 200_000
+    first = LocalExecutor(cache=cache).run(summaries(), sample_results(1, 1))
+    assert "more than max_tokens" in first.metadata["q1"]["degraded"]["reason"]
+    fault_models.reply = "Bees make honey."
+    again = LocalExecutor(cache=cache).run(summaries(), sample_results(1, 1))
+    assert again.table.column("summary").to_pylist() == ["Bees make honey."] and again.steps["sum"].hits == 0
+
+
+def test_a_flows_chat_answer_says_why_there_is_none_in_words(fault_models):
+    from serve.chat_flows import _message
+
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context", "params": {"max_context_length": 300}},
+        "answer": {"op": "generate.answer", "params": {"model": "fault-nochoices", "num_retries": 0}}}})
+    result = LocalExecutor().run(spec, sample_results(1, 2))
+    content = _message(result, "q1")["message"]["content"]
+    assert content.startswith("No answer could be written (api: model 'fault-nochoices' (openai/fault-nochoices at ")
+    assert content.endswith("): the server's reply has no choices).") and "'step'" not in content
+
