@@ -49,7 +49,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     from operators.filters import FilterError
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError, IndexStoreError
-    from operators.store.errors import ColumnTypeConflictError
+    from operators.store.errors import ColumnTypeConflictError, IndexCorruptError
     from serve.server_paths import public_metadata, without_server_paths
 
     table = queries_table(prepared) if table is None else table
@@ -65,7 +65,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         step, deleted = getattr(err, "step", None), in_chain(err, IndexNotFoundError) is not None
         if not deleted and in_chain(err, (IndexStoreError, OSError)) is not None:
             # a shard's files gone while they were read: the index moved aside (deleted) meanwhile, if its manifest
-            # went too; a damaged index that is still there stays a 500
+            # went too; a damaged index that is still there is the 409 below
             gone = _deleted(prepared)
             deleted, step = gone is not None, gone or step
         if deleted:  # deleted once the flow was checked (a retriever wraps the error)
@@ -76,6 +76,12 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
             # which the message says how, not the request
             raise ApiError(409, f"{_searched(prepared, getattr(err, 'step', None))}: {conflict.detail}",
                            param="index", code="index_type_conflict") from None
+        if (corrupt := in_chain(err, IndexCorruptError)) is not None:  # a shard's file missing, cut short or changed
+            # on disk: every search of that index fails until it is restored or rebuilt (docs/indices.md), while the
+            # other indices answer. Like a type conflict, the index needs repair, not the request; an opaque 500
+            # told the client nothing of which index or why
+            raise ApiError(409, f"{_searched(prepared, getattr(err, 'step', None))} is damaged: "
+                           f"{without_server_paths(corrupt.message)}", param="index", code="index_damaged") from None
         if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError, FilterError)):
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
             # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's

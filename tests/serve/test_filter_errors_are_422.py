@@ -1,7 +1,7 @@
 """A metadata filter that turns out wrong only once the flow runs (a column the index or the rows lack, a value of
 another type, a bad filter inside a ``retrieve.multi_collection`` collection) is the request's mistake: a 422
-``flow_not_runnable`` naming ``params.filter``, as docs/serving.md says, not a 500. A step that fails for another
-reason (a damaged index) stays a 500. Real BM25 indices and a real SQLite task store, through ``Service`` and the
+``flow_not_runnable`` naming ``params.filter``, as docs/serving.md says, not a 500. A damaged index is its own 409
+(``index_damaged``), not the filter's. Real BM25 indices and a real SQLite task store, through ``Service`` and the
 search route's functions (what /v1/search and the chat routes call); nothing runs on Ray."""
 
 from __future__ import annotations
@@ -76,13 +76,14 @@ def test_a_filter_that_fails_when_the_flow_runs_is_a_422_naming_it(service, step
     assert err.value.param.startswith("params.filter") and says in err.value.message
 
 
-def test_a_step_that_fails_otherwise_stays_a_500(service, tmp_path):
+def test_a_filtered_search_of_a_damaged_index_is_its_409_not_the_filters(service, tmp_path):
     for shard in (tmp_path / "home" / "indices" / "damaged" / "shards").iterdir():
-        (shard / "docs.parquet").write_bytes(b"not parquet")  # damaged on disk: the server's problem, not the request's
-    with pytest.raises(Exception) as err:
+        (shard / "docs.parquet").write_bytes(b"not parquet")  # damaged on disk: the index's problem, not the request's
+    with pytest.raises(ApiError) as err:
         run_search({"flow": {"steps": bm25({"field": "year", "eq": 2024})}, "query": "honey", "index": "damaged"},
                    "local")
-    assert not isinstance(err.value, ApiError) and "damaged shard" in str(err.value)  # the guard makes it a 500
+    assert (err.value.status, err.value.code, err.value.param) == (409, "index_damaged", "index"), err.value.message
+    assert "damaged shard" in err.value.message  # tests/serve/test_damaged_index.py: over HTTP, each kind of damage
 
 
 def test_over_http_it_is_the_documented_422(service):
