@@ -38,6 +38,7 @@ def test_a_pattern_of_the_request_is_a_422_naming_it(base, pattern):
     assert saved.status_code == 422 and saved.json()["error"]["code"] == "pattern_not_allowed", saved.text
 
 
+@pytest.mark.slow  # scikit-learn's import: 3-4 s
 def test_the_default_pattern_runs(base):
     answer = requests.post(base + "/v1/search", json={"flow": flow(DEFAULT), "query": "bees", "index": "notes"},
                            timeout=60)
