@@ -124,7 +124,7 @@ class FlowSpec(BaseModel):
         try:
             return cls.model_validate(data)
         except ValidationError as err:
-            raise spec_error(err) from None
+            raise spec_error(err, (cls, StepSpec, Placement)) from None
 
     @classmethod
     def load(cls, source: str | Path) -> "FlowSpec":

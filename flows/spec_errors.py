@@ -9,20 +9,21 @@ from __future__ import annotations
 
 import re
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from operators.errors import SpecError, plain_message, unknown_name_hint
 
 
-def spec_error(err: ValidationError) -> SpecError:
+def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = ()) -> SpecError:
     """Pydantic's first complaint about a spec as a ``SpecError`` naming the step and the field. An unknown field
     comes first, with the close names of its neighbours: a misspelt required field (``placement: {deploymnet:
-    ...}``) is also a missing one, and the name written is what the author must fix."""
+    ...}``) is also a missing one, and the name written is what the author must fix. ``models``: the spec's, a
+    step's and a placement's pydantic models (``flows.spec`` passes them: it imports this module)."""
     errors = err.errors()
     first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     loc = [str(part) for part in first["loc"]]
     field, message = ".".join(loc) or None, plain_message(first)
-    if first["type"] == "extra_forbidden" and (known := _fields_at(loc[:-1])):
+    if first["type"] == "extra_forbidden" and (known := _fields_at(loc[:-1], models)):
         message += unknown_name_hint(loc[-1], known, "fields")
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
@@ -40,11 +41,10 @@ def yaml_bool_hint(message: str) -> str:
     return message
 
 
-def _fields_at(parent: list[str]) -> list[str]:
-    """The fields a spec may hold at ``parent``: the spec's, a step's or a placement's; none elsewhere."""
-    from flows.spec import FlowSpec, Placement, StepSpec  # flows.spec imports this module
-
-    model = {0: FlowSpec, 2: StepSpec, 3: Placement}.get(len(parent)) if parent[:1] in ([], ["steps"]) else None
-    if model is Placement and parent[2] != "placement":
-        return []
-    return sorted(model.model_fields) if model is not None else []
+def _fields_at(parent: list[str], models: tuple[type[BaseModel], ...]) -> list[str]:
+    """The fields a spec may hold at ``parent``: the spec's (``models[0]``), a step's (``models[1]``) or a
+    placement's (``models[2]``); none elsewhere."""
+    in_step = parent[:1] == ["steps"]
+    where = {0: 0, 2: 1 if in_step else None, 3: 2 if in_step and parent[2:] == ["placement"] else None}
+    index = where.get(len(parent))
+    return sorted(models[index].model_fields) if index is not None and index < len(models) else []
