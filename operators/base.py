@@ -33,8 +33,10 @@ deployment), so the contract is small and has no Ray in it:
   nobody did.
 * ``__call__`` checks the input columns (``requires()``) before ``transform`` and its output
   after (``check_output``): a pyarrow Table, every ``produces()`` column (on an empty table
-  too; a source that read nothing may return a table without columns), and in row scope no
-  fewer rows than came in. A breach is an ``OperatorError``.
+  too; a source that read nothing may return a table without columns), in row scope no
+  fewer rows than came in, the ``qid`` column kept, the core columns it writes of the data model's
+  types, and in query scope no rows for a qid it was not given (``operators.output_checks``). A
+  breach is an ``OperatorError``.
 * ``produces()`` declares the columns a step writes, with their roles (``rank``,
   ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
   are known before any data flows. ``reads()`` names the input columns the output
@@ -68,6 +70,7 @@ from pydantic import BaseModel, ConfigDict
 from operators import params as params_check
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, TesseraError
 from operators.local_files import marked_params
+from operators.output_checks import output_breach
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
 
@@ -294,8 +297,9 @@ class Operator:
 
     def check_output(self, table: pa.Table, out: Any) -> None:
         """What ``transform`` returned keeps the contract: a pyarrow Table holding every declared column and, for
-        a row-scope step, at least as many rows as it was given. Checked on each call (column names and row counts
-        only), so a broken operator fails here, naming its step, and not somewhere downstream."""
+        a row-scope step, at least as many rows as it was given, then ``output_checks.output_breach`` (qid kept,
+        core column types, query scope's qids). Checked on each call (the schema, row counts, a query step's qids),
+        so a broken operator fails here, naming its step, and not somewhere downstream."""
         if not isinstance(out, pa.Table):
             hint = " (convert it with pa.Table.from_pandas(df, preserve_index=False))" \
                 if type(out).__name__ == "DataFrame" else ""
@@ -310,6 +314,8 @@ class Operator:
             raise OperatorError(f"a row-scope step gives one or more output rows per input row; transform returned "
                                 f"{out.num_rows} row(s) for {table.num_rows} (a step that drops rows needs scope "
                                 f"'query' or 'corpus')", op=self.name, step=self.step_id)
+        if problem := output_breach(self.scope, self.produces(), table, out):
+            raise OperatorError(problem, op=self.name, step=self.step_id)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.params.model_dump().items())

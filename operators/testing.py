@@ -31,6 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from operators.base import Operator
+from operators.output_checks import expected_column_type
 from operators.registry import get_operator
 
 #: The first 40 documents of the sample corpus, shipped in the package (package data): the sample tables
@@ -104,23 +105,6 @@ def sample_results(n_queries: int = 3, per_query: int = 5) -> pa.Table:
             rows.append({"qid": qid, "query": query, **doc, "score": float(per_query - r), "rank": r + 1})
     table = pa.Table.from_pylist(rows)
     return table.set_column(table.column_names.index("rank"), "rank", table.column("rank").cast(pa.int32()))
-
-
-#: The types of the core columns (DESIGN.md, "Data"). Fusion, the union of Ray blocks and the step cache need
-#: one type per column: ``large_string`` or ``float32`` in one batch changes (or breaks) the union with the next.
-CORE_COLUMN_TYPES = {"qid": pa.string(), "query": pa.string(), "docno": pa.string(), "text": pa.string(),
-                     "score": pa.float64(), "rank": pa.int32()}
-
-
-def expected_column_type(column: str, role: str | None = None) -> pa.DataType | None:
-    """The type ``column`` must have: a core column's, or a ranking step's ``score_<step>``/``rank_<step>`` copy's
-    (unless the operator declares that name with another role); None when the data model leaves it open."""
-    if column in CORE_COLUMN_TYPES:
-        return CORE_COLUMN_TYPES[column]
-    for kind in ("score", "rank"):
-        if column.startswith(f"{kind}_") and role in (None, kind):
-            return CORE_COLUMN_TYPES[kind]
-    return None
 
 
 def column_type_errors(op: Operator, table: pa.Table) -> list[str]:

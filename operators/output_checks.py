@@ -1,0 +1,73 @@
+"""What every step's output keeps of the long tables' data model, checked after each call (``Operator.check_output``).
+
+Why: a plugin operator that turns ``qid`` into integers, drops it, writes ``rank`` as ``int64`` or adds rows for a
+query it was not given runs on silently, and the flow shows wrong queries or fails in a later step that is not at
+fault. These checks read the schema and, in query scope, the qids; a column a step passes through as it came in is
+never refused (its type is the step above's or the caller's), only one the step wrote or changed.
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The types of the core columns (DESIGN.md, "Data"). Fusion, the union of Ray blocks and the step cache need
+#: one type per column: ``large_string`` or ``float32`` in one batch changes (or breaks) the union with the next.
+CORE_COLUMN_TYPES = {"qid": pa.string(), "query": pa.string(), "docno": pa.string(), "text": pa.string(),
+                     "score": pa.float64(), "rank": pa.int32()}
+_TEXT_COLUMNS = ("qid", "query", "docno", "text")
+_HOW_TO_WRITE = {"score": "pa.array(values, pa.float64())", "rank": "pa.array(values, pa.int32())",
+                 "text": "pa.array(values, pa.string())"}
+
+
+def expected_column_type(column: str, role: str | None = None) -> pa.DataType | None:
+    """The type ``column`` must have: a core column's, or a ranking step's ``score_<step>``/``rank_<step>`` copy's
+    (unless the operator declares that name with another role); None when the data model leaves it open."""
+    if column in CORE_COLUMN_TYPES:
+        return CORE_COLUMN_TYPES[column]
+    for kind in ("score", "rank"):
+        if column.startswith(f"{kind}_") and role in (None, kind):
+            return CORE_COLUMN_TYPES[kind]
+    return None
+
+
+def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
+    """Why ``out`` (what a step of ``scope``, declaring ``roles`` in ``produces()``, returned for ``table``) breaks
+    the data model, or None. Source steps read their own rows and are not checked here."""
+    if scope == "source":
+        return None
+    if "qid" in table.column_names and "qid" not in out.column_names:
+        return (f"transform dropped the 'qid' column (output has {out.column_names}); every step keeps the qid of "
+                "each row, so the steps after it and the result know which query a row answers")
+    if problem := _type_breach(roles, table, out):
+        return problem
+    if scope == "query" and "qid" in table.column_names and out.num_rows:
+        unknown = set(pc.unique(out.column("qid")).to_pylist()) - set(pc.unique(table.column("qid")).to_pylist())
+        if unknown:
+            shown = ", ".join(repr(q) for q in sorted(unknown, key=str)[:5])
+            return (f"transform returned rows for {len(unknown)} qid(s) it was not given ({shown}); a query-scope "
+                    "step gets whole queries and answers those (a step that adds queries has scope 'row', as "
+                    "query.expand does)")
+    return None
+
+
+def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
+    before = table.schema
+    for field in out.schema:
+        if before.get_field_index(field.name) >= 0 and before.field(field.name).type == field.type:
+            continue  # passed through as it came in
+        if field.name in _TEXT_COLUMNS:
+            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+                continue
+            expected = CORE_COLUMN_TYPES[field.name]
+        else:
+            expected = expected_column_type(field.name, roles.get(field.name))
+            if expected is None or field.type == expected:
+                continue
+        how = _HOW_TO_WRITE.get(field.name.split("_")[0], "pa.array(values, pa.string())")
+        ranking = " (operators.tables.set_ranking writes score and rank)" if expected in (pa.float64(), pa.int32()) \
+            else ""
+        batch = " (on an empty batch)" if out.num_rows == 0 else ""
+        return (f"transform wrote a column of another type than the data model's: '{field.name}' is {field.type}, "
+                f"expected {expected}{batch}; write it as {how}{ranking}")
+    return None

@@ -1,0 +1,118 @@
+"""What ``Operator.check_output`` keeps of the long tables' data model (``operators/output_checks.py``): the
+``qid`` column, the types of the core columns a step writes, and, in query scope, only the qids the step was given.
+Without these checks a plugin's broken output ran on silently (integer qids shown as other queries, rows for a
+query nobody asked) or failed in the next step, which was then blamed.
+
+The broken operators are a real plugin package in ``tmp_path``, registered through ``TESSERA_OPERATORS``, run
+in-process and in a flow over a real BM25 retriever (as ``test_operator_output`` does)."""
+
+from __future__ import annotations
+
+import importlib
+
+import pyarrow as pa
+import pytest
+
+from operators.errors import OperatorError
+from operators.registry import create
+from operators.testing import sample_results
+from tests.operators.test_operator_output import flow
+from tests.operators.test_plugins import PACKAGE, fresh_registry, write_package  # noqa: F401 - a fixture
+
+BROKEN = '''\
+"""Operators whose output breaks the data model the way a first plugin does."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.base import Operator
+from operators.tables import set_column
+
+
+class QidDropper(Operator):
+    """Keep only the text of each row."""
+
+    name = "mylab.qid_dropper"
+    scope = "query"
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        return table.select(["docno", "text"])
+
+
+class Renumberer(Operator):
+    """Write rank (or qid) from a plain Python list: int64, not the data model's type."""
+
+    name = "mylab.renumber"
+    scope = "query"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        column: str = Field("rank", description="The column written.")
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        return set_column(table, self.params.column, pa.array(list(range(1, table.num_rows + 1))))
+
+
+class Inventor(Operator):
+    """Add a row for a query it was not given (or, in row scope, a new query as query.expand does)."""
+
+    name = "mylab.inventor"
+    scope = "query"
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        if table.num_rows == 0:
+            return table
+        row = table.slice(0, 1).to_pylist()[0]
+        return pa.concat_tables([table, pa.Table.from_pylist([{**row, "qid": "other"}], schema=table.schema)])
+
+
+class RowInventor(Inventor):
+    """The same rows from a row-scope step: a new query, which row scope may add."""
+
+    name = "mylab.row_inventor"
+    scope = "row"
+'''
+
+
+@pytest.fixture
+def broken(tmp_path, monkeypatch, fresh_registry):  # noqa: F811 - the imported fixture
+    root = write_package(tmp_path / "site", {"model": BROKEN})
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    monkeypatch.setenv("TESSERA_OPERATORS", f"{PACKAGE}.model")
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+
+
+def test_a_step_that_drops_qid_is_named_not_the_step_after_it(broken, tmp_path):
+    with pytest.raises(OperatorError, match="transform dropped the 'qid' column") as err:
+        flow(tmp_path, ("texts", "mylab.qid_dropper", {}), ("top", "postprocess.reduce", {"k": 1})).run("honey")
+    assert (err.value.step, err.value.op) == ("texts", "mylab.qid_dropper")
+    documents = pa.table({"docno": ["d1"], "text": ["no qid here"]})  # a table without qid may stay without
+    assert create("mylab.qid_dropper", {})(documents).column_names == ["docno", "text"]
+
+
+@pytest.mark.parametrize(("column", "expected"), [("rank", "int32"), ("qid", "string")])
+def test_a_core_column_written_with_another_type_is_an_error_naming_it(broken, tmp_path, column, expected):
+    said = rf"'{column}' is int64, expected {expected}; write it as pa.array\(values, pa.{expected}\(\)\)"
+    with pytest.raises(OperatorError, match=said) as err:
+        flow(tmp_path, ("renumber", "mylab.renumber", {"column": column})).run(["honey bees", "opera"])
+    assert (err.value.step, err.value.op) == ("renumber", "mylab.renumber")
+
+
+def test_a_column_passed_through_as_it_came_is_not_refused(broken):
+    """The check is of what a step writes: an int64 rank that came in (a caller's table) passes a step that
+    leaves it, and a step that writes it int64 over int64 changes nothing."""
+    given = sample_results(1, 3)
+    given = given.set_column(given.column_names.index("rank"), "rank", given.column("rank").cast(pa.int64()))
+    assert create("analyze.word_count", {})(given).schema.field("rank").type == pa.int64()
+    assert create("mylab.renumber", {})(given).column("rank").to_pylist() == [1, 2, 3]
+
+
+def test_a_query_step_that_adds_rows_for_another_qid_is_an_error_and_a_row_step_may(broken, tmp_path):
+    with pytest.raises(OperatorError, match=r"returned rows for 1 qid\(s\) it was not given \('other'\)") as err:
+        flow(tmp_path, ("invent", "mylab.inventor", {})).run("honey bees")
+    assert (err.value.step, err.value.op) == ("invent", "mylab.inventor")
+    out = create("mylab.row_inventor", {})(sample_results(1, 2))
+    assert out.column("qid").to_pylist() == ["q1", "q1", "other"]
