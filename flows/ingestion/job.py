@@ -26,6 +26,7 @@ from flows.ingestion.running import Running
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, EmbedStopped, ShardJob, ShardResult, _chunker,
                                    _enrichers, prepare, staged_unless_done, write)
 from flows.ingestion.staging import STAGING_DIR, Stager
+from operators.store.disk import refused_by_disk
 
 log = logging.getLogger("tessera.ingest")
 
@@ -368,7 +369,8 @@ def ingest(
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
                executor=executor, progress=progress, on_progress=on_progress, replace=replace,
                delete_doc_ids=delete_doc_ids)
-    report = run.retry() if retry_failed else run.ingest()
+    with refused_by_disk(checked.index_path, "ingesting"):  # staging, the failure ledger: the store's writes say so
+        report = run.retry() if retry_failed else run.ingest()
     if colbert:
         from operators.store.token_store import build_token_store
 

@@ -54,3 +54,8 @@ class CommitConflictError(CommitError):
 
 class DocnoNotFoundError(IndexStoreError):
     """``documents()`` was asked for docnos that are not live in the index."""
+
+
+class IndexWriteError(IndexStoreError):
+    """The disk refused a write into the index (full, over quota, read-only, permission): nothing of that write was
+    committed (``disk.refused_by_disk``)."""

@@ -31,6 +31,7 @@ import pyarrow as pa
 from pydantic import ValidationError
 
 from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
+from operators.store.disk import refused_by_disk
 from operators.store.commits import Commit
 from operators.store.errors import IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError
 from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
@@ -81,6 +82,11 @@ class Index:
             raise IndexStoreError(f"bad index settings: {first['msg']}",
                                   field=".".join(map(str, first["loc"])) or None) from None
         check_new_index_path(path)
+        with refused_by_disk(path, "creating it"):
+            return cls._create(path, settings)
+
+    @classmethod
+    def _create(cls, path: Path, settings: IndexSettings) -> "Index":
         path.mkdir(parents=True, exist_ok=True)
         with file_lock(path):
             if (path / MANIFEST).exists():
@@ -164,8 +170,9 @@ class Index:
         shard_io.check_shard_id(shard_id)
         if shard_id in self.finished_shards():
             raise self._committed_already(shard_id)
-        return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks,
-                              guard=lambda: self._uncommitted(shard_id))
+        with refused_by_disk(self.path, f"writing shard {shard_id!r}"):
+            return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks,
+                                  guard=lambda: self._uncommitted(shard_id))
 
     @contextlib.contextmanager
     def _uncommitted(self, shard_id: str) -> Iterator[None]:
@@ -256,7 +263,7 @@ class Index:
                 refuse_live_doc_ids: bool = False, before_write: Callable[[], None] | None = None) -> Commit:
         """The one change of what is searchable: under the index's lock, the manifest as it is now, changed by
         ``commit_shards.record`` and written back."""
-        with self._lock, file_lock(self.path):
+        with refused_by_disk(self.path, "committing"), self._lock, file_lock(self.path):
             manifest = read_manifest(self.path)
             done = commit_shards.record(
                 manifest, infos, self._reads, path=self.path, replace=set(replace_doc_ids or ()),
