@@ -28,6 +28,8 @@ def spec_error(err: ValidationError, models: tuple[type[BaseModel], ...] = ()) -
     step = loc[1] if len(loc) > 1 and loc[0] == "steps" else None
     if first["type"] == "string_type" and isinstance(first.get("input"), bool):
         message = yaml_bool_hint(f"{message} (got {first['input']})")
+    if first["type"] == "list_type" and loc[-1:] == ["inputs"] and isinstance(first.get("input"), str):
+        message += f" of step ids (got '{first['input']}'): write inputs: [{first['input']}]"
     if first["type"] == "extra_forbidden" and loc == ["training"]:  # flows/train/recipes/*.yaml
         message = "a training recipe, not a flow to run: train with it by tessera train --spec (python -m flows.train)"
     return SpecError(message, step=step, field=field)

@@ -212,3 +212,11 @@ def test_flow_run_refuses_no_queries_for_a_flow_that_reads_them(bm25_index):
     with pytest.raises(SpecError) as err:
         Flow.load({"name": "b", "steps": {"bm25": {"op": "retrieve.bm25"}}}, index=str(bm25_index)).run(None)
     assert err.value.field == "queries" and err.value.step == "bm25"
+
+
+def test_inputs_written_as_one_name_says_to_write_a_list():
+    with pytest.raises(SpecError) as err:
+        FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25"}, "top": {"op": "postprocess.reduce",
+                                                                         "inputs": "bm25"}}})
+    assert err.value.field == "steps.top.inputs" and err.value.step == "top"
+    assert err.value.message == "Input should be a valid list of step ids (got 'bm25'): write inputs: [bm25]"
