@@ -142,12 +142,12 @@ def test_progress_reaches_every_step(make_executor):
 def test_fan_in_of_incompatible_branches_names_the_step(make_executor):
     from operators.errors import OperatorError
 
-    spec = FlowSpec.parse({"name": "bad", "steps": {
-        "count_into_text": {"op": "analyze.word_count", "params": {"output_column": "text"}, "inputs": []},
-        "plain": {**WORDS, "inputs": []},
-        "join": top(2, inputs=["count_into_text", "plain"]),
+    spec = FlowSpec.parse({"name": "bad", "steps": {  # title: a core column (text) written as a count is refused
+        "count_into_title": {"op": "analyze.word_count", "params": {"output_column": "title"}, "inputs": []},
+        "plain": {**WORDS, "inputs": []},  # by the step that writes it (tests/operators/test_output_data_model.py)
+        "join": top(2, inputs=["count_into_title", "plain"]),
     }})
-    with pytest.raises(OperatorError, match="text") as err:
+    with pytest.raises(OperatorError, match="title") as err:
         make_executor().run(spec, sample_results(2, 3))
     assert err.value.step == "join"
 
