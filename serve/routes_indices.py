@@ -7,7 +7,8 @@ The rules (who owns an index, one ingestion at a time, what is read-only) are in
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+import contextlib
+from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request, Response
 
@@ -62,16 +63,32 @@ def list_documents(name: str, request: Request,
     from operators.store.errors import ColumnTypeConflictError
 
     try:
-        return svc.current().indices.documents(name, tenant(request), offset, limit)
+        with damaged_is_409(name):
+            return svc.current().indices.documents(name, tenant(request), offset, limit)
     except ColumnTypeConflictError as err:  # shards committed before commits checked column types and values: the
         # index needs repair (the message says how), not the request
         raise ApiError(409, f"index '{name}': {err.detail}", param="name", code="index_type_conflict") from None
 
 
+@contextlib.contextmanager
+def damaged_is_409(name: str) -> Iterator[None]:
+    """A doc store file of the index missing or unreadable: the 409 ``index_damaged`` a search of it gets (naming the
+    shard, not the server's path), not an opaque 500."""
+    from operators.store.errors import IndexCorruptError
+    from serve.server_paths import without_server_paths
+
+    try:
+        yield
+    except IndexCorruptError as err:
+        raise ApiError(409, f"index '{name}' is damaged: {without_server_paths(err.message)}", param="name",
+                       code="index_damaged") from None
+
+
 @router.get("/v1/indices/{name}/documents/{doc_id:path}", summary="One document of an index with its passages' text, "
             "in order: id, title, metadata, passages (docno, text); the id URL-encoded (it may hold '/')")
 def get_document(name: str, doc_id: str, request: Request) -> dict[str, Any]:
-    return svc.current().indices.document(name, doc_id, tenant(request))
+    with damaged_is_409(name):
+        return svc.current().indices.document(name, doc_id, tenant(request))
 
 
 @router.post("/v1/indices/{name}/delete", summary="Delete documents by id from an index the caller made")

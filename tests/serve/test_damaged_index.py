@@ -56,3 +56,16 @@ def test_a_damaged_index_is_a_409_naming_its_shard_and_the_others_answer(base, k
     assert server_path not in answer.text
     sound = search(url, "news")
     assert sound.status_code == 200 and sound.json()["results"][0]["hits"][0]["docno"] == "bees#0", sound.text
+
+
+def test_listing_a_damaged_doc_store_is_the_same_409_and_a_sound_one_lists(base):
+    url, server_path = base
+    for path in ("/v1/indices/deleted/documents", "/v1/indices/deleted/documents/bees"):
+        answer = requests.get(url + path, timeout=60)
+        assert answer.status_code == 409, (path, answer.text)
+        error = answer.json()["error"]
+        assert (error["code"], error["param"]) == ("index_damaged", "name"), error
+        assert "index 'deleted' is damaged: shard '" in error["message"] and "docs.parquet" in error["message"]
+        assert server_path not in answer.text
+    listed = requests.get(f"{url}/v1/indices/cut/documents", timeout=60)  # its doc store is sound: only BM25 is cut
+    assert listed.status_code == 200 and listed.json()["total"] == 2, listed.text
