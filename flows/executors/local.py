@@ -49,12 +49,14 @@ class LocalExecutor:
         outputs: dict[str, pa.Table] = {}
         flow_input = as_queries(queries)
         flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
+        # a step placed on a deployment that is not there: said before the steps in front of it run
+        placed = {s: placed_operator(flow.operators[s], flow.spec.steps[s].placement) for s in state.steps}
         remaining = {s: sum(1 for c in flow.consumers[s] if c in state.steps) for s in state.steps}
         for step in state.steps:
             state.cancel.raise_if_cancelled(step)
             parents = flow.inputs[step]
             table = fan_in(step, [outputs[p] for p in parents], parents) if parents else flow_input
-            outputs[step] = self._run_step(flow, step, table, state)
+            outputs[step] = self._run_step(placed[step], step, table, state, flow.step_option(step, "batch_size"))
             state.finish_step(step, outputs[step], self.keep_history)
             if not self.keep_history:  # free what no later step reads
                 for p in parents:
@@ -63,8 +65,8 @@ class LocalExecutor:
                         outputs.pop(p, None)
         return state.finish(outputs[flow.output])
 
-    def _run_step(self, flow: Flow, step: str, table: pa.Table, state: RunState) -> pa.Table:
-        op = placed_operator(flow.operators[step], flow.spec.steps[step].placement)
+    def _run_step(self, op: Operator, step: str, table: pa.Table, state: RunState,
+                  batch_size: int | None) -> pa.Table:
         state.start_step(step)
         if op.scope == "source":
             op.ensure_setup()
@@ -72,7 +74,6 @@ class LocalExecutor:
         # Other operators set up on their first call: a step served wholly from the
         # cache never loads its model.
         runner = StepRunner(op, state.step_cache(step))
-        batch_size = flow.step_option(step, "batch_size")
         parts = []
         for batch in scope_batches(op, table, batch_size):
             state.cancel.raise_if_cancelled(step)

@@ -220,3 +220,21 @@ def test_inputs_written_as_one_name_says_to_write_a_list():
                                                                          "inputs": "bm25"}}})
     assert err.value.field == "steps.top.inputs" and err.value.step == "top"
     assert err.value.message == "Input should be a valid list of step ids (got 'bm25'): write inputs: [bm25]"
+
+
+def test_a_placed_step_without_its_deployment_stops_the_flow_before_the_steps_in_front_of_it(monkeypatch, tmp_path):
+    """The local executor places every step before the first runs: the unreachable deployment of the last step is
+    the error, not what the first step does (here, open an index that is not there)."""
+    import ray
+
+    from flows.placement import PlacementError
+
+    if ray.is_initialized():  # a Ray test ran in this worker: the step would look for the deployment there
+        pytest.skip("this worker is connected to Ray; the test needs a process that is not")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    spec = FlowSpec.parse({"steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"index": str(tmp_path / "no_index")}},
+        "rr": {"op": "rerank.embedding", "placement": {"deployment": "embedder"}}}})
+    with pytest.raises(PlacementError, match="'tessera/embedder', but this process is not connected to Ray") as err:
+        LocalExecutor().run(spec, "honey bees")
+    assert (err.value.step, err.value.op) == ("rr", "rerank.embedding")
