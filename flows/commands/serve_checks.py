@@ -4,6 +4,8 @@
   0.0.0.0}`` started the service on 127.0.0.1 without a word, and a misspelt ``route_prefx`` was dropped. The names
   come from Ray's own schema classes, so a new Ray's settings are accepted as they come; Tessera's ``args`` are
   checked by its own models (``serve.check_args``).
+* The values Serve's schema refuses (``num_replicas: 0`` in a ``deployments`` entry): ``serve run`` validated them
+  only itself, with pydantic's traceback.
 * A ``$TESSERA_HOME`` other users of the machine may list or read, when the service has tenants (a warning).
 * The cluster ``--address`` (else ``RAY_ADDRESS``) names: ``serve run`` printed Ray's traceback for the job server's
   ``http://`` address, and waited minutes on one where nothing listens."""
@@ -43,6 +45,37 @@ def check_setting_names(config: dict[str, Any], source: Path) -> None:
         check(application, ServeApplicationSchema, f"applications.{n}")
         for m, deployment in enumerate((application or {}).get("deployments") or []):
             check(deployment, DeploymentSchema, f"applications.{n}.deployments.{m}")
+    check_setting_values(config, source)
+
+
+def check_setting_values(config: dict[str, Any], source: Path) -> None:
+    """Refuse the first value Serve's own schema refuses (``serve run`` validates the file the same way, but with a
+    traceback), naming its setting as the file writes it."""
+    from pydantic import ValidationError
+    from ray.serve.schema import ServeDeploySchema
+
+    try:
+        ServeDeploySchema.model_validate(config)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = ".".join(_written_part(config, first["loc"]))
+        raise CliError(f"{source}: {first['msg'].removeprefix('Value error, ')}", field=field or "config") from None
+
+
+def _written_part(config: Any, loc: tuple) -> list[str]:
+    """The part of pydantic's ``loc`` that names keys and items of ``config`` (a union's error adds the member it
+    tried, such as ``constrained-int``, which is no setting)."""
+    parts, node = [], config
+    for part in loc:
+        if (isinstance(node, dict) and part in node) or (isinstance(node, list) and isinstance(part, int)
+                                                         and part < len(node)):
+            node = node[part]
+            parts.append(str(part))
+            continue
+        if isinstance(node, dict) and str(part).isidentifier():
+            parts.append(str(part))  # a required setting that is absent
+        break
+    return parts
 
 
 def _has_api_keys(application: dict) -> bool:

@@ -191,6 +191,30 @@ def test_a_misspelt_serve_setting_is_refused_naming_it(tmp_path, capsys, edit, f
     assert shipped_config_status == 0  # as shipped
 
 
+@pytest.mark.parametrize("edit, field, words", [
+    (lambda c: c["applications"][0].update(deployments=[{"name": "minilm-rerank", "num_replicas": 0}]),
+     "applications.0.deployments.0.num_replicas", "Input should be greater than 0"),
+    (lambda c: c["applications"][0].update(deployments=[{"name": "tessera-cross-encodr", "max_ongoing_requests": 32}]),
+     "deployments.0.name", "no deployment named 'tessera-cross-encodr' in this application; did you mean "
+     "'tessera-cross-encoder'"),
+    (lambda c: c["applications"][0].pop("import_path"), "applications.0.import_path", "Field required"),
+])
+def test_a_value_serve_refuses_is_one_line_naming_it(tmp_path, capsys, edit, field, words, shipped_config_status):
+    """``num_replicas: 0`` was Serve's pydantic traceback from ``serve run``; a ``deployments`` entry naming no
+    deployment of the app (a typo) failed the app once Ray and Serve had started ("Deployment ... does not
+    exist")."""
+    config = yaml.safe_load((REPO / "serve" / "config.yaml").read_text())
+    edit(config)
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(config))
+    with app_args_checked_in_process():
+        assert main(["serve", "--config", str(path), "--print-config"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"tessera: error: field '{field}': ") and words in err, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert shipped_config_status == 0
+
+
 @pytest.mark.parametrize("port", ["0", "99999", "http"])
 def test_a_port_out_of_range_is_refused(port, capsys):
     with pytest.raises(SystemExit) as exit_:
