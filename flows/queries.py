@@ -69,22 +69,22 @@ def read_queries(source: str | Path) -> pa.Table:
     suffix = path.suffix.lower()
     try:
         if suffix in (".parquet", ".csv"):
-            return _checked((_read_columnar(path), []), path)
+            return _checked(_read_columnar(path), path)
         if suffix not in QUERY_SUFFIXES and not path.is_file():  # /dev/stdin, /dev/fd/63: no suffix to go by
             return _checked(_sniffed(path.read_bytes(), path), path)
         if suffix not in QUERY_SUFFIXES:
             raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of "
                             f"{', '.join(QUERY_SUFFIXES)})", field="queries")
         text = path.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the first query
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a queries file (not UTF-8 text)", field="queries") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(_not_utf8(err, path), field="queries") from None
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise SpecError(f"{path}: not a readable {suffix[1:] or 'queries'} queries file ({one_line(err, 160)})",
                         field="queries") from None
     if suffix == ".tsv":
-        return _checked((_read_tsv(text, path), []), path)
+        return _checked(_read_tsv(text, path), path)
     if suffix == ".txt":
-        return _checked((_read_lines(text), []), path)
+        return _checked(_read_lines(text, path), path)
     if suffix == ".json" and text.lstrip().startswith("["):
         return _checked(_read_array(text, path), path)
     return _checked(_read_jsonl(text, path), path)
@@ -107,33 +107,48 @@ def _not_a_queries_file(path: Path, source: object) -> str:
     return f"{source} is a folder, not a queries file{hint}"
 
 
-def _sniffed(data: bytes, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+#: What a reader returns: each query's (qid, text, where it was read: ``FILE:LINE``, ``FILE: row N``...), and each
+#: query's ``messages`` as JSON text (empty when the format has none).
+Read = tuple[list[tuple[str, str, str]], list[str | None]]
+
+
+def _sniffed(data: bytes, where: str | Path) -> Read:
     """Queries without a suffix to go by (``-``, a pipe): JSON lines when the first non-blank character is ``{``, a
     JSON array of query objects when it is ``[``, else one query a line."""
     try:
         text = data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SpecError(f"{where}: not queries (not UTF-8 text)", field="queries") from None
+    except UnicodeDecodeError as err:
+        raise SpecError(_not_utf8(err, where), field="queries") from None
     first = text.lstrip()[:1]
     if first == "{":
         return _read_jsonl(text, where)
     if first == "[":
         return _read_array(text, where)
-    return _read_lines(text), []
+    return _read_lines(text, where)
 
 
-def _checked(read: tuple[list[tuple[str, str]], list[str | None]], where: str | Path) -> pa.Table:
-    pairs, conversations = read
-    if not pairs:
+def _not_utf8(err: UnicodeDecodeError, where: str | Path) -> str:
+    """Where the first byte that is not UTF-8 is, so a Latin-1 or UTF-16 file can be found and converted."""
+    line = err.object[:err.start].count(b"\n") + 1
+    return (f"{where}:{line}: not UTF-8 text (byte 0x{err.object[err.start]:02x}); save the queries file as UTF-8 "
+            "(iconv -f latin1 -t utf-8 FILE)")
+
+
+def _checked(read: Read, where: str | Path) -> pa.Table:
+    """The queries table, once every qid is given once and not empty and every query has text, naming the line."""
+    triples, conversations = read
+    if not triples:
         raise SpecError(f"{where} holds no queries", field="queries")
-    seen: set[str] = set()
-    for qid, text in pairs:
-        if qid in seen:
-            raise SpecError(f"{where}: qid '{qid}' appears twice", field="queries")
+    first: dict[str, str] = {}
+    for qid, text, at in triples:
+        if not qid.strip():
+            raise SpecError(f"{at}: the qid is empty (each query needs an id)", field="queries")
+        if qid in first:
+            raise SpecError(f"{at}: qid '{qid}' appears twice (first at {first[qid]})", field="queries")
         if not text.strip():  # it would be searched for nothing, and answered with arbitrary documents
-            raise SpecError(f"{where}: query '{qid}' is empty", field="queries")
-        seen.add(qid)
-    table = _table(pairs)
+            raise SpecError(f"{at}: query '{qid}' is empty", field="queries")
+        first[qid] = at
+    table = _table([(qid, text) for qid, text, _ in triples])
     if any(c is not None for c in conversations):
         table = table.append_column("messages", pa.array(conversations, pa.string()))
     return table
@@ -148,13 +163,13 @@ def _pick(record: dict, names: tuple[str, ...]):
     return next((record[n] for n in names if n in record and record[n] is not None), None)
 
 
-def _read_lines(text: str) -> list[tuple[str, str]]:
+def _read_lines(text: str, where: str | Path) -> Read:
     """One query a line, numbered 1, 2, ... (blank lines skipped)."""
-    lines = (line.strip() for line in text.splitlines())
-    return [(str(i), line) for i, line in enumerate((x for x in lines if x), 1)]
+    lines = [(f"{where}:{n}", line.strip()) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    return [(str(i), line, at) for i, (at, line) in enumerate(lines, 1)], []
 
 
-def _read_jsonl(text: str, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+def _read_jsonl(text: str, where: str | Path) -> Read:
     """The (qid, text) pairs, and each query's ``messages`` as JSON text (None where it has none)."""
     pairs, conversations = [], []
     # lines end at "\n" only, as a file's lines do: str.splitlines also cuts at U+2028 and U+0085, which JSON
@@ -170,14 +185,14 @@ def _read_jsonl(text: str, where: str | Path) -> tuple[list[tuple[str, str]], li
     return pairs, conversations
 
 
-def _read_array(text: str, where: str | Path) -> tuple[list[tuple[str, str]], list[str | None]]:
+def _read_array(text: str, where: str | Path) -> Read:
     """A JSON array of query objects (a ``.json`` file, or standard input that starts with ``[``)."""
     try:
         records = json.loads(text)
     except json.JSONDecodeError as err:
         raise SpecError(f"{where}: not a JSON array of queries ({err.msg}, line {err.lineno})",
                         field="queries") from None
-    pairs: list[tuple[str, str]] = []
+    pairs: list[tuple[str, str, str]] = []
     conversations: list[str | None] = []
     for n, record in enumerate(records, 1):
         _record(record, f"{where}: query {n} of the array", pairs, conversations)
@@ -185,7 +200,8 @@ def _read_array(text: str, where: str | Path) -> tuple[list[tuple[str, str]], li
 
 
 def _record(record, where: str, pairs: list, conversations: list) -> None:
-    """One query object: its (qid, text) and its ``messages``, appended; a clear error naming ``where`` else."""
+    """One query object: its (qid, text, where) and its ``messages``, appended; a clear error naming ``where``
+    else."""
     if not isinstance(record, dict):
         raise SpecError(f"{where}: a query is a JSON object such as {{\"_id\": \"q1\", \"text\": \"...\"}}, not "
                         f"{_json_kind(record)}" + (" (a JSON array of queries is read from a .json file or standard "
@@ -199,7 +215,7 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
                                                                           for m in messages)):
         raise SpecError(f"{where}: 'messages' must be a list of {{role, content}} objects (the "
                         "conversation before the question)", field="queries")
-    pairs.append((str(qid), str(text)))
+    pairs.append((str(qid), str(text), where))
     conversations.append(json.dumps(messages, ensure_ascii=False) if messages is not None else None)
 
 
@@ -208,7 +224,7 @@ def _json_kind(value) -> str:
         type(value), "a number")
 
 
-def _read_tsv(content: str, path: Path) -> list[tuple[str, str]]:
+def _read_tsv(content: str, path: Path) -> Read:
     pairs = []
     for line_no, line in enumerate(content.split("\n"), 1):  # "\n" only, as for JSON lines
         if not line.strip():
@@ -219,11 +235,11 @@ def _read_tsv(content: str, path: Path) -> list[tuple[str, str]]:
         qid, text = parts[0].strip(), parts[1].strip()
         if line_no == 1 and qid in _ID_FIELDS and text in _TEXT_FIELDS:
             continue  # header
-        pairs.append((qid, text))
-    return pairs
+        pairs.append((qid, text, f"{path}:{line_no}"))
+    return pairs, []
 
 
-def _read_columnar(path: Path) -> list[tuple[str, str]]:
+def _read_columnar(path: Path) -> Read:
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
@@ -238,8 +254,9 @@ def _read_columnar(path: Path) -> list[tuple[str, str]]:
     if qid_col is None or text_col is None:
         raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",
                         field="queries")
-    return [(str(q), str(t)) for q, t in zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
-            if t is not None]
+    rows = zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
+    return [("" if q is None else str(q), "" if t is None else str(t), f"{path}: row {n}")  # None: refused as empty
+            for n, (q, t) in enumerate(rows, 1)], []
 
 
 # -- results ------------------------------------------------------------------------
@@ -286,6 +303,8 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
     """
     path = check_result_path(path)
     suffix = path.suffix.lower()
+    from flows.trec_run import trec_run
+
     text = trec_run(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -316,60 +335,3 @@ def _write(table: pa.Table, tmp: Path, suffix: str, text: str | None) -> None:
                 values = [None if v is None else json.dumps(v, default=str) for v in table.column(i).to_pylist()]
                 flat = flat.set_column(i, field.name, pa.array(values, pa.string()))
         pacsv.write_csv(flat, tmp)
-
-
-def trec_run(table: pa.Table, tag: str = "tessera") -> str:
-    """The ranking of a result table as a TREC run: ``qid Q0 docno rank score tag`` a line, by qid then rank.
-
-    trec_eval and ir-measures order a query's documents by score (ties: by docno, descending), not by the rank
-    column, and trec_eval holds a score as a 32-bit float. So the scores are written as 32-bit floats that
-    decrease strictly with Tessera's rank: where a score ties with (or is above) the one ranked before it, as
-    32-bit floats, it is nudged just below that one (by the smallest float32 step), and a query with a missing
-    score gets ``-rank``. Evaluating the file then sees Tessera's order. A result without ``rank`` is ranked by
-    ``score`` within each query; the rank written is 1, 2, ... in that order.
-
-    Qrels judge documents, not chunks: a result whose rows are chunks (a ``doc_id`` that is not the row's
-    ``docno``) is written one line per document, its ``doc_id``, where its best chunk is ranked (max-passage).
-    """
-    import numpy as np
-
-    missing = [c for c in ("qid", "docno") if c not in table.column_names]
-    if missing or not {"rank", "score"} & set(table.column_names):
-        raise SpecError(f"a TREC run needs the columns qid, docno and rank or score; the result has "
-                        f"{one_line(table.column_names, 160)}", field="out")
-    tag = "_".join(str(tag).split()) or "tessera"
-    qids = [str(q) for q in table.column("qid").to_pylist()]
-    docnos = [str(d) for d in table.column("docno").to_pylist()]
-    if "doc_id" in table.column_names:
-        docnos = [docno if doc is None else str(doc) for docno, doc in zip(docnos, table.column("doc_id").to_pylist())]
-    for what, values in (("qid", qids), ("docno", docnos)):
-        bad = next((v for v in values if not v or any(ch.isspace() for ch in v)), None)
-        if bad is not None:
-            raise SpecError(f"a TREC run cannot hold the {what} {bad!r}: it is empty or has whitespace",
-                            field="out")
-    scores = (np.array([np.nan if v is None else float(v) for v in table.column("score").to_pylist()])
-              if "score" in table.column_names else np.full(table.num_rows, np.nan))
-    if "rank" in table.column_names:
-        ranks = np.array([np.inf if v is None else float(v) for v in table.column("rank").to_pylist()])
-    else:
-        ranks = -np.nan_to_num(scores, nan=-np.inf)  # by score, descending
-    order = sorted(range(table.num_rows), key=lambda i: (qids[i], ranks[i], i))
-    if "doc_id" in table.column_names:  # chunks: each document where its best chunk is
-        seen: set[tuple[str, str]] = set()
-        order = [i for i in order if not ((qids[i], docnos[i]) in seen or seen.add((qids[i], docnos[i])))]
-    lines: list[str] = []
-    start = 0
-    while start < len(order):  # one query at a time
-        end = start
-        while end < len(order) and qids[order[end]] == qids[order[start]]:
-            end += 1
-        rows = order[start:end]
-        own = scores[rows]
-        written = (-np.arange(1, len(rows) + 1) if np.isnan(own).any() else own).astype(np.float32)
-        for j in range(1, len(rows)):
-            if not written[j] < written[j - 1]:
-                written[j] = np.nextafter(written[j - 1], np.float32(-np.inf))
-        lines += [f"{qids[i]} Q0 {docnos[i]} {n} {float(score)!r} {tag}\n"
-                  for n, (i, score) in enumerate(zip(rows, written), 1)]
-        start = end
-    return "".join(lines)

@@ -8,7 +8,7 @@ run. Each run is written atomically (temporary file, then rename) as soon as its
 flow finishes, to ``<dir>/<flow>-<key16>.parquet``, so an interrupted benchmark
 resumes without redoing finished flows. A flow's answers (``flows.bench.answers``) travel in
 the same file, as JSON in its schema metadata. Beside it, ``<flow>-<key16>.trec`` is the
-same run in TREC format (``flows.queries.trec_run``: scores decrease strictly with the rank),
+same run in TREC format (``flows.trec_run.trec_run``: scores decrease strictly with the rank),
 so trec_eval or ir-measures on it reproduce the benchmark's measures.
 """
 
@@ -60,7 +60,7 @@ class StoredRun:
     def write_trec(self) -> Path:
         """Write ``trec_path`` (atomically) unless it is there already; returns it."""
         if not self.trec_path.is_file():
-            from flows.queries import trec_run
+            from flows.trec_run import trec_run
             from operators.atomic import write_text
 
             write_text(self.trec_path, trec_run(self.table, self.flow))

@@ -32,7 +32,7 @@ def print_results(out, result, queries, top: int) -> None:
             out.print(f"[bold]{title}[/]  no results")
         else:
             rows = in_rank_order(rows)
-            shown = rows.slice(0, top)
+            shown = rows.slice(0, min(top, rows.num_rows))  # --top 10**20: every row
             view = Table(title=title, title_justify="left", title_style="bold")
             for col in columns:
                 kind = rows.schema.field(col).type
@@ -53,6 +53,7 @@ def top_rows(table, top: int):
 
     from operators.tables import in_rank_order, qid_groups
 
+    top = min(top, table.num_rows)  # a slice's length is a C long: --top 10**20 means every row
     if "qid" not in table.column_names or table.num_rows == 0:
         return table.slice(0, top)
     return pa.concat_tables([in_rank_order(rows).slice(0, top) for _, rows in qid_groups(table)])

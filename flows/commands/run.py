@@ -77,8 +77,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.executors import make_executor
     from flows.model_check import check_models
     from flows.progress import CancelToken
-    from flows.queries import check_result_path, read_queries, write_results
+    from flows.queries import TREC_SUFFIXES, check_result_path, read_queries, write_results
     from flows.train import train_command
+    from flows.trec_run import check_trec_ids
 
     flow, mosaic_query = load_flow(args.flow, index=args.index and uris.local_path(args.index, "index"),
                                    given=args.index)
@@ -89,6 +90,8 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
     out_path = check_result_path(out_file) if out_file else None
+    if out_path is not None and out_path.suffix.lower() in TREC_SUFFIXES:  # refused now, not after the whole run
+        check_trec_ids(queries.column("qid").to_pylist(), "qid", "; --out to .parquet, .jsonl or .csv keeps it")
     for step_id, cls in flow.spec.unset_index_steps().items():
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",

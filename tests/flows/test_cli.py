@@ -238,11 +238,11 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
                           f"{beir} is a folder, not a queries file; did you mean {beir / 'queries.jsonl'}?")
     assert_one_line_error(tessera("run", "demo", "-q", "bees", "--out", "x.txt", home=home, check=None),
                           "field 'out'")
-    for name, text in (("q.jsonl", '{"_id": "a", "text": "bees"}\n{"_id": "b", "text": " "}\n'),
-                       ("q.tsv", "a\tbees\nb\t\n"), ("q.csv", "qid,query\na,bees\nb,\"  \"\n")):
+    for name, text, at in (("q.jsonl", '{"_id": "a", "text": "bees"}\n{"_id": "b", "text": " "}\n', ":2"),
+                           ("q.tsv", "a\tbees\nb\t\n", ":2"), ("q.csv", "qid,query\na,bees\nb,\"  \"\n", ": row 2")):
         (tmp_path / name).write_text(text)
         assert_one_line_error(tessera("run", "demo", "-q", str(tmp_path / name), home=home, check=None),
-                              "field 'queries'", f"{tmp_path / name}: query 'b' is empty")
+                              "field 'queries'", f"{tmp_path / name}{at}: query 'b' is empty")
     from flows.api import Flow
     from operators.errors import SpecError
 

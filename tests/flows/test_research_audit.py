@@ -201,7 +201,7 @@ def test_a_misspelt_required_parameter_is_named_as_sent_with_the_close_name():
 
 def test_trec_scores_decrease_strictly_in_tesseras_order_when_scores_tie():
     from flows.bench.metrics import run_records
-    from flows.queries import trec_run
+    from flows.trec_run import trec_run
 
     # Tessera ranks b, a, c at one score, then z above them: trec_eval orders by score, ties by docno
     # descending (z, c, b, a), so the file's scores must say b > a > c > z.
@@ -225,7 +225,7 @@ def test_trec_scores_decrease_strictly_in_tesseras_order_when_scores_tie():
 
 def test_a_trec_run_of_chunks_names_each_document_once_where_its_best_chunk_is():
     """Qrels judge documents: chunk ids (``d1#0``) would score 0, and a document twice would count twice."""
-    from flows.queries import trec_run
+    from flows.trec_run import trec_run
 
     table = pa.table({"qid": ["1"] * 4 + ["2"], "docno": ["d1#1", "d2#0", "d1#0", "x", "d1#0"],
                       "doc_id": ["d1", "d2", "d1", None, "d1"], "rank": [1, 2, 3, 4, 1],

@@ -1,0 +1,68 @@
+"""``tessera run`` over the query files users bring: a problem in the file is one error naming the file and the
+line (or row) it is on, before anything runs; a qid a TREC ``--out`` cannot hold is refused before the run, not
+after it; ``--top`` larger than any table is every row. The flow is BM25 over the sample corpus
+(``retrieve.corpus_bm25``: no model, no index to build)."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from tests.flows.test_cli_scripting import one_error, spec, tessera  # noqa: F401 - fixtures
+
+
+@pytest.mark.parametrize("name, body, said", [
+    ("dup.tsv", b"qid\tquery\nq1\thoney bees\nq2\topera\n\nq1\tcathedrals\n",
+     "dup.tsv:5: qid 'q1' appears twice (first at "),
+    ("blank.jsonl", b'{"_id": "q1", "text": "honey"}\r\n{"_id": "q2", "text": "  "}\r\n',
+     "blank.jsonl:2: query 'q2' is empty"),
+    ("latin1.txt", b"honey bees\ncaf\xe9 music\n", "latin1.txt:2: not UTF-8 text (byte 0xe9)"),
+    ("noid.tsv", b"q1\thoney bees\n\topera singers\n", "noid.tsv:2: the qid is empty"),
+    ("noid.jsonl", b'{"_id": "", "text": "honey"}\n', "noid.jsonl:1: the qid is empty"),
+])
+def test_a_bad_query_is_named_by_its_line(tmp_path, spec, tessera, name, body, said):  # noqa: F811
+    queries = tmp_path / name
+    queries.write_bytes(body)
+    status, out, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
+    assert status == 2 and out == ""
+    one_error(err, "field 'queries'", said)
+
+
+def test_a_parquet_row_without_qid_or_text_is_named_not_dropped(tmp_path, spec, tessera):  # noqa: F811
+    queries = tmp_path / "q.parquet"
+    pq.write_table(pa.table({"qid": ["q1", "q2"], "query": ["honey bees", None]}), queries)
+    status, _, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
+    assert status == 2
+    one_error(err, "q.parquet: row 2: query 'q2' is empty")  # was: q2 left out, the run went on without it
+    pq.write_table(pa.table({"qid": ["q1", None], "query": ["honey bees", "opera"]}), queries)
+    status, _, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
+    assert status == 2
+    one_error(err, "q.parquet: row 2: the qid is empty")  # was: searched as the qid 'None'
+
+
+def test_a_qid_a_trec_run_cannot_hold_is_refused_before_the_run(tmp_path, spec, tessera):  # noqa: F811
+    queries, out = tmp_path / "q.tsv", tmp_path / "run.trec"
+    queries.write_text("q1\thoney bees\nq 2\topera singers\n")
+    status, stdout, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--out", str(out),
+                                  home=tmp_path / "home")
+    assert status == 2 and stdout == "" and not out.exists()
+    # one line: no step ran first (a step that ran prints '[1/1] bm25 ... done' on stderr before the error)
+    one_error(err, "field 'out'", "the qid 'q 2'", ".parquet, .jsonl or .csv keeps it")
+    status, _, _ = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--quiet", "--out",
+                           str(tmp_path / "run.jsonl"), home=tmp_path / "home")
+    assert status == 0
+
+
+def test_top_beyond_any_table_shows_every_row(tmp_path, spec, tessera):  # noqa: F811
+    huge = str(10**20)  # more than a C long, which a table slice takes
+    status, out, err = tessera("run", str(spec), "-q", "honey bees", "--no-cache", "--top", huge,
+                               home=tmp_path / "home")
+    assert status == 0, err
+    assert "1: honey bees" in out and "more rows" not in out
+    status, out, err = tessera("run", str(spec), "-q", "honey bees", "--no-cache", "--top", huge, "--json",
+                               home=tmp_path / "home")
+    assert status == 0, err
+    assert len(json.loads(out)["rows"]) == 3  # the spec's k
