@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
-from flows.commands.serve_checks import check_setting_names, checked_address, home_readable_by_others
+from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
@@ -73,6 +73,7 @@ def handle(args: argparse.Namespace) -> int:
         check_port(str(http.get("host", "127.0.0.1")), port)
         check_task_stores(config)
         check_models_file(os.environ)
+        check_gpus(config, args.address, os.environ)
     check_app_args(config)  # last: it costs a child process (about 1 s)
     import yaml
 

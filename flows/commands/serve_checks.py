@@ -109,3 +109,46 @@ def checked_address(address: str | None) -> str | None:
 
     check_ray_address(address, job_hint=False)
     return address
+
+
+def check_gpus(config: dict[str, Any], address: str | None, environ) -> None:
+    """Refuse a model that asks for more GPUs than this machine has when ``serve run`` starts its own Ray here (no
+    cluster to join): its replica would wait for a GPU forever and the app never become ready (Serve's warning, the
+    model ``loading`` in ``/healthz``). On a cluster the request stays: a pending GPU replica is what makes an
+    autoscaler start a GPU node (docs/serving.md, GPUs)."""
+    if not _starts_own_cluster(address, environ):
+        return
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    have = get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators()
+    for field, asked in _gpu_requests(config):
+        if asked > have:
+            raise CliError(f"it asks for {asked:g} GPU per replica, but this machine has {have} and `tessera serve` "
+                           "starts its own Ray here: the replica would wait for a GPU forever; remove num_gpus (CPU "
+                           "replicas) or run on a cluster with GPU nodes (--address)", field=field)
+
+
+def _starts_own_cluster(address: str | None, environ) -> bool:
+    """Whether ``serve run`` starts a new Ray on this machine rather than joining one."""
+    address = address or environ.get("RAY_ADDRESS")
+    if address:
+        return address == "local"
+    from ray._private.services import find_gcs_addresses
+
+    return not find_gcs_addresses()  # none running here: ray.init starts one
+
+
+def _gpu_requests(config: dict[str, Any]) -> list[tuple[str, float]]:
+    """Each GPU request of Tessera's applications: a model's ``num_gpus`` and a deployment override's."""
+    asks = []
+    for n, application in enumerate(config.get("applications") or []):
+        if application.get("import_path") != "serve.app:build_app":
+            continue
+        for m, model in enumerate((application.get("args") or {}).get("models") or []):
+            if isinstance(model, dict) and isinstance(model.get("num_gpus"), (int, float)) and model["num_gpus"] > 0:
+                asks.append((f"applications.{n}.args.models.{m}.num_gpus", float(model["num_gpus"])))
+        for m, override in enumerate(application.get("deployments") or []):
+            gpus = ((override or {}).get("ray_actor_options") or {}).get("num_gpus")
+            if isinstance(gpus, (int, float)) and gpus > 0:
+                asks.append((f"applications.{n}.deployments.{m}.ray_actor_options.num_gpus", float(gpus)))
+    return asks

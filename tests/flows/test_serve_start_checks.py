@@ -215,6 +215,31 @@ def test_a_value_serve_refuses_is_one_line_naming_it(tmp_path, capsys, edit, fie
     assert shipped_config_status == 0
 
 
+@pytest.mark.parametrize("where", ["model", "override"])
+def test_more_gpus_than_this_machine_has_are_refused_when_serve_starts_its_own_ray(tmp_path, serve_in_process,
+                                                                                   where):
+    """A replica that asks for a GPU a new local Ray will never have waited forever: the app stayed loading."""
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    asked = get_accelerator_manager_for_resource("GPU").get_current_node_num_accelerators() + 1
+    model = {"name": "minilm", "op": "embed.sentence_transformer", "params": {"model": "all-MiniLM-L6-v2"}}
+    application = {"name": "tessera", "route_prefix": "/", "import_path": "serve.app:build_app",
+                   "args": {"models": [model], "service": None}}
+    if where == "model":
+        model["num_gpus"] = asked
+        field = "applications.0.args.models.0.num_gpus"
+    else:
+        application["deployments"] = [{"name": "minilm", "ray_actor_options": {"num_gpus": asked}}]
+        field = "applications.0.deployments.0.ray_actor_options.num_gpus"
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump({"http_options": {"host": "127.0.0.1", "port": _free_port()},
+                                    "applications": [application]}))
+    done = serve_in_process("--config", str(path), tmp_path=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"tessera: error: field '{field}': it asks for {asked} GPU per replica"), done.stderr
+    assert "remove num_gpus" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("port", ["0", "99999", "http"])
 def test_a_port_out_of_range_is_refused(port, capsys):
     with pytest.raises(SystemExit) as exit_:
