@@ -101,6 +101,11 @@ class MultiHopRetriever(Operator):
         follow_up_model: str = Field("local", min_length=1, json_schema_extra=llm_model(), description="With "
                                      "follow_up: llm, the model (an alias or a litellm string) that writes the "
                                      "follow-up queries, at temperature 0.")
+        follow_up_timeout: float | None = Field(None, gt=0, description="With follow_up: llm, the seconds one "
+                                                "call may take (per attempt); null takes the alias's setting.")
+        follow_up_retries: int | None = Field(None, ge=0, description="With follow_up: llm, litellm's retries "
+                                              "after a timeout, a rate limit or a server error; null takes the "
+                                              "alias's setting.")
         with_question: bool = Field(False, description="Put the question before each follow-up query.")
         dedup: bool = Field(True, description="A later hop's rankings keep only documents that no earlier hop "
                             "found (so they are neither counted twice nor seed again).")
@@ -197,7 +202,9 @@ class MultiHopRetriever(Operator):
         prompts = [messages_of(_FOLLOW_UP_PROMPT.format(question=q, title=title or "", text=" ".join(
             (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
             zip(questions, seeds.column("title").to_pylist(), seeds.column("text").to_pylist())]
-        results = complete_many(prompts, model=self.params.follow_up_model, temperature=0.0, max_tokens=32)
+        p = self.params
+        results = complete_many(prompts, model=p.follow_up_model, temperature=0.0, max_tokens=32,
+                                timeout=p.follow_up_timeout, num_retries=p.follow_up_retries)
         queries, failed = [], {}
         for qid, result, title in zip(seeds.column("qid").to_pylist(), results,
                                       self._follow_up_titles(seeds, questions)):

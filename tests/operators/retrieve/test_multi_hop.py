@@ -184,3 +184,15 @@ def test_a_missing_follow_up_gguf_is_declared_so_the_flow_is_refused_before_it_r
     asked = create("retrieve.multi_hop", {**params, "follow_up": "llm"}, step_id="hops")
     assert asked.required_models() == {"params.follow_up_model": str(missing)}
     assert create("retrieve.multi_hop", params, step_id="hops").required_models() == {}
+
+
+def test_llm_follow_ups_keep_the_steps_timeout_and_retries(sample_index, fault_models):
+    """A hanging model server holds the step for the step's timeout, once per call, not the alias's 60 s and two
+    retries (about three minutes a call)."""
+    hanging = multi_hop(sample_index, documents_per_hop=1, follow_up_k=5, follow_up="llm",
+                        follow_up_model="fault-slow", follow_up_timeout=0.5, follow_up_retries=0)
+    out = hanging(queries(2))
+    assert fault_models.attempts["slow"] == 2  # one call for each question's seed, none retried
+    marks = hanging.drain_metadata()
+    assert all("no reply within 0.5 s" in meta["degraded"]["reason"] for meta in marks.values()) and len(marks) == 2
+    assert out.num_rows > 0  # the seed titles searched instead
