@@ -32,7 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
-from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, remove_cache_files, write_marker
+from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, later_layout, remove_cache_files, write_marker
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from operators.base import Operator
 from operators.errors import TesseraError
@@ -144,6 +144,9 @@ class StepCache:
         if fresh and root.is_dir() and holds_other_files(root):
             raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
                              "new folder", field="cache_dir")
+        refused = later_layout(root) if root.is_dir() else None
+        if refused:
+            raise CacheError(f"cache directory {root}: {refused}", field="cache_dir")
         try:
             (root / "data").mkdir(parents=True, exist_ok=True)
             write_marker(root)

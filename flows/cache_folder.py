@@ -18,6 +18,9 @@ from pathlib import Path
 
 #: The file that says a directory is a Tessera step cache.
 MARKER = "tessera-cache.json"
+#: The folder's layout this release writes and reads, recorded in ``MARKER``: a later one is refused (``later_layout``),
+#: since this release would misread its entries or write ones that Tessera misreads.
+LAYOUT = 1
 #: What a cache directory holds besides ``data/`` (anything else in it is left alone by ``clear``).
 OWN_FILES = (MARKER, "index.sqlite", "index.sqlite-wal", "index.sqlite-shm", "index.sqlite-journal")
 
@@ -30,7 +33,22 @@ def holds_other_files(root: Path) -> bool:
 def write_marker(root: Path) -> None:
     """Mark ``root`` as a step cache (once; an existing marker is kept)."""
     if not (root / MARKER).exists():
-        (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": 1}) + "\n")
+        (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": LAYOUT}) + "\n")
+
+
+def later_layout(root: Path) -> str | None:
+    """Why this release cannot use the cache at ``root`` (its marker names another layout), or None."""
+    try:
+        marker = json.loads((root / MARKER).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None  # a new folder, or a cache from before markers (layout 1)
+    except (OSError, ValueError) as err:
+        return f"its marker {root / MARKER} cannot be read ({err}); move the folder away, or give another one"
+    layout = marker.get("layout") if isinstance(marker, dict) else None
+    if layout == LAYOUT:
+        return None
+    return (f"it has layout {layout!r}, which a later Tessera wrote (this one reads layout {LAYOUT}): run that "
+            "Tessera, or use another cache folder")
 
 
 def is_cache_dir(root: Path) -> bool:

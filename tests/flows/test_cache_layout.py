@@ -1,0 +1,70 @@
+"""A step cache that a later Tessera wrote (its marker names another layout) is refused in one line naming the
+folder and the layout, and nothing of it is read, written or deleted: this release would misread its entries,
+or store ones the later release misreads. A cache of this layout, or one from before markers, is used as ever."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pytest
+
+from flows.cache import CacheError, StepCache
+from flows.cache_folder import LAYOUT, MARKER
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from tests.flows.test_cli import assert_one_line_error, tessera  # noqa: F401 - the fixture
+
+SPEC = {"name": "words", "steps": {"words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}}
+QUERIES = pa.table({"qid": ["q1", "q2"], "query": ["honey bees", "gothic cathedrals"]})
+
+
+def _run(cache: StepCache):
+    return LocalExecutor(cache=cache).run(FlowSpec.parse(SPEC).build(), QUERIES)
+
+
+def _snapshot(root) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def _stored_cache(root) -> StepCache:
+    """A cache this release filled by a real run (entries, files, marker), closed."""
+    cache = StepCache(root)
+    _run(cache)
+    assert _run(cache).steps["words"].hit_ratio == 1.0
+    cache.close()
+    return cache
+
+
+def test_a_later_layout_is_refused_and_left_as_it_was(tmp_path):
+    root = tmp_path / "cache"
+    _stored_cache(root)
+    (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": LAYOUT + 1}) + "\n")
+    before = _snapshot(root)
+    with pytest.raises(CacheError) as err:
+        _run(StepCache(root))
+    assert str(root) in err.value.message and f"layout {LAYOUT + 1}" in err.value.message
+    assert "later Tessera" in err.value.message and err.value.field == "cache_dir"
+    with pytest.raises(CacheError, match="later Tessera"):
+        StepCache(root).prune(max_bytes=0)  # would evict the later release's files
+    assert _snapshot(root) == before
+
+
+def test_this_layout_and_a_cache_from_before_markers_are_used(tmp_path):
+    root = tmp_path / "cache"
+    _stored_cache(root)
+    assert json.loads((root / MARKER).read_text())["layout"] == LAYOUT
+    (root / MARKER).unlink()  # a cache made before markers
+    assert _run(StepCache(root)).steps["words"].hit_ratio == 1.0
+
+
+def test_the_command_line_says_it_in_one_line(tmp_path, tessera):  # noqa: F811 - the fixture
+    home = tmp_path / "home"
+    root = home / "cache"
+    root.mkdir(parents=True)
+    (root / MARKER).write_text(json.dumps({"tessera": "step cache", "layout": 99}))
+    spec = tmp_path / "words.yaml"
+    spec.write_text(json.dumps(SPEC))
+    proc = tessera("run", str(spec), "-q", "honey bees", home=home, check=None)
+    assert_one_line_error(proc, str(root), "layout 99", "later Tessera", "another cache folder")
+    assert [p.name for p in root.iterdir()] == [MARKER]  # no database made in it
