@@ -80,6 +80,11 @@ class TokenStore:
             docs = pq.read_table(self.folder / DOCS)
         except (OSError, ValueError, pa.ArrowInvalid) as err:
             raise TokenStoreError(f"unreadable ColBERT token store {self.folder}: {err}") from None
+        found = self.meta.get("format", FORMAT) if isinstance(self.meta, dict) else None
+        if found != FORMAT:  # a later Tessera's layout: read as this one's, its tokens would score wrongly
+            raise TokenStoreError(f"ColBERT token store {self.folder} has format {found!r}, which a later Tessera "
+                                  f"wrote (this one reads {FORMAT!r}): run that Tessera, or build the store again "
+                                  "with this one (tessera ingest --index INDEX --colbert MODEL)")
         self.dim = int(self.meta["dim"])
         n_tokens = int(self.offsets[-1]) if len(self.offsets) else 0
         expected = n_tokens * self.dim * DTYPE.itemsize

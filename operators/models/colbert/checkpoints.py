@@ -91,7 +91,12 @@ def _read_weights(folder: Path) -> dict[str, Any]:
 def _read_tessera(path: Path):
     from safetensors.torch import load_file
 
-    config = ColbertConfig.model_validate({**_read_json(path / CONFIG_FILE), "layout": "tessera"})
+    raw = _read_json(path / CONFIG_FILE)
+    if raw.get("format", FORMAT) != FORMAT:  # a later Tessera's checkpoint: read as this one's, it would score wrongly
+        raise ColbertCheckpointError(f"{path / CONFIG_FILE} has format {raw['format']!r}, which a later Tessera saved "
+                                     f"(this one reads {FORMAT!r}): run that Tessera, or train the model again with "
+                                     "this one", field="model")
+    config = ColbertConfig.model_validate({**raw, "layout": "tessera"})
     file = path / LINEAR_FILE
     if not file.is_file():
         raise ColbertCheckpointError(f"{path} has {CONFIG_FILE} but no {LINEAR_FILE}", field="model")

@@ -131,6 +131,23 @@ def test_a_plain_encoder_is_refused_with_the_reason():
     assert "no ColBERT projection" in str(err.value)
 
 
+def test_a_checkpoint_of_a_later_format_is_refused_naming_it(tmp_path, untrained_colbert):
+    """Read as this release's, a later Tessera's checkpoint would score with the wrong settings without a word."""
+    from operators.errors import OperatorError
+    from operators.models.colbert import CONFIG_FILE, FORMAT
+
+    later = shutil.copytree(untrained_colbert, tmp_path / "later")
+    config = json.loads((later / CONFIG_FILE).read_text())
+    assert config["format"] == FORMAT == "tessera-colbert/1"
+    (later / CONFIG_FILE).write_text(json.dumps({**config, "format": "tessera-colbert/2"}))
+    before = {p.name: p.read_bytes() for p in later.iterdir() if p.is_file()}
+    op = ColbertReranker({"model": str(later), "device": "cpu", "on_error": "error"})
+    with pytest.raises(OperatorError, match=r"has format 'tessera-colbert/2', which a later Tessera saved \(this one "
+                                            r"reads 'tessera-colbert/1'\)"):
+        op(_tiny_table())
+    assert {p.name: p.read_bytes() for p in later.iterdir() if p.is_file()} == before
+
+
 def _tiny_table(query: str = "honey bees", texts: tuple[str, ...] = ("Bees make honey.", "Opera in Vienna.")):
     n = len(texts)
     return pa.table({"qid": ["q"] * n, "query": [query] * n, "docno": [f"d{i}" for i in range(n)],

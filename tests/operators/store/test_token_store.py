@@ -144,3 +144,17 @@ def test_ingest_checks_the_colbert_model_before_it_creates_anything(tmp_path, sa
     assert code == 2
     assert "'tessera-colbert' for flow ingest, step colbert (--colbert)" in capsys.readouterr().err
     assert not (tmp_path / "idx").exists()
+
+
+def test_a_store_of_a_later_format_is_refused_naming_it_and_kept(tmp_path):
+    """Read as this release's, a later layout's tokens would score candidates wrongly without a word."""
+    store = write_token_store(tmp_path / "store", zip(["a", "b"], _matrices(1, [2, 3])), dim=8, meta={"key": "k"})
+    meta_file = store.folder / "meta.json"
+    meta = json.loads(meta_file.read_text())
+    assert meta["format"] == "tessera-colbert-tokens/1"
+    meta_file.write_text(json.dumps({**meta, "format": "tessera-colbert-tokens/2"}))
+    before = {p.name: p.read_bytes() for p in store.folder.iterdir()}
+    with pytest.raises(TokenStoreError, match=r"has format 'tessera-colbert-tokens/2', which a later Tessera wrote "
+                                              r"\(this one reads 'tessera-colbert-tokens/1'\).*--colbert MODEL"):
+        TokenStore(store.folder)
+    assert {p.name: p.read_bytes() for p in store.folder.iterdir()} == before
