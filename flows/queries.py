@@ -324,8 +324,8 @@ def _write(table: pa.Table, tmp: Path, suffix: str, text: str | None) -> None:
         pq.write_table(table, tmp)
     elif suffix == ".jsonl":
         with open(tmp, "w", encoding="utf-8") as f:
-            for row in table.to_pylist():
-                f.write(json.dumps(row, ensure_ascii=False, default=str) + "\n")
+            for batch in table.to_batches(max_chunksize=256):  # not every row as Python objects at once
+                f.writelines(json.dumps(row, ensure_ascii=False, default=str) + "\n" for row in batch.to_pylist())
     else:
         import pyarrow.csv as pacsv
 

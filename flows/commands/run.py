@@ -17,7 +17,7 @@ from typing import Sequence
 
 from flows import uris
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, check_job_paths, console, escape,
-                                     load_flow, positive_int, print_json, step_cache)
+                                     TableRows, load_flow, positive_int, print_json, step_cache)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -122,7 +122,7 @@ def _print(args: argparse.Namespace, result, queries, out_path) -> None:
 
     if args.json:
         data = result.to_dict(rows=False)
-        data["rows"] = (result.table if args.top is None else top_rows(result.table, args.top)).to_pylist()
+        data["rows"] = TableRows(result.table if args.top is None else top_rows(result.table, args.top))
         if out_path is not None:
             data["out"] = {"path": args.out if uris.is_uri(args.out) else str(out_path),
                            "rows": result.table.num_rows}
