@@ -153,9 +153,10 @@ def read_manifest(path: Path) -> Manifest:
             raise IndexNotFoundError(f"no index at {path}: {file} went while it was read") from None
     if isinstance(raw, dict) and raw.get("format") not in (None, *FORMATS):
         found = raw.get("format")
-        later = "; a later Tessera wrote it" if isinstance(found, int) and found > max(FORMATS) else ""
+        later = isinstance(found, int) and found > max(FORMATS)
         raise IndexCorruptError(f"{file}: format {found!r} is not supported (this Tessera reads "
-                                f"{' and '.join(map(str, FORMATS))}{later})")
+                                f"{' and '.join(map(str, FORMATS))}{'; a later Tessera wrote it' if later else ''})"
+                                f"{': upgrade Tessera to use this index' if later else ''}")
     try:
         manifest = Manifest.model_validate(raw)
     except ValidationError as err:

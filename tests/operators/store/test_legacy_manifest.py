@@ -116,5 +116,5 @@ def test_a_later_format_is_refused_with_what_this_release_reads(tmp_path, sample
     index = _committed(tmp_path, sample_docs, make_chunks, n_shards=1)
     _rewrite(index.path, format=3)
     with pytest.raises(IndexCorruptError, match=r"format 3 is not supported \(this Tessera reads 1 and 2; a later "
-                                                r"Tessera wrote it\)"):
+                                                r"Tessera wrote it\): upgrade Tessera to use this index$"):
         Index.open(index.path)
