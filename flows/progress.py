@@ -26,6 +26,8 @@ class ProgressEvent:
     rows_done: int
     step_rows_done: int = 0
     finished: bool = False
+    step_rows_in: int = 0  # rows of its input the current step has taken so far
+    step_rows_total: int | None = None  # rows of its input, where known: how far the step is, and an ETA
 
     @property
     def fraction(self) -> float:

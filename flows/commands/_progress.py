@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import datetime
 import signal
 import sys
 import threading
+import time
 
 from flows.commands._signals import stop_reason
 from flows.commands._support import console
@@ -45,7 +47,11 @@ def stderr_bar(counts: str):
 
 
 class ProgressReporter:
-    """The executor's progress callback: a rich progress bar on a terminal, one line per step otherwise."""
+    """The executor's progress callback: on a terminal, a rich bar of the steps and one of the current step's input
+    rows with the time left; otherwise one line per finished step, and every ``HEARTBEAT_S`` a line saying how far
+    a long step is (10,000 queries through one step said nothing for minutes)."""
+
+    HEARTBEAT_S = 30.0
 
     def __init__(self, *, enabled: bool, flow: str) -> None:
         self.enabled = enabled
@@ -53,14 +59,22 @@ class ProgressReporter:
         self.live = enabled and sys.stderr.isatty()
         self.progress = None
         self.task = None
+        self.step_task: tuple[str, int] | None = None  # (step, its bar's task id)
         self.done = 0
+        self.step: str | None = None
+        self.step_started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
 
     def __enter__(self):
         if self.live:
-            self.progress = stderr_bar("steps  {task.fields[rows]} rows")
+            from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn,
+                                       TimeRemainingColumn)
+
+            self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(bar_width=20),
+                                     MofNCompleteColumn(), TextColumn("{task.fields[note]}"), TimeElapsedColumn(),
+                                     TimeRemainingColumn(), console=console(stderr=True), transient=True)
             self.progress.start()
-            self.task = self.progress.add_task(self.flow, total=None, rows=0)
+            self.task = self.progress.add_task(self.flow, total=None, note="steps  0 rows")
         return self
 
     def __exit__(self, *exc) -> None:
@@ -71,11 +85,42 @@ class ProgressReporter:
         if not self.enabled:
             return
         with self._lock:
+            if event.step != self.step and event.step:
+                self.step, self.step_started = event.step, time.monotonic()
             if self.progress is not None:
-                where = f"{self.flow}: {event.step} ({event.op})" if event.step else self.flow
-                self.progress.update(self.task, description=where, completed=event.steps_done,
-                                     total=event.steps_total, rows=event.rows_done)
+                self._update_bars(event)
             elif event.steps_done > self.done and event.step:
-                self.done = event.steps_done
+                self.done, self.last_line = event.steps_done, time.monotonic()
                 print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) done, "
                       f"{event.step_rows_done} rows", file=sys.stderr, flush=True)
+            elif event.step and not event.finished and time.monotonic() - self.last_line >= self.HEARTBEAT_S:
+                self.last_line = time.monotonic()
+                print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) running: "
+                      f"{how_far(event, time.monotonic() - self.step_started)}", file=sys.stderr, flush=True)
+
+    def _update_bars(self, event) -> None:
+        where = f"{self.flow}: {event.step} ({event.op})" if event.step else self.flow
+        self.progress.update(self.task, description=where, completed=event.steps_done, total=event.steps_total,
+                             note=f"steps  {event.rows_done} rows")
+        if event.step and event.step_rows_total and event.steps_done < event.steps_total:
+            if self.step_task is not None and self.step_task[0] != event.step:  # a new step: its own bar and clock
+                self.progress.remove_task(self.step_task[1])
+                self.step_task = None
+            if self.step_task is None:
+                self.step_task = (event.step, self.progress.add_task(f"  {event.step}", total=event.step_rows_total,
+                                                                     note="rows in"))
+            self.progress.update(self.step_task[1], completed=event.step_rows_in, total=event.step_rows_total)
+        elif self.step_task is not None:
+            self.progress.remove_task(self.step_task[1])
+            self.step_task = None
+
+
+def how_far(event, seconds: float) -> str:
+    """``5120/10000 rows in, about 0:00:31 left`` (the time left at the step's pace so far), or its rows out."""
+    if not event.step_rows_total:
+        return f"{event.step_rows_done} rows so far"
+    text = f"{event.step_rows_in}/{event.step_rows_total} rows in"
+    if event.step_rows_in:
+        left = seconds * (event.step_rows_total - event.step_rows_in) / event.step_rows_in
+        text += f", about {datetime.timedelta(seconds=round(left))} left"
+    return text

@@ -127,12 +127,19 @@ class RunState:
         self.started = time.perf_counter()
         self.rows_done = 0
         self.steps_done = 0
+        self.input_rows: int | None = None  # the flow input's rows: the total of the steps that read it
+        self.step_totals: dict[str, int | None] = {}
 
     def step_cache(self, step: str) -> StepCache | None:
         return self.cache if self.flow.spec.steps[step].cache else None
 
-    def start_step(self, step: str) -> StepRecord:
+    def start_step(self, step: str, rows_total: int | None = None) -> StepRecord:
+        """The step's record; ``rows_total``, its input's rows where known (a step reading the flow input: its
+        queries), lets progress say how far it is."""
         op = self.flow.operators[step]
+        if rows_total is None and not self.flow.inputs[step] and op.scope != "source":
+            rows_total = self.input_rows
+        self.step_totals[step] = rows_total
         record = StepRecord(step=step, op=op.name, cached=self.step_cache(step) is not None and op.cacheable)
         self.result.steps[step] = record
         self.emit(step)
@@ -169,6 +176,7 @@ class RunState:
             flow=self.flow.name, step=step, op=record.op if record else None,
             steps_done=self.steps_done, steps_total=len(self.steps), rows_done=self.rows_done,
             step_rows_done=record.rows_out if record else 0, finished=finished,
+            step_rows_in=record.rows_in if record else 0, step_rows_total=self.step_totals.get(step) if step else None,
         ))
 
     def finish(self, table: pa.Table) -> FlowResult:

@@ -67,7 +67,7 @@ class LocalExecutor:
 
     def _run_step(self, op: Operator, step: str, table: pa.Table, state: RunState,
                   batch_size: int | None) -> pa.Table:
-        state.start_step(step)
+        state.start_step(step, rows_total=None if op.scope == "source" else table.num_rows)
         if op.scope == "source":
             op.ensure_setup()
             return self._read_source(op, step, state)

@@ -109,6 +109,7 @@ class RayDataExecutor:
         check_env(flow)  # a step's unset key, before Ray starts and the steps in front of it run
         state = RunState(flow, self.name, cache=self.cache, progress=progress, cancel=cancel)
         flow_input = as_queries(queries)
+        state.input_rows = flow_input.num_rows
         flow.check_columns(flow_input.column_names)  # a column no step above can bring: before any step runs
         state.cancel.raise_if_cancelled()
         self.start()

@@ -1,0 +1,47 @@
+"""How far a batch run is: every progress event of a step that reads the queries carries the rows it has taken
+and its total, so ``tessera run`` shows the current step's rows in with the time left on a terminal, and in a log
+(not a terminal) a line every ``HEARTBEAT_S`` while a long step runs. Before, 10,000 queries through one step
+showed '0/1 steps' on a terminal and nothing in a log until the step ended. A real BM25 run (``retrieve.corpus_bm25``
+over the sample corpus: no model) in batches of 8 queries."""
+
+from __future__ import annotations
+
+import yaml
+
+from flows.commands._progress import ProgressReporter
+from tests.flows.test_cli_scripting import CORPUS
+
+SPEC = f"""name: tiny
+steps:
+  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {CORPUS}, k: 3}}, batch_size: 8}}
+  top: {{op: postprocess.reduce, params: {{k: 1}}}}
+"""
+
+
+def run_with(progress) -> None:
+    from flows.api import Flow
+
+    Flow.load(yaml.safe_load(SPEC)).run([f"honey bees {i}" for i in range(40)], progress=progress)
+
+
+def test_a_step_says_how_many_of_its_input_rows_it_has_taken():
+    events = []
+    run_with(events.append)
+    bm25 = [(e.step_rows_in, e.step_rows_total) for e in events if e.step == "bm25"]
+    assert {total for _, total in bm25} == {40}
+    taken = [rows_in for rows_in, _ in bm25]
+    assert taken == sorted(taken) and 0 < taken[1] < 40 and taken[-1] == 40  # batch by batch
+    top = [(e.step_rows_in, e.step_rows_total) for e in events if e.step == "top"]
+    assert top[-1] == (40 * 3, 40 * 3)  # the rows bm25 gave it
+
+
+def test_a_log_gets_a_line_on_a_long_step_with_the_time_left(capsys):
+    reporter = ProgressReporter(enabled=True, flow="tiny")
+    reporter.live = False  # as in a log
+    reporter.HEARTBEAT_S = 0.0  # every batch is 'long'
+    with reporter:
+        run_with(reporter)
+    lines = capsys.readouterr().err.splitlines()
+    running = [line for line in lines if line.startswith("[0/2] bm25 (retrieve.corpus_bm25) running: ")]
+    assert running and "/40 rows in, about 0:00:" in running[-1], lines
+    assert "[1/2] bm25 (retrieve.corpus_bm25) done, 120 rows" in lines
