@@ -194,7 +194,7 @@ def retrying(retries: int = DEFAULT_RETRIES) -> Any:
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
 
     return Retrying(stop=stop_after_attempt(retries + 1), wait=wait_exponential(0.5, max=8),
-                    retry=retry_if_exception(_replica_lost), reraise=True)
+                    retry=retry_if_exception(replica_lost), reraise=True)
 
 
 def answer(send: Callable[[], Any], response: Any) -> Any:
@@ -346,7 +346,7 @@ class _Streamed(Exception):
     """The call failed after part of its answer was streamed (not tried again); ``__cause__`` is why."""
 
 
-def _replica_lost(err: BaseException) -> bool:
+def replica_lost(err: BaseException) -> bool:
     """Whether a call failed because its replica died or was unavailable, or the deployment shed it under load:
     a new replica (Serve starts one) or a moment later may answer."""
     from ray.exceptions import ActorUnavailableError, RayActorError

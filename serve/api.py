@@ -224,6 +224,6 @@ class ModelAPI:
         try:
             return await response
         except Exception as err:  # noqa: BLE001  (a model failure is the server's: named, details in the log)
-            raise errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err,
-                                      code="model_error") from None
+            what = f"model '{card.id}' (deployment '{card.deployment}')"
+            raise errors.unavailable(what, err) or errors.server_error(what, err, code="model_error") from None
 

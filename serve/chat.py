@@ -237,13 +237,15 @@ async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
 
 def model_failure(card: ModelCard, err: BaseException) -> ApiError:
     """What a failed answer is to the caller: messages longer than the model reads are theirs to shorten (a 400
-    saying so, as OpenAI's ``context_length_exceeded``); anything else a 500 naming the model."""
+    saying so, as OpenAI's ``context_length_exceeded``); a lost replica a 503 with Retry-After; anything else a 500
+    naming the model."""
     from operators.llm.embedded import ContextTooLong
 
     cause = getattr(err, "cause", None) or err  # a replica's exception reaches the ingress inside Ray's error
     if isinstance(cause, ContextTooLong):
         return ApiError(400, f"model '{card.id}': {cause}", param="messages", code="context_length_exceeded")
-    return errors.server_error(f"model '{card.id}' (deployment '{card.deployment}')", err, code="model_error")
+    what = f"model '{card.id}' (deployment '{card.deployment}')"
+    return errors.unavailable(what, err) or errors.server_error(what, err, code="model_error")
 
 
 def _plain(item: Any) -> Any:

@@ -117,6 +117,25 @@ def server_error(what: str, err: BaseException, *, code: str) -> ApiError:
                     kind="server_error", code=code)
 
 
+#: The Retry-After of a model deployment that has no replica to answer now: Serve starts another (a killed one was
+#: back in about 20 s here, loading MiniLM on 2 busy cores).
+UNAVAILABLE_RETRY_AFTER_S = 10
+
+
+def unavailable(what: str, err: BaseException) -> ApiError | None:
+    """The 503 with ``Retry-After`` of a call whose replica died (killed, out of memory, its node lost) or that its
+    deployment shed: Serve replaces the replica, so the same request succeeds later; None for any other failure
+    (the model's own, a 500). Before, a request in flight when a replica was killed was a 500 ``model_error``."""
+    from flows.placement import replica_lost
+
+    if not replica_lost(err):
+        return None
+    log.warning("request %s: %s lost its replica (%s); answered 503", request_id(), what, type(err).__name__)
+    return ApiError(503, f"{what} has no replica to answer now (Serve is starting one); try again in "
+                    f"{UNAVAILABLE_RETRY_AFTER_S} s", kind="server_error", code="deployment_unavailable",
+                    headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)})
+
+
 def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -> tuple[str, str]:
     """The message and ``param`` of a 422: each problem as ``field: why``; ``param`` the first top-level field.
     ``request``: FastAPI's errors, whose locations start with where the field was sent (body, query, path)."""

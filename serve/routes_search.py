@@ -15,7 +15,7 @@ from fastapi import APIRouter, Body, Request
 
 from serve import client_gone
 from serve import service as svc
-from serve.errors import ApiError
+from serve.errors import UNAVAILABLE_RETRY_AFTER_S, ApiError
 from serve.results import search_hits
 from serve.routes_tasks import tenant
 from serve.threads import calls_model
@@ -59,8 +59,8 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         raise ApiError(422, without_server_paths(str(err)), param=err.field or "placement",
                        code="flow_not_runnable") from None
     except PlacementError as err:  # a deployment of this app that has no replica yet, or lost its last one
-        raise ApiError(503, without_server_paths(str(err)), kind="server_error",
-                       code="deployment_unavailable") from None
+        raise ApiError(503, without_server_paths(str(err)), kind="server_error", code="deployment_unavailable",
+                       headers={"Retry-After": str(UNAVAILABLE_RETRY_AFTER_S)}) from None
     except Exception as err:
         step, deleted = getattr(err, "step", None), in_chain(err, IndexNotFoundError) is not None
         if not deleted and in_chain(err, (IndexStoreError, OSError)) is not None:

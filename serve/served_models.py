@@ -6,7 +6,35 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from flows.spec import Placement
+from flows.spec import FlowSpec, Placement
+from operators.errors import SpecError, unknown_name_hint
+
+
+def placed(spec: FlowSpec, served: list[dict[str, Any]], app_name: str, *, check: bool = True) -> FlowSpec:
+    """``spec`` with each step whose model a deployment of the app serves placed on it (a step that names its own
+    placement keeps it); with ``check``, a placement on a deployment this app does not serve is the request's 422
+    (a saved flow may name one the app serves later, as it may name a model not trained yet)."""
+    steps = dict(spec.steps)
+    for step_id, step in spec.steps.items():
+        if step.placement is not None:
+            if check:
+                check_placement(step.placement, served, app_name, step_id)
+            continue
+        placement = served_placement(served, app_name, step.op, step.params, step_id)
+        if placement is not None:
+            steps[step_id] = step.model_copy(update={"placement": placement})
+    return spec.model_copy(update={"steps": steps})
+
+
+def check_placement(placement: Placement, served: list[dict[str, Any]], app_name: str, step_id: str) -> None:
+    """A step placed on a deployment of this app that serves no model here (a typo, or a model the app skipped as
+    missing) would only fail once it runs, as a 503 that waiting does not mend: refused first, naming the field.
+    Other apps' deployments are left to the run."""
+    names = [model["deployment"] for model in served]
+    if placement.app == app_name and placement.deployment not in names:
+        raise SpecError(f"no deployment named '{placement.deployment}' serves a model in this app"
+                        + unknown_name_hint(placement.deployment, names, "deployments"),
+                        step=step_id, field=f"steps.{step_id}.placement.deployment")
 
 
 def served_placement(served: list[dict[str, Any]], app_name: str, op: str, params: dict[str, Any],

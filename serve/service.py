@@ -29,7 +29,7 @@ from operators.unicode import first_broken_text
 from serve import taskrunner, threads, warm
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
-from serve.served_models import served_placement
+from serve.served_models import placed
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
                                 validation_error, with_top_k)
 from serve.index_owner import restore_rows
@@ -253,7 +253,7 @@ class Service:
         roots, another key's index."""
         from serve.flow_request import check_model_kinds
 
-        built = self.place(spec).build()  # placed as a run is: a served model is checked where it is served
+        built = placed(spec, self.served, self.app_name, check=False).build()  # a served model checked where served
         check_flow(built)
         check_model_kinds(built)
 
@@ -285,14 +285,8 @@ class Service:
         return spec.with_index(path)
 
     def place(self, spec: FlowSpec) -> FlowSpec:
-        """Steps whose model a deployment of this app serves run on it (unless they name a placement)."""
-        steps = dict(spec.steps)
-        for step_id, step in spec.steps.items():
-            placement = None if step.placement else served_placement(self.served, self.app_name, step.op,
-                                                                       step.params, step_id)
-            if placement is not None:
-                steps[step_id] = step.model_copy(update={"placement": placement})
-        return spec.model_copy(update={"steps": steps})
+        """Steps whose model a deployment of this app serves run on it (``served_models.placed``)."""
+        return placed(spec, self.served, self.app_name)
 
     # -- tasks ----------------------------------------------------------------------------
 

@@ -39,8 +39,21 @@ def test_only_a_step_that_asks_the_deployments_model(service, tmp_path):
         "as_path": {"op": "generate.answer", "params": {"model": "tessera/smollm2-135m-instruct"}},
         "ollama": {"op": "generate.answer", "params": {"model": "gemma2"}},
         "other_file": {"op": "generate.answer", "params": {"model": f"tessera/{copy}"}},
-        "named": {"op": "generate.answer", "params": {"model": "local"}, "placement": {"deployment": "mine"}},
+        "named": {"op": "generate.answer", "params": {"model": "local"},
+                  "placement": {"deployment": "mine", "app": "other"}},
     }) == {"rewrite": "smollm2", "as_path": "smollm2", "ollama": None, "other_file": None, "named": "mine"}
+
+
+def test_a_placement_on_a_deployment_this_app_does_not_serve_is_refused_naming_it(service):
+    """A misspelt deployment (or one whose model the app skipped as missing) was a 503 once the flow ran, the same
+    however long the client waited, and a task that failed after it was queued; now the request's 422, before."""
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError) as err:
+        placed(service, {"answer": {"op": "generate.answer", "params": {"model": "local"},
+                                    "placement": {"deployment": "smollm3"}}})
+    assert err.value.field == "steps.answer.placement.deployment"
+    assert "no deployment named 'smollm3' serves a model in this app; did you mean 'smollm2'?" in err.value.message
 
 
 def test_a_flow_on_a_deployment_that_is_not_ready_is_listed_as_not_ready(service):
