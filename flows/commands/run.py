@@ -12,7 +12,9 @@ Ctrl-C cancels through the run's ``CancelToken`` (exit status 130); a second one
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Sequence
 
 from flows import uris
@@ -90,6 +92,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
     out_path = check_result_path(out_file) if out_file else None
+    if out_path is not None and queries_file not in (None, "-") and _same_file(queries_file, out_path):
+        raise CliError(f"--out {args.out} is the --queries file: the results would replace the queries; write them "
+                       "to another file", field="out")
     if out_path is not None and out_path.suffix.lower() in TREC_SUFFIXES:  # refused now, not after the whole run
         check_trec_ids(queries.column("qid").to_pylist(), "qid", "; --out to .parquet, .jsonl or .csv keeps it")
     for step_id, cls in flow.spec.unset_index_steps().items():
@@ -112,6 +117,14 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
                   file=sys.stderr)
     _print(args, result, queries, out_path)
     return EXIT_OK
+
+
+def _same_file(queries: str, out: Path) -> bool:
+    """Whether ``--out`` names the queries file (also through a link or another spelling of the path)."""
+    try:
+        return out.exists() and Path(queries).exists() and os.path.samefile(queries, out)
+    except OSError:  # a literal query is no file name
+        return False
 
 
 def _print(args: argparse.Namespace, result, queries, out_path) -> None:

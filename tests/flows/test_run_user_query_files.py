@@ -66,3 +66,15 @@ def test_top_beyond_any_table_shows_every_row(tmp_path, spec, tessera):  # noqa:
                                home=tmp_path / "home")
     assert status == 0, err
     assert len(json.loads(out)["rows"]) == 3  # the spec's k
+
+
+def test_out_naming_the_queries_file_is_refused_and_the_queries_kept(tmp_path, spec, tessera):  # noqa: F811
+    queries = tmp_path / "q.jsonl"
+    queries.write_text('{"_id": "q1", "text": "honey bees"}\n')
+    (tmp_path / "link.jsonl").symlink_to(queries)
+    for out in (queries, tmp_path / "link.jsonl"):
+        status, _, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--out", str(out),
+                                 home=tmp_path / "home")
+        assert status == 2
+        one_error(err, "field 'out'", "is the --queries file")
+        assert queries.read_text() == '{"_id": "q1", "text": "honey bees"}\n'  # was: replaced by the results
