@@ -288,6 +288,27 @@ def untrained_cross_encoder(folder: str | Path, *, seed: int = 0) -> Path:
     return folder
 
 
+class JsonHandler(BaseHTTPRequestHandler):
+    """A handler for ``local_http_server`` that reads and answers JSON, and logs nothing (a test's output stays
+    its own)."""
+
+    def read_json(self) -> Any:
+        return json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+
+    def answer_json(self, status: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 @contextmanager
 def local_http_server(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """A threaded HTTP server on 127.0.0.1 (a free port) answering with ``handler``; yields its base URL.

@@ -8,8 +8,6 @@ cannot resolve it). Redirects from the server to forbidden places must fail at t
 from __future__ import annotations
 
 import asyncio
-import json
-from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -18,7 +16,7 @@ import requests
 
 from operators.outbound import (LOOPBACK, OutboundPolicy, OutboundURLError, guard_session, guarded_async_client,
                                 guarded_client)
-from operators.testing import local_http_server
+from operators.testing import JsonHandler, local_http_server
 
 
 class Resolver:
@@ -35,7 +33,7 @@ class Resolver:
         return answers.pop(0) if len(answers) > 1 else answers[0]
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     hits: list[str] = []
 
     def do_GET(self) -> None:
@@ -48,17 +46,9 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
-        body = json.dumps({"host": self.headers["Host"]}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        self.answer_json(200, {"host": self.headers["Host"]})
 
     do_POST = do_GET
-
-    def log_message(self, *args) -> None:
-        pass
 
 
 @pytest.fixture(scope="module")

@@ -6,16 +6,16 @@ the sample index with a task store in a temporary $TESSERA_HOME. One app serves 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import socket
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from operators.testing import JsonHandler
 from serve.results import progress_body
 from serve.taskstore import TaskStore
 
@@ -291,21 +291,13 @@ class SlowRerankServer:
         self.times: list[float] = []
         outer = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self) -> None:  # noqa: N802
                 outer.times.append(time.monotonic())
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                body = self.read_json()
                 time.sleep(outer.seconds)
-                answer = json.dumps({"results": [{"index": i, "relevance_score": 1.0 / (i + 1)}
-                                                 for i in range(len(body["documents"]))]}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args) -> None:
-                pass
+                self.answer_json(200, {"results": [{"index": i, "relevance_score": 1.0 / (i + 1)}
+                                                   for i in range(len(body["documents"]))]})
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/rerank"

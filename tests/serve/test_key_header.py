@@ -7,38 +7,29 @@ The service's FastAPI app under uvicorn on 127.0.0.1, a real BM25 index (no Ray:
 
 from __future__ import annotations
 
-import json
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import requests
 
-from operators.testing import local_http_server
+from operators.testing import JsonHandler, local_http_server
 from tests.serve.conftest import api_on_localhost, two_document_index
 
 KEY = "sk-x-api-key-7c3d90e1f2ab"
 
 
-class XApiKeyReranker(BaseHTTPRequestHandler):
+class XApiKeyReranker(JsonHandler):
     """Cohere's answer, the documents scored in reverse order, once ``X-Api-Key`` holds the key; a 401 else."""
 
     seen: list[dict[str, str]] = []
 
     def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         XApiKeyReranker.seen.append(dict(self.headers))
-        ok = self.headers.get("X-Api-Key") == KEY and "Authorization" not in self.headers
-        payload = {"results": [{"index": i, "relevance_score": float(i)} for i in range(len(body["documents"]))]} \
-            if ok else {"message": "no valid key in X-Api-Key"}
-        data = json.dumps(payload).encode()
-        self.send_response(200 if ok else 401)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+        if self.headers.get("X-Api-Key") == KEY and "Authorization" not in self.headers:
+            self.answer_json(200, {"results": [{"index": i, "relevance_score": float(i)}
+                                               for i in range(len(body["documents"]))]})
+        else:
+            self.answer_json(401, {"message": "no valid key in X-Api-Key"})
 
 
 def test_a_search_sends_the_key_in_the_header_the_api_reads(make_service, monkeypatch):

@@ -5,14 +5,11 @@ the key went as ``Authorization: Bearer`` only, and a spec that named the header
 
 from __future__ import annotations
 
-import json
-from http.server import BaseHTTPRequestHandler
-
 import pytest
 
 from operators.errors import ParamsError
 from operators.registry import get_operator
-from operators.testing import local_http_server, sample_results
+from operators.testing import JsonHandler, local_http_server, sample_results
 
 KEY = "sk-header-key-2f9e41c07ab3"
 KEY_VARIABLE = "TESSERA_TEST_HEADER_RERANK_KEY"
@@ -20,28 +17,17 @@ KEY_VARIABLE = "TESSERA_TEST_HEADER_RERANK_KEY"
 WANTS = {"x-api-key": ("X-Api-Key", KEY), "api-key": ("api-key", KEY), "bearer": ("Authorization", f"Bearer {KEY}")}
 
 
-class KeyedHandler(BaseHTTPRequestHandler):
+class KeyedHandler(JsonHandler):
     """Scores the documents in reverse order once the path's header holds the key and no other header does."""
 
     def do_POST(self) -> None:  # noqa: N802  (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         header, value = WANTS[self.path.strip("/").split("/")[0]]
         elsewhere = [name for name, sent in self.headers.items() if KEY in sent and name.lower() != header.lower()]
         if self.headers.get(header) != value or elsewhere:
-            return self._answer(401, {"message": f"no valid key in {header}"})
+            return self.answer_json(401, {"message": f"no valid key in {header}"})
         count = len(body["documents"])
-        self._answer(200, {"results": [{"index": i, "relevance_score": float(i)} for i in range(count)]})
-
-    def _answer(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+        self.answer_json(200, {"results": [{"index": i, "relevance_score": float(i)} for i in range(count)]})
 
 
 @pytest.fixture(scope="module")

@@ -8,42 +8,30 @@ from __future__ import annotations
 
 import json
 import logging
-from http.server import BaseHTTPRequestHandler
 
 import pytest
 
 from operators.errors import OperatorError
 from operators.registry import get_operator
-from operators.testing import local_http_server, sample_results
+from operators.testing import JsonHandler, local_http_server, sample_results
 
 ENV_KEY = "sk-env-secret-8c1f0a7d93e4b2"
 INLINE_KEY = "sk-inline-secret-41d7e6a0c95f"
 KEY_VARIABLE = "TESSERA_TEST_SECRET_RERANK_KEY"
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(JsonHandler):
     authorizations: list[str] = []
 
     def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        body = self.read_json()
         authorization = self.headers.get("Authorization", "")
         Handler.authorizations.append(authorization)
         if self.path.startswith("/echo"):
-            self._answer(401, {"message": f"invalid api key: {authorization}"})
+            self.answer_json(401, {"message": f"invalid api key: {authorization}"})
         else:
             results = [{"index": i, "relevance_score": 1.0 / (1 + i)} for i in range(len(body["documents"]))]
-            self._answer(200, {"results": results})
-
-    def _answer(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, *args) -> None:
-        pass
+            self.answer_json(200, {"results": results})
 
 
 @pytest.fixture(scope="module")
