@@ -243,6 +243,15 @@ def two_document_index(path: Path, **columns) -> None:
     Index.create(path, IndexSettings(dense=False)).add(pa.table({**TWO_DOCUMENTS, **columns}))
 
 
+@pytest.fixture
+def notes_api(make_service):
+    """The service's HTTP API on localhost (its base URL) with one index, ``notes``: ``two_document_index``."""
+    service = make_service()
+    two_document_index(service.indices.folder / "notes")
+    with api_on_localhost() as url:
+        yield url
+
+
 def run_search(body: dict, tenant: str) -> dict:
     """``body`` searched as ``POST /v1/search`` does, for ``tenant`` of the last ``Service`` made, without HTTP (what
     the route adds: its thread pools, a client that goes away)."""

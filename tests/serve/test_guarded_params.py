@@ -9,17 +9,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.serve.conftest import api_on_localhost, two_document_index
-
 DEFAULT = r"(?u)\b\w\w+\b"
-
-
-@pytest.fixture
-def base(make_service):
-    service = make_service()
-    two_document_index(service.indices.folder / "notes")
-    with api_on_localhost() as url:
-        yield url
 
 
 def flow(pattern: str) -> dict:
@@ -28,29 +18,29 @@ def flow(pattern: str) -> dict:
 
 
 @pytest.mark.parametrize("pattern", [r"(\w+\s?)+$", r"\w+"])
-def test_a_pattern_of_the_request_is_a_422_naming_it(base, pattern):
-    answer = requests.post(base + "/v1/search", json={"flow": flow(pattern), "query": "bees", "index": "notes"},
+def test_a_pattern_of_the_request_is_a_422_naming_it(notes_api, pattern):
+    answer = requests.post(notes_api + "/v1/search", json={"flow": flow(pattern), "query": "bees", "index": "notes"},
                            timeout=60)
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]
     assert (error["param"], error["code"]) == ("steps.tfidf.params.token_pattern", "pattern_not_allowed")
-    saved = requests.put(base + "/flows/tokens", json=flow(pattern), timeout=60)
+    saved = requests.put(notes_api + "/flows/tokens", json=flow(pattern), timeout=60)
     assert saved.status_code == 422 and saved.json()["error"]["code"] == "pattern_not_allowed", saved.text
 
 
 @pytest.mark.slow  # scikit-learn's import: 3-4 s
-def test_the_default_pattern_runs(base):
-    answer = requests.post(base + "/v1/search", json={"flow": flow(DEFAULT), "query": "bees", "index": "notes"},
+def test_the_default_pattern_runs(notes_api):
+    answer = requests.post(notes_api + "/v1/search", json={"flow": flow(DEFAULT), "query": "bees", "index": "notes"},
                            timeout=60)
     assert answer.status_code == 200, answer.text
     assert [hit["doc_id"] for hit in answer.json()["results"][0]["hits"]][:1] == ["bees"]
 
 
-def test_a_device_of_the_request_is_a_422_naming_it(base):
+def test_a_device_of_the_request_is_a_422_naming_it(notes_api):
     """``analyze.sentiment`` with ``device: cuda:7`` failed its setup on a machine without that GPU: a 500."""
     steps = {"bm25": {"op": "retrieve.bm25", "params": {"k": 5}},
              "mood": {"op": "analyze.sentiment", "params": {"device": "cuda:7"}, "inputs": ["bm25"]}}
-    answer = requests.post(base + "/v1/search", json={"flow": {"steps": steps}, "query": "bees", "index": "notes"},
+    answer = requests.post(notes_api + "/v1/search", json={"flow": {"steps": steps}, "query": "bees", "index": "notes"},
                            timeout=60)
     assert answer.status_code == 422, answer.text
     error = answer.json()["error"]

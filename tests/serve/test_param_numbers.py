@@ -7,17 +7,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.serve.conftest import api_on_localhost, two_document_index
-
 JSON = {"Content-Type": "application/json"}
-
-
-@pytest.fixture
-def base(make_service):
-    service = make_service()
-    two_document_index(service.indices.folder / "notes")
-    with api_on_localhost() as url:
-        yield url
 
 
 def search(op: str, params: str) -> str:
@@ -31,22 +21,22 @@ def search(op: str, params: str) -> str:
     ("postprocess.cutoff", '{"similarity_cutoff": NaN}', "steps.c.params.similarity_cutoff"),
     ("fuse.rrf", '{"k": Infinity}', "steps.c.params.k"),
 ])
-def test_a_number_json_does_not_carry_is_a_422_naming_its_field(base, op, params, field):
-    answer = requests.post(base + "/v1/search", data=search(op, params), headers=JSON, timeout=60)
+def test_a_number_json_does_not_carry_is_a_422_naming_its_field(notes_api, op, params, field):
+    answer = requests.post(notes_api + "/v1/search", data=search(op, params), headers=JSON, timeout=60)
     assert answer.status_code == 422, answer.text
     assert (answer.json()["error"]["param"], answer.json()["error"]["code"]) == (field, "number_out_of_range")
 
 
-def test_the_largest_exact_integer_runs(base):
-    answer = requests.post(base + "/v1/search", data=search("preprocess.chunk", '{"size": 9007199254740991}'),
+def test_the_largest_exact_integer_runs(notes_api):
+    answer = requests.post(notes_api + "/v1/search", data=search("preprocess.chunk", '{"size": 9007199254740991}'),
                            headers=JSON, timeout=60)
     assert answer.status_code == 200, answer.text
     assert [hit["doc_id"] for hit in answer.json()["results"][0]["hits"]] == ["bees#0"]
 
 
-def test_a_saved_flow_with_infinity_is_a_422_and_is_not_saved(base):
+def test_a_saved_flow_with_infinity_is_a_422_and_is_not_saved(notes_api):
     spec = '{"steps":{"b":{"op":"retrieve.bm25","params":{"k":5}},"f":{"op":"fuse.rrf","params":{"k":-Infinity}}}}'
-    answer = requests.put(base + "/flows/endless", data=spec, headers=JSON, timeout=60)
+    answer = requests.put(notes_api + "/flows/endless", data=spec, headers=JSON, timeout=60)
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["param"] == "steps.f.params.k"
-    assert requests.get(base + "/flows/endless", timeout=60).status_code == 404
+    assert requests.get(notes_api + "/flows/endless", timeout=60).status_code == 404
