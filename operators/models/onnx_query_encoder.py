@@ -5,7 +5,7 @@ CPU, most of a one-query ``tessera run``. A query needs only the tokenizer, the
 transformer's forward pass and the pooling, so ``retrieve.dense`` embeds with this
 encoder when everything it needs is present:
 
-* the model's ONNX export (``export_onnx``: ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``),
+* the model's ONNX export (``export_onnx``: ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>-<recipe>/``),
   made by ``tessera ingest`` at its end (``export_after_ingest``), by ``backend: onnx``, or by
   ``retrieve.dense`` itself, once, when it embedded queries through torch; ``export_query_encoder`` runs it in
   a short-lived child process (``query_encoder_export``), so a long-lived caller keeps no exporter in memory;

@@ -139,7 +139,7 @@ def _not_found(reference: str, path: Path) -> ModelNotFoundError:
 
 
 #: The folder of a model's ONNX export (``sentence_transformers.onnx_cache_dir``): not a model a user can name.
-_ONNX_EXPORT = re.compile(r"-onnx-[0-9a-f]+$")
+_ONNX_EXPORT = re.compile(r"-onnx-[0-9a-f]+(-[0-9a-f]+)?$")
 
 
 def _trained_names(shown: int = 20) -> str:

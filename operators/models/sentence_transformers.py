@@ -10,7 +10,7 @@ ONNX Runtime). sentence-transformers' own ONNX/OpenVINO backends need Optimum,
 whose releases pin transformers below the 5.x that sentence-transformers 6
 requires, so Tessera exports the transformer itself: on first use the torch
 checkpoint is exported with ``torch.onnx`` (and, for ``onnx-int8``, dynamically
-quantised with ONNX Runtime) into ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>/``
+quantised with ONNX Runtime) into ``$TESSERA_HOME/models/<model>-onnx-<fingerprint>-<recipe>/``
 (default ``~/.tessera``), written atomically and reused afterwards. Tokenizer,
 pooling and normalisation stay sentence-transformers' own; only the transformer's
 forward pass runs in ONNX Runtime (onnx, onnxscript, onnxruntime: base dependencies). The same export
@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import hashlib
 import io
 import json
 import os
@@ -177,9 +178,38 @@ def onnx_session(onnx_file: Path) -> Any:
     return ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
 
 
+#: The version of ``export_onnx``'s recipe: bump it when a change to that function alters the files it writes
+#: (opset, export options, the wrapper traced, the quantisation), so every export made before is made afresh.
+ONNX_EXPORT_VERSION = 1
+#: The export's options, part of its key with the code's version.
+ONNX_OPSET = 17
+ONNX_QUANTIZATION = "dynamic-qint8"
+#: The libraries whose versions decide the exported graph (tracer, model code, serialiser) and the quantisation.
+ONNX_EXPORT_LIBRARIES = ("torch", "transformers", "onnx", "onnxscript", "onnx-ir", "onnxruntime")
+
+
+@functools.cache
+def onnx_export_recipe() -> dict[str, Any]:
+    """How an export is made: the code's version, its options, the exporting libraries' versions (read from the
+    installed packages' metadata, so the torch-free query encoder can find an export without importing torch)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def installed(name: str) -> str | None:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return None
+
+    return {"version": ONNX_EXPORT_VERSION, "opset": ONNX_OPSET, "quantization": ONNX_QUANTIZATION,
+            "libraries": {name: installed(name) for name in ONNX_EXPORT_LIBRARIES}}
+
+
 def onnx_cache_dir(path: Path) -> Path:
-    """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``)."""
-    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}"
+    """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``): keyed by the model's
+    weights and by the export recipe, so a changed recipe (a new torch, another opset) exports afresh instead of
+    reusing a file an older recipe made. Older exports stay where they are, unread (see docs/models.md)."""
+    recipe = hashlib.sha256(json.dumps(onnx_export_recipe(), sort_keys=True).encode()).hexdigest()[:8]
+    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}-{recipe}"
 
 
 def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
@@ -223,7 +253,7 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
             with torch.no_grad(), contextlib.redirect_stdout(io.StringIO()), _quiet_warnings():
                 torch.onnx.export(Forward(transformer), (), str(partial), kwargs={n: example[n] for n in names},
                                   input_names=names, output_names=["last_hidden_state"], dynamic_shapes=shapes,
-                                  opset_version=17, dynamo=True, external_data=False, verbose=False)
+                                  opset_version=ONNX_OPSET, dynamo=True, external_data=False, verbose=False)
         except BaseException:  # a failed or interrupted export leaves no hidden file behind
             partial.unlink(missing_ok=True)
             raise
@@ -232,7 +262,7 @@ def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:
             if previous and hasattr(transformer, "set_attn_implementation"):
                 transformer.set_attn_implementation(previous)
         os.replace(partial, fp32)
-        (folder / "source.json").write_text(json.dumps({"model": str(path), "torch": torch.__version__}))
+        (folder / "source.json").write_text(json.dumps({"model": str(path), "recipe": onnx_export_recipe()}))
     if quantize:
         from onnxruntime.quantization import QuantType, quantize_dynamic
 
