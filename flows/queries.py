@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from operators.atomic import replacing
 from operators.errors import SpecError, one_line
+from operators.unicode import first_broken_text
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
@@ -207,6 +208,8 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
                         f"{_json_kind(record)}" + (" (a JSON array of queries is read from a .json file or standard "
                                                    "input, not a JSON lines file)" if isinstance(record, list) else ""),
                         field="queries")
+    if (broken := first_broken_text(record)) is not None:  # JSON's "\ud800": no table, index or answer holds it
+        raise SpecError(f"{where}: {broken[0]} {broken[1]}", field="queries")
     qid, text = _pick(record, _ID_FIELDS), _pick(record, _TEXT_FIELDS)
     if qid is None or text is None:
         raise SpecError(f"{where}: a query needs an id (_id or qid) and a text (text or query)", field="queries")

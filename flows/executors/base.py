@@ -16,6 +16,7 @@ from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError, short_repr
 from operators.base import Operator
 from operators.tables import concat, group_by_qid
+from operators.unicode import first_broken_text, unicode_problem
 
 
 def as_flow(flow: Flow | FlowSpec | str) -> Flow:
@@ -43,7 +44,12 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
                             f"give {QUERIES_ACCEPTED}", field="queries", step=step)
         return pa.table({"qid": pa.array([], pa.string()), "query": pa.array([], pa.string())})
     if type(queries).__name__ == "DataFrame" and type(queries).__module__.startswith("pandas"):
-        queries = pa.Table.from_pandas(queries, preserve_index=False)
+        try:
+            queries = pa.Table.from_pandas(queries, preserve_index=False)
+        except UnicodeEncodeError:  # a lone surrogate, which Arrow's UTF-8 cannot hold: say where
+            place, why = first_broken_text(queries.to_dict("list")) or ("text.0", "is not valid Unicode")
+            column, _, row = place.rpartition(".")
+            raise SpecError(f"the queries' {column} of row {int(row) + 1} {why}", field="queries") from None
     if isinstance(queries, pa.Table):
         if "qid" not in queries.column_names or "query" not in queries.column_names:
             raise SpecError(f"a queries table needs columns qid and query, got {queries.column_names}",
@@ -59,6 +65,8 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
         i, q = wrong[0]
         raise SpecError(f"query {i} of {len(texts)} is {type(q).__name__} {short_repr(q)}, not text; queries must be "
                         f"{QUERIES_ACCEPTED}", field="queries")
+    if broken := next(((i, why) for i, text in enumerate(texts, 1) if (why := unicode_problem(text))), None):
+        raise SpecError(f"query {broken[0]} of {len(texts)} {broken[1]}", field="queries")
     if empty := [i for i, text in enumerate(texts, 1) if not text.strip()]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
@@ -70,11 +78,18 @@ def query_step(flow: Flow) -> str | None:
 
 
 def _checked_table(table: pa.Table) -> pa.Table:
-    """Refuse what the queries files refuse (``flows.queries``): a query with no text, which dense search answers with
-    arbitrary documents, and, in a queries table (no ``docno``: a results table handed to a reranking flow has a row
-    per document), a qid given twice, whose second query a step keyed by qid would silently drop."""
+    """Refuse what the queries files refuse (``flows.queries``): a null or blank qid, a query with no text, which
+    dense search answers with arbitrary documents, and, in a queries table (no ``docno``: a results table handed to
+    a reranking flow has a row per document), a qid given twice, whose second query a step keyed by qid would
+    silently drop."""
     import pyarrow.compute as pc
 
+    qids = table.column("qid")
+    no_id = pc.or_kleene(pc.is_null(qids), pc.equal(pc.utf8_trim_whitespace(qids), ""))
+    if table.num_rows and pc.any(no_id).as_py():  # a null one failed as StopIteration; files refuse both
+        row = pc.index(no_id, True).as_py()
+        raise SpecError(f"qid of row {row + 1} of {table.num_rows} is empty: each query needs an id",
+                        field="queries.qid")
     texts = table.column("query")
     empty = pc.or_kleene(pc.is_null(texts), pc.equal(pc.utf8_trim_whitespace(texts), ""))
     if table.num_rows and pc.any(empty).as_py():

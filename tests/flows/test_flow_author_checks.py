@@ -77,7 +77,10 @@ def test_no_queries_for_a_flow_that_reads_them_is_a_spec_error_naming_queries(tm
     ({"qid": ["1", "1"], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid '1' appears twice"),
     ({"qid": ["1", "2"], "query": ["honey bees", "  "]}, "queries.query", "(qid '2') is empty"),
     ({"qid": ["1", "2"], "query": ["honey bees", None]}, "queries.query", "(qid '2') is empty"),
-], ids=["qid twice", "blank text", "null text"])
+    ({"qid": ["1", ""], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 2 of 2 is empty"),
+    ({"qid": [" ", "2"], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 1 of 2 is empty"),
+    ({"qid": ["1", None], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 2 of 2 is empty"),
+], ids=["qid twice", "blank text", "null text", "empty qid", "blank qid", "null qid"])
 def test_a_queries_table_the_queries_files_would_refuse_is_refused_not_half_answered(tmp_path, queries, field, words):
     """A qid given twice lost its second query (one answer for two questions), and an empty text was answered with
     arbitrary documents by dense search: a table is refused as a queries file is."""
@@ -90,6 +93,23 @@ def test_a_queries_table_the_queries_files_would_refuse_is_refused_not_half_answ
     assert caught.value.field == field and words in caught.value.message
     results = pa.table({"qid": ["1", "1"], "query": ["honey bees"] * 2, "docno": ["d1", "d2"]})
     assert as_queries(results).num_rows == 2  # a results table for a reranking flow: a row per document
+
+
+def test_a_query_with_a_lone_surrogate_is_refused_naming_it(tmp_path):
+    """A lone surrogate (JSON's "\\ud800") cannot be UTF-8: a list of texts or a DataFrame holding one failed in
+    Arrow with a bare UnicodeEncodeError naming neither the query nor the field."""
+    import pandas as pd
+
+    flow = Flow.load({"name": "f", "steps": {"bm25": {"op": "retrieve.corpus_bm25",
+                                                      "params": {"corpus": corpus_file(tmp_path), "k": 2}}}})
+    with pytest.raises(SpecError) as caught:
+        flow.run(["honey bees", "opera \ud800"])
+    assert caught.value.field == "queries"
+    assert "query 2 of 2 holds a lone surrogate (\\ud800) at character 6" in caught.value.message
+    frame = pd.DataFrame({"qid": ["a", "b"], "query": ["honey bees", "\udc00 opera"]}, dtype=object)
+    with pytest.raises(SpecError) as caught:
+        flow.run(frame)
+    assert "the queries' query of row 2 holds a lone surrogate (\\udc00)" in caught.value.message
 
 
 def test_a_source_only_flow_takes_no_queries(tmp_path):

@@ -22,6 +22,10 @@ from tests.flows.test_cli_scripting import one_error, spec, tessera  # noqa: F40
     ("latin1.txt", b"honey bees\ncaf\xe9 music\n", "latin1.txt:2: not UTF-8 text (byte 0xe9)"),
     ("noid.tsv", b"q1\thoney bees\n\topera singers\n", "noid.tsv:2: the qid is empty"),
     ("noid.jsonl", b'{"_id": "", "text": "honey"}\n', "noid.jsonl:1: the qid is empty"),
+    ("surrogate.jsonl", b'{"_id": "q1", "text": "honey bees"}\n{"_id": "q2", "text": "opera \\ud800"}\n',
+     "surrogate.jsonl:2: text holds a lone surrogate (\\ud800) at character 6"),  # was: internal error, exit 1
+    ("surrogate.json", b'[{"_id": "q1", "text": "honey", "messages": [{"role": "user", "content": "\\udfff"}]}]',
+     "surrogate.json: query 1 of the array: messages.0.content holds a lone surrogate (\\udfff)"),
 ])
 def test_a_bad_query_is_named_by_its_line(tmp_path, spec, tessera, name, body, said):  # noqa: F811
     queries = tmp_path / name
