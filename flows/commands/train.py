@@ -49,8 +49,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkpoint names are PREFIX-cross-encoder, PREFIX-bi-encoder, PREFIX-colbert, "
                         "PREFIX-static (default tessera)")
     parser.add_argument("--force", action="store_true", help="retrain even when a checkpoint with the same "
-                        "training config exists, and replace a folder at a checkpoint's path that holds no "
-                        "training.json (refused otherwise)")
+                        "training config exists (a replaced checkpoint is kept as NAME-previous-KEY), and replace a "
+                        "folder at a checkpoint's path that holds no training.json (refused otherwise)")
     parser.add_argument("--allow-eval-split", action="store_true",
                         help="allow --split test/dev, for training sets whose only qrels file is test.tsv "
                         "(hotpotqa_train100_hipporag, musique_train100_hipporag); never for evaluation sets")

@@ -68,12 +68,11 @@ def changed_inputs(record: dict[str, Any], key_inputs: dict[str, Any]) -> str:
 
 
 def versions() -> dict[str, str]:
-    import sentence_transformers
-    import torch
-    import transformers
+    """The libraries' versions a checkpoint records, from their installed metadata (no import of torch for it)."""
+    from importlib.metadata import version
 
-    return {"python": platform.python_version(), "torch": torch.__version__, "transformers": transformers.__version__,
-            "sentence_transformers": sentence_transformers.__version__}
+    return {"python": platform.python_version(), "torch": version("torch"), "transformers": version("transformers"),
+            "sentence_transformers": version("sentence-transformers")}
 
 
 def check_destination(output: Path, folders: list[Path], *, force: bool) -> None:
@@ -99,9 +98,35 @@ def check_destination(output: Path, folders: list[Path], *, force: bool) -> None
                              "--name-prefix, or pass --force to replace it", field="output")
 
 
-def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], record: dict[str, Any]) -> dict[str, Any]:
+def kept_as(folder: Path) -> Path | None:
+    """Where the checkpoint in ``folder`` goes when a new one replaces it: a sibling named by its config key
+    (``<name>-previous-<key>``), so a retrain by mistake (a changed input, ``--force``) loses no trained model;
+    None when ``folder`` holds no checkpoint."""
+    record = read_record(folder)
+    if record is None:
+        return None
+    stem = f"{folder.name}-previous-{str(record.get('config_key') or 'unkeyed')[:12]}"
+    aside, n = folder.with_name(stem), 2
+    while aside.exists():
+        aside, n = folder.with_name(f"{stem}-{n}"), n + 1
+    return aside
+
+
+def replacement_note(folder: Path, previous: dict[str, Any] | None,
+                     key_inputs: dict[str, Any]) -> tuple[str, Path | None]:
+    """What the log line before training says of the checkpoint it will replace, and where that one is kept."""
+    aside = kept_as(folder)
+    if aside is None:
+        return "", None
+    why = changed_inputs(previous, key_inputs) if previous is not None else "--force"
+    return f" (replacing the checkpoint there: {why}; the old one is kept as {aside.name})", aside
+
+
+def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], record: dict[str, Any], *,
+                     keep_previous: Path | None = None) -> dict[str, Any]:
     """Call ``save(tmp)``, write ``training.json`` (``record`` plus the trainer's stats under ``training``, the
-    seconds and the versions), then put ``tmp`` in place of ``folder`` (atomic rename); returns the record."""
+    seconds and the versions), then put ``tmp`` in place of ``folder`` (atomic rename); returns the record. The
+    checkpoint ``folder`` held is renamed to ``keep_previous`` when given (``kept_as``), else removed."""
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
@@ -113,6 +138,8 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
                   "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
         (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
         fsync_tree(tmp)
+        if keep_previous is not None and (folder / TRAINING_FILE).is_file():
+            os.rename(folder, keep_previous)  # only once the new one is complete: a failed run keeps it in place
         replace_folder(tmp, folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -8,8 +8,9 @@ split, the mining choices and each model's hyperparameters. ``train(options)`` m
 then trains the kinds asked for into ``<output>/<prefix>-<kind>`` (default
 ``$TESSERA_HOME/models/tessera-cross-encoder`` etc., the names the built-in
 ``hybrid_ce`` / ``hybrid_colbert`` / ``hybrid_ft`` flows load). A checkpoint whose
-``training.json`` records the same config key is reused; ``force`` retrains (and replaces a folder there
-that is no checkpoint, refused otherwise, before any mining: ``checkpoints.check_destination``). A recipe's
+``training.json`` records the same config key is reused; another key (or ``force``) trains a new one, and the
+checkpoint it replaces is kept beside it (``checkpoints.kept_as``); ``force`` also replaces a folder there
+that is no checkpoint (refused otherwise, before any mining: ``checkpoints.check_destination``). A recipe's
 ``training.makes`` says which models it is run for and how (``train_command``), so a flow
 that needs one of them can say which command makes it. The ``static`` kind is distilled from
 its base alone (``flows.train.static``): a run of only that kind needs no dataset and mines nothing.
@@ -361,7 +362,7 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
     if previous is not None and previous.get("config_key") == key:
         log(f"{kind}: reusing {folder} (trained with the same config; --force retrains)")
         return TrainedModel(kind, folder.name, folder, True, 0.0, previous)
-    why = f" (replacing the checkpoint there: {checkpoints.changed_inputs(previous, key_inputs)})" if previous else ""
+    why, aside = checkpoints.replacement_note(folder, previous, key_inputs)
     log(f"{kind}: training on {len(examples)} examples -> {folder}{why}")
 
     def save(tmp: Path) -> dict[str, Any]:
@@ -372,7 +373,7 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
         "kind": kind, "name": folder.name, "config_key": key, "key_inputs": key_inputs,
         "dataset": mining["dataset"], "split": mining["split"], "counts": counts(kind, params, examples, mining),
         "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,
-        "max_steps": options.max_steps})
+        "max_steps": options.max_steps}, keep_previous=aside)
     if state is not None:
         state.clear()
     log(f"{kind}: trained in {record['seconds']:.0f} s -> {folder}")

@@ -51,11 +51,11 @@ def distill_checkpoint(params: StaticParams, folder: Path, *, force: bool, log: 
     if previous is not None and previous.get("config_key") == key:
         log(f"static: reusing {folder} (distilled with the same config; --force distils again)")
         return True, 0.0, previous
-    why = f" (replacing the model there: {checkpoints.changed_inputs(previous, key_inputs)})" if previous else ""
+    why, aside = checkpoints.replacement_note(folder, previous, key_inputs)
     log(f"static: distilling {params.base} over its vocabulary -> {folder}{why}")
     record = checkpoints.write_checkpoint(folder, lambda tmp: _distill(params, tmp, progress), {
         "kind": "static", "name": folder.name, "config_key": key, "key_inputs": key_inputs,
-        "hyperparameters": params.model_dump(mode="json")})
+        "hyperparameters": params.model_dump(mode="json")}, keep_previous=aside)
     log(f"static: distilled in {record['seconds']:.0f} s -> {folder}")
     return False, record["seconds"], record
 

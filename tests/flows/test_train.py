@@ -159,9 +159,12 @@ def test_train_cli_saves_checkpoints_the_operators_load_and_reuses_them(slice_di
     lines = []
     changed = train(TrainOptions(**{**ce.__dict__, "max_steps": 1}), log=lines.append)  # another config
     assert not changed.models[0].reused and changed.models[0].record["training"]["steps"] == 1
-    assert "(replacing the checkpoint there: max_steps changed)" in "\n".join(lines)
+    kept = models / f"tessera-cross-encoder-previous-{again.models[0].record['config_key'][:12]}"
+    assert f"(replacing the checkpoint there: max_steps changed; the old one is kept as {kept.name})" in \
+        "\n".join(lines)
     record = json.loads((models / "tessera-cross-encoder" / "training.json").read_text(encoding="utf-8"))
-    assert record["training"]["steps"] == 1  # the old checkpoint was replaced in place
+    assert record["training"]["steps"] == 1  # the old checkpoint was replaced in place, and kept aside
+    assert json.loads((kept / "training.json").read_text(encoding="utf-8"))["training"]["steps"] == 2
     assert record["key_inputs"]["max_steps"] == 1 and record["key_inputs"]["params"]["max_length"] == 32
 
 
