@@ -11,11 +11,15 @@ import json
 import re
 from typing import Any
 
+#: The chunker's columns (``preprocess.chunk``): every passage of every document has them, so ingestion drops a
+#: source's field of these names (``flows.ingestion.column_types.OWN_COLUMNS``), where the uploader never sees it.
+CHUNK_COLUMNS = frozenset({"chunk_id", "chunk_index", "total_chunks"})
 #: Columns the index or search writes itself: no metadata field may take these names.
-RESERVED = frozenset({"_id", "id", "docno", "doc_id", "text", "title", "vector", "qid", "query", "score", "rank"})
-#: Besides ``RESERVED``, a document file's own columns (``path``, ``page``) and the chunker's: a front matter field
-#: of one of these names would be overwritten by them.
-FILE_RESERVED = RESERVED | {"path", "page", "chunk_id", "chunk_index", "total_chunks"}
+RESERVED = frozenset({"_id", "id", "docno", "doc_id", "text", "title", "vector", "qid", "query", "score",
+                      "rank"}) | CHUNK_COLUMNS
+#: Besides ``RESERVED``, a document file's own columns (``path``, ``page``): a front matter field of one of these
+#: names would be overwritten by them. (A JSON document's metadata may use them: nothing else writes them there.)
+FILE_RESERVED = RESERVED | {"path", "page"}
 _NAME = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,63}")
 
 

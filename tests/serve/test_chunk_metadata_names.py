@@ -1,0 +1,50 @@
+"""A JSON document's metadata named like a chunker column (``chunk_id``, ``chunk_index``, ``total_chunks``) is a 422
+naming the field, through the FastAPI app on uvicorn without Ray: ingestion used to drop such a field with a log
+line the uploader never saw. One rule (``operators.metadata_columns``) for every column the ingest writes itself."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import requests
+
+from flows.ingestion.column_types import OWN_COLUMNS
+from operators.metadata_columns import is_metadata_name
+from tests.serve.conftest import api_on_localhost
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory):
+    from serve.service import Service
+    from serve.service_settings import ServiceArgs, resolve
+
+    tmp = tmp_path_factory.mktemp("chunk_names")
+    patch = pytest.MonkeyPatch()
+    patch.setenv("TESSERA_HOME", str(tmp / "home"))
+    (tmp / "home" / "indices" / "news").mkdir(parents=True)
+    (tmp / "home" / "indices" / "news" / "manifest.json").write_text("{}")
+    args = ServiceArgs(default_index=str(tmp / "home" / "indices" / "news"), task_store=f"sqlite:///{tmp / 't.db'}")
+    Service(resolve(args, environ={}), [], "tessera").warming.join(timeout=120)
+    with api_on_localhost() as url:
+        yield url
+    patch.undo()
+
+
+@pytest.mark.parametrize("name", ["chunk_id", "chunk_index", "total_chunks"])
+def test_a_chunker_column_as_metadata_is_a_422_naming_it(base, name):
+    body = {"documents": [{"id": "bees", "text": "honey bees make honey", "metadata": {"source": "a", name: 3}}]}
+    answer = requests.post(f"{base}/v1/indices/fresh/documents", json=body, timeout=60)
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "documents" and "documents.0.metadata" in error["message"]
+    assert f"'{name}'" in error["message"], error
+    assert "Traceback" not in answer.text
+
+
+def test_every_column_the_ingest_writes_itself_is_refused_as_a_metadata_name():
+    """``OWN_COLUMNS`` is what ingestion drops from a source: a name of it that a metadata field could otherwise
+    take must be refused at upload, where the uploader hears of it."""
+    plain = [c for c in OWN_COLUMNS if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", c)]
+    assert plain and not [c for c in plain if is_metadata_name(c)]
+    assert is_metadata_name("page") and is_metadata_name("chunk")  # a JSON document's own fields stay allowed
