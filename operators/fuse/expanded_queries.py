@@ -17,7 +17,8 @@ class ExpandedQueryFuser(Operator):
     """Merge the results of expanded queries (query.expand, decompose, keywords) per original query with RRF.
 
     Rows of ``<qid>#<n>`` go back to their ``original_qid`` with the original's query
-    text; each extra query's ranking is one branch of reciprocal rank fusion (the
+    text (``original_query``, which the query operators write, where the original found
+    nothing); each extra query's ranking is one branch of reciprocal rank fusion (the
     original's weighs 1, an extra query's ``expansion_weight``), through the same
     fusion code as ``fuse.rrf``. A document found by several queries comes out once.
 
@@ -64,6 +65,10 @@ class ExpandedQueryFuser(Operator):
             staged = set_column(staged, branch.rank_column, pa.array(ranks, pa.float64(), mask=variant != n))
         if "query" in staged.column_names:
             originals = {q: text for q, o, text in zip(qids, origins, staged.column("query").to_pylist()) if q == o}
+            if "original_query" in staged.column_names:  # an original that found nothing has no rows of its own
+                for origin, text in zip(origins, staged.column("original_query").to_pylist()):
+                    if text is not None:
+                        originals.setdefault(origin, text)
             staged = set_column(staged, "query", pa.array([originals.get(o, t) for o, t in
                                                            zip(origins, staged.column("query").to_pylist())],
                                                           staged.schema.field("query").type))

@@ -57,7 +57,10 @@ class QueryRewriter(LLMStep):
 
     def produces(self) -> dict[str, str]:
         # qid and the query are declared too: the added rows rewrite them, and a cache hit must bring them back
-        return {"qid": "id", self.params.query_column: "data", "original_qid": "id", "query_source": "data"}
+        # original_query: fuse.expanded_queries gives a merged row its original's text, also when the original
+        # query found nothing and only its extra queries' rows are there
+        return {"qid": "id", self.params.query_column: "data", "original_qid": "id", "original_query": "data",
+                "query_source": "data"}
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         """Per qid, the model's replies, each with the ``query_source`` its queries get."""
@@ -79,8 +82,9 @@ class QueryRewriter(LLMStep):
         out: list[dict[str, Any]] = []
         for row in rows:
             qid = str(row["qid"])
-            origin = row.get("original_qid") or qid
-            out.append({**row, "original_qid": origin, "query_source": row.get("query_source") or "original"})
+            origin, original = row.get("original_qid") or qid, row.get("original_query") or queries[qid]
+            row = {**row, "original_qid": origin, "original_query": original}
+            out.append({**row, "query_source": row.get("query_source") or "original"})
             extra = self._kept(qid, queries[qid], replies.get(qid, []))
             new_qids = _unused_qids(qid, len(extra), queries)  # (a dict: its keys are the qids taken)
             out += [{**row, "qid": new_qid, self.params.query_column: text, "original_qid": origin,

@@ -95,12 +95,31 @@ def test_columns_pass_through_and_one_row_per_qid(fault_models):
     fault_models.reply = "honey bees pollination"
     table = sample_queries(2).append_column("lang", [["en", "en"]])
     out = create("query.keywords", {"model": "fault-ok"})(table)
-    assert out.column_names == ["qid", "query", "lang", "original_qid", "query_source"]
+    assert out.column_names == ["qid", "query", "lang", "original_qid", "original_query", "query_source"]
     assert out.column("lang").to_pylist() == ["en"] * out.num_rows
     with pytest.raises(Exception, match="each qid must appear once"):
         create("query.keywords", {"model": "fault-ok"})(table.take([0, 0]))
     empty = create("query.keywords", {"model": "fault-ok"})(table.slice(0, 0))
     assert empty.num_rows == 0 and "original_qid" in empty.column_names
+
+
+def test_merged_rows_keep_their_query_when_only_the_extra_query_found_them(fault_models):
+    """A question of stopwords only ('the of and') finds nothing by BM25; its keywords query does. Merged back, those
+    rows carried the keywords query's text under the question's qid (a reranker after it scored against the wrong
+    text); each merged row now has its own question's text, and the other question keeps its own."""
+    import pyarrow as pa
+
+    from flows.api import Flow
+
+    fault_models.reply = "honey, bees"
+    flow = Flow.load({"name": "kw", "steps": {
+        "kw": {"op": "query.keywords", "params": {"model": "fault-ok"}},
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"k": 3}},
+        "merged": {"op": "fuse.expanded_queries"}}})
+    questions = {"stop": "the of and", "opera": "opera composed in the nineteenth century"}
+    out = flow.run(pa.table({"qid": list(questions), "query": list(questions.values())}), cache=False).table
+    assert set(out.column("qid").to_pylist()) == set(questions)
+    assert [(r["qid"], r["query"]) for r in out.to_pylist() if r["query"] != questions[r["qid"]]] == []
 
 
 @pytest.mark.slow
