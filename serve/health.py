@@ -25,6 +25,7 @@ import asyncio
 import functools
 import logging
 import os
+import re
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Mapping, TypeVar
@@ -66,7 +67,7 @@ def model_state(overview: Any | None) -> tuple[str, str | None]:
     replicas = {_name(state): count for state, count in (overview.replica_states or {}).items() if count}
     if replicas.get("RUNNING"):
         return "ready", None
-    message = overview.message or None
+    message = public_reason(overview.message)
     if _name(overview.status) in _FAILED:
         return "unhealthy", message
     if not set(replicas) - _GONE and _name(overview.status) == "HEALTHY":
@@ -91,6 +92,24 @@ def readiness(cards: list[ModelCard]) -> str | None:
     waiting = [f"model '{c.id}' is {c.status}" + (f" ({c.reason})" if c.reason else "")
                for c in cards if c.status not in ("ready", "missing")]
     return "; ".join(waiting) or None
+
+
+#: A terminal colour code (Ray colours the ``ray::`` line of a task's error).
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def public_reason(message: str | None) -> str | None:
+    """Serve's message as clients get it (``/healthz`` answers without a key): its own sentences, then the replica's
+    exception from the traceback's last line, worded without server paths. Serve appends the whole traceback of a
+    constructor that raised (the server's files, the replica's pid, ip and actor id); the replica's log keeps it."""
+    if not message:
+        return None
+    text = _ANSI.sub("", message)
+    head, found, trace = text.partition("Error:\n")
+    if found:
+        lines = [line.strip() for line in trace.splitlines() if line.strip()]
+        text = f"{head.strip()} Error: {lines[-1] if lines else ''}".strip()
+    return without_server_paths(text)[:600]
 
 
 async def deployment_statuses(app_name: str) -> Mapping[str, Any]:

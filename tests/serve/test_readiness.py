@@ -34,6 +34,25 @@ def test_model_state_from_the_deployments_status(state, expected):
     assert model_state(state)[0] == expected
 
 
+def test_a_failed_replicas_traceback_is_not_in_the_reason():
+    """What Serve said of an embedder whose folder held a broken config.json: /healthz, open to every client, gave
+    the traceback with the server's files, the replica's pid, ip and actor id."""
+    from serve.health import model_state
+
+    message = ("The deployment failed to start 3 times in a row. This may be due to a problem with its constructor or "
+               "initial health check failing. See controller logs for details. Error:\n"
+               "\x1b[36mray::ServeReplica:tessera:broken.initialize_and_get_metadata()\x1b[39m (pid=17857, "
+               "ip=192.0.2.2, actor_id=3efbe801bb01bd889c0f827701000000)\n"
+               '  File "/srv/venv/lib/python3.11/site-packages/sentence_transformers/SentenceTransformer.py", line 3\n'
+               "    raise err\n"
+               "OSError: /srv/models/broken/config.json is not valid JSON\n")
+    state, reason = model_state(overview("DEPLOY_FAILED", message))
+    assert state == "unhealthy"
+    assert reason == ("The deployment failed to start 3 times in a row. This may be due to a problem with its "
+                      "constructor or initial health check failing. See controller logs for details. Error: OSError: "
+                      "config.json is not valid JSON")
+
+
 def card(id: str, status: str = "ready", reason: str | None = None) -> ModelCard:
     return ModelCard(id=id, type="rerank", operator="rerank.cross_encoder", deployment=id, status=status,
                      reason=reason)
