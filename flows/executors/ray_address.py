@@ -14,6 +14,10 @@ minutes or after work was done (an ingestion had staged its corpus):
 So the address is asked, before ``ray.init``, the question Ray asks first, with Ray's own gRPC channel (its TLS
 and token settings) and a deadline: the GCS's ``GetClusterId``, or Ray Client's ``PING`` for ``ray://``. Each
 refusal is one ``RayAddressError`` here, naming the setting and what to give instead (docs/cluster.md).
+
+Without an address (or with ``auto``) Ray joins the cluster the last ``ray start`` on this machine recorded
+(``ray_current_cluster`` in Ray's temp folder, ``$RAY_TMPDIR/ray`` else ``/tmp/ray``); that one is found with Ray's
+own lookup and asked the same way. When there is none, nothing is asked: ``ray.init`` starts a local Ray.
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ from operators.errors import TesseraError
 PROBE_SECONDS = 5.0
 #: Values that start a local Ray or find one on this machine rather than name a cluster.
 LOCAL = ("", "local", "auto")
+#: Of those, the ones for which Ray looks for a cluster on this machine (``found_cluster``).
+FOUND = ("", "auto")
 DOCS = "docs/cluster.md"
 
 
@@ -48,21 +54,30 @@ def given_address(address: str | None, environ: Mapping[str, str] = os.environ) 
 
 
 def check_ray_address(address: str | None = None, environ: Mapping[str, str] = os.environ, *,
-                      job_hint: bool = True, ahead: bool = False) -> None:
+                      job_hint: bool = True, ahead: bool = False, temp_dir: str | None = None) -> None:
     """Refuse an address Ray cannot join: the job server's HTTP address, a host and port where nothing listens or
-    something other than Ray answers, a cluster that refuses this process's token. Nothing to check for a local
-    Ray (no address, ``local``, ``auto``). ``job_hint``: say that a command can be submitted to that job server
-    instead (the batch commands; not ``tessera serve``). ``ahead``: a check before the run, whose ``ray.init``
-    (``ray_env.ensure_ray``) then takes the address as checked rather than probing it again."""
+    something other than Ray answers, a cluster that refuses this process's token. No address or ``auto``: the
+    cluster Ray finds on this machine (``found_cluster``; ``temp_dir``: ``ray.init``'s ``_temp_dir``), if any, is
+    checked the same way; ``local`` (a new local Ray) is not checked. ``job_hint``: say that a command can be
+    submitted to that job server instead (the batch commands; not ``tessera serve``). ``ahead``: a check before
+    the run, whose ``ray.init`` (``ray_env.ensure_ray``) then takes the address as checked rather than probing it
+    again."""
     value, setting = given_address(address, environ)
     value = value.strip()
-    if value.lower() in LOCAL:
+    named, field = f"{setting} {value!r}", setting.lstrip("-")
+    local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
+    if value.lower() in FOUND:
+        found = found_cluster(value.lower(), setting, temp_dir)
+        if found is None:
+            return  # no cluster on this machine: ray.init starts a local Ray, unchecked (nothing to ask)
+        field = field if value else None  # RAY_ADDRESS unset: no setting to name
+        value, named = found
+        local = "set RAY_ADDRESS=local" if setting == "RAY_ADDRESS" else "give --address local"
+    elif value.lower() in LOCAL:
         return
     if not ahead and value in _checked_ahead:
         _checked_ahead.discard(value)
         return
-    local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
-    field = setting.lstrip("-")
     if value.lower().startswith(("http://", "https://")):
         job = f"; or submit the command to it as a job (`ray job submit`, {DOCS})" if job_hint else ""
         raise RayAddressError(
@@ -78,34 +93,61 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
             pass
     except OSError as err:
         raise RayAddressError(
-            f"{setting} {value!r}: nothing answers at {dialed}:{port} ({err.strerror or err}): the cluster is not "
+            f"{named}: nothing answers at {dialed}:{port} ({err.strerror or err}): the cluster is not "
             f"running there, or the port is not the head's GCS port (6379 unless `ray start --head --port` chose "
             f"another); or {local} to start a local Ray", field=field) from None
     client = value.lower().startswith("ray://")
     refusal = ray_refusal(dialed, port, client=client)
     if refusal is not None and refusal[0] == "UNAUTHENTICATED":  # before ray.init, whose GCS client warns 20 s
-        raise joining_failed(ConnectionError(f"the cluster refused this process ({refusal[1]})"), address, environ)
+        raise joining_failed(ConnectionError(f"the cluster refused this process ({refusal[1]})"), address, environ,
+                             named=named, field=field)
     if refusal is not None:
-        raise RayAddressError(f"{setting} {value!r}: {_not_ray(refusal, f'{dialed}:{port}', client)}; give the "
+        raise RayAddressError(f"{named}: {_not_ray(refusal, f'{dialed}:{port}', client)}; give the "
                               f"head's GCS address, HOST:6379 (the port `ray start --head --port` chose), or "
                               f"ray://HOST:10001; or {local} to start a local Ray", field=field)
     if ahead:
         _checked_ahead.add(value)
 
 
-def joining_failed(err: Exception, address: str | None = None,
-                   environ: Mapping[str, str] = os.environ) -> RayAddressError:
+def joining_failed(err: Exception, address: str | None = None, environ: Mapping[str, str] = os.environ, *,
+                   named: str | None = None, field: str | None = None) -> RayAddressError:
     """``ray.init``'s ``ConnectionError`` as one line: most often a cluster with token authentication that this
-    process sent no token to (Ray sends it only with ``RAY_AUTH_MODE=token``)."""
+    process sent no token to (Ray sends it only with ``RAY_AUTH_MODE=token``). ``named``, ``field``: the cluster
+    and setting in words, when the check found them (``found_cluster``)."""
     value, setting = given_address(address, environ)
-    where = f"{setting} {value!r}" if value else "the local Ray cluster"
+    where = named or (f"{setting} {value!r}" if value else "the local Ray cluster")
     hint = ("if the cluster has token authentication on (Ray 2.60's default when a token exists), set "
             "RAY_AUTH_MODE=token, and RAY_AUTH_TOKEN or RAY_AUTH_TOKEN_PATH when the token is not in "
             f"~/.ray/auth_token ({DOCS}#token-authentication)")
     if environ.get("RAY_AUTH_MODE", "").strip().lower() == "token":
         hint = "the token sent (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token) may not be the cluster's"
     first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return RayAddressError(f"cannot join {where}: {first}; {hint}", field=setting.lstrip("-") if value else None)
+    if named is None:
+        field = setting.lstrip("-") if value else None
+    return RayAddressError(f"cannot join {where}: {first}; {hint}", field=field)
+
+
+def found_cluster(value: str, setting: str, temp_dir: str | None = None) -> tuple[str, str] | None:
+    """``(address, the cluster in words)`` of the cluster ``ray.init`` joins for ``value`` ``''`` or ``'auto'``:
+    the one the last ``ray start`` here recorded (``ray_current_cluster`` in Ray's temp folder), for ``auto`` else
+    any running on this machine; Ray's own lookup. None: none recorded, and ``ray.init`` starts a local Ray.
+    ``auto`` with no cluster at all is refused, as ``ray.init`` would refuse it."""
+    from ray._common.utils import get_ray_address_file
+    from ray._private.services import find_bootstrap_address, get_ray_address_from_environment
+
+    try:
+        found = get_ray_address_from_environment(value or None, temp_dir)
+    except ConnectionError as err:  # auto, and no cluster runs here
+        local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
+        raise RayAddressError(f"{setting} 'auto': no Ray cluster runs on this machine ({str(err).split('. ')[0]}); "
+                              f"give the cluster's address, or {local} to start a local Ray",
+                              field=setting.lstrip("-")) from None
+    if not found or found.lower() in LOCAL:
+        return None
+    recorded = found == find_bootstrap_address(temp_dir)
+    where = f"found in {get_ray_address_file(temp_dir)}" if recorded else "running on this machine"
+    given = f"{setting} 'auto'" if value else f"{setting} unset"
+    return found, f"the Ray cluster at {found} ({given}: {where})"
 
 
 def ray_refusal(host: str, port: int, *, client: bool = False) -> tuple[str, str] | None:

@@ -50,7 +50,7 @@ def ensure_ray(**overrides: Any) -> None:
 
     if ray.is_initialized():
         return
-    check_ray_address(overrides.get("address"))
+    check_ray_address(overrides.get("address"), temp_dir=overrides.get("_temp_dir"))
     _quiet_start_up()
     for name, value in WORKER_NICENESS.items():
         os.environ.setdefault(name, value)

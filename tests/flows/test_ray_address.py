@@ -19,6 +19,7 @@ from typing import Iterator
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+PROBE_BUDGET = 5.0  # seconds: a refused connection is known at once, far within the probe's deadline
 
 
 def free_port() -> int:
@@ -91,12 +92,65 @@ def test_an_address_where_nothing_listens_is_one_line_not_minutes_of_retries(tes
     assert f"RAY_ADDRESS '127.0.0.1:{port}': nothing answers at " in err[0] and "unset RAY_ADDRESS" in err[0]
 
 
-def test_the_local_executor_and_a_local_address_are_not_checked(tmp_path):
+def test_the_local_executor_and_a_local_address_are_not_checked(tmp_path, monkeypatch):
     from flows.executors.ray_address import check_ray_address
 
-    for value in ("", "local", "auto"):
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))  # Ray's lookup finds no cluster recorded there
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    for value in ("", "local"):
         check_ray_address(environ={"RAY_ADDRESS": value})
     check_ray_address("local", environ={"RAY_ADDRESS": "http://127.0.0.1:1"})  # --address wins
+
+
+def recorded(tmp_path: Path, address: str, monkeypatch) -> Path:
+    """``address`` recorded as the last ``ray start`` of this machine does, in a Ray temp folder of the test's own
+    (``RAY_TMPDIR``), not /tmp/ray; the file."""
+    monkeypatch.setenv("RAY_TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    (tmp_path / "ray").mkdir(exist_ok=True)
+    (record := tmp_path / "ray" / "ray_current_cluster").write_text(address)
+    return record
+
+
+def test_the_cluster_ray_finds_without_an_address_is_asked_first(gcs_stand_in, tmp_path, monkeypatch):
+    """No ``RAY_ADDRESS`` (or ``auto``): Ray joins the cluster ``ray start`` recorded on this machine, and a token
+    cluster's refusal there came after Ray's 20 s of warnings; the check finds it with Ray's lookup and asks it
+    first: one line naming the cluster and where it was found. One that answers is asked once and passes."""
+    from flows.executors.ray_address import RayAddressError, check_ray_address
+
+    with gcs_stand_in(refuse=True) as cluster:
+        record = recorded(tmp_path, cluster.address, monkeypatch)
+        for value in ("", "auto"):
+            with pytest.raises(RayAddressError) as refused:
+                check_ray_address(environ={"RAY_ADDRESS": value})
+            given = "RAY_ADDRESS 'auto'" if value else "RAY_ADDRESS unset"
+            assert refused.value.message.startswith(
+                f"cannot join the Ray cluster at {cluster.address} ({given}: found in {record}): the cluster refused "
+                "this process (InvalidAuthToken: Authentication token is missing or incorrect); if the cluster has "
+                "token authentication on"), refused.value
+            assert refused.value.field == ("RAY_ADDRESS" if value else None)
+        assert cluster.asked == 2
+    with gcs_stand_in() as cluster:
+        recorded(tmp_path, cluster.address, monkeypatch)
+        check_ray_address(environ={})
+        assert cluster.asked == 1
+        check_ray_address("local", environ={})  # a new local Ray: nothing to ask
+        assert cluster.asked == 1
+
+
+def test_a_recorded_cluster_that_was_stopped_is_refused_at_once(tmp_path, monkeypatch):
+    """A head stopped without ``ray stop`` leaves its address recorded; ``ray.init`` then waited on it, warning
+    every 5 s. Refused at once, with the way to a local Ray."""
+    from flows.executors.ray_address import RayAddressError, check_ray_address
+
+    port = free_port()
+    record = recorded(tmp_path, f"127.0.0.1:{port}", monkeypatch)
+    started = time.monotonic()
+    with pytest.raises(RayAddressError, match=rf"^the Ray cluster at 127.0.0.1:{port} \(RAY_ADDRESS unset: found in "
+                                              rf"{record}\): nothing answers at .*set RAY_ADDRESS=local to start a "
+                                              "local Ray$"):
+        check_ray_address(environ={})
+    assert time.monotonic() - started < PROBE_BUDGET
 
 
 @pytest.mark.timeout(60)
