@@ -6,17 +6,24 @@ import argparse
 import contextlib
 import json
 import os
+import re
 import sys
 from typing import Any, Iterator
 
 from operators.errors import TesseraError
 
 
+#: Control characters but tab and newline (C0, DEL, C1): printed as they are, a query's ESC sequence recoloured or
+#: rewrote the terminal and a NUL reached it raw.
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
 def escape(text: str) -> str:
-    """Escape rich markup in data (titles, descriptions, values) before printing it."""
+    """Escape rich markup in data (titles, descriptions, values) before printing it, and show its control characters
+    as ``\\x1b`` instead of sending them to the terminal."""
     from rich.markup import escape as rich_escape
 
-    return rich_escape(text)
+    return rich_escape(_CONTROL.sub(lambda found: f"\\x{ord(found.group()):02x}", text))
 
 
 EXIT_OK, EXIT_INTERNAL, EXIT_USAGE, EXIT_CANCELLED = 0, 1, 2, 130

@@ -82,3 +82,14 @@ def test_out_naming_the_queries_file_is_refused_and_the_queries_kept(tmp_path, s
         assert status == 2
         one_error(err, "field 'out'", "is the --queries file")
         assert queries.read_text() == '{"_id": "q1", "text": "honey bees"}\n'  # was: replaced by the results
+
+
+def test_control_characters_of_a_query_are_shown_not_sent_to_the_terminal(tmp_path, spec, tessera):  # noqa: F811
+    """A query's ESC sequence and NUL reached the terminal raw in the table's title (recolouring or rewriting it);
+    they are searched as given and printed as visible escapes."""
+    queries = tmp_path / "q.jsonl"
+    queries.write_text(json.dumps({"_id": "q1", "text": "honey\x00bees\x1b[31m"}) + "\n")
+    status, out, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
+    assert status == 0 and "Traceback" not in err
+    assert "\x1b" not in out and "\x00" not in out
+    assert "q1: honey\\x00bees\\x1b[31m" in out
