@@ -32,6 +32,7 @@ from typing import Any, Iterable, Sequence
 
 import pyarrow as pa
 
+from flows.cache_code import module_digests
 from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, later_layout, remove_cache_files, write_marker
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
 from operators.base import Operator
@@ -259,7 +260,8 @@ class StepCache:
     # -- explanations -----------------------------------------------------------
 
     def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:
-        explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats}
+        explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats,
+                   "module_digests": module_digests(op)}  # beside the key: which module an edit changed
         self._conn().execute(
             "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",
             (flow, step, explain["step_key"], json.dumps(explain, default=str), time.time()),

@@ -195,13 +195,26 @@ def code_identity(op: Operator) -> dict[str, Any]:
     """What the step key holds of the code that computes ``op``'s output: the Tessera version, the modules that
     define its classes (readable in ``tessera cache explain``), one digest of their files and, for a plugin from an
     installed package, that package's version."""
-    modules: dict[str, str] = {}
-    for _, each in op.walk():
-        for module, digest in class_code(type(each)):
-            modules.setdefault(module, digest)
+    modules = module_digests(op)
     source = hashlib.blake2b(repr(sorted(modules.items())).encode(), digest_size=8).hexdigest()
     code: dict[str, Any] = {"tessera": tessera_version(), "modules": sorted(modules), "source": source}
     versions = {top: package_version(top) for top in sorted({module.split(".")[0] for module in modules})}
     if any(versions.values()):  # a plugin's installed package: its version covers the helpers its files import
         code["packages"] = {top: version for top, version in versions.items() if version}
     return code
+
+
+def module_digests(op: Operator) -> dict[str, str]:
+    """Module -> digest of its file, for every module ``code_identity`` covers: what the cache records beside a
+    step's key (not in it), so ``tessera cache explain`` can name the module whose edit changed the key."""
+    modules: dict[str, str] = {}
+    for _, each in op.walk():
+        for module, digest in class_code(type(each)):
+            modules.setdefault(module, digest)
+    return modules
+
+
+def own_modules(op: Operator) -> list[str]:
+    """The modules that define ``op``'s own classes (and its nested operators'): the files a user edits, shown
+    first by ``tessera cache explain`` among the dozens of Tessera modules they import."""
+    return sorted({vars(type(each)).get(CODE_OF, type(each)).__module__ for _, each in op.walk()})

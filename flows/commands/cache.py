@@ -23,6 +23,9 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                            help="the index the flow ran with (tessera run --index): it is part of the step keys")
     add_cache_dir_argument(c_explain)
     c_explain.add_argument("--json", action="store_true", help="print JSON")
+    c_explain.add_argument("--verbose", "-v", action="store_true",
+                           help="list every module in a step's code digest (default: their count and the operator's "
+                           "own)")
     c_explain.set_defaults(handler=_cmd_cache_explain)
     c_prune = csub.add_parser("prune", parents=[common], help="evict stored outputs unused for DAYS days, then the "
                               "least recently used until the cache holds at most SIZE")
@@ -49,6 +52,7 @@ def _cache_root(args: argparse.Namespace) -> Path:
 def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[str, Any]]:
     """Per step: what its key is made of now, and what the cache recorded at its last run."""
     from flows.cache import StepCache
+    from flows.cache_code import module_digests, own_modules
     from flows.cache_keys import step_explain, step_key
 
     steps = flow.needed_steps()
@@ -65,13 +69,16 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
     for s in steps:
         op = flow.operators[s]
         cached = flow.spec.steps[s].cache and op.cacheable
-        entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached}
+        entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached,
+                 "own_modules": own_modules(op)}
         last = stored.get(s)
         if last is not None:
             entry["last_run"] = last.get("last_run")
             entry["last_step_key"] = last.get("step_key")
             entry["changed"] = last.get("step_key") != entry["step_key"]
             entry["needs_index"] = s in unset  # a run's key had its index in it; explain was given none
+            if entry["changed"]:
+                entry["what_changed"] = what_changed(last, entry, module_digests(op))
         else:
             entry["last_run"] = None
         out.append(entry)
@@ -95,7 +102,7 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
         code = e["code"]
         packages = "".join(f", {escape(name)} {escape(v)}" for name, v in code.get("packages", {}).items())
         out.print(f"  code       tessera {escape(code['tessera'])}{packages}, source {code['source']} of "
-                  f"{escape(', '.join(code['modules']) or 'no file')}")
+                  f"{_modules_line(code['modules'], e['own_modules'], args.verbose)}")
         if e["scope"] == "row":
             reads = "every column" if e["reads"] is None else ", ".join(e["reads"])
             out.print(f"  unit       one row, hashed over: {escape(reads)}")
@@ -116,8 +123,48 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
                 out.print("  [yellow]the last run's key included its index[/]: pass the same --index to compare")
             elif e.get("changed"):
                 out.print(f"  [yellow]changed since the last run[/] (was {e['last_step_key']}): "
-                          "the next run recomputes this step")
+                          f"{escape('; '.join(e['what_changed']))}; the next run recomputes this step")
     return EXIT_OK
+
+
+def _modules_line(modules: list[str], own: list[str], verbose: bool) -> str:
+    """The modules of a step's code digest, for a person: all of them with ``--verbose``, else their count and the
+    operator's own (up to 56 names on one line said nothing a user could act on)."""
+    if not modules:
+        return "no file"
+    if verbose or len(modules) <= 3:
+        return escape(", ".join(modules))
+    shown = [m for m in own if m in modules] or modules[:1]
+    return (f"{len(modules)} modules: {escape(', '.join(shown))} and {len(modules) - len(shown)} it imports "
+            "(--verbose lists them)")
+
+
+#: Fields of a step's explanation that go into its key, as ``what_changed`` names them.
+_KEY_PARTS = (("op", "operator"), ("version", "version"), ("identity", "params/identity"), ("scope", "scope"),
+              ("reads", "columns read"), ("writes", "columns written"))
+
+
+def what_changed(last: dict[str, Any], now: dict[str, Any], digests: dict[str, str]) -> list[str]:
+    """Which parts of a step's key differ from its last recorded run: the params, the operator's version, the
+    Tessera or a plugin package's version, and which modules' files (the last run's ``module_digests``)."""
+    def plain(value: Any) -> Any:  # as the record stores it
+        return json.loads(json.dumps(value, default=str))
+
+    out = [label for field, label in _KEY_PARTS if plain(last.get(field)) != plain(now.get(field))]
+    was, code = last.get("code") or {}, now["code"]
+    if was.get("tessera") != code["tessera"]:
+        out.append(f"tessera {was.get('tessera')} -> {code['tessera']}")
+    if (was.get("packages") or {}) != (code.get("packages") or {}):
+        out.append("package versions " + ", ".join(f"{k} {v}" for k, v in (code.get("packages") or {}).items()))
+    old = last.get("module_digests")
+    if isinstance(old, dict):
+        edited = sorted(m for m in digests.keys() & old.keys() if digests[m] != old[m])
+        added, gone = sorted(digests.keys() - old.keys()), sorted(old.keys() - digests.keys())
+        out += [f"{what} {', '.join(names)}" for what, names in
+                (("edited", edited), ("now imported", added), ("no longer imported", gone)) if names]
+    elif was.get("source") != code["source"]:
+        out.append("code (the last run predates the record of which module)")
+    return out or ["the key"]
 
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:

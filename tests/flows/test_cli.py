@@ -304,7 +304,9 @@ def test_cache_explain_after_a_run_and_clear(home, tmp_path, tessera):
     assert "last run   4 units, 4 hits (100%)" in text
     assert "one row, hashed over: text" in text
     assert f"code       tessera {tessera_version()}, source " in text
-    assert " of operators.analyze.word_count, operators.base" in text
+    assert " modules: operators.analyze.word_count and " in text and "(--verbose lists them)" in text
+    assert " operators.analyze.word_count, operators.base" in tessera("cache", "explain", str(flow), "wc", "-v",
+                                                                      home=home).stdout
     explained = json.loads(tessera("cache", "explain", str(flow), "top", "--json", home=home).stdout)
     [top] = explained["steps"]
     assert top["op"] == "postprocess.reduce" and top["identity"] == {"k": 5, "rank_column": "rank"}
