@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import pyarrow as pa
 
+from operators.metadata_columns import CHUNK_COLUMNS
 from operators.sources._common import column_as_text
 
 #: The document's own columns: the sources make them text already.
 _OWN = ("docno", "title", "text")
 #: Columns the ingest makes itself (``shards.prepare`` and its ``INTERNAL``, the chunker): a source's field of one of
 #: these names is left out (staging names it in a warning); a crawl's ``_error`` field failed its document.
-OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "doc_id", "chunk_id", "chunk_index", "total_chunks")
+OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "doc_id", *sorted(CHUNK_COLUMNS))
 
 
 def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:
