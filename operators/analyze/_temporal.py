@@ -9,14 +9,15 @@ with a month (it checks the day exists and knows every spelling of a month):
 * a month and a year (``July 1969``) -> ``1969-07``;
 * year ranges (``1939–1945``, ``1939-45``, ``from 1939 to 1945``, ``between 1901 and 2000``)
   -> ``1939/1945`` (an ISO 8601 interval);
-* decades (``the 1960s``) -> ``1960/1969``; centuries (``19th century``) -> ``1800/1899``;
+* decades (``the 1960s``) -> ``1960/1969``; centuries (``19th century``, ``the 1800s``) -> ``1800/1899``
+  (``the 2000s`` stays the decade, as English reads it);
 * a bare year only after a word that makes it one (``in``, ``since``, ``until``, ``c.``,
   ``early`` ...) or alone in parentheses (``(1951)``, ``(born 1879)``); a bare year or a
   range followed by a lowercase word that is not a function word is a quantity, not a
   time (``in 1500 metres``, ``by 2000 people``), and is left alone.
 
-Years BC are left out (ISO 8601 would need astronomical years); so are years outside
-``[min_year, max_year]``.
+Years BC (``BC``, ``BCE``, ``B.C.``, ``B.C``; also their decades and centuries) are left out (ISO
+8601 would need astronomical years); so are years outside ``[min_year, max_year]``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,10 @@ _MONTH = (r"(?:January|February|March|April|May|June|July|August|September|Octob
           r"|Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept|Sep|Oct|Nov|Dec)\.?")
 _YEAR = r"(?:1\d{3}|20\d{2})"
 _DAY = r"(?:[12]\d|3[01]|0?[1-9])(?:st|nd|rd|th)?"
+#: An era before the common one (BC, BCE, B.C., B.C.E., B.C): then the number is not a year of ISO's calendar.
+_BC = r"(?:BCE?|B\.C)\b"
 #: An era or a unit that no word is needed for: then the number is not a year of ISO's calendar.
-_NOT_A_YEAR = r"(?!\s*(?:%|BC\b|BCE\b|B\.C\.|years?\b|per\b))"
+_NOT_A_YEAR = rf"(?!\s*(?:%|{_BC}|years?\b|per\b))"
 #: Words that may follow a bare year or a range of years; any other lowercase word makes the number a
 #: quantity ("in 1500 metres", "by 2000 people", "in 1200 games"), so the number is left alone.
 _FUNCTION_WORDS = frozenset("""
@@ -56,8 +59,8 @@ _PATTERNS: list[tuple[str, re.Pattern]] = [
     ("range", re.compile(rf"(?<![\d\w.,-])(?<!pp\.\s)(?<!p\.\s)({_YEAR})\s*(?:–|—|-|to)\s*({_YEAR}|\d{{2}}){_END}"
                          + _NOT_A_YEAR)),
     ("month", re.compile(rf"\b{_MONTH},?\s+{_YEAR}{_END}" + _NOT_A_YEAR)),
-    ("decade", re.compile(r"\b((?:1\d\d|20\d)0)'?s\b")),
-    ("century", re.compile(r"\b([1-9]|1\d|20)(?:st|nd|rd|th)[ -]century\b(?!\s*(?:BC|BCE|B\.C\.))")),
+    ("decade", re.compile(rf"\b((?:1\d\d|20\d)0)'?s\b(?!\s*{_BC})")),
+    ("century", re.compile(rf"\b([1-9]|1\d|20)(?:st|nd|rd|th)[ -]century\b(?!\s*{_BC})")),
     ("year", re.compile(rf"\b{_CUE}\s+({_YEAR}){_END}" + _NOT_A_YEAR)),
     ("year", re.compile(rf"\((?:born\s+|died\s+|b\.\s*|d\.\s*|c\.\s*)?({_YEAR})\)")),
 ]
@@ -112,7 +115,8 @@ def _normalise(kind: str, match: re.Match) -> Mention | None:
         return Mention(f"{start}/{end}", start, end) if start < end else None
     if kind == "decade":
         start = int(match.group(1))
-        return Mention(f"{start}/{start + 9}", start, start + 9)
+        last = start + 99 if start % 100 == 0 and start < 2000 else start + 9  # the 1800s: a century
+        return Mention(f"{start}/{last}", start, last)
     if kind == "century":
         start = (int(match.group(1)) - 1) * 100
         return Mention(f"{start:04d}/{start + 99:04d}", start, start + 99)

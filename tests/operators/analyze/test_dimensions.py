@@ -33,6 +33,9 @@ REAL = [
     ("The Great Depression was a severe global economic downturn from 1929 to 1939. It hit the United States and "
      "spread to Germany, the United States being the most affected in the 1930s.",
      ["1929/1939", "1930/1939"], ["United States", "Germany"], "US", "North America"),
+    ("Until the 1800s, both hand-made and machine-knit socks were manufactured, with the latter technique becoming "
+     "more common in the 19th century, and continuing until the modern day.",  # the 1800s: the century
+     ["1800/1899"], [], None, None),
 ]
 
 # Numbers that are not years, names that are not places: nothing may be extracted.
@@ -45,6 +48,7 @@ JUNK = [
     "Abd al-Rahman III was the Umayyad Emir of Córdoba.",  # Córdoba: a large city in Spain and in Argentina
     "Bees may visit 2000 flowers a day; the second hive is now empty.",
     "Hammurabi ruled Babylon from about 1792 BC to 1750 BC.",
+    "Bronze-age trade collapsed in the 1200s BC; the citadel fell c. 1180 B.C",  # a decade BC, B.C without its dot
 ]
 
 
@@ -115,7 +119,7 @@ def test_columns_feed_the_metadata_filters():
     assert sorted(in_europe.column("country").to_pylist(), key=str) == ["FR", "FR", None]
     overlapping_1880s = {"all": [{"field": "year_min", "lte": 1889}, {"field": "year_max", "gte": 1880}]}
     kept = create("postprocess.filter", {"filter": overlapping_1880s})(out)
-    assert kept.column("dates").to_pylist() == [["1887/1889"]]
+    assert kept.column("dates").to_pylist() == [["1887/1889"], ["1800/1899"]]  # the 1800s overlap the 1880s
 
 
 def test_bad_params_name_the_field():
