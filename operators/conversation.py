@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from typing import Any
 
@@ -37,6 +38,18 @@ def content_text(content: Any, sep: str = " ") -> str:
         return sep.join(str(part.get("text") or "") for part in content
                         if isinstance(part, dict) and part.get("type", "text") == "text")
     return ""
+
+
+#: Tessera's own chat answers end with their numbered references (``/v1/chat/completions`` appends them), and cite
+#: ``[1]`` by the numbers of that turn's context: neither means anything in a later turn's context or question.
+_SOURCES_TAIL = re.compile(r"\n\s*\n\s*Sources?:\s*\n.*\Z", re.S | re.I)
+_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+
+
+def answer_text(content: Any) -> str:
+    """A message's text (``content_text``) without the ``Sources:`` list and the ``[1]`` citations a chat answer
+    carries: what the earlier turn said, to be read again in a later one."""
+    return _CITATIONS.sub("", _SOURCES_TAIL.sub("", content_text(content)))
 
 
 def normalise(text: str, max_chars: int | None) -> str:

@@ -8,14 +8,11 @@ from typing import Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from operators.conversation import content_text, normalise, read_messages
+from operators.conversation import answer_text, content_text, normalise, read_messages
 from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.tables import require_columns, set_column
 
-#: Tessera's own chat answers end with their numbered references; a title list is not what the turn was about.
-_SOURCES_TAIL = re.compile(r"\n\s*\n\s*Sources?:\s*\n.*\Z", re.S | re.I)
-_CITATIONS = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
 _LEAD = re.compile(r"^\s*(?:\**\s*(?:standalone|rewritten|new)?\s*question\s*\**\s*:\s*)", re.I)
 _WORD = re.compile(r"[^\W_]+")
 
@@ -135,7 +132,7 @@ class QueryContextualizer(LLMStep):
             messages = messages[:-1]  # the conversation given with the question in it
         earlier = []
         for message in messages:
-            text = _CITATIONS.sub("", _SOURCES_TAIL.sub("", content_text(message.get("content"))))
+            text = answer_text(message.get("content"))
             text = normalise(text, p.max_chars)
             if message.get("role") in p.roles and text:
                 earlier.append((str(message["role"]), text))

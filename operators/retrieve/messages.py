@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.conversation import content_text, normalise, read_messages
+from operators.conversation import answer_text, normalise, read_messages
 from operators.tables import concat, group_by_qid, set_column, set_ranking
 
 
@@ -22,7 +22,8 @@ class MessagesRetriever(Operator):
     ``{type: text, text}`` parts), as the ``/v1/chat/completions`` endpoint receives it.
     It travels with the query: retrievers copy query columns onto every result row, so this
     step may come after them. The last ``max_messages`` messages whose role is in
-    ``roles`` become rows (most recent first) with normalised text (Unicode NFKC, one space
+    ``roles`` become rows (most recent first) with normalised text (a chat answer's ``Sources:`` list
+    and ``[1]`` citations dropped: its documents come back as rows of their own; Unicode NFKC, one space
     between words, cut at ``max_chars``; empty and repeated messages dropped), docno
     ``message-<position in the conversation>``, ``source`` = ``conversation`` (retrieved rows
     get ``retrieval``), and scores above every retrieved row of the query, so that a
@@ -99,7 +100,7 @@ class MessagesRetriever(Operator):
             message = messages[position]
             if message.get("role") not in self.params.roles:
                 continue
-            text = normalise(content_text(message.get("content")), self.params.max_chars)
+            text = normalise(answer_text(message.get("content")), self.params.max_chars)
             if text and text not in seen:
                 seen.add(text)
                 kept.append((position, text))

@@ -45,12 +45,26 @@ def test_earlier_answers_come_first_and_retrieved_rows_keep_their_order():
         retrieved = [r for r in results.to_pylist() if r["qid"] == qid]
         assert [r["source"] for r in rows] == ["conversation"] * 2 + ["retrieval"] * 4
         assert [r["text"] for r in rows[:2]] == ["Yes: bees pollinate many crops.",
-                                                 "Honey bees make honey from the nectar of flowers [1]."]
+                                                 "Honey bees make honey from the nectar of flowers."]
         assert [r["docno"] for r in rows[:2]] == ["message-4", "message-2"]
         assert [r["docno"] for r in rows[2:]] == [r["docno"] for r in retrieved]
         assert [r["rank"] for r in rows] == list(range(1, 7)) == [r["rank_chat"] for r in rows]
         assert min(r["score"] for r in rows[:2]) > max(r["score"] for r in retrieved)
         assert rows[0]["query"] == retrieved[0]["query"] and rows[0]["title"] is None
+
+
+def test_a_chat_answer_comes_back_without_its_sources_list_and_citations():
+    """/v1/chat/completions appends 'Sources:' and its references to each answer and numbers its citations by that
+    turn's context; a client sends the answer back as it got it. As a context row that list repeated the sources
+    (they are retrieved rows of their own) and its [1] pointed at the wrong document of the new context."""
+    answer = "Honey bees make honey [1] from nectar [1, 2].\n\nSources:\n[1] Bees (bees#0)\n[2] Flowers (flowers#0)"
+    conversation = [{"role": "user", "content": "Which insects make honey?"}, {"role": "assistant", "content": answer},
+                    {"role": "user", "content": "And wax?"}, {"role": "assistant", "content": [
+                        {"type": "text", "text": "Honey bees make honey from nectar [2]."}]}]
+    queries = pa.table({"qid": ["q1"], "query": ["How?"], "messages": [json.dumps(conversation)]})
+    out = create("retrieve.messages", {})(queries)
+    assert out.column("text").to_pylist() == ["Honey bees make honey from nectar."]  # the same answer once
+    assert out.column("docno").to_pylist() == ["message-3"]
 
 
 def test_a_queries_table_gives_the_messages_alone_and_json_text_is_read():
