@@ -28,12 +28,16 @@ import os
 import sys
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from operators.atomic import replacing
 from operators.errors import SpecError, one_line
 from operators.unicode import first_broken_text
+
+if TYPE_CHECKING:
+    from flows.trec_run import TrecRows
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
@@ -306,21 +310,22 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
     """
     path = check_result_path(path)
     suffix = path.suffix.lower()
-    from flows.trec_run import trec_run
+    from flows.trec_run import trec_rows
 
-    text = trec_run(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
+    trec = trec_rows(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with replacing(path) as tmp:
-            _write(table, tmp, suffix, text)
+            _write(table, tmp, suffix, trec)
     except OSError as err:
         raise SpecError(f"cannot write --out {path}: {err.strerror or one_line(err, 160)}", field="out") from None
     return path
 
 
-def _write(table: pa.Table, tmp: Path, suffix: str, text: str | None) -> None:
-    if text is not None:
-        tmp.write_text(text, encoding="utf-8")
+def _write(table: pa.Table, tmp: Path, suffix: str, trec: TrecRows | None) -> None:
+    if trec is not None:
+        with open(tmp, "wb") as f:
+            trec.write(f)
     elif suffix == ".parquet":
         import pyarrow.parquet as pq
 

@@ -60,10 +60,12 @@ class StoredRun:
     def write_trec(self) -> Path:
         """Write ``trec_path`` (atomically) unless it is there already; returns it."""
         if not self.trec_path.is_file():
-            from flows.trec_run import trec_run
-            from operators.atomic import write_text
+            from flows.trec_run import trec_rows
+            from operators.atomic import replacing
 
-            write_text(self.trec_path, trec_run(self.table, self.flow))
+            rows = trec_rows(self.table, self.flow)
+            with replacing(self.trec_path) as tmp, open(tmp, "wb") as f:
+                rows.write(f)
         return self.trec_path
 
 
