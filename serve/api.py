@@ -27,7 +27,7 @@ from serve import (
     routes_search, routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
-from serve.health import deployment_statuses, live_cards, readiness, service_readiness
+from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
 from serve.schemas import (
     as_base64, Embedding, EmbeddingsRequest, EmbeddingsResponse, EmbeddingsUsage, ModelCard, ModelList, RerankBody,
     RerankRequest, RerankResponse, RerankResult, RerankV2Request, RerankV2Response,
@@ -85,6 +85,13 @@ class ModelAPI:
             raise ApiError(404, f"model '{model}' is configured but not deployed: {card.reason}", param="model",
                            code="model_not_found")
         return card
+
+    async def _usable(self, card: ModelCard) -> None:
+        """A 503 naming the model when Serve gave up on its deployment, rather than a request that waits forever."""
+        if card.deployment in await failed_deployments(self.app_name):
+            raise ApiError(503, f"model '{card.id}' (deployment '{card.deployment}') failed to start and Serve stopped "
+                           "retrying it (GET /healthz says why); it answers once the app is deployed again",
+                           kind="server_error", code="deployment_failed")
 
     async def _live_cards(self) -> list[ModelCard]:
         return live_cards(self.cards, await deployment_statuses(self.app_name))
@@ -162,6 +169,7 @@ class ModelAPI:
         """The texts' vectors from the model's deployment and the tokens read; a 422 naming ``field`` when a
         ``dimension`` is asked that the model does not give."""
         card = self._card(model, "embedding")
+        await self._usable(card)
         handle = self.handles[card.deployment]
         if dimension is not None:
             info = await self._call(handle.info.remote(), card)
@@ -178,6 +186,7 @@ class ModelAPI:
         owner = routes_tasks.tenant(request)
         target = await asyncio.to_thread(chat.chat_target, body.model, self.by_name, owner)
         if isinstance(target, ModelCard):
+            await self._usable(target)
             return await chat.chat_response(self.handles[target.deployment], target, body)
         return await chat_flows.flow_response(target, body, owner)
 
@@ -187,7 +196,10 @@ class ModelAPI:
         answers, whose sources become ``citations``."""
         owner = routes_tasks.tenant(request)
         target = await asyncio.to_thread(chat.chat_target, body.model, self.by_name, owner)
-        handle = self.handles[target.deployment] if isinstance(target, ModelCard) else None
+        handle = None
+        if isinstance(target, ModelCard):
+            await self._usable(target)
+            handle = self.handles[target.deployment]
         return await cohere_chat.respond(body, target, handle, owner)
 
     @app.post("/v1/rerank")
@@ -209,6 +221,7 @@ class ModelAPI:
     async def _rank(self, body: RerankBody, *, with_documents: bool) -> tuple[list[RerankResult], int | None]:
         """The body's documents ranked by the model's raw scores, best first (ties in input order), and tokens."""
         card = self._card(body.model, "rerank")
+        await self._usable(card)
         texts = body.texts()
         scores, tokens = np.zeros(0), 0
         if texts:

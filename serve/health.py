@@ -121,6 +121,27 @@ async def deployment_statuses(app_name: str) -> Mapping[str, Any]:
     return app.deployments if app is not None else {}
 
 
+#: How long requests reuse Serve's word on which deployments it gave up on (one controller call per this).
+FAILED_CHECK_S = 2.0
+_failed: dict[str, tuple[float, frozenset[str]]] = {}
+
+
+async def failed_deployments(app_name: str) -> frozenset[str]:
+    """The deployments of ``app_name`` that Serve gave up on (``DEPLOY_FAILED``: their replicas failed to start, and
+    none is tried again until the next deploy), read at most every ``FAILED_CHECK_S``. A request to one waited for a
+    replica that never comes (more than 90 s, and on)."""
+    import time
+
+    now = time.monotonic()
+    checked, failed = _failed.get(app_name, (-FAILED_CHECK_S, frozenset()))
+    if now - checked >= FAILED_CHECK_S:
+        deployments = await deployment_statuses(app_name)
+        failed = frozenset(name for name, overview in deployments.items()
+                           if _name(overview.status) == "DEPLOY_FAILED")
+        _failed[app_name] = (now, failed)
+    return failed
+
+
 #: The problems last logged: a probe polls /healthz every few seconds, and the log says each problem when it starts.
 _logged: list[str] = []
 #: How long /healthz waits for the task store to answer ``SELECT 1``.

@@ -4,6 +4,8 @@ the app does not serve, on a real Serve app.
 * A request in flight on a replica that is killed is a 503 ``deployment_unavailable`` with ``Retry-After`` (it was a
   500 ``model_error``), ``/healthz`` names the model as not ready until Serve has replaced the replica, and the same
   request then succeeds.
+* A request to a model whose replicas never started (Serve gave up: ``DEPLOY_FAILED``) is a prompt 503
+  ``deployment_failed`` (it waited for a replica that never comes), and ``/healthz`` says why without the traceback.
 * A step placed on a deployment this app does not serve (a typo) is a 422 naming the field for ``/v1/search`` and
   ``/task/run`` alike (it was a 503 for a search, which no waiting mends, and a task that failed once queued).
 
@@ -97,3 +99,38 @@ def test_a_step_placed_on_a_deployment_the_app_does_not_serve_is_a_422(serve_app
     assert error["param"] == "steps.rerank.placement.deployment"
     assert "no deployment named 'tessera-cross-encodr'" in error["message"]
     assert "did you mean 'tessera-cross-encoder'" in error["message"]
+
+
+@pytest.fixture(scope="module")
+def broken_app(serve_app, tmp_path_factory):
+    """An app whose one embedder's folder holds a config.json that is no JSON: its replicas fail to start."""
+    from ray import serve
+    from ray.serve.api import _run
+
+    from serve.app import build_app
+
+    folder = tmp_path_factory.mktemp("broken-model")
+    (folder / "config.json").write_text('{"not": "json"')
+    model = {"name": "broken", "op": "embed.sentence_transformer", "params": {"model": str(folder)}, "num_cpus": 0}
+    _run(build_app({"models": [model], "service": None}), _blocking=False, name="broken-model",
+         route_prefix="/broken-model")  # serve.run would wait for a RUNNING app
+    yield f"{serve_app}/broken-model", folder
+    serve.delete("broken-model")
+
+
+def test_a_model_whose_replicas_never_start_is_a_prompt_503(broken_app):
+    url, folder = broken_app
+    deadline, body = time.monotonic() + 300, {}
+    while time.monotonic() < deadline:
+        body = requests.get(f"{url}/healthz", timeout=30).json()
+        if "failed to start 3 times" in body.get("error", {}).get("message", ""):
+            break
+        time.sleep(2)
+    message = body["error"]["message"]
+    assert "model 'broken' is unhealthy" in message, body
+    assert "pid=" not in message and str(folder) not in message and "File " not in message, message
+    started = time.monotonic()
+    answer = requests.post(f"{url}/v1/embeddings", json={"model": "broken", "input": ["bees"]}, timeout=60)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "deployment_failed" and "model 'broken'" in answer.text
+    assert time.monotonic() - started < 10
