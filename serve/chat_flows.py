@@ -34,7 +34,7 @@ import pyarrow as pa
 from flows import store as flow_store
 from flows.progress import CancelToken
 from flows.spec import FlowSpec
-from operators.errors import FlowCancelled, TesseraError
+from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from serve import client_gone, errors, flow_status
 from serve.threads import in_pool
@@ -159,6 +159,19 @@ def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
     return spec.model_copy(update={"steps": steps})
 
 
+def _as_request_field(err: SpecError, request: Any) -> Exception:
+    """A step's refusal of an option the request gave it (``max_tokens`` over what the step allows) as a 422
+    naming the request's field: the client sent no ``steps.<id>.params.max_tokens``. Any other error as it is."""
+    fields = {"temperature": "temperature",
+              "max_tokens": "max_completion_tokens" if request.max_completion_tokens else "max_tokens"}
+    step, _, option = (err.field or "").removeprefix("steps.").partition(".params.")
+    if not (err.field or "").startswith("steps.") or option not in fields:
+        return err
+    field = fields[option]
+    return ApiError(422, f"{field}: the flow's step '{step}' refuses {getattr(request, field)!r}: {err.message}",
+                    param=field, code="invalid_value")
+
+
 def prepare_flow(spec: FlowSpec, request: Any, tenant: str,
                  documents: list[dict[str, Any]] | None = None) -> tuple[svc.Prepared, pa.Table]:
     """The flow validated, its index confined and its models placed (a 4xx here, before any answer starts), and
@@ -168,7 +181,10 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str,
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:
         body["index"] = request.index
-    prepared = svc.current().prepare(body, tenant)
+    try:
+        prepared = svc.current().prepare(body, tenant)
+    except SpecError as err:
+        raise _as_request_field(err, request) from None
     if documents is not None:
         qid = prepared.queries[0]["qid"]
         return prepared, pa.Table.from_pylist([{"qid": qid, "query": question, **row, "score": 1.0 / rank,

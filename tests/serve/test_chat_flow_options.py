@@ -1,0 +1,41 @@
+"""A chat with a flow hands its ``max_tokens`` and ``temperature`` to the flow's language-model steps; a value a step
+refuses (``max_tokens`` above its bound) is a 422 naming the request's field, on OpenAI's and Cohere's bodies, not
+``steps.standalone.params.max_tokens``, a field the client never sent. A real ``Service`` (no Ray, no HTTP): what
+``prepare`` decides before anything runs."""
+
+from __future__ import annotations
+
+import pytest
+
+from serve import chat, chat_flows, cohere_chat
+from serve.errors import ApiError
+
+QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
+
+
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+def test_a_max_tokens_a_step_refuses_is_a_422_naming_the_request_field(make_service, field):
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    request = chat.ChatRequest(model="rag", messages=QUESTION, **{field: 10**12})
+    with pytest.raises(ApiError) as err:
+        chat_flows.prepare_flow(spec, request, "local")
+    assert (err.value.status, err.value.param) == (422, field), err.value.message
+    assert "1000000000000" in err.value.message and "32768" in err.value.message
+
+
+def test_cohere_max_tokens_is_named_as_sent(make_service):
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    request = cohere_chat.CohereChatRequest(model="rag", messages=QUESTION, max_tokens=10**12).openai()
+    with pytest.raises(ApiError) as err:
+        chat_flows.prepare_flow(spec, request, "local")
+    assert (err.value.status, err.value.param) == (422, "max_tokens"), err.value.message
+
+
+def test_a_max_tokens_the_steps_allow_reaches_them(make_service):
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    prepared, _ = chat_flows.prepare_flow(spec, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=7),
+                                          "local")
+    assert prepared.spec.steps["answer"].params["max_tokens"] == 7
