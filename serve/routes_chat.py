@@ -107,7 +107,12 @@ async def chat_message(chat_id: str, request: Request,
         task = await asyncio.to_thread(service.task, chat["task_id"], owner)
     except ApiError as err:  # the task was deleted since the chat was read: the chat went with it
         raise chat_gone() if err.status == 404 else err from None
-    prepared, table = await asyncio.to_thread(prepare_chat, chat, task, message, owner)
+    try:
+        prepared, table = await asyncio.to_thread(prepare_chat, chat, task, message, owner)
+    except ApiError as err:  # the message is the flow's query: an empty or too long one is named as it was sent
+        if err.param == "query":
+            err.param, err.message = "message", f"message: {err.message.replace('the query', 'the message')}"
+        raise
 
     async def keep(reply: dict[str, Any]) -> dict[str, Any]:
         if not await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},

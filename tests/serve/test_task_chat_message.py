@@ -1,0 +1,36 @@
+"""``GET /task/chat/{id}?message=``: a message the chat's flow cannot take as its query (blank, over
+``max_query_chars``) is a 422 naming ``message``, the parameter the client sent (it named ``query``). The service's
+FastAPI app under uvicorn on 127.0.0.1 with a real SQLite task store; the finished task is written to the store as a
+task worker writes it (no Ray, no model call: the message is refused before the flow runs)."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.serve.conftest import api_on_localhost
+
+ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.", "score": 1.0,
+         "rank": 1}]
+
+
+@pytest.fixture
+def chat_url(make_service):
+    service = make_service()
+    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
+    service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {}, "aggregated_data": {},
+                                                      "metadata": {}})
+    with api_on_localhost() as url:
+        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id}, timeout=60)
+        assert made.status_code == 200, made.text
+        yield f"{url}/task/chat/{made.text}"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_blank_or_too_long_message_is_a_422_naming_message(chat_url, stream):
+    for message, code in (("   ", "empty_query"), ("bees " * 2001, "max_query_chars")):
+        answer = httpx.get(chat_url, params={"message": message, "stream": stream}, timeout=60)
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert (error["param"], error["code"]) == ("message", code), error
+        assert error["message"].startswith("message: the message ")
