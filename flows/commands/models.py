@@ -1,4 +1,5 @@
-"""``tessera models [NAME...] [--check] [--json]``: the language-model aliases and which are reachable.
+"""``tessera models [NAME...] [--check] [--json]``: the language-model aliases and which are reachable;
+``tessera models prune [--yes] [--json]``: the model files Tessera made that nothing reads.
 
 Reachable is decided without sending a prompt (the embedded model: its weights and llama.cpp
 are installed; Ollama: its server answers on ``$OLLAMA_API_BASE``; API models: the key
@@ -21,11 +22,21 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--check", action="store_true",
                         help="send each reachable model one tiny prompt (max 8 tokens) and time it")
     parser.add_argument("--json", action="store_true", help="print JSON")
+    parser.add_argument("--yes", action="store_true",
+                        help="with prune: remove what it lists (without: only list it)")
     parser.set_defaults(handler=handle)
 
 
 def handle(args: argparse.Namespace) -> int:
     """List the aliases with their litellm model, where each is defined, and whether it can be reached."""
+    if args.names[:1] == ["prune"]:
+        from flows.commands.models_prune import prune
+
+        if len(args.names) > 1 or args.check:
+            raise CliError("tessera models prune takes only --yes and --json", field="names")
+        return prune(args.yes, args.json)
+    if args.yes:
+        raise CliError("--yes goes with tessera models prune", field="yes")
     from operators.llm.aliases import alias_sources, aliases, user_file
     from operators.llm.reachable import reachability
 

@@ -208,8 +208,13 @@ def onnx_cache_dir(path: Path) -> Path:
     """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``): keyed by the model's
     weights and by the export recipe, so a changed recipe (a new torch, another opset) exports afresh instead of
     reusing a file an older recipe made. Older exports stay where they are, unread (see docs/models.md)."""
-    recipe = hashlib.sha256(json.dumps(onnx_export_recipe(), sort_keys=True).encode()).hexdigest()[:8]
-    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}-{recipe}"
+    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}-{onnx_recipe_key()}"
+
+
+def onnx_recipe_key() -> str:
+    """The short digest of ``onnx_export_recipe`` that ends this installation's export folder names (``tessera
+    models prune`` tells a stale export by it)."""
+    return hashlib.sha256(json.dumps(onnx_export_recipe(), sort_keys=True).encode()).hexdigest()[:8]
 
 
 def export_onnx(model: Any, path: Path, *, quantize: bool = False) -> Path:

@@ -1,0 +1,46 @@
+"""``tessera models prune [--yes] [--json]``: list (and with ``--yes`` remove) what Tessera made in
+``$TESSERA_HOME/models`` that nothing reads: checkpoints ``tessera train`` kept aside when it replaced them, and
+ONNX query-encoder exports no longer read (``flows.train.prune``)."""
+
+from __future__ import annotations
+
+from flows.commands._support import EXIT_OK, console, escape, print_json
+
+
+def prune(yes: bool, as_json: bool) -> int:
+    from flows.train.prune import prunable, remove
+    from operators.models.references import models_dir
+
+    folder = models_dir()
+    found = prunable(folder)
+    for item in found if yes else []:
+        remove(item)
+    total = sum(item.size for item in found)
+    if as_json:
+        print_json({"folder": str(folder), "removed": yes, "bytes": total,
+                    "items": [{"path": str(i.path), "kind": i.kind, "why": i.why, "bytes": i.size} for i in found]})
+        return EXIT_OK
+    out = console()
+    if not found:
+        out.print(f"nothing to prune in {escape(str(folder))}")
+        return EXIT_OK
+    from rich.table import Table
+
+    table = Table(title=f"{'removed' if yes else 'would remove'} from {escape(str(folder))}", title_justify="left",
+                  title_style="bold")
+    for col in ("folder", "kind", "size", "why"):
+        table.add_column(col, overflow="fold", justify="right" if col == "size" else "left")
+    for item in found:
+        table.add_row(escape(item.path.name), item.kind, _size(item.size), escape(item.why))
+    out.print(table)
+    out.print(f"{'removed' if yes else 'total'}: {len(found)} folders, {_size(total)}"
+              + ("" if yes else " (tessera models prune --yes removes them)"))
+    return EXIT_OK
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return ""
