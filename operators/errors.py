@@ -112,7 +112,7 @@ class ParamsError(SpecError):
         parameter comes first: a misspelt required one (``ulr``) is also a missing one (``url``), and the name
         sent is what the user must fix."""
         errors = err.errors()
-        first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+        first = next((e for e in errors if e["type"] == "extra_forbidden"), _branch_taken(errors))
         loc = ".".join(str(part) for part in first["loc"]) or None
         kind = first["type"]
         if kind == "extra_forbidden":
@@ -126,6 +126,17 @@ class ParamsError(SpecError):
         if more:
             message += f" (+{more} more error{'s' if more > 1 else ''})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
+
+
+def _branch_taken(errors: list[dict]) -> dict:
+    """Of a union's errors, the one of the branch the value was written for: a list refused by ``str`` and by
+    ``list[str]`` (``region: [Europe, 3]``) is wrong in its item, not in being a list."""
+    first = errors[0]
+    if first["type"] == "string_type" and isinstance(first.get("input"), list) and first["loc"][-1:] == ("str",):
+        union = first["loc"][:-1]
+        return next((e for e in errors[1:] if e["loc"][:len(union)] == union and len(e["loc"]) > len(union)
+                     and str(e["loc"][len(union)]).startswith("list[")), first)
+    return first
 
 
 def quotable(error: dict, known: Iterable[str] | None) -> bool:
@@ -146,9 +157,16 @@ def expected(error: dict, known: Iterable[str] | None) -> str:
     value, loc = error.get("input"), error["loc"]
     if error["type"] != "string_type" or not isinstance(value, (dict, list)) or not isinstance(known, dict):
         return ""
+    if any(not _union_branch(str(part)) for part in loc[1:]):  # a value inside the param (filter.region), not it
+        return ""
     description = getattr(known.get(loc[0]) if loc else None, "description", None)
     given = "an object" if isinstance(value, dict) else "a list"
     return f"; {loc[0]} takes a name, not {given}: {description}" if description else ""
+
+
+def _union_branch(part: str) -> bool:
+    """Whether a part of pydantic's ``loc`` names a union's branch (``str``, ``list[str]``, ``ModelRef``), no field."""
+    return part == "str" or "[" in part or part[:1].isupper()
 
 
 class UnknownOperatorError(SpecError):

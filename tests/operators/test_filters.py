@@ -197,3 +197,18 @@ def test_the_filter_is_a_json_schema_param():
     properties = schema["$defs"]["MetadataFilter"]["properties"]
     assert {"field", "eq", "in", "year", "country", "all", "any", "not"} <= set(properties)
     assert MetadataFilter.model_validate({"field": "year", "in": [2019]}).in_ == [2019]
+
+
+@pytest.mark.parametrize("spatial, field, says", [
+    ({"region": ["Europe", 3]}, "params.filter.region.list[str].1", "Input should be a valid string (got 3)"),
+    ({"country": {"code": "FR"}}, "params.filter.country.str", "Input should be a valid string"),
+])
+def test_a_bad_country_or_region_names_the_value_not_the_filter_as_a_name(spatial, field, says):
+    """A list of regions is allowed: its bad item is the error, and filter is never said to take a name."""
+    from operators.errors import ParamsError
+    from operators.registry import create
+
+    with pytest.raises(ParamsError) as caught:
+        create("retrieve.bm25", {"index": "idx", "filter": spatial})
+    assert caught.value.field == field and says in str(caught.value)
+    assert "takes a name" not in str(caught.value)
