@@ -9,14 +9,16 @@ A filter is a mapping; every condition written in one mapping must hold (AND)::
     {country: [FR, DE], region: Europe}                 # spatial: the country / region columns
     {any: [{field: year, lt: 1990}, {country: JP}]}     # boolean or
     {all: [...]} / {not: {...}}                         # boolean and / not
+    {any: [{field: year, gte: 1900}, {field: year, missing: true}]}  # ... or the row has no year
 
 The same model serves the retrievers' pre-filter (``where`` handed to the index, so
 search is restricted to matching chunks), their post-filter and
 ``postprocess.filter``: two categories, so it lives here rather than in either one.
 Rows whose column is null never match a condition on that column (not even under
-``not``), as in SQL. How a value meets its column's type (numbers as numbers, the rest
-cast) is ``operators.filter_values``; a condition Arrow cannot evaluate on the rows is
-named as written (``evaluation_error``), never as Arrow's compiled expression.
+``not``), as in SQL, but ``missing: true``, which matches exactly them (documents with no
+date). How a value meets its column's type (numbers as numbers, the rest cast) is
+``operators.filter_values``; a condition Arrow cannot evaluate on the rows is named as written
+(``evaluation_error``), never as Arrow's compiled expression.
 """
 
 from __future__ import annotations
@@ -58,6 +60,8 @@ class MetadataFilter(BaseModel):
                               "(of `year` when given, else of any year).")
     date_from: dt.date | None = Field(None, description="Temporal: the date in `field` is on or after this day.")
     date_to: dt.date | None = Field(None, description="Temporal: the date in `field` is on or before this day.")
+    missing: bool | None = Field(None, description="true: `field` has no value in the row (null; no date was "
+                                 "found, say); false: it has one. The one condition a null matches.")
     country: str | list[str] | None = Field(None, description="Spatial: the `country` column is this country or "
                                             "one of these (case-insensitive).")
     region: str | list[str] | None = Field(None, description="Spatial: the `region` column is this region or one "
@@ -68,14 +72,15 @@ class MetadataFilter(BaseModel):
 
     @model_validator(mode="after")
     def _check(self) -> "MetadataFilter":
-        on_field = [name for name in (*COMPARISONS, "in_", "not_in", "year", "month", "date_from", "date_to")
+        on_field = [name for name in (*COMPARISONS, "in_", "not_in", "year", "month", "date_from", "date_to",
+                                      "missing")
                     if getattr(self, name) is not None]
         if on_field and self.field is None:
             names = ", ".join(n.rstrip("_") for n in on_field)
             raise ValueError(f"'{names}' need 'field': the column they apply to")
         if self.field is not None and not on_field:
             raise ValueError(f"'field: {self.field}' has no condition (eq, ne, gt, gte, lt, lte, in, not_in, "
-                             "year, month, date_from, date_to)")
+                             "year, month, date_from, date_to, missing)")
         if not on_field and not any(getattr(self, n) is not None
                                     for n in ("country", "region", "all_", "any_", "not_")):
             raise ValueError("an empty filter: give a condition (field + eq/in/gte/..., country, region, all, any, "
@@ -151,6 +156,9 @@ class MetadataFilter(BaseModel):
                 written = {n: getattr(self, n) for n in ("year", "month", "date_from", "date_to")
                            if getattr(self, n) is not None}
                 out.append(Condition.of(self.field, written, "a period", _join(temporal, "and")))
+            if self.missing is not None:
+                out.append(Condition.of(self.field, {"missing": self.missing}, "a boolean",
+                                        column.is_null() if self.missing else column.is_valid()))
         for column, wanted in (("country", self.country), ("region", self.region)):
             if wanted is not None:
                 kind = schema.field(column).type

@@ -212,3 +212,15 @@ def test_a_bad_country_or_region_names_the_value_not_the_filter_as_a_name(spatia
         create("retrieve.bm25", {"index": "idx", "filter": spatial})
     assert caught.value.field == field and says in str(caught.value)
     assert "takes a name" not in str(caught.value)
+
+
+def test_missing_keeps_the_rows_without_a_value_which_every_other_condition_drops():
+    """Documents with no date (d5's year is null) can be kept beside a year range, or be the only ones kept."""
+    assert matching({"field": "year", "gte": 2019}) == ["d1", "d2", "d3", "d4"]
+    assert matching({"any": [{"field": "year", "gte": 2019}, {"field": "year", "missing": True}]}) == \
+        ["d1", "d2", "d3", "d4", "d5"]
+    assert matching({"field": "country", "missing": True}) == ["d5"]
+    assert matching({"field": "year", "missing": False}) == ["d0", "d1", "d2", "d3", "d4"]
+    assert matching({"not": {"field": "year", "missing": True}}) == ["d0", "d1", "d2", "d3", "d4"]
+    null_column = docs().append_column("draft", pa.nulls(6))
+    assert filter_table(null_column, MetadataFilter.model_validate({"field": "draft", "missing": True})).num_rows == 6
