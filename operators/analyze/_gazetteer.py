@@ -5,7 +5,8 @@ downloaded): countries with a few common short forms, US states, continents, and
 of at least ``min_city_population`` people. A name matches only as written with its
 capitals, the longest name first ("Papua New Guinea" before "Guinea"), and a city or a
 state only when it stands alone (not inside a longer capitalised name: "Sam Houston" and
-"Salvador Dalí" are people, the "New York Times" a newspaper). Names that are two places
+"Salvador Dalí" are people, the "New York Times" a newspaper), nor when a state or a country of another
+country follows it after a comma ("Paris, Texas"). Names that are two places
 at once (Georgia; Córdoba, a large city in Argentina and in Spain) or mostly something
 else (Chad, Jordan) are left out: precision before recall.
 """
@@ -115,7 +116,19 @@ class Gazetteer:
         after = words[end].group(0) if end < len(words) else ""
         if before.endswith(_WATER_BEFORE) or after in _WATER_AFTER:
             return False
+        if place.kind == "city" and self._namesake_elsewhere(place, text, words, end):
+            return False
         return place.kind in ("country", "continent") or self._alone(text, words, first, end)
+
+    def _namesake_elsewhere(self, city: Place, text: str, words: list[re.Match], end: int) -> bool:
+        """"Paris, Texas" and "Moscow, Idaho": a comma and a state or country of another country name a namesake."""
+        if end >= len(words) or text[words[end - 1].end():words[end].start()] != ", ":
+            return False
+        for n in range(min(3, len(words) - end), 0, -1):
+            place = self.names.get(" ".join(w.group(0) for w in words[end:end + n]))
+            if place is not None:  # the longest name decides: "New York City" is a city, no state
+                return place.kind in ("state", "country") and place.country != city.country
+        return False
 
     def _alone(self, text: str, words: list[re.Match], first: int, end: int) -> bool:
         """No capitalised word right before or after (in the same sentence) the name."""

@@ -36,6 +36,8 @@ REAL = [
     ("Until the 1800s, both hand-made and machine-knit socks were manufactured, with the latter technique becoming "
      "more common in the 19th century, and continuing until the modern day.",  # the 1800s: the century
      ["1800/1899"], [], None, None),
+    ("It flows in a southwesterly direction from Pittsburgh, Pennsylvania, to its mouth on the Mississippi River at "
+     "Cairo, Illinois.", [], ["Pennsylvania", "Illinois"], "US", "North America"),  # Cairo, Illinois: no Egypt
 ]
 
 # Numbers that are not years, names that are not places: nothing may be extracted.
@@ -92,6 +94,14 @@ def test_year_is_the_most_named_and_the_span_covers_every_mention():
 def test_countries_rank_by_mentions_and_cities_count_for_their_country():
     row = extract(["Japan traded with France. Tokyo and Osaka grew; Japan became rich."]).to_pylist()[0]
     assert row["countries"] == ["JP", "FR"] and row["country"] == "JP" and row["region"] == "Asia"
+
+
+def test_a_city_qualified_by_another_countrys_state_or_country_is_its_namesake():
+    rows = extract(["Paris, Texas is a small city.", "Moscow, Idaho and Houston, Texas.",
+                    "Berlin, Paris, New York City and Rome.", "Toronto, Canada."]).to_pylist()
+    assert [(r["places"], r["countries"]) for r in rows] == [
+        (["Texas"], ["US"]), (["Idaho", "Houston", "Texas"], ["US"]),
+        (["Berlin", "Paris", "New York City", "Rome"], ["DE", "FR", "US", "IT"]), (["Toronto", "Canada"], ["CA"])]
 
 
 def test_title_is_read_before_the_text():
