@@ -28,8 +28,25 @@ def test_a_failing_warm_up_is_logged_and_the_service_serves(tmp_path, monkeypatc
         made = service(tmp_path, monkeypatch, broken)
         made.warming.join(timeout=300)
     assert not made.warming.is_alive()
-    assert any("warm-up failed" in record.getMessage() and record.exc_info for record in caplog.records)
+    warned = [record for record in caplog.records if "warm-up" in record.getMessage()]
+    assert len(warned) == 1 and not warned[0].exc_info, [record.getMessage() for record in warned]
+    assert "could not set up the default search" in warned[0].getMessage() and "broken" in warned[0].getMessage()
     assert made.store.list_tasks("local") == []  # the service itself is unaffected
+
+
+def test_a_default_index_without_vectors_is_one_warning_naming_it_without_a_traceback(tmp_path, monkeypatch, caplog):
+    """The default search flow (hybrid) needs vectors; a BM25-only default index is what a search naming no flow
+    will be told, said once at the start, not a traceback."""
+    from tests.serve.conftest import two_document_index
+
+    news = tmp_path / "home" / "indices" / "news"
+    two_document_index(news)  # BM25 only
+    with caplog.at_level(logging.WARNING, logger="tessera.serve"):
+        made = service(tmp_path, monkeypatch, news)
+        made.warming.join(timeout=300)
+    warned = [record for record in caplog.records if "warm-up" in record.getMessage()]
+    assert len(warned) == 1 and not warned[0].exc_info, [record.getMessage() for record in warned]
+    assert "built without vectors" in warned[0].getMessage()
 
 
 def test_a_default_index_not_made_yet_is_named_in_a_warning_and_the_service_serves(tmp_path, monkeypatch, caplog):
