@@ -5,14 +5,18 @@ conversation so far in the query's ``messages`` column, so a follow-up ("how do 
 it?") is searched for with the turns before it (``query.contextualize``, as the service's
 ``/v1/chat/completions`` does). The answer prints with its numbered sources and, for a
 follow-up, what was searched for; the answer prints as the model writes it
-(``operators.generate.answer_stream``). ``/new`` starts a new conversation; ``/exit``, an empty
-line or the end of input ends it. Piped input works too: one question a line.
+(``operators.generate.answer_stream``). ``/new`` starts a new conversation; ``/exit`` or the end of input
+ends it, and on a terminal an empty line too. Piped input works too: one question a line, blank lines skipped.
+On a terminal, Ctrl-C during an answer stops that answer and asks for the next question (the conversation
+stays); at the prompt it ends the chat. The terminal's line editor (``readline``) reads the questions: without it
+the terminal cut a line at 4,095 characters without a word.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,6 +74,8 @@ def handle(args: argparse.Namespace) -> int:
     while True:
         question = _read(interactive)
         if question is None or question in ("", "/exit", "/quit"):
+            if question is None and interactive:
+                out.print()  # Ctrl-D: the shell's prompt on a line of its own
             return EXIT_OK
         if question == "/new":
             conversation = []
@@ -81,9 +87,12 @@ def handle(args: argparse.Namespace) -> int:
             answer = _print_json_line(turn, question, meta)
             conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
             continue
-        printer = _AnswerPrinter(out, spinner=interactive)
-        with printer, streaming_answers(printer.piece):
+        printer, stop = _AnswerPrinter(out, spinner=interactive), _StopAnswerOnCtrlC(interactive)
+        with stop, printer, streaming_answers(printer.piece):
             meta = _ask(executor, flow, str(turn), question, conversation)
+        if stop.stopped:
+            out.print(("\n" if printer.sent else "") + "[dim]answer stopped (Ctrl-C); ask again, or Ctrl-D to end[/]")
+            continue  # the unfinished turn stays out of the conversation
         answer = printer.finish(meta)
         conversation += [{"role": "user", "content": question}, {"role": "assistant", "content": answer}]
 
@@ -132,14 +141,54 @@ def _index_of(flow: Any) -> str | None:
 
 
 def _read(interactive: bool) -> str | None:
-    """The next question, or None at the end of input."""
+    """The next question, or None at the end of input; blank lines of piped input are skipped (a file of
+    questions with a blank line in it ended the chat there, its further questions unanswered)."""
+    if interactive:
+        _line_editor()
+        try:
+            return input("you> ").strip()
+        except EOFError:
+            return None
+    while line := sys.stdin.readline():
+        if line.strip():
+            return line.strip()
+    return None
+
+
+def _line_editor() -> None:
+    """Let ``input`` read through readline (editing, history, and lines of any length: the terminal's own line
+    discipline cut a pasted question at 4,095 characters); absent on some platforms, where input reads as it can."""
     try:
-        line = input("you> ") if interactive else sys.stdin.readline()
-    except EOFError:
-        return None
-    if not interactive and not line:
-        return None
-    return line.strip()
+        import readline  # noqa: F401  (importing it is what makes input() use it)
+    except ImportError:
+        pass
+
+
+class _StopAnswerOnCtrlC:
+    """On a terminal, a Ctrl-C while a question is answered stops that answer (the embedded model's evaluation
+    too, ``operators.llm.loading``) and the chat goes on; SIGTERM, which ``_signals`` hands to this handler,
+    still ends the command, as does Ctrl-C with piped input."""
+
+    def __init__(self, interactive: bool) -> None:
+        self.interactive, self.signum, self.saved = interactive, None, None
+
+    @property
+    def stopped(self) -> bool:
+        return self.signum == signal.SIGINT
+
+    def __enter__(self) -> "_StopAnswerOnCtrlC":
+        if self.interactive:
+            self.saved = signal.signal(signal.SIGINT, self._interrupt)
+        return self
+
+    def _interrupt(self, signum: int, _frame: Any) -> None:
+        self.signum = signum
+        raise KeyboardInterrupt
+
+    def __exit__(self, kind: Any, *exc: Any) -> bool:
+        if self.saved is not None:
+            signal.signal(signal.SIGINT, self.saved)
+        return kind is not None and issubclass(kind, KeyboardInterrupt) and self.stopped
 
 
 def _ask(executor: Any, flow: Any, qid: str, question: str, conversation: list[dict[str, str]]) -> dict[str, Any]:
