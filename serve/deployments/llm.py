@@ -17,6 +17,7 @@ where replicas get Serve's routing and autoscaling for free.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -48,11 +49,13 @@ class LlamaCppDeployment:
 
     def _generate(self, body: dict[str, Any], stopped: threading.Event, stream: bool = False,
                   sampled: list[int] | None = None) -> Any:
-        """llama.cpp's chat completion of ``body``; it ends at the next token once ``stopped`` is set. ``sampled``
-        gets the context's length before each sampled token (a streamed answer's usage)."""
+        """llama.cpp's chat completion of ``body``; it ends at the next token once ``stopped`` is set (its prompt's
+        evaluation is aborted: ``_turn``). ``sampled`` gets the context's length before each sampled token (a
+        streamed answer's usage)."""
         from operators.llm.embedded import chat_completion, end_now, llama_options
 
         def watch(input_ids: Any, logits: Any) -> Any:
+            self.llama.tessera_watch(None)  # the prompt is in: from here ``stopped`` is read at each token
             self.tokens += 1
             if sampled is not None:
                 sampled.append(len(input_ids))
@@ -69,9 +72,9 @@ class LlamaCppDeployment:
         model, stopped = body.get("model") or self.name, threading.Event()
         try:
             if not body.get("stream"):
-                def once() -> dict[str, Any]:
-                    with self.lock:
-                        return self._generate(body, stopped)
+                def once() -> dict[str, Any] | None:
+                    with self._turn(stopped) as go:
+                        return self._generate(body, stopped) if go else None
                 answer = await asyncio.to_thread(once)
                 yield {**answer, "model": model}
                 return
@@ -92,15 +95,44 @@ class LlamaCppDeployment:
         sampled: list[int] = []  # the context's length before each sampled token
 
         try:
-            with self.lock:
+            with self._turn(stopped) as go:
                 chunk: dict[str, Any] = {}
-                for chunk in self._generate(body, stopped, stream=True, sampled=sampled):
+                for chunk in self._generate(body, stopped, stream=True, sampled=sampled) if go else ():
                     put(f"data: {json.dumps({**chunk, 'model': model})}\n\n")
             if (body.get("stream_options") or {}).get("include_usage") and sampled:
                 put(f"data: {json.dumps(usage_chunk(chunk, model, sampled, bool(body.get('stop'))))}\n\n")
         except Exception as err:  # noqa: BLE001  (raised to the caller by chat())
             put(err)
         put(None)
+
+    @contextlib.contextmanager
+    def _turn(self, stopped: threading.Event) -> Any:
+        """The model's lock for one request; yields whether to generate: not for a request whose caller left while
+        it waited for the lock. Until the first sampled token llama.cpp's abort callback watches ``stopped`` (the
+        token watch comes only after the prompt's evaluation, seconds for a long prompt), so a caller that leaves
+        then frees the replica within a graph node; the aborted decode is not an error."""
+        from operators.llm.embedded import _LLAMA_LOG
+
+        with self.lock:
+            if stopped.is_set():
+                yield False
+                return
+            level = _LLAMA_LOG.level
+
+            def should_stop() -> bool:
+                if stopped.is_set():
+                    _LLAMA_LOG.setLevel(logging.CRITICAL)  # llama.cpp logs an abort as an error: it is not one
+                return stopped.is_set()
+
+            self.llama.tessera_watch(should_stop)
+            try:
+                yield True
+            except RuntimeError as err:
+                if not (stopped.is_set() and "llama_decode returned" in str(err)):
+                    raise
+            finally:
+                self.llama.tessera_watch(None)
+                _LLAMA_LOG.setLevel(level)
 
     def info(self) -> dict[str, Any]:
         return {"name": self.name, "engine": "llama_cpp", "model": self.model, "requests": self.requests,
