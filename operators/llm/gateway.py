@@ -208,12 +208,14 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
                   on_text: Callable[[int, str], None] | None = None, **options: Any) -> list[Completion | LLMError]:
     """``complete`` for each prompt, in order; a failed call is its ``LLMError`` in the list, not a raise.
 
-    Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4);
-    the embedded model runs one at a time. With ``on_text`` the replies are streamed: it gets the prompt's
+    Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4), never more than
+    the alias's ``max_parallel_requests``: litellm's Router holds its slots for async calls only, so the cap is
+    ours. The embedded model runs one at a time. With ``on_text`` the replies are streamed: it gets the prompt's
     position and each piece of its reply. ``FlowCancelled`` is raised, never listed.
     """
     alias = resolve(model)
-    workers = max(1, min(len(prompts), concurrency or alias.max_parallel_requests or 4))
+    limit = alias.max_parallel_requests
+    workers = max(1, min(len(prompts), concurrency or limit or 4, limit or len(prompts)))
 
     def one(position: int, prompt: Prompt) -> Completion | LLMError:
         pieces = None if on_text is None else (lambda piece: on_text(position, piece))

@@ -56,7 +56,8 @@ class LLMParams(BaseModel):
     num_retries: int | None = Field(None, ge=0, description="litellm's retries after a timeout, a rate limit or "
                                     "a server error; null takes the alias's setting (2 by default). Placed on a "
                                     "deployment: retries after a lost replica or a shed request only (null: 2).")
-    concurrency: int | None = Field(None, gt=0, description="Calls in flight at once; null takes the alias's "
+    concurrency: int | None = Field(None, gt=0, description="Calls in flight at once (per process, never more "
+                                    "than the alias's max_parallel_requests); null takes the alias's "
                                     "max_parallel_requests (the embedded model: 1), else 4.")
     system_prompt: str | None = Field(None, description="Replaces the operator's system prompt; null keeps it.")
     prompt: str | None = Field(None, description="Replaces the operator's prompt template (str.format fields: see "

@@ -23,7 +23,8 @@ The alias ``fault-refused`` points at a port nothing listens on (connection refu
 A request with ``stream: true`` gets the reply as server-sent events, a word a chunk (with the
 usage last when ``stream_options.include_usage`` asks for it), as OpenAI streams.
 
-It counts attempts per scenario and answers ``GET /api/tags`` as an Ollama server would, and
+It counts attempts per scenario and the most requests it answered at once since its last reset
+(``server.peak``: how far a client's concurrency went), and answers ``GET /api/tags`` as an Ollama server would, and
 ``GET /<scenario>/v1/models`` as a vLLM server started with ``--api-key`` would (401 without a key;
 500 for ``error``).
 ``models_file`` writes a models.yaml whose aliases (``fault-ok``, ``fault-error``, ...)
@@ -66,6 +67,9 @@ class FaultServer:
         self.pace = 0.05  # seconds between the words of a ``paced`` stream
         self.attempts: Counter = Counter()
         self.left: Counter = Counter()  # by scenario: streams whose client went away before their end
+        self.in_flight: Counter = Counter()  # POSTs being answered now, by the reset they came after
+        self.peak = 0  # the most POSTs answered at once since the last reset (one sent before it does not count)
+        self.generation = 0  # resets so far
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
@@ -95,6 +99,8 @@ class FaultServer:
             self.attempts.clear()
             self.bodies.clear()
             self.left.clear()
+            self.generation += 1
+            self.peak = 0
 
     def models_file(self, path: Path, **limits: Any) -> Path:
         """A models.yaml with one alias ``fault-<scenario>`` per scenario (``limits`` added to each entry)."""
@@ -218,6 +224,17 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(404, {"error": "not found"})
 
         def do_POST(self) -> None:  # noqa: N802
+            with state.lock:
+                generation = state.generation
+                state.in_flight[generation] += 1
+                state.peak = max(state.peak, state.in_flight[generation])
+            try:
+                self._answer()
+            finally:
+                with state.lock:
+                    state.in_flight[generation] -= 1
+
+        def _answer(self) -> None:
             scenario = self.path.strip("/").split("/", 1)[0]
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             with state.lock:

@@ -184,6 +184,19 @@ def test_complete_many_lists_failures_in_place(fault_models):
     assert isinstance(mixed[0], LLMError)
 
 
+def test_an_aliases_max_parallel_requests_caps_a_steps_larger_concurrency(fault_models, tmp_path, monkeypatch):
+    """litellm's Router holds no slot for a sync call, so without the cap 6 calls reached a server whose alias
+    allows 2 (measured: peak 8 of 8 with `max_parallel_requests: 2`)."""
+    monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "two.yaml", max_parallel_requests=2)))
+    monkeypatch.setattr(fault_models, "delay", 0.3)
+    results = complete_many(["a", "b", "c", "d", "e", "f"], model="fault-slow", concurrency=6)
+    assert [r.text for r in results] == [fault_models.reply] * 6
+    assert fault_models.peak == 2  # at most the alias's limit, and all of it used
+    fault_models.reset()
+    complete_many(["a", "b", "c", "d"], model="fault-slow", concurrency=1)  # a smaller step concurrency stays
+    assert fault_models.peak == 1
+
+
 def test_a_streamed_reply_is_the_whole_reply_piece_by_piece(fault_models):
     pieces: list[str] = []
     done = complete("Which insects make honey?", model="fault-ok", max_tokens=16, on_text=pieces.append)
