@@ -45,7 +45,11 @@ def text_only(messages: list[ChatMessage]) -> None:
     model; so does this, raised from the body's validation as an ``ApiError`` (a ``ValueError`` would be a 422)."""
     for i, message in enumerate(messages):
         for j, part in enumerate(message.content if isinstance(message.content, list) else []):
-            kind = part.get("type", "text")
+            if "type" not in part:  # OpenAI refuses it; read as text, an image part without its type was dropped
+                raise ApiError(422, f"messages[{i}].content[{j}].type: a content part names its type; send "
+                               "{\"type\": \"text\", \"text\": ...}", param=f"messages[{i}].content[{j}].type",
+                               code="invalid_value")
+            kind = part["type"]
             if kind != "text":
                 raise ApiError(400, f"messages[{i}].content[{j}].type: '{kind}' content is not supported: the models "
                                "here read text only; send {\"type\": \"text\", \"text\": ...} parts",
@@ -62,26 +66,32 @@ class StreamOptions(BaseModel):
 NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
 
 
+#: OpenAI's bound on ``stop``: up to 4 sequences.
+MAX_STOP = 4
+
+
 class ChatRequest(BaseModel):
-    """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored."""
+    """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored. Numbers
+    and booleans are strict, as OpenAI's are (``max_tokens: "3"`` is refused, not read as 3)."""
 
     model_config = ConfigDict(extra="ignore")
 
     model: str = Field(min_length=1, description="A served language model or a flow that answers, such as "
                        "'rag' (GET /v1/models lists both).")
     messages: list[ChatMessage] = Field(min_length=1, description="The conversation, oldest first.")
-    stream: bool = Field(False, description="Answer as server-sent events, token by token.")
+    stream: bool = Field(False, strict=True, description="Answer as server-sent events, token by token.")
     stream_options: StreamOptions | None = Field(None, description="With `stream`: `include_usage` adds a last "
                                                  "event with the token usage and no choices.")
-    temperature: float | None = Field(None, ge=0, le=2)
-    top_p: float | None = Field(None, gt=0, le=1)
-    max_tokens: int | None = Field(None, gt=0)
-    max_completion_tokens: int | None = Field(None, gt=0)
-    stop: str | list[str] | None = None
-    seed: int | None = None
-    presence_penalty: float | None = Field(None, ge=-2, le=2)
-    frequency_penalty: float | None = Field(None, ge=-2, le=2)
-    n: int = Field(1, ge=1, le=1, description="One choice per request.")
+    temperature: float | None = Field(None, ge=0, le=2, strict=True)
+    top_p: float | None = Field(None, gt=0, le=1, strict=True)
+    max_tokens: int | None = Field(None, gt=0, strict=True)
+    max_completion_tokens: int | None = Field(None, gt=0, strict=True)
+    stop: str | list[str] | None = Field(None, description=f"Up to {MAX_STOP} sequences (OpenAI's bound); served "
+                                         "models only: a flow's answer takes none.")
+    seed: int | None = Field(None, strict=True)
+    presence_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
+    n: int = Field(1, ge=1, le=1, strict=True, description="One choice per request.")
     index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
                               "the service's index folders; default: the app's default index.")
     tools: Any = Field(None, description="Refused when given: the models answer in text and call no tools.")
@@ -96,6 +106,13 @@ class ChatRequest(BaseModel):
         text_only(messages)
         check_texts([m.text() for m in messages], "message")
         return messages
+
+    @field_validator("stop")
+    @classmethod
+    def _up_to_four(cls, value: str | list[str] | None) -> str | list[str] | None:
+        if isinstance(value, list) and len(value) > MAX_STOP:
+            raise ValueError(f"at most {MAX_STOP} stop sequences, as OpenAI's API takes; got {len(value)}")
+        return value
 
     @field_validator("tools", "tool_choice", "functions", "function_call")
     @classmethod

@@ -172,11 +172,17 @@ def _as_request_field(err: SpecError, request: Any) -> Exception:
                     param=field, code="invalid_value")
 
 
-def prepare_flow(spec: FlowSpec, request: Any, tenant: str,
-                 documents: list[dict[str, Any]] | None = None) -> tuple[svc.Prepared, pa.Table]:
+def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict[str, Any]] | None = None,
+                 stop_field: str = "stop") -> tuple[svc.Prepared, pa.Table]:
     """The flow validated, its index confined and its models placed (a 4xx here, before any answer starts), and
     its input: the question with the conversation columns the flow reads, or with ``documents`` (rows with
-    ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given."""
+    ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given. Stop sequences
+    (named ``stop_field`` in the client's body) are refused: a flow's answer step parses its reply (labels,
+    citations, sources) and takes none, so they would be ignored without a word."""
+    if request.stop:
+        raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "
+                       "model's whole reply); send it without them, or ask a served model", param=stop_field,
+                       code="unsupported_parameter")
     question, earlier = _question(request)
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:

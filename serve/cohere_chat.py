@@ -87,12 +87,14 @@ class CohereChatRequest(BaseModel):
         return None
 
     def openai(self) -> chat.ChatRequest:
-        """The same request in OpenAI's shape (the usage asked for in the stream)."""
+        """The same request in OpenAI's shape (the usage asked for in the stream); its stop sequences as they are
+        (Cohere takes 5, OpenAI's body 4: the engines take any number)."""
         return chat.ChatRequest(
             model=self.model, messages=self.messages, stream=self.stream, temperature=self.temperature,
-            top_p=self.p, max_tokens=self.max_tokens, stop=self.stop_sequences, seed=self.seed,
+            top_p=self.p, max_tokens=self.max_tokens, seed=self.seed,
             presence_penalty=self.presence_penalty, frequency_penalty=self.frequency_penalty, index=self.index,
-            stream_options=chat.StreamOptions(include_usage=True) if self.stream else None)
+            stream_options=chat.StreamOptions(include_usage=True) if self.stream else None,
+        ).model_copy(update={"stop": self.stop_sequences})
 
     def cites(self) -> bool:
         return self.citation_options is None or self.citation_options.mode not in ("OFF", "DISABLED")
@@ -112,7 +114,8 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
             reply.read(await chat.whole_answer(events, target))
             return response(rid, reply.text, reply.finish_reason, reply.prompt_tokens, reply.completion_tokens, [])
         return _streaming(_model_events(rid, chat.sse(await chat.opened(events, target), target)))
-    prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows)
+    prepared, table = await asyncio.to_thread(chat_flows.prepare_flow, target, request, tenant, rows,
+                                              "stop_sequences")
     answers = svc.current().answers
     if not body.stream:
         done = await client_gone.answered(answers, lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))

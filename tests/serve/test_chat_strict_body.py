@@ -1,0 +1,69 @@
+"""``POST /v1/chat/completions`` refuses what OpenAI's API refuses instead of reading it leniently: ``max_tokens: "3"``
+(a string read as 3), a ``stop`` list over 4 (ten were taken), a content part without its ``type`` (read as text),
+each a 422 naming the field; and ``stop`` on a flow, whose answer takes none (it was dropped without a word), on
+OpenAI's and Cohere's bodies (``stop_sequences``). The bodies and error handlers are the service's; the routes stand
+in for the Serve ingress's (which needs a replica) and call what its flow branch calls, over a real ``Service``
+(no Ray: everything here is refused before a model or a flow runs)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastapi import FastAPI
+from fastapi.testclient import TestClient
+
+from serve import chat, chat_flows, cohere_chat, errors
+
+QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
+
+
+@pytest.fixture
+def client(make_service):
+    make_service()
+    app = FastAPI()
+    errors.install(app)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(body: chat.ChatRequest) -> Any:
+        return await chat_flows.flow_response(chat.chat_target(body.model, {}, "local"), body, "local")
+
+    @app.post("/v2/chat")
+    async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:
+        return await cohere_chat.respond(body, chat.chat_target(body.model, {}, "local"), None, "local")
+
+    return TestClient(app)
+
+
+def refused(client: TestClient, path: str, body: dict) -> dict:
+    answer = client.post(path, json=body)
+    assert answer.status_code == 422, answer.text
+    return answer.json()["error"]
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("max_tokens", "3", "valid integer"), ("max_completion_tokens", 3.0, "valid integer"),
+    ("temperature", "0.5", "valid number"), ("stream", "true", "valid boolean"),
+    ("stop", [f"s{i}" for i in range(10)], "at most 4 stop sequences"),
+])
+def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):
+    error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": QUESTION, field: value})
+    assert error["param"] == field and said in error["message"], error
+
+
+def test_a_content_part_without_its_type_is_a_422_naming_it(client):
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Which insects"}, {"text": "make honey?"}]}]
+    error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": messages})
+    assert error["param"] == "messages[0].content[1].type" and "names its type" in error["message"], error
+
+
+def test_stop_on_a_flow_is_refused_naming_the_field_sent(client):
+    error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": QUESTION, "stop": ["\n"]})
+    assert (error["param"], error["code"]) == ("stop", "unsupported_parameter"), error
+    error = refused(client, "/v2/chat", {"model": "rag", "messages": QUESTION, "stop_sequences": ["\n"] * 5})
+    assert (error["param"], error["code"]) == ("stop_sequences", "unsupported_parameter"), error
+
+
+def test_cohere_s_five_stop_sequences_reach_a_served_model():
+    request = cohere_chat.CohereChatRequest(model="smollm2", messages=QUESTION, stop_sequences=["a"] * 5).openai()
+    assert request.engine_body()["stop"] == ["a"] * 5  # OpenAI's bound of 4 is for OpenAI's body
