@@ -368,3 +368,17 @@ def fault_models(llm_fault_server, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_MODELS", str(llm_fault_server.models_file(tmp_path / "models.yaml")))
     monkeypatch.setenv(KEY_ENV, "sk-fault-test")
     return llm_fault_server
+
+
+@pytest.fixture
+def isolated_registry(monkeypatch):
+    """An empty operator registry for the test, found again on first use and restored after it, with no
+    ``TESSERA_OPERATORS``: a plugin the test loads is never seen by another test (``tessera ops``, the contract
+    coverage check and the unknown-operator hint read the whole registry)."""
+    from operators import registry
+
+    for attr, value in (("_registry", {}), ("_origins", {}), ("_skipped", {}), ("_loaded", False),
+                        ("_env_modules", set())):
+        monkeypatch.setattr(registry, attr, value)
+    monkeypatch.delenv(registry.ENV_VAR, raising=False)
+    return registry

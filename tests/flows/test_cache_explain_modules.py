@@ -20,7 +20,8 @@ class LoudWords(WordCounter):
 '''
 
 
-def test_explain_shows_the_count_and_own_modules_and_names_the_edited_one(tmp_path, monkeypatch, capsys):
+def test_explain_shows_the_count_and_own_modules_and_names_the_edited_one(tmp_path, monkeypatch, capsys,
+                                                                           isolated_registry):
     plugins = tmp_path / "plugins"
     plugins.mkdir()
     module = f"explain_plugin_{tmp_path.name.replace('-', '_')}"

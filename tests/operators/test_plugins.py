@@ -88,13 +88,9 @@ def write_dist_info(root: Path, entry_points: str) -> None:
 
 
 @pytest.fixture
-def fresh_registry(monkeypatch):
+def fresh_registry(isolated_registry):
     """An empty registry for the test (restored after it), no ``TESSERA_OPERATORS``, and the plugin package
     forgotten afterwards, so no other test sees the plugin."""
-    for attr, value in (("_registry", {}), ("_origins", {}), ("_skipped", {}), ("_loaded", False),
-                        ("_env_modules", set())):
-        monkeypatch.setattr(registry, attr, value)
-    monkeypatch.delenv(registry.ENV_VAR, raising=False)
     yield
     for name in [m for m in sys.modules if m == PACKAGE or m.startswith(PACKAGE + ".")]:
         del sys.modules[name]
