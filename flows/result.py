@@ -105,6 +105,7 @@ class FlowResult:
     def to_dict(self, *, rows: bool = True) -> dict[str, Any]:
         return {
             "flow": self.flow,
+            "executor": self.executor,
             "description": self.description(),
             "roles": self.roles,
             "metadata": self.metadata,

@@ -172,6 +172,7 @@ def test_run_literal_query_json_and_other_formats(home, tmp_path, tessera):
     result = json.loads(proc.stdout)
     assert [r["title"] for r in result["rows"]][0] == "Bee" and len(result["rows"]) == 3
     assert result["roles"]["word_count"] == "chip" and set(result["steps"]) == {"bm25", "wc"}
+    assert result["executor"] == "local"  # a script reads it, not the description's words
     lines = (tmp_path / "r.jsonl").read_text().splitlines()
     assert json.loads(lines[0])["docno"] == "wv00790"
     tessera("run", str(spec), "-q", "honey bees", "--no-cache", "--quiet", "--out", str(tmp_path / "r.csv"),
