@@ -75,6 +75,8 @@ from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
 
 log = logging.getLogger(__name__)
+#: Degraded queries of one call (a batch) logged as warnings; the rest at debug level, each in the result's metadata.
+DEGRADED_WARNINGS = 5
 
 Scope = Literal["row", "query", "corpus", "source"]
 Role = Literal["rank", "score", "text", "chip", "data", "id"]
@@ -249,7 +251,15 @@ class Operator:
         step (raising ``error``); otherwise the query goes on, keeping ``keeps``, logged and marked degraded."""
         if getattr(self.params, "on_error", None) == "error":
             raise error(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
-        log.warning("%s [%s]: query %s keeps %s: %s", self.name, self.step_id, qid, keeps, reason)
+        notes = self.notes()
+        notes.degraded_logged += 1
+        if notes.degraded_logged <= DEGRADED_WARNINGS:
+            log.warning("%s [%s]: query %s keeps %s: %s", self.name, self.step_id, qid, keeps, reason)
+        else:  # a model server down for a whole batch: a line per query would bury the rest of the output
+            if notes.degraded_logged == DEGRADED_WARNINGS + 1:
+                log.warning("%s [%s]: more queries of this batch keep %s; each says why in the result's metadata "
+                            "('degraded'); the rest are logged at debug level", self.name, self.step_id, keeps)
+            log.debug("%s [%s]: query %s keeps %s: %s", self.name, self.step_id, qid, keeps, reason)
         self.mark_degraded(qid, reason)
 
     def mark_degraded(self, qid: str, reason: str) -> None:

@@ -20,6 +20,7 @@ class StepNotes:
     def __init__(self) -> None:
         self.metadata: dict[str, dict[str, Any]] = {}
         self.usage: dict[str, float] = {}
+        self.degraded_logged = 0  # queries of this call whose degradation was logged as a warning
 
     def drain_metadata(self) -> dict[str, dict[str, Any]]:
         drained, self.metadata = self.metadata, {}

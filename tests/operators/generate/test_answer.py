@@ -98,6 +98,24 @@ def test_a_failure_keeps_the_rows_and_marks_the_query_degraded(fault_models, cap
     assert "answer" not in meta and "keeps its input" in caplog.text
 
 
+def test_a_server_down_for_a_whole_batch_logs_a_few_queries_then_one_line(fault_models, caplog):
+    """Each failed query is marked in the metadata; the log names the first few and says the rest go to debug,
+    instead of a warning per query (a storm over hundreds of rows buried the run's own output)."""
+    from operators.base import DEGRADED_WARNINGS
+
+    op = create("generate.answer", {"model": "fault-error", "num_retries": 0}, step_id="answer")
+    one = sample_results(1, 1)
+    where = one.schema.get_field_index("qid")
+    table = with_context(pa.concat_tables([one.set_column(where, "qid", pa.array([f"q{i}"]))
+                                           for i in range(DEGRADED_WARNINGS + 4)]))
+    with caplog.at_level(logging.WARNING, logger="operators.base"), op.recording() as notes:
+        op(table)
+    assert all("degraded" in meta for meta in notes.drain_metadata().values())
+    lines = [record.getMessage() for record in caplog.records if record.name == "operators.base"]
+    assert sum("keeps its input:" in line for line in lines) == DEGRADED_WARNINGS
+    assert sum("the rest are logged at debug level" in line for line in lines) == 1 and len(lines) == 6
+
+
 def test_on_error_error_fails_the_step(fault_models):
     op = create("generate.answer", {"model": "fault-error", "num_retries": 0, "on_error": "error"})
     with pytest.raises(OperatorError, match="query 'q1'"):
