@@ -129,13 +129,13 @@ def check_gpus(config: dict[str, Any], address: str | None, environ) -> None:
 
 
 def _starts_own_cluster(address: str | None, environ) -> bool:
-    """Whether ``serve run`` starts a new Ray on this machine rather than joining one."""
-    address = address or environ.get("RAY_ADDRESS")
-    if address:
-        return address == "local"
-    from ray._private.services import find_gcs_addresses
+    """Whether ``serve run`` starts a new Ray on this machine rather than joining one: ``local``, or no address
+    and no cluster that Ray's own lookup would join (``ray_address.found_cluster``, as the address check finds it)."""
+    from flows.executors.ray_address import found_cluster, given_address
 
-    return not find_gcs_addresses()  # none running here: ray.init starts one
+    value, setting = given_address(address, environ)
+    value = value.strip().lower()
+    return value == "local" or (value == "" and found_cluster(value, setting) is None)
 
 
 def _gpu_requests(config: dict[str, Any]) -> list[tuple[str, float]]:
