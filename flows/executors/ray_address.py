@@ -65,7 +65,7 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
     value, setting = given_address(address, environ)
     value = value.strip()
     named, field = f"{setting} {value!r}", setting.lstrip("-")
-    local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
+    local = _start_local(setting)
     if value.lower() in FOUND:
         found = found_cluster(value.lower(), setting, temp_dir)
         if found is None:
@@ -138,9 +138,8 @@ def found_cluster(value: str, setting: str, temp_dir: str | None = None) -> tupl
     try:
         found = get_ray_address_from_environment(value or None, temp_dir)
     except ConnectionError as err:  # auto, and no cluster runs here
-        local = "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
         raise RayAddressError(f"{setting} 'auto': no Ray cluster runs on this machine ({str(err).split('. ')[0]}); "
-                              f"give the cluster's address, or {local} to start a local Ray",
+                              f"give the cluster's address, or {_start_local(setting)} to start a local Ray",
                               field=setting.lstrip("-")) from None
     if not found or found.lower() in LOCAL:
         return None
@@ -178,6 +177,12 @@ def ray_refusal(host: str, port: int, *, client: bool = False) -> tuple[str, str
     except AuthenticationError as err:  # RAY_AUTH_MODE=token and no token at hand: Ray's own sentence
         return "UNAUTHENTICATED", str(err).split(". ")[0]
     return None
+
+
+def _start_local(setting: str) -> str:
+    """How to start a local Ray instead, with the setting that named the address (``RAY_ADDRESS`` or
+    ``--address``)."""
+    return "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
 
 
 def _not_ray(refusal: tuple[str, str], at: str, client: bool) -> str:
