@@ -15,8 +15,9 @@ import sqlite3
 import time
 from pathlib import Path
 
-SIZE_UNITS = {"": 1, "B": 1, "K": 1024, "KB": 1024, "M": 1024 ** 2, "MB": 1024 ** 2, "G": 1024 ** 3,
-              "GB": 1024 ** 3, "T": 1024 ** 4, "TB": 1024 ** 4}
+#: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
+SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, prefix in enumerate("KMGT", 1)
+                                for suffix in ("", "B", "IB")}}
 
 
 def parse_size(text: str) -> int:

@@ -9,6 +9,7 @@ from typing import Any
 
 from flows.commands._support import (EXIT_OK, add_cache_dir_argument, console, escape, load_flow, print_json, report,
                                      show_help)
+from operators.byte_sizes import format_bytes
 from operators.errors import SpecError
 
 
@@ -175,7 +176,7 @@ def _cmd_cache_clear(args: argparse.Namespace) -> int:
     cleared = StepCache(root).clear()
     report(args, {"cache_dir": str(root), "cleared": cleared, "files": files if cleared else 0,
                   "bytes": size if cleared else 0},
-           f"cleared {root}: removed {files} stored output file(s), {_mb(size)}" if cleared
+           f"cleared {root}: removed {files} stored output file(s), {format_bytes(size)}" if cleared
            else f"nothing to clear at {root}")
     return EXIT_OK
 
@@ -210,11 +211,7 @@ def _cmd_cache_prune(args: argparse.Namespace) -> int:
     done = StepCache(root).prune(max_bytes=max_bytes, older_than_s=older)
     found = root.exists()  # as clear says: no cache there is nothing to prune, not a prune that removed nothing
     report(args, {"cache_dir": str(root), "pruned": found, **done},
-           f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {_mb(done['bytes'])}; "
-           f"left {done['files_left']} file(s), {_mb(done['bytes_left'])}" if found
+           f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {format_bytes(done['bytes'])}; "
+           f"left {done['files_left']} file(s), {format_bytes(done['bytes_left'])}" if found
            else f"nothing to prune at {root}")
     return EXIT_OK
-
-
-def _mb(n: int) -> str:
-    return f"{n / 1024 ** 2:.1f} MiB"

@@ -5,6 +5,7 @@ ONNX query-encoder exports no longer read (``flows.train.prune``)."""
 from __future__ import annotations
 
 from flows.commands._support import EXIT_OK, console, escape, print_json
+from operators.byte_sizes import format_bytes
 
 
 def prune(yes: bool, as_json: bool) -> int:
@@ -31,16 +32,8 @@ def prune(yes: bool, as_json: bool) -> int:
     for col in ("folder", "kind", "size", "why"):
         table.add_column(col, overflow="fold", justify="right" if col == "size" else "left")
     for item in found:
-        table.add_row(escape(item.path.name), item.kind, _size(item.size), escape(item.why))
+        table.add_row(escape(item.path.name), item.kind, format_bytes(item.size), escape(item.why))
     out.print(table)
-    out.print(f"{'removed' if yes else 'total'}: {len(found)} folders, {_size(total)}"
+    out.print(f"{'removed' if yes else 'total'}: {len(found)} folders, {format_bytes(total)}"
               + ("" if yes else " (tessera models prune --yes removes them)"))
     return EXIT_OK
-
-
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return ""

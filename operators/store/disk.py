@@ -16,6 +16,7 @@ import shutil
 from pathlib import Path
 from typing import Iterator
 
+from operators.byte_sizes import format_bytes
 from operators.store.errors import IndexWriteError
 
 #: The errors of a disk that refuses writes, and what to do about each.
@@ -31,19 +32,11 @@ def _existing(path: Path) -> Path:
     return path
 
 
-def _size(n: int) -> str:
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} TiB"  # pragma: no cover - the loop returns at GiB
-
-
 def why(err: OSError, index_path: Path) -> str | None:
     """What the disk said, in words naming where; None for an ``OSError`` that is not the disk refusing a write."""
     if err.errno in _FULL:
         try:
-            free = f", {_size(shutil.disk_usage(_existing(index_path)).free)} free"
+            free = f", {format_bytes(shutil.disk_usage(_existing(index_path)).free)} free"
         except OSError:
             free = ""
         said = "no space left on the device" if err.errno == errno.ENOSPC else "the disk quota is exceeded"

@@ -13,6 +13,7 @@ import pytest
 
 from flows.cache import CacheError, StepCache
 from flows.cache_prune import parse_size, stored_files
+from operators.byte_sizes import format_bytes
 
 QUERIES = ["gothic cathedrals", "classical music", "electric guitar", "fairy tales", "tower of pisa", "folk dance"]
 
@@ -76,6 +77,11 @@ def test_files_from_a_cache_without_use_records_are_pruned_by_their_age(filled):
 
 def test_the_cli_prunes_to_a_size_and_refuses_a_bad_one(filled, run_cli):
     _, root = filled
+    held = sum(size for _, size, _ in files_of(root))
+    status, out = run_cli("cache", "prune", "--max-size", "1T", "--cache-dir", str(root))  # room for all: none go
+    assert (status, out.strip()) == (0, f"pruned {root}: removed 0 file(s), 0 unit(s), 0 B; "
+                                        f"left {len(QUERIES)} file(s), {format_bytes(held)}")
+    assert held < 1 << 20 and format_bytes(held).endswith(" KiB")  # not "0.0 MiB", as every size once read
     status, out = run_cli("cache", "prune", "--max-size", "0", "--cache-dir", str(root), "--json")
     assert status == 0
     done = json.loads(out)
@@ -108,7 +114,8 @@ def test_the_cli_says_nothing_to_prune_where_there_is_no_cache_as_clear_does(tmp
 
 
 @pytest.mark.parametrize("text, size", [("1048576", 1 << 20), ("500M", 500 << 20), ("1.5G", 3 << 29),
-                                        ("2gb", 2 << 30), ("10 K", 10 << 10)])
+                                        ("2gb", 2 << 30), ("10 K", 10 << 10),
+                                        ("2.0 GiB", 2 << 30), ("512kib", 512 << 10)])  # as sizes are printed
 def test_sizes_read_with_binary_units(text, size):
     assert parse_size(text) == size
 

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from flows.train.checkpoints import kept_as, write_checkpoint
+from operators.byte_sizes import format_bytes
 from tests.flows.test_cli import tessera  # noqa: F401 - the fixture
 
 
@@ -67,6 +68,7 @@ def test_prune_lists_then_removes_only_what_nothing_reads(tessera, tmp_path, mon
     assert all(Path(i["path"]).is_dir() for i in listed["items"])  # listing removes nothing
     text = tessera("models", "prune", home=home).stdout
     assert "would remove" in text and aside.name in text and "tessera models prune --yes" in text
+    assert f"total: 4 folders, {format_bytes(listed['bytes'])} (" in text and "KiB" in text and "KB" not in text
 
     removed = json.loads(tessera("models", "prune", "--yes", "--json", home=home).stdout)
     assert removed["removed"] is True and len(removed["items"]) == 4
