@@ -3,7 +3,8 @@
 A model name is an alias (``operators.llm.aliases``) or any litellm model string. Each
 resolved model gets one litellm ``Router`` per process (held in the shared
 ``ObjectRepository``), so timeouts, retries with backoff, and the rate limits an alias
-sets (``rpm``, ``tpm``, ``max_parallel_requests``) are litellm's own, not a loop of ours.
+sets (``rpm``, ``tpm``) are litellm's own, not a loop of ours; its ``max_parallel_requests``,
+which litellm keeps for async calls only, is held here, per process (``_slot``).
 Keys come from the environment only: an alias names its variable (``api_key_env``),
 and litellm reads the providers' usual variables itself.
 
@@ -16,11 +17,13 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import threading
 import time
-from typing import Any, Callable, Literal, Sequence
+from typing import Any, Callable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
@@ -118,21 +121,23 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
 
         preload(alias.model)
     checkpoint()  # a cancel while the model loaded
-    started = time.perf_counter()
     messages = messages_of(prompt, system)
-    try:
-        if on_text is None:
-            response = router.completion(model="m", messages=messages, **kwargs)
-        else:
-            response = _streamed(router, messages, {**kwargs, **_usage_option(alias)}, on_text)
-    except FlowCancelled:
-        raise
-    except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
-        checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
-        kind = _kind(err)
-        detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
-                  if kind == "timeout" and not alias.embedded else _detail(err))
-        raise LLMError(f"{named(model, alias)}: {detail}", kind=kind, seconds=time.perf_counter() - started) from err
+    with _slot(alias):  # the alias's max_parallel_requests, for the whole process
+        started = time.perf_counter()
+        try:
+            if on_text is None:
+                response = router.completion(model="m", messages=messages, **kwargs)
+            else:
+                response = _streamed(router, messages, {**kwargs, **_usage_option(alias)}, on_text)
+        except FlowCancelled:
+            raise
+        except Exception as err:  # noqa: BLE001  litellm's exceptions, mapped to one kind
+            checkpoint()  # a cancel that stopped the embedded model arrives wrapped: raise it as itself
+            kind = _kind(err)
+            detail = (f"no reply within {kwargs.get('timeout') or alias.timeout or DEFAULT_TIMEOUT:g} s"
+                      if kind == "timeout" and not alias.embedded else _detail(err))
+            raise LLMError(f"{named(model, alias)}: {detail}", kind=kind,
+                           seconds=time.perf_counter() - started) from err
     seconds = time.perf_counter() - started
     choice = response.choices[0] if response.choices else None
     if choice is None:  # HTTP 200 with `choices: []`: nothing to read, not an empty answer
@@ -146,6 +151,29 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
     if (problem := _unusable(done, messages, max_tokens)) is not None:
         raise LLMError(f"{named(model, alias)}: {problem}", kind="api", seconds=seconds)
     return done
+
+
+#: Each resolved model's slots (its ``max_parallel_requests``), one semaphore per process, made on first use.
+_SLOTS: dict[str, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+@contextlib.contextmanager
+def _slot(alias: ModelAlias) -> Iterator[None]:
+    """Hold one of the alias's ``max_parallel_requests`` slots, shared by every call of this process (litellm's
+    Router keeps them for async calls only); a cancel while waiting for one raises ``FlowCancelled``."""
+    if alias.max_parallel_requests is None:
+        yield
+        return
+    key = json.dumps(alias.model_dump(exclude={"description"}), sort_keys=True, default=str)  # the Router's
+    with _SLOTS_LOCK:
+        slots = _SLOTS.setdefault(key, threading.BoundedSemaphore(alias.max_parallel_requests))
+    while not slots.acquire(timeout=0.05):
+        checkpoint()
+    try:
+        yield
+    finally:
+        slots.release()
 
 
 #: The most characters one token of a reply may stand for: a longer reply is not what max_tokens asked for.
@@ -208,10 +236,11 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
                   on_text: Callable[[int, str], None] | None = None, **options: Any) -> list[Completion | LLMError]:
     """``complete`` for each prompt, in order; a failed call is its ``LLMError`` in the list, not a raise.
 
-    Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4), never more than
-    the alias's ``max_parallel_requests``: litellm's Router holds its slots for async calls only, so the cap is
-    ours. The embedded model runs one at a time. With ``on_text`` the replies are streamed: it gets the prompt's
-    position and each piece of its reply. ``FlowCancelled`` is raised, never listed.
+    Calls run ``concurrency`` at a time (default: the alias's ``max_parallel_requests``, else 4); with every
+    other call of the process to that alias they never pass its ``max_parallel_requests`` (``_slot``: litellm's
+    Router holds its slots for async calls only). The embedded model runs one at a time. With ``on_text`` the
+    replies are streamed: it gets the prompt's position and each piece of its reply. ``FlowCancelled`` is raised,
+    never listed.
     """
     alias = resolve(model)
     limit = alias.max_parallel_requests

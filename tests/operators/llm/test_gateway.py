@@ -197,6 +197,24 @@ def test_an_aliases_max_parallel_requests_caps_a_steps_larger_concurrency(fault_
     assert fault_models.peak == 1
 
 
+def test_max_parallel_requests_holds_for_the_process_not_for_each_batch(fault_models, tmp_path, monkeypatch):
+    """Two steps of one process asking the same alias at once share its slots: each batch alone kept the limit,
+    so together they sent twice it (measured: peak 4 of 2)."""
+    import threading
+
+    monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "two.yaml", max_parallel_requests=2)))
+    monkeypatch.setattr(fault_models, "delay", 0.2)
+    results: list = []
+    batches = [threading.Thread(target=lambda: results.extend(complete_many(["a", "b", "c"], model="fault-slow")))
+               for _ in range(2)]
+    for batch in batches:
+        batch.start()
+    for batch in batches:
+        batch.join()
+    assert [r.text for r in results] == [fault_models.reply] * 6
+    assert fault_models.peak == 2  # the alias's limit across both batches, and all of it used
+
+
 def test_a_streamed_reply_is_the_whole_reply_piece_by_piece(fault_models):
     pieces: list[str] = []
     done = complete("Which insects make honey?", model="fault-ok", max_tokens=16, on_text=pieces.append)
