@@ -199,6 +199,43 @@ def membership(column: pc.Expression, op: str, values: list, kind: pa.DataType, 
     return found if op == "in" else ~found & column.is_valid()
 
 
+#: The Arrow function ``any_listed`` calls: Arrow has no "a list holds one of these" kernel an expression can call.
+ANY_LISTED = "tessera_any_listed"
+
+
+def _any_listed(_context, lists: pa.Array, wanted: pa.Scalar | pa.Array) -> pa.Array:
+    """Per row of ``lists``, whether one of its items, lowercased, is in ``wanted`` (lowercase); null for a null
+    list. Arrow's kernels on the flattened items, and each item's row by its parent index."""
+    if isinstance(wanted, pa.Array):  # a literal may come broadcast to the batch
+        wanted = wanted[0]
+    hit = pc.is_in(pc.utf8_lower(pc.list_flatten(lists)), value_set=wanted.values).fill_null(False)
+    found = np.zeros(len(lists), dtype=bool)
+    found[pc.list_parent_indices(lists).to_numpy()[hit.to_numpy(zero_copy_only=False)]] = True
+    return pa.array(found, mask=lists.is_null().to_numpy(zero_copy_only=False))
+
+
+try:
+    pc.register_scalar_function(
+        _any_listed, ANY_LISTED, {"summary": "a list holds one of the values",
+                                  "description": "Whether an item of each list, lowercased, is in the set."},
+        {"lists": pa.list_(pa.string()), "wanted": pa.list_(pa.string())}, pa.bool_())
+except pa.ArrowKeyError:  # registered already (this module imported again)
+    pass
+
+
+def holds_text_lists(kind: pa.DataType) -> bool:
+    """Whether a column of ``kind`` holds lists of text (a list column ``any_listed`` reads)."""
+    return (pa.types.is_list(kind) or pa.types.is_large_list(kind)) and (
+        _holds(kind.value_type) == "text" or pa.types.is_null(kind.value_type))
+
+
+def any_listed(column: pc.Expression, values: list[str]) -> pc.Expression:
+    """The list of text in ``column`` holds one of ``values`` (lowercase; its items compared lowercased); null
+    where the list is null, false for an empty one."""
+    return pc.Expression._call(ANY_LISTED, [column.cast(pa.list_(pa.string())),
+                                            pa.scalar(values, pa.list_(pa.string()))])
+
+
 def literal(value: Any, kind: pa.DataType, column: str, op: str, written: Any = None) -> pa.Scalar:
     """``value`` as a scalar of the column's type (ISO strings become dates for date columns)."""
     given = value

@@ -6,7 +6,7 @@ A filter is a mapping; every condition written in one mapping must hold (AND)::
     {field: lang, in: [en, de]}                         # membership
     {field: published, year: 2019, month: 5}            # temporal: a date/timestamp/ISO-string column,
     {field: published, date_from: 2019-01-01, date_to: 2019-06-30}  # or a column of years
-    {country: [FR, DE], region: Europe}                 # spatial: the country / region columns
+    {country: [FR, DE], region: Europe}                 # spatial: any of its countries, its region
     {any: [{field: year, lt: 1990}, {country: JP}]}     # boolean or
     {all: [...]} / {not: {...}}                         # boolean and / not
     {any: [{field: year, gte: 1900}, {field: year, missing: true}]}  # ... or the row has no year
@@ -16,7 +16,9 @@ search is restricted to matching chunks), their post-filter and
 ``postprocess.filter``: two categories, so it lives here rather than in either one.
 Rows whose column is null never match a condition on that column (not even under
 ``not``), as in SQL, but ``missing: true``, which matches exactly them (documents with no
-date). How a value meets its column's type (numbers as numbers, the rest cast) is
+date). A country condition matches a document any of whose countries it names: its ``country`` or, where
+the doc store has that list column (``analyze.dimensions``), an item of ``countries`` (``{field: country, eq:
+FR}`` reads the first-ranked one alone). How a value meets its column's type (numbers as numbers, the rest cast) is
 ``operators.filter_values``; a condition Arrow cannot evaluate on the rows is named as written
 (``evaluation_error``), never as Arrow's compiled expression.
 """
@@ -32,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from operators.filter_values import NO_ROW, FilterError, comparison, kind_of, membership, shown
+from operators.filter_values import (NO_ROW, FilterError, any_listed, comparison, holds_text_lists, kind_of,
+                                     membership, shown)
 
 Scalar = Union[bool, int, float, dt.date, str]
 
@@ -62,8 +65,10 @@ class MetadataFilter(BaseModel):
     date_to: dt.date | None = Field(None, description="Temporal: the date in `field` is on or before this day.")
     missing: bool | None = Field(None, description="true: `field` has no value in the row (null; no date was "
                                  "found, say); false: it has one. The one condition a null matches.")
-    country: str | list[str] | None = Field(None, description="Spatial: the `country` column is this country or "
-                                            "one of these (case-insensitive).")
+    country: str | list[str] | None = Field(None, description="Spatial: this country or one of these "
+                                            "(case-insensitive) is one of the document's: its `country` column "
+                                            "or an item of its `countries` list column, where the doc store has "
+                                            "one (`analyze.dimensions` writes both).")
     region: str | list[str] | None = Field(None, description="Spatial: the `region` column is this region or one "
                                            "of these (case-insensitive).")
     all_: list["MetadataFilter"] | None = Field(None, alias="all", description="Every one of these filters holds.")
@@ -96,15 +101,18 @@ class MetadataFilter(BaseModel):
 
     # -- compiling ------------------------------------------------------------
 
-    def columns(self) -> set[str]:
-        """Every column this filter reads."""
+    def columns(self, schema: pa.Schema | None = None) -> set[str]:
+        """Every column this filter needs; with ``schema``, also the ``countries`` list column a country
+        condition reads beside ``country`` where ``schema`` has one (``listed_countries``)."""
         cols = {self.field} if self.field else set()
         if self.country is not None:
             cols.add("country")
+            if schema is not None and listed_countries(schema):
+                cols.add("countries")
         if self.region is not None:
             cols.add("region")
         for child in (self.all_ or []) + (self.any_ or []) + ([self.not_] if self.not_ else []):
-            cols |= child.columns()
+            cols |= child.columns(schema)
         return cols
 
     def to_expression(self, schema: pa.Schema) -> pc.Expression:
@@ -165,10 +173,11 @@ class MetadataFilter(BaseModel):
                 if not _casts_to_string(kind):  # a list or struct column: Arrow would refuse it only once it runs
                     raise FilterError(f"column '{column}' is {kind}; a {column} filter needs a column of text",
                                       field=f"params.filter.{column}")
-                values = [wanted] if isinstance(wanted, str) else wanted
-                lowered = pc.utf8_lower(pc.field(column).cast(pa.string()))
-                out.append(Condition(column, f"{{{column}: {shown(wanted)}}}", kind_of(wanted),
-                                     lowered.isin([v.lower() for v in values])))
+                values = [v.lower() for v in ([wanted] if isinstance(wanted, str) else wanted)]
+                found = pc.utf8_lower(pc.field(column).cast(pa.string())).isin(values)
+                if column == "country" and listed_countries(schema):  # any of the document's countries
+                    found = found | any_listed(pc.field("countries"), values)
+                out.append(Condition(column, f"{{{column}: {shown(wanted)}}}", kind_of(wanted), found))
         return out
 
     def _temporal(self, column: pc.Expression, kind: pa.DataType) -> list[pc.Expression]:
@@ -219,6 +228,13 @@ class MetadataFilter(BaseModel):
 
 
 MetadataFilter.model_rebuild()
+
+
+def listed_countries(schema: pa.Schema) -> bool:
+    """Whether ``schema`` has a ``countries`` column of lists of text (``analyze.dimensions``' every country of a
+    document, ``country`` the first): a country condition then matches any of them. Without one (indices from
+    before it, or whose ``countries`` holds something else), ``country`` alone is read."""
+    return "countries" in schema.names and holds_text_lists(schema.field("countries").type)
 
 
 def _join(parts: list[pc.Expression], how: str) -> pc.Expression:

@@ -263,7 +263,7 @@ class IndexRetriever(Operator):
         rows = np.repeat(np.arange(len(hits), dtype=np.int64), [len(h) for h in hits])
         scores = np.concatenate([h.scores for h in hits], dtype=np.float64) if hits else np.zeros(0)
         if post:  # keep the matching rows, then the top k of each query
-            matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(), schema)
+            matching = apply_filter(_with_filter_columns(docs, self.params.filter.columns(schema), schema)
                                     .append_column("__i", pa.array(np.arange(docs.num_rows))), self.params.filter,
                                     where, step=self.step_id, op=self.name)
             keep = matching.column("__i").to_numpy()
