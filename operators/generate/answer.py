@@ -11,7 +11,7 @@ from pydantic import Field
 from operators.generate import short_answer
 from operators.generate.attribution import attribute, containing
 from operators.generate.answer_stream import ANSWER_OP, AnswerStreams, answer_sink
-from operators.llm import LLMParams, LLMStep, junk_reason
+from operators.llm import LLMParams, LLMStep, junk_reason, repetition
 from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
 
@@ -195,20 +195,11 @@ class AnswerGenerator(LLMStep):
 
 
 def _junk_answer(answer: str) -> str | None:
-    """Why a parsed answer is junk: not a letter or digit beside citations, or the same lines over and over (a
-    small model's loop); None if it is an answer ("Yes.", "1945" are answers)."""
+    """Why a parsed answer is junk: not a letter or digit beside citations, or a small model's loop (``repetition``,
+    which the summaries check too); None if it is an answer ("Yes.", "1945" are answers)."""
     if not re.search(r"[^\W_]", re.sub(r"\[[\d,\s]*\]", " ", answer)):
         return "the reply has no answer, only labels or citations"
-    lines = [line.strip(" -*0123456789.[]:") for line in answer.splitlines() if line.strip()]
-    if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
-        return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
-    words = answer.lower().split()
-    # a loop within a line ("word word word ..."), from the start or after a sound start (the reply's second half)
-    for part in (words, words[len(words) // 2:]):
-        grams = list(zip(part, part[1:], part[2:], part[3:]))
-        if len(part) >= 40 and len(set(grams)) < len(grams) / 4:
-            return f"the reply repeats itself ({len(part)} words, {len(set(grams))} different runs of four)"
-    return None
+    return repetition(answer)
 
 
 def parse_answer(text: str, documents: int) -> dict[str, Any]:

@@ -45,7 +45,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 from operators.llm.aliases import ModelAlias, ModelConfigError, aliases, resolve
 from operators.llm.gateway import Completion, LLMError, complete, complete_many
-from operators.llm.step import LLMParams, LLMStep, junk_reason
+from operators.llm.step import LLMParams, LLMStep, junk_reason, repetition
 
 __all__ = ["Completion", "LLMError", "LLMParams", "LLMStep", "ModelAlias", "ModelConfigError", "aliases",
-           "complete", "complete_many", "junk_reason", "resolve"]
+           "complete", "complete_many", "junk_reason", "repetition", "resolve"]

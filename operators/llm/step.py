@@ -189,6 +189,21 @@ def junk_reason(result: Completion | LLMError) -> str | None:
     return None
 
 
+def repetition(text: str) -> str | None:
+    """Why a reply is a small model's loop, not text: the same lines over and over, or the same few words, from the
+    start or after a sound start (the reply's second half); None if it is not one. Every operator that keeps the
+    model's words (an answer, a summary) checks it, beside ``junk_reason``."""
+    lines = [line.strip(" -*0123456789.[]:") for line in text.splitlines() if line.strip()]
+    if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
+        return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
+    words = text.lower().split()
+    for part in (words, words[len(words) // 2:]):  # a loop within a line ("word word word ..."), anywhere
+        grams = list(zip(part, part[1:], part[2:], part[3:]))
+        if len(part) >= 40 and len(set(grams)) < len(grams) / 4:
+            return f"the reply repeats itself ({len(part)} words, {len(set(grams))} different runs of four)"
+    return None
+
+
 def _format_fields(template: str) -> list[str]:
     import string
 
@@ -198,4 +213,4 @@ def _format_fields(template: str) -> list[str]:
         raise ParamsError(f"the prompt is not a valid template: {err}", field="params.prompt") from None
 
 
-__all__: Sequence[str] = ("LLMParams", "LLMStep", "junk_reason")
+__all__: Sequence[str] = ("LLMParams", "LLMStep", "junk_reason", "repetition")

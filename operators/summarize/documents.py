@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from operators.errors import ParamsError
-from operators.llm import LLMParams, junk_reason
+from operators.llm import LLMParams, junk_reason, repetition
 from operators.llm.rowwise import Reply, RowwiseLLMStep
 
 
@@ -18,7 +18,8 @@ class DocumentSummarizer(RowwiseLLMStep):
     asks for a short summary. ``summarize_prompt`` is mosaicRAG's instruction put
     before the text: a shorthand for ``prompt: "<instruction>\\n\\n{text}"``, so give
     one or the other. A row whose call errors, times out or returns junk keeps its
-    input text in ``output_column`` and its query is marked degraded; empty texts are
+    input text in ``output_column`` and its query is marked degraded (a reply that loops, the same lines or words
+    over and over, is junk too: ``repetition``, as for ``generate.answer``); empty texts are
     not sent. Scope ``query``: a query with a degraded row is never cached, and the
     usage of cached rows is replayed with them. Prompt fields: ``{text}``, ``{query}``.
 
@@ -30,6 +31,7 @@ class DocumentSummarizer(RowwiseLLMStep):
     name = "summarize.documents"
     aliases = ("llm_summarizer", "DocumentSummarizerStep")
     scope = "query"
+    version = "2"  # 2: a summary that loops degrades its row (it was kept as the summary)
 
     system_prompt: ClassVar[str] = "You summarise documents briefly and faithfully, using only what they say."
     prompt_template: ClassVar[str] = ("Summarise the following text in two or three sentences. "
@@ -74,6 +76,6 @@ class DocumentSummarizer(RowwiseLLMStep):
 
     def apply(self, row: dict[str, Any], reply: Reply | None) -> tuple[dict[str, Any], str | None]:
         text = row[self.params.input_column]
-        problem = None if reply is None else junk_reason(reply)
+        problem = None if reply is None else junk_reason(reply) or repetition(reply.text)
         used = reply is not None and problem is None
         return {self.params.output_column: reply.text.strip() if used else text}, problem

@@ -8,7 +8,7 @@ from typing import ClassVar
 import pyarrow as pa
 from pydantic import Field
 
-from operators.llm import LLMParams, LLMStep, junk_reason
+from operators.llm import LLMParams, LLMStep, junk_reason, repetition
 from operators.tables import in_rank_order, qid_groups
 
 
@@ -18,8 +18,9 @@ class ResultsSummarizer(LLMStep):
     The prompt gives the question and the query's first ``max_documents`` rows in rank
     order, each as ``[i] title`` and its text cut to ``max_document_chars`` characters,
     and asks for a summary that answers the question from them only. Rows pass through
-    unchanged. A failed call or a junk reply leaves the query without a summary and marks
-    it degraded. Prompt fields: ``{query}``, ``{documents}``.
+    unchanged. A failed call or a junk reply (no text, or a loop: the same lines or words over and over,
+    ``repetition``, as for ``generate.answer``) leaves the query without a summary and marks it degraded.
+    Prompt fields: ``{query}``, ``{documents}``.
 
     Usage::
 
@@ -29,6 +30,7 @@ class ResultsSummarizer(LLMStep):
     name = "summarize.results"
     aliases = ("ResultsSummarizerStep",)
     scope = "query"
+    version = "2"  # 2: a summary that loops degrades the query (it was kept as the summary)
 
     system_prompt: ClassVar[str] = (
         "You are part of a search engine. Summarise the documents you are given so that the summary answers the "
@@ -60,7 +62,7 @@ class ResultsSummarizer(LLMStep):
         prompts = {qid: self.render(query=rows.column("query")[0].as_py() or "", documents=self.documents(rows))
                    for qid, rows in groups.items()}
         for qid, reply in self.ask(prompts).items():
-            problem = junk_reason(reply)
+            problem = junk_reason(reply) or repetition(reply.text)
             if problem is None:
                 self.emit_metadata(qid, self.params.output_key, reply.text.strip())
             else:

@@ -105,3 +105,19 @@ def test_cached_at_temperature_zero_never_above_and_never_when_degraded(fault_mo
     for _ in range(2):
         failed = LocalExecutor(cache=cache).run(_spec(0.0, "fault-error"), table)
     assert failed.metadata["q1"]["degraded"]["step"] == "sum" and fault_models.attempts["error"] == 8
+
+
+LOOPS = ["Bees make honey.\n" * 6,  # the same line over and over
+         "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12]  # after a sound start
+
+
+@pytest.mark.parametrize("reply", LOOPS)
+def test_a_summary_that_loops_keeps_the_input_and_marks_the_query_degraded(fault_models, reply):
+    """The same check as generate.answer's (``repetition``): a looping summary was kept as the row's summary."""
+    fault_models.reply = reply
+    op = create("summarize.documents", {"model": "fault-ok"}, step_id="sum")
+    table = sample_results(1, 1)
+    out = op(table)
+    assert out.column("summary").to_pylist() == table.column("text").to_pylist()
+    degraded = op.drain_metadata()["q1"]["degraded"]
+    assert degraded["step"] == "sum" and "the reply repeats itself" in degraded["reason"]

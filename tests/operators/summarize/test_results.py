@@ -75,3 +75,15 @@ def test_cached_at_temperature_zero(fault_models, cache):
     again = LocalExecutor(cache=cache).run(spec, sample_results(2, 2))
     assert fault_models.attempts["ok"] == 2 and again.steps["summary"].hits == 2
     assert again.metadata["q2"]["summary"] == first.metadata["q2"]["summary"] == fault_models.reply
+
+
+@pytest.mark.parametrize("reply", ["Bees make honey.\n" * 6,
+                                   "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12])
+def test_a_summary_that_loops_is_no_summary_and_marks_the_query_degraded(fault_models, reply):
+    """The same check as generate.answer's (``repetition``): a looping summary was kept as the query's summary."""
+    fault_models.reply = reply
+    op = create("summarize.results", {"model": "fault-ok"}, step_id="summary")
+    op(sample_results(1, 2))
+    meta = op.drain_metadata()["q1"]
+    assert "summary" not in meta and meta["degraded"]["step"] == "summary"
+    assert "the reply repeats itself" in meta["degraded"]["reason"]
