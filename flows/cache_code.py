@@ -14,11 +14,11 @@ read: while editing one run with ``--no-cache`` or raise the operator's ``versio
 
 Imports are found in each module's bytecode (``modulefinder``'s scanner, on the code Python's bytecode cache holds,
 as an import loads it), not by importing anything nor by the imported module's ``__dict__``, which misses the
-imports inside functions. Each class's files are read once per process (each file's imports are scanned once for its
-content), the first time a key needs them, and kept for the class object: the digest follows the
-code the process runs (a module reloaded after an edit is new classes, read again), not a file edited under a
-running process. Modules are named by their import name, never by path, so two installs of the same code in other
-folders (a Ray worker's) compute the same key.
+imports inside functions. Each class's files are digested once per process, the first time a key needs them, and
+kept for the class object; a file that several classes import is read once (again when its size or times change) and
+its imports are scanned once for its content. The digest follows the code the process runs (a module reloaded after
+an edit is new classes, read again), not a file edited under a running process. Modules are named by their import
+name, never by path, so two installs of the same code in other folders (a Ray worker's) compute the same key.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ import inspect
 import modulefinder
 import os
 import sys
+import time
 import types
 from importlib import metadata
 from typing import Any
@@ -146,16 +147,36 @@ def _file_imports(module: str, path: str, digest: str) -> tuple[str, ...]:
 
 def _module_code(module: str, path: str | None = None) -> tuple[str, tuple[str, ...]] | None:
     """(digest of its file, the own modules it imports) of ``module``, from ``path`` or where it is imported from
-    (or would be), None for a module without a source file."""
+    (or would be), None for a module without a source file. A file is read once per process however many classes
+    import it (54 operators made 1,071 reads of 146 files), and again once its stamp (size, modification and change
+    times, inode) changes, as any edit changes it."""
     if path is None:
         spec = _spec(module)
         path = spec.origin if spec is not None and spec.has_location else None
     try:
+        stat = os.stat(path)
+    except (TypeError, OSError):  # no path, a file gone
+        return None
+    stamp = (stat.st_size, stat.st_mtime_ns, stat.st_ctime_ns, stat.st_ino)
+    known = _files.get((module, path))
+    if known is not None and known[0] == stamp:
+        return known[1]
+    try:
         with open(path, "rb") as handle:
             digest = hashlib.blake2b(handle.read(), digest_size=8).hexdigest()
-    except (TypeError, OSError):  # no path, a folder (a namespace package), a file gone
+    except OSError:  # a folder (a namespace package), a file gone since its stat
         return None
-    return digest, _file_imports(module, path, digest)
+    code = digest, _file_imports(module, path, digest)
+    if time.time_ns() - stat.st_ctime_ns > _RACY_NS:
+        _files[(module, path)] = (stamp, code)
+    return code
+
+
+#: (module, path) -> (stamp, ``_module_code``) of each file read, while its stamp holds.
+_files: dict[tuple[str, str], tuple[tuple[int, ...], tuple[str, tuple[str, ...]]]] = {}
+#: A file changed this recently is read every time: file times move by the kernel's clock tick (milliseconds), so a
+#: second edit of the same size within one tick would keep the stamp (git treats such "racily clean" files alike).
+_RACY_NS = 2_000_000_000
 
 
 def _class_file(klass: type) -> tuple[str, str] | None:
