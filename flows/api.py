@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from flows.progress import CancelToken, ProgressCallback
     from flows.cache import StepCache
     from flows.result import FlowResult
+    from operators.filters import MetadataFilter
     from operators.store import Index as StoreIndex
 
 # the errors to catch: TesseraError is the base of every error Tessera raises on purpose
@@ -75,17 +76,44 @@ class Index:
         return (f"Index('{self.path}': {counts['live_chunks']:,} chunks in {counts['shards']} shard(s); "
                 f"{kinds})")
 
-    def search(self, queries: Queries, k: int = 10, *, method: SearchMethod = "hybrid") -> pa.Table:
-        """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow."""
+    def search(self, queries: Queries, k: int = 10, *, method: SearchMethod = "hybrid",
+               filter: "dict | MetadataFilter | None" = None) -> pa.Table:
+        """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow; ``filter``: a
+        metadata filter, as a retrieval step's ``filter`` param (``{country: FR}``, ``{field: year, gte: 2010}``),
+        searched as its pre-filter (k chunks even where matches are rare)."""
         if not isinstance(k, int) or k < 1:
             raise SpecError(f"k must be a whole number of at least 1, got {k!r}", field="k")
         if method not in ("bm25", "dense", "hybrid"):
             raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
         spec = FlowSpec.load(method).with_index(str(self.path))
+        if filter is not None:
+            spec = spec.with_unset("filter", _checked_filter(filter, self.store))
         steps = {step_id: _at_least_k(step, k) for step_id, step in spec.steps.items()}
         steps["top"] = StepSpec(op="postprocess.reduce", params={"k": k}, inputs=[spec.build().output])
         flow = spec.model_copy(update={"name": f"search_{method}", "steps": steps, "output": "top"})
         return Flow(flow).run(queries, keep_history=False).table
+
+
+def _checked_filter(given: "dict | MetadataFilter", store: "StoreIndex") -> dict:
+    """``Index.search``'s ``filter`` as a retrieval step's ``filter`` param: checked by the same model, with the same
+    messages, and against the index's columns (a column no document has, a value of another type), before anything
+    is searched; errors name ``filter`` (``filter.country``), not the flow's steps."""
+    from pydantic import ValidationError
+
+    from operators.filters import FilterError, MetadataFilter
+
+    try:
+        flt = given if isinstance(given, MetadataFilter) else MetadataFilter.model_validate(given)
+    except ValidationError as err:
+        problem = ParamsError.from_validation(err, op=None, step=None)
+        raise ParamsError(problem.message, field="filter" + problem.field.removeprefix("params")) from None
+    schema = store.docs_schema()
+    if schema is not None:  # no documents yet: a filter finds nothing, as the search does
+        try:
+            flt.to_expression(schema)
+        except FilterError as err:
+            raise FilterError(err.message, field=(err.field or "params.filter").replace("params.", "", 1)) from None
+    return flt.model_dump(mode="json", by_alias=True, exclude_none=True)
 
 
 def _at_least_k(step: Any, k: int) -> Any:
