@@ -40,30 +40,19 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     path = Path(os.path.expanduser(pattern))
     if path.is_dir():
         named = [p for p in path.iterdir() if p.name.endswith(suffixes or ("",)) and not p.name.startswith(".")]
-        warn_dangling(named, op)
-        found = sorted(p for p in named if p.is_file())
-        if not found:
-            raise SourceNotFoundError(
-                f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob",
-                op=op.name, step=op.step_id, field="params.path",
-            )
-        return found
-    if glob.has_magic(str(path)):
-        matched = [Path(p) for p in glob.glob(str(path), recursive=True)]
-        warn_dangling(matched, op)
-        found = sorted(p for p in matched if p.is_file())
-        if not found:
-            raise SourceNotFoundError(
-                f"no file matches '{pattern}' (working directory {os.getcwd()})",
-                op=op.name, step=op.step_id, field="params.path",
-            )
-        return found
-    if not path.is_file():
-        raise SourceNotFoundError(
-            f"file '{pattern}' does not exist (working directory {os.getcwd()})",
-            op=op.name, step=op.step_id, field="params.path",
-        )
-    return [path]
+        missing = f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob"
+    elif glob.has_magic(str(path)):
+        named = [Path(p) for p in glob.glob(str(path), recursive=True)]
+        missing = f"no file matches '{pattern}' (working directory {os.getcwd()})"
+    elif path.is_file():
+        return [path]
+    else:
+        named, missing = [], f"file '{pattern}' does not exist (working directory {os.getcwd()})"
+    warn_dangling(named, op)
+    found = sorted(p for p in named if p.is_file())
+    if not found:
+        raise SourceNotFoundError(missing, op=op.name, step=op.step_id, field="params.path")
+    return found
 
 
 def warn_dangling(paths: list[Path], op: Any) -> None:

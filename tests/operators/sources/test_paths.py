@@ -46,3 +46,26 @@ def test_a_link_to_nothing_in_a_folder_of_document_files_is_named_too(tmp_path, 
     assert sum(t.num_rows for t in tables) == 1
     warned = f"link(s) whose target does not exist: {tmp_path / 'gone.md'}"
     assert any(warned in record.getMessage() for record in caplog.records)
+
+
+def test_each_kind_of_pattern_that_finds_no_file_says_which_it_was(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import pytest
+
+    from operators.errors import SourceNotFoundError
+    from operators.sources.paths import resolve_paths
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / ".hidden.jsonl").write_text("{}\n")  # a folder's hidden file is not one of its files
+    (tmp_path / "a.jsonl").write_text("{}\n")
+    op = SimpleNamespace(name="sources.jsonl", step_id="read")
+    for pattern, said in [(str(tmp_path / "empty"), f"folder '{tmp_path / 'empty'}' holds no .jsonl files; give a "
+                                                    "file or a glob"),
+                          ("*.csv", f"no file matches '*.csv' (working directory {tmp_path})"),
+                          ("b.jsonl", f"file 'b.jsonl' does not exist (working directory {tmp_path})")]:
+        with pytest.raises(SourceNotFoundError) as raised:
+            resolve_paths(pattern, op=op, suffixes=(".jsonl",))
+        assert said in str(raised.value) and raised.value.field == "params.path", str(raised.value)
+    assert resolve_paths("a.jsonl", op=op) == [Path("a.jsonl")]
