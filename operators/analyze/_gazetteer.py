@@ -6,7 +6,8 @@ of at least ``min_city_population`` people. A name matches only as written with 
 capitals, the longest name first ("Papua New Guinea" before "Guinea"), and a city or a
 state only when it stands alone (not inside a longer capitalised name: "Sam Houston" and
 "Salvador Dalí" are people, the "New York Times" a newspaper), nor when a state or a country of another
-country follows it after a comma ("Paris, Texas"). Names that are two places
+country follows it after a comma ("Paris, Texas"), nor a state after "the" at the end of its clause ("crossed
+the Delaware.": the river). Names that are two places
 at once (Georgia; Córdoba, a large city in Argentina and in Spain) or mostly something
 else (Chad, Jordan) are left out: precision before recall.
 """
@@ -36,6 +37,8 @@ NAMESAKE_SHARE = 0.1
 #: Words around a country's name that make it a sea's or a gulf's name.
 _WATER_BEFORE = ("Sea of", "Gulf of", "Bay of", "Strait of", "Straits of", "South", "East")
 _WATER_AFTER = frozenset({"Sea", "Ocean", "Strait", "Straits", "Current"})
+#: What may follow "the" and a state's name for it to be a river's ("crossed the Delaware."): the end of its clause.
+_CLAUSE_ENDS = tuple(".,;:!?)")
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,8 @@ class Gazetteer:
             return False
         if place.kind == "city" and self._namesake_elsewhere(place, text, words, end):
             return False
+        if place.kind == "state" and self._a_river(place, text, words, first, end):
+            return False
         return place.kind in ("country", "continent") or self._alone(text, words, first, end)
 
     def _namesake_elsewhere(self, city: Place, text: str, words: list[re.Match], end: int) -> bool:
@@ -129,6 +134,16 @@ class Gazetteer:
             if place is not None:  # the longest name decides: "New York City" is a city, no state
                 return place.kind in ("state", "country") and place.country != city.country
         return False
+
+    def _a_river(self, place: Place, text: str, words: list[re.Match], first: int, end: int) -> bool:
+        """"Crossed the Delaware.", "the Mississippi, the Missouri": a state takes no article, so its name after
+        "the" that ends its clause names the river ("the Delaware River" is no state already: a capitalised word
+        follows; "the Texas border" stays the state; the District of Columbia takes "the")."""
+        if not first or place.name == "District of Columbia":
+            return False
+        before, rest = words[first - 1], text[words[end - 1].end():]
+        return (before.group(0) in ("the", "The") and text[before.end():words[first].start()] == " "
+                and (not rest or rest.startswith(_CLAUSE_ENDS)))
 
     def _alone(self, text: str, words: list[re.Match], first: int, end: int) -> bool:
         """No capitalised word right before or after (in the same sentence) the name."""

@@ -104,6 +104,15 @@ def test_a_city_qualified_by_another_countrys_state_or_country_is_its_namesake()
         (["Berlin", "Paris", "New York City", "Rome"], ["DE", "FR", "US", "IT"]), (["Toronto", "Canada"], ["CA"])]
 
 
+def test_a_state_after_the_that_ends_its_clause_is_the_river():
+    rows = extract(["George Washington crossed the Delaware.", "It joins the Mississippi, the Missouri.",
+                    "Barges sail the Delaware River daily.", "The Texas border is long.",
+                    "Dover is in Delaware.", "It crossed the Ohio–Pennsylvania line.",
+                    "Congress sits in the District of Columbia."]).to_pylist()
+    assert [r["places"] for r in rows] == [[], [], [], ["Texas"], ["Delaware"], ["Ohio", "Pennsylvania"],
+                                           ["District of Columbia"]]
+
+
 def test_title_is_read_before_the_text():
     table = pa.table({"title": ["Tokyo"], "text": ["It is the capital and most populous city of the country."]})
     row = create("analyze.dimensions")(table).to_pylist()[0]
