@@ -1,8 +1,8 @@
 """The ranking of a result table as a TREC run (``tessera run --out FILE.trec``, the benchmarker's runs).
 
 A TREC run is ``qid Q0 docno rank score tag`` a line, split at whitespace, so an id that is empty or holds a space
-or a tab cannot be written: the checks here run before a run starts (on the queries' qids) and before a file is
-written (on the result's docnos).
+or a tab cannot be written: the checks here run before a run starts (on the queries' qids and on the document ids
+of the indices the flow searches, ``check_index_ids``) and before a file is written (on the result's docnos).
 
 The writer is vectorised (Arrow compute and numpy, no Python object per row): a million-row result is written
 without first building lists of Python strings, in batches of ``BATCH_ROWS`` lines.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +38,26 @@ def _refused(bad: str, what: str, hint: str = "") -> SpecError:
     return SpecError(f"a TREC run cannot hold the {what} {bad!r}: it is empty or has whitespace{hint}", field="out")
 
 
+def check_index_ids(indices: Iterable[str], hint: str = "") -> None:
+    """Refuse, before a run whose ranking becomes a TREC run, an index holding a live document id that the file
+    cannot hold, naming the id and the index. The id checked is the one the writer would write (``doc_id``, else
+    ``docno``: ``trec_rows``); only the doc stores' id columns are read, memory-mapped (no search structure).
+    An index that cannot be opened is left to the step that searches it, which says why."""
+    from operators.errors import TesseraError
+    from operators.store import Index
+
+    for name in dict.fromkeys(indices):
+        try:
+            index = Index.open(name, verify=False)
+            _, ids = index.columns(["docno", "doc_id"])
+        except (OSError, TesseraError):
+            continue
+        bad = _first_bad(pc.coalesce(_as_text(ids.column("doc_id")), _as_text(ids.column("docno"))).fill_null(""))
+        if bad is not None:
+            raise SpecError(f"index {index.path} holds the document id {bad!r}, which a TREC run cannot hold (it is "
+                            f"empty or has whitespace){hint}", field="out")
+
+
 #: Every character ``str.isspace`` counts, as a regex class (RE2's ``\\s`` misses some: U+001C-U+001F, U+0085, U+3000);
 #: tests/flows/test_trec_run_vectorised.py checks it against Python's.
 WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{2028}\x{2029}\x{202f}\x{205f}\x{3000}]"
@@ -45,10 +65,16 @@ WHITESPACE = r"[\t\n\x0b\x0c\r\x1c-\x1f \x{85}\x{a0}\x{1680}\x{2000}-\x{200a}\x{
 
 def _check_ids(values: pa.Array, what: str) -> None:
     """``check_trec_ids`` of a string array, without a Python string per row."""
+    bad = _first_bad(values)
+    if bad is not None:
+        raise _refused(bad, what)
+
+
+def _first_bad(values: pa.Array) -> str | None:
+    """The first value that is empty or has whitespace, or None."""
     bad = pc.or_(pc.equal(pc.binary_length(values), 0), pc.match_substring_regex(values, WHITESPACE))
     first = pc.index(bad, True).as_py()
-    if first >= 0:
-        raise _refused(values[first].as_py(), what)
+    return values[first].as_py() if first >= 0 else None
 
 
 def _as_text(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -81,7 +81,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.progress import CancelToken
     from flows.queries import TREC_SUFFIXES, check_result_path, read_queries, write_results
     from flows.train import train_command
-    from flows.trec_run import check_trec_ids
+    from flows.trec_run import check_index_ids, check_trec_ids
 
     flow, mosaic_query = load_flow(args.flow, index=args.index and uris.local_path(args.index, "index"),
                                    given=args.index)
@@ -96,7 +96,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         raise CliError(f"--out {args.out} is the --queries file: the results would replace the queries; write them "
                        "to another file", field="out")
     if out_path is not None and out_path.suffix.lower() in TREC_SUFFIXES:  # refused now, not after the whole run
-        check_trec_ids(queries.column("qid").to_pylist(), "qid", "; --out to .parquet, .jsonl or .csv keeps it")
+        keeps = "; --out to .parquet, .jsonl or .csv keeps it"
+        check_trec_ids(queries.column("qid").to_pylist(), "qid", keeps)
+        check_index_ids(flow.spec.named_indices().values(), keeps)
     for step_id, cls in flow.spec.unset_index_steps().items():
         raise CliError(f"operator {cls.name} needs an index: pass --index NAME_OR_PATH "
                        f"(built by tessera ingest) or set steps.{step_id}.params.index in the spec",
