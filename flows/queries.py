@@ -23,6 +23,7 @@ query with qid ``1``.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import sys
@@ -279,10 +280,21 @@ def check_result_path(path: str | Path) -> Path:
         raise SpecError(f"cannot write '{path.name}': the output file must end in {', '.join(RESULT_SUFFIXES)}",
                         field="out")
     try:
-        _check_folder(path)
+        _check_folder(_target(path))
     except OSError as err:  # a name too long, a loop of links: what the filesystem says, in one line
         raise SpecError(f"cannot write --out {path}: {err.strerror or err}", field="out") from None
     return path
+
+
+def _target(path: Path) -> Path:
+    """The file that writing ``path`` replaces: a link's target (also one not made yet), so that the rename into
+    place replaces the target, not the link; a loop of links is the filesystem's error (``ELOOP``)."""
+    try:
+        return Path(os.path.realpath(path, strict=True))
+    except OSError as err:  # no file there yet, or a link to one not made yet: _check_folder says what is wrong
+        if err.errno == errno.ELOOP:
+            raise
+        return Path(os.path.realpath(path))
 
 
 def _check_folder(path: Path) -> None:
@@ -303,7 +315,9 @@ def _check_folder(path: Path) -> None:
 def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") -> Path:
     """Write a results table as Parquet, JSON lines, CSV or a TREC run (``.trec``/``.run``, ``trec_run``,
     whose last column is ``tag``), by suffix, atomically: under a temporary name of this process's own, renamed
-    into place when whole, removed on an error or Ctrl-C (two runs writing the same file: the last one wins).
+    into place when whole, removed on an error or Ctrl-C (two runs writing the same file: the last one wins). A
+    ``path`` that is a link is written through: its target is replaced (the temporary file beside it), the link
+    stays.
 
     CSV has no nested types: list and struct columns are written as JSON text. A file that cannot be written is
     a ``SpecError`` naming ``--out``.
@@ -314,8 +328,9 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
 
     trec = trec_rows(table, tag) if suffix in TREC_SUFFIXES else None  # refused before anything is written
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with replacing(path) as tmp:
+        target = _target(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with replacing(target) as tmp:
             _write(table, tmp, suffix, trec)
     except OSError as err:
         raise SpecError(f"cannot write --out {path}: {err.strerror or one_line(err, 160)}", field="out") from None
