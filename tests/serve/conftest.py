@@ -169,6 +169,14 @@ def postgres_database(postgres_server) -> str:
     return postgres_server.get_uri(name).replace("postgresql://", "postgresql+psycopg://", 1)
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store_url(request, tmp_path) -> str:
+    """A new, empty task store: a SQLite file, or a database of its own on the session's PostgreSQL server."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'tasks.db'}"
+    return request.getfixturevalue("postgres_database")
+
+
 @pytest.fixture(autouse=True)
 def usual_umask():
     """A ``Service`` built in the test process sets its umask to 077 (``serve.private_files``); each test starts and
@@ -210,6 +218,14 @@ def make_service(tmp_path, monkeypatch):
         return service
 
     return make
+
+
+@pytest.fixture
+def base(make_service):
+    """The HTTP API of a ``make_service()`` service on localhost: its base URL."""
+    make_service()
+    with api_on_localhost() as url:
+        yield url
 
 
 #: One document for the upload tests (``upload``).

@@ -7,15 +7,6 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.serve.conftest import api_on_localhost
-
-
-@pytest.fixture
-def base(make_service):
-    make_service()
-    with api_on_localhost() as url:
-        yield url
-
 
 def nested(depth: int) -> str:
     params = '{"filter":' + '{"a":' * depth + "1" + "}" * depth + "}"

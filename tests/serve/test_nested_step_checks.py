@@ -9,17 +9,9 @@ from __future__ import annotations
 import pytest
 import requests
 
-from tests.serve.conftest import api_on_localhost
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
 ROUTES = ("/v1/search", "/task/run", "/task/enqueue")
-
-
-@pytest.fixture
-def base(make_service):
-    make_service()
-    with api_on_localhost() as url:
-        yield url
 
 
 def nested(post: dict) -> dict:

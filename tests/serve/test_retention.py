@@ -19,13 +19,6 @@ from tests.serve.conftest import api_on_localhost
 DAY = 86400
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'tasks.db'}"
-    return request.getfixturevalue("postgres_database")
-
-
 def ended_task(store: TaskStore, owner: str = "alice", *, status: str = "finished", days_ago: float = 0) -> str:
     """A task that ended ``days_ago`` (its ``updated`` time), with a chat about it."""
     from serve.taskstore import tasks

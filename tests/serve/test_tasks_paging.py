@@ -19,13 +19,6 @@ from tests.serve.conftest import api_on_localhost
 INDEX = "ix_tasks_owner_created_id"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'tasks.db'}"
-    return request.getfixturevalue("postgres_database")
-
-
 def made_tasks(store: TaskStore, owner: str, n: int) -> list[str]:
     """``n`` tasks of ``owner``, four at a time created at the same second, some ended in each final state."""
     ids = []

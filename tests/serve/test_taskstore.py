@@ -7,18 +7,9 @@ from __future__ import annotations
 import subprocess
 import sys
 
-import pytest
 import sqlalchemy as sa
 
 from serve.taskstore import TaskStore
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    """A new, empty store: a SQLite file, or a database of its own on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'tasks.db'}"
-    return request.getfixturevalue("postgres_database")
 
 
 def new_task(store: TaskStore, owner: str = "alice", steps=("a", "b", "c")) -> str:

@@ -16,14 +16,6 @@ from serve.taskstore import TaskStore
 SAMPLE_CORPUS = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
-def store_url(request, tmp_path) -> str:
-    """A new, empty store: a SQLite file, or a database of its own on the session's PostgreSQL server."""
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'tasks.db'}"
-    return request.getfixturevalue("postgres_database")
-
-
 def new_task(store: TaskStore, owner: str = "alice") -> str:
     return store.create_task(owner, "hybrid", {"steps": {}}, [{"qid": "1", "query": "q"}], ["a"], limit=5)
 

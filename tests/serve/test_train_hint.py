@@ -6,17 +6,7 @@ task starts)."""
 
 from __future__ import annotations
 
-import pytest
 import requests
-
-from tests.serve.conftest import api_on_localhost
-
-
-@pytest.fixture
-def base(make_service):
-    make_service()
-    with api_on_localhost() as url:
-        yield url
 
 
 def test_a_missing_trained_model_is_made_with_a_command_naming_no_path_of_the_clone(base):

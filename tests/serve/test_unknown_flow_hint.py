@@ -10,14 +10,6 @@ import requests
 
 from serve.chat import chat_target
 from serve.errors import ApiError
-from tests.serve.conftest import api_on_localhost
-
-
-@pytest.fixture
-def base(make_service):
-    make_service()
-    with api_on_localhost() as url:
-        yield url
 
 
 def error_of(answer: requests.Response, status: int, param: str) -> str:
