@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from flows.query_limits import check_length as _check_length, max_query_chars
 from operators.atomic import replacing
 from operators.errors import SpecError, one_line
 from operators.unicode import first_broken_text
@@ -71,6 +72,7 @@ def read_queries(source: str | Path) -> pa.Table:
         text = str(source).strip()
         if not text:
             raise SpecError("the query is empty", field="queries")
+        _check_length(text, "the query", max_query_chars())
         return _table([("1", text)])
     suffix = path.suffix.lower()
     try:
@@ -146,6 +148,7 @@ def _checked(read: Read, where: str | Path) -> pa.Table:
     if not triples:
         raise SpecError(f"{where} holds no queries", field="queries")
     first: dict[str, str] = {}
+    longest = max_query_chars()
     for qid, text, at in triples:
         if not qid.strip():
             raise SpecError(f"{at}: the qid is empty (each query needs an id)", field="queries")
@@ -153,6 +156,7 @@ def _checked(read: Read, where: str | Path) -> pa.Table:
             raise SpecError(f"{at}: qid '{qid}' appears twice (first at {first[qid]})", field="queries")
         if not text.strip():  # it would be searched for nothing, and answered with arbitrary documents
             raise SpecError(f"{at}: query '{qid}' is empty", field="queries")
+        _check_length(text, f"{at}: query '{qid}'", longest)
         first[qid] = at
     table = _table([(qid, text) for qid, text, _ in triples])
     if any(c is not None for c in conversations):
