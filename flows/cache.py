@@ -257,6 +257,22 @@ class StepCache:
             conn.execute("ROLLBACK")
             raise
 
+    def drop(self, keys: Iterable[bytes]) -> None:
+        """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""
+        keys = list(keys)
+        if not keys:
+            return
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for i in range(0, len(keys), 500):
+                chunk = keys[i:i + 500]
+                conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+
     # -- explanations -----------------------------------------------------------
 
     def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:

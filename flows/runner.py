@@ -15,8 +15,10 @@ import numpy as np
 import pyarrow as pa
 
 from flows.cache import StepCache
+from flows.cache_calls import BatchCalls
 from flows.cache_keys import row_unit_keys, step_key, table_unit_key
 from operators.base import Operator
+from operators.call_memo import remembering
 from operators.step_notes import joined_degraded
 from operators.tables import concat, qid_groups
 
@@ -131,9 +133,12 @@ class StepRunner:
 
     def run(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:
         """The step's output for ``table`` and what the batch did. What the operator records goes to notes of
-        this call (``Operator.recording``), so runs sharing the operator on other threads keep their own."""
+        this call (``Operator.recording``), so runs sharing the operator on other threads keep their own. With the
+        cache, each model call the batch finishes is recorded as it finishes (``flows.cache_calls``): a batch
+        that does not end (a Ctrl-C) leaves them for the rerun; one that ends drops them for its units."""
         start = time.perf_counter()
-        with self.op.recording() as notes:
+        calls = BatchCalls(self.cache, self.key) if self.cache is not None and self.key else None
+        with self.op.recording() as notes, remembering(calls):
             if self.cache is None or self.op.scope == "source":
                 out, meta = self._call(table)
                 stats = BatchStats(rows_in=table.num_rows, rows_out=out.num_rows, metadata=meta)
@@ -144,6 +149,8 @@ class StepRunner:
                 out, stats = self._run_units(table, groups)
             else:
                 out, stats = self._run_units(table, [table])
+        if calls is not None:
+            calls.forget()
         stats.seconds = time.perf_counter() - start
         stats.usage = notes.drain_usage()
         return out, stats

@@ -27,6 +27,7 @@ from typing import Any, Callable, Iterator, Literal, Sequence
 
 from pydantic import BaseModel, Field
 
+from operators.call_memo import call_id, current_memo
 from operators.errors import FlowCancelled, TesseraError
 from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, key_env, missing_file, resolve, unknown_model
@@ -48,6 +49,8 @@ class Completion(BaseModel):
     completion_tokens: int = Field(0, description="Tokens of the reply.")
     seconds: float = Field(0.0, description="Wall-clock seconds of the call, retries included.")
     finish_reason: str | None = Field(None, description="'stop', 'length' (max_tokens reached), ...")
+    replayed: bool = Field(False, description="Read back, not sent: a call an interrupted run of the step had "
+                           "finished (``operators.call_memo``); its tokens and seconds were spent then.")
 
 
 class LLMError(TesseraError):
@@ -241,17 +244,36 @@ def complete_many(prompts: Sequence[Prompt], *, model: str = "local", concurrenc
     Router holds its slots for async calls only). The embedded model runs one at a time. With ``on_text`` the
     replies are streamed: it gets the prompt's position and each piece of its reply. ``FlowCancelled`` is raised,
     never listed.
+
+    Under a step that runs with the step cache (a ``CallMemo`` in force, ``operators.call_memo``), each reply at
+    temperature 0 is recorded as it arrives and a call recorded before is read back instead of sent
+    (``replayed``): a rerun after a Ctrl-C mid-batch sends only the calls that had not finished.
     """
     alias = resolve(model)
     limit = alias.max_parallel_requests
     workers = max(1, min(len(prompts), concurrency or limit or 4, limit or len(prompts)))
+    memo = current_memo() if options.get("temperature", 0.0) == 0 else None  # above 0 each call samples afresh
+    ids: list[bytes] = []
+    kept: dict[bytes, dict[str, Any]] = {}
+    if memo is not None and prompts:
+        ids = [call_id(model=model, alias=alias.model_dump(exclude={"description"}), prompt=prompt, options=options)
+               for prompt in prompts]
+        kept = memo.recall(ids)
 
     def one(position: int, prompt: Prompt) -> Completion | LLMError:
+        if (reply := kept.get(ids[position]) if kept else None) is not None:
+            done = Completion(**{**reply, "replayed": True})
+            if on_text is not None:
+                on_text(position, done.text)  # the whole reply as one piece
+            return done
         pieces = None if on_text is None else (lambda piece: on_text(position, piece))
         try:
-            return complete(prompt, model=model, on_text=pieces, **options)
+            done = complete(prompt, model=model, on_text=pieces, **options)
         except LLMError as err:
-            return err
+            return err  # not kept: a failure is asked again
+        if memo is not None:
+            memo.record(ids[position], done.model_dump(exclude={"replayed"}))
+        return done
 
     return each_concurrently(one, prompts, workers)
 

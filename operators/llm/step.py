@@ -167,9 +167,11 @@ class LLMStep(Operator):
 
 def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:
     """Add one call of ``op`` to ``model`` to its step record and to query ``qid``'s ``usage`` metadata (under
-    the step's id: calls, tokens, seconds)."""
-    op.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
-                    llm_seconds=done.seconds)
+    the step's id: calls, tokens, seconds). A replayed call (an interrupted run's, read back) goes to the query's
+    usage only, as a cached unit's does: the step record counts what this run spent."""
+    if not done.replayed:
+        op.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
+                        llm_seconds=done.seconds)
     mine = op.notes().metadata.get(str(qid), {}).get("usage", {}).get(op.step_id)
     totals = dict(mine) if mine else {"model": model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                       "seconds": 0.0}

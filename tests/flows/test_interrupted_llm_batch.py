@@ -1,0 +1,72 @@
+"""A Ctrl-C in the middle of an LLM step's batch keeps the calls that had finished: the rerun makes only the rest.
+
+The local fault server (real HTTP on localhost) counts the calls; the step cache is a real one in tmp_path. The
+interrupt is a real SIGINT to this process's main thread, taken by ``tessera run``'s handler (a cancel) or by
+Python's own (a ``KeyboardInterrupt``, as in a notebook or a script).
+"""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+import threading
+import time
+
+import pytest
+
+from flows.commands._progress import cancel_on_interrupt
+from flows.executors.local import LocalExecutor
+from flows.progress import CancelToken
+from flows.spec import FlowSpec
+from operators.errors import FlowCancelled
+from operators.testing import sample_results
+
+ROWS = 6
+
+
+def _spec() -> FlowSpec:
+    return FlowSpec.parse({"name": "summaries", "steps": {"sum": {"op": "summarize.documents", "params": {
+        "model": "fault-slow", "concurrency": 2, "num_retries": 0}}}})
+
+
+def _interrupt_after(server, calls: int) -> threading.Thread:
+    """SIGINT to the main thread once the server has seen ``calls`` calls (a Ctrl-C while the batch is under way)."""
+    main = threading.main_thread().ident
+
+    def watch() -> None:
+        deadline = time.monotonic() + 10
+        while sum(server.attempts.values()) < calls and time.monotonic() < deadline:
+            time.sleep(0.005)
+        signal.pthread_kill(main, signal.SIGINT)
+
+    return threading.Thread(target=watch, daemon=True)
+
+
+@pytest.mark.parametrize("handler", ["tessera run", "python"])
+def test_a_rerun_after_ctrl_c_mid_batch_makes_only_the_calls_that_had_not_finished(fault_models, cache, monkeypatch,
+                                                                                    handler):
+    """Before, the batch's finished calls went with it: the rerun made all 6 again (measured: 10 calls in all)."""
+    monkeypatch.setattr(fault_models, "delay", 0.15)
+    fault_models.reply = "Bees make honey."
+    table = sample_results(2, ROWS // 2)  # one batch of 6 rows
+    token = CancelToken()
+    watcher = _interrupt_after(fault_models, 3)
+    with pytest.raises(FlowCancelled if handler == "tessera run" else KeyboardInterrupt):
+        if handler == "tessera run":
+            with cancel_on_interrupt(token):
+                watcher.start()
+                LocalExecutor(cache=cache).run(_spec(), table, cancel=token)
+        else:
+            watcher.start()
+            LocalExecutor(cache=cache).run(_spec(), table)
+    watcher.join()
+    first = fault_models.attempts["slow"]
+    assert 3 <= first < ROWS  # stopped mid-batch: the calls not yet started never went out
+
+    again = LocalExecutor(cache=cache).run(_spec(), table)
+    assert fault_models.attempts["slow"] == ROWS  # each row asked once over both runs, not ROWS + first
+    assert again.table.column("summary").to_pylist() == ["Bees make honey."] * ROWS
+    assert again.steps["sum"].usage["llm_calls"] == ROWS - first  # what this run spent; the rest read back
+    assert sum(m["usage"]["sum"]["calls"] for m in again.metadata.values()) == ROWS  # what the summaries cost
+    with sqlite3.connect(cache.root / "index.sqlite") as db:  # the call records went with the stored units
+        assert db.execute("SELECT count(*) FROM units WHERE file IS NULL").fetchone() == (0,)
