@@ -28,7 +28,7 @@ import pyarrow as pa
 
 from flows.model_check import MissingEnvError, MissingModelsError
 from flows.spec import FlowSpec, StepSpec, load_request
-from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr
 
 if TYPE_CHECKING:
     from flows.ingestion import IngestReport
@@ -49,7 +49,9 @@ SearchMethod = Literal["bm25", "dense", "hybrid"]
 class Index:
     """An index directory built by ingestion: what it holds, and searching it."""
 
-    def __init__(self, store: "StoreIndex", report: "IngestReport | None" = None):
+    def __init__(self, store: "StoreIndex | str | os.PathLike", report: "IngestReport | None" = None):
+        if isinstance(store, (str, os.PathLike)):  # Index(path), as a notebook writes it: Index.open(path)
+            store = Index.open(store).store
         self.store = store          # operators.store.Index: shards, documents, add/update/delete
         self.report = report        # what the ingestion that returned this index did, if one did
 
@@ -143,8 +145,14 @@ class Flow:
             spec = source
         elif isinstance(source, dict):
             spec = FlowSpec.parse(source)
-        else:
-            spec = load_request(str(source))[0]
+        elif isinstance(source, (str, os.PathLike)):
+            spec = load_request(os.fspath(source))[0]
+        else:  # None or a number was looked up as a flow named 'None' or '3'
+            raise SpecError(f"a flow is a flow name, a spec file, YAML or JSON text, a dict or a FlowSpec; got "
+                            f"{type(source).__name__} {short_repr(source)}", field="source")
+        if index is not None and not isinstance(index, (str, os.PathLike)) and not hasattr(index, "path"):
+            raise SpecError(f"index must be an Index (Index.open(path)), an index name or a path; got "
+                            f"{type(index).__name__} {short_repr(index)}", field="index")
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property
@@ -211,6 +219,9 @@ def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
     than each opening a database that stays open until garbage collection."""
     if cache is False or cache is None:
         return None
+    if not isinstance(cache, (bool, str, os.PathLike)):
+        raise SpecError(f"cache must be True (the step cache in $TESSERA_HOME/cache), False, or a folder; got "
+                        f"{type(cache).__name__} {short_repr(cache)}", field="cache")
     from flows.cache import StepCache
     from flows.store import default_cache_dir
 
@@ -221,17 +232,20 @@ def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
         return _caches[root]
 
 
-def ingest(source: str | os.PathLike | dict | None, index: str | os.PathLike, *, spec: str | dict | None = "ingest",
-           executor: Literal["local", "ray"] = "local", progress: bool = True, **options: Any) -> Index:
+def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | Index", *,
+           spec: str | dict | None = "ingest", executor: Literal["local", "ray"] = "local", progress: bool = True,
+           **options: Any) -> Index:
     """Ingest ``source`` into the index folder ``index`` and return the ``Index``; run it again to resume.
 
     ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 256 tokens, MiniLM, BM25 and
     FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``,
     ``settings``, ``chunk``, ``retry_failed``, ``colbert``, ``replace``). In-process by default; ``executor="ray"``
-    embeds on Ray Data actors.
+    embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the documents are added to it.
     """
     from flows.ingestion import ingest as run_ingestion
     from operators.store import Index as StoreIndex
 
+    if isinstance(index, Index):
+        index = index.path
     report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
     return Index(StoreIndex.open(report.index), report)

@@ -67,7 +67,7 @@ class StepRecord:
         return self.hits / self.units if self.cached and self.units else None
 
 
-@dataclass
+@dataclass(repr=False)
 class FlowResult:
     """Final table, per-step history (shared Arrow buffers, not copies), roles, timings, metadata."""
 
@@ -101,6 +101,16 @@ class FlowResult:
                  f"{len(self.steps)} steps in {self.seconds:.2f} s ({self.executor})",
                  f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)
+
+    def __repr__(self) -> str:
+        """One line a notebook can show: the description, the columns, the steps and the queries with metadata;
+        the dataclass's own repr printed every step's table in full (kilobytes for a two-query run)."""
+        columns = ", ".join(self.table.column_names)
+        parts = [self.description(), f"columns: {columns}" if columns else "no columns",
+                 f"steps: {', '.join(self.steps)}" if self.steps else None,
+                 f"metadata for {len(self.metadata)} quer{'y' if len(self.metadata) == 1 else 'ies'}"
+                 if self.metadata else None]
+        return f"FlowResult({self.flow!r}: {'; '.join(p for p in parts if p)})"
 
     def to_dict(self, *, rows: bool = True) -> dict[str, Any]:
         return {

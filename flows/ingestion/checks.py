@@ -6,6 +6,8 @@ Apart from ``job`` so that a service can refuse a request (``check_ingest``) wit
 from __future__ import annotations
 
 import logging
+import numbers
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -14,7 +16,7 @@ from flows.ingestion.errors import IngestError
 from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_plan, embed_params, fit_dim,
                                   index_settings, require_models)
 from flows.ingestion.staging import check_source
-from operators.errors import SourceNotFoundError
+from operators.errors import SourceNotFoundError, short_repr
 
 log = logging.getLogger("tessera.ingest")
 
@@ -41,7 +43,6 @@ def _no_source(spec: str | Path | dict | None, plan: IngestPlan, err: SourceNotF
     the working directory) is not there: an error that says so, rather than naming a file the caller never gave;
     ``err`` itself when the path is there (a folder without the files it reads)."""
     import glob
-    import os
 
     value = getattr(plan.read.params, (err.field or "").removeprefix("params."), None)
     if not isinstance(value, str) or Path(value).expanduser().exists():
@@ -76,6 +77,13 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
 
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
+    if isinstance(shard_size, bool) or not isinstance(shard_size, numbers.Integral):
+        raise IngestError(f"shard_size must be a whole number, got {type(shard_size).__name__} "
+                          f"{short_repr(shard_size)}", field="shard_size")
+    if source is not None and not isinstance(source, (str, os.PathLike, dict)):
+        raise IngestError(f"source must be a file, a glob or a folder (str or pathlib.Path), or a read step "
+                          f"{{'op': ..., 'params': ...}}; got {type(source).__name__} {short_repr(source)}",
+                          field="source")
     if shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     try:  # an empty name, ~nosuchuser; a file (a corpus, most likely), bench's folder, a lost manifest

@@ -366,7 +366,8 @@ def ingest(
     """
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
                            spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding)
-    run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=shard_size,
+    # int(): a numpy integer passes the check but not json.dumps of the staging plan
+    run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=int(shard_size),
                executor=executor, progress=progress, on_progress=on_progress, replace=replace,
                delete_doc_ids=delete_doc_ids)
     with refused_by_disk(checked.index_path, "ingesting"):  # staging, the failure ledger: the store's writes say so

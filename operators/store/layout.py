@@ -18,6 +18,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from operators.atomic import write_bytes
+from operators.errors import short_repr
 from operators.home import tessera_home
 from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
 from operators.store.settings import FORMATS, Manifest
@@ -36,7 +37,11 @@ def resolve_index(name_or_path: str | os.PathLike) -> Path:
     name in the working directory is not the index: which index a name means must not depend on
     where the command runs (``./idx`` says that one). Absolute, because ``Path("./idx")`` is
     ``idx``: an index opened again from its ``path`` would otherwise be ``$TESSERA_HOME``'s. An empty
-    name is refused: it would be ``$TESSERA_HOME/indices`` itself, the folder of every named index."""
+    name is refused: it would be ``$TESSERA_HOME/indices`` itself, the folder of every named index. Anything but
+    text or a path (None, a number, a list) is refused naming what it got, not with ``os.fspath``'s TypeError."""
+    if not isinstance(name_or_path, (str, os.PathLike)):
+        raise IndexStoreError(f"an index is a name or a path (str or pathlib.Path), got {type(name_or_path).__name__} "
+                              f"{short_repr(name_or_path)}")
     if not os.fspath(name_or_path).strip():
         raise IndexStoreError(f"an index name cannot be empty, got {os.fspath(name_or_path)!r}: give a name or a "
                               "path")

@@ -1,0 +1,111 @@
+"""The Python API's arguments as a notebook gets them wrong (or nearly right): ``Flow.load``'s source and index,
+``Flow.run``'s cache, ``Index.open``/``Index(path)``, ``ingest``'s source, index and shard_size; and a result that
+prints in one line. Each wrong one is a TesseraError naming the argument and what it got, not a TypeError from
+deep inside (``os.fspath``, ``<`` between str and int) or a flow looked up by the name 'None'."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from flows.ingestion.errors import IngestError
+from operators.errors import SpecError
+from operators.store.errors import IndexStoreError
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return tmp_path
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """Ten of the bundled sample's documents as a JSONL corpus."""
+    from operators.testing import sample_documents
+
+    path = tmp_path / "corpus.jsonl"
+    path.write_text("".join(json.dumps({"_id": d["docno"], "title": d["title"], "text": d["text"]}) + "\n"
+                            for d in sample_documents(10).to_pylist()), encoding="utf-8")
+    return path
+
+
+def test_a_result_prints_in_one_line_not_every_step_table(bm25_index, home):
+    from flows.api import Flow
+
+    result = Flow.load("bm25", index=bm25_index).run(["honey bees", "opera"])
+    shown = repr(result)
+    assert shown.startswith(f"FlowResult('bm25': {result.description()}; ") and "steps: bm25" in shown
+    assert "columns: qid, query, docno, title, text" in shown
+    assert "pyarrow.Table" not in shown and "\n" not in shown and len(shown) < 400
+
+
+@pytest.mark.parametrize("source, said", [(None, "got NoneType None"), (3, "got int 3")])
+def test_a_flow_that_is_not_a_name_text_or_dict_is_refused_naming_source(source, said):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load(source)
+    assert err.value.field == "source" and said in err.value.message
+    assert "a flow name, a spec file, YAML or JSON text, a dict or a FlowSpec" in err.value.message
+
+
+def test_an_index_that_is_not_an_index_name_or_path_is_refused_at_load(bm25_index):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=3)
+    assert err.value.field == "index" and "got int 3" in err.value.message and "Index.open(path)" in err.value.message
+
+
+def test_a_cache_that_is_not_a_flag_or_folder_is_refused_naming_cache(bm25_index, home):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=bm25_index).run("bees", cache=1)
+    assert err.value.field == "cache" and "got int 1" in err.value.message
+
+
+@pytest.mark.parametrize("path", [None, 3])
+def test_index_open_of_something_not_a_path_names_what_it_got(path):
+    from flows.api import Index
+
+    with pytest.raises(IndexStoreError, match=f"an index is a name or a path .*, got {type(path).__name__} {path}"):
+        Index.open(path)
+
+
+def test_index_of_a_path_opens_it(bm25_index):
+    from flows.api import Index
+
+    assert len(Index(bm25_index)) == len(Index.open(bm25_index)) > 0
+    assert Index(str(bm25_index)).path == bm25_index
+
+
+@pytest.mark.parametrize("options, field, said", [
+    ({"shard_size": "10"}, "shard_size", "shard_size must be a whole number, got str '10'"),
+    ({"shard_size": True}, "shard_size", "got bool True"),
+    ({"index": None}, "index", "an index is a name or a path (str or pathlib.Path), got NoneType None"),
+    ({"source": ["corpus.jsonl"]}, "source", "got list ['corpus.jsonl']"),
+])
+def test_ingest_refuses_arguments_of_the_wrong_type_naming_them(corpus, home, options, field, said):
+    from flows.api import ingest
+
+    arguments = {"source": corpus, "index": home / "idx", **options}
+    with pytest.raises(IngestError) as err:
+        ingest(arguments.pop("source"), arguments.pop("index"), settings={"dense": False}, progress=False, **arguments)
+    assert err.value.field == field and said in err.value.message
+    assert not (home / "idx").exists()
+
+
+def test_ingest_adds_to_an_open_index_and_takes_a_numpy_shard_size(corpus, home, tmp_path):
+    from flows.api import ingest
+
+    index = ingest(corpus, home / "idx", settings={"dense": False}, progress=False, shard_size=np.int64(4))
+    assert index.report.shards_written == 3
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"_id": "extra1", "title": "Bees", "text": "Honey bees make honey."}) + "\n")
+    grown = ingest(more, index, settings={"dense": False}, progress=False)
+    assert grown.path == index.path and len(grown) == len(index) and grown.report.docs == 1
+    assert "extra1#0" in grown.search("honey bees", k=3, method="bm25").column("docno").to_pylist()
