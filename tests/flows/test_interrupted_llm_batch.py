@@ -29,15 +29,17 @@ def _spec() -> FlowSpec:
         "model": "fault-slow", "concurrency": 2, "num_retries": 0}}}})
 
 
-def _interrupt_after(server, calls: int) -> threading.Thread:
-    """SIGINT to the main thread once the server has seen ``calls`` calls (a Ctrl-C while the batch is under way)."""
+def _interrupt_after(server, calls: int, ended: threading.Event) -> threading.Thread:
+    """SIGINT to the main thread once the server has seen ``calls`` calls (a Ctrl-C while the batch is under way);
+    none once the run has ended (a run that failed otherwise must not end the test session)."""
     main = threading.main_thread().ident
 
     def watch() -> None:
         deadline = time.monotonic() + 10
-        while sum(server.attempts.values()) < calls and time.monotonic() < deadline:
+        while sum(server.attempts.values()) < calls and time.monotonic() < deadline and not ended.is_set():
             time.sleep(0.005)
-        signal.pthread_kill(main, signal.SIGINT)
+        if not ended.is_set():
+            signal.pthread_kill(main, signal.SIGINT)
 
     return threading.Thread(target=watch, daemon=True)
 
@@ -49,16 +51,19 @@ def test_a_rerun_after_ctrl_c_mid_batch_makes_only_the_calls_that_had_not_finish
     monkeypatch.setattr(fault_models, "delay", 0.15)
     fault_models.reply = "Bees make honey."
     table = sample_results(2, ROWS // 2)  # one batch of 6 rows
-    token = CancelToken()
-    watcher = _interrupt_after(fault_models, 3)
+    token, ended = CancelToken(), threading.Event()
+    watcher = _interrupt_after(fault_models, 3, ended)
     with pytest.raises(FlowCancelled if handler == "tessera run" else KeyboardInterrupt):
-        if handler == "tessera run":
-            with cancel_on_interrupt(token):
+        try:
+            if handler == "tessera run":
+                with cancel_on_interrupt(token):
+                    watcher.start()
+                    LocalExecutor(cache=cache).run(_spec(), table, cancel=token)
+            else:
                 watcher.start()
-                LocalExecutor(cache=cache).run(_spec(), table, cancel=token)
-        else:
-            watcher.start()
-            LocalExecutor(cache=cache).run(_spec(), table)
+                LocalExecutor(cache=cache).run(_spec(), table)
+        finally:
+            ended.set()
     watcher.join()
     first = fault_models.attempts["slow"]
     assert 3 <= first < ROWS  # stopped mid-batch: the calls not yet started never went out
