@@ -216,6 +216,16 @@ def free_ports(n: int) -> list[int]:
             s.close()
 
 
+def end_group(process: subprocess.Popen) -> None:
+    """Kill ``process`` (started with ``start_new_session=True``) if it still runs, then whatever of its process
+    group is left (the Ray a ``tessera serve`` started): by the group this test made, never by a name."""
+    if process.poll() is None:
+        process.kill()
+        process.wait(30)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
 def wait_until_answering(process: subprocess.Popen, url: str, log: Path, timeout_s: float = 240) -> None:
     """Until ``url`` answers 200 (a ``tessera serve`` started as ``process``, writing ``log``); fails with the log's
     end when the process exits or ``timeout_s`` passes first."""

@@ -21,7 +21,7 @@ import pytest
 import requests
 import yaml
 
-from tests.flows.conftest import free_ports, wait_until_answering
+from tests.flows.conftest import end_group, free_ports, wait_until_answering
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -66,13 +66,7 @@ def test_one_request_is_logged_once_where_its_logs_are_read(tmp_path, ray_tmp):
             serving.send_signal(signal.SIGTERM)
             assert serving.wait(120) == 0, output.read_text()[-3000:]
         finally:
-            if serving.poll() is None:
-                serving.kill()
-                serving.wait(30)
-            try:
-                os.killpg(serving.pid, signal.SIGKILL)  # whatever of its Ray is left
-            except ProcessLookupError:
-                pass
+            end_group(serving)  # and whatever of its Ray is left
 
     def lines(text: str) -> list[str]:
         return [line for line in text.splitlines() if request_id in line and "GET /flows/" in line]

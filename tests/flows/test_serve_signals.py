@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import requests
 
-from tests.flows.conftest import free_ports, service_only_config, wait_until_answering
+from tests.flows.conftest import end_group, free_ports, service_only_config, wait_until_answering
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 
@@ -38,13 +38,7 @@ def test_tessera_serve_shuts_down_gracefully_on_sigterm_and_sigint(tmp_path, sto
             serving.send_signal(stop)  # to the command's own process, by its PID
             status = serving.wait(120)
         finally:
-            if serving.poll() is None:
-                serving.kill()
-                serving.wait(30)
-            try:
-                os.killpg(serving.pid, signal.SIGKILL)  # whatever of its Ray is left
-            except ProcessLookupError:
-                pass
+            end_group(serving)  # and whatever of its Ray is left
     text = log_path.read_text()
     assert status == 0, text[-3000:]
     assert "Got KeyboardInterrupt, shutting down" in text  # serve run's own graceful path
@@ -89,7 +83,4 @@ def test_serve_run_dies_with_a_killed_tessera_serve(tmp_path):
             assert time.monotonic() < deadline, "serve run outlived the command"
             time.sleep(0.2)
     finally:
-        try:
-            os.killpg(serving.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        end_group(serving)
