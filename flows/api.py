@@ -129,26 +129,32 @@ class Flow:
     """A validated flow, ready to run over queries."""
 
     def __init__(self, spec: FlowSpec, *, unbound: FlowSpec | None = None):
+        if not isinstance(spec, FlowSpec):
+            raise SpecError(f"Flow(spec) takes a FlowSpec; got {type(spec).__name__} {short_repr(spec)}: "
+                            f"Flow.load(NAME, index=...) loads a flow by name, file, text or dict", field="spec")
         self.spec = spec
         #: the spec before ``Flow.load(..., index=)`` filled its unset indices: what ``save`` stores
         self.unbound = unbound if unbound is not None else spec
         self.built = spec.build()  # operators and params checked here, before anything runs
 
     @classmethod
-    def load(cls, source: str | os.PathLike | dict | FlowSpec, *, index: "Index | str | os.PathLike | None" = None
-             ) -> "Flow":
-        """A built-in or saved flow name, a spec file, YAML/JSON text, a dict or a ``FlowSpec``.
+    def load(cls, source: "str | os.PathLike | dict | FlowSpec | Flow", *,
+             index: "Index | str | os.PathLike | None" = None) -> "Flow":
+        """A built-in or saved flow name, a spec file, YAML/JSON text, a dict, a ``FlowSpec`` or a ``Flow`` (its spec
+        as it was loaded, before ``index``: the same flow over another index).
 
         ``index`` fills every retrieval step that leaves its ``index`` unset (the built-in flows do).
         """
         if isinstance(source, FlowSpec):
             spec = source
+        elif isinstance(source, Flow):  # another index for a flow loaded before
+            spec = source.unbound
         elif isinstance(source, dict):
             spec = FlowSpec.parse(source)
         elif isinstance(source, (str, os.PathLike)):
             spec = load_request(os.fspath(source))[0]
         else:  # None or a number was looked up as a flow named 'None' or '3'
-            raise SpecError(f"a flow is a flow name, a spec file, YAML or JSON text, a dict or a FlowSpec; got "
+            raise SpecError(f"a flow is a flow name, a spec file, YAML or JSON text, a dict, a FlowSpec or a Flow; got "
                             f"{type(source).__name__} {short_repr(source)}", field="source")
         if index is not None and not isinstance(index, (str, os.PathLike)) and not hasattr(index, "path"):
             raise SpecError(f"index must be an Index (Index.open(path)), an index name or a path; got "
@@ -189,8 +195,16 @@ class Flow:
         from flows.executors.base import as_queries
 
         from flows.model_check import check_models
+        from flows.progress import CancelToken
         from flows.train import train_command
 
+        # checked before any step runs: a callback that is not one failed at the first batch, after model calls
+        if progress is not None and not callable(progress):
+            raise SpecError(f"progress is a function called with each ProgressEvent (flows.progress); got "
+                            f"{type(progress).__name__} {short_repr(progress)}", field="progress")
+        if cancel is not None and not isinstance(cancel, CancelToken):
+            raise SpecError(f"cancel is a flows.progress.CancelToken; got {type(cancel).__name__} "
+                            f"{short_repr(cancel)}", field="cancel")
         unset = self.spec.unset_index_steps()
         if unset:
             step = next(iter(unset))

@@ -49,7 +49,7 @@ def test_a_flow_that_is_not_a_name_text_or_dict_is_refused_naming_source(source,
     with pytest.raises(SpecError) as err:
         Flow.load(source)
     assert err.value.field == "source" and said in err.value.message
-    assert "a flow name, a spec file, YAML or JSON text, a dict or a FlowSpec" in err.value.message
+    assert "a flow name, a spec file, YAML or JSON text, a dict, a FlowSpec or a Flow" in err.value.message
 
 
 def test_an_index_that_is_not_an_index_name_or_path_is_refused_at_load(bm25_index):
@@ -109,3 +109,30 @@ def test_ingest_adds_to_an_open_index_and_takes_a_numpy_shard_size(corpus, home,
     grown = ingest(more, index, settings={"dense": False}, progress=False)
     assert grown.path == index.path and len(grown) == len(index) and grown.report.docs == 1
     assert "extra1#0" in grown.search("honey bees", k=3, method="bm25").column("docno").to_pylist()
+
+
+@pytest.mark.parametrize("options, field, said", [
+    ({"progress": True}, "progress", "progress is a function called with each ProgressEvent (flows.progress); got"),
+    ({"cancel": True}, "cancel", "cancel is a flows.progress.CancelToken; got bool True"),
+])
+def test_a_progress_or_cancel_that_is_not_one_is_refused_before_any_step_runs(bm25_index, home, options, field,
+                                                                               said):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=bm25_index).run("honey bees", **options)
+    assert err.value.field == field and said in err.value.message
+
+
+def test_flow_of_a_name_says_to_load_it_and_load_takes_a_flow_for_another_index(bm25_index, home, corpus):
+    from flows.api import Flow, ingest
+
+    with pytest.raises(SpecError, match=r"Flow\(spec\) takes a FlowSpec; got str 'bm25': Flow.load\(NAME, index"):
+        Flow("bm25")
+    first = Flow.load("bm25", index=bm25_index)
+    other = ingest(corpus, home / "other", settings={"dense": False}, progress=False)
+    again = Flow.load(first, index=other)
+    assert again.spec.steps["bm25"].params["index"] == str(other.path) != first.spec.steps["bm25"].params["index"]
+    ours = {json.loads(line)["_id"] for line in corpus.read_text().splitlines()}
+    found = set(again.run(["classical music", "action film"]).table.column("doc_id").to_pylist())
+    assert found and found <= ours
