@@ -26,6 +26,7 @@ from typing import Callable, Sequence
 import numpy as np
 import pyarrow as pa
 
+from operators.stale_writes import lock_path
 from operators.store import shard as shard_io
 from operators.store.errors import ColumnTypeConflictError, CommitError, IndexCorruptError
 from operators.store.layout import SHARDS, file_lock, read_manifest
@@ -341,12 +342,15 @@ def uncommitted(path: Path, manifest: Manifest) -> list[str]:
 
 
 def remove_uncommitted(path: Path, older_than_s: float) -> list[str]:
-    """Delete the uncommitted folders last changed more than ``older_than_s`` seconds ago; returns their names."""
-    removed = []
+    """Delete the uncommitted folders last changed more than ``older_than_s`` seconds ago, and at once the temporary
+    folders whose writer's lock is free (``shard.remove_abandoned_writes``); returns their names."""
+    removed = shard_io.remove_abandoned_writes(path / SHARDS)  # writers killed outright: at once, whatever age
     with file_lock(path):
         limit = time.time() - older_than_s
         for name in uncommitted(path, read_manifest(path)):
             folder = path / SHARDS / name
+            if lock_path(folder).exists():  # a live writer's (the sweep above removed those whose lock was free)
+                continue
             try:
                 if folder.stat().st_mtime > limit:
                     continue

@@ -2,12 +2,15 @@
 
 A shard is written into a hidden temporary folder beside its final place and renamed
 into ``shards/<id>`` when complete, so a crash leaves either nothing or a whole
-shard; ``shard.json`` inside it is the ShardInfo the manifest will record.
+shard; ``shard.json`` inside it is the ShardInfo the manifest will record. Its writer holds
+the temporary folder's lock (``operators.stale_writes``) until then, so the folder of a
+writer killed outright is told from a live one's (``commits.remove_abandoned_writes``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import shutil
 import uuid
@@ -20,6 +23,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from operators.atomic import file_sha256, fsync, replace_folder
+from operators.stale_writes import LOCK_SUFFIX, WriterLock, abandoned
 from operators.store import bm25, dense
 from operators.store.errors import IndexCorruptError, ShardDataError
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -27,6 +31,8 @@ from operators.store.settings import IndexSettings, Manifest, ShardInfo
 DOCS_FILE, INFO_FILE = "docs.parquet", "shard.json"
 SHARD_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\Z")
 STRING_COLUMNS = ("docno", "doc_id", "text", "title")
+#: A shard being written: ``shards/.tmp-<id>-<random>``, renamed to ``shards/<id>`` when whole.
+TMP_PREFIX = ".tmp-"
 
 
 def check_shard_id(shard_id: str) -> None:
@@ -97,8 +103,15 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
     check_shard_id(shard_id)
     docs, vectors = split_chunks(chunks, settings, shard_id)
     shards_dir.mkdir(parents=True, exist_ok=True)
-    tmp = shards_dir / f".tmp-{shard_id}-{uuid.uuid4().hex[:12]}"
-    tmp.mkdir()
+    remove_abandoned_writes(shards_dir)
+    tmp = shards_dir / f"{TMP_PREFIX}{shard_id}-{uuid.uuid4().hex[:12]}"
+    with WriterLock(tmp):  # a writer killed outright leaves tmp with its lock free: the next write removes it
+        tmp.mkdir()
+        return _write(tmp, shards_dir, settings, shard_id, docs, vectors, guard)
+
+
+def _write(tmp: Path, shards_dir: Path, settings: IndexSettings, shard_id: str, docs: pa.Table,
+           vectors: np.ndarray | None, guard: Callable[[], ContextManager[None]] | None) -> ShardInfo:
     try:
         pq.write_table(docs, tmp / DOCS_FILE)
         names = [DOCS_FILE]
@@ -127,6 +140,18 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return info
+
+
+def remove_abandoned_writes(shards_dir: Path) -> list[str]:
+    """Remove the temporary folders (and lock files) under ``shards_dir`` whose writer's lock is free: writers
+    killed outright (SIGKILL, a lost node), whose folders no commit will ever record; returns their names. One
+    without a lock file (a write by an earlier release) is left to ``commits.remove_uncommitted``'s age rule."""
+    try:
+        names = {name.removesuffix(LOCK_SUFFIX) for name in os.listdir(shards_dir)
+                 if name.startswith(TMP_PREFIX) and name.endswith(LOCK_SUFFIX)}
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(name for name in names if abandoned(shards_dir / name, grace_s=float("inf"), remove_it=True))
 
 
 def read_info(folder: Path) -> ShardInfo | None:
