@@ -228,6 +228,20 @@ def base(make_service):
         yield url
 
 
+#: The result of a finished search that the task chat tests ground their answers on (``finished_search``).
+SEARCH_ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.",
+                "score": 1.0, "rank": 1}]
+
+
+def finished_search(service, rows: list[dict] = SEARCH_ROWS) -> str:
+    """The id of a finished ``bm25`` search for "honey" by the local user, with ``rows`` as its result, written to
+    ``service``'s task store as a task worker writes it."""
+    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
+    service.store.finish(task_id, "finished", result={"data": rows, "result_description": {}, "aggregated_data": {},
+                                                      "metadata": {}})
+    return task_id
+
+
 #: One document for the upload tests (``upload``).
 UPLOAD_DOCS = [{"id": "bees", "title": "Bees", "text": "honey bees make honey from nectar"}]
 

@@ -17,12 +17,9 @@ import httpx
 import pytest
 
 from operators.llm.testing import KEY_ENV, FaultServer
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, finished_search
 
 pytestmark = pytest.mark.slow  # litellm (the chat's model calls) takes about 5 s to import
-
-ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.", "score": 1.0,
-         "rank": 1}]
 
 
 @pytest.fixture
@@ -36,9 +33,7 @@ def slow_llm(tmp_path, monkeypatch):
 @pytest.fixture
 def base(make_service, slow_llm):
     service = make_service()
-    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
-    service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {}, "aggregated_data": {},
-                                                      "metadata": {}})
+    task_id = finished_search(service)
     with api_on_localhost() as url:
         yield url, task_id
 

@@ -27,13 +27,11 @@ from operators.llm.testing import KEY_ENV, FaultServer
 from serve.service import Service
 from serve.service_settings import ANSWER_THREADS, ServiceArgs, resolve
 from serve.threads import calls_model
-from tests.serve.conftest import api_on_localhost, uploaded_index
+from tests.serve.conftest import api_on_localhost, finished_search, uploaded_index
 
 #: The event loop's default pool on this machine, which the answers used to share with every other request.
 OLD_POOL = min(32, (os.cpu_count() or 1) + 4)
 CHATS = OLD_POOL + 1
-ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.", "score": 1.0,
-         "rank": 1}]
 
 
 @pytest.fixture
@@ -48,10 +46,7 @@ def app(tmp_path, monkeypatch):
                            answer_threads=CHATS, answer_queue=0)
         service = Service(resolve(args, environ={}), [], "tessera")
         uploaded_index(service)
-        task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}],
-                                            ["bm25"])
-        service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {},
-                                                          "aggregated_data": {}, "metadata": {}})
+        task_id = finished_search(service)
         with api_on_localhost() as base:
             yield base, task_id, fault
 

@@ -18,12 +18,10 @@ import httpx
 import pytest
 
 from operators.llm.testing import KEY_ENV, FaultServer
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, finished_search
 
 pytestmark = pytest.mark.slow  # litellm's import, and a five-second answer
 
-ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.", "score": 1.0,
-         "rank": 1}]
 WORDS = 100  # 5 s at the fault server's pace
 
 
@@ -40,9 +38,7 @@ def paced(tmp_path, monkeypatch):
 def chats(make_service, paced):
     """Two chats about one finished task (written to the store as a task worker writes it), with the paced model."""
     service = make_service()
-    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
-    service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {}, "aggregated_data": {},
-                                                      "metadata": {}})
+    task_id = finished_search(service)
     with api_on_localhost() as base:
         made = [httpx.get(f"{base}/task/chat/new", params={"task_id": task_id, "model": "fault-paced"}, timeout=60)
                 for _ in range(2)]

@@ -8,18 +8,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.serve.conftest import api_on_localhost
-
-ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey from nectar.", "score": 1.0,
-         "rank": 1}]
+from tests.serve.conftest import api_on_localhost, finished_search
 
 
 @pytest.fixture
 def chat_url(make_service):
     service = make_service()
-    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
-    service.store.finish(task_id, "finished", result={"data": ROWS, "result_description": {}, "aggregated_data": {},
-                                                      "metadata": {}})
+    task_id = finished_search(service)
     with api_on_localhost() as url:
         made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id}, timeout=60)
         assert made.status_code == 200, made.text

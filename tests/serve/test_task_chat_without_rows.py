@@ -7,21 +7,14 @@ from __future__ import annotations
 
 import httpx
 
-from tests.serve.conftest import api_on_localhost
+from tests.serve.conftest import api_on_localhost, finished_search
 
 ROWS = [{"qid": "1", "docno": "bees#0", "title": "Bees", "text": "Honey bees make honey.", "score": 1.0, "rank": 1}]
 
 
-def finished(service, rows: list[dict]) -> str:
-    task_id = service.store.create_task("local", "bm25", {"steps": {}}, [{"qid": "1", "query": "honey"}], ["bm25"])
-    service.store.finish(task_id, "finished", result={"data": rows, "result_description": {}, "aggregated_data": {},
-                                                      "metadata": {}})
-    return task_id
-
-
 def test_a_chat_needs_a_task_with_result_rows(make_service):
     service = make_service()
-    empty, full = finished(service, []), finished(service, ROWS)
+    empty, full = finished_search(service, []), finished_search(service, ROWS)
     with api_on_localhost() as base:
         refused = httpx.get(f"{base}/task/chat/new", params={"task_id": empty}, timeout=30)
         wrong_column = httpx.get(f"{base}/task/chat/new", params={"task_id": empty, "column": "colour"}, timeout=30)
