@@ -19,6 +19,7 @@ what the CLI and the service use.
 
 from __future__ import annotations
 
+import inspect
 import os
 import threading
 from pathlib import Path
@@ -28,7 +29,8 @@ import pyarrow as pa
 
 from flows.model_check import MissingEnvError, MissingModelsError
 from flows.spec import FlowSpec, StepSpec, load_request
-from operators.errors import FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr
+from operators.errors import (FlowCancelled, OperatorError, ParamsError, SpecError, TesseraError, short_repr,
+                             unknown_name_hint)
 
 if TYPE_CHECKING:
     from flows.ingestion import IngestReport
@@ -261,5 +263,10 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
 
     if isinstance(index, Index):
         index = index.path
+    known = set(inspect.signature(run_ingestion).parameters) - {"source", "index", "spec", "executor", "progress"}
+    for name in options:  # Python's own TypeError names the typo only: say which was meant
+        if name not in known:
+            raise TypeError(f"ingest() got an unexpected keyword argument {name!r}"
+                            f"{unknown_name_hint(name, known | {'spec', 'executor', 'progress'}, 'arguments')}")
     report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
     return Index(StoreIndex.open(report.index), report)

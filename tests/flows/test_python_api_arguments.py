@@ -136,3 +136,13 @@ def test_flow_of_a_name_says_to_load_it_and_load_takes_a_flow_for_another_index(
     ours = {json.loads(line)["_id"] for line in corpus.read_text().splitlines()}
     found = set(again.run(["classical music", "action film"]).table.column("doc_id").to_pylist())
     assert found and found <= ours
+
+
+@pytest.mark.parametrize("typo, meant", [("shardsize", "shard_size"), ("setings", "settings"), ("chunks", "chunk")])
+def test_a_misspelt_ingest_argument_says_which_was_meant(corpus, home, typo, meant):
+    from flows.api import ingest
+
+    with pytest.raises(TypeError, match=f"unexpected keyword argument '{typo}'; did you mean '{meant}'"
+                                        r"\? \(arguments: chunk, colbert, "):
+        ingest(corpus, home / "idx", **{typo: 10})
+    assert not (home / "idx").exists()
