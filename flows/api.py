@@ -198,6 +198,7 @@ class Flow:
 
         from flows.model_check import check_models
         from flows.progress import CancelToken
+        from flows.query_limits import check_query_lengths
         from flows.train import train_command
 
         # checked before any step runs: a callback that is not one failed at the first batch, after model calls
@@ -213,8 +214,10 @@ class Flow:
             raise SpecError("this step reads an index and none is set: Flow.load(..., index=...)",
                             step=step, field="params.index")
         check_models([self.built], how_to_make=train_command)  # every model, before any step runs
+        table = as_queries(queries, self.built)
+        check_query_lengths(table)  # the CLI's and the service's limit: before a 5 MB query is embedded
         runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
-        return runner.run(self.built, as_queries(queries, self.built), progress=progress, cancel=cancel)
+        return runner.run(self.built, table, progress=progress, cancel=cancel)
 
     def save(self, name: str) -> Path:
         """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere.

@@ -1,5 +1,5 @@
 """A query over the limit (``MAX_QUERY_CHARS``, 10,000 characters: the service's ``max_query_chars``) is refused
-before anything runs: ``tessera run`` names the file and line; ``TESSERA_MAX_QUERY_CHARS``
+before anything runs: ``tessera run`` names the file and line, ``Flow.run`` the query; ``TESSERA_MAX_QUERY_CHARS``
 sets another limit, and a bad value is one line naming it. A 5 MB line used to be tokenised whole."""
 
 from __future__ import annotations
@@ -63,3 +63,12 @@ def test_a_5_mb_query_line_is_refused_naming_its_line_before_the_run(tmp_path, s
         "tessera: error: field 'TESSERA_MAX_QUERY_CHARS': TESSERA_MAX_QUERY_CHARS='ten' is not a whole number of "
         "characters above 0"], err
 
+
+def test_flow_run_refuses_a_query_over_the_limit(spec):
+    from flows.api import Flow
+    from operators.errors import SpecError
+
+    flow = Flow.load(str(spec))
+    with pytest.raises(SpecError, match=r"query '2' \(row 2\) has 20000 characters, over the limit of 10000"):
+        flow.run(["honey", "b" * 20_000])
+    assert flow.run("honey bees").table.num_rows == 3
