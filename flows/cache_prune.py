@@ -78,5 +78,23 @@ def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_
         with contextlib.suppress(FileNotFoundError):
             os.unlink(data / name)
             removed += sizes[name]
-    return {"files": len(evict), "units": units, "bytes": removed, "files_left": len(files) - len(evict),
-            "bytes_left": total}
+    unfinished, unfinished_bytes = remove_unfinished(data)
+    return {"files": len(evict), "units": units, "bytes": removed + unfinished_bytes,
+            "files_left": len(files) - len(evict), "bytes_left": total, "unfinished": unfinished}
+
+
+def remove_unfinished(data: Path) -> tuple[int, int]:
+    """Remove the ``.tmp`` files a ``put`` killed outright left in ``data`` (its Arrow file before the rename),
+    once unchanged for ``stale_writes.GRACE_S`` (a live ``put`` writes its file in seconds); returns how many and
+    their bytes."""
+    from operators.stale_writes import abandoned
+
+    count = size = 0
+    with contextlib.suppress(FileNotFoundError):
+        for entry in os.scandir(data):
+            if entry.is_file(follow_symlinks=False) and entry.name.endswith(".tmp"):
+                with contextlib.suppress(FileNotFoundError):
+                    bytes_ = entry.stat(follow_symlinks=False).st_size
+                    if abandoned(Path(entry.path), remove_it=True):
+                        count, size = count + 1, size + bytes_
+    return count, size

@@ -211,7 +211,9 @@ def _cmd_cache_prune(args: argparse.Namespace) -> int:
     done = StepCache(root).prune(max_bytes=max_bytes, older_than_s=older)
     found = root.exists()  # as clear says: no cache there is nothing to prune, not a prune that removed nothing
     report(args, {"cache_dir": str(root), "pruned": found, **done},
-           f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s), {format_bytes(done['bytes'])}; "
+           f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s)"
+           + (f", {done['unfinished']} unfinished write(s)" if done.get("unfinished") else "")
+           + f", {format_bytes(done['bytes'])}; "
            f"left {done['files_left']} file(s), {format_bytes(done['bytes_left'])}" if found
            else f"nothing to prune at {root}")
     return EXIT_OK

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from operators.atomic import fsync_tree, replace_folder
+from operators.stale_writes import WriterLock
 from operators.models.fingerprint import TRAINING_FILE
 
 
@@ -130,19 +131,20 @@ def write_checkpoint(folder: Path, save: Callable[[Path], dict[str, Any]], recor
     folder = Path(folder)
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = folder.with_name(f".{folder.name}.tmp-{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    try:
-        started = time.perf_counter()
-        stats = save(tmp)
-        record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3),
-                  "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
-        (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
-        fsync_tree(tmp)
-        if keep_previous is not None and (folder / TRAINING_FILE).is_file():
-            os.rename(folder, keep_previous)  # only once the new one is complete: a failed run keeps it in place
-        replace_folder(tmp, folder)
-    finally:
+    with WriterLock(tmp):  # killed outright, this run leaves tmp with its lock free: tessera models prune removes it
         shutil.rmtree(tmp, ignore_errors=True)
+        try:
+            started = time.perf_counter()
+            stats = save(tmp)
+            record = {**record, "training": stats, "seconds": round(time.perf_counter() - started, 3),
+                      "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "versions": versions()}
+            (tmp / TRAINING_FILE).write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
+            fsync_tree(tmp)
+            if keep_previous is not None and (folder / TRAINING_FILE).is_file():
+                os.rename(folder, keep_previous)  # only once the new one is complete: a failed run keeps it in place
+            replace_folder(tmp, folder)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return record
 
 

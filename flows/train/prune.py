@@ -6,7 +6,12 @@
   layout before recipes (no recipe part), another recipe than this installation's, or weights that the model
   folder named in its ``source.json`` no longer has. Only folders holding nothing but an export's files count.
 
-Anything else (a current checkpoint, a folder a user put there, a symlink, the current export) is never listed.
+- what a writer killed outright left (``operators.stale_writes``): a checkpoint being saved (``.<name>.tmp-<pid>``,
+  whose lock is free or, without one, unchanged for an hour and its pid gone), a folder being pruned
+  (``.<name>.pruning-<pid>``) and an export's partial file (``<export>/.model.<pid>.onnx``), by age and pid.
+
+Anything else (a current checkpoint, a folder a user put there, a symlink, the current export, a live writer's
+temporary) is never listed.
 """
 
 from __future__ import annotations
@@ -19,17 +24,23 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flows.train.checkpoints import read_record
+from operators.stale_writes import abandoned
 
 KEPT_ASIDE = re.compile(r"(?P<name>.+)-previous-(?P<key>[0-9a-f]{12}|unkeyed)(?:-\d+)?")
 ONNX_EXPORT = re.compile(r"(?P<model>.+)-onnx-(?P<weights>[0-9a-f]{16})(?:-(?P<recipe>[0-9a-f]{8}))?")
 #: An export folder's own files (``export_onnx``: the graphs, their partial files, ``source.json``).
 EXPORT_FILES = re.compile(r"(model|model_qint8)\.onnx|source\.json|\.(model|model_qint8)\.\d+\.onnx")
+#: Temporaries named with their writer's pid: a checkpoint being saved (``checkpoints.write_checkpoint``), a folder
+#: being pruned (``remove``), an export's partial file (``export_onnx``).
+SAVING = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)")
+PRUNING = re.compile(r"\.(?P<name>.+)\.pruning-(?P<pid>\d+)")
+PARTIAL_EXPORT = re.compile(r"\.(model|model_qint8)\.(?P<pid>\d+)\.onnx")
 
 
 @dataclass(frozen=True)
 class Prunable:
     path: Path
-    kind: str  # "kept-aside checkpoint" | "stale ONNX export"
+    kind: str  # "kept-aside checkpoint" | "stale ONNX export" | "unfinished write"
     why: str
     size: int  # bytes
 
@@ -38,7 +49,10 @@ def prunable(folder: Path) -> list[Prunable]:
     """The folders under ``folder`` (``models_dir()``) that ``tessera models prune`` would remove, by name."""
     found = []
     for entry in sorted(Path(folder).iterdir()) if Path(folder).is_dir() else []:
-        if entry.is_symlink() or not entry.is_dir() or entry.name.startswith("."):
+        if entry.is_symlink() or not entry.is_dir():
+            continue
+        if entry.name.startswith("."):
+            found += _unfinished([entry], (SAVING, PRUNING))
             continue
         why = _kept_aside(entry)
         kind = "kept-aside checkpoint"
@@ -46,11 +60,35 @@ def prunable(folder: Path) -> list[Prunable]:
             why, kind = _stale_export(entry), "stale ONNX export"
         if why is not None:
             found.append(Prunable(entry, kind, why, _size(entry)))
+        elif ONNX_EXPORT.fullmatch(entry.name):  # the current export: only a dead exporter's partial file
+            found += _unfinished(sorted(entry.glob(".*.onnx")), (PARTIAL_EXPORT,))
     return found
 
 
+def _unfinished(entries: list[Path], patterns: tuple[re.Pattern, ...]) -> list[Prunable]:
+    """The temporaries among ``entries`` whose writers are gone (``operators.stale_writes.abandoned``)."""
+    found = []
+    for entry in entries:
+        match = next((m for p in patterns if (m := p.fullmatch(entry.name))), None)
+        if match is None or entry.is_symlink():
+            continue
+        why = abandoned(entry, pid=int(match["pid"]))
+        if why is not None:
+            found.append(Prunable(entry, UNFINISHED, f"left by a writer killed while it wrote it ({why})",
+                                  _size(entry) if entry.is_dir() else entry.lstat().st_size))
+    return found
+
+
+UNFINISHED = "unfinished write"
+
+
 def remove(item: Prunable) -> None:
-    """Remove a prunable folder: renamed to a hidden name first, so no half-removed model is ever found by name."""
+    """Remove a prunable folder: renamed to a hidden name first, so no half-removed model is ever found by name. An
+    unfinished write is checked again and removed under its writer's lock (``stale_writes``)."""
+    if item.kind == UNFINISHED:
+        match = next(m for p in (SAVING, PRUNING, PARTIAL_EXPORT) if (m := p.fullmatch(item.path.name)))
+        abandoned(item.path, pid=int(match["pid"]), remove_it=True)
+        return
     gone = item.path.with_name(f".{item.path.name}.pruning-{os.getpid()}")
     os.rename(item.path, gone)
     shutil.rmtree(gone)

@@ -1,0 +1,114 @@
+"""``tessera models prune`` and what writers killed outright leave in ``$TESSERA_HOME/models``: a checkpoint that
+``tessera train`` was saving (``.<name>.tmp-<pid>``, its writer's lock free), an ONNX export's partial file
+(``.model.<pid>.onnx``) and a folder being pruned (``.<name>.pruning-<pid>``) unchanged for an hour with their pid
+gone. A live writer's temporary is never listed, whatever its age. The writers are real processes (forked, running
+``write_checkpoint``), killed with SIGKILL; ages are set with ``os.utime``."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+
+from flows.train.checkpoints import write_checkpoint
+from operators.stale_writes import GRACE_S
+from tests.flows.test_cli import tessera  # noqa: F401 - the fixture
+
+
+def backdate(path: Path, seconds: float = 2 * GRACE_S) -> None:
+    then = time.time() - seconds
+    for p in [path, *path.rglob("*")]:
+        os.utime(p, (then, then), follow_symlinks=False)
+
+
+def saving(folder: Path) -> int:
+    """A child process in ``write_checkpoint(folder)``, its weights half written, waiting to be killed."""
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            def save(tmp: Path) -> dict:
+                tmp.mkdir(parents=True)
+                (tmp / "model.safetensors").write_bytes(b"w" * 4096)
+                os.write(ready_w, b"1")
+                time.sleep(60)
+                return {}
+
+            write_checkpoint(folder, save, {"config_key": "a" * 64})
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
+    return pid
+
+
+def dead_pid() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    return pid
+
+
+def items(tessera, home: Path, *args: str) -> dict[str, dict]:  # noqa: F811
+    listed = json.loads(tessera("models", "prune", "--json", *args, home=home).stdout)
+    return {Path(i["path"]).name: i for i in listed["items"]}
+
+
+def test_a_killed_trainings_checkpoint_is_pruned_and_a_live_ones_never(tessera, tmp_path, monkeypatch):  # noqa: F811
+    home = tmp_path / "home"
+    models = home / "models"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    pid = saving(models / "my-bi")
+    tmp = models / f".my-bi.tmp-{pid}"
+    try:
+        backdate(tmp)
+        assert items(tessera, home) == {}  # its writer holds the lock: never listed, whatever its age
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    found = items(tessera, home)
+    assert list(found) == [tmp.name] and found[tmp.name]["kind"] == "unfinished write"
+    assert "lock is free" in found[tmp.name]["why"] and found[tmp.name]["bytes"] == 4096
+    assert tmp.is_dir()  # listing removes nothing
+    assert list(items(tessera, home, "--yes")) == [tmp.name]
+    assert sorted(p.name for p in models.iterdir()) == []  # the folder and its lock file
+
+
+def test_an_exports_partial_file_and_a_pruning_folder_by_age_and_pid(tessera, tmp_path, monkeypatch):  # noqa: F811
+    from operators.models.sentence_transformers import onnx_cache_dir
+
+    home = tmp_path / "home"
+    models = home / "models"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    model = models / "my-bi"
+    def save(tmp: Path) -> dict:
+        tmp.mkdir(parents=True)
+        (tmp / "model.safetensors").write_bytes(b"w")
+        return {}
+
+    write_checkpoint(model, save, {})
+    export = onnx_cache_dir(model)
+    export.mkdir()
+    (export / "model.onnx").write_bytes(b"\0" * 100)
+    (export / "source.json").write_text(json.dumps({"model": str(model)}))
+    gone = dead_pid()
+    stale, fresh, live = (export / f".model.{gone}.onnx", export / f".model_qint8.{gone}.onnx",
+                          export / f".model.{os.getpid()}.onnx")
+    for partial in (stale, fresh, live):
+        partial.write_bytes(b"\0" * 50)
+    backdate(stale)
+    backdate(live)  # old, but its pid runs here
+    pruning = models / f".old-previous-{'c' * 12}.pruning-{gone}"
+    pruning.mkdir()
+    (pruning / "model.safetensors").write_bytes(b"w" * 10)
+    backdate(pruning)
+    found = items(tessera, home)
+    assert sorted(found) == sorted([stale.name, pruning.name])
+    assert f"its writer (pid {gone}) is gone" in found[stale.name]["why"]
+    items(tessera, home, "--yes")
+    assert sorted(p.name for p in export.iterdir()) == sorted(["model.onnx", "source.json", fresh.name, live.name])
+    assert not pruning.exists() and model.is_dir()
