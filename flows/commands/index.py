@@ -182,7 +182,8 @@ def _cmd_info(args: argparse.Namespace) -> int:
         print(f"  - {shard.id}: {shard.n_chunks} chunks, {dead} tombstoned{dense}{problem}")
     if uncommitted:
         print(f"  {len(uncommitted)} folder(s) in shards/ that no commit records (superseded by a compaction, or "
-              f"their writers died or are about to commit; a compaction removes them after an hour): "
+              f"their writers died or are about to commit; a compaction removes them after an hour, the next write "
+              f"a killed writer's .tmp-* folder at once): "
               f"{', '.join(uncommitted)}")
     for record in unfinished:  # a search sees only the committed part of the corpus
         print(f"  {describe_ingestion(record)}")
