@@ -23,8 +23,8 @@ from fastapi_offline import FastAPIOffline
 from ray import serve
 
 from serve import (
-    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, errors, routes_chat, routes_flows, routes_indices,
-    routes_search, routes_tasks, routes_ui,
+    auth, browser_guard, chat, chat_flows, cohere_chat, cohere_embed, draining, errors, routes_chat, routes_flows,
+    routes_indices, routes_search, routes_tasks, routes_ui,
 )
 from serve.errors import ApiError
 from serve.health import deployment_statuses, failed_deployments, live_cards, readiness, service_readiness
@@ -46,7 +46,8 @@ app.openapi = lambda: auth.declare_keys(_describe_routes())  # generated once, t
 app.add_middleware(auth.BodyLimit)
 app.add_middleware(auth.KeyGuard)  # outside the body limit: a caller without a key is refused before its body is read
 app.add_middleware(browser_guard.LocalBrowsers)  # outside both: a web page is refused before anything is read
-errors.install(app)  # outermost
+errors.install(app)  # outermost of the answering layers
+app.add_middleware(draining.DrainGuard)  # outside them all: every request counts while the service shuts down
 
 
 @serve.deployment(name="api", max_ongoing_requests=256)
@@ -73,6 +74,11 @@ class ModelAPI:
             from serve.service import Service
 
             self.service = Service(service, served or [], self.app_name)
+
+    async def drain(self) -> int:
+        """Take no new request from now on (503 ``shutting_down``); the requests still in flight. ``tessera serve``'s
+        runner calls it on every replica when it is told to stop, until each answers 0 (serve/draining.py)."""
+        return draining.drain()
 
     def _card(self, model: str, kind: str) -> ModelCard:
         card = self.by_name.get(model)

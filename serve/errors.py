@@ -182,7 +182,8 @@ class StartTracker:
 
 
 class _Guard(HttpMiddleware):
-    """The outermost layer of our own: sets the request id, and turns an escaped exception into a short 500.
+    """The outermost layer that answers (only the drain's count, serve/draining.py, is outside it): sets the request
+    id, and turns an escaped exception into a short 500.
 
     A pure ASGI middleware rather than a handler for ``Exception``: Starlette re-raises
     after such a handler, and under Serve that logs the traceback a second time."""

@@ -5,8 +5,9 @@ checks that a non-loopback host has API keys and, before anything starts, that t
 (Ray's proxy binds with ``SO_REUSEPORT``: a second service on a taken port would silently get half of
 its requests), that the task store and ``$TESSERA_MODELS`` can be opened; then it runs Ray Serve's own
 ``serve run`` as its child, so the service is exactly what ``serve run`` starts, and the engine never
-imports the ``serve`` package. It stays the parent only to turn SIGTERM (systemd, Kubernetes) into the
-SIGINT that makes ``serve run`` shut the app down and exit 0. Relative paths in the config (the
+imports the ``serve`` package. The child runs ``serve run`` under a drain (``serve_drain``): on SIGTERM (systemd,
+Kubernetes) or SIGINT, the requests in flight finish, up to ``--grace-period``, before Serve shuts down; this
+process stays the parent to turn SIGTERM into that SIGINT (``serve_process``). Relative paths in the config (the
 default index) are resolved here, against the directory the command runs in.
 
 The app is built in a Ray task and served by replicas whose environment is the raylet's, not
@@ -24,7 +25,6 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -32,6 +32,7 @@ from pathlib import Path
 
 from flows.commands._support import CliError, require_extra
 from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
+from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
@@ -55,6 +56,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     parser.add_argument("--port", type=port_number, help="port, 1-65535 (default: the config's, 8000)")
     parser.add_argument("--index", help="default index for flows whose retrieval steps name none")
     parser.add_argument("--address", help="Ray cluster to run on (default: as `serve run`; 'local' starts one)")
+    parser.add_argument("--grace-period", type=grace_seconds, default=DEFAULT_GRACE_PERIOD_S, metavar="SECONDS",
+                        help="on SIGTERM or Ctrl-C, how long the requests in flight may take to finish before Serve "
+                        f"shuts down; new ones get 503 meanwhile, a second signal stops waiting (default: "
+                        f"{DEFAULT_GRACE_PERIOD_S:g}; 0: no wait)")
     parser.add_argument("--print-config", action="store_true", help="print the config it would run, and exit")
     parser.set_defaults(handler=handle)
 
@@ -94,9 +99,7 @@ def handle(args: argparse.Namespace) -> int:
     except OSError as err:
         raise CliError(f"cannot write the config it runs to {path}: {err.strerror or err} (TESSERA_HOME is "
                        f"{tessera_home()})", field="TESSERA_HOME") from None
-    command = [sys.executable, "-m", "ray.serve.scripts", "run", str(path)]
-    if args.address:
-        command += ["--address", args.address]
+    command = runner_command(str(path), args.address, args.grace_period)
     # The service runs specs that come from the network: outbound URLs reach public addresses only
     # (operators/outbound.py's "server" policy); TESSERA_ALLOW_HOSTS names the exceptions.
     env = {k: v for k, v in os.environ.items() if k != KEYS_ENV}  # hashed into the config: no raw key reaches Ray
@@ -116,55 +119,6 @@ def handle(args: argparse.Namespace) -> int:
     return run_serve(command, env)
 
 
-def run_serve(command: list[str], env: dict[str, str]) -> int:
-    """Run ``serve run`` as a child in this process group and return its exit status. SIGTERM, and a SIGINT sent
-    to this process alone, reach it as SIGINT: ``serve run`` then deletes the app, shuts Serve down and exits 0
-    (SIGTERM straight to it would end in Ray's own handler, a stack dump and status 134). Our handlers are set
-    before the child starts, so it begins with both signals at their defaults (a handler does not survive
-    ``exec``), also when this shell ignored SIGINT (``tessera serve &`` in a script)."""
-    child: subprocess.Popen | None = None
-    stopping = False
-
-    def stop(signum, frame) -> None:
-        nonlocal stopping
-        # Ctrl-C at a terminal reaches the whole foreground group, the child included: don't send it twice.
-        if stopping or (child is not None and signum == signal.SIGINT and _in_terminal_foreground()):
-            return
-        stopping = True
-        if child is not None:  # else it is sent once the child has started
-            child.send_signal(signal.SIGINT)
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    child = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent())
-    if stopping:  # a signal came while it started
-        child.send_signal(signal.SIGINT)
-    status = child.wait()
-    return 128 - status if status < 0 else status
-
-
-def _die_with_parent():
-    """On Linux, a function that makes the child get SIGKILL when this process dies (SIGKILL, the OOM killer), as
-    ``serve run`` did when this command exec'd it, rather than serve on with nobody to stop it; else None."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
-
-    try:
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    return lambda: prctl(1, int(signal.SIGKILL))  # 1: PR_SET_PDEATHSIG
-
-
-def _in_terminal_foreground() -> bool:
-    try:
-        with open("/dev/tty", "rb") as tty:
-            return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
-    except OSError:  # no controlling terminal: the signal was sent to this process alone
-        return False
-
-
 def is_port(value: object) -> bool:
     """Whether ``value`` (text or a number) is a TCP port, 1-65535 (0 would be an unnamed port, not the config's)."""
     return str(value).isdigit() and 1 <= int(value) <= 65535
@@ -175,6 +129,17 @@ def port_number(text: str) -> int:
     if not is_port(text):
         raise argparse.ArgumentTypeError(f"expected a port number from 1 to 65535, got {text!r}")
     return int(text)
+
+
+def grace_seconds(text: str) -> float:
+    """``--grace-period``: seconds, 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, 0 or more, got {text!r}")
+    return value
 
 
 def read_config(source: Path) -> dict:
