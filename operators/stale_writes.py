@@ -105,6 +105,17 @@ def _unchanged_and_gone(temporary: Path, pid: int | None, grace_s: float) -> str
     return f"unchanged since {since}" + (f"; its writer (pid {pid}) is gone" if pid is not None else "")
 
 
+def remove_abandoned_in(folder: Path, prefix: str) -> list[str]:
+    """Remove the temporaries named ``<prefix>...`` in ``folder`` whose writer's lock is free, with their lock files
+    (at once, whatever their age); returns their names. Those without a lock file are left to the caller's rules."""
+    try:
+        names = {name.removesuffix(LOCK_SUFFIX) for name in os.listdir(folder)
+                 if name.startswith(prefix) and name.endswith(LOCK_SUFFIX)}
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    return sorted(name for name in names if abandoned(Path(folder) / name, grace_s=float("inf"), remove_it=True))
+
+
 def remove(temporary: Path) -> None:
     """Remove an abandoned temporary and its lock file."""
     if temporary.is_dir() and not temporary.is_symlink():

@@ -10,7 +10,6 @@ writer killed outright is told from a live one's (``commits.remove_abandoned_wri
 from __future__ import annotations
 
 import contextlib
-import os
 import re
 import shutil
 import uuid
@@ -23,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from operators.atomic import file_sha256, fsync, replace_folder
-from operators.stale_writes import LOCK_SUFFIX, WriterLock, abandoned
+from operators.stale_writes import WriterLock, remove_abandoned_in
 from operators.store import bm25, dense
 from operators.store.errors import IndexCorruptError, ShardDataError
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -146,12 +145,7 @@ def remove_abandoned_writes(shards_dir: Path) -> list[str]:
     """Remove the temporary folders (and lock files) under ``shards_dir`` whose writer's lock is free: writers
     killed outright (SIGKILL, a lost node), whose folders no commit will ever record; returns their names. One
     without a lock file (a write by an earlier release) is left to ``commits.remove_uncommitted``'s age rule."""
-    try:
-        names = {name.removesuffix(LOCK_SUFFIX) for name in os.listdir(shards_dir)
-                 if name.startswith(TMP_PREFIX) and name.endswith(LOCK_SUFFIX)}
-    except (FileNotFoundError, NotADirectoryError):
-        return []
-    return sorted(name for name in names if abandoned(shards_dir / name, grace_s=float("inf"), remove_it=True))
+    return remove_abandoned_in(shards_dir, TMP_PREFIX)
 
 
 def read_info(folder: Path) -> ShardInfo | None:

@@ -45,8 +45,10 @@ import pyarrow.parquet as pq
 
 from operators.atomic import fsync, replace_folder
 from operators.models.batching import forward_batch_size
+from operators.stale_writes import WriterLock, remove_abandoned_in
 from operators.store.errors import IndexStoreError
 from operators.store.layout import SHARDS, resolve_index
+from operators.store.shard import TMP_PREFIX
 from operators.tables import document_text
 
 STORE_DIR = "colbert"
@@ -146,9 +148,16 @@ class _Writer:
     def __init__(self, final: Path, dim: int) -> None:
         self.final, self.dim = final, dim
         final.parent.mkdir(parents=True, exist_ok=True)
-        self.tmp = final.parent / f".tmp-{final.name}-{uuid.uuid4().hex[:12]}"
-        self.tmp.mkdir()
-        self.file = open(self.tmp / TOKENS, "wb")
+        remove_abandoned_in(final.parent, TMP_PREFIX)  # the folders of builds killed outright (lock free)
+        self.tmp = final.parent / f"{TMP_PREFIX}{final.name}-{uuid.uuid4().hex[:12]}"
+        self.lock = WriterLock(self.tmp)  # held until finish or abort: a killed build's folder is told by it
+        try:
+            self.tmp.mkdir()
+            self.file = open(self.tmp / TOKENS, "wb")
+        except BaseException:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            self.lock.release()
+            raise
         self.offsets = [0]
         self.docnos: list[str] = []
         self.shards: list[str] = []
@@ -179,11 +188,13 @@ class _Writer:
         for name in (OFFSETS, DOCS, META):
             fsync(self.tmp / name)
         replace_folder(self.tmp, self.final)  # a rebuild swaps the old store out
+        self.lock.release()
         return self.final
 
     def abort(self) -> None:
         self.file.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
+        self.lock.release()
 
 
 def write_token_store(folder: str | os.PathLike, items: Iterable[tuple[str, np.ndarray]], *, dim: int,
