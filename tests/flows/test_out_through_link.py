@@ -11,15 +11,17 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
+TINY = "".join(f'{{"_id": "d{i}", "text": "honey bees and opera singers {i}"}}\n' for i in range(5))
 
 
 @pytest.fixture
 def tessera(monkeypatch, capsys, tmp_path):
     from flows.commands import main
 
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(TINY)
     spec = tmp_path / "tiny.yaml"
-    spec.write_text(f"name: tiny\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {CORPUS}, k: 3}}}}\n")
+    spec.write_text(f"name: tiny\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {corpus}, k: 3}}}}\n")
 
     def run(out: Path) -> tuple[int, str]:
         monkeypatch.chdir(REPO)

@@ -9,13 +9,15 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-CORPUS = REPO / "data" / "sample" / "corpus.jsonl"
+TINY = "".join(f'{{"_id": "d{i}", "text": "honey bees and opera singers {i}"}}\n' for i in range(5))
 
 
 @pytest.fixture
 def spec(tmp_path) -> Path:
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(TINY)
     path = tmp_path / "tiny.yaml"
-    path.write_text(f"name: tiny\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {CORPUS}, k: 3}}}}\n")
+    path.write_text(f"name: tiny\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: {corpus}, k: 3}}}}\n")
     return path
 
 
