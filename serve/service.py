@@ -39,6 +39,7 @@ from serve.retention import Pruner, delete_task
 from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
 from serve.spec_guard import check_flow
+from serve.step_bounds import check_bounds
 from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
@@ -238,6 +239,7 @@ class Service:
         for unset in built.unset_params():
             raise unset
         check_flow(built)  # no server secret, unaliased language model or model path
+        check_bounds(built, self.limits)  # no step asking for more than the service gives
         if not texts and any(not built.inputs[step] and built.operators[step].scope != "source"
                              for step in built.needed_steps()):
             raise ApiError(422, f"flow '{built.name}' searches for queries: give query or queries", param="query",
@@ -247,14 +249,15 @@ class Service:
 
     def check_to_save(self, spec: FlowSpec) -> None:
         """What a run refuses of a spec alone, asked when it is saved (``PUT /flows/{name}``), so its author learns
-        then and not at its first run: the spec guard's rules and a model of another kind than its step loads, the
-        same 422s. What depends on the machine or the request is left to the run (``GET /flows`` says why a saved
-        flow does not run): a model not made yet, an unset variable, an unset param, an index or a file outside the
-        roots, another key's index."""
+        then and not at its first run: the spec guard's rules, the limits' bounds (serve/step_bounds.py) and a model
+        of another kind than its step loads, the same 422s. What depends on the machine or the request is left to the
+        run (``GET /flows`` says why a saved flow does not run): a model not made yet, an unset variable, an unset
+        param, an index or a file outside the roots, another key's index."""
         from serve.flow_request import check_model_kinds
 
         built = placed(spec, self.served, self.app_name, check=False).build()  # a served model checked where served
         check_flow(built)
+        check_bounds(built, self.limits)
         check_model_kinds(built)
 
     def with_index(self, spec: FlowSpec, index: str | None, tenant: str | None = None) -> FlowSpec:

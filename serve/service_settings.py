@@ -70,6 +70,16 @@ class Limits(BaseModel):
                                  "run; an enqueued task over it fails naming the limit).")
     max_pdf_seconds: float = Field(60.0, gt=0, description="Longest an uploaded PDF's text may take to read, in "
                                    "seconds, in a child process of at most 2 GiB (422 naming the file).")
+    # a request's step options and call params (serve/step_bounds.py): a 422 naming the field for more
+    max_step_batch_size: int = Field(10_000, gt=0, description="Most rows a step's batch_size, and a param ending "
+                                     "in batch_size or batch_rows, may ask for.")
+    max_step_concurrency: int = Field(16, gt=0, description="Most a step's concurrency, and a param named "
+                                      "concurrency or concurrent_requests (calls in flight), may ask for.")
+    max_step_num_cpus: float = Field(16, gt=0, description="Most CPUs a step's num_cpus may ask for.")
+    max_step_num_gpus: float = Field(1, ge=0, description="Most GPUs a step's num_gpus may ask for.")
+    max_call_timeout_s: float = Field(600, gt=0, description="Most seconds a param ending in timeout (one call "
+                                      "to a model or a server) may ask for.")
+    max_call_retries: int = Field(5, ge=0, description="Most retries a param ending in retries may ask for.")
 
 
 class ServiceArgs(BaseModel):
