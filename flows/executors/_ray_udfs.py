@@ -103,19 +103,21 @@ class _Reporter:
         self._errors.pop(run, None)
 
 
-_shared: dict[str, Any] = {}  # Ray job id -> the reporter's handle, held so the actor lives as long as the driver
+_shared: dict[tuple[str, str], Any] = {}  # (node, job) -> the reporter's handle, held so it lives as long as the driver
 _shared_lock = threading.Lock()
 
 
 def shared_reporter() -> Any:
     """The driver's reporter, created on its first run (again after ``ray.shutdown()`` and a new ``ray.init()``),
-    on the driver's node."""
-    job = ray.get_runtime_context().get_job_id()
+    on the driver's node. Keyed by the driver's node and job: a new local Ray's first job has the id of the last
+    one's (01000000), so the job alone kept the dead handle of the Ray that ``ray.shutdown()`` ended."""
+    context = ray.get_runtime_context()
+    job = (context.get_node_id(), context.get_job_id())
     with _shared_lock:
         if job not in _shared:
             _shared.clear()  # handles of an earlier Ray session are dead
             # On the driver's node: a worker node that dies must not take every run's reporter with it.
-            here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+            here = NodeAffinitySchedulingStrategy(context.get_node_id(), soft=False)
             _shared[job] = _Reporter.options(name=REPORTER_NAME, get_if_exists=True, scheduling_strategy=here).remote()
         return _shared[job]
 
