@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
-
-import pyarrow as pa
-import pyarrow.compute as pc
+from typing import TYPE_CHECKING
 
 from operators.errors import SpecError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 #: The longest query, in characters: the service's default ``max_query_chars`` (serve/service_settings.py). A query is
 #: searched for, not read: BM25 and the encoders spend time on every word of it, so a file's 5 MB line (a document
@@ -33,9 +34,12 @@ def check_length(text: str, which: str, longest: int) -> None:
                         f"searched for, not read; {MAX_QUERY_CHARS_ENV} sets another)", field="queries")
 
 
-def check_query_lengths(queries: pa.Table) -> None:
+def check_query_lengths(queries: "pa.Table") -> None:
     """``max_query_chars`` on a ``qid, query`` table given in Python (``Flow.run``), naming the first query over it;
     without a Python string per row."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
     longest = max_query_chars()
     if not queries.num_rows or "query" not in queries.column_names:
         return

@@ -23,6 +23,8 @@ from typing import Any
 
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
                                      step_cache)
+from flows.query_limits import check_length, max_query_chars
+from operators.errors import SpecError
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
 
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
@@ -70,7 +72,7 @@ def handle(args: argparse.Namespace) -> int:
     over = f" over {index}" if index else ""
     out.print(f"[bold]{escape(flow.name)}[/]{escape(over)}: ask a question (/new starts over, /exit ends)")
     conversation: list[dict[str, str]] = []
-    turn = 0
+    turn, longest = 0, max_query_chars()  # a bad TESSERA_MAX_QUERY_CHARS: said now, before the first question
     while True:
         question = _read(interactive)
         if question is None or question in ("", "/exit", "/quit"):
@@ -80,6 +82,11 @@ def handle(args: argparse.Namespace) -> int:
         if question == "/new":
             conversation = []
             out.print("[dim]a new conversation[/]")
+            continue
+        try:
+            check_length(question, "the question", longest)  # as tessera run and the service
+        except SpecError as err:  # said, and the chat goes on: nothing was searched or sent to the model
+            out.print(f"[yellow]{escape(err.message)}[/]; ask a shorter one", soft_wrap=True)
             continue
         turn += 1
         if args.json:

@@ -80,3 +80,13 @@ def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tm
     assert "answer: bees\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
     missing = tessera_process("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
+
+
+def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_models, spec, tmp_path, tessera):
+    """A question over 10,000 characters (tessera run's and the service's limit) is neither searched for nor sent to
+    the model: one note, and the next question is asked. A pasted 5 MB question was tokenised whole."""
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
+                   stdin="bees " * 4001 + "\n")
+    assert proc.stdout == "" and fault_models.bodies == []
+    assert "the question has 20004 characters, over the limit of 10000 for a query" in proc.stderr
+    assert "ask a shorter one" in proc.stderr and "Traceback" not in proc.stderr
