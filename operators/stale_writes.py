@@ -84,6 +84,8 @@ def abandoned(temporary: Path, *, pid: int | None = None, grace_s: float = GRACE
         except BlockingIOError:
             return None  # its writer holds it
         else:
+            if not _same_file(fd, lock_path(temporary)):
+                return None  # its writer finished as it was opened (and a new write of that name may have begun)
             if remove_it:
                 remove(temporary)
             return FREE
