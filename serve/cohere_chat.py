@@ -12,8 +12,9 @@ headers are sent).
 
 With ``documents``, the answer comes from the documents sent instead of a search
 (serve/grounded.py), with either kind of model, and citations show them as sent. Refused with a
-422 naming the field: ``tools``, and ``index`` beside ``documents``. ``k``, ``safety_mode`` and
-``response_format`` are accepted and not used.
+422 naming the field: ``tools`` and ``tool_choice``, ``index`` beside ``documents``, a field Cohere's API does not
+have, and a number or boolean of another JSON type (``CohereChatRequest``). ``k``, ``safety_mode``,
+``response_format``, ``thinking``, ``logprobs``, ``strict_tools`` and ``priority`` are accepted and not used.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import uuid
 from typing import Any, AsyncIterator, Literal
 
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from flows.spec import FlowSpec
 from operators.generate.answer_stream import rest_of
@@ -41,35 +42,45 @@ _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
 class CitationOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     mode: Literal["FAST", "ACCURATE", "OFF", "ENABLED", "DISABLED"] | None = Field(
         None, description="OFF or DISABLED: no citations; otherwise a flow's answer cites its sources.")
 
 
 class CohereChatRequest(BaseModel):
-    """Cohere v2's chat body: the fields used here; its other fields are accepted and ignored."""
+    """Cohere v2's chat body, as strict as Cohere's API: a field it does not have is a 422 naming it (Cohere's
+    ``unknown field``; a misspelt ``max_token`` was ignored), and numbers and booleans are strict (``max_tokens: "3"``,
+    ``3.0`` or ``true``, ``stream: "true"`` are refused, not read), as on ``/v1/chat/completions``. Cohere's fields
+    that ask for nothing these models give (``safety_mode``, ``thinking``...) are accepted and not used."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
     model: str = Field(min_length=1, description="A served language model or a flow that answers, such as 'rag' "
                        "(GET /v1/models lists both).")
     messages: list[chat.ChatMessage] = Field(min_length=1, description="The conversation, oldest first; content is "
                                              "text or a list of {type: text, text} parts.")
-    stream: bool = Field(False, description="Answer as Cohere's server-sent events.")
+    stream: bool = Field(False, strict=True, description="Answer as Cohere's server-sent events.")
     documents: list[str | CohereDocument] | None = Field(
         None, min_length=1, description="Answer from these documents instead of an index (serve/grounded.py): "
         "strings, or {id, data} objects whose data has text (or snippet, content, body), title, url.")
     tools: list[Any] | None = Field(None, description="Not supported: must be absent.")
     citation_options: CitationOptions | None = None
-    max_tokens: int | None = Field(None, gt=0)
+    max_tokens: int | None = Field(None, gt=0, strict=True)
     stop_sequences: list[str] | None = Field(None, max_length=5)
-    temperature: float | None = Field(None, ge=0, le=2)
-    seed: int | None = None
-    frequency_penalty: float | None = Field(None, ge=0, le=1)
-    presence_penalty: float | None = Field(None, ge=0, le=1)
-    p: float | None = Field(None, ge=0.01, le=0.99, description="Top-p sampling (OpenAI's top_p).")
-    k: int | None = Field(None, ge=0, le=500, description="Accepted, not used: the engines sample by p.")
+    temperature: float | None = Field(None, ge=0, le=2, strict=True)
+    seed: int | None = Field(None, strict=True)
+    frequency_penalty: float | None = Field(None, ge=0, le=1, strict=True)
+    presence_penalty: float | None = Field(None, ge=0, le=1, strict=True)
+    p: float | None = Field(None, ge=0.01, le=0.99, strict=True, description="Top-p sampling (OpenAI's top_p).")
+    k: int | None = Field(None, ge=0, le=500, strict=True, description="Accepted, not used: the engines sample by p.")
+    tool_choice: Any = Field(None, description="Not supported, as tools: must be absent.")
+    strict_tools: bool | None = Field(None, strict=True, description="Accepted, not used (no tools).")
+    response_format: dict[str, Any] | None = Field(None, description="Accepted, not used: the answer is text.")
+    safety_mode: str | None = Field(None, description="Accepted, not used.")
+    logprobs: bool | None = Field(None, strict=True, description="Accepted, not used: no log probabilities.")
+    thinking: dict[str, Any] | None = Field(None, description="Accepted, not used: these models do not think apart.")
+    priority: int | None = Field(None, strict=True, description="Accepted, not used.")
     index: str | None = Field(None, description="Flows only (not Cohere's): the index to search, a name under the "
                               "service's index folders; default: the app's default index.")
 
@@ -79,11 +90,12 @@ class CohereChatRequest(BaseModel):
         chat.text_only(messages)  # an image part: a 400 naming it, as on /v1/chat/completions
         return messages
 
-    @field_validator("tools")
+    @field_validator("tools", "tool_choice")
     @classmethod
-    def _no_tools(cls, value: list[Any] | None) -> None:
+    def _no_tools(cls, value: Any, info: ValidationInfo) -> None:
         if value:
-            raise ValueError("tools are not supported here")
+            raise ValueError(f"{info.field_name} is not supported here: these models answer in text and call no "
+                             "tools")
         return None
 
     def openai(self) -> chat.ChatRequest:

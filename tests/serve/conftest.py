@@ -12,6 +12,7 @@ import threading
 import time
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,14 +33,16 @@ def free_port_number() -> int:
 
 
 @contextlib.contextmanager
-def api_on_localhost(keys: dict | None = None):
-    """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made) under uvicorn on a free port
-    of 127.0.0.1, without Ray: yields its base URL, and stops the server after. ``keys`` (a resolved config's
-    ``keys``): the API keys it checks meanwhile, none again after."""
+def api_on_localhost(keys: dict | None = None, app: Any = None):
+    """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made), or ``app``, under uvicorn on a
+    free port of 127.0.0.1, without Ray: yields its base URL, and stops the server after. ``keys`` (a resolved
+    config's ``keys``): the API keys it checks meanwhile, none again after."""
     import uvicorn
 
     from serve import auth
-    from serve.api import app
+    from serve.api import app as service_app
+
+    app = service_app if app is None else app
 
     if keys is not None:
         auth.configure(keys, None, None)
