@@ -204,6 +204,7 @@ async def opened(events: Any, card: ModelCard) -> Opened:
 def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
     check_size(request)
+    check_max_tokens(card, request)
     body = request.engine_body()
     if card.engine == "vllm":
         from serve.deployments.llm import vllm_request
@@ -224,6 +225,22 @@ def check_size(request: ChatRequest) -> None:
     if total > limit:
         raise ApiError(400, f"messages: {total} characters in all, over the limit max_chat_chars={limit}; send a "
                        "shorter message or start a new conversation", param="messages", code="max_chat_chars")
+
+
+def check_max_tokens(card: ModelCard, request: ChatRequest) -> None:
+    """A 422 naming ``max_tokens`` (or ``max_completion_tokens``) above the model's context window, where the service
+    knows it: llama.cpp loads every model with ``CONTEXT_TOKENS`` (4,096), and bounded a reply by it without a word
+    (``max_tokens: 10**9`` was a 200). A vLLM model's window is its engine's, which refuses a larger one itself."""
+    if card.engine != "llama_cpp":
+        return
+    from operators.llm.embedded import CONTEXT_TOKENS
+
+    for field in ("max_tokens", "max_completion_tokens"):
+        asked = getattr(request, field)
+        if asked is not None and asked > CONTEXT_TOKENS:
+            raise ApiError(422, f"{field}: {asked} tokens is more than model '{card.id}' can write: its context "
+                           f"window holds {CONTEXT_TOKENS} tokens, the messages' included; ask for "
+                           f"{CONTEXT_TOKENS} at most", param=field, code="invalid_value")
 
 
 async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:
