@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["Flow", "Index", "ingest", "TesseraError", "SpecError", "ParamsError", "OperatorError",
            "MissingModelsError", "MissingEnvError", "FlowCancelled"]
 
-Queries = str | Iterable[str] | pa.Table
+Queries = str | Iterable[str] | pa.Table | dict
 SearchMethod = Literal["bm25", "dense", "hybrid"]
 
 
@@ -187,7 +187,8 @@ class Flow:
     def run(self, queries: Queries, *, executor: Literal["local", "ray"] = "local",
             cache: bool | str | os.PathLike = False, keep_history: bool = True,
             progress: "ProgressCallback | None" = None, cancel: "CancelToken | None" = None) -> "FlowResult":
-        """Run over one query, a list of queries, or a ``qid, query`` table; returns the ``FlowResult``.
+        """Run over one query, a list of queries, a dict ``{qid: text}`` (BEIR's loader's), or a ``qid, query`` table
+        (a dict of those columns too); returns the ``FlowResult``.
 
         ``executor="ray"`` runs the same flow as Ray Data stages. ``cache=True`` uses the
         step cache in ``$TESSERA_HOME/cache`` (a path: that folder). A model the flow needs that is
@@ -208,6 +209,8 @@ class Flow:
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise SpecError(f"cancel is a flows.progress.CancelToken; got {type(cancel).__name__} "
                             f"{short_repr(cancel)}", field="cancel")
+        if isinstance(queries, dict):
+            queries = _dict_queries(queries)
         unset = self.spec.unset_index_steps()
         if unset:
             step = next(iter(unset))
@@ -227,6 +230,32 @@ class Flow:
         from flows import store
 
         return store.save(name, self.unbound)
+
+
+def _dict_queries(queries: dict) -> pa.Table:
+    """A queries table of ``{qid: text}`` (how BEIR's ``GenericDataLoader`` and pytrec_eval hold queries), in the
+    dict's order; a dict with keys ``qid`` and ``query`` is a table's columns. ``as_queries`` checks the rest."""
+    if "qid" in queries and "query" in queries:
+        if scalar := next((k for k, v in queries.items() if isinstance(v, (str, bytes)) or not hasattr(v, "__len__")),
+                          None):
+            raise SpecError(f"a dict with keys qid and query is read as a table's columns, so each is a list; "
+                            f"{scalar}: {type(queries[scalar]).__name__} {short_repr(queries[scalar])}. One query by "
+                            f"its qid is {{qid: text}}", field="queries")
+        try:
+            return pa.table(queries)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError) as err:
+            raise SpecError(f"the dict's columns do not make a table: {err}", field="queries") from None
+    if wrong := next(((qid, text) for qid, text in queries.items() if not isinstance(text, str)), None):
+        columns = f"; a dict of columns needs keys qid and query, got {list(queries)}" \
+            if isinstance(wrong[1], (list, tuple)) else ""
+        raise SpecError(f"a dict of queries maps each qid to its text; qid {short_repr(wrong[0])} has "
+                        f"{type(wrong[1]).__name__} {short_repr(wrong[1])}{columns}", field="queries")
+    try:
+        qids = pa.array(list(queries))
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise SpecError(f"a dict of queries has qids of mixed types: {short_repr(list(queries))}; give text "
+                        f"(or whole numbers)", field="queries") from None
+    return pa.table({"qid": qids, "query": pa.array(list(queries.values()), pa.string())})
 
 
 _caches: dict[Path, "StepCache"] = {}

@@ -27,7 +27,6 @@ def bm25(bm25_index, tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("given, said", [
     (5, "got int 5"),
-    ({"qid": "1", "query": "bees"}, "got dict"),
     (b"bees", "got bytes"),
     (["bees", 7], "query 2 of 2 is int 7, not text"),
 ])

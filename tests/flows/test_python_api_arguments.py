@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from flows.ingestion.errors import IngestError
@@ -146,3 +147,29 @@ def test_a_misspelt_ingest_argument_says_which_was_meant(corpus, home, typo, mea
                                         r"\? \(arguments: chunk, colbert, "):
         ingest(corpus, home / "idx", **{typo: 10})
     assert not (home / "idx").exists()
+
+
+def test_a_dict_of_qid_to_text_is_queries_as_beir_loads_them(bm25_index, home):
+    from flows.api import Flow
+
+    flow = Flow.load("bm25", index=bm25_index)
+    texts = {"q7": "classical music", "q12": "action film"}
+    as_table = flow.run(pa.table({"qid": list(texts), "query": list(texts.values())})).table
+    assert as_table.num_rows > 0 and flow.run(texts).table.equals(as_table)
+    assert flow.run({"qid": list(texts), "query": list(texts.values())}).table.equals(as_table)  # a dict of columns
+    assert flow.run({7: "classical music"}).table.column("qid").to_pylist()[0] == "7"
+
+
+@pytest.mark.parametrize("given, said", [
+    ({"q1": 3}, "a dict of queries maps each qid to its text; qid 'q1' has int 3"),
+    ({"qid": ["a"], "text": ["bees"]}, "a dict of columns needs keys qid and query, got ['qid', 'text']"),
+    ({"qid": "1", "query": "bees"}, "a dict with keys qid and query is read as a table's columns, so each is a list"),
+    ({1: "bees", "b": "opera"}, "a dict of queries has qids of mixed types: [1, 'b']"),
+    ({"q1": ""}, "is empty: give the text to search for"),
+])
+def test_a_dict_that_is_not_queries_is_refused_saying_what_a_dict_of_queries_is(bm25_index, home, given, said):
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load("bm25", index=bm25_index).run(given)
+    assert err.value.field.startswith("queries") and said in err.value.message
