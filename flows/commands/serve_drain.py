@@ -55,7 +55,10 @@ class Drain:
             say("second signal: shutting down now, without waiting for the requests in flight")
             raise KeyboardInterrupt
         self.started = True
-        self.wait()
+        try:
+            self.wait()
+        except Exception as err:  # noqa: BLE001  (Serve's shutdown must still run: say why the drain ended)
+            say(f"draining failed ({type(err).__name__}: {err}): shutting down")
         raise KeyboardInterrupt
 
     def wait(self) -> None:
@@ -66,7 +69,7 @@ class Drain:
         began = time.monotonic()
         deadline = began + self.grace_s
         say(f"draining: new requests get 503 shutting_down; waiting up to {self.grace_s:g} s for those in flight "
-            "(a second Ctrl-C or SIGTERM stops now)")
+            "(a second Ctrl-C or SIGTERM stops waiting)")
         left = -1
         while time.monotonic() < deadline:
             counts = [self.ask(target, deadline) for target in self.targets]
