@@ -20,6 +20,7 @@ what the CLI and the service use.
 from __future__ import annotations
 
 import inspect
+import numbers
 import os
 import threading
 from pathlib import Path
@@ -80,15 +81,16 @@ class Index:
         return (f"Index('{self.path}': {counts['live_chunks']:,} chunks in {counts['shards']} shard(s); "
                 f"{kinds})")
 
-    def search(self, queries: Queries, k: int = 10, *, method: SearchMethod = "hybrid",
+    def search(self, queries: Queries, k: int = 10, *, method: SearchMethod | None = None,
                filter: "dict | MetadataFilter | None" = None) -> pa.Table:
-        """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow; ``filter``: a
-        metadata filter, as a retrieval step's ``filter`` param (``{country: FR}``, ``{field: year, gte: 2010}``),
-        searched as its pre-filter (k chunks even where matches are rare)."""
-        if not isinstance(k, int) or k < 1:
+        """The top ``k`` chunks per query by the built-in ``bm25``, ``dense`` or ``hybrid`` flow (by default
+        ``hybrid``, or the one the index holds when it has only BM25 or only vectors); ``filter``: a metadata
+        filter, as a retrieval step's ``filter`` param (``{country: FR}``, ``{field: year, gte: 2010}``), searched
+        as its pre-filter (k chunks even where matches are rare)."""
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
             raise SpecError(f"k must be a whole number of at least 1, got {k!r}", field="k")
-        if method not in ("bm25", "dense", "hybrid"):
-            raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
+        k = int(k)  # numpy's integers too, as a notebook's arithmetic gives them
+        method = self._method(method)
         spec = FlowSpec.load(method).with_index(str(self.path))
         if filter is not None:
             spec = spec.with_unset("filter", _checked_filter(filter, self.store))
@@ -96,6 +98,25 @@ class Index:
         steps["top"] = StepSpec(op="postprocess.reduce", params={"k": k}, inputs=[spec.build().output])
         flow = spec.model_copy(update={"name": f"search_{method}", "steps": steps, "output": "top"})
         return Flow(flow).run(queries, keep_history=False).table
+
+
+    def _method(self, method: str | None) -> str:
+        """``method``, checked against what the index holds; by default the richest one it can answer."""
+        settings = self.store.settings
+        held = {"bm25": settings.bm25, "dense": settings.dense, "hybrid": settings.bm25 and settings.dense}
+        if method is None:
+            return next((name for name in ("hybrid", "bm25", "dense") if held[name]), "hybrid")
+        if method not in held:
+            raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
+        if not held[method]:
+            can = [name for name in ("bm25", "dense") if held[name]]
+            missing = "BM25 term statistics" if method == "bm25" else "dense vectors"
+            if method == "hybrid":
+                missing = "BM25 term statistics" if not settings.bm25 else "dense vectors"
+            raise SpecError(f"method '{method}' needs {missing}, which {self.path.name} was not ingested with; "
+                            f"use method={can[0]!r}" if can else f"{self.path.name} holds no search structure",
+                            field="method")
+        return method
 
 
 def _checked_filter(given: "dict | MetadataFilter", store: "StoreIndex") -> dict:
