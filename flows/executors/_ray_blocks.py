@@ -3,8 +3,9 @@
 Each function takes and returns Arrow tables (or ``ObjectRef``s of them) and runs as a
 plain Ray task, not a Ray Data stage: regrouping a dataset by qid (a shuffle in the
 local executor's order and batches), concatenating blocks for a corpus step, conforming
-a fan-in's blocks to one schema, slicing, reading a schema, and computing a step's
-output for an empty input. ``ray_data`` says when each one is used.
+a fan-in's blocks to one schema, slicing, cutting a block into even pieces for a model
+step's actors, reading a schema, and computing a step's output for an empty input.
+``ray_data`` says when each one is used.
 """
 
 from __future__ import annotations
@@ -101,6 +102,27 @@ def _concat_non_empty(tables: tuple[pa.Table, ...]) -> pa.Table:
 @ray.remote
 def conform_block(block: pa.Table, schema: pa.Schema) -> pa.Table:
     return conform(block, schema)
+
+
+@ray.remote
+def even_bounds_of(block: pa.Table, pieces: int, whole_qids: bool) -> list[int]:
+    return even_bounds(block, pieces, whole_qids)
+
+
+def even_bounds(table: pa.Table, pieces: int, whole_qids: bool) -> list[int]:
+    """Row bounds that cut ``table`` into about ``pieces`` pieces of like size; with ``whole_qids``, only where no
+    qid has rows on both sides (the next such place after an even cut), so a qid's rows stay in one piece."""
+    n = table.num_rows
+    cuts = [round(i * n / pieces) for i in range(1, pieces)]
+    if whole_qids and "qid" in table.column_names and n > 1:
+        codes = pc.dictionary_encode(table.column("qid")).combine_chunks().indices
+        codes = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False) + 1  # a null qid is a group of its own
+        last = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+        np.maximum.at(last, codes, np.arange(n))
+        reach = np.maximum.accumulate(last[codes])  # the last row of any qid seen so far
+        allowed = np.flatnonzero(reach[:-1] == np.arange(n - 1)) + 1  # no qid on both sides
+        cuts = [int(allowed[i]) for i in np.searchsorted(allowed, cuts) if i < len(allowed)]
+    return sorted({0, n, *cuts})
 
 
 @ray.remote

@@ -20,7 +20,10 @@ module builds the datasets on a worker thread. How each scope runs:
   ``batch_size`` rows, the local executor's rule (``base.query_batch_ends``);
 * ``corpus``: the input coalesced into one block, one call;
 * ``source``: the operator's ``splits()`` as a dataset of split indices, mapped with
-  batch size 1; splits travel pickled when they can, else each actor recomputes them.
+  batch size 1; splits travel pickled when they can, else each actor recomputes them;
+* a step that calls a model on an actor pool (an LLM step): its input materialised and cut
+  into blocks for every actor (``ray_plan.spread_rows``), whole blocks to the callable, one
+  block at a time per actor.
 
 With ``keep_history=True`` (the default, as in the local executor) every step is
 materialised so its output can be kept: steps run one after another, each in parallel.
@@ -61,7 +64,7 @@ from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
     ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, plan_stages, runs_as_tasks, shape_stage,
-    stage_inputs)
+    spread_rows, spreads_input, stage_inputs)
 from flows.executors.ray_plugins import check_plugins_on_workers
 from flows.executors.ray_progress import RunFollower
 from flows.model_check import check_env
@@ -221,6 +224,10 @@ class _Run:
             source = frames.coalesce(source)
         if source.empty:  # nothing to run on
             return Frame(blocks=[], rows=[], aligned=True)
+        vllm = len(stage) == 1 and llm_engine(op, self.resources.num_gpus(step)) == "vllm"
+        spread = not vllm and spreads_input(flow, stage)
+        if spread:
+            source = self._spread(source, stage)
         if source.ds is not None and not self.resources.fits(
                 [self.stage_of.get(s, (s,)) for s in source.pending] + [stage]):
             # Streamed stages hold their actors together: if the cluster cannot hold one
@@ -232,13 +239,30 @@ class _Run:
         inputs = 1 if source.ds is not None else (
             len(source.rows) if source is self.input and self.per_query else actors_for_blocks(source.rows))
         pending = (source.pending if source.ds is not None else []) + list(stage)
-        if len(stage) == 1 and llm_engine(op, self.resources.num_gpus(step)) == "vllm":  # rows come back in any order
+        if vllm:  # rows come back in any order
             ds = vllm_stage(frames.dataset_of(source), op, concurrency=self.resources.of_stage(stage)[0] or 1)
             return Frame(ds=ds, aligned=False, pending=pending)
         kwargs = {**self._udf_kwargs(stage, op), "cache": self.state.step_cache(step),
                   "batch_size": flow.step_option(step, "batch_size") or None}
-        ds = self._map(frames.dataset_of(source), stage, _StepUDF, kwargs, shape.batch_size, inputs=inputs)
+        # A spread input goes whole blocks to the actors (a batch size would have Ray bundle them up to it).
+        ds = self._map(frames.dataset_of(source), stage, _StepUDF, kwargs, None if spread else shape.batch_size,
+                       inputs=inputs, one_at_a_time=spread)
         return Frame(ds=ds, aligned=shape.out_aligned, pending=pending)
+
+    def _spread(self, source: Frame, stage: Stage) -> Frame:
+        """A model step's input, materialised and cut so that every actor of its pool gets blocks
+        (``ray_plan.spread_rows``); the cut shows as a ``spread:<step>`` timing. A pool of one streams as before."""
+        actors = self.resources.of_stage(stage)[0] or 1
+        if actors < 2:
+            return source
+        self._materialize(source)
+        most = spread_rows(source.rows, actors, self.flow.step_option(stage[0], "batch_size"))
+        if most is None:
+            return source
+        started = time.perf_counter()
+        spread = frames.spread(source, most)
+        self._time(f"spread:{stage[0]}", started)
+        return spread
 
     def _source_of(self, step: str) -> Frame:
         parents = self.flow.inputs[step]
@@ -289,18 +313,21 @@ class _Run:
                 "run": self.follower.run_id, "flow": flow.name, "rows": rows}
 
     def _map(self, ds: Any, stage: Stage, udf: type, kwargs: dict[str, Any], batch_size: int | None, *,
-             inputs: int, tasks: bool = True) -> Any:
+             inputs: int, tasks: bool = True, one_at_a_time: bool = False) -> Any:
         """``ds`` through the stage's callable: as tasks where ``runs_as_tasks`` allows (and ``tasks``: a
-        source whose splits cannot travel computes them once per actor instead), else on an actor pool."""
+        source whose splits cannot travel computes them once per actor instead), else on an actor pool, whose
+        actors take one block at a time with ``one_at_a_time`` (Ray's advice for balancing long tasks: by default it
+        queues two blocks on an actor, which an idle actor that started later could have run)."""
         concurrency, num_cpus, num_gpus = self.resources.of_stage(stage)
         num_gpus = num_gpus or None
         if tasks and runs_as_tasks(self.flow, stage):
             return ds.map_batches(run_as_task, fn_kwargs={"udf": udf, "kwargs": kwargs}, batch_size=batch_size,
                                   batch_format="pyarrow", num_cpus=num_cpus)
+        in_flight = 1 if one_at_a_time else None
         if concurrency:
-            compute = ray.data.ActorPoolStrategy(size=concurrency)
+            compute = ray.data.ActorPoolStrategy(size=concurrency, max_tasks_in_flight_per_actor=in_flight)
         else:
-            compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None,
+            compute = ray.data.ActorPoolStrategy(min_size=1, max_size=None, max_tasks_in_flight_per_actor=in_flight,
                                                  initial_size=self.resources.initial_actors(stage, inputs))
         options = dict(fn_constructor_kwargs=kwargs, batch_size=batch_size, batch_format="pyarrow",
                        compute=compute, num_cpus=num_cpus, num_gpus=num_gpus)

@@ -115,6 +115,23 @@ def regroup(frame: Frame, batch_size: int | None) -> Frame:
     return Frame(blocks=regrouped, rows=rows, aligned=True)
 
 
+def spread(frame: Frame, most_rows: int) -> Frame:
+    """The blocks cut into pieces of about ``most_rows`` rows, in order, each qid's rows in one piece where the frame
+    is aligned (materialised): a model step's input, so that every actor of its pool gets some (``ray_plan``)."""
+    big = [i for i, n in enumerate(frame.rows) if n > most_rows]
+    bounds = dict(zip(big, ray.get([block_tasks.even_bounds_of.remote(frame.blocks[i], -(-frame.rows[i] // most_rows),
+                                                                      frame.aligned) for i in big])))
+    blocks, rows, schemas = [], [], []
+    for i, (ref, n) in enumerate(zip(frame.blocks, frame.rows)):
+        cuts = bounds.get(i, [0, n])
+        for start, stop in zip(cuts, cuts[1:]):
+            blocks.append(ref if stop - start == n else block_tasks.slice_block.remote(ref, start, stop))
+            rows.append(stop - start)
+            schemas.append(frame.schemas[i] if frame.schemas else None)
+    return Frame(blocks=blocks, rows=rows, schemas=schemas, aligned=frame.aligned,
+                 one_row_per_qid=frame.one_row_per_qid)
+
+
 def coalesce(frame: Frame) -> Frame:
     """Everything in one block, for a corpus step (materialised)."""
     if len(frame.blocks) <= 1:

@@ -38,6 +38,16 @@ Resources (``ClusterResources``)
     before adding the next stage (``fits``), since otherwise an actor of a later stage
     could hold the CPU an earlier one waits for. A ``num_gpus`` hint above the cluster's
     GPUs is dropped with a warning: the step runs on CPUs, as it does locally.
+
+Spreading a model step (``spreads_input``, ``spread_rows``)
+    An actor pool gives each block to one actor, and a retriever writes one block per 256
+    queries, so an LLM step over fewer queries kept one actor of its pool busy and the
+    others idle. The input of an actor-pool stage whose step calls a model (a row or query
+    step: a corpus step gets everything in one call) is materialised and cut (at qid
+    boundaries where it is aligned) into blocks of at most its batch size, at least one per
+    actor and at most ``SPREAD_BLOCKS_MAX`` (or one per actor if more); each actor takes one
+    block at a time. A model call takes seconds, so the cut's tasks (milliseconds) and the
+    retriever no longer streaming into the step cost nothing there.
 """
 
 from __future__ import annotations
@@ -63,6 +73,8 @@ INPUT_BLOCKS_PER_CPU = 2
 #: actor it starts with (an actor costs a process start).
 INITIAL_ACTORS_MAX = 8
 INITIAL_ROWS_PER_ACTOR = 16384
+#: The most blocks a model step's input is cut into (unless its pool has more actors).
+SPREAD_BLOCKS_MAX = 64
 
 Stage = tuple[str, ...]
 
@@ -72,6 +84,26 @@ def runs_as_tasks(flow: Flow, stage: Stage) -> bool:
     (a number of actors: an LLM step's bound on calls in flight) and no GPU (a GPU task's worker
     exits after each task, so it would load its model again for every block)."""
     return not flow.step_option(stage[0], "concurrency") and not flow.step_option(stage[0], "num_gpus")
+
+
+def spreads_input(flow: Flow, stage: Stage) -> bool:
+    """Whether a stage's input is spread over its actors (module docstring): it runs on an actor pool, its step calls
+    a model (``Operator.calls_model``, also an operator it runs inside itself) and is no corpus step (one call)."""
+    op = flow.operators[stage[0]]
+    return not runs_as_tasks(flow, stage) and op.scope != "corpus" and any(o.calls_model() for _, o in op.walk())
+
+
+def spread_rows(rows: list[int], actors: int, batch_size: int | None) -> int | None:
+    """The most rows a block of a model step's input should hold, so that each of ``actors`` gets work: blocks of at
+    most ``batch_size`` rows, at least ``actors`` of them, at most ``max(SPREAD_BLOCKS_MAX, actors)``; None when
+    the blocks are that small already (or one actor takes everything anyway)."""
+    total = sum(rows)
+    if actors < 2 or total < 2:
+        return None
+    blocks = -(-total // batch_size) if batch_size else actors
+    blocks = min(max(blocks, actors), max(SPREAD_BLOCKS_MAX, actors))
+    most = -(-total // blocks)
+    return most if max(rows) > most else None
 
 
 def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Stage]:
