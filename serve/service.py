@@ -38,6 +38,7 @@ from serve.indices import Indices
 from serve.retention import Pruner, delete_task
 from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
+from serve.placed_status import refuse_failed_placements
 from serve.spec_guard import check_flow
 from serve.step_bounds import check_bounds
 from serve.taskstore import TaskStore
@@ -177,6 +178,7 @@ class Service:
         self.check_limits(asked)
         spec = self.runnable_spec(asked, tenant)
         flow = self.checked_flow(spec, asked.texts)
+        refuse_failed_placements(flow)  # a 503 at once, not after the step's 60 s wait (not GET /flows's: cached)
         return Prepared(spec, flow, [{"qid": str(i + 1), "query": t} for i, t in enumerate(asked.texts)],
                         flow.needed_steps())
 
