@@ -182,6 +182,10 @@ class Flow:
         if index is not None and not isinstance(index, (str, os.PathLike)) and not hasattr(index, "path"):
             raise SpecError(f"index must be an Index (Index.open(path)), an index name or a path; got "
                             f"{type(index).__name__} {short_repr(index)}", field="index")
+        if isinstance(index, (str, os.PathLike)):
+            from operators.store.layout import check_index_exists
+
+            check_index_exists(index)  # Index.open's error now, not the first search's
         return cls(spec.with_index(index), unbound=spec) if index is not None else cls(spec)
 
     @property

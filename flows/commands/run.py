@@ -82,9 +82,12 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.queries import TREC_SUFFIXES, check_result_path, read_queries, write_results
     from flows.train import train_command
     from flows.trec_run import check_index_ids, check_trec_ids
+    from operators.store.layout import check_index_exists
 
-    flow, mosaic_query = load_flow(args.flow, index=args.index and uris.local_path(args.index, "index"),
-                                   given=args.index)
+    index = args.index and uris.local_path(args.index, "index")
+    flow, mosaic_query = load_flow(args.flow, index=index, given=args.index)
+    if index:  # the flow reads it (load_flow refused it otherwise): Index.open's error now, not the first search's
+        check_index_exists(index)
     if queries_file is not None:
         queries = read_queries(queries_file)
     elif mosaic_query is not None:

@@ -99,6 +99,30 @@ def check_new_index_path(path: Path) -> None:
         raise IndexCorruptError(f"{lost}: restore the manifest, or give another path; nothing was written")
 
 
+#: What Tessera writes in an index folder, also before its first manifest (an interrupted first ingestion): the
+#: ingestion's staging and failure ledger (flows.ingestion.ledger), the ColBERT token store (token_store.STORE_DIR)
+#: and writers' ``.tmp-*`` folders. Any other name in a folder without a manifest is someone else's file.
+INDEX_ENTRIES = frozenset({MANIFEST, LOCK, SHARDS, STAGING_DIR, "failures.jsonl", "colbert"})
+
+
+def foreign_entries(path: Path) -> list[str]:
+    """The names in the folder ``path`` that are no index's, sorted: a folder of other files, where a new index would
+    be written among them. Empty for an index (it has a manifest), an empty folder, or none there."""
+    if not path.is_dir() or (path / MANIFEST).exists():
+        return []
+    return sorted(entry.name for entry in path.iterdir()
+                  if entry.name not in INDEX_ENTRIES and not entry.name.startswith(".tmp-"))
+
+
+def check_index_exists(name_or_path: str | os.PathLike) -> Path:
+    """The folder of the index ``name_or_path`` names, refused as ``Index.open`` refuses it (an
+    ``IndexNotFoundError`` naming ``tessera ingest`` where there is no manifest) without loading it: a flow given
+    a missing index is refused when it is loaded, not at its first search."""
+    path = resolve_index(name_or_path)
+    read_manifest(path)
+    return path
+
+
 def lost_manifest(path: Path) -> str | None:
     """``'PATH holds N shard folder(s) but no manifest.json (e.g. shards/ID)'`` where the folder has no manifest
     but shards that some commit recorded (``committed_looking_shards``): an index whose manifest is lost, which

@@ -225,7 +225,7 @@ def test_bad_spec_exits_2_with_one_line_naming_step_and_field(home, tmp_path, sp
     assert_one_line_error(tessera("run", str(path), "-q", "bees", home=home, check=None), *needles)
 
 
-def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
+def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera, bm25_index):
     assert_one_line_error(tessera("run", "nosuchflow", "-q", "bees", home=home, check=None),
                           "no flow spec file or built-in flow named 'nosuchflow'", "saved flow", "demo")
     assert_one_line_error(tessera("run", "demo", "-q", "missing/queries.jsonl", home=home, check=None),
@@ -248,7 +248,7 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera):
     from operators.errors import SpecError
 
     with pytest.raises(SpecError, match="query 2 of 2 is empty"):
-        Flow.load("bm25", index="anywhere").run(["bees", " "])
+        Flow.load("bm25", index=bm25_index).run(["bees", " "])
     missing_corpus = tmp_path / "c.yaml"
     missing_corpus.write_text("steps:\n  r: {op: retrieve.corpus_bm25, params: {corpus: nope.jsonl}}\n")
     assert_one_line_error(tessera("run", str(missing_corpus), "-q", "bees", "--quiet", home=home, check=None),
@@ -349,7 +349,7 @@ def test_ctrl_c_cancels_through_the_token(tmp_path, monkeypatch, capsys):
 def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suffix, tessera):
     queries = tmp_path / f"queries{suffix}"
     queries.write_bytes(bytes(range(256)) * 16)
-    proc = tessera("run", "demo", "--index", str(tmp_path), "-q", str(queries), home=home, check=None)
+    proc = tessera("run", "demo", "-q", str(queries), home=home, check=None)  # read before the missing index
     assert_one_line_error(proc, "field 'queries'", str(queries))
     assert "\ufffd" not in proc.stderr and len(proc.stderr) < 400
 
