@@ -27,7 +27,8 @@ def as_flow(flow: Flow | FlowSpec | str) -> Flow:
     return FlowSpec.load(flow).build()
 
 
-QUERIES_ACCEPTED = "one text, a list of texts, or a pyarrow Table or pandas DataFrame with columns qid and query"
+QUERIES_ACCEPTED = ("one text, a list of texts, a pyarrow Table or pandas DataFrame with columns qid and query, or "
+                    "(to Flow.run) a dict {qid: text} or of columns qid and query")
 
 
 def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None = None) -> pa.Table:
@@ -114,6 +115,11 @@ def _text_column(table: pa.Table, name: str, *, numbers: bool) -> pa.Table:
     castable = pa.types.is_large_string(kind) or pa.types.is_string_view(kind) or pa.types.is_null(kind) \
         or pa.types.is_dictionary(kind) and pa.types.is_string(kind.value_type) \
         or numbers and pa.types.is_integer(kind)
+    if not castable and numbers and pa.types.is_floating(kind) and table.column(name).null_count:
+        # pandas holds whole numbers with a missing one (None, NaN) as floats: the missing one is the problem
+        row = table.column(name).to_pylist().index(None)
+        raise SpecError(f"{name} of row {row + 1} of {table.num_rows} is empty (null): each query needs an id",
+                        field=f"queries.{name}")
     if not castable:
         allowed = "text or whole numbers" if numbers else "text"
         raise SpecError(f"column {name} of the queries table must be {allowed}, got {kind}", field=f"queries.{name}")

@@ -34,8 +34,8 @@ def test_queries_that_are_not_texts_or_a_table_are_a_spec_error_saying_what_is_a
     with pytest.raises(SpecError) as err:
         bm25.run(given)
     assert err.value.field == "queries" and said in err.value.message
-    assert "one text, a list of texts, or a pyarrow Table or pandas DataFrame with columns qid and query" \
-        in err.value.message
+    assert "one text, a list of texts, a pyarrow Table or pandas DataFrame with columns qid and query, or (to " \
+        "Flow.run) a dict {qid: text} or of columns qid and query" in err.value.message
 
 
 def test_whole_number_qids_become_strings_and_a_data_frame_is_a_queries_table(bm25):

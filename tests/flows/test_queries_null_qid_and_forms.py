@@ -1,0 +1,42 @@
+"""A DataFrame of queries with a missing qid names the row: pandas holds whole-number qids with a None as floats
+(``[1.0, NaN]``), which was refused as 'column qid ... got double', a type the caller never wrote. And what a
+refusal says ``Flow.run`` accepts lists every form it takes, dicts too."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from operators.errors import SpecError
+
+
+@pytest.fixture
+def flow(bm25_index, tmp_path, monkeypatch):
+    from flows.api import Flow
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return Flow.load("bm25", index=bm25_index)
+
+
+@pytest.mark.parametrize("qids, row", [([1, None], 2), ([None, 2, 3], 1), ([1.0, float("nan")], 2)])
+def test_a_data_frame_with_a_missing_qid_names_its_row(flow, qids, row):
+    frame = pd.DataFrame({"qid": qids, "query": ["classical music"] * len(qids)})
+    with pytest.raises(SpecError) as err:
+        flow.run(frame)
+    assert err.value.field == "queries.qid"
+    assert err.value.message == f"qid of row {row} of {len(qids)} is empty (null): each query needs an id"
+
+
+def test_fractional_qids_are_still_refused_as_such_and_whole_ones_taken(flow):
+    with pytest.raises(SpecError, match="column qid of the queries table must be text or whole numbers, got double"):
+        flow.run(pd.DataFrame({"qid": [1.5, 2.0], "query": ["classical music", "action film"]}))
+    taken = flow.run(pd.DataFrame({"qid": [1, 2], "query": ["classical music", "action film"]}))
+    assert set(taken.table.column("qid").to_pylist()) <= {"1", "2"}
+
+
+@pytest.mark.parametrize("given", [None, 5, ["classical music", 7]])
+def test_a_refusal_lists_the_dicts_flow_run_takes_and_a_dict_is_taken(flow, given):
+    with pytest.raises(SpecError) as err:
+        flow.run(given)
+    assert "a dict {qid: text} or of columns qid and query" in err.value.message
+    assert flow.run({"q1": "classical music"}).table.num_rows > 0  # the form named is one it takes
