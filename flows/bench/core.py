@@ -144,6 +144,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
     if plan is not None:  # the index is part of the run's identity: built (or found) first
         built_now = indices.ensure_index(plan, dataset.corpus, executor=options.executor, log=reporter.log,
                                          progress=reporter.enabled)
+        _check_trec_ids(flow.name, plan.path)  # the run becomes OUT/runs/*.trec: refused now, not after the run
         failed = indices.failed_documents(plan)
         keyed = flow_spec.with_index(indices.identity(plan))
         spec = flow_spec.with_index(str(plan.path))
@@ -170,6 +171,21 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
     return FlowRun(name=flow.name, source=flow.source, key=key, run=stored, index=plan, index_built=built_now,
                    short_queries=short, fewest_results=fewest, spec=spec_json,
                    summary=spec_summary(flow.spec), index_failures=failed)
+
+
+def _check_trec_ids(flow: str, index: Path) -> None:
+    """Refuse an index holding a live document id that a TREC run cannot hold (empty or with whitespace: one
+    added to a built index by ``tessera index add``; the corpus's own ids are checked when the dataset is read),
+    naming the flow, the index and the id, before the flow runs: its run was written as a TREC file after it."""
+    from flows.trec_run import check_index_ids
+    from operators.errors import SpecError
+
+    try:
+        check_index_ids([str(index)], f"; tessera bench writes each flow's run as OUT/{runs.FOLDER}/*.trec: delete "
+                                      "that document from the index (tessera index delete), or delete the index "
+                                      "so the benchmark builds it from the corpus again")
+    except SpecError as err:
+        raise BenchError(f"flow '{flow}': {err.message}", field="flow") from None
 
 
 def canonical_spec(spec) -> dict[str, Any]:
