@@ -18,7 +18,9 @@ from flows.commands._support import EXIT_OK, CliError, console, escape, print_js
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     parser = sub.add_parser("models", parents=[common], help="list the language-model aliases and which answer",
                             description=__doc__.split("\n\n")[1].replace("\n", " ").replace("``", ""))
-    parser.add_argument("names", nargs="*", metavar="NAME", help="only these aliases")
+    parser.add_argument("names", nargs="*", metavar="NAME",
+                        help="only these aliases; prune: list the model files Tessera made that nothing reads "
+                        "(with --yes: remove them)")
     parser.add_argument("--check", action="store_true",
                         help="send each reachable model one tiny prompt (max 8 tokens) and time it")
     parser.add_argument("--json", action="store_true", help="print JSON")
