@@ -11,6 +11,7 @@ import argparse
 import ast
 import functools
 import re
+import typing
 from pathlib import Path
 
 import pytest
@@ -219,6 +220,31 @@ def test_every_param_default_operators_md_states_is_the_params_model():
         if not same:
             wrong.append(f"{name}.{param}: docs say {value}, the Params model has {default!r}")
     assert not wrong, wrong
+
+
+def choices(annotation) -> set[str]:
+    """The values a param's ``Literal`` (also inside ``X | None``, ``list[...]``) allows; empty when it is no choice."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return {str(value).lower() if isinstance(value, bool) else str(value) for value in typing.get_args(annotation)}
+    return set().union(*(choices(arg) for arg in typing.get_args(annotation)))
+
+
+def test_every_choice_operators_md_sets_is_one_the_param_allows():
+    """``similarity: cosine``, ``follow_up: links``...: the param of an operator of that paragraph or row, and one of
+    its choices."""
+    from operators.registry import all_operators
+
+    operators, wrong, checked = all_operators(), [], 0
+    categories = "|".join(sorted({name.split(".")[0] for name in operators}))
+    for block in re.split(r"\n\s*\n|\n(?=\|)|\n(?=\* )", FENCED.sub("", operator_section())):
+        names = [name for name in re.findall(rf"`((?:{categories})\.[a-z_0-9]+)`", block) if name in operators]
+        for param, value in re.findall(r"`([a-z_][a-z_0-9]*): ([\w.-]+)`", block):
+            owner = next((name for name in names if param in operators[name].Params.model_fields), None)
+            allowed = choices(operators[owner].Params.model_fields[param].annotation) if owner else set()
+            checked += bool(allowed)
+            if allowed and value not in allowed:
+                wrong.append(f"{owner}.{param}: docs set '{value}', it allows {sorted(allowed)}")
+    assert checked >= 15 and not wrong, wrong
 
 
 def test_the_shared_params_operators_md_lists_are_the_models():
