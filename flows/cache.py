@@ -294,11 +294,12 @@ class StepCache:
     def prune(self, *, max_bytes: int | None = None, older_than_s: float | None = None) -> dict[str, int]:
         """Evict stored outputs: every file unused for ``older_than_s`` seconds, then the least recently used
         until the stored outputs hold at most ``max_bytes``; their units go with them (a later run recomputes
-        them). Returns what was removed and what is left (``flows.cache_prune``)."""
+        them). With an age, also the model calls an unfinished batch saved longer ago (``calls``). Returns what
+        was removed and what is left (``flows.cache_prune``), the same keys with no cache there."""
         from flows.cache_prune import prune
 
         if not self.root.exists():
-            return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0}
+            return {"files": 0, "units": 0, "bytes": 0, "files_left": 0, "bytes_left": 0, "unfinished": 0, "calls": 0}
         if not self.root.is_dir() or not is_cache_dir(self.root):
             raise CacheError(f"refusing to prune {self.root}: it is not a Tessera step cache (no {MARKER})",
                              field="cache_dir")

@@ -7,7 +7,8 @@ each reply is stored the moment it arrives, as an entry of no rows whose metadat
 reply, under a key of the step's key and the call's id (so a new operator version, new params
 or edited code never reads an old reply). When the batch ends, its units are stored as
 always and its call entries are dropped (the units hold the same answers); only a batch that
-did not end (cancelled, interrupted, failed) leaves them, for the rerun to read back.
+did not end (cancelled, interrupted, failed) leaves them, for the rerun to read back; ``prune`` with an age
+removes those saved longer ago (``flows.cache_prune.remove_old_calls``), as a batch never rerun leaves them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import hashlib
 import logging
 import sqlite3
 import threading
+import time
 from typing import Any, Sequence
 
 from flows.cache import CacheError, StepCache
@@ -46,7 +48,7 @@ class BatchCalls:
     def record(self, call: bytes, reply: dict[str, Any]) -> None:
         key = self._key(call)
         try:
-            self.cache.put([(key, None, {"call": reply})])
+            self.cache.put([(key, None, {"call": reply, "saved": time.time()})])  # when: for prune's age rule
         except (sqlite3.Error, OSError, CacheError) as err:  # a saving lost, not a failed call
             log.warning("step cache %s: a finished call could not be recorded (%s)", self.cache.root, err)
             return

@@ -9,6 +9,7 @@ before that table (or left by a crash) have no row: their size and modification 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import sqlite3
@@ -79,8 +80,31 @@ def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_
             os.unlink(data / name)
             removed += sizes[name]
     unfinished, unfinished_bytes = remove_unfinished(data)
+    calls = remove_old_calls(conn, cutoff) if cutoff is not None else 0
     return {"files": len(evict), "units": units, "bytes": removed + unfinished_bytes,
-            "files_left": len(files) - len(evict), "bytes_left": total, "unfinished": unfinished}
+            "files_left": len(files) - len(evict), "bytes_left": total, "unfinished": unfinished, "calls": calls}
+
+
+def remove_old_calls(conn: sqlite3.Connection, cutoff: float) -> int:
+    """Forget the model calls an unfinished batch saved before ``cutoff`` (``flows.cache_calls``: entries of no rows
+    whose metadata is ``{"call": reply, "saved": time}``; one saved before the time was recorded counts as old). A
+    batch that ends drops its own; one interrupted and never rerun left them for good. Returns how many."""
+    old = []
+    for key, meta in conn.execute("SELECT key, meta FROM units WHERE file IS NULL AND meta LIKE '{\"call\": %'"):
+        with contextlib.suppress(ValueError, TypeError, AttributeError):
+            record = json.loads(meta)
+            if isinstance(record.get("call"), dict) and float(record.get("saved") or 0) < cutoff:
+                old.append(key)
+    for i in range(0, len(old), 500):
+        chunk = old[i:i + 500]
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return len(old)
 
 
 def remove_unfinished(data: Path) -> tuple[int, int]:

@@ -213,6 +213,7 @@ def _cmd_cache_prune(args: argparse.Namespace) -> int:
     report(args, {"cache_dir": str(root), "pruned": found, **done},
            f"pruned {root}: removed {done['files']} file(s), {done['units']} unit(s)"
            + (f", {done['unfinished']} unfinished write(s)" if done.get("unfinished") else "")
+           + (f", {done['calls']} saved model call(s)" if done.get("calls") else "")
            + f", {format_bytes(done['bytes'])}; "
            f"left {done['files_left']} file(s), {format_bytes(done['bytes_left'])}" if found
            else f"nothing to prune at {root}")

@@ -14,6 +14,7 @@ def prune(yes: bool, as_json: bool) -> int:
 
     folder = models_dir()
     found = prunable(folder)
+    counted = _counted(found)  # before they are removed: a partial file is a file, the rest folders
     for item in found if yes else []:
         remove(item)
     total = sum(item.size for item in found)
@@ -29,11 +30,19 @@ def prune(yes: bool, as_json: bool) -> int:
 
     table = Table(title=f"{'removed' if yes else 'would remove'} from {escape(str(folder))}", title_justify="left",
                   title_style="bold")
-    for col in ("folder", "kind", "size", "why"):
+    for col in ("name", "kind", "size", "why"):
         table.add_column(col, overflow="fold", justify="right" if col == "size" else "left")
-    for item in found:
-        table.add_row(escape(item.path.name), item.kind, format_bytes(item.size), escape(item.why))
+    for item in found:  # an export's partial file with its export folder: which one it is in
+        table.add_row(escape(str(item.path.relative_to(folder))), item.kind, format_bytes(item.size), escape(item.why))
     out.print(table)
-    out.print(f"{'removed' if yes else 'total'}: {len(found)} folders, {format_bytes(total)}"
+    out.print(f"{'removed' if yes else 'total'}: {counted}, {format_bytes(total)}"
               + ("" if yes else " (tessera models prune --yes removes them)"))
     return EXIT_OK
+
+
+def _counted(found: list) -> str:
+    """``2 folders``, ``1 folder, 1 file``: what the items are (an export's partial file is a file)."""
+    files = sum(1 for item in found if not item.path.is_dir())
+    folders = len(found) - files
+    parts = [f"{n} {word}{'' if n == 1 else 's'}" for n, word in ((folders, "folder"), (files, "file")) if n]
+    return ", ".join(parts)

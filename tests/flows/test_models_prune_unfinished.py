@@ -112,3 +112,31 @@ def test_an_exports_partial_file_and_a_pruning_folder_by_age_and_pid(tessera, tm
     items(tessera, home, "--yes")
     assert sorted(p.name for p in export.iterdir()) == sorted(["model.onnx", "source.json", fresh.name, live.name])
     assert not pruning.exists() and model.is_dir()
+
+
+def test_the_list_and_its_total_name_a_partial_file_a_file(tessera, tmp_path, monkeypatch):  # noqa: F811
+    """The total said '2 folders' when one of the two was an export's partial file, listed by its bare name."""
+    from operators.models.sentence_transformers import onnx_cache_dir
+
+    home = tmp_path / "home"
+    models = home / "models"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    model = models / "my-bi"
+    write_checkpoint(model, lambda tmp: tmp.mkdir(parents=True) or {}, {})
+    export = onnx_cache_dir(model)
+    export.mkdir()
+    (export / "model.onnx").write_bytes(b"\0" * 100)
+    (export / "source.json").write_text(json.dumps({"model": str(model)}))
+    gone = dead_pid()
+    partial = export / f".model.{gone}.onnx"
+    partial.write_bytes(b"\0" * 50)
+    pruning = models / f".old-previous-{'c' * 12}.pruning-{gone}"
+    pruning.mkdir()
+    (pruning / "model.safetensors").write_bytes(b"w" * 10)
+    backdate(partial)
+    backdate(pruning)
+    text = tessera("models", "prune", home=home).stdout
+    assert "total: 1 folder, 1 file, 60 B" in text, text
+    assert f"{export.name}/{partial.name}" in text.replace("\n", "").replace(" ", "")  # which export it is in
+    assert "removed: 1 folder, 1 file, 60 B" in tessera("models", "prune", "--yes", home=home).stdout
+    assert not partial.exists() and not pruning.exists()
