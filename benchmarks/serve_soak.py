@@ -3,12 +3,15 @@
 Starts ``tessera serve`` (``serve/config.yaml``, 127.0.0.1, a free port, a key in ``$TESSERA_API_KEYS``, a private
 ``$TESSERA_HOME`` with a copy of the sample index, a private ``$TMPDIR`` for Ray's session), then N clients for M
 minutes mix task-API searches, ``/v1/search``, OpenAI/Cohere embed and rerank, chat on the embedded model, uploads
-into a new and a kept index, deletes, ``GET /tasks`` and bad requests (each must be a 4xx). Every ``--sample-s``:
-RSS/USS of the service's processes by kind, task workers, Ray's session logs, the api replica's fds. At the end:
-per kind first, last, MB/min over each half (settled: second half near 0), statuses and p50/p95 per route, 5xx,
-timeouts and error lines in the logs; then the service is stopped and nothing of it may be left. Raw JSON: --out.
+into a new and a kept index, deletes, ``GET /tasks``, ``GET /flows``, ``/healthz`` and bad requests (each must be a
+4xx). It serves a copy of HEAD (``--tree head``), so edits in the tree do not reach it. Every ``--sample-s``
+(benchmarks/_soak_probe.py): RSS/USS of each process of the service's own tree by kind (GCS, raylet, agents, Serve
+controller and proxy, each deployment's replicas, task workers), its Ray session folder (logs, spilled objects), the
+task store's size, the api replica's fds. At the end: per kind, after ``--warmup-min``, first and last and the slopes in
+MB per minute and per 1,000 requests; statuses and p50/p95 per route, 5xx, timeouts and error lines in the logs; then
+the service is stopped and nothing of it may be left. Raw JSON: --out.
 
-    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 38 [--clients 4] [--out /tmp/serve-soak]
+    nice -n 10 .venv/bin/python benchmarks/serve_soak.py --minutes 35 [--clients 4] [--port 0] [--out /tmp/serve-soak]
 """
 
 from __future__ import annotations
@@ -33,63 +36,13 @@ import time
 from pathlib import Path
 
 import httpx
-import numpy as np
 import psutil
 from _common import REPO_ROOT, latency_summary
+from _soak_probe import growth_table, sample
 from _serve import SAMPLE
 
-KIND_PATTERNS = [  # (regex on the joined cmdline, kind); the first match wins
-    (r"ray::ServeReplica:[^:]+:(\S+?)(\.[a-z_]+)?(\s|$)", r"replica:\1"), (r"ray::TaskWorker", "task_worker"),
-    (r"ray::ServeController", "serve_controller"), (r"ray::ProxyActor", "serve_proxy"),
-    (r"gcs_server", "gcs"), (r"/raylet ", "raylet"), (r"ray::DashboardAgent|dashboard/agent\.py", "dashboard_agent"),
-    (r"dashboard/dashboard\.py", "dashboard"), (r"ray::RuntimeEnvAgent|runtime_env/agent", "runtime_env_agent"),
-    (r"log_monitor\.py", "log_monitor"), (r"autoscaler/_private/monitor\.py", "autoscaler_monitor"),
-    (r"ray\.serve\.scripts", "serve_run_driver"), (r"tessera serve", "tessera_cli"), (r"ray::IDLE", "idle_worker"),
-    (r"ray::worker", "worker_starting"),
-    (r"(ray::\w+)", r"\1"),
-]
 EXPECTED = {"upload_existing": {409, 429}, "upload_new": {409, 429}, "task_run_bm25": {429}, "enqueue_hybrid": {429},
             "delete_docs": {409}}  # 409: an ingestion into the kept index runs; 429: max_tasks_per_key
-
-
-def kind_of(cmdline: str) -> str:
-    """The process's kind by its cmdline (``ray::worker``: a worker between its actor's title and none, as it starts
-    a task worker, seen as ``task_worker`` a sample later)."""
-    for pattern, kind in KIND_PATTERNS:
-        match = re.search(pattern, cmdline)
-        if match:
-            return match.expand(kind)
-    return "other:" + Path(cmdline.split(" ")[0] or "?").name
-
-
-def sample(root_pid: int, logs: Path, started: float, seen: dict[int, tuple[str, float]]) -> dict:
-    """One sample of the service's process tree, its task workers, the api replica's fds and the logs folder;
-    ``seen`` gets each process's kind and start time (pid reuse), for the check that none is left at the end."""
-    kinds: dict[str, dict] = {}
-    try:
-        procs = [psutil.Process(root_pid)] + psutil.Process(root_pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        procs = []
-    for proc in procs:
-        try:
-            with proc.oneshot():
-                cmdline = " ".join(proc.cmdline())
-                kind = kind_of(cmdline)
-                seen[proc.pid] = (kind, proc.create_time())
-                row = kinds.setdefault(kind, {"n": 0, "rss_mb": 0.0, "uss_mb": 0.0, "pids": [], "cmd": cmdline[:200]})
-                row["rss_mb"] += proc.memory_info().rss / 2**20
-                row["uss_mb"] += proc.memory_full_info().uss / 2**20
-                row["n"] += 1
-                row["pids"].append(proc.pid)
-                if kind == "replica:api":
-                    row["fds"] = proc.num_fds()
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    files = [p for p in logs.rglob("*") if p.is_file()] if logs.is_dir() else []
-    return {"t_min": (time.monotonic() - started) / 60, "kinds": kinds,
-            "logs_mb": sum(p.stat().st_size for p in files) / 2**20, "log_files": len(files),
-            "worker_logs": sum(1 for p in files if p.name.startswith("worker-") and p.suffix == ".out"),
-            "available_mb": psutil.virtual_memory().available / 2**20}
 
 
 class Soak:
@@ -105,6 +58,9 @@ class Soak:
         self.outcomes: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
         self.problems: list[dict] = []  # 5xx, timeouts, unexpected statuses, stuck tasks
         self.serial = 0
+
+    def requests(self) -> int:
+        return sum(map(len, self.seconds.values()))
 
     def docs(self, rng: random.Random, n: int) -> list[dict]:
         self.serial += n
@@ -185,6 +141,10 @@ class Soak:
         elif action == "delete_docs":
             ids = [self.uploaded.pop(0) for _ in range(min(2, len(self.uploaded)))] or ["never-uploaded"]
             await self.call(http, action, "POST", "/v1/indices/soak-kept/delete", json={"ids": ids})
+        elif action == "flows":
+            await self.call(http, action, "GET", "/flows")
+        elif action == "healthz":
+            await self.call(http, action, "GET", "/healthz")
         elif action == "list_tasks":
             await self.call(http, action, "GET", "/tasks", params={"limit": 20})
         else:
@@ -209,43 +169,12 @@ class Soak:
 
 
 MIX = {"task_run_bm25": 3, "enqueue_hybrid": 2, "search_hybrid": 3, "embeddings": 2, "embed_v2": 1, "rerank_v1": 2,
-       "rerank_v2": 1, "chat": 2, "upload_existing": 1, "upload_new": 0.5, "delete_docs": 0.7, "list_tasks": 1,
-       "bad_request": 1}
+       "rerank_v2": 1, "chat": 0.5, "upload_existing": 1, "upload_new": 0.5, "delete_docs": 0.7, "list_tasks": 1,
+       "flows": 1, "healthz": 1, "bad_request": 1}
 
 
-def slope(points: list[tuple[float, float]]) -> float:
-    """MB per minute of a least-squares line through (minute, MB); NaN with fewer than 2 points."""
-    if len(points) < 2:
-        return float("nan")
-    t, v = np.array(points).T
-    return float(np.polyfit(t, v, 1)[0]) if np.ptp(t) > 0 else float("nan")
-
-
-def series(samples: list[dict]) -> dict[str, dict[str, list[tuple[float, float]]]]:
-    """Per kind its (minute, value) points of RSS, USS and processes; and the workers, logs and fds."""
-    out: dict = collections.defaultdict(lambda: collections.defaultdict(list))
-    for s in samples:
-        t = s["t_min"]
-        for kind, row in s["kinds"].items():
-            for measure in ("rss_mb", "uss_mb", "n") + (("fds",) if "fds" in row else ()):
-                out[kind if measure != "fds" else "api open fds"][measure].append((t, row[measure]))
-        out["task workers alive"]["n"].append((t, s["kinds"].get("task_worker", {}).get("n", 0)))
-        out["session logs MB (files)"]["rss_mb"].append((t, s["logs_mb"]))
-        out["session logs MB (files)"]["n"].append((t, s["log_files"]))
-    return out
-
-
-def report(soak: Soak, samples: list[dict], minutes: float) -> None:
-    half = samples[-1]["t_min"] / 2
-    print(f"\n{'kind (MB: RSS; /min: per minute)':<36}{'n':>7}{'first':>8}{'last':>8}{'1st half':>10}{'2nd half':>10}"
-          f"{'USS 2nd':>9}")
-    for name, measures in sorted(series(samples).items()):
-        values = measures.get("rss_mb") or measures.get("fds") or measures["n"]
-        n = measures.get("n", [(0, 0)])
-        halves = [slope([p for p in values if p[0] <= half]), slope([p for p in values if p[0] >= half]),
-                  slope([p for p in measures.get("uss_mb", []) if p[0] >= half])]
-        print(f"{name[:35]:<36}{f'{n[0][1]:.0f}-{n[-1][1]:.0f}':>7}{values[0][1]:>8.1f}{values[-1][1]:>8.1f}"
-              + "".join(f"{h:>10.2f}" for h in halves[:2]) + f"{halves[2]:>9.2f}")
+def report(soak: Soak, samples: list[dict], minutes: float, warmup_min: float) -> None:
+    print("\n" + "\n".join(growth_table(samples, warmup_min)))
     total = sum(len(v) for v in soak.seconds.values())
     print(f"\n{total} requests in {minutes:.1f} min; per route (statuses, p50/p95 ms):")
     for route in sorted(soak.seconds):
@@ -315,6 +244,11 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=8, help="max_tokens of each chat")
     parser.add_argument("--out", type=Path, default=Path("/tmp/serve-soak"), help="folder for the raw JSON")
     parser.add_argument("--keep-home", action="store_true", help="leave the temp TESSERA_HOME (logs) in place")
+    parser.add_argument("--port", type=int, default=0, help="the service's port on 127.0.0.1 (0: a free one)")
+    parser.add_argument("--warmup-min", type=float, default=5, help="minutes left out of the growth slopes")
+    parser.add_argument("--tree", choices=("head", "work"), default="head",
+                        help="serve a copy of the commit checked out (head: edits under way in the tree cannot "
+                             "reach a worker mid-soak) or the working tree itself")
     args = parser.parse_args()
 
     home = Path(tempfile.mkdtemp(prefix="soak-", dir="/tmp"))
@@ -325,21 +259,33 @@ def main() -> None:
                             cwd=Path(__file__).parent, env=env, check=True, capture_output=True, text=True)
     index = home / "indices" / "sample"  # a copy of the demo's, else of one ingested once into the benchmarks' cache
     shutil.copytree(source.stdout.strip().splitlines()[-1], index)
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        base = f"http://127.0.0.1:{(port := sock.getsockname()[1])}"
+    cwd = REPO_ROOT
+    if args.tree == "head":  # PYTHONPATH comes before the venv's editable finder, in every Ray worker too
+        cwd = home / "tree"
+        cwd.mkdir()
+        archive = subprocess.run(["git", "archive", "HEAD"], cwd=REPO_ROOT, check=True, capture_output=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(cwd)], input=archive, check=True)
+        env["PYTHONPATH"] = str(cwd)
+    port = args.port
+    if not port:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+    base = f"http://127.0.0.1:{port}"
     log_path = home / "serve.log"
     with open(log_path, "wb") as log:
         proc = subprocess.Popen([str(Path(sys.executable).with_name("tessera")), "serve",
                                  "--host", "127.0.0.1", "--port", str(port), "--index", str(index)],
-                                cwd=REPO_ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     print(f"tessera serve pid {proc.pid} on {base}; TESSERA_HOME {home}; log {log_path}", flush=True)
     samples: list[dict] = []
     seen: dict[int, tuple[str, float]] = {}
-    logs = home / "t" / "ray" / "session_latest" / "logs"
+    session = home / "t" / "ray" / "session_latest"
+    args.out.mkdir(parents=True, exist_ok=True)
     try:
         print(f"ready after {wait_ready(base, proc):.0f} s", flush=True)
-        logs = logs.resolve()  # the session's own folder, not the link
+        session = session.resolve()  # the session's own folder, not the link
+        logs = session / "logs"
         soak = Soak(base, key, 0.0, args.max_tokens)
         asyncio.run(warm_up(soak))
         soak = Soak(base, key, time.monotonic() + args.minutes * 60, args.max_tokens)
@@ -348,11 +294,14 @@ def main() -> None:
 
         def sampler() -> None:
             while True:
-                samples.append(last := sample(proc.pid, logs, started, seen))
+                samples.append(last := sample(proc.pid, session, home, started, soak.requests(), seen))
                 api, workers = last["kinds"].get("replica:api", {}), last["kinds"].get("task_worker", {})
                 print(f"[{last['t_min']:5.1f} min] api {api.get('rss_mb', 0):.0f} MB, {api.get('fds')} fds; "
-                      f"task workers {workers.get('n', 0)}; logs {last['logs_mb']:.1f} MB; requests "
+                      f"task workers {workers.get('n', 0)}; gcs {last['kinds'].get('gcs', {}).get('rss_mb', 0):.0f} "
+                      f"MB; logs "
+                      f"{last['logs_mb']:.1f} MB; store {last['task_store_mb']:.1f} MB; requests "
                       f"{sum(map(len, soak.seconds.values()))}; problems {len(soak.problems)}", flush=True)
+                (args.out / "live.json").write_text(json.dumps(samples))  # kept should the run fail later
                 if stop.wait(args.sample_s):
                     return
 
@@ -361,9 +310,9 @@ def main() -> None:
         asyncio.run(run_clients(soak, args.clients))
         stop.set()
         thread.join()
-        samples.append(sample(proc.pid, logs, started, seen))  # after the last request
+        samples.append(sample(proc.pid, session, home, started, soak.requests(), seen))  # the last
         minutes = (time.monotonic() - started) / 60
-        report(soak, samples, minutes)
+        report(soak, samples, minutes, args.warmup_min)
         errors = error_lines([log_path, *sorted(logs.glob("serve/*.log")), *sorted(logs.glob("*.err"))])
         print(f"\nerror-looking lines in serve output, logs/serve/*.log and logs/*.err: {len(errors)} distinct\n  "
               + "\n  ".join(errors))
@@ -371,10 +320,11 @@ def main() -> None:
                   "outcomes": {k: dict(v) for k, v in soak.outcomes.items()}, "error_lines": errors,
                   "latency": {k: latency_summary(v) for k, v in soak.seconds.items()}}
     finally:
-        sample(proc.pid, logs, time.monotonic(), seen)  # what runs now, also after a failure
+        sample(proc.pid, session, home, time.monotonic(), 0, seen)  # what runs now, also after a failure
         left = stop_service(proc, seen)
         print(f"stopped: tessera serve exit {proc.returncode}; processes left behind: {left or 'none'}")
     result["left_behind"] = left
+    result["command"] = sys.argv
     args.out.mkdir(parents=True, exist_ok=True)
     out = args.out / f"soak-{time.strftime('%Y%m%d-%H%M%S')}.json"
     out.write_text(json.dumps(result, indent=1))
