@@ -64,7 +64,7 @@ from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
     ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, plan_stages, runs_as_tasks, shape_stage,
-    spread_rows, spreads_input, stage_inputs)
+    spread_rows, spreads_input, spreads_streamed_input, stage_inputs)
 from flows.executors.ray_plugins import check_plugins_on_workers
 from flows.executors.ray_progress import RunFollower
 from flows.model_check import check_env
@@ -251,9 +251,10 @@ class _Run:
 
     def _spread(self, source: Frame, stage: Stage) -> Frame:
         """A model step's input, materialised and cut so that every actor of its pool gets blocks
-        (``ray_plan.spread_rows``); the cut shows as a ``spread:<step>`` timing. A pool of one streams as before."""
+        (``ray_plan.spread_rows``); the cut shows as a ``spread:<step>`` timing. A pool of one, or a few queries
+        streaming from the steps before (``ray_plan.spreads_streamed_input``), stream in as before."""
         actors = self.resources.of_stage(stage)[0] or 1
-        if actors < 2:
+        if actors < 2 or (source.ds is not None and not spreads_streamed_input(self.state.input_rows or 0)):
             return source
         self._materialize(source)
         most = spread_rows(source.rows, actors, self.flow.step_option(stage[0], "batch_size"))

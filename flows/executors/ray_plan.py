@@ -46,8 +46,9 @@ Spreading a model step (``spreads_input``, ``spread_rows``)
     step: a corpus step gets everything in one call) is materialised and cut (at qid
     boundaries where it is aligned) into blocks of at most its batch size, at least one per
     actor and at most ``SPREAD_BLOCKS_MAX`` (or one per actor if more); each actor takes one
-    block at a time. A model call takes seconds, so the cut's tasks (milliseconds) and the
-    retriever no longer streaming into the step cost nothing there.
+    block at a time. The cut's tasks take milliseconds; waiting for the steps before it
+    (they no longer stream into the step, and its actors start after them) costs seconds,
+    so an input still streaming is cut only for ``SPREAD_MIN_QUERIES`` queries or more.
 """
 
 from __future__ import annotations
@@ -75,6 +76,9 @@ INITIAL_ACTORS_MAX = 8
 INITIAL_ROWS_PER_ACTOR = 16384
 #: The most blocks a model step's input is cut into (unless its pool has more actors).
 SPREAD_BLOCKS_MAX = 64
+#: Fewer queries than this stream into a model step uncut: waiting for the steps before it would cost more than
+#: its few calls gain on a second actor (docs/results.md).
+SPREAD_MIN_QUERIES = 16
 
 Stage = tuple[str, ...]
 
@@ -104,6 +108,12 @@ def spread_rows(rows: list[int], actors: int, batch_size: int | None) -> int | N
     blocks = min(max(blocks, actors), max(SPREAD_BLOCKS_MAX, actors))
     most = -(-total // blocks)
     return most if max(rows) > most else None
+
+
+def spreads_streamed_input(input_rows: int) -> bool:
+    """Whether a model step's input that is still streaming from the steps before it is materialised to be cut:
+    for ``SPREAD_MIN_QUERIES`` queries or more, or a flow that reads no queries (it starts at a source)."""
+    return input_rows == 0 or input_rows >= SPREAD_MIN_QUERIES
 
 
 def plan_stages(flow: Flow, steps: list[str], *, keep_history: bool) -> list[Stage]:

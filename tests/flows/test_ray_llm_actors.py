@@ -16,7 +16,7 @@ from pydantic import Field
 
 from flows.executors._ray_blocks import even_bounds
 from flows.executors.local import LocalExecutor
-from flows.executors.ray_plan import SPREAD_BLOCKS_MAX, spread_rows, spreads_input
+from flows.executors.ray_plan import SPREAD_BLOCKS_MAX, spread_rows, spreads_input, spreads_streamed_input
 from flows.spec import FlowSpec
 from operators.generate.answer import AnswerGenerator
 from operators.llm.testing import KEY_ENV
@@ -38,6 +38,12 @@ def test_a_model_steps_input_is_cut_for_every_actor_and_at_most_its_batch_size()
     assert spread_rows([40], actors=1, batch_size=200) is None  # one actor takes everything anyway
     assert spread_rows([40], actors=4, batch_size=None) == 10
     assert spread_rows([100_000], actors=2, batch_size=200) == -(-100_000 // SPREAD_BLOCKS_MAX)  # not 500 blocks
+
+
+def test_a_few_queries_stream_into_a_model_step_uncut():
+    """Cutting a streamed input waits for the steps before it: worth it for many queries' calls, not for one."""
+    assert not spreads_streamed_input(1) and not spreads_streamed_input(8)
+    assert spreads_streamed_input(40) and spreads_streamed_input(0)  # 0: the flow starts at a source
 
 
 def test_only_an_actor_pool_stage_that_calls_a_model_is_spread():
