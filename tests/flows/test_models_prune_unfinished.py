@@ -15,42 +15,22 @@ from pathlib import Path
 from flows.train.checkpoints import write_checkpoint
 from operators.stale_writes import GRACE_S
 from tests.flows.test_cli import tessera  # noqa: F401 - the fixture
-
-
-def backdate(path: Path, seconds: float = 2 * GRACE_S) -> None:
-    then = time.time() - seconds
-    for p in [path, *path.rglob("*")]:
-        os.utime(p, (then, then), follow_symlinks=False)
+from tests.killed_writers import backdate, dead_pid, forked_writer
 
 
 def saving(folder: Path) -> int:
     """A child process in ``write_checkpoint(folder)``, its weights half written, waiting to be killed."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            def save(tmp: Path) -> dict:
-                tmp.mkdir(parents=True)
-                (tmp / "model.safetensors").write_bytes(b"w" * 4096)
-                os.write(ready_w, b"1")
-                time.sleep(60)
-                return {}
+    def write(ready) -> None:
+        def save(tmp: Path) -> dict:
+            tmp.mkdir(parents=True)
+            (tmp / "model.safetensors").write_bytes(b"w" * 4096)
+            ready()
+            time.sleep(60)
+            return {}
 
-            write_checkpoint(folder, save, {"config_key": "a" * 64})
-        finally:
-            os._exit(0)
-    os.close(ready_w)
-    assert os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    return pid
+        write_checkpoint(folder, save, {"config_key": "a" * 64})
 
-
-def dead_pid() -> int:
-    pid = os.fork()
-    if pid == 0:
-        os._exit(0)
-    os.waitpid(pid, 0)
-    return pid
+    return forked_writer(write)
 
 
 def items(tessera, home: Path, *args: str) -> dict[str, dict]:  # noqa: F811
@@ -65,7 +45,7 @@ def test_a_killed_trainings_checkpoint_is_pruned_and_a_live_ones_never(tessera, 
     pid = saving(models / "my-bi")
     tmp = models / f".my-bi.tmp-{pid}"
     try:
-        backdate(tmp)
+        backdate(tmp, 2 * GRACE_S)
         assert items(tessera, home) == {}  # its writer holds the lock: never listed, whatever its age
     finally:
         os.kill(pid, signal.SIGKILL)
@@ -100,12 +80,12 @@ def test_an_exports_partial_file_and_a_pruning_folder_by_age_and_pid(tessera, tm
                           export / f".model.{os.getpid()}.onnx")
     for partial in (stale, fresh, live):
         partial.write_bytes(b"\0" * 50)
-    backdate(stale)
-    backdate(live)  # old, but its pid runs here
+    backdate(stale, 2 * GRACE_S)
+    backdate(live, 2 * GRACE_S)  # old, but its pid runs here
     pruning = models / f".old-previous-{'c' * 12}.pruning-{gone}"
     pruning.mkdir()
     (pruning / "model.safetensors").write_bytes(b"w" * 10)
-    backdate(pruning)
+    backdate(pruning, 2 * GRACE_S)
     found = items(tessera, home)
     assert sorted(found) == sorted([stale.name, pruning.name])
     assert f"its writer (pid {gone}) is gone" in found[stale.name]["why"]
@@ -133,8 +113,8 @@ def test_the_list_and_its_total_name_a_partial_file_a_file(tessera, tmp_path, mo
     pruning = models / f".old-previous-{'c' * 12}.pruning-{gone}"
     pruning.mkdir()
     (pruning / "model.safetensors").write_bytes(b"w" * 10)
-    backdate(partial)
-    backdate(pruning)
+    backdate(partial, 2 * GRACE_S)
+    backdate(pruning, 2 * GRACE_S)
     text = tessera("models", "prune", home=home).stdout
     assert "total: 1 folder, 1 file, 60 B" in text, text
     assert f"{export.name}/{partial.name}" in text.replace("\n", "").replace(" ", "")  # which export it is in

@@ -9,31 +9,19 @@ import time
 from pathlib import Path
 
 from operators.stale_writes import FREE, GRACE_S, WriterLock, abandoned, lock_path
+from tests.killed_writers import backdate, dead_pid, forked_writer
 
 
 def writer(tmp: Path) -> int:
     """A child process that takes ``tmp``'s writer lock, fills ``tmp`` and waits (until it is killed)."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: no Python cleanup, no pytest
-        try:
-            WriterLock(tmp)
-            tmp.mkdir()
-            (tmp / "part").write_bytes(b"x" * 100)
-            os.write(ready_w, b"1")
-            time.sleep(60)
-        finally:
-            os._exit(0)
-    os.close(ready_w)
-    assert os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    return pid
+    def write(ready) -> None:
+        WriterLock(tmp)
+        tmp.mkdir()
+        (tmp / "part").write_bytes(b"x" * 100)
+        ready()
+        time.sleep(60)
 
-
-def backdate(path: Path, seconds: float) -> None:
-    then = time.time() - seconds
-    for p in [path, *path.rglob("*")]:
-        os.utime(p, (then, then), follow_symlinks=False)
+    return forked_writer(write)
 
 
 def test_a_live_writers_temporary_is_kept_whatever_its_age_and_a_killed_ones_is_removed(tmp_path):
@@ -62,10 +50,7 @@ def test_a_finished_write_leaves_no_lock_file(tmp_path):
 def test_without_a_lock_age_and_pid_decide(tmp_path):
     partial = tmp_path / ".model.123.onnx"
     partial.write_bytes(b"\0" * 10)
-    gone = os.fork()
-    if gone == 0:
-        os._exit(0)
-    os.waitpid(gone, 0)  # a pid no process has now
+    gone = dead_pid()
     assert abandoned(partial, pid=gone) is None  # changed within the grace period: maybe a live writer's
     backdate(partial, GRACE_S + 60)
     assert abandoned(partial, pid=os.getpid()) is None  # its pid runs here

@@ -12,13 +12,12 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-import uvicorn
 from starlette.applications import Starlette
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 
 from serve import draining
-from tests.serve.conftest import free_port
+from tests.serve.conftest import api_on_localhost
 
 RELEASE = threading.Event()
 
@@ -46,20 +45,15 @@ def base():
     """The app, with ``DrainGuard`` outermost, on a free port of 127.0.0.1; not draining before or after."""
     app = Starlette(routes=[Route("/slow", slow), Route("/stream", stream), Route("/healthz", healthz)])
     app.add_middleware(draining.DrainGuard)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
     draining.reset()
     RELEASE.clear()
-    thread.start()
     try:
-        while not server.started:
-            assert thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.02)
-        yield f"http://127.0.0.1:{server.config.port}"
+        with api_on_localhost(app=app) as url:
+            try:
+                yield url
+            finally:
+                RELEASE.set()  # before uvicorn stops: it waits for the requests in flight
     finally:
-        RELEASE.set()
-        server.should_exit = True
-        thread.join(timeout=10)
         draining.reset()
 
 

@@ -7,21 +7,12 @@ Ray (every refusal comes before a task starts)."""
 
 from __future__ import annotations
 
-import pytest
 import requests
 
 from tests.serve.conftest import api_on_localhost, two_document_index
 
 BM25 = {"op": "retrieve.bm25", "params": {"k": 5}}
 ANSWER = {"op": "generate.answer", "params": {"model": "local"}}
-
-
-@pytest.fixture
-def base(make_service):
-    service = make_service()
-    two_document_index(service.indices.folder / "notes")
-    with api_on_localhost() as url:
-        yield url
 
 
 def refused(base: str, route: str, steps: dict) -> dict:
@@ -44,36 +35,36 @@ OVER = [
 ]
 
 
-def test_a_step_asking_for_more_than_the_service_gives_is_a_422_naming_it(base):
+def test_a_step_asking_for_more_than_the_service_gives_is_a_422_naming_it(notes_api):
     """One server for every case (each is a request, not a server start)."""
     for route in ("/v1/search", "/task/enqueue"):
         for step, field, limit in OVER:
-            error = refused(base, route, {"bm25": BM25, "s": {**step, "inputs": ["bm25"]}})
+            error = refused(notes_api, route, {"bm25": BM25, "s": {**step, "inputs": ["bm25"]}})
             assert (error["param"], error["code"]) == (field, limit), (route, error)
             assert f"over this service's limit {limit}=" in error["message"], error
-    assert requests.get(f"{base}/tasks", timeout=30).json()["tasks"] == []
+    assert requests.get(f"{notes_api}/tasks", timeout=30).json()["tasks"] == []
 
 
-def test_a_nested_step_s_param_is_bounded_too(base):
+def test_a_nested_step_s_param_is_bounded_too(notes_api):
     api = {"op": "rerank.api", "params": {"url": "https://rerank.example/v1/rerank", "max_retries": 50}}
     multi = {"op": "retrieve.multi_collection", "params": {"collections": [{"name": "a", "index": "notes"}],
                                                            "postprocess": [api]}}
-    error = refused(base, "/v1/search", {"m": multi})
+    error = refused(notes_api, "/v1/search", {"m": multi})
     assert (error["param"], error["code"]) == ("steps.m.params.postprocess.0.params.max_retries",
                                                "max_call_retries"), error
 
 
-def test_a_saved_flow_over_a_limit_is_a_422_and_is_not_saved(base):
-    answer = requests.put(base + "/flows/greedy", json={"steps": {"bm25": {**BM25, "concurrency": 100_000}}},
+def test_a_saved_flow_over_a_limit_is_a_422_and_is_not_saved(notes_api):
+    answer = requests.put(notes_api + "/flows/greedy", json={"steps": {"bm25": {**BM25, "concurrency": 100_000}}},
                           timeout=60)
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["param"] == "steps.bm25.concurrency"
-    assert requests.get(base + "/flows/greedy", timeout=60).status_code == 404
+    assert requests.get(notes_api + "/flows/greedy", timeout=60).status_code == 404
 
 
-def test_values_at_the_limits_run(base):
+def test_values_at_the_limits_run(notes_api):
     step = {**BM25, "concurrency": 16, "batch_size": 10_000, "num_cpus": 16, "num_gpus": 1}
-    answer = requests.post(base + "/v1/search", json={"flow": {"steps": {"bm25": step}}, "query": "bees",
+    answer = requests.post(notes_api + "/v1/search", json={"flow": {"steps": {"bm25": step}}, "query": "bees",
                                                       "index": "notes"}, timeout=60)
     assert answer.status_code == 200, answer.text
     assert [hit["doc_id"] for hit in answer.json()["results"][0]["hits"]] == ["bees"]

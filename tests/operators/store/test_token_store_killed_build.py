@@ -12,26 +12,17 @@ from pathlib import Path
 import numpy as np
 
 from operators.store.token_store import write_token_store
+from tests.killed_writers import forked_writer
 
 
 def building(folder: Path) -> int:
     """A child process in ``write_token_store(folder)``, one document written, waiting to be killed."""
-    ready_r, ready_w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            def items():
-                yield "d1", np.ones((3, 4), np.float16)
-                os.write(ready_w, b"1")
-                time.sleep(60)
+    def items(ready):
+        yield "d1", np.ones((3, 4), np.float16)
+        ready()
+        time.sleep(60)
 
-            write_token_store(folder, items(), dim=4)
-        finally:
-            os._exit(0)
-    os.close(ready_w)
-    assert os.read(ready_r, 1) == b"1"
-    os.close(ready_r)
-    return pid
+    return forked_writer(lambda ready: write_token_store(folder, items(ready), dim=4))
 
 
 def hidden(folder: Path) -> list[str]:
