@@ -100,9 +100,10 @@ def check_new_index_path(path: Path) -> None:
 
 
 #: What Tessera writes in an index folder, also before its first manifest (an interrupted first ingestion): the
-#: ingestion's staging and failure ledger (flows.ingestion.ledger), the ColBERT token store (token_store.STORE_DIR)
-#: and writers' ``.tmp-*`` folders. Any other name in a folder without a manifest is someone else's file.
-INDEX_ENTRIES = frozenset({MANIFEST, LOCK, SHARDS, STAGING_DIR, "failures.jsonl", "colbert"})
+#: ingestion's staging and failure ledger (flows.ingestion.ledger), the ColBERT token store (token_store.STORE_DIR),
+#: the service's record of who made the index (serve/index_owner.py's ``owner.json``, written before the upload's
+#: ingestion starts) and writers' ``.tmp-*`` folders. Any other name in a folder without a manifest is someone else's.
+INDEX_ENTRIES = frozenset({MANIFEST, LOCK, SHARDS, STAGING_DIR, "failures.jsonl", "colbert", "owner.json"})
 
 
 def foreign_entries(path: Path) -> list[str]:
