@@ -110,12 +110,11 @@ class Index:
             raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
         if not held[method]:
             can = [name for name in ("bm25", "dense") if held[name]]
-            missing = "BM25 term statistics" if method == "bm25" else "dense vectors"
-            if method == "hybrid":
-                missing = "BM25 term statistics" if not settings.bm25 else "dense vectors"
+            if not can:
+                raise SpecError(f"{self.path.name} holds no search structure", field="method")
+            missing = "BM25 term statistics" if method != "dense" and not settings.bm25 else "dense vectors"
             raise SpecError(f"method '{method}' needs {missing}, which {self.path.name} was not ingested with; "
-                            f"use method={can[0]!r}" if can else f"{self.path.name} holds no search structure",
-                            field="method")
+                            f"use method={can[0]!r}", field="method")
         return method
 
 
