@@ -245,13 +245,14 @@ def _refuse_other_settings(index, args: argparse.Namespace) -> None:
 
 def _cmd_add(args: argparse.Namespace) -> int:
     from operators.store import Index, IndexNotFoundError, IndexSettings, resolve_index
-    from operators.store.layout import check_new_index_path, new_shard_id
+    from operators.store.layout import check_new_index_path, check_not_foreign, new_shard_id
     from operators.store.shard import split_chunks
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
     if not _readable(args.file):  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding
+    check_not_foreign(resolve_index(args.path))  # a folder of someone's files, as `tessera ingest` refuses it
     try:
         index = _open(args.path)
     except IndexNotFoundError:

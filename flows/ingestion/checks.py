@@ -73,7 +73,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
     from operators.store import IndexStoreError, resolve_index
-    from operators.store.layout import check_new_index_path, foreign_entries
+    from operators.store.layout import check_new_index_path, check_not_foreign
 
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
@@ -89,13 +89,9 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     try:  # an empty name, ~nosuchuser; a file (a corpus, most likely), bench's folder, a lost manifest
         index_path = resolve_index(index)
         check_new_index_path(index_path)  # before anything is staged
+        check_not_foreign(index_path)  # the index would be written among someone's files
     except IndexStoreError as err:
         raise IngestError(err.message, field="index") from None
-    if others := foreign_entries(index_path):  # the index would be written among someone's files
-        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
-        raise IngestError(f"{index_path} is a folder of other files, not an index ({len(others)} "
-                          f"entr{'y' if len(others) == 1 else 'ies'}: {shown}): give a new or empty folder for the "
-                          f"index, e.g. {index_path / 'index'}", field="index")
     if retry_failed:
         if not (index_path / "manifest.json").exists():
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")

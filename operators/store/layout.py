@@ -115,6 +115,16 @@ def foreign_entries(path: Path) -> list[str]:
                   if entry.name not in INDEX_ENTRIES and not entry.name.startswith(".tmp-"))
 
 
+def check_not_foreign(path: Path) -> None:
+    """Refuse to write a new index among someone's files (``foreign_entries``): ``tessera ingest`` and ``tessera
+    index add`` both check it before anything is read or embedded. An empty folder and an index pass."""
+    if others := foreign_entries(path):
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise IndexStoreError(f"{path} is a folder of other files, not an index ({len(others)} "
+                              f"entr{'y' if len(others) == 1 else 'ies'}: {shown}): give a new or empty folder for "
+                              f"the index, e.g. {path / 'index'}")
+
+
 def check_index_exists(name_or_path: str | os.PathLike) -> Path:
     """The folder of the index ``name_or_path`` names, refused as ``Index.open`` refuses it (an
     ``IndexNotFoundError`` naming ``tessera ingest`` where there is no manifest) without loading it: a flow given

@@ -60,3 +60,12 @@ def test_an_empty_folder_gets_an_index_and_an_index_is_resumed(corpus, tmp_path)
     first = ingest(corpus, folder, settings={"dense": False}, progress=False)
     again = ingest(corpus, folder, settings={"dense": False}, progress=False)  # a folder with an index in it
     assert len(first) == len(again) == 5 and (folder / "manifest.json").is_file()
+
+
+def test_tessera_index_add_refuses_it_as_ingest_does(corpus, someones_folder, capsys):
+    """``tessera index add`` wrote manifest.json, shards/ and .lock among the folder's files (exit 0)."""
+    status = main(["index", "add", str(someones_folder), str(corpus), "--no-dense"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1
+    assert f"{someones_folder} is a folder of other files, not an index (2 entries: notes.txt, photos)" in err
+    assert sorted(p.name for p in someones_folder.iterdir()) == ["notes.txt", "photos"]
