@@ -87,7 +87,11 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
 
 
 def _cmd_cache_explain(args: argparse.Namespace) -> int:
+    from operators.store.layout import check_index_exists
+
     flow, _ = load_flow(args.flow, index=args.index, given=args.index)
+    if args.index:  # the flow reads it (load_flow refused it otherwise): a typo is said, as tessera run says it
+        check_index_exists(args.index)
     root = _cache_root(args)
     entries = cache_explanations(flow, root, args.step)
     if args.json:
