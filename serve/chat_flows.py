@@ -42,7 +42,7 @@ from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_search import queries_table, run_online
 from serve.schemas import ModelCard
-from serve.service import FlowFile, flow_owner
+from serve.flow_resolution import FlowFile, flow_owner, load_spec
 
 #: The operators that read the conversation before the question from a query column (``messages_column``).
 CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
@@ -80,7 +80,7 @@ def _answering_files(tenant: str) -> dict[str, FlowFile]:
 @functools.lru_cache(maxsize=1024)
 def _answers(file: FlowFile) -> bool:
     """Whether this version of a flow file answers."""
-    return answers(svc.load_spec(file))
+    return answers(load_spec(file))
 
 
 def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[ModelCard]:
@@ -111,7 +111,7 @@ def _deployments(service: svc.Service, file: FlowFile, versions: tuple[Any, ...]
     file and the models files, ``flow_status.versions``): building and placing the flows took nearly all of a
     ``/v1/models`` call (24 ms of CPU a call, 0.6 ms kept; ``benchmarks/service_prepare.py``). Nothing else they
     read changes while the app serves: its deployments are fixed when it starts."""
-    placed = service.place(svc.load_spec(file))
+    placed = service.place(load_spec(file))
     return frozenset(step.placement.deployment for step in placed.steps.values() if step.placement is not None)
 
 

@@ -18,7 +18,7 @@ from operators.errors import TesseraError
 from serve import service as svc
 from serve.errors import ApiError
 from serve.index_roots import confine_spec
-from serve.service import FlowFile
+from serve.flow_resolution import FlowFile, load_spec
 
 
 def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
@@ -38,7 +38,7 @@ def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str 
     """Another key's unshared index that the flow names (a 403 when it runs): per caller and per sharing, so apart
     from ``file_problem``'s cache; no task store query for a flow that names none of the service's indices."""
     try:
-        spec = confine_spec(svc.load_spec(file), service.index_roots, service.data_roots)
+        spec = confine_spec(load_spec(file), service.index_roots, service.data_roots)
         service.indices.refuse_unshared(spec, tenant, None)
     except (TesseraError, ApiError) as err:
         return str(err)
@@ -57,7 +57,7 @@ def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> 
 def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: tuple[Any, ...]) -> str | None:
     """``file_problem`` for one version of its inputs (``paths``: the versions of the flow's model paths)."""
     try:
-        confined = confine_spec(svc.load_spec(file), service.index_roots, service.data_roots)  # as a run is
+        confined = confine_spec(load_spec(file), service.index_roots, service.data_roots)  # as a run is
         service.checked_flow(service.place(confined), ["a query"])
     except (TesseraError, ApiError) as err:
         return str(err)
@@ -73,7 +73,7 @@ def _model_paths(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> 
     from flows.model_check import flow_needs
 
     try:
-        needs = flow_needs(service.place(svc.load_spec(file)).build())
+        needs = flow_needs(service.place(load_spec(file)).build())
     except (TesseraError, ApiError):
         return ()
     return tuple(Path(os.path.expanduser(reference)) for reference in sorted({need.reference for need in needs}))

@@ -22,6 +22,7 @@ from flows.spec import FlowSpec
 from serve import flow_status
 from serve import service as svc
 from serve.errors import ApiError
+from serve.flow_resolution import flow_owner
 from serve.index_roots import check_depth
 from serve.param_numbers import check_numbers
 from serve.routes_tasks import tenant
@@ -34,7 +35,7 @@ router = APIRouter(tags=["flows"])
 def list_flows(request: Request) -> dict[str, Any]:
     """``builtin`` and ``saved`` names, and ``status``: per name ``runnable`` and the ``reason`` it is not."""
     caller = tenant(request)
-    builtin, saved = flow_store.builtin_names(), flow_store.saved_names(svc.flow_owner(caller))
+    builtin, saved = flow_store.builtin_names(), flow_store.saved_names(flow_owner(caller))
     now = flow_status.versions()
     problems = {name: flow_status.flow_problem(name, caller, now) for name in dict.fromkeys([*builtin, *saved])}
     return {"builtin": builtin, "saved": saved,
@@ -46,7 +47,7 @@ def get_flow(name: str, request: Request) -> dict[str, Any]:
     caller = tenant(request)
     spec = svc.current().flow_spec(name, caller)
     if spec is None:  # none, or deleted while it was read
-        known = flow_store.builtin_names() + flow_store.saved_names(svc.flow_owner(caller))
+        known = flow_store.builtin_names() + flow_store.saved_names(flow_owner(caller))
         raise ApiError(404, f"no flow named '{name}'{flow_store.did_you_mean(name, known)}", param="name",
                        code="flow_not_found")
     return redacted(spec)  # a key a CLI-saved flow holds is never shown (its file keeps it)
@@ -62,13 +63,13 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
         check_numbers(step.params, f"steps.{step_id}.params")
     flow_store.check_name(name)
     svc.current().check_to_save(parsed.model_copy(update={"name": name}))  # a run's 422s for the spec alone
-    flow_store.save(name, parsed, owner=svc.flow_owner(tenant(request)))
+    flow_store.save(name, parsed, owner=flow_owner(tenant(request)))
     return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}
 
 
 @router.delete("/flows/{name}", summary="Delete one of the caller's saved flows")
 def delete_flow(name: str, request: Request) -> dict[str, Any]:
-    owner = svc.flow_owner(tenant(request))
+    owner = flow_owner(tenant(request))
     try:
         flow_store.delete(name, owner)  # a built-in one is refused: a 422 naming name
     except flow_store.FlowNotFoundError:  # none, or another request deleted it first

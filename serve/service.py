@@ -14,26 +14,24 @@ copy, and its answers scale with the language model's replicas (vLLM on GPU node
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pydantic import ValidationError
 
-from flows import store as flow_store
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.unicode import first_broken_text
 from serve import taskrunner, threads, warm
-from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
 from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
-                                validation_error, with_top_k)
+                                validation_error)
+from serve.flow_resolution import FlowResolution
 from serve.index_owner import restore_rows
-from serve.index_roots import confine, confine_spec, default_data_roots, default_roots
+from serve.index_roots import default_data_roots, default_roots
 from serve.indices import Indices
 from serve.retention import Pruner, delete_task
 from serve.service_settings import Limits, setting
@@ -59,16 +57,6 @@ def current() -> "Service":
     return _current
 
 
-class FlowFile(NamedTuple):
-    """A flow file and the version of it that was read (``Service.flow_file``): a file saved again has another
-    inode (``flows.store`` replaces it), mtime or size."""
-
-    path: str
-    mtime_ns: int
-    size: int
-    inode: int
-
-
 @dataclass
 class Prepared:
     spec: FlowSpec
@@ -77,13 +65,9 @@ class Prepared:
     steps: list[str]
 
 
-def flow_owner(tenant: str) -> str | None:
-    """Where a tenant's saved flows live in ``flows.store``: the shared folder for the keyless ``local``."""
-    return None if tenant == LOCAL_TENANT else tenant
-
-
-class Service:
-    """Task store, limits, default index and served models of one ingress replica."""
+class Service(FlowResolution):
+    """Task store, limits, default index and served models of one ingress replica; its flows by name and the spec
+    a request runs are ``FlowResolution``'s (serve/flow_resolution.py)."""
 
     def __init__(self, config: dict[str, Any], served: list[dict[str, Any]], app_name: str):
         global _current
@@ -128,48 +112,6 @@ class Service:
         _current = self
 
     # -- flows ----------------------------------------------------------------------------
-
-    def flow_path(self, name: str, tenant: str) -> Path | None:
-        return flow_store.builtin_path(name) or flow_store.saved_path(name, flow_owner(tenant))
-
-    def flow_file(self, name: str, tenant: str) -> FlowFile | None:
-        """The file of the flow ``name`` (built-in, else the tenant's saved one) and its version, None when there is
-        none: a cache key, since a saved flow changes over HTTP (``PUT /flows/{name}``) while the app serves."""
-        path = self.flow_path(name, tenant)
-        if path is None:
-            return None
-        try:
-            stat = path.stat()
-        except FileNotFoundError:  # deleted since it was found (a DELETE /flows/{name} at the same time)
-            return None
-        return FlowFile(str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino)
-
-    def flow_spec(self, name: str, tenant: str) -> FlowSpec | None:
-        """The spec of the flow ``name`` (built-in, else the tenant's saved one); None when there is none, also when
-        its file is deleted while it is read: a concurrent ``DELETE /flows/{name}`` makes it a flow that is not
-        there, never an error naming the server's path (or a 500)."""
-        file = self.flow_file(name, tenant)
-        if file is None:
-            return None
-        try:
-            return load_spec(file)
-        except SpecError:
-            if Path(file.path).is_file():
-                raise
-            return None
-
-    def resolve_flow(self, flow: str | dict[str, Any], tenant: str, *, search: bool = False) -> FlowSpec:
-        """``flow``'s spec; a name that names none is refused with the closest names and the flows there are (for a
-        search, the built-in ones that search: not ``ingest``'s, which read documents and a search refuses)."""
-        if isinstance(flow, dict):
-            return FlowSpec.parse(flow)
-        spec = self.flow_spec(flow, tenant)
-        if spec is None:
-            saved = flow_store.saved_names(flow_owner(tenant))
-            builtin = [name for name in flow_store.builtin_names() if not (search and _reads_documents(name))]
-            raise SpecError(f"no flow named '{flow}'{flow_store.did_you_mean(flow, builtin + saved)} (built-in: "
-                            f"{', '.join(builtin)}; saved: {', '.join(saved) or 'none'})", field="flow")
-        return spec
 
     def prepare(self, body: Any, tenant: str, *, search: bool = False) -> Prepared:
         """A body (mosaicRAG or native) as a built flow and its queries; nothing has run. Each step raises the first
@@ -224,17 +166,6 @@ class Service:
             raise ApiError(422, f"top_k={asked.top_k} is over the limit max_result_rows={self.limits.max_result_rows}",
                            param="top_k", code="max_result_rows")
 
-    def runnable_spec(self, asked: Asked, tenant: str) -> FlowSpec:
-        """The spec that runs: cut to ``top_k``, its unset indices set, every index and file it names confined to
-        the roots, its steps placed on this app's deployments; a 403 for another key's unshared index."""
-        spec = asked.spec
-        if asked.top_k is not None:
-            spec = with_top_k(spec, asked.top_k, asked.built)
-        spec = self.place(confine_spec(self.with_index(spec, asked.index, tenant), self.index_roots,
-                                       self.data_roots))
-        self.indices.refuse_unshared(spec, tenant, asked.index)
-        return spec
-
     def checked_flow(self, spec: FlowSpec, texts: list[str]) -> Any:
         """``spec`` built (the ``Flow`` that runs) and checked as a flow this service may run for these queries."""
         built = spec.build()
@@ -261,37 +192,6 @@ class Service:
         check_flow(built)
         check_bounds(built, self.limits)
         check_model_kinds(built)
-
-    def with_index(self, spec: FlowSpec, index: str | None, tenant: str | None = None) -> FlowSpec:
-        """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default.
-        With ``tenant``, an index the service made is checked first (``Indices.check_asked``)."""
-        path = confine(index, self.index_roots, "index") if index else self.default_index
-        if index and tenant is not None:
-            self.indices.check_asked(Path(path), tenant)
-        unset = spec.unset_index_steps()
-        if not unset:
-            return spec
-        step = next(iter(unset))
-        if not path:
-            raise SpecError("this step reads an index and neither the request (`index`) nor the app "
-                            "(args.service.default_index) names one", step=step, field="params.index")
-        if not Path(path).is_dir():
-            hint = "GET /v1/indices lists the indices" if index else "`make demo` builds the sample index"
-            raise SpecError(f"index '{index or 'the default index'}' does not exist ({hint})", step=step, field="index")
-        if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
-            from operators.store.layout import committed_looking_shards
-
-            if shards := committed_looking_shards(Path(path)):  # named without the server's path
-                raise SpecError(f"index '{index or 'the default index'}' holds {len(shards)} shard folder(s) but its "
-                                "manifest.json is lost: the index is damaged until the manifest is restored",
-                                step=step, field="index")
-            raise SpecError(f"'{index or 'the default index'}' is a folder but no index (it has no manifest.json); "
-                            "GET /v1/indices lists the indices", step=step, field="index")
-        return spec.with_index(path)
-
-    def place(self, spec: FlowSpec) -> FlowSpec:
-        """Steps whose model a deployment of this app serves run on it (``served_models.placed``)."""
-        return placed(spec, self.served, self.app_name)
 
     # -- tasks ----------------------------------------------------------------------------
 
@@ -382,18 +282,3 @@ class Service:
 
 def _no_task() -> ApiError:
     return ApiError(404, "Task id not found", param="id", code="task_not_found")
-
-
-@functools.lru_cache(maxsize=None)
-def _reads_documents(builtin: str) -> bool:
-    """Whether the built-in flow ``builtin`` starts from a source step (``ingest``'s flows)."""
-    built = FlowSpec.load(flow_store.builtin_path(builtin)).build()
-    return any(built.operators[step].scope == "source" for step in built.needed_steps())
-
-
-@functools.lru_cache(maxsize=256)
-def load_spec(file: FlowFile) -> FlowSpec:
-    """A flow file's spec, parsed once per version of the file (parsing YAML took 5 ms of a 40 ms search)."""
-    return FlowSpec.load(Path(file.path))
-
-
