@@ -61,6 +61,10 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
     if isinstance(queries, (bytes, dict)) or not isinstance(queries, Iterable):
         raise SpecError(f"queries must be {QUERIES_ACCEPTED}; got {type(queries).__name__} {short_repr(queries)}",
                         field="queries")
+    if isinstance(queries, (set, frozenset)):  # its order changes from run to run, and so would the qids
+        raise SpecError(f"queries is a {type(queries).__name__}, whose order Python does not keep, so qids 1, 2, ... "
+                        f"would name other queries in another run: pass a list (sorted(queries) for a fixed order) or "
+                        f"a dict {{qid: text}}", field="queries")
     texts = list(queries)
     if wrong := [(i, q) for i, q in enumerate(texts, 1) if not isinstance(q, str)]:
         i, q = wrong[0]

@@ -5,6 +5,7 @@ refusal says ``Flow.run`` accepts lists every form it takes, dicts too."""
 from __future__ import annotations
 
 import pandas as pd
+import pyarrow.compute as pc
 import pytest
 
 from operators.errors import SpecError
@@ -40,3 +41,14 @@ def test_a_refusal_lists_the_dicts_flow_run_takes_and_a_dict_is_taken(flow, give
         flow.run(given)
     assert "a dict {qid: text} or of columns qid and query" in err.value.message
     assert flow.run({"q1": "classical music"}).table.num_rows > 0  # the form named is one it takes
+
+
+@pytest.mark.parametrize("given", [{"classical music", "action film"}, frozenset({"classical music"})])
+def test_a_set_of_queries_is_refused_as_its_order_and_so_its_qids_change_between_runs(flow, given):
+    with pytest.raises(SpecError) as err:  # it was numbered in the set's order: qid 1 another query in another run
+        flow.run(given)
+    assert err.value.field == "queries"
+    assert f"queries is a {type(given).__name__}, whose order Python does not keep" in err.value.message
+    assert "pass a list (sorted(queries) for a fixed order)" in err.value.message
+    ordered = flow.run({"classical music": 1, "action film": 2}.keys())  # a dict's keys keep their order
+    assert ordered.table.filter(pc.equal(ordered.table["qid"], "1"))["query"][0].as_py() == "classical music"
