@@ -98,6 +98,12 @@ class StepCache:
     def __reduce__(self):  # ship to Ray workers by path; connections are per process
         return (StepCache, (str(self.root),))
 
+    def __repr__(self) -> str:
+        """One line naming the folder, as ``StepCache(path)`` makes it; a stat, not the database (a repr creates
+        nothing): ``StepCache('/home/me/.tessera/cache')``, with ``: not created yet`` before the first run."""
+        made = (self.root / "index.sqlite").is_file()
+        return f"StepCache({str(self.root)!r}{'' if made else ': not created yet'})"
+
     # -- connection -----------------------------------------------------------
 
     def check(self) -> None:
