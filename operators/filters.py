@@ -6,7 +6,7 @@ A filter is a mapping; every condition written in one mapping must hold (AND)::
     {field: lang, in: [en, de]}                         # membership
     {field: published, year: 2019, month: 5}            # temporal: a date/timestamp/ISO-string column,
     {field: published, date_from: 2019-01-01, date_to: 2019-06-30}  # or a column of years
-    {country: [FR, DE], region: Europe}                 # spatial: any of its countries, its region
+    {country: [FR, DE], region: Europe}                 # spatial: any of its countries, any of its regions
     {any: [{field: year, lt: 1990}, {country: JP}]}     # boolean or
     {all: [...]} / {not: {...}}                         # boolean and / not
     {any: [{field: year, gte: 1900}, {field: year, missing: true}]}  # ... or the row has no year
@@ -18,9 +18,10 @@ Rows whose column is null never match a condition on that column (not even under
 ``not``), as in SQL, but ``missing: true``, which matches exactly them (documents with no
 date). A country condition matches a document any of whose countries it names: its ``country`` or, where
 the doc store has that list column (``analyze.dimensions``), an item of ``countries`` (``{field: country, eq:
-FR}`` reads the first-ranked one alone). How a value meets its column's type (numbers as numbers, the rest cast) is
-``operators.filter_values``; a condition Arrow cannot evaluate on the rows is named as written
-(``evaluation_error``), never as Arrow's compiled expression.
+FR}`` reads the first-ranked one alone); a region condition likewise reads ``region`` and ``regions``. How a
+value meets its column's type (numbers as numbers, the rest cast) is ``operators.filter_values``; a condition
+Arrow cannot evaluate on the rows is named as written (``evaluation_error``), never as Arrow's compiled
+expression.
 """
 
 from __future__ import annotations
@@ -69,8 +70,10 @@ class MetadataFilter(BaseModel):
                                             "(case-insensitive) is one of the document's: its `country` column "
                                             "or an item of its `countries` list column, where the doc store has "
                                             "one (`analyze.dimensions` writes both).")
-    region: str | list[str] | None = Field(None, description="Spatial: the `region` column is this region or one "
-                                           "of these (case-insensitive).")
+    region: str | list[str] | None = Field(None, description="Spatial: this region or one of these "
+                                           "(case-insensitive) is one of the document's: its `region` column "
+                                           "or an item of its `regions` list column, where the doc store has "
+                                           "one (`analyze.dimensions` writes both).")
     all_: list["MetadataFilter"] | None = Field(None, alias="all", description="Every one of these filters holds.")
     any_: list["MetadataFilter"] | None = Field(None, alias="any", description="At least one of these filters holds.")
     not_: "MetadataFilter | None" = Field(None, alias="not", description="This filter does not hold.")
@@ -102,15 +105,14 @@ class MetadataFilter(BaseModel):
     # -- compiling ------------------------------------------------------------
 
     def columns(self, schema: pa.Schema | None = None) -> set[str]:
-        """Every column this filter needs; with ``schema``, also the ``countries`` list column a country
-        condition reads beside ``country`` where ``schema`` has one (``listed_countries``)."""
+        """Every column this filter needs; with ``schema``, also the ``countries`` (``regions``) list column a
+        country (region) condition reads beside ``country`` (``region``) where ``schema`` has one (``listed``)."""
         cols = {self.field} if self.field else set()
-        if self.country is not None:
-            cols.add("country")
-            if schema is not None and listed_countries(schema):
-                cols.add("countries")
-        if self.region is not None:
-            cols.add("region")
+        for column in ("country", "region"):
+            if getattr(self, column) is not None:
+                cols.add(column)
+                if schema is not None and listed(schema, column):
+                    cols.add(LISTS[column])
         for child in (self.all_ or []) + (self.any_ or []) + ([self.not_] if self.not_ else []):
             cols |= child.columns(schema)
         return cols
@@ -175,8 +177,8 @@ class MetadataFilter(BaseModel):
                                       field=f"params.filter.{column}")
                 values = [v.lower() for v in ([wanted] if isinstance(wanted, str) else wanted)]
                 found = pc.utf8_lower(pc.field(column).cast(pa.string())).isin(values)
-                if column == "country" and listed_countries(schema):  # any of the document's countries
-                    found = found | any_listed(pc.field("countries"), values)
+                if listed(schema, column):  # any of the document's countries (regions)
+                    found = found | any_listed(pc.field(LISTS[column]), values)
                 out.append(Condition(column, f"{{{column}: {shown(wanted)}}}", kind_of(wanted), found))
         return out
 
@@ -230,11 +232,17 @@ class MetadataFilter(BaseModel):
 MetadataFilter.model_rebuild()
 
 
-def listed_countries(schema: pa.Schema) -> bool:
-    """Whether ``schema`` has a ``countries`` column of lists of text (``analyze.dimensions``' every country of a
-    document, ``country`` the first): a country condition then matches any of them. Without one (indices from
-    before it, or whose ``countries`` holds something else), ``country`` alone is read."""
-    return "countries" in schema.names and holds_text_lists(schema.field("countries").type)
+#: The list column a spatial condition reads beside its own (``analyze.dimensions`` writes both).
+LISTS = {"country": "countries", "region": "regions"}
+
+
+def listed(schema: pa.Schema, column: str) -> bool:
+    """Whether ``schema`` has ``column``'s list column (``LISTS``) of lists of text (``analyze.dimensions``' every
+    country, or region, of a document, ``country``/``region`` the first): a condition on ``column`` then matches
+    any of them. Without one (indices from before it, or whose list column holds something else), ``column``
+    alone is read."""
+    name = LISTS[column]
+    return name in schema.names and holds_text_lists(schema.field(name).type)
 
 
 def _join(parts: list[pc.Expression], how: str) -> pc.Expression:

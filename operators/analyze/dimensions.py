@@ -16,7 +16,7 @@ from operators.tables import set_columns, text_column
 
 TEMPORAL = {"dates": pa.list_(pa.string()), "year": pa.int32(), "year_min": pa.int32(), "year_max": pa.int32()}
 SPATIAL = {"places": pa.list_(pa.string()), "countries": pa.list_(pa.string()), "country": pa.string(),
-           "region": pa.string()}
+           "regions": pa.list_(pa.string()), "region": pa.string()}
 
 
 class DimensionExtractor(Operator):
@@ -27,8 +27,10 @@ class DimensionExtractor(Operator):
     named most often (ties: the earliest), ``year_min``/``year_max`` the span of them all.
     Spatial: the countries, US states, continents and large cities named, in ``places``;
     ``countries`` are ISO 3166-1 alpha-2 codes, most named first (a city or state counts
-    for its country), ``country`` the first of them and ``region`` its continent. These
-    are the columns ``{country: FR}``, ``{region: Europe}`` and ``{field: year, gte: ...}``
+    for its country), ``country`` the first of them; ``regions`` the continents of those
+    countries in that order, then the continents named, and ``region`` the first of them
+    (the first country's continent). These are the columns ``{country: FR}``, ``{region:
+    Europe}`` (any of its countries, any of its regions) and ``{field: year, gte: ...}``
     filter on (``operators/filters.py``); run at ingestion they land in the doc store, so
     retrievers can pre-filter on them. Precision before recall: a number is a year only
     where the words around it say so, a place only as written with its capitals. English
@@ -38,6 +40,7 @@ class DimensionExtractor(Operator):
 
         DimensionExtractor()(pa.table({"text": ["Apollo 11 landed on 20 July 1969, watched from Houston."]}))
         # dates [["1969-07-20"]], year 1969, places [["Houston"]], country "US", region "North America"
+        # (and regions [["North America"]])
     """
 
     name = "analyze.dimensions"
@@ -49,7 +52,7 @@ class DimensionExtractor(Operator):
         title_column: str | None = Field("title", description="Column read before the text when the input has it "
                                          "(a title often names the place or the year); null: the text alone.")
         temporal: bool = Field(True, description="Write dates, year, year_min, year_max.")
-        spatial: bool = Field(True, description="Write places, countries, country, region.")
+        spatial: bool = Field(True, description="Write places, countries, country, regions, region.")
         min_year: int = Field(1000, ge=1, le=9999, description="Earliest year taken; earlier ones are left out.")
         max_year: int = Field(2100, ge=1, le=9999, description="Latest year taken; later ones are left out.")
         min_city_population: int = Field(1_000_000, ge=15_000, description="Cities with fewer people are not "
@@ -78,7 +81,7 @@ class DimensionExtractor(Operator):
         if self.params.temporal:
             columns.update(dates="data", year="chip", year_min="data", year_max="data")
         if self.params.spatial:
-            columns.update(places="data", countries="data", country="chip", region="chip")
+            columns.update(places="data", countries="data", country="chip", regions="data", region="chip")
         return columns
 
     def setup(self) -> None:
@@ -115,10 +118,12 @@ class DimensionExtractor(Operator):
             countries = Counter(p.country for p in places if p.country)
             ranked = sorted(countries, key=lambda c: -countries[c])  # stable: first named wins a tie
             continents = Counter(p.continent for p in places if p.kind == "continent")
-            code = self._gazetteer.continent_of(ranked[0]) if ranked else \
-                (max(continents, key=lambda c: continents[c]) if continents else None)
+            codes = [self._gazetteer.continent_of(c) for c in ranked]  # the countries' first, then those named
+            codes += sorted(continents, key=lambda c: -continents[c])
+            regions = list(dict.fromkeys(CONTINENTS[c] for c in codes if c in CONTINENTS))
             row["places"] = list(dict.fromkeys(p.name for p in places))
             row["countries"] = ranked
             row["country"] = ranked[0] if ranked else None
-            row["region"] = CONTINENTS.get(code) if code else None
+            row["regions"] = regions
+            row["region"] = regions[0] if regions else None
         return row

@@ -46,7 +46,7 @@ def doc_store(path) -> pa.Table:
 @pytest.mark.data
 def test_ingested_documents_carry_their_dimensions(dimension_index):
     docs = doc_store(dimension_index)
-    for column in ("dates", "year", "year_min", "year_max", "places", "countries", "country", "region"):
+    for column in ("dates", "year", "year_min", "year_max", "places", "countries", "country", "regions", "region"):
         assert column in docs.column_names
     rows = {r["doc_id"]: r for r in docs.to_pylist()}
     eiffel, wall = rows["wv00189"], rows["wv00248"]
