@@ -50,6 +50,10 @@ def text_only(messages: list[ChatMessage]) -> None:
                                "{\"type\": \"text\", \"text\": ...}", param=f"messages[{i}].content[{j}].type",
                                code="invalid_value")
             kind = part["type"]
+            if kind == "text" and not isinstance(part.get("text"), str):  # it was read as "" or as str(5)
+                said = f"is {type(part['text']).__name__}, not a string" if "text" in part else "is missing"
+                raise ApiError(422, f"messages[{i}].content[{j}].text: a text part's text {said}",
+                               param=f"messages[{i}].content[{j}].text", code="invalid_value")
             if kind != "text":
                 raise ApiError(400, f"messages[{i}].content[{j}].type: '{kind}' content is not supported: the models "
                                "here read text only; send {\"type\": \"text\", \"text\": ...} parts",
@@ -63,11 +67,23 @@ class StreamOptions(BaseModel):
 
 
 #: Fields checked here (refused unless empty) and not passed on.
-NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format")
+NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "response_format", "logprobs",
+                     "top_logprobs")
 
 
 #: OpenAI's bound on ``stop``: up to 4 sequences.
 MAX_STOP = 4
+
+
+def check_stop(value: str | list[str] | None) -> str | list[str] | None:
+    """Refuse an empty stop sequence, which llama.cpp finds before the first word (the answer was empty, a 200), as
+    vLLM refuses it; and one that is not valid Unicode (a lone surrogate failed the model's call: a 500)."""
+    sequences = [value] if isinstance(value, str) else value or []
+    for i, sequence in enumerate(sequences):
+        if not sequence:
+            raise ValueError(f"stop sequence {i} is empty: it would end the answer before its first word")
+    check_texts(sequences, "stop sequence")
+    return value
 
 
 class ChatRequest(BaseModel):
@@ -99,6 +115,8 @@ class ChatRequest(BaseModel):
     functions: Any = Field(None, description="Refused when given, as `tools`.")
     function_call: Any = Field(None, description="Refused when given, as `tools`.")
     response_format: dict[str, Any] | None = Field(None, description="Only {'type': 'text'}.")
+    logprobs: bool | None = Field(None, strict=True, description="Refused when true: no log probabilities here.")
+    top_logprobs: int | None = Field(None, ge=0, le=20, strict=True, description="Refused above 0, as `logprobs`.")
 
     @field_validator("messages")
     @classmethod
@@ -112,7 +130,7 @@ class ChatRequest(BaseModel):
     def _up_to_four(cls, value: str | list[str] | None) -> str | list[str] | None:
         if isinstance(value, list) and len(value) > MAX_STOP:
             raise ValueError(f"at most {MAX_STOP} stop sequences, as OpenAI's API takes; got {len(value)}")
-        return value
+        return check_stop(value)
 
     @field_validator("tools", "tool_choice", "functions", "function_call")
     @classmethod
@@ -121,6 +139,15 @@ class ChatRequest(BaseModel):
         call or JSON that never comes. The client's other fields (``user``, ``logit_bias``...) are ignored."""
         if value and value != "none":
             raise ValueError(f"{info.field_name} is not supported: these models answer in text and call no tools")
+        return value
+
+    @field_validator("logprobs", "top_logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: Any, info: ValidationInfo) -> Any:
+        """Refused, not ignored: the client would read ``choices[0].logprobs`` as null (the llama.cpp models are
+        loaded without every token's logits)."""
+        if value:
+            raise ValueError(f"{info.field_name} is not supported: these models return no log probabilities")
         return value
 
     @field_validator("response_format")

@@ -90,6 +90,11 @@ class CohereChatRequest(BaseModel):
         chat.text_only(messages)  # an image part: a 400 naming it, as on /v1/chat/completions
         return messages
 
+    @field_validator("stop_sequences")
+    @classmethod
+    def _stop_sequences(cls, value: list[str] | None) -> list[str] | None:
+        return chat.check_stop(value)  # ``openai`` copies them into OpenAI's body past its check
+
     @field_validator("tools", "tool_choice")
     @classmethod
     def _no_tools(cls, value: Any, info: ValidationInfo) -> None:

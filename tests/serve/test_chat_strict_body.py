@@ -1,12 +1,15 @@
 """``POST /v1/chat/completions`` refuses what OpenAI's API refuses instead of reading it leniently: ``max_tokens: "3"``
-(a string read as 3), a ``stop`` list over 4 (ten were taken), a content part without its ``type`` (read as text),
-each a 422 naming the field; and ``stop`` on a flow, whose answer takes none (it was dropped without a word), on
-OpenAI's and Cohere's bodies (``stop_sequences``). The bodies and error handlers are the service's; the routes stand
-in for the Serve ingress's (which needs a replica) and call what its flow branch calls, over a real ``Service``
-(no Ray: everything here is refused before a model or a flow runs)."""
+(a string read as 3), a ``stop`` list over 4 (ten were taken), a content part without its ``type`` (read as text), a
+text part whose text is not a string (read as "" or "5"), an empty stop sequence (the answer ended before its first
+word) or one that is no text (a 500), ``logprobs`` (answered as null), each a 422 naming the field; and ``stop`` on a
+flow, whose answer takes none (it was dropped without a word), on OpenAI's and Cohere's bodies (``stop_sequences``).
+The bodies and error handlers are the service's; the routes stand in for the Serve ingress's (which needs a replica)
+and call what its flow branch calls, over a real ``Service`` (no Ray: everything here is refused before a model or a
+flow runs)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -45,6 +48,8 @@ def refused(client: TestClient, path: str, body: dict) -> dict:
     ("max_tokens", "3", "valid integer"), ("max_completion_tokens", 3.0, "valid integer"),
     ("temperature", "0.5", "valid number"), ("stream", "true", "valid boolean"),
     ("stop", [f"s{i}" for i in range(10)], "at most 4 stop sequences"),
+    ("stop", "", "stop sequence 0 is empty"), ("stop", ["\n", ""], "stop sequence 1 is empty"),
+    ("logprobs", True, "no log probabilities"), ("top_logprobs", 2, "no log probabilities"),
 ])
 def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": QUESTION, field: value})
@@ -55,6 +60,23 @@ def test_a_content_part_without_its_type_is_a_422_naming_it(client):
     messages = [{"role": "user", "content": [{"type": "text", "text": "Which insects"}, {"text": "make honey?"}]}]
     error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": messages})
     assert error["param"] == "messages[0].content[1].type" and "names its type" in error["message"], error
+
+
+@pytest.mark.parametrize("part, said", [({"type": "text"}, "is missing"), ({"type": "text", "text": 5}, "is int"),
+                                        ({"type": "text", "text": None}, "is NoneType")])
+def test_a_text_part_without_a_string_is_a_422_naming_it(client, part, said):
+    """Read as "" or as "5" before: the model answered a message the caller did not send."""
+    messages = [{"role": "user", "content": [{"type": "text", "text": "Which insects"}, part]}]
+    error = refused(client, "/v1/chat/completions", {"model": "rag", "messages": messages})
+    assert error["param"] == "messages[0].content[1].text" and said in error["message"], error
+
+
+def test_a_stop_sequence_that_is_no_text_is_a_422_naming_it(client):
+    """A lone surrogate reached llama.cpp, whose call failed: a 500. JSON carries it escaped."""
+    body = json.dumps({"model": "smollm2", "messages": QUESTION, "stop": ["\ud83d"]})
+    answer = client.post("/v1/chat/completions", content=body, headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["param"] == "stop" and "lone surrogate" in answer.json()["error"]["message"]
 
 
 def test_stop_on_a_flow_is_refused_naming_the_field_sent(client):

@@ -45,7 +45,9 @@ WRONG_TYPES = [("max_tokens", "3", "valid integer"), ("max_tokens", 3.0, "valid 
                ("stream", "true", "valid boolean"), ("logprobs", "false", "valid boolean"),
                ("max_token", 5, "Extra inputs are not permitted"),
                ("citation_options", {"mode": "OFF", "quality": "high"}, "Extra inputs are not permitted"),
-               ("tool_choice", "REQUIRED", "tool_choice is not supported")]
+               ("tool_choice", "REQUIRED", "tool_choice is not supported"),
+               ("stop_sequences", [".", ""], "stop sequence 1 is empty"),
+               ("stop_sequences", ["\ud83d"], "lone surrogate")]
 
 
 def test_a_field_cohere_refuses_is_a_422_naming_it(base):
