@@ -204,6 +204,27 @@ class _Guard(HttpMiddleware):
             _request_id.reset(token)
 
 
+#: Pydantic's error types for a body that is not an object (FastAPI's bytes of a body it did not read as JSON).
+NOT_AN_OBJECT = frozenset({"dict_type", "model_attributes_type"})
+
+
+def not_json(content_type: str | None, errors: list[dict[str, Any]]) -> str | None:
+    """The request's content type when it explains a body refused as "not an object": FastAPI reads a body as JSON
+    only under a JSON content type (or none), and ``curl -d`` sends ``application/x-www-form-urlencoded``; the 422
+    said "Input should be a valid dictionary" of a valid JSON object. None otherwise."""
+    import email.message
+
+    if not content_type or not errors or errors[0].get("type") not in NOT_AN_OBJECT or tuple(
+            errors[0].get("loc", ())) != ("body",):
+        return None
+    header = email.message.Message()
+    header["content-type"] = content_type
+    subtype = header.get_content_subtype()
+    if header.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json")):
+        return None
+    return printable(header.get_content_type())
+
+
 #: FastAPI's 400 for a body that JSON decoding raised on other than with a syntax error (invalid UTF-8, too deep).
 UNPARSED_BODY = "There was an error parsing the body"
 
@@ -224,8 +245,12 @@ def install(app: FastAPI) -> None:
         return error_response(422, str(err), param=err.field, code="invalid_spec")
 
     @app.exception_handler(RequestValidationError)
-    async def _invalid_body(_: Request, err: RequestValidationError) -> JSONResponse:
+    async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:
         message, param = validation_message(list(err.errors()), request=True)
+        sent_as = not_json(request.headers.get("content-type"), list(err.errors()))
+        if sent_as is not None:
+            message = (f"body: send it as JSON with the header Content-Type: application/json; this request's is "
+                       f"'{sent_as}', so its body was not read as JSON")
         return error_response(422, message, param=param, code="invalid_value")
 
     @app.exception_handler(HTTPException)

@@ -101,6 +101,19 @@ def test_a_body_json_cannot_read_is_a_422_naming_the_body(guarded_app):
             "type": "invalid_request_error", "param": "body", "code": "invalid_body"}
 
 
+@pytest.mark.parametrize("content_type", ["application/x-www-form-urlencoded", "text/plain; charset=utf-8"])
+def test_a_json_body_sent_as_another_content_type_is_a_422_saying_so(guarded_app, content_type):
+    """``curl -d '{...}'`` without ``-H 'Content-Type: application/json'``: FastAPI does not read the body as JSON, and
+    the 422 said "Input should be a valid dictionary" of a valid object."""
+    response = guarded_app.post("/echo", content=b'{"a": 1}', headers={"Content-Type": content_type})
+    assert response.status_code == 422, response.text
+    error = response.json()["error"]
+    assert error["param"] == "body" and "Content-Type: application/json" in error["message"], error
+    assert f"'{content_type.split(';')[0]}'" in error["message"], error
+    array = guarded_app.post("/echo", content=b"[1]", headers={"Content-Type": "application/json"}).json()["error"]
+    assert "Content-Type" not in array["message"] and "valid dictionary" in array["message"], array
+
+
 def test_a_model_failure_names_the_model_and_request_id_not_the_traceback(caplog):
     from serve.errors import server_error
 
