@@ -4,7 +4,9 @@ Search tab) and ``GET /v1/models``'s answering flows (chat).
 The rule is the check every request's flow passes before it runs (``Service.checked_flow``, its steps placed on
 this app's deployments): a param left unset (``rag_gold``'s dataset, which ``tessera bench`` fills in), a model
 that is neither served here nor on this machine, an environment variable not set, a step the spec guard refuses.
-It is checked without an index, since a request may name any: the index's own checks come with the request.
+It is checked without an index, since a request may name any: the index's own checks come with the request. Then
+what a request checks of the caller and of the moment: another key's unshared index, a step placed on a deployment
+Serve gave up on (``DEPLOY_FAILED``).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from operators.errors import TesseraError
 from serve import service as svc
 from serve.errors import ApiError
 from serve.index_roots import confine_spec
+from serve.placed_status import placed_steps, refuse_failed
 from serve.flow_resolution import FlowFile, load_spec
 
 
@@ -31,7 +34,8 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
             service.resolve_flow(name, tenant)  # raises: no flow of that name
     except TesseraError as err:
         return str(err)
-    return file_problem(service, file, now) or _unshared_problem(service, file, tenant)
+    return (file_problem(service, file, now) or _unshared_problem(service, file, tenant)
+            or _failed_placement_problem(service, file, now))
 
 
 def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | None:
@@ -43,6 +47,26 @@ def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str 
     except (TesseraError, ApiError) as err:
         return str(err)
     return None
+
+
+def _failed_placement_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
+    """A step placed on a deployment Serve gave up on (a 503 ``deployment_failed`` when it runs): Serve's word of
+    now (``placed_status``, read at most every 2 s), so apart from ``file_problem``'s cache."""
+    try:
+        refuse_failed(_placed_steps(service, file, now))
+    except ApiError as err:
+        return str(err)
+    return None
+
+
+@functools.lru_cache(maxsize=1024)
+def _placed_steps(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> tuple[tuple[str, Any], ...]:
+    """The flow's steps placed on deployments, as a run places them; none for a flow that does not build (its check
+    fails first)."""
+    try:
+        return placed_steps(service.place(load_spec(file)).build())
+    except (TesseraError, ApiError):
+        return ()
 
 
 def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:

@@ -1,7 +1,8 @@
 """A request whose flow places a step on a deployment Serve gave up on (``DEPLOY_FAILED``: its replicas failed to
 start, and none is tried again until the next deploy) is a 503 ``deployment_failed`` naming the step's placement
-before the flow runs. The step asked the deployment what it hosts and waited 60 s for an answer that never comes
-(``flows.placement.INFO_TIMEOUT_S``), then failed the search, or the task once queued.
+before the flow runs, and ``GET /flows`` lists such a flow as not runnable with that reason. The step asked the
+deployment what it hosts and waited 60 s for an answer that never comes (``flows.placement.INFO_TIMEOUT_S``), then
+failed the search, or the task once queued.
 
 Serve's word is read from its controller, blocking (the callers run in threads, never on the event loop), at most
 every ``FAILED_CHECK_S`` per process, and only for a flow that places a step: a service without Ray, or whose
@@ -46,10 +47,20 @@ def failed_deployments() -> frozenset[tuple[str, str]]:
         return failed
 
 
+def placed_steps(flow: Any) -> tuple[tuple[str, Any], ...]:
+    """The needed steps of the built ``flow`` that run on a deployment, each with its placement."""
+    return tuple((step, flow.spec.steps[step].placement) for step in flow.needed_steps()
+                 if flow.spec.steps[step].placement is not None)
+
+
 def refuse_failed_placements(flow: Any) -> None:
     """The 503 of the first step of the built ``flow`` placed on a deployment that Serve gave up on."""
-    placed = [(step, flow.spec.steps[step].placement) for step in flow.needed_steps()
-              if flow.spec.steps[step].placement is not None]
+    refuse_failed(placed_steps(flow))
+
+
+def refuse_failed(placed: tuple[tuple[str, Any], ...]) -> None:
+    """The 503 of the first of ``placed`` (``placed_steps``) on a deployment that Serve gave up on: a request's flow
+    (``Service.prepare``), and ``GET /flows``'s ``reason`` for a flow that is not runnable (``serve.flow_status``)."""
     if not placed:
         return
     failed = failed_deployments()

@@ -120,7 +120,7 @@ class Service(FlowResolution):
         self.check_limits(asked)
         spec = self.runnable_spec(asked, tenant)
         flow = self.checked_flow(spec, asked.texts)
-        refuse_failed_placements(flow)  # a 503 at once, not after the step's 60 s wait (not GET /flows's: cached)
+        refuse_failed_placements(flow)  # a 503 at once, not after the step's 60 s wait
         return Prepared(spec, flow, [{"qid": str(i + 1), "query": t} for i, t in enumerate(asked.texts)],
                         flow.needed_steps())
 
