@@ -181,7 +181,7 @@ class ModelAPI:
             info = await self._call(handle.info.remote(), card)
             if dimension != info["dimension"]:
                 raise ApiError(422, f"{field}: model '{model}' gives {info['dimension']}-dimensional "
-                               "embeddings; other sizes are not supported", param=field)
+                               "embeddings; other sizes are not supported", param=field, code="invalid_value")
         result = await self._call(handle.embed.remote(texts), card)
         return np.asarray(result["vectors"], dtype=np.float32), int(result["tokens"])
 

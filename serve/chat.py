@@ -63,7 +63,7 @@ def text_only(messages: list[ChatMessage]) -> None:
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-    include_usage: bool = False
+    include_usage: bool = Field(False, strict=True)
 
 
 #: Fields checked here (refused unless empty) and not passed on.

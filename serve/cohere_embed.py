@@ -76,15 +76,16 @@ class CohereEmbedRequest(_EmbedBody):
 
     input_type: InputType = Field(description="Accepted: the served encoders embed queries and documents alike; "
                                   "'image' is refused (no image models are served).")
-    texts: list[Text] | None = Field(None, description=f"Texts to embed (at most {MAX_INPUTS}).")
-    inputs: list[EmbedInput] | None = Field(None, max_length=MAX_INPUTS, description="Inputs of text parts, "
-                                            "instead of texts.")
+    texts: list[Text] | None = Field(None, min_length=1, description=f"Texts to embed (at most {MAX_INPUTS}).")
+    inputs: list[EmbedInput] | None = Field(None, min_length=1, max_length=MAX_INPUTS,
+                                            description="Inputs of text parts, instead of texts.")
     embedding_types: list[EmbeddingType] = Field(["float"], min_length=1, description="The types wanted: float, "
                                                  "int8, uint8, binary, ubinary, base64.")
-    output_dimension: int | None = Field(None, gt=0, description="Must equal the model's dimension when given.")
-    max_tokens: int | None = Field(None, gt=0, description="Accepted; each model truncates at its own maximum "
-                                   "length.")
-    priority: int | None = Field(None, description="Accepted and ignored (Cohere's scheduling hint).")
+    output_dimension: int | None = Field(None, gt=0, strict=True,
+                                         description="Must equal the model's dimension when given.")
+    max_tokens: int | None = Field(None, gt=0, strict=True,
+                                   description="Accepted; each model truncates at its own maximum length.")
+    priority: int | None = Field(None, strict=True, description="Accepted and ignored (Cohere's scheduling hint).")
 
     @model_validator(mode="after")
     def _one_source(self) -> "CohereEmbedRequest":

@@ -1,8 +1,9 @@
 """Request and response bodies of the HTTP API (OpenAI embeddings, Cohere/Jina rerank, model list).
 
 Request models validate strictly enough that a malformed body is a 422 naming the
-field, before anything reaches a model deployment: a text a tokenizer cannot take (a
-lone surrogate such as ``"\\ud83d"``, which JSON allows) is refused here, since in a
+field, before anything reaches a model deployment. Numbers and booleans are strict, as OpenAI's and Cohere's are
+(``top_n: "2"``, ``dimensions: "384"``, ``return_documents: "yes"`` are refused, not read). A text a tokenizer
+cannot take (a lone surrogate such as ``"\\ud83d"``, which JSON allows) is refused here, since in a
 deployment it would fail a whole batch of other clients' requests. The embeddings body
 forbids unknown fields (as OpenAI does); the rerank bodies ignore fields they do not use
 (Cohere's ``max_tokens_per_doc``, Jina's ``truncation``...) so those clients work unchanged.
@@ -66,7 +67,7 @@ class EmbeddingsRequest(BaseModel):
     input: str | list[str] = Field(description="A text or a list of texts (token-id arrays are not supported).")
     encoding_format: Literal["float", "base64"] = Field("float", description="'float' lists or 'base64' of "
                                                         "little-endian float32.")
-    dimensions: int | None = Field(None, gt=0, description="Must equal the model's dimension when given "
+    dimensions: int | None = Field(None, gt=0, strict=True, description="Must equal the model's dimension when given "
                                    "(truncated embeddings are not supported).")
     user: str | None = Field(None, description="Accepted and ignored (OpenAI's end-user id).")
 
@@ -125,7 +126,7 @@ class RerankBody(BaseModel):
 
     model: Text = Field(min_length=1, description="Served reranker (see GET /v1/models).")
     query: Text = Field(min_length=1, description="The search query.")
-    top_n: int | None = Field(None, gt=0, description="Return only the n best results (default: all).")
+    top_n: int | None = Field(None, gt=0, strict=True, description="Return only the n best results (default: all).")
 
     @field_validator("query")
     @classmethod
@@ -143,7 +144,7 @@ class RerankRequest(RerankBody):
 
     documents: list[str | RerankDocument] = Field(
         max_length=MAX_DOCUMENTS, description="Texts or {'text': ...} objects; an empty list gives empty results.")
-    return_documents: bool = Field(False, description="Echo each result's document as {'text': ...}.")
+    return_documents: bool = Field(False, strict=True, description="Echo each result's document as {'text': ...}.")
 
     @field_validator("documents")
     @classmethod
@@ -159,9 +160,9 @@ class RerankV2Request(RerankBody):
     """Cohere v2 ``POST /v2/rerank`` (``cohere.ClientV2().rerank``): documents are strings."""
 
     documents: list[Text] = Field(max_length=MAX_DOCUMENTS, description="Texts; an empty list gives empty results.")
-    max_tokens_per_doc: int | None = Field(None, gt=0, description="Accepted; each model truncates documents at "
-                                           "its own maximum length.")
-    priority: int | None = Field(None, description="Accepted and ignored (Cohere's scheduling hint).")
+    max_tokens_per_doc: int | None = Field(None, gt=0, strict=True, description="Accepted; each model truncates "
+                                           "documents at its own maximum length.")
+    priority: int | None = Field(None, strict=True, description="Accepted and ignored (Cohere's scheduling hint).")
     relevant_spans: Any = Field(None, description="Not supported: must be absent or null.")
 
     @field_validator("relevant_spans")

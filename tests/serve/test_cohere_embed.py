@@ -82,7 +82,7 @@ def test_the_cohere_v1_client_gets_floats(serve_app, texts, expected):
 def test_bodies_it_cannot_serve_name_the_field(serve_app, path, body, field):
     response = requests.post(serve_app + path, json={"model": "all-MiniLM-L6-v2", **body}, timeout=60)
     assert response.status_code == 422, response.text
-    assert response.json()["error"]["param"] == field
+    assert (response.json()["error"]["param"], response.json()["error"]["code"]) == (field, "invalid_value")
 
 
 def test_texts_and_inputs_together_or_neither_are_refused(serve_app):

@@ -51,6 +51,34 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
     assert problem["loc"][0] == field and "lone surrogate" in problem["msg"]
 
 
+@pytest.mark.parametrize("model, body, field", [
+    ("schemas.EmbeddingsRequest", {"model": "m", "input": "x", "dimensions": "384"}, "dimensions"),
+    ("schemas.RerankRequest", {"model": "m", "query": "q", "documents": ["d"], "top_n": "1"}, "top_n"),
+    ("schemas.RerankRequest", {"model": "m", "query": "q", "documents": ["d"], "return_documents": "yes"},
+     "return_documents"),
+    ("schemas.RerankV2Request", {"model": "m", "query": "q", "documents": ["d"], "max_tokens_per_doc": "9"},
+     "max_tokens_per_doc"),
+    ("schemas.RerankV2Request", {"model": "m", "query": "q", "documents": ["d"], "top_n": 2.0}, "top_n"),
+    ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "texts": ["x"],
+                                         "output_dimension": "384"}, "output_dimension"),
+    ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "texts": []}, "texts"),
+    ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "inputs": []}, "inputs"),
+    ("chat.StreamOptions", {"include_usage": "yes"}, "include_usage"),
+])
+def test_a_value_of_another_json_type_or_no_texts_is_refused_naming_the_field(model, body, field):
+    """Read leniently before (``top_n: "1"`` as 1, ``"yes"`` as true), as the chat bodies' were; ``texts: []`` on
+    /v2/embed was a 200 with no embeddings, where /v1/embed and /v1/embeddings refuse it."""
+    import importlib
+
+    from pydantic import ValidationError
+
+    module, name = model.split(".")
+    with pytest.raises(ValidationError) as err:
+        getattr(importlib.import_module(f"serve.{module}"), name).model_validate_json(json.dumps(body))
+    (problem,) = err.value.errors()
+    assert problem["loc"][0] == field, problem
+
+
 def app_that_fails():
     """A bare FastAPI app with the API's error handling, and a route that fails unexpectedly."""
     from fastapi import Body, FastAPI
