@@ -28,7 +28,7 @@ from operators.api_keys import KEYS_ENV, env_keys_problem
 from operators.errors import ParamsError, UnknownOperatorError
 from operators.models import ModelNotFoundError
 from serve import service_settings
-from serve.settings import AppArgs, ModelDeploymentArgs, ServeConfigError, parse_args  # noqa: F401
+from serve.settings import AppArgs, LLMDeploymentArgs, ModelDeploymentArgs, ServeConfigError, parse_args  # noqa: F401
 
 log = logging.getLogger("tessera.serve")
 
@@ -61,9 +61,7 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
         from serve.deployments.llm import engine_problem, llm_deployment
 
         problem, reason = engine_problem(llm) or (None, None)
-        cards.append({"id": llm.name, "type": "chat", "operator": f"llm.{llm.engine}", "engine": llm.engine,
-                      "deployment": llm.deployment_name, "aliases": llm.aliases,
-                      "status": "ready" if problem is None else "missing", "reason": reason})
+        cards.append(llm_card(llm, reason))
         if problem is not None:
             if settings.missing_models == "fail":
                 raise ModelNotFoundError(problem, field=f"llms.{llm.name}")
@@ -78,6 +76,13 @@ def build_app(args: dict[str, Any] | AppArgs) -> Application:
     if service is not None:
         check_task_store(service["task_store"], given=settings.service.task_store is not None)
     return api.bind(handles, cards, service, served)
+
+
+def llm_card(llm: LLMDeploymentArgs, reason: str | None) -> dict[str, Any]:
+    """The ``GET /v1/models`` entry of a served language model; ``reason``: why it is not deployed (None: it is)."""
+    return {"id": llm.name, "type": "chat", "operator": f"llm.{llm.engine}", "engine": llm.engine,
+            "deployment": llm.deployment_name, "aliases": llm.aliases, "context_window": llm.context_window,
+            "status": "ready" if reason is None else "missing", "reason": reason}
 
 
 def check_task_store(url: str, *, given: bool) -> None:

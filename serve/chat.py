@@ -255,19 +255,19 @@ def check_size(request: ChatRequest) -> None:
 
 
 def check_max_tokens(card: ModelCard, request: ChatRequest) -> None:
-    """A 422 naming ``max_tokens`` (or ``max_completion_tokens``) above the model's context window, where the service
-    knows it: llama.cpp loads every model with ``CONTEXT_TOKENS`` (4,096), and bounded a reply by it without a word
-    (``max_tokens: 10**9`` was a 200). A vLLM model's window is its engine's, which refuses a larger one itself."""
-    if card.engine != "llama_cpp":
+    """A 422 naming ``max_tokens`` (or ``max_completion_tokens``) above the model's context window, where the config
+    says it (``ModelCard.context_window``): llama.cpp loads every model with 4,096 tokens and bounded a reply by it
+    without a word (``max_tokens: 10**9`` was a 200); a vLLM engine's is its ``max_model_len``. A vLLM model
+    configured without one has the model's own length, which only its engine knows, and which refuses more itself."""
+    window = card.context_window
+    if window is None:
         return
-    from operators.llm.embedded import CONTEXT_TOKENS
-
     for field in ("max_tokens", "max_completion_tokens"):
         asked = getattr(request, field)
-        if asked is not None and asked > CONTEXT_TOKENS:
+        if asked is not None and asked > window:
             raise ApiError(422, f"{field}: {asked} tokens is more than model '{card.id}' can write: its context "
-                           f"window holds {CONTEXT_TOKENS} tokens, the messages' included; ask for "
-                           f"{CONTEXT_TOKENS} at most", param=field, code="invalid_value")
+                           f"window holds {window} tokens, the messages' included; ask for {window} at most",
+                           param=field, code="invalid_value")
 
 
 async def whole_answer(events: Any, card: ModelCard) -> dict[str, Any]:

@@ -209,6 +209,9 @@ class ModelCard(BaseModel):
     operator: str = Field(description="The hosting operator, or for a language model its engine's deployment.")
     engine: str | None = Field(None, description="Language models: llama_cpp or vllm.")
     deployment: str | None = Field(None, description="The Serve deployment (none for a flow: it runs in the API).")
+    context_window: int | None = Field(None, description="Language models: the tokens the model reads and writes "
+                                       "at once, where the config says (llama_cpp: 4096; vllm: its max_model_len); "
+                                       "a chat's max_tokens is at most this.")
     aliases: list[str] = []
     status: Literal["ready", "loading", "idle", "unhealthy", "missing"] = Field(
         description="ready: a replica has loaded the model; loading: none has yet; idle: scaled to zero (the next "

@@ -114,11 +114,31 @@ class LLMDeploymentArgs(BaseModel):
     def deployment_name(self) -> str:
         return self.name
 
+    @property
+    def context_window(self) -> int | None:
+        """The tokens the model reads and writes at once, where the config says (a chat's ``max_tokens`` is bounded
+        by it): llama_cpp loads every model with ``CONTEXT_TOKENS``; vllm with ``engine_kwargs.max_model_len``, or
+        without it the model's own length, which the engine reads from the model (None: not known here)."""
+        if self.engine == "vllm":
+            return self.engine_kwargs.get("max_model_len")
+        from operators.llm.embedded import CONTEXT_TOKENS
+
+        return CONTEXT_TOKENS
+
     @field_validator("name")
     @classmethod
     def _usable(cls, value: str) -> str:
         if not _DEPLOYMENT_NAME.match(value):
             raise ValueError(f"'{value}' is not a usable deployment name (letters, digits, '_', '.', '-')")
+        return value
+
+    @field_validator("engine_kwargs")
+    @classmethod
+    def _whole_max_model_len(cls, value: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``max_model_len`` is a number of tokens (a chat's ``max_tokens`` is checked against it)."""
+        length = value.get("max_model_len")
+        if length is not None and (type(length) is not int or length <= 0):
+            raise ValueError(f"max_model_len must be a whole number of tokens above 0, got {length!r}")
         return value
 
 

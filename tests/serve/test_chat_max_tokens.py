@@ -1,9 +1,10 @@
 """A chat with a llama.cpp model that asks for more tokens than its context window holds (4,096: every model the
 llama_cpp engine loads) is a 422 naming ``max_tokens`` (or ``max_completion_tokens``), on OpenAI's and Cohere's
 routes, before the model is called; before, ``max_tokens: 10**9`` was a 200, the reply bounded by the window without
-a word. The quick test: the service's bodies and error handlers under uvicorn on 127.0.0.1, the routes standing in for
-the Serve ingress's with the card of a llama.cpp model and no deployment (the refusal comes first). The Ray test: the
-shared app's llama.cpp deployment, where the window's own size still answers."""
+a word. So is one with a vLLM model above its config's ``engine_kwargs.max_model_len`` (vLLM is not installed here:
+the check up to the engine). The quick tests: the service's bodies and error handlers under uvicorn on 127.0.0.1, the
+routes standing in for the Serve ingress's with the card the app builds from a model's config and no deployment (the
+refusal comes first). The Ray test: the shared app's llama.cpp deployment, where the window's own size still answers."""
 
 from __future__ import annotations
 
@@ -15,35 +16,64 @@ from fastapi import FastAPI
 
 from operators.llm.embedded import CONTEXT_TOKENS
 from serve import chat, cohere_chat, errors
+from serve.app import ServeConfigError, llm_card, parse_args
 from serve.schemas import ModelCard
 from tests.serve.conftest import api_on_localhost
 
 QUESTION = [{"role": "user", "content": "Name one insect that makes honey."}]
-LLAMA = ModelCard(id="smollm2", type="chat", operator="llm.llama_cpp", engine="llama_cpp", deployment="smollm2",
-                  status="ready")
+#: A vLLM model as serve/config.yaml's example configures one.
+QWEN = {"name": "qwen2.5-7b", "engine": "vllm", "model": "Qwen/Qwen2.5-7B-Instruct",
+        "engine_kwargs": {"max_model_len": 8192}}
 
 
-def test_more_tokens_than_the_context_window_is_a_422_naming_the_field():
+def served_card(llm: dict[str, Any]) -> ModelCard:
+    """The card the app builds for a language model of ``args.llms`` that is deployed."""
+    return ModelCard.model_validate(llm_card(parse_args({"llms": [llm]}).llms[0], None))
+
+
+def chat_routes(card: ModelCard) -> FastAPI:
+    """OpenAI's and Cohere's chat routes answering for ``card``'s model, with no deployment behind it."""
     app = FastAPI()
     errors.install(app)
 
     @app.post("/v1/chat/completions")
     async def chat_completions(body: chat.ChatRequest) -> Any:
-        return await chat.chat_response(None, LLAMA, body)
+        return await chat.chat_response(None, card, body)
 
     @app.post("/v2/chat")
     async def chat_v2(body: cohere_chat.CohereChatRequest) -> Any:
-        return await cohere_chat.respond(body, LLAMA, None, "local")
+        return await cohere_chat.respond(body, card, None, "local")
 
-    with api_on_localhost(app=app) as base:
+    return app
+
+
+@pytest.mark.parametrize("llm, window", [({"name": "smollm2"}, CONTEXT_TOKENS), (QWEN, 8192)])
+def test_more_tokens_than_the_context_window_is_a_422_naming_the_field(llm, window):
+    card = served_card(llm)
+    with api_on_localhost(app=chat_routes(card)) as base:
         for path, field, asked in [("/v1/chat/completions", "max_tokens", 10**9),
-                                   ("/v1/chat/completions", "max_completion_tokens", CONTEXT_TOKENS + 1),
-                                   ("/v2/chat", "max_tokens", 10**9)]:
-            answer = requests.post(base + path, json={"model": "smollm2", "messages": QUESTION, field: asked},
+                                   ("/v1/chat/completions", "max_completion_tokens", window + 1),
+                                   ("/v2/chat", "max_tokens", window + 1)]:
+            answer = requests.post(base + path, json={"model": card.id, "messages": QUESTION, field: asked},
                                    timeout=30)
             assert answer.status_code == 422, (path, field, answer.text)
             error = answer.json()["error"]
-            assert error["param"] == field and f"holds {CONTEXT_TOKENS} tokens" in error["message"], error
+            assert error["param"] == field and f"holds {window} tokens" in error["message"], error
+    chat.check_max_tokens(card, chat.ChatRequest(model=card.id, messages=QUESTION, max_tokens=window))  # passes
+
+
+def test_a_vllm_model_without_max_model_len_is_bounded_by_its_engine_alone():
+    """Without ``max_model_len`` vLLM takes the model's own length, read from the model by the engine."""
+    card = served_card({**QWEN, "engine_kwargs": {}})
+    assert card.context_window is None
+    chat.check_max_tokens(card, chat.ChatRequest(model=card.id, messages=QUESTION, max_tokens=100_000))
+
+
+@pytest.mark.parametrize("length", ["8k", 0, 8192.0, True])
+def test_a_max_model_len_that_is_no_number_of_tokens_is_refused_naming_it(length):
+    with pytest.raises(ServeConfigError, match="max_model_len must be a whole number of tokens") as err:
+        parse_args({"llms": [{**QWEN, "engine_kwargs": {"max_model_len": length}}]})
+    assert "engine_kwargs" in err.value.field, err.value.field
 
 
 @pytest.mark.ray
