@@ -234,8 +234,9 @@ class ModelAPI:
             result = await self._call(self.handles[card.deployment].score.remote(body.query, texts), card)
             scores, tokens = np.asarray(result["scores"], dtype=np.float64), result["tokens"]
         order = np.lexsort((np.arange(len(scores)), -scores))[: body.top_n]
+        shown = body.shown() if with_documents else None
         results = [RerankResult(index=int(i), relevance_score=float(scores[i]),
-                                document={"text": texts[i]} if with_documents else None) for i in order]
+                                document=shown[i] if shown else None) for i in order]
         return results, tokens
 
     @staticmethod

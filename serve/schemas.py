@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Sequence
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
 from operators.unicode import unicode_problem
 
@@ -112,11 +112,17 @@ class EmbeddingsResponse(BaseModel):
 
 
 class RerankDocument(BaseModel):
-    """A document given as an object (Jina, Cohere v1); only ``text`` is read."""
+    """A document given as an object (Jina, Cohere v1): ranked by its ``text``, or by the fields ``rank_fields`` names
+    (Cohere v1); echoed as sent."""
 
     model_config = ConfigDict(extra="allow")
 
-    text: str = Field(description="The document text.")
+    text: str | None = Field(None, description="The document text, ranked unless rank_fields names other fields.")
+
+    def ranked_text(self, fields: Sequence[str]) -> str:
+        """The values of ``fields``, in their order, one a line (each checked to be a string by ``RerankRequest``)."""
+        values = self.model_dump()
+        return "\n".join(values[field] for field in fields)
 
 
 class RerankBody(BaseModel):
@@ -138,22 +144,48 @@ class RerankBody(BaseModel):
     def texts(self) -> list[str]:
         raise NotImplementedError
 
+    def shown(self) -> list[dict[str, Any]]:
+        """Each document as a result echoes it (``return_documents``)."""
+        return [{"text": text} for text in self.texts()]
+
 
 class RerankRequest(RerankBody):
-    """Cohere ``POST /v1/rerank`` and Jina ``POST /v1/rerank`` bodies (they share these fields)."""
+    """Cohere ``POST /v1/rerank`` and Jina ``POST /v1/rerank`` bodies (they share these fields). Cohere v1's
+    ``rank_fields`` names the fields of object documents to rank by; it was ignored, so ``{"title", "text"}`` documents
+    with ``rank_fields: ["title"]`` were ranked by their text, and ones without ``text`` refused."""
 
+    rank_fields: list[Text] | None = Field(None, min_length=1, description="Cohere v1: the fields of object "
+                                           "documents to rank by, their values read in this order (default: text).")
     documents: list[str | RerankDocument] = Field(
-        max_length=MAX_DOCUMENTS, description="Texts or {'text': ...} objects; an empty list gives empty results.")
-    return_documents: bool = Field(False, strict=True, description="Echo each result's document as {'text': ...}.")
+        max_length=MAX_DOCUMENTS, description="Texts or objects (ranked by their text, or their rank_fields); an "
+        "empty list gives empty results.")
+    return_documents: bool = Field(False, strict=True, description="Echo each result's document: {'text': ...} for "
+                                   "a text, an object as it was sent.")
 
     @field_validator("documents")
     @classmethod
-    def _documents_are_text(cls, documents: list[str | RerankDocument]) -> list[str | RerankDocument]:
-        check_texts([d if isinstance(d, str) else d.text for d in documents], "document")
+    def _documents_are_text(cls, documents: list[str | RerankDocument],
+                            info: ValidationInfo) -> list[str | RerankDocument]:
+        fields = info.data.get("rank_fields") or ["text"]
+        for i, document in enumerate(documents):
+            values = {} if isinstance(document, str) else document.model_dump()
+            absent = [field for field in fields if not isinstance(document, str) and not isinstance(values.get(field),
+                                                                                                    str)]
+            if absent:
+                raise ValueError(f"document {i} has no text in '{absent[0]}' to rank by (the fields ranked are "
+                                 f"rank_fields, default ['text'], each a string)")
+        check_texts(_texts(documents, fields), "document")
         return documents
 
     def texts(self) -> list[str]:
-        return [d if isinstance(d, str) else d.text for d in self.documents]
+        return _texts(self.documents, self.rank_fields or ["text"])
+
+    def shown(self) -> list[dict[str, Any]]:
+        return [{"text": d} if isinstance(d, str) else d.model_dump(exclude_unset=True) for d in self.documents]
+
+
+def _texts(documents: Sequence[str | RerankDocument], fields: Sequence[str]) -> list[str]:
+    return [d if isinstance(d, str) else d.ranked_text(fields) for d in documents]
 
 
 class RerankV2Request(RerankBody):

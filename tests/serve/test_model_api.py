@@ -115,6 +115,26 @@ def test_rerank_jina_body_with_document_objects(serve_app, cross_encoder, texts)
     np.testing.assert_allclose([expected[r["index"]] for r in body["results"]], scores, atol=1e-5)
 
 
+def test_the_cohere_v1_client_s_rank_fields_pick_what_is_ranked(serve_app, cross_encoder, texts):
+    """Cohere v1's ``rank_fields`` was ignored: documents without ``text`` were refused, and ones with it ranked by it
+    whatever fields were named. Ranked by the fields named, their values one a line; echoed as sent."""
+    import cohere
+
+    client = cohere.Client(api_key="unused", base_url=serve_app)
+    documents = [{"title": text[:60], "body": text, "id": n} for n, text in enumerate(texts)]
+    for fields in (["title"], ["title", "body"]):
+        answer = client.rerank(model="tessera-cross-encoder", query=QUERY, documents=documents, rank_fields=fields,
+                               return_documents=True)
+        expected = cross_encoder.score_texts(QUERY, ["\n".join(d[f] for f in fields) for d in documents])
+        np.testing.assert_allclose([expected[r.index] for r in answer.results],
+                                   [r.relevance_score for r in answer.results], atol=1e-5)
+        shown = [r.document.model_dump(exclude_none=True) for r in answer.results]  # the client's model adds text
+        assert shown == [documents[r.index] for r in answer.results]
+    refused = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY, "documents": documents,
+                                             "rank_fields": ["author"]})
+    assert refused.status_code == 422 and "'author'" in refused.json()["error"]["message"], refused.text
+
+
 def test_the_external_rerank_client_through_tesseras_own_endpoint(serve_app, ce_path):
     """rerank.api (the Cohere-format client, retries and splitting included) against /v1/rerank over HTTP ranks
     as rerank.cross_encoder does in-process."""
