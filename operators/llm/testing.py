@@ -6,7 +6,8 @@ the path picks the behaviour:
 
 * ``ok``: answers ``server.reply`` (settable), with usage counted in words;
 * ``error``: HTTP 500 every time; ``flaky``: 500 on the first attempt, then ``ok``;
-* ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok``;
+* ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok`` (from attempt ``server.hold_from``
+  on, if set, until ``server.release`` is set: a test's calls that cannot end before it acts);
 * ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON;
 * ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed;
 * ``paced``: as ``ok``, but a streamed reply comes a word every ``server.pace`` seconds (a model writing it), and a
@@ -58,6 +59,10 @@ _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 KEY_ENV = "TESSERA_FAULT_KEY"
 
 
+#: The longest a held ``slow`` call waits for ``release`` (a test that never sets it does not hang its server).
+HELD_S = 60.0
+
+
 class FaultServer:
     """The server and what it saw; see the module docstring."""
 
@@ -73,6 +78,7 @@ class FaultServer:
         self.bodies: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.release = threading.Event()
+        self.hold_from: int | None = None  # ``slow`` attempts from this one on wait for ``release``
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
@@ -101,6 +107,8 @@ class FaultServer:
             self.left.clear()
             self.generation += 1
             self.peak = 0
+            self.hold_from = None
+            self.release.clear()
 
     def models_file(self, path: Path, **limits: Any) -> Path:
         """A models.yaml with one alias ``fault-<scenario>`` per scenario (``limits`` added to each entry)."""
@@ -265,7 +273,8 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, None, raw=b"this is not json")
             else:
                 if scenario == "slow":
-                    state.release.wait(state.delay)
+                    held = state.hold_from is not None and attempt >= state.hold_from
+                    state.release.wait(HELD_S if held else state.delay)
                 if streamed:
                     self._stream(_chunks(body, state.reply, broken=scenario == "midstream"), scenario,
                                  state.pace if scenario == "paced" else 0.0)

@@ -11,6 +11,7 @@ import signal
 import sqlite3
 import threading
 import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -29,9 +30,11 @@ def _spec() -> FlowSpec:
         "model": "fault-slow", "concurrency": 2, "num_retries": 0}}}})
 
 
-def _interrupt_after(server, calls: int, ended: threading.Event) -> threading.Thread:
+def _interrupt_after(server, calls: int, ended: threading.Event, taken) -> threading.Thread:
     """SIGINT to the main thread once the server has seen ``calls`` calls (a Ctrl-C while the batch is under way);
-    none once the run has ended (a run that failed otherwise must not end the test session)."""
+    none once the run has ended (a run that failed otherwise must not end the test session). The server holds the
+    calls after those (``hold_from``) until the interrupt is ``taken()``: however loaded the machine, the batch
+    cannot end before the Ctrl-C lands, and the calls in flight then end, as a model's would."""
     main = threading.main_thread().ident
 
     def watch() -> None:
@@ -40,8 +43,26 @@ def _interrupt_after(server, calls: int, ended: threading.Event) -> threading.Th
             time.sleep(0.005)
         if not ended.is_set():
             signal.pthread_kill(main, signal.SIGINT)
+        while not (taken() or ended.is_set()) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        server.release.set()
 
     return threading.Thread(target=watch, daemon=True)
+
+
+@contextmanager
+def _python_handler_noting(raised: threading.Event):
+    """Python's own SIGINT handler (``signal.default_int_handler``: raise ``KeyboardInterrupt``) that notes in
+    ``raised`` that it ran; the handler before is put back after."""
+    def interrupt(signum, frame):
+        raised.set()
+        signal.default_int_handler(signum, frame)
+
+    before = signal.signal(signal.SIGINT, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)
 
 
 @pytest.mark.parametrize("handler", ["tessera run", "python"])
@@ -49,10 +70,13 @@ def test_a_rerun_after_ctrl_c_mid_batch_makes_only_the_calls_that_had_not_finish
                                                                                     handler):
     """Before, the batch's finished calls went with it: the rerun made all 6 again (measured: 10 calls in all)."""
     monkeypatch.setattr(fault_models, "delay", 0.15)
+    fault_models.hold_from = 4  # the 4th call on waits until the interrupt is taken: the batch cannot end before it
     fault_models.reply = "Bees make honey."
     table = sample_results(2, ROWS // 2)  # one batch of 6 rows
     token, ended = CancelToken(), threading.Event()
-    watcher = _interrupt_after(fault_models, 3, ended)
+    raised = threading.Event()
+    taken = (lambda: token.cancelled) if handler == "tessera run" else raised.is_set
+    watcher = _interrupt_after(fault_models, 3, ended, taken)
     with pytest.raises(FlowCancelled if handler == "tessera run" else KeyboardInterrupt):
         try:
             if handler == "tessera run":
@@ -60,8 +84,9 @@ def test_a_rerun_after_ctrl_c_mid_batch_makes_only_the_calls_that_had_not_finish
                     watcher.start()
                     LocalExecutor(cache=cache).run(_spec(), table, cancel=token)
             else:
-                watcher.start()
-                LocalExecutor(cache=cache).run(_spec(), table)
+                with _python_handler_noting(raised):
+                    watcher.start()
+                    LocalExecutor(cache=cache).run(_spec(), table)
         finally:
             ended.set()
     watcher.join()
