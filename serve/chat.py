@@ -44,6 +44,10 @@ def text_only(messages: list[ChatMessage]) -> None:
     here read text, so such a part would be dropped without a word. OpenAI answers it with a 400 for a text-only
     model; so does this, raised from the body's validation as an ``ApiError`` (a ``ValueError`` would be a 422)."""
     for i, message in enumerate(messages):
+        if message.content == [] or (message.content is None and message.role != "assistant"):  # read as ""
+            got = "an empty list" if message.content == [] else "none"
+            raise ApiError(422, f"messages[{i}].content: a {message.role} message needs content, a string or a list "
+                           f"of text parts; got {got}", param=f"messages[{i}].content", code="invalid_value")
         for j, part in enumerate(message.content if isinstance(message.content, list) else []):
             if "type" not in part:  # OpenAI refuses it; read as text, an image part without its type was dropped
                 raise ApiError(422, f"messages[{i}].content[{j}].type: a content part names its type; send "

@@ -71,6 +71,19 @@ def test_a_text_part_without_a_string_is_a_422_naming_it(client, part, said):
     assert error["param"] == "messages[0].content[1].text" and said in error["message"], error
 
 
+@pytest.mark.parametrize("path", ["/v1/chat/completions", "/v2/chat"])
+@pytest.mark.parametrize("message, said", [
+    ({"role": "user"}, "got none"), ({"role": "user", "content": None}, "got none"),
+    ({"role": "system", "content": []}, "got an empty list"),
+])
+def test_a_message_without_content_is_a_422_naming_it(client, path, message, said):
+    """OpenAI and Cohere refuse it; the model was asked an empty message (an assistant's may be empty: tool calls)."""
+    error = refused(client, path, {"model": "rag", "messages": [message, *QUESTION]})
+    assert error["param"] == "messages[0].content" and said in error["message"], error
+    answer = client.post(path, json={"model": "nope", "messages": [{"role": "assistant", "content": None}, *QUESTION]})
+    assert answer.status_code == 404, answer.text  # past the body's checks
+
+
 def test_a_stop_sequence_that_is_no_text_is_a_422_naming_it(client):
     """A lone surrogate reached llama.cpp, whose call failed: a 500. JSON carries it escaped."""
     body = json.dumps({"model": "smollm2", "messages": QUESTION, "stop": ["\ud83d"]})
