@@ -49,19 +49,20 @@ def document_rows(documents: list[str | CohereDocument]) -> tuple[list[dict[str,
             docno, data = document.id or f"doc:{n}", document.data
         if docno in shown:
             raise ApiError(422, f"documents.{n}.id: '{docno}' is the id of an earlier document",
-                           param=f"documents.{n}.id")
+                           param=f"documents.{n}.id", code="invalid_value")
         given = [key for key in TEXT_FIELDS if data.get(key) is not None]
         text = next((str(data[key]) for key in given if data[key] != ""), "" if given else None)
         if text is None:  # no text field at all (an empty one is no text: a 422, not "text: ")
             text = "\n".join(f"{key}: {_plain(value)}" for key, value in data.items() if key not in ("title", "url"))
         if not text.strip():
-            raise ApiError(422, f"documents.{n} has no text", param=f"documents.{n}")
+            raise ApiError(422, f"documents.{n} has no text", param=f"documents.{n}", code="invalid_value")
         row = {"docno": docno, "title": _plain(data["title"]) if data.get("title") else None, "text": text,
                "url": _plain(data["url"]) if data.get("url") else None}
         for field, value in row.items():
             problem = unicode_problem(value) if value else None
             if problem:
-                raise ApiError(422, f"documents.{n}: its {field} {problem}", param=f"documents.{n}")
+                raise ApiError(422, f"documents.{n}: its {field} {problem}", param=f"documents.{n}",
+                               code="invalid_value")
         rows.append(row)
         shown[docno] = {"id": docno, **data}
     return rows, shown

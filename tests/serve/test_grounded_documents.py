@@ -33,7 +33,7 @@ def test_documents_become_rows_and_citations_show_them_as_sent():
 def test_a_document_without_text_or_with_a_repeated_id_is_a_422_naming_it(sent, param):
     with pytest.raises(ApiError) as err:
         document_rows(sent)
-    assert err.value.status == 422 and err.value.param == param
+    assert (err.value.status, err.value.param, err.value.code) == (422, param, "invalid_value")  # code was null
 
 
 def test_a_flow_answers_from_documents_with_its_own_answer_steps():
