@@ -163,3 +163,43 @@ def test_worker_pods_are_ready_only_when_tesseras_healthz_is():
         assert "http://localhost:8000/healthz" in command, group["groupName"]
         assert "local_raylet_healthz" in command and "http://localhost:8000/-/healthz" in command  # KubeRay's own
         assert "livenessProbe" not in worker  # KubeRay's default: a Pod is not restarted while models load
+
+
+#: Seconds ``ray start --block`` needs after its drain wait to end Ray's processes (each gets a SIGTERM and a moment
+#: before a SIGKILL), within the Pod's grace period.
+RAY_TEARDOWN_S = 10
+
+
+def ray_default(module: str, name: str) -> float:
+    """The default of a ``NAME = env_float("RAY_...", DEFAULT)`` in Ray's ``module`` (a path under ``ray/``), read
+    from the installed file: what a node gets when its environment does not set it (an import would read this
+    process's environment; importing ``ray.serve`` takes seconds)."""
+    import ast
+    import importlib.util
+
+    source = Path(importlib.util.find_spec("ray").submodule_search_locations[0]) / module
+    for node in ast.parse(source.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
+            return float(ast.literal_eval(node.value.args[1]))
+    raise LookupError(f"{name} is not in {source}")
+
+
+def test_a_deleted_pod_ends_ray_before_kubernetes_kills_it():
+    """A deleted Pod's SIGTERM reaches ``ray start --block``, which (Ray 2.60) marks the node draining and waits up to
+    ``RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S`` before it ends Ray. Ray's default, 30 s, is the Pod's default
+    ``terminationGracePeriodSeconds``: Kubernetes' SIGKILL came before Ray's own shutdown. The wait must end within the
+    grace period with room for that shutdown, and on a serving worker outlast Serve's proxy drain (its /-/healthz 503
+    for at least ``PROXY_MIN_DRAINING_PERIOD_S``), so a drained node can end before its deadline."""
+    ray_drain_s = ray_default("_private/ray_constants.py", "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S")
+    proxy_drain_s = ray_default("serve/_private/constants.py", "PROXY_MIN_DRAINING_PERIOD_S")
+    spec = cluster_spec(manifest("rayservice.yaml"))
+    groups = [("head", spec["headGroupSpec"]), *((g["groupName"], g) for g in spec["workerGroupSpecs"])]
+    for name, group in groups:
+        pod = group["template"]["spec"]
+        grace = pod.get("terminationGracePeriodSeconds", 30)  # Kubernetes' default
+        (container,) = pod["containers"]
+        env = {e["name"]: e.get("value") for e in container.get("env", [])}
+        drain = float(env.get("RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S", ray_drain_s))
+        assert drain + RAY_TEARDOWN_S <= grace, f"{name}: a {drain:g} s drain in a {grace} s grace period"
+        if name != "head":  # Serve never drains the head's proxy
+            assert drain > proxy_drain_s, name
