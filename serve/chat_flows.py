@@ -159,17 +159,20 @@ def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
     return spec.model_copy(update={"steps": steps})
 
 
-def _as_request_field(err: SpecError, request: Any) -> Exception:
-    """A step's refusal of an option the request gave it (``max_tokens`` over what the step allows) as a 422
-    naming the request's field: the client sent no ``steps.<id>.params.max_tokens``. Any other error as it is."""
+def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:
+    """A step's refusal of an option the request gave it (``max_tokens`` over what the step allows, or over what
+    JSON carries: ``param_numbers``' ``ApiError``) as a 422 naming the request's field: the client sent no
+    ``steps.<id>.params.max_tokens``. Any other error as it is."""
     fields = {"temperature": "temperature",
               "max_tokens": "max_completion_tokens" if request.max_completion_tokens else "max_tokens"}
-    step, _, option = (err.field or "").removeprefix("steps.").partition(".params.")
-    if not (err.field or "").startswith("steps.") or option not in fields:
+    where = (err.field if isinstance(err, SpecError) else err.param) or ""
+    step, _, option = where.removeprefix("steps.").partition(".params.")
+    if not where.startswith("steps.") or option not in fields:
         return err
-    field = fields[option]
-    return ApiError(422, f"{field}: the flow's step '{step}' refuses {getattr(request, field)!r}: {err.message}",
-                    param=field, code="invalid_value")
+    field, why = fields[option], err.message.removeprefix(f"{where}: ")
+    code = err.code if isinstance(err, ApiError) and err.code else "invalid_value"
+    return ApiError(422, f"{field}: the flow's step '{step}' refuses {getattr(request, field)!r}: {why}",
+                    param=field, code=code)
 
 
 def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict[str, Any]] | None = None,
@@ -189,7 +192,7 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
         body["index"] = request.index
     try:
         prepared = svc.current().prepare(body, tenant)
-    except SpecError as err:
+    except (SpecError, ApiError) as err:
         raise _as_request_field(err, request) from None
     if documents is not None:
         qid = prepared.queries[0]["qid"]

@@ -24,6 +24,17 @@ def test_a_max_tokens_a_step_refuses_is_a_422_naming_the_request_field(make_serv
     assert "1000000000000" in err.value.message and "32768" in err.value.message
 
 
+def test_a_max_tokens_past_what_json_carries_is_a_422_naming_the_request_field(make_service):
+    """The service's check of a step's numbers (serve/param_numbers.py) named ``steps.standalone.params.max_tokens``."""
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    request = chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=10**20)
+    with pytest.raises(ApiError) as err:
+        chat_flows.prepare_flow(spec, request, "local")
+    assert (err.value.status, err.value.param, err.value.code) == (422, "max_tokens", "number_out_of_range")
+    assert "steps." not in err.value.message.split(": ", 1)[0] and "2**53" in err.value.message, err.value.message
+
+
 def test_cohere_max_tokens_is_named_as_sent(make_service):
     make_service()
     spec = chat_flows.svc.current().flow_spec("rag", "local")
