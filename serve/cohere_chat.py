@@ -14,7 +14,8 @@ With ``documents``, the answer comes from the documents sent instead of a search
 (serve/grounded.py), with either kind of model, and citations show them as sent. Refused with a
 422 naming the field: ``tools`` and ``tool_choice``, ``index`` beside ``documents``, a field Cohere's API does not
 have, and a number or boolean of another JSON type (``CohereChatRequest``). ``k``, ``safety_mode``,
-``response_format``, ``thinking``, ``logprobs``, ``strict_tools`` and ``priority`` are accepted and not used.
+``thinking``, ``strict_tools`` and ``priority`` are accepted and not used; a ``response_format`` other than text and
+``logprobs: true`` are refused as on ``/v1/chat/completions`` (the client would wait for JSON or log probabilities).
 """
 
 from __future__ import annotations
@@ -76,9 +77,9 @@ class CohereChatRequest(BaseModel):
     k: int | None = Field(None, ge=0, le=500, strict=True, description="Accepted, not used: the engines sample by p.")
     tool_choice: Any = Field(None, description="Not supported, as tools: must be absent.")
     strict_tools: bool | None = Field(None, strict=True, description="Accepted, not used (no tools).")
-    response_format: dict[str, Any] | None = Field(None, description="Accepted, not used: the answer is text.")
+    response_format: dict[str, Any] | None = Field(None, description="Only {'type': 'text'}: the answer is text.")
     safety_mode: str | None = Field(None, description="Accepted, not used.")
-    logprobs: bool | None = Field(None, strict=True, description="Accepted, not used: no log probabilities.")
+    logprobs: bool | None = Field(None, strict=True, description="Refused when true: no log probabilities here.")
     thinking: dict[str, Any] | None = Field(None, description="Accepted, not used: these models do not think apart.")
     priority: int | None = Field(None, strict=True, description="Accepted, not used.")
     index: str | None = Field(None, description="Flows only (not Cohere's): the index to search, a name under the "
@@ -94,6 +95,20 @@ class CohereChatRequest(BaseModel):
     @classmethod
     def _stop_sequences(cls, value: list[str] | None) -> list[str] | None:
         return chat.check_stop(value)  # ``openai`` copies them into OpenAI's body past its check
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_answers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        if value and value != {"type": "text"}:  # JSON asked for and prose answered: the client's parse failed
+            raise ValueError("only {'type': 'text'} is supported: the answer is text")
+        return value
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_logprobs(cls, value: bool | None) -> bool | None:
+        if value:  # the SDK's response.logprobs was None
+            raise ValueError("logprobs is not supported: these models return no log probabilities")
+        return value
 
     @field_validator("tools", "tool_choice")
     @classmethod

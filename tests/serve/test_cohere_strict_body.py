@@ -47,7 +47,9 @@ WRONG_TYPES = [("max_tokens", "3", "valid integer"), ("max_tokens", 3.0, "valid 
                ("citation_options", {"mode": "OFF", "quality": "high"}, "Extra inputs are not permitted"),
                ("tool_choice", "REQUIRED", "tool_choice is not supported"),
                ("stop_sequences", [".", ""], "stop sequence 1 is empty"),
-               ("stop_sequences", ["\ud83d"], "lone surrogate")]
+               ("stop_sequences", ["\ud83d"], "lone surrogate"),
+               ("response_format", {"type": "json_object"}, "only {'type': 'text'}"),
+               ("logprobs", True, "no log probabilities")]
 
 
 def test_a_field_cohere_refuses_is_a_422_naming_it(base):
