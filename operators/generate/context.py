@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
@@ -15,10 +15,15 @@ from operators.tables import concat, empty_like, in_rank_order, qid_groups, set_
 class ContextBuilder(Operator):
     """Number each query's rows in rank order into `[Document i] Title` blocks, within a token budget.
 
-    Rows go in by ``rank`` (best first) while their blocks fit in ``max_context_length``
-    tokens; the first block that does not fit is cut to the tokens left (when at least
-    ``min_block_tokens`` are) and the rest stay out. Tokens are counted with litellm's
-    tokenizer for ``model`` (models litellm does not know, the embedded one included,
+    ``fit: rank``: rows go in by ``rank`` (best first) while their blocks fit in
+    ``max_context_length`` tokens; the first block that does not fit is cut to the tokens
+    left (when at least ``min_block_tokens`` are) and the rest stay out. ``fit: share``
+    (five passages in a small budget: rank order fits three or four): every row gets its
+    first sentence (the best one with ``sentences``, else its opening) within an equal
+    share of the budget (what a short one leaves goes to the longer ones; one over its share
+    is cut at a token), then the tokens left go to further whole sentences, best rows first;
+    rows go only where a share would be under ``min_block_tokens``. Tokens are counted with
+    litellm's tokenizer for ``model`` (models litellm does not know, the embedded one included,
     are counted with its default tokenizer, so leave some room). Each row gets the
     query's whole context in ``output_column`` (the same text on every row of the query)
     and its number ``i`` in ``index_column`` (null for rows left out), which is how
@@ -50,6 +55,10 @@ class ContextBuilder(Operator):
         include_scores: bool = Field(False, description="Add each row's score to its header line.")
         min_block_tokens: int = Field(32, gt=0, description="A block cut to fit needs at least this many tokens "
                                       "left, else it is left out.")
+        fit: Literal["rank", "share"] = Field("rank", description="rank: whole blocks in rank order while they fit, "
+                                              "the first that does not cut, the rest left out; share: every row its "
+                                              "first sentence within an equal share of the budget, then more whole "
+                                              "sentences for the best rows while they fit.")
         output_column: str = Field("context", description="Column that receives the query's context.")
         index_column: str = Field("context_index", description="Column that receives each row's document number "
                                   "(1, 2, ...; null when left out).")
@@ -90,19 +99,18 @@ class ContextBuilder(Operator):
         from operators.generate.sentences import best_sentences
 
         p = self.params
+        if p.fit == "share":
+            return self._shared(rows, query)
         blocks: list[str] = []
         numbers: list[int | None] = [None] * len(rows)
         left = p.max_context_length
         for i, row in enumerate(rows):
             if p.max_documents is not None and len(blocks) >= p.max_documents:
                 break
-            n = len(blocks) + 1
-            title = (row.get(p.title_column) if p.title_column else None) or row.get("docno") or ""
-            score = f" (score {row['score']:.3f})" if p.include_scores and row.get("score") is not None else ""
             text = (row.get(p.text_column) or "").strip()
             if p.sentences is not None:
                 text = best_sentences(text, query, p.sentences)
-            block = f"[Document {n}] {title}{score}\n{text}"
+            block = self._header(row, len(blocks) + 1) + text
             tokens = self._count(block + "\n\n")
             if tokens > left:
                 if left < p.min_block_tokens:
@@ -110,10 +118,52 @@ class ContextBuilder(Operator):
                 block = self._cut(block, left)
                 tokens = left
             blocks.append(block)
-            numbers[i] = n
+            numbers[i] = len(blocks)
             left -= tokens
             if left <= 0:
                 break
+        return "\n\n".join(blocks), numbers
+
+    def _header(self, row: dict[str, Any], n: int) -> str:
+        p = self.params
+        title = (row.get(p.title_column) if p.title_column else None) or row.get("docno") or ""
+        score = f" (score {row['score']:.3f})" if p.include_scores and row.get("score") is not None else ""
+        return f"[Document {n}] {title}{score}\n"
+
+    def _shared(self, rows: list[dict[str, Any]], query: str) -> tuple[str, list[int | None]]:
+        """``fit: share``: the best rows that get ``min_block_tokens`` each; every one its first sentence within an
+        equal share of the budget (cut at a token where it is longer), then more sentences, best rows first."""
+        from operators.generate.sentences import ranked_sentences
+
+        p = self.params
+        taken = min(len(rows), p.max_documents or len(rows), max(p.max_context_length // p.min_block_tokens, 1))
+        headers, candidates = [], []  # per row: its header, its sentences as (position, sentence), first kept first
+        for n, row in enumerate(rows[:taken], start=1):
+            text = (row.get(p.text_column) or "").strip()
+            headers.append(self._header(row, n))  # with sentences: the best first; whole texts: in their order
+            candidates.append(ranked_sentences(text, query if p.sentences else "", None)[:p.sentences])
+
+        def size(i: int, sentences: list[tuple[int, str]]) -> int:
+            return self._count(headers[i] + " ".join(s for _, s in sorted(sentences)) + "\n\n")
+
+        kept: list[list[tuple[int, str]]] = [candidates[i][:1] for i in range(taken)]
+        cut: list[str | None] = [None] * taken  # a block whose first sentence is over its share
+        left = p.max_context_length
+        for order, i in enumerate(sorted(range(taken), key=lambda i: size(i, kept[i]))):  # short ones leave more
+            share, used = left // (taken - order), size(i, kept[i])
+            if used > share:
+                cut[i], used = self._cut(headers[i] + (kept[i][0][1] if kept[i] else ""), share), share
+            left -= used
+        for i in range(taken):  # the tokens left: further sentences, best rows first, while they fit
+            while cut[i] is None and len(kept[i]) < len(candidates[i]):
+                grown = kept[i] + [candidates[i][len(kept[i])]]
+                more = size(i, grown) - size(i, kept[i])
+                if more > left:
+                    break
+                kept[i], left = grown, left - more
+        blocks = [cut[i] if cut[i] is not None else headers[i] + " ".join(s for _, s in sorted(kept[i]))
+                  for i in range(taken)]
+        numbers = [n if n <= taken else None for n in range(1, len(rows) + 1)]
         return "\n\n".join(blocks), numbers
 
     def _count(self, text: str) -> int:

@@ -9,6 +9,16 @@ def best_sentences(text: str, query: str, keep: int) -> str:
     text; ties (and sentences sharing no word with the query) go to the earlier sentence, so a text with no
     match keeps its opening, where a Wikipedia paragraph says what its subject is. Tokens are BM25's own (the
     index's shared tokenizer: English stopwords, Snowball stems)."""
+    ranked = ranked_sentences(text, query, keep)
+    if ranked is None:
+        return text.strip()
+    return " ".join(sentence for _, sentence in sorted(ranked))
+
+
+def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tuple[int, str]] | None:
+    """The best ``keep`` (null: every one) sentences of ``text`` for ``query`` as ``(position, sentence)``, best
+    first as ``best_sentences`` scores them; None when ``text`` has no more than ``keep`` sentences (it is kept
+    whole)."""
     import bm25s
     import numpy as np
 
@@ -16,13 +26,15 @@ def best_sentences(text: str, query: str, keep: int) -> str:
     from operators.store.bm25 import query_tokenizer
 
     spans = sentence_spans(text, punkt_tokenizer("english"))
-    if len(spans) <= keep:
-        return text.strip()
-    sentences = [text[start:end] for start, end in spans]
+    if keep is not None and len(spans) <= keep:
+        return None
+    sentences = [text[start:end].strip() for start, end in spans]
+    if len(sentences) < 2 or not query.strip():  # nothing to score: from the first
+        return list(enumerate(sentences))[:keep]
     tokenize = query_tokenizer("en", "english")
     index = bm25s.BM25()
     index.index(tokenize(sentences), show_progress=False)
     words = [w for w in tokenize([query])[0] if w in index.vocab_dict]
     scores = index.get_scores(words) if words else np.zeros(len(sentences))
     chosen = sorted(range(len(sentences)), key=lambda i: (-float(scores[i]), i))[:keep]
-    return " ".join(sentences[i].strip() for i in sorted(chosen))
+    return [(i, sentences[i]) for i in chosen]
