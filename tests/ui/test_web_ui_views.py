@@ -72,11 +72,12 @@ def test_an_ended_task_is_deleted_from_the_page_and_an_indexs_last_ingestion_is_
     body = ui_app.api("GET", f"/task/progress/{task_id}").json()
     outcome = by_id(browser, "task-detail").find_element(By.CSS_SELECTOR, "p.outcome").text
     assert outcome == body["result"]["result_description"]["text"]  # what it did, in a line
-    row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]'))
-    link = row.find_element(By.CSS_SELECTOR, "button.link")  # the id cut to 8: a narrow window keeps the status
-    assert link.text == task_id[:8] and link.get_attribute("title") == task_id
+    # The list reloads while the task runs: each element is read or clicked as found again, never kept.
+    link = wait(browser, lambda d: (lambda b: (b.text, b.get_attribute("title")))(
+        d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"] button.link')))
+    assert link == (task_id[:8], task_id)  # the id cut to 8: a narrow window keeps the status
 
-    row.find_element(By.XPATH, './/button[text()="delete"]').click()
+    click(browser, f'//tr[@data-task="{task_id}"]//button[text()="delete"]')
     browser.switch_to.alert.accept()
     wait(browser, lambda d: not d.find_elements(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]'))
     assert by_id(browser, "task-detail").text == "" and not by_id(browser, "task-chat-form").is_displayed()
