@@ -123,7 +123,7 @@ def main() -> None:
     qrels = pa.table({"qid": qids, "docno": [r["relevant"] for r in rows], "relevance": [1] * len(rows)})
     dataset = load_dataset(MUSIQUE)
     plan = plan_index(FlowSpec.parse({"name": "hybrid", "steps": retrieval_steps("hybrid", [])}),
-                      dataset.corpus_sha256, default_root())
+                      dataset.corpus_sha256(), default_root())
     ensure_index(plan, dataset.corpus)
     said = " -> ".join(repr(m["content"]) for m in rows[0]["messages"])
     print(f"{len(rows)} follow-ups from {MUSIQUE.name}; e.g. {said} -> {rows[0]['follow_up']!r} "
