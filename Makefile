@@ -85,19 +85,14 @@ TEST_ENV := env -u PYTHONDONTWRITEBYTECODE
 NO_PLUGINS := -p no:schemathesis
 
 # What CI runs: everything but the tests marked slow (the real embedded LLM's end-to-end answers, full
-# benchmarks-in-small, Serve apps of their own); make test-all adds them. The tests without Ray run a file to a
-# worker on every core, those with Ray after them in one process (one Ray per process): 154 s + 136 s on 2
-# cores on a fresh clone (2026-11-30; 242 s + 165 s against 490 s all in one process, 2026-11-29). Two Ray
-# workers (tests/serve on one, tests/ui on the other) were slower: two Rays with their Serve apps kept 20-40
-# processes runnable on 2 cores, and the Ray tests ran past 11 minutes (2026-11-30).
-# Both runs share one folder (TESSERA_TEST_SHARED, removed after them) where the first process that needs the
-# ingested sample builds it and the others read it (tests/conftest.py's sample_workspace). Their temporary files
-# go there too (--basetemp), not to pytest's /tmp/pytest-of-$USER, where a run keeps only the three newest runs'
-# folders and so deletes those of a run still going in another checkout.
+# benchmarks-in-small, Serve apps of their own); make test-all adds them. Two pytest runs at once
+# (tests/run_suite.sh): those with Ray in one process (one Ray per process), the others a file to a worker on every
+# core, niced, filling the cores while Ray's processes wait (about a fifth of the Ray run's time: 78% busy alone).
+# On 2 cores, one checkout (2026-12-01): 605 s at once against 245 s + 444 s one after the other (the run before it),
+# every test passing both ways. Two Ray workers (tests/serve on one, tests/ui on the other) were slower: two Rays
+# with their Serve apps kept 20-40 processes runnable on 2 cores, and the Ray tests ran past 11 minutes (2026-11-30).
 test: $(VENV)/.installed-test
-	shared=$$(mktemp -d) && trap 'rm -rf "$$shared"' EXIT && export TESSERA_TEST_SHARED=$$shared && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --basetemp="$$shared/tmp" -n auto --dist loadfile -m "not slow and not ray" --durations=10 && \
-	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --basetemp="$$shared/tmp-ray" -m "ray and not slow" --durations=10
+	$(TEST_ENV) bash tests/run_suite.sh $(BIN)/python -p no:cacheprovider $(NO_PLUGINS) --durations=10
 
 test-all: $(VENV)/.installed-test
 	$(TEST_ENV) $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --durations=15

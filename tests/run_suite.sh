@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# make test's two pytest runs, at the same time (the Makefile's comment above `test:` says why and what it saved).
+#   tests/run_suite.sh PYTHON [pytest options for both runs...]
+# The tests with Ray run in one process (one Ray per process) at normal priority; the others run a file to a worker
+# on every core under `nice`, so they take the cores while Ray's processes wait (the Serve apps starting, HTTP
+# calls, polls) and leave them to Ray otherwise. The Ray run's output is kept in a file and shown when the other
+# run ends, then followed to its end. The exit status is the first failing run's.
+set -uo pipefail
+
+python=$1
+shift
+shared=$(mktemp -d)
+ray_run=
+stop() {
+  [ -n "$ray_run" ] && kill "$ray_run" 2>/dev/null
+  rm -rf "$shared"
+}
+trap stop EXIT
+trap 'exit 130' INT TERM
+# Both runs share one folder: the first process that needs the ingested sample builds it there and the others read
+# it (tests/conftest.py's sample_workspace); their temporary files go there too (--basetemp), not to pytest's
+# /tmp/pytest-of-$USER, where a run keeps only the three newest runs' folders.
+export TESSERA_TEST_SHARED=$shared
+
+"$python" -m pytest "$@" --basetemp="$shared/tmp-ray" -m "ray and not slow" >"$shared/ray.log" 2>&1 &
+ray_run=$!
+nice -n 10 "$python" -m pytest "$@" --basetemp="$shared/tmp" -n auto --dist loadfile -m "not slow and not ray"
+units=$?
+
+echo
+echo "== the tests with Ray (run at the same time; what they printed so far, then to their end) =="
+tail -n +1 -f --pid="$ray_run" "$shared/ray.log"
+wait "$ray_run"
+rays=$?
+ray_run=
+[ "$units" -ne 0 ] && exit "$units"
+exit "$rays"
