@@ -141,8 +141,9 @@ def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
             message = err.message.replace(SKIP_HINT, "").replace(path, _label(file))
             raise CliError(f"{message}; nothing was written (--skip-bad-lines skips such lines)",
                            field="FILE") from None
-    if docs.num_rows == 0:
-        raise CliError(f"{file} holds no documents", field="FILE")
+        if docs.num_rows == 0:
+            raise CliError(f"{file} holds no documents", field="FILE")
+        _refuse_repeated_ids(docs, path, _label(file))
     docs = docs.append_column("doc_id", docs.column("docno"))
     if settings.dense:
         from operators.embed.sentence_transformer import SentenceTransformerEmbedder
@@ -150,6 +151,25 @@ def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
         embed = SentenceTransformerEmbedder({"model": settings.encoder, "title_column": "title"}, step_id="embed")
         docs = embed(docs)
     return docs
+
+
+def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
+    """A file that gives an id twice names the repeat's line and the first's, before anything is embedded: the store's
+    own refusal named only a shard id that was never made. ``tessera ingest``'s reader finds the lines."""
+    import pyarrow.compute as pc
+
+    if pc.count_distinct(docs.column("docno")).as_py() == docs.num_rows:
+        return
+    from flows.ingestion.ledger import Failure
+    from flows.ingestion.staging import iter_documents
+    from operators.sources.jsonl import JsonlSource
+
+    for item in iter_documents(JsonlSource({"path": path}, step_id="index")):
+        if isinstance(item, Failure) and item.error.startswith("duplicate id"):
+            error = item.error.replace(str(item.path), label).replace(path, label)
+            raise CliError(f"{label}, line {item.line}: {error}; ids must be unique in the file (`tessera ingest` "
+                           "leaves the later copies out, or keeps the last with `--replace`); nothing was written",
+                           field="FILE")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:

@@ -186,7 +186,7 @@ def test_add_creates_a_new_index_only_for_chunks_it_can_write(tmp_path, sample_d
     idx = tmp_path / "idx"
     twice = _write(tmp_path / "a.jsonl", sample_docs[:3] + sample_docs[:1])
     assert main(["index", "add", str(idx), twice, "--no-dense"]) == 2
-    assert "duplicate docno" in capsys.readouterr().err and not idx.exists()
+    assert "duplicate id" in capsys.readouterr().err and not idx.exists()
     # a new dense index takes its dim from the encoder's vectors (not the 384 default)
     from flows.commands import index as index_command
     from operators.embed.sentence_transformer import vectors_to_arrow
@@ -214,3 +214,17 @@ def test_a_bad_line_refuses_the_whole_file_unless_skipped(tmp_path, sample_docs,
         assert len(Index.open(idx)) == 3
     assert main(["index", "add", idx, str(bad), "--skip-bad-lines"]) == 0
     assert len(Index.open(idx)) == 5
+
+
+def test_an_id_twice_in_the_file_is_refused_naming_both_lines(tmp_path, sample_docs, capsys):
+    """The store's own refusal named a shard id that was never made, and no file or line."""
+    idx = str(tmp_path / "idx")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:3]), "--no-dense"]) == 0
+    twice = _write(tmp_path / "twice.jsonl", [sample_docs[3], sample_docs[4], {**sample_docs[3], "text": "again"}])
+    capsys.readouterr()
+    for command in ("add", "update"):
+        assert main(["index", command, idx, twice]) == 2
+        err = capsys.readouterr().err
+        assert f"{twice}, line 3: duplicate id {sample_docs[3]['_id']}, first at {twice}:1" in err, err
+        assert "shard" not in err
+        assert len(Index.open(idx)) == 3 and Index.open(idx).search_bm25([sample_docs[0]["title"]], k=1)[0].docnos
