@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import re
 import zlib
 from collections import deque
 from dataclasses import dataclass
@@ -253,10 +254,19 @@ class _Parser:
                 if good:
                     yield pa.concat_tables(good, promote_options="permissive")
                     good = []
-                yield BadRow(path, rec.line, rec.raw, f"a value does not fit its column ({err}; the column's type "
-                             "is that of the rows before it)")
+                yield BadRow(path, rec.line, rec.raw, f"a value does not fit its column ({self._named(err)}; the "
+                             "column's type is that of the rows before it)")
         if good:
             yield pa.concat_tables(good, promote_options="permissive")
+
+    def _named(self, err: pa.ArrowInvalid) -> str:
+        """pyarrow's error with the column's name for its 0-based number (``In CSV column #2``), which a reader would
+        count from 1 and look up in the header."""
+        match = re.match(r"In CSV column #(\d+): (.*)", str(err), re.S)
+        names = self.header.fields or [] if self.header is not None else []
+        if match is None or int(match[1]) >= len(names):
+            return str(err)
+        return f"column '{names[int(match[1])]}': {match[2]}"
 
     def _fix_types(self, table: pa.Table) -> None:
         """Later batches get the types of the first rows (a column all empty so far is not fixed yet)."""

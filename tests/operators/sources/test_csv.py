@@ -107,3 +107,14 @@ def test_bad_params_name_the_field(sample_csv):
     with pytest.raises(ParamsError) as err:
         create("sources.csv", {"path": str(sample_csv), "delimiter": ";;"})
     assert err.value.field == "params.delimiter"
+
+
+def test_a_value_that_does_not_fit_its_column_names_the_column(tmp_path):
+    """pyarrow names it by its 0-based number (`column #2`), which reads as the second column, `text`."""
+    path = tmp_path / "years.csv"
+    path.write_text("_id,text,year\na1,x,1999\na2,y,2000\na3,z,unknown\na4,w,2001\n")
+    op = create("sources.csv", {"path": str(path), "batch_rows": 2})  # a1, a2 make year an integer column
+    [bad] = [b for b in op.read_rows(str(path)) if not isinstance(b, pa.Table)]
+    assert bad.line == 4
+    assert bad.reason.startswith("a value does not fit its column (column 'year': CSV conversion error to int64: "
+                                 "invalid value 'unknown'"), bad.reason
