@@ -40,7 +40,8 @@ class CsvSource(Source):
         path: str = Field(..., min_length=1, json_schema_extra=local_path(),
                           description="A CSV/TSV file, a glob (`docs/*.csv`) or a folder of them.")
         delimiter: str = Field(",", min_length=1, max_length=1, description="Field delimiter, e.g. `,` or a tab.")
-        quote_char: str = Field('"', min_length=1, max_length=1, description="Character that quotes fields.")
+        quote_char: str | None = Field('"', min_length=1, max_length=1, description=(
+            "Character that quotes fields; null: none, every quote is text (a TSV whose texts open with one)."))
         encoding: str | None = Field(None, description=ENCODING_HELP)
         _encoding = encoding_param()
 

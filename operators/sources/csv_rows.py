@@ -49,12 +49,17 @@ class BadRow:
         return f"{self.path}{'' if self.line is None else f', line {self.line}'}: {self.reason}"
 
 
+#: Said with a quote that breaks a row: many TSV files (and some CSV) hold quotes as text, never quoting a field.
+QUOTES_AS_TEXT = ("; if the file's quotes are text, not quoting (as in many TSV files), read it with quote_char: null "
+                  "(a spec's read step, given as --spec)")
+
+
 @dataclass(frozen=True)
 class CsvFormat:
     """How a file is parsed: delimiter, quote character, and the columns read as text whatever they hold."""
 
     delimiter: str = ","
-    quote_char: str = '"'
+    quote_char: str | None = '"'  # None: no quoting, a quote is text
     text_columns: tuple[str, ...] = ()
     encoding: str | None = None  # None: UTF-8, or a guess for a file that is not (``encoding.FileDecoder``)
 
@@ -112,7 +117,8 @@ def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
             return _Record(got[0][0], b"".join(raw for _, raw, _ in got), fields, bad)
 
         while True:
-            reader = csv.reader(lines(), delimiter=fmt.delimiter, quotechar=fmt.quote_char, strict=True)
+            reader = csv.reader(lines(), delimiter=fmt.delimiter, quotechar=fmt.quote_char, strict=True,
+                                quoting=csv.QUOTE_NONE if fmt.quote_char is None else csv.QUOTE_MINIMAL)
             try:
                 for fields in reader:
                     yield record(fields, None)
@@ -126,12 +132,13 @@ def _records(path: str, fmt: CsvFormat) -> Iterator[_Record]:
                 taken[:] = [first]
                 pending.extendleft((number, raw) for number, raw, _ in reversed(rest))
                 if str(err) == "unexpected end of data":
-                    yield record(None, f"a quote opened on line {first[0]} is never closed (the file ends inside it)")
+                    yield record(None, f"a quote opened on line {first[0]} is never closed (the file ends inside it)"
+                                 + QUOTES_AS_TEXT)
                 elif rest:
                     yield record(None, f"not valid CSV ({err}, in a field quoted from line {first[0]} to line "
-                                 f"{rest[-1][0]}); the lines after line {first[0]} are read again")
+                                 f"{rest[-1][0]}); the lines after line {first[0]} are read again{QUOTES_AS_TEXT}")
                 else:
-                    yield record(None, f"not valid CSV ({err})")
+                    yield record(None, f"not valid CSV ({err}){QUOTES_AS_TEXT}")
             except READ_ERRORS as err:
                 line = taken[0][0] if taken else count + 1
                 taken.clear()
@@ -225,7 +232,7 @@ class _Parser:
         data = header + b"".join(r.raw for r in rows)
         table = pcsv.read_csv(
             io.BytesIO(data), read_options=pcsv.ReadOptions(block_size=max(1 << 20, len(data) + 1)),
-            parse_options=pcsv.ParseOptions(delimiter=self.fmt.delimiter, quote_char=self.fmt.quote_char,
+            parse_options=pcsv.ParseOptions(delimiter=self.fmt.delimiter, quote_char=self.fmt.quote_char or False,
                                             newlines_in_values=True),
             convert_options=pcsv.ConvertOptions(column_types=self.types))
         if table.num_rows != len(rows):

@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from flows.ingestion import ingest
 from flows.ingestion.ledger import Ledger
+from operators.sources.csv_rows import QUOTES_AS_TEXT
 from operators.store import Index
 
 BM25_ONLY = {"dense": False}
@@ -53,7 +54,7 @@ def test_bad_csv_rows_are_failures_of_their_file_and_line_and_the_rest_is_ingest
     assert _live(tmp_path / "idx") == ["a1", "a3", "b1", "b3", "b4", "c1", "c3", "d1"]
     failures = _open(tmp_path / "idx")
     assert failures == {
-        "a.csv:3": "a quote opened on line 3 is never closed (the file ends inside it)",
+        "a.csv:3": "a quote opened on line 3 is never closed (the file ends inside it)" + QUOTES_AS_TEXT,
         "b.csv:3": "4 field(s) where the header has 3 (_id, title, text)",
         "c.csv:3": "not valid UTF-8 (byte 0xe9 at byte 17 of line 3); give the file's encoding (the encoding param, "
                    "tessera ingest --encoding)",

@@ -118,3 +118,16 @@ def test_a_value_that_does_not_fit_its_column_names_the_column(tmp_path):
     assert bad.line == 4
     assert bad.reason.startswith("a value does not fit its column (column 'year': CSV conversion error to int64: "
                                  "invalid value 'unknown'"), bad.reason
+
+
+def test_quotes_read_as_text_with_quote_char_null(tmp_path):
+    """Many TSV files never quote a field, and a text that opens with a quote broke its row (or swallowed the rest of
+    the file); quote_char: null reads every quote as text, and the quoting error says so."""
+    path = tmp_path / "passages.tsv"
+    path.write_text('id\ttext\n1\t"Hello" he said\n2\ta 5" screen\n3\t"never closed\n4\tlast\n')
+    quoted = create("sources.csv", {"path": str(path), "delimiter": "\t", "id_field": "id"})
+    bad = [b for b in quoted.read_rows(str(path)) if not isinstance(b, pa.Table)]
+    assert [b.line for b in bad] == [2, 4] and all("quote_char: null" in b.reason for b in bad)
+    op = create("sources.csv", {"path": str(path), "delimiter": "\t", "id_field": "id", "quote_char": None})
+    assert op(pa.table({})).column("text").to_pylist() == ['"Hello" he said', 'a 5" screen', '"never closed', "last"]
+    assert op.read_row(str(path), 4).column("text").to_pylist() == ['"never closed']
