@@ -64,6 +64,8 @@ class ProgressReporter:
         self.step: str | None = None
         self.step_started = self.last_line = time.monotonic()
         self._lock = threading.Lock()
+        self._last_event = None  # the latest event of a running step, for the heartbeat between events
+        self._stopped = threading.Event()
 
     def __enter__(self):
         if self.live:
@@ -75,11 +77,27 @@ class ProgressReporter:
                                      TimeRemainingColumn(), console=console(stderr=True), transient=True)
             self.progress.start()
             self.task = self.progress.add_task(self.flow, total=None, note="steps  0 rows")
+        elif self.enabled:  # a log: events come only between batches, and one batch of LLM calls takes minutes
+            threading.Thread(target=self._beat, name="tessera-progress", daemon=True).start()
         return self
 
     def __exit__(self, *exc) -> None:
+        self._stopped.set()
         if self.progress is not None:
             self.progress.stop()
+
+    def _beat(self) -> None:
+        """Every ``HEARTBEAT_S`` without a line, a line for the running step, also in the middle of its batch."""
+        while not self._stopped.wait(min(1.0, self.HEARTBEAT_S / 4)):
+            with self._lock:
+                event = self._last_event
+                if event is not None and time.monotonic() - self.last_line >= self.HEARTBEAT_S:
+                    self._running_line(event)
+
+    def _running_line(self, event) -> None:
+        self.last_line = time.monotonic()
+        print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) running: "
+              f"{how_far(event, time.monotonic() - self.step_started)}", file=sys.stderr, flush=True)
 
     def __call__(self, event) -> None:
         if not self.enabled:
@@ -87,6 +105,7 @@ class ProgressReporter:
         with self._lock:
             if event.step != self.step and event.step:
                 self.step, self.step_started = event.step, time.monotonic()
+            ended = event.steps_done > self.done  # the event of a step that has just finished
             if self.progress is not None:
                 self._update_bars(event)
             elif event.steps_done > self.done and event.step:
@@ -94,9 +113,9 @@ class ProgressReporter:
                 print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) done, "
                       f"{event.step_rows_done} rows", file=sys.stderr, flush=True)
             elif event.step and not event.finished and time.monotonic() - self.last_line >= self.HEARTBEAT_S:
-                self.last_line = time.monotonic()
-                print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) running: "
-                      f"{how_far(event, time.monotonic() - self.step_started)}", file=sys.stderr, flush=True)
+                self._running_line(event)
+            running = event.step and not event.finished and event.steps_done < event.steps_total
+            self._last_event = event if running and event.step == self.step and not ended else None
 
     def _update_bars(self, event) -> None:
         where = f"{self.flow}: {event.step} ({event.op})" if event.step else self.flow
@@ -123,4 +142,6 @@ def how_far(event, seconds: float) -> str:
     if event.step_rows_in:
         left = seconds * (event.step_rows_total - event.step_rows_in) / event.step_rows_in
         text += f", about {datetime.timedelta(seconds=round(left))} left"
+    else:  # its first batch is under way (the queries of an LLM step are often one batch)
+        text += f", {datetime.timedelta(seconds=round(seconds))} so far"
     return text

@@ -45,3 +45,27 @@ def test_a_log_gets_a_line_on_a_long_step_with_the_time_left(capsys):
     running = [line for line in lines if line.startswith("[0/2] bm25 (retrieve.corpus_bm25) running: ")]
     assert running and "/40 rows in, about 0:00:" in running[-1], lines
     assert "[1/2] bm25 (retrieve.corpus_bm25) done, 120 rows" in lines
+
+
+def test_a_log_gets_a_line_while_one_long_batch_runs(capsys):
+    """An LLM step takes a few queries in one batch and calls the model for minutes: events come only between
+    batches, so before, a log said nothing until the step ended (then 'about 0:00:00 left')."""
+    import time
+
+    from flows.progress import ProgressEvent
+
+    reporter = ProgressReporter(enabled=True, flow="tiny")
+    reporter.live = False
+    reporter.HEARTBEAT_S = 0.1
+    with reporter:
+        reporter(ProgressEvent(flow="tiny", step="summary", op="summarize.results", steps_done=0, steps_total=1,
+                               rows_done=0, step_rows_total=3))
+        time.sleep(0.5)  # the batch under way: no event
+        during = capsys.readouterr().err.splitlines()
+        reporter(ProgressEvent(flow="tiny", step="summary", op="summarize.results", steps_done=1, steps_total=1,
+                               rows_done=3, step_rows_done=3, step_rows_in=3, step_rows_total=3))
+        time.sleep(0.3)  # the step is done: no more lines for it
+    after = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("[0/1] summary (summarize.results) running: 0/3 rows in, 0:00:0") and
+               line.endswith(" so far") for line in during), during
+    assert after == ["[1/1] summary (summarize.results) done, 3 rows"], after
