@@ -20,6 +20,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
+from operators.llm.embedded import CONTEXT_TOKENS
 from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.rerank.base import Reranker, RerankParams
@@ -32,7 +33,7 @@ class JudgeParams(RerankParams, LLMParams):
     n: int | None = Field(10, gt=0, description="Rerank the top n candidates of each query (by incoming rank); "
                           "null reranks all of them. Rows below n keep their order beneath the reranked ones.")
     max_chars: int = Field(600, gt=0, description="Each candidate is cut to this many characters in the prompt "
-                           "(the embedded model reads 2,048 tokens in all).")
+                           f"(the embedded model reads {CONTEXT_TOKENS:,} tokens in all).")
     max_tokens: int = Field(8, gt=0, le=32768, description="Most tokens the model may write per call (the reply "
                             "is one number).")
     on_error: Literal["first_stage", "error"] = Field(

@@ -75,3 +75,12 @@ def test_the_embedded_model_judges_real_groups():
     assert sorted(out["docno"].to_pylist()) == sorted(table["docno"].to_pylist())
     assert out["rank"].to_pylist() == [1, 2, 3]
     assert op.drain_metadata()["q1"]["usage"]["g"]["calls"] == 3
+
+
+def test_max_chars_says_the_embedded_models_real_window():
+    """It said 2,048 tokens while the embedded model's window is 4,096 (docs/llm.md)."""
+    from operators.llm.embedded import CONTEXT_TOKENS
+    from operators.rerank._llm_judge import JudgeParams
+
+    assert CONTEXT_TOKENS == 4096
+    assert "reads 4,096 tokens in all" in JudgeParams.model_fields["max_chars"].description
