@@ -1,7 +1,7 @@
 """What the query operators share: more queries per query, checked, deduplicated, as extra rows.
 
 A subclass asks the model for candidate queries (``candidates``); this base keeps the
-valid ones (``min_chars``..``max_chars`` characters, a letter, ``min_words`` words),
+valid ones (``min_chars``..``max_chars`` characters, a letter, ``min_words`` words, no loop),
 drops those whose token overlap (Jaccard) with the original or an earlier kept query
 reaches ``similarity_threshold``, keeps at most ``max_queries``, and writes each as a
 row after its original: qid ``<qid>#<n>``, the original's other columns, and
@@ -117,7 +117,7 @@ class QueryRewriter(LLMStep):
         fallback = keywords_of(query)
         if self.params.fallback == "keywords" and fallback:
             if _novel(fallback, seen[:1], self.params):
-                self.degrade(qid, reason)
+                self.degrade(qid, f"{reason}; the question's keywords are the extra query")
                 return [("fallback_keywords", fallback)]
             reason += "; the keywords fallback was left out, being the question's own words"
         self.degrade(qid, reason)
@@ -125,8 +125,15 @@ class QueryRewriter(LLMStep):
 
     def _valid(self, text: str) -> bool:
         p = self.params
-        return p.min_chars <= len(text) <= p.max_chars and len(_WORD.findall(text)) >= p.min_words \
-            and any(ch.isalpha() for ch in text)
+        words = _WORD.findall(text.lower())
+        return p.min_chars <= len(text) <= p.max_chars and len(words) >= p.min_words \
+            and any(ch.isalpha() for ch in text) and not _loops(words)
+
+
+def _loops(words: list[str]) -> bool:
+    """A small model's loop, not a query: four words or more, at most half of them different ('A: A: A: A: ...'
+    passed as a query; ``repetition`` needs 40 words)."""
+    return len(words) >= 4 and len(set(words)) * 2 <= len(words)
 
 
 def _unused_qids(qid: str, count: int, taken: Container[str]) -> list[str]:

@@ -22,7 +22,8 @@ class KeywordExtractor(QueryRewriter):
     """The keywords of each query, asked of the model, as one extra query row of keywords.
 
     The reply is read as a list (commas, semicolons or lines) of at most ``count``
-    keywords; their words less stopwords, joined by spaces, are the extra query
+    keywords; their words less stopwords and the instructions' own words (``keywords``, ``search``,
+    ``question``, unless the question has them), joined by spaces, are the extra query
     (``query_source: keywords``; nlp_retrieval's keyword queries). A keyword the query
     lacks (a synonym) is kept: that is what the model adds. Without a usable reply the
     query's own words less stopwords are the extra query instead.
@@ -47,7 +48,21 @@ class KeywordExtractor(QueryRewriter):
         replies = self.ask({qid: self.render(query=query, count=self.params.count) for qid, query in queries.items()})
         return {qid: [("keywords", reply)] for qid, reply in replies.items()}
 
+    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]]) -> list[tuple[str, str]]:
+        self._question = query  # for split: the prompt's own words are no keywords unless the question has them
+        return super()._kept(qid, query, replies)
+
     def split(self, text: str) -> list[str]:
         keywords = [k.strip(" .\"'`*-") for k in re.split(r"[,;\n]", text)]
-        joined = keywords_of(" ".join(k for k in keywords[:self.params.count] if k))
+        words = keywords_of(" ".join(k for k in keywords[:self.params.count] if k)).split()
+        joined = " ".join(word for word in words if not self._from_the_prompt(word))
         return [joined] if joined else []
+
+    def _from_the_prompt(self, word: str) -> bool:
+        """Whether ``word`` (or its singular or plural) is the instructions' and not the question's: the small
+        model answers 'The bee is the most important search keyword of this question.', whose 'search keyword
+        question' made the keyword query (as a reply's 'Keywords:' label did)."""
+        prompts = self.prompts()
+        instructions = re.sub(r"\{\w+\}", " ", f"{prompts['system'] or ''} {prompts['prompt']}").lower()
+        own = set(keywords_of(instructions).split()) - set(keywords_of(getattr(self, "_question", "")).split())
+        return bool({word, word + "s", word.removesuffix("s")} & own)

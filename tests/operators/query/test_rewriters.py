@@ -71,7 +71,8 @@ def test_the_keyword_fallback_when_the_model_fails_or_writes_nothing_valid(fault
                 step_id="x")
     out = op(sample_queries(1))
     assert extra(out) == [("q1#1", "q1", "fallback_keywords", "insects honey pollinate flowers")]
-    assert op.drain_metadata()["q1"]["degraded"]["step"] == "x"
+    degraded = op.drain_metadata()["q1"]["degraded"]
+    assert degraded["step"] == "x" and degraded["reason"].endswith("; the question's keywords are the extra query")
     none = create("query.expand", {"model": f"fault-{scenario}", "strategies": ["diagnose"], "num_retries": 0,
                                    "fallback": "none"})
     assert none(sample_queries(1)).num_rows == 1
@@ -84,7 +85,26 @@ def test_decompose_and_keywords(fault_models):
                                                      ("subquestion", "Which insects pollinate flowers?")]
     fault_models.reply = "Keywords: honeybee, pollination, the flowers"
     out = create("query.keywords", {"model": "fault-ok"})(sample_queries(1))
-    assert extra(out) == [("q1#1", "q1", "keywords", "keywords honeybee pollination flowers")]
+    assert extra(out) == [("q1#1", "q1", "keywords", "honeybee pollination flowers")]  # the label is no keyword
+
+
+def test_the_prompts_own_words_are_no_keywords(fault_models):
+    """SmolLM2 answered 'The bee is the most important search keyword of this question.': the keyword query was
+    'bee search keyword question'. A word of the instructions stays when the question has it."""
+    fault_models.reply = "The bee is the most important search keyword of this question."
+    out = create("query.keywords", {"model": "fault-ok"})(sample_queries(1))
+    assert extra(out) == [("q1#1", "q1", "keywords", "bee")]
+    fault_models.reply = "search engines, bee"
+    table = sample_queries(1).set_column(1, "query", [["which search engines index bees"]])
+    assert extra(create("query.keywords", {"model": "fault-ok"})(table))[0][3] == "search engines bee"
+
+
+def test_a_looping_reply_is_no_query(fault_models):
+    """SmolLM2 cut at max_tokens wrote 'A: A: A: ...' for query.expand's broaden, kept as a query (too short
+    for ``repetition``, which needs 40 words)."""
+    fault_models.reply = "A: A: A: A: A: A: A: A: A: A: A: A: A: A: A: A\nhoney bees pollination"
+    out = create("query.expand", {"model": "fault-ok", "strategies": ["broaden"]})(sample_queries(1))
+    assert [q for *_, q in extra(out)] == ["honey bees pollination"]
 
 
 def test_keywords_of_drops_stopwords_and_repeats():
