@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
+from flows.ingestion import refused
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
 from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.faults import Faults
@@ -155,6 +156,7 @@ class _Run:
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))
+        refused.clear(self.stager.dir)  # staged again: running (or interrupted) from here on, until refused again
         self._open_index()
         for shard in shards:  # committed by a run that died before deleting its staged files
             if shard.id in finished:
@@ -263,8 +265,10 @@ class _Run:
                 done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
                                          before_write=lambda: self.ledger.record_attempt(result.shard, failures))
                 self.delete_doc_ids = set()
-            except BaseException:  # a resumed run processes the shard again: its folder is of no use
+            except BaseException as error:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
+                if self.stager is not None and refused.is_refusal(error):  # not interrupted: pending says so
+                    refused.record(self.stager.dir, result.shard, error)
                 raise
             if info.id in done.already:  # both ingests wrote it before either committed; the other was first
                 self._done_elsewhere(result.shard)

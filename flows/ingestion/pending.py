@@ -1,5 +1,6 @@
 """An index's unfinished ingestions: sources staged under ``<index>/_ingest/<key>/`` whose shards the manifest
-does not all list yet (an ingest that was interrupted or crashed, or one that runs now).
+does not all list yet (an ingest that was interrupted or crashed, or one that runs now, or one whose commit the
+index refused: ``flows.ingestion.refused``, reported with its reason instead of as interrupted).
 
 A search of such an index sees only the committed part of the corpus, so ``tessera index info`` reports each
 one (shards done and planned, and the command that resumes it) and ``tessera run`` warns. The library itself
@@ -34,7 +35,9 @@ def has_staged(index_path: str | Path) -> bool:
 
 def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     """One record per source whose planned shards are not all committed: ``source``, ``shards_planned`` (None
-    when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending`` and ``resume``."""
+    when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending``, ``resume`` and
+    ``refused`` (``shard``, ``field``, ``reason`` and ``advice`` when the index refused the last run's commit:
+    ``flows.ingestion.refused``; else None)."""
     from flows.ingestion.ledger import finished_shards
     from operators.store import Index
 
@@ -60,8 +63,17 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "shards_pending": len(pending),
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
             "resume": _resume_command(index, folder.name, source, state, _read_json(folder / "job.json")),
+            "refused": _refusal(folder),
         })
     return found
+
+
+def _refusal(folder: Path) -> dict[str, Any] | None:
+    """The refusal of the source's last run (``flows.ingestion.refused``) with what lifts it, or None."""
+    from flows.ingestion import refused
+
+    found = refused.read(folder)
+    return None if found is None else {**found, "advice": refused.advice(found)}
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -147,5 +159,9 @@ def describe(record: dict[str, Any]) -> str:
     else:
         done = (f"{record['shards_done']} of {record['shards_planned']} shard(s) committed, "
                 f"{record['docs_pending']} document(s) not yet in the index")
-    return (f"unfinished ingestion of {record['source'] or record['source_key']} ({done}; interrupted, or still "
-            f"running); resume: {record['resume']}")
+    source = record["source"] or record["source_key"]
+    refusal = record.get("refused")
+    if refusal:
+        return (f"unfinished ingestion of {source} ({done}; refused: {refusal['reason']}; {refusal['advice']}); "
+                f"then: {record['resume']}")
+    return f"unfinished ingestion of {source} ({done}; interrupted, or still running); resume: {record['resume']}"

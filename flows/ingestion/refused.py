@@ -1,0 +1,56 @@
+"""A refused ingestion: a commit the index turned down because of the source's documents (an id already live in the
+index, a metadata column whose type clashes with the index's), recorded as ``<index>/_ingest/<key>/refused.json``.
+
+Its staged shards stay (the finished ones are checked against them when the source is ingested again, so the
+fixed file resumes where it stopped), but they are not an ingestion that was interrupted or still runs:
+``flows.ingestion.pending`` reports them as refused, with the reason and what to do, instead of suggesting a
+resume that would fail the same way. The next ingest of the source removes the record when it starts.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from operators.atomic import write_bytes
+from operators.store.errors import CommitConflictError, CommitError
+
+REFUSED_FILE = "refused.json"
+#: Fields of a refusal that ``--replace`` lifts (the document's id is live in the index).
+_REPLACEABLE = ("docno", "doc_id")
+
+
+def is_refusal(error: BaseException) -> bool:
+    """Whether ``error`` is the index refusing a commit because of the documents (it names their field), not a lost
+    race or a fault of the run."""
+    return (isinstance(error, CommitError) and not isinstance(error, CommitConflictError)
+            and getattr(error, "field", None) is not None)
+
+
+def record(folder: Path, shard: str, error: BaseException) -> None:
+    """Record that the commit of ``shard`` staged in ``folder`` was refused with ``error``."""
+    field = error.field
+    reason = error.message
+    if field in _REPLACEABLE:  # its own advice (Index.upsert, --replace) is said by ``advice``
+        reason = reason.split("; replace them with")[0]
+    write_bytes(folder / REFUSED_FILE, json.dumps({"shard": shard, "field": field, "reason": reason}).encode())
+
+
+def read(folder: Path) -> dict[str, Any] | None:
+    """The refusal recorded in ``folder`` (``shard``, ``field``, ``reason``), or None."""
+    try:
+        found = json.loads((folder / REFUSED_FILE).read_text())
+    except (FileNotFoundError, ValueError):
+        return None
+    return found if isinstance(found, dict) else None
+
+
+def clear(folder: Path) -> None:
+    """Forget a refusal: the source is being ingested again."""
+    (folder / REFUSED_FILE).unlink(missing_ok=True)
+
+
+def advice(refusal: dict[str, Any]) -> str:
+    """What lifts the refusal."""
+    return "fix the file or add --replace" if refusal.get("field") in _REPLACEABLE else "fix the file"

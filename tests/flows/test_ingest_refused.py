@@ -1,0 +1,75 @@
+"""An ingest into an existing index whose commit the index refuses (an id already live, a metadata column of
+another type) is reported as refused, with the reason and what lifts it, not as an ingestion "interrupted, or
+still running" whose resume would fail the same way; its committed shards answer searches, and the fixed file
+resumes. BM25 only, tiny JSONL files, in-process."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from flows.commands import main
+from operators.store import Index
+
+
+def _write(path: Path, docs: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    return path
+
+
+def _ingest(source: Path, index: Path, *extra: str) -> int:
+    return main(["ingest", "--source", str(source), "--index", str(index), "--shard-size", "1", "--executor",
+                 "local", "--no-dense", "--quiet", *extra])
+
+
+def _unfinished(capsys, index: Path) -> list[dict]:
+    capsys.readouterr()
+    assert main(["index", "info", str(index), "--json"]) == 0
+    return json.loads(capsys.readouterr().out)["unfinished_ingestions"]
+
+
+def _search(capsys, index: Path, query: str) -> tuple[list[str], list[str]]:
+    """The warnings of ``tessera run bm25`` and the doc ids it found."""
+    capsys.readouterr()
+    assert main(["run", "bm25", "--index", str(index), "-q", query, "--no-cache", "--quiet", "--json"]) == 0
+    out = capsys.readouterr()
+    return ([line for line in out.err.splitlines() if line.startswith("tessera: warning:")],
+            [row["doc_id"] for row in json.loads(out.out)["rows"]])
+
+
+def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_resumes(tmp_path, capsys,
+                                                                                     monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    assert _ingest(_write(tmp_path / "a.jsonl", [{"id": "d1", "text": "the quick brown fox"}]), index) == 0
+    second = _write(tmp_path / "b.jsonl", [{"id": "d3", "text": "cats purr softly"},
+                                           {"id": "d1", "text": "the quick brown fox again"}])
+    assert _ingest(second, index) == 2  # shard 0 (d3) commits, shard 1 (d1) is refused
+
+    [record] = _unfinished(capsys, index)
+    assert record["refused"]["field"] == "docno" and "['d1#0']" in record["refused"]["reason"]
+    assert record["refused"]["advice"] == "fix the file or add --replace"
+    assert main(["index", "info", str(index)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "unfinished ingestion" in x)
+    assert "refused: shard" in line and "fix the file or add --replace" in line and "interrupted" not in line
+    [warning], found = _search(capsys, index, "cats purr")
+    assert "refused:" in warning and "interrupted" not in warning
+    assert found[0] == "d3"  # the committed shard answers
+
+    _write(second, [{"id": "d3", "text": "cats purr softly"}, {"id": "d4", "text": "a new fox"}])  # fixed
+    assert _ingest(second, index) == 0
+    assert _unfinished(capsys, index) == []
+    assert {d for d in Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()} == {"d1", "d3", "d4"}
+
+
+def test_a_metadata_type_conflict_is_reported_as_refused_without_replace(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    assert _ingest(_write(tmp_path / "a.jsonl", [{"id": "d1", "text": "bees", "year": 2020}]), index) == 0
+    assert _ingest(_write(tmp_path / "c.jsonl", [{"id": "d2", "text": "ants", "year": "late"}]), index) == 2
+
+    [record] = _unfinished(capsys, index)
+    assert record["refused"]["field"] == "year" and record["refused"]["advice"] == "fix the file"
+    assert main(["index", "info", str(index)]) == 0
+    line = next(x for x in capsys.readouterr().out.splitlines() if "unfinished ingestion" in x)
+    assert "refused: shard" in line and "'year'" in line and "--replace" not in line.split("; then:")[0]
