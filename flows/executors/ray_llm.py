@@ -69,10 +69,11 @@ def row_functions(op: Operator) -> tuple[Callable[[dict], dict], Callable[[dict]
         reply = None
         if row.get(SENT):
             error = row.get("__inference_error__") or ""
+            written = int(row.get("num_generated_tokens") or 0)
             reply = LLMError(error, kind="api") if error else Completion(
                 text=row.get("generated_text") or "", model=p.model,
-                prompt_tokens=int(row.get("num_input_tokens") or 0),
-                completion_tokens=int(row.get("num_generated_tokens") or 0))
+                prompt_tokens=int(row.get("num_input_tokens") or 0), completion_tokens=written,
+                finish_reason="length" if written >= p.max_tokens else "stop")  # vLLM's row has no finish reason
         kept = {c: row.get(c) for c in row[COLUMNS]}
         values, _problem = the_op().apply(kept, reply)
         return {**kept, **values}

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections import Counter
 from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -191,13 +192,26 @@ def junk_reason(result: Completion | LLMError) -> str | None:
     return None
 
 
+#: Where a sentence ends: its stop (and closing quotes or brackets), then a space or the end.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*(?:\s+|$)")
+
+
 def repetition(text: str) -> str | None:
     """Why a reply is a small model's loop, not text: the same lines over and over, or the same few words, from the
-    start or after a sound start (the reply's second half); None if it is not one. Every operator that keeps the
-    model's words (an answer, a summary) checks it, beside ``junk_reason``."""
+    start or after a sound start (the reply's second half), or one sentence three times or more however short, in a
+    row ('Bees make honey. Bees make honey. Bees make honey.') or as half the reply's sentences; None if it is not
+    one. Every operator that keeps the model's words (an answer, a summary) checks it, beside ``junk_reason``."""
     lines = [line.strip(" -*0123456789.[]:") for line in text.splitlines() if line.strip()]
     if len(lines) >= 4 and len(set(lines)) <= len(lines) / 2:
         return f"the reply repeats itself ({len(lines)} lines, {len(set(lines))} different)"
+    sentences = [" ".join(re.findall(r"[^\W_]+", s.lower())) for s in _SENTENCE_END.split(text)]
+    sentences = [s for s in sentences if s]
+    for i in range(len(sentences) - 2):  # a short loop: one sentence three times in a row, too few words for below
+        if sentences[i] == sentences[i + 1] == sentences[i + 2]:
+            times = next((n for n in range(i + 3, len(sentences)) if sentences[n] != sentences[i]), len(sentences)) - i
+            return f"the reply repeats itself (the same sentence {times} times in a row)"
+    if sentences and (top := Counter(sentences).most_common(1)[0][1]) >= 3 and top * 2 >= len(sentences):
+        return f"the reply repeats itself (the same sentence {top} times in {len(sentences)})"  # A. B. A. B. A.
     words = text.lower().split()
     for part in (words, words[len(words) // 2:]):  # a loop within a line ("word word word ..."), anywhere
         grams = list(zip(part, part[1:], part[2:], part[3:]))

@@ -16,6 +16,7 @@ the path picks the behaviour:
 * ``reset``: the headers and half the body of a 200, then the connection closed (reset mid-body);
 * ``cut``: a streamed reply that stops after half its words with no error and no ``[DONE]`` (unstreamed: as ``reset``);
 * ``nochoices``: 200 with ``choices: []``; ``null``: ``content: null``; ``tools``: ``tool_calls`` and no content;
+* ``length``: as ``ok``, but the finish reason is ``length`` (the model stopped at ``max_tokens``; streamed too);
 * ``huge``: a 1 MB reply; ``binary``: a body that is not UTF-8; ``echo``: the prompt's last message as the reply
   (these two stream when asked to; the other 200s answer a stream with their JSON body).
 
@@ -52,7 +53,7 @@ from typing import Any
 import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
-             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo")
+             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -150,6 +151,8 @@ def _odd(scenario: str, body: dict[str, Any], reply: str) -> tuple[int, Any, byt
     whole = _completion(body, _ODD_CONTENT.get(scenario, reply))
     if scenario == "nochoices":
         whole["choices"] = []
+    if scenario == "length":
+        whole["choices"][0]["finish_reason"] = "length"
     if scenario == "tools":
         whole["choices"][0]["message"]["tool_calls"] = [{"id": "call_1", "type": "function", "function": {
             "name": "search", "arguments": json.dumps({"query": "honey"})}}]
@@ -157,7 +160,8 @@ def _odd(scenario: str, body: dict[str, Any], reply: str) -> tuple[int, Any, byt
     return 200, whole, None
 
 
-def _chunks(body: dict[str, Any], text: str, broken: bool, cut: bool = False) -> list[dict[str, Any]]:
+def _chunks(body: dict[str, Any], text: str, broken: bool, cut: bool = False,
+            finish: str = "stop") -> list[dict[str, Any]]:
     """OpenAI's stream of ``text``: a chunk a word, the finish, and the usage when asked for; ``broken``: half
     the words, then an error; ``cut``: half the words and nothing more."""
     whole = _completion(body, text)
@@ -169,7 +173,7 @@ def _chunks(body: dict[str, Any], text: str, broken: bool, cut: bool = False) ->
                 for w in words[:len(words) // 2]] + end
     chunks = [{**head, "choices": [{"index": 0, "delta": {"role": "assistant", "content": w} if i == 0 else
                                     {"content": w}, "finish_reason": None}]} for i, w in enumerate(words)]
-    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    chunks.append({**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**head, "choices": [], "usage": whole["usage"]})
     return chunks
@@ -263,7 +267,9 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             elif scenario in ("huge", "echo") and streamed:
                 self._stream(_chunks(body, _odd(scenario, body, state.reply)[1]["choices"][0]["message"]["content"],
                                      broken=False))
-            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo"):
+            elif scenario == "length" and streamed:
+                self._stream(_chunks(body, state.reply, broken=False, finish="length"))
+            elif scenario in ("unavailable", "nochoices", "null", "tools", "huge", "binary", "echo", "length"):
                 self._send(*_odd(scenario, body, state.reply))
             elif scenario == "junk" and streamed:
                 self._stream(_chunks(body, "  ...  ", broken=False))

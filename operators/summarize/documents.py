@@ -8,7 +8,9 @@ from pydantic import Field
 
 from operators.errors import ParamsError
 from operators.llm import LLMParams, junk_reason, repetition
+from operators.llm.gateway import Completion
 from operators.llm.rowwise import Reply, RowwiseLLMStep
+from operators.summarize._cut import finished
 
 
 class DocumentSummarizer(RowwiseLLMStep):
@@ -20,8 +22,11 @@ class DocumentSummarizer(RowwiseLLMStep):
     one or the other. A row whose call errors, times out or returns junk keeps its
     input text in ``output_column`` and its query is marked degraded (a reply that loops, the same lines or words
     over and over, is junk too: ``repetition``, as for ``generate.answer``); empty texts are
-    not sent. Scope ``query``: a query with a degraded row is never cached, and the
-    usage of cached rows is replayed with them. Prompt fields: ``{text}``, ``{query}``.
+    not sent. ``<output_column>_finish_reason`` holds the model's finish reason (``length`` when ``max_tokens``
+    cut the reply, as ``generate.answer``'s ``finish_reason``); a cut summary is trimmed to its last whole
+    sentence, and ``<output_column>_cut`` says so (null when the reply was not cut). Scope ``query``: a query with a
+    degraded row is never cached, and the usage of cached rows is replayed with them. Prompt fields: ``{text}``,
+    ``{query}``.
 
     Usage::
 
@@ -31,7 +36,8 @@ class DocumentSummarizer(RowwiseLLMStep):
     name = "summarize.documents"
     aliases = ("llm_summarizer", "DocumentSummarizerStep")
     scope = "query"
-    version = "2"  # 2: a summary that loops degrades its row (it was kept as the summary)
+    version = "3"  # 2: a summary that loops degrades its row (it was kept as the summary); 3: finish reason and cut
+    # columns, a summary cut at max_tokens trimmed to its last whole sentence
 
     system_prompt: ClassVar[str] = "You summarise documents briefly and faithfully, using only what they say."
     prompt_template: ClassVar[str] = ("Summarise the following text in two or three sentences. "
@@ -68,7 +74,8 @@ class DocumentSummarizer(RowwiseLLMStep):
         return ["qid", self.params.input_column]
 
     def produces(self) -> dict[str, str]:
-        return {self.params.output_column: "text"}
+        out = self.params.output_column
+        return {out: "text", f"{out}_finish_reason": "data", f"{out}_cut": "data"}
 
     def messages(self, row: dict[str, Any]) -> list[dict[str, Any]] | None:
         text = row[self.params.input_column]
@@ -77,5 +84,8 @@ class DocumentSummarizer(RowwiseLLMStep):
     def apply(self, row: dict[str, Any], reply: Reply | None) -> tuple[dict[str, Any], str | None]:
         text = row[self.params.input_column]
         problem = None if reply is None else junk_reason(reply) or repetition(reply.text)
-        used = reply is not None and problem is None
-        return {self.params.output_column: reply.text.strip() if used else text}, problem
+        out = self.params.output_column
+        if reply is None or problem is not None or not isinstance(reply, Completion):
+            return {out: text, f"{out}_finish_reason": None, f"{out}_cut": None}, problem
+        summary, cut = finished(reply)
+        return {out: summary, f"{out}_finish_reason": reply.finish_reason, f"{out}_cut": cut}, None

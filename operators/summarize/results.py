@@ -9,6 +9,7 @@ import pyarrow as pa
 from pydantic import Field
 
 from operators.llm import LLMParams, LLMStep, junk_reason, repetition
+from operators.summarize._cut import finished
 from operators.tables import in_rank_order, qid_groups
 
 
@@ -20,6 +21,9 @@ class ResultsSummarizer(LLMStep):
     and asks for a summary that answers the question from them only. Rows pass through
     unchanged. A failed call or a junk reply (no text, or a loop: the same lines or words over and over,
     ``repetition``, as for ``generate.answer``) leaves the query without a summary and marks it degraded.
+    ``<output_key>_finish_reason`` holds the model's finish reason (``length`` when ``max_tokens`` cut the reply, as
+    ``generate.answer``'s ``finish_reason``); a cut summary is trimmed to its last whole sentence, and
+    ``<output_key>_cut`` says so (absent when the reply was not cut).
     Prompt fields: ``{query}``, ``{documents}``.
 
     Usage::
@@ -30,7 +34,8 @@ class ResultsSummarizer(LLMStep):
     name = "summarize.results"
     aliases = ("ResultsSummarizerStep",)
     scope = "query"
-    version = "2"  # 2: a summary that loops degrades the query (it was kept as the summary)
+    version = "3"  # 2: a summary that loops degrades the query (it was kept as the summary); 3: its finish reason,
+    # a summary cut at max_tokens trimmed to its last whole sentence
 
     system_prompt: ClassVar[str] = (
         "You are part of a search engine. Summarise the documents you are given so that the summary answers the "
@@ -64,7 +69,12 @@ class ResultsSummarizer(LLMStep):
         for qid, reply in self.ask(prompts).items():
             problem = junk_reason(reply) or repetition(reply.text)
             if problem is None:
-                self.emit_metadata(qid, self.params.output_key, reply.text.strip())
+                key = self.params.output_key
+                summary, cut = finished(reply)
+                self.emit_metadata(qid, key, summary)
+                self.emit_metadata(qid, f"{key}_finish_reason", reply.finish_reason)
+                if cut is not None:
+                    self.emit_metadata(qid, f"{key}_cut", cut)
             else:
                 self.degrade(qid, problem)
         return table

@@ -27,7 +27,9 @@ def test_every_row_gets_a_summary_and_its_usage(fault_models):
     op = create("llm_summarizer", {"model": "fault-ok"}, step_id="sum")
     table = sample_results(2, 3)
     out = op(table)
-    assert out.drop_columns(["summary"]).equals(table) and out.column("summary").to_pylist() == ["Bees make honey."] * 6
+    assert out.drop_columns(["summary", "summary_finish_reason", "summary_cut"]).equals(table)
+    assert out.column("summary").to_pylist() == ["Bees make honey."] * 6
+    assert out.column("summary_finish_reason").to_pylist() == ["stop"] * 6 and out.column("summary_cut").null_count == 6
     meta = op.drain_metadata()
     assert {q: m["usage"]["sum"]["calls"] for q, m in meta.items()} == {"q1": 3, "q2": 3}
     assert meta["q1"]["usage"]["sum"]["completion_tokens"] == 9 and "degraded" not in meta["q1"]
@@ -40,7 +42,8 @@ def test_summarize_prompt_is_the_instruction_before_the_text(fault_models):
     out = op(sample_results(1, 1))
     title = sample_results(1, 1).column("title")[0].as_py()
     assert fault_models.bodies[0]["messages"][-1]["content"] == f"summarize {{briefly}}:\n\n{title}"
-    assert out.column("short").to_pylist() == [fault_models.reply] and op.produces() == {"short": "text"}
+    assert out.column("short").to_pylist() == [fault_models.reply] and op.produces() == {
+        "short": "text", "short_finish_reason": "data", "short_cut": "data"}
     with pytest.raises(ParamsError, match="summarize_prompt"):
         create("summarize.documents", {"summarize_prompt": "Sum up: ", "prompt": "{text}"})
     with pytest.raises(ParamsError, match="may use"):
@@ -108,7 +111,8 @@ def test_cached_at_temperature_zero_never_above_and_never_when_degraded(fault_mo
 
 
 LOOPS = ["Bees make honey.\n" * 6,  # the same line over and over
-         "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12]  # after a sound start
+         "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12,  # after a sound start
+         "Bees make honey. Bees make honey. Bees make honey."]  # a short loop: too few words for the four-word runs
 
 
 @pytest.mark.parametrize("reply", LOOPS)
@@ -121,3 +125,19 @@ def test_a_summary_that_loops_keeps_the_input_and_marks_the_query_degraded(fault
     assert out.column("summary").to_pylist() == table.column("text").to_pylist()
     degraded = op.drain_metadata()["q1"]["degraded"]
     assert degraded["step"] == "sum" and "the reply repeats itself" in degraded["reason"]
+
+
+@pytest.mark.parametrize("reply, summary, cut", [
+    ("Bees make honey from nectar. Dr. Smith keeps them in hives. They also pollin",
+     "Bees make honey from nectar. Dr. Smith keeps them in hives.", "trimmed to its last whole sentence"),
+    ("Bees make honey from the nectar of", "Bees make honey from the nectar of", "no whole sentence: kept as written"),
+    ("Bees make honey from nectar.", "Bees make honey from nectar.", None)])  # cut right after a whole sentence
+def test_a_summary_cut_at_max_tokens_is_trimmed_to_its_last_whole_sentence(fault_models, reply, summary, cut):
+    """A reply the model stopped at max_tokens ended mid-sentence, with no record of it: its finish reason is now in
+    a column (as generate.answer's finish_reason), and the summary is kept, trimmed to its last whole sentence."""
+    fault_models.reply = reply
+    op = create("summarize.documents", {"model": "fault-length"}, step_id="sum")
+    out = op(sample_results(1, 1)).to_pylist()[0]
+    assert out["summary"] == summary and out["summary_finish_reason"] == "length"
+    assert (out["summary_cut"] is None) if cut is None else cut in out["summary_cut"]
+    assert "degraded" not in op.drain_metadata()["q1"]

@@ -29,6 +29,7 @@ def test_one_summary_per_query_from_its_best_documents(fault_models):
     assert op(shuffled).equals(shuffled)
     meta = op.drain_metadata()
     assert {q: m["summary"] for q, m in meta.items()} == {"q1": "Bees make honey.", "q2": "Bees make honey."}
+    assert meta["q1"]["summary_finish_reason"] == "stop" and "summary_cut" not in meta["q1"]
     assert meta["q1"]["usage"]["summary"]["calls"] == 1 and op.drain_usage()["llm_calls"] == 2
     rows = table.slice(0, 3).to_pylist()
     prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]  # the calls run concurrently
@@ -78,7 +79,9 @@ def test_cached_at_temperature_zero(fault_models, cache):
 
 
 @pytest.mark.parametrize("reply", ["Bees make honey.\n" * 6,
-                                   "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12])
+                                   "Bees make honey from nectar they gather. " + "and the bees and the honey " * 12,
+                                   "Bees make honey. Bees make honey. Bees make honey.",  # too short for word runs
+                                   "Bees make honey. Bees make wax. Bees make honey. Bees make wax. Bees make honey."])
 def test_a_summary_that_loops_is_no_summary_and_marks_the_query_degraded(fault_models, reply):
     """The same check as generate.answer's (``repetition``): a looping summary was kept as the query's summary."""
     fault_models.reply = reply
@@ -87,3 +90,29 @@ def test_a_summary_that_loops_is_no_summary_and_marks_the_query_degraded(fault_m
     meta = op.drain_metadata()["q1"]
     assert "summary" not in meta and meta["degraded"]["step"] == "summary"
     assert "the reply repeats itself" in meta["degraded"]["reason"]
+
+
+@pytest.mark.parametrize("reply", [
+    "Bees make honey.",
+    "Honey bees make honey from nectar [1]. Bumblebees make a little honey [2]. Stingless bees make honey too [3].",
+    "Bees make honey. They store it in wax combs. Bees make honey mostly in summer.",  # a sentence twice is no loop
+    "Bees make honey. Bees make wax. Bees make honey. Bees make wax.",
+    "Dr. Smith keeps bees. Mr. Jones keeps bees. Ms. Lee keeps bees."])  # alike, not the same
+def test_a_short_summary_that_does_not_loop_is_kept(fault_models, reply):
+    fault_models.reply = reply
+    op = create("summarize.results", {"model": "fault-ok"}, step_id="summary")
+    op(sample_results(1, 2))
+    meta = op.drain_metadata()["q1"]
+    assert meta["summary"] == reply and "degraded" not in meta
+
+
+def test_a_summary_cut_at_max_tokens_is_trimmed_and_says_so(fault_models):
+    """The finish reason is in the query's metadata beside the summary (as generate.answer's finish_reason); a
+    summary the model stopped at max_tokens mid-sentence is kept up to its last whole sentence."""
+    fault_models.reply = "Bees make honey from nectar. They store it in combs. Bumblebees make a little of"
+    op = create("summarize.results", {"model": "fault-length", "output_key": "overview"}, step_id="summary")
+    op(sample_results(1, 2))
+    meta = op.drain_metadata()["q1"]
+    assert meta["overview"] == "Bees make honey from nectar. They store it in combs."
+    assert meta["overview_finish_reason"] == "length" and "trimmed to its last whole sentence" in meta["overview_cut"]
+    assert "degraded" not in meta
