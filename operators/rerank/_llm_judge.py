@@ -5,25 +5,31 @@ numbered candidates and read back one number. ``LLMJudgeReranker`` is the rerank
 contract (``operators/rerank/base.py``: candidate selection, output, failure policy)
 with an LLM (``operators/llm``: model params, prompts, usage, cache rule) as its judge.
 
+The embedded model's reply is held to the choice numbers by llama.cpp's grammar (a JSON
+schema in ``response_format``): unconstrained, SmolLM2 wrote "The answer to the question
+is:" and ``max_tokens`` cut it before the number. Other models get the plain prompt.
+
 Failure policy, per call and per query: a call that errors, times out or names no
 candidate counts as the incoming order (the best-ranked candidate it showed wins);
-the query is marked ``degraded`` with how many calls failed. When every call of a
-query failed, the query keeps its first-stage ranking (the reranker rule).
+the query is marked ``degraded`` with how many calls failed or named none. When no call
+of a query named a candidate, the query keeps its first-stage ranking (the reranker rule).
 """
 
 from __future__ import annotations
 
 import re
-from typing import ClassVar, Literal, Sequence
+from collections import defaultdict
+from typing import Any, Callable, ClassVar, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
 from operators.llm.embedded import CONTEXT_TOKENS
-from operators.llm.gateway import Completion, LLMError
+from operators.llm.aliases import resolve
+from operators.llm.gateway import Completion, LLMError, Prompt, complete_many
 from operators.llm.step import LLMParams, LLMStep, junk_reason
-from operators.rerank.base import Reranker, RerankParams
+from operators.rerank.base import FirstStageKept, Reranker, RerankParams
 from operators.tables import qid_groups
 
 
@@ -46,6 +52,7 @@ class LLMJudgeReranker(Reranker, LLMStep):
     """Base of the LLM rerankers (not registered: it has no name); subclasses rank by ``judge`` calls."""
 
     Params: ClassVar[type[JudgeParams]] = JudgeParams
+    version = "2"  # the embedded model's replies held to the choices (version 1 cached its first-stage fallbacks)
     batch_size: ClassVar[int | None] = 200
     system_prompt = "You judge search results. Reply with the number of the most relevant document and nothing else."
     prompt_template = ("Question: {query}\n\n{documents}\n\nWhich document answers the question best? "
@@ -66,11 +73,28 @@ class LLMJudgeReranker(Reranker, LLMStep):
     def judge(self, calls: list[tuple[str, str, Sequence[str]]]) -> list[int | str]:
         """For each (qid, query, candidate texts): the index of the candidate the model picked, or why none.
 
-        All calls run concurrently (the alias's limit); usage goes to each call's query."""
-        results = self.ask({i: self.render(query=query, documents=self._numbered(shown))
-                            for i, (_, query, shown) in enumerate(calls)},
-                           qids={i: qid for i, (qid, _, _) in enumerate(calls)})
-        return [_pick(results[i], len(shown)) for i, (_, _, shown) in enumerate(calls)]
+        The calls run concurrently (the alias's limit), those showing as many candidates together (the embedded
+        model's grammar allows their numbers); usage goes to each call's query."""
+        picks: list[int | str] = [""] * len(calls)
+        by_size: dict[int, list[int]] = defaultdict(list)
+        for i, (_, _, shown) in enumerate(calls):
+            by_size[len(shown)].append(i)
+        for size, indices in by_size.items():
+            self._choices = size
+            results = self.ask({i: self.render(query=calls[i][1], documents=self._numbered(calls[i][2]))
+                                for i in indices}, qids={i: calls[i][0] for i in indices})
+            for i in indices:
+                picks[i] = _pick(results[i], size)
+        return picks
+
+    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
+        """The step's calls; to the embedded model with a grammar that lets it write only a number 1..choices."""
+        p = self.params
+        if not resolve(p.model).embedded:
+            return super().calls(prompts, on_text)
+        return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
+                             max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text,
+                             response_format=choice_format(self._choices))
 
     def _numbered(self, texts: Sequence[str]) -> str:
         return "\n\n".join(f"[{i}] {' '.join(text.split())[:self.params.max_chars]}" for i, text in enumerate(texts, 1))
@@ -79,23 +103,44 @@ class LLMJudgeReranker(Reranker, LLMStep):
         """Apply the failure policy to a query after its calls: an exception when none of them succeeded."""
         if not failures:
             return None
-        reason = (f"{len(failures)} of {calls} model calls failed (the incoming order decided them); "
-                  f"first: {failures[0]}")
+        unread = sum(isinstance(f, NoCandidate) for f in failures)
+        what = ("failed" if not unread else "named no candidate" if unread == len(failures)
+                else f"failed or named no candidate ({len(failures) - unread} failed, {unread} replied without one)")
         if len(failures) == calls:
-            return RuntimeError(f"every model call failed; first: {failures[0]}")
-        self.degrade(qid, reason)
+            said = ("every model call failed" if not unread else f"the model replied to all {calls} calls but "
+                    "none named a candidate" if unread == calls else f"every model call {what}")
+            return FirstStageKept(f"{said}; first: {failures[0]}")
+        self.degrade(qid, f"{len(failures)} of {calls} model calls {what} (the incoming order decided them); "
+                          f"first: {failures[0]}")
         return None
 
 
+class NoCandidate(str):
+    """Why a reply that came names no candidate (a plain ``str`` reason is a call that failed)."""
+
+
+def choice_format(choices: int) -> dict[str, Any]:
+    """llama.cpp's ``response_format`` for a reply that is one of the numbers 1..choices (a grammar from the schema)."""
+    return {"type": "json_object", "schema": {"type": "integer", "enum": list(range(1, choices + 1))}}
+
+
+#: A number the reply marks as a candidate's: "[2]", "document 2", "doc #2", "number 2", "answer is 2", "2" alone.
+_MARKED = re.compile(r"\[\s*(\d+)\s*\]|\b(?:document|doc|candidate|number|no\.?|is|:)\s*#?\s*(\d+)\b|^\W*(\d+)\W*$",
+                     re.IGNORECASE)
+
+
 def _pick(result: Completion | LLMError, shown: int) -> int | str:
-    """The 0-based candidate the reply names (its first number within 1..shown), or why there is none."""
+    """The 0-based candidate the reply names, or why there is none: the first number it marks as a candidate's
+    (``_MARKED``: "Of the 2 documents, [1] answers it" is 1), else its first number within 1..shown."""
     problem = junk_reason(result)
     if problem:
         return problem
-    for number in re.findall(r"\d+", result.text):
-        if 1 <= int(number) <= shown:
-            return int(number) - 1
-    return f"the reply names no candidate 1..{shown}: {result.text[:60]!r}"
+    marked = [int(next(g for g in m.groups() if g)) for m in _MARKED.finditer(result.text.strip())]
+    for number in marked + [int(n) for n in re.findall(r"\d+", result.text)]:
+        if 1 <= number <= shown:
+            return number - 1
+    cut = " (cut at max_tokens)" if result.finish_reason == "length" else ""
+    return NoCandidate(f"the reply names no candidate 1..{shown}{cut}: {result.text[:60]!r}")
 
 
 def position_scores(merit: np.ndarray) -> np.ndarray:

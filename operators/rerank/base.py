@@ -150,8 +150,15 @@ class Reranker(Operator):
         return set_column(rows, f"rank_{self.step_id}", rows.column("rank").cast(pa.int32()))
 
 
+class FirstStageKept(Exception):
+    """A reranker's own reason to keep a query's first-stage ranking, said as it is: no exception class in front
+    (an LLM judge whose replies named no candidate is no ``RuntimeError``)."""
+
+
 def _problem(scores: Any, expected: int) -> str | None:
     """Why ``scores`` cannot be used as a ranking of ``expected`` candidates (None if it can)."""
+    if isinstance(scores, FirstStageKept):
+        return str(scores)
     if isinstance(scores, Exception):
         return f"{type(scores).__name__}: {scores}"
     values = np.asarray(scores, dtype=np.float64).reshape(-1)

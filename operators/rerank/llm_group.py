@@ -61,7 +61,8 @@ class LLMGroupReranker(LLMJudgeReranker):
             self._check_cost(len(texts))
             size = min(self.params.window_size, len(texts))
             groups += [(q, shown) for shown in combinations(range(len(texts)), size)] if size > 1 else []
-        log.warning("%s [%s]: %d model calls for %d queries, starting", self.name, self.step_id, len(groups), len(work))
+        log.warning("%s [%s]: %d model call%s for %d quer%s, starting", self.name, self.step_id, len(groups),
+                    "" if len(groups) == 1 else "s", len(work), "y" if len(work) == 1 else "ies")
         picks = self.judge([(work[q][0], work[q][1], [work[q][2][i] for i in shown]) for q, shown in groups])
         points = [np.zeros(len(texts)) for _, _, texts in work]
         failures: list[list[str]] = [[] for _ in work]

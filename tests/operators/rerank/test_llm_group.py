@@ -64,7 +64,15 @@ def test_some_failed_calls_degrade_the_query_but_keep_every_row(fault_models):
     op = create("rerank.llm_group", {"model": "fault-ok"}, step_id="g")
     out = op(table)
     assert out["docno"].to_pylist() == table["docno"].to_pylist() and out["score_g"].null_count == 3
-    assert "every model call failed" in op.drain_metadata()["q1"]["degraded"]["reason"]
+    assert op.drain_metadata()["q1"]["degraded"]["reason"].startswith(
+        "the model replied to all 3 calls but none named a candidate; first:")
+
+
+def test_the_cost_line_says_query_for_one(fault_models, caplog):
+    fault_models.reply = "1"
+    with caplog.at_level(logging.INFO, logger="operators.rerank.llm_group"):
+        create("rerank.llm_group", {"model": "fault-ok"}, step_id="g")(sample_results(1, 2))
+    assert "1 model call for 1 query, starting" in caplog.text   # it said "1 model calls for 1 queries"
 
 
 @pytest.mark.slow

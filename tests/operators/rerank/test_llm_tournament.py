@@ -63,7 +63,20 @@ def test_a_reply_naming_no_candidate_lets_the_incoming_order_decide(fault_models
     out = op(table)
     assert out.num_rows == 4 and out["score_t"].null_count == 4   # every call failed: first stage kept
     assert out["docno"].to_pylist() == table["docno"].to_pylist()
-    assert "every model call failed" in op.drain_metadata()["q1"]["degraded"]["reason"]
+    # the model replied: not "RuntimeError: every model call failed" (what the reason said before)
+    assert op.drain_metadata()["q1"]["degraded"]["reason"] == (
+        "the model replied to all 3 calls but none named a candidate; first: the reply names no candidate 1..2: "
+        "'Both are about honey.'")
+
+
+def test_a_number_marked_as_a_documents_wins_over_a_count_before_it(fault_models):
+    """The first number in range was taken: 'Of the 2 documents' made it pick the second."""
+    fault_models.reply = "Of the 2 documents, document 1 answers it best."
+    table = sample_results(1, 2)
+    op = create("rerank.llm_tournament", {"model": "fault-ok"}, step_id="t")
+    out = op(table)
+    assert out["docno"].to_pylist() == table["docno"].to_pylist() and out["score_t"].null_count == 0
+    assert "degraded" not in op.drain_metadata()["q1"]
 
 
 @pytest.mark.parametrize("scenario", ["error", "junk", "malformed"])
@@ -94,3 +107,15 @@ def test_the_embedded_model_plays_a_real_bracket():
     assert metadata["usage"]["t"]["calls"] == 3
     if "degraded" not in metadata:   # the small model may answer in prose; then the incoming order decided
         assert out["score_t"].null_count == 0
+
+
+@pytest.mark.integration
+def test_the_embedded_model_names_a_candidate_in_every_call_at_the_default_max_tokens():
+    """Unconstrained, SmolLM2 wrote 'The answer to the question is: "' and max_tokens 8 cut it before the number:
+    every call named no candidate. The grammar (``choice_format``) leaves it only the numbers."""
+    table = sample_results(1, 2)
+    op = create("rerank.llm_tournament", {"model": "local", "max_chars": 120}, step_id="t")
+    out = op(table)
+    metadata = op.drain_metadata()["q1"]
+    assert "degraded" not in metadata, metadata.get("degraded")
+    assert out["score_t"].null_count == 0 and metadata["usage"]["t"]["completion_tokens"] <= 2
