@@ -4,18 +4,20 @@
 # The tests with Ray run in one process (one Ray per process) at normal priority; the others run a file to a worker
 # on every core under `nice`, so they take the cores while Ray's processes wait (the Serve apps starting, HTTP
 # calls, polls) and leave them to Ray otherwise. The Ray run's output is kept in a file and shown when the other
-# run ends, then followed to its end. The exit status is the first failing run's.
+# run ends, then followed to its end. The exit status is the first failing run's; a signal stops both.
 set -uo pipefail
 
 python=$1
 shift
 shared=$(mktemp -d)
-ray_run=
-stop() {
-  [ -n "$ray_run" ] && kill "$ray_run" 2>/dev/null
+ray_run= units_run= follow=
+stop() {  # the runs still going (a signal, or this script failing) end with it; then the shared folder goes
+  for run in $ray_run $units_run $follow; do kill "$run" 2>/dev/null; done
   rm -rf "$shared"
 }
 trap stop EXIT
+# Each run goes in the background and is waited for: bash takes a signal in `wait`, not while a command runs in the
+# foreground, so a SIGTERM (CI giving up) or Ctrl-C stops both runs at once instead of after the Ray run's end.
 trap 'exit 130' INT TERM
 # Both runs share one folder: the first process that needs the ingested sample builds it there and the others read
 # it (tests/conftest.py's sample_workspace); their temporary files go there too (--basetemp), not to pytest's
@@ -24,14 +26,20 @@ export TESSERA_TEST_SHARED=$shared
 
 "$python" -m pytest "$@" --basetemp="$shared/tmp-ray" -m "ray and not slow" >"$shared/ray.log" 2>&1 &
 ray_run=$!
-nice -n 10 "$python" -m pytest "$@" --basetemp="$shared/tmp" -n auto --dist loadfile -m "not slow and not ray"
+nice -n 10 "$python" -m pytest "$@" --basetemp="$shared/tmp" -n auto --dist loadfile -m "not slow and not ray" &
+units_run=$!
+wait "$units_run"
 units=$?
+units_run=
 
 echo
 echo "== the tests with Ray (run at the same time; what they printed so far, then to their end) =="
-tail -n +1 -f --pid="$ray_run" "$shared/ray.log"
+tail -n +1 -f --pid="$ray_run" "$shared/ray.log" &
+follow=$!
 wait "$ray_run"
 rays=$?
 ray_run=
+wait "$follow"  # tail ends within a second of the run, having printed the rest
+follow=
 [ "$units" -ne 0 ] && exit "$units"
 exit "$rays"
