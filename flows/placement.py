@@ -27,7 +27,7 @@ import functools
 import os
 import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -271,7 +271,9 @@ class ServedLLMStep(_Served, LLMStep):
         """The in-process identity: the deployment runs the model the step's alias names (``serves``)."""
         return super(_Served, self).cache_identity()
 
-    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
+    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
+              options: Mapping[str, Any]) -> list[Completion | LLMError]:
+        """Each prompt as a request to the deployment; ``options`` (an LLM judge's grammar) are not sent there."""
         workers = min(len(prompts), self.params.concurrency or 4)
         return each_concurrently(
             lambda i, prompt: self._call(prompt, None if on_text is None else (lambda piece: on_text(i, piece))),

@@ -136,17 +136,19 @@ class LLMStep(Operator):
         return found
 
     def ask(self, prompts: Mapping[K, Prompt], qids: Mapping[K, str] | None = None,
-            on_text: Callable[[K, str], None] | None = None) -> dict[K, Completion | LLMError]:
+            on_text: Callable[[K, str], None] | None = None,
+            options: Mapping[str, Any] | None = None) -> dict[K, Completion | LLMError]:
         """One call per key (a qid, or any id the subclass uses), concurrently; usage recorded.
 
         ``qids`` names the query each key's usage belongs to when the keys are not qids (one call
         per row, or several per query: the LLM rerankers key calls by number). A failed call comes
         back as its ``LLMError`` (decide with ``degrade``). With ``on_text`` the replies are streamed:
-        it gets the key and each piece of its reply as the model writes it.
+        it gets the key and each piece of its reply as the model writes it. ``options`` go with each call
+        beside the params' (an LLM judge's ``response_format``).
         """
         keys = list(prompts)
         pieces = None if on_text is None else (lambda position, piece: on_text(keys[position], piece))
-        results = self.calls([prompts[k] for k in keys], pieces)
+        results = self.calls([prompts[k] for k in keys], pieces, options or {})
         for key, result in zip(keys, results):
             if isinstance(result, Completion):
                 self.record(qids[key] if qids is not None else key, result)
@@ -154,12 +156,14 @@ class LLMStep(Operator):
                 self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
         return dict(zip(keys, results))
 
-    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
+    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
+              options: Mapping[str, Any]) -> list[Completion | LLMError]:
         """The model's reply to each prompt, in order (``on_text(position, piece)`` when streamed): through the
         gateway here, through a Serve deployment in a placed step (``flows.placement``)."""
         p = self.params
         return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
-                             max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text)
+                             max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text,
+                             **options)
 
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from typing import Any, Callable, ClassVar, Literal, Sequence
+from typing import Any, ClassVar, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -27,7 +27,7 @@ from pydantic import Field
 
 from operators.llm.embedded import CONTEXT_TOKENS
 from operators.llm.aliases import resolve
-from operators.llm.gateway import Completion, LLMError, Prompt, complete_many
+from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.rerank.base import FirstStageKept, Reranker, RerankParams
 from operators.tables import qid_groups
@@ -79,22 +79,14 @@ class LLMJudgeReranker(Reranker, LLMStep):
         by_size: dict[int, list[int]] = defaultdict(list)
         for i, (_, _, shown) in enumerate(calls):
             by_size[len(shown)].append(i)
+        held = resolve(self.params.model).embedded  # the grammar is llama.cpp's; other models get the prompt alone
         for size, indices in by_size.items():
-            self._choices = size
             results = self.ask({i: self.render(query=calls[i][1], documents=self._numbered(calls[i][2]))
-                                for i in indices}, qids={i: calls[i][0] for i in indices})
+                                for i in indices}, qids={i: calls[i][0] for i in indices},
+                               options={"response_format": choice_format(size)} if held else None)
             for i in indices:
                 picks[i] = _pick(results[i], size)
         return picks
-
-    def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None) -> list[Completion | LLMError]:
-        """The step's calls; to the embedded model with a grammar that lets it write only a number 1..choices."""
-        p = self.params
-        if not resolve(p.model).embedded:
-            return super().calls(prompts, on_text)
-        return complete_many(prompts, model=p.model, concurrency=p.concurrency, temperature=p.temperature,
-                             max_tokens=p.max_tokens, timeout=p.timeout, num_retries=p.num_retries, on_text=on_text,
-                             response_format=choice_format(self._choices))
 
     def _numbered(self, texts: Sequence[str]) -> str:
         return "\n\n".join(f"[{i}] {' '.join(text.split())[:self.params.max_chars]}" for i, text in enumerate(texts, 1))
