@@ -90,6 +90,21 @@ def check_stop(value: str | list[str] | None) -> str | list[str] | None:
     return value
 
 
+def no_logprobs(value: Any, field: str) -> Any:
+    """Refused, not ignored: the client would read the answer's log probabilities as null (the llama.cpp models are
+    loaded without every token's logits)."""
+    if value:
+        raise ValueError(f"{field} is not supported: these models return no log probabilities")
+    return value
+
+
+def text_answers_only(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    """Refused unless text: JSON asked for and prose answered, the client's parse would fail."""
+    if value and value != {"type": "text"}:
+        raise ValueError("only {'type': 'text'} is supported: the answer is text")
+    return value
+
+
 class ChatRequest(BaseModel):
     """OpenAI's chat-completions body: the fields the engines use; the client's other fields are ignored. Numbers
     and booleans are strict, as OpenAI's are (``max_tokens: "3"`` is refused, not read as 3)."""
@@ -148,18 +163,12 @@ class ChatRequest(BaseModel):
     @field_validator("logprobs", "top_logprobs")
     @classmethod
     def _no_logprobs(cls, value: Any, info: ValidationInfo) -> Any:
-        """Refused, not ignored: the client would read ``choices[0].logprobs`` as null (the llama.cpp models are
-        loaded without every token's logits)."""
-        if value:
-            raise ValueError(f"{info.field_name} is not supported: these models return no log probabilities")
-        return value
+        return no_logprobs(value, info.field_name)
 
     @field_validator("response_format")
     @classmethod
     def _text_answers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value and value != {"type": "text"}:
-            raise ValueError("only {'type': 'text'} is supported: the answer is text")
-        return value
+        return text_answers_only(value)
 
     def engine_body(self) -> dict[str, Any]:
         """What the deployment gets: messages as plain text, options that were given."""

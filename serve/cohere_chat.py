@@ -99,16 +99,12 @@ class CohereChatRequest(BaseModel):
     @field_validator("response_format")
     @classmethod
     def _text_answers(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
-        if value and value != {"type": "text"}:  # JSON asked for and prose answered: the client's parse failed
-            raise ValueError("only {'type': 'text'} is supported: the answer is text")
-        return value
+        return chat.text_answers_only(value)
 
     @field_validator("logprobs")
     @classmethod
     def _no_logprobs(cls, value: bool | None) -> bool | None:
-        if value:  # the SDK's response.logprobs was None
-            raise ValueError("logprobs is not supported: these models return no log probabilities")
-        return value
+        return chat.no_logprobs(value, "logprobs")  # the SDK's response.logprobs was None
 
     @field_validator("tools", "tool_choice")
     @classmethod
