@@ -89,7 +89,9 @@ NO_PLUGINS := -p no:schemathesis
 # (tests/run_suite.sh): those with Ray in one process (one Ray per process), the others a file to a worker on every
 # core, niced, filling the cores while Ray's processes wait (about a fifth of the Ray run's time: 78% busy alone).
 # On 2 cores, one checkout (2026-12-01): 605 s at once against 245 s + 444 s one after the other (the run before it),
-# every test passing both ways. Two Ray workers (tests/serve on one, tests/ui on the other) were slower: two Rays
+# every test passing both ways. The session's Ray runs its workers at the driver's niceness (tests/conftest.py's
+# ray_session, as a Ray that Tessera starts): at Ray's default of 15 the niced run took the cores from them, and the
+# Ray run took 617 s beside 429 s for the other; at 0, 463 s beside 512 s: 8:37 for both against 10:26 (2026-12-01). Two Ray workers (tests/serve on one, tests/ui on the other) were slower: two Rays
 # with their Serve apps kept 20-40 processes runnable on 2 cores, and the Ray tests ran past 11 minutes (2026-11-30).
 test: $(VENV)/.installed-test
 	$(TEST_ENV) bash tests/run_suite.sh $(BIN)/python -p no:cacheprovider $(NO_PLUGINS) --durations=10

@@ -39,6 +39,11 @@ os.environ.setdefault("TESSERA_OUTBOUND", "local")
 # (about 10 s of CPU), into each test's own TESSERA_HOME; the tests that own that path set the variable themselves.
 os.environ.setdefault("TESSERA_QUERY_ENCODER", "torch")
 
+# Ray's metrics (every Ray process exports its counters every few seconds; nothing reads them here): off for the
+# tests' Rays and the Ray workers they start. The Ray tests alone took 6:54 with them, 6:23 without, and their
+# processes 557 CPU-seconds against 501 (one run each, 2 idle cores, 2026-12-01; docs/testing.md).
+os.environ.setdefault("RAY_enable_metrics_collection", "0")
+
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
 
@@ -247,8 +252,14 @@ def ray_session():
 
     import ray
 
+    from flows.executors.ray_env import WORKER_NICENESS
+
     started = not ray.is_initialized()
     if started:
+        # Its workers at the driver's niceness, as in a Ray that Tessera starts (Ray's own default is 15): make test
+        # runs the other tests beside these under `nice -n 10`, which took the cores from Ray's workers at 15.
+        for name, value in WORKER_NICENESS.items():
+            os.environ.setdefault(name, value)
         ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     yield ray
     if started:

@@ -228,9 +228,12 @@ def test_big_outputs_are_yielded_in_pieces_that_keep_qids_whole():
     assert all(not (a & b) for i, a in enumerate(seen) for b in seen[i + 1:])
 
 
-def test_a_chain_of_row_steps_runs_fused_in_one_stage_without_history():
+def test_a_chain_of_row_steps_runs_fused_in_one_stage_without_history(tmp_path):
+    # 200 of the sample's documents: batches of 7 and 5 rows are still many per block (12 s for the whole sample)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("\n".join(SAMPLE_CORPUS.read_text(encoding="utf-8").splitlines()[:200]) + "\n", encoding="utf-8")
     spec = FlowSpec.parse({"name": "fused", "steps": {
-        "read": {"op": "sources.jsonl", "params": {"path": str(SAMPLE_CORPUS), "num_splits": 3}},
+        "read": {"op": "sources.jsonl", "params": {"path": str(corpus), "num_splits": 3}},
         "stopwords": {"op": "preprocess.stopwords", "params": {"output_column": "clean"}, "batch_size": 7},
         "stem": {"op": "preprocess.stem", "params": {"input_column": "clean"}, "batch_size": 5},
         "words": {"op": "analyze.word_count", "params": {"input_column": "clean"}},
