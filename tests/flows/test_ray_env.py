@@ -21,7 +21,8 @@ def start_and_stop(start: str) -> subprocess.CompletedProcess:
     temp = tempfile.mkdtemp(prefix="tsq", dir="/tmp")  # short: Ray's socket paths have a length limit
     script = ("import logging, ray\nfrom flows.executors.ray_env import ensure_ray\n"
               f"{start}\nassert ray.is_initialized()\nray.shutdown()\n")
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS")}  # Ray's defaults
+    # Ray's defaults (the session's ray_session sets the niceness, which ensure_ray must set itself)
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_AUTH_MODE", "RAY_ADDRESS", "RAY_worker_niceness")}
     try:
         return subprocess.run([sys.executable, "-c", script.replace("TEMP", temp)], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=180)
