@@ -252,14 +252,13 @@ def ray_session():
 
     import ray
 
-    from flows.executors.ray_env import WORKER_NICENESS
+    from flows.executors.ray_env import keep_workers_at_driver_niceness
 
     started = not ray.is_initialized()
     if started:
         # Its workers at the driver's niceness, as in a Ray that Tessera starts (Ray's own default is 15): make test
         # runs the other tests beside these under `nice -n 10`, which took the cores from Ray's workers at 15.
-        for name, value in WORKER_NICENESS.items():
-            os.environ.setdefault(name, value)
+        keep_workers_at_driver_niceness()
         ray.init(num_cpus=2, include_dashboard=False, logging_level=logging.WARNING)
     yield ray
     if started:

@@ -41,6 +41,12 @@ _CHATTY_LOGGERS = {"ray.data._internal.execution.streaming_executor": logging.WA
 WORKER_NICENESS = {"RAY_worker_niceness": "0"}
 
 
+def keep_workers_at_driver_niceness() -> None:
+    """``WORKER_NICENESS`` in this process's environment unless set: a Ray started next runs its workers so."""
+    for name, value in WORKER_NICENESS.items():
+        os.environ.setdefault(name, value)
+
+
 def ensure_ray(**overrides: Any) -> None:
     """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected; an address Ray cannot
     join is a ``RayAddressError`` (``ray_address``)."""
@@ -52,8 +58,7 @@ def ensure_ray(**overrides: Any) -> None:
         return
     check_ray_address(overrides.get("address"), temp_dir=overrides.get("_temp_dir"))
     _quiet_start_up()
-    for name, value in WORKER_NICENESS.items():
-        os.environ.setdefault(name, value)
+    keep_workers_at_driver_niceness()
     on_main_thread = threading.current_thread() is threading.main_thread()
     sigterm = signal.getsignal(signal.SIGTERM) if on_main_thread else None
     try:

@@ -55,14 +55,14 @@ class KeywordExtractor(QueryRewriter):
     def split(self, text: str) -> list[str]:
         keywords = [k.strip(" .\"'`*-") for k in re.split(r"[,;\n]", text)]
         words = keywords_of(" ".join(k for k in keywords[:self.params.count] if k)).split()
-        joined = " ".join(word for word in words if not self._from_the_prompt(word))
+        own = self._prompt_words()
+        joined = " ".join(word for word in words if not {word, word + "s", word.removesuffix("s")} & own)
         return [joined] if joined else []
 
-    def _from_the_prompt(self, word: str) -> bool:
-        """Whether ``word`` (or its singular or plural) is the instructions' and not the question's: the small
+    def _prompt_words(self) -> set[str]:
+        """The instructions' words that the question lacks, dropped from a reply in singular or plural: the small
         model answers 'The bee is the most important search keyword of this question.', whose 'search keyword
         question' made the keyword query (as a reply's 'Keywords:' label did)."""
         prompts = self.prompts()
         instructions = re.sub(r"\{\w+\}", " ", f"{prompts['system'] or ''} {prompts['prompt']}").lower()
-        own = set(keywords_of(instructions).split()) - set(keywords_of(getattr(self, "_question", "")).split())
-        return bool({word, word + "s", word.removesuffix("s")} & own)
+        return set(keywords_of(instructions).split()) - set(keywords_of(getattr(self, "_question", "")).split())
