@@ -3,9 +3,9 @@
 A shard's docnos must be unique, and a docno may be live once in an index, so a source that yields an
 id twice cannot be ingested as it is. While a source is staged (``staging.iter_documents``), the ids seen
 so far are kept, across its shards; a later copy of an id becomes a read failure in the ledger
-(``duplicate id d2, first at /data/corpus.jsonl:2``) and the rest of the source is ingested. For a JSONL
-source the failure is the copy's line (``read:<file>:<line>``, so ``--retry-failed`` reads it again once
-its id is fixed); for other sources it is the copy's row.
+(``duplicate id d2, first at /data/corpus.jsonl:2``) and the rest of the source is ingested. For a JSONL or
+CSV source the failure is the copy's line (``read:<file>:<line>``, a CSV row's first line, so ``--retry-failed``
+reads it again once its id is fixed); for other sources it is the copy's row.
 
 With ``replace`` (``tessera ingest --replace``) the last copy wins instead: every copy is staged, a shard
 keeps the last copy of an id (``last_copies``, when it is prepared), and a later shard's commit replaces
@@ -32,11 +32,15 @@ class SeenIds:
     def __init__(self) -> None:
         self.first: dict[str, Place] = {}
         self.files: list[str] = []
+        self._numbers: dict[str, int] = {}
         self.documents = 0  # documents of a source without lines, for their places
 
     def file(self, path: str) -> int:
-        self.files.append(path)
-        return len(self.files) - 1
+        """The number of the file ``path`` in ``files`` (a CSV file's batches ask again)."""
+        if path not in self._numbers:
+            self._numbers[path] = len(self.files)
+            self.files.append(path)
+        return self._numbers[path]
 
     def describe(self, place: Place) -> str:
         number, n = place

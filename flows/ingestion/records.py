@@ -35,7 +35,7 @@ from operators.sources._common import (
     opens_array,
     record_problem,
 )
-from operators.sources.csv_rows import BadRow
+from operators.sources.csv_rows import LINE, BadRow
 from operators.sources.encoding import FileDecoder, line_decoder, undecodable
 
 #: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
@@ -46,11 +46,18 @@ FILE_SOURCES = ("sources.pdf", "sources.parquet", "sources.files")
 RECORDED = "recorded as unreadable by a finished shard (it enters the index by a retry)"
 
 
-def _read_split(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
-    """One split's tables, with a ``Failure`` for each CSV row, or file, that cannot be read."""
+def _read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | None = None
+                ) -> Iterator[pa.Table | Failure]:
+    """One split's tables, with a ``Failure`` for each CSV row, or file, that cannot be read, and for each document
+    whose id ``seen`` saw before (when given)."""
     if op.name == "sources.csv":
-        yield from _read_csv(op, split, skip)
+        yield from _read_csv(op, split, skip, seen)
         return
+    for table in _read_split_files(op, split, skip):
+        yield from (seen.split_rows(table) if seen is not None and isinstance(table, pa.Table) else (table,))
+
+
+def _read_split_files(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
     path = _whole_file(split) if op.name in FILE_SOURCES else None
     if path is None:
         yield from op.read(split)
@@ -115,9 +122,22 @@ def read_whole(op: Source, path: str) -> Iterator[pa.Table | Failure]:
 # -- CSV ------------------------------------------------------------------------------------
 
 
-def _read_csv(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
-    for item in op.read_rows(split, lambda path: frozenset(_skipped_lines(skip, absolute(path)))):
-        yield _bad_row(item) if isinstance(item, BadRow) else item
+def _read_csv(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | None = None
+              ) -> Iterator[pa.Table | Failure]:
+    """A CSV split's documents; a row that cannot be read, or repeats an id ``seen`` saw before, is a failure of
+    its file and first line (``read:<path>:<line>``), as a JSONL line is."""
+    for item in op.read_located(split, lambda path: frozenset(_skipped_lines(skip, absolute(path)))):
+        if isinstance(item, BadRow):
+            yield _bad_row(item)
+            continue
+        lines, table = item.table.column(LINE).to_pylist(), item.table.drop_columns([LINE])
+        if seen is None:
+            yield table
+            continue
+        where = absolute(item.path)
+        number = seen.file(where)
+        yield from seen.split(table, lambda i: (number, lines[i]), lambda i, doc_id, first: Failure.of_line(
+            where, lines[i], b"", duplicate_error(doc_id, first, content_id_note(table, i, doc_id))))
 
 
 def _bad_row(bad: BadRow) -> Failure:

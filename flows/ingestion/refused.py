@@ -31,9 +31,7 @@ def is_refusal(error: BaseException) -> bool:
 def record(folder: Path, shard: str, error: BaseException) -> None:
     """Record that the commit of ``shard`` staged in ``folder`` was refused with ``error``."""
     field = error.field
-    reason = error.message
-    if field in _REPLACEABLE:  # its own advice (Index.upsert, --replace) is said by ``advice``
-        reason = reason.split("; replace them with")[0]
+    reason = error.detail  # what to do is said by ``advice``, in the ingestion's own terms
     write_bytes(folder / REFUSED_FILE, json.dumps({"shard": shard, "field": field, "reason": reason}).encode())
 
 

@@ -122,9 +122,7 @@ def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: b
     jsonl = _jsonl_plan(op)
     if jsonl is None:
         for split in in_order(op.splits(), order):
-            for table in _read_split(op, split, skip):
-                yield from (seen.split_rows(table) if seen is not None and isinstance(table, pa.Table)
-                            else (table,))
+            yield from _read_split(op, split, skip, seen)
         return
     paths, params, text_field = jsonl
     yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)

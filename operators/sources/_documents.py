@@ -164,9 +164,11 @@ class DocumentMapper:
                 columns[name] = values_to_array([r.get(name) for r in records])
         return pa.table(columns)
 
-    def from_table(self, table: pa.Table, *, where: str) -> pa.Table:
+    def from_table(self, table: pa.Table, *, where: str, carry: tuple[str, ...] = ()) -> pa.Table:
+        """Documents of a table, a row per row that has a text or title. ``carry``: columns kept as they are, last,
+        aligned with the rows kept (a CSV row's line)."""
         p = self.p
-        names = table.column_names
+        names = [n for n in table.column_names if n not in carry]
         if p.text_field not in names:
             raise SourceError(
                 f"{where}: no text column '{p.text_field}' (columns: {names}); set text_field",
@@ -193,6 +195,8 @@ class DocumentMapper:
         self._other_ids(names, used)
         for name in self._keep(names, used):
             columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
+        for name in carry:
+            columns[name] = table.column(name)
         return pa.table(columns)
 
 

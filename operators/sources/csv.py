@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NamedTuple
 
 import pyarrow as pa
 from pydantic import Field
@@ -12,9 +12,16 @@ from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
 from operators.sources._common import DocumentMapper, DocumentParams, rebatch
-from operators.sources.csv_rows import BadRow, CsvFormat, iter_rows, read_row
+from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_row
 from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
+
+
+class Located(NamedTuple):
+    """Documents of one file, with the first line of each one's row in their last column, ``LINE``."""
+
+    path: str
+    table: pa.Table
 
 
 class CsvSource(Source):
@@ -68,6 +75,13 @@ class CsvSource(Source):
                   skip: Callable[[str], frozenset[int]] = lambda path: frozenset()) -> Iterator[pa.Table | BadRow]:
         """The split's documents, with a ``BadRow`` in its place for each row that is not one, in file order (at
         most ``limit`` documents). ``skip(path)``: the lines of a file to fail whatever they hold (0: the file)."""
+        for item in self.read_located(split, skip):
+            yield item if isinstance(item, BadRow) else item.table.drop_columns([LINE])
+
+    def read_located(self, split: str | None,
+                     skip: Callable[[str], frozenset[int]] = lambda path: frozenset()) -> Iterator[Located | BadRow]:
+        """``read_rows`` with where each document is: its file, and its row's first line in a last column
+        ``LINE`` (ingestion names a repeated id by its file and line, as for JSONL)."""
         left = self.params.limit
         for path in [split] if split is not None else [str(p) for p in self._paths()]:
             if 0 in skip(path):
@@ -79,14 +93,14 @@ class CsvSource(Source):
                     yield item
                     continue
                 try:
-                    docs = self._documents(item, path)
+                    docs = self._documents(item, path, carry=(LINE,))
                 except SourceError as err:  # no text column: the file is not one of documents
                     yield BadRow(path, None, b"", err.message.removeprefix(f"{path}: "))
                     break
                 if left is not None:
                     docs = docs.slice(0, left)
                     left -= docs.num_rows
-                yield docs
+                yield Located(path, docs)
                 if left == 0:
                     return
 
@@ -96,7 +110,7 @@ class CsvSource(Source):
         if isinstance(got, BadRow):
             return got
         try:
-            return self._documents(got, path)
+            return self._documents(got.drop_columns([LINE]), path)
         except SourceError as err:
             return BadRow(path, line, b"", err.message.removeprefix(f"{path}: "))
 
@@ -106,16 +120,16 @@ class CsvSource(Source):
         return CsvFormat(p.delimiter, p.quote_char, tuple(dict.fromkeys((*mapper.id_fields, p.text_field,
                                                                         p.title_field))), p.encoding)
 
-    def _documents(self, rows: pa.Table, path: str) -> pa.Table:
-        rows = rows.drop_columns(["__line"])
+    def _documents(self, rows: pa.Table, path: str, carry: tuple[str, ...] = ()) -> pa.Table:
         try:
-            return DocumentMapper(self.params, op=self).from_table(rows, where=path)
+            return DocumentMapper(self.params, op=self).from_table(rows, where=path, carry=carry)
         except SourceError as err:
-            delimiter = _other_delimiter(rows.column_names, self.params)
+            columns = [name for name in rows.column_names if name not in carry]
+            delimiter = _other_delimiter(columns, self.params)
             if delimiter is None:
                 raise
             raise SourceError(
-                f"{path}: the header row is one column, '{_shown(rows.column_names[0])}': its fields are separated "
+                f"{path}: the header row is one column, '{_shown(columns[0])}': its fields are separated "
                 f"by '{_shown(delimiter)}', not '{_shown(self.params.delimiter)}'; read it with that delimiter (a "
                 f'spec\'s read step {{op: sources.csv, params: {{path: ..., delimiter: "{_shown(delimiter)}"}}}}, '
                 "given as --spec; --source may still name the files)", op=self.name, step=self.step_id,

@@ -36,6 +36,10 @@ READ_ERRORS = (OSError, EOFError, zlib.error)
 csv.field_size_limit(max(csv.field_size_limit(), 1 << 30))  # a document's text may be long; pyarrow has no limit
 
 
+#: The column of a parsed table that holds each record's first line (1-based).
+LINE = "__line"
+
+
 @dataclass(frozen=True)
 class BadRow:
     """A record of ``path`` that is not a document: its first line (None: the whole file), its bytes, why."""
@@ -237,7 +241,7 @@ class _Parser:
             convert_options=pcsv.ConvertOptions(column_types=self.types))
         if table.num_rows != len(rows):
             raise pa.ArrowInvalid(f"pyarrow reads {table.num_rows} row(s) where there are {len(rows)}")
-        return table.append_column("__line", pa.array([r.line for r in rows], pa.int64()))
+        return table.append_column(LINE, pa.array([r.line for r in rows], pa.int64()))
 
     def flush(self, path: str) -> Iterator[pa.Table | BadRow]:
         rows, self.rows, self.size = self.rows, [], 0
@@ -278,5 +282,5 @@ class _Parser:
     def _fix_types(self, table: pa.Table) -> None:
         """Later batches get the types of the first rows (a column all empty so far is not fixed yet)."""
         for field in table.schema:
-            if field.name != "__line" and field.name not in self.types and not pa.types.is_null(field.type):
+            if field.name != LINE and field.name not in self.types and not pa.types.is_null(field.type):
                 self.types[field.name] = field.type

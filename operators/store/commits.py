@@ -110,8 +110,9 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
             clash, kind = list(dict.fromkeys(d for d in doc_ids.tolist() if d in live_doc_ids)), "doc id"
         if clash:
             raise CommitError(f"shard {info.id!r}: {kind}(s) {clash[:5]} ({len(clash)} in all) are already "
-                              f"live in {path}; replace them with Index.upsert (on the command line: `tessera index "
-                              "update`, or `tessera ingest --replace`)", field="docno" if kind == "docno" else "doc_id")
+                              f"live in {path}", field="docno" if kind == "docno" else "doc_id",
+                              advice="replace them with Index.upsert (on the command line: `tessera index update`, "
+                                     "or `tessera ingest --replace`)")
         live_docnos.update(docnos.tolist())
         live_doc_ids.update(doc_ids.tolist())
     if schema is not None and column is not None and new:  # after the tombstones: a replaced row's value is gone

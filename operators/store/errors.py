@@ -31,7 +31,13 @@ class ShardDataError(IndexStoreError):
 
 
 class CommitError(IndexStoreError):
-    """A commit would break the index (unwritten shard, docno already live, lost race)."""
+    """A commit would break the index (unwritten shard, docno already live, lost race). ``detail``: what is wrong;
+    ``advice``: what the caller can do about it, or None; the message says both. An ingestion that records the
+    refusal (``flows.ingestion.refused``) keeps the detail and gives its own advice."""
+
+    def __init__(self, detail: str, *, advice: str | None = None, **where):
+        self.detail, self.advice = detail, advice
+        super().__init__(f"{detail}; {advice}" if advice else detail, **where)
 
 
 class ColumnTypeConflictError(IndexStoreError):

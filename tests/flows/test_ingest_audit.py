@@ -186,3 +186,23 @@ def test_an_unreadable_pdf_in_a_folder_goes_to_the_ledger_and_a_retry_reads_it_a
     retried = _ingest(None, tmp_path / "idx", retry_failed=True)
     assert (retried.resolved, retried.open_failures) == (1, 0)
     assert sorted(_live(tmp_path / "idx")) == ["broken-p1", "good-p1"]
+
+
+def test_a_repeated_id_in_a_folder_of_csv_files_names_its_file_and_line_and_a_retry_reads_the_fixed_row(tmp_path):
+    """A CSV copy was 'document 4 of the source': in a folder of files, with texts over several lines, the user
+    could not find it. Now it is a failure of its file and first line, as in JSONL, and a retry reads that row."""
+    folder = tmp_path / "csv"
+    folder.mkdir()
+    first, second = folder / "a.csv", folder / "b.csv"
+    first.write_text('id,text\nd1,"a text\nover two lines"\nd2,plain\n')
+    second.write_text('id,text\nd3,three\nd1,"the copy,\nalso over two lines"\n')
+    index = tmp_path / "idx"
+    report = _ingest(folder, index)
+    assert (report.docs_total, report.failures) == (3, 1)
+    [failure] = _open(index)
+    assert (failure.path, failure.line) == (str(second), 3)
+    assert failure.error == f"duplicate id d1, first at {first}:2"
+    second.write_text('id,text\nd3,three\nd9,"the copy,\nalso over two lines"\n')  # the user gives it its own id
+    retried = _ingest(None, index, retry_failed=True)
+    assert (retried.resolved, retried.open_failures) == (1, 0)
+    assert _live(index)["d9"] == "the copy,\nalso over two lines"

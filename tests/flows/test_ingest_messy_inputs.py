@@ -198,7 +198,7 @@ def test_records_without_ids_that_share_their_opening_fail_saying_their_id_is_a_
     write_jsonl(path, [{"text": header + "Meeting moved to Tuesday."}, {"text": header + "Invoice 42 is overdue."}])
     csv = tmp_path / "mails.csv"
     csv.write_text("title,text\n" + "".join(f'Mail,"{header}{body}"\n' for body in ("One.", "Two.")))
-    for source, first in ((path, f"{path}:1"), (csv, "document 1 of the source")):
+    for source, first in ((path, f"{path}:1"), (csv, f"{csv}:2")):
         index = tmp_path / f"idx_{source.suffix[1:]}"
         report = ingest(source, index, settings=BM25_ONLY, executor="local", chunk=False, progress=False)
         assert (report.docs, report.failures) == (1, 1)

@@ -48,6 +48,7 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
 
     [record] = _unfinished(capsys, index)
     assert record["refused"]["field"] == "docno" and "['d1#0']" in record["refused"]["reason"]
+    assert "upsert" not in record["refused"]["reason"]  # the index's own advice gives way to the ingestion's
     assert record["refused"]["advice"] == "fix the file or add --replace"
     assert main(["index", "info", str(index)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "unfinished ingestion" in x)

@@ -195,8 +195,12 @@ def test_wrong_dim_duplicate_docno_and_missing_column_are_refused(index, sample_
         index.write_shard("../escape", make_chunks(sample_docs[300:302], dim=DIM))
     # a docno live in another shard is refused at commit
     info = index.write_shard("again", make_chunks(sample_docs[10:12], dim=DIM))
-    with pytest.raises(CommitError, match="already live.*upsert"):
+    with pytest.raises(CommitError, match="already live.*upsert") as refused:
         index.commit([info])
+    # what is wrong and what to do travel apart (an ingestion gives its own advice), pickled too (from a Ray worker)
+    again = pickle.loads(pickle.dumps(refused.value))
+    assert "already live" in again.detail and "upsert" not in again.detail and "upsert" in again.advice
+    assert str(again) == str(refused.value) and again.field == "docno"
     assert not (index.path / "shards" / "bad").exists()
     assert not [p for p in (index.path / "shards").iterdir() if p.name.startswith(".")]
 
