@@ -6,8 +6,9 @@ integration"``), so they are checked, not trusted:
 
 - a test that uses ``shared_data`` or opens a file under ../shared/data must be marked ``data``;
 - a test that uses ``ray_session`` or leaves Ray initialised when it was not before must be marked ``ray``;
-- a test that uses the ingested sample (``sample_workspace``, ``sample_index``) or has the embedded LLM write text
-  in the test process must be kept out of the inner loop: marked ``integration`` (or ``ray``, ``data``, ``slow``).
+- a test that uses the ingested sample (``sample_workspace``, ``sample_index``), has the embedded LLM write text
+  or runs a torch model (MiniLM, a cross-encoder, ColBERT) in the test process must be kept out of the inner loop:
+  marked ``integration`` (or ``ray``, ``data``, ``slow``).
 
 A test that breaks a rule fails with the reason. ``slow`` (more than a few seconds) is not enforced: durations
 on a shared 2-core machine are too noisy for a hard rule; the terminal summary lists the tests marked neither
@@ -17,6 +18,8 @@ on a shared 2-core machine are too noisy for a hard rule; the terminal summary l
 from __future__ import annotations
 
 import gc
+import importlib.abc
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -92,8 +95,54 @@ def _count_embedded_replies() -> None:
 
 
 _count_embedded_replies()
+
+_torch_ran = False  # a torch module was called since the test's body began (see _arm_torch_check)
+_torch_check = None  # the armed hook's handle: it removes itself at its first call
+
+
+def _torch_called(module, args) -> None:
+    global _torch_ran, _torch_check
+    _torch_ran = True
+    if _torch_check is not None:
+        _torch_check.remove()  # one call is enough to know: the rest of the run pays nothing
+        _torch_check = None
+
+
+def _arm_torch_check() -> None:
+    """Arm a global forward pre-hook that notes the next torch module call (once torch is imported)."""
+    global _torch_check
+    module = sys.modules.get("torch.nn.modules.module")
+    if module is not None and _torch_check is None:
+        _torch_check = module.register_module_forward_pre_hook(_torch_called)
+
+
+class _AfterTorchLoads(importlib.abc.MetaPathFinder):
+    """Arms the check as soon as torch is imported (by whichever test, perhaps in its body): importing torch here
+    would cost each ``make test-fast`` worker that never runs a model 2 s of CPU. When ``torch.nn.modules.module``
+    is first imported, its loader arms the hook right after the module runs; the finder is then gone."""
+
+    def find_spec(self, name, path, target=None):
+        if name != "torch.nn.modules.module":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            _arm_torch_check()
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "torch.nn.modules.module" not in sys.modules:
+    sys.meta_path.insert(0, _AfterTorchLoads())
 _OUT_OF_THE_INNER_LOOP = {"integration", "ray", "data", "slow"}  # the markers make test-fast leaves out
 _GENERATIONS_BEFORE = pytest.StashKey[int]()
+_TORCH_IN_CALL = pytest.StashKey[bool]()
 
 
 def _ray_initialised() -> bool:
@@ -134,6 +183,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 @pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item: pytest.Item):
+    """Whether the test's own body called a torch module, not its fixtures' setup: a session fixture that builds a
+    checkpoint (``untrained_ce`` calls the model once) would mark whichever test happens to set it up first."""
+    global _torch_ran
+    _torch_ran = False
+    _arm_torch_check()
+    yield
+    item.stash[_TORCH_IN_CALL] = _torch_ran
+
+
+@pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     """After the last phase of a test: fail it when it started Ray or read ../shared/data without the marker."""
     global _watching_data
@@ -149,6 +209,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         problems.append(f"it read {_data_reads[0]}: mark it `data` (and use the shared_data fixture)")
     if not _OUT_OF_THE_INNER_LOOP & markers and _embedded_generations > item.stash.get(_GENERATIONS_BEFORE, 0):
         problems.append("the embedded LLM wrote text in it: mark it `integration`")
+    if not _OUT_OF_THE_INNER_LOOP & markers and item.stash.get(_TORCH_IN_CALL, False):
+        problems.append("a torch model ran in it: mark it `integration`")
     _watching_data = False
     _data_reads.clear()
     if problems and report.passed:

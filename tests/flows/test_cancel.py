@@ -19,6 +19,7 @@ from operators.interrupt import checkpoint
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
+@pytest.mark.integration
 def test_a_model_step_stops_at_the_next_forward_pass_after_a_cancel():
     """400 texts in one executor batch are 25 forward passes of 16: the cancel made during the third
     pass is honoured before the fourth (the model's own pre-hook), not after the 25th."""

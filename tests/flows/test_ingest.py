@@ -144,6 +144,7 @@ def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_sessio
     assert index.search_dense(query, k=1)[0].docnos[0].startswith("wv00000#")
 
 
+@pytest.mark.integration
 def test_resume_embeds_only_unfinished_shards(tmp_path, committed_docnos):
     source = tmp_path / "corpus.jsonl"
     source.write_text("".join(_lines(20)), encoding="utf-8")
@@ -157,6 +158,7 @@ def test_resume_embeds_only_unfinished_shards(tmp_path, committed_docnos):
     assert (again.shards_skipped, again.shards_written, again.chunks_embedded) == (3, 0, 0)
 
 
+@pytest.mark.integration
 def test_the_same_documents_at_another_path_resume_where_they_stopped(tmp_path, committed_docnos):
     """A moved or copied file, or a Ray job's upload folder (a new path each submission), is the same corpus."""
     def corpus(folder: str, lines: list[str]) -> Path:
@@ -231,6 +233,7 @@ def test_unreadable_record_goes_to_the_ledger_and_retry_reads_it_again(tmp_path,
     assert (resumed.shards_skipped, resumed.shards_written, resumed.open_failures) == (3, 0, 0)
 
 
+@pytest.mark.integration
 def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, corpus30, monkeypatch, committed_docnos):
     bad = json.loads(_lines(30)[12])["_id"]
     monkeypatch.setenv("TESSERA_FAULT", f"fail_embed:{bad}")
@@ -324,6 +327,7 @@ def test_a_shard_whose_commit_fails_is_removed(tmp_path, corpus30):
     assert index.uncommitted() == [] and len(index.finished_shards()) == 3
 
 
+@pytest.mark.integration
 def test_progress_counts_documents_as_they_are_embedded(tmp_path, corpus30):
     """A shard of thousands of documents takes minutes to embed: the bar must move during it,
     not only when the shard commits (it sat at 0/5.00k for 21 minutes and looked hung). On Ray:

@@ -37,6 +37,7 @@ def home(tmp_path, monkeypatch, untrained_ce, colbert_folder) -> Path:
 
 @pytest.mark.parametrize("model, kind", [("tessera-cross-encoder", "a cross-encoder"),
                                          ("tessera-colbert", "a ColBERT model")])
+@pytest.mark.integration
 def test_index_add_refuses_an_encoder_that_is_not_an_embedding_model(home, tmp_path, capsys, model, kind):
     from flows.commands import main
 

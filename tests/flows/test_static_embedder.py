@@ -49,6 +49,7 @@ def recipe(tiny_base, tmp_path) -> Path:
     return path
 
 
+@pytest.mark.integration
 def test_train_static_distils_without_a_dataset_reuses_and_embeds_both_sides(run_cli, recipe, tmp_path):
     from flows.ingestion import ingest
 

@@ -46,6 +46,7 @@ def dataset(tmp_path):
     return folder
 
 
+@pytest.mark.integration
 def test_train_quiet_shows_no_progress_bar_or_note_of_its_own_or_of_the_libraries(dataset, tmp_path, monkeypatch,
                                                                                    capsys, caplog):
     """A library's warning that reaches the root logger is one the terminal of a ``tessera`` process shows (Python's

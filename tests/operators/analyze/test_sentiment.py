@@ -31,6 +31,7 @@ OBVIOUS = [
 ]
 
 
+@pytest.mark.integration
 class TestSentimentContract(OperatorContract):
     operator_name = "analyze.sentiment"
 
@@ -42,6 +43,7 @@ def texts_table(texts: list[str | None]) -> pa.Table:
     return pa.table({"docno": [f"d{i}" for i in range(len(texts))], "text": pa.array(texts, pa.string())})
 
 
+@pytest.mark.integration
 def test_prototypes_label_obvious_sentences():
     out = create("analyze.sentiment")(texts_table([text for text, _ in OBVIOUS]))
     predicted = out.column("emotion").to_pylist()
@@ -49,6 +51,7 @@ def test_prototypes_label_obvious_sentences():
     assert correct >= 10, f"{correct}/12 correct: {list(zip(predicted, [g for _, g in OBVIOUS]))}"  # measured: 11/12
 
 
+@pytest.mark.integration
 def test_prototype_scores_are_a_softmax_of_mean_cosine_similarity():
     texts = [OBVIOUS[0][0], OBVIOUS[6][0]]
     out = create("analyze.sentiment", {"temperature": 0.1})(texts_table(texts))
@@ -67,6 +70,7 @@ def test_prototype_scores_are_a_softmax_of_mean_cosine_similarity():
     assert out.column("emotion").to_pylist() == [EMOTIONS[i] for i in expected.argmax(axis=1)]
 
 
+@pytest.mark.integration
 def test_empty_texts_get_null_and_repeated_texts_the_same_scores():
     text = OBVIOUS[2][0]
     out = create("analyze.sentiment")(texts_table([text, None, "   ", text]))
@@ -76,6 +80,7 @@ def test_empty_texts_get_null_and_repeated_texts_the_same_scores():
     assert list(scores[0]) == list(EMOTIONS) and abs(sum(scores[0].values()) - 1) < 1e-9
 
 
+@pytest.mark.integration
 def test_prototypes_and_labels_are_editable():
     params = {"prototypes": {"weather": ["It is raining and windy.", "The forecast says snow tomorrow."],
                              "cooking": ["Stir the sauce and add salt.", "Bake the bread for forty minutes."]},
@@ -87,6 +92,7 @@ def test_prototypes_and_labels_are_editable():
     assert out.schema.field("topic_scores").type == pa.struct([("weather", pa.float64()), ("cooking", pa.float64())])
 
 
+@pytest.mark.integration
 def test_lower_temperature_sharpens_scores_but_keeps_the_label():
     table = texts_table([OBVIOUS[8][0]])
     warm = create("analyze.sentiment", {"temperature": 1.0})(table)
@@ -161,6 +167,7 @@ def classifier_folder(tmp_path_factory):
     return folder
 
 
+@pytest.mark.integration
 def test_classifier_scores_are_the_checkpoint_softmax(classifier_folder):
     import torch
     from transformers import AutoTokenizer, BertForSequenceClassification

@@ -34,6 +34,7 @@ def minilm():
     return load_sentence_transformer(device="cpu")
 
 
+@pytest.mark.integration
 def test_the_operator_takes_the_fast_path_and_gives_the_models_vectors_in_input_order(texts, minilm):
     op = create("embed", {"encode_batch_size": 8})
     op.ensure_setup()
@@ -56,6 +57,7 @@ def test_its_tokens_are_the_models_own_for_every_batch(texts, minilm):
             assert produced[name].tolist() == expected[name].tolist(), name
 
 
+@pytest.mark.integration
 def test_unnormalised_vectors_and_a_shorter_truncation_match_too(texts):
     from operators.models import load_sentence_transformer
 

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 from operators import create
 from operators.embed.sentence_transformer import arrow_to_vectors
@@ -9,6 +10,7 @@ from operators.models import ModelNotFoundError, resolve_model_path
 from operators.testing import OperatorContract, sample_results
 
 
+@pytest.mark.integration
 class TestEmbedContract(OperatorContract):
     operator_name = "embed.sentence_transformer"
 
@@ -16,6 +18,7 @@ class TestEmbedContract(OperatorContract):
         return sample_results(n_queries, per_query)  # two rows a query keep the encodes few on CPU
 
 
+@pytest.mark.integration
 def test_vectors_are_normalised_and_match_direct_encode():
     table = sample_results(2, 4)
     op = create("embed", {"title_column": "title"})
@@ -30,6 +33,7 @@ def test_vectors_are_normalised_and_match_direct_encode():
     np.testing.assert_allclose(vectors, direct, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_related_texts_are_closer_than_unrelated():
     op = create("embed")
     out = op(pa.table({"text": ["bees make honey", "honey is produced by bees", "the stock market fell"]}))
@@ -46,6 +50,7 @@ def test_missing_model_fails_at_once_with_what_to_do(tmp_path):
         resolve_model_path(str(tmp_path))
 
 
+@pytest.mark.integration
 def test_half_precision_runs_the_model_in_it_and_hands_on_float32_vectors_close_to_full():
     import torch
 

@@ -33,6 +33,7 @@ def test_a_static_model_embeds_through_the_operator_with_large_forward_batches(s
     np.testing.assert_allclose(again[1], vectors[1], atol=1e-6)
 
 
+@pytest.mark.integration
 def test_the_bags_of_pieces_give_the_models_own_vectors(static_folder):
     """The fast path (each distinct space-separated piece tokenized once) against ``model.encode``
     on real passages and edge cases: empty text, runs of spaces, tabs, final sigma, CJK, accents,

@@ -62,6 +62,7 @@ def test_the_reranker_step_fails_on_a_bi_encoder_instead_of_scoring_with_a_rando
         op(rows)
 
 
+@pytest.mark.integration
 def test_real_cross_encoder_checkpoints_still_load(hf_folders, untrained_ce, tmp_path):
     plain_hf = load_cross_encoder(str(hf_folders["classifier"]))  # a plain HF sequence-classification checkpoint
     trained_layout = load_cross_encoder(str(untrained_ce))  # what tessera train saves

@@ -68,6 +68,7 @@ def split_model(tmp_path, monkeypatch, minilm_zip):
     return site, minilm_zip
 
 
+@pytest.mark.integration
 def test_the_parts_join_into_a_model_that_encodes_like_the_original(split_model):
     site, data = split_model
     _install_parts(site, data)

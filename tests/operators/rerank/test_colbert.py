@@ -103,6 +103,7 @@ def _results(scifact, triples) -> pa.Table:
 # -- the contract ------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 class TestColbertRerankContract(OperatorContract):
     operator_name = "rerank.colbert"
 
@@ -390,6 +391,7 @@ def test_loads_a_stanford_checkpoint(tmp_path, trained_colbert):
 # -- long input --------------------------------------------------------------------------------
 
 
+@pytest.mark.integration
 def test_overlong_query_and_documents_are_truncated(untrained_colbert):
     from operators.models.colbert import load_colbert
 

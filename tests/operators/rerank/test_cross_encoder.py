@@ -14,6 +14,7 @@ from operators.models import load_cross_encoder
 from operators.testing import OperatorContract, sample_results
 
 
+@pytest.mark.integration
 class TestCrossEncoderContract(OperatorContract):
     operator_name = "rerank.cross_encoder"
 
@@ -36,6 +37,7 @@ def direct_scores(model_path, query: str, rows: pa.Table) -> np.ndarray:
     return model.predict([(query, t) for t in texts], activation_fn=torch.nn.Identity(), show_progress_bar=False)
 
 
+@pytest.mark.integration
 def test_ranking_is_the_models_ranking_and_the_tail_keeps_its_order(cross_encoder_path):
     table = sample_results(n_queries=2, per_query=10)
     out = create("rerank.cross_encoder", {"model": str(cross_encoder_path), "n": 6}, step_id="ce")(table)
@@ -57,6 +59,7 @@ def test_ranking_is_the_models_ranking_and_the_tail_keeps_its_order(cross_encode
         np.testing.assert_allclose(sorted(own[:6], reverse=True), np.sort(direct)[::-1], rtol=1e-5)
 
 
+@pytest.mark.integration
 def test_query_parameter_overrides_the_flow_query(cross_encoder_path):
     table = sample_results(n_queries=1, per_query=8)
     other = "volcanic eruptions and lava"
@@ -67,6 +70,7 @@ def test_query_parameter_overrides_the_flow_query(cross_encoder_path):
     assert out["query"].to_pylist() == table["query"].to_pylist(), "the flow's query column is left as it was"
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("long_texts", ["truncate", "max_window"])
 def test_overlong_candidates_are_truncated_not_fatal(cross_encoder_path, long_texts):
     table = sample_results(n_queries=1, per_query=3)
@@ -166,6 +170,7 @@ def test_plain_strings_are_windowed_whole():
     assert pairs[0][1] == body[:len(pairs[0][1])], "without a title the first window is the text's beginning"
 
 
+@pytest.mark.integration
 def test_max_window_scores_a_long_candidate_by_its_best_window_and_leaves_short_ones_alone(cross_encoder_path):
     import torch
 
@@ -212,6 +217,7 @@ def test_titled_texts_survive_the_pickling_that_carries_them_to_a_deployment():
         assert back.titles == ["Pollination", ""] and back.bodies == texts.bodies
 
 
+@pytest.mark.integration
 def test_half_precision_scores_are_the_full_precision_ones_within_rounding(cross_encoder_path):
     import torch
 
@@ -225,6 +231,7 @@ def test_half_precision_scores_are_the_full_precision_ones_within_rounding(cross
     assert not np.array_equal(half["score_ce"].to_numpy(), full["score_ce"].to_numpy())
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("long_texts", ["truncate", "max_window"])
 def test_the_queries_of_a_batch_share_one_predict_and_score_as_each_alone(cross_encoder_path, long_texts):
     """One predict over every query's pairs (a GPU left half idle by 100-pair calls: benchmarks/gpu/RESULTS.md),
@@ -244,6 +251,7 @@ def test_the_queries_of_a_batch_share_one_predict_and_score_as_each_alone(cross_
         np.testing.assert_allclose(mine, theirs, rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_a_failing_batch_is_scored_query_by_query_so_the_failure_stays_with_its_query(cross_encoder_path):
     op = create("rerank.cross_encoder", {"model": str(cross_encoder_path)}, step_id="ce")
     op.ensure_setup()

@@ -29,6 +29,7 @@ def pairs() -> list[tuple[str, str]]:
             + [(long_query, " ".join(texts[2:6])), ("bees", ""), ("bees", "bees")])
 
 
+@pytest.mark.integration
 def test_the_reranker_takes_the_fast_path_and_gives_predicts_logits(untrained_ce, pairs):
     import torch
 
@@ -51,6 +52,7 @@ def test_pairs_are_tokenized_as_the_models_own_tokenizer_does(untrained_ce, pair
             assert produced[name].tolist() == expected[name].tolist(), name
 
 
+@pytest.mark.integration
 def test_windows_of_long_candidates_score_as_before(untrained_ce, pairs):
     """long_texts: max_window builds its own (query, window) pairs; their best window is the candidate's score."""
     params = {"model": str(untrained_ce), "long_texts": "max_window", "max_length": 64, "predict_batch_size": 8}

@@ -17,6 +17,7 @@ from operators.testing import OperatorContract, sample_results
 N_QUERIES, K = 2, 20
 
 
+@pytest.mark.integration
 class TestEmbeddingRerankContract(OperatorContract):
     operator_name = "rerank.embedding"
 
@@ -99,6 +100,7 @@ def test_n_limits_what_is_reranked(scifact_top20, expected_cosine):
         assert scores == sorted(scores, reverse=True) and len(set(scores)) == K
 
 
+@pytest.mark.integration
 def test_query_param_overrides_the_flow_query():
     table = sample_results(2, 4).drop_columns(["query"])  # no flow query at all: the param is used
     text = "opera singers and composers"
@@ -111,6 +113,7 @@ def test_query_param_overrides_the_flow_query():
         assert [r["score_emb"] for r in got] == sorted((r["score_emb"] for r in got), reverse=True)
 
 
+@pytest.mark.integration
 def test_prompts_are_prepended():
     table = sample_results(1, 3)
     op = create("rerank.embedding", {"query_prompt": "query: ", "document_prompt": "passage: ",
@@ -121,6 +124,7 @@ def test_prompts_are_prepended():
     np.testing.assert_allclose([got[d] for d in table.column("docno").to_pylist()], expected, atol=1e-5)
 
 
+@pytest.mark.integration
 def test_batched_scoring_equals_one_query_at_a_time():
     table = sample_results(3, 2)
     op = create("rerank.embedding")
@@ -132,6 +136,7 @@ def test_batched_scoring_equals_one_query_at_a_time():
         np.testing.assert_allclose(scores, op.score_texts(query, candidates), atol=1e-5)
 
 
+@pytest.mark.integration
 def test_overlong_text_does_not_crash():
     table = sample_results(1, 3)
     long_text = " ".join(["honey bees pollinate flowers"] * 12_500)  # 50,000 words
@@ -145,6 +150,7 @@ def test_overlong_text_does_not_crash():
     assert out.column("docno")[0].as_py() == table.column("docno")[0].as_py()
 
 
+@pytest.mark.integration
 def test_a_failing_query_degrades_alone():
     """A text column mixing strings (q1) and integers (q2): the batched encode fails, so each query is
     scored alone; q1 is reranked, q2 keeps its first-stage ranking and is marked degraded."""

@@ -38,6 +38,7 @@ def short_documents() -> pa.Table:
                            pc.utf8_slice_codeunits(docs.column("text"), 0, 400))
 
 
+@pytest.mark.integration
 class TestDenseContract(OperatorContract):
     operator_name = "retrieve.dense"
 
@@ -52,6 +53,7 @@ class TestDenseContract(OperatorContract):
         return queries(n_queries)
 
 
+@pytest.mark.integration
 def test_scores_are_cosine_similarities_with_the_index_encoder(dense_index):
     out = create("retrieve.dense", {"index": str(dense_index), "k": 3}, step_id="d")(pa.table({
         "qid": ["bees"], "query": ["which insects make honey and pollinate flowers"]}))
@@ -67,6 +69,7 @@ def test_scores_are_cosine_similarities_with_the_index_encoder(dense_index):
     assert out.column("rank_d").to_pylist() == [1, 2, 3]
 
 
+@pytest.mark.integration
 def test_pre_filter_returns_k_rare_matches_and_post_only_matches(dense_index):
     flt = {"field": "year", "eq": 2001, "country": "DE"}  # i % 30 == 11 and i % 5 == 1: 3 of 80 docs
     pre = create("retrieve.dense", {"index": str(dense_index), "k": 3, "filter": flt})(queries(3))
@@ -90,6 +93,7 @@ def test_a_bm25_only_index_is_refused_with_a_hint(tmp_path):
     assert err.value.field == "params.index" and "retrieve.bm25" in err.value.message
 
 
+@pytest.mark.integration
 def test_the_builtin_hybrid_flow_fuses_both_retrievers(dense_index):
     from flows.executors.local import LocalExecutor
     from flows.spec import FlowSpec

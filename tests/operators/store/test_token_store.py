@@ -63,6 +63,7 @@ def test_a_failed_write_leaves_the_previous_store(tmp_path):
         TokenStore(tmp_path / "nothing")
 
 
+@pytest.mark.integration
 def test_build_for_an_index_follows_adds_deletes_and_upserts(tmp_path, sample_docs, make_chunks, colbert_model):
     from operators.models.colbert import load_colbert
     from operators.store import Index
@@ -97,6 +98,7 @@ def test_build_for_an_index_follows_adds_deletes_and_upserts(tmp_path, sample_do
     assert [p.name for p in (index.path / "colbert").iterdir()] == [again.folder.name]
 
 
+@pytest.mark.integration
 def test_ingest_colbert_option_builds_the_store(tmp_path, sample_docs, colbert_model, capsys):
     from flows.commands.ingest import main as ingest_main
 
@@ -113,6 +115,7 @@ def test_ingest_colbert_option_builds_the_store(tmp_path, sample_docs, colbert_m
     assert all(m is not None and m.shape[1] == 32 for m in store.get(table.column("docno").to_pylist()))
 
 
+@pytest.mark.integration
 def test_build_progress_moves_per_encoder_batch_not_per_shard(tmp_path, sample_docs, make_chunks, colbert_model,
                                                               monkeypatch):
     from operators.store import Index, token_store

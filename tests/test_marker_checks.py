@@ -1,0 +1,65 @@
+"""tests/conftest.py's check that keeps torch models out of ``make test-fast``, run on a test file of its own in a
+pytest of its own (the check is the suite's conftest, copied beside it)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+
+MODEL_TESTS = '''
+import pytest
+
+
+def _model():
+    import torch
+
+    return torch.nn.Sequential(torch.nn.Linear(4, 2), torch.nn.ReLU())
+
+
+@pytest.fixture(scope="session")
+def built():
+    model = _model()
+    model(__import__("torch").zeros(1, 4))  # a fixture that calls its model (as untrained_ce does) marks no test
+    return model
+
+
+def test_runs_a_model_unmarked():
+    _model()(__import__("torch").zeros(1, 4))
+
+
+def test_only_uses_a_fixture_that_ran_one(built):
+    assert built is not None
+
+
+def test_builds_a_model_without_calling_it():
+    _model()
+
+
+@pytest.mark.integration
+def test_runs_a_model_marked():
+    _model()(__import__("torch").zeros(1, 4))
+
+
+def test_runs_a_model_unmarked_after_the_check_fired_once():
+    _model()(__import__("torch").zeros(1, 4))
+'''
+
+
+@pytest.mark.integration  # a pytest of its own that imports torch: about 3 s
+def test_a_test_whose_body_calls_a_torch_model_fails_unless_kept_out_of_the_inner_loop(tmp_path):
+    shutil.copy(TESTS / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "test_models.py").write_text(MODEL_TESTS)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
+                          "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_models.py"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    flagged = {line.split("::")[1].split(":")[0] for line in run.stdout.splitlines()
+               if "a torch model ran in it: mark it `integration`" in line and "::" in line}
+    assert flagged == {"test_runs_a_model_unmarked", "test_runs_a_model_unmarked_after_the_check_fired_once"}, \
+        run.stdout[-3000:]
+    assert "5 passed, 2 errors" in run.stdout  # the two fail after their body, at teardown, run.stdout[-3000:]
