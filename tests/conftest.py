@@ -207,9 +207,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         problems.append("it initialised Ray: mark it `ray` (and use the ray_session fixture)")
     if "data" not in markers and _data_reads:
         problems.append(f"it read {_data_reads[0]}: mark it `data` (and use the shared_data fixture)")
-    if not _OUT_OF_THE_INNER_LOOP & markers and _embedded_generations > item.stash.get(_GENERATIONS_BEFORE, 0):
+    in_the_inner_loop = not _OUT_OF_THE_INNER_LOOP & markers
+    if in_the_inner_loop and _embedded_generations > item.stash.get(_GENERATIONS_BEFORE, 0):
         problems.append("the embedded LLM wrote text in it: mark it `integration`")
-    if not _OUT_OF_THE_INNER_LOOP & markers and item.stash.get(_TORCH_IN_CALL, False):
+    if in_the_inner_loop and item.stash.get(_TORCH_IN_CALL, False):
         problems.append("a torch model ran in it: mark it `integration`")
     _watching_data = False
     _data_reads.clear()

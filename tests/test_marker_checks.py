@@ -62,4 +62,4 @@ def test_a_test_whose_body_calls_a_torch_model_fails_unless_kept_out_of_the_inne
                if "a torch model ran in it: mark it `integration`" in line and "::" in line}
     assert flagged == {"test_runs_a_model_unmarked", "test_runs_a_model_unmarked_after_the_check_fired_once"}, \
         run.stdout[-3000:]
-    assert "5 passed, 2 errors" in run.stdout  # the two fail after their body, at teardown, run.stdout[-3000:]
+    assert "5 passed, 2 errors" in run.stdout, run.stdout[-3000:]  # the two fail after their body, at teardown

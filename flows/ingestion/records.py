@@ -130,11 +130,11 @@ def _read_csv(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | None
         if isinstance(item, BadRow):
             yield _bad_row(item)
             continue
-        lines, table = item.table.column(LINE).to_pylist(), item.table.drop_columns([LINE])
+        table = item.table.drop_columns([LINE])
         if seen is None:
             yield table
             continue
-        where = absolute(item.path)
+        lines, where = item.table.column(LINE).to_pylist(), absolute(item.path)
         number = seen.file(where)
         yield from seen.split(table, lambda i: (number, lines[i]), lambda i, doc_id, first: Failure.of_line(
             where, lines[i], b"", duplicate_error(doc_id, first, content_id_note(table, i, doc_id))))
