@@ -3,6 +3,7 @@ pytest of its own (the check is the suite's conftest, copied beside it)."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -58,8 +59,9 @@ def test_a_test_whose_body_calls_a_torch_model_fails_unless_kept_out_of_the_inne
     run = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q", "-rA",
                           "-W", "ignore::pytest.PytestUnknownMarkWarning", "test_models.py"],
                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
-    flagged = {line.split("::")[1].split(":")[0] for line in run.stdout.splitlines()
-               if "a torch model ran in it: mark it `integration`" in line and "::" in line}
+    # the errors' own lines, not the short summary's (which pytest cuts to the terminal's width, except under CI)
+    flagged = set(re.findall(r"^test_models\.py::(\w+): a torch model ran in it: mark it `integration`$",
+                             run.stdout, re.MULTILINE))
     assert flagged == {"test_runs_a_model_unmarked", "test_runs_a_model_unmarked_after_the_check_fired_once"}, \
         run.stdout[-3000:]
     assert "5 passed, 2 errors" in run.stdout, run.stdout[-3000:]  # the two fail after their body, at teardown
