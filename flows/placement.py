@@ -69,15 +69,7 @@ class NoReplica(PlacementError):
 
 def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
     """A proxy of ``op`` whose model runs on the Serve deployment ``app/deployment``."""
-    if isinstance(op, Reranker):
-        base, kind = ServedReranker, "rerank"
-    elif isinstance(op, SentenceTransformerEmbedder):
-        base, kind = ServedEmbedder, "embedding"
-    elif isinstance(op, LLMStep):
-        base, kind = ServedLLMStep, "llm"
-    else:
-        raise PlacementMismatch(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
-                                f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
+    base, kind = served_base(op)
     where = f"Serve deployment '{app}/{deployment}'"
     handle = _handle(op, deployment, app, where)
     if kind == "llm":
@@ -88,6 +80,18 @@ def place(op: Operator, *, deployment: str, app: str = "tessera") -> Operator:
     proxy = proxy_class(type(op), base)(op.params, step_id=op.step_id, input_steps=op.input_steps)
     proxy.attach(handle, info, where)
     return proxy
+
+
+def served_base(op: Operator) -> tuple[type[Operator], str]:
+    """The proxy base that sends ``op``'s model calls to a deployment, and the deployment's kind."""
+    if isinstance(op, LLMStep):  # first: the LLM rerankers are rerankers whose model is a language model
+        return ServedLLMStep, "llm"
+    if isinstance(op, Reranker):
+        return ServedReranker, "rerank"
+    if isinstance(op, SentenceTransformerEmbedder):
+        return ServedEmbedder, "embedding"
+    raise PlacementMismatch(f"only embedders, rerankers and language-model steps can run on a Serve deployment, "
+                            f"not '{op.name}'; remove the step's placement", step=op.step_id, op=op.name)
 
 
 @functools.cache
@@ -273,19 +277,23 @@ class ServedLLMStep(_Served, LLMStep):
 
     def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
               options: Mapping[str, Any]) -> list[Completion | LLMError]:
-        """Each prompt as a request to the deployment; ``options`` (an LLM judge's grammar) are not sent there."""
+        """Each prompt as a request to the deployment, with ``options`` (an LLM judge's grammar, llama.cpp's
+        ``response_format``) when the deployment runs llama.cpp, as the embedded model takes them in-process."""
         workers = min(len(prompts), self.params.concurrency or 4)
+        sent = dict(options) if self._info["engine"] == "llama_cpp" else {}
         return each_concurrently(
-            lambda i, prompt: self._call(prompt, None if on_text is None else (lambda piece: on_text(i, piece))),
+            lambda i, prompt: self._call(prompt, None if on_text is None else (lambda piece: on_text(i, piece)),
+                                         sent),
             prompts, workers)
 
-    def _call(self, prompt: Prompt, on_text: Callable[[str], None] | None) -> Completion | LLMError:
+    def _call(self, prompt: Prompt, on_text: Callable[[str], None] | None,
+              options: Mapping[str, Any]) -> Completion | LLMError:
         """One model call, tried again (the step's ``num_retries`` times, else twice, with backoff) when the
         deployment lost its replica or shed the request before any text reached ``on_text``; an error inside the
         model, a timeout or a cancel is not tried again."""
         p, alias = self.params, resolve(self.params.model)
         body: dict[str, Any] = {"model": self._info.get("name"), "messages": messages_of(prompt),
-                                "temperature": p.temperature, "max_tokens": p.max_tokens}
+                                "temperature": p.temperature, "max_tokens": p.max_tokens, **options}
         if on_text is not None:
             body.update(stream=True, stream_options={"include_usage": True})
         if self._info["engine"] == "vllm":

@@ -41,7 +41,19 @@ def test_only_a_step_that_asks_the_deployments_model(service, tmp_path):
         "other_file": {"op": "generate.answer", "params": {"model": f"tessera/{copy}"}},
         "named": {"op": "generate.answer", "params": {"model": "local"},
                   "placement": {"deployment": "mine", "app": "other"}},
-    }) == {"rewrite": "smollm2", "as_path": "smollm2", "ollama": None, "other_file": None, "named": "mine"}
+        "judge": {"op": "rerank.llm_group", "params": {"model": "local"}},
+    }) == {"rewrite": "smollm2", "as_path": "smollm2", "ollama": None, "other_file": None, "named": "mine",
+           "judge": "smollm2"}
+
+
+@pytest.mark.parametrize("op", ["rerank.llm_tournament", "rerank.llm_group"])
+def test_an_llm_reranker_is_placed_as_a_language_model_step_not_as_a_reranker(op):
+    """An LLM judge is a reranker too; as one it was sent to the deployment as a cross-encoder (a flow the service
+    placed on its llm deployment failed to build: 'hosts None, not rerank.llm_group')."""
+    from flows.placement import ServedLLMStep, served_base
+    from operators import create
+
+    assert served_base(create(op, {"model": "local"}, step_id="judge")) == (ServedLLMStep, "llm")
 
 
 def test_a_placement_on_a_deployment_this_app_does_not_serve_is_refused_naming_it(service):

@@ -384,6 +384,28 @@ def test_a_language_model_step_placed_on_the_llm_deployment_answers_as_in_proces
     assert short.drain_metadata()["q1"]["answer"] and step_key(short) == step_key(answer_step(style="short"))
 
 
+@pytest.mark.slow
+def test_an_llm_judge_placed_on_the_llm_deployment_keeps_its_grammar(serve_app):
+    """rerank.llm_tournament with model local on the smollm2 deployment: its calls carry the judge's grammar there
+    as in-process (unconstrained, SmolLM2 wrote prose and named no candidate), so every call names one and the
+    bracket is the in-process one."""
+    from flows.placement import place
+
+    def judge():
+        return create("rerank.llm_tournament", {"model": "local", "max_chars": 120, "temperature": 0},
+                      step_id="t")
+
+    table = sample_results(1, 4)
+    local = judge()
+    expected = local(table)
+    local.drain_metadata()
+    proxy = place(judge(), deployment="smollm2")
+    placed = proxy(table)
+    metadata = proxy.drain_metadata()["q1"]
+    assert "degraded" not in metadata, metadata.get("degraded")
+    assert placed["docno"].to_pylist() == expected["docno"].to_pylist()
+
+
 def test_a_language_model_step_on_another_model_is_refused(serve_app):
     from flows.placement import PlacementError, place
 
