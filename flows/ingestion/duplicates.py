@@ -5,7 +5,8 @@ id twice cannot be ingested as it is. While a source is staged (``staging.iter_d
 so far are kept, across its shards; a later copy of an id becomes a read failure in the ledger
 (``duplicate id d2, first at /data/corpus.jsonl:2``) and the rest of the source is ingested. For a JSONL or
 CSV source the failure is the copy's line (``read:<file>:<line>``, a CSV row's first line, so ``--retry-failed``
-reads it again once its id is fixed); for other sources it is the copy's row.
+reads it again once its id is fixed); for other sources it is the copy's row, named by its file and row for
+Parquet (``/data/b.parquet row 4``), else by its place among the source's documents.
 
 With ``replace`` (``tessera ingest --replace``) the last copy wins instead: every copy is staged, a shard
 keeps the last copy of an id (``last_copies``, when it is prepared), and a later shard's commit replaces
@@ -22,7 +23,7 @@ import pyarrow as pa
 from flows.ingestion.ledger import Failure
 from operators.ids import content_doc_id
 
-#: (file number in ``SeenIds.files``, 1-based line), or (-1, 1-based document number in the source).
+#: (file number in ``SeenIds.file``, 1-based line or row), or (-1, 1-based document number in the source).
 Place = tuple[int, int]
 
 
@@ -31,20 +32,21 @@ class SeenIds:
 
     def __init__(self) -> None:
         self.first: dict[str, Place] = {}
-        self.files: list[str] = []
+        self._prefixes: list[str] = []  # each file's place before its line or row: "/data/a.csv:"
         self._numbers: dict[str, int] = {}
         self.documents = 0  # documents of a source without lines, for their places
 
-    def file(self, path: str) -> int:
-        """The number of the file ``path`` in ``files`` (a CSV file's batches ask again)."""
+    def file(self, path: str, rows: bool = False) -> int:
+        """The number of the file ``path`` (its batches ask again); ``rows``: its places are rows
+        (Parquet), not lines."""
         if path not in self._numbers:
-            self._numbers[path] = len(self.files)
-            self.files.append(path)
+            self._numbers[path] = len(self._prefixes)
+            self._prefixes.append(f"{path} row " if rows else f"{path}:")
         return self._numbers[path]
 
     def describe(self, place: Place) -> str:
         number, n = place
-        return f"{self.files[number]}:{n}" if number >= 0 else f"document {n} of the source"
+        return f"{self._prefixes[number]}{n}" if number >= 0 else f"document {n} of the source"
 
     def split(self, table: pa.Table, place: Callable[[int], Place],
               failure: Callable[[int, str, str], Failure]) -> Iterator[pa.Table | Failure]:
@@ -71,12 +73,20 @@ class SeenIds:
         self.documents += table.num_rows
 
         def failure(i: int, doc_id: str, first: str) -> Failure:
-            record = json.loads(json.dumps(table.slice(i, 1).to_pylist()[0], default=str))
-            return Failure(id=f"dup:{doc_id}:{offset + i + 1}", stage="read", doc_id=doc_id, record=record,
-                           error=f"duplicate id {doc_id} (document {offset + i + 1} of the source), first at {first}"
-                           + content_id_note(table, i, doc_id))
+            return self.row_failure(table, i, doc_id, first, f"document {offset + i + 1} of the source",
+                                    number=offset + i + 1)
 
         yield from self.split(table, lambda i: (-1, offset + i + 1), failure)
+
+    def row_failure(self, table: pa.Table, i: int, doc_id: str, first: str, where: str,
+                    number: int | str | None = None) -> Failure:
+        """The failure of row ``i`` of ``table``, a copy of ``doc_id`` (first at ``first``) at ``where``, with its
+        row as ``record`` (a retry ingests it from there). ``number``: what tells the copy's failure id apart from
+        other copies' (``where`` itself by default)."""
+        record = json.loads(json.dumps(table.slice(i, 1).to_pylist()[0], default=str))
+        return Failure(id=f"dup:{doc_id}:{where if number is None else number}", stage="read", doc_id=doc_id,
+                       record=record, error=f"duplicate id {doc_id} ({where}), first at {first}"
+                       + content_id_note(table, i, doc_id))
 
 
 def duplicate_error(doc_id: str, first: str, note: str = "") -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import pyarrow as pa
 
@@ -53,19 +53,25 @@ def _read_split(op: Source, split: Any, skip: frozenset[str], seen: SeenIds | No
     if op.name == "sources.csv":
         yield from _read_csv(op, split, skip, seen)
         return
+    if op.name == "sources.parquet" and seen is not None:
+        yield from _read_parquet(op, split, skip, seen)
+        return
     for table in _read_split_files(op, split, skip):
         yield from (seen.split_rows(table) if seen is not None and isinstance(table, pa.Table) else (table,))
 
 
-def _read_split_files(op: Source, split: Any, skip: frozenset[str]) -> Iterator[pa.Table | Failure]:
+def _read_split_files(op: Source, split: Any, skip: frozenset[str], read: Callable[[Any], Iterator[Any]] | None = None
+                      ) -> Iterator[Any]:
+    """``read(split)`` (the source's ``read`` by default), with a file that cannot be read as a ``Failure``."""
+    read = read or op.read
     path = _whole_file(split) if op.name in FILE_SOURCES else None
     if path is None:
-        yield from op.read(split)
+        yield from read(split)
         return
     if f"read:{absolute(path)}" in skip:  # recorded by a finished shard: it enters the index by a retry
         yield _file_failure(path, RECORDED)
         return
-    yield from read_file(op, split)
+    yield from read_file(op, split, read)
 
 
 def _whole_file(split: Any) -> str | None:
@@ -85,16 +91,18 @@ def _file_failure(path: str, error: str) -> Failure:
     return Failure(id=f"read:{where}", stage="read", path=where, error=error)
 
 
-def read_file(op: Source, split: Any) -> Iterator[pa.Table | Failure]:
-    """The documents of a file (the split ``split`` of ``op``); one that cannot be read before its first document
-    is one ``Failure`` of the file (staging, and ``--retry-failed`` reading it again), after it an error."""
-    path, read = _whole_file(split) or str(split), False
+def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | None = None
+              ) -> Iterator[pa.Table | Failure]:
+    """The documents of a file (the split ``split`` of ``op``, read by ``read``, the source's ``read`` by default);
+    one that cannot be read before its first document is one ``Failure`` of the file (staging, and
+    ``--retry-failed`` reading it again), after it an error."""
+    path, started = _whole_file(split) or str(split), False
     try:
-        for table in op.read(split):
-            read = True
+        for table in (read or op.read)(split):
+            started = True
             yield table
     except FILE_ERRORS as err:
-        if read:  # its first documents are staged: the run stops, naming the file
+        if started:  # its first documents are staged: the run stops, naming the file
             if isinstance(err, SourceError):
                 raise
             raise SourceError(f"{path}: cannot read it past its first documents ({type(err).__name__}: {err})",
@@ -117,6 +125,22 @@ def read_whole(op: Source, path: str) -> Iterator[pa.Table | Failure]:
         yield from read_file(op, RowGroups(path, 0, -1))
     else:
         yield from read_file(op, path)
+
+
+def _read_parquet(op: Source, split: Any, skip: frozenset[str], seen: SeenIds) -> Iterator[pa.Table | Failure]:
+    """A Parquet split's documents; a document whose id ``seen`` saw before is a failure named by its file and row
+    (its record kept: a retry ingests it once its id is free, or with ``--replace``)."""
+    from operators.sources.parquet import ROW
+
+    for item in _read_split_files(op, split, skip, op.read_located):
+        if isinstance(item, Failure):
+            yield item
+            continue
+        table, rows, where = item.table.drop_columns([ROW]), item.table.column(ROW).to_pylist(), absolute(item.path)
+        number = seen.file(where, rows=True)
+        yield from seen.split(table, lambda i: (number, rows[i]),
+                              lambda i, doc_id, first: seen.row_failure(table, i, doc_id, first,
+                                                                        f"{where} row {rows[i]}"))
 
 
 # -- CSV ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, NamedTuple
 
 import pyarrow as pa
 
@@ -34,6 +34,14 @@ from operators.sources.encoding import line_decoder, undecodable
 from operators.sources.paths import is_gzip
 
 logger = logging.getLogger("operators.sources")
+
+
+class Located(NamedTuple):
+    """Documents of one file, with where each one's record is in that file in their last column (a CSV row's first
+    line, a Parquet row's number): ingestion names a repeated id by its file and place."""
+
+    path: str
+    table: pa.Table
 
 
 @dataclass(frozen=True)

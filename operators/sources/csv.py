@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable, Iterator, NamedTuple
+from typing import Callable, Iterator
 
 import pyarrow as pa
 from pydantic import Field
@@ -11,17 +11,10 @@ from pydantic import Field
 from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
-from operators.sources._common import DocumentMapper, DocumentParams, rebatch
+from operators.sources._common import DocumentMapper, DocumentParams, Located, rebatch
 from operators.sources.csv_rows import LINE, BadRow, CsvFormat, iter_rows, read_row
 from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.paths import resolve_paths
-
-
-class Located(NamedTuple):
-    """Documents of one file, with the first line of each one's row in their last column, ``LINE``."""
-
-    path: str
-    table: pa.Table
 
 
 class CsvSource(Source):

@@ -11,8 +11,12 @@ from pydantic import Field
 from operators.base import Source
 from operators.errors import SourceError
 from operators.local_files import local_path
-from operators.sources._common import DocumentMapper, DocumentParams, rebatch
+from operators.sources._common import DocumentMapper, DocumentParams, Located, rebatch
 from operators.sources.paths import resolve_paths
+
+
+#: The column ``read_located`` adds: each document's 1-based row in its file.
+ROW = "__row"
 
 
 @dataclass(frozen=True)
@@ -72,26 +76,38 @@ class ParquetSource(Source):
         return splits
 
     def read(self, split: RowGroups | None) -> Iterator[pa.Table]:
+        yield from rebatch((located.table.drop_columns([ROW]) for located in self.read_located(split)),
+                           self.params.batch_rows)
+
+    def read_located(self, split: RowGroups | None) -> Iterator[Located]:
+        """``read``'s documents a file's batch at a time, with each one's row in the file (1-based, counting rows
+        without text too) in a last column, ``ROW``: ingestion names a repeated id by its file and row."""
         import pyarrow.parquet as pq
 
         p = self.params
         mapper = DocumentMapper(p, op=self)
         pieces = [split] if split is not None else [RowGroups(str(path), 0, -1) for path in self._paths()]
-
-        def tables() -> Iterator[pa.Table]:
-            for piece in pieces:
-                try:
-                    file = pq.ParquetFile(piece.path)
-                except (pa.ArrowException, OSError) as err:
-                    raise SourceError(f"{piece.path}: cannot read as Parquet ({type(err).__name__}: {err})",
-                                      op=self.name, step=self.step_id) from err
-                last = file.metadata.num_row_groups if piece.last < 0 else piece.last
-                if last == piece.first:
-                    continue
-                for batch in file.iter_batches(batch_size=p.batch_rows, row_groups=range(piece.first, last)):
-                    yield mapper.from_table(pa.Table.from_batches([batch]), where=piece.path)
-
-        yield from rebatch(tables(), p.batch_rows, p.limit)
+        left = p.limit
+        for piece in pieces:
+            try:
+                file = pq.ParquetFile(piece.path)
+            except (pa.ArrowException, OSError) as err:
+                raise SourceError(f"{piece.path}: cannot read as Parquet ({type(err).__name__}: {err})",
+                                  op=self.name, step=self.step_id) from err
+            last = file.metadata.num_row_groups if piece.last < 0 else piece.last
+            row = sum(file.metadata.row_group(g).num_rows for g in range(piece.first))
+            for batch in file.iter_batches(batch_size=p.batch_rows, row_groups=range(piece.first, last)):
+                rows = pa.array(range(row + 1, row + 1 + batch.num_rows), pa.int64())
+                row += batch.num_rows
+                docs = mapper.from_table(pa.Table.from_batches([batch]).append_column(ROW, rows), where=piece.path,
+                                         carry=(ROW,))
+                if left is not None:
+                    docs = docs.slice(0, left)
+                    left -= docs.num_rows
+                if docs.num_rows:
+                    yield Located(piece.path, docs)
+                if left == 0:
+                    return
 
 
 def _row_groups(path) -> int | None:

@@ -188,6 +188,29 @@ def test_an_unreadable_pdf_in_a_folder_goes_to_the_ledger_and_a_retry_reads_it_a
     assert sorted(_live(tmp_path / "idx")) == ["broken-p1", "good-p1"]
 
 
+@pytest.mark.parametrize("num_splits", [1, 3])
+def test_a_repeated_id_in_a_folder_of_parquet_files_names_its_file_and_row(tmp_path, num_splits):
+    """A Parquet copy was 'document 5 of the source'; now its file and row, counted in the file (a row without text
+    is a row too), whichever row group or split it is read in."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    folder = tmp_path / "pq"
+    folder.mkdir()
+    first, second = folder / "a.parquet", folder / "b.parquet"
+    pq.write_table(pa.table({"_id": ["d1", "d2", "d3"], "text": ["one", "two", "three"]}), first, row_group_size=2)
+    pq.write_table(pa.table({"_id": ["d4", "d5", "d6", "d2"], "text": ["four", "", "six", "the copy"]}), second,
+                   row_group_size=2)
+    index = tmp_path / "idx"
+    report = _ingest(str(folder), index, spec={"name": "pq", "steps": {"read": {
+        "op": "sources.parquet", "params": {"path": str(folder), "num_splits": num_splits}}}})
+    assert (report.docs_total, report.failures) == (5, 1)
+    [failure] = _open(index)
+    assert failure.error == f"duplicate id d2 ({second} row 4), first at {first} row 2"
+    assert failure.record["text"] == "the copy" and failure.path is None
+    assert sorted(_live(index)) == ["d1", "d2", "d3", "d4", "d6"]
+
+
 def test_a_repeated_id_in_a_folder_of_csv_files_names_its_file_and_line_and_a_retry_reads_the_fixed_row(tmp_path):
     """A CSV copy was 'document 4 of the source': in a folder of files, with texts over several lines, the user
     could not find it. Now it is a failure of its file and first line, as in JSONL, and a retry reads that row."""
