@@ -104,12 +104,13 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
                 live_doc_ids.update(doc_ids[alive].tolist())
     for info in new:
         docnos, doc_ids = shard_ids(info)
-        clash = [d for d in docnos.tolist() if d in live_docnos]
+        rows = [i for i, d in enumerate(docnos.tolist()) if d in live_docnos]
         kind = "docno"
-        if not clash and refuse_live_doc_ids:
-            clash, kind = list(dict.fromkeys(d for d in doc_ids.tolist() if d in live_doc_ids)), "doc id"
-        if clash:
-            raise CommitError(f"shard {info.id!r}: {kind}(s) {clash[:5]} ({len(clash)} in all) are already "
+        if not rows and refuse_live_doc_ids:
+            rows, kind = [i for i, d in enumerate(doc_ids.tolist()) if d in live_doc_ids], "doc id"
+        if rows:  # named by their documents' ids: d2, not its passage's docno d2#0
+            clash = list(dict.fromkeys(str(d) for d in doc_ids[rows].tolist()))
+            raise CommitError(f"shard {info.id!r}: document(s) {clash[:5]} ({len(clash)} in all) are already "
                               f"live in {path}", field="docno" if kind == "docno" else "doc_id",
                               advice="replace them with Index.upsert (on the command line: `tessera index update`, "
                                      "or `tessera ingest --replace`)")

@@ -47,7 +47,7 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
     assert _ingest(second, index) == 2  # shard 0 (d3) commits, shard 1 (d1) is refused
 
     [record] = _unfinished(capsys, index)
-    assert record["refused"]["field"] == "docno" and "['d1#0']" in record["refused"]["reason"]
+    assert record["refused"]["field"] == "docno" and "document(s) ['d1'] (1 in all)" in record["refused"]["reason"]
     assert "upsert" not in record["refused"]["reason"]  # the index's own advice gives way to the ingestion's
     assert record["refused"]["advice"] == "fix the file or add --replace"
     assert main(["index", "info", str(index)]) == 0

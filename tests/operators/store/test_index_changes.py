@@ -180,7 +180,7 @@ def test_add_refuses_a_doc_id_live_under_a_chunk_docno(tmp_path, sample_docs, ma
     capsys.readouterr()
     assert main(["index", "add", str(index.path), _write(tmp_path / "one.jsonl", edited)]) == 2
     err = capsys.readouterr().err
-    assert f"doc id(s) ['{sample_docs[0]['_id']}']" in err and "tessera index update" in err
+    assert f"document(s) ['{sample_docs[0]['_id']}']" in err and "tessera index update" in err
     after = Index.open(index.path)
     assert len(after) == 10 and not after.uncommitted()
     assert main(["index", "update", str(index.path), _write(tmp_path / "one.jsonl", edited)]) == 0
