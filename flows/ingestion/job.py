@@ -267,8 +267,10 @@ class _Run:
                 self.delete_doc_ids = set()
             except BaseException as error:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])
-                if self.stager is not None and refused.is_refusal(error):  # not interrupted: pending says so
-                    refused.record(self.stager.dir, result.shard, error)
+                if refused.is_refusal(error):
+                    if self.stager is not None:  # not interrupted: pending says so
+                        refused.record(self.stager.dir, result.shard, error)
+                    raise refused.in_ingestion_terms(error) from None
                 raise
             if info.id in done.already:  # both ingests wrote it before either committed; the other was first
                 self._done_elsewhere(result.shard)

@@ -52,3 +52,12 @@ def clear(folder: Path) -> None:
 def advice(refusal: dict[str, Any]) -> str:
     """What lifts the refusal."""
     return "fix the file or add --replace" if refusal.get("field") in _REPLACEABLE else "fix the file"
+
+
+def in_ingestion_terms(error: CommitError) -> CommitError:
+    """The refusal ``error`` with what the ingestion's caller can do in place of the index's own advice (``upsert``,
+    ``tessera index update``): the run is an ingest."""
+    if error.field not in _REPLACEABLE:
+        return error
+    return CommitError(error.detail, advice="give the documents other ids, or ingest with replace=True "
+                       "(tessera ingest --replace) to replace the index's copies", field=error.field)

@@ -45,6 +45,9 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
     second = _write(tmp_path / "b.jsonl", [{"id": "d3", "text": "cats purr softly"},
                                            {"id": "d1", "text": "the quick brown fox again"}])
     assert _ingest(second, index) == 2  # shard 0 (d3) commits, shard 1 (d1) is refused
+    said = capsys.readouterr().err  # in the ingest's terms, not the index's (Index.upsert, tessera index update)
+    assert "document(s) ['d1'] (1 in all) are already live" in said and "(tessera ingest --replace)" in said
+    assert "upsert" not in said and "index update" not in said
 
     [record] = _unfinished(capsys, index)
     assert record["refused"]["field"] == "docno" and "document(s) ['d1'] (1 in all)" in record["refused"]["reason"]
