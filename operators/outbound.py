@@ -38,7 +38,8 @@ Integration (rerank.api, sources.mosaic; the httpx clients for an operator of yo
     session = guard_session(make_session(...))  # requests: every connection and redirect hop checked
     client = guarded_client(timeout=30)         # httpx.Client, same; guarded_async_client() for httpx.AsyncClient
 
-The service sets ``TESSERA_OUTBOUND=server`` (``use_server_policy()``) before it starts Ray, so its tasks inherit it.
+``tessera serve`` sets ``TESSERA_OUTBOUND=server`` for the app, and the service's replica sets it where it is unset,
+for itself and the tasks it starts.
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ __all__ = [
     "ALLOW_ENV", "ALLOWED_SCHEMES", "LOOPBACK", "METADATA_ADDRESSES", "METADATA_HOSTS", "MODE_ENV", "PRIVATE",
     "OutboundPolicy", "OutboundURLError", "Resolver", "Target", "blocked_reason", "check_url", "checked_addresses",
     "embedded_ipv4", "literal_address", "parse_url", "system_resolver", "guard_session", "guarded_async_client",
-    "guarded_client", "url_param", "use_local_policy_unless_set", "use_server_policy",
+    "guarded_client", "url_param", "use_local_policy_unless_set",
 ]
 
 
@@ -67,11 +68,6 @@ def url_param(url: str) -> str:
     except OutboundURLError as err:
         raise ValueError(err.message) from None
     return url
-
-
-def use_server_policy() -> None:
-    """Make this process (and the Ray workers it starts) apply the server policy: public addresses only."""
-    os.environ[MODE_ENV] = "server"
 
 
 def use_local_policy_unless_set() -> None:
