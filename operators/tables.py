@@ -9,6 +9,7 @@ columns, and the text a document is scored by (``document_text``).
 
 from __future__ import annotations
 
+import functools
 from typing import Iterable, Iterator, Sequence
 
 import numpy as np
@@ -190,13 +191,17 @@ def set_ranking(table: pa.Table | dict[str, pa.Array | pa.ChunkedArray], scores=
     return set_columns(table, ranking)
 
 
-_RANKS = pa.array(np.arange(1, 10_001, dtype=np.int32))
+@functools.cache
+def _first_ranks() -> pa.Array:
+    """1..10,000, made on first use: ``pa.array`` imports pandas (a quarter of a second), which a command that
+    ranks nothing (``tessera --help``, a refused argument) should not pay."""
+    return pa.array(np.arange(1, 10_001, dtype=np.int32))
 
 
 def _ranks(groups: np.ndarray) -> pa.Array:
     """1..n counted from each query's first row; ``groups`` numbers each row's query and does not decrease."""
-    if len(groups) <= len(_RANKS) and (not len(groups) or groups[0] == groups[-1]):
-        return _RANKS.slice(0, len(groups))  # one query (the common case of a single call): 1..n
+    if len(groups) <= 10_000 and (not len(groups) or groups[0] == groups[-1]):
+        return _first_ranks().slice(0, len(groups))  # one query (the common case of a single call): 1..n
     ranks = np.arange(1, len(groups) + 1, dtype=np.int32)
     starts = np.concatenate(([0], np.flatnonzero(groups[1:] != groups[:-1]) + 1))
     return pa.array(ranks - np.repeat(starts, np.diff(starts, append=len(groups))).astype(np.int32))
