@@ -74,6 +74,11 @@ class ModelAPI:
             from serve.service import Service
 
             self.service = Service(service, served or [], self.app_name)
+        else:  # a models-only app (service: null) bounds its bodies as a service does by default
+            from serve.service_settings import Limits
+
+            defaults = Limits()
+            auth.configure({}, defaults.max_body_bytes, defaults.max_upload_bytes)
 
     async def drain(self) -> int:
         """Take no new request from now on (503 ``shutting_down``); the requests still in flight. ``tessera serve``'s

@@ -58,6 +58,18 @@ def _model_state(url: str) -> tuple[int, str | None]:
     return answer.status_code, (body.get("models") or body["error"]["models"]).get(MODEL)
 
 
+def test_a_models_only_app_bounds_its_bodies_as_a_service_does(own_app):
+    """Without a service (its limits), a body of any size reached the model's replica: now the service's default
+    max_body_bytes holds, a 413 naming it, before any model sees the texts."""
+    from serve.service_settings import Limits
+
+    limit = Limits().max_body_bytes
+    texts = ["honey bees " * 1000] * (limit // 10_000 + 1)
+    answer = requests.post(f"{own_app}/v1/embeddings", json={"model": MODEL, "input": texts}, timeout=120)
+    assert answer.status_code == 413, answer.text[:300]
+    assert answer.json()["error"]["code"] == "max_body_bytes"
+
+
 def test_a_killed_replica_is_a_503_with_retry_after_then_serves_again(own_app):
     texts = [f"honey bees make honey from nectar, sentence number {i}. " * 6 for i in range(2000)]  # seconds of work
     answers: list[requests.Response] = []
