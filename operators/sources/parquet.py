@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
@@ -97,7 +98,8 @@ class ParquetSource(Source):
             last = file.metadata.num_row_groups if piece.last < 0 else piece.last
             row = sum(file.metadata.row_group(g).num_rows for g in range(piece.first))
             for batch in file.iter_batches(batch_size=p.batch_rows, row_groups=range(piece.first, last)):
-                rows = pa.array(range(row + 1, row + 1 + batch.num_rows), pa.int64())
+                # from numpy, not a Python range: 0.01 ms against 3.3 ms for 8,192 rows
+                rows = pa.array(np.arange(row + 1, row + 1 + batch.num_rows, dtype=np.int64))
                 row += batch.num_rows
                 docs = mapper.from_table(pa.Table.from_batches([batch]).append_column(ROW, rows), where=piece.path,
                                          carry=(ROW,))
