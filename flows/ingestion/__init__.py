@@ -35,8 +35,9 @@ or committed it) counts as done by another ingest (``shards_elsewhere``), not as
 dies anywhere (a killed embed worker is restarted by Ray; a killed driver, or a crash
 between a shard's write and its commit, is resumed by running the same command again)
 re-processes only the shards not in the manifest, and ``Index.commit`` refuses a
-docno that is already live. ``--retry-failed`` processes only the ledger's open
-failures into a new shard; read failures are read again from their file and line,
+docno that is already live (the staged documents' ids are checked against the live ones first, so a
+shard that would be refused is not embedded: ``refused.first_live``). ``--retry-failed`` processes only
+the ledger's open failures into a new shard; read failures are read again from their file and line,
 or the whole file (fix the line or file, then retry).
 
 Progress (``progress``): documents are counted as they are embedded, not only when their

@@ -162,6 +162,11 @@ class _Run:
             if shard.id in finished:
                 self.stager.discard(shard.id)
         todo = [s for s in shards if s.id not in finished]
+        live = None if self.replace else refused.first_live(
+            self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key + "-",
+            self.delete_doc_ids)
+        if live is not None:  # the shards before it commit, as they would have; it and the rest are not embedded
+            todo = todo[:[s.id for s in todo].index(live[0])]
         r = self.report
         r.docs_total, r.shards_total = sum(s.docs for s in shards), len(shards)
         r.shards_skipped = len(shards) - len(todo)
@@ -175,6 +180,9 @@ class _Run:
                 commit = _in_order(order, self._commit) if self.replace else self._commit
                 run_shards(self.job, order, commit, embed_options=self.plan.embed_options,
                            on_embedded=tracker.embedded)
+        if live is not None:
+            refused.record(self.stager.dir, *live)
+            raise refused.in_ingestion_terms(live[1])
         return self._finish(started)
 
     def _check_job(self, finished: set[str]) -> None:

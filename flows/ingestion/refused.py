@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from operators.atomic import write_bytes
+from operators.store.commits import live_refusal
 from operators.store.errors import CommitConflictError, CommitError
 
 REFUSED_FILE = "refused.json"
@@ -61,3 +62,25 @@ def in_ingestion_terms(error: CommitError) -> CommitError:
         return error
     return CommitError(error.detail, advice="give the documents other ids, or ingest with replace=True "
                        "(tessera ingest --replace) to replace the index's copies", field=error.field)
+
+
+def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_prefix: str,
+               leaving: set[str]) -> tuple[str, CommitError] | None:
+    """The first of the ``staged`` shards (id, documents file) holding a document whose id is live in ``index``,
+    with the refusal its commit would get, found before anything is embedded (a run that would stop there need not
+    embed that shard, nor any after it). Live passages in the source's own shards (``own_prefix``: another ingest of
+    it committed them) and of the ``leaving`` ids (the first commit deletes them) do not count."""
+    import pyarrow.parquet as pq
+
+    live = index.live_doc_ids(lambda shard_id: shard_id.startswith(own_prefix)) - leaving
+    if not live:
+        return None
+    for shard, path in staged:
+        try:
+            ids = [str(d) for d in pq.read_table(path, columns=["docno"]).column("docno").to_pylist()]
+        except FileNotFoundError:  # committed by another ingest of the source meanwhile
+            continue
+        clash = [d for d in ids if d in live]
+        if clash:
+            return shard, live_refusal(shard, clash, index.path, "doc_id")
+    return None

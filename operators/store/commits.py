@@ -21,7 +21,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -57,6 +57,14 @@ class Commit:
     #: commit recorded them first (two ingests of the same source write the same shard ids), so they are not this
     #: commit's work.
     already: tuple[str, ...] = ()
+
+
+def live_refusal(shard_id: str, doc_ids: Iterable[Any], path: Path, field: str) -> CommitError:
+    """The refusal of shard ``shard_id``, whose documents ``doc_ids`` are live in the index at ``path`` already."""
+    clash = list(dict.fromkeys(str(d) for d in doc_ids))
+    return CommitError(f"shard {shard_id!r}: document(s) {clash[:5]} ({len(clash)} in all) are already live in "
+                       f"{path}", field=field, advice="replace them with Index.upsert (on the command line: "
+                       "`tessera index update`, or `tessera ingest --replace`)")
 
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],
@@ -109,11 +117,7 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         if not rows and refuse_live_doc_ids:
             rows, kind = [i for i, d in enumerate(doc_ids.tolist()) if d in live_doc_ids], "doc id"
         if rows:  # named by their documents' ids: d2, not its passage's docno d2#0
-            clash = list(dict.fromkeys(str(d) for d in doc_ids[rows].tolist()))
-            raise CommitError(f"shard {info.id!r}: document(s) {clash[:5]} ({len(clash)} in all) are already "
-                              f"live in {path}", field="docno" if kind == "docno" else "doc_id",
-                              advice="replace them with Index.upsert (on the command line: `tessera index update`, "
-                                     "or `tessera ingest --replace`)")
+            raise live_refusal(info.id, doc_ids[rows].tolist(), path, "docno" if kind == "docno" else "doc_id")
         live_docnos.update(docnos.tolist())
         live_doc_ids.update(doc_ids.tolist())
     if schema is not None and column is not None and new:  # after the tombstones: a replaced row's value is gone

@@ -275,6 +275,20 @@ class Index:
             self._manifest, self._stat = manifest, self._manifest_stat()
         return done
 
+    def live_doc_ids(self, skip_shard: Callable[[str], bool] = lambda shard_id: False) -> set[str]:
+        """The ids of the documents with a live passage in a shard that ``skip_shard`` does not name: what an
+        ingestion checks its documents against before it embeds them (the commit checks again, under the lock)."""
+        manifest = self.manifest
+        live: set[str] = set()
+        for info in manifest.shards:
+            if skip_shard(info.id):
+                continue
+            doc_ids, dead = self._reads.ids(info)[1], manifest.tombstones.get(info.id)
+            if dead:
+                doc_ids = np.delete(doc_ids, list(dead))
+            live.update(str(d) for d in doc_ids.tolist())
+        return live
+
     def shard_doc_ids(self, info: ShardInfo) -> set[str]:
         """The document ids of a written shard (what ``commit(..., replace_doc_ids=...)`` replaces)."""
         return {str(d) for d in self._reads.ids(info)[1]}

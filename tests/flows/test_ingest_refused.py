@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from flows.commands import main
 from operators.store import Index
 
@@ -50,7 +52,7 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
     assert "upsert" not in said and "index update" not in said
 
     [record] = _unfinished(capsys, index)
-    assert record["refused"]["field"] == "docno" and "document(s) ['d1'] (1 in all)" in record["refused"]["reason"]
+    assert record["refused"]["field"] == "doc_id" and "document(s) ['d1'] (1 in all)" in record["refused"]["reason"]
     assert "upsert" not in record["refused"]["reason"]  # the index's own advice gives way to the ingestion's
     assert record["refused"]["advice"] == "fix the file or add --replace"
     assert main(["index", "info", str(index)]) == 0
@@ -64,6 +66,30 @@ def test_an_id_already_in_the_index_is_reported_as_refused_and_the_fixed_file_re
     assert _ingest(second, index) == 0
     assert _unfinished(capsys, index) == []
     assert {d for d in Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()} == {"d1", "d3", "d4"}
+
+
+def test_the_shards_from_the_first_live_id_on_are_refused_before_any_work_on_them(tmp_path, monkeypatch):
+    """The live ids are found once the source is staged: the shards before the first one holding such an id are
+    ingested and commit, that shard and every one after it are not processed at all (their documents would have
+    been embedded, minutes or hours of a large file, only for the commit to refuse them)."""
+    from flows.ingestion import ingest
+    from operators.store import CommitError
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    assert _ingest(_write(tmp_path / "a.jsonl", [{"id": "d1", "text": "the quick brown fox"}]), index) == 0
+    second = _write(tmp_path / "b.jsonl", [{"id": "d3", "text": "cats purr softly"},
+                                           {"id": "d4", "text": "owls hoot at night"},
+                                           {"id": "d1", "text": "the quick brown fox again"},
+                                           {"id": "d5", "text": "a new fox"}])
+    events = []
+    with pytest.raises(CommitError, match=r"document\(s\) \['d1'\] \(1 in all\) are already live") as refused:
+        ingest(second, index, shard_size=1, executor="local", settings={"dense": False}, progress=False,
+               on_progress=events.append)
+    assert refused.value.field == "doc_id" and "--replace" in refused.value.advice
+    planned = [e for e in events if e.stage == "ingest"]
+    assert {(e.docs_total, e.shards_total) for e in planned} == {(2, 2)}  # d3 and d4, not d1 nor d5
+    assert sorted(Index.open(index).live_doc_ids()) == ["d1", "d3", "d4"]
 
 
 def test_a_metadata_type_conflict_is_reported_as_refused_without_replace(tmp_path, capsys, monkeypatch):
