@@ -112,6 +112,17 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
     embed = embed_params(plan, full_settings)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
+    if _holds_shards(index_path):
+        return CheckedIngest(index_path, plan, full_settings, embed)
     given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
         or "dim" in (settings or {}) or "dim" in plan.settings_base
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
+
+
+def _holds_shards(index_path: Path) -> bool:
+    """Whether the index has committed shards: the encoder it names wrote their vectors at its dim, so the dim is
+    not asked of the model again (a load of 10 s and more for a run that may embed nothing: every shard done, or
+    refused); a model changed since under the same name is refused by the first shard's write."""
+    from operators.store import Index
+
+    return (index_path / "manifest.json").exists() and bool(Index.open(index_path, verify=False).finished_shards())

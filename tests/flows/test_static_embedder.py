@@ -8,12 +8,15 @@ does not depend on the vectors being good, only on the same model embedding both
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 WORDS = ("honey bees make wax cells the hive queen lays eggs workers gather nectar from flowers cats sleep on "
          "warm sofas dogs bark at night stars shine over mountains rivers flow into seas").split()
+REPO = Path(__file__).resolve().parents[2]
 DOCS = {"bees": "honey bees make wax cells", "cats": "cats sleep on warm sofas", "dogs": "dogs bark at night",
         "stars": "stars shine over mountains", "rivers": "rivers flow into seas"}
 
@@ -100,6 +103,15 @@ def test_an_index_takes_the_encoders_dimension_unless_one_is_set_and_a_wrong_one
             "index_settings": {"encoder": str(static_folder)}}
     report = ingest(corpus, tmp_path / "idx", spec=spec, executor="local", shard_size=2, progress=False)
     assert (report.docs, report.shards_written, Index.open(tmp_path / "idx").settings.dim) == (5, 3, 16)
+    # Run again, every shard is done: the index's shards give the dim, and the encoder is not loaded to ask it
+    # (MiniLM's load took 10 s of the 12 s of a second `make demo` ingest).
+    again = subprocess.run([sys.executable, "-c", "import json, sys\nfrom flows.ingestion import ingest\n"
+                            "r = ingest(sys.argv[1], sys.argv[2], spec=json.loads(sys.argv[3]), executor='local', "
+                            "shard_size=2, progress=False)\n"
+                            "print(r.shards_skipped, 'sentence_transformers' in sys.modules, 'torch' in sys.modules)",
+                            str(corpus), str(tmp_path / "idx"), json.dumps(spec)],
+                           capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert again.returncode == 0 and again.stdout.split() == ["3", "False", "False"], again.stderr[-2000:]
     with pytest.raises(IngestError, match="dim is 384 but the encoder .* gives 16-d") as err:
         ingest(corpus, tmp_path / "idx2", spec=spec, settings={"dim": 384}, executor="local", progress=False)
     assert err.value.field == "settings.dim" and not (tmp_path / "idx2").exists()
