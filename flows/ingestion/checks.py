@@ -72,7 +72,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
                  encoding: str | None = None) -> CheckedIngest:
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
-    from operators.store import IndexStoreError, resolve_index
+    from operators.store import Index, IndexStoreError, resolve_index
     from operators.store.layout import check_new_index_path, check_not_foreign
 
     if executor not in ("ray", "local"):
@@ -92,8 +92,9 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         check_not_foreign(index_path)  # the index would be written among someone's files
     except IndexStoreError as err:
         raise IngestError(err.message, field="index") from None
+    exists = (index_path / "manifest.json").exists()
     if retry_failed:
-        if not (index_path / "manifest.json").exists():
+        if not exists:
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")
         if encoding is not None:
             raise IngestError("a retry reads its failures as their source was read, in its encoding; to read a "
@@ -108,21 +109,15 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
                 raise _no_source(spec, plan, err) from None
             raise
     full_settings = index_settings(index_path, settings, plan.settings_base)
-    if (index_path / "manifest.json").exists() and not retry_failed:  # a retry adds to the index it retries
+    if exists and not retry_failed:  # a retry adds to the index it retries
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
     embed = embed_params(plan, full_settings)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
-    if _holds_shards(index_path):
+    if exists and Index.open(index_path, verify=False).finished_shards():
+        # The encoder the index names wrote its shards' vectors at its dim, so the model is not loaded to ask it (10 s
+        # and more, for a run that may embed nothing: every shard done, or refused); a model changed since under the
+        # same name is refused by the first shard's write.
         return CheckedIngest(index_path, plan, full_settings, embed)
-    given = (not isinstance(settings, dict) and settings is not None) or (index_path / "manifest.json").exists() \
+    given = (not isinstance(settings, dict) and settings is not None) or exists \
         or "dim" in (settings or {}) or "dim" in plan.settings_base
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
-
-
-def _holds_shards(index_path: Path) -> bool:
-    """Whether the index has committed shards: the encoder it names wrote their vectors at its dim, so the dim is
-    not asked of the model again (a load of 10 s and more for a run that may embed nothing: every shard done, or
-    refused); a model changed since under the same name is refused by the first shard's write."""
-    from operators.store import Index
-
-    return (index_path / "manifest.json").exists() and bool(Index.open(index_path, verify=False).finished_shards())
