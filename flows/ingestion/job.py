@@ -271,7 +271,8 @@ class _Run:
             replaced = self.index.shard_doc_ids(info) if self.replace else set()
             try:  # the ledger is written under the commit's lock, only by the ingest that commits the shard
                 done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
-                                         before_write=lambda: self.ledger.record_attempt(result.shard, failures))
+                                         before_write=lambda: self.ledger.record_attempt(result.shard, failures),
+                                         refuse_live_doc_ids=refused.other_sources(self.stager and self.stager.key))
                 self.delete_doc_ids = set()
             except BaseException as error:  # a resumed run processes the shard again: its folder is of no use
                 self.index.discard([info])

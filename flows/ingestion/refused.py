@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from operators.atomic import write_bytes
 from operators.store.commits import live_refusal
@@ -84,3 +84,11 @@ def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_prefix: str,
         if clash:
             return shard, live_refusal(shard, clash, index.path, "doc_id")
     return None
+
+
+def other_sources(own_key: str | None) -> Callable[[str], bool]:
+    """Whether a commit refuses a document whose id is live in a shard (by its id): in any shard but those of the
+    source whose staging key is ``own_key`` (another ingest of the source committed them). ``first_live`` checked
+    before embedding; the commit checks again under the index's lock, where an ``Index.add`` that landed since is
+    seen. ``own_key`` None (a retry, whose ids ``retry._unique`` checked against every shard): every shard."""
+    return lambda shard_id: own_key is None or not shard_id.startswith(own_key + "-")

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -74,7 +74,7 @@ def finished(manifest: Manifest) -> set[str]:
 
 def record(manifest: Manifest, infos: Sequence[ShardInfo], reads: ShardReads, *, path: Path, replace: set[str],
            drop_docnos: set[str], remove_shards: Sequence[str], expected_generation: int | None,
-           refuse_live_doc_ids: bool = False) -> Commit:
+           refuse_live_doc_ids: bool | Callable[[str], bool] = False) -> Commit:
     """One commit of ``infos`` into ``manifest`` (read under the index's lock, written back by the caller,
     ``Index._commit``), with the tombstones of ``commits.apply``; returns what it did. ``remove_shards``: the
     shards a compaction merged into ``infos``; their ids stay finished (``Manifest.merged_shards``).

@@ -69,14 +69,16 @@ def live_refusal(shard_id: str, doc_ids: Iterable[Any], path: Path, field: str) 
 
 def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path: Path, replace: set[str],
           drop_docnos: set[str], remove_shards: Sequence[str], schema: ShardSchema | None = None,
-          column: ShardColumn | None = None, refuse_live_doc_ids: bool = False) -> tuple[int, int, dict[str, int]]:
+          column: ShardColumn | None = None,
+          refuse_live_doc_ids: bool | Callable[[str], bool] = False) -> tuple[int, int, dict[str, int]]:
     """Record ``new`` and the tombstones in ``manifest`` (in place); returns (chunks tombstoned, doc ids of
     ``replace`` that had no live chunk, i.e. new documents, and the chunks tombstoned per doc id).
 
     ``replace``: doc ids whose live chunks in other shards are tombstoned; ``drop_docnos``: chunks
     tombstoned; ``remove_shards``: shards dropped with their tombstones. A new shard whose docno is
-    live elsewhere is refused, and with ``refuse_live_doc_ids`` (``Index.add``) one whose doc id is:
-    an ingested index's docnos are ``ID#0``..., an added document's docno is its id. With ``schema``,
+    live elsewhere is refused, and with ``refuse_live_doc_ids`` one whose doc id is: an ingested index's docnos
+    are ``ID#0``..., an added document's docno is its id. True (``Index.add``) counts the doc ids of every shard,
+    a predicate of a shard id those of the shards it names (an ingest leaves out its source's own). With ``schema``,
     a new shard whose doc-store column types cannot merge with the kept shards' is refused (``check_types``), and
     with ``column`` too, one whose merge cannot hold every live value of both (``check_values``)."""
     new_ids = {s.id for s in new}
@@ -86,6 +88,8 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
     old = [s for s in manifest.shards if s.id not in new_ids and s.id not in remove_shards]
     if schema is not None and new:
         check_types([(s.id, schema(s)) for s in old], [(s.id, schema(s)) for s in new], path)
+    counts_doc_ids = (lambda shard_id: bool(refuse_live_doc_ids)) if isinstance(refuse_live_doc_ids, bool) \
+        else refuse_live_doc_ids
     n_tombstoned = 0
     live_docnos: set[str] = set()
     live_doc_ids: set[str] = set()
@@ -108,7 +112,7 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         alive[rows] = False
         if new:
             live_docnos.update(docnos[alive].tolist())
-            if refuse_live_doc_ids:
+            if counts_doc_ids(info.id):
                 live_doc_ids.update(doc_ids[alive].tolist())
     for info in new:
         docnos, doc_ids = shard_ids(info)

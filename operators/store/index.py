@@ -190,16 +190,21 @@ class Index:
                               "shards are immutable: write under a new id", field="shard_id")
 
     def commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids: Iterable[str] | None = None,
-               before_write: Callable[[], None] | None = None) -> Commit:
+               before_write: Callable[[], None] | None = None,
+               refuse_live_doc_ids: bool | Callable[[str], bool] = False) -> Commit:
         """Record finished shards in the manifest; with ``replace_doc_ids``, tombstone the chunks of
         those doc ids in every other shard in the same manifest write. Committing a shard again is a no-op.
-        A failed commit leaves the written shards in place (``discard`` removes them).
+        A failed commit leaves the written shards in place (``discard`` removes them). A shard holding a docno
+        that is live is refused; with ``refuse_live_doc_ids``, one holding a live doc id too: True counts every
+        shard's, a predicate of a shard id the shards it names (an ingest checked the ids before it embedded, and
+        this check, under the lock, also catches a document added meanwhile).
 
         ``before_write`` runs under the index's lock just before the manifest is written, unless the manifest
         listed every one of ``infos`` already (``Commit.already``): a caller's own record of the commit (an
         ingest's failure ledger) is then written by one of two writers of the same shard, and always before the
         manifest names it. If it raises, nothing is committed."""
-        return self._commit(infos, replace_doc_ids=replace_doc_ids, before_write=before_write)
+        return self._commit(infos, replace_doc_ids=replace_doc_ids, before_write=before_write,
+                            refuse_live_doc_ids=refuse_live_doc_ids)
 
     def add(self, chunks: pa.Table, shard_id: str | None = None) -> ShardInfo:
         """Add chunks as a new shard; their docnos and doc ids must not be live yet (else nothing is left behind)."""
@@ -260,7 +265,8 @@ class Index:
 
     def _commit(self, infos: Sequence[ShardInfo], *, replace_doc_ids=None, delete_docnos=None,
                 remove_shards: Sequence[str] = (), expected_generation: int | None = None,
-                refuse_live_doc_ids: bool = False, before_write: Callable[[], None] | None = None) -> Commit:
+                refuse_live_doc_ids: bool | Callable[[str], bool] = False,
+                before_write: Callable[[], None] | None = None) -> Commit:
         """The one change of what is searchable: under the index's lock, the manifest as it is now, changed by
         ``commit_shards.record`` and written back."""
         with refused_by_disk(self.path, "committing"), self._lock, file_lock(self.path):

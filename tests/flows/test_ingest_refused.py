@@ -92,6 +92,32 @@ def test_the_shards_from_the_first_live_id_on_are_refused_before_any_work_on_the
     assert sorted(Index.open(index).live_doc_ids()) == ["d1", "d3", "d4"]
 
 
+def test_a_document_added_after_the_check_is_refused_by_the_commit(tmp_path, capsys, monkeypatch):
+    """The ids are checked once the source is staged (above); a document another writer adds after that check (the
+    service's upload, a script's ``Index.add``) is caught by the commit, under the index's lock. The added copy's
+    docno is ``d2`` and the ingest's ``d2#0``: a check of docnos alone let both in."""
+    import pyarrow as pa
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    assert _ingest(_write(tmp_path / "a.jsonl", [{"id": "d1", "text": "the quick brown fox"}]), index) == 0
+    commit, added = Index.commit, []
+
+    def another_writer_adds_first(self, infos, **kwargs):
+        if not added:
+            added.append(Index.open(self.path).add(pa.table({"docno": ["d2"], "doc_id": ["d2"],
+                                                             "text": ["added by another writer"]})))
+        return commit(self, infos, **kwargs)
+
+    with monkeypatch.context() as patched:
+        patched.setattr(Index, "commit", another_writer_adds_first)
+        assert _ingest(_write(tmp_path / "b.jsonl", [{"id": "d2", "text": "cats purr softly"}]), index) == 2
+    assert "document(s) ['d2'] (1 in all) are already live" in capsys.readouterr().err
+    assert sorted(Index.open(index).columns(["docno"])[1].column("docno").to_pylist()) == ["d1#0", "d2"]
+    [record] = _unfinished(capsys, index)
+    assert record["refused"]["field"] == "doc_id" and record["refused"]["advice"] == "fix the file or add --replace"
+
+
 def test_a_metadata_type_conflict_is_reported_as_refused_without_replace(tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     index = tmp_path / "idx"

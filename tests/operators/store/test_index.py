@@ -168,6 +168,22 @@ def test_shards_whose_commit_fails_are_removed_and_committed_ones_never(index, s
     assert not (shards / "pending").exists()
 
 
+def test_a_commit_refuses_doc_ids_live_in_the_shards_a_predicate_names(index, sample_docs, make_chunks):
+    """An ingested passage's docno is ``ID#0``, an added document's its id: only the doc ids tell that both are one
+    document. ``refuse_live_doc_ids`` compares them, in every shard (True) or in those a predicate names."""
+    doc = sample_docs[7]  # live in shard s0 (docno = doc id)
+    chunk = make_chunks([doc], dim=DIM).set_column(0, "docno", pa.array([doc["_id"] + "#0"]))
+    info = index.write_shard("src-00001", chunk)
+    with pytest.raises(CommitError, match=rf"\['{doc['_id']}'\] \(1 in all\) are already live") as refused:
+        index.commit([info], refuse_live_doc_ids=lambda shard_id: not shard_id.startswith("src-"))
+    assert refused.value.field == "doc_id" and index.finished_shards() == {"s0", "s1", "s2", "s3"}
+    index.commit([info], refuse_live_doc_ids=lambda shard_id: shard_id != "s0")  # s0 not counted: committed
+    assert index.documents([doc["_id"], doc["_id"] + "#0"]).column("doc_id").to_pylist() == [doc["_id"]] * 2
+    with pytest.raises(CommitError, match="already live") as added:  # Index.add counts every shard
+        index.add(make_chunks([doc], dim=DIM).set_column(0, "docno", pa.array([doc["_id"] + "#1"])))
+    assert added.value.field == "doc_id"
+
+
 def test_folders_no_commit_recorded_are_listed_and_collected_after_a_grace_period(index, sample_docs, make_chunks):
     index.write_shard("crashed", make_chunks(sample_docs[300:302], dim=DIM))  # its writer died before committing
     (index.path / "shards" / ".tmp-x-0123").mkdir()
