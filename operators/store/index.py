@@ -289,10 +289,8 @@ class Index:
         for info in manifest.shards:
             if skip_shard(info.id):
                 continue
-            doc_ids, dead = self._reads.ids(info)[1], manifest.tombstones.get(info.id)
-            if dead:
-                doc_ids = np.delete(doc_ids, list(dead))
-            live.update(str(d) for d in doc_ids.tolist())
+            doc_ids = self._reads.ids(info)[1]
+            live.update(str(d) for d in doc_ids[shard_io.live_mask(manifest, info.id, len(doc_ids))].tolist())
         return live
 
     def shard_doc_ids(self, info: ShardInfo) -> set[str]:
