@@ -77,6 +77,8 @@ NOT_ENGINE_FIELDS = ("tools", "tool_choice", "functions", "function_call", "resp
 
 #: OpenAI's bound on ``stop``: up to 4 sequences.
 MAX_STOP = 4
+#: Choices one request may ask for (``n``): a llama.cpp replica writes them one after another.
+MAX_CHOICES = 8
 
 
 def check_stop(value: str | list[str] | None) -> str | list[str] | None:
@@ -126,7 +128,9 @@ class ChatRequest(BaseModel):
     seed: int | None = Field(None, strict=True)
     presence_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
     frequency_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
-    n: int = Field(1, ge=1, le=1, strict=True, description="One choice per request.")
+    n: int = Field(1, ge=1, le=MAX_CHOICES, strict=True, description=f"Choices to write, up to {MAX_CHOICES}: a served "
+                   "model writes each in turn (a seed, where given, is the first choice's; the next get seed + 1, "
+                   "...); a flow answers once (1 only).")
     index: str | None = Field(None, description="Flows only (not OpenAI's): the index to search, a name under "
                               "the service's index folders; default: the app's default index.")
     tools: Any = Field(None, description="Refused when given: the models answer in text and call no tools.")
@@ -175,6 +179,8 @@ class ChatRequest(BaseModel):
         body = self.model_dump(exclude_none=True, exclude={"messages", "n", "index", *NOT_ENGINE_FIELDS})
         body["messages"] = [{"role": "system" if m.role == "developer" else m.role, "content": m.text()}
                             for m in self.messages]
+        if self.n > 1:
+            body["n"] = self.n
         return body
 
 

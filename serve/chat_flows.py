@@ -181,11 +181,14 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
     its input: the question with the conversation columns the flow reads, or with ``documents`` (rows with
     ``docno``, ``title``, ``text``) the question's rows over those documents, ranked as given. Stop sequences
     (named ``stop_field`` in the client's body) are refused: a flow's answer step parses its reply (labels,
-    citations, sources) and takes none, so they would be ignored without a word."""
+    citations, sources) and takes none, so they would be ignored without a word; so is ``n`` above 1."""
     if request.stop:
         raise ApiError(422, f"{stop_field}: a flow's answer takes no stop sequences (its answer step reads the "
                        "model's whole reply); send it without them, or ask a served model", param=stop_field,
                        code="unsupported_parameter")
+    if getattr(request, "n", 1) > 1:  # OpenAI's body only
+        raise ApiError(422, f"n: a flow answers once (its sources are those of one answer); send n: 1, or ask a "
+                       f"served model for {request.n} choices", param="n", code="unsupported_parameter")
     question, earlier = _question(request)
     body = {"flow": _with_options(spec, request).to_dict(), "query": question}
     if request.index is not None:

@@ -74,7 +74,7 @@ class LlamaCppDeployment:
             if not body.get("stream"):
                 def once() -> dict[str, Any] | None:
                     with self._turn(stopped) as go:
-                        return self._generate(body, stopped) if go else None
+                        return self._choices(body, stopped) if go else None
                 answer = await asyncio.to_thread(once)
                 yield {**answer, "model": model}
                 return
@@ -88,19 +88,45 @@ class LlamaCppDeployment:
         finally:
             stopped.set()
 
+    def _choices(self, body: dict[str, Any], stopped: threading.Event) -> dict[str, Any]:
+        """The completion of ``body``; with ``n`` above 1 that many, written one after another and merged as OpenAI
+        merges them: ``choices`` by index, the prompt's tokens counted once, the completions' summed."""
+        answers = [self._generate(choice_body(body, 0), stopped)]
+        for i in range(1, body.get("n", 1)):
+            if stopped.is_set():
+                break
+            answers.append(self._generate(choice_body(body, i), stopped))
+        if len(answers) == 1:
+            return answers[0]
+        prompt = answers[0]["usage"]["prompt_tokens"]
+        completion = sum(a["usage"]["completion_tokens"] for a in answers)
+        return {**answers[0], "choices": [{**a["choices"][0], "index": i} for i, a in enumerate(answers)],
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion}}
+
     def _stream_into(self, body: dict[str, Any], stopped: threading.Event, loop: Any, queue: asyncio.Queue,
                      model: str) -> None:
-        """Generate on this thread, handing each chunk to the event loop as an SSE event (None ends)."""
+        """Generate on this thread, handing each chunk to the event loop as an SSE event (None ends); with ``n``
+        above 1 each choice's chunks in turn, under its index."""
         put = lambda item: loop.call_soon_threadsafe(queue.put_nowait, item)  # noqa: E731
-        sampled: list[int] = []  # the context's length before each sampled token
+        written: list[tuple[list[int], str | None]] = []  # per choice: the context's length before each sampled
+        chunk: dict[str, Any] = {}                        # token, and why it ended
+        head: dict[str, Any] = {}
 
         try:
             with self._turn(stopped) as go:
-                chunk: dict[str, Any] = {}
-                for chunk in self._generate(body, stopped, stream=True, sampled=sampled) if go else ():
-                    put(f"data: {json.dumps({**chunk, 'model': model})}\n\n")
-            if (body.get("stream_options") or {}).get("include_usage") and sampled:
-                put(f"data: {json.dumps(usage_chunk(chunk, model, sampled, bool(body.get('stop'))))}\n\n")
+                for i in range(body.get("n", 1) if go else 0):
+                    if i and stopped.is_set():
+                        break
+                    sampled: list[int] = []
+                    for chunk in self._generate(choice_body(body, i), stopped, stream=True, sampled=sampled):
+                        head = head or {"id": chunk.get("id"), "created": chunk.get("created")}  # one stream's
+                        chunk = {**chunk, **head, "model": model,
+                                 "choices": [{**c, "index": i} for c in chunk["choices"]]}
+                        put(f"data: {json.dumps(chunk)}\n\n")
+                    written.append((sampled, (chunk.get("choices") or [{}])[0].get("finish_reason")))
+            if (body.get("stream_options") or {}).get("include_usage") and any(s for s, _ in written):
+                put(f"data: {json.dumps(usage_chunk(chunk, model, written, bool(body.get('stop'))))}\n\n")
         except Exception as err:  # noqa: BLE001  (raised to the caller by chat())
             put(err)
         put(None)
@@ -140,13 +166,20 @@ class LlamaCppDeployment:
                 "pid": os.getpid(), "time": time.time()}
 
 
-def usage_chunk(last: dict[str, Any], model: str, sampled: list[int], stop_strings: bool) -> dict[str, Any]:
+def choice_body(body: dict[str, Any], index: int) -> dict[str, Any]:
+    """The request for choice ``index`` of ``n``: a seed the client gave is the first choice's, the next choices
+    get seed + 1, ... (the same seed would write the same reply again); without one each draws a fresh seed."""
+    return {**body, "seed": body["seed"] + index} if index and body.get("seed") is not None else body
+
+
+def usage_chunk(last: dict[str, Any], model: str, written: list[tuple[list[int], str | None]],
+                stop_strings: bool) -> dict[str, Any]:
     """OpenAI's closing chunk of a stream asked for with ``stream_options.include_usage``: no choices, the usage
-    (counted as ``streamed_usage`` says)."""
+    of every choice written (each counted as ``streamed_usage`` says; the prompt once)."""
     from operators.llm.embedded import streamed_usage
 
-    choices = last.get("choices") or [{}]
-    prompt, completion = streamed_usage(sampled, choices[0].get("finish_reason"), stop_strings)
+    counts = [streamed_usage(sampled, finish, stop_strings) for sampled, finish in written if sampled]
+    prompt, completion = counts[0][0], sum(c for _, c in counts)
     return {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": model,
             "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
                                      "total_tokens": prompt + completion}}

@@ -33,6 +33,26 @@ def test_openai_client_non_streaming_and_streaming_agree(client):
     assert chunks[-1].choices[0].finish_reason in ("stop", "length")
 
 
+def test_n_choices_are_the_replies_of_successive_seeds(client):
+    """n: 2 with seed 7 writes what two requests with seeds 7 and 8 write, as choices 0 and 1, the prompt's tokens
+    counted once and the completions' summed; streamed, the same texts under their indexes, in one stream."""
+    sampled = {"model": "smollm2", "messages": QUESTION, "max_tokens": 6, "temperature": 1.0}
+    both = client.chat.completions.create(n=2, seed=7, **sampled)
+    alone = [client.chat.completions.create(seed=seed, **sampled) for seed in (7, 8)]
+    assert [c.index for c in both.choices] == [0, 1]
+    assert [c.message.content for c in both.choices] == [a.choices[0].message.content for a in alone]
+    assert both.usage.prompt_tokens == alone[0].usage.prompt_tokens
+    assert both.usage.completion_tokens == sum(a.usage.completion_tokens for a in alone)
+
+    chunks = list(client.chat.completions.create(n=2, seed=7, stream=True, stream_options={"include_usage": True},
+                                                 **sampled))
+    texts = ["".join(c.choices[0].delta.content or "" for c in chunks if c.choices and c.choices[0].index == i)
+             for i in (0, 1)]
+    assert texts == [c.message.content for c in both.choices]
+    assert len({c.id for c in chunks}) == 1 and chunks[-1].choices == []
+    assert chunks[-1].usage.completion_tokens == both.usage.completion_tokens
+
+
 @pytest.mark.slow  # long on its own (two answers of the embedded model / a whole app's logs)
 def test_streamed_usage_matches_the_whole_answers(client, serve_app):
     """stream_options.include_usage: a last chunk with no choices and the usage the whole answer reports,
