@@ -59,12 +59,14 @@ Text = Annotated[str, BeforeValidator(_valid_text)]
 
 
 class EmbeddingsRequest(BaseModel):
-    """OpenAI ``POST /v1/embeddings``. Token-id arrays are refused (422): send text."""
+    """OpenAI ``POST /v1/embeddings``. Token-id arrays are read as the texts they encode (``serve.token_ids``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     model: Text = Field(min_length=1, description="Served embedding model (see GET /v1/models).")
-    input: str | list[str] = Field(description="A text or a list of texts (token-id arrays are not supported).")
+    input: str | list[str] = Field(description="A text or a list of texts; or, as OpenAI's API takes them, a text's "
+                                   "token ids (or a list of such arrays) in OpenAI's cl100k_base encoding, which "
+                                   "LangChain's OpenAIEmbeddings sends: read as the text they encode.")
     encoding_format: Literal["float", "base64"] = Field("float", description="'float' lists or 'base64' of "
                                                         "little-endian float32.")
     dimensions: int | None = Field(None, gt=0, strict=True, description="Must equal the model's dimension when given "
@@ -73,9 +75,14 @@ class EmbeddingsRequest(BaseModel):
 
     @field_validator("input", mode="before")
     @classmethod
-    def _no_tokens(cls, value: Any) -> Any:
+    def _texts_of_tokens(cls, value: Any) -> Any:
+        from serve import token_ids
+
+        if token_ids.is_token_ids(value):
+            return token_ids.decode(value)
         if isinstance(value, list) and any(isinstance(v, (int, list)) and not isinstance(v, bool) for v in value):
-            raise ValueError("token-id arrays are not supported: send the text (a string or a list of strings)")
+            raise ValueError("mixes texts and token ids, or holds an empty token-id array: send a text, a list of "
+                             "texts, one text's token ids or a list of such arrays")
         return value
 
     @field_validator("input")

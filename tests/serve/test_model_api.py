@@ -88,6 +88,21 @@ def test_the_openai_client_works_unmodified(serve_app, embedder, texts):
     assert "all-MiniLM-L6-v2" in {model.id for model in client.models.list()}
 
 
+def test_token_ids_are_embedded_as_the_text_they_encode(serve_app, embedder, texts):
+    """LangChain's OpenAIEmbeddings sends each text as its cl100k_base token ids (tiktoken's encoding for a model name
+    it does not know): read back as the text, they embed as the text does, one array or a list of them."""
+    import tiktoken
+
+    from serve import token_ids
+
+    token_ids.decode([0])  # litellm's bundled encoding file as tiktoken's cache (this process is offline too)
+    ids = tiktoken.get_encoding("cl100k_base").encode_ordinary_batch(texts[:3])
+    many = post(serve_app, "/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ids}).json()
+    one = post(serve_app, "/v1/embeddings", {"model": "minilm", "input": ids[0]}).json()
+    vectors = np.array([d["embedding"] for d in many["data"] + one["data"]], dtype=np.float32)
+    np.testing.assert_allclose(vectors, embedder.encode([*texts[:3], texts[0]]), atol=1e-5)
+
+
 # -- /v1/rerank --------------------------------------------------------------------
 
 
@@ -166,7 +181,8 @@ def test_rerank_ranks_an_empty_document_and_top_n_over_the_list_gives_all(serve_
 
 @pytest.mark.parametrize("path, body, status, field", [
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2"}, 422, "input"),
-    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [[101, 2023]]}, 422, "input"),
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": [[101, 200_000]]}, 422, "input"),  # not cl100k's
+    ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ["bees", [101]]}, 422, "input"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": []}, 422, "input"),
     ("/v1/embeddings", {"model": "all-MiniLM-L6-v2", "input": ["bees", " "]}, 422, "input"),  # "text 1 is empty"
     ("/v2/embed", {"model": "all-MiniLM-L6-v2", "texts": [""], "input_type": "search_query"}, 422, "texts"),
