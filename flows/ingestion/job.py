@@ -211,8 +211,9 @@ class _Run:
         embedding_bag, FAISS and Parquet release the GIL); commits stay in shard order.
 
         On Ctrl-C (or any error here) the thread is told to stop and is not waited for: it drops its shard after
-        the encoder call under way (``Embedder``), and the interpreter's exit waits for that call, not the shard."""
-        from concurrent.futures import ThreadPoolExecutor
+        the encoder call under way (``Embedder``), and the interpreter's exit waits for that call, not the shard
+        (``ahead.Ahead``: why not a thread pool)."""
+        from flows.ingestion.ahead import Ahead
 
         chunker, enrichers = _chunker(self.job), _enrichers(self.job)
         stop = threading.Event()
@@ -232,12 +233,14 @@ class _Run:
                 rows, n = embedder(rows)
             return started, docs, read_failures, rows, n
 
-        pool = ThreadPoolExecutor(1, thread_name_prefix="tessera-ingest")
+        ahead = Ahead(embedded)
         try:
-            ahead = [pool.submit(embedded, shard) for shard in shards[:1]]
+            for shard in shards[:1]:
+                ahead.submit(shard)
             for i, shard in enumerate(shards):
-                done = ahead.pop().result()
-                ahead += [pool.submit(embedded, shard) for shard in shards[i + 1:i + 2]]
+                done = ahead.result()
+                for later in shards[i + 1:i + 2]:
+                    ahead.submit(later)
                 if done is None:
                     self._commit(ShardResult.elsewhere(shard))
                     continue
@@ -246,9 +249,9 @@ class _Run:
                                    chunks_embedded=n, started=started))
         except BaseException:
             stop.set()
-            pool.shutdown(wait=False, cancel_futures=True)
+            ahead.close(wait=False)
             raise
-        pool.shutdown()
+        ahead.close()
 
     def _commit(self, result: ShardResult) -> None:
         """Ledger, then manifest, for one written shard (the driver's only writes)."""
