@@ -163,7 +163,7 @@ class _Run:
                 self.stager.discard(shard.id)
         todo = [s for s in shards if s.id not in finished]
         live = None if self.replace or not todo else refused.first_live(  # nothing to do: no ids to read
-            self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key + "-",
+            self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key,
             self.delete_doc_ids)
         if live is not None:  # the shards before it commit, as they would have; it and the rest are not embedded
             todo = todo[:[s.id for s in todo].index(live[0])]

@@ -64,15 +64,17 @@ def in_ingestion_terms(error: CommitError) -> CommitError:
                        "(tessera ingest --replace) to replace the index's copies", field=error.field)
 
 
-def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_prefix: str,
+def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_key: str,
                leaving: set[str]) -> tuple[str, CommitError] | None:
     """The first of the ``staged`` shards (id, documents file) holding a document whose id is live in ``index``,
     with the refusal its commit would get, found before anything is embedded (a run that would stop there need not
-    embed that shard, nor any after it). Live passages in the source's own shards (``own_prefix``: another ingest of
-    it committed them) and of the ``leaving`` ids (the first commit deletes them) do not count."""
+    embed that shard, nor any after it). Live passages in the source's own shards (staging key ``own_key``: another
+    ingest of it committed them) and of the ``leaving`` ids (the first commit deletes them) do not count, as at the
+    commit (``other_sources``)."""
     import pyarrow.parquet as pq
 
-    live = index.live_doc_ids(lambda shard_id: shard_id.startswith(own_prefix)) - leaving
+    counted = other_sources(own_key)
+    live = index.live_doc_ids(lambda shard_id: not counted(shard_id)) - leaving
     if not live:
         return None
     for shard, path in staged:
