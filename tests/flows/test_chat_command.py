@@ -1,7 +1,7 @@
 """``tessera chat``: questions a line on stdin, answered by a flow with its sources (streamed as written); a
 follow-up searched for with the conversation before it; /new starts over; a flow that does not answer is refused.
-The model is the local fault server (its reply is known), the retrieval real (BM25 over the bundled sample). The
-whole chats run the script in a process of their own; the refusals call ``flows.commands.main`` in-process (the
+The model is the local fault server (its reply is known), the retrieval real (BM25 over the bundled sample). One
+whole chat runs the script in a process of their own; the others call ``flows.commands.main`` in-process (the
 ``tessera`` fixture: the same arguments, streams and exit status, without a process's imports each)."""
 
 from __future__ import annotations
@@ -67,18 +67,18 @@ def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_questio
     assert proc.stdout == ""  # no greeting before the error
 
 
-@pytest.mark.integration  # the ingested sample, and MiniLM in the command's process
-def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path):
+@pytest.mark.integration  # the ingested sample, and MiniLM
+def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path, tessera):
     checkout = tmp_path / "checkout"  # a clone after make demo: its index where make demo puts it
     (checkout / ".tessera" / "indices").mkdir(parents=True)
     (checkout / ".tessera" / "indices" / "sample").symlink_to(sample_index)
     fault_models.reply = "Honey bees make honey [1]."
-    proc = tessera_process("chat", "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
-                           stdin="Which insects make honey?\n", cwd=checkout)
+    proc = tessera("chat", "--model", "fault-ok", "--no-cache", home=tmp_path / "home",
+                   stdin="Which insects make honey?\n", cwd=checkout)
     assert proc.stdout.splitlines()[0].startswith("rag over .tessera/indices/sample: ask a question"), proc.stdout
     # rag answers in the short style: the reply's words that the question lacks, and the document holding them
     assert "answer: bees\n  [1] Bee (wv00790#0)" in proc.stdout, proc.stdout
-    missing = tessera_process("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
+    missing = tessera("chat", home=tmp_path / "home", stdin="", cwd=tmp_path, check=2)
     assert_one_line_error(missing, "operator retrieve.bm25 needs an index: pass --index")
 
 

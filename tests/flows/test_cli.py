@@ -46,14 +46,15 @@ def tessera_process(*args: str, home: Path, module: str = "flows", check: int | 
 
 
 def tessera_in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, *args: str, home: Path,
-                       check: int | None = 0, stdin: str | None = None) -> subprocess.CompletedProcess:
-    """``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the script: in the repository,
+                       check: int | None = 0, stdin: str | None = None,
+                       cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """``flows.commands.main(args)`` in-process, as ``tessera_process`` runs the script: in ``cwd`` (the repository),
     ``TESSERA_HOME=home``, ``COLUMNS=160``, no ``TESSERA_DEBUG``, ``stdin`` (text, not a terminal) as standard input;
     returns the exit status and what was written to stdout and stderr as a ``CompletedProcess``."""
     from flows.commands import main
 
     with monkeypatch.context() as patch:
-        patch.chdir(REPO)
+        patch.chdir(cwd)
         patch.setenv("TESSERA_HOME", str(home))
         patch.setenv("COLUMNS", "160")
         patch.delenv("TESSERA_DEBUG", raising=False)

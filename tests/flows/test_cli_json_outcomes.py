@@ -178,16 +178,17 @@ def test_two_benchmarks_into_one_new_mlflow_store_both_succeed(tmp_path):
     assert (tmp_path / "store" / "mlflow.db.lock").exists()
 
 
-@pytest.mark.integration  # a whole chat over the bundled corpus in a process of its own, as test_chat_command's
-def test_chat_json_prints_one_json_line_per_answer(fault_models, tmp_path):
+@pytest.mark.integration  # a whole chat over the bundled corpus (in-process: test_chat_command runs one in a process)
+def test_chat_json_prints_one_json_line_per_answer(fault_models, tmp_path, monkeypatch, capsys):
     from tests.flows.test_chat_command import SPEC
-    from tests.flows.test_cli import tessera_process
+    from tests.flows.test_cli import tessera_in_process
 
     spec_path = tmp_path / "small_rag.yaml"
     spec_path.write_text(SPEC)
     fault_models.reply = "Honey bees make honey [1]."
-    proc = tessera_process("chat", str(spec_path), "--model", "fault-ok", "--no-cache", "--json",
-                           home=tmp_path / "home", stdin="Which insects make honey?\n/new\nHow do they make it?\n")
+    proc = tessera_in_process(monkeypatch, capsys, "chat", str(spec_path), "--model", "fault-ok", "--no-cache",
+                              "--json", home=tmp_path / "home",
+                              stdin="Which insects make honey?\n/new\nHow do they make it?\n")
     lines = [json.loads(line) for line in proc.stdout.splitlines()]  # nothing else on stdout
     assert [(line["turn"], line["question"]) for line in lines] == [(1, "Which insects make honey?"),
                                                                      (2, "How do they make it?")]
