@@ -21,10 +21,11 @@ import atexit
 import gc
 import importlib
 import os
+import signal
 import sys
 from typing import Callable, Sequence
 
-from flows.commands._signals import stop_reason, stop_signals_as_interrupt
+from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
 from operators.errors import FlowCancelled, TesseraError, one_line
@@ -48,7 +49,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    return run_handler(args.handler, args)
+    return _exiting(run_handler(args.handler, args), argv)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -116,7 +117,15 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    return run_handler(handler, parser.parse_args(list(sys.argv[1:] if argv is None else argv)))
+    return _exiting(run_handler(handler, parser.parse_args(list(sys.argv[1:] if argv is None else argv))), argv)
+
+
+def _exiting(status: int, argv: Sequence[str] | None) -> int:
+    """``status``; a command of its own that was stopped (130, 143) is ended if its exit hangs (``exit_within_grace``:
+    not a call from Python, whose process goes on)."""
+    if argv is None and status in (EXIT_CANCELLED, stopped_status(signal.SIGTERM)):
+        exit_within_grace(status)
+    return status
 
 
 def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:

@@ -20,10 +20,16 @@ an ignored SIGINT is turned back into Python's default (``KeyboardInterrupt``) f
 
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 
 from flows.commands._support import EXIT_CANCELLED
+
+#: Seconds a stopped command's interpreter may spend ending its threads before the process ends anyway
+#: (``exit_within_grace``); ``TESSERA_EXIT_GRACE_S`` sets another.
+EXIT_GRACE_S = 30.0
 
 
 def stopped_status(signum: int) -> int:
@@ -85,3 +91,26 @@ class stop_signals_as_interrupt:
         if status == EXIT_CANCELLED and self.signum is not None:
             return stopped_status(self.signum)
         return status
+
+
+def exit_within_grace(status: int) -> None:
+    """After a command was stopped and has said so: end the process with ``status`` if its interpreter is still
+    exiting ``TESSERA_EXIT_GRACE_S`` seconds (30) later. At exit Python joins the threads still running; one can
+    wait for ever on a lock that the main thread held when Ctrl-C struck it (a ``tessera ingest`` hung so, its
+    thread in ``Future.set_exception`` waiting for the future's lock). A daemon timer: a normal exit ends it."""
+    try:
+        grace = float(os.environ.get("TESSERA_EXIT_GRACE_S") or EXIT_GRACE_S)
+    except ValueError:
+        grace = EXIT_GRACE_S
+
+    def leave() -> None:
+        try:
+            sys.stderr.write(f"tessera: still exiting {grace:g} s after the stop; ending now\n")
+            sys.stderr.flush()
+        finally:
+            os._exit(status)
+
+    timer = threading.Timer(grace, leave)
+    timer.daemon = True
+    timer.name = "tessera-exit-grace"
+    timer.start()

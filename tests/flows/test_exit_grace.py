@@ -1,0 +1,59 @@
+"""A stopped command whose exit hangs (a thread that never ends, as one waiting for a lock Ctrl-C left held) ends
+anyway, ``TESSERA_EXIT_GRACE_S`` after it said it was stopped, with the stop's status; a call of ``main`` from
+Python is left alone (its process goes on).
+
+The real command in a process of its own: ``tessera ops`` with its handler replaced by one that starts a thread
+which never ends and then sends itself SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = """
+import os, signal, sys, threading
+import flows.commands.ops as ops
+from flows.commands import main
+
+signum, whole = int(sys.argv[1]), sys.argv[2] == "whole"
+
+def stuck(args):
+    threading.Thread(target=threading.Event().wait, name="never-ends").start()
+    os.kill(os.getpid(), signum)
+    threading.Event().wait(30)  # the stop arrives here
+    return 0
+
+ops.handle = stuck
+sys.argv = ["tessera", "ops"]
+status = main(None if whole else ["ops"])
+if not whole:
+    print("guard armed:", any(t.name == "tessera-exit-grace" for t in threading.enumerate()), flush=True)
+    os._exit(status)
+sys.exit(status)
+"""
+
+
+def _stopped(signum: int, whole: bool) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_EXIT_GRACE_S": "1"}
+    env.pop("TESSERA_DEBUG", None)
+    return subprocess.run([sys.executable, "-c", DRIVER, str(int(signum)), "whole" if whole else "call"], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.parametrize(("signum", "status", "said"), [(signal.SIGINT, 130, "tessera: interrupted"),
+                                                        (signal.SIGTERM, 143, "tessera: terminated (SIGTERM)")])
+def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum, status, said):
+    proc = _stopped(signum, whole=True)  # without the guard: a hang, and subprocess's timeout fails the test
+    assert proc.returncode == status, proc.stderr
+    assert proc.stderr.splitlines() == [said, "tessera: still exiting 1 s after the stop; ending now"]
+
+
+def test_main_called_from_python_arms_no_exit():
+    proc = _stopped(signal.SIGINT, whole=False)
+    assert proc.returncode == 130 and proc.stdout == "guard armed: False\n", proc.stderr
