@@ -30,6 +30,8 @@ from flows.commands._support import EXIT_CANCELLED
 #: Seconds a stopped command's interpreter may spend ending its threads before the process ends anyway
 #: (``exit_within_grace``); ``TESSERA_EXIT_GRACE_S`` sets another.
 EXIT_GRACE_S = 30.0
+#: Then how long a Ray the command started or joined has to shut down before the process ends regardless.
+RAY_SHUTDOWN_S = 15.0
 
 
 def stopped_status(signum: int) -> int:
@@ -107,6 +109,11 @@ def exit_within_grace(status: int) -> None:
         try:
             sys.stderr.write(f"tessera: still exiting {grace:g} s after the stop; ending now\n")
             sys.stderr.flush()
+            ray = sys.modules.get("ray")
+            if ray is not None and ray.is_initialized():  # else the local Ray's agents outlive the process
+                stopping = threading.Thread(target=ray.shutdown, name="tessera-ray-shutdown", daemon=True)
+                stopping.start()
+                stopping.join(RAY_SHUTDOWN_S)
         finally:
             os._exit(status)
 

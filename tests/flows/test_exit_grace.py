@@ -57,3 +57,57 @@ def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum,
 def test_main_called_from_python_arms_no_exit():
     proc = _stopped(signal.SIGINT, whole=False)
     assert proc.returncode == 130 and proc.stdout == "guard armed: False\n", proc.stderr
+
+
+RAY_DRIVER = """
+import os, signal, sys, threading
+import ray
+import flows.commands.ops as ops
+from flows.commands import main
+
+temp = sys.argv[1]
+
+def stuck(args):
+    ray.init(num_cpus=1, include_dashboard=False, _temp_dir=temp)
+    threading.Thread(target=threading.Event().wait, name="never-ends").start()
+    os.kill(os.getpid(), signal.SIGINT)
+    threading.Event().wait(60)
+    return 0
+
+ops.handle = stuck
+sys.argv = ["tessera", "ops"]
+sys.exit(main())
+"""
+
+
+def _processes_marked(mark: str) -> list[str]:
+    """The processes whose environment holds ``mark`` (Ray's processes rename themselves: ``ray::DashboardAgent``)."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if mark.encode() in Path(f"/proc/{pid}/environ").read_bytes():
+                found.append(Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()[:80])
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a local Ray of its own, in a process of its own
+def test_a_command_ended_after_the_grace_shuts_its_ray_down_first():
+    """Ending the process outright would leave the local Ray it started behind (its agents live on, orphaned)."""
+    import tempfile
+    import time
+
+    temp = tempfile.mkdtemp(prefix="tg", dir="/tmp")  # a short path: Ray's sockets live under it
+    mark = f"TESSERA_EXIT_GRACE_TEST={os.getpid()}-{time.monotonic_ns()}"  # inherited by every process it starts
+    env = {**os.environ, "TESSERA_EXIT_GRACE_S": "1", mark.split("=")[0]: mark.split("=")[1]}
+    env.pop("TESSERA_DEBUG", None)
+    proc = subprocess.run([sys.executable, "-c", RAY_DRIVER, temp], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 130, proc.stderr
+    assert "tessera: still exiting 1 s after the stop; ending now" in proc.stderr
+    deadline = time.monotonic() + 30
+    while _processes_marked(mark) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_marked(mark) == []
