@@ -73,8 +73,7 @@ def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_key: str,
     commit (``other_sources``)."""
     import pyarrow.parquet as pq
 
-    counted = other_sources(own_key)
-    live = index.live_doc_ids(lambda shard_id: not counted(shard_id)) - leaving
+    live = index.live_doc_ids(other_sources(own_key)) - leaving
     if not live:
         return None
     for shard, path in staged:

@@ -353,7 +353,12 @@ def _stream(*, model: str, messages: list[dict[str, Any]], optional_params: dict
     call.raise_if_stopped()
     prompt, completion = streamed_usage(call.sampled, finish, bool(call.params.get("stop")))
     yield {"text": "", "is_finished": True, "finish_reason": finish or "stop", "index": 0, "tool_use": None,
-           "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
+           "usage": usage_of(prompt, completion)}
+
+
+def usage_of(prompt: int, completion: int) -> dict[str, int]:
+    """OpenAI's ``usage`` object of a reply with these token counts."""
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 
 def streamed_usage(sampled: list[int], finish_reason: str | None, stop_strings: bool) -> tuple[int, int]:

@@ -281,13 +281,14 @@ class Index:
             self._manifest, self._stat = manifest, self._manifest_stat()
         return done
 
-    def live_doc_ids(self, skip_shard: Callable[[str], bool] = lambda shard_id: False) -> set[str]:
-        """The ids of the documents with a live passage in a shard that ``skip_shard`` does not name: what an
-        ingestion checks its documents against before it embeds them (the commit checks again, under the lock)."""
+    def live_doc_ids(self, counted: Callable[[str], bool] = lambda shard_id: True) -> set[str]:
+        """The ids of the documents with a live passage in a shard that ``counted`` names (every shard by default):
+        what an ingestion checks its documents against before it embeds them (the commit checks again, under the
+        lock, with the same predicate as ``refuse_live_doc_ids``)."""
         manifest = self.manifest
         live: set[str] = set()
         for info in manifest.shards:
-            if skip_shard(info.id):
+            if not counted(info.id):
                 continue
             doc_ids = self._reads.ids(info)[1]
             live.update(str(d) for d in doc_ids[shard_io.live_mask(manifest, info.id, len(doc_ids))].tolist())

@@ -98,11 +98,11 @@ class LlamaCppDeployment:
             answers.append(self._generate(choice_body(body, i), stopped))
         if len(answers) == 1:
             return answers[0]
-        prompt = answers[0]["usage"]["prompt_tokens"]
+        from operators.llm.embedded import usage_of
+
         completion = sum(a["usage"]["completion_tokens"] for a in answers)
         return {**answers[0], "choices": [{**a["choices"][0], "index": i} for i, a in enumerate(answers)],
-                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                          "total_tokens": prompt + completion}}
+                "usage": usage_of(answers[0]["usage"]["prompt_tokens"], completion)}
 
     def _stream_into(self, body: dict[str, Any], stopped: threading.Event, loop: Any, queue: asyncio.Queue,
                      model: str) -> None:
@@ -176,13 +176,11 @@ def usage_chunk(last: dict[str, Any], model: str, written: list[tuple[list[int],
                 stop_strings: bool) -> dict[str, Any]:
     """OpenAI's closing chunk of a stream asked for with ``stream_options.include_usage``: no choices, the usage
     of every choice written (each counted as ``streamed_usage`` says; the prompt once)."""
-    from operators.llm.embedded import streamed_usage
+    from operators.llm.embedded import streamed_usage, usage_of
 
     counts = [streamed_usage(sampled, finish, stop_strings) for sampled, finish in written if sampled]
-    prompt, completion = counts[0][0], sum(c for _, c in counts)
     return {"id": last.get("id"), "object": "chat.completion.chunk", "created": last.get("created"), "model": model,
-            "choices": [], "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                     "total_tokens": prompt + completion}}
+            "choices": [], "usage": usage_of(counts[0][0], sum(c for _, c in counts))}
 
 
 def engine_problem(llm: LLMDeploymentArgs) -> tuple[str, str] | None:
