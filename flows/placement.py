@@ -33,6 +33,7 @@ import numpy as np
 
 from operators.base import Operator
 from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+from operators.env_numbers import env_seconds
 from operators.errors import FlowCancelled, OperatorError
 from operators.interrupt import checkpoint, each_concurrently
 from operators.llm.aliases import ModelAlias, resolve
@@ -49,7 +50,8 @@ CLIENT_PARAMS = {
     "rerank": frozenset(RerankParams.model_fields),
     "embedding": frozenset({"input_column", "title_column", "output_column", "prompt"}),
 }
-TIMEOUT_S = float(os.environ.get("TESSERA_PLACEMENT_TIMEOUT_S", "600"))
+#: Seconds a call to a deployment may take (``$TESSERA_PLACEMENT_TIMEOUT_S``, read at each call).
+TIMEOUT_S = 600.0
 INFO_TIMEOUT_S = 60.0  # for a deployment to say what it hosts
 EMBED_CHUNK = 256  # texts per embed request, sent concurrently so the deployment batches them
 
@@ -207,7 +209,7 @@ def answer(send: Callable[[], Any], response: Any) -> Any:
         with attempt:
             if attempt.retry_state.attempt_number > 1:
                 response = send()
-            return response.result(timeout_s=TIMEOUT_S)
+            return response.result(timeout_s=env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", TIMEOUT_S, zero=False))
 
 
 class _Served:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING
 
+from operators.env_numbers import env_count
 from operators.errors import SpecError
 
 if TYPE_CHECKING:
@@ -19,13 +19,7 @@ MAX_QUERY_CHARS_ENV = "TESSERA_MAX_QUERY_CHARS"
 
 def max_query_chars() -> int:
     """``MAX_QUERY_CHARS``, or ``$TESSERA_MAX_QUERY_CHARS`` when set (a whole number above 0)."""
-    text = os.environ.get(MAX_QUERY_CHARS_ENV, "").strip()
-    if not text:
-        return MAX_QUERY_CHARS
-    if not text.isdigit() or int(text) < 1:
-        raise SpecError(f"{MAX_QUERY_CHARS_ENV}={text!r} is not a whole number of characters above 0",
-                        field=MAX_QUERY_CHARS_ENV)
-    return int(text)
+    return env_count(MAX_QUERY_CHARS_ENV, MAX_QUERY_CHARS)
 
 
 def check_length(text: str, which: str, longest: int) -> None:

@@ -181,6 +181,10 @@ class MissingColumnsError(OperatorError):
     """An operator's input lacks columns it needs."""
 
 
+class SettingError(TesseraError):
+    """An environment variable that Tessera reads holds a value it cannot use."""
+
+
 class FlowCancelled(TesseraError):
     """A run was cancelled through its cancellation token."""
 

@@ -26,6 +26,8 @@ import sys
 import threading
 
 from flows.commands._support import EXIT_CANCELLED
+from operators.env_numbers import env_seconds
+from operators.errors import SettingError
 
 #: Seconds a stopped command's interpreter may spend ending its threads before the process ends anyway
 #: (``exit_within_grace``); ``TESSERA_EXIT_GRACE_S`` sets another.
@@ -101,8 +103,9 @@ def exit_within_grace(status: int) -> None:
     wait for ever on a lock that the main thread held when Ctrl-C struck it (a ``tessera ingest`` hung so, its
     thread in ``Future.set_exception`` waiting for the future's lock). A daemon timer: a normal exit ends it."""
     try:
-        grace = float(os.environ.get("TESSERA_EXIT_GRACE_S") or EXIT_GRACE_S)
-    except ValueError:
+        grace = env_seconds("TESSERA_EXIT_GRACE_S", EXIT_GRACE_S)
+    except SettingError as err:  # the command has ended already: say so, and keep the default
+        sys.stderr.write(f"tessera: {err}; ending within {EXIT_GRACE_S:g} s\n")
         grace = EXIT_GRACE_S
 
     def leave() -> None:

@@ -34,6 +34,7 @@ from flows.commands._support import CliError, require_extra
 from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
+from operators.env_numbers import env_count, env_seconds
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
@@ -289,6 +290,10 @@ def carry_environment(config: dict, environ) -> None:
 
     if problem := env_keys_problem(environ):
         raise CliError(problem, field=KEYS_ENV)
+    # The numbers among them are refused here, before Serve starts, not in each replica that reads them.
+    env_count("TESSERA_LLM_THREADS", None, environ=environ)
+    env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", 0.0, zero=False, environ=environ)
+    env_seconds("TESSERA_NODE_LOSS_GRACE_S", 0.0, environ=environ)
     digests = [key_hash(raw) for raw in env_keys(environ)]
     env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
     for name in CARRIED:

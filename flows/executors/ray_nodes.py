@@ -10,9 +10,10 @@ that long to take the work over).
 
 from __future__ import annotations
 
-import os
 import time
 from typing import Callable
+
+from operators.env_numbers import env_seconds
 
 #: Seconds a job may go without progress after one of its nodes died (``TESSERA_NODE_LOSS_GRACE_S``).
 DEFAULT_GRACE_S = 120.0
@@ -28,8 +29,7 @@ class NodeWatch:
                  check_s: float = CHECK_SECONDS) -> None:
         import ray
 
-        self.grace_s = float(os.environ.get("TESSERA_NODE_LOSS_GRACE_S", DEFAULT_GRACE_S)) if grace_s is None \
-            else grace_s
+        self.grace_s = env_seconds("TESSERA_NODE_LOSS_GRACE_S", DEFAULT_GRACE_S) if grace_s is None else grace_s
         self.nodes = nodes or ray.nodes  # Ray's node table: NodeID, Alive, NodeManagerAddress
         self.check_s = check_s
         self.alive = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in self.nodes() if n.get("Alive")}

@@ -33,6 +33,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from operators.env_numbers import env_count
 from operators.errors import FlowCancelled
 from operators.interrupt import current_check, interruptible
 from operators.llm.loading import awake_until_done, signals_held
@@ -83,6 +84,7 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
 
     ``threads`` defaults to ``$TESSERA_LLM_THREADS``, else half the CPUs this process may use; a Serve replica passes
     its CPU share, so replicas side by side do not oversubscribe the cores."""
+    threads = threads or env_count("TESSERA_LLM_THREADS", None)
     path = gguf_path(name)
 
     def build() -> tuple[Any, threading.Lock]:
@@ -96,7 +98,6 @@ def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
         abortable(llama)
         return llama, threading.Lock()
 
-    threads = threads or int(os.environ.get("TESSERA_LLM_THREADS") or 0) or None
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     # Half the cores by default: llama.cpp's threads wait for each other by spinning, so on cores shared with
     # other work (a Ray actor beside the driver, a busy CI machine) two threads ran at half the speed of one.

@@ -21,10 +21,11 @@ import os, signal, sys, threading
 import flows.commands.ops as ops
 from flows.commands import main
 
-signum, whole = int(sys.argv[1]), sys.argv[2] == "whole"
+signum, whole, hangs = int(sys.argv[1]), sys.argv[2] == "whole", sys.argv[3] == "hangs"
 
 def stuck(args):
-    threading.Thread(target=threading.Event().wait, name="never-ends").start()
+    if hangs:
+        threading.Thread(target=threading.Event().wait, name="never-ends").start()
     os.kill(os.getpid(), signum)
     threading.Event().wait(30)  # the stop arrives here
     return 0
@@ -39,11 +40,11 @@ sys.exit(status)
 """
 
 
-def _stopped(signum: int, whole: bool) -> subprocess.CompletedProcess:
-    env = {**os.environ, "TESSERA_EXIT_GRACE_S": "1"}
+def _stopped(signum: int, whole: bool, grace: str = "1", hangs: bool = True) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_EXIT_GRACE_S": grace}
     env.pop("TESSERA_DEBUG", None)
-    return subprocess.run([sys.executable, "-c", DRIVER, str(int(signum)), "whole" if whole else "call"], cwd=REPO,
-                          env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run([sys.executable, "-c", DRIVER, str(int(signum)), "whole" if whole else "call",
+                           "hangs" if hangs else "ends"], cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
 
 
 @pytest.mark.parametrize(("signum", "status", "said"), [(signal.SIGINT, 130, "tessera: interrupted"),
@@ -52,6 +53,14 @@ def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum,
     proc = _stopped(signum, whole=True)  # without the guard: a hang, and subprocess's timeout fails the test
     assert proc.returncode == status, proc.stderr
     assert proc.stderr.splitlines() == [said, "tessera: still exiting 1 s after the stop; ending now"]
+
+
+@pytest.mark.parametrize("grace", ["soon", "-1", "nan"])
+def test_a_grace_that_is_no_number_of_seconds_is_named_and_the_default_kept(grace):
+    proc = _stopped(signal.SIGINT, whole=True, grace=grace, hangs=False)  # exits at once: the guard never fires
+    assert proc.returncode == 130, proc.stderr
+    assert proc.stderr.splitlines() == ["tessera: interrupted", "tessera: TESSERA_EXIT_GRACE_S must be a number of "
+                                        f"seconds, 0 or more (got '{grace}'); ending within 30 s"]
 
 
 def test_main_called_from_python_arms_no_exit():

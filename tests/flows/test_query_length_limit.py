@@ -62,8 +62,7 @@ def test_a_5_mb_query_line_is_refused_naming_its_line_before_the_run(tmp_path, s
     monkeypatch.setenv("TESSERA_MAX_QUERY_CHARS", "ten")
     status, err = tessera("run", str(spec), "-q", "honey", "--no-cache")
     assert status == 2 and err.strip().splitlines() == [
-        "tessera: error: field 'TESSERA_MAX_QUERY_CHARS': TESSERA_MAX_QUERY_CHARS='ten' is not a whole number of "
-        "characters above 0"], err
+        "tessera: error: TESSERA_MAX_QUERY_CHARS must be a whole number, 1 or more (got 'ten')"], err
 
 
 def test_flow_run_refuses_a_query_over_the_limit(spec):
