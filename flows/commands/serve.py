@@ -35,6 +35,7 @@ from flows.commands.serve_checks import check_gpus, check_setting_names, checked
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 from operators.env_numbers import env_count, env_seconds
+from operators.errors import SettingError
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
 PACKAGED_CONFIG = Path(__file__).resolve().parents[2] / "serve" / "config.yaml"
@@ -290,10 +291,7 @@ def carry_environment(config: dict, environ) -> None:
 
     if problem := env_keys_problem(environ):
         raise CliError(problem, field=KEYS_ENV)
-    # The numbers among them are refused here, before Serve starts, not in each replica that reads them.
-    env_count("TESSERA_LLM_THREADS", None, environ=environ)
-    env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", 0.0, zero=False, environ=environ)
-    env_seconds("TESSERA_NODE_LOSS_GRACE_S", 0.0, environ=environ)
+    check_carried_numbers(environ)
     digests = [key_hash(raw) for raw in env_keys(environ)]
     env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
     for name in CARRIED:
@@ -304,6 +302,11 @@ def carry_environment(config: dict, environ) -> None:
         runtime_env = application.get("runtime_env") or {}
         application["runtime_env"] = runtime_env
         runtime_env["env_vars"] = {**env, **{k: str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}}
+        try:
+            check_carried_numbers(runtime_env["env_vars"])
+        except SettingError as err:
+            raise CliError(f"{err} in application '{application.get('name')}'", field="runtime_env.env_vars") \
+                from None
         if KEYS_ENV in runtime_env["env_vars"]:
             raise CliError(f"{KEYS_ENV} in runtime_env.env_vars would send raw keys to every replica: put their "
                            f"sha256 in args.service.api_keys (or set {KEYS_ENV} where tessera serve runs)",
@@ -318,6 +321,13 @@ def carry_environment(config: dict, environ) -> None:
                 key_id = env_key_id(digest, ids)
                 keys.append({"id": key_id, "sha256": digest})
                 ids.add(key_id)
+
+
+def check_carried_numbers(env_vars) -> None:
+    """The numbers among ``CARRIED``, refused here, before Serve starts, not in each replica that reads them."""
+    env_count("TESSERA_LLM_THREADS", None, environ=env_vars)
+    env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", 0.0, zero=False, environ=env_vars)
+    env_seconds("TESSERA_NODE_LOSS_GRACE_S", 0.0, environ=env_vars)
 
 
 def check_app_args(config: dict) -> None:

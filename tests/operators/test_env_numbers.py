@@ -67,3 +67,16 @@ def test_the_node_watch_and_the_embedded_models_threads_read_their_variables(mon
     monkeypatch.setenv("TESSERA_LLM_THREADS", "many")
     with pytest.raises(SettingError, match="TESSERA_LLM_THREADS must be a whole number"):
         load("smollm2-135m-instruct")  # refused before the model is looked for or loaded
+
+
+def test_tessera_serve_refuses_such_a_setting_in_the_configs_own_env_vars(tmp_path, capsys):
+    import yaml
+
+    config = yaml.safe_load(Path(CONFIG).read_text())
+    application = config["applications"][0]
+    application.setdefault("runtime_env", {})["env_vars"] = {"TESSERA_NODE_LOSS_GRACE_S": "two minutes"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    assert main(["serve", "--config", str(tmp_path / "config.yaml"), "--print-config"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "tessera: error: field 'runtime_env.env_vars': TESSERA_NODE_LOSS_GRACE_S must be a number of seconds, 0 or "
+        f"more (got 'two minutes') in application '{application['name']}'")
