@@ -2,7 +2,7 @@
 0 schema violations expected.
 
 Starts the real app (``serve.app:build_app``: the flow routes over the sample index, a task store in a temp
-folder, no model deployments) on 127.0.0.1 with one API key, then runs ``schemathesis run`` on its
+folder, no model deployments) on 127.0.0.1 with one admin API key, then runs ``schemathesis run`` on its
 ``/openapi.json`` with that key: the examples, coverage and fuzzing phases, positive and negative data,
 ``--max-examples`` cases per operation (the default 100 gives well over 2,000 requests), checks
 ``not_a_server_error``, ``response_schema_conformance`` and ``content_type_conformance``. Prints
@@ -24,6 +24,8 @@ from pathlib import Path
 
 from _serve import sample_index, serve_app
 
+from operators.api_keys import key_hash
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -40,7 +42,9 @@ def main() -> None:
 
     key = secrets.token_urlsafe(32)
     report = Path(tempfile.mkdtemp(prefix="tessera-schemathesis-"))
-    with serve_app(sample_index(args.index), key=key) as base:
+    # An admin key, so the admin routes (every index the service made, deleting and compacting any) are tested too.
+    admin = {"api_keys": [{"id": "schemathesis", "sha256": key_hash(key), "admin": True}]}
+    with serve_app(sample_index(args.index), service=admin) as base:
         command = [sys.executable, "-c", ("import sys; from schemathesis.cli import schemathesis; "
                                           "sys.exit(schemathesis())"), "run", f"{base}/openapi.json", "--header",
                    f"Authorization: Bearer {key}", "--checks", CHECKS, "--max-examples", str(args.max_examples),
