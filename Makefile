@@ -30,8 +30,11 @@ PIP := $(BIN)/python -m pip install --quiet --disable-pip-version-check --no-com
 # Without it, where PYTHONDONTWRITEBYTECODE is set (as on these machines) Python never writes the byte
 # code it compiles, and every process (each test worker, each Ray worker) compiled torch's, transformers'
 # and litellm's sources again: make test-fast took 1:56 on a fresh clone, 1:34 compiled. compileall
-# reports the few files in packages that are not Python 3 (test data); they are not imported.
-COMPILE := $(BIN)/python -m compileall -q -j 0 \
+# reports the few files in packages that are not Python 3 (test data); they are not imported. The packages' own
+# test suites (tests/ and test/ folders, 4,700 of the 36,000 modules) are left out, since nothing imports them:
+# 47.5 s and 84 CPU-seconds against 62.2 s and 107 with them (all of site-packages forced, one after the other,
+# 2 cores, 2026-12-02).
+COMPILE := $(BIN)/python -m compileall -q -j 0 -x '/tests?/' \
 	"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
 
 # llama-cpp-python (the embedded LLM's engine) ships as source only; pip builds it once (a few minutes) and
