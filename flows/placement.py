@@ -209,7 +209,13 @@ def answer(send: Callable[[], Any], response: Any) -> Any:
         with attempt:
             if attempt.retry_state.attempt_number > 1:
                 response = send()
-            return response.result(timeout_s=env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", TIMEOUT_S, zero=False))
+            return response.result(timeout_s=call_timeout_s())
+
+
+def call_timeout_s(environ: Mapping[str, str] | None = None) -> float:
+    """``$TESSERA_PLACEMENT_TIMEOUT_S`` (more than 0), else ``TIMEOUT_S``; ``environ`` for ``tessera serve``'s check
+    of the settings it carries to the replicas."""
+    return env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", TIMEOUT_S, zero=False, environ=environ)
 
 
 class _Served:

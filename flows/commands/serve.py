@@ -34,7 +34,6 @@ from flows.commands._support import CliError, require_extra
 from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
-from operators.env_numbers import env_count, env_seconds
 from operators.errors import SettingError
 
 #: The config ``tessera serve`` starts when given none: ./serve/config.yaml, else the one beside the package.
@@ -324,10 +323,15 @@ def carry_environment(config: dict, environ) -> None:
 
 
 def check_carried_numbers(env_vars) -> None:
-    """The numbers among ``CARRIED``, refused here, before Serve starts, not in each replica that reads them."""
-    env_count("TESSERA_LLM_THREADS", None, environ=env_vars)
-    env_seconds("TESSERA_PLACEMENT_TIMEOUT_S", 0.0, zero=False, environ=env_vars)
-    env_seconds("TESSERA_NODE_LOSS_GRACE_S", 0.0, environ=env_vars)
+    """The numbers among ``CARRIED``, refused here, before Serve starts, not in each replica that reads them: read
+    by the functions that read them there."""
+    from flows.executors.ray_nodes import node_loss_grace_s
+    from flows.placement import call_timeout_s
+    from operators.llm.embedded import threads_setting
+
+    threads_setting(env_vars)
+    call_timeout_s(env_vars)
+    node_loss_grace_s(env_vars)
 
 
 def check_app_args(config: dict) -> None:

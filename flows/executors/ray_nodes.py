@@ -11,7 +11,7 @@ that long to take the work over).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from typing import Callable, Mapping
 
 from operators.env_numbers import env_seconds
 
@@ -19,6 +19,11 @@ from operators.env_numbers import env_seconds
 DEFAULT_GRACE_S = 120.0
 #: Seconds between two looks at the cluster's nodes.
 CHECK_SECONDS = 5.0
+
+
+def node_loss_grace_s(environ: Mapping[str, str] | None = None) -> float:
+    """``$TESSERA_NODE_LOSS_GRACE_S`` (0 or more), else ``DEFAULT_GRACE_S``."""
+    return env_seconds("TESSERA_NODE_LOSS_GRACE_S", DEFAULT_GRACE_S, environ=environ)
 
 
 class NodeWatch:
@@ -29,7 +34,7 @@ class NodeWatch:
                  check_s: float = CHECK_SECONDS) -> None:
         import ray
 
-        self.grace_s = env_seconds("TESSERA_NODE_LOSS_GRACE_S", DEFAULT_GRACE_S) if grace_s is None else grace_s
+        self.grace_s = node_loss_grace_s() if grace_s is None else grace_s
         self.nodes = nodes or ray.nodes  # Ray's node table: NodeID, Alive, NodeManagerAddress
         self.check_s = check_s
         self.alive = {n["NodeID"]: n.get("NodeManagerAddress", "?") for n in self.nodes() if n.get("Alive")}

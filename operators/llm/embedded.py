@@ -29,7 +29,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 
@@ -79,12 +79,16 @@ def llama_cpp_installed() -> bool:
     return importlib.util.find_spec("llama_cpp") is not None
 
 
-def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
-    """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process).
+def threads_setting(environ: Mapping[str, str] | None = None) -> int | None:
+    """``$TESSERA_LLM_THREADS`` (a whole number, 1 or more), else None: half the CPUs (``load``)."""
+    return env_count("TESSERA_LLM_THREADS", None, environ=environ)
 
-    ``threads`` defaults to ``$TESSERA_LLM_THREADS``, else half the CPUs this process may use; a Serve replica passes
-    its CPU share, so replicas side by side do not oversubscribe the cores."""
-    threads = threads or env_count("TESSERA_LLM_THREADS", None)
+
+def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:
+    """The loaded llama.cpp model for ``name`` and the lock that serialises its use (once per process). ``threads``
+    defaults to ``threads_setting()``, else half the CPUs this process may use; a Serve replica passes its CPU share,
+    so replicas side by side do not oversubscribe the cores."""
+    threads = threads or threads_setting()
     path = gguf_path(name)
 
     def build() -> tuple[Any, threading.Lock]:
