@@ -86,7 +86,13 @@ def browser():
 
     options = webdriver.ChromeOptions()
     options.binary_location = paths[0]
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+    # No GPU process, and none of Chromium's own traffic (component updates, sync, translation, ...): this machine's
+    # network refuses it, many connections at a time. The page's tests then cost Chromium 62-71 CPU-seconds against
+    # 78 (tests/ui alone, benchmarks/suite_cpu.py, 2 cores, 2026-12-02).
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1000",
+                     "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+                     "--disable-sync", "--no-first-run", "--disable-extensions", "--disable-default-apps",
+                     "--disable-features=Translate,OptimizationHints,MediaRouter"):
         options.add_argument(argument)
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read by driver.get_log("browser")
     driver = webdriver.Chrome(service=Service(paths[1]), options=options)
