@@ -181,6 +181,13 @@ class OperatorContract:
         assert not a._is_set_up, "constructing an operator must not load anything"
         assert a == b and hash(a) == hash(b)
 
+    def test_params_survive_the_trip_to_a_ray_worker(self):
+        """The Ray executor sends ``params.model_dump()`` (every default written out) and builds the operator again
+        from it: a check that only fires for a parameter given explicitly must pass its own default too."""
+        op = self.make_operator()
+        again = type(op)(op.params.model_dump(), step_id=op.step_id)
+        assert again == op and again.params == op.params
+
     def test_declared_outputs_appear(self):
         op = self.make_operator()
         out, _, _ = self._run_once(self.make_input())

@@ -106,7 +106,9 @@ class ApiReranker(Reranker):
             if header.lower() in RESERVED_HEADERS:
                 raise ValueError(f"{header} is a header the request sets itself; name the one the service reads "
                                  "its key from (Authorization, X-Api-Key...)")
-            if info.data.get("api_key") is None and info.data.get("api_key_env") is None:
+            # not for the default (Authorization): the Ray executor sends every default written out, a keyless API's too
+            keyless = info.data.get("api_key") is None and info.data.get("api_key_env") is None
+            if keyless and header.lower() != KEY_HEADER.lower():
                 raise ValueError("names the header of a key, and no key is set: set api_key_env (or api_key)")
             return header
 
