@@ -354,12 +354,17 @@ def make_executor(executor_kind):
 
 @pytest.fixture(scope="session")
 def untrained_ce(tmp_path_factory) -> Path:
-    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head), written once per
-    session for every test that needs one (the rerankers, the rerank flow, Serve, training). Read-only: a test
-    that changes a checkpoint saves its own copy."""
+    """A real CrossEncoder checkpoint on disk (the packaged MiniLM with a seeded, untrained head) for every test that
+    needs one (the rerankers, the rerank flow, Serve, training). Written once per run, by the first process that
+    needs it, under a file lock (as ``sample_workspace``); the others read it. Read-only: a test that changes a
+    checkpoint saves its own copy."""
+    from filelock import FileLock
+
     from operators.testing import untrained_cross_encoder
 
-    return untrained_cross_encoder(tmp_path_factory.mktemp("models") / "untrained-ce")
+    shared = _shared_between_processes(tmp_path_factory)
+    with FileLock(str(shared / "untrained-ce.lock")):
+        return untrained_cross_encoder(shared / "untrained-ce")
 
 
 @pytest.fixture(scope="session")
