@@ -287,7 +287,8 @@ def launch_head(home: Path, num_cpus: int = 2) -> Iterator[RayHead]:
     (temp / "token").write_text(token)
     env = {**os.environ, "PATH": venv_path(temp / "bin"), "RAY_AUTH_TOKEN_PATH": str(temp / "token"),
            "TESSERA_HOME": str(home), "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0",  # SIGTERM stops it at once
-           "RAY_metrics_report_interval_ms": "1000"}  # workers' metrics reach the export port within seconds
+           "RAY_metrics_report_interval_ms": "1000",  # workers' metrics reach the export port within seconds
+           "RAY_enable_metrics_collection": "1"}  # on for these clusters, whose tests read them (off for the others)
     for name in ("RAY_AUTH_MODE", "RAY_ADDRESS", "TESSERA_DEBUG"):
         env.pop(name, None)  # Ray's default authentication: on, because a token exists
     gcs, dash, client = free_ports(3)
