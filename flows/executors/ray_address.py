@@ -22,6 +22,8 @@ own lookup and asked the same way. When there is none, nothing is asked: ``ray.i
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import socket
 from typing import Mapping
@@ -136,7 +138,8 @@ def found_cluster(value: str, setting: str, temp_dir: str | None = None) -> tupl
     from ray._private.services import find_bootstrap_address, get_ray_address_from_environment
 
     try:
-        found = get_ray_address_from_environment(value or None, temp_dir)
+        with _quiet("ray._private.services"):  # its "Found multiple active Ray instances": ray.init says it again
+            found = get_ray_address_from_environment(value or None, temp_dir)
     except ConnectionError as err:  # auto, and no cluster runs here
         raise RayAddressError(f"{setting} 'auto': no Ray cluster runs on this machine ({str(err).split('. ')[0]}); "
                               f"give the cluster's address, or {_start_local(setting)} to start a local Ray",
@@ -177,6 +180,19 @@ def ray_refusal(host: str, port: int, *, client: bool = False) -> tuple[str, str
     except AuthenticationError as err:  # RAY_AUTH_MODE=token and no token at hand: Ray's own sentence
         return "UNAUTHENTICATED", str(err).split(". ")[0]
     return None
+
+
+@contextlib.contextmanager
+def _quiet(logger_name: str):
+    """Warnings of ``logger_name`` left unsaid for the block: the probe asks what ``ray.init`` asks again, and a
+    refused run should end in Tessera's one line, not Ray's warning beside it."""
+    logger = logging.getLogger(logger_name)
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def _start_local(setting: str) -> str:

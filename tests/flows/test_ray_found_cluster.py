@@ -2,7 +2,8 @@
 A real head with token authentication (Ray's default when a token exists) refuses a driver that sends no token:
 ``tessera run`` said so after about 20 s and 20 lines of Ray's warnings; the check before the run finds that cluster
 with Ray's own lookup and asks it first (flows/executors/ray_address.py). The record lives in a Ray temp folder of
-the test's own (``RAY_TMPDIR``), never in /tmp/ray; the head runs on free ports and is stopped by its PID."""
+the test's own (``RAY_TMPDIR``), never in /tmp/ray; the head runs on free ports and is stopped by its PID. Another
+Ray running on the machine (a test session's own) must not add Ray's "Found multiple active Ray instances" line."""
 
 from __future__ import annotations
 
