@@ -109,7 +109,9 @@ def test_tasks_survive_a_killed_service(service_config, tmp_path, slow_rerank):
         upload = requests.post(base + "/v1/indices/cut/documents", json={"documents": DOCUMENTS}, timeout=60).json()
         uploads = list((tmp_path / "uploads" / "cut").iterdir())
         assert len(uploads) == 1
-        slow = [requests.post(base + "/task/enqueue", json={"flow": slow_rerank.slow_flow(), "query": QUERY},
+        # 200 reranked rows of 0.25 s: 50 s a task, so that the first cannot finish while the second's worker starts
+        # (with 40 rows, 10 s, one slow task was found finished after the restart once, on a heavily loaded machine)
+        slow = [requests.post(base + "/task/enqueue", json={"flow": slow_rerank.slow_flow(200), "query": QUERY},
                               timeout=60).text for _ in range(2)]
         def states() -> set[tuple[str, str]]:
             """Each slow task's status and its first step's (a task is running a moment before its first step
