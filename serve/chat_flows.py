@@ -239,7 +239,7 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         if isinstance(usage, dict):
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
-    finish = "length" if meta.get("finish_reason") == "length" else "stop"  # max_tokens cut the model's reply
+    finish = "length" if meta.get("answer_cut") else "stop"  # max_tokens cut the answer (not only what followed it)
     return {"message": message, "answer": answer, "finish_reason": finish,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 

@@ -67,6 +67,8 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(Padding(f"[bold]summary[/]: {escape(str(meta['summary']))}", (0, 0, 0, 2)))
     if "answer" in meta:
         out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
+        if meta.get("answer_cut"):  # not when the cut fell after the answer (its sources, a short answer's next line)
+            out.print("  [dim](cut off at the step's max_tokens: the answer may end mid-sentence)[/]")
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):
@@ -82,7 +84,8 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(f"  [bold]usage[/] ({escape(str(step))}): {used.get('prompt_tokens', 0)} prompt + "
                   f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
                   f"{escape(str(used.get('model', '')))}")
-    shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response"}
+    shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response",
+             "finish_reason", "answer_cut"}
     for key, value in meta.items():
         if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")

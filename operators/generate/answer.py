@@ -32,7 +32,8 @@ class AnswerGenerator(LLMStep):
     distinctive words, see ``attribute_uncited`` and ``attribution``; ``span`` for a short answer found in the
     documents;
     ``none`` without documents), ``raw_response``, ``finish_reason`` (the model's: ``length`` when
-    ``max_tokens`` cut the reply) and ``usage`` (tokens and seconds, by step). Every row is
+    ``max_tokens`` cut the reply), ``answer_cut`` (whether that cut fell in the answer itself rather than in what
+    the model wrote after it, ``answer_cut``) and ``usage`` (tokens and seconds, by step). Every row is
     kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
     but citations, one that repeats the same lines, or a short answer that is the example turns' own and in no
     document degrades the query (no answer, rows unchanged, ``degraded`` in its
@@ -51,10 +52,11 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "7"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "8"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
-    # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times
+    # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
+    # 8: answer_cut
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -178,6 +180,7 @@ class AnswerGenerator(LLMStep):
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
                 self.emit_metadata(qid, "raw_response", reply.text)
                 self.emit_metadata(qid, "finish_reason", reply.finish_reason)
+                self.emit_metadata(qid, "answer_cut", answer_cut(reply.text, reply.finish_reason, p.style == "short"))
                 if parsed.get("stray") and not closed_book:  # the right form, the wrong numbers: said, not hidden
                     self.degrade(qid, f"the reply cites {parsed['stray']}, but the context has {shown} "
                                       "documents (those citations have no source)", keeps="its answer")
@@ -200,6 +203,19 @@ def _junk_answer(answer: str) -> str | None:
     if not re.search(r"[^\W_]", re.sub(r"\[[\d,\s]*\]", " ", answer)):
         return "the reply has no answer, only labels or citations"
     return repetition(answer)
+
+
+def answer_cut(text: str, finish_reason: str | None, short: bool) -> bool:
+    """Whether ``max_tokens`` cut the answer itself, not only what the model wrote after it: a ``Reasoning:`` or
+    ``Sources:`` section, or the lines after a short answer (``short``: its reply's first line). SmolLM2 asked for a
+    short answer writes "Arachnids make honey.\n\nArachneidae is a family" and is stopped there: its answer is
+    whole, and a reader told it was cut off would look for the rest."""
+    if finish_reason != "length":
+        return False
+    pieces = _LABEL.split(text)
+    if len(pieces) > 1 and pieces[-2].lower() != "answer":
+        return False  # a section after the answer's: the cut fell there
+    return not (short and "\n" in pieces[-1].lstrip())  # a short answer's line that ended
 
 
 def parse_answer(text: str, documents: int) -> dict[str, Any]:

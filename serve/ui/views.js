@@ -91,8 +91,8 @@ function sourceNames(sources, rows) {
 }
 
 /** An answer and its sources: ``items`` each source's text, numbered by the list, or (``numbered``) with the
- * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens, so the
- * answer may end mid-sentence. */
+ * numbers the answer cites them by already in the text; ``cut``: the model stopped at its max_tokens within the
+ * answer (the step's ``answer_cut``), so it may end mid-sentence. */
 function answerView(answer, items, {degraded = null, numbered = false, cut = false} = {}) {
   const list = el(numbered ? "ul" : "ol", {class: "sources"}, ...items.map((item) => el("li", {}, item)));
   return el("div", {class: "answer"},
@@ -107,7 +107,7 @@ function answerView(answer, items, {degraded = null, numbered = false, cut = fal
 function answerBlock(metadata, hits) {
   if (typeof metadata.answer !== "string") return null;
   const references = Array.isArray(metadata.references) ? metadata.references.map(String) : [];
-  const options = {degraded: metadata.degraded, cut: metadata.finish_reason === "length"};
+  const options = {degraded: metadata.degraded, cut: metadata.answer_cut === true};
   if (references.length) return answerView(metadata.answer, references, {...options, numbered: true});
   return answerView(metadata.answer, sourceNames(metadata.sources || [], hits), options);
 }

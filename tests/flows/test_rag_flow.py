@@ -151,3 +151,14 @@ def test_a_short_answers_sources_are_not_said_to_be_uncited(fault_models, tmp_pa
                           "what do bees make honey from", "--no-cache")
     assert status == 0 and "answer:" in out, out
     assert "sources (attributed by shared words, not cited by the model):" in out and "cited none" not in out
+
+
+@pytest.mark.parametrize("reply, cut", [("Flower nectar.\nBees collect it from", False), ("Flower nectar that", True)])
+def test_the_cli_says_an_answer_was_cut_only_when_max_tokens_fell_in_it(fault_models, tmp_path, run_cli, reply, cut):
+    """A short answer's model stopped at max_tokens in the line after its answer (SmolLM2 goes on after a short
+    answer): the answer is whole, and the run says nothing of a cut, nor prints the raw finish reason."""
+    fault_models.reply = reply
+    status, out = run_cli("run", answer_spec(tmp_path, "fault-length", style="short"), "--queries",
+                          "what do bees make honey from", "--no-cache")
+    assert status == 0 and "answer: Flower nectar" in out, out
+    assert ("cut off at the step's max_tokens" in out) is cut and "finish_reason" not in out

@@ -133,7 +133,7 @@ def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_do
         answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
         metadata = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY, "top_k": 5}).json()["results"][0][
             "metadata"]
-        assert metadata["finish_reason"] == "length"
+        assert metadata["finish_reason"] == "length" and metadata["answer_cut"] is True
         assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".cut")] == ["(cut off at the step's max_tokens)"]
 
         fill_search(browser, "summarize", QUERY, "5")

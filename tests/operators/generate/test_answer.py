@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from operators.errors import OperatorError
-from operators.generate.answer import parse_answer
+from operators.generate.answer import answer_cut, parse_answer
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract, sample_results
 
@@ -83,6 +83,33 @@ def test_the_embedded_model_answers_from_the_context():
 def test_parse_answer(text, documents, expected):
     parsed = parse_answer(text, documents)
     assert (parsed["answer"], parsed["sources"]) == expected
+
+
+@pytest.mark.parametrize("text, short, cut", [
+    ("Arachnids make honey.\n\nArachneidae is a family", True, False),  # SmolLM2's, stopped after its answer
+    ("Arachnids make honey.\n", True, False),
+    ("\n Arachnids make", True, True),
+    ("Bees make honey [1].\nSources: 1, 3", False, False),
+    ("Answer: Bees [1].\nReasoning: document 1 says that bees", False, False),
+    ("Reasoning: document 1 says so.\nAnswer: Bees make", False, True),
+    ("Bees make honey [1] and wa", False, True),
+    ("Bees make honey [1].\nThey also make", False, True),  # the sentences style's answer is every line
+])
+def test_answer_cut_says_whether_max_tokens_fell_in_the_answer(text, short, cut):
+    assert answer_cut(text, "length", short) is cut
+    assert answer_cut(text, "stop", short) is False
+
+
+@pytest.mark.parametrize("reply, style, cut", [("Honey bees make honey [1].\nSources: 1", "sentences", False),
+                                               ("Honey bees make honey [1] and", "sentences", True),
+                                               ("Honey bees.\nThe documents say", "short", False)])
+def test_a_reply_stopped_at_max_tokens_marks_the_answer_cut_only_when_the_cut_fell_in_it(fault_models, reply, style,
+                                                                                          cut):
+    fault_models.reply = reply
+    op = create("generate.answer", {"model": "fault-length", "style": style}, step_id="answer")
+    op(with_context(sample_results(1, 3)))
+    meta = op.drain_metadata()["q1"]
+    assert meta["finish_reason"] == "length" and meta["answer_cut"] is cut and meta["answer"].startswith("Honey bees")
 
 
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
