@@ -45,8 +45,9 @@ from operators.models.sentence_transformers import onnx_cache_dir, onnx_session
 
 log = logging.getLogger(__name__)
 
-#: One export at a time per process (and per model across processes: a file lock), and one try per model: a
+#: One export at a time per process (and per model across processes: a file lock), and one try per export folder: a
 #: replica's concurrent searches do not each export, and a model whose export failed is not tried on every request.
+#: Keyed by the folder, not the model: a process whose $TESSERA_HOME changed (a test, a notebook) exports again there.
 _EXPORTING = threading.Lock()
 _TRIED: set[str] = set()
 #: The longest an export's child process may take (MiniLM: about 10 s) before it is ended and the export given up.
@@ -235,7 +236,7 @@ def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
         if not _EXPORTING.acquire(blocking=wait):
             return None  # another thread is exporting: this one's queries go on through torch
         try:
-            if str(path) in _TRIED:
+            if str(onnx_cache_dir(path)) in _TRIED:
                 return None  # tried in this process already
             return _export_in_child(reference, path, wait=wait)
         finally:
@@ -268,7 +269,7 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
     try:
         if (folder / "model.onnx").is_file():
             return None  # made meanwhile by the process that held the lock
-        _TRIED.add(str(path))
+        _TRIED.add(str(folder))
         # WARNING, not INFO: the CLI shows warnings (Python's last-resort handler, stderr), and a user who waits
         # ~10 s for a first query (or at the end of an ingest) should see why, once
         log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference)
