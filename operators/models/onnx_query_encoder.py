@@ -231,12 +231,13 @@ def export_query_encoder(reference: str, *, wait: bool = False) -> Path | None:
             return None
         path = resolve_model_path(reference)
         fast_path_plan(path)
-        if (onnx_cache_dir(path) / "model.onnx").is_file():
+        folder = onnx_cache_dir(path)  # the model's fingerprint: its files listed and stat'ed, so once
+        if (folder / "model.onnx").is_file():
             return None
         if not _EXPORTING.acquire(blocking=wait):
             return None  # another thread is exporting: this one's queries go on through torch
         try:
-            if str(onnx_cache_dir(path)) in _TRIED:
+            if str(folder) in _TRIED:
                 return None  # tried in this process already
             return _export_in_child(reference, path, wait=wait)
         finally:
