@@ -33,7 +33,7 @@ class AnswerGenerator(LLMStep):
     documents;
     ``none`` without documents), ``raw_response``, ``finish_reason`` (the model's: ``length`` when
     ``max_tokens`` cut the reply), ``answer_cut`` (whether that cut fell in the answer itself rather than in what
-    the model wrote after it, ``answer_cut``) and ``usage`` (tokens and seconds, by step). Every row is
+    the model wrote after it: the function ``answer_cut``) and ``usage`` (tokens and seconds, by step). Every row is
     kept; ``cited_column`` says whether it is a source. A failed call, an empty reply, a reply with nothing
     but citations, one that repeats the same lines, or a short answer that is the example turns' own and in no
     document degrades the query (no answer, rows unchanged, ``degraded`` in its
