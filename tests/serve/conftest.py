@@ -32,31 +32,62 @@ def free_port_number() -> int:
     return free_port()
 
 
+class _Uvicorn:
+    """uvicorn serving ``app`` on a free port of 127.0.0.1 on a thread of this process, without Ray."""
+
+    def __init__(self, app: Any) -> None:
+        import uvicorn
+
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        while not self.server.started:
+            assert self.thread.is_alive(), "uvicorn did not start"
+            time.sleep(0.01)
+        self.url = f"http://127.0.0.1:{self.server.config.port}"
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=10)
+
+
+#: The service app's server, started by the first test that asks and kept for the next (the app serves the last
+#: ``Service`` made, so one server does for every test): a server's start and stop cost about 0.2 s, mostly
+#: uvicorn's 0.1 s ticks, which over a hundred tests was a tenth of ``make test-fast``'s time. ``shared_api`` stops it.
+_SERVICE_API: list[_Uvicorn] = []
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_api():
+    """Stops the service app's server at the end of the session, where a test started it."""
+    yield
+    while _SERVICE_API:
+        _SERVICE_API.pop().stop()
+
+
 @contextlib.contextmanager
 def api_on_localhost(keys: dict | None = None, app: Any = None):
     """The service's FastAPI app (``serve.api.app``, serving the last ``Service`` made), or ``app``, under uvicorn on a
-    free port of 127.0.0.1, without Ray: yields its base URL, and stops the server after. ``keys`` (a resolved
-    config's ``keys``): the API keys it checks meanwhile, none again after."""
-    import uvicorn
-
+    free port of 127.0.0.1, without Ray: yields its base URL. ``app``'s server stops after; the service app's is
+    shared by the tests (``_SERVICE_API``). ``keys`` (a resolved config's ``keys``): the API keys it checks
+    meanwhile, none again after."""
     from serve import auth
     from serve.api import app as service_app
 
-    app = service_app if app is None else app
-
     if keys is not None:
         auth.configure(keys, None, None)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=free_port(), log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
+    own = None
     try:
-        while not server.started:
-            assert thread.is_alive(), "uvicorn did not start"
-            time.sleep(0.05)
-        yield f"http://127.0.0.1:{server.config.port}"
+        if app is None or app is service_app:
+            if not _SERVICE_API:
+                _SERVICE_API.append(_Uvicorn(service_app))
+            yield _SERVICE_API[0].url
+        else:
+            own = _Uvicorn(app)
+            yield own.url
     finally:
-        server.should_exit = True
-        thread.join(timeout=10)
+        if own is not None:
+            own.stop()
         if keys is not None:
             auth.configure({}, None, None)
 

@@ -188,12 +188,12 @@ def test_an_aliases_max_parallel_requests_caps_a_steps_larger_concurrency(fault_
     """litellm's Router holds no slot for a sync call, so without the cap 6 calls reached a server whose alias
     allows 2 (measured: peak 8 of 8 with `max_parallel_requests: 2`)."""
     monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "two.yaml", max_parallel_requests=2)))
-    monkeypatch.setattr(fault_models, "delay", 0.3)
+    monkeypatch.setattr(fault_models, "delay", 0.2)
     results = complete_many(["a", "b", "c", "d", "e", "f"], model="fault-slow", concurrency=6)
     assert [r.text for r in results] == [fault_models.reply] * 6
     assert fault_models.peak == 2  # at most the alias's limit, and all of it used
     fault_models.reset()
-    complete_many(["a", "b", "c", "d"], model="fault-slow", concurrency=1)  # a smaller step concurrency stays
+    complete_many(["a", "b"], model="fault-slow", concurrency=1)  # a smaller step concurrency stays
     assert fault_models.peak == 1
 
 

