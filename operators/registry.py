@@ -4,7 +4,8 @@ Built-ins: a new operator is one new file under ``operators/<category>/``. Every
 category package is imported once and every ``Operator`` subclass with a ``name`` defined in it
 is registered under that name; a category's ``base.py`` (its abstract contract, a class without
 a name) registers nothing. Modules whose optional dependencies are missing are skipped with a
-note (``tessera ops`` shows it).
+note (``tessera ops`` shows it). Looking up one by its name (``retrieve.bm25``) where no plugin is
+installed or named imports its own module alone, ``operators/retrieve/bm25.py``.
 
 Plugins: operators in the user's own package, loaded with the built-ins the first time the
 registry is listed or looked up:
@@ -122,8 +123,43 @@ def skipped_modules() -> dict[str, str]:
     return dict(_skipped)
 
 
+def _plugins_possible() -> bool:
+    """Whether a plugin may register operators (a module in ``TESSERA_OPERATORS`` or an installed entry point)."""
+    global _no_entry_points
+    if env_module_names():
+        return True
+    if not _no_entry_points:
+        _no_entry_points = not metadata.entry_points(group=ENTRY_POINT_GROUP)
+    return not _no_entry_points
+
+
+_no_entry_points = False  # found once: the installed entry points of the group are none
+
+
+def _builtin_alone(name: str) -> type[Operator] | None:
+    """The built-in ``category.name`` from its own module, ``operators/<category>/<name>.py``, importing none of the
+    others (every built-in lives in the module its name gives), where nothing else can register operators: a
+    command or a Ray worker that runs a few operators skips importing all of them (0.6 s a process). ``None``
+    where a plugin may, or where the name is no built-in's module: the full discovery decides."""
+    category, _, stem = name.partition(".")
+    if (_loaded or not stem or "." in stem or category.startswith("_") or stem.startswith("_")
+            or category in _NOT_CATEGORIES or not (_PACKAGE / category / f"{stem}.py").is_file()
+            or _plugins_possible()):
+        return None
+    try:
+        module = importlib.import_module(f"operators.{name}")
+    except ImportError:  # an optional dependency is missing: the full discovery records why
+        return None
+    found = [value for value in vars(module).values()
+             if is_operator(value) and value.__module__ == module.__name__ and value.name == name]
+    return found[0] if len(found) == 1 else None
+
+
 def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     """The operator class registered as ``name``; the error lists close matches."""
+    alone = _builtin_alone(name)
+    if alone is not None:
+        return alone
     ops = all_operators()
     if name in ops:
         return ops[name]

@@ -456,7 +456,7 @@ def isolated_registry(monkeypatch):
     from operators import registry
 
     for attr, value in (("_registry", {}), ("_origins", {}), ("_skipped", {}), ("_loaded", False),
-                        ("_env_modules", set())):
+                        ("_env_modules", set()), ("_no_entry_points", False)):
         monkeypatch.setattr(registry, attr, value)
     monkeypatch.delenv(registry.ENV_VAR, raising=False)
     return registry

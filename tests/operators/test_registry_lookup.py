@@ -1,0 +1,55 @@
+"""Looking up one built-in operator by its name imports its module alone, where no plugin can register operators;
+where one can, every lookup goes through the whole discovery, which checks that no plugin takes a built-in's name
+(tests/operators/test_plugins.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+LOOKUP = """
+import json, sys
+from operators import create
+op = create(sys.argv[1], step_id="s")
+print(json.dumps({"class": type(op).__name__,
+                  "categories": sorted({m.split(".")[1] for m in sys.modules if m.count(".") >= 2
+                                        and m.startswith("operators.") and m.split(".")[1] not in
+                                        ("llm", "models", "store", "testing")})}))
+"""
+
+
+def _lookup(name: str, **env: str) -> dict:
+    import os
+
+    done = subprocess.run([sys.executable, "-c", LOOKUP, name], cwd=REPO, capture_output=True, text=True,
+                          env={**os.environ, **env}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_builtin_looked_up_by_its_name_imports_its_own_category_alone():
+    assert _lookup("analyze.word_count") == {"class": "WordCounter", "categories": ["analyze"]}
+
+
+@pytest.mark.parametrize("name", ["embed", "DocumentSummarizerStep"])
+def test_an_alias_is_found_by_the_whole_discovery(name):
+    """An alias is no module's name: the lookup imports every category to find it."""
+    found = _lookup(name)
+    assert len(found["categories"]) > 5
+
+
+def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
+    (tmp_path / "my_plugin_ops.py").write_text("X = 1\n")  # a module that registers nothing: the discovery says so
+    import os
+
+    done = subprocess.run([sys.executable, "-c", LOOKUP, "analyze.word_count"], cwd=REPO, capture_output=True,
+                          text=True, timeout=120,
+                          env={**os.environ, "TESSERA_OPERATORS": "my_plugin_ops",
+                               "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    assert done.returncode != 0 and "my_plugin_ops" in done.stderr and "defines no Operator" in done.stderr
