@@ -139,8 +139,8 @@ _no_entry_points = False  # found once: the installed entry points of the group 
 def _builtin_alone(name: str) -> type[Operator] | None:
     """The built-in ``category.name`` from its own module, ``operators/<category>/<name>.py``, importing none of the
     others (every built-in lives in the module its name gives), where nothing else can register operators: a
-    command or a Ray worker that runs a few operators skips importing all of them (0.6 s a process). ``None``
-    where a plugin may, or where the name is no built-in's module: the full discovery decides."""
+    command that runs a few operators skips importing the other fifty (about 0.25 s a process). ``None`` where a
+    plugin may, or where the name is no built-in's module: the full discovery decides."""
     category, _, stem = name.partition(".")
     if (_loaded or not stem or "." in stem or category.startswith("_") or stem.startswith("_")
             or category in _NOT_CATEGORIES or not (_PACKAGE / category / f"{stem}.py").is_file()
