@@ -58,4 +58,4 @@ def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
     write("  wait s   wall s    cpu s  test")
     longest = sorted(_rows, key=lambda row: row[1] - row[2] - row[3], reverse=True)
     for test, w, o, c in longest[:config.getoption("--waits-top")]:
-        write(f"{w - o - c:8.2f} {w:8.2f} {max(o + c, 0.0):8.2f}  {test}")
+        write(f"{max(w - o - c, 0.0):8.2f} {w:8.2f} {max(o + c, 0.0):8.2f}  {test}")  # (CPU time comes in 10 ms ticks)
