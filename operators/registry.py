@@ -86,9 +86,20 @@ def _commit(found: dict[str, tuple[type[Operator], str]]) -> None:
         _origins[name] = origin
 
 
+def _is_category(name: str) -> bool:
+    """Whether the package ``operators/<name>`` holds operators (not shared building blocks, not private)."""
+    return not name.startswith("_") and name not in _NOT_CATEGORIES
+
+
+def _defined_operators(module: Any) -> list[type[Operator]]:
+    """The named ``Operator`` subclasses defined in ``module`` (not those it imports)."""
+    return [value for value in vars(module).values()
+            if is_operator(value) and value.__module__ == module.__name__ and value.name]
+
+
 def _discover_builtins(found: dict[str, tuple[type[Operator], str]]) -> None:
     for pkg in pkgutil.iter_modules([str(_PACKAGE)]):
-        if not pkg.ispkg or pkg.name.startswith("_") or pkg.name in _NOT_CATEGORIES:
+        if not pkg.ispkg or not _is_category(pkg.name):
             continue
         package = importlib.import_module(f"operators.{pkg.name}")
         for mod in pkgutil.iter_modules(package.__path__):
@@ -100,15 +111,14 @@ def _discover_builtins(found: dict[str, tuple[type[Operator], str]]) -> None:
             except ImportError as err:  # an optional dependency is missing
                 _skipped[module_name] = str(err)
                 continue
-            for value in vars(module).values():
-                if is_operator(value) and value.__module__ == module_name and value.name:
-                    other = found.get(value.name)
-                    if other is not None and other[0] is not value:
-                        raise RuntimeError(
-                            f"[Internal] operator name '{value.name}' is used by both "
-                            f"{qualname(other[0])} and {qualname(value)}"
-                        )
-                    found[value.name] = (value, "built-in")
+            for value in _defined_operators(module):
+                other = found.get(value.name)
+                if other is not None and other[0] is not value:
+                    raise RuntimeError(
+                        f"[Internal] operator name '{value.name}' is used by both "
+                        f"{qualname(other[0])} and {qualname(value)}"
+                    )
+                found[value.name] = (value, "built-in")
 
 
 def all_operators() -> dict[str, type[Operator]]:
@@ -142,16 +152,14 @@ def _builtin_alone(name: str) -> type[Operator] | None:
     command that runs a few operators skips importing the other fifty (about 0.25 s a process). ``None`` where a
     plugin may, or where the name is no built-in's module: the full discovery decides."""
     category, _, stem = name.partition(".")
-    if (_loaded or not stem or "." in stem or category.startswith("_") or stem.startswith("_")
-            or category in _NOT_CATEGORIES or not (_PACKAGE / category / f"{stem}.py").is_file()
-            or _plugins_possible()):
+    if (_loaded or not stem or "." in stem or not _is_category(category) or stem.startswith("_")
+            or not (_PACKAGE / category / f"{stem}.py").is_file() or _plugins_possible()):
         return None
     try:
         module = importlib.import_module(f"operators.{name}")
     except ImportError:  # an optional dependency is missing: the full discovery records why
         return None
-    found = [value for value in vars(module).values()
-             if is_operator(value) and value.__module__ == module.__name__ and value.name == name]
+    found = [value for value in _defined_operators(module) if value.name == name]
     return found[0] if len(found) == 1 else None
 
 

@@ -5,6 +5,7 @@ where one can, every lookup goes through the whole discovery, which checks that 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,11 +25,14 @@ print(json.dumps({"class": type(op).__name__,
 """
 
 
-def _lookup(name: str, **env: str) -> dict:
-    import os
-
-    done = subprocess.run([sys.executable, "-c", LOOKUP, name], cwd=REPO, capture_output=True, text=True,
+def _run(name: str, **env: str) -> subprocess.CompletedProcess:
+    """``LOOKUP`` of ``name`` in a fresh process, from the repository, with ``env`` added to this one's."""
+    return subprocess.run([sys.executable, "-c", LOOKUP, name], cwd=REPO, capture_output=True, text=True,
                           env={**os.environ, **env}, timeout=120)
+
+
+def _lookup(name: str) -> dict:
+    done = _run(name)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
@@ -46,10 +50,6 @@ def test_an_alias_is_found_by_the_whole_discovery(name):
 
 def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
     (tmp_path / "my_plugin_ops.py").write_text("X = 1\n")  # a module that registers nothing: the discovery says so
-    import os
-
-    done = subprocess.run([sys.executable, "-c", LOOKUP, "analyze.word_count"], cwd=REPO, capture_output=True,
-                          text=True, timeout=120,
-                          env={**os.environ, "TESSERA_OPERATORS": "my_plugin_ops",
-                               "PYTHONPATH": os.pathsep.join([str(tmp_path), str(REPO)])})
+    done = _run("analyze.word_count", TESSERA_OPERATORS="my_plugin_ops",
+                PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     assert done.returncode != 0 and "my_plugin_ops" in done.stderr and "defines no Operator" in done.stderr
