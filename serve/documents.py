@@ -57,8 +57,8 @@ class DocumentsRequest(BaseModel):
 
     documents: list[Document] = Field(min_length=1, description="The documents to add (at most "
                                       "max_documents_per_request).")
-    replace: bool = Field(False, description="A document whose id is in the index already replaces it (its old "
-                          "passages go in the commit that adds the new ones); false: such ids are a 409.")
+    replace: bool = Field(False, strict=True, description="A document whose id is in the index already replaces it "
+                          "(its old passages go in the commit that adds the new ones); false: such ids are a 409.")
     spec: str | None = Field(None, description="For a new index: the built-in ingest spec that makes it "
                              "(`ingest`: passages of 256 tokens, MiniLM and BM25; `ingest_static`: the static "
                              "embedder). An existing index keeps its own; default `ingest`.")
@@ -77,8 +77,8 @@ class ShareRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    shared: bool = Field(description="true: every key may search the index and list its documents; false: only "
-                         "the key that made it (the default for a new index).")
+    shared: bool = Field(strict=True, description="true: every key may search the index and list its documents; "
+                         "false: only the key that made it (the default for a new index).")
 
 
 def given_once(documents: list[Document]) -> None:

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal, Sequence
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo, field_validator
 
-from operators.unicode import unicode_problem
+from operators.unicode import first_broken_text, unicode_problem
 
 MAX_INPUTS = 2048  # OpenAI's limit on texts per embeddings request
 MAX_DOCUMENTS = 10_000  # Cohere's limit on documents per rerank request
@@ -182,6 +182,10 @@ class RerankRequest(RerankBody):
                 raise ValueError(f"document {i} has no text in '{absent[0]}' to rank by (the fields ranked are "
                                  f"rank_fields, default ['text'], each a string)")
         check_texts(_texts(documents, fields), "document")
+        objects = {i: d.model_dump(exclude_unset=True) for i, d in enumerate(documents) if not isinstance(d, str)}
+        broken = first_broken_text(objects)  # fields only echoed back (return_documents): their encoding was a 500
+        if broken:
+            raise ValueError(f"document {broken[0]} {broken[1]}")
         return documents
 
     def texts(self) -> list[str]:

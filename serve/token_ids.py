@@ -43,14 +43,25 @@ def _is_id(item: Any) -> bool:
 
 def _decode_one(encoding: Any, ids: list[int], where: str) -> str:
     bad = next((i for i in ids if not 0 <= i < encoding.n_vocab), None)
-    if bad is not None:
-        raise ValueError(f"token id {bad}{where} is not one of {ENCODING}'s (0 to {encoding.n_vocab - 1}): token ids "
-                         f"are read as {ENCODING}'s, OpenAI's and LangChain's; send the text instead")
+    if bad is None:
+        try:
+            return encoding.decode(ids, errors="strict")
+        except KeyError:  # an id inside the range that the encoding leaves unused (100256, 100261-100275)
+            bad = next(i for i in ids if not _has_token(encoding, i))
+        except UnicodeDecodeError:
+            raise ValueError(f"the token ids{where} are not whole UTF-8 text in {ENCODING}: send the text instead") \
+                from None
+    raise ValueError(f"token id {bad}{where} is not one of {ENCODING}'s (0 to {encoding.n_vocab - 1}, less the ids it "
+                     f"leaves unused): token ids are read as {ENCODING}'s, OpenAI's and LangChain's; send the text "
+                     "instead")
+
+
+def _has_token(encoding: Any, token: int) -> bool:
     try:
-        return encoding.decode(ids, errors="strict")
-    except UnicodeDecodeError:
-        raise ValueError(f"the token ids{where} are not whole UTF-8 text in {ENCODING}: send the text instead") \
-            from None
+        encoding.decode_single_token_bytes(token)
+    except KeyError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1)

@@ -38,6 +38,9 @@ def assert_openai_error(response: requests.Response, status: int) -> dict:
     ("RerankRequest", {"model": "m", "query": SURROGATE, "documents": ["d"]}, "query"),
     ("RerankRequest", {"model": "m", "query": "q", "documents": ["d", SURROGATE]}, "documents"),
     ("RerankRequest", {"model": "m", "query": "q", "documents": [{"text": SURROGATE}]}, "documents"),
+    # a field that is only echoed back (return_documents): its encoding in the response was a 500
+    ("RerankRequest", {"model": "m", "query": "q", "documents": [{"text": "a", "meta": {"k": ["b", SURROGATE]}}],
+                       "return_documents": True}, "documents"),
     ("RerankV2Request", {"model": "m", "query": "q", "documents": [SURROGATE]}, "documents"),
 ])
 def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
@@ -64,6 +67,10 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
     ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "texts": []}, "texts"),
     ("cohere_embed.CohereEmbedRequest", {"model": "m", "input_type": "search_query", "inputs": []}, "inputs"),
     ("chat.StreamOptions", {"include_usage": "yes"}, "include_usage"),
+    # an index's two flags: "yes" replaced a stored document, or made a private index public
+    ("documents.DocumentsRequest", {"documents": [{"id": "a", "text": "b"}], "replace": "yes"}, "replace"),
+    ("documents.ShareRequest", {"shared": "yes"}, "shared"),
+    ("documents.ShareRequest", {"shared": 1}, "shared"),
 ])
 def test_a_value_of_another_json_type_or_no_texts_is_refused_naming_the_field(model, body, field):
     """Read leniently before (``top_n: "1"`` as 1, ``"yes"`` as true), as the chat bodies' were; ``texts: []`` on

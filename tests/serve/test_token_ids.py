@@ -31,6 +31,8 @@ def test_token_ids_are_read_as_the_texts_they_encode(cl100k):
 @pytest.mark.parametrize("value, said", [
     ([[101, 200_000]], "token id 200000 of text 0 is not one of cl100k_base's"),
     ([5, -1], "token id -1 is not one of cl100k_base's"),
+    ([100256], "token id 100256 is not one of cl100k_base's"),  # inside the range, but an id the encoding leaves unused
+    ([[9906], [1917, 100270]], "token id 100270 of text 1 is not one of cl100k_base's"),  # (a KeyError, a 500, before)
     (["bees", [101]], "mixes texts and token ids"),
     ([[101], []], "mixes texts and token ids, or holds an empty token-id array"),
 ])
