@@ -171,7 +171,7 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
         document = read_text_file(filename, content)
     except SourceError as err:
         raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
-    if not document.text.strip():  # sources.files reads no document from it either
+    if not document.has_text:  # sources.files reads no document from it either
         raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
                        "scripts and styles); nothing to index", param="files", code="invalid_file")
     if document.guessed_encoding is not None:

@@ -11,6 +11,7 @@ import codecs
 import datetime
 import logging
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from pathlib import PurePath
@@ -27,6 +28,7 @@ MARKDOWN_SUFFIXES = (".md", ".markdown")
 HTML_SUFFIXES = (".html", ".htm")
 #: Every suffix ``read_text_file`` reads (case does not matter).
 SUFFIXES = TEXT_SUFFIXES + MARKDOWN_SUFFIXES + HTML_SUFFIXES
+_NOT_TEXT = {"Cc", "Cf", "Cs", "Cn"}  # control, format, surrogate and unassigned characters
 
 
 def decode_guessing(content: bytes, name: str, *, op: Any = None,
@@ -58,6 +60,12 @@ class TextFile:
     fields: dict[str, Any] = field(default_factory=dict)
     guessed_encoding: str | None = None
     left_out: tuple[str, ...] = ()
+
+    @property
+    def has_text(self) -> bool:
+        """Whether the text holds a character to read: one that is not white space nor a control or format
+        character (a file of NUL or other control bytes decodes as UTF-8, and would be indexed as a passage)."""
+        return any(not char.isspace() and unicodedata.category(char) not in _NOT_TEXT for char in self.text)
 
     def left_out_message(self, name: str) -> str | None:
         """What was left out of the front matter and why, for the log (``tessera ingest``) or the client (an

@@ -103,7 +103,7 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
         if path.suffix.lower() == ".pdf":
             return pdf_documents(path, name, self.params.unit, op=self)
         document = read_text_file(name, path.read_bytes(), op=self, encoding=self.params.encoding)
-        if not document.text.strip():
+        if not document.has_text:
             log.warning("%s: no text: no document", name)
             return []
         if message := document.left_out_message(name):

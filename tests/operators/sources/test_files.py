@@ -102,6 +102,7 @@ def test_what_it_cannot_read_is_refused_naming_the_path(tmp_path):
 def test_a_blank_file_gives_no_document(tmp_path):
     (tmp_path / "blank.md").write_text(" \n\n")
     (tmp_path / "scripts.html").write_text("<html><body><script>x()</script></body></html>")
+    (tmp_path / "nul.txt").write_bytes(b"\x00\x01\x02\n")  # valid UTF-8 of control characters only: no text either
     assert create("sources.files", {"path": str(tmp_path)})(pa.table({})).num_rows == 0
 
 
