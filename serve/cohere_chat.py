@@ -159,7 +159,7 @@ def grounded_rows(body: CohereChatRequest) -> tuple[list[dict[str, Any]], dict[s
     hold, a 4xx naming the field."""
     if body.index is not None:
         raise ApiError(422, "index: documents take the place of an index's search; send one or the other",
-                       param="index")
+                       param="index", code="invalid_value")
     limit = svc.current().limits.max_result_rows
     if len(body.documents or []) > limit:
         raise ApiError(413, f"documents: {len(body.documents or [])} documents, over the limit max_result_rows="

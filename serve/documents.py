@@ -106,7 +106,8 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
     from serve.errors import validation_message
 
     if not files:
-        raise ApiError(422, "files: send at least one file (multipart field `files`)", param="files")
+        raise ApiError(422, "files: send at least one file (multipart field `files`; a form whose last part has no "
+                       "closing boundary holds none)", param="files", code="invalid_value")
     if first_page is not None and (len(files) != 1 or not files[0][0].lower().endswith(".pdf")):
         raise ApiError(422, "first_page: a part of a PDF is sent with that PDF alone", param="first_page",
                        code="invalid_value")

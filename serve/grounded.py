@@ -96,7 +96,7 @@ def gateway_alias(card: ModelCard) -> str:
             return name
     raise ApiError(422, f"documents: model '{card.id}' answers to no alias of the language-model gateway "
                    f"({', '.join(sorted(known))}), so no flow can answer from documents with it; ask a flow that "
-                   "answers, such as rag", param="documents")
+                   "answers, such as rag", param="documents", code="invalid_value")
 
 
 def _plain(value: Any) -> str:

@@ -58,7 +58,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
                        "none, and so does a search that found nothing", param="task_id", code="no_result_rows")
     if column not in rows[0]:
         raise ApiError(422, f"the task's results have no column '{column}' (columns: {', '.join(rows[0])})",
-                       param="column")
+                       param="column", code="invalid_value")
     return service.store.create_chat(owner, task_id, model, column)
 
 

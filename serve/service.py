@@ -53,7 +53,8 @@ def configured() -> bool:
 
 def current() -> "Service":
     if _current is None:
-        raise ApiError(503, "the flow service is not configured in this app", kind="server_error")
+        raise ApiError(503, "the flow service is not configured in this app (its `service` is null: it serves the "
+                       "models only)", kind="server_error", code="service_not_configured")
     return _current
 
 

@@ -155,6 +155,17 @@ def test_every_error_code_the_service_emits_is_in_serving_md():
     assert not missing, f"error codes docs/serving.md does not name: {missing}"
 
 
+def test_every_api_error_the_service_raises_has_a_code():
+    """A client acts on ``code`` (the message is prose): an ``ApiError(...)`` without one answered ``code: null``."""
+    uncoded = []
+    for path in (ROOT / "serve").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "ApiError" \
+                    and not any(k.arg in ("code", None) for k in node.keywords):
+                uncoded.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not uncoded, f"ApiError without a code: {uncoded}"
+
+
 # -- docs/operators.md ------------------------------------------------------------------------------------------------
 
 def operator_section() -> str:

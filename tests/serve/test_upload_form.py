@@ -54,7 +54,11 @@ def test_the_other_fields_and_a_body_that_is_no_form_are_refused_naming_the_fiel
     err = error(requests.post(base, files=one, data={"spec": "hybrid"}, timeout=30), 422)  # read: it is the index's
     assert err["param"] == "spec" and "not a built-in ingest spec" in err["message"]
     err = error(requests.post(base, json={"files": []}, timeout=30), 422)
-    assert err["param"] == "files" and "send at least one file" in err["message"]
+    assert (err["param"], err["code"]) == ("files", "invalid_value") and "send at least one file" in err["message"]
+    cut = b'--zzz\r\nContent-Disposition: form-data; name="files"; filename="a.txt"\r\n\r\nabc'  # no closing boundary
+    err = error(requests.post(base, data=cut, headers={"content-type": "multipart/form-data; boundary=zzz"},
+                              timeout=30), 422)
+    assert (err["param"], err["code"]) == ("files", "invalid_value") and "closing boundary" in err["message"]
     err = error(requests.post(base, files=one, data={"first_page": "0"}, timeout=30), 422)
     assert err["param"] == "first_page" and "'0' is not a page number" in err["message"]
     err = error(requests.post(base, files=one, data={"first_page": "2"}, timeout=30), 422)  # a text file has no pages
