@@ -1,13 +1,16 @@
 """Validating an operator's params: the refusals pydantic alone would not make.
 
 Why its own module: ``Operator.validate_params`` is the one door every spec, API call and plugin
-goes through, and two of its rules are not pydantic's default. Pydantic reads ``true`` as 1 for a
-number field (a YAML typo, not a choice), and it ignores unknown keys unless a model sets ``extra``
-(a misspelt param would silently do nothing). Both are refused here, naming the field.
+goes through, and three of its rules are not pydantic's default. Pydantic reads ``true`` as 1 for a
+number field (a YAML typo, not a choice), it ignores unknown keys unless a model sets ``extra``
+(a misspelt param would silently do nothing), and it takes NaN and infinity for a float (YAML's ``.nan``
+and ``.inf``, Python's JSON's ``NaN``: a fusion weight of NaN ranked the documents it weighed last, and
+``--json`` wrote ``NaN``, which JSON has not). All are refused here, naming the field.
 """
 
 from __future__ import annotations
 
+import math
 import types
 import typing
 from typing import Any, Mapping
@@ -30,6 +33,8 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         if isinstance(value, bool) and field is not None and is_number(field.annotation):
             raise ParamsError(f"must be a number, not {str(value).lower()}", op=op, step=step,
                               field=f"params.{name}")
+    if (place := _not_finite(params)) is not None:
+        raise ParamsError(f"must be a finite number, not {place[1]}", op=op, step=step, field=f"params.{place[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
                           op=op, step=step, field=f"params.{unknown[0]}")
@@ -37,6 +42,23 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         return model.model_validate(params)
     except ValidationError as err:
         raise ParamsError.from_validation(err, op=op, step=step, known=model.model_fields) from None
+
+
+def _not_finite(params: Mapping[str, Any]) -> tuple[str, float] | None:
+    """The dotted place and value of the first NaN or infinity in ``params`` (mappings, lists, scalars). A list or
+    mapping met again (YAML anchors, Python's shared lists) is looked at once."""
+    seen: set[int] = set()
+    stack: list[tuple[str, Any]] = [(str(key), value) for key, value in reversed(list(params.items()))]
+    while stack:
+        place, value = stack.pop()
+        if isinstance(value, float) and not math.isfinite(value):
+            return place, value
+        if not isinstance(value, (Mapping, list, tuple)) or id(value) in seen:
+            continue
+        seen.add(id(value))
+        items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
+        stack += [(f"{place}.{key}", item) for key, item in reversed(items)]
+    return None
 
 
 def unknown_params(model: type[BaseModel], params: Mapping[str, Any]) -> list[str]:

@@ -227,7 +227,19 @@ class TableRows(list):
 
     def __iter__(self):
         for batch in self.table.to_batches(max_chunksize=256):
-            yield from batch.to_pylist()
+            yield from _finite_or_null(batch).to_pylist()
+
+
+def _finite_or_null(batch):
+    """``batch`` with NaN and infinities in its float columns as nulls: JSON has no NaN, and the encoder would write
+    the ``NaN`` that strict parsers (``JSON.parse``, ``jq``) refuse (a model's score can be NaN)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for i, column in enumerate(batch.columns):
+        if pa.types.is_floating(column.type) and pc.any(pc.invert(pc.is_finite(column))).as_py():
+            batch = batch.set_column(i, batch.schema.field(i), pc.if_else(pc.is_finite(column), column, None))
+    return batch
 
 
 def report(args: Any, data: dict[str, Any], text: str) -> None:

@@ -194,3 +194,21 @@ def test_chat_json_prints_one_json_line_per_answer(fault_models, tmp_path, monke
                                                                      (2, "How do they make it?")]
     assert all(line["answer"] == "Honey bees make honey [1]." and line["references"] for line in lines)
     assert "ask a question" in proc.stderr and "a new conversation" in proc.stderr
+
+
+def test_a_nan_or_infinite_score_is_null_in_the_json_rows(capsys):
+    """JSON has no NaN: the encoder wrote ``NaN`` and ``Infinity``, which JSON.parse and jq refuse."""
+    import pyarrow as pa
+
+    from flows.commands._support import TableRows, print_json
+
+    table = pa.table({"docno": ["a", "b", "c", "d"], "score": [1.5, float("nan"), None, float("-inf")],
+                      "rank": [1, 2, 3, 4]})
+    print_json({"rows": TableRows(table)})
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+
+    rows = json.loads(capsys.readouterr().out, parse_constant=refuse)["rows"]
+    assert [row["score"] for row in rows] == [1.5, None, None, None]
+    assert [row["rank"] for row in rows] == [1, 2, 3, 4]

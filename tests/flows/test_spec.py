@@ -210,6 +210,20 @@ def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
     with pytest.raises(ParamsError) as err:
         FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": huge}}}}).build()
     assert len(str(err.value)) < 300 and "(got [[[0, 1, 2" in str(err.value)
+
+
+@pytest.mark.parametrize("params, field, said", [
+    ({"weights": {"bm25": float("nan"), "dense": 1.0}}, "weights.bm25", "nan"),  # ranked bm25's documents last
+    ({"k": float("inf")}, "k", "inf"),  # every score 0: an arbitrary order
+])
+def test_nan_and_infinity_are_not_params(params, field, said):
+    """YAML's .nan and .inf (and Python's JSON's NaN) parse as floats that pydantic takes: refused, naming the field."""
+    steps = {"bm25": {"op": "retrieve.bm25", "params": {"index": "x"}},
+             "dense": {"op": "retrieve.bm25", "params": {"index": "x"}, "inputs": []},
+             "fused": {"op": "fuse.rrf", "params": params, "inputs": ["bm25", "dense"]}}
+    with pytest.raises(ParamsError, match=f"must be a finite number, not {said}") as err:
+        FlowSpec.parse({"steps": steps}).build()
+    assert err.value.field == f"steps.fused.params.{field}"
     assert FlowSpec.parse({"steps": {"top": {"op": "postprocess.reduce", "params": {"k": 3}}}}).build()
 
 
