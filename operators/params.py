@@ -33,15 +33,17 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         if isinstance(value, bool) and field is not None and is_number(field.annotation):
             raise ParamsError(f"must be a number, not {str(value).lower()}", op=op, step=step,
                               field=f"params.{name}")
-    if (place := _not_finite(params)) is not None:
-        raise ParamsError(f"must be a finite number, not {place[1]}", op=op, step=step, field=f"params.{place[0]}")
     if unknown := unknown_params(model, params):  # a Params that leaves `extra` unset ignores them: refused here
         raise ParamsError("unknown parameter" + unknown_name_hint(unknown[0], model.model_fields, "parameters"),
                           op=op, step=step, field=f"params.{unknown[0]}")
     try:
-        return model.model_validate(params)
+        validated = model.model_validate(params)
     except ValidationError as err:
         raise ParamsError.from_validation(err, op=op, step=step, known=model.model_fields) from None
+    # as validated: pydantic reads the text "nan" as a float too (the mosaicRAG task API sends numbers as text)
+    if (place := _not_finite(validated.model_dump(include=validated.model_fields_set))) is not None:
+        raise ParamsError(f"must be a finite number, not {place[1]}", op=op, step=step, field=f"params.{place[0]}")
+    return validated
 
 
 def _not_finite(params: Mapping[str, Any]) -> tuple[str, float] | None:

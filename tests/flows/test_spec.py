@@ -215,6 +215,7 @@ def test_true_is_not_a_number_and_errors_do_not_echo_huge_values():
 @pytest.mark.parametrize("params, field, said", [
     ({"weights": {"bm25": float("nan"), "dense": 1.0}}, "weights.bm25", "nan"),  # ranked bm25's documents last
     ({"k": float("inf")}, "k", "inf"),  # every score 0: an arbitrary order
+    ({"weights": {"bm25": "NaN"}}, "weights.bm25", "nan"),  # text that pydantic reads as a float
 ])
 def test_nan_and_infinity_are_not_params(params, field, said):
     """YAML's .nan and .inf (and Python's JSON's NaN) parse as floats that pydantic takes: refused, naming the field."""
