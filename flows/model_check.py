@@ -307,6 +307,7 @@ def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec
     needs = {flow_name: (flow, flow_needs(flow, flow_name)) for flow_name, flow in named}
     for flow, flow_needed in needs.values():
         check_index_encoders(flow, flow_needed)
+        check_index_features(flow)
     check_needs([need for _, flow_needed in needs.values() for need in flow_needed], how_to_make=how_to_make)
 
 
@@ -331,6 +332,27 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
             raise IndexEncoderError(message(wanted, need.reference),
                                     public=message(public_name(wanted), public_name(need.reference)),
                                     step=need.step, field=f"steps.{need.step}.params.index")
+
+
+def check_index_features(flow: Flow | FlowSpec) -> None:
+    """Refuse a step that searches an index by what the index was built without (vectors, BM25 statistics), before
+    any step runs: the retriever's own check came when the step ran, after the steps before it (an LLM's rewrite,
+    a BM25 search over every query). An index that does not open is left to the step, which names that error."""
+    from operators.retrieve._index_retriever import missing_feature, shared_index
+    from operators.store import IndexStoreError, resolve_index
+
+    built = flow if isinstance(flow, Flow) else flow.build()
+    for step in built.needed_steps():
+        op = built.operators[step]
+        index = getattr(op.params, "index", None)
+        if built.spec.steps[step].placement is not None or not isinstance(index, str) or not index:
+            continue
+        try:
+            settings = shared_index(resolve_index(index)).settings
+        except IndexStoreError:
+            continue
+        if (error := missing_feature(op, index, settings)) is not None:
+            raise error
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -124,6 +124,25 @@ class RetrieverParams(BaseModel):
                                "before filtering.")
 
 
+#: What an index built without a feature lacks, the ``tessera ingest`` option that leaves it out, and the
+#: retriever that searches such an index instead.
+_FEATURES = {"dense": ("vectors", "--no-dense", "retrieve.bm25"),
+             "bm25": ("BM25 statistics", "--no-bm25", "retrieve.dense")}
+
+
+def missing_feature(op: Operator, index_name: str, settings: Any) -> OperatorError | None:
+    """The error of ``op`` searching an index whose ``settings`` lack what it needs (``op.index_needs()``: vectors,
+    BM25 statistics), or None. Both the retriever's own check and the check before a flow runs
+    (``flows.model_check.check_index_features``) say it in these words."""
+    for feature in op.index_needs():
+        if feature in _FEATURES and not getattr(settings, feature, True):
+            what, option, other = _FEATURES[feature]
+            return OperatorError(f"index '{index_name}' was built without {what} (tessera ingest {option}; "
+                                 f"{feature}: false in Python); search it with {other}, or ingest it again "
+                                 f"without {option}", op=op.name, step=op.step_id, field="params.index")
+    return None
+
+
 class IndexRetriever(Operator):
     """Base of the index retrievers (not registered: it has no name)."""
 
@@ -204,6 +223,8 @@ class IndexRetriever(Operator):
 
     def check_index(self, index) -> None:
         """Raise when the index cannot serve this retriever (no BM25 statistics, no vectors)."""
+        if (error := missing_feature(self, self.params.index, index.settings)) is not None:
+            raise error
 
     @property
     def index(self):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from operators.errors import OperatorError
 from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams
 
 
@@ -29,12 +28,6 @@ class BM25Retriever(IndexRetriever):
 
     class Params(RetrieverParams):
         pass
-
-    def check_index(self, index) -> None:
-        if not index.settings.bm25:
-            raise OperatorError(f"index '{self.params.index}' was built without BM25 statistics (bm25: false); "
-                                "use retrieve.dense or re-ingest with bm25: true",
-                                op=self.name, step=self.step_id, field="params.index")
 
     def search(self, texts, k, where):
         return self.index.search_bm25(texts, k, where=where)

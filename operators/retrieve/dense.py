@@ -63,10 +63,7 @@ class DenseRetriever(IndexRetriever):
             return {}
 
     def check_index(self, index) -> None:
-        if not index.settings.dense:
-            raise OperatorError(f"index '{self.params.index}' was built without vectors (dense: false); "
-                                "use retrieve.bm25 or re-ingest with dense: true",
-                                op=self.name, step=self.step_id, field="params.index")
+        super().check_index(index)  # an index without vectors
         self._encoder = self._query_encoder(index.settings.encoder)
         if self._encoder.dimension != index.settings.dim:
             raise OperatorError(f"encoder '{index.settings.encoder}' gives {self._encoder.dimension}-d vectors but "

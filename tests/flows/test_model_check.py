@@ -157,3 +157,22 @@ def test_a_bm25_multi_hop_flow_needs_no_encoder_and_a_hybrid_one_does():
     """What a multi-hop step needs of its index follows its retriever (its index is built without vectors)."""
     assert [n.reference for n in flow_needs(FlowSpec.load("bm25_multihop"))] == []
     assert {n.step for n in flow_needs(FlowSpec.load("hybrid_multihop"))} == {"hops"}
+
+
+def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step_runs(tmp_path):
+    """The dense retriever's own check came when its step ran, after the steps before it (`rag`'s LLM rewrite and
+    BM25 over every query): now `check_models` names it first, in the words of `tessera ingest`'s option."""
+    import pyarrow as pa
+
+    from operators.errors import OperatorError
+
+    words = pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
+                      "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]})
+    Index.create(tmp_path / "words", IndexSettings(dense=False)).add(words)
+    for flow, step in [("hybrid", "dense"), ("rag", "dense"), ("hybrid_multihop", "hops")]:
+        with pytest.raises(OperatorError, match=r"built without vectors \(tessera ingest --no-dense; dense: false") \
+                as refused:
+            check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
+        assert (refused.value.step, refused.value.field) == (step, "params.index"), flow
+    for flow in ("bm25", "bm25_multihop"):  # what such an index serves passes
+        check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
