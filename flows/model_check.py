@@ -336,8 +336,9 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
 
 def check_index_features(flow: Flow | FlowSpec) -> None:
     """Refuse a step that searches an index by what the index was built without (vectors, BM25 statistics), before
-    any step runs: the retriever's own check came when the step ran, after the steps before it (an LLM's rewrite,
-    a BM25 search over every query). An index that does not open is left to the step, which names that error."""
+    any step runs (a ``SpecError``, the service's 422): the retriever's own check came when the step ran, after the
+    steps before it (an LLM's rewrite, a BM25 search over every query). An index that does not open is left to the
+    step, which names that error."""
     from operators.retrieve._index_retriever import missing_feature, shared_index
     from operators.store import IndexStoreError, resolve_index
 
@@ -351,8 +352,8 @@ def check_index_features(flow: Flow | FlowSpec) -> None:
             settings = shared_index(resolve_index(index)).settings
         except IndexStoreError:
             continue
-        if (error := missing_feature(op, index, settings)) is not None:
-            raise error
+        if (error := missing_feature(op, index, settings)) is not None:  # the spec's mistake, as a wrong encoder is
+            raise SpecError(error.message, op=op.name, step=step, field=f"steps.{step}.params.index")
 
 
 def _same_model(a: str, b: str) -> bool:

@@ -164,15 +164,15 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
     BM25 over every query): now `check_models` names it first, in the words of `tessera ingest`'s option."""
     import pyarrow as pa
 
-    from operators.errors import OperatorError
+    from operators.errors import SpecError
 
     words = pa.table({"docno": ["bees#0", "ants#0"], "doc_id": ["bees", "ants"], "title": ["Bees", "Ants"],
                       "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]})
     Index.create(tmp_path / "words", IndexSettings(dense=False)).add(words)
     for flow, step in [("hybrid", "dense"), ("rag", "dense"), ("hybrid_multihop", "hops")]:
-        with pytest.raises(OperatorError, match=r"built without vectors \(tessera ingest --no-dense; dense: false") \
+        with pytest.raises(SpecError, match=r"built without vectors \(tessera ingest --no-dense; dense: false") \
                 as refused:
             check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
-        assert (refused.value.step, refused.value.field) == (step, "params.index"), flow
+        assert (refused.value.step, refused.value.field) == (step, f"steps.{step}.params.index"), flow
     for flow in ("bm25", "bm25_multihop"):  # what such an index serves passes
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
