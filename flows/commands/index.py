@@ -250,6 +250,11 @@ def _refuse_other_settings(index, args: argparse.Namespace) -> None:
     """The new-index options given for an existing index that has other settings: adding keeps the index's own,
     so such an option would be ignored without a word."""
     settings = index.settings
+    for option, value in (("--encoder", args.encoder), ("--dense-type", args.dense_type)):
+        if value and not settings.dense:  # nothing is embedded: the option was ignored, the user thought otherwise
+            raise CliError(f"index {index.path} has no vectors (built with --no-dense): {option} is for an index "
+                           "that embeds its documents, and adding keeps the index's own settings: drop it, or add "
+                           "to a new index", field=option)
     if args.encoder and settings.dense and args.encoder != settings.encoder:
         raise CliError(f"index {index.path} embeds with {settings.encoder}, not {args.encoder}: drop --encoder "
                        "(its documents are embedded with the index's own), or add to a new index", field="--encoder")

@@ -105,6 +105,11 @@ def test_a_new_index_option_against_an_existing_index_is_refused_not_ignored(tmp
     err = capsys.readouterr().err
     assert "field '--no-bm25'" in err and "has a BM25 index" in err and len(err.strip().splitlines()) == 1
     assert len(Index.open(bm25_only)) == 1
+    for option in (["--encoder", "nosuch-model"], ["--dense-type", "hnsw"]):  # nothing embeds: ignored before
+        assert main(["index", "add", bm25_only, more, *option]) == 2
+        err = capsys.readouterr().err
+        assert f"field '{option[0]}'" in err and "has no vectors (built with --no-dense)" in err, err
+    assert len(Index.open(bm25_only)) == 1
     assert main(["index", "add", bm25_only, more, "--no-dense"]) == 0  # as it is: accepted
     assert len(Index.open(bm25_only)) == 2
 
