@@ -84,6 +84,10 @@ def check_name(name: str) -> str:
     if not NAME_PATTERN.match(name or ""):
         raise SpecError(f"'{name}' is not a valid flow name (letters, digits, '_', '.', '-'; "
                         "starting with a letter or digit)", field="name")
+    stem, dot, suffix = name.rpartition(".")
+    if dot and suffix.lower() in ("yaml", "yml", "json"):  # a file's name given for the flow's: mine.yaml.yaml
+        raise SpecError(f"'{name}' is a file's name, not a flow's: the flow is saved as NAME.yaml and run by NAME; "
+                        f"save it as '{stem}'", field="name")
     return name
 
 

@@ -26,7 +26,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     f_save = fsub.add_parser("save", parents=[common], help="validate a spec and save it by name")
     f_save.add_argument("name", metavar="NAME")
     f_save.add_argument("file", metavar="FILE", help="spec file (YAML or JSON; '-' reads stdin)")
-    f_save.add_argument("--json", action="store_true", help="print the name and path as JSON")
+    f_save.add_argument("--force", action="store_true", help="replace a saved flow of that name (refused without it "
+                        "when the spec differs)")
+    f_save.add_argument("--json", action="store_true", help="print the name, path and whether a flow was replaced "
+                        "as JSON")
     f_save.set_defaults(handler=_cmd_flows_save)
     f_delete = fsub.add_parser("delete", parents=[common], help="delete a saved flow")
     f_delete.add_argument("name", metavar="NAME")
@@ -101,8 +104,16 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
         source = Path(args.file)
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
-    path = store.save(args.name, FlowSpec.load(source))
-    report(args, {"name": args.name, "path": str(path)}, f"saved flow '{args.name}' to {path}")
+    spec = FlowSpec.load(source)
+    existing = store.saved_path(args.name)
+    replaced = existing is not None and existing.read_text(encoding="utf-8") != \
+        spec.model_copy(update={"name": args.name}).to_yaml()
+    if replaced and not args.force:  # a saved flow is somebody's work: not lost to a name used twice
+        raise CliError(f"a saved flow named '{args.name}' exists ({existing}) with another spec: --force replaces it, "
+                       "or save under another name", field="name")
+    path = store.save(args.name, spec)
+    report(args, {"name": args.name, "path": str(path), "replaced": replaced},
+           f"{'replaced' if replaced else 'saved'} flow '{args.name}' {'at' if replaced else 'to'} {path}")
     return EXIT_OK
 
 

@@ -62,9 +62,10 @@ def test_index_edits_print_what_changed_as_json(home, tmp_path, tessera):  # noq
 def test_flows_save_delete_and_cache_clear_print_json(home, tmp_path, spec, tessera):  # noqa: F811
     status, out, _ = tessera("flows", "save", "mine", str(spec), "--json", home=home)
     saved = only_json(out)
-    assert status == 0 and saved["name"] == "mine" and Path(saved["path"]).is_file()
+    assert status == 0 and saved["name"] == "mine" and Path(saved["path"]).is_file() and saved["replaced"] is False
     status, out, _ = tessera("flows", "delete", "mine", "--json", home=home)
-    assert status == 0 and only_json(out) == saved and not Path(saved["path"]).exists()
+    assert status == 0 and only_json(out) == {"name": "mine", "path": saved["path"]}
+    assert not Path(saved["path"]).exists()
     status, _, _ = tessera("run", str(spec), "-q", "honey bees", home=home)  # fills the cache
     assert status == 0
     status, out, _ = tessera("cache", "clear", "--json", home=home)

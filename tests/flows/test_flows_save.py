@@ -1,0 +1,45 @@
+"""``tessera flows save`` keeps a saved flow from being lost to a name used twice, and refuses a file's name as a
+flow's. Through flows.commands.main, in a TESSERA_HOME of the test's own."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.commands import main
+
+BM25 = "steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n"
+OTHER = "steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 5}}\n"
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def test_a_saved_flow_is_replaced_only_with_force(home, tmp_path, capsys):
+    first, other = tmp_path / "first.yaml", tmp_path / "other.yaml"
+    first.write_text(BM25)
+    other.write_text(OTHER)
+    assert main(["flows", "save", "mine", str(first)]) == 0
+    assert "saved flow 'mine'" in capsys.readouterr().out
+    assert main(["flows", "save", "mine", str(first)]) == 0  # the same spec again: nothing is lost
+    assert main(["flows", "save", "mine", str(other)]) == 2  # silently replaced before
+    err = capsys.readouterr().err
+    assert "field 'name'" in err and "a saved flow named 'mine' exists" in err and "--force" in err, err
+    assert "k: 3" in (home / "flows" / "mine.yaml").read_text()
+    assert main(["flows", "save", "mine", str(other), "--force", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["replaced"] is True
+    assert "k: 5" in (home / "flows" / "mine.yaml").read_text()
+
+
+@pytest.mark.parametrize("name", ["mine.yaml", "hybrid.yml", "x.JSON"])
+def test_a_files_name_is_not_a_flows_name(home, tmp_path, capsys, name):
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(BM25)
+    assert main(["flows", "save", name, str(spec)]) == 2  # stored as mine.yaml.yaml before, run as 'mine.yaml'
+    err = capsys.readouterr().err
+    assert "is a file's name, not a flow's" in err and f"save it as '{name.rsplit('.', 1)[0]}'" in err, err
+    assert not (home / "flows").exists() or not list((home / "flows").iterdir())
