@@ -76,4 +76,15 @@ def short_span(reply: str, query: str) -> str:
     first = words.index(new[0])
     while first > 0 and words[first - 1][0].lower() in _ARTICLES:  # "The Beatles", not "Beatles": answer
         first -= 1                                                   # metrics drop articles, readers do not
+    if first > 0 and _title_starts_before(words, first, known):  # "To Kill a Mockingbird", not "Kill a ..."
+        first -= 1
     return line[words[first].start():new[-1].end()].strip(" ,;:")
+
+
+def _title_starts_before(words: list[re.Match], first: int, known: set[str]) -> bool:
+    """Whether the capitalised small word before ``words[first]`` begins the title that starts there: a title goes
+    on past a small lowercase word to a capitalised one ("To Kill a Mockingbird", "Of Mice and Men"), where a
+    sentence's first word before a name does not ("In Paris", "By William Shakespeare")."""
+    before, name = words[first - 1][0], [w[0] for w in words[first:first + 3]]
+    return (before[:1].isupper() and before.lower() in known and len(name) == 3 and name[0][:1].isupper()
+            and name[1].islower() and name[1] in known and name[2][:1].isupper())

@@ -23,6 +23,10 @@ QUESTION = "What is the population of the county where Ada is located?"
     ("The population of the county is", "The population of the county is"),  # nothing new: kept as written
     ("Ada is located in the Treasure Valley", "the Treasure Valley"),  # a leading article stays, for readers
     ("The population is a million", "a million"),
+    # a title's first word is a small word, dropped before: "Kill a Mockingbird is ..."
+    ("To Kill a Mockingbird is a 1960 novel by Harper Lee", "To Kill a Mockingbird is a 1960 novel by Harper Lee"),
+    ("Of Mice and Men", "Of Mice and Men"),
+    ("In Boise, Idaho the county has 9,984 people", "Boise, Idaho the county has 9,984 people"),  # not a title
 ])
 def test_short_span(reply, expected):
     assert short_span(reply, QUESTION) == expected
