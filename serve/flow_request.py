@@ -119,6 +119,16 @@ def logged_public(err: Any) -> str:
     return err.public
 
 
+def public_text(err: Any) -> str:
+    """An error's text for the client: a model error's public message in place of its own (``logged_public``) and
+    no other path of the server (an upload's refused ingestion named the model repository's folder)."""
+    from serve.server_paths import without_server_paths
+
+    if getattr(err, "public", None) is not None:  # worded without paths already ($TESSERA_HOME/models stays)
+        return str(err).replace(err.message, logged_public(err))
+    return without_server_paths(str(err))
+
+
 def wrong_kind_error(err: Any) -> ApiError:
     """The 422 ``wrong_model_kind`` of a ``MissingModelsError`` with models of another kind than their step loads,
     naming the first such field."""

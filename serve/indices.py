@@ -227,8 +227,10 @@ class Indices:
             except TesseraError as err:
                 if self._changed(name, seen):  # the index (or the file) went while it was checked
                     raise _IndexChanged() from None
-                raise ApiError(422, f"this upload cannot be ingested: {err}", param="spec" if err.field else None,
-                               code="ingest_refused") from None
+                from serve.flow_request import public_text
+
+                raise ApiError(422, f"this upload cannot be ingested: {public_text(err)}",
+                               param="spec" if err.field else None, code="ingest_refused") from None
             job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
                               "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
                               "replace": request.replace, "compact_after_shards": self.compact_after_shards,
@@ -387,3 +389,4 @@ def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant
     return {"writable": owned, "spec": row["spec"] if row else None,
             "ingest_task": row["ingest_task"] if owned else None, "shared": row is None or bool(row["shared"])}
+

@@ -32,6 +32,8 @@ def test_an_upload_refused_for_a_new_name_leaves_no_folder(upload_service):
     uploads = upload_service.indices.uploads
     err = refused(upload_service, "static", "alice", spec="ingest_static")  # its encoder is not on this machine
     assert (err.status, err.code) == (422, "ingest_refused"), err
+    home = str(upload_service.indices.folder.parent)  # the server's folders stay its own (the models' was named)
+    assert "$TESSERA_HOME/models" in err.message and home not in err.message and "/tmp" not in err.message, err.message
     assert not (uploads / "static").exists() and not (upload_service.indices.folder / "static").exists()
 
     limit = upload_service.limits.max_tasks_per_key
