@@ -148,7 +148,7 @@ class StepCache:
         if blocking is not None:
             raise CacheError(f"cache directory {root}: {blocking} is a file, not a folder", field="cache_dir")
         fresh = not (root / "index.sqlite").exists()
-        if fresh and root.is_dir() and holds_other_files(root):
+        if fresh and root.is_dir() and holds_other_files(root) and not (root / MARKER).is_file():
             raise CacheError(f"cache directory {root} holds other files and no step cache: give an empty or "
                              "new folder", field="cache_dir")
         refused = later_layout(root) if root.is_dir() else None

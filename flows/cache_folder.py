@@ -79,8 +79,12 @@ def remove_cache_files(root: Path) -> None:
                 os.unlink(entry.path)
         with contextlib.suppress(OSError):
             data.rmdir()  # left in place if something else was put there
-    for name in reversed(OWN_FILES):  # the marker last: an interrupted clear can be run again
+    for name in (n for n in OWN_FILES if n != MARKER):
         with contextlib.suppress(FileNotFoundError):
             (root / name).unlink()
+    if holds_other_files(root):  # the folder stays (someone's file in it): so does the marker, which says the folder
+        return                   # is a cache, so the next run uses it and the next clear clears it
+    with contextlib.suppress(FileNotFoundError):  # the marker last: an interrupted clear can be run again
+        (root / MARKER).unlink()
     with contextlib.suppress(OSError):
         root.rmdir()

@@ -266,8 +266,12 @@ def test_clear_deletes_only_what_the_cache_wrote_and_never_through_a_link(tmp_pa
     (tmp_path / "marker").rename(marker)
     assert StepCache(cache.root).clear()
     assert (outside / "keep.arrow").read_text() == "not the cache's"
-    assert sorted(p.name for p in cache.root.iterdir()) == ["data", "notes.txt"]
+    # the marker stays with someone's files: the folder was refused by every later run and clear before
+    assert sorted(p.name for p in cache.root.iterdir()) == ["data", "notes.txt", "tessera-cache.json"]
     assert [p.name for p in (cache.root / "data").iterdir()] == ["link"]
+    assert LocalExecutor(cache=StepCache(cache.root)).run(spec(), sample_results(2, 3)).cache_hit_ratio == 0.0
+    assert LocalExecutor(cache=StepCache(cache.root)).run(spec(), sample_results(2, 3)).cache_hit_ratio == 1.0
+    assert StepCache(cache.root).clear() and (cache.root / "notes.txt").read_text() == "mine"
 
 
 def test_a_damaged_cache_file_is_recomputed_and_stored_again(cache):
