@@ -299,8 +299,17 @@ def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
 
 
+def refuse_cache_dir_without_cache(args: Any) -> None:
+    """``--no-cache`` with ``--cache-dir``: the folder would be ignored without a word (as ``bench`` refuses
+    ``--mlflow-uri`` with ``--no-mlflow``)."""
+    if args.no_cache and getattr(args, "cache_dir", None):
+        raise CliError("--no-cache and --cache-dir: give one (where the step cache is, or no cache)",
+                       field="cache-dir")
+
+
 def step_cache(args: Any):
     """The step cache of ``--cache-dir`` (default ``$TESSERA_HOME/cache``), or None with ``--no-cache``."""
+    refuse_cache_dir_without_cache(args)
     if args.no_cache:
         return None
     from pathlib import Path

@@ -8,7 +8,7 @@ from typing import Sequence
 from flows import uris
 from flows.bench.errors import BenchError
 from flows.commands._support import (EXIT_CANCELLED, add_cache_dir_argument, check_job_paths, console, positive_int,
-                                     print_json, require_extra)
+                                     print_json, refuse_cache_dir_without_cache, require_extra)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 DESCRIPTION = ("Benchmark flows on a BEIR-layout dataset (corpus.jsonl, queries.jsonl, qrels/SPLIT.tsv): one "
@@ -65,6 +65,7 @@ def parse_ks(text: str) -> list[int]:
 def handle(args: argparse.Namespace) -> int:
     if args.no_mlflow and args.mlflow_uri:
         raise BenchError("--mlflow-uri and --no-mlflow: give one (where to log, or not to log)", field="mlflow-uri")
+    refuse_cache_dir_without_cache(args)
     check_job_paths(outputs={"--out": args.out, "--index-dir": args.index_dir, "--cache-dir": args.cache_dir},
                     inputs={"--dataset": args.dataset}, executor=args.executor)
     from flows.bench import tracking

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
-                                     step_cache)
+                                     refuse_cache_dir_without_cache, step_cache)
 from flows.query_limits import check_length, max_query_chars
 from operators.errors import SpecError
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
@@ -57,6 +57,7 @@ def handle(args: argparse.Namespace) -> int:
     from flows.model_check import check_models
     from flows.train import train_command
 
+    refuse_cache_dir_without_cache(args)
     flow = _answering_flow(args)
     check_models([flow], how_to_make=train_command)
     cache = step_cache(args)

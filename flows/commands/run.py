@@ -19,7 +19,8 @@ from typing import Sequence
 
 from flows import uris
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, check_job_paths, console, escape,
-                                     TableRows, load_flow, positive_int, print_json, step_cache)
+                                     TableRows, load_flow, positive_int, print_json, refuse_cache_dir_without_cache,
+                                     step_cache)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -66,6 +67,7 @@ def handle(args: argparse.Namespace) -> int:
     from flows.queries import looks_like_path
 
     # Everything that can be wrong with the request is checked before anything runs.
+    refuse_cache_dir_without_cache(args)
     queries_path = args.queries if args.queries and looks_like_path(args.queries) else None
     check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
                     inputs={"--index": args.index, "--queries": queries_path}, executor=args.executor)

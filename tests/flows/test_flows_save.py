@@ -43,3 +43,4 @@ def test_a_files_name_is_not_a_flows_name(home, tmp_path, capsys, name):
     err = capsys.readouterr().err
     assert "is a file's name, not a flow's" in err and f"save it as '{name.rsplit('.', 1)[0]}'" in err, err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
+

@@ -185,6 +185,7 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     (["--flow", "demo", "--cache-dir", str(SPECS / "demo.yaml")], "demo.yaml is a file, not a folder"),
     (["--flow", "bm25", "--index-dir", str(SPECS / "demo.yaml")], "field 'index-dir': cannot make --index-dir"),
     (["--flow", "demo", "--mlflow-uri", "sqlite:///x.db", "--no-mlflow"], "--mlflow-uri and --no-mlflow: give one"),
+    (["--flow", "demo", "--no-cache", "--cache-dir", "c"], "--no-cache and --cache-dir: give one"),  # c was ignored
 ])
 def test_bad_arguments_exit_2_with_one_line_naming_them(bench, scifact_slice, tmp_path, args, needle):
     status, _, stderr = bench("--dataset", scifact_slice, "--out", tmp_path / "out", "--no-mlflow", *args)
