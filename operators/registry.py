@@ -176,7 +176,9 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
             return cls
     import difflib
 
-    close = difflib.get_close_matches(name, ops, n=3)
+    # by full name, by the name after the category ("bm2" for retrieve.bm25) and by alias ("llm_summariser")
+    known = {key: full for full, cls in ops.items() for key in (full, full.split(".", 1)[-1], *cls.aliases)}
+    close = list(dict.fromkeys(known[key] for key in difflib.get_close_matches(name, known, n=6)))[:3]
     category = name.split(".", 1)[0] if "." in name else None
     if category is not None and category not in {cls.category() for cls in ops.values()}:
         hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "

@@ -53,3 +53,17 @@ def test_a_plugin_module_turns_the_lookup_by_module_off(tmp_path):
     done = _run("analyze.word_count", TESSERA_OPERATORS="my_plugin_ops",
                 PYTHONPATH=os.pathsep.join([str(tmp_path), str(REPO)]))
     assert done.returncode != 0 and "my_plugin_ops" in done.stderr and "defines no Operator" in done.stderr
+
+
+@pytest.mark.parametrize("name, close", [
+    ("bm2", "did you mean retrieve.bm25?"),  # the name after the category (listed all 54 operators before)
+    ("retrieve.bm2", "did you mean retrieve.bm25, retrieve.corpus_bm25"),
+    ("llm_summariser", "did you mean summarize.documents?"),  # an alias's spelling
+])
+def test_an_unknown_name_suggests_the_operators_it_is_close_to(name, close):
+    from operators.errors import UnknownOperatorError
+    from operators.registry import get_operator
+
+    with pytest.raises(UnknownOperatorError) as err:
+        get_operator(name)
+    assert close in err.value.message and "known operators" not in err.value.message, err.value.message
