@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
 import sys
 from pathlib import Path
@@ -83,6 +84,9 @@ def handle(args: argparse.Namespace) -> int:
         if question == "/new":
             conversation = []
             out.print("[dim]a new conversation[/]")
+            continue
+        if re.fullmatch(r"/\w+", question):  # a mistyped command (/quite, /help) is no question to search for
+            out.print(f"[yellow]unknown command {escape(question)}[/]: /new starts over, /exit ends")
             continue
         try:
             check_length(question, "the question", longest)  # as tessera run and the service

@@ -90,3 +90,11 @@ def test_a_question_over_the_query_limit_is_said_and_the_chat_goes_on(fault_mode
     assert proc.stdout == "" and fault_models.bodies == []
     assert "the question has 20004 characters, over the limit of 10000 for a query" in proc.stderr
     assert "ask a shorter one" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unknown_command_is_said_and_not_asked(fault_models, spec, tmp_path, tessera):
+    """A mistyped /quit was searched for and answered as a question."""
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
+                   stdin="/quite\n/help\n")
+    assert proc.stdout == "" and fault_models.bodies == []
+    assert "unknown command /quite" in proc.stderr and "unknown command /help" in proc.stderr
