@@ -299,6 +299,22 @@ def add_cache_dir_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache-dir", metavar="DIR", help="cache directory (default $TESSERA_HOME/cache)")
 
 
+def refuse_file_as_index_name(given: str | None, option: str, source: str) -> None:
+    """A bare index name that is a file in the working folder, for an index not made yet: the corpus file given as
+    the index (the two swapped), which made an index named after the file. A path to it (``./corpus.jsonl``) is
+    refused as a file already (``check_new_index_path``); an index made so before still opens."""
+    from pathlib import Path
+
+    from operators.store import resolve_index
+    from operators.store.layout import MANIFEST, is_index_name
+
+    if not given or not is_index_name(given) or not Path(given).is_file() or (resolve_index(given) / MANIFEST).exists():
+        return
+    raise CliError(f"{option} '{given}' is a file in this folder, where a bare name is an index under "
+                   f"$TESSERA_HOME/indices: the corpus file goes in {source}, the index's name or folder in {option}",
+                   field=option.lstrip("-"))
+
+
 def refuse_cache_dir_without_cache(args: Any) -> None:
     """``--no-cache`` with ``--cache-dir``: the folder would be ignored without a word (as ``bench`` refuses
     ``--mlflow-uri`` with ``--no-mlflow``)."""

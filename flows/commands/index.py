@@ -32,7 +32,7 @@ from typing import Iterator
 import pyarrow as pa
 
 from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
-                                     report, show_help)
+                                     refuse_file_as_index_name, report, show_help)
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -274,6 +274,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     from operators.store.shard import split_chunks
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
+    refuse_file_as_index_name(args.path, "PATH", "FILE")
     if not _readable(args.file):  # before an index is created for nothing
         raise CliError(f"no such file: {args.file}", field="FILE")
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding

@@ -24,7 +24,7 @@ from typing import Sequence
 from flows import uris
 from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, cli_option_error,
                                      cli_option_logs, console, positive_int, print_json,
-                                     refuse_contradicting_index_options)
+                                     refuse_contradicting_index_options, refuse_file_as_index_name)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
 #: The ingestion's parameters that its errors and warnings name as a Python call passes them (``source='x'``,
@@ -95,6 +95,7 @@ def handle(args: argparse.Namespace) -> int:
         overrides["dense"] = False
     if args.no_bm25:
         overrides["bm25"] = False
+    refuse_file_as_index_name(args.index, "--index", "--source")
     index = uris.local_path(args.index, "index")
     interrupts = StopOnInterrupt()
     try:

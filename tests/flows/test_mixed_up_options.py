@@ -1,0 +1,37 @@
+"""Options mixed up are refused naming them, before anything runs: two that contradict each other (not one of them
+ignored), a corpus file given where the index goes. Through flows.commands.main, in a TESSERA_HOME of the test's
+own."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.commands import main
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+@pytest.mark.parametrize("command", [["run", "bm25", "-q", "bees"], ["chat", "rag"]])
+def test_no_cache_with_a_cache_dir_is_refused_not_ignored(home, tmp_path, capsys, command):
+    """The folder was ignored: the run went on without a cache (as bench refuses --mlflow-uri with --no-mlflow)."""
+    assert main([*command, "--no-cache", "--cache-dir", str(tmp_path / "c")]) == 2
+    err = capsys.readouterr().err
+    assert "--no-cache and --cache-dir: give one" in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("command, option, source", [
+    (["ingest", "--source", "corpus.jsonl", "--index", "corpus.jsonl"], "--index", "--source"),
+    (["index", "add", "corpus.jsonl", "corpus.jsonl"], "PATH", "FILE"),
+])
+def test_a_corpus_file_given_as_the_index_name_is_refused(home, tmp_path, monkeypatch, capsys, command, option, source):
+    """A bare name is an index under $TESSERA_HOME: a file of that name here made an index named after the file."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus.jsonl").write_text('{"_id": "a", "text": "honey bees"}\n')
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert f"{option} 'corpus.jsonl' is a file in this folder" in err and f"the corpus file goes in {source}" in err
+    assert not (home / "indices" / "corpus.jsonl").exists()
