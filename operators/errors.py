@@ -173,6 +173,10 @@ class UnknownOperatorError(SpecError):
     """A spec names an operator that is not registered."""
 
 
+class NonFiniteNumberError(ParamsError):
+    """A param holds NaN or an infinity (YAML's ``.nan``, Python's JSON's ``NaN``): no param means either."""
+
+
 class OperatorError(TesseraError):
     """An operator failed while running."""
 

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import ParamsError, unknown_name_hint
+from operators.errors import NonFiniteNumberError, ParamsError, unknown_name_hint
 
 
 def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | None, *, op: str,
@@ -42,7 +42,8 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         raise ParamsError.from_validation(err, op=op, step=step, known=model.model_fields) from None
     # as validated: pydantic reads the text "nan" as a float too (the mosaicRAG task API sends numbers as text)
     if (place := _not_finite(validated.model_dump(include=validated.model_fields_set))) is not None:
-        raise ParamsError(f"must be a finite number, not {place[1]}", op=op, step=step, field=f"params.{place[0]}")
+        raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
+                                   field=f"params.{place[0]}")
     return validated
 
 

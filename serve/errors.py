@@ -22,7 +22,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from operators.errors import SpecError
+from operators.errors import NonFiniteNumberError, SpecError
 
 log = logging.getLogger("tessera.serve")
 
@@ -241,8 +241,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(SpecError)
     async def _bad_spec(_: Request, err: SpecError) -> JSONResponse:
-        """A flow, step or param a request names is invalid: 422 naming the step and field."""
-        return error_response(422, str(err), param=err.field, code="invalid_spec")
+        """A flow, step or param a request names is invalid: 422 naming the step and field (a NaN or an infinity:
+        ``number_out_of_range``, as ``serve.param_numbers`` names a number JSON does not carry)."""
+        code = "number_out_of_range" if isinstance(err, NonFiniteNumberError) else "invalid_spec"
+        return error_response(422, str(err), param=err.field, code=code)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:

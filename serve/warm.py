@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from operators.errors import OperatorError
+from operators.errors import OperatorError, SpecError
 from serve import taskrunner
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
@@ -48,8 +48,8 @@ def _warm_up_logged(service: Any) -> None:
     except ApiError as refused:  # the service's own refusal (a default index private to one key): what it says
         log.warning("tessera serve: the warm-up could not search the default index %s, nor will the searches of "
                     "keys other than its owner that name no index: %s", service.default_index, refused.message)
-    except OperatorError as err:  # the default flow cannot run over the default index (one without vectors under
-        # hybrid, a damaged one): what a search would be told, in one line, not a traceback
+    except (OperatorError, SpecError) as err:  # the default flow cannot run over the default index (one without
+        # vectors under hybrid, refused before it runs; a damaged one): what a search would be told, in one line
         log.warning("tessera serve: the warm-up could not set up the default search over %s, nor will searches that "
                     "name no flow: %s", service.default_index, err)
     except Exception:  # noqa: BLE001  (the first request then does it, and names its own error)
