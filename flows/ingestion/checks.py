@@ -10,7 +10,7 @@ import numbers
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Iterable, Literal
 
 from flows.ingestion.errors import IngestError
 from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_plan, embed_params, fit_dim,
@@ -121,3 +121,16 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     given = (not isinstance(settings, dict) and settings is not None) or exists \
         or "dim" in (settings or {}) or "dim" in plan.settings_base
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
+
+
+def doc_ids_to_delete(value: Any) -> frozenset[str]:
+    """``delete_doc_ids`` as a set of ids: a text given alone was read a character at a time (it deleted the
+    documents "1" and "2" for "12"), so anything but a collection of texts is an ``IngestError`` naming it."""
+    if isinstance(value, (str, bytes)) or not isinstance(value, Iterable):
+        raise IngestError(f"delete_doc_ids takes a list of document ids, not {type(value).__name__} "
+                          f"{short_repr(value)}", field="delete_doc_ids")
+    ids = list(value)
+    if (bad := next((v for v in ids if not isinstance(v, str)), None)) is not None:
+        raise IngestError(f"delete_doc_ids holds {type(bad).__name__} {short_repr(bad)}: a document id is a text",
+                          field="delete_doc_ids")
+    return frozenset(ids)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from flows.ingestion import refused
-from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
+from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete
 from flows.ingestion.errors import SettingsMismatchError
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
@@ -63,7 +63,6 @@ class IngestReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}
-
 
 
 class _Run:
@@ -324,6 +323,8 @@ class _Run:
             self.tracker.committed(shard, 0, 0)
 
     def _finish(self, started: float) -> IngestReport:
+        if self.delete_doc_ids and self.index is not None:  # no commit to ride on (nothing new: a resumed source)
+            self.index.delete(doc_ids=self.delete_doc_ids)
         self.report.seconds = round(time.perf_counter() - started, 3)
         self.report.open_failures = len(self.ledger.open_failures(self.finished()))
         return self.report
@@ -382,6 +383,7 @@ def ingest(
     ``encoding``: the source files' text encoding (the read step's ``encoding`` param); without it, UTF-8, and a
     guess for a file that is not UTF-8 (named in a warning).
     """
+    delete_doc_ids = doc_ids_to_delete(delete_doc_ids)
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
                            spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding)
     # int(): a numpy integer passes the check but not json.dumps of the staging plan
@@ -395,5 +397,4 @@ def ingest(
 
         report.colbert_store = str(build_token_store(run.index, colbert, progress=progress).folder)
     return report
-
 

@@ -90,6 +90,28 @@ def test_delete_doc_ids_go_in_the_first_commit_and_columns_a_shard_lacks_read_as
     assert report.shards_written == 1 and generation == 2  # one commit added the page and deleted the two
     assert ids[0] not in by_id and ids[1] not in by_id and by_id[ids[2]] is None and by_id["notes-p1"] == "notes.pdf"
     assert len(index) == 30 - 2 + 1
+    # the same source again has nothing new to commit: the deletion is made alone (it was dropped without a word)
+    again = ingest(page, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+                   delete_doc_ids=[ids[2]])
+    assert again.shards_written == 0 and ids[2] not in Index.open(tmp_path / "idx").columns(["doc_id"])[1].column(
+        "doc_id").to_pylist()
+    assert len(Index.open(tmp_path / "idx")) == 30 - 3 + 1
+
+
+@pytest.mark.parametrize("given, said", [
+    ("12", "delete_doc_ids takes a list of document ids, not str '12'"),  # read as "1" and "2": two other documents
+    (5, "not int 5"),
+    (["a", 7], "delete_doc_ids holds int 7"),
+])
+def test_delete_doc_ids_that_are_not_a_list_of_ids_are_refused_before_anything_is_deleted(tmp_path, corpus30, given,
+                                                                                          said):
+    from flows.ingestion.errors import IngestError
+
+    ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    with pytest.raises(IngestError, match=said) as refused:
+        ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False,
+               delete_doc_ids=given)
+    assert refused.value.field == "delete_doc_ids" and len(Index.open(tmp_path / "idx")) == 30
 
 
 def test_a_placed_embed_step_needs_its_deployment_before_anything_is_made(tmp_path, corpus30):
