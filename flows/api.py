@@ -246,14 +246,15 @@ class Flow:
         runner = make_executor(executor, cache=_step_cache(cache), keep_history=keep_history)
         return runner.run(self.built, table, progress=progress, cancel=cancel)
 
-    def save(self, name: str) -> Path:
-        """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere.
+    def save(self, name: str, *, force: bool = False) -> Path:
+        """Store this flow as a saved flow ``NAME`` (``$TESSERA_HOME/flows``), runnable by name everywhere; a saved
+        flow of that name with another spec is replaced only with ``force`` (else a ``SpecError``).
 
         The index ``Flow.load(..., index=)`` gave it is not stored: the saved flow leaves those steps' ``index``
         unset, as it was, so ``tessera run NAME --index X`` and ``tessera bench --flow NAME`` fill in theirs."""
         from flows import store
 
-        return store.save(name, self.unbound)
+        return store.save_kept(name, self.unbound, force=force)[0]
 
 
 def _dict_queries(queries: dict) -> pa.Table:

@@ -99,6 +99,20 @@ def saved_path(name: str, owner: str | None = None) -> Path | None:
     return path if path.is_file() else None
 
 
+def save_kept(name: str, spec: Any, *, force: bool = False) -> tuple[Path, bool]:
+    """``save`` for the CLI and Python (a user's own flows): a saved flow of that name with another spec is
+    replaced only with ``force`` (it was overwritten without a word), else a ``SpecError`` naming its file; the same
+    spec again is saved as it is. Returns the path and whether another spec was replaced. (The service's ``PUT
+    /flows/{name}`` replaces, as a PUT does.)"""
+    existing = saved_path(name)
+    replaced = existing is not None and existing.read_text(encoding="utf-8") != \
+        spec.model_copy(update={"name": name}).to_yaml()
+    if replaced and not force:
+        raise SpecError(f"a saved flow named '{name}' exists ({existing}) with another spec: replace it with "
+                        "force (tessera flows save --force), or save under another name", field="name")
+    return save(name, spec), replaced
+
+
 def save(name: str, spec: Any, owner: str | None = None) -> Path:
     """Store a ``FlowSpec`` as ``NAME`` once it builds (operators, params, inputs, cycles).
 

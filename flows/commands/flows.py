@@ -104,14 +104,7 @@ def _cmd_flows_save(args: argparse.Namespace) -> int:
         source = Path(args.file)
         if not source.is_file():
             raise CliError(f"spec file not found: {args.file}", field="file")
-    spec = FlowSpec.load(source)
-    existing = store.saved_path(args.name)
-    replaced = existing is not None and existing.read_text(encoding="utf-8") != \
-        spec.model_copy(update={"name": args.name}).to_yaml()
-    if replaced and not args.force:  # a saved flow is somebody's work: not lost to a name used twice
-        raise CliError(f"a saved flow named '{args.name}' exists ({existing}) with another spec: --force replaces it, "
-                       "or save under another name", field="name")
-    path = store.save(args.name, spec)
+    path, replaced = store.save_kept(args.name, FlowSpec.load(source), force=args.force)
     report(args, {"name": args.name, "path": str(path), "replaced": replaced},
            f"{'replaced' if replaced else 'saved'} flow '{args.name}' {'at' if replaced else 'to'} {path}")
     return EXIT_OK

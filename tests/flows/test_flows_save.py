@@ -44,3 +44,16 @@ def test_a_files_name_is_not_a_flows_name(home, tmp_path, capsys, name):
     assert "is a file's name, not a flow's" in err and f"save it as '{name.rsplit('.', 1)[0]}'" in err, err
     assert not (home / "flows").exists() or not list((home / "flows").iterdir())
 
+
+
+def test_flow_save_in_python_replaces_another_spec_only_with_force(home):
+    from flows.api import Flow
+    from operators.errors import SpecError
+
+    Flow.load("bm25").save("mine")
+    Flow.load("bm25").save("mine")  # the same spec again
+    with pytest.raises(SpecError, match="a saved flow named 'mine' exists"):
+        Flow.load("hybrid").save("mine")
+    assert "retrieve.dense" not in (home / "flows" / "mine.yaml").read_text()
+    Flow.load("hybrid").save("mine", force=True)
+    assert "retrieve.dense" in (home / "flows" / "mine.yaml").read_text()
