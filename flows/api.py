@@ -53,8 +53,15 @@ class Index:
     """An index directory built by ingestion: what it holds, and searching it."""
 
     def __init__(self, store: "StoreIndex | str | os.PathLike", report: "IngestReport | None" = None):
-        if isinstance(store, (str, os.PathLike)):  # Index(path), as a notebook writes it: Index.open(path)
+        from operators.store import Index as StoreIndex
+
+        if isinstance(store, Index):  # Index(Index.open(path)): the same index
+            store, report = store.store, report or store.report
+        elif isinstance(store, (str, os.PathLike)):  # Index(path), as a notebook writes it: Index.open(path)
             store = Index.open(store).store
+        elif not isinstance(store, StoreIndex):  # None, a number: a bare AttributeError at the first search before
+            raise SpecError(f"Index takes an index's folder or name (or an open index), got {type(store).__name__} "
+                            f"{short_repr(store)}", field="path")
         self.store = store          # operators.store.Index: shards, documents, add/update/delete
         self.report = report        # what the ingestion that returned this index did, if one did
 
@@ -87,8 +94,11 @@ class Index:
         ``hybrid``, or the one the index holds when it has only BM25 or only vectors); ``filter``: a metadata
         filter, as a retrieval step's ``filter`` param (``{country: FR}``, ``{field: year, gte: 2010}``), searched
         as its pre-filter (k chunks even where matches are rare)."""
-        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or k < 1:
-            raise SpecError(f"k must be a whole number of at least 1, got {k!r}", field="k")
+        from operators.retrieve._index_retriever import MAX_K
+
+        if isinstance(k, bool) or not isinstance(k, numbers.Integral) or not 1 <= k <= MAX_K:
+            raise SpecError(f"k must be a whole number from 1 to {MAX_K:,} (the retrievers' most), got {k!r}",
+                            field="k")
         k = int(k)  # numpy's integers too, as a notebook's arithmetic gives them
         method = self._method(method)
         spec = FlowSpec.load(method).with_index(str(self.path))
@@ -106,8 +116,8 @@ class Index:
         held = {"bm25": settings.bm25, "dense": settings.dense, "hybrid": settings.bm25 and settings.dense}
         if method is None:
             return next((name for name in ("hybrid", "bm25", "dense") if held[name]), "hybrid")
-        if method not in held:
-            raise SpecError(f"unknown method '{method}'; choose bm25, dense or hybrid", field="method")
+        if not isinstance(method, str) or method not in held:
+            raise SpecError(f"unknown method {method!r}; choose bm25, dense or hybrid", field="method")
         if not held[method]:
             can = [name for name in ("bm25", "dense") if held[name]]
             if not can:

@@ -44,6 +44,8 @@ SWEEP_EVERY_S = 30.0
 #: (a corpus whose documents carry a ``qid``): they say which query the row answers.
 QUERY_COLUMNS = ("qid", "query")
 _swept = time.monotonic()
+#: The most results per query a retriever returns (``k``).
+MAX_K = 10_000
 
 
 def shared_index(path: Path):
@@ -113,7 +115,7 @@ class RetrieverParams(BaseModel):
 
     index: str | None = Field(None, title="Index", description="Name (under $TESSERA_HOME/indices) or path of an "
                               "index built by tessera ingest; the benchmarker fills it in for built-in flows.")
-    k: int = Field(10, gt=0, le=10_000, title="Results per query", description="Chunks returned per query (at most).",
+    k: int = Field(10, gt=0, le=MAX_K, title="Results per query", description="Chunks returned per query (at most).",
                    examples=[10, 100, 1000])
     filter: MetadataFilter | None = Field(None, description="Metadata filter over doc-store columns (equality, "
                                           "in, ranges, year/month/date ranges, country/region, all/any/not).")

@@ -6,6 +6,7 @@ deep inside (``os.fspath``, ``<`` between str and int) or a flow looked up by th
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pyarrow as pa
@@ -82,6 +83,31 @@ def test_index_of_a_path_opens_it(bm25_index):
 
     assert len(Index(bm25_index)) == len(Index.open(bm25_index)) > 0
     assert Index(str(bm25_index)).path == bm25_index
+    again = Index(Index.open(bm25_index))  # an open index: the same one (its first search failed before)
+    hits = again.search("opera composers", k=2, method="bm25")
+    assert again.path == bm25_index and hits.num_rows == 2
+    assert hits.equals(Index.open(bm25_index).search("opera composers", k=2, method="bm25"))
+
+
+@pytest.mark.parametrize("store", [None, 5])
+def test_index_of_something_not_an_index_is_refused_at_once(store):
+    """Accepted before, and a bare AttributeError at the first search or repr."""
+    from flows.api import Index
+
+    with pytest.raises(SpecError, match=f"Index takes an index's folder or name .*got {type(store).__name__}"):
+        Index(store)
+
+
+@pytest.mark.parametrize("options, said", [
+    ({"method": ["bm25"]}, "unknown method ['bm25']"),  # a bare TypeError (unhashable list) before
+    ({"k": 10**6}, "k must be a whole number from 1 to 10,000"),  # the bm25 step's params.k before
+])
+def test_search_arguments_out_of_reach_are_refused_naming_them(bm25_index, options, said):
+    from flows.api import Index
+
+    with pytest.raises(SpecError, match=re.escape(said)) as refused:
+        Index.open(bm25_index).search("opera", **options)
+    assert refused.value.field == next(iter(options))
 
 
 @pytest.mark.parametrize("options, field, said", [
