@@ -289,6 +289,9 @@ class Operator:
         raise NotImplementedError(f"{type(self).__name__} must implement transform()")
 
     def __call__(self, table: pa.Table) -> pa.Table:
+        if not isinstance(table, pa.Table):  # a DataFrame, a dict, None: a bare AttributeError from inside before
+            raise OperatorError(f"an operator is called on a pyarrow Table, not a {type(table).__name__}"
+                                f"{_to_table_hint(table)}", op=self.name, step=self.step_id)
         self.ensure_setup()
         if self.scope != "source":
             require_columns(table, self.requires(), op=self.name, step=self.step_id)
@@ -311,9 +314,7 @@ class Operator:
         core column types, query scope's qids). Checked on each call (the schema, row counts, a query step's qids),
         so a broken operator fails here, naming its step, and not somewhere downstream."""
         if not isinstance(out, pa.Table):
-            hint = " (convert it with pa.Table.from_pandas(df, preserve_index=False))" \
-                if type(out).__name__ == "DataFrame" else ""
-            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{hint}",
+            raise OperatorError(f"transform returned a {type(out).__name__}, not a pyarrow Table{_to_table_hint(out)}",
                                 op=self.name, step=self.step_id)
         present = set(out.column_names)
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
@@ -375,3 +376,9 @@ class Source(Operator):
     def transform(self, table: pa.Table) -> pa.Table:
         return concat([batch for split in self.splits() for batch in self.read(split)])
 
+
+def _to_table_hint(value: Any) -> str:
+    """How to make a pyarrow Table of ``value``, where a DataFrame or a dict was given."""
+    if type(value).__name__ == "DataFrame":
+        return " (convert it with pa.Table.from_pandas(df, preserve_index=False))"
+    return " (pa.table(columns) makes one of a dict of columns)" if isinstance(value, dict) else ""

@@ -17,7 +17,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ValidationError
 
-from operators.errors import NonFiniteNumberError, ParamsError, unknown_name_hint
+from operators.errors import NonFiniteNumberError, ParamsError, short_repr, unknown_name_hint
 
 
 def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | None, *, op: str,
@@ -27,6 +27,9 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
         return params
     if isinstance(params, BaseModel):
         params = params.model_dump()
+    if params is not None and not isinstance(params, Mapping):  # a list, a text: dict()'s bare TypeError before
+        raise ParamsError(f"params are a mapping of param names to values, got {type(params).__name__} "
+                          f"{short_repr(params)}", op=op, step=step, field="params")
     params = dict(params or {})
     for name, value in params.items():  # pydantic reads `true` as 1 for a number: a typo, not a choice
         field = model.model_fields.get(name)

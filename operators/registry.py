@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.base import Operator
-from operators.errors import UnknownOperatorError
+from operators.errors import UnknownOperatorError, short_repr
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_module, check_aliases, env_module_names, import_plugin, is_operator,
                                qualname)
@@ -165,6 +165,9 @@ def _builtin_alone(name: str) -> type[Operator] | None:
 
 def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     """The operator class registered as ``name``; the error lists close matches."""
+    if not isinstance(name, str):  # None, a class: a bare AttributeError inside before
+        raise UnknownOperatorError(f"an operator's name is a text such as 'retrieve.bm25', got {type(name).__name__} "
+                                   f"{short_repr(name)}", step=step, field="op")
     alone = _builtin_alone(name)
     if alone is not None:
         return alone

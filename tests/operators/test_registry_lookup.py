@@ -67,3 +67,26 @@ def test_an_unknown_name_suggests_the_operators_it_is_close_to(name, close):
     with pytest.raises(UnknownOperatorError) as err:
         get_operator(name)
     assert close in err.value.message and "known operators" not in err.value.message, err.value.message
+
+
+def test_arguments_of_another_kind_are_refused_naming_them():
+    """A bare TypeError or AttributeError from deep inside before: dict(), str.partition, table.column_names."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from operators.errors import OperatorError, ParamsError, UnknownOperatorError
+    from operators.registry import create, get_operator
+
+    for params in ([1], "x"):
+        with pytest.raises(ParamsError, match="params are a mapping of param names to values") as err:
+            create("analyze.word_count", params)
+        assert err.value.field == "params"
+    with pytest.raises(UnknownOperatorError, match="an operator's name is a text"):
+        get_operator(None)
+    op = create("analyze.word_count", {})
+    for given, hint in [(None, ""), ({"text": ["a"]}, "pa.table(columns)"), (pd.DataFrame({"text": ["a"]}),
+                                                                            "pa.Table.from_pandas")]:
+        with pytest.raises(OperatorError, match=f"called on a pyarrow Table, not a {type(given).__name__}") as err:
+            op(given)
+        assert hint in err.value.message
+    assert op(pa.table({"text": ["a b"]})).num_rows == 1
