@@ -86,7 +86,7 @@ def _checked_table(table: pa.Table) -> pa.Table:
     """Refuse what the queries files refuse (``flows.queries``): a null or blank qid, a query with no text, which
     dense search answers with arbitrary documents, and, in a queries table (no ``docno``: a results table handed to
     a reranking flow has a row per document), a qid given twice, whose second query a step keyed by qid would
-    silently drop."""
+    silently drop; in a results table, a qid with two query texts, for the same reason."""
     import pyarrow.compute as pc
 
     qids = table.column("qid")
@@ -107,6 +107,13 @@ def _checked_table(table: pa.Table) -> pa.Table:
         twice = next(q for q in qids if q in seen or seen.add(q))
         raise SpecError(f"qid '{twice}' appears twice in the queries table: each query needs its own qid",
                         field="queries.qid")
+    if "docno" in table.column_names and table.num_rows:  # a row per document: one query text per qid all the same
+        texts_per_qid = table.group_by("qid").aggregate([("query", "count_distinct")])
+        two = pc.greater(texts_per_qid.column("query_count_distinct"), 1)
+        if pc.any(two).as_py():  # a step keyed by qid searched the first text alone, and the other went unsaid
+            twice = texts_per_qid.column("qid")[pc.index(two, True).as_py()].as_py()
+            raise SpecError(f"qid '{twice}' holds two different queries in the input table: each query needs its "
+                            "own qid", field="queries.qid")
     return table
 
 
