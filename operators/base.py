@@ -70,7 +70,7 @@ from pydantic import BaseModel, ConfigDict
 from operators import params as params_check
 from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, TesseraError
 from operators.local_files import marked_params
-from operators.output_checks import output_breach
+from operators.output_checks import output_breach, with_string_text
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
 
@@ -305,6 +305,8 @@ class Operator:
             raise
         except Exception as err:  # add the step to whatever the operator raised
             raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err
+        if isinstance(out, pa.Table):
+            out = with_string_text(out)  # a plugin's large_string text: the data model's string, cached or not
         self.check_output(table, out)
         return out
 

@@ -51,13 +51,24 @@ def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Ta
     return None
 
 
+def with_string_text(out: pa.Table) -> pa.Table:
+    """``out`` with its core text columns written as ``large_string`` (or ``string_view``) cast to ``string``: the
+    same text in the data model's type, so a result's types do not depend on whether a step came from the cache
+    (which stores ``string``) or ran."""
+    for name in _TEXT_COLUMNS:
+        if name in out.column_names and (pa.types.is_large_string(kind := out.schema.field(name).type)
+                                         or pa.types.is_string_view(kind)):
+            out = out.set_column(out.column_names.index(name), name, out.column(name).cast(pa.string()))
+    return out
+
+
 def _type_breach(roles: dict[str, str], table: pa.Table, out: pa.Table) -> str | None:
     before = table.schema
     for field in out.schema:
         if before.get_field_index(field.name) >= 0 and before.field(field.name).type == field.type:
             continue  # passed through as it came in
         if field.name in _TEXT_COLUMNS:
-            if pa.types.is_string(field.type) or pa.types.is_large_string(field.type):
+            if pa.types.is_string(field.type):
                 continue
             expected = CORE_COLUMN_TYPES[field.name]
         else:
