@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from flows.query_limits import check_length as _check_length, max_query_chars
 from operators.atomic import replacing
-from operators.errors import SpecError, one_line
+from operators.errors import SpecError, one_line, short_repr
 from operators.unicode import first_broken_text
 
 if TYPE_CHECKING:
@@ -58,6 +58,9 @@ def looks_like_path(source: str) -> bool:
 
 def read_queries(source: str | Path) -> pa.Table:
     """A ``qid, query`` table from a query file, ``-`` (standard input) or a literal query text."""
+    if not isinstance(source, (str, Path)):  # None, a list: Path()'s bare TypeError before
+        raise SpecError(f"queries are a file, '-' (standard input) or a query's text, got {type(source).__name__} "
+                        f"{short_repr(source)}", field="queries")
     if isinstance(source, str) and source == "-":
         return _checked(_sniffed(sys.stdin.buffer.read(), STDIN), STDIN)
     path = Path(source)
@@ -326,6 +329,9 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
     CSV has no nested types: list and struct columns are written as JSON text. A file that cannot be written is
     a ``SpecError`` naming ``--out``.
     """
+    if not isinstance(table, pa.Table):  # a FlowResult (its .table), None: a bare AttributeError before
+        hint = ": give its .table" if hasattr(table, "table") and isinstance(table.table, pa.Table) else ""
+        raise SpecError(f"write_results writes a pyarrow Table, got {type(table).__name__}{hint}", field="table")
     path = check_result_path(path)
     suffix = path.suffix.lower()
     from flows.trec_run import trec_rows

@@ -257,6 +257,9 @@ class Flow:
         """Refuse, before anything runs, a needed step whose required input columns (``requires()``) no step above
         it can bring, given the flow input's columns (None: any). An executor calls it with its input's columns;
         ``FlowSpec.build()`` with None. The error names the step and the param that named the column."""
+        if isinstance(input_columns, (str, bytes)):  # "qid" was read as the columns q, i and d
+            raise SpecError(f"input_columns is a collection of column names, not the text {input_columns!r}: "
+                            f"give [{input_columns!r}]", field="input_columns")
         errors = spec_checks.missing_columns(self.order, self.inputs, self.operators, self.needed_steps(),
                                              input_columns)
         if errors:

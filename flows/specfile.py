@@ -60,6 +60,8 @@ def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
         return load_yaml(source), None
     text = str(source)
     if "/" in text or "\\" in text or text.lower().endswith(SPEC_SUFFIXES):
+        if Path(text).is_dir():  # a plugin's folder, say: there, but not a spec
+            raise SpecError(f"'{text}' is a folder, not a spec file: give the YAML or JSON file in it", field="spec")
         raise SpecError(f"spec file '{text}' does not exist", field="spec")
     missing = f"no flow spec file or built-in flow named '{text}', and no saved flow by that name"
     if hint := store.did_you_mean(text, [*store.builtin_names(), *store.saved_names()]):

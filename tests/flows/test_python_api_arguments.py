@@ -199,3 +199,34 @@ def test_a_dict_that_is_not_queries_is_refused_saying_what_a_dict_of_queries_is(
     with pytest.raises(SpecError) as err:
         Flow.load("bm25", index=bm25_index).run(given)
     assert err.value.field.startswith("queries") and said in err.value.message
+
+
+def test_helpers_given_another_kind_of_argument_name_it(bm25_index, tmp_path):
+    """Bare TypeErrors and AttributeErrors before, and check_columns read "qid" as the columns q, i and d."""
+    from flows.api import Flow
+    from flows.queries import read_queries, write_results
+
+    result = Flow.load("bm25", index=str(bm25_index)).run("opera", keep_history=False)
+    with pytest.raises(SpecError, match="write_results writes a pyarrow Table, got FlowResult: give its .table"):
+        write_results(result, tmp_path / "out.jsonl")
+    assert write_results(result.table, tmp_path / "out.jsonl").is_file()
+    for given in (None, ["a"]):
+        with pytest.raises(SpecError, match="queries are a file, '-' .* or a query's text, got"):
+            read_queries(given)
+    with pytest.raises(SpecError, match=r"input_columns is a collection of column names, not the text 'qid'"):
+        Flow.load("bm25", index=str(bm25_index)).check_columns("qid")
+    (tmp_path / "plugin").mkdir()
+    with pytest.raises(SpecError, match="is a folder, not a spec file"):
+        Flow.load(str(tmp_path / "plugin"))
+
+
+def test_pandas_queries_categorical_or_empty_are_read(bm25_index):
+    """pandas writes a categorical column as dictionary<large_string> and an empty one as float64: both refused."""
+    import pandas as pd
+
+    from flows.api import Flow
+
+    flow = Flow.load("bm25", index=str(bm25_index))
+    queries = pd.DataFrame({"qid": ["1", "2"], "query": pd.Categorical(["opera", "symphony"])})
+    assert set(flow.run(queries, keep_history=False).table.column("qid").to_pylist()) == {"1", "2"}
+    assert flow.run(pd.DataFrame({"qid": [], "query": []}), keep_history=False).table.num_rows == 0
