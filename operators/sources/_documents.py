@@ -164,6 +164,20 @@ class DocumentMapper:
                 columns[name] = values_to_array([r.get(name) for r in records])
         return pa.table(columns)
 
+    def _text_columns(self, table: pa.Table, id_name: str | None, has_title: bool, where: str):
+        """The rows with a text or title, and their texts, titles (None without) and ids (None without) as text."""
+        p = self.p
+        empty = _blank(table.column(p.text_field))  # and no title: a title alone is a document
+        if has_title:
+            empty = pc.and_(empty, _blank(table.column(p.title_field)))
+        if n := pc.sum(empty).as_py():
+            self._skip_empty(n, where)
+            table = table.filter(pc.invert(empty))
+        texts = pc.fill_null(column_as_text(table.column(p.text_field)), "")
+        titles = pc.fill_null(column_as_text(table.column(p.title_field)), "") if has_title else None
+        ids = column_as_text(table.column(id_name)) if id_name else None
+        return table, texts, titles, ids
+
     def from_table(self, table: pa.Table, *, where: str, carry: tuple[str, ...] = ()) -> pa.Table:
         """Documents of a table, a row per row that has a text or title. ``carry``: columns kept as they are, last,
         aligned with the rows kept (a CSV row's line)."""
@@ -176,15 +190,12 @@ class DocumentMapper:
             )
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
         has_title = p.title_field in names
-        empty = _blank(table.column(p.text_field))  # and no title: a title alone is a document
-        if has_title:
-            empty = pc.and_(empty, _blank(table.column(p.title_field)))
-        if n := pc.sum(empty).as_py():
-            self._skip_empty(n, where)
-            table = table.filter(pc.invert(empty))
-        texts = pc.fill_null(column_as_text(table.column(p.text_field)), "")
-        titles = pc.fill_null(column_as_text(table.column(p.title_field)), "") if has_title else None
-        ids = column_as_text(table.column(id_name)) if id_name else None
+        try:
+            table, texts, titles, ids = self._text_columns(table, id_name, has_title, where)
+        except UnicodeDecodeError as err:  # a binary column (Parquet) of bytes that are no UTF-8
+            raise SourceError(f"{where}: a binary column holds bytes that are not UTF-8 text ({err.reason} at byte "
+                              f"{err.start} of a value): write it as a string column, or as UTF-8",
+                              op=self.op.name, step=self.op.step_id) from None
         ids = None if ids is None else pc.if_else(_blank(ids), pa.scalar(None, pa.string()), ids)  # "" is no id
         columns: dict[str, Any] = {"docno": fill_missing_ids(ids, titles, texts)}
         if titles is not None:
@@ -220,6 +231,8 @@ def _as_text(value: Any) -> str | None:
     database's date) its ``str``."""
     if value is None or isinstance(value, str):
         return value
+    if isinstance(value, (bytes, bytearray)):  # a Parquet string column written as binary: its text, not "b'...'"
+        return bytes(value).decode("utf-8")  # (bytes that are not UTF-8: a UnicodeDecodeError, named by from_table)
     if isinstance(value, (bool, int, float, dict, list)):
         return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)

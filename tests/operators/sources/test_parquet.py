@@ -95,3 +95,14 @@ def test_bad_params_name_the_field(sample_parquet):
     with pytest.raises(ParamsError) as err:
         create("sources.parquet", {"path": str(sample_parquet), "num_splits": 0})
     assert err.value.field == "params.num_splits"
+
+
+def test_a_binary_text_column_is_read_as_its_utf8_text_and_bytes_that_are_not_text_are_refused(tmp_path):
+    """Some writers store strings as binary without the UTF-8 annotation: stored as Python's "b'ok'" before."""
+    good, bad = tmp_path / "good.parquet", tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"_id": [b"x1", b"x2"], "text": pa.array([b"caf\xc3\xa9 au lait", b"ok"])}), good)
+    pq.write_table(pa.table({"_id": ["x1"], "text": pa.array([b"bin\xff"])}), bad)
+    out = create("sources.parquet", {"path": str(good)})(pa.table({}))
+    assert out.column("docno").to_pylist() == ["x1", "x2"] and out.column("text").to_pylist() == ["café au lait", "ok"]
+    with pytest.raises(SourceError, match="a binary column holds bytes that are not UTF-8 text"):
+        create("sources.parquet", {"path": str(bad)})(pa.table({}))
