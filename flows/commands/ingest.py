@@ -116,6 +116,10 @@ def handle(args: argparse.Namespace) -> int:
         source = f"--source {args.source}" if args.source else f"the read step of --spec {args.spec}"
         print(f"tessera: warning: {source} holds no documents (an empty file, a header line alone, PDF pages "
               f"without a text layer?): nothing was ingested into {report.index}", file=sys.stderr, flush=True)
+    if args.replace and report.shards_total and report.shards_skipped == report.shards_total:  # a resume's no-op
+        print(f"tessera: warning: nothing was replaced: every shard of this source was committed to {report.index} "
+              "before, so the run found nothing to do; to replace the index's copies with these documents: "
+              f"tessera index update {report.index} FILE.jsonl", file=sys.stderr, flush=True)
     try:
         prepared = None if nothing else _prepare_query_encoder(report.index)
     except KeyboardInterrupt:  # run_handler says interrupted (or terminated) with the status

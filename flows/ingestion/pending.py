@@ -92,7 +92,8 @@ def _resume_command(index, key: str, source: str | None, state: dict | None, job
     if state and state.get("shard_size"):
         flags += ["--shard-size", str(state["shard_size"])]
     flags += [flag for flag, off in (("--no-dense", not index.settings.dense), ("--no-bm25", not index.settings.bm25),
-                                     ("--no-chunk", job is not None and job.get("chunk") is None)) if off]
+                                     ("--no-chunk", job is not None and job.get("chunk") is None),
+                                     ("--replace", bool(state and state.get("duplicates")))) if off]  # staged so
     if state is None or (source is not None and _source_resumes(index, key, source, job)):
         return shlex.join(["tessera", "ingest", "--source", source or "SOURCE", *flags])
     return shlex.join(["tessera", "ingest", "--spec", json.dumps(_resume_spec(state, job)), *flags])

@@ -75,6 +75,31 @@ def test_info_and_run_report_an_unfinished_ingestion_until_it_is_resumed(tmp_pat
     assert _run_warnings(capsys, index) == []
 
 
+def test_the_command_that_resumes_a_replace_run_replaces_too(tmp_path, capsys, monkeypatch):
+    """A --replace run stages every copy of an id and replaces live documents: the resume command left --replace
+    out, and ran as printed it was refused ("already live")."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    assert main(_ingest_args(index)) == 0
+    edited = tmp_path / "edited.jsonl"  # the same ids, their texts changed
+    edited.write_text("".join(json.dumps({**json.loads(line), "text": json.loads(line)["text"] + " Edited."}) + "\n"
+                              for line in CORPUS.read_text(encoding="utf-8").splitlines()), encoding="utf-8")
+    again = [*_ingest_args(index)[:2], str(edited), *_ingest_args(index)[3:], "--replace"]
+    crashed = subprocess.run([sys.executable, "-m", "flows", *again], cwd=REPO,
+                             capture_output=True, text=True, timeout=300,
+                             env=_env(tmp_path, TESSERA_FAULT="crash_after_write:1"))
+    assert crashed.returncode == 75, crashed.stderr
+    capsys.readouterr()
+    assert main(["index", "info", str(index), "--json"]) == 0
+    [record] = json.loads(capsys.readouterr().out)["unfinished_ingestions"]
+    resume = shlex.split(record["resume"])
+    assert "--replace" in resume, resume
+    assert main([*resume[1:], "--executor", "local", "--quiet"]) == 0
+    assert _doc_ids(index) == 1000
+    texts = Index.open(index).columns(["text"])[1].column("text").to_pylist()
+    assert sum(text.endswith(" Edited.") for text in texts) >= 1000  # every document's last passage is the new one
+
+
 def test_shards_another_ingest_commits_meanwhile_count_as_done(tmp_path, capsys, monkeypatch):
     """The other ingest runs to its end at this one's first progress report after staging (so after this one
     planned its shards): this one then finds its next shards committed, or their staged files gone."""

@@ -35,3 +35,17 @@ def test_a_corpus_file_given_as_the_index_name_is_refused(home, tmp_path, monkey
     err = capsys.readouterr().err
     assert f"{option} 'corpus.jsonl' is a file in this folder" in err and f"the corpus file goes in {source}" in err
     assert not (home / "indices" / "corpus.jsonl").exists()
+
+
+def test_replace_on_a_source_already_committed_says_nothing_was_replaced(home, tmp_path, capsys):
+    """Its shards are done, so the run finds nothing to do: exit 0 without a word before, the edits kept."""
+    import json
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"honey bees {i}"}) + "\n" for i in range(5)))
+    args = ["ingest", "--source", str(corpus), "--index", str(tmp_path / "idx"), "--no-dense", "--executor", "local",
+            "--quiet"]
+    assert main(args) == 0 and "nothing was replaced" not in capsys.readouterr().err
+    assert main([*args, "--replace"]) == 0
+    err = capsys.readouterr().err
+    assert "nothing was replaced: every shard of this source was committed" in err and "tessera index update" in err
