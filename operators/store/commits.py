@@ -120,6 +120,9 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
         kind = "docno"
         if not rows and refuse_live_doc_ids:
             rows, kind = [i for i, d in enumerate(doc_ids.tolist()) if d in live_doc_ids], "doc id"
+        if rows and kind == "docno":
+            _refuse_docnos_of_others(info.id, docnos[rows].tolist(), doc_ids[rows].tolist(), old, tombstones,
+                                     shard_ids, path)
         if rows:  # named by their documents' ids: d2, not its passage's docno d2#0
             raise live_refusal(info.id, doc_ids[rows].tolist(), path, "docno" if kind == "docno" else "doc_id")
         live_docnos.update(docnos.tolist())
@@ -141,6 +144,26 @@ def apply(manifest: Manifest, new: list[ShardInfo], shard_ids: ShardIds, *, path
     manifest.generation += 1
     manifest.updated_at = time.time()
     return n_tombstoned, len(replace - set(per_doc)), dict(per_doc)
+
+
+def _refuse_docnos_of_others(shard_id: str, docnos: list, doc_ids: list, old: Sequence[ShardInfo],
+                             tombstones: dict[str, set[int]], shard_ids: ShardIds, path: Path) -> None:
+    """Refuse, naming both, new passages whose docnos are live as another document's (``hh#0``, a document added
+    with that id, against the first passage of the document ``hh``): ``--replace`` replaces a document by its id,
+    so the refusal's advice to replace led nowhere."""
+    wanted, owners = set(docnos), {}
+    for info in old:
+        live_docnos, live_ids = shard_ids(info)
+        dead = tombstones.get(info.id, set())
+        owners.update((str(d), str(i)) for row, (d, i) in enumerate(zip(live_docnos.tolist(), live_ids.tolist()))
+                      if d in wanted and row not in dead)
+    others = [(d, owners[str(d)], str(i)) for d, i in zip(docnos, doc_ids) if owners.get(str(d), str(i)) != str(i)]
+    if others:
+        shown = ", ".join(f"'{d}' of document '{i}' is document '{o}'" for d, o, i in others[:3])
+        raise CommitError(f"shard {shard_id!r}: passage id(s) taken by other documents in {path} ({shown}; "
+                          f"{len(others)} in all)", field="id",
+                          advice="an ingested document's passages are ID#0, ID#1, ...: give these documents ids "
+                                 "no other document's passages have, or delete those documents first")
 
 
 def check_types(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str, pa.Schema]], path: Path) -> None:

@@ -305,3 +305,17 @@ def test_doc_store_columns_are_read_without_loading_the_shards(index, sample_doc
     searched.search_bm25(["honey"], k=1)  # loads every shard
     assert searched._loaded and searched.columns(["doc_id", "year"])[1].equals(table)
     assert searched.column_names() == fresh.column_names()
+
+
+def test_a_passage_id_another_document_has_is_refused_naming_both(tmp_path):
+    """A document added with the id 'hh#0', then a document 'hh' whose first passage is 'hh#0': the refusal said
+    'hh' was live and to replace it, which --replace could not (it replaces by document id, and 'hh' was not live)."""
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    index.add(pa.table({"docno": ["hh#0"], "doc_id": ["hh#0"], "text": ["added with a passage's id"]}))
+    with pytest.raises(CommitError, match=r"passage id\(s\) taken by other documents .*'hh#0' of document 'hh' is "
+                                          r"document 'hh#0'") as refused:
+        index.add(pa.table({"docno": ["hh#0"], "doc_id": ["hh"], "text": ["the first passage of hh"]}))
+    assert refused.value.field == "id" and "give these documents ids no other document" in str(refused.value)
+    with pytest.raises(CommitError, match="already live"):  # the same document again: the refusal --replace lifts
+        index.add(pa.table({"docno": ["hh#0"], "doc_id": ["hh#0"], "text": ["again"]}))
+    assert len(index) == 1
