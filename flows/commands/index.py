@@ -227,14 +227,20 @@ def _cmd_documents(args: argparse.Namespace) -> int:
     if args.json:
         print_json({"index": str(index.path), "offset": args.offset, **page})
         return EXIT_OK
-    shown = f"{args.offset + 1}-{args.offset + len(page['documents'])}" if page["documents"] else "none"
-    table = Table(title=f"{index.path}: documents {shown} of {page['total']}", title_justify="left")
+    out = console()
+    if not page["documents"]:  # a line, not an empty table under a title cut to its width
+        out.print(f"{escape(str(index.path))}: no document from {args.offset + 1} on (it holds {page['total']})",
+                  soft_wrap=True)
+        return EXIT_OK
+    out.print(f"{escape(str(index.path))}: documents {args.offset + 1}-{args.offset + len(page['documents'])} of "
+              f"{page['total']}", soft_wrap=True)
+    table = Table()
     for column in ("document", "title", "passages", "metadata"):
         table.add_column(column)
     for doc in page["documents"]:
         metadata = ", ".join(f"{k}: {v}" for k, v in doc["metadata"].items())
         table.add_row(escape(doc["id"]), escape(doc["title"]), str(doc["passages"]), escape(metadata))
-    console().print(table)
+    out.print(table)
     return EXIT_OK
 
 

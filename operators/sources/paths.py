@@ -55,9 +55,16 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     return found
 
 
+#: The dangling links warned of in this process (absolute): a source's files are listed by each step that plans,
+#: stages and reads them, and the same link was named four times.
+_warned_dangling: set[str] = set()
+
+
 def warn_dangling(paths: list[Path], op: Any) -> None:
     """One warning naming the links among ``paths`` whose target is gone: they are left out, but not silently."""
-    dangling = sorted(str(p) for p in paths if p.is_symlink() and not p.exists())
+    dangling = sorted(str(p) for p in paths if p.is_symlink() and not p.exists()
+                      and os.path.abspath(p) not in _warned_dangling)
+    _warned_dangling.update(os.path.abspath(p) for p in dangling)
     if dangling:
         shown = ", ".join(dangling[:5]) + (", ..." if len(dangling) > 5 else "")
         logger.warning("%s [%s]: left out %d link(s) whose target does not exist: %s",

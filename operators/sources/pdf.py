@@ -121,6 +121,8 @@ def read_pdf(source: Any, *, op: Any = None, name: str | None = None, max_pages:
     except ImportError as err:
         raise SourceError("reading PDFs needs pypdf: pip install 'tessera[pdf]'", op=getattr(op, "name", None),
                           step=getattr(op, "step_id", None)) from err
+    # pypdf logs what it repairs ("EOF marker not found") as bare lines before the file's own failure or warning
+    logging.getLogger("pypdf").setLevel(logging.ERROR)
     where = name or str(source)
     try:
         reader = PdfReader(source)

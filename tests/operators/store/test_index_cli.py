@@ -63,6 +63,8 @@ def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_
     assert main(["index", "documents", idx, "--offset", "2", "--limit", "5"]) == 0
     shown = capsys.readouterr().out
     assert "documents 3-3 of 3" in shown and "notes-p1" in shown and first[0]["_id"] not in shown
+    assert main(["index", "documents", idx, "--offset", "99999"]) == 0  # an empty table under a cut title before
+    assert capsys.readouterr().out.strip() == f"{idx}: no document from 100000 on (it holds 3)"
     with pytest.raises(SystemExit) as exited:  # argparse's usage error
         main(["index", "documents", idx, "--limit", "-1"])
     assert exited.value.code == 2 and "whole number" in capsys.readouterr().err
