@@ -161,16 +161,23 @@ async function finished(taskId, onProgress, following = () => true) {
 
 const taskChats = new Map(); // task id -> {chatId, turns}
 const taskRows = new Map(); // task id -> its result rows (the sources' titles)
+const asking = new Set(); // the tasks whose answer is being written: their Ask is off, another task's is not
 
 function showTaskChat(taskId, finished) {
   const form = $("task-chat-form");
   form.hidden = !finished;
   form.dataset.task = taskId;
+  $("task-chat-send").disabled = asking.has(taskId);
   renderTaskChat(taskId);
 }
 
-/** The chat's turns; `pending` ({question, text}) is a question whose answer is still being written. */
+const shownTask = () => $("task-chat-form").dataset.task;
+
+/** The chat's turns, if its task is the one shown (an answer still being written for a task left for another
+ * was drawn under that other task's results); `pending` ({question, text}): a question whose answer is being
+ * written. */
 function renderTaskChat(taskId, pending) {
+  if (shownTask() !== taskId) return;
   const rows = taskRows.get(taskId) || [];
   const turns = (taskChats.get(taskId) || {turns: []}).turns.map((turn) => el("div", {class: "task-turn"},
     el("div", {class: "turn user"}, el("pre", {}, turn.question)),
@@ -186,7 +193,8 @@ async function askTask(event) {
   event.preventDefault();
   const taskId = $("task-chat-form").dataset.task;
   const message = $("task-chat-input").value.trim();
-  if (!message) return;
+  if (!message || asking.has(taskId)) return;
+  asking.add(taskId);
   $("task-chat-send").disabled = true;
   try {
     await guarded(async () => {
@@ -206,11 +214,12 @@ async function askTask(event) {
       if (!reply) throw new ApiError("the service ended the answer without a reply");
       chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
         askedAs: reply.standalone_query});
-      $("task-chat-input").value = "";
+      if (shownTask() === taskId) $("task-chat-input").value = ""; // not what was typed for another task meanwhile
       renderTaskChat(taskId);
     }, {focus: {fields: {}, fallback: "task-chat-input"}});
   } finally {
-    $("task-chat-send").disabled = false;
+    asking.delete(taskId);
+    if (shownTask() === taskId) $("task-chat-send").disabled = false;
     renderTaskChat(taskId); // the answered turns: a refused question leaves none
   }
 }

@@ -108,3 +108,37 @@ def test_a_task_of_a_flow_that_answers_shows_each_querys_answer_and_sources(brow
         sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, ".sources li")]
         assert sources == metadata["references"] if metadata.get("references") else len(sources) == len(
             metadata["sources"])
+
+
+@pytest.mark.slow  # the embedded model answers in the replica
+def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_app):
+    """Asked about task A, then task B opened before the answer came: A's conversation was drawn under B's results,
+    B's Ask stayed off, and A's answer emptied the box where B's question was being typed."""
+    open_page(browser, ui_app)
+    tasks = []
+    for _ in range(2):
+        by_id(browser, "tabbutton-search").click()  # an enqueued task opens the Tasks tab
+        fill_search(browser, "bm25", QUERY, "5")
+        by_id(browser, "enqueue-button").click()
+        wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed()
+             and by_id(d, "task-chat-form").get_attribute("data-task") not in tasks, seconds=120)
+        tasks.append(by_id(browser, "task-chat-form").get_attribute("data-task"))
+    first, second = tasks
+    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{first}"] button.link').click()
+    wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == first
+         and by_id(d, "task-chat-form").is_displayed(), seconds=60)
+    by_id(browser, "task-chat-input").send_keys("which insects make honey?")
+    by_id(browser, "task-chat-send").click()
+    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{second}"] button.link').click()
+    wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
+         and by_id(d, "task-chat-form").is_displayed(), seconds=60)
+    assert by_id(browser, "task-chat-send").is_enabled()  # B's Ask is B's
+    by_id(browser, "task-chat-input").clear()  # A's question stays in the box until A's answer comes
+    by_id(browser, "task-chat-input").send_keys("typed for B")
+    wait(browser, lambda d: d.execute_script(f"return (taskChats.get('{first}') || {{turns: []}}).turns.length"),
+         seconds=300)  # A's answer has come
+    assert "which insects make honey?" not in by_id(browser, "task-chat-log").text  # not under B's results
+    assert by_id(browser, "task-chat-input").get_attribute("value") == "typed for B"
+    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{first}"] button.link').click()
+    wait(browser, lambda d: "which insects make honey?" in by_id(d, "task-chat-log").text
+         and d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=60)
