@@ -71,11 +71,16 @@ async function call(method, path, body) {
   const sentKey = typedKey();
   const epoch = keyEpoch;
   const response = await send(method, path, body);
-  const type = response.headers.get("content-type") || "";
-  const payload = type.includes("json") ? await response.json() : await response.text();
+  const payload = await readBody(response);
   if (epoch !== keyEpoch) throw new StaleKeyError(); // an answer for the key before this one: not to be shown
   if (!response.ok) refuse(response, payload, sentKey);
   return payload;
+}
+
+/** A response's body: JSON where it says so, else its text (a proxy's or the HTTP server's own plain error). */
+async function readBody(response) {
+  const type = response.headers.get("content-type") || "";
+  return type.includes("json") ? await response.json().catch(() => null) : await response.text();
 }
 
 function el(tag, attrs = {}, ...children) {
@@ -124,11 +129,11 @@ function choice(value, label, reason, attrs = {}) {
  * error saying what it takes, naming ``field``: a "/", "..", "?" or space would make another path than the one
  * meant. */
 function checkedName(name, what, field = "name") {
-  if (!name) throw new ApiError(`enter ${what === "index" ? "an" : "a"} ${what} name`);
+  if (!name) throw new ApiError(`enter ${what === "index" ? "an" : "a"} ${what} name`, {param: field});
   const most = what === "index" ? 64 : 100;
   if (!new RegExp(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,${most - 1}}$`).test(name)) {
     throw new ApiError(`'${name}' is not a valid ${what} name (field: ${field}): letters, digits, "_", "." and "-", `
-      + `starting with a letter or digit, at most ${most} characters`);
+      + `starting with a letter or digit, at most ${most} characters`, {param: field}); // the focus goes there
   }
   return name;
 }
@@ -158,7 +163,8 @@ function ticking(node, label) {
 async function openStream(method, path, body, signal) {
   const sentKey = typedKey();
   const response = await send(method, path, body, signal);
-  if (!response.ok) refuse(response, await response.json().catch(() => null), sentKey);
+  // a body that is no JSON ("Invalid HTTP request received.", a proxy's 503) was thrown away: "HTTP 400: null"
+  if (!response.ok) refuse(response, await readBody(response), sentKey);
   return response;
 }
 

@@ -22,7 +22,8 @@ async function loadFlows(flows) {
     ...(flows.saved.length ? [el("optgroup", {label: "saved"}, ...flows.saved.map(option))] : []));
   const names = [...flows.builtin, ...flows.saved];
   const usable = names.filter((name) => !whyNotRunnable(flows, name));
-  select.value = usable.includes(chosen) ? chosen : usable[0] || "";
+  // a flow this key cannot see (another key's saved one): the default, not the list's first (answer_only, a model's)
+  select.value = usable.includes(chosen) ? chosen : usable.includes("hybrid") ? "hybrid" : usable[0] || "";
   const off = names.filter((name) => whyNotRunnable(flows, name));
   $("flows-off").hidden = !off.length; // the reasons, for a keyboard or a phone, which open no tooltip
   $("flows-off").replaceChildren(el("summary", {}, `${off.length} flow(s) cannot run on this service`),

@@ -129,10 +129,18 @@ function summaryBlock(metadata, spec) {
 /** Everything a flow wrote for one query, as the Search tab and a task's view both show it: the answer with its
  * sources, the summary, the hits (the first ``most``), the whole metadata folded. */
 function queryBlocks(metadata, hits, spec, most = Infinity) {
-  return [answerBlock(metadata, hits), summaryBlock(metadata, spec),
+  // a step that degraded with no answer to show it beside (a summary that failed): said, not only folded below
+  const degraded = metadata.degraded && typeof metadata.answer !== "string"
+    ? el("p", {class: "status bad degraded"}, `degraded: ${describeDegraded(metadata.degraded)}`) : null;
+  return [answerBlock(metadata, hits), summaryBlock(metadata, spec), degraded,
     hits.length ? hitTable(hits.slice(0, most)) : el("p", {class: "status"}, "no hits"),
     hits.length > most ? el("p", {class: "status"}, `first ${most} of ${hits.length} rows`) : null,
     Object.keys(metadata).length
       ? el("details", {}, el("summary", {}, "metadata"), el("pre", {}, JSON.stringify(metadata, null, 2)))
       : null];
+}
+
+/** A ``degraded`` mark ({step, reason}) as a line: "step summary: the reply repeats itself ...". */
+function describeDegraded(mark) {
+  return isRecord(mark) && mark.reason ? `step ${mark.step}: ${mark.reason}` : JSON.stringify(mark);
 }
