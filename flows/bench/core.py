@@ -128,6 +128,10 @@ def _flow_warnings(name: str, flow_run: FlowRun, dataset: Dataset, ks: list[int]
         warnings.append(f"flow '{name}' returned fewer than {ks[-1]} results for {flow_run.short_queries} of "
                         f"{len(dataset.qids)} queries (fewest: {flow_run.fewest_results}): its k is below "
                         f"{ks[-1]} or it matched fewer documents")
+    if degraded := flow_run.run.degraded:
+        warnings.append(f"flow '{name}': {len(degraded)} of {len(dataset.qids)} queries degraded (a step fell back, "
+                        f"e.g. query {next(iter(degraded))}: {next(iter(degraded.values()))}): its measures are the "
+                        "fallback's, and its run is not reused: the next benchmark runs it again")
     if flow_run.run.answers and not dataset.answers:
         warnings.append(f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold "
                         "answers: no answer measures")
@@ -163,7 +167,9 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         found = answers.flow_answers(result.metadata)
         table = runs.to_run(flow.name, result.table, answered=bool(found))
         hits = result.cache_hit_ratio
-        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits)
+        degraded = {str(qid): str(meta["degraded"].get("reason", meta["degraded"])) for qid, meta in
+                    result.metadata.items() if isinstance(meta, dict) and isinstance(meta.get("degraded"), dict)}
+        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded)
         reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{runs.from_step_cache(hits)}, {table.num_rows} "
                                           f"results -> {options.shown(stored.path)}")
     stored.write_trec()  # a cached run from before .trec files were written gets one too

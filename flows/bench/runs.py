@@ -51,6 +51,9 @@ class StoredRun:
     #: The share of its steps' cache units read from the step cache when it ran (None: no step was cached), so
     #: ``seconds`` is known for what it was: a run's work, or mostly a read of work done before.
     step_cache_hits: float | None = None
+    #: qid -> why a step of it fell back (a reranker that failed kept the first stage's ranking): the run measures
+    #: the fallback, and is not reused by a later benchmark (``RunCache.load``), which runs the flow again.
+    degraded: dict[str, str] = field(default_factory=dict)
 
     @property
     def trec_path(self) -> Path:
@@ -88,8 +91,8 @@ class RunCache:
             meta = {k.decode(): v.decode() for k, v in (table.schema.metadata or {}).items()}
         except (OSError, pa.ArrowInvalid):
             return None  # a damaged file is recomputed
-        if meta.get("tessera.bench.key") != key:
-            return None
+        if meta.get("tessera.bench.key") != key or meta.get("tessera.bench.degraded"):
+            return None  # another key's, or a run that measured a step's fallback: run again
         hits = meta.get("tessera.bench.step_cache_hits")
         return StoredRun(flow, key, path, table.replace_schema_metadata(None),
                          float(meta.get("tessera.bench.seconds", 0.0)), cached=True,
@@ -97,7 +100,8 @@ class RunCache:
                          step_cache_hits=float(hits) if hits else None)
 
     def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any],
-             answers: dict[str, str] | None = None, step_cache_hits: float | None = None) -> StoredRun:
+             answers: dict[str, str] | None = None, step_cache_hits: float | None = None,
+             degraded: dict[str, str] | None = None) -> StoredRun:
         path = self.path(flow, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
@@ -107,12 +111,14 @@ class RunCache:
             meta["tessera.bench.answers"] = json.dumps(answers, sort_keys=True)
         if step_cache_hits is not None:
             meta["tessera.bench.step_cache_hits"] = f"{step_cache_hits:.6f}"
+        if degraded:
+            meta["tessera.bench.degraded"] = json.dumps(degraded, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         pq.write_table(table.replace_schema_metadata(meta), tmp)
         path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
         os.replace(tmp, path)
         stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}),
-                           step_cache_hits=step_cache_hits)
+                           step_cache_hits=step_cache_hits, degraded=dict(degraded or {}))
         stored.write_trec()
         return stored
 

@@ -284,3 +284,27 @@ def test_cache_dir_holds_the_step_cache_and_a_second_benchmark_hits_it(bench, sc
     assert hits == {"a": 0.0, "b": 1.0}  # a computed every unit: no share to report beside its seconds
     assert "(100% from the step cache)" in (tmp_path / "b" / "report.md").read_text()
     assert "from the step cache" not in (tmp_path / "a" / "report.md").read_text()
+
+
+def test_a_flow_whose_step_fell_back_is_said_and_its_run_is_not_reused(bench, tmp_path):
+    """A reranker whose service is down keeps the first stage's ranking for every query: the benchmark reported
+    the fallback's figures as the reranker's, and reused the run once the service was up."""
+    data = tmp_path / "tiny"
+    (data / "qrels").mkdir(parents=True)
+    (data / "corpus.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in (
+        ("d1", "honey bees make honey"), ("d2", "ants farm aphids"), ("d3", "opera singers sing"))))
+    (data / "queries.jsonl").write_text("".join(json.dumps({"_id": i, "text": t}) + "\n" for i, t in (
+        ("q1", "which insects make honey"), ("q2", "who sings opera"))))
+    (data / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td3\t1\n")
+    spec = tmp_path / "down.yaml"  # nothing listens on port 9: refused at once, no retry
+    spec.write_text("steps:\n  bm25: {op: retrieve.bm25, params: {k: 3}}\n  api: {op: rerank.api, params: "
+                    "{url: 'http://127.0.0.1:9/rerank', model: m, max_retries: 0}, inputs: [bm25]}\n")
+    for attempt in range(2):
+        status, out, err = bench("--dataset", data, "--flow", f"down={spec}", "--out", tmp_path / "out",
+                                 "--no-mlflow")
+        assert status == 0, err
+        assert "flow 'down': 2 of 2 queries degraded" in out + err and "not reused" in out + err
+        assert "cached run" not in out + err, attempt  # run again, the second time too
+    summary = json.loads((tmp_path / "out" / "bench.json").read_text())
+    assert summary["flows"]["down"]["degraded_queries"] == 2
+    assert any("2 of 2 queries degraded" in w for w in summary["warnings"])
