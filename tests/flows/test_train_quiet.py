@@ -100,3 +100,16 @@ def test_installed_train_quiet_prints_its_table_alone(dataset, tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stderr == "", done.stderr
     assert "tessera-cross-encoder" in done.stdout and "made in" in done.stdout, done.stdout
+
+
+@pytest.mark.parametrize("prefix", ["a/b", "", "../up"])
+def test_a_name_prefix_that_is_no_name_is_refused_before_anything_is_mined(dataset, tmp_path, monkeypatch, capsys,
+                                                                           prefix):
+    """'a/b' trained into a folder a/ as 'b-cross-encoder' (a Hugging Face id's shape), '' into '-cross-encoder'."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    assert main(["train", "--dataset", str(dataset), "--name-prefix", prefix, "--output", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert f"bad --name-prefix {prefix!r}" in err and "letters, digits" in err, err
+    assert not (tmp_path / "m").exists()
