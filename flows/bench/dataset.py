@@ -145,6 +145,9 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
         raise BenchError(f"{queries_path}: query id {spaced!r} {_NOT_IN_TREC}", field="dataset")
     qrels = qrels.filter(pc.is_in(qrels.column("qid"), value_set=evaluated.column("qid")))
     relevant = qrels.filter(pc.greater(qrels.column("relevance"), 0)).column("docno").to_pylist()
+    if benchmarked and not relevant:  # every judgement 0: every measure 0, nDCG too, said as a partial warning before
+        raise BenchError(f"no judgement of {qrels_path} for the queries benchmarked is relevant (above 0): every "
+                         "query would score 0; a split of judgements above 0 is needed", field="dataset")
     wanted = set(relevant)
     found, some_ids = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)

@@ -91,6 +91,9 @@ def test_ids_that_match_nothing_are_named_and_refused_where_every_query_would_sc
                                          r"\(its ids: 'd1', 'd3', 'd7'; the judged ones: 'doc1', 'doc3', 'doc7'\): "
                                          "every query would score 0"):
         _load(prefixed)
+    unjudged = write_dataset(tmp_path / "zeros", "query-id\tcorpus-id\tscore\nq1\td1\t0\nq5\td3\t0\n")
+    with pytest.raises(BenchError, match=r"no judgement of .*test.tsv for the queries benchmarked is relevant"):
+        _load(unjudged)  # every measure 0, nDCG too, with a warning that spoke of the binary ones alone before
     some = _load(write_dataset(tmp_path / "some", BEIR + "q1\tdX\t1\nq9\td1\t1\nq5\td2\t0\n"))
     first, second = some.warnings()
     assert "1 judged queries of" in first and "(such as 'q9')" in first
