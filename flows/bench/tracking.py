@@ -65,6 +65,8 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
     # MLflow announces the creation and migration of a new SQL store at INFO: not the user's news.
     for name in ("mlflow.store.db.utils", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    if parsed.scheme in ("http", "https"):
+        _check_reachable(uri, parsed)
     try:
         from mlflow.tracking import MlflowClient
 
@@ -83,6 +85,19 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
                          field="mlflow-uri") from None
     return Tracker(uri, client, experiment_id)
+
+
+def _check_reachable(uri: str, parsed: Any) -> None:
+    """Refuse a tracking server that takes no connection, at once: MLflow's client retries with a growing backoff,
+    and a refused connection was said after about 4 minutes."""
+    import socket
+
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        socket.create_connection((parsed.hostname or "localhost", port), timeout=10).close()
+    except OSError as err:
+        raise BenchError(f"cannot open the MLflow store {uri}: no server answers at {parsed.hostname}:{port} "
+                         f"({err.strerror or err}); start it, or use --no-mlflow", field="mlflow-uri") from None
 
 
 @contextlib.contextmanager

@@ -105,6 +105,21 @@ def test_an_unopenable_store_fails_before_any_flow_runs(bench, scifact_slice, fl
     assert "cannot open the MLflow store" in lines[0] and not (out / "runs").exists()
 
 
+def test_a_tracking_server_that_takes_no_connection_is_refused_at_once(tmp_path):
+    """MLflow's client retried a refused connection for about 4 minutes before its error."""
+    import socket
+
+    from flows.bench.errors import BenchError
+    from flows.bench.tracking import open_tracker
+
+    with socket.socket() as free:  # a port nothing listens on once this socket is closed
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    with pytest.raises(BenchError, match=f"no server answers at 127.0.0.1:{port}") as refused:
+        open_tracker(f"http://127.0.0.1:{port}", tmp_path, "tiny")  # said by the probe, not MLflow's retries
+    assert refused.value.field == "mlflow-uri"
+
+
 # -- the UI ---------------------------------------------------------------------------------------------------
 
 
