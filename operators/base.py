@@ -306,7 +306,7 @@ class Operator:
         except Exception as err:  # add the step to whatever the operator raised
             raise OperatorError(f"{type(err).__name__}: {err}", op=self.name, step=self.step_id) from err
         if isinstance(out, pa.Table):
-            out = with_string_text(out)  # a plugin's large_string text: the data model's string, cached or not
+            out = with_string_text(table, out)  # a plugin's large_string text: the data model's, cached or not
         self.check_output(table, out)
         return out
 

@@ -51,13 +51,16 @@ def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Ta
     return None
 
 
-def with_string_text(out: pa.Table) -> pa.Table:
-    """``out`` with its core text columns written as ``large_string`` (or ``string_view``) cast to ``string``: the
-    same text in the data model's type, so a result's types do not depend on whether a step came from the cache
-    (which stores ``string``) or ran."""
+def with_string_text(table: pa.Table, out: pa.Table) -> pa.Table:
+    """``out`` with the core text columns a step wrote as ``large_string`` (or ``string_view``) cast to ``string``:
+    the same text in the data model's type, so a result's types do not depend on whether a step came from the cache
+    (which stores ``string``) or ran. A column that keeps its input's type is left as it came (the caller's)."""
     for name in _TEXT_COLUMNS:
-        if name in out.column_names and (pa.types.is_large_string(kind := out.schema.field(name).type)
-                                         or pa.types.is_string_view(kind)):
+        if name not in out.column_names:
+            continue
+        kind = out.schema.field(name).type
+        kept = table.schema.get_field_index(name) >= 0 and table.schema.field(name).type == kind
+        if not kept and (pa.types.is_large_string(kind) or pa.types.is_string_view(kind)):
             out = out.set_column(out.column_names.index(name), name, out.column(name).cast(pa.string()))
     return out
 
