@@ -304,11 +304,14 @@ def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec
     """Check that every model ``flows`` (or flows by name) need is on this machine, before any of them runs, and
     that each index a flow searches by vectors was embedded with the encoder the flow is made for."""
     named = flows.items() if isinstance(flows, Mapping) else ((None, flow) for flow in flows)
-    needs = {flow_name: (flow, flow_needs(flow, flow_name)) for flow_name, flow in named}
-    for flow, flow_needed in needs.values():
-        check_index_encoders(flow, flow_needed)
-        check_index_features(flow)
-    check_needs([need for _, flow_needed in needs.values() for need in flow_needed], how_to_make=how_to_make)
+    # each flow built once, for all the checks (a list: unnamed flows all had the key None in a dict, and only the
+    # last of them was checked)
+    needs = [(built, flow_needs(built, flow_name)) for flow_name, built in
+             ((name, flow if isinstance(flow, Flow) else flow.build()) for name, flow in named)]
+    for built, flow_needed in needs:
+        check_index_encoders(built, flow_needed)
+        check_index_features(built)
+    check_needs([need for _, flow_needed in needs for need in flow_needed], how_to_make=how_to_make)
 
 
 def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> None:
@@ -334,7 +337,7 @@ def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> N
                                     step=need.step, field=f"steps.{need.step}.params.index")
 
 
-def check_index_features(flow: Flow | FlowSpec) -> None:
+def check_index_features(built: Flow) -> None:
     """Refuse a step that searches an index by what the index was built without (vectors, BM25 statistics), before
     any step runs (a ``SpecError``, the service's 422): the retriever's own check came when the step ran, after the
     steps before it (an LLM's rewrite, a BM25 search over every query). An index that does not open is left to the
@@ -342,7 +345,6 @@ def check_index_features(flow: Flow | FlowSpec) -> None:
     from operators.retrieve._index_retriever import missing_feature, shared_index
     from operators.store import IndexStoreError, resolve_index
 
-    built = flow if isinstance(flow, Flow) else flow.build()
     for step in built.needed_steps():
         op = built.operators[step]
         index = getattr(op.params, "index", None)

@@ -176,3 +176,5 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
         assert (refused.value.step, refused.value.field) == (step, f"steps.{step}.params.index"), flow
     for flow in ("bm25", "bm25_multihop"):  # what such an index serves passes
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
+    with pytest.raises(SpecError, match="built without vectors"):  # every flow of a list: the last alone before
+        check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words")) for flow in ("hybrid", "bm25")])
