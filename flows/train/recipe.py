@@ -18,7 +18,6 @@ its base alone (``flows.train.static``): a run of only that kind needs no datase
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -291,7 +290,9 @@ def _train(options: TrainOptions, log: Callable[[str], None]) -> TrainReport:
         raise TrainError(f"bad --max-examples {options.max_examples}: give a positive number", field="max_examples")
     if options.max_steps is not None and options.max_steps <= 0:
         raise TrainError(f"bad --max-steps {options.max_steps}: give a positive number", field="max_steps")
-    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", options.name_prefix or ""):  # 'a/b': a folder below
+    from flows.bench.flowdefs import NAME  # the rule of bench's flow names: a file's name, no folder ('a/b')
+
+    if not NAME.match(options.name_prefix or ""):
         raise TrainError(f"bad --name-prefix {options.name_prefix!r}: letters, digits, '_', '.' and '-', starting "
                          "with a letter or digit (the models are named PREFIX-KIND)", field="name_prefix")
     if "colbert" in kinds:
