@@ -18,6 +18,7 @@ from typing import Any, Mapping
 from pydantic import BaseModel, ValidationError
 
 from operators.errors import NonFiniteNumberError, ParamsError, short_repr, unknown_name_hint
+from operators.json_tree import first_place
 
 
 def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | None, *, op: str,
@@ -51,20 +52,8 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
 
 
 def _not_finite(params: Mapping[str, Any]) -> tuple[str, float] | None:
-    """The dotted place and value of the first NaN or infinity in ``params`` (mappings, lists, scalars). A list or
-    mapping met again (YAML anchors, Python's shared lists) is looked at once."""
-    seen: set[int] = set()
-    stack: list[tuple[str, Any]] = [(str(key), value) for key, value in reversed(list(params.items()))]
-    while stack:
-        place, value = stack.pop()
-        if isinstance(value, float) and not math.isfinite(value):
-            return place, value
-        if not isinstance(value, (Mapping, list, tuple)) or id(value) in seen:
-            continue
-        seen.add(id(value))
-        items = list(value.items()) if isinstance(value, Mapping) else list(enumerate(value))
-        stack += [(f"{place}.{key}", item) for key, item in reversed(items)]
-    return None
+    """The dotted place and value of the first NaN or infinity in ``params`` (``json_tree.first_place``)."""
+    return first_place(params, lambda item: item if isinstance(item, float) and not math.isfinite(item) else None)
 
 
 def unknown_params(model: type[BaseModel], params: Mapping[str, Any]) -> list[str]:

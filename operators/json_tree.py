@@ -1,0 +1,34 @@
+"""Finding the first value of a JSON-like tree (mappings, lists, scalars) that fails a check, by its dotted place:
+one walk for the checks that read a whole request body, spec or params (text that is not valid Unicode, a number
+that is not finite)."""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, TypeVar
+
+Problem = TypeVar("Problem")
+
+
+def first_place(value: Any, problem: Callable[[Any], Problem | None], where: str = "") -> tuple[str, Problem] | None:
+    """The dotted place (``steps.a.params.k``, list items by index) and ``problem(item)`` of the first item of
+    ``value`` for which ``problem`` is not None, in document order, a mapping's key before its value; or None.
+    Walked without recursion, and a list or mapping met again (YAML anchors, Python's shared lists, where JSON
+    cannot share) is looked at once."""
+    seen: set[int] = set()
+    stack = [(where, value)]
+    while stack:
+        place, item = stack.pop()
+        if not isinstance(item, (Mapping, list, tuple)):
+            if (found := problem(item)) is not None:
+                return place, found
+            continue
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        pairs = list(item.items()) if isinstance(item, Mapping) else list(enumerate(item))
+        for key, child in reversed(pairs):  # reversed: popped in order, so the first one is found first
+            child_place = f"{place}.{key}" if place else str(key)
+            stack.append((child_place, child))
+            if isinstance(key, str):
+                stack.append((child_place, key))
+    return None
