@@ -389,4 +389,3 @@ def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant
     return {"writable": owned, "spec": row["spec"] if row else None,
             "ingest_task": row["ingest_task"] if owned else None, "shared": row is None or bool(row["shared"])}
-

@@ -181,10 +181,9 @@ class RerankRequest(RerankBody):
             if absent:
                 raise ValueError(f"document {i} has no text in '{absent[0]}' to rank by (the fields ranked are "
                                  f"rank_fields, default ['text'], each a string)")
-        check_texts(_texts(documents, fields), "document")
-        objects = {i: d.model_dump(exclude_unset=True) for i, d in enumerate(documents) if not isinstance(d, str)}
-        broken = first_broken_text(objects)  # fields only echoed back (return_documents): their encoding was a 500
-        if broken:
+        # every field, the ranked ones and those only echoed back (return_documents: their encoding was a 500)
+        sent = [d if isinstance(d, str) else d.model_dump(exclude_unset=True) for d in documents]
+        if broken := first_broken_text(sent):
             raise ValueError(f"document {broken[0]} {broken[1]}")
         return documents
 
