@@ -21,9 +21,13 @@ async function showFlow(name) {
   $("flow-form").scrollIntoView({block: "nearest"});
 }
 
-/** After a refusal, the focus on the field it names (a name the page or the service refused, a spec), not the
- * button. */
-const FLOW_FIELDS = {fields: {name: "flow-name", spec: "flow-spec"}, fallback: "flow-spec"};
+/** A change of the saved flows (save, delete): the status of the one before cleared first (a refused save is not
+ * "saved as" the last one), and after a refusal the focus on the field it names (a name the page or the service
+ * refused, a spec), not the button. */
+function changeFlows(action) {
+  $("flow-status").textContent = "";
+  return guarded(action, {focus: {fields: {name: "flow-name", spec: "flow-spec"}, fallback: "flow-spec"}});
+}
 
 async function afterFlowChange(message) {
   $("flow-status").textContent = message;
@@ -34,8 +38,7 @@ async function afterFlowChange(message) {
 
 async function saveFlow(event) {
   event.preventDefault();
-  $("flow-status").textContent = ""; // a refused save is not "saved as" the last one
-  await guarded(async () => {
+  await changeFlows(async () => {
     const name = checkedName($("flow-name").value.trim(), "flow");
     let spec;
     try {
@@ -46,19 +49,18 @@ async function saveFlow(event) {
     const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
     $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
     await afterFlowChange(`saved as ${saved.name}`);
-  }, {focus: FLOW_FIELDS});
+  });
 }
 
 /** Deletes the saved flow named in the editor, and empties the editor: what it held is no flow any more. */
 async function deleteFlow() {
-  $("flow-status").textContent = "";
-  await guarded(async () => {
+  await changeFlows(async () => {
     const name = checkedName($("flow-name").value.trim(), "flow");
     await call("DELETE", `flows/${encodeURIComponent(name)}`);
     $("flow-name").value = "";
     $("flow-spec").value = "";
     await afterFlowChange(`deleted ${name}`);
-  }, {focus: FLOW_FIELDS});
+  });
 }
 
 async function useFlow() {
