@@ -32,7 +32,7 @@ normalisation is per list.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Literal, Sequence
+from typing import Annotated, Any, Callable, ClassVar, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -226,8 +226,9 @@ class FusionParams(BaseModel):
     """Params every fusion operator takes: which branches, and their weights."""
 
     model_config = ConfigDict(extra="forbid")
-    weights: dict[str, float] | None = Field(
-        None, description="Weight per branch step id (default 1.0 each), e.g. {bm25: 0.3, dense: 0.7}.")
+    weights: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        None, description="Weight per branch step id (default 1.0 each; 0 leaves a branch out, a negative weight "
+        "would turn its ranking upside down), e.g. {bm25: 0.3, dense: 0.7}.")
     branches: list[str] | None = Field(
         None, min_length=1, description="Step ids whose score_<step>/rank_<step> columns hold the rankings "
         "to fuse; default: this step's inputs. Set it when a branch ends in a step that does not rank.")
@@ -247,6 +248,9 @@ class Fuser(Operator):
         unknown = sorted(set(weights) - set(names)) if names else []
         if unknown:  # known here, from the params and inputs: refused when the flow is built, not after it ran
             raise ParamsError(f"weights name {unknown}, which are not branches of this step (branches: {names})",
+                              op=self.name, step=self.step_id, field="params.weights")
+        if names and not any(weights.get(name, 1.0) > 0 for name in names):
+            raise ParamsError(f"every branch's weight is 0 (branches: {names}): nothing would be fused",
                               op=self.name, step=self.step_id, field="params.weights")
 
     def branch_steps(self) -> list[str]:

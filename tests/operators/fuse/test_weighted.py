@@ -86,6 +86,25 @@ def test_unknown_normalisation_is_a_params_error():
     assert err.value.field == "params.normalisation"
 
 
+@pytest.mark.parametrize("name", ["fuse.weighted", "fuse.rrf"])
+def test_a_negative_weight_is_refused_naming_the_branch(name):
+    with pytest.raises(ParamsError) as err:
+        create(name, {"weights": {"bm25": 0.5, "dense": -1}}, step_id="w", input_steps=("bm25", "dense"))
+    assert err.value.field == "params.weights.dense"
+    assert "greater than or equal to 0" in str(err.value)
+
+
+def test_weights_that_leave_out_every_branch_are_refused_and_one_left_out_is_not(make_union):
+    with pytest.raises(ParamsError, match="every branch's weight is 0") as err:
+        weighted(weights={"bm25": 0, "dense": 0.0})
+    assert err.value.field == "params.weights"
+    table = make_union({"bm25": {"q1": [("a", 10.0), ("b", 6.0)]},
+                        "dense": {"q1": [("b", 0.8), ("c", 0.7), ("d", 0.4)]}})
+    out = weighted(weights={"bm25": 0})(table)  # dense alone scores: a, found by bm25 only, adds nothing
+    scores = dict(zip(out.column("docno").to_pylist(), out.column("score").to_pylist()))
+    assert scores == pytest.approx({"b": 1.0, "c": 0.75, "a": 0.0, "d": 0.0})
+
+
 hit = st.tuples(st.sampled_from(["a", "b", "c", "d", "e", "f"]),
                 st.sampled_from([0.0, 0.5, 1.0, 1.0, 2.5, -1.0, 1e-9]))
 runs = st.dictionaries(
