@@ -13,9 +13,10 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     ops = sub.add_parser("ops", parents=[common], help="describe the registered operators",
                          description="Pipeline info for every registered operator, generated from the registry.")
     ops.add_argument("names", nargs="*", metavar="NAME", help="only these operators (ids or aliases)")
-    ops.add_argument("--format", choices=("table", "json", "mosaic"), default="table",
-                     help="table (default), json (Tessera's info) or mosaic (mosaicRAG's /pipeline/info)")
-    ops.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
+    style = ops.add_mutually_exclusive_group()  # --json --format mosaic: one of them would be dropped unsaid
+    style.add_argument("--format", choices=("table", "json", "mosaic"), default="table",
+                       help="table (default), json (Tessera's info) or mosaic (mosaicRAG's /pipeline/info)")
+    style.add_argument("--json", dest="format", action="store_const", const="json", help="same as --format json")
     ops.set_defaults(handler=handle)
 
 

@@ -49,3 +49,8 @@ def test_version_prints_the_installed_package_version(capsys):
         main(["--version"])
     assert exit_.value.code == 0
     assert capsys.readouterr().out.strip() == f"tessera {version('tessera')}"
+
+
+def test_ops_json_and_format_together_are_refused_not_one_dropped(capsys):
+    err = _usage_error(capsys, ["ops", "--json", "--format", "mosaic"])
+    assert "argument --format: not allowed with argument --json" in err, err
