@@ -8,7 +8,9 @@
 
 - what a writer killed outright left (``operators.stale_writes``): a checkpoint being saved (``.<name>.tmp-<pid>``,
   whose lock is free or, without one, unchanged for an hour and its pid gone), a folder being pruned
-  (``.<name>.pruning-<pid>``) and an export's partial file (``<export>/.model.<pid>.onnx``), by age and pid.
+  (``.<name>.pruning-<pid>``) and an export's partial file (``<export>/.model.<pid>.onnx``), by age and pid;
+- the state an interrupted training run saved to resume from (``.<name>.resume``, see ``flows.train.resume``), once
+  no run is training that model (no live writer of ``.<name>.tmp-<pid>``): only the same ``tessera train`` reads it.
 
 Anything else (a current checkpoint, a folder a user put there, a symlink, the current export, a live writer's
 temporary) is never listed.
@@ -16,15 +18,17 @@ temporary) is never listed.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import shutil
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from flows.train.checkpoints import read_record
-from operators.stale_writes import abandoned
+from operators.stale_writes import abandoned, last_change
 
 KEPT_ASIDE = re.compile(r"(?P<name>.+)-previous-(?P<key>[0-9a-f]{12}|unkeyed)(?:-\d+)?")
 ONNX_EXPORT = re.compile(r"(?P<model>.+)-onnx-(?P<weights>[0-9a-f]{16})(?:-(?P<recipe>[0-9a-f]{8}))?")
@@ -35,12 +39,14 @@ EXPORT_FILES = re.compile(r"(model|model_qint8)\.onnx|source\.json|\.(model|mode
 SAVING = re.compile(r"\.(?P<name>.+)\.tmp-(?P<pid>\d+)")
 PRUNING = re.compile(r"\.(?P<name>.+)\.pruning-(?P<pid>\d+)")
 PARTIAL_EXPORT = re.compile(r"\.(model|model_qint8)\.(?P<pid>\d+)\.onnx")
+#: The state of an interrupted training run (``flows.train.resume.staging_folder``).
+RESUME_STATE = re.compile(r"\.(?P<name>.+)\.resume")
 
 
 @dataclass(frozen=True)
 class Prunable:
     path: Path
-    kind: str  # "kept-aside checkpoint" | "stale ONNX export" | "unfinished write"
+    kind: str  # "kept-aside checkpoint" | "stale ONNX export" | "unfinished write" | "interrupted training"
     why: str
     size: int  # bytes
 
@@ -52,7 +58,7 @@ def prunable(folder: Path) -> list[Prunable]:
         if entry.is_symlink() or not entry.is_dir():
             continue
         if entry.name.startswith("."):
-            found += _unfinished([entry], (SAVING, PRUNING))
+            found += _unfinished([entry], (SAVING, PRUNING)) + _interrupted(entry)
             continue
         why = _kept_aside(entry)
         kind = "kept-aside checkpoint"
@@ -80,6 +86,29 @@ def _unfinished(entries: list[Path], patterns: tuple[re.Pattern, ...]) -> list[P
 
 
 UNFINISHED = "unfinished write"
+INTERRUPTED = "interrupted training"
+
+
+def _interrupted(entry: Path) -> list[Prunable]:
+    """``entry`` when it is the resumable state of a training run that is not running now (no live writer of the
+    model's checkpoint, ``.<name>.tmp-<pid>``)."""
+    match = RESUME_STATE.fullmatch(entry.name)
+    if match is None:
+        return []
+    for saving in entry.parent.glob(f".{glob.escape(match['name'])}.tmp-*"):
+        pid = SAVING.fullmatch(saving.name)
+        if pid is not None and pid["name"] == match["name"] and abandoned(saving, pid=int(pid["pid"])) is None:
+            return []  # that model is training now, and saves its epochs here
+    try:
+        meta = json.loads((entry / "resume.json").read_text(encoding="utf-8"))
+        stage = int(meta.get("stage") or 0)
+        after = f"after epoch {int(meta['epoch'])}" + (f" of stage {stage + 1}" if stage else "")
+    except (OSError, ValueError, KeyError, TypeError):
+        after = "no epoch finished"
+    changed = time.strftime("%Y-%m-%d %H:%M", time.localtime(last_change(entry) or 0))
+    why = (f"the state a tessera train of {match['name']} saved ({after}, {changed}) to resume from when run "
+           "again; removed, that run starts over")
+    return [Prunable(entry, INTERRUPTED, why, _size(entry))]
 
 
 def remove(item: Prunable) -> None:

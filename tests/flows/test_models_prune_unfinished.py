@@ -120,3 +120,37 @@ def test_the_list_and_its_total_name_a_partial_file_a_file(tessera, tmp_path, mo
     assert f"{export.name}/{partial.name}" in text.replace("\n", "").replace(" ", "")  # which export it is in
     assert "removed: 1 folder, 1 file, 60 B" in tessera("models", "prune", "--yes", home=home).stdout
     assert not partial.exists() and not pruning.exists()
+
+
+def _interrupted_state(models: Path, name: str, epoch: int) -> Path:
+    """What ``EpochState.save`` leaves after ``epoch`` of a run that was then interrupted: its files, by its names
+    (a torch state of 4 KB stands for the weights; torch's import alone would take seconds)."""
+    from flows.train.resume import META_FILE, STATE_FILE, staging_folder
+
+    folder = staging_folder(models / name)
+    folder.mkdir(parents=True)
+    (folder / STATE_FILE).write_bytes(b"s" * 4096)
+    (folder / META_FILE).write_text(json.dumps({"config_key": "k" * 64, "stage": 0, "epoch": epoch}))
+    return folder
+
+
+def test_an_interrupted_trainings_resume_state_is_listed_unless_that_model_is_training(  # noqa: F811
+        tessera, tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    models = home / "models"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    resume = _interrupted_state(models, "my-bi", epoch=2)
+    other = _interrupted_state(models, "my-ce", epoch=1)
+    pid = saving(models / "my-bi")  # my-bi is training again now: its state is in use
+    try:
+        assert list(items(tessera, home)) == [other.name]
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+    found = items(tessera, home)
+    assert sorted(found) == sorted([resume.name, other.name, f".my-bi.tmp-{pid}"])
+    assert found[resume.name]["kind"] == "interrupted training" and found[resume.name]["bytes"] > 0
+    assert "after epoch 2" in found[resume.name]["why"] and "starts over" in found[resume.name]["why"]
+    assert resume.is_dir()  # listing removes nothing
+    assert sorted(items(tessera, home, "--yes")) == sorted(found)
+    assert sorted(p.name for p in models.iterdir()) == []
