@@ -33,6 +33,8 @@ def write_report(result: "BenchResult", out: Path) -> dict[str, Path]:
     for baseline in result.baselines:
         if len(result.flows) > 1:
             files[f"deltas_{baseline}.png"] = _delta_plot(result, baseline, f"nDCG@{k}", out / f"deltas_{baseline}.png")
+    for stale in set(out.glob("deltas_*.png")) - set(files.values()):  # an earlier run's baselines: not this report's
+        stale.unlink(missing_ok=True)
     files["report.md"] = write_text(out / "report.md", _markdown(result, k, files))
     return files
 
