@@ -62,6 +62,9 @@ def unknown_name_hint(name: str, known: Iterable[str], what: str) -> str:
 class TesseraError(Exception):
     """Base of every error Tessera raises on purpose."""
 
+    #: The flow the error came from, where the caller runs several (``tessera bench``) and sets it.
+    flow: str | None = None
+
     def __init__(self, message: str, *, step: str | None = None, op: str | None = None, field: str | None = None):
         self.message = message
         self.step = step
@@ -70,7 +73,7 @@ class TesseraError(Exception):
         super().__init__(self.__str__())
 
     def __str__(self) -> str:
-        where = []
+        where = [f"flow '{self.flow}'"] if self.flow else []
         if self.step:
             where.append(f"step '{self.step}'")
         if self.op:

@@ -20,6 +20,7 @@ from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
 from flows.cache_code import code_identity
 from flows.model_check import HowToMake, check_env, check_models
+from operators.errors import TesseraError
 
 __all__ = ["DEFAULT_KS", "BenchOptions", "BenchResult", "FlowRun", "benchmark", "check_ks"]
 
@@ -68,7 +69,12 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
         for flow in flows:
             if corpus_sha is None and flow.spec.unset_index_steps():
                 corpus_sha = dataset.corpus_sha256()
-            flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
+            try:
+                flow_run = _run_flow(flow, dataset, ks, cache, index_root, corpus_sha, executor, options, reporter)
+            except TesseraError as err:  # a step's failure names the step; which of the flows ran it, too (the
+                if not isinstance(err, BenchError):  # benchmark's own errors name it in their words)
+                    err.flow = err.flow or flow.name
+                raise
             flow_runs[flow.name] = flow_run
             for warning in _flow_warnings(flow.name, flow_run, dataset, ks, warned_indices):
                 warnings.append(warning)

@@ -134,8 +134,8 @@ def _interrupted_state(models: Path, name: str, epoch: int) -> Path:
     return folder
 
 
-def test_an_interrupted_trainings_resume_state_is_listed_unless_that_model_is_training(  # noqa: F811
-        tessera, tmp_path, monkeypatch):
+def test_an_interrupted_trainings_resume_state_is_listed_unless_that_model_is_training(
+        tessera, tmp_path, monkeypatch):  # noqa: F811
     home = tmp_path / "home"
     models = home / "models"
     monkeypatch.setenv("TESSERA_HOME", str(home))
