@@ -140,6 +140,9 @@ function forgetKeyData() {
   followed = null;
   taskChats.clear();
   taskRows.clear();
+  taskDrafts.clear();
+  $("task-chat-input").value = "";
+  $("task-chat-form").dataset.task = "";
   flowSpec = null;
   indexListing = {indices: [], specs: [], limits: {}};
   $("flow").dataset.chosen = $("flow").value || $("flow").dataset.chosen || "";

@@ -56,6 +56,7 @@ async function saveFlow(event) {
 async function deleteFlow() {
   await changeFlows(async () => {
     const name = checkedName($("flow-name").value.trim(), "flow");
+    if (!window.confirm(`Delete the saved flow '${name}'?`)) return; // as an index or a document: no undo
     await call("DELETE", `flows/${encodeURIComponent(name)}`);
     $("flow-name").value = "";
     $("flow-spec").value = "";

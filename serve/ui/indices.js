@@ -224,10 +224,15 @@ async function deleteDocuments(event) {
   $("delete-docs-status").textContent = ""; // the last deletion's outcome is not this one's
   await guarded(async () => {
     const name = checkedName($("delete-docs-index").value.trim(), "index");
+    if (!ids.length) { // the service's words would be pydantic's ("List should have at least 1 item")
+      throw new ApiError("enter the ids of the documents to delete (field: ids): one a line, or separated by commas",
+        {param: "ids"});
+    }
+    if (!window.confirm(`Delete ${ids.length} document(s) from the index '${name}'?`)) return;
     const done = await call("POST", `v1/indices/${encodeURIComponent(name)}/delete`, {ids});
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
       + `passage(s))${missing}`;
     await afterDocumentsChanged(name);
-  });
+  }, {focus: {fields: {name: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
 }

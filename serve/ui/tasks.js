@@ -75,6 +75,7 @@ async function deleteTask(taskId) {
     await call("DELETE", `task/${encodeURIComponent(taskId)}`);
     taskChats.delete(taskId);
     taskRows.delete(taskId);
+    taskDrafts.delete(taskId);
     if (followed === taskId) {
       followed = null;
       $("task-detail").replaceChildren();
@@ -134,12 +135,27 @@ function renderProgress(body) {
     progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
 }
 
+/** The list's row of the task followed, as its progress says (its status, steps done): the list is read again when
+ * the task ends, and until then said "queued" of a task running. */
+function updateTaskRow(body) {
+  const row = $("task-table").querySelector(`tr[data-task="${CSS.escape(body.task_id)}"]`);
+  if (!row) return;
+  const status = row.querySelector('td[data-column="status"]');
+  status.textContent = body.status;
+  status.className = `state ${body.status}`;
+  row.querySelector('td[data-column="steps done"]').textContent = body.progress.pipeline_progress.split("/")[0];
+}
+
 async function followTask(taskId) {
   followed = taskId;
   showTaskChat(taskId, false);
-  const body = await guarded(() => finished(taskId, renderProgress, () => followed === taskId), {clear: false});
+  const shown = (body) => {
+    renderProgress(body);
+    updateTaskRow(body);
+  };
+  const body = await guarded(() => finished(taskId, shown, () => followed === taskId), {clear: false});
   if (!body) return; // the poll failed (the error is shown), or another task is followed now
-  renderProgress(body);
+  shown(body);
   if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
     taskRows.set(taskId, body.result.data);
     showTaskChat(taskId, true);
@@ -162,9 +178,15 @@ async function finished(taskId, onProgress, following = () => true) {
 const taskChats = new Map(); // task id -> {chatId, turns}
 const taskRows = new Map(); // task id -> its result rows (the sources' titles)
 const asking = new Set(); // the tasks whose answer is being written: their Ask is off, another task's is not
+const taskDrafts = new Map(); // task id -> what was typed in its box when another task was opened
 
 function showTaskChat(taskId, finished) {
   const form = $("task-chat-form");
+  if (form.dataset.task !== taskId) { // a question typed for one task is not asked of the next one opened
+    if (form.dataset.task) taskDrafts.set(form.dataset.task, $("task-chat-input").value);
+    $("task-chat-input").value = taskDrafts.get(taskId) || "";
+    taskDrafts.delete(taskId);
+  }
   form.hidden = !finished;
   form.dataset.task = taskId;
   $("task-chat-send").disabled = asking.has(taskId);
@@ -215,6 +237,7 @@ async function askTask(event) {
       chat.turns.push({question: message, answer: reply.answer, sources: reply.sources || [],
         askedAs: reply.standalone_query});
       if (shownTask() === taskId) $("task-chat-input").value = ""; // not what was typed for another task meanwhile
+      else if (taskDrafts.get(taskId) === message) taskDrafts.delete(taskId); // asked: not a draft to come back to
       renderTaskChat(taskId);
     }, {focus: {fields: {}, fallback: "task-chat-input"}});
   } finally {

@@ -70,6 +70,11 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         wait(browser, lambda d: error_text(d).startswith("the spec is not valid JSON (field: spec)"))
 
         by_id(browser, "flow-delete").click()
+        assert browser.switch_to.alert.text == f"Delete the saved flow '{name}'?"
+        browser.switch_to.alert.dismiss()  # kept
+        assert name in ui_app.api("GET", "/flows").json()["saved"] and by_id(browser, "flow-status").text == ""
+        by_id(browser, "flow-delete").click()
+        browser.switch_to.alert.accept()
         wait(browser, lambda d: by_id(d, "flow-status").text == f"deleted {name}")
         assert name not in ui_app.api("GET", "/flows").json()["saved"]
         # the editor emptied (what it held is no flow any more), the flow gone from the list and the Search tab
@@ -122,3 +127,9 @@ def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_
     by_id(browser, "delete-docs-button").click()
     wait(browser, lambda d: error_text(d).startswith("'../x' is not a valid index name (field: name)"))
     assert by_id(browser, "delete-docs-status").text == ""
+    assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "delete-docs-index")
+    set_text(browser, "delete-docs-index", "sample")
+    set_text(browser, "delete-docs-ids", " ,\n ")
+    by_id(browser, "delete-docs-button").click()
+    wait(browser, lambda d: error_text(d).startswith("enter the ids of the documents to delete (field: ids)"))
+    assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "delete-docs-ids")

@@ -119,6 +119,8 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     set_text(browser, "delete-docs-index", name)
     set_text(browser, "delete-docs-ids", "moss, nothing")
     by_id(browser, "delete-docs-button").click()
+    assert browser.switch_to.alert.text == f"Delete 2 document(s) from the index '{name}'?"
+    browser.switch_to.alert.accept()
     wait(browser, lambda d: by_id(d, "delete-docs-status").text.startswith("deleted"))
     assert by_id(browser, "delete-docs-status").text == "deleted 1 document(s) (1 passage(s)); not in the index: " \
                                                        "nothing"
@@ -138,6 +140,7 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     assert wait(browser, lambda d: (index_rows(d).get(name) or [None])[0] == "4")
     set_text(browser, "delete-docs-ids", "lichen")  # the form below deletes too: the open panel follows
     by_id(browser, "delete-docs-button").click()
+    browser.switch_to.alert.accept()
     wait(browser, lambda d: by_id(d, "doc-heading").text == f"Documents of {name}: 3 of 3")
     assert [row[0] for row in document_rows(browser)] == [r[0] for r in expected if r[0] not in ("ferns.md", "lichen")]
     browser.find_element(By.XPATH, f'{buttons}[text()="delete"]').click()

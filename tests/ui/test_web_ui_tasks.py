@@ -37,6 +37,14 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     assert not by_id(browser, "task-chat-form").is_displayed()  # no finished task followed yet
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
     fill_search(browser, "bm25", f"{QUERY}\ngothic cathedrals", "60")
+    # each time the task's view is drawn: the state its heading says, and the state its row in the list says
+    browser.execute_script("""window.seen = [];
+        new MutationObserver(() => {
+          const heading = document.querySelector("#task-detail h2");
+          const row = heading && document.querySelector(
+            `#task-table tr[data-task="${heading.closest("[data-task]").dataset.task}"] td[data-column="status"]`);
+          if (row) window.seen.push([heading.textContent.split(": ").pop(), row.textContent]);
+        }).observe(document.getElementById("task-detail"), {childList: true, subtree: true});""")
     task_id = follow_enqueued(browser)
 
     body = ui_app.api("GET", f"/task/progress/{task_id}").json()
@@ -54,6 +62,9 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
     row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
     assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
+    seen = browser.execute_script("return window.seen")
+    # while it ran, its row in the list said what its view said (it stayed "queued" until the list was read again)
+    assert seen and seen[-1] == ["finished", "finished"] and all(view == row for view, row in seen), seen
 
 
 @pytest.mark.slow  # the embedded model answers in the replica
@@ -133,7 +144,7 @@ def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_a
     wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
          and by_id(d, "task-chat-form").is_displayed(), seconds=60)
     assert by_id(browser, "task-chat-send").is_enabled()  # B's Ask is B's
-    by_id(browser, "task-chat-input").clear()  # A's question stays in the box until A's answer comes
+    assert by_id(browser, "task-chat-input").get_attribute("value") == ""  # A's question is not B's
     by_id(browser, "task-chat-input").send_keys("typed for B")
     wait(browser, lambda d: d.execute_script(f"return (taskChats.get('{first}') || {{turns: []}}).turns.length"),
          seconds=300)  # A's answer has come
@@ -142,3 +153,8 @@ def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_a
     browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{first}"] button.link').click()
     wait(browser, lambda d: "which insects make honey?" in by_id(d, "task-chat-log").text
          and d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=60)
+    assert by_id(browser, "task-chat-input").get_attribute("value") == ""  # asked and answered: no draft left
+    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{second}"] button.link').click()
+    wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
+         and by_id(d, "task-chat-form").is_displayed(), seconds=60)
+    assert by_id(browser, "task-chat-input").get_attribute("value") == "typed for B"  # B's draft, back with B
