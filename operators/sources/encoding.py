@@ -8,7 +8,8 @@ order put Central European cp1250 first: ``très`` read as ``trčs``), but for b
 Polish or Czech, where Windows-1252 puts a symbol inside a word (``mas³o``), which charset-normalizer, in a
 short text, ties with Windows-1252, reads as CJK or as UTF-16 (``_central_european``). A warning names each file
 read with a guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read
-with it and nothing is guessed.
+with it and nothing is guessed. UTF-8 text with a few bytes that are not UTF-8 (a damaged file, a stray byte pasted
+in) stays UTF-8, each such byte read as U+FFFD, with a warning (``_utf8_with_stray_bytes``).
 """
 
 from __future__ import annotations
@@ -122,6 +123,29 @@ def _central_european(sample: bytes) -> bool:
     return symbol_in_word
 
 
+def _not_utf8_lines(head: bytes) -> bytes:
+    """The lines of ``head`` that are not UTF-8, each ended by a newline: what a guess reads of a file's first lines.
+    The UTF-8 lines of a mixed file (an export appended to in two encodings) say nothing of the others' encoding,
+    and their letters made charset-normalizer take a French Windows-1252 line for Baltic cp1257 (``trčs``)."""
+    kept = []
+    for line in head.split(b"\n"):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            kept.append(line + b"\n")
+    return b"".join(kept)
+
+
+def _utf8_with_stray_bytes(raw: bytes) -> bool:
+    """Whether ``raw``, not UTF-8, is UTF-8 text with a few damaged bytes: it holds characters only UTF-8 encodes in
+    several bytes (``Zürich`` as ``5a c3 bc``), which a single-byte code page would read as two symbols (``ZĂĽrich``),
+    and they outnumber the bytes that are not UTF-8. Read in a guessed code page, its every accented letter was
+    mangled for the sake of one stray byte."""
+    text = raw.decode("utf-8", errors="replace")
+    stray = text.count("\ufffd")
+    return sum(ord(c) > 127 for c in text) - stray > stray
+
+
 def _mostly_latin(sample: bytes) -> bool:
     """Whether ASCII letters outnumber the bytes that are not ASCII: a Latin-script text with a few accented
     letters, not Chinese, Japanese or Korean (whose every character is bytes that are not ASCII), where a guess of
@@ -140,6 +164,7 @@ class FileDecoder:
         self.path, self.encoding, self.lines, self.head, self.op = path, encoding, lines, head, op
         self.guessed: str | None = None
         self._guessed = False
+        self._warned_stray = False
 
     def __call__(self, raw: bytes) -> str:
         if self.encoding is not None:
@@ -147,11 +172,24 @@ class FileDecoder:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as err:
+            if _utf8_with_stray_bytes(raw):
+                self._stray(raw, err)
+                return raw.decode("utf-8", errors="replace")
             encoding = self._guess(raw, err)
             if encoding is None:
                 raise UnicodeDecodeError(err.encoding, err.object, err.start, err.end,
                                          f"{err.reason}, and no other encoding could be guessed") from None
             return raw.decode(encoding)
+
+    def _stray(self, raw: bytes, err: UnicodeDecodeError) -> None:
+        """One warning per file (and source) that UTF-8 text of it holds bytes that are not UTF-8."""
+        warned = self.op.__dict__.setdefault("_stray_bytes_warned", set()) if self.op is not None else set()
+        if self.path not in warned and not self._warned_stray:
+            log.warning("%s: UTF-8 text with a byte that is not UTF-8 (0x%02x%s): read as UTF-8, each such byte as "
+                        "U+FFFD; if the file has another encoding, give it (the encoding param, tessera ingest "
+                        "--encoding)", self.path, raw[err.start], "" if self.lines else f" at byte {err.start + 1}")
+        warned.add(self.path)
+        self._warned_stray = True
 
     def _guess(self, raw: bytes, err: UnicodeDecodeError) -> str | None:
         """The file's guessed encoding: guessed once per file and source (a file read in byte ranges too)."""
@@ -160,9 +198,9 @@ class FileDecoder:
             self._guessed, self.guessed = True, known[self.path]
         if not self._guessed:
             self._guessed = True
-            if self.lines:  # the file's first lines, then the line that is not UTF-8 (or its bytes around it)
-                sample = raw[max(0, err.start - GUESS_BYTES // 2):err.start + GUESS_BYTES // 2]
-                sample = (self.head()[:GUESS_BYTES] + b"\n" if self.head is not None else b"") + sample
+            if self.lines:  # the file's first lines that are not UTF-8, then this one (or its bytes around the
+                sample = raw[max(0, err.start - GUESS_BYTES // 2):err.start + GUESS_BYTES // 2]  # first bad one)
+                sample = (_not_utf8_lines(self.head()[:GUESS_BYTES]) if self.head is not None else b"") + sample
             elif err.start < GUESS_BYTES:  # a whole file: its start, and the bytes around the first that is not
                 sample = raw[:GUESS_BYTES]  # UTF-8, cut at a multiple of 4 bytes (UTF-16 and -32 stay aligned)
             else:

@@ -144,6 +144,42 @@ def test_files_that_are_not_utf8_are_read_in_a_guessed_encoding_named_in_a_warni
     assert any(str(jsonl) in m for m in warned) and any(str(csv) in m for m in warned)
 
 
+def test_utf8_text_with_a_stray_byte_stays_utf8_and_a_latin1_line_beside_it_is_guessed(tmp_path, caplog):
+    """A UTF-8 line with one stray byte was read in a guessed code page: its every accented letter mangled
+    ('ZĂĽrich cafĂ©') for the one byte. It stays UTF-8, the byte read as U+FFFD, with one warning per file; a
+    Latin-1 line with no UTF-8 in it (a mixed export) is still guessed."""
+    import logging
+
+    good = json.dumps({"_id": "u", "text": "Zürich café, naïve résumé"}, ensure_ascii=False).encode()
+    stray = json.dumps({"_id": "s", "text": "Zürich café STRAY"}, ensure_ascii=False).encode()
+    jsonl = tmp_path / "docs.jsonl"
+    last = stray.replace(b'"s"', b'"t"').replace(b"STRAY", b"\xff")
+    jsonl.write_bytes(b"\n".join([good, stray.replace(b"STRAY", b"\x92 byte"), last]) + b"\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "note.txt").write_bytes("Grüße aus Zürich. ".encode() * 20 + b"stray \x92 byte")
+    caplog.set_level(logging.WARNING)
+    for source in (jsonl, tmp_path / "docs"):
+        report = ingest(source, tmp_path / f"idx_{source.name}", settings=BM25_ONLY, executor="local", chunk=False,
+                        progress=False)
+        assert report.failures == 0
+    rows = rows_by_doc(tmp_path / "idx_docs.jsonl")
+    assert rows["u"]["text"] == "Zürich café, naïve résumé"
+    assert rows["s"]["text"] == "Zürich café \ufffd byte" and rows["t"]["text"] == "Zürich café \ufffd"
+    assert rows_by_doc(tmp_path / "idx_docs")["note.txt"]["text"].endswith("Zürich. stray \ufffd byte")
+    warned = [r.getMessage() for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert len(warned) == 2 and all("read as UTF-8, each such byte as U+FFFD" in m for m in warned), warned
+    at = len("Grüße aus Zürich. ".encode()) * 20 + len(b"stray ") + 1
+    assert str(jsonl) in warned[0] and "note.txt" in warned[1] and f"(0x92 at byte {at})" in warned[1]
+    caplog.clear()
+    mixed = tmp_path / "mixed.jsonl"
+    latin = "Le café est très chaud à Noël. Ça coûte cher, garçon: Über die Brücke."
+    mixed.write_bytes(good + b"\n" + json.dumps({"_id": "l", "text": latin}, ensure_ascii=False).encode("cp1252")
+                      + b"\n")
+    ingest(mixed, tmp_path / "idx_mixed", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    assert rows_by_doc(tmp_path / "idx_mixed")["l"]["text"] == latin
+    assert [m for m in (r.getMessage() for r in caplog.records) if "guesses" in m]
+
+
 def test_an_encoding_given_is_used_and_a_wrong_or_unknown_one_is_named(tmp_path, capsys, monkeypatch):
     from flows.commands import main
     from flows.ingestion.ledger import Ledger
