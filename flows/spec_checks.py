@@ -80,6 +80,23 @@ def check_branches(ids: list[str], inputs: dict[str, tuple[str, ...]], operators
                                 step=step, op=op.name, field=f"steps.{step}.{where}")
 
 
+def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:
+    """Refuse two steps that write the same per-query metadata key (``Operator.metadata_keys``: two
+    ``generate.answer`` steps, a ``summarize.results`` whose ``output_key`` is ``answer``): the later step's value
+    replaced the earlier's for every query, and nothing said so."""
+    writers: dict[str, str] = {}
+    for step in ids:
+        for key in sorted(operators[step].metadata_keys()):
+            first = writers.setdefault(key, step)
+            if first == step:
+                continue
+            keyed = "output_key" in type(operators[step].params).model_fields
+            raise SpecError(f"steps '{first}' ({operators[first].name}) and '{step}' ({operators[step].name}) both "
+                            f"write the query metadata '{key}': the later would replace the earlier's for every "
+                            "query; keep one of them" + (", or give this one another output_key" if keyed else ""),
+                            step=step, field=f"steps.{step}." + ("params.output_key" if keyed else "op"))
+
+
 def warn_unfused_fan_ins(name: str, inputs: dict[str, tuple[str, ...]], operators: dict[str, Any]) -> list[str]:
     """Warn (once per process and fan-in) when a step that does not fuse reads several rankings: their union
     holds a document once per branch that found it, each row with its own branch's ``rank``."""

@@ -75,6 +75,8 @@ from operators.step_notes import RECORDING, StepNotes, joined_degraded
 from operators.tables import concat, require_columns
 
 log = logging.getLogger(__name__)
+#: Per-query metadata every step may add to: joined across steps, never overwritten (``flows.runner.merge_metadata``).
+SHARED_METADATA = frozenset({"usage", "degraded"})
 #: Degraded queries of one call (a batch) logged as warnings; the rest at debug level, each in the result's metadata.
 DEGRADED_WARNINGS = 5
 
@@ -241,8 +243,18 @@ class Operator:
         held = RECORDING.get()
         return held[1] if held is not None and held[0] is self else self._own_notes
 
+    def metadata_keys(self) -> frozenset[str]:
+        """The per-query metadata keys this step writes (``emit_metadata``) besides the shared ``usage`` and
+        ``degraded``. Two steps of a flow that write the same key are refused when it is built: the later would
+        overwrite the earlier's value for every query. Empty: none, or undeclared (a plugin's), which is not checked."""
+        return frozenset()
+
     def emit_metadata(self, qid: str, key: str, value: Any) -> None:
         """Record a per-query output (a summary, an aggregate); lands in ``FlowResult.metadata``."""
+        declared = self.metadata_keys()
+        if declared and key not in declared and key not in SHARED_METADATA:
+            raise RuntimeError(f"{self.name} writes the query metadata '{key}', which its metadata_keys() does "
+                               "not name: add it there, so a flow that has another writer of it is refused")
         self.notes().metadata.setdefault(str(qid), {})[key] = value
 
     def degrade(self, qid: str, reason: str, *, keeps: str = "its input",

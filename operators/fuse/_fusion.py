@@ -36,7 +36,7 @@ from typing import Annotated, Any, Callable, ClassVar, Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from operators.base import Operator
 from operators.errors import OperatorError, ParamsError
@@ -222,11 +222,18 @@ def _null_where(values: pa.ChunkedArray, mask: pa.Array) -> pa.Array:
 # -- what the fusion operators share ------------------------------------------------
 
 
+def _not_negative(weight: float) -> float:
+    if weight < 0:  # (a NaN is refused, as in every param, by operators.params)
+        raise ValueError(f"a weight is 0 or more (0 leaves the branch out), not {weight}: a negative one turns "
+                         "the branch's ranking upside down")
+    return weight
+
+
 class FusionParams(BaseModel):
     """Params every fusion operator takes: which branches, and their weights."""
 
     model_config = ConfigDict(extra="forbid")
-    weights: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+    weights: dict[str, Annotated[float, AfterValidator(_not_negative)]] | None = Field(
         None, description="Weight per branch step id (default 1.0 each; 0 leaves a branch out, a negative weight "
         "would turn its ranking upside down), e.g. {bm25: 0.3, dense: 0.7}.")
     branches: list[str] | None = Field(

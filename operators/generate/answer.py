@@ -128,6 +128,10 @@ class AnswerGenerator(LLMStep):
     def produces(self) -> dict[str, str]:
         return {self.params.cited_column: "data"}
 
+    def metadata_keys(self) -> frozenset[str]:
+        return frozenset({"answer", "reasoning", "sources", "sources_from", "raw_response", "finish_reason",
+                          "answer_cut"})
+
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
         if table.num_rows == 0:

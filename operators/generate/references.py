@@ -60,6 +60,9 @@ class ReferenceBuilder(Operator):
     def produces(self) -> dict[str, str]:
         return {self.params.output_column: "data"}
 
+    def metadata_keys(self) -> frozenset[str]:
+        return frozenset({"references"})
+
     def transform(self, table: pa.Table) -> pa.Table:
         if table.num_rows == 0:
             return set_column(table, self.params.output_column, pa.array([], pa.string()))

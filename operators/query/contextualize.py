@@ -101,6 +101,9 @@ class QueryContextualizer(LLMStep):
             return self.params.model_dump(mode="json", include=own | {"on_error"})
         return super().cache_identity()
 
+    def metadata_keys(self) -> frozenset[str]:
+        return frozenset({"standalone_query"})
+
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
         require_columns(table, self.requires(), op=self.name, step=self.step_id)

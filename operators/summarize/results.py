@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import ClassVar
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, field_validator
 
+from operators.base import SHARED_METADATA
 from operators.llm import LLMParams, LLMStep, junk_reason, repetition
 from operators.summarize._cut import finished
 from operators.tables import in_rank_order, qid_groups
@@ -53,7 +54,15 @@ class ResultsSummarizer(LLMStep):
         max_document_chars: int = Field(1000, gt=0, description="Each document's text is cut to this many "
                                         "characters.")
         output_key: str = Field("summary", min_length=1, description="Key of the query's metadata that receives "
-                                "the summary.")
+                                "the summary (not `usage` or `degraded`, which every step adds to).")
+
+        @field_validator("output_key")
+        @classmethod
+        def _not_shared(cls, key: str) -> str:
+            if key in SHARED_METADATA:
+                raise ValueError(f"'{key}' is the metadata every step adds to ({', '.join(sorted(SHARED_METADATA))}):"
+                                 " the summary would replace it; give another key")
+            return key
 
     def reads(self) -> list[str]:
         return ["qid", "query", self.params.input_column] + ([self.params.title_column]
@@ -61,6 +70,10 @@ class ResultsSummarizer(LLMStep):
 
     def requires(self) -> list[str]:
         return ["qid", "query", self.params.input_column]
+
+    def metadata_keys(self) -> frozenset[str]:
+        key = self.params.output_key
+        return frozenset({key, f"{key}_finish_reason", f"{key}_cut"})
 
     def transform(self, table: pa.Table) -> pa.Table:
         groups = dict(qid_groups(table)) if table.num_rows else {}

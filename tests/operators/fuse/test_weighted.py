@@ -91,7 +91,7 @@ def test_a_negative_weight_is_refused_naming_the_branch(name):
     with pytest.raises(ParamsError) as err:
         create(name, {"weights": {"bm25": 0.5, "dense": -1}}, step_id="w", input_steps=("bm25", "dense"))
     assert err.value.field == "params.weights.dense"
-    assert "greater than or equal to 0" in str(err.value)
+    assert "a weight is 0 or more" in str(err.value) and "upside down" in str(err.value)
 
 
 def test_weights_that_leave_out_every_branch_are_refused_and_one_left_out_is_not(make_union):
