@@ -15,6 +15,7 @@ reason, a model that fails a 500 naming it and the request id, never a traceback
 
 import asyncio
 import uuid
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -147,6 +148,9 @@ class ModelAPI:
         body: dict[str, Any] = {"status": "ok", "models": models}
         if service is not None:
             body["task_store"] = body["tessera_home"] = "ok"
+            if service.default_index:  # a search that names no index reads it: "missing" is its 503's cause
+                found = (Path(service.default_index) / "manifest.json").is_file()
+                body["default_index"] = "ok" if found else "missing"
         return body
 
     @app.post("/v1/embeddings")

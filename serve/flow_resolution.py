@@ -14,6 +14,7 @@ from flows import store as flow_store
 from flows.spec import FlowSpec
 from operators.errors import SpecError
 from serve.auth import LOCAL_TENANT
+from serve.errors import ApiError
 from serve.flow_request import Asked, with_top_k
 from serve.index_roots import confine, confine_spec
 from serve.served_models import placed
@@ -126,17 +127,22 @@ class FlowResolution:
         if not path:
             raise SpecError("this step reads an index and neither the request (`index`) nor the app "
                             "(args.service.default_index) names one", step=step, field="params.index")
+        if not index and not (Path(path) / "manifest.json").is_file():  # the server's setting, not the request
+            raise ApiError(503, "the service's default index (args.service.default_index) holds no index yet: name "
+                           "an index in the request (`index`; GET /v1/indices lists them), or ingest the default "
+                           "one (`make demo` builds the sample index)", param="index", kind="server_error",
+                           code="default_index_missing")
         if not Path(path).is_dir():
-            hint = "GET /v1/indices lists the indices" if index else "`make demo` builds the sample index"
-            raise SpecError(f"index '{index or 'the default index'}' does not exist ({hint})", step=step, field="index")
+            raise SpecError(f"index '{index}' does not exist (GET /v1/indices lists the indices)", step=step,
+                            field="index")
         if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
             from operators.store.layout import committed_looking_shards
 
             if shards := committed_looking_shards(Path(path)):  # named without the server's path
-                raise SpecError(f"index '{index or 'the default index'}' holds {len(shards)} shard folder(s) but its "
+                raise SpecError(f"index '{index}' holds {len(shards)} shard folder(s) but its "
                                 "manifest.json is lost: the index is damaged until the manifest is restored",
                                 step=step, field="index")
-            raise SpecError(f"'{index or 'the default index'}' is a folder but no index (it has no manifest.json); "
+            raise SpecError(f"'{index}' is a folder but no index (it has no manifest.json); "
                             "GET /v1/indices lists the indices", step=step, field="index")
         return spec.with_index(path)
 

@@ -61,6 +61,30 @@ def test_a_default_index_not_made_yet_is_named_in_a_warning_and_the_service_serv
     assert made.store.list_tasks("local") == []
 
 
+def test_a_search_of_a_default_index_not_made_is_a_503_of_the_server_and_health_names_it(tmp_path, monkeypatch):
+    """It was a 422 on ``index`` ("index 'the default index' does not exist") for a request that named none, while
+    /healthz said only "ok": a client was blamed for the server's setting."""
+    import asyncio
+
+    from serve.errors import ApiError
+    from tests.serve.conftest import two_document_index
+    from tests.serve.test_ops_health import healthz
+
+    missing = tmp_path / "home" / "indices" / "sample"
+    made = service(tmp_path, monkeypatch, missing)
+    made.warming.join(timeout=300)
+    assert asyncio.run(healthz(made))["default_index"] == "missing"
+    with pytest.raises(ApiError) as err:
+        made.prepare({"flow": "bm25", "query": "honey"}, "local", search=True)
+    assert (err.value.status, err.value.code, err.value.param) == (503, "default_index_missing", "index")
+    assert "args.service.default_index" in err.value.message and str(missing) not in err.value.message
+    two_document_index(tmp_path / "home" / "indices" / "news")  # a request that names an index is served
+    assert made.prepare({"flow": "bm25", "query": "honey", "index": "news"}, "local", search=True).spec
+    two_document_index(missing)
+    assert asyncio.run(healthz(made))["default_index"] == "ok"
+    assert made.prepare({"flow": "bm25", "query": "honey"}, "local", search=True).spec
+
+
 def test_a_default_index_private_to_a_key_is_named_in_one_warning_without_a_traceback(tmp_path, monkeypatch, caplog):
     """An upload of one key made the default index: the warm-up (as no key) is refused as other keys' searches
     will be, and the log says so in the service's words, not as a failure."""
