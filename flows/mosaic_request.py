@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from operators.errors import SpecError
+from operators.errors import SpecError, UnknownOperatorError
 from operators.registry import get_operator
 
 
@@ -54,7 +54,11 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         params = dict(params)
         if k == numbers[0]:
             params = {**top_params, **params}
-        op = get_operator(str(raw["id"]), step=str(k)).name
+        try:
+            op = get_operator(str(raw["id"]), step=str(k)).name
+        except UnknownOperatorError as err:  # named as the request wrote it, as the checks above name theirs
+            err.field = f"{k}.id"
+            raise
         steps[str(k)] = {"op": op, "params": _mosaic_values(params)}
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")

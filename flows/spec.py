@@ -35,7 +35,7 @@ from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.spec_errors import spec_error, yaml_bool_hint
 from flows.specfile import read_mapping
 from operators.base import Operator
-from operators.errors import ParamsError, SpecError
+from operators.errors import ParamsError, SpecError, UnknownOperatorError
 from operators.registry import get_operator
 from operators.unicode import first_broken_text
 
@@ -159,7 +159,11 @@ class FlowSpec(BaseModel):
         """Steps whose operator's Params has ``field`` and the spec leaves it unset, with their classes."""
         found = {}
         for step_id, step in self.steps.items():
-            cls = get_operator(step.op, step=step_id)
+            try:
+                cls = get_operator(step.op, step=step_id)
+            except UnknownOperatorError as err:  # the field's whole path, as a param's: which step's op
+                err.field = f"steps.{step_id}.op"
+                raise
             if field in cls.Params.model_fields and step.params.get(field) is None:
                 found[step_id] = cls
         return found
@@ -202,7 +206,11 @@ class FlowSpec(BaseModel):
         order = spec_graph.run_order(ids, inputs)
         operators: dict[str, Operator] = {}
         for step_id, step in self.steps.items():
-            cls = get_operator(step.op, step=step_id)
+            try:
+                cls = get_operator(step.op, step=step_id)
+            except UnknownOperatorError as err:  # the field's whole path, as a param's: which step's op
+                err.field = f"steps.{step_id}.op"
+                raise
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from flows.spec import FlowSpec, StepSpec
 from operators.errors import SpecError, first_validation_problem
@@ -29,6 +29,21 @@ class FlowRequest(BaseModel):
     index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
     top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
                               "(retrieval steps fetch at least that many); default: every row the flow gives.")
+
+    @field_validator("flow", mode="before")
+    @classmethod
+    def _name_or_spec(cls, flow: Any) -> Any:
+        """One message naming ``flow`` (pydantic's union named ``flow.str`` and ``flow.dict[str,any]``)."""
+        if not isinstance(flow, (str, dict)):
+            raise ValueError(f"a flow's name (a string) or an inline spec (an object), not {type(flow).__name__}")
+        return flow
+
+    @field_validator("index")
+    @classmethod
+    def _named(cls, index: str | None) -> str | None:
+        if index is not None and not index.strip():  # "" searched the default index, as if none were named
+            raise ValueError("an index's name or path, not empty; leave index out for the app's default index")
+        return index
 
 
 class SearchRequest(FlowRequest):

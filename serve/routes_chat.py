@@ -48,7 +48,11 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
         raise ApiError(422, problem, param="model", code="model_not_found")
     check_llm(model, "model")  # an alias: a litellm string would reach its provider's default address
     service, owner = svc.current(), tenant(request)
-    task = service.task(task_id, owner)
+    try:
+        task = service.task(task_id, owner)
+    except ApiError as err:  # named as this route's query parameter, not as the task routes' path's {id}
+        err.param = "task_id" if err.code == "task_not_found" else err.param
+        raise
     if task["status"] != "finished":
         raise ApiError(409, f"task {task_id} is {task['status']}; a chat needs a finished task", param="task_id",
                        code="task_not_finished")

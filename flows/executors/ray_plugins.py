@@ -86,7 +86,7 @@ def check_plugins_on_workers(flow: Flow, steps: Iterable[str]) -> None:
             f"operator {flow.operators[step].name} comes from module '{module}', which Ray's workers cannot import "
             f"({problems[module]}): install its package where the workers run, or put its folder on PYTHONPATH "
             f"before Ray starts{_folder_hint(module)}, or start Ray with runtime_env py_modules or working_dir "
-            "(docs/executors.md)", step=step, field="op")
+            "(docs/executors.md)", step=step, field=f"steps.{step}.op")
 
 
 def _folder_hint(module: str) -> str:

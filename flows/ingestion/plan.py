@@ -53,7 +53,7 @@ def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | Non
         if step_id not in FIXED_STEPS and built.operators[step_id].scope != "row":
             raise IngestError(f"an ingest spec has the steps read, chunk (optional), embed and row steps that "
                               f"enrich each document (analyze.*); '{flow.steps[step_id].op}' is a "
-                              f"{built.operators[step_id].scope} step", step=step_id, field="op")
+                              f"{built.operators[step_id].scope} step", step=step_id, field=f"steps.{step_id}.op")
     return flow, flow.index_settings
 
 

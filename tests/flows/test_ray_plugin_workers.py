@@ -24,7 +24,7 @@ def test_a_plugin_only_on_the_drivers_path_is_refused_naming_its_step(
     with pytest.raises(PluginNotOnWorkersError) as caught:
         flow.run("honey bees", executor="ray", progress=events.append)
     err = caught.value
-    assert (err.step, err.field) == ("flag", "op")
+    assert (err.step, err.field) == ("flag", "steps.flag.op")
     assert f"module '{PACKAGE}.flags', which Ray's workers cannot import" in err.message
     assert f"No module named '{PACKAGE}'" in err.message and f"PYTHONPATH={root}" in err.message
     assert events == []  # refused before bm25 ran

@@ -40,7 +40,7 @@ def test_inputs_may_point_forward_and_order_is_topological():
 def test_unknown_operator_names_the_step_and_suggests():
     with pytest.raises(UnknownOperatorError) as err:
         build({"count": {"op": "analyze.word_cout"}})
-    assert err.value.step == "count" and err.value.field == "op"
+    assert err.value.step == "count" and err.value.field == "steps.count.op"
     assert "analyze.word_count" in str(err.value)
 
 

@@ -33,6 +33,7 @@ def test_a_chat_is_made_for_a_finished_task_and_a_known_column(serve_app, finish
     assert "did you mean 'gemma2'" in misspelt.json()["error"]["message"]
     unknown = requests.get(serve_app + "/task/chat/new", params={"task_id": "nope"}, timeout=30)
     assert unknown.status_code == 404 and unknown.json()["error"]["message"] == "Task id not found"
+    assert unknown.json()["error"]["param"] == "task_id"  # this route's parameter (the task routes' path says id)
 
 
 def requests_served() -> int:

@@ -52,6 +52,18 @@ def test_an_index_name_of_255_bytes_is_looked_for(service):
     assert "GET /v1/indices lists the indices" in err.message and "make demo" not in err.message  # not the sample
 
 
+@pytest.mark.parametrize("body, search, field, words", [
+    ({"flow": 5, "query": "honey"}, True, "flow", "a flow's name (a string) or an inline spec (an object), not int"),
+    ({"flow": "bm25", "query": "honey", "index": ""}, True, "index", "not empty; leave index out"),  # was the default
+    ({"flow": "bm25", "query": "honey", "index": " "}, False, "index", "not empty"),
+    ({"flow": {"steps": {"b": {"op": "nope.op"}}}, "query": "honey"}, True, "steps.b.op", "unknown operator"),
+    ({"query": "honey", "1": {"id": "nope"}}, False, "1.id", "unknown operator 'nope'"),  # as the request wrote it
+])
+def test_a_refusal_names_the_field_as_the_body_wrote_it(service, body, search, field, words):
+    err = refusal(service, body, search=search)
+    assert err.field == field and words in err.message, (err.field, err.message)
+
+
 @pytest.mark.parametrize("parameters", ["k=5", ["k"], [["k", "5"]], 5, []])
 def test_a_mosaic_step_whose_parameters_is_not_an_object_is_refused_naming_it(service, parameters):
     body = {"query": "honey", "1": {"id": "bm25", "parameters": {"k": 3}}, "2": {"id": "bm25",
