@@ -264,10 +264,19 @@ def flow_needs(flow: Flow | FlowSpec, name: str | None = None) -> list[ModelNeed
     steps = [s for s in built.needed_steps() if spec.steps[s].placement is None]
     needs = step_needs(name, {s: built.operators[s] for s in steps})
     unset = spec.unset_index_steps()
-    encoder = (spec.index_settings or {}).get("encoder") or DEFAULT_ENCODER
+    made_for = (spec.index_settings or {}).get("encoder")
     for step in steps:
-        if step in unset and "dense" in built.operators[step].index_needs():
-            needs.append(ModelNeed(encoder, name, step, "index_settings.encoder: the index built for it",
+        if "dense" not in built.operators[step].index_needs():
+            continue
+        if step in unset:
+            needs.append(ModelNeed(made_for or DEFAULT_ENCODER, name, step,
+                                   "index_settings.encoder: the index built for it", SENTENCE_EMBEDDER))
+        elif made_for and getattr(built.operators[step].params, "index", None) and not any(
+                need.step == step and need.where == INDEX_ENCODER and _same_model(need.reference, made_for)
+                for need in needs):
+            # an index given, embedded with another model: one embedded with this model is needed
+            # (check_index_encoders), and first the model itself
+            needs.append(ModelNeed(made_for, name, step, "index_settings.encoder: the index it is made for",
                                    SENTENCE_EMBEDDER))
     return needs
 
@@ -308,10 +317,14 @@ def check_models(flows: Iterable[Flow | FlowSpec] | Mapping[str, Flow | FlowSpec
     # last of them was checked)
     needs = [(built, flow_needs(built, flow_name)) for flow_name, built in
              ((name, flow if isinstance(flow, Flow) else flow.build()) for name, flow in named)]
-    for built, flow_needed in needs:
-        check_index_encoders(built, flow_needed)
+    # what the index lacks, then every model missing (with how to make each), then which encoder the index has: an
+    # index without vectors was told it had the wrong encoder, and a flow whose models are not made yet was told
+    # to ingest with one of them
+    for built, _ in needs:
         check_index_features(built)
     check_needs([need for _, flow_needed in needs for need in flow_needed], how_to_make=how_to_make)
+    for built, flow_needed in needs:
+        check_index_encoders(built, flow_needed)
 
 
 def check_index_encoders(flow: Flow | FlowSpec, needs: Iterable[ModelNeed]) -> None:

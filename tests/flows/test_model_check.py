@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -80,11 +81,20 @@ def test_a_flow_made_for_another_encoders_index_is_refused_before_any_step(home,
     from flows.commands import main
     from flows.model_check import IndexEncoderError
 
+    from operators.models.references import models_dir, resolve_model_path
+
     minilm = Index.create(tmp_path / "minilm-index", IndexSettings(encoder="all-MiniLM-L6-v2", dense=True)).path
+    assert main(["run", "hybrid_ft", "--index", str(minilm), "--queries", "honey bees", "--no-cache"]) == 2
+    err = capsys.readouterr().err  # the model it is made for is not made yet: that first, with how to make it
+    assert ("'tessera-bi-encoder' for flow hybrid_ft, step dense (index_settings.encoder: the index it is made for): "
+            f"make it with: tessera train --dataset {SCIFACT} --model bi-encoder") in err, err
+    minilm_files = shutil.ignore_patterns("*.safetensors", "*.bin")  # a model of that name: its config, no weights
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), models_dir() / "tessera-bi-encoder", ignore=minilm_files)
     assert main(["run", "hybrid_ft", "--index", str(minilm), "--queries", "honey bees", "--no-cache"]) == 2
     err = capsys.readouterr().err
     assert ("flow hybrid_ft is made for an index embedded with 'tessera-bi-encoder' (its index_settings.encoder), "
             "but step dense searches an index embedded with 'all-MiniLM-L6-v2'") in err
+    shutil.copytree(resolve_model_path("all-MiniLM-L6-v2"), models_dir() / "tessera-static", ignore=minilm_files)
     with pytest.raises(IndexEncoderError, match="dense_static is made for an index embedded with 'tessera-static'"):
         Flow.load("dense_static", index=str(minilm)).run("honey bees")
 
@@ -174,6 +184,10 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
                 as refused:
             check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
         assert (refused.value.step, refused.value.field) == (step, f"steps.{step}.params.index"), flow
+    # a flow made for a trained encoder whose models are not made either: the index's lack is what is said first
+    # (it was told the index had the wrong encoder, and to run hybrid or dense, which need vectors too)
+    with pytest.raises(SpecError, match="built without vectors"):
+        check_models([FlowSpec.load("hybrid_ce").with_index(str(tmp_path / "words"))])
     for flow in ("bm25", "bm25_multihop"):  # what such an index serves passes
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
     with pytest.raises(SpecError, match="built without vectors"):  # every flow of a list: the last alone before

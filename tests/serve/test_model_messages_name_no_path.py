@@ -34,7 +34,7 @@ def served(make_service, tmp_path, monkeypatch):
     models.write_text(f"gone: tessera/{home / 'llm' / 'gone.gguf'}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     make_service()
-    Index.create(home / "indices" / "enc", IndexSettings(encoder=str(home / "models" / "bi"), dense=False))
+    Index.create(home / "indices" / "enc", IndexSettings(encoder=str(home / "models" / "bi"), dense=True))
     with api_on_localhost() as url:
         yield url, home
 
@@ -69,8 +69,10 @@ def cases(home) -> list[tuple[dict, str, str, list[str]]]:
                                                                         "params": {"model": "gone"}}},
          "/v1/search", "model_not_found", ["'gone.gguf' for flow flow, step answer (params.model): model path "
                                            "'gone.gguf' does not exist"]),
-        ({"flow": "hybrid_ft", "index": "enc", "query": "honey"}, "/v1/search", "invalid_spec",
-         ["is made for an index embedded with 'tessera-bi-encoder'", "searches an index embedded with 'bi'"]),
+        ({"flow": {"steps": {"dense": {"op": "retrieve.dense", "params": {"k": 5}}},
+                   "index_settings": {"encoder": "all-MiniLM-L6-v2"}}, "index": "enc", "query": "honey"},
+         "/v1/search", "invalid_spec", ["is made for an index embedded with 'all-MiniLM-L6-v2'",
+                                        "searches an index embedded with 'bi'"]),
     ]
 
 
