@@ -34,6 +34,7 @@ and anything after it loses nothing.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import uuid
@@ -42,6 +43,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 LEDGER_FILE = "failures.jsonl"
+log = logging.getLogger("tessera.ingest")
+#: (ledger, line) pairs already said to be unreadable, in this process.
+_WARNED: set[tuple[str, int]] = set()
 
 
 def absolute(path: str) -> str:
@@ -116,8 +120,11 @@ class Ledger:
     def _append(self, lines: list[dict[str, Any]]) -> None:
         data = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
+            size = os.fstat(fd).st_size
+            if size and os.pread(fd, 1, size - 1) != b"\n":  # a line cut short by a crash: ended here, or this
+                data = b"\n" + data  # write's first line was read as part of it, and lost with it
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -133,9 +140,20 @@ class Ledger:
                 try:
                     event = json.loads(raw)
                 except (UnicodeDecodeError, json.JSONDecodeError):
-                    continue  # a line cut short by a crash: its attempt has no closing line either
+                    event = None
                 if isinstance(event, dict):
                     yield position, event
+                elif raw.strip():  # a line cut short by a crash (its attempt has no closing line either), or damage
+                    self._unreadable(position + 1)
+
+    def _unreadable(self, line: int) -> None:
+        """Say, once per line, that a line is not an event: the failures of its attempt are not counted."""
+        if (str(self.path), line) in _WARNED:
+            return
+        _WARNED.add((str(self.path), line))
+        log.warning("%s line %d is not a ledger event (cut short by a crash while it was written, or damaged): "
+                    "it is left out, and with it the failures of its shard's attempt, which --retry-failed will "
+                    "not retry; ingesting the source again finds them again", self.path, line)
 
     def _state(self) -> _State:
         state = _State()
