@@ -9,6 +9,26 @@ class IngestError(TesseraError):
     """Ingestion cannot go on (bad arguments, an index that does not match, a broken invariant)."""
 
 
+def read_staging_json(path) -> dict | None:
+    """A staging file of a source (``state.json``, ``job.json``), or None when there is none; one that cannot be
+    read (damaged, cut short) is an ``IngestError`` naming it and saying to delete it: the next run reads the source
+    again and finds its finished shards in the manifest (nothing is ingested twice)."""
+    import json
+
+    try:
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as err:  # (UnicodeDecodeError is a ValueError)
+        data = err
+    if isinstance(data, dict):
+        return data
+    raise IngestError(f"{path} cannot be read ({data if isinstance(data, Exception) else 'not a JSON object'}): "
+                      f"the source's staging state is damaged; delete {path.name} there and run the same command "
+                      "again: the source is read again, and its shards the index finished are found, not ingested "
+                      "twice", field="index")
+
+
 class SourceChangedError(IngestError):
     """A finished shard's documents differ from what the source yields now."""
 

@@ -16,7 +16,7 @@ from typing import Any, Iterable, Literal
 
 from flows.ingestion import refused
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete
-from flows.ingestion.errors import SettingsMismatchError
+from flows.ingestion.errors import SettingsMismatchError, read_staging_json
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
 from flows.ingestion.moved import earlier_key
@@ -194,8 +194,8 @@ class _Run:
                 "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
         if self.job.enrich:  # only when there is some, so the job.json of an index made before stays equal
             ours["enrich"] = self.job.enrich
-        if path.exists():
-            theirs = json.loads(path.read_text())
+        theirs = read_staging_json(path)
+        if theirs is not None:
             if theirs != ours and any(s.startswith(self.stager.key + "-") for s in finished):
                 diff = {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
                 raise SettingsMismatchError(

@@ -10,7 +10,6 @@ runs with ``replace``; so does a second copy of an id within the retry.
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 import uuid
 from pathlib import Path
@@ -18,7 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from flows.ingestion.errors import IngestError
+from flows.ingestion.errors import IngestError, read_staging_json
 from flows.ingestion.ledger import Failure, absolute
 from flows.ingestion.records import _jsonl_plan, read_line_record, read_whole
 from flows.ingestion.shards import Embedder, ShardJob, prepare, write
@@ -62,8 +61,8 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
     """Failures of one source, into ``shard``, with that source's read step, chunking and encoder params."""
     staging = run.path / STAGING_DIR / key
     job = run.job
-    if (staging / "job.json").exists():
-        recorded = json.loads((staging / "job.json").read_text())
+    recorded = read_staging_json(staging / "job.json")
+    if recorded is not None:
         embed = None if run.job.embed is None else {**run.job.embed, **(recorded["embed"] or {})}
         job = ShardJob(**{**run.job.__dict__, "chunk": recorded["chunk"], "enrich": recorded.get("enrich", []),
                           "embed": embed})
@@ -166,10 +165,9 @@ def _source_of(run: Run, staging: Path) -> Source:
     """The read step that staged a source (from its staging state), to map a fixed line again."""
     from operators.registry import get_operator
 
-    state = staging / "state.json"
-    if not state.exists():
+    data = read_staging_json(staging / "state.json")
+    if data is None:
         return run.plan.read
-    data = json.loads(state.read_text())
     return get_operator(data["source"], step="read")(data["params"], step_id="read")
 
 

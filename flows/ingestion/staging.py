@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.column_types import OWN_COLUMNS, ColumnTypes, as_text
 from flows.ingestion.duplicates import SeenIds
-from flows.ingestion.errors import SettingsMismatchError, SourceChangedError
+from flows.ingestion.errors import SettingsMismatchError, SourceChangedError, read_staging_json
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
@@ -206,8 +206,7 @@ class Stager:
             path.unlink(missing_ok=True)
 
     def _previous(self) -> dict[str, Any] | None:
-        path = self.dir / STATE_FILE
-        return json.loads(path.read_text()) if path.exists() else None
+        return read_staging_json(self.dir / STATE_FILE)
 
     def stage(self, finished: set[str], on_docs: Callable[[int], None] | None = None,
               skip: frozenset[str] = frozenset()) -> list[StagedShard]:

@@ -1,0 +1,37 @@
+"""A source's staging state damaged (``state.json``, ``job.json`` cut short or overwritten): the next ingest was an
+internal error, ``JSONDecodeError`` naming no file. It is one line naming the file and saying to delete it; the run
+after that reads the source again and finds its finished shards, ingesting nothing twice."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from flows.ingestion import ingest
+from flows.ingestion.errors import IngestError
+from operators.store import Index
+
+
+@pytest.mark.parametrize("name, damage", [("state.json", b'{"trunc'), ("job.json", b"x"), ("state.json", b"[]"),
+                                          ("job.json", b"\xff\xfe")])
+def test_a_damaged_staging_file_is_named_and_deleting_it_resumes_without_duplicates(tmp_path, name, damage):
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"document number {i} about bees"}) + "\n"
+                              for i in range(25)))
+    index = tmp_path / "idx"
+
+    def again():
+        return ingest(source, index, settings={"dense": False}, executor="local", chunk=False, shard_size=10,
+                      progress=False)
+
+    assert again().docs == 25
+    [staging] = [p for p in (index / "_ingest").iterdir() if p.is_dir()]
+    (staging / name).write_bytes(damage)
+    with pytest.raises(IngestError) as err:
+        again()
+    assert str(staging / name) in err.value.message and f"delete {name} there" in err.value.message
+    (staging / name).unlink()
+    report = again()
+    assert (report.docs, report.shards_skipped) == (0, 3)
+    assert Index.open(index).live_doc_ids() == {f"d{i}" for i in range(25)}
