@@ -77,7 +77,7 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
 
 def _cmd_flows_show(args: argparse.Namespace) -> int:
     from flows.spec import FlowSpec
-    from flows.specfile import read_mapping, resolve_spec_path
+    from flows.specfile import read_mapping, read_text, resolve_spec_path
     from flows.train.recipe import recipe_names, recipe_path
 
     recipe = resolve_spec_path(args.name) is None and args.name in recipe_names()  # listed by `flows list`
@@ -87,10 +87,11 @@ def _cmd_flows_show(args: argparse.Namespace) -> int:
     if args.json:
         print_json(read_mapping(path)[0] if recipe else FlowSpec.load(path).to_dict())
     elif path.suffix.lower() == ".json":  # stdout stays JSON (`| jq .`): where it came from goes to stderr
+        text = read_text(path)
         print(f"# {path}", file=sys.stderr)
-        sys.stdout.write(path.read_text(encoding="utf-8"))
+        sys.stdout.write(text)
     else:  # a YAML comment: the output is still the spec's YAML
-        sys.stdout.write(f"# {path}\n{path.read_text(encoding='utf-8')}")
+        sys.stdout.write(f"# {path}\n{read_text(path)}")
     return EXIT_OK
 
 
