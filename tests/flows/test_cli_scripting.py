@@ -296,7 +296,7 @@ def test_flows_show_of_a_json_spec_prints_only_json_on_stdout(home, tmp_path, te
     status, stdout, _ = tessera("flows", "show", "bm25", home=home)  # YAML: the path is a YAML comment
     assert status == 0 and stdout.startswith("# ") and "retrieve.bm25" in stdout
     for name in ("broken.yaml", "broken.json"):  # not UTF-8: one line naming it, as tessera run says it
-        (tmp_path / name).write_bytes(b"\xdb\x8a\x00 random bytes")
+        (tmp_path / name).write_bytes(b"\xff\x8a\x00 random bytes")
         status, stdout, err = tessera("flows", "show", str(tmp_path / name), home=home)
         assert (status, stdout) == (2, "") and err.strip() == (f"tessera: error: field 'spec': {tmp_path / name}: "
                                                                "not a spec (the file is not UTF-8 text)"), err
