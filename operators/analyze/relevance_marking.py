@@ -46,6 +46,7 @@ class RelevanceMarker(RowwiseLLMStep):
         "cannot fly. **Most penguins live in the Southern Hemisphere, many in Antarctica.**")
     prompt_template: ClassVar[str] = "Query: {query}\nText: {text}\nReply:"
     prompt_fields: ClassVar[tuple[str, ...]] = ("query", "text")
+    prompt_required: ClassVar[tuple[str, ...]] = ("text",)
 
     class Params(LLMParams):
         max_tokens: int = Field(512, gt=0, le=32768, description="Most tokens the model may write per row; the "

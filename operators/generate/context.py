@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any, Literal
 
 import pyarrow as pa
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
+from operators.llm.aliases import known_model
 from operators.local_files import llm_model
 from operators.tables import concat, empty_like, in_rank_order, qid_groups, set_column
 
@@ -62,6 +63,8 @@ class ContextBuilder(Operator):
         output_column: str = Field("context", description="Column that receives the query's context.")
         index_column: str = Field("context_index", description="Column that receives each row's document number "
                                   "(1, 2, ...; null when left out).")
+
+        _a_known_model = field_validator("model")(known_model)  # a misspelt alias counted with an unknown tokenizer
 
     def reads(self) -> list[str]:
         columns = ["qid", "docno", "rank", self.params.text_column] + (["query"] if self.params.sentences else [])

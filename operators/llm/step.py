@@ -85,6 +85,8 @@ class LLMStep(Operator):
     cacheable_if: ClassVar[str | None] = "temperature == 0"
     #: The fields ``prompt_template`` is formatted with (a spec's ``prompt`` may use only these).
     prompt_fields: ClassVar[tuple[str, ...]] = ()
+    #: The fields a spec's ``prompt`` must use (the text the step is about); it must use one field at least.
+    prompt_required: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -94,6 +96,13 @@ class LLMStep(Operator):
             if unknown:
                 raise ParamsError(f"the prompt uses {sorted(unknown)}; it may use {list(self.prompt_fields)}",
                                   op=self.name, step=self.step_id, field="params.prompt")
+            used = set(_format_fields(self.params.prompt))
+            missing = [f for f in self.prompt_required if f not in used]
+            if self.prompt_fields and (missing or not used):  # "", "Summarize it.": the input never reaches the model
+                wanted = " or ".join("{" + f + "}" for f in (missing[:1] or self.prompt_fields))
+                raise ParamsError(f"the prompt must use {wanted}: without it the model never sees what the step is "
+                                  "about, and every call sends the same prompt", op=self.name, step=self.step_id,
+                                  field="params.prompt")
 
     # -- prompts ---------------------------------------------------------------
 

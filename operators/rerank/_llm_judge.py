@@ -58,6 +58,7 @@ class LLMJudgeReranker(Reranker, LLMStep):
     prompt_template = ("Question: {query}\n\n{documents}\n\nWhich document answers the question best? "
                        "Reply with its number only.")
     prompt_fields = ("query", "documents")
+    prompt_required = ("documents",)
 
     def transform(self, table: pa.Table) -> pa.Table:
         # score_queries sees queries in qid_groups order (Reranker.transform); keep their qids for usage and metadata.

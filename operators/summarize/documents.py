@@ -43,6 +43,7 @@ class DocumentSummarizer(RowwiseLLMStep):
     prompt_template: ClassVar[str] = ("Summarise the following text in two or three sentences. "
                                       "Write only the summary.\n\n{text}")
     prompt_fields: ClassVar[tuple[str, ...]] = ("text", "query")
+    prompt_required: ClassVar[tuple[str, ...]] = ("text",)
 
     class Params(LLMParams):
         max_tokens: int = Field(128, gt=0, le=32768, description="Most tokens the model may write per summary.")

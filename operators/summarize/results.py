@@ -43,6 +43,7 @@ class ResultsSummarizer(LLMStep):
         "question. Use only what the documents say. Write at most five sentences and no lists.")
     prompt_template: ClassVar[str] = "Question: {query}\n\nDocuments:\n{documents}\n\nSummary:"
     prompt_fields: ClassVar[tuple[str, ...]] = ("query", "documents")
+    prompt_required: ClassVar[tuple[str, ...]] = ("documents",)
 
     class Params(LLMParams):
         max_tokens: int = Field(200, gt=0, le=32768, description="Most tokens the model may write per summary.")

@@ -8,7 +8,7 @@ import logging
 import pyarrow as pa
 import pytest
 
-from operators.errors import OperatorError
+from operators.errors import OperatorError, ParamsError
 from operators.generate.answer import answer_cut, parse_answer
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract, sample_results
@@ -153,6 +153,21 @@ def test_a_prompt_may_use_only_its_fields():
     with pytest.raises(Exception, match="may use"):
         create("generate.answer", {"prompt": "{question} {context}"})
     assert create("generate.answer", {"prompt": "Q: {query}\n{context}"}).prompts()["prompt"].startswith("Q:")
+
+
+@pytest.mark.parametrize("op, prompt, needs", [
+    ("generate.answer", "", "{query} or {context}"),  # the model answered its own text, recorded as the answer
+    ("generate.answer", "Say something.", "{query} or {context}"),
+    ("summarize.documents", "Summarize it.", "{text}"),  # no document sent
+    ("summarize.documents", "Summarize for {query}.", "{text}"),
+    ("summarize.results", "About {query}:", "{documents}"),
+    ("analyze.relevance_marking", "Mark what answers {query}.", "{text}"),
+    ("rerank.llm_tournament", "Which answers {query}?", "{documents}"),
+])
+def test_a_prompt_that_leaves_out_what_the_step_is_about_is_refused(op, prompt, needs):
+    with pytest.raises(ParamsError) as err:
+        create(op, {"prompt": prompt})
+    assert err.value.field == "params.prompt" and f"the prompt must use {needs}" in str(err.value)
 
 
 def flow(temperature: float, **answer):
