@@ -42,3 +42,14 @@ def test_docno_when_there_is_no_title():
     table = sample_results(1, 2).drop_columns(["title"])
     context = create("generate.context")(table).column("context")[0].as_py()
     assert context.startswith(f"[Document 1] {table.column('docno')[0].as_py()}\n")
+
+
+def test_a_misspelt_model_alias_is_refused_as_the_answer_step_refuses_it():
+    """It was taken, and the budget counted with a tokenizer litellm does not know, without a word."""
+    import pytest
+
+    from operators.errors import ParamsError
+
+    with pytest.raises(ParamsError) as err:
+        create("generate.context", {"model": "locl"}, step_id="context")
+    assert err.value.field == "params.model" and "did you mean 'local'" in str(err.value)
