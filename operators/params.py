@@ -48,6 +48,11 @@ def validate(model: type[BaseModel], params: BaseModel | Mapping[str, Any] | Non
     if (place := _not_finite(validated.model_dump(include=validated.model_fields_set))) is not None:
         raise NonFiniteNumberError(f"must be a finite number, not {place[1]}", op=op, step=step,
                                    field=f"params.{place[0]}")
+    for name in validated.model_fields_set:  # a column named "" (output_column: ""): written, read, never found
+        if name.endswith("_column") and isinstance(getattr(validated, name), str) and \
+                not getattr(validated, name).strip():
+            raise ParamsError("a column's name, not empty (null, where the param takes it, leaves the column out)",
+                              op=op, step=step, field=f"params.{name}")
     return validated
 
 

@@ -19,7 +19,7 @@ import re
 from typing import Any, ClassVar, Container, Literal
 
 import pyarrow as pa
-from pydantic import Field
+from pydantic import Field, ValidationInfo, field_validator
 
 from operators.errors import OperatorError
 from operators.llm.gateway import Completion, LLMError
@@ -44,6 +44,14 @@ class RewriteParams(LLMParams):
         "keywords", description="When the model fails or returns nothing valid: 'keywords' adds the query's "
         "words less stopwords as the extra query (and marks the query degraded); 'none' adds nothing.")
     max_tokens: int = Field(96, gt=0, le=32768, description="Most tokens the model may write per call.")
+
+    @field_validator("max_chars")
+    @classmethod
+    def _above_min_chars(cls, max_chars: int, info: ValidationInfo) -> int:
+        if info.data.get("min_chars", 1) > max_chars:  # no query could pass: each would take the fallback, unsaid
+            raise ValueError(f"max_chars {max_chars} is less than min_chars {info.data['min_chars']}: no generated "
+                             "query could be kept")
+        return max_chars
 
 
 class QueryRewriter(LLMStep):

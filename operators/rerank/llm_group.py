@@ -45,6 +45,11 @@ class LLMGroupReranker(LLMJudgeReranker):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if self.params.n is not None:
+            if self.params.window_size > self.params.n:  # a query's groups shrink to its candidates: one group
+                raise ParamsError(f"window_size {self.params.window_size} is more than n {self.params.n}: the one "
+                                  "group would hold every candidate (one call that picks the best, the rest left in "
+                                  "their order); give a window_size of n or less", op=self.name, step=self.step_id,
+                                  field="params.window_size")
             self._check_cost(self.params.n)
 
     def _check_cost(self, candidates: int) -> int:

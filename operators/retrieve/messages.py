@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
@@ -47,8 +47,8 @@ class MessagesRetriever(Operator):
         model_config = ConfigDict(extra="forbid")
         messages_column: str = Field("messages", description="Query column holding the conversation so far "
                                      "(OpenAI-style role/content list, or its JSON text).")
-        roles: list[str] = Field(default_factory=lambda: ["assistant"], min_length=1,
-                                 description="Roles whose messages become rows.")
+        roles: list[Literal["assistant", "user", "system", "developer", "tool"]] = Field(
+            default_factory=lambda: ["assistant"], min_length=1, description="Roles whose messages become rows.")
         max_messages: int = Field(3, gt=0, description="Most recent messages kept (of those roles).")
         max_chars: int | None = Field(4000, gt=0, description="Cut each message to this many characters; null "
                                       "keeps it whole.")
@@ -59,6 +59,9 @@ class MessagesRetriever(Operator):
 
     def reads(self) -> list[str]:
         return ["qid", self.params.messages_column]
+
+    def requires(self) -> list[str]:
+        return ["qid"]  # queries without a conversation (a first turn, `tessera run -q`) add no message rows
 
     def produces(self) -> dict[str, str]:
         return {"docno": "id", "text": "text", self.params.source_column: "chip", "score": "score", "rank": "rank",
@@ -77,7 +80,8 @@ class MessagesRetriever(Operator):
                 parts.append(set_column(rows, source, pa.array(["retrieval"] * rows.num_rows, pa.string())))
                 scores.append(_scores(rows))
                 best = max(pc.max(scores[-1]).as_py() or 0.0, 0.0)
-            texts = self._texts(rows.column(self.params.messages_column)[0].as_py(), qid)
+            texts = (self._texts(rows.column(self.params.messages_column)[0].as_py(), qid)
+                     if self.params.messages_column in rows.column_names else [])
             if texts:
                 query_columns = ["qid", "query", self.params.messages_column] if is_results else rows.column_names
                 parts.append(_message_rows(rows.select([c for c in query_columns if c in rows.column_names])

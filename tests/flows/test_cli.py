@@ -215,7 +215,8 @@ def test_python_m_flows_run_defaults_to_ray_and_runs_locally_when_asked(home, sa
 
 @pytest.mark.parametrize("spec, needles", [
     ("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 0}}\n", ["step 'bm25'", "steps.bm25.params.k"]),
-    ("steps:\n  bm25: {op: retrieve.corpus_bm2}\n", ["step 'bm25'", "field 'steps.bm25.op'", "did you mean retrieve.corpus_bm25"]),
+    ("steps:\n  bm25: {op: retrieve.corpus_bm2}\n",
+     ["step 'bm25'", "field 'steps.bm25.op'", "did you mean retrieve.corpus_bm25"]),
     ("steps:\n  bm25: {op: retrieve.corpus_bm25, colour: red}\n", ["step 'bm25'", "steps.bm25.colour"]),
     ("steps:\n  a: {op: analyze.word_count, inputs: [zz]}\n", ["step 'a'", "field 'inputs'", "'zz'"]),
     ("steps: [1, 2\n", ["field 'spec'", "not valid YAML"]),

@@ -253,3 +253,12 @@ def test_a_flow_says_whether_its_output_ranks_and_what_a_runner_must_fill_in():
     filled = spec.model_copy(update={"steps": {**spec.steps, "gold": spec.steps["gold"].model_copy(
         update={"params": {"dataset": "/some/beir/folder"}})}})
     assert filled.build().unset_params() == []
+
+
+@pytest.mark.parametrize("op, param", [("summarize.documents", "output_column"), ("analyze.word_count", "input_column"),
+                                       ("generate.context", "text_column")])
+def test_an_empty_column_name_is_refused_naming_the_param(op, param):
+    """output_column: "" wrote columns '', '_finish_reason' and '_cut'."""
+    with pytest.raises(ParamsError) as err:
+        FlowSpec.parse({"steps": {"s": {"op": op, "params": {param: "  "}}}}).build()
+    assert err.value.field == f"steps.s.params.{param}" and "a column's name, not empty" in str(err.value)

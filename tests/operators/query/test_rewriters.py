@@ -183,3 +183,13 @@ def test_a_query_with_a_failed_call_keeps_the_others_queries_and_is_marked_degra
     # all calls failed and the keywords are the question's own words: nothing added, and the reason says why
     assert op._kept("q2", "honey bees", [("rephrase", LLMError("boom", kind="api"))]) == []
     assert "keywords fallback was left out" in op.drain_metadata()["q2"]["degraded"]["reason"]
+
+
+@pytest.mark.parametrize("name", ["query.expand", "query.decompose"])
+def test_bounds_no_generated_query_could_meet_are_refused(name):
+    """min_chars 100 with max_chars 10 built, and every query silently took the keyword fallback."""
+    from operators.errors import ParamsError
+
+    with pytest.raises(ParamsError) as err:
+        create(name, {"min_chars": 100, "max_chars": 10}, step_id="rewrite")
+    assert err.value.field == "params.max_chars" and "less than min_chars 100" in str(err.value)

@@ -92,3 +92,11 @@ def test_max_chars_says_the_embedded_models_real_window():
 
     assert CONTEXT_TOKENS == 4096
     assert "reads 4,096 tokens in all" in JudgeParams.model_fields["max_chars"].description
+
+
+def test_a_window_wider_than_n_is_refused_naming_window_size():
+    """window_size 5 over n 2 built, and made one call a query: a pick of the best, not groups."""
+    with pytest.raises(ParamsError) as err:
+        create("rerank.llm_group", {"n": 2, "window_size": 5}, step_id="groups")
+    assert err.value.field == "params.window_size" and "more than n 2" in str(err.value)
+    assert create("rerank.llm_group", {"n": 3, "window_size": 3}, step_id="groups").params.window_size == 3

@@ -7,9 +7,9 @@ import json
 import pyarrow as pa
 import pytest
 
-from operators.errors import OperatorError
+from operators.errors import OperatorError, ParamsError
 from operators.registry import create
-from operators.testing import OperatorContract, sample_documents, sample_results
+from operators.testing import OperatorContract, sample_results
 
 CONVERSATION = [
     {"role": "system", "content": "You answer from the documents."},
@@ -99,5 +99,15 @@ def test_bad_messages_name_the_column():
     queries = pa.table({"qid": ["q1"], "query": ["x"], "messages": ['{"role": "user"}']})
     with pytest.raises(OperatorError, match="holds dict"):
         create("retrieve.messages")(queries)
-    with pytest.raises(OperatorError, match="missing input column"):
-        create("retrieve.messages")(sample_documents(2).append_column("qid", pa.array(["q1", "q1"])))
+    with pytest.raises(ParamsError, match="Input should be 'assistant', 'user'"):  # a role no message has
+        create("retrieve.messages", {"roles": ["assistant", "robot"]})
+
+
+def test_queries_without_a_messages_column_are_a_first_turn_not_an_error():
+    """A flow with retrieve.messages refused `tessera run -q "..."` (no conversation: no messages column), while
+    a queries file where only some queries carry one ran, and query.contextualize takes either."""
+    assert create("retrieve.messages")(pa.table({"qid": ["q1"], "query": ["honey"]})).num_rows == 0
+    results = sample_results(1, 3)
+    out = create("retrieve.messages")(results)
+    assert out.column("docno").to_pylist() == results.column("docno").to_pylist()
+    assert set(out.column("source").to_pylist()) == {"retrieval"}
