@@ -163,6 +163,8 @@ class LLMStep(Operator):
                 self.record(qids[key] if qids is not None else key, result)
             elif result.seconds:  # sent and failed: the time it took is spent all the same
                 self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
+                add_query_usage(self, qids[key] if qids is not None else key, self.params.model,
+                                seconds=result.seconds, failed=1)
         return dict(zip(keys, results))
 
     def calls(self, prompts: list[Prompt], on_text: Callable[[int, str], None] | None,
@@ -186,13 +188,23 @@ def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:
     if not done.replayed:
         op.record_usage(llm_calls=1, prompt_tokens=done.prompt_tokens, completion_tokens=done.completion_tokens,
                         llm_seconds=done.seconds)
+    add_query_usage(op, qid, model, seconds=done.seconds, prompt_tokens=done.prompt_tokens,
+                    completion_tokens=done.completion_tokens)
+
+
+def add_query_usage(op: Operator, qid: str, model: str, *, seconds: float, prompt_tokens: int = 0,
+                    completion_tokens: int = 0, failed: int = 0) -> None:
+    """Add one call to query ``qid``'s ``usage`` metadata under the step's id; a call that was sent and failed
+    counts in ``failed`` too (a degraded answer's usage says what its failed calls cost)."""
     mine = op.notes().metadata.get(str(qid), {}).get("usage", {}).get(op.step_id)
     totals = dict(mine) if mine else {"model": model, "calls": 0, "prompt_tokens": 0, "completion_tokens": 0,
                                       "seconds": 0.0}
     totals["calls"] += 1
-    totals["prompt_tokens"] += done.prompt_tokens
-    totals["completion_tokens"] += done.completion_tokens
-    totals["seconds"] = round(totals["seconds"] + done.seconds, 4)
+    totals["prompt_tokens"] += prompt_tokens
+    totals["completion_tokens"] += completion_tokens
+    totals["seconds"] = round(totals["seconds"] + seconds, 4)
+    if failed:
+        totals["failed"] = totals.get("failed", 0) + failed
     op.emit_metadata(qid, "usage", {op.step_id: totals})
 
 

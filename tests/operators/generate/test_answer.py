@@ -123,6 +123,9 @@ def test_a_failure_keeps_the_rows_and_marks_the_query_degraded(fault_models, cap
     meta = op.drain_metadata()["q1"]
     assert meta["degraded"]["step"] == "answer" and reason in meta["degraded"]["reason"]
     assert "answer" not in meta and "keeps its input" in caplog.text
+    usage = meta["usage"]["answer"]  # what the failed call cost, as cli.md says a degraded query has it
+    assert usage["model"] == model and usage["calls"] == 1 and usage["seconds"] > 0
+    assert usage.get("failed", 0) == (0 if model == "fault-junk" else 1)  # junk is a reply: tokens, not a failure
 
 
 def test_a_server_down_for_a_whole_batch_logs_a_few_queries_then_one_line(fault_models, caplog):
