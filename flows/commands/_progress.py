@@ -96,7 +96,8 @@ class ProgressReporter:
 
     def _running_line(self, event) -> None:
         self.last_line = time.monotonic()
-        print(f"[{event.steps_done}/{event.steps_total}] {event.step} ({event.op}) running: "
+        place = min(event.steps_done + 1, event.steps_total)  # the steps done and this one: its "done" line's number
+        print(f"[{place}/{event.steps_total}] {event.step} ({event.op}) running: "
               f"{how_far(event, time.monotonic() - self.step_started)}", file=sys.stderr, flush=True)
 
     def __call__(self, event) -> None:

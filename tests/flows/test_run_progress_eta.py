@@ -42,7 +42,7 @@ def test_a_log_gets_a_line_on_a_long_step_with_the_time_left(capsys):
     with reporter:
         run_with(reporter)
     lines = capsys.readouterr().err.splitlines()
-    running = [line for line in lines if line.startswith("[0/2] bm25 (retrieve.corpus_bm25) running: ")]
+    running = [line for line in lines if line.startswith("[1/2] bm25 (retrieve.corpus_bm25) running: ")]  # its place
     assert running and "/40 rows in, about 0:00:" in running[-1], lines
     assert "[1/2] bm25 (retrieve.corpus_bm25) done, 120 rows" in lines
 
@@ -66,6 +66,6 @@ def test_a_log_gets_a_line_while_one_long_batch_runs(capsys):
                                rows_done=3, step_rows_done=3, step_rows_in=3, step_rows_total=3))
         time.sleep(0.3)  # the step is done: no more lines for it
     after = capsys.readouterr().err.splitlines()
-    assert any(line.startswith("[0/1] summary (summarize.results) running: 0/3 rows in, 0:00:0") and
+    assert any(line.startswith("[1/1] summary (summarize.results) running: 0/3 rows in, 0:00:0") and
                line.endswith(" so far") for line in during), during
     assert after == ["[1/1] summary (summarize.results) done, 3 rows"], after
