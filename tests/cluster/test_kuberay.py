@@ -203,3 +203,10 @@ def test_a_deleted_pod_ends_ray_before_kubernetes_kills_it():
         assert drain + RAY_TEARDOWN_S <= grace, f"{name}: a {drain:g} s drain in a {grace} s grace period"
         if name != "head":  # Serve never drains the head's proxy
             assert drain > proxy_drain_s, name
+
+
+@pytest.mark.parametrize("name", sorted(MANIFESTS))
+def test_every_cluster_asks_for_rays_token_authentication(name):
+    """Without it the head's job API (dashboard-host 0.0.0.0) took a job from anyone who reached it, and the pods'
+    environment holds the API keys and the task store's password."""
+    assert cluster_spec(manifest(name)).get("authOptions") == {"mode": "token"}
