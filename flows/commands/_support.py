@@ -262,6 +262,7 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
     if index is not None and spec.unset_index_steps():
         spec = spec.with_index(index)
     elif given is not None:
+        spec.build()  # a spec that does not build says why first (a param out of range), then the unused --index
         for step, own in spec.named_indices().items():
             raise CliError(f"--index {given} would not be used: flow '{spec.name}' names its own index (step "
                            f"'{step}' searches {own!r}); drop --index, or run a spec that leaves params.index unset",

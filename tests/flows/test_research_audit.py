@@ -97,6 +97,18 @@ def test_run_refuses_an_index_the_flow_would_ignore(tessera, tmp_path):
     assert "names its own index" in err and "'bm25'" in err and "/elsewhere/idx" in err
 
 
+
+def test_a_spec_that_does_not_build_says_why_before_the_unused_index(tessera, tmp_path):
+    """--index on a flow that reads no index hid the spec's own error (k: 0) behind "drop --index"."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 0}}\n")
+    status, _, err = tessera("run", bad, "--index", tmp_path / "other", "--queries", "bees", "--quiet")
+    assert status == 2 and "field 'steps.bm25.params.k': Input should be greater than 0" in err, err
+    bad.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {k: 3}}\n")
+    status, _, err = tessera("run", bad, "--index", tmp_path / "other", "--queries", "bees", "--quiet")
+    assert status == 2 and "reads no index; drop --index" in err, err
+
+
 # -- 2. documents that failed to ingest are a warning of the benchmark ---------------------------------
 
 
