@@ -105,6 +105,7 @@ def check_models_here(flow: Any) -> None:
     that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
+    from operators.errors import SettingError
     from flows.train import public_train_command
 
     try:  # the command that makes a model, its dataset by a stand-in: the recipe's path is the clone's layout
@@ -117,6 +118,9 @@ def check_models_here(flow: Any) -> None:
         raise ApiError(404, logged_public(err), param="flow", code="model_not_found") from None
     try:
         check_env(flow)
+    except SettingError as err:  # the server's own setting ($TESSERA_LLM_THREADS), not the request's
+        raise ApiError(503, f"a setting of the service is wrong, so the flow was not run: {err.message}",
+                       kind="server_error", code="setting_invalid") from None
     except MissingEnvError as err:
         named = ", ".join(f"${variable} (step {step}, {where})" for step, where, variable in err.missing)
         raise ApiError(422, f"flow '{flow.name}' reads {named}, not set where this service runs, so it was not "

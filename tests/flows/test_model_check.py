@@ -192,3 +192,23 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
     with pytest.raises(SpecError, match="built without vectors"):  # every flow of a list: the last alone before
         check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words")) for flow in ("hybrid", "bm25")])
+
+
+def test_a_bad_llm_threads_setting_is_refused_before_any_step_when_the_embedded_model_runs(monkeypatch):
+    """TESSERA_LLM_THREADS=many was found at the answer step, after the retrieval and the context had run."""
+    from flows.model_check import check_env
+    from operators.errors import SettingError
+
+    def answering(model: str) -> FlowSpec:
+        return FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": "/nowhere", "k": 3}},
+                                         "context": {"op": "generate.context", "inputs": ["bm25"]},
+                                         "answer": {"op": "generate.answer", "inputs": ["context"],
+                                                    "params": {"model": model}}}})
+
+    monkeypatch.setenv("TESSERA_LLM_THREADS", "many")
+    with pytest.raises(SettingError, match=r"TESSERA_LLM_THREADS must be a whole number, 1 or more \(got 'many'\)"):
+        check_env(answering("local"))
+    check_env(answering("ollama_chat/gemma2"))  # a model elsewhere: the setting is not read, nothing to refuse
+    check_env(FlowSpec.load("bm25"))
+    monkeypatch.setenv("TESSERA_LLM_THREADS", "2")
+    check_env(answering("local"))
