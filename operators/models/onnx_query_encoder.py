@@ -89,7 +89,8 @@ class OnnxQueryEncoder:
         try:
             self.session = onnx_session(onnx_file)  # as backend: onnx runs it
         except Exception as err:  # noqa: BLE001 - a damaged export: the torch path still works
-            log.warning("ONNX Runtime cannot load %s (%s): queries embed through torch", onnx_file, err)
+            log.warning("ONNX Runtime cannot load %s (%s): queries embed through torch; delete that file (a cached "
+                        "export, damaged) and the next run exports it again", onnx_file, err)
             raise FastPathUnavailable(f"ONNX Runtime cannot load {onnx_file}: {err}") from None
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.pooling = pooling

@@ -457,3 +457,17 @@ def test_a_killed_caller_leaves_no_export_child_and_no_partial_file(tmp_path):
             caller.kill()
     assert not list(tmp_path.glob("models/*-onnx-*/.*")), "a partial export was left"
     assert not list(tmp_path.glob("models/*-onnx-*/model.onnx")), "the child went on exporting"
+
+
+@needs_onnx
+def test_a_damaged_export_falls_back_saying_to_delete_it(tmp_path, caplog):
+    """A cut-short model.onnx made every run warn and embed through torch, never saying how to mend it."""
+    from operators.models.onnx_query_encoder import OnnxQueryEncoder
+
+    damaged = tmp_path / "model.onnx"
+    damaged.write_bytes(b"\x08\x07" * 100)
+    with caplog.at_level(logging.WARNING), pytest.raises(FastPathUnavailable):
+        OnnxQueryEncoder(damaged, resolve_model_path("all-MiniLM-L6-v2") / "tokenizer.json", max_length=256,
+                         pooling="mean", normalize=True, dimension=384)
+    [warning] = [r.getMessage() for r in caplog.records if "ONNX Runtime cannot load" in r.getMessage()]
+    assert str(damaged) in warning and "delete that file" in warning and "exports it again" in warning
