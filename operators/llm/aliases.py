@@ -124,6 +124,8 @@ def unknown_model(model: str) -> str | None:
     embedded = found[model].model if model in found and found[model].embedded else model
     if embedded.startswith(EMBEDDED_PROVIDER + "/"):
         return _embedded_problem(model, embedded.split("/", 1)[1])
+    if (problem := _no_server(model, found.get(model))) is not None:
+        return problem
     if model in found:
         return None
     import litellm
@@ -138,6 +140,23 @@ def unknown_model(model: str) -> str | None:
                 "lists them) nor a litellm model string whose provider litellm knows ('provider/name', such as "
                 "'ollama_chat/gemma2')"
                 + (f"; did you mean '{close[0]}'?" if close else ""))
+
+
+#: Providers of a server of one's own, which litellm has no address for: the variable it reads instead.
+_OWN_SERVER = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "lm_studio": "LM_STUDIO_API_BASE"}
+
+
+def _no_server(model: str, alias: "ModelAlias | None") -> str | None:
+    """Why ``model`` reaches no server (``hosted_vllm/foo`` with no api_base: every call failed after its retries
+    with "Name or service not known", naming no server), or None."""
+    target = alias.model if alias is not None else model
+    provider = target.split("/", 1)[0] if "/" in target else ""
+    variable = _OWN_SERVER.get(provider)
+    if variable is None or (alias is not None and alias.api_base) or os.environ.get(variable):
+        return None
+    named = f"model '{model}'" + (f" ({target})" if target != model else "")
+    return (f"{named} names no server: litellm has no address for {provider}; give it an alias with api_base in "
+            f"models.yaml (docs/llm.md, Model aliases), or set ${variable}")
 
 
 def _embedded_problem(model: str, name: str) -> str | None:

@@ -240,3 +240,24 @@ def test_the_embedded_model_streams_the_reply_it_gives_whole():
     with pytest.raises(LLMError) as err:  # the timeout is checked between tokens, streamed too
         complete("Write a long story about bees.", model="local", max_tokens=400, timeout=0.2, on_text=pieces.append)
     assert err.value.kind == "timeout"
+
+
+def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_when_built(tmp_path, monkeypatch):
+    """hosted_vllm/foo with no api_base failed each call after its retries ("Name or service not known", about
+    30 s), naming no server."""
+    from operators.errors import ParamsError
+    from operators.registry import create
+
+    monkeypatch.delenv("HOSTED_VLLM_API_BASE", raising=False)
+    models = tmp_path / "models.yaml"
+    models.write_text("vllm_here: {model: hosted_vllm/q, api_base: 'http://127.0.0.1:8000/v1'}\n"
+                      "vllm_nowhere: {model: hosted_vllm/q}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    for model, named in (("hosted_vllm/foo", "model 'hosted_vllm/foo'"),
+                         ("vllm_nowhere", "model 'vllm_nowhere' (hosted_vllm/q)")):
+        with pytest.raises(ParamsError) as err:
+            create("generate.answer", {"model": model}, step_id="answer")
+        assert f"{named} names no server" in str(err.value) and "$HOSTED_VLLM_API_BASE" in str(err.value)
+    create("generate.answer", {"model": "vllm_here"}, step_id="answer")
+    monkeypatch.setenv("HOSTED_VLLM_API_BASE", "http://127.0.0.1:8000/v1")  # litellm reads it
+    create("generate.answer", {"model": "hosted_vllm/foo"}, step_id="answer")
