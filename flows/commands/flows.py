@@ -71,7 +71,13 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
         table.add_row(escape(e["name"]), e["kind"], " → ".join(s.split(": ", 1)[1] for s in e["steps"]) or "-",
                       escape(e.get("error") or e["description"]))
     out.print(table)
-    out.print(f"saved flows live in {escape(str(store.flows_dir()))}")
+    folder = store.flows_dir()
+    blocker = next((p for p in (folder, *folder.parents) if p.exists()), None)
+    if blocker is not None and not blocker.is_dir():  # no flow was saved there, nor can be: said, not named a folder
+        print(f"tessera flows list: warning: saved flows live in {folder}, but {blocker} is a file: none can be "
+              "saved until it is moved away", file=sys.stderr)
+    else:
+        out.print(f"saved flows live in {escape(str(folder))}")
     return EXIT_OK
 
 

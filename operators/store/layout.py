@@ -181,6 +181,8 @@ def read_manifest(path: Path) -> Manifest:
     if not file.is_file():
         if (lost := lost_manifest(path)) is not None:  # not "build one": an ingestion there is refused
             raise ManifestLostError(f"{lost}: restore the manifest to open it")
+        if (under := not_a_folder(path)) is not None:  # $TESSERA_HOME or its indices/ a file: said, not "build one"
+            raise IndexNotFoundError(f"no index at {path}: {under}")
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
                                  f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")

@@ -320,3 +320,15 @@ def test_index_add_reads_standard_input_and_pipes(home, tmp_path, tessera):
     status, _, err = tessera("index", "add", str(index), "-", "--no-dense", home=home, stdin=b"not json\n")
     assert status == 2
     one_error(err, "<stdin>", "nothing was written")
+
+
+def test_a_home_that_is_a_file_is_said_so_by_index_info_and_flows_list(tmp_path, tessera):
+    """`index info` said 'manifest.json not found (the directory does not exist); build one with tessera ingest',
+    and `flows list` named the flows folder as if it were one, when $TESSERA_HOME (or its flows/) was a file."""
+    home = tmp_path / "homefile"
+    home.write_text("not a folder")
+    status, _, err = tessera("index", "info", "named1", home=home)
+    assert status == 2 and f"{home}/indices/named1 is under the file {home}, not in a folder" in err, err
+    status, out, err = tessera("flows", "list", home=home)
+    assert status == 0 and f"but {home} is a file: none can be saved until it is moved away" in err, err
+    assert "saved flows live in" not in out
