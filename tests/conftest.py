@@ -449,6 +449,26 @@ def fault_models(llm_fault_server, tmp_path, monkeypatch):
 
 
 @pytest.fixture
+def plugin_module(tmp_path, monkeypatch, isolated_registry):
+    """``plugin_module(prefix, source)``: ``source`` written as a module of its own (named after ``prefix`` and the
+    test), importable, named in ``TESSERA_OPERATORS``, no bytecode written (a test that edits it is read again);
+    returns the module's name. The registry is the test's own (``isolated_registry``)."""
+    import sys
+
+    def load(prefix: str, source: str) -> str:
+        plugins = tmp_path / "plugins"
+        plugins.mkdir(exist_ok=True)
+        module = f"{prefix}_{tmp_path.name.replace('-', '_')}"
+        (plugins / f"{module}.py").write_text(source)
+        monkeypatch.syspath_prepend(str(plugins))
+        monkeypatch.setenv("TESSERA_OPERATORS", module)
+        monkeypatch.setattr(sys, "dont_write_bytecode", True)
+        return module
+
+    return load
+
+
+@pytest.fixture
 def isolated_registry(monkeypatch):
     """An empty operator registry for the test, found again on first use and restored after it, with no
     ``TESSERA_OPERATORS``: a plugin the test loads is never seen by another test (``tessera ops``, the contract

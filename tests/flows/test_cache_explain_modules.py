@@ -5,7 +5,6 @@ the module whose file was edited. A real plugin file, a real run and the real SQ
 from __future__ import annotations
 
 import json
-import sys
 
 from flows.cache_code import class_code
 from tests.flows.test_cli import tessera_in_process
@@ -21,14 +20,9 @@ class LoudWords(WordCounter):
 
 
 def test_explain_shows_the_count_and_own_modules_and_names_the_edited_one(tmp_path, monkeypatch, capsys,
-                                                                           isolated_registry):
+                                                                           plugin_module):
+    module = plugin_module("explain_plugin", PLUGIN)
     plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    module = f"explain_plugin_{tmp_path.name.replace('-', '_')}"
-    (plugins / f"{module}.py").write_text(PLUGIN)
-    monkeypatch.syspath_prepend(str(plugins))
-    monkeypatch.setenv("TESSERA_OPERATORS", module)
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
     flow = tmp_path / "loud.yaml"
     flow.write_text("name: loud\nsteps:\n  loud: {op: mylab.loud_words, params: {input_column: query}}\n")
     queries = tmp_path / "q.txt"

@@ -3,8 +3,6 @@ earlier one; a flow that fails is named beside its step."""
 
 from __future__ import annotations
 
-import sys
-
 from tests.flows.test_research_audit import beir_folder, home, tessera  # noqa: F401 - the fixtures
 
 
@@ -45,14 +43,8 @@ class Boom(Operator):
 """
 
 
-def test_a_step_that_fails_is_named_with_its_flow(tessera, tmp_path, monkeypatch, isolated_registry):  # noqa: F811
-    plugins = tmp_path / "plugins"
-    plugins.mkdir()
-    module = f"boom_plugin_{tmp_path.name.replace('-', '_')}"
-    (plugins / f"{module}.py").write_text(BOOM)
-    monkeypatch.syspath_prepend(str(plugins))
-    monkeypatch.setenv("TESSERA_OPERATORS", module)
-    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+def test_a_step_that_fails_is_named_with_its_flow(tessera, tmp_path, plugin_module):  # noqa: F811
+    plugin_module("boom_plugin", BOOM)
     ok, boom = tmp_path / "ok.yaml", tmp_path / "boom.yaml"
     ok.write_text("name: ok\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 10}}\n")
     boom.write_text("name: boom\nsteps:\n  bm25: {op: retrieve.bm25, params: {k: 10}}\n"
