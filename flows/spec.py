@@ -159,11 +159,7 @@ class FlowSpec(BaseModel):
         """Steps whose operator's Params has ``field`` and the spec leaves it unset, with their classes."""
         found = {}
         for step_id, step in self.steps.items():
-            try:
-                cls = get_operator(step.op, step=step_id)
-            except UnknownOperatorError as err:  # the field's whole path, as a param's: which step's op
-                err.field = f"steps.{step_id}.op"
-                raise
+            cls = _operator_class(step_id, step.op)
             if field in cls.Params.model_fields and step.params.get(field) is None:
                 found[step_id] = cls
         return found
@@ -206,11 +202,7 @@ class FlowSpec(BaseModel):
         order = spec_graph.run_order(ids, inputs)
         operators: dict[str, Operator] = {}
         for step_id, step in self.steps.items():
-            try:
-                cls = get_operator(step.op, step=step_id)
-            except UnknownOperatorError as err:  # the field's whole path, as a param's: which step's op
-                err.field = f"steps.{step_id}.op"
-                raise
+            cls = _operator_class(step_id, step.op)
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
@@ -309,3 +301,13 @@ def from_mosaic(body: dict[str, Any], *, name: str = "mosaic") -> tuple[FlowSpec
     """Read a mosaicRAG task body as a linear flow (``flows.mosaic_request``); returns the spec and the query."""
     spec, query = mosaic_spec(body, name=name)
     return FlowSpec.parse(spec), query
+
+
+def _operator_class(step_id: str, op: str) -> type[Operator]:
+    """The operator class a step names; an unknown one's error names the field's whole path, as a param's does
+    (``steps.<id>.op``: which step's)."""
+    try:
+        return get_operator(op, step=step_id)
+    except UnknownOperatorError as err:
+        err.field = f"steps.{step_id}.op"
+        raise
