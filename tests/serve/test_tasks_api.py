@@ -82,7 +82,7 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
 
 
 @pytest.mark.parametrize("body,param,words", [
-    ({"query": "q", "1": {"id": "bm25"}, "2": {"id": "no_such_step"}}, "op", ["step '2'", "no_such_step"]),
+    ({"query": "q", "1": {"id": "bm25"}, "2": {"id": "no_such_step"}}, "2.id", ["step '2'", "no_such_step"]),
     ({"query": "q", "1": {"id": "bm25", "parameters": {"k": "many"}}}, "steps.1.params.k", ["step '1'"]),
     ({"query": "q", "1": {"id": "bm25", "colour": "red"}}, "1.colour", ["unknown field"]),
     ({"flow": "hybrid", "query": "q", "colour": "red"}, "colour", ["unknown field"]),
@@ -96,8 +96,8 @@ def test_a_mosaic_request_runs_with_its_step_aliases(serve_app):
     ({"flow": "hybrid", "queries": ["bees", ""]}, "queries", ["query 2 is empty"]),
     ({"flow": "hybrid"}, "query", ["flow 'hybrid' searches for queries: give query or queries"]),
     ({"flow": "rag_gold", "query": "q"}, "steps.gold.params.dataset", ["needs params.dataset set", "tessera bench"]),
-    ({"flow": "hybrid_ft", "query": "q"}, "steps.dense.params.index", ["made for an index embedded with "
-                                                                        "'tessera-bi-encoder'"]),
+    # (hybrid_ft over the MiniLM sample: its encoder not trained here, a 404 model_not_found first; the encoder
+    # mismatch's 422 is tests/serve/test_model_messages_name_no_path.py's)
 ])
 def test_a_bad_body_is_a_422_naming_step_and_field_before_anything_runs(serve_app, sample_index, body, param, words):
     if isinstance(body, dict) and body.get("index") == "MISSING":
