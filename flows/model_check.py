@@ -141,10 +141,10 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
 
     built = flow if isinstance(flow, Flow) else flow.build()
     unplaced = [step for step in built.needed_steps() if built.spec.steps[step].placement is None]
-    if any(_runs_the_embedded_model(built.operators[step]) for step in unplaced):
-        from operators.llm.embedded import threads_setting
+    from operators.llm.step import check_before_run
 
-        threads_setting()  # a bad $TESSERA_LLM_THREADS: a SettingError naming it now, not after the steps before
+    for step in unplaced:  # a model no call could reach, a bad $TESSERA_LLM_THREADS: said now, not at the step
+        check_before_run(built.operators[step], step)
     missing = [(step, where, variable) for step in unplaced
                for where, variable in operator_env(built.operators[step]).items() if not os.environ.get(variable)]
     if missing:
@@ -155,14 +155,6 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
             f"flow {name or built.name}: environment variable{'' if one else 's'} {named} "
             f"{'is' if one else 'are'} not set here, so nothing was run: export {'it' if one else 'them'} before the "
             "run", missing, step=step, field=f"steps.{step}.{where}")
-
-
-def _runs_the_embedded_model(op: Operator) -> bool:
-    """Whether ``op`` is a language-model step whose model is the embedded one (llama.cpp in this process)."""
-    from operators.llm.aliases import resolve
-    from operators.llm.step import LLMStep
-
-    return isinstance(op, LLMStep) and resolve(op.params.model).embedded
 
 
 def operator_env(op: Operator) -> dict[str, str]:

@@ -117,14 +117,16 @@ def alias_sources() -> dict[str, str]:
     return sources
 
 
-def unknown_model(model: str) -> str | None:
+def unknown_model(model: str, *, servers: bool = True) -> str | None:
     """Why ``model`` names no model (neither an alias nor a litellm model string whose provider litellm knows, such
-    as a misspelt alias), or None. litellm is imported only for a name that is no alias."""
+    as a misspelt alias), or None. litellm is imported only for a name that is no alias. ``servers``: a model of a
+    server of one's own named without its address is no model either (``no_server``; a spec's validation leaves it
+    to the pre-run check, after the service's guard has said which models a request may name)."""
     found = aliases()
     embedded = found[model].model if model in found and found[model].embedded else model
     if embedded.startswith(EMBEDDED_PROVIDER + "/"):
         return _embedded_problem(model, embedded.split("/", 1)[1])
-    if (problem := _no_server(model, found.get(model))) is not None:
+    if servers and (problem := no_server(model)) is not None:
         return problem
     if model in found:
         return None
@@ -146,9 +148,10 @@ def unknown_model(model: str) -> str | None:
 _OWN_SERVER = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "lm_studio": "LM_STUDIO_API_BASE"}
 
 
-def _no_server(model: str, alias: "ModelAlias | None") -> str | None:
+def no_server(model: str) -> str | None:
     """Why ``model`` reaches no server (``hosted_vllm/foo`` with no api_base: every call failed after its retries
     with "Name or service not known", naming no server), or None."""
+    alias = aliases().get(model)
     target = alias.model if alias is not None else model
     provider = target.split("/", 1)[0] if "/" in target else ""
     variable = _OWN_SERVER.get(provider)
@@ -227,7 +230,7 @@ def known_model(model: str) -> str:
     a misspelt alias is refused when the flow is built, not after the retrieval before its step."""
     from pydantic_core import PydanticCustomError
 
-    if (problem := unknown_model(model)) is not None:
+    if (problem := unknown_model(model, servers=False)) is not None:
         raise PydanticCustomError("unknown_model", problem)
     return model
 

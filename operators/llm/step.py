@@ -31,7 +31,7 @@ from typing import Any, Callable, ClassVar, Hashable, Literal, Mapping, Sequence
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
-from operators.errors import ParamsError
+from operators.errors import ParamsError, SpecError
 from operators.llm.aliases import key_env, known_model, missing_file, model_identity
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
@@ -179,6 +179,23 @@ class LLMStep(Operator):
     def record(self, qid: str, done: Completion) -> None:
         """Add one call's usage to the step record and to the query's ``usage`` metadata."""
         record_call(self, qid, self.params.model, done)
+
+
+def check_before_run(op: Operator, step: str) -> None:
+    """What a language-model step ``op`` needs that its params cannot say, checked before a flow runs: a model that
+    reaches no server (``hosted_vllm/...`` without its address: each call failed after its retries) is a
+    ``SpecError`` naming ``params.model``; a bad ``$TESSERA_LLM_THREADS`` where the embedded model runs, the
+    ``SettingError`` naming it (found at the step, after the retrieval before it). Other steps: nothing."""
+    if not isinstance(op, LLMStep):
+        return
+    from operators.llm.aliases import no_server, resolve
+
+    if (problem := no_server(op.params.model)) is not None:
+        raise SpecError(problem, step=step, field=f"steps.{step}.params.model")
+    if resolve(op.params.model).embedded:
+        from operators.llm.embedded import threads_setting
+
+        threads_setting()
 
 
 def record_call(op: Operator, qid: str, model: str, done: Completion) -> None:

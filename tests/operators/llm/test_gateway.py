@@ -242,22 +242,38 @@ def test_the_embedded_model_streams_the_reply_it_gives_whole():
     assert err.value.kind == "timeout"
 
 
-def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_when_built(tmp_path, monkeypatch):
+def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_any_call(tmp_path, monkeypatch):
     """hosted_vllm/foo with no api_base failed each call after its retries ("Name or service not known", about
-    30 s), naming no server."""
-    from operators.errors import ParamsError
-    from operators.registry import create
+    30 s), naming no server: the pre-run check refuses the flow naming params.model, and a call is refused at
+    once, as not_found."""
+    import time
+
+    from flows.model_check import check_env
+    from flows.spec import FlowSpec
+    from operators.errors import SpecError
 
     monkeypatch.delenv("HOSTED_VLLM_API_BASE", raising=False)
     models = tmp_path / "models.yaml"
     models.write_text("vllm_here: {model: hosted_vllm/q, api_base: 'http://127.0.0.1:8000/v1'}\n"
                       "vllm_nowhere: {model: hosted_vllm/q}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
+
+    def answering(model: str) -> FlowSpec:
+        return FlowSpec.parse({"steps": {"bm25": {"op": "retrieve.bm25", "params": {"index": "/nowhere", "k": 3}},
+                                         "context": {"op": "generate.context", "inputs": ["bm25"]},
+                                         "answer": {"op": "generate.answer", "inputs": ["context"],
+                                                    "params": {"model": model}}}})
+
     for model, named in (("hosted_vllm/foo", "model 'hosted_vllm/foo'"),
                          ("vllm_nowhere", "model 'vllm_nowhere' (hosted_vllm/q)")):
-        with pytest.raises(ParamsError) as err:
-            create("generate.answer", {"model": model}, step_id="answer")
-        assert f"{named} names no server" in str(err.value) and "$HOSTED_VLLM_API_BASE" in str(err.value)
-    create("generate.answer", {"model": "vllm_here"}, step_id="answer")
+        with pytest.raises(SpecError) as err:
+            check_env(answering(model))
+        assert err.value.field == "steps.answer.params.model" and f"{named} names no server" in str(err.value)
+        assert "$HOSTED_VLLM_API_BASE" in str(err.value)
+        started = time.perf_counter()
+        with pytest.raises(LLMError) as failed:
+            complete("hi", model=model)
+        assert failed.value.kind == "not_found" and time.perf_counter() - started < 2  # no retries
+    check_env(answering("vllm_here"))
     monkeypatch.setenv("HOSTED_VLLM_API_BASE", "http://127.0.0.1:8000/v1")  # litellm reads it
-    create("generate.answer", {"model": "hosted_vllm/foo"}, step_id="answer")
+    check_env(answering("hosted_vllm/foo"))
