@@ -44,7 +44,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
     from operators.llm.aliases import unknown_model
     from serve.spec_guard import check_llm
 
-    if (problem := unknown_model(model)) is not None:  # said now, not at the chat's first message
+    if (problem := unknown_model(model, servers=False)) is not None:  # said now (the guard next: aliases only)
         raise ApiError(422, problem, param="model", code="model_not_found")
     check_llm(model, "model")  # an alias: a litellm string would reach its provider's default address
     service, owner = svc.current(), tenant(request)
