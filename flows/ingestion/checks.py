@@ -134,3 +134,14 @@ def doc_ids_to_delete(value: Any) -> frozenset[str]:
         raise IngestError(f"delete_doc_ids holds {type(bad).__name__} {short_repr(bad)}: a document id is a text",
                           field="delete_doc_ids")
     return frozenset(ids)
+
+
+def warn_damaged(index: Any) -> None:
+    """Warn of an index's shards with a file missing (a stat of each, ``Index.check``): an ingestion whose source is
+    all done says "already done", and running it again mends no finished shard."""
+    if index is None or not (damaged := index.check(checksums=False)):
+        return
+    from operators.store.shard import damaged_error
+
+    log.warning("%s; ingesting again does not mend a finished shard: restore its files, or ingest into a new index "
+                "(tessera index info checks every file)", damaged_error(index.path, damaged).message)

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterable, Literal
 
 from flows.ingestion import refused
-from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete
+from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete, warn_damaged
 from flows.ingestion.errors import SettingsMismatchError, read_staging_json
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
@@ -30,7 +30,6 @@ from flows.ingestion.staging import STAGING_DIR, Stager
 from operators.store.disk import refused_by_disk
 
 log = logging.getLogger("tessera.ingest")
-
 __all__ = ["DEFAULT_SHARD_SIZE", "CheckedIngest", "IngestReport", "check_ingest", "ingest"]
 
 #: Embed params that change the vectors (others, such as batch sizes, may change on resume).
@@ -166,9 +165,10 @@ class _Run:
             self.delete_doc_ids)
         if live is not None:  # the shards before it commit, as they would have; it and the rest are not embedded
             todo = todo[:[s.id for s in todo].index(live[0])]
-        r = self.report
-        r.docs_total, r.shards_total = sum(s.docs for s in shards), len(shards)
-        r.shards_skipped = len(shards) - len(todo)
+        r, n = self.report, len(shards)
+        r.docs_total, r.shards_total, r.shards_skipped = sum(s.docs for s in shards), n, n - len(todo)
+        if not todo:  # all done: run again to mend a damaged shard, it said "already done" and nothing else
+            warn_damaged(self.index)
         with self._track("ingest", sum(s.docs for s in todo), {s.id: s.docs for s in todo}) as tracker:
             if self.executor == "local":
                 self._run_local([s.id for s in todo])

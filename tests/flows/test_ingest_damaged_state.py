@@ -35,3 +35,35 @@ def test_a_damaged_staging_file_is_named_and_deleting_it_resumes_without_duplica
     report = again()
     assert (report.docs, report.shards_skipped) == (0, 3)
     assert Index.open(index).live_doc_ids() == {f"d{i}" for i in range(25)}
+
+
+def test_a_finished_index_with_a_shard_file_missing_is_said_so_and_index_add_refuses_it(tmp_path, caplog, capsys,
+                                                                                         monkeypatch):
+    """Run again over a shard whose BM25 vocabulary was deleted, the ingest said "3 already done" and nothing
+    else, and `tessera index add` committed into an index no search could read."""
+    import logging
+
+    from flows.commands import main
+
+    source = tmp_path / "docs.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"d{i}", "text": f"document number {i} about bees"}) + "\n"
+                              for i in range(25)))
+    index = tmp_path / "idx"
+    ingest(source, index, settings={"dense": False}, executor="local", chunk=False, shard_size=10, progress=False)
+    [shard] = sorted(p for p in (index / "shards").iterdir())[:1]
+    victim = next(p for p in shard.iterdir() if p.name.startswith("bm25"))
+    victim.unlink()
+    with caplog.at_level(logging.WARNING, logger="tessera.ingest"):
+        report = ingest(source, index, settings={"dense": False}, executor="local", chunk=False, shard_size=10,
+                        progress=False)
+    assert report.docs == 0 and report.shards_skipped == 3
+    [warning] = [r.getMessage() for r in caplog.records if "damaged shard" in r.getMessage()]
+    assert f"{shard.name} ({victim.name} is missing)" in warning and "does not mend a finished shard" in warning
+    more = tmp_path / "more.jsonl"
+    more.write_text(json.dumps({"_id": "new", "text": "wasps"}) + "\n")
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    before = (index / "manifest.json").read_bytes()
+    assert main(["index", "add", str(index), str(more), "--no-dense"]) == 2
+    err = capsys.readouterr().err
+    assert "1 damaged shard(s)" in err and "nothing was added" in err, err
+    assert (index / "manifest.json").read_bytes() == before
