@@ -302,7 +302,9 @@ def _step_cache(cache: bool | str | os.PathLike) -> "StepCache | None":
     than each opening a database that stays open until garbage collection."""
     if cache is False or cache is None:
         return None
-    if not isinstance(cache, (bool, str, os.PathLike)):
+    if not isinstance(cache, (bool, str, os.PathLike)) or (isinstance(cache, str) and cache.strip().lower() in
+                                                            ("", "yes", "no", "true", "false", "on", "off", "1", "0")):
+        # (a text meant as a boolean made a folder named "yes" in the working directory)
         raise SpecError(f"cache must be True (the step cache in $TESSERA_HOME/cache), False, or a folder; got "
                         f"{type(cache).__name__} {short_repr(cache)}", field="cache")
     from flows.cache import StepCache

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -68,6 +69,11 @@ def test_a_cache_that_is_not_a_flag_or_folder_is_refused_naming_cache(bm25_index
     with pytest.raises(SpecError) as err:
         Flow.load("bm25", index=bm25_index).run("bees", cache=1)
     assert err.value.field == "cache" and "got int 1" in err.value.message
+    for meant in ("yes", "False", " on ", ""):  # a text meant as a flag made a folder of that name, here
+        with pytest.raises(SpecError) as err:
+            Flow.load("bm25", index=bm25_index).run("bees", cache=meant)
+        assert err.value.field == "cache" and f"got str {meant!r}" in err.value.message
+    assert not (Path.cwd() / "yes").exists()
 
 
 @pytest.mark.parametrize("path", [None, 3])
