@@ -35,7 +35,9 @@ def test_an_interrupted_first_upload_leaves_no_folder_record_or_file_and_frees_t
     assert (Path(job["index_path"]) / "owner.json").is_file() and Path(job["source"]).is_file()
     assert taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)
     task = upload_service.store.task(task_id, None)
-    assert task["status"] == "failed" and task["error"] == taskrunner.INTERRUPTED
+    assert task["status"] == "failed"  # and it says where its documents are: the index it was making is gone
+    assert task["error"] == (f"{taskrunner.INTERRUPTED}; none of its documents were added (the index it was "
+                             "making is gone)")
     assert not taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)  # once only
     assert_gone_and_free(upload_service, task_id, job)
 
@@ -99,6 +101,8 @@ def test_an_interrupted_upload_into_an_index_with_documents_keeps_it(upload_serv
     task_id, job = upload(upload_service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids"}])
     assert taskrunner.interrupted(upload_service.store, task_id, taskrunner.INTERRUPTED)
     assert upload_service.store.task(task_id, None)["status"] == "failed" and not Path(job["source"]).exists()
+    error = upload_service.store.task(task_id, None)["error"]  # what became of its documents, and what to do
+    assert error.startswith(taskrunner.INTERRUPTED) and "stay in index 'notes'" in error and "replace: true" in error
     assert (Path(job["index_path"]) / "manifest.json").is_file()
     assert upload_service.store.index("notes")["owner"] == "alice"
     page = upload_service.indices.documents("notes", "alice", 0, 10)
