@@ -329,9 +329,11 @@ def interrupted(store: TaskStore, task_id: str, error: str) -> bool:
             owner = remove_unborn(store, task_id, job)
         except Exception:  # noqa: BLE001  (a job queued by another version may lack a field: the task still fails)
             log.exception("task %s: its upload's leftovers could not be removed", task_id)
-        error += (f"; of its documents, those committed before it stopped stay in index '{job.get('index')}' and the "
-                  "rest were not added: send them all again with replace: true (each then replaces its copy, if any)"
-                  if owner is None else "; none of its documents were added (the index it was making is gone)")
+        if error.startswith(INTERRUPTED):  # its worker stopped (not a failure of the task's own, said as it is)
+            error += (f"; of its documents, those committed before it stopped stay in index '{job.get('index')}' and "
+                      "the rest were not added: send them all again with replace: true (each then replaces its copy, "
+                      "if any)" if owner is None else "; none of its documents were added (the index it was making is "
+                      "gone)")
     done = store.finish(task_id, "failed", error=error)
     if owner is not None:
         forget_unborn(store, job, owner)
