@@ -15,7 +15,6 @@ reason, a model that fails a 500 naming it and the request id, never a traceback
 
 import asyncio
 import uuid
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -149,8 +148,7 @@ class ModelAPI:
         if service is not None:
             body["task_store"] = body["tessera_home"] = "ok"
             if service.default_index:  # a search that names no index reads it: "missing" is its 503's cause
-                found = (Path(service.default_index) / "manifest.json").is_file()
-                body["default_index"] = "ok" if found else "missing"
+                body["default_index"] = "missing" if service.default_index_missing() else "ok"
         return body
 
     @app.post("/v1/embeddings")

@@ -105,8 +105,8 @@ def check_models_here(flow: Any) -> None:
     that step, after the retrieval in front of it. Which variables a spec may name at all is the spec guard's
     (``serve/spec_guard.py``, ``TESSERA_ALLOW_ENV``), checked before this."""
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
-    from operators.errors import SettingError
     from flows.train import public_train_command
+    from operators.errors import SettingError
 
     try:  # the command that makes a model, its dataset by a stand-in: the recipe's path is the clone's layout
         check_models([flow], how_to_make=public_train_command)

@@ -114,6 +114,11 @@ class FlowResolution:
         self.indices.refuse_unshared(spec, tenant, asked.index)
         return spec
 
+    def default_index_missing(self) -> bool:
+        """Whether the app names a default index that holds no index yet (``make demo`` makes the sample one): a
+        search naming none is then a 503, ``/healthz`` says ``missing`` and the warm-up warns of it."""
+        return bool(self.default_index) and not (Path(self.default_index) / "manifest.json").is_file()
+
     def with_index(self, spec: FlowSpec, index: str | None, tenant: str | None = None) -> FlowSpec:
         """``spec`` with its unset indices set to the request's ``index`` (confined to the roots) or the default.
         With ``tenant``, an index the service made is checked first (``Indices.check_asked``)."""
@@ -127,7 +132,7 @@ class FlowResolution:
         if not path:
             raise SpecError("this step reads an index and neither the request (`index`) nor the app "
                             "(args.service.default_index) names one", step=step, field="params.index")
-        if not index and not (Path(path) / "manifest.json").is_file():  # the server's setting, not the request
+        if not index and self.default_index_missing():  # the server's setting, not the request's
             raise ApiError(503, "the service's default index (args.service.default_index) holds no index yet: name "
                            "an index in the request (`index`; GET /v1/indices lists them), or ingest the default "
                            "one (`make demo` builds the sample index)", param="index", kind="server_error",

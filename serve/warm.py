@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from operators.errors import OperatorError, SpecError
@@ -30,7 +29,7 @@ def warm_up(service: Any) -> None:
     started = time.perf_counter()
     taskrunner.warm_up()
     index = service.default_index
-    if index and not (Path(index) / "manifest.json").is_file():  # a search naming no index fails until it is made
+    if service.default_index_missing():  # a search naming no index fails until it is made
         log.warning("tessera serve: the default index %s holds no index (yet): searches that name none fail until "
                     "it is ingested (`make demo` makes the sample one) or args.service.default_index names another",
                     index)
