@@ -136,13 +136,14 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
     """Raise ``MissingEnvError`` naming every unplaced step of ``flow`` and the variable it reads
     (``Operator.required_env``) that is unset or empty, before any step runs (a reranker's key, found missing
     only at its step, would come after the retrieval before it). ``name``: what to call the flow (a benchmark's
-    name for it), default its spec's name."""
+    name for it), default its spec's name. A language-model step's own pre-run checks come first
+    (``operators.llm.step.check_before_run``)."""
     import os
+
+    from operators.llm.step import check_before_run
 
     built = flow if isinstance(flow, Flow) else flow.build()
     unplaced = [step for step in built.needed_steps() if built.spec.steps[step].placement is None]
-    from operators.llm.step import check_before_run
-
     for step in unplaced:  # a model no call could reach, a bad $TESSERA_LLM_THREADS: said now, not at the step
         check_before_run(built.operators[step], step)
     missing = [(step, where, variable) for step in unplaced

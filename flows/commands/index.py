@@ -85,7 +85,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     index.set_defaults(handler=lambda args: show_help(index))
 
 
-def refuse_damaged(index) -> None:
+def _refuse_damaged(index) -> None:
     """A shard's file missing (a deleted BM25 vocabulary, a shard folder gone): refused before adding to it, naming
     each such shard (a stat of each file, not its checksum: ``tessera index info`` reads them all). The add was
     committed before, into an index no search could read."""
@@ -301,7 +301,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
         index = None
     if index is not None:
         _refuse_other_settings(index, args)
-        refuse_damaged(index)
+        _refuse_damaged(index)
     settings = index.settings if index is not None else IndexSettings(
         dense=not args.no_dense, bm25=not args.no_bm25, dense_type=args.dense_type or "flat",
         encoder=args.encoder or "all-MiniLM-L6-v2")

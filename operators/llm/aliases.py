@@ -151,15 +151,13 @@ _OWN_SERVER = {"hosted_vllm": "HOSTED_VLLM_API_BASE", "lm_studio": "LM_STUDIO_AP
 def no_server(model: str) -> str | None:
     """Why ``model`` reaches no server (``hosted_vllm/foo`` with no api_base: every call failed after its retries
     with "Name or service not known", naming no server), or None."""
-    alias = aliases().get(model)
-    target = alias.model if alias is not None else model
-    provider = target.split("/", 1)[0] if "/" in target else ""
-    variable = _OWN_SERVER.get(provider)
-    if variable is None or (alias is not None and alias.api_base) or os.environ.get(variable):
+    alias = resolve(model)
+    variable = _OWN_SERVER.get(alias.provider)
+    if variable is None or alias.api_base or os.environ.get(variable):
         return None
-    named = f"model '{model}'" + (f" ({target})" if target != model else "")
-    return (f"{named} names no server: litellm has no address for {provider}; give it an alias with api_base in "
-            f"models.yaml (docs/llm.md, Model aliases), or set ${variable}")
+    named = f"model '{model}'" + (f" ({alias.model})" if alias.model != model else "")
+    return (f"{named} names no server: litellm has no address for {alias.provider}; give it an alias with api_base "
+            f"in models.yaml (docs/llm.md, Model aliases), or set ${variable}")
 
 
 def _embedded_problem(model: str, name: str) -> str | None:

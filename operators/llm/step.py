@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError
-from operators.llm.aliases import key_env, known_model, missing_file, model_identity
+from operators.llm.aliases import key_env, known_model, missing_file, model_identity, no_server, resolve
 from operators.llm.gateway import Completion, LLMError, Prompt, complete_many, messages_of
 from operators.local_files import llm_model
 
@@ -188,8 +188,6 @@ def check_before_run(op: Operator, step: str) -> None:
     ``SettingError`` naming it (found at the step, after the retrieval before it). Other steps: nothing."""
     if not isinstance(op, LLMStep):
         return
-    from operators.llm.aliases import no_server, resolve
-
     if (problem := no_server(op.params.model)) is not None:
         raise SpecError(problem, step=step, field=f"steps.{step}.params.model")
     if resolve(op.params.model).embedded:

@@ -136,14 +136,14 @@ def _not_utf8_lines(head: bytes) -> bytes:
     return b"".join(kept)
 
 
-def _utf8_with_stray_bytes(raw: bytes) -> bool:
-    """Whether ``raw``, not UTF-8, is UTF-8 text with a few damaged bytes: it holds characters only UTF-8 encodes in
-    several bytes (``Zürich`` as ``5a c3 bc``), which a single-byte code page would read as two symbols (``ZĂĽrich``),
-    and they outnumber the bytes that are not UTF-8. Read in a guessed code page, its every accented letter was
-    mangled for the sake of one stray byte."""
+def _utf8_with_stray_bytes(raw: bytes) -> str | None:
+    """``raw``'s text when, not UTF-8, it is UTF-8 text with a few damaged bytes (each read as U+FFFD), else None: it
+    holds characters only UTF-8 encodes in several bytes (``Zürich`` as ``5a c3 bc``), which a single-byte code page
+    would read as two symbols (``ZĂĽrich``), and they outnumber the bytes that are not UTF-8. Read in a guessed code
+    page, its every accented letter was mangled for the sake of one stray byte."""
     text = raw.decode("utf-8", errors="replace")
     stray = text.count("\ufffd")
-    return sum(ord(c) > 127 for c in text) - stray > stray
+    return text if sum(ord(c) > 127 for c in text) - stray > stray else None
 
 
 def _mostly_latin(sample: bytes) -> bool:
@@ -172,9 +172,9 @@ class FileDecoder:
         try:
             return raw.decode("utf-8")
         except UnicodeDecodeError as err:
-            if _utf8_with_stray_bytes(raw):
+            if (text := _utf8_with_stray_bytes(raw)) is not None:
                 self._stray(raw, err)
-                return raw.decode("utf-8", errors="replace")
+                return text
             encoding = self._guess(raw, err)
             if encoding is None:
                 raise UnicodeDecodeError(err.encoding, err.object, err.start, err.end,
