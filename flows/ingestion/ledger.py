@@ -153,7 +153,7 @@ class Ledger:
         _WARNED.add((str(self.path), line))
         log.warning("%s line %d is not a ledger event (cut short by a crash while it was written, or damaged): "
                     "it is left out, and with it the failures of its shard's attempt, which --retry-failed will "
-                    "not retry; ingesting the source again finds them again", self.path, line)
+                    "not retry (their documents are not in the index)", self.path, line)
 
     def _state(self) -> _State:
         state = _State()
