@@ -27,12 +27,22 @@ const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Mar
 /** A JSON or JSONL file's text: UTF-8, else Windows-1252 (the encoding the service takes first among those it
  * guesses for a text file that is not UTF-8), said in ``warnings``. The page reads these files itself, so the
  * service's guess never sees them, and ``file.text()`` put a replacement character for every byte that is not
- * UTF-8 without a word: "Crème" was stored as "Cr\uFFFDme". */
+ * UTF-8 without a word: "Crème" was stored as "Cr\uFFFDme". UTF-8 text with a few stray bytes stays UTF-8, each
+ * such byte read as U+FFFD, as the service reads it (operators/sources/encoding.py): read as Windows-1252, its every
+ * accented letter was mangled for one stray byte ("ZÃ¼rich"). */
 async function fileText(file, warnings) {
   const bytes = await file.arrayBuffer();
   try {
     return new TextDecoder("utf-8", {fatal: true}).decode(bytes); // a byte-order mark dropped, as the service does
   } catch (err) {
+    const text = new TextDecoder("utf-8").decode(bytes);
+    const stray = (text.match(/\uFFFD/g) || []).length;
+    const wide = (text.match(/[^\x00-\x7F]/g) || []).length - stray; // characters UTF-8 writes in several bytes
+    if (wide > stray) {
+      warnings.push(`${file.name}: UTF-8 text with ${stray} byte(s) that are not UTF-8, each read as U+FFFD (if `
+        + "the file has another encoding, save it as UTF-8 and add it again)");
+      return text;
+    }
     warnings.push(`${file.name}: not UTF-8; read as windows-1252 (if its text looks wrong, save it as UTF-8 and `
       + "add it again)");
     return new TextDecoder("windows-1252").decode(bytes);

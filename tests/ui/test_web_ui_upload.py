@@ -178,18 +178,23 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
     # read by the page itself, not by the service: it was stored with a replacement character for each è, û and à
     (tmp_path / "menu.jsonl").write_bytes((json.dumps({"_id": "dessert", "text": "Crème brûlée à la carte."},
                                                       ensure_ascii=False) + "\n").encode("cp1252"))
+    # UTF-8 with one stray byte: read as Windows-1252 its every accented letter was mangled ("ZÃ¼rich")
+    (tmp_path / "places.jsonl").write_bytes(json.dumps({"_id": "zurich", "text": "Zürich, Genève, Köln@"},
+                                                       ensure_ascii=False).encode().replace(b"@", b"\xff") + b"\n")
     (tmp_path / "kea.md").write_text("---\ntitle: Kea\nauthor: Ann\nyear: 2024\ntags: [alpine]\ntext: clash\n---\n"
                                      "Kea are alpine parrots.\n")
     open_indices(browser, ui_app)
     set_text(browser, "upload-index", name)
-    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md", tmp_path / "menu.jsonl")
+    choose(browser, tmp_path / "menu.txt", tmp_path / "kea.md", tmp_path / "menu.jsonl", tmp_path / "places.jsonl")
     by_id(browser, "upload-button").click()
     wait(browser, lambda d: by_id(d, "upload-status").text.startswith("added") or error_text(d), seconds=120)
     assert error_text(browser) == ""
     assert by_id(browser, "upload-status").text == (
-        f"added 3 document(s) to {name} as 3 passage(s). Warnings: menu.jsonl: not UTF-8; read as windows-1252 (if "
-        "its text looks wrong, save it as UTF-8 and add it again); menu.txt: not UTF-8; read as cp1252, the encoding "
-        "guessed for it (if its text looks wrong, save it as UTF-8 and send it again); kea.md: front matter field(s) "
+        f"added 4 document(s) to {name} as 4 passage(s). Warnings: menu.jsonl: not UTF-8; read as windows-1252 (if "
+        "its text looks wrong, save it as UTF-8 and add it again); places.jsonl: UTF-8 text with 1 byte(s) that are "
+        "not UTF-8, each read as U+FFFD (if the file has another encoding, save it as UTF-8 and add it again); "
+        "menu.txt: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
+        "and send it again); kea.md: front matter field(s) "
         "text left out: a metadata column's name is letters, digits and _, starting with a letter, and none of _id, "
         "chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, "
         "vector")
@@ -200,4 +205,6 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
     assert menu["passages"][0]["text"] == "Crème brûlée, très bon, à la carte."
     dessert = ui_app.api("GET", f"/v1/indices/{name}/documents/dessert").json()
     assert dessert["passages"][0]["text"] == "Crème brûlée à la carte."
+    zurich = ui_app.api("GET", f"/v1/indices/{name}/documents/zurich").json()
+    assert zurich["passages"][0]["text"] == "Zürich, Genève, Köln\ufffd"
     ui_app.api("DELETE", f"/v1/indices/{name}")
