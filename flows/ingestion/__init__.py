@@ -44,8 +44,9 @@ Progress (``progress``): documents are counted as they are embedded, not only wh
 shard commits. Fault hooks for the tests: ``TESSERA_FAULT`` (see ``flows.ingestion.faults``)."""
 
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest
-from flows.ingestion.job import IngestReport, ingest
+from flows.ingestion.job import ingest
 from flows.ingestion.plan import DEFAULT_SPEC, IngestPlan, build_plan, load_spec
+from flows.ingestion.report import IngestReport
 
 __all__ = ["DEFAULT_SHARD_SIZE", "DEFAULT_SPEC", "CheckedIngest", "IngestPlan", "IngestReport", "build_plan",
            "check_ingest", "ingest", "load_spec"]

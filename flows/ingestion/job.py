@@ -10,7 +10,6 @@ import logging
 import shutil
 import threading
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
@@ -22,6 +21,7 @@ from flows.ingestion.ledger import Failure, Ledger, finished_shards
 from flows.ingestion.moved import earlier_key
 from flows.ingestion.plan import IngestPlan
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
+from flows.ingestion.report import IngestReport
 from flows.ingestion.retry import retry
 from flows.ingestion.running import Running
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, EmbedStopped, ShardJob, ShardResult, _chunker,
@@ -34,34 +34,6 @@ __all__ = ["DEFAULT_SHARD_SIZE", "CheckedIngest", "IngestReport", "check_ingest"
 
 #: Embed params that change the vectors (others, such as batch sizes, may change on resume).
 _VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
-
-
-@dataclass
-class IngestReport:
-    """What one ingestion run did."""
-
-    index: str
-    executor: str
-    docs_total: int = 0          # documents the source holds (staged shards)
-    docs: int = 0                # documents processed by this run (copies of an id once)
-    chunks: int = 0              # chunks written by this run and still searchable (not those of a replaced copy)
-    chunks_embedded: int = 0     # chunks this run sent to the encoder
-    shards_total: int = 0
-    shards_written: int = 0
-    shards_skipped: int = 0      # already in the manifest (at the start, or committed meanwhile by another ingest)
-    shards_elsewhere: int = 0    # of those, committed by another ingest of the same source while this one ran
-    failures: int = 0            # documents failed in this run
-    open_failures: int = 0       # failures in the ledger still to retry, after this run
-    resolved: int = 0            # failures a retry put into the index
-    seconds: float = 0.0
-    colbert_store: str | None = None  # precomputed ColBERT tokens built after ingestion (--colbert)
-
-    @property
-    def docs_per_s(self) -> float:
-        return self.docs / self.seconds if self.seconds else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}
 
 
 class _Run:

@@ -1,0 +1,35 @@
+"""What one ingestion run did: the record ``tessera ingest`` prints (and writes with ``--json``) and
+``flows.api.ingest`` returns."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass
+class IngestReport:
+    """What one ingestion run did."""
+
+    index: str
+    executor: str
+    docs_total: int = 0          # documents the source holds (staged shards)
+    docs: int = 0                # documents processed by this run (copies of an id once)
+    chunks: int = 0              # chunks written by this run and still searchable (not those of a replaced copy)
+    chunks_embedded: int = 0     # chunks this run sent to the encoder
+    shards_total: int = 0
+    shards_written: int = 0
+    shards_skipped: int = 0      # already in the manifest (at the start, or committed meanwhile by another ingest)
+    shards_elsewhere: int = 0    # of those, committed by another ingest of the same source while this one ran
+    failures: int = 0            # documents failed in this run
+    open_failures: int = 0       # failures in the ledger still to retry, after this run
+    resolved: int = 0            # failures a retry put into the index
+    seconds: float = 0.0
+    colbert_store: str | None = None  # precomputed ColBERT tokens built after ingestion (--colbert)
+
+    @property
+    def docs_per_s(self) -> float:
+        return self.docs / self.seconds if self.seconds else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}
