@@ -21,6 +21,7 @@ from serve import service as svc
 from serve.errors import ApiError
 from serve.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
+from serve.step_bounds import check_step_count
 from serve.flow_resolution import FlowFile, load_spec
 
 
@@ -64,7 +65,9 @@ def _built(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> Any:
     """The flow built with its steps placed as a run places them (about 10 ms for the 29 built-in flows), once for
     both readers below; None for a flow that does not build (its check fails before either matters)."""
     try:
-        return service.place(load_spec(file)).build()
+        spec = load_spec(file)
+        check_step_count(spec, service.limits)  # a CLI-saved flow of 9,000 steps made GET /flows build it for minutes
+        return service.place(spec).build()
     except (TesseraError, ApiError):
         return None
 
@@ -87,7 +90,9 @@ def file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> 
 def _checked(service: svc.Service, file: FlowFile, now: tuple[Any, ...], paths: tuple[Any, ...]) -> str | None:
     """``file_problem`` for one version of its inputs (``paths``: the versions of the flow's model paths)."""
     try:
-        confined = confine_spec(load_spec(file), service.index_roots, service.data_roots)  # as a run is
+        spec = load_spec(file)
+        check_step_count(spec, service.limits)  # as a request's flow is counted, before it is built
+        confined = confine_spec(spec, service.index_roots, service.data_roots)  # as a run is
         service.checked_flow(service.place(confined), ["a query"])
     except (TesseraError, ApiError) as err:
         return str(err)

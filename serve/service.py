@@ -38,7 +38,7 @@ from serve.service_settings import Limits, setting
 from serve.spare import SpareWorkers
 from serve.placed_status import refuse_failed_placements
 from serve.spec_guard import check_flow
-from serve.step_bounds import check_bounds
+from serve.step_bounds import check_bounds, check_step_count
 from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
@@ -134,6 +134,7 @@ class Service(FlowResolution):
             raise SpecError(broken[1], field=broken[0] or "body")
         if not search and is_mosaic_request(body):
             spec, query = from_mosaic(body)
+            check_step_count(spec, self.limits)
             return Asked(spec, [] if query is None else [query])
         try:
             request = (SearchRequest if search else FlowRequest).model_validate(body)
@@ -142,6 +143,7 @@ class Service(FlowResolution):
         if request.query is not None and request.queries is not None:
             raise SpecError("give query or queries, not both", field="queries")
         spec, built = self.resolve_flow(request.flow, tenant, search=search), None
+        check_step_count(spec, self.limits)  # before a build: a flow's every step is built and checked
         if search:  # built here to refuse a flow that reads documents; the top_k cut reads the same build
             built = spec.build()
             refuse_reading_documents(built)
@@ -189,6 +191,7 @@ class Service(FlowResolution):
         param, an index or a file outside the roots, another key's index."""
         from serve.flow_request import check_model_kinds
 
+        check_step_count(spec, self.limits)
         built = placed(spec, self.served, self.app_name, check=False).build()  # a served model checked where served
         check_flow(built)
         check_bounds(built, self.limits)

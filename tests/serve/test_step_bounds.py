@@ -80,3 +80,36 @@ def test_the_limits_are_the_service_s_settings(make_service):
         api = {"op": "rerank.api", "params": {"url": "https://rerank.example/v1/rerank", "timeout": 31}}
         error = refused(url, "/v1/search", {"bm25": BM25, "r": api})
         assert (error["param"], error["code"]) == ("steps.r.params.timeout", "max_call_timeout_s"), error
+
+
+def test_a_flow_of_more_steps_than_max_steps_is_a_422_naming_steps_before_it_is_built(make_service):
+    """A flow of 9,000 searches saved over HTTP took a minute, and run held a replica at 9 GB until Ray killed it;
+    one saved by the CLI made ``GET /flows`` build it for minutes. Every way a flow comes is counted first."""
+    from flows import store
+    from flows.spec import FlowSpec
+
+    service = make_service(limits={"max_steps": 3})
+    two_document_index(service.indices.folder / "notes")
+    many = {"steps": {f"s{i}": BM25 for i in range(4)}}
+    store.save("wide", FlowSpec.parse(many))  # the CLI's owner: no key, as this app has none
+    mosaic = {"query": "bees", **{str(i): {"id": "bm25", "parameters": {"index": "notes"}} for i in range(1, 5)}}
+    with api_on_localhost() as url:
+        for route, body in [("/v1/search", {"flow": many, "query": "bees", "index": "notes"}),
+                            ("/v1/search", {"flow": "wide", "query": "bees", "index": "notes"}),
+                            ("/task/enqueue", {"flow": many, "query": "bees", "index": "notes"}),
+                            ("/task/run", mosaic)]:
+            answer = requests.post(url + route, json=body, timeout=60)
+            assert answer.status_code == 422, (route, answer.text)
+            error = answer.json()["error"]
+            assert (error["param"], error["code"]) == ("steps", "max_steps"), (route, error)
+            assert error["message"] == "the flow has 4 steps, over this service's limit max_steps=3", error
+        answer = requests.put(url + "/flows/wider", json=many, timeout=60)
+        assert (answer.status_code, answer.json()["error"]["code"]) == (422, "max_steps"), answer.text
+        assert requests.get(url + "/flows/wider", timeout=60).status_code == 404
+        status = requests.get(url + "/flows", timeout=60).json()["status"]["wide"]
+        assert status == {"runnable": False, "reason": "the flow has 4 steps, over this service's limit max_steps=3"}
+        three = {"s0": BM25, "s1": BM25, "s": {"op": "fuse.rrf", "inputs": ["s0", "s1"]}}
+        answer = requests.post(url + "/v1/search", json={"flow": {"steps": three}, "query": "bees", "index": "notes"},
+                               timeout=60)
+        assert answer.status_code == 200, answer.text
+        assert requests.get(url + "/tasks", timeout=30).json()["tasks"] == []
