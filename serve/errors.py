@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from operators.errors import NonFiniteNumberError, SpecError
+from serve.server_paths import without_server_paths
 
 log = logging.getLogger("tessera.serve")
 
@@ -244,7 +245,9 @@ def install(app: FastAPI) -> None:
         """A flow, step or param a request names is invalid: 422 naming the step and field (a NaN or an infinity:
         ``number_out_of_range``, as ``serve.param_numbers`` names a number JSON does not carry)."""
         code = "number_out_of_range" if isinstance(err, NonFiniteNumberError) else "invalid_spec"
-        return error_response(422, str(err), param=err.field, code=code)
+        # a param the service set names a server path (the default index, an index under the home): the client reads
+        # it without them, as a run's failure
+        return error_response(422, without_server_paths(str(err)), param=err.field, code=code)
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:

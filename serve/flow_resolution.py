@@ -16,7 +16,7 @@ from operators.errors import SpecError
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
 from serve.flow_request import Asked, with_top_k
-from serve.index_roots import confine, confine_spec
+from serve.index_roots import confine, confine_spec, index_params
 from serve.served_models import placed
 
 if TYPE_CHECKING:
@@ -112,6 +112,7 @@ class FlowResolution:
         spec = self.place(confine_spec(self.with_index(spec, asked.index, tenant), self.index_roots,
                                        self.data_roots))
         self.indices.refuse_unshared(spec, tenant, asked.index)
+        refuse_missing_indices(spec)
         return spec
 
     def default_index_missing(self) -> bool:
@@ -137,9 +138,9 @@ class FlowResolution:
                            "an index in the request (`index`; GET /v1/indices lists them), or ingest the default "
                            "one (`make demo` builds the sample index)", param="index", kind="server_error",
                            code="default_index_missing")
-        if not Path(path).is_dir():
-            raise SpecError(f"index '{index}' does not exist (GET /v1/indices lists the indices)", step=step,
-                            field="index")
+        if not Path(path).is_dir():  # the request's own field: no step of the flow named it
+            raise ApiError(404, f"no index named '{index}' (GET /v1/indices lists the indices)", param="index",
+                           code="index_not_found")
         if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
             from operators.store.layout import committed_looking_shards
 
@@ -154,3 +155,12 @@ class FlowResolution:
     def place(self, spec: FlowSpec) -> FlowSpec:
         """Steps whose model a deployment of this app serves run on it (``served_models.placed``)."""
         return placed(spec, self.served, self.app_name)
+
+
+def refuse_missing_indices(spec: FlowSpec) -> None:
+    """A 404 naming the first step param that names an index that is not there. Run, its retriever failed, and the
+    search answered that the index was deleted while the flow ran; one there but damaged is the run's to say."""
+    for step, field, index in index_params(spec):
+        if not Path(index).exists():
+            raise ApiError(404, f"no index named '{Path(index).name}' (GET /v1/indices lists the indices)",
+                           param=f"steps.{step}.{field}", code="index_not_found")

@@ -22,7 +22,10 @@ from operators.home import tessera_home
 _PART = r"[^/\s'\"`,;:()\[\]{}<>|]"
 #: An absolute path (``/a/b``, ``~/a``, ``file:///a``, the ``//a/b`` of ``tessera//a/b``) not inside a word or URL
 #: (``http://host/a``, ``and/or``), or a path under the home, ``$TESSERA_HOME/a/b`` once the home is named so.
-_ABSOLUTE = re.compile(rf"(?:(?<![\w.:~$\]-])(?<!:/)(?:file://|~)?|\$TESSERA_HOME)((?:/{_PART}+)+/?)")
+#: The service's own routes, which a refusal names as what to ask instead (``GET /v1/indices lists the indices``),
+#: are left as they are.
+_ROUTE = r"/(?:v1|v2|task|tasks|flows|healthz|ui)(?![^/\s'\"`,;:()\[\]{}<>|])"
+_ABSOLUTE = re.compile(rf"(?:(?<![\w.:~$\]-])(?<!:/)(?:file://|~)?(?!{_ROUTE})|\$TESSERA_HOME)((?:/{_PART}+)+/?)")
 
 
 def without_server_paths(text: str) -> str:
