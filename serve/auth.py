@@ -124,12 +124,14 @@ class KeyGuard(HttpMiddleware):
         keys = _settings["keys"]
         tenant: str | None = LOCAL_TENANT
         if keys and not is_open(route_path(scope)):
-            headers = dict(scope.get("headers") or [])
-            tenant = tenant_of(headers.get(b"authorization", b"").decode("latin-1"), keys)
+            sent = [value for name, value in scope.get("headers") or [] if name == b"authorization"]
+            # several: whichever one a proxy or this app read, the request would act as a key it may not hold
+            tenant = tenant_of(sent[0].decode("latin-1"), keys) if len(sent) == 1 else None
             if tenant is None:
                 log.info("refused %s %s: no valid API key", scope.get("method"), scope.get("path"))
-                response = error_response(401, "a valid API key is required: send 'Authorization: Bearer KEY'",
-                                          code="invalid_api_key")
+                message = ("a valid API key is required: send 'Authorization: Bearer KEY'" if len(sent) < 2 else
+                           f"send one Authorization header, not {len(sent)}")
+                response = error_response(401, message, code="invalid_api_key")
                 response.headers["WWW-Authenticate"] = "Bearer"
                 await response(scope, receive, send)
                 return
