@@ -118,7 +118,7 @@ class Ledger:
         self._append([{"event": "retry", "shard": shard, "ids": ids, "time": round(time.time(), 3)}])
 
     def _append(self, lines: list[dict[str, Any]]) -> None:
-        data = "".join(json.dumps(line, ensure_ascii=False, default=str) + "\n" for line in lines).encode("utf-8")
+        data = "".join(_json_line(line) for line in lines).encode("utf-8")
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
         try:
@@ -207,3 +207,15 @@ def finished_shards(index, ledger: Ledger | None = None) -> set[str]:
     commit of an empty shard, a run's undo and the pending report all mean these by a finished shard."""
     committed = index.finished_shards() if index is not None else set()
     return committed | (ledger if ledger is not None else Ledger(index.path)).empty_shards()
+
+
+def _json_line(event: dict[str, Any]) -> str:
+    """``event`` as a line of UTF-8 JSON; one holding a file name that is not UTF-8 (read by Python with a surrogate
+    for each such byte) is escaped as ASCII, read back as the same name: written as it was, it stopped the ingest of
+    the folder's every other file, on every run."""
+    text = json.dumps(event, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(event, default=str)
+    return text + "\n"

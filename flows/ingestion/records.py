@@ -91,6 +91,15 @@ def _file_failure(path: str, error: str) -> Failure:
     return Failure(id=f"read:{where}", stage="read", path=where, error=error)
 
 
+def cannot_read(path: str, err: BaseException) -> str:
+    """Why the file at ``path`` is left out: a name that is not UTF-8 (Python reads each such byte as a surrogate)
+    said as that, not as the ``UnicodeEncodeError`` of storing it as a document's path."""
+    if isinstance(err, UnicodeEncodeError) and any("\udc80" <= c <= "\udcff" for c in path):
+        return (f"{path}: its name is not UTF-8, which a document's path must be: rename the file (convmv -f latin1 "
+                "-t utf8 --notest FILE renames a Latin-1 name) and ingest again")
+    return f"{path}: cannot read it ({type(err).__name__}: {err})"
+
+
 def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | None = None
               ) -> Iterator[pa.Table | Failure]:
     """The documents of a file (the split ``split`` of ``op``, read by ``read``, the source's ``read`` by default);
@@ -107,8 +116,7 @@ def read_file(op: Source, split: Any, read: Callable[[Any], Iterator[Any]] | Non
                 raise
             raise SourceError(f"{path}: cannot read it past its first documents ({type(err).__name__}: {err})",
                               op=op.name, step=op.step_id) from err
-        why = err.message if isinstance(err, SourceError) else f"{path}: cannot read it ({type(err).__name__}: {err})"
-        yield _file_failure(path, why)
+        yield _file_failure(path, err.message if isinstance(err, SourceError) else cannot_read(path, err))
 
 
 def read_whole(op: Source, path: str) -> Iterator[pa.Table | Failure]:
@@ -207,7 +215,7 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
         try:
             first = first_record(str(path), encoding, op)  # its columns come first in every batch of the file
         except FILE_ERRORS as err:
-            yield _file_failure(where, f"{where}: cannot read it ({type(err).__name__}: {err})")
+            yield _file_failure(where, cannot_read(where, err))
             continue
         number = seen.file(where) if seen is not None else -1
         batch: list[dict] = []

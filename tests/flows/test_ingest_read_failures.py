@@ -5,6 +5,7 @@ text column. Real files in tmp_path, BM25 only (no model loads), through ``inges
 from __future__ import annotations
 
 import gzip
+import os
 import json
 from pathlib import Path
 
@@ -182,3 +183,22 @@ def test_a_retry_reports_the_shards_it_made_one_per_source(tmp_path, capsys):
     assert main(command) == 0
     report = json.loads(capsys.readouterr().out)
     assert {k: report[k] for k in counts} == dict(zip(counts, (0, 0, 0, 0, 0, 0, 0)))
+
+
+def test_a_file_whose_name_is_not_utf8_is_a_failure_saying_so_and_the_folder_is_ingested(tmp_path):
+    """Writing its failure to the ledger raised UnicodeEncodeError (the name's byte 0xe9 read as a surrogate), so the
+    folder's other files were never committed, on every run."""
+    folder = tmp_path / "texts"
+    folder.mkdir()
+    (folder / "bees.txt").write_text("Bees make honey.")
+    name = os.fsdecode(b"caf\xe9.txt")  # a Latin-1 name
+    (folder / name).write_text("Coffee.")
+    report = _ingest(folder, tmp_path / "idx")
+    assert (report.docs, report.failures) == (1, 1)
+    assert _live(tmp_path / "idx") == ["bees.txt"]
+    assert _open(tmp_path / "idx") == {name: f"{folder / name}: its name is not UTF-8, which a document's path must "
+                                             "be: rename the file (convmv -f latin1 -t utf8 --notest FILE renames a "
+                                             "Latin-1 name) and ingest again"}
+    (tmp_path / "idx" / "failures.jsonl").read_bytes().decode("utf-8")  # the ledger stays UTF-8
+    os.rename(folder / name, folder / "cafe.txt")  # renamed as it says: the retry reads it from its old name, gone
+    assert _ingest(folder, tmp_path / "idx").shards_written == 1 and "cafe.txt" in _live(tmp_path / "idx")
