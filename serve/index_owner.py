@@ -43,7 +43,9 @@ def write_owner(folder: Path, row: dict[str, Any]) -> None:
     folder.mkdir(parents=True, exist_ok=True)
     record = {"owner": row["owner"], "shared": bool(row["shared"]), "spec": row["spec"],
               "created": float(row["created"])}
-    fd, tmp = tempfile.mkstemp(prefix=f".{OWNER_FILE}.", dir=folder)
+    # named as a writer's temporary file (``.tmp-*``), which an index folder may hold: named ``.owner.json.*``, a second
+    # upload creating the same index at that moment was refused as writing "a folder of other files"
+    fd, tmp = tempfile.mkstemp(prefix=f".tmp-{OWNER_FILE}.", dir=folder)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as out:
             json.dump(record, out)

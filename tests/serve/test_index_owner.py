@@ -153,3 +153,25 @@ def test_an_upload_writes_the_owner_file_before_its_ingestion_runs(home, tmp_pat
     service = start(tmp_path, "new-tasks.db")
     assert refused(service, {"flow": "bm25", "index": "notes"}, "bob").code == "index_not_shared"
     assert searched(service, "alice", "notes")[0] == "bees#0"
+
+
+def test_an_owner_file_being_written_does_not_make_a_new_index_folder_foreign(tmp_path, monkeypatch):
+    """What a second upload creating the same index sees while the first writes ``owner.json``: its temporary file
+    was a stranger's (``.owner.json.x7f…``), so that upload was refused as writing into "a folder of other files"
+    (a 422 naming ``spec``) instead of waiting its turn (409 ``index_busy``)."""
+    import os
+
+    from operators.store.layout import foreign_entries
+    from serve import index_owner
+
+    folder, seen = tmp_path / "fresh", []
+
+    def replace(source, target):
+        seen.append((sorted(p.name for p in folder.iterdir()), foreign_entries(folder)))
+        os.rename(source, target)
+
+    monkeypatch.setattr(index_owner.os, "replace", replace)
+    index_owner.write_owner(folder, {"owner": "alice", "shared": False, "spec": "ingest", "created": 1.0})
+    [(names, foreign)] = seen
+    assert len(names) == 1 and foreign == [], names  # the file being written, and nothing foreign
+    assert sorted(p.name for p in folder.iterdir()) == [OWNER_FILE] and foreign_entries(folder) == []
