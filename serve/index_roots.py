@@ -92,8 +92,10 @@ def check_depth(params: Any, field: str) -> None:
 
 
 def default_data_roots() -> list[str]:
-    """The data roots when the config names none: the repository's ``data/`` (the bundled sample)."""
-    return [str((REPO / "data").resolve())]
+    """The data roots when the config names none: the repository's ``data/`` (the bundled sample) in a checkout;
+    none in an installed package, which has no sample: there the folder beside the packages, ``site-packages/data``,
+    is another package's (``contractions`` installs one)."""
+    return [str((REPO / "data").resolve())] if (REPO / "data" / "sample").is_dir() else []
 
 
 def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> FlowSpec:
@@ -104,17 +106,22 @@ def confine_spec(spec: FlowSpec, roots: list[str], data_roots: list[str]) -> Flo
         check_depth(step.params, f"steps.{step_id}.params")
         check_numbers(step.params, f"steps.{step_id}.params")
         params = _confined(step.params, roots, f"steps.{step_id}.params")
-        _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
+        params = _check_local_files(step.op, params, data_roots, f"steps.{step_id}.params")
         _check_nested_files(step.op, params, step_id, data_roots)
         steps[step_id] = step if params == step.params else step.model_copy(update={"params": params})
     return spec.model_copy(update={"steps": steps})
 
 
-def _check_local_files(op: str, params: dict[str, Any], data_roots: list[str], field: str) -> None:
+def _check_local_files(op: str, params: dict[str, Any], data_roots: list[str], field: str) -> dict[str, Any]:
+    """``params`` with each local file param, the default of one left unset too, checked and given as the place it
+    was checked at: a relative path was checked where it exists (the working directory, else the repository), and
+    opened by a source in the working directory only; a default was not checked at all."""
+    fields, checked = get_operator(op).Params.model_fields, dict(params)
     for name, keywords in local_path_params(get_operator(op).Params).items():
-        value = params.get(name)
+        value = params.get(name, fields[name].default)
         if isinstance(value, str) and value not in keywords:
-            check_local_file(value, data_roots, f"{field}.{name}")
+            checked[name] = check_local_file(value, data_roots, f"{field}.{name}")
+    return checked if checked != params else params
 
 
 def _check_nested_files(op: str, params: dict[str, Any], step_id: str, data_roots: list[str]) -> None:
@@ -138,10 +145,10 @@ def _check_nested_files(op: str, params: dict[str, Any], step_id: str, data_root
                 check_local_file(value, data_roots, f"{where}.params.{name}")
 
 
-def check_local_file(value: str, data_roots: list[str], field: str) -> None:
-    """A 422 unless the place ``value`` is opened from lies under ``data_roots``: a relative path the first of
-    the working directory and the repository where it exists (``retrieve.corpus_bm25``'s order), or both when
-    neither has it. The glob part of a pattern (``docs/*.jsonl``) may not climb out with ``..``."""
+def check_local_file(value: str, data_roots: list[str], field: str) -> str:
+    """``value`` as the absolute place it is opened from, or a 422 unless that lies under ``data_roots``: a relative
+    path the first of the working directory and the repository where it exists (``retrieve.corpus_bm25``'s order), or
+    both when neither has it. The glob part of a pattern (``docs/*.jsonl``) may not climb out with ``..``."""
     path = value.removeprefix("sqlite:///")
     if "://" in path or path.startswith("sqlite:") or "\x00" in path:
         raise _not_allowed(value, field, "a URL of this kind is not read by this service")
@@ -154,6 +161,7 @@ def check_local_file(value: str, data_roots: list[str], field: str) -> None:
         if not under(place.resolve(), data_roots):
             raise _not_allowed(value, field, "it is outside the folders this service reads files from "
                                "(args.service.data_roots)")
+    return value if stem.is_absolute() else value[:len(value) - len(path)] + str(places[0].joinpath(*rest))
 
 
 def under(path: Path, roots: list[str]) -> bool:

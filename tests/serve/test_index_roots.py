@@ -147,3 +147,35 @@ def test_the_bundled_sample_and_configured_data_roots_are_readable(service, tmp_
     configured.prepare({"flow": {"steps": {"read": {"op": "sources.jsonl", "params": {
         "path": str(tmp_path / "outside" / "secret" / "*.jsonl")}}}}, "query": "q"}, "local")
     files_refused(configured, ok[0])   # the configured roots replace the default
+
+
+def test_a_file_param_left_unset_is_checked_and_a_relative_one_runs_where_it_was_checked(service, tmp_path,
+                                                                                        monkeypatch):
+    """Only a param the request set was checked (``retrieve.corpus_bm25``'s default corpus was opened from any
+    working directory), and a relative path was checked in the repository when the working directory lacks it, then
+    opened by the source in the working directory only (the task failed: 'does not exist')."""
+    from serve.index_roots import REPO
+
+    monkeypatch.chdir(tmp_path)  # a service started elsewhere than the checkout
+    prepared = service.prepare({"flow": {"steps": {"read": {"op": "sources.jsonl", "params": {
+        "path": "data/sample/*.jsonl"}}}}, "query": "q"}, "local")
+    assert prepared.spec.steps["read"].params["path"] == str(REPO / "data" / "sample" / "*.jsonl")
+    prepared = service.prepare({"flow": {"steps": {"bm25": {"op": "retrieve.corpus_bm25"}}}, "query": "q"}, "local")
+    assert prepared.spec.steps["bm25"].params["corpus"] == str(REPO / "data" / "sample" / "corpus.jsonl")
+    args = ServiceArgs(default_index=".tessera/indices/sample", data_roots=[str(tmp_path / "outside")],
+                       task_store=f"sqlite:///{tmp_path / 'tasks.db'}")
+    error = files_refused(Service(resolve(args, environ={}), [], "tessera"), {"op": "retrieve.corpus_bm25"})
+    assert error.param == "steps.read.params.corpus", error.message
+
+
+def test_an_installed_package_reads_no_files_by_default(tmp_path, monkeypatch):
+    """Installed, the repository's place is site-packages, whose data/ is another package's (contractions' JSON
+    files): the default data roots are the bundled sample's folder only in a checkout."""
+    from serve import index_roots
+
+    assert index_roots.default_data_roots() == [str(index_roots.REPO / "data")]  # this checkout
+    site = tmp_path / "site-packages"
+    (site / "data").mkdir(parents=True)
+    (site / "data" / "contractions_dict.json").write_text("{}")
+    monkeypatch.setattr(index_roots, "REPO", site)
+    assert index_roots.default_data_roots() == []
