@@ -140,12 +140,15 @@ def check_env(flow: Flow | FlowSpec, name: str | None = None) -> None:
     (``operators.llm.step.check_before_run``)."""
     import os
 
+    from operators.extras import check_extras
     from operators.llm.step import check_before_run
 
     built = flow if isinstance(flow, Flow) else flow.build()
     unplaced = [step for step in built.needed_steps() if built.spec.steps[step].placement is None]
     for step in unplaced:  # a model no call could reach, a bad $TESSERA_LLM_THREADS: said now, not at the step
         check_before_run(built.operators[step], step)
+        for where, each in built.operators[step].walk(f"steps.{step}"):  # a package of an extra not installed
+            check_extras(each, step, f"{where}.op")
     missing = [(step, where, variable) for step in unplaced
                for where, variable in operator_env(built.operators[step]).items() if not os.environ.get(variable)]
     if missing:

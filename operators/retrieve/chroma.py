@@ -48,6 +48,7 @@ class ChromaRetriever(VectorStoreRetriever):
     """
 
     name = "retrieve.chroma"
+    requires_packages = {"chromadb": "stores"}  # operators/extras.py
 
     class Params(VectorStoreParams):
         text_field: str | None = Field(None, description="Metadata field holding the text; "

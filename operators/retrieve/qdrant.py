@@ -40,6 +40,7 @@ class QdrantRetriever(VectorStoreRetriever):
     """
 
     name = "retrieve.qdrant"
+    requires_packages = {"qdrant_client": "stores"}  # operators/extras.py
     # Local mode locks the folder to one process: a second Ray actor could not open it.
     concurrency = 1
 

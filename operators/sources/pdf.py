@@ -41,6 +41,7 @@ class PdfSource(Source):
     """
 
     name = "sources.pdf"
+    requires_packages = {"pypdf": "pdf"}  # operators/extras.py
 
     class Params(BaseModel):
         model_config = ConfigDict(extra="forbid")
