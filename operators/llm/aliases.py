@@ -57,12 +57,13 @@ class ModelAlias(BaseModel):
 
 
 def user_file() -> Path | None:
-    """The user's models file: ``$TESSERA_MODELS``, else ``$TESSERA_HOME/models.yaml`` if it exists."""
-    named = os.environ.get("TESSERA_MODELS")
+    """The user's models file: ``$TESSERA_MODELS`` (a blank one counts as unset, as an empty one does), else
+    ``$TESSERA_HOME/models.yaml`` if anything is there (a folder there is an error, not a file to skip)."""
+    named = os.environ.get("TESSERA_MODELS", "").strip()
     if named:
         return Path(named).expanduser()
     default = tessera_home() / "models.yaml"
-    return default if default.is_file() else None
+    return default if default.exists() else None
 
 
 def _read(path: Path) -> dict[str, ModelAlias]:
@@ -75,21 +76,71 @@ def _read(path: Path) -> dict[str, ModelAlias]:
     return dict(_parse(str(path), stat.st_mtime_ns, stat.st_size, stat.st_ino))
 
 
+class _BadKey(Exception):
+    """A key of a models file that PyYAML would take without a word: said with the file's name by ``_parse``."""
+
+
+class _KeyCheckingLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a duplicated key (it keeps the last silently) and a key that is not a string
+    (``1`` and ``true`` both became the alias "1"... and ``3.10`` became "3.1")."""
+
+
+def _checked_mapping(loader: _KeyCheckingLoader, node: yaml.MappingNode) -> dict:
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        line = key_node.start_mark.line + 1
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        if not isinstance(key_node, yaml.ScalarNode):
+            raise _BadKey(f"has a list or mapping as a key (line {line}): keys are names")
+        if key_node.tag != "tag:yaml.org,2002:str" and not key_node.value:
+            raise _BadKey(f"has an empty key (line {line}): give it a name")
+        if key_node.tag != "tag:yaml.org,2002:str":
+            raise _BadKey(f"has the key {key_node.value} (line {line}), which YAML reads as a number, a boolean or "
+                          f"null, not a name: quote it (\"{key_node.value}\": ...)")
+        if key_node.value in seen:
+            raise _BadKey(f"gives the key '{key_node.value}' twice (lines {seen[key_node.value]} and {line}), "
+                          "and YAML would keep only the last: remove one")
+        seen[key_node.value] = line
+    return loader.construct_mapping(node)
+
+
+_KeyCheckingLoader.add_constructor("tag:yaml.org,2002:map", _checked_mapping)
+
+
+def _gguf_beside(model: str, folder: Path) -> str:
+    """``tessera/<path>.gguf`` with a relative path read from the models file's folder, not the working directory
+    (what a file of settings means by a relative path); an absolute or ``~`` path is kept as it is."""
+    name = model.split("/", 1)[1]
+    if not name.endswith(".gguf") or name.startswith("~") or Path(name).is_absolute():
+        return model
+    return f"{EMBEDDED_PROVIDER}/{folder / name}"
+
+
 @functools.lru_cache(maxsize=32)
 def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAlias]:
     path = Path(file)
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_KeyCheckingLoader) or {}
+    except UnicodeDecodeError as err:
+        raise ModelConfigError(f"cannot read the models file {path}: it is not UTF-8 text (byte "
+                               f"0x{err.object[err.start]:02x} at offset {err.start})") from None
     except (OSError, yaml.YAMLError) as err:
         raise ModelConfigError(f"cannot read the models file {path}: {err}") from None
+    except _BadKey as err:
+        raise ModelConfigError(f"the models file {path} {err}") from None
     if not isinstance(data, dict):
         raise ModelConfigError(f"the models file {path} must map alias names to entries")
     out = {}
     for name, entry in data.items():
+        if not name.strip():
+            raise ModelConfigError(f"the models file {path} has an empty alias name ({name!r}): give it a name")
         if isinstance(entry, str):
             entry = {"model": entry}
         try:
-            out[str(name)] = ModelAlias.model_validate(entry)
+            alias = ModelAlias.model_validate(entry)
+            out[name] = alias.model_copy(update={"model": _gguf_beside(alias.model, path.parent.absolute())}) \
+                if alias.embedded else alias
         except ValidationError as err:
             first = err.errors()[0]
             raise ModelConfigError(f"{first['msg']} (in {path})", field=".".join(
@@ -103,7 +154,9 @@ def aliases() -> dict[str, ModelAlias]:
     user = user_file()
     if user is not None:
         if not user.is_file():
-            raise ModelConfigError(f"$TESSERA_MODELS names {user}, which is not a file")
+            named = "$TESSERA_MODELS names" if os.environ.get("TESSERA_MODELS", "").strip() else \
+                "$TESSERA_HOME/models.yaml is"
+            raise ModelConfigError(f"{named} {user}, which is not a file")
         found.update(_read(user))
     return found
 
@@ -212,9 +265,19 @@ def key_env(model: str) -> str | None:
 
 
 def provider_key_unset(alias: ModelAlias) -> str | None:
-    """The key variable litellm says ``alias``'s provider needs and that is unset, or None."""
+    """The key variable litellm says ``alias``'s provider needs and that is unset, or None. An alias whose provider
+    litellm does not know is refused here (its every call fails), as a model string naming one is when a step is
+    made: litellm's key check would pass it, and print its "Provider List" banner on stdout."""
     import litellm
 
+    litellm.suppress_debug_info = True  # its "Provider List" line on stdout
+    try:
+        litellm.get_llm_provider(alias.model, api_base=alias.api_base)
+    except Exception:  # noqa: BLE001  (litellm raises its BadRequestError, or others for odd names)
+        names = [name for name, entry in aliases().items() if entry == alias]
+        where = f"alias '{names[0]}' in {alias_sources().get(names[0], 'packaged')}" if names else "model"
+        raise ModelConfigError(f"the {where} names '{alias.model}', whose provider litellm does not know: give "
+                               "a litellm model string, 'provider/name' (such as 'ollama_chat/gemma2')") from None
     try:
         missing = litellm.validate_environment(alias.model, api_base=alias.api_base).get("missing_keys") or []
     except Exception:  # noqa: BLE001  (a provider litellm cannot check: its call will say what is wrong)

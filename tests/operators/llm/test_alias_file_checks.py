@@ -1,0 +1,119 @@
+"""The user's models file is checked as it is read: each problem is one error naming the file, never a quiet
+guess (a key YAML reads as a number, a duplicated key, a folder skipped) or litellm's banner on stdout."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from operators.llm.aliases import ModelConfigError, aliases, key_env, missing_file, resolve, user_file
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def tessera(tmp_path: Path, models: Path | str, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "TESSERA_MODELS": str(models), "COLUMNS": "200"}
+    env.pop("OPENAI_API_KEY", None)
+    return subprocess.run([sys.executable, "-m", "flows", *args], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=180)
+
+
+def test_an_alias_of_a_provider_litellm_does_not_know_is_refused_with_nothing_on_stdout(tmp_path):
+    models = tmp_path / "np.yaml"
+    models.write_text("noprov: nosuchprovider/x\nmine: openai/gpt-4o-mini\n")
+    done = tessera(tmp_path, models, "models", "--json")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert f"the alias 'noprov' in {models} names 'nosuchprovider/x', whose provider litellm does not know" \
+        in done.stderr
+    # another alias of the same file still lists, as JSON alone (litellm's check prints nothing)
+    done = tessera(tmp_path, models, "models", "mine", "--json")
+    assert done.returncode == 0, done.stderr
+    row, = json.loads(done.stdout)["models"]
+    assert (row["alias"], row["reachable"], row["why"]) == ("mine", False, "set OPENAI_API_KEY")
+
+
+def test_a_run_with_that_alias_is_refused_before_it_starts(tmp_path, monkeypatch):
+    models = tmp_path / "np.yaml"
+    models.write_text("noprov: nosuchprovider/x\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    with pytest.raises(ModelConfigError, match="alias 'noprov' in .*np.yaml names 'nosuchprovider/x'"):
+        key_env("noprov")  # what an LLM step declares before its flow runs
+
+
+def test_a_models_file_that_is_not_utf8_is_one_error_naming_it(tmp_path):
+    models = tmp_path / "latin1.yaml"
+    models.write_bytes("local: tessera/caf\xe9.gguf\n".encode("latin-1"))
+    expected = f"cannot read the models file {models}: it is not UTF-8 text (byte 0xe9 at offset 18)"
+    for args in (("models",), ("run", "answer_only", "-q", "hi")):
+        done = tessera(tmp_path, models, *args)
+        assert done.returncode == 2, done.stderr
+        assert done.stderr.strip() == f"tessera: error: {expected}"
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ('"": ollama_chat/a\n', "has an empty alias name (''): give it a name"),
+    ("1: ollama_chat/a\ntrue: ollama_chat/b\n",
+     'has the key 1 (line 1), which YAML reads as a number, a boolean or null, not a name: quote it ("1": ...)'),
+    ("a: ollama_chat/a\ntrue: ollama_chat/b\n", "has the key true (line 2)"),
+    ("3.10: ollama_chat/c\n", 'has the key 3.10 (line 1), which YAML reads as a number, a boolean or null, not a '
+     'name: quote it ("3.10": ...)'),
+    ("dup: ollama_chat/a\nother: ollama_chat/c\ndup: ollama_chat/b\n",
+     "gives the key 'dup' twice (lines 1 and 3), and YAML would keep only the last: remove one"),
+    ("x:\n  model: ollama_chat/a\n  timeout: 3\n  timeout: 4\n", "gives the key 'timeout' twice (lines 3 and 4)"),
+])
+def test_keys_yaml_would_take_quietly_are_refused_naming_the_file_and_the_key(tmp_path, monkeypatch, text, problem):
+    models = tmp_path / "models.yaml"
+    models.write_text(text)
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    with pytest.raises(ModelConfigError) as err:
+        aliases()
+    assert err.value.message.startswith(f"the models file {models} {problem}")
+
+
+def test_quoted_names_and_yaml_merge_keys_are_kept(tmp_path, monkeypatch):
+    models = tmp_path / "models.yaml"
+    models.write_text('"3.10": ollama_chat/c\n"true": ollama_chat/t\n'
+                      "base: &base {model: ollama_chat/a, timeout: 3}\nmore: {<<: *base, timeout: 9}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    found = aliases()
+    assert (found["3.10"].model, found["true"].model) == ("ollama_chat/c", "ollama_chat/t")
+    assert (found["more"].model, found["more"].timeout) == ("ollama_chat/a", 9)
+
+
+def test_a_blank_tessera_models_counts_as_unset(tmp_path, monkeypatch):
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.setenv("TESSERA_MODELS", "  ")
+    assert user_file() is None
+    assert "local" in aliases()
+
+
+def test_a_folder_at_tessera_home_models_yaml_is_an_error_as_one_named_by_tessera_models_is(tmp_path, monkeypatch):
+    (tmp_path / "models.yaml").mkdir()
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
+    monkeypatch.delenv("TESSERA_MODELS", raising=False)
+    with pytest.raises(ModelConfigError, match=f"TESSERA_HOME/models.yaml is {tmp_path / 'models.yaml'}, which is "
+                       "not a file"):
+        aliases()
+    monkeypatch.setenv("TESSERA_MODELS", str(tmp_path / "models.yaml"))
+    with pytest.raises(ModelConfigError, match="TESSERA_MODELS names .*, which is not a file"):
+        aliases()
+
+
+def test_a_relative_gguf_path_in_an_alias_is_read_from_the_models_files_folder(tmp_path, monkeypatch):
+    folder = tmp_path / "conf"
+    folder.mkdir()
+    models = folder / "models.yaml"
+    models.write_text("mine: tessera/weights/m.gguf\nfar: tessera//elsewhere/m.gguf\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.chdir(tmp_path)  # not the file's folder
+    assert resolve("mine").model == f"tessera/{folder}/weights/m.gguf"
+    assert missing_file("mine") == str(folder / "weights" / "m.gguf")
+    (folder / "weights").mkdir()
+    (folder / "weights" / "m.gguf").write_bytes(b"GGUF")
+    assert missing_file("mine") is None
+    assert resolve("far").model == "tessera//elsewhere/m.gguf"  # absolute: as it is
