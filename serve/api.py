@@ -81,9 +81,12 @@ class ModelAPI:
             auth.configure({}, defaults.max_body_bytes, defaults.max_upload_bytes)
 
     async def drain(self) -> int:
-        """Take no new request from now on (503 ``shutting_down``); the requests still in flight. ``tessera serve``'s
-        runner calls it on every replica when it is told to stop, until each answers 0 (serve/draining.py)."""
-        return draining.drain()
+        """Take no new request from now on (503 ``shutting_down``); the requests still in flight and the tasks this
+        replica started that have not ended: an upload or a task acknowledged with 202 was interrupted by the shutdown
+        that followed at once. ``tessera serve``'s runner calls it on every replica when it is told to stop, until
+        each answers 0 (serve/draining.py)."""
+        service = getattr(self, "service", None)
+        return draining.drain() + (service.watched_tasks() if service is not None else 0)
 
     def _card(self, model: str, kind: str) -> ModelCard:
         card = self.by_name.get(model)

@@ -79,9 +79,10 @@ class Drain:
             known = sum(count for count in counts if count is not None)
             if known != left:
                 left = known
-                say(f"draining: {known} request(s) in flight")
+                say(f"draining: {known} request(s) and task(s) in flight")
             time.sleep(POLL_S)
-        say(f"grace period of {self.grace_s:g} s over with {max(left, 0)} request(s) in flight: shutting down")
+        say(f"grace period of {self.grace_s:g} s over with {max(left, 0)} request(s) and task(s) in flight: "
+            "shutting down")
 
     def ask(self, target: tuple[str, str], deadline: float) -> int | None:
         """Drain the replicas of the ``(application, deployment)`` and return their requests in flight; 0 when it

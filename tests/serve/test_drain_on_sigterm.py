@@ -1,14 +1,16 @@
 """``tessera serve`` drains on SIGTERM (what Kubernetes and systemd send) instead of dropping what is in flight: the
 service started for real (its own Ray), slow searches running (a rerank step whose API answers after seconds),
-SIGTERM to the command. Every search in flight ends with its 200; a request that arrives meanwhile, ``/healthz``
-included, is a 503 ``shutting_down`` with ``Retry-After``; the command exits 0 once they are done, well within its
-grace period. A second SIGTERM ends the wait at once. Before, ``serve run`` shut Serve down on the first signal and
-every search in flight got its connection closed ("Server disconnected") within half a second."""
+SIGTERM to the command. Every search in flight ends with its 200, and a task it took (``/task/enqueue``) finishes; a
+request that arrives meanwhile, ``/healthz`` included, is a 503 ``shutting_down`` with ``Retry-After``; the command
+exits 0 once they are done, well within its grace period. A second SIGTERM ends the wait at once. Before, ``serve
+run`` shut Serve down on the first signal and every search in flight got its connection closed ("Server
+disconnected") within half a second."""
 
 from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -111,12 +113,13 @@ def search(base: str, flow: dict) -> tuple[int, dict | str]:
     return response.status_code, response.json()
 
 
-def start_searches(base: str, slow: SlowRerank, count: int) -> tuple[ThreadPoolExecutor, list]:
-    """``count`` searches through the slow step, returned once every one is waiting on it."""
+def start_searches(base: str, slow: SlowRerank, count: int, waiting: int = 0) -> tuple[ThreadPoolExecutor, list]:
+    """``count`` searches through the slow step, returned once every one is waiting on it (and the ``waiting``
+    calls that already were)."""
     pool = ThreadPoolExecutor(count)
     futures = [pool.submit(search, base, slow.flow()) for _ in range(count)]
     deadline = time.monotonic() + 60
-    while slow.active < count:
+    while slow.active < count + waiting:
         done = [future.result() for future in futures if future.done()]
         assert time.monotonic() < deadline and not done, f"{slow.active} of {count} searches reached the slow step; " \
             f"ended: {done}"
@@ -138,8 +141,17 @@ def wait_draining(base: str) -> dict:
 def test_sigterm_lets_the_requests_in_flight_finish_and_refuses_new_ones(service):
     process, base, log_path = service
     slow = SlowRerank(seconds=2)
-    try:
-        pool, futures = start_searches(base, slow, 4)
+    try:  # a task the service took is waited for too: Serve's shutdown, and its Ray's, interrupted it
+        longer = slow.flow()  # four times the searches' slow calls: it ends well after them and Serve's shutdown
+        for step, after in (("again", "slow"), ("thrice", "again"), ("fourth", "thrice")):
+            longer["steps"][step] = {**longer["steps"]["slow"], "inputs": [after]}
+        enqueued = requests.post(base + "/task/enqueue", json={"flow": longer, "query": "honey bees"}, timeout=60)
+        assert enqueued.status_code == 200, enqueued.text
+        task_id, deadline = enqueued.text, time.monotonic() + 120
+        while slow.active < 1:
+            assert time.monotonic() < deadline, requests.get(f"{base}/task/progress/{task_id}", timeout=30).text
+            time.sleep(0.05)
+        pool, futures = start_searches(base, slow, 4, waiting=1)
         signalled = time.monotonic()
         process.send_signal(signal.SIGTERM)
         health = wait_draining(base)
@@ -159,6 +171,9 @@ def test_sigterm_lets_the_requests_in_flight_finish_and_refuses_new_ones(service
     assert all(body["results"][0]["hits"] for _, body in answers), answers
     assert status == 0, text[-3000:]
     assert "drained" in text, text[-3000:]
+    with sqlite3.connect(log_path.parent / "home" / "tasks.db") as db:
+        [(ended, error)] = db.execute("SELECT status, error FROM tasks WHERE id = ?", (task_id,))
+    assert (ended, error) == ("finished", None), text[-3000:]
     print(f"exited {took:.1f} s after SIGTERM;", *[line for line in text.splitlines() if "drained in" in line])
     # the searches' last seconds, then Serve's shutdown: not the grace period
     assert took < GRACE_S / 2, f"exited {took:.1f} s after SIGTERM: {text[-3000:]}"
