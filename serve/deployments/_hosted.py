@@ -26,6 +26,12 @@ log = logging.getLogger("ray.serve")
 R = TypeVar("R")
 
 
+#: Texts of one request a model deployment encodes or scores at once before it turns to what other clients sent
+#: meanwhile (``embed``, ``score``): a request of 2,048 long texts held the replica for minutes while another key's
+#: one-word request waited behind it.
+FAIR_SHARE = 64
+
+
 class HostedOperator:
     """Plain base of the model deployments (the subclasses carry ``@serve.deployment``)."""
 

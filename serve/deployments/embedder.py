@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from serve.deployments._hosted import HostedOperator
+from serve.deployments._hosted import FAIR_SHARE, HostedOperator
 
 
 @serve.deployment(name="embedder")
@@ -38,11 +38,18 @@ class EmbedderDeployment(HostedOperator):
         return self._embed_batch
 
     async def embed(self, texts: list[str]) -> dict[str, Any]:
-        """``{"vectors": float32 (n, dim), "tokens": int}`` for ``texts`` (tokens after truncation)."""
-        result = await self._embed_batch(list(texts))
-        if isinstance(result, Exception):
-            raise result
-        return result
+        """``{"vectors": float32 (n, dim), "tokens": int}`` for ``texts`` (tokens after truncation), encoded
+        ``FAIR_SHARE`` texts at a time, each part queued behind what other clients sent meanwhile."""
+        texts, parts = list(texts), []
+        for start in range(0, max(len(texts), 1), FAIR_SHARE):
+            result = await self._embed_batch(texts[start:start + FAIR_SHARE])
+            if isinstance(result, Exception):
+                raise result
+            parts.append(result)
+        if len(parts) == 1:
+            return parts[0]
+        return {"vectors": np.concatenate([part["vectors"] for part in parts]),
+                "tokens": sum(part["tokens"] for part in parts)}
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
     async def _embed_batch(self, requests: list[list[str]]) -> list[dict[str, Any] | Exception]:

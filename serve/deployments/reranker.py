@@ -13,8 +13,8 @@ from typing import Any, Sequence
 import numpy as np
 from ray import serve
 
-from operators.rerank.base import sendable_texts
-from serve.deployments._hosted import HostedOperator
+from operators.rerank.base import TitledTexts, sendable_texts
+from serve.deployments._hosted import FAIR_SHARE, HostedOperator
 
 
 @serve.deployment(name="reranker")
@@ -41,11 +41,19 @@ class RerankerDeployment(HostedOperator):
         return self._score_batch
 
     async def score(self, query: str, texts: list[str]) -> dict[str, Any]:
-        """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better."""
-        result = await self._score_batch(str(query), sendable_texts(texts))
-        if isinstance(result, Exception):
-            raise result
-        return result
+        """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better; ``FAIR_SHARE``
+        texts at a time, each part queued behind what other clients sent meanwhile (as the embedder does)."""
+        texts, parts = sendable_texts(texts), []
+        for start in range(0, max(len(texts), 1), FAIR_SHARE):
+            result = await self._score_batch(str(query), _part(texts, start, start + FAIR_SHARE))
+            if isinstance(result, Exception):
+                raise result
+            parts.append(result)
+        if len(parts) == 1:
+            return parts[0]
+        tokens = [part["tokens"] for part in parts]
+        return {"scores": np.concatenate([part["scores"] for part in parts]),
+                "tokens": None if None in tokens else sum(tokens)}
 
     @serve.batch(max_batch_size=16, batch_wait_timeout_s=0.005)
     async def _score_batch(self, queries: list[str], texts: list[list[str]]) -> list[dict[str, Any] | Exception]:
@@ -78,3 +86,10 @@ class RerankerDeployment(HostedOperator):
         limit = getattr(model, "max_seq_length", None) or getattr(tokenizer, "model_max_length", None)
         encoded = tokenizer([query] * len(texts), list(texts), truncation=True, max_length=limit)
         return int(sum(len(ids) for ids in encoded["input_ids"]))
+
+
+def _part(texts: list[str], start: int, stop: int) -> list[str]:
+    """``texts[start:stop]``, a ``TitledTexts`` with its titles (a slice of one is a plain list of joined texts)."""
+    if isinstance(texts, TitledTexts):
+        return TitledTexts(texts.titles[start:stop], texts.bodies[start:stop])
+    return texts[start:stop]
