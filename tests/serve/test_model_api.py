@@ -120,6 +120,21 @@ def test_rerank_cohere_body_equals_cross_encoder_predict(serve_app, cross_encode
     assert body["model"] == "tessera-cross-encoder" and body["usage"]["total_tokens"] > 0
 
 
+def test_a_rerank_of_more_texts_than_one_part_scores_each_as_one_call_would(serve_app, cross_encoder, texts):
+    """Scored ``FAIR_SHARE`` (64) texts at a time, the parts' scores and tokens add up to one call's."""
+    import torch
+
+    many = [f"{i}. {texts[i % len(texts)]}" for i in range(150)]
+    body = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY, "documents": many,
+                                          "top_n": 150}).json()
+    expected = cross_encoder.model.predict([(QUERY, t) for t in many], activation_fn=torch.nn.Identity(),
+                                           convert_to_numpy=True)
+    scores = dict((r["index"], r["relevance_score"]) for r in body["results"])
+    np.testing.assert_allclose([scores[i] for i in range(150)], expected, atol=1e-5)
+    pairs = cross_encoder.model.tokenizer([QUERY] * 150, many, truncation=True)["input_ids"]
+    assert body["usage"]["total_tokens"] == sum(len(ids) for ids in pairs)
+
+
 def test_rerank_jina_body_with_document_objects(serve_app, cross_encoder, texts):
     body = post(serve_app, "/v1/rerank", {"model": "tessera-cross-encoder", "query": QUERY,
                                           "documents": [{"text": t} for t in texts], "truncation": True}).json()
