@@ -62,7 +62,7 @@ def read_queries(source: str | Path) -> pa.Table:
         raise SpecError(f"queries are a file, '-' (standard input) or a query's text, got {type(source).__name__} "
                         f"{short_repr(source)}", field="queries")
     if isinstance(source, str) and source == "-":
-        return _checked(_sniffed(sys.stdin.buffer.read(), STDIN), STDIN)
+        return _checked(_sniffed(_stdin_bytes(), STDIN), STDIN)
     path = Path(source)
     try:
         # a pipe (``-q /dev/stdin``, ``<(...)``, a FIFO) or a device is read as a file too: not a folder is enough
@@ -121,6 +121,18 @@ def _not_a_queries_file(path: Path, source: object) -> str:
 #: What a reader returns: each query's (qid, text, where it was read: ``FILE:LINE``, ``FILE: row N``...), and each
 #: query's ``messages`` as JSON text (empty when the format has none).
 Read = tuple[list[tuple[str, str, str]], list[str | None]]
+
+
+def _stdin_bytes() -> bytes:
+    """Standard input's bytes, or one ``SpecError``: a closed stdin (``<&-``, where Python's ``sys.stdin`` is None)
+    or one opened for writing only reached users as an internal error."""
+    if sys.stdin is None:
+        raise SpecError(f"{STDIN} is closed: pipe the queries in, or give a queries file or a query's text",
+                        field="queries")
+    try:
+        return sys.stdin.buffer.read()
+    except OSError as err:
+        raise SpecError(f"cannot read the queries from {STDIN}: {err.strerror or err}", field="queries") from None
 
 
 def _sniffed(data: bytes, where: str | Path) -> Read:

@@ -61,7 +61,7 @@ class OutboundPolicy:
                  ) -> "OutboundPolicy":
         """The policy ``TESSERA_OUTBOUND`` and ``TESSERA_ALLOW_HOSTS`` describe (module docstring)."""
         environ = os.environ if environ is None else environ
-        mode = (environ.get(MODE_ENV) or "server").strip().lower()
+        mode = (environ.get(MODE_ENV) or "").strip().lower() or "server"  # blank: unset, as elsewhere
         if mode not in ("server", "local"):
             raise OutboundURLError(f"{MODE_ENV}={mode!r} is not a mode; use 'server' or 'local'")
         allow = environ.get(ALLOW_ENV, "")

@@ -30,8 +30,10 @@ def env_seconds(name: str, default: float, *, zero: bool = True, environ: Mappin
     return value
 
 
-def env_count(name: str, default: int | None, *, environ: Mapping[str, str] | None = None) -> int | None:
-    """``$name`` as a whole number, 1 or more, else ``default``."""
+def env_count(name: str, default: int | None, *, most: int | None = None,
+              environ: Mapping[str, str] | None = None) -> int | None:
+    """``$name`` as a whole number, 1 or more, else ``default``. ``most``: the largest the reader can take, so that
+    a typo (``99999999`` threads) is refused here rather than crashing the library it is handed to."""
     raw = _raw(name, environ)
     if raw is None:
         return default
@@ -41,7 +43,20 @@ def env_count(name: str, default: int | None, *, environ: Mapping[str, str] | No
         value = 0
     if value < 1:
         raise SettingError(f"{name} must be a whole number, 1 or more (got {short_repr(raw)})")
+    if most is not None and value > most:
+        raise SettingError(f"{name} must be at most {most} (got {short_repr(raw)})")
     return value
+
+
+def env_columns(default: int = 120, *, least: int = 20, environ: Mapping[str, str] | None = None) -> int:
+    """The width of tables written off a terminal: ``$COLUMNS`` read as ``shutil.get_terminal_size`` reads it, a
+    value that is no whole number above 0 ignored (``default``) rather than refused, since shells set it for their
+    own use; at least ``least``, below which a table has no room for its text (rich then printed nothing)."""
+    try:
+        value = int((os.environ if environ is None else environ).get("COLUMNS", ""))
+    except ValueError:
+        return default
+    return default if value < 1 else max(value, least)
 
 
 def _raw(name: str, environ: Mapping[str, str] | None) -> str | None:

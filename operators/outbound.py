@@ -71,8 +71,10 @@ def url_param(url: str) -> str:
 
 
 def use_local_policy_unless_set() -> None:
-    """The CLI's default: loopback allowed, unless ``TESSERA_OUTBOUND`` says otherwise."""
-    os.environ.setdefault(MODE_ENV, "local")
+    """The CLI's default: loopback allowed, unless ``TESSERA_OUTBOUND`` says otherwise (empty or blank counts as
+    unset, as for every other variable: ``setdefault`` kept it, and the policy read it as ``server``)."""
+    if not os.environ.get(MODE_ENV, "").strip():
+        os.environ[MODE_ENV] = "local"
 
 
 def guard_session(session: Any, policy: OutboundPolicy | None = None) -> Any:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 import threading
 import time
+
+from operators.env_numbers import env_columns
 
 #: Off a terminal, a step still running prints how far it got at most this often (seconds).
 HEARTBEAT_S = 30.0
@@ -25,7 +26,7 @@ class BenchReporter:
         self._last_line = time.monotonic()
         from rich.console import Console
 
-        width = None if self.live else int(os.environ.get("COLUMNS", 0) or 120)
+        width = None if self.live else env_columns()
         self.console = Console(file=sys.stderr, width=width, highlight=False, soft_wrap=True, emoji=False)
 
     def __enter__(self) -> "BenchReporter":

@@ -28,9 +28,12 @@ from typing import Callable, Sequence
 from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
-from operators.errors import FlowCancelled, TesseraError, one_line
+from operators.errors import FlowCancelled, TesseraError, one_line, short_repr
 from operators.outbound import use_local_policy_unless_set
 from operators.redact import install_log_redaction
+
+#: ``TESSERA_DEBUG`` values (any case) that print tracebacks, and those that do not; any other is refused (exit 2).
+DEBUG_ON, DEBUG_OFF = ("1", "true", "yes", "on"), ("", "0", "false", "no", "off")
 
 #: The subcommands, in the order ``tessera --help`` lists them (each a module of this package).
 SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "index", "bench", "train", "serve", "keys")
@@ -132,7 +135,12 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     """Run a subcommand; turn errors into one line on stderr and an exit status."""
     use_local_policy_unless_set()  # the user wrote the spec: a local service on loopback may be called
     install_log_redaction()
-    debug = getattr(args, "debug", False) or os.environ.get("TESSERA_DEBUG", "") not in ("", "0")
+    setting = os.environ.get("TESSERA_DEBUG", "")
+    if setting.strip().lower() not in DEBUG_ON + DEBUG_OFF:  # `false` printed tracebacks: anything but 0 did
+        _error(f"error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or empty, 0, false, no or off "
+               f"(got {short_repr(setting)})")
+        return EXIT_USAGE
+    debug = getattr(args, "debug", False) or setting.strip().lower() in DEBUG_ON
     with stop_signals_as_interrupt() as stopped:
         status = _run_handler(handler, args, debug, stopped)
     return stopped.status(status)

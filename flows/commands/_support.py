@@ -10,6 +10,7 @@ import re
 import sys
 from typing import Any, Iterator
 
+from operators.env_numbers import env_columns
 from operators.errors import TesseraError
 
 
@@ -182,8 +183,9 @@ def show_help(parser: argparse.ArgumentParser) -> int:
 
 
 def console(stderr: bool = False, width: int | None = None):
-    """A rich console on stdout (or stderr); its width is the terminal's, else ``width``, ``$COLUMNS`` or 120. A
-    reader that stops reading (``tessera ops | head``) ends the command with status 0, as ``run_handler`` does."""
+    """A rich console on stdout (or stderr); its width is the terminal's, else ``width``, else ``$COLUMNS`` or 120
+    (``env_columns``: a bad one ignored). A reader that stops reading (``tessera ops | head``) ends the command
+    with status 0, as ``run_handler`` does."""
     from rich.console import Console
 
     class PipeConsole(Console):
@@ -193,7 +195,7 @@ def console(stderr: bool = False, width: int | None = None):
             raise BrokenPipeError
 
     stream = sys.stderr if stderr else sys.stdout
-    width = None if stream.isatty() else (width or int(os.environ.get("COLUMNS", 0) or 120))
+    width = None if stream.isatty() else (width or env_columns())
     return PipeConsole(file=stream, width=width, highlight=False, soft_wrap=False, emoji=False)
 
 

@@ -65,17 +65,21 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
     the run, whose ``ray.init`` (``ray_env.ensure_ray``) then takes the address as checked rather than probing it
     again."""
     value, setting = given_address(address, environ)
-    value = value.strip()
     named, field = f"{setting} {value!r}", setting.lstrip("-")
     local = _start_local(setting)
-    if value.lower() in FOUND:
-        found = found_cluster(value.lower(), setting, temp_dir)
+    written = value.strip().lower() if value.strip().lower() in LOCAL else value.strip()
+    if written != value:  # Ray takes ' auto', 'Local' or a blank value as a host and fails to parse it
+        fix = f"write {written!r}" if written else "leave it out" if setting == "--address" else local
+        raise RayAddressError(f"{named}: Ray reads the address exactly as written, spaces and case too; {fix}",
+                              field=field)
+    if value in FOUND:
+        found = found_cluster(value, setting, temp_dir)
         if found is None:
             return  # no cluster on this machine: ray.init starts a local Ray, unchecked (nothing to ask)
         field = field if value else None  # RAY_ADDRESS unset: no setting to name
         value, named = found
         local = "set RAY_ADDRESS=local" if setting == "RAY_ADDRESS" else "give --address local"
-    elif value.lower() in LOCAL:
+    elif value in LOCAL:
         return
     if not ahead and value in _checked_ahead:
         _checked_ahead.discard(value)
@@ -87,8 +91,11 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
             f"a cluster is joined at its GCS address, HOST:6379 (what `ray start --address` takes), or at "
             f"ray://HOST:10001{job}; or {local} to start a local Ray", field=field)
     host, port = _host_port(value)
-    if host is None:
-        return  # a form Ray reads its own way: its own error, if any
+    if host is None or not 0 < port < 65536:  # ray.init's bare ValueError, RuntimeError, or minutes of waiting
+        raise RayAddressError(
+            f"{named} is not an address Ray can join: give the head's GCS address, HOST:6379 (what `ray start "
+            f"--address` takes), or ray://HOST:10001 (Ray Client), or 'auto' for the cluster started on this "
+            f"machine; or {local} to start a local Ray", field=field)
     dialed = _as_ray_dials(host, value)
     try:
         with socket.create_connection((dialed, port), timeout=PROBE_SECONDS):
@@ -231,11 +238,14 @@ def _as_ray_dials(host: str, value: str) -> str:
 
 
 def _host_port(value: str) -> tuple[str | None, int]:
-    """``HOST:PORT`` (or ``ray://HOST:PORT``, ``[v6]:PORT``) split; ``(None, 0)`` for anything else."""
-    rest = value.split("://", 1)[1] if value.lower().startswith("ray://") else value
-    if "://" in rest or "/" in rest:
+    """``HOST:PORT`` (or ``ray://HOST:PORT``, ``[v6]:PORT``) split; ``(None, 0)`` for anything else: no port, a
+    scheme other than ``ray://``, a path, a space or a bare IPv6 address."""
+    rest = value.split("://", 1)[1] if value.startswith("ray://") else value  # RAY://: Ray imports a module RAY
+    if "://" in rest or "/" in rest or any(ch.isspace() for ch in rest):
         return None, 0
     host, sep, port = rest.rpartition(":")
-    if not sep or not port.isdigit() or not host:
+    if not sep or not port.isascii() or not port.isdigit() or not host.strip("[]"):
+        return None, 0
+    if ":" in host and not (host.startswith("[") and host.endswith("]")):  # ::1:6379: which colon ends the host?
         return None, 0
     return host.strip("[]"), int(port)

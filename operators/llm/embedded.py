@@ -80,8 +80,8 @@ def llama_cpp_installed() -> bool:
 
 
 def threads_setting(environ: Mapping[str, str] | None = None) -> int | None:
-    """``$TESSERA_LLM_THREADS`` (a whole number, 1 or more), else None: half the CPUs (``load``)."""
-    return env_count("TESSERA_LLM_THREADS", None, environ=environ)
+    """``$TESSERA_LLM_THREADS`` (a whole number, 1 to 512), else None: half the CPUs (``load``)."""
+    return env_count("TESSERA_LLM_THREADS", None, most=512, environ=environ)  # ggml's GGML_MAX_N_THREADS
 
 
 def load(name: str, threads: int | None = None) -> tuple[Any, threading.Lock]:

@@ -1,0 +1,142 @@
+"""Settings from the environment, through the real ``tessera`` script: a bad one is exit 2 and one line naming it
+(or, for ``COLUMNS``, ignored as Python ignores it), never an internal error, a lost table or a folder in ``/``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = Path(sys.executable).parent / "tessera"
+CORPUS = [
+    '{"_id": "d1", "title": "Elephants", "text": "Elephants are the largest land animals."}',
+    '{"_id": "d2", "title": "Honey bees", "text": "Honey bees make honey from nectar."}',
+]
+
+
+def tessera(*args: str, cwd: Path, stdin=subprocess.DEVNULL, **env: str | None) -> subprocess.CompletedProcess:
+    """``tessera ARGS`` in ``cwd`` with ``env`` over this environment (None: unset), no ``TESSERA_DEBUG``."""
+    command = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "flows"]
+    environ = {**os.environ, "COLUMNS": "160", "PYTHONPATH": str(REPO)}
+    environ.pop("TESSERA_DEBUG", None)
+    for name, value in env.items():
+        if value is None:
+            environ.pop(name, None)
+        else:
+            environ[name] = value
+    return subprocess.run([*command, *args], cwd=cwd, env=environ, stdin=stdin, capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory) -> Path:
+    """A BM25 index of two documents (no vectors: built in about a second)."""
+    folder = tmp_path_factory.mktemp("env_settings")
+    (folder / "corpus.jsonl").write_text("\n".join(CORPUS) + "\n")
+    done = tessera("ingest", "--source", "corpus.jsonl", "--index", "./idx", "--no-dense", cwd=folder,
+                   TESSERA_HOME=str(folder / "home"))
+    assert done.returncode == 0, done.stderr
+    return folder / "idx"
+
+
+def one_error(done: subprocess.CompletedProcess) -> str:
+    """The single ``tessera: error: ...`` line of a refused command (exit 2)."""
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 2 and len(lines) == 1 and lines[0].startswith("tessera: error: "), (
+        done.returncode, done.stderr)
+    return lines[0]
+
+
+@pytest.mark.parametrize("columns", ["abc", "-5", "0", " "])
+def test_a_columns_that_is_no_width_is_ignored_and_the_table_is_printed(index, tmp_path, columns):
+    listed = tessera("flows", "list", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
+    assert listed.returncode == 0 and "bm25" in listed.stdout, listed.stderr
+    assert max(len(line) for line in listed.stdout.splitlines()) == 120  # the default width
+    found = tessera("run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                    TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
+    assert found.returncode == 0 and "d1#0" in found.stdout, (found.stdout, found.stderr)
+
+
+def test_a_narrow_columns_still_prints_the_results(index, tmp_path):
+    found = tessera("run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                    TESSERA_HOME=str(tmp_path / "home"), COLUMNS="1")
+    assert found.returncode == 0 and max(len(line) for line in found.stdout.splitlines()) == 20, found.stdout
+
+
+def test_queries_from_a_closed_stdin_are_refused_in_one_line(index, tmp_path):
+    command = [str(SCRIPT)] if SCRIPT.is_file() else [sys.executable, "-m", "flows"]
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "PYTHONPATH": str(REPO)}
+    env.pop("TESSERA_DEBUG", None)
+    closed = subprocess.run(["sh", "-c", '"$@" <&-', "sh", *command, "run", "bm25", "--index", str(index), "-q", "-"],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert one_error(closed) == ("tessera: error: field 'queries': <stdin> is closed: pipe the queries in, or give "
+                                 "a queries file or a query's text")
+
+
+@pytest.mark.parametrize("address", ["garbage", "ray://head", "head:", "head:99999", "foo://head:6379", "::1:6379"])
+def test_a_ray_address_ray_cannot_parse_is_refused_naming_ray_address(index, tmp_path, address):
+    done = tessera("run", "bm25", "--executor", "ray", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                   TESSERA_HOME=str(tmp_path / "home"), RAY_ADDRESS=address)
+    line = one_error(done)
+    assert line.startswith(f"tessera: error: field 'RAY_ADDRESS': RAY_ADDRESS {address!r} is not an address Ray "
+                           "can join: give the head's GCS address, HOST:6379"), line
+    assert "unset RAY_ADDRESS" in line
+
+
+@pytest.mark.parametrize("address, fix", [("AUTO", "write 'auto'"), (" local", "write 'local'"),
+                                          ("   ", "unset RAY_ADDRESS")])
+def test_local_and_auto_are_taken_exactly_as_ray_takes_them(index, tmp_path, address, fix):
+    done = tessera("run", "bm25", "--executor", "ray", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                   TESSERA_HOME=str(tmp_path / "home"), RAY_ADDRESS=address)
+    assert one_error(done).endswith(f"Ray reads the address exactly as written, spaces and case too; {fix}")
+
+
+@pytest.mark.parametrize("command", [("flows", "list"), ("ingest", "--source", "corpus.jsonl", "--index", "named"),
+                                     ("cache", "explain", "bm25")])
+def test_an_empty_home_without_tessera_home_is_refused_and_nothing_is_written(tmp_path, command):
+    (tmp_path / "corpus.jsonl").write_text("\n".join(CORPUS) + "\n")
+    for blank in (None, "", "  "):
+        done = tessera(*command, cwd=tmp_path, HOME="", TESSERA_HOME=blank)
+        state = "unset" if blank is None or blank == "" else "blank"
+        assert one_error(done) == (f"tessera: error: TESSERA_HOME is {state} and HOME is empty: set TESSERA_HOME "
+                                   "to Tessera's folder, or HOME to yours")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]  # no folder named "  " either
+
+
+def test_a_relative_tessera_home_is_read_from_the_working_directory(tmp_path):
+    (tmp_path / "corpus.jsonl").write_text("\n".join(CORPUS) + "\n")
+    done = tessera("ingest", "--source", "corpus.jsonl", "--index", "named", "--no-dense", cwd=tmp_path,
+                   TESSERA_HOME="rel")
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "rel" / "indices" / "named" / "manifest.json").is_file()
+    assert f"{tmp_path / 'rel' / 'indices' / 'named'}: 2 docs" in done.stdout + done.stderr  # said absolute
+
+
+@pytest.mark.parametrize("value, traceback", [("1", True), ("TRUE", True), ("yes", True), ("on", True),
+                                              ("", False), ("0", False), ("false", False), ("No", False),
+                                              ("off", False), (" ", False)])
+def test_tessera_debug_prints_tracebacks_for_yes_words_only(tmp_path, value, traceback):
+    done = tessera("run", "no-such-flow", "-q", "x", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"),
+                   TESSERA_DEBUG=value)
+    assert done.returncode == 2 and ("Traceback (most recent call last)" in done.stderr) == traceback, done.stderr
+
+
+def test_a_tessera_debug_that_is_no_such_word_is_refused(tmp_path):
+    done = tessera("ops", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"), TESSERA_DEBUG="maybe")
+    assert one_error(done) == ("tessera: error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or "
+                               "empty, 0, false, no or off (got 'maybe')")
+    assert done.stdout == ""
+
+
+@pytest.mark.parametrize("columns, width", [("abc", 120), ("-5", 120), ("90", 90)])
+def test_the_benchmark_progress_lines_take_the_same_width(monkeypatch, capsys, columns, width):
+    from flows.bench.console import BenchReporter
+
+    monkeypatch.setenv("COLUMNS", columns)
+    with BenchReporter() as reporter:  # stderr is not a terminal here: lines, as wide as COLUMNS says
+        reporter.log("a line")
+    assert reporter.console.width == width and "a line" in capsys.readouterr().err
