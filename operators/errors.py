@@ -17,6 +17,12 @@ def one_line(value: Any, limit: int | None = None) -> str:
     return text if limit is None or len(text) <= limit else text[:limit] + "…"
 
 
+def shown_name(path: str) -> str:
+    """``path`` with each byte of a file name that is not UTF-8 (a surrogate, as Python reads it) written ``\\xNN``:
+    a message or log line holding the surrogate itself could not be written as UTF-8 (a log file, pytest-xdist)."""
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
 def in_chain(err: BaseException, kind: type | tuple[type, ...]) -> BaseException | None:
     """The first exception of ``kind`` in ``err``'s chain: itself, then its causes (or what it was raised while
     handling), link by link; None when none is. For an error a library wraps before it reaches the caller."""

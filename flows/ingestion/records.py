@@ -24,7 +24,7 @@ from flows.ingestion.duplicates import SeenIds, content_id_note, duplicate_error
 from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
-from operators.errors import SourceError
+from operators.errors import SourceError, shown_name
 from operators.sources._common import (
     JSON_ARRAY,
     DocumentMapper,
@@ -95,8 +95,8 @@ def cannot_read(path: str, err: BaseException) -> str:
     """Why the file at ``path`` is left out: a name that is not UTF-8 (Python reads each such byte as a surrogate)
     said as that, not as the ``UnicodeEncodeError`` of storing it as a document's path."""
     if isinstance(err, UnicodeEncodeError) and any("\udc80" <= c <= "\udcff" for c in path):
-        return (f"{path}: its name is not UTF-8, which a document's path must be: rename the file (convmv -f latin1 "
-                "-t utf8 --notest FILE renames a Latin-1 name) and ingest again")
+        return (f"{shown_name(path)}: its name is not UTF-8, which a document's path must be: rename the file "
+                "(convmv -f latin1 -t utf8 --notest FILE renames a Latin-1 name) and ingest again")
     return f"{path}: cannot read it ({type(err).__name__}: {err})"
 
 

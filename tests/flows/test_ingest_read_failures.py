@@ -196,9 +196,9 @@ def test_a_file_whose_name_is_not_utf8_is_a_failure_saying_so_and_the_folder_is_
     report = _ingest(folder, tmp_path / "idx")
     assert (report.docs, report.failures) == (1, 1)
     assert _live(tmp_path / "idx") == ["bees.txt"]
-    assert _open(tmp_path / "idx") == {name: f"{folder / name}: its name is not UTF-8, which a document's path must "
-                                             "be: rename the file (convmv -f latin1 -t utf8 --notest FILE renames a "
-                                             "Latin-1 name) and ingest again"}
+    assert _open(tmp_path / "idx") == {name: f"{folder}/caf\\xe9.txt: its name is not UTF-8, which a document's path "
+                                             "must be: rename the file (convmv -f latin1 -t utf8 --notest FILE renames "
+                                             "a Latin-1 name) and ingest again"}  # the name's byte, written out
     (tmp_path / "idx" / "failures.jsonl").read_bytes().decode("utf-8")  # the ledger stays UTF-8
     os.rename(folder / name, folder / "cafe.txt")  # renamed as it says: the retry reads it from its old name, gone
     assert _ingest(folder, tmp_path / "idx").shards_written == 1 and "cafe.txt" in _live(tmp_path / "idx")
