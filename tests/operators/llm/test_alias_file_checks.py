@@ -23,15 +23,30 @@ def tessera(tmp_path: Path, models: Path | str, *args: str) -> subprocess.Comple
                           text=True, timeout=180)
 
 
-def test_an_alias_of_a_provider_litellm_does_not_know_is_refused_with_nothing_on_stdout(tmp_path):
+def tessera_here(monkeypatch, capfd, tmp_path: Path, models: Path, *args: str) -> subprocess.CompletedProcess:
+    """``tessera ARGS`` in this process (litellm imported once for the module, not per command), its exit status and
+    what it wrote to the file descriptors 1 and 2 (litellm's banner went to stdout with ``print``)."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    monkeypatch.setenv("COLUMNS", "200")
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    status = main(list(args))
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(args, status, out, err)
+
+
+def test_an_alias_of_a_provider_litellm_does_not_know_is_refused_with_nothing_on_stdout(tmp_path, monkeypatch,
+                                                                                          capfd):
     models = tmp_path / "np.yaml"
     models.write_text("noprov: nosuchprovider/x\nmine: openai/gpt-4o-mini\n")
-    done = tessera(tmp_path, models, "models", "--json")
+    done = tessera_here(monkeypatch, capfd, tmp_path, models, "models", "--json")
     assert (done.returncode, done.stdout) == (2, "")
     assert f"the alias 'noprov' in {models} names 'nosuchprovider/x', whose provider litellm does not know" \
         in done.stderr
     # another alias of the same file still lists, as JSON alone (litellm's check prints nothing)
-    done = tessera(tmp_path, models, "models", "mine", "--json")
+    done = tessera_here(monkeypatch, capfd, tmp_path, models, "models", "mine", "--json")
     assert done.returncode == 0, done.stderr
     row, = json.loads(done.stdout)["models"]
     assert (row["alias"], row["reachable"], row["why"]) == ("mine", False, "set OPENAI_API_KEY")
