@@ -249,6 +249,12 @@ def check_models_file(environ) -> None:
                        field="TESSERA_MODELS") from None
     if not path.is_file():
         raise CliError(f"TESSERA_MODELS names {path}, which is not a file", field="TESSERA_MODELS")
+    from operators.llm.aliases import ModelConfigError, read_models_file
+
+    try:  # a malformed file failed each step that names a model, in the replicas
+        read_models_file(path)
+    except ModelConfigError as err:
+        raise CliError(err.message, field="TESSERA_MODELS") from None
 
 
 def ui_address(config: dict) -> str:
@@ -290,7 +296,7 @@ def carry_environment(config: dict, environ) -> None:
 
     if problem := env_keys_problem(environ):
         raise CliError(problem, field=KEYS_ENV)
-    check_carried_numbers(environ)
+    check_carried(environ)
     digests = [key_hash(raw) for raw in env_keys(environ)]
     env = {"TESSERA_HOME": str(tessera_home().resolve()), "TESSERA_OUTBOUND": "server"}
     for name in CARRIED:
@@ -302,7 +308,7 @@ def carry_environment(config: dict, environ) -> None:
         application["runtime_env"] = runtime_env
         runtime_env["env_vars"] = {**env, **{k: str(v) for k, v in (runtime_env.get("env_vars") or {}).items()}}
         try:
-            check_carried_numbers(runtime_env["env_vars"])
+            check_carried(runtime_env["env_vars"])
         except SettingError as err:
             raise CliError(f"{err} in application '{application.get('name')}'", field="runtime_env.env_vars") \
                 from None
@@ -322,16 +328,26 @@ def carry_environment(config: dict, environ) -> None:
                 ids.add(key_id)
 
 
-def check_carried_numbers(env_vars) -> None:
-    """The numbers among ``CARRIED``, refused here, before Serve starts, not in each replica that reads them: read
-    by the functions that read them there."""
+def check_carried(env_vars) -> None:
+    """The values among ``CARRIED`` (numbers, the query encoder's mode, the allowed hosts), refused here, before Serve
+    starts, not in each replica that reads them: read by the functions that read them there. (The models file is a
+    path of this machine: ``check_models_file``, on a local start.)"""
     from flows.executors.ray_nodes import node_loss_grace_s
     from flows.placement import call_timeout_s
+    from operators._outbound_policy import ALLOW_ENV, OutboundPolicy, OutboundURLError
     from operators.llm.embedded import threads_setting
+    from operators.models.onnx_query_encoder import ENV, MODES
 
     threads_setting(env_vars)
     call_timeout_s(env_vars)
     node_loss_grace_s(env_vars)
+    mode = (env_vars.get(ENV) or "").strip()
+    if mode and mode.lower() not in MODES:
+        raise SettingError(f"{ENV}={mode!r} is not one of {', '.join(MODES)}")
+    try:
+        OutboundPolicy.parse(env_vars.get(ALLOW_ENV, ""))
+    except OutboundURLError as err:
+        raise SettingError(err.message) from None
 
 
 def check_app_args(config: dict) -> None:

@@ -66,6 +66,12 @@ def user_file() -> Path | None:
     return default if default.exists() else None
 
 
+def read_models_file(path: Path) -> dict[str, ModelAlias]:
+    """The aliases of the models file at ``path``, checked as a run reads it (``ModelConfigError``): what ``tessera
+    serve`` asks before Serve starts, so a replica does not find it out."""
+    return _read(path)
+
+
 def _read(path: Path) -> dict[str, ModelAlias]:
     """The aliases of one models file, parsed once per version of it (a service request asks for them once per
     model a step names: 85 % of preparing a search was reading these files again). A copy: callers update it."""

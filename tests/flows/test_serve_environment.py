@@ -82,7 +82,7 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
     # `tessera serve` ends by running `serve run` as its child; here that records what would run, with which env.
     monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append((argv, env)) or 0)
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
-    (environment / "models.yaml").write_text("aliases: {}\n")  # $TESSERA_MODELS must be readable at start
+    (environment / "models.yaml").write_text("{}\n")  # $TESSERA_MODELS must be a models file at start
     port = free_ports(1)[0]
     with gcs_stand_in() as cluster:  # a cluster answers at the --address (it is checked first)
         address = cluster.address
@@ -126,6 +126,28 @@ def test_raw_keys_in_the_configs_runtime_env_and_public_models_only_apps_are_ref
     path.write_text(yaml.safe_dump(config))
     assert main(["serve", "--config", str(path), "--host", "0.0.0.0", "--print-config"]) == 2
     assert "application 'tessera' has no service" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, value, words", [
+    ("TESSERA_QUERY_ENCODER", "bogus", "TESSERA_QUERY_ENCODER='bogus' is not one of auto, torch, onnx"),
+    ("TESSERA_ALLOW_HOSTS", "not a host!", "TESSERA_ALLOW_HOSTS: 'host!' is not a host name, an address or a CIDR"),
+])
+def test_a_carried_setting_replicas_would_refuse_is_refused_before_serve_starts(environment, capsys, monkeypatch,
+                                                                                 name, value, words):
+    """Carried into every replica's environment unchecked, each failed there, in every request that read it."""
+    monkeypatch.setenv(name, value)
+    assert main(["serve", "--config", CONFIG, "--print-config"]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_a_models_file_the_replicas_could_not_read_is_refused_before_a_local_start(environment, capsys):
+    from flows.commands.serve import check_models_file
+    from flows.commands._support import CliError
+
+    (environment / "models.yaml").write_text("dup: ollama_chat/a\ndup: ollama_chat/b\n")
+    with pytest.raises(CliError) as err:
+        check_models_file(os.environ)
+    assert err.value.field == "TESSERA_MODELS" and "gives the key 'dup' twice" in err.value.message
 
 
 # -- for real: a head whose raylet has neither the keys nor this TESSERA_HOME ----------------------------------
