@@ -78,9 +78,9 @@ def not_a_folder(path: Path) -> str | None:
             return f"{path} is an index's manifest, not the index: give its folder {path.parent}"
         return (f"{path} is a file, not an index folder; to index it: `tessera ingest --source {path} --index NAME` "
                 f"(in Python: flows.api.ingest({str(path)!r}, NAME))")
-    for parent in path.parents:  # the nearest one that exists
+    for parent in path.parents:  # the nearest one that exists: a file, or a device (TESSERA_HOME=/dev/null)
         if os.path.exists(parent):
-            return f"{path} is under the file {parent}, not in a folder" if os.path.isfile(parent) else None
+            return None if os.path.isdir(parent) else f"{path} is under the file {parent}, not in a folder"
     return None
 
 

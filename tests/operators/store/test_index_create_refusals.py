@@ -5,6 +5,8 @@ A folder with only an unfinished ingestion's staging (no shard written) is still
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
 
@@ -42,6 +44,8 @@ def test_a_file_or_a_path_under_one_is_an_index_error_not_an_os_error(tmp_path):
         Index.create(corpus, BM25)
     with pytest.raises(IndexStoreError, match=f"is under the file {corpus}, not in a folder"):
         Index.create(corpus / "sub", BM25)
+    with pytest.raises(IndexStoreError, match="is under the file /dev/null, not in a folder"):  # not NotADirectoryError
+        Index.create(Path("/dev/null/indices/named"), BM25)
 
 
 def test_an_empty_name_and_the_home_of_no_user_are_refused(tmp_path, monkeypatch):
