@@ -138,9 +138,9 @@ class FlowResolution:
                            "an index in the request (`index`; GET /v1/indices lists them), or ingest the default "
                            "one (`make demo` builds the sample index)", param="index", kind="server_error",
                            code="default_index_missing")
-        if not Path(path).is_dir():  # the request's own field: no step of the flow named it
-            raise ApiError(404, f"no index named '{index}' (GET /v1/indices lists the indices)", param="index",
-                           code="index_not_found")
+        if not Path(path).is_dir():
+            raise SpecError(f"index '{index}' does not exist (GET /v1/indices lists the indices)", step=step,
+                            field="index")
         if not (Path(path) / "manifest.json").is_file():  # a folder under the roots, such as the roots themselves
             from operators.store.layout import committed_looking_shards
 
@@ -158,9 +158,10 @@ class FlowResolution:
 
 
 def refuse_missing_indices(spec: FlowSpec) -> None:
-    """A 404 naming the first step param that names an index that is not there. Run, its retriever failed, and the
-    search answered that the index was deleted while the flow ran; one there but damaged is the run's to say."""
+    """The 422 of the first step param that names an index that is not there, as the request's ``index`` is refused
+    (``with_index``). Run, its retriever failed, and the search answered a 404 saying that the index was deleted
+    while the flow ran; one there but damaged is the run's to say."""
     for step, field, index in index_params(spec):
         if not Path(index).exists():
-            raise ApiError(404, f"no index named '{Path(index).name}' (GET /v1/indices lists the indices)",
-                           param=f"steps.{step}.{field}", code="index_not_found")
+            raise SpecError(f"index '{Path(index).name}' does not exist (GET /v1/indices lists the indices)",
+                            step=step, field=f"steps.{step}.{field}")

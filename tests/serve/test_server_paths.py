@@ -55,6 +55,7 @@ def test_a_refused_spec_names_no_server_path(make_service):
         bm25 = {"flow": {"steps": {"b": {"op": "retrieve.bm25", "params": {"index": str(folder) + "-gone"}}}},
                 "query": "bees"}
         error = requests.post(url + "/v1/search", json=bm25, timeout=60).json()["error"]
-        assert error == {"message": "no index named 'notes-gone' (GET /v1/indices lists the indices)",  # not "deleted
-                         "type": "invalid_request_error", "param": "steps.b.params.index",  # while the flow ran"
-                         "code": "index_not_found"}
+        assert error == {"message": "step 'b', field 'steps.b.params.index': index 'notes-gone' does not exist (GET "
+                         "/v1/indices lists the indices)", "type": "invalid_request_error",
+                         "param": "steps.b.params.index",
+                         "code": "invalid_spec"}  # not a 404 saying it was "deleted while the flow ran"
