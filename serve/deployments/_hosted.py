@@ -27,8 +27,8 @@ R = TypeVar("R")
 
 
 #: Texts of one request a model deployment encodes or scores at once before it turns to what other clients sent
-#: meanwhile (``embed``, ``score``): a request of 2,048 long texts held the replica for minutes while another key's
-#: one-word request waited behind it.
+#: meanwhile (``embed``, ``score``), at least: a request of 2,048 long texts held the replica for minutes while
+#: another key's one-word request waited behind it. A part is never less than one forward pass (``part_size``).
 FAIR_SHARE = 64
 
 
@@ -85,6 +85,15 @@ class HostedOperator:
     def batcher(self) -> Any:
         """The ``@serve.batch`` method whose settings ``reconfigure`` changes."""
         raise NotImplementedError
+
+    def part_size(self) -> int:
+        """Texts of one request sent to the model at once (``FAIR_SHARE``), but never less than the model's forward
+        pass (a GPU's 128, a static model's 1,024, a batch size the params set): smaller parts would slow it."""
+        from operators.models.batching import forward_batch_size
+
+        params, model = self.op.params, getattr(self.op, "model", None) or getattr(self.op, "_model", None)
+        asked = getattr(params, "encode_batch_size", None) or getattr(params, "predict_batch_size", None)
+        return max(FAIR_SHARE, forward_batch_size(asked, model) if model is not None else 0)
 
     def record_batch(self, size: int) -> None:
         self.model_calls += 1

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 from ray import serve
 
-from serve.deployments._hosted import FAIR_SHARE, HostedOperator
+from serve.deployments._hosted import HostedOperator
 
 
 @serve.deployment(name="embedder")
@@ -39,10 +39,11 @@ class EmbedderDeployment(HostedOperator):
 
     async def embed(self, texts: list[str]) -> dict[str, Any]:
         """``{"vectors": float32 (n, dim), "tokens": int}`` for ``texts`` (tokens after truncation), encoded
-        ``FAIR_SHARE`` texts at a time, each part queued behind what other clients sent meanwhile."""
+        ``part_size()`` texts at a time, each part queued behind what other clients sent meanwhile."""
         texts, parts = list(texts), []
-        for start in range(0, max(len(texts), 1), FAIR_SHARE):
-            result = await self._embed_batch(texts[start:start + FAIR_SHARE])
+        size = self.part_size()
+        for start in range(0, max(len(texts), 1), size):
+            result = await self._embed_batch(texts[start:start + size])
             if isinstance(result, Exception):
                 raise result
             parts.append(result)

@@ -14,7 +14,7 @@ import numpy as np
 from ray import serve
 
 from operators.rerank.base import TitledTexts, sendable_texts
-from serve.deployments._hosted import FAIR_SHARE, HostedOperator
+from serve.deployments._hosted import HostedOperator
 
 
 @serve.deployment(name="reranker")
@@ -41,11 +41,12 @@ class RerankerDeployment(HostedOperator):
         return self._score_batch
 
     async def score(self, query: str, texts: list[str]) -> dict[str, Any]:
-        """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better; ``FAIR_SHARE``
+        """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better; ``part_size()``
         texts at a time, each part queued behind what other clients sent meanwhile (as the embedder does)."""
         texts, parts = sendable_texts(texts), []
-        for start in range(0, max(len(texts), 1), FAIR_SHARE):
-            result = await self._score_batch(str(query), _part(texts, start, start + FAIR_SHARE))
+        size = self.part_size()
+        for start in range(0, max(len(texts), 1), size):
+            result = await self._score_batch(str(query), _part(texts, start, start + size))
             if isinstance(result, Exception):
                 raise result
             parts.append(result)
