@@ -51,7 +51,7 @@ def one_error(done: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-@pytest.mark.parametrize("columns", ["abc", "-5"])  # the other values: tests/operators/test_env_values.py
+@pytest.mark.parametrize("columns", ["-5"])  # the other values: tests/operators/test_env_values.py
 def test_a_columns_that_is_no_width_is_ignored_and_the_table_is_printed(index, tmp_path, columns):
     listed = tessera("flows", "list", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
     assert listed.returncode == 0 and "bm25" in listed.stdout, listed.stderr
@@ -127,7 +127,7 @@ def test_a_relative_tessera_home_is_read_from_the_working_directory(tmp_path):
     assert f"{tmp_path / 'rel' / 'indices' / 'named'}: 2 docs" in done.stdout + done.stderr  # said absolute
 
 
-@pytest.mark.parametrize("value, traceback", [("TRUE", True), ("", False), ("No", False)])
+@pytest.mark.parametrize("value, traceback", [("TRUE", True), ("No", False)])
 def test_tessera_debug_prints_tracebacks_for_yes_words_only(tmp_path, value, traceback):
     done = tessera("run", "no-such-flow", "-q", "x", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"),
                    TESSERA_DEBUG=value)
