@@ -121,7 +121,7 @@ def _check_local_files(op: str, params: dict[str, Any], data_roots: list[str], f
         value = params.get(name, fields[name].default)
         if isinstance(value, str) and value not in keywords:
             checked[name] = check_local_file(value, data_roots, f"{field}.{name}")
-    return checked if checked != params else params
+    return checked
 
 
 def _check_nested_files(op: str, params: dict[str, Any], step_id: str, data_roots: list[str]) -> None:

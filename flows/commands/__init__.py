@@ -136,11 +136,12 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
     use_local_policy_unless_set()  # the user wrote the spec: a local service on loopback may be called
     install_log_redaction()
     setting = os.environ.get("TESSERA_DEBUG", "")
-    if setting.strip().lower() not in DEBUG_ON + DEBUG_OFF:  # `false` printed tracebacks: anything but 0 did
+    word = setting.strip().lower()
+    if word not in DEBUG_ON + DEBUG_OFF:  # `false` printed tracebacks: anything but 0 did
         _error(f"error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or empty, 0, false, no or off "
                f"(got {short_repr(setting)})")
         return EXIT_USAGE
-    debug = getattr(args, "debug", False) or setting.strip().lower() in DEBUG_ON
+    debug = getattr(args, "debug", False) or word in DEBUG_ON
     with stop_signals_as_interrupt() as stopped:
         status = _run_handler(handler, args, debug, stopped)
     return stopped.status(status)

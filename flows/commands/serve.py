@@ -336,17 +336,15 @@ def check_carried(env_vars) -> None:
     from flows.placement import call_timeout_s
     from operators._outbound_policy import ALLOW_ENV, OutboundPolicy, OutboundURLError
     from operators.llm.embedded import threads_setting
-    from operators.models.onnx_query_encoder import ENV, MODES
+    from operators.models.onnx_query_encoder import FastPathUnavailable, query_encoder_mode
 
     threads_setting(env_vars)
     call_timeout_s(env_vars)
     node_loss_grace_s(env_vars)
-    mode = (env_vars.get(ENV) or "").strip()
-    if mode and mode.lower() not in MODES:
-        raise SettingError(f"{ENV}={mode!r} is not one of {', '.join(MODES)}")
     try:
+        query_encoder_mode(env_vars)
         OutboundPolicy.parse(env_vars.get(ALLOW_ENV, ""))
-    except OutboundURLError as err:
+    except (FastPathUnavailable, OutboundURLError) as err:
         raise SettingError(err.message) from None
 
 

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -70,11 +70,13 @@ class FastPathUnavailable(TesseraError):
     """The torch-free query encoder cannot reproduce this model here; the message says why."""
 
 
-def query_encoder_mode() -> str:
-    """``$TESSERA_QUERY_ENCODER`` (``auto`` when unset), checked against ``MODES``."""
-    mode = (os.environ.get(ENV) or "auto").strip().lower()
+def query_encoder_mode(environ: Mapping[str, str] | None = None) -> str:
+    """``$TESSERA_QUERY_ENCODER`` (``auto`` when unset), checked against ``MODES``; ``environ``: where to read it (a
+    config's ``runtime_env``, which ``tessera serve`` checks), default this process's."""
+    environ = os.environ if environ is None else environ
+    mode = (environ.get(ENV) or "auto").strip().lower()
     if mode not in MODES:
-        raise FastPathUnavailable(f"{ENV}='{os.environ[ENV]}' is not one of {', '.join(MODES)}")
+        raise FastPathUnavailable(f"{ENV}='{environ[ENV]}' is not one of {', '.join(MODES)}")
     return mode
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 from collections import deque
-from typing import Any, Callable, Sequence, TypeVar
+from typing import Any, Awaitable, Callable, Sequence, TypeVar
 
 from operators.registry import create
 
@@ -94,6 +94,20 @@ class HostedOperator:
         params, model = self.op.params, getattr(self.op, "model", None) or getattr(self.op, "_model", None)
         asked = getattr(params, "encode_batch_size", None) or getattr(params, "predict_batch_size", None)
         return max(FAIR_SHARE, forward_batch_size(asked, model) if model is not None else 0)
+
+    async def in_parts(self, call: Callable[[Any], Awaitable[Any]], texts: Sequence[Any],
+                       cut: Callable[[Sequence[Any], int, int], Any] = lambda texts, start, stop: texts[start:stop]
+                       ) -> list[Any]:
+        """``call`` (a ``@serve.batch`` method) on ``texts`` ``part_size()`` at a time, each part queued behind what
+        other clients sent meanwhile: the parts' answers in order, a part's exception raised. ``cut``: a part of
+        ``texts`` (one that keeps more than the texts, such as a reranker's titles)."""
+        size, parts = self.part_size(), []
+        for start in range(0, max(len(texts), 1), size):
+            result = await call(cut(texts, start, start + size))
+            if isinstance(result, Exception):
+                raise result
+            parts.append(result)
+        return parts
 
     def record_batch(self, size: int) -> None:
         self.model_calls += 1

@@ -40,13 +40,7 @@ class EmbedderDeployment(HostedOperator):
     async def embed(self, texts: list[str]) -> dict[str, Any]:
         """``{"vectors": float32 (n, dim), "tokens": int}`` for ``texts`` (tokens after truncation), encoded
         ``part_size()`` texts at a time, each part queued behind what other clients sent meanwhile."""
-        texts, parts = list(texts), []
-        size = self.part_size()
-        for start in range(0, max(len(texts), 1), size):
-            result = await self._embed_batch(texts[start:start + size])
-            if isinstance(result, Exception):
-                raise result
-            parts.append(result)
+        parts = await self.in_parts(self._embed_batch, list(texts))
         if len(parts) == 1:
             return parts[0]
         return {"vectors": np.concatenate([part["vectors"] for part in parts]),

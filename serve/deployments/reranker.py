@@ -43,13 +43,7 @@ class RerankerDeployment(HostedOperator):
     async def score(self, query: str, texts: list[str]) -> dict[str, Any]:
         """``{"scores": float64 (n,), "tokens": int | None}``: one score per text, higher is better; ``part_size()``
         texts at a time, each part queued behind what other clients sent meanwhile (as the embedder does)."""
-        texts, parts = sendable_texts(texts), []
-        size = self.part_size()
-        for start in range(0, max(len(texts), 1), size):
-            result = await self._score_batch(str(query), _part(texts, start, start + size))
-            if isinstance(result, Exception):
-                raise result
-            parts.append(result)
+        parts = await self.in_parts(lambda part: self._score_batch(str(query), part), sendable_texts(texts), _part)
         if len(parts) == 1:
             return parts[0]
         tokens = [part["tokens"] for part in parts]
