@@ -12,7 +12,7 @@ const onShow = {
 };
 
 /** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) its name in the URL (#chat) so that a
- * reload or a shared link opens it again. */
+ * reload or a shared link opens it again. It resolves once the tab's data is read (the Tasks tab's list). */
 function showTab(name, {remember = true} = {}) {
   for (const button of document.querySelectorAll('nav [role="tab"]')) {
     const selected = button.dataset.tab === name;
@@ -21,7 +21,7 @@ function showTab(name, {remember = true} = {}) {
   }
   for (const section of document.querySelectorAll("main > section")) section.hidden = section.id !== `tab-${name}`;
   if (remember && window.location.hash !== `#${name}`) window.history.replaceState(null, "", `#${name}`);
-  if (onShow[name]) guarded(onShow[name]);
+  return onShow[name] ? guarded(onShow[name]) : Promise.resolve();
 }
 
 /** The tab the URL names (#tasks), or null. */

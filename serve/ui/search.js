@@ -136,7 +136,8 @@ async function enqueue() {
   const taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)),
     {focus: SEARCH_FOCUS});
   if (taskId) {
-    showTab("tasks");
+    // the list first: a task that ended on its first poll was drawn before its row came, which then said "queued"
+    await showTab("tasks");
     followTask(taskId);
   }
 }
