@@ -40,7 +40,6 @@ function offerOlder(next) {
 const SHORT_ID = 8; // a task id's first characters, as the table shows it (whole in its title and the task's view)
 
 function taskRow(task) {
-  const unfinished = task.status === "queued" || task.status === "running";
   // the whole 32-character id took a narrow window's width: status and cancel were off screen
   const follow = el("button", {type: "button", class: "link", title: task.id, "aria-label": `task ${task.id}`,
     onclick: () => followTask(task.id)}, task.id.slice(0, SHORT_ID));
@@ -50,10 +49,16 @@ function taskRow(task) {
     cell("task", follow), cell("flow", task.flow || ""),
     cell("status", task.status, {class: `state ${task.status}`}),
     cell("steps done", task.steps_done ?? ""), cell("created", when(task.created)),
-    cell("actions", unfinished ? el("button", {type: "button", "aria-label": `cancel task ${task.id}`,
-      onclick: () => cancelTask(task.id)}, "cancel")
-      : el("button", {type: "button", title: "deletes the task, its result and its chats",
-        "aria-label": `delete task ${task.id}`, onclick: () => deleteTask(task.id)}, "delete")));
+    cell("actions", taskAction(task.id, task.status)));
+}
+
+/** A task's button in the list: cancel while it is queued or running, then delete. */
+function taskAction(taskId, status) {
+  return status === "queued" || status === "running"
+    ? el("button", {type: "button", "aria-label": `cancel task ${taskId}`, onclick: () => cancelTask(taskId)},
+      "cancel")
+    : el("button", {type: "button", title: "deletes the task, its result and its chats",
+      "aria-label": `delete task ${taskId}`, onclick: () => deleteTask(taskId)}, "delete");
 }
 
 const pause = () => new Promise((resolve) => setTimeout(resolve, POLL_MS));
@@ -135,8 +140,8 @@ function renderProgress(body) {
     progress.log ? el("details", {}, el("summary", {}, "log"), el("pre", {}, progress.log)) : null));
 }
 
-/** The list's row of the task followed, as its progress says (its status, steps done): the list is read again when
- * the task ends, and until then said "queued" of a task running. */
+/** The list's row of the task followed, as its progress says (its status, steps done, its button): the list is read
+ * again when the task ends, and until then said "queued" of a task running, and "cancel" of one that had ended. */
 function updateTaskRow(body) {
   const row = $("task-table").querySelector(`tr[data-task="${CSS.escape(body.task_id)}"]`);
   if (!row) return;
@@ -144,6 +149,7 @@ function updateTaskRow(body) {
   status.textContent = body.status;
   status.className = `state ${body.status}`;
   row.querySelector('td[data-column="steps done"]').textContent = body.progress.pipeline_progress.split("/")[0];
+  row.querySelector('td[data-column="actions"]').replaceChildren(taskAction(body.task_id, body.status));
 }
 
 async function followTask(taskId) {

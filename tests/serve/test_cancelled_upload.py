@@ -130,6 +130,12 @@ def progress(base: str, task_id: str, until: str, timeout_s: float = 180) -> dic
         time.sleep(0.05)
 
 
+#: An upload whose ingestion lasts seconds on any machine, so that a cancel finds it running (one document ended
+#: before a fast machine's poll saw it run, or before the cancel came).
+ANT_DOCS = [{"id": f"ants-{i}", "title": "Ants", "text": f"ants of colony {i} farm aphids for honeydew"}
+            for i in range(1000)]
+
+
 def cancel_while_ingesting(base: str, docs: list[dict]) -> str:
     """Upload ``docs`` into ``notes`` and cancel the task once its actor runs it (loading the encoder, ingesting)."""
     added = requests.post(f"{base}/v1/indices/notes/documents", json={"documents": docs}, timeout=60)
@@ -152,7 +158,7 @@ def settled(service: Service, task_id: str, timeout_s: float = 60) -> None:
 @pytest.mark.ray
 @pytest.mark.slow
 def test_a_first_upload_cancelled_over_http_leaves_no_index(base, upload_service):
-    task_id = cancel_while_ingesting(base, UPLOAD_DOCS)
+    task_id = cancel_while_ingesting(base, ANT_DOCS)
     settled(upload_service, task_id)
     assert progress(base, task_id, "cancelled")["status"] == "cancelled"
     listed = requests.get(f"{base}/v1/indices", timeout=60).json()["indices"]
@@ -166,7 +172,7 @@ def test_a_first_upload_cancelled_over_http_leaves_no_index(base, upload_service
 def test_an_upload_cancelled_over_http_into_an_index_with_documents_keeps_them(base, upload_service):
     first = requests.post(f"{base}/v1/indices/notes/documents", json={"documents": UPLOAD_DOCS}, timeout=60)
     assert progress(base, first.json()["task_id"], "finished")["status"] == "finished"
-    task_id = cancel_while_ingesting(base, [{"id": "ants", "title": "Ants", "text": "ants farm aphids for honeydew"}])
+    task_id = cancel_while_ingesting(base, ANT_DOCS)
     settled(upload_service, task_id)
     assert upload_service.store.index("notes")["owner"] == "local"
     page = requests.get(f"{base}/v1/indices/notes/documents", timeout=60).json()

@@ -75,8 +75,13 @@ def test_a_killed_replica_is_a_503_with_retry_after_then_serves_again(own_app):
     answers: list[requests.Response] = []
     sender = threading.Thread(target=lambda: answers.append(requests.post(
         f"{own_app}/v1/embeddings", json={"model": MODEL, "input": texts}, timeout=300)))
+    from ray import serve
+
+    replica = serve.get_deployment_handle(MODEL, app_name=APP)
+    calls = replica.info.remote().result()["model_calls"]
     sender.start()
-    time.sleep(1.0)  # the request is on the replica
+    while replica.info.remote().result()["model_calls"] == calls:  # until the request is on the replica (a fixed
+        assert sender.is_alive(), answers                            # second was all of it on a fast machine)
     os.kill(_replica_pid(), signal.SIGKILL)
     sender.join(300)
     (lost,) = answers

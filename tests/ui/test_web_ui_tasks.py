@@ -8,7 +8,8 @@ from collections import Counter
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.ui.browser import QUERY, by_id, conversation_above_the_box, fill_search, follow_enqueued, open_page, wait
+from tests.ui.browser import (QUERY, by_id, click, conversation_above_the_box, fill_search, follow_enqueued, open_page,
+                              wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -135,12 +136,12 @@ def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_a
              and by_id(d, "task-chat-form").get_attribute("data-task") not in tasks, seconds=120)
         tasks.append(by_id(browser, "task-chat-form").get_attribute("data-task"))
     first, second = tasks
-    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{first}"] button.link').click()
+    click(browser, f'//tr[@data-task="{first}"]//button[@class="link"]')  # found again if the list redraws
     wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == first
          and by_id(d, "task-chat-form").is_displayed(), seconds=60)
     by_id(browser, "task-chat-input").send_keys("which insects make honey?")
     by_id(browser, "task-chat-send").click()
-    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{second}"] button.link').click()
+    click(browser, f'//tr[@data-task="{second}"]//button[@class="link"]')
     wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
          and by_id(d, "task-chat-form").is_displayed(), seconds=60)
     assert by_id(browser, "task-chat-send").is_enabled()  # B's Ask is B's
@@ -150,11 +151,11 @@ def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_a
          seconds=300)  # A's answer has come
     assert "which insects make honey?" not in by_id(browser, "task-chat-log").text  # not under B's results
     assert by_id(browser, "task-chat-input").get_attribute("value") == "typed for B"
-    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{first}"] button.link').click()
+    click(browser, f'//tr[@data-task="{first}"]//button[@class="link"]')
     wait(browser, lambda d: "which insects make honey?" in by_id(d, "task-chat-log").text
          and d.find_elements(By.CSS_SELECTOR, "#task-chat-log .answer"), seconds=60)
     assert by_id(browser, "task-chat-input").get_attribute("value") == ""  # asked and answered: no draft left
-    browser.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{second}"] button.link').click()
+    click(browser, f'//tr[@data-task="{second}"]//button[@class="link"]')
     wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
          and by_id(d, "task-chat-form").is_displayed(), seconds=60)
     assert by_id(browser, "task-chat-input").get_attribute("value") == "typed for B"  # B's draft, back with B
