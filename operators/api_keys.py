@@ -47,6 +47,10 @@ def env_keys_problem(environ: Mapping[str, str]) -> str | None:
         return (f"{KEYS_ENV} is set but holds no key ({value!r}): give comma-separated keys, or unset it to run "
                 "without keys on 127.0.0.1")
     if short := [raw for raw in keys if len(raw) < MIN_KEY_CHARS]:  # the error's field names the variable
+        # a key's id owns what it stored (tasks, flows, indices): a new key of its own would leave them behind
+        ids = ", ".join(env_key_id(key_hash(raw)) for raw in short)
         return (f"{len(short)} key(s) shorter than {MIN_KEY_CHARS} characters, which can be guessed: "
-                "use long random keys (tessera keys new, or openssl rand -hex 24)")
+                "use long random keys (tessera keys new, or openssl rand -hex 24). A key's id owns its tasks, flows "
+                f"and indices; to keep those of {ids}, make each new key with its old id (tessera keys new --id "
+                "ID) and serve with the config it prints")
     return None

@@ -51,6 +51,8 @@ def _cmd_flows_list(args: argparse.Namespace) -> int:
         entry = {"name": name, "kind": kind, "path": str(path)}
         try:
             spec = load_recipe(path)[0] if kind == "recipe" else FlowSpec.load(path)  # a recipe: its mining flow
+            if kind == "saved":  # its steps' params checked as a run checks them: one an earlier release took and
+                spec.build()     # this one refuses (a negative fusion weight) was listed as runnable
             entry.update(description=spec.description, steps=[f"{s}: {st.op}" for s, st in spec.steps.items()])
         except TesseraError as err:
             entry.update(description="", steps=[], error=str(err))

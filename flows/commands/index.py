@@ -185,19 +185,24 @@ def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
 def _cmd_info(args: argparse.Namespace) -> int:
     from flows.ingestion.pending import describe as describe_ingestion
     from flows.ingestion.pending import unfinished as unfinished_ingestions
+    from operators.store.layout import stored_format
 
     index = _open(args.path)
     manifest = index.manifest
     damaged = index.check(checksums=not args.no_verify)
     uncommitted = index.uncommitted()
     unfinished = unfinished_ingestions(index.path)
+    on_disk = stored_format(index.path)  # "format" is this release's, an earlier one's upgraded as it was read
     if args.json:
-        print_json({**manifest.model_dump(mode="json"), "path": str(index.path), "counts": index.counts(),
-                    "damaged": damaged, "uncommitted": uncommitted, "unfinished_ingestions": unfinished})
+        print_json({**manifest.model_dump(mode="json"), "stored_format": on_disk, "path": str(index.path),
+                    "counts": index.counts(), "damaged": damaged, "uncommitted": uncommitted,
+                    "unfinished_ingestions": unfinished})
         return _damaged(index, damaged)
     s = manifest.settings
     counts = index.counts()
-    print(f"index {index.path}  (generation {manifest.generation})")
+    upgrade = (f"; format {on_disk} on disk, read as {manifest.format}, which the next write stores"
+               if on_disk != manifest.format else "")
+    print(f"index {index.path}  (generation {manifest.generation}{upgrade})")
     print(f"  dense: {s.dense_type if s.dense else 'no'}" + (f" {s.encoder} dim={s.dim}" if s.dense else "")
           + (f" {s.dense_options}" if s.dense_options else ""))
     print("  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "

@@ -207,6 +207,12 @@ def read_manifest(path: Path) -> Manifest:
     return upgraded(path, raw, manifest)
 
 
+def stored_format(path: Path) -> int:
+    """The format of the index's manifest as stored (``read_manifest`` gives this release's): what an earlier release
+    can still read until the next write."""
+    return _read_json(path / MANIFEST).get("format") or 1
+
+
 def _read_json(path: Path) -> dict:
     try:
         return json.loads(path.read_text(encoding="utf-8"))

@@ -286,6 +286,10 @@ def test_flows_save_list_show_run_delete_round_trip(home, tmp_path, tessera):
     bad.write_text("steps:\n  x: {op: analyze.word_count, params: {nope: 1}}\n")
     assert_one_line_error(tessera("flows", "save", "bad", str(bad), home=home, check=None), "step 'x'")
     assert not (home / "flows" / "bad.yaml").exists()  # nothing invalid is saved
+    # one an earlier release saved, whose params this release refuses, is listed with why (it was listed as runnable)
+    (home / "flows" / "older.yaml").write_text(bad.read_text(encoding="utf-8"), encoding="utf-8")
+    older = next(e for e in json.loads(tessera("flows", "list", "--json", home=home).stdout) if e["name"] == "older")
+    assert "step 'x'" in older["error"] and "nope" in older["error"], older
     assert "deleted" in tessera("flows", "delete", "mine", home=home).stdout
     assert_one_line_error(tessera("flows", "delete", "mine", home=home, check=None), "no saved flow named 'mine'")
     assert_one_line_error(tessera("run", "mine", "-q", "bees", home=home, check=None), "'mine'")

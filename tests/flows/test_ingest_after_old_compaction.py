@@ -94,6 +94,9 @@ def test_an_ingestion_before_an_earlier_release_compacted_is_finished(tmp_path, 
     assert unfinished(index) == []
     info, text = _info(capsys, index)
     assert info["unfinished_ingestions"] == [] and "unfinished" not in text
+    # what is on disk, which an earlier release still reads, beside the format it is read as (it said 2)
+    assert (info["stored_format"], info["format"]) == (1, 2)
+    assert "format 1 on disk, read as 2, which the next write stores" in text
     assert Index.open(index).finished_shards() >= set(ingested)
     assert _manifest(index)["format"] == 1 and "merged_shards" not in _manifest(index)  # reading writes nothing
 
@@ -109,6 +112,8 @@ def test_an_ingestion_before_an_earlier_release_compacted_is_finished(tmp_path, 
     manifest = _manifest(index)  # the first write recorded what the earlier compaction merged
     assert manifest["format"] == 2 and manifest["merged_shards"] == ingested
     assert unfinished(index) == []
+    info, text = _info(capsys, index)
+    assert info["stored_format"] == 2 and "on disk" not in text
 
 
 @pytest.mark.parametrize("written_by", ["earlier release", "release of 2026-11-30"])

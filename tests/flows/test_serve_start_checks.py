@@ -257,6 +257,11 @@ def test_keys_that_are_none_or_short_are_refused(monkeypatch, capsys, value, pro
     said = problem if "short" in problem else f"TESSERA_API_KEYS {problem}"  # the field names it once
     assert f"field 'TESSERA_API_KEYS': {said}" in err
     assert "short-key" not in err  # a key is never printed
+    if "short" in problem:  # a new key of its own would be a new tenant: the message says how to keep the old one's
+        from operators.api_keys import env_key_id, key_hash
+
+        assert f"to keep those of {env_key_id(key_hash(value))}, make each new key with its old id" in err
+        assert "tessera keys new --id ID" in err
 
 
 def test_a_home_other_users_may_read_is_named_when_the_service_has_keys(tmp_path):
