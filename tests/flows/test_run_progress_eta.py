@@ -68,4 +68,6 @@ def test_a_log_gets_a_line_while_one_long_batch_runs(capsys):
     after = capsys.readouterr().err.splitlines()
     assert any(line.startswith("[1/1] summary (summarize.results) running: 0/3 rows in, 0:00:0") and
                line.endswith(" so far") for line in during), during
-    assert after == ["[1/1] summary (summarize.results) done, 3 rows"], after
+    # a running line may still come between reading the log and the step's end, but none after it
+    assert after[-1] == "[1/1] summary (summarize.results) done, 3 rows", after
+    assert all(" running: 0/3 rows in, " in line for line in after[:-1]), after

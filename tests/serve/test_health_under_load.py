@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import threading
-import time
 
 from serve.health import service_readiness
 
@@ -17,17 +16,15 @@ from serve.health import service_readiness
 def test_the_flow_routes_health_checks_answer_while_the_default_threads_are_busy(make_service):
     service = make_service()
 
-    async def checked_while_busy() -> tuple[list[str], float]:
+    async def checked_while_busy() -> list[str]:
         release = threading.Event()
         busy = [asyncio.ensure_future(asyncio.to_thread(release.wait, 60)) for _ in range(40)]  # over any pool's 32
         await asyncio.sleep(0.2)
         try:
-            started = time.monotonic()
-            problems = await asyncio.wait_for(service_readiness(service), 10)
-            return problems, time.monotonic() - started
+            # the busy threads end only once it answered: queued behind them, it would time out
+            return await asyncio.wait_for(service_readiness(service), 10)
         finally:
             release.set()
             await asyncio.gather(*busy)
 
-    problems, seconds = asyncio.run(checked_while_busy())
-    assert problems == [] and seconds < 1.5, (problems, seconds)
+    assert asyncio.run(checked_while_busy()) == []

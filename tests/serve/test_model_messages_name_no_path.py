@@ -44,8 +44,9 @@ def server_paths(home) -> list[str]:
     the installed packages, the working directory, the user's home."""
     from operators.models import resolve_model_path
 
-    return [str(home), str(home.parent), sys.prefix, str(resolve_model_path("all-MiniLM-L6-v2")), os.getcwd(),
-            os.path.expanduser("~")]
+    paths = [str(home), str(home.parent), sys.prefix, str(resolve_model_path("all-MiniLM-L6-v2")), os.getcwd(),
+             os.path.expanduser("~")]
+    return [path for path in paths if path != os.sep]  # a container's HOME=/ is in every path
 
 
 def cases(home) -> list[tuple[dict, str, str, list[str]]]:

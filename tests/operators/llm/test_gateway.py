@@ -114,18 +114,15 @@ def test_an_unset_provider_key_is_auth_and_never_sent(tmp_path, monkeypatch):
     """``openai/...`` without $OPENAI_API_KEY, named as it is or by an alias with an api_base and no api_key_env:
     refused at once as ``auth`` (litellm would retry its "Missing credentials" error, then call it a server error),
     which is what ``tessera models`` and a flow's pre-run check say too."""
-    import time
-
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     models = tmp_path / "models.yaml"
     models.write_text(f"nokey_openai: {{model: openai/smollm2, api_base: 'http://127.0.0.1:{closed_port()}/v1'}}\n")
     monkeypatch.setenv("TESSERA_MODELS", str(models))
-    for model in ("openai/gpt-4o-mini", "nokey_openai"):
-        started = time.perf_counter()
+    for model in ("openai/gpt-4o-mini", "nokey_openai"):  # sent, either would be a connection error (no network)
         with pytest.raises(LLMError) as err:
             complete("hi", model=model)
         assert err.value.kind == "auth" and "needs its key in $OPENAI_API_KEY" in err.value.message
-        assert err.value.seconds == 0 and time.perf_counter() - started < 1.0
+        assert err.value.seconds == 0
 
 
 def test_litellms_missing_credentials_error_is_classed_auth(monkeypatch):
@@ -263,6 +260,8 @@ def test_a_model_of_a_server_of_ones_own_without_its_address_is_refused_before_a
                                          "context": {"op": "generate.context", "inputs": ["bm25"]},
                                          "answer": {"op": "generate.answer", "inputs": ["context"],
                                                     "params": {"model": model}}}})
+
+    import litellm  # noqa: F401  (imported first: its import, seconds in a fresh process, is not the call's time)
 
     for model, named in (("hosted_vllm/foo", "model 'hosted_vllm/foo'"),
                          ("vllm_nowhere", "model 'vllm_nowhere' (hosted_vllm/q)")):

@@ -63,9 +63,9 @@ print("loaded", file=sys.stderr, flush=True)
 """
 
 
-def interrupted_while_loading(tmp_path: Path, *args: str, stdin: str | None = None) -> tuple[list[str], dict, float]:
-    """``tessera ARGS`` sent SIGINT once it imports litellm: its stderr lines (litellm's left out), its report
-    and the seconds from the signal to its exit."""
+def interrupted_while_loading(tmp_path: Path, *args: str, stdin: str | None = None) -> tuple[list[str], dict]:
+    """``tessera ARGS`` sent SIGINT once it imports litellm: its stderr lines (litellm's left out), and its report
+    (``router_built``: whether it waited for litellm's import to end, 15 s on a busy 2-core machine)."""
     env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home"), "COLUMNS": "160"}
     env.pop("TESSERA_DEBUG", None)
     proc = subprocess.Popen([sys.executable, "-c", COMMAND, *args], cwd=REPO, env=env, stdin=subprocess.PIPE,
@@ -82,10 +82,8 @@ def interrupted_while_loading(tmp_path: Path, *args: str, stdin: str | None = No
             if line.strip() == "loading":
                 break
         assert lines[-1:] == ["loading"], lines
-        sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, rest = proc.communicate(timeout=120)
-        seconds = time.monotonic() - sent
     finally:
         stuck.cancel()
         if proc.poll() is None:
@@ -94,24 +92,22 @@ def interrupted_while_loading(tmp_path: Path, *args: str, stdin: str | None = No
     lines += rest.splitlines()
     report = json.loads(lines[-1])
     said = [line for line in lines[:-1] if line.strip() and line != "loading" and "LiteLLM" not in line]
-    return said, report, seconds
+    return said, report
 
 
 def test_ctrl_c_while_litellm_loads_ends_a_run_at_once(tmp_path):
-    said, report, seconds = interrupted_while_loading(tmp_path, "run", "answer_only", "--no-cache", "--quiet",
+    said, report = interrupted_while_loading(tmp_path, "run", "answer_only", "--no-cache", "--quiet",
                                                       "--queries", "What do bees make?")
     assert report == {"status": 130, "router_built": False}  # it did not wait for the load
     assert said == ["tessera: cancelling (Ctrl-C again to abort)",
                     "tessera: cancelled: step 'answer': interrupted (Ctrl-C)"]
-    assert seconds < 5.0  # 15 s on a busy 2-core machine when it waited for the import
 
 
 def test_ctrl_c_while_litellm_loads_ends_a_chat_at_once(tmp_path):
-    said, report, seconds = interrupted_while_loading(tmp_path, "chat", "answer_only", "--no-cache",
+    said, report = interrupted_while_loading(tmp_path, "chat", "answer_only", "--no-cache",
                                                       stdin="What do bees make?\n")
     assert report == {"status": 130, "router_built": False}
     assert said == ["tessera: interrupted"]
-    assert seconds < 5.0
 
 
 @pytest.mark.skipif(not Path("/proc/self/fd/2").exists(), reason="needs /proc to see stderr pointed at /dev/null")

@@ -30,21 +30,20 @@ def test_concurrent_callers_share_one_build():
 
 def test_a_slow_build_does_not_block_other_keys():
     repo = ObjectRepository()
-    release = threading.Event()
+    building, release = threading.Event(), threading.Event()
 
     def slow():
-        release.wait(5)
+        building.set()
+        release.wait(30)
         return "slow"
 
     with ThreadPoolExecutor(2) as pool:
         slow_future = pool.submit(repo.get_or_create, "model", {"path": "/slow"}, slow)
-        time.sleep(0.05)
-        started = time.perf_counter()
+        assert building.wait(30)
         assert repo.get_or_create("model", {"path": "/fast"}, lambda: "fast") == "fast"
-        waited = time.perf_counter() - started
+        assert not slow_future.done(), "a build for another key waited behind the slow one"  # it waits for release
         release.set()
-        assert slow_future.result(5) == "slow"
-    assert waited < 1.0, f"a build for another key waited {waited:.2f} s behind the slow one"
+        assert slow_future.result(30) == "slow"
 
 
 def test_params_order_does_not_matter_and_delete_forgets():
