@@ -228,7 +228,7 @@ class ModelAPI:
     @app.post("/v2/rerank")
     async def rerank_v2(self, body: RerankV2Request) -> dict[str, Any]:
         """Cohere v2 (``cohere.ClientV2().rerank``): ``results`` best first, ``meta`` with billed units."""
-        results, tokens = await self._rank(body, with_documents=False)
+        results, tokens = await self._rank(body, with_documents=body.return_documents)
         meta: dict[str, Any] = {"api_version": {"version": "2"}, "billed_units": {"search_units": 1}}
         if tokens is not None:
             meta["tokens"] = {"input_tokens": tokens, "output_tokens": 0}

@@ -244,6 +244,11 @@ async def opened(events: Any, card: ModelCard) -> Opened:
         raise
     except Exception as err:  # noqa: BLE001  (the model's failure: named, details in the log)
         raise model_failure(card, err) from None
+    from serve.deployments.llm import TOO_LONG
+
+    if first and isinstance(first[0], dict) and TOO_LONG in first[0]:  # the caller's to shorten, as OpenAI says
+        raise ApiError(400, f"model '{card.id}': {first[0][TOO_LONG]}", param="messages",
+                       code="context_length_exceeded")
     return Opened(first, events)
 
 
@@ -316,14 +321,8 @@ async def sse(events: Any, card: ModelCard) -> AsyncIterator[str]:
 
 
 def model_failure(card: ModelCard, err: BaseException) -> ApiError:
-    """What a failed answer is to the caller: messages longer than the model reads are theirs to shorten (a 400
-    saying so, as OpenAI's ``context_length_exceeded``); a lost replica a 503 with Retry-After; anything else a 500
-    naming the model."""
-    from operators.llm.embedded import ContextTooLong
-
-    cause = getattr(err, "cause", None) or err  # a replica's exception reaches the ingress inside Ray's error
-    if isinstance(cause, ContextTooLong):
-        return ApiError(400, f"model '{card.id}': {cause}", param="messages", code="context_length_exceeded")
+    """What a failed answer is to the caller: a lost replica a 503 with Retry-After; anything else a 500 naming the
+    model. (Messages longer than the model reads are no failure: ``opened`` answers them.)"""
     what = f"model '{card.id}' (deployment '{card.deployment}')"
     return errors.unavailable(what, err) or errors.server_error(what, err, code="model_error")
 

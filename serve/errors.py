@@ -150,7 +150,8 @@ def validation_message(errors: list[dict[str, Any]], *, request: bool = False) -
             offset = f" at character {loc[0]}" if loc else ""
             problems.append((["body"], f"not valid JSON ({why}{offset})" if why else "not valid JSON"))
         else:
-            problems.append((loc or ["body"], item.get("msg", "invalid")))
+            # a validator's own ValueError is written for the caller; pydantic puts "Value error, " before it
+            problems.append((loc or ["body"], item.get("msg", "invalid").removeprefix("Value error, ")))
     message = "; ".join(f"{'.'.join(loc)}: {msg}" for loc, msg in problems) or "body: invalid"
     return message, problems[0][0][0] if problems else "body"
 

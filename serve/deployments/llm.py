@@ -30,6 +30,10 @@ from ray import serve
 from serve.settings import LLMDeploymentArgs
 
 log = logging.getLogger("ray.serve")
+#: The one event of an answer whose messages are longer than the model reads (``{TOO_LONG: why}``): the caller's to
+#: shorten, a 400 at the ingress (``serve.chat.opened``). Raised, it was logged here as a failed request, traceback
+#: and all, at every over-long conversation.
+TOO_LONG = "tessera_context_too_long"
 
 
 @serve.deployment(name="llm")
@@ -68,6 +72,8 @@ class LlamaCppDeployment:
 
         A request that Serve cancels (its caller cancelled it, or an HTTP client went away) stops the generation
         at its next token, so the replica's one sequence at a time goes to the next request."""
+        from operators.llm.embedded import ContextTooLong
+
         self.requests += 1
         model, stopped = body.get("model") or self.name, threading.Event()
         try:
@@ -85,6 +91,8 @@ class LlamaCppDeployment:
                     raise event
                 yield event
             yield "data: [DONE]\n\n"
+        except ContextTooLong as err:  # before any token: nothing was sent yet
+            yield {TOO_LONG: str(err)}
         finally:
             stopped.set()
 

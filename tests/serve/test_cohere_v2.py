@@ -42,6 +42,17 @@ def test_the_cohere_v2_client_reranks(serve_app, ce_path, texts):
     assert response.meta.billed_units.search_units == 1 and response.meta.tokens.input_tokens > 0
 
 
+def test_a_v2_rerank_that_asks_for_the_documents_gets_them(serve_app, texts):
+    """litellm's cohere route posts ``return_documents`` to /v2/rerank (Cohere v2 dropped it) and reads each result's
+    document; it was ignored, so litellm's user got none."""
+    body = {"model": "tessera-cross-encoder", "query": QUERY, "documents": texts, "top_n": 2, "return_documents": True}
+    results = requests.post(serve_app + "/v2/rerank", json=body, timeout=60).json()["results"]
+    assert [r["document"] for r in results] == [{"text": texts[r["index"]]} for r in results]
+    plain = requests.post(serve_app + "/v2/rerank", json={**body, "return_documents": False}, timeout=60).json()
+    assert [r["index"] for r in plain["results"]] == [r["index"] for r in results]
+    assert all("document" not in r for r in plain["results"])
+
+
 def test_the_cohere_v1_client_reranks_through_v1_rerank(serve_app, ce_path, texts):
     """``cohere.Client`` (the v1 API) posts to ``/v1/rerank`` with its own fields (``return_documents``...)."""
     import cohere
