@@ -70,8 +70,18 @@ class ApiError(Exception):
         self.extra, self.headers = extra or {}, headers or {}
 
 
-def too_many_tasks(limit: int) -> ApiError:
-    """The 429 of a key that has ``limit`` tasks queued or running (``max_tasks_per_key``)."""
+#: The Retry-After of a service that has ``max_tasks`` tasks queued or running: a search task ends in seconds.
+TASKS_RETRY_AFTER_S = 10
+
+
+def too_many_tasks(limits: Any, why: str = "limit") -> ApiError:
+    """The 429 of a task refused by the task store's insert (``why``): the key has ``max_tasks_per_key`` tasks queued
+    or running (``"limit"``), or the service has ``max_tasks`` of every key's (``"max_tasks"``)."""
+    if why == "max_tasks":
+        return ApiError(429, f"the service has {limits.max_tasks} tasks queued or running, all keys together, the "
+                        f"limit max_tasks={limits.max_tasks}; send it again once one has finished", code="max_tasks",
+                        headers={"Retry-After": str(TASKS_RETRY_AFTER_S)})
+    limit = limits.max_tasks_per_key
     return ApiError(429, f"this key has {limit} tasks queued or running, the limit max_tasks_per_key={limit}; "
                     "wait for one to finish or cancel one", code="max_tasks_per_key")
 

@@ -76,14 +76,14 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
     with service.spares.lend() as lent:
         task_id, why = service.store.create_compact_task(tenant, name, job, COMPACT_STEPS,
                                                          limit=service.limits.max_tasks_per_key,
-                                                         task_id=lent.task_id)
+                                                         total=service.limits.max_tasks, task_id=lent.task_id)
         lent.made = task_id is not None
     if why.startswith("compacting:"):
         running = why.split(":", 1)[1]
         raise ApiError(409, f"index '{name}' is being compacted already (task {running}); wait for it to finish "
                        f"(GET /task/progress/{running})", param="name", code="index_busy")
     if task_id is None:
-        raise indices._refusal(name, why)  # an ingestion into it runs, or the key has too many unfinished tasks
+        raise indices._refusal(name, why)  # an ingestion into it runs, or too many unfinished tasks
     return {"task_id": task_id, "index": name, "owner": row["owner"], "status": "queued",
             "progress": progress_url(task_id)}
 

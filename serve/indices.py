@@ -239,7 +239,7 @@ class Indices:
             with self.service.spares.lend() as lent:
                 task_id, why = self.service.store.create_ingest_task(
                     tenant, name, spec, job, STEPS, task_id=lent.task_id, limit=self.service.limits.max_tasks_per_key,
-                    seen=seen)
+                    total=self.service.limits.max_tasks, seen=seen)
                 lent.made = task_id is not None
             if why == "changed":
                 raise _IndexChanged()
@@ -382,7 +382,7 @@ class Indices:
         if why == "owner":
             return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it",
                             param="name", code="index_not_owned")
-        return too_many_tasks(self.service.limits.max_tasks_per_key)
+        return too_many_tasks(self.service.limits, why)
 
 
 def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:

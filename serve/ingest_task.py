@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from serve.index_owner import born
-from serve.taskstore import TaskStore, WriteThrottle, pending_progress
+from serve.task_rows import WriteThrottle, pending_progress
+from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
 

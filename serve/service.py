@@ -39,7 +39,7 @@ from serve.spare import SpareWorkers
 from serve.placed_status import refuse_failed_placements
 from serve.spec_guard import check_flow
 from serve.step_bounds import check_bounds, check_step_count
-from serve.taskstore import TaskStore
+from serve.taskstore import TaskStore, TasksAtLimit
 
 log = logging.getLogger("tessera.serve")
 
@@ -201,14 +201,15 @@ class Service(FlowResolution):
 
     async def enqueue(self, body: Any, tenant: str) -> str:
         prepared = await asyncio.to_thread(self.prepare, body, tenant)
-        limit = self.limits.max_tasks_per_key
-        with self.spares.lend() as lent:
-            task_id = await asyncio.to_thread(self.store.create_task, tenant, prepared.spec.name,
-                                              prepared.spec.to_dict(), prepared.queries, prepared.steps, limit=limit,
-                                              task_id=lent.task_id)
-            lent.made = task_id is not None
-        if task_id is None:  # counted and refused in the insert itself: concurrent enqueues cannot overshoot
-            raise too_many_tasks(limit)
+        try:
+            with self.spares.lend() as lent:
+                task_id = await asyncio.to_thread(
+                    self.store.create_task, tenant, prepared.spec.name, prepared.spec.to_dict(), prepared.queries,
+                    prepared.steps, limit=self.limits.max_tasks_per_key, total=self.limits.max_tasks,
+                    task_id=lent.task_id)
+                lent.made = True
+        except TasksAtLimit as refused:  # counted and refused in the insert itself: concurrent enqueues cannot pass
+            raise too_many_tasks(self.limits, refused.why) from None
         await self.launch(task_id)
         return task_id
 

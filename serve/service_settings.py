@@ -54,6 +54,9 @@ class Limits(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     max_tasks_per_key: int = Field(4, gt=0, description="Tasks a key may have queued or running at once (429).")
+    max_tasks: int = Field(8, gt=0, description="Tasks the service may have queued or running at once, every key's "
+                           "together (429 with Retry-After): each runs in a Ray worker of its own, and 16 at once on "
+                           "a 24 GB machine met Ray's memory monitor, which killed Serve's controller.")
     max_body_bytes: int = Field(1_000_000, gt=0, description="Largest request body, in bytes (413).")
     max_queries_per_request: int = Field(100, gt=0, description="Most queries one request may send (422).")
     max_query_chars: int = Field(10_000, gt=0, description="Longest query, in characters (422): a search's, a task's, "

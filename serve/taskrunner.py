@@ -40,7 +40,8 @@ from typing import Any
 from operators.errors import one_line
 # alive, stop, release: a task's worker, for the service, ``serve.spare`` and the tests too
 from serve.task_registry import NAMESPACE, alive, assign, forget, handle, new_worker_name, release, stop  # noqa: F401
-from serve.taskstore import TaskStore, WriteThrottle, new_task_id, pending_progress
+from serve.task_rows import WriteThrottle, new_task_id, pending_progress
+from serve.taskstore import TaskStore
 
 log = logging.getLogger("tessera.serve")
 

@@ -22,11 +22,11 @@ import sqlalchemy as sa
 from flows.task_store_check import driver_error, shown_url
 from operators.errors import SpecError
 from serve.server_paths import without_server_paths
+from serve.task_rows import task_row
 from serve.taskstore_db import READ_ONLY, chats, indices, make_engine, metadata, tasks
 
-__all__ = ["FINAL", "PROGRESS_EVERY_S", "UNFINISHED", "TaskStore", "TaskStoreError", "WriteThrottle", "chats",
-           "driver_error", "indices", "make_engine", "metadata", "new_task_id", "pending_progress", "shown_url",
-           "tasks"]
+__all__ = ["FINAL", "UNFINISHED", "TaskStore", "TaskStoreError", "TasksAtLimit", "chats", "driver_error", "indices",
+           "make_engine", "metadata", "shown_url", "tasks"]
 
 UNFINISHED = ("queued", "running")
 FINAL = ("finished", "failed", "cancelled")
@@ -44,6 +44,14 @@ class TaskStoreError(SpecError):
     """The task store cannot be opened or made (``args.service.task_store``): a config error, named in one line."""
 
 
+class TasksAtLimit(Exception):
+    """A task refused by ``create_task``'s limits: ``why`` is ``"limit"`` (its key's) or ``"max_tasks"`` (all's)."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
 class TaskStore:
     """Tasks and chats of every key; reads take the owner, so one key never sees another's rows."""
 
@@ -58,17 +66,21 @@ class TaskStore:
     # -- tasks --------------------------------------------------------------------------
 
     def create_task(self, owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]],
-                    steps: list[str], *, limit: int | None = None, task_id: str | None = None) -> str | None:
-        """A new queued task's id (``task_id`` if given: a spare worker's, ``serve.spare``); None when ``owner``
-        already has ``limit`` unfinished tasks (``_insert_within``)."""
-        row = _task_row(owner, flow, spec, queries, steps,
-                        f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}", task_id)
+                    steps: list[str], *, limit: int | None = None, total: int | None = None,
+                    task_id: str | None = None) -> str:
+        """A new queued task's id (``task_id`` if given: a spare worker's, ``serve.spare``); ``TasksAtLimit`` when
+        ``owner`` already has ``limit`` unfinished tasks or the store ``total`` (``_insert_within``)."""
+        row = task_row(owner, flow, spec, queries, steps,
+                       f"queued: flow '{flow}', {len(queries)} quer{'y' if len(queries) == 1 else 'ies'}", task_id)
         if limit is None:
             with self.engine.begin() as conn:
                 conn.execute(tasks.insert().values(**row))
             return row["id"]
         with self._serializable() as conn:
-            return row["id"] if _insert_within(conn, row, limit) else None
+            why = _insert_within(conn, row, limit, total)
+        if why:
+            raise TasksAtLimit(why)
+        return row["id"]
 
     @contextlib.contextmanager
     def _serializable(self) -> Iterator[Any]:
@@ -214,17 +226,18 @@ class TaskStore:
             return {r["name"]: dict(r) for r in conn.execute(query).mappings()}
 
     def create_ingest_task(self, owner: str, name: str, spec_name: str, job: dict[str, Any], steps: list[str], *,
-                           limit: int, task_id: str | None = None, seen: Any = ANY_ROW) -> tuple[str | None, str]:
+                           limit: int, total: int | None = None, task_id: str | None = None,
+                           seen: Any = ANY_ROW) -> tuple[str | None, str]:
         """A queued ingestion of ``job`` into the index ``name``, made for ``owner`` if it is new: ``(task id,
         "ok")``, or ``(None, why)`` with why ``"owner"`` (another key made it), ``"busy:<task id>"`` (an
         ingestion into it is unfinished), ``"changed"`` (``seen``, the ``created`` of the index's row when the
-        upload was checked, None for no row, is not its row now: it was deleted or made meanwhile) or ``"limit"``
-        (``owner`` has ``limit`` unfinished tasks).
+        upload was checked, None for no row, is not its row now: it was deleted or made meanwhile), ``"limit"``
+        (``owner`` has ``limit`` unfinished tasks) or ``"max_tasks"`` (the store has ``total``).
 
         One serializable transaction, so two uploads into one index never run at once, and an index has one
         owner however many replicas race to make it."""
-        row = _task_row(owner, f"ingest:{name}", job, [], steps,
-                        f"queued: ingest {job['documents']} document(s) into index '{name}'", task_id)
+        row = task_row(owner, f"ingest:{name}", job, [], steps,
+                       f"queued: ingest {job['documents']} document(s) into index '{name}'", task_id)
         with self._serializable() as conn:
             index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
             why = _claim_refused(conn, index, owner)
@@ -232,8 +245,8 @@ class TaskStore:
                 return None, why
             if seen is not ANY_ROW and (index.created if index is not None else None) != seen:
                 return None, "changed"
-            if not _insert_within(conn, row, limit):
-                return None, "limit"
+            if why := _insert_within(conn, row, limit, total):
+                return None, why
             if index is None:
                 conn.execute(indices.insert().values(name=name, owner=owner, spec=spec_name, created=time.time(),
                                                      ingest_task=row["id"]))
@@ -242,12 +255,13 @@ class TaskStore:
         return row["id"], "ok"
 
     def create_compact_task(self, owner: str, name: str, job: dict[str, Any], steps: list[str], *, limit: int,
-                            task_id: str | None = None) -> tuple[str | None, str]:
+                            total: int | None = None, task_id: str | None = None) -> tuple[str | None, str]:
         """A queued compaction of the index ``name`` for ``owner`` (an admin key, not necessarily the index's):
         ``(task id, "ok")``, or ``(None, why)`` with why ``"busy:<task id>"`` (an ingestion into it is unfinished: its
         commit would make the merge redo itself), ``"compacting:<task id>"`` (a compaction of it is unfinished) or
-        ``"limit"``. One serializable transaction, so two compactions of one index never run at once."""
-        row = _task_row(owner, compaction_flow(name), job, [], steps, f"queued: compact index '{name}'", task_id)
+        ``"limit"`` or ``"max_tasks"``, as for an ingestion. One serializable transaction, so two compactions of one
+        index never run at once."""
+        row = task_row(owner, compaction_flow(name), job, [], steps, f"queued: compact index '{name}'", task_id)
         with self._serializable() as conn:
             busy = _ingestion_running(conn, conn.execute(sa.select(indices).where(indices.c.name == name)).first())
             if busy is not None:
@@ -255,8 +269,8 @@ class TaskStore:
             running = _compaction_running(conn, name)
             if running is not None:
                 return None, f"compacting:{running}"
-            if not _insert_within(conn, row, limit):
-                return None, "limit"
+            if why := _insert_within(conn, row, limit, total):
+                return None, why
         return row["id"], "ok"
 
     def forget_index(self, name: str, owner: str, latest: str | None = None,
@@ -302,47 +316,6 @@ class TaskStore:
         return True
 
 
-#: A task's progress is written at most this often (and at every step boundary), by the progress writers.
-PROGRESS_EVERY_S = 0.5
-
-
-class WriteThrottle:
-    """When a progress writer writes to the task store: at most once per ``PROGRESS_EVERY_S``, and whenever ``forced``
-    (a step starts or ends, a log line): the one throttle of the three writers (``serve.taskrunner.ProgressWriter``,
-    ``serve.ingest_task``'s two), so a task's row is not rewritten for every batch or shard."""
-
-    def __init__(self) -> None:
-        self.every_s = PROGRESS_EVERY_S  # read when the writer is made (a test sets it to 0)
-        self.written = 0.0  # ``perf_counter`` of the last write allowed
-
-    def due(self, forced: bool = False) -> bool:
-        """Whether to write now; when it is, the write counts as made now."""
-        now = time.perf_counter()
-        if not forced and now - self.written < self.every_s:
-            return False
-        self.written = now
-        return True
-
-
-def pending_progress(steps: list[str]) -> dict[str, dict[str, Any]]:
-    """Each step's progress before it starts (``step_progress`` of a new task)."""
-    return {s: {"status": "pending", "rows_in": 0, "rows_out": 0, "seconds": 0.0} for s in steps}
-
-
-def new_task_id() -> str:
-    return uuid.uuid4().hex
-
-
-def _task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]], steps: list[str],
-              first_log: str, task_id: str | None) -> dict[str, Any]:
-    now = time.time()
-    return {"id": task_id or new_task_id(), "owner": owner, "status": "queued", "flow": flow, "spec": spec,
-            "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,
-            "steps_done": 0, "rows_done": 0,
-            "step_progress": pending_progress(steps),
-            "log": [first_log], "error": None}  # no result yet: both its columns NULL
-
-
 def _with_result(row: dict[str, Any]) -> dict[str, Any]:
     """A task row as the callers read it: ``result`` from ``result_z`` (compressed, written since), else from the
     JSON ``result`` of a row an earlier version wrote (kept as it was, not rewritten)."""
@@ -381,14 +354,19 @@ def _compaction_running(conn: Any, name: str) -> str | None:
                                                     tasks.c.flow == compaction_flow(name)).limit(1)).scalar()
 
 
-def _insert_within(conn: Any, row: dict[str, Any], limit: int) -> bool:
-    """Insert the task ``row`` unless its owner has ``limit`` unfinished tasks; whether it was inserted.
+def _insert_within(conn: Any, row: dict[str, Any], limit: int, total: int | None = None) -> str | None:
+    """Insert the task ``row`` unless its owner has ``limit`` unfinished tasks (``"limit"``) or the store has ``total``
+    of every key's (``"max_tasks"``); None when it was inserted.
 
-    The count and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
+    The counts and the insert are one statement (``INSERT ... SELECT ... WHERE count < limit``), so two
     concurrent enqueues cannot both pass a check that only one of them may pass: it runs in ``_serializable``."""
-    active = (sa.select(sa.func.count()).select_from(tasks)
-              .where(tasks.c.owner == row["owner"], tasks.c.status.in_(UNFINISHED)).scalar_subquery())
+    unfinished = tasks.c.status.in_(UNFINISHED)
+    mine = sa.select(sa.func.count()).select_from(tasks).where(tasks.c.owner == row["owner"], unfinished)
     values = sa.select(*[sa.literal(value, type_=tasks.c[name].type).label(name) for name, value in row.items()]
-                       ).where(active < limit)
+                       ).where(mine.scalar_subquery() < limit)
+    if total is not None:
+        values = values.where(sa.select(sa.func.count()).select_from(tasks).where(unfinished).scalar_subquery() < total)
     inserted = tasks.insert().from_select(list(row), values).returning(tasks.c.id)
-    return conn.execute(inserted).first() is not None  # (psycopg's rowcount of an INSERT ... SELECT is -1)
+    if conn.execute(inserted).first() is not None:  # (psycopg's rowcount of an INSERT ... SELECT is -1)
+        return None
+    return "limit" if conn.execute(mine).scalar() >= limit else "max_tasks"

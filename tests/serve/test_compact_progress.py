@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from operators.store import Index, IndexSettings
-from serve import ingest_task, taskstore
+from serve import ingest_task, task_rows
 from tests.serve.conftest import WatchedStore
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample" / "corpus.jsonl"
@@ -34,7 +34,7 @@ def index(tmp_path):
 
 
 def test_the_compaction_task_writes_the_chunks_merged_as_each_shard_is(index, tmp_path, monkeypatch):
-    monkeypatch.setattr(taskstore, "PROGRESS_EVERY_S", 0.0)  # every shard's report, not one each half second
+    monkeypatch.setattr(task_rows, "PROGRESS_EVERY_S", 0.0)  # every shard's report, not one each half second
     store = WatchedStore(f"sqlite:///{tmp_path / 'tasks.db'}")
     job = {"index": "notes", "index_path": str(index.path), "owner": "alice"}
     task_id, why = store.create_compact_task("root", "notes", {"compact": job}, ingest_task.COMPACT_STEPS, limit=10)
@@ -57,8 +57,8 @@ def test_the_compaction_task_writes_the_chunks_merged_as_each_shard_is(index, tm
 def test_the_writers_throttle_lets_one_write_per_interval_and_every_forced_one(monkeypatch):
     """``WriteThrottle``, which the three progress writers share: the first write, then none until
     ``PROGRESS_EVERY_S`` has passed, except those forced (a step's start or end, a log line)."""
-    monkeypatch.setattr(taskstore, "PROGRESS_EVERY_S", 60.0)
-    throttle = taskstore.WriteThrottle()
+    monkeypatch.setattr(task_rows, "PROGRESS_EVERY_S", 60.0)
+    throttle = task_rows.WriteThrottle()
     assert throttle.due()
     assert not throttle.due()
     assert throttle.due(forced=True)

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from operators.api_keys import key_hash
 from operators.store import Index
-from serve import index_admin, ingest_task, taskrunner, taskstore
+from serve import index_admin, ingest_task, task_rows, taskrunner
 from serve.errors import ApiError
 from serve.index_reading import live_doc_ids
 from serve.ingest_task import run_ingest
@@ -75,7 +75,7 @@ def test_an_uploads_compaction_is_a_third_step_of_its_task(upload_service, monke
     """While it merges, the task's progress shows ``compact`` running with the chunks merged so far (2 of 3 steps
     done), then done with the chunks merged in (deleted ones included) and the live ones out, as an admin's
     compaction counts them; the upload's own steps and documents stay as they were."""
-    monkeypatch.setattr(taskstore, "PROGRESS_EVERY_S", 0.0)  # every shard's write, not one each half second
+    monkeypatch.setattr(task_rows, "PROGRESS_EVERY_S", 0.0)  # every shard's write, not one each half second
     upload_service.indices.compact_after_shards = 2
     for i in range(2):
         task = ingest(upload_service, "notes", doc(i))

@@ -45,6 +45,11 @@ def test_an_upload_refused_for_a_new_name_leaves_no_folder(upload_service):
     assert sorted(p.name for p in uploads.iterdir()) == [f"slot{i}" for i in range(limit)]
     assert upload_service.store.index("late") is None
 
+    upload_service.limits = upload_service.limits.model_copy(update={"max_tasks": limit})  # every key's together
+    err = refused(upload_service, "other", "bob")
+    assert (err.status, err.code, err.headers) == (429, "max_tasks", {"Retry-After": "10"}), err
+    assert not (uploads / "other").exists() and upload_service.store.index("other") is None
+
 
 def test_a_refused_upload_keeps_a_folder_that_holds_another_upload(upload_service):
     task_id, job = upload(upload_service, "notes", "alice")

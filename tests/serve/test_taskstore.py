@@ -106,23 +106,62 @@ def test_the_per_key_limit_lets_exactly_limit_concurrent_enqueues_in(store_url):
     start, got = threading.Barrier(16), []
 
     def enqueue() -> None:
-        store = TaskStore(url)
         start.wait()
-        got.append(store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3))
+        got.append(created(TaskStore(url), "alice", limit=3))
 
-    threads = [threading.Thread(target=enqueue) for _ in range(16)]
+    race(enqueue, 16)
+    store = TaskStore(url)
+    admitted = [task_id for task_id in got if task_id not in ("limit", "max_tasks")]
+    assert len(got) == 16 and len(admitted) == 3 and got.count("limit") == 13
+    assert sorted(t["id"] for t in store.list_tasks("alice")) == sorted(admitted)
+    assert created(store, "bob", limit=2) != "limit"
+    assert created(store, "bob", limit=2) == "limit"
+    store.finish(admitted[0], "finished")
+    assert created(store, "alice", limit=3) != "limit"
+
+
+def created(store: TaskStore, owner: str, **limits: int) -> str:
+    """A new task's id, or why the store refused it (``TasksAtLimit.why``)."""
+    from serve.taskstore import TasksAtLimit
+
+    try:
+        return store.create_task(owner, "flow", {"steps": {}}, [], ["a"], **limits)
+    except TasksAtLimit as refused:
+        return refused.why
+
+
+def race(target, n: int) -> None:
+    import threading
+
+    threads = [threading.Thread(target=target) for _ in range(n)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    store = TaskStore(url)
-    admitted = [task_id for task_id in got if task_id is not None]
-    assert len(got) == 16 and len(admitted) == 3
-    assert sorted(t["id"] for t in store.list_tasks("alice")) == sorted(admitted)
-    assert store.create_task("bob", "flow", {"steps": {}}, [], ["a"], limit=2) is not None
-    assert store.create_task("bob", "flow", {"steps": {}}, [], ["a"], limit=2) is None
-    store.finish(admitted[0], "finished")
-    assert store.create_task("alice", "flow", {"steps": {}}, [], ["a"], limit=3) is not None
+
+
+def test_racing_enqueues_of_many_keys_never_pass_the_service_wide_limit(store_url):
+    """Sixteen threads of four keys, each key allowed 3 unfinished tasks and the store 5 (``max_tasks``): exactly 5
+    tasks are admitted however the inserts interleave; a refusal says which limit it met."""
+    import threading
+
+    TaskStore(store_url)
+    start, got = threading.Barrier(16), []
+
+    def enqueue(owner: str) -> None:
+        start.wait()
+        got.append((owner, created(TaskStore(store_url), owner, limit=3, total=5)))
+
+    threads = [threading.Thread(target=enqueue, args=(f"key{n % 4}",)) for n in range(16)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    admitted = [(owner, why) for owner, why in got if why not in ("limit", "max_tasks")]
+    assert len(got) == 16 and len(admitted) == 5, got
+    assert TaskStore(store_url).status_counts() == {"queued": 5}
+    assert "max_tasks" in [why for _, why in got]  # no key had 3: the store's limit refused the others
+    assert all(why != "limit" or [o for o, _ in admitted].count(owner) == 3 for owner, why in got)
 
 
 def test_racing_uploads_into_one_new_index_make_one_owner_and_one_ingestion(store_url):
