@@ -101,6 +101,42 @@ function showError(message) {
   const box = $("error");
   box.textContent = message;
   box.hidden = !message;
+  if (!message) { // the field an error named is no longer wrong once the error is gone
+    for (const field of document.querySelectorAll('[aria-invalid="true"]')) {
+      field.removeAttribute("aria-invalid");
+      field.removeAttribute("aria-describedby");
+    }
+  }
+}
+
+/** Says ``text`` to a screen reader, once: what an action ended with (a search's count, a task's state, an answer).
+ * The status lines themselves are not live regions, since some count seconds while work goes on. */
+function announce(text) {
+  const region = $("announcer");
+  region.textContent = "";
+  window.setTimeout(() => { region.textContent = text; }, 50); // the same words twice are announced twice
+}
+
+/** Whether the keyboard's place was lost: the button it was on was switched off, hidden or replaced, which leaves
+ * the focus on the page's body, and the next Tab starts again from the top. */
+const focusLost = () => !document.activeElement || document.activeElement === document.body;
+
+/** Redraws part of the page (``render``) keeping the keyboard's place: a button it replaced gives the focus to its
+ * successor in the same row (the row's ``data-*``): the button of the same label, else the one in the same column
+ * (cancel become delete), else the row's first. */
+function keepingFocus(container, render) {
+  const had = document.activeElement;
+  const inside = had && had !== document.body && container.contains(had);
+  const row = inside ? had.closest("tr") : null;
+  const key = row ? [...row.attributes].find((a) => a.name.startsWith("data-")) : null;
+  const column = inside ? had.closest("td[data-column]")?.dataset.column : undefined;
+  render();
+  if (!inside || had.isConnected || !key) return;
+  const successor = container.querySelector(`tr[${key.name}="${CSS.escape(key.value)}"]`);
+  const buttons = successor ? [...successor.querySelectorAll("button")] : [];
+  const same = buttons.find((b) => b.getAttribute("aria-label") === had.getAttribute("aria-label"))
+    || buttons.find((b) => column !== undefined && b.closest("td[data-column]")?.dataset.column === column);
+  (same || buttons[0])?.focus();
 }
 
 /** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's
@@ -115,7 +151,12 @@ async function guarded(action, {clear = true, focus = null} = {}) {
   } catch (err) {
     if (err instanceof StaleKeyError) return undefined;
     showError(err instanceof ApiError ? err.message : `unexpected: ${err.message}`);
-    if (focus) $((err.param && focus.fields[err.param]) || focus.fallback).focus();
+    const field = focus && err.param && focus.fields[err.param] ? $(focus.fields[err.param]) : null;
+    if (field) { // the field is marked wrong, and the error box read as its description
+      field.setAttribute("aria-invalid", "true");
+      field.setAttribute("aria-describedby", "error");
+    }
+    if (focus) (field || $(focus.fallback)).focus();
     return undefined;
   }
 }

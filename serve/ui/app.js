@@ -183,7 +183,7 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const button of document.querySelectorAll('nav [role="tab"]')) {
     button.addEventListener("click", () => showTab(button.dataset.tab));
   }
-  document.querySelector('nav[role="tablist"]').addEventListener("keydown", moveTab);
+  document.querySelector('[role="tablist"]').addEventListener("keydown", moveTab);
   window.addEventListener("hashchange", () => tabInUrl() && showTab(tabInUrl(), {remember: false}));
   $("search-form").addEventListener("submit", search);
   $("flow").addEventListener("change", () => guarded(describeFlow));

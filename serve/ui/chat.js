@@ -102,6 +102,7 @@ async function sendChat(event) {
     } else {
       conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped,
         cut: reply.cut});
+      announce(`answer: ${reply.text}`); // the log is drawn again at every piece of it: not a live region
     }
     renderChat();
   } finally {
@@ -109,6 +110,7 @@ async function sendChat(event) {
     $("chat-status").textContent = "";
     chatStopper = null;
     setChatBusy(false);
+    if (focusLost()) $("chat-input").focus(); // Send was off, or Stop pressed and gone
   }
 }
 

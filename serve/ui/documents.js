@@ -86,7 +86,7 @@ async function uploadRequests(options, warnings) {
   const text = $("upload-text").value;
   if (text.trim()) {
     const id = $("upload-id").value.trim();
-    if (!id) throw new ApiError("the pasted text needs an id (field: id)");
+    if (!id) throw new ApiError("the pasted text needs an id (field: id)", {param: "id"});
     documents.push({id, title: $("upload-title").value.trim(), text});
   }
   const requests = batches(documents, options).map((batch) => ({route: "documents",
@@ -94,7 +94,7 @@ async function uploadRequests(options, warnings) {
   for (const group of fileGroups(chosen.filter((f) => !JSON_FILE.test(f.name)))) {
     requests.push(filesRequest(group, options));
   }
-  if (!requests.length) throw new ApiError("choose files or paste a text to add");
+  if (!requests.length) throw new ApiError("choose files or paste a text to add", {param: "files"});
   return requests;
 }
 

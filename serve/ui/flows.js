@@ -31,6 +31,7 @@ function changeFlows(action) {
 
 async function afterFlowChange(message) {
   $("flow-status").textContent = message;
+  announce(message);
   const flows = await call("GET", "flows");
   await loadFlowList(flows);
   await loadFlows(flows);
@@ -73,6 +74,7 @@ async function useFlow() {
     if (option.disabled) throw new ApiError(`'${name}' cannot run on this service: ${option.title}`);
     $("flow").value = name;
     showTab("search");
+    $("queries").focus(); // as an index's "search" does: the button pressed is on the hidden tab now
     await describeFlow();
   });
 }

@@ -14,7 +14,7 @@ async function loadIndices() {
     el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
     el("td", {}, ix.shared ? "yes" : "no"),
     el("td", {}, ...indexButtons(ix))));
-  $("index-table").tBodies[0].replaceChildren(...rows);
+  keepingFocus($("index-table"), () => $("index-table").tBodies[0].replaceChildren(...rows));
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
     .map((ix) => el("option", {value: ix.name})));
   const select = $("upload-spec");
@@ -151,6 +151,10 @@ function namingTheReplaceBox(err) {
   throw err;
 }
 
+/** The upload form's field of each ``param`` an error names (the page's checks and the service's). */
+const UPLOAD_FIELDS = {name: "upload-index", index: "upload-index", spec: "upload-spec", files: "upload-files",
+  id: "upload-id", title: "upload-title", text: "upload-text", replace: "upload-replace"};
+
 async function upload(event) {
   event.preventDefault();
   const status = $("upload-status");
@@ -207,14 +211,16 @@ async function upload(event) {
       status.textContent = `added ${added} document(s) to ${name} as ${chunks} passage(s)`
         + (blank.length ? `; no text layer (scans? no OCR is done), not added: ${blank.join(", ")}` : "")
         + (warnings.length ? `. Warnings: ${warnings.join("; ")}` : "");
+      announce(status.textContent);
       // the pasted document's id and title go with its text: kept, the next text pasted was refused as that id
       for (const id of ["upload-files", "upload-text", "upload-id", "upload-title"]) $(id).value = "";
       await afterDocumentsChanged(name);
       return true;
-    });
+    }, {focus: {fields: UPLOAD_FIELDS, fallback: "upload-index"}});
     if (!added) status.textContent = ""; // refused: the error says how far it got, not a stale "sending…"
   } finally {
     $("upload-button").disabled = false;
+    if (focusLost()) $("upload-button").focus(); // it was off while the documents went in
   }
 }
 
@@ -233,6 +239,7 @@ async function deleteDocuments(event) {
     const missing = done.missing.length ? `; not in the index: ${done.missing.join(", ")}` : "";
     $("delete-docs-status").textContent = `deleted ${done.deleted.length} document(s) (${done.chunks} `
       + `passage(s))${missing}`;
+    announce($("delete-docs-status").textContent);
     await afterDocumentsChanged(name);
   }, {focus: {fields: {name: "delete-docs-index", ids: "delete-docs-ids"}, fallback: "delete-docs-ids"}});
 }

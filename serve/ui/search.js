@@ -122,10 +122,13 @@ async function search(event) {
     const count = `${answer.results.length} ${answer.results.length === 1 ? "query" : "queries"}`;
     $("search-status").textContent = `${answer.flow}: ${count} in ${took}`;
     renderResults(answer.results, spec);
+    announce($("search-status").textContent);
   } finally {
     stopTicking();
     searching = false;
     updateSearchButtons();
+    // the Search button was off while it ran: the keyboard goes on from the results' line, not the page's top
+    if (focusLost()) $($("results").childElementCount ? "search-status" : "search-button").focus();
   }
 }
 
@@ -138,6 +141,7 @@ async function enqueue() {
   if (taskId) {
     // the list first: a task that ended on its first poll was drawn before its row came, which then said "queued"
     await showTab("tasks");
+    $("tabbutton-tasks").focus(); // the button pressed is on the hidden tab now
     followTask(taskId);
   }
 }

@@ -12,7 +12,7 @@ async function refreshTasks() {
   const listing = await call("GET", "tasks");
   $("task-counts").textContent = Object.entries(listing.counts).map(([state, n]) => `${n} ${state}`).join(", ")
     || "no tasks yet";
-  $("task-table").tBodies[0].replaceChildren(...listing.tasks.map(taskRow));
+  keepingFocus($("task-table"), () => $("task-table").tBodies[0].replaceChildren(...listing.tasks.map(taskRow)));
   offerOlder(listing.next);
 }
 
@@ -40,9 +40,11 @@ function offerOlder(next) {
 const SHORT_ID = 8; // a task id's first characters, as the table shows it (whole in its title and the task's view)
 
 function taskRow(task) {
-  // the whole 32-character id took a narrow window's width: status and cancel were off screen
-  const follow = el("button", {type: "button", class: "link", title: task.id, "aria-label": `task ${task.id}`,
-    onclick: () => followTask(task.id)}, task.id.slice(0, SHORT_ID));
+  // the whole 32-character id took a narrow window's width: status and cancel were off screen; its name begins
+  // with what it shows, so that one who says "click 2270e390" reaches it
+  const short = task.id.slice(0, SHORT_ID);
+  const follow = el("button", {type: "button", class: "link", title: task.id,
+    "aria-label": `${short}: follow task ${task.id}`, onclick: () => followTask(task.id)}, short);
   // each cell names its column: below 40rem a row is a card (style.css), as a hit is, not a row to scroll sideways
   const cell = (column, content, attrs = {}) => el("td", {...attrs, "data-column": column}, content);
   return el("tr", {"data-task": task.id},
@@ -52,9 +54,11 @@ function taskRow(task) {
     cell("actions", taskAction(task.id, task.status)));
 }
 
+const unfinished = (status) => status === "queued" || status === "running";
+
 /** A task's button in the list: cancel while it is queued or running, then delete. */
 function taskAction(taskId, status) {
-  return status === "queued" || status === "running"
+  return unfinished(status)
     ? el("button", {type: "button", "aria-label": `cancel task ${taskId}`, onclick: () => cancelTask(taskId)},
       "cancel")
     : el("button", {type: "button", title: "deletes the task, its result and its chats",
@@ -129,7 +133,7 @@ function renderProgress(body) {
   const queries = body.result ? taskQueries(body.result) : [];
   $("task-detail").replaceChildren(el("article", {class: "result", "data-task": body.task_id},
     el("h2", {}, `task ${body.task_id}: ${body.status}`),
-    el("progress", {max: 100, value: progress.pipeline_percentage}),
+    el("progress", {max: 100, value: progress.pipeline_percentage, "aria-label": "task progress"}),
     el("span", {class: "status"}, ` ${progress.pipeline_progress} steps`),
     el("ul", {class: "steps"}, ...steps),
     body.error ? el("p", {class: "bad"}, body.error) : null,
@@ -149,15 +153,22 @@ function updateTaskRow(body) {
   status.textContent = body.status;
   status.className = `state ${body.status}`;
   row.querySelector('td[data-column="steps done"]').textContent = body.progress.pipeline_progress.split("/")[0];
-  row.querySelector('td[data-column="actions"]').replaceChildren(taskAction(body.task_id, body.status));
+  const actions = row.querySelector('td[data-column="actions"]');
+  const shown = actions.querySelector("button");
+  // replaced only when cancel becomes delete: a button drawn again at every poll took the keyboard's focus away
+  if (!shown || unfinished(body.status) !== shown.textContent.startsWith("cancel")) {
+    keepingFocus(row.parentNode, () => actions.replaceChildren(taskAction(body.task_id, body.status)));
+  }
 }
 
 async function followTask(taskId) {
   followed = taskId;
   showTaskChat(taskId, false);
+  let said = null;
   const shown = (body) => {
     renderProgress(body);
     updateTaskRow(body);
+    if (body.status !== said) announce(`task ${body.task_id.slice(0, SHORT_ID)}: ${(said = body.status)}`);
   };
   const body = await guarded(() => finished(taskId, shown, () => followed === taskId), {clear: false});
   if (!body) return; // the poll failed (the error is shown), or another task is followed now
@@ -245,10 +256,12 @@ async function askTask(event) {
       if (shownTask() === taskId) $("task-chat-input").value = ""; // not what was typed for another task meanwhile
       else if (taskDrafts.get(taskId) === message) taskDrafts.delete(taskId); // asked: not a draft to come back to
       renderTaskChat(taskId);
+      announce(`answer: ${reply.answer}`);
     }, {focus: {fields: {}, fallback: "task-chat-input"}});
   } finally {
     asking.delete(taskId);
     if (shownTask() === taskId) $("task-chat-send").disabled = false;
+    if (focusLost() && shownTask() === taskId) $("task-chat-input").focus(); // Ask was off while it was written
     renderTaskChat(taskId); // the answered turns: a refused question leaves none
   }
 }

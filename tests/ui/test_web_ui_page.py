@@ -121,7 +121,7 @@ def test_the_tabs_are_a_tab_list_the_url_names_and_the_page_asks_for_nothing_it_
     icon = requests.get(ui_app.url + "/ui/favicon.svg", timeout=30)
     assert icon.status_code == 200 and icon.headers["content-type"].startswith("image/svg+xml")
     assert browser.execute_script("return document.getElementById('api-key').form.id") == "key-form"
-    tabs = browser.find_elements(By.CSS_SELECTOR, 'nav[role="tablist"] [role="tab"]')
+    tabs = browser.find_elements(By.CSS_SELECTOR, 'nav [role="tablist"] [role="tab"]')
     assert [t.get_attribute("aria-selected") for t in tabs] == ["true"] + ["false"] * 5
     tabs[1].click()
     assert [t.get_attribute("aria-selected") for t in tabs] == ["false", "true"] + ["false"] * 4
@@ -142,7 +142,7 @@ def test_the_arrow_keys_home_and_end_move_between_the_tabs_and_stop_at_the_ends(
     names = ["search", "chat", "tasks", "flows", "indices", "models"]
 
     def shown() -> tuple[list[str], str, str]:
-        tabs = browser.find_elements(By.CSS_SELECTOR, 'nav[role="tablist"] [role="tab"]')
+        tabs = browser.find_elements(By.CSS_SELECTOR, 'nav [role="tablist"] [role="tab"]')
         selected = [t.get_attribute("data-tab") for t in tabs if t.get_attribute("aria-selected") == "true"]
         focused = browser.switch_to.active_element.get_attribute("data-tab")
         return selected, focused, urlsplit(browser.current_url).fragment

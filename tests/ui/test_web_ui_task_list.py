@@ -85,6 +85,14 @@ def test_cancel_on_a_running_task_ends_it_cancelled_and_its_work_stops(browser, 
             task_id = heading.removeprefix("task ").removesuffix(": running")
             wait(browser, lambda d: len(slow.times) >= 2, seconds=120)  # the slow step is at work
             row = f'//tr[@data-task="{task_id}"]'
+            # on the keyboard, its cancel button keeps the focus while the task is read again and drawn (the button
+            # was drawn anew at every poll, and the focus fell to the page's body)
+            browser.execute_script("""arguments[0].focus(); window.drawn = 0;
+                new MutationObserver(() => window.drawn++).observe(document.getElementById("task-detail"),
+                                                                   {childList: true});""",
+                                   browser.find_element(By.XPATH, f'{row}//button[text()="cancel"]'))
+            wait(browser, lambda d: d.execute_script("return window.drawn") >= 2)
+            assert browser.switch_to.active_element.get_attribute("aria-label") == f"cancel task {task_id}"
             click(browser, f'{row}//button[text()="cancel"]')
 
             wait(browser, lambda d: d.find_element(By.XPATH, f'{row}/td[@data-column="status"]').text == "cancelled")
