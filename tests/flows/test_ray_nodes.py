@@ -26,10 +26,10 @@ def test_a_dead_node_is_reported_after_the_grace_period_without_progress():
 
 def test_progress_after_a_death_keeps_the_job_going():
     cluster = table(True, True)
-    watch = NodeWatch(2.0, nodes=lambda: cluster, check_s=0)  # progress twice a grace period: a stalled thread
-    cluster = table(True, False)                               # (0.2 s on a loaded machine) cannot pass one
+    watch = NodeWatch(2.0, nodes=lambda: cluster, check_s=0)  # progress 4 times a grace period: a thread stalled
+    cluster = table(True, False)                               # for 0.2 s on a loaded machine cannot pass one
     for _ in range(4):
-        time.sleep(1.0)
+        time.sleep(0.5)
         watch.progress()  # the nodes left took the work over
         assert watch.lost() is None
 

@@ -1,10 +1,14 @@
-"""The focus after a refusal: on the field the error names, else on the box the user typed in. The button pressed is
-switched off while its request runs, and the focus left with it for the page's body: a keyboard user started again
-from the top of the page to reach the field to correct."""
+"""The page by keyboard and for a screen reader. The button pressed is switched off while its request runs, and the
+focus left with it for the page's body: a keyboard user started again from the top of the page. After a refusal the
+focus is on the field the error names (marked invalid and described by the error until the next action), else on the
+box the user typed in; after a search sent from its button, on the results' line, and its outcome is said once, by a
+status region (the status line itself counts seconds while it runs)."""
 
 from __future__ import annotations
 
 import pytest
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from tests.ui.browser import QUERY, by_id, chat_with, error_text, fill_search, open_page, set_text, wait
 
@@ -22,12 +26,15 @@ def test_after_a_refused_search_or_chat_the_focus_is_on_the_field_it_names_else_
     by_id(browser, "search-button").click()
     assert wait(browser, lambda d: error_text(d)).startswith("HTTP 422 (field: index): ")
     assert wait(browser, lambda d: focused(d) == "index")
+    field = by_id(browser, "index")
+    assert (field.get_attribute("aria-invalid"), field.get_attribute("aria-describedby")) == ("true", "error")
     set_text(browser, "index", "")
     try:
         set_text(browser, "api-key", "not-the-key")  # typed, not yet applied: the search sends it, a 401 names no field
         by_id(browser, "search-button").click()
         assert wait(browser, lambda d: error_text(d)).startswith("HTTP 401")
         assert wait(browser, lambda d: focused(d) == "queries")
+        assert field.get_attribute("aria-invalid") is None and field.get_attribute("aria-describedby") is None
     finally:
         open_page(browser, ui_app)
 
@@ -39,3 +46,18 @@ def test_after_a_refused_search_or_chat_the_focus_is_on_the_field_it_names_else_
     assert wait(browser, lambda d: focused(d) == "chat-index")
     assert by_id(browser, "chat-input").get_attribute("value") == QUERY  # the message back in its box
     set_text(browser, "chat-index", "")
+
+
+def test_a_search_by_keyboard_leaves_the_focus_on_its_outcome_and_says_it_once(browser, ui_app):
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "search-button").send_keys(Keys.ENTER)  # Tab to it, Enter
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results article.result") and focused(d))
+    assert focused(browser) == "search-status"
+    by_id(browser, "queries").send_keys(Keys.CONTROL, Keys.ENTER)  # from the box, the keyboard stays in it
+    wait(browser, lambda d: by_id(d, "search-button").is_enabled() and d.find_elements(By.CSS_SELECTOR, "#results h2"))
+    assert focused(browser) == "queries"
+    said = wait(browser, lambda d: by_id(d, "announcer").get_attribute("textContent"))
+    assert said == by_id(browser, "search-status").text and said.startswith("bm25: 1 query in ")
+    assert by_id(browser, "announcer").get_attribute("role") == "status"
+    assert by_id(browser, "search-status").get_attribute("aria-live") is None  # "running bm25… 3 s" is not said
