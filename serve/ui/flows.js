@@ -1,9 +1,13 @@
 "use strict";
 // The Flows tab: every flow the caller may use, one flow's spec to read, change and save, delete or search with.
 
-/** Every flow, a saved one marked, and one the service cannot run said so (why: its title). */
+let flowListing = {builtin: [], saved: [], status: {}}; // GET /flows, as the list shows it
+
+/** Every flow, a saved one marked, and one the service cannot run said so (why: its title, and the status line once
+ * it is opened: a title is out of reach of a keyboard or a finger). */
 async function loadFlowList(flows) {
   flows = flows || await call("GET", "flows");
+  flowListing = flows;
   const off = (name) => whyNotRunnable(flows, name);
   const item = (name, saved) => el("li", {"data-flow": name},
     el("button", {type: "button", class: "link", onclick: () => guarded(() => showFlow(name))}, name),
@@ -16,7 +20,8 @@ async function showFlow(name) {
   const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
   $("flow-name").value = name;
   $("flow-spec").value = JSON.stringify(spec, null, 2);
-  $("flow-status").textContent = "";
+  const why = whyNotRunnable(flowListing, name);
+  $("flow-status").textContent = why ? `cannot run here: ${why}` : "";
   // the editor in view: a narrow window puts it under the whole list, a long list's last flows under its top
   $("flow-form").scrollIntoView({block: "nearest"});
 }

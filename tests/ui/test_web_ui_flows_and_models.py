@@ -32,9 +32,12 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
     assert flow_marks(browser) == {n: [n + (" saved" if n in listed["saved"] else "") +
                                        (" cannot run here" if n in off else ""), off.get(n)]
                                    for n in listed["builtin"] + listed["saved"]}
+    click(browser, '//ul[@id="flow-list"]//button[text()="rag_gold"]')  # opened, it says why where all can read it
+    wait(browser, lambda d: by_id(d, "flow-status").text == f"cannot run here: {off['rag_gold']}")
     click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
-    wait(browser, lambda d: by_id(d, "flow-spec").get_attribute("value"))
+    wait(browser, lambda d: '"retrieve.bm25"' in by_id(d, "flow-spec").get_attribute("value"))
     assert json.loads(by_id(browser, "flow-spec").get_attribute("value")) == ui_app.api("GET", "/flows/bm25").json()
+    assert by_id(browser, "flow-status").text == ""
 
     name = "ui_" + secrets.token_hex(4)
     spec = json.loads(by_id(browser, "flow-spec").get_attribute("value"))
