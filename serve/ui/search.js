@@ -127,8 +127,11 @@ async function search(event) {
     stopTicking();
     searching = false;
     updateSearchButtons();
-    // the Search button was off while it ran: the keyboard goes on from the results' line, not the page's top
-    if (focusLost()) $($("results").childElementCount ? "search-status" : "search-button").focus();
+    // the Search button was off while it ran, which dropped the focus (some browsers keep it on the button): the
+    // keyboard goes on from the results' line, not the page's top
+    if (focusLost() || document.activeElement === $("search-button")) {
+      $($("results").childElementCount ? "search-status" : "search-button").focus();
+    }
   }
 }
 
