@@ -52,16 +52,16 @@ def counted(counts: Counter, key: str, function):
 
 
 def cache_models_files() -> None:
-    """``operators.llm.aliases._read`` once per version of a file: what the proposed change would do."""
+    """``operators.llm.aliases.read_models_file`` once per version of a file: what the proposed change would do."""
     aliases = importlib.import_module("operators.llm.aliases")
     read = functools.lru_cache(maxsize=16)(lambda path, version: aliases._read_uncached(path))
-    aliases._read_uncached = aliases._read
+    aliases._read_uncached = aliases.read_models_file
 
     def cached(path: Path):
         stat = path.stat()
         return dict(read(path, (stat.st_mtime_ns, stat.st_size, stat.st_ino)))  # a copy: aliases() updates it
 
-    aliases._read = cached
+    aliases.read_models_file = cached
 
 
 def instrument(counts: Counter, store) -> None:
@@ -72,7 +72,7 @@ def instrument(counts: Counter, store) -> None:
 
     aliases, unicode = importlib.import_module("operators.llm.aliases"), importlib.import_module("operators.unicode")
     FlowSpec.build = counted(counts, "spec builds", FlowSpec.build)
-    reader = "_read_uncached" if hasattr(aliases, "_read_uncached") else "_read"  # files read, not cache hits
+    reader = "_read_uncached" if hasattr(aliases, "_read_uncached") else "read_models_file"  # calls, not cache hits
     setattr(aliases, reader, counted(counts, "models-file reads", getattr(aliases, reader)))
     walk = unicode.first_broken_text
     wrapped = counted(counts, "surrogate walks", walk)

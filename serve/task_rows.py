@@ -41,7 +41,7 @@ def new_task_id() -> str:
 
 
 def task_row(owner: str, flow: str, spec: dict[str, Any], queries: list[dict[str, str]], steps: list[str],
-              first_log: str, task_id: str | None) -> dict[str, Any]:
+             first_log: str, task_id: str | None) -> dict[str, Any]:
     now = time.time()
     return {"id": task_id or new_task_id(), "owner": owner, "status": "queued", "flow": flow, "spec": spec,
             "queries": queries, "steps": steps, "created": now, "updated": now, "current_step": None,

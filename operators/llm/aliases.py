@@ -67,14 +67,10 @@ def user_file() -> Path | None:
 
 
 def read_models_file(path: Path) -> dict[str, ModelAlias]:
-    """The aliases of the models file at ``path``, checked as a run reads it (``ModelConfigError``): what ``tessera
-    serve`` asks before Serve starts, so a replica does not find it out."""
-    return _read(path)
-
-
-def _read(path: Path) -> dict[str, ModelAlias]:
-    """The aliases of one models file, parsed once per version of it (a service request asks for them once per
-    model a step names: 85 % of preparing a search was reading these files again). A copy: callers update it."""
+    """The aliases of one models file, checked as a run reads them (``ModelConfigError``; ``tessera serve`` asks
+    before Serve starts, so a replica does not find it out), parsed once per version of it (a service request asks for
+    them once per model a step names: 85 % of preparing a search was reading these files again). A copy: callers
+    update it."""
     try:
         stat = path.stat()
     except OSError as err:
@@ -156,23 +152,23 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
 
 def aliases() -> dict[str, ModelAlias]:
     """Every alias: the packaged ones, then the user's file over them."""
-    found = _read(PACKAGED_FILE)
+    found = read_models_file(PACKAGED_FILE)
     user = user_file()
     if user is not None:
         if not user.is_file():
             named = "$TESSERA_MODELS names" if os.environ.get("TESSERA_MODELS", "").strip() else \
                 "$TESSERA_HOME/models.yaml is"
             raise ModelConfigError(f"{named} {user}, which is not a file")
-        found.update(_read(user))
+        found.update(read_models_file(user))
     return found
 
 
 def alias_sources() -> dict[str, str]:
     """Which file each alias comes from (for ``tessera models``)."""
-    sources = {name: "packaged" for name in _read(PACKAGED_FILE)}
+    sources = {name: "packaged" for name in read_models_file(PACKAGED_FILE)}
     user = user_file()
     if user is not None and user.is_file():
-        sources.update({name: str(user) for name in _read(user)})
+        sources.update({name: str(user) for name in read_models_file(user)})
     return sources
 
 

@@ -168,7 +168,10 @@ async function followTask(taskId) {
   const shown = (body) => {
     renderProgress(body);
     updateTaskRow(body);
-    if (body.status !== said) announce(`task ${body.task_id.slice(0, SHORT_ID)}: ${(said = body.status)}`);
+    if (body.status !== said) { // said once a state, not at every poll
+      said = body.status;
+      announce(`task ${body.task_id.slice(0, SHORT_ID)}: ${said}`);
+    }
   };
   const body = await guarded(() => finished(taskId, shown, () => followed === taskId), {clear: false});
   if (!body) return; // the poll failed (the error is shown), or another task is followed now
