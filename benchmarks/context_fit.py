@@ -96,7 +96,7 @@ def smollm2():
     from llama_cpp import Llama
     from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
-    from operators.llm.embedded import gguf_path
+    from operators.llm.embedded_model import gguf_path
 
     llama = Llama(model_path=str(gguf_path("smollm2-135m-instruct")), vocab_only=True, verbose=False)
     template = Jinja2ChatFormatter(llama.metadata["tokenizer.chat_template"], eos_token="<|im_end|>",
@@ -134,7 +134,7 @@ def main() -> None:
     parser.add_argument("--budget", type=int, default=256, help="max_context_length (the rag flow's: 256)")
     args = parser.parse_args()
 
-    from operators.llm.embedded import CONTEXT_TOKENS
+    from operators.llm.embedded_model import CONTEXT_TOKENS
     from operators.registry import create
     from operators.tables import in_rank_order, qid_groups
 

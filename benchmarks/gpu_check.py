@@ -285,7 +285,7 @@ def cpu_engine(prompt_tokens: int, new_tokens: int, prompts: int) -> dict:
     CPU side of the generation figure, measured here (llama.cpp is not on the GPU image)."""
     import random
 
-    from operators.llm.embedded import load
+    from operators.llm.embedded_model import load
 
     llama, lock = load("smollm2-135m-instruct")
     rng = random.Random(0)

@@ -60,7 +60,7 @@ def main() -> None:
 def tokens_per_second(prompts: list[str], max_tokens: int) -> None:
     """Part 1: direct llama.cpp vs the gateway vs an LLMStep, interleaved per prompt."""
     from operators.llm import LLMStep, complete
-    from operators.llm.embedded import load
+    from operators.llm.embedded_model import load
 
     class Probe(LLMStep):
         name = "bench.llm_probe"

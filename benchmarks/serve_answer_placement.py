@@ -41,7 +41,7 @@ def main() -> None:
     import yaml
 
     from flows.spec import FlowSpec
-    from operators.llm.embedded import gguf_path
+    from operators.llm.embedded_model import gguf_path
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=12, help="timed chats per flow, one at a time")

@@ -161,7 +161,7 @@ def serves(alias: ModelAlias, engine: str, model: str) -> bool:
         return alias.model_source is not None and alias.model_source == model
     if engine != "llama_cpp" or not alias.embedded:
         return False
-    from operators.llm.embedded import gguf_path
+    from operators.llm.embedded_model import gguf_path
     from operators.models.references import ModelNotFoundError
 
     try:

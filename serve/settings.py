@@ -121,7 +121,7 @@ class LLMDeploymentArgs(BaseModel):
         without it the model's own length, which the engine reads from the model (None: not known here)."""
         if self.engine == "vllm":
             return self.engine_kwargs.get("max_model_len")
-        from operators.llm.embedded import CONTEXT_TOKENS
+        from operators.llm.embedded_model import CONTEXT_TOKENS
 
         return CONTEXT_TOKENS
 

@@ -189,7 +189,7 @@ def check_env(name: str | None, field: str) -> None:
 
 def check_llm(model: str, field: str) -> None:
     from operators.llm.aliases import EMBEDDED_PROVIDER, aliases
-    from operators.llm.embedded import PACKAGED
+    from operators.llm.embedded_model import PACKAGED
 
     known = aliases()
     if model in known or model.removeprefix(EMBEDDED_PROVIDER + "/") in PACKAGED:

@@ -335,7 +335,7 @@ def check_carried(env_vars) -> None:
     from flows.executors.ray_nodes import node_loss_grace_s
     from flows.placement import call_timeout_s
     from operators._outbound_policy import ALLOW_ENV, OutboundPolicy, OutboundURLError
-    from operators.llm.embedded import threads_setting
+    from operators.llm.embedded_model import threads_setting
     from operators.models.onnx_query_encoder import FastPathUnavailable, query_encoder_mode
 
     threads_setting(env_vars)

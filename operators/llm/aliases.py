@@ -219,7 +219,7 @@ def _embedded_problem(model: str, name: str) -> str | None:
     """Why ``name`` names no embedded model (a misspelt packaged name: ``smollm3``), or None. Read from the name
     alone: whether a .gguf file is there is the pre-run model check's (``missing_file``), so that a
     request to the service cannot learn which files exist on it from a spec's validation."""
-    from operators.llm.embedded import PACKAGED, gguf_path
+    from operators.llm.embedded_model import PACKAGED, gguf_path
     from operators.models.references import ModelNotFoundError
 
     if name in PACKAGED or name.endswith(".gguf"):

@@ -120,7 +120,7 @@ def complete(prompt: Prompt, *, model: str = "local", system: str | None = None,
         kwargs["api_key"] = os.environ[alias.api_key_env]
     router = _router(alias)  # outside the try: a broken setup is a bug to raise, not a model failure
     if alias.embedded:
-        from operators.llm.embedded import preload
+        from operators.llm.embedded_model import preload
 
         preload(alias.model)
     checkpoint()  # a cancel while the model loaded

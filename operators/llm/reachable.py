@@ -44,7 +44,7 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
     on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
     named by ``api_base`` answers."""
     if alias.embedded:
-        from operators.llm.embedded import gguf_path, llama_cpp_installed
+        from operators.llm.embedded_model import gguf_path, llama_cpp_installed
         from operators.models.references import ModelNotFoundError
 
         try:

@@ -191,7 +191,7 @@ def check_before_run(op: Operator, step: str) -> None:
     if (problem := no_server(op.params.model)) is not None:
         raise SpecError(problem, step=step, field=f"steps.{step}.params.model")
     if resolve(op.params.model).embedded:
-        from operators.llm.embedded import threads_setting
+        from operators.llm.embedded_model import threads_setting
 
         threads_setting()
 

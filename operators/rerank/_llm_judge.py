@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 from pydantic import Field
 
-from operators.llm.embedded import CONTEXT_TOKENS
+from operators.llm.embedded_model import CONTEXT_TOKENS
 from operators.llm.aliases import resolve
 from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason

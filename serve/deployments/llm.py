@@ -41,7 +41,7 @@ class LlamaCppDeployment:
     """A GGUF model (the embedded SmolLM2 by default) on llama.cpp, one sequence at a time per replica."""
 
     def __init__(self, name: str, model: str, threads: int) -> None:
-        from operators.llm.embedded import load
+        from operators.llm.embedded_model import load
 
         self.name, self.model = name, model
         self.llama, self.lock = load(model, threads=threads)
@@ -201,7 +201,7 @@ def engine_problem(llm: LLMDeploymentArgs) -> tuple[str, str] | None:
             why = "the vllm engine needs vLLM, which is not installed here: pip install 'tessera[gpu]' (GPU nodes)"
             return why, why
         return None
-    from operators.llm.embedded import gguf_path, llama_cpp_installed
+    from operators.llm.embedded_model import gguf_path, llama_cpp_installed
     from operators.models.references import ModelNotFoundError
 
     try:

@@ -24,7 +24,7 @@ DRIVER = """
 import json, os, signal, sys, threading, time
 from flows.commands import main
 from operators.llm import complete
-from operators.llm.embedded import load
+from operators.llm.embedded_model import load
 
 complete("hi", model="local", max_tokens=1)
 llama, _ = load("smollm2-135m-instruct")

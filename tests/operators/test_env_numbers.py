@@ -57,7 +57,7 @@ def test_tessera_serve_refuses_a_setting_its_replicas_would_fail_on(monkeypatch,
 
 def test_the_node_watch_and_the_embedded_models_threads_read_their_variables(monkeypatch):
     from flows.executors.ray_nodes import NodeWatch
-    from operators.llm.embedded import load
+    from operators.llm.embedded_model import load
 
     monkeypatch.setenv("TESSERA_NODE_LOSS_GRACE_S", "45")
     assert NodeWatch(nodes=list).grace_s == 45.0

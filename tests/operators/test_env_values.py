@@ -11,7 +11,7 @@ import pytest
 from operators.env_numbers import env_columns, env_count
 from operators.errors import SettingError
 from operators.home import tessera_home
-from operators.llm.embedded import threads_setting
+from operators.llm.embedded_model import threads_setting
 from operators.outbound import MODE_ENV, OutboundPolicy, OutboundURLError, check_url, use_local_policy_unless_set
 
 

@@ -14,7 +14,7 @@ import pytest
 import requests
 from fastapi import FastAPI
 
-from operators.llm.embedded import CONTEXT_TOKENS
+from operators.llm.embedded_model import CONTEXT_TOKENS
 from serve import chat, cohere_chat, errors
 from serve.app import ServeConfigError, llm_card, parse_args
 from serve.schemas import ModelCard

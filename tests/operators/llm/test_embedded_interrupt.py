@@ -18,7 +18,7 @@ import pytest
 from operators.errors import FlowCancelled
 from operators.interrupt import interruptible
 from operators.llm import LLMError, complete
-from operators.llm.embedded import load
+from operators.llm.embedded_model import load
 
 pytestmark = pytest.mark.slow  # loads the embedded model and evaluates long prompts
 

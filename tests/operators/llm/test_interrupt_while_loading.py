@@ -48,7 +48,7 @@ sys.exit(status)
 #: The embedded model loaded with a SIGINT handler that prints, the signal sent while stderr is /dev/null.
 LOAD = """
 import os, signal, sys, threading, time
-from operators.llm.embedded import load
+from operators.llm.embedded_model import load
 
 signal.signal(signal.SIGINT, lambda signum, frame: print("handled", file=sys.stderr, flush=True))
 

@@ -30,8 +30,10 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
 ])
 def test_a_misbehaving_server_is_an_error_that_says_what_it_did(fault_models, scenario, streamed, kind, says):
     pieces: list[str] = []
+    # the short timeout for the slow server only: on loaded cores a reset came after 0.5 s and was a timeout
+    timeout = 0.5 if scenario == "slow" else 30
     with pytest.raises(LLMError) as err:
-        complete(QUESTION, model=f"fault-{scenario}", max_tokens=64, timeout=0.5, num_retries=0,
+        complete(QUESTION, model=f"fault-{scenario}", max_tokens=64, timeout=timeout, num_retries=0,
                  on_text=pieces.append if streamed else None)
     message = err.value.message
     assert err.value.kind == kind and message.endswith(says), message

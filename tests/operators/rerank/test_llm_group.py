@@ -87,7 +87,7 @@ def test_the_embedded_model_judges_real_groups():
 
 def test_max_chars_says_the_embedded_models_real_window():
     """It said 2,048 tokens while the embedded model's window is 4,096 (docs/llm.md)."""
-    from operators.llm.embedded import CONTEXT_TOKENS
+    from operators.llm.embedded_model import CONTEXT_TOKENS
     from operators.rerank._llm_judge import JudgeParams
 
     assert CONTEXT_TOKENS == 4096
