@@ -328,6 +328,6 @@ def _parse(raw: bytes, text_field: str, title_field: str = "title",
         return None, f"not valid JSON ({err})"
     if not isinstance(record, dict):
         return None, f"a JSON {type(record).__name__}, not an object"
-    if (problem := record_problem(record, text_field, title_field)) is not None:  # no text field, or nothing in it
+    if (problem := record_problem(record, text_field, title_field, raw)) is not None:  # no text field, or nothing in it
         return None, problem
     return record, None

@@ -32,6 +32,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
 )
 from operators.sources.encoding import line_decoder, undecodable
 from operators.sources.paths import is_gzip
+from operators.unicode import first_broken_text
 
 logger = logging.getLogger("operators.sources")
 
@@ -180,7 +181,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
                 first = offset in (0, -1) and index == 0 and isinstance(record, list)
                 errors.bad(offset, index, JSON_ARRAY if first else f"a JSON {type(record).__name__}, not an object")
                 continue
-            if required is not None and (problem := record_problem(record, required, title_field)) is not None:
+            if required is not None and (problem := record_problem(record, required, title_field, raw)) is not None:
                 errors.bad(offset, index, problem)
                 continue
             yield record
@@ -189,14 +190,18 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
 
 
 
-def record_problem(record: dict, text_field: str, title_field: str = "title") -> str | None:
+def record_problem(record: dict, text_field: str, title_field: str = "title", raw: bytes | None = None) -> str | None:
     """Why a JSON object is not a document (no text field, or neither a text nor a title: a title alone is a
-    document, as in TREC-COVID's corpus), or None."""
+    document, as in TREC-COVID's corpus; or a string JSON holds and UTF-8 cannot, a lone surrogate, which would
+    fail the whole batch's table), or None. ``raw``: the line it was read from, whose escapes say whether a
+    surrogate can be in it at all (the walk over the record is only made then)."""
     if text_field not in record:
         return f"no field '{text_field}' (fields: {sorted(record)})"
     if blank(record[text_field]) and blank(record.get(title_field)):
         return (f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'}, "
                 "and there is no title)")
+    if (raw is None or b"\\ud" in raw or b"\\uD" in raw) and (broken := first_broken_text(record)) is not None:
+        return f"field '{broken[0]}' {broken[1]}"
     return None
 
 

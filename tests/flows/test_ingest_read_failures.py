@@ -202,3 +202,21 @@ def test_a_file_whose_name_is_not_utf8_is_a_failure_saying_so_and_the_folder_is_
     (tmp_path / "idx" / "failures.jsonl").read_bytes().decode("utf-8")  # the ledger stays UTF-8
     os.rename(folder / name, folder / "cafe.txt")  # renamed as it says: the retry reads it from its old name, gone
     assert _ingest(folder, tmp_path / "idx").shards_written == 1 and "cafe.txt" in _live(tmp_path / "idx")
+
+
+def test_a_lone_surrogate_in_a_jsonl_line_is_a_failure_of_that_line_and_the_rest_is_ingested(tmp_path):
+    """JSON may escape a lone surrogate ("\\ud800"), which UTF-8 and Arrow cannot hold: before, one such line in the
+    corpus ended the whole ingest with an internal UnicodeEncodeError, and no document was stored."""
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"_id": "ok", "text": "fine doc"}\n'
+                      '{"_id": "s", "text": "lone \\ud800 surrogate"}\n'
+                      '{"_id": "pair", "text": "a pair \\ud83d\\ude00 is an emoji"}\n'
+                      '{"_id": "t", "title": "\\udc00", "text": "bad title"}\n'
+                      '{"_id": "m", "text": "bad metadata", "meta": {"tags": ["\\uDBFF"]}}\n', encoding="utf-8")
+    report = _ingest(source, tmp_path / "idx")
+    assert report.docs == 2 and _live(tmp_path / "idx") == ["ok", "pair"]
+    failures = _open(tmp_path / "idx")
+    assert failures == {
+        "docs.jsonl:2": "field 'text' holds a lone surrogate (\\ud800) at character 5, which is not text",
+        "docs.jsonl:4": "field 'title' holds a lone surrogate (\\udc00) at character 0, which is not text",
+        "docs.jsonl:5": "field 'meta.tags.0' holds a lone surrogate (\\udbff) at character 0, which is not text"}

@@ -114,6 +114,16 @@ def test_skip_mode_skips_and_logs_the_count(tmp_path, caplog):
     assert "skipped 3 unreadable line(s)" in caplog.text and "lines 2, 3, 4" in caplog.text
 
 
+def test_a_lone_surrogate_is_a_bad_line_naming_its_field(tmp_path):
+    """Arrow cannot hold it: the batch's table failed with a UnicodeEncodeError that named no line."""
+    path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": "x"}],
+                       raw_lines=['{"_id": "b\\ud83d", "text": "y"}\n', '{"_id": "c", "text": "\\ud83d\\ude00"}\n'])
+    with pytest.raises(SourceError, match=r"line 2: field '_id' holds a lone surrogate \(\\ud83d\) at character 1"):
+        create("sources.jsonl", {"path": str(path)})(pa.table({}))
+    out = create("sources.jsonl", {"path": str(path), "on_error": "skip"})(pa.table({}))
+    assert out.column("docno").to_pylist() == ["a", "c"] and out.column("text").to_pylist() == ["x", "\U0001F600"]
+
+
 def test_missing_text_field_is_an_error_not_a_silent_drop(tmp_path):
     path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "body": "x"}])
     with pytest.raises(SourceError, match=r"line 1: no field 'text'.*'body'"):
