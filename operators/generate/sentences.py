@@ -32,8 +32,11 @@ def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tup
     if len(sentences) < 2 or not query.strip():  # nothing to score: from the first
         return list(enumerate(sentences))[:keep]
     tokenize = query_tokenizer("en", "english")
+    tokens = tokenize(sentences)
+    if not any(tokens):  # only punctuation, numbers' signs, stopwords: bm25s cannot index an empty vocabulary
+        return list(enumerate(sentences))[:keep]
     index = bm25s.BM25()
-    index.index(tokenize(sentences), show_progress=False)
+    index.index(tokens, show_progress=False)
     words = [w for w in tokenize([query])[0] if w in index.vocab_dict]
     scores = index.get_scores(words) if words else np.zeros(len(sentences))
     chosen = sorted(range(len(sentences)), key=lambda i: (-float(scores[i]), i))[:keep]

@@ -53,3 +53,16 @@ def test_a_misspelt_model_alias_is_refused_as_the_answer_step_refuses_it():
     with pytest.raises(ParamsError) as err:
         create("generate.context", {"model": "locl"}, step_id="context")
     assert err.value.field == "params.model" and "did you mean 'local'" in str(err.value)
+
+
+def test_a_passage_of_punctuation_alone_keeps_its_opening_and_the_others_their_best_sentences():
+    """bm25s cannot index sentences that have no token: one such passage among the best five failed the whole run
+    (`max() arg is an empty sequence`), for every query it was in."""
+    table = sample_results(1, 3)
+    texts = table.column("text").to_pylist()
+    texts[1] = "!!! ??? ... ,,, --- ;;; ::: . The. And of!"
+    table = table.set_column(table.column_names.index("text"), "text", pa.array(texts))
+    out = create("generate.context", {"sentences": 1, "max_context_length": 400})(table)
+    context = out.column("context")[0].as_py()
+    block = context.split("[Document 2]")[1].split("[Document 3]")[0]
+    assert "!!! ???" in block and "[Document 3]" in context
