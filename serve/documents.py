@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from operators import metadata_columns
 from operators.errors import SourceError
@@ -38,6 +38,20 @@ class Document(BaseModel):
     metadata: dict[str, str | int | float | bool] = Field(
         default_factory=dict, description="Extra doc-store columns (what metadata filters read), e.g. "
         "`{\"source\": \"handbook.pdf\", \"year\": 2024}`.")
+
+    @field_validator("id")
+    @classmethod
+    def _id_has_text(cls, doc_id: str) -> str:
+        if not doc_id.strip():  # ingestion reads a blank id as none and gives a content id the client never sent
+            raise ValueError("the id is blank: give each document an id with a character that is not a space")
+        return doc_id
+
+    @field_validator("text")
+    @classmethod
+    def _text_or_title(cls, text: str, info: ValidationInfo) -> str:
+        if not text.strip() and not str(info.data.get("title") or "").strip():  # ingestion would leave it out
+            raise ValueError("the text is blank and there is no title: there is nothing to index")
+        return text
 
     @field_validator("metadata")
     @classmethod

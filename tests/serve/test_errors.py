@@ -54,6 +54,26 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
     assert problem["loc"][0] == field and "lone surrogate" in problem["msg"]
 
 
+@pytest.mark.parametrize("document, field, says", [
+    ({"id": "   ", "text": "x"}, "id", "the id is blank"),
+    ({"id": "\t", "text": "x"}, "id", "the id is blank"),
+    ({"id": "a", "text": " \n "}, "text", "the text is blank and there is no title"),
+])
+def test_an_uploaded_document_with_a_blank_id_or_nothing_to_index_is_refused_naming_the_field(document, field, says):
+    """A blank id was accepted, then stored under a content id the client never sent (and a second upload of the
+    same body failed on that id); a blank text without a title was accepted and left out by ingestion."""
+    from pydantic import ValidationError
+
+    from serve.documents import DocumentsRequest
+
+    with pytest.raises(ValidationError) as err:
+        DocumentsRequest.model_validate({"documents": [{"id": "fine", "text": "fine"}, document]})
+    (problem,) = err.value.errors()
+    assert problem["loc"] == ("documents", 1, field) and says in problem["msg"], problem
+    kept = DocumentsRequest.model_validate({"documents": [{"id": " a b ", "title": "A title alone", "text": " "}]})
+    assert kept.documents[0].id == " a b "  # an id with spaces is an id; a title alone is a document
+
+
 @pytest.mark.parametrize("model, body, field", [
     ("schemas.EmbeddingsRequest", {"model": "m", "input": "x", "dimensions": "384"}, "dimensions"),
     ("schemas.RerankRequest", {"model": "m", "query": "q", "documents": ["d"], "top_n": "1"}, "top_n"),
