@@ -36,6 +36,7 @@ import pyarrow as pa
 from flows.query_limits import check_length as _check_length, max_query_chars
 from operators.atomic import replacing
 from operators.errors import SpecError, one_line, short_repr
+from operators.sources.encoding import wide_encoding
 from operators.unicode import first_broken_text
 
 if TYPE_CHECKING:
@@ -86,9 +87,7 @@ def read_queries(source: str | Path) -> pa.Table:
         if suffix not in QUERY_SUFFIXES:
             raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of "
                             f"{', '.join(QUERY_SUFFIXES)})", field="queries")
-        text = path.read_bytes().decode("utf-8-sig")  # a byte order mark is not part of the first query
-    except UnicodeDecodeError as err:
-        raise SpecError(_not_utf8(err, path), field="queries") from None
+        text = _utf8_text(path.read_bytes(), path)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise SpecError(f"{path}: not a readable {suffix[1:] or 'queries'} queries file ({one_line(err, 160)})",
                         field="queries") from None
@@ -138,16 +137,25 @@ def _stdin_bytes() -> bytes:
 def _sniffed(data: bytes, where: str | Path) -> Read:
     """Queries without a suffix to go by (``-``, a pipe): JSON lines when the first non-blank character is ``{``, a
     JSON array of query objects when it is ``[``, else one query a line."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as err:
-        raise SpecError(_not_utf8(err, where), field="queries") from None
+    text = _utf8_text(data, where)
     first = text.lstrip()[:1]
     if first == "{":
         return _read_jsonl(text, where)
     if first == "[":
         return _read_array(text, where)
     return _read_lines(text, where)
+
+
+def _utf8_text(data: bytes, where: str | Path) -> str:
+    """A queries file's text, a byte order mark dropped (it is not part of the first query); a ``SpecError`` for
+    one that is not UTF-8, and for UTF-16 whose Latin text, every other byte a NUL, is valid UTF-8."""
+    if (wide := wide_encoding(data)) is not None:
+        raise SpecError(f"{where}: the queries file is {wide[0]} text ({wide[1]}); save it as UTF-8 (iconv -f "
+                        f"{wide[0]} -t UTF-8 FILE > NEW_FILE)", field="queries")
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        raise SpecError(_not_utf8(err, where), field="queries") from None
 
 
 def _not_utf8(err: UnicodeDecodeError, where: str | Path) -> str:

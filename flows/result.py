@@ -92,12 +92,15 @@ class FlowResult:
         hits = sum(s.hits for s in self.steps.values() if s.cached)
         return hits / units if units else None
 
-    def description(self) -> str:
-        """One line for people: documents, queries, time, cache hit ratio."""
+    def description(self, queries: int | None = None) -> str:
+        """One line for people: documents, queries, time, cache hit ratio. ``queries``: how many were asked, where
+        the caller knows (the table has rows only for those with results)."""
         t = self.table
-        queries = len(set(t.column("qid").to_pylist())) if "qid" in t.column_names else 0
+        answered = len(set(t.column("qid").to_pylist())) if "qid" in t.column_names else 0
+        asked = max(queries or 0, answered)
+        without = f" ({asked - answered} with no results)" if queries is not None and asked > answered else ""
         ratio = self.cache_hit_ratio
-        parts = [f"{t.num_rows} rows", f"{queries} quer{'y' if queries == 1 else 'ies'}" if queries else None,
+        parts = [f"{t.num_rows} rows", f"{asked} quer{'y' if asked == 1 else 'ies'}{without}" if asked else None,
                  f"{len(self.steps)} steps in {self.seconds:.2f} s ({self.executor})",
                  f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)

@@ -8,6 +8,16 @@ from typing import Any
 from flows.commands._support import escape
 
 
+#: Characters of a query its table's title shows: a 10,000-character query filled 300 lines of the terminal.
+TITLE_CHARS = 160
+
+
+def shortened(query: str) -> str:
+    """A query as a table's title shows it: on one line, at most ``TITLE_CHARS`` characters."""
+    flat = " ".join(query.split())
+    return flat if len(flat) <= TITLE_CHARS else f"{flat[:TITLE_CHARS - 1]}…"
+
+
 def print_results(out, result, queries, top: int) -> None:
     """One table per query of ``queries``, at most ``top`` rows each, then the query's metadata."""
     import pyarrow as pa
@@ -27,7 +37,7 @@ def print_results(out, result, queries, top: int) -> None:
         ordered, groups = [(None, None)], {None: table}
     for qid, text in ordered:
         rows = groups.get(qid)
-        title = escape(f"{qid}: {text}" if qid is not None else f"{table.num_rows} rows")
+        title = escape(f"{qid}: {shortened(text)}" if qid is not None else f"{table.num_rows} rows")
         if rows is None or rows.num_rows == 0:
             out.print(f"[bold]{title}[/]  no results")
         else:

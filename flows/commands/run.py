@@ -154,4 +154,4 @@ def _print(args: argparse.Namespace, result, queries, out_path) -> None:
     if out_path is None or args.top is not None:
         print_results(out, result, queries, args.top or 10)
     print_steps(out, result)
-    out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description())}")
+    out.print(f"[bold]{escape(result.flow)}[/]: {escape(result.description(queries.num_rows))}")

@@ -36,7 +36,7 @@ from operators.sources._common import (
     record_problem,
 )
 from operators.sources.csv_rows import LINE, BadRow
-from operators.sources.encoding import FileDecoder, line_decoder, undecodable
+from operators.sources.encoding import FileDecoder, NotLineText, line_decoder, undecodable
 
 #: Errors of a file that cannot be read (the source's own, I/O, a corrupt gzip, bytes that are not text,
 #: Arrow's for a broken Parquet file).
@@ -215,7 +215,8 @@ def _read_jsonl(op: Source, paths: list[Path], params: DocumentParams, text_fiel
         try:
             first = first_record(str(path), encoding, op)  # its columns come first in every batch of the file
         except FILE_ERRORS as err:
-            yield _file_failure(where, cannot_read(where, err))
+            wide = isinstance(err, NotLineText)  # UTF-16: its own words, not "cannot read it (NotLineText: ...)"
+            yield _file_failure(where, f"{where}: {err.why}" if wide else cannot_read(where, err))
             continue
         number = seen.file(where) if seen is not None else -1
         batch: list[dict] = []

@@ -30,7 +30,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
     text_values,
     values_to_array,
 )
-from operators.sources.encoding import line_decoder, undecodable
+from operators.sources.encoding import NotLineText, line_decoder, line_reader_refuses, undecodable
 from operators.sources.paths import is_gzip
 from operators.unicode import first_broken_text
 
@@ -230,10 +230,14 @@ def read_jsonl_documents(
 
 
 def first_record(path: str, encoding: str | None = None, op: Any = None) -> dict:
-    """The first JSON object of a JSONL file (``{}`` if there is none): its fields fix the file's columns."""
+    """The first JSON object of a JSONL file (``{}`` if there is none): its fields fix the file's columns. A file
+    in UTF-16 or UTF-32 (given no encoding) is a ``NotLineText``: each of its lines would be a failure."""
     opener = gzip.open if is_gzip(path) else open
     decode = line_decoder(path, encoding, op)
     with opener(path, "rb") as f:
+        if encoding is None and (why := line_reader_refuses(f.read(1024))) is not None:
+            raise NotLineText(path, why, op=getattr(op, "name", None), step=getattr(op, "step_id", None))
+        f.seek(0)
         for raw in f:
             try:
                 record = json.loads(decode(raw.removeprefix(b"\xef\xbb\xbf")))

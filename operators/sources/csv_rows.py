@@ -25,7 +25,7 @@ from typing import Any, Iterator
 import pyarrow as pa
 import pyarrow.csv as pcsv
 
-from operators.sources.encoding import line_decoder, shown
+from operators.sources.encoding import file_head, line_decoder, line_reader_refuses, shown
 from operators.sources.paths import is_gzip
 
 #: Bytes of good records parsed by pyarrow at once (its streaming reader's block size).
@@ -158,6 +158,9 @@ def iter_rows(path: str, fmt: CsvFormat, *, batch_rows: int, skip: frozenset[int
     (recorded as such by a finished shard). ``only``: read just the record that begins on this line."""
     parser = _Parser(fmt)
     try:
+        if fmt.encoding is None and (why := line_reader_refuses(file_head(path)[:1024])) is not None:
+            yield BadRow(path, None, b"", why)  # every line would be a bad row, and the header a column of NULs
+            return
         for rec in _records(path, fmt):
             if parser.header is None:
                 if rec.problem is not None:

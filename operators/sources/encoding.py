@@ -154,6 +154,62 @@ def _mostly_latin(sample: bytes) -> bool:
     return letters > sum(b >= 128 for b in sample)
 
 
+#: Byte-order marks and what they say, longest first (UTF-32 LE's begins with UTF-16 LE's).
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+         (codecs.BOM_UTF16_BE, "UTF-16"))
+
+
+def wide_encoding(head: bytes) -> tuple[str, str] | None:
+    """``(encoding, why it is taken for it)`` when a file starting with ``head`` is UTF-16 or UTF-32: it opens with
+    their byte-order mark, or it is UTF-16 without one, whose Latin text has a NUL as every other byte (valid
+    UTF-8, so read as UTF-8 it was a text of NULs that no search finds). The names are iconv's and Python's."""
+    for bom, name in _BOMS:
+        if head.startswith(bom):
+            return name, "it starts with its byte-order mark"
+    half = min(len(head), 1024) // 2
+    even, odd = head[0:2 * half:2], head[1:2 * half:2]
+    for low, high, name in ((even, odd, "UTF-16LE"), (odd, even, "UTF-16BE")):
+        latin = [b for b, h in zip(low, high) if h == 0]  # a character below U+0100 has a NUL as its high byte
+        if (half >= 2 and len(latin) >= 0.4 * half and low.count(0) <= 0.05 * half
+                and sum(32 <= b < 127 or b >= 160 or b in (9, 10, 13) for b in latin) >= 0.9 * len(latin)):
+            return name, "every other byte is NUL"
+    return None
+
+
+class NotLineText(SourceError):
+    """A file read line by line (JSONL, CSV) whose encoding writes a newline in more than one byte: UTF-16, UTF-32
+    (``line_reader_refuses``); ``why`` is the message without the file's path."""
+
+    def __init__(self, path: str, why: str, **where: str | None):
+        self.why = why
+        super().__init__(f"{path}: {why}", **where)
+
+
+def utf16_without_bom(content: bytes, name: str) -> tuple[str, str] | None:
+    """A whole file's text and encoding when it is UTF-16 without a byte-order mark (``wide_encoding``), with a
+    warning naming the file as a guess has; None for any other file (one with the mark is guessed as UTF-16)."""
+    wide = wide_encoding(content)
+    if wide is None or wide[0] not in ("UTF-16LE", "UTF-16BE"):
+        return None
+    try:
+        text = content.decode(wide[0])
+    except UnicodeDecodeError:
+        return None
+    log.warning("%s: UTF-16 text without a byte-order mark (every other byte is NUL): read as %s; if its text looks "
+                "wrong, give the file's encoding (the encoding param, tessera ingest --encoding)", name, wide[0])
+    return text, codecs.lookup(wide[0]).name
+
+
+def line_reader_refuses(head: bytes) -> str | None:
+    """Why a file read line by line (JSONL, CSV) that starts with ``head`` cannot be: UTF-16 and UTF-32 write a
+    newline in more than one byte. None for any other file."""
+    if (wide := wide_encoding(head)) is None:
+        return None
+    name, why = wide
+    return (f"the file is {name} text ({why}), and JSONL and CSV are read line by line, in an encoding that writes "
+            f"a newline as one byte: convert it to UTF-8 (iconv -f {name} -t UTF-8 FILE > NEW_FILE)")
+
+
 class FileDecoder:
     """Decodes the bytes of one file (a line at a time, or all of it): UTF-8, else the encoding given, else the
     one guessed for the file (once; a warning names the file). ``head()`` gives the first bytes of a file read

@@ -19,7 +19,7 @@ from typing import Any
 
 from operators.errors import SourceError
 from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
-from operators.sources.encoding import FileDecoder, shown
+from operators.sources.encoding import FileDecoder, shown, utf16_without_bom
 
 log = logging.getLogger("tessera.sources")
 
@@ -39,6 +39,8 @@ def decode_guessing(content: bytes, name: str, *, op: Any = None,
     the file and the first bad byte."""
     if encoding is None or codecs.lookup(encoding).name == "utf-8":
         content = content.removeprefix(codecs.BOM_UTF8)
+    if encoding is None and (wide := utf16_without_bom(content, name)) is not None:  # valid UTF-8, NULs and all
+        return wide
     decoder = FileDecoder(name, encoding, lines=False, op=op)
     try:
         return decoder(content), decoder.guessed

@@ -220,3 +220,32 @@ def test_a_lone_surrogate_in_a_jsonl_line_is_a_failure_of_that_line_and_the_rest
         "docs.jsonl:2": "field 'text' holds a lone surrogate (\\ud800) at character 5, which is not text",
         "docs.jsonl:4": "field 'title' holds a lone surrogate (\\udc00) at character 0, which is not text",
         "docs.jsonl:5": "field 'meta.tags.0' holds a lone surrogate (\\udbff) at character 0, which is not text"}
+
+
+def test_utf16_jsonl_and_csv_are_one_failure_of_the_file_saying_to_convert_and_a_utf16_text_file_is_read(tmp_path):
+    """JSONL and CSV are read line by line, which UTF-16 cannot be: with its byte-order mark each line was a failure
+    saying to give the encoding (which was then refused); without it (Latin text, every other byte NUL, valid UTF-8)
+    each line was "not valid JSON". A text file in UTF-16 without the mark was indexed as NULs that no search found."""
+    jsonl, csv, text = tmp_path / "jsonl", tmp_path / "csv", tmp_path / "text"
+    for folder in (jsonl, csv, text):
+        folder.mkdir()
+    lines = "".join(json.dumps({"_id": f"j{i}", "text": f"mango number {i}"}) + "\n" for i in range(3))
+    (jsonl / "a.jsonl").write_text(lines, encoding="utf-16")
+    (jsonl / "b.jsonl").write_bytes(lines.encode("utf-16-le"))
+    (jsonl / "c.jsonl").write_text(json.dumps({"_id": "ok", "text": "plain banana"}) + "\n")
+    (csv / "d.csv").write_text(HEADER + "d1,T,cherry pie\n", encoding="utf-16")
+    (csv / "e.csv").write_text(HEADER + "e1,T,plain kiwi\n")
+    (text / "f.txt").write_bytes("Papaya grows in the tropics".encode("utf-16-be"))
+    convert = "and JSONL and CSV are read line by line, in an encoding that writes a newline as one byte: convert it"
+    bom = "the file is UTF-16 text (it starts with its byte-order mark), " + convert + " to UTF-8 (iconv -f UTF-16 -t"
+
+    assert _ingest(jsonl, tmp_path / "idx").docs == 1
+    assert _open(tmp_path / "idx") == {
+        "a.jsonl": f"{jsonl / 'a.jsonl'}: {bom} UTF-8 FILE > NEW_FILE)",
+        "b.jsonl": f"{jsonl / 'b.jsonl'}: the file is UTF-16LE text (every other byte is NUL), {convert} to UTF-8 "
+                   "(iconv -f UTF-16LE -t UTF-8 FILE > NEW_FILE)"}
+    assert _ingest(csv, tmp_path / "idx").docs == 1
+    assert _open(tmp_path / "idx")["d.csv"] == f"{csv / 'd.csv'}: {bom} UTF-8 FILE > NEW_FILE)"
+    assert _ingest(text, tmp_path / "idx").docs == 1
+    texts = Index.open(tmp_path / "idx").columns(["doc_id", "text"])[1].to_pydict()["text"]
+    assert sorted(texts) == ["Papaya grows in the tropics", "plain banana", "plain kiwi"]

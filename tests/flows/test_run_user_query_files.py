@@ -26,6 +26,12 @@ from tests.flows.test_cli_scripting import one_error, spec, tessera  # noqa: F40
      "surrogate.jsonl:2: text holds a lone surrogate (\\ud800) at character 6"),  # was: internal error, exit 1
     ("surrogate.json", b'[{"_id": "q1", "text": "honey", "messages": [{"role": "user", "content": "\\udfff"}]}]',
      "surrogate.json: query 1 of the array: messages.0.content holds a lone surrogate (\\udfff)"),
+    # UTF-16 (Windows' "Unicode"): with its mark the hint said iconv -f latin1; without it, every query held NULs
+    ("utf16.txt", "honey bees\nopera\n".encode("utf-16"),
+     "utf16.txt: the queries file is UTF-16 text (it starts with its byte-order mark); save it as UTF-8 (iconv -f "
+     "UTF-16 -t UTF-8 FILE > NEW_FILE)"),
+    ("utf16le.jsonl", '{"_id": "q1", "text": "honey"}\n'.encode("utf-16-le"),
+     "utf16le.jsonl: the queries file is UTF-16LE text (every other byte is NUL)"),
 ])
 def test_a_bad_query_is_named_by_its_line(tmp_path, spec, tessera, name, body, said):  # noqa: F811
     queries = tmp_path / name
@@ -93,3 +99,17 @@ def test_control_characters_of_a_query_are_shown_not_sent_to_the_terminal(tmp_pa
     assert status == 0 and "Traceback" not in err
     assert "\x1b" not in out and "\x00" not in out
     assert "q1: honey\\x00bees\\x1b[31m" in out
+
+
+def test_a_long_query_is_shown_on_a_few_lines_and_a_query_without_results_is_counted(tmp_path, spec, tessera):  # noqa: F811
+    """A 10,000-character query's table title filled 300 lines; the summary counted only the queries with rows."""
+    queries = tmp_path / "q.jsonl"
+    long_query = "honey " * 1600
+    queries.write_text(json.dumps({"_id": "q1", "text": long_query}) + "\n"
+                       + json.dumps({"_id": "q2", "text": "zyxwvut"}) + "\n")
+    status, out, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--top", "1",
+                               home=tmp_path / "home")
+    assert status == 0, err
+    assert "q1: honey honey" in out and out.count("honey") < 60 and "…" in out
+    assert "q2: zyxwvut  no results" in out
+    assert "2 queries (1 with no results)" in out.splitlines()[-1]
