@@ -19,6 +19,7 @@ import functools
 import json
 import re
 import threading
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,14 @@ def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> pa.Array:
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 
 
+def composed(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC): an accent typed as a letter and a combining mark (``e`` + U+0301,
+    as macOS file names and some PDFs write it) is one letter, as in the precomposed ``é``. Without it, ``\\w``
+    stopped at the mark: ``café`` so written was the token ``cafe``, which a query for ``café`` never found. NFC
+    keeps every space where it was (NFKC would turn a no-break space into one, shifting ``pieces``' owners)."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
+
+
 class QueryTokenizer:
     """``bm25s.tokenize`` for queries, without its per-call cost.
 
@@ -63,7 +72,7 @@ class QueryTokenizer:
         stem = self._stem_words()
         out = []
         for text in texts:
-            tokens = [t for t in self._split(text.lower()) if t not in self._stopwords]
+            tokens = [t for t in self._split(composed(text).lower()) if t not in self._stopwords]
             out.append(stem(tokens) if stem is not None and tokens else tokens)
         return out
 
@@ -71,7 +80,7 @@ class QueryTokenizer:
         """Every term of space-free ``pieces``, in order, as (its piece, its index in the distinct terms),
         and the distinct terms: one lower-casing and one regex pass over the pieces joined by spaces,
         then the stopwords and the stemmer over distinct words only (the same terms as ``__call__``)."""
-        found = pa.array(self._split_pieces(" ".join(pieces).lower()), pa.string())
+        found = pa.array(self._split_pieces(composed(" ".join(pieces)).lower()), pa.string())
         space = pc.equal(found, " ").to_numpy(zero_copy_only=False)
         owner, words = np.cumsum(space)[~space], found.filter(pa.array(~space))
         if self._stopwords:

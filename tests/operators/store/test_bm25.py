@@ -95,3 +95,18 @@ def test_rows_tied_at_the_kth_score_are_broken_by_docno(tmp_path):
     assert hits.docnos == ["d1", "d3", "d5"]  # six equal scores: the three smallest docnos
     assert len(set(hits.scores.tolist())) == 1
     assert index.search_bm25(["honey bees"], k=7)[0].docnos == ["d1", "d3", "d5", "d7", "d8", "d9", "d0"]
+
+
+def test_a_word_written_with_a_combining_accent_is_found_as_the_precomposed_word(tmp_path):
+    """``e`` + U+0301 (macOS file names, some PDFs) split the token at the mark: ``cafe\\u0301`` was indexed as
+    ``cafe`` and a query for ``café`` found only the document that wrote it precomposed, ``cafe`` only the other."""
+    import unicodedata
+
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    texts = ["caf\u00e9 latte in Z\u00fcrich", "cafe\u0301 mocha in Zu\u0308rich", "plain cafe"]
+    index.add(pa.table({"docno": ["pre", "dec", "plain"], "doc_id": ["pre", "dec", "plain"], "title": [""] * 3,
+                        "text": texts}))
+    for query in ("caf\u00e9", "cafe\u0301", "Z\u00fcrich", "Zu\u0308rich"):
+        assert sorted(index.search_bm25([query], k=5)[0].docnos) == ["dec", "pre"], query
+    assert index.search_bm25(["cafe"], k=5)[0].docnos == ["plain"]
+    assert bm25.tokenize_queries(["Zu\u0308rich"], IndexSettings()) == [[unicodedata.normalize("NFC", "zürich")]]
