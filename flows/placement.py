@@ -136,6 +136,8 @@ def _info(handle: Any, op: Operator, where: str) -> dict[str, Any]:
                         "may still be loading its model, or the cluster lacks the CPUs or GPUs its replicas reserve: "
                         "`serve status` says which; docs/serving.md)", step=op.step_id, op=op.name) from err
     except Exception as err:  # noqa: BLE001
+        if cancelled_by_serve(err):  # the request that asked was cancelled: not a deployment to ask something else
+            raise FlowCancelled(f"{where}: the request that asked was cancelled", step=op.step_id, op=op.name) from err
         raise PlacementError(f"{where} does not answer: {type(err).__name__}: {err}", step=op.step_id,
                              op=op.name) from err
 
@@ -348,6 +350,8 @@ class ServedLLMStep(_Served, LLMStep):
         except Exception as err:
             if expired.is_set():
                 raise _Expired() from err
+            if cancelled_by_serve(err):  # Serve cancels a handle call with the request that made it: a client gone
+                raise FlowCancelled(f"{self._where}: the request that made this call was cancelled") from err
             if reply.text and on_text is not None:  # a reader saw part of this answer: a second would repeat it
                 raise _Streamed() from err
             raise
@@ -362,6 +366,15 @@ class _Expired(Exception):
 
 class _Streamed(Exception):
     """The call failed after part of its answer was streamed (not tried again); ``__cause__`` is why."""
+
+
+def cancelled_by_serve(err: BaseException) -> bool:
+    """Whether Serve cancelled the call: it does so with the request whose handler made it (its client went away),
+    which is a cancel of the flow, not a failure of the model for the step to mark its queries degraded by."""
+    from ray.exceptions import TaskCancelledError
+    from ray.serve.exceptions import RequestCancelledError
+
+    return isinstance(err, (RequestCancelledError, TaskCancelledError))
 
 
 def replica_lost(err: BaseException) -> bool:

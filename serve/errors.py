@@ -193,6 +193,25 @@ class StartTracker:
         await self.send(message)
 
 
+def disconnect_when_cancelled(receive: Receive) -> Receive:
+    """``receive``, whose cancel by Serve (the client went away: Serve's ``receive`` raises ``TaskCancelledError``)
+    is the ``http.disconnect`` that ASGI says it is. Raised, it ended a streamed response's handler with an
+    exception that Serve's replica never retrieves: a traceback in the replica's log for every client that left a
+    stream (Serve's issue 52477)."""
+
+    async def received() -> Message:
+        try:
+            return await receive()
+        except Exception as err:  # noqa: BLE001  (only Serve's cancel becomes a disconnect; the rest is raised)
+            from ray.exceptions import TaskCancelledError  # here: the API also runs without Ray (uvicorn, tests)
+
+            if isinstance(err, TaskCancelledError):
+                return {"type": "http.disconnect"}
+            raise
+
+    return received
+
+
 class _Guard(HttpMiddleware):
     """The outermost layer that answers (only the drain's count, serve/draining.py, is outside it): sets the request
     id, and turns an escaped exception into a short 500.
@@ -205,7 +224,7 @@ class _Guard(HttpMiddleware):
         token = _request_id.set(headers.get(REQUEST_ID_HEADER.encode(), b"").decode("latin-1") or None)
         tracked = StartTracker(send)
         try:
-            await self.app(scope, receive, tracked)
+            await self.app(scope, disconnect_when_cancelled(receive), tracked)
         except Exception as err:  # noqa: BLE001  (anything unexpected: logged, answered without details)
             if tracked.started:  # too late for an error body; the server closes the connection
                 raise
