@@ -307,7 +307,7 @@ class Indices:
                          if (doomed := _move_aside(folder)) is not None)
             return True
 
-        why = self.service.store.forget_index(name, owner, before=move_aside)
+        why = self.service.store.forget_index(name, owner, before=move_aside, ingestions=True)
         if why != "ok":
             raise self._refusal(name, why)
         for doomed in moved:

@@ -274,10 +274,13 @@ class TaskStore:
         return row["id"], "ok"
 
     def forget_index(self, name: str, owner: str, latest: str | None = None,
-                     before: Callable[[], bool] | None = None) -> str:
+                     before: Callable[[], bool] | None = None, ingestions: bool = False) -> str:
         """Remove the record of index ``name``: ``"ok"``, or why not (``"owner"``, ``"busy:<id>"``, as for an upload,
         also while a compaction of it is unfinished: it would write its shards into a folder gone; ``"latest"``:
-        ``latest`` is not its last ingestion; ``"kept"``: ``before()`` said no), in one transaction."""
+        ``latest`` is not its last ingestion; ``"kept"``: ``before()`` said no), in one transaction. With
+        ``ingestions`` (a user's delete of the index, not a failed first upload's undoing), the owner's ended
+        ingestion tasks of the index and their chats go too: the latest could not be deleted while the index read
+        it, and each stayed for the retention's days, an upload of an index that no longer is."""
         with self._serializable() as conn:
             index = conn.execute(sa.select(indices).where(indices.c.name == name)).first()
             why = _claim_refused(conn, index, owner)
@@ -288,6 +291,11 @@ class TaskStore:
             why = why or (None if before is None or before() else "kept")  # last: it moves the folder away
             if why is None and index is not None:
                 conn.execute(indices.delete().where(indices.c.name == name))
+                if ingestions:
+                    ended = sa.select(tasks.c.id).where(tasks.c.owner == index.owner, tasks.c.flow == f"ingest:{name}",
+                                                        tasks.c.status.in_(FINAL))
+                    conn.execute(chats.delete().where(chats.c.task_id.in_(ended)))
+                    conn.execute(tasks.delete().where(tasks.c.id.in_(ended)))
         return why or "ok"
 
     # -- chats --------------------------------------------------------------------------

@@ -78,3 +78,24 @@ def test_a_deleted_index_is_let_go_and_its_name_made_again_serves_the_new_docume
     assert upload_service.store.task(task_id, None)["status"] == "finished"
     assert search(path, "honey bees") == ["ants"]
     assert cache.shared_index(path) is not old
+
+
+def test_deleting_an_index_deletes_its_ended_ingestions_and_their_chats_and_no_other_task(upload_service):
+    """Its latest ingestion could not be deleted while the index read it ("it goes with the index"), yet stayed
+    when the index went: every upload of a deleted index was a row of the caller's tasks for the retention's days."""
+    service = upload_service
+    first, job = upload(service, "notes", "alice")
+    run_ingest(service.store, first, job)
+    second, job = upload(service, "notes", "alice", [{"id": "ants", "text": "ants farm aphids for honey"}])
+    run_ingest(service.store, second, job)
+    other, job = upload(service, "other", "alice")
+    run_ingest(service.store, other, job)
+    chat = service.store.create_chat("alice", second, "local", "text")
+    with pytest.raises(ApiError) as err:
+        service.delete(second, "alice")
+    assert err.value.code == "task_of_index"
+
+    assert service.indices.delete("notes", "alice") == {"index": "notes", "deleted": True}
+    assert service.store.task(first, None) is None and service.store.task(second, None) is None
+    assert service.store.chat(chat, None) is None
+    assert service.store.task(other, None)["status"] == "finished"  # another index's ingestion stays
