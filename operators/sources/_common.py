@@ -190,7 +190,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
 
 
 
-def record_problem(record: dict, text_field: str, title_field: str = "title", raw: bytes | None = None) -> str | None:
+def record_problem(record: dict, text_field: str, title_field: str, raw: bytes) -> str | None:
     """Why a JSON object is not a document (no text field, or neither a text nor a title: a title alone is a
     document, as in TREC-COVID's corpus; or a string JSON holds and UTF-8 cannot, a lone surrogate, which would
     fail the whole batch's table), or None. ``raw``: the line it was read from, whose escapes say whether a
@@ -200,7 +200,7 @@ def record_problem(record: dict, text_field: str, title_field: str = "title", ra
     if blank(record[text_field]) and blank(record.get(title_field)):
         return (f"empty text (field '{text_field}' is {'null' if record[text_field] is None else 'empty or blank'}, "
                 "and there is no title)")
-    if (raw is None or b"\\ud" in raw or b"\\uD" in raw) and (broken := first_broken_text(record)) is not None:
+    if (b"\\ud" in raw or b"\\uD" in raw) and (broken := first_broken_text(record)) is not None:
         return f"field '{broken[0]}' {broken[1]}"
     return None
 

@@ -26,8 +26,11 @@ log = logging.getLogger("tessera.sources")
 GUESS_BYTES = 1 << 16
 #: Characters a line-by-line reader (JSONL, CSV) splits and parses on: an encoding must write them as ASCII does.
 _LINE_SYNTAX = '\n\r,;\t"{}[]:'
-#: Byte-order marks of the encodings a guess is taken for only when the file starts with one.
-_WIDE_BOMS = (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)
+#: Byte-order marks of UTF-32 and UTF-16 and what they say, longest first (UTF-32 LE's begins with UTF-16 LE's):
+#: a guess of either encoding is taken only for a file that starts with one, and a line reader refuses such a file.
+_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
+         (codecs.BOM_UTF16_BE, "UTF-16"))
+_WIDE_BOMS = tuple(bom for bom, _ in _BOMS)
 #: The encoding taken among those charset-normalizer ranks equally, or nearly: within ``_NEAR_CHAOS`` of the best
 #: one's "chaos" (its mess measure). A French CSV in Windows-1252 measured 0.016-0.022 there against 0.0 for
 #: Baltic cp1257, which was taken (``très`` read as ``trčs``); cp775 (Baltic DOS) came at 0.044-0.069.
@@ -152,11 +155,6 @@ def _mostly_latin(sample: bytes) -> bool:
     a CJK encoding is not to be second-guessed."""
     letters = sum(65 <= b <= 90 or 97 <= b <= 122 for b in sample)
     return letters > sum(b >= 128 for b in sample)
-
-
-#: Byte-order marks and what they say, longest first (UTF-32 LE's begins with UTF-16 LE's).
-_BOMS = ((codecs.BOM_UTF32_LE, "UTF-32"), (codecs.BOM_UTF32_BE, "UTF-32"), (codecs.BOM_UTF16_LE, "UTF-16"),
-         (codecs.BOM_UTF16_BE, "UTF-16"))
 
 
 def wide_encoding(head: bytes) -> tuple[str, str] | None:
