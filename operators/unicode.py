@@ -1,8 +1,10 @@
 """Text that UTF-8 can carry: JSON allows a lone surrogate (``"\\ud83d"``), which no tokenizer, YAML file or
-HTTP answer can take, so text from outside is checked where it comes in (request bodies, flow specs)."""
+HTTP answer can take, so text from outside is checked where it comes in (request bodies, flow specs). And text that
+BM25 tokenizes: one letter written two ways is one token."""
 
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 from operators.json_tree import first_place
@@ -21,3 +23,11 @@ def first_broken_text(value: Any, where: str = "") -> tuple[str, str] | None:
     """The first string in ``value`` (a JSON-like tree, keys included) that is not valid Unicode, as ``(its
     dotted place, why)``, or None (``json_tree.first_place``)."""
     return first_place(value, lambda item: unicode_problem(item) if isinstance(item, str) else None, where)
+
+
+def composed(text: str) -> str:
+    """``text`` in Unicode's composed form (NFC): an accent typed as a letter and a combining mark (``e`` + U+0301,
+    as macOS file names and some PDFs write it) is one letter, as in the precomposed ``é``. Without it, ``\\w``
+    stopped at the mark: ``café`` so written was the token ``cafe``, which a query for ``café`` never found. NFC
+    keeps every space where it was (NFKC would turn a no-break space into one, shifting ``pieces``' owners)."""
+    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)

@@ -19,7 +19,6 @@ import functools
 import json
 import re
 import threading
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ import scipy.sparse as sp
 
 from operators.pieces import Pieces
 from operators.store.settings import IndexSettings
+from operators.unicode import composed
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
@@ -41,14 +41,6 @@ def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> pa.Array:
              for f in settings.text_fields if f in chunks.column_names]
     joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
-
-
-def composed(text: str) -> str:
-    """``text`` in Unicode's composed form (NFC): an accent typed as a letter and a combining mark (``e`` + U+0301,
-    as macOS file names and some PDFs write it) is one letter, as in the precomposed ``é``. Without it, ``\\w``
-    stopped at the mark: ``café`` so written was the token ``cafe``, which a query for ``café`` never found. NFC
-    keeps every space where it was (NFKC would turn a no-break space into one, shifting ``pieces``' owners)."""
-    return text if unicodedata.is_normalized("NFC", text) else unicodedata.normalize("NFC", text)
 
 
 class QueryTokenizer:

@@ -98,6 +98,17 @@ def test_own_corpus_and_relative_path_from_another_directory(tmp_path, monkeypat
     assert sample.column("title").to_pylist() == ["Bee"]
 
 
+def test_a_word_written_with_a_combining_accent_is_the_precomposed_word(tmp_path):
+    """As the index's BM25 (tests/operators/store/test_bm25.py): ``e`` + U+0301 is ``é``, in documents and queries."""
+    corpus = tmp_path / "accents.jsonl"
+    _write_corpus(corpus, [{"_id": "pre", "text": "caf\u00e9 latte"}, {"_id": "comb", "text": "cafe\u0301 mocha"},
+                           {"_id": "plain", "text": "plain cafe"}])
+    op = create("retrieve.corpus_bm25", {"corpus": str(corpus), "k": 3})
+    for query in ("caf\u00e9", "cafe\u0301"):
+        found = op(pa.table({"qid": ["q"], "query": [query]})).column("docno").to_pylist()
+        assert sorted(found) == ["comb", "pre"], query
+
+
 def test_cache_key_follows_the_corpus_content(tmp_path):
     corpus = tmp_path / "c.jsonl"
     _write_corpus(corpus, [{"_id": "d1", "text": "alpha beta"}])
