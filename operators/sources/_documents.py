@@ -98,6 +98,7 @@ class DocumentMapper:
         self.p = params
         self.op = op
         self.id_fields = [params.id_field] + (list(ID_FALLBACKS) if params.id_field == "_id" else [])
+        self._left_out: set[str] = set()  # the binary columns named in a warning already
 
     def _keep(self, names: Iterable[str], used: set[str]) -> list[str]:
         if self.p.fields is not None:
@@ -205,10 +206,35 @@ class DocumentMapper:
         used = {p.text_field, p.title_field, *read}
         self._other_ids(names, used)
         for name in self._keep(names, used):
-            columns[name] = table.column(name) if name in names else pa.nulls(table.num_rows, pa.string())
+            if name not in names:
+                columns[name] = pa.nulls(table.num_rows, pa.string())
+            elif (kept := self._metadata(name, table.column(name), where)) is not None:
+                columns[name] = kept
         for name in carry:
             columns[name] = table.column(name)
         return pa.table(columns)
+
+
+    def _metadata(self, name: str, column: pa.ChunkedArray, where: str) -> pa.ChunkedArray | None:
+        """A metadata column as the index keeps it. Bytes (Parquet's binary, a database's BLOB) that are UTF-8 are
+        text written as bytes: kept as text (``en``, not ``b'en'``). Other bytes (an image, a digest) are no
+        metadata that results, filters or JSON can show: left out, named in a warning, or refused where ``fields``
+        asked for the column."""
+        if not (pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
+                or pa.types.is_fixed_size_binary(column.type)):
+            return column
+        try:
+            return column.cast(pa.string())  # Arrow checks that the bytes are UTF-8
+        except pa.ArrowInvalid:
+            pass
+        why = f"{where}: column '{name}' holds bytes that are not UTF-8 text"
+        if self.p.fields is not None:
+            raise SourceError(f"{why}; metadata is text, numbers, dates or lists: leave it out of fields",
+                              op=self.op.name, step=self.op.step_id, field="params.fields")
+        if name not in self._left_out:
+            self._left_out.add(name)
+            logger.warning("%s (an image, a digest?): left out of the documents' metadata", why)
+        return None
 
 
 def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

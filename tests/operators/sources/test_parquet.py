@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -106,3 +108,19 @@ def test_a_binary_text_column_is_read_as_its_utf8_text_and_bytes_that_are_not_te
     assert out.column("docno").to_pylist() == ["x1", "x2"] and out.column("text").to_pylist() == ["café au lait", "ok"]
     with pytest.raises(SourceError, match="a binary column holds bytes that are not UTF-8 text"):
         create("sources.parquet", {"path": str(bad)})(pa.table({}))
+
+
+def test_binary_metadata_is_text_when_it_is_utf8_and_left_out_naming_it_when_not(tmp_path, caplog):
+    """A binary metadata column reached the index as it was: ``b'en'`` in results, and an ingest of a column of
+    other bytes (an image, a digest) ended in an internal UnicodeDecodeError while staging its shard."""
+    path = tmp_path / "meta.parquet"
+    pq.write_table(pa.table({"_id": ["a", "b"], "text": ["one", "two"], "lang": pa.array([b"en", None]),
+                             "digest": pa.array([b"\xff\x00", b"ok"])}), path)
+    with caplog.at_level(logging.WARNING, logger="operators.sources"):
+        out = create("sources.parquet", {"path": str(path)})(pa.table({}))
+    assert out.column_names == ["docno", "text", "lang"] and out.column("lang").to_pylist() == ["en", None]
+    assert out.schema.field("lang").type == pa.string()
+    assert "column 'digest' holds bytes that are not UTF-8 text" in caplog.text
+    with pytest.raises(SourceError, match="column 'digest' holds bytes that are not UTF-8 text") as err:
+        create("sources.parquet", {"path": str(path), "fields": ["lang", "digest"]})(pa.table({}))
+    assert err.value.field == "params.fields"
