@@ -19,6 +19,7 @@ from flows.cache_calls import BatchCalls
 from flows.cache_keys import row_unit_keys, step_key, table_unit_key
 from operators.base import Operator
 from operators.call_memo import remembering
+from operators.errors import OperatorError
 from operators.step_notes import joined_degraded
 from operators.tables import concat, qid_groups
 
@@ -239,7 +240,18 @@ class StepRunner:
         return lo, hi, stored
 
     def _written_columns(self, table: pa.Table, out: pa.Table) -> list[str]:
+        """The columns a row's cache entry keeps: those ``produces()`` declares and new ones. A hit takes every
+        other column from its input row, so an input column the step changed without declaring it is refused
+        here, naming it: the cache would give it back as it went in (the contract test checks it too)."""
         declared = set(self.op.produces())
+        rows = out.column(ROW_INDEX)
+        changed = [c for c in out.column_names if c != ROW_INDEX and c not in declared and c in table.column_names
+                   and not _same_values(table.column(c).take(rows), out.column(c))]
+        if changed:
+            raise OperatorError(
+                f"it changed column(s) {', '.join(map(repr, changed))} of its input without declaring them in "
+                "produces(), and its cache keeps only the columns declared there; declare them (or run with "
+                "--no-cache)", op=self.op.name, step=self.op.step_id)
         return [c for c in out.column_names if c != ROW_INDEX and (c in declared or c not in table.column_names)]
 
     # -- query and corpus scope: a unit per group, whole output stored -------------
@@ -280,6 +292,17 @@ class StepRunner:
         out = concat(parts) if parts else self._call(table.slice(0, 0))[0]
         stats.rows_out = out.num_rows
         return out, stats
+
+
+def _same_values(before: pa.ChunkedArray, after: pa.ChunkedArray) -> bool:
+    """Whether a column came out with the values it went in with (a cast to another type of the same values, as
+    after each call ``large_string`` becomes ``string``, is no change)."""
+    if before.type != after.type:
+        try:
+            before = before.cast(after.type)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return False
+    return before.equals(after)
 
 
 def _qids(table: pa.Table) -> list[str]:

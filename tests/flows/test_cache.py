@@ -16,6 +16,7 @@ from flows.runner import StepRunner
 from flows.spec import FlowSpec
 from operators import create
 from operators.base import Operator
+from operators.errors import OperatorError
 from operators.tables import set_column
 from operators.testing import sample_results
 
@@ -141,6 +142,27 @@ def test_a_row_step_that_comes_to_write_another_column_misses_its_old_entries(tm
     StepRunner(create("analyze.word_count"), cache).run(table)
     out, stats = StepRunner(WordCountAndMore(), cache).run(table)
     assert stats.hits == 0 and out.column("more").to_pylist() == ["x", "x", "x"]
+
+
+def test_a_row_step_that_changes_an_undeclared_column_is_refused_naming_it(tmp_path):
+    """A hit takes the columns a row step does not declare from its input row: a step that upper-cased ``text``
+    without declaring it gave upper case on the first run and the text as it went in on the second, silently."""
+    from operators.analyze.word_count import WordCounter as WordCount
+
+    class Shouting(WordCount):
+        def transform(self, table: pa.Table) -> pa.Table:
+            out = super().transform(table)
+            return set_column(out, "text", pa.array([t.upper() for t in out.column("text").to_pylist()]))
+
+    cache, table = StepCache(tmp_path / "cache"), sample_results(1, 3)
+    with pytest.raises(OperatorError, match=r"it changed column\(s\) 'text' of its input without declaring them"):
+        StepRunner(Shouting(step_id="loud"), cache).run(table)
+    assert cache.get(row_unit_keys(table, ["text"], step_key(Shouting(step_id="loud")))) == {}  # nothing stored
+    out, _ = StepRunner(Shouting(step_id="loud"), None).run(table)  # no cache: nothing to give back wrong
+    assert out.column("text").to_pylist() == [t.upper() for t in table.column("text").to_pylist()]
+    large = table.set_column(table.column_names.index("text"), "text", table.column("text").cast(pa.large_string()))
+    out, _ = StepRunner(WordCount(step_id="words"), cache).run(large)  # a cast of the same values is no change
+    assert out.column("text").to_pylist() == table.column("text").to_pylist()
 
 
 def test_a_renamed_retriever_misses_the_entries_of_its_old_name(tmp_path):
