@@ -72,7 +72,7 @@ from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceEr
 from operators.local_files import marked_params
 from operators.output_checks import output_breach, with_string_text
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
-from operators.tables import concat, require_columns
+from operators.tables import concat, require_columns, shown_columns
 
 log = logging.getLogger(__name__)
 #: Per-query metadata every step may add to: joined across steps, never overwritten (``flows.runner.merge_metadata``).
@@ -142,8 +142,9 @@ class Operator:
     @classmethod
     def description(cls) -> str:
         """First paragraph of the class docstring, for ``tessera ops``, ``GET /flows`` and the web UI: its reST
-        literals (double backticks) as Markdown's single ones, which every one of them shows."""
-        doc = inspect.getdoc(cls) or ""
+        literals (double backticks) as Markdown's single ones. Its own docstring: an inherited one described it
+        as its base (``Base of the rerankers``), and the contract test took that for a description."""
+        doc = inspect.cleandoc(cls.__dict__.get("__doc__") or "")
         return re.sub(r"``([^`]+)``", r"`\1`", doc.split("\n\n", 1)[0].replace("\n", " ").strip())
 
     @classmethod
@@ -334,7 +335,7 @@ class Operator:
         nothing_read = self.scope == "source" and out.num_rows == 0  # an empty file: no rows, and no schema either
         if not nothing_read and (missing := [c for c in self.produces() if c not in present]):
             raise OperatorError(f"transform did not write declared column(s) {missing} (produces() declares them; "
-                                f"output has {out.column_names})", op=self.name, step=self.step_id)
+                                f"output has {shown_columns(out)})", op=self.name, step=self.step_id)
         if self.scope == "row" and out.num_rows < table.num_rows:
             raise OperatorError(f"a row-scope step gives one or more output rows per input row; transform returned "
                                 f"{out.num_rows} row(s) for {table.num_rows} (a step that drops rows needs scope "

@@ -25,8 +25,13 @@ def require_columns(table: pa.Table, columns: Iterable[str], *, op: str | None =
     present = set(table.column_names)
     missing = [c for c in columns if c not in present]
     if missing:
-        shown = [c for c in table.column_names if not c.startswith("__tessera")]  # not the executors' own
-        raise MissingColumnsError(f"missing input column(s) {missing}; input has {shown}", op=op, step=step)
+        raise MissingColumnsError(f"missing input column(s) {missing}; input has {shown_columns(table)}", op=op,
+                                  step=step)
+
+
+def shown_columns(table: pa.Table) -> list[str]:
+    """A table's columns as an error names them: not the executors' own (``__tessera_row``)."""
+    return [c for c in table.column_names if not c.startswith("__tessera")]
 
 
 def as_string_array(column: pa.ChunkedArray | pa.Array) -> pa.Array:

@@ -14,8 +14,10 @@ described), the declared output columns appear, an empty table works, one query
 and several queries work, ranks start at 1 and are dense within each qid, the core
 columns have DESIGN.md's types (``qid, query, docno, text`` string, ``score`` and every
 ``score_<step>`` double, ``rank`` and every ``rank_<step>`` int32), the same on an empty
-batch as on a full one, columns the operator does not own pass through, and the operator
-does not modify its input.
+batch as on a full one, columns the operator does not own pass through, the operator
+does not modify its input, and a row-scope operator's output depends only on the columns
+its ``reads()`` names and changes only the ones its ``produces()`` declares (the cache
+keys and stores its rows by them).
 """
 
 from __future__ import annotations
@@ -173,8 +175,9 @@ class OperatorContract:
         for field, info in cls.Params.model_fields.items():
             assert info.description, f"{cls.__name__}.Params.{field} has no Field(description=...)"
             assert info.annotation is not None, f"{cls.__name__}.Params.{field} has no type"
-        extra = cls.Params.model_config.get("extra")
-        assert extra == "forbid", f"{cls.__name__}.Params must forbid unknown parameters"
+        extra = cls.Params.model_config.get("extra")  # unset: refused as forbid is (operators.params.unknown_params)
+        assert extra in (None, "forbid"), (f"{cls.__name__}.Params must refuse unknown parameters: leave extra unset "
+                                           f"or set extra='forbid', not {extra!r}")
 
     def test_construction_is_cheap_and_equal_by_params(self):
         a, b = self.make_operator(), self.make_operator()
@@ -211,6 +214,29 @@ class OperatorContract:
         changed = [c for c in table.column_names if c in out.column_names and c not in op.produces()
                    and not out.column(c).equals(table.column(c).take(inputs))]
         assert not changed, f"{op.name} rewrites {changed} without declaring them in produces()"
+
+    def test_output_depends_only_on_the_columns_it_reads(self):
+        """A row-scope step's cache keys each row by the columns ``reads()`` names: one whose output also depends
+        on another column would be given a stored row computed from that column's old value. Every text and
+        number column outside ``reads()`` is changed; the columns the step writes must not change with them."""
+        op = self.make_operator()
+        reads = op.reads()
+        if op.scope != "row" or reads is None:
+            return
+        table = self.make_input()
+        changed = table
+        for i, field in enumerate(table.schema):
+            if field.name not in reads and (altered := _altered(table.column(i))) is not None:
+                changed = changed.set_column(i, field, altered)
+        if changed.equals(table):
+            return
+        out, _, _ = self._run_once(table)
+        again = self._run(changed)
+        written = [c for c in out.column_names if c in op.produces() or c not in table.column_names]
+        differ = [c for c in written if c in again.column_names and not again.column(c).equals(out.column(c))]
+        assert out.num_rows == again.num_rows and not differ, (
+            f"{op.name}'s output {differ or 'row count'} changed with columns outside reads() {reads}: name every "
+            f"column it reads there (the cache keys its rows by them)")
 
     def test_empty_table(self):
         op = self.make_operator()
@@ -268,6 +294,16 @@ class OperatorContract:
         for qid in pc.unique(out.column("qid")).to_pylist():
             ranks = out.filter(pc.equal(out.column("qid"), qid)).column("rank").to_pylist()
             assert sorted(ranks) == list(range(1, len(ranks) + 1)), f"ranks of {qid} are {ranks}, not 1..n"
+
+
+def _altered(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
+    """``column`` with every value changed (text with a word appended, numbers moved by one), or None for a type
+    left as it is (lists, structs)."""
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        return pc.binary_join_element_wise(pc.fill_null(column, ""), "changed", " ")
+    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
+        return pc.add(pc.fill_null(column, 0), pa.scalar(1, column.type))
+    return None
 
 
 def untrained_cross_encoder(folder: str | Path, *, seed: int = 0) -> Path:

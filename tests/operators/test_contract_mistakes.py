@@ -1,0 +1,105 @@
+"""The contract's checks of an author's mistakes. What a row-scope step's cache relies on: its output depends
+only on the columns ``reads()`` names (the cache keys each row by them), and it changes only the columns
+``produces()`` declares (a hit takes every other column from the input); each case wraps a real operator
+(``analyze.word_count``) and breaks one promise, and the unchanged operator passes both checks. A description and
+params of its own."""
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pydantic import BaseModel, ConfigDict, Field
+
+from operators.errors import ParamsError
+from operators.registry import get_operator
+from operators.tables import set_column
+from operators.testing import OperatorContract
+
+
+def contract_of(transform=None) -> OperatorContract:
+    word_count = get_operator("analyze.word_count")
+
+    class Broken(word_count):
+        def transform(self, table):
+            return transform(super().transform(table))
+
+    class Contract(OperatorContract):
+        operator_name = "analyze.word_count"
+
+        def make_operator(self, **params):
+            return (Broken if transform else word_count)(params)
+
+    return Contract()
+
+
+def counts_the_query_too(table: pa.Table) -> pa.Table:
+    """Reads ``query``, which ``reads()`` leaves out: the cache would give the count of another query's row."""
+    words = pc.list_value_length(pc.utf8_split_whitespace(table.column("query")))
+    return set_column(table, "word_count", pc.add(table.column("word_count"), words.cast(pa.int32())))
+
+
+def shouts_the_title(table: pa.Table) -> pa.Table:
+    """Rewrites ``title``, which ``produces()`` does not declare: a cache hit would give the title as it went in."""
+    return set_column(table, "title", pc.utf8_upper(table.column("title")))
+
+
+def test_the_operator_as_it_is_passes_both_checks():
+    contract = contract_of()
+    contract.test_output_depends_only_on_the_columns_it_reads()
+    contract.test_columns_it_changes_are_declared()
+
+
+def test_an_output_that_depends_on_a_column_outside_reads_fails_naming_the_columns_read():
+    with pytest.raises(AssertionError, match=r"\['word_count'\] changed with columns outside reads\(\) \['text'\]"):
+        contract_of(counts_the_query_too).test_output_depends_only_on_the_columns_it_reads()
+
+
+def test_a_column_rewritten_without_being_declared_fails_naming_it():
+    with pytest.raises(AssertionError, match=r"rewrites \['title'\] without declaring them in produces\(\)"):
+        contract_of(shouts_the_title).test_columns_it_changes_are_declared()
+
+
+def test_an_operator_without_a_docstring_of_its_own_has_no_description_and_fails_the_contract():
+    """``inspect.getdoc`` falls back to the base's docstring: such a reranker was described in ``tessera ops`` as
+    ``Base of the rerankers ...`` and passed the contract's check that it has a description."""
+    tfidf = get_operator("rerank.tfidf")
+    base = tfidf.__mro__[1]
+
+    class Undocumented(base):
+        name = "mylab.undocumented"
+
+    assert base.description() and Undocumented.description() == ""
+    assert get_operator("analyze.word_count").description().startswith("Count the words of a text column")
+    contract = contract_of()
+    contract.operator_name = Undocumented.name
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("operators.testing.get_operator", lambda name: Undocumented)
+        with pytest.raises(AssertionError, match="Undocumented needs a docstring"):
+            contract.test_is_registered()
+
+
+@pytest.mark.parametrize("extra, passes", [(None, True), ("forbid", True), ("allow", False), ("ignore", False)])
+def test_params_that_leave_extra_unset_pass_as_the_run_refuses_their_unknown_params_too(extra, passes):
+    """The run refuses an unknown param of a ``Params`` without ``extra`` as of one with ``extra="forbid"``; the
+    contract failed the first."""
+    word_count = get_operator("analyze.word_count")
+    config = {} if extra is None else {"extra": extra}
+
+    class Loose(word_count):
+        """Counts words, with params of its own configuration."""
+
+        class Params(BaseModel):
+            model_config = ConfigDict(**config)
+            input_column: str = Field("text", description="Column whose words are counted.")
+            output_column: str = Field("word_count", description="Column that receives the count.")
+
+    contract = contract_of()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("operators.testing.get_operator", lambda name: Loose)
+        if passes:
+            contract.test_params_schema_is_complete()
+        else:
+            with pytest.raises(AssertionError, match=f"must refuse unknown parameters.*not '{extra}'"):
+                contract.test_params_schema_is_complete()
+    if extra is None:
+        with pytest.raises(ParamsError, match="colour"):
+            Loose({"colour": "red"})
