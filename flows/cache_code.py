@@ -4,13 +4,14 @@ an operator's code misses the entries its old code stored instead of replaying t
 A step's code is the installed Tessera version plus a digest of the source files that define its operator's class
 and each of its base classes (``operators/base.py``, a category's ``base.py``, a plugin's own bases), and those of
 the operators it runs inside itself (``Operator.nested_operators``); then of the modules of Tessera's own packages
-(``operators``, ``flows``, ``serve``) that those files import, transitively: a helper such as
-``operators/sources/_documents.py``, wherever its import stands (a lazy one in ``setup()`` too). For a plugin from
-an installed package, that package's version too. So editing an operator's file or a helper it imports in an
-editable install misses that operator's entries, editing ``operators/base.py`` (or a module it imports) misses every
-operator's, and editing another operator's file misses none of them. Third-party packages, and a plugin's own
-helper modules, are covered by their versions, not read; files that are not Python (a prompt template) are not
-read: while editing one run with ``--no-cache`` or raise the operator's ``version``.
+(``operators``, ``flows``, ``serve``), and of each importing file's own top-level package (a plugin's helpers), that
+those files import, transitively: a helper such as ``operators/sources/_documents.py`` or ``mylab/_helpers.py``,
+wherever its import stands (a lazy one in ``setup()`` too). For a plugin from an installed package, that package's
+version too. So editing an operator's file or a helper it imports in an editable install misses that operator's
+entries, editing ``operators/base.py`` (or a module it imports) misses every operator's, and editing another
+operator's file misses none of them. Third-party packages are covered by their versions, not read; files that are
+not Python (a prompt template) are not read: while editing one run with ``--no-cache`` or raise the operator's
+``version``.
 
 Imports are found in each module's bytecode (``modulefinder``'s scanner, on the code Python's bytecode cache holds,
 as an import loads it), not by importing anything nor by the imported module's ``__dict__``, which misses the
@@ -100,10 +101,11 @@ _IMPORT_NAME = dis.opmap["IMPORT_NAME"]
 
 
 def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[str, ...]:
-    """The modules of Tessera's own packages that ``module``'s import statements name, wherever they stand (a lazy
-    import in ``setup()`` too). ``from P import name`` names ``P.name`` where that is a module, else ``P``; a
-    relative import is resolved as Python resolves it."""
+    """The modules of Tessera's own packages, and of ``module``'s own top-level package (a plugin's helpers), that
+    ``module``'s import statements name, wherever they stand (a lazy import in ``setup()`` too). ``from P import
+    name`` names ``P.name`` where that is a module, else ``P``; a relative import is resolved as Python does."""
     package = module if is_package else module.rpartition(".")[0]
+    own = module.partition(".")[0]
     found: list[str] = []
     codes = [code]
     for each in codes:
@@ -121,7 +123,7 @@ def _code_imports(module: str, is_package: bool, code: types.CodeType) -> tuple[
                     continue
             else:
                 continue
-            if base.partition(".")[0] not in _OWN_PACKAGES:
+            if base.partition(".")[0] not in (*_OWN_PACKAGES, own):
                 continue
             submodules = [f"{base}.{name}" for name in fromlist or () if name != "*"]
             submodules = [name for name in submodules if _spec(name) is not None]

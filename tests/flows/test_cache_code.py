@@ -214,3 +214,33 @@ def test_a_file_that_many_classes_import_is_read_once_while_it_is_unchanged():
     finally:
         watching.clear()
     assert opened == []  # a read per class before
+
+
+def test_a_plugins_own_helper_module_is_in_the_key_and_its_edit_changes_it(tmp_path, monkeypatch):
+    """A plugin package's helper (``mylab/_helpers.py`` beside the operator's ``mylab/flags.py``) was not read: an
+    edit of it in an editable install replayed the old output from the cache."""
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)
+    package = tmp_path / "mylab_probe"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "_helpers.py").write_text('STAMP = "old"\n')
+    (package / "flags.py").write_text(STAMP_SOURCE.replace("STAMP] *", "helper.STAMP] *").replace(
+        "    def transform", "    def transform").replace(
+        "from operators.tables import set_column\n", "from operators.tables import set_column\n\n"
+        "from mylab_probe import _helpers as helper\n"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    def stamp_class() -> type:  # imported again, as a new process does after an edit
+        for name in ("mylab_probe._helpers", "mylab_probe.flags"):
+            sys.modules.pop(name, None)
+        monkeypatch.setitem(sys.modules, "mylab_probe", load_module(package / "__init__.py", "mylab_probe",
+                                                                    monkeypatch))
+        sys.modules["mylab_probe"].__path__ = [str(package)]
+        return load_module(package / "flags.py", "mylab_probe.flags", monkeypatch).Stamp
+
+    before = dict(class_code(stamp_class()))
+    assert {"mylab_probe.flags", "mylab_probe._helpers", "operators.base"} <= set(before)
+    (package / "_helpers.py").write_text('STAMP = "fixed"\n')
+    after = dict(class_code(stamp_class()))
+    assert after["mylab_probe._helpers"] != before["mylab_probe._helpers"]
+    assert after["mylab_probe.flags"] == before["mylab_probe.flags"]
