@@ -116,7 +116,7 @@ class ParamsError(SpecError):
     @classmethod
     def from_validation(cls, err: Any, *, op: str | None, step: str | None,
                         known: Iterable[str] | None = None) -> "ParamsError":
-        """The first error of a pydantic ``ValidationError`` (and how many more); ``known``, the operator's
+        """The first error of a pydantic ``ValidationError`` (and the other params in error); ``known``, the operator's
         parameter names, turns an unknown one into "did you mean 'k'?" and the list of parameters. An unknown
         parameter comes first: a misspelt required one (``ulr``) is also a missing one (``url``), and the name
         sent is what the user must fix."""
@@ -131,9 +131,9 @@ class ParamsError(SpecError):
         else:
             got = f" (got {short_repr(first.get('input'))})" if quotable(first, known) else ""
             message = plain_message(first) + got + expected(first, known)
-        more = len(errors) - 1
-        if more:
-            message += f" (+{more} more error{'s' if more > 1 else ''})"
+        others = list(dict.fromkeys(".".join(map(str, e["loc"])) for e in errors if e["loc"][:1] != first["loc"][:1]))
+        if others:  # the other params in error, each once (a union's branches give one error each)
+            message += f" (+{len(others)} more error{'s' if len(others) > 1 else ''}: {', '.join(others)})"
         return cls(message, op=op, step=step, field=f"params.{loc}" if loc else "params")
 
 

@@ -9,6 +9,7 @@ before anything is read.
 from __future__ import annotations
 
 import importlib.util
+from importlib import metadata
 from typing import Any
 
 from operators.errors import TesseraError
@@ -31,6 +32,12 @@ def missing_extra(op: Any) -> str | None:
     missing = [module for module in needs if importlib.util.find_spec(module) is None]
     if not missing:
         return None
-    extras = sorted({needs[module] for module in missing})
-    return (f"{op.name} needs {', '.join(missing)}, not installed here: pip install "
-            f"'tessera[{','.join(extras)}]' (from a clone: pip install -e '.[{','.join(extras)}]')")
+    extras = ",".join(sorted({needs[module] for module in missing}))
+    top = (op if isinstance(op, type) else type(op)).__module__.partition(".")[0]
+    if top in ("operators", "flows", "serve"):
+        install = f"pip install 'tessera[{extras}]' (from a clone: pip install -e '.[{extras}]')"
+    elif distributions := metadata.packages_distributions().get(top):  # a plugin's own extras
+        install = f"pip install '{distributions[0]}[{extras}]'"
+    else:  # a TESSERA_OPERATORS module, from no distribution
+        install = f"install the package(s) that provide {', '.join(missing)} (its extra '{extras}')"
+    return f"{op.name} needs {', '.join(missing)}, not installed here: {install}"

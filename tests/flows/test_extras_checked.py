@@ -26,6 +26,24 @@ def test_a_missing_package_is_named_with_its_extra(monkeypatch):
                                          "'tessera[dimensions]' (from a clone: pip install -e '.[dimensions]')")
 
 
+def test_a_plugins_missing_package_names_the_plugins_distribution_not_tesseras(monkeypatch):
+    """A plugin's ``requires_packages`` was answered with ``pip install 'tessera[fancy]'``, an extra Tessera has
+    not. Its own distribution's extra where one installed it (the top-level package ``yaml`` comes from PyYAML
+    here), else the modules to install."""
+    word_count = get_operator("analyze.word_count")
+    monkeypatch.setitem(sys.modules, "zzz_not_installed", None)
+
+    def plugin(module: str) -> type:
+        return type("Fancy", (word_count,), {"__module__": module, "name": "mylab.fancy", "__doc__": "Fancy.",
+                                             "requires_packages": {"zzz_not_installed": "fancy"}})
+
+    assert missing_extra(plugin("yaml.fancy")) == (
+        "mylab.fancy needs zzz_not_installed, not installed here: pip install 'PyYAML[fancy]'")
+    assert missing_extra(plugin("mylab_script")) == (
+        "mylab.fancy needs zzz_not_installed, not installed here: install the package(s) that provide "
+        "zzz_not_installed (its extra 'fancy')")
+
+
 def test_an_ingestion_whose_step_lacks_its_package_is_refused_before_anything_is_written(tmp_path, monkeypatch):
     folder = tmp_path / "docs"
     folder.mkdir()

@@ -205,7 +205,7 @@ def test_a_misspelt_required_parameter_is_named_as_sent_with_the_close_name():
     with pytest.raises(ParamsError) as err:
         FlowSpec.parse({"name": "t", "steps": {"api": {"op": "rerank.api", "params": {"ulr": "http://x"}}}}).build()
     assert err.value.field == "steps.api.params.ulr"
-    assert "unknown parameter; did you mean 'url'?" in err.value.message and "(+1 more error)" in err.value.message
+    assert "unknown parameter; did you mean 'url'?" in err.value.message and "(+1 more error: url)" in err.value.message
 
 
 # -- 6. TREC run files --------------------------------------------------------------------------------
