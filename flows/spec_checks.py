@@ -64,6 +64,7 @@ def check_branches(ids: list[str], inputs: dict[str, tuple[str, ...]], operators
         explicit = bool(getattr(op.params, "branches", None))
         where = "params.branches" if explicit else "inputs"
         above = ancestors(step, inputs)
+        reachable, cut = _rows_reaching(step, inputs, operators)
         for branch in branch_steps():
             if branch not in operators:
                 raise SpecError(f"{where} names '{branch}', which is not a step of this flow (steps: "
@@ -72,12 +73,46 @@ def check_branches(ids: list[str], inputs: dict[str, tuple[str, ...]], operators
                 raise SpecError(f"{where} names '{branch}', which is not above this step (its input does not "
                                 f"come from it), so it has no ranking here", step=step, op=op.name,
                                 field=f"steps.{step}.{where}")
+            if branch not in reachable:
+                searcher = next(s for s in ids if s in cut and branch in ancestors(s, inputs))
+                raise SpecError(f"{where} names '{branch}', whose ranking does not reach this step: '{searcher}' "
+                                f"({operators[searcher].name}) between them searches from the queries alone, and "
+                                f"its rows carry no ranking of the steps before it; give this step both as inputs "
+                                f"(inputs: [{branch}, {searcher}])", step=step, op=op.name,
+                                field=f"steps.{step}.{where}")
             if f"rank_{branch}" not in operators[branch].produces():
                 ranking = [s for s in ids if s in above and f"rank_{s}" in operators[s].produces()]
                 raise SpecError(f"branch '{branch}' ({operators[branch].name}) does not rank: it writes no "
                                 f"rank_{branch} column to fuse; set params.branches to steps that rank"
                                 + (f" (above this step: {', '.join(ranking)})" if ranking else ""),
                                 step=step, op=op.name, field=f"steps.{step}.{where}")
+
+
+def _searches_anew(op: Any) -> bool:
+    """Whether a step makes its rows from the queries alone (a retriever: it reads qid and query, writes docno),
+    so the rows before it do not reach the steps after it."""
+    reads = op.reads()
+    return (op.scope == "query" and reads is not None and set(reads) <= {"qid", "query"}
+            and "docno" in op.produces())
+
+
+def _rows_reaching(step: str, inputs: dict[str, tuple[str, ...]],
+                   operators: dict[str, Any]) -> tuple[set[str], set[str]]:
+    """The steps above ``step`` whose rows (and ranking columns) reach it, and the searching steps that cut the
+    others off: a path through a retriever carries that retriever's rows, not the rows of the steps before it."""
+    reaching: set[str] = set()
+    cut: set[str] = set()
+    stack = list(inputs[step])
+    while stack:
+        parent = stack.pop()
+        if parent in reaching:
+            continue
+        reaching.add(parent)
+        if _searches_anew(operators[parent]):
+            cut.add(parent)
+        else:
+            stack.extend(inputs[parent])
+    return reaching, cut
 
 
 def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:

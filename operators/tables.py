@@ -96,13 +96,42 @@ def qid_groups(table: pa.Table) -> Iterator[tuple[str, pa.Table]]:
         yield qid, grouped.slice(start, end - start)
 
 
-def query_rows(table: pa.Table, owned: Iterable[str]) -> pa.Table:
+def query_rows(table: pa.Table, owned: Iterable[str] = ()) -> pa.Table:
     """One row per query (the first of its group, in order of first appearance), with its query-level columns:
-    what a retriever searches for, less the ``owned`` columns it writes itself."""
-    firsts = [group.slice(0, 1) for _, group in qid_groups(table)]
-    queries = pa.concat_tables(firsts) if firsts else table.slice(0, 0)
-    owned = set(owned)
-    return queries.drop_columns([c for c in queries.column_names if c in owned])
+    what a retriever searches for. Left out: the ``owned`` columns it writes itself, and the columns of the
+    documents of the results it was given (``document_columns``), which the first row would lend every new hit: a
+    dense search after bm25 gave each of its hits bm25's best ``rank_bm25``, which a fusion then read."""
+    queries = table
+    if table.num_rows > 1:  # one take, not a slice per query
+        _, first = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_index=True)
+        if len(first) < table.num_rows:
+            queries = table.take(pa.array(np.sort(first)))
+    dropped = set(owned) | document_columns(table)
+    return queries.drop_columns([c for c in queries.column_names if c in dropped])
+
+
+def document_columns(table: pa.Table) -> set[str]:
+    """The columns of ``table`` (rows of results) that belong to its documents, not to its queries: every step's
+    ``score_<step>`` and ``rank_<step>``, and any column whose value differs between the rows of one query."""
+    names = [c for c in table.column_names if c not in ("qid", "query")]
+    found = {c for c in names if c.startswith(("score_", "rank_"))}
+    rest = [c for c in names if c not in found]
+    if not rest or table.num_rows < 2:
+        return found
+    grouped, _, bounds = group_by_qid(table)
+    if len(bounds) - 1 == grouped.num_rows:  # a row per query: nothing differs within one
+        return found
+    firsts = pa.array(np.repeat(bounds[:-1], np.diff(bounds)))
+    return found | {c for c in rest if _differs(grouped.column(c), grouped.column(c).take(firsts))}
+
+
+def _differs(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
+    """Whether two columns of one type differ in any row (a null beside a value too)."""
+    try:
+        same = pc.fill_null(pc.equal(a, b), True)
+        return bool(pc.any(pc.or_(pc.invert(same), pc.xor(pc.is_null(a), pc.is_null(b)))).as_py())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):  # lists, structs: as Python values
+        return a.to_pylist() != b.to_pylist()
 
 
 def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:

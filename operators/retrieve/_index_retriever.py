@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from operators.base import Operator
 from operators.errors import OperatorError
 from operators.filters import FilterError, MetadataFilter, apply_filter, evaluation_error
-from operators.tables import set_ranking
+from operators.tables import query_rows, set_ranking
 
 _lock = threading.Lock()
 #: resolved path -> (the Index, its manifest's creation time when it was opened)
@@ -257,11 +257,7 @@ class IndexRetriever(Operator):
                                 step=self.step_id, op=self.name, schema=schema)
 
     def transform(self, table: pa.Table) -> pa.Table:
-        queries = table
-        if table.num_rows > 1:  # the first row of each qid, in order of first appearance (one take)
-            _, first = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_index=True)
-            if len(first) < table.num_rows:
-                queries = table.take(pa.array(np.sort(first)))
+        queries = query_rows(table)
         texts = [q or "" for q in queries.column("query").to_pylist()]
         schema = self.index.docs_schema() if self.params.filter is not None else None
         if self.params.filter is not None and schema is None:

@@ -19,7 +19,7 @@ from operators.fuse._fusion import Branch, fuse_table, reciprocal_rank
 from operators.retrieve.bm25 import BM25Retriever
 from operators.retrieve.dense import DenseRetriever
 from operators.retrieve.multi_hop_links import title_links
-from operators.tables import concat, set_columns, set_ranking
+from operators.tables import concat, query_rows, set_columns, set_ranking
 
 log = logging.getLogger(__name__)
 _FOLLOW_UP_SYSTEM = "You write web search queries. Reply with one query and nothing else."
@@ -236,8 +236,7 @@ class MultiHopRetriever(Operator):
 
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
-        _, first = np.unique(table.column("qid").to_numpy(zero_copy_only=False), return_index=True)
-        questions = table.take(pa.array(np.sort(first), pa.int64())) if table.num_rows else table
+        questions = query_rows(table)
         qids = questions.column("qid").cast(pa.string())
         texts = [q or "" for q in questions.column("query").to_pylist()]
         n = questions.num_rows

@@ -65,6 +65,19 @@ def test_a_branch_that_does_not_rank_or_is_not_above_the_step_is_refused():
     assert err.value.field == "steps.fused.params.branches"
 
 
+def test_a_branch_behind_a_retriever_is_refused_and_the_same_steps_fanned_in_build():
+    """bm25 -> dense -> fuse.rrf(branches: bm25, dense): dense searches from the queries alone, so its rows hold no
+    bm25 ranking; they had carried bm25's best row's rank_bm25 onto every dense hit, fused as a tie of firsts."""
+    linear = {"bm25": {"op": "retrieve.bm25", "params": {"k": 10}}, "dense": {"op": "retrieve.dense"},
+              "fused": {"op": "fuse.rrf", "params": {"branches": ["bm25", "dense"]}}}
+    with pytest.raises(SpecError, match=r"'bm25', whose ranking does not reach this step: 'dense' \(retrieve.dense\)"
+                                        r".*inputs: \[bm25, dense\]") as err:
+        build(linear)
+    assert err.value.field == "steps.fused.params.branches"
+    build({**linear, "fused": {"op": "fuse.rrf", "inputs": ["bm25", "dense"]}})  # the fan-in it advises
+    build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"]}}})  # a reranker passes rows
+
+
 def test_valid_branches_build_a_reranked_list_fused_with_its_first_stage():
     flow = build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"],
                                                                    "weights": {"fused": 1, "rr": 2}}}})

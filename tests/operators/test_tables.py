@@ -5,7 +5,7 @@ import pytest
 
 from operators import create
 from operators.errors import MissingColumnsError
-from operators.tables import qid_groups, require_columns, set_ranking
+from operators.tables import qid_groups, query_rows, require_columns, set_ranking
 
 
 def test_set_ranking_orders_by_score_breaks_ties_by_docno_and_keeps_step_copy():
@@ -57,3 +57,28 @@ def test_missing_columns_error_names_operator_and_columns():
     assert err.value.step == "wc" and err.value.op == "analyze.word_count"
     assert "['body']" in str(err.value) and "['text']" in str(err.value)
     require_columns(pa.table({"a": [1]}), ["a"])
+
+
+def test_query_rows_keep_a_querys_own_columns_and_leave_its_documents():
+    """A retriever given results makes its queries of their first rows: each step's score_/rank_ and any column that
+    differs within a query belong to documents, which the first row lent every new hit (bm25's best rank_bm25)."""
+    results = pa.table({
+        "qid": ["q1", "q1", "q2", "q1", "q2"], "query": ["bees", "bees", "cats", "bees", "cats"],
+        "session": ["s1", "s1", "s2", "s1", "s2"], "messages": [["hi"], ["hi"], [], ["hi"], []],
+        "docno": ["a", "b", "c", "d", "e"], "lang": ["en", "de", "en", "en", "en"],
+        "tags": [["x"], ["y"], ["z"], ["x"], ["z"]], "rank_bm25": pa.array([1, 2, 1, 3, 2], pa.int32()),
+        "score_bm25": [3.0, 2.0, 5.0, 1.0, 4.0], "year": pa.array([2001, None, 1999, 2001, 1999])})
+    queries = query_rows(results, owned=["docno"])
+    assert queries.to_pylist() == [{"qid": "q1", "query": "bees", "session": "s1", "messages": ["hi"]},
+                                   {"qid": "q2", "query": "cats", "session": "s2", "messages": []}]
+    one_row_each = results.slice(1, 2)  # one row a query: nothing differs within one, but a ranking is a document's
+    assert query_rows(one_row_each).column_names == ["qid", "query", "session", "messages", "docno", "lang", "tags",
+                                                     "year"]
+
+
+def test_a_retriever_after_another_gives_its_hits_no_ranking_of_the_first():
+    first = create("retrieve.corpus_bm25", {"k": 10}, step_id="first")
+    second = create("retrieve.corpus_bm25", {"k": 3, "index_title": False}, step_id="second")
+    out = second(first(pa.table({"qid": ["1", "2"], "query": ["honey bees", "gothic cathedrals"]})))
+    assert out.num_rows == 6 and not [c for c in out.column_names if c.endswith("_first")]
+    assert out.column("rank_second").to_pylist() == [1, 2, 3, 1, 2, 3]
