@@ -17,8 +17,9 @@ from pathlib import Path
 
 from operators.models.references import resolve_model_path
 
-#: The files that decide a model's outputs (weights, configs, vocabularies).
-MODEL_FILE_SUFFIXES = frozenset({".json", ".safetensors", ".bin", ".txt"})
+#: The files that decide a model's outputs (weights, configs, vocabularies; a SentencePiece tokenizer's ``.model``,
+#: torch's ``.pt``/``.pth`` and NumPy's ``.npy`` weights too).
+MODEL_FILE_SUFFIXES = frozenset({".json", ".safetensors", ".bin", ".txt", ".model", ".pt", ".pth", ".npy"})
 #: ``tessera train``'s record of a run, beside the weights: it does not change what the model computes.
 TRAINING_FILE = "training.json"
 

@@ -62,6 +62,26 @@ class DenseRetriever(IndexRetriever):
         except IndexStoreError:
             return {}
 
+    def cache_identity(self) -> dict[str, Any]:
+        """The index's, and its encoder's weights: a model retrained under its name (``tessera-bi-encoder``) embeds
+        queries otherwise, and its cached rankings were replayed."""
+        identity = super().cache_identity()
+        if (weights := self.encoder_weights()) is not None:
+            identity["weights"] = weights
+        return identity
+
+    def encoder_weights(self) -> str | None:
+        """The fingerprint of the index's encoder's files, None without an index or that model here (the run
+        names what is missing)."""
+        from operators.models.fingerprint import weights_fingerprint
+        from operators.models.references import ModelNotFoundError
+
+        encoder = self.required_models().get("params.index (its encoder)")
+        try:
+            return weights_fingerprint(encoder) if encoder else None
+        except ModelNotFoundError:
+            return None
+
     def check_index(self, index) -> None:
         super().check_index(index)  # an index without vectors
         self._encoder = self._query_encoder(index.settings.encoder)

@@ -154,6 +154,10 @@ class MultiHopRetriever(Operator):
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         identity["index"] = self._retrievers[0].index_identity()
+        weights = [w for r in self._retrievers + self._follow_up_retrievers if (w := getattr(r, "encoder_weights",
+                                                                                          lambda: None)())]
+        if weights:  # a dense search's encoder, retrained under its name, ranks otherwise
+            identity["weights"] = sorted(set(weights))
         if self.params.follow_up == "llm":  # what the alias names now, as the language-model steps key on it
             identity["follow_up_model"] = model_identity(self.params.follow_up_model)
         return identity

@@ -43,6 +43,17 @@ def test_a_copy_written_anew_keeps_the_fingerprint_and_changed_weights_change_it
     assert flipped != model_fingerprint(copy)
 
 
+@pytest.mark.parametrize("name", ["spiece.model", "pytorch_model.pt", "weights.pth", "embeddings.npy"])
+def test_a_tokenizer_or_weights_in_another_format_are_in_the_fingerprint(tmp_path, name):
+    """A SentencePiece tokenizer (``spiece.model``), torch's and NumPy's weight files decide outputs too: an edit of
+    one left the fingerprint, and the cached outputs of the model before it, as they were."""
+    (tmp_path / "config.json").write_text("{}", encoding="utf-8")
+    (tmp_path / name).write_bytes(b"one")
+    before = model_fingerprint(tmp_path)
+    (tmp_path / name).write_bytes(b"two")
+    assert model_fingerprint(tmp_path) != before
+
+
 @pytest.mark.parametrize("op", ["embed.sentence_transformer", "rerank.embedding"])
 def test_a_model_steps_cache_key_follows_its_weights_not_their_install(tmp_path, op):
     copy = _fresh_copy(tmp_path)

@@ -136,3 +136,22 @@ def test_retrievers_with_filters_and_fusion_give_the_local_table_on_ray_data(den
         assert on_ray.history[step].equals(local.history[step]), step
     assert set(local.history["bm25"].column("country").to_pylist()) <= {"FR", "DE"}
     assert min(local.history["dense"].column("year").to_pylist()) >= 2000
+
+
+def test_the_cache_key_follows_the_index_encoders_weights(tmp_path, monkeypatch):
+    """A model retrained under its name (``tessera-bi-encoder``) embeds queries otherwise: dense and multi-hop
+    rankings cached with its old weights were replayed, the key holding only the index and the params."""
+    from flows.cache_keys import step_key
+
+    encoder = tmp_path / "encoder"
+    encoder.mkdir()
+    (encoder / "config.json").write_text("{}")
+    (encoder / "model.safetensors").write_bytes(b"old weights")
+    dense_class = type(create("retrieve.dense", {"index": "idx"}))
+    monkeypatch.setattr(dense_class, "required_models", lambda self: {"params.index (its encoder)": str(encoder)})
+    dense = create("retrieve.dense", {"index": "idx"})
+    hops = create("retrieve.multi_hop", {"index": "idx", "retriever": "dense"})
+    keys = step_key(dense), step_key(hops)
+    assert keys == (step_key(dense), step_key(hops))
+    (encoder / "model.safetensors").write_bytes(b"new weights")
+    assert step_key(dense) != keys[0] and step_key(hops) != keys[1]
