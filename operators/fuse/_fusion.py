@@ -195,6 +195,9 @@ def _fuse(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *, step
     # The representative row of a document: its row in the first branch that has it.
     first_branch = np.argmax(best_rows >= 0, axis=0)
     representative = best_rows[first_branch, np.arange(n_pairs)]
+    counted = (best_rows[[b.weight > 0 for b in branches]] >= 0).any(axis=0)
+    if not counted.all():  # weight 0 leaves a branch out: the documents only it found too, not tied at 0 below
+        best_rows, representative, fused = best_rows[:, counted], representative[counted], fused[counted]
     own: dict[str, pa.Array] = {}
     for i, branch in enumerate(branches):  # every branch's own ranking stays visible on the fused row
         for column in (branch.rank_column, branch.score_column):
