@@ -207,6 +207,10 @@ class StepRunner:
             out = table.select(passthrough).take(pa.array(slices.input_rows()))
             for name in written.column_names:
                 out = out.append_column(name, written.column(name))
+            # the input's order, new columns last, as a step keeps it: a run with some hits was otherwise ordered
+            # unlike one with none (title before docno in its --out file)
+            out = out.select([c for c in table.column_names if c in out.column_names]
+                             + [c for c in written.column_names if c not in table.column_names])
         stats.rows_out = out.num_rows
         return out, stats
 

@@ -165,6 +165,19 @@ def test_a_row_step_that_changes_an_undeclared_column_is_refused_naming_it(tmp_p
     assert out.column("text").to_pylist() == table.column("text").to_pylist()
 
 
+def test_a_row_step_with_some_rows_cached_orders_its_columns_as_without_the_cache(tmp_path):
+    """``preprocess.chunk`` rewrites docno and text: with some rows from the cache they came after the columns it
+    passes through (``title, docno, text``), without the cache in their place (``docno, title, text``)."""
+    table = sample_results(2, 4)
+    cache = StepCache(tmp_path / "cache")
+    chunk = create("preprocess.chunk", {"size": 40, "overlap": 0}, step_id="chunk")
+    StepRunner(chunk, cache).run(table.slice(0, 3))
+    partly, stats = StepRunner(chunk, cache).run(table)
+    alone, _ = StepRunner(chunk, None).run(table)
+    assert 0 < stats.hits < table.num_rows
+    assert partly.column_names == alone.column_names and partly.equals(alone)
+
+
 def test_a_renamed_retriever_misses_the_entries_of_its_old_name(tmp_path):
     """A retriever names two of its columns after its step (score_<step>, rank_<step>): a copy of a flow with its
     retrievers renamed, run over the same cache, must not replay the old names' columns (its fusion step then
