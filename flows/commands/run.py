@@ -79,6 +79,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     """``handle`` once remote inputs are local files and the output has a local path (``flows.uris``)."""
     from flows.commands._progress import ProgressReporter, cancel_on_interrupt
     from flows.executors import make_executor
+    from flows.executors.base import as_queries, query_step
     from flows.model_check import check_models
     from flows.progress import CancelToken
     from flows.queries import TREC_SUFFIXES, check_result_path, read_queries, write_results
@@ -94,6 +95,8 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
         queries = read_queries(mosaic_query)
+    elif query_step(flow) is None:  # its steps all start at a source (sources.jsonl): nothing to ask
+        queries = as_queries(None, flow)
     else:
         raise CliError("give the queries: --queries FILE_OR_TEXT", field="queries")
     out_path = check_result_path(out_file) if out_file else None

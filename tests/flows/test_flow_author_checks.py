@@ -73,6 +73,23 @@ def test_no_queries_for_a_flow_that_reads_them_is_a_spec_error_naming_queries(tm
     assert as_queries(None).num_rows == 0  # without the flow (an executor's default): an empty input
 
 
+def test_tessera_run_of_a_flow_that_starts_at_a_source_needs_no_queries(tmp_path, monkeypatch, capsys):
+    """It was refused, "give the queries", though the flow reads none (``Flow.run`` took it without)."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    source = {"op": "sources.jsonl", "params": {"path": corpus_file(tmp_path)}}
+    (tmp_path / "read.json").write_text(json.dumps({"name": "read", "steps": {
+        "read": source, "words": {"op": "analyze.word_count"}}}))
+    assert main(["run", str(tmp_path / "read.json"), "--json", "--no-cache"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows and all(row["word_count"] > 0 for row in rows)
+    (tmp_path / "search.json").write_text(json.dumps({"name": "search", "steps": {"bm25": {
+        "op": "retrieve.corpus_bm25", "params": {"corpus": corpus_file(tmp_path)}}}}))
+    assert main(["run", str(tmp_path / "search.json")]) == 2
+    assert "give the queries: --queries FILE_OR_TEXT" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("queries, field, words", [
     ({"qid": ["1", "1"], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid '1' appears twice"),
     ({"qid": ["1", "2"], "query": ["honey bees", "  "]}, "queries.query", "(qid '2') is empty"),
