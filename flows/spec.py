@@ -215,6 +215,7 @@ class FlowSpec(BaseModel):
             raise SpecError(f"output '{output}' is not a step of this flow", field="output")
         spec_checks.check_branches(ids, inputs, operators)
         spec_checks.check_metadata_keys(order, operators)
+        spec_checks.check_rankings_kept(order, operators)
         flow = Flow(spec=self, order=order, inputs=inputs, operators=operators, output=output)
         flow.check_columns(None)
         flow.warnings = spec_checks.warn_unfused_fan_ins(self.name, inputs, operators)

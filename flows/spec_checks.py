@@ -115,6 +115,21 @@ def _rows_reaching(step: str, inputs: dict[str, tuple[str, ...]],
     return reaching, cut
 
 
+def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:
+    """Refuse a step that writes another step's ranking column (``rank_<step>``, ``score_<step>``) under that
+    step's name: an ``analyze.word_count`` with ``output_column: rank_bm25`` gave a fusion word counts for bm25's
+    ranks, and nothing said so."""
+    for step in order:
+        for column in operators[step].produces():
+            kind, _, owner = column.partition("_")
+            if kind in ("rank", "score") and owner in operators and owner != step:
+                params = operators[step].params.model_dump()
+                named = next((f"params.{name}" for name, value in params.items() if value == column), "op")
+                raise SpecError(f"it writes column '{column}', which holds step '{owner}'s ranking (steps after it "
+                                f"read it, a fusion too); give its output another name", step=step,
+                                op=operators[step].name, field=f"steps.{step}.{named}")
+
+
 def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:
     """Refuse two steps that write the same per-query metadata key (``Operator.metadata_keys``: two
     ``generate.answer`` steps, a ``summarize.results`` whose ``output_key`` is ``answer``): the later step's value

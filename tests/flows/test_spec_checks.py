@@ -78,6 +78,15 @@ def test_a_branch_behind_a_retriever_is_refused_and_the_same_steps_fanned_in_bui
     build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"]}}})  # a reranker passes rows
 
 
+def test_a_step_that_writes_another_steps_ranking_column_is_refused_naming_its_param():
+    """word_count's output_column: rank_bm25 gave the fusion after it word counts for bm25's ranks, silently."""
+    with pytest.raises(SpecError, match="writes column 'rank_bm25', which holds step 'bm25's ranking") as err:
+        build({**HYBRID, "wc": {"op": "analyze.word_count", "params": {"output_column": "rank_bm25"}},
+               "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"]}}})
+    assert (err.value.step, err.value.field) == ("wc", "steps.wc.params.output_column")
+    build({**HYBRID, "wc": {"op": "analyze.word_count", "params": {"output_column": "rank_words"}}})  # no such step
+
+
 def test_valid_branches_build_a_reranked_list_fused_with_its_first_stage():
     flow = build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"],
                                                                    "weights": {"fused": 1, "rr": 2}}}})
