@@ -340,7 +340,10 @@ class MultiHopRetriever(Operator):
         return fused.filter(pc.less_equal(fused.column("rank"), self.params.documents_per_hop))
 
     def _with_question_columns(self, fused: pa.Table, questions: pa.Table) -> pa.Table:
-        """Drop the per-query ranking columns; put each question's own columns (qid, query, extras) on its rows."""
+        """Drop the per-query ranking columns; put each question's own columns (qid, query, extras) on its rows,
+        the questions in their input order (a fusion lists first the questions its first ranking found: those BM25
+        found nothing for came last, and a cached run, which keeps the input's order, was ordered otherwise)."""
+        fused = fused.take(np.argsort(fused.column(_QUESTION).to_numpy(), kind="stable"))
         which = fused.column(_QUESTION)
         internal = [c for c in fused.column_names if c in (_QUESTION, _SLOT, _SEED_TEXT, _SEED)
                     or c.startswith((f"rank_{self.step_id}_", f"score_{self.step_id}_"))]

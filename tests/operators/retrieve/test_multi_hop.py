@@ -99,6 +99,16 @@ def test_hybrid_hops_fuse_bm25_and_dense(sample_index):
     assert list(op.required_models().values()) == ["all-MiniLM-L6-v2"]
 
 
+def test_questions_come_out_in_their_input_order_whatever_bm25_found(sample_index):
+    """A question BM25 finds nothing for ("x") came after the others: its fusion lists first the questions its first
+    ranking holds, while a cached run keeps the input's order, so --out files differed with and without the cache."""
+    asked = pa.table({"qid": ["q1", "q2", "q3"], "query": ["whale", "x", "honey bees"]})
+    out = multi_hop(sample_index, retriever="hybrid", k=3)(asked)
+    assert list(dict.fromkeys(out.column("qid").to_pylist())) == ["q1", "q2", "q3"]
+    for qid in ("q1", "q2", "q3"):
+        assert [row["rank"] for row in rows_of(out, qid)] == [1, 2, 3]
+
+
 def test_bad_params_and_index_name_the_field(tmp_path):
     with pytest.raises(ParamsError) as err:
         create("retrieve.multi_hop", {"max_hops": 0})
