@@ -90,7 +90,8 @@ def per_query(answers: Mapping[str, str], gold: Mapping[str, list[str]],
     values: dict[str, dict[str, float]] = {m: {} for m in MEASURES}
     for qid in qids:
         if qid in gold:
-            em, f1 = scores(answers.get(qid, ""), gold[qid])
+            # Unanswered is 0: scored as "", it would match a gold answer that normalises to nothing ("The").
+            em, f1 = scores(answers[qid], gold[qid]) if qid in answers else (0.0, 0.0)
             values["AnswerEM"][qid], values["AnswerF1"][qid] = em, f1
     return values
 

@@ -149,7 +149,13 @@ def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
              else pa.nulls(result.num_rows, pa.float64()))
     table = pa.table({"qid": qid, "docno": docno, "score": score})
     if "rank" in result.column_names:
-        table = table.append_column("rank", result.column("rank").cast(pa.int32()))
+        rank = result.column("rank")
+        if rank.null_count:
+            at = pc.index(pc.is_null(rank), True).as_py()
+            raise BenchError(f"flow '{flow}' returned {rank.null_count} row(s) with no rank (the first: query "
+                             f"'{qid[at]}', document '{docno[at]}'): a benchmark ranks every row it measures",
+                             field="flow")
+        table = table.append_column("rank", rank.cast(pa.int32()))
         table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
     else:
         table = table.sort_by([("qid", "ascending"), ("score", "descending")])
@@ -158,15 +164,17 @@ def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
 
 
 def _first_of_each(table: pa.Table) -> pa.Table:
-    """The run (sorted by qid, then rank) with each (qid, docno) at its first rank alone, ranked 1, 2, ... again."""
+    """The run (sorted by qid, then rank) with each (qid, docno) at its first rank alone, ranked 1, 2, ... again
+    (tied ranks too, in the run's order)."""
     seen: set[tuple[str, str]] = set()
     first = []
     for pair in zip(table.column("qid").to_pylist(), table.column("docno").to_pylist()):
         first.append(pair not in seen)
         seen.add(pair)
-    if all(first):
-        return table
-    table = table.filter(pa.array(first))
+    if not all(first):
+        table = table.filter(pa.array(first))
+    # Renumbered even when nothing was dropped: a step's tied ranks (1, 1, 3) would otherwise leave the measures
+    # to break the tie by docno, while the saved .trec file keeps the flow's order (the sort above is stable).
     ranks = pa.array(_ranks_within(table.column("qid")), pa.int32())
     return table.set_column(table.column_names.index("rank"), "rank", ranks)
 

@@ -41,11 +41,11 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     """Relevance judgements of one split: ``qid: string, docno: string, relevance: int32``.
 
     Reads ``<folder>/qrels/<split>.tsv``: BEIR's tab-separated ``query-id, corpus-id,
-    score`` with a header line, or TREC's four columns ``qid 0 docno relevance`` (tabs or
-    spaces). A byte order mark, Windows line ends, blank lines and the spaces around a tab-separated
-    cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0`` reads as 1, ``1.5``
-    is an error naming its line: ir-measures' grades are integers). A judgement given twice counts once;
-    given twice with two grades, it is an error naming both lines (which grade was meant?).
+    score`` with a header line (the first, its grade a column name), or TREC's four columns ``qid 0 docno
+    relevance`` (tabs or spaces). A byte order mark, Windows line ends, blank lines and the spaces around a
+    tab-separated cell are dropped: they would make ids that match nothing. A grade is a whole number (``1.0``
+    reads as 1, ``1.5`` is an error naming its line: ir-measures' grades are integers). A judgement given twice
+    counts once; given twice with two grades, it is an error naming both lines (which grade was meant?).
     """
     path = Path(folder) / "qrels" / f"{split}.tsv"
     if not path.is_file():
@@ -57,42 +57,65 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
     docnos: list[str] = []
     relevance: list[int] = []
     seen: dict[tuple[str, str], tuple[int, int]] = {}  # (qid, docno) -> (line, grade)
-    with open(path, encoding="utf-8-sig") as f:
-        for number, line in enumerate(f, start=1):
-            parts = [p.strip() for p in line.split("\t")] if "\t" in line else line.split()
-            while parts and not parts[-1]:  # a trailing tab
-                parts.pop()
-            if not parts:
+    for number, parts, first in _qrels_lines(path, op):
+        if len(parts) == 4:  # TREC: qid iteration docno relevance
+            parts = [parts[0], parts[2], parts[3]]
+        if len(parts) != 3:
+            raise SourceError(f"{path}, line {number}: expected 3 tab-separated columns, got {len(parts)}",
+                              **_where(op))
+        try:
+            grade = float(parts[2])
+        except ValueError:
+            if first and parts[2].lower() in _HEADER_GRADES:  # BEIR's header: query-id, corpus-id, score
                 continue
-            if len(parts) == 4:  # TREC: qid iteration docno relevance
-                parts = [parts[0], parts[2], parts[3]]
-            if len(parts) != 3:
-                raise SourceError(f"{path}, line {number}: expected 3 tab-separated columns, got {len(parts)}",
-                                  **_where(op))
-            try:
-                grade = float(parts[2])
-            except ValueError:
-                if number == 1:  # the header
-                    continue
-                raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number",
-                                  **_where(op)) from None
-            if not grade.is_integer():  # ir-measures takes whole grades: 1.5 would be read as 1, silently
-                raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a whole number (grades are "
-                                  "0, 1, 2, ...)", **_where(op))
-            score = int(grade)
-            key = (parts[0], parts[1])
-            if key in seen:
-                first, grade = seen[key]
-                if grade != score:
-                    raise SourceError(f"{path}, line {number}: query '{key[0]}' and document '{key[1]}' are judged "
-                                      f"{score} here and {grade} on line {first}: keep one judgement", **_where(op))
-                continue
-            seen[key] = (number, score)
-            qids.append(parts[0])
-            docnos.append(parts[1])
-            relevance.append(score)
+            raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a number"
+                              + (" (a header line names its third column score)" if first else ""),
+                              **_where(op)) from None
+        if not grade.is_integer():  # ir-measures takes whole grades: 1.5 would be read as 1, silently
+            raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is not a whole number (grades are "
+                              "0, 1, 2, ...)", **_where(op))
+        if abs(grade) > _GRADE_LIMIT:
+            raise SourceError(f"{path}, line {number}: relevance '{parts[2]}' is out of range (grades are whole "
+                              f"numbers from -{_GRADE_LIMIT} to {_GRADE_LIMIT})", **_where(op))
+        score = int(grade)
+        key = (parts[0], parts[1])
+        if key in seen:
+            line, judged = seen[key]
+            if judged != score:
+                raise SourceError(f"{path}, line {number}: query '{key[0]}' and document '{key[1]}' are judged "
+                                  f"{score} here and {judged} on line {line}: keep one judgement", **_where(op))
+            continue
+        seen[key] = (number, score)
+        qids.append(parts[0])
+        docnos.append(parts[1])
+        relevance.append(score)
     return pa.table({
         "qid": pa.array(qids, pa.string()),
         "docno": pa.array(docnos, pa.string()),
         "relevance": pa.array(relevance, pa.int32()),
     })
+
+
+#: The third column's names in a qrels file's header line (BEIR's is ``score``); only the first line may be one.
+_HEADER_GRADES = frozenset({"score", "relevance", "rel", "label", "grade", "judgement", "judgment"})
+#: The largest grade: they are stored as int32.
+_GRADE_LIMIT = 2**31 - 1
+
+
+def _qrels_lines(path: Path, op: Any):
+    """``(line number, cells, whether it is the first line with any)`` of a qrels file, blank lines skipped; a file
+    that is not UTF-8 is an error naming it and the line."""
+    first = True
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as err:
+                raise SourceError(f"{path}, line {number}: not UTF-8 text ({err.reason}); save the qrels as UTF-8",
+                                  **_where(op)) from None
+            parts = [p.strip() for p in line.split("\t")] if "\t" in line else line.split()
+            while parts and not parts[-1]:  # a trailing tab
+                parts.pop()
+            if parts:
+                yield number, parts, first
+                first = False

@@ -132,3 +132,40 @@ def test_the_docs_name_both_gold_recall_as_the_perfect_recall_column():
     headers = [line for line, below in zip(lines, lines[1:]) if below.startswith("|---") and "both-gold" in line]
     assert headers and all("`PerfectRecall@10`" in line for line in headers), headers
     assert "`PerfectRecall@10` column" in " ".join((docs / "benchmarks.md").read_text(encoding="utf-8").split())
+
+
+def test_tied_ranks_are_measured_in_the_runs_order_as_its_trec_file_reads(tmp_path):
+    """A step that gives two rows one rank: the measures and the saved .trec file both keep the flow's order (the
+    measures broke the tie by docno, descending, and reported other numbers than the file gives trec_eval)."""
+    from flows.bench.runs import StoredRun, to_run
+
+    result = pa.table({"qid": ["q1"] * 3 + ["q2"] * 2, "docno": ["x", "b", "a", "c", "z"],
+                       "rank": [1, 1, 3, 1, 1]})
+    run = to_run("tied", result)
+    assert run.column("docno").to_pylist() == ["x", "b", "a", "c", "z"]
+    assert run.column("rank").to_pylist() == [1, 2, 3, 1, 2]
+    values = metrics.per_query(run, QRELS, ["q1", "q2"], [1, 3])
+    assert values["P@1"] == {"q1": 0.0, "q2": 1.0} and values["RR@3"] == {"q1": 0.5, "q2": 1.0}
+    trec = StoredRun(flow="tied", key="k", path=tmp_path / "tied.parquet", table=run, seconds=0.0,
+                     cached=False).write_trec()
+    from_file = {(m.query_id, str(m.measure)): m.value for m in ir_measures.iter_calc(
+        [ir_measures.parse_measure("P@1"), ir_measures.parse_measure("RR@3")], metrics.qrels_records(QRELS),
+        ir_measures.read_trec_run(str(trec))) if m.query_id != "q3"}
+    assert from_file == {("q1", "P@1"): 0.0, ("q2", "P@1"): 1.0, ("q1", "RR@3"): 0.5, ("q2", "RR@3"): 1.0}
+
+
+def test_a_row_without_a_rank_is_an_error_naming_its_query_and_document():
+    from flows.bench.errors import BenchError
+    from flows.bench.runs import to_run
+
+    result = pa.table({"qid": ["q1", "q1", "q2"], "docno": ["a", "b", "c"], "rank": pa.array([1, None, 1], pa.int32())})
+    with pytest.raises(BenchError, match=r"flow 'holes' returned 1 row\(s\) with no rank \(the first: query 'q1', "
+                                         r"document 'b'\)"):
+        to_run("holes", result)
+
+
+def test_an_unanswered_query_scores_0_even_where_the_gold_answer_normalises_to_nothing():
+    from flows.bench import answers
+
+    values = answers.per_query({"q1": "The"}, {"q1": ["The"], "q2": ["The"]}, ["q1", "q2"])
+    assert values["AnswerEM"] == {"q1": 1.0, "q2": 0.0} and values["AnswerF1"] == {"q1": 1.0, "q2": 0.0}

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from operators.errors import ParamsError, SourceNotFoundError
+from operators.errors import ParamsError, SourceError, SourceNotFoundError
 from operators.registry import create
 from operators.sources._beir_files import load_qrels
 from operators.testing import SAMPLE_CORPUS, OperatorContract
@@ -117,3 +117,29 @@ def test_bad_params_name_the_field():
     with pytest.raises(ParamsError) as err:
         create("sources.beir", {"folder": str(SAMPLE_FOLDER), "part": "qrels"})
     assert err.value.field == "params.part"
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "latin-1"])
+def test_qrels_that_are_not_utf8_are_an_error_naming_the_file_and_line(tmp_path, encoding):
+    folder = write_beir(tmp_path / "set", qrels_lines=[])
+    text = "query-id\tcorpus-id\tscore\nq1\td1\t1\nq2\td2\t1 é\n" if encoding == "latin-1" else "q1\td1\t1\n"
+    (folder / "qrels" / "test.tsv").write_bytes(text.encode(encoding))
+    line = 3 if encoding == "latin-1" else 1
+    with pytest.raises(SourceError, match=rf"test\.tsv, line {line}: not UTF-8 text"):
+        load_qrels(folder, "test")
+
+
+def test_a_header_is_a_first_line_naming_its_columns_and_no_other_line_is_dropped(tmp_path):
+    blank_first = write_beir(tmp_path / "blank", qrels_lines=["\n", "query-id\tcorpus-id\tscore\n", "q1\td1\t2\n"])
+    assert load_qrels(blank_first, "test").to_pylist() == [{"qid": "q1", "docno": "d1", "relevance": 2}]
+    bad_first = write_beir(tmp_path / "bad", qrels_lines=["q1\td1\tx\n", "q2\td2\t1\n"])
+    with pytest.raises(SourceError, match=r"line 1: relevance 'x' is not a number \(a header line names"):
+        load_qrels(bad_first, "test")
+
+
+def test_a_grade_beyond_int32_is_an_error_naming_its_line(tmp_path):
+    folder = write_beir(tmp_path / "set", qrels_lines=["q1\td1\t1\n", "q2\td2\t99999999999\n"])
+    with pytest.raises(SourceError, match=r"line 2: relevance '99999999999' is out of range"):
+        load_qrels(folder, "test")
+    folder = write_beir(tmp_path / "ok", qrels_lines=[f"q1\td1\t{2**31 - 1}\n", f"q2\td2\t{-(2**31 - 1)}\n"])
+    assert load_qrels(folder, "test").column("relevance").to_pylist() == [2**31 - 1, -(2**31 - 1)]
