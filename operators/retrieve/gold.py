@@ -82,8 +82,6 @@ class GoldRetriever(Operator):
         with self._lock:
             if self._gold is not None:
                 return
-            import pyarrow.csv as csv
-
             if self.params.dataset is None:
                 raise OperatorError("no dataset: set params.dataset to a BEIR folder (tessera bench sets it)",
                                     op=self.name, step=self.step_id, field="params.dataset")
@@ -91,11 +89,12 @@ class GoldRetriever(Operator):
             for path, field in ((corpus, "params.dataset"), (qrels, "params.split")):
                 if not path.is_file():
                     raise OperatorError(f"{path} not found", op=self.name, step=self.step_id, field=field)
-            judged = csv.read_csv(qrels, parse_options=csv.ParseOptions(delimiter="\t"),
-                                  convert_options=csv.ConvertOptions(column_types={
-                                      "query-id": pa.string(), "corpus-id": pa.string(), "score": pa.int64()}))
+            from operators.sources._beir_files import load_qrels
+
+            # The reader tessera bench measures with: BEIR's header or TREC's four columns, errors naming the line.
+            judged = load_qrels(qrels.parent.parent, self.params.split, op=self)
             gold: dict[str, list[tuple[str, int]]] = {}
-            for qid, docno, grade in zip(*(judged.column(c).to_pylist() for c in ("query-id", "corpus-id", "score"))):
+            for qid, docno, grade in zip(*(judged.column(c).to_pylist() for c in ("qid", "docno", "relevance"))):
                 if grade >= self.params.min_relevance:
                     gold.setdefault(qid, []).append((docno, grade))
             from operators.sources.jsonl import JsonlSource

@@ -58,6 +58,17 @@ def test_each_query_gets_its_judged_documents_best_grade_first(tmp_path):
     assert unjudged.num_rows == 0
 
 
+def test_trec_qrels_give_the_gold_documents_beir_ones_do(tmp_path):
+    """The qrels reader tessera bench measures with: TREC's four columns, no header (read as a BEIR table, it
+    failed on the missing header)."""
+    root = beir_folder(tmp_path / "beir")
+    expected = create("retrieve.gold", {"dataset": str(root)}, step_id="gold")(queries(3))
+    qrels = root / "qrels" / "test.tsv"
+    judged = [line.split("\t") for line in qrels.read_text(encoding="utf-8").splitlines()[1:]]
+    qrels.write_text("".join(f"{q} 0 {d} {g}\n" for q, d, g in judged), encoding="utf-8")
+    assert create("retrieve.gold", {"dataset": str(root)}, step_id="gold")(queries(3)).equals(expected)
+
+
 def test_missing_dataset_and_split_are_named(tmp_path):
     root = beir_folder(tmp_path)
     with pytest.raises(OperatorError, match="no dataset: set params.dataset") as err:
