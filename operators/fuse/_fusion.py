@@ -138,7 +138,28 @@ def fuse_table(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *,
     if table.num_rows == 0:
         out = empty_like(table)
         return set_ranking(out, pa.array([], pa.float64()), step)
+    if needs_scores:
+        _check_scores(table, branches, step=step, op=op)
     return _fuse(table, branches, scorer, step=step, op=op)
+
+
+def _check_scores(table: pa.Table, branches: list[Branch], *, step: str, op: str) -> None:
+    """A score fusion reads each ranking branch's scores: one without its score column, or with an infinite score
+    (which normalises to NaN), would be fused wrongly without a word, so it is refused naming the column."""
+    for branch in branches:
+        if branch.rank_column not in table.column_names:
+            continue  # a branch that found nothing
+        if branch.score_column not in table.column_names:
+            raise OperatorError(f"branch '{branch.step}' has {branch.rank_column} but no {branch.score_column}: a "
+                                "score fusion needs each branch's scores (fuse.rrf reads ranks alone)",
+                                op=op, step=step, field="params.branches")
+        scores = _floats(table, branch.score_column)
+        infinite = np.flatnonzero(np.isinf(scores))
+        if infinite.size:
+            qid = table.column("qid")[int(infinite[0])].as_py()
+            raise OperatorError(f"{branch.score_column} of query {qid!r} holds {scores[infinite[0]]}: a score "
+                                "fusion needs finite scores (fuse.rrf reads ranks alone)",
+                                op=op, step=step, field="params.branches")
 
 
 def _fuse(table: pa.Table, branches: list[Branch], scorer: BranchScorer, *, step: str, op: str) -> pa.Table:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from operators.errors import ParamsError
+from operators.errors import OperatorError, ParamsError
 from operators.fuse._fusion import normalise
 from operators.registry import create
 from operators.testing import OperatorContract, sample_documents
@@ -67,6 +67,25 @@ def test_flat_lists_are_not_zeroed(make_union):
             assert scores == pytest.approx({"a": 0.5, "b": 0.5, "c": 1.0})
     out = weighted(normalisation="z-score")(table)
     assert out.column("score").to_pylist() == [0.0, 0.0, 0.0]  # every score is its list's mean
+
+
+@pytest.mark.parametrize("bad", [math.inf, -math.inf])
+def test_an_infinite_score_is_refused_naming_its_column_and_query(make_union, bad):
+    """It normalised to NaN: the best BM25 document came last, or the whole branch was zeroed (ranx too)."""
+    table = make_union({"bm25": {"q1": [("a", 10.0), ("b", 6.0)], "q2": [("c", bad), ("d", 2.0)]},
+                        "dense": {"q1": [("c", 0.8), ("d", 0.6)]}})
+    with pytest.raises(OperatorError, match=rf"score_bm25 of query 'q2' holds {bad}: a score fusion needs finite") as e:
+        weighted()(table)
+    assert e.value.field == "params.branches"
+
+
+def test_a_branch_with_ranks_but_no_scores_is_refused_naming_the_column(make_union):
+    """Its scores read as NaN and each normalised to 1: the ranking came out in docno order."""
+    table = make_union({"bm25": {"q1": [("b", 2.0), ("a", 1.0)]}, "dense": {"q1": [("c", 0.8)]}})
+    with pytest.raises(OperatorError, match=r"branch 'bm25' has rank_bm25 but no score_bm25"):
+        weighted()(table.drop_columns(["score_bm25"]))
+    assert create("fuse.rrf", {}, step_id="fused", input_steps=("bm25", "dense"))(
+        table.drop_columns(["score_bm25"])).column("docno").to_pylist()[0] == "b"
 
 
 def test_normalise_formulas():
