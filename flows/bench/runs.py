@@ -155,17 +155,17 @@ def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:
             raise BenchError(f"flow '{flow}' returned {rank.null_count} row(s) with no rank (the first: query "
                              f"'{qid[at]}', document '{docno[at]}'): a benchmark ranks every row it measures",
                              field="flow")
-        table = table.append_column("rank", rank.cast(pa.int32()))
-        table = table.sort_by([("qid", "ascending"), ("rank", "ascending")])
+        order = pc.sort_indices(table.append_column("rank", rank.cast(pa.int32())),
+                                [("qid", "ascending"), ("rank", "ascending")])
     else:
-        table = table.sort_by([("qid", "ascending"), ("score", "descending")])
-        table = table.append_column("rank", pa.array(_ranks_within(table.column("qid")), pa.int32()))
-    return _first_of_each(table).select(list(RUN_COLUMNS))
+        order = pc.sort_indices(table, [("qid", "ascending"), ("score", "descending")])
+    return _first_of_each(table.take(order)).select(list(RUN_COLUMNS))
 
 
 def _first_of_each(table: pa.Table) -> pa.Table:
-    """The run (sorted by qid, then rank) with each (qid, docno) at its first rank alone, ranked 1, 2, ... again
-    (tied ranks too, in the run's order)."""
+    """The run (sorted by qid, then the flow's rank or score; the sort is stable) with each (qid, docno) at its
+    first place alone, ranked 1, 2, ... within its query. The flow's ranks only order the rows: tied ranks (1, 1, 3)
+    would leave the measures to break the tie by docno, while the saved .trec file keeps the flow's order."""
     seen: set[tuple[str, str]] = set()
     first = []
     for pair in zip(table.column("qid").to_pylist(), table.column("docno").to_pylist()):
@@ -173,10 +173,7 @@ def _first_of_each(table: pa.Table) -> pa.Table:
         seen.add(pair)
     if not all(first):
         table = table.filter(pa.array(first))
-    # Renumbered even when nothing was dropped: a step's tied ranks (1, 1, 3) would otherwise leave the measures
-    # to break the tie by docno, while the saved .trec file keeps the flow's order (the sort above is stable).
-    ranks = pa.array(_ranks_within(table.column("qid")), pa.int32())
-    return table.set_column(table.column_names.index("rank"), "rank", ranks)
+    return table.append_column("rank", pa.array(_ranks_within(table.column("qid")), pa.int32()))
 
 
 def _ranks_within(qids: pa.ChunkedArray) -> np.ndarray:
