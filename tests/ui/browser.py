@@ -20,6 +20,14 @@ def wait(driver, condition, seconds: float = 60):
                          ignored_exceptions=(StaleElementReferenceException,)).until(lambda d: condition(d))
 
 
+def heard(driver, css: str) -> list[tuple[str, str]] | None:
+    """The (text, name a screen reader hears) of the buttons at ``css``, or None ("not yet") when the page drew them
+    again while they were read: Chrome names a button already taken out of the page "" and raises nothing."""
+    buttons = driver.find_elements(By.CSS_SELECTOR, css)
+    read = [(button.text, button.accessible_name) for button in buttons]
+    return read if driver.execute_script("return [...arguments].every((b) => b.isConnected)", *buttons) else None
+
+
 def click(driver, xpath: str) -> None:
     """Click the element at ``xpath``, found again if the page re-renders it in between (a list reloading)."""
     wait(driver, lambda d: d.find_element(By.XPATH, xpath).click() or True)

@@ -11,8 +11,8 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.browser import (
-    QUERY, added_index, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, open_page,
-    rag_cut_short, set_text, shown_results, wait,
+    QUERY, added_index, by_id, chat_with, click, conversation_above_the_box, error_text, fill_search, heard,
+    open_page, rag_cut_short, set_text, shown_results, wait,
 )
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
@@ -188,21 +188,16 @@ def test_an_index_rows_buttons_name_their_index_for_a_screen_reader(browser, ui_
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
     wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#index-table tr[data-index="labelled_notes"]'))
 
-    def read(row: str):
-        """The row's buttons' (text, name a screen reader hears), read at once: the table is drawn again as lists
-        arrive."""
-        return [(b.text, b.accessible_name) for b in browser.find_elements(By.CSS_SELECTOR, f"{row} button")]
-
-    assert wait(browser, lambda d: read('#index-table tr[data-index="labelled_notes"]')) == [
+    assert wait(browser, lambda d: heard(d, '#index-table tr[data-index="labelled_notes"] button')) == [
         ("search", "search labelled_notes"), ("documents", "documents of labelled_notes"),
         ("share", "share labelled_notes"), ("delete", "delete labelled_notes")]  # "search" alone said not which
-    assert wait(browser, lambda d: read('#index-table tr[data-index=""]')) == [("search", "search the default index")]
-    names = [name for _, name in wait(browser, lambda d: read("#index-table tbody"))]
+    assert wait(browser, lambda d: heard(d, '#index-table tr[data-index=""] button')) == [
+        ("search", "search the default index")]
+    names = [name for _, name in wait(browser, lambda d: heard(d, "#index-table tbody button"))]
     assert len(names) == len(set(names)), names  # no two buttons of the table sound the same
     click(browser, '//tr[@data-index="labelled_notes"]//button[text()="documents"]')
-    delete = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, '#doc-table tr[data-doc="note"] td:last-child '
-                                                                     'button'))
-    assert delete.text == "delete" and delete.accessible_name == "delete note from labelled_notes"
+    assert wait(browser, lambda d: heard(d, '#doc-table tr[data-doc="note"] td:last-child button')) == [
+        ("delete", "delete note from labelled_notes")]
 
 
 def test_at_400_px_the_tasks_are_cards_read_without_scrolling_sideways(browser, ui_app):
@@ -222,8 +217,8 @@ def test_at_400_px_the_tasks_are_cards_read_without_scrolling_sideways(browser, 
         assert cells["flow"].text == "ingest:narrow_task_notes" and cells["status"].text == "finished"
         for column, cell in cells.items():  # every cell in the window, whole
             assert cell.is_displayed() and 0 <= cell.rect["x"] and cell.rect["x"] + cell.rect["width"] <= 400, column
-        button = cells["actions"].find_element(By.TAG_NAME, "button")
-        assert button.text == "delete" and button.accessible_name == f"delete task {ingestion['id']}"
+        actions = f'#task-table tr[data-task="{ingestion["id"]}"] td[data-column="actions"] button'
+        assert wait(browser, lambda d: heard(d, actions)) == [("delete", f"delete task {ingestion['id']}")]
         assert not browser.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
