@@ -172,11 +172,15 @@ def _problem(scores: Any, expected: int) -> str | None:
 def _reranked(rows: pa.Table, scores: np.ndarray, n_head: int, step_id: str) -> pa.Table:
     """``rows`` (sorted by incoming rank) with the head ranked by ``scores`` and the tail below it.
 
-    The tail keeps its incoming order under scores below every reranked one; its own
-    ``score_<step>`` is null, since this step did not score it."""
+    Equal scores keep their incoming order (a stable sort): candidates a scorer cannot tell apart (TF-IDF's zeros
+    for no shared term, two copies of a text) stay as the first stage ranked them, not in docno order. The tail
+    keeps its incoming order under scores below every reranked one; its own ``score_<step>`` is null, since this
+    step did not score it."""
     tail = rows.num_rows - n_head
     floor = scores.min() if n_head else 0.0
-    tail_scores = floor - 1.0 - np.arange(tail, dtype=np.float64)
+    ranked = np.concatenate([scores, floor - 1.0 - np.arange(tail, dtype=np.float64)])
     own = pa.array(np.concatenate([scores, np.full(tail, np.nan)]), pa.float64(),
                    mask=np.r_[np.zeros(n_head, bool), np.ones(tail, bool)])
-    return set_ranking(rows, np.concatenate([scores, tail_scores]), step_id, step_scores=own)
+    order = np.argsort(-ranked, kind="stable")
+    return set_ranking(rows.take(order), ranked[order], step_id, step_scores=own.take(order),
+                       groups=np.zeros(rows.num_rows, np.int64), ordered=True)

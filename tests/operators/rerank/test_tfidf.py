@@ -151,9 +151,27 @@ def test_empty_query_and_empty_texts_score_zero(results, similarity):
     blank = blank.drop_columns(["title"])
     out = create("rerank.tfidf", {"similarity": similarity})(blank)
     assert set(out.column("score").to_pylist()) == {0.0} and out.num_rows == results.num_rows
-    for qid in ("q1", "q2", "q3"):  # ties keep a deterministic order: docno
-        docnos = out.filter(pc.equal(out.column("qid"), qid)).column("docno").to_pylist()
-        assert docnos == sorted(docnos)
+    for qid in ("q1", "q2", "q3"):  # ties keep the incoming order
+        assert out.filter(pc.equal(out.column("qid"), qid)).column("docno").to_pylist() == candidates(results, qid)[1]
+
+
+def test_candidates_that_score_alike_keep_the_first_stages_order_not_docnos(results):
+    """Text without a query term scores 0 and two copies of a text score alike: the first stage's order stays (the
+    ranking it had is all that tells them apart), whatever their docnos, as the docstring promises."""
+    rows = results.filter(pc.equal(results.column("qid"), "q1")).to_pylist()
+    rows = sorted(rows, key=lambda r: r["docno"], reverse=True)  # the first stage ranked them against docno order
+    for rank, row in enumerate(rows, 1):
+        row.update(rank=rank, score=float(len(rows) - rank), query="opera composer")
+    rows[3]["text"] = rows[6]["text"] = rows[1]["text"] = "An opera composer wrote it."
+    rows[3]["title"] = rows[6]["title"] = rows[1]["title"] = None
+    table = pa.Table.from_pylist(rows, schema=results.schema)
+    out = create("rerank.tfidf", {}, step_id="tf")(table).to_pylist()
+    incoming = [r["docno"] for r in rows]
+    copies = [incoming[1], incoming[3], incoming[6]]
+    assert [r["docno"] for r in out[:3]] == copies and len({r["score_tf"] for r in out[:3]}) == 1
+    rest = [r for r in out[3:] if r["score_tf"] == 0.0]
+    assert len(rest) >= 3 and [r["docno"] for r in rest] == [d for d in incoming if d in {r["docno"] for r in rest}]
+    assert [r["rank"] for r in out] == list(range(1, len(out) + 1))
 
 
 def test_query_param_and_n(results):
@@ -164,8 +182,7 @@ def test_query_param_and_n(results):
         expected = numpy_similarity("cosine", vectorizer.transform(["opera composer"]).toarray()[0],
                                     vectorizer.transform(texts[:4]).toarray())
         rows = out.filter(pc.equal(out.column("qid"), qid)).to_pylist()
-        assert [r["docno"] for r in rows[:4]] == [docnos[i] for i in sorted(range(4), key=lambda i: (-expected[i],
-                                                                                                    docnos[i]))]
+        assert [r["docno"] for r in rows[:4]] == [docnos[i] for i in sorted(range(4), key=lambda i: (-expected[i], i))]
         assert [r["docno"] for r in rows[4:]] == docnos[4:] and all(r["score_tf"] is None for r in rows[4:])
 
 
