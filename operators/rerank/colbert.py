@@ -33,7 +33,8 @@ class ColbertReranker(Reranker):
     of the largest dot product with any of its tokens. Candidate tokens come from the
     index's precomputed token store when there is one for this model (``tessera ingest
     --colbert MODEL``; ``token_store: auto`` looks in ``index``), else they are encoded
-    on the fly; both give the same ranking. Texts longer than ``doc_maxlen`` tokens
+    on the fly; both give the same ranking (a candidate whose text differs from the indexed
+    one, rewritten by a step before, is encoded on the fly). Texts longer than ``doc_maxlen`` tokens
     are truncated. Any ColBERT checkpoint loads: one trained by ``tessera train``, a
     PyLate folder or a Stanford ColBERT folder.
 
@@ -141,8 +142,8 @@ class ColbertReranker(Reranker):
         todo: dict[str, list[tuple[int, int]]] = {}  # text -> places that need it encoded
         for q, candidates in enumerate(texts):
             docnos = getattr(candidates, "docnos", None)
-            found = self.store.get(docnos) if self.store is not None and docnos is not None \
-                else [None] * len(candidates)
+            found = self.store.get(docnos, texts=candidates) if self.store is not None and docnos is not None \
+                else [None] * len(candidates)  # a candidate whose text a step before rewrote is encoded here
             out.append(found)
             for c, (text, matrix) in enumerate(zip(candidates, found)):
                 if matrix is None:

@@ -8,7 +8,8 @@ short query encoding and a matrix product. A store lives inside the index folder
     colbert/<key>/tokens.f16      every document's token vectors, one after the other
                                   (raw little-endian float16, [n_tokens, dim])
               /offsets.npy        int64 [n_docs + 1]: document i is tokens[offsets[i]:offsets[i + 1]]
-              /docs.parquet       docno, shard, row of document i (where it came from in the index)
+              /docs.parquet       docno, shard, row of document i (where it came from in the index),
+                                  and digest: of the text its tokens were encoded from
               /meta.json          model identity, dim, doc_maxlen, text recipe, counts
 
 ``<key>`` is a digest of everything that decides the vectors (the model's weights
@@ -18,7 +19,11 @@ streamed to disk while encoding, before their total is known. A store is written
 a temporary folder and renamed: readers see a whole store or none. Entries whose
 shard row was since deleted or replaced (an upsert keeps the docno, not the text) are
 ignored, so a stale store is never wrong, only partial; building again reuses every
-entry that is still valid and encodes the rest.
+entry that is still valid and encodes the rest. A reranker that passes the candidates'
+texts gets None for an entry encoded from another text (a step before it rewrote the
+row's text: stemmed it, cut it), so it scores the text in the row, not the one indexed.
+A store written before digests were kept is taken as it is, and building it again adds
+them without encoding anything.
 
 Usage::
 
@@ -61,6 +66,12 @@ class TokenStoreError(IndexStoreError):
     """A token store that is missing, incomplete, or made for another model."""
 
 
+def text_digest(text: str) -> int:
+    """A 64-bit digest of the text a document's tokens were encoded from (``tables.document_text``)."""
+    return int.from_bytes(hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little",
+                          signed=True)
+
+
 def store_key(model: Any, *, doc_maxlen: int, text_column: str = "text", title_column: str | None = "title") -> str:
     """The folder name of ``model``'s store for this document encoding (see the module docstring)."""
     recipe = {"model": model.identity(), "doc_maxlen": int(doc_maxlen), "text_column": text_column,
@@ -100,6 +111,8 @@ class TokenStore:
         self.docnos = docs.column("docno").to_pylist()
         self.shards = docs.column("shard").to_pylist()
         self.rows = docs.column("row").to_numpy()
+        #: Per entry, the digest of its text; None for a store written before they were kept (or without texts).
+        self.digests = docs.column("digest").to_pylist() if "digest" in docs.column_names else None
         self.index = index
         self._generation: int | None = None
         self._lookup: dict[str, int] = {}
@@ -127,12 +140,16 @@ class TokenStore:
             self._generation = manifest.generation
         return self._lookup
 
-    def get(self, docnos: Sequence[str]) -> list[np.ndarray | None]:
-        """The [n_tokens, dim] float16 matrix of each docno; None where the store has no valid entry."""
+    def get(self, docnos: Sequence[str], texts: Sequence[str] | None = None) -> list[np.ndarray | None]:
+        """The [n_tokens, dim] float16 matrix of each docno; None where the store has no valid entry, or (given the
+        ``texts`` to score) where its entry was encoded from another text."""
         lookup = self._valid_rows()
         out: list[np.ndarray | None] = []
-        for docno in docnos:
+        for n, docno in enumerate(docnos):
             i = lookup.get(docno)
+            if i is not None and texts is not None and self.digests is not None:
+                stored = self.digests[i]
+                i = i if stored is None or stored == text_digest(texts[n]) else None
             out.append(None if i is None else self.tokens[self.offsets[i]:self.offsets[i + 1]])
         return out
 
@@ -162,8 +179,10 @@ class _Writer:
         self.docnos: list[str] = []
         self.shards: list[str] = []
         self.rows: list[int] = []
+        self.digests: list[int | None] = []
 
-    def add(self, docno: str, matrix: np.ndarray, shard: str = "", row: int = -1) -> None:
+    def add(self, docno: str, matrix: np.ndarray, shard: str = "", row: int = -1, text: str | None = None) -> None:
+        """One document's tokens; ``text``, the text they were encoded from, lets a reader tell a rewritten one."""
         matrix = np.asarray(matrix)
         if matrix.ndim != 2 or matrix.shape[1] != self.dim:
             raise TokenStoreError(f"document {docno!r}: token matrix must be [n, {self.dim}], got {matrix.shape}",
@@ -173,6 +192,7 @@ class _Writer:
         self.docnos.append(str(docno))
         self.shards.append(shard)
         self.rows.append(int(row))
+        self.digests.append(None if text is None else text_digest(text))
 
     def finish(self, meta: dict[str, Any]) -> Path:
         self.file.flush()
@@ -181,7 +201,8 @@ class _Writer:
         np.save(self.tmp / OFFSETS, np.asarray(self.offsets, dtype=np.int64))
         pq.write_table(pa.table({"docno": pa.array(self.docnos, pa.string()),
                                  "shard": pa.array(self.shards, pa.string()),
-                                 "row": pa.array(self.rows, pa.int64())}), self.tmp / DOCS)
+                                 "row": pa.array(self.rows, pa.int64()),
+                                 "digest": pa.array(self.digests, pa.int64())}), self.tmp / DOCS)
         meta = {**meta, "format": FORMAT, "dim": self.dim, "dtype": "float16", "n_docs": len(self.docnos),
                 "n_tokens": self.offsets[-1], "created_at": time.time()}
         (self.tmp / META).write_text(json.dumps(meta, indent=1), encoding="utf-8")
@@ -268,7 +289,7 @@ def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen:
             old = TokenStore(folder, index=index)
         except TokenStoreError:
             old = None
-        if old is not None and old.meta.get("index_generation") == manifest.generation:
+        if old is not None and old.meta.get("index_generation") == manifest.generation and old.digests is not None:
             return old
     reuse = old.entries() if old is not None else {}
     total = manifest.counts()["live_chunks"]
@@ -288,13 +309,13 @@ def build_token_store(index: Any, model: str = "tessera-colbert", *, doc_maxlen:
             batch = forward_batch_size(batch_size, encoder)
             if len(docnos) > len(todo):
                 bar.update(len(docnos) - len(todo))  # reused: done at once; the others after each forward pass
-            encoded = dict(zip(todo, encoder.encode_documents([document_text(texts[i], titles[i]) for i in todo],
-                                                              batch_size=batch, maxlen=maxlen,
-                                                              on_batch=bar.update))) if todo else {}
+            documents = [document_text(text, title) for text, title in zip(texts, titles)]
+            encoded = dict(zip(todo, encoder.encode_documents([documents[i] for i in todo], batch_size=batch,
+                                                              maxlen=maxlen, on_batch=bar.update))) if todo else {}
             n_encoded += len(todo)
             for i, (docno, row) in enumerate(zip(docnos, rows)):
                 matrix = encoded[i] if kept[i] is None else old.tokens[old.offsets[kept[i]]:old.offsets[kept[i] + 1]]
-                writer.add(docno, matrix, shard, row)
+                writer.add(docno, matrix, shard, row, text=documents[i])
         meta = {"key": key, "model": model, "model_path": str(getattr(encoder, "source_path", "")),
                 "model_identity": encoder.identity(), "doc_maxlen": maxlen, "text_column": text_column,
                 "title_column": title_column, "index_generation": manifest.generation,

@@ -161,3 +161,48 @@ def test_a_store_of_a_later_format_is_refused_naming_it_and_kept(tmp_path):
                                               r"\(this one reads 'tessera-colbert-tokens/1'\).*--colbert MODEL"):
         TokenStore(store.folder)
     assert {p.name: p.read_bytes() for p in store.folder.iterdir()} == before
+
+
+@pytest.mark.integration
+def test_a_rewritten_candidate_text_is_encoded_from_the_row_and_an_old_store_gains_digests(tmp_path, sample_docs,
+                                                                                           make_chunks, colbert_model):
+    """A step before the reranker that stemmed or cut the text: the stored tokens are of the indexed text, so the
+    reranker encodes the row's own; a store written before digests were kept gains them on a rebuild, unencoded."""
+    import pyarrow.parquet as pq
+
+    from operators.rerank.colbert import ColbertReranker
+
+    docs = sample_docs[:8]
+    index = _text_index(tmp_path, docs, make_chunks)
+    store = build_token_store(index, colbert_model)
+    indexed = [document_text(d["text"], d["title"]) for d in docs]
+    ids = [d["_id"] for d in docs]
+    assert all(m is not None for m in store.get(ids, texts=indexed))
+    assert [m is None for m in store.get(ids[:2], texts=[indexed[0], "a text no one indexed"])] == [False, True]
+
+    rows = pa.table({"qid": ["q"] * 8, "query": ["which insects make honey"] * 8, "docno": ids,
+                     "title": [d["title"] for d in docs], "text": [d["text"] for d in docs],
+                     "rank": pa.array(range(1, 9), pa.int32())})
+    rewritten = rows.set_column(4, "text", pa.array(["bees make honey in hives"] * 3 + rows["text"].to_pylist()[3:]))
+    stored = ColbertReranker({"model": colbert_model, "device": "cpu", "index": str(index.path)}, step_id="cb")
+    fresh = ColbertReranker({"model": colbert_model, "device": "cpu", "token_store": None}, step_id="cb")
+    a, b = stored(rewritten), fresh(rewritten)
+    assert stored.counts == {"stored": 5, "encoded": 3}  # it was 8 stored, the three scored by their indexed text
+    by_docno = dict(zip(b["docno"].to_pylist(), b["score_cb"].to_pylist()))
+    for docno, score in zip(a["docno"].to_pylist(), a["score_cb"].to_pylist()):
+        assert score == pytest.approx(by_docno[docno], abs=5e-3)
+
+    docs_file = store.folder / "docs.parquet"  # a store as Tessera wrote it before digests were kept
+    pq.write_table(pq.read_table(docs_file).drop_columns(["digest"]), docs_file)
+    old = find_token_store(index.path, stored.model, doc_maxlen=32)
+    assert old.digests is None and old.get(ids[:1], texts=["a text no one indexed"])[0] is not None  # as before
+    again = build_token_store(index, colbert_model)
+    assert again.meta["encoded"] == 0 and again.meta["reused"] == 8 and again.get(ids[:1], texts=["other"]) == [None]
+
+
+def _text_index(tmp_path, docs, make_chunks):
+    from operators.store import Index
+
+    index = Index.create(tmp_path / "idx", {"dense": False})
+    index.add(make_chunks(docs))
+    return index
