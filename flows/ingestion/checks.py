@@ -112,7 +112,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     full_settings = index_settings(index_path, settings, plan.settings_base)
     if exists and not retry_failed:  # a retry adds to the index it retries
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
-    embed = embed_params(plan, full_settings)
+    embed = embed_params(plan, full_settings, existing=index_path if exists else None)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
     if exists and Index.open(index_path, verify=False).finished_shards():
         # The encoder the index names wrote its shards' vectors at its dim, so the model is not loaded to ask it (10 s

@@ -200,16 +200,18 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
                       settings_base=dict(spec_settings or {}), enrich=enrich, embed_placement=placement)
 
 
-def embed_params(plan: IngestPlan, settings) -> dict[str, Any] | None:
+def embed_params(plan: IngestPlan, settings, existing=None) -> dict[str, Any] | None:
     """The embed step's params for an index with ``settings`` (None: BM25 only), its model checked to be the
-    index's encoder."""
+    index's encoder; ``existing``: the path of the index, when it exists (its encoder is then fixed)."""
     if not settings.dense:
         return None
     embed = {**plan.embed}
     if embed.setdefault("model", settings.encoder) != settings.encoder:
+        advice = (f"the index {existing} holds '{settings.encoder}' vectors and keeps its encoder: use a spec whose "
+                  f"embed step names '{settings.encoder}' (or no model), or ingest into a new index"
+                  if existing is not None else "set index_settings.encoder to it")
         raise IngestError(f"the embed step's model '{embed['model']}' is not the index's encoder "
-                          f"'{settings.encoder}'; set index_settings.encoder to it", step="embed",
-                          field="params.model")
+                          f"'{settings.encoder}'; {advice}", step="embed", field="params.model")
     return embed
 
 

@@ -337,6 +337,22 @@ def test_nothing_is_created_until_source_settings_and_encoder_are_checked(tmp_pa
     assert not idx.exists() and not (tmp_path / "home" / "indices").exists()
 
 
+def test_another_encoder_for_an_existing_index_is_refused_with_advice_that_can_work(tmp_path, corpus30, capsys):
+    """An existing index keeps its encoder, so "set index_settings.encoder" (the advice for a new one) cannot help:
+    the spec the user ran (ingest_static) already set it."""
+    from flows.commands import main
+    from operators.store import Index
+
+    idx = tmp_path / "minilm_index"
+    Index.create(idx, {"encoder": "all-MiniLM-L6-v2", "dim": 384})
+    assert main(["ingest", "--index", str(idx), "--spec", "ingest_static", "--source", str(corpus30),
+                 "--executor", "local", "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "the embed step's model 'tessera-static' is not the index's encoder 'all-MiniLM-L6-v2'" in err
+    assert "keeps its encoder" in err and "ingest into a new index" in err and "set index_settings" not in err
+    assert len(Index.open(idx)) == 0
+
+
 def test_a_shard_whose_commit_fails_is_removed(tmp_path, corpus30):
     from operators.store import CommitError
 
