@@ -101,11 +101,16 @@ def _open(path: str):
     return Index.open(path)
 
 
-def _readable(file: str) -> bool:
-    """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``): not a folder."""
+def _check_readable(file: str) -> None:
+    """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``); a folder or nothing is refused
+    naming which it is."""
     from pathlib import Path
 
-    return file == "-" or (Path(file).exists() and not Path(file).is_dir())
+    if file != "-" and Path(file).is_dir():
+        raise CliError(f"{file} is a folder; FILE is one JSON Lines file of documents (to add a folder's files, "
+                       f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
+    if file != "-" and not Path(file).exists():
+        raise CliError(f"no such file: {file}", field="FILE")
 
 
 def _label(file: str) -> str:
@@ -141,8 +146,7 @@ def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
 
-    if not _readable(file):
-        raise CliError(f"no such file: {file}", field="FILE")
+    _check_readable(file)
     with _as_file(file) as path:
         try:
             docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise"},
@@ -296,8 +300,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
     refuse_file_as_index_name(args.path, "PATH", "FILE")
-    if not _readable(args.file):  # before an index is created for nothing
-        raise CliError(f"no such file: {args.file}", field="FILE")
+    _check_readable(args.file)  # before an index is created for nothing
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding
     check_not_foreign(resolve_index(args.path))  # a folder of someone's files, as `tessera ingest` refuses it
     try:

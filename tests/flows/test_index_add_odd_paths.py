@@ -96,3 +96,15 @@ def test_run_and_index_info_call_a_corpus_file_a_file_and_offer_it_as_the_source
         line = one_line_error(*args)
         assert f"{docs} is a file, not an index folder" in line, line
         assert f"tessera ingest --source {docs} --index NAME" in line and f"--index {docs}`" not in line, line
+
+
+def test_a_folder_given_as_the_documents_file_is_called_a_folder_not_missing(tmp_path, docs, one_line_error):
+    idx = tmp_path / "idx"
+    assert main(["index", "add", str(idx), str(docs), "--no-dense"]) == 0
+    for command in ("add", "update"):
+        line = one_line_error("index", command, str(idx), str(tmp_path))
+        assert line.endswith(f"field 'FILE': {tmp_path} is a folder; FILE is one JSON Lines file of documents (to add "
+                             f"a folder's files, ingest it: tessera ingest --source {tmp_path} --index ...)"), line
+    from operators.store import Index
+
+    assert len(Index.open(idx)) == 1
