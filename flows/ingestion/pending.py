@@ -1,6 +1,7 @@
 """An index's unfinished ingestions: sources staged under ``<index>/_ingest/<key>/`` whose shards the manifest
 does not all list yet (an ingest that was interrupted or crashed, or one that runs now, or one whose commit the
-index refused: ``flows.ingestion.refused``, reported with its reason instead of as interrupted).
+index refused: ``flows.ingestion.refused``, reported with its reason instead of as interrupted, until its
+documents have all come in by other commits).
 
 A search of such an index sees only the committed part of the corpus, so ``tessera index info`` reports each
 one (shards done and planned, and the command that resumes it) and ``tessera run`` warns. The library itself
@@ -38,6 +39,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending``, ``resume`` and
     ``refused`` (``shard``, ``field``, ``reason`` and ``advice`` when the index refused the last run's commit:
     ``flows.ingestion.refused``; else None)."""
+    from flows.ingestion import refused
     from flows.ingestion.ledger import finished_shards
     from operators.store import Index
 
@@ -53,6 +55,9 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
         pending = [s for s in (planned if planned is not None else _staged(folder)) if s not in finished]
         if not pending:
             continue
+        refusal = _refusal(folder)
+        if refusal is not None and refused.superseded(index, folder, pending):
+            continue
         params = (state or {}).get("params") or {}
         source = params.get("path") or params.get("folder")
         found.append({
@@ -63,7 +68,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "shards_pending": len(pending),
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
             "resume": _resume_command(index, folder.name, source, state, _read_json(folder / "job.json")),
-            "refused": _refusal(folder),
+            "refused": refusal,
         })
     return found
 

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+import pyarrow as pa
+
 from operators.atomic import write_bytes
 from operators.store.commits import live_refusal
 from operators.store.errors import CommitConflictError, CommitError
@@ -43,6 +45,23 @@ def read(folder: Path) -> dict[str, Any] | None:
     except (FileNotFoundError, ValueError):
         return None
     return found if isinstance(found, dict) else None
+
+
+def superseded(index: Any, folder: Path, pending: list[str]) -> bool:
+    """Whether every document of the refused source's ``pending`` shards came into ``index`` after the refusal, by
+    another source's commits (the file at another path ingested with ``--replace``, ``tessera index update``):
+    nothing of it is left to add, so it is no longer an unfinished ingestion. Documents that were live before the
+    refusal (what it refused) do not count: those shards are older than the record."""
+    import pyarrow.parquet as pq
+
+    try:
+        since = (folder / REFUSED_FILE).stat().st_mtime
+        ids = {str(d) for shard in pending
+               for d in pq.read_table(folder / f"{shard}.parquet", columns=["docno"]).column("docno").to_pylist()}
+    except (OSError, KeyError, pa.ArrowInvalid):  # a staged file gone or unreadable: say what the record says
+        return False
+    newer = {s.id for s in index.manifest.shards if s.created_at > since and not s.id.startswith(folder.name + "-")}
+    return bool(ids) and bool(newer) and ids <= index.live_doc_ids(lambda shard_id: shard_id in newer)
 
 
 def clear(folder: Path) -> None:

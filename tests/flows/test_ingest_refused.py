@@ -129,3 +129,27 @@ def test_a_metadata_type_conflict_is_reported_as_refused_without_replace(tmp_pat
     assert main(["index", "info", str(index)]) == 0
     line = next(x for x in capsys.readouterr().out.splitlines() if "unfinished ingestion" in x)
     assert "refused: shard" in line and "'year'" in line and "--replace" not in line.split("; then:")[0]
+
+
+def test_a_refusal_whose_documents_came_in_since_by_another_path_is_no_longer_reported(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """The file grown and moved: its run resumes the first path's source and is refused (an id added since); the
+    same file with --replace comes in as a source of its own. The first source's refusal then named documents all
+    in the index, and `index info` and every `tessera run` still warned that they were not."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    index = tmp_path / "idx"
+    first = [{"id": f"d{i}", "text": f"document {i} about bees"} for i in range(3)]
+    assert _ingest(_write(tmp_path / "a.jsonl", first), index) == 0
+    added = tmp_path / "added.jsonl"
+    _write(added, [{"id": "d4", "text": "document 4 about wasps, added alone"}])
+    assert main(["index", "add", str(index), str(added)]) == 0
+    grown = _write(tmp_path / "b.jsonl", first + [{"id": f"d{i}", "text": f"document {i} about ants"}
+                                                  for i in range(3, 6)])
+    assert _ingest(grown, index) == 2  # resumes a.jsonl's source; the shard of d4 is refused
+    [record] = _unfinished(capsys, index)
+    assert record["refused"]["field"] == "doc_id" and "'d4'" in record["refused"]["reason"]
+    assert _ingest(grown, index, "--replace") == 0
+    assert _unfinished(capsys, index) == []
+    warnings, found = _search(capsys, index, "ants")
+    assert warnings == [] and sorted(found) == ["d3", "d4", "d5"]  # d4 as the file has it
+    assert len(Index.open(index)) == 6
