@@ -18,7 +18,7 @@ from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_inge
 from flows.ingestion.errors import SettingsMismatchError, read_staging_json
 from flows.ingestion.faults import Faults
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
-from flows.ingestion.moved import earlier_key
+from flows.ingestion.moved import earlier_key, last_path
 from flows.ingestion.plan import IngestPlan
 from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, Stage
 from flows.ingestion.report import IngestReport
@@ -116,7 +116,13 @@ class _Run:
         started = time.perf_counter()
         finished = self.finished()
         # the same documents at another path resume; to replace what the index holds, they are ingested again
-        moved = None if self.replace else earlier_key(self.plan.read, self.path, self.shard_size, finished)
+        moved = earlier_key(self.plan.read, self.path, self.shard_size, finished)
+        if moved is not None and self.replace:
+            log.warning("the source starts with the documents of a source the index holds (last read from %s); "
+                        "with replace=True they are ingested again, as a source of their own: every document is "
+                        "embedded again and replaces the index's copy (one deleted from the index since comes back)",
+                        last_path(self.path, moved))
+            moved = None
         if moved is not None:
             log.info("the source's documents are those of staged source %s, ingested from another path: resuming "
                      "it", moved)

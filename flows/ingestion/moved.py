@@ -77,3 +77,12 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
 
 def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in _LOCATION_PARAMS and k not in _READ_ONLY_PARAMS}
+
+
+def last_path(index_path: str | Path, key: str) -> str:
+    """The path the source staged under ``key`` was last read from, for a message (its key when unrecorded)."""
+    try:
+        params = json.loads((Path(index_path) / STAGING_DIR / key / STATE_FILE).read_text()).get("params") or {}
+    except (OSError, ValueError, AttributeError):
+        return key
+    return next((str(params[p]) for p in _LOCATION_PARAMS if params.get(p)), key)

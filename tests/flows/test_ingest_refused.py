@@ -131,7 +131,7 @@ def test_a_metadata_type_conflict_is_reported_as_refused_without_replace(tmp_pat
     assert "refused: shard" in line and "'year'" in line and "--replace" not in line.split("; then:")[0]
 
 
-def test_a_refusal_whose_documents_came_in_since_by_another_path_is_no_longer_reported(tmp_path, capsys,
+def test_a_refusal_whose_documents_came_in_since_by_another_path_is_no_longer_reported(tmp_path, capsys, caplog,
                                                                                           monkeypatch):
     """The file grown and moved: its run resumes the first path's source and is refused (an id added since); the
     same file with --replace comes in as a source of its own. The first source's refusal then named documents all
@@ -148,7 +148,11 @@ def test_a_refusal_whose_documents_came_in_since_by_another_path_is_no_longer_re
     assert _ingest(grown, index) == 2  # resumes a.jsonl's source; the shard of d4 is refused
     [record] = _unfinished(capsys, index)
     assert record["refused"]["field"] == "doc_id" and "'d4'" in record["refused"]["reason"]
-    assert _ingest(grown, index, "--replace") == 0
+    caplog.clear()
+    assert _ingest(grown, index, "--replace") == 0  # the user is told that all of it is embedded again
+    assert (f"the source starts with the documents of a source the index holds (last read from {grown}); with "
+            "--replace they are ingested again, as a source of their own: every document is embedded again") \
+        in caplog.text
     assert _unfinished(capsys, index) == []
     warnings, found = _search(capsys, index, "ants")
     assert warnings == [] and sorted(found) == ["d3", "d4", "d5"]  # d4 as the file has it
