@@ -109,7 +109,9 @@ class Indices:
                                None)
                 missing = None
             except TesseraError as err:
-                missing = str(err)
+                from serve.flow_request import public_text
+
+                missing = public_text(err)  # as the upload's refusal says it: no folder of the server
             result.append({"name": name, "description": " ".join(flow.description.split()),
                            "missing": missing})
         return result
@@ -334,6 +336,10 @@ class Indices:
     def _writable(self, name: str, tenant: str) -> tuple[Path, dict[str, Any] | None]:
         """The folder of index ``name`` and its row (None: nobody has made it yet), if ``tenant`` may add to it."""
         path, row = self.named(name)
+        default = self.service.default_index
+        if default and Path(default).resolve() == path.resolve():  # not built yet, its name was free to take
+            raise ApiError(403, f"index '{name}' is the service's default index, which every key searches; it is "
+                           "read-only here (build it with `tessera ingest`)", param="name", code="index_read_only")
         if not self._searchable():
             raise ApiError(403, f"this service cannot add indices: {self.folder} is outside its index roots "
                            "(args.service.index_roots), so no search could read them", param="name",
