@@ -11,6 +11,7 @@ heading or an HTML page's ``<title>``, an HTML page's text that of its body).
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,8 @@ from serve.schemas import Text, check_texts
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
 RESERVED = metadata_columns.RESERVED
+#: A metadata integer is an int64 column of the doc store.
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 class Document(BaseModel):
@@ -61,6 +64,13 @@ class Document(BaseModel):
                 raise ValueError(f"metadata key '{key}' is not a column name this index can take (a letter, then "
                                  f"letters, digits or _; none of {', '.join(sorted(RESERVED))})")
         check_texts([v for v in metadata.values() if isinstance(v, str)], "metadata value")
+        for key, value in metadata.items():  # what a doc-store column can hold, not what it would silently change
+            if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity, 1e400: listed as null
+                raise ValueError(f"metadata '{key}' is {value}, which is not a number a filter can compare; send a "
+                                 "finite number, or leave the key out")
+            if isinstance(value, int) and not INT64_MIN <= value <= INT64_MAX:  # stored as its digits, as text
+                raise ValueError(f"metadata '{key}' is {value}, beyond a 64-bit integer (at most {INT64_MAX:,} "
+                                 "either way); send it as a string")
         return metadata
 
 

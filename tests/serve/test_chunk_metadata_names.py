@@ -48,3 +48,20 @@ def test_every_column_the_ingest_writes_itself_is_refused_as_a_metadata_name():
     plain = [c for c in OWN_COLUMNS if re.fullmatch(r"[A-Za-z][A-Za-z0-9_]*", c)]
     assert plain and not [c for c in plain if is_metadata_name(c)]
     assert is_metadata_name("page") and is_metadata_name("chunk")  # a JSON document's own fields stay allowed
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e400", str(2**70), str(-(2**63) - 1)])
+def test_a_metadata_value_a_column_cannot_keep_is_a_422_naming_it(base, value):
+    """NaN, infinities and 1e400 were stored as NaN and listed and found as null; 2**70 became the string of its
+    digits, so that the next upload's 5 failed its task with a type clash."""
+    body = '{"documents": [{"id": "n1", "text": "x", "metadata": {"ok": 1, "m": %s}}]}' % value
+    answer = requests.post(f"{base}/v1/indices/fresh/documents", data=body, timeout=60,
+                           headers={"Content-Type": "application/json"})
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["param"] == "documents" and "documents.0.metadata" in error["message"], error
+    assert "metadata 'm' is" in error["message"], error
+    from serve.documents import DocumentsRequest  # the edge of the range is taken (an accepted upload needs Ray)
+
+    for edge in (2**63 - 1, -(2**63)):
+        assert DocumentsRequest.model_validate_json(body.replace(value, str(edge))).documents[0].metadata["m"] == edge
