@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import codecs
 import datetime
-import logging
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -20,8 +19,6 @@ from typing import Any
 from operators.errors import SourceError
 from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
 from operators.sources.encoding import FileDecoder, shown, utf16_without_bom
-
-log = logging.getLogger("tessera.sources")
 
 TEXT_SUFFIXES = (".txt",)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -62,6 +59,8 @@ class TextFile:
     fields: dict[str, Any] = field(default_factory=dict)
     guessed_encoding: str | None = None
     left_out: tuple[str, ...] = ()
+    #: Why a Markdown file's front matter was not read (not valid YAML: it stays in the text), else None.
+    front_matter_problem: str | None = None
 
     @property
     def has_text(self) -> bool:
@@ -72,6 +71,9 @@ class TextFile:
     def left_out_message(self, name: str) -> str | None:
         """What was left out of the front matter and why, for the log (``tessera ingest``) or the client (an
         upload's ``warnings``); None when nothing was."""
+        if self.front_matter_problem is not None:
+            return (f"{name}: its front matter is not valid YAML ({self.front_matter_problem}): it is kept in the "
+                    "text, and gives no title nor fields")
         if not self.left_out:
             return None
         return f"{name}: front matter field(s) {', '.join(self.left_out)} left out: {name_rule(FILE_RESERVED)}"
@@ -89,11 +91,11 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
     if suffix in HTML_SUFFIXES:
         return TextFile(*html_text(text), guessed_encoding=guessed)
     if suffix in MARKDOWN_SUFFIXES:
-        fields, text = front_matter(text, name)
+        fields, text, problem = front_matter(text)
         title = fields.pop("title", None)
         title = str(title).strip() if isinstance(title, (str, int, float)) and str(title).strip() else None
         kept, left_out = metadata_fields(fields)
-        return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out))
+        return TextFile(title or markdown_title(text), text, kept, guessed, tuple(left_out), problem)
     return TextFile(None, text, guessed_encoding=guessed)
 
 
@@ -102,26 +104,25 @@ def read_text_file(name: str, content: bytes, *, op: Any = None, encoding: str |
 _FRONT_MATTER = re.compile(r"---[ \t]*\r?\n(.*?)^(?:---|\.\.\.)[ \t]*(?:\r?\n|\Z)", re.S | re.M)
 
 
-def front_matter(text: str, name: str) -> tuple[dict[str, Any], str]:
-    """A Markdown text's YAML front matter (between ``---`` lines at its top) as fields, and the text after it.
-    Dates are ISO text. Front matter that is not valid YAML stays in the text, said in a warning naming the file;
-    a block that YAML reads as no mapping (a rule, then a paragraph) is no front matter."""
+def front_matter(text: str) -> tuple[dict[str, Any], str, str | None]:
+    """A Markdown text's YAML front matter (between ``---`` lines at its top) as fields, the text after it, and why
+    it was not read (None: it was, or there is none). Dates are ISO text. Front matter that is not valid YAML stays
+    in the text, and the reason goes to whoever reads the file (a log line of ``tessera ingest``, an upload's
+    ``warnings``); a block that YAML reads as no mapping (a rule, then a paragraph) is no front matter."""
     import yaml
 
     found = _FRONT_MATTER.match(text)
     if found is None:
-        return {}, text
+        return {}, text, None
     try:
         fields = yaml.safe_load(found.group(1))
     except yaml.YAMLError as err:
         where = getattr(err, "problem_mark", None)
         at = f" at line {where.line + 2}" if where is not None else ""
-        log.warning("%s: its front matter is not valid YAML (%s%s): it is kept in the text, and gives no title "
-                    "nor fields", name, getattr(err, "problem", None) or type(err).__name__, at)
-        return {}, text
+        return {}, text, f"{getattr(err, 'problem', None) or type(err).__name__}{at}"
     if fields is not None and not isinstance(fields, dict):
-        return {}, text
-    return {str(key): _plain(value) for key, value in (fields or {}).items()}, text[found.end():]
+        return {}, text, None
+    return {str(key): _plain(value) for key, value in (fields or {}).items()}, text[found.end():], None
 
 
 def _plain(value: Any) -> Any:

@@ -91,6 +91,17 @@ def test_front_matter_is_metadata_and_a_guessed_encoding_or_a_field_left_out_is_
         "score, text, title, total_chunks, vector"]
 
 
+def test_front_matter_that_is_not_valid_yaml_is_a_warning_for_the_client_not_a_log_line_of_the_service():
+    """A title with ': ' in it: the front matter stayed in the text, the title came from the first heading and the
+    year was lost, and only the service's log said so."""
+    warnings: list[str] = []
+    [document] = file_documents("bad.md", b"---\ntitle: Bad: title\nyear: 2021\n---\n# Heading two\nText.\n", Limits(),
+                                warnings=warnings)
+    assert document["title"] == "Heading two" and document["text"].startswith("---\ntitle: Bad: title")
+    assert warnings == ["bad.md: its front matter is not valid YAML (mapping values are not allowed here at line 2): "
+                        "it is kept in the text, and gives no title nor fields"]
+
+
 def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upload(tmp_path, caplog):
     """Front matter became fields under two rules: ``tessera ingest`` kept every name but the file's own columns (a
     `score` that search's scores then met, `my tag` that no filter could name, a null as a column of nulls) and
