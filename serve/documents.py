@@ -25,6 +25,8 @@ from serve.schemas import Text, check_texts
 
 #: Doc-store columns that ingestion or search writes itself; metadata cannot take these names.
 RESERVED = metadata_columns.RESERVED
+#: The longest document id; a file's documents take theirs from its name.
+MAX_ID_LENGTH = 200
 #: A metadata integer is an int64 column of the doc store.
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
@@ -34,7 +36,7 @@ class Document(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    id: Text = Field(min_length=1, max_length=200, description="The document's id, unique in the index; "
+    id: Text = Field(min_length=1, max_length=MAX_ID_LENGTH, description="The document's id, unique in the index; "
                      "its passages are `<id>#<n>`.")
     title: Text = Field("", max_length=1000, description="Title (embedded with the text, and matched by BM25).")
     text: Text = Field(min_length=1, description="The text; the index's ingest spec cuts it into passages.")
@@ -138,6 +140,12 @@ def files_request(files: list[tuple[str, bytes]], spec: str | None, replace: boo
     warnings: list[str] = []
     documents = [doc for filename, content in files
                  for doc in file_documents(filename, content, limits, first_page, warnings)]
+    for doc in documents:  # a file's documents take their ids from its name, which the client sent as `files`
+        if len(doc["id"]) > MAX_ID_LENGTH:
+            name = doc["metadata"]["path"]
+            raise ApiError(422, f"files: the name of '{name[:40]}...' ({len(name)} characters) makes a document id "
+                           f"of {len(doc['id'])} characters, and an id has at most {MAX_ID_LENGTH}: rename the file",
+                           param="files", code="invalid_file")
     try:
         request = DocumentsRequest.model_validate({"documents": documents, "spec": spec, "replace": replace})
     except ValidationError as err:

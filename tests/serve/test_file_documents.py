@@ -66,6 +66,16 @@ def test_a_file_that_gives_no_document_is_a_422_naming_it(name, content, words):
     assert err.value.status == 422 and words in err.value.message
 
 
+def test_a_file_name_too_long_for_an_id_is_a_422_naming_files_not_a_field_the_client_never_sent():
+    name = "n" * 246 + ".txt"
+    with pytest.raises(ApiError) as refused:
+        files_request([("short.txt", b"Bees."), (name, b"Wasps.")], None, False, None, Limits())
+    assert (refused.value.status, refused.value.param, refused.value.code) == (422, "files", "invalid_file")
+    assert refused.value.message.startswith(f"files: the name of '{name[:40]}...' (250 characters) makes a document "
+                                            "id of 250 characters, and an id has at most 200: rename the file")
+    assert files_request([("n" * 196 + ".txt", b"Wasps.")], None, False, None, Limits())[0].documents[0].id
+
+
 def test_a_part_of_a_pdf_goes_alone_and_replaces_only_its_own_pages():
     with pytest.raises(ApiError, match="^first_page: a part of a PDF is sent with that PDF alone") as refused:
         files_request([("a.pdf", b"%PDF"), ("notes.txt", b"Bees.")], None, False, 3, Limits())
