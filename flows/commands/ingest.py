@@ -18,6 +18,7 @@ this command with ``--executor ray`` by default, for ``ray job submit`` on a clu
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from typing import Sequence
 
@@ -143,12 +144,14 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"query encoder: exported '{encoder}' to ONNX ({seconds:.1f} s, once): dense queries skip torch")
     if r.resolved:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
+    retry = f"fix them, then: tessera ingest --index {shlex.quote(r.index)} --retry-failed"
+    if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
+        print(f"tessera: error: no document was ingested: all {r.failures} failed (why: {r.index}/failures.jsonl; "
+              f"{retry})", file=sys.stderr, flush=True)
+        return EXIT_INTERNAL
     if r.failures or r.open_failures:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
-                  f"{r.index}/failures.jsonl[/] (fix them, then: tessera ingest --index {r.index} --retry-failed)")
-    if nothing:
-        out.print(f"[red]no document was ingested: all {r.failures} failed[/] (why: {r.index}/failures.jsonl)")
-        return EXIT_INTERNAL
+                  f"{r.index}/failures.jsonl[/] ({retry})", soft_wrap=True)
     return EXIT_OK
 
 

@@ -38,7 +38,7 @@ def _outcome(folder: Path, executor: str, capsys) -> dict:
     capsys.readouterr()
     status = main(["ingest", "--spec", str(_spec(folder)), "--index", str(index), "--executor", executor,
                    "--no-dense", "--quiet"])
-    out = capsys.readouterr().out
+    out = capsys.readouterr().err
     ledger = index / LEDGER_FILE
     records = [{k: v for k, v in json.loads(line).items() if k not in ("attempt", "time")}
                for line in ledger.read_text().splitlines()] if ledger.exists() else None

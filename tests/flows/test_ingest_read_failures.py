@@ -92,8 +92,9 @@ def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingeste
     broken = tmp_path / "broken.csv"
     broken.write_text(HEADER + 'x1,T,"never closed\nx2,T,one,two\n')
     assert main(["ingest", "--index", str(tmp_path / "idx2"), *command[3:], "--source", str(broken)]) == 1
-    out = capsys.readouterr().out
-    assert "no document was ingested: all 2 failed" in out
+    err = capsys.readouterr().err  # an error line on stderr, its command to paste on one line
+    assert f"tessera: error: no document was ingested: all 2 failed (why: {tmp_path / 'idx2'}/failures.jsonl; fix " \
+        f"them, then: tessera ingest --index {tmp_path / 'idx2'} --retry-failed)\n" in err
 
 
 def test_a_value_that_does_not_fit_its_column_is_a_failure_of_its_row(tmp_path):

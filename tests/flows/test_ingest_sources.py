@@ -186,4 +186,4 @@ def test_a_run_whose_every_document_failed_exits_non_zero_saying_so(tmp_path, in
     path.write_text('{"_id": "a", "text": ""}\nnot json\n[1, 2]\n')
     done = ingest_command(path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "no document was ingested: all 3 failed" in done.stdout
+    assert "tessera: error: no document was ingested: all 3 failed" in done.stderr
