@@ -25,6 +25,7 @@ import signal
 import sys
 from typing import Callable, Sequence
 
+from flows.commands._log_lines import warnings_as_command_lines
 from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
@@ -41,8 +42,9 @@ SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "inde
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tessera ...``; returns the exit status (the console script exits with it)."""
-    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter
+    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter, _log_lines
         filter_known_ray_noise()
+        warnings_as_command_lines()
         # Python's last garbage collection at exit walked every object litellm, torch and Ray made: 2-4 s after the
         # command's last line on 2 busy cores (0.2 s frozen, measured side by side). Frozen, objects left in
         # reference cycles are not finalised at exit; Tessera closes its files and stops its servers before then.
@@ -117,6 +119,7 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     ``flows.train``): its arguments plus ``--debug``, errors reported as ``tessera``'s are."""
     if argv is None:
         filter_known_ray_noise()
+        warnings_as_command_lines()
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")

@@ -274,9 +274,10 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
         if (folder / "model.onnx").is_file():
             return None  # made meanwhile by the process that held the lock
         _TRIED.add(str(folder))
-        # WARNING, not INFO: the CLI shows warnings (Python's last-resort handler, stderr), and a user who waits
-        # ~10 s for a first query (or at the end of an ingest) should see why, once
-        log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference)
+        # WARNING, not INFO: the CLI shows warnings (flows/commands/_log_lines.py, this one as a note), and a user
+        # who waits ~10 s for a first query (or at the end of an ingest) should see why, once
+        log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference,
+                    extra={"note": True})
         log.info("exporting '%s' to ONNX in %s (child process)", reference, folder)
         root = str(Path(__file__).resolve().parents[2])  # the folder holding `operators`, wherever the child starts
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")]))}

@@ -77,7 +77,7 @@ def test_a_folder_of_pdf_text_markdown_and_html_files_is_ingested_whole(tmp_path
     assert done.returncode == 0, done.stderr
     assert "4 docs" in done.stdout
     [warning] = done.stderr.strip().splitlines()  # the file nobody reads is named, in one line
-    assert warning.startswith(f"{docs}: 1 file(s) not read") and "report.docx" in warning
+    assert warning.startswith(f"tessera: warning: {docs}: 1 file(s) not read") and "report.docx" in warning
     index = tmp_path / "idx"
     assert doc_ids(index) == ["bees.txt", "birds-p1", "kiwi.md", "weta.html"]
     assert search(index, "nectar") == "bees.txt#0" and search(index, "enormous eggs") == "kiwi.md#0"
