@@ -140,6 +140,25 @@ def _as_file(file: str) -> Iterator[str]:
         yield path
 
 
+@contextlib.contextmanager
+def _logged_as(path: str, label: str) -> Iterator[None]:
+    """While open, the reader's warnings (``--skip-bad-lines``' lines skipped) name ``label`` where they said
+    ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user."""
+    import logging
+
+    def renamed(record: logging.LogRecord) -> bool:
+        if path != label:
+            record.msg, record.args = record.getMessage().replace(path, label), ()
+        return True
+
+    logger = logging.getLogger("operators.sources")
+    logger.addFilter(renamed)
+    try:
+        yield
+    finally:
+        logger.removeFilter(renamed)
+
+
 def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
     """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
     from operators.errors import SourceError
@@ -147,7 +166,7 @@ def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
     from operators.sources.jsonl import JsonlSource
 
     _check_readable(file)
-    with _as_file(file) as path:
+    with _as_file(file) as path, _logged_as(path, _label(file)):
         try:
             docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise"},
                                step_id="index")(pa.table({}))

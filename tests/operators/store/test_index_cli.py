@@ -223,6 +223,20 @@ def test_a_bad_line_refuses_the_whole_file_unless_skipped(tmp_path, sample_docs,
     assert len(Index.open(idx)) == 5
 
 
+def test_lines_skipped_from_standard_input_are_named_as_stdin_not_a_temporary_file(tmp_path, sample_docs, caplog,
+                                                                                  monkeypatch):
+    """The temporary copy of standard input is gone once the command ends: a warning naming it pointed nowhere."""
+    import io
+
+    idx = str(tmp_path / "idx")
+    piped = json.dumps(sample_docs[0]) + "\nnot json\n" + json.dumps(sample_docs[1]) + "\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(piped.encode())))
+    assert main(["index", "add", idx, "-", "--no-dense", "--skip-bad-lines"]) == 0
+    [skipped] = [r.getMessage() for r in caplog.records if "skipped" in r.getMessage()]
+    assert "skipped 1 unreadable line(s) in <stdin> (lines 2)" in skipped and "tessera-add-" not in skipped
+    assert len(Index.open(idx)) == 2
+
+
 def test_an_id_twice_in_the_file_is_refused_naming_both_lines(tmp_path, sample_docs, capsys):
     """The store's own refusal named a shard id that was never made, and no file or line."""
     idx = str(tmp_path / "idx")
