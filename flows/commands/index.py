@@ -29,10 +29,10 @@ import argparse
 import contextlib
 from typing import Iterator
 
-import pyarrow as pa
-
 from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
                                      refuse_file_as_index_name, report, show_help)
+from flows.commands.index_file import check_readable
+from flows.commands.index_file import chunks as _chunks  # by this name: a test replaces it here
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -100,109 +100,6 @@ def _open(path: str):
 
     return Index.open(path)
 
-
-def _check_readable(file: str) -> None:
-    """``-`` (standard input), a file, or a pipe or FIFO (``/dev/stdin``, ``<(...)``); a folder or nothing is refused
-    naming which it is."""
-    from pathlib import Path
-
-    if file != "-" and Path(file).is_dir():
-        raise CliError(f"{file} is a folder; FILE is one JSON Lines file of documents (to add a folder's files, "
-                       f"ingest it: tessera ingest --source {file} --index ...)", field="FILE")
-    if file != "-" and not Path(file).exists():
-        raise CliError(f"no such file: {file}", field="FILE")
-
-
-def _label(file: str) -> str:
-    return "<stdin>" if file == "-" else file
-
-
-@contextlib.contextmanager
-def _as_file(file: str) -> Iterator[str]:
-    """A regular file's path; standard input (``-``) or a pipe copied to a temporary ``.jsonl`` file first, as the
-    JSONL reader opens a path by its suffix."""
-    import shutil
-    import sys
-    import tempfile
-    from pathlib import Path
-
-    if file != "-" and Path(file).is_file():
-        yield file
-        return
-    with tempfile.TemporaryDirectory(prefix="tessera-add-") as folder:
-        path = str(Path(folder) / "records.jsonl")
-        with open(path, "wb") as out:
-            if file == "-":
-                shutil.copyfileobj(sys.stdin.buffer, out)
-            else:
-                with open(file, "rb") as source:
-                    shutil.copyfileobj(source, out)
-        yield path
-
-
-@contextlib.contextmanager
-def _logged_as(path: str, label: str) -> Iterator[None]:
-    """While open, the reader's warnings (``--skip-bad-lines``' lines skipped) name ``label`` where they said
-    ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user."""
-    import logging
-
-    def renamed(record: logging.LogRecord) -> bool:
-        if path != label:
-            record.msg, record.args = record.getMessage().replace(path, label), ()
-        return True
-
-    logger = logging.getLogger("operators.sources")
-    logger.addFilter(renamed)
-    try:
-        yield
-    finally:
-        logger.removeFilter(renamed)
-
-
-def _chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
-    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
-    from operators.errors import SourceError
-    from operators.sources._common import SKIP_HINT
-    from operators.sources.jsonl import JsonlSource
-
-    _check_readable(file)
-    with _as_file(file) as path, _logged_as(path, _label(file)):
-        try:
-            docs = JsonlSource({"path": path, "on_error": "skip" if skip_bad_lines else "raise"},
-                               step_id="index")(pa.table({}))
-        except SourceError as err:
-            message = err.message.replace(SKIP_HINT, "").replace(path, _label(file))
-            raise CliError(f"{message}; nothing was written (--skip-bad-lines skips such lines)",
-                           field="FILE") from None
-        if docs.num_rows == 0:
-            raise CliError(f"{file} holds no documents", field="FILE")
-        _refuse_repeated_ids(docs, path, _label(file))
-    docs = docs.append_column("doc_id", docs.column("docno"))
-    if settings.dense:
-        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-
-        embed = SentenceTransformerEmbedder({"model": settings.encoder, "title_column": "title"}, step_id="embed")
-        docs = embed(docs)
-    return docs
-
-
-def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
-    """A file that gives an id twice names the repeat's line and the first's, before anything is embedded: the store's
-    own refusal named only a shard id that was never made. ``tessera ingest``'s reader finds the lines."""
-    import pyarrow.compute as pc
-
-    if pc.count_distinct(docs.column("docno")).as_py() == docs.num_rows:
-        return
-    from flows.ingestion.ledger import Failure
-    from flows.ingestion.staging import iter_documents
-    from operators.sources.jsonl import JsonlSource
-
-    for item in iter_documents(JsonlSource({"path": path}, step_id="index")):
-        if isinstance(item, Failure) and item.error.startswith("duplicate id"):
-            error = item.error.replace(str(item.path), label).replace(path, label)
-            raise CliError(f"{label}, line {item.line}: {error}; ids must be unique in the file (`tessera ingest` "
-                           "leaves the later copies out, or keeps the last with `--replace`); nothing was written",
-                           field="FILE")
 
 
 def _cmd_info(args: argparse.Namespace) -> int:
@@ -319,7 +216,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
     refuse_file_as_index_name(args.path, "PATH", "FILE")
-    _check_readable(args.file)  # before an index is created for nothing
+    check_readable(args.file)  # before an index is created for nothing
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding
     check_not_foreign(resolve_index(args.path))  # a folder of someone's files, as `tessera ingest` refuses it
     try:
