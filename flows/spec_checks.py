@@ -159,7 +159,8 @@ def warn_unfused_fan_ins(name: str, inputs: dict[str, tuple[str, ...]], operator
         if len(ranking) < 2:
             continue
         which = "which each rank" if len(ranking) == len(parents) else f"of which {', '.join(ranking)} each rank"
-        message = (f"step '{step}' ({op.name}) reads the union of {', '.join(parents)}, {which}: a document "
+        message = (f"{f'flow {name!r}: ' if name else ''}step '{step}' ({op.name}) reads the union of "
+                   f"{', '.join(parents)}, {which}: a document "
                    "found by several of them appears once per branch, with that branch's rank; to merge "
                    "the rankings into one, read them through a fuse step (fuse.rrf, fuse.weighted)")
         warnings.append(message)

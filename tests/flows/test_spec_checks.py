@@ -140,6 +140,9 @@ def test_a_fan_in_of_rankings_into_a_step_that_does_not_fuse_warns_once(caplog):
         flow = build(steps, name="fan_in_warning")
         build(steps, name="fan_in_warning")
     assert len(flow.warnings) == 1 and "fuse step" in flow.warnings[0]
+    # `tessera flows list` builds every flow: the warning says which one it is about
+    assert flow.warnings[0].startswith("flow 'fan_in_warning': step 'top' (postprocess.reduce) reads the union of "
+                                       "bm25, dense")
     assert [r.getMessage() for r in caplog.records] == flow.warnings
     assert build({**steps, "top": {"op": "fuse.rrf", "inputs": ["bm25", "dense"]}}).warnings == []
 
