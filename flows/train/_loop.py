@@ -7,6 +7,8 @@ import math
 import random
 from typing import TYPE_CHECKING, Any, Callable
 
+from flows.train.step_bar import step_bar
+
 if TYPE_CHECKING:
     from flows.train.resume import EpochState
 
@@ -96,7 +98,7 @@ def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[st
         done_epochs = state["epoch"]
     model.train()
     rng, step = random.Random(seed), 0
-    bar = tqdm(total=steps, desc=desc, unit="step", disable=not progress, dynamic_ncols=True)
+    bar = step_bar(steps, desc, progress)
     for epoch in range(params.epochs):
         if step >= steps:
             break

@@ -19,11 +19,11 @@ from __future__ import annotations
 import json
 import math
 import random
-import sys
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
+from flows.train.step_bar import step_bar
 from operators.errors import TesseraError
 
 #: Where ``rerank.colbert`` looks for its default model ("tessera-colbert" under $TESSERA_HOME/models).
@@ -111,7 +111,7 @@ def _train(data: list[dict[str, Any]], output: Path, *, base: str, epochs: int, 
 
     losses: list[float] = []
     started = time.perf_counter()
-    bar = _bar(total, progress)
+    bar = step_bar(total, "train colbert", progress)
     try:
         step = 0
         while step < total:
@@ -192,10 +192,3 @@ def _parameter_groups(model: Any, weight_decay: float) -> list[dict[str, Any]]:
             continue
         (plain if parameter.ndim < 2 else decay).append(parameter)
     return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
-
-
-def _bar(total: int, progress: bool):
-    from tqdm import tqdm
-
-    return tqdm(total=total, desc="train colbert", unit="step", disable=not progress, file=sys.stderr,
-                dynamic_ncols=True, mininterval=0.5)
