@@ -130,8 +130,8 @@ def _apply_step(loss, model, opt, schedule, losses: list[float], bar) -> None:
     schedule.step()
     opt.zero_grad()
     losses.append(float(loss.detach()))
+    bar.set_postfix(loss=running_loss(losses), refresh=False)  # then the step's line shows it
     bar.update(1)
-    bar.set_postfix(loss=running_loss(losses))
 
 
 def running_loss(losses: list[float]) -> str:

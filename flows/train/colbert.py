@@ -128,8 +128,8 @@ def _train(data: list[dict[str, Any]], output: Path, *, base: str, epochs: int, 
                 schedule.step()
                 losses.append(round(float(loss.detach()), 5))
                 step += 1
+                bar.set_postfix(loss=running_loss(losses), refresh=False)  # then the step's line shows it
                 bar.update(1)
-                bar.set_postfix(loss=running_loss(losses))
     finally:
         bar.close()
     model.eval()

@@ -28,7 +28,7 @@ class _StepLines:
         if time.monotonic() - self._last >= LINE_SECONDS:
             self._line()
 
-    def set_postfix(self, **values: Any) -> None:
+    def set_postfix(self, refresh: bool = True, **values: Any) -> None:
         self._postfix = "".join(f", {name} {value}" for name, value in values.items())
 
     def close(self) -> None:

@@ -359,10 +359,13 @@ def test_train_list_shows_each_trained_model_with_its_kind_base_examples_and_dat
     assert "is a file, not a folder of trained models" in capsys.readouterr().err
 
 
-def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, tmp_path, capsys):
+def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, tmp_path, capsys, monkeypatch):
     import re
 
+    from flows.train import step_bar
     from flows.train.colbert import train_colbert
+
+    monkeypatch.setattr(step_bar, "LINE_SECONDS", 0.0)  # off a terminal, a line after every step
 
     docs = [json.loads(line) for line in (base / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:8]]
     examples = [{"query": d["title"], "positive": d["text"], "negatives": [docs[(i + 1) % 8]["text"]]}
@@ -370,7 +373,7 @@ def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, t
     path = train_colbert(examples, output_dir=tmp_path / "colbert", batch_size=2, max_steps=3, doc_maxlen=32,
                          progress=True)
     losses = json.loads((path / "training.json").read_text(encoding="utf-8"))["losses"]
-    shown = re.findall(r"loss=([0-9.]+)", capsys.readouterr().err)
+    shown = re.findall(r"loss ([0-9.]+)", capsys.readouterr().err)
     means = [f"{sum(losses[:k]) / k:.3f}" for k in (1, 2, 3)]  # after each step: the mean of the steps so far
     assert len(losses) == 3 and list(dict.fromkeys(shown)) == means, (shown, losses)
     assert f"{losses[1]:.3f}" not in shown, "a step's own loss was shown"

@@ -9,16 +9,16 @@ from flows.train.step_bar import step_bar
 
 def test_off_a_terminal_the_steps_are_lines_now_and_then_and_at_the_end(capsys, monkeypatch):
     bar = step_bar(3, "train cross-encoder", progress=True)  # pytest's stderr is not a terminal
-    for loss in ("0.9", "0.7", "0.5"):
+    for loss in ("0.9", "0.7", "0.5"):  # as the training loops go: the step's loss, then the step
+        bar.set_postfix(loss=loss, refresh=False)
         bar.update(1)
-        bar.set_postfix(loss=loss)
     bar.close()
     assert capsys.readouterr().err == "train cross-encoder: step 3/3, loss 0.5\n"  # within LINE_SECONDS: one line
 
     monkeypatch.setattr(module, "LINE_SECONDS", 0.0)
     bar = step_bar(2, "train colbert", progress=True)
     bar.update(1)
-    bar.set_postfix(loss="0.4")
+    bar.set_postfix(loss="0.4", refresh=False)
     bar.update(1)
     bar.close()
     err = capsys.readouterr().err
