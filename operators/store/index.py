@@ -21,6 +21,7 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import threading
 from pathlib import Path
@@ -92,10 +93,12 @@ class Index:
             if (path / MANIFEST).exists():
                 existing = cls.open(path)
                 if existing.settings != settings:
-                    ours, theirs = settings.model_dump(), existing.settings.model_dump()
-                    diff = {k: (theirs[k], ours[k]) for k in ours if ours[k] != theirs[k]}
-                    raise IndexExistsError(f"an index with other settings exists at {path}: "
-                                           f"(existing, requested) = {diff}")
+                    ours, theirs = settings.model_dump(mode="json"), existing.settings.model_dump(mode="json")
+                    differ = [k for k in ours if ours[k] != theirs[k]]
+                    has = ", ".join(f"{k}: {json.dumps(theirs[k])}" for k in differ)
+                    asked = ", ".join(f"{k}: {json.dumps(ours[k])}" for k in differ)
+                    raise IndexExistsError(f"an index with other settings exists at {path}: it has {has}, and this "
+                                           f"asks for {asked}; keep its settings, or use another index")
                 return existing
             check_new_index_path(path)  # shards another process left meanwhile, under this lock
             manifest = Manifest(settings=settings)

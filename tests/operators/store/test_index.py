@@ -195,8 +195,10 @@ def test_folders_no_commit_recorded_are_listed_and_collected_after_a_grace_perio
 
 def test_create_refuses_an_index_with_other_settings(index):
     assert Index.create(index.path, IndexSettings(dim=DIM)).generation == 1  # same settings: opened
-    with pytest.raises(IndexExistsError, match="dim"):
-        Index.create(index.path, IndexSettings(dim=32))
+    with pytest.raises(IndexExistsError) as refused:
+        Index.create(index.path, IndexSettings(dim=32, dense_type="hnsw"))
+    assert refused.value.message.endswith(f"it has dim: {DIM}, dense_type: \"flat\", and this asks for dim: 32, "
+                                          "dense_type: \"hnsw\"; keep its settings, or use another index")
 
 
 def test_wrong_dim_duplicate_docno_and_missing_column_are_refused(index, sample_docs, make_chunks):
