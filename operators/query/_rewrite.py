@@ -27,7 +27,9 @@ from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.tables import require_columns
 
 _WORD = re.compile(r"[^\W_]+")
-_LIST_MARK = re.compile(r"^\s*(?:[-*•]+|\d+[.):]|[A-Za-z]?\d*[.):])\s*")
+#: A list's mark at a line's start: a bullet, or a number or letter with its dot or bracket and a space ("1. ",
+#: "2) ", "a) "); not what starts a query ("U.S. presidents", "2019: the year", "A. Lincoln's birthplace").
+_LIST_MARK = re.compile(r"^\s*(?:[-*•]+\s*|\d{1,2}[.):]\s+|[a-z][.)]\s+|[A-Z]\)\s+)")
 
 
 class RewriteParams(LLMParams):
@@ -79,6 +81,14 @@ class QueryRewriter(LLMStep):
         lines = (_LIST_MARK.sub("", line).strip().strip("\"'`").strip() for line in text.splitlines())
         return [line for line in lines if line and not line.endswith(":")]
 
+    def reply_queries(self, reply: Completion) -> list[str]:
+        """``split`` of a reply, less its last line when ``max_tokens`` cut it there (``which insects besides bees
+        produce hon`` is not a query)."""
+        text = reply.text
+        if reply.finish_reason == "length" and not text.endswith("\n"):
+            text = text.rpartition("\n")[0]
+        return self.split(text)
+
     def transform(self, table: pa.Table) -> pa.Table:
         require_columns(table, self.reads(), op=self.name, step=self.step_id)
         rows = table.to_pylist()
@@ -86,14 +96,25 @@ class QueryRewriter(LLMStep):
         if len(queries) != len(rows):
             raise OperatorError("each qid must appear once (a queries table, before retrieval)",
                                 op=self.name, step=self.step_id, field="qid")
-        replies = self.candidates(queries) if rows else {}
+        # After another rewriter, only the questions asked are rewritten (one call each, as documented), and what
+        # that one added counts as seen: its rows pass as they are.
+        asked = {str(row["qid"]): queries[str(row["qid"])] for row in rows
+                 if (row.get("query_source") or "original") == "original"}
+        added: dict[str, list[str]] = {}
+        for row in rows:
+            if str(row["qid"]) not in asked:
+                added.setdefault(str(row.get("original_qid") or row["qid"]), []).append(queries[str(row["qid"])])
+        replies = self.candidates(asked) if asked else {}
         out: list[dict[str, Any]] = []
         for row in rows:
             qid = str(row["qid"])
+            if qid not in asked:
+                out.append(row)
+                continue
             origin, original = row.get("original_qid") or qid, row.get("original_query") or queries[qid]
             row = {**row, "original_qid": origin, "original_query": original}
-            out.append({**row, "query_source": row.get("query_source") or "original"})
-            extra = self._kept(qid, queries[qid], replies.get(qid, []))
+            out.append({**row, "query_source": "original"})
+            extra = self._kept(qid, queries[qid], replies.get(qid, []), added.get(qid, []))
             new_qids = _unused_qids(qid, len(extra), queries)  # (a dict: its keys are the qids taken)
             out += [{**row, "qid": new_qid, self.params.query_column: text, "original_qid": origin,
                      "query_source": source} for new_qid, (source, text) in zip(new_qids, extra)]
@@ -103,16 +124,18 @@ class QueryRewriter(LLMStep):
                 schema = schema.append(pa.field(column, pa.string()))
         return pa.Table.from_pylist(out, schema=schema)
 
-    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]]) -> list[tuple[str, str]]:
+    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]],
+              earlier: list[str] = ()) -> list[tuple[str, str]]:
+        """The valid, novel queries of ``replies`` (novel against ``query`` and the ``earlier`` rewriters' ones)."""
         kept: list[tuple[str, str]] = []
-        seen = [_tokens(query)]
+        seen = [_tokens(query), *map(_tokens, earlier)]
         problems = []
         for source, reply in replies:
             problem = junk_reason(reply)
             if problem:
                 problems.append(problem)
                 continue
-            for text in self.split(reply.text):
+            for text in self.reply_queries(reply):
                 if len(kept) < self.params.max_queries and self._valid(text) and _novel(text, seen, self.params):
                     kept.append((source, text))
                     seen.append(_tokens(text))
@@ -156,11 +179,12 @@ def _unused_qids(qid: str, count: int, taken: Container[str]) -> list[str]:
 
 
 def keywords_of(text: str) -> str:
-    """The words of ``text`` less English stopwords, in order, each once (the non-LLM fallback)."""
+    """The words of ``text`` less English stopwords, in order, each once (the non-LLM fallback). Snowball's 179
+    stopwords: the ISO list's 1,298 hold words a question is about (big, young, older, million, state, world, uk)."""
     from operators.preprocess.stopwords import stopword_set
 
-    stop = stopword_set("en", "iso")
-    words = [w for w in _WORD.findall(text.lower()) if w not in stop and len(w) > 1]
+    stop = stopword_set("en", "snowball")
+    words = [w for w in _WORD.findall(text.lower()) if w not in stop]
     return " ".join(dict.fromkeys(words))
 
 

@@ -48,9 +48,17 @@ class KeywordExtractor(QueryRewriter):
         replies = self.ask({qid: self.render(query=query, count=self.params.count) for qid, query in queries.items()})
         return {qid: [("keywords", reply)] for qid, reply in replies.items()}
 
-    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]]) -> list[tuple[str, str]]:
+    def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]],
+              earlier: list[str] = ()) -> list[tuple[str, str]]:
         self._question = query  # for split: the prompt's own words are no keywords unless the question has them
-        return super()._kept(qid, query, replies)
+        return super()._kept(qid, query, replies, earlier)
+
+    def reply_queries(self, reply: Completion) -> list[str]:
+        """``split`` of a reply, less its last keyword when ``max_tokens`` cut it there."""
+        text = reply.text
+        if reply.finish_reason == "length":
+            text = re.split(r"[,;\n](?=[^,;\n]*$)", text)[0] if re.search(r"[,;\n]", text) else ""
+        return self.split(text)
 
     def split(self, text: str) -> list[str]:
         keywords = [k.strip(" .\"'`*-") for k in re.split(r"[,;\n]", text)]

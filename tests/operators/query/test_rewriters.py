@@ -70,7 +70,7 @@ def test_the_keyword_fallback_when_the_model_fails_or_writes_nothing_valid(fault
     op = create("query.expand", {"model": f"fault-{scenario}", "strategies": ["diagnose"], "num_retries": 0},
                 step_id="x")
     out = op(sample_queries(1))
-    assert extra(out) == [("q1#1", "q1", "fallback_keywords", "insects honey pollinate flowers")]
+    assert extra(out) == [("q1#1", "q1", "fallback_keywords", "insects make honey pollinate flowers")]
     degraded = op.drain_metadata()["q1"]["degraded"]
     assert degraded["step"] == "x" and degraded["reason"].endswith("; the question's keywords are the extra query")
     none = create("query.expand", {"model": f"fault-{scenario}", "strategies": ["diagnose"], "num_retries": 0,
@@ -108,7 +108,12 @@ def test_a_looping_reply_is_no_query(fault_models):
 
 
 def test_keywords_of_drops_stopwords_and_repeats():
-    assert keywords_of("Which of the insects make the honey, and which insects?") == "insects honey"
+    assert keywords_of("Which of the insects make the honey, and which insects?") == "insects make honey"
+    # ISO's 1,298 stopwords took what these questions are about: "stone gap york city", "annie morton ..."
+    assert keywords_of("The director of Big Stone Gap is based in what New York city?") == \
+        "director big stone gap based new york city"
+    assert keywords_of("Who is older, Annie Morton or Terry Richardson?") == "older annie morton terry richardson"
+    assert keywords_of("1 in 5 million in the UK have hepatitis C") == "1 5 million uk hepatitis c"
 
 
 def test_columns_pass_through_and_one_row_per_qid(fault_models):
@@ -193,3 +198,45 @@ def test_bounds_no_generated_query_could_meet_are_refused(name):
     with pytest.raises(ParamsError) as err:
         create(name, {"min_chars": 100, "max_chars": 10}, step_id="rewrite")
     assert err.value.field == "params.max_chars" and "less than min_chars 100" in str(err.value)
+
+
+def test_a_list_mark_is_removed_and_what_starts_a_query_is_not(fault_models):
+    """`U.S. presidents` was kept as `S. presidents`, `2019: the year` as `the year`: the mark pattern took a letter
+    or any number before a dot or colon."""
+    fault_models.reply = ("1. honey bees pollination\n2) bumblebee nectar gathering\na) wasps and hornets nests\n"
+                          "U.S. presidents born in Ohio\nJ.K. Rowling first novel title\n2019: the year bees vanished\n"
+                          "A. Lincoln birthplace museum")
+    op = create("query.expand", {"model": "fault-ok", "strategies": ["rephrase"], "max_queries": 10})
+    assert [q for *_, q in extra(op(sample_queries(1)))] == [
+        "honey bees pollination", "bumblebee nectar gathering", "wasps and hornets nests",
+        "U.S. presidents born in Ohio", "J.K. Rowling first novel title", "2019: the year bees vanished",
+        "A. Lincoln birthplace museum"]
+
+
+def test_a_reply_cut_at_max_tokens_loses_its_cut_last_line(fault_models):
+    fault_models.reply = "honey bees pollination\nwhich insects besides bees produce hon"
+    out = create("query.expand", {"model": "fault-length", "strategies": ["rephrase"]})(sample_queries(1))
+    assert [q for *_, q in extra(out)] == ["honey bees pollination"]
+    fault_models.reply = "honey bees, pollination, nectar gath"
+    out = create("query.keywords", {"model": "fault-length"})(sample_queries(1))
+    assert [q for *_, q in extra(out)] == ["honey bees pollination"]
+
+
+def test_after_another_rewriter_only_the_question_is_rewritten_and_against_all_that_one_added(fault_models):
+    """query.keywords after query.expand made one call per row (the question and each expansion), and three rows
+    of the same text 'wasps hornets', which fuse.expanded_queries then counted as three branches."""
+    fault_models.reply = "wasps hornets\nbumblebee nectar gathering"
+    expanded = create("query.expand", {"model": "fault-ok", "strategies": ["rephrase"]})(sample_queries(1))
+    assert [q for *_, q in extra(expanded)] == ["wasps hornets", "bumblebee nectar gathering"]
+    fault_models.reset()
+    fault_models.reply = "wasps, hornets"
+    out = create("query.keywords", {"model": "fault-ok"})(expanded)
+    assert fault_models.attempts["ok"] == 1  # one call for the one question, as docs/llm.md says
+    passed = [r for r in out.to_pylist() if r["qid"] in ("q1", "q1#1", "q1#2")]
+    assert passed == expanded.to_pylist()  # the rows expand added pass as they are
+    # its one query copied expand's: no second 'wasps hornets', the question's keywords instead (marked degraded)
+    assert sorted(q for *_, q in extra(out)) == ["bumblebee nectar gathering", "insects make honey pollinate flowers",
+                                                 "wasps hornets"]
+    fault_models.reply = "pollen, wax, hive"
+    out = create("query.keywords", {"model": "fault-ok"})(expanded)
+    assert [e for e in extra(out) if e[2] == "keywords"] == [("q1#3", "q1", "keywords", "pollen wax hive")]
