@@ -31,6 +31,29 @@ def test_every_dense_type_builds_and_searches_real_minilm_vectors(tmp_path, samp
         assert h.docnos and all(ids.index(d) % 3 == 1 for d in h.docnos)
 
 
+@pytest.mark.integration  # real MiniLM vectors
+@pytest.mark.parametrize("dense_type", list(RECALL))
+def test_a_filter_few_rows_pass_still_gives_k_results_on_every_type(tmp_path, sample_docs, make_chunks,
+                                                                   minilm_title_vectors, dense_type, monkeypatch):
+    """HNSW's walk and IVF's probed lists reach few of 12 allowed rows of 900: a query came back with 1 of its 10
+    results (dense and hybrid pre-filtering, documented to give k results however rare the matches)."""
+    base, queries = minilm_title_vectors[:900], minilm_title_vectors[900:]
+    rare = np.zeros(900, bool)
+    rare[np.random.default_rng(5).choice(900, 12, replace=False)] = True
+    index = Index.create(tmp_path / dense_type, IndexSettings(dense=True, bm25=False, dense_type=dense_type))
+    index.add(make_chunks(sample_docs[:900], vectors=base, rare=rare.tolist()), shard_id="big")
+    ids = np.asarray([d["_id"] for d in sample_docs[:900]])
+    truth = ids[rare][np.argsort(-(queries @ base[rare].T), axis=1)[:, :10]]
+    hits = index.search_dense(queries, k=10, where=pc.field("rare"))
+    assert [len(h.docnos) for h in hits] == [10] * len(queries)
+    overlap = np.mean([len(set(h.docnos) & set(t)) / 10 for h, t in zip(hits, truth)])
+    assert overlap >= (1.0 if dense_type in ("flat", "hnsw", "ivf") else 0.9), overlap  # exact vectors: exact
+    from operators.store import dense
+
+    monkeypatch.setattr(dense, "EXACT_UP_TO", 0)  # a filter many rows pass: the walk first, a short query again
+    assert [len(h.docnos) for h in index.search_dense(queries, k=10, where=pc.field("rare"))] == [10] * len(queries)
+
+
 def test_a_shard_too_small_to_train_falls_back_to_flat_and_says_so(tmp_path, sample_docs, make_chunks):
     index = Index.create(tmp_path / "small", IndexSettings(dim=16, dense_type="ivfpq", bm25=False))
     index.add(make_chunks(sample_docs[:100], dim=16), shard_id="tiny")
