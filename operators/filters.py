@@ -221,12 +221,25 @@ class MetadataFilter(BaseModel):
         if self.date_to is not None:
             day_after = self.date_to + dt.timedelta(days=1)
             end = min(end, day_after) if end else day_after
+        latest = earliest = column
+        if pa.types.is_string(kind) or pa.types.is_large_string(kind):  # "2021" and "2021-05" are periods
+            latest, earliest = _period_bound(column, "99"), _period_bound(column, "01")
         parts = []
         if start is not None:
-            parts.append(column >= _day_bound(start, kind))
+            parts.append(latest >= _day_bound(start, kind))
         if end is not None:
-            parts.append(column < _day_bound(end, kind))
+            parts.append(earliest < _day_bound(end, kind))
         return parts
+
+
+def _period_bound(column: pc.Expression, day: str) -> pc.Expression:
+    """An ISO string column with a plain year (``2021``, as ``analyze.dimensions`` writes one) or year and month
+    (``2021-05``) read as its period's first day (``day`` "01") or past its last (``day`` "99", which sorts after
+    every day of it): as text, "2021" sorted before "2021-01-01", and the year filter skipped it. The period
+    overlaps the range, as an integer-year column's year does."""
+    length = pc.utf8_length(column)
+    return pc.if_else(length == 4, pc.binary_join_element_wise(column, f"-{day}-{day}", ""),
+                      pc.if_else(length == 7, pc.binary_join_element_wise(column, f"-{day}", ""), column))
 
 
 MetadataFilter.model_rebuild()

@@ -50,6 +50,21 @@ def test_year_and_date_ranges_on_every_kind_of_date_column(column):
     assert matching({"field": column, "date_from": "2019-02-01", "date_to": "2020-01-31"}) == expected
 
 
+def test_a_text_column_of_plain_years_and_months_matches_the_periods_it_names():
+    """analyze.dimensions writes a year as "2021", and JSONL's 2021 beside "2021" makes a text column: as text,
+    "2021" sorted before "2021-01-01", so {year: 2021} and date_from skipped every plain year."""
+    table = pa.table({"docno": ["y", "d", "old", "new", "m", "t", "none"],
+                      "when": ["2021", "2021-05-03", "2020", "2022", "2021-05", "2021-12-31T10:00:00", None]})
+
+    def kept(spec: dict) -> list[str]:
+        return filter_table(table, MetadataFilter.model_validate({"field": "when", **spec})).column("docno").to_pylist()
+
+    assert kept({"year": 2021}) == ["y", "d", "m", "t"]
+    assert kept({"date_from": "2021-06-01"}) == ["y", "new", "t"]  # the year 2021 overlaps; May 2021 ended before
+    assert kept({"date_to": "2021-04-30"}) == ["y", "old"]
+    assert kept({"date_from": "2021-05-04", "date_to": "2021-05-10"}) == ["y", "m"]
+
+
 @pytest.mark.parametrize("column", ["day", "stamp", "iso"])
 def test_months(column):
     assert matching({"field": column, "year": 2019, "month": 5}) == ["d2"]
