@@ -24,8 +24,8 @@ CONTINENTS = {"AF": "Africa", "AN": "Antarctica", "AS": "Asia", "EU": "Europe", 
 #: Common names GeoNames does not list, by ISO 3166-1 alpha-2 code. Historic names (Persia, Palestine,
 #: Korea) are left out: they name more than today's country.
 COUNTRY_ALIASES = {
-    "US": ("United States of America", "USA", "U.S.A", "U.S"),
-    "GB": ("Britain", "Great Britain", "UK", "U.K", "England", "Scotland", "Wales"),
+    "US": ("United States of America", "USA", "U.S.A", "U.S", "New England"),  # not England's: the US states
+    "GB": ("Britain", "Great Britain", "UK", "U.K", "England", "Scotland", "Wales", "Northern Ireland"),  # not IE
     "CZ": ("Czech Republic",), "NL": ("Holland",), "TR": ("Türkiye",), "VA": ("Vatican City", "Holy See"),
     "CD": ("DR Congo",), "MM": ("Burma",), "SZ": ("Swaziland",), "TL": ("East Timor",), "CV": ("Cape Verde",),
 }

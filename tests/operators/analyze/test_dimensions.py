@@ -96,6 +96,14 @@ def test_countries_rank_by_mentions_and_cities_count_for_their_country():
     assert row["countries"] == ["JP", "FR"] and row["country"] == "JP" and row["region"] == "Asia"
 
 
+def test_a_country_name_inside_a_regions_is_not_that_country():
+    """'New England' was GB (England) and 'Northern Ireland' IE: Robert Frost's and Tom Brady's articles matched
+    {country: GB} and {region: Europe} and missed {country: US}."""
+    out = extract(["Robert Frost's poems are set in rural New England.", "Belfast is the capital of Northern Ireland.",
+                   "England and Ireland played at Twickenham."]).to_pylist()
+    assert [row["countries"] for row in out] == [["US"], ["GB"], ["GB", "IE"]]
+
+
 def test_a_city_qualified_by_another_countrys_state_or_country_is_its_namesake():
     rows = extract(["Paris, Texas is a small city.", "Moscow, Idaho and Houston, Texas.",
                     "Berlin, Paris, New York City and Rome.", "Toronto, Canada."]).to_pylist()
