@@ -78,6 +78,22 @@ class MetadataFilter(BaseModel):
     any_: list["MetadataFilter"] | None = Field(None, alias="any", description="At least one of these filters holds.")
     not_: "MetadataFilter | None" = Field(None, alias="not", description="This filter does not hold.")
 
+    @model_validator(mode="before")
+    @classmethod
+    def _one_value_per_comparison(cls, data: Any) -> Any:
+        """A list under a comparison is named as that (pydantic tried each member of the value union and named
+        its first, `filter.eq.bool: Input should be a valid boolean`)."""
+        if isinstance(data, dict):
+            for name in COMPARISONS:
+                if isinstance(data.get(name), (list, tuple, dict)):
+                    kind = "a mapping" if isinstance(data[name], dict) else "a list"
+                    several = {"eq": "in", "ne": "not_in"}.get(name)
+                    hint = (f"; for several values write {several}: {list(data[name])}"
+                            if several and not isinstance(data[name], dict) else "")
+                    raise ValueError(f"'{name}' takes one value (a number, text, date or true/false), not "
+                                     f"{kind}{hint}")
+        return data
+
     @model_validator(mode="after")
     def _check(self) -> "MetadataFilter":
         on_field = [name for name in (*COMPARISONS, "in_", "not_in", "year", "month", "date_from", "date_to",

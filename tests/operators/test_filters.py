@@ -50,6 +50,17 @@ def test_year_and_date_ranges_on_every_kind_of_date_column(column):
     assert matching({"field": column, "date_from": "2019-02-01", "date_to": "2020-01-31"}) == expected
 
 
+def test_a_list_under_a_comparison_is_named_as_that_not_as_the_first_type_tried():
+    with pytest.raises(ValidationError) as err:
+        MetadataFilter.model_validate({"field": "yr", "eq": [1, 2]})
+    assert "'eq' takes one value (a number, text, date or true/false), not a list; for several values write in: " \
+        "[1, 2]" in str(err.value) and "bool" not in str(err.value)
+    with pytest.raises(ValidationError, match="'ne' takes one value .* write not_in: \\['x'\\]"):
+        MetadataFilter.model_validate({"field": "yr", "ne": ["x"]})
+    with pytest.raises(ValidationError, match="'gte' takes one value .*, not a mapping"):
+        MetadataFilter.model_validate({"field": "yr", "gte": {"a": 1}})
+
+
 def test_a_text_column_of_plain_years_and_months_matches_the_periods_it_names():
     """analyze.dimensions writes a year as "2021", and JSONL's 2021 beside "2021" makes a text column: as text,
     "2021" sorted before "2021-01-01", so {year: 2021} and date_from skipped every plain year."""
