@@ -25,7 +25,7 @@ import signal
 import sys
 from typing import Callable, Sequence
 
-from flows.commands._log_lines import warnings_as_command_lines
+from flows.commands._log_lines import hide_notes, warnings_as_command_lines
 from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
 from flows.commands._stderr_filter import filter_known_ray_noise
 from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
@@ -144,6 +144,8 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
         _error(f"error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or empty, 0, false, no or off "
                f"(got {short_repr(setting)})")
         return EXIT_USAGE
+    if getattr(args, "quiet", False):
+        hide_notes()
     debug = getattr(args, "debug", False) or word in DEBUG_ON
     with stop_signals_as_interrupt() as stopped:
         status = _run_handler(handler, args, debug, stopped)

@@ -13,6 +13,8 @@ import sys
 
 #: The loggers of Tessera's packages: their records, and those of their children, get a line each.
 TESSERA_LOGGERS = ("tessera", "operators", "flows", "serve")
+#: Whether notes are shown: ``--quiet`` hides them, and never a warning.
+_notes = {"shown": True}
 
 
 class _CommandLines(logging.Handler):
@@ -21,9 +23,11 @@ class _CommandLines(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         from operators.errors import one_line
 
+        note = getattr(record, "note", False)
+        if note and not _notes["shown"]:
+            return
         try:
-            kind = "" if getattr(record, "note", False) else "error: " if record.levelno >= logging.ERROR \
-                else "warning: "
+            kind = "" if note else "error: " if record.levelno >= logging.ERROR else "warning: "
             sys.stderr.write(f"tessera: {kind}{one_line(record.getMessage())}\n")
             sys.stderr.flush()
         except Exception:  # noqa: BLE001 - logging's own rule: a record that cannot be written is not an error
@@ -36,3 +40,8 @@ def warnings_as_command_lines() -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(handler, _CommandLines) for handler in logger.handlers):
             logger.addHandler(_CommandLines(logging.WARNING))
+
+
+def hide_notes() -> None:
+    """``--quiet``: no notes, warnings still."""
+    _notes["shown"] = False
