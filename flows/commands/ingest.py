@@ -69,7 +69,7 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help="after ingesting, precompute the document tokens of this ColBERT model (a name "
                         "trained by tessera train, or a checkpoint folder) for rerank.colbert")
     parser.add_argument("--json", action="store_true", help="print the report as JSON")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars nor notes (warnings still)")
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
