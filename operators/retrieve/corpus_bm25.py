@@ -140,12 +140,18 @@ class CorpusBM25Retriever(Operator):
             texts = [composed(q or "") for q in queries.column("query").to_pylist()]
             with self._lock:  # the PyStemmer stemmer inside the tokenizer is not thread-safe
                 ids = self._tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
-            found, found_scores = self._retriever.retrieve(ids, k=min(self.params.k, n_docs),
-                                                           show_progress=False)
-            keep = found_scores > 0  # a document that matches no query word is not a result
-            rows = np.nonzero(keep)[0]
-            docs = found[keep].astype(np.int64)
-            scores = found_scores[keep].astype(np.float64)
+            # bm25s gives a query with no known word the empty token, which every document of stopwords alone
+            # holds too ("To be or not to be." was the first hit of "zebra"): such a query finds nothing
+            empty = self._tokenizer.get_vocab_dict().get("")
+            ids = [[i for i in query if i != empty] for query in ids]
+            asked = [n for n, query in enumerate(ids) if query]
+            if asked:
+                found, found_scores = self._retriever.retrieve([ids[n] for n in asked], k=min(self.params.k, n_docs),
+                                                               show_progress=False)
+                keep = found_scores > 0  # a document that matches no query word is not a result
+                rows = np.asarray(asked, dtype=np.int64)[np.nonzero(keep)[0]]
+                docs = found[keep].astype(np.int64)
+                scores = found_scores[keep].astype(np.float64)
         out = queries.take(pa.array(rows, pa.int64()))
         hits = self._docs.take(pa.array(docs, pa.int64()))
         for name in ("docno", "title", "text"):

@@ -98,6 +98,17 @@ def test_own_corpus_and_relative_path_from_another_directory(tmp_path, monkeypat
     assert sample.column("title").to_pylist() == ["Bee"]
 
 
+def test_a_query_with_no_known_word_finds_no_document_of_stopwords_alone(tmp_path):
+    """bm25s gives both a token-less document and a query with no known word its empty token: "zebra" found
+    "To be or not to be." first, with a positive score, where the on-disk index finds nothing."""
+    corpus = tmp_path / "quotes.jsonl"
+    _write_corpus(corpus, [{"_id": "hamlet", "text": "To be or not to be."},
+                           {"_id": "bees", "text": "Honey bees make honey."}])
+    out = create("retrieve.corpus_bm25", {"corpus": str(corpus), "k": 5})(
+        pa.table({"qid": ["1", "2", "3", "4"], "query": ["zebra", "the of", "!!!", "honey"]}))
+    assert list(zip(out.column("qid").to_pylist(), out.column("docno").to_pylist())) == [("4", "bees")]
+
+
 def test_a_word_written_with_a_combining_accent_is_the_precomposed_word(tmp_path):
     """As the index's BM25 (tests/operators/store/test_bm25.py): ``e`` + U+0301 is ``é``, in documents and queries."""
     corpus = tmp_path / "accents.jsonl"
