@@ -39,6 +39,11 @@ def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> pa.Array:
     """The text BM25 sees per chunk: the ``text_fields`` present, joined with a space."""
     parts = [pc.fill_null(chunks.column(f).cast(pa.string()), "")
              for f in settings.text_fields if f in chunks.column_names]
+    if not parts:  # nothing to index: every chunk would be empty (and Arrow's join of no column is one scalar)
+        from operators.store.errors import IndexStoreError
+
+        raise IndexStoreError(f"none of the index's BM25 text_fields {settings.text_fields} is a column of these "
+                              f"chunks (their columns: {', '.join(chunks.column_names)})", field="text_fields")
     joined = parts[0] if len(parts) == 1 else pc.binary_join_element_wise(*parts, " ")
     return joined.combine_chunks() if isinstance(joined, pa.ChunkedArray) else joined
 

@@ -110,3 +110,17 @@ def test_a_word_written_with_a_combining_accent_is_found_as_the_precomposed_word
         assert sorted(index.search_bm25([query], k=5)[0].docnos) == ["dec", "pre"], query
     assert index.search_bm25(["cafe"], k=5)[0].docnos == ["plain"]
     assert bm25.tokenize_queries(["Zu\u0308rich"], IndexSettings()) == [[unicodedata.normalize("NFC", "zürich")]]
+
+
+def test_text_fields_naming_no_column_of_the_chunks_is_refused_naming_them(tmp_path):
+    """It was an internal TypeError ('pyarrow.lib.StringScalar' object is not iterable) from Arrow's join of no
+    column, through `tessera ingest` too."""
+    import pyarrow as pa
+
+    from operators.store import Index, IndexSettings, IndexStoreError
+
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False, text_fields=["body"]))
+    with pytest.raises(IndexStoreError) as refused:
+        index.add(pa.table({"docno": ["a"], "doc_id": ["a"], "text": ["honey bees"]}))
+    assert refused.value.field == "text_fields" and "none of the index's BM25 text_fields ['body'] is a column" \
+        in refused.value.message and len(Index.open(index.path)) == 0
