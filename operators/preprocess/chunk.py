@@ -26,8 +26,9 @@ class Chunker(Operator):
     Windows of ``size`` units advance by ``size - overlap``, so consecutive chunks of
     a document share exactly ``overlap`` units and together cover the whole text; a
     chunk is the original text from its first unit to its last (spacing kept).
-    Tokens are regex tokens, not a model's word pieces: runs of word characters, or
-    one punctuation/symbol character (``\\w+|[^\\w\\s]``); words are runs of
+    Tokens are regex tokens, not a model's word pieces: runs of word characters
+    (combining marks count as word characters: "Гражда́нская" is one), or one
+    punctuation/symbol character (``_chunk_units.char_class``); words are runs of
     non-whitespace; sentences come from Punkt (models ship with the ``punkt`` package).
     Emits one row per chunk: ``chunk_id`` (``<doc_id>#<chunk_index>``), ``doc_id``
     (the input ``docno``, or a content id when there is none), ``chunk_index`` and
@@ -79,6 +80,8 @@ class Chunker(Operator):
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
         column = table.column(p.text_column)
+        if pa.types.is_null(column.type) or pa.types.is_string_view(column.type):  # every text null; a view
+            column = column.cast(pa.string())  # (Arrow fills neither with "")
         texts = pc.fill_null(column.combine_chunks() if column.num_chunks else pa.array([], pa.string()), "")
         if p.unit == "sentences":
             text_of, index, totals, chunks = self._sentence_chunks(texts)
