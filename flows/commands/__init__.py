@@ -54,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    if argv is None and getattr(args, "quiet", False):  # the process's own lines (_log_lines): a call from Python
+        hide_notes()  # keeps its logging as it is
     return _exiting(run_handler(args.handler, args), argv)
 
 
@@ -123,7 +125,10 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
-    return _exiting(run_handler(handler, parser.parse_args(list(sys.argv[1:] if argv is None else argv))), argv)
+    args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and getattr(args, "quiet", False):
+        hide_notes()
+    return _exiting(run_handler(handler, args), argv)
 
 
 def _exiting(status: int, argv: Sequence[str] | None) -> int:
@@ -144,8 +149,6 @@ def run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Nam
         _error(f"error: TESSERA_DEBUG must be 1, true, yes or on (print tracebacks), or empty, 0, false, no or off "
                f"(got {short_repr(setting)})")
         return EXIT_USAGE
-    if getattr(args, "quiet", False):
-        hide_notes()
     debug = getattr(args, "debug", False) or word in DEBUG_ON
     with stop_signals_as_interrupt() as stopped:
         status = _run_handler(handler, args, debug, stopped)
