@@ -42,9 +42,8 @@ SUBCOMMANDS = ("ops", "run", "chat", "flows", "models", "cache", "ingest", "inde
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``tessera ...``; returns the exit status (the console script exits with it)."""
-    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter, _log_lines
+    if argv is None:  # a command of its own, not a call from Python: see _stderr_filter
         filter_known_ray_noise()
-        warnings_as_command_lines()
         # Python's last garbage collection at exit walked every object litellm, torch and Ray made: 2-4 s after the
         # command's last line on 2 busy cores (0.2 s frozen, measured side by side). Frozen, objects left in
         # reference cycles are not finalised at exit; Tessera closes its files and stops its servers before then.
@@ -54,9 +53,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not getattr(args, "handler", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
-    if argv is None and getattr(args, "quiet", False):  # the process's own lines (_log_lines): a call from Python
-        hide_notes()  # keeps its logging as it is
+    if argv is None:
+        _own_log_lines(args)
     return _exiting(run_handler(args.handler, args), argv)
+
+
+def _own_log_lines(args: argparse.Namespace) -> None:
+    """A command of its own prints Tessera's log records as its lines, notes hidden by ``--quiet`` (_log_lines); a
+    call from Python keeps its logging as it is."""
+    warnings_as_command_lines()
+    if getattr(args, "quiet", False):
+        hide_notes()
 
 
 class _Parser(argparse.ArgumentParser):
@@ -121,13 +128,12 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     ``flows.train``): its arguments plus ``--debug``, errors reported as ``tessera``'s are."""
     if argv is None:
         filter_known_ray_noise()
-        warnings_as_command_lines()
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
-    if argv is None and getattr(args, "quiet", False):
-        hide_notes()
+    if argv is None:
+        _own_log_lines(args)
     return _exiting(run_handler(handler, args), argv)
 
 

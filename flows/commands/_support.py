@@ -147,24 +147,33 @@ def cli_option_text(text: str, options: dict[str, str], *, bare: str | None = No
 
 
 @contextlib.contextmanager
-def cli_option_logs(name: str, options: dict[str, str]) -> Iterator[None]:
+def rewritten_logs(name: str, rewrite) -> Iterator[None]:
+    """While it is open, each record the logger ``name`` logs goes through ``rewrite(record)`` first."""
+    import logging
+
+    def rewriting(record: logging.LogRecord) -> bool:
+        rewrite(record)
+        return True
+
+    logger = logging.getLogger(name)
+    logger.addFilter(rewriting)
+    try:
+        yield
+    finally:
+        logger.removeFilter(rewriting)
+
+
+def cli_option_logs(name: str, options: dict[str, str]):
     """While it is open, what the logger ``name`` logs is in the command line's words (``cli_option_text``): a
     warning the engine words for a Python caller (``ingest again with retry_failed=True``) says ``--retry-failed``
     to this command's user. Only the message's own text is rewritten, not the values logged in it (paths, a
     record's error)."""
-    import logging
 
-    def in_options(record: logging.LogRecord) -> bool:
+    def in_options(record) -> None:
         if isinstance(record.msg, str):
             record.msg = cli_option_text(record.msg, options)
-        return True
 
-    logger = logging.getLogger(name)
-    logger.addFilter(in_options)
-    try:
-        yield
-    finally:
-        logger.removeFilter(in_options)
+    return rewritten_logs(name, in_options)
 
 
 def positive_int(text: str) -> int:

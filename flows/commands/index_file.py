@@ -8,7 +8,7 @@ from typing import Iterator
 
 import pyarrow as pa
 
-from flows.commands._support import CliError
+from flows.commands._support import CliError, rewritten_logs
 
 
 def check_readable(file: str) -> None:
@@ -50,23 +50,15 @@ def _as_file(file: str) -> Iterator[str]:
         yield path
 
 
-@contextlib.contextmanager
-def _logged_as(path: str, label: str) -> Iterator[None]:
+def _logged_as(path: str, label: str):
     """While open, the reader's warnings (``--skip-bad-lines``' lines skipped) name ``label`` where they said
     ``path``: standard input's temporary copy, gone once the command ends, is ``<stdin>`` to the user."""
-    import logging
 
-    def renamed(record: logging.LogRecord) -> bool:
+    def renamed(record) -> None:
         if path != label:
             record.msg, record.args = record.getMessage().replace(path, label), ()
-        return True
 
-    logger = logging.getLogger("operators.sources")
-    logger.addFilter(renamed)
-    try:
-        yield
-    finally:
-        logger.removeFilter(renamed)
+    return rewritten_logs("operators.sources", renamed)
 
 
 def chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
