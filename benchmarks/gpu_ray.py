@@ -8,7 +8,8 @@ each part in turn so one that fails leaves the others' figures (they go to ``gpu
   in this process; passages/s and Ray/bare. Each Ray run starts its actor and loads the model: the fixed
   cost is what the run takes beyond N at the bare rate.
 * ``ingest``: ``ingest_scale.py`` over the 916,618-document scale corpus with the ``ingest`` flow's steps,
-  the encoder on the GPU (``num_gpus`` per embed actor, ``--actors`` of them sharing it), Ray executor;
+  the encoder on the GPU: in one process (``--executor local``: the next shard embedded in a thread while
+  the one before is written) or on Ray (``num_gpus`` per embed actor, ``--actors`` of them sharing it);
   wall time, time per stage, peak RSS, and the check that no document is lost or duplicated.
 * ``serve``: the embedder deployment with ``ray_actor_options: {num_gpus: 1}``: the replica must get the GPU
   (Ray sets its ``CUDA_VISIBLE_DEVICES``) and its model must sit on it; one request's latency.
@@ -155,7 +156,8 @@ def main() -> int:
     parser.add_argument("--embed-passages", type=int, default=300_000)
     parser.add_argument("--ingest-count", type=int, default=916_618)
     parser.add_argument("--gpus-per-actor", type=float, default=0.25, help="of a GPU, per embed actor (0: CPU)")
-    parser.add_argument("--actors", type=int, default=4, help="embed actors in the ingestion")
+    parser.add_argument("--actors", type=int, default=4, help="embed actors in the Ray ingestion")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="the ingestion's executor")
     args = parser.parse_args()
     import torch
 
@@ -175,7 +177,7 @@ def main() -> int:
             else:
                 spec = gpu_ingest_spec(model, work, device, args.dtype, args.encode_batch_size, args.gpus_per_actor,
                                        args.actors)
-                report[part] = ingest(spec, args.corpus, args.ingest_count, work / "ingest", "ray")
+                report[part] = ingest(spec, args.corpus, args.ingest_count, work / "ingest", args.executor)
         except Exception as error:  # one part failing leaves the others' figures
             failed.append(part)
             report[part] = {"error": f"{type(error).__name__}: {error}"}

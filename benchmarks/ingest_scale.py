@@ -18,6 +18,7 @@ for 916K documents, peak RSS <= 4 GB, resumable.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -30,6 +31,35 @@ from pathlib import Path
 from build_scale_corpus import CARD_COUNT, build, default_out  # also puts the repo on sys.path
 from _common import DATA
 
+
+
+def busy_seconds() -> dict[str, float]:
+    """Seconds spent in each stage of the local executor's ingestion, summed over its shards, filled in as it runs.
+
+    Reading, chunking and embedding a shard run on one thread while the driver writes and commits the one before,
+    so the stages overlap: the busiest thread bounds the wall time, and these sums say which one it is."""
+    import flows.ingestion.job as job
+
+    busy: dict[str, float] = {}
+
+    def timed(owner, name: str, stage: str) -> None:
+        work = getattr(owner, name)
+
+        @functools.wraps(work)
+        def wrapper(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return work(*args, **kwargs)
+            finally:
+                busy[stage] = busy.get(stage, 0.0) + time.perf_counter() - started
+
+        setattr(owner, name, wrapper)
+
+    for owner, name, stage in ((job, "staged_unless_done", "read"), (job, "prepare", "chunk"),
+                               (job.Embedder, "__call__", "embed"), (job, "write", "write"),
+                               (job._Run, "_commit", "commit")):
+        timed(owner, name, stage)
+    return busy
 
 
 def child(args: argparse.Namespace) -> int:
@@ -51,6 +81,7 @@ def child(args: argparse.Namespace) -> int:
         return ingest(str(args.corpus), str(args.index), spec=args.spec, executor=args.executor,
                       shard_size=args.shard_size, progress=False, on_progress=on_progress)
 
+    busy = {} if args.profile else busy_seconds()
     if args.profile:
         import cProfile
         import pstats
@@ -60,7 +91,7 @@ def child(args: argparse.Namespace) -> int:
         pstats.Stats(profile, stream=sys.stderr).sort_stats("tottime").print_stats(20)
     else:
         report = run()
-    print(json.dumps(report.to_dict()), flush=True)
+    print(json.dumps({**report.to_dict(), "busy_s": {k: round(v, 1) for k, v in busy.items()}}), flush=True)
     return 0
 
 
@@ -180,7 +211,8 @@ def main() -> int:
         what = "killed" if run["killed"] else f"{run['report'].get('docs', 0):,} documents"
         print(f"run {n}: {run['seconds']:.1f} s wall, {run['cpu_s']:.0f} s CPU, peak RSS {run['peak_rss_gb']:.2f} GB "
               f"({what}), 1-min load average mean {run['load'][0]:.1f} max {run['load'][1]:.1f} on {os.cpu_count()} "
-              f"cores; stages (first to last progress event, s): {run['stages']}")
+              f"cores; stages (first to last progress event, s): {run['stages']}; busy seconds per stage (local "
+              f"executor): {run['report'].get('busy_s', {})}")
     check = verify(args.index, args.corpus)
     print(f"index: {check}")
     total = sum(r["seconds"] for r in runs)
