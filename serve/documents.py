@@ -86,8 +86,8 @@ class DocumentsRequest(BaseModel):
     replace: bool = Field(False, strict=True, description="A document whose id is in the index already replaces it "
                           "(its old passages go in the commit that adds the new ones); false: such ids are a 409.")
     spec: str | None = Field(None, description="For a new index: the built-in ingest spec that makes it "
-                             "(`ingest`: passages of 256 tokens, MiniLM and BM25; `ingest_static`: the static "
-                             "embedder). An existing index keeps its own; default `ingest`.")
+                             "(`ingest`: passages of 200 MiniLM word pieces, MiniLM and BM25; `ingest_static`: the "
+                             "static embedder). An existing index keeps its own; default `ingest`.")
 
 
 class DeleteRequest(BaseModel):

@@ -26,7 +26,7 @@ def test_the_python_tour_runs_as_written(sample_workspace, monkeypatch, capsys):
     printed = capsys.readouterr().out
     index, hits, result = scope["index"], scope["hits"], scope["result"]
     assert index.report.shards_skipped == 4 and index.report.shards_written == 0  # make demo's index, reused
-    assert "1,002 chunks in 4 shard(s)" in printed and "Gothic architecture" in printed
+    assert "1,020 chunks in 4 shard(s)" in printed and "Gothic architecture" in printed
     assert hits.column("title").to_pylist()[0] == "Gothic architecture" and hits.num_rows == 5
     assert sorted(set(result.table.column("qid").to_pylist())) == ["1", "2"]
     assert set(result.history) == {"bm25", "dense", "fused"} and result.steps["fused"].rows_out == result.table.num_rows

@@ -128,7 +128,7 @@ class _Run:
                      "it", moved)
         self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace)
         self.job.staging_dir = str(self.stager.dir)
-        self._check_job(finished)
+        mismatch = self._job_mismatch(finished)
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))
@@ -138,6 +138,7 @@ class _Run:
             if shard.id in finished:
                 self.stager.discard(shard.id)
         todo = [s for s in shards if s.id not in finished]
+        self._check_job(mismatch, nothing_to_do=not todo)
         live = None if self.replace or not todo else refused.first_live(  # nothing to do: no ids to read
             self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key,
             self.delete_doc_ids)
@@ -162,25 +163,39 @@ class _Run:
             raise refused.in_ingestion_terms(live[1])
         return self._finish(started)
 
-    def _check_job(self, finished: set[str]) -> None:
-        """Chunking and encoder must stay those of the source's finished shards (recorded in job.json)."""
-        from operators.atomic import write_bytes
-
-        path = self.stager.dir / "job.json"
+    def _job_params(self) -> dict[str, Any]:
         embed = self.job.embed
         ours = {"chunk": self.job.chunk,
                 "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
         if self.job.enrich:  # only when there is some, so the job.json of an index made before stays equal
             ours["enrich"] = self.job.enrich
-        theirs = read_staging_json(path)
-        if theirs is not None:
-            if theirs != ours and any(s.startswith(self.stager.key + "-") for s in finished):
-                diff = {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
-                raise SettingsMismatchError(
-                    f"this source's finished shards were processed with other chunk/enrich/embed params "
-                    f"(before, now) = {diff}; resume with the same ones, or ingest into a new index")
+        return ours
+
+    def _job_mismatch(self, finished: set[str]) -> dict[str, tuple] | None:
+        """(before, now) of each chunk/enrich/embed param that differs from those of the source's finished shards
+        (recorded in job.json); None when they agree or no shard of the source is finished."""
+        theirs, ours = read_staging_json(self.stager.dir / "job.json"), self._job_params()
+        if theirs is None or theirs == ours or not any(s.startswith(self.stager.key + "-") for s in finished):
+            return None
+        return {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
+
+    def _check_job(self, mismatch: dict[str, tuple] | None, *, nothing_to_do: bool) -> None:
+        """Chunking and encoder must stay those of the source's finished shards. With every shard finished nothing
+        is made with the new ones (a default changed since the index was built: ``make demo`` run again), so that
+        is said and the index is left as it is."""
+        from operators.atomic import write_bytes
+
+        if mismatch is not None and nothing_to_do:
+            log.warning("%s holds this source made with other chunk/enrich/embed params (before, now) = %s; "
+                        "nothing is left to ingest, so it stays as it is (to remake it, ingest into a new index)",
+                        self.path, mismatch, extra={"note": True})
+            return
+        if mismatch is not None:
+            raise SettingsMismatchError(
+                f"this source's finished shards were processed with other chunk/enrich/embed params "
+                f"(before, now) = {mismatch}; resume with the same ones, or ingest into a new index")
         self.stager.dir.mkdir(parents=True, exist_ok=True)
-        write_bytes(path, json.dumps(ours, sort_keys=True).encode())
+        write_bytes(self.stager.dir / "job.json", json.dumps(self._job_params(), sort_keys=True).encode())
 
     def _run_local(self, shards: list[str]) -> None:
         """Shards in order, in-process: one shard is read, chunked and embedded in a thread while the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Literal
 
 import numpy as np
@@ -14,6 +15,8 @@ from operators.models import DEFAULT_ENCODER
 from operators.models.batching import forward_batch_size
 from operators.models.precision import Precision
 from operators.tables import set_column
+
+log = logging.getLogger(__name__)
 
 
 def vectors_to_arrow(vectors: np.ndarray) -> pa.FixedSizeListArray:
@@ -77,6 +80,7 @@ class SentenceTransformerEmbedder(Operator):
         self._model = None
         self._static = None  # a StaticBags for a static (model2vec) model: its fast path
         self._fast = None  # a FastTokenEncoder for a transformer model whose tokenizing it reproduces
+        self._truncation_noted = False  # texts longer than the model reads were said once (_note_truncated)
 
     def reads(self) -> list[str]:
         columns = [self.params.input_column]
@@ -139,7 +143,10 @@ class SentenceTransformerEmbedder(Operator):
             return self._static.encode(texts, self.params.normalize)
         batch_size = forward_batch_size(self.params.encode_batch_size, self._model)
         if self._fast is not None:
-            return self._fast.encode(texts, batch_size, self.params.normalize)
+            before = self._fast.truncated
+            vectors = self._fast.encode(texts, batch_size, self.params.normalize)
+            self._note_truncated(self._fast.truncated - before, len(texts))
+            return vectors
         return self._model.encode(
             texts,
             batch_size=batch_size,
@@ -147,6 +154,16 @@ class SentenceTransformerEmbedder(Operator):
             convert_to_numpy=True,
             show_progress_bar=False,
         ).astype(np.float32, copy=False)
+
+    def _note_truncated(self, truncated: int, texts: int) -> None:
+        """Say once per step that texts were cut: the model drops what is past its length without a word, and an
+        ingestion's chunks sized in other units than its pieces lost their ends unseen."""
+        if truncated and not self._truncation_noted:
+            self._truncation_noted = True
+            log.warning("%s: %d of %d texts in one call are longer than %s reads (%d word pieces); only their "
+                        "beginnings are embedded (preprocess.chunk with tokenizer: %s sizes chunks to fit)",
+                        self.step_id, truncated, texts, self.params.model, self._model.max_seq_length,
+                        self.params.model, extra={"note": True})
 
     def transform(self, table: pa.Table) -> pa.Table:
         vectors = self.encode(self.texts(table))

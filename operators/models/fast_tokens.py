@@ -75,6 +75,8 @@ class FastTokenEncoder:
         self.model = model
         self.tokenizer = tokenizer  # a copy of the model's Rust tokenizer, truncating and padding
         self.feature_names = feature_names  # the tensors the model's own tokenizing makes
+        #: Inputs tokenized so far that were longer than the model reads (truncated: their ends never reach it).
+        self.truncated = 0
 
     @classmethod
     def of(cls, model, probes: tuple = PROBES) -> "FastTokenEncoder | None":
@@ -107,7 +109,9 @@ class FastTokenEncoder:
         """The model's input tensors for one batch of texts or (query, text) pairs, on the CPU."""
         import torch
 
-        arrays = token_arrays(self.tokenizer.encode_batch_fast(inputs), self.feature_names)
+        encodings = self.tokenizer.encode_batch_fast(inputs)
+        self.truncated += sum(1 for encoding in encodings if encoding.overflowing)
+        arrays = token_arrays(encodings, self.feature_names)
         return {**{name: torch.from_numpy(array) for name, array in arrays.items()}, "modality": "text"}
 
     def encode(self, texts: list[str], batch_size: int, normalize: bool) -> np.ndarray:

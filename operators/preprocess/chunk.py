@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from operators.base import Operator
 from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
+from operators.preprocess._model_windows import model_tokenizer, piece_windows
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[
@@ -26,10 +27,12 @@ class Chunker(Operator):
     Windows of ``size`` units advance by ``size - overlap``, so consecutive chunks of
     a document share exactly ``overlap`` units and together cover the whole text; a
     chunk is the original text from its first unit to its last (spacing kept).
-    Tokens are regex tokens, not a model's word pieces: runs of word characters
-    (combining marks count as word characters: "Гражда́нская" is one), or one
-    punctuation/symbol character (``_chunk_units.char_class``); words are runs of
-    non-whitespace; sentences come from Punkt (models ship with the ``punkt`` package).
+    Tokens are regex tokens: runs of word characters (combining marks count as word
+    characters: "Гражда́нская" is one), or one punctuation/symbol character
+    (``_chunk_units.char_class``); with ``tokenizer`` they are that model's word pieces,
+    so a chunk fits an encoder that reads ``size`` of them (``_model_windows``: whole
+    words, about ``overlap`` shared). Words are runs of non-whitespace; sentences come
+    from Punkt (models ship with the ``punkt`` package).
     Emits one row per chunk: ``chunk_id`` (``<doc_id>#<chunk_index>``), ``doc_id``
     (the input ``docno``, or a content id when there is none), ``chunk_index`` and
     ``total_chunks``, the chunk in ``text``, and ``docno = chunk_id``; other columns
@@ -50,6 +53,9 @@ class Chunker(Operator):
         size: int = Field(256, gt=0, description="Units in a chunk (the last chunk of a document may have fewer).")
         overlap: int = Field(32, ge=0, description="Units shared by consecutive chunks; less than `size`.")
         language: PUNKT_LANGUAGES = Field("english", description="Punkt model for `unit: sentences`.")
+        tokenizer: str | None = Field(
+            None, min_length=1, description="Count `unit: tokens` as this model's word pieces (a model name or "
+            "folder, e.g. the encoder's), so that a chunk of `size` fits a model that reads `size` pieces.")
         text_column: str = Field("text", min_length=1, description="Column holding the text; receives the chunk.")
         id_column: str = Field("docno", min_length=1, description="Column holding the document id (becomes doc_id).")
 
@@ -60,6 +66,14 @@ class Chunker(Operator):
             if size is not None and overlap >= size:
                 raise ValueError(f"overlap must be less than size ({size}), or chunks would not advance")
             return overlap
+
+        @field_validator("tokenizer")
+        @classmethod
+        def _tokenizer_counts_tokens(cls, tokenizer: str | None, info: ValidationInfo) -> str | None:
+            if tokenizer is not None and info.data.get("unit") != "tokens":
+                raise ValueError(f"tokenizer counts tokens; unit is '{info.data.get('unit')}': set unit: tokens "
+                                 "or leave out tokenizer")
+            return tokenizer
 
     def reads(self) -> None:
         return None  # every column is repeated into the chunks
@@ -73,9 +87,14 @@ class Chunker(Operator):
             self.params.text_column: "text", "docno": "id",
         }
 
+    def required_models(self) -> dict[str, str]:
+        return {"params.tokenizer": self.params.tokenizer} if self.params.tokenizer else {}
+
     def setup(self) -> None:
         if self.params.unit == "sentences":
             units.punkt_tokenizer(self.params.language)
+        if self.params.tokenizer:
+            model_tokenizer(self.params.tokenizer)
 
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
@@ -85,6 +104,8 @@ class Chunker(Operator):
         texts = pc.fill_null(column.combine_chunks() if column.num_chunks else pa.array([], pa.string()), "")
         if p.unit == "sentences":
             text_of, index, totals, chunks = self._sentence_chunks(texts)
+        elif p.tokenizer:
+            text_of, index, totals, chunks = self._piece_chunks(texts)
         else:
             text_of, index, totals, chunks = self._span_chunks(texts)
         titles = table.column("title") if "title" in table.column_names else None
@@ -142,6 +163,14 @@ class Chunker(Operator):
         ]
         totals = np.bincount(text_of, minlength=len(values))[text_of]
         return self._gather([(text_of, index, totals)], pa.array(pieces, pa.string()))
+
+    def _piece_chunks(self, texts: pa.Array):
+        """Chunks counted in the model's word pieces (``_model_windows``)."""
+        p = self.params
+        text_of, index, chunks = piece_windows(texts.to_pylist(), model_tokenizer(p.tokenizer), p.size, p.overlap)
+        text_of = np.asarray(text_of, np.int64)
+        totals = np.bincount(text_of, minlength=len(texts))[text_of] if len(text_of) else text_of
+        return self._gather([(text_of, np.asarray(index, np.int64), totals)], pa.array(chunks, pa.string()))
 
     @staticmethod
     def _gather(parts, chunks: pa.Array):

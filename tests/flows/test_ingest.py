@@ -8,6 +8,7 @@ the packaged MiniLM; BM25-only runs load no model.
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import pytest
@@ -209,15 +210,22 @@ def test_the_same_documents_at_another_path_resume_where_they_stopped(tmp_path, 
     assert "Retitled" in titles
 
 
-def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30):
+def test_changed_settings_shard_size_or_source_are_refused(tmp_path, corpus30, caplog):
     ingest(corpus30, tmp_path / "idx", settings=BM25_ONLY, shard_size=10, executor="local", progress=False)
     with pytest.raises(IndexExistsError, match="other settings"):
         ingest(corpus30, tmp_path / "idx", settings={"stemmer": None}, shard_size=10, executor="local",
                progress=False)
     with pytest.raises(SettingsMismatchError, match="shard_size=10"):
         ingest(corpus30, tmp_path / "idx", shard_size=7, executor="local", progress=False)
+    with caplog.at_level(logging.WARNING, logger="flows"):  # all done: nothing is made with other params
+        done = ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert (done.shards_skipped, done.shards_written) == (3, 0)
+    said = [r for r in caplog.records if "other chunk/enrich/embed params" in r.getMessage()]
+    assert len(said) == 1 and getattr(said[0], "note", False) and "'chunk': (None, {" in said[0].getMessage()
+    corpus30.write_text("".join(_lines(40)), encoding="utf-8")  # grown: a shard to make, with other params
     with pytest.raises(SettingsMismatchError, match="chunk"):
         ingest(corpus30, tmp_path / "idx", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    assert len(Index.open(tmp_path / "idx").columns(["doc_id"])[1]) == 30  # refused before any commit
     lines = _lines(30)
     lines[3] = lines[3].replace('"text": "', '"text": "EDITED ')
     corpus30.write_text("".join(lines), encoding="utf-8")

@@ -1,0 +1,85 @@
+"""Chunk windows counted in a model's word pieces (``preprocess.chunk`` with ``tokenizer``).
+
+An encoder reads a fixed number of word pieces (MiniLM: 256, with its two special tokens) and drops the rest
+without a word. Regex tokens are not word pieces: English runs about 1.3 pieces to a regex token, and a line
+of Chinese or Japanese, with no spaces, is one regex token of hundreds of pieces. So a chunk sized in regex
+tokens can be longer than its encoder reads, and its end is never embedded. Counting the model's own pieces
+makes a chunk of ``size`` fit a model that reads ``size``.
+
+Windows start and end at a word (a piece that follows a gap in the text, as the Rust tokenizer's offsets
+show), so a chunk does not begin with half a word; only a word longer than a whole chunk is cut between its
+pieces. Consecutive chunks then share about ``overlap`` pieces (whole words), not exactly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import numpy as np
+
+
+class ChunkTokenizerError(ValueError):
+    """The model named for counting has no tokenizer that can be read here."""
+
+
+@functools.lru_cache(maxsize=4)
+def model_tokenizer(reference: str):
+    """The Rust tokenizer of ``reference`` (a model name or folder), without truncation or padding."""
+    from tokenizers import Tokenizer
+
+    from operators.models import resolve_model_path
+
+    folder = resolve_model_path(reference)
+    candidates = [folder / "tokenizer.json"]
+    modules = folder / "modules.json"
+    if modules.is_file():  # a sentence-transformers folder: the Transformer module's folder
+        candidates += [folder / str(m.get("path") or "") / "tokenizer.json" for m in json.loads(modules.read_text())]
+    found = next((path for path in candidates if Path(path).is_file()), None)
+    if found is None:
+        raise ChunkTokenizerError(f"model '{reference}' has no tokenizer.json (a fast tokenizer) in {folder}: "
+                                  "chunks cannot be counted in its pieces; leave out tokenizer to count regex tokens")
+    tokenizer = Tokenizer.from_file(str(found))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def piece_windows(texts: list[str], tokenizer, size: int, overlap: int):
+    """(text index, chunk index, chunk text) for every chunk of ``texts``; a text without pieces is one empty
+    chunk, a text that fits is one chunk, stripped of the spaces at its ends. Only the texts longer than ``size``
+    are tokenized again with offsets (most passages fit, and counting alone is faster)."""
+    counts = [len(encoding) for encoding in tokenizer.encode_batch_fast(texts, add_special_tokens=False)]
+    longer = [t for t, count in enumerate(counts) if count > size]
+    windows = dict(zip(longer, tokenizer.encode_batch([texts[t] for t in longer], add_special_tokens=False)))
+    text_of, index, chunks = [], [], []
+    for t, (text, count) in enumerate(zip(texts, counts)):
+        if t not in windows:
+            text_of.append(t), index.append(0), chunks.append(text.strip() if count else "")
+            continue
+        spans = np.asarray(windows[t].offsets, dtype=np.int64).reshape(-1, 2)
+        for i, (first, stop) in enumerate(_windows(spans, size, overlap)):
+            text_of.append(t), index.append(i), chunks.append(text[spans[first, 0]: spans[stop - 1, 1]])
+    return text_of, index, chunks
+
+
+def _windows(spans: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:
+    """[first, stop) piece ranges of one text's windows: at most ``size`` pieces each, whole words where a word
+    fits, about ``overlap`` pieces shared by neighbours."""
+    n = len(spans)
+    starts_word = np.ones(n, bool)
+    starts_word[1:] = spans[1:, 0] > spans[:-1, 1]  # a gap (a space, a dropped character) before the piece
+    word_starts = np.flatnonzero(starts_word)
+    windows, first = [], 0
+    while True:
+        if n - first <= size:
+            windows.append((first, n))
+            return windows
+        limit = first + size  # the piece after the longest window
+        before = word_starts[np.searchsorted(word_starts, limit, side="right") - 1]  # last word start <= limit
+        stop = int(before) if before > first else limit  # a word longer than a chunk is cut between pieces
+        windows.append((first, stop))
+        low = max(first + 1, stop - overlap)
+        after = word_starts[np.searchsorted(word_starts, low)] if low <= word_starts[-1] else stop
+        first = int(min(after, stop))

@@ -1,0 +1,143 @@
+"""preprocess.chunk with ``tokenizer``: chunks counted in a model's word pieces fit the model that reads them."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+import yaml
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from operators.errors import ParamsError
+from operators.preprocess._model_windows import model_tokenizer
+from operators.registry import create
+from operators.testing import sample_documents
+
+MODEL = "all-MiniLM-L6-v2"
+INGEST_SPEC = Path(__file__).parents[3] / "flows" / "specs" / "ingest.yaml"
+
+
+def pieces(text: str) -> list[str]:
+    return model_tokenizer(MODEL).encode(text, add_special_tokens=False).tokens
+
+
+def chunk(texts, **params) -> pa.Table:
+    table = pa.table({"docno": [f"d{i}" for i in range(len(texts))], "text": pa.array(texts, pa.string())})
+    return create("preprocess.chunk", {"tokenizer": MODEL, **params})(table)
+
+
+def assert_fits_and_covers(text: str, chunks: list[str], size: int, *, distinct: bool = True) -> None:
+    """Every chunk is a verbatim stretch of at most ``size`` pieces (unless a word of the text is longer than that:
+    cut between its pieces, a part read alone can make more); together they run from the text's first piece
+    to its last. In a text without repeats (``distinct``) each chunk starts at or before where the one before it
+    ended, so nothing between them is left out; otherwise their pieces are at least the text's."""
+    assert all(c in text for c in chunks)
+    if max(len(pieces(word)) for word in text.split()) <= size:
+        assert all(len(pieces(c)) <= size for c in chunks)
+    assert text.strip().startswith(chunks[0]) and text.rstrip().endswith(chunks[-1])
+    if not distinct:
+        assert sum(len(pieces(c)) for c in chunks) >= len(pieces(text))
+        return
+    position = 0
+    for c in chunks:
+        start = text.find(c, max(0, position - len(c)))
+        assert 0 <= start and not text[position:start].strip()
+        position = start + len(c)
+
+
+def test_sample_documents_fit_and_are_covered():
+    docs = sample_documents(40)
+    out = create("preprocess.chunk", {"tokenizer": MODEL, "size": 48, "overlap": 8})(docs)
+    texts = docs.column("text").to_pylist()
+    assert out.num_rows > len(texts)  # the sample's passages are longer than 48 pieces
+    for i, docno in enumerate(docs.column("docno").to_pylist()):
+        rows = [r for r in out.to_pylist() if r["doc_id"] == docno]
+        assert [r["chunk_index"] for r in rows] == list(range(len(rows)))
+        assert {r["total_chunks"] for r in rows} == {len(rows)}
+        assert_fits_and_covers(texts[i], [r["text"] for r in rows], 48)
+
+
+def test_chunks_begin_and_end_at_words_and_share_the_overlap():
+    text = " ".join(f"unbelievably{i} tokenization" for i in range(60))  # several pieces a word
+    chunks = chunk([text], size=40, overlap=10).column("text").to_pylist()
+    assert len(chunks) > 3
+    words = set(text.split())
+    for c in chunks:
+        assert c.split()[0] in words and c.split()[-1] in words  # no half word at either end
+    longest_word = max(len(pieces(word)) for word in words)
+    for before, after in zip(chunks, chunks[1:]):  # the next chunk begins with the last whole words of this one
+        shared = next(before[k:] for k in range(1, len(before))
+                      if before[k - 1] == " " and after.startswith(before[k:]))
+        assert 10 - longest_word < len(pieces(shared)) <= 10
+
+
+def test_a_text_without_spaces_is_cut_between_pieces():
+    """A line of Chinese is one regex token (a regex-token chunk of 256 was all of it); in pieces it is cut."""
+    text = "".join(chr(0x4E00 + (i * 7919) % 20000) for i in range(300))  # 300 distinct-ish CJK characters
+    assert len(pieces(text)) > 200
+    chunks = chunk([text], size=64, overlap=8).column("text").to_pylist()
+    assert len(chunks) >= 4
+    assert_fits_and_covers(text, chunks, 64)
+    regex_chunks = create("preprocess.chunk", {"size": 64, "overlap": 8})(
+        pa.table({"docno": ["d0"], "text": [text]})).column("text").to_pylist()
+    assert regex_chunks == [text]  # what the regex-token count made of it: one chunk, far past 64 pieces
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(st.text(alphabet=st.sampled_from("ab éx東 .,\n-"), max_size=200), min_size=1, max_size=4),
+       size=st.integers(1, 16), data=st.data())
+def test_any_text_fits_and_is_covered(texts, size, data):
+    overlap = data.draw(st.integers(0, size - 1))
+    out = chunk(texts, size=size, overlap=overlap)
+    for i, text in enumerate(texts):
+        rows = [r["text"] for r in out.to_pylist() if r["doc_id"] == f"d{i}"]
+        if not pieces(text):
+            assert rows == [""]
+            continue
+        assert_fits_and_covers(text, rows, size, distinct=False)
+
+
+def test_the_ingest_specs_chunks_with_their_titles_fit_what_minilm_reads():
+    """The default ingestion's chunks, each embedded as "title. chunk", are never cut by the encoder."""
+    from operators.models import resolve_model_path
+
+    params = yaml.safe_load(INGEST_SPEC.read_text())["steps"]["chunk"]["params"]
+    assert params["tokenizer"] == MODEL
+    docs = sample_documents(60)
+    out = create("preprocess.chunk", params)(docs)
+    config = json.loads((resolve_model_path(MODEL) / "sentence_bert_config.json").read_text())
+    reads = config["max_seq_length"] - 2  # less [CLS] and [SEP]
+    titles = out.column("title").to_pylist() if "title" in out.column_names else [""] * out.num_rows
+    for title, text in zip(titles, out.column("text").to_pylist()):
+        assert len(pieces(f"{title}. {text}" if title else text)) <= reads
+
+
+def test_tokenizer_with_another_unit_is_refused_naming_the_field():
+    with pytest.raises(ParamsError) as error:
+        create("preprocess.chunk", {"unit": "words", "tokenizer": MODEL})
+    assert "params.tokenizer" in str(error.value) and "unit" in str(error.value)
+
+
+def test_a_model_that_is_not_here_is_named():
+    with pytest.raises(Exception) as error:
+        chunk(["some text"], tokenizer="no-such-model-anywhere")
+    assert "no-such-model-anywhere" in str(error.value)
+
+
+@pytest.mark.integration
+def test_the_embedder_says_once_that_texts_were_cut(caplog):
+    embed = create("embed.sentence_transformer", {"model": MODEL}, step_id="embed")
+    long_text = " ".join(["tokenization"] * 400)
+    with caplog.at_level(logging.WARNING, logger="operators"):
+        embed(pa.table({"text": [long_text, "short", long_text]}))
+        embed(pa.table({"text": [long_text]}))
+    notes = [r for r in caplog.records if "longer than" in r.getMessage()]
+    assert len(notes) == 1 and getattr(notes[0], "note", False)
+    assert "embed: 2 of 3 texts" in notes[0].getMessage() and "256" in notes[0].getMessage()
+    with caplog.at_level(logging.WARNING, logger="operators"):
+        create("embed.sentence_transformer", {"model": MODEL}, step_id="fits")(pa.table({"text": ["short"] * 3}))
+    assert not [r for r in caplog.records if "fits:" in r.getMessage()]
