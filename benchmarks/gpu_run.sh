@@ -21,7 +21,7 @@ at() { echo "[$(( $(date +%s) - started )) s] $*"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, ray, faiss, pydantic; print('torch', torch.__version__, 'ray', ray.__version__)"
 
-python3 benchmarks/build_scale_corpus.py --data "$tmp/sets" --count "${SCALE_COUNT:-916618}" --out "$tmp/scale" --quiet >"$out/corpus.log" 2>&1 &
+python3 benchmarks/build_scale_corpus.py --data "$tmp/sets" --count "${SCALE_COUNT:-916618}" --out "$tmp/scale" --quiet >"$tmp/corpus.log" 2>&1 &
 full_corpus=$!
 if [ "${GPU_CHECK_SECONDS:-170}" != 0 ]; then  # 0: the ingestion alone
     python3 benchmarks/build_scale_corpus.py --data "$tmp/sets" --count 50000 --out "$tmp/scale50k" --quiet >/dev/null
@@ -34,10 +34,16 @@ if [ "${GPU_CHECK_SECONDS:-170}" != 0 ]; then  # 0: the ingestion alone
 fi
 at "waiting for the scale corpus"
 wait $full_corpus
-tail -3 "$out/corpus.log"
+tail -3 "$tmp/corpus.log"
 at "the 916K ingestion"
+nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$out/gpu-util.csv" 2>/dev/null &
+watcher=$!
 timeout "${GPU_RAY_SECONDS:-280}" python3 benchmarks/gpu_ray.py --carried "$carried" --corpus "$tmp/scale/corpus.jsonl" \
     --out "$out" --work "$tmp/gpu-ray" ${GPU_RAY_ARGS:---parts ingest --executor local} >"$out/gpu_ray.log" 2>&1
-cp "$tmp/gpu-ray/ingest/stages-1.jsonl" "$out/" 2>/dev/null  # the ingestion's progress, also of a run cut short
+kill $watcher 2>/dev/null
+# the ingestion's progress and its process tree's load, memory and CPU, also of a run cut short; Ray's own notes
+cp "$tmp/gpu-ray/ingest/stages-1.jsonl" "$tmp/gpu-ray/ingest/monitor-1.jsonl" "$out/" 2>/dev/null
+grep -h -i -E "spill|oom|killed|memory|backpressure" /tmp/ray/session_latest/logs/raylet.out \
+    /tmp/ray/session_latest/logs/gcs_server.out 2>/dev/null | tail -200 >"$out/ray-notes.txt"
 grep -E '^  (embed|serve|ingest)|failed' "$out/gpu_ray.log"
 at "done"

@@ -31,6 +31,9 @@ from pathlib import Path
 from build_scale_corpus import CARD_COUNT, build, default_out  # also puts the repo on sys.path
 from _common import DATA
 
+#: Seconds between two lines of ``monitor-<run>.jsonl`` (load average, resident memory and CPU of the process tree).
+MONITOR_SECONDS = 5.0
+
 
 
 def busy_seconds() -> dict[str, float]:
@@ -118,14 +121,22 @@ def run_child(args: argparse.Namespace, argv: list[str], run: int, kill_at: floa
     proc = subprocess.Popen([sys.executable, __file__, "--child", "--run", str(run), *argv], stdout=subprocess.PIPE,
                             start_new_session=True, text=True)
     process, peak, killed, loads, cpu = psutil.Process(proc.pid), 0, False, [], {}
+    monitor, noted = open(args.work / f"monitor-{run}.jsonl", "a", encoding="utf-8"), 0.0
     while proc.poll() is None:
-        peak = max(peak, tree_usage(process, cpu))
+        rss = tree_usage(process, cpu)
+        peak = max(peak, rss)
         loads.append(os.getloadavg()[0])
+        if time.time() - noted >= MONITOR_SECONDS:  # how the run went, also for one cut short
+            noted = time.time()
+            monitor.write(json.dumps({"t": noted, "load": loads[-1], "rss_gb": round(rss / 1e9, 2),
+                                      "cpu_s": round(sum(cpu.values()), 1), "processes": len(cpu)}) + "\n")
+            monitor.flush()
         if kill_at is not None and embedded_fraction(args.work / f"stages-{run}.jsonl") >= kill_at:
             os.killpg(proc.pid, signal.SIGKILL)
             killed = True
             break
         time.sleep(0.5)
+    monitor.close()
     out = proc.communicate()[0]
     if proc.returncode not in (0, -signal.SIGKILL):
         raise SystemExit(f"ingestion failed (exit {proc.returncode})")
