@@ -76,8 +76,8 @@ def child(args: argparse.Namespace) -> int:
         now = time.time()
         if event.stage not in seen or now - seen[event.stage] > 1.0:
             seen[event.stage] = now
-            log.write(json.dumps({"t": now, "stage": event.stage, "docs": event.docs, "total": event.docs_total})
-                      + "\n")
+            log.write(json.dumps({"t": now, "stage": event.stage, "docs": event.docs, "total": event.docs_total,
+                                  "shards": event.shards}) + "\n")  # docs: embedded; shards: committed
             log.flush()
 
     def run():
