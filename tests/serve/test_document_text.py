@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
 ALICE, BOB = "alice-key-0123456789", "bob-key-0123456789"
 
-#: Long enough for three passages of the ingest spec's chunker (256 tokens, 32 overlapping).
+#: Long enough for three passages of the ingest spec's chunker (200 MiniLM word pieces, 32 overlapping).
 LONG = " ".join(f"Sentence {n} says that the kakapo of island {n} feeds on rimu fruit at night." for n in range(60))
 ODD_ID = "reports/2024 q1?draft#2 100%.txt"
 DOCS = [{"id": "kakapo", "title": "Kakapo", "text": LONG, "metadata": {"source": "birds.txt", "year": 2019}},
