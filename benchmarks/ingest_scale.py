@@ -35,7 +35,6 @@ from _common import DATA
 MONITOR_SECONDS = 5.0
 
 
-
 def busy_seconds() -> dict[str, float]:
     """Seconds spent in each stage of the local executor's ingestion, summed over its shards, filled in as it runs.
 

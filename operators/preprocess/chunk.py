@@ -169,7 +169,7 @@ class Chunker(Operator):
         p = self.params
         text_of, index, chunks = piece_windows(texts.to_pylist(), model_tokenizer(p.tokenizer), p.size, p.overlap)
         text_of = np.asarray(text_of, np.int64)
-        totals = np.bincount(text_of, minlength=len(texts))[text_of] if len(text_of) else text_of
+        totals = np.bincount(text_of, minlength=len(texts))[text_of]
         return self._gather([(text_of, np.asarray(index, np.int64), totals)], pa.array(chunks, pa.string()))
 
     @staticmethod
