@@ -85,8 +85,11 @@ def main() -> None:
     if not args.corpus.is_file():
         raise SystemExit(f"corpus not found: {args.corpus}")
 
-    import bm25s
     import Stemmer
+
+    from operators.bm25s_import import load_bm25s
+
+    bm25s = load_bm25s()
 
     from operators.registry import create
     from operators.store import IndexSettings

@@ -40,8 +40,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import lzma
 import os
 import shutil
+import sys
 import tarfile
 import tempfile
 import time
@@ -68,6 +70,10 @@ def prepare(folder: Path, data: Path) -> None:
                     ignore=shutil.ignore_patterns("*.safetensors", "*.bin", "*.onnx", "README.md"))
     (folder / "smollm2").mkdir(exist_ok=True)
     (folder / "smollm2" / "config.json").write_text(json.dumps(smollm2_config(), indent=1))
+    spy = shutil.which("py-spy", path=str(Path(sys.executable).parent)) or shutil.which("py-spy")
+    if spy:  # gpu_run.sh takes stacks of the ingestion's processes with it (pip install py-spy)
+        with open(spy, "rb") as binary, lzma.open(folder / "py-spy.xz", "wb") as packed:
+            shutil.copyfileobj(binary, packed)
     with tarfile.open(folder / "data.tar.xz", "w:xz") as tar:  # the sets the scale corpus is built from
         for corpus in sorted(data.glob("*/corpus.jsonl")):
             tar.add(corpus, arcname=f"{corpus.parent.name}/corpus.jsonl")

@@ -3,8 +3,8 @@
 ``gpu_check.py`` measures the models in one process; this script measures what Ray adds on the same GPU,
 each part in turn so one that fails leaves the others' figures (they go to ``gpu_ray.json``):
 
-* ``embed``: the flow ``sources.jsonl -> embed.sentence_transformer`` (``num_gpus: 1``, float16) on the
-  Ray executor over N scale-corpus passages, against bare ``SentenceTransformer.encode`` of the same texts
+* ``embed``: the flow ``sources.jsonl -> embed.sentence_transformer`` (``--actors`` actors with
+  ``--gpus-per-actor`` of the GPU each, float16) on the Ray executor over N scale-corpus passages, against bare ``SentenceTransformer.encode`` of the same texts
   in this process; passages/s and Ray/bare. Each Ray run starts its actor and loads the model: the fixed
   cost is what the run takes beyond N at the bare rate.
 * ``ingest``: ``ingest_scale.py`` over the 916,618-document scale corpus with the ``ingest`` flow's steps,
@@ -48,8 +48,10 @@ def passages(corpus: Path, count: int) -> tuple[Path, list[str]]:
     return path, [f"{d['title']}. {d['text']}" if d.get("title") else d["text"] for d in docs]
 
 
-def embed_on_ray(model: Path, corpus: Path, count: int, device: str, dtype: str, size: int, gpus: float) -> dict:
-    """Passages/s of bare encode in this process and of the embedding flow on Ray Data (two runs)."""
+def embed_on_ray(model: Path, corpus: Path, count: int, device: str, dtype: str, size: int, gpus: float,
+                 actors: int) -> dict:
+    """Passages/s of bare encode in this process and of the embedding flow on Ray Data (two runs), its embed step
+    on ``actors`` actors with ``gpus`` of a GPU each: several processes tokenize for one GPU."""
     from sentence_transformers import SentenceTransformer
 
     from flows.api import Flow
@@ -66,7 +68,7 @@ def embed_on_ray(model: Path, corpus: Path, count: int, device: str, dtype: str,
     bare_s = bare_seconds()
     spec = {"name": "embed_gpu", "steps": {
         "read": {"op": "sources.jsonl", "params": {"path": str(path)}},
-        "embed": {"op": "embed.sentence_transformer", "batch_size": 8192, "num_gpus": gpus,
+        "embed": {"op": "embed.sentence_transformer", "batch_size": 8192, "num_gpus": gpus, "concurrency": actors,
                   "params": {"model": str(model), "device": device, "dtype": dtype, "title_column": "title",
                              "encode_batch_size": size}}}}
     started = time.perf_counter()
@@ -80,10 +82,12 @@ def embed_on_ray(model: Path, corpus: Path, count: int, device: str, dtype: str,
         runs.append(time.perf_counter() - started)
         assert rows >= count, f"the Ray flow gave {rows} rows for {count} passages"
     best = min(runs)
-    report = {"passages": count, "encode_batch_size": size, "bare_per_s": count / bare_s,
+    report = {"passages": count, "encode_batch_size": size, "actors": actors, "gpus_per_actor": gpus,
+              "bare_per_s": count / bare_s,
               "ray_start_s": ray_start_s, "ray_runs_s": runs, "ray_per_s": count / best,
               "ray_over_bare": bare_s / best, "ray_fixed_cost_s": best - bare_s}
-    print(f"  embed: bare {report['bare_per_s']:,.0f} passages/s; Ray flow {report['ray_per_s']:,.0f} "
+    print(f"  embed: bare {report['bare_per_s']:,.0f} passages/s; Ray flow ({actors} actor(s) at {gpus} GPU) "
+          f"{report['ray_per_s']:,.0f} "
           f"(runs {', '.join(f'{s:.1f}' for s in runs)} s; ray.init {ray_start_s:.1f} s); Ray/bare "
           f"{report['ray_over_bare']:.2f}", flush=True)
     return report
@@ -158,7 +162,7 @@ def main() -> int:
     parser.add_argument("--embed-passages", type=int, default=300_000)
     parser.add_argument("--ingest-count", type=int, default=916_618)
     parser.add_argument("--gpus-per-actor", type=float, default=0.25, help="of a GPU, per embed actor (0: CPU)")
-    parser.add_argument("--actors", type=int, default=4, help="embed actors in the Ray ingestion")
+    parser.add_argument("--actors", type=int, default=4, help="embed actors of the Ray flow and the Ray ingestion")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="the ingestion's executor")
     args = parser.parse_args()
     import torch
@@ -173,7 +177,7 @@ def main() -> int:
         try:
             if part == "embed":
                 report[part] = embed_on_ray(model, args.corpus, args.embed_passages, device, args.dtype,
-                                            args.encode_batch_size, args.gpus_per_actor and 1)
+                                            args.encode_batch_size, args.gpus_per_actor, args.actors)
             elif part == "serve":
                 report[part] = serve_on_gpu(model, device, args.dtype, args.gpus_per_actor and 1)
             else:

@@ -8,6 +8,7 @@
 # limit, so a part that hangs leaves the others their time; each line says when it ran. A CPU rehearsal shrinks it:
 #   SCALE_COUNT=3000 GPU_CHECK_ARGS="--device cpu --limit 512 ..." GPU_RAY_ARGS="--device cpu ..." bash ...
 # The ingestion alone, on Ray:  GPU_CHECK_SECONDS=0 GPU_RAY_ARGS="--parts ingest --executor ray" bash ...
+# Both executors in one call:   GPU_CHECK_SECONDS=0 GPU_RAY_RUNS="200|--parts ingest --executor ray;200|--parts ingest" ...
 set -u
 carried=${1:-.gpu}
 out=${OUT:-gpu-check}
@@ -36,14 +37,54 @@ at "waiting for the scale corpus"
 wait $full_corpus
 tail -3 "$tmp/corpus.log"
 at "the 916K ingestion"
-nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$out/gpu-util.csv" 2>/dev/null &
-watcher=$!
-timeout "${GPU_RAY_SECONDS:-280}" python3 benchmarks/gpu_ray.py --carried "$carried" --corpus "$tmp/scale/corpus.jsonl" \
-    --out "$out" --work "$tmp/gpu-ray" ${GPU_RAY_ARGS:---parts ingest --executor local} >"$out/gpu_ray.log" 2>&1
-kill $watcher 2>/dev/null
-# the ingestion's progress and its process tree's load, memory and CPU, also of a run cut short; Ray's own notes
-cp "$tmp/gpu-ray/ingest/stages-1.jsonl" "$tmp/gpu-ray/ingest/monitor-1.jsonl" "$out/" 2>/dev/null
-grep -h -i -E "spill|oom|killed|memory|backpressure" /tmp/ray/session_latest/logs/raylet.out \
-    /tmp/ray/session_latest/logs/gcs_server.out 2>/dev/null | tail -200 >"$out/ray-notes.txt"
-grep -E '^  (embed|serve|ingest)|failed' "$out/gpu_ray.log"
+# GPU_RAY_RUNS: gpu_ray.py runs one after another, "SECONDS|ARGS;SECONDS|ARGS..." (default: one, GPU_RAY_SECONDS and
+# GPU_RAY_ARGS). Each leaves its log, figures, progress, the process tree's load and CPU by process, the GPU's use,
+# `top` every 20 s, py-spy stacks of its Ray workers (when py-spy came along and may trace) and Ray's own logs in
+# run-N/, all packed into runs.tar.gz (a call brings back 8 files at most); what a run left running is ended.
+[ -f "$carried/py-spy.xz" ] && xz -dc "$carried/py-spy.xz" >"$tmp/py-spy" && chmod +x "$tmp/py-spy"
+IFS=';' read -ra runs <<<"${GPU_RAY_RUNS:-${GPU_RAY_SECONDS:-280}|${GPU_RAY_ARGS:---parts ingest --executor local}}"
+leftovers() {  # this call's ingestion child and Ray processes (they carry its TESSERA_HOME), none of another's
+    for pid in $(pgrep -f "ingest_scale.py --child|ray::|raylet|gcs_server|default_worker.py|ray/dashboard"); do
+        tr '\0' '\n' 2>/dev/null <"/proc/$pid/environ" | grep -qx "TESSERA_HOME=$TESSERA_HOME" && echo "$pid"
+    done
+}
+watch_run() {  # $1: the run's folder; samples until killed
+    local since=$(date +%s) next_stack=40
+    while sleep 20; do
+        { echo "== $(( $(date +%s) - since )) s"; top -b -n 2 -d 2 -c -w 220 | awk '/^top -/{n++} n==2' | head -40; } >>"$1/top.txt"
+        if [ -x "$tmp/py-spy" ] && [ $(( $(date +%s) - since )) -ge $next_stack ]; then
+            next_stack=$(( next_stack + 40 ))
+            for pid in $(pgrep -f "ray::|ingest_scale.py --child"); do
+                echo "== $(( $(date +%s) - since )) s pid $pid: $(tr '\0' ' ' </proc/$pid/cmdline | cut -c1-80)"
+                timeout 10 "$tmp/py-spy" dump --pid "$pid" 2>&1 | head -60
+            done >>"$1/stacks.txt"
+        fi
+    done
+}
+n=0
+for run in "${runs[@]}"; do
+    n=$((n + 1)); seconds=${run%%|*}; args=${run#*|}; dir="$tmp/run-$n"; mkdir -p "$dir"
+    at "gpu_ray.py run $n ($seconds s at most): $args"
+    sessions_before=$(ls -d /tmp/ray/session_2* 2>/dev/null)
+    nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv -l 5 >"$dir/gpu-util.csv" 2>/dev/null &
+    util=$!
+    watch_run "$dir" &
+    watcher=$!
+    timeout "$seconds" python3 benchmarks/gpu_ray.py --carried "$carried" --corpus "$tmp/scale/corpus.jsonl" \
+        --out "$dir" --work "$tmp/gpu-ray-$n" $args >"$dir/gpu_ray.log" 2>&1
+    kill $util $watcher 2>/dev/null
+    cp "$tmp/gpu-ray-$n/ingest/stages-1.jsonl" "$tmp/gpu-ray-$n/ingest/monitor-1.jsonl" "$dir/" 2>/dev/null
+    session=$(comm -13 <(echo "$sessions_before") <(ls -d /tmp/ray/session_2* 2>/dev/null) | tail -1)
+    logs=$session/logs
+    if [ -n "$session" ] && [ -d "$logs" ]; then  # Ray's own logs, of the session this run started
+        grep -h -i -E "spill|oom|killed|memory|backpressure" "$logs/raylet.out" "$logs/gcs_server.out" 2>/dev/null \
+            | tail -200 >"$dir/ray-notes.txt"
+        find "$logs" -name 'ray-data*' -exec cp {} "$dir/" \; 2>/dev/null
+        tail -300 "$logs/raylet.out" >"$dir/raylet-tail.txt" 2>/dev/null
+    fi
+    grep -E '^  (embed|serve|ingest)|failed' "$dir/gpu_ray.log"
+    for pid in $(leftovers); do kill -9 "$pid" 2>/dev/null; done  # a run cut short leaves its child and Ray
+    sleep 2
+done
+tar czf "$out/runs.tar.gz" -C "$tmp" $(cd "$tmp" && ls -d run-*) 2>/dev/null
 at "done"

@@ -79,6 +79,9 @@ def child(args: argparse.Namespace) -> int:
                                   "shards": event.shards}) + "\n")  # docs: embedded; shards: committed
             log.flush()
 
+    if args.executor == "ray":  # each shard's seconds in its write actor, as its result reaches the driver
+        log_written(log)
+
     def run():
         return ingest(str(args.corpus), str(args.index), spec=args.spec, executor=args.executor,
                       shard_size=args.shard_size, progress=False, on_progress=on_progress)
@@ -97,8 +100,26 @@ def child(args: argparse.Namespace) -> int:
     return 0
 
 
-def tree_usage(process, cpu: dict[int, float]) -> int:
-    """The resident memory of ``process`` and everything under it; ``cpu`` keeps each one's latest CPU seconds."""
+def log_written(log) -> None:
+    """A ``written`` line in ``log`` per shard result that reaches the driver from Ray's write actors: the seconds
+    the actor spent writing it, beside when the driver got it (a slow writer and a starved one look different)."""
+    from flows.ingestion.shards import ShardResult
+
+    from_row = ShardResult.from_row.__func__
+
+    def logged(cls, row):
+        result = from_row(cls, row)
+        log.write(json.dumps({"t": time.time(), "stage": "written", "shard": result.shard, "chunks": result.chunks,
+                              "write_s": round(result.seconds, 2)}) + "\n")
+        log.flush()
+        return result
+
+    ShardResult.from_row = classmethod(logged)
+
+
+def tree_usage(process, cpu: dict[int, float], names: dict[int, str]) -> int:
+    """The resident memory of ``process`` and everything under it; ``cpu`` keeps each one's latest CPU seconds,
+    ``names`` its title (Ray's workers name their actor class there)."""
     import psutil
 
     total = 0
@@ -107,9 +128,20 @@ def tree_usage(process, cpu: dict[int, float]) -> int:
             total += p.memory_info().rss
             times = p.cpu_times()
             cpu[p.pid] = times.user + times.system
+            names[p.pid] = " ".join(p.cmdline())[:60].strip() or p.name()  # a Ray worker's changes with its actor
         except psutil.Error:
             pass
     return total
+
+
+def cpu_by_title(cpu: dict[int, float], names: dict[int, str], before: dict[int, float]) -> dict[str, float]:
+    """CPU seconds since ``before`` per process title (the busiest first), and ``before`` brought up to date."""
+    spent: dict[str, float] = {}
+    for pid, seconds in cpu.items():
+        title = names.get(pid, str(pid))
+        spent[title] = spent.get(title, 0.0) + seconds - before.get(pid, 0.0)
+        before[pid] = seconds
+    return {title: round(s, 1) for title, s in sorted(spent.items(), key=lambda kv: -kv[1]) if s >= 0.1}
 
 
 def run_child(args: argparse.Namespace, argv: list[str], run: int, kill_at: float | None) -> dict:
@@ -119,16 +151,17 @@ def run_child(args: argparse.Namespace, argv: list[str], run: int, kill_at: floa
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, __file__, "--child", "--run", str(run), *argv], stdout=subprocess.PIPE,
                             start_new_session=True, text=True)
-    process, peak, killed, loads, cpu = psutil.Process(proc.pid), 0, False, [], {}
+    process, peak, killed, loads, cpu, names, noted_cpu = psutil.Process(proc.pid), 0, False, [], {}, {}, {}
     monitor, noted = open(args.work / f"monitor-{run}.jsonl", "a", encoding="utf-8"), 0.0
     while proc.poll() is None:
-        rss = tree_usage(process, cpu)
+        rss = tree_usage(process, cpu, names)
         peak = max(peak, rss)
         loads.append(os.getloadavg()[0])
         if time.time() - noted >= MONITOR_SECONDS:  # how the run went, also for one cut short
             noted = time.time()
             monitor.write(json.dumps({"t": noted, "load": loads[-1], "rss_gb": round(rss / 1e9, 2),
-                                      "cpu_s": round(sum(cpu.values()), 1), "processes": len(cpu)}) + "\n")
+                                      "cpu_s": round(sum(cpu.values()), 1), "processes": len(cpu),
+                                      "cpu_by": cpu_by_title(cpu, names, noted_cpu)}) + "\n")
             monitor.flush()
         if kill_at is not None and embedded_fraction(args.work / f"stages-{run}.jsonl") >= kill_at:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -228,8 +228,11 @@ class TaskWorker:
 def warm_up() -> None:
     """What every task imports (flows and the executors, ingestion, every operator module, FAISS and bm25s; about
     1.4 s, no torch), done by a spare before its task comes."""
-    import bm25s  # noqa: F401
     import faiss  # noqa: F401
+
+    from operators.bm25s_import import load_bm25s
+
+    load_bm25s()
 
     import flows.executors  # noqa: F401
     import flows.spec  # noqa: F401

@@ -19,8 +19,11 @@ def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tup
     """The best ``keep`` (null: every one) sentences of ``text`` for ``query`` as ``(position, sentence)``, best
     first as ``best_sentences`` scores them; None when ``text`` has no more than ``keep`` sentences (it is kept
     whole)."""
-    import bm25s
     import numpy as np
+
+    from operators.bm25s_import import load_bm25s
+
+    bm25s = load_bm25s()
 
     from operators.preprocess._chunk_units import punkt_tokenizer, sentence_spans
     from operators.store.bm25 import query_tokenizer

@@ -62,6 +62,9 @@ def short_span(reply: str, query: str) -> str:
     "The county population of 9,984 is" asked about a county's population gives "9,984"; a reply made only of
     the question's words is kept as it is (there is nothing better to take).
     """
+    from operators.bm25s_import import load_bm25s
+
+    load_bm25s()
     from bm25s.stopwords import STOPWORDS_EN
 
     line = next((ln for ln in reply.splitlines() if ln.strip()), "")

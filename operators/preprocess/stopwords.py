@@ -82,6 +82,9 @@ def stopword_set(language: str, source: str) -> frozenset[str]:
         import stopwordsiso
 
         return frozenset(stopwordsiso.stopwords(language))
+    from operators.bm25s_import import load_bm25s
+
+    load_bm25s()
     from bm25s import stopwords as snowball
 
     lists = {

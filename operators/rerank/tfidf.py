@@ -103,9 +103,9 @@ class TfidfReranker(Reranker):
             tokens = [analyze(text) for text in corpus]
             if not any(tokens):
                 return {"analyze": analyze, "bm25": None}
-            import bm25s
+            from operators.bm25s_import import load_bm25s
 
-            index = bm25s.BM25(k1=self.params.k1, b=self.params.b, method="lucene")
+            index = load_bm25s().BM25(k1=self.params.k1, b=self.params.b, method="lucene")
             index.index(tokens, show_progress=False)
             return {"analyze": analyze, "bm25": index, "row": {text: i for i, text in enumerate(corpus)}}
         try:

@@ -97,8 +97,11 @@ class CorpusBM25Retriever(Operator):
     def setup(self) -> None:
         if getattr(self, "_retriever", None) is not None:
             return
-        import bm25s
         import Stemmer
+
+        from operators.bm25s_import import load_bm25s
+
+        bm25s = load_bm25s()
         from bm25s.tokenization import Tokenizer
 
         path = resolve_corpus(self.params.corpus)

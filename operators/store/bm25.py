@@ -57,6 +57,9 @@ class QueryTokenizer:
     a stopword set per text, which is most of a one-query search on a small corpus."""
 
     def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None) -> None:
+        from operators.bm25s_import import load_bm25s
+
+        load_bm25s()
         from bm25s.tokenization import _infer_stopwords
 
         self._split = re.compile(TOKEN_PATTERN).findall
@@ -156,7 +159,9 @@ class ShardTerms:
 def build_retrievers(shards: list[ShardTerms], live: list[np.ndarray], settings: IndexSettings) -> list:
     """One ``bm25s.BM25`` per shard (None for a shard without live chunks), scored with the
     statistics of the live chunks of all shards: N, avgdl and document frequencies."""
-    import bm25s
+    from operators.bm25s_import import load_bm25s
+
+    bm25s = load_bm25s()
     from bm25s.scoring import (_build_idf_array, _build_nonoccurrence_array, _select_idf_scorer,
                                _select_tfc_scorer)
 
