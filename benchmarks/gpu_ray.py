@@ -4,9 +4,9 @@
 each part in turn so one that fails leaves the others' figures (they go to ``gpu_ray.json``):
 
 * ``embed``: the flow ``sources.jsonl -> embed.sentence_transformer`` (``--actors`` actors with
-  ``--gpus-per-actor`` of the GPU each, float16) on the Ray executor over N scale-corpus passages, against bare ``SentenceTransformer.encode`` of the same texts
-  in this process; passages/s and Ray/bare. Each Ray run starts its actor and loads the model: the fixed
-  cost is what the run takes beyond N at the bare rate.
+  ``--gpus-per-actor`` of the GPU each, float16) on the Ray executor over N scale-corpus passages, against
+  bare ``SentenceTransformer.encode`` of the same texts in this process; passages/s and Ray/bare. Each Ray
+  run starts its actors and loads the model: the fixed cost is what the run takes beyond N at the bare rate.
 * ``ingest``: ``ingest_scale.py`` over the 916,618-document scale corpus with the ``ingest`` flow's steps,
   the encoder on the GPU: in one process (``--executor local``: the next shard embedded in a thread while
   the one before is written) or on Ray (``num_gpus`` per embed actor, ``--actors`` of them sharing it);

@@ -47,9 +47,66 @@ def keep_workers_at_driver_niceness() -> None:
         os.environ.setdefault(name, value)
 
 
+#: Set once ``start_ray_early``'s start is over (started or failed), until ``ensure_ray`` or the exit waited for it.
+_early_start: list[threading.Event] = []
+#: Ray's warning that ``ray.init`` off the main thread sets no SIGTERM handler (Tessera sets its own, ``ensure_ray``).
+_SIGTERM_NOTE = "SIGTERM handler is not set because current thread is not the main thread."
+
+
+def start_ray_early(**overrides: Any) -> None:
+    """Start Ray on a thread of its own while the caller goes on (an ingestion stages its source meanwhile):
+    the next ``ensure_ray`` waits for it. On the H200 Ray's start and the staging each took 10 s and more of the
+    916K ingestion. A start that fails here is tried again, and raises, in that ``ensure_ray``."""
+    import atexit
+
+    import ray
+
+    if ray.is_initialized() or _early_start:
+        return
+    over = threading.Event()
+    _early_start.append(over)
+    atexit.register(_wait_early_start)  # after Ray's own, so it runs first: ray.shutdown never meets a half start
+    threading.Thread(target=_start_and_stay, args=(over,), kwargs=overrides, name="tessera-ray-start",
+                     daemon=True).start()
+
+
+def _start_and_stay(over: threading.Event, **overrides: Any) -> None:
+    """Start Ray, then stay until the process ends: Ray's GCS and raylet die with the thread that started them
+    (Linux sends a child its parent-death signal when the creating *thread* ends, and Ray asks for one), so a
+    thread that returned took the local cluster down with it a minute later."""
+    try:
+        with contextlib.suppress(Exception), _without_record(logging.getLogger("ray._private.worker"), _SIGTERM_NOTE):
+            _start(**overrides)
+    finally:
+        over.set()
+    threading.Event().wait()
+
+
+def _wait_early_start() -> None:
+    while _early_start:
+        _early_start.pop().wait()
+
+
+@contextlib.contextmanager
+def _without_record(logger: logging.Logger, message: str) -> Iterator[None]:
+    def keep(record: logging.LogRecord) -> bool:
+        return record.getMessage() != message
+
+    logger.addFilter(keep)
+    try:
+        yield
+    finally:
+        logger.removeFilter(keep)
+
+
 def ensure_ray(**overrides: Any) -> None:
     """Start a local Ray (or join ``RAY_ADDRESS``) unless this process is already connected; an address Ray cannot
-    join is a ``RayAddressError`` (``ray_address``)."""
+    join is a ``RayAddressError`` (``ray_address``). Waits for a ``start_ray_early`` under way first."""
+    _wait_early_start()
+    _start(**overrides)
+
+
+def _start(**overrides: Any) -> None:
     import ray
 
     from flows.executors.ray_address import check_ray_address, joining_failed

@@ -129,6 +129,10 @@ class _Run:
         self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace)
         self.job.staging_dir = str(self.stager.dir)
         mismatch = self._job_mismatch(finished)
+        if self.executor == "ray" and not finished:  # a new index: Ray will be wanted, and starts while staging goes
+            from flows.executors.ray_env import start_ray_early
+
+            start_ray_early()
         with self._track("staging", None) as tracker:
             shards = self.stager.stage(finished, on_docs=tracker.read,
                                        skip=frozenset(self.ledger.read_failure_ids(finished)))

@@ -224,7 +224,10 @@ def fit_dim(settings, embed: dict[str, Any] | None, given: bool, placement: dict
     from flows.ingestion.shards import embed_operator
     from operators.store import IndexSettings
 
-    dim = embed_operator(embed, placement).dimension
+    from operators.models.onnx_query_encoder import stated_dimension
+
+    op = embed_operator(embed, placement)
+    dim = (None if placement else stated_dimension(op.params.model)) or op.dimension  # no model loaded if stated
     if dim == settings.dim:
         return settings
     if given:

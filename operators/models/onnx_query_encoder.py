@@ -163,6 +163,19 @@ def fast_path_plan(path: Path) -> dict[str, Any]:
             "normalize": len(modules) == 3, "dimension": dimension}
 
 
+def stated_dimension(reference: str) -> int | None:
+    """The vectors' dimension as the model folder's sentence-transformers configuration states it, without
+    loading the model: an ingestion on Ray needs only this on its driver, where loading the model took seconds
+    (and a CUDA context on a GPU machine) for nothing. None where the folder does not state it plainly (a Dense
+    layer, several poolings, a static model, no such model): the model is then loaded to ask."""
+    from operators.models import resolve_model_path
+
+    try:
+        return int(fast_path_plan(resolve_model_path(reference))["dimension"])
+    except (TesseraError, OSError):
+        return None
+
+
 def _transformer_config(folder: Path) -> int:
     """The Transformer module's max_seq_length, capped as sentence-transformers caps it (the tokenizer's
     ``model_max_length`` when unset, never past ``max_position_embeddings``)."""

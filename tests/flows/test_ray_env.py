@@ -130,3 +130,34 @@ def test_ray_datas_no_cpu_warning_is_dropped_while_a_tessera_run_goes_and_only_t
             pass
         assert records_of(_NO_CPU_LOGGER, warning) == []  # still dropped: the first run goes on
     assert records_of(_NO_CPU_LOGGER, warning) == [warning]  # the user's own Ray Data jobs keep it
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a fresh local Ray in a process of its own, as above
+def test_ray_started_early_on_a_thread_is_the_one_ensure_ray_then_uses():
+    """An ingestion starts Ray on a thread while it stages (``start_ray_early``); ``ensure_ray`` waits for it, and
+    the cluster works on after the start. Ray's note that a start off the main thread sets no SIGTERM handler is
+    not shown, and the program's handler stays."""
+    ours = start_and_stop("import signal, threading\nfrom flows.executors.ray_env import start_ray_early\n"
+                          "handler = lambda *a: None\nsignal.signal(signal.SIGTERM, handler)\n"
+                          "start_ray_early(num_cpus=1, _temp_dir='TEMP')\n"
+                          "assert 'tessera-ray-start' in [t.name for t in threading.enumerate()]\n"
+                          "ensure_ray(num_cpus=1, _temp_dir='TEMP')\n"
+                          "assert signal.getsignal(signal.SIGTERM) is handler\n"
+                          # the cluster outlives its start: its GCS once died with the thread that started it
+                          "import time\ntime.sleep(2)\n"
+                          "assert ray.get(ray.remote(lambda: 7).remote(), timeout=60) == 7")
+    assert ours.returncode == 0, ours.stderr
+    assert "SIGTERM handler is not set" not in ours.stderr
+
+
+def test_an_early_start_that_fails_raises_in_ensure_ray():
+    """A Ray address nothing answers at: the early start's failure is raised where the work wants Ray."""
+    script = ("import os\nos.environ['RAY_ADDRESS'] = '127.0.0.1:9'\n"
+              "from flows.executors.ray_address import RayAddressError\n"
+              "from flows.executors.ray_env import ensure_ray, start_ray_early\n"
+              "start_ray_early()\n"
+              "try:\n    ensure_ray()\nexcept RayAddressError as err:\n    print('refused:', err)\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused:") and "127.0.0.1:9" in done.stdout
