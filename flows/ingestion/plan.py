@@ -216,15 +216,15 @@ def embed_params(plan: IngestPlan, settings, existing=None) -> dict[str, Any] | 
 
 
 def fit_dim(settings, embed: dict[str, Any] | None, given: bool, placement: dict[str, Any] | None = None):
-    """The settings with the encoder's dimension: taken from the model (or its deployment, with a ``placement``)
-    when nothing set ``dim`` (a static model's 256 where the default is MiniLM's 384); a set one that differs is
-    refused before anything is written, not by the first shard's write."""
+    """The settings with the encoder's dimension when nothing set ``dim``: from the model folder's configuration
+    where it states it (no model loaded), else from the model or its deployment (with a ``placement``); a static
+    model gives 256 where the default is MiniLM's 384. A set one that differs is refused before anything is
+    written, not by the first shard's write."""
     if embed is None:
         return settings
     from flows.ingestion.shards import embed_operator
-    from operators.store import IndexSettings
-
     from operators.models.onnx_query_encoder import stated_dimension
+    from operators.store import IndexSettings
 
     op = embed_operator(embed, placement)
     dim = (None if placement else stated_dimension(op.params.model)) or op.dimension  # no model loaded if stated
