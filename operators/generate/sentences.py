@@ -22,11 +22,10 @@ def ranked_sentences(text: str, query: str, keep: int | None = None) -> list[tup
     import numpy as np
 
     from operators.bm25s_import import load_bm25s
-
-    bm25s = load_bm25s()
-
     from operators.preprocess._chunk_units import punkt_tokenizer, sentence_spans
     from operators.store.bm25 import query_tokenizer
+
+    bm25s = load_bm25s()
 
     spans = sentence_spans(text, punkt_tokenizer("english"))
     if keep is not None and len(spans) <= keep:
