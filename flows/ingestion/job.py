@@ -161,7 +161,7 @@ class _Run:
                 order = [s.id for s in todo]  # with --replace, a later copy of an id must commit after the first
                 commit = _in_order(order, self._commit) if self.replace else self._commit
                 run_shards(self.job, order, commit, embed_options=self.plan.embed_options,
-                           on_embedded=tracker.embedded)
+                           on_embedded=tracker.embedded, prepare_actors=self.plan.chunk_concurrency)
         if live is not None:
             refused.record(self.stager.dir, *live)
             raise refused.in_ingestion_terms(live[1])

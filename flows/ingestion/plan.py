@@ -39,6 +39,8 @@ class IngestPlan:
     enrich: list[dict[str, Any]] = field(default_factory=list)
     #: The embed step's ``placement`` (``{"deployment", "app"}``): its model runs on that Serve deployment.
     embed_placement: dict[str, Any] | None = None
+    #: The chunk step's ``concurrency``: on Ray, the actors that read and chunk shards (None: one per 4 CPUs).
+    chunk_concurrency: int | None = None
 
 
 def load_spec(spec: str | Path | dict | None) -> tuple[Any, dict[str, Any] | None]:
@@ -197,7 +199,8 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
               for step_id, step in steps.items() if step_id not in FIXED_STEPS]
     placement = embed_step.placement.model_dump() if embed_step is not None and embed_step.placement else None
     return IngestPlan(read=op, chunk=chunk_params, embed=embed, embed_options=options,
-                      settings_base=dict(spec_settings or {}), enrich=enrich, embed_placement=placement)
+                      settings_base=dict(spec_settings or {}), enrich=enrich, embed_placement=placement,
+                      chunk_concurrency=steps["chunk"].concurrency if "chunk" in steps else None)
 
 
 def embed_params(plan: IngestPlan, settings, existing=None) -> dict[str, Any] | None:
