@@ -1,8 +1,16 @@
-"""The ingest spec's chunking (chunks counted in MiniLM's word pieces) against an earlier commit's, side by side.
+"""The ingestion's tokenizing, side by side: the chunker against an earlier commit's, and the encoder's inputs made
+from the chunks' texts against those composed from the chunker's piece ids.
 
-Both commits' ``operators/preprocess/_model_windows.piece_windows`` cut the same documents (the first ``--docs`` of a
-BEIR corpus.jsonl, in batches of ``--batch`` as a shard's are) in rounds that alternate, and must give the same
-chunks. Prints each side's CPU seconds and wall seconds (the fastest round), documents per CPU second, and the ratio:
+On the first ``--docs`` documents of a BEIR corpus.jsonl, in batches of ``--batch`` (a shard), in rounds that
+alternate, the fastest round kept; CPU seconds (what bounded the H200's ingestion) and wall seconds:
+
+* chunking as the ``ingest`` spec does (200 MiniLM pieces, overlap 32): ``piece_windows`` of ``--before`` (a git
+  revision), of this checkout, and of this checkout keeping each chunk's piece ids (``pieces_column``); the chunks
+  must be the same;
+* the embed step's input tensors for ``title + ". " + chunk``, batches of ``--encode-batch`` longest first as the
+  encoder makes them: tokenized from the texts, and composed from the pieces (``operators.models.piece_inputs``,
+  the titles tokenized); the tensors must be the same. The forward passes are left out: on a GPU they are not what
+  bounds the embed actors.
 
     .venv/bin/python benchmarks/chunk_pieces.py --corpus ~/.tessera/datasets/scale-916618-seed0/corpus.jsonl \\
         --before 4bdae48 [--docs 30000] [--rounds 3]
@@ -21,6 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+
 from _common import REPO_ROOT
 
 MODULE = "operators/preprocess/_model_windows.py"
@@ -37,44 +48,82 @@ def load_module(name: str, source: str):
     return module
 
 
+def best_of(rounds: int, sides: dict) -> dict[str, tuple[float, float]]:
+    """The fastest (CPU seconds, wall seconds) of each side's function, the sides alternating each round."""
+    best = {name: (float("inf"), float("inf")) for name in sides}
+    for _ in range(rounds):
+        for name, run in sides.items():
+            cpu, wall = time.process_time(), time.perf_counter()
+            run()
+            best[name] = min(best[name], (time.process_time() - cpu, time.perf_counter() - wall))
+    return best
+
+
+def show(best: dict[str, tuple[float, float]], docs: int, reference: str) -> None:
+    for name, (cpu, wall) in best.items():
+        print(f"  {name:>22}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall, {docs / cpu:,.0f} documents per CPU second, "
+              f"CPU {best[reference][0] / cpu:.2f}x {reference}'s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", required=True, help="a BEIR corpus.jsonl")
-    parser.add_argument("--before", required=True, help="the commit to compare with (a git revision)")
+    parser.add_argument("--before", required=True, help="the commit to compare the chunker with (a git revision)")
     parser.add_argument("--docs", type=int, default=30_000)
     parser.add_argument("--batch", type=int, default=5_000, help="documents a call (the ingest's shard size)")
-    parser.add_argument("--size", type=int, default=200)
-    parser.add_argument("--overlap", type=int, default=32)
+    parser.add_argument("--encode-batch", type=int, default=128, help="texts per forward pass (a GPU's default)")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     with open(args.corpus, encoding="utf-8") as f:
-        texts = [json.loads(line).get("text") or "" for line in itertools.islice(f, args.docs)]
+        docs = [json.loads(line) for line in itertools.islice(f, args.docs)]
+    texts = [d.get("text") or "" for d in docs]
     old = subprocess.run(["git", "show", f"{args.before}:{MODULE}"], cwd=REPO_ROOT, check=True, capture_output=True,
                          text=True).stdout
-    sides = {"before": load_module("windows_before", old), "now": load_module("windows_now",
-                                                                                (REPO_ROOT / MODULE).read_text())}
-    tokenizer = sides["now"].model_tokenizer(ENCODER)
-    batches = [texts[i:i + args.batch] for i in range(0, len(texts), args.batch)]
+    before, now = load_module("windows_before", old), load_module("windows_now", (REPO_ROOT / MODULE).read_text())
+    tokenizer, prefix = now.model_tokenizer(ENCODER), now.continuation_prefix(ENCODER)
+    batches = [range(i, min(i + args.batch, len(texts))) for i in range(0, len(texts), args.batch)]
 
-    def cut(module) -> list:
-        return [module.piece_windows(batch, tokenizer, args.size, args.overlap) for batch in batches]
+    def cut(module, continuation=None) -> list:
+        return [module.piece_windows([texts[i] for i in b], tokenizer, 200, 32, *([continuation] if continuation
+                                                                                  else [])) for b in batches]
 
-    chunks = {name: cut(module) for name, module in sides.items()}  # a warm-up that also checks they agree
-    if chunks["before"] != chunks["now"]:
+    chunked = cut(now, prefix)
+    if [c[:3] for c in cut(before)] != [c[:3] for c in chunked]:
         raise SystemExit("the two commits cut different chunks")
-    n_chunks = sum(len(out[2]) for out in chunks["now"])
-    best = {name: (float("inf"), float("inf")) for name in sides}
-    for _ in range(args.rounds):
-        for name, module in sides.items():
-            cpu, wall = time.process_time(), time.perf_counter()
-            cut(module)
-            took = (time.process_time() - cpu, time.perf_counter() - wall)
-            best[name] = min(best[name], took)
+    n_chunks = sum(len(c[2]) for c in chunked)
     print(f"{len(texts):,} documents -> {n_chunks:,} chunks, batches of {args.batch:,}, best of {args.rounds}")
-    for name, (cpu, wall) in best.items():
-        print(f"{name:>7}: {cpu:6.2f} CPU-s, {wall:6.2f} s wall, {len(texts) / cpu:,.0f} documents per CPU second")
-    print(f"CPU before / now: {best['before'][0] / best['now'][0]:.2f}x; "
-          f"wall: {best['before'][1] / best['now'][1]:.2f}x")
+    print("chunking:")
+    show(best_of(args.rounds, {"before": lambda: cut(before), "now": lambda: cut(now),
+                               "now, keeping piece ids": lambda: cut(now, prefix)}), len(texts), "before")
+
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+    embed = SentenceTransformerEmbedder({"title_column": "title"})
+    embed.ensure_setup()
+    fast = embed._fast
+    shards = []
+    for b, (text_of, _, chunks, pieces) in zip(batches, chunked):
+        rows = pa.table({"title": [docs[b[t]].get("title") or "" for t in text_of], "text": chunks,
+                         "_pieces": pa.array(pieces, pa.list_(pa.int32()))})
+        shards.append((rows, embed.texts(rows)))
+    kept = sum(p is not None for _, _, _, ps in chunked for p in ps)
+    print(f"the embed step's inputs ({kept:,} of {n_chunks:,} chunks with piece ids; batches of {args.encode_batch}):")
+
+    def inputs(composed: bool) -> list:
+        out = []
+        for rows, joined in shards:
+            bodies = embed.piece_bodies(rows, "_pieces") if composed else None
+            order = np.argsort([-len(t) for t in joined], kind="stable")
+            for start in range(0, len(order), args.encode_batch):
+                part = order[start:start + args.encode_batch]
+                out.append(fast._features([joined[i] for i in part], None if bodies is None else
+                                          [bodies[i] for i in part])["input_ids"])
+        return out
+
+    if any(not (a == b).all() for a, b in zip(inputs(False), inputs(True))):
+        raise SystemExit("composed inputs differ from the tokenizer's")
+    show(best_of(args.rounds, {"tokenized from text": lambda: inputs(False),
+                               "composed from pieces": lambda: inputs(True)}), len(texts), "tokenized from text")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ from operators.sources._common import column_as_text
 _OWN = ("docno", "title", "text")
 #: Columns the ingest makes itself (``shards.prepare`` and its ``INTERNAL``, the chunker): a source's field of one of
 #: these names is left out (staging names it in a warning); a crawl's ``_error`` field failed its document.
-OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "doc_id", *sorted(CHUNK_COLUMNS))
+OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "_pieces", "doc_id", *sorted(CHUNK_COLUMNS))
 
 
 def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:

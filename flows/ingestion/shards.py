@@ -38,7 +38,9 @@ from flows.ingestion.staging import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
-INTERNAL = ("_shard", "_shard_rows", "_error", "_stage")  # in column_types.OWN_COLUMNS too
+INTERNAL = ("_shard", "_shard_rows", "_error", "_stage", "_pieces")  # in column_types.OWN_COLUMNS too
+#: The chunks' piece ids, from the chunker to the encoder (``_chunker``), never written.
+PIECES = "_pieces"
 #: ``_stage`` of ``elsewhere_rows``: the shard was committed by another ingest of the same source.
 ELSEWHERE = "elsewhere"
 #: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
@@ -135,7 +137,26 @@ def _chunker(job: ShardJob):
         return None
     from operators.preprocess.chunk import Chunker
 
-    return Chunker(job.chunk, step_id="chunk")
+    return Chunker({**job.chunk, "pieces_column": PIECES} if _pieces_fit(job) else job.chunk, step_id="chunk")
+
+
+def _pieces_fit(job: ShardJob) -> bool:
+    """Whether the chunker's piece ids are the embed step's own pieces of the chunks: the same tokenizer, reading
+    the chunk's column, no prompt, in this process's model (not a Serve deployment). The encoder then need not
+    tokenize the chunks again (``operators.models.piece_inputs``), and checks for itself that it may compose them."""
+    chunk, embed = job.chunk or {}, job.embed
+    if not chunk.get("tokenizer") or embed is None or job.embed_placement or embed.get("prompt"):
+        return False
+    if embed.get("input_column", "text") != chunk.get("text_column", "text"):
+        return False
+    from operators.models import DEFAULT_ENCODER, ModelNotFoundError
+    from operators.preprocess._model_windows import ChunkTokenizerError, model_tokenizer
+
+    try:
+        own = model_tokenizer(embed.get("model") or DEFAULT_ENCODER).to_str()
+    except (ChunkTokenizerError, ModelNotFoundError):  # no tokenizer.json; no model (the embed step says so)
+        return False
+    return own == model_tokenizer(chunk["tokenizer"]).to_str()
 
 
 def _enrichers(job: ShardJob) -> list:
@@ -258,6 +279,7 @@ class Embedder:
         doc_ids = table.column("doc_id").cast(pa.string()).to_pylist() if n else []
         shards = table.column("_shard").to_pylist() if n else []
         texts = self.op.texts(table) if n else []
+        bodies = self.op.piece_bodies(table, PIECES) if n and PIECES in table.column_names else None
         rows = np.flatnonzero(todo)
         step = max(1, self.job.embed_batch_rows)
         seen: set[str] = set()
@@ -269,7 +291,7 @@ class Embedder:
                 if self.stop is not None and self.stop.is_set():
                     raise EmbedStopped("stopped")
                 part, started = batch[done:done + self.part_rows], time.perf_counter()
-                self._encode(part, texts, doc_ids, vectors, errors, stages)
+                self._encode(part, texts, bodies, doc_ids, vectors, errors, stages)
                 self._timed(len(part), time.perf_counter() - started, step)
                 done += len(part)
                 if self.on_progress is not None:
@@ -280,6 +302,7 @@ class Embedder:
                     self.job.faults.maybe_kill_worker(shard)
         from operators.embed.sentence_transformer import vectors_to_arrow
 
+        table = table.drop_columns([c for c in (PIECES,) if c in table.column_names])  # used: not sent on
         out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
                          pa.array([], pa.list_(pa.float32(), self.dim)))
         out = set_column(out, "_error", pa.array(errors, pa.string()))
@@ -304,11 +327,13 @@ class Embedder:
         for shard, docs in new.items():
             self.on_progress(shard, docs)
 
-    def _encode(self, rows: list[int], texts, doc_ids, vectors, errors, stages) -> None:
-        """Encode ``rows``; on an error, bisect by document down to the documents that fail alone."""
+    def _encode(self, rows: list[int], texts, bodies, doc_ids, vectors, errors, stages) -> None:
+        """Encode ``rows`` (``bodies``: their pieces, where known); on an error, bisect by document down to the
+        documents that fail alone."""
         try:
             self.job.faults.check_embed(doc_ids[i] for i in rows)
-            vectors[rows] = self.op.encode([texts[i] for i in rows])
+            chosen = [texts[i] for i in rows]  # with their pieces when the chunker gave them (a proxy takes none)
+            vectors[rows] = self.op.encode(chosen, *([] if bodies is None else [[bodies[i] for i in rows]]))
             return
         except Exception as err:  # noqa: BLE001 - isolated below, recorded in the ledger
             docs = list(dict.fromkeys(doc_ids[i] for i in rows))
@@ -318,8 +343,8 @@ class Embedder:
                     errors[i], stages[i] = message, "embed"
                 return
         half = set(docs[: len(docs) // 2])
-        self._encode([i for i in rows if doc_ids[i] in half], texts, doc_ids, vectors, errors, stages)
-        self._encode([i for i in rows if doc_ids[i] not in half], texts, doc_ids, vectors, errors, stages)
+        self._encode([i for i in rows if doc_ids[i] in half], texts, bodies, doc_ids, vectors, errors, stages)
+        self._encode([i for i in rows if doc_ids[i] not in half], texts, bodies, doc_ids, vectors, errors, stages)
 
 
 # -- write ------------------------------------------------------------------------------------

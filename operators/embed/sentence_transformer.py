@@ -134,8 +134,21 @@ class SentenceTransformerEmbedder(Operator):
             values = [self.params.prompt + value for value in values]
         return values
 
-    def encode(self, texts: list[str]) -> np.ndarray:
-        """(n, dim) float32 vectors for ``texts``."""
+    def piece_bodies(self, table: pa.Table, column: str) -> list | None:
+        """Per row, the pieces ``texts`` would tokenize its text into, from the chunk's piece ids in ``column``
+        (``preprocess.chunk``'s ``pieces_column``, made by this model's tokenizer), or None where the row has none;
+        None when this model's inputs cannot be composed so (``operators.models.piece_inputs``)."""
+        self.ensure_setup()
+        composer = self._fast.composer if self._fast is not None and not self.params.prompt else None
+        if composer is None or column not in table.column_names:
+            return None
+        titles = [""] * table.num_rows
+        if self.params.title_column and self.params.title_column in table.column_names:
+            titles = pc.fill_null(table.column(self.params.title_column).cast(pa.string()), "").to_pylist()
+        return composer.bodies(titles, table.column(column).to_pylist())
+
+    def encode(self, texts: list[str], bodies: list | None = None) -> np.ndarray:
+        """(n, dim) float32 vectors for ``texts``; ``bodies`` (``piece_bodies``): their pieces, where known."""
         self.ensure_setup()
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
@@ -144,7 +157,7 @@ class SentenceTransformerEmbedder(Operator):
         batch_size = forward_batch_size(self.params.encode_batch_size, self._model)
         if self._fast is not None:
             before = self._fast.truncated
-            vectors = self._fast.encode(texts, batch_size, self.params.normalize)
+            vectors = self._fast.encode(texts, batch_size, self.params.normalize, bodies)
             self._note_truncated(self._fast.truncated - before, len(texts))
             return vectors
         return self._model.encode(

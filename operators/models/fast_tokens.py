@@ -77,6 +77,16 @@ class FastTokenEncoder:
         self.feature_names = feature_names  # the tensors the model's own tokenizing makes
         #: Inputs tokenized so far that were longer than the model reads (truncated: their ends never reach it).
         self.truncated = 0
+        self._composer = False  # not looked for yet (``composer``)
+
+    @property
+    def composer(self):
+        """A ``PieceComposer`` when this model's inputs can be composed from a chunk's piece ids, else None."""
+        if self._composer is False:
+            from operators.models.piece_inputs import PieceComposer
+
+            self._composer = PieceComposer.of(self.tokenizer, self.model.max_seq_length)
+        return self._composer
 
     @classmethod
     def of(cls, model, probes: tuple = PROBES) -> "FastTokenEncoder | None":
@@ -105,24 +115,45 @@ class FastTokenEncoder:
             return None  # flattened inputs (no padded batch) or other tokens than the model's own
         return encoder
 
-    def _features(self, inputs: list) -> dict:
-        """The model's input tensors for one batch of texts or (query, text) pairs, on the CPU."""
+    def _features(self, inputs: list, bodies: list | None = None) -> dict:
+        """The model's input tensors for one batch of texts or (query, text) pairs, on the CPU; where ``bodies``
+        has a text's pieces (``PieceComposer.bodies``), they are its input and the text is not tokenized."""
         import torch
 
-        encodings = self.tokenizer.encode_batch_fast(inputs)
-        self.truncated += sum(1 for encoding in encodings if encoding.overflowing)
-        arrays = token_arrays(encodings, self.feature_names)
+        if bodies is None or all(body is None for body in bodies):
+            encodings = self.tokenizer.encode_batch_fast(inputs)
+            self.truncated += sum(1 for encoding in encodings if encoding.overflowing)
+            arrays = token_arrays(encodings, self.feature_names)
+        else:
+            arrays = self._composed_arrays(inputs, bodies)
         return {**{name: torch.from_numpy(array) for name, array in arrays.items()}, "modality": "text"}
 
-    def encode(self, texts: list[str], batch_size: int, normalize: bool) -> np.ndarray:
-        """(n, dim) float32 vectors, in the order of ``texts`` (``SentenceTransformer.encode``'s)."""
+    def _composed_arrays(self, inputs: list, bodies: list) -> dict[str, np.ndarray]:
+        """``_features``' arrays for a batch some of whose texts come as pieces: the same arrays the tokenizer
+        would make of the texts (``PieceComposer.of`` checked it)."""
+        from operators.models.piece_inputs import padded_arrays
+
+        rows: list = [None] * len(inputs)
+        todo = [i for i, body in enumerate(bodies) if body is None]
+        for i, encoding in zip(todo, self.tokenizer.encode_batch_fast([inputs[i] for i in todo]) if todo else []):
+            self.truncated += bool(encoding.overflowing)
+            rows[i] = encoding.ids[:sum(encoding.attention_mask)]  # padded on the right (PieceComposer.of)
+        for i, body in enumerate(bodies):
+            if body is not None:
+                rows[i], cut = self.composer.input_ids(body)
+                self.truncated += cut
+        return padded_arrays(rows, self.feature_names, (self.tokenizer.padding or {}).get("pad_id", 0))
+
+    def encode(self, texts: list[str], batch_size: int, normalize: bool, bodies: list | None = None) -> np.ndarray:
+        """(n, dim) float32 vectors, in the order of ``texts`` (``SentenceTransformer.encode``'s); ``bodies``: the
+        texts' pieces where a chunker gave them (``PieceComposer.bodies``; only when ``composer`` is not None)."""
         import torch
 
         def vectors(output: dict):
             embeddings = output["sentence_embedding"]
             return torch.nn.functional.normalize(embeddings, p=2, dim=1) if normalize else embeddings
 
-        return self._run(texts, batch_size, vectors)
+        return self._run(texts, batch_size, vectors, bodies)
 
     def scores(self, pairs: list[tuple[str, str]], batch_size: int) -> np.ndarray:
         """The raw outputs (logits) for each (query, text) pair, in order: ``CrossEncoder.predict``'s with
@@ -130,14 +161,15 @@ class FastTokenEncoder:
         scores = self._run(pairs, batch_size, lambda output: output["scores"])
         return scores[:, 0] if scores.ndim == 2 and scores.shape[1] == 1 else scores
 
-    def _run(self, inputs: list, batch_size: int, output) -> np.ndarray:
+    def _run(self, inputs: list, batch_size: int, output, bodies: list | None = None) -> np.ndarray:
         """``output(model(batch))`` for each batch of ``inputs``, longest first as the library batches them, as
         float32 rows in the order of ``inputs``."""
         import torch
         from sentence_transformers.util import batch_to_device
 
         order = longest_first(inputs)
-        batches = [[inputs[i] for i in order[start:start + batch_size]] for start in range(0, len(inputs), batch_size)]
+        batches = [([inputs[i] for i in part], None if bodies is None else [bodies[i] for i in part])
+                   for part in (order[start:start + batch_size] for start in range(0, len(inputs), batch_size))]
         device = self.model.device
         rows = []
         self.model.eval()
@@ -153,14 +185,14 @@ class FastTokenEncoder:
         """Each batch's tensors in turn. With ``overlap`` (a GPU) a thread tokenizes the next batch while the caller
         runs the current one; on a CPU the forward pass has every core already, so batches are tokenized in turn."""
         if not overlap:
-            yield from map(self._features, batches)
+            yield from (self._features(*batch) for batch in batches)
             return
         with ThreadPoolExecutor(max_workers=1) as prefetch:
-            pending = prefetch.submit(self._features, batches[0])
+            pending = prefetch.submit(self._features, *batches[0])
             for following in batches[1:] + [None]:
                 features = pending.result()
                 if following is not None:
-                    pending = prefetch.submit(self._features, following)
+                    pending = prefetch.submit(self._features, *following)
                 yield features
 
 

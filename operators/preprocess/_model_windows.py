@@ -46,20 +46,37 @@ def model_tokenizer(reference: str):
     return tokenizer
 
 
-def piece_windows(texts: list[str], tokenizer, size: int, overlap: int):
-    """(text index, chunk index, chunk text) for every chunk of ``texts``; a text without pieces is one empty
-    chunk, a text that fits is one chunk, stripped of the spaces at its ends. Every text is tokenized once, with
-    offsets, and only the longer texts' offsets are read: with offsets a tokenizing costs what counting alone
-    does, and counting every text first, then the longer ones again for their offsets, cost a third more."""
-    text_of, index, chunks = [], [], []
+@functools.lru_cache(maxsize=4)
+def continuation_prefix(reference: str) -> str | None:
+    """The prefix of a piece that continues a word ("##") when ``reference``'s tokenizer is a WordPiece one, else
+    None."""
+    model = json.loads(model_tokenizer(reference).to_str()).get("model") or {}
+    return model.get("continuing_subword_prefix") if model.get("type") == "WordPiece" else None
+
+
+def piece_windows(texts: list[str], tokenizer, size: int, overlap: int, continuation: str | None = None):
+    """(text index, chunk index, chunk text, piece ids) for every chunk of ``texts``; a text without pieces is one
+    empty chunk, a text that fits is one chunk, stripped of the spaces at its ends. Every text is tokenized once,
+    with offsets, and only the longer texts' offsets are read: with offsets a tokenizing costs what counting alone
+    does, and counting every text first, then the longer ones again for their offsets, cost a third more.
+
+    With ``continuation`` (``continuation_prefix``), each chunk's piece ids come too, as the tokenizer gives them for
+    the chunk's text (an encoder with the same tokenizer need not tokenize it again); None for a chunk that begins or
+    ends inside a word (a word longer than a chunk), whose pieces its own text would not give. Else they are None."""
+    text_of, index, chunks, ids = [], [], [], []
     for t, (text, encoding) in enumerate(zip(texts, tokenizer.encode_batch(texts, add_special_tokens=False))):
         if len(encoding) <= size:
             text_of.append(t), index.append(0), chunks.append(text.strip() if len(encoding) else "")
+            ids.append(encoding.ids if continuation else None)
             continue
         spans = np.asarray(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+        pieces, tokens = (encoding.ids, encoding.tokens) if continuation else (None, None)
         for i, (first, stop) in enumerate(_windows(spans, size, overlap)):
             text_of.append(t), index.append(i), chunks.append(text[spans[first, 0]: spans[stop - 1, 1]])
-    return text_of, index, chunks
+            whole = continuation and not tokens[first].startswith(continuation) and (
+                stop == len(tokens) or not tokens[stop].startswith(continuation))
+            ids.append(pieces[first:stop] if whole else None)
+    return text_of, index, chunks, ids
 
 
 def _windows(spans: np.ndarray, size: int, overlap: int) -> list[tuple[int, int]]:

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from operators.base import Operator
 from operators.ids import fill_missing_ids
 from operators.preprocess import _chunk_units as units
-from operators.preprocess._model_windows import model_tokenizer, piece_windows
+from operators.preprocess._model_windows import continuation_prefix, model_tokenizer, piece_windows
 from operators.tables import set_column
 
 PUNKT_LANGUAGES = Literal[
@@ -56,6 +56,10 @@ class Chunker(Operator):
         tokenizer: str | None = Field(
             None, min_length=1, description="Count `unit: tokens` as this model's word pieces (a model name or "
             "folder, e.g. the encoder's), so that a chunk of `size` fits a model that reads `size` pieces.")
+        pieces_column: str | None = Field(
+            None, min_length=1, description="With a WordPiece `tokenizer`, also write each chunk's piece ids "
+            "(int32 lists) into this column, so an encoder with that tokenizer need not tokenize the chunk again; "
+            "null for a chunk cut inside a word, and for every chunk of another kind of tokenizer.")
         text_column: str = Field("text", min_length=1, description="Column holding the text; receives the chunk.")
         id_column: str = Field("docno", min_length=1, description="Column holding the document id (becomes doc_id).")
 
@@ -75,6 +79,13 @@ class Chunker(Operator):
                                  "or leave out tokenizer")
             return tokenizer
 
+        @field_validator("pieces_column")
+        @classmethod
+        def _pieces_need_a_tokenizer(cls, column: str | None, info: ValidationInfo) -> str | None:
+            if column is not None and not info.data.get("tokenizer"):
+                raise ValueError("pieces_column holds the tokenizer's piece ids: set tokenizer too")
+            return column
+
     def reads(self) -> None:
         return None  # every column is repeated into the chunks
 
@@ -82,9 +93,10 @@ class Chunker(Operator):
         return [self.params.text_column]
 
     def produces(self) -> dict[str, str]:
+        pieces = {self.params.pieces_column: "data"} if self.params.pieces_column else {}
         return {
             "chunk_id": "id", "doc_id": "id", "chunk_index": "data", "total_chunks": "data",
-            self.params.text_column: "text", "docno": "id",
+            self.params.text_column: "text", "docno": "id", **pieces,
         }
 
     def required_models(self) -> dict[str, str]:
@@ -102,10 +114,11 @@ class Chunker(Operator):
         if pa.types.is_null(column.type) or pa.types.is_string_view(column.type):  # every text null; a view
             column = column.cast(pa.string())  # (Arrow fills neither with "")
         texts = pc.fill_null(column.combine_chunks() if column.num_chunks else pa.array([], pa.string()), "")
+        pieces = None
         if p.unit == "sentences":
             text_of, index, totals, chunks = self._sentence_chunks(texts)
         elif p.tokenizer:
-            text_of, index, totals, chunks = self._piece_chunks(texts)
+            text_of, index, totals, chunks, pieces = self._piece_chunks(texts)
         else:
             text_of, index, totals, chunks = self._span_chunks(texts)
         titles = table.column("title") if "title" in table.column_names else None
@@ -124,6 +137,8 @@ class Chunker(Operator):
             ("chunk_index", index_arr), ("total_chunks", pa.array(totals, pa.int32())),
         ):
             out = set_column(out, name, values)
+        if p.pieces_column:
+            out = set_column(out, p.pieces_column, pa.array(pieces, pa.list_(pa.int32())))
         return out
 
     def _span_chunks(self, texts: pa.Array):
@@ -165,12 +180,15 @@ class Chunker(Operator):
         return self._gather([(text_of, index, totals)], pa.array(pieces, pa.string()))
 
     def _piece_chunks(self, texts: pa.Array):
-        """Chunks counted in the model's word pieces (``_model_windows``)."""
+        """Chunks counted in the model's word pieces (``_model_windows``), and their piece ids when asked."""
         p = self.params
-        text_of, index, chunks = piece_windows(texts.to_pylist(), model_tokenizer(p.tokenizer), p.size, p.overlap)
+        tokenizer = model_tokenizer(p.tokenizer)
+        continuation = continuation_prefix(p.tokenizer) if p.pieces_column else None
+        text_of, index, chunks, pieces = piece_windows(texts.to_pylist(), tokenizer, p.size, p.overlap, continuation)
         text_of = np.asarray(text_of, np.int64)
         totals = np.bincount(text_of, minlength=len(texts))[text_of]
-        return self._gather([(text_of, np.asarray(index, np.int64), totals)], pa.array(chunks, pa.string()))
+        gathered = self._gather([(text_of, np.asarray(index, np.int64), totals)], pa.array(chunks, pa.string()))
+        return (*gathered, pieces)
 
     @staticmethod
     def _gather(parts, chunks: pa.Array):

@@ -5,6 +5,7 @@ texts of equal length."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -61,27 +62,30 @@ def test_its_tokens_are_the_models_own_for_every_batch(texts, minilm):
 def test_unnormalised_vectors_and_a_shorter_truncation_match_too(texts):
     from operators.models import load_sentence_transformer
 
-    model = load_sentence_transformer(device="cpu")
-    model.max_seq_length = 32
-    fast = FastTokenEncoder.of(model)
-    assert fast is not None
-    expected = model.encode(texts[:12], batch_size=4, convert_to_numpy=True)
-    np.testing.assert_allclose(fast.encode(texts[:12], 4, normalize=False), expected, atol=2e-6)
+    model = load_sentence_transformer(device="cpu")  # the process's shared copy: put back as it was
+    limit, model.max_seq_length = model.max_seq_length, 32
+    try:
+        fast = FastTokenEncoder.of(model)
+        assert fast is not None
+        expected = model.encode(texts[:12], batch_size=4, convert_to_numpy=True)
+        np.testing.assert_allclose(fast.encode(texts[:12], 4, normalize=False), expected, atol=2e-6)
+    finally:
+        model.max_seq_length = limit
 
 
 def test_a_tokenizer_it_does_not_reproduce_keeps_the_librarys_encode(texts):
     """Left padding is set on the transformers tokenizer, not in its Rust copy: the probe tells them apart."""
     from operators.models import load_sentence_transformer
 
-    model = load_sentence_transformer(device="cpu")
-    model.tokenizer.padding_side = "left"
+    model = copy.deepcopy(load_sentence_transformer(device="cpu"))  # not the process's shared copy: setting the
+    model.tokenizer.padding_side = "left"  # side back does not give back the Rust tokenizer's own padding
     assert FastTokenEncoder.of(model) is None
 
 
 def test_batches_tokenized_ahead_on_a_thread_come_in_order(texts, minilm):
     """What a GPU runs: the next batch tokenized while the current one is embedded."""
     fast = FastTokenEncoder.of(minilm)
-    batches = [texts[i:i + 5] for i in range(0, len(texts), 5)]
+    batches = [(texts[i:i + 5], None) for i in range(0, len(texts), 5)]  # (texts, no pieces)
     ahead = list(fast._batch_features(batches, overlap=True))
     in_turn = list(fast._batch_features(batches, overlap=False))
     assert len(ahead) == len(in_turn) == len(batches)
@@ -92,6 +96,9 @@ def test_batches_tokenized_ahead_on_a_thread_come_in_order(texts, minilm):
 def test_a_model_without_a_length_limit_keeps_the_librarys_encode():
     from operators.models import load_sentence_transformer
 
-    model = load_sentence_transformer(device="cpu")
-    model.max_seq_length = None
-    assert FastTokenEncoder.of(model) is None
+    model = load_sentence_transformer(device="cpu")  # the process's shared copy: put back as it was
+    limit, model.max_seq_length = model.max_seq_length, None
+    try:
+        assert FastTokenEncoder.of(model) is None
+    finally:
+        model.max_seq_length = limit
