@@ -177,9 +177,13 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or default_out(args.count, args.seed)
     started = time.perf_counter()
     report = build(out, args.count, args.seed, args.data, progress=not args.quiet)
-    print(f"wrote {report['count']:,} documents from {report['source_documents']:,} source documents in "
-          f"{time.perf_counter() - started:.1f} s -> {report['path']}\nsha256 {report['sha256']}")
-    print(length_table(report))
+    try:
+        print(f"wrote {report['count']:,} documents from {report['source_documents']:,} source documents in "
+              f"{time.perf_counter() - started:.1f} s -> {report['path']}\nsha256 {report['sha256']}")
+        print(length_table(report))
+        sys.stdout.flush()  # a closed pipe is found here, not at exit (where Python prints its own complaint)
+    except BrokenPipeError:  # `... | head -1`: the corpus is written; the reader wanted less of the summary
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # so the exit's flush writes nowhere
     return 0
 
 

@@ -1,9 +1,10 @@
 """Ingest the scale corpus end to end with the static embedder: time per stage, peak RSS, a kill and a resume.
 
 The corpus is benchmarks/build_scale_corpus.py's (built first when absent; ``--count`` documents,
-the card's 916,618 by default). Ingestion (read, chunk, embed, sharded FAISS + BM25 + doc store,
-``--spec ingest_static``) runs in a child process; this process samples the resident memory of
-the child and everything under it (Ray's processes too) every half second and keeps the peak.
+the card's 916,618 by default), or ``--corpus FILE``'s first ``--count`` documents (all by default).
+Ingestion (read, chunk, embed, sharded FAISS + BM25 + doc store, ``--spec ingest_static``) runs in a
+child process; this process samples the resident memory of the child and everything under it (Ray's
+processes too) every half second and keeps the peak.
 With ``--kill-at F`` the child is killed (SIGKILL, its whole process group) once a fraction F of
 the documents are embedded, then the same ingestion is run again to resume it. At the end every
 committed chunk is read back: the distinct source documents must be exactly the corpus's (none
@@ -219,11 +220,27 @@ def verify(index: Path, corpus: Path) -> dict:
             "chunks": docnos, "duplicate_chunks": docnos - len(distinct)}
 
 
-def main() -> int:
+def first_documents(corpus: Path, count: int, out: Path) -> int:
+    """The first ``count`` documents (non-blank lines) of ``corpus`` written to ``out``, so that ``--count`` limits a
+    ``--corpus`` too (it was ingested whole) and ``verify`` checks what was ingested; returns how many there were."""
+    written = 0
+    with open(corpus, "rb") as source, open(out, "wb") as target:
+        for line in source:
+            if written == count:
+                break
+            if line.strip():
+                target.write(line if line.endswith(b"\n") else line + b"\n")
+                written += 1
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--count", type=int, default=CARD_COUNT, help=f"documents (default {CARD_COUNT:,})")
+    parser.add_argument("--count", type=int, help=f"documents: the first COUNT of --corpus (default all of it), else "
+                        f"the built scale corpus of COUNT (default {CARD_COUNT:,})")
     parser.add_argument("--corpus", type=Path, help="corpus.jsonl (default: the built scale corpus of --count)")
-    parser.add_argument("--work", type=Path, help="index and logs (default $TESSERA_HOME/bench/ingest-scale-COUNT)")
+    parser.add_argument("--work", type=Path, help="index and logs (default $TESSERA_HOME/bench/ingest-scale-COUNT, "
+                        "or ingest-scale-corpus for all of --corpus)")
     parser.add_argument("--spec", default="ingest_static")
     parser.add_argument("--executor", choices=("local", "ray"), default="local")
     parser.add_argument("--shard-size", type=int, default=5000)
@@ -231,10 +248,16 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the (local) ingestion, to stderr")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--run", type=int, default=1, help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.count is not None and args.count <= 0:
+        parser.error(f"--count must be positive, not {args.count}")
     from operators.home import tessera_home
 
-    args.work = (args.work or tessera_home() / "bench" / f"ingest-scale-{args.count}").expanduser().resolve()
+    given = args.corpus is not None and not args.child  # the child gets the parent's cut of it
+    if args.corpus is None:
+        args.count = args.count or CARD_COUNT
+    args.work = (args.work or tessera_home() / "bench" / f"ingest-scale-{args.count or 'corpus'}").expanduser()
+    args.work = args.work.resolve()
     args.index = args.work / "index"
     if args.corpus is None:
         folder = default_out(args.count, 0)
@@ -245,8 +268,13 @@ def main() -> int:
         return child(args)
     shutil.rmtree(args.work, ignore_errors=True)
     args.work.mkdir(parents=True)
-    argv = ["--count", str(args.count), "--corpus", str(args.corpus), "--work", str(args.work), "--spec", args.spec,
-            "--executor", args.executor, "--shard-size", str(args.shard_size), *(["--profile"] if args.profile else [])]
+    if given and args.count is not None:
+        found = first_documents(args.corpus, args.count, args.work / "corpus.jsonl")
+        if found < args.count:
+            parser.error(f"--count {args.count:,}: --corpus {args.corpus} holds only {found:,} documents")
+        args.corpus = args.work / "corpus.jsonl"
+    argv = ["--corpus", str(args.corpus), "--work", str(args.work), "--spec", args.spec, "--executor", args.executor,
+            "--shard-size", str(args.shard_size), *(["--profile"] if args.profile else [])]
     runs = [run_child(args, argv, 1, args.kill_at)]
     if runs[0]["killed"]:
         runs.append(run_child(args, argv, 2, None))
@@ -259,7 +287,8 @@ def main() -> int:
     check = verify(args.index, args.corpus)
     print(f"index: {check}")
     total = sum(r["seconds"] for r in runs)
-    print(f"{args.count:,} documents in {total:.1f} s wall ({args.count / total:,.0f} docs/s), peak RSS "
+    documents = check["documents"]
+    print(f"{documents:,} documents in {total:.1f} s wall ({documents / total:,.0f} docs/s), peak RSS "
           f"{max(r['peak_rss_gb'] for r in runs):.2f} GB; none lost: {check['lost'] == 0}, "
           f"none duplicated: {check['duplicate_chunks'] == 0}")
     return 0 if check["lost"] == 0 and check["duplicate_chunks"] == 0 else 1

@@ -28,7 +28,7 @@ from typing import Callable, Sequence
 from flows.commands._log_lines import hide_notes, warnings_as_command_lines
 from flows.commands._signals import exit_within_grace, stop_reason, stop_signals_as_interrupt, stopped_status
 from flows.commands._stderr_filter import filter_known_ray_noise
-from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE
+from flows.commands._support import EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, named_as_typed, typed_options
 from operators.errors import FlowCancelled, TesseraError, one_line, short_repr
 from operators.outbound import use_local_policy_unless_set
 from operators.redact import install_log_redaction
@@ -99,6 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
         if "--debug" not in sub._option_string_actions:
             sub.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                              help="print the traceback of an error")
+        sub.set_defaults(typed_options=typed_options(sub))  # a subcommand's own overrides its group's
     return parser
 
 
@@ -131,6 +132,7 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
+    parser.set_defaults(typed_options=typed_options(parser))
     args = parser.parse_args(list(sys.argv[1:] if argv is None else argv))
     if argv is None:
         _own_log_lines(args)
@@ -173,7 +175,7 @@ def _run_handler(handler: Callable[[argparse.Namespace], int], args: argparse.Na
             import traceback
 
             traceback.print_exc()
-        _error(f"error: {err}")
+        _error(f"error: {named_as_typed(err, getattr(args, 'typed_options', {}))}")
         return EXIT_USAGE
     except KeyboardInterrupt:
         _error("interrupted" if stopped.signum is None else f"terminated ({stop_reason(stopped.signum)})")

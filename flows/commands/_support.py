@@ -126,6 +126,25 @@ def cli_option_error(err: TesseraError, options: dict[str, str]) -> TesseraError
     return CliError(message, step=err.step, op=err.op, field=options.get(err.field or "", err.field))
 
 
+def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each option of ``parser`` by the names code gives it as an error's field (``cache_dir``, ``cache-dir``), to
+    the option the user types (``--cache-dir``): ``named_as_typed`` uses them."""
+    names: dict[str, str] = {}
+    for action in parser._actions:
+        typed = [option for option in action.option_strings if option.startswith("--")]
+        if typed and action.dest not in (argparse.SUPPRESS, "help"):
+            names[action.dest] = names[action.dest.replace("_", "-")] = typed[0]
+    return names
+
+
+def named_as_typed(err: TesseraError, options: dict[str, str]) -> TesseraError:
+    """``err`` with its field named as the command line's option (``field '--cache-dir'``, not the engine's
+    ``field 'cache_dir'``). An engine error about a step keeps its field: that is the step's param, not an option."""
+    if err.field in options and (err.step is None or isinstance(err, CliError)):
+        err.field = options[err.field]
+    return err
+
+
 def cli_option_text(text: str, options: dict[str, str], *, bare: str | None = None) -> str:
     """``text``, written in a Python call's words, in the command line's: each ``name=`` of ``options`` becomes
     its option (``shard_size=N``: ``--shard-size N``; ``spec=``: ``--spec``; a flag's ``retry_failed=True``:

@@ -145,7 +145,7 @@ class QueryRewriter(LLMStep):
                              f"{problems[0]}")
             return kept
         reason = problems[0] if problems else "the model returned no valid query"
-        fallback = keywords_of(query)
+        fallback = self.fallback_query(query)
         if self.params.fallback == "keywords" and fallback:
             if _novel(fallback, seen[:1], self.params):
                 self.degrade(qid, f"{reason}; the question's keywords are the extra query")
@@ -153,6 +153,10 @@ class QueryRewriter(LLMStep):
             reason += "; the keywords fallback was left out, being the question's own words"
         self.degrade(qid, reason)
         return []
+
+    def fallback_query(self, query: str) -> str:
+        """The extra query when the model gives none: the question's keywords (``query.keywords`` keeps ``count``)."""
+        return keywords_of(query)
 
     def _valid(self, text: str) -> bool:
         p = self.params

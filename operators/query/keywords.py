@@ -8,25 +8,27 @@ from typing import ClassVar
 from pydantic import Field
 
 from operators.llm.gateway import Completion, LLMError
-from operators.query._rewrite import QueryRewriter, RewriteParams, keywords_of
+from operators.query._rewrite import _LIST_MARK, QueryRewriter, RewriteParams, keywords_of
 
 
 class KeywordParams(RewriteParams):
     max_queries: int = Field(1, gt=0, le=1, description="The keywords make one extra query.")
     min_words: int = Field(1, ge=1, description="The keyword query needs at least this many words.")
     min_chars: int = Field(3, ge=1, description="A keyword query shorter than this is dropped.")
-    count: int = Field(5, gt=0, le=30, description="Keywords asked of the model.")
+    count: int = Field(5, gt=0, le=30, description="Keywords asked of the model; the extra query holds at most these.")
 
 
 class KeywordExtractor(QueryRewriter):
     """The keywords of each query, asked of the model, as one extra query row of keywords.
 
-    The reply is read as a list (commas, semicolons or lines) of at most ``count``
-    keywords; their words less stopwords and the instructions' own words (``keywords``, ``search``,
+    The reply is read as a list (commas, semicolons or lines, list marks dropped) of at most
+    ``count`` keywords; a reply that is no list (``bee honey pollen``) is a list of its words. Each
+    keyword's words less stopwords and the instructions' own words (``keywords``, ``search``,
     ``question``, unless the question has them), joined by spaces, are the extra query
-    (``query_source: keywords``; nlp_retrieval's keyword queries). A keyword the query
-    lacks (a synonym) is kept: that is what the model adds. Without a usable reply the
-    query's own words less stopwords are the extra query instead.
+    (``query_source: keywords``; nlp_retrieval's keyword queries); an item left with no word (a
+    ``Keywords:`` label) is no keyword. A keyword the query lacks (a synonym) is kept: that is
+    what the model adds. Without a usable reply the query's first ``count`` words less stopwords
+    are the extra query instead.
 
     Usage::
 
@@ -61,11 +63,23 @@ class KeywordExtractor(QueryRewriter):
         return self.split(text)
 
     def split(self, text: str) -> list[str]:
-        keywords = [k.strip(" .\"'`*-") for k in re.split(r"[,;\n]", text)]
-        words = keywords_of(" ".join(k for k in keywords[:self.params.count] if k)).split()
+        """At most ``count`` keywords: a run of words without commas was kept whole (``count: 2`` gave five words),
+        a list's numbers were kept as words, and a label or an empty item took a keyword's place."""
+        items = re.split(r"[,;\n]", text)
+        if len(items) == 1:  # asked for a list, the model wrote words
+            items = text.split()
         own = self._prompt_words()
-        joined = " ".join(word for word in words if not {word, word + "s", word.removesuffix("s")} & own)
+        keywords = []
+        for item in items:
+            words = [word for word in keywords_of(_LIST_MARK.sub("", item)).split()
+                     if not {word, word + "s", word.removesuffix("s")} & own]
+            if words:
+                keywords.append(words)
+        joined = " ".join(dict.fromkeys(word for words in keywords[:self.params.count] for word in words))
         return [joined] if joined else []
+
+    def fallback_query(self, query: str) -> str:
+        return " ".join(keywords_of(query).split()[:self.params.count])
 
     def _prompt_words(self) -> set[str]:
         """The instructions' words that the question lacks, dropped from a reply in singular or plural: the small

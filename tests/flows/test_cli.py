@@ -231,21 +231,21 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera, bm25_in
     assert_one_line_error(tessera("run", "nosuchflow", "-q", "bees", home=home, check=None),
                           "no flow spec file or built-in flow named 'nosuchflow'", "saved flow", "demo")
     assert_one_line_error(tessera("run", "demo", "-q", "missing/queries.jsonl", home=home, check=None),
-                          "field 'queries'", "not found")
+                          "field '--queries'", "not found")
     beir = tmp_path / "beir"
     beir.mkdir()
     assert_one_line_error(tessera("run", "demo", "-q", f"{beir}/", home=home, check=None),
-                          "field 'queries'", f"{beir}/ is a folder, not a queries file")
+                          "field '--queries'", f"{beir}/ is a folder, not a queries file")
     (beir / "queries.jsonl").write_text('{"_id": "a", "text": "bees"}\n')
     assert_one_line_error(tessera("run", "demo", "-q", str(beir), home=home, check=None),
                           f"{beir} is a folder, not a queries file; did you mean {beir / 'queries.jsonl'}?")
     assert_one_line_error(tessera("run", "demo", "-q", "bees", "--out", "x.txt", home=home, check=None),
-                          "field 'out'")
+                          "field '--out'")
     for name, text, at in (("q.jsonl", '{"_id": "a", "text": "bees"}\n{"_id": "b", "text": " "}\n', ":2"),
                            ("q.tsv", "a\tbees\nb\t\n", ":2"), ("q.csv", "qid,query\na,bees\nb,\"  \"\n", ": row 2")):
         (tmp_path / name).write_text(text)
         assert_one_line_error(tessera("run", "demo", "-q", str(tmp_path / name), home=home, check=None),
-                              "field 'queries'", f"{tmp_path / name}{at}: query 'b' is empty")
+                              "field '--queries'", f"{tmp_path / name}{at}: query 'b' is empty")
     from flows.api import Flow
     from operators.errors import SpecError
 
@@ -356,7 +356,7 @@ def test_a_binary_queries_file_is_one_line_without_its_bytes(home, tmp_path, suf
     queries = tmp_path / f"queries{suffix}"
     queries.write_bytes(bytes(range(256)) * 16)
     proc = tessera("run", "demo", "-q", str(queries), home=home, check=None)  # read before the missing index
-    assert_one_line_error(proc, "field 'queries'", str(queries))
+    assert_one_line_error(proc, "field '--queries'", str(queries))
     assert "\ufffd" not in proc.stderr and len(proc.stderr) < 400
 
 
@@ -375,14 +375,14 @@ def test_bad_specs_caches_and_outputs_are_one_line_before_anything_runs(home, tm
     a_file = tmp_path / "a-file"
     a_file.write_text("x")
     assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--cache-dir", str(a_file), home=home, check=None),
-                          "field 'cache_dir'", "is a file, not a folder")
+                          "field '--cache-dir'", "is a file, not a folder")
     garbage = tmp_path / "garbage-cache"
     garbage.mkdir()
     (garbage / "index.sqlite").write_bytes(b"\x00garbage" * 64)
     assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--cache-dir", str(garbage), home=home, check=None),
                           str(garbage / "index.sqlite"))
     assert_one_line_error(tessera("run", str(flow), "-q", "bees", "--out", str(a_file / "out.parquet"), home=home,
-                                  check=None), "field 'out'", "is a file, not a folder")
+                                  check=None), "field '--out'", "is a file, not a folder")
     thesis = tmp_path / "thesis"
     thesis.mkdir()
     (thesis / "chapter1.tex").write_text("years of work")

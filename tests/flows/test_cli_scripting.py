@@ -154,7 +154,7 @@ def test_an_output_that_cannot_be_written_is_one_line_exit_2(home, tmp_path, spe
     long_out = tmp_path / ("d" * 300) / "r.jsonl"
     status, _, err = tessera("run", str(spec), "-q", "honey", "--no-cache", "--out", str(long_out), home=home)
     assert status == 2
-    one_error(err, "field 'out'", "cannot write --out", "too long")
+    one_error(err, "field '--out'", "cannot write --out", "too long")
     assert leftovers(tmp_path) == []
     if Path("/proc/self").is_dir():  # root passes os.access there; making a file does not
         status, _, err = tessera("run", str(spec), "-q", "honey", "--no-cache", "--out", "/proc/tessera-x.jsonl",
@@ -283,7 +283,7 @@ def test_bench_refuses_a_file_as_out_before_anything_runs(home, tmp_path, tesser
         status, _, err = tessera("bench", "--dataset", str(dataset), "--flow", "bm25", "--out", str(target),
                                  "--index-dir", str(tmp_path / "indices"), "--no-mlflow", "--quiet", home=home)
         assert status == 2
-        one_error(err, "field 'out'", needle)
+        one_error(err, "field '--out'", needle)
     assert not (tmp_path / "indices").exists() and out.read_text() == "x"
 
 

@@ -73,7 +73,7 @@ def test_queries_from_a_closed_stdin_are_refused_in_one_line(index, tmp_path):
     env.pop("TESSERA_DEBUG", None)
     closed = subprocess.run(["sh", "-c", '"$@" <&-', "sh", *command, "run", "bm25", "--index", str(index), "-q", "-"],
                             cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    assert one_error(closed) == ("tessera: error: field 'queries': <stdin> is closed: pipe the queries in, or give "
+    assert one_error(closed) == ("tessera: error: field '--queries': <stdin> is closed: pipe the queries in, or give "
                                  "a queries file or a query's text")
 
 

@@ -78,7 +78,7 @@ def test_an_unsupported_scheme_fails_the_job_in_one_line(ray_head, outputs):
     status, logs = ray_head.wait(job)
     errors = [line for line in logs.splitlines() if line.startswith("tessera: ")]
     assert status == "FAILED" and "Traceback" not in logs and len(errors) == 1, logs[-3000:]
-    assert "field 'out'" in errors[0] and "'ftp://' is not supported" in errors[0]
+    assert "field '--out'" in errors[0] and "'ftp://' is not supported" in errors[0]
 
 
 @pytest.fixture(scope="module")

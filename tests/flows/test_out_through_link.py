@@ -58,5 +58,5 @@ def test_a_link_to_a_file_not_made_yet_makes_it_and_a_loop_is_refused(tmp_path, 
     loop.symlink_to(loop)
     status, err = tessera(loop)
     assert status == 2 and err.strip().splitlines() == [
-        f"tessera: error: field 'out': cannot write --out {loop}: Too many levels of symbolic links"], err
+        f"tessera: error: field '--out': cannot write --out {loop}: Too many levels of symbolic links"], err
     assert loop.is_symlink()

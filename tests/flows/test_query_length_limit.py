@@ -48,7 +48,7 @@ def test_a_5_mb_query_line_is_refused_naming_its_line_before_the_run(tmp_path, s
     status, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--out", str(tmp_path / "r.jsonl"))
     assert status == 2
     assert err.strip().splitlines() == [
-        f"tessera: error: field 'queries': {queries}:2: query 'q2' has 4999999 characters, over the limit of 10000 "
+        f"tessera: error: field '--queries': {queries}:2: query 'q2' has 4999999 characters, over the limit of 10000 "
         "for a query (a query is searched for, not read; TESSERA_MAX_QUERY_CHARS sets another)"], err
     assert not (tmp_path / "r.jsonl").exists()
     (tmp_path / "q.txt").write_text("honey\n" + "b" * 10_001 + "\n")

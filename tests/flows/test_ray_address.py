@@ -163,7 +163,7 @@ def test_tessera_serve_refuses_an_address_ray_cannot_join(tessera, tmp_path):
     port = str(free_port())
     status, err = tessera("", "serve", "--port", port, "--address", f"http://127.0.0.1:{free_port()}")
     assert status == 2 and len(err) == 1, err
-    assert err[0].startswith("tessera: error: field 'address': --address 'http://127.0.0.1:")
+    assert err[0].startswith("tessera: error: field '--address': --address 'http://127.0.0.1:")
     assert "give --address local" in err[0] and "ray job submit` takes" in err[0] and "as a job" not in err[0]
     status, err = tessera(f"127.0.0.1:{free_port()}", "serve", "--port", port)
     assert status == 2 and len(err) == 1 and "field 'RAY_ADDRESS'" in err[0] and "nothing answers" in err[0], err
@@ -186,7 +186,7 @@ def test_tessera_serve_onto_a_cluster_that_refuses_its_token_stops_before_serve_
     with gcs_stand_in(refuse=True) as cluster:
         status, err = tessera("", "serve", "--port", str(free_port()), "--address", cluster.address)
     assert status == 2 and len(err) == 1 and not started, err
-    assert err[0].startswith(f"tessera: error: field 'address': cannot join --address '{cluster.address}': the "
+    assert err[0].startswith(f"tessera: error: field '--address': cannot join --address '{cluster.address}': the "
                              "cluster refused this process (InvalidAuthToken: Authentication token is missing or "
                              "incorrect); if the cluster has token authentication on")
     assert "set RAY_AUTH_MODE=token" in err[0]
@@ -207,7 +207,7 @@ def test_a_web_server_at_the_address_is_refused_at_once(tessera, tmp_path, web_s
     client = f"ray://{ray_dials}:{web_server.rpartition(':')[2]}"  # Ray Client dials the host as given
     status, err = tessera("", "serve", "--port", str(free_port()), "--address", client)
     assert status == 2 and len(err) == 1, err
-    assert err[0].startswith(f"tessera: error: field 'address': --address '{client}': ")
+    assert err[0].startswith(f"tessera: error: field '--address': --address '{client}': ")
     assert "it is not a Ray Client server" in err[0] and "give --address local" in err[0]
 
 

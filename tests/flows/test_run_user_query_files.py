@@ -38,7 +38,7 @@ def test_a_bad_query_is_named_by_its_line(tmp_path, spec, tessera, name, body, s
     queries.write_bytes(body)
     status, out, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", home=tmp_path / "home")
     assert status == 2 and out == ""
-    one_error(err, "field 'queries'", said)
+    one_error(err, "field '--queries'", said)
 
 
 def test_a_parquet_row_without_qid_or_text_is_named_not_dropped(tmp_path, spec, tessera):  # noqa: F811
@@ -60,7 +60,7 @@ def test_a_qid_a_trec_run_cannot_hold_is_refused_before_the_run(tmp_path, spec, 
                                   home=tmp_path / "home")
     assert status == 2 and stdout == "" and not out.exists()
     # one line: no step ran first (a step that ran prints '[1/1] bm25 ... done' on stderr before the error)
-    one_error(err, "field 'out'", "the qid 'q 2'", ".parquet, .jsonl or .csv keeps it")
+    one_error(err, "field '--out'", "the qid 'q 2'", ".parquet, .jsonl or .csv keeps it")
     status, _, _ = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--quiet", "--out",
                            str(tmp_path / "run.jsonl"), home=tmp_path / "home")
     assert status == 0
@@ -86,7 +86,7 @@ def test_out_naming_the_queries_file_is_refused_and_the_queries_kept(tmp_path, s
         status, _, err = tessera("run", str(spec), "-q", str(queries), "--no-cache", "--out", str(out),
                                  home=tmp_path / "home")
         assert status == 2
-        one_error(err, "field 'out'", "is the --queries file")
+        one_error(err, "field '--out'", "is the --queries file")
         assert queries.read_text() == '{"_id": "q1", "text": "honey bees"}\n'  # was: replaced by the results
 
 

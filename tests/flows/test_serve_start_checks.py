@@ -100,7 +100,7 @@ def test_a_port_another_process_listens_on_is_refused(small_config, tmp_path, re
         port = listener.getsockname()[1]
         done = refused_by("--config", str(small_config()), "--port", str(port), tmp_path=tmp_path)
     assert done.returncode == 2, done.stderr
-    assert f"field 'port': port {port} on 127.0.0.1 is not free" in done.stderr
+    assert f"field '--port': port {port} on 127.0.0.1 is not free" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "home" / "serve").exists()  # refused before anything was written or started
 
@@ -157,7 +157,7 @@ def test_a_broken_config_is_one_line_naming_the_file(tmp_path, capsys):
     listed.write_text("- http_options\n- applications\n")
     for path, problem in ((broken, "is not valid YAML (line 2, column 1)"), (listed, "is a YAML list, not a mapping")):
         assert main(["serve", "--config", str(path), "--print-config"]) == 2
-        assert f"field 'config': the Serve config {path} {problem}" in capsys.readouterr().err
+        assert f"field '--config': the Serve config {path} {problem}" in capsys.readouterr().err
     listed.write_text(yaml.safe_dump({"applications": {"name": "tessera"}}))
     assert main(["serve", "--config", str(listed), "--print-config"]) == 2
     assert "field 'applications'" in capsys.readouterr().err

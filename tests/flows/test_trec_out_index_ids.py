@@ -43,7 +43,7 @@ def test_a_trec_out_over_an_index_with_a_spaced_id_is_refused_before_the_run(tmp
     status, stdout, err = tessera("run", "bm25", "--index", str(index), "-q", "honey", "--no-cache", "--out", str(out))
     assert status == 2, err
     lines = err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("tessera: error: field 'out'"), err  # no step ran: no progress
+    assert len(lines) == 1 and lines[0].startswith("tessera: error: field '--out'"), err  # no step ran: no progress
     assert f"index {index} holds the document id 'a b'" in lines[0] and ".jsonl" in lines[0]
     assert not out.exists() and stdout == ""
     status, _, err = tessera("run", "bm25", "--index", str(index), "-q", "honey", "--no-cache", "--quiet",

@@ -183,7 +183,7 @@ def test_runs_are_cached_until_the_qrels_change_and_resume_after_an_interruption
     (["--flow", "demo", "--k", "10,x"], "bad --k value '10,x'"),
     (["--flow", "demo", "--split", "dev"], "no qrels file"),
     (["--flow", "demo", "--cache-dir", str(SPECS / "demo.yaml")], "demo.yaml is a file, not a folder"),
-    (["--flow", "bm25", "--index-dir", str(SPECS / "demo.yaml")], "field 'index-dir': cannot make --index-dir"),
+    (["--flow", "bm25", "--index-dir", str(SPECS / "demo.yaml")], "field '--index-dir': cannot make --index-dir"),
     (["--flow", "demo", "--mlflow-uri", "sqlite:///x.db", "--no-mlflow"], "--mlflow-uri and --no-mlflow: give one"),
     (["--flow", "demo", "--no-cache", "--cache-dir", "c"], "--no-cache and --cache-dir: give one"),  # c was ignored
 ])

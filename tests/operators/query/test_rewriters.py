@@ -99,6 +99,23 @@ def test_the_prompts_own_words_are_no_keywords(fault_models):
     assert extra(create("query.keywords", {"model": "fault-ok"})(table))[0][3] == "search engines bee"
 
 
+def test_the_keyword_query_holds_at_most_count_keywords(fault_models):
+    """With ``count: 2`` the embedded model's 'insects make honey pollinate flowers' was kept whole (a run of words
+    was one keyword), a numbered list kept its numbers as words ('1 honeybee 2 pollination'), a label or an empty item
+    took a keyword's place, and a failed call gave the question's five keywords."""
+    def keywords(reply: str, model: str = "fault-ok") -> list[tuple[str, str]]:
+        fault_models.reply = reply
+        out = create("query.keywords", {"model": model, "count": 2, "num_retries": 0})(sample_queries(1))
+        return [(source, query) for _, _, source, query in extra(out)]
+
+    assert keywords("insects make honey pollinate flowers") == [("keywords", "insects make")]
+    assert keywords("1. honeybee\n2. pollination\n3. nectar") == [("keywords", "honeybee pollination")]
+    assert keywords("Keywords:\n- honeybee\n- pollination\n- nectar") == [("keywords", "honeybee pollination")]
+    assert keywords("honeybee, , pollination, nectar") == [("keywords", "honeybee pollination")]
+    assert keywords("honey bee colony, flower nectar, wax") == [("keywords", "honey bee colony flower nectar")]
+    assert keywords("", model="fault-error") == [("fallback_keywords", "insects make")]
+
+
 def test_a_looping_reply_is_no_query(fault_models):
     """SmolLM2 cut at max_tokens wrote 'A: A: A: ...' for query.expand's broaden, kept as a query (too short
     for ``repetition``, which needs 40 words)."""

@@ -1,0 +1,59 @@
+"""A command's errors name the option the user typed (``--cache-dir``), not the engine's field (``cache_dir``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from flows.commands import main
+from flows.commands._support import named_as_typed
+from operators.errors import SpecError
+
+
+@pytest.fixture
+def run_error(bm25_index, tmp_path, capsys, monkeypatch):
+    """``run_error(*options)``: the one error line of ``tessera run bm25`` over ``bm25_index`` with ``options``."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+
+    def run(*options: str, command=main, name: str = "run") -> str:
+        capsys.readouterr()
+        args = ["bm25", "--index", str(bm25_index), "--queries", "honey bees", "--quiet", "--executor", "local",
+                *options]
+        assert command([name, *args] if name else args) == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1, lines
+        return lines[0]
+
+    return run
+
+
+def test_run_names_the_options_as_typed(run_error, tmp_path):
+    """``--cache-dir FILE`` said ``field 'cache_dir'`` (the step cache's own name); ``--out``, ``--queries`` said
+    ``field 'out'``, ``field 'queries'``."""
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    err = run_error("--cache-dir", str(a_file))
+    assert err.startswith("tessera: error: field '--cache-dir': cache directory ") and "cache_dir" not in err
+    assert run_error("--cache-dir", str(a_file / "sub")).startswith("tessera: error: field '--cache-dir': ")
+    assert run_error("--cache-dir", "xx://bucket").startswith("tessera: error: field '--cache-dir': --cache-dir ")
+    assert run_error("--no-cache", "--cache-dir", str(tmp_path)).startswith("tessera: error: field '--cache-dir': ")
+    assert run_error("--out", str(tmp_path / "x.xyz")).startswith("tessera: error: field '--out': cannot write ")
+    err = run_error("--queries", str(tmp_path / "missing.jsonl"))
+    assert err == f"tessera: error: field '--queries': queries file not found: {tmp_path / 'missing.jsonl'}"
+
+
+def test_the_job_entry_point_names_them_too(run_error, tmp_path):
+    from flows.commands.run import main as run_main
+
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    assert run_error("--cache-dir", str(a_file), command=run_main, name="").startswith(
+        "tessera: error: field '--cache-dir': cache directory ")
+
+
+def test_a_steps_own_field_is_not_taken_for_an_option():
+    """An engine error about a step names that step's field (a param of the flow), whatever options share its name;
+    one of the command's own (``CliError``) or without a step is the option's."""
+    options = {"queries": "--queries", "cache_dir": "--cache-dir", "cache-dir": "--cache-dir"}
+    assert named_as_typed(SpecError("no queries", step="bm25", field="queries"), options).field == "queries"
+    assert named_as_typed(SpecError("no cache", field="cache_dir"), options).field == "--cache-dir"
+    assert named_as_typed(SpecError("other", field="k"), options).field == "k"
