@@ -147,11 +147,20 @@ def test_a_folder_of_pdfs_is_ingested_a_page_a_document_with_its_file_and_page(t
 @pytest.mark.ray
 @pytest.mark.slow
 def test_ray_and_local_build_the_same_dense_index(tmp_path, corpus30, ray_session, committed_docnos):
-    local = ingest(corpus30, tmp_path / "local", shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    chunk = {**CHUNK, "tokenizer": "all-MiniLM-L6-v2"}  # the encoder's pieces: they travel to it with the chunks
+    local = ingest(corpus30, tmp_path / "local", shard_size=10, executor="local", chunk=chunk, progress=False)
     events = []
-    on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=CHUNK, progress=False,
+    on_ray = ingest(corpus30, tmp_path / "ray", shard_size=10, executor="ray", chunk=chunk, progress=False,
                     on_progress=events.append)
     assert committed_docnos(tmp_path / "local") == committed_docnos(tmp_path / "ray")
+    import faiss
+    import numpy as np
+
+    for shard in Index.open(tmp_path / "local").manifest.shards:  # the same vectors, to a thread's float noise
+        local_flat, ray_flat = (faiss.read_index(str(tmp_path / side / "shards" / shard.id / "dense.faiss"))
+                                for side in ("local", "ray"))
+        assert np.allclose(local_flat.reconstruct_n(0, local_flat.ntotal), ray_flat.reconstruct_n(0, ray_flat.ntotal),
+                           atol=1e-5)
     # the embed actors report documents as they embed them, before the driver commits a shard
     ingesting = [e for e in events if e.stage == "ingest"]
     first_commit = next(i for i, e in enumerate(ingesting) if e.shards)
