@@ -357,11 +357,12 @@ def _auto_init_off() -> None:
     auto_init_hook.enable_auto_connect = False
 
 
-def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,
-                 progress=None):
-    """The embed actor pool appended to ``ds``, and its size."""
-    import ray.data
+def embed_resources(options: dict[str, Any], resources: dict[str, float], n_shards: int
+                    ) -> tuple[int, float | None, float]:
+    """The embed pool's size, and each actor's ``num_cpus`` and ``num_gpus`` (the step's, ``options``).
 
+    A GPU actor's one CPU (the ingest spec's ``num_cpus: 1``, beside ``num_gpus``) is left to Ray Data, which gives a
+    GPU actor one CPU unless told otherwise: passed both, it warns that they are "experimental" together."""
     num_cpus = options.get("num_cpus") or 1
     num_gpus = options.get("num_gpus") or 0
     if num_gpus > resources.get("GPU", 0):
@@ -376,8 +377,18 @@ def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str
         # encode on 10K glosses with min_size=1).
         fits = resources.get("GPU", 0) / num_gpus if num_gpus else resources.get("CPU", 1) / num_cpus
         size = max(1, min(int(fits), n_shards))
+    return size, (None if num_gpus and num_cpus == 1 else num_cpus), num_gpus
+
+
+def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str, float], *, n_shards: int,
+                 progress=None):
+    """The embed actor pool appended to ``ds``, and its size."""
+    import ray.data
+
+    size, num_cpus, num_gpus = embed_resources(options, resources, n_shards)
     kwargs = dict(fn_constructor_kwargs={"job": job, "progress": progress}, batch_size=None, batch_format="pyarrow",
-                  compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus, num_gpus=num_gpus or None)
+                  compute=ray.data.ActorPoolStrategy(size=size), num_gpus=num_gpus or None,
+                  **({} if num_cpus is None else {"num_cpus": num_cpus}))
     if num_gpus:  # map_batches refuses GPUs without a batch size; whole blocks are what we want
         return ds.map_batches_internal(_Embed, **kwargs), size
     return ds.map_batches(_Embed, **kwargs), size

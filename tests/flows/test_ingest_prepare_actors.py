@@ -1,5 +1,6 @@
-"""How many prepare actors (read and chunk shards) a Ray ingestion starts: the chunk step's ``concurrency``, else one
-per 4 CPUs of the cluster. One could not keep four embed actors on a GPU busy (docs/ingestion.md)."""
+"""A Ray ingestion's actor pools: how many prepare actors (read and chunk shards) it starts (the chunk step's
+``concurrency``, else one per 4 CPUs of the cluster: one could not keep four embed actors on a GPU busy,
+docs/ingestion.md), and what each embed actor asks of Ray."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from flows.ingestion import ingest
 from flows.ingestion.plan import build_plan
-from flows.ingestion.ray_pipeline import prepare_pool_size
+from flows.ingestion.ray_pipeline import embed_resources, prepare_pool_size
 from flows.spec import FlowSpec
 from operators.errors import SpecError
 
@@ -34,6 +35,19 @@ def _spec(chunk_concurrency: int | None) -> dict:
 ])
 def test_one_prepare_actor_per_four_cpus_unless_the_chunk_step_says(cpus, shards, concurrency, actors):
     assert prepare_pool_size({"CPU": float(cpus)}, shards, concurrency) == actors
+
+
+@pytest.mark.parametrize("options, cluster, pool", [
+    ({"num_cpus": 1, "num_gpus": 0.25}, {"CPU": 16, "GPU": 1}, (4, None, 0.25)),  # Ray Data's own 1 CPU a GPU actor
+    ({"num_cpus": 2, "num_gpus": 1}, {"CPU": 16, "GPU": 2}, (2, 2, 1)),  # another count is the step's to ask
+    ({"concurrency": 3, "num_cpus": 1, "num_gpus": 1}, {"CPU": 16, "GPU": 1}, (3, None, 1)),
+    ({"num_cpus": 1}, {"CPU": 2}, (2, 1, 0)),  # these machines: an actor per core
+    ({"num_cpus": 1, "num_gpus": 1}, {"CPU": 2}, (2, 1, 0)),  # no GPU in the cluster: on the CPUs, said below
+])
+def test_each_embed_actor_asks_for_the_steps_resources_and_no_cpu_beside_a_gpu_that_ray_adds_itself(
+        options, cluster, pool, caplog):
+    assert embed_resources(options, cluster, n_shards=184) == pool
+    assert ("embedding on CPUs" in caplog.text) == (options.get("num_gpus", 0) > cluster.get("GPU", 0))
 
 
 def test_the_chunk_steps_concurrency_reaches_the_plan(tmp_path):
