@@ -29,7 +29,6 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from _common import REPO_ROOT
@@ -97,6 +96,7 @@ def main() -> None:
                                "now, keeping piece ids": lambda: cut(now, prefix)}), len(texts), "before")
 
     from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.models.fast_tokens import longest_first
 
     embed = SentenceTransformerEmbedder({"title_column": "title"})
     embed.ensure_setup()
@@ -113,7 +113,7 @@ def main() -> None:
         out = []
         for rows, joined in shards:
             bodies = embed.piece_bodies(rows, "_pieces") if composed else None
-            order = np.argsort([-len(t) for t in joined], kind="stable")
+            order = longest_first(joined)
             for start in range(0, len(order), args.encode_batch):
                 part = order[start:start + args.encode_batch]
                 out.append(fast._features([joined[i] for i in part], None if bodies is None else

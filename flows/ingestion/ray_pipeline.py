@@ -361,8 +361,9 @@ def embed_resources(options: dict[str, Any], resources: dict[str, float], n_shar
                     ) -> tuple[int, float | None, float]:
     """The embed pool's size, and each actor's ``num_cpus`` and ``num_gpus`` (the step's, ``options``).
 
-    A GPU actor's one CPU (the ingest spec's ``num_cpus: 1``, beside ``num_gpus``) is left to Ray Data, which gives a
-    GPU actor one CPU unless told otherwise: passed both, it warns that they are "experimental" together."""
+    A GPU actor's one CPU (the ingest spec's ``num_cpus: 1``, beside ``num_gpus``) is left to Ray Data (None: not
+    passed), which gives a GPU actor one CPU unless told otherwise: passed both, it warns that they are
+    "experimental" together."""
     num_cpus = options.get("num_cpus") or 1
     num_gpus = options.get("num_gpus") or 0
     if num_gpus > resources.get("GPU", 0):
@@ -387,8 +388,7 @@ def _embed_stage(ds, job: ShardJob, options: dict[str, Any], resources: dict[str
 
     size, num_cpus, num_gpus = embed_resources(options, resources, n_shards)
     kwargs = dict(fn_constructor_kwargs={"job": job, "progress": progress}, batch_size=None, batch_format="pyarrow",
-                  compute=ray.data.ActorPoolStrategy(size=size), num_gpus=num_gpus or None,
-                  **({} if num_cpus is None else {"num_cpus": num_cpus}))
+                  compute=ray.data.ActorPoolStrategy(size=size), num_cpus=num_cpus, num_gpus=num_gpus or None)
     if num_gpus:  # map_batches refuses GPUs without a batch size; whole blocks are what we want
         return ds.map_batches_internal(_Embed, **kwargs), size
     return ds.map_batches(_Embed, **kwargs), size

@@ -38,9 +38,9 @@ from flows.ingestion.staging import read_staged
 from operators.store.errors import ShardDataError
 from operators.tables import concat, set_column
 
-INTERNAL = ("_shard", "_shard_rows", "_error", "_stage", "_pieces")  # in column_types.OWN_COLUMNS too
 #: The chunks' piece ids, from the chunker to the encoder (``_chunker``), never written.
 PIECES = "_pieces"
+INTERNAL = ("_shard", "_shard_rows", "_error", "_stage", PIECES)  # in column_types.OWN_COLUMNS too
 #: ``_stage`` of ``elsewhere_rows``: the shard was committed by another ingest of the same source.
 ELSEWHERE = "elsewhere"
 #: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
@@ -302,7 +302,8 @@ class Embedder:
                     self.job.faults.maybe_kill_worker(shard)
         from operators.embed.sentence_transformer import vectors_to_arrow
 
-        table = table.drop_columns([c for c in (PIECES,) if c in table.column_names])  # used: not sent on
+        if PIECES in table.column_names:
+            table = table.drop_columns([PIECES])  # used: not sent on to the writer
         out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
                          pa.array([], pa.list_(pa.float32(), self.dim)))
         out = set_column(out, "_error", pa.array(errors, pa.string()))
@@ -332,8 +333,11 @@ class Embedder:
         documents that fail alone."""
         try:
             self.job.faults.check_embed(doc_ids[i] for i in rows)
-            chosen = [texts[i] for i in rows]  # with their pieces when the chunker gave them (a proxy takes none)
-            vectors[rows] = self.op.encode(chosen, *([] if bodies is None else [[bodies[i] for i in rows]]))
+            chosen = [texts[i] for i in rows]
+            if bodies is None:  # no pieces from the chunker (and a Serve deployment's proxy takes none)
+                vectors[rows] = self.op.encode(chosen)
+            else:
+                vectors[rows] = self.op.encode(chosen, [bodies[i] for i in rows])
             return
         except Exception as err:  # noqa: BLE001 - isolated below, recorded in the ledger
             docs = list(dict.fromkeys(doc_ids[i] for i in rows))

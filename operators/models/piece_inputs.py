@@ -48,12 +48,13 @@ class PieceComposer:
         on ``PROBES``; else None."""
         from tokenizers import Tokenizer
 
-        spec = json.loads(tokenizer.to_str())
+        text = tokenizer.to_str()
+        spec = json.loads(text)
         kinds = tuple((spec.get(part) or {}).get("type") for part in ("normalizer", "pre_tokenizer", "model"))
         right = (tokenizer.padding or {}).get("direction", "right") == "right"
         if kinds != KINDS or (spec.get("post_processor") or {}).get("type") not in TEMPLATES or not right:
             return None
-        plain = Tokenizer.from_str(tokenizer.to_str())
+        plain = Tokenizer.from_str(text)
         plain.no_truncation()
         plain.no_padding()
         markers = plain.encode("").ids
