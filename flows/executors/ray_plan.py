@@ -42,13 +42,15 @@ Resources (``ClusterResources``)
 Spreading a model step (``spreads_input``, ``spread_rows``)
     An actor pool gives each block to one actor, and a retriever writes one block per 256
     queries, so an LLM step over fewer queries kept one actor of its pool busy and the
-    others idle. The input of an actor-pool stage whose step calls a model (a row or query
-    step: a corpus step gets everything in one call) is materialised and cut (at qid
-    boundaries where it is aligned) into blocks of at most its batch size, at least one per
-    actor and at most ``SPREAD_BLOCKS_MAX`` (or one per actor if more); each actor takes one
-    block at a time. The cut's tasks take milliseconds; waiting for the steps before it
-    (they no longer stream into the step, and its actors start after them) costs seconds,
-    so an input still streaming is cut only for ``SPREAD_MIN_QUERIES`` queries or more.
+    others idle; a source writes blocks of up to 128 MiB, so 300,000 passages reached two
+    of four GPU embedders. The input of an actor-pool stage whose step calls a language
+    model or asks for GPUs (a row or query step: a corpus step gets everything in one
+    call) is materialised and cut (at qid boundaries where it is aligned) into blocks of at
+    most its batch size, at least one per actor and at most ``SPREAD_BLOCKS_MAX`` (or one
+    per actor if more); each actor takes one block at a time. The cut's tasks take
+    milliseconds; waiting for the steps before it (they no longer stream into the step, and
+    its actors start after them) costs seconds, so an input still streaming is cut only for
+    ``SPREAD_MIN_QUERIES`` queries or more.
 """
 
 from __future__ import annotations
@@ -91,10 +93,13 @@ def runs_as_tasks(flow: Flow, stage: Stage) -> bool:
 
 
 def spreads_input(flow: Flow, stage: Stage) -> bool:
-    """Whether a stage's input is spread over its actors (module docstring): it runs on an actor pool, its step calls
-    a model (``Operator.calls_model``, also an operator it runs inside itself) and is no corpus step (one call)."""
-    op = flow.operators[stage[0]]
-    return not runs_as_tasks(flow, stage) and op.scope != "corpus" and any(o.calls_model() for _, o in op.walk())
+    """Whether a stage's input is spread over its actors (module docstring): it runs on an actor pool, is no corpus
+    step (one call), and its step calls a language model (``Operator.calls_model``, also an operator it runs inside
+    itself) or asks for GPUs (a source's one big block kept 2 of 4 GPU embedders busy, docs/results.md)."""
+    step = stage[0]
+    op = flow.operators[step]
+    heavy = bool(flow.step_option(step, "num_gpus")) or any(o.calls_model() for _, o in op.walk())
+    return not runs_as_tasks(flow, stage) and op.scope != "corpus" and heavy
 
 
 def spread_rows(rows: list[int], actors: int, batch_size: int | None) -> int | None:

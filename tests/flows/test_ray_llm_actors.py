@@ -46,14 +46,17 @@ def test_a_few_queries_stream_into_a_model_step_uncut():
     assert spreads_streamed_input(40) and spreads_streamed_input(0)  # 0: the flow starts at a source
 
 
-def test_only_an_actor_pool_stage_that_calls_a_model_is_spread():
+def test_only_an_actor_pool_stage_that_calls_a_model_or_asks_for_gpus_is_spread():
     flow = FlowSpec.parse({"name": "s", "steps": {
         "words": {"op": "analyze.word_count"},
         "pooled": {"op": "analyze.word_count", "concurrency": 2, "inputs": ["words"]},
         "answer": {"op": "generate.answer", "params": {"context_column": None}, "inputs": ["words"]},
+        "on_gpus": {"op": "analyze.word_count", "num_gpus": 0.25, "concurrency": 4, "inputs": ["words"]},
+        "one_call": {"op": "preprocess.dedup", "num_gpus": 1, "inputs": ["words"]},  # a corpus step: one call
     }, "output": "answer"}).build()
-    assert spreads_input(flow, ("answer",))
+    assert spreads_input(flow, ("answer",)) and spreads_input(flow, ("on_gpus",))
     assert not spreads_input(flow, ("words",)) and not spreads_input(flow, ("pooled",))
+    assert not spreads_input(flow, ("one_call",))
 
 
 def test_even_bounds_keep_each_qids_rows_in_one_piece():
