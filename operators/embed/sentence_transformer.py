@@ -173,10 +173,12 @@ class SentenceTransformerEmbedder(Operator):
         ingestion's chunks sized in other units than its pieces lost their ends unseen."""
         if truncated and not self._truncation_noted:
             self._truncation_noted = True
+            hint = f"preprocess.chunk with tokenizer: {self.params.model} sizes chunks to fit"
+            if self.params.title_column:  # chunks sized to fit can still lose their ends to a long title
+                hint += f"; each text is read after its {self.params.title_column!r}, which needs room too"
             log.warning("%s: %d of %d texts in one call are longer than %s reads (%d word pieces); only their "
-                        "beginnings are embedded (preprocess.chunk with tokenizer: %s sizes chunks to fit)",
-                        self.step_id, truncated, texts, self.params.model, self._model.max_seq_length,
-                        self.params.model, extra={"note": True})
+                        "beginnings are embedded (%s)", self.step_id, truncated, texts, self.params.model,
+                        self._model.max_seq_length, hint, extra={"note": True})
 
     def transform(self, table: pa.Table) -> pa.Table:
         vectors = self.encode(self.texts(table))

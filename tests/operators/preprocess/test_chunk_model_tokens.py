@@ -138,6 +138,14 @@ def test_the_embedder_says_once_that_texts_were_cut(caplog):
     notes = [r for r in caplog.records if "longer than" in r.getMessage()]
     assert len(notes) == 1 and getattr(notes[0], "note", False)
     assert "embed: 2 of 3 texts" in notes[0].getMessage() and "256" in notes[0].getMessage()
+    assert "title" not in notes[0].getMessage()
+    titled = create("embed.sentence_transformer", {"model": MODEL, "title_column": "title"}, step_id="titled")
+    with caplog.at_level(logging.WARNING, logger="operators"):  # a text that fits, pushed over by its long title
+        text, title = " ".join(["honey"] * 200), " ".join(["bee"] * 100)
+        assert len(pieces(text)) == 200 and len(pieces(title)) == 100
+        titled(pa.table({"text": [text], "title": [title]}))
+    titled_notes = [r.getMessage() for r in caplog.records if r.getMessage().startswith("titled:")]
+    assert len(titled_notes) == 1 and "after its 'title', which needs room too" in titled_notes[0]
     with caplog.at_level(logging.WARNING, logger="operators"):
         create("embed.sentence_transformer", {"model": MODEL}, step_id="fits")(pa.table({"text": ["short"] * 3}))
     assert not [r for r in caplog.records if "fits:" in r.getMessage()]
