@@ -17,10 +17,20 @@ mkdir -p "$tmp/site" "$tmp/sets" "$out"
 for archive in site site-serve; do tar xJf "$carried/$archive.tar.xz" -C "$tmp/site" || exit 1; done
 tar xJf "$carried/data.tar.xz" -C "$tmp/sets" || exit 1
 export PYTHONPATH="$tmp/site:$PWD" HF_HUB_OFFLINE=1 TESSERA_HOME="$tmp/tessera-home" PYTHONUNBUFFERED=1
+# py-spy caught the 2026-12-04 lease's Ray workers compiling numpy's and Ray's sources at their start: the
+# packages came without byte code, so each process compiled what it imported. Byte code goes to a cache of this
+# call's own (every process reads it), filled here once, in the background, while the corpus is built.
+unset PYTHONDONTWRITEBYTECODE
+export PYTHONPYCACHEPREFIX="$tmp/pycache"
 started=$(date +%s)
 at() { echo "[$(( $(date +%s) - started )) s] $*"; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 python3 -c "import torch, ray, faiss, pydantic; print('torch', torch.__version__, 'ray', ray.__version__)"
+packages=$(python3 -c "import importlib.util as u; print(' '.join(u.find_spec(m).submodule_search_locations[0] for m in
+    ('numpy', 'pandas', 'pyarrow', 'torch', 'transformers', 'sentence_transformers', 'tokenizers', 'scipy')
+    if u.find_spec(m)))")
+python3 -m compileall -q -j 8 "$tmp/site" $packages operators flows >/dev/null 2>&1 &
+compiled=$!
 
 python3 benchmarks/build_scale_corpus.py --data "$tmp/sets" --count "${SCALE_COUNT:-916618}" --out "$tmp/scale" --quiet >"$tmp/corpus.log" 2>&1 &
 full_corpus=$!
@@ -34,7 +44,7 @@ if [ "${GPU_CHECK_SECONDS:-170}" != 0 ]; then  # 0: the ingestion alone
     grep -v -i warn "$out/gpu_check.log" | tail -20
 fi
 at "waiting for the scale corpus"
-wait $full_corpus
+wait $full_corpus $compiled
 tail -3 "$tmp/corpus.log"
 at "the 916K ingestion"
 # GPU_RAY_RUNS: gpu_ray.py runs one after another, "SECONDS|ARGS;SECONDS|ARGS..." (default: one, GPU_RAY_SECONDS and
