@@ -103,6 +103,10 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     if out_path is not None and queries_file not in (None, "-") and _same_file(queries_file, out_path):
         raise CliError(f"--out {args.out} is the --queries file: the results would replace the queries; write them "
                        "to another file", field="out")
+    if out_path is not None and queries_file not in (None, "-") and _same_file(queries_file,
+                                                                                Path(answers_path(str(out_path)))):
+        raise CliError(f"--out {args.out} would put the queries' answers in {answers_path(args.out)}, the --queries "
+                       "file; name --out otherwise", field="out")
     if out_path is not None and out_path.suffix.lower() in TREC_SUFFIXES:  # refused now, not after the whole run
         keeps = "; --out to .parquet, .jsonl or .csv keeps it"
         check_trec_ids(queries.column("qid").to_pylist(), "qid", keeps)
@@ -120,13 +124,40 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     reporter = ProgressReporter(enabled=not args.quiet, flow=flow.name)
     with cancel_on_interrupt(token), reporter:
         result = executor.run(flow, queries, progress=reporter, cancel=token)
+    answers = 0
     if out_path is not None:
         write_results(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM (_signals): no temporary file left
+        answers = _write_answers(result, queries, args.out)
         if not args.quiet:
-            print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}",
-                  file=sys.stderr)
-    _print(args, result, queries, out_path)
+            print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}"
+                  + (f" and {answers} quer{'y' if answers == 1 else 'ies'}' answers and metadata to "
+                     f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
+    _print(args, result, queries, out_path, answers)
     return EXIT_OK
+
+
+def answers_path(out: str) -> str:
+    """Where ``--out``'s per-query metadata (a RAG flow's answer, sources and usage) goes: ``NAME.queries.jsonl``
+    beside ``NAME.SUFFIX``, a URI's too."""
+    return f"{out.rpartition('.')[0]}.queries.jsonl"
+
+
+def _write_answers(result, queries, out: str) -> int:
+    """The queries' metadata as JSON lines (``qid``, ``query``, then the metadata, in the queries' order), beside the
+    rows: the rows hold documents, and an answer is no row. Returns how many queries have some (0: no file)."""
+    import json
+
+    from operators.atomic import replacing
+
+    if not result.metadata:
+        return 0
+    texts = dict(zip(queries.column("qid").to_pylist(), queries.column("query").to_pylist()))
+    order = [q for q in texts if q in result.metadata] + [q for q in result.metadata if q not in texts]
+    lines = [json.dumps({"qid": q, "query": texts.get(q), **result.metadata[q]}, default=str, ensure_ascii=False)
+             for q in order]
+    with uris.local_output(answers_path(out), "out") as local, replacing(Path(local)) as tmp:
+        Path(tmp).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return len(lines)
 
 
 def _same_file(queries: str, out: Path) -> bool:
@@ -137,7 +168,7 @@ def _same_file(queries: str, out: Path) -> bool:
         return False
 
 
-def _print(args: argparse.Namespace, result, queries, out_path) -> None:
+def _print(args: argparse.Namespace, result, queries, out_path, answers: int) -> None:
     """What stdout gets. With --json one document: every row, or at most --top per query when given (with --out, also
     where the rows went). Else the tables (--top rows each, default 10), the steps and the summary line; with --out
     the rows are in the file, so the tables only when --top is given, and with --quiet nothing."""
@@ -149,6 +180,8 @@ def _print(args: argparse.Namespace, result, queries, out_path) -> None:
         if out_path is not None:
             data["out"] = {"path": args.out if uris.is_uri(args.out) else str(out_path),
                            "rows": result.table.num_rows}
+            if answers:
+                data["out"]["answers"] = {"path": answers_path(data["out"]["path"]), "queries": answers}
         print_json(data)
         return
     if out_path is not None and args.quiet:
