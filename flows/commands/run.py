@@ -91,6 +91,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     flow, mosaic_query = load_flow(args.flow, index=index, given=args.index)
     if index:  # the flow reads it (load_flow refused it otherwise): Index.open's error now, not the first search's
         check_index_exists(index)
+    if queries_file is not None and query_step(flow) is None:  # as an unused --index is refused
+        raise CliError(f"--queries would not be used: flow '{flow.name}' reads no queries (its steps start at a "
+                       "source); drop --queries", field="queries")
     if queries_file is not None:
         queries = read_queries(queries_file)
     elif mosaic_query is not None:

@@ -109,6 +109,19 @@ def test_a_spec_that_does_not_build_says_why_before_the_unused_index(tessera, tm
     assert status == 2 and "reads no index; drop --index" in err, err
 
 
+def test_queries_for_a_flow_that_reads_none_are_refused_as_an_unused_index_is(tessera, tmp_path):
+    """--queries on a flow whose steps start at a source ran it anyway: "1 query (1 with no results)", unread."""
+    corpus = tmp_path / "docs.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "Honey bees make honey."}\n')
+    spec = tmp_path / "read.yaml"
+    spec.write_text(f"name: read\nsteps:\n  read: {{op: sources.jsonl, params: {{path: '{corpus}'}}}}\n")
+    status, _, err = tessera("run", spec, "--queries", "bees", "--quiet")
+    assert status == 2 and err.count("\n") == 1, err
+    assert "field '--queries': --queries would not be used: flow 'read' reads no queries" in err, err
+    status, out, err = tessera("run", spec, "--json", "--quiet")
+    assert status == 0 and [r["docno"] for r in json.loads(out)["rows"]] == ["d1"], err
+
+
 # -- 2. documents that failed to ingest are a warning of the benchmark ---------------------------------
 
 
