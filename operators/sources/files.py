@@ -68,10 +68,12 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     def _paths(self) -> list[Path]:
         """The files to read; those of other kinds in a folder or glob are named in one warning (once)."""
         path = Path(os.path.expanduser(self.params.path))
+        folders: list[Path] = []
         if path.is_dir():
             named = [p for p in path.iterdir() if not p.name.startswith(".")]
             warn_dangling(named, self)
             found = sorted(p for p in named if p.is_file())
+            folders = sorted(p for p in named if p.is_dir())
         elif glob.has_magic(str(path)):
             found = resolve_paths(self.params.path, op=self)
         else:
@@ -82,15 +84,20 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             return [file]
         readable = [p for p in found if is_document_file(p)]
         others = [p for p in found if not is_document_file(p)]
+        glob_hint = f"a glob reads them too: '{os.path.join(self.params.path, '**', '*')}'"
         if not readable:
+            below = f"; its {len(folders)} subfolder(s) are not read ({glob_hint})" if folders else ""
             raise SourceNotFoundError(f"'{self.params.path}' holds no document file ({', '.join(SUFFIXES)}) among "
-                                      f"its {len(found)} file(s)", op=self.name, step=self.step_id,
+                                      f"its {len(found)} file(s){below}", op=self.name, step=self.step_id,
                                       field="params.path")
-        if others and not getattr(self, "_warned", False):
+        if (others or folders) and not getattr(self, "_warned", False):
             self._warned = True
-            shown = ", ".join(relative_name(p, self.params.path) for p in others[:10])
-            log.warning("%s: %d file(s) not read, of a kind no reader takes: %s%s (read: %s)", self.params.path,
-                        len(others), shown, ", ..." if len(others) > 10 else "", ", ".join(SUFFIXES))
+            if others:
+                log.warning("%s: %d file(s) not read, of a kind no reader takes: %s (read: %s)", self.params.path,
+                            len(others), _shown(others, self.params.path), ", ".join(SUFFIXES))
+            if folders:  # a folder's own files only: a user who put documents in a subfolder is told where they went
+                log.warning("%s: %d subfolder(s) not read: %s (%s)", self.params.path, len(folders),
+                            _shown(folders, self.params.path), glob_hint)
         return readable
 
     def read(self, split: str | None) -> Iterator[pa.Table]:
@@ -110,6 +117,11 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             log.warning("%s", message)
         return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
                  "path": name, "page": None}]
+
+
+def _shown(paths: list[Path], root: str) -> str:
+    """The first ten of ``paths`` as names from ``root``, then "..." for the rest."""
+    return ", ".join(relative_name(p, root) for p in paths[:10]) + (", ..." if len(paths) > 10 else "")
 
 
 def _table(documents: list[dict[str, Any]]) -> pa.Table:

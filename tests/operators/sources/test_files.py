@@ -12,6 +12,7 @@ import pytest
 from operators.errors import SourceError, SourceNotFoundError
 from operators.registry import create
 from operators.sources.file_text import html_text, read_text_file
+from operators.sources.files import SUFFIXES
 from operators.testing import OperatorContract
 
 PAGE = """<!doctype html><html><head><title>Weta  &amp; wetapunga</title><style>p {color: red}</style>
@@ -60,9 +61,21 @@ def test_a_mixed_folder_is_read_each_file_by_its_kind_and_the_others_named_once(
         ("notes.md", None, "Kiwi, the bird"), ("notes.txt", None, "notes"), ("weta.html", None, "Weta & wetapunga")]
     assert rows["notes.txt"]["text"] == "Honey bees make honey from nectar.\n"
     assert rows["weta.html"]["text"] == "Giant weta\nAmong the heaviest insects\nin the world.\nWetapunga\nTree weta"
-    [warning] = [r.getMessage() for r in caplog.records]  # once for the operator, though it was called twice
+    # once for the operator, though it was called twice
+    [warning, below] = [r.getMessage() for r in caplog.records]
     assert warning.startswith(f"{docs}: 2 file(s) not read, of a kind no reader takes: photo.png, report.docx (read: ")
     assert ".hidden" not in warning
+    assert below == f"{docs}: 1 subfolder(s) not read: sub (a glob reads them too: '{docs}/**/*')"
+
+
+def test_a_folder_whose_documents_are_all_in_subfolders_says_how_to_read_them(tmp_path):
+    (tmp_path / "docs" / "2024").mkdir(parents=True)
+    (tmp_path / "docs" / "2024" / "lunch.html").write_text("<p>Lunch is at noon.</p>")
+    (tmp_path / "docs" / "photo.jpg").write_bytes(b"\xff\xd8")
+    with pytest.raises(SourceNotFoundError) as error:
+        create("sources.files", {"path": str(tmp_path / "docs")})(pa.table({}))
+    assert str(error.value).endswith(f"holds no document file ({', '.join(SUFFIXES)}) among its 1 file(s); its 1 "
+                                     f"subfolder(s) are not read (a glob reads them too: '{tmp_path}/docs/**/*')")
 
 
 def test_a_file_a_glob_and_a_glob_of_every_file_below_a_folder(docs):
