@@ -39,8 +39,13 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     hidden files are not among them (macOS' ``._a.jsonl``, an editor's copy), as a glob's ``*`` leaves them out."""
     path = Path(os.path.expanduser(pattern))
     if path.is_dir():
-        named = [p for p in path.iterdir() if p.name.endswith(suffixes or ("",)) and not p.name.startswith(".")]
+        shown = [p for p in path.iterdir() if not p.name.startswith(".")]
+        named = [p for p in shown if p.name.endswith(suffixes or ("",))]
+        folders = sorted(p for p in shown if p.is_dir())
         missing = f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob"
+        if folders:
+            missing += f" ('{subfolder_glob(pattern, suffixes)}' reads its {len(folders)} subfolder(s) too)"
+            warn_subfolders(pattern, folders, op, suffixes)
     elif glob.has_magic(str(path)):
         named = [Path(p) for p in glob.glob(str(path), recursive=True)]
         missing = f"no file matches '{pattern}' (working directory {os.getcwd()})"
@@ -53,6 +58,27 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
     if not found:
         raise SourceNotFoundError(missing, op=op.name, step=op.step_id, field="params.path")
     return found
+
+
+#: The folders whose subfolders were warned of in this process (absolute), as ``_warned_dangling``.
+_warned_subfolders: set[str] = set()
+
+
+def warn_subfolders(pattern: str, folders: list[Path], op: Any, suffixes: tuple[str, ...] = ()) -> None:
+    """One warning naming the subfolders a folder source leaves out, with the glob that reads them: a user's files in
+    a subfolder were left out without a word."""
+    where = os.path.abspath(os.path.expanduser(pattern))
+    if where in _warned_subfolders:
+        return
+    _warned_subfolders.add(where)
+    shown = ", ".join(p.name for p in folders[:10]) + (", ..." if len(folders) > 10 else "")
+    logger.warning("%s: %d subfolder(s) not read: %s (a glob reads them too: '%s')", pattern, len(folders), shown,
+                   subfolder_glob(pattern, suffixes))
+
+
+def subfolder_glob(pattern: str, suffixes: tuple[str, ...] = ()) -> str:
+    """The glob that reads a folder's files below it too, of the source's first suffix."""
+    return os.path.join(pattern, "**", "*" + (suffixes[0] if suffixes else ""))
 
 
 #: The dangling links warned of in this process (absolute): a source's files are listed by each step that plans,

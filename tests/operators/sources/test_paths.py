@@ -71,3 +71,30 @@ def test_each_kind_of_pattern_that_finds_no_file_says_which_it_was(tmp_path, mon
             resolve_paths(pattern, op=op, suffixes=(".jsonl",))
         assert said in str(raised.value) and raised.value.field == "params.path", str(raised.value)
     assert resolve_paths("a.jsonl", op=op) == [Path("a.jsonl")]
+
+
+def test_a_folder_sources_subfolders_are_named_once_with_the_glob_that_reads_them(tmp_path, caplog):
+    import logging
+
+    import pyarrow as pa
+    import pytest
+
+    from operators.errors import SourceNotFoundError
+    from operators.registry import create
+
+    (tmp_path / "corpus" / "2024").mkdir(parents=True)
+    (tmp_path / "corpus" / "a.jsonl").write_text('{"_id": "d1", "text": "Honey bees make honey."}\n')
+    (tmp_path / "corpus" / "2024" / "b.jsonl").write_text('{"_id": "d2", "text": "Bees live in hives."}\n')
+    op = create("sources.jsonl", {"path": str(tmp_path / "corpus")})
+    with caplog.at_level(logging.WARNING, logger="tessera.sources"):
+        assert op(pa.table({})).column("docno").to_pylist() == ["d1"]
+        op(pa.table({}))
+    assert [r.getMessage() for r in caplog.records] == [
+        f"{tmp_path}/corpus: 1 subfolder(s) not read: 2024 (a glob reads them too: '{tmp_path}/corpus/**/*.jsonl')"]
+    glob_op = create("sources.jsonl", {"path": f"{tmp_path}/corpus/**/*.jsonl"})
+    assert glob_op(pa.table({})).column("docno").to_pylist() == ["d2", "d1"]  # the glob's files, sorted by path
+
+    (tmp_path / "corpus" / "a.jsonl").unlink()  # documents only below: the error says how to read them
+    with pytest.raises(SourceNotFoundError, match=r"holds no \.jsonl or .* files; give a file or a glob "
+                       r"\('.*/corpus/\*\*/\*\.jsonl' reads its 1 subfolder\(s\) too\)"):
+        create("sources.jsonl", {"path": str(tmp_path / "corpus")})(pa.table({}))
