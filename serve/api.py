@@ -154,6 +154,12 @@ class ModelAPI:
                 body["default_index"] = "missing" if service.default_index_missing() else "ok"
         return body
 
+    @app.head("/healthz")
+    async def healthz_head(self) -> dict[str, Any]:
+        """``GET /healthz``'s status and headers without its body: the probe of load balancers that send ``HEAD``
+        (a route of its own, for an operation id of its own in the API's description)."""
+        return await self.healthz()
+
     @app.post("/v1/embeddings")
     async def embeddings(self, body: EmbeddingsRequest) -> dict[str, Any]:
         vectors, tokens = await self._embed(body.model, body.texts(), body.dimensions, "dimensions")

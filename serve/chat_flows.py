@@ -41,8 +41,9 @@ from serve.threads import in_pool
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_search import queries_table, run_online
-from serve.schemas import ModelCard
+from serve.flow_request import blank
 from serve.flow_resolution import FlowFile, flow_owner, load_spec
+from serve.schemas import ModelCard
 
 #: The operators that read the conversation before the question from a query column (``messages_column``).
 CONVERSATION_OPS = ("retrieve.messages", "query.contextualize")
@@ -138,7 +139,7 @@ def _question(request: Any) -> tuple[str, list[dict[str, str]]]:
                 raise ApiError(422, f"messages: the last user message is the flow's query and has {len(question)} "
                                f"characters, over the limit max_query_chars={longest}", param="messages",
                                code="max_query_chars")
-            if question:
+            if not blank(question):
                 return question, earlier
             break
     raise ApiError(422, "messages: a flow answers the last user message, and there is no user message with text",
@@ -209,7 +210,8 @@ def prepare_flow(spec: FlowSpec, request: Any, tenant: str, documents: list[dict
 def run_flow(prepared: svc.Prepared, table: pa.Table,
              sink: Sink | None = None, cancel: CancelToken | None = None) -> dict[str, Any]:
     """Run the prepared flow over ``table``; the assistant message, the usage and the answer (``sink`` gets the
-    answer as it is written; ``cancel`` stops the flow). A failure is a 500 naming the flow."""
+    answer as it is written; ``cancel`` stops the flow). A failure the request's flow causes is the 4xx of
+    ``run_online`` (a corpus file it names that is not there); any other a 500 naming the flow."""
     try:
         with streaming_answers(sink) if sink is not None else contextlib.nullcontext():
             result = run_online(prepared, table, cancel)

@@ -4,6 +4,7 @@ flow (``Service.prepare`` runs them in its steps, serve/service.py)."""
 from __future__ import annotations
 
 import logging
+import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,8 +28,9 @@ class FlowRequest(BaseModel):
     queries: list[Text] | None = Field(None, description="Several queries (at most max_queries_per_request, each "
                                        "at most max_query_chars characters).")
     index: str | None = Field(None, description="Index for retrieval steps that name none; default: the app's.")
-    top_k: int | None = Field(None, gt=0, description="Keep the best top_k rows per query of a flow that ranks "
-                              "(retrieval steps fetch at least that many); default: every row the flow gives.")
+    top_k: int | None = Field(None, gt=0, strict=True, description="Keep the best top_k rows per query of a flow "
+                              "that ranks (retrieval steps fetch at least that many); default: every row the flow "
+                              "gives.")
 
     @field_validator("flow", mode="before")
     @classmethod
@@ -49,7 +51,13 @@ class FlowRequest(BaseModel):
 class SearchRequest(FlowRequest):
     """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
 
-    top_k: int | None = Field(10, gt=0, description="Hits per query.")
+    top_k: int | None = Field(10, gt=0, strict=True, description="Hits per query.")
+
+
+def blank(text: str) -> bool:
+    """Whether a query holds nothing to search for: only whitespace and control characters (a NUL, which
+    ``str.strip`` keeps), no word to match: searched for, it would bring arbitrary documents, as a blank one would."""
+    return all(char.isspace() or unicodedata.category(char) == "Cc" for char in text)
 
 
 @dataclass

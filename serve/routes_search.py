@@ -88,6 +88,9 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
             # to change, so a 422 naming it; any other failure of a step (a model's) stays a 500.
             raise ApiError(422, without_server_paths(str(err)), param=err.field or "flow",
                            code="flow_not_runnable") from None
+        if (param := _refused_param(err, prepared)) is not None:  # a value of its params, refused once it ran (a
+            # corpus file that is not there): the request's too, where a 500 said the server failed
+            raise ApiError(422, without_server_paths(str(err)), param=param, code="flow_not_runnable") from None
         raise
     result.metadata = public_metadata(result.metadata)  # a step's failure, as chats and searches answer it
     limit = svc.current().limits.max_result_rows
@@ -95,6 +98,29 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
                        code="max_result_rows")
     return result
+
+
+def _refused_param(err: Exception, prepared: svc.Prepared) -> str | None:
+    """The field of the request's flow (``steps.<id>.params.<name>``) whose value a step refused once it ran: an
+    ``OperatorError`` of the step's own operator naming one of its params (``retrieve.corpus_bm25``'s corpus that
+    does not exist, or is a folder), or a ``SourceError`` of a source the step reads its one local file with (a
+    corpus that is not JSONL). None for any other failure: one that names no param (a model's, a bug's) or a param
+    of no step of the spec (a nested operator's), and the index store's, answered above or a 500."""
+    from operators.errors import OperatorError, SourceError, in_chain
+    from operators.local_files import local_path_params
+    from operators.registry import get_operator
+    from operators.store import IndexStoreError
+
+    step = prepared.spec.steps.get(getattr(err, "step", None) or "")
+    if not isinstance(err, OperatorError) or step is None or in_chain(err, IndexStoreError) is not None:
+        return None
+    field = err.field or ""
+    if err.op == step.op and field.startswith("params."):
+        return f"steps.{err.step}.{field}"
+    files = list(local_path_params(get_operator(step.op).Params))
+    if isinstance(err, SourceError) and len(files) == 1:
+        return f"steps.{err.step}.params.{files[0]}"
+    return None
 
 
 def _deleted(prepared: svc.Prepared) -> str | None:

@@ -14,11 +14,13 @@ import asyncio
 import base64
 import binascii
 import json
+import math
 from typing import Any, Literal
 
 from fastapi import APIRouter, Body, Query, Request
 from fastapi.responses import PlainTextResponse
 
+from operators.unicode import unicode_problem
 from serve import service as svc
 from serve.auth import LOCAL_TENANT
 from serve.errors import ApiError
@@ -97,12 +99,16 @@ def cursor(task: dict[str, Any]) -> str:
 
 
 def read_cursor(before: str) -> tuple[float, str]:
-    """``before`` as ``cursor`` wrote it; a 422 naming ``before`` otherwise."""
+    """``before`` as ``cursor`` wrote it; a 422 naming ``before`` otherwise. Only what ``cursor`` writes: a finite
+    time and an id of text without NUL, since Python's JSON also reads ``NaN`` and ``1e400`` (no task's time), a lone
+    surrogate (which no store's text holds: SQLite raised) and a NUL (which PostgreSQL's text refuses)."""
     try:
         created, task_id = json.loads(base64.urlsafe_b64decode(before + "=" * (-len(before) % 4)))
         if isinstance(created, (int, float)) and not isinstance(created, bool) and isinstance(task_id, str):
-            return float(created), task_id
-    except (ValueError, TypeError, binascii.Error):  # not base64, not JSON, not a pair
+            created = float(created)
+            if math.isfinite(created) and unicode_problem(task_id) is None and "\x00" not in task_id:
+                return created, task_id
+    except (ValueError, TypeError, OverflowError, binascii.Error):  # not base64, not JSON, not a pair, no float
         pass
     raise ApiError(422, "before: not a cursor of GET /tasks; send the 'next' of the page before, as it came",
                    param="before", code="invalid_cursor")

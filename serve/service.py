@@ -27,7 +27,7 @@ from operators.unicode import first_broken_text
 from serve import taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
-from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_reading_documents,
+from serve.flow_request import (Asked, FlowRequest, SearchRequest, blank, check_models_here, refuse_reading_documents,
                                 validation_error)
 from serve.flow_resolution import FlowResolution
 from serve.index_owner import restore_rows
@@ -156,7 +156,7 @@ class Service(FlowResolution):
         texts, longest = asked.texts, self.limits.max_query_chars
         for position, text in enumerate(texts):
             which, param = ("the query", "query") if len(texts) == 1 else (f"query {position + 1}", "queries")
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or blank(text):
                 raise ApiError(422, f"{which} is empty", param=param, code="empty_query")
             if len(text) > longest:
                 raise ApiError(422, f"{which} has {len(text)} characters, over the limit max_query_chars={longest}",

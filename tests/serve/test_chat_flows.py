@@ -89,6 +89,24 @@ def test_unknown_flows_flows_without_answers_and_outside_indices_are_openai_erro
     assert task.status_code == 422 and task.json()["error"]["param"] == "steps.bm25.params.index"
 
 
+def test_a_saved_flow_whose_corpus_is_not_there_is_a_422_naming_the_param(client, serve_app, repo_root):
+    """Its chat was a 500 ``flow_error``, the corpus file the request's own flow names being missing."""
+    import openai
+
+    missing = str(repo_root / "data" / "nope.jsonl")  # under the data roots, wherever the replica runs
+    spec = {"steps": {"m": {"op": "retrieve.corpus_bm25", "params": {"corpus": missing}},
+                      "context": {"op": "generate.context", "inputs": ["m"]},
+                      "answer": {"op": "generate.answer", "inputs": ["context"]}}}
+    assert requests.put(f"{serve_app}/flows/brokenrag", json=spec, timeout=30).status_code == 201
+    with pytest.raises(openai.UnprocessableEntityError) as err:
+        client.chat.completions.create(model="brokenrag", messages=QUESTION)
+    assert (err.value.body["param"], err.value.body["code"]) == ("steps.m.params.corpus", "flow_not_runnable")
+    assert "corpus file not found: nope.jsonl" in err.value.message and str(repo_root) not in err.value.message
+    cohere = requests.post(f"{serve_app}/v2/chat", json={"model": "brokenrag", "messages": QUESTION}, timeout=120)
+    assert cohere.status_code == 422 and cohere.json()["error"]["param"] == "steps.m.params.corpus", cohere.text
+    assert requests.delete(f"{serve_app}/flows/brokenrag", timeout=30).status_code in (200, 204)
+
+
 def test_earlier_messages_feed_a_flow_with_retrieve_messages(client, serve_app):
     """A saved flow with retrieve.messages: the earlier assistant answer becomes a numbered source."""
     flow = {"steps": {

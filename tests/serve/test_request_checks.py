@@ -1,6 +1,7 @@
 """Bodies the service refuses naming their field, never with a 500: index names longer than a file name can be, a
 mosaicRAG step whose ``parameters`` is not an object, a query longer than ``max_query_chars`` (a search's, a task's,
-a chat's question), a chat content part that is not text; a search whose index is deleted while it runs is a 404;
+a chat's question), a query of only blanks or control characters (a NUL), a ``top_k`` that is not a JSON integer,
+a chat content part that is not text; a search whose index is deleted while it runs is a 404;
 a task whose code fails outside its flow's own error handling fails with that error. Real specs, a real BM25
 index and a real SQLite task store, through ``Service`` and the routes' functions; nothing runs on Ray."""
 
@@ -62,6 +63,42 @@ def test_an_index_name_of_255_bytes_is_looked_for(service):
 def test_a_refusal_names_the_field_as_the_body_wrote_it(service, body, search, field, words):
     err = refusal(service, body, search=search)
     assert err.field == field and words in err.message, (err.field, err.message)
+
+
+@pytest.mark.parametrize("top_k", ["3", True, 3.0, "1e1"])
+def test_a_top_k_that_is_not_an_integer_is_refused_as_the_model_routes_refuse_one(service, top_k):
+    """``top_k: "3"`` was read as 3 and ``true`` as 1, where the model routes refuse a string or a boolean for a
+    number (``max_tokens: "3"``): strict alike, a search's and a task's."""
+    for search in (True, False):
+        err = refusal(service, {"flow": "bm25", "query": "honey", "top_k": top_k}, search=search)
+        assert isinstance(err, SpecError) and err.field == "top_k" and "integer" in err.message, err.message
+    assert service.prepare({"flow": "bm25", "query": "honey", "top_k": 3}, "local", search=True)
+
+
+@pytest.mark.parametrize("text", ["\x00", "\x00 \x00", " \t\x1f\n", "\x7f", "\x85\u2028"])
+def test_a_query_of_only_nul_blanks_or_controls_is_empty(service, text):
+    """``str.strip`` keeps a NUL or another control character, so ``"\\u0000"`` was searched for as a query (the
+    documented ``empty_query`` is for a blank one), though it holds nothing to search for."""
+    for body, field in (({"flow": "bm25", "query": text}, "query"), ({"flow": "bm25", "queries": ["honey", text]},
+                                                                      "queries")):
+        for search in (True, False):
+            err = refusal(service, body, search=search)
+            assert (err.status, err.param, err.code) == (422, field, "empty_query"), err.message
+    err = refusal(service, {"query": text, "1": {"id": "bm25"}}, search=False)  # mosaicRAG's body
+    assert (err.param, err.code) == ("query", "empty_query")
+    for kept in ("\x00honey", "é"):  # a word with a control beside it, one letter
+        assert service.prepare({"flow": "bm25", "query": kept}, "local", search=True).queries[0]["query"] == kept
+
+
+def test_a_chat_question_of_only_controls_is_no_question(service):
+    from flows.spec import FlowSpec
+    from serve.chat import ChatRequest
+    from serve.chat_flows import prepare_flow
+
+    request = ChatRequest(model="rag", messages=[{"role": "user", "content": "\x00\x00"}])
+    with pytest.raises(ApiError) as err:
+        prepare_flow(FlowSpec.load("rag"), request, "local")
+    assert (err.value.status, err.value.param) == (422, "messages") and "no user message with text" in err.value.message
 
 
 @pytest.mark.parametrize("parameters", ["k=5", ["k"], [["k", "5"]], 5, []])

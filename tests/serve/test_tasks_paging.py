@@ -5,6 +5,7 @@ read of the (owner, created, id) index, which a store made before it gets when o
 
 from __future__ import annotations
 
+import base64
 import uuid
 
 import pytest
@@ -130,6 +131,27 @@ def test_a_bad_limit_status_or_cursor_is_a_422_naming_it(api, params, field):
     assert refused.status_code == 422, refused.text
     error = refused.json()["error"]
     assert error["param"] == field and error["message"].startswith(f"{field}: "), error
+
+
+def crafted(pair: str) -> str:
+    """A cursor as ``cursor`` encodes one, of ``pair``'s JSON text as it is written (no ``json.dumps``)."""
+    return base64.urlsafe_b64encode(pair.encode()).decode().rstrip("=")
+
+
+@pytest.mark.parametrize("pair", [
+    '[1.0, "\\ud83d"]',  # a lone surrogate: JSON holds it, no database text column does (SQLite raised a 500)
+    '[1.0, "a\\u0000b"]',  # a NUL: PostgreSQL's text refuses one
+    '[NaN, "a"]', '[Infinity, "a"]', '[-Infinity, "a"]', '[1e400, "a"]',  # Python's JSON reads these
+    "[" + "9" * 400 + ', "a"]',  # an integer past any float (float() raised OverflowError)
+    "[" + "9" * 5000 + ', "a"]',  # past the digits Python's int() reads
+])
+def test_a_crafted_cursor_of_no_task_is_a_422_naming_before(api, pair):
+    """Decoded, each is a pair of a number and a string, as ``cursor`` writes one, but of no task: no time a task is
+    created at or no id a store holds; every one was a 500 from the store or the float, or paged from nowhere."""
+    refused = requests.get(api[0] + "/tasks", params={"before": crafted(pair)}, timeout=30)
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["param"], error["code"]) == ("before", "invalid_cursor") and error["message"].startswith("before: ")
 
 
 def test_a_page_reads_the_owner_created_id_index(store_url):

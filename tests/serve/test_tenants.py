@@ -86,6 +86,14 @@ def test_healthz_needs_no_key(keyed):
     assert call(keyed, "GET", "/healthz", None).status_code == 200
 
 
+@pytest.mark.parametrize("key", [None, ALICE], ids=["no key", "a key"])
+def test_a_head_of_healthz_is_answered_as_its_get_without_a_body(keyed, key):
+    """Load balancers probe with ``HEAD``, which was a 405 (docs/security.md: a GET/HEAD of /healthz is answered)."""
+    got, head = call(keyed, "GET", "/healthz", key), call(keyed, "HEAD", "/healthz", key)
+    assert (head.status_code, head.content) == (200, b""), head.headers
+    assert head.headers["content-type"] == got.headers["content-type"] == "application/json"
+
+
 def test_the_api_description_needs_no_key_and_says_which_routes_take_one(keyed):
     root = keyed["url"].removesuffix("/keyed")
     for page in ("/docs", "/redoc"):  # a browser sends no key for a page: it opens, with its scripts
@@ -99,7 +107,7 @@ def test_the_api_description_needs_no_key_and_says_which_routes_take_one(keyed):
     paths = described["paths"]
     assert paths["/v1/search"]["post"]["security"] == [{"apiKey": []}]  # /docs' "Authorize" key goes with it
     assert paths["/task/run"]["post"]["security"] == [{"apiKey": []}]
-    assert "security" not in paths["/healthz"]["get"]
+    assert "security" not in paths["/healthz"]["get"] and "security" not in paths["/healthz"]["head"]
     assert call(keyed, "GET", "/static-offline-docs/no-such.js", None).status_code == 404  # open, and nothing else
 
 
