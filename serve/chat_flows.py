@@ -226,7 +226,8 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
     meta = result.metadata.get(qid, {})
     sources = _sources(result.table, meta)
     answer = (meta.get("answer") or "").strip()
-    if not answer:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
+    answered = bool(answer)
+    if not answered:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
         degraded = meta.get("degraded")
         reason = degraded.get("reason") if isinstance(degraded, dict) else degraded
         answer = f"No answer could be written ({reason or 'the flow wrote no answer'})."
@@ -242,7 +243,7 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
             prompt += int(usage.get("prompt_tokens") or 0)
             completion += int(usage.get("completion_tokens") or 0)
     finish = "length" if meta.get("answer_cut") else "stop"  # max_tokens cut the answer (not only what followed it)
-    return {"message": message, "answer": answer, "finish_reason": finish,
+    return {"message": message, "answer": answer, "answered": answered, "finish_reason": finish,
             "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}}
 
 

@@ -73,12 +73,19 @@ def prepare_chat(chat: dict[str, Any], task: dict[str, Any], message: str, owner
 
     prepared = svc.current().prepare({"flow": chat_spec(chat["model"], chat["column"]), "query": message}, owner)
     qid = prepared.queries[0]["qid"]
-    earlier = json.dumps([{"role": m.get("role"), "content": m.get("content") or m.get("answer") or ""}
-                          for m in chat.get("messages") or []])
+    earlier = conversation_before(chat.get("messages") or [])
     rows = [{**row, "qid": qid, "query": message, "messages": earlier} for row in task["result"]["data"]]
     table = pa.Table.from_pylist(rows) if rows else pa.table({"qid": pa.array([], pa.string()),
                                                                "query": pa.array([], pa.string())})
     return prepared, table
+
+
+def conversation_before(messages: list[dict[str, Any]]) -> str:
+    """A chat's kept messages as the ``messages`` JSON a follow-up is asked with, without the replies that carry no
+    answer (``answered: false``: "No answer could be written (...)"), which a follow-up's search would take words
+    from."""
+    return json.dumps([{"role": m.get("role"), "content": m.get("content") or m.get("answer") or ""}
+                       for m in messages if m.get("answered", True)])
 
 
 def chat_gone() -> ApiError:
@@ -93,6 +100,8 @@ def reply_of(done: dict[str, Any]) -> dict[str, Any]:
     message = done["message"]
     reply = {"answer": done["answer"], "sources": [source["docno"] for source in message["sources"]],
              "degraded": message.get("degraded")}
+    if not done.get("answered", True):  # kept, and left out of what a follow-up is asked with
+        reply["answered"] = False
     if message.get("standalone_query"):  # a follow-up, asked with the chat before it
         reply["standalone_query"] = message["standalone_query"]
     return reply

@@ -29,3 +29,18 @@ def test_a_blank_or_too_long_message_is_a_422_naming_message(chat_url, stream):
         error = answer.json()["error"]
         assert (error["param"], error["code"]) == ("message", code), error
         assert error["message"].startswith("message: the message ")
+
+
+def test_a_reply_with_no_answer_is_kept_but_not_asked_with_by_the_follow_up(make_service, fault_models):
+    """The chat's model fails: its reply says "No answer could be written (...)" and is kept, marked
+    ``answered: false``; the next message's search is the question before it and itself, not the failure's words."""
+    service = make_service()
+    task_id = finished_search(service)
+    with api_on_localhost() as url:
+        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "fault-error"}, timeout=60)
+        assert made.status_code == 200, made.text
+        chat = f"{url}/task/chat/{made.text}"
+        first = httpx.get(chat, params={"message": "Which insects make honey?"}, timeout=60).json()
+        assert first["answer"].startswith("No answer could be written (") and first["answered"] is False, first
+        follow = httpx.get(chat, params={"message": "How do they make it?"}, timeout=60).json()
+    assert follow["standalone_query"] == "How do they make it? (Which insects make honey?)", follow
