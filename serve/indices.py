@@ -229,10 +229,13 @@ class Indices:
             except TesseraError as err:
                 if self._changed(name, seen):  # the index (or the file) went while it was checked
                     raise _IndexChanged() from None
+                from operators.models.references import ModelNotFoundError
                 from serve.flow_request import public_text
 
+                # the documents are this server's own JSONL: what is refused is the spec, or a model it names
+                spec_made_it = err.field or isinstance(err, ModelNotFoundError)
                 raise ApiError(422, f"this upload cannot be ingested: {public_text(err)}",
-                               param="spec" if err.field else None, code="ingest_refused") from None
+                               param="spec" if spec_made_it else None, code="ingest_refused") from None
             job = {"ingest": {"index": name, "index_path": str(path), "source": str(source),
                               "staging": str(staging_dir(checked.plan.read, path)), "spec": placed,
                               "replace": request.replace, "compact_after_shards": self.compact_after_shards,

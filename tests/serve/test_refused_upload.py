@@ -31,7 +31,7 @@ def refused(service, name: str, tenant: str, **body) -> ApiError:
 def test_an_upload_refused_for_a_new_name_leaves_no_folder(upload_service):
     uploads = upload_service.indices.uploads
     err = refused(upload_service, "static", "alice", spec="ingest_static")  # its encoder is not on this machine
-    assert (err.status, err.code) == (422, "ingest_refused"), err
+    assert (err.status, err.code, err.param) == (422, "ingest_refused", "spec"), err
     home = str(upload_service.indices.folder.parent)  # the server's folders stay its own (the models' was named)
     assert "$TESSERA_HOME/models" in err.message and home not in err.message and "/tmp" not in err.message, err.message
     assert not (uploads / "static").exists() and not (upload_service.indices.folder / "static").exists()
