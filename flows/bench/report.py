@@ -39,6 +39,23 @@ def write_report(result: "BenchResult", out: Path) -> dict[str, Path]:
     return files
 
 
+def significance_mark(result: "BenchResult", flow: str, measure: str) -> str:
+    """" ▲" or " ▼" where ``flow`` is significantly better or worse than the first baseline on ``measure``
+    (corrected p < ``ALPHA``), else ""; the report's tables and the command's summary mark alike."""
+    c = next((c for c in result.comparisons
+              if (c.baseline, c.flow, c.measure) == (result.baselines[0], flow, measure)), None)
+    if c is None or c.p_corrected != c.p_corrected or c.p_corrected >= ALPHA:
+        return ""
+    return " ▲" if c.delta > 0 else " ▼"
+
+
+def marks_legend(result: "BenchResult") -> str:
+    """What the marks mean ("" with one flow: nothing is compared)."""
+    if len(result.flows) < 2:
+        return ""
+    return f"▲/▼: significantly better/worse than {result.baselines[0]} (corrected p < {ALPHA})."
+
+
 def _fmt(x: float) -> str:
     return "nan" if x != x else f"{x:.4f}"
 
@@ -49,8 +66,6 @@ def _p(x: float) -> str:
 
 def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     d, o = result.dataset, result.options
-    sig = {(c.baseline, c.flow, c.measure): c for c in result.comparisons}
-    first = result.baselines[0]
     lines = [f"# Benchmark: {d.name} ({d.split})", "",
              f"{len(d.qids)} judged queries, {d.qrels.num_rows} judgements; cutoffs {', '.join(map(str, result.ks))}; "
              f"baseline{'s' if len(result.baselines) > 1 else ''} {', '.join(result.baselines)}; "
@@ -58,8 +73,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
              f"correction {o.correction} (per baseline and measure, over the other flows); relevant: judged "
              f"{o.min_relevance} or above (nDCG uses the grades as gains).", "",
              f"## Results at k={k}", "",
-             "Mean [95% CI]. " + (f"▲/▼: significantly better/worse than {first} (corrected p < {ALPHA})."
-                                  if len(result.flows) > 1 else ""), ""]
+             "Mean [95% CI]. " + marks_legend(result), ""]
     kinds = metrics.KINDS
     lines.append("| flow | " + " | ".join(f"{LABELS[x]}@{k}" for x in kinds) + " |")
     lines.append("|---|" + "---|" * len(kinds))
@@ -68,11 +82,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
         for kind in kinds:
             m = f"{kind}@{k}"
             s = result.summaries[flow][m]
-            c = sig.get((first, flow, m))
-            mark = ""
-            if c is not None and c.p_corrected == c.p_corrected and c.p_corrected < ALPHA:
-                mark = " ▲" if c.delta > 0 else " ▼"
-            cells.append(f"{_fmt(s.mean)} [{s.ci_low:.3f}, {s.ci_high:.3f}]{mark}")
+            cells.append(f"{_fmt(s.mean)} [{s.ci_low:.3f}, {s.ci_high:.3f}]{significance_mark(result, flow, m)}")
         lines.append(f"| {flow} | " + " | ".join(cells) + " |")
     lines += ["", "![metrics](metrics.png)", "", "## Every measure", "",
               "| measure | " + " | ".join(result.flows) + " |", "|---|" + "---|" * len(result.flows)]
@@ -81,7 +91,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
                                               else "–" for f in result.flows) + " |")
     lines += ["", "RR is reciprocal rank (its mean is MRR), AP average precision (its mean is MAP); "
               "PerfectRecall@k is the share of queries with every relevant document in the top k.", ""]
-    lines += _answer_section(result, sig)
+    lines += _answer_section(result)
     if len(result.flows) > 1:
         lines += [f"## Significance at k={k}", "",
                   "| baseline | flow | measure | Δ mean [95% CI] | p | corrected p | wins / losses / ties |",
@@ -113,7 +123,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
     return "\n".join(lines)
 
 
-def _answer_section(result: "BenchResult", sig: dict) -> list[str]:
+def _answer_section(result: "BenchResult") -> list[str]:
     """The answer measures of the flows that answer (none: no section)."""
     flows = [f for f in result.flows if any(m in result.summaries[f] for m in answers.MEASURES)]
     if not flows:
@@ -127,10 +137,9 @@ def _answer_section(result: "BenchResult", sig: dict) -> list[str]:
     for flow in flows:
         cells = []
         for m in answers.MEASURES:
-            s, c = result.summaries[flow][m], sig.get((first, flow, m))
-            mark = "" if c is None or c.p_corrected != c.p_corrected or c.p_corrected >= ALPHA else (
-                " ▲" if c.delta > 0 else " ▼")
-            cells.append(f"{_fmt(s.mean)} [{s.ci_low:.3f}, {s.ci_high:.3f}]{mark} (n {s.n})")
+            s = result.summaries[flow][m]
+            cells.append(f"{_fmt(s.mean)} [{s.ci_low:.3f}, {s.ci_high:.3f}]{significance_mark(result, flow, m)} "
+                         f"(n {s.n})")
         lines.append(f"| {flow} | " + " | ".join(cells) + " |")
     return lines + [""]
 

@@ -118,8 +118,8 @@ def _print_summary(result) -> None:
     """The summary table, then where the report went (under --out as given: it may be a URI)."""
     from rich.table import Table
 
-    from flows.bench.report import LABELS, headline_k
     from flows.bench.metrics import KINDS
+    from flows.bench.report import LABELS, headline_k, marks_legend, significance_mark
 
     k = headline_k(result.ks)
     table = Table(title=f"{result.dataset.name} ({result.dataset.split}), {len(result.dataset.qids)} queries, k={k}",
@@ -132,8 +132,10 @@ def _print_summary(result) -> None:
     table.add_column("run")
     for flow, fr in result.flows.items():
         summaries = result.summaries[flow]
-        table.add_row(flow, *(f"{summaries[m].mean:.4f}" if m in summaries else "–" for m in measures),
-                      "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
+        table.add_row(flow, *(f"{summaries[m].mean:.4f}{significance_mark(result, flow, m)}" if m in summaries
+                              else "–" for m in measures), "cached" if fr.run.cached else f"{fr.run.seconds:.1f} s")
+    if legend := marks_legend(result):
+        table.caption, table.caption_justify = legend, "left"
     shown = console(width=160)
     shown.print(table)
     files = {name: result.options.shown(result.files[name]) for name in ("report.md", "metrics.json")}

@@ -45,6 +45,7 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
     assert status == 0, stderr
     assert "title" in stdout and "report:" in stdout
     assert "fewer than 100 results" in stderr  # top5 keeps 5 rows a query: the depth warning
+    assert_marks_as_significance(stdout, out, "title", ("notitle", "top5"))
     metrics = json.loads((out / "metrics.json").read_text())
     assert set(metrics) == {"title", "notitle", "top5"}
     bench_info = json.loads((out / "bench.json").read_text())
@@ -82,6 +83,33 @@ def test_bench_end_to_end_metrics_match_ir_measures_on_the_saved_runs(bench, sci
     assert set(logged) == {"title", "notitle", "top5"}
     assert logged["top5"].data.metrics["nDCG_at_10"] == pytest.approx(metrics["top5"]["nDCG@10"])
     assert {a.path for a in client.list_artifacts(logged["title"].info.run_id)} >= {"report.md", "metrics.png"}
+
+
+def assert_marks_as_significance(stdout: str, out: Path, baseline: str, flows: tuple[str, ...]) -> list[dict]:
+    """The summary's ▲/▼ in each flow's row are what significance.csv finds at the headline cutoff (10) against
+    ``baseline``, as the report marks them; returns those significant rows."""
+    significant = [r for r in read_csv(out / "significance.csv") if r["baseline"] == baseline
+                   and r["measure"].endswith("@10") and float(r["p_corrected"]) < 0.05]
+    rows = {line.split("│")[1].strip(): line for line in stdout.splitlines() if line.count("│") > 2}
+    for flow in flows:
+        for mark, better in (("▲", True), ("▼", False)):
+            expected = sum(r["flow"] == flow and (float(r["delta"]) > 0) is better for r in significant)
+            assert rows[flow].count(mark) == expected, (flow, mark, rows[flow], significant)
+    return significant
+
+
+@pytest.mark.slow
+def test_the_summary_marks_a_flow_significantly_worse_than_the_baseline(bench, scifact_slice, flow_specs, tmp_path):
+    elsewhere = tmp_path / "elsewhere.jsonl"  # documents of no query's judgements: every measure 0
+    elsewhere.write_text("".join(f'{{"_id": "x{i}", "text": "cell biology protein gene {i}"}}\n' for i in range(20)))
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text(f"name: wrong\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: '{elsewhere}'}}}}\n")
+    status, stdout, stderr = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}",
+                                   "--flow", wrong, "--k", "10", "--no-mlflow", "--out", tmp_path / "out")
+    assert status == 0, stderr
+    significant = assert_marks_as_significance(stdout, tmp_path / "out", "title", ("wrong",))
+    assert {r["measure"] for r in significant} >= {"nDCG@10", "R@10"} and "▼" in stdout, significant
+    assert "▲/▼: significantly better/worse than title (corrected p < 0.05)." in stdout
 
 
 @pytest.mark.slow
