@@ -32,12 +32,12 @@ def test_a_blank_or_too_long_message_is_a_422_naming_message(chat_url, stream):
 
 
 def test_a_reply_with_no_answer_is_kept_but_not_asked_with_by_the_follow_up(make_service, fault_models):
-    """The chat's model fails: its reply says "No answer could be written (...)" and is kept, marked
+    """The chat's model replies with no text: its reply says "No answer could be written (...)" and is kept, marked
     ``answered: false``; the next message's search is the question before it and itself, not the failure's words."""
     service = make_service()
     task_id = finished_search(service)
     with api_on_localhost() as url:
-        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "fault-error"}, timeout=60)
+        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "fault-junk"}, timeout=60)
         assert made.status_code == 200, made.text
         chat = f"{url}/task/chat/{made.text}"
         first = httpx.get(chat, params={"message": "Which insects make honey?"}, timeout=60).json()
