@@ -171,7 +171,7 @@ def _same_file(queries: str, out: Path) -> bool:
         return False
 
 
-def _print(args: argparse.Namespace, result, queries, out_path, answers: int) -> None:
+def _print(args: argparse.Namespace, result, queries, out_path, answers: int = 0) -> None:
     """What stdout gets. With --json one document: every row, or at most --top per query when given (with --out, also
     where the rows went). Else the tables (--top rows each, default 10), the steps and the summary line; with --out
     the rows are in the file, so the tables only when --top is given, and with --quiet nothing."""
