@@ -59,6 +59,7 @@ from flows.executors import _ray_blocks as block_tasks
 from flows.executors import ray_frames as frames
 from flows.executors._ray_udfs import _SourceUDF, _StepUDF, in_local_order, run_as_task
 from flows.executors.base import RunState, as_flow, as_queries, fan_in
+from flows.executors.driver_paths import absolute_paths
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
@@ -306,10 +307,10 @@ class _Run:
         """The callable's arguments: the stage's first step, then the row steps fused after it."""
         flow, step = self.flow, stage[0]
         inside = stage_inputs(flow, stage)
-        rows = [{"op_class": type(flow.operators[s]), "params": flow.operators[s].params.model_dump(),
+        rows = [{"op_class": type(flow.operators[s]), "params": _shipped(flow.operators[s]),
                  "step_id": s, "input_steps": tuple(flow.inputs[s]), "cache": self.state.step_cache(s),
                  "batch_size": flow.step_option(s, "batch_size") or None, "reads": inside[s]} for s in stage[1:]]
-        return {"op_class": type(op), "params": op.params.model_dump(), "step_id": step,
+        return {"op_class": type(op), "params": _shipped(op), "step_id": step,
                 "input_steps": tuple(flow.inputs[step]), "reporter": self.follower.reporter,
                 "run": self.follower.run_id, "flow": flow.name, "rows": rows}
 
@@ -370,3 +371,8 @@ class _Run:
                     num_cpus=flow.step_option(step, "num_cpus"), num_gpus=self.resources.num_gpus(step),
                 ).remote(type(op), op.params.model_dump(), step, tuple(flow.inputs[step]), table))
         return self.empty[step]
+
+
+def _shipped(op: Operator) -> dict[str, Any]:
+    """A step's params as its Ray workers get them: relative paths resolved here (``driver_paths``)."""
+    return absolute_paths(type(op), op.params.model_dump())
