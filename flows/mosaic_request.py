@@ -27,6 +27,9 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
 
     Top-level ``parameters`` go to the first step (the data source), under its own.
     """
+    if not isinstance(body, dict):  # a list or a string: no field of it to name, but what it is
+        raise SpecError(f"a mosaicRAG request is a JSON object of numbered steps, got {type(body).__name__}",
+                        field="body")
     unknown = [k for k in body if not _step_number(k) and k not in ("query", "parameters", "name")]
     if unknown:
         raise SpecError(f"unknown field(s) {unknown} in a mosaicRAG request", field=unknown[0])

@@ -168,6 +168,10 @@ def test_mosaic_errors_name_the_step():
             from_mosaic({"query": query, "1": {"id": "reduction"}})
         assert err.value.field == "query"
     assert from_mosaic({"query": 7, "1": {"id": "reduction"}})[1] == "7"
+    for body in ([1], "1", None):  # no object at all: an AttributeError of body.get before
+        with pytest.raises(SpecError, match="a mosaicRAG request is a JSON object of numbered steps, got") as err:
+            from_mosaic(body)
+        assert err.value.field == "body"
     for key in ("¹", "٣", "9" * 5000):  # digits to str.isdigit, not to int(): unknown fields, never a crash
         with pytest.raises(SpecError) as err:
             from_mosaic({"query": "q", "1": {"id": "reduction"}, key: {"id": "reduction"}})
