@@ -325,4 +325,6 @@ async def answer_events(prepared: svc.Prepared, table: pa.Table) -> AsyncIterato
     finally:  # the client went away before the end: stop the flow (the embedded model stops between tokens)
         if not running.done():
             cancel.cancel(client_gone.GONE)
-            running.add_done_callback(lambda done: done.cancelled() or done.exception())  # FlowCancelled, expected
+        # Its failure read, also when it came first (Serve cancelled the model's call as the client left): asyncio
+        # logged "Task exception was never retrieved" with three tracebacks of an expected FlowCancelled.
+        running.add_done_callback(lambda done: done.cancelled() or done.exception())
