@@ -14,8 +14,8 @@ class ApiError extends Error {
     Object.assign(this, {status, code, param, ids, idsTotal, pages});
   }
 }
-/** A late answer to a request sent before the user typed another key (a refusal of the old key, or its data). Not
- * shown, or it would overwrite what the new key's requests show. */
+/** A late answer to a request sent before the user typed another key (a refusal of the old key, or its data), or
+ * to a search that is no longer the latest. Not shown, or it would overwrite what the new key's requests show. */
 class StaleKeyError extends Error {}
 
 const typedKey = () => $("api-key").value.trim();
@@ -120,6 +120,13 @@ function announce(text) {
 /** Whether the keyboard's place was lost: the button it was on was switched off, hidden or replaced, which leaves
  * the focus on the page's body, and the next Tab starts again from the top. */
 const focusLost = () => !document.activeElement || document.activeElement === document.body;
+
+/** A box (required) of only spaces and blank lines holds nothing to send: the browser refuses its form's submit
+ * with ``message``, as it refuses an empty box, focused; nothing is sent, where the submit did nothing at all or
+ * the service answered with its API's field names. Called as the box's text changes, typed or set by the page. */
+function requireText(box, message) {
+  box.setCustomValidity(box.value.trim() || !box.value ? "" : message);
+}
 
 /** Redraws part of the page (``render``) keeping the keyboard's place: a button it replaced gives the focus to its
  * successor in the same row (the row's ``data-*``): the button of the same label, else the one in the same column

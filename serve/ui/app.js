@@ -112,11 +112,14 @@ async function loadModels() {
 }
 
 /** Ctrl+Enter (Cmd+Enter on a Mac) in a box where Enter starts a new line (a message, the queries) submits its
- * form, as its submit button does. */
+ * form, as its submit button does, and not while that button is off (a search or an answer running), as Enter in a
+ * one-line field does not: ``requestSubmit`` would submit all the same. */
 function submitOnCtrlEnter(event) {
   if (event.key !== "Enter" || !(event.ctrlKey || event.metaKey)) return;
   event.preventDefault();
-  event.target.form.requestSubmit();
+  const form = event.target.form;
+  if ([...form.querySelectorAll('[type="submit"]')].some((button) => button.disabled)) return;
+  form.requestSubmit();
 }
 
 /** The search tab's flows and the index fields' suggestions. */
@@ -144,6 +147,7 @@ function forgetKeyData() {
   $("task-chat-input").value = "";
   $("task-chat-form").dataset.task = "";
   flowSpec = null;
+  dropSearch(); // its answer was for the other key
   indexListing = {indices: [], specs: [], limits: {}};
   $("flow").dataset.chosen = $("flow").value || $("flow").dataset.chosen || "";
   for (const id of ["results", "task-detail", "task-chat-log", "chat-log", "flow-list", "flow", "chat-model",
@@ -192,6 +196,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("chat-input").addEventListener("keydown", submitOnCtrlEnter);
   $("queries").addEventListener("keydown", submitOnCtrlEnter);
   $("queries").addEventListener("input", requireAQuery);
+  for (const id of ["chat-input", "task-chat-input"]) {
+    $(id).addEventListener("input", () => requireText($(id), BLANK_MESSAGE));
+  }
   // the browser refused a submit (a field's own check): the error of the last action is not this one's
   document.addEventListener("invalid", () => showError(""), true);
   $("chat-stop").addEventListener("click", stopChat);

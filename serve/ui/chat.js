@@ -60,6 +60,9 @@ async function streamChat(body, onText, signal) {
   return {text, searched, stopped: false, cut};
 }
 
+/** What the browser says of a message of only spaces, refused (requireText). */
+const BLANK_MESSAGE = "Type a message.";
+
 let chatStopper = null; // the AbortController of the answer being written, while one is
 
 /** Send off while an answer is written, Stop on. */
@@ -77,7 +80,12 @@ async function sendChat(event) {
   event.preventDefault();
   const input = $("chat-input");
   const content = input.value.trim();
-  if (!content || chatStopper) return;
+  if (chatStopper) return; // Send is off while an answer is written
+  if (!content) { // the box's own check refuses it first (requireText): said, not a submit that does nothing
+    requireText(input, BLANK_MESSAGE);
+    input.reportValidity();
+    return;
+  }
   const conversation = messages; // "New chat" or another key replaces it: a late reply then goes nowhere
   conversation.push({role: "user", content});
   input.value = "";

@@ -49,7 +49,15 @@ async function fileText(file, warnings) {
   }
 }
 
+/** A JSON or JSONL file's documents; a file without one (empty, blank lines, ``[]``) is refused: it was left out
+ * without a word, and an Add of it alone said that no file was chosen. */
 async function fileDocuments(file, warnings) {
+  const documents = await readDocuments(file, warnings);
+  if (!documents.length) throw new ApiError(`${file.name}: no documents`);
+  return documents;
+}
+
+async function readDocuments(file, warnings) {
   const content = await fileText(file, warnings);
   if (/\.jsonl$/i.test(file.name)) {
     return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
@@ -68,7 +76,8 @@ async function fileDocuments(file, warnings) {
   } catch (err) {
     throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
   }
-  records = Array.isArray(records) ? records : records.documents;
+  // (null, a number or a string has no documents: "Cannot read properties of null" was shown of null)
+  records = Array.isArray(records) ? records : (records && typeof records === "object" ? records.documents : null);
   if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
   return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
 }

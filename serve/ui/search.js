@@ -53,16 +53,29 @@ function readsDocuments(spec) {
   return Object.values((spec && spec.steps) || {}).some((step) => String(step.op || "").startsWith("sources."));
 }
 
-let searching = false; // a search is running
+let searching = false; // a search is running: Search is off, and another search is not sent
+let searchToken = 0; // counts the searches: an answer, status or end of any but the latest is not shown
+let stopSearchTicking = () => {}; // the running search's "running bm25… 2 s"
+
+/** Forgets the running search (another key was typed): its answer, when it comes, is not shown, its seconds stop
+ * counting in the status line, and Search is on for the new key. */
+function dropSearch() {
+  searchToken += 1;
+  stopSearchTicking();
+  searching = false;
+}
 
 /** Where a refused search puts the focus: the field its error names, else the queries. */
 const SEARCH_FOCUS = {fields: {index: "index", top_k: "top-k", flow: "flow"}, fallback: "queries"};
 
-/** Search and Run as a task: off while a search runs, and for a flow that builds an index (said below them). */
+let enqueueing = false; // Run as a task's request is on its way: the button is off, another task is not queued
+
+/** Search off while a search runs, Run as a task while its task is queued, both for a flow that builds an index
+ * (said below them). */
 function updateSearchButtons() {
   const unsearchable = readsDocuments(flowSpec);
   $("search-button").disabled = searching || unsearchable;
-  $("enqueue-button").disabled = unsearchable;
+  $("enqueue-button").disabled = enqueueing || unsearchable;
   $("flow-warning").hidden = !unsearchable;
 }
 
@@ -101,18 +114,25 @@ function renderResults(results, spec) {
 
 async function search(event) {
   event.preventDefault();
+  // one search at a time, as the Search button (off while one runs) says: Ctrl+Enter in the box or a second submit
+  // sent the same search again, or another one, whose answer the slower first one's then replaced
+  if (searching) return;
   const body = flowBody();
   const spec = flowSpec;
-  const epoch = keyEpoch;
+  const token = ++searchToken;
+  const latest = () => token === searchToken; // else another key dropped it: its answer is not shown
   $("results").replaceChildren(); // the previous search's results are not this one's, whatever this one gives
   searching = true;
   updateSearchButtons();
   const stopTicking = ticking($("search-status"), `running ${body.flow}…`);
+  stopSearchTicking = stopTicking;
   try {
-    const answer = await guarded(() => call("POST", "v1/search", body).catch(namingTheIndexRule(body.index)),
-      {focus: SEARCH_FOCUS});
+    const answer = await guarded(() => call("POST", "v1/search", body).catch(namingTheIndexRule(body.index))
+      .finally(() => {
+        if (!latest()) throw new StaleKeyError(); // not its error either
+      }), {focus: SEARCH_FOCUS});
     stopTicking();
-    if (epoch !== keyEpoch) return; // the key changed meanwhile: this answer was for the other key
+    if (!latest()) return;
     if (!answer) {
       $("search-status").textContent = "";
       return;
@@ -125,22 +145,33 @@ async function search(event) {
     announce($("search-status").textContent);
   } finally {
     stopTicking();
-    searching = false;
-    updateSearchButtons();
-    // the Search button was off while it ran, which dropped the focus (some browsers keep it on the button): the
-    // keyboard goes on from the results' line, not the page's top
-    if (focusLost() || document.activeElement === $("search-button")) {
-      $($("results").childElementCount ? "search-status" : "search-button").focus();
+    if (latest()) {
+      searching = false;
+      updateSearchButtons();
+      // the Search button was off while it ran, which dropped the focus (some browsers keep it on the button): the
+      // keyboard goes on from the results' line, not the page's top
+      if (focusLost() || document.activeElement === $("search-button")) {
+        $($("results").childElementCount ? "search-status" : "search-button").focus();
+      }
     }
   }
 }
 
-/** The search as a task (POST /task/enqueue, the same body): it runs on Ray, followed under Tasks. */
+/** The search as a task (POST /task/enqueue, the same body): it runs on Ray, followed under Tasks. The button is
+ * off until the service has answered: a double click queued the same task twice. */
 async function enqueue() {
-  if (!$("search-form").reportValidity()) return;
+  if (enqueueing || !$("search-form").reportValidity()) return;
   const body = flowBody();
-  const taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)),
-    {focus: SEARCH_FOCUS});
+  enqueueing = true;
+  updateSearchButtons();
+  let taskId;
+  try {
+    taskId = await guarded(() => call("POST", "task/enqueue", body).catch(namingTheIndexRule(body.index)),
+      {focus: SEARCH_FOCUS});
+  } finally {
+    enqueueing = false;
+    updateSearchButtons();
+  }
   if (taskId) {
     // the list first: a task that ended on its first poll was drawn before its row came, which then said "queued"
     await showTab("tasks");
@@ -152,6 +183,5 @@ async function enqueue() {
 /** A box of only spaces and blank lines holds no query: the browser refuses the submit, as for an empty box, rather
  * than the service answering with its API's field names. */
 function requireAQuery(event) {
-  const box = event.target;
-  box.setCustomValidity(box.value.trim() || !box.value ? "" : "Type at least one query (one a line).");
+  requireText(event.target, "Type at least one query (one a line).");
 }

@@ -205,6 +205,7 @@ function showTaskChat(taskId, finished) {
   if (form.dataset.task !== taskId) { // a question typed for one task is not asked of the next one opened
     if (form.dataset.task) taskDrafts.set(form.dataset.task, $("task-chat-input").value);
     $("task-chat-input").value = taskDrafts.get(taskId) || "";
+    requireText($("task-chat-input"), BLANK_MESSAGE); // this task's draft, checked, not the last one's spaces
     taskDrafts.delete(taskId);
   }
   form.hidden = !finished;
@@ -235,7 +236,12 @@ async function askTask(event) {
   event.preventDefault();
   const taskId = $("task-chat-form").dataset.task;
   const message = $("task-chat-input").value.trim();
-  if (!message || asking.has(taskId)) return;
+  if (asking.has(taskId)) return; // its Ask is off while its answer is written
+  if (!message) { // the box's own check refuses it first (requireText): said, not a submit that does nothing
+    requireText($("task-chat-input"), BLANK_MESSAGE);
+    $("task-chat-input").reportValidity();
+    return;
+  }
   asking.add(taskId);
   $("task-chat-send").disabled = true;
   try {

@@ -158,3 +158,23 @@ def test_a_conversation_taller_than_the_window_keeps_the_box_and_the_answer_bein
                 assert box <= height + 1 and answer >= 0, (n, box, answer, height)  # both on screen (within a pixel)
     finally:
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def refusal(driver, element_id: str) -> tuple[bool, str, bool]:
+    """A box's (validity, the message the browser shows for it, whether it has the focus)."""
+    return tuple(driver.execute_script("""const box = document.getElementById(arguments[0]);
+        return [box.validity.valid, box.validationMessage, document.activeElement === box];""", element_id))
+
+
+def test_a_message_of_only_spaces_is_refused_in_the_box_not_dropped_without_a_word(browser, ui_app):
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys("   ")
+    by_id(browser, "chat-send").click()
+    assert refusal(browser, "chat-input") == (False, "Type a message.", True)
+    by_id(browser, "chat-input").send_keys(Keys.ENTER, "  ", Keys.CONTROL, Keys.ENTER)  # blank lines, Ctrl+Enter
+    assert refusal(browser, "chat-input") == (False, "Type a message.", True)
+    assert browser.find_elements(By.CSS_SELECTOR, "#chat-log .turn") == []  # nothing sent
+    assert by_id(browser, "chat-status").text == "" and error_text(browser) == ""
+    by_id(browser, "chat-input").send_keys("bees")  # a word among the spaces: a message
+    assert refusal(browser, "chat-input")[:2] == (True, "")

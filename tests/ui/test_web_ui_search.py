@@ -8,9 +8,11 @@ import re
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import QUERY, by_id, error_text, fill_search, open_page, rag_cut_short, shown_results, wait
+from tests.ui.browser import (QUERY, by_id, error_text, fill_search, flow_names, open_page, rag_cut_short,
+                              shown_results, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -142,3 +144,66 @@ def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_do
         metadata = ui_app.api("POST", "/v1/search", {"flow": "summarize", "query": QUERY, "top_k": 5}).json()[
             "results"][0]["metadata"]
         assert summary.text == f"Summary: {metadata['summary']}"
+
+
+def slow_first_search(driver, seconds: float) -> None:
+    """The page's searches counted as they are sent (``window.searchesSent``, their bodies), the first one's answer
+    handed to the page ``seconds`` late, as a slow flow's is (``window.searchesAnswered`` counts those handed)."""
+    driver.execute_script("""window.searchesSent = [];
+        window.searchesAnswered = 0;
+        const fetchNow = window.fetch;
+        window.fetch = async (url, init) => {
+          if (!String(url).endsWith("/v1/search")) return fetchNow(url, init);
+          window.searchesSent.push(JSON.parse(init.body));
+          const first = window.searchesSent.length === 1;
+          const response = await fetchNow(url, init);
+          if (first) await new Promise((done) => setTimeout(done, arguments[0] * 1000));
+          window.searchesAnswered += 1;
+          return response;
+        };""", seconds)
+
+
+def test_one_search_runs_at_a_time_and_only_its_answer_is_shown(browser, ui_app):
+    """Ctrl+Enter while a slow search ran sent another one (requestSubmit ignores the Search button that is off), and
+    the first one's late answer then replaced the second's results; Ctrl+Enter twice sent the same search twice."""
+    open_page(browser, ui_app)
+    slow_first_search(browser, 3)
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "queries").send_keys(Keys.CONTROL, Keys.ENTER)
+    by_id(browser, "queries").send_keys(Keys.CONTROL, Keys.ENTER)  # the same search again
+    assert not by_id(browser, "search-button").is_enabled()
+    fill_search(browser, "bm25", "gothic cathedrals", "2")  # another search typed while the first runs
+    by_id(browser, "queries").send_keys(Keys.CONTROL, Keys.ENTER)
+    wait(browser, lambda d: d.execute_script("return window.searchesAnswered") >= 1
+         and by_id(d, "search-button").is_enabled())
+    assert browser.execute_script("return window.searchesSent") == [{"flow": "bm25", "query": QUERY, "top_k": 3}]
+    expected = ui_app.api("POST", "/v1/search", {"flow": "bm25", "query": QUERY, "top_k": 3}).json()["results"][0]
+    assert shown_results(browser) == [(QUERY, [h["docno"] for h in expected["hits"]])]
+    assert by_id(browser, "search-status").text.startswith("bm25: 1 query in ")
+
+    by_id(browser, "search-button").click()  # the search typed meanwhile, once the first has ended
+    wait(browser, lambda d: d.execute_script("return window.searchesAnswered") == 2 and len(shown_results(d)) == 1
+         and shown_results(d)[0][0] == "gothic cathedrals")
+    assert len(shown_results(browser)[0][1]) == 2
+
+
+def test_another_key_drops_the_running_search_and_its_late_answer_shows_nothing(browser, ui_app):
+    """Search stayed off for the new key until the old key's search ended, whose seconds went on counting in the
+    status line meanwhile."""
+    open_page(browser, ui_app)
+    slow_first_search(browser, 4)
+    fill_search(browser, "bm25", QUERY, "3")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: d.execute_script("return window.searchesSent.length") == 1)
+    key = by_id(browser, "api-key")
+    for typed in ("ui-another-key", ui_app.key):  # another key, then this one again: the page forgets and reads again
+        key.clear()
+        key.send_keys(typed, Keys.TAB)
+    wait(browser, lambda d: "bm25" in flow_names(d))
+    assert by_id(browser, "search-button").is_enabled() and by_id(browser, "search-status").text == ""
+    fill_search(browser, "bm25", "gothic cathedrals", "2")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: d.execute_script("return window.searchesAnswered") == 2)  # the first one's too
+    assert [(query, len(docnos)) for query, docnos in shown_results(browser)] == [("gothic cathedrals", 2)]
+    assert by_id(browser, "search-status").text.startswith("bm25: 1 query in ")
+    assert by_id(browser, "search-button").is_enabled() and error_text(browser) == ""

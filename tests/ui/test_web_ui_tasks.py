@@ -6,10 +6,12 @@ from __future__ import annotations
 from collections import Counter
 
 import pytest
+from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
-from tests.ui.browser import (QUERY, by_id, click, conversation_above_the_box, fill_search, follow_enqueued, open_page,
-                              wait)
+from tests.ui.browser import (QUERY, by_id, click, conversation_above_the_box, error_text, fill_search, follow_enqueued,
+                              open_page, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -159,3 +161,31 @@ def test_an_answer_being_written_for_one_task_stays_with_that_task(browser, ui_a
     wait(browser, lambda d: by_id(d, "task-chat-form").get_attribute("data-task") == second
          and by_id(d, "task-chat-form").is_displayed(), seconds=60)
     assert by_id(browser, "task-chat-input").get_attribute("value") == "typed for B"  # B's draft, back with B
+
+
+def test_a_double_click_on_run_as_a_task_queues_one_task_and_a_blank_question_is_refused(browser, ui_app):
+    """The button stayed on while its request ran: a double click queued the same task twice. A question of only
+    spaces did nothing at all."""
+    def tasks_of_the_key() -> int:
+        return sum(ui_app.api("GET", "/tasks").json()["counts"].values())
+
+    before = tasks_of_the_key()
+    open_page(browser, ui_app)
+    fill_search(browser, "bm25", QUERY, "5")
+    ActionChains(browser).double_click(by_id(browser, "enqueue-button")).perform()
+    wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
+    wait(browser, lambda d: any(h.text.endswith(": finished") for h in d.find_elements(By.CSS_SELECTOR,
+                                                                                         "#task-detail h2")), 300)
+    assert tasks_of_the_key() == before + 1
+
+    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed())
+    box = by_id(browser, "task-chat-input")
+    box.send_keys("   ")
+    by_id(browser, "task-chat-send").click()
+    refused = """const box = arguments[0];
+        return [box.validity.valid, box.validationMessage, document.activeElement === box];"""
+    assert browser.execute_script(refused, box) == [False, "Type a message.", True]
+    box.send_keys(Keys.ENTER)  # Enter in the box: the same
+    assert browser.execute_script(refused, box) == [False, "Type a message.", True]
+    assert browser.find_elements(By.CSS_SELECTOR, "#task-chat-log .task-turn") == []  # nothing asked
+    assert by_id(browser, "task-chat-send").is_enabled() and error_text(browser) == ""

@@ -96,6 +96,33 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     assert ui_app.api("GET", "/tasks").json()["counts"] == tasks_before  # nothing was queued
 
 
+def test_a_json_or_jsonl_file_without_documents_is_refused_naming_it(browser, ui_app, tmp_path):
+    """JSON null showed "unexpected: Cannot read properties of null (reading 'documents')"; an empty JSONL file was
+    left out without a word, and chosen alone the page said that nothing was chosen."""
+    name = "ui-no-docs-" + secrets.token_hex(3)
+    contents = {"null.json": "null", "number.json": "3", "empty.jsonl": "", "blank.jsonl": "\n  \n\n",
+                "list.json": "[]", "object.json": '{"documents": []}'}
+    for file_name, content in contents.items():
+        (tmp_path / file_name).write_text(content)
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(json.dumps({"_id": "kea", "text": "Kea are alpine parrots."}) + "\n")
+    tasks_before = ui_app.api("GET", "/tasks").json()["counts"]
+    open_indices(browser, ui_app)
+    set_text(browser, "upload-index", name)
+    for file_name in ("null.json", "number.json"):
+        choose(browser, tmp_path / file_name)
+        assert refused(browser) == f'{file_name}: a list of documents, or {{"documents": [...]}}'
+    for file_name in ("empty.jsonl", "blank.jsonl", "list.json", "object.json"):
+        choose(browser, tmp_path / file_name)
+        assert refused(browser) == f"{file_name}: no documents"
+    choose(browser, notes, tmp_path / "empty.jsonl")  # with a file that has documents: named, nothing sent
+    assert refused(browser) == "empty.jsonl: no documents"
+
+    assert by_id(browser, "upload-status").text == ""
+    assert name not in [ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]]
+    assert ui_app.api("GET", "/tasks").json()["counts"] == tasks_before  # nothing was queued
+
+
 def test_a_record_with_null_title_or_text_becomes_a_document_with_empty_ones(browser, ui_app):
     open_indices(browser, ui_app)
     record = {"_id": 7, "title": None, "text": None, "year": 1999, "tags": ["a"]}
