@@ -17,7 +17,7 @@ from operators.sources._common import rebatch, values_to_array
 from operators.sources.encoding import ENCODING_HELP, encoding_param
 from operators.sources.file_text import SUFFIXES as TEXT_KINDS
 from operators.sources.file_text import read_text_file
-from operators.sources.paths import resolve_paths, warn_dangling
+from operators.sources.paths import resolve_paths, subfolder_glob, warn_dangling, warn_subfolders
 from operators.sources.pdf import SCHEMA, PdfSource, pdf_documents, relative_name
 
 log = logging.getLogger("tessera.sources")
@@ -84,20 +84,20 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             return [file]
         readable = [p for p in found if is_document_file(p)]
         others = [p for p in found if not is_document_file(p)]
-        glob_hint = f"a glob reads them too: '{os.path.join(self.params.path, '**', '*')}'"
         if not readable:
-            below = f"; its {len(folders)} subfolder(s) are not read ({glob_hint})" if folders else ""
+            below = (f"; its {len(folders)} subfolder(s) are not read (a glob reads them too: "
+                     f"'{subfolder_glob(self.params.path)}')" if folders else "")
             raise SourceNotFoundError(f"'{self.params.path}' holds no document file ({', '.join(SUFFIXES)}) among "
                                       f"its {len(found)} file(s){below}", op=self.name, step=self.step_id,
                                       field="params.path")
         if (others or folders) and not getattr(self, "_warned", False):
             self._warned = True
             if others:
-                log.warning("%s: %d file(s) not read, of a kind no reader takes: %s (read: %s)", self.params.path,
-                            len(others), _shown(others, self.params.path), ", ".join(SUFFIXES))
+                shown = ", ".join(relative_name(p, self.params.path) for p in others[:10])
+                log.warning("%s: %d file(s) not read, of a kind no reader takes: %s%s (read: %s)", self.params.path,
+                            len(others), shown, ", ..." if len(others) > 10 else "", ", ".join(SUFFIXES))
             if folders:  # a folder's own files only: a user who put documents in a subfolder is told where they went
-                log.warning("%s: %d subfolder(s) not read: %s (%s)", self.params.path, len(folders),
-                            _shown(folders, self.params.path), glob_hint)
+                warn_subfolders(self.params.path, folders)
         return readable
 
     def read(self, split: str | None) -> Iterator[pa.Table]:
@@ -117,11 +117,6 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
             log.warning("%s", message)
         return [{**document.fields, "docno": name, "title": document.title or path.stem, "text": document.text,
                  "path": name, "page": None}]
-
-
-def _shown(paths: list[Path], root: str) -> str:
-    """The first ten of ``paths`` as names from ``root``, then "..." for the rest."""
-    return ", ".join(relative_name(p, root) for p in paths[:10]) + (", ..." if len(paths) > 10 else "")
 
 
 def _table(documents: list[dict[str, Any]]) -> pa.Table:

@@ -45,7 +45,7 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
         missing = f"folder '{path}' holds no {' or '.join(suffixes) or ''} files; give a file or a glob"
         if folders:
             missing += f" ('{subfolder_glob(pattern, suffixes)}' reads its {len(folders)} subfolder(s) too)"
-            warn_subfolders(pattern, folders, op, suffixes)
+            warn_subfolders(pattern, folders, suffixes)
     elif glob.has_magic(str(path)):
         named = [Path(p) for p in glob.glob(str(path), recursive=True)]
         missing = f"no file matches '{pattern}' (working directory {os.getcwd()})"
@@ -64,7 +64,7 @@ def resolve_paths(pattern: str, *, op: Any, suffixes: tuple[str, ...] = ()) -> l
 _warned_subfolders: set[str] = set()
 
 
-def warn_subfolders(pattern: str, folders: list[Path], op: Any, suffixes: tuple[str, ...] = ()) -> None:
+def warn_subfolders(pattern: str, folders: list[Path], suffixes: tuple[str, ...] = ()) -> None:
     """One warning naming the subfolders a folder source leaves out, with the glob that reads them: a user's files in
     a subfolder were left out without a word."""
     where = os.path.abspath(os.path.expanduser(pattern))
