@@ -255,6 +255,13 @@ class Flow:
         return [SpecError(f"this step needs {field} set: {what}", step=step, field=f"steps.{step}.{field}")
                 for step in self.needed_steps() for field, what in self.operators[step].unset_params().items()]
 
+    def missing_files(self) -> list[SpecError]:
+        """The local files the needed steps (and the steps they run inside themselves) read that are not there now
+        (``Operator.missing_files``), one error each, named by the field of the step that names the file."""
+        return [SpecError(why, step=step, field=f"{where}.{field}")
+                for step in self.needed_steps() for where, op in self.operators[step].walk(f"steps.{step}")
+                for field, why in op.missing_files().items()]
+
     def check_columns(self, input_columns: Collection[str] | None) -> None:
         """Refuse, before anything runs, a needed step whose required input columns (``requires()``) no step above
         it can bring, given the flow input's columns (None: any). An executor calls it with its input's columns;

@@ -170,6 +170,12 @@ class Operator:
         but that must be set before it runs: ``{"params.NAME": what it is}``. Checked before a served flow runs."""
         return {}
 
+    def missing_files(self) -> dict[str, str]:
+        """The local files this step reads that are not there now, ``{"params.NAME": the error its setup raises}``:
+        asked before a served flow runs and by ``GET /flows``, so a flow whose corpus is gone is listed as not
+        runnable rather than failing at its first query. A stat or two, no reading."""
+        return {}
+
     def index_needs(self) -> tuple[str, ...]:
         """What an index built for this step must hold (``bm25``, ``dense``; read for steps that leave ``index``
         unset, by ``FlowSpec.index_features``): the class's ``index_features``, unless its params decide."""

@@ -19,6 +19,7 @@ from typing import Any
 from operators.errors import TesseraError
 from serve import service as svc
 from serve.errors import ApiError
+from serve.flow_request import refuse_missing_files
 from serve.index_roots import confine_spec
 from serve.placed_status import placed_steps, refuse_failed
 from serve.step_bounds import check_step_count
@@ -35,8 +36,20 @@ def flow_problem(name: str, tenant: str, now: tuple[Any, ...]) -> str | None:
             service.resolve_flow(name, tenant)  # raises: no flow of that name
     except TesseraError as err:
         return str(err)
-    return (file_problem(service, file, now) or _unshared_problem(service, file, tenant)
-            or _failed_placement_problem(service, file, now))
+    return (file_problem(service, file, now) or _missing_file_problem(service, file, now)
+            or _unshared_problem(service, file, tenant) or _failed_placement_problem(service, file, now))
+
+
+def _missing_file_problem(service: svc.Service, file: FlowFile, now: tuple[Any, ...]) -> str | None:
+    """A local file the flow reads that is not there now (a 422 when it runs): a stat per file, asked every time,
+    since the file comes and goes without the flow's spec changing (apart from ``file_problem``'s cache)."""
+    built = _built(service, file, now)
+    try:
+        if built is not None:
+            refuse_missing_files(built)
+    except ApiError as err:
+        return str(err)
+    return None
 
 
 def _unshared_problem(service: svc.Service, file: FlowFile, tenant: str) -> str | None:

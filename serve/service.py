@@ -27,8 +27,8 @@ from operators.unicode import first_broken_text
 from serve import taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
-from serve.flow_request import (Asked, FlowRequest, SearchRequest, blank, check_models_here, refuse_reading_documents,
-                                validation_error)
+from serve.flow_request import (Asked, FlowRequest, SearchRequest, blank, check_models_here, refuse_missing_files,
+                                refuse_reading_documents, validation_error)
 from serve.flow_resolution import FlowResolution
 from serve.index_owner import restore_rows
 from serve.index_roots import default_data_roots, default_roots
@@ -121,6 +121,7 @@ class Service(FlowResolution):
         self.check_limits(asked)
         spec = self.runnable_spec(asked, tenant)
         flow = self.checked_flow(spec, asked.texts)
+        refuse_missing_files(flow)
         refuse_failed_placements(flow)  # a 503 at once, not after the step's 60 s wait
         return Prepared(spec, flow, [{"qid": str(i + 1), "query": t} for i, t in enumerate(asked.texts)],
                         flow.needed_steps())

@@ -92,6 +92,12 @@ class CorpusBM25Retriever(Operator):
         identity["corpus_sha256"] = file_sha256(path) if path.is_file() else None
         return identity
 
+    def missing_files(self) -> dict[str, str]:
+        if resolve_corpus(self.params.corpus).is_file():
+            return {}
+        places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
+        return {"params.corpus": f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})"}
+
     # -- lifecycle ----------------------------------------------------------
 
     def setup(self) -> None:
@@ -104,11 +110,9 @@ class CorpusBM25Retriever(Operator):
         bm25s = load_bm25s()
         from bm25s.tokenization import Tokenizer
 
+        for field, why in self.missing_files().items():
+            raise OperatorError(why, op=self.name, step=self.step_id, field=field)
         path = resolve_corpus(self.params.corpus)
-        if not path.is_file():
-            places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
-            raise OperatorError(f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})",
-                                op=self.name, step=self.step_id, field="params.corpus")
         from operators.sources.jsonl import JsonlSource
 
         docs = JsonlSource({"path": str(path), "fields": []}, step_id=self.step_id)(pa.table({}))

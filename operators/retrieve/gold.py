@@ -67,6 +67,12 @@ class GoldRetriever(Operator):
         return {"params.dataset": "the BEIR folder whose judged documents it reads; `tessera bench` sets it to the "
                 "benchmark's dataset"}
 
+    def missing_files(self) -> dict[str, str]:
+        if self.params.dataset is None:  # unset_params says so
+            return {}
+        return {field: f"{path} not found" for path, field in zip(self._files(), ("params.dataset", "params.split"))
+                if not path.is_file()}
+
     def _files(self) -> tuple[Path, Path]:
         """(corpus.jsonl, qrels/SPLIT.tsv) of ``dataset``."""
         root = Path(self.params.dataset or ".").expanduser()
@@ -85,10 +91,9 @@ class GoldRetriever(Operator):
             if self.params.dataset is None:
                 raise OperatorError("no dataset: set params.dataset to a BEIR folder (tessera bench sets it)",
                                     op=self.name, step=self.step_id, field="params.dataset")
+            for field, why in self.missing_files().items():
+                raise OperatorError(why, op=self.name, step=self.step_id, field=field)
             corpus, qrels = self._files()
-            for path, field in ((corpus, "params.dataset"), (qrels, "params.split")):
-                if not path.is_file():
-                    raise OperatorError(f"{path} not found", op=self.name, step=self.step_id, field=field)
             from operators.sources._beir_files import load_qrels
 
             # The reader tessera bench measures with: BEIR's header or TREC's four columns, errors naming the line.

@@ -257,6 +257,22 @@ def test_a_flow_says_whether_its_output_ranks_and_what_a_runner_must_fill_in():
     filled = spec.model_copy(update={"steps": {**spec.steps, "gold": spec.steps["gold"].model_copy(
         update={"params": {"dataset": "/some/beir/folder"}})}})
     assert filled.build().unset_params() == []
+    missing = filled.build().missing_files()  # a folder that is not there: its corpus and its qrels, each by field
+    assert [(m.step, m.field) for m in missing] == [("gold", "steps.gold.params.dataset"),
+                                                    ("gold", "steps.gold.params.split")]
+    assert "/some/beir/folder/corpus.jsonl not found" in missing[0].message
+
+
+def test_a_flow_names_the_files_its_needed_steps_read_that_are_not_there(tmp_path):
+    corpus = tmp_path / "corpus.jsonl"
+    spec = FlowSpec.model_validate({"name": "files", "output": "first", "steps": {
+        "first": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(corpus)}},
+        "unused": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(tmp_path / "other.jsonl")}, "inputs": []}}})
+    [missing] = spec.build().missing_files()  # the step the output does not need is not asked
+    assert (missing.step, missing.field) == ("first", "steps.first.params.corpus")
+    assert f"corpus file not found: {corpus}" in missing.message
+    corpus.write_text('{"_id": "d1", "text": "honey"}\n')
+    assert spec.build().missing_files() == []
 
 
 @pytest.mark.parametrize("op, param", [("summarize.documents", "output_column"), ("analyze.word_count", "input_column"),

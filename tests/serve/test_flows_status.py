@@ -24,12 +24,15 @@ MISSING_MODEL = "no-such-cross-encoder"
 @pytest.fixture
 def api(tmp_path, monkeypatch, sample_index):
     """The API without keys (the ``local`` tenant) on uvicorn, beside a service over the sample index that serves no
-    model deployment."""
+    model deployment; its steps may read files under ``tmp_path / "data"`` too."""
+    from serve.index_roots import default_data_roots
     from serve.service import Service
 
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    (tmp_path / "data").mkdir()
     service = Service(resolve(ServiceArgs(default_index=str(sample_index),
                                           task_store=f"sqlite:///{tmp_path / 'tasks.db'}",
+                                          data_roots=[*default_data_roots(), str(tmp_path / "data")],
                                           spare_task_workers=0), environ={}), [], "tessera")
     auth.configure({}, None, None)
     with api_on_localhost() as base:
@@ -117,3 +120,32 @@ def test_a_saved_flow_that_names_a_file_outside_the_data_roots_says_so_as_its_ru
     status = requests.get(f"{api}/flows", timeout=60).json()["status"]["outside"]
     refused = requests.post(f"{api}/v1/search", json={"flow": "outside", "query": QUERY}, timeout=60)
     assert refused.status_code == 422 and status == {"runnable": False, "reason": refused.json()["error"]["message"]}
+
+
+def test_a_flow_whose_corpus_file_is_missing_is_not_runnable_until_the_file_is_made(api, tmp_path):
+    """``GET /flows`` listed a saved flow whose corpus file is not there as runnable; its search then failed at the
+    step. Now both say so before anything runs, in the same words, and the status follows the file as it is made and
+    deleted while the app serves (it is not cached with the flow's spec)."""
+    corpus = tmp_path / "data" / "later.jsonl"
+    spec = {"steps": {"bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(corpus), "k": 2}}}}
+    assert requests.put(f"{api}/flows/later", json=spec, timeout=30).status_code == 201
+
+    def status() -> dict:
+        return requests.get(f"{api}/flows", timeout=60).json()["status"]["later"]
+
+    def search() -> requests.Response:
+        return requests.post(f"{api}/v1/search", json={"flow": "later", "query": QUERY}, timeout=60)
+
+    missing, refused = status(), search()
+    assert refused.status_code == 422, refused.text
+    error = refused.json()["error"]
+    assert (error["param"], error["code"]) == ("steps.bm25.params.corpus", "flow_not_runnable")
+    assert "corpus file not found: later.jsonl" in error["message"] and str(tmp_path) not in error["message"]
+    assert missing == {"runnable": False, "reason": error["message"]}
+
+    corpus.write_text('{"_id": "d1", "text": "honey bees make honey"}\n')
+    assert status() == {"runnable": True, "reason": None}
+    found = search()
+    assert found.status_code == 200 and found.json()["results"][0]["hits"][0]["docno"] == "d1", found.text
+    corpus.unlink()
+    assert status() == missing

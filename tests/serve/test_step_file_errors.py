@@ -51,8 +51,8 @@ def test_a_saved_chat_flow_with_a_missing_corpus_is_a_422_naming_its_param(base)
                        answer={"op": "generate.answer", "inputs": ["context"]})
     assert requests.put(f"{base}/flows/brokenrag", json=spec, timeout=30).status_code == 201
     request = chat.ChatRequest(model="brokenrag", messages=[{"role": "user", "content": "which insects make honey?"}])
-    prepared, table = chat_flows.prepare_flow(chat_flows.find_flow("brokenrag", "local"), request, "local")
-    with pytest.raises(ApiError) as err:
+    with pytest.raises(ApiError) as err:  # refused as the chat's flow is prepared, before anything runs
+        prepared, table = chat_flows.prepare_flow(chat_flows.find_flow("brokenrag", "local"), request, "local")
         chat_flows.run_flow(prepared, table)
     assert (err.value.status, err.value.param, err.value.code) == (422, CORPUS, "flow_not_runnable")
     assert "corpus file not found: nope.jsonl" in err.value.message
