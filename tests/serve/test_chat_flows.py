@@ -10,6 +10,10 @@ import requests
 pytestmark = pytest.mark.ray
 
 QUESTION = [{"role": "user", "content": "Which insects make honey?"}]
+#: A question the 135M model answers from the sample's words ("small sap-sucking insects..."), so its sources are
+#: found; to the one above it answered "Arachnids, specifically the dragonflies...", which no document holds, and
+#: then rightly cited none (greedy, yet not the same answer on every CPU).
+ANSWERED = [{"role": "user", "content": "What are aphids?"}]
 
 
 @pytest.fixture(scope="module")
@@ -21,7 +25,7 @@ def client(serve_app):
 
 @pytest.mark.slow
 def test_rag_answers_with_numbered_sources_streaming_or_not(client):
-    done = client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0)
+    done = client.chat.completions.create(model="rag", messages=ANSWERED, max_tokens=48, temperature=0)
     assert done.object == "chat.completion" and done.model == "rag" and done.id.startswith("chatcmpl-")
     message = done.choices[0].message
     sources = message.model_extra["sources"]
@@ -32,7 +36,7 @@ def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     assert all(s["reference"].startswith(f"[{s['number']}]") for s in sources)
     assert done.usage.completion_tokens > 0 and done.usage.total_tokens > done.usage.completion_tokens
 
-    chunks = list(client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0,
+    chunks = list(client.chat.completions.create(model="rag", messages=ANSWERED, max_tokens=48, temperature=0,
                                                  stream=True))
     assert all(c.object == "chat.completion.chunk" and c.model == "rag" for c in chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
@@ -40,7 +44,7 @@ def test_rag_answers_with_numbered_sources_streaming_or_not(client):
     assert chunks[-1].choices[0].finish_reason == done.choices[0].finish_reason
     assert chunks[-1].choices[0].delta.model_extra["sources"] == sources
     assert all(c.usage is None for c in chunks)  # not asked for
-    counted = list(client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=48, temperature=0,
+    counted = list(client.chat.completions.create(model="rag", messages=ANSWERED, max_tokens=48, temperature=0,
                                                   stream=True, stream_options={"include_usage": True}))
     assert counted[-1].choices == [] and counted[-1].usage.completion_tokens > 0  # OpenAI's last event
     assert counted[-2].choices[0].finish_reason == done.choices[0].finish_reason
