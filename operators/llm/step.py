@@ -87,6 +87,9 @@ class LLMStep(Operator):
     prompt_fields: ClassVar[tuple[str, ...]] = ()
     #: The fields a spec's ``prompt`` must use (the text the step is about); it must use one field at least.
     prompt_required: ClassVar[tuple[str, ...]] = ()
+    #: The fields of ``prompt_fields`` filled with a number (``count``), the others with text: a format spec in a
+    #: spec's ``prompt`` is tried on a value of its field's kind (``{count:d}`` works, ``{query:d}`` does not).
+    prompt_numbers: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -103,6 +106,22 @@ class LLMStep(Operator):
                 raise ParamsError(f"the prompt must use {wanted}: without it the model never sees what the step is "
                                   "about, and every call sends the same prompt", op=self.name, step=self.step_id,
                                   field="params.prompt")
+            self._try_prompt(self.params.prompt)
+
+    def _try_prompt(self, template: str) -> None:
+        """Refuse a ``prompt`` that its fields would not fill at run time, after the retrieval in front of it: a
+        field with no name (``{}``, ``{0}``), an unknown conversion (``{query!x}``), a format spec its field's value
+        does not take (``{documents:d}``). Tried once here on values of each field's kind."""
+        sample = {name: 1 if name in self.prompt_numbers else "text" for name in self.prompt_fields}
+        try:
+            template.format(**sample)
+        except IndexError:
+            raise ParamsError(f"the prompt has a field with no name ({{}} or a number); name one of "
+                              f"{list(self.prompt_fields)}, and write {{{{ and }}}} for a brace of the text",
+                              op=self.name, step=self.step_id, field="params.prompt") from None
+        except (ValueError, TypeError, AttributeError) as err:
+            raise ParamsError(f"the prompt is not a valid template: {err}", op=self.name, step=self.step_id,
+                              field="params.prompt") from None
 
     # -- prompts ---------------------------------------------------------------
 

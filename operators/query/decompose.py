@@ -33,6 +33,7 @@ class QueryDecomposer(QueryRewriter):
     prompt_template = ("Split this question into at most {count} simpler questions that together answer it.\n"
                        "Question: {query}")
     prompt_fields = ("query", "count")
+    prompt_numbers = ("count",)
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         replies = self.ask({qid: self.render(query=query, count=self.params.max_queries)

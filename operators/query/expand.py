@@ -53,6 +53,7 @@ class QueryExpander(QueryRewriter):
     system_prompt = "You write web search queries. Reply with one query per line and nothing else."
     prompt_template = "{instruction}\nQuestion: {query}"
     prompt_fields = ("instruction", "query", "count")
+    prompt_numbers = ("count",)
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         # Every (query, strategy) call at once, so a slow or hanging model costs one timeout, not one a strategy.

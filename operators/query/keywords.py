@@ -45,6 +45,7 @@ class KeywordExtractor(QueryRewriter):
     system_prompt = "You pick search keywords. Reply with the keywords separated by commas and nothing else."
     prompt_template = "The {count} most important search keywords of this question: {query}"
     prompt_fields = ("query", "count")
+    prompt_numbers = ("count",)
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         replies = self.ask({qid: self.render(query=query, count=self.params.count) for qid, query in queries.items()})

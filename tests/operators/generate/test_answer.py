@@ -173,6 +173,26 @@ def test_a_prompt_that_leaves_out_what_the_step_is_about_is_refused(op, prompt, 
     assert err.value.field == "params.prompt" and f"the prompt must use {needs}" in str(err.value)
 
 
+@pytest.mark.parametrize("op, prompt, says", [
+    ("summarize.documents", "Summarize {text} {}", "a field with no name"),  # an IndexError once the step ran
+    ("generate.answer", "Answer {query} from {0}: {context}", "the prompt uses ['0']"),  # refused before too
+    ("summarize.results", "{documents} {query!x}", "Unknown conversion specifier x"),
+    ("summarize.results", "{documents:d}", "Unknown format code 'd'"),
+    ("query.keywords", "The {count:d} keywords of {query:>5}", None),  # a number's spec on the number: fine
+    ("query.keywords", "The {count} keywords of {query:d}", "Unknown format code 'd'"),
+    ("generate.answer", "{query} {{in braces}} {context!r}", None),
+])
+def test_a_prompt_its_fields_would_not_fill_is_refused_before_it_runs(op, prompt, says):
+    """They passed the field checks and failed at the first call, after the retrieval in front of them (a chat's
+    500), naming no param."""
+    if says is None:
+        assert create(op, {"prompt": prompt}).prompts()["prompt"] == prompt
+        return
+    with pytest.raises(ParamsError) as err:
+        create(op, {"prompt": prompt})
+    assert err.value.field == "params.prompt" and says in str(err.value), str(err.value)
+
+
 def flow(temperature: float, **answer):
     from flows.spec import FlowSpec
 
