@@ -131,7 +131,13 @@ def test_a_summary_that_loops_keeps_the_input_and_marks_the_query_degraded(fault
     ("Bees make honey from nectar. Dr. Smith keeps them in hives. They also pollin",
      "Bees make honey from nectar. Dr. Smith keeps them in hives.", "trimmed to its last whole sentence"),
     ("Bees make honey from the nectar of", "Bees make honey from the nectar of", "no whole sentence: kept as written"),
-    ("Bees make honey from nectar.", "Bees make honey from nectar.", None)])  # cut right after a whole sentence
+    ("Bees make honey from nectar.", "Bees make honey from nectar.", None),  # cut right after a whole sentence
+    # a list item's number is no sentence: the summary was trimmed to "1." or to "...honey. 2."
+    ("1. Honey bees are insects that make", "1. Honey bees are insects that make", "no whole sentence"),
+    ("Summary: 1. Bees make honey and", "Summary: 1. Bees make honey and", "no whole sentence"),
+    ("Bees make honey. 2. Wasps", "Bees make honey.", "trimmed to its last whole sentence"),
+    ("Bees make honey. 2.", "Bees make honey.", "trimmed to its last whole sentence"),
+    ("Bees make honey. See item a)", "Bees make honey.", "trimmed to its last whole sentence")])
 def test_a_summary_cut_at_max_tokens_is_trimmed_to_its_last_whole_sentence(fault_models, reply, summary, cut):
     """A reply the model stopped at max_tokens ended mid-sentence, with no record of it: its finish reason is now in
     a column (as generate.answer's finish_reason), and the summary is kept, trimmed to its last whole sentence."""
