@@ -24,6 +24,10 @@ log = logging.getLogger(__name__)
 #: A step id: it names columns (``rank_<step>``), cache entries and log lines, so it is a plain name.
 STEP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
+#: The columns that say whose each row is, and what they hold: only a step that writes them as ids may.
+ID_COLUMNS = {"qid": "each row's query id (rows are grouped, fused and answered by it)",
+              "docno": "each row's document id (rows are fused, deduplicated and cited by it)"}
+
 #: Fan-ins already warned about in this process: (flow name, step, its inputs).
 _WARNED: set[tuple[str, str, tuple[str, ...]]] = set()
 
@@ -118,16 +122,20 @@ def _rows_reaching(step: str, inputs: dict[str, tuple[str, ...]],
 def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:
     """Refuse a step that writes another step's ranking column (``rank_<step>``, ``score_<step>``) under that
     step's name: an ``analyze.word_count`` with ``output_column: rank_bm25`` gave a fusion word counts for bm25's
-    ranks, and nothing said so."""
+    ranks, and nothing said so. Nor may a step write a summary or a marking into ``qid`` or ``docno``, which say
+    whose each row is (``summarize.documents`` with ``output_column: qid`` failed at run time, naming no param)."""
     for step in order:
-        for column in operators[step].produces():
+        for column, role in operators[step].produces().items():
             kind, _, owner = column.partition("_")
             if kind in ("rank", "score") and owner in operators and owner != step:
-                params = operators[step].params.model_dump()
-                named = next((f"params.{name}" for name, value in params.items() if value == column), "op")
-                raise SpecError(f"it writes column '{column}', which holds step '{owner}'s ranking (steps after it "
-                                f"read it, a fusion too); give its output another name", step=step,
-                                op=operators[step].name, field=f"steps.{step}.{named}")
+                holds = f"step '{owner}'s ranking (steps after it read it, a fusion too)"
+            elif column in ID_COLUMNS and role != "id":
+                holds = ID_COLUMNS[column]
+            else:
+                continue
+            raise SpecError(f"it writes column '{column}', which holds {holds}; give its output another name",
+                            step=step, op=operators[step].name,
+                            field=f"steps.{step}.{_param_naming(operators[step], column, 'op')}")
 
 
 def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:
@@ -230,9 +238,9 @@ def missing_columns(order: list[str], inputs: dict[str, tuple[str, ...]], operat
     return errors
 
 
-def _param_naming(op: Any, column: str) -> str:
-    """The param whose value is ``column`` (``params.text_column``), else ``inputs``."""
+def _param_naming(op: Any, column: str, otherwise: str = "inputs") -> str:
+    """The param whose value is ``column`` (``params.text_column``), else ``otherwise``."""
     for name, value in dict(op.params).items():
         if value == column or (isinstance(value, (list, tuple)) and column in value):
             return f"params.{name}"
-    return "inputs"
+    return otherwise

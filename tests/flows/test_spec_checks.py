@@ -87,6 +87,17 @@ def test_a_step_that_writes_another_steps_ranking_column_is_refused_naming_its_p
     build({**HYBRID, "wc": {"op": "analyze.word_count", "params": {"output_column": "rank_words"}}})  # no such step
 
 
+@pytest.mark.parametrize("op, params, column", [
+    ("summarize.documents", {"output_column": "qid"}, "qid"),  # failed at run time: "rows for 1 qid(s) it was not
+    ("analyze.relevance_marking", {"output_column": "docno"}, "docno"),  # given"; a marking replaced document ids
+    ("analyze.word_count", {"output_column": "docno"}, "docno"),
+])
+def test_a_step_that_writes_text_into_the_id_columns_is_refused_naming_its_param(op, params, column):
+    with pytest.raises(SpecError, match=f"writes column '{column}', which holds each row's") as err:
+        build({"bm25": {"op": "retrieve.bm25"}, "x": {"op": op, "params": params}})
+    assert (err.value.step, err.value.field) == ("x", "steps.x.params.output_column")
+
+
 def test_valid_branches_build_a_reranked_list_fused_with_its_first_stage():
     flow = build({**HYBRID, "final": {"op": "fuse.rrf", "params": {"branches": ["fused", "rr"],
                                                                    "weights": {"fused": 1, "rr": 2}}}})
