@@ -41,12 +41,10 @@ deployment), so the contract is small and has no Ray in it:
   ``text``, ``chip``, ``score``, ``data``), from the params alone, so a flow's columns
   are known before any data flows. ``reads()`` names the input columns the output
   depends on; it feeds the step cache key and the input check.
-* ``required_models()`` names the models a step loads, from its params (an index's
-  encoder: from the index's manifest), without loading them, so every model a flow needs
-  is checked before any of its work starts. ``required_env()`` names the environment
-  variables it reads (params marked ``env_var()``: an API key), checked the same way.
-* Resource hints (``num_gpus``, ``num_cpus``, ``batch_size``, ``concurrency``) are class
-  attributes that a flow step may override.
+* ``required_models()`` names the models a step loads (an index's encoder: from its manifest),
+  ``required_env()`` the environment variables it reads (params marked ``env_var()``: an API key),
+  ``missing_files()`` the local files it reads that are not there: checked before any work starts.
+* Resource hints (``num_gpus``, ``num_cpus``, ``batch_size``, ``concurrency``): class attributes a step may override.
 * A step that ranks writes ``score``/``rank`` and keeps its own ``score_<step>``/
   ``rank_<step>`` copy (see ``operators.tables.set_ranking``).
 
@@ -171,9 +169,8 @@ class Operator:
         return {}
 
     def missing_files(self) -> dict[str, str]:
-        """The local files this step reads that are not there now, ``{"params.NAME": the error its setup raises}``:
-        asked before a served flow runs and by ``GET /flows``, so a flow whose corpus is gone is listed as not
-        runnable rather than failing at its first query. A stat or two, no reading."""
+        """The local files this step reads that are not there now, ``{"params.NAME": its setup's error}``: asked
+        before a served flow runs and by ``GET /flows`` (a stat or two, no reading)."""
         return {}
 
     def index_needs(self) -> tuple[str, ...]:
@@ -229,10 +226,7 @@ class Operator:
             self._is_set_up = True
 
     def cache_identity(self) -> dict[str, Any]:
-        """What, besides name and version, decides this operator's output.
-
-        Defaults to the params; operators that load a model add its revision.
-        """
+        """What, besides name and version, decides the output: the params (a model's operator adds its revision)."""
         return self.params.model_dump(mode="json")
 
     # -- per-query outputs that are not rows, and what a step spent -------------
