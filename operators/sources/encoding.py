@@ -1,15 +1,16 @@
 """Text files that are not UTF-8: read with the encoding given, or with the one charset-normalizer guesses.
 
-A file is read as UTF-8 where it is UTF-8, so a valid UTF-8 file never changes. Where its bytes are not UTF-8
-(a Latin-1 or Windows-1252 export), and no encoding was given, the file's encoding is guessed once, from its
-first bytes and the bytes that are not UTF-8, by charset-normalizer; among the encodings it ranks equally
-Windows-1252 wins (its Western European text decodes alike in many code pages, and charset-normalizer's own
-order put Central European cp1250 first: ``très`` read as ``trčs``), but for bytes that suit Windows-1250 better:
-Polish or Czech, where Windows-1252 puts a symbol inside a word (``mas³o``), which charset-normalizer, in a
-short text, ties with Windows-1252, reads as CJK or as UTF-16 (``_central_european``). A warning names each file
-read with a guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read
-with it and nothing is guessed. UTF-8 text with a few bytes that are not UTF-8 (a damaged file, a stray byte pasted
-in) stays UTF-8, each such byte read as U+FFFD, with a warning (``_utf8_with_stray_bytes``).
+A file is read as UTF-8 where it is UTF-8, so a valid UTF-8 file never changes. Where its bytes are not UTF-8 (a
+Latin-1 or Windows-1252 export), and no encoding was given, the file's encoding is guessed once, from its first
+bytes and the bytes that are not UTF-8, by charset-normalizer; among the encodings it ranks equally Windows-1252
+wins (its Western European text decodes alike in many code pages, and charset-normalizer's own order put Central
+European cp1250 first: ``très`` read as ``trčs``), as it does for a text whose every byte over 127 it reads as a
+Western letter, whatever code page ranks first (``_western``); but for bytes that suit Windows-1250 better: Polish
+or Czech, where Windows-1252 puts a symbol inside a word (``mas³o``), which charset-normalizer, in a short text,
+ties with Windows-1252, reads as CJK or as UTF-16 (``_central_european``). A warning names each file read with a
+guessed encoding. Given an encoding (``encoding`` param, ``tessera ingest --encoding``), every byte is read with it
+and nothing is guessed. UTF-8 text with a few bytes that are not UTF-8 (a damaged file, a stray byte pasted in)
+stays UTF-8, each such byte read as U+FFFD, with a warning (``_utf8_with_stray_bytes``).
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ _PREFERRED = "cp1252"
 _NEAR_CHAOS = 0.03
 #: The encoding taken instead where the bytes suit it (``_central_european``).
 _CENTRAL = "cp1250"
+#: What Windows-1252 reads Western European text's bytes over 127 as: its accented letters and typography. A text
+#: whose every such byte is one of them is read as Windows-1252 whatever single-byte code page was guessed
+#: (``_western``); Baltic, Turkish or Icelandic text has a byte Windows-1252 reads as another sign (``š`` as ``ð``,
+#: ``ş`` as ``þ``).
+_WESTERN = frozenset("àâäáãåæçéèêëíìîïñóòôöõøœùûüúÿßÀÂÄÁÃÅÆÇÉÈÊËÍÌÎÏÑÓÒÔÖÕØŒÙÛÜÚŸ€£©®°«»–—‘’“”…·")
 
 
 def check_encoding(name: str | None, *, lines: bool, op: Any = None) -> str | None:
@@ -92,6 +98,8 @@ def guess_encoding(sample: bytes, *, lines: bool) -> str | None:
         name = _PREFERRED if any(_PREFERRED in m.could_be_from_charset for m in near) else best.encoding
         if name.startswith(("utf_16", "utf_32")) and not sample.startswith(_WIDE_BOMS):
             name = None  # without its byte-order mark, a "UTF-16" guess reads bytes that are no text as CJK
+    if name not in (None, _PREFERRED, _CENTRAL) and not is_multi_byte_encoding(name) and _western(sample):
+        name = _PREFERRED  # a French JSON line's "très bien café crème brûlée" measured cleaner as Baltic cp1257
     if name in (None, _PREFERRED) or (is_multi_byte_encoding(name) and _mostly_latin(sample)):
         name = _CENTRAL if _central_european(sample) else name
     if name is None:
@@ -102,6 +110,12 @@ def guess_encoding(sample: bytes, *, lines: bool) -> str | None:
         except SourceError:
             return None
     return name
+
+
+def _western(sample: bytes) -> bool:
+    """Whether ``sample``'s bytes over 127 all read as Western European letters or typography in Windows-1252."""
+    text = sample.decode(_PREFERRED, errors="replace")
+    return any(ord(c) > 127 for c in text) and all(c in _WESTERN for c in text if ord(c) > 127)
 
 
 def _central_european(sample: bytes) -> bool:
