@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
                                 "id, title, passages, metadata")
     documents.add_argument("path", metavar="PATH")
     documents.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N documents")
-    documents.add_argument("--limit", type=_count, default=20, metavar="N", help="list N documents (default 20)")
+    documents.add_argument("--limit", type=_positive_count, default=20, metavar="N",
+                           help="list N documents (default 20)")
     documents.add_argument("--json", action="store_true", help="print the listing as JSON")
     documents.set_defaults(handler=_cmd_documents)
     add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
@@ -148,6 +149,13 @@ def _cmd_info(args: argparse.Namespace) -> int:
 def _count(text: str) -> int:
     if not text.isdigit():
         raise argparse.ArgumentTypeError(f"expected a whole number of documents, got {text!r}")
+    return int(text)
+
+
+def _positive_count(text: str) -> int:
+    """``--limit``: 0 listed nothing and said 'no document from 1 on' of an index that holds some."""
+    if _count(text) == 0:
+        raise argparse.ArgumentTypeError("expected 1 document or more, got 0 (the index's size: tessera index info)")
     return int(text)
 
 

@@ -68,6 +68,9 @@ def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_
     with pytest.raises(SystemExit) as exited:  # argparse's usage error
         main(["index", "documents", idx, "--limit", "-1"])
     assert exited.value.code == 2 and "whole number" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:  # it said "no document from 1 on (it holds 3)"
+        main(["index", "documents", idx, "--limit", "0"])
+    assert exited.value.code == 2 and "expected 1 document or more, got 0" in capsys.readouterr().err
 
 
 def test_errors_are_one_line_with_exit_status_2(tmp_path, capsys):
