@@ -183,6 +183,9 @@ def read_manifest(path: Path) -> Manifest:
             raise ManifestLostError(f"{lost}: restore the manifest to open it")
         if (under := not_a_folder(path)) is not None:  # $TESSERA_HOME or its indices/ a file: said, not "build one"
             raise IndexNotFoundError(f"no index at {path}: {under}")
+        if others := foreign_entries(path):  # a folder of documents given as the index: ingest it, elsewhere
+            raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({len(others)} entries, "
+                                     f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
         hint = "" if path.exists() else " (the directory does not exist)"
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
                                  f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")

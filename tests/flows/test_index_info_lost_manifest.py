@@ -25,3 +25,16 @@ def test_index_info_names_the_lost_manifest_and_a_shard(tmp_path, monkeypatch, c
     empty.mkdir()
     assert_one_line_error(tessera_in_process(monkeypatch, capsys, "index", "info", str(empty), home=home, check=None),
                           "manifest.json not found")
+
+
+def test_index_info_on_a_folder_of_documents_says_to_ingest_it_into_another_index(tmp_path, monkeypatch, capsys):
+    """It advised `tessera ingest --source FILE --index DOCS`, which refuses that folder ('a folder of other
+    files'): the folder is the source, not the index."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("honey bees")
+    (docs / "b.md").write_text("opera singers")
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", str(docs), home=tmp_path / "home", check=None)
+    line = assert_one_line_error(proc, f"no index at {docs}: it is a folder of other files (2 entries",
+                                 f"tessera ingest --source {docs} --index NAME")
+    assert f"--index {docs}`" not in line
