@@ -186,7 +186,9 @@ class DocumentMapper:
         names = [n for n in table.column_names if n not in carry]
         if p.text_field not in names:
             raise SourceError(
-                f"{where}: no text column '{p.text_field}' (columns: {names}); set text_field",
+                f"{where}: no text column '{p.text_field}' (columns: {names}); name the column that holds the "
+                f"text with the read step's text_field (a spec's read step {{op: {self.op.name}, params: {{..., "
+                "text_field: COLUMN}}, given as --spec; --source may still name the files)",
                 op=self.op.name, step=self.op.step_id, field="params.text_field",
             )
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None

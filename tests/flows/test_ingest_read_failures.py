@@ -118,7 +118,9 @@ def test_a_csv_file_that_cannot_be_read_is_a_failure_of_the_file(tmp_path):
     assert (report.docs, report.failures) == (1, 2) and _live(tmp_path / "idx") == ["g1"]
     failures = _open(tmp_path / "idx")
     assert failures["body.csv"] == f"{folder / 'body.csv'}: no text column 'text' (columns: ['_id', 'body']); " \
-                                   "set text_field"
+                                   "name the column that holds the text with the read step's text_field (a spec's " \
+                                   "read step {op: sources.csv, params: {..., text_field: COLUMN}}, given as " \
+                                   "--spec; --source may still name the files)"
     assert "BadGzipFile" in failures["zipped.csv.gz"]
     (folder / "body.csv").write_text(HEADER + "b1,T,now it has one\nb2,T,\"bad\n")
     (folder / "zipped.csv.gz").write_bytes(gzip.compress((HEADER + "z1,T,zipped\n").encode()))
