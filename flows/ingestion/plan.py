@@ -251,7 +251,9 @@ def require_models(embed: dict[str, Any] | None, colbert: str | None) -> None:
         needs += step_needs("ingest", {"embed": SentenceTransformerEmbedder(embed, step_id="embed")})
     if colbert:
         needs.append(ModelNeed(colbert, "ingest", "colbert", "colbert="))
-    check_needs(needs)
+    from flows.train import train_command
+
+    check_needs(needs, how_to_make=train_command)  # ingest_static's tessera-static: `tessera train --model static`
 
 
 def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):

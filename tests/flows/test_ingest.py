@@ -349,6 +349,8 @@ def test_nothing_is_created_until_source_settings_and_encoder_are_checked(tmp_pa
                     "index_settings: {encoder: tessera-bi-encoder}\n", encoding="utf-8")
     assert main([*command, "--source", str(corpus30), "--spec", str(spec)]) == 2
     assert "'tessera-bi-encoder'" in capsys.readouterr().err
+    assert main([*command, "--source", str(corpus30), "--spec", "ingest_static"]) == 2  # it said "(tessera train)"
+    assert "'tessera-static'" in (err := capsys.readouterr().err) and "tessera train --model static" in err, err
     with pytest.raises(IngestError, match="shard_size"):
         ingest(corpus30, idx, shard_size=0, executor="local", progress=False)
     assert not idx.exists() and not (tmp_path / "home" / "indices").exists()
