@@ -337,5 +337,11 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
         if name not in known:
             raise TypeError(f"ingest() got an unexpected keyword argument {name!r}"
                             f"{unknown_name_hint(name, known | {'spec', 'executor', 'progress'}, 'arguments')}")
+    if source is None and spec == "ingest" and not options.get("retry_failed"):
+        # the built-in spec's own path is the bundled sample: ingest(None, ...) ingested it, where data/ was there
+        from flows.ingestion.errors import IngestError
+
+        raise IngestError("source is None: give the file, glob or folder to ingest (None is for a spec= whose read "
+                          "step names its own source, or retry_failed=True)", field="source")
     report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
     return Index(StoreIndex.open(report.index), report)

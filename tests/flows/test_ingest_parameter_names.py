@@ -12,6 +12,7 @@ import pytest
 from flows.api import TesseraError, ingest
 from flows.commands import main
 from flows.model_check import MissingModelsError
+from tests.flows.conftest import REPO
 
 
 @pytest.fixture
@@ -104,6 +105,17 @@ def test_the_retry_advice_names_retry_failed_and_replace_in_the_callers_words(tm
     assert json.loads(capsys.readouterr().out)["resolved"] == 1
 
 
+def test_python_source_none_is_refused_in_the_clone_too(tmp_path, monkeypatch):
+    """In the clone (where the docs have users work) ``ingest(None, index)`` ingested the bundled sample, the
+    built-in spec's own path, without a word; python.md says a ``None`` source raises an ``IngestError``."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(REPO)
+    with pytest.raises(TesseraError) as err:
+        ingest(None, str(tmp_path / "idx"), settings={"dense": False}, progress=False)
+    assert err.value.field == "source" and "source is None" in err.value.message
+    assert not (tmp_path / "idx").exists()
+
+
 def test_no_source_away_from_the_clone_says_no_source_was_given(tmp_path, monkeypatch, capsys):
     """``tessera ingest --index X`` with no ``--source``, run outside the clone, failed with ``file
     'data/sample/corpus.jsonl' does not exist``, a file the user never named: it now says that no ``--source`` was
@@ -115,9 +127,9 @@ def test_no_source_away_from_the_clone_says_no_source_was_given(tmp_path, monkey
     index = tmp_path / "idx"
     said = ("was given, so the spec 'ingest' reads its own sample path data/sample/corpus.jsonl, relative to the "
             f"working directory {tmp_path}, which does not exist here; give")
-    with pytest.raises(TesseraError) as err:
+    with pytest.raises(TesseraError) as err:  # Python's source=None is refused wherever it runs (below)
         ingest(None, str(index), settings={"dense": False}, progress=False)
-    assert err.value.field == "source" and err.value.message == f"no source= {said} source=FILE", err.value.message
+    assert err.value.field == "source" and err.value.message.startswith("source is None: give the file")
     assert cli_error(capsys, index) == f"tessera: error: field '--source': no --source {said} --source FILE"
     line = cli_error(capsys, index, "--source", "data/sample/corpus.jsonl")
     assert line == ("tessera: error: field '--source': cannot read --source 'data/sample/corpus.jsonl': no such file "
