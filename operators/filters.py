@@ -84,6 +84,11 @@ class MetadataFilter(BaseModel):
         """A list under a comparison is named as that (pydantic tried each member of the value union and named
         its first, `filter.eq.bool: Input should be a valid boolean`)."""
         if isinstance(data, dict):
+            known = {f.alias or name for name, f in cls.model_fields.items()}
+            for name, value in data.items():  # {title: X}: the shorthand only country and region have
+                if name not in known and "field" not in data and not isinstance(value, (dict, list)):
+                    raise ValueError(f"unknown key '{name}': a condition on a column names it as field, e.g. "
+                                     f"{{field: {name}, eq: {value!r}}}")
             for name in COMPARISONS:
                 if isinstance(data.get(name), (list, tuple, dict)):
                     kind = "a mapping" if isinstance(data[name], dict) else "a list"

@@ -101,7 +101,9 @@ def test_validation_names_what_is_wrong():
     for bad, words in (({"eq": 1}, "need 'field'"), ({"field": "year"}, "no condition"), ({}, "empty filter"),
                        ({"field": "day", "month": 13}, "less than or equal"),
                        ({"field": "d", "date_from": "2020-01-02", "date_to": "2020-01-01"}, "after"),
-                       ({"any": []}, "at least one"), ({"field": "x", "eqq": 1}, "Extra inputs")):
+                       ({"any": []}, "at least one"), ({"field": "x", "eqq": 1}, "Extra inputs"),
+                       ({"title": "Gothic"}, r"unknown key 'title': .* as field, e.g. \{field: title, eq: 'Gothic'\}"),
+                       ({"year": 1999}, "need 'field'")):  # a condition's own name: as before
         with pytest.raises(ValidationError, match=words):
             MetadataFilter.model_validate(bad)
 
