@@ -240,6 +240,9 @@ class Flow:
         if progress is not None and not callable(progress):
             raise SpecError(f"progress is a function called with each ProgressEvent (flows.progress); got "
                             f"{type(progress).__name__} {short_repr(progress)}", field="progress")
+        if not isinstance(keep_history, bool):  # "no" was kept as true
+            raise SpecError(f"keep_history is True or False; got {type(keep_history).__name__} "
+                            f"{short_repr(keep_history)}", field="keep_history")
         if cancel is not None and not isinstance(cancel, CancelToken):
             raise SpecError(f"cancel is a flows.progress.CancelToken; got {type(cancel).__name__} "
                             f"{short_repr(cancel)}", field="cancel")

@@ -147,6 +147,7 @@ def test_ingest_adds_to_an_open_index_and_takes_a_numpy_shard_size(corpus, home,
 @pytest.mark.parametrize("options, field, said", [
     ({"progress": True}, "progress", "progress is a function called with each ProgressEvent (flows.progress); got"),
     ({"cancel": True}, "cancel", "cancel is a flows.progress.CancelToken; got bool True"),
+    ({"keep_history": "no"}, "keep_history", "keep_history is True or False; got str 'no'"),  # kept as true
 ])
 def test_a_progress_or_cancel_that_is_not_one_is_refused_before_any_step_runs(bm25_index, home, options, field,
                                                                                said):
