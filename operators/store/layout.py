@@ -187,6 +187,10 @@ def read_manifest(path: Path) -> Manifest:
             raise IndexNotFoundError(f"no index at {path}: it is a folder of other files ({len(others)} entries, "
                                      f"no {MANIFEST}); to index them: `tessera ingest --source {path} --index NAME`")
         hint = "" if path.exists() else " (the directory does not exist)"
+        if not path.exists() and path.parent == tessera_home() / "indices" and (Path(path.name) / MANIFEST).is_file():
+            hint += (f"; ./{path.name} here is an index: a bare name is looked up under $TESSERA_HOME/indices, so "
+                     f"give it as ./{path.name}")  # ingested as --index ./NAME, searched as --index NAME
+            raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}")
         raise IndexNotFoundError(f"no index at {path}: {file} not found{hint}; build one with `tessera ingest "
                                  f"--source FILE --index {path}` (in Python: flows.api.ingest(FILE, {str(path)!r}))")
     try:

@@ -38,3 +38,18 @@ def test_index_info_on_a_folder_of_documents_says_to_ingest_it_into_another_inde
     line = assert_one_line_error(proc, f"no index at {docs}: it is a folder of other files (2 entries",
                                  f"tessera ingest --source {docs} --index NAME")
     assert f"--index {docs}`" not in line
+
+
+def test_a_bare_name_of_an_index_in_the_working_folder_says_to_give_it_as_a_path(tmp_path, monkeypatch, capsys):
+    """Ingested as ``--index ./relidx`` and searched as ``--index relidx``: the name was looked up under
+    $TESSERA_HOME/indices, and the error advised building an index there."""
+    home = tmp_path / "home"
+    monkeypatch.chdir(tmp_path)
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"_id": "d1", "text": "honey bees"}) + "\n")
+    tessera_in_process(monkeypatch, capsys, "index", "add", "./relidx", str(corpus), "--no-dense", home=home)
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", "relidx", home=home, check=None)
+    line = assert_one_line_error(proc, f"no index at {home / 'indices' / 'relidx'}",
+                                 "./relidx here is an index", "give it as ./relidx")
+    assert "build one" not in line
+    assert tessera_in_process(monkeypatch, capsys, "index", "info", "./relidx", home=home).returncode == 0
