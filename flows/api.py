@@ -331,6 +331,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
     embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the documents are added to it.
     """
     from flows.ingestion import ingest as run_ingestion
+    from flows.model_check import MissingModelsError
+    from flows.train import train_command
     from operators.store import Index as StoreIndex
 
     if isinstance(index, Index):
@@ -346,5 +348,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
 
         raise IngestError("source is None: give the file, glob or folder to ingest (None is for a spec= whose read "
                           "step names its own source, or retry_failed=True)", field="source")
-    report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
+    try:
+        report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
+    except MissingModelsError as err:  # with the tessera train command that makes each, as Flow.run says
+        raise err.made_by(train_command) from None
     return Index(StoreIndex.open(report.index), report)

@@ -93,6 +93,7 @@ class MissingModelsError(ModelNotFoundError):
         from operators.models.references import public_name
 
         self.missing = missing
+        self._given = (reasons, set(wrong_kind), public_reasons)  # for made_by
         wrong_kind = set(wrong_kind)
         #: The needs whose model is here but of another kind than its step loads: the spec's mistake, not the machine's.
         self.wrong_kind = [need for reference in wrong_kind for need in missing.get(reference, [])]
@@ -111,6 +112,12 @@ class MissingModelsError(ModelNotFoundError):
             if n]
         head = f"{' and '.join(counts)}, so nothing was run: "
         super().__init__(head + " | ".join(parts), public=head + " | ".join(public))
+
+    def made_by(self, how_to_make: HowToMake) -> "MissingModelsError":
+        """The same error saying how each model is made: raised where that is not known (ingestion, which may not
+        import the train job), worded by a front door that knows (``tessera ingest``: ``flows.train``)."""
+        reasons, wrong_kind, public_reasons = self._given
+        return MissingModelsError(self.missing, reasons, how_to_make, wrong_kind, public_reasons)
 
 
 class IndexEncoderError(SpecError):

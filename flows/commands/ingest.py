@@ -110,7 +110,11 @@ def handle(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
-    except (IngestError, MissingModelsError) as err:  # named as the user typed it: --source, not source=
+    except MissingModelsError as err:  # with the command that makes each (ingest_static's tessera-static)
+        from flows.train import train_command
+
+        raise cli_option_error(err.made_by(train_command), OPTIONS) from None
+    except IngestError as err:  # named as the user typed it: --source, not source=
         raise cli_option_error(err, OPTIONS) from None
     nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
     if report.shards_total == 0 and not args.retry_failed:  # not a rerun with nothing new: it has the source's shards

@@ -351,6 +351,11 @@ def test_nothing_is_created_until_source_settings_and_encoder_are_checked(tmp_pa
     assert "'tessera-bi-encoder'" in capsys.readouterr().err
     assert main([*command, "--source", str(corpus30), "--spec", "ingest_static"]) == 2  # it said "(tessera train)"
     assert "'tessera-static'" in (err := capsys.readouterr().err) and "tessera train --model static" in err, err
+    from flows.api import ingest as python_ingest
+    from flows.model_check import MissingModelsError
+
+    with pytest.raises(MissingModelsError, match="make it with: tessera train --model static"):
+        python_ingest(corpus30, idx, spec="ingest_static", progress=False)
     with pytest.raises(IngestError, match="shard_size"):
         ingest(corpus30, idx, shard_size=0, executor="local", progress=False)
     assert not idx.exists() and not (tmp_path / "home" / "indices").exists()
