@@ -44,12 +44,13 @@ def test_a_bare_name_of_an_index_in_the_working_folder_says_to_give_it_as_a_path
     """Ingested as ``--index ./relidx`` and searched as ``--index relidx``: the name was looked up under
     $TESSERA_HOME/indices, and the error advised building an index there."""
     home = tmp_path / "home"
-    monkeypatch.chdir(tmp_path)
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text(json.dumps({"_id": "d1", "text": "honey bees"}) + "\n")
-    tessera_in_process(monkeypatch, capsys, "index", "add", "./relidx", str(corpus), "--no-dense", home=home)
-    proc = tessera_in_process(monkeypatch, capsys, "index", "info", "relidx", home=home, check=None)
+    here = {"home": home, "cwd": tmp_path}
+    tessera_in_process(monkeypatch, capsys, "index", "add", "./relidx", str(corpus), "--no-dense", **here)
+    assert (tmp_path / "relidx" / "manifest.json").is_file()
+    proc = tessera_in_process(monkeypatch, capsys, "index", "info", "relidx", check=None, **here)
     line = assert_one_line_error(proc, f"no index at {home / 'indices' / 'relidx'}",
                                  "./relidx here is an index", "give it as ./relidx")
     assert "build one" not in line
-    assert tessera_in_process(monkeypatch, capsys, "index", "info", "./relidx", home=home).returncode == 0
+    assert tessera_in_process(monkeypatch, capsys, "index", "info", "./relidx", **here).returncode == 0
