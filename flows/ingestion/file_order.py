@@ -41,15 +41,23 @@ def files_read_order(files: list[Path] | None, params: dict[str, Any],
     if state is None or not state.get("fingerprint") or not isinstance(params.get("path"), str) or files is None:
         return None
     current = [str(p) for p in files]
-    recorded = [str(entry[0]) for entry in state["fingerprint"]]
-    theirs = (state.get("params") or {}).get("path")
-    if isinstance(theirs, str) and theirs != params["path"]:  # the same files at another path: by their names
-        old, new = _root(theirs, recorded), _root(params["path"], current)
-        recorded = [str(new / Path(p).relative_to(old)) for p in recorded if Path(p).is_relative_to(old)]
+    recorded = list(_recorded_here(state, params, current))
     present = set(current)
     first = list(dict.fromkeys(p for p in recorded if p in present))
     known = set(first)
     return first + [p for p in current if p not in known]
+
+
+def _recorded_here(state: dict[str, Any], params: dict[str, Any], current: list[str]) -> dict[str, tuple]:
+    """The files of the staging ``state`` (path to size and time), named as the source at ``params['path']``
+    names them: a state written from another path (the file moved, or the folder then read by a glob) holds the
+    same files under their names there."""
+    recorded = {str(entry[0]): tuple(entry[1:]) for entry in state["fingerprint"]}
+    theirs, ours = (state.get("params") or {}).get("path"), params.get("path")
+    if not isinstance(theirs, str) or not isinstance(ours, str) or theirs == ours:
+        return recorded
+    old, new = _root(theirs, list(recorded)), _root(ours, current)
+    return {str(new / Path(p).relative_to(old)): v for p, v in recorded.items() if Path(p).is_relative_to(old)}
 
 
 def _root(pattern: str, files: list[str]) -> Path:
@@ -87,15 +95,18 @@ def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | 
 def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | None,
                   params: dict[str, Any]) -> str:
     """The files of the previous staging ``state`` removed or changed (size, time) since, as a clause for an
-    error ("" when none, or when the source read them from another path)."""
+    error ("" when none). A state written from another path (the folder, then a glob of it) names its files as
+    this source names them (``_recorded_here``), so the file that changed is named whichever of them ran last."""
     if state is None or not state.get("fingerprint") or fingerprint is None:
         return ""
-    if (state.get("params") or {}).get("path") != params.get("path"):
-        return ""
     now = {entry[0]: tuple(entry[1:]) for entry in fingerprint}
-    removed = [entry[0] for entry in state["fingerprint"] if entry[0] not in now]
-    changed = [entry[0] for entry in state["fingerprint"] if entry[0] in now and now[entry[0]] != tuple(entry[1:])]
-    parts = ([f"removed: {_names(removed)}"] if removed else []) + ([f"changed: {_names(changed)}"] if changed else [])
+    recorded = _recorded_here(state, params, list(now))
+    gone = [path for path in recorded if path not in now]
+    removed = [path for path in gone if not os.path.exists(path)]
+    unread = [path for path in gone if path not in removed]  # there, but the source does not read it (a folder
+    changed = [path for path, was in recorded.items() if path in now and now[path] != was]  # after its glob)
+    parts = [f"{what}: {_names(paths)}" for what, paths in (("removed", removed), ("no longer read", unread),
+                                                            ("changed", changed)) if paths]
     return f" (since the last ingest, {'; '.join(parts)})" if parts else ""
 
 

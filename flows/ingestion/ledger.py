@@ -175,6 +175,10 @@ class Ledger:
         return {f.id for shard, (attempt, _) in state.latest.items() if shard in finished
                 for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"}
 
+    def failed_ids(self, shard: str) -> set[str]:
+        """Ids of the failures of ``shard``'s latest closed attempt."""
+        return self._state().failed_ids(shard)
+
     def empty_shards(self) -> set[str]:
         """Shards finished without a shard folder: every document of them failed."""
         return {shard for shard, (_, empty) in self._state().latest.items() if empty}

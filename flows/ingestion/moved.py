@@ -2,18 +2,21 @@
 upload folder (``.../_ray_pkg_<hash>/``, which changes with every submission). It is recognised by its
 documents, so its finished shards are not ingested again.
 
-Staging keys a source by its read step's params, path included (``staging.source_key``). When that key has
-no staging state in the index but the index holds finished shards of a source read with the same params from
-another path, the new source's first shard is read and its digest compared with theirs: the same documents
-are the same corpus, and the run resumes under the key it was first ingested with (documents appended since
-go into new shards, as for a source that did not move). Its files are read in the order the other source
-read them (``file_order``), so a file ingested alone and then its folder, the file first, is one source too:
-the folder's other files are appended to it.
+Staging keys a source by its read step's params, path included (``staging.source_key``). When that key has no
+staging state in the index but the index holds finished shards of a source read with the same params from another
+path, the new source's first shard is read and its digest compared with theirs: the same documents are the same
+corpus, and the run resumes under the key it was first ingested with (documents appended since go into new
+shards, as for a source that did not move). One that reads every file the other read, at the same paths (a glob
+of an ingested folder), is that source without the comparison, so a file changed since is named by staging. Its
+files are read in the order the other source read them (``file_order``), so a file ingested alone and then its
+folder, the file first, is one source too: the folder's other files are appended to it.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -31,13 +34,28 @@ _LOCATION_PARAMS = ("path", "folder")
 
 def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: set[str]) -> str | None:
     """The staging key under which the index holds this source's documents, read from another path (None: the
-    source's own key has a state, or no finished source read the same way starts with the same documents)."""
+    source's own key has finished shards, or no finished source read the same way reads the same files or starts
+    with the same documents). Found, it removes what the source staged under its own key, which is nothing the
+    index holds: a run refused since (its documents are live under the other key), or it would never match again."""
     staging = Path(index_path) / STAGING_DIR
-    if not staging.is_dir() or (staging_dir(op, index_path) / STATE_FILE).exists():
+    own = staging_dir(op, index_path)
+    if not staging.is_dir() or any(s.startswith(own.name + "-") for s in finished):
         return None
+    key = _matching_key(op, index_path, shard_size, finished)
+    if key is not None and key != own.name and own.is_dir():
+        shutil.rmtree(own, ignore_errors=True)
+    return key
+
+
+def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished: set[str]) -> str | None:
+    """``earlier_key``'s search: a finished source read the same way from the same files (a folder and then a
+    glob of it: one whose file changed since is then refused naming it, not as live documents of another source),
+    else one whose first shard holds the documents this one starts with."""
+    staging = Path(index_path) / STAGING_DIR
     params = _source_params(op)
     ours, name = _what_it_reads(params), keyed_as(op.name)
     files, candidates = source_files(op, params), []
+    present = {str(p) for p in files or ()}
     for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
         try:
             state = json.loads(state_file.read_text())
@@ -47,6 +65,9 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
         source = state.get("source")
         if (first is not None and first.get("id") in finished and keyed_as(source) == name
                 and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
+            theirs = {str(entry[0]) for entry in state.get("fingerprint") or () if os.path.exists(entry[0])}
+            if theirs and theirs <= present:  # (a file removed since is named by staging too)
+                return state_file.parent.name
             order = files_read_order(files, params, state)  # their files first, in their order
             candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded

@@ -9,15 +9,15 @@ unfinished shard is written to ``<index>/_ingest/<key>/<shard>.parquet`` (tempor
 file, then rename), with the records that could not be read after its documents beside it in
 ``<shard>.failures.json``; a shard is deleted from staging once the manifest lists it.
 
-``state.json`` (written last) records the shards, their document counts and a digest of
-their ids and texts. A later run over an unchanged source (same params, same file
-sizes and times) reuses the staged shards without reading the source again; if the
-source changed, it is staged again and every finished shard must come out with the
-same digest (appending documents is fine; editing a finished shard's documents raises
-``SourceChangedError``). A finished shard is compared on the documents it recorded; documents
-after them in its slice (appended to a partial last shard) form a continuation shard
-``<shard id>.<n>``. A source's files are read in the order they were first staged, files added since
-after them (``flows.ingestion.file_order``), so a file added to a folder is appended whatever its name; a
+``state.json`` (written last) records the shards, their document counts and a digest of their ids and texts. A
+later run over an unchanged source (same params, same file sizes and times) reuses the staged shards without
+reading the source again; if the source changed, it is staged again and every finished shard must come out with
+the same digest (appending documents is fine; editing a finished shard's documents raises
+``SourceChangedError``). A finished shard is compared on the documents it recorded; documents after them in its
+slice (appended to a partial last shard) form a continuation shard ``<shard id>.<n>``. A source that ends before
+a finished shard is refused too, and a finished shard ``state.json`` does not record is compared with the index
+(``flows.ingestion.unrecorded``). A source's files are read in the order they were first staged, files added
+since after them (``flows.ingestion.file_order``), so a file added to a folder is appended whatever its name; a
 finished shard that changed names the files removed or changed since. Ids repeated within the source:
 ``flows.ingestion.duplicates``.
 
@@ -46,6 +46,7 @@ from flows.ingestion.errors import SettingsMismatchError, SourceChangedError, re
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
+from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards
 from operators.atomic import write_bytes
 from operators.base import Source
 from operators.errors import shown_name
@@ -184,6 +185,7 @@ class Stager:
         self.shard_size = shard_size
         self.duplicates = duplicates
         self.key = key or source_key(op)
+        self.index_path = Path(index_path)
         self.dir = staging_dir(op, index_path, self.key)
         self.params = _source_params(op)
         self._changed = ""
@@ -270,6 +272,9 @@ class Stager:
         if current.rows or current.failures:
             shards += self._close(k, concat([types.fit(t) for t in current.tables]) if current.tables else None,
                                   current.failures, finished, known, skip)
+        lost = lost_shards(self.key, finished, {s.id for s in shards})
+        if lost:  # left out of state.json, its documents would no longer be checked, and those appended later
+            raise lost_error(lost[0], known, self.shard_size, self._changed)  # would be counted as done
         self._make_text(shards, finished, types)
         if owned:
             where = self.params.get("path") or self.params.get("folder") or self.op.name
@@ -283,6 +288,13 @@ class Stager:
                         "failures.jsonl with its file and line, or the file alone (fix them, then ingest again "
                         "with retry_failed=True)", failed)  # Python's name: tessera ingest says --retry-failed
         return shards
+
+    def _unrecorded(self, shard: str, rows: pa.Table) -> dict[str, Any] | None:
+        """The record of a finished shard that ``state.json`` lacks, from the documents the index holds for it
+        (``unrecorded``); None when the index cannot say (a compaction merged it): the rows are taken as its."""
+        found = committed_prefix(self.index_path, shard, rows)
+        return None if found is None else {"docs": found[0], "digest": _digest(rows.slice(0, found[0]))
+                                           if found[1] else ""}  # not all there: no digest matches
 
     def _make_text(self, shards: list[StagedShard], finished: set[str], types: ColumnTypes) -> None:
         """Write again the shards staged before a column was made text, with that column as text."""
@@ -307,7 +319,7 @@ class Stager:
         base, out, start = self.shard_id(index), [], 0
         shard = base
         while shard in finished:
-            recorded = known.get(shard)
+            recorded = known.get(shard) or self._unrecorded(shard, docs.slice(start))
             n = recorded["docs"] if recorded is not None else docs.num_rows - start
             head = docs.slice(start, n)
             digest, meta = _digest(head), _meta_digest(head)

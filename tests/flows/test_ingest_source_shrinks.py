@@ -1,0 +1,148 @@
+"""``tessera ingest`` of a source that lost records or files under finished shards, or was read from another path
+since. A source that ended before its last finished shard was accepted (``0 docs (1 already done)``), the shard
+dropped from ``state.json``, and the documents appended afterwards were counted as that shard's and never ingested;
+a glob of a folder refused once (a file edited) was refused for good once restored; and a changed file was not
+always named. Real files and real ingests (local executor, BM25 only: no model loads), the command run in-process
+as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from flows.commands import main
+from flows.ingestion.pending import unfinished
+from operators.store import Index
+
+
+@pytest.fixture(autouse=True)
+def home(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    return tmp_path / "home"
+
+
+def ingest(capsys, source: Path | str, index: Path, *extra: str) -> tuple[int, str, str]:
+    """The command's status, and the report's docs and shards already done (stderr when it failed)."""
+    capsys.readouterr()
+    status = main(["ingest", "--source", str(source), "--index", str(index), "--no-dense", "--no-chunk",
+                   "--executor", "local", "--quiet", "--shard-size", "2", *extra])
+    out, err = capsys.readouterr()
+    found = re.search(r": (\d+)\s+docs\s+->.*?\((\d+)\s+already\s+done", out, re.S)  # a long path wraps the line
+    return (status, found.group(1), found.group(2)) if found else (status, out, err)
+
+
+def doc_ids(index: Path) -> list[str]:
+    ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
+    assert len(ids) == len(set(ids)), ids  # no document twice (one chunk each: --no-chunk)
+    return sorted(ids)
+
+
+def jsonl(path: Path, *ids: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps({"_id": i, "text": f"{i} about newts"}) + "\n" for i in ids))
+    return path
+
+
+@pytest.fixture
+def docs(tmp_path) -> Path:
+    folder = tmp_path / "docs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "a.txt").write_text("alpha about cats\n")
+    (folder / "b.txt").write_text("beta about dogs\n")
+    (folder / "sub" / "c.txt").write_text("gamma about eels\n")
+    return folder
+
+
+def test_records_removed_from_the_end_are_refused_and_records_appended_later_go_in(tmp_path, capsys):
+    source, index = jsonl(tmp_path / "h.jsonl", "h1", "h2", "h3"), tmp_path / "idx"
+    assert ingest(capsys, source, index) == (0, "3", "0")  # shards: h1 h2 | h3
+    jsonl(source, "h1", "h2")
+    status, _, err = ingest(capsys, source, index)
+    assert status == 2 and "-00001 (documents 2 to 2) is in the index, but the source now ends before it" in err, err
+    assert f"changed: {source}" in err
+    jsonl(source, "h1", "h2", "h4", "h5")  # appended to the shortened source: h3 is still missing
+    status, _, err = ingest(capsys, source, index)
+    assert status == 2 and "-00001 (documents 2 to 2) is in the index, but the source now yields other" in err, err
+    jsonl(source, "h1", "h2", "h3", "h4", "h5")
+    assert ingest(capsys, source, index) == (0, "2", "2")
+    assert doc_ids(index) == ["h1", "h2", "h3", "h4", "h5"]
+
+
+def test_a_file_removed_from_a_folder_under_a_continuation_shard_is_refused_and_files_added_later_go_in(
+        tmp_path, docs, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, docs, index) == (0, "2", "0")
+    (docs / "c.txt").write_text("gamma about eels\n")
+    assert ingest(capsys, docs, index) == (0, "1", "1")  # shard 1, partial
+    (docs / "d.txt").write_text("delta about moths\n")
+    assert ingest(capsys, docs, index) == (0, "1", "2")  # shard 1's continuation, 00001.1
+    (docs / "d.txt").unlink()
+    status, _, err = ingest(capsys, docs, index)
+    assert status == 2 and "-00001.1 (documents 3 to 3) is in the index, but the source now ends" in err, err
+    assert f"removed: {docs / 'd.txt'}" in err
+    (docs / "d.txt").write_text("delta about moths\n")
+    (docs / "e.txt").write_text("epsilon about voles\n")
+    assert ingest(capsys, docs, index) == (0, "1", "3")
+    assert doc_ids(index) == ["a.txt", "b.txt", "c.txt", "d.txt", "e.txt"]
+
+
+@pytest.mark.parametrize("damage", ["deleted", "shard dropped"])
+def test_a_finished_shard_the_state_does_not_record_keeps_its_own_documents_only(tmp_path, capsys, damage):
+    """state.json deleted (as a damaged one is), or written by a release that dropped the shard: the documents
+    appended to its slice since were counted as its own and never ingested."""
+    source, index = jsonl(tmp_path / "h.jsonl", "h1", "h2", "h3"), tmp_path / "idx"
+    assert ingest(capsys, source, index) == (0, "3", "0")
+    [state] = (index / "_ingest").glob("*/state.json")
+    if damage == "deleted":
+        state.unlink()
+    else:
+        recorded = json.loads(state.read_text())
+        recorded["shards"] = [s for s in recorded["shards"] if not s["id"].endswith("-00001")]
+        state.write_text(json.dumps(recorded))
+    jsonl(source, "h1", "h2", "h3", "h4")
+    assert ingest(capsys, source, index) == (0, "1", "2")
+    assert doc_ids(index) == ["h1", "h2", "h3", "h4"]
+    jsonl(source, "h1", "h2", "h9", "h4")  # the shard's own document edited away: refused, as with its record
+    status, _, err = ingest(capsys, source, index)
+    assert status == 2 and "-00001 (documents 2 to 2)" in err and "other documents" in err, err
+
+
+def test_a_glob_of_a_folder_with_a_file_changed_names_it_and_goes_on_once_restored(tmp_path, docs, capsys):
+    index, glob = tmp_path / "idx", f"{docs}/**/*"
+    assert ingest(capsys, docs, index) == (0, "2", "0")
+    assert ingest(capsys, glob, index) == (0, "1", "1")  # the folder's source, its subfolder appended
+    kept = (docs / "a.txt").read_bytes()
+    (docs / "a.txt").write_text("changed\n")
+    status, _, err = ingest(capsys, glob, index)
+    assert status == 2 and f"changed: {docs / 'a.txt'}" in err and "already live" not in err, err
+    (docs / "a.txt").write_bytes(kept)
+    assert ingest(capsys, glob, index) == (0, "0", "2")
+    assert unfinished(index) == []
+    assert doc_ids(index) == ["a.txt", "b.txt", "sub/c.txt"]
+
+
+def test_a_copied_file_refused_once_goes_on_once_restored(tmp_path, capsys):
+    original, index = jsonl(tmp_path / "j.jsonl", "j1", "j2", "j3"), tmp_path / "idx"
+    assert ingest(capsys, original, index) == (0, "3", "0")
+    copy = jsonl(tmp_path / "copy" / "j.jsonl", "j1", "j2x", "j3")  # copied and edited: refused
+    assert ingest(capsys, copy, index)[0] == 2
+    shutil.copyfile(original, copy)
+    assert ingest(capsys, copy, index) == (0, "0", "2")
+    jsonl(copy, "j1", "j2", "j3", "j4")
+    assert ingest(capsys, copy, index) == (0, "1", "2")
+    assert unfinished(index) == [] and len(list((index / "_ingest").glob("*/state.json"))) == 1
+    assert doc_ids(index) == ["j1", "j2", "j3", "j4"]
+
+
+def test_the_folder_after_its_glob_names_the_file_changed_since(tmp_path, docs, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, docs, index)[0] == 0
+    assert ingest(capsys, f"{docs}/**/*", index)[0] == 0  # state.json now records the glob's path
+    (docs / "a.txt").write_text("changed\n")
+    status, _, err = ingest(capsys, docs, index)
+    assert status == 2 and "-00000 (documents 0 to 1)" in err and f"changed: {docs / 'a.txt'}" in err, err
+    assert f"no longer read: {docs / 'sub' / 'c.txt'}" in err and "removed:" not in err
