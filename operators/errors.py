@@ -50,19 +50,27 @@ def short_repr(value: Any, limit: int = 120) -> str:
 
 def unknown_name_hint(name: str, known: Iterable[str], what: str) -> str:
     """``"; did you mean 'k'? (parameters: index, k)"``: the close matches of a misspelt ``name`` and every
-    known name (``difflib``; a name that only differs in case or ``-``/``_`` is the first match)."""
-    import difflib
-
+    known name (``close_names``)."""
     known = sorted(known)
     if not known:
         return f" (this operator has no {what})"
+    close = close_names(name, known)
+    hint = f"; did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
+    return f"{hint} ({what}: {', '.join(known)})"
+
+
+def close_names(name: str, known: Iterable[str]) -> list[str]:
+    """The (at most three) ``known`` names a misspelt ``name`` is closest to, best first (``difflib``; a name that
+    only differs in case or ``-``/``_`` is the first match, and a name that is a word of it the last resort)."""
+    import difflib
+
+    known = sorted(known)
     folded = {k.lower().replace("-", "_"): k for k in known}
     close = [folded[f] for f in [name.lower().replace("-", "_")] if f in folded]
     close += [k for k in difflib.get_close_matches(name, known, n=3, cutoff=0.6) if k not in close]
     if not close:  # top_k -> k: a name that is a word of the misspelt one
         close = [k for k in known if k in name.lower().replace("-", "_").split("_")]
-    hint = f"; did you mean {' or '.join(repr(k) for k in close[:3])}?" if close else ""
-    return f"{hint} ({what}: {', '.join(known)})"
+    return close[:3]
 
 
 class TesseraError(Exception):

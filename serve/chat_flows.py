@@ -6,8 +6,8 @@ built-in and the caller's saved flows that do (``type: flow``). The last user me
 the question; the messages before it travel as the query's ``messages`` column when the
 flow has a step that reads a conversation (``query.contextualize``, as ``rag`` does, or
 ``retrieve.messages``: follow-up questions). ``temperature`` and
-``max_tokens`` go to the flow's language-model steps; a non-standard ``index`` field
-(the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
+``max_tokens`` go to the flow's steps that ask a language model with them (``Operator.calls_model``); a
+non-standard ``index`` field (the ``openai`` client's ``extra_body``) picks the index, confined like every request's.
 The flow runs in this replica on the local executor, as ``/v1/search`` does, and the
 answer comes back as one ``chat.completion``, or with ``stream: true`` as
 ``chat.completion.chunk`` events: the answer as the model writes it
@@ -147,7 +147,7 @@ def _question(request: Any) -> tuple[str, list[dict[str, str]]]:
 
 
 def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
-    """``spec`` with the request's ``temperature``/``max_tokens`` on its language-model steps."""
+    """``spec`` with the request's ``temperature``/``max_tokens`` on the steps that ask a model with them."""
     options = {"temperature": request.temperature, "max_tokens": request.max_completion_tokens or request.max_tokens}
     options = {key: value for key, value in options.items() if value is not None}
     if not options:
@@ -155,9 +155,20 @@ def _with_options(spec: FlowSpec, request: Any) -> FlowSpec:
     steps = dict(spec.steps)
     for step_id, cls in step_operators(spec).items():
         given = {k: v for k, v in options.items() if k in cls.Params.model_fields}
-        if given:
+        if given and _asks_model(cls, step_id, steps[step_id].params):
             steps[step_id] = steps[step_id].model_copy(update={"params": {**steps[step_id].params, **given}})
     return spec.model_copy(update={"steps": steps})
+
+
+def _asks_model(cls: type, step_id: str, params: dict[str, Any]) -> bool:
+    """Whether the step, made with its own params, asks a model (``Operator.calls_model``): ``rag``'s
+    ``query.contextualize`` with ``method: history`` has a ``max_tokens`` but calls none, and a request's
+    ``max_tokens`` over its bound was refused in that step's name, not the answer's. Params that do not validate
+    are ``prepare``'s to refuse, as the flow's own."""
+    try:
+        return cls(params, step_id=step_id).calls_model()
+    except TesseraError:
+        return False
 
 
 def _as_request_field(err: SpecError | ApiError, request: Any) -> Exception:

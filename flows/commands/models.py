@@ -10,9 +10,12 @@ sends each reachable model one tiny prompt and reports the reply's seconds and t
 from __future__ import annotations
 
 import argparse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flows.commands._support import EXIT_OK, CliError, console, escape, print_json
+
+if TYPE_CHECKING:
+    from operators.llm.aliases import ModelAlias
 
 
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
@@ -45,7 +48,8 @@ def handle(args: argparse.Namespace) -> int:
     found = aliases()
     unknown = [n for n in args.names if n not in found]
     if unknown:
-        raise CliError(f"no model alias {', '.join(unknown)}; aliases: {', '.join(found)}", field="names")
+        raise CliError(f"no model alias {', '.join(_with_close_names(name, found) for name in unknown)}; aliases: "
+                       f"{', '.join(found)}", field="names")
     sources = alias_sources()
     rows: list[dict[str, Any]] = []
     for name, alias in found.items():
@@ -55,7 +59,7 @@ def handle(args: argparse.Namespace) -> int:
         row = {"alias": name, "model": alias.model, "description": alias.description,
                "defined_in": sources.get(name, "packaged"), "reachable": ok, "why": why}
         if args.check and ok:
-            row["check"] = _check(name)
+            row["check"] = _check(name, alias)
         rows.append(row)
     if args.json:
         user = user_file()
@@ -79,11 +83,23 @@ def handle(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _check(name: str) -> str:
+def _with_close_names(name: str, found: dict[str, Any]) -> str:
+    """A misspelt alias with the aliases close to it, as other unknown names are said: ``gemma (did you mean
+    'gemma2'?)``."""
+    from operators.errors import close_names
+
+    close = close_names(name, found)
+    return name + (f" (did you mean {' or '.join(map(repr, close))}?)" if close else "")
+
+
+def _check(name: str, alias: ModelAlias) -> str:
+    """One tiny prompt, waited for as long as the alias's ``timeout`` says (a run's calls wait as long; without one,
+    the gateway's default): a fixed 60 s was too short for the embedded model on a busy CPU (its alias says 300)
+    and too long for an alias that says 3."""
     from operators.llm import LLMError, complete
 
     try:
-        done = complete("Reply with the word OK.", model=name, max_tokens=8, timeout=60, num_retries=0)
+        done = complete("Reply with the word OK.", model=name, max_tokens=8, timeout=alias.timeout, num_retries=0)
     except LLMError as err:
         return f"failed: {err.message}"
     return f"answered in {done.seconds:.2f} s ({done.prompt_tokens}+{done.completion_tokens} tokens): " \

@@ -132,8 +132,9 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         write_results(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM (_signals): no temporary file left
         answers = _write_answers(result, queries, args.out)
         if not args.quiet:
+            whose = "query's" if answers == 1 else "queries'"  # it said "1 query' answers"
             print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}"
-                  + (f" and {answers} quer{'y' if answers == 1 else 'ies'}' answers and metadata to "
+                  + (f" and {answers} {whose} answers and metadata to "
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
     _print(args, result, queries, out_path, answers)
     return EXIT_OK

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from operators.errors import TesseraError
+from operators.errors import TesseraError, plain_message, unknown_name_hint
 from operators.home import tessera_home
 
 PACKAGED_FILE = Path(__file__).with_name("models.yaml")
@@ -144,10 +144,21 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
             out[name] = alias.model_copy(update={"model": _gguf_beside(alias.model, path.parent.absolute())}) \
                 if alias.embedded else alias
         except ValidationError as err:
-            first = err.errors()[0]
-            raise ModelConfigError(f"{first['msg']} (in {path})", field=".".join(
-                [str(name), *map(str, first["loc"])])) from None
+            raise _entry_error(err, name, path) from None
     return out
+
+
+def _entry_error(err: ValidationError, name: str, path: Path) -> ModelConfigError:
+    """A bad entry's first problem, an unknown key first: ``mine: {modle: openai/x}`` was "field 'mine.model': Field
+    required", which never named ``modle``."""
+    errors = err.errors()
+    first = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
+    where = ".".join([str(name), *map(str, first["loc"])])
+    if first["type"] != "extra_forbidden" or len(first["loc"]) != 1:
+        return ModelConfigError(f"{plain_message(first)} (in {path})", field=where)
+    key = str(first["loc"][0])
+    hint = unknown_name_hint(key, ModelAlias.model_fields, "keys")
+    return ModelConfigError(f"unknown key '{key}' (in {path}){hint}", field=where)
 
 
 def aliases() -> dict[str, ModelAlias]:
@@ -207,11 +218,18 @@ def no_server(model: str) -> str | None:
     """Why ``model`` reaches no server (``hosted_vllm/foo`` with no api_base: every call failed after its retries
     with "Name or service not known", naming no server), or None."""
     alias = resolve(model)
+    if (why := serverless(alias)) is None:
+        return None
+    return f"model '{model}'" + (f" ({alias.model})" if alias.model != model else "") + f" {why}"
+
+
+def serverless(alias: ModelAlias) -> str | None:
+    """What follows a model's name when ``alias`` reaches no server ("names no server: ..."), or None: one rule for
+    a run's check (``no_server``) and ``tessera models`` (``reachability``), which said "reachable" of it."""
     variable = _OWN_SERVER.get(alias.provider)
     if variable is None or alias.api_base or os.environ.get(variable):
         return None
-    named = f"model '{model}'" + (f" ({alias.model})" if alias.model != model else "")
-    return (f"{named} names no server: litellm has no address for {alias.provider}; give it an alias with api_base "
+    return (f"names no server: litellm has no address for {alias.provider}; give it an alias with api_base "
             f"in models.yaml (docs/llm.md, Model aliases), or set ${variable}")
 
 

@@ -337,13 +337,37 @@ def _detail(err: Exception) -> str:
         return "the server's reply is not UTF-8 text"
     if in_chain(err, json.JSONDecodeError) is not None or re.search(r"Expecting value: line \d+", str(err)):
         return "the server's reply is not valid JSON"
+    if (problem := _not_a_completion(str(err))) is not None:
+        return problem
     return f"{type(err).__name__}: {_first_line(err)}"
 
 
+#: What litellm says of an HTTP 200 whose body is text, not JSON (a proxy's error or login page), and of JSON
+#: without ``choices``: "InternalServerError: Empty or invalid response from LLM endpoint..." and "InternalServerError:
+#: litellm.APIError: LiteLLM: provider returned a response with no 'choices'", which read as the server's failure.
+_NOT_JSON = re.compile(r"Empty or invalid response from LLM endpoint\. Received: (.*?)\. Check the reverse proxy", re.S)
+_NO_CHOICES = re.compile(r"provider returned a response with no 'choices'\. Raw keys: (\[.*?\])")
+
+
+def _not_a_completion(text: str) -> str | None:
+    """An HTTP 200 that is no completion, in the words the other such replies get (``the server's reply is not valid
+    JSON``, ``has no choices``), with what it was; None for any other error."""
+    if (page := _NOT_JSON.search(text)) is not None:
+        body = " ".join(page[1].strip("'\"").split())
+        shown = repr(body if len(body) <= 60 else body[:60] + "...")
+        return "the server's reply is not valid JSON" + (f", so no completion: {shown}" if body else " (it is empty)")
+    if (keys := _NO_CHOICES.search(text)) is not None:
+        return f"the server's reply is not a completion: it has no choices (its keys: {keys[1]})"
+    return None
+
+
+#: The exception names litellm writes before a message, nested when it wraps one error in another:
+#: "litellm.InternalServerError: InternalServerError: OpenAIException - litellm.APIError: LiteLLM: ...".
+_PREFIXES = re.compile(r"^(?:(?:litellm\.)?\w+(?:Error|Exception)(?:: | - )|LiteLLM: )+")
+
+
 def _first_line(err: Exception) -> str:
-    """The error's first line, without the exception names litellm writes before it ("litellm.BadRequestError: ")."""
+    """The error's first line, without the exception names litellm writes before it, however nested."""
     text = str(err).strip().splitlines()
-    line = re.sub(r"^(?:litellm\.\w+: )+", "", text[0]) if text else ""
-    # and the class names litellm repeats inside: "InternalServerError: OpenAIException - Connection error."
-    line = re.sub(rf"^(?:{type(err).__name__}: )?(?:\w+Exception - )?", "", line)
+    line = _PREFIXES.sub("", text[0]) if text else ""
     return line[:500] or type(err).__name__

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from operators.llm.aliases import ModelAlias
+from operators.llm.aliases import ModelAlias, serverless
 
 OLLAMA_DEFAULT = "http://localhost:11434"
 
@@ -42,7 +42,7 @@ def server_of(alias: ModelAlias) -> str | None:
 def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]:
     """``(reachable, why)``: the embedded model's weights and engine are installed; an Ollama server answers
     on its base URL; an API model's key variable is set (litellm knows each provider's variable), and a server
-    named by ``api_base`` answers."""
+    named by ``api_base`` answers; a model of a server of one's own names its address (``serverless``)."""
     if alias.embedded:
         from operators.llm.embedded_model import gguf_path, llama_cpp_installed
         from operators.models.references import ModelNotFoundError
@@ -63,6 +63,8 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         except requests.RequestException as err:
             return False, f"no Ollama server answers on {base} ({type(err).__name__}); set OLLAMA_API_BASE"
         return True, f"Ollama answers on {base}"
+    if (why := serverless(alias)) is not None:
+        return False, f"{alias.model} {why}"
     if alias.api_key_env and not os.environ.get(alias.api_key_env):
         return False, f"${alias.api_key_env} is not set"
     if not alias.api_key_env:

@@ -8,7 +8,8 @@ the path picks the behaviour:
 * ``error``: HTTP 500 every time; ``flaky``: 500 on the first attempt, then ``ok``;
 * ``ratelimit``: HTTP 429; ``slow``: waits ``server.delay`` seconds, then ``ok`` (from attempt ``server.hold_from``
   on, if set, until ``server.release`` is set: a test's calls that cannot end before it acts);
-* ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON;
+* ``junk``: a reply with no text (``"  ...  "``); ``malformed``: a body that is not JSON; ``html``: a web page
+  (``text/html``, what a proxy's error or login page sends); ``shapeless``: JSON that is no completion (``{"foo": 1}``);
 * ``midstream``: a streamed reply that breaks after half its words (an error event), HTTP 500 unstreamed;
 * ``paced``: as ``ok``, but a streamed reply comes a word every ``server.pace`` seconds (a model writing it), and a
   stream whose client went away before its end is counted in ``server.left``;
@@ -53,7 +54,7 @@ from typing import Any
 import yaml
 
 SCENARIOS = ("ok", "error", "flaky", "ratelimit", "slow", "junk", "malformed", "midstream", "paced", "unavailable",
-             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length")
+             "reset", "cut", "nochoices", "null", "tools", "huge", "binary", "echo", "length", "html", "shapeless")
 #: Replies that are not the ``ok`` reply, by scenario (None: the message's content is null).
 _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 #: The environment variable the fault aliases read their (any) key from.
@@ -185,12 +186,12 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
             pass
 
         def _send(self, status: int, payload: Any, raw: bytes | None = None, cut: bool = False,
-                  headers: dict[str, str] | None = None) -> None:
+                  headers: dict[str, str] | None = None, content_type: str = "application/json") -> None:
             """The response; ``cut``: its headers and half its body, then the connection reset."""
             data = raw if raw is not None else json.dumps(payload).encode()
             try:
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", content_type)
                 self.send_header("Content-Length", str(len(data)))
                 for name, value in (headers or {}).items():
                     self.send_header(name, value)
@@ -277,6 +278,10 @@ def _handler(state: FaultServer) -> type[BaseHTTPRequestHandler]:
                 self._send(200, _completion(body, "  ...  "))
             elif scenario == "malformed":
                 self._send(200, None, raw=b"this is not json")
+            elif scenario == "html":
+                self._send(200, None, raw=b"<html><body><h1>Welcome</h1></body></html>", content_type="text/html")
+            elif scenario == "shapeless":
+                self._send(200, {"foo": 1})
             else:
                 if scenario == "slow":
                     held = state.hold_from is not None and attempt >= state.hold_from

@@ -28,7 +28,7 @@ class LLMGroupReranker(LLMJudgeReranker):
 
     Each of the C(n, window_size) combinations of a query's top n candidates is one call;
     its winner gets a point and candidates go by points, ties by incoming rank (``score``:
-    the points less a fraction for the incoming rank). The cost is logged before the calls
+    the points less a fraction for the incoming rank). The cost is logged (a note) before the calls
     and refused above ``max_calls`` (mosaicRAG's group reranker). A failed call gives its
     point to the group's best-ranked candidate.
 
@@ -66,8 +66,10 @@ class LLMGroupReranker(LLMJudgeReranker):
             self._check_cost(len(texts))
             size = min(self.params.window_size, len(texts))
             groups += [(q, shown) for shown in combinations(range(len(texts)), size)] if size > 1 else []
+        # the cost before it is spent: a note, not a warning (every run said "warning:"); the command line prints
+        # it as "tessera: ..." (flows/commands/_log_lines.py), a Ray worker's log too
         log.warning("%s [%s]: %d model call%s for %d quer%s, starting", self.name, self.step_id, len(groups),
-                    "" if len(groups) == 1 else "s", len(work), "y" if len(work) == 1 else "ies")
+                    "" if len(groups) == 1 else "s", len(work), "y" if len(work) == 1 else "ies", extra={"note": True})
         picks = self.judge([(work[q][0], work[q][1], [work[q][2][i] for i in shown]) for q, shown in groups])
         points = [np.zeros(len(texts)) for _, _, texts in work]
         failures: list[list[str]] = [[] for _ in work]

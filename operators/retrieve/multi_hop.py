@@ -201,7 +201,7 @@ class MultiHopRetriever(Operator):
     def _follow_up_llm(self, seeds: pa.Table, questions: list[str]) -> list[str]:
         """The model's query for what the question still needs after the seed; the seed's title where it fails."""
         from operators.llm.gateway import Completion, complete_many, messages_of
-        from operators.llm.step import junk_reason, record_call
+        from operators.llm.step import add_query_usage, junk_reason, record_call
 
         prompts = [messages_of(_FOLLOW_UP_PROMPT.format(question=q, title=title or "", text=" ".join(
             (text or "").split())[:600]), _FOLLOW_UP_SYSTEM) for q, title, text in
@@ -218,6 +218,7 @@ class MultiHopRetriever(Operator):
                 record_call(self, str(qid), self.params.follow_up_model, result)
             elif result.seconds:  # sent and failed: its time is spent all the same (as LLMStep.ask counts it)
                 self.record_usage(llm_calls=1, llm_failed=1, llm_seconds=result.seconds)
+                add_query_usage(self, str(qid), p.follow_up_model, seconds=result.seconds, failed=1)
             usable = line if re.search(r"[^\W\d_]", line) else None
             queries.append(usable or title)
             if usable is None:

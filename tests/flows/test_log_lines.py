@@ -1,10 +1,15 @@
 """A command's own process prints Tessera's log records as its own lines: a warning ``tessera: warning: ...``, an
 error ``tessera: error: ...``, a note ``tessera: ...`` that ``--quiet`` hides. The handler is fed records here;
-tests/flows/test_ingest_documents.py sees a real warning line of the console script."""
+tests/flows/test_ingest_documents.py sees a real warning line of the console script, and a step's cost before it
+is spent is a note of it here."""
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+from pathlib import Path
 
 from flows.commands import _log_lines
 
@@ -26,3 +31,25 @@ def test_warnings_errors_and_notes_are_one_line_each_and_quiet_hides_only_notes(
     handler.handle(record(logging.WARNING, "a note", note=True))
     handler.handle(record(logging.WARNING, "still a warning"))
     assert capsys.readouterr().err == "tessera: warning: still a warning\n"
+
+
+def test_the_console_script_prints_a_steps_cost_as_a_note_not_a_warning(tmp_path, fault_models):
+    """rerank.llm_group's "N model calls for 1 query, starting" said ``tessera: warning:`` on every normal run."""
+    import os
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps({"_id": f"d{i}", "title": "Bee", "text": f"Honey bees make honey {i}."})
+                              + "\n" for i in range(3)))
+    spec = tmp_path / "judged.yaml"
+    spec.write_text(json.dumps({"name": "judged", "steps": {
+        "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(corpus), "k": 3}},
+        "groups": {"op": "rerank.llm_group", "params": {"model": "fault-ok", "n": 3}}}}))
+    fault_models.reply = "1"
+    env = {"PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1", "TESSERA_HOME": str(tmp_path / "home"), "COLUMNS": "200",
+           "TESSERA_RAW_STDERR": "1", **{k: os.environ[k] for k in ("TESSERA_MODELS", "TESSERA_FAULT_KEY")}}
+    tessera = str(Path(sys.executable).with_name("tessera"))
+    done = subprocess.run([tessera, "run", str(spec), "--queries", "honey bees", "--no-cache", "--json"],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "tessera: rerank.llm_group [groups]: 3 model calls for 1 query, starting\n" in done.stderr, done.stderr
+    assert "warning:" not in done.stderr and fault_models.attempts["ok"] == 3

@@ -60,3 +60,17 @@ def test_an_out_whose_answers_file_is_the_queries_file_is_refused_before_the_run
     assert status == 2 and "field '--out'" in err and "the --queries file" in err, err
     assert queries.read_bytes() == before and not (tmp_path / "ask.parquet").exists()
     assert fault_models.attempts["ok"] == 0  # refused before the model was asked
+
+
+def test_the_line_saying_where_the_answers_went_has_the_right_possessive(fault_models, tmp_path, monkeypatch,
+                                                                          capsys):
+    """It said "and 1 query' answers and metadata to ..."."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    spec = answer_spec(tmp_path, "fault-ok")
+    for queries, said in (("what do bees make honey from", "1 query's"), (_queries(tmp_path), "2 queries'")):
+        out = tmp_path / f"{said[0]}.parquet"
+        assert main(["run", spec, "--queries", queries, "--out", str(out), "--no-cache"]) == 0
+        err = capsys.readouterr().err
+        assert f"and {said} answers and metadata to {tmp_path / said[0]}.queries.jsonl" in err, err

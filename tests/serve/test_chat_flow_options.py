@@ -50,3 +50,27 @@ def test_a_max_tokens_the_steps_allow_reaches_them(make_service):
     prepared, _ = chat_flows.prepare_flow(spec, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=7),
                                           "local")
     assert prepared.spec.steps["answer"].params["max_tokens"] == 7
+
+
+def test_a_max_tokens_goes_only_to_the_steps_that_ask_a_model(make_service):
+    """``rag``'s ``standalone`` (query.contextualize, ``method: history``) has a ``max_tokens`` but asks no model: a
+    value over its bound was refused in its name ("the flow's step 'standalone' refuses 40000"), not the answer's."""
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    with pytest.raises(ApiError) as err:
+        chat_flows.prepare_flow(spec, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=40000), "local")
+    assert "step 'answer' refuses 40000" in err.value.message, err.value.message
+    prepared, _ = chat_flows.prepare_flow(spec, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=7,
+                                                                 temperature=0.5), "local")
+    assert "max_tokens" not in prepared.spec.steps["standalone"].params
+    assert "temperature" not in prepared.spec.steps["standalone"].params
+    assert prepared.spec.steps["answer"].params["temperature"] == 0.5
+
+
+def test_a_contextualize_step_that_asks_a_model_gets_the_options(make_service):
+    make_service()
+    spec = chat_flows.svc.current().flow_spec("rag", "local")
+    steps = {**spec.steps, "standalone": spec.steps["standalone"].model_copy(update={"params": {"method": "llm"}})}
+    asking = spec.model_copy(update={"steps": steps})
+    given = chat_flows._with_options(asking, chat.ChatRequest(model="rag", messages=QUESTION, max_tokens=7))
+    assert given.steps["standalone"].params == {"method": "llm", "max_tokens": 7}

@@ -132,3 +132,15 @@ def test_a_relative_gguf_path_in_an_alias_is_read_from_the_models_files_folder(t
     (folder / "weights" / "m.gguf").write_bytes(b"GGUF")
     assert missing_file("mine") is None
     assert resolve("far").model == "tessera//elsewhere/m.gguf"  # absolute: as it is
+
+
+def test_a_misspelt_key_of_an_entry_is_named_with_the_close_key(tmp_path, monkeypatch):
+    """``mine: {modle: openai/x}`` was "field 'mine.model': Field required", which never named ``modle``."""
+    models = tmp_path / "m.yaml"
+    models.write_text("mine: {modle: openai/x}\n")
+    monkeypatch.setenv("TESSERA_MODELS", str(models))
+    with pytest.raises(ModelConfigError) as err:
+        aliases()
+    assert err.value.field == "mine.modle"
+    assert err.value.message.startswith(f"unknown key 'modle' (in {models}); did you mean 'model'? (keys: "), \
+        err.value.message

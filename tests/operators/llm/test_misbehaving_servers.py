@@ -20,6 +20,9 @@ QUESTION = "Which insects make honey from the nectar of flowers, and how do they
     ("cut", True, "connection", "Stream ended before a finish_reason was received"),
     ("unavailable", False, "api", "ServiceUnavailableError: the fault server is unavailable on purpose"),
     ("malformed", False, "api", "the server's reply is not valid JSON"),
+    ("html", False, "api", "the server's reply is not valid JSON, so no completion: "
+                           "'<html><body><h1>Welcome</h1></body></html>'"),
+    ("shapeless", False, "api", "the server's reply is not a completion: it has no choices (its keys: ['foo'])"),
     ("binary", False, "api", "the server's reply is not UTF-8 text"),
     ("nochoices", False, "api", "the server's reply has no choices"),
     ("huge", False, "api", "the reply is 1,000,000 characters, more than max_tokens=64 allows"),
@@ -39,7 +42,19 @@ def test_a_misbehaving_server_is_an_error_that_says_what_it_did(fault_models, sc
     assert err.value.kind == kind and message.endswith(says), message
     assert message.startswith(f"model 'fault-{scenario}' (openai/fault-{scenario} at http://127.0.0.1:")
     assert "sk-fault" not in message and "<class" not in message and "Received response" not in message
+    assert "litellm" not in message.lower() and message.count("Error: ") + message.count("Exception - ") <= 1
     assert len("".join(pieces)) <= 64 * 64  # a huge stream is read no further than max_tokens allows
+
+
+def test_the_exception_names_litellm_nests_are_left_out_of_the_message():
+    """"InternalServerError: litellm.APIError: LiteLLM: ...": only the first of litellm's names was taken off."""
+    import litellm
+
+    from operators.llm.gateway import _detail
+
+    err = litellm.InternalServerError(message="litellm.APIError: LiteLLM: the provider sent something odd",
+                                      llm_provider="openai", model="m")
+    assert _detail(err) == "InternalServerError: the provider sent something odd"
 
 
 #: Each LLM step (but retrieve.multi_hop, which needs an index: tests/operators/retrieve) and what it is given.

@@ -73,6 +73,9 @@ def test_the_cost_line_says_query_for_one(fault_models, caplog):
     with caplog.at_level(logging.INFO, logger="operators.rerank.llm_group"):
         create("rerank.llm_group", {"model": "fault-ok"}, step_id="g")(sample_results(1, 2))
     assert "1 model call for 1 query, starting" in caplog.text   # it said "1 model calls for 1 queries"
+    # a note, not a warning: every normal run printed "tessera: warning:" (the command line's note: "tessera: ")
+    (said,) = [r for r in caplog.records if "model call" in r.getMessage()]
+    assert said.note
 
 
 @pytest.mark.slow

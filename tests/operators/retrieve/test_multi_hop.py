@@ -178,7 +178,10 @@ def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_
     failing = failing_op(queries(2))
     spent = failing_op.drain_usage()  # the failed calls are counted, with their seconds, as an LLM step's are
     assert spent["llm_calls"] == spent["llm_failed"] == 4 and spent["llm_seconds"] > 0
-    marks = {qid: meta["degraded"] for qid, meta in failing_op.drain_metadata().items()}
+    metadata = failing_op.drain_metadata()
+    # and in each query's usage, as an LLM step counts them (the step record said llm_failed, the query nothing)
+    assert all(meta["usage"]["hops"]["calls"] == meta["usage"]["hops"]["failed"] == 2 for meta in metadata.values())
+    marks = {qid: meta["degraded"] for qid, meta in metadata.items()}
     assert set(marks) == set(queries(2).column("qid").to_pylist())  # every query says why, as rerankers do
     assert all(m["step"] == failing_op.step_id and m["reason"].startswith("2 follow-up queries are seed titles")
                for m in marks.values())
