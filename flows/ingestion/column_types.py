@@ -21,6 +21,10 @@ _OWN = ("docno", "title", "text")
 #: Columns the ingest makes itself (``shards.prepare`` and its ``INTERNAL``, the chunker): a source's field of one of
 #: these names is left out (staging names it in a warning); a crawl's ``_error`` field failed its document.
 OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "_pieces", "doc_id", *sorted(CHUNK_COLUMNS))
+#: Columns a search writes into each result row (the index its vectors): a source's field of one of these names was
+#: stored, then replaced in every result (a document's ``score: 5`` shown as its BM25 score) or dropped without a
+#: word (``vector``); left out like ``OWN_COLUMNS``, as front matter and the service's documents refuse them.
+SEARCH_COLUMNS = ("qid", "query", "rank", "score", "vector")
 
 
 def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:

@@ -297,8 +297,31 @@ def test_fields_named_as_the_ingests_own_columns_are_left_out_saying_so(tmp_path
     assert (report.docs, report.failures) == (2, 0)
     rows = rows_by_doc(tmp_path / "idx")
     assert (rows["a"]["year"], rows["a"]["chunk_index"], "_error" in rows["a"]) == (2001, 0, False)
-    [line] = [r.getMessage() for r in caplog.records if "own columns" in r.getMessage()]
-    assert "_error, _stage, chunk_index" in line and str(path) in line, line
+    [line] = [r.getMessage() for r in caplog.records if "are left out" in r.getMessage()]
+    assert "_error, _stage, chunk_index are left out" in line and str(path) in line, line
+
+
+def test_fields_named_as_the_columns_a_search_writes_are_left_out_saying_so(tmp_path, caplog):
+    """A document's "score": 5 and "rank": 1 were stored and shown by tessera index documents, then replaced by the
+    BM25 score and rank in every result; its "vector" was dropped; none of it was said."""
+    import logging
+
+    import pyarrow as pa
+
+    from operators.registry import create
+
+    path = tmp_path / "meta.jsonl"
+    write_jsonl(path, [{"_id": "a", "text": "crows are clever birds", "score": 5, "rank": 1, "vector": [1, 2],
+                        "qid": "Q-77", "query": "stored question", "year": 1999}])
+    caplog.set_level(logging.WARNING, logger="tessera.ingest")
+    ingest(path, tmp_path / "idx", settings=BM25_ONLY, executor="local", chunk=False, progress=False)
+    [line] = [r.getMessage() for r in caplog.records if "are left out" in r.getMessage()]
+    assert "qid, query, rank, score, vector are left out" in line and "a search writes" in line, line
+    row = rows_by_doc(tmp_path / "idx")["a"]
+    assert row["year"] == 1999 and not {"score", "rank", "vector", "qid", "query"} & set(row), row
+    hit = create("retrieve.bm25", {"index": str(tmp_path / "idx"), "k": 1}, step_id="bm25")(
+        pa.table({"qid": ["1"], "query": ["crows"]})).to_pylist()[0]
+    assert (hit["qid"], hit["rank"], hit["score"] != 5) == ("1", 1, True)
 
 
 def test_documents_with_qid_or_query_fields_do_not_take_the_place_of_the_queries(tmp_path):
