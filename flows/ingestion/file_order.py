@@ -107,6 +107,9 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
     changed = [path for path, was in recorded.items() if path in now and now[path] != was]  # after its glob)
     parts = [f"{what}: {_names(paths)}" for what, paths in (("removed", removed), ("no longer read", unread),
                                                             ("changed", changed)) if paths]
+    if changed and len(now) > 1:  # a record appended to a.jsonl of a folder is read before b.jsonl's documents
+        parts.append("documents added to one file of several take the places of the files read after it: add "
+                     "them as a new file")
     return f" (since the last ingest, {'; '.join(parts)})" if parts else ""
 
 

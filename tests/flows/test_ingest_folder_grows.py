@@ -75,6 +75,8 @@ def test_a_removed_or_changed_file_is_refused_naming_it_and_the_index_keeps_its_
     pdf_writer(folder / "huia.pdf", ["Huia are extinct."])  # back, with other text
     status, _, err = ingest(capsys, folder, index)
     assert status == 2 and f"changed: {folder / 'huia.pdf'}" in err and "removed:" not in err, err
+    assert "documents added to one file of several take the places of the files read after it: add them as a new " \
+           "file" in err, err  # its only advice was a new index
     assert doc_ids(index) == ["huia-p1", "kea-p1", "kea-p2"]
     assert "wattlebirds" in Index.open(index).documents(["huia-p1"]).column("text")[0].as_py()
 
