@@ -9,7 +9,11 @@ minutes or after work was done (an ingestion had staged its corpus):
 * a port where something else listens (a web server, a socket that accepts and says nothing) made ``ray.init``
   wait for minutes, its own GCS client warning every few seconds;
 * a cluster with token authentication refuses a driver that does not send the token: ``ConnectionError`` after
-  about 20 s of Ray's own warnings.
+  about 20 s of Ray's own warnings;
+* Ray Client's ``ray://HOST:10001`` passed, then a batch command crashed after seconds with ``AttributeError:
+  'Worker' object has no attribute 'core_worker'``: Ray Data, which the batch commands run on, does not work over
+  Ray Client (ray-project/ray#42739, #48682). They refuse ``ray://`` before connecting; ``tessera serve`` (Serve
+  only) still takes it.
 
 So the address is asked, before ``ray.init``, the question Ray asks first, with Ray's own gRPC channel (its TLS
 and token settings) and a deadline: the GCS's ``GetClusterId``, or Ray Client's ``PING`` for ``ray://``. Each
@@ -60,8 +64,9 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
     """Refuse an address Ray cannot join: the job server's HTTP address, a host and port where nothing listens or
     something other than Ray answers, a cluster that refuses this process's token. No address or ``auto``: the
     cluster Ray finds on this machine (``found_cluster``; ``temp_dir``: ``ray.init``'s ``_temp_dir``), if any, is
-    checked the same way; ``local`` (a new local Ray) is not checked. ``job_hint``: say that a command can be
-    submitted to that job server instead (the batch commands; not ``tessera serve``). ``ahead``: a check before
+    checked the same way; ``local`` (a new local Ray) is not checked. ``job_hint``: a batch command, which runs Ray
+    Data: a Ray Client address is refused (``ray_client_refused``), and a job server's address hints that the
+    command can be submitted there instead (not ``tessera serve``). ``ahead``: a check before
     the run, whose ``ray.init`` (``ray_env.ensure_ray``) then takes the address as checked rather than probing it
     again."""
     value, setting = given_address(address, environ)
@@ -84,18 +89,22 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
     if not ahead and value in _checked_ahead:
         _checked_ahead.discard(value)
         return
+    client_too = "" if job_hint else ", or ray://HOST:10001 (Ray Client)"  # Ray Data does not run over Ray Client
     if value.lower().startswith(("http://", "https://")):
         job = f"; or submit the command to it as a job (`ray job submit`, {DOCS})" if job_hint else ""
         raise RayAddressError(
             f"{setting} {value!r} is the address of Ray's job server (the dashboard, which `ray job submit` takes): "
-            f"a cluster is joined at its GCS address, HOST:6379 (what `ray start --address` takes), or at "
-            f"ray://HOST:10001{job}; or {local} to start a local Ray", field=field)
+            f"a cluster is joined at its GCS address, HOST:6379 (what `ray start --address` takes){client_too}"
+            f"{job}; or {local} to start a local Ray", field=field)
     host, port = _host_port(value)
     if host is None or not 0 < port < 65536:  # ray.init's bare ValueError, RuntimeError, or minutes of waiting
         raise RayAddressError(
             f"{named} is not an address Ray can join: give the head's GCS address, HOST:6379 (what `ray start "
-            f"--address` takes), or ray://HOST:10001 (Ray Client), or 'auto' for the cluster started on this "
-            f"machine; or {local} to start a local Ray", field=field)
+            f"--address` takes){client_too}, or 'auto' for the cluster started on this machine; or {local} to "
+            f"start a local Ray", field=field)
+    client = value.lower().startswith("ray://")
+    if client and job_hint:
+        raise ray_client_refused(named, field)
     dialed = _as_ray_dials(host, value)
     try:
         with socket.create_connection((dialed, port), timeout=PROBE_SECONDS):
@@ -105,17 +114,25 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
             f"{named}: nothing answers at {dialed}:{port} ({err.strerror or err}): the cluster is not "
             f"running there, or the port is not the head's GCS port (6379 unless `ray start --head --port` chose "
             f"another); or {local} to start a local Ray", field=field) from None
-    client = value.lower().startswith("ray://")
     refusal = ray_refusal(dialed, port, client=client)
     if refusal is not None and refusal[0] == "UNAUTHENTICATED":  # before ray.init, whose GCS client warns 20 s
         raise joining_failed(ConnectionError(f"the cluster refused this process ({refusal[1]})"), address, environ,
                              named=named, field=field)
     if refusal is not None:
-        raise RayAddressError(f"{named}: {_not_ray(refusal, f'{dialed}:{port}', client)}; give the "
-                              f"head's GCS address, HOST:6379 (the port `ray start --head --port` chose), or "
-                              f"ray://HOST:10001; or {local} to start a local Ray", field=field)
+        raise RayAddressError(f"{named}: {_not_ray(refusal, f'{dialed}:{port}', client, job_hint)}; give the "
+                              f"head's GCS address, HOST:6379 (the port `ray start --head --port` chose)"
+                              f"{client_too}; or {local} to start a local Ray", field=field)
     if ahead:
         _checked_ahead.add(value)
+
+
+def ray_client_refused(where: str, field: str | None = None) -> RayAddressError:
+    """A batch command's refusal of Ray Client (``where``: the address in words, or this process's connection):
+    Ray Data cannot run over it, and its first ``materialize`` crashed with an ``AttributeError``."""
+    return RayAddressError(
+        f"{where}: Ray Data, which `--executor ray` and ingestion run on, does not work over Ray Client (ray://): "
+        f"submit the command to the cluster as a job (`ray job submit`, {DOCS}), or give the head's GCS address, "
+        f"HOST:6379 (what `ray start --address` takes)", field=field)
 
 
 def joining_failed(err: Exception, address: str | None = None, environ: Mapping[str, str] = os.environ, *,
@@ -208,8 +225,9 @@ def _start_local(setting: str) -> str:
     return "unset RAY_ADDRESS" if setting == "RAY_ADDRESS" else "give --address local"
 
 
-def _not_ray(refusal: tuple[str, str], at: str, client: bool) -> str:
-    """What answered at ``at`` in place of Ray (``ray_refusal``'s status and detail), in words."""
+def _not_ray(refusal: tuple[str, str], at: str, client: bool, job_hint: bool = False) -> str:
+    """What answered at ``at`` in place of Ray (``ray_refusal``'s status and detail), in words; ``job_hint``: a batch
+    command's, which cannot take a Ray Client port (``check_ray_address``)."""
     status, detail = refusal
     want = "Ray Client server" if client else "Ray cluster's GCS"
     if status == "DEADLINE_EXCEEDED":
@@ -217,8 +235,9 @@ def _not_ray(refusal: tuple[str, str], at: str, client: bool) -> str:
                 "another program listens there")
     if status == "UNIMPLEMENTED":
         other = ("a GCS port is given without ray://" if client else
-                 "if it is Ray Client's port (10001 unless `--ray-client-server-port` chose another), write "
-                 "ray://HOST:PORT")
+                 "if it is Ray Client's port (10001 unless `--ray-client-server-port` chose another), "
+                 + ("Ray Data does not work over Ray Client: submit the command as a job (`ray job submit`)"
+                    if job_hint else "write ray://HOST:PORT"))
         return f"{at} answers gRPC but is not a {want}: {other}"
     if "HTTP/2" in detail or "http1" in detail:
         return f"{at} answers HTTP/1, as a web server does, not Ray's gRPC: it is not a {want}"

@@ -64,8 +64,8 @@ from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_dat
 from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
 from flows.executors.ray_plan import (
-    ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, plan_stages, runs_as_tasks, shape_stage,
-    spread_rows, spreads_input, spreads_streamed_input, stage_inputs)
+    ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, largest_node_cpus, plan_stages,
+    runs_as_tasks, shape_stage, spread_rows, spreads_input, spreads_streamed_input, stage_inputs)
 from flows.executors.ray_plugins import check_plugins_on_workers
 from flows.executors.ray_progress import RunFollower
 from flows.model_check import check_env
@@ -160,7 +160,7 @@ class _Run:
         self.flow_input = flow_input
         self.keep_history = keep_history
         self.follower = RunFollower(state)
-        self.resources = ClusterResources(flow, ray.cluster_resources())
+        self.resources = ClusterResources(flow, ray.cluster_resources(), largest_node_cpus(ray.nodes()))
         self.frames: dict[str, Frame] = {}
         self.tables: dict[str, pa.Table] = {}
         self.empty: dict[str, pa.Table] = {}
@@ -289,6 +289,9 @@ class _Run:
         return self.input
 
     def _read_source(self, stage: Stage, op: Operator) -> Frame:
+        params = op.params.model_dump()
+        if _shipped(op, params) is not params:  # splits name its files as the workers find them: absolute paths
+            op = type(op)(_shipped(op, params), step_id=op.step_id, input_steps=op.input_steps)
         op.ensure_setup()  # as the local executor does, for splits()
         splits = op.splits()
         if not splits:
@@ -368,11 +371,12 @@ class _Run:
                 else:
                     table = fan_in(step, [self._schema_table(p) for p in parents], parents)
                 self.empty[step] = ray.get(block_tasks.empty_output.options(
-                    num_cpus=flow.step_option(step, "num_cpus"), num_gpus=self.resources.num_gpus(step),
+                    num_cpus=self.resources.num_cpus(step), num_gpus=self.resources.num_gpus(step),
                 ).remote(type(op), op.params.model_dump(), step, tuple(flow.inputs[step]), table))
         return self.empty[step]
 
 
-def _shipped(op: Operator) -> dict[str, Any]:
-    """A step's params as its Ray workers get them: relative paths resolved here (``driver_paths``)."""
-    return absolute_paths(type(op), op.params.model_dump())
+def _shipped(op: Operator, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A step's params (``params``: dumped already) as its Ray workers get them: relative paths resolved here
+    (``driver_paths``); ``params`` itself when none is."""
+    return absolute_paths(type(op), op.params.model_dump() if params is None else params)

@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import threading
+import weakref
 from typing import Any, Iterator
 
 #: ``ray.init`` arguments when Tessera starts Ray itself (never when Ray is already running).
@@ -109,9 +110,14 @@ def ensure_ray(**overrides: Any) -> None:
 def _start(**overrides: Any) -> None:
     import ray
 
-    from flows.executors.ray_address import check_ray_address, joining_failed
+    from flows.executors.ray_address import check_ray_address, joining_failed, ray_client_refused
 
+    _stop_ray_data_first()
     if ray.is_initialized():
+        from ray.util.client import ray as client
+
+        if client.is_connected():  # the caller's own ray.init("ray://..."): Ray Data cannot run on it
+            raise ray_client_refused("this process's ray.init('ray://...')")
         return
     check_ray_address(overrides.get("address"), temp_dir=overrides.get("_temp_dir"))
     _quiet_start_up()
@@ -126,6 +132,58 @@ def _start(**overrides: Any) -> None:
         # ray.init replaces SIGTERM's handler with a sys.exit(15); a handler the program set (tessera's commands:
         # cancel as Ctrl-C does) goes back, so a SIGTERM stops a Ray run as gracefully as a local one
         signal.signal(signal.SIGTERM, sigterm)
+
+
+_stopping_first: list[bool] = []  # whether ``_stop_ray_data_first`` is registered
+
+
+def _stop_ray_data_first() -> None:
+    """At exit, before Ray's own ``ray.shutdown`` (an ``atexit`` hook registered after it runs first): a run that
+    a second Ctrl-C or SIGTERM aborted leaves Ray Data's executor threads (and the run's worker thread) going, whose
+    next Ray call after the shutdown joined the cluster again ("Connecting to existing Ray cluster at address") or
+    failed (``RuntimeError: Ray is not initialized`` in Ray Data's stats). Their executors are shut down while Ray
+    is still there, their failures unsaid, and no call joins Ray again once it is gone."""
+    import atexit
+
+    if not _stopping_first:
+        _stopping_first.append(True)
+        atexit.register(_stop_ray_data)
+
+
+def _stop_ray_data() -> None:
+    with contextlib.suppress(ImportError, AttributeError):  # Ray's internals: another release may differ
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False  # a Ray call after ray.shutdown raises, not starts Ray again
+    ray_stopping.set()
+    if not _still_running():
+        return
+    quiet_failures()
+    for executor in _running_executors():
+        with contextlib.suppress(Exception):
+            executor.shutdown(force=True)
+    for thread in list(run_threads):  # they end with their executors, a follower at its next poll
+        if thread is not threading.current_thread():
+            thread.join(RUN_THREAD_EXIT_S)
+
+
+#: The threads of Tessera's Ray runs (``ray_progress.RunFollower``: each run's worker, and its follower): an aborted
+#: run's worker goes on without its follower, and a run followed off the main thread goes on as the process exits.
+run_threads: "weakref.WeakSet[threading.Thread]" = weakref.WeakSet()
+#: Set at exit, before Ray's own shutdown: followers stop asking Ray (a call after it ends the process, status 1).
+ray_stopping = threading.Event()
+#: Seconds the exit waits for each such thread, once Ray Data's executors are shut down.
+RUN_THREAD_EXIT_S = 1.0
+
+
+def _running_executors() -> list[threading.Thread]:
+    """Ray Data's executors still running a dataset (no public API: each ``StreamingExecutor`` is its thread)."""
+    return [t for t in threading.enumerate() if type(t).__name__ == "StreamingExecutor" and t.is_alive()]
+
+
+def _still_running() -> bool:
+    """Whether a Ray run's worker thread or a Ray Data executor still goes."""
+    return any(t.is_alive() for t in list(run_threads)) or bool(_running_executors())
 
 
 def _quiet_start_up() -> None:
@@ -168,6 +226,10 @@ def quiet_ray_data() -> Iterator[None]:
     with _no_cpu_warning_dropped():
         try:
             yield
+        except BaseException:
+            if _still_running():  # aborted (a second Ctrl-C): its stages fail on their threads after this
+                before = {name: level for name, level in before.items() if name not in _FAILURE_LOGGERS}
+            raise
         finally:
             for name, level in before.items():
                 logging.getLogger(name).setLevel(level)

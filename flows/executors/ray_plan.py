@@ -37,7 +37,9 @@ Resources (``ClusterResources``)
     CPUs (or GPUs) than the cluster has for one actor each, the executor materialises
     before adding the next stage (``fits``), since otherwise an actor of a later stage
     could hold the CPU an earlier one waits for. A ``num_gpus`` hint above the cluster's
-    GPUs is dropped with a warning: the step runs on CPUs, as it does locally.
+    GPUs is dropped with a warning: the step runs on CPUs, as it does locally. A ``num_cpus``
+    hint above the CPUs of the cluster's largest node is capped there with a warning: Ray
+    never places a task that asks for more, and the run waited for ever.
 
 Spreading a model step (``spreads_input``, ``spread_rows``)
     An actor pool gives each block to one actor, and a retriever writes one block per 256
@@ -254,7 +256,9 @@ class ClusterResources:
 
     flow: Flow
     cluster: dict[str, float]
-    cpu_fallback: set[str] = field(default_factory=set)  # steps warned about already
+    node_cpus: float | None = None  # the most CPUs one node has (None: the cluster's): a task's are one node's
+    cpu_fallback: set[str] = field(default_factory=set)  # steps warned about already (GPUs)
+    cpu_capped: set[str] = field(default_factory=set)  # the same, for CPUs
 
     @property
     def cpus(self) -> float:
@@ -275,9 +279,22 @@ class ClusterResources:
             return 0
         return wanted
 
+    def num_cpus(self, step: str) -> float | None:
+        """The step's CPU hint, at most the CPUs of the cluster's largest node: Ray waits for ever to place a task
+        or actor that asks for more (the local executor runs the step whatever it asks)."""
+        wanted = self.flow.step_option(step, "num_cpus")
+        most = self.cpus if self.node_cpus is None else self.node_cpus
+        if wanted is None or not most or wanted <= most:
+            return wanted
+        if step not in self.cpu_capped:
+            self.cpu_capped.add(step)
+            log.warning("step '%s' asks for %g CPU(s) per task but the Ray cluster's largest node has %g: running "
+                        "it with %g", step, wanted, most, most)
+        return most
+
     def of_stage(self, stage: Stage) -> tuple[int | None, float | None, float]:
         """A stage's ``concurrency`` (its first step's), ``num_cpus`` (the most) and ``num_gpus``."""
-        cpus = [c for c in (self.flow.step_option(s, "num_cpus") for s in stage) if c is not None]
+        cpus = [c for c in (self.num_cpus(s) for s in stage) if c is not None]
         return self.flow.step_option(stage[0], "concurrency"), max(cpus) if cpus else None, self.num_gpus(stage[0])
 
     def fits(self, stages: Iterable[Stage]) -> bool:
@@ -299,6 +316,12 @@ class ClusterResources:
         fits = [self.cpus / num_cpus if num_cpus else float("inf"),
                 self.gpus / num_gpus if num_gpus else float("inf"), inputs]
         return max(1, min(int(min(fits)), INITIAL_ACTORS_MAX))
+
+
+def largest_node_cpus(nodes: list[dict]) -> float | None:
+    """The most CPUs an alive node of Ray's node table (``ray.nodes()``) has; None when it lists none."""
+    cpus = [node.get("Resources", {}).get("CPU", 0) for node in nodes if node.get("Alive")]
+    return max(cpus) if cpus else None
 
 
 def actors_for_blocks(rows: list[int]) -> int:

@@ -31,7 +31,7 @@ import ray
 
 from flows.executors._ray_udfs import shared_reporter
 from flows.executors.base import RunState
-from flows.executors.ray_env import quiet_failures
+from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads
 from operators.errors import FlowCancelled, OperatorError, TesseraError
 
 #: Seconds between two polls of the reporter by the driver.
@@ -67,11 +67,14 @@ class RunFollower:
                 errors.append(err)
 
         worker = threading.Thread(target=target, name=f"tessera-ray-{name}", daemon=True)
+        run_threads.update((worker, threading.current_thread()))  # stopped before Ray at exit (ray_env)
         worker.start()
         cancel_sent = False
         try:
             while worker.is_alive():
                 worker.join(POLL_SECONDS)
+                if ray_stopping.is_set():  # the process exits: no more calls, Ray shuts down next
+                    raise FlowCancelled("Ray is shutting down", step=self.current or self.last_step)
                 if self.state.cancel.cancelled and not cancel_sent:
                     self.reporter.cancel.remote(self.run_id)
                     cancel_sent = True
@@ -81,12 +84,13 @@ class RunFollower:
             if errors:
                 self.raise_error(errors[0], ray.get(self.reporter.error.remote(self.run_id)))
         except BaseException:  # the caller's side failed (a progress callback, Ctrl-C): the run ends with it
-            if worker.is_alive():
+            if worker.is_alive() and not ray_stopping.is_set():
                 self._stop(worker, cancel_sent)
             raise
         finally:
-            with contextlib.suppress(ray.exceptions.RayError):
-                self.reporter.close.remote(self.run_id)
+            if not ray_stopping.is_set():
+                with contextlib.suppress(ray.exceptions.RayError):
+                    self.reporter.close.remote(self.run_id)
 
     def _stop(self, worker: threading.Thread, cancel_sent: bool) -> None:
         """Cancel the stages and wait for the worker thread (at most a batch per actor), so nothing
@@ -149,8 +153,8 @@ class RunFollower:
             if isinstance(cause, TesseraError):
                 raise cause from None
             step = self.current or self.last_step  # the stage being built or run, not the last one that reported
-            what = f"{type(cause).__name__}: {cause}" if isinstance(cause, BaseException) else _first_line(error)
-            raise OperatorError(f"failed on Ray: {_first_line(what)}", step=step) from error
+            what = _raised(cause, error) if isinstance(cause, BaseException) else _first_line(error)
+            raise OperatorError(f"failed on Ray: {what}", step=step) from error
         raise error
 
 
@@ -192,6 +196,19 @@ class ReportSender:
         if self._last is not None:
             ray.get(self._last)
             self._last = None
+
+
+def _raised(cause: BaseException, error: BaseException) -> str:
+    """``Type: message`` of what a worker raised, as the last line of its traceback in ``error``'s text says it.
+    Ray Data adds its retry note ("Failed to apply UDF transform after 1/1 attempts ...") to the exception's
+    arguments before it travels, which an ``OSError`` then reads as its file name: ``str(cause)`` named that note
+    in place of the missing file."""
+    name = type(cause).__name__
+    for line in reversed(str(error).splitlines()):
+        head, _, rest = line.strip().partition(": ")
+        if head == name or head.endswith("." + name):  # a class outside builtins: its module's name too
+            return f"{name}: {rest}" if rest else name
+    return f"{name}: {_first_line(cause)}"
 
 
 def _first_line(error: object) -> str:

@@ -226,14 +226,44 @@ def test_a_port_that_accepts_and_says_nothing_is_refused_in_seconds(tessera, tmp
 
 
 def test_a_grpc_server_that_is_not_ray_is_refused_with_the_ray_client_hint(gcs_stand_in, ray_dials):
+    """``tessera serve`` (``job_hint=False``) may take Ray Client's port; a batch command may not (Ray Data)."""
     from flows.executors.ray_address import RayAddressError, check_ray_address
 
     with gcs_stand_in(gcs=False) as other:
         with pytest.raises(RayAddressError, match=r"answers gRPC but is not a Ray cluster's GCS: if it is Ray "
                                                   r"Client's port .* write ray://HOST:PORT"):
+            check_ray_address(other.address, job_hint=False)
+        with pytest.raises(RayAddressError, match=r"answers gRPC but is not a Ray cluster's GCS: if it is Ray "
+                                                  r"Client's port .*, Ray Data does not work over Ray Client: submit "
+                                                  r"the command as a job \(`ray job submit`\)") as err:
             check_ray_address(environ={"RAY_ADDRESS": other.address})
+        assert "ray://" not in err.value.message
         with pytest.raises(RayAddressError, match="not a Ray Client server: a GCS port is given without ray://"):
-            check_ray_address(environ={"RAY_ADDRESS": f"ray://{ray_dials}:{other.port}"})
+            check_ray_address(f"ray://{ray_dials}:{other.port}", job_hint=False)
+
+
+@pytest.mark.timeout(60)
+def test_ray_client_is_refused_by_run_and_ingest_before_connecting(tessera, tmp_path):
+    """Ray Data does not work over Ray Client (ray-project/ray#42739): ``ray://`` passed the check, then a run
+    crashed after 9 s with ``AttributeError: 'Worker' object has no attribute 'core_worker'``. Nothing listens at
+    the address here, so the refusal is made before connecting; ``tessera serve`` (Serve alone) still asks it."""
+    from flows.executors.ray_address import RayAddressError, check_ray_address
+
+    address = f"ray://127.0.0.1:{free_port()}"
+    status, err = tessera(address, "run", "bm25", "--executor", "ray", "--index", str(tmp_path / "idx"),
+                          "--queries", "honey bees")
+    assert status == 2 and err == [
+        f"tessera: error: field 'RAY_ADDRESS': RAY_ADDRESS '{address}': Ray Data, which `--executor ray` and "
+        "ingestion run on, does not work over Ray Client (ray://): submit the command to the cluster as a job (`ray "
+        "job submit`, docs/cluster.md), or give the head's GCS address, HOST:6379 (what `ray start --address` "
+        "takes)"], err
+    index = tmp_path / "ingested"
+    status, err = tessera(address, "ingest", "--executor", "ray", "--source", "data/sample/corpus.jsonl",
+                          "--index", str(index))
+    assert status == 2 and len(err) == 1 and "does not work over Ray Client" in err[0], err
+    assert not index.exists()  # nothing staged
+    with pytest.raises(RayAddressError, match="nothing answers at 127.0.0.1:"):
+        check_ray_address(address, job_hint=False)
 
 
 def test_a_command_asks_the_cluster_once_before_its_run(gcs, monkeypatch):

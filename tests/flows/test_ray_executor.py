@@ -102,6 +102,23 @@ class Splits(Source):
             })
 
 
+class OpensLate(Source):
+    """Opens its file only when a worker reads it: one gone by then is an ``OSError`` raised there."""
+
+    name = "test.opens_late"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        path: str = Field(..., description="The file to read.")
+
+    def splits(self) -> list[str]:
+        return [self.params.path]
+
+    def read(self, split: str) -> Iterator[pa.Table]:
+        with open(split, encoding="utf-8") as f:
+            yield pa.table({"text": f.read().splitlines()})
+
+
 @pytest.mark.parametrize("keep_history", [True, False])
 def test_linear_flow_matches_local(keep_history):
     spec = FlowSpec.parse(LINEAR)
@@ -262,3 +279,16 @@ def test_a_failing_step_on_ray_is_the_local_executors_one_line(tmp_path):
     local, ray_ = errors
     assert type(ray_) is MissingColumnsError and (ray_.step, ray_.op) == ("words", "analyze.word_count")
     assert str(ray_) == str(local) and "\n" not in str(ray_) and "Traceback" not in str(ray_)
+
+
+def test_an_os_error_on_a_worker_names_its_file(tmp_path):
+    """Ray Data adds its retry note to the exception's arguments, which an ``OSError`` reads as its file name: the
+    line named that note ("No such file or directory: 'Failed to apply UDF transform ...'") in place of the file."""
+    from operators.errors import OperatorError
+
+    gone = tmp_path / "gone.txt"
+    flow = flow_by_hand("late", [("read", OpensLate({"path": str(gone)}), None)])
+    with pytest.raises(OperatorError) as err:
+        RayDataExecutor(cache=None).run(flow)
+    assert str(err.value) == f"step 'read': failed on Ray: FileNotFoundError: [Errno 2] No such file or directory: " \
+                             f"'{gone}'"

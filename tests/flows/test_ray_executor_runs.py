@@ -7,6 +7,7 @@ ray_flows.py's, which test_ray_executor.py shares.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
@@ -217,3 +218,21 @@ def test_a_failing_progress_callback_stops_the_run_and_leaves_no_stage_running()
     with pytest.raises(RuntimeError, match="progress display broke"):
         RayDataExecutor().run(flow, RESULTS, progress=broken)
     assert [t.name for t in threading.enumerate() if t.name.startswith("tessera-ray-")] == []
+
+
+@pytest.mark.timeout(240)  # the run waited for ever before
+def test_a_step_asking_for_more_cpus_than_a_node_has_runs_with_the_nodes(caplog):
+    """``num_cpus: 3`` on the session's 2-CPU Ray: Ray places no task that asks for more CPUs than a node has, and the
+    run waited for ever (fused, the stage took the most of its steps'). Capped at 2 with a warning naming the step,
+    as a ``num_gpus`` above the cluster's is dropped; the local executor runs it as it is."""
+    spec = FlowSpec.parse({"name": "cpus3", "steps": {
+        "count": {"op": "analyze.word_count", "params": {"input_column": "query", "output_column": "n"}},
+        "wc": {"op": "analyze.word_count", "num_cpus": 3, "params": {"input_column": "query"}}}})
+    queries = ["honey bees", "gothic cathedrals"]
+    for keep_history, given in ((True, queries), (False, queries), (False, [])):  # fused after `count` without history
+        local = LocalExecutor().run(spec, given)
+        with caplog.at_level(logging.WARNING, logger="flows.executors.ray_plan"):
+            assert RayDataExecutor(keep_history=keep_history).run(spec, given).table.equals(local.table)
+        assert "step 'wc' asks for 3 CPU(s) per task but the Ray cluster's largest node has 2: running it with 2" \
+               in caplog.text
+        caplog.clear()

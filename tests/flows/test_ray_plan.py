@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 import pyarrow as pa
 import pytest
 
 from flows.executors.base import scope_batches
-from flows.executors.ray_plan import cut_input, input_readers, plan_stages, stage_inputs
+from flows.executors.ray_plan import (
+    ClusterResources, cut_input, input_readers, largest_node_cpus, plan_stages, stage_inputs)
 from flows.spec import FlowSpec
 from operators import create
 
@@ -81,3 +84,21 @@ def test_a_fused_fan_ins_blocks_are_collected_in_the_local_order():
     collected = in_local_order(pa.concat_tables(outs))
     assert [qid for qid, _ in qid_groups(collected)] == ["q1", "q2", "q3", "q4"]
     assert collected.equals(pa.concat_tables(outs).drop_columns(["__tessera_branch"]))
+
+
+def test_a_cpu_hint_above_the_largest_nodes_cpus_is_capped_there_with_a_warning(caplog):
+    """Ray never places a task that asks for more CPUs than one node has (the run waited for ever); a fused stage
+    takes the most of its steps'."""
+    spec = FlowSpec.parse({"name": "cpus3", "steps": {
+        "bm25": {"op": "retrieve.bm25", "params": {"k": 10}}, "wc": {"op": "analyze.word_count", "num_cpus": 3}}})
+    flow = spec.with_index("/nowhere").build()
+    nodes = [{"Alive": True, "Resources": {"CPU": 2.0}}, {"Alive": True, "Resources": {"CPU": 1.0}},
+             {"Alive": False, "Resources": {"CPU": 8.0}}]
+    assert largest_node_cpus(nodes) == 2.0 and largest_node_cpus([]) is None
+    with caplog.at_level(logging.WARNING, logger="flows.executors.ray_plan"):
+        resources = ClusterResources(flow, {"CPU": 3.0}, node_cpus=largest_node_cpus(nodes))
+        assert resources.of_stage(("bm25", "wc")) == (None, 2, 0)
+        assert resources.num_cpus("wc") == 2 and resources.num_cpus("bm25") == 1
+    said = "step 'wc' asks for 3 CPU(s) per task but the Ray cluster's largest node has 2: running it with 2"
+    assert caplog.text.count(said) == 1
+    assert ClusterResources(flow, {"CPU": 4.0}).num_cpus("wc") == 3  # one node of 4: as asked

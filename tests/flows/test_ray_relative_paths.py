@@ -48,3 +48,19 @@ def test_a_relative_index_and_corpus_are_the_callers_on_ray_as_locally(sample_in
     docnos = set(local.column("docno").to_pylist())
     assert {"d0", "d1"} <= docnos and any(d.startswith("wv") for d in docnos)  # the corpus's and the index's
     assert on_ray.select(["qid", "docno"]).equals(local.select(["qid", "docno"]))
+
+
+@pytest.mark.ray
+def test_a_relative_source_file_is_read_on_ray_as_locally(tmp_path, monkeypatch, ray_session):
+    """The source's splits are computed on the driver and shipped: they name the file by its absolute path."""
+    from flows.executors.ray_data import RayDataExecutor
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mini.jsonl").write_text("".join(json.dumps({"_id": f"d{i}", "text": text}) + "\n" for i, text in
+                                                 enumerate(["Honey bees make honey.", "A gothic cathedral's vault."])))
+    spec = FlowSpec.parse({"name": "src", "steps": {
+        "read": {"op": "sources.jsonl", "params": {"path": "mini.jsonl"}},
+        "wc": {"op": "analyze.word_count", "params": {"input_column": "text"}}}})
+    local = LocalExecutor(cache=None).run(spec.build()).table
+    for keep_history in (True, False):  # its own stage, and fused with the row step after it
+        assert RayDataExecutor(cache=None, keep_history=keep_history).run(spec.build()).table.equals(local)

@@ -1,0 +1,58 @@
+"""A process that exits while a Ray run still goes (what a second Ctrl-C or SIGTERM leaves: the run's threads run on
+without their caller) stops the run before Ray's own ``ray.shutdown`` at exit (flows/executors/ray_env.py). Its
+threads called Ray after the shutdown: Ray joined the cluster again from a worker thread ("SIGTERM handler is not
+set because current thread is not the main thread", "Connecting to existing Ray cluster at address" where one runs),
+and Ray Data's stats raised ``RuntimeError: Ray is not initialized``."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+SCRIPT = """
+import os, sys, threading, time
+from flows.executors.ray_data import RayDataExecutor
+from flows.executors.ray_env import ensure_ray
+from tests.flows.ray_flows import flow_by_hand
+from tests.flows.test_cancel import SlowModel
+
+ensure_ray(num_cpus=1, _temp_dir="TEMP/ray")
+flow = flow_by_hand("slow", [("slow", SlowModel({"passes": 200, "seconds": 0.1, "trace": "TEMP/trace"}), None)])
+
+def run():
+    try:
+        RayDataExecutor().run(flow, ["a", "b"])
+    except BaseException as err:
+        print("run:", type(err).__name__, err, flush=True)
+
+threading.Thread(target=run, daemon=True).start()
+while not os.path.exists("TEMP/trace"):  # the step is in its batch
+    time.sleep(0.1)
+sys.exit(0)
+"""
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # a fresh local Ray in a process of its own
+def test_a_process_exiting_while_its_ray_run_goes_stops_the_run_before_ray(tmp_path):
+    temp = tempfile.mkdtemp(prefix="tse", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(TESSERA_HOME=str(tmp_path / "home"), PYTHONPATH=str(REPO))
+    try:
+        done = subprocess.run([sys.executable, "-c", SCRIPT.replace("TEMP", temp)], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "run: FlowCancelled step 'slow': Ray is shutting down", done.stdout
+    for said in ("not the main thread", "Connecting to existing Ray cluster", "Started a local Ray instance",
+                 "Ray is not initialized", "Traceback", "core worker has already been shutdown"):
+        assert said not in done.stderr, done.stderr[-3000:]
