@@ -8,37 +8,19 @@ as a user runs it."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from flows.commands import main
 from flows.ingestion.pending import unfinished
-from operators.store import Index
+from tests.flows.test_ingest_folder_grows import doc_ids, ingest  # the command in-process, and the ids it holds
 
 
 @pytest.fixture(autouse=True)
 def home(tmp_path, monkeypatch) -> Path:
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
     return tmp_path / "home"
-
-
-def ingest(capsys, source: Path | str, index: Path, *extra: str) -> tuple[int, str, str]:
-    """The command's status, and the report's docs and shards already done (stderr when it failed)."""
-    capsys.readouterr()
-    status = main(["ingest", "--source", str(source), "--index", str(index), "--no-dense", "--no-chunk",
-                   "--executor", "local", "--quiet", "--shard-size", "2", *extra])
-    out, err = capsys.readouterr()
-    found = re.search(r": (\d+)\s+docs\s+->.*?\((\d+)\s+already\s+done", out, re.S)  # a long path wraps the line
-    return (status, found.group(1), found.group(2)) if found else (status, out, err)
-
-
-def doc_ids(index: Path) -> list[str]:
-    ids = Index.open(index).columns(["doc_id"])[1].column("doc_id").to_pylist()
-    assert len(ids) == len(set(ids)), ids  # no document twice (one chunk each: --no-chunk)
-    return sorted(ids)
 
 
 def jsonl(path: Path, *ids: str) -> Path:

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -35,17 +36,23 @@ print(json.dumps(rows))
 """
 
 
-@pytest.mark.ray
-@pytest.mark.slow  # two fresh local Rays in a process of its own (about 35 s on 2 cores)
-def test_a_ray_run_after_ray_shutdown_starts_a_new_ray_and_runs():
-    temp = tempfile.mkdtemp(prefix="tsd", dir="/tmp")  # short: Ray's socket paths have a length limit
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS",)}
-    env["TESSERA_HOME"] = f"{temp}/home"
+def script_with_its_own_ray(script: str, prefix: str, env: Callable[[str], dict[str, str]]):
+    """``script`` run by Python in a process of its own, from the checkout, with ``TEMP`` in it a fresh folder
+    (short: Ray's socket paths have a length limit) for the local Ray it starts, removed after; ``env(temp)`` adds
+    to the environment, which joins no cluster (no ``RAY_ADDRESS``)."""
+    temp = tempfile.mkdtemp(prefix=prefix, dir="/tmp")
+    environ = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"} | env(temp)
     try:
-        done = subprocess.run([sys.executable, "-c", SCRIPT.replace("TEMP", temp)], cwd=REPO, env=env,
+        return subprocess.run([sys.executable, "-c", script.replace("TEMP", temp)], cwd=REPO, env=environ,
                               capture_output=True, text=True, timeout=300)
     finally:
         shutil.rmtree(temp, ignore_errors=True)
+
+
+@pytest.mark.ray
+@pytest.mark.slow  # two fresh local Rays in a process of its own (about 35 s on 2 cores)
+def test_a_ray_run_after_ray_shutdown_starts_a_new_ray_and_runs():
+    done = script_with_its_own_ray(SCRIPT, "tsd", lambda temp: {"TESSERA_HOME": f"{temp}/home"})
     assert done.returncode == 0, done.stderr[-2000:]
     first, second = json.loads(done.stdout.strip().splitlines()[-1])
     assert first == second > 0
