@@ -245,6 +245,10 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
     qid, text = _pick(record, _ID_FIELDS), _pick(record, _TEXT_FIELDS)
     if qid is None or text is None:
         raise SpecError(f"{where}: a query needs an id (_id or qid) and a text (text or query)", field="queries")
+    if not isinstance(text, str) or isinstance(qid, (bool, list, dict)):  # ["a", "b"] was searched as "['a', 'b']"
+        what, value = ("text", text) if not isinstance(text, str) else ("id", qid)
+        raise SpecError(f"{where}: a query's {what} is a JSON string, not {_json_kind(value)}"
+                        + (" (an id may be a number too)" if what == "id" else ""), field="queries")
     messages = record.get("messages")
     if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m
                                                                           for m in messages)):

@@ -52,3 +52,22 @@ def test_a_set_of_queries_is_refused_as_its_order_and_so_its_qids_change_between
     assert "pass a list (sorted(queries) for a fixed order)" in err.value.message
     ordered = flow.run({"classical music": 1, "action film": 2}.keys())  # a dict's keys keep their order
     assert ordered.table.filter(pc.equal(ordered.table["qid"], "1"))["query"][0].as_py() == "classical music"
+
+
+@pytest.mark.parametrize("record, said", [
+    ({"_id": "zz", "text": ["a", "b"]}, "a query's text is a JSON string, not an array"),  # searched as "['a', 'b']"
+    ({"_id": "zz", "text": 123}, "a query's text is a JSON string, not a number"),
+    ({"_id": ["z"], "text": "honey"}, "a query's id is a JSON string, not an array (an id may be a number too)"),
+])
+def test_a_query_whose_text_or_id_is_not_a_string_is_refused_naming_its_line(tmp_path, record, said):
+    import json
+
+    from flows.queries import read_queries
+
+    path = tmp_path / "queries.jsonl"
+    path.write_text(json.dumps({"_id": "q1", "text": "bees"}) + "\n" + json.dumps(record) + "\n")
+    with pytest.raises(SpecError) as err:
+        read_queries(path)
+    assert err.value.message == f"{path}:2: {said}"
+    path.write_text(json.dumps({"_id": 7, "text": "bees"}) + "\n")  # a number as the id: taken, as text
+    assert read_queries(path).column("qid").to_pylist() == ["7"]
