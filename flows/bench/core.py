@@ -144,6 +144,16 @@ def _flow_warnings(name: str, flow_run: FlowRun, dataset: Dataset, ks: list[int]
     return warnings
 
 
+def _refuse_empty_index(flow: str, index: Path, failed: int) -> None:
+    """Every document of the corpus failed to ingest (all empty, say): each query would score 0, and the table of
+    zeros looked like a result."""
+    from operators.store import Index
+
+    if failed and len(Index.open(index, verify=False)) == 0:
+        raise BenchError(f"flow '{flow}': no document of the corpus could be indexed ({failed} failed, each with "
+                         f"why in {index / 'failures.jsonl'}), so every query would score 0", field="dataset")
+
+
 def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunCache, index_root: Path,
               corpus_sha: str | None, executor, options: BenchOptions, reporter: BenchReporter) -> FlowRun:
     # a step that reads the dataset itself (retrieve.gold) and leaves it unset reads the benchmark's
@@ -156,6 +166,7 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
                                          progress=reporter.enabled)
         _check_trec_ids(flow.name, plan.path)  # the run becomes OUT/runs/*.trec: refused now, not after the run
         failed = indices.failed_documents(plan)
+        _refuse_empty_index(flow.name, plan.path, failed)
         keyed = flow_spec.with_index(indices.identity(plan))
         spec = flow_spec.with_index(str(plan.path))
     spec_json = canonical_spec(keyed)

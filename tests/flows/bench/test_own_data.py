@@ -130,3 +130,12 @@ def test_ids_with_whitespace_are_refused_before_anything_runs_naming_the_file(tm
     from flows.bench.dataset import load_dataset
 
     assert load_dataset(spaced_doc, benchmarked=False).unknown_docs == ("d7",)  # training reads it as it is
+
+
+def test_a_corpus_whose_every_document_fails_to_index_is_refused_not_scored_zero(tmp_path, bench):
+    """Every document empty: the index held none, and the benchmark printed a table of zeros as a result."""
+    root = write_dataset(tmp_path / "d", BEIR)
+    (root / "corpus.jsonl").write_text("".join(json.dumps({"_id": k, "text": ""}) + "\n" for k in CORPUS))
+    status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow")
+    assert status == 2 and "flow 'bm25': no document of the corpus could be indexed (4 failed" in err, err
+    assert "so every query would score 0" in err and "failures.jsonl" in err
