@@ -43,8 +43,8 @@ def parse_flow_arg(value: str) -> tuple[str, str]:
         raise BenchError(f"bad --flow value '{value}': use NAME=SPEC (a spec file, built-in or saved flow)",
                          field="flow")
     if not NAME.match(name):
-        raise BenchError(f"bad --flow value '{value}': the name '{name}' may only hold letters, digits, "
-                         "'_', '.' and '-'", field="flow")
+        raise BenchError(f"bad --flow value '{value}': the name '{name}' starts with a letter or digit, then holds "
+                         "letters, digits, '_', '.' and '-', 64 characters at most", field="flow")
     return name, source
 
 

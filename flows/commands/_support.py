@@ -134,6 +134,7 @@ def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
         typed = [option for option in action.option_strings if option.startswith("--")]
         if typed and action.dest not in (argparse.SUPPRESS, "help"):
             names[action.dest] = names[action.dest.replace("_", "-")] = typed[0]
+            names.setdefault(typed[0][2:].replace("-", "_"), typed[0])  # --flow's dest is flows: an error says flow
     return names
 
 

@@ -139,3 +139,14 @@ def test_a_corpus_whose_every_document_fails_to_index_is_refused_not_scored_zero
     status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow")
     assert status == 2 and "flow 'bm25': no document of the corpus could be indexed (4 failed" in err, err
     assert "so every query would score 0" in err and "failures.jsonl" in err
+
+
+@pytest.mark.parametrize("args, field, said", [
+    (["--flow", "bm52"], "--flow", "bm52"),  # it said field 'flow', where every other option's has its dashes
+    (["--flow", "bm25", "--baseline", "nope"], "--baseline", "--baseline 'nope' is not one of the flows"),
+    (["--flow", "..=bm25"], "--flow", "the name '..' starts with a letter or digit, then holds letters, digits"),
+])
+def test_a_bad_flow_or_baseline_is_named_as_the_option_it_came_from(tmp_path, bench, args, field, said):
+    root = write_dataset(tmp_path / "d", BEIR)
+    status, _, err = bench("--dataset", root, *args, "--out", tmp_path / "out", "--no-mlflow")
+    assert status == 2 and f"field '{field}'" in err and said in err, err
