@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,8 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         logging.getLogger(name).setLevel(logging.WARNING)
     if parsed.scheme in ("http", "https"):
         _check_reachable(uri, parsed)
+    if parsed.scheme == "sqlite":
+        _check_writable(uri)
     try:
         from mlflow.tracking import MlflowClient
 
@@ -85,6 +88,27 @@ def open_tracker(uri: str | None, out: Path, dataset_name: str) -> Tracker:
         raise BenchError(f"cannot open the MLflow store {uri}: {type(err).__name__}: {err}",
                          field="mlflow-uri") from None
     return Tracker(uri, client, experiment_id)
+
+
+def _check_writable(uri: str) -> None:
+    """Refuse a SQLite store whose folder cannot be written, at once: MLflow retries creating its engine for about
+    100 s, printing a warning each time, before it fails."""
+    path = Path(uri.split(":///", 1)[1]) if ":///" in uri else None
+    if path is None or str(path) in ("", ":memory:"):
+        return
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:  # made by MLflow: the first folder that is there counts
+        folder = folder.parent
+    try:  # tried, not asked of os.access: root may write anywhere by its bits, but not into /proc
+        if path.is_file():
+            with open(path, "ab"):
+                pass
+        else:
+            with tempfile.TemporaryFile(dir=folder):
+                pass
+    except OSError:
+        raise BenchError(f"cannot open the MLflow store {uri}: {path if path.is_file() else folder} cannot be "
+                         "written here; give another --mlflow-uri, or --no-mlflow", field="mlflow-uri") from None
 
 
 def _check_reachable(uri: str, parsed: Any) -> None:

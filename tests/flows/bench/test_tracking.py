@@ -105,6 +105,17 @@ def test_an_unopenable_store_fails_before_any_flow_runs(bench, scifact_slice, fl
     assert "cannot open the MLflow store" in lines[0] and not (out / "runs").exists()
 
 
+def test_a_sqlite_store_in_a_folder_that_cannot_be_written_is_refused_at_once(bench, scifact_slice, flow_specs,
+                                                                               tmp_path):
+    """MLflow retried creating its engine for about 100 s, with a warning each time, before its error (/proc: no
+    file can be made there, by root either)."""
+    status, _, stderr = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}", "--out",
+                              tmp_path / "out", "--mlflow-uri", "sqlite:////proc/tessera-mlflow.db")
+    assert status == 2 and stderr.strip() == ("tessera: error: field '--mlflow-uri': cannot open the MLflow store "
+                                              "sqlite:////proc/tessera-mlflow.db: /proc cannot be written here; give "
+                                              "another --mlflow-uri, or --no-mlflow"), stderr
+
+
 def test_a_tracking_server_that_takes_no_connection_is_refused_at_once(tmp_path):
     """MLflow's client retried a refused connection for about 4 minutes before its error."""
     import socket
