@@ -8,6 +8,7 @@ significance against the baselines, the output files, the report and the MLflow 
 
 from __future__ import annotations
 
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -43,11 +44,18 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
     for f in flows:  # an unset key (rerank.api's api_key_env, an LLM alias's), before any index is built too
         check_env(f.spec, f.name)
+    made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise BenchError(f"cannot make --out {out}: {err.strerror or err}", field="out") from None
-    tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
+    try:
+        tracker = tracking.open_tracker(options.mlflow_uri, out, dataset.name) if options.mlflow else None
+    except BenchError:
+        if made:  # a refused --mlflow-uri left an empty --out behind
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     cache = runs.RunCache(out / runs.FOLDER, enabled=options.cache)
     index_root = Path(options.index_dir).expanduser() if options.index_dir else indices.default_root()
     if any(f.spec.unset_index_steps() for f in flows):  # its indices are built there: a bad folder fails now

@@ -114,6 +114,7 @@ def test_a_sqlite_store_in_a_folder_that_cannot_be_written_is_refused_at_once(be
     assert status == 2 and stderr.strip() == ("tessera: error: field '--mlflow-uri': cannot open the MLflow store "
                                               "sqlite:////proc/tessera-mlflow.db: /proc cannot be written here; give "
                                               "another --mlflow-uri, or --no-mlflow"), stderr
+    assert not (tmp_path / "out").exists()  # the --out it made for the run is not left behind, empty
 
 
 def test_a_tracking_server_that_takes_no_connection_is_refused_at_once(tmp_path):
