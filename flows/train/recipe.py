@@ -29,7 +29,7 @@ from flows.train import checkpoints
 from flows.train.bi_encoder import BiEncoderParams
 from flows.train.cross_encoder import CrossEncoderParams
 from flows.train.errors import TrainError
-from operators.errors import first_validation_problem
+from operators.errors import SpecError, first_validation_problem
 from flows.train.examples import check_judged, counts, own_examples, warn_too_few
 from flows.train.quiet import quiet_libraries
 from flows.train.mining import LabelledSet, MiningParams
@@ -222,7 +222,12 @@ def load_recipe(source: str | Path):
         if first["type"] == "literal_error":
             message += f", not {first['input']!r}"
         raise TrainError(f"{path}: {message}", field=where) from None
-    return FlowSpec.parse(data), training
+    try:
+        spec = FlowSpec.parse(data)
+        spec.build()  # checked now, naming the recipe: it was built to mine, after the dataset was read
+    except SpecError as err:  # named by its step and field alone, the recipe file was not
+        raise type(err)(f"{path}: {err.message}", step=err.step, op=err.op, field=err.field) from None
+    return spec, training
 
 
 def model_name(prefix: str, kind: str) -> str:

@@ -377,3 +377,15 @@ def test_colberts_progress_bar_shows_the_mean_loss_as_the_other_kinds_do(base, t
     means = [f"{sum(losses[:k]) / k:.3f}" for k in (1, 2, 3)]  # after each step: the mean of the steps so far
     assert len(losses) == 3 and list(dict.fromkeys(shown)) == means, (shown, losses)
     assert f"{losses[1]:.3f}" not in shown, "a step's own loss was shown"
+
+
+def test_a_recipe_with_a_step_that_does_not_build_is_refused_naming_the_file(tmp_path):
+    """Its error named the step and field alone, not the recipe file, and came when mining built the flow."""
+    from flows.train.recipe import load_recipe
+    from operators.errors import UnknownOperatorError
+
+    recipe = tmp_path / "badop.yaml"
+    recipe.write_text(RECIPE.replace("op: retrieve.bm25", "op: no.such_op"), encoding="utf-8")
+    with pytest.raises(UnknownOperatorError) as err:
+        load_recipe(recipe)
+    assert err.value.message.startswith(f"{recipe}: unknown operator 'no.such_op'") and err.value.step == "bm25"
