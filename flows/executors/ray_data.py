@@ -290,8 +290,8 @@ class _Run:
 
     def _read_source(self, stage: Stage, op: Operator) -> Frame:
         params = op.params.model_dump()
-        if _shipped(op, params) is not params:  # splits name its files as the workers find them: absolute paths
-            op = type(op)(_shipped(op, params), step_id=op.step_id, input_steps=op.input_steps)
+        if (shipped := _shipped(op, params)) is not params:  # splits name its files as the workers find them
+            op = type(op)(shipped, step_id=op.step_id, input_steps=op.input_steps)
         op.ensure_setup()  # as the local executor does, for splits()
         splits = op.splits()
         if not splits:

@@ -25,6 +25,8 @@ OWN_COLUMNS = ("_shard", "_shard_rows", "_error", "_stage", "_pieces", "doc_id",
 #: stored, then replaced in every result (a document's ``score: 5`` shown as its BM25 score) or dropped without a
 #: word (``vector``); left out like ``OWN_COLUMNS``, as front matter and the service's documents refuse them.
 SEARCH_COLUMNS = ("qid", "query", "rank", "score", "vector")
+#: A source's fields that ingestion leaves out (``shards.prepare``), named in staging's warning.
+LEFT_OUT_COLUMNS = (*OWN_COLUMNS, *SEARCH_COLUMNS)
 
 
 def merged_type(a: pa.DataType, b: pa.DataType) -> pa.DataType | None:

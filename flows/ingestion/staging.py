@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flows.ingestion.column_types import OWN_COLUMNS, SEARCH_COLUMNS, ColumnTypes, as_text
+from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes, as_text
 from flows.ingestion.duplicates import SeenIds
 from flows.ingestion.errors import SettingsMismatchError, SourceChangedError, read_staging_json
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
@@ -259,7 +259,7 @@ class Stager:
                 continue
             if item.num_rows == 0:
                 continue
-            owned.update(c for c in item.column_names if c in OWN_COLUMNS or c in SEARCH_COLUMNS)
+            owned.update(c for c in item.column_names if c in LEFT_OUT_COLUMNS)
             current.tables.append(types.fit(item))
             current.rows += item.num_rows
             if on_docs:
@@ -280,7 +280,7 @@ class Stager:
             where = self.params.get("path") or self.params.get("folder") or self.op.name
             log.warning("%s: field(s) %s are left out: they are named as columns the ingest or a search writes "
                         "itself (%s), which would replace them; rename them in the source to keep them", where,
-                        ", ".join(sorted(owned)), ", ".join((*OWN_COLUMNS, *SEARCH_COLUMNS)))
+                        ", ".join(sorted(owned)), ", ".join(LEFT_OUT_COLUMNS))
         if failed > LOGGED_FAILURES:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:
