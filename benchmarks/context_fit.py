@@ -169,7 +169,8 @@ def main() -> None:
         placed, full, gold, answer, tokens, smol, seconds = [], 0, set(), set(), [], [], 0.0
         for qid, group in groups:
             started = time.perf_counter()
-            context, numbers = builder.build(group, group[0]["query"])
+            blocks, numbers = builder.build(group, group[0]["query"])
+            context = "\n\n".join(blocks)
             seconds += time.perf_counter() - started
             shown = {r["doc_id"] for r, n in zip(group, numbers) if n is not None}
             placed.append(len(shown))

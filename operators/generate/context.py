@@ -60,6 +60,10 @@ class ContextBuilder(Operator):
                                               "the first that does not cut, the rest left out; share: every row its "
                                               "first sentence within an equal share of the budget, then more whole "
                                               "sentences for the best rows while they fit.")
+        order: Literal["best_first", "best_last"] = Field("best_first", description="best_first: the blocks in rank "
+                                                          "order; best_last: the same blocks and numbers listed "
+                                                          "the other way round, the best next to the question, "
+                                                          "where a small model reads most.")
         output_column: str = Field("context", description="Column that receives the query's context.")
         index_column: str = Field("context_index", description="Column that receives each row's document number "
                                   "(1, 2, ...; null when left out).")
@@ -92,13 +96,14 @@ class ContextBuilder(Operator):
         for _, rows in qid_groups(table):
             rows = in_rank_order(rows)
             query = rows.column("query")[0].as_py() if p.sentences else None
-            context, numbers = self.build(rows.to_pylist(), query or "")
+            blocks, numbers = self.build(rows.to_pylist(), query or "")
+            context = "\n\n".join(blocks[::-1] if p.order == "best_last" else blocks)
             rows = set_column(rows, p.output_column, pa.array([context] * rows.num_rows, pa.string()))
             parts.append(set_column(rows, p.index_column, pa.array(numbers, pa.int32())))
         return concat(parts)
 
-    def build(self, rows: list[dict[str, Any]], query: str = "") -> tuple[str, list[int | None]]:
-        """The context of one query's rows (in rank order) and each row's number (None when left out)."""
+    def build(self, rows: list[dict[str, Any]], query: str = "") -> tuple[list[str], list[int | None]]:
+        """The blocks of one query's rows (in rank order) and each row's number (None when left out)."""
         from operators.generate.sentences import best_sentences
 
         p = self.params
@@ -125,7 +130,7 @@ class ContextBuilder(Operator):
             left -= tokens
             if left <= 0:
                 break
-        return "\n\n".join(blocks), numbers
+        return blocks, numbers
 
     def _header(self, row: dict[str, Any], n: int) -> str:
         p = self.params
@@ -133,7 +138,7 @@ class ContextBuilder(Operator):
         score = f" (score {row['score']:.3f})" if p.include_scores and row.get("score") is not None else ""
         return f"[Document {n}] {title}{score}\n"
 
-    def _shared(self, rows: list[dict[str, Any]], query: str) -> tuple[str, list[int | None]]:
+    def _shared(self, rows: list[dict[str, Any]], query: str) -> tuple[list[str], list[int | None]]:
         """``fit: share``: the best rows that get ``min_block_tokens`` each; every one its first sentence within an
         equal share of the budget (cut at a token where it is longer), then more sentences, best rows first."""
         from operators.generate.sentences import ranked_sentences
@@ -167,7 +172,7 @@ class ContextBuilder(Operator):
         blocks = [cut[i] if cut[i] is not None else headers[i] + " ".join(s for _, s in sorted(kept[i]))
                   for i in range(taken)]
         numbers = [n if n <= taken else None for n in range(1, len(rows) + 1)]
-        return "\n\n".join(blocks), numbers
+        return blocks, numbers
 
     def _count(self, text: str) -> int:
         import litellm

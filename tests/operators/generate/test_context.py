@@ -66,3 +66,15 @@ def test_a_passage_of_punctuation_alone_keeps_its_opening_and_the_others_their_b
     context = out.column("context")[0].as_py()
     block = context.split("[Document 2]")[1].split("[Document 3]")[0]
     assert "!!! ???" in block and "[Document 3]" in context
+
+
+def test_best_last_lists_the_same_blocks_and_numbers_the_other_way_round():
+    table = sample_results(1, 4)
+    for fit in ("rank", "share"):
+        params = {"fit": fit, "max_context_length": 400, "sentences": 1}
+        first = create("generate.context", params)(table)
+        last = create("generate.context", {**params, "order": "best_last"})(table)
+        blocks = first.column("context")[0].as_py().split("\n\n")
+        assert last.column("context")[0].as_py().split("\n\n") == blocks[::-1]
+        assert blocks[0].startswith("[Document 1] ") and len(blocks) == 4
+        assert last.column("context_index").to_pylist() == first.column("context_index").to_pylist()
