@@ -8,7 +8,8 @@ that task's result rows, with the answer written on the app's language-model dep
 runs the chat's model (the service places the chat's flow as it places every flow). With
 ``stream=true`` the answer comes as server-sent events while the model writes it, as the chats of
 ``/v1/chat/completions`` do (``chat_flows.answer_events``); a client that goes away stops the flow.
-The exchange is kept in the task store. Unlike the seed, an unknown chat id is a 404.
+The exchange is kept in the task store, and ``GET /task/{id}/chats`` reads a task's chats back. Unlike the seed, an
+unknown chat id is a 404.
 """
 
 from __future__ import annotations
@@ -64,6 +65,19 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
         raise ApiError(422, f"the task's results have no column '{column}' (columns: {', '.join(rows[0])})",
                        param="column", code="invalid_value")
     return service.store.create_chat(owner, task_id, model, column)
+
+
+@router.get("/task/{task_id}/chats", summary="A task's chats, oldest first, with the messages each has kept")
+def task_chats(task_id: str, request: Request) -> dict[str, Any]:
+    """How a client (the web UI, after a reload) reads a task's conversation back: each of the caller's chats about
+    the task with its ``messages`` as ``/task/chat/{id}`` kept them, a question (``role: user``, ``content``) then its
+    reply (``role: assistant``, ``answer``, ``sources``...). 404 ``Task id not found`` for another key's task, or
+    none."""
+    service, owner = svc.current(), tenant(request)
+    service.task(task_id, owner)
+    kept = service.store.task_chats(task_id, owner)
+    return {"task_id": task_id, "chats": [{key: chat[key] for key in ("id", "model", "column", "created", "messages")}
+                                          for chat in kept]}
 
 
 def prepare_chat(chat: dict[str, Any], task: dict[str, Any], message: str, owner: str) -> tuple[Any, Any]:

@@ -313,6 +313,13 @@ class TaskStore:
             row = conn.execute(query).mappings().first()
         return dict(row) if row else None
 
+    def task_chats(self, task_id: str, owner: str) -> list[dict[str, Any]]:
+        """The owner's chats about one task, oldest first, each with its messages."""
+        query = (sa.select(chats).where(chats.c.task_id == task_id, chats.c.owner == owner)
+                 .order_by(chats.c.created, chats.c.id))
+        with self._reading() as conn:
+            return [dict(row) for row in conn.execute(query).mappings()]
+
     def add_messages(self, chat_id: str, messages: list[dict[str, Any]]) -> bool:
         """Append ``messages`` to the chat; False when it is gone (deleted with its task while its answer was
         written: ``DELETE /task/{id}``, retention)."""

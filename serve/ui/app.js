@@ -11,8 +11,16 @@ const onShow = {
   indices: () => loadIndices(),
 };
 
-/** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) its name in the URL (#chat) so that a
- * reload or a shared link opens it again. It resolves once the tab's data is read (the Tasks tab's list). */
+/** The URL's #part for tab ``name``: the Tasks tab with the task it shows (#tasks/<id>). */
+const tabHash = (name) => (name === "tasks" && followed ? `#tasks/${followed}` : `#${name}`);
+
+/** The tab shown, with its task, in the URL, so that a reload or a shared link opens them again. */
+function rememberTab(name = shownTab()) {
+  if (window.location.hash !== tabHash(name)) window.history.replaceState(null, "", tabHash(name));
+}
+
+/** Opens tab ``name``: its panel shown, its tab selected, and (``remember``) it in the URL (#chat). It resolves
+ * once the tab's data is read (the Tasks tab's list). */
 function showTab(name, {remember = true} = {}) {
   for (const button of document.querySelectorAll('nav [role="tab"]')) {
     const selected = button.dataset.tab === name;
@@ -20,14 +28,23 @@ function showTab(name, {remember = true} = {}) {
     button.tabIndex = selected ? 0 : -1; // the tab list is one stop for Tab; the arrow keys move inside it
   }
   for (const section of document.querySelectorAll("main > section")) section.hidden = section.id !== `tab-${name}`;
-  if (remember && window.location.hash !== `#${name}`) window.history.replaceState(null, "", `#${name}`);
+  if (remember) rememberTab(name);
   return onShow[name] ? guarded(onShow[name]) : Promise.resolve();
 }
 
-/** The tab the URL names (#tasks), or null. */
+/** The tab the URL names (#tasks, #tasks/<id>), or null. */
 function tabInUrl() {
-  const name = window.location.hash.slice(1);
+  const name = window.location.hash.slice(1).split("/")[0];
   return TABS.includes(name) ? name : null;
+}
+
+/** The tab and the task the URL names, opened (a reload, a link, the address changed). */
+function openUrl() {
+  const tab = tabInUrl();
+  if (!tab) return;
+  showTab(tab, {remember: false});
+  const task = window.location.hash.match(/^#tasks\/([0-9A-Za-z_-]+)$/); // a task id: uuid4().hex
+  if (task && task[1] !== followed) followTask(task[1]);
 }
 
 const shownTab = () => document.querySelector('nav [aria-selected="true"]').dataset.tab;
@@ -140,7 +157,10 @@ function reload() {
 function forgetKeyData() {
   keyEpoch += 1;
   newChat();
-  followed = null;
+  if (followed) {
+    followed = null;
+    rememberTab(); // the URL names no task of the other key
+  }
   taskChats.clear();
   taskRows.clear();
   taskDrafts.clear();
@@ -188,7 +208,7 @@ document.addEventListener("DOMContentLoaded", () => {
     button.addEventListener("click", () => showTab(button.dataset.tab));
   }
   document.querySelector('[role="tablist"]').addEventListener("keydown", moveTab);
-  window.addEventListener("hashchange", () => tabInUrl() && showTab(tabInUrl(), {remember: false}));
+  window.addEventListener("hashchange", openUrl);
   $("search-form").addEventListener("submit", search);
   $("flow").addEventListener("change", () => guarded(describeFlow));
   $("enqueue-button").addEventListener("click", enqueue);
@@ -210,6 +230,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
   $("chat-clear").addEventListener("click", newChat);
   reload();
-  if (tabInUrl()) showTab(tabInUrl(), {remember: false});
+  openUrl();
 });
 

@@ -87,6 +87,7 @@ async function deleteTask(taskId) {
     taskDrafts.delete(taskId);
     if (followed === taskId) {
       followed = null;
+      rememberTab();
       $("task-detail").replaceChildren();
       $("task-chat-form").hidden = true;
       $("task-chat-log").replaceChildren();
@@ -163,6 +164,7 @@ function updateTaskRow(body) {
 
 async function followTask(taskId) {
   followed = taskId;
+  rememberTab(); // #tasks/<id>: a reload or a link opens this task again
   showTaskChat(taskId, false);
   let said = null;
   const shown = (body) => {
@@ -178,6 +180,8 @@ async function followTask(taskId) {
   shown(body);
   if (body.status === "finished" && body.result.data.length) { // an ingestion has no rows to ask about
     taskRows.set(taskId, body.result.data);
+    await guarded(() => readTaskChat(taskId), {clear: false});
+    if (followed !== taskId) return; // another task was opened meanwhile
     showTaskChat(taskId, true);
   }
   await guarded(refreshTasks, {clear: false});
@@ -199,6 +203,22 @@ const taskChats = new Map(); // task id -> {chatId, turns}
 const taskRows = new Map(); // task id -> its result rows (the sources' titles)
 const asking = new Set(); // the tasks whose answer is being written: their Ask is off, another task's is not
 const taskDrafts = new Map(); // task id -> what was typed in its box when another task was opened
+
+/** The task's conversation as the service kept it (GET /task/{id}/chats), unless the page holds it: its latest chat
+ * that has messages, which the next question continues. A reload, or the page opened again, lost it before. */
+async function readTaskChat(taskId) {
+  if (taskChats.has(taskId)) return;
+  const {chats} = await call("GET", `task/${encodeURIComponent(taskId)}/chats`);
+  const chat = chats.filter((c) => c.messages.length).pop();
+  if (!chat || taskChats.has(taskId)) return; // none, or one asked in this page meanwhile
+  const turns = [];
+  for (let i = 0; i + 1 < chat.messages.length; i += 2) { // kept in pairs: the question, then its reply
+    const [question, reply] = [chat.messages[i], chat.messages[i + 1]];
+    turns.push({question: question.content, answer: reply.answer, sources: reply.sources || [],
+      askedAs: reply.standalone_query});
+  }
+  taskChats.set(taskId, {chatId: chat.id, turns});
+}
 
 function showTaskChat(taskId, finished) {
   const form = $("task-chat-form");

@@ -64,7 +64,8 @@ def alices(keyed) -> dict[str, str]:
 ROUTES = [("GET", "/tasks", {}), ("POST", "/task/run", {"json": {"flow": "bm25", "query": QUERY}}),
           ("POST", "/task/enqueue", {"json": {"flow": "bm25", "query": QUERY}}), ("GET", "/task/progress/x", {}),
           ("GET", "/task/cancel/x", {}), ("GET", "/task/chat/new", {"params": {"task_id": "x"}}),
-          ("GET", "/task/chat/x", {"params": {"message": "hi"}}), ("GET", "/pipeline/info", {}),
+          ("GET", "/task/chat/x", {"params": {"message": "hi"}}), ("GET", "/task/x/chats", {}),
+          ("GET", "/pipeline/info", {}),
           ("GET", "/flows", {}), ("GET", "/flows/bm25", {}), ("PUT", "/flows/x", {"json": {}}),
           ("DELETE", "/flows/x", {}), ("POST", "/v1/search", {"json": {"query": QUERY}}), ("GET", "/v1/models", {}),
           ("POST", "/v1/embeddings", {"json": {"model": "m", "input": "x"}}),
@@ -117,6 +118,7 @@ def test_a_key_reaches_none_of_the_other_keys_ids(keyed, alices):
     assert call(keyed, "GET", f"/task/cancel/{task}", BOB).status_code == 404
     assert call(keyed, "GET", "/task/chat/new", BOB, params={"task_id": task}).status_code == 404
     assert call(keyed, "GET", f"/task/chat/{chat}", BOB, params={"message": "hi"}).status_code == 404
+    assert call(keyed, "GET", f"/task/{task}/chats", BOB).status_code == 404
     assert call(keyed, "GET", f"/flows/{flow}", BOB).status_code == 404
     assert call(keyed, "DELETE", f"/flows/{flow}", BOB).status_code == 404
     for route in ("/task/run", "/task/enqueue", "/v1/search"):
