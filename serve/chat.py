@@ -125,7 +125,7 @@ class ChatRequest(BaseModel):
     max_completion_tokens: int | None = Field(None, gt=0, strict=True)
     stop: str | list[str] | None = Field(None, description=f"Up to {MAX_STOP} sequences (OpenAI's bound); served "
                                          "models only: a flow's answer takes none.")
-    seed: int | None = Field(None, strict=True)
+    seed: int | None = Field(None, ge=-2**63, le=2**63 - 1, strict=True, description="A 64-bit integer, as OpenAI's.")
     presence_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
     frequency_penalty: float | None = Field(None, ge=-2, le=2, strict=True)
     n: int = Field(1, ge=1, le=MAX_CHOICES, strict=True, description=f"Choices to write, up to {MAX_CHOICES}: a served "

@@ -70,7 +70,7 @@ class CohereChatRequest(BaseModel):
     max_tokens: int | None = Field(None, gt=0, strict=True)
     stop_sequences: list[str] | None = Field(None, max_length=5)
     temperature: float | None = Field(None, ge=0, le=2, strict=True)
-    seed: int | None = Field(None, strict=True)
+    seed: int | None = Field(None, ge=-2**63, le=2**63 - 1, strict=True)  # 64 bits, as OpenAI's
     frequency_penalty: float | None = Field(None, ge=0, le=1, strict=True)
     presence_penalty: float | None = Field(None, ge=0, le=1, strict=True)
     p: float | None = Field(None, ge=0.01, le=0.99, strict=True, description="Top-p sampling (OpenAI's top_p).")

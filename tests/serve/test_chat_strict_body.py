@@ -50,7 +50,8 @@ def refused(client: TestClient, path: str, body: dict) -> dict:
     ("stop", [f"s{i}" for i in range(10)], "at most 4 stop sequences"),
     ("stop", "", "stop sequence 0 is empty"), ("stop", ["\n", ""], "stop sequence 1 is empty"),
     ("logprobs", True, "no log probabilities"), ("top_logprobs", 2, "no log probabilities"),
-    ("n", 9, "less than or equal to 8"), ("n", 2.0, "valid integer"),
+    ("n", 9, "less than or equal to 8"), ("n", 2.0, "valid integer"), ("seed", 10**23, "less than or equal to"),
+    ("seed", -2**63 - 1, "greater than or equal to"),
     ("n", 2, "a flow answers once"),  # a served model writes up to 8 choices (tests/serve/test_llm_api.py)
 ])
 def test_a_field_openai_refuses_is_a_422_naming_it(client, field, value, said):

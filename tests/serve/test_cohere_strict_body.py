@@ -41,6 +41,7 @@ def post(base: str, **fields: Any) -> requests.Response:
 WRONG_TYPES = [("max_tokens", "3", "valid integer"), ("max_tokens", 3.0, "valid integer"),
                ("max_tokens", True, "valid integer"), ("temperature", "0.5", "valid number"),
                ("p", "0.9", "valid number"), ("k", "5", "valid integer"), ("seed", "7", "valid integer"),
+               ("seed", 10**23, "less than or equal to"),
                ("frequency_penalty", "0.1", "valid number"), ("presence_penalty", "0.1", "valid number"),
                ("stream", "true", "valid boolean"), ("logprobs", "false", "valid boolean"),
                ("max_token", 5, "Extra inputs are not permitted"),
