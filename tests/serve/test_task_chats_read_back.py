@@ -41,7 +41,6 @@ def call(url: str, key: str, **params) -> httpx.Response:
     return httpx.get(url, params=params, headers={"Authorization": f"Bearer {key}"}, timeout=60)
 
 
-@pytest.mark.slow  # about 10 s: the service's start and four chat turns through the flow
 def test_a_tasks_chats_are_read_back_with_their_messages_and_only_by_its_key(keyed):
     base, task_id = keyed
     chats = f"{base}/task/{task_id}/chats"
