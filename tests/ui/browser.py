@@ -92,6 +92,15 @@ def follow_enqueued(driver) -> str:
     return heading.removeprefix("task ").removesuffix(": finished")
 
 
+def task_to_ask(driver, service, query: str = QUERY) -> str:
+    """The page opened, ``query`` run as a bm25 task, and the task's id once its question box shows (it finished)."""
+    open_page(driver, service)
+    fill_search(driver, "bm25", query, "5")
+    by_id(driver, "enqueue-button").click()
+    wait(driver, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
+    return by_id(driver, "task-chat-form").get_attribute("data-task")
+
+
 def chat_with(driver, model: str) -> None:
     """The Chat tab, with ``model`` (a language model or a flow that answers) chosen once it is listed."""
     driver.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()

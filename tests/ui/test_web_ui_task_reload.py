@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from selenium.webdriver.common.by import By
 
-from tests.ui.browser import QUERY, by_id, click, fill_search, open_page, wait
+from tests.ui.browser import by_id, click, fill_search, task_to_ask, wait
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -27,11 +27,7 @@ def shows_task_chat(driver, task_id: str) -> bool:
 
 @pytest.mark.slow  # the embedded model answers in the replica
 def test_a_reload_shows_the_task_and_its_conversation_and_a_follow_up_continues_it(browser, ui_app):
-    open_page(browser, ui_app)
-    fill_search(browser, "bm25", QUERY, "5")
-    by_id(browser, "enqueue-button").click()
-    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
-    task_id = by_id(browser, "task-chat-form").get_attribute("data-task")
+    task_id = task_to_ask(browser, ui_app)
     question = "which insects make honey?"
     by_id(browser, "task-chat-input").send_keys(question)
     by_id(browser, "task-chat-send").click()

@@ -11,7 +11,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 
 from tests.ui.browser import (QUERY, by_id, click, conversation_above_the_box, error_text, fill_search, follow_enqueued,
-                              open_page, wait)
+                              open_page, task_to_ask, wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -72,11 +72,7 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
 
 @pytest.mark.slow  # the embedded model answers in the replica
 def test_a_question_about_a_finished_task_is_answered_from_its_rows_as_the_api_answers_it(browser, ui_app):
-    open_page(browser, ui_app)
-    fill_search(browser, "bm25", QUERY, "5")
-    by_id(browser, "enqueue-button").click()
-    wait(browser, lambda d: by_id(d, "task-chat-form").is_displayed(), seconds=120)
-    task_id = by_id(browser, "task-chat-form").get_attribute("data-task")
+    task_id = task_to_ask(browser, ui_app)
     question = "which insects make honey?"
     browser.execute_script("""  // every text the answer still being written shows, as the page renders it
         window.written = [];
