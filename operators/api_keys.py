@@ -14,6 +14,18 @@ KEYS_ENV = "TESSERA_API_KEYS"
 #: What a key's id may be (the service's ``api_keys`` schema and ``tessera keys new`` both check it): it names a
 #: folder of saved flows and shows in logs.
 KEY_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
+#: The tenant of every request to a service without keys (``serve.auth``), so no key's id: a key ``local`` would
+#: be that caller, with the tasks and indices made without a key and the command line's shared saved flows.
+LOCAL_TENANT = "local"
+
+
+def reserved_id_problem(key_id: str) -> str | None:
+    """Why ``key_id`` can be no key's id (the tenant of a service without keys), or None."""
+    if key_id != LOCAL_TENANT:
+        return None
+    return (f"key id '{LOCAL_TENANT}' is reserved: it is the caller of a service without keys, who owns the tasks "
+            "and indices made without a key and the saved flows of $TESSERA_HOME/flows that the command line "
+            "shares; give the key another id")
 
 
 def key_hash(raw: str) -> str:

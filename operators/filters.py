@@ -105,8 +105,12 @@ class MetadataFilter(BaseModel):
                                       "missing")
                     if getattr(self, name) is not None]
         if on_field and self.field is None:
-            names = ", ".join(n.rstrip("_") for n in on_field)
-            raise ValueError(f"'{names}' need 'field': the column they apply to")
+            names = [n.rstrip("_") for n in on_field]
+            if len(names) == 1:
+                raise ValueError(f"the condition '{names[0]}' needs 'field', the column it applies to: "
+                                 f"{{field: COLUMN, {names[0]}: ...}}")
+            raise ValueError(f"the conditions {', '.join(repr(n) for n in names)} need 'field', the column they "
+                             "apply to: {field: COLUMN, " + ", ".join(f"{n}: ..." for n in names) + "}")
         if self.field is not None and not on_field:
             raise ValueError(f"'field: {self.field}' has no condition (eq, ne, gt, gte, lt, lte, in, not_in, "
                              "year, month, date_from, date_to, missing)")

@@ -32,3 +32,21 @@ def first_place(value: Any, problem: Callable[[Any], Problem | None], where: str
             if isinstance(key, str):
                 stack.append((child_place, key))
     return None
+
+
+def json_kind(value: Any) -> str:
+    """What JSON calls ``value``'s type, for a message to a client who wrote JSON: ``null``, ``an array``, never
+    Python's ``NoneType`` or ``list``."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true/false"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, (list, tuple)):
+        return "an array"
+    return f"a {type(value).__name__}"

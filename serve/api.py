@@ -50,6 +50,17 @@ errors.install(app)  # outermost of the answering layers
 app.add_middleware(draining.DrainGuard)  # outside them all: every request counts while the service shuts down
 
 
+def not_served(model_id: str, cards: list[ModelCard]) -> ApiError:
+    """The 404 of ``GET /v1/models/{model_id}`` for an id that names no card: the close names and the served models
+    among ``cards`` (the app's models, the flows that answer), those it can run only, as a chat's 404 lists them: a
+    missing one (``rag_gold``, whose dataset is not there; a model whose weights are absent) was listed as served."""
+    from flows import store as flow_store
+
+    served = sorted({card.id for card in cards if card.status != "missing"})
+    return ApiError(404, f"model '{model_id}' is not served here{flow_store.did_you_mean(model_id, served)}; "
+                    f"served: {', '.join(served) or 'none'}", param="model", code="model_not_found")
+
+
 @serve.deployment(name="api", max_ongoing_requests=256)
 @serve.ingress(app)
 class ModelAPI:
@@ -127,9 +138,7 @@ class ModelAPI:
             for flow in flows:
                 if flow.id == model_id:
                     return flow.model_dump(exclude_none=True)
-            raise ApiError(404, f"model '{model_id}' is not served here; served: "
-                           f"{', '.join(c.id for c in [*self.cards, *flows])}", param="model",
-                           code="model_not_found")
+            raise not_served(model_id, [*self.cards, *flows])
         (live,) = live_cards([card], await deployment_statuses(self.app_name))
         return live.model_dump(exclude_none=True)
 

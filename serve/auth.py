@@ -24,14 +24,13 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import Message, Receive, Scope, Send
 
-from operators.api_keys import key_hash
+# LOCAL_TENANT: the tenant of every request when no keys are configured, an id no key may have
+from operators.api_keys import LOCAL_TENANT, key_hash, reserved_id_problem
 from serve.errors import HttpMiddleware, StartTracker, error_response
 from serve.routes_ui import UI_PATH
 
 log = logging.getLogger("tessera.serve")
 
-#: The tenant of every request when no keys are configured.
-LOCAL_TENANT = "local"
 #: Routes that answer without a key: the health check, the web UI's page and its files (serve/routes_ui.py),
 #: whose every call to the API carries the key typed into it, and the API's description with its pages (whose
 #: "Authorize" button takes the key for the calls tried from them).
@@ -44,7 +43,10 @@ UPLOAD_ROUTE = re.compile(r"/v1/indices/[^/]+/files")
 
 
 def configure(keys: dict[str, str], max_body_bytes: int | None, max_upload_bytes: int | None = None) -> None:
-    """``keys``: SHA-256 hex -> key id (empty: no keys, every caller is ``local``)."""
+    """``keys``: SHA-256 hex -> key id (empty: no keys, every caller is ``local``, an id no key may have)."""
+    for key_id in keys.values():
+        if problem := reserved_id_problem(key_id):
+            raise ValueError(problem)
     _settings["keys"] = dict(keys)
     _settings["max_body_bytes"] = max_body_bytes
     _settings["max_upload_bytes"] = max_upload_bytes

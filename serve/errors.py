@@ -239,21 +239,27 @@ class _Guard(HttpMiddleware):
 NOT_AN_OBJECT = frozenset({"dict_type", "model_attributes_type"})
 
 
-def not_json(content_type: str | None, errors: list[dict[str, Any]]) -> str | None:
-    """The request's content type when it explains a body refused as "not an object": FastAPI reads a body as JSON
-    only under a JSON content type (or none), and ``curl -d`` sends ``application/x-www-form-urlencoded``; the 422
-    said "Input should be a valid dictionary" of a valid JSON object. None otherwise."""
+def not_an_object(content_type: str | None, errors: list[dict[str, Any]]) -> str | None:
+    """The message of a body refused as "not an object", where pydantic's ("Input should be a valid dictionary") would
+    mislead: FastAPI reads a body as JSON only under a JSON content type (else it is bytes), and ``curl -d`` sends
+    ``application/x-www-form-urlencoded``, so a valid JSON object was refused: the message says to send the header.
+    JSON that is no object is named in JSON's words (``null``, ``an array``). None for any other error."""
     import email.message
 
-    if not content_type or not errors or errors[0].get("type") not in NOT_AN_OBJECT or tuple(
-            errors[0].get("loc", ())) != ("body",):
+    from operators.json_tree import json_kind
+
+    if not errors or errors[0].get("type") not in NOT_AN_OBJECT or tuple(errors[0].get("loc", ())) != ("body",):
         return None
-    header = email.message.Message()
-    header["content-type"] = content_type
-    subtype = header.get_content_subtype()
-    if header.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json")):
-        return None
-    return printable(header.get_content_type())
+    given = errors[0].get("input")
+    if not isinstance(given, (bytes, bytearray)):  # read as JSON
+        return f"body: must be a JSON object, not {json_kind(given)}"
+    sent_as = "this request has none"
+    if content_type:
+        header = email.message.Message()
+        header["content-type"] = content_type
+        sent_as = f"this request's is '{printable(header.get_content_type())}'"
+    return (f"body: send it as JSON with the header Content-Type: application/json; {sent_as}, so its body was not "
+            "read as JSON")
 
 
 #: FastAPI's 400 for a body that JSON decoding raised on other than with a syntax error (invalid UTF-8, too deep).
@@ -282,10 +288,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:
         message, param = validation_message(list(err.errors()), request=True)
-        sent_as = not_json(request.headers.get("content-type"), list(err.errors()))
-        if sent_as is not None:
-            message = (f"body: send it as JSON with the header Content-Type: application/json; this request's is "
-                       f"'{sent_as}', so its body was not read as JSON")
+        message = not_an_object(request.headers.get("content-type"), list(err.errors())) or message
         return error_response(422, message, param=param, code="invalid_value")
 
     @app.exception_handler(HTTPException)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from flows.spec import FlowSpec, StepSpec
 from operators.errors import SpecError, first_validation_problem
+from operators.json_tree import json_kind
 from serve.errors import ApiError
 from serve.schemas import Text
 
@@ -37,7 +38,7 @@ class FlowRequest(BaseModel):
     def _name_or_spec(cls, flow: Any) -> Any:
         """One message naming ``flow`` (pydantic's union named ``flow.str`` and ``flow.dict[str,any]``)."""
         if not isinstance(flow, (str, dict)):
-            raise ValueError(f"a flow's name (a string) or an inline spec (an object), not {type(flow).__name__}")
+            raise ValueError(f"a flow's name (a string) or an inline spec (an object), not {json_kind(flow)}")
         return flow
 
     @field_validator("index")

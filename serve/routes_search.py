@@ -144,8 +144,8 @@ def _searched(prepared: svc.Prepared, step: str | None) -> str:
 
 
 @router.post("/v1/search", summary="Search with a flow: the top_k hits of each query")
-async def search(request: Request, body: Any = Body(..., examples=[{"flow": "hybrid", "query": "honey bees",
-                                                                    "top_k": 5}])) -> dict[str, Any]:
+async def search(request: Request, body: dict[str, Any] = Body(
+        ..., examples=[{"flow": "hybrid", "query": "honey bees", "top_k": 5}])) -> dict[str, Any]:
     """A flow that calls a language model (``rag``'s answer) runs on the answers' threads, admitted as a chat is (a
     503 ``too_many_answers`` when they and their queue are taken): on the default pool, a few such searches held
     its every thread while their model wrote, and a bm25 search waited behind them (serve/threads.py)."""

@@ -47,7 +47,7 @@ def tenant(request: Request) -> str:
 
 
 @router.post("/task/run", summary="Run a flow and wait: the progress object with has_finished true")
-async def run(request: Request, body: Any = TASK_BODY) -> dict[str, Any]:
+async def run(request: Request, body: dict[str, Any] = TASK_BODY) -> dict[str, Any]:
     service, owner = svc.current(), tenant(request)
     task_id, delay = await service.enqueue(body, owner), RUN_POLL_FIRST_S
     while True:
@@ -62,7 +62,7 @@ async def run(request: Request, body: Any = TASK_BODY) -> dict[str, Any]:
 
 
 @router.post("/task/enqueue", response_class=PlainTextResponse, summary="Start a flow on Ray; the task id")
-async def enqueue(request: Request, body: Any = TASK_BODY) -> str:
+async def enqueue(request: Request, body: dict[str, Any] = TASK_BODY) -> str:
     return await svc.current().enqueue(body, tenant(request))
 
 

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
+from operators.json_tree import json_kind
 from operators.unicode import first_broken_text
 from serve import taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
@@ -129,7 +130,7 @@ class Service(FlowResolution):
     def read_body(self, body: Any, tenant: str, *, search: bool) -> Asked:
         """What a body asks for (the flow's spec, the queries, the index, the cut), read and checked on its own."""
         if not isinstance(body, dict):
-            raise SpecError(f"the body must be a JSON object, got {type(body).__name__}", field="body")
+            raise SpecError(f"the body must be a JSON object, not {json_kind(body)}", field="body")
         broken = first_broken_text(body)
         if broken is not None:  # a lone surrogate: no index name, step id or YAML file can hold it
             raise SpecError(broken[1], field=broken[0] or "body")

@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
-from operators.api_keys import KEY_ID_PATTERN, KEYS_ENV, env_key_id, env_keys, key_hash  # noqa: F401 (KEYS_ENV, key_hash: here too)
+from operators.api_keys import (KEY_ID_PATTERN, KEYS_ENV, env_key_id, env_keys, key_hash,  # noqa: F401 (KEYS_ENV,
+                                reserved_id_problem)  # key_hash: here too)
 from operators.redact import remember_secret
 from serve.index_roots import default_data_roots, default_roots
 
@@ -46,6 +47,13 @@ class ApiKey(BaseModel):
     admin: bool = Field(False, description="An admin key also lists every index the service made, whoever owns it, "
                         "and deletes any of them (GET and DELETE /v1/admin/indices): the way to reclaim the indices "
                         "of a key that was removed.")
+
+    @field_validator("id")
+    @classmethod
+    def _not_reserved(cls, key_id: str) -> str:
+        if problem := reserved_id_problem(key_id):  # 'local': the keyless caller, its tasks, indices and flows
+            raise ValueError(problem)
+        return key_id
 
 
 class Limits(BaseModel):

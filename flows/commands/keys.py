@@ -14,7 +14,8 @@ import secrets
 import sys
 
 from flows.commands._support import EXIT_OK, CliError, print_json, show_help
-from operators.api_keys import KEY_ID_PATTERN, KEYS_ENV, MIN_KEY_CHARS, env_key_id, env_keys, env_keys_problem, key_hash
+from operators.api_keys import (KEY_ID_PATTERN, KEYS_ENV, MIN_KEY_CHARS, env_key_id, env_keys, env_keys_problem,
+                                key_hash, reserved_id_problem)
 
 #: Random bytes in a new key: 256 bits, 43 URL-safe characters.
 KEY_BYTES = 32
@@ -67,6 +68,8 @@ def check_id(key_id: str) -> None:
     if not re.fullmatch(KEY_ID_PATTERN, key_id):
         raise CliError(f"{key_id!r} is no key id the service takes: 1 to 64 letters, digits, '_', '.' or '-', "
                        "starting with a letter or digit", field="--id")
+    if problem := reserved_id_problem(key_id):
+        raise CliError(problem, field="--id")
 
 
 def _cmd_new(args: argparse.Namespace) -> int:

@@ -24,6 +24,16 @@ SPACE, WORD, OTHER, CONTINUATION = 0, 1, 2, 3
 #: Texts are processed in blocks of about this many UTF-8 bytes, to bound memory.
 BLOCK_BYTES = 1 << 20
 
+#: The bounds that keep a chunk's length in characters proportional to its ``size``: a unit (a token, a word, a
+#: model's piece) of more than ``LONG_UNIT_CHARS`` characters is cut into parts of ``PART_CHARS``, each counted as
+#: a unit (5 MB of text without a space was one token, or one ``[UNK]`` piece, so one chunk of 5 MB); a sentence
+#: of more than ``LONG_SENTENCE_CHARS`` (a table with no full stop) into parts of at most ``SENTENCE_PART_CHARS``,
+#: cut at a space where there is one; and no chunk spans a run of more than ``LONG_GAP_CHARS`` characters between
+#: two units (spaces, or characters a model's tokenizer drops). Words and pieces of real text are far shorter.
+LONG_UNIT_CHARS, PART_CHARS = 200, 10
+LONG_SENTENCE_CHARS, SENTENCE_PART_CHARS = 2000, 1000
+LONG_GAP_CHARS = 1000
+
 
 def char_class(ch: str) -> int:
     if ch.isspace():
@@ -127,13 +137,39 @@ def unit_bytes(data: np.ndarray, offsets: np.ndarray, unit: str) -> tuple[np.nda
     return start_bytes, end_bytes, counts
 
 
-def windows(counts: np.ndarray, size: int, overlap: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def windows(counts: np.ndarray, size: int, overlap: int,
+            breaks: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Chunks of ``size`` units advancing by ``size - overlap``: ``(text_of, index, first, stop)`` per chunk.
 
     ``first``/``stop`` are unit positions within the text. A text of at most ``size``
     units (or none) is one chunk; the last chunk of a text may be shorter, and still
-    shares ``overlap`` units with the one before.
+    shares ``overlap`` units with the one before. ``breaks``: sorted positions, among all
+    the texts' units, of units no chunk reaches across to the one before (``long_gaps``):
+    each stretch between them is chunked as a text of its own, no overlap across.
     """
+    if breaks is None or not len(breaks):
+        return _even_windows(counts, size, overlap)
+    counts = np.asarray(counts, np.int64)
+    first_unit = np.cumsum(counts) - counts
+    in_text = np.searchsorted(np.cumsum(counts), breaks, side="right")
+    stretches = np.bincount(in_text, minlength=len(counts)) + 1
+    stretch_text = np.repeat(np.arange(len(counts)), stretches)
+    opens = np.cumsum(stretches) - stretches  # each text's first stretch
+    begin = np.empty(len(stretch_text), np.int64)
+    begin[opens] = first_unit
+    begin[np.setdiff1d(np.arange(len(begin)), opens)] = breaks
+    end = np.empty_like(begin)
+    end[:-1] = begin[1:]
+    end[np.r_[opens[1:], len(begin)] - 1] = first_unit + counts  # a text's last stretch ends with it
+    of, _, first, stop = _even_windows(end - begin, size, overlap)
+    text_of = stretch_text[of]
+    shift = begin[of] - first_unit[text_of]
+    per_text = np.bincount(text_of, minlength=len(counts))
+    index = np.arange(len(text_of)) - (np.cumsum(per_text) - per_text)[text_of]
+    return text_of, index, first + shift, stop + shift
+
+
+def _even_windows(counts: np.ndarray, size: int, overlap: int):
     step = size - overlap
     per_text = np.where(counts <= size, 1, -(-(counts - size) // step) + 1).astype(np.int64)
     text_of = np.repeat(np.arange(len(counts)), per_text)
@@ -143,9 +179,74 @@ def windows(counts: np.ndarray, size: int, overlap: int) -> tuple[np.ndarray, np
     return text_of, index, first, stop
 
 
+def _char_starts(data: np.ndarray, lo: int, hi: int) -> np.ndarray:
+    """Byte positions, from ``lo``, of the code points that start in ``data[lo:hi]``."""
+    return np.flatnonzero((data[lo:hi] & 0xC0) != 0x80)
+
+
+def cut_long(data: np.ndarray, starts: np.ndarray, ends: np.ndarray,
+             counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``unit_bytes``'s units with each one of more than ``LONG_UNIT_CHARS`` characters cut into units of
+    ``PART_CHARS`` characters (at code point starts), and the counts per text that follow."""
+    parts = []
+    for unit in np.flatnonzero(ends - starts > LONG_UNIT_CHARS).tolist():  # at least as many bytes as characters
+        chars = _char_starts(data, starts[unit], ends[unit])
+        if len(chars) > LONG_UNIT_CHARS:
+            parts.append((unit, starts[unit] + chars[::PART_CHARS]))
+    if not parts:
+        return starts, ends, counts
+    new_starts, new_ends, done = [], [], 0
+    for unit, cuts in parts:
+        new_starts += [starts[done:unit], cuts]
+        new_ends += [ends[done:unit], np.r_[cuts[1:], ends[unit]]]
+        done = unit + 1
+    counts = counts.copy()
+    np.add.at(counts, np.searchsorted(np.cumsum(counts), [unit for unit, _ in parts], side="right"),
+              [len(cuts) - 1 for _, cuts in parts])
+    return (np.concatenate([*new_starts, starts[done:]]), np.concatenate([*new_ends, ends[done:]]), counts)
+
+
+def long_gaps(data: np.ndarray, starts: np.ndarray, ends: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The units (positions among all the texts' units, for ``windows``' ``breaks``) that follow more than
+    ``LONG_GAP_CHARS`` characters of spaces after the unit before them in their text."""
+    first_units = (np.cumsum(counts) - counts)[counts > 0]
+    after = np.flatnonzero(starts[1:] - ends[:-1] > LONG_GAP_CHARS) + 1  # bytes: at least the characters
+    after = after[~np.isin(after, first_units)]
+    return np.array([u for u in after.tolist() if len(_char_starts(data, ends[u - 1], starts[u])) > LONG_GAP_CHARS],
+                    np.int64)
+
+
 def sentence_spans(text: str, tokenizer) -> list[tuple[int, int]]:
     """Character spans of the sentences of ``text`` (Punkt)."""
     return list(tokenizer.span_tokenize(text)) if text.strip() else []
+
+
+def chunk_sentence_spans(text: str, tokenizer) -> list[tuple[int, int]]:
+    """``sentence_spans``, a sentence of more than ``LONG_SENTENCE_CHARS`` characters cut into parts of at most
+    ``SENTENCE_PART_CHARS``, after a space where it has one: the units of a chunk of sentences."""
+    spans = []
+    for begin, end in sentence_spans(text, tokenizer):
+        while end - begin > LONG_SENTENCE_CHARS:
+            limit = begin + SENTENCE_PART_CHARS
+            space = max(text.rfind(c, begin + SENTENCE_PART_CHARS // 2, limit) for c in " \n\t")
+            cut = space if space > begin else limit
+            spans.append((begin, begin + len(text[begin:cut].rstrip())))
+            while text[cut].isspace():  # (the sentence ends in a non-space, past the cut)
+                cut += 1
+            begin = cut
+        spans.append((begin, end))
+    return spans
+
+
+def sentence_breaks(spans: list[list[tuple[int, int]]]) -> np.ndarray:
+    """The sentences (positions among all the texts' sentences, for ``windows``' ``breaks``) that follow more than
+    ``LONG_GAP_CHARS`` characters after the sentence before them in their text."""
+    breaks, position = [], 0
+    for text_spans in spans:
+        breaks += [position + i for i in range(1, len(text_spans))
+                   if text_spans[i][0] - text_spans[i - 1][1] > LONG_GAP_CHARS]
+        position += len(text_spans)
+    return np.array(breaks, np.int64)
 
 
 @functools.cache

@@ -37,6 +37,10 @@ class Chunker(Operator):
     (the input ``docno``, or a content id when there is none), ``chunk_index`` and
     ``total_chunks``, the chunk in ``text``, and ``docno = chunk_id``; other columns
     are repeated. A text with no units stays as one empty chunk.
+    A chunk's length in characters is bounded by ``size`` whatever the text: a unit of
+    over ``LONG_UNIT_CHARS`` characters (a run without spaces, a ``[UNK]`` piece) counts
+    as one per ``PART_CHARS`` of them, a sentence over ``LONG_SENTENCE_CHARS`` is cut into
+    parts, and no chunk spans over ``LONG_GAP_CHARS`` of spaces (``_chunk_units``).
 
     Usage::
 
@@ -151,8 +155,10 @@ class Chunker(Operator):
         parts, pieces = [], []
         for lo, hi in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
             block = data[offsets[lo]: offsets[hi]]
-            starts, ends, counts = units.unit_bytes(block, offsets[lo: hi + 1] - offsets[lo], p.unit)
-            text_of, index, first, stop = units.windows(counts, p.size, p.overlap)
+            starts, ends, counts = units.cut_long(block, *units.unit_bytes(block, offsets[lo: hi + 1] - offsets[lo],
+                                                                           p.unit))
+            breaks = units.long_gaps(block, starts, ends, counts)
+            text_of, index, first, stop = units.windows(counts, p.size, p.overlap, breaks)
             base = (np.cumsum(counts) - counts)[text_of]
             has = stop > first  # False only for a text without units: its one chunk is empty
             begin = np.zeros(len(text_of), np.int64)
@@ -169,9 +175,9 @@ class Chunker(Operator):
         p = self.params
         tokenizer = units.punkt_tokenizer(p.language)
         values = texts.to_pylist()
-        spans = [units.sentence_spans(text, tokenizer) for text in values]
+        spans = [units.chunk_sentence_spans(text, tokenizer) for text in values]
         counts = np.array([len(s) for s in spans], np.int64)
-        text_of, index, first, stop = units.windows(counts, p.size, p.overlap)
+        text_of, index, first, stop = units.windows(counts, p.size, p.overlap, units.sentence_breaks(spans))
         pieces = [
             values[t][spans[t][f][0]: spans[t][s - 1][1]] if s > f else ""
             for t, f, s in zip(text_of.tolist(), first.tolist(), stop.tolist())

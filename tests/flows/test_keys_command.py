@@ -115,3 +115,18 @@ def test_id_refuses_what_the_service_would_not_take_as_a_key(tmp_path, tessera, 
     status, out, err = tessera("keys", "id", *args, home=tmp_path, stdin=stdin)
     assert status == 2 and out == ""
     one_error(err, "field 'KEY'", needle)
+
+
+def test_the_id_of_the_keyless_caller_is_refused_naming_it(tmp_path, tessera):  # noqa: F811
+    """``local`` is the tenant of every request to a service without keys: a key of that id would see the tasks and
+    indices made without a key and the command line's shared saved flows."""
+    from pydantic import ValidationError
+
+    from serve.service_settings import ApiKey
+
+    with pytest.raises(ValidationError, match="key id 'local' is reserved"):  # the service refuses it too
+        ApiKey(id="local", sha256=key_hash(KEY))
+    status, out, err = tessera("keys", "new", "--id", "local", home=tmp_path)
+    assert status == 2 and out == ""  # no key printed for an entry the service would refuse
+    one_error(err, "field '--id'", "key id 'local' is reserved", "another id")
+    assert tessera("keys", "new", "--id", "local2", home=tmp_path)[0] == 0

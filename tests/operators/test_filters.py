@@ -98,12 +98,16 @@ def test_boolean_combinations_and_nulls():
 
 
 def test_validation_names_what_is_wrong():
-    for bad, words in (({"eq": 1}, "need 'field'"), ({"field": "year"}, "no condition"), ({}, "empty filter"),
+    # a condition without its field said "'year' need 'field': the column they apply to" (and "'gte, lt' need ...")
+    for bad, words in (({"eq": 1}, r"the condition 'eq' needs 'field', the column it applies to: \{field: COLUMN, "),
+                       ({"field": "year"}, "no condition"), ({}, "empty filter"),
                        ({"field": "day", "month": 13}, "less than or equal"),
                        ({"field": "d", "date_from": "2020-01-02", "date_to": "2020-01-01"}, "after"),
                        ({"any": []}, "at least one"), ({"field": "x", "eqq": 1}, "Extra inputs"),
                        ({"title": "Gothic"}, r"unknown key 'title': .* as field, e.g. \{field: title, eq: 'Gothic'\}"),
-                       ({"year": 1999}, "need 'field'")):  # a condition's own name: as before
+                       ({"year": 1999}, "the condition 'year' needs 'field', the column it applies to"),
+                       ({"gte": 1, "lt": 3}, "the conditions 'gte', 'lt' need 'field', the column they apply to: "
+                        r"\{field: COLUMN, gte: \.\.\., lt: \.\.\.\}")):
         with pytest.raises(ValidationError, match=words):
             MetadataFilter.model_validate(bad)
 

@@ -98,6 +98,9 @@ def test_an_unknown_model_id_is_an_openai_404(serve_app):
     error = response.json()["error"]
     assert set(error) == {"message", "type", "param", "code"} and error["code"] == "model_not_found"
     assert "gpt-4o" in error["message"] and "all-MiniLM-L6-v2" in error["message"]
+    served = error["message"].split("; served: ", 1)[1].split(", ")  # what runs here, as GET /v1/models has it
+    assert {"all-MiniLM-L6-v2", "smollm2", "rag"} <= set(served), served
+    assert "rag_gold" not in served and "absent-ce" not in served, served  # missing: listed as served before
 
 
 @pytest.mark.ray

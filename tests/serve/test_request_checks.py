@@ -54,7 +54,8 @@ def test_an_index_name_of_255_bytes_is_looked_for(service):
 
 
 @pytest.mark.parametrize("body, search, field, words", [
-    ({"flow": 5, "query": "honey"}, True, "flow", "a flow's name (a string) or an inline spec (an object), not int"),
+    ({"flow": 5, "query": "honey"}, True, "flow",
+     "a flow's name (a string) or an inline spec (an object), not a number"),
     ({"flow": "bm25", "query": "honey", "index": ""}, True, "index", "not empty; leave index out"),  # was the default
     ({"flow": "bm25", "query": "honey", "index": " "}, False, "index", "not empty"),
     ({"flow": {"steps": {"b": {"op": "nope.op"}}}, "query": "honey"}, True, "steps.b.op", "unknown operator"),
