@@ -95,6 +95,9 @@ class FlowResolution:
         search, the built-in ones that search: not ``ingest``'s, which read documents and a search refuses)."""
         if isinstance(flow, dict):
             return FlowSpec.parse(flow)
+        if not flow.strip():  # no name at all (a page that sent its flow choice before the list came): no list of all
+            raise SpecError("the flow is empty: name a built-in or saved flow (GET /flows lists them), send an inline "
+                            "spec, or leave `flow` out for the default, hybrid", field="flow")
         spec = self.flow_spec(flow, tenant)
         if spec is None:
             saved = flow_store.saved_names(flow_owner(tenant))

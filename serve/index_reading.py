@@ -1,4 +1,5 @@
-"""Reading an index the service holds (``serve.indices``): its size for the listing, its live ids, and a read that
+"""Reading an index the service holds (``serve.indices``): its size for the listing, its live ids, what an upload
+is refused for by the index (its ids already there, a metadata value its column cannot take), and a read that
 meets an index deleted meanwhile, which is a 404 rather than the 500 of a damaged index."""
 
 from __future__ import annotations
@@ -6,6 +7,8 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 from typing import Any, Iterator
+
+import pyarrow as pa
 
 from serve.errors import ApiError
 
@@ -69,18 +72,80 @@ def live_doc_ids(index: Any) -> set[str]:
     return set(live.column("doc_id").cast("string").to_pylist())
 
 
-def refuse_present_ids(path: Path, ids: list[str]) -> None:
-    """409 when any of ``ids`` is a document of the index already (replacing is a delete, then an add); its body
-    lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act on."""
+def refuse_against_index(path: Path, documents: list[Any], replace: bool, from_files: bool) -> None:
+    """What an upload is refused for by the index it adds to, before anything is written or queued: ids already in
+    it (409, unless ``replace``: ``refuse_present_ids``), then a metadata value whose type the index's column does
+    not merge with (422: ``refuse_clashing_types``), which its task's commit would refuse after the 202."""
     from operators.store import Index
     from operators.store.errors import IndexStoreError
 
     try:
-        present = live_doc_ids(Index.open(path, verify=False))
+        index = Index.open(path, verify=False)
+        present = set() if replace else live_doc_ids(index)
+        columns = column_types(index)
     except (IndexStoreError, OSError):
         if not was_deleted(path):
             raise
-        return  # deleted since it was found: the upload makes the index anew, so none of its ids is in it
+        return  # deleted since it was found: the upload makes the index anew, so nothing of it is in the way
+    refuse_present_ids([d.id for d in documents], present)
+    refuse_clashing_types(path.name, documents, columns, from_files)
+
+
+def column_types(index: Any) -> pa.Schema:
+    """The doc-store columns of every shard of ``index``, each with the type its shards merge to, read from the
+    files' footers: what a commit merges a new shard's columns with (``operators.store.commits.check_types``)."""
+    from operators.store.commits import merged_schema
+    from operators.store.layout import SHARDS
+    from operators.store.shard import docs_schema
+
+    return merged_schema([docs_schema(index.path / SHARDS / info.id) for info in index.manifest.shards])
+
+
+def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, from_files: bool) -> None:
+    """422 naming the first document whose metadata value the index's column of that name cannot take, as the
+    upload's commit would refuse it (``check_types``, ``check_values``): its type does not merge with the column's
+    (text where the index has numbers: ``'twenty twenty'`` for a double ``year``), or the type they merge to cannot
+    hold it (an integer beyond 2**53 for a double). The upload's column is typed as its ingestion types it
+    (``values_to_array``: integers beside a float are floats, mixed kinds text), each value alone to name one."""
+    from flows.ingestion.column_types import merged_type as _merged
+    from operators.sources._common import values_to_array
+
+    for key in dict.fromkeys(key for doc in documents for key in doc.metadata if key in columns.names):
+        values = [doc.metadata.get(key) for doc in documents]
+        column, have = values_to_array(values), columns.field(key).type
+        merged = _merged(have, column.type)  # None: they do not merge
+        if merged is not None and (merged == column.type or _fits(column, merged)):
+            continue
+
+        def refused(value: Any) -> bool:  # this value alone: of a type that does not merge, or does not fit
+            alone = values_to_array([value])
+            return _merged(have, alone.type) is None if merged is None else not _fits(alone, merged)
+
+        given = [i for i, value in enumerate(values) if value is not None]
+        i = next((i for i in given if refused(values[i])), given[0])  # (mixed kinds made text: the first value)
+        doc, kind = documents[i], values_to_array([values[i]]).type
+        where = f"{doc.metadata.get('path')}: document '{doc.id}'" if from_files else f"documents.{i} ('{doc.id}')"
+        clash = "these do not merge" if merged is None else f"these merge to {merged}, which cannot hold it"
+        raise ApiError(422, f"{where}: metadata '{key}' is {kind} ({values[i]!r}), but index '{name}' holds column "
+                       f"'{key}' as {have}; {clash}. An index's documents must agree on each metadata column's type "
+                       f"(integers and floats merge, to a float column): send it as {have}, or under another "
+                       "metadata name; nothing was queued", param="files" if from_files else
+                       f"documents.{i}.metadata.{key}", code="metadata_type_conflict")
+
+
+def _fits(values: pa.Array, kind: pa.DataType) -> bool:
+    """Whether ``values`` cast to ``kind`` without a change (as reading them beside the index's rows casts them)."""
+    try:
+        values.cast(kind, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    return True
+
+
+def refuse_present_ids(ids: list[str], present: set[str]) -> None:
+    """409 when any of ``ids`` is a document of the index already (``present``; replacing is a delete, then an add);
+    its body lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act
+    on."""
     taken = [i for i in ids if i in present]
     if taken:
         shown = ", ".join(f"'{i}'" for i in taken[:SHOWN_IDS]) + (" ..." if len(taken) > SHOWN_IDS else "")

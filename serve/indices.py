@@ -33,7 +33,7 @@ from typing import Any
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, files_request, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
-from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, refuse_present_ids
+from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, refuse_against_index
 from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
                                write_owner)
 from serve.ingest_task import STEPS, _move_aside
@@ -213,8 +213,8 @@ class Indices:
         path, row = self._writable(name, tenant)
         seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
-        if (path / "manifest.json").exists() and not request.replace:
-            refuse_present_ids(path, [d.id for d in request.documents])
+        if (path / "manifest.json").exists():  # ids already there (409), metadata its columns cannot take (422)
+            refuse_against_index(path, request.documents, request.replace, from_files=files is not None)
         source = self.uploads / name / f"{uuid.uuid4().hex}.jsonl"
         new_folder = not source.parent.exists()
         source.parent.mkdir(parents=True, exist_ok=True)

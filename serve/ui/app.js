@@ -229,6 +229,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("upload-form").addEventListener("submit", upload);
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
   $("chat-clear").addEventListener("click", newChat);
+  updateSearchButtons(); // Search and Run as a task off until the flow list has come (index.html has them off)
   reload();
   openUrl();
 });

@@ -29,7 +29,10 @@ async function loadFlows(flows) {
   $("flows-off").replaceChildren(el("summary", {}, `${off.length} flow(s) cannot run on this service`),
     el("ul", {}, ...off.map((name) => el("li", {"data-flow": name}, `${name}: ${whyNotRunnable(flows, name)}`))));
   if (select.value) await describeFlow();
-  else $("flow-description").replaceChildren();
+  else {
+    $("flow-description").replaceChildren();
+    updateSearchButtons(); // no flow to search with: Search stays off
+  }
 }
 
 let flowSpec = null; // the chosen flow's spec (GET /flows/{name}), once read
@@ -70,13 +73,29 @@ const SEARCH_FOCUS = {fields: {index: "index", top_k: "top-k", flow: "flow"}, fa
 
 let enqueueing = false; // Run as a task's request is on its way: the button is off, another task is not queued
 
+/** What the page says when there is no flow to send: a search of the flow "" was the service's 422 listing every
+ * flow. */
+const NO_FLOW = "Choose a flow (field: flow): the list of flows has not loaded yet, or holds none this service can run";
+
 /** Search off while a search runs, Run as a task while its task is queued, both for a flow that builds an index
- * (said below them). */
+ * (said below them), and both while no flow is chosen: until the flow list has come (the page opened without the
+ * key, or another key typed, reads it again), a search would send no flow. */
 function updateSearchButtons() {
   const unsearchable = readsDocuments(flowSpec);
-  $("search-button").disabled = searching || unsearchable;
-  $("enqueue-button").disabled = enqueueing || unsearchable;
+  const noFlow = !$("flow").value;
+  $("search-button").disabled = searching || unsearchable || noFlow;
+  $("enqueue-button").disabled = enqueueing || unsearchable || noFlow;
+  $("search-button").title = noFlow ? "no flow chosen: the list of flows has not loaded yet, or holds none this "
+    + "service can run" : "";
   $("flow-warning").hidden = !unsearchable;
+}
+
+/** Refuses, in the page, a search or task without a flow (a submit the buttons being off did not stop); whether it
+ * did. */
+function refusedWithoutFlow(body) {
+  if (body.flow) return false;
+  guarded(() => { throw new ApiError(NO_FLOW, {param: "flow"}); }, {focus: SEARCH_FOCUS});
+  return true;
 }
 
 function flowBody() {
@@ -118,6 +137,7 @@ async function search(event) {
   // sent the same search again, or another one, whose answer the slower first one's then replaced
   if (searching) return;
   const body = flowBody();
+  if (refusedWithoutFlow(body)) return;
   const spec = flowSpec;
   const token = ++searchToken;
   const latest = () => token === searchToken; // else another key dropped it: its answer is not shown
@@ -162,6 +182,7 @@ async function search(event) {
 async function enqueue() {
   if (enqueueing || !$("search-form").reportValidity()) return;
   const body = flowBody();
+  if (refusedWithoutFlow(body)) return;
   enqueueing = true;
   updateSearchButtons();
   let taskId;

@@ -1,7 +1,8 @@
 """An unknown flow's name at the service says the closest names, as the CLI does (``flows.store.did_you_mean``,
 difflib): the 422 of a search or a task that names it, the 404 of ``GET``/``DELETE /flows/{name}``, and the 404 of
-a chat whose ``model`` is neither a served model nor a flow that answers. A name close to none says no guess. The
-service's FastAPI app under uvicorn on 127.0.0.1 with real HTTP (no Ray: nothing runs); the chat's target in-process."""
+a chat whose ``model`` is neither a served model nor a flow that answers. A name close to none says no guess; an
+empty one says it is empty, without the list. The service's FastAPI app under uvicorn on 127.0.0.1 with real HTTP
+(no Ray: nothing runs); the chat's target in-process."""
 
 from __future__ import annotations
 
@@ -37,6 +38,16 @@ def test_an_unknown_flow_says_the_closest_names(base):
     assert "did you mean" not in error_of(far, 422, "flow") and "(built-in: " in far.text  # the list, as before
     assert "did you mean" not in error_of(requests.get(f"{base}/flows/zzzzzz", timeout=30), 404, "name")
 
+
+
+def test_an_empty_flow_is_said_to_be_empty_without_the_list_of_flows(base):
+    """``"flow": ""`` (the web UI sent it before its flow list came) was "no flow named ''" and every flow's name."""
+    for route in ("/v1/search", "/task/run"):
+        for empty in ("", "  "):
+            answer = requests.post(f"{base}{route}", json={"flow": empty, "query": "honey"}, timeout=60)
+            message = error_of(answer, 422, "flow")
+            assert message.startswith("field 'flow': the flow is empty: name a built-in or saved flow"), message
+            assert "no flow named" not in message and "built-in:" not in message and "bm25" not in message, message
 
 def test_a_chat_for_an_unknown_model_says_the_closest_flow(make_service):
     make_service()

@@ -207,3 +207,52 @@ def test_another_key_drops_the_running_search_and_its_late_answer_shows_nothing(
     assert [(query, len(docnos)) for query, docnos in shown_results(browser)] == [("gothic cathedrals", 2)]
     assert by_id(browser, "search-status").text.startswith("bm25: 1 query in ")
     assert by_id(browser, "search-button").is_enabled() and error_text(browser) == ""
+
+
+def hold_the_flow_list(driver) -> None:
+    """The page's ``GET /flows`` held until ``window.releaseFlows()`` (a slow service, or one still reading its
+    flows), and the bodies of its searches and tasks counted as they are sent (``window.searchesSent``)."""
+    driver.execute_script("""window.searchesSent = [];
+        const held = new Promise((release) => { window.releaseFlows = release; });
+        const fetchNow = window.fetch;
+        window.fetch = async (url, init) => {
+          const path = new URL(String(url)).pathname;
+          if (path.endsWith("/v1/search") || path.endsWith("/task/enqueue")) {
+            window.searchesSent.push(JSON.parse(init.body));
+          }
+          if (path.endsWith("/flows")) await held;
+          return fetchNow(url, init);
+        };""")
+
+
+def test_no_search_goes_without_a_flow_while_the_flow_list_loads_after_the_key(browser, ui_app):
+    """Opened without the key (its GET /flows a 401), the key typed, then Search pressed before the list the key's
+    change reads again had come: the page sent ``"flow": ""``, and showed the service's 422 listing every flow."""
+    browser.get(ui_app.url + "/")
+    browser.execute_script("window.localStorage.clear()")
+    open_page(browser, ui_app, typed=False)
+    wait(browser, lambda d: error_text(d).startswith("HTTP 401"))
+    hold_the_flow_list(browser)
+    key = by_id(browser, "api-key")
+    key.send_keys(ui_app.key, Keys.TAB)  # the change: everything read again with it, the flows held on their way
+    wait(browser, lambda d: error_text(d) == "")
+    queries = by_id(browser, "queries")
+    queries.clear()
+    queries.send_keys(QUERY)
+    assert flow_names(browser) == []
+    assert not by_id(browser, "search-button").is_enabled() and not by_id(browser, "enqueue-button").is_enabled()
+    queries.send_keys(Keys.CONTROL, Keys.ENTER)  # the box's own way to search
+    browser.execute_script("document.getElementById('search-form').requestSubmit()")  # and a submit all the same
+    wait(browser, lambda d: error_text(d) != "")
+    assert error_text(browser).startswith("Choose a flow (field: flow): the list of flows has not loaded yet")
+    assert browser.switch_to.active_element == by_id(browser, "flow")  # the field it names
+    assert browser.execute_script("return window.searchesSent") == []  # nothing sent without a flow
+
+    browser.execute_script("window.releaseFlows()")  # the list comes: Search is on, with a flow
+    wait(browser, lambda d: "bm25" in flow_names(d) and by_id(d, "search-button").is_enabled())
+    assert by_id(browser, "enqueue-button").is_enabled()
+    fill_search(browser, "bm25", QUERY, "2")
+    by_id(browser, "search-button").click()
+    wait(browser, lambda d: len(shown_results(d)) == 1)
+    assert browser.execute_script("return window.searchesSent") == [{"flow": "bm25", "query": QUERY, "top_k": 2}]
+    assert error_text(browser) == ""
