@@ -1,6 +1,8 @@
 """Where a chat request's ``model`` goes (``serve.chat.chat_target``), and the 404 for a name that is neither a served
 model nor a flow that answers: it lists what ``GET /v1/models`` offers (``chat_flows.flow_cards``), not a flow listed
-there as ``missing`` (``rag_gold`` needs tessera bench's dataset). Real files in a temporary $TESSERA_HOME; nothing
+there as ``missing`` (``rag_gold`` needs tessera bench's dataset); so does ``GET /v1/models/{id}``'s 404
+(``serve.api.not_served``), which listed such flows and models whose weights are absent as served (over HTTP:
+tests/serve/test_readiness.py). Real files in a temporary $TESSERA_HOME; nothing
 runs, so no Ray."""
 
 from __future__ import annotations
@@ -39,3 +41,23 @@ def test_the_404_lists_only_the_flows_models_offers(service):
     assert served == "smollm2"
     assert set(flows.split(", ")) == {name for name, card in cards.items() if card.status != "missing"}
     assert "rag" in flows.split(", ") and "rag_gold" not in flows
+
+
+def test_the_models_route_404_lists_only_what_the_service_can_run(service):
+    from serve.api import not_served
+
+    models = [ModelCard(id="all-MiniLM-L6-v2", type="embedding", operator="embed.sentence_transformer",
+                        deployment="minilm", status="ready"),
+              ModelCard(id="absent-ce", type="rerank", operator="rerank.cross_encoder", deployment="absent-ce",
+                        status="missing", reason="no such model"),
+              ModelCard(id="smollm2", type="chat", operator="llama_cpp", deployment="smollm2", status="loading")]
+    flows = flow_cards("local", models)
+    assert {card.id: card.status for card in flows}["rag_gold"] == "missing"
+    err = not_served("rag_gld", [*models, *flows])
+    assert (err.status, err.code, err.param) == (404, "model_not_found", "model")
+    assert err.message.startswith("model 'rag_gld' is not served here")
+    served = err.message.split("; served: ", 1)[1].split(", ")
+    assert served == sorted(card.id for card in [*models, *flows] if card.status != "missing")
+    assert "all-MiniLM-L6-v2" in served and "smollm2" in served and "rag" in served  # loading is served, not missing
+    assert "rag_gold" not in err.message and "absent-ce" not in err.message  # nor offered as a close name
+    assert "did you mean 'rag'" in not_served("rga", [*models, *flows]).message
