@@ -105,6 +105,8 @@ def _print_summary(report) -> None:
         table.add_column(column)
     for m in report.models:
         status = "reused" if m.reused else f"made in {m.seconds:.0f} s"
+        if not m.reused and m.record.get("previous_kept_as"):  # said with --quiet too: where the replaced one went
+            status += f"; the checkpoint it replaced is kept as {m.record['previous_kept_as']}"
         trained_on = describe(m.record["counts"]) if "counts" in m.record else "its base alone"
         table.add_row(escape(m.name), m.kind, trained_on, escape(str(m.path)), status)
     console().print(table)

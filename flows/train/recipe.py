@@ -383,7 +383,7 @@ def _train_one(kind: str, params: BaseModel, examples: list[dict[str, Any]], min
         "kind": kind, "name": folder.name, "config_key": key, "key_inputs": key_inputs,
         "dataset": mining["dataset"], "split": mining["split"], "counts": counts(kind, params, examples, mining),
         "mining": mining, "hyperparameters": params.model_dump(mode="json"), "seed": seed,
-        "max_steps": options.max_steps}, keep_previous=aside)
+        "max_steps": options.max_steps, "previous_kept_as": aside.name if aside else None}, keep_previous=aside)
     if state is not None:
         state.clear()
     log(f"{kind}: trained in {record['seconds']:.0f} s -> {folder}")

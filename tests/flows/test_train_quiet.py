@@ -80,6 +80,13 @@ def test_train_quiet_shows_no_progress_bar_or_note_of_its_own_or_of_the_librarie
         assert hf_logging.is_progress_bar_enabled() and not hub_utils.are_progress_bars_disabled()  # as before
         assert hf_logging.get_verbosity() == logging.WARNING  # as before
         assert logging.getLogger("sentence_transformers").level == logging.NOTSET
+
+        monkeypatch.setenv("COLUMNS", "400")  # the summary table's cells on one line each
+        assert main(["train", "--dataset", str(dataset), "--spec", str(dataset / "recipe.yaml"), "--model",
+                     "cross-encoder", "--max-steps", "2", "--output", str(tmp_path / "models"), "--quiet"]) == 0
+        replaced = capsys.readouterr()  # another config retrains: where the checkpoint it replaced went is said
+        kept = [p.name for p in (tmp_path / "models").iterdir() if p.name.startswith("tessera-cross-encoder-previous-")]
+        assert len(kept) == 1 and f"the checkpoint it replaced is kept as {kept[0]}" in replaced.out, replaced.out
     finally:  # as they were before this test
         (hf_logging.enable_progress_bar if shown else hf_logging.disable_progress_bar)()
         (hub_utils.disable_progress_bars if hub_hidden else hub_utils.enable_progress_bars)()
