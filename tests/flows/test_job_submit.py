@@ -43,12 +43,18 @@ def run_in_job(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess
 
 
 def test_in_a_job_a_relative_out_is_refused_before_anything_runs(tmp_path, flows_run_in_job):
+    before = _stat(REPO / "results.parquet")  # the README's own `--out results.parquet` may have written one
     proc = flows_run_in_job("demo", "--index", str(tmp_path / "nowhere"), "--queries", "honey bees", "--out",
                             "results.parquet", cwd=REPO, home=tmp_path / "home")
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
     assert "--out 'results.parquet' is relative" in lines[0] and '--out "$PWD/results.parquet"' in lines[0]
-    assert not (REPO / "results.parquet").exists()
+    assert _stat(REPO / "results.parquet") == before  # not written, nor replaced
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    """A file's modification time and size, or None when it is not there."""
+    return (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
 
 
 def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path):
