@@ -52,7 +52,8 @@ def print_results(out, result, queries, top: int) -> None:
             for row in shown.select(columns).to_pylist():
                 view.add_row(*[cell(row[c]) for c in columns])
             if rows.num_rows > top:
-                view.caption = f"{rows.num_rows - top} more rows (--top N to show more)"
+                more = rows.num_rows - top
+                view.caption = f"{more} more row{'' if more == 1 else 's'} (--top N to show more)"
             out.print(view)
         print_metadata(out, result.metadata.get(str(qid), {}) if qid is not None else {})
 

@@ -38,10 +38,10 @@ def handle(args: argparse.Namespace) -> int:
         from flows.commands.models_prune import prune
 
         if len(args.names) > 1 or args.check:
-            raise CliError("tessera models prune takes only --yes and --json", field="names")
+            raise CliError("tessera models prune takes only --yes and --json", field="NAME")
         return prune(args.yes, args.json)
     if args.yes:
-        raise CliError("--yes goes with tessera models prune", field="yes")
+        raise CliError("--yes goes with tessera models prune", field="--yes")
     from operators.llm.aliases import alias_sources, aliases, user_file
     from operators.llm.reachable import reachability
 
@@ -49,7 +49,7 @@ def handle(args: argparse.Namespace) -> int:
     unknown = [n for n in args.names if n not in found]
     if unknown:
         raise CliError(f"no model alias {', '.join(_with_close_names(name, found) for name in unknown)}; aliases: "
-                       f"{', '.join(found)}", field="names")
+                       f"{', '.join(found)}", field="NAME")
     sources = alias_sources()
     rows: list[dict[str, Any]] = []
     for name, alias in found.items():

@@ -84,6 +84,8 @@ def test_run_with_out_prints_the_summary_and_quiet_prints_nothing(home, tmp_path
     assert f"wrote 6 rows to {result}" in err
     status, out, _ = tessera("run", str(spec), "-q", str(queries), "--out", str(result), "--top", "1", home=home)
     assert "1: honey bees" in out and "2 more rows" in out  # --top asks for the tables
+    status, out, _ = tessera("run", str(spec), "-q", str(queries), "--out", str(result), "--top", "2", home=home)
+    assert "1 more row (" in out and "1 more rows" not in out
     status, out, err = tessera("run", str(spec), "-q", str(queries), "--out", str(result), "--quiet", home=home)
     assert status == 0 and out == "" and err == "" and len(result.read_text().splitlines()) == 6
 

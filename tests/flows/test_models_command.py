@@ -46,3 +46,4 @@ def test_a_misspelt_alias_is_named_with_the_close_aliases(tmp_path, monkeypatch,
     assert main(["models", "gemma", "nothing_like_it"]) == 2
     err = capsys.readouterr().err
     assert "no model alias gemma (did you mean 'gemma2'?), nothing_like_it; aliases: local, gemma2," in err, err
+    assert "field 'NAME'" in err and "'names'" not in err, err  # the argument as its help names it
