@@ -114,10 +114,11 @@ def handle(args: argparse.Namespace) -> int:
               "Ray nodes start", file=sys.stderr)
     if note := home_readable_by_others(config, tessera_home()):
         print(note, file=sys.stderr)
-    print(f"tessera serve: once the app is up, the web UI is at {ui_address(config)}", file=sys.stderr)
+    ui = ui_address(config)
+    print(f"tessera serve: once the app is up, the web UI is at {ui}", file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    return run_serve(command, env)
+    return run_serve(command, env, ready_url=ui.removesuffix("ui/") + "healthz")  # a line says when it is ready
 
 
 def is_port(value: object) -> bool:

@@ -7,6 +7,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
+import urllib.error
+import urllib.request
 
 #: How long ``tessera serve`` waits, by default, for the requests in flight once told to stop: under the 30 s that
 #: Kubernetes gives a pod by default (``terminationGracePeriodSeconds``) before SIGKILL, leaving Serve's shutdown
@@ -21,13 +25,14 @@ def runner_command(config: str, address: str | None, grace_period_s: float) -> l
     return command + ["--address", address] if address else command
 
 
-def run_serve(command: list[str], env: dict[str, str]) -> int:
+def run_serve(command: list[str], env: dict[str, str], ready_url: str | None = None) -> int:
     """Run the runner as a child in this process group and return its exit status. SIGTERM, and a SIGINT sent to
     this process alone, reach it as SIGINT, each time: the first makes it drain the requests in flight, then ``serve
     run`` deletes the app, shuts Serve down and exits 0; a second ends the drain at once (SIGTERM straight to it
     would end in Ray's own handler, without Serve's shutdown). Our handlers are set before the child starts, so it
     begins with both signals at their defaults (a handler does not survive ``exec``), also when this shell ignored
-    SIGINT (``tessera serve &`` in a script)."""
+    SIGINT (``tessera serve &`` in a script). With ``ready_url`` (the app's ``/healthz``), one line says when it
+    first answers 200: the models loaded, the requests can come (``say_when_ready``)."""
     child: subprocess.Popen | None = None
     early = 0  # signals that came before the child had started
 
@@ -46,6 +51,8 @@ def run_serve(command: list[str], env: dict[str, str]) -> int:
     child = subprocess.Popen(command, env=env, preexec_fn=_die_with_parent())
     if early:  # a signal came while it started: nothing can be in flight yet
         child.send_signal(signal.SIGINT)
+    if ready_url:
+        threading.Thread(target=say_when_ready, args=(child, ready_url), daemon=True).start()
     status = child.wait()
     return 128 - status if status < 0 else status
 
@@ -70,3 +77,18 @@ def _in_terminal_foreground() -> bool:
             return os.tcgetpgrp(tty.fileno()) == os.getpgrp()
     except OSError:  # no controlling terminal: the signal was sent to this process alone
         return False
+
+
+def say_when_ready(child: subprocess.Popen, url: str, every_s: float = 1.0) -> None:
+    """Print one line once ``url`` answers 200 while ``child`` runs. Serve's own lines say that the app was
+    deployed, not that its models have loaded (a minute on 2 cores), and a search sent before answers 503."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # localhost: never through a proxy
+    while child.poll() is None:
+        try:
+            with direct.open(url, timeout=5) as answer:
+                if answer.status == 200:
+                    print(f"tessera serve: ready ({url} answers 200)", file=sys.stderr, flush=True)
+                    return
+        except (urllib.error.URLError, OSError, ValueError):
+            pass  # not listening yet, or 503 while the models load
+        time.sleep(every_s)

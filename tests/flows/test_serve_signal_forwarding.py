@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -42,6 +43,50 @@ def test_each_sigterm_reaches_the_child():
         parent.send_signal(signal.SIGTERM)  # the second: before, the parent kept it, and the child waited on
         assert next_line(parent) == "SIGINT"
         assert parent.wait(30) == 0
+    finally:
+        if parent.poll() is None:
+            os.killpg(parent.pid, signal.SIGKILL)
+            parent.wait(10)
+
+
+#: A child that answers /healthz on the port it is given 503 twice (the models loading), then 200, and stops at
+#: SIGINT, saying how many polls it answered.
+HEALTH_CHILD = """
+import http.server, os, signal, sys, threading
+asked = []
+class Health(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        asked.append(self.path)
+        self.send_response(200 if len(asked) > 2 else 503)
+        self.end_headers()
+    def log_message(self, *args):
+        pass
+server = http.server.HTTPServer(("127.0.0.1", int(sys.argv[1])), Health)
+signal.signal(signal.SIGINT, lambda signum, frame: threading.Thread(target=server.shutdown).start())
+server.serve_forever()
+os.write(1, f"{len(asked)}\\n".encode())
+"""
+PARENT_READY = ("import sys; from flows.commands.serve_process import run_serve; "
+                "sys.exit(run_serve(sys.argv[2:], {}, ready_url=f'http://127.0.0.1:{sys.argv[1]}/healthz'))")
+
+
+def test_one_line_says_when_the_app_first_answers_its_health_check():
+    """Serve's own lines say that the app was deployed, not that its models have loaded: a search sent then got a 503.
+    The parent polls the app's /healthz and says once when it answers 200."""
+    with socket.socket() as probe:  # a free port for the child's server
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    parent = subprocess.Popen([sys.executable, "-c", PARENT_READY, port, sys.executable, "-c", HEALTH_CHILD, port],
+                              cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)
+    try:
+        ready, _, _ = select.select([parent.stderr], [], [], 30)
+        assert ready and parent.stderr.readline().strip() == \
+            f"tessera serve: ready (http://127.0.0.1:{port}/healthz answers 200)"
+        parent.send_signal(signal.SIGTERM)
+        assert next_line(parent) == "3"  # two 503s, one 200, and no poll after it
+        assert parent.wait(30) == 0 and parent.stderr.read() == ""  # said once
     finally:
         if parent.poll() is None:
             os.killpg(parent.pid, signal.SIGKILL)
