@@ -289,7 +289,7 @@ def _export_in_child(reference: str, path: Path, *, wait: bool) -> Path | None:
         _TRIED.add(str(folder))
         # WARNING, not INFO: the CLI shows warnings (flows/commands/_log_lines.py, this one as a note), and a user
         # who waits ~10 s for a first query (or at the end of an ingest) should see why, once
-        log.warning("preparing the torch-free query encoder for '%s' (once, about 10 s)", reference,
+        log.warning("preparing the torch-free query encoder for '%s' (once, 10-20 s)", reference,
                     extra={"note": True})
         log.info("exporting '%s' to ONNX in %s (child process)", reference, folder)
         root = str(Path(__file__).resolve().parents[2])  # the folder holding `operators`, wherever the child starts

@@ -96,7 +96,7 @@ class Notices(logging.Handler):
         self.logger.removeHandler(self)
 
 
-NOTICE = "preparing the torch-free query encoder for 'all-MiniLM-L6-v2' (once, about 10 s)"
+NOTICE = "preparing the torch-free query encoder for 'all-MiniLM-L6-v2' (once, 10-20 s)"
 
 
 @pytest.fixture(scope="module")
