@@ -128,22 +128,59 @@ function requireText(box, message) {
   box.setCustomValidity(box.value.trim() || !box.value ? "" : message);
 }
 
+/** A button's place in its row: its cell (the cell's ``data-column``, else its index) and its position among the
+ * cell's buttons, so that "share" and the "make private" that replaces it, or two rows' delete buttons, match. */
+function buttonPlace(button) {
+  const cell = button.closest("td");
+  if (!cell) return null;
+  return `${cell.dataset.column ?? cell.cellIndex}/${[...cell.querySelectorAll("button")].indexOf(button)}`;
+}
+
+/** A row's ``data-*`` attribute, the key it is found again by once the table is drawn again. */
+const rowKey = (row) => [...row.attributes].find((a) => a.name.startsWith("data-"));
+
+/** The button of ``row`` (found again in ``container`` by its key) that stands where ``place`` is, else null. */
+function buttonAt(container, key, place) {
+  const row = container.querySelector(`tr[${key.name}="${CSS.escape(key.value)}"]`);
+  return row ? [...row.querySelectorAll("button")].find((b) => buttonPlace(b) === place) || null : null;
+}
+
 /** Redraws part of the page (``render``) keeping the keyboard's place: a button it replaced gives the focus to its
- * successor in the same row (the row's ``data-*``): the button of the same label, else the one in the same column
- * (cancel become delete), else the row's first. */
+ * successor in the same row (the row's ``data-*``): the button of the same label, else the one in the same place
+ * (share become make private, cancel become delete), else the row's first. */
 function keepingFocus(container, render) {
   const had = document.activeElement;
   const inside = had && had !== document.body && container.contains(had);
   const row = inside ? had.closest("tr") : null;
-  const key = row ? [...row.attributes].find((a) => a.name.startsWith("data-")) : null;
-  const column = inside ? had.closest("td[data-column]")?.dataset.column : undefined;
+  const key = row ? rowKey(row) : null;
+  const place = inside ? buttonPlace(had) : null;
   render();
   if (!inside || had.isConnected || !key) return;
   const successor = container.querySelector(`tr[${key.name}="${CSS.escape(key.value)}"]`);
   const buttons = successor ? [...successor.querySelectorAll("button")] : [];
   const same = buttons.find((b) => b.getAttribute("aria-label") === had.getAttribute("aria-label"))
-    || buttons.find((b) => column !== undefined && b.closest("td[data-column]")?.dataset.column === column);
+    || buttons.find((b) => place !== null && buttonPlace(b) === place);
   (same || buttons[0])?.focus();
+}
+
+/** Runs ``remove`` (async), which deletes the row of the focused button in ``table`` and draws the table again;
+ * then, the focus lost with the row, gives it to the same button of the next row, else of the row before, else to
+ * ``fallback`` (the tab): the keyboard's place is not the page's body. */
+async function keepingFocusOnRemoval(table, remove, fallback) {
+  const had = document.activeElement;
+  const row = had && had !== document.body && table.contains(had) ? had.closest("tr") : null;
+  const place = row ? buttonPlace(had) : null;
+  const keyed = (rows) => rows.map(rowKey).filter(Boolean); // (a row of passages opened under its own has none)
+  const all = row ? [...row.parentNode.rows] : [];
+  const after = keyed(all.slice(all.indexOf(row) + 1));
+  const before = keyed(all.slice(0, all.indexOf(row)).reverse());
+  await remove();
+  if (!row || !focusLost()) return;
+  for (const key of [...after, ...before]) {
+    const button = buttonAt(table, key, place);
+    if (button) return button.focus();
+  }
+  fallback?.focus();
 }
 
 /** Runs an action, showing its error (if any) in the alert box instead of losing it in the console. A user's

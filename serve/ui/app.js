@@ -176,6 +176,7 @@ function forgetKeyData() {
   for (const id of ["search-status", "task-counts", "upload-status", "delete-docs-status", "flow-status",
     "doc-heading"]) $(id).textContent = "";
   for (const id of ["flow-name", "flow-spec"]) $(id).value = ""; // a saved flow of the other key
+  offerDelete();
   $("task-chat-form").hidden = true;
   $("index-documents").hidden = true;
   $("flows-off").hidden = true;
@@ -225,6 +226,7 @@ document.addEventListener("DOMContentLoaded", () => {
   $("flow-form").addEventListener("submit", saveFlow);
   $("task-chat-form").addEventListener("submit", askTask);
   $("flow-delete").addEventListener("click", deleteFlow);
+  $("flow-name").addEventListener("input", offerDelete); // off for a built-in flow's name
   $("flow-use").addEventListener("click", useFlow);
   $("upload-form").addEventListener("submit", upload);
   $("delete-docs-form").addEventListener("submit", deleteDocuments);

@@ -57,15 +57,28 @@ async function fileDocuments(file, warnings) {
   return documents;
 }
 
+/** A JSONL line's parse error, without the browser's own place in it: parsed alone, the line is always its "line 1"
+ * ("... in JSON at position 1 (line 1 column 2)", Firefox's "... at line 1 column 2 of the JSON data"), while the
+ * file's line is said; the column kept. */
+function jsonLineError(err) {
+  const place = / at (?:position (\d+)(?: \(line \d+ column (\d+)\))?|line \d+ column (\d+) of the JSON data)/
+    .exec(err.message);
+  if (!place) return {reason: err.message, column: null};
+  const column = place[2] || place[3] || String(Number(place[1]) + 1);
+  return {reason: err.message.replace(place[0], ""), column};
+}
+
 async function readDocuments(file, warnings) {
   const content = await fileText(file, warnings);
   if (/\.jsonl$/i.test(file.name)) {
-    return content.split("\n").map((line, n) => [line.trim(), n]).filter(([line]) => line).map(([line, n]) => {
+    return content.split("\n").map((line, n) => [line, n]).filter(([line]) => line.trim()).map(([line, n]) => {
       let record;
       try {
-        record = JSON.parse(line);
+        record = JSON.parse(line); // untrimmed (JSON allows the spaces around): a column counts from the line's start
       } catch (err) {
-        throw new ApiError(`${file.name}, line ${n + 1}: not valid JSON (${err.message})`);
+        const {reason, column} = jsonLineError(err);
+        const where = `${file.name}, line ${n + 1}${column ? `, column ${column}` : ""}`;
+        throw new ApiError(`${where}: not valid JSON (${reason})`);
       }
       return toDocument(record, `${file.name}, line ${n + 1}`);
     });

@@ -14,12 +14,26 @@ async function loadFlowList(flows) {
     saved ? el("span", {class: "status"}, " saved") : null,
     off(name) ? el("span", {class: "status", title: off(name)}, " cannot run here") : null);
   $("flow-list").replaceChildren(...flows.builtin.map((n) => item(n, false)), ...flows.saved.map((n) => item(n, true)));
+  offerDelete();
+}
+
+/** Whether ``name`` is a built-in flow: the service refuses to delete one (422), so the page does not ask first. */
+const isBuiltinFlow = (name) => flowListing.builtin.includes(name) && !flowListing.saved.includes(name);
+
+/** Delete off, its tooltip saying why, while the name in the editor is a built-in flow's (a flow opened, a name
+ * typed, the list read again). */
+function offerDelete() {
+  const builtin = isBuiltinFlow($("flow-name").value.trim());
+  $("flow-delete").disabled = builtin;
+  $("flow-delete").title = builtin ? "a built-in flow cannot be deleted"
+    : "deletes the saved flow of this name (a built-in flow cannot be deleted)";
 }
 
 async function showFlow(name) {
   const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
   $("flow-name").value = name;
   $("flow-spec").value = JSON.stringify(spec, null, 2);
+  offerDelete();
   const why = whyNotRunnable(flowListing, name);
   $("flow-status").textContent = why ? `cannot run here: ${why}` : "";
   // the editor in view: a narrow window puts it under the whole list, a long list's last flows under its top
@@ -62,6 +76,9 @@ async function saveFlow(event) {
 async function deleteFlow() {
   await changeFlows(async () => {
     const name = checkedName($("flow-name").value.trim(), "flow");
+    if (isBuiltinFlow(name)) { // Delete is off for one; refused here all the same, before the dialog
+      throw new ApiError(`'${name}' is a built-in flow and cannot be deleted (field: name)`, {param: "name"});
+    }
     if (!window.confirm(`Delete the saved flow '${name}'?`)) return; // as an index or a document: no undo
     await call("DELETE", `flows/${encodeURIComponent(name)}`);
     $("flow-name").value = "";

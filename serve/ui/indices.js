@@ -8,12 +8,14 @@ async function loadIndices() {
   indexListing = await call("GET", "v1/indices");
   $("all-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.name && !ix.default)
     .map((ix) => el("option", {value: ix.name})));
+  // each cell names its column (as a task's do): a row drawn again gives the focus to the button in the same place
+  const cell = (column, ...content) => el("td", {"data-column": column}, ...content);
   const rows = indexListing.indices.map((ix) => el("tr", {"data-index": ix.name || ""},
-    el("td", {}, ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
-    el("td", {}, ix.chunks), el("td", {}, ix.encoder || ""),
-    el("td", {}, ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), el("td", {}, ix.writable ? "yes" : ""),
-    el("td", {}, ix.shared ? "yes" : "no"),
-    el("td", {}, ...indexButtons(ix))));
+    cell("index", ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
+    cell("passages", ix.chunks), cell("encoder", ix.encoder || ""),
+    cell("BM25", ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), cell("yours", ix.writable ? "yes" : ""),
+    cell("shared", ix.shared ? "yes" : "no"),
+    cell("actions", ...indexButtons(ix))));
   keepingFocus($("index-table"), () => $("index-table").tBodies[0].replaceChildren(...rows));
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
     .map((ix) => el("option", {value: ix.name})));
@@ -57,11 +59,11 @@ async function shareIndex(name, shared) {
 
 async function deleteIndex(name) {
   if (!window.confirm(`Delete the index '${name}' and every document in it?`)) return;
-  await guarded(async () => {
+  await keepingFocusOnRemoval($("index-table"), () => guarded(async () => {
     await call("DELETE", `v1/indices/${encodeURIComponent(name)}`);
     if ($("index-documents").dataset.index === name) $("index-documents").hidden = true;
     await loadIndices();
-  });
+  }), $("tabbutton-indices"));
 }
 
 const DOCUMENTS_PAGE = 100;
@@ -121,10 +123,10 @@ function openingDocument(ix, docId) {
 
 async function deleteDocument(ix, docId) {
   if (!window.confirm(`Delete the document '${docId}' from '${ix.name}'?`)) return;
-  await guarded(async () => {
+  await keepingFocusOnRemoval($("doc-table"), () => guarded(async () => {
     await call("POST", `v1/indices/${encodeURIComponent(ix.name)}/delete`, {ids: [docId]});
     await afterDocumentsChanged(ix.name);
-  });
+  }), $("tabbutton-indices"));
 }
 
 /** After the documents of index ``name`` changed: the index table again, and the documents panel if it shows

@@ -80,7 +80,7 @@ async function cancelTask(taskId) {
 /** Deletes an ended task (DELETE /task/{id}) and, if it is the one shown, its view and chat. */
 async function deleteTask(taskId) {
   if (!window.confirm(`Delete the task ${taskId}, its result and its chats?`)) return;
-  await guarded(async () => {
+  await keepingFocusOnRemoval($("task-table"), () => guarded(async () => {
     await call("DELETE", `task/${encodeURIComponent(taskId)}`);
     taskChats.delete(taskId);
     taskRows.delete(taskId);
@@ -93,7 +93,7 @@ async function deleteTask(taskId) {
       $("task-chat-log").replaceChildren();
     }
     await refreshTasks();
-  });
+  }), $("tabbutton-tasks"));
 }
 
 const isRecord = (value) => value !== null && typeof value === "object" && !Array.isArray(value);

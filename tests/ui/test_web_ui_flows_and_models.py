@@ -136,3 +136,15 @@ def test_a_flow_or_index_name_the_service_would_not_take_is_refused_in_the_page_
     by_id(browser, "delete-docs-button").click()
     wait(browser, lambda d: error_text(d).startswith("enter the ids of the documents to delete (field: ids)"))
     assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("id") == "delete-docs-ids")
+
+
+def test_delete_is_off_for_a_built_in_flow_and_refused_in_the_page_without_asking(browser, ui_app):
+    open_page(browser, ui_app)
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="flows"]').click()
+    click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
+    wait(browser, lambda d: '"retrieve.bm25"' in by_id(d, "flow-spec").get_attribute("value"))
+    delete = by_id(browser, "flow-delete")
+    assert not delete.is_enabled() and delete.get_attribute("title") == "a built-in flow cannot be deleted"
+    browser.execute_script("arguments[0].disabled = false; arguments[0].click()", delete)  # triggered all the same
+    wait(browser, lambda d: error_text(d) == "'bm25' is a built-in flow and cannot be deleted (field: name)")
+    assert "bm25" in ui_app.api("GET", "/flows").json()["builtin"]  # no dialog was opened (it would fail this call)

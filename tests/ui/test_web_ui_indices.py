@@ -8,9 +8,11 @@ import secrets
 
 import pytest
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import Select
 
-from tests.ui.browser import by_id, click, error_text, fill_search, open_page, set_text, shown_results, wait
+from tests.ui.browser import (added_index, by_id, click, error_text, fill_search, open_page, set_text, shown_results,
+                              wait)
 
 pytestmark = [pytest.mark.ray, pytest.mark.integration]
 
@@ -147,3 +149,35 @@ def test_documents_from_files_and_pasted_text_make_an_index_the_search_tab_then_
     browser.switch_to.alert.accept()
     wait(browser, lambda d: name not in index_rows(d))
     assert name not in {ix["name"] for ix in ui_app.api("GET", "/v1/indices").json()["indices"]}
+
+
+def test_share_and_delete_by_keyboard_leave_the_focus_on_the_rows_buttons(browser, ui_app):
+    first, second = (f"ui-keys-{n}-" + secrets.token_hex(3) for n in (1, 2))
+    added_index(ui_app, first)
+    added_index(ui_app, second)
+    queued = ui_app.api("POST", f"/v1/indices/{first}/documents", {"documents": [{"id": "more", "text": "Wasps."}]})
+    wait(None, lambda _: ui_app.api("GET", f"/task/progress/{queued.json()['task_id']}").json()["has_finished"], 120)
+    focused = lambda d: d.switch_to.active_element.get_attribute("aria-label")  # noqa: E731
+    try:
+        open_page(browser, ui_app)
+        browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+        wait(browser, lambda d: first in index_rows(d) and second in index_rows(d))
+        by_id(browser, "index-table").find_element(By.XPATH, f'//button[@aria-label="share {first}"]').send_keys(
+            Keys.ENTER)
+        wait(browser, lambda d: index_rows(d)[first][4] == "yes")
+        assert wait(browser, focused, 10) == f"make private {first}"  # not "search", which a second Enter ran
+
+        browser.find_element(By.XPATH, f'//button[@aria-label="documents of {first}"]').click()
+        wait(browser, lambda d: len(document_rows(d)) == 2)
+        browser.find_element(By.XPATH, f'//button[@aria-label="delete note from {first}"]').send_keys(Keys.ENTER)
+        browser.switch_to.alert.accept()
+        wait(browser, lambda d: len(document_rows(d)) == 1)
+        assert wait(browser, focused, 10) == f"delete more from {first}"  # the next row's, not the page's body
+
+        browser.find_element(By.XPATH, f'//button[@aria-label="delete {first}"]').send_keys(Keys.ENTER)
+        browser.switch_to.alert.accept()
+        wait(browser, lambda d: first not in index_rows(d))
+        assert wait(browser, focused, 10).startswith("delete ")  # the next (or previous) row's delete
+    finally:
+        for name in (first, second):
+            ui_app.api("DELETE", f"/v1/indices/{name}")

@@ -9,6 +9,7 @@ import time
 import pytest
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
 
 from serve.taskstore import TaskStore
 from tests.serve.conftest import SlowRerankServer
@@ -107,3 +108,24 @@ def test_cancel_on_a_running_task_ends_it_cancelled_and_its_work_stops(browser, 
             assert error_text(browser) == ""
         finally:
             ui_app.api("DELETE", f"/flows/{name}")
+
+
+def test_deleting_a_task_by_keyboard_leaves_the_focus_on_the_next_rows_delete(browser, ui_app):
+    store = TaskStore(ui_app.store_url)
+    made = [store.create_task("ui", "bm25", {}, [{"qid": "1", "query": "q"}], ["bm25"]) for _ in range(3)]
+    for task_id in made:
+        store.finish(task_id, "failed", error="made by the test")
+    try:
+        open_page(browser, ui_app)
+        open_tasks(browser)
+        shown = wait(browser, lambda d: (lambda ids: ids if set(made) <= set(ids) else None)(shown_ids(d)))
+        middle = sorted(made, key=shown.index)[1]
+        after = shown[shown.index(middle) + 1]  # the row under it
+        browser.find_element(By.XPATH, f'//tr[@data-task="{middle}"]//button[text()="delete"]').send_keys(Keys.ENTER)
+        browser.switch_to.alert.accept()
+        wait(browser, lambda d: middle not in shown_ids(d))
+        assert wait(browser, lambda d: d.switch_to.active_element.get_attribute("aria-label"), 10) \
+            == f"delete task {after}"
+    finally:
+        for task_id in made:
+            ui_app.api("DELETE", f"/task/{task_id}")
