@@ -178,7 +178,7 @@ def test_tessera_serve_onto_a_cluster_that_refuses_its_token_stops_before_serve_
     import flows.commands.serve as serve_command
 
     started = []
-    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append(argv) or 0)
+    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env, **_: started.append(argv) or 0)
     token = tmp_path / "token"
     token.write_text("0" * 64)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(token))

@@ -34,7 +34,7 @@ def test_invalid_args_are_refused_before_ray_starts_naming_the_field(tmp_path, m
     if field != "args.service.max_idle_task_workers":  # the first case is refused by the child process
         request.getfixturevalue("app_args_in_process")
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(serve_command, "run_serve", lambda command, env: pytest.fail("Serve started"))
+    monkeypatch.setattr(serve_command, "run_serve", lambda command, env, **_: pytest.fail("Serve started"))
     status = main(["serve", "--config", _config(tmp_path, **service), "--address", "local"])
     err = capsys.readouterr().err
     assert status == 2

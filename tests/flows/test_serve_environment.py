@@ -80,7 +80,7 @@ def test_the_written_config_holds_hashes_only_and_no_raw_key_reaches_serve_run(e
 
     started = []
     # `tessera serve` ends by running `serve run` as its child; here that records what would run, with which env.
-    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env: started.append((argv, env)) or 0)
+    monkeypatch.setattr(serve_command, "run_serve", lambda argv, env, **_: started.append((argv, env)) or 0)
     monkeypatch.setenv("TESSERA_ALLOW_ENV", "COHERE_API_KEY")
     (environment / "models.yaml").write_text("{}\n")  # $TESSERA_MODELS must be a models file at start
     port = free_ports(1)[0]

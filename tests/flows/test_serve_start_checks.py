@@ -70,7 +70,7 @@ def serve_in_process(monkeypatch, capsys):
     (its environment, working directory, exit status, stdout and stderr); starting Serve fails the test instead."""
     from flows.commands import serve as serve_command
 
-    def refuse_to_start(command, env):
+    def refuse_to_start(command, env, **_):
         pytest.fail("tessera serve started instead of refusing")
 
     def run(*args: str, tmp_path: Path, **env: str) -> subprocess.CompletedProcess:
