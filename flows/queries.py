@@ -36,6 +36,7 @@ import pyarrow as pa
 from flows.query_limits import check_length as _check_length, max_query_chars
 from operators.atomic import replacing
 from operators.errors import SpecError, one_line, short_repr
+from operators.json_tree import json_kind
 from operators.sources.encoding import wide_encoding
 from operators.unicode import first_broken_text
 
@@ -237,7 +238,7 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
     else."""
     if not isinstance(record, dict):
         raise SpecError(f"{where}: a query is a JSON object such as {{\"_id\": \"q1\", \"text\": \"...\"}}, not "
-                        f"{_json_kind(record)}" + (" (a JSON array of queries is read from a .json file or standard "
+                        f"{json_kind(record)}" + (" (a JSON array of queries is read from a .json file or standard "
                                                    "input, not a JSON lines file)" if isinstance(record, list) else ""),
                         field="queries")
     if (broken := first_broken_text(record)) is not None:  # JSON's "\ud800": no table, index or answer holds it
@@ -247,7 +248,7 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
         raise SpecError(f"{where}: a query needs an id (_id or qid) and a text (text or query)", field="queries")
     if not isinstance(text, str) or isinstance(qid, (bool, list, dict)):  # ["a", "b"] was searched as "['a', 'b']"
         what, value = ("text", text) if not isinstance(text, str) else ("id", qid)
-        raise SpecError(f"{where}: a query's {what} is a JSON string, not {_json_kind(value)}"
+        raise SpecError(f"{where}: a query's {what} is a JSON string, not {json_kind(value)}"
                         + (" (an id may be a number too)" if what == "id" else ""), field="queries")
     messages = record.get("messages")
     if messages is not None and not (isinstance(messages, list) and all(isinstance(m, dict) and "role" in m
@@ -256,11 +257,6 @@ def _record(record, where: str, pairs: list, conversations: list) -> None:
                         "conversation before the question)", field="queries")
     pairs.append((str(qid), str(text), where))
     conversations.append(json.dumps(messages, ensure_ascii=False) if messages is not None else None)
-
-
-def _json_kind(value) -> str:
-    return {dict: "an object", list: "an array", str: "a string", bool: "true/false", type(None): "null"}.get(
-        type(value), "a number")
 
 
 def _read_tsv(content: str, path: Path) -> Read:
