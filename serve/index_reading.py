@@ -109,17 +109,18 @@ def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, f
     (``values_to_array``: integers beside a float are floats, mixed kinds text), each value alone to name one."""
     from flows.ingestion.column_types import merged_type as _merged
     from operators.sources._common import values_to_array
+    from operators.store.commits import unfit
 
     for key in dict.fromkeys(key for doc in documents for key in doc.metadata if key in columns.names):
         values = [doc.metadata.get(key) for doc in documents]
         column, have = values_to_array(values), columns.field(key).type
         merged = _merged(have, column.type)  # None: they do not merge
-        if merged is not None and (merged == column.type or _fits(column, merged)):
+        if merged is not None and (merged == column.type or unfit(column, merged) is None):
             continue
 
         def refused(value: Any) -> bool:  # this value alone: of a type that does not merge, or does not fit
             alone = values_to_array([value])
-            return _merged(have, alone.type) is None if merged is None else not _fits(alone, merged)
+            return _merged(have, alone.type) is None if merged is None else unfit(alone, merged) is not None
 
         given = [i for i, value in enumerate(values) if value is not None]
         i = next((i for i in given if refused(values[i])), given[0])  # (mixed kinds made text: the first value)
@@ -131,15 +132,6 @@ def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, f
                        f"(integers and floats merge, to a float column): send it as {have}, or under another "
                        "metadata name; nothing was queued", param="files" if from_files else
                        f"documents.{i}.metadata.{key}", code="metadata_type_conflict")
-
-
-def _fits(values: pa.Array, kind: pa.DataType) -> bool:
-    """Whether ``values`` cast to ``kind`` without a change (as reading them beside the index's rows casts them)."""
-    try:
-        values.cast(kind, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return False
-    return True
 
 
 def refuse_present_ids(ids: list[str], present: set[str]) -> None:

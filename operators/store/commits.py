@@ -210,7 +210,7 @@ def check_values(kept: Sequence[tuple[str, pa.Schema]], new: Sequence[tuple[str,
                  and _mergeable(field.type, after.merged[field.name])]
     for shard_id, field, is_new in suspects:
         merged = after.merged[field.name]
-        reason = None if field.type == merged else _unfit(values(shard_id, field.name), merged)
+        reason = None if field.type == merged else unfit(values(shard_id, field.name), merged)
         if reason is None:
             continue
         mine = (shard_id, field) if is_new else next(  # the new shard whose type changed the merge
@@ -244,7 +244,7 @@ def type_conflict_error(path: Path, schemas: Sequence[tuple[str, pa.Schema]],
     for shard_id, schema in schemas if values is not None else ():
         for field in schema:
             merged = columns.merged[field.name]
-            reason = None if field.type == merged else _unfit(values(shard_id, field.name), merged)
+            reason = None if field.type == merged else unfit(values(shard_id, field.name), merged)
             if reason is not None:
                 return ColumnTypeConflictError(
                     path, f"column {field.name!r} is {field.type} in shard {shard_id!r} and "
@@ -267,9 +267,10 @@ def live_values(path: Path, manifest: Manifest) -> ColumnValues:
     return read
 
 
-def _unfit(values: pa.ChunkedArray, kind: pa.DataType) -> str | None:
+def unfit(values: pa.Array | pa.ChunkedArray, kind: pa.DataType) -> str | None:
     """Arrow's reason why ``values`` do not all cast to ``kind`` without a change (as reading them into one table
-    with rows of that type casts them); None when they do."""
+    with rows of that type casts them); None when they do (also what an upload is checked by before it is queued:
+    ``serve.index_reading``)."""
     try:
         values.cast(kind, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as err:
