@@ -184,7 +184,8 @@ class AnswerGenerator(LLMStep):
                 self.emit_metadata(qid, "sources", [docnos[n] for n in cited if n in docnos])
                 self.emit_metadata(qid, "raw_response", reply.text)
                 self.emit_metadata(qid, "finish_reason", reply.finish_reason)
-                self.emit_metadata(qid, "answer_cut", answer_cut(reply.text, reply.finish_reason, p.style == "short"))
+                self.emit_metadata(qid, "answer_cut", answer_cut(reply.text, reply.finish_reason, p.style == "short",
+                                                                  parsed["answer"]))
                 if parsed.get("stray") and not closed_book:  # the right form, the wrong numbers: said, not hidden
                     self.degrade(qid, f"the reply cites {parsed['stray']}, but the context has {shown} "
                                       "documents (those citations have no source)", keeps="its answer")
@@ -209,16 +210,20 @@ def _junk_answer(answer: str) -> str | None:
     return repetition(answer)
 
 
-def answer_cut(text: str, finish_reason: str | None, short: bool) -> bool:
+def answer_cut(text: str, finish_reason: str | None, short: bool, span: str = "") -> bool:
     """Whether ``max_tokens`` cut the answer itself, not only what the model wrote after it: a ``Reasoning:`` or
-    ``Sources:`` section, or the lines after a short answer (``short``: its reply's first line). SmolLM2 asked for a
-    short answer writes "Arachnids make honey.\n\nArachneidae is a family" and is stopped there: its answer is
-    whole, and a reader told it was cut off would look for the rest."""
+    ``Sources:`` section, or the lines after a short answer (``short``: its reply's first line), or the words after
+    a short answer's ``span`` (the part of that line it shows). SmolLM2 asked for a short answer writes "Arachnids
+    make honey.\n\nArachneidae is a family", or "Photosynthesis is the process by which plants convert light
+    energy into chemical energy. It", and is stopped there: its answer is whole, and a reader told it was cut off
+    would look for the rest."""
     if finish_reason != "length":
         return False
     pieces = _LABEL.split(text)
     if len(pieces) > 1 and pieces[-2].lower() != "answer":
         return False  # a section after the answer's: the cut fell there
+    if short and span and (at := text.find(span)) >= 0 and re.search(r"[^\W_]", text[at + len(span):]):
+        return False  # a word after the span: the cut fell after the answer shown
     return not (short and "\n" in pieces[-1].lstrip())  # a short answer's line that ended
 
 

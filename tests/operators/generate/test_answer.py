@@ -100,16 +100,36 @@ def test_answer_cut_says_whether_max_tokens_fell_in_the_answer(text, short, cut)
     assert answer_cut(text, "stop", short) is False
 
 
-@pytest.mark.parametrize("reply, style, cut", [("Honey bees make honey [1].\nSources: 1", "sentences", False),
-                                               ("Honey bees make honey [1] and", "sentences", True),
-                                               ("Honey bees.\nThe documents say", "short", False)])
+@pytest.mark.parametrize("text, span, cut", [
+    # SmolLM2's reply to "what is photosynthesis?", stopped by the rag flow's max_tokens after its first sentence
+    ("Photosynthesis is the process by which plants convert light energy into chemical energy. It",
+     "the process by which plants convert light energy into chemical energy", False),
+    ("The county population of 9,984 is", "9,984", False),
+    ("Photosynthesis is the process by which plants convert light", "the process by which plants convert light",
+     True),
+    ("Photosynthesis is the process by which plants convert light.", "the process by which plants convert light",
+     True),  # no word after the span: the reply may have gone on
+    ("Bees, [1] and wasps make", "Bees,   and wasps", True),  # a span not in the reply: its line decides
+])
+def test_a_short_answer_is_whole_when_the_reply_goes_on_after_its_span(text, span, cut):
+    assert answer_cut(text, "length", True, span) is cut
+    assert answer_cut(text, "length", False, span) is True  # the sentences style's answer is the whole reply
+    assert answer_cut(text, "stop", True, span) is False
+
+
+@pytest.mark.parametrize("reply, style, cut, answer", [
+    ("Honey bees make honey [1].\nSources: 1", "sentences", False, "Honey bees make honey [1]."),
+    ("Honey bees make honey [1] and", "sentences", True, "Honey bees make honey [1] and"),
+    ("Honey bees.\nThe documents say", "short", False, "Honey bees"),
+    ("Bumblebees and honeybees. It is", "short", False, "Bumblebees and honeybees"),
+    ("Bumblebees and honeybees", "short", True, "Bumblebees and honeybees")])
 def test_a_reply_stopped_at_max_tokens_marks_the_answer_cut_only_when_the_cut_fell_in_it(fault_models, reply, style,
-                                                                                          cut):
+                                                                                          cut, answer):
     fault_models.reply = reply
     op = create("generate.answer", {"model": "fault-length", "style": style}, step_id="answer")
     op(with_context(sample_results(1, 3)))
     meta = op.drain_metadata()["q1"]
-    assert meta["finish_reason"] == "length" and meta["answer_cut"] is cut and meta["answer"].startswith("Honey bees")
+    assert meta["finish_reason"] == "length" and meta["answer_cut"] is cut and meta["answer"] == answer
 
 
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
