@@ -128,7 +128,8 @@ FAST_TMP = $(shell df -Pk /dev/shm 2>/dev/null | awk 'NR == 2 && $$4 > 2097152 {
 test-fast: $(VENV)/.installed-test
 	tmp=$$(mktemp -d $(FAST_TMP)) && trap 'rm -rf "$$tmp"' EXIT && \
 	$(TEST_ENV) TMPDIR="$$tmp" OMP_NUM_THREADS=1 $(BIN)/python -m pytest -p no:cacheprovider $(NO_PLUGINS) --basetemp="$$tmp/tmp" \
-	  -o tmp_path_retention_policy=failed -n auto --dist worksteal -m "not ray and not data and not slow and not integration" --durations=10
+	  -o tmp_path_retention_policy=failed -n auto --dist worksteal -m "not ray and not data and not slow and not integration and not network" \
+	  --durations=10
 
 # SciFact nDCG@10 of bm25, dense and hybrid over all 5,183 abstracts, besides the subset make test checks.
 test-quality: $(VENV)/.installed-test

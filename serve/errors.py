@@ -239,16 +239,21 @@ class _Guard(HttpMiddleware):
 NOT_AN_OBJECT = frozenset({"dict_type", "model_attributes_type"})
 
 
-def not_an_object(content_type: str | None, errors: list[dict[str, Any]]) -> str | None:
+def not_an_object(content_type: str | None, errors: list[dict[str, Any]], body: bytes = b"") -> str | None:
     """The message of a body refused as "not an object", where pydantic's ("Input should be a valid dictionary") would
     mislead: FastAPI reads a body as JSON only under a JSON content type (else it is bytes), and ``curl -d`` sends
     ``application/x-www-form-urlencoded``, so a valid JSON object was refused: the message says to send the header.
-    JSON that is no object is named in JSON's words (``null``, ``an array``). None for any other error."""
+    JSON that is no object is named in JSON's words (``null``, ``an array``); FastAPI takes a ``null`` ``body`` (the
+    raw bytes) for a missing one ("Field required"). None for any other error."""
     import email.message
 
     from operators.json_tree import json_kind
 
-    if not errors or errors[0].get("type") not in NOT_AN_OBJECT or tuple(errors[0].get("loc", ())) != ("body",):
+    if not errors or tuple(errors[0].get("loc", ())) != ("body",):
+        return None
+    if errors[0].get("type") == "missing" and body.strip() == b"null":
+        return "body: must be a JSON object, not null"
+    if errors[0].get("type") not in NOT_AN_OBJECT:
         return None
     given = errors[0].get("input")
     if not isinstance(given, (bytes, bytearray)):  # read as JSON
@@ -260,6 +265,11 @@ def not_an_object(content_type: str | None, errors: list[dict[str, Any]]) -> str
         sent_as = f"this request's is '{printable(header.get_content_type())}'"
     return (f"body: send it as JSON with the header Content-Type: application/json; {sent_as}, so its body was not "
             "read as JSON")
+
+
+def _json_typed(request: Request) -> bool:
+    """Whether ``request`` was sent as JSON, so FastAPI read (and kept) its whole body."""
+    return (request.headers.get("content-type") or "").split(";")[0].strip().lower().endswith("json")
 
 
 #: FastAPI's 400 for a body that JSON decoding raised on other than with a syntax error (invalid UTF-8, too deep).
@@ -287,8 +297,10 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _invalid_body(request: Request, err: RequestValidationError) -> JSONResponse:
-        message, param = validation_message(list(err.errors()), request=True)
-        message = not_an_object(request.headers.get("content-type"), list(err.errors())) or message
+        errors = list(err.errors())
+        message, param = validation_message(errors, request=True)
+        body = await request.body() if _json_typed(request) else b""  # JSON: read whole before it was validated
+        message = not_an_object(request.headers.get("content-type"), errors, body) or message
         return error_response(422, message, param=param, code="invalid_value")
 
     @app.exception_handler(HTTPException)
