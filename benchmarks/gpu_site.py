@@ -41,8 +41,7 @@ PACKAGES = (
 #: Ray Serve on top of PACKAGES (serve.run of the embedder deployment, its HTTP proxy): optional, packed apart
 #: (``site-serve.tar.xz``, unpacked into the same folder) so it is carried only when it fits.
 SERVE_PACKAGES = (
-    "starlette==1.10.0", "fastapi==0.165.0", "uvicorn==0.54.0",
-    "opentelemetry-api==1.45.2",  # fastapi's telemetry module imports it
+    "starlette==1.10.0", "fastapi==0.136.3", "uvicorn==0.54.0",
     "grpcio-reflection==1.84.0",  # ray.serve imports its gRPC proxy's helpers; the image's grpcio is 1.84.0
 )
 PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_17_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64")
