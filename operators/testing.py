@@ -16,13 +16,13 @@ columns have DESIGN.md's types (``qid, query, docno, text`` string, ``score`` an
 ``score_<step>`` double, ``rank`` and every ``rank_<step>`` int32), the same on an empty
 batch as on a full one, columns the operator does not own pass through, the operator
 does not modify its input, and a row-scope operator's output depends only on the columns
-its ``reads()`` names and changes only the ones its ``produces()`` declares (the cache
-keys and stores its rows by them).
+its ``reads()`` names and changes only the ones ``produces()`` declares (the cache keys and stores its rows by them).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -218,8 +218,8 @@ class OperatorContract:
 
     def test_output_depends_only_on_the_columns_it_reads(self):
         """A row-scope step's cache keys each row by the columns ``reads()`` names: one whose output also depends
-        on another column would be given a stored row computed from that column's old value. Every text and
-        number column outside ``reads()`` is changed; the columns the step writes must not change with them."""
+        on another column would be given a stored row computed from that column's old value. Every value outside
+        ``reads()`` is replaced by another (``_altered``); the columns the step writes must not change with them."""
         op = self.make_operator()
         reads = op.reads()
         if op.scope != "row" or reads is None:
@@ -307,12 +307,31 @@ def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
 
 
 def _altered(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
-    """``column`` with every value changed (text with a word appended, numbers moved by one), or None for a type
-    left as it is (lists, structs)."""
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        return pc.binary_join_element_wise(pc.fill_null(column, ""), "changed", " ")
-    if pa.types.is_integer(column.type) or pa.types.is_floating(column.type):
-        return pc.add(pc.fill_null(column, 0), pa.scalar(1, column.type))
+    """``column`` with every value replaced outright, deterministically: each distinct value by the next one met (a
+    null by the first), or, for one value, by text sharing no word with it, a number one more or the other boolean.
+    None where nothing can change it (a list column of one value, say)."""
+    values = column.to_pylist()
+    distinct = list({repr(v): v for v in values if v is not None}.values())
+    if len(distinct) > 1:
+        following = {repr(v): distinct[(i + 1) % len(distinct)] for i, v in enumerate(distinct)}
+        new = [distinct[0] if v is None else following[repr(v)] for v in values]
+    elif (other := _another(column.type, distinct[0] if distinct else None)) is not None:
+        new = [distinct[0] if v is None and distinct else other for v in values]
+    else:
+        return None
+    try:  # None for a type Python values cannot be written back as (an extension type, say): left as it is
+        return pa.chunked_array([pa.array(new, column.type)], column.type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
+        return None
+
+
+def _another(kind: pa.DataType, value: Any) -> Any:
+    """A value of type ``kind`` other than ``value`` (None: the column is all null), or None where there is none."""
+    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
+        words = set(re.findall(r"\w+", (value or "").lower()))
+        return next((t for t in SAMPLE_QUERIES.values() if not words & set(t.split())), "z" * (len(value or "") + 1))
+    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
+        return value is not True if pa.types.is_boolean(kind) else 1 if value is None else value + 1
     return None
 
 

@@ -4,11 +4,14 @@ only on the columns ``reads()`` names (the cache keys each row by them), and it 
 (``analyze.word_count``) and breaks one promise, and the unchanged operator passes both checks. A description and
 params of its own."""
 
+import re
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
+from operators.base import Operator
 from operators.errors import ParamsError
 from operators.registry import get_operator
 from operators.tables import set_column
@@ -103,3 +106,67 @@ def test_params_that_leave_extra_unset_pass_as_the_run_refuses_their_unknown_par
     if extra is None:
         with pytest.raises(ParamsError, match="colour"):
             Loose({"colour": "red"})
+
+
+class QueryOverlap(Operator):
+    """Count how many distinct words of the query occur in the text (docs/operators.md's example), as a chip."""
+
+    name = "mylab.query_overlap"
+    scope = "row"
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+
+    def reads(self) -> list[str]:
+        return ["query", "text"]
+
+    def produces(self) -> dict[str, str]:
+        return {"overlap": "chip"}
+
+    def transform(self, table: pa.Table) -> pa.Table:
+        counts = [len(self.query_words(q) & _words(t))
+                  for q, t in zip(table.column("query").to_pylist(), table.column("text").to_pylist())]
+        return set_column(table, "overlap", pa.array(counts, pa.int32()))
+
+    def query_words(self, query: str) -> set[str]:
+        return _words(query)
+
+
+def _words(text: str | None) -> set[str]:
+    return set(re.findall(r"\w+", (text or "").lower()))
+
+
+class QueryOverlapReadingTextOnly(QueryOverlap):
+    """The example with ``query`` left out of ``reads()``, which ``transform`` reads all the same."""
+
+    def reads(self) -> list[str]:
+        return ["text"]
+
+
+class FirstQueryWordOverlap(QueryOverlapReadingTextOnly):
+    """Reads only the query's first word, so a word appended to the query changes nothing it sees."""
+
+    def query_words(self, query: str) -> set[str]:
+        return _words(query.split()[0]) if query.split() else set()
+
+
+def contract_for(operator: type[Operator]) -> OperatorContract:
+    class Contract(OperatorContract):
+        operator_name = operator.name
+
+        def make_operator(self, **params):
+            return operator(params)
+
+    return Contract()
+
+
+def test_the_query_overlap_example_that_names_the_query_in_reads_passes():
+    contract_for(QueryOverlap).test_output_depends_only_on_the_columns_it_reads()
+
+
+@pytest.mark.parametrize("broken", [QueryOverlapReadingTextOnly, FirstQueryWordOverlap])
+def test_an_operator_reading_the_query_outside_reads_fails_even_where_a_word_appended_would_not_show(broken):
+    """The check appended the word "changed" to every value outside ``reads()``: both operators passed it, and the
+    step cache then gave the query "bee" the overlap it had stored for "honey bee insects"."""
+    with pytest.raises(AssertionError, match=r"\['overlap'\] changed with columns outside reads\(\) \['text'\]"):
+        contract_for(broken).test_output_depends_only_on_the_columns_it_reads()
