@@ -86,8 +86,9 @@ def read_queries(source: str | Path) -> pa.Table:
         if suffix not in QUERY_SUFFIXES and not path.is_file():  # /dev/stdin, /dev/fd/63: no suffix to go by
             return _checked(_sniffed(path.read_bytes(), path), path)
         if suffix not in QUERY_SUFFIXES:
-            raise SpecError(f"{path}: unknown queries file type '{suffix}' (use one of "
-                            f"{', '.join(QUERY_SUFFIXES)})", field="queries")
+            what = (f"unknown queries file type '{suffix}'" if suffix
+                    else "the queries file has no suffix to say its type")
+            raise SpecError(f"{path}: {what} (use one of {', '.join(QUERY_SUFFIXES)})", field="queries")
         text = _utf8_text(path.read_bytes(), path)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as err:
         raise SpecError(f"{path}: not a readable {suffix[1:] or 'queries'} queries file ({one_line(err, 160)})",

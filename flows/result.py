@@ -100,8 +100,8 @@ class FlowResult:
         asked = max(queries or 0, answered)
         without = f" ({asked - answered} with no results)" if queries is not None and asked > answered else ""
         ratio = self.cache_hit_ratio
-        parts = [f"{t.num_rows} rows", f"{asked} quer{'y' if asked == 1 else 'ies'}{without}" if asked else None,
-                 f"{len(self.steps)} steps in {self.seconds:.2f} s ({self.executor})",
+        parts = [counted(t.num_rows, "row"), f"{counted(asked, 'query', 'queries')}{without}" if asked else None,
+                 f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor})",
                  f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)
 
@@ -111,7 +111,7 @@ class FlowResult:
         columns = ", ".join(self.table.column_names)
         parts = [self.description(), f"columns: {columns}" if columns else "no columns",
                  f"steps: {', '.join(self.steps)}" if self.steps else None,
-                 f"metadata for {len(self.metadata)} quer{'y' if len(self.metadata) == 1 else 'ies'}"
+                 f"metadata for {counted(len(self.metadata), 'query', 'queries')}"
                  if self.metadata else None]
         return f"FlowResult({self.flow!r}: {'; '.join(p for p in parts if p)})"
 
@@ -127,3 +127,9 @@ class FlowResult:
             "seconds": self.seconds,
             **({"rows": self.table.to_pylist()} if rows else {}),
         }
+
+
+def counted(n: int, one: str, many: str | None = None) -> str:
+    """``"1 step"``, ``"3 steps"``, ``"1 query"``, ``"2 queries"``: a count with its noun (``many``: an irregular
+    plural)."""
+    return f"{n} {one if n == 1 else many or one + 's'}"

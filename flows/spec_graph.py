@@ -27,8 +27,11 @@ def step_inputs(steps: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
                                     step=step_id, field="inputs")
                 if name == step_id:
                     raise SpecError("a step cannot read its own output", step=step_id, field="inputs")
-            if len(set(step.inputs)) != len(step.inputs):
-                raise SpecError("the same input is listed twice", step=step_id, field="inputs")
+            seen: set[str] = set()
+            for name in step.inputs:
+                if name in seen:
+                    raise SpecError(f"the input '{name}' is listed twice", step=step_id, field="inputs")
+                seen.add(name)
             inputs[step_id] = tuple(step.inputs)
     return inputs
 

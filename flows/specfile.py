@@ -50,6 +50,8 @@ def resolve_spec_path(source: str | Path) -> Path | None:
 
 def read_mapping(source: str | Path) -> tuple[dict[str, Any], Path | None]:
     """The mapping a spec source holds, and its file (None for text)."""
+    if isinstance(source, str) and not source.strip():  # Path("") is ".", which looked for a flow named ''
+        raise SpecError("the flow name is empty: give a flow's name, a spec file or YAML/JSON text", field="spec")
     path = resolve_spec_path(source)
     if path is not None:
         text = read_text(path)
@@ -77,11 +79,12 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
     where = f"{origin}: " if origin else ""
     if "\x00" in text:
         raise SpecError(f"{where}not a spec (the text holds NUL bytes)", field="spec")
+    if not text.strip():
+        raise _empty(where, text)
     try:
         data = json.loads(text, object_pairs_hook=_unique_keys)
     except json.JSONDecodeError as err:
-        raise SpecError(f"{where}not valid JSON: {err.msg} (line {err.lineno}, column {err.colno})",
-                        field="spec") from None
+        raise _syntax_error(where, "JSON", err.msg, err.lineno, err.colno) from None
     except RecursionError:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec") from None
     except SpecError as err:
@@ -91,6 +94,19 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
     return data
+
+
+def _syntax_error(where: str, kind: str, problem: str, line: int, column: int, *, context: str = "",
+                  hint: str = "") -> SpecError:
+    """A spec's syntax error, the same for JSON and YAML: the problem, then where it is (1-based)."""
+    return SpecError(f"{where}not valid {kind}: {problem} (line {line}, column {column}{context}){hint}", field="spec")
+
+
+def _empty(where: str, text: str) -> SpecError:
+    """A file (or text) with no spec in it: said as such, not as a spec that is not a mapping (of ``None``)."""
+    what = "the file is empty" if where else "the spec is empty"
+    only = " (it holds only comments)" if text.strip() else ""
+    return SpecError(f"{where}{what}{only}: a flow spec is a mapping with its 'steps'", field="spec")
 
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -138,14 +154,29 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
             _check_size(node, where)
         data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
-        raise SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}{_tab_hint(err)}", field="spec") from None
+        raise _yaml_error(where, err) from None
     except SpecError as err:
         raise SpecError(f"{where}{err.message}", field=err.field) from None
     finally:
         loader.dispose()
+    if node is None:  # no document: an empty file, or one of comments
+        raise _empty(where, text)
     if not isinstance(data, dict):
         raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
     return data
+
+
+def _yaml_error(where: str, err: yaml.YAMLError) -> SpecError:
+    """PyYAML's error as a JSON one is said: the problem and its line and column (its own text shows the marks'
+    ``in "<unicode string>"`` and a snippet with a caret, on one line here), then what it was reading, and where."""
+    mark, problem = getattr(err, "problem_mark", None), getattr(err, "problem", None)
+    if mark is None or not problem:
+        return SpecError(f"{where}not valid YAML/JSON: {one_line(err, 200)}{_tab_hint(err)}", field="spec")
+    context, at = getattr(err, "context", None), getattr(err, "context_mark", None)
+    opened = (f"; {context} at line {at.line + 1}, column {at.column + 1}"
+              if context and at is not None and (at.line, at.column) != (mark.line, mark.column) else "")
+    return _syntax_error(where, "YAML/JSON", one_line(problem, 160), mark.line + 1, mark.column + 1,
+                         context=opened, hint=_tab_hint(err))
 
 
 def _tab_hint(err: yaml.YAMLError) -> str:

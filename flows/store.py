@@ -21,6 +21,7 @@ from typing import Any
 
 from operators.atomic import write_text
 from operators.errors import SpecError, TesseraError
+from operators.errors import did_you_mean as suggestion
 from operators.home import tessera_home
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}\Z")
@@ -76,8 +77,8 @@ def saved_names(owner: str | None = None) -> list[str]:
 def did_you_mean(name: str, names: list[str]) -> str:
     """``"; did you mean 'bm25'?"``: the ``names`` closest to a misspelt flow ``name`` (``difflib``, at most three,
     best first), or nothing when none is close; the CLI's and the service's unknown flow say it."""
-    close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
-    return f"; did you mean {' or '.join(repr(n) for n in close)}?" if close else ""
+    hint = suggestion(difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+    return hint and f"; {hint}"
 
 
 def check_name(name: str) -> str:

@@ -54,9 +54,15 @@ def unknown_name_hint(name: str, known: Iterable[str], what: str) -> str:
     known = sorted(known)
     if not known:
         return f" (this operator has no {what})"
-    close = close_names(name, known)
-    hint = f"; did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
-    return f"{hint} ({what}: {', '.join(known)})"
+    hint = did_you_mean(close_names(name, known))
+    return f"{hint and '; ' + hint} ({what}: {', '.join(known)})"
+
+
+def did_you_mean(close: Iterable[str]) -> str:
+    """``"did you mean 'k'?"`` (``'a' or 'b'`` for several), or ``""`` for none: how a suggestion of close names is
+    said (params, operators, fusion branches)."""
+    close = list(close)
+    return f"did you mean {' or '.join(repr(k) for k in close)}?" if close else ""
 
 
 def close_names(name: str, known: Iterable[str]) -> list[str]:

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.base import Operator
-from operators.errors import UnknownOperatorError, short_repr
+from operators.errors import UnknownOperatorError, did_you_mean, short_repr
 from operators.plugins import (ENTRY_POINT_GROUP, ENV_VAR, OperatorPluginError, add_entry_point,
                                add_plugin_module, check_aliases, env_module_names, import_plugin, is_operator,
                                qualname)
@@ -186,9 +186,9 @@ def get_operator(name: str, *, step: str | None = None) -> type[Operator]:
     if category is not None and category not in {cls.category() for cls in ops.values()}:
         hint = (f"; no loaded operator is in '{category}': if '{name}' comes from a plugin, load it with "
                 f"{ENV_VAR}=<module> or its package's entry point (group {ENTRY_POINT_GROUP}); see docs/operators.md"
-                + (f" (did you mean {', '.join(close)}?)" if close else ""))
+                + (f" ({did_you_mean(close)})" if close else ""))
     else:
-        hint = f"; did you mean {', '.join(close)}?" if close else f"; known operators: {', '.join(ops)}"
+        hint = f"; {did_you_mean(close)}" if close else f"; known operators: {', '.join(ops)}"
     raise UnknownOperatorError(f"unknown operator '{name}'{hint}", step=step, field="op")
 
 

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from flows.commands._support import escape
-
+from flows.result import counted
 
 #: Characters of a query its table's title shows: a 10,000-character query filled 300 lines of the terminal.
 TITLE_CHARS = 160
@@ -53,7 +53,7 @@ def print_results(out, result, queries, top: int) -> None:
                 view.add_row(*[cell(row[c]) for c in columns])
             if rows.num_rows > top:
                 more = rows.num_rows - top
-                view.caption = f"{more} more row{'' if more == 1 else 's'} (--top N to show more)"
+                view.caption = f"{counted(more, 'more row')} (--top N to show more)"
             out.print(view)
         print_metadata(out, result.metadata.get(str(qid), {}) if qid is not None else {})
 

@@ -39,7 +39,7 @@ import pyarrow as pa
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import OperatorError, ParamsError
+from operators.errors import OperatorError, ParamsError, close_names, did_you_mean
 from operators.tables import empty_like, qid_group_order, set_columns, set_ranking
 
 Normalisation = Literal["min-max", "max", "sum", "z-score"]
@@ -114,9 +114,14 @@ def resolve_branches(explicit: Sequence[str] | None, input_steps: Sequence[str],
     weights = dict(weights or {})
     unknown = sorted(set(weights) - set(names))
     if unknown:
-        raise OperatorError(f"weights name {unknown}, which are not branches of this step (branches: {names})",
-                            op=op, step=step, field="params.weights")
+        raise OperatorError(unknown_branches(unknown, names), op=op, step=step, field="params.weights")
     return [Branch(name, float(weights.get(name, 1.0))) for name in names]
+
+
+def unknown_branches(unknown: list[str], names: list[str]) -> str:
+    """Weights of steps that are not branches, with the branches each is close to (a misspelt ``dnse``)."""
+    hint = did_you_mean(dict.fromkeys(close for name in unknown for close in close_names(name, names)))
+    return f"weights name {unknown}, which are not branches of this step{hint and '; ' + hint} (branches: {names})"
 
 
 BranchScorer = Callable[[np.ndarray, np.ndarray], np.ndarray]
@@ -278,8 +283,8 @@ class Fuser(Operator):
         weights, names = self.params.weights or {}, self.branch_steps()
         unknown = sorted(set(weights) - set(names)) if names else []
         if unknown:  # known here, from the params and inputs: refused when the flow is built, not after it ran
-            raise ParamsError(f"weights name {unknown}, which are not branches of this step (branches: {names})",
-                              op=self.name, step=self.step_id, field="params.weights")
+            raise ParamsError(unknown_branches(unknown, names), op=self.name, step=self.step_id,
+                              field="params.weights")
         if names and not any(weights.get(name, 1.0) > 0 for name in names):
             raise ParamsError(f"every branch's weight is 0 (branches: {names}): nothing would be fused",
                               op=self.name, step=self.step_id, field="params.weights")

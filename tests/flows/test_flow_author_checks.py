@@ -149,7 +149,7 @@ def test_an_unknown_operator_of_an_unknown_category_points_to_plugin_loading():
     assert "analyze.word_count" not in message  # not the list of every operator
     with pytest.raises(UnknownOperatorError) as caught:  # a known category: the close matches, no plugin hint
         get_operator("rerank.cross_encodr")
-    assert "did you mean rerank.cross_encoder" in caught.value.message
+    assert "did you mean 'rerank.cross_encoder'" in caught.value.message
     assert "TESSERA_OPERATORS" not in caught.value.message
 
 

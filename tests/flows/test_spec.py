@@ -81,6 +81,15 @@ def test_missing_input_and_self_input_are_rejected():
         build({"a": {"op": "analyze.word_count", "inputs": ["a"]}})
 
 
+def test_an_input_listed_twice_is_named():
+    """``inputs: [bm25, bm25]`` said "the same input is listed twice", naming no input."""
+    with pytest.raises(SpecError) as err:
+        build({"bm25": {"op": "analyze.word_count"}, "dense": {"op": "analyze.word_count", "inputs": []},
+               "fused": {"op": "postprocess.reduce", "inputs": ["dense", "bm25", "bm25"]}})
+    assert err.value.message == "the input 'bm25' is listed twice"
+    assert err.value.step == "fused" and err.value.field == "inputs"
+
+
 def test_bad_step_fields_and_empty_flows_are_rejected():
     with pytest.raises(SpecError) as err:
         FlowSpec.parse({"steps": {"a": {"op": "analyze.word_count", "parms": {}}}})

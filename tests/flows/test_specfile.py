@@ -111,3 +111,48 @@ def test_a_tab_in_yaml_is_named_as_a_tab(text):
     err = spec_error(text)
     assert "line 2" in err.message and err.message.endswith("YAML indents with spaces, not tabs: replace the tab "
                                                             "with spaces")
+
+
+@pytest.mark.parametrize("name, text, said", [
+    ("empty.yaml", "", "the file is empty"), ("blank.yml", "\n  \n", "the file is empty"),
+    ("comments.yaml", "# steps: to come\n", "the file is empty (it holds only comments)"),
+    ("empty.json", "", "the file is empty"),
+])
+def test_an_empty_spec_file_is_said_to_be_empty(tmp_path, name, text, said):
+    """``tessera run empty.yaml`` said "a flow spec must be a mapping, got NoneType"."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.message.startswith(f"{path}: {said}: a flow spec is a mapping") and err.value.field == "spec"
+    assert "NoneType" not in err.value.message
+
+
+@pytest.mark.parametrize("name", ["", "   "])
+def test_an_empty_flow_name_is_said_to_be_empty_not_looked_up(name):
+    """``Flow.load("")`` said "no flow spec file or built-in flow named ''" and listed all 29 flows."""
+    from flows.api import Flow
+
+    with pytest.raises(SpecError) as err:
+        Flow.load(name)
+    assert err.value.message.startswith("the flow name is empty") and "built-in flows" not in err.value.message
+
+
+@pytest.mark.parametrize("text, said", [
+    ("steps:\n  bm25: {op: retrieve.bm25, params: {k: [1, 2}\n",
+     "not valid YAML/JSON: expected ',' or ']', but got '}' (line 2, column 46; while parsing a flow sequence at "
+     "line 2, column 41)"),
+    ("steps:\n  bm25: op: retrieve.bm25\n",
+     "not valid YAML/JSON: mapping values are not allowed here (line 2, column 11)"),
+    ("steps:\n\tbm25: {op: retrieve.bm25}\n", "not valid YAML/JSON: found character '\\t' that cannot start any token "
+     "(line 2, column 1); YAML indents with spaces, not tabs"),
+])
+def test_a_yaml_syntax_error_gives_the_line_and_column_as_a_json_one_does(tmp_path, text, said):
+    """PyYAML's own text said ``in "<unicode string>", line 2, column 11`` and showed the line with a caret, all on
+    one line; a .json file's error already gave the problem and its line and column."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        read_mapping(str(path))
+    assert err.value.message.startswith(f"{path}: {said}"), err.value.message
+    assert "unicode string" not in err.value.message and err.value.field == "spec"

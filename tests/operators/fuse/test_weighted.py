@@ -113,6 +113,19 @@ def test_a_negative_weight_is_refused_naming_the_branch(name):
     assert "a weight is 0 or more" in str(err.value) and "upside down" in str(err.value)
 
 
+@pytest.mark.parametrize("name", ["fuse.weighted", "fuse.rrf"])
+def test_a_weight_of_a_misspelt_branch_suggests_the_close_branch(name):
+    """An unknown param gets "did you mean 'k'?"; a weight of a misspelt branch got only the list of branches."""
+    with pytest.raises(ParamsError) as err:
+        create(name, {"weights": {"bm25": 1, "dnse": 1}}, step_id="w", input_steps=("bm25", "dense"))
+    assert err.value.message == ("weights name ['dnse'], which are not branches of this step; did you mean 'dense'? "
+                                 "(branches: ['bm25', 'dense'])")
+    assert err.value.field == "params.weights"
+    with pytest.raises(ParamsError) as err:
+        create(name, {"weights": {"splade": 1}}, step_id="w", input_steps=("bm25", "dense"))
+    assert "did you mean" not in err.value.message and "(branches: ['bm25', 'dense'])" in err.value.message
+
+
 def test_weights_that_leave_out_every_branch_are_refused_and_one_left_out_is_not(make_union):
     with pytest.raises(ParamsError, match="every branch's weight is 0") as err:
         weighted(weights={"bm25": 0, "dense": 0.0})
