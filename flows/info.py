@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
+from flows.runner import caches
 from operators.base import Operator
 from operators.registry import all_operators, skipped_modules
 
@@ -194,7 +195,8 @@ def operator_info(cls: type[Operator]) -> dict[str, Any]:
         "scope": cls.scope,
         "version": cls.version,
         "aliases": list(cls.aliases),
-        "cacheable": f"if {cls.cacheable_if}" if cls.cacheable_if else cls.cacheable,
+        # what the runner does (``flows.runner.caches``: a source never), or the condition where params decide it
+        "cacheable": f"if {cls.cacheable_if}" if cls.cacheable_if and cls.scope != "source" else caches(cls),
         "resources": {"num_gpus": cls.num_gpus, "num_cpus": cls.num_cpus,
                       "batch_size": cls.batch_size, "concurrency": cls.concurrency},
         "module": cls.__module__,

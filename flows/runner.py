@@ -26,6 +26,13 @@ from operators.tables import concat, qid_groups
 ROW_INDEX = "__tessera_row"
 
 
+def caches(op: Operator | type[Operator]) -> bool:
+    """Whether a step of ``op`` (an operator, or its class) has its output kept in the step cache: a cacheable
+    operator that is not a source. A source reads its files afresh on every run (a cache would not see them
+    change), so the runner never caches one. What ``tessera ops`` and ``tessera cache explain`` report."""
+    return bool(op.cacheable) and op.scope != "source"
+
+
 def order_by_input_row(rows: pa.ChunkedArray) -> pa.Array:
     """Stable order of output rows by the input row they came from."""
     return pa.array(np.argsort(rows.to_numpy(), kind="stable"))
@@ -129,7 +136,7 @@ class StepRunner:
 
     def __init__(self, op: Operator, cache: StepCache | None = None):
         self.op = op
-        self.cache = cache if (cache is not None and op.cacheable) else None
+        self.cache = cache if (cache is not None and caches(op)) else None
         self.key = step_key(op) if self.cache else None
 
     def run(self, table: pa.Table) -> tuple[pa.Table, BatchStats]:

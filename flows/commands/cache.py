@@ -55,6 +55,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
     from flows.cache import StepCache
     from flows.cache_code import module_digests, own_modules
     from flows.cache_keys import step_explain, step_key
+    from flows.runner import caches
 
     steps = flow.needed_steps()
     if step is not None:
@@ -69,7 +70,7 @@ def cache_explanations(flow, root: Path, step: str | None = None) -> list[dict[s
     out = []
     for s in steps:
         op = flow.operators[s]
-        cached = flow.spec.steps[s].cache and op.cacheable
+        cached = flow.spec.steps[s].cache and caches(op)
         entry = {"step": s, **step_explain(op), "step_key": step_key(op), "cached": cached,
                  "own_modules": own_modules(op)}
         last = stored.get(s)

@@ -2,14 +2,14 @@
 
 ::
 
-    tessera index info PATH [--json] [--no-verify]
-    tessera index documents PATH [--offset N] [--limit N] [--json]
-    tessera index add PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
-    tessera index update PATH FILE.jsonl      # upsert by doc id
-    tessera index delete PATH --doc-id ID [--doc-id ID ...]
-    tessera index compact PATH [--max-chunks N]
+    tessera index info NAME_OR_PATH [--json] [--no-verify]
+    tessera index documents NAME_OR_PATH [--offset N] [--limit N] [--json]
+    tessera index add NAME_OR_PATH FILE.jsonl [--no-dense | --dense-type T] [--no-bm25] [--encoder NAME]
+    tessera index update NAME_OR_PATH FILE.jsonl      # upsert by doc id
+    tessera index delete NAME_OR_PATH --doc-id ID [--doc-id ID ...]
+    tessera index compact NAME_OR_PATH [--max-chunks N]
 
-PATH is an index folder or a name under ``$TESSERA_HOME/indices``. ``add`` creates
+NAME_OR_PATH is an index folder, or a bare name (no ``/``): the index ``$TESSERA_HOME/indices/<name>``. ``add`` creates
 the index when there is none (with the given settings, and the encoder's dimension), once
 its records are read, embedded and found writable. Records are BEIR JSONL:
 ``_id``, ``title``, ``text``; other fields become metadata columns. Each record is
@@ -35,26 +35,29 @@ from flows.commands.index_file import check_readable
 from flows.commands.index_file import chunks as _chunks  # by this name: a test replaces it here
 
 
+INDEX_HELP = "an index folder, or a bare name (no '/'): $TESSERA_HOME/indices/NAME"
+
+
 def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -> None:
     index = sub.add_parser("index", help="inspect or update an index in place",
                            description=__doc__.split("::")[0].strip())
     isub = index.add_subparsers(title="actions", metavar="ACTION")
     info = isub.add_parser("info", parents=[common], help="settings, shards, counts, tombstones")
-    info.add_argument("path", metavar="PATH")
+    info.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     info.add_argument("--json", action="store_true", help="print the manifest and counts as JSON")
     info.add_argument("--no-verify", action="store_true",
                       help="check only that every shard file exists, not its sha256 (faster on a large index)")
     info.set_defaults(handler=_cmd_info)
     documents = isub.add_parser("documents", parents=[common], help="its documents in the order they were added: "
                                 "id, title, passages, metadata")
-    documents.add_argument("path", metavar="PATH")
+    documents.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     documents.add_argument("--offset", type=_count, default=0, metavar="N", help="skip the first N documents")
     documents.add_argument("--limit", type=_positive_count, default=20, metavar="N",
                            help="list N documents (default 20)")
     documents.add_argument("--json", action="store_true", help="print the listing as JSON")
     documents.set_defaults(handler=_cmd_documents)
     add = isub.add_parser("add", parents=[common], help="add documents (creates the index if needed)")
-    add.add_argument("path", metavar="PATH")
+    add.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     add.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     add.add_argument("--no-dense", action="store_true", help="new index: BM25 only")
     add.add_argument("--no-bm25", action="store_true", help="new index: dense only")
@@ -63,7 +66,7 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add.add_argument("--encoder", default=None, help="new index: embedding model (default all-MiniLM-L6-v2); "
                      "an existing index embeds with its own")
     update = isub.add_parser("update", parents=[common], help="replace documents by doc id (upsert)")
-    update.add_argument("path", metavar="PATH")
+    update.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     update.add_argument("file", metavar="FILE.jsonl", help="BEIR JSONL records; '-' reads standard input")
     for edit in (add, update):
         edit.add_argument("--skip-bad-lines", action="store_true", help="skip (and count in a warning) lines that "
@@ -71,13 +74,13 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     add.set_defaults(handler=_cmd_add)
     update.set_defaults(handler=_cmd_update)
     delete = isub.add_parser("delete", parents=[common], help="delete documents by doc id")
-    delete.add_argument("path", metavar="PATH")
+    delete.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     delete.add_argument("--doc-id", dest="doc_ids", action="append", required=True, metavar="ID",
                         help="a document id to delete (its every chunk); repeat it for more")
     delete.set_defaults(handler=_cmd_delete)
     compact = isub.add_parser("compact", parents=[common], help="rewrite the live chunks into fewer shards, "
                               "dropping deleted chunks")
-    compact.add_argument("path", metavar="PATH")
+    compact.add_argument("path", metavar="NAME_OR_PATH", help=INDEX_HELP)
     compact.add_argument("--max-chunks", type=positive_int, default=100_000, metavar="N",
                          help="chunks per new shard (default 100000)")
     compact.set_defaults(handler=_cmd_compact)
@@ -223,7 +226,7 @@ def _cmd_add(args: argparse.Namespace) -> int:
     from operators.store.shard import split_chunks
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type", "--encoder"))
-    refuse_file_as_index_name(args.path, "PATH", "FILE")
+    refuse_file_as_index_name(args.path, "NAME_OR_PATH", "FILE")
     check_readable(args.file)  # before an index is created for nothing
     check_new_index_path(resolve_index(args.path))  # a file, bench's folder, a lost manifest: before any embedding
     check_not_foreign(resolve_index(args.path))  # a folder of someone's files, as `tessera ingest` refuses it

@@ -11,7 +11,7 @@ import pyarrow as pa
 from flows.cache import StepCache
 from flows.progress import CancelToken, ProgressCallback, ProgressEvent
 from flows.result import FlowResult, StepRecord
-from flows.runner import BatchStats, add_usage, merge_metadata
+from flows.runner import BatchStats, add_usage, caches, merge_metadata
 from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError, short_repr
 from operators.base import Operator
@@ -174,7 +174,7 @@ class RunState:
         if rows_total is None and not self.flow.inputs[step] and op.scope != "source":
             rows_total = self.input_rows
         self.step_totals[step] = rows_total
-        record = StepRecord(step=step, op=op.name, cached=self.step_cache(step) is not None and op.cacheable)
+        record = StepRecord(step=step, op=op.name, cached=self.step_cache(step) is not None and caches(op))
         self.result.steps[step] = record
         self.emit(step)
         return record

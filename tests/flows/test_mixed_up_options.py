@@ -25,7 +25,7 @@ def test_no_cache_with_a_cache_dir_is_refused_not_ignored(home, tmp_path, capsys
 
 @pytest.mark.parametrize("command, option, source", [
     (["ingest", "--source", "corpus.jsonl", "--index", "corpus.jsonl"], "--index", "--source"),
-    (["index", "add", "corpus.jsonl", "corpus.jsonl"], "PATH", "FILE"),
+    (["index", "add", "corpus.jsonl", "corpus.jsonl"], "NAME_OR_PATH", "FILE"),
 ])
 def test_a_corpus_file_given_as_the_index_name_is_refused(home, tmp_path, monkeypatch, capsys, command, option, source):
     """A bare name is an index under $TESSERA_HOME: a file of that name here made an index named after the file."""

@@ -83,3 +83,26 @@ def test_yes_without_prune_and_prune_with_names_are_refused(tessera, tmp_path): 
 
     assert_one_line_error(tessera("models", "--yes", home=tmp_path, check=None), "--yes goes with")
     assert_one_line_error(tessera("models", "prune", "local", home=tmp_path, check=None), "only --yes and --json")
+
+
+def test_an_export_named_after_the_folder_above_a_model_folder_is_listed_once_its_weights_change(tmp_path,
+                                                                                                  monkeypatch):
+    """A model whose folder is the generic ``model`` (a packaged model's ``<package>/model``) has its export named
+    after ``<package>``; prune still tells when that export is of weights the folder no longer has, and still
+    lists an older Tessera's ``model-onnx-...`` export of those weights."""
+    from flows.train.prune import prunable
+    from operators.models.fingerprint import model_fingerprint
+    from operators.models.sentence_transformers import onnx_cache_dir, onnx_recipe_key
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TESSERA_HOME", str(home))
+    model = tmp_path / "my_pkg" / "model"
+    _train(model, "a" * 64, "first")
+    first = _export(onnx_cache_dir(model), model)
+    assert first.name.startswith(f"my_pkg-onnx-{model_fingerprint(model)}-")
+    earlier = _export(home / "models" / f"model-onnx-{model_fingerprint(model)}-{onnx_recipe_key()}", model)
+    assert {p.path.name for p in prunable(home / "models")} == set(), "exports of the current weights stay"
+    _train(model, "b" * 64, "second")
+    found = {p.path.name: p for p in prunable(home / "models")}
+    assert set(found) == {first.name, earlier.name}
+    assert all("no longer has" in p.why and p.kind == "stale ONNX export" for p in found.values())

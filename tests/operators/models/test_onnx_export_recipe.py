@@ -31,7 +31,7 @@ def test_the_recipe_names_the_code_version_the_options_and_the_libraries():
 
 def test_a_changed_recipe_exports_into_another_folder(home, monkeypatch):
     before = st.onnx_cache_dir(MINILM)
-    assert before.name.startswith(f"{MINILM.name}-onnx-") and before.parent == home / "models"
+    assert before.name.startswith(f"{st.onnx_export_name(MINILM)}-onnx-") and before.parent == home / "models"
     with monkeypatch.context() as patch:
         patch.setattr(st, "ONNX_EXPORT_VERSION", st.ONNX_EXPORT_VERSION + 1)
         st.onnx_export_recipe.cache_clear()
