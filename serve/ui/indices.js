@@ -8,14 +8,12 @@ async function loadIndices() {
   indexListing = await call("GET", "v1/indices");
   $("all-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.name && !ix.default)
     .map((ix) => el("option", {value: ix.name})));
-  // each cell names its column (as a task's do): a row drawn again gives the focus to the button in the same place
-  const cell = (column, ...content) => el("td", {"data-column": column}, ...content);
   const rows = indexListing.indices.map((ix) => el("tr", {"data-index": ix.name || ""},
-    cell("index", ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
-    cell("passages", ix.chunks), cell("encoder", ix.encoder || ""),
-    cell("BM25", ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), cell("yours", ix.writable ? "yes" : ""),
-    cell("shared", ix.shared ? "yes" : "no"),
-    cell("actions", ...indexButtons(ix))));
+    columnCell("index", ix.name || "(the default index)", ix.default && ix.name ? " (default)" : ""),
+    columnCell("passages", ix.chunks), columnCell("encoder", ix.encoder || ""),
+    columnCell("BM25", ix.bm25 === null ? "" : ix.bm25 ? "yes" : "no"), columnCell("yours", ix.writable ? "yes" : ""),
+    columnCell("shared", ix.shared ? "yes" : "no"),
+    columnCell("actions", ...indexButtons(ix))));
   keepingFocus($("index-table"), () => $("index-table").tBodies[0].replaceChildren(...rows));
   $("own-indices").replaceChildren(...indexListing.indices.filter((ix) => ix.writable)
     .map((ix) => el("option", {value: ix.name})));
@@ -26,6 +24,10 @@ async function loadIndices() {
   }, spec.missing ? `${spec.name} (its model is missing)` : spec.name)));
   select.value = chosen;
 }
+
+/** A table cell that names its column (as a task's do): a row drawn again gives the focus to the button in the same
+ * place, and in a narrow window, where a row is a card (style.css), the cell says what it is. */
+const columnCell = (column, ...content) => el("td", {"data-column": column}, ...content);
 
 /** A row's buttons, each named for a screen reader with its index ("search my_notes"): "search" alone, read out of
  * the table, said not which. */
@@ -73,10 +75,10 @@ async function showDocuments(ix, offset = 0) {
   const page = await call("GET", `v1/indices/${encodeURIComponent(ix.name)}/documents?offset=${offset}`
     + `&limit=${DOCUMENTS_PAGE}`);
   const rows = page.documents.map((doc) => el("tr", {"data-doc": doc.id},
-    el("td", {}, openingDocument(ix, doc.id)), el("td", {}, doc.title),
-    el("td", {}, Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
-    el("td", {}, doc.passages),
-    el("td", {}, ix.writable ? el("button", {type: "button", "aria-label": `delete ${doc.id} from ${ix.name}`,
+    columnCell("document", openingDocument(ix, doc.id)), columnCell("title", doc.title),
+    columnCell("metadata", Object.entries(doc.metadata).map(([name, value]) => `${name}: ${value}`).join(", ")),
+    columnCell("passages", doc.passages),
+    columnCell("actions", ix.writable ? el("button", {type: "button", "aria-label": `delete ${doc.id} from ${ix.name}`,
       onclick: () => deleteDocument(ix, doc.id)}, "delete") : null)));
   const body = $("doc-table").tBodies[0];
   if (offset === 0) body.replaceChildren(...rows);

@@ -181,3 +181,51 @@ def test_share_and_delete_by_keyboard_leave_the_focus_on_the_rows_buttons(browse
     finally:
         for name in (first, second):
             ui_app.api("DELETE", f"/v1/indices/{name}")
+
+
+#: Per row at ``arguments[0]`` (a CSS selector): its name cell's and each button's left and right edges, the window's
+#: width, and the page's and the table's box's scroll widths against their widths.
+ROW_EDGES = """const row = document.querySelector(arguments[0]);
+    const edges = (node) => [Math.floor(node.getBoundingClientRect().left),
+                             Math.ceil(node.getBoundingClientRect().right)];
+    const box = row.closest('.scroll');
+    return {name: edges(row.cells[0]),
+            buttons: [...row.querySelectorAll('button')].map((b) => [b.textContent, ...edges(b)]), width: window.innerWidth, page: [document.documentElement.scrollWidth, window.innerWidth],
+            box: [box.scrollWidth, box.clientWidth]};"""
+
+
+def in_view(edges: dict) -> bool:
+    """Whether a row's name and every one of its buttons lie whole within the window, with nothing to scroll to."""
+    inside = lambda left, right: 0 <= left and right <= edges["width"]  # noqa: E731
+    return (inside(*edges["name"]) and all(inside(left, right) for _, left, right in edges["buttons"])
+            and edges["page"][0] <= edges["page"][1] and edges["box"][0] <= edges["box"][1])
+
+
+def test_at_400_px_an_index_and_a_listed_documents_name_and_buttons_are_in_view_without_scrolling_sideways(
+        browser, ui_app):
+    name = "narrow_index_" + "notes" * 7  # a long name, as a user's can be: 48 letters
+    added_index(ui_app, name)
+    try:
+        open_page(browser, ui_app)
+        browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                {"width": 400, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        try:
+            browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="indices"]').click()
+            index_row = f'#index-table tr[data-index="{name}"]'
+            wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, index_row))
+            edges = browser.execute_script(ROW_EDGES, index_row)
+            assert [text for text, _, _ in edges["buttons"]] == ["search", "documents", "share", "delete"]
+            assert in_view(edges), edges  # as table columns the buttons were off to the side, scrolled to
+            click(browser, f'//tr[@data-index="{name}"]//button[text()="documents"]')
+            doc_row = '#doc-table tr[data-doc="note"]'
+            wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, doc_row))
+            edges = browser.execute_script(ROW_EDGES, doc_row)
+            assert [text for text, _, _ in edges["buttons"]] == ["note", "delete"]
+            assert in_view(edges), edges
+        finally:
+            browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+        for table in ("index-table", "doc-table"):  # a wide window: a table again, a row on one line
+            row = browser.find_element(By.CSS_SELECTOR, f"#{table} tbody tr")
+            assert len({round(td.rect["y"]) for td in row.find_elements(By.TAG_NAME, "td")}) == 1, table
+    finally:
+        ui_app.api("DELETE", f"/v1/indices/{name}")

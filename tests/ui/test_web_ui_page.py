@@ -158,3 +158,36 @@ def test_the_arrow_keys_home_and_end_move_between_the_tabs_and_stop_at_the_ends(
         assert tab.get_attribute("tabindex") == "0"  # the one stop of Tab in the tab list
     assert [t.get_attribute("tabindex") for t in browser.find_elements(By.CSS_SELECTOR, '[role="tab"]')] \
         == ["0"] + ["-1"] * (len(names) - 1)
+
+
+#: Each shown field's placeholder: its id, the placeholder's width in the field's font (measured on a canvas) and the
+#: room the field has for it (its width less its padding).
+PLACEHOLDER_ROOM = """const pen = document.createElement('canvas').getContext('2d');
+    return [...document.querySelectorAll('input[placeholder], textarea[placeholder]')]
+        .filter((field) => field.getClientRects().length).map((field) => {
+            const style = getComputedStyle(field);
+            pen.font = style.font;
+            const room = field.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+            return [field.id, Math.ceil(pen.measureText(field.placeholder).width), Math.floor(room)];
+        });"""
+
+
+def test_every_placeholder_fits_in_its_field_in_a_wide_and_a_400_px_window(browser, ui_app):
+    open_page(browser, ui_app)
+    measured = {}
+    try:
+        for width in (1280, 400):
+            if width != 1280:
+                browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                        {"width": width, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+            for tab in ("search", "chat", "indices"):
+                browser.find_element(By.CSS_SELECTOR, f'nav button[data-tab="{tab}"]').click()
+                wait(browser, lambda d, tab=tab: by_id(d, f"tab-{tab}").is_displayed())
+                for field, text, room in browser.execute_script(PLACEHOLDER_ROOM):
+                    measured[width, field] = (text, room)
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    fields = {"api-key", "index", "queries", "chat-index", "upload-index", "upload-id"}
+    assert {field for _, field in measured} == fields
+    cut = {key: sizes for key, sizes in measured.items() if sizes[0] > sizes[1]}
+    assert cut == {}, cut  # "only if the service has keys" and "the service's default index" were cut at 1280 px
