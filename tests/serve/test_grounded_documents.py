@@ -41,7 +41,7 @@ def test_a_flow_answers_from_documents_with_its_own_answer_steps():
     path = answer_path(rag)
     assert list(path.steps) == ["context", "answer", "references"] and path.name == "rag_documents"
     for step_id in path.steps:
-        assert path.steps[step_id].params == rag.steps[step_id].params  # style short, 16 tokens, two sentences
+        assert path.steps[step_id].params == rag.steps[step_id].params  # style short, 24 tokens, two sentences
     assert path.steps["answer"].batch_size == rag.steps["answer"].batch_size
     bare = answer_path(FlowSpec.parse({"name": "bare", "steps": {"answer": {"op": "generate.answer"}}}))
     assert [s.op for s in bare.steps.values()] == ["generate.context", "generate.answer", "generate.references"]
