@@ -212,18 +212,18 @@ def _junk_answer(answer: str) -> str | None:
 
 def answer_cut(text: str, finish_reason: str | None, short: bool, span: str = "") -> bool:
     """Whether ``max_tokens`` cut the answer itself, not only what the model wrote after it: a ``Reasoning:`` or
-    ``Sources:`` section, or the lines after a short answer (``short``: its reply's first line), or the words after
-    a short answer's ``span`` (the part of that line it shows). SmolLM2 asked for a short answer writes "Arachnids
-    make honey.\n\nArachneidae is a family", or "Photosynthesis is the process by which plants convert light
-    energy into chemical energy. It", and is stopped there: its answer is whole, and a reader told it was cut off
-    would look for the rest."""
+    ``Sources:`` section, or the lines after a short answer (``short``: its reply's first line), or the sentences
+    after the one that holds a short answer's ``span`` (the part of that line it shows). SmolLM2 asked for a short
+    answer writes "Arachnids make honey.\n\nArachneidae is a family", or "Photosynthesis is the process by which
+    plants convert light energy into chemical energy. It", and is stopped there: its answer is whole, and a reader
+    told it was cut off would look for the rest."""
     if finish_reason != "length":
         return False
     pieces = _LABEL.split(text)
     if len(pieces) > 1 and pieces[-2].lower() != "answer":
         return False  # a section after the answer's: the cut fell there
-    if short and span and (at := text.find(span)) >= 0 and re.search(r"[^\W_]", text[at + len(span):]):
-        return False  # a word after the span: the cut fell after the answer shown
+    if short and span and (at := text.find(span)) >= 0 and re.search(r"[.!?](\s|$)", text[at + len(span):]):
+        return False  # the span's sentence ended: the cut fell after the answer shown
     return not (short and "\n" in pieces[-1].lstrip())  # a short answer's line that ended
 
 

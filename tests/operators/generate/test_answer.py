@@ -104,14 +104,16 @@ def test_answer_cut_says_whether_max_tokens_fell_in_the_answer(text, short, cut)
     # SmolLM2's reply to "what is photosynthesis?", stopped by the rag flow's max_tokens after its first sentence
     ("Photosynthesis is the process by which plants convert light energy into chemical energy. It",
      "the process by which plants convert light energy into chemical energy", False),
-    ("The county population of 9,984 is", "9,984", False),
+    ("The county population of 9,984 is", "9,984", True),  # its sentence cut: the note says it may end mid-sentence
+    ("Aphids are small, wingless insects that", "Aphids are small, wingless", True),
+    ("Aphids are small, wingless insects. They", "Aphids are small, wingless", False),
     ("Photosynthesis is the process by which plants convert light", "the process by which plants convert light",
      True),
     ("Photosynthesis is the process by which plants convert light.", "the process by which plants convert light",
-     True),  # no word after the span: the reply may have gone on
+     False),  # stopped right after the sentence's end
     ("Bees, [1] and wasps make", "Bees,   and wasps", True),  # a span not in the reply: its line decides
 ])
-def test_a_short_answer_is_whole_when_the_reply_goes_on_after_its_span(text, span, cut):
+def test_a_short_answer_is_whole_when_the_reply_goes_on_past_the_end_of_its_sentence(text, span, cut):
     assert answer_cut(text, "length", True, span) is cut
     assert answer_cut(text, "length", False, span) is True  # the sentences style's answer is the whole reply
     assert answer_cut(text, "stop", True, span) is False
