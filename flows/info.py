@@ -196,7 +196,7 @@ def operator_info(cls: type[Operator]) -> dict[str, Any]:
         "version": cls.version,
         "aliases": list(cls.aliases),
         # what the runner does (``flows.runner.caches``: a source never), or the condition where params decide it
-        "cacheable": f"if {cls.cacheable_if}" if cls.cacheable_if and cls.scope != "source" else caches(cls),
+        "cacheable": f"if {cls.cacheable_if}" if cls.cacheable_if and caches(cls) else caches(cls),
         "resources": {"num_gpus": cls.num_gpus, "num_cpus": cls.num_cpus,
                       "batch_size": cls.batch_size, "concurrency": cls.concurrency},
         "module": cls.__module__,

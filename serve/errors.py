@@ -12,6 +12,7 @@ never reaches a client.
 from __future__ import annotations
 
 import contextvars
+import email.message
 import logging
 import uuid
 from typing import Any
@@ -245,8 +246,6 @@ def not_an_object(content_type: str | None, errors: list[dict[str, Any]], body: 
     ``application/x-www-form-urlencoded``, so a valid JSON object was refused: the message says to send the header.
     JSON that is no object is named in JSON's words (``null``, ``an array``); FastAPI takes a ``null`` ``body`` (the
     raw bytes) for a missing one ("Field required"). None for any other error."""
-    import email.message
-
     from operators.json_tree import json_kind
 
     if not errors or tuple(errors[0].get("loc", ())) != ("body",):
@@ -258,18 +257,25 @@ def not_an_object(content_type: str | None, errors: list[dict[str, Any]], body: 
     given = errors[0].get("input")
     if not isinstance(given, (bytes, bytearray)):  # read as JSON
         return f"body: must be a JSON object, not {json_kind(given)}"
-    sent_as = "this request has none"
-    if content_type:
-        header = email.message.Message()
-        header["content-type"] = content_type
-        sent_as = f"this request's is '{printable(header.get_content_type())}'"
+    sent_as = f"this request's is '{printable(_media_type(content_type).get_content_type())}'" if content_type \
+        else "this request has none"
     return (f"body: send it as JSON with the header Content-Type: application/json; {sent_as}, so its body was not "
             "read as JSON")
 
 
+def _media_type(content_type: str) -> email.message.Message:
+    """A Content-Type header parsed as FastAPI parses it to decide whether to read a body as JSON."""
+    header = email.message.Message()
+    header["content-type"] = content_type
+    return header
+
+
 def _json_typed(request: Request) -> bool:
-    """Whether ``request`` was sent as JSON, so FastAPI read (and kept) its whole body."""
-    return (request.headers.get("content-type") or "").split(";")[0].strip().lower().endswith("json")
+    """Whether FastAPI read ``request``'s body as JSON, and so kept it whole (``application/json``, ``.../x+json``):
+    a form's body is streamed, and cannot be read again."""
+    header = _media_type(request.headers.get("content-type") or "")
+    subtype = header.get_content_subtype()
+    return header.get_content_maintype() == "application" and (subtype == "json" or subtype.endswith("+json"))
 
 
 #: FastAPI's 400 for a body that JSON decoding raised on other than with a syntax error (invalid UTF-8, too deep).

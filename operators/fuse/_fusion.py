@@ -112,14 +112,17 @@ def resolve_branches(explicit: Sequence[str] | None, input_steps: Sequence[str],
                             "params.branches to the step ids whose rank_<step> columns to fuse",
                             op=op, step=step, field="params.branches")
     weights = dict(weights or {})
-    unknown = sorted(set(weights) - set(names))
-    if unknown:
-        raise OperatorError(unknown_branches(unknown, names), op=op, step=step, field="params.weights")
+    if problem := unknown_branches(weights, names):
+        raise OperatorError(problem, op=op, step=step, field="params.weights")
     return [Branch(name, float(weights.get(name, 1.0))) for name in names]
 
 
-def unknown_branches(unknown: list[str], names: list[str]) -> str:
-    """Weights of steps that are not branches, with the branches each is close to (a misspelt ``dnse``)."""
+def unknown_branches(weights: dict[str, float], names: list[str]) -> str | None:
+    """Why ``weights`` name steps that are not branches, with the branches each is close to (a misspelt ``dnse``);
+    None when every weight is a branch's."""
+    unknown = sorted(set(weights) - set(names))
+    if not unknown:
+        return None
     hint = did_you_mean(dict.fromkeys(close for name in unknown for close in close_names(name, names)))
     return f"weights name {unknown}, which are not branches of this step{hint and '; ' + hint} (branches: {names})"
 
@@ -281,10 +284,9 @@ class Fuser(Operator):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         weights, names = self.params.weights or {}, self.branch_steps()
-        unknown = sorted(set(weights) - set(names)) if names else []
-        if unknown:  # known here, from the params and inputs: refused when the flow is built, not after it ran
-            raise ParamsError(unknown_branches(unknown, names), op=self.name, step=self.step_id,
-                              field="params.weights")
+        # known here, from the params and inputs: refused when the flow is built, not after it ran
+        if names and (problem := unknown_branches(weights, names)):
+            raise ParamsError(problem, op=self.name, step=self.step_id, field="params.weights")
         if names and not any(weights.get(name, 1.0) > 0 for name in names):
             raise ParamsError(f"every branch's weight is 0 (branches: {names}): nothing would be fused",
                               op=self.name, step=self.step_id, field="params.weights")
