@@ -190,7 +190,8 @@ ROW_EDGES = """const row = document.querySelector(arguments[0]);
                              Math.ceil(node.getBoundingClientRect().right)];
     const box = row.closest('.scroll');
     return {name: edges(row.cells[0]),
-            buttons: [...row.querySelectorAll('button')].map((b) => [b.textContent, ...edges(b)]), width: window.innerWidth, page: [document.documentElement.scrollWidth, window.innerWidth],
+            buttons: [...row.querySelectorAll('button')].map((b) => [b.textContent, ...edges(b)]),
+            width: window.innerWidth, page: [document.documentElement.scrollWidth, window.innerWidth],
             box: [box.scrollWidth, box.clientWidth]};"""
 
 
