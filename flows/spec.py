@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from flows import spec_checks, spec_graph
 from flows.mosaic_request import is_mosaic_request, mosaic_spec
 from flows.spec_errors import spec_error, yaml_bool_hint
-from flows.specfile import read_mapping
+from flows.specfile import not_a_mapping, read_mapping
 from operators.base import Operator
 from operators.errors import ParamsError, SpecError, UnknownOperatorError
 from operators.registry import get_operator
@@ -115,7 +115,7 @@ class FlowSpec(BaseModel):
     def parse(cls, data: dict[str, Any]) -> "FlowSpec":
         """Validate a dict (native or mosaicRAG dialect); errors name the step and field."""
         if not isinstance(data, dict):
-            raise SpecError(f"a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+            raise not_a_mapping(data)
         broken = first_broken_text(data)
         if broken is not None:  # a YAML file or an HTTP answer could not hold it: refused before it is saved
             raise SpecError(broken[1], field=broken[0] or "spec")

@@ -92,8 +92,26 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
     if nesting_depth(data) > MAX_DEPTH:
         raise SpecError(f"{where}nested more than {MAX_DEPTH} levels deep", field="spec")
     if not isinstance(data, dict):
-        raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+        raise not_a_mapping(data, where)
     return data
+
+
+def not_a_mapping(data: Any, where: str = "") -> SpecError:
+    """A spec that parsed to something other than a mapping, named as its author wrote it: a YAML ``~`` or ``null``
+    is "null", not Python's ``NoneType``."""
+    if data is None:
+        got = "null"
+    elif isinstance(data, bool):
+        got = f"{str(data).lower()} (a boolean)"
+    elif isinstance(data, (int, float)):
+        got = f"the number {data!r}"
+    elif isinstance(data, str):
+        got = f"the text '{one_line(data, 60)}'"
+    elif isinstance(data, list):
+        got = f"a list of {len(data)} item{'' if len(data) == 1 else 's'}"
+    else:
+        got = type(data).__name__
+    return SpecError(f"{where}a flow spec must be a mapping (with its 'steps'), got {got}", field="spec")
 
 
 def _syntax_error(where: str, kind: str, problem: str, line: int, column: int, *, context: str = "",
@@ -162,7 +180,7 @@ def load_yaml(text: str, *, origin: str | None = None) -> dict[str, Any]:
     if node is None:  # no document: an empty file, or one of comments
         raise _empty(where, text)
     if not isinstance(data, dict):
-        raise SpecError(f"{where}a flow spec must be a mapping, got {type(data).__name__}", field="spec")
+        raise not_a_mapping(data, where)
     return data
 
 

@@ -128,6 +128,21 @@ def test_an_empty_spec_file_is_said_to_be_empty(tmp_path, name, text, said):
     assert "NoneType" not in err.value.message
 
 
+@pytest.mark.parametrize("text, got", [
+    ("null\n", "got null"), ("~\n", "got null"), ("- bm25\n- dense\n", "got a list of 2 items"),
+    ("3\n", "got the number 3"), ("yes\n", "got true (a boolean)"),
+    ('"bm25 then dense"\n', "got the text 'bm25 then dense'"),
+])
+def test_a_spec_that_is_no_mapping_is_named_as_written_not_as_a_python_type(tmp_path, text, got):
+    """A YAML ``~`` or ``null`` document said "a flow spec must be a mapping, got NoneType"."""
+    path = tmp_path / "flow.yaml"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(SpecError) as err:
+        FlowSpec.load(path)
+    assert err.value.message == f"{path}: a flow spec must be a mapping (with its 'steps'), {got}"
+    assert err.value.field == "spec"
+
+
 @pytest.mark.parametrize("name", ["", "   "])
 def test_an_empty_flow_name_is_said_to_be_empty_not_looked_up(name):
     """``Flow.load("")`` said "no flow spec file or built-in flow named ''" and listed all 29 flows."""
