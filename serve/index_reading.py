@@ -134,6 +134,30 @@ def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, f
                        f"documents.{i}.metadata.{key}", code="metadata_type_conflict")
 
 
+def mixed_kind_warnings(documents: list[Any]) -> list[str]:
+    """For each metadata name whose values in this upload are of kinds that no one column type holds (numbers and
+    text, true/false and numbers): a warning that its column is text (``values_to_array``), said to the client, who
+    would otherwise learn it only when a filter ``year >= 2000`` compares text. Integers and floats merge (to floats)
+    and lists and objects are text anyway (as documented): neither is warned of."""
+    from operators.json_tree import json_kind
+    from operators.sources._common import values_to_array
+
+    said = []
+    for key in dict.fromkeys(key for doc in documents for key in doc.metadata):
+        given = [(i, value) for i, doc in enumerate(documents) if (value := doc.metadata.get(key)) is not None]
+        first: dict[str, tuple[int, Any]] = {}
+        for i, value in given:
+            first.setdefault(json_kind(value), (i, value))
+        if len(first) < 2 or not set(first) <= {"a number", "a string", "true/false"}:
+            continue
+        if not pa.types.is_string(values_to_array([value for _, value in given]).type):
+            continue
+        examples = ", ".join(f"{kind} in '{documents[i].id}' ({value!r})" for kind, (i, value) in first.items())
+        said.append(f"metadata '{key}' holds {examples}: its column is text, every value as written ('1999' for "
+                    "1999), and a filter on it compares text; send one kind to keep numbers as numbers")
+    return said
+
+
 def refuse_present_ids(ids: list[str], present: set[str]) -> None:
     """409 when any of ``ids`` is a document of the index already (``present``; replacing is a delete, then an add);
     its body lists them in ``ids`` (the first ``LISTED_IDS``) and counts them in ``ids_total``, for a client to act

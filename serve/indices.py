@@ -33,9 +33,9 @@ from typing import Any
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, files_request, given_once, write_jsonl
 from serve.errors import ApiError, too_many_tasks
-from serve.index_reading import EMPTY, deleted_meanwhile, describe, live_doc_ids, open_index, refuse_against_index
-from serve.index_owner import (OWNER_FILE, check_named, index_holding, read_owner, readable, unshared,
-                               write_owner)
+from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
+                                 refuse_against_index)
+from serve.index_owner import OWNER_FILE, check_named, index_holding, read_owner, readable, unshared, write_owner
 from serve.ingest_task import STEPS, _move_aside
 from serve.served_models import placed_ingest_spec
 from serve.taskstore import UNFINISHED
@@ -45,8 +45,6 @@ CHANGED_TRIES = 3
 
 #: Index names: one folder name, no path.
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$"
-#: How many ids a 409 ``documents_exist`` names in its message, and lists in its ``ids`` (the default
-#: ``max_documents_per_request``: every one of a request within it; ``ids_total`` counts them all).
 
 
 class _IndexChanged(Exception):
@@ -183,13 +181,13 @@ class Indices:
                            code="index_not_found")
         return {"index": name, "shared": shared}
 
-    def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None) -> dict[str, Any]:
-        """Check the documents and the ingestion, write them for the task, queue it; the task's id. ``files``: the
-        names of the uploaded files the documents came from (replacing one replaces all it gave before).
-
-        The index may be deleted, or made by another upload, while this one is checked: the task store then refuses
-        to queue it (``create_ingest_task``'s ``seen``), and it is checked again against the index as it is now, so
-        an upload accepted after a delete makes the index anew with its documents."""
+    def add(self, name: str, request: DocumentsRequest, tenant: str, files: list[str] | None = None,
+            warnings: list[str] = ()) -> dict[str, Any]:
+        """Check the documents and the ingestion, write them for the task, queue it; the task's id, and ``warnings``
+        (the files' and the documents'). ``files``: the names of the uploaded files the documents came from (replacing
+        one replaces all it gave before). The index may be deleted, or made by another upload, while this one is
+        checked: the task store then refuses to queue it (``create_ingest_task``'s ``seen``), and it is checked again
+        against the index as it is now, so an upload accepted after a delete makes the index anew with its documents."""
         limit = self.service.limits.max_documents_per_request
         if len(request.documents) > limit:
             raise ApiError(422, f"{len(request.documents)} documents, over the limit max_documents_per_request="
@@ -198,7 +196,9 @@ class Indices:
         given_once(request.documents)
         for _ in range(CHANGED_TRIES):
             try:
-                return self._add(name, request, tenant, files)
+                queued = self._add(name, request, tenant, files)
+                said = [*warnings, *mixed_kind_warnings(request.documents)]  # the client's to read, not the log's
+                return {**queued, "warnings": said} if said else queued
             except _IndexChanged:
                 continue
         raise ApiError(409, f"index '{name}' was deleted or made by other requests while this upload was checked, "
@@ -276,8 +276,7 @@ class Indices:
         """``add`` for files: a PDF gives a document per page with text (from ``first_page``: a part of it), a text,
         Markdown or HTML file one document; ``warnings`` say what the client should know of how a file was read."""
         request, whole, warnings = files_request(files, spec, replace, first_page, self.service.limits)
-        queued = self.add(name, request, tenant, files=whole)
-        return {**queued, "warnings": warnings} if warnings else queued
+        return self.add(name, request, tenant, files=whole, warnings=warnings)
 
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
