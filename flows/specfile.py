@@ -22,6 +22,7 @@ from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from flows import store
 from operators.errors import SpecError, one_line
+from operators.json_tree import json_kind
 
 #: Most values a spec may expand to, aliases followed (a large flow has a few thousand).
 MAX_VALUES = 100_000
@@ -97,21 +98,12 @@ def load_json(text: str, *, origin: str | None = None) -> dict[str, Any]:
 
 
 def not_a_mapping(data: Any, where: str = "") -> SpecError:
-    """A spec that parsed to something other than a mapping, named as its author wrote it: a YAML ``~`` or ``null``
-    is "null", not Python's ``NoneType``."""
-    if data is None:
-        got = "null"
-    elif isinstance(data, bool):
-        got = f"{str(data).lower()} (a boolean)"
-    elif isinstance(data, (int, float)):
-        got = f"the number {data!r}"
-    elif isinstance(data, str):
-        got = f"the text '{one_line(data, 60)}'"
-    elif isinstance(data, list):
-        got = f"a list of {len(data)} item{'' if len(data) == 1 else 's'}"
-    else:
-        got = type(data).__name__
-    return SpecError(f"{where}a flow spec must be a mapping (with its 'steps'), got {got}", field="spec")
+    """A spec that parsed to something other than a mapping, named in JSON's words (``json_kind``), with the value
+    when it is one: a YAML ``~`` or ``null`` is "null", not Python's ``NoneType``."""
+    shown = (f" ('{one_line(data, 60)}')" if isinstance(data, str) else
+             f" ({data!r})" if isinstance(data, (int, float)) and not isinstance(data, bool) else "")
+    return SpecError(f"{where}a flow spec must be a mapping (with its 'steps'), got {json_kind(data)}{shown}",
+                     field="spec")
 
 
 def _syntax_error(where: str, kind: str, problem: str, line: int, column: int, *, context: str = "",
