@@ -4,6 +4,7 @@
 
 const KEY_STORE = "tessera.apiKey";
 const HEALTH_POLL_MS = 3000; // while the service is not ready, /healthz is asked again this often
+const HEALTH_READY_POLL_MS = 30000; // and once it is, this often while the page is in view (and when it comes back)
 const TABS = ["search", "chat", "tasks", "flows", "indices", "models"];
 
 const onShow = {
@@ -61,17 +62,22 @@ function moveTab(event) {
 }
 
 let healthTimer = null;
+let healthSoon = false; // whether healthTimer is the few seconds' read of a service not ready
 let wasUnreachable = false; // a request got no answer: once the service answers again, the page reads its lists
 
 /** The health badge; while the service is not ready (models loading, or no answer) it is read again every few
- * seconds, until it is. Back after no answer, the lists a failed request left empty are read again and the
- * "did not answer" error, no longer true, goes. */
+ * seconds, until it is, then every half minute while the page is in view, so that a badge left open does not say
+ * "ready" of a service that has since stopped or lost its task store. Back after no answer, the lists a failed
+ * request left empty are read again and the "did not answer" error, no longer true, goes. */
 async function checkHealth() {
   clearTimeout(healthTimer);
   healthTimer = null;
   const ready = await readHealth();
   clearTimeout(healthTimer); // a request that failed meanwhile may have set one
-  healthTimer = ready ? null : setTimeout(checkHealth, HEALTH_POLL_MS);
+  healthSoon = !ready;
+  const inView = document.visibilityState === "visible"; // a hidden page is read again when it is shown
+  healthTimer = !ready ? setTimeout(checkHealth, HEALTH_POLL_MS)
+    : inView ? setTimeout(checkHealth, HEALTH_READY_POLL_MS) : null;
   if (ready && wasUnreachable) {
     wasUnreachable = false;
     if ($("error").textContent.startsWith(NO_ANSWER)) showError("");
@@ -86,7 +92,10 @@ function serviceUnreachable() {
   const badge = $("health");
   badge.textContent = "not reachable";
   badge.className = "badge bad";
-  if (healthTimer === null) healthTimer = setTimeout(checkHealth, HEALTH_POLL_MS);
+  if (healthSoon) return; // read again in a few seconds already
+  clearTimeout(healthTimer); // the half-minute read of a ready service, brought forward
+  healthSoon = true;
+  healthTimer = setTimeout(checkHealth, HEALTH_POLL_MS);
 }
 
 /** GET /healthz into the badge (its reason in the badge's title); whether the service is ready. */
@@ -210,6 +219,9 @@ document.addEventListener("DOMContentLoaded", () => {
   }
   document.querySelector('[role="tablist"]').addEventListener("keydown", moveTab);
   window.addEventListener("hashchange", openUrl);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") checkHealth();
+  });
   $("search-form").addEventListener("submit", search);
   $("flow").addEventListener("change", () => guarded(describeFlow));
   $("enqueue-button").addEventListener("click", enqueue);

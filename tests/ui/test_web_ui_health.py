@@ -65,3 +65,24 @@ def test_a_failed_check_is_not_ready_naming_it_and_the_badge_turns_ready_once_it
         if made:
             away.rename(indices)
     assert wait(browser, lambda d: badge(d)[:2] == ("ready", "badge ok"), seconds=30)  # read again until it passes
+
+
+def test_a_ready_badge_is_read_again_when_the_page_comes_back_into_view(browser, ui_app, ui_home):
+    """Once "ready", the badge was never read again until a request failed: a page left open said "ready" of a
+    service that had since lost its home. Now it is read every half minute in view and at once when shown again."""
+    open_page(browser, ui_app)
+    assert wait(browser, lambda d: badge(d)[:2] == ("ready", "badge ok"), seconds=30)
+    indices, away = ui_home / "indices", ui_home / "indices.away"
+    made = indices.exists()
+    if made:
+        indices.rename(away)
+    indices.write_text("not a folder")
+    try:
+        shown_again = "document.dispatchEvent(new Event('visibilitychange'))"  # the tab chosen again: visible
+        browser.execute_script(shown_again)
+        assert wait(browser, lambda d: badge(d)[0] == "not ready: tessera_home", seconds=10)  # not the 30 s read
+    finally:
+        indices.unlink()
+        if made:
+            away.rename(indices)
+    assert wait(browser, lambda d: badge(d)[:2] == ("ready", "badge ok"), seconds=30)  # the few seconds' read
