@@ -203,6 +203,7 @@ class _Run:
             self.tables[step] = self._collect(step)
 
     def _materialize(self, frame: Frame) -> None:
+        self.state.cancel.raise_if_cancelled(self.follower.current)  # a run that ended without this thread: no more
         frames.materialize(frame, lambda step: self.follower.messages.put(("done", step)))
 
     def _time(self, name: str, started: float) -> None:

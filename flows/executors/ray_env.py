@@ -159,7 +159,7 @@ def _stop_ray_data() -> None:
     if not _still_running():
         return
     quiet_failures()
-    for executor in _running_executors():
+    for executor in running_executors():
         with contextlib.suppress(Exception):
             executor.shutdown(force=True)
     for thread in list(run_threads):  # they end with their executors, a follower at its next poll
@@ -176,14 +176,14 @@ ray_stopping = threading.Event()
 RUN_THREAD_EXIT_S = 1.0
 
 
-def _running_executors() -> list[threading.Thread]:
+def running_executors() -> list[threading.Thread]:
     """Ray Data's executors still running a dataset (no public API: each ``StreamingExecutor`` is its thread)."""
     return [t for t in threading.enumerate() if type(t).__name__ == "StreamingExecutor" and t.is_alive()]
 
 
 def _still_running() -> bool:
     """Whether a Ray run's worker thread or a Ray Data executor still goes."""
-    return any(t.is_alive() for t in list(run_threads)) or bool(_running_executors())
+    return any(t.is_alive() for t in list(run_threads)) or bool(running_executors())
 
 
 def _quiet_start_up() -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import queue
 import threading
+import time
 import uuid
 from typing import Any, Callable
 
@@ -31,11 +32,17 @@ import ray
 
 from flows.executors._ray_udfs import shared_reporter
 from flows.executors.base import RunState
-from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads
+from flows.executors.ray_env import quiet_failures, ray_stopping, run_threads, running_executors
 from operators.errors import FlowCancelled, OperatorError, TesseraError
 
 #: Seconds between two polls of the reporter by the driver.
 POLL_SECONDS = 0.2
+#: Seconds a cancelled run's stages get to reach a batch, which sees the cancel and fails. Past them the run's Ray Data
+#: executions are shut down, and past twice them the run ends without its worker thread, which ends at its next
+#: check of the cancel: a stage whose tasks wait for CPUs that another job holds runs no batch (nor does Ray Data's
+#: reading of its input's metadata), and Ctrl-C, a cancelled task and a failed progress callback waited for ever.
+CANCEL_GRACE_SECONDS = 5.0
+
 
 
 class RunFollower:
@@ -68,8 +75,9 @@ class RunFollower:
 
         worker = threading.Thread(target=target, name=f"tessera-ray-{name}", daemon=True)
         run_threads.update((worker, threading.current_thread()))  # stopped before Ray at exit (ray_env)
+        self.others = set(running_executors())  # another run's (a notebook's thread): never this run's to stop
         worker.start()
-        cancel_sent = False
+        cancel_sent, cancelled_at, waited = False, 0.0, False
         try:
             while worker.is_alive():
                 worker.join(POLL_SECONDS)
@@ -77,14 +85,21 @@ class RunFollower:
                     raise FlowCancelled("Ray is shutting down", step=self.current or self.last_step)
                 if self.state.cancel.cancelled and not cancel_sent:
                     self.reporter.cancel.remote(self.run_id)
-                    cancel_sent = True
+                    cancel_sent, cancelled_at = True, time.monotonic()
                     quiet_failures()  # the stages fail on purpose now
+                if cancel_sent and time.monotonic() - cancelled_at > CANCEL_GRACE_SECONDS:
+                    self._stop_executions()
+                if cancel_sent and time.monotonic() - cancelled_at > 2 * CANCEL_GRACE_SECONDS:
+                    waited = True  # a wait no stop reaches (a ray.get of tasks that wait for CPUs): the run ends
+                    break
                 self.pump()
             self.pump()
             if errors:
                 self.raise_error(errors[0], ray.get(self.reporter.error.remote(self.run_id)))
+            # stopped executions end as if their data ran out: the run is cancelled, not finished with what came
+            self.state.cancel.raise_if_cancelled(self.current or self.last_step)
         except BaseException:  # the caller's side failed (a progress callback, Ctrl-C): the run ends with it
-            if worker.is_alive() and not ray_stopping.is_set():
+            if worker.is_alive() and not ray_stopping.is_set() and not waited:
                 self._stop(worker, cancel_sent)
             raise
         finally:
@@ -100,7 +115,17 @@ class RunFollower:
         if not cancel_sent:
             with contextlib.suppress(ray.exceptions.RayError):
                 self.reporter.cancel.remote(self.run_id)
-        worker.join()
+        worker.join(CANCEL_GRACE_SECONDS)
+        self._stop_executions()
+        worker.join(CANCEL_GRACE_SECONDS)
+
+    def _stop_executions(self) -> None:
+        """Shut down the Ray Data executions this run started (those running now that were not when it began): their
+        tasks in flight are cancelled (not killed: a task worker keeps the models it loaded for the next run) and
+        those waiting for resources are dropped, so the worker thread's wait for their output ends."""
+        for execution in set(running_executors()) - self.others:
+            with contextlib.suppress(Exception):  # already ending on its own
+                execution.shutdown(force=False, exception=FlowCancelled(self.state.cancel.reason or "cancelled"))
 
     def pump(self) -> None:
         """Feed ``RunState`` with the batches reported so far, then close finished steps."""
