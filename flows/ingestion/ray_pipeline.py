@@ -328,16 +328,13 @@ def _stop(ds, reader: threading.Thread) -> None:
 
 
 def _executors(ds) -> list:
-    """The running Ray Data streaming executors of ``ds`` (each is a thread named after the dataset's run). Ray
-    Data has no public handle on them; should this internal module move, none are found and the reader is waited
-    for (``STOP_SECONDS``)."""
-    try:
-        from ray.data._internal.execution.streaming_executor import StreamingExecutor
-    except ImportError:
-        return []
+    """The running Ray Data streaming executors of ``ds`` (``ray_env.running_executors``, each named after the
+    dataset's run); should Ray Data's internals change, none are found and the reader is waited for
+    (``STOP_SECONDS``)."""
+    from flows.executors.ray_env import running_executors
+
     run = ds.get_dataset_id()
-    return [t for t in threading.enumerate()
-            if isinstance(t, StreamingExecutor) and getattr(t, "_dataset_id", None) == run]
+    return [t for t in running_executors() if getattr(t, "_dataset_id", None) == run]
 
 
 def _no_auto_init_at_exit() -> None:
