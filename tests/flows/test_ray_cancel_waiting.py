@@ -47,10 +47,12 @@ def run_threads() -> list[str]:
 
 @pytest.fixture
 def cpus_held(monkeypatch):
-    """Every free CPU of the session's Ray held by an actor; the cancel grace cut to 1 s. Yields the holder."""
+    """Every CPU of the session's Ray held by an actor, once an earlier test's actors have let theirs go (Ray's view
+    of free CPUs lags); the cancel grace cut to 1 s. Yields the holder."""
     monkeypatch.setattr(ray_progress, "CANCEL_GRACE_SECONDS", 1.0)
-    holder = Holder.options(num_cpus=ray.available_resources()["CPU"]).remote()
-    assert ray.get(holder.ready.remote())
+    holder = Holder.options(num_cpus=ray.cluster_resources()["CPU"]).remote()
+    assert ray.get(holder.ready.remote(), timeout=90)  # placed only once all the CPUs are free
+    assert ray.available_resources().get("CPU", 0) == 0
     yield holder
     ray.kill(holder)
 
