@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import threading
 import uuid
@@ -90,13 +91,24 @@ def write_bytes(path: Path, data: bytes) -> None:
             f.write(data)
 
 
+#: The end of the name of ``replacing``'s temporary sibling: ``.<name>.<pid>.<random>.tmp``.
+REPLACING_SUFFIX = ".tmp"
+
+
+def replaced_by(name: str) -> str | None:
+    """The name of the file that the temporary sibling ``name`` (``replacing``'s) is being written for; None when
+    ``name`` is no such sibling. A folder's reader tells a writer's file in flight from someone else's file by it."""
+    written = re.fullmatch(rf"\.(.+)\.\d+\.[0-9a-f]{{8}}{re.escape(REPLACING_SUFFIX)}", name)
+    return written.group(1) if written else None
+
+
 @contextlib.contextmanager
 def replacing(path: Path) -> Iterator[Path]:
     """A temporary sibling of ``path`` for a writer (a library that writes to a path) to fill; flushed and renamed
     over ``path`` when the block ends, removed when it fails or is interrupted. The name is this process's own
     (pid and a random part), so writers of the same file at once never share one: the last to finish wins, whole."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}{REPLACING_SUFFIX}")
     try:
         yield tmp
         fsync(tmp)

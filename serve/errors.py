@@ -87,6 +87,19 @@ def too_many_tasks(limits: Any, why: str = "limit") -> ApiError:
                     "wait for one to finish or cancel one", code="max_tasks_per_key")
 
 
+def index_refusal(limits: Any, name: str, why: str) -> ApiError:
+    """Why the task store refused a change to index ``name``: ``"busy:<task>"`` (an ingestion or a compaction of it
+    runs, 409), ``"owner"`` (another key made it, 403), else too many tasks (429, ``too_many_tasks``)."""
+    if why.startswith("busy:"):
+        return ApiError(409, f"index '{name}' has an ingestion or a compaction running (task {why[5:]}); wait for it "
+                        "to finish (GET /task/progress/{id}) and send this request again", param="name",
+                        code="index_busy")
+    if why == "owner":
+        return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it", param="name",
+                        code="index_not_owned")
+    return too_many_tasks(limits, why)
+
+
 def request_id() -> str:
     """The id of the request being answered (Serve's, else one made up here), to find it in the log."""
     rid = _request_id.get()

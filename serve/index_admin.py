@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from serve.errors import ApiError
+from serve.errors import ApiError, index_refusal
 from serve.index_owner import OWNER_FILE, read_owner
 from serve.index_reading import EMPTY, describe
 
@@ -83,7 +83,7 @@ def compact_any(indices: Any, name: str, tenant: str) -> dict[str, Any]:
         raise ApiError(409, f"index '{name}' is being compacted already (task {running}); wait for it to finish "
                        f"(GET /task/progress/{running})", param="name", code="index_busy")
     if task_id is None:
-        raise indices._refusal(name, why)  # an ingestion into it runs, or too many unfinished tasks
+        raise index_refusal(service.limits, name, why)  # an ingestion into it runs, or too many unfinished tasks
     return {"task_id": task_id, "index": name, "owner": row["owner"], "status": "queued",
             "progress": progress_url(task_id)}
 

@@ -32,7 +32,7 @@ from typing import Any
 
 from flows import store as flow_store
 from serve.documents import DocumentsRequest, files_request, given_once, write_jsonl
-from serve.errors import ApiError, too_many_tasks
+from serve.errors import ApiError, index_refusal
 from serve.index_reading import (EMPTY, deleted_meanwhile, describe, live_doc_ids, mixed_kind_warnings, open_index,
                                  refuse_against_index)
 from serve.index_owner import OWNER_FILE, check_named, index_holding, read_owner, readable, unshared, write_owner
@@ -211,6 +211,7 @@ class Indices:
         from operators.errors import TesseraError
 
         path, row = self._writable(name, tenant)
+        self._refuse_busy(name)  # checked again below: one may start while this upload is checked
         seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
         if (path / "manifest.json").exists():  # ids already there (409), metadata its columns cannot take (422)
@@ -229,6 +230,7 @@ class Indices:
             except TesseraError as err:
                 if self._changed(name, seen):  # the index (or the file) went while it was checked
                     raise _IndexChanged() from None
+                self._refuse_busy(name)  # one started meanwhile: its half-written files are not the upload's fault
                 from operators.models.references import ModelNotFoundError
                 from serve.flow_request import public_text
 
@@ -281,10 +283,7 @@ class Indices:
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
         path, row = self._owned(name, tenant)
-        running = row["ingest_task"]
-        task = self.service.store.task(running, None) if running else None
-        if task is not None and task["status"] in UNFINISHED:
-            raise self._refusal(name, f"busy:{running}")
+        self._refuse_busy(name)
         with deleted_meanwhile(path, name):
             index = open_index(path)  # None: its first ingestion has not committed, so no documents (as GET says)
             present = live_doc_ids(index) if index is not None else set()
@@ -383,15 +382,16 @@ class Indices:
         return placed_ingest_spec(spec, path, self.service.served, self.service.app_name)
 
     def _refusal(self, name: str, why: str) -> ApiError:
-        if why.startswith("busy:"):
-            return ApiError(409, f"index '{name}' has an ingestion or a compaction running (task {why[5:]}); "
-                            "wait for it to finish (GET /task/progress/{id}) and send this request again", param="name",
-                            code="index_busy")
-        if why == "owner":
-            return ApiError(403, f"index '{name}' belongs to another key; only its owner can change it",
-                            param="name", code="index_not_owned")
-        return too_many_tasks(self.service.limits, why)
+        return index_refusal(self.service.limits, name, why)
 
+    def _refuse_busy(self, name: str) -> None:
+        """A 409 while an ingestion or a compaction of index ``name`` runs: an upload's check would read its files
+        half-written (a manifest being replaced), and could not be queued anyway."""
+        row = self.service.store.index(name)
+        running = row["ingest_task"] if row is not None else None
+        task = self.service.store.task(running, None) if running else None
+        if task is not None and task["status"] in UNFINISHED:
+            raise self._refusal(name, f"busy:{running}")
 
 def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from operators.atomic import write_bytes
+from operators.atomic import replaced_by, write_bytes
 from operators.errors import short_repr
 from operators.home import tessera_home
 from operators.store.errors import IndexCorruptError, IndexNotFoundError, IndexStoreError, ManifestLostError
@@ -102,7 +102,9 @@ def check_new_index_path(path: Path) -> None:
 #: What Tessera writes in an index folder, also before its first manifest (an interrupted first ingestion): the
 #: ingestion's staging and failure ledger (flows.ingestion.ledger), the ColBERT token store (token_store.STORE_DIR),
 #: the service's record of who made the index (serve/index_owner.py's ``owner.json``, written before the upload's
-#: ingestion starts) and writers' ``.tmp-*`` folders. Any other name in a folder without a manifest is someone else's.
+#: ingestion starts), writers' ``.tmp-*`` folders, and one of these files being replaced (the first manifest being
+#: written: ``.manifest.json.<pid>.<random>.tmp``, ``operators.atomic.replaced_by``). Any other name in a folder
+#: without a manifest is someone else's.
 INDEX_ENTRIES = frozenset({MANIFEST, LOCK, SHARDS, STAGING_DIR, "failures.jsonl", "colbert", "owner.json"})
 
 
@@ -112,7 +114,8 @@ def foreign_entries(path: Path) -> list[str]:
     if not path.is_dir() or (path / MANIFEST).exists():
         return []
     return sorted(entry.name for entry in path.iterdir()
-                  if entry.name not in INDEX_ENTRIES and not entry.name.startswith(".tmp-"))
+                  if entry.name not in INDEX_ENTRIES and replaced_by(entry.name) not in INDEX_ENTRIES
+                  and not entry.name.startswith(".tmp-"))
 
 
 def check_not_foreign(path: Path) -> None:

@@ -69,3 +69,19 @@ def test_tessera_index_add_refuses_it_as_ingest_does(corpus, someones_folder, ca
     assert status == 2 and len(err.strip().splitlines()) == 1
     assert f"{someones_folder} is a folder of other files, not an index (2 entries: notes.txt, photos)" in err
     assert sorted(p.name for p in someones_folder.iterdir()) == ["notes.txt", "photos"]
+
+
+def test_a_first_manifest_being_written_is_the_index_own_file(tmp_path):
+    """The first ingestion writes ``manifest.json`` under a temporary sibling's name, then renames it: for that moment
+    the folder held, to this check, a foreign file, and an upload to the service then was a 422 "a folder of other
+    files" instead of the 409 of an ingestion running. Only a sibling of an index's own file is the index's."""
+    from operators.atomic import replacing
+    from operators.store.layout import foreign_entries
+
+    folder = tmp_path / "index"
+    (folder / "_ingest").mkdir(parents=True)
+    with replacing(folder / "manifest.json") as writing:
+        writing.write_text("{}")
+        assert foreign_entries(folder) == []
+        (folder / ".notes.txt.4242.0123abcd.tmp").write_text("someone's editor")
+        assert foreign_entries(folder) == [".notes.txt.4242.0123abcd.tmp"]
