@@ -18,6 +18,7 @@ its base alone (``flows.train.static``): a run of only that kind needs no datase
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -244,6 +245,13 @@ def dataset_option(dataset: str, placeholder: bool = False) -> str:
     return f"<path-to-{Path(dataset).name or 'dataset'}>"
 
 
+@functools.lru_cache(maxsize=32)
+def _training_of(path: Path, mtime_ns: int, size: int) -> TrainingSection:
+    """The recipe's training section, read once per version of its file (shared: read only). ``train_command`` read
+    every recipe for each missing model of each flow the service lists."""
+    return load_recipe(path)[1]
+
+
 def train_command(name: str, placeholder: bool = False) -> str | None:
     """The ``tessera train`` command that makes the model ``name`` with a built-in recipe (after the one
     that makes its base, when that is a trained model not here yet), or None when no recipe makes it.
@@ -251,7 +259,8 @@ def train_command(name: str, placeholder: bool = False) -> str | None:
     from operators.models import ModelNotFoundError, resolve_model_path
 
     for recipe in recipe_names():
-        training = load_recipe(recipe)[1]
+        stat = (path := recipe_path(recipe)).stat()
+        training = _training_of(path, stat.st_mtime_ns, stat.st_size)
         makes = training.makes
         kind = next((k for k in (makes.models if makes else ()) if model_name(makes.name_prefix, k) == name), None)
         if kind is None:

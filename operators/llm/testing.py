@@ -61,6 +61,11 @@ _ODD_CONTENT = {"null": None, "tools": None, "huge": "word " * 200_000}
 KEY_ENV = "TESSERA_FAULT_KEY"
 
 
+#: A timeout for a call to ``slow``, whose reply comes after ``delay`` (5 s): it runs out well before, and sooner than
+#: the 0.5 s given to a reply that does come, on loaded cores.
+SLOW_TIMEOUT_S = 0.2
+
+
 #: The longest a held ``slow`` call waits for ``release`` (a test that never sets it does not hang its server).
 HELD_S = 60.0
 

@@ -1,13 +1,15 @@
-"""benchmarks/ingest_scale.py on a tiny corpus, BM25 only (no model): ``--count`` limits a ``--corpus``."""
+"""benchmarks/ingest_scale.py on a tiny corpus, BM25 only (no model): ``--count`` limits a ``--corpus``. The script's
+``main`` runs in this process (its arguments, output and exit status as the script's; the ingestion runs in the child
+process it starts, as from the command line), without a process's imports of its own."""
 
 from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks" / "ingest_scale.py"
@@ -19,15 +21,31 @@ index_settings: {dense: false, bm25: true}
 """
 
 
-def scale(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
-    spec = tmp_path / "bm25.yaml"
-    spec.write_text(SPEC, encoding="utf-8")
-    return subprocess.run([sys.executable, str(SCRIPT), "--work", str(tmp_path / "work"), "--spec", str(spec),
-                           "--executor", "local", "--shard-size", "4", *args], capture_output=True, text=True,
-                          timeout=300, cwd=ROOT)
+@pytest.fixture
+def scale(monkeypatch, capsys):
+    """``scale(tmp_path, *args)``: ``ingest_scale.py --work ... --spec bm25.yaml ... ARGS`` from the repository, its
+    exit status and output as ``subprocess.run`` gives them."""
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its helpers as a script does
+    monkeypatch.chdir(ROOT)
+    from ingest_scale import main
+
+    def run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+        spec = tmp_path / "bm25.yaml"
+        spec.write_text(SPEC, encoding="utf-8")
+        argv = ["--work", str(tmp_path / "work"), "--spec", str(spec), "--executor", "local", "--shard-size", "4",
+                *args]
+        capsys.readouterr()
+        try:
+            status = main(argv)
+        except SystemExit as exit_:  # argparse's error: its usage and message on stderr, status 2
+            status = exit_.code
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess([str(SCRIPT), *argv], status, out.out, out.err)
+
+    return run
 
 
-def test_count_limits_the_documents_read_from_corpus(tmp_path):
+def test_count_limits_the_documents_read_from_corpus(tmp_path, scale):
     """``--count 7 --corpus FILE`` ingested the whole file (30 documents) and reported 7."""
     corpus = tmp_path / "corpus.jsonl"
     lines = (ROOT / "data" / "sample" / "corpus.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)[:30]
@@ -42,7 +60,7 @@ def test_count_limits_the_documents_read_from_corpus(tmp_path):
     assert doc_ids == {json.loads(line)["_id"] for line in lines[:11]}
 
 
-def test_count_beyond_the_corpus_is_refused(tmp_path):
+def test_count_beyond_the_corpus_is_refused(tmp_path, scale):
     corpus = tmp_path / "corpus.jsonl"
     corpus.write_text("".join((ROOT / "data" / "sample" / "corpus.jsonl").read_text(encoding="utf-8")
                               .splitlines(keepends=True)[:5]), encoding="utf-8")

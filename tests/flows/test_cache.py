@@ -208,24 +208,38 @@ def test_cache_persists_across_instances(tmp_path):
     assert again.cache_hit_ratio == 1.0
 
 
-WORKER = """
-import sys
+#: Four writer processes, each with its own ``StepCache`` on ``root`` writing a shifted slice of the same rows 3
+#: times, all at once. Forked from one process that imported the modules first (no thread runs there yet), so the
+#: writers share the imports' second of CPU each but nothing else: their caches, files and locks are their own.
+WRITERS = """
+import os, sys, traceback
 from flows.cache import StepCache
 from flows.runner import StepRunner
 from operators import create
 from operators.testing import sample_results
-root, shift = sys.argv[1], int(sys.argv[2])
-table = sample_results(3, 8)
-table = table.slice(shift, table.num_rows - shift)
-for _ in range(3):
-    StepRunner(create("analyze.word_count", step_id="words"), StepCache(root)).run(table)
+root = sys.argv[1]
+writers = []
+for shift in (0, 1, 2, 3):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            table = sample_results(3, 8)
+            table = table.slice(shift, table.num_rows - shift)
+            for _ in range(3):
+                StepRunner(create("analyze.word_count", step_id="words"), StepCache(root)).run(table)
+        except BaseException:
+            traceback.print_exc()
+            os._exit(1)
+        os._exit(0)
+    writers.append(pid)
+print([os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in writers])
 """
 
 
 def test_parallel_writers_lose_nothing(tmp_path):
     root = str(tmp_path / "shared")
-    workers = [subprocess.Popen([sys.executable, "-c", WORKER, root, str(shift)]) for shift in (0, 1, 2, 3)]
-    assert [w.wait(timeout=120) for w in workers] == [0, 0, 0, 0]
+    done = subprocess.run([sys.executable, "-c", WRITERS, root], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout) == (0, "[0, 0, 0, 0]\n"), done.stderr
     out, stats = StepRunner(create("analyze.word_count", step_id="words"), StepCache(root)).run(sample_results(3, 8))
     assert stats.units == 24 and stats.hits == 24
     direct = create("analyze.word_count")(sample_results(3, 8))

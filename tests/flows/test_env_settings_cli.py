@@ -1,5 +1,8 @@
 """Settings from the environment, through the real ``tessera`` script: a bad one is exit 2 and one line naming it
-(or, for ``COLUMNS``, ignored as Python ignores it), never an internal error, a lost table or a folder in ``/``."""
+(or, for ``COLUMNS``, ignored as Python ignores it), never an internal error, a lost table or a folder in ``/``.
+Where a setting only shapes what a command prints or where it writes (``COLUMNS``, a relative ``TESSERA_HOME``), the
+command runs in this process (``flows.commands.main``, what the script calls, the variable set as the script's
+environment has it); the refusals, their exit status and stderr, are the script's own."""
 
 from __future__ import annotations
 
@@ -34,13 +37,34 @@ def tessera(*args: str, cwd: Path, stdin=subprocess.DEVNULL, **env: str | None) 
 
 @pytest.fixture(scope="module")
 def index(tmp_path_factory) -> Path:
-    """A BM25 index of two documents (no vectors: built in about a second)."""
+    """A BM25 index of two documents (no vectors), the input of the commands below: ingested by ``tessera ingest``
+    in this process (``flows.commands.main``), as the script would from ``folder``, without a process of its own."""
+    from flows.commands import main
+
     folder = tmp_path_factory.mktemp("env_settings")
     (folder / "corpus.jsonl").write_text("\n".join(CORPUS) + "\n")
-    done = tessera("ingest", "--source", "corpus.jsonl", "--index", "./idx", "--no-dense", cwd=folder,
-                   TESSERA_HOME=str(folder / "home"))
-    assert done.returncode == 0, done.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(folder)
+        patch.setenv("TESSERA_HOME", str(folder / "home"))
+        patch.delenv("TESSERA_DEBUG", raising=False)
+        assert main(["ingest", "--source", "corpus.jsonl", "--index", "./idx", "--no-dense", "--quiet"]) == 0
     return folder / "idx"
+
+
+def tessera_here(monkeypatch, capsys, *args: str, cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``tessera ARGS`` run as ``tessera`` above runs the script, in this process: in ``cwd``, ``env`` over this
+    environment, no ``TESSERA_DEBUG``; its exit status and output as ``subprocess.run`` gives them."""
+    from flows.commands import main
+
+    with monkeypatch.context() as patch:
+        patch.chdir(cwd)
+        patch.delenv("TESSERA_DEBUG", raising=False)
+        for name, value in env.items():
+            patch.setenv(name, value)
+        capsys.readouterr()
+        status = main(list(args))
+        out = capsys.readouterr()
+    return subprocess.CompletedProcess(["tessera", *args], status, out.out, out.err)
 
 
 def one_error(done: subprocess.CompletedProcess) -> str:
@@ -52,18 +76,20 @@ def one_error(done: subprocess.CompletedProcess) -> str:
 
 
 @pytest.mark.parametrize("columns", ["-5"])  # the other values: tests/operators/test_env_values.py
-def test_a_columns_that_is_no_width_is_ignored_and_the_table_is_printed(index, tmp_path, columns):
-    listed = tessera("flows", "list", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
+def test_a_columns_that_is_no_width_is_ignored_and_the_table_is_printed(index, tmp_path, columns, monkeypatch,
+                                                                        capsys):
+    listed = tessera_here(monkeypatch, capsys, "flows", "list", cwd=tmp_path, TESSERA_HOME=str(tmp_path / "home"),
+                          COLUMNS=columns)
     assert listed.returncode == 0 and "bm25" in listed.stdout, listed.stderr
     assert max(len(line) for line in listed.stdout.splitlines()) == 120  # the default width
-    found = tessera("run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
-                    TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
+    found = tessera_here(monkeypatch, capsys, "run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                         TESSERA_HOME=str(tmp_path / "home"), COLUMNS=columns)
     assert found.returncode == 0 and "d1#0" in found.stdout, (found.stdout, found.stderr)
 
 
-def test_a_narrow_columns_still_prints_the_results(index, tmp_path):
-    found = tessera("run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
-                    TESSERA_HOME=str(tmp_path / "home"), COLUMNS="1")
+def test_a_narrow_columns_still_prints_the_results(index, tmp_path, monkeypatch, capsys):
+    found = tessera_here(monkeypatch, capsys, "run", "bm25", "--index", str(index), "-q", "elephants", cwd=tmp_path,
+                         TESSERA_HOME=str(tmp_path / "home"), COLUMNS="1")
     assert found.returncode == 0 and max(len(line) for line in found.stdout.splitlines()) == 20, found.stdout
 
 
@@ -118,10 +144,10 @@ def test_an_empty_home_without_tessera_home_is_refused_and_nothing_is_written(tm
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus.jsonl"]  # no folder named "  " either
 
 
-def test_a_relative_tessera_home_is_read_from_the_working_directory(tmp_path):
+def test_a_relative_tessera_home_is_read_from_the_working_directory(tmp_path, monkeypatch, capsys):
     (tmp_path / "corpus.jsonl").write_text("\n".join(CORPUS) + "\n")
-    done = tessera("ingest", "--source", "corpus.jsonl", "--index", "named", "--no-dense", cwd=tmp_path,
-                   TESSERA_HOME="rel")
+    done = tessera_here(monkeypatch, capsys, "ingest", "--source", "corpus.jsonl", "--index", "named", "--no-dense",
+                        cwd=tmp_path, TESSERA_HOME="rel")
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "rel" / "indices" / "named" / "manifest.json").is_file()
     assert f"{tmp_path / 'rel' / 'indices' / 'named'}: 2 docs" in done.stdout + done.stderr  # said absolute

@@ -40,7 +40,7 @@ sys.exit(status)
 """
 
 
-def _stopped(signum: int, whole: bool, grace: str = "1", hangs: bool = True) -> subprocess.CompletedProcess:
+def _stopped(signum: int, whole: bool, grace: str = "0.2", hangs: bool = True) -> subprocess.CompletedProcess:
     env = {**os.environ, "TESSERA_EXIT_GRACE_S": grace}
     env.pop("TESSERA_DEBUG", None)
     return subprocess.run([sys.executable, "-c", DRIVER, str(int(signum)), "whole" if whole else "call",
@@ -52,7 +52,7 @@ def _stopped(signum: int, whole: bool, grace: str = "1", hangs: bool = True) -> 
 def test_a_stopped_command_whose_threads_never_end_exits_after_the_grace(signum, status, said):
     proc = _stopped(signum, whole=True)  # without the guard: a hang, and subprocess's timeout fails the test
     assert proc.returncode == status, proc.stderr
-    assert proc.stderr.splitlines() == [said, "tessera: still exiting 1 s after the stop; ending now"]
+    assert proc.stderr.splitlines() == [said, "tessera: still exiting 0.2 s after the stop; ending now"]
 
 
 @pytest.mark.parametrize("grace", ["soon", "-1", "nan"])

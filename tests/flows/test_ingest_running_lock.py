@@ -113,8 +113,8 @@ def test_a_sweep_leaves_the_lock_of_a_live_run_which_removes_it_when_it_ends(tmp
     lock = tmp_path / STAGING_DIR / LOCK_FILE
     with holding(tmp_path) as process:
         started = time.monotonic()
-        assert not sweep(tmp_path, wait_s=0.3)
-        assert time.monotonic() - started >= 0.3  # it waited for the lock
+        assert not sweep(tmp_path, wait_s=0.1)
+        assert time.monotonic() - started >= 0.1  # it waited for the lock
         assert lock.exists()
         with Running(tmp_path) as running:  # a run starting now shares the live run's lock file
             assert os.fstat(running.fd).st_ino == os.stat(lock).st_ino and not running.alone()

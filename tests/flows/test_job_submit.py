@@ -57,7 +57,7 @@ def _stat(path: Path) -> tuple[int, int] | None:
     return (path.stat().st_mtime_ns, path.stat().st_size) if path.exists() else None
 
 
-def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path):
+def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path, flows_run_in_job):
     job_copy = tmp_path / "job"  # what Ray uploads of a checkout after `make demo`: data/sample, no .tessera/
     shutil.copytree(REPO / "data" / "sample", job_copy / "data" / "sample")
     proc = run_in_job("demo", "--index", ".tessera/indices/sample", "--queries", "data/sample/queries.jsonl",
@@ -66,8 +66,8 @@ def test_in_a_job_a_git_ignored_index_is_one_line_that_says_why(tmp_path):
     assert proc.returncode == 2 and len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "--index '.tessera/indices/sample' is not in this Ray job's copy of the working directory" in lines[0]
     assert "git-ignored" in lines[0] and '--index "$PWD/.tessera/indices/sample"' in lines[0]
-    outside = run_in_job("demo", "--index", "../indices/sample", "--queries", "data/sample/queries.jsonl",
-                         cwd=job_copy, home=tmp_path / "home")  # above the working directory: never uploaded
+    outside = flows_run_in_job("demo", "--index", "../indices/sample", "--queries", "data/sample/queries.jsonl",
+                               cwd=job_copy, home=tmp_path / "home")  # above the working directory: never uploaded
     line, = outside.stderr.strip().splitlines()
     assert outside.returncode == 2 and "leads out of the working directory" in line and "git-ignored" not in line
 

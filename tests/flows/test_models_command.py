@@ -31,12 +31,12 @@ def test_check_waits_as_long_as_the_aliases_timeout(fault_models, tmp_path, monk
     """A fixed 60 s: an alias with ``timeout: 1`` waited for a reply 5 s late (and ``local``, whose alias says 300 s,
     failed after 60 s on a busy CPU)."""
     monkeypatch.setattr(fault_models, "delay", 5.0)
-    monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "short.yaml", timeout=1)))
+    monkeypatch.setenv("TESSERA_MODELS", str(fault_models.models_file(tmp_path / "short.yaml", timeout=0.5)))
     started = time.perf_counter()
     status, out = run_cli("models", "fault-slow", "--check", "--json")
     (row,) = json.loads(out)["models"]
     assert status == 0 and row["reachable"], row
-    assert row["check"].startswith("failed: model 'fault-slow'") and row["check"].endswith("no reply within 1 s")
+    assert row["check"].startswith("failed: model 'fault-slow'") and row["check"].endswith("no reply within 0.5 s")
     assert time.perf_counter() - started < 4.5 and fault_models.attempts["slow"] == 1
 
 

@@ -42,7 +42,8 @@ def web_server(ray_dials) -> Iterator[str]:
             pass
 
     server = http.server.ThreadingHTTPServer((ray_dials, 0), Quiet)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # polled every 0.05 s for the shutdown below (the default half a second was each test's teardown)
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True).start()
     try:
         yield f"127.0.0.1:{server.server_address[1]}"
     finally:

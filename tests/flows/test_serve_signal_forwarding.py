@@ -66,8 +66,12 @@ signal.signal(signal.SIGINT, lambda signum, frame: threading.Thread(target=serve
 server.serve_forever()
 os.write(1, f"{len(asked)}\\n".encode())
 """
-PARENT_READY = ("import sys; from flows.commands.serve_process import run_serve; "
-                "sys.exit(run_serve(sys.argv[2:], {}, ready_url=f'http://127.0.0.1:{sys.argv[1]}/healthz'))")
+#: The parent as ``tessera serve`` runs it, but polling every 0.1 s instead of every second (``say_when_ready``'s
+#: ``every_s``): what is polled and said does not depend on the interval, and the test waited 3 s for three polls.
+PARENT_READY = ("import functools, sys; from flows.commands import serve_process; "
+                "serve_process.say_when_ready = functools.partial(serve_process.say_when_ready, every_s=0.1); "
+                "sys.exit(serve_process.run_serve(sys.argv[2:], {}, "
+                "ready_url=f'http://127.0.0.1:{sys.argv[1]}/healthz'))")
 
 
 def test_one_line_says_when_the_app_first_answers_its_health_check():

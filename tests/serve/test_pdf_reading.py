@@ -50,8 +50,8 @@ def test_too_many_pages_and_what_is_no_pdf_are_refused_naming_the_file(tmp_path,
 
 
 def test_a_pdf_that_takes_too_long_to_read_is_stopped_at_the_limit():
-    with pytest.raises(SourceError, match=r"^drawn.pdf: reading its text took more than 1.5 s \(max_pdf_seconds\)"):
-        pdf_pages(drawing_pdf(8), "drawn.pdf", seconds=1.5, max_pages=10)
+    with pytest.raises(SourceError, match=r"^drawn.pdf: reading its text took more than 0.5 s \(max_pdf_seconds\)"):
+        pdf_pages(drawing_pdf(8), "drawn.pdf", seconds=0.5, max_pages=10)
 
 
 def test_a_part_of_a_long_pdf_is_read_from_first_page_and_a_first_page_past_its_end_is_refused(tmp_path, pdf_writer):

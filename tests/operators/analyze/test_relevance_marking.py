@@ -8,6 +8,7 @@ import pyarrow as pa
 import pytest
 
 from operators.analyze.relevance_marking import place_markers
+from operators.llm.testing import SLOW_TIMEOUT_S
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract
 
@@ -60,7 +61,8 @@ def test_a_reply_that_changes_the_text_leaves_it_unmarked_and_says_why(fault_mod
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
                                            ("fault-junk", "no usable text")])
 def test_a_failed_call_leaves_the_text_unmarked(fault_models, model, reason):
-    op = create("analyze.relevance_marking", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="mark")
+    timeout = SLOW_TIMEOUT_S if model == "fault-slow" else 0.5
+    op = create("analyze.relevance_marking", {"model": model, "timeout": timeout, "num_retries": 0}, step_id="mark")
     out = op(one_row())
     assert out.column("marked_text").to_pylist() == [TEXT] and reason in out.column("marking_problem")[0].as_py()
     assert reason in op.drain_metadata()["q1"]["degraded"]["reason"]

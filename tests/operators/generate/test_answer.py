@@ -10,6 +10,7 @@ import pytest
 
 from operators.errors import OperatorError, ParamsError
 from operators.generate.answer import answer_cut, parse_answer
+from operators.llm.testing import SLOW_TIMEOUT_S
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract, sample_results
 
@@ -137,7 +138,8 @@ def test_a_reply_stopped_at_max_tokens_marks_the_answer_cut_only_when_the_cut_fe
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
                                            ("fault-junk", "no usable text")])
 def test_a_failure_keeps_the_rows_and_marks_the_query_degraded(fault_models, caplog, model, reason):
-    op = create("generate.answer", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="answer")
+    op = create("generate.answer", {"model": model, "timeout": SLOW_TIMEOUT_S if model == "fault-slow" else 0.5,
+                                    "num_retries": 0}, step_id="answer")
     table = with_context(sample_results(1, 3))
     with caplog.at_level(logging.WARNING):
         out = op(table)

@@ -47,6 +47,7 @@ class ScriptedRerankServer:
             self.attempts: Counter = Counter()
             self.in_flight = 0
             self.max_in_flight = 0
+            self.slow_s = 0.3  # how long the ``slow`` scenario holds each request
 
     def url(self, scenario: str) -> str:
         return f"http://127.0.0.1:{self.port}/{scenario}/rerank"
@@ -158,7 +159,7 @@ def _handler(state: ScriptedRerankServer):
                 else:
                     self._answer(200, _cohere(body))
             elif scenario == "slow":
-                time.sleep(0.3)
+                time.sleep(state.slow_s)
                 self._answer(200, _cohere(body))
             else:
                 self._answer(404, {"message": f"no scenario {scenario}"})
@@ -383,6 +384,7 @@ def test_queries_are_sent_concurrently(rerank_server):
     assert_reranked_by_server(table, out)
     assert rerank_server.max_in_flight >= 2
     rerank_server.reset()
+    rerank_server.slow_s = 0.1  # requests sent at once would overlap for this long too
     make(rerank_server.url("slow"), concurrent_requests=1)(table)
     assert rerank_server.max_in_flight == 1
 
@@ -397,6 +399,7 @@ def test_a_cancelled_flow_stops_between_requests(rerank_server, concurrent):
         if len(rerank_server.bodies("slow")) >= 3:
             raise FlowCancelled("the client went away")
 
+    rerank_server.slow_s = 0.1  # held while the next ones wait for a free slot: the step looks at the cancel then
     op = make(rerank_server.url("slow"), max_documents_per_request=1, concurrent_requests=concurrent)
     with pytest.raises(FlowCancelled, match="went away"), interruptible(check):
         op(sample_results(n_queries=3, per_query=10))

@@ -7,6 +7,7 @@ import pyarrow as pa
 import pytest
 
 from operators.errors import OperatorError, ParamsError
+from operators.llm.testing import SLOW_TIMEOUT_S
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract, sample_results
 
@@ -59,7 +60,8 @@ def test_empty_texts_are_not_sent(fault_models):
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
                                            ("fault-junk", "no usable text")])
 def test_a_failed_row_keeps_its_input_and_marks_the_query_degraded(fault_models, model, reason):
-    op = create("summarize.documents", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="sum")
+    op = create("summarize.documents", {"model": model, "timeout": SLOW_TIMEOUT_S if model == "fault-slow" else 0.5,
+                                        "num_retries": 0}, step_id="sum")
     table = sample_results(1, 2)
     out = op(table)
     assert out.column("summary").to_pylist() == table.column("text").to_pylist()

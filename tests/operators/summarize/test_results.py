@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from operators.llm.testing import SLOW_TIMEOUT_S
 from operators.registry import create, get_operator
 from operators.testing import OperatorContract, sample_results
 
@@ -49,7 +50,8 @@ def test_the_summary_key_is_a_param(fault_models):
 @pytest.mark.parametrize("model, reason", [("fault-error", "api"), ("fault-slow", "timeout"),
                                            ("fault-junk", "no usable text")])
 def test_a_failure_leaves_no_summary_and_marks_the_query_degraded(fault_models, model, reason):
-    op = create("summarize.results", {"model": model, "timeout": 0.5, "num_retries": 0}, step_id="summary")
+    op = create("summarize.results", {"model": model, "timeout": SLOW_TIMEOUT_S if model == "fault-slow" else 0.5,
+                                      "num_retries": 0}, step_id="summary")
     table = sample_results(1, 2)
     assert op(table).equals(table)
     meta = op.drain_metadata()["q1"]
