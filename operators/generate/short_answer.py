@@ -81,7 +81,20 @@ def short_span(reply: str, query: str) -> str:
         first -= 1                                                   # metrics drop articles, readers do not
     if first > 0 and _title_starts_before(words, first, known):  # "To Kill a Mockingbird", not "Kill a ..."
         first -= 1
-    return line[words[first].start():new[-1].end()].strip(" ,;:")
+    last = _name_after(line, words, words.index(new[-1]), set(STOPWORDS_EN))
+    return line[words[first].start():words[last].end()].strip(" ,;:")
+
+
+def _name_after(line: str, words: list[re.Match], last: int, small: set[str]) -> int:
+    """Where a span that ends at ``words[last]`` ends: past the capitalised words (not ``small`` ones: "Who") that
+    follow a lowercase last word directly, the name it qualifies ("of northern France", not "of northern", where
+    the question named France)."""
+    if not words[last][0][:1].islower():
+        return last
+    while last + 1 < len(words) and words[last + 1][0][:1].isupper() and words[last + 1][0].lower() not in small \
+            and line[words[last].end():words[last + 1].start()] == " ":
+        last += 1
+    return last
 
 
 def _title_starts_before(words: list[re.Match], first: int, known: set[str]) -> bool:

@@ -32,6 +32,18 @@ def test_short_span(reply, expected):
     assert short_span(reply, QUESTION) == expected
 
 
+@pytest.mark.parametrize("reply, expected", [
+    # the demo's question: the name after a lowercase last word is what that word qualifies, and stays (it went:
+    # "... regions of northern")
+    ("The Gothic architecture originated in the Île-de-France and Picardy regions of northern France.",
+     "originated in the Île-de-France and Picardy regions of northern France"),
+    ("It began in the north, France", "began in the north"),  # a comma between: the name is not the word's
+    ("Gothic architecture began in the Paris Basin of France", "began in the Paris Basin"),  # after a name: cut
+])
+def test_a_span_keeps_the_name_its_last_word_qualifies(reply, expected):
+    assert short_span(reply, "In which region of France did Gothic architecture originate?") == expected
+
+
 @pytest.mark.parametrize("style", ["sentences", "short"])
 @pytest.mark.parametrize("reply", ["Yes.", "1945"])
 def test_a_short_reply_is_an_answer_not_junk(fault_models, style, reply):
