@@ -68,15 +68,32 @@ def _own_log_lines(args: argparse.Namespace) -> None:
 
 class _Parser(argparse.ArgumentParser):
     """A parser whose subcommands report an unknown option themselves, with their own usage
-    (``usage: tessera run ...``), instead of handing it up to ``tessera``'s usage."""
+    (``usage: tessera run ...``), instead of handing it up to ``tessera``'s usage, naming the options it may have
+    meant. No option is taken for a longer one it begins: ``tessera bench --index NAME`` was ``--index-dir NAME``,
+    and built the dataset's indices in a folder named NAME."""
 
     root = False
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
 
     def parse_known_args(self, args=None, namespace=None):
         namespace, extras = super().parse_known_args(args, namespace)
         if extras and not self.root:
-            self.error(f"unrecognized arguments: {' '.join(extras)}")
+            self.error(f"unrecognized arguments: {' '.join(extras)}{self._meant(extras)}")
         return namespace, extras
+
+    def _meant(self, extras: list[str]) -> str:
+        """`` (did you mean '--index-dir'?)`` for the first unknown option: the options it begins, else those it
+        is close to."""
+        from operators.errors import close_names, did_you_mean
+
+        given = next((e.split("=", 1)[0] for e in extras if e.startswith("--")), None)
+        if given is None:
+            return ""
+        known = [option for option in self._option_string_actions if option.startswith("--")]
+        close = [option for option in known if option.startswith(given)] or close_names(given, known)
+        return f" ({did_you_mean(close)})" if close else ""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,7 +146,7 @@ def standalone_main(handler: Callable[[argparse.Namespace], int],
     ``flows.train``): its arguments plus ``--debug``, errors reported as ``tessera``'s are."""
     if argv is None:
         filter_known_ray_noise()
-    parser = argparse.ArgumentParser(prog=prog, description=description, epilog=epilog)
+    parser = _Parser(prog=prog, description=description, epilog=epilog)
     add_arguments(parser)
     parser.add_argument("--debug", action="store_true", help="print the traceback of an error")
     parser.set_defaults(typed_options=typed_options(parser))

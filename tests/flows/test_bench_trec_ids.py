@@ -37,7 +37,7 @@ def test_bench_refuses_a_spaced_id_in_its_index_before_the_flow_runs(dataset, tm
     status = main([*bench, "--out", str(tmp_path / "second")])
     err = capsys.readouterr().err
     assert status == 2, err
-    assert err.startswith(f"tessera: error: field 'flow': flow 'bm25': index {index} holds the document id 'a b', "
+    assert err.startswith(f"tessera: error: field '--flow': flow 'bm25': index {index} holds the document id 'a b', "
                           "which a TREC run cannot hold"), err
     assert len(err.strip().splitlines()) == 1  # no step ran: no progress
     assert not list((tmp_path / "second").glob("runs/*"))  # no run saved, no TREC file begun

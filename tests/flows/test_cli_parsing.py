@@ -29,6 +29,33 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
     assert err.rstrip().endswith(f"{prog}: error: unrecognized arguments: --frobnicate"), err
 
 
+@pytest.mark.parametrize("argv, said", [
+    # a beginning of a longer option was that option: the benchmark's indices were built in a folder named 'mine'
+    (["bench", "--dataset", "d", "--flow", "bm25", "--out", "o", "--index", "mine"],
+     "tessera bench: error: unrecognized arguments: --index mine (did you mean '--index-dir'?)"),
+    (["run", "bm25", "-q", "x", "--to", "3"],
+     "tessera run: error: unrecognized arguments: --to 3 (did you mean '--top'?)"),
+    (["run", "bm25", "-q", "x", "--indx", "sample"],
+     "tessera run: error: unrecognized arguments: --indx sample (did you mean '--index'?)"),
+])
+def test_an_option_is_never_taken_for_a_longer_one_and_the_error_names_what_was_meant(capsys, tmp_path, monkeypatch,
+                                                                                       argv, said):
+    monkeypatch.chdir(tmp_path)
+    err = _usage_error(capsys, argv)
+    assert err.rstrip().endswith(said), err
+    assert list(tmp_path.iterdir()) == []  # nothing built, nothing written
+
+
+def test_a_standalone_command_takes_no_beginning_of_an_option_either(capsys, tmp_path, monkeypatch):
+    from flows.commands.bench import main as bench_main
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_:
+        bench_main(["--dataset", "d", "--flow", "bm25", "--out", "o", "--index", "mine"])
+    assert exit_.value.code == 2 and "(did you mean '--index-dir'?)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_debug_is_taken_before_the_command_and_after_a_command_group(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("TESSERA_HOME", str(tmp_path))
     monkeypatch.delenv("TESSERA_DEBUG", raising=False)
