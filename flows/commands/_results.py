@@ -10,6 +10,9 @@ from flows.result import counted
 
 #: Characters of a query its table's title shows: a 10,000-character query filled 300 lines of the terminal.
 TITLE_CHARS = 160
+#: Said under an answer that max_tokens cut (``answer_cut``; not when the cut fell after it: its sources, a short
+#: answer's next line), by ``tessera run`` and ``tessera chat``.
+CUT_NOTE = "(cut off at the step's max_tokens: the answer may end mid-sentence)"
 
 
 def shortened(query: str) -> str:
@@ -79,7 +82,7 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
     if "answer" in meta:
         out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
         if meta.get("answer_cut"):  # not when the cut fell after the answer (its sources, a short answer's next line)
-            out.print("  [dim](cut off at the step's max_tokens: the answer may end mid-sentence)[/]")
+            out.print(f"  [dim]{CUT_NOTE}[/]")
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):

@@ -7,6 +7,7 @@ whole chat runs the script in a process of their own; the others call ``flows.co
 from __future__ import annotations
 
 import functools
+import json
 
 import pytest
 
@@ -98,3 +99,21 @@ def test_an_unknown_command_is_said_and_not_asked(fault_models, spec, tmp_path, 
                    stdin="/quite\n/help\n")
     assert proc.stdout == "" and fault_models.bodies == []
     assert "unknown command /quite" in proc.stderr and "unknown command /help" in proc.stderr
+
+
+def test_an_answer_cut_by_max_tokens_says_so_as_tessera_run_does(fault_models, spec, tmp_path, tessera):
+    """The chat printed an answer that max_tokens stopped mid-sentence as if whole ("... and it plays"), and its
+    JSON line did not say so; ``tessera run`` says it under the answer."""
+    fault_models.reply = "Honey bees make honey [1] and"  # fault-length: the reply stopped at max_tokens
+    shown = tessera("chat", str(spec), "--model", "fault-length", "--no-cache", home=tmp_path / "home",
+                    stdin="Which insects make honey?\n")
+    lines = shown.stdout.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("answer: Honey bees make honey [1] and"))
+    assert lines[said + 1].strip() == "(cut off at the step's max_tokens: the answer may end mid-sentence)", lines
+    scripted = tessera("chat", str(spec), "--model", "fault-length", "--no-cache", "--json", home=tmp_path / "home",
+                       stdin="Which insects make honey?\n")
+    assert json.loads(scripted.stdout)["answer_cut"] is True
+    fault_models.reply = "Honey bees make honey [1]."
+    whole = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
+                    stdin="Which insects make honey?\n")
+    assert "answer_cut" not in json.loads(whole.stdout) and "cut off" not in whole.stderr
