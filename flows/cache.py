@@ -297,6 +297,17 @@ class StepCache:
             args.append(step)
         return [{"step": s, **json.loads(e)} for s, e in self._conn().execute(query + " ORDER BY updated", args)]
 
+    def summary(self) -> dict[str, Any] | None:
+        """What the cache holds (``flows.cache_prune.summary``); None where no cache is (a run makes it). A folder
+        that is not a step cache is refused with a ``CacheError``, as ``prune`` refuses it."""
+        from flows.cache_prune import summary
+
+        if not self.root.exists():
+            return None
+        if not self.root.is_dir() or not is_cache_dir(self.root):
+            raise CacheError(f"{self.root} is not a Tessera step cache (no {MARKER})", field="cache_dir")
+        return summary(self._conn(), self.root / "data")
+
     def prune(self, *, max_bytes: int | None = None, older_than_s: float | None = None) -> dict[str, int]:
         """Evict stored outputs: every file unused for ``older_than_s`` seconds, then the least recently used
         until the stored outputs hold at most ``max_bytes``; their units go with them (a later run recomputes

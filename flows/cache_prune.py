@@ -15,6 +15,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
+from typing import Any
 
 #: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
 SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, prefix in enumerate("KMGT", 1)
@@ -45,6 +46,19 @@ def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, f
                     stat = entry.stat(follow_symlinks=False)
                     found.append((entry.name, stat.st_size, stat.st_mtime))
     return sorted(found, key=lambda f: (f[2], f[0]))
+
+
+def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
+    """What the cache holds, for deciding on a prune: stored output files and their bytes, units, saved model calls,
+    the steps it recorded (``flow``, ``step``) and when its files were last and least recently used (epoch seconds,
+    None when it has none)."""
+    files = stored_files(conn, data)
+    units = conn.execute("SELECT COUNT(*) FROM units WHERE file IS NOT NULL").fetchone()[0]
+    calls = conn.execute("SELECT COUNT(*) FROM units WHERE file IS NULL AND meta LIKE '{\"call\": %'").fetchone()[0]
+    steps, flows = conn.execute("SELECT COUNT(*), COUNT(DISTINCT flow) FROM steps").fetchone()
+    return {"files": len(files), "bytes": sum(size for _, size, _ in files), "units": units, "calls": calls,
+            "steps": steps, "flows": flows, "least_recent_use": files[0][2] if files else None,
+            "last_use": max(used for _, _, used in files) if files else None}
 
 
 def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_than_s: float | None

@@ -1,4 +1,5 @@
-"""``tessera cache explain FLOW [STEP] | prune | clear``: what the step cache keys on, bounding and clearing it."""
+"""``tessera cache info | explain FLOW [STEP] | prune | clear``: what the step cache holds and keys on, bounding and
+clearing it."""
 
 from __future__ import annotations
 
@@ -17,6 +18,11 @@ def register(sub: argparse._SubParsersAction, common: argparse.ArgumentParser) -
     cache = sub.add_parser("cache", help="inspect, prune or clear the step cache",
                            description="The step cache ($TESSERA_HOME/cache unless --cache-dir).")
     csub = cache.add_subparsers(title="actions", metavar="ACTION")
+    c_info = csub.add_parser("info", parents=[common], help="what the cache holds: its size, stored outputs, steps "
+                             "and when it was last used")
+    add_cache_dir_argument(c_info)
+    c_info.add_argument("--json", action="store_true", help="print JSON")
+    c_info.set_defaults(handler=_cmd_cache_info)
     c_explain = csub.add_parser("explain", parents=[common], help="what goes into each step's cache key")
     c_explain.add_argument("flow", metavar="FLOW", help="spec file, built-in or saved flow name")
     c_explain.add_argument("step", metavar="STEP", nargs="?", help="only this step")
@@ -171,6 +177,31 @@ def what_changed(last: dict[str, Any], now: dict[str, Any], digests: dict[str, s
     elif was.get("source") != code["source"]:
         out.append("code (the last run predates the record of which module)")
     return out or ["the key"]
+
+
+def _cmd_cache_info(args: argparse.Namespace) -> int:
+    from flows.cache import StepCache
+
+    root = _cache_root(args)
+    held = StepCache(root).summary()
+    if held is None:
+        report(args, {"cache_dir": str(root), "exists": False}, f"no step cache at {root} (a run with the cache "
+               "on makes it)")
+        return EXIT_OK
+    used = f"; last used {_when(held['last_use'])}, least recently {_when(held['least_recent_use'])}" \
+        if held["files"] else ""
+    report(args, {"cache_dir": str(root), "exists": True, **held},
+           f"step cache {root}: {format_bytes(held['bytes'])} in {held['files']:,} file(s), {held['units']:,} stored "
+           f"unit(s) of {held['steps']} step(s) of {held['flows']} flow(s)"
+           + (f", {held['calls']:,} saved model call(s)" if held["calls"] else "") + used
+           + "\nbound it with tessera cache prune --max-size SIZE or --older-than DAYS")
+    return EXIT_OK
+
+
+def _when(epoch: float) -> str:
+    import time
+
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(epoch))
 
 
 def _cmd_cache_clear(args: argparse.Namespace) -> int:
