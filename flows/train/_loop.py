@@ -3,6 +3,7 @@ step loop (``fit``)."""
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from typing import TYPE_CHECKING, Any, Callable
@@ -11,6 +12,8 @@ from flows.train.step_bar import step_bar
 
 if TYPE_CHECKING:
     from flows.train.resume import EpochState
+
+log = logging.getLogger("tessera.train")
 
 
 def seed_everything(seed: int) -> None:
@@ -45,8 +48,15 @@ def steps_per_epoch(n_examples: int, batch_size: int) -> int:
     return max(1, math.ceil(n_examples / batch_size))
 
 
-def total_steps(n_examples: int, batch_size: int, epochs: int, max_steps: int | None) -> int:
-    steps = steps_per_epoch(n_examples, batch_size) * epochs
+def total_steps(n_examples: int, batch_size: int, epochs: int, max_steps: int | None, desc: str = "training") -> int:
+    """The steps of a schedule: its epochs', or ``max_steps`` where fewer. More is said, not trained: a schedule is
+    its epochs (``--epochs`` trains longer), and ``--max-steps 5000`` over 300 steps stopped at 300 without a word."""
+    per_epoch = steps_per_epoch(n_examples, batch_size)
+    steps = per_epoch * epochs
+    if max_steps and max_steps > steps:
+        log.warning("%s: max_steps=%d is more than its %d epoch(s) of %d step(s) (%d examples, batches of %d): it "
+                    "stops after %d steps; give more epochs to train longer", desc, max_steps, epochs, per_epoch,
+                    n_examples, batch_size, steps)
     return min(steps, max_steps) if max_steps else steps
 
 
@@ -89,7 +99,7 @@ def fit(model, loss_of: Callable[[list[list[str]]], Any], examples: list[dict[st
     from tqdm.auto import tqdm
 
     losses = [] if losses is None else losses
-    steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps)
+    steps = total_steps(len(examples), params.batch_size, params.epochs, max_steps, desc)
     opt, schedule = optimizer(parameters, params.lr, params.weight_decay, params.warmup_ratio, steps)
     done_epochs = 0
     if state is not None:

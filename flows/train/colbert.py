@@ -17,7 +17,6 @@ Usage::
 from __future__ import annotations
 
 import json
-import math
 import random
 import time
 from pathlib import Path
@@ -93,15 +92,14 @@ def _train(data: list[dict[str, Any]], output: Path, *, base: str, epochs: int, 
            warmup_ratio: float, weight_decay: float, device: str | None) -> Path:
     import torch
 
-    from flows.train._loop import running_loss
+    from flows.train._loop import running_loss, total_steps
     from operators.models.colbert import new_colbert
 
     torch.manual_seed(seed)
     order_rng = random.Random(seed)
     model = new_colbert(base, dim=dim, seed=seed, device=device, query_maxlen=query_maxlen, doc_maxlen=doc_maxlen)
     model.train()
-    steps_per_epoch = math.ceil(len(data) / batch_size)
-    total = epochs * steps_per_epoch if max_steps is None else min(max_steps, epochs * steps_per_epoch)
+    total = total_steps(len(data), batch_size, epochs, max_steps, "colbert")
     optimizer = torch.optim.AdamW(_parameter_groups(model, weight_decay), lr=lr,
                                   fused=model.device.type in ("cpu", "cuda"))  # fused: ~40x faster steps on CPU
     warmup = int(warmup_ratio * total)
