@@ -327,8 +327,9 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
 
     ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 200 MiniLM word pieces, BM25 and
     FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``,
-    ``settings``, ``chunk``, ``retry_failed``, ``colbert``, ``replace``). In-process by default; ``executor="ray"``
-    embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the documents are added to it.
+    ``settings``, ``chunk``, ``retry_failed``, ``colbert``, ``replace``, ``encoding``, ``fields``). In-process by
+    default; ``executor="ray"`` embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the
+    documents are added to it.
     """
     from flows.ingestion import ingest as run_ingestion
     from flows.model_check import MissingModelsError

@@ -4,7 +4,8 @@
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor local|ray]
-                   [--retry-failed] [--replace] [--encoding NAME] [--colbert MODEL] [--json] [--quiet]
+                   [--retry-failed] [--replace] [--encoding NAME] [--text-field F] [--id-field F]
+                   [--title-field F] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
 An index with vectors gets its encoder's ONNX export at the end (unless ``TESSERA_QUERY_ENCODER=torch``), so
@@ -32,7 +33,8 @@ from flows.commands.ingest_interrupt import StopOnInterrupt
 #: ``retry_failed=True``), and the options that this command names them by (``--source 'x'``, ``--retry-failed``):
 #: the one place the two are mapped (``cli_option_error``, ``cli_option_logs``).
 OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert",
-           "retry_failed": "--retry-failed", "replace": "--replace", "encoding": "--encoding"}
+           "retry_failed": "--retry-failed", "replace": "--replace", "encoding": "--encoding",
+           "text_field": "--text-field", "id_field": "--id-field", "title_field": "--title-field"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
@@ -65,6 +67,10 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help="the source files' text encoding (cp1252, latin-1, shift_jis...) for JSONL, CSV/TSV, "
                         "text, Markdown and HTML files; default: UTF-8, and a file that is not is read in the "
                         "encoding charset-normalizer guesses, named in a warning")
+    for what, default in (("text", "text"), ("id", "_id, then docno, id, doc_id"), ("title", "title")):
+        parser.add_argument(f"--{what}-field", metavar="FIELD",
+                            help=f"the records' field (a CSV/TSV or Parquet column, a JSONL key) that holds the "
+                            f"documents' {what} (default: {default})")
     parser.add_argument("--colbert", metavar="MODEL",
                         help="after ingesting, precompute the document tokens of this ColBERT model (a name "
                         "trained by tessera train, or a checkpoint folder) for rerank.colbert")
@@ -106,7 +112,7 @@ def handle(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, executor=args.executor,
                             chunk=False if args.no_chunk else None, spec=args.spec, progress=not args.quiet,
                             retry_failed=args.retry_failed, colbert=args.colbert, replace=args.replace,
-                            encoding=args.encoding)
+                            encoding=args.encoding, fields=_fields(args))
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
@@ -150,13 +156,37 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
     retry = f"fix them, then: tessera ingest --index {shlex.quote(r.index)} --retry-failed"
     if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
-        print(f"tessera: error: no document was ingested: all {r.failures} failed (why: {r.index}/failures.jsonl; "
-              f"{retry})", file=sys.stderr, flush=True)
+        first = _first_failure(r.index)
+        print(f"tessera: error: no document was ingested: all {r.failures} failed ("
+              + (f"the first: {first}; " if first else "") + f"why: {r.index}/failures.jsonl; {retry})",
+              file=sys.stderr, flush=True)
         return EXIT_INTERNAL
     if r.failures or r.open_failures:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
                   f"{r.index}/failures.jsonl[/] ({retry})", soft_wrap=True)
     return EXIT_OK
+
+
+def _first_failure(index: str) -> str | None:
+    """The first open failure's error in the index's ledger, as the one line says it (None: none there): when every
+    document failed, the why belongs on the error line, not only in the warnings above it and the file."""
+    from flows.ingestion.ledger import Ledger, finished_shards
+    from operators.errors import one_line
+    from operators.store import Index, IndexStoreError
+
+    ledger = Ledger(index)
+    try:
+        failures = ledger.open_failures(finished_shards(Index.open(index, verify=False), ledger))
+    except IndexStoreError:
+        return None
+    return one_line(failures[0].described()) if failures else None
+
+
+def _fields(args: argparse.Namespace) -> dict[str, str] | None:
+    """``--text-field`` and the others given, as ``ingest``'s ``fields``."""
+    given = {name: getattr(args, name) for name in ("id_field", "text_field", "title_field")
+             if getattr(args, name) is not None}
+    return given or None
 
 
 def _prepare_query_encoder(index: str) -> tuple[str, float, str] | None:

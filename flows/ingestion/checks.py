@@ -69,7 +69,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
                  shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
                  chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
                  retry_failed: bool = False, colbert: str | None = None,
-                 encoding: str | None = None) -> CheckedIngest:
+                 encoding: str | None = None, fields: dict[str, str] | None = None) -> CheckedIngest:
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
     from operators.store import Index, IndexStoreError, resolve_index
@@ -99,9 +99,13 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         if encoding is not None:
             raise IngestError("a retry reads its failures as their source was read, in its encoding; to read a "
                               "source in another one, ingest it with encoding= (and replace=True)", field="encoding")
+        if fields:
+            name = next(iter(fields))
+            raise IngestError(f"a retry reads its failures as their source was read, with its fields; to read a "
+                              f"source's other fields, ingest it with {name}= (and replace=True)", field=name)
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
-        plan = build_plan(spec, source, chunk, encoding=encoding)
+        plan = build_plan(spec, source, chunk, encoding=encoding, fields=fields)
         try:
             check_source(plan.read)
         except SourceNotFoundError as err:

@@ -359,6 +359,7 @@ def ingest(
     replace: bool = False,
     delete_doc_ids: Iterable[str] = (),
     encoding: str | None = None,
+    fields: dict[str, str] | None = None,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -378,11 +379,13 @@ def ingest(
     without it, such a document fails its shard's commit. ``delete_doc_ids``: documents deleted by the first
     commit, so that a search sees them go when the new ones arrive (a re-sent file's pages that it no longer has).
     ``encoding``: the source files' text encoding (the read step's ``encoding`` param); without it, UTF-8, and a
-    guess for a file that is not UTF-8 (named in a warning).
+    guess for a file that is not UTF-8 (named in a warning). ``fields``: which of the records' fields hold the id,
+    the text and the title (``{"text_field": "body"}``: the read step's ``id_field``, ``text_field``,
+    ``title_field``), for a CSV or JSONL whose columns are not BEIR's.
     """
     delete_doc_ids = doc_ids_to_delete(delete_doc_ids)
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
-                           spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding)
+                           spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding, fields=fields)
     # int(): a numpy integer passes the check but not json.dumps of the staging plan
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=int(shard_size),
                executor=executor, progress=progress, on_progress=on_progress, replace=replace,

@@ -81,6 +81,14 @@ class Failure:
     def to_dict(self) -> dict[str, Any]:
         return {k: v for k, v in asdict(self).items() if v is not None}
 
+    def described(self) -> str:
+        """``where: why`` as a person reads it: the file and line (or the id) and the error, said once."""
+        from operators.errors import shown_name
+
+        path = shown_name(self.path) if self.path else self.path
+        where = path if self.line is None else f"{path}, line {self.line}"
+        return f"{where or self.id}: {self.error.removeprefix(f'{path}: ') if path else self.error}"
+
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Failure":
         return cls(**{k: data.get(k) for k in cls.__dataclass_fields__ if k in data})

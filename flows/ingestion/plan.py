@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from flows.ingestion.errors import IngestError
 from operators.base import Source
-from operators.errors import SourceError
+from operators.errors import SourceError, short_repr
 from operators.sources.encoding import check_encoding
 
 log = logging.getLogger("tessera.ingest")
@@ -147,9 +147,10 @@ def _warn_unread(source: str | Path, names: list[str], quiet: bool) -> None:
 
 def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
                chunk: dict[str, Any] | Literal[False] | None, *, quiet: bool = False,
-               encoding: str | None = None) -> IngestPlan:
-    """Read, chunk and embed from the spec, with ``source``, ``chunk`` and the read step's ``encoding``
-    overriding it (``quiet``: no warning about a folder's files that are not read)."""
+               encoding: str | None = None, fields: dict[str, str] | None = None) -> IngestPlan:
+    """Read, chunk and embed from the spec, with ``source``, ``chunk`` and the read step's ``encoding`` and
+    ``fields`` (``id_field``, ``text_field``, ``title_field``) overriding it (``quiet``: no warning about a
+    folder's files that are not read)."""
     from operators.registry import get_operator
 
     flow, spec_settings = load_spec(spec)
@@ -178,6 +179,7 @@ def build_plan(spec: str | Path | dict | None, source: str | Path | dict | None,
         except SourceError as err:
             raise IngestError(f"encoding='{encoding}': {err.message}", field="encoding") from None
         params = {**params, "encoding": encoding}
+    params = {**params, **_read_fields(fields, cls, op_name)}
     op = cls(params, step_id="read")
     if chunk is False:
         chunk_params = None
@@ -271,3 +273,27 @@ def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
         first = err.errors()[0]
         raise IngestError(f"bad index settings: {first['msg']}",  # loc is empty for a check of the whole
                           field=".".join(["settings", *map(str, first["loc"])])) from None
+
+
+#: The read step's params that ``fields`` may set: which of a record's fields is the id, the text, the title.
+READ_FIELDS = ("id_field", "text_field", "title_field")
+
+
+def _read_fields(fields: dict[str, str] | None, cls: Any, op_name: str) -> dict[str, str]:
+    """``fields`` as the read step's params, each checked here so that its error names it as the caller gave it
+    (``text_field``, ``--text-field`` on the command line), not as a step's param."""
+    if fields is not None and not isinstance(fields, dict):
+        raise IngestError(f"fields must be a dict such as {{'text_field': 'body'}}, got {type(fields).__name__} "
+                          f"{short_repr(fields)}", field="fields")
+    checked = {}
+    for name, value in (fields or {}).items():
+        if name not in READ_FIELDS:
+            raise IngestError(f"fields: '{name}' is none of {', '.join(READ_FIELDS)}", field="fields")
+        if name not in cls.Params.model_fields:
+            raise IngestError(f"{name}='{value}' is for sources of records (JSONL, CSV/TSV, Parquet); the read step "
+                              f"'{op_name}' reads files whole (PDF, text, Markdown, HTML)", step="read", op=op_name,
+                              field=name)
+        if not isinstance(value, str) or not value.strip():
+            raise IngestError(f"{name} must name a field, got {short_repr(value)}", field=name)
+        checked[name] = value
+    return checked

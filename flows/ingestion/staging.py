@@ -49,7 +49,6 @@ from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards
 from operators.atomic import write_bytes
 from operators.base import Source
-from operators.errors import shown_name
 from operators.store.upgrade import STAGING_DIR, STATE_FILE  # noqa: F401 - this module's names too
 from operators.tables import concat
 
@@ -355,10 +354,7 @@ def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
     if failure.id in skip:
         return 0
     if logged < LOGGED_FAILURES:
-        path = shown_name(failure.path) if failure.path else failure.path
-        where = path if failure.line is None else f"{path}, line {failure.line}"
-        error = failure.error.removeprefix(f"{path}: ") if path else failure.error
-        log.warning("left out: %s: %s", where or failure.id, error)
+        log.warning("left out: %s", failure.described())
     return 1
 
 

@@ -187,8 +187,8 @@ class DocumentMapper:
         if p.text_field not in names:
             raise SourceError(
                 f"{where}: no text column '{p.text_field}' (columns: {names}); name the column that holds the "
-                f"text with the read step's text_field (a spec's read step {{op: {self.op.name}, params: {{..., "
-                "text_field: COLUMN}}, given as --spec; --source may still name the files)",
+                "text: tessera ingest --text-field COLUMN (in Python, ingest(..., fields={'text_field': COLUMN}); in "
+                f"a spec, the read step's param: {{op: {self.op.name}, params: {{..., text_field: COLUMN}}}})",
                 op=self.op.name, step=self.op.step_id, field="params.text_field",
             )
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None

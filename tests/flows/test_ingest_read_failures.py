@@ -93,8 +93,9 @@ def test_the_cli_names_the_file_and_line_and_fails_only_when_nothing_was_ingeste
     broken.write_text(HEADER + 'x1,T,"never closed\nx2,T,one,two\n')
     assert main(["ingest", "--index", str(tmp_path / "idx2"), *command[3:], "--source", str(broken)]) == 1
     err = capsys.readouterr().err  # an error line on stderr, its command to paste on one line
-    assert f"tessera: error: no document was ingested: all 2 failed (why: {tmp_path / 'idx2'}/failures.jsonl; fix " \
-        f"them, then: tessera ingest --index {tmp_path / 'idx2'} --retry-failed)\n" in err
+    assert f"tessera: error: no document was ingested: all 2 failed (the first: {broken}, line 2: " in err
+    assert f"; why: {tmp_path / 'idx2'}/failures.jsonl; fix them, then: tessera ingest --index {tmp_path / 'idx2'} " \
+        "--retry-failed)\n" in err
 
 
 def test_a_value_that_does_not_fit_its_column_is_a_failure_of_its_row(tmp_path):
@@ -118,9 +119,9 @@ def test_a_csv_file_that_cannot_be_read_is_a_failure_of_the_file(tmp_path):
     assert (report.docs, report.failures) == (1, 2) and _live(tmp_path / "idx") == ["g1"]
     failures = _open(tmp_path / "idx")
     assert failures["body.csv"] == f"{folder / 'body.csv'}: no text column 'text' (columns: ['_id', 'body']); " \
-                                   "name the column that holds the text with the read step's text_field (a spec's " \
-                                   "read step {op: sources.csv, params: {..., text_field: COLUMN}}, given as " \
-                                   "--spec; --source may still name the files)"
+                                   "name the column that holds the text: tessera ingest --text-field COLUMN (in " \
+                                   "Python, ingest(..., fields={'text_field': COLUMN}); in a spec, the read step's " \
+                                   "param: {op: sources.csv, params: {..., text_field: COLUMN}})"
     assert "BadGzipFile" in failures["zipped.csv.gz"]
     (folder / "body.csv").write_text(HEADER + "b1,T,now it has one\nb2,T,\"bad\n")
     (folder / "zipped.csv.gz").write_bytes(gzip.compress((HEADER + "z1,T,zipped\n").encode()))
