@@ -184,8 +184,9 @@ def _first_failure(index: str) -> str | None:
 
 def _fields(args: argparse.Namespace) -> dict[str, str] | None:
     """``--text-field`` and the others given, as ``ingest``'s ``fields``."""
-    given = {name: getattr(args, name) for name in ("id_field", "text_field", "title_field")
-             if getattr(args, name) is not None}
+    from flows.ingestion.plan import READ_FIELDS
+
+    given = {name: getattr(args, name) for name in READ_FIELDS if getattr(args, name) is not None}
     return given or None
 
 
