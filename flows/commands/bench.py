@@ -39,6 +39,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default 1; TREC DL uses 2)")
     parser.add_argument("--index-dir", metavar="DIR",
                         help="where built indices live (default $TESSERA_HOME/indices/auto)")
+    parser.add_argument("--index", dest="own_index", help=argparse.SUPPRESS)  # refused in handle, saying why
     parser.add_argument("--no-cache", action="store_true",
                         help="rerun every flow (ignore cached runs; no step cache)")
     add_cache_dir_argument(parser)  # the step cache's folder, as tessera run's
@@ -63,6 +64,12 @@ def parse_ks(text: str) -> list[int]:
 
 
 def handle(args: argparse.Namespace) -> int:
+    if args.own_index is not None:  # as tessera run's: it was taken for --index-dir and built indices in that folder
+        raise BenchError(f"tessera bench searches no index of yours ('{args.own_index}'): it builds each flow's "
+                         "index from --dataset's corpus.jsonl, so that every flow is measured on the same "
+                         "documents (--index-dir DIR: the folder those are kept in). To measure a flow over your "
+                         "index, run it with tessera run FLOW --index NAME --queries QUERIES --out run.trec and "
+                         "score run.trec against the dataset's qrels", field="--index")
     if args.no_mlflow and args.mlflow_uri:
         raise BenchError("--mlflow-uri and --no-mlflow: give one (where to log, or not to log)", field="mlflow-uri")
     refuse_cache_dir_without_cache(args)

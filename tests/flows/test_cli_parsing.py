@@ -30,9 +30,9 @@ def test_an_unknown_option_is_reported_with_the_usage_of_the_command_it_was_give
 
 
 @pytest.mark.parametrize("argv, said", [
-    # a beginning of a longer option was that option: the benchmark's indices were built in a folder named 'mine'
-    (["bench", "--dataset", "d", "--flow", "bm25", "--out", "o", "--index", "mine"],
-     "tessera bench: error: unrecognized arguments: --index mine (did you mean '--index-dir'?)"),
+    # a beginning of a longer option was that option: tessera bench --index mine built its indices in 'mine'
+    (["bench", "--dataset", "d", "--flow", "bm25", "--out", "o", "--index-di", "mine"],
+     "tessera bench: error: unrecognized arguments: --index-di mine (did you mean '--index-dir'?)"),
     (["run", "bm25", "-q", "x", "--to", "3"],
      "tessera run: error: unrecognized arguments: --to 3 (did you mean '--top'?)"),
     (["run", "bm25", "-q", "x", "--indx", "sample"],
@@ -51,8 +51,20 @@ def test_a_standalone_command_takes_no_beginning_of_an_option_either(capsys, tmp
 
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_:
-        bench_main(["--dataset", "d", "--flow", "bm25", "--out", "o", "--index", "mine"])
+        bench_main(["--dataset", "d", "--flow", "bm25", "--out", "o", "--index-di", "mine"])
     assert exit_.value.code == 2 and "(did you mean '--index-dir'?)" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_tessera_bench_says_it_searches_no_index_of_yours(capsys, tmp_path, monkeypatch):
+    """``--index``, as tessera run takes it, was ``--index-dir``: the dataset's indices were built in that folder."""
+    monkeypatch.chdir(tmp_path)
+    status = main(["bench", "--dataset", "d", "--flow", "bm25", "--out", "o", "--index", "mine"])
+    err = capsys.readouterr().err
+    assert status == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("tessera: error: field '--index': tessera bench searches no index of yours ('mine'): it "
+                          "builds each flow's index from --dataset's corpus.jsonl"), err
+    assert "tessera run FLOW --index NAME --queries QUERIES --out run.trec" in err
     assert list(tmp_path.iterdir()) == []
 
 
