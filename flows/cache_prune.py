@@ -22,6 +22,11 @@ SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, pr
                                 for suffix in ("", "B", "IB")}}
 
 
+#: The rows of ``units`` that are model calls an unfinished batch saved (``flows.cache_calls``): no rows stored, the
+#: metadata ``{"call": reply, "saved": time}``.
+SAVED_CALLS = "file IS NULL AND meta LIKE '{\"call\": %'"
+
+
 def parse_size(text: str) -> int:
     """Bytes of ``500M``, ``2G``, ``1.5GB``, ``1048576`` (binary units); a ``ValueError`` says what is accepted."""
     match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
@@ -54,11 +59,11 @@ def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
     None when it has none)."""
     files = stored_files(conn, data)
     units = conn.execute("SELECT COUNT(*) FROM units WHERE file IS NOT NULL").fetchone()[0]
-    calls = conn.execute("SELECT COUNT(*) FROM units WHERE file IS NULL AND meta LIKE '{\"call\": %'").fetchone()[0]
+    calls = conn.execute(f"SELECT COUNT(*) FROM units WHERE {SAVED_CALLS}").fetchone()[0]
     steps, flows = conn.execute("SELECT COUNT(*), COUNT(DISTINCT flow) FROM steps").fetchone()
     return {"files": len(files), "bytes": sum(size for _, size, _ in files), "units": units, "calls": calls,
             "steps": steps, "flows": flows, "least_recent_use": files[0][2] if files else None,
-            "last_use": max(used for _, _, used in files) if files else None}
+            "last_use": files[-1][2] if files else None}  # least recently used first
 
 
 def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_than_s: float | None
@@ -104,7 +109,7 @@ def remove_old_calls(conn: sqlite3.Connection, cutoff: float) -> int:
     whose metadata is ``{"call": reply, "saved": time}``; one saved before the time was recorded counts as old). A
     batch that ends drops its own; one interrupted and never rerun left them for good. Returns how many."""
     old = []
-    for key, meta in conn.execute("SELECT key, meta FROM units WHERE file IS NULL AND meta LIKE '{\"call\": %'"):
+    for key, meta in conn.execute(f"SELECT key, meta FROM units WHERE {SAVED_CALLS}"):
         with contextlib.suppress(ValueError, TypeError, AttributeError):
             record = json.loads(meta)
             if isinstance(record.get("call"), dict) and float(record.get("saved") or 0) < cutoff:

@@ -211,7 +211,7 @@ class Indices:
         from operators.errors import TesseraError
 
         path, row = self._writable(name, tenant)
-        self._refuse_busy(name)  # checked again below: one may start while this upload is checked
+        self._refuse_busy(name, row)  # checked again below: one may start while this upload is checked
         seen = row["created"] if row is not None else None  # the task is queued only if the index is still this one
         spec = self._spec(request.spec, row)
         if (path / "manifest.json").exists():  # ids already there (409), metadata its columns cannot take (422)
@@ -230,7 +230,7 @@ class Indices:
             except TesseraError as err:
                 if self._changed(name, seen):  # the index (or the file) went while it was checked
                     raise _IndexChanged() from None
-                self._refuse_busy(name)  # one started meanwhile: its half-written files are not the upload's fault
+                self._refuse_busy(name, self.service.store.index(name))  # one started meanwhile: not the upload's fault
                 from operators.models.references import ModelNotFoundError
                 from serve.flow_request import public_text
 
@@ -283,7 +283,7 @@ class Indices:
     def delete_documents(self, name: str, ids: list[str], tenant: str) -> dict[str, Any]:
         """Tombstone every passage of ``ids``; which ids were found and how many passages went."""
         path, row = self._owned(name, tenant)
-        self._refuse_busy(name)
+        self._refuse_busy(name, row)
         with deleted_meanwhile(path, name):
             index = open_index(path)  # None: its first ingestion has not committed, so no documents (as GET says)
             present = live_doc_ids(index) if index is not None else set()
@@ -384,14 +384,14 @@ class Indices:
     def _refusal(self, name: str, why: str) -> ApiError:
         return index_refusal(self.service.limits, name, why)
 
-    def _refuse_busy(self, name: str) -> None:
-        """A 409 while an ingestion or a compaction of index ``name`` runs: an upload's check would read its files
-        half-written (a manifest being replaced), and could not be queued anyway."""
-        row = self.service.store.index(name)
+    def _refuse_busy(self, name: str, row: dict[str, Any] | None) -> None:
+        """A 409 while an ingestion or a compaction of index ``name`` (its task store ``row``) runs: an upload's check
+        would read its files half-written (a manifest being replaced), and could not be queued anyway."""
         running = row["ingest_task"] if row is not None else None
         task = self.service.store.task(running, None) if running else None
         if task is not None and task["status"] in UNFINISHED:
             raise self._refusal(name, f"busy:{running}")
+
 
 def _ownership(row: dict[str, Any] | None, tenant: str) -> dict[str, Any]:
     owned = row is not None and row["owner"] == tenant

@@ -154,13 +154,9 @@ def ensure_index(plan: IndexPlan, corpus: Path, *, executor: str = "local",
 def failed_documents(plan: IndexPlan) -> int:
     """How many corpus documents are not in the index because they failed to ingest (the ledger's open
     failures, in ``<index>/failures.jsonl``)."""
-    from flows.ingestion.ledger import Ledger, finished_shards
-    from operators.store import Index
+    from flows.ingestion.ledger import open_failures_at
 
-    ledger = Ledger(plan.path)
-    if not ledger.path.is_file():
-        return 0
-    return len(ledger.open_failures(finished_shards(Index.open(plan.path, verify=False), ledger)))
+    return len(open_failures_at(plan.path))
 
 
 def _jsonable(report: Any) -> Any:

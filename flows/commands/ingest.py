@@ -170,13 +170,12 @@ def handle(args: argparse.Namespace) -> int:
 def _first_failure(index: str) -> str | None:
     """The first open failure's error in the index's ledger, as the one line says it (None: none there): when every
     document failed, the why belongs on the error line, not only in the warnings above it and the file."""
-    from flows.ingestion.ledger import Ledger, finished_shards
+    from flows.ingestion.ledger import open_failures_at
     from operators.errors import one_line
-    from operators.store import Index, IndexStoreError
+    from operators.store import IndexStoreError
 
-    ledger = Ledger(index)
     try:
-        failures = ledger.open_failures(finished_shards(Index.open(index, verify=False), ledger))
+        failures = open_failures_at(index)
     except IndexStoreError:
         return None
     return one_line(failures[0].described()) if failures else None

@@ -213,6 +213,17 @@ class Ledger:
         return [failure for _, failure in sorted(found.values(), key=lambda item: item[0])]
 
 
+def open_failures_at(index_path: str | Path) -> list[Failure]:
+    """The open failures of the index at ``index_path`` as its ledger holds them after a run (none without a
+    ledger); an ``IndexStoreError`` where no index opens there."""
+    from operators.store import Index
+
+    ledger = Ledger(index_path)
+    if not ledger.path.is_file():
+        return []
+    return ledger.open_failures(finished_shards(Index.open(index_path, verify=False), ledger))
+
+
 def finished_shards(index, ledger: Ledger | None = None) -> set[str]:
     """The shards that are finished: committed (in the manifest of ``index``, None while it has none) or recorded
     empty in the ledger (every document of them failed, so there is no shard folder to commit). Staging, the

@@ -86,9 +86,9 @@ def short_span(reply: str, query: str) -> str:
 
 
 def _name_after(line: str, words: list[re.Match], last: int, small: set[str]) -> int:
-    """Where a span that ends at ``words[last]`` ends: past the capitalised words (not ``small`` ones: "Who") that
-    follow a lowercase last word directly, the name it qualifies ("of northern France", not "of northern", where
-    the question named France)."""
+    """Where a span that ends at ``words[last]`` ends: past the capitalised words (not ``small`` ones: "The", "And")
+    that follow a lowercase last word directly, the name it qualifies ("of northern France", not "of northern",
+    where the question named France)."""
     if not words[last][0][:1].islower():
         return last
     while last + 1 < len(words) and words[last + 1][0][:1].isupper() and words[last + 1][0].lower() not in small \
