@@ -79,11 +79,19 @@ def answer_path(target: ModelCard | FlowSpec) -> FlowSpec:
             found.setdefault(cls.name, target.steps[step_id])
         steps = {step_id: found.get(op, StepSpec(op=op)).model_copy(update={"inputs": None})
                  for step_id, op in ANSWER_PATH.items()}
+        steps["answer"] = _without_relevance_gate(steps["answer"])
         return FlowSpec(name=f"{target.name}_documents", steps=steps)
     answer = StepSpec(op=ANSWER_PATH["answer"], params={"model": gateway_alias(target)},
                       placement=Placement(deployment=target.deployment, app=svc.current().app_name))
     return FlowSpec(name=f"{target.id}_documents", steps={step_id: answer if step_id == "answer" else StepSpec(op=op)
                                                           for step_id, op in ANSWER_PATH.items()})
+
+
+def _without_relevance_gate(answer: StepSpec) -> StepSpec:
+    """The answer step without ``min_relevance``: the documents sent are the ones to answer from, and they carry no
+    search's score to gate on."""
+    params = {key: value for key, value in (answer.params or {}).items() if key != "min_relevance"}
+    return answer.model_copy(update={"params": params})
 
 
 def gateway_alias(card: ModelCard) -> str:

@@ -8,7 +8,8 @@ scores are torchmetrics' SQuAD metric, the SQuAD v1.1 evaluation script's defini
 (Rajpurkar et al., EMNLP 2016): lower case, punctuation and the articles a/an/the
 removed, whitespace collapsed; EM is 1 when the normalised strings are equal, F1 the
 harmonic mean of precision and recall over the normalised tokens (as a bag). A query
-the flow left unanswered scores 0 on both; a question without a gold answer is not counted.
+the flow left unanswered scores 0 on both, as does one it abstained on (``abstained``: generate.answer's
+``min_relevance`` found no passage close enough); a question without a gold answer is not counted.
 """
 
 from __future__ import annotations
@@ -64,10 +65,11 @@ def _listed(value: Any) -> list[Any]:
 
 
 def flow_answers(metadata: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """``{qid: answer}`` from a flow result's per-query metadata (queries without an answer left out)."""
+    """``{qid: answer}`` from a flow result's per-query metadata (queries without an answer, or abstained on, left
+    out: the no-answer text is no answer)."""
     found = {}
     for qid, values in metadata.items():
-        answer = values.get(ANSWER_KEY) if isinstance(values, Mapping) else None
+        answer = values.get(ANSWER_KEY) if isinstance(values, Mapping) and not values.get("abstained") else None
         if answer is not None:
             found[str(qid)] = answer if isinstance(answer, str) else json.dumps(answer)
     return found

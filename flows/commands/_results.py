@@ -13,6 +13,9 @@ TITLE_CHARS = 160
 #: Said under an answer that max_tokens cut (``answer_cut``; not when the cut fell after it: its sources, a short
 #: answer's next line), by ``tessera run`` and ``tessera chat``.
 CUT_NOTE = "(cut off at the step's max_tokens: the answer may end mid-sentence)"
+#: Said under the no-answer text of a query that no document was close to (``abstained``: the answer step's
+#: ``min_relevance``), so that it does not read as the model's answer.
+ABSTAINED_NOTE = "(no model call: no document found is as close to the question as the step's min_relevance asks)"
 
 
 def shortened(query: str) -> str:
@@ -83,6 +86,8 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
         if meta.get("answer_cut"):  # not when the cut fell after the answer (its sources, a short answer's next line)
             out.print(f"  [dim]{CUT_NOTE}[/]")
+        if meta.get("abstained"):
+            out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):
@@ -99,7 +104,7 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
                   f"{used.get('completion_tokens', 0)} completion tokens, {used.get('seconds', 0):.2f} s, "
                   f"{escape(str(used.get('model', '')))}")
     shown = {"summary", "answer", "reasoning", "references", "sources", "sources_from", "usage", "raw_response",
-             "finish_reason", "answer_cut"}
+             "finish_reason", "answer_cut", "abstained"}
     for key, value in meta.items():
         if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flows.commands._results import CUT_NOTE
+from flows.commands._results import ABSTAINED_NOTE, CUT_NOTE
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
                                      refuse_cache_dir_without_cache, step_cache)
 from flows.query_limits import check_length, max_query_chars
@@ -116,6 +116,7 @@ def _print_json_line(turn: int, question: str, meta: dict[str, Any]) -> str:
     line = {"turn": turn, "question": question, "answer": answer, "sources": meta.get("sources") or [],
             "references": meta.get("references") or [], "searched_for": meta.get("standalone_query"),
             **({"answer_cut": True} if meta.get("answer_cut") else {}),
+            **({"abstained": True} if meta.get("abstained") else {}),
             **({"degraded": meta["degraded"]} if meta.get("degraded") else {})}
     sys.stdout.write(json.dumps(line, default=str, ensure_ascii=False) + "\n")
     sys.stdout.flush()
@@ -254,6 +255,8 @@ class _AnswerPrinter:
             out.print(f"[bold]answer[/]: {escape(answer)}")
         if meta.get("answer_cut"):  # as `tessera run` says it (flows.commands._results)
             out.print(f"  [dim]{CUT_NOTE}[/]")
+        if meta.get("abstained"):
+            out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
         for reference in meta.get("references") or []:
             out.print(f"  {escape(str(reference))}")
         if not meta.get("references"):

@@ -6,7 +6,8 @@ import re
 from typing import Any, ClassVar, Literal
 
 import pyarrow as pa
-from pydantic import Field
+import pyarrow.compute as pc
+from pydantic import Field, model_validator
 
 from operators.generate import short_answer
 from operators.generate.attribution import attribute, containing
@@ -42,7 +43,10 @@ class AnswerGenerator(LLMStep):
     says what retrieval adds. ``style: short`` asks for the answer span alone (a name, a
     date, yes or no: what EM/F1 against short gold answers measure; ``short_answer``) and
     attributes the sources to the documents that contain it (by distinctive words, as above, when none holds it
-    as written: the model reworded it or ``max_tokens`` cut it off).
+    as written: the model reworded it or ``max_tokens`` cut it off). With ``min_relevance``, a query none of whose
+    rows is that close to the question (``relevance_column``, the dense retriever's cosine by default) gets
+    ``no_answer`` as its answer without a model call, and ``abstained`` in its metadata (``relevance``: its
+    best row's), rather than an answer a small model makes up from passages about something else.
 
     Usage::
 
@@ -52,12 +56,12 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "10"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "11"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
     # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
     # 8: answer_cut; 9: a short answer keeps a title's small first word ("To Kill a Mockingbird"); 10: and the name
-    # its lowercase last word qualifies ("northern France")
+    # its lowercase last word qualifies ("northern France"); 11: min_relevance
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -91,15 +95,33 @@ class AnswerGenerator(LLMStep):
                                                      "few words, no citations; give a small max_tokens), sources "
                                                      "by the documents that contain it. The prompt and "
                                                      "system_prompt params replace either style's.")
+        min_relevance: float | None = Field(None, description="Answer only a query with a row whose "
+                                            "relevance_column reaches this; any other gets no_answer, without a "
+                                            "model call, no sources, and abstained: true in its metadata. The "
+                                            "scale is relevance_column's: rag sets 0.45 for MiniLM's cosine "
+                                            "(docs/results.md); null: answer every query.")
+        relevance_column: str = Field("score_dense", description="Column holding how close each row is to the "
+                                      "question (min_relevance): fuse.rrf keeps the dense retriever's cosine as "
+                                      "score_dense; a row without one (found by BM25 alone) counts as not close.")
+        no_answer: str = Field("The documents found do not answer this question.", min_length=1,
+                               description="The answer of a query below min_relevance.")
+
+        @model_validator(mode="after")
+        def _relevance_needs_documents(self):
+            if self.min_relevance is not None and self.context_column is None:
+                raise ValueError("min_relevance reads the query's documents, and context_column: null answers "
+                                 "without any: set one of them")
+            return self
 
     def reads(self) -> list[str]:
         if self.params.context_column is None:
             return ["qid", "query"]
-        return ["qid", "query", "docno", self.params.context_column, self.params.index_column,
+        gate = [] if self.params.min_relevance is None else [self.params.relevance_column]
+        return ["qid", "query", "docno", self.params.context_column, self.params.index_column, *gate,
                 self.params.text_column]
 
     def requires(self) -> list[str]:
-        return self.reads()[:5]
+        return self.reads()[:-1] if self.params.context_column is not None else self.reads()
 
     def prompts(self) -> dict[str, str]:
         p = self.params
@@ -131,7 +153,7 @@ class AnswerGenerator(LLMStep):
 
     def metadata_keys(self) -> frozenset[str]:
         return frozenset({"answer", "reasoning", "sources", "sources_from", "raw_response", "finish_reason",
-                          "answer_cut"})
+                          "answer_cut", "abstained", "relevance"})
 
     def transform(self, table: pa.Table) -> pa.Table:
         p = self.params
@@ -142,12 +164,18 @@ class AnswerGenerator(LLMStep):
         queries = {qid: rows.column("query")[0].as_py() or "" for qid, rows in groups.items()}
         contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
                     for qid, rows in groups.items()}
-        prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups}
+        abstaining = self._abstaining(groups)
+        prompts = {qid: self.render(query=queries[qid], context=contexts[qid]) for qid in groups
+                   if qid not in abstaining}
         streams = self._streams({qid: 0 if closed_book else rows.num_rows for qid, rows in groups.items()})
         replies = self.ask(prompts, on_text=None if streams is None else streams.feed)
         out = []
         for qid, rows in groups.items():
             numbers = [None] * rows.num_rows if closed_book else rows.column(p.index_column).to_pylist()
+            if qid in abstaining:
+                self._abstain(qid, streams)
+                out.append(set_column(rows, p.cited_column, pa.array([False] * rows.num_rows, pa.bool_())))
+                continue
             reply = replies[qid]
             problem = junk_reason(reply)
             cited: list[int] = []
@@ -192,6 +220,25 @@ class AnswerGenerator(LLMStep):
                                       "documents (those citations have no source)", keeps="its answer")
             out.append(set_column(rows, p.cited_column, pa.array([n in cited for n in numbers], pa.bool_())))
         return concat(out)
+
+    def _abstaining(self, groups: dict[str, pa.Table]) -> set[str]:
+        """The queries below ``min_relevance``, each one's best relevance recorded (for all, when it is set)."""
+        p, below = self.params, set()
+        if p.min_relevance is None:
+            return below
+        for qid, rows in groups.items():
+            best = pc.max(rows.column(p.relevance_column).cast(pa.float64())).as_py()
+            self.emit_metadata(qid, "relevance", best)
+            if best is None or best < p.min_relevance:
+                below.add(qid)
+        return below
+
+    def _abstain(self, qid: str, streams: AnswerStreams | None) -> None:
+        if streams is not None:
+            streams.finish(qid, self.params.no_answer)
+        for key, value in (("answer", self.params.no_answer), ("reasoning", ""), ("sources", []),
+                           ("sources_from", "none"), ("abstained", True), ("answer_cut", False)):
+            self.emit_metadata(qid, key, value)
 
     def _streams(self, documents: dict[str, int]) -> AnswerStreams | None:
         """Each query's reply read as an answer as it is written, for the chat's sink (``answer_stream``); None when

@@ -40,8 +40,10 @@ def test_a_flow_answers_from_documents_with_its_own_answer_steps():
     rag = FlowSpec.load("rag")
     path = answer_path(rag)
     assert list(path.steps) == ["context", "answer", "references"] and path.name == "rag_documents"
-    for step_id in path.steps:
-        assert path.steps[step_id].params == rag.steps[step_id].params  # style short, 24 tokens, two sentences
+    for step_id in path.steps:  # style short, 24 tokens, two sentences; no gate on a search's score (none ran)
+        gate = {"min_relevance": 0.45} if step_id == "answer" else {}
+        assert {**path.steps[step_id].params, **gate} == rag.steps[step_id].params
+    assert "min_relevance" not in path.steps["answer"].params
     assert path.steps["answer"].batch_size == rag.steps["answer"].batch_size
     bare = answer_path(FlowSpec.parse({"name": "bare", "steps": {"answer": {"op": "generate.answer"}}}))
     assert [s.op for s in bare.steps.values()] == ["generate.context", "generate.answer", "generate.references"]

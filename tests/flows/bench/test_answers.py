@@ -50,6 +50,15 @@ def test_f1_counts_shared_tokens_and_takes_the_best_alias(shared_data):
     assert em == 0.0 and f1 == pytest.approx(2 / (len(words) + 1))
 
 
+def test_an_abstained_query_counts_as_unanswered():
+    """The no-answer text is no answer: scored as one it could share a word with a gold answer ("answer")."""
+    meta = {"1": {"answer": "Mount Everest"},
+            "2": {"answer": "The documents found do not answer this question.", "abstained": True}}
+    assert answers.flow_answers(meta) == {"1": "Mount Everest"}
+    values = answers.per_query(answers.flow_answers(meta), {"1": ["Everest"], "2": ["the question answer"]}, ["1", "2"])
+    assert values["AnswerF1"] == {"1": pytest.approx(2 / 3), "2": 0.0}
+
+
 class GoldAnswerer(Operator):
     """Answer each query with its gold answer from questions.jsonl, or a wrong one for every n-th query."""
 
