@@ -144,15 +144,16 @@ def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:
     replaced the earlier's for every query, and nothing said so."""
     writers: dict[str, str] = {}
     for step in ids:
-        for key in sorted(operators[step].metadata_keys()):
-            first = writers.setdefault(key, step)
-            if first == step:
-                continue
+        keys = sorted(operators[step].metadata_keys())
+        if taken := [key for key in keys if key in writers]:
+            first = writers[taken[0]]
+            shared = ", ".join(f"'{key}'" for key in taken if writers[key] == first)
             keyed = "output_key" in type(operators[step].params).model_fields
             raise SpecError(f"steps '{first}' ({operators[first].name}) and '{step}' ({operators[step].name}) both "
-                            f"write the query metadata '{key}': the later would replace the earlier's for every "
+                            f"write the query metadata {shared}: the later would replace the earlier's for every "
                             "query; keep one of them" + (", or give this one another output_key" if keyed else ""),
                             step=step, field=f"steps.{step}." + ("params.output_key" if keyed else "op"))
+        writers.update(dict.fromkeys(keys, step))
 
 
 def warn_unfused_fan_ins(name: str, inputs: dict[str, tuple[str, ...]], operators: dict[str, Any]) -> list[str]:
