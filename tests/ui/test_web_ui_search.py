@@ -111,6 +111,22 @@ def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
         assert all(s.endswith(f"({docno})") or s == docno for s, docno in zip(sources, metadata["sources"]))
 
 
+def test_a_question_the_index_does_not_cover_is_declined_and_says_no_model_wrote_that(browser, ui_app):
+    """rag's min_relevance: nothing in the sample is about football, so the answer is the step's no-answer text."""
+    question = "who won the 2018 football world cup"
+    open_page(browser, ui_app)
+    fill_search(browser, "rag", question, "5")
+    by_id(browser, "search-button").click()
+    answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
+    metadata = ui_app.api("POST", "/v1/search", {"flow": "rag", "query": question, "top_k": 5}).json()["results"][0][
+        "metadata"]
+    assert metadata["abstained"] is True and "usage" not in metadata
+    assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer']}"
+    assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".abstained")] == [
+        "(no model call: no document found is as close to the question as the answer step's min_relevance asks)"]
+    assert not answer.find_elements(By.CSS_SELECTOR, ".cut")
+
+
 def test_a_flow_that_builds_an_index_cannot_be_searched_and_points_to_the_indices_tab(browser, ui_app):
     assert any(step["op"].startswith("sources.") for step in ui_app.api("GET", "/flows/ingest").json()[
         "steps"].values())
