@@ -1,5 +1,5 @@
-"""Where to set ``generate.answer``'s ``min_relevance``: the best dense cosine among the rows that ``rag`` puts in
-its context, for questions the index answers and for questions it does not.
+"""Where to set ``generate.answer``'s ``min_relevance``: the best dense cosine among the rows that ``rag`` (or
+``rag_multihop``, ``--flow``) puts in its context, for questions the index answers and for questions it does not.
 
 Three indices, the same questions (a multi-hop dev subset's, which name their gold passages):
 
@@ -9,11 +9,12 @@ Three indices, the same questions (a multi-hop dev subset's, which name their go
 * **elsewhere**: an index of other documents (default: ``make demo``'s sample of 1,000 Wikipedia articles), as a
   user asks about something their documents do not cover.
 
-The relevance is what ``min_relevance`` reads: the largest ``score_dense`` of the 5 rows ``rag``'s retrieval keeps
-(hybrid, RRF, a row per document). For each threshold it prints the share of covered questions still answered
+The relevance is what ``min_relevance`` reads: the largest ``score_dense`` of the 5 rows the flow's retrieval keeps
+(its steps before ``context``; in ``rag_multihop`` only the rows the question's own dense search found have one). For each threshold it prints the share of covered questions still answered
 and of the others declined, and the ROC AUC of the score between covered and each other index::
 
     .venv/bin/python benchmarks/abstain_threshold.py [--dataset ../shared/data/hotpotqa_dev_subset] [--limit 300]
+        [--flow rag_multihop]
 """
 
 from __future__ import annotations
@@ -29,19 +30,22 @@ import numpy as np
 
 from _common import DATA, REPO_ROOT
 
-RETRIEVAL = {  # rag's steps up to its context (flows/specs/rag.yaml)
-    "bm25": {"op": "retrieve.bm25", "params": {"k": 20}},
-    "dense": {"op": "retrieve.dense", "params": {"k": 20}},
-    "fused": {"op": "fuse.rrf", "params": {"k": 60}, "inputs": ["bm25", "dense"]},
-    "per_doc": {"op": "postprocess.dedup", "params": {"by": "doc_id"}},
-    "top": {"op": "postprocess.reduce", "params": {"k": 5}}}
+def retrieval(flow: str) -> dict:
+    """The built-in answer flow ``flow`` up to its context: the steps whose rows ``min_relevance`` reads."""
+    import yaml
+
+    from flows.store import builtin_path
+
+    steps = yaml.safe_load(builtin_path(flow).read_text(encoding="utf-8"))["steps"]
+    ids = list(steps)
+    return {"name": f"{flow}_retrieval", "steps": {step: steps[step] for step in ids[:ids.index("context")]}}
 
 
-def relevance(index: Path, questions: list[str]) -> np.ndarray:
+def relevance(spec: dict, index: Path, questions: list[str]) -> np.ndarray:
     """Each question's best ``score_dense`` among its 5 rows (0 where none has one)."""
     from flows.api import Flow, Index
 
-    table = Flow.load({"name": "rag_retrieval", "steps": RETRIEVAL}, index=Index.open(str(index))).run(
+    table = Flow.load(spec, index=Index.open(str(index))).run(
         questions, keep_history=False).table.to_pandas()
     best = table.groupby("qid")["score_dense"].max().fillna(0.0)
     return np.array([best.get(str(n + 1), 0.0) for n in range(len(questions))])
@@ -65,6 +69,7 @@ def main() -> None:
                         help="an index that does not cover the dataset (default: make demo's sample)")
     parser.add_argument("--limit", type=int, default=300, help="questions, the first of queries.jsonl")
     parser.add_argument("--thresholds", type=float, nargs="+", default=[0.35, 0.4, 0.45, 0.5])
+    parser.add_argument("--flow", default="rag", choices=["rag", "rag_multihop"], help="whose retrieval")
     args = parser.parse_args()
 
     from sklearn.metrics import roc_auc_score
@@ -78,16 +83,16 @@ def main() -> None:
     with open(args.dataset / "queries.jsonl", encoding="utf-8") as f:
         questions = [json.loads(line)["text"] for line in f if line.strip()][:args.limit]
     dataset = load_dataset(args.dataset)
-    plan = plan_index(FlowSpec.parse({"name": "rag_retrieval", "steps": RETRIEVAL}), dataset.corpus_sha256(),
-                      default_root())
+    spec = retrieval(args.flow)
+    plan = plan_index(FlowSpec.parse(spec), dataset.corpus_sha256(), default_root())
     ensure_index(plan, dataset.corpus)
     with tempfile.TemporaryDirectory() as scratch:
-        scores = {"covered": relevance(plan.path, questions),
-                  "gold removed": relevance(without_gold(plan.path, args.dataset, Path(scratch) / "no-gold"),
+        scores = {"covered": relevance(spec, plan.path, questions),
+                  "gold removed": relevance(spec, without_gold(plan.path, args.dataset, Path(scratch) / "no-gold"),
                                             questions),
-                  "elsewhere": relevance(args.elsewhere, questions)}
+                  "elsewhere": relevance(spec, args.elsewhere, questions)}
     covered = scores["covered"]
-    print(f"{len(questions)} questions of {args.dataset.name}; best score_dense of rag's 5 rows")
+    print(f"{len(questions)} questions of {args.dataset.name}; best score_dense of {args.flow}'s 5 rows")
     for name, values in scores.items():
         print(f"  {name:13s} median {np.median(values):.3f}  5th-95th percentile "
               f"{np.percentile(values, 5):.3f}-{np.percentile(values, 95):.3f}")

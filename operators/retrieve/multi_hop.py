@@ -26,6 +26,8 @@ _FOLLOW_UP_SYSTEM = "You write web search queries. Reply with one query and noth
 _FOLLOW_UP_PROMPT = ("Question: {question}\nA document found so far: {title}: {text}\n"
                      "Write a search query for the next document needed to answer the question.")
 
+#: The column that holds a row's cosine to the question, where the question's dense search found it.
+QUESTION_COSINE = "score_dense"
 #: Columns that carry a hop query back to the question it was written for.
 _QUESTION, _SLOT, _SEED_TEXT, _SEED = ("__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text",
                                        "__multi_hop_seed")
@@ -52,7 +54,9 @@ class MultiHopRetriever(Operator):
     documents no earlier hop found, so a bridge document is not counted twice and the
     next hop is seeded by new documents; a document never seeds twice either way. With
     ``question_links`` hop 1 also ranks the documents whose titles the question names
-    (not a seed: seeds come from the question's search).
+    (not a seed: seeds come from the question's search). A row the question's own dense search found keeps its
+    cosine to the question as ``score_dense``, as ``fuse.rrf`` keeps a dense step's (``generate.answer``'s
+    ``min_relevance`` reads it); the others have none.
 
     A follow-up mode is one method, ``_follow_up_<mode>(seeds, questions)``: one query
     per seed row (``qid, docno, title, text`` of a seed document, ``questions[i]`` the
@@ -67,7 +71,7 @@ class MultiHopRetriever(Operator):
     """
 
     name = "retrieve.multi_hop"
-    version = "2"  # title links match leftmost-longest
+    version = "3"  # 2: title links match leftmost-longest; 3: score_dense
     aliases = ("multi_hop",)
     scope = "query"
 
@@ -130,8 +134,9 @@ class MultiHopRetriever(Operator):
         return ["qid", "query"]
 
     def produces(self) -> dict[str, str]:
+        dense = {QUESTION_COSINE: "data"} if "dense" in self.index_needs() else {}
         return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "hop": "data", "score": "score",
-                "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank"}
+                "rank": "rank", f"score_{self.step_id}": "score", f"rank_{self.step_id}": "rank", **dense}
 
     def calls_model(self) -> bool:
         return self.params.follow_up == "llm"
@@ -168,9 +173,9 @@ class MultiHopRetriever(Operator):
 
     # -- one search: every query of a hop at once -----------------------------------
 
-    def _search(self, queries: pa.Table, retrievers: list, k: int) -> pa.Table:
+    def _search(self, queries: pa.Table, retrievers: list, k: int, cosine: bool = False) -> pa.Table:
         """Each query's top ``k`` by ``retrievers`` (fused as the ``hybrid`` flow fuses them: RRF, k = 60);
-        ``rank`` is that query's own ranking."""
+        ``rank`` is that query's own ranking; ``cosine``: the dense retriever's score kept as ``score_dense``."""
         found = [op(queries) for op in retrievers]
         if len(found) == 1:
             rows = found[0]
@@ -178,8 +183,10 @@ class MultiHopRetriever(Operator):
             rows = fuse_table(concat(found), [Branch(op.step_id) for op in retrievers], _rrf(60.0),
                               step=f"{self.step_id}_hybrid", op=self.name, needs_scores=False)
         rows = rows.filter(pc.less_equal(rows.column("rank"), k))
+        dense = [op for op in retrievers if isinstance(op, DenseRetriever)]
+        kept = {QUESTION_COSINE: rows.column(f"score_{dense[0].step_id}")} if cosine and dense else {}
         own = [c for c in rows.column_names if c.startswith(("score_", "rank_"))]
-        return rows.drop_columns(own)
+        return set_columns(rows.drop_columns(own), kept)
 
     # -- follow-up queries ----------------------------------------------------------
 
@@ -256,7 +263,7 @@ class MultiHopRetriever(Operator):
                             for j in range(slots)]
             branches += hop_branches
             if hop == 1:
-                rows = self._search(hop_queries, self._retrievers, p.k)
+                rows = self._search(hop_queries, self._retrievers, p.k, cosine=True)
                 ranked = dict(zip(_keys(rows).to_pylist(), rows.column("rank").to_pylist()))
                 if p.question_links:  # the question's links: slot 1 of hop 1
                     named = set_columns(hop_queries, {_SLOT: pa.array(np.ones(n, np.int64))})

@@ -1,6 +1,6 @@
-"""The built-in rag flow on the sample index answers a question the index covers and says it cannot answer one it
-does not (min_relevance on the dense retriever's cosine), without asking the model; a flow whose rows carry no
-dense score is refused before it runs, naming the param."""
+"""The built-in rag and rag_multihop flows on the sample index answer a question the index covers and say they
+cannot answer one it does not (min_relevance on the dense retriever's cosine), without asking the model; a flow
+whose rows carry no dense score is refused before it runs, naming the param."""
 
 from __future__ import annotations
 
@@ -12,16 +12,17 @@ from flows.store import builtin_path
 pytestmark = pytest.mark.integration
 
 
-def rag(model: str, **answer) -> dict:
-    spec = yaml.safe_load(builtin_path("rag").read_text())
+def rag(model: str, flow: str = "rag", **answer) -> dict:
+    spec = yaml.safe_load(builtin_path(flow).read_text())
     spec["steps"]["answer"]["params"].update(model=model, **answer)
     return spec
 
 
-def test_an_uncovered_question_is_not_answered(fault_models, sample_index):
+@pytest.mark.parametrize("flow", ["rag", "rag_multihop"])
+def test_an_uncovered_question_is_not_answered(fault_models, sample_index, flow):
     from flows.api import Flow
 
-    result = Flow.load(rag("fault-ok"), index=str(sample_index)).run(
+    result = Flow.load(rag("fault-ok", flow), index=str(sample_index)).run(
         ["Who composed the opera Carmen?", "who won the 2018 football world cup"])
     carmen, cup = result.metadata["1"], result.metadata["2"]
     assert carmen["relevance"] >= 0.45 and "abstained" not in carmen and carmen["answer"].startswith("Honey bees")

@@ -99,6 +99,21 @@ def test_hybrid_hops_fuse_bm25_and_dense(sample_index):
     assert list(op.required_models().values()) == ["all-MiniLM-L6-v2"]
 
 
+def test_the_question_searchs_cosines_are_kept_as_score_dense(sample_index):
+    """What generate.answer's min_relevance reads: the dense search of the question, not of a hop's follow-up."""
+    asked = queries(2)
+    dense = create("retrieve.dense", {"index": str(sample_index), "k": 20}, step_id="dense")(asked)
+    cosine = {(r["qid"], r["docno"]): r["score"] for r in dense.to_pylist()}
+    out = multi_hop(sample_index, retriever="hybrid", k=20, follow_up="links", dedup=False)(asked).to_pylist()
+    assert {r["hop"] for r in out} == {1, 2}
+    for row in out:
+        assert row["score_dense"] == pytest.approx(cosine.get((row["qid"], row["docno"])), nan_ok=True) \
+            or (row["score_dense"] is None and (row["qid"], row["docno"]) not in cosine)
+    assert any(r["score_dense"] is None for r in out) and any(r["score_dense"] is not None for r in out)
+    assert "score_dense" not in multi_hop(sample_index)(asked).column_names  # bm25 alone: no cosine
+    assert "score_dense" not in multi_hop(sample_index).produces()
+
+
 def test_questions_come_out_in_their_input_order_whatever_bm25_found(sample_index):
     """A question BM25 finds nothing for ("x") came after the others: its fusion lists first the questions its first
     ranking holds, while a cached run keeps the input's order, so --out files differed with and without the cache."""
