@@ -10,8 +10,9 @@ Three indices, the same questions (a multi-hop dev subset's, which name their go
   user asks about something their documents do not cover.
 
 The relevance is what ``min_relevance`` reads: the largest ``score_dense`` of the 5 rows the flow's retrieval keeps
-(its steps before ``context``; in ``rag_multihop`` only the rows the question's own dense search found have one). For each threshold it prints the share of covered questions still answered
-and of the others declined, and the ROC AUC of the score between covered and each other index::
+(its steps before ``context``; in ``rag_multihop`` only the rows the question's own dense search found have one).
+For each threshold it prints the share of covered questions still answered and of the others declined, and the ROC
+AUC of the score between covered and each other index::
 
     .venv/bin/python benchmarks/abstain_threshold.py [--dataset ../shared/data/hotpotqa_dev_subset] [--limit 300]
         [--flow rag_multihop]
