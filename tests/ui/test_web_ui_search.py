@@ -93,15 +93,20 @@ def test_a_refused_request_shows_the_services_message_naming_the_field_keeps_the
     assert by_id(browser, "search-button").is_enabled()
 
 
-@pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
-def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
+def searched_answer(browser, ui_app, flow: str, question: str):
+    """The answer box the page shows for ``question`` searched with ``flow``, and the API's metadata for it."""
     open_page(browser, ui_app)
-    fill_search(browser, "rag", QUERY, "5")
+    fill_search(browser, flow, question, "5")
     by_id(browser, "search-button").click()
     answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
-
-    metadata = ui_app.api("POST", "/v1/search", {"flow": "rag", "query": QUERY, "top_k": 5}).json()["results"][0][
+    metadata = ui_app.api("POST", "/v1/search", {"flow": flow, "query": question, "top_k": 5}).json()["results"][0][
         "metadata"]
+    return answer, metadata
+
+
+@pytest.mark.slow  # the embedded model answers in the replica, after MiniLM's load there
+def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
+    answer, metadata = searched_answer(browser, ui_app, "rag", QUERY)
     assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer'] or '(no answer)'}"
     sources = [li.text for li in answer.find_elements(By.CSS_SELECTOR, ".sources li")]
     if metadata.get("references"):  # rag's references, numbered as its answer cites them
@@ -113,13 +118,7 @@ def test_an_answer_and_its_numbered_sources_are_the_apis(browser, ui_app):
 
 def test_a_question_the_index_does_not_cover_is_declined_and_says_no_model_wrote_that(browser, ui_app):
     """rag's min_relevance: nothing in the sample is about football, so the answer is the step's no-answer text."""
-    question = "who won the 2018 football world cup"
-    open_page(browser, ui_app)
-    fill_search(browser, "rag", question, "5")
-    by_id(browser, "search-button").click()
-    answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
-    metadata = ui_app.api("POST", "/v1/search", {"flow": "rag", "query": question, "top_k": 5}).json()["results"][0][
-        "metadata"]
+    answer, metadata = searched_answer(browser, ui_app, "rag", "who won the 2018 football world cup")
     assert metadata["abstained"] is True and "usage" not in metadata
     assert answer.find_element(By.TAG_NAME, "p").text == f"Answer: {metadata['answer']}"
     assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".abstained")] == [
@@ -145,12 +144,7 @@ def test_a_flow_that_builds_an_index_cannot_be_searched_and_points_to_the_indice
 @pytest.mark.slow  # the embedded model answers in the replica
 def test_an_answer_cut_at_max_tokens_says_so_and_a_summary_shows_as_an_answer_does(browser, ui_app):
     with rag_cut_short(ui_app, "ui_cut_") as name:
-        open_page(browser, ui_app)
-        fill_search(browser, name, QUERY, "5")
-        by_id(browser, "search-button").click()
-        answer = wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#results .answer"), seconds=300)[0]
-        metadata = ui_app.api("POST", "/v1/search", {"flow": name, "query": QUERY, "top_k": 5}).json()["results"][0][
-            "metadata"]
+        answer, metadata = searched_answer(browser, ui_app, name, QUERY)
         assert metadata["finish_reason"] == "length" and metadata["answer_cut"] is True
         assert [p.text for p in answer.find_elements(By.CSS_SELECTOR, ".cut")] == ["(cut off at the step's max_tokens)"]
 
