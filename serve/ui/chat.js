@@ -30,19 +30,23 @@ function renderChat(pending) {
     m.searched ? el("div", {class: "searched"}, `searched for: ${m.searched}`) : null,
     m.stopped ? el("div", {class: "searched"}, "stopped") : null),
   // under the turn, not in it: the turn holds what the model wrote
-  ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : [])]);
+  ...(m.cut ? [el("div", {class: "turn-note cut"}, "(cut off at max_tokens: the answer may end mid-sentence)")] : []),
+  ...(m.abstained ? [el("div", {class: "turn-note abstained"},
+    "(no model call: no document found is as close to the question as the flow's min_relevance asks)")] : [])]);
   if (pending !== undefined) turns.push(el("div", {class: "turn assistant pending"}, el("pre", {}, pending || "…")));
   keepingInView($("chat-input"), () => $("chat-log").replaceChildren(...turns));
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched, stopped, cut} (searched: what a flow searched for, when it made a follow-up stand alone;
- * stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at its
- * max_tokens, finish_reason "length", as the Search tab says of an answer). */
+ * returns {text, searched, stopped, cut, abstained} (searched: what a flow searched for, when it made a follow-up
+ * stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at
+ * its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's answer step found
+ * no document close enough to answer from, and no model wrote the text). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
   let cut = false;
+  let abstained = false;
   try {
     await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -51,13 +55,14 @@ async function streamChat(body, onText, signal) {
         onText(text);
       }
       if (delta && delta.standalone_query) searched = delta.standalone_query;
+      if (delta && delta.abstained) abstained = true;
       if (chunk.choices && chunk.choices[0] && chunk.choices[0].finish_reason === "length") cut = true;
     });
   } catch (err) {
     if (!signal.aborted) throw err;
-    return {text, searched, stopped: true, cut};
+    return {text, searched, stopped: true, cut, abstained};
   }
-  return {text, searched, stopped: false, cut};
+  return {text, searched, stopped: false, cut, abstained};
 }
 
 /** What the browser says of a message of only spaces, refused (requireText). */
@@ -109,7 +114,7 @@ async function sendChat(event) {
       if (!input.value) input.value = content; // and the message is back in the box to send again
     } else {
       conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped,
-        cut: reply.cut});
+        cut: reply.cut, abstained: reply.abstained});
       announce(`answer: ${reply.text}`); // the log is drawn again at every piece of it: not a live region
     }
     renderChat();

@@ -58,6 +58,21 @@ def test_an_answer_cut_by_max_tokens_says_so(client):
     assert cut.choices[0].message.content.strip()
 
 
+def test_a_question_the_index_does_not_cover_is_declined_without_the_model(client):
+    """rag's min_relevance: nothing in the sample is about football; the reply says so, marked, streamed alike."""
+    asked = [{"role": "user", "content": "who won the 2018 football world cup"}]
+    done = client.chat.completions.create(model="rag", messages=asked)
+    message = done.choices[0].message
+    assert message.content == "The documents found do not answer this question."
+    assert message.model_extra["abstained"] is True and message.model_extra["sources"] == []
+    assert done.usage.completion_tokens == 0 and done.choices[0].finish_reason == "stop"
+    chunks = list(client.chat.completions.create(model="rag", messages=asked, stream=True))
+    assert "".join(c.choices[0].delta.content or "" for c in chunks) == message.content
+    assert chunks[-1].choices[0].delta.model_extra["abstained"] is True
+    answered = client.chat.completions.create(model="rag", messages=QUESTION, max_tokens=3)
+    assert "abstained" not in answered.choices[0].message.model_extra
+
+
 def test_models_lists_the_flows_that_answer(client):
     cards = {m.id: m for m in client.models.list().data}
     assert cards["rag"].type == "flow" and cards["rag"].status == "ready"

@@ -1,5 +1,5 @@
-"""The Chat tab: a flow's reply and a follow-up's search as the API gives them, the index sent on Ctrl+Enter, a
-refused message kept in the box, a chat over an uploaded PDF, Stop, and New chat."""
+"""The Chat tab: a flow's reply and a follow-up's search as the API gives them, a declined question marked, the
+index sent on Ctrl+Enter, a refused message kept in the box, a chat over an uploaded PDF, Stop, and New chat."""
 
 from __future__ import annotations
 
@@ -41,6 +41,23 @@ def test_a_chat_with_a_flow_shows_the_reply_the_api_gives(browser, ui_app):
     again = ui_app.api("POST", "/v1/chat/completions", {"model": "rag", "messages": conversation}).json()
     assert searched == f"searched for: {again['choices'][0]['message']['standalone_query']}"
     assert QUERY in searched
+
+
+def test_a_declined_question_says_under_its_turn_that_no_model_wrote_it(browser, ui_app):
+    """rag's min_relevance: the sample has nothing on football; the reply is the no-answer text, marked."""
+    question = "who won the 2018 football world cup"
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys(question)
+    by_id(browser, "chat-send").click()
+    note = wait(browser, lambda d: next((t.text for t in d.find_elements(By.CSS_SELECTOR, "#chat-log .abstained")),
+                                        None), seconds=300)
+    assert note == "(no model call: no document found is as close to the question as the flow's min_relevance asks)"
+    expected = ui_app.api("POST", "/v1/chat/completions",
+                          {"model": "rag", "messages": [{"role": "user", "content": question}]}).json()
+    assert expected["choices"][0]["message"]["abstained"] is True
+    reply = browser.find_element(By.CSS_SELECTOR, "#chat-log .turn.assistant").text
+    assert reply == expected["choices"][0]["message"]["content"].strip()
 
 
 def test_the_chat_sends_the_index_a_flow_reads_on_ctrl_enter_and_a_refused_message_stays_in_the_box(browser, ui_app):
