@@ -84,10 +84,7 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
         out.print(Padding(f"[bold]summary[/]: {escape(str(meta['summary']))}", (0, 0, 0, 2)))
     if "answer" in meta:
         out.print(Padding(f"[bold]answer[/]: {escape(str(meta['answer']))}", (0, 0, 0, 2)))
-        if meta.get("answer_cut"):  # not when the cut fell after the answer (its sources, a short answer's next line)
-            out.print(f"  [dim]{CUT_NOTE}[/]")
-        if meta.get("abstained"):
-            out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
+        print_answer_notes(out, meta)
         if meta.get("reasoning"):
             out.print(Padding(f"[bold]reasoning[/]: {escape(str(meta['reasoning']))}", (0, 0, 0, 2)))
     if meta.get("references"):
@@ -108,6 +105,15 @@ def print_metadata(out, meta: dict[str, Any]) -> None:
     for key, value in meta.items():
         if key not in shown:
             out.print(f"  [bold]{escape(str(key))}[/]: {cell(value, limit=2000)}")
+
+
+def print_answer_notes(out, meta: dict[str, Any]) -> None:
+    """The lines under an answer that say what kind of answer it is: cut by max_tokens (``answer_cut``: not when the
+    cut fell after it, in its sources or a short answer's next line), or the no-answer text (``abstained``)."""
+    if meta.get("answer_cut"):
+        out.print(f"  [dim]{CUT_NOTE}[/]")
+    if meta.get("abstained"):
+        out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
 
 
 def cell(value: Any, limit: int = 80) -> str:

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from flows.commands._results import ABSTAINED_NOTE, CUT_NOTE
+from flows.commands._results import print_answer_notes
 from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, console, escape, load_flow,
                                      refuse_cache_dir_without_cache, step_cache)
 from flows.query_limits import check_length, max_query_chars
@@ -253,10 +253,7 @@ class _AnswerPrinter:
             return ""
         if not self.sent:
             out.print(f"[bold]answer[/]: {escape(answer)}")
-        if meta.get("answer_cut"):  # as `tessera run` says it (flows.commands._results)
-            out.print(f"  [dim]{CUT_NOTE}[/]")
-        if meta.get("abstained"):
-            out.print(f"  [dim]{ABSTAINED_NOTE}[/]")
+        print_answer_notes(out, meta)  # as `tessera run` says them
         for reference in meta.get("references") or []:
             out.print(f"  {escape(str(reference))}")
         if not meta.get("references"):
