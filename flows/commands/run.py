@@ -38,10 +38,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> None:
     parser.add_argument("flow", metavar="FLOW", help="spec file (YAML/JSON), built-in or saved flow name")
-    parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT",
+    parser.add_argument("--queries", "-q", metavar="FILE_OR_TEXT", action="append",
                         help="queries file (.jsonl BEIR _id/text, .tsv qid<TAB>query, .txt, .parquet, .csv), "
                         "'-' for standard input (JSON lines if it starts with '{', else one query a line), "
-                        "or one query text; may be left out when FLOW is a mosaicRAG request with a query")
+                        "or one query text; repeat it for several query texts (-q 'first' -q 'second'); may be "
+                        "left out when FLOW is a mosaicRAG request with a query")
     parser.add_argument("--executor", choices=("local", "ray"), default=default_executor,
                         help=f"where steps run (default: {default_executor})")
     parser.add_argument("--index", metavar="NAME_OR_PATH",
@@ -68,21 +69,26 @@ def handle(args: argparse.Namespace) -> int:
 
     # Everything that can be wrong with the request is checked before anything runs.
     refuse_cache_dir_without_cache(args)
-    queries_path = args.queries if args.queries and looks_like_path(args.queries) else None
+    given = args.queries or []
+    texts = given if len(given) > 1 else None  # several query texts: no file among them (read_query_texts)
+    query = given[0] if len(given) == 1 else None
+    queries_path = query if query and looks_like_path(query) else None
     check_job_paths(outputs={"--out": args.out, "--cache-dir": args.cache_dir},
                     inputs={"--index": args.index, "--queries": queries_path}, executor=args.executor)
     with uris.local_input(queries_path, "queries") as queries_file, uris.local_output(args.out, "out") as out_file:
-        return _run(args, queries_file or args.queries, out_file)
+        return _run(args, queries_file or query, out_file, texts)
 
 
-def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | None) -> int:
+def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | None,
+         texts: list[str] | None = None) -> int:
     """``handle`` once remote inputs are local files and the output has a local path (``flows.uris``)."""
     from flows.commands._progress import ProgressReporter, cancel_on_interrupt
     from flows.executors import make_executor
     from flows.executors.base import as_queries, query_step
     from flows.model_check import check_models
     from flows.progress import CancelToken
-    from flows.queries import TREC_SUFFIXES, check_result_path, read_queries, write_results
+    from flows.queries import read_queries, read_query_texts
+    from flows.results_file import TREC_SUFFIXES, check_result_path, write_results
     from flows.train import train_command
     from flows.trec_run import check_index_ids, check_trec_ids
     from operators.store.layout import check_index_exists
@@ -91,10 +97,12 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     flow, mosaic_query = load_flow(args.flow, index=index, given=args.index)
     if index:  # the flow reads it (load_flow refused it otherwise): Index.open's error now, not the first search's
         check_index_exists(index)
-    if queries_file is not None and query_step(flow) is None:  # as an unused --index is refused
+    if (queries_file is not None or texts) and query_step(flow) is None:  # as an unused --index is refused
         raise CliError(f"--queries would not be used: flow '{flow.name}' reads no queries (its steps start at a "
                        "source); drop --queries", field="queries")
-    if queries_file is not None:
+    if texts:
+        queries = read_query_texts(texts)
+    elif queries_file is not None:
         queries = read_queries(queries_file)
     elif mosaic_query is not None:
         queries = read_queries(mosaic_query)

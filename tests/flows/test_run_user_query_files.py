@@ -113,3 +113,26 @@ def test_a_long_query_is_shown_on_a_few_lines_and_a_query_without_results_is_cou
     assert "q1: honey honey" in out and out.count("honey") < 60 and "…" in out
     assert "q2: zyxwvut  no results" in out
     assert "2 queries (1 with no results)" in " ".join(out.split())  # rich wraps the summary on a narrow terminal
+
+
+def test_several_query_texts_are_several_queries_in_order(tmp_path, spec, tessera):  # noqa: F811
+    """``-q 'first' -q 'second'`` was refused by argparse ('unrecognized arguments' for a second text); each text
+    is now a query, numbered 1, 2, ... as a .txt file's lines are."""
+    status, out, err = tessera("run", str(spec), "-q", "honey bees", "-q", " opera singers ", "--no-cache",
+                               "--json", home=tmp_path / "home")
+    assert status == 0, err
+    rows = json.loads(out)["rows"]
+    assert [r["qid"] for r in rows] == ["1"] * 3 + ["2"] * 3
+    assert {r["qid"]: r["query"] for r in rows} == {"1": "honey bees", "2": "opera singers"}
+
+
+@pytest.mark.parametrize("second, said", [
+    ("data/sample/questions.jsonl", "--queries #2 ('data/sample/questions.jsonl') is a queries file or '-'"),
+    ("-", "--queries #2 ('-') is a queries file or '-'"),
+    ("   ", "--queries #2: query '2' is empty"),
+])
+def test_a_file_or_an_empty_text_among_several_queries_is_refused(tmp_path, spec, tessera, second, said):  # noqa: F811
+    status, out, err = tessera("run", str(spec), "-q", "honey bees", "-q", second, "--no-cache",
+                               home=tmp_path / "home")
+    assert status == 2 and out == ""
+    one_error(err, "field '--queries'", said)
