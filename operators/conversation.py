@@ -56,3 +56,24 @@ def normalise(text: str, max_chars: int | None) -> str:
     """Unicode NFKC, one space between words, cut at ``max_chars`` (None: whole)."""
     text = " ".join(unicodedata.normalize("NFKC", text).split())
     return text[:max_chars].rstrip() if max_chars else text
+
+
+#: generate.answer's default ``no_answer``: the reply of a turn none of whose documents was close to the question.
+NO_ANSWER = "The documents found do not answer this question."
+
+
+def is_declined(text: str, declined: list[str]) -> bool:
+    """Whether a message's text is one of the ``declined`` replies: a turn that found nothing, whose words are about
+    answering ("documents", "answer", "question"), not about the subject, so a later turn's search and context
+    would only be misled by them."""
+    said = normalise(text, None).casefold()
+    return any(said == normalise(reply, None).casefold() for reply in declined)
+
+
+def declined_replies_field() -> Any:
+    """The ``declined_replies`` param of the operators that read a conversation (``is_declined``)."""
+    from pydantic import Field
+
+    return Field(default_factory=lambda: [NO_ANSWER], description="Assistant replies that say nothing was found "
+                 "(generate.answer's no_answer): left out, as their words are about answering, not the subject; a "
+                 "flow whose answer step sets another no_answer lists it here.")

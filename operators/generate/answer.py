@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pydantic import Field, model_validator
 
+from operators.conversation import NO_ANSWER
 from operators.generate import short_answer
 from operators.generate.attribution import attribute, containing
 from operators.generate.answer_stream import ANSWER_OP, AnswerStreams, answer_sink
@@ -103,7 +104,7 @@ class AnswerGenerator(LLMStep):
         relevance_column: str = Field("score_dense", description="Column holding how close each row is to the "
                                       "question (min_relevance): fuse.rrf keeps the dense retriever's cosine as "
                                       "score_dense; a row without one (found by BM25 alone) counts as not close.")
-        no_answer: str = Field("The documents found do not answer this question.", min_length=1,
+        no_answer: str = Field(NO_ANSWER, min_length=1,
                                description="The answer of a query below min_relevance.")
 
         @model_validator(mode="after")

@@ -8,7 +8,8 @@ from typing import Any, ClassVar, Literal
 import pyarrow as pa
 from pydantic import Field
 
-from operators.conversation import answer_text, content_text, normalise, read_messages
+from operators.conversation import (answer_text, content_text, declined_replies_field, is_declined, normalise,
+                                    read_messages)
 from operators.llm.gateway import Completion, LLMError
 from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.tables import require_columns, set_column
@@ -31,6 +32,7 @@ class ContextualizeParams(LLMParams):
                                                       description="Roles whose messages are used.")
     max_chars: int = Field(300, gt=0, description="Each earlier message is cut to this many characters (its "
                            "'Sources:' list and [1] citations dropped first).")
+    declined_replies: list[str] = declined_replies_field()
     min_words: int = Field(2, ge=1, description="llm: a rewritten question with fewer words is not taken.")
     max_question_chars: int = Field(400, gt=0, description="llm: a rewritten question longer than this is not "
                                     "taken.")
@@ -65,7 +67,7 @@ class QueryContextualizer(LLMStep):
     """
 
     name = "query.contextualize"
-    version = "2"  # the standalone query is stored with the row (version 1's cache entries lack it)
+    version = "3"  # 3: a declined reply is left out of the history; 2: the standalone query stored with the row
     aliases = ("contextualize", "condense_question", "QueryContextualizer")
     scope = "row"
     Params: ClassVar[type[ContextualizeParams]] = ContextualizeParams
@@ -136,6 +138,8 @@ class QueryContextualizer(LLMStep):
         earlier = []
         for message in messages:
             text = answer_text(message.get("content"))
+            if message.get("role") == "assistant" and is_declined(text, p.declined_replies):
+                continue
             text = normalise(text, p.max_chars)
             if message.get("role") in p.roles and text:
                 earlier.append((str(message["role"]), text))

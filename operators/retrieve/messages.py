@@ -10,7 +10,7 @@ import pyarrow.compute as pc
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.conversation import answer_text, normalise, read_messages
+from operators.conversation import answer_text, declined_replies_field, is_declined, normalise, read_messages
 from operators.tables import concat, group_by_qid, set_column, set_ranking
 
 
@@ -40,6 +40,7 @@ class MessagesRetriever(Operator):
     """
 
     name = "retrieve.messages"
+    version = "2"  # a declined reply is no row
     aliases = ("messages_retriever", "MessagesRetriever")
     scope = "query"
 
@@ -56,6 +57,7 @@ class MessagesRetriever(Operator):
                                    "'conversation' or 'retrieval'.")
         score_margin: float = Field(1.0, gt=0, description="How far above the best retrieved score the "
                                     "lowest message row scores; each more recent message one margin higher.")
+        declined_replies: list[str] = declined_replies_field()
 
     def reads(self) -> list[str]:
         return ["qid", self.params.messages_column]
@@ -104,7 +106,10 @@ class MessagesRetriever(Operator):
             message = messages[position]
             if message.get("role") not in self.params.roles:
                 continue
-            text = normalise(answer_text(message.get("content")), self.params.max_chars)
+            text = answer_text(message.get("content"))
+            if message.get("role") == "assistant" and is_declined(text, self.params.declined_replies):
+                continue
+            text = normalise(text, self.params.max_chars)
             if text and text not in seen:
                 seen.add(text)
                 kept.append((position, text))

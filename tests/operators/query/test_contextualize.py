@@ -132,3 +132,21 @@ def test_the_embedded_model_rewrites_a_follow_up():
     meta = op.drain_metadata()["1"]  # the model's rewrite, or the history form when it made none
     assert "honey" in standalone.lower() or "bee" in standalone.lower(), (standalone, meta)
     assert meta["usage"]["standalone"]["calls"] == 1 and meta["standalone_query"] == standalone
+
+
+def test_a_declined_reply_is_left_out_of_the_history():
+    """After "The documents found do not answer this question." (generate.answer's no_answer), a follow-up's search
+    was given those words: about answering, not the subject. The reply is left out; the question before it stays."""
+    from operators.conversation import NO_ANSWER
+
+    talk = [{"role": "user", "content": "Who designed the Eiffel Tower?"},
+            {"role": "assistant", "content": "  the documents found do NOT answer  this question. "},
+            *HONEY]
+    table = with_conversation(sample_queries(1), talk)
+    asked = table.column("query")[0].as_py()
+    out = create("query.contextualize", {"turns": 4})(table)
+    assert out.column("query")[0].as_py() == (f"{asked} (Who designed the Eiffel Tower?; Which insects make honey?; "
+                                              "Honey bees make honey.)")
+    kept = create("query.contextualize", {"turns": 4, "declined_replies": ["Nothing found."]})(table)
+    # another flow's no_answer: this reply is an answer like any other
+    assert f"; {NO_ANSWER.lower()};" in kept.column("query")[0].as_py().lower()

@@ -111,3 +111,18 @@ def test_queries_without_a_messages_column_are_a_first_turn_not_an_error():
     out = create("retrieve.messages")(results)
     assert out.column("docno").to_pylist() == results.column("docno").to_pylist()
     assert set(out.column("source").to_pylist()) == {"retrieval"}
+
+
+def test_a_declined_reply_is_no_context_row():
+    """A turn the answer step declined ("The documents found do not answer this question.") became the follow-up's
+    first context row, above every retrieved document; it is left out, the answers before it stay."""
+    from operators.conversation import NO_ANSWER
+
+    talk = CONVERSATION + [{"role": "user", "content": "Who designed the Eiffel Tower?"},
+                           {"role": "assistant", "content": NO_ANSWER}]
+    out = create("retrieve.messages", {})(with_messages(sample_results(1, 2), talk))
+    rows = [r for r in out.to_pylist() if r["source"] == "conversation"]
+    assert [r["text"] for r in rows] == ["Yes: bees pollinate many crops.",
+                                         "Honey bees make honey from the nectar of flowers."]
+    out = create("retrieve.messages", {"declined_replies": []})(with_messages(sample_results(1, 2), talk))
+    assert [r["text"] for r in out.to_pylist()][0] == NO_ANSWER
