@@ -49,7 +49,8 @@ def print_results(out, result, queries, top: int) -> None:
         else:
             rows = in_rank_order(rows)
             shown = rows.slice(0, min(top, rows.num_rows))  # --top 10**20: every row
-            view = Table(title=title, title_justify="left", title_style="bold")
+            out.print(f"[bold]{title}[/]")  # a line of its own: a table's title wraps at the table's width
+            view = Table(caption_justify="left")
             for col in columns:
                 kind = rows.schema.field(col).type
                 numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind)

@@ -136,3 +136,12 @@ def test_a_file_or_an_empty_text_among_several_queries_is_refused(tmp_path, spec
                                home=tmp_path / "home")
     assert status == 2 and out == ""
     one_error(err, "field '--queries'", said)
+
+
+def test_a_question_wider_than_its_table_is_one_line(tmp_path, spec, tessera):  # noqa: F811
+    """The question was the table's title, wrapped at the table's width (about 40 columns for rank, docno, title
+    and score): "1: which honey bees live in ... colonies of the\\nnorth?" on two padded lines."""
+    question = "which honey bees live in colonies of thousands in the forests of the north?"
+    status, out, err = tessera("run", str(spec), "-q", question, "--no-cache", home=tmp_path / "home")
+    assert status == 0, err
+    assert f"1: {question}\n" in out
