@@ -16,8 +16,8 @@ def run_error(bm25_index, tmp_path, capsys, monkeypatch):
 
     def run(*options: str, command=main, name: str = "run") -> str:
         capsys.readouterr()
-        args = ["bm25", "--index", str(bm25_index), "--queries", "honey bees", "--quiet", "--executor", "local",
-                *options]
+        queries = [] if "--queries" in options else ["--queries", "honey bees"]
+        args = ["bm25", "--index", str(bm25_index), *queries, "--quiet", "--executor", "local", *options]
         assert command([name, *args] if name else args) == 2
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1, lines
