@@ -101,8 +101,9 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
                               "source in another one, ingest it with encoding= (and replace=True)", field="encoding")
         if fields:
             name = next(iter(fields))
-            raise IngestError(f"a retry reads its failures as their source was read, with its fields; to read a "
-                              f"source's other fields, ingest it with {name}= (and replace=True)", field=name)
+            raise IngestError("a retry reads its failures as their source was read, with its fields; to read the "
+                              "source with other fields, ingest it again with them and without retry_failed=True "
+                              "(with replace=True where its documents are in the index already)", field=name)
         plan = build_plan(spec, source if source is not None else ANY_SOURCE, chunk)
     else:
         plan = build_plan(spec, source, chunk, encoding=encoding, fields=fields)

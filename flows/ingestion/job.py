@@ -134,8 +134,8 @@ class _Run:
 
             start_ray_early()
         with self._track("staging", None) as tracker:
-            shards = self.stager.stage(finished, on_docs=tracker.read,
-                                       skip=frozenset(self.ledger.read_failure_ids(finished)))
+            skip = self.ledger.read_failure_ids(self.stager.own(finished))  # not another source's (other fields)
+            shards = self.stager.stage(finished, on_docs=tracker.read, skip=frozenset(skip))
         refused.clear(self.stager.dir)  # staged again: running (or interrupted) from here on, until refused again
         self._open_index()
         for shard in shards:  # committed by a run that died before deleting its staged files

@@ -46,7 +46,7 @@ from flows.ingestion.errors import SettingsMismatchError, SourceChangedError, re
 from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
-from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards
+from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
 from operators.store.upgrade import STAGING_DIR, STATE_FILE  # noqa: F401 - this module's names too
@@ -197,6 +197,10 @@ class Stager:
 
     def shard_id(self, index: int) -> str:
         return f"{self.key}-{index:05d}"
+
+    def own(self, shards: set[str]) -> set[str]:
+        """Those of ``shards`` that are this source's (``shard_id``)."""
+        return source_shards(self.key, shards)
 
     def load(self, shard: str) -> tuple[pa.Table, list[Failure]]:
         """A staged shard's documents and its unreadable records."""

@@ -23,9 +23,20 @@ from operators.store import shard as shard_io
 from operators.store.layout import SHARDS
 
 
+def _shard_pattern(key: str) -> re.Pattern:
+    """A shard id of the source staged under ``key``: ``<key>-<k:05d>``, a continuation ``<key>-<k:05d>.<n>``."""
+    return re.compile(rf"{re.escape(key)}-(\d{{5}})(?:\.(\d+))?")
+
+
+def source_shards(key: str, shards: set[str]) -> set[str]:
+    """Those of ``shards`` that belong to the source staged under ``key``."""
+    own = _shard_pattern(key)
+    return {s for s in shards if own.fullmatch(s)}
+
+
 def lost_shards(key: str, finished: set[str], staged: set[str]) -> list[str]:
     """The finished shards of the source staged under ``key`` that are not among its ``staged`` ones, in order."""
-    own = re.compile(rf"{re.escape(key)}-(\d{{5}})(?:\.(\d+))?")
+    own = _shard_pattern(key)
     found = [(int(m[1]), int(m[2] or 0), s) for s in finished - staged if (m := own.fullmatch(s))]
     return [s for *_, s in sorted(found)]
 

@@ -47,6 +47,22 @@ def test_named_fields_ingest_a_csv_whose_columns_are_not_beirs(home, capsys):
     assert json.loads(capsys.readouterr().out)["rows"][0]["docno"] == "1#0"
 
 
+def test_the_fields_the_error_names_ingest_the_file_into_the_same_index(home, capsys):
+    """The fix the error gives, on the index the failed ingest made: the file was skipped as "recorded as unreadable
+    by a finished shard" (every source's read failures were skipped, where a source read with other fields is another
+    source), so nothing went in, with --replace too, and the retry refused the fields."""
+    csv = str(home / "notes.csv")
+    assert ingest_cli(capsys, "--source", csv, "--index", "same")[0] != 0
+    status, _, err = ingest_cli(capsys, "--source", csv, "--index", "same", "--text-field", "body", "--id-field", "id")
+    assert status == 0, err
+    assert main(["index", "documents", "same", "--json"]) == 0
+    assert [d["id"] for d in json.loads(capsys.readouterr().out)["documents"]] == ["1", "2"]
+    status, out, err = ingest_cli(capsys, "--source", csv, "--index", "same", "--text-field", "body", "--id-field",
+                                  "id", "--json")
+    report = json.loads(out)  # the same source again: its shard is done, nothing read twice
+    assert status == 0 and (report["shards_skipped"], report["docs"], report["failures"]) == (1, 0, 0), err
+
+
 @pytest.mark.parametrize("args, said", [
     (["--source", "{home}/docs", "--text-field", "body"],
      "--text-field 'body' is for sources of records (JSONL, CSV/TSV, Parquet); the read step 'sources.files' "
