@@ -24,8 +24,9 @@ DEFAULT_SHARD_SIZE = 5000
 
 
 def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
-    """An existing index keeps its settings: say so when the spec's index_settings ask for another ``dense``
-    or ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
+    """An existing index keeps its settings: say so when a spec the caller named (not the default one, which asks
+    for nothing: documents added to a BM25-only index) has index_settings that ask for another ``dense`` or
+    ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
     given = given if isinstance(given, dict) else {}
     diff = {k: (getattr(existing, k), asked[k]) for k in ("dense", "encoder")
             if k in asked and k not in given and getattr(existing, k) != asked[k]}
@@ -115,7 +116,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
             raise
     _check_extras(plan)
     full_settings = index_settings(index_path, settings, plan.settings_base)
-    if exists and not retry_failed:  # a retry adds to the index it retries
+    if exists and not retry_failed and spec not in (None, DEFAULT_SPEC):  # a retry adds to the index it retries;
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
     embed = embed_params(plan, full_settings, existing=index_path if exists else None)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's

@@ -166,6 +166,12 @@ def test_an_existing_index_says_when_it_keeps_other_settings_than_the_spec_asks(
     assert "keeps the settings it was created with" in caplog.text and "dense=True" in caplog.text
     assert Index.open(tmp_path / "idx").settings.dense is False
     caplog.clear()
+    more = tmp_path / "more.jsonl"
+    more.write_text(_doc("a2"))
+    with caplog.at_level("WARNING", logger="tessera.ingest"):  # documents added with the default spec: nothing asked
+        ingest(more, tmp_path / "idx", spec="ingest", executor="local", chunk=False, progress=False)
+    assert "keeps the settings" not in caplog.text and sorted(_live(tmp_path / "idx")) == ["a1", "a2"]
+    caplog.clear()
     with caplog.at_level("WARNING", logger="tessera.ingest"):  # a retry of failures adds to the index as it is
         ingest(None, tmp_path / "idx", spec=spec, retry_failed=True, executor="local", chunk=False, progress=False)
     assert "keeps the settings" not in caplog.text
