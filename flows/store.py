@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from operators.atomic import write_text
-from operators.errors import SpecError, TesseraError
+from operators.errors import SpecError, TesseraError, short_repr
 from operators.errors import did_you_mean as suggestion
 from operators.home import tessera_home
 
@@ -82,8 +82,9 @@ def did_you_mean(name: str, names: list[str]) -> str:
 
 
 def check_name(name: str) -> str:
-    if not NAME_PATTERN.match(name or ""):
-        raise SpecError(f"'{name}' is not a valid flow name (letters, digits, '_', '.', '-'; "
+    if not isinstance(name, str) or not NAME_PATTERN.match(name):
+        given = f"'{name}'" if isinstance(name, str) else f"{type(name).__name__} {short_repr(name)}"
+        raise SpecError(f"{given} is not a valid flow name (letters, digits, '_', '.', '-'; "
                         "starting with a letter or digit)", field="name")
     stem, dot, suffix = name.rpartition(".")
     if dot and suffix.lower() in ("yaml", "yml", "json"):  # a file's name given for the flow's: mine.yaml.yaml

@@ -140,8 +140,8 @@ def missing_feature(op: Operator, index_name: str, settings: Any) -> OperatorErr
         if feature in _FEATURES and not getattr(settings, feature, True):
             what, option, other = _FEATURES[feature]
             return OperatorError(f"index '{index_name}' was built without {what} (tessera ingest {option}; "
-                                 f"{feature}: false in Python); search it with {other}, or ingest it again "
-                                 f"without {option}", op=op.name, step=op.step_id, field="params.index")
+                                 f"settings={{'{feature}': False}} in Python); search it with {other}, or ingest it "
+                                 f"again without {option}", op=op.name, step=op.step_id, field="params.index")
     return None
 
 

@@ -57,3 +57,15 @@ def test_flow_save_in_python_replaces_another_spec_only_with_force(home):
     assert "retrieve.dense" not in (home / "flows" / "mine.yaml").read_text()
     Flow.load("hybrid").save("mine", force=True)
     assert "retrieve.dense" in (home / "flows" / "mine.yaml").read_text()
+
+
+@pytest.mark.parametrize("name, said", [(None, "NoneType None is not a valid flow name"),
+                                        (3, "int 3 is not a valid flow name"),
+                                        ("my flow", "'my flow' is not a valid flow name")])
+def test_a_name_that_is_not_text_is_named_by_its_type(home, name, said):
+    """``save(None)`` said "'None' is not a valid flow name", as if the text 'None' had been given."""
+    from flows.api import Flow
+    from operators.errors import SpecError
+
+    with pytest.raises(SpecError, match=said):
+        Flow.load("bm25").save(name)
