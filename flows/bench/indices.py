@@ -55,6 +55,26 @@ def default_root() -> Path:
     return tessera_home() / "indices" / "auto"
 
 
+def index_settings(spec: FlowSpec) -> Any:
+    """The settings of the index a flow's unset index steps search: its spec's ``index_settings``, ``dense`` as its
+    steps need, ``bm25`` on when one needs it; a ``SpecError`` naming ``index_settings.KEY`` when they are wrong."""
+    from pydantic import ValidationError
+
+    from operators.errors import SpecError
+    from operators.store import IndexSettings
+
+    features = spec.index_features()
+    wanted = {**(spec.index_settings or {}), "dense": "dense" in features}
+    if "bm25" in features:
+        wanted["bm25"] = True
+    try:
+        return IndexSettings.model_validate(wanted)
+    except ValidationError as err:
+        first = err.errors()[0]
+        raise SpecError(f"bad index settings: {first['msg']}",
+                        field="index_settings." + ".".join(map(str, first["loc"]))) from None
+
+
 def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | None:
     """The index this flow needs (None when no step needs one).
 
@@ -66,24 +86,11 @@ def plan_index(spec: FlowSpec, corpus_sha256: str, root: Path) -> IndexPlan | No
     """
     if not spec.unset_index_steps():
         return None
-    from pydantic import ValidationError
-
-    from operators.errors import SpecError
     from operators.models import DEFAULT_ENCODER
     from operators.models.fingerprint import weights_fingerprint
-    from operators.store import IndexSettings
 
-    features = spec.index_features()
-    dense = "dense" in features
-    wanted = {**(spec.index_settings or {}), "dense": dense}
-    if "bm25" in features:
-        wanted["bm25"] = True
-    try:
-        settings = IndexSettings.model_validate(wanted)
-    except ValidationError as err:
-        first = err.errors()[0]
-        raise SpecError(f"bad index settings: {first['msg']}",
-                        field="index_settings." + ".".join(map(str, first["loc"]))) from None
+    settings = index_settings(spec)
+    dense = settings.dense
     dumped = settings.model_dump(mode="json")
     settings_json = _canonical(dumped)
     if not dense:  # no vectors: the encoder does not matter, and the key is what it always was

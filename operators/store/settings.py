@@ -66,6 +66,45 @@ class IndexSettings(BaseModel):
             raise ValueError(f"dense_options must be positive, got {bad}")
         return value
 
+    @field_validator("stemmer")
+    @classmethod
+    def _a_stemmer_language(cls, value: str | None) -> str | None:
+        """PyStemmer's name (``english``, ``porter``, ...): another failed only when the first shard was written,
+        after its documents were read and embedded."""
+        if value is None or value == "english":
+            return value
+        import Stemmer
+
+        try:
+            Stemmer.Stemmer(value)  # its names (english) and ISO codes (en, eng)
+        except KeyError:
+            from operators.errors import close_names, did_you_mean
+
+            known = Stemmer.algorithms()
+            hint = did_you_mean(close_names(value, known)) or f"one of {', '.join(known)}"
+            raise ValueError(f"'{value}' is no PyStemmer language; {hint} (or null for no stemming)") from None
+        return value
+
+    @field_validator("stopwords")
+    @classmethod
+    def _a_stopwords_language(cls, value: str | list[str] | None) -> str | list[str] | None:
+        """A language bm25s has stopwords for (``en``, ``de``, ...): another failed only when the first shard was
+        written."""
+        if not isinstance(value, str) or value in ("en", "english"):
+            return value
+        from operators.bm25s_import import load_bm25s
+
+        load_bm25s()
+        from bm25s.tokenization import _infer_stopwords
+
+        try:
+            _infer_stopwords(value)
+        except ValueError:
+            raise ValueError(f"'{value}' is no language bm25s has stopwords for (en, de, nl, fr, es, pt, it, ru, sv, "
+                             "no, zh, tr, ko, da, or their English names); give a list of words, or null for "
+                             "none") from None
+        return value
+
     @model_validator(mode="after")
     def _something_to_search(self) -> "IndexSettings":
         if not (self.dense or self.bm25):

@@ -57,3 +57,19 @@ def test_an_empty_name_and_the_home_of_no_user_are_refused(tmp_path, monkeypatch
     for call in (resolve_index, lambda path: Index.create(path, BM25), Index.open):
         with pytest.raises(IndexStoreError, match="~nosuchuser-tessera names no user's home folder"):
             call("~nosuchuser-tessera/x")
+
+
+def test_a_stemmer_or_stopwords_language_the_libraries_lack_is_refused_in_the_settings(tmp_path):
+    """``stemmer: English`` reached PyStemmer only when the first shard was written: a KeyError, after the shard's
+    documents had been read and embedded. The settings name it, and the languages the libraries have pass."""
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="'English' is no PyStemmer language; did you mean 'english'"):
+        IndexSettings(dense=False, stemmer="English")
+    with pytest.raises(ValidationError, match="'xx' is no language bm25s has stopwords for"):
+        IndexSettings(dense=False, stopwords="xx")
+    german = IndexSettings(dense=False, stemmer="german", stopwords="de")
+    Index.create(tmp_path / "de", german).write_shard("s1", pa.table({
+        "docno": ["d1"], "doc_id": ["d1"], "text": ["Die Bienen machen Honig"]}))
+    assert IndexSettings(dense=False, stemmer=None, stopwords=["honey"]).stopwords == ["honey"]
+    assert IndexSettings(dense=False, stemmer="en").stemmer == "en"  # PyStemmer's ISO codes too
