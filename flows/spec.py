@@ -91,8 +91,15 @@ class FlowSpec(BaseModel):
     output: str | None = Field(None, description="Step whose output is the flow's result (steps it does not read "
                                "are skipped); default: the one step no other step reads.")
     index_settings: dict[str, Any] | None = Field(
-        None, description="An ingestion flow's index settings (operators.store.IndexSettings), read by "
-        "`tessera ingest`; other flows leave it unset.")
+        None, description="The settings (operators.store.IndexSettings) of the index the flow builds: an "
+        "ingestion flow's (`tessera ingest`), or the one `tessera bench` builds for a flow's unset index steps "
+        "(its encoder, say); `tessera run --index` searches the index given, as it was built.")
+
+    @field_validator("index_settings")
+    @classmethod
+    def _known_settings(cls, value: dict[str, Any] | None) -> dict[str, Any] | None:
+        spec_checks.check_index_settings(value)
+        return value
 
     @field_validator("steps", mode="before")
     @classmethod

@@ -245,3 +245,25 @@ def _param_naming(op: Any, column: str, otherwise: str = "inputs") -> str:
         if value == column or (isinstance(value, (list, tuple)) and column in value):
             return f"params.{name}"
     return otherwise
+
+
+def check_index_settings(value: dict[str, Any] | None) -> None:
+    """A spec's ``index_settings`` as ``operators.store.IndexSettings`` reads them, when the spec is loaded: a
+    misspelt key (with the close names) or a bad value was refused only by the ingestion or benchmark that built
+    the index, and ``tessera flows save`` kept the flow."""
+    if not value:
+        return
+    from pydantic import ValidationError
+
+    from operators.errors import plain_message, unknown_name_hint
+    from operators.store.settings import IndexSettings
+
+    if unknown := [key for key in value if key not in IndexSettings.model_fields]:
+        raise ValueError(f"unknown index setting '{unknown[0]}'"
+                         f"{unknown_name_hint(unknown[0], IndexSettings.model_fields, 'settings')}")
+    try:
+        IndexSettings.model_validate(value)
+    except ValidationError as err:
+        first = err.errors()[0]
+        where = ".".join(map(str, first["loc"]))
+        raise ValueError(f"{where + ': ' if where else ''}{plain_message(first)}") from None

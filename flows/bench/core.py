@@ -44,7 +44,6 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
     for f in flows:  # an unset key (rerank.api's api_key_env, an LLM alias's), before any index is built too
         check_env(f.spec, f.name)
-        _check_index_settings(f)
     made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)
@@ -151,17 +150,6 @@ def _flow_warnings(name: str, flow_run: FlowRun, dataset: Dataset, ks: list[int]
         warnings.append(f"flow '{name}' answers, but {dataset.root} has no questions.jsonl with gold "
                         "answers: no answer measures")
     return warnings
-
-
-def _check_index_settings(flow: BenchFlow) -> None:
-    """The settings of the index a flow would build (a misspelt key, a stemmer PyStemmer lacks), before any flow
-    runs: a later flow's were refused only when its turn came, after the flows before it had run."""
-    if flow.spec.unset_index_steps():
-        try:
-            indices.index_settings(flow.spec)
-        except TesseraError as err:
-            err.flow = flow.name
-            raise
 
 
 def _refuse_empty_index(flow: str, index: Path, failed: int) -> None:

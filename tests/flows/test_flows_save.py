@@ -69,3 +69,17 @@ def test_a_name_that_is_not_text_is_named_by_its_type(home, name, said):
 
     with pytest.raises(SpecError, match=said):
         Flow.load("bm25").save(name)
+
+
+def test_a_flow_whose_index_settings_no_index_takes_is_not_saved(home, tmp_path, capsys):
+    """A misspelt key of index_settings was saved, listed without an error, and refused only by the benchmark
+    that built the index, with pydantic's bare 'Extra inputs are not permitted'."""
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("index_settings: {encodr: all-MiniLM-L6-v2}\n" + BM25)
+    assert main(["flows", "save", "enc", str(spec)]) == 2
+    err = capsys.readouterr().err
+    assert "field 'index_settings'" in err and "unknown index setting 'encodr'; did you mean 'encoder'?" in err, err
+    spec.write_text("index_settings: {dense_type: hnws, stemmer: porter}\n" + BM25)
+    assert main(["flows", "save", "enc", str(spec)]) == 2
+    assert "dense_type: Input should be 'flat'" in capsys.readouterr().err
+    assert not (home / "flows").exists() or not list((home / "flows").iterdir())
