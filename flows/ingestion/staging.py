@@ -172,6 +172,11 @@ def read_staged(folder: str | Path, shard: str) -> tuple[pa.Table, list[Failure]
     return docs, failures
 
 
+#: What to do about records left out, in a Python caller's words (tessera ingest says --retry-failed; tessera
+#: bench, whose index is built anew from a changed corpus, says otherwise).
+RETRY_ADVICE = "fix them, then ingest again with retry_failed=True"
+
+
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
@@ -288,8 +293,7 @@ class Stager:
             log.warning("... and %d more", failed - LOGGED_FAILURES)
         if failed:
             log.warning("%d record(s) of the source are left out, the rest goes on; each is in the index's "
-                        "failures.jsonl with its file and line, or the file alone (fix them, then ingest again "
-                        "with retry_failed=True)", failed)  # Python's name: tessera ingest says --retry-failed
+                        f"failures.jsonl with its file and line, or the file alone ({RETRY_ADVICE})", failed)
         return shards
 
     def _unrecorded(self, shard: str, rows: pa.Table) -> dict[str, Any] | None:

@@ -169,3 +169,23 @@ def test_a_later_flows_bad_index_settings_are_refused_before_any_flow_runs(tmp_p
                            "--no-mlflow")
     assert status == 2 and "stemmed.yaml': field 'index_settings'" in err and said in err, err
     assert "ran in" not in err and not (tmp_path / "out").exists()
+
+
+def test_a_repeated_corpus_id_is_said_in_the_benchmarks_words(tmp_path, bench, caplog):
+    """The ingestion's warning advised 'retry_failed=True' (Python's, and no fix for a benchmark, whose index is
+    built anew from a changed corpus), and the benchmark added that a relevant document among the left-out ones
+    'counts as not found', where the id's first copy is in the index and every score is the clean corpus's."""
+    root = write_dataset(tmp_path / "d", BEIR)
+    with open(root / "corpus.jsonl", "a", encoding="utf-8") as corpus:
+        corpus.write(json.dumps({"_id": "d1", "text": "A second page under the first one's id."}) + "\n")
+    with caplog.at_level("WARNING", logger="tessera.ingest"):
+        status, out, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow",
+                                 "--json")
+    assert status == 0, err
+    said = caplog.text
+    assert "duplicate id d1" in said and "fix them in the corpus: the next benchmark builds its index again" in said
+    assert "retry_failed" not in said and "counts as not found" not in err
+    clean = write_dataset(tmp_path / "clean", BEIR)
+    status, clean_out, _ = bench("--dataset", clean, "--flow", "bm25", "--out", tmp_path / "out2", "--no-mlflow",
+                                 "--json")
+    assert json.loads(out)["flows"]["bm25"]["measures"] == json.loads(clean_out)["flows"]["bm25"]["measures"]
