@@ -151,6 +151,9 @@ def load_dataset(folder: str | Path, *, split: str = "test", limit: int | None =
     wanted = set(relevant)
     found, some_ids = _corpus_ids(corpus, wanted, spaced_ok=not benchmarked)
     unknown = tuple(d for d in relevant if d not in found)
+    if benchmarked and relevant and not some_ids:  # "its ids: ;" before
+        raise BenchError(f"{corpus} holds no document (a JSON object a line, with its _id): every query would "
+                         "score 0", field="dataset")
     if benchmarked and relevant and len(unknown) == len(relevant):
         raise BenchError(f"no relevant judgement of {qrels_path} names a document of {corpus} (its ids: "
                          f"{_shown(some_ids)}; the judged ones: {_shown(dict.fromkeys(unknown))}): every query "

@@ -189,3 +189,11 @@ def test_a_repeated_corpus_id_is_said_in_the_benchmarks_words(tmp_path, bench, c
     status, clean_out, _ = bench("--dataset", clean, "--flow", "bm25", "--out", tmp_path / "out2", "--no-mlflow",
                                  "--json")
     assert json.loads(out)["flows"]["bm25"]["measures"] == json.loads(clean_out)["flows"]["bm25"]["measures"]
+
+
+def test_an_empty_corpus_is_said_to_be_empty(tmp_path, bench):
+    root = write_dataset(tmp_path / "d", BEIR)
+    (root / "corpus.jsonl").write_text("\n")
+    status, _, err = bench("--dataset", root, "--flow", "bm25", "--out", tmp_path / "out", "--no-mlflow")
+    assert status == 2 and "corpus.jsonl holds no document (a JSON object a line, with its _id)" in err, err
+    assert "its ids: ;" not in err  # what it said before
