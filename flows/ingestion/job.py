@@ -165,6 +165,7 @@ class _Run:
         if live is not None:
             refused.record(self.stager.dir, *live)
             raise refused.in_ingestion_terms(live[1])
+        self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
         return self._finish(started)
 
     def _job_params(self) -> dict[str, Any]:
@@ -184,9 +185,8 @@ class _Run:
         return {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
 
     def _check_job(self, mismatch: dict[str, tuple] | None, *, nothing_to_do: bool) -> None:
-        """Chunking and encoder must stay those of the source's finished shards. With every shard finished nothing
-        is made with the new ones (a default changed since the index was built: ``make demo`` run again), so that
-        is said and the index is left as it is."""
+        """Chunking and encoder must stay those of the source's finished shards. With every shard finished nothing is
+        made with the new ones (a default changed since the index was built: ``make demo`` again): said, and left."""
         from operators.atomic import write_bytes
 
         if mismatch is not None and nothing_to_do:

@@ -183,6 +183,19 @@ class Ledger:
         return {f.id for shard, (attempt, _) in state.latest.items() if shard in finished
                 for _, f in state.failures.get((shard, attempt), []) if f.stage == "read"}
 
+    def supersede_read_failures(self, own: set[str], finished: set[str], files: set[str]) -> list[str]:
+        """Resolve the open read failures of other sources in ``files``, which the source of the finished shards
+        ``own`` has read since without failing on them: a file that failed for want of its text column, read again
+        with ``--text-field``, left its failure open, and a retry would read it as before. Recorded as a retry of
+        one of ``own``, which ``open_failures`` counts as resolving them; returns their ids."""
+        state = self._state()
+        again = set().union(*(state.failed_ids(shard) for shard in own))
+        ids = [f.id for f in self.open_failures(finished) if f.stage == "read" and f.shard not in own
+               and f.path in files and f.id not in again]
+        if ids and own:
+            self.record_retry(min(own), ids)
+        return ids if own else []
+
     def failed_ids(self, shard: str) -> set[str]:
         """Ids of the failures of ``shard``'s latest closed attempt."""
         return self._state().failed_ids(shard)

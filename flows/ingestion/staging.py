@@ -207,6 +207,10 @@ class Stager:
         """Those of ``shards`` that are this source's (``shard_id``)."""
         return source_shards(self.key, shards)
 
+    def files(self) -> set[str]:
+        """The absolute paths of the files the source reads (none for a source that reads no files)."""
+        return {str(path) for path in source_files(self.op, self.params) or []}
+
     def load(self, shard: str) -> tuple[pa.Table, list[Failure]]:
         """A staged shard's documents and its unreadable records."""
         return read_staged(self.dir, shard)

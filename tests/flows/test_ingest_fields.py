@@ -53,14 +53,29 @@ def test_the_fields_the_error_names_ingest_the_file_into_the_same_index(home, ca
     source), so nothing went in, with --replace too, and the retry refused the fields."""
     csv = str(home / "notes.csv")
     assert ingest_cli(capsys, "--source", csv, "--index", "same")[0] != 0
-    status, _, err = ingest_cli(capsys, "--source", csv, "--index", "same", "--text-field", "body", "--id-field", "id")
+    status, out, err = ingest_cli(capsys, "--source", csv, "--index", "same", "--text-field", "body", "--id-field",
+                                  "id", "--json")
     assert status == 0, err
+    # the first read's failure of the file is resolved: it said "1 open ... then: --retry-failed", which read the
+    # file without --text-field again
+    assert json.loads(out)["open_failures"] == 0
     assert main(["index", "documents", "same", "--json"]) == 0
     assert [d["id"] for d in json.loads(capsys.readouterr().out)["documents"]] == ["1", "2"]
     status, out, err = ingest_cli(capsys, "--source", csv, "--index", "same", "--text-field", "body", "--id-field",
                                   "id", "--json")
     report = json.loads(out)  # the same source again: its shard is done, nothing read twice
     assert status == 0 and (report["shards_skipped"], report["docs"], report["failures"]) == (1, 0, 0), err
+
+
+def test_a_file_the_other_fields_cannot_read_either_stays_an_open_failure(home, capsys):
+    csv = str(home / "notes.csv")
+    assert ingest_cli(capsys, "--source", csv, "--index", "twice")[0] != 0
+    status, out, err = ingest_cli(capsys, "--source", csv, "--index", "twice", "--text-field", "bdy", "--json")
+    assert status != 0 and json.loads(out)["open_failures"] == 1, err
+    events = [json.loads(line) for line in (home / "home" / "indices" / "twice" / "failures.jsonl").read_text()
+              .splitlines()]
+    assert "no text column 'bdy'" in events[-2]["error"]  # the second read's own failure, and the first's stays:
+    assert not [e for e in events if e["event"] == "retry"]  # neither read resolves the other's failure
 
 
 @pytest.mark.parametrize("args, said", [
