@@ -21,7 +21,8 @@ The file is append-only JSON lines, written by the driver only:
   shard folder; its attempt line says ``"empty": true`` and counts as its commit (written
   under the same lock, unless the shard is finished already: ``job._Run._record_empty``);
 * ``{"event": "retry", "shard", "ids"}``: ``--retry-failed`` is about to process these
-  failures into the new shard ``shard``.
+  failures into the new shard ``shard``; or another source (other fields) has read their files
+  into its finished shard ``shard`` without failing on them (``supersede_read_failures``).
 
 A shard may be attempted more than once (a crash between the ledger write and the
 commit); only its latest closed attempt counts, and only once the shard is finished
