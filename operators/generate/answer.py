@@ -57,12 +57,13 @@ class AnswerGenerator(LLMStep):
     name = ANSWER_OP
     aliases = ("generate_answer",)
     scope = "query"
-    version = "11"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
+    version = "12"  # 2: sources by word overlap for a short answer; 3: its leading article kept, loops within a line;
     # 4: a short answer that repeats an example turn's answer no document holds degrades; 5: sources by distinctive
     # words (not the question's), weighted by rarity, with a phrase or a rare word in the document (attribution);
     # 6: a reply that falls into a loop after a sound start is junk too; 7: so is a short one, a sentence 3 times;
     # 8: answer_cut; 9: a short answer keeps a title's small first word ("To Kill a Mockingbird"); 10: and the name
     # its lowercase last word qualifies ("northern France"); 11: min_relevance
+    # 12: a follow-up's answer is read against the question as asked (question_column), not its history form
 
     system_prompt: ClassVar[str] = (
         "You answer questions using only the numbered documents you are given. Cite every document you use by "
@@ -81,6 +82,11 @@ class AnswerGenerator(LLMStep):
                                            "per query, no sources: the no-retrieval baseline, answer_only).")
         index_column: str = Field("context_index", description="Column holding each row's document number.")
         text_column: str = Field("text", description="Column holding each document's text (attribute_uncited).")
+        question_column: str = Field("original_query", description="Column holding the question as asked "
+                                     "(query.contextualize's original_column), against which the answer is read: "
+                                     "its words are no evidence of a source, and a short answer's restatement "
+                                     "of it is cut; the query column where it is absent (the model is asked the "
+                                     "query).")
         cited_column: str = Field("cited", description="Column that receives whether the answer cited the row.")
         attribute_uncited: bool = Field(True, description="When the reply cites no document (small models often "
                                         "do not), take as sources the documents that hold the answer's "
@@ -115,14 +121,14 @@ class AnswerGenerator(LLMStep):
             return self
 
     def reads(self) -> list[str]:
+        return self.requires() + ([self.params.question_column] if self.params.context_column is None else
+                                  [self.params.text_column, self.params.question_column])
+
+    def requires(self) -> list[str]:
         if self.params.context_column is None:
             return ["qid", "query"]
         gate = [] if self.params.min_relevance is None else [self.params.relevance_column]
-        return ["qid", "query", "docno", self.params.context_column, self.params.index_column, *gate,
-                self.params.text_column]
-
-    def requires(self) -> list[str]:
-        return self.reads()[:-1] if self.params.context_column is not None else self.reads()
+        return ["qid", "query", "docno", self.params.context_column, self.params.index_column, *gate]
 
     def prompts(self) -> dict[str, str]:
         p = self.params
@@ -163,6 +169,8 @@ class AnswerGenerator(LLMStep):
         groups = dict(qid_groups(table))
         closed_book = p.context_column is None
         queries = {qid: rows.column("query")[0].as_py() or "" for qid, rows in groups.items()}
+        asked = {qid: (rows.column(p.question_column)[0].as_py() if p.question_column in rows.column_names else None)
+                 or queries[qid] for qid, rows in groups.items()}  # the question as asked, not its history form
         contexts = {qid: "" if closed_book else rows.column(p.context_column)[0].as_py() or ""
                     for qid, rows in groups.items()}
         abstaining = self._abstaining(groups)
@@ -184,7 +192,7 @@ class AnswerGenerator(LLMStep):
                 shown = len([n for n in numbers if n is not None])  # the documents the context numbers
                 parsed = parse_answer(reply.text, shown)
                 if p.style == "short":
-                    parsed = {"answer": short_answer.short_span(parsed["answer"], queries[qid]),
+                    parsed = {"answer": short_answer.short_span(parsed["answer"], asked[qid]),
                               "reasoning": parsed["reasoning"], "sources": []}
                 problem = _junk_answer(parsed["answer"])
                 if problem is None and p.style == "short" and not closed_book:
@@ -199,7 +207,7 @@ class AnswerGenerator(LLMStep):
                 if not cited and p.attribute_uncited and not closed_book:
                     texts = dict(zip(numbers, rows.column(p.text_column).to_pylist())) \
                         if p.text_column in rows.column_names else {}
-                    answer, question = parsed["answer"], queries[qid]
+                    answer, question = parsed["answer"], asked[qid]
                     if p.style != "short":
                         cited, sources_from = attribute(answer, texts, p.min_overlap, question), "overlap"
                     else:  # the documents that hold it verbatim; if none (reworded, cut off), those sharing its words
