@@ -50,25 +50,3 @@ def test_the_gate_needs_its_column_and_documents(fault_models):
     with pytest.raises(ParamsError, match="min_relevance.*context_column: null"):
         create("generate.answer", {"model": "fault-ok", "min_relevance": 0.4, "context_column": None})
     assert "score_dense" not in create("generate.answer", {"model": "fault-ok"}).requires()
-
-
-def test_a_follow_ups_answer_is_read_against_the_question_as_asked(fault_models):
-    """query.contextualize gives a follow-up its history form ("Is alcohol covered by it? (What is the daily meal
-    allowance ...; 45 euros)"); the answer was read against it, so its words from the earlier turn counted as the
-    question's: no source for an answer the expenses page holds, and the short answer not cut to its span."""
-    import json
-
-    docs = pa.table({"qid": ["1", "1"], "query": ["Is alcohol covered by it?"] * 2, "docno": ["exp#0", "leave#0"],
-                     "text": ["Travel and expenses: the daily allowance is 45 euros; alcohol is not covered.",
-                              "Leave policy: thirty days of annual leave, and sick leave on a doctor's note."],
-                     "score": [2.0, 1.0], "rank": [1, 2],
-                     "messages": [json.dumps([{"role": "user", "content": "What is the daily meal allowance?"},
-                                              {"role": "assistant", "content": "45 euros"}])] * 2})
-    table = create("query.contextualize", {})(docs)
-    assert table.column("query")[0].as_py().startswith("Is alcohol covered by it? (What is the daily")
-    table = create("generate.context", {"max_context_length": 400})(table)
-    fault_models.reply = "No, alcohol is not covered by it. The daily allowance is 45 euros"
-    op = create("generate.answer", {"model": "fault-ok", "style": "short"}, step_id="answer")
-    op(table)
-    meta = op.drain_metadata()["1"]
-    assert meta["answer"] == "The daily allowance is 45 euros" and meta["sources"] == ["exp#0"], meta
