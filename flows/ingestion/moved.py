@@ -20,6 +20,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from flows.ingestion.errors import SourceChangedError
 from flows.ingestion.file_order import files_read_order, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.staging import (
@@ -67,6 +68,7 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
                 and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
             theirs = {str(entry[0]) for entry in state.get("fingerprint") or () if os.path.exists(entry[0])}
             if theirs and theirs <= present:  # (a file removed since is named by staging too)
+                _refuse_renamed(op, params, state, theirs)
                 return state_file.parent.name
             order = files_read_order(files, params, state)  # their files first, in their order
             candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
@@ -78,6 +80,26 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
         if digests[at] == theirs:
             return key
     return None
+
+
+def _refuse_renamed(op: Source, params: dict[str, Any], state: dict[str, Any], files: set[str]) -> None:
+    """A source that names its documents by their paths (PDF, text, Markdown, HTML files) from another folder than
+    the ingested source that read the same files (a subfolder, then a glob of its parent): resumed as that source,
+    it was refused naming its files as "removed" at paths that never were; as a source of its own, its documents
+    would be in the index twice, under two names."""
+    from operators.sources.paths import path_root
+    from operators.sources.pdf import PdfSource, relative_name
+
+    ours, theirs = params.get("path"), (state.get("params") or {}).get("path")
+    if not (isinstance(op, PdfSource) and isinstance(ours, str) and isinstance(theirs, str)) or \
+            path_root(ours) == path_root(theirs):
+        return
+    file = Path(min(files))
+    raise SourceChangedError(
+        f"the files {theirs} read are in the index already, named from {path_root(theirs)} "
+        f"('{relative_name(file, theirs)}'); {ours} names them from {path_root(ours)} ('{relative_name(file, ours)}'), "
+        f"so their documents would be in the index twice, under both names: ingest {ours} into a new index, or its "
+        f"other files as sources of their own (globs that leave {path_root(theirs)} out)", field="source")
 
 
 def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None) -> str:

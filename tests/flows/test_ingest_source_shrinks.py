@@ -128,3 +128,20 @@ def test_the_folder_after_its_glob_names_the_file_changed_since(tmp_path, docs, 
     status, _, err = ingest(capsys, docs, index)
     assert status == 2 and "-00000 (documents 0 to 1)" in err and f"changed: {docs / 'a.txt'}" in err, err
     assert f"no longer read: {docs / 'sub' / 'c.txt'}" in err and "removed:" not in err
+
+
+def test_a_subfolder_then_a_glob_of_its_parent_is_refused_naming_both_folders(tmp_path, docs, capsys):
+    """The glob was taken for the subfolder's source (it reads every file the subfolder read) and refused, naming
+    the subfolder's files as removed at paths that never were (docs/c.txt); with --replace its documents went in
+    again under their other names (sub/c.txt beside c.txt). A glob of the subfolder is still its source."""
+    index = tmp_path / "idx"
+    assert ingest(capsys, docs / "sub", index) == (0, "1", "0")
+    for replace in ((), ("--replace",)):
+        status, _, err = ingest(capsys, f"{docs}/**/*", index, *replace)
+        assert status == 2 and "removed:" not in err, err
+        assert f"named from {docs / 'sub'} ('c.txt')" in err and f"names them from {docs} ('sub/c.txt')" in err, err
+        assert "would be in the index twice" in err
+    assert doc_ids(index) == ["c.txt"]
+    assert ingest(capsys, f"{docs}/*.txt", index) == (0, "2", "0")  # the other files, as the message says
+    assert ingest(capsys, f"{docs}/sub/*", index) == (0, "0", "1")
+    assert doc_ids(index) == ["a.txt", "b.txt", "c.txt"]
