@@ -33,6 +33,7 @@ from pathlib import Path
 from flows.commands._support import CliError, require_extra
 from flows.commands.serve_checks import check_gpus, check_setting_names, checked_address, home_readable_by_others
 from flows.commands.serve_process import DEFAULT_GRACE_PERIOD_S, run_serve, runner_command
+from flows.commands.serve_store_lock import hold_task_stores
 from operators.api_keys import KEYS_ENV, env_key_id, env_keys, env_keys_problem, key_hash
 from operators.errors import SettingError
 
@@ -78,6 +79,7 @@ def handle(args: argparse.Namespace) -> int:
     if not args.print_config and local_cluster(checked_address(args.address), os.environ):
         check_port(str(http.get("host", "127.0.0.1")), port)
         check_task_stores(config)
+        held = hold_task_stores(config)  # noqa: F841 - for as long as this process runs
         check_models_file(os.environ)
         check_gpus(config, args.address, os.environ)
     check_app_args(config)  # last: it costs a child process (about 1 s)

@@ -118,6 +118,24 @@ def test_a_task_store_under_a_plain_file_is_refused(small_config, tmp_path, serv
     assert done.returncode == 2 and "the task store" in done.stderr and "not a database" in done.stderr
 
 
+def test_a_task_store_another_tessera_serve_holds_is_refused(small_config, tmp_path, serve_in_process):
+    """A second service on the same SQLite store took the first one's running tasks for interrupted ones (their
+    workers live in the other's Ray cluster): failed them, deleted their uploads, let a second ingestion start."""
+    import fcntl
+
+    config = small_config(task_store=f"sqlite:///{tmp_path}/tasks.db")
+    with open(tmp_path / "tasks.db.serve.lock", "a+") as held:  # what the running service's process holds
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.write("4242\n")
+        held.flush()
+        done = serve_in_process("--config", str(config), tmp_path=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert (f"field 'args.service.task_store': the task store {tmp_path}/tasks.db is in use by another tessera serve "
+            "(pid 4242)") in done.stderr
+    with pytest.raises(pytest.fail.Exception, match="started instead of refusing"):  # released: it starts
+        serve_in_process("--config", str(config), tmp_path=tmp_path)
+
+
 @pytest.mark.timeout(240)
 @pytest.mark.parametrize("server", ["refusing", pytest.param("silent", marks=pytest.mark.slow)])  # silent: 5 s of
 # waiting; its message is checked in-process in tests/serve/test_taskstore_connect.py
