@@ -17,6 +17,7 @@ meanwhile. It imports neither Tessera's ``serve`` package nor Ray before ``serve
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -115,10 +116,24 @@ def main(argv: list[str] | None = None) -> None:
         import yaml
 
         targets = ingress_deployments(yaml.safe_load(Path(rest[1]).read_text(encoding="utf-8")) or {})
-    signal.signal(signal.SIGINT, Drain(targets, known.grace_period))
+    drain = Drain(targets, known.grace_period)
+    signal.signal(signal.SIGINT, drain)
     from ray.serve.scripts import cli
 
-    cli.main(rest, prog_name="serve")
+    try:
+        cli.main(rest, prog_name="serve")
+    except SystemExit as end:
+        # A signal while `serve run` still deploys lands outside its own handler: click said "Aborted!" and exited 1
+        # (or the interpreter's teardown crashed in Ray's, 139), where a stop asked for exits 0. Ray is shut down
+        # here, then the process ends without the teardown.
+        if end.code == 1 and drain.started:
+            import ray
+
+            ray.shutdown()
+            say("stopped while starting")
+            sys.stdout.flush()
+            os._exit(0)
+        raise
 
 
 if __name__ == "__main__":

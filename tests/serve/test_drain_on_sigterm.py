@@ -69,10 +69,9 @@ class SlowRerank:
         self.server.server_close()
 
 
-@pytest.fixture
-def service(tmp_path):
-    """``tessera serve`` on a free port with a two-document BM25 index as its default; yields the process, base URL
-    and log path, and ends whatever of it is left after the test."""
+def start(tmp_path: Path) -> tuple[subprocess.Popen, str, Path]:
+    """``tessera serve`` on a free port with a two-document BM25 index as its default: the process, base URL and
+    log path."""
     index = tmp_path / "home" / "indices" / "notes"
     two_document_index(index)
     port = free_ports(1)[0]
@@ -90,18 +89,29 @@ def service(tmp_path):
         process = subprocess.Popen([sys.executable, "-m", "flows", "serve", "--config", str(config), "--address",
                                     "local", "--grace-period", str(GRACE_S)], cwd=REPO, env=env, stdout=log,
                                    stderr=subprocess.STDOUT, start_new_session=True)
+    return process, f"http://127.0.0.1:{port}", log_path
+
+
+def end(process: subprocess.Popen) -> None:
+    """Whatever of a ``tessera serve`` and its Ray is left."""
+    if process.poll() is None:
+        process.kill()
+        process.wait(30)
     try:
-        base = f"http://127.0.0.1:{port}"
+        os.killpg(process.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+@pytest.fixture
+def service(tmp_path):
+    """A started service (``start``) once it answers; ends whatever of it is left after the test."""
+    process, base, log_path = start(tmp_path)
+    try:
         wait_until_answering(process, base + "/healthz", log_path)
         yield process, base, log_path
     finally:
-        if process.poll() is None:
-            process.kill()
-            process.wait(30)
-        try:
-            os.killpg(process.pid, signal.SIGKILL)  # whatever of its Ray is left
-        except ProcessLookupError:
-            pass
+        end(process)
 
 
 def search(base: str, flow: dict) -> tuple[int, dict | str]:
@@ -198,3 +208,20 @@ def test_a_second_sigterm_stops_without_waiting_for_the_grace_period(service):
     print(f"exited {took:.1f} s after the first SIGTERM")
     assert took < GRACE_S - 10, f"exited {took:.1f} s after the first SIGTERM: {text[-5000:]}"
     assert "second signal" in text, text[-3000:]
+
+
+def test_a_sigterm_while_it_starts_stops_it_with_status_0(tmp_path):
+    """A SIGTERM while `serve run` still deployed reached it outside its own handler: click's "Aborted!", and the
+    interpreter's teardown crashed in Ray's (status 139; 1 where it did not). Sent once Ray has started."""
+    process, _, log_path = start(tmp_path)
+    try:
+        deadline = time.monotonic() + 120
+        while "Started a local Ray instance" not in log_path.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log_path.read_text()[-3000:]
+            time.sleep(0.1)
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(120)
+    finally:
+        end(process)
+    assert status == 0, log_path.read_text()[-3000:]
+
