@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 from typing import Iterator
 
 from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
@@ -184,7 +185,8 @@ def _cmd_documents(args: argparse.Namespace) -> int:
     for column in ("document", "title", "passages", "metadata"):
         table.add_column(column)
     for doc in page["documents"]:
-        metadata = ", ".join(f"{k}: {v}" for k, v in doc["metadata"].items())
+        metadata = ", ".join(f"{k}: {v if isinstance(v, str) else json.dumps(v, default=str, ensure_ascii=False)}"
+                             for k, v in doc["metadata"].items())  # as --json writes it: false, not False
         table.add_row(escape(doc["id"]), escape(doc["title"]), str(doc["passages"]), escape(metadata))
     out.print(table)
     return EXIT_OK
