@@ -44,6 +44,13 @@ class TfidfReranker(Reranker):
 
     #: One batch of every query (as before rerankers had a batch size): ``fit_on: all`` fits on the batch.
     batch_size: ClassVar[int | None] = None
+    #: A query's scores under ``fit_on: all`` depend on the other queries of its batch, which a cache entry (one
+    #: query's rows) does not hold: the step cache gave a query back the scores of another batch.
+    cacheable_if: ClassVar[str | None] = "fit_on == 'candidates'"
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.cacheable = self.params.fit_on == "candidates"  # type: ignore[misc]  (a per-step setting)
 
     class Params(RerankParams):
         similarity: Literal["cosine", "euclidean", "manhattan", "bm25"] = Field(

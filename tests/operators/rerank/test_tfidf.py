@@ -191,3 +191,28 @@ def test_bad_params_name_the_field():
         create("rerank.tfidf", {"similarity": "jaccard"})
     with pytest.raises(ParamsError, match="params.b"):
         create("rerank.tfidf", {"b": 2})
+
+
+def test_fit_on_all_is_not_cached_as_its_scores_depend_on_the_batch(tmp_path):
+    """A query's scores under ``fit_on: all`` come from the statistics of every query's candidates: the step cache
+    (one entry a query) gave "honey bees" its scores from a batch with "opera singers" in a run beside "gothic
+    cathedrals" (0.5754 against 0.5687 fresh, in a user's run)."""
+    from flows.api import Flow
+    from operators.testing import SAMPLE_CORPUS
+
+    def rerank(fit_on: str) -> Flow:
+        return Flow.load({"name": "tf", "steps": {
+            "bm25": {"op": "retrieve.corpus_bm25", "params": {"corpus": str(SAMPLE_CORPUS), "k": 8}},
+            "tf": {"op": "rerank.tfidf", "params": {"n": 8, "fit_on": fit_on}}}})
+
+    def scores(result) -> list[float]:
+        rows = [r for r in result.table.to_pylist() if r["qid"] == "1"]
+        return [r["score_tf"] for r in sorted(rows, key=lambda r: r["docno"])]
+
+    cache = tmp_path / "cache"
+    assert not create("rerank.tfidf", {"fit_on": "all"}).cacheable and create("rerank.tfidf", {}).cacheable
+    rerank("all").run(["honey bees", "opera singers"], cache=cache)
+    again = rerank("all").run(["honey bees", "gothic cathedrals"], cache=cache)
+    fresh = rerank("all").run(["honey bees", "gothic cathedrals"])
+    assert scores(again) == scores(fresh)
+    assert again.steps["tf"].hits == 0 and again.steps["bm25"].hits == 1  # the retriever's entry stands
