@@ -140,8 +140,9 @@ def typed_options(parser: argparse.ArgumentParser) -> dict[str, str]:
 
 def named_as_typed(err: TesseraError, options: dict[str, str]) -> TesseraError:
     """``err`` with its field named as the command line's option (``field '--cache-dir'``, not the engine's
-    ``field 'cache_dir'``). An engine error about a step keeps its field: that is the step's param, not an option."""
-    if err.field in options and (err.step is None or isinstance(err, CliError)):
+    ``field 'cache_dir'``). An engine error about a step keeps its field: that is the step's param, not an option;
+    so does one about a spec's own fields (``load_flow``: a top-level ``index:`` in the file is not ``--index``)."""
+    if err.field in options and not getattr(err, "in_spec", False) and (err.step is None or isinstance(err, CliError)):
         err.field = options[err.field]
     return err
 
@@ -288,8 +289,13 @@ def load_flow(source: str, *, index: str | None = None, given: str | None = None
     the user typed: when no step leaves it unset that option would be ignored, so it is an error naming why
     (a flow that names its own index, or reads none)."""
     from flows.spec import load_request
+    from operators.errors import SpecError
 
-    spec, query = load_request(source)
+    try:
+        spec, query = load_request(source)
+    except SpecError as err:  # its field is the spec's ('index' at its top level), not the option of that name
+        err.in_spec = True
+        raise
     if index is not None and spec.unset_index_steps():
         spec = spec.with_index(index)
     elif given is not None:

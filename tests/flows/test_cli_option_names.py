@@ -57,3 +57,17 @@ def test_a_steps_own_field_is_not_taken_for_an_option():
     assert named_as_typed(SpecError("no queries", step="bm25", field="queries"), options).field == "queries"
     assert named_as_typed(SpecError("no cache", field="cache_dir"), options).field == "--cache-dir"
     assert named_as_typed(SpecError("other", field="k"), options).field == "k"
+
+
+def test_a_specs_own_field_of_an_options_name_is_not_taken_for_the_option(tmp_path, capsys, monkeypatch):
+    """A top-level ``index:`` in the spec file (or ``top`` in a mosaicRAG request) was reported as the option the
+    user typed right (``field '--index'``), pointing at the command line instead of the file."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    spec, request = tmp_path / "mine.yaml", tmp_path / "request.json"
+    spec.write_text("index: notes\nsteps:\n  bm25: {op: retrieve.bm25}\n")
+    request.write_text('{"query": "honey", "top": 3, "1": {"id": "bm25", "op": "retrieve.bm25"}}')
+    for source, field in ((spec, "index"), (request, "top")):
+        capsys.readouterr()
+        assert main(["run", str(source), "--index", str(tmp_path / "none"), "-q", "x", "--top", "3"]) == 2
+        err = capsys.readouterr().err.strip()
+        assert err.startswith(f"tessera: error: field '{field}': {source}") and "unknown field" in err, err
