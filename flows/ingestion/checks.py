@@ -25,13 +25,15 @@ DEFAULT_SHARD_SIZE = 5000
 
 def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
     """An existing index keeps its settings: say so when a spec the caller named (not the default one, which asks
-    for nothing: documents added to a BM25-only index) has index_settings that ask for another ``dense`` or
-    ``encoder`` (which the caller's own settings do not set), instead of ingesting silently without them."""
+    for nothing: documents added to a BM25-only index) has index_settings that ask for others (``dense``, the
+    ``encoder``, a ``stemmer`` or ``stopwords`` for the corpus's language; those the caller's own settings do not
+    set), instead of ingesting silently without them."""
     given = given if isinstance(given, dict) else {}
-    diff = {k: (getattr(existing, k), asked[k]) for k in ("dense", "encoder")
-            if k in asked and k not in given and getattr(existing, k) != asked[k]}
+    diff = {k: (getattr(existing, k, None), asked[k]) for k in asked
+            if k not in given and getattr(existing, k, None) != asked[k]}
     if not (existing.dense and asked.get("dense", True)):
-        diff.pop("encoder", None)  # no vectors on one side: the encoder does not matter
+        for key in ("encoder", "dim", "dense_type", "dense_options"):  # no vectors on one side: they do not matter
+            diff.pop(key, None)
     if diff:
         log.warning("the index %s keeps the settings it was created with: the spec's index_settings ask for "
                     "%s, the index has %s; ingest into a new index to get them", index_path,

@@ -172,6 +172,11 @@ def test_an_existing_index_says_when_it_keeps_other_settings_than_the_spec_asks(
         ingest(more, tmp_path / "idx", spec="ingest", executor="local", chunk=False, progress=False)
     assert "keeps the settings" not in caplog.text and sorted(_live(tmp_path / "idx")) == ["a1", "a2"]
     caplog.clear()
+    german = {"steps": spec["steps"], "index_settings": {"dense": False, "stemmer": "german", "stopwords": "de"}}
+    with caplog.at_level("WARNING", logger="tessera.ingest"):  # a language's settings: said too, not ignored
+        ingest(more, tmp_path / "idx", spec=german, executor="local", chunk=False, progress=False)
+    assert "ask for stemmer='german', stopwords='de', the index has stemmer='english', stopwords='en'" in caplog.text
+    caplog.clear()
     with caplog.at_level("WARNING", logger="tessera.ingest"):  # a retry of failures adds to the index as it is
         ingest(None, tmp_path / "idx", spec=spec, retry_failed=True, executor="local", chunk=False, progress=False)
     assert "keeps the settings" not in caplog.text
