@@ -89,8 +89,10 @@ class IndexSettings(BaseModel):
     @classmethod
     def _a_stopwords_language(cls, value: str | list[str] | None) -> str | list[str] | None:
         """A language bm25s has stopwords for (``en``, ``de``, ...): another failed only when the first shard was
-        written."""
-        if not isinstance(value, str) or value in ("en", "english"):
+        written; a list's words lower-cased, as the tokens are."""
+        if isinstance(value, list):  # tokens are lower-cased: "Der" in the list removed nothing
+            return list(dict.fromkeys(word.lower() for word in value))
+        if value is None or value in ("en", "english"):
             return value
         from operators.bm25s_import import load_bm25s
 

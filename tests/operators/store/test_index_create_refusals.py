@@ -73,3 +73,15 @@ def test_a_stemmer_or_stopwords_language_the_libraries_lack_is_refused_in_the_se
         "docno": ["d1"], "doc_id": ["d1"], "text": ["Die Bienen machen Honig"]}))
     assert IndexSettings(dense=False, stemmer=None, stopwords=["honey"]).stopwords == ["honey"]
     assert IndexSettings(dense=False, stemmer="en").stemmer == "en"  # PyStemmer's ISO codes too
+
+
+def test_a_stopword_list_is_matched_without_case(tmp_path):
+    """Tokens are lower-cased, the list was not: [Der, Und] removed nothing from a German corpus (its nouns and a
+    sentence's first word are capitalised)."""
+    settings = IndexSettings(dense=False, stemmer=None, stopwords=["Der", "Und", "der"])
+    assert settings.stopwords == ["der", "und"]
+    index = Index.create(tmp_path / "de", settings)
+    index.add(pa.table({"docno": ["d1", "d2"], "doc_id": ["d1", "d2"],
+                        "text": ["Der Rhein und die Mosel", "Die Donau fliesst nach Osten"]}))
+    assert index.search_bm25(["der und"], k=2)[0].docnos == []  # stopwords alone: nothing to search for
+    assert index.search_bm25(["Rhein"], k=2)[0].docnos == ["d1"]
