@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import re
 import threading
 from dataclasses import dataclass
@@ -35,10 +36,21 @@ TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
 
 
+#: The text_fields already said to be no column of a shard's chunks (once each in a process).
+_ABSENT_SAID: set[str] = set()
+
+
 def indexed_texts(chunks: pa.Table, settings: IndexSettings) -> pa.Array:
-    """The text BM25 sees per chunk: the ``text_fields`` present, joined with a space."""
+    """The text BM25 sees per chunk: the ``text_fields`` present, joined with a space; one that is not (a typo:
+    ``txt``) is said once, where it was dropped without a word and only the others were indexed."""
     parts = [pc.fill_null(chunks.column(f).cast(pa.string()), "")
              for f in settings.text_fields if f in chunks.column_names]
+    for field in settings.text_fields:
+        if field not in chunks.column_names and field not in ("title", "text") and field not in _ABSENT_SAID:
+            _ABSENT_SAID.add(field)
+            logging.getLogger(__name__).warning(
+                "BM25 text_fields %r is no column of these chunks (their columns: %s): the other fields are indexed",
+                field, ", ".join(chunks.column_names))
     if not parts:  # nothing to index: every chunk would be empty (and Arrow's join of no column is one scalar)
         from operators.store.errors import IndexStoreError
 

@@ -85,3 +85,12 @@ def test_a_stopword_list_is_matched_without_case(tmp_path):
                         "text": ["Der Rhein und die Mosel", "Die Donau fliesst nach Osten"]}))
     assert index.search_bm25(["der und"], k=2)[0].docnos == []  # stopwords alone: nothing to search for
     assert index.search_bm25(["Rhein"], k=2)[0].docnos == ["d1"]
+
+
+def test_a_text_field_no_chunk_has_is_said_not_dropped_without_a_word(tmp_path, caplog, monkeypatch):
+    monkeypatch.setattr("operators.store.bm25._ABSENT_SAID", set())  # said once a process
+    index = Index.create(tmp_path / "typo", IndexSettings(dense=False, text_fields=["title", "txt"]))
+    with caplog.at_level("WARNING", logger="operators.store.bm25"):
+        index.add(pa.table({"docno": ["d1"], "doc_id": ["d1"], "title": ["Rivers"], "text": ["The Rhine flows"]}))
+    assert "BM25 text_fields 'txt' is no column of these chunks" in caplog.text
+    assert index.search_bm25(["rhine"], k=1)[0].docnos == []  # what it warns of: only the title is indexed
