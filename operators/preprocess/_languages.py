@@ -22,7 +22,7 @@ from typing import Callable, ClassVar
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from operators.base import Operator
 from operators.tables import as_string_array, set_column, text_column
@@ -143,6 +143,16 @@ class LanguageParams(BaseModel):
             "Rows in other languages pass through unchanged."
         ),
     )
+
+    @field_validator("default_language")
+    @classmethod
+    def _a_supported_language(cls, value: str) -> str:
+        """``xx`` or ``es`` made every row without a language pass through unchanged, without a word."""
+        if normalize_language(value) is None:
+            raise ValueError(f"'{value}' is none of the languages these steps process ({', '.join(SUPPORTED_LANGUAGES)}"
+                             ", in any spelling: de, deu, german, de-DE); rows of another language, named in "
+                             "language_column, pass through unchanged")
+        return value
 
 
 class LanguageTextRewriter(Operator):

@@ -156,3 +156,13 @@ def test_non_text_column_is_an_error_naming_the_step():
     with pytest.raises(OperatorError) as err:
         op(pa.table({"text": [1, 2]}))
     assert err.value.step == "clean" and "not text" in err.value.message
+
+
+@pytest.mark.parametrize("op", ["preprocess.stopwords", "preprocess.stem", "preprocess.punctuation"])
+def test_a_default_language_these_steps_do_not_process_is_refused(op):
+    """``default_language: es`` (or ``xx``) was taken, and every row without a language passed through unchanged."""
+    from operators.errors import ParamsError
+
+    with pytest.raises(ParamsError, match="'es' is none of the languages these steps process"):
+        create(op, {"default_language": "es"})
+    assert create(op, {"default_language": "de-DE"}).params.default_language == "de-DE"
