@@ -264,6 +264,10 @@ def check_index_settings(value: dict[str, Any] | None) -> None:
     try:
         IndexSettings.model_validate(value)
     except ValidationError as err:
+        from flows.spec_errors import yaml_bool_hint
+
         first = err.errors()[0]
-        where = ".".join(map(str, first["loc"]))
-        raise ValueError(f"{where + ': ' if where else ''}{plain_message(first)}") from None
+        where, message = str(first["loc"][0]) if first["loc"] else "", plain_message(first)
+        if isinstance(first.get("input"), bool):  # stopwords: no (Norwegian) is YAML's False
+            message = yaml_bool_hint(f"{message} (got {first['input']})")
+        raise ValueError(f"{where + ': ' if where else ''}{message}") from None
