@@ -135,7 +135,8 @@ def _cmd_cache_explain(args: argparse.Namespace) -> int:
                 out.print("  [yellow]the last run's key included its index[/]: pass the same --index to compare")
             elif e.get("changed"):
                 out.print(f"  [yellow]changed since the last run[/] (was {e['last_step_key']}): "
-                          f"{escape('; '.join(e['what_changed']))}; the next run recomputes this step")
+                          f"{escape('; '.join(e['what_changed']))}; the last run's entries do not serve the next one "
+                          "(an earlier run's with this key still may)", soft_wrap=True)
     return EXIT_OK
 
 

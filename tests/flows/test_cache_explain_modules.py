@@ -46,6 +46,6 @@ def test_explain_shows_the_count_and_own_modules_and_names_the_edited_one(tmp_pa
     class_code.cache_clear()  # a new process reads the file again; this one keeps what it read per class
     text = tessera("cache", "explain", str(flow))
     changed = next(x for x in text.splitlines() if "changed since the last run" in x)
-    assert f"edited {module}; the next run recomputes this step" in changed
+    assert f"edited {module}; the last run's entries do not serve the next one" in changed
     [entry] = json.loads(tessera("cache", "explain", str(flow), "--json"))["steps"]
     assert entry["changed"] is True and entry["what_changed"] == [f"edited {module}"]
