@@ -20,11 +20,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from operators.errors import OperatorError
+from operators.errors import OperatorError, SpecError
 
 
-class FilterError(OperatorError):
-    """A filter names a column the table or index does not have, or does not fit its type."""
+class FilterError(SpecError, OperatorError):
+    """A filter names a column the table or index does not have, or does not fit its type: the input is wrong
+    (``except SpecError`` catches it, as the docs' pattern does), raised by a step as it runs."""
 
 
 def shown(value: Any) -> str:

@@ -58,6 +58,10 @@ def test_a_filter_the_index_cannot_answer_is_refused_before_searching(index):
     with pytest.raises(FilterError) as err:
         index.search("bees", method="bm25", filter={"field": "year", "gt": "recent"})
     assert err.value.field == "filter" and "'recent'" in err.value.message and "int64" in err.value.message
+    from flows.api import SpecError
+
+    with pytest.raises(SpecError):  # the docs' pattern for an input to fix (it was only an OperatorError)
+        index.search("bees", method="bm25", filter={"field": "colour", "eq": "red"})
 
 
 @pytest.mark.slow
