@@ -31,10 +31,22 @@ function refuse(response, payload, sentKey) {
     param: error.param, ids: error.ids || null, idsTotal: error.ids_total ?? null, pages: error.pages ?? null});
 }
 
-function headers(json) {
+/** What is wrong with a typed key that no request can carry, or "": a key is printable ASCII (``tessera keys``
+ * writes letters, digits, "-" and "_"), and a pasted zero-width space or curly quote made ``fetch`` throw before
+ * sending anything, which the page took for a service that does not answer. */
+function keyProblem(key) {
+  const chars = [...key];
+  const at = chars.findIndex((c) => c < "!" || c > "~");
+  if (at < 0) return "";
+  const code = chars[at].codePointAt(0).toString(16).toUpperCase().padStart(4, "0");
+  return `the API key holds a character no key has (character ${at + 1}, U+${code}): type it again`;
+}
+
+/** The request's headers: the key for every path but the health check, which needs none. */
+function headers(json, path) {
   const result = {};
   const key = typedKey();
-  if (key) result.Authorization = `Bearer ${key}`;
+  if (key && path !== "healthz") result.Authorization = `Bearer ${key}`;
   if (json) result["Content-Type"] = "application/json";
   return result;
 }
@@ -56,9 +68,11 @@ const NO_ANSWER = "the service did not answer: is it running?";
  * read again until the service is back. */
 async function send(method, path, body, signal) {
   const form = body instanceof FormData; // files: the browser writes the multipart body and its Content-Type
+  const problem = path === "healthz" ? "" : keyProblem(typedKey());
+  if (problem) throw new ApiError(problem, {param: "api-key"});
   try {
     return await fetch(new URL(path, ROOT), {
-      method, headers: headers(body !== undefined && !form),
+      method, headers: headers(body !== undefined && !form, path),
       body: body === undefined || form ? body : JSON.stringify(body), signal,
     });
   } catch (err) {

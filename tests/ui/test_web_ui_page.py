@@ -77,6 +77,24 @@ def test_another_key_clears_everything_the_page_showed_for_the_previous_one(brow
         open_page(browser, ui_app)  # the right key again, for the tests after this one
 
 
+def test_a_key_with_a_character_no_key_has_is_named_and_the_service_still_reads_as_up(browser, ui_app):
+    """A pasted zero-width space made fetch throw before sending (no such header), which the page took for a
+    service that does not answer: "not reachable", "is it running?", no flows; the health check sent the key too."""
+    open_page(browser, ui_app)
+    try:
+        field = by_id(browser, "api-key")
+        field.clear()
+        field.send_keys(ui_app.key + "\u200b", Keys.TAB)
+        assert wait(browser, lambda d: "no key has" in error_text(d))
+        assert error_text(browser).startswith(
+            f"the API key holds a character no key has (character {len(ui_app.key) + 1}, U+200B): type it again")
+        assert "did not answer" not in error_text(browser) and flow_names(browser) == []
+        browser.execute_script("checkHealth()")  # the health check needs no key: it sends none
+        assert wait(browser, lambda d: by_id(d, "health").text == "ready")
+    finally:
+        open_page(browser, ui_app)
+
+
 def overflows(driver) -> bool:
     return driver.execute_script("return document.documentElement.scrollWidth > window.innerWidth")
 
