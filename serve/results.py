@@ -30,18 +30,22 @@ def records(table: pa.Table) -> list[dict[str, Any]]:
     return to_jsonable_python(table.select(keep).to_pylist(), fallback=str)
 
 
-def task_result(result: Any) -> dict[str, Any]:
-    """mosaicRAG's ``result``: ``data``, ``result_description``, ``aggregated_data``, ``metadata`` (column roles)."""
+def task_result(result: Any, queries: list[dict[str, str]] | None = None) -> dict[str, Any]:
+    """mosaicRAG's ``result``: ``data``, ``result_description``, ``aggregated_data``, ``metadata`` (column roles), and
+    ``queries``, the task's (``qid``, ``query``) in order: one that found nothing has no row, and was left out of the
+    count and of the web UI's list of the task's queries."""
     table = result.table
     documents = len(set(table.column("docno").to_pylist())) if "docno" in table.column_names else table.num_rows
-    queries = len(set(table.column("qid").to_pylist())) if "qid" in table.column_names else 0
+    answered = len(set(table.column("qid").to_pylist())) if "qid" in table.column_names else 0
+    asked = [{"qid": str(q["qid"]), "query": str(q["query"])} for q in queries or []]
     return {
         "data": records(table),
-        "result_description": {"documents": documents, "rows": table.num_rows, "queries": queries,
-                                "time": round(result.seconds, 3), "cache_hit_ratio": result.cache_hit_ratio,
-                                "text": result.description()},
+        "result_description": {"documents": documents, "rows": table.num_rows, "queries": max(len(asked), answered),
+                               "time": round(result.seconds, 3), "cache_hit_ratio": result.cache_hit_ratio,
+                               "text": result.description(len(asked) if asked else None)},
         "aggregated_data": to_jsonable_python(public_metadata(result.metadata), fallback=str),
         "metadata": dict(result.roles),
+        "queries": asked,
     }
 
 

@@ -139,7 +139,7 @@ def run_task(store: TaskStore, task_id: str, max_result_rows: int) -> None:
             store.finish(task_id, "failed", error=f"max_result_rows: the result has {result.table.num_rows} rows, "
                          f"over the limit max_result_rows={max_result_rows}; keep fewer (a postprocess.reduce step)")
         else:
-            store.finish(task_id, "finished", result=task_result(result))
+            store.finish(task_id, "finished", result=task_result(result, row["queries"]))
 
 
 def run_to_end(store: TaskStore, task_id: str, max_result_rows: int) -> bool:

@@ -106,6 +106,9 @@ function taskQueries(result) {
     if (!queries.has(qid)) queries.set(qid, {qid, text: "", rows: [], metadata: {}});
     return queries.get(qid);
   };
+  for (const asked of result.queries || []) { // every query the task ran, in order: one that found nothing too
+    query(String(asked.qid)).text = String(asked.query);
+  }
   for (const row of result.data || []) {
     if (row.qid === undefined || row.qid === null) continue;
     const entry = query(String(row.qid));

@@ -64,7 +64,11 @@ def test_task_run_answers_the_finished_progress_object(serve_app, sample_index):
     assert [r["docno"] for r in result["data"]] == expected.column("docno").to_pylist()
     assert result["metadata"] == local.roles
     assert result["result_description"]["rows"] == expected.num_rows
-    assert set(result) == {"data", "result_description", "aggregated_data", "metadata"}
+    assert set(result) == {"data", "result_description", "aggregated_data", "metadata", "queries"}
+    # a query that finds nothing has no row: it was left out of the count, and of the web UI's list of the queries
+    found_none = post(serve_app, "/task/run", {"flow": "bm25", "queries": [QUERY, "zyxwvut"]}).json()["result"]
+    assert found_none["queries"] == [{"qid": "1", "query": QUERY}, {"qid": "2", "query": "zyxwvut"}]
+    assert found_none["result_description"]["queries"] == 2 and {r["qid"] for r in found_none["data"]} == {"1"}
     queries = [QUERY, "gothic cathedrals"]  # top_k: the best rows of each query, as /v1/search gives them
     cut = post(serve_app, "/task/run", {"flow": "hybrid", "queries": queries, "top_k": 3}).json()["result"]["data"]
     searched = post(serve_app, "/v1/search", {"flow": "hybrid", "queries": queries, "top_k": 3}).json()["results"]

@@ -39,7 +39,7 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     wait(browser, lambda d: by_id(d, "tab-tasks").is_displayed())
     assert not by_id(browser, "task-chat-form").is_displayed()  # no finished task followed yet
     browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="search"]').click()
-    fill_search(browser, "bm25", f"{QUERY}\ngothic cathedrals", "60")
+    fill_search(browser, "bm25", f"{QUERY}\ngothic cathedrals\nzyxwvut", "60")  # the last finds nothing
     # each time the task's view is drawn: the state its heading says, and the state its row in the list says
     browser.execute_script("""window.seen = [];
         new MutationObserver(() => {
@@ -55,13 +55,15 @@ def test_a_task_is_followed_to_its_rows_shown_for_every_query(browser, ui_app):
     detail = by_id(browser, "task-detail")
     assert detail.find_element(By.TAG_NAME, "progress").get_attribute("value") == "100"
     shown, expected = task_groups(browser, body["result"]["data"])
-    assert shown == expected and [q for _, q, _ in shown] == [QUERY, "gothic cathedrals"]
+    # a query with no row is listed too (it was left out: the task seemed to have been asked two questions)
+    assert shown == [*expected, ("3", "zyxwvut", [])] and [q for _, q, _ in shown] == [QUERY, "gothic cathedrals",
+                                                                                       "zyxwvut"]
     counts = Counter(str(row["qid"]) for row in body["result"]["data"])
     assert max(counts.values()) == 60  # Results per query holds for a task too; past 50 the page says so
     for group in detail.find_elements(By.CSS_SELECTOR, ".task-query"):
         rows = counts[group.get_attribute("data-qid")]
         assert [p.text for p in group.find_elements(By.CSS_SELECTOR, ":scope > p.status")] == (
-            [f"first 50 of {rows} rows"] if rows > 50 else [])
+            [f"first 50 of {rows} rows"] if rows > 50 else ["no hits"] if rows == 0 else [])
     assert by_id(browser, "task-chat-form").is_displayed()  # a finished task can be asked about
     row = wait(browser, lambda d: d.find_element(By.CSS_SELECTOR, f'#task-table tr[data-task="{task_id}"]').text)
     assert "finished" in row and "bm25" in row  # the list, refreshed when the task ended
