@@ -16,6 +16,10 @@ from operators.retrieve._index_retriever import IndexRetriever, RetrieverParams,
 log = logging.getLogger(__name__)
 
 
+#: (index, weights) whose mismatch was said, once each in a process.
+_OTHER_WEIGHTS_SAID: set[tuple[str, str]] = set()
+
+
 class DenseRetriever(IndexRetriever):
     """Rank the chunks of an on-disk index by inner product with the embedded query (FAISS).
 
@@ -84,6 +88,15 @@ class DenseRetriever(IndexRetriever):
 
     def check_index(self, index) -> None:
         super().check_index(index)  # an index without vectors
+        made, now = index.manifest.encoder_weights, self.encoder_weights()
+        if made and now and made != now and (str(index.path), now) not in _OTHER_WEIGHTS_SAID:
+            # the queries are embedded in another space than the index's vectors: said (once), not refused, as a
+            # package's reinstall that rewrites a config file changes the fingerprint without changing the vectors
+            _OTHER_WEIGHTS_SAID.add((str(index.path), now))
+            logging.getLogger(__name__).warning(
+                "index '%s' was embedded by other weights of encoder '%s' than this machine's (%s, here %s: "
+                "retrained since, or another copy): its scores compare vectors of two models; ingest its corpus "
+                "into a new index", self.params.index, index.settings.encoder, made, now)
         self._encoder = self._query_encoder(index.settings.encoder)
         if self._encoder.dimension != index.settings.dim:
             raise OperatorError(f"encoder '{index.settings.encoder}' gives {self._encoder.dimension}-d vectors but "

@@ -101,7 +101,7 @@ class Index:
                                            f"asks for {asked}; keep its settings, or use another index")
                 return existing
             check_new_index_path(path)  # shards another process left meanwhile, under this lock
-            manifest = Manifest(settings=settings)
+            manifest = Manifest(settings=settings, encoder_weights=encoder_weights(settings))
             write_manifest(path, manifest)
         return cls(path, manifest)
 
@@ -373,3 +373,17 @@ class Index:
         """Doc-store rows of every hit of ``hits``, in order: ``documents`` of their docnos, read
         by position from the generation each search saw (hits of other origins: by docno)."""
         return search.documents_of(hits, self.documents)
+
+
+def encoder_weights(settings: IndexSettings) -> str | None:
+    """The fingerprint of the files of the encoder that embeds an index's chunks, None without vectors or without
+    that model here (``Manifest.encoder_weights``)."""
+    if not settings.dense:
+        return None
+    from operators.models.fingerprint import weights_fingerprint
+    from operators.models.references import ModelNotFoundError
+
+    try:
+        return weights_fingerprint(settings.encoder)
+    except (ModelNotFoundError, OSError):
+        return None

@@ -153,6 +153,10 @@ class Manifest(BaseModel):
     #: ids of the shards compactions merged into the listed ones, sorted: still committed, so an ingestion run again
     #: skips them (``commit_shards.finished``).
     merged_shards: list[str] = Field(default_factory=list)
+    #: The fingerprint of the encoder's files when the index was made (``operators.models.fingerprint``): a model
+    #: retrained since under the same name embeds queries in another space than the index's vectors. None: made
+    #: before it was recorded, without vectors, or without the model on that machine.
+    encoder_weights: str | None = None
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
 

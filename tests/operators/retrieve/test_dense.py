@@ -155,3 +155,34 @@ def test_the_cache_key_follows_the_index_encoders_weights(tmp_path, monkeypatch)
     assert keys == (step_key(dense), step_key(hops))
     (encoder / "model.safetensors").write_bytes(b"new weights")
     assert step_key(dense) != keys[0] and step_key(hops) != keys[1]
+
+
+@pytest.mark.integration  # the search tries to load the folder (torch's import)
+def test_an_index_made_with_other_weights_of_its_encoder_is_said_in_a_search_and_refused_more_documents(
+        tmp_path, monkeypatch, caplog):
+    """A bi-encoder retrained under its name embedded queries in another space than the index's vectors, and
+    documents added to the index were embedded in that other space, without a word. The index records its
+    encoder's fingerprint when it is made: a search with other weights says so (a reinstall that rewrites a config
+    file changes the fingerprint too), more documents are refused (they would mix two spaces in one index)."""
+    from flows.ingestion import ingest
+    from flows.ingestion.errors import IngestError
+    from operators.store import Index, IndexSettings
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    model = tmp_path / "encoder"
+    model.mkdir()
+    (model / "config.json").write_text('{"hidden_size": 384}')
+    (model / "model.safetensors").write_bytes(b"first weights")
+    made = Index.create(tmp_path / "idx", IndexSettings(encoder=str(model))).manifest.encoder_weights
+    assert made and Index.create(tmp_path / "bm25", IndexSettings(dense=False)).manifest.encoder_weights is None
+    (model / "model.safetensors").write_bytes(b"weights trained since")
+    with caplog.at_level("WARNING", logger="operators.retrieve.dense"), pytest.raises(Exception) as failed:
+        create("retrieve.dense", {"index": str(tmp_path / "idx"), "k": 3}, step_id="dense")(queries(1))
+    assert "embedded by other weights" not in str(failed.value)  # said first; then this folder fails to load
+    assert (f"embedded by other weights of encoder '{model}' than this machine's ({made}, here "
+            in caplog.text) and "retrained since, or another copy" in caplog.text
+    corpus = tmp_path / "more.jsonl"
+    corpus.write_text('{"_id": "d1", "text": "honey bees"}\n')
+    with pytest.raises(IngestError, match="embedded by other weights") as refused:
+        ingest(str(corpus), str(tmp_path / "idx"), executor="local", progress=False, chunk=False)
+    assert refused.value.field == "index"
