@@ -32,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from flows.query_limits import check_length as _check_length, max_query_chars
-from flows.results_file import RESULT_SUFFIXES, TREC_SUFFIXES, check_result_path, write_results  # noqa: F401
+from flows.results_file import write_results  # noqa: F401 - flows.queries.write_results, as documented
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
 from operators.sources.encoding import wide_encoding

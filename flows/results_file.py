@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 RESULT_SUFFIXES = (".parquet", ".jsonl", ".csv", ".trec", ".run")
 TREC_SUFFIXES = (".trec", ".run")
 
+
 def check_result_path(path: str | Path) -> Path:
     """The output file, checked before a run: a known suffix, and a folder that exists (or can be made) and
     where this process can create a file (it makes and removes one in the folder, or in the nearest one that

@@ -122,9 +122,10 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
         _warn_kept_settings(index_path, full_settings, plan.settings_base, settings)
     embed = embed_params(plan, full_settings, existing=index_path if exists else None)
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
-    if exists and embed is not None and not plan.embed_placement:
-        _refuse_other_weights(index_path, full_settings)
-    if exists and Index.open(index_path, verify=False).finished_shards():
+    existing = Index.open(index_path, verify=False) if exists else None
+    if existing is not None and embed is not None and not plan.embed_placement:
+        _refuse_other_weights(existing, full_settings)
+    if existing is not None and existing.finished_shards():
         # The encoder the index names wrote its shards' vectors at its dim, so the model is not loaded to ask it (10 s
         # and more, for a run that may embed nothing: every shard done, or refused); a model changed since under the
         # same name is refused by the first shard's write.
@@ -134,15 +135,14 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
 
 
-def _refuse_other_weights(index_path: Path, settings) -> None:
+def _refuse_other_weights(index, settings) -> None:
     """Documents added to an index made with other weights of its encoder (retrained since under the same name)
     would be embedded in another space than its vectors: refused, naming both fingerprints."""
-    from operators.store import Index
     from operators.store.index import encoder_weights
 
-    made, now = Index.open(index_path, verify=False).manifest.encoder_weights, encoder_weights(settings)
+    made, now = index.manifest.encoder_weights, encoder_weights(settings)
     if made and now and made != now:
-        raise IngestError(f"the index {index_path} was embedded by other weights of encoder '{settings.encoder}' "
+        raise IngestError(f"the index {index.path} was embedded by other weights of encoder '{settings.encoder}' "
                           f"({made}, here {now}: retrained since, or another copy): documents added now would not "
                           "compare with its vectors; ingest into a new index", field="index")
 

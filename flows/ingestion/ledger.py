@@ -105,6 +105,26 @@ class _State:
         attempt = self.latest.get(shard)
         return set() if attempt is None else {f.id for _, f in self.failures.get((shard, attempt[0]), [])}
 
+    def open_failures(self, finished: set[str]) -> list[Failure]:
+        """Failures of finished shards' latest attempts that no finished retry has resolved (one per id)."""
+        finished = finished | {s for s, (_, empty) in self.latest.items() if empty}
+        resolved: dict[str, int] = {}  # id -> position of the last retry that resolved it
+        for position, shard, ids in self.retries:
+            if shard in finished:
+                again = self.failed_ids(shard)
+                for failure_id in ids:
+                    if failure_id not in again:
+                        resolved[failure_id] = position
+        found: dict[str, tuple[int, Failure]] = {}
+        for shard, (attempt, _) in self.latest.items():
+            if shard not in finished:
+                continue
+            for position, failure in self.failures.get((shard, attempt), []):
+                if position > resolved.get(failure.id, -1):
+                    if failure.id not in found or found[failure.id][0] < position:
+                        found[failure.id] = (position, failure)
+        return [failure for _, failure in sorted(found.values(), key=lambda item: item[0])]
+
 
 class Ledger:
     """Reads and appends ``<index>/failures.jsonl`` (driver side only)."""
@@ -191,7 +211,7 @@ class Ledger:
         one of ``own``, which ``open_failures`` counts as resolving them; returns their ids."""
         state = self._state()
         again = set().union(*(state.failed_ids(shard) for shard in own))
-        ids = [f.id for f in self.open_failures(finished) if f.stage == "read" and f.shard not in own
+        ids = [f.id for f in state.open_failures(finished) if f.stage == "read" and f.shard not in own
                and f.path in files and f.id not in again]
         if ids and own:
             self.record_retry(min(own), ids)
@@ -207,24 +227,7 @@ class Ledger:
 
     def open_failures(self, finished: set[str]) -> list[Failure]:
         """Failures of finished shards' latest attempts that no finished retry has resolved (one per id)."""
-        state = self._state()
-        finished = finished | {s for s, (_, empty) in state.latest.items() if empty}
-        resolved: dict[str, int] = {}  # id -> position of the last retry that resolved it
-        for position, shard, ids in state.retries:
-            if shard in finished:
-                again = state.failed_ids(shard)
-                for failure_id in ids:
-                    if failure_id not in again:
-                        resolved[failure_id] = position
-        found: dict[str, tuple[int, Failure]] = {}
-        for shard, (attempt, _) in state.latest.items():
-            if shard not in finished:
-                continue
-            for position, failure in state.failures.get((shard, attempt), []):
-                if position > resolved.get(failure.id, -1):
-                    if failure.id not in found or found[failure.id][0] < position:
-                        found[failure.id] = (position, failure)
-        return [failure for _, failure in sorted(found.values(), key=lambda item: item[0])]
+        return self._state().open_failures(finished)
 
 
 def open_failures_at(index_path: str | Path) -> list[Failure]:

@@ -91,15 +91,17 @@ def _refuse_renamed(op: Source, params: dict[str, Any], state: dict[str, Any], f
     from operators.sources.pdf import PdfSource, relative_name
 
     ours, theirs = params.get("path"), (state.get("params") or {}).get("path")
-    if not (isinstance(op, PdfSource) and isinstance(ours, str) and isinstance(theirs, str)) or \
-            path_root(ours) == path_root(theirs):
+    if not (isinstance(op, PdfSource) and isinstance(ours, str) and isinstance(theirs, str)):
+        return
+    our_root, their_root = path_root(ours), path_root(theirs)
+    if our_root == their_root:
         return
     file = Path(min(files))
     raise SourceChangedError(
-        f"the files {theirs} read are in the index already, named from {path_root(theirs)} "
-        f"('{relative_name(file, theirs)}'); {ours} names them from {path_root(ours)} ('{relative_name(file, ours)}'), "
-        f"so their documents would be in the index twice, under both names: ingest {ours} into a new index, or its "
-        f"other files as sources of their own (globs that leave {path_root(theirs)} out)", field="source")
+        f"the files {theirs} read are in the index already, named from {their_root} ('{relative_name(file, theirs)}'); "
+        f"{ours} names them from {our_root} ('{relative_name(file, ours)}'), so their documents would be in the index "
+        f"twice, under both names: ingest {ours} into a new index, or its other files as sources of their own (globs "
+        f"that leave {their_root} out)", field="source")
 
 
 def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None) -> str:

@@ -28,6 +28,7 @@ a ledger entry naming its file and line instead of an error that stops the run
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -207,9 +208,15 @@ class Stager:
         """Those of ``shards`` that are this source's (``shard_id``)."""
         return source_shards(self.key, shards)
 
+    @functools.cached_property
+    def listed_files(self) -> list[Path] | None:
+        """The files the source reads (``file_order.source_files``), listed once a run: staging reads them, and the
+        run's end asks which they were (a folder of many files is not globbed twice)."""
+        return source_files(self.op, self.params)
+
     def files(self) -> set[str]:
         """The absolute paths of the files the source reads (none for a source that reads no files)."""
-        return {str(path) for path in source_files(self.op, self.params) or []}
+        return {str(path) for path in self.listed_files or []}
 
     def load(self, shard: str) -> tuple[pa.Table, list[Failure]]:
         """A staged shard's documents and its unreadable records."""
@@ -230,7 +237,7 @@ class Stager:
         ``skip``: ids of lines that finished shards recorded as unreadable; they stay out of
         the documents even when fixed since, so later shards keep their documents."""
         previous = self._previous()
-        files = source_files(self.op, self.params)
+        files = self.listed_files
         order = files_read_order(files, self.params, previous)  # the files already staged first, new ones after
         fingerprint = ordered_fingerprint(_fingerprint(files), order)
         if previous is not None and previous["shard_size"] != self.shard_size:

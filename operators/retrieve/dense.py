@@ -87,13 +87,15 @@ class DenseRetriever(IndexRetriever):
             return None
 
     def check_index(self, index) -> None:
+        from operators.store.index import encoder_weights
+
         super().check_index(index)  # an index without vectors
-        made, now = index.manifest.encoder_weights, self.encoder_weights()
+        made, now = index.manifest.encoder_weights, encoder_weights(index.settings)
         if made and now and made != now and (str(index.path), now) not in _OTHER_WEIGHTS_SAID:
             # the queries are embedded in another space than the index's vectors: said (once), not refused, as a
             # package's reinstall that rewrites a config file changes the fingerprint without changing the vectors
             _OTHER_WEIGHTS_SAID.add((str(index.path), now))
-            logging.getLogger(__name__).warning(
+            log.warning(
                 "index '%s' was embedded by other weights of encoder '%s' than this machine's (%s, here %s: "
                 "retrained since, or another copy): its scores compare vectors of two models; ingest its corpus "
                 "into a new index", self.params.index, index.settings.encoder, made, now)
