@@ -326,8 +326,8 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
     """Ingest ``source`` into the index folder ``index`` and return the ``Index``; run it again to resume.
 
     ``spec`` is the ingestion flow (the built-in ``ingest``: passages of 200 MiniLM word pieces, BM25 and
-    FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``,
-    ``settings``, ``chunk``, ``retry_failed``, ``colbert``, ``replace``, ``encoding``, ``fields``). In-process by
+    FAISS, as ``tessera ingest``); ``options`` go to ``flows.ingestion.ingest`` (``shard_size``, ``settings``,
+    ``chunk``, ``retry_failed``, ``colbert``, ``replace``, ``sync``, ``encoding``, ``fields``). In-process by
     default; ``executor="ray"`` embeds on Ray Data actors. ``index`` may be an ``Index`` already open: the
     documents are added to it.
     """

@@ -96,7 +96,7 @@ def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:
     if pc.count_distinct(docs.column("docno")).as_py() == docs.num_rows:
         return
     from flows.ingestion.ledger import Failure
-    from flows.ingestion.staging import iter_documents
+    from flows.ingestion.reading import iter_documents
     from operators.sources.jsonl import JsonlSource
 
     for item in iter_documents(JsonlSource({"path": path}, step_id="index")):

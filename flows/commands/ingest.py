@@ -4,7 +4,7 @@
 
     tessera ingest --source data/sample/corpus.jsonl --index idx [--spec ingest] [--shard-size N]
                    [--dense-type hnsw] [--no-dense] [--no-bm25] [--no-chunk] [--executor local|ray]
-                   [--retry-failed] [--replace] [--encoding NAME] [--text-field F] [--id-field F]
+                   [--retry-failed] [--replace] [--sync] [--encoding NAME] [--text-field F] [--id-field F]
                    [--title-field F] [--colbert MODEL] [--json] [--quiet]
 
 Running the same command again after a crash or a Ctrl-C finishes the job; see ``flows.ingestion``.
@@ -33,7 +33,7 @@ from flows.commands.ingest_interrupt import StopOnInterrupt
 #: ``retry_failed=True``), and the options that this command names them by (``--source 'x'``, ``--retry-failed``):
 #: the one place the two are mapped (``cli_option_error``, ``cli_option_logs``).
 OPTIONS = {"source": "--source", "spec": "--spec", "shard_size": "--shard-size", "colbert": "--colbert",
-           "retry_failed": "--retry-failed", "replace": "--replace", "encoding": "--encoding",
+           "retry_failed": "--retry-failed", "replace": "--replace", "sync": "--sync", "encoding": "--encoding",
            "text_field": "--text-field", "id_field": "--id-field", "title_field": "--title-field"}
 
 
@@ -63,6 +63,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
                         help="process only the documents in the index's failure ledger (failures.jsonl)")
     parser.add_argument("--replace", action="store_true",
                         help="a document whose id is in the index already replaces it (default: refused)")
+    parser.add_argument("--sync", action="store_true",
+                        help="follow a source whose ingested files were edited or removed since: their documents are "
+                        "ingested again, and those the source no longer has deleted (default: refused)")
     parser.add_argument("--encoding", metavar="NAME",
                         help="the source files' text encoding (cp1252, latin-1, shift_jis...) for JSONL, CSV/TSV, "
                         "text, Markdown and HTML files; default: UTF-8, and a file that is not is read in the "
@@ -112,7 +115,7 @@ def handle(args: argparse.Namespace) -> int:
                             shard_size=args.shard_size, executor=args.executor,
                             chunk=False if args.no_chunk else None, spec=args.spec, progress=not args.quiet,
                             retry_failed=args.retry_failed, colbert=args.colbert, replace=args.replace,
-                            encoding=args.encoding, fields=_fields(args))
+                            encoding=args.encoding, fields=_fields(args), sync=args.sync)
     except KeyboardInterrupt:  # the shards committed so far stay: the same command resumes
         interrupts.announce()
         return EXIT_CANCELLED
@@ -147,6 +150,8 @@ def handle(args: argparse.Namespace) -> int:
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
               f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {rate} docs/s",
               soft_wrap=True)  # one line whatever the width: scripts grep it
+    if r.docs_deleted:
+        out.print(f"deleted: {r.docs_deleted} document(s) the source no longer has")
     if r.colbert_store:
         out.print(f"ColBERT tokens: {r.colbert_store}")
     if prepared:

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Literal
 from flows.ingestion.errors import IngestError
 from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_plan, embed_params, fit_dim,
                                   index_settings, require_models)
-from flows.ingestion.staging import check_source
+from flows.ingestion.reading import check_source
 from operators.errors import SourceNotFoundError, short_repr
 
 log = logging.getLogger("tessera.ingest")
@@ -68,11 +68,21 @@ class CheckedIngest:
     embed: dict[str, Any] | None
 
 
+def _check_sync(sync: bool, *, replace: bool, retry_failed: bool) -> None:
+    if sync and replace:
+        raise IngestError("sync=True makes the index's copy of the source follow it, replace=True ingests the source "
+                          "again as one of its own, replacing documents with the same ids: choose one", field="sync")
+    if sync and retry_failed:
+        raise IngestError("a retry processes the failures in the ledger alone; to make the index follow a changed "
+                          "source, ingest it with sync=True and without retry_failed=True", field="sync")
+
+
 def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
                  shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
                  chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
                  retry_failed: bool = False, colbert: str | None = None,
-                 encoding: str | None = None, fields: dict[str, str] | None = None) -> CheckedIngest:
+                 encoding: str | None = None, fields: dict[str, str] | None = None, replace: bool = False,
+                 sync: bool = False) -> CheckedIngest:
     """Everything ``ingest`` checks before it creates anything (an ``IngestError`` naming the field); creates
     nothing, so a service can refuse a request before it queues the work."""
     from operators.store import Index, IndexStoreError, resolve_index
@@ -96,6 +106,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     except IndexStoreError as err:
         raise IngestError(err.message, field="index") from None
     exists = (index_path / "manifest.json").exists()
+    _check_sync(sync, replace=replace, retry_failed=retry_failed)
     if retry_failed:
         if not exists:
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")

@@ -43,3 +43,8 @@ class ShardAlignmentError(IngestError):
 
 class InjectedFault(IngestError):
     """A failure made on purpose by a ``TESSERA_FAULT`` hook (tests only)."""
+
+
+#: What to do about a source whose ingested documents changed.
+FOLLOW_ADVICE = ("ingest it with sync=True to make the index follow it, restore the source, or ingest it into a new "
+                 "index")

@@ -7,7 +7,8 @@ run reads those files first, in that order, and the files added since after them
 added to a folder is then appended, whatever its name, and goes into continuation shards.
 
 A file already ingested that was removed or changed since is named when a finished shard's documents no
-longer come out the same (``changed_files``): the documents in the index are never changed by a re-run.
+longer come out the same (``changed_files``): the documents in the index are never changed by a re-run, unless it
+syncs (``flows.ingestion.resync``).
 """
 
 from __future__ import annotations

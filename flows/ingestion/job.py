@@ -5,7 +5,6 @@ See the package docstring (``flows.ingestion``) for how staging, shards and comm
 
 from __future__ import annotations
 
-import json
 import logging
 import shutil
 import threading
@@ -13,10 +12,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from flows.ingestion import refused
+from flows.ingestion import refused, resync
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete, warn_damaged
-from flows.ingestion.errors import SettingsMismatchError, read_staging_json
 from flows.ingestion.faults import Faults
+from flows.ingestion.job_params import check_job, job_mismatch, job_params
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
 from flows.ingestion.moved import earlier_key, last_path
 from flows.ingestion.plan import IngestPlan
@@ -32,20 +31,16 @@ from operators.store.disk import refused_by_disk
 log = logging.getLogger("tessera.ingest")
 __all__ = ["DEFAULT_SHARD_SIZE", "CheckedIngest", "IngestReport", "check_ingest", "ingest"]
 
-#: Embed params that change the vectors (others, such as batch sizes, may change on resume).
-_VECTOR_PARAMS = ("model", "input_column", "title_column", "normalize", "prompt")
-
-
 class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
     def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
                  shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None,
-                 replace: bool = False, delete_doc_ids: Iterable[str] = ()):
+                 replace: bool = False, delete_doc_ids: Iterable[str] = (), sync: bool = False):
         from operators.store import Index
 
         self.path = index_path
-        self.replace = replace
+        self.replace, self.sync = replace, sync
         self.delete_doc_ids = set(delete_doc_ids)  # deleted by the first commit, with the documents it replaces
         self.plan = plan
         self.executor = executor
@@ -126,23 +121,23 @@ class _Run:
         if moved is not None:
             log.info("the source's documents are those of staged source %s, ingested from another path: resuming "
                      "it", moved)
-        self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace)
+        self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace,
+                             sync=self.sync)
         self.job.staging_dir = str(self.stager.dir)
-        mismatch = self._job_mismatch(finished)
+        mismatch = job_mismatch(self.stager.dir, self.stager.key, job_params(self.job), finished)
         if self.executor == "ray" and not finished:  # a new index: Ray will be wanted, and starts while staging goes
             from flows.executors.ray_env import start_ray_early
 
             start_ray_early()
         with self._track("staging", None) as tracker:
-            skip = self.ledger.read_failure_ids(self.stager.own(finished))  # not another source's (other fields)
-            shards = self.stager.stage(finished, on_docs=tracker.read, skip=frozenset(skip))
+            shards = self.stager.stage(finished, on_docs=tracker.read)
         refused.clear(self.stager.dir)  # staged again: running (or interrupted) from here on, until refused again
         self._open_index()
         for shard in shards:  # committed by a run that died before deleting its staged files
             if shard.id in finished:
                 self.stager.discard(shard.id)
         todo = [s for s in shards if s.id not in finished]
-        self._check_job(mismatch, nothing_to_do=not todo)
+        check_job(self.path, self.stager.dir, job_params(self.job), mismatch, nothing_to_do=not todo)
         live = None if self.replace or not todo else refused.first_live(  # nothing to do: no ids to read
             self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key,
             self.delete_doc_ids)
@@ -165,41 +160,9 @@ class _Run:
         if live is not None:
             refused.record(self.stager.dir, *live)
             raise refused.in_ingestion_terms(live[1])
+        resync.finish(self)  # with sync: the documents the source no longer has go
         self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
         return self._finish(started)
-
-    def _job_params(self) -> dict[str, Any]:
-        embed = self.job.embed
-        ours = {"chunk": self.job.chunk,
-                "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
-        if self.job.enrich:  # only when there is some, so the job.json of an index made before stays equal
-            ours["enrich"] = self.job.enrich
-        return ours
-
-    def _job_mismatch(self, finished: set[str]) -> dict[str, tuple] | None:
-        """(before, now) of each chunk/enrich/embed param that differs from those of the source's finished shards
-        (recorded in job.json); None when they agree or no shard of the source is finished."""
-        theirs, ours = read_staging_json(self.stager.dir / "job.json"), self._job_params()
-        if theirs is None or theirs == ours or not any(s.startswith(self.stager.key + "-") for s in finished):
-            return None
-        return {k: (theirs.get(k), ours[k]) for k in ours if theirs.get(k) != ours[k]}
-
-    def _check_job(self, mismatch: dict[str, tuple] | None, *, nothing_to_do: bool) -> None:
-        """Chunking and encoder must stay those of the source's finished shards. With every shard finished nothing is
-        made with the new ones (a default changed since the index was built: ``make demo`` again): said, and left."""
-        from operators.atomic import write_bytes
-
-        if mismatch is not None and nothing_to_do:
-            log.warning("%s holds this source made with other chunk/enrich/embed params (before, now) = %s; "
-                        "nothing is left to ingest, so it stays as it is (to remake it, ingest into a new index)",
-                        self.path, mismatch, extra={"note": True})
-            return
-        if mismatch is not None:
-            raise SettingsMismatchError(
-                f"this source's finished shards were processed with other chunk/enrich/embed params "
-                f"(before, now) = {mismatch}; resume with the same ones, or ingest into a new index")
-        self.stager.dir.mkdir(parents=True, exist_ok=True)
-        write_bytes(self.stager.dir / "job.json", json.dumps(self._job_params(), sort_keys=True).encode())
 
     def _run_local(self, shards: list[str]) -> None:
         """Shards in order, in-process: one shard is read, chunked and embedded in a thread while the
@@ -267,7 +230,8 @@ class _Run:
                 return
         else:
             info = ShardInfo.model_validate_json(result.info)
-            replaced = self.index.shard_doc_ids(info) if self.replace else set()
+            swaps = self.replace or (self.stager is not None and self.stager.sync)  # the index's copies go
+            replaced = self.index.shard_doc_ids(info) if swaps else set()
             try:  # the ledger is written under the commit's lock, only by the ingest that commits the shard
                 done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
                                          before_write=lambda: self.ledger.record_attempt(result.shard, failures),
@@ -360,6 +324,7 @@ def ingest(
     delete_doc_ids: Iterable[str] = (),
     encoding: str | None = None,
     fields: dict[str, str] | None = None,
+    sync: bool = False,
 ) -> IngestReport:
     """Ingest ``source`` into the index directory ``index`` (created if needed); resumable.
 
@@ -381,15 +346,18 @@ def ingest(
     ``encoding``: the source files' text encoding (the read step's ``encoding`` param); without it, UTF-8, and a
     guess for a file that is not UTF-8 (named in a warning). ``fields``: which of the records' fields hold the id,
     the text and the title (``{"text_field": "body"}``: the read step's ``id_field``, ``text_field``,
-    ``title_field``), for a CSV or JSONL whose columns are not BEIR's.
+    ``title_field``), for a CSV or JSONL whose columns are not BEIR's. ``sync``: a source whose ingested documents
+    changed since (a file edited or removed) is followed, not refused: its changed part is ingested again and
+    the documents it no longer has are deleted (``flows.ingestion.resync``).
     """
     delete_doc_ids = doc_ids_to_delete(delete_doc_ids)
     checked = check_ingest(source, index, settings=settings, shard_size=shard_size, executor=executor, chunk=chunk,
-                           spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding, fields=fields)
+                           spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding, fields=fields,
+                           replace=replace, sync=sync)
     # int(): a numpy integer passes the check but not json.dumps of the staging plan
     run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=int(shard_size),
                executor=executor, progress=progress, on_progress=on_progress, replace=replace,
-               delete_doc_ids=delete_doc_ids)
+               delete_doc_ids=delete_doc_ids, sync=sync)
     with refused_by_disk(checked.index_path, "ingesting"):  # staging, the failure ledger: the store's writes say so
         report = run.retry() if retry_failed else run.ingest()
     if colbert:

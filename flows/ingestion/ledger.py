@@ -41,7 +41,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 LEDGER_FILE = "failures.jsonl"
 log = logging.getLogger("tessera.ingest")
@@ -209,10 +209,18 @@ class Ledger:
         ``own`` has read since without failing on them: a file that failed for want of its text column, read again
         with ``--text-field``, left its failure open, and a retry would read it as before. Recorded as a retry of
         one of ``own``, which ``open_failures`` counts as resolving them; returns their ids."""
+        return self._resolve(own, finished, lambda f: f.stage == "read" and f.shard not in own and f.path in files)
+
+    def resolve_retired(self, retired: set[str], own: set[str], finished: set[str]) -> list[str]:
+        """Resolve the open failures of the shards a sync ``retired`` that the source's current shards ``own`` did not
+        fail on again (a line fixed since, a file removed), as ``supersede_read_failures`` does; their ids."""
+        return self._resolve(own, finished, lambda f: f.shard in retired)
+
+    def _resolve(self, own: set[str], finished: set[str], which: Callable[[Failure], bool]) -> list[str]:
+        """Resolve the open failures ``which`` picks that none of the shards ``own`` failed on again."""
         state = self._state()
         again = set().union(*(state.failed_ids(shard) for shard in own))
-        ids = [f.id for f in state.open_failures(finished) if f.stage == "read" and f.shard not in own
-               and f.path in files and f.id not in again]
+        ids = [f.id for f in state.open_failures(finished) if which(f) and f.id not in again]
         if ids and own:
             self.record_retry(min(own), ids)
         return ids if own else []

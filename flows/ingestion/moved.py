@@ -20,11 +20,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from flows.ingestion.digests import docs_digest
 from flows.ingestion.errors import SourceChangedError
 from flows.ingestion.file_order import files_read_order, source_files
 from flows.ingestion.ledger import Failure
+from flows.ingestion.reading import iter_documents
 from flows.ingestion.staging import (
-    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _digest, _source_params, iter_documents, keyed_as, staging_dir,
+    _READ_ONLY_PARAMS, STAGING_DIR, STATE_FILE, _source_params, keyed_as, staging_dir,
 )
 from operators.base import Source
 from operators.tables import concat
@@ -117,7 +119,7 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
             break
     if not tables:  # no documents: no shard to compare
         return ""
-    return _digest(concat(tables).slice(0, shard_size))
+    return docs_digest(concat(tables).slice(0, shard_size))
 
 
 def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:

@@ -121,10 +121,10 @@ def _source_resumes(index, key: str, source: str, job: dict | None) -> bool:
         return False
     if job is None:  # no shard was processed: any chunking and embedding will do
         return True
-    from flows.ingestion.job import _VECTOR_PARAMS
+    from flows.ingestion.job_params import VECTOR_PARAMS
 
     ours = {"chunk": plan.chunk,
-            "embed": None if embed is None else {k: v for k, v in embed.items() if k in _VECTOR_PARAMS}}
+            "embed": None if embed is None else {k: v for k, v in embed.items() if k in VECTOR_PARAMS}}
     return {**ours, "enrich": plan.enrich or None} == {**{k: job.get(k) for k in ours}, "enrich": job.get("enrich")}
 
 

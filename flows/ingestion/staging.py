@@ -1,29 +1,28 @@
 """Staging: the source, cut into deterministic input shards on disk before any embedding.
 
-The driver streams the read step's documents in source order and cuts them into
-shards of ``shard_size`` documents: shard *k* holds documents ``k*shard_size`` to
-``(k+1)*shard_size - 1``. A shard id is ``<source key>-<k:05d>``, the key a hash of the
-source (operator, path, field mapping), so a second corpus ingested into the same
-index gets shards of its own while the same corpus always gets the same ids. Each
-unfinished shard is written to ``<index>/_ingest/<key>/<shard>.parquet`` (temporary
-file, then rename), with the records that could not be read after its documents beside it in
-``<shard>.failures.json``; a shard is deleted from staging once the manifest lists it.
+The driver streams the read step's documents in source order and cuts them into shards of ``shard_size`` documents:
+shard *k* holds documents ``k*shard_size`` to ``(k+1)*shard_size - 1``. A shard id is ``<source key>-<k:05d>``, the
+key a hash of the source (operator, path, field mapping), so a second corpus ingested into the same index gets
+shards of its own while the same corpus always gets the same ids. Each unfinished shard is written to
+``<index>/_ingest/<key>/<shard>.parquet`` (temporary file, then rename), with the records that could not be read
+after its documents beside it in ``<shard>.failures.json``; a shard is deleted from staging once the manifest lists
+it.
 
-``state.json`` (written last) records the shards, their document counts and a digest of their ids and texts. A
-later run over an unchanged source (same params, same file sizes and times) reuses the staged shards without
-reading the source again; if the source changed, it is staged again and every finished shard must come out with
-the same digest (appending documents is fine; editing a finished shard's documents raises
-``SourceChangedError``). A finished shard is compared on the documents it recorded; documents after them in its
-slice (appended to a partial last shard) form a continuation shard ``<shard id>.<n>``. A source that ends before
-a finished shard is refused too, and a finished shard ``state.json`` does not record is compared with the index
-(``flows.ingestion.unrecorded``). A source's files are read in the order they were first staged, files added
-since after them (``flows.ingestion.file_order``), so a file added to a folder is appended whatever its name; a
-finished shard that changed names the files removed or changed since. Ids repeated within the source:
-``flows.ingestion.duplicates``.
+``state.json`` (written last) records the shards, their document counts and a digest of their ids and texts. A later
+run over an unchanged source (same params, same file sizes and times) reuses the staged shards without reading the
+source again; if the source changed, it is staged again and every finished shard must come out with the same digest
+(appending documents is fine; editing a finished shard's documents raises ``SourceChangedError``, or with sync
+stages the source again from that shard on: ``flows.ingestion.resync``). A finished shard is compared on the
+documents it recorded; documents after them in its slice (appended to a partial last shard) form a continuation
+shard ``<shard id>.<n>``. A source that ends before a finished shard is refused too, and a finished shard
+``state.json`` does not record is compared with the index (``flows.ingestion.unrecorded``). A source's files are
+read in the order they were first staged, files added since after them (``flows.ingestion.file_order``), so a file
+added to a folder is appended whatever its name; a finished shard that changed names the files removed or changed
+since. Ids repeated within the source: ``flows.ingestion.duplicates``.
 
-A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes
-a ledger entry naming its file and line instead of an error that stops the run
-(``flows.ingestion.records``), and is logged as a warning (the first ``LOGGED_FAILURES``).
+A record that cannot be read (a JSONL line, a CSV row, a file that cannot be read at all) becomes a ledger entry
+naming its file and line instead of an error that stops the run (``flows.ingestion.records``), and is logged as a
+warning (the first ``LOGGED_FAILURES``).
 """
 
 from __future__ import annotations
@@ -35,18 +34,18 @@ import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes, as_text
-from flows.ingestion.duplicates import SeenIds
-from flows.ingestion.errors import SettingsMismatchError, SourceChangedError, read_staging_json
-from flows.ingestion.file_order import changed_files, files_read_order, in_order, ordered_fingerprint, source_files
-from flows.ingestion.ledger import Failure
-from flows.ingestion.records import _jsonl_plan, _read_jsonl, _read_split
+from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes
+from flows.ingestion.digests import docs_digest, meta_digest
+from flows.ingestion.errors import FOLLOW_ADVICE, SettingsMismatchError, SourceChangedError, read_staging_json
+from flows.ingestion.file_order import changed_files, files_read_order, ordered_fingerprint, source_files
+from flows.ingestion.ledger import Failure, Ledger
+from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
+from flows.ingestion.resync import Generations, Resync, retired_doc_ids
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
@@ -55,8 +54,6 @@ from operators.tables import concat
 
 log = logging.getLogger("tessera.ingest")
 
-#: Unreadable records logged one by one while staging; the rest are counted in one line.
-LOGGED_FAILURES = 10
 #: Params that change how a source is read, not which documents it yields.
 _READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
 #: Sources keyed as another that reads the same params the same way: ``sources.files`` reads a PDF as ``sources.pdf``
@@ -79,7 +76,7 @@ class StagedShard:
     docs: int
     digest: str
     read_failures: int = 0
-    meta: str | None = None  # digest of the titles and metadata (``_meta_digest``); None in an older state
+    meta: str | None = None  # digest of the titles and metadata (``meta_digest``); None in an older state
 
     def to_dict(self) -> dict[str, Any]:
         return {"id": self.id, "index": self.index, "docs": self.docs, "digest": self.digest,
@@ -108,37 +105,6 @@ def _fingerprint(files: list[Path] | None) -> list[list[Any]] | None:
     if files is None:
         return None
     return [[str(p), p.stat().st_size, p.stat().st_mtime_ns] for p in files]
-
-
-# -- reading documents, with unreadable records as failures ---------------------------
-
-
-def iter_documents(op: Source, skip: frozenset[str] = frozenset(), duplicates: bool = False,
-                   order: list[str] | None = None) -> Iterator[pa.Table | Failure]:
-    """The source's documents in order, as tables, with ``Failure``s where a record is unreadable
-    (or is one of the ``skip`` failure ids, lines recorded as unreadable by finished shards) or repeats an
-    id met before (unless ``duplicates``: every copy is a document then, see ``flows.ingestion.duplicates``).
-    ``order``: the absolute paths of its files in the order to read them (``file_order.files_read_order``)."""
-    op.ensure_setup()
-    seen = None if duplicates else SeenIds()
-    jsonl = _jsonl_plan(op)
-    if jsonl is None:
-        for split in in_order(op.splits(), order):
-            yield from _read_split(op, split, skip, seen)
-        return
-    paths, params, text_field = jsonl
-    yield from _read_jsonl(op, in_order(paths, order), params, text_field, skip, seen)
-
-
-def check_source(op: Source) -> None:
-    """Fail now, naming the path or param, when the read step cannot be read (a missing file, a BEIR part that
-    is not the corpus), so no index is created for a source that is not there."""
-    op.ensure_setup()
-    _jsonl_plan(op)
-    op.splits()
-
-
-# -- the stager --------------------------------------------------------------------------
 
 
 @dataclass
@@ -182,10 +148,11 @@ class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
     def __init__(self, op: Source, index_path: str | Path, shard_size: int, key: str | None = None,
-                 duplicates: bool = False):
+                 duplicates: bool = False, sync: bool = False):
         """``key``: the staging key to use instead of the source's own (its documents' key when it moved,
         ``moved.earlier_key``). ``duplicates``: stage every copy of a repeated id (``--replace``: the last
-        wins) instead of failing the later ones."""
+        wins) instead of failing the later ones. ``sync``: stage the changed part of the source again instead of
+        refusing it (``flows.ingestion.resync``); an unfinished sync of the source goes on without it."""
         self.op = op
         self.shard_size = shard_size
         self.duplicates = duplicates
@@ -194,6 +161,10 @@ class Stager:
         self.dir = staging_dir(op, index_path, self.key)
         self.params = _source_params(op)
         self._changed = ""
+        self.generations = Generations.of_state(self._previous())
+        self.sync = sync or self.generations.syncing
+        self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
+        self._state: dict[str, Any] = {}  # what stage() wrote to state.json
 
     def docs_path(self, shard: str) -> Path:
         return _docs_file(self.dir, shard)
@@ -202,11 +173,11 @@ class Stager:
         return _failures_file(self.dir, shard)
 
     def shard_id(self, index: int) -> str:
-        return f"{self.key}-{index:05d}"
+        return self.generations.shard_id(self.key, index)
 
     def own(self, shards: set[str]) -> set[str]:
-        """Those of ``shards`` that are this source's (``shard_id``)."""
-        return source_shards(self.key, shards)
+        """Those of ``shards`` that are this source's (``shard_id``), but those a sync retired."""
+        return source_shards(self.key, shards) - self.generations.retired
 
     @functools.cached_property
     def listed_files(self) -> list[Path] | None:
@@ -230,13 +201,13 @@ class Stager:
     def _previous(self) -> dict[str, Any] | None:
         return read_staging_json(self.dir / STATE_FILE)
 
-    def stage(self, finished: set[str], on_docs: Callable[[int], None] | None = None,
-              skip: frozenset[str] = frozenset()) -> list[StagedShard]:
+    def stage(self, finished: set[str], on_docs: Callable[[int], None] | None = None) -> list[StagedShard]:
         """The source's shards; unfinished ones staged on disk (reused when the source is unchanged).
 
-        ``skip``: ids of lines that finished shards recorded as unreadable; they stay out of
-        the documents even when fixed since, so later shards keep their documents."""
+        The lines that the source's finished shards recorded as unreadable stay out of the documents even when
+        fixed since, so later shards keep their documents (a fixed line enters by retry)."""
         previous = self._previous()
+        finished = finished - self.generations.retired
         files = self.listed_files
         order = files_read_order(files, self.params, previous)  # the files already staged first, new ones after
         fingerprint = ordered_fingerprint(_fingerprint(files), order)
@@ -246,7 +217,7 @@ class Stager:
                 raise SettingsMismatchError(
                     f"this source was ingested with shard_size={previous['shard_size']} ({len(done)} shard(s) "
                     f"finished); use shard_size={previous['shard_size']} to resume or add to it", field="shard_size")
-        if (previous is not None and previous.get("complete") and fingerprint is not None
+        if (previous is not None and previous.get("complete") and fingerprint is not None and not self.sync
                 and previous["fingerprint"] == fingerprint and previous["params"] == self.params
                 and previous["shard_size"] == self.shard_size
                 and previous.get("duplicates", False) == self.duplicates):
@@ -257,14 +228,40 @@ class Stager:
                 return shards
         known = {s["id"]: s for s in (previous or {}).get("shards", [])}
         self._changed = changed_files(previous, fingerprint, self.params)  # named if a finished shard changed
-        shards = self._restage(finished, known, on_docs, skip, order)
-        state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
-                 "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
-                 "shards": [s.to_dict() for s in shards]}
-        write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
+        read = ReadCount(on_docs)  # a sync reads the source again: its documents are counted once
+        while True:
+            skip = frozenset(Ledger(self.index_path).read_failure_ids(self.own(finished)))
+            try:
+                shards = self._restage(finished, known, read, skip, order)
+                break
+            except Resync as resync:
+                retired = self.generations.retire(self.key, resync.slice_index, finished)
+                retired_doc_ids(self.index_path, self.generations.retired)  # known, or refused before any change
+                log.warning("sync: the source changed from document %d on: its documents from there are ingested "
+                            "again, in place of those of shard(s) %s", resync.slice_index * self.shard_size,
+                            ", ".join(retired[:5]) + (f" and {len(retired) - 5} more" if len(retired) > 5 else ""))
+                finished = finished - self.generations.retired
+                read.restart()
+        if self.generations.retired:
+            self._drop_unplanned({s.id for s in shards})
+        self._state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
+                       "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
+                       "shards": [s.to_dict() for s in shards]}
+        self.write_generations()
         return shards
 
-    def _restage(self, finished: set[str], known: dict[str, dict], on_docs: Callable[[int], None] | None,
+    def _drop_unplanned(self, planned: set[str]) -> None:
+        """Remove what a pass before a sync's restaging staged under ids it no longer plans."""
+        for path in self.dir.glob("*.parquet"):
+            if path.name.removesuffix(".parquet") not in planned:
+                self.discard(path.name.removesuffix(".parquet"))
+
+    def write_generations(self) -> None:
+        """Write ``state.json``: the staged shards and the source's syncs (``resync.Generations``)."""
+        state = {**self._state, **self.generations.to_state()}
+        write_bytes(self.dir / STATE_FILE, json.dumps(state, indent=1).encode())
+
+    def _restage(self, finished: set[str], known: dict[str, dict], on_docs: Callable[[int], None],
                  skip: frozenset[str], order: list[str] | None) -> list[StagedShard]:
         self.dir.mkdir(parents=True, exist_ok=True)
         shards: list[StagedShard] = []
@@ -274,15 +271,16 @@ class Stager:
         for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
             if isinstance(item, Failure):
                 current.failures.append(item)
-                failed += _log_failure(item, failed, skip)
+                failed += log_failure(item, failed, skip)
                 continue
             if item.num_rows == 0:
                 continue
             owned.update(c for c in item.column_names if c in LEFT_OUT_COLUMNS)
             current.tables.append(types.fit(item))
             current.rows += item.num_rows
-            if on_docs:
-                on_docs(item.num_rows)
+            on_docs(item.num_rows)
+            if self.sync and "docno" in item.column_names:
+                self.doc_ids.update(str(d) for d in item.column("docno").to_pylist())
             while current.rows > self.shard_size:  # cut on the next shard's first document, so
                 table = concat([types.fit(t) for t in current.tables])  # failures stay after the document before
                 rest = table.slice(self.shard_size)
@@ -292,6 +290,8 @@ class Stager:
             shards += self._close(k, concat([types.fit(t) for t in current.tables]) if current.tables else None,
                                   current.failures, finished, known, skip)
         lost = lost_shards(self.key, finished, {s.id for s in shards})
+        if lost and self.sync:
+            raise Resync(int(lost[0].rsplit("-", 1)[1][:5]))
         if lost:  # left out of state.json, its documents would no longer be checked, and those appended later
             raise lost_error(lost[0], known, self.shard_size, self._changed)  # would be counted as done
         self._make_text(shards, finished, types)
@@ -311,7 +311,7 @@ class Stager:
         """The record of a finished shard that ``state.json`` lacks, from the documents the index holds for it
         (``unrecorded``); None when the index cannot say (a compaction merged it): the rows are taken as its."""
         found = committed_prefix(self.index_path, shard, rows)
-        return None if found is None else {"docs": found[0], "digest": _digest(rows.slice(0, found[0]))
+        return None if found is None else {"docs": found[0], "digest": docs_digest(rows.slice(0, found[0]))
                                            if found[1] else ""}  # not all there: no digest matches
 
     def _make_text(self, shards: list[StagedShard], finished: set[str], types: ColumnTypes) -> None:
@@ -340,14 +340,16 @@ class Stager:
             recorded = known.get(shard) or self._unrecorded(shard, docs.slice(start))
             n = recorded["docs"] if recorded is not None else docs.num_rows - start
             head = docs.slice(start, n)
-            digest, meta = _digest(head), _meta_digest(head)
+            digest, meta = docs_digest(head), meta_digest(head)
             other = recorded is not None and (head.num_rows < n or recorded["digest"] != digest)
             if other or (recorded is not None and recorded.get("meta") not in (None, meta)):
+                if self.sync:
+                    raise Resync(index)
                 first = index * self.shard_size + start
                 what = "other documents" if other else "other titles or metadata for its documents"
                 raise SourceChangedError(
                     f"shard {shard} (documents {first} to {first + n - 1}) is in the index, but the source now "
-                    f"yields {what} there{self._changed}; ingest into a new index, or restore the source")
+                    f"yields {what} there{self._changed}; {FOLLOW_ADVICE}")
             out.append(StagedShard(id=shard, index=index, docs=n, digest=digest,
                                    read_failures=(recorded or {}).get("read_failures", 0), meta=meta))
             start += n
@@ -363,37 +365,5 @@ class Stager:
         sink = pa.BufferOutputStream()
         pq.write_table(rows.combine_chunks(), sink)
         write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
-        return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=_digest(rows),
-                                  read_failures=len(failures), meta=_meta_digest(rows))]
-
-
-def _log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
-    """Log an unreadable record (the first ``LOGGED_FAILURES`` of a run) with its file and line; 1 if it is new
-    (not one a finished shard recorded), else 0."""
-    if failure.id in skip:
-        return 0
-    if logged < LOGGED_FAILURES:
-        log.warning("left out: %s", failure.described())
-    return 1
-
-
-def _meta_digest(docs: pa.Table) -> str:
-    """Hash of the shard's titles and metadata, each column's values as text (``column_types.as_text``, null as
-    empty), so a column made text since (``column_types``) hashes the same, and one empty in every row as none."""
-    h = hashlib.sha1()
-    for name in sorted(n for n in docs.column_names if n not in ("docno", "text")):
-        values = pc.fill_null(as_text(docs.column(name)), "").to_pylist()
-        if any(values):
-            h.update(f"{name}\x1e{chr(0x1f).join(values)}\x1e".encode("utf-8", "replace"))
-    return h.hexdigest()[:16]
-
-
-def _digest(docs: pa.Table) -> str:
-    """Hash of the shard's ids and texts (what must not change under a finished shard)."""
-    h = hashlib.sha1()
-    for name in ("docno", "text"):
-        if name in docs.column_names:
-            for value in docs.column(name).to_pylist():
-                h.update((value or "").encode("utf-8", "replace"))
-                h.update(b"\x1f")
-    return h.hexdigest()[:16]
+        return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=docs_digest(rows),
+                                  read_failures=len(failures), meta=meta_digest(rows))]

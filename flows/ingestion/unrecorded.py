@@ -17,27 +17,28 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from flows.ingestion.errors import SourceChangedError
+from flows.ingestion.errors import FOLLOW_ADVICE, SourceChangedError
 from flows.ingestion.ledger import Ledger
 from operators.store import shard as shard_io
 from operators.store.layout import SHARDS
 
 
-def _shard_pattern(key: str) -> re.Pattern:
-    """A shard id of the source staged under ``key``: ``<key>-<k:05d>``, a continuation ``<key>-<k:05d>.<n>``."""
-    return re.compile(rf"{re.escape(key)}-(\d{{5}})(?:\.(\d+))?")
+def shard_pattern(key: str) -> re.Pattern:
+    """A shard id of the source staged under ``key``: ``<key>-<k:05d>``, from a sync on ``<key>-<k:05d>r<g>``, a
+    continuation of either ``...<id>.<n>``. Groups: slice, generation, part."""
+    return re.compile(rf"{re.escape(key)}-(\d{{5}})(?:r(\d+))?(?:\.(\d+))?")
 
 
 def source_shards(key: str, shards: set[str]) -> set[str]:
     """Those of ``shards`` that belong to the source staged under ``key``."""
-    own = _shard_pattern(key)
+    own = shard_pattern(key)
     return {s for s in shards if own.fullmatch(s)}
 
 
 def lost_shards(key: str, finished: set[str], staged: set[str]) -> list[str]:
     """The finished shards of the source staged under ``key`` that are not among its ``staged`` ones, in order."""
-    own = _shard_pattern(key)
-    found = [(int(m[1]), int(m[2] or 0), s) for s in finished - staged if (m := own.fullmatch(s))]
+    own = shard_pattern(key)
+    found = [(int(m[1]), int(m[2] or 0), int(m[3] or 0), s) for s in finished - staged if (m := own.fullmatch(s))]
     return [s for *_, s in sorted(found)]
 
 
@@ -45,19 +46,19 @@ def lost_error(shard: str, known: dict[str, dict], shard_size: int, changed: str
     """The refusal of a source that ends before its finished ``shard`` (``known``: the shards ``state.json``
     records; ``changed``: the files removed or changed since, as ``file_order.changed_files`` says them)."""
     base, _, part = shard.partition(".")
-    first = int(base.rsplit("-", 1)[1]) * shard_size  # after the parts of its slice before it
+    first = int(base.rsplit("-", 1)[1].partition("r")[0]) * shard_size  # after the parts of its slice before it
     first += sum((known.get(f"{base}.{i}" if i else base) or {}).get("docs", 0) for i in range(int(part or 0)))
     n = (known.get(shard) or {}).get("docs", 0)
     where = f"documents {first} to {first + n - 1}" if n else f"from document {first}"
     return SourceChangedError(f"shard {shard} ({where}) is in the index, but the source now ends before it"
-                              f"{changed}; ingest into a new index, or restore the source")
+                              f"{changed}; {FOLLOW_ADVICE}")
 
 
 def committed_prefix(index_path: str | Path, shard: str, rows: pa.Table) -> tuple[int, bool] | None:
     """How many of the leading ``rows`` are documents finished ``shard`` was committed with, and whether they are
     all of them (False: the source yields other documents there). None when the index cannot say: the shard's
     folder is gone (a compaction merged it) and the ledger does not finish it."""
-    ids = _committed_ids(index_path, shard)
+    ids = committed_ids(index_path, shard)
     if ids is None:
         return None
     docnos = [str(d) for d in rows.column("docno").to_pylist()] if "docno" in rows.column_names else []
@@ -65,7 +66,7 @@ def committed_prefix(index_path: str | Path, shard: str, rows: pa.Table) -> tupl
     return (n, True) if set(docnos[:n]) == ids else (max(len(ids), 1), False)
 
 
-def _committed_ids(index_path: str | Path, shard: str) -> set[str] | None:
+def committed_ids(index_path: str | Path, shard: str) -> set[str] | None:
     """The ids of the documents in ``shard``'s folder and those its attempt failed (chunk, embed; a shard of
     failures alone has no folder)."""
     ledger = Ledger(index_path)

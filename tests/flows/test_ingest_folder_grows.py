@@ -71,7 +71,8 @@ def test_a_removed_or_changed_file_is_refused_naming_it_and_the_index_keeps_its_
     (folder / "huia.pdf").unlink()
     status, _, err = ingest(capsys, folder, index)
     assert status == 2 and f"removed: {folder / 'huia.pdf'}" in err, err
-    assert "ingest into a new index, or restore the source" in err
+    assert "ingest it with --sync to make the index follow it, restore the source, or ingest it into a new index" \
+        in err, err
     pdf_writer(folder / "huia.pdf", ["Huia are extinct."])  # back, with other text
     status, _, err = ingest(capsys, folder, index)
     assert status == 2 and f"changed: {folder / 'huia.pdf'}" in err and "removed:" not in err, err

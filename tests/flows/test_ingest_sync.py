@@ -1,0 +1,159 @@
+"""``tessera ingest --sync``: the index follows a source whose ingested files were edited or removed since. The
+shards before the first change are kept (not embedded again), those from it on are ingested again under new ids,
+and the documents the source no longer has are deleted; an interrupted sync goes on with the next ingest. Real
+files and real ingests (local executor, BM25 only: no model loads), run as a user runs the command."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from flows.commands import main
+from flows.ingestion.ledger import open_failures_at
+from operators.store import Index
+
+TESSERA = Path(sys.executable).with_name("tessera")
+NOTES = {"n1.md": "Kiwi are flightless birds.", "n2.md": "Tui sing at dawn.", "n3.md": "Kea are alpine parrots.",
+         "n4.md": "Weka steal shiny things.", "n5.md": "Takahe graze on tussock."}
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch) -> Path:
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for name, text in NOTES.items():
+        (folder / name).write_text(f"{text}\n")
+    return folder
+
+
+def ingest(capsys, source: Path, index: Path, *extra: str, executor: str = "local") -> tuple[int, dict, str]:
+    """The command's status, its --json report ({} when it failed) and its stderr."""
+    capsys.readouterr()
+    status = main(["ingest", "--source", str(source), "--index", str(index), "--no-dense", "--no-chunk",
+                   "--executor", executor, "--quiet", "--shard-size", "2", "--json", *extra])
+    out, err = capsys.readouterr()
+    return status, json.loads(out) if status == 0 else {}, err
+
+
+def live(index: Path) -> dict[str, str]:
+    """Each live document's id and text (no document twice)."""
+    table = Index.open(index).columns(["doc_id", "text"])[1]
+    ids = table.column("doc_id").to_pylist()
+    assert len(ids) == len(set(ids)), ids
+    return dict(zip(ids, table.column("text").to_pylist()))
+
+
+def top(index: Path, query: str) -> str:
+    return Index.open(index).search_bm25([query], k=1)[0].docnos[0]
+
+
+def test_an_edited_and_a_removed_file_are_followed_and_the_shards_before_them_kept(tmp_path, folder, capsys,
+                                                                                   caplog, executor_kind):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0  # shards: n1 n2 | n3 n4 | n5
+    first = {info.id for info in Index.open(index).manifest.shards}
+    (folder / "n3.md").write_text("Kea now nest in old beech trees.\n")
+    (folder / "n4.md").unlink()
+
+    status, _, err = ingest(capsys, folder, index)
+    assert status == 2 and f"changed: {folder / 'n3.md'}" in err and f"removed: {folder / 'n4.md'}" in err, err
+    assert "--sync" in err, err  # the refusal says how to follow the source
+    assert live(index)["n4.md"].startswith("Weka")  # refused: nothing changed
+
+    status, report, err = ingest(capsys, folder, index, "--sync", executor=executor_kind)
+    assert status == 0, err
+    assert "sync: the source changed from document 2 on" in caplog.text
+    assert report["docs"] == 2 and report["docs_deleted"] == 1, report  # n3 and n5 again; n4 gone; n1, n2 kept
+    docs = live(index)
+    assert sorted(docs) == ["n1.md", "n2.md", "n3.md", "n5.md"]
+    assert docs["n3.md"].startswith("Kea now nest")
+    assert top(index, "beech trees") == "n3.md"
+    assert Index.open(index).search_bm25(["shiny"], k=5)[0].docnos == []  # the removed file's text is not found
+    kept = sorted(first - {info.id for info in Index.open(index).manifest.shards if info.id.endswith("r1")})
+    assert len(kept) == 3 and live_in(index, kept[0]) == 2  # shard 0 (n1, n2) untouched, still live
+
+    status, report, _ = ingest(capsys, folder, index)  # followed: a plain ingest has nothing to do
+    assert status == 0 and report["docs"] == 0 and report["shards_skipped"] == report["shards_total"] == 2
+    (folder / "n6.md").write_text("Pukeko wade in swamps.\n")  # and a file added since is appended as before
+    status, report, _ = ingest(capsys, folder, index)
+    assert status == 0 and report["docs"] == 1 and top(index, "swamps") == "n6.md"
+    assert sorted(live(index)) == ["n1.md", "n2.md", "n3.md", "n5.md", "n6.md"]
+
+
+def live_in(index: Path, shard: str) -> int:
+    """How many live chunks the shard has."""
+    from operators.store import shard as shard_io
+
+    opened = Index.open(index)
+    info = next(i for i in opened.manifest.shards if i.id == shard)
+    return int(shard_io.live_mask(opened.manifest, shard, info.n_chunks).sum())
+
+
+def test_a_file_removed_from_the_end_and_a_second_sync_of_an_earlier_change(tmp_path, folder, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0
+    (folder / "n5.md").unlink()  # the source now ends before its last shard
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and report["docs"] == 0 and report["docs_deleted"] == 1, (report, err)
+    assert sorted(live(index)) == ["n1.md", "n2.md", "n3.md", "n4.md"]
+    (folder / "n1.md").write_text("Kiwi lay enormous eggs.\n")  # then the first file: every shard again
+    (folder / "n5.md").write_text("Takahe came back.\n")
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and report["docs"] == 5 and report["docs_deleted"] == 0, (report, err)
+    assert live(index)["n1.md"].startswith("Kiwi lay") and top(index, "came back") == "n5.md"
+    assert {i.id.rsplit("-", 1)[1] for i in Index.open(index).manifest.shards} >= {"00000r2", "00001r2", "00002r2"}
+
+
+def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path, folder, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0
+    key = next((index / "_ingest").iterdir()).name
+    (folder / "n1.md").write_text("Kiwi probe for worms at night.\n")
+    (folder / "n4.md").unlink()
+    args = ["ingest", "--source", str(folder), "--index", str(index), "--no-dense", "--no-chunk", "--executor",
+            "local", "--quiet", "--shard-size", "2", "--sync"]
+    crashed = subprocess.run([str(TESSERA), *args], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "TESSERA_FAULT": f"crash_after_write:{key}-00001r1"})
+    assert crashed.returncode == 75, crashed.stderr
+    assert live(index)["n1.md"].startswith("Kiwi probe")  # the first new shard is in, swapped for the old one
+    assert "n4.md" in live(index)  # the removed file's document goes at the sync's end
+
+    status, report, err = ingest(capsys, folder, index)  # no --sync: the sync recorded in staging goes on
+    assert status == 0 and report["docs_deleted"] == 1, (report, err)
+    assert sorted(live(index)) == ["n1.md", "n2.md", "n3.md", "n5.md"]
+    status, report, _ = ingest(capsys, folder, index)
+    assert status == 0 and report["docs"] == report["docs_deleted"] == 0
+
+
+def test_a_line_fixed_in_a_changed_part_of_a_jsonl_source_comes_in_and_its_failure_is_resolved(tmp_path, folder,
+                                                                                                capsys):
+    index, corpus = tmp_path / "idx", tmp_path / "corpus.jsonl"
+    lines = [json.dumps({"_id": f"d{i}", "text": f"document number {i}"}) for i in range(5)]
+    corpus.write_text("\n".join([lines[0], '{"_id": "d1", "text": "broken', *lines[2:]]) + "\n")
+    assert ingest(capsys, corpus, index)[0] == 0
+    assert len(open_failures_at(index)) == 1
+    lines[0] = json.dumps({"_id": "d0", "text": "document zero, edited"})
+    corpus.write_text("\n".join(lines) + "\n")  # the line fixed, and its shard's other document edited
+    status, report, err = ingest(capsys, corpus, index, "--sync")
+    assert status == 0 and report["open_failures"] == 0 and report["failures"] == 0, (report, err)
+    assert sorted(live(index)) == ["d0", "d1", "d2", "d3", "d4"] and not open_failures_at(index)
+
+
+def test_sync_is_refused_with_replace_or_retry_and_after_a_compaction_that_merged_its_shards(tmp_path, folder,
+                                                                                             capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0
+    for other in ("--replace", "--retry-failed"):
+        status, _, err = ingest(capsys, folder, index, "--sync", other)
+        assert status == 2 and "--sync" in err and other in err, err
+    Index.open(index).compact()
+    (folder / "n2.md").write_text("Tui mimic other birds.\n")
+    status, _, err = ingest(capsys, folder, index, "--sync")
+    assert status == 2 and "merged into others by `tessera index compact`" in err, err
+    assert live(index)["n2.md"].startswith("Tui sing")  # refused before anything changed
