@@ -1,8 +1,8 @@
 """A document of one text file: plain text, Markdown or HTML, decoded as UTF-8, with its title.
 
 Shared by ``sources.files`` (``tessera ingest``) and the service's file uploads (``serve.documents``), so a
-file gives the same document either way. The HTML is read by ``html.parser``, a Markdown file's front matter by
-PyYAML.
+file gives the same document either way. The HTML is read by ``operators.sources.html_text``, a Markdown file's front
+matter by PyYAML.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ import datetime
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from html.parser import HTMLParser
 from pathlib import PurePath
 from typing import Any
 
 from operators.errors import SourceError
 from operators.metadata_columns import FILE_RESERVED, metadata_fields, name_rule
 from operators.sources.encoding import FileDecoder, shown, utf16_without_bom
+from operators.sources.html_text import html_text
 
 TEXT_SUFFIXES = (".txt",)
 MARKDOWN_SUFFIXES = (".md", ".markdown")
@@ -166,71 +166,3 @@ def markdown_title(text: str) -> str | None:
             return previous.strip()
         previous = line
     return None
-
-
-# -- HTML -----------------------------------------------------------------------------------------------
-
-#: Elements whose content is not text a reader sees.
-_HIDDEN = frozenset({"script", "style", "noscript", "template", "svg", "head", "iframe", "object"})
-#: Elements that start a new line of text.
-_BLOCKS = frozenset({"address", "article", "aside", "blockquote", "br", "dd", "div", "dl", "dt", "figcaption",
-                     "figure", "footer", "form", "h1", "h2", "h3", "h4", "h5", "h6", "header", "hr", "li", "main",
-                     "nav", "ol", "p", "pre", "section", "table", "td", "th", "tr", "ul", "body"})
-#: Elements without an end tag (no content to hide).
-_SPACES = re.compile(r"\s+")
-_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track",
-                   "wbr"})
-
-
-class _HtmlText(HTMLParser):
-    """Collects the ``<title>`` and the visible text; the body's alone when the page has a ``<body>``."""
-
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.title: list[str] = []
-        self.outside: list[str] = []  # text outside <body>, for a fragment without one
-        self.body: list[str] | None = None
-        self.hidden: list[str] = []  # open hidden elements
-        self.in_title = False
-        self.pre = 0  # open <pre> elements
-
-    def handle_starttag(self, tag: str, attrs: list) -> None:
-        if tag == "title":
-            self.in_title = True
-        elif tag == "body" and self.body is None:
-            self.body = []
-        if tag in _HIDDEN and tag not in _VOID:
-            self.hidden.append(tag)
-        if tag in _BLOCKS:
-            self._out().append("\n")
-        self.pre += tag == "pre"
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag == "title":
-            self.in_title = False
-        self.pre -= tag == "pre" and self.pre > 0
-        if tag in self.hidden:  # close it and anything left open inside it
-            del self.hidden[len(self.hidden) - 1 - self.hidden[::-1].index(tag):]
-        if tag in _BLOCKS:
-            self._out().append("\n")
-
-    def handle_data(self, data: str) -> None:
-        if self.in_title:
-            self.title.append(data)
-        elif not self.hidden:  # a line break in the source is a space, but in <pre>
-            self._out().append(data if self.pre else _SPACES.sub(" ", data))
-
-    def _out(self) -> list[str]:
-        return self.outside if self.body is None else self.body
-
-
-def html_text(html: str) -> tuple[str | None, str]:
-    """The ``<title>`` (None without one) and the visible text of an HTML page: its ``<body>``'s (all of a
-    fragment's), without scripts and styles, a line per block element, spaces within a line collapsed."""
-    parser = _HtmlText()
-    parser.feed(html)
-    parser.close()
-    parts = parser.body if parser.body is not None else parser.outside
-    lines = (" ".join(line.split()) for line in "".join(parts).splitlines())
-    title = " ".join("".join(parser.title).split())
-    return title or None, "\n".join(line for line in lines if line)

@@ -136,3 +136,21 @@ def test_the_title_of_a_markdown_file(text, title):
 
 def test_html_without_a_body_or_a_title():
     assert html_text("<p>One &lt;two&gt;</p>\n<p>  three\n four </p>") == (None, "One <two>\nthree four")
+
+
+SITE_PAGE = """<html><head><title>Kea | Birds of NZ</title></head><body>
+<header><a href="/">Birds of NZ</a><nav><a>Home</a> <a>Parrots</a> <a>Contact</a></nav></header>
+<main><article><header><h1>Kea</h1></header><p>Kea are alpine parrots.</p>
+<aside>Kea are clever.</aside></article></main>
+<aside>Related: Kaka, Kakapo</aside>
+<footer>Copyright 2024 Birds of NZ. <a>Privacy</a></footer></body></html>"""
+
+
+def test_a_saved_web_page_keeps_its_content_without_the_sites_menus_banner_and_footer(tmp_path):
+    assert html_text(SITE_PAGE) == ("Kea | Birds of NZ", "Kea\nKea are alpine parrots.\nKea are clever.")
+    page = SITE_PAGE.replace("<main>", "<div>").replace("</main>", "</div>")  # no <main>: the furniture still goes
+    assert html_text(page)[1] == "Kea\nKea are alpine parrots.\nKea are clever."
+    assert html_text("<nav><a>Home</a> <a>About</a></nav>") == (None, "Home About")  # nothing else: kept
+    (tmp_path / "kea.html").write_text(SITE_PAGE, encoding="utf-8")
+    document = read_text_file("kea.html", (tmp_path / "kea.html").read_bytes())
+    assert "Privacy" not in document.text and "Contact" not in document.text and "Kakapo" not in document.text
