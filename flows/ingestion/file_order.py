@@ -111,6 +111,8 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
     if changed and len(now) > 1:  # a record appended to a.jsonl of a folder is read before b.jsonl's documents
         parts.append("documents added to one file of several take the places of the files read after it: add "
                      "them as a new file")
+    if not parts and recorded:  # the same files, other documents: read otherwise since (an HTML page's furniture)
+        return " (none of its files changed since the last ingest: this release of Tessera reads them otherwise)"
     return f" (since the last ingest, {'; '.join(parts)})" if parts else ""
 
 

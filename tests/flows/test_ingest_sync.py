@@ -157,3 +157,23 @@ def test_sync_is_refused_with_replace_or_retry_and_after_a_compaction_that_merge
     status, _, err = ingest(capsys, folder, index, "--sync")
     assert status == 2 and "merged into others by `tessera index compact`" in err, err
     assert live(index)["n2.md"].startswith("Tui sing")  # refused before anything changed
+
+
+def test_files_read_otherwise_by_a_new_release_are_named_as_such_and_followed_with_sync(tmp_path, folder, capsys,
+                                                                                       monkeypatch):
+    import operators.sources.file_text as file_text
+
+    index = tmp_path / "idx"
+    (folder / "kea.html").write_text("<body><nav>Home | Birds</nav><main><p>Kea are clever.</p></main></body>")
+    real = file_text.html_text
+    with monkeypatch.context() as release_before:  # an earlier release kept the menu in the text
+        release_before.setattr(file_text, "html_text", lambda html: (None, "Home | Birds\nKea are clever."))
+        assert ingest(capsys, folder, index)[0] == 0
+    assert live(index)["kea.html"].startswith("Home")
+    (folder / "n0.md").write_text("Ruru call at night.\n")  # a file added: the folder is read again
+    status, _, err = ingest(capsys, folder, index)
+    assert status == 2 and "none of its files changed since the last ingest: this release of Tessera reads them " \
+        "otherwise" in err and "--sync" in err, err
+    assert file_text.html_text is real
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and live(index)["kea.html"] == "Kea are clever." and "n0.md" in live(index), err
