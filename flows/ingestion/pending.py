@@ -38,7 +38,8 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     """One record per source whose planned shards are not all committed: ``source``, ``shards_planned`` (None
     when staging itself was cut short), ``shards_done``, ``shards_pending``, ``docs_pending``, ``resume`` and
     ``refused`` (``shard``, ``field``, ``reason`` and ``advice`` when the index refused the last run's commit:
-    ``flows.ingestion.refused``; else None)."""
+    ``flows.ingestion.refused``; else None), and ``syncing`` (a sync of the source, ``flows.ingestion.resync``, is
+    unfinished: the documents it no longer has are still in the index)."""
     from flows.ingestion import refused
     from flows.ingestion.ledger import finished_shards
     from operators.store import Index
@@ -53,7 +54,8 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
         state = _read_json(folder / STATE_FILE)
         planned = {s["id"]: s.get("docs") for s in state.get("shards", [])} if state else None
         pending = [s for s in (planned if planned is not None else _staged(folder)) if s not in finished]
-        if not pending:
+        syncing = bool(state and state.get("syncing"))  # its last step, the deletions, may be all that is left
+        if not pending and not syncing:
             continue
         refusal = _refusal(folder)
         if refusal is not None and refused.superseded(index, folder, pending):
@@ -69,6 +71,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
             "docs_pending": None if planned is None else sum(planned[s] or 0 for s in pending),
             "resume": _resume_command(index, folder.name, source, state, _read_json(folder / "job.json")),
             "refused": refusal,
+            "syncing": syncing,
         })
     return found
 
@@ -165,9 +168,13 @@ def describe(record: dict[str, Any]) -> str:
     else:
         done = (f"{record['shards_done']} of {record['shards_planned']} shard(s) committed, "
                 f"{record['docs_pending']} document(s) not yet in the index")
+    if record.get("syncing"):
+        done = (f"{done.replace('not yet in the index', 'not yet updated')}; the documents it no longer has are "
+                "deleted at its end")
     source = record["source"] or record["source_key"]
+    what = "sync" if record.get("syncing") else "ingestion"
     refusal = record.get("refused")
     if refusal:
-        return (f"unfinished ingestion of {source} ({done}; refused: {refusal['reason']}; {refusal['advice']}); "
+        return (f"unfinished {what} of {source} ({done}; refused: {refusal['reason']}; {refusal['advice']}); "
                 f"then: {record['resume']}")
-    return f"unfinished ingestion of {source} ({done}; interrupted, or still running); resume: {record['resume']}"
+    return f"unfinished {what} of {source} ({done}; interrupted, or still running); resume: {record['resume']}"

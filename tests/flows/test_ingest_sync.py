@@ -15,6 +15,7 @@ import pytest
 
 from flows.commands import main
 from flows.ingestion.ledger import open_failures_at
+from flows.ingestion.pending import describe, unfinished
 from operators.store import Index
 
 TESSERA = Path(sys.executable).with_name("tessera")
@@ -123,6 +124,10 @@ def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path,
     assert crashed.returncode == 75, crashed.stderr
     assert live(index)["n1.md"].startswith("Kiwi probe")  # the first new shard is in, swapped for the old one
     assert "n4.md" in live(index)  # the removed file's document goes at the sync's end
+    [record] = unfinished(index)
+    assert record["syncing"] and describe(record).startswith(f"unfinished sync of {folder} (1 of 2 shard(s) "
+                                                             "committed, 2 document(s) not yet updated; the "
+                                                             "documents it no longer has are deleted at its end")
 
     status, report, err = ingest(capsys, folder, index)  # no --sync: the sync recorded in staging goes on
     assert status == 0 and report["docs_deleted"] == 1, (report, err)
