@@ -93,6 +93,10 @@ def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | 
     return sorted(fingerprint, key=lambda entry: rank.get(entry[0], len(rank)))
 
 
+#: Files that hold one document whatever their size (``operators.sources.file_text``): one cannot grow by documents.
+_ONE_DOCUMENT = (".md", ".markdown", ".txt", ".html", ".htm")
+
+
 def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | None,
                   params: dict[str, Any]) -> str:
     """The files of the previous staging ``state`` removed or changed (size, time) since, as a clause for an
@@ -108,7 +112,8 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
     changed = [path for path, was in recorded.items() if path in now and now[path] != was]  # after its glob)
     parts = [f"{what}: {_names(paths)}" for what, paths in (("removed", removed), ("no longer read", unread),
                                                             ("changed", changed)) if paths]
-    if changed and len(now) > 1:  # a record appended to a.jsonl of a folder is read before b.jsonl's documents
+    if len(now) > 1 and any(not p.lower().endswith(_ONE_DOCUMENT) for p in changed):  # a record appended to a.jsonl
+        # of a folder is read before b.jsonl's documents (a page added to a PDF too; not so a Markdown file's one)
         parts.append("documents added to one file of several take the places of the files read after it: add "
                      "them as a new file")
     if not parts and recorded:  # the same files, other documents: read otherwise since (an HTML page's furniture)

@@ -61,11 +61,12 @@ class ReadCount:
         self.told = max(self.told, self.count)
 
 
-def log_failure(failure: Failure, logged: int, skip: frozenset[str]) -> int:
-    """Log an unreadable record (the first ``LOGGED_FAILURES`` of a run) with its file and line; 1 if it is new
-    (not one a finished shard recorded), else 0."""
+def log_failure(failure: Failure, logged: int, skip: frozenset[str], said: set[str]) -> int:
+    """Log an unreadable record (the first ``LOGGED_FAILURES`` of a run) with its file and line, unless ``said``
+    (the ids logged before in the run) has it; 1 if it is new (not one a finished shard recorded), else 0."""
     if failure.id in skip:
         return 0
-    if logged < LOGGED_FAILURES:
+    if logged < LOGGED_FAILURES and failure.id not in said:
         log.warning("left out: %s", failure.described())
+    said.add(failure.id)
     return 1

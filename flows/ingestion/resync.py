@@ -7,9 +7,11 @@ on are staged again under new shard ids, ``<key>-<k:05d>r<generation>``: a commi
 (a compaction keeps the ids it merged finished). The shards before it are kept as they are, not embedded again. Each
 new shard's commit replaces the documents with its ids, so an edited document is swapped in one commit, and once
 every shard is committed the retired shards' documents that the source no longer yields (a removed file's) are
-deleted, and their recorded failures resolved. ``state.json`` records the generations (``resyncs``), the retired
-shards (``retired``) and ``syncing`` until the end, so an interrupted sync goes on with the next ingest of the
-source, with ``--sync`` or without.
+deleted, and their recorded failures resolved. ``state.json`` records the generations (``resyncs``), the shards
+every sync retired (``retired``: no longer the source's), and until the end ``syncing`` with the shards this sync
+retires (``retiring``: those whose documents it deletes), so an interrupted sync goes on with the next ingest of the
+source, with ``--sync`` or without. A finished sync's shards are never looked at again: their documents are gone,
+and an id of theirs may since be another source's.
 """
 
 from __future__ import annotations
@@ -38,19 +40,21 @@ class Generations:
     """The source's syncs, as ``state.json`` records them."""
 
     resyncs: list[list[int]] = field(default_factory=list)  # [first slice, generation], oldest first
-    retired: set[str] = field(default_factory=set)
+    retired: set[str] = field(default_factory=set)  # by every sync
+    retiring: set[str] = field(default_factory=set)  # by the sync under way
     syncing: bool = False
 
     @classmethod
     def of_state(cls, state: dict[str, Any] | None) -> "Generations":
         state = state or {}
         return cls([list(r) for r in state.get("resyncs", [])], set(state.get("retired", [])),
-                   bool(state.get("syncing")))
+                   set(state.get("retiring", [])), bool(state.get("syncing")))
 
     def to_state(self) -> dict[str, Any]:
         if not self.resyncs and not self.syncing:  # a source never synced: its state.json as before
             return {}
-        return {"resyncs": self.resyncs, "retired": sorted(self.retired), "syncing": self.syncing}
+        return {"resyncs": self.resyncs, "retired": sorted(self.retired), "retiring": sorted(self.retiring),
+                "syncing": self.syncing}
 
     def shard_id(self, key: str, index: int) -> str:
         """The id of the source's shard ``index`` (slice): the generation of the latest sync from it or before."""
@@ -64,6 +68,7 @@ class Generations:
         found = sorted((int(m[1]), s) for s in finished - self.retired
                        if (m := own.fullmatch(s)) and int(m[1]) >= slice_index)
         self.retired.update(s for _, s in found)
+        self.retiring.update(s for _, s in found)
         self.resyncs.append([slice_index, 1 + max((g for _, g in self.resyncs), default=0)])
         self.syncing = True
         return [s for _, s in found]
@@ -95,12 +100,12 @@ def finish(run: Any) -> None:
     stager, generations = run.stager, run.stager.generations
     if not generations.syncing:
         return
-    gone = (retired_doc_ids(run.path, generations.retired) - stager.doc_ids) & run.index.live_doc_ids()
+    gone = (retired_doc_ids(run.path, generations.retiring) - stager.doc_ids) & run.index.live_doc_ids()
     if gone:  # (live: a sync interrupted after it deleted them does not count them again)
         deleted = run.index.delete(doc_ids=gone)
         log.info("sync: %d document(s) the source no longer has deleted (%d passage(s))", len(gone), deleted)
     run.report.docs_deleted = len(gone)
     finished = run.finished()
-    run.ledger.resolve_retired(generations.retired, stager.own(finished), finished)
-    generations.syncing = False
+    run.ledger.resolve_retired(generations.retiring, stager.own(finished), finished)
+    generations.syncing, generations.retiring = False, set()
     stager.write_generations()

@@ -163,6 +163,10 @@ class Stager:
         self._changed = ""
         self.generations = Generations.of_state(self._previous())
         self.sync = sync or self.generations.syncing
+        if self.generations.syncing and not sync:
+            log.warning("the last sync of this source was cut short: it goes on (the source is followed as with "
+                        "sync=True, and the documents it no longer has are deleted at the end)")
+        self._logged: set[str] = set()  # unreadable records logged: a sync that reads the source again logs them once
         self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
         self._state: dict[str, Any] = {}  # what stage() wrote to state.json
 
@@ -236,13 +240,13 @@ class Stager:
                 break
             except Resync as resync:
                 retired = self.generations.retire(self.key, resync.slice_index, finished)
-                retired_doc_ids(self.index_path, self.generations.retired)  # known, or refused before any change
+                retired_doc_ids(self.index_path, self.generations.retiring)  # known, or refused before any change
                 log.warning("sync: the source changed from document %d on: its documents from there are ingested "
                             "again, in place of those of shard(s) %s", resync.slice_index * self.shard_size,
                             ", ".join(retired[:5]) + (f" and {len(retired) - 5} more" if len(retired) > 5 else ""))
                 finished = finished - self.generations.retired
                 read.restart()
-        if self.generations.retired:
+        if self.generations.retiring:
             self._drop_unplanned({s.id for s in shards})
         self._state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
                        "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
@@ -271,7 +275,7 @@ class Stager:
         for item in iter_documents(self.op, skip, duplicates=self.duplicates, order=order):
             if isinstance(item, Failure):
                 current.failures.append(item)
-                failed += log_failure(item, failed, skip)
+                failed += log_failure(item, failed, skip, self._logged)
                 continue
             if item.num_rows == 0:
                 continue

@@ -65,6 +65,7 @@ def test_an_edited_and_a_removed_file_are_followed_and_the_shards_before_them_ke
     status, _, err = ingest(capsys, folder, index)
     assert status == 2 and f"changed: {folder / 'n3.md'}" in err and f"removed: {folder / 'n4.md'}" in err, err
     assert "--sync" in err, err  # the refusal says how to follow the source
+    assert "documents added to one file of several" not in err  # a Markdown file holds one document, grown or not
     assert live(index)["n4.md"].startswith("Weka")  # refused: nothing changed
 
     status, report, err = ingest(capsys, folder, index, "--sync", executor=executor_kind)
@@ -111,7 +112,7 @@ def test_a_file_removed_from_the_end_and_a_second_sync_of_an_earlier_change(tmp_
     assert {i.id.rsplit("-", 1)[1] for i in Index.open(index).manifest.shards} >= {"00000r2", "00001r2", "00002r2"}
 
 
-def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path, folder, capsys):
+def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path, folder, capsys, caplog):
     index = tmp_path / "idx"
     assert ingest(capsys, folder, index)[0] == 0
     key = next((index / "_ingest").iterdir()).name
@@ -131,13 +132,14 @@ def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path,
 
     status, report, err = ingest(capsys, folder, index)  # no --sync: the sync recorded in staging goes on
     assert status == 0 and report["docs_deleted"] == 1, (report, err)
+    assert "the last sync of this source was cut short: it goes on" in caplog.text
     assert sorted(live(index)) == ["n1.md", "n2.md", "n3.md", "n5.md"]
     status, report, _ = ingest(capsys, folder, index)
     assert status == 0 and report["docs"] == report["docs_deleted"] == 0
 
 
 def test_a_line_fixed_in_a_changed_part_of_a_jsonl_source_comes_in_and_its_failure_is_resolved(tmp_path, folder,
-                                                                                                capsys):
+                                                                                                capsys, caplog):
     index, corpus = tmp_path / "idx", tmp_path / "corpus.jsonl"
     lines = [json.dumps({"_id": f"d{i}", "text": f"document number {i}"}) for i in range(5)]
     corpus.write_text("\n".join([lines[0], '{"_id": "d1", "text": "broken', *lines[2:]]) + "\n")
@@ -148,6 +150,12 @@ def test_a_line_fixed_in_a_changed_part_of_a_jsonl_source_comes_in_and_its_failu
     status, report, err = ingest(capsys, corpus, index, "--sync")
     assert status == 0 and report["open_failures"] == 0 and report["failures"] == 0, (report, err)
     assert sorted(live(index)) == ["d0", "d1", "d2", "d3", "d4"] and not open_failures_at(index)
+    caplog.clear()
+    corpus.write_text("\n".join([*lines[:3], '{"_id": "d3", broken', lines[4]]) + "\n")  # a line broken since
+    status, report, err = ingest(capsys, corpus, index, "--sync")
+    assert status == 0 and report["docs_deleted"] == 1 and report["open_failures"] == 1, (report, err)
+    assert caplog.text.count("left out:") == 1, caplog.text  # read twice (before and after the sync's restage)
+    assert sorted(live(index)) == ["d0", "d1", "d2", "d4"]
 
 
 def test_sync_is_refused_with_replace_or_retry_and_after_a_compaction_that_merged_its_shards(tmp_path, folder,
@@ -182,3 +190,33 @@ def test_files_read_otherwise_by_a_new_release_are_named_as_such_and_followed_wi
     assert file_text.html_text is real
     status, report, err = ingest(capsys, folder, index, "--sync")
     assert status == 0 and live(index)["kea.html"] == "Kea are clever." and "n0.md" in live(index), err
+
+
+def test_a_sync_deletes_the_documents_of_the_shards_it_retires_never_an_id_another_source_holds_since(tmp_path,
+                                                                                                     folder, capsys):
+    index, other = tmp_path / "idx", tmp_path / "other"
+    assert ingest(capsys, folder, index)[0] == 0
+    (folder / "n2.md").unlink()
+    assert ingest(capsys, folder, index, "--sync")[1]["docs_deleted"] == 1
+    other.mkdir()
+    (other / "n2.md").write_text("Another source's note two, about moa.\n")
+    assert ingest(capsys, other, index)[0] == 0  # the id the sync deleted, now another source's
+    (folder / "n5.md").write_text("Takahe were thought extinct.\n")  # only the last file of the first source
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and report["docs_deleted"] == 0, (report, err)
+    assert live(index)["n2.md"].startswith("Another source's") and top(index, "moa") == "n2.md"
+
+
+def test_a_sync_after_a_compaction_goes_on_where_the_shards_it_retires_were_not_merged(tmp_path, folder, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0
+    (folder / "n1.md").write_text("Kiwi lay enormous eggs.\n")
+    assert ingest(capsys, folder, index, "--sync")[0] == 0  # every shard retired once
+    Index.open(index).compact()  # merges them all, the retired ones too
+    (folder / "n6.md").write_text("Pukeko wade in swamps.\n")
+    (folder / "n7.md").write_text("Ruru call at night.\n")
+    assert ingest(capsys, folder, index)[0] == 0  # a shard of its own, after the compaction
+    (folder / "n7.md").write_text("Ruru are small owls.\n")
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and report["docs"] == 1, (report, err)  # n7 alone: its shard came after the compaction
+    assert top(index, "small owls") == "n7.md" and len(live(index)) == 7
