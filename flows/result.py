@@ -100,9 +100,11 @@ class FlowResult:
         asked = max(queries or 0, answered)
         without = f" ({asked - answered} with no results)" if queries is not None and asked > answered else ""
         ratio = self.cache_hit_ratio
+        uncached = [name for name, step in self.steps.items() if not step.cached]  # a step that is never cached
+        off = f" ({', '.join(uncached[:3])}{' ...' if len(uncached) > 3 else ''} not cached)" if uncached else ""
         parts = [counted(t.num_rows, "row"), f"{counted(asked, 'query', 'queries')}{without}" if asked else None,
-                 f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor})",
-                 f"cache hit ratio {ratio:.0%}" if ratio is not None else "cache off"]
+                 f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor} executor)",
+                 f"cache hit ratio {ratio:.0%}{off}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)
 
     def __repr__(self) -> str:

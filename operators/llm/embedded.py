@@ -97,7 +97,8 @@ def said_plainly(err: ValueError) -> ValueError:
         return err
     tokens, window = (int(n) for n in found.groups())
     return ContextTooLong(f"the messages are {tokens:,} tokens, and the model reads at most {window:,} (its context "
-                          "window, the answer included): start a new conversation, or send shorter messages")
+                          "window, the answer included): send less (in a chat, start a new conversation; in a flow, "
+                          "lower the step's max_context_length or max_tokens, or shorten the query)")
 
 
 def _plain_errors(chunks: Iterator[Any]) -> Iterator[Any]:

@@ -68,8 +68,10 @@ class LLMGroupReranker(LLMJudgeReranker):
             groups += [(q, shown) for shown in combinations(range(len(texts)), size)] if size > 1 else []
         # the cost before it is spent: a note, not a warning (every run said "warning:"); the command line prints
         # it as "tessera: ..." (flows/commands/_log_lines.py), a Ray worker's log too
-        log.warning("%s [%s]: %d model call%s for %d quer%s, starting", self.name, self.step_id, len(groups),
-                    "" if len(groups) == 1 else "s", len(work), "y" if len(work) == 1 else "ies", extra={"note": True})
+        if groups:  # (none: a query of one candidate has nothing to compare, and nothing is said)
+            log.warning("%s [%s]: %d model call%s for %d quer%s, starting", self.name, self.step_id, len(groups),
+                        "" if len(groups) == 1 else "s", len(work), "y" if len(work) == 1 else "ies",
+                        extra={"note": True})
         picks = self.judge([(work[q][0], work[q][1], [work[q][2][i] for i in shown]) for q, shown in groups])
         points = [np.zeros(len(texts)) for _, _, texts in work]
         failures: list[list[str]] = [[] for _ in work]

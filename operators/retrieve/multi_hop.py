@@ -231,7 +231,9 @@ class MultiHopRetriever(Operator):
             if usable is None:
                 failed.setdefault(qid, []).append(problem or f"no query in {result.text[:40]!r}")
         for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged
-            reason = f"{len(reasons)} follow-up queries are seed titles (the model failed: {reasons[0]})"
+            many = len(reasons) > 1
+            reason = (f"{len(reasons)} follow-up {'queries are seed titles' if many else 'query is a seed title'} "
+                      f"(the model failed: {reasons[0]})")
             log.warning("%s [%s]: query %s: %s", self.name, self.step_id, qid, reason)
             self.mark_degraded(qid, reason)  # (no on_error: the titles are a fair follow-up)
         return queries

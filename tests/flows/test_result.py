@@ -10,13 +10,22 @@ def test_one_step_one_query_and_one_row_are_said_in_the_singular():
     """``tessera run`` printed "flow: 3 rows, 1 query, 1 steps in 0.41 s"."""
     table = sample_results(1, 1)
     result = FlowResult("bm25", table, steps={"bm25": StepRecord("bm25", "retrieve.bm25", rows_out=1)}, seconds=0.41)
-    assert result.description() == "1 row, 1 query, 1 step in 0.41 s (local), cache off"
+    assert result.description() == "1 row, 1 query, 1 step in 0.41 s (local executor), cache off"
 
 
 def test_several_are_said_in_the_plural():
     table = sample_results(2, 3)
     steps = {s: StepRecord(s, op) for s, op in (("bm25", "retrieve.bm25"), ("words", "analyze.word_count"))}
     result = FlowResult("bm25", table, steps=steps, metadata={"q1": {}, "q2": {}}, seconds=1.5)
-    assert result.description(queries=3) == ("6 rows, 3 queries (1 with no results), 2 steps in 1.50 s (local), "
-                                             "cache off")
+    assert result.description(queries=3) == ("6 rows, 3 queries (1 with no results), 2 steps in 1.50 s "
+                                             "(local executor), cache off")
     assert "metadata for 2 queries" in repr(result)
+
+
+def test_a_step_left_uncached_is_named_beside_the_cache_hit_ratio():
+    """An answer step at temperature 0.7 ran each time, yet the line said "cache hit ratio 100%"."""
+    steps = {"bm25": StepRecord("bm25", "retrieve.bm25", units=1, hits=1, cached=True),
+             "answer": StepRecord("answer", "generate.answer", units=1, cached=False)}
+    result = FlowResult("rag", sample_results(1, 2), steps=steps, seconds=2.0)
+    assert result.description().endswith("2 steps in 2.00 s (local executor), cache hit ratio 100% (answer not "
+                                         "cached)")

@@ -23,8 +23,9 @@ def test_a_prompt_over_the_embedded_models_context_is_a_bad_request_that_says_so
         assert err.value.kind == "bad_request"  # the caller's to shorten, and not retried
         assert err.value.message == ("model 'local' (tessera/smollm2-135m-instruct): ContextWindowExceededError: the "
                                      "messages are 5,031 tokens, and the model reads "
-                                     "at most 4,096 (its context window, the answer included): start a new "
-                                     "conversation, or send shorter messages")
+                                     "at most 4,096 (its context window, the answer included): send less (in "
+                                     "a chat, start a new conversation; in a flow, lower the step's "
+                                     "max_context_length or max_tokens, or shorten the query)")
 
 
 def test_packaged_aliases_and_a_user_file_over_them(tmp_path, monkeypatch):

@@ -103,3 +103,10 @@ def test_a_window_wider_than_n_is_refused_naming_window_size():
         create("rerank.llm_group", {"n": 2, "window_size": 5}, step_id="groups")
     assert err.value.field == "params.window_size" and "more than n 2" in str(err.value)
     assert create("rerank.llm_group", {"n": 3, "window_size": 3}, step_id="groups").params.window_size == 3
+
+
+def test_a_query_of_one_candidate_costs_nothing_and_says_nothing(fault_models, caplog):
+    with caplog.at_level(logging.INFO, logger="operators.rerank.llm_group"):
+        out = create("rerank.llm_group", {"model": "fault-ok"}, step_id="g")(sample_results(1, 1))
+    assert out.num_rows == 1 and fault_models.attempts["ok"] == 0
+    assert "model call" not in caplog.text  # it said "0 model calls for 1 query, starting"
