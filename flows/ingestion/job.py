@@ -140,7 +140,7 @@ class _Run:
         check_job(self.path, self.stager.dir, job_params(self.job), mismatch, nothing_to_do=not todo)
         live = None if self.replace or not todo else refused.first_live(  # nothing to do: no ids to read
             self.index, ((s.id, self.stager.docs_path(s.id)) for s in todo), self.stager.key,
-            self.delete_doc_ids)
+            self.delete_doc_ids | self.stager.retiring_ids)
         if live is not None:  # the shards before it commit, as they would have; it and the rest are not embedded
             todo = todo[:[s.id for s in todo].index(live[0])]
         r, n = self.report, len(shards)
@@ -230,8 +230,9 @@ class _Run:
                 return
         else:
             info = ShardInfo.model_validate_json(result.info)
-            swaps = self.replace or (self.stager is not None and self.stager.sync)  # the index's copies go
-            replaced = self.index.shard_doc_ids(info) if swaps else set()
+            replaced = self.index.shard_doc_ids(info) if self.replace else set()
+            if self.stager is not None and self.stager.retiring_ids:  # a sync: its own old copies go, no others
+                replaced = self.index.shard_doc_ids(info) & self.stager.retiring_ids
             try:  # the ledger is written under the commit's lock, only by the ingest that commits the shard
                 done = self.index.commit([info], replace_doc_ids=replaced | self.delete_doc_ids,
                                          before_write=lambda: self.ledger.record_attempt(result.shard, failures),

@@ -16,15 +16,18 @@ and an id of theirs may since be another source's.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from flows.ingestion.errors import SourceChangedError
 from flows.ingestion.unrecorded import committed_ids, shard_pattern
 
 log = logging.getLogger("tessera.ingest")
+#: The folder of a source's staging that keeps its shards' document ids (``write_ids``).
+IDS = "ids"
 
 
 class Resync(Exception):
@@ -74,10 +77,26 @@ class Generations:
         return [s for _, s in found]
 
 
-def retired_doc_ids(index_path: str | Path, retired: set[str]) -> set[str]:
-    """The ids of the documents the ``retired`` shards were committed with (and those their attempts failed on).
-    A shard a compaction merged into others has no folder of its own: which documents it held is lost, so the sync
-    cannot tell which of them to delete, and is refused before anything changes."""
+def write_ids(staging: Path, shard: str, docs: Any) -> None:
+    """Record the ids of a staged shard's documents (``docs``, a table) in ``<staging>/ids/<shard>.txt``: kept once
+    the shard is committed, so a sync knows them after a compaction merged the shard's folder into others."""
+    from operators.atomic import write_bytes
+
+    ids = [str(d) for d in docs.column("docno").to_pylist()] if "docno" in docs.column_names else []
+    (staging / IDS).mkdir(parents=True, exist_ok=True)
+    write_bytes(staging / IDS / f"{shard}.txt", json.dumps(ids).encode())
+
+
+def drop_ids(staging: Path, shards: Iterable[str]) -> None:
+    for shard in shards:
+        (staging / IDS / f"{shard}.txt").unlink(missing_ok=True)
+
+
+def retired_doc_ids(index_path: str | Path, staging: Path, retired: set[str]) -> set[str]:
+    """The ids of the documents the ``retired`` shards were committed with (and those their attempts failed on):
+    read from the shard's folder, or where a compaction merged it into others, from the ids staging recorded
+    (``write_ids``). A shard merged by a compaction and staged by a release that recorded no ids: which documents
+    it held is lost, so the sync cannot tell which of them to delete, and is refused before anything changes."""
     from operators.store import commit_shards
     from operators.store.layout import read_manifest
 
@@ -85,11 +104,14 @@ def retired_doc_ids(index_path: str | Path, retired: set[str]) -> set[str]:
     ids: set[str] = set()
     for shard in sorted(retired):
         found = None if shard in merged else committed_ids(index_path, shard)
+        recorded = staging / IDS / f"{shard}.txt"
+        if found is None and recorded.exists():
+            found = set(json.loads(recorded.read_text()))
         if found is None:
             raise SourceChangedError(
-                f"shard {shard} of this source was merged into others by `tessera index compact`, so which "
-                "documents it held is not known, and a sync could not delete those the source no longer has; "
-                "ingest the source into a new index", field="sync")
+                f"shard {shard} of this source was merged into others by `tessera index compact`, and it was "
+                "ingested by a release that did not record its documents' ids, so a sync could not delete those "
+                "the source no longer has; ingest the source into a new index", field="sync")
         ids |= found
     return ids
 
@@ -100,12 +122,13 @@ def finish(run: Any) -> None:
     stager, generations = run.stager, run.stager.generations
     if not generations.syncing:
         return
-    gone = (retired_doc_ids(run.path, generations.retiring) - stager.doc_ids) & run.index.live_doc_ids()
+    gone = (stager.retiring_ids - stager.doc_ids) & run.index.live_doc_ids()
     if gone:  # (live: a sync interrupted after it deleted them does not count them again)
         deleted = run.index.delete(doc_ids=gone)
         log.info("sync: %d document(s) the source no longer has deleted (%d passage(s))", len(gone), deleted)
     run.report.docs_deleted = len(gone)
     finished = run.finished()
     run.ledger.resolve_retired(generations.retiring, stager.own(finished), finished)
-    generations.syncing, generations.retiring = False, set()
+    retired, generations.syncing, generations.retiring = generations.retiring, False, set()
     stager.write_generations()
+    drop_ids(stager.dir, retired)

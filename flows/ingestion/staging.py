@@ -45,7 +45,7 @@ from flows.ingestion.errors import FOLLOW_ADVICE, SettingsMismatchError, SourceC
 from flows.ingestion.file_order import changed_files, files_read_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
-from flows.ingestion.resync import Generations, Resync, retired_doc_ids
+from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
 from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
@@ -168,6 +168,7 @@ class Stager:
                         "sync=True, and the documents it no longer has are deleted at the end)")
         self._logged: set[str] = set()  # unreadable records logged: a sync that reads the source again logs them once
         self.doc_ids: set[str] = set()  # with sync: the ids of every document the source yields now
+        self.retiring_ids: set[str] = set()  # with sync: those of the documents of the shards it retires
         self._state: dict[str, Any] = {}  # what stage() wrote to state.json
 
     def docs_path(self, shard: str) -> Path:
@@ -240,13 +241,13 @@ class Stager:
                 break
             except Resync as resync:
                 retired = self.generations.retire(self.key, resync.slice_index, finished)
-                retired_doc_ids(self.index_path, self.generations.retiring)  # known, or refused before any change
                 log.warning("sync: the source changed from document %d on: its documents from there are ingested "
                             "again, in place of those of shard(s) %s", resync.slice_index * self.shard_size,
                             ", ".join(retired[:5]) + (f" and {len(retired) - 5} more" if len(retired) > 5 else ""))
                 finished = finished - self.generations.retired
                 read.restart()
-        if self.generations.retiring:
+        if self.generations.retiring:  # what they hold is known, or the sync is refused before any change
+            self.retiring_ids = retired_doc_ids(self.index_path, self.dir, self.generations.retiring)
             self._drop_unplanned({s.id for s in shards})
         self._state = {"source": self.op.name, "params": self.params, "shard_size": self.shard_size,
                        "fingerprint": fingerprint, "complete": True, "duplicates": self.duplicates,
@@ -259,6 +260,7 @@ class Stager:
         for path in self.dir.glob("*.parquet"):
             if path.name.removesuffix(".parquet") not in planned:
                 self.discard(path.name.removesuffix(".parquet"))
+                drop_ids(self.dir, [path.name.removesuffix(".parquet")])
 
     def write_generations(self) -> None:
         """Write ``state.json``: the staged shards and the source's syncs (``resync.Generations``)."""
@@ -369,5 +371,6 @@ class Stager:
         sink = pa.BufferOutputStream()
         pq.write_table(rows.combine_chunks(), sink)
         write_bytes(self.docs_path(shard), sink.getvalue().to_pybytes())
+        write_ids(self.dir, shard, rows)  # kept after the commit: a sync deletes by them once a compaction merged it
         return out + [StagedShard(id=shard, index=index, docs=rows.num_rows, digest=docs_digest(rows),
                                   read_failures=len(failures), meta=meta_digest(rows))]

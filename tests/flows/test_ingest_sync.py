@@ -158,18 +158,26 @@ def test_a_line_fixed_in_a_changed_part_of_a_jsonl_source_comes_in_and_its_failu
     assert sorted(live(index)) == ["d0", "d1", "d2", "d4"]
 
 
-def test_sync_is_refused_with_replace_or_retry_and_after_a_compaction_that_merged_its_shards(tmp_path, folder,
-                                                                                             capsys):
+def test_sync_is_refused_with_replace_or_retry_and_follows_a_compacted_source_by_the_ids_staging_kept(tmp_path,
+                                                                                                     folder, capsys):
     index = tmp_path / "idx"
     assert ingest(capsys, folder, index)[0] == 0
     for other in ("--replace", "--retry-failed"):
         status, _, err = ingest(capsys, folder, index, "--sync", other)
         assert status == 2 and "--sync" in err and other in err, err
-    Index.open(index).compact()
+    Index.open(index).compact()  # the shards' folders merged: staging's record of their ids says what they held
     (folder / "n2.md").write_text("Tui mimic other birds.\n")
+    (folder / "n4.md").unlink()
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and report["docs_deleted"] == 1, (report, err)
+    assert sorted(live(index)) == ["n1.md", "n2.md", "n3.md", "n5.md"] and top(index, "mimic") == "n2.md"
+    Index.open(index).compact()
+    (folder / "n3.md").write_text("Kea are mountain parrots.\n")
+    for ids in (index / "_ingest").glob("*/ids/*"):  # as an index staged by a release that kept no ids
+        ids.unlink()
     status, _, err = ingest(capsys, folder, index, "--sync")
     assert status == 2 and "merged into others by `tessera index compact`" in err, err
-    assert live(index)["n2.md"].startswith("Tui sing")  # refused before anything changed
+    assert live(index)["n3.md"].startswith("Kea are alpine")  # refused before anything changed
 
 
 def test_files_read_otherwise_by_a_new_release_are_named_as_such_and_followed_with_sync(tmp_path, folder, capsys,
@@ -205,6 +213,20 @@ def test_a_sync_deletes_the_documents_of_the_shards_it_retires_never_an_id_anoth
     status, report, err = ingest(capsys, folder, index, "--sync")
     assert status == 0 and report["docs_deleted"] == 0, (report, err)
     assert live(index)["n2.md"].startswith("Another source's") and top(index, "moa") == "n2.md"
+
+
+def test_a_sync_replaces_its_own_documents_only_and_refuses_a_new_one_whose_id_another_source_holds(tmp_path,
+                                                                                                    folder, capsys):
+    index, other = tmp_path / "idx", tmp_path / "other"
+    other.mkdir()
+    (other / "n9.md").write_text("Another source's note nine, about moa.\n")
+    assert ingest(capsys, other, index)[0] == 0
+    assert ingest(capsys, folder, index)[0] == 0
+    (folder / "n1.md").write_text("Kiwi lay enormous eggs.\n")  # every shard of the folder again
+    (folder / "n9.md").write_text("A note nine of this folder.\n")  # and a file named as the other source's
+    status, _, err = ingest(capsys, folder, index, "--sync")
+    assert status == 2 and "['n9.md'] (1 in all) are already live" in err, err
+    assert live(index)["n9.md"].startswith("Another source's")
 
 
 def test_a_sync_after_a_compaction_goes_on_where_the_shards_it_retires_were_not_merged(tmp_path, folder, capsys):
