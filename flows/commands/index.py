@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import shlex
 from typing import Iterator
 
 from flows.commands._support import (CliError, EXIT_OK, positive_int, print_json, refuse_contradicting_index_options,
@@ -132,8 +133,11 @@ def _cmd_info(args: argparse.Namespace) -> int:
           + (f" {s.dense_options}" if s.dense_options else ""))
     print("  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "
                           f"fields={s.text_fields}" if s.bm25 else "no"))
+    # a hint where most of what is read is deleted (after syncs, updates): every search still loads those shards
+    hint = (f" (most are deleted: `tessera index compact {shlex.quote(str(index.path))}` drops them)"
+            if counts['tombstones'] > counts['live_chunks'] else "")
     print(f"  {counts['shards']} shard(s), {counts['chunks']} chunk(s) written, {counts['tombstones']} "
-          f"tombstone(s), {counts['live_chunks']} live")
+          f"tombstone(s), {counts['live_chunks']} live{hint}")
     for shard in manifest.shards:
         dead = len(manifest.tombstones.get(shard.id, []))
         dense = f" {shard.dense.factory}" + (f" (fallback: {shard.dense.fallback})" if shard.dense.fallback else "") \

@@ -42,7 +42,13 @@ def test_add_update_delete_and_info(tmp_path, sample_docs, capsys):
     info = json.loads(capsys.readouterr().out)
     assert info["counts"] == {"shards": 2, "chunks": 41, "tombstones": 3, "live_chunks": 38}
     assert main(["index", "info", idx]) == 0
-    assert "3 tombstone(s), 38 live" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "3 tombstone(s), 38 live\n" in out and "compact" not in out  # a few deleted: nothing to say
+    assert main(["index", "delete", idx, *(f"--doc-id={d['_id']}" for d in docs[10:35])]) == 0
+    capsys.readouterr()
+    assert main(["index", "info", idx]) == 0
+    assert f"28 tombstone(s), 13 live (most are deleted: `tessera index compact {idx}` drops them)" in \
+        capsys.readouterr().out
 
 
 def test_documents_lists_them_in_the_order_added_with_passages_and_metadata(tmp_path, sample_docs, capsys):
