@@ -16,6 +16,7 @@ the query is marked degraded with the reason (``fallback: none`` adds nothing).
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, ClassVar, Container, Literal
 
 import pyarrow as pa
@@ -61,9 +62,16 @@ class QueryRewriter(LLMStep):
 
     scope: ClassVar[str] = "row"
     Params: ClassVar[type[RewriteParams]] = RewriteParams
+    #: The query's metadata this step writes: the queries it kept and how many lines of the replies each check
+    #: left out (``{"kept": [...], "left_out": {"too similar": 2}}``); one key an operator, so two rewriters of a
+    #: flow each keep theirs.
+    metadata_key: ClassVar[str]
 
     def reads(self) -> list[str]:
         return ["qid", self.params.query_column]
+
+    def metadata_keys(self) -> frozenset[str]:
+        return frozenset({self.metadata_key})
 
     def produces(self) -> dict[str, str]:
         # qid and the query are declared too: the added rows rewrite them, and a cache hit must bring them back
@@ -126,7 +134,15 @@ class QueryRewriter(LLMStep):
 
     def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]],
               earlier: list[str] = ()) -> list[tuple[str, str]]:
-        """The valid, novel queries of ``replies`` (novel against ``query`` and the ``earlier`` rewriters' ones)."""
+        """The valid, novel queries of ``replies`` (novel against ``query`` and the ``earlier`` rewriters' ones), or
+        the fallback; they and the count of lines each check left out go to the query's metadata."""
+        left_out: Counter[str] = Counter()
+        kept = self._choose(qid, query, replies, earlier, left_out)
+        self.emit_metadata(qid, self.metadata_key, {"kept": [text for _, text in kept], "left_out": dict(left_out)})
+        return kept
+
+    def _choose(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]], earlier: list[str],
+                left_out: Counter[str]) -> list[tuple[str, str]]:
         kept: list[tuple[str, str]] = []
         seen = [_tokens(query), *map(_tokens, earlier)]
         problems = []
@@ -136,9 +152,12 @@ class QueryRewriter(LLMStep):
                 problems.append(problem)
                 continue
             for text in self.reply_queries(reply):
-                if len(kept) < self.params.max_queries and self._valid(text) and _novel(text, seen, self.params):
-                    kept.append((source, text))
-                    seen.append(_tokens(text))
+                why = self._left_out(text, seen, len(kept))
+                if why:
+                    left_out[why] += 1
+                    continue
+                kept.append((source, text))
+                seen.append(_tokens(text))
         if kept:
             if problems:  # some calls failed: the queries they would have given are missing (and not cached)
                 self.degrade(qid, f"{len(problems)} of {len(replies)} calls failed, the others' queries kept: "
@@ -158,11 +177,18 @@ class QueryRewriter(LLMStep):
         """The extra query when the model gives none: the question's keywords (``query.keywords`` keeps ``count``)."""
         return keywords_of(query)
 
-    def _valid(self, text: str) -> bool:
+    def _left_out(self, text: str, seen: list[set[str]], kept: int) -> str | None:
+        """Why a line of the model's reply is not kept (None: it is): the checks' reasons, as the query's metadata
+        counts them (``left_out``), so that ``similarity_threshold`` or ``max_chars`` can be tuned on what they cut."""
         p = self.params
         words = _WORD.findall(text.lower())
-        return p.min_chars <= len(text) <= p.max_chars and len(words) >= p.min_words \
-            and any(ch.isalpha() for ch in text) and not _loops(words)
+        if not p.min_chars <= len(text) <= p.max_chars:
+            return "too short" if len(text) < p.min_chars else "too long"
+        if len(words) < p.min_words or not any(ch.isalpha() for ch in text) or _loops(words):
+            return "not a query"
+        if not _novel(text, seen, self.params):
+            return "too similar"
+        return "over max_queries" if kept >= p.max_queries else None
 
 
 def _loops(words: list[str]) -> bool:

@@ -26,7 +26,8 @@ class QueryDecomposer(QueryRewriter):
     """
 
     name = "query.decompose"
-    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
+    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    metadata_key = "sub_questions"
     aliases = ("decompose", "QueryDecomposer")
     Params: ClassVar[type[RewriteParams]] = RewriteParams
     system_prompt = "You split questions into simpler questions. Reply with one question per line and nothing else."

@@ -47,7 +47,8 @@ class QueryExpander(QueryRewriter):
     """
 
     name = "query.expand"
-    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
+    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    metadata_key = "expanded_queries"
     aliases = ("query_expansion", "QueryExpander")
     Params: ClassVar[type[ExpandParams]] = ExpandParams
     system_prompt = "You write web search queries. Reply with one query per line and nothing else."

@@ -39,7 +39,8 @@ class KeywordExtractor(QueryRewriter):
     """
 
     name = "query.keywords"
-    version = "2"  # the added rows' qid and query are stored (version 1's cache entries lack them)
+    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    metadata_key = "keyword_queries"
     aliases = ("keywords", "KeywordExtractor")
     Params: ClassVar[type[KeywordParams]] = KeywordParams
     system_prompt = "You pick search keywords. Reply with the keywords separated by commas and nothing else."

@@ -53,7 +53,11 @@ def test_expand_keeps_valid_novel_queries_per_strategy(fault_models):
     assert out.column("qid").to_pylist()[0] == "q1" and fault_models.attempts["ok"] == 2
     prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]  # sent at once: in any order
     assert sum("Rephrase the question" in p for p in prompts) == 1 and sum("broader" in p for p in prompts) == 1
-    assert op.drain_metadata()["q1"]["usage"]["x"]["calls"] == 2
+    metadata = op.drain_metadata()["q1"]
+    assert metadata["usage"]["x"]["calls"] == 2
+    # what the model wrote and what the checks cut, per query: the extra rows are gone after fuse.expanded_queries
+    assert metadata["expanded_queries"] == {"kept": ["honey bees pollination", "bumblebee nectar gathering"],
+                                            "left_out": {"too similar": 4, "too short": 4}}
 
 
 def test_similarity_threshold_and_max_queries(fault_models):
