@@ -37,6 +37,8 @@ def print_results(out, result, queries, top: int) -> None:
     if "docno" not in base and "query" in table.column_names:
         base.append("query")
     columns = base + [c for c in chips if c not in base] or table.column_names[:6]
+    written = [c for c, role in result.roles.items() if role == "text" and c in table.column_names
+               and c not in (*columns, *_READ_TEXT)]  # a summary, marked text: too long for a column
     groups = dict(qid_groups(table)) if "qid" in table.column_names and table.num_rows else {}
     ordered = list(zip(queries.column("qid").to_pylist(), queries.column("query").to_pylist()))
     if not groups and table.num_rows:  # not a per-query result: one table
@@ -62,7 +64,27 @@ def print_results(out, result, queries, top: int) -> None:
                 more = rows.num_rows - top
                 view.caption = f"{counted(more, 'more row')} (--top N to show more)"
             out.print(view)
+            print_written(out, shown, written)
         print_metadata(out, result.metadata.get(str(qid), {}) if qid is not None else {})
+
+
+#: Text columns a search brings (the corpus's), not written by the flow's steps.
+_READ_TEXT = ("text", "title", "query", "original_query")
+#: Characters of a step's text shown per row under a table (--json or --out has it whole).
+WRITTEN_CHARS = 300
+
+
+def print_written(out, rows, columns: list[str]) -> None:
+    """The text columns the flow's steps wrote (``summarize.documents``' summary, ``analyze.relevance_marking``'s
+    marked text), a line per shown row under its table: they had no place in it, and only --json showed them."""
+    from rich.padding import Padding
+
+    for row in rows.select([c for c in ("rank", "docno", *columns) if c in rows.column_names]).to_pylist():
+        for column in columns:
+            if row.get(column):
+                where = f"{row.get('rank', '')} {row.get('docno', '')}".strip()
+                out.print(Padding(f"[bold]{escape(column)}[/] ({escape(where)}): "
+                                  f"{cell(row[column], limit=WRITTEN_CHARS)}", (0, 0, 0, 2)))
 
 
 def top_rows(table, top: int):

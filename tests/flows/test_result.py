@@ -29,3 +29,23 @@ def test_a_step_left_uncached_is_named_beside_the_cache_hit_ratio():
     result = FlowResult("rag", sample_results(1, 2), steps=steps, seconds=2.0)
     assert result.description().endswith("2 steps in 2.00 s (local executor), cache hit ratio 100% (answer not "
                                          "cached)")
+
+
+def test_tessera_run_prints_the_text_a_step_wrote_under_each_row_of_its_table():
+    """summarize.documents' summaries and relevance marks had no column in the table: only --json showed them."""
+    import io
+
+    import pyarrow as pa
+    from rich.console import Console
+
+    from flows.commands._results import print_results
+
+    table = sample_results(1, 2)
+    table = table.append_column("summary", pa.array(["Kea are alpine parrots. " * 20, None]))
+    result = FlowResult("summarize", table, roles={"summary": "text", "text": "text", "docno": "id"})
+    out = io.StringIO()
+    print_results(Console(file=out, width=200), result, pa.table({"qid": ["q1"], "query": ["kea"]}), top=5)
+    printed = out.getvalue()
+    first = table.column("docno")[0].as_py()
+    assert f"summary (1 {first}): Kea are alpine parrots." in printed and printed.count("summary (") == 1
+    assert "…" in printed  # cut at 300 characters (--json has it whole)
