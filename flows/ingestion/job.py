@@ -159,7 +159,8 @@ class _Run:
                            on_embedded=tracker.embedded, prepare_actors=self.plan.chunk_concurrency)
         if live is not None:
             refused.record(self.stager.dir, *live)
-            raise refused.in_ingestion_terms(live[1])
+            raise refused.moved_and_changed(live[1], self.plan.read, self.path, finished) if self.sync and \
+                not self.stager.own(finished) else refused.in_ingestion_terms(live[1])
         resync.finish(self)  # with sync: the documents the source no longer has go
         self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
         return self._finish(started)

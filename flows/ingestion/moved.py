@@ -122,6 +122,24 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
     return docs_digest(concat(tables).slice(0, shard_size))
 
 
+def read_alike(op: Source, index_path: str | Path, finished: set[str]) -> list[str]:
+    """The paths that the index's other sources read the same way as ``op`` (same reader and params but where) were
+    last read from, those with finished shards: where a source new at its path may have been moved from."""
+    staging, params = Path(index_path) / STAGING_DIR, _source_params(op)
+    ours, name, here = _what_it_reads(params), keyed_as(op.name), staging_dir(op, index_path).name
+    found = []
+    for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
+        try:
+            state = json.loads(state_file.read_text())
+        except (OSError, ValueError):
+            continue
+        key = state_file.parent.name
+        if (key != here and keyed_as(state.get("source")) == name and _what_it_reads(state.get("params") or {}) == ours
+                and any(s.startswith(key + "-") for s in finished)):
+            found.append(last_path(index_path, key))
+    return found
+
+
 def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k not in _LOCATION_PARAMS and k not in _READ_ONLY_PARAMS}
 

@@ -15,6 +15,7 @@ from typing import Any, Callable, Iterable
 
 import pyarrow as pa
 
+from flows.ingestion.moved import read_alike
 from operators.atomic import write_bytes
 from operators.store.commits import live_refusal
 from operators.store.errors import CommitConflictError, CommitError
@@ -81,6 +82,19 @@ def in_ingestion_terms(error: CommitError) -> CommitError:
         return error
     return CommitError(error.detail, advice="give the documents other ids, or ingest with replace=True "
                        "(tessera ingest --replace) to replace the index's copies", field=error.field)
+
+
+def moved_and_changed(error: CommitError, op: Any, index_path: Path, finished: set[str]) -> CommitError:
+    """The refusal of a sync at a path new to the index, whose documents are live under another source read the same
+    way: most likely a folder moved (or renamed) whose first documents changed, so it was not recognised as that
+    source (``moved.earlier_key`` compares the first shard); ``--replace`` would make it a second source."""
+    where = read_alike(op, index_path, finished)
+    if not where:
+        return in_ingestion_terms(error)
+    return CommitError(error.detail, advice=f"a sync follows a source where it was ingested from, and this path is "
+                       f"new to the index, while {' and '.join(where)} was read the same way (moved here, with its "
+                       "first documents changed since?): sync it there (move it back), or ingest it into a new index",
+                       field="sync")
 
 
 def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_key: str,

@@ -242,3 +242,16 @@ def test_a_sync_after_a_compaction_goes_on_where_the_shards_it_retires_were_not_
     status, report, err = ingest(capsys, folder, index, "--sync")
     assert status == 0 and report["docs"] == 1, (report, err)  # n7 alone: its shard came after the compaction
     assert top(index, "small owls") == "n7.md" and len(live(index)) == 7
+
+
+def test_a_sync_of_a_moved_folder_whose_first_file_changed_says_where_it_was_ingested_from(tmp_path, folder, capsys):
+    index, moved = tmp_path / "idx", tmp_path / "moved"
+    assert ingest(capsys, folder, index)[0] == 0
+    folder.rename(moved)
+    (moved / "n1.md").write_text("Kiwi lay enormous eggs.\n")  # its first shard changed: not recognised as moved
+    status, _, err = ingest(capsys, moved, index, "--sync")
+    assert status == 2 and f"this path is new to the index, while {folder} was read the same way" in err, err
+    assert "sync it there (move it back), or ingest it into a new index" in err and "--replace" not in err, err
+    moved.rename(folder)  # as it says: there, the sync follows it
+    status, report, err = ingest(capsys, folder, index, "--sync")
+    assert status == 0 and live(index)["n1.md"].startswith("Kiwi lay enormous eggs."), err
