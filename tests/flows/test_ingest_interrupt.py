@@ -9,6 +9,7 @@ shared. Off a terminal, the command prints a line per committed shard, which is 
 
 from __future__ import annotations
 
+import datetime
 import io
 import json
 import os
@@ -148,6 +149,7 @@ def test_ctrl_c_stops_a_local_ingest_at_once_and_the_same_command_finishes_it(tm
 @pytest.mark.slow
 def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_path, corpus400, committed_docnos):
     index = tmp_path / "idx"
+    started = datetime.datetime.now() - datetime.timedelta(seconds=1)  # Ray names a session in local time
     proc = _ingest_cli(corpus400, index, "ray")
     lines, seconds = _interrupt_after_first_commit(proc)
     assert_interrupted(proc, lines, seconds)
@@ -155,7 +157,9 @@ def test_ctrl_c_stops_an_ingest_on_ray_with_one_line_and_one_ray_cluster(tmp_pat
     # Its folder is under RAY_TMPDIR, else TMPDIR (Linux), else /tmp, as Ray picks it for the driver
     linux_tmp = os.environ.get("TMPDIR") if sys.platform.startswith("linux") else None
     ray_tmp = Path(os.environ.get("RAY_TMPDIR") or linux_tmp or "/tmp") / "ray"
-    sessions = list(ray_tmp.glob(f"session_*_{proc.pid}"))
+    sessions = [s for s in ray_tmp.glob(f"session_*_{proc.pid}")  # (an older one of a process of the same pid: no)
+                if datetime.datetime.strptime(s.name[len("session_"):-len(f"_{proc.pid}")], "%Y-%m-%d_%H-%M-%S_%f")
+                >= started]
     assert len(sessions) == 1, sessions
 
     proc = _ingest_cli(corpus400, index, "local")  # what Ray committed stays, what it left half-done is redone
