@@ -206,7 +206,8 @@ def text_file_document(filename: str, content: bytes, warnings: list[str]) -> di
         raise ApiError(422, f"files: {err.message}", param="files", code="invalid_file") from None
     if not document.has_text:  # sources.files reads no document from it either
         raise ApiError(422, f"files: '{filename}' has no text (an HTML page's is that of its body, without "
-                       "scripts and styles); nothing to index", param="files", code="invalid_file")
+                       "scripts, styles and the site's menus, header and footer); nothing to index", param="files",
+                       code="invalid_file")
     if document.guessed_encoding is not None:
         warnings.append(f"{filename}: not UTF-8; read as {document.guessed_encoding}, the encoding guessed for it "
                         "(if its text looks wrong, save it as UTF-8 and send it again)")

@@ -63,10 +63,17 @@ async def read_upload(request: Request, max_files: int) -> tuple[list[tuple[str,
                 raise ApiError(422, f"files: part {position + 1} of `files` has no file name; send each file as a "
                                "file part with its name (curl -F files=@handbook.pdf)", param="files",
                                code="invalid_file")
-            files.append((item.filename, await item.read()))
+            files.append((_file_name(item.filename), await item.read()))
         return files, _text(form.get("spec"), "spec"), _flag(form.get("replace")), _page(form.get("first_page"))
     finally:
         await form.close()
+
+
+def _file_name(sent: str) -> str:
+    """A part's file name as the user's file has it: browsers, curl and requests write a file name's ``"``, line feed
+    and carriage return as ``%22``, ``%0A`` and ``%0D`` in a form (the HTML standard's multipart encoding), which the
+    form parser leaves as they are (a file ``a "draft".md`` was stored and shown as ``a %22draft%22.md``)."""
+    return sent.replace("%22", '"').replace("%0A", "\n").replace("%0D", "\r")
 
 
 def _text(value: Any, field: str) -> str | None:

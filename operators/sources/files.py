@@ -42,7 +42,8 @@ class FilesSource(PdfSource):  # its splits, read and batching; files of every k
     file's ``<title>``, else the file stem; a Markdown file's front matter's other fields are columns of its own,
     as the service's upload makes them metadata (``metadata_columns.metadata_fields``: a list its JSON text, a field
     no metadata column may be named after left out, named in a warning), and the front matter is not in its text;
-    an HTML file's text is its body's, without scripts and styles; ``page`` is null. A PDF's rows are those of
+    an HTML file's text is its body's, without scripts, styles and the page's furniture (``html_text``); ``page`` is
+    null. A PDF's rows are those of
     ``sources.pdf``. Text is read as UTF-8: a file that is not is an error naming it (one failure of
     that file in an ingestion). A file with no text gives no document, and says so in the log.
 
