@@ -22,7 +22,7 @@ from typing import Any
 
 from flows.ingestion.digests import docs_digest
 from flows.ingestion.errors import SourceChangedError
-from flows.ingestion.file_order import files_read_order, source_files
+from flows.ingestion.file_order import _recorded_here, files_read_order, source_files
 from flows.ingestion.ledger import Failure
 from flows.ingestion.reading import iter_documents
 from flows.ingestion.staging import (
@@ -72,6 +72,8 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
             if theirs and theirs <= present:  # (a file removed since is named by staging too)
                 _refuse_renamed(op, params, state, theirs)
                 return state_file.parent.name
+            if _moved_here(state, params, files):  # a folder moved, then edited in its first shard
+                return state_file.parent.name
             order = files_read_order(files, params, state)  # their files first, in their order
             candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
@@ -104,6 +106,19 @@ def _refuse_renamed(op: Source, params: dict[str, Any], state: dict[str, Any], f
         f"{ours} names them from {our_root} ('{relative_name(file, ours)}'), so their documents would be in the index "
         f"twice, under both names: ingest {ours} into a new index, or its other files as sources of their own (globs "
         f"that leave {their_root} out)", field="source")
+
+
+def _moved_here(state: dict[str, Any], params: dict[str, Any], files: list[Path] | None) -> bool:
+    """Whether ``files`` are those the staging ``state`` recorded, moved to another folder: none of those is left
+    where it was, and most of them are here under the same names (from the folder's root) with the same sizes and
+    times, which ``mv`` keeps. An edit to its first shard then does not make a moved folder another source (whose
+    documents are live under the old one): staging names the edited file, and a sync follows it."""
+    fingerprint = state.get("fingerprint") or []
+    if not files or len(fingerprint) < 2 or any(os.path.exists(entry[0]) for entry in fingerprint):
+        return False  # one file moved and edited is not told from another; one still there is copied, not moved
+    now = {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in files}
+    recorded = _recorded_here(state, params, list(now))
+    return 2 * sum(1 for path, was in recorded.items() if now.get(path) == tuple(was)) > len(fingerprint)
 
 
 def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = None) -> str:

@@ -244,14 +244,22 @@ def test_a_sync_after_a_compaction_goes_on_where_the_shards_it_retires_were_not_
     assert top(index, "small owls") == "n7.md" and len(live(index)) == 7
 
 
-def test_a_sync_of_a_moved_folder_whose_first_file_changed_says_where_it_was_ingested_from(tmp_path, folder, capsys):
-    index, moved = tmp_path / "idx", tmp_path / "moved"
+def test_a_moved_folder_edited_in_its_first_shard_is_followed_and_a_copy_is_refused_naming_the_original(tmp_path,
+                                                                                                     folder, capsys):
+    import shutil
+
+    index, moved, copied = tmp_path / "idx", tmp_path / "moved", tmp_path / "copied"
     assert ingest(capsys, folder, index)[0] == 0
-    folder.rename(moved)
-    (moved / "n1.md").write_text("Kiwi lay enormous eggs.\n")  # its first shard changed: not recognised as moved
-    status, _, err = ingest(capsys, moved, index, "--sync")
-    assert status == 2 and f"this path is new to the index, while {folder} was read the same way" in err, err
+    folder.rename(moved)  # mv keeps the files' sizes and times: recognised, though its first shard changed
+    (moved / "n1.md").write_text("Kiwi lay enormous eggs.\n")
+    status, _, err = ingest(capsys, moved, index)
+    assert status == 2 and f"changed: {moved / 'n1.md'}" in err and "--sync" in err, err
+    status, report, err = ingest(capsys, moved, index, "--sync")
+    assert status == 0 and report["docs"] == 5, err  # its first shard changed: every shard again
+    assert live(index)["n1.md"].startswith("Kiwi lay enormous eggs.") and len(live(index)) == 5
+    shutil.copytree(moved, copied)  # a copy, edited in its first shard: the original is still there
+    (copied / "n2.md").write_text("Tui mimic other birds.\n")
+    status, _, err = ingest(capsys, copied, index, "--sync")
+    assert status == 2 and f"this path is new to the index, while {moved} was read the same way" in err, err
     assert "sync it there (move it back), or ingest it into a new index" in err and "--replace" not in err, err
-    moved.rename(folder)  # as it says: there, the sync follows it
-    status, report, err = ingest(capsys, folder, index, "--sync")
-    assert status == 0 and live(index)["n1.md"].startswith("Kiwi lay enormous eggs."), err
+    assert live(index)["n2.md"].startswith("Tui sing")
