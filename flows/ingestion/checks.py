@@ -135,7 +135,7 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     require_models(None if plan.embed_placement else embed, colbert)  # a placed encoder is the deployment's
     existing = Index.open(index_path, verify=False) if exists else None
     if existing is not None and embed is not None and not plan.embed_placement:
-        _refuse_other_weights(existing, full_settings)
+        _refuse_other_weights(existing)
     if existing is not None and existing.finished_shards():
         # The encoder the index names wrote its shards' vectors at its dim, so the model is not loaded to ask it (10 s
         # and more, for a run that may embed nothing: every shard done, or refused); a model changed since under the
@@ -146,14 +146,15 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     return CheckedIngest(index_path, plan, fit_dim(full_settings, embed, given, plan.embed_placement), embed)
 
 
-def _refuse_other_weights(index, settings) -> None:
+def _refuse_other_weights(index) -> None:
     """Documents added to an index made with other weights of its encoder (retrained since under the same name)
     would be embedded in another space than its vectors: refused, naming both fingerprints."""
-    from operators.store.index import encoder_weights
+    from operators.store.index import other_encoder_weights
 
-    made, now = index.manifest.encoder_weights, encoder_weights(settings)
-    if made and now and made != now:
-        raise IngestError(f"the index {index.path} was embedded by other weights of encoder '{settings.encoder}' "
+    other = other_encoder_weights(index)
+    if other is not None:
+        made, now = other
+        raise IngestError(f"the index {index.path} was embedded by other weights of encoder '{index.settings.encoder}' "
                           f"({made}, here {now}: retrained since, or another copy): documents added now would not "
                           "compare with its vectors; ingest into a new index", field="index")
 

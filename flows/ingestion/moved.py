@@ -18,7 +18,7 @@ import json
 import os
 import shutil
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from flows.ingestion.digests import docs_digest
 from flows.ingestion.errors import SourceChangedError
@@ -54,28 +54,20 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
     """``earlier_key``'s search: a finished source read the same way from the same files (a folder and then a
     glob of it: one whose file changed since is then refused naming it, not as live documents of another source),
     else one whose first shard holds the documents this one starts with."""
-    staging = Path(index_path) / STAGING_DIR
     params = _source_params(op)
-    ours, name = _what_it_reads(params), keyed_as(op.name)
     files, candidates = source_files(op, params), []
     present = {str(p) for p in files or ()}
-    for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
-        try:
-            state = json.loads(state_file.read_text())
-        except (OSError, ValueError):
-            continue
+    for key, state in _read_alike(op, params, index_path):
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
-        source = state.get("source")
-        if (first is not None and first.get("id") in finished and keyed_as(source) == name
-                and state.get("shard_size") == shard_size and _what_it_reads(state.get("params") or {}) == ours):
+        if first is not None and first.get("id") in finished and state.get("shard_size") == shard_size:
             theirs = {str(entry[0]) for entry in state.get("fingerprint") or () if os.path.exists(entry[0])}
             if theirs and theirs <= present:  # (a file removed since is named by staging too)
                 _refuse_renamed(op, params, state, theirs)
-                return state_file.parent.name
+                return key
             if _moved_here(state, params, files):  # a folder moved, then edited in its first shard
-                return state_file.parent.name
+                return key
             order = files_read_order(files, params, state)  # their files first, in their order
-            candidates.append((state_file.parent.name, first.get("digest"), first.get("docs") or shard_size, order))
+            candidates.append((key, first.get("digest"), first.get("docs") or shard_size, order))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
     for key, theirs, docs, order in candidates:
         at = (docs, tuple(order or ()))
@@ -140,19 +132,22 @@ def first_shard_digest(op: Source, shard_size: int, order: list[str] | None = No
 def read_alike(op: Source, index_path: str | Path, finished: set[str]) -> list[str]:
     """The paths that the index's other sources read the same way as ``op`` (same reader and params but where) were
     last read from, those with finished shards: where a source new at its path may have been moved from."""
-    staging, params = Path(index_path) / STAGING_DIR, _source_params(op)
-    ours, name, here = _what_it_reads(params), keyed_as(op.name), staging_dir(op, index_path).name
-    found = []
-    for state_file in sorted(staging.glob(f"*/{STATE_FILE}")):
+    here = staging_dir(op, index_path).name
+    return [_location(state.get("params") or {}, key) for key, state in _read_alike(op, _source_params(op), index_path)
+            if key != here and any(s.startswith(key + "-") for s in finished)]
+
+
+def _read_alike(op: Source, params: dict[str, Any], index_path: str | Path) -> Iterator[tuple[str, dict[str, Any]]]:
+    """Each staged source of the index (its key and ``state.json``) read as ``op`` with ``params`` reads: the same
+    reader and params, wherever from."""
+    ours, name = _what_it_reads(params), keyed_as(op.name)
+    for state_file in sorted((Path(index_path) / STAGING_DIR).glob(f"*/{STATE_FILE}")):
         try:
             state = json.loads(state_file.read_text())
         except (OSError, ValueError):
             continue
-        key = state_file.parent.name
-        if (key != here and keyed_as(state.get("source")) == name and _what_it_reads(state.get("params") or {}) == ours
-                and any(s.startswith(key + "-") for s in finished)):
-            found.append(last_path(index_path, key))
-    return found
+        if keyed_as(state.get("source")) == name and _what_it_reads(state.get("params") or {}) == ours:
+            yield state_file.parent.name, state
 
 
 def _what_it_reads(params: dict[str, Any]) -> dict[str, Any]:
@@ -165,4 +160,9 @@ def last_path(index_path: str | Path, key: str) -> str:
         params = json.loads((Path(index_path) / STAGING_DIR / key / STATE_FILE).read_text()).get("params") or {}
     except (OSError, ValueError, AttributeError):
         return key
+    return _location(params, key)
+
+
+def _location(params: dict[str, Any], key: str) -> str:
+    """Where the source of these read params is (its key when they do not say)."""
     return next((str(params[p]) for p in _LOCATION_PARAMS if params.get(p)), key)

@@ -166,11 +166,10 @@ def describe(record: dict[str, Any]) -> str:
     if record["shards_planned"] is None:
         done = f"staging was cut short, {record['shards_pending']} shard(s) staged and not committed"
     else:
-        done = (f"{record['shards_done']} of {record['shards_planned']} shard(s) committed, "
-                f"{record['docs_pending']} document(s) not yet in the index")
+        done = (f"{record['shards_done']} of {record['shards_planned']} shard(s) committed, {record['docs_pending']} "
+                f"document(s) {'not yet updated' if record.get('syncing') else 'not yet in the index'}")
     if record.get("syncing"):
-        done = (f"{done.replace('not yet in the index', 'not yet updated')}; the documents it no longer has are "
-                "deleted at its end")
+        done += "; the documents it no longer has are deleted at its end"
     source = record["source"] or record["source_key"]
     what = "sync" if record.get("syncing") else "ingestion"
     refusal = record.get("refused")

@@ -46,7 +46,7 @@ from flows.ingestion.file_order import changed_files, files_read_order, ordered_
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
-from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, source_shards
+from flows.ingestion.unrecorded import committed_prefix, lost_error, lost_shards, slice_of, source_shards
 from operators.atomic import write_bytes
 from operators.base import Source
 from operators.store.upgrade import STAGING_DIR, STATE_FILE  # noqa: F401 - this module's names too
@@ -258,9 +258,9 @@ class Stager:
     def _drop_unplanned(self, planned: set[str]) -> None:
         """Remove what a pass before a sync's restaging staged under ids it no longer plans."""
         for path in self.dir.glob("*.parquet"):
-            if path.name.removesuffix(".parquet") not in planned:
-                self.discard(path.name.removesuffix(".parquet"))
-                drop_ids(self.dir, [path.name.removesuffix(".parquet")])
+            if (shard := path.name.removesuffix(".parquet")) not in planned:
+                self.discard(shard)
+                drop_ids(self.dir, [shard])
 
     def write_generations(self) -> None:
         """Write ``state.json``: the staged shards and the source's syncs (``resync.Generations``)."""
@@ -297,7 +297,7 @@ class Stager:
                                   current.failures, finished, known, skip)
         lost = lost_shards(self.key, finished, {s.id for s in shards})
         if lost and self.sync:
-            raise Resync(int(lost[0].rsplit("-", 1)[1][:5]))
+            raise Resync(slice_of(lost[0]))
         if lost:  # left out of state.json, its documents would no longer be checked, and those appended later
             raise lost_error(lost[0], known, self.shard_size, self._changed)  # would be counted as done
         self._make_text(shards, finished, types)

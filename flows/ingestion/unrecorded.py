@@ -42,11 +42,16 @@ def lost_shards(key: str, finished: set[str], staged: set[str]) -> list[str]:
     return [s for *_, s in sorted(found)]
 
 
+def slice_of(shard: str) -> int:
+    """The slice (``k``) of a shard id ``<key>-<k:05d>``, with a sync's ``r<g>`` or a continuation's ``.<n>``."""
+    return int(shard.rsplit("-", 1)[1][:5])
+
+
 def lost_error(shard: str, known: dict[str, dict], shard_size: int, changed: str) -> SourceChangedError:
     """The refusal of a source that ends before its finished ``shard`` (``known``: the shards ``state.json``
     records; ``changed``: the files removed or changed since, as ``file_order.changed_files`` says them)."""
     base, _, part = shard.partition(".")
-    first = int(base.rsplit("-", 1)[1].partition("r")[0]) * shard_size  # after the parts of its slice before it
+    first = slice_of(shard) * shard_size  # after the parts of its slice before it
     first += sum((known.get(f"{base}.{i}" if i else base) or {}).get("docs", 0) for i in range(int(part or 0)))
     n = (known.get(shard) or {}).get("docs", 0)
     where = f"documents {first} to {first + n - 1}" if n else f"from document {first}"

@@ -87,11 +87,11 @@ class DenseRetriever(IndexRetriever):
             return None
 
     def check_index(self, index) -> None:
-        from operators.store.index import encoder_weights
+        from operators.store.index import other_encoder_weights
 
         super().check_index(index)  # an index without vectors
-        made, now = index.manifest.encoder_weights, encoder_weights(index.settings)
-        if made and now and made != now and (str(index.path), now) not in _OTHER_WEIGHTS_SAID:
+        made, now = other_encoder_weights(index) or (None, None)
+        if made and (str(index.path), now) not in _OTHER_WEIGHTS_SAID:
             # the queries are embedded in another space than the index's vectors: said (once), not refused, as a
             # package's reinstall that rewrites a config file changes the fingerprint without changing the vectors
             _OTHER_WEIGHTS_SAID.add((str(index.path), now))

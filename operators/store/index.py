@@ -387,3 +387,10 @@ def encoder_weights(settings: IndexSettings) -> str | None:
         return weights_fingerprint(settings.encoder)
     except (ModelNotFoundError, OSError):
         return None
+
+
+def other_encoder_weights(index: "Index") -> tuple[str, str] | None:
+    """(when made, here): the fingerprints of the index's encoder when it was made and on this machine, where both are
+    known and differ (the encoder retrained since under its name, or another copy); None otherwise."""
+    made, now = index.manifest.encoder_weights, encoder_weights(index.settings)
+    return (made, now) if made and now and made != now else None
