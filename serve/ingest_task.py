@@ -340,11 +340,13 @@ def ingest_result(name: str, report: Any, compacted: dict[str, Any] | None = Non
     counts = {"documents": report.docs, "chunks": report.chunks, "failures": report.failures}
     compaction = {"compaction": compacted} if compacted else {}
     then = f"; the index was compacted into {compacted['shards_after']} shard(s)" if compacted else ""
+    kept = f" ({report.chunks_reused} kept their vectors: their text did not change)" if report.chunks_reused else ""
     return {
         "data": [],
-        "result_description": {**counts, "rows": 0, "queries": 0, "time": round(report.seconds, 3), **compaction,
+        "result_description": {**counts, "chunks_reused": report.chunks_reused, "rows": 0, "queries": 0,
+                               "time": round(report.seconds, 3), **compaction,
                                "text": f"{report.docs} document(s) into index '{name}' as {report.chunks} "
-                                       f"passage(s){failed}{then}"},
+                                       f"passage(s){kept}{failed}{then}"},
         "aggregated_data": {"index": name, **counts},
         "metadata": {},
     }

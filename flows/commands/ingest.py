@@ -150,6 +150,9 @@ def handle(args: argparse.Namespace) -> int:
     out.print(f"[bold]{r.index}[/]: {r.docs} docs -> {r.chunks} chunks in {r.shards_written} shard(s) "
               f"({r.shards_skipped} already done{elsewhere}), {r.seconds:.1f} s, {rate} docs/s",
               soft_wrap=True)  # one line whatever the width: scripts grep it
+    if r.chunks_reused:
+        out.print(f"kept: the vectors of {r.chunks_reused} passage(s) whose text did not change "
+                  f"({r.chunks_embedded} embedded)")
     if r.docs_deleted:
         out.print(f"deleted: {r.docs_deleted} document(s) the source no longer has")
     if r.colbert_store:

@@ -12,8 +12,9 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Literal
 
-from flows.ingestion import refused, resync
+from flows.ingestion import refused, resync, reuse
 from flows.ingestion.checks import DEFAULT_SHARD_SIZE, CheckedIngest, check_ingest, doc_ids_to_delete, warn_damaged
+from flows.ingestion.embedder import Embedder, EmbedStopped
 from flows.ingestion.faults import Faults
 from flows.ingestion.job_params import check_job, job_mismatch, job_params
 from flows.ingestion.ledger import Failure, Ledger, finished_shards
@@ -23,7 +24,7 @@ from flows.ingestion.progress import IngestProgressCallback, ProgressTracker, St
 from flows.ingestion.report import IngestReport
 from flows.ingestion.retry import retry
 from flows.ingestion.running import Running
-from flows.ingestion.shards import (EMBED_BATCH_ROWS, Embedder, EmbedStopped, ShardJob, ShardResult, _chunker,
+from flows.ingestion.shards import (EMBED_BATCH_ROWS, ShardJob, ShardResult, _chunker,
                                    _enrichers, prepare, staged_unless_done, write)
 from flows.ingestion.staging import STAGING_DIR, Stager
 from operators.store.disk import refused_by_disk
@@ -143,6 +144,7 @@ class _Run:
             self.delete_doc_ids | self.stager.retiring_ids)
         if live is not None:  # the shards before it commit, as they would have; it and the rest are not embedded
             todo = todo[:[s.id for s in todo].index(live[0])]
+        self._keep_vectors(todo)
         r, n = self.report, len(shards)
         r.docs_total, r.shards_total, r.shards_skipped = sum(s.docs for s in shards), n, n - len(todo)
         if not todo:  # all done: run again to mend a damaged shard, it said "already done" and nothing else
@@ -164,6 +166,15 @@ class _Run:
         resync.finish(self)  # with sync: the documents the source no longer has go
         self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
         return self._finish(started)
+
+    def _keep_vectors(self, todo: list) -> None:
+        """Let the embed step take the index's vector of a chunk whose text it holds, among the documents this run
+        replaces (a sync's, ``--replace``'s, a re-uploaded file's): ``flows.ingestion.reuse``."""
+        replaced = self.stager.retiring_ids | self.delete_doc_ids
+        if self.replace and todo:
+            replaced |= reuse.staged_ids(self.stager.docs_path(s.id) for s in todo)
+        if todo and replaced and self.job.embed is not None:
+            self.job.reuse = reuse.write(self.path, self.stager.dir, replaced, self.job.embed)
 
     def _run_local(self, shards: list[str]) -> None:
         """Shards in order, in-process: one shard is read, chunked and embedded in a thread while the
@@ -188,10 +199,10 @@ class _Run:
             docs, read_failures = staged
             if stop.is_set():
                 raise EmbedStopped(shard)
-            rows, n = prepare(self.job, shard, docs, chunker, enrichers), 0
+            rows, n, kept = prepare(self.job, shard, docs, chunker, enrichers), 0, 0
             if embedder is not None:
-                rows, n = embedder(rows)
-            return started, docs, read_failures, rows, n
+                rows, n, kept = embedder(rows)
+            return started, docs, read_failures, rows, n, kept
 
         ahead = Ahead(embedded)
         try:
@@ -204,9 +215,9 @@ class _Run:
                 if done is None:
                     self._commit(ShardResult.elsewhere(shard))
                     continue
-                started, docs, read_failures, rows, n = done
+                started, docs, read_failures, rows, n, kept = done
                 self._commit(write(self.job, self.index, shard, rows, lambda d=docs, f=read_failures: (d, f),
-                                   chunks_embedded=n, started=started))
+                                   chunks_embedded=n, chunks_reused=kept, started=started))
         except BaseException:
             stop.set()
             ahead.close(wait=False)
@@ -259,6 +270,7 @@ class _Run:
         r.docs += result.docs - again
         r.chunks += result.chunks - gone
         r.chunks_embedded += result.chunks_embedded
+        r.chunks_reused += result.chunks_reused
         r.failures += len(failures)
         if self.tracker is not None:
             staged = self.tracker.shard_docs.get(result.shard, result.docs)  # copies too: the bar counts them
@@ -288,6 +300,8 @@ class _Run:
     def _finish(self, started: float) -> IngestReport:
         if self.delete_doc_ids and self.index is not None:  # no commit to ride on (nothing new: a resumed source)
             self.index.delete(doc_ids=self.delete_doc_ids)
+        if self.stager is not None:
+            reuse.remove(self.stager.dir)
         self.report.seconds = round(time.perf_counter() - started, 3)
         self.report.open_failures = len(self.ledger.open_failures(self.finished()))
         return self.report

@@ -227,7 +227,7 @@ def fit_dim(settings, embed: dict[str, Any] | None, given: bool, placement: dict
     written, not by the first shard's write."""
     if embed is None:
         return settings
-    from flows.ingestion.shards import embed_operator
+    from flows.ingestion.embedder import embed_operator
     from operators.models.onnx_query_encoder import stated_dimension
     from operators.store import IndexSettings
 

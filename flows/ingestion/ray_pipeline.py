@@ -49,7 +49,8 @@ import pyarrow as pa
 from flows.executors import ray_metrics
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.ingestion.errors import IngestError
-from flows.ingestion.shards import (Embedder, ShardJob, ShardResult, _chunker, _enrichers, check_whole,
+from flows.ingestion.embedder import Embedder
+from flows.ingestion.shards import (ShardJob, ShardResult, _chunker, _enrichers, check_whole,
                                    elsewhere_rows, is_elsewhere, prepare, staged_unless_done, write)
 
 log = logging.getLogger(__name__)
@@ -116,14 +117,22 @@ class _Embed:
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
         for _, rows in check_whole(batch, "the embed stage"):
             if is_elsewhere(rows) or _is_no_rows(rows):
-                yield rows.append_column("_embedded", pa.array([0], pa.int64()))
+                yield _counted(rows, 0, 0)
                 continue
             started = time.perf_counter()
-            out, embedded = self.embedder(rows)
+            out, embedded, reused = self.embedder(rows)
             ray_metrics.record_embedded(self.index, embedded, time.perf_counter() - started)
             if self.progress is not None:
                 self.progress.flush()  # the driver hears of these documents before the shard's commit
-            yield out.append_column("_embedded", pa.array([embedded] * out.num_rows, pa.int64()))
+            yield _counted(out, embedded, reused)
+
+
+def _counted(rows: pa.Table, embedded: int, reused: int) -> pa.Table:
+    """One shard's rows with how many of its chunks were encoded and how many took a sync's kept vector (the
+    write stage's report of the shard)."""
+    for name, n in (("_embedded", embedded), ("_reused", reused)):
+        rows = rows.append_column(name, pa.array([n] * rows.num_rows, pa.int64()))
+    return rows
 
 
 class _Write:
@@ -139,17 +148,17 @@ class _Write:
         job = self.job
         for shard, rows in check_whole(batch, "the write stage"):
             started = time.perf_counter()
-            embedded = 0
-            if "_embedded" in rows.column_names:
-                embedded = rows.column("_embedded")[0].as_py()
-                rows = rows.drop_columns(["_embedded"])
+            counts = {name: rows.column(name)[0].as_py() if name in rows.column_names else 0
+                      for name in ("_embedded", "_reused")}
+            rows = rows.drop_columns([name for name in counts if name in rows.column_names])
             self.index = self.index or Index.open(job.index_path)
             if is_elsewhere(rows):
                 result = ShardResult.elsewhere(shard)
             else:
                 rows = rows.slice(0, 0) if _is_no_rows(rows) else rows  # prepare's no rows, as local writes them
                 result = write(job, self.index, shard, rows, lambda s=shard: job.staged(s),
-                               chunks_embedded=embedded, started=started)
+                               chunks_embedded=counts["_embedded"], chunks_reused=counts["_reused"],
+                               started=started)
             if not result.done_elsewhere:  # the other ingest's shard, not this one's
                 ray_metrics.record_shard(Path(job.index_path).name, result)
             yield pa.Table.from_pylist([result.to_row()])

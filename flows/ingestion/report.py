@@ -17,6 +17,7 @@ class IngestReport:
     docs: int = 0                # documents processed by this run (copies of an id once)
     chunks: int = 0              # chunks written by this run and still searchable (not those of a replaced copy)
     chunks_embedded: int = 0     # chunks this run sent to the encoder
+    chunks_reused: int = 0       # chunks a sync took the index's vector of, their text unchanged (not encoded)
     shards_total: int = 0
     shards_written: int = 0
     shards_skipped: int = 0      # already in the manifest (at the start, or committed meanwhile by another ingest)

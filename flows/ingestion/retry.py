@@ -20,7 +20,8 @@ import pyarrow as pa
 from flows.ingestion.errors import IngestError, read_staging_json
 from flows.ingestion.ledger import Failure, absolute
 from flows.ingestion.records import _jsonl_plan, read_line_record, read_whole
-from flows.ingestion.shards import Embedder, ShardJob, prepare, write
+from flows.ingestion.embedder import Embedder
+from flows.ingestion.shards import ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR
 from operators.base import Source
 from operators.tables import concat
@@ -93,7 +94,7 @@ def _retry_group(run: Run, key: str, failures: list[Failure], shard: str) -> Non
     rows = prepare(job, shard, docs)
     embedded = 0
     if job.embed is not None and rows.num_rows:
-        rows, embedded = Embedder(job, run.tracker.embedded)(rows)
+        rows, embedded, _ = Embedder(job, run.tracker.embedded)(rows)
     run._commit(write(job, run.index, shard, rows, lambda: (docs, again), chunks_embedded=embedded,
                       started=started))
 

@@ -7,25 +7,16 @@ failed document keeps one row per chunk (or one placeholder row when chunking fa
 so its failure reaches the writer in-band, with no side channel; the writer leaves
 every row of a failed document out of the shard and reports it for the ledger.
 
-A batch of ``embed_batch_rows`` rows goes to the encoder longest texts first, in parts of
-about ``EMBED_PART_SECONDS`` of work (16 rows or a power of two above): sentence-transformers
-sorts one call's texts so, hence the forward passes are those of one call over the whole
-batch. After each part the progress bar moves and a stop (Ctrl-C) is noticed, so both come
-a second or two apart on a slow CPU too. A part the encoder fails on is bisected by document
-until the failing documents are alone (``log2(part)`` extra calls for one bad document,
-where retrying one at a time would cost a call per document); a document that fails on
-its own is failed.
+The embed step's work on those rows: ``flows.ingestion.embedder``.
 """
 
 from __future__ import annotations
 
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -45,15 +36,6 @@ INTERNAL = ("_shard", "_shard_rows", "_error", "_stage", PIECES)  # in column_ty
 ELSEWHERE = "elsewhere"
 #: Rows per batch when the embed step sets no batch size: a batch's texts are sorted by length together.
 EMBED_BATCH_ROWS = 1024
-#: Seconds of encoding per call within a batch: progress and a stop come between two calls.
-EMBED_PART_SECONDS = 1.0
-#: Fewest rows per call: a CPU's forward pass (operators.models.batching); part sizes are powers of two from
-#: here, so whole forward passes of 16 (CPU) or 128 (GPU) rows.
-EMBED_PART_ROWS = 16
-
-
-class EmbedStopped(Exception):
-    """The embedder saw its stop event (the run was interrupted) and dropped the shard it was embedding."""
 
 
 @dataclass
@@ -68,6 +50,7 @@ class ShardJob:
     embed_batch_rows: int = EMBED_BATCH_ROWS
     faults: Faults = field(default_factory=Faults)
     embed_placement: dict[str, Any] | None = None  # {deployment, app}: the encoder runs on that Serve deployment
+    reuse: str | None = None  # a sync's vectors of unchanged text (``flows.ingestion.reuse``)
 
     def staged(self, shard: str) -> tuple[pa.Table, list[Failure]]:
         """A staged shard's documents and its unreadable records (``staging.read_staged``)."""
@@ -84,13 +67,15 @@ class ShardResult:
     chunks: int
     chunks_embedded: int
     failures: list[dict[str, Any]]
+    chunks_reused: int = 0  # chunks whose vector a sync took from the index, their text unchanged
     seconds: float = 0.0
     #: Another ingest of the same source committed this shard (same plan, same id) while this one ran: done.
     done_elsewhere: bool = False
 
     def to_row(self) -> dict[str, Any]:
         return {"shard": self.shard, "info": self.info, "docs": self.docs, "chunks": self.chunks,
-                "chunks_embedded": self.chunks_embedded, "failures": json.dumps(self.failures, default=str),
+                "chunks_embedded": self.chunks_embedded, "chunks_reused": self.chunks_reused,
+                "failures": json.dumps(self.failures, default=str),
                 "seconds": self.seconds, "done_elsewhere": self.done_elsewhere}
 
     @classmethod
@@ -236,126 +221,11 @@ def check_whole(table: pa.Table, where: str) -> list[tuple[str, pa.Table]]:
     return out
 
 
-# -- embed ----------------------------------------------------------------------------------
-
-
-def embed_operator(embed: dict[str, Any], placement: dict[str, Any] | None):
-    """The embed step's operator; with a ``placement``, its proxy on that Serve deployment (no model loads here:
-    even the vector dimension comes from the deployment)."""
-    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
-
-    op = SentenceTransformerEmbedder(embed, step_id="embed")
-    if placement:
-        from flows.placement import place
-
-        op = place(op, **placement)
-    return op
-
-
-class Embedder:
-    """The embed step's operator with failure isolation and the fault hooks.
-
-    ``on_progress(shard, docs)`` hears after each encoder call how many more documents of a
-    shard it reached, so progress moves while a large shard is embedded. Once ``stop`` is set,
-    the next call raises ``EmbedStopped`` instead: an interrupted run waits for one call, not a shard."""
-
-    def __init__(self, job: ShardJob, on_progress: Callable[[str, int], None] | None = None,
-                 stop: threading.Event | None = None):
-        self.job = job
-        self.on_progress = on_progress
-        self.stop = stop
-        self.op = embed_operator(job.embed or {}, job.embed_placement)
-        self.op.ensure_setup()
-        self.dim = self.op.dimension
-        self.part_rows = EMBED_PART_ROWS  # grows to EMBED_PART_SECONDS of work once a call has been timed
-
-    def __call__(self, table: pa.Table) -> tuple[pa.Table, int]:
-        """``table`` with a ``vector`` column (zeros on failed rows) and failures marked; rows embedded."""
-        n = table.num_rows
-        vectors = np.zeros((n, self.dim), dtype=np.float32)
-        errors = table.column("_error").to_pylist() if n else []
-        stages = table.column("_stage").to_pylist() if n else []
-        todo = np.array([e is None for e in errors], dtype=bool)
-        doc_ids = table.column("doc_id").cast(pa.string()).to_pylist() if n else []
-        shards = table.column("_shard").to_pylist() if n else []
-        texts = self.op.texts(table) if n else []
-        bodies = self.op.piece_bodies(table, PIECES) if n and PIECES in table.column_names else None
-        rows = np.flatnonzero(todo)
-        step = max(1, self.job.embed_batch_rows)
-        seen: set[str] = set()
-        reached: set[tuple[str, str]] = set()  # (shard, doc id) of the documents reported
-        for start in range(0, len(rows), step):
-            batch = sorted(rows[start:start + step].tolist(), key=lambda i: -len(texts[i]))  # as encode sorts
-            done = 0
-            while done < len(batch):
-                if self.stop is not None and self.stop.is_set():
-                    raise EmbedStopped("stopped")
-                part, started = batch[done:done + self.part_rows], time.perf_counter()
-                self._encode(part, texts, bodies, doc_ids, vectors, errors, stages)
-                self._timed(len(part), time.perf_counter() - started, step)
-                done += len(part)
-                if self.on_progress is not None:
-                    self._report(part, shards, doc_ids, reached)
-            for shard in dict.fromkeys(shards[i] for i in batch):
-                if shard not in seen:  # half-way into a shard's first batch: the worker may die here
-                    seen.add(shard)
-                    self.job.faults.maybe_kill_worker(shard)
-        from operators.embed.sentence_transformer import vectors_to_arrow
-
-        if PIECES in table.column_names:
-            table = table.drop_columns([PIECES])  # used: not sent on to the writer
-        out = set_column(table, "vector", vectors_to_arrow(vectors) if n else
-                         pa.array([], pa.list_(pa.float32(), self.dim)))
-        out = set_column(out, "_error", pa.array(errors, pa.string()))
-        return set_column(out, "_stage", pa.array(stages, pa.string())), len(rows)
-
-    def _timed(self, rows: int, seconds: float, most: int) -> None:
-        """The next part's size: the power of two of rows (from ``EMBED_PART_ROWS``, at most ``most``) that the
-        last call's speed does in about ``EMBED_PART_SECONDS``."""
-        fit = rows * EMBED_PART_SECONDS / max(seconds, 1e-6)
-        size = EMBED_PART_ROWS
-        while size * 2 <= min(fit, most):
-            size *= 2
-        self.part_rows = size
-
-    def _report(self, batch: list[int], shards: list[str], doc_ids: list[str], reached: set[tuple[str, str]]) -> None:
-        """Tell ``on_progress`` the documents of ``batch`` not reported before, per shard."""
-        new: dict[str, int] = {}
-        for i in batch:
-            if (shards[i], doc_ids[i]) not in reached:
-                reached.add((shards[i], doc_ids[i]))
-                new[shards[i]] = new.get(shards[i], 0) + 1
-        for shard, docs in new.items():
-            self.on_progress(shard, docs)
-
-    def _encode(self, rows: list[int], texts, bodies, doc_ids, vectors, errors, stages) -> None:
-        """Encode ``rows`` (``bodies``: their pieces, where known); on an error, bisect by document down to the
-        documents that fail alone."""
-        try:
-            self.job.faults.check_embed(doc_ids[i] for i in rows)
-            chosen = [texts[i] for i in rows]
-            if bodies is None:  # no pieces from the chunker (and a Serve deployment's proxy takes none)
-                vectors[rows] = self.op.encode(chosen)
-            else:
-                vectors[rows] = self.op.encode(chosen, [bodies[i] for i in rows])
-            return
-        except Exception as err:  # noqa: BLE001 - isolated below, recorded in the ledger
-            docs = list(dict.fromkeys(doc_ids[i] for i in rows))
-            if len(docs) == 1:
-                message = f"{type(err).__name__}: {err}"
-                for i in rows:
-                    errors[i], stages[i] = message, "embed"
-                return
-        half = set(docs[: len(docs) // 2])
-        self._encode([i for i in rows if doc_ids[i] in half], texts, bodies, doc_ids, vectors, errors, stages)
-        self._encode([i for i in rows if doc_ids[i] not in half], texts, bodies, doc_ids, vectors, errors, stages)
-
-
 # -- write ------------------------------------------------------------------------------------
 
 
 def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[], tuple[pa.Table, list[Failure]]],
-          *, chunks_embedded: int = 0, started: float | None = None) -> ShardResult:
+          *, chunks_embedded: int = 0, chunks_reused: int = 0, started: float | None = None) -> ShardResult:
     """Write one whole shard's good rows; failed documents (all their rows) become ledger records. A shard that
     another ingest of the same source committed meanwhile (shard ids are the plan's, ``staging``) is done."""
     if shard in index.finished_shards():
@@ -395,5 +265,5 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
         raise
     docs_in = docs.num_rows if "docno" not in docs.column_names else len(pc.unique(docs.column("docno")))
     return ShardResult(shard=shard, info=info, docs=docs_in, chunks=rows.num_rows,  # copies of an id: one document
-                       chunks_embedded=chunks_embedded, failures=failures,
+                       chunks_embedded=chunks_embedded, chunks_reused=chunks_reused, failures=failures,
                        seconds=time.perf_counter() - started if started else 0.0)

@@ -248,6 +248,10 @@ def test_replace_swaps_documents_sent_again_as_json_or_as_files(owners, pdf_writ
     assert again.status_code == 202 and finished(owners, ALICE, again.json()["task_id"])["status"] == "finished"
     hits = call(owners, "POST", "/v1/search", ALICE, json={"flow": "bm25", "query": "kakapo", "index": "swaps"}).json()
     assert [h["text"] for h in hits["results"][0]["hits"] if h["doc_id"] == "kakapo"] == [changed["text"]]
+    same = call(owners, "POST", "/v1/indices/swaps/documents", ALICE, json={"documents": DOCS[1:], "replace": True})
+    described = finished(owners, ALICE, same.json()["task_id"])["result"]["result_description"]
+    assert described["chunks_reused"] == 1 and "(1 kept their vectors: their text did not change)" in \
+        described["text"], described  # sent again unchanged: not encoded again
     old = ["Old first page about moa bones.", "Old second page about kiwi eggs.", "Old third page about tui song."]
     for pages in (old, ["New first page about huia feathers."]):  # sent again with fewer pages
         pdf = pdf_writer(tmp_path / "guide.pdf", pages).read_bytes()

@@ -1,0 +1,159 @@
+"""Unchanged text keeps its vectors: where a run replaces documents, the embed step takes the index's vectors of
+the chunks whose text it holds instead of encoding them again.
+
+A sync stages the source again from its first change on (``flows.ingestion.resync``: shards are slices of the
+source, so one file removed near the start moves every later document to another shard), and every document from
+there passes the embed step again, though most are as they were; ``--replace`` and a file uploaded again to the
+service replace every document they carry, most often an edited copy of the same text. Before such a run embeds
+anything, the driver lists the index's chunks of the documents it replaces (a sync's retired ones, the replaced
+ids, the documents of the files it replaces) by a digest of the string the encoder is given for each (the embed
+step's ``texts``: title, text and prompt as configured) and where each lies (shard folder, row), in
+``<staging>/reuse.parquet``. The embed step, in-process or on each Ray actor, looks each chunk up there and takes
+the stored vector of a hit (``store.dense.vectors``: a flat, HNSW or IVF index gives its vectors back exactly, a
+quantising one keeps ``vectors.npy``). They are the vectors this encoder gives the text: the index's settings and
+encoder weights are the run's (``job_params.check_job``, ``store.index.other_encoder_weights``). A shard folder
+gone meanwhile (merged by a compaction) only means its chunks are encoded again, as without this.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+from collections import OrderedDict
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+log = logging.getLogger("tessera.ingest")
+#: In a source's staging folder while a sync runs.
+REUSE_FILE = "reuse.parquet"
+#: Shards whose vectors an embed step keeps loaded: a restaged shard's chunks come from one or two old shards.
+LOADED_SHARDS = 4
+
+
+def digests(texts: Iterable[str]) -> np.ndarray:
+    """16-byte digests of the strings the encoder would be given."""
+    return np.array([hashlib.blake2b(t.encode("utf-8", "surrogatepass"), digest_size=16).digest() for t in texts],
+                    dtype="S16")
+
+
+def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[str, Any]) -> str | None:
+    """Write ``<staging>/reuse.parquet``: the index's chunks of ``doc_ids`` by the digest of their embedded text.
+    Returns its path, or None when the index has no vectors or none of those documents."""
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    from operators.store.layout import SHARDS, read_manifest
+    from operators.store.shard import read_docs
+
+    manifest = read_manifest(Path(index_path))
+    if not manifest.settings.dense or not doc_ids:
+        return None
+    op = SentenceTransformerEmbedder(embed, step_id="embed")  # its texts(): no model loads
+    names = [c for c in (op.params.input_column, op.params.title_column) if c]
+    shards_dir, wanted = Path(index_path) / SHARDS, pa.array(sorted(doc_ids), pa.string())
+    parts = []
+    for info in manifest.shards:
+        folder = shards_dir / info.id
+        ids = read_docs(folder, ["doc_id"]).column("doc_id").cast(pa.string())
+        rows = np.flatnonzero(pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False))
+        if not len(rows):
+            continue
+        parts.append(pa.table({"digest": pa.array(digests(op.texts(read_docs(folder, names).take(rows))),
+                                                  pa.binary(16)),
+                               "folder": pa.array([str(folder)] * len(rows), pa.string()).dictionary_encode(),
+                               "row": pa.array(rows, pa.int64())}))
+    if not parts:
+        return None
+    from operators.atomic import write_bytes
+
+    buffer = io.BytesIO()
+    pq.write_table(pa.concat_tables(parts), buffer)
+    path = staging / REUSE_FILE
+    write_bytes(path, buffer.getvalue())
+    return str(path)
+
+
+def staged_ids(paths: Iterable[Path]) -> set[str]:
+    """The ids of the documents in staged shard files (``--replace``: those the run replaces, where the index has
+    them)."""
+    ids: set[str] = set()
+    for path in paths:
+        table = pq.read_table(path, columns=["docno"]) if "docno" in pq.read_schema(path).names else None
+        if table is not None:
+            ids.update(str(d) for d in table.column("docno").to_pylist())
+    return ids
+
+
+def remove(staging: Path) -> None:
+    (staging / REUSE_FILE).unlink(missing_ok=True)
+
+
+class Reuse:
+    """The vectors of ``reuse.parquet``'s chunks, looked up by text; read when first asked."""
+
+    def __init__(self, path: str, dim: int):
+        self.path, self.dim = Path(path), dim
+        self._digests: np.ndarray | None = None  # sorted
+        self._folders: list[str] = []
+        self._where: np.ndarray | None = None  # per digest: (folder index, row)
+        self._loaded: OrderedDict[int, np.ndarray | None] = OrderedDict()
+
+    def fill(self, rows: np.ndarray, texts: list[str], vectors: np.ndarray) -> np.ndarray:
+        """Set ``vectors[i]`` for each of ``rows`` whose text the index holds; returns those rows."""
+        self._read()
+        if not len(self._digests):
+            return rows[:0]
+        wanted = digests(texts[i] for i in rows)
+        at = np.minimum(np.searchsorted(self._digests, wanted), len(self._digests) - 1)
+        taken = []
+        for i, hit, position in zip(rows, self._digests[at] == wanted, at):
+            if hit:
+                folder, row = self._where[position]
+                found = self._vectors(int(folder))
+                if found is not None and row < len(found):
+                    vectors[i] = found[row]
+                    taken.append(i)
+        return np.array(taken, dtype=rows.dtype)
+
+    def _read(self) -> None:
+        if self._digests is not None:
+            return
+        try:
+            table = pq.read_table(self.path)
+        except (OSError, pa.ArrowInvalid) as err:  # removed by the sync's end meanwhile: nothing to take
+            log.info("the vectors a sync keeps could not be read (%s): every chunk is encoded", err)
+            table = pa.table({"digest": pa.array([], pa.binary(16)), "folder": pa.array([], pa.string()),
+                              "row": pa.array([], pa.int64())})
+        folder = table.column("folder").combine_chunks()
+        if not isinstance(folder.type, pa.DictionaryType):
+            folder = folder.dictionary_encode()
+        self._folders = folder.dictionary.to_pylist()
+        found = np.array(table.column("digest").to_pylist(), dtype="S16")
+        order = np.argsort(found, kind="stable")
+        self._digests = found[order]
+        self._where = np.stack([folder.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+                                table.column("row").to_numpy()], axis=1)[order] if len(order) else np.zeros((0, 2))
+
+    def _vectors(self, folder: int) -> np.ndarray | None:
+        """The vectors of one shard folder (the last ``LOADED_SHARDS`` kept), None where they cannot be read."""
+        if folder in self._loaded:
+            self._loaded.move_to_end(folder)
+            return self._loaded[folder]
+        from operators.store import dense
+
+        path = Path(self._folders[folder])
+        try:
+            found = dense.vectors(dense.load(path), path)
+        except (OSError, RuntimeError, ValueError) as err:  # merged away by a compaction: encoded again
+            log.info("the vectors of %s could not be read (%s): its chunks are encoded again", path, err)
+            found = None
+        if found is not None and (found.ndim != 2 or found.shape[1] != self.dim):
+            found = None
+        self._loaded[folder] = found
+        if len(self._loaded) > LOADED_SHARDS:
+            self._loaded.popitem(last=False)
+        return found
