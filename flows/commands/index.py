@@ -263,13 +263,21 @@ def _cmd_add(args: argparse.Namespace) -> int:
 
 
 def _cmd_update(args: argparse.Namespace) -> int:
+    from flows.commands.index_file import KEPT
+
     index = _open(args.path)
-    commit = index.upsert(_chunks(index.settings, args.file, args.skip_bad_lines))
+    chunks = _chunks(index.settings, args.file, args.skip_bad_lines, kept_from=str(index.path))
+    kept = 0
+    if KEPT in chunks.column_names:
+        kept = chunks.column(KEPT).to_pylist().count(True)
+        chunks = chunks.drop_columns([KEPT])
+    commit = index.upsert(chunks)
     [info] = commit.shards
+    kept_line = f" ({kept} kept their vectors: their text did not change)" if kept else ""
     report(args, {"index": str(index.path), "shard": info.id, "chunks": info.n_chunks,
                   "replaced_chunks": commit.tombstoned, "new_documents": commit.new_doc_ids, "live": len(index),
-                  "generation": commit.generation},
-           f"wrote {info.n_chunks} chunk(s) as shard {info.id}, replacing {commit.tombstoned}, adding "
+                  "kept_vectors": kept, "generation": commit.generation},
+           f"wrote {info.n_chunks} chunk(s) as shard {info.id}{kept_line}, replacing {commit.tombstoned}, adding "
            f"{commit.new_doc_ids} new document(s); {len(index)} live")
     return EXIT_OK
 

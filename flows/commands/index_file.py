@@ -61,8 +61,10 @@ def _logged_as(path: str, label: str):
     return rewritten_logs("operators.sources", renamed)
 
 
-def chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
-    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense."""
+def chunks(settings, file: str, skip_bad_lines: bool, kept_from: str | None = None) -> pa.Table:
+    """The file's records as chunks (docno = doc_id = record id), embedded when the index is dense; ``kept_from``
+    (``update``: the index's path), a record whose text that index holds for its id keeps its vector
+    (``_embedded``)."""
     from operators.errors import SourceError
     from operators.sources._common import SKIP_HINT
     from operators.sources.jsonl import JsonlSource
@@ -80,12 +82,41 @@ def chunks(settings, file: str, skip_bad_lines: bool) -> pa.Table:
             raise CliError(f"{file} holds no documents", field="FILE")
         _refuse_repeated_ids(docs, path, _label(file))
     docs = docs.append_column("doc_id", docs.column("docno"))
-    if settings.dense:
-        from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+    return _embedded(docs, settings, kept_from) if settings.dense else docs
 
-        embed = SentenceTransformerEmbedder({"model": settings.encoder, "title_column": "title"}, step_id="embed")
-        docs = embed(docs)
-    return docs
+
+#: The column ``update`` counts the records that kept their vectors by; not written.
+KEPT = "_kept"
+
+
+def _embedded(docs: pa.Table, settings, kept_from: str | None) -> pa.Table:
+    """``docs`` with their vectors. With ``kept_from``, a record whose embedded text (title and text) the index
+    holds for its id takes the index's vector, not the encoder's (``flows.ingestion.reuse``: a metadata fix
+    encodes nothing); such rows are marked in ``KEPT``."""
+    import tempfile
+    from pathlib import Path
+
+    import numpy as np
+
+    from flows.ingestion import reuse
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder, vectors_to_arrow
+    from operators.tables import set_column
+
+    params = {"model": settings.encoder, "title_column": "title"}
+    embed = SentenceTransformerEmbedder(params, step_id="embed")
+    if kept_from is None:
+        return embed(docs)
+    texts, rows = embed.texts(docs), np.arange(docs.num_rows)
+    vectors = np.zeros((docs.num_rows, settings.dim), dtype=np.float32)
+    with tempfile.TemporaryDirectory(prefix="tessera-update-") as folder:
+        ids = set(docs.column("doc_id").cast(pa.string()).to_pylist())
+        listed = reuse.write(kept_from, Path(folder), ids, params)
+        kept = reuse.Reuse(listed, settings.dim).fill(rows, texts, vectors) if listed else rows[:0]
+    rest = np.setdiff1d(rows, kept)
+    if len(rest):
+        vectors[rest] = embed.encode([texts[i] for i in rest])
+    docs = set_column(docs, "vector", vectors_to_arrow(vectors))
+    return set_column(docs, KEPT, pa.array(np.isin(rows, kept)))
 
 
 def _refuse_repeated_ids(docs: pa.Table, path: str, label: str) -> None:

@@ -272,3 +272,44 @@ def test_documents_show_metadata_as_json_writes_it(tmp_path, capsys, monkeypatch
     shown = capsys.readouterr().out
     assert "confidential: false" in shown and "confidential: False" not in shown
     assert 'tags: ["parking", "office"]' in shown
+
+
+def _live_vectors(idx: str) -> dict[str, np.ndarray]:
+    from pathlib import Path
+
+    from operators.store import dense
+    from operators.store import shard as shard_io
+
+    index, found = Index.open(idx), {}
+    for info in index.manifest.shards:
+        folder = Path(idx) / "shards" / info.id
+        docnos = shard_io.read_docs(folder, ["docno"]).column("docno").to_pylist()
+        live = shard_io.live_mask(index.manifest, info.id, len(docnos))
+        found.update((d, v) for d, v, ok in zip(docnos, dense.vectors(dense.load(folder), folder), live) if ok)
+    return found
+
+
+@pytest.mark.integration
+def test_update_keeps_the_vectors_of_documents_whose_text_did_not_change(tmp_path, sample_docs, capsys):
+    idx = str(tmp_path / "dense")
+    assert main(["index", "add", idx, _write(tmp_path / "a.jsonl", sample_docs[:4])]) == 0
+    before = _live_vectors(idx)
+    first, second = sample_docs[0]["_id"], sample_docs[1]["_id"]
+    fixed = [{**sample_docs[0], "year": 2020},  # a metadata fix: nothing to encode
+             {**sample_docs[1], "text": "Bees make honey from the nectar of flowers."}]
+    capsys.readouterr()
+    assert main(["index", "update", idx, _write(tmp_path / "b.jsonl", fixed), "--json"]) == 0
+    done = json.loads(capsys.readouterr().out)
+    assert done["kept_vectors"] == 1 and done["replaced_chunks"] == 2 and done["live"] == 4, done
+    after = _live_vectors(idx)
+    assert np.array_equal(after[first], before[first]) and not np.allclose(after[second], before[second])
+    from operators.models import load_sentence_transformer
+
+    query = load_sentence_transformer("all-MiniLM-L6-v2").encode([f"{sample_docs[1]['title']}. Bees make honey "
+                                                                  "from the nectar of flowers."],
+                                                                 normalize_embeddings=True)
+    assert Index.open(idx).search_dense(query, k=1)[0].docnos == [second]
+    table = Index.open(idx).columns(["doc_id", "year"])[1]
+    assert dict(zip(table.column("doc_id").to_pylist(), table.column("year").to_pylist()))[first] == 2020
+    assert main(["index", "update", idx, _write(tmp_path / "c.jsonl", fixed[:1])]) == 0
+    assert "(1 kept their vectors: their text did not change)" in capsys.readouterr().out
