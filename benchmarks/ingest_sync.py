@@ -61,17 +61,10 @@ def documents(index: Path) -> dict[str, str]:
 
 
 def vectors(index: Path) -> dict[str, object]:
-    """Each live passage's vector, from the shards' FAISS files."""
-    from operators.store import Index, dense
-    from operators.store import shard as shard_io
+    from operators.store import Index
+    from operators.store.shard import live_vectors
 
-    opened, found = Index.open(index), {}
-    for info in opened.manifest.shards:
-        folder = index / "shards" / info.id
-        docnos = shard_io.read_docs(folder, ["docno"]).column("docno").to_pylist()
-        live = shard_io.live_mask(opened.manifest, info.id, len(docnos))
-        found.update((d, v) for d, v, ok in zip(docnos, dense.vectors(dense.load(folder), folder), live) if ok)
-    return found
+    return live_vectors(index / "shards", Index.open(index).manifest)
 
 
 def same_index(one: Path, other: Path) -> bool:

@@ -224,6 +224,18 @@ def live_mask(manifest: Manifest, shard_id: str, rows: int) -> np.ndarray:
     return mask
 
 
+def live_vectors(shards_dir: Path, manifest: Manifest) -> dict[str, np.ndarray]:
+    """Each live chunk's vector by docno, read from the shards' FAISS files (``vectors.npy`` where the index
+    quantises): what compares two indices' vectors (a synced index against one built again)."""
+    found: dict[str, np.ndarray] = {}
+    for info in manifest.shards:
+        folder = shards_dir / info.id
+        docnos = read_docs(folder, ["docno"]).column("docno").to_pylist()
+        live = live_mask(manifest, info.id, len(docnos))
+        found.update((d, v) for d, v, ok in zip(docnos, dense.vectors(dense.load(folder), folder), live) if ok)
+    return found
+
+
 def live_docs(shards_dir: Path, manifest: Manifest, names: Sequence[str] | None,
               loaded: dict[tuple[str, str], Shard]) -> list[pa.Table]:
     """Per shard of ``manifest``: the live rows of its doc-store columns ``names`` (a shard's missing ones left

@@ -15,7 +15,7 @@ import pytest
 
 from flows.commands import main
 from flows.ingestion import ingest
-from operators.store import Index, dense
+from operators.store import Index
 from operators.store import shard as shard_io
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,16 +43,7 @@ def run(folder: Path, index: Path, executor: str = "local", **options):
 
 def live_vectors(index: Path) -> dict[str, np.ndarray]:
     """Each live chunk's id and vector, read from the shards' FAISS files."""
-    opened, found = Index.open(index), {}
-    for info in opened.manifest.shards:
-        folder = index / "shards" / info.id
-        docnos = shard_io.read_docs(folder, ["docno"]).column("docno").to_pylist()
-        vectors = dense.vectors(dense.load(folder), folder)
-        for docno, vector, live in zip(docnos, vectors, shard_io.live_mask(opened.manifest, info.id, len(docnos))):
-            if live:
-                assert docno not in found, docno
-                found[docno] = vector
-    return found
+    return shard_io.live_vectors(index / "shards", Index.open(index).manifest)
 
 
 def chunks_of(index: Path, doc_id: str) -> int:

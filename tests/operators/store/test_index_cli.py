@@ -277,16 +277,9 @@ def test_documents_show_metadata_as_json_writes_it(tmp_path, capsys, monkeypatch
 def _live_vectors(idx: str) -> dict[str, np.ndarray]:
     from pathlib import Path
 
-    from operators.store import dense
-    from operators.store import shard as shard_io
+    from operators.store.shard import live_vectors
 
-    index, found = Index.open(idx), {}
-    for info in index.manifest.shards:
-        folder = Path(idx) / "shards" / info.id
-        docnos = shard_io.read_docs(folder, ["docno"]).column("docno").to_pylist()
-        live = shard_io.live_mask(index.manifest, info.id, len(docnos))
-        found.update((d, v) for d, v, ok in zip(docnos, dense.vectors(dense.load(folder), folder), live) if ok)
-    return found
+    return live_vectors(Path(idx) / "shards", Index.open(idx).manifest)
 
 
 @pytest.mark.integration
