@@ -102,7 +102,7 @@ def _embedded(docs: pa.Table, settings, kept_from: str | None) -> pa.Table:
     from operators.embed.sentence_transformer import SentenceTransformerEmbedder, vectors_to_arrow
     from operators.tables import set_column
 
-    params = {"model": settings.encoder, "title_column": "title"}
+    params = reuse.edit_params(settings.encoder)
     embed = SentenceTransformerEmbedder(params, step_id="embed")
     if kept_from is None:
         return embed(docs)

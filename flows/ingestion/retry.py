@@ -17,12 +17,13 @@ from typing import Any
 
 import pyarrow as pa
 
+from flows.ingestion.embedder import Embedder
 from flows.ingestion.errors import IngestError, read_staging_json
 from flows.ingestion.ledger import Failure, absolute
 from flows.ingestion.records import _jsonl_plan, read_line_record, read_whole
-from flows.ingestion.embedder import Embedder
 from flows.ingestion.shards import ShardJob, prepare, write
 from flows.ingestion.staging import STAGING_DIR
+from flows.ingestion.unrecorded import source_key_of
 from operators.base import Source
 from operators.tables import concat
 
@@ -170,12 +171,3 @@ def _source_of(run: Run, staging: Path) -> Source:
     if data is None:
         return run.plan.read
     return get_operator(data["source"], step="read")(data["params"], step_id="read")
-
-
-def source_key_of(shard: str | None) -> str:
-    """The source key of a shard id: ``<key>-<n>`` (or ``<key>-<n>.<part>``) for staged shards,
-    ``retry-<key>-...`` for retries."""
-    parts = (shard or "").split("-")
-    if parts[0] == "retry" and len(parts) > 2:
-        return "" if parts[1] == "none" else parts[1]
-    return parts[0] if len(parts) > 1 else ""

@@ -22,7 +22,7 @@ import io
 import logging
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import pyarrow as pa
@@ -42,9 +42,15 @@ def digests(texts: Iterable[str]) -> np.ndarray:
                     dtype="S16")
 
 
+def edit_params(encoder: str) -> dict[str, Any]:
+    """The embed params of ``tessera index add`` and ``update`` (``flows.commands.index_file``)."""
+    return {"model": encoder, "title_column": "title"}
+
+
 def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[str, Any]) -> str | None:
-    """Write ``<staging>/reuse.parquet``: the index's chunks of ``doc_ids`` by the digest of their embedded text.
-    Returns its path, or None when the index has no vectors or none of those documents."""
+    """Write ``<staging>/reuse.parquet``: the index's chunks of ``doc_ids`` by the digest of their embedded text,
+    from the shards embedded as ``embed`` embeds (``made_alike``). Returns its path, or None when the index has no
+    vectors or none of those documents."""
     from operators.embed.sentence_transformer import SentenceTransformerEmbedder
     from operators.store.layout import SHARDS, read_manifest
     from operators.store.shard import read_docs
@@ -53,10 +59,13 @@ def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[
     if not manifest.settings.dense or not doc_ids:
         return None
     op = SentenceTransformerEmbedder(embed, step_id="embed")  # its texts(): no model loads
+    alike = made_alike(Path(index_path), manifest, embed)
     names = [c for c in (op.params.input_column, op.params.title_column) if c]
     shards_dir, wanted = Path(index_path) / SHARDS, pa.array(sorted(doc_ids), pa.string())
     parts = []
     for info in manifest.shards:
+        if not alike(info.id):
+            continue
         folder = shards_dir / info.id
         ids = read_docs(folder, ["doc_id"]).column("doc_id").cast(pa.string())
         rows = np.flatnonzero(pc.is_in(ids, value_set=wanted).to_numpy(zero_copy_only=False))
@@ -75,6 +84,45 @@ def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[
     path = staging / REUSE_FILE
     write_bytes(path, buffer.getvalue())
     return str(path)
+
+
+def made_alike(index_path: Path, manifest, embed: dict[str, Any]) -> Callable[[str], bool]:
+    """Whether a shard's vectors were made from the strings ``embed`` would give the encoder: the same text, title
+    and prompt joined the same way (``VECTOR_PARAMS``). A source's shards were made with the params of its
+    ``job.json`` (a retry's and a sync's too), ``index add``/``update``'s with ``edit_params``; a compaction's mix
+    them, so they count only where every shard the index ever had was made alike. Another way of embedding (an
+    ingest with a ``prompt``, without titles) would give the same text another vector: not taken."""
+    from flows.ingestion.errors import read_staging_json
+    from flows.ingestion.job_params import JOB_FILE
+    from flows.ingestion.unrecorded import source_key_of
+    from operators.store.compaction import COMPACTED
+    from operators.store.upgrade import STAGING_DIR
+
+    encoder = manifest.settings.encoder
+    ours, known = _vector_params(embed, encoder), {}
+
+    def params_of(shard: str):
+        kind = shard.split("-", 1)[0]
+        if kind in ("add", "upsert"):
+            return _vector_params(edit_params(encoder), encoder)
+        key = source_key_of(shard)
+        if key not in known:
+            job = read_staging_json(index_path / STAGING_DIR / key / JOB_FILE) if key else None
+            known[key] = _vector_params(job["embed"], encoder) if job and job.get("embed") else None
+        return known[key]
+
+    every = [s.id for s in manifest.shards] + list(manifest.merged_shards)
+    mixed_alike = all(params_of(s) == ours for s in every if not s.startswith(COMPACTED + "-"))
+    return lambda shard: mixed_alike if shard.startswith(COMPACTED + "-") else params_of(shard) == ours
+
+
+def _vector_params(embed: dict[str, Any], encoder: str) -> tuple:
+    from flows.ingestion.job_params import VECTOR_PARAMS
+    from operators.embed.sentence_transformer import SentenceTransformerEmbedder
+
+    given = {"model": encoder, **{k: v for k, v in embed.items() if k in VECTOR_PARAMS and v is not None}}
+    params = SentenceTransformerEmbedder(given, step_id="embed").params
+    return tuple(getattr(params, k) for k in VECTOR_PARAMS)
 
 
 def staged_ids(paths: Iterable[Path]) -> set[str]:

@@ -29,6 +29,15 @@ def shard_pattern(key: str) -> re.Pattern:
     return re.compile(rf"{re.escape(key)}-(\d{{5}})(?:r(\d+))?(?:\.(\d+))?")
 
 
+def source_key_of(shard: str | None) -> str:
+    """The source key of a shard id: ``<key>-<n>`` (or ``<key>-<n>.<part>``) for staged shards,
+    ``retry-<key>-...`` for retries."""
+    parts = (shard or "").split("-")
+    if parts[0] == "retry" and len(parts) > 2:
+        return "" if parts[1] == "none" else parts[1]
+    return parts[0] if len(parts) > 1 else ""
+
+
 def source_shards(key: str, shards: set[str]) -> set[str]:
     """Those of ``shards`` that belong to the source staged under ``key``."""
     own = shard_pattern(key)

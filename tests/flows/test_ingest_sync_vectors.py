@@ -123,3 +123,39 @@ def test_documents_replaced_by_id_keep_the_vectors_of_their_unchanged_chunks(tmp
     assert sorted(synced) == sorted(expected) and len(synced) >= first.chunks
     assert max(float(np.abs(synced[k] - expected[k]).max()) for k in expected) < 1e-4
     assert not list((tmp_path / "idx" / "_ingest").glob("*/reuse.parquet"))
+
+
+PROMPTED = """name: prompted
+steps:
+  read: {op: sources.jsonl, params: {path: data/sample/corpus.jsonl}}
+  chunk: {op: preprocess.chunk, params: {unit: tokens, size: 48, overlap: 8}}
+  embed: {op: embed.sentence_transformer, params: {prompt: "passage: "}}
+index_settings: {encoder: all-MiniLM-L6-v2}
+"""
+
+
+def test_vectors_made_from_other_strings_are_never_taken(tmp_path, monkeypatch):
+    """A source embedded with a prompt and without titles, then its documents replaced by a source embedded with
+    titles (the default): the same text was given to the encoder as another string, so it is encoded again; the
+    default source's own vectors are taken by a third source alike."""
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    spec = tmp_path / "prompted.yaml"
+    spec.write_text(PROMPTED, encoding="utf-8")
+    docs = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()[:4]]
+    files = {}
+    for name in ("a", "b", "c"):
+        files[name] = tmp_path / f"{name}.jsonl"
+        files[name].write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    options = dict(shard_size=10, executor="local", chunk=CHUNK, progress=False)
+    ingest(files["a"], tmp_path / "idx", spec=str(spec), shard_size=10, executor="local", progress=False)
+
+    other_way = ingest(files["b"], tmp_path / "idx", replace=True, **options)
+    assert other_way.chunks_reused == 0 and other_way.chunks_embedded == other_way.chunks > 4, other_way
+    ingest(files["b"], tmp_path / "fresh", **options)
+    synced, expected = live_vectors(tmp_path / "idx"), live_vectors(tmp_path / "fresh")
+    assert sorted(synced) == sorted(expected)
+    assert max(float(np.abs(synced[k] - expected[k]).max()) for k in expected) < 1e-4
+
+    alike = ingest(files["c"], tmp_path / "idx", replace=True, **options)
+    assert alike.chunks_reused == alike.chunks and alike.chunks_embedded == 0, alike
+    assert max(float(np.abs(v - expected[k]).max()) for k, v in live_vectors(tmp_path / "idx").items()) < 1e-4
