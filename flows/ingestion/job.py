@@ -27,6 +27,7 @@ from flows.ingestion.running import Running
 from flows.ingestion.shards import (EMBED_BATCH_ROWS, ShardJob, ShardResult, _chunker,
                                    _enrichers, prepare, staged_unless_done, write)
 from flows.ingestion.staging import STAGING_DIR, Stager
+from flows.ingestion.unrecorded import source_shards
 from operators.store.disk import refused_by_disk
 
 log = logging.getLogger("tessera.ingest")
@@ -161,8 +162,8 @@ class _Run:
                            on_embedded=tracker.embedded, prepare_actors=self.plan.chunk_concurrency)
         if live is not None:
             refused.record(self.stager.dir, *live)
-            raise refused.moved_and_changed(live[1], self.plan.read, self.path, finished) if self.sync and \
-                not self.stager.own(finished) else refused.in_ingestion_terms(live[1])
+            raise refused.moved_and_changed(live[1], self.plan.read, self.path, finished) if self.stager.sync and \
+                not source_shards(self.stager.key, finished) else refused.in_ingestion_terms(live[1], self.stager.sync)
         resync.finish(self)  # with sync: the documents the source no longer has go
         self.ledger.supersede_read_failures(self.stager.own(done := self.finished()), done, self.stager.files())
         return self._finish(started)
@@ -255,7 +256,7 @@ class _Run:
                 if refused.is_refusal(error):
                     if self.stager is not None:  # not interrupted: pending says so
                         refused.record(self.stager.dir, result.shard, error)
-                    raise refused.in_ingestion_terms(error) from None
+                    raise refused.in_ingestion_terms(error, self.stager is not None and self.stager.sync) from None
                 raise
             if info.id in done.already:  # both ingests wrote it before either committed; the other was first
                 self._done_elsewhere(result.shard)

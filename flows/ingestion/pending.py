@@ -57,7 +57,7 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
         syncing = bool(state and state.get("syncing"))  # its last step, the deletions, may be all that is left
         if not pending and not syncing:
             continue
-        refusal = _refusal(folder)
+        refusal = _refusal(folder, syncing)
         if refusal is not None and refused.superseded(index, folder, pending):
             continue
         params = (state or {}).get("params") or {}
@@ -76,12 +76,12 @@ def unfinished(index_path: str | Path) -> list[dict[str, Any]]:
     return found
 
 
-def _refusal(folder: Path) -> dict[str, Any] | None:
+def _refusal(folder: Path, syncing: bool) -> dict[str, Any] | None:
     """The refusal of the source's last run (``flows.ingestion.refused``) with what lifts it, or None."""
     from flows.ingestion import refused
 
     found = refused.read(folder)
-    return None if found is None else {**found, "advice": refused.advice(found)}
+    return None if found is None else {**found, "advice": refused.advice(found, syncing)}
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:

@@ -70,18 +70,26 @@ def clear(folder: Path) -> None:
     (folder / REFUSED_FILE).unlink(missing_ok=True)
 
 
-def advice(refusal: dict[str, Any]) -> str:
-    """What lifts the refusal."""
-    return "fix the file or add --replace" if refusal.get("field") in _REPLACEABLE else "fix the file"
+#: What lifts a sync's refusal of an id another source holds: ``--replace`` cannot (it is refused with ``--sync``, and
+#: the next ingest goes on with the unfinished sync).
+SYNC_ADVICE = ("a sync replaces its own source's documents only: give them other ids in this source, or take them "
+               "out of the source that holds them (and sync it) first")
 
 
-def in_ingestion_terms(error: CommitError) -> CommitError:
+def advice(refusal: dict[str, Any], syncing: bool = False) -> str:
+    """What lifts the refusal (of a sync, ``syncing``)."""
+    if refusal.get("field") not in _REPLACEABLE:
+        return "fix the file"
+    return SYNC_ADVICE if syncing else "fix the file or add --replace"
+
+
+def in_ingestion_terms(error: CommitError, sync: bool = False) -> CommitError:
     """The refusal ``error`` with what the ingestion's caller can do in place of the index's own advice (``upsert``,
-    ``tessera index update``): the run is an ingest."""
+    ``tessera index update``): the run is an ingest (a sync, ``sync``)."""
     if error.field not in _REPLACEABLE:
         return error
-    return CommitError(error.detail, advice="give the documents other ids, or ingest with replace=True "
-                       "(tessera ingest --replace) to replace the index's copies", field=error.field)
+    return CommitError(error.detail, advice=SYNC_ADVICE if sync else "give the documents other ids, or ingest with "
+                       "replace=True (tessera ingest --replace) to replace the index's copies", field=error.field)
 
 
 def moved_and_changed(error: CommitError, op: Any, index_path: Path, finished: set[str]) -> CommitError:
@@ -90,7 +98,7 @@ def moved_and_changed(error: CommitError, op: Any, index_path: Path, finished: s
     source (``moved.earlier_key`` compares the first shard); ``--replace`` would make it a second source."""
     where = read_alike(op, index_path, finished)
     if not where:
-        return in_ingestion_terms(error)
+        return in_ingestion_terms(error, sync=True)
     return CommitError(error.detail, advice=f"a sync follows a source where it was ingested from, and this path is "
                        f"new to the index, while {' and '.join(where)} was read the same way (moved here, with its "
                        "first documents changed since?): sync it there (move it back), or ingest it into a new index",

@@ -227,6 +227,12 @@ def test_a_sync_replaces_its_own_documents_only_and_refuses_a_new_one_whose_id_a
     status, _, err = ingest(capsys, folder, index, "--sync")
     assert status == 2 and "['n9.md'] (1 in all) are already live" in err, err
     assert live(index)["n9.md"].startswith("Another source's")
+    # what lifts it is said in a sync's terms: --replace is refused with --sync, and without it the sync goes on
+    assert "a sync replaces its own source's documents only: give them other ids" in err and "--replace" not in err
+    assert "moved here" not in err  # the path is the source's own, though the sync retired every shard of it
+    [record] = unfinished(index)
+    assert describe(record).count("a sync replaces its own source's documents only") == 1 and \
+        "--replace" not in describe(record), describe(record)
 
 
 def test_a_sync_after_a_compaction_goes_on_where_the_shards_it_retires_were_not_merged(tmp_path, folder, capsys):
