@@ -59,7 +59,9 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
     present = {str(p) for p in files or ()}
     for key, state in _read_alike(op, params, index_path):
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
-        if first is not None and first.get("id") in finished and state.get("shard_size") == shard_size:
+        # a sync that restaged it may have been cut short before its new first shard's commit: its retired ones are
+        started = first is not None and (first.get("id") in finished or state.get("syncing"))
+        if started and state.get("shard_size") == shard_size:
             theirs = {str(entry[0]) for entry in state.get("fingerprint") or () if os.path.exists(entry[0])}
             if theirs and theirs <= present:  # (a file removed since is named by staging too)
                 _refuse_renamed(op, params, state, theirs)

@@ -269,3 +269,20 @@ def test_a_moved_folder_edited_in_its_first_shard_is_followed_and_a_copy_is_refu
     assert status == 2 and f"this path is new to the index, while {moved} was read the same way" in err, err
     assert "sync it there (move it back), or ingest it into a new index" in err and "--replace" not in err, err
     assert live(index)["n2.md"].startswith("Tui sing")
+
+
+def test_a_sync_of_a_moved_folder_cut_short_before_its_first_commit_goes_on(tmp_path, folder, capsys):
+    index, moved = tmp_path / "idx", tmp_path / "moved"
+    assert ingest(capsys, folder, index)[0] == 0
+    key = next((index / "_ingest").iterdir()).name
+    folder.rename(moved)
+    (moved / "n1.md").write_text("Kiwi lay enormous eggs.\n")  # the first shard: every shard is retired
+    args = ["ingest", "--source", str(moved), "--index", str(index), "--no-dense", "--no-chunk", "--executor",
+            "local", "--quiet", "--shard-size", "2", "--sync"]
+    crashed = subprocess.run([str(TESSERA), *args], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "TESSERA_FAULT": f"crash_after_write:{key}-00000r1"})
+    assert crashed.returncode == 75, crashed.stderr  # no new shard committed: the old ones are all retired
+    status, report, err = ingest(capsys, moved, index, "--sync")
+    assert status == 0 and report["docs"] == 5, err  # the source recorded at this path goes on
+    assert live(index)["n1.md"].startswith("Kiwi lay enormous eggs.") and len(live(index)) == 5
+    assert [record["source"] for record in unfinished(index)] == []
