@@ -50,8 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser, *, default_executor: str) -> 
     parser.add_argument("--spec", default=DEFAULT_SPEC, metavar="SPEC",
                         help=f"ingest flow spec: file or built-in name (default: {DEFAULT_SPEC}, "
                         "flows/specs/ingest.yaml)")
-    parser.add_argument("--shard-size", type=positive_int, default=DEFAULT_SHARD_SIZE, metavar="N",
-                        help=f"documents per shard (default {DEFAULT_SHARD_SIZE}); keep it when resuming")
+    parser.add_argument("--shard-size", type=positive_int, default=None, metavar="N",
+                        help=f"documents per shard of a new source (default {DEFAULT_SHARD_SIZE}); a source "
+                             "ingested before keeps its own")
     parser.add_argument("--dense-type", choices=("flat", "hnsw", "ivf", "ivfpq", "sq8", "hnsw_sq8"),
                         help="FAISS index type of each shard (a new index only)")
     parser.add_argument("--no-dense", action="store_true", help="BM25 only: no encoder, no vectors")

@@ -16,11 +16,11 @@ from flows.ingestion.errors import IngestError
 from flows.ingestion.plan import (ANY_SOURCE, DEFAULT_SPEC, IngestPlan, build_plan, embed_params, fit_dim,
                                   index_settings, require_models)
 from flows.ingestion.reading import check_source
+from flows.ingestion.staging import DEFAULT_SHARD_SIZE  # noqa: F401 - this module's name too
 from operators.errors import SourceNotFoundError, short_repr
 
 log = logging.getLogger("tessera.ingest")
 
-DEFAULT_SHARD_SIZE = 5000
 
 
 def _warn_kept_settings(index_path: Path, existing, asked: dict[str, Any], given: Any) -> None:
@@ -78,7 +78,7 @@ def _check_sync(sync: bool, *, replace: bool, retry_failed: bool) -> None:
 
 
 def check_ingest(source: str | Path | dict | None, index: str | Path, *, settings: Any = None,
-                 shard_size: int = DEFAULT_SHARD_SIZE, executor: str = "ray",
+                 shard_size: int | None = None, executor: str = "ray",
                  chunk: dict[str, Any] | Literal[False] | None = None, spec: str | Path | dict | None = None,
                  retry_failed: bool = False, colbert: str | None = None,
                  encoding: str | None = None, fields: dict[str, str] | None = None, replace: bool = False,
@@ -90,14 +90,14 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
 
     if executor not in ("ray", "local"):
         raise IngestError(f"executor must be 'ray' or 'local', got {executor!r}", field="executor")
-    if isinstance(shard_size, bool) or not isinstance(shard_size, numbers.Integral):
+    if shard_size is not None and (isinstance(shard_size, bool) or not isinstance(shard_size, numbers.Integral)):
         raise IngestError(f"shard_size must be a whole number, got {type(shard_size).__name__} "
                           f"{short_repr(shard_size)}", field="shard_size")
     if source is not None and not isinstance(source, (str, os.PathLike, dict)):
         raise IngestError(f"source must be a file, a glob or a folder (str or pathlib.Path), or a read step "
                           f"{{'op': ..., 'params': ...}}; got {type(source).__name__} {short_repr(source)}",
                           field="source")
-    if shard_size < 1:
+    if shard_size is not None and shard_size < 1:
         raise IngestError(f"shard_size must be at least 1, got {shard_size}", field="shard_size")
     try:  # an empty name, ~nosuchuser; a file (a corpus, most likely), bench's folder, a lost manifest
         index_path = resolve_index(index)

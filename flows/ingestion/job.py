@@ -37,7 +37,7 @@ class _Run:
     """One ingestion run on the driver: staging, processing, commits, progress, the report."""
 
     def __init__(self, index_path: Path, plan: IngestPlan, settings, embed: dict[str, Any] | None, *,
-                 shard_size: int, executor: str, progress: bool, on_progress: IngestProgressCallback | None,
+                 shard_size: int | None, executor: str, progress: bool, on_progress: IngestProgressCallback | None,
                  replace: bool = False, delete_doc_ids: Iterable[str] = (), sync: bool = False):
         from operators.store import Index
 
@@ -125,6 +125,7 @@ class _Run:
                      "it", moved)
         self.stager = Stager(self.plan.read, self.path, self.shard_size, key=moved, duplicates=self.replace,
                              sync=self.sync)
+        self.shard_size = self.stager.shard_size  # the source's own when none was given
         self.job.staging_dir = str(self.stager.dir)
         mismatch = job_mismatch(self.stager.dir, self.stager.key, job_params(self.job), finished)
         if self.executor == "ray" and not finished:  # a new index: Ray will be wanted, and starts while staging goes
@@ -329,7 +330,7 @@ def ingest(
     index: str | Path,
     *,
     settings: Any = None,
-    shard_size: int = DEFAULT_SHARD_SIZE,
+    shard_size: int | None = None,
     executor: Literal["ray", "local"] = "ray",
     chunk: dict[str, Any] | Literal[False] | None = None,
     progress: bool = True,
@@ -372,8 +373,9 @@ def ingest(
                            spec=spec, retry_failed=retry_failed, colbert=colbert, encoding=encoding, fields=fields,
                            replace=replace, sync=sync)
     # int(): a numpy integer passes the check but not json.dumps of the staging plan
-    run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed, shard_size=int(shard_size),
-               executor=executor, progress=progress, on_progress=on_progress, replace=replace,
+    run = _Run(checked.index_path, checked.plan, checked.settings, checked.embed,
+               shard_size=None if shard_size is None else int(shard_size), executor=executor, progress=progress,
+               on_progress=on_progress, replace=replace,
                delete_doc_ids=delete_doc_ids, sync=sync)
     with refused_by_disk(checked.index_path, "ingesting"):  # staging, the failure ledger: the store's writes say so
         report = run.retry() if retry_failed else run.ingest()

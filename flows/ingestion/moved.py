@@ -35,7 +35,7 @@ from operators.tables import concat
 _LOCATION_PARAMS = ("path", "folder")
 
 
-def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: set[str]) -> str | None:
+def earlier_key(op: Source, index_path: str | Path, shard_size: int | None, finished: set[str]) -> str | None:
     """The staging key under which the index holds this source's documents, read from another path (None: the
     source's own key has finished shards, or no finished source read the same way reads the same files or starts
     with the same documents). Found, it removes what the source staged under its own key, which is nothing the
@@ -50,7 +50,8 @@ def earlier_key(op: Source, index_path: str | Path, shard_size: int, finished: s
     return key
 
 
-def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished: set[str]) -> str | None:
+def _matching_key(op: Source, index_path: str | Path, shard_size: int | None,
+                  finished: set[str]) -> str | None:
     """``earlier_key``'s search: a finished source read the same way from the same files (a folder and then a
     glob of it: one whose file changed since is then refused naming it, not as live documents of another source),
     else one whose first shard holds the documents this one starts with."""
@@ -61,7 +62,7 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
         first = next((s for s in state.get("shards", []) if s.get("index") == 0), None)
         # a sync that restaged it may have been cut short before its new first shard's commit: its retired ones are
         started = first is not None and (first.get("id") in finished or state.get("syncing"))
-        if started and state.get("shard_size") == shard_size:
+        if started and shard_size in (None, state.get("shard_size")):  # None: as it was staged
             theirs = {str(entry[0]) for entry in state.get("fingerprint") or () if os.path.exists(entry[0])}
             if theirs and theirs <= present:  # (a file removed since is named by staging too)
                 _refuse_renamed(op, params, state, theirs)
@@ -69,7 +70,7 @@ def _matching_key(op: Source, index_path: str | Path, shard_size: int, finished:
             if _moved_here(state, params, files):  # a folder moved, then edited in its first shard
                 return key
             order = files_read_order(files, params, state)  # their files first, in their order
-            candidates.append((key, first.get("digest"), first.get("docs") or shard_size, order))
+            candidates.append((key, first.get("digest"), first.get("docs") or state.get("shard_size"), order))
     digests: dict[tuple, str] = {}  # a first shard may be partial: compare the documents it recorded
     for key, theirs, docs, order in candidates:
         at = (docs, tuple(order or ()))

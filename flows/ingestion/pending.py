@@ -144,8 +144,13 @@ def _resume_spec(state: dict, job: dict | None) -> dict[str, Any]:
     if job is None or job.get("chunk") is not None:
         steps["chunk"] = default["chunk"] if job is None else {**default["chunk"], "params": job["chunk"]}
     embed = (job or {}).get("embed")
-    steps["embed"] = default["embed"] if embed is None else {**default["embed"],
-                                                             "params": {**default["embed"]["params"], **embed}}
+    if embed is not None:  # the vectors' params are the run's alone: a default's title_column the run had not is not
+        from flows.ingestion.job_params import VECTOR_PARAMS
+
+        others = {k: v for k, v in default["embed"]["params"].items() if k not in VECTOR_PARAMS}
+        steps["embed"] = {**default["embed"], "params": {**others, **embed}}
+    else:
+        steps["embed"] = default["embed"]
     return {"name": "resume", "steps": steps}
 
 

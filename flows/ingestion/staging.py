@@ -53,6 +53,8 @@ from operators.store.upgrade import STAGING_DIR, STATE_FILE  # noqa: F401 - this
 from operators.tables import concat
 
 log = logging.getLogger("tessera.ingest")
+#: Documents per shard of a source ingested for the first time (a source ingested before keeps its own).
+DEFAULT_SHARD_SIZE = 5000
 
 #: Params that change how a source is read, not which documents it yields.
 _READ_ONLY_PARAMS = ("num_splits", "batch_rows", "on_error", "limit")
@@ -147,18 +149,19 @@ RETRY_ADVICE = "fix them, then ingest again with retry_failed=True"
 class Stager:
     """Cuts one source into staged shards under ``<index>/_ingest/<source key>/``."""
 
-    def __init__(self, op: Source, index_path: str | Path, shard_size: int, key: str | None = None,
+    def __init__(self, op: Source, index_path: str | Path, shard_size: int | None, key: str | None = None,
                  duplicates: bool = False, sync: bool = False):
         """``key``: the staging key to use instead of the source's own (its documents' key when it moved,
         ``moved.earlier_key``). ``duplicates``: stage every copy of a repeated id (``--replace``: the last
         wins) instead of failing the later ones. ``sync``: stage the changed part of the source again instead of
-        refusing it (``flows.ingestion.resync``); an unfinished sync of the source goes on without it."""
+        refusing it (``flows.ingestion.resync``); an unfinished sync of the source goes on without it.
+        ``shard_size`` None: the one the source was staged with before, else ``DEFAULT_SHARD_SIZE``."""
         self.op = op
-        self.shard_size = shard_size
         self.duplicates = duplicates
         self.key = key or source_key(op)
         self.index_path = Path(index_path)
         self.dir = staging_dir(op, index_path, self.key)
+        self.shard_size = shard_size or (self._previous() or {}).get("shard_size") or DEFAULT_SHARD_SIZE
         self.params = _source_params(op)
         self._changed = ""
         self.generations = Generations.of_state(self._previous())

@@ -177,3 +177,21 @@ def test_a_text_file_added_to_a_folder_of_pdfs_is_ingested_without_the_pdfs_agai
     assert doc_ids(tmp_path / "idx") == ["huia-p1", "kea-p1", "kea-p2", "tui.txt"]
     assert len(Index.open(tmp_path / "idx")) == 4  # live chunks: a document each, none twice
     assert search(tmp_path / "idx", "sing at dawn") == "tui.txt#0"
+
+
+def test_the_resume_spec_embeds_as_the_run_did_without_the_default_specs_title(tmp_path):
+    """A run whose spec embedded with a prompt and no title: the resume command's spec must not bring back the
+    default spec's ``title_column`` (the resume was refused for other embed params)."""
+    from flows.ingestion.job_params import VECTOR_PARAMS
+    from flows.ingestion.pending import _resume_spec
+    from flows.ingestion.plan import build_plan
+
+    notes = tmp_path / "notes.jsonl"
+    notes.write_text(json.dumps({"_id": "n1", "text": "honey"}) + "\n")
+    job = {"chunk": {"unit": "words", "size": 40, "overlap": 4},
+           "embed": {"model": "all-MiniLM-L6-v2", "prompt": "passage: "}}
+    spec = _resume_spec({"source": "sources.jsonl", "params": {"path": str(notes)}}, job)
+    embed = spec["steps"]["embed"]["params"]
+    assert "title_column" not in embed and embed["prompt"] == "passage: " and embed["model"] == "all-MiniLM-L6-v2"
+    plan = build_plan(spec, None, None, quiet=True)
+    assert {k: v for k, v in plan.embed.items() if k in VECTOR_PARAMS} == job["embed"]

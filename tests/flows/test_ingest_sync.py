@@ -286,3 +286,17 @@ def test_a_sync_of_a_moved_folder_cut_short_before_its_first_commit_goes_on(tmp_
     assert status == 0 and report["docs"] == 5, err  # the source recorded at this path goes on
     assert live(index)["n1.md"].startswith("Kiwi lay enormous eggs.") and len(live(index)) == 5
     assert [record["source"] for record in unfinished(index)] == []
+
+
+def test_a_source_ingested_before_keeps_its_shard_size_unless_another_is_given(tmp_path, folder, capsys):
+    index = tmp_path / "idx"
+    assert ingest(capsys, folder, index)[0] == 0  # --shard-size 2
+    (folder / "n5.md").write_text("Takahe were thought extinct.\n")
+    base = ["ingest", "--source", str(folder), "--index", str(index), "--no-dense", "--no-chunk", "--executor",
+            "local", "--quiet", "--json", "--sync"]
+    capsys.readouterr()
+    assert main(base) == 0  # no --shard-size: the source's own 2, not the default 5000
+    report = json.loads(capsys.readouterr().out)
+    assert report["docs"] == 1 and report["shards_total"] == 3, report
+    assert main([*base, "--shard-size", "3"]) == 2
+    assert "this source was ingested with --shard-size 2" in capsys.readouterr().err
