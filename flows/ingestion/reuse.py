@@ -64,7 +64,7 @@ def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[
     shards_dir, wanted = Path(index_path) / SHARDS, pa.array(sorted(doc_ids), pa.string())
     parts = []
     for info in manifest.shards:
-        if not alike(info.id):
+        if not alike(info):
             continue
         folder = shards_dir / info.id
         ids = read_docs(folder, ["doc_id"]).column("doc_id").cast(pa.string())
@@ -86,12 +86,13 @@ def write(index_path: str | Path, staging: Path, doc_ids: set[str], embed: dict[
     return str(path)
 
 
-def made_alike(index_path: Path, manifest, embed: dict[str, Any]) -> Callable[[str], bool]:
-    """Whether a shard's vectors were made from the strings ``embed`` would give the encoder: the same text, title
-    and prompt joined the same way (``VECTOR_PARAMS``). A source's shards were made with the params of its
-    ``job.json`` (a retry's and a sync's too), ``index add``/``update``'s with ``edit_params``; a compaction's mix
-    them, so they count only where every shard the index ever had was made alike. Another way of embedding (an
-    ingest with a ``prompt``, without titles) would give the same text another vector: not taken."""
+def made_alike(index_path: Path, manifest, embed: dict[str, Any]) -> Callable[[Any], bool]:
+    """Whether a shard's vectors (its ``ShardInfo``) were made from the strings ``embed`` would give the encoder: the
+    same text, title and prompt joined the same way (``VECTOR_PARAMS``). A shard records how (``embedded_as``, this
+    module's ``fingerprint``); one written before it did is known by its source's ``job.json`` (a retry's and a
+    sync's shards too), ``index add``/``update``'s by ``edit_params``, a compaction's only where every shard the
+    index ever had was made alike. Another way of embedding (an ingest with a ``prompt``, without titles) would give
+    the same text another vector: not taken."""
     from flows.ingestion.errors import read_staging_json
     from flows.ingestion.job_params import JOB_FILE
     from flows.ingestion.unrecorded import source_key_of
@@ -99,21 +100,36 @@ def made_alike(index_path: Path, manifest, embed: dict[str, Any]) -> Callable[[s
     from operators.store.upgrade import STAGING_DIR
 
     encoder = manifest.settings.encoder
-    ours, known = _vector_params(embed, encoder), {}
+    ours, known = fingerprint(embed, encoder), {}
 
-    def params_of(shard: str):
+    def made_as(shard: str) -> str | None:
         kind = shard.split("-", 1)[0]
         if kind in ("add", "upsert"):
-            return _vector_params(edit_params(encoder), encoder)
+            return fingerprint(edit_params(encoder), encoder)
         key = source_key_of(shard)
         if key not in known:
             job = read_staging_json(index_path / STAGING_DIR / key / JOB_FILE) if key else None
-            known[key] = _vector_params(job["embed"], encoder) if job and job.get("embed") else None
+            known[key] = fingerprint(job["embed"], encoder) if job and job.get("embed") else None
         return known[key]
 
-    every = [s.id for s in manifest.shards] + list(manifest.merged_shards)
-    mixed_alike = all(params_of(s) == ours for s in every if not s.startswith(COMPACTED + "-"))
-    return lambda shard: mixed_alike if shard.startswith(COMPACTED + "-") else params_of(shard) == ours
+    recorded = {s.id: s.embedded_as for s in manifest.shards if s.embedded_as is not None}
+    others = [s for s in [s.id for s in manifest.shards] + list(manifest.merged_shards)
+              if s not in recorded and not s.startswith(COMPACTED + "-")]
+    mixed_alike = all(v == ours for v in recorded.values()) and all(made_as(s) == ours for s in others)
+
+    def alike(info) -> bool:
+        if info.embedded_as is not None:
+            return info.embedded_as == ours
+        return mixed_alike if info.id.startswith(COMPACTED + "-") else made_as(info.id) == ours
+
+    return alike
+
+
+def fingerprint(embed: dict[str, Any], encoder: str) -> str:
+    """The embed params that make a text's vector (``VECTOR_PARAMS``, defaults filled in), as a short digest."""
+    import json
+
+    return hashlib.sha256(json.dumps(_vector_params(embed, encoder)).encode()).hexdigest()[:16]
 
 
 def _vector_params(embed: dict[str, Any], encoder: str) -> tuple:

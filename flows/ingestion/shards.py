@@ -20,6 +20,7 @@ from typing import Any, Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from flows.ingestion import reuse
 from flows.ingestion.column_types import LEFT_OUT_COLUMNS
 from flows.ingestion.duplicates import last_copies
 from flows.ingestion.errors import ShardAlignmentError
@@ -258,7 +259,8 @@ def write(job: ShardJob, index, shard: str, rows: pa.Table, docs_of: Callable[[]
     if job.embed is None and "vector" in rows.column_names:
         rows = rows.drop_columns(["vector"])
     try:
-        info = index.write_shard(shard, rows).model_dump_json() if rows.num_rows else None
+        made = reuse.fingerprint(job.embed, index.settings.encoder) if job.embed is not None else None
+        info = index.write_shard(shard, rows, embedded_as=made).model_dump_json() if rows.num_rows else None
     except ShardDataError:
         if shard in index.finished_shards():
             return ShardResult.elsewhere(shard)

@@ -91,9 +91,11 @@ def compact(index, max_chunks: int, *, attempts: int,
         manifest = index.manifest
         infos: list = []
         merged = _Merged(manifest, attempt, on_progress)
+        made = {s.embedded_as for s in manifest.shards}  # one way of embedding for all: the merged shards' too
+        embedded_as = next(iter(made)) if len(made) == 1 else None
         try:  # a failed write or commit leaves none of the new shards behind
             for part in _live_parts(index, manifest, max_chunks, merged):
-                infos.append(index.write_shard(new_shard_id(COMPACTED), part))
+                infos.append(index.write_shard(new_shard_id(COMPACTED), part, embedded_as=embedded_as))
             done = index._commit(infos, remove_shards=[s.id for s in manifest.shards],
                                  expected_generation=manifest.generation)
         except CommitConflictError as err:

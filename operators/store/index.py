@@ -163,19 +163,19 @@ class Index:
 
     # -- writing -------------------------------------------------------------------------
 
-    def write_shard(self, shard_id: str, chunks: pa.Table) -> ShardInfo:
+    def write_shard(self, shard_id: str, chunks: pa.Table, embedded_as: str | None = None) -> ShardInfo:
         """Write ``shards/<shard_id>`` atomically (not visible until ``commit``).
 
         ``chunks``: docno, doc_id, text, [title], [metadata...], and ``vector``
-        (fixed_size_list<float32>[dim]) when the index is dense. Safe from parallel
-        processes; an uncommitted shard id may be written again, a committed one may not.
+        (fixed_size_list<float32>[dim]) when the index is dense (``embedded_as``: how, ``ShardInfo``). Safe from
+        parallel processes; an uncommitted shard id may be written again, a committed one may not.
         """
         shard_io.check_shard_id(shard_id)
         if shard_id in self.finished_shards():
             raise self._committed_already(shard_id)
         with refused_by_disk(self.path, f"writing shard {shard_id!r}"):
             return shard_io.write(self.path / SHARDS, self.settings, shard_id, chunks,
-                                  guard=lambda: self._uncommitted(shard_id))
+                                  guard=lambda: self._uncommitted(shard_id), embedded_as=embedded_as)
 
     @contextlib.contextmanager
     def _uncommitted(self, shard_id: str) -> Iterator[None]:

@@ -137,6 +137,8 @@ class ShardInfo(BaseModel):
     n_terms: int | None = None
     token: str  # unique per write: tells two writes of the same shard id apart
     created_at: float = Field(default_factory=time.time)
+    #: The embed params its vectors were made with, as a fingerprint (``flows.ingestion.reuse``); None: not known.
+    embedded_as: str | None = None
 
 
 class Manifest(BaseModel):

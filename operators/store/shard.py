@@ -96,7 +96,7 @@ def _vectors(column: pa.ChunkedArray, dim: int, where: str) -> np.ndarray:
 
 
 def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.Table,
-          guard: Callable[[], ContextManager[None]] | None = None) -> ShardInfo:
+          guard: Callable[[], ContextManager[None]] | None = None, embedded_as: str | None = None) -> ShardInfo:
     """Write ``shards_dir/<shard_id>`` atomically and return its ShardInfo (the manifest is not touched).
     ``guard()`` is held while the finished folder takes its place (it may raise to leave the place as it is)."""
     check_shard_id(shard_id)
@@ -106,11 +106,12 @@ def write(shards_dir: Path, settings: IndexSettings, shard_id: str, chunks: pa.T
     tmp = shards_dir / f"{TMP_PREFIX}{shard_id}-{uuid.uuid4().hex[:12]}"
     with WriterLock(tmp):  # a writer killed outright leaves tmp with its lock free: the next write removes it
         tmp.mkdir()
-        return _write(tmp, shards_dir, settings, shard_id, docs, vectors, guard)
+        return _write(tmp, shards_dir, settings, shard_id, docs, vectors, guard, embedded_as)
 
 
 def _write(tmp: Path, shards_dir: Path, settings: IndexSettings, shard_id: str, docs: pa.Table,
-           vectors: np.ndarray | None, guard: Callable[[], ContextManager[None]] | None) -> ShardInfo:
+           vectors: np.ndarray | None, guard: Callable[[], ContextManager[None]] | None,
+           embedded_as: str | None) -> ShardInfo:
     try:
         pq.write_table(docs, tmp / DOCS_FILE)
         names = [DOCS_FILE]
@@ -130,7 +131,8 @@ def _write(tmp: Path, shards_dir: Path, settings: IndexSettings, shard_id: str, 
             fsync(tmp / name)
         files = {n: file_sha256(tmp / n, remember=False) for n in names}
         info = ShardInfo(id=shard_id, n_chunks=docs.num_rows, files=files, columns=docs.column_names,
-                         dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex)
+                         dense=dense_info, n_terms=n_terms, token=uuid.uuid4().hex,
+                         embedded_as=embedded_as if settings.dense else None)
         (tmp / INFO_FILE).write_text(info.model_dump_json(indent=1), encoding="utf-8")
         fsync(tmp / INFO_FILE)
         with guard() if guard is not None else contextlib.nullcontext():

@@ -88,6 +88,8 @@ def test_an_interrupted_sync_resumed_after_a_compaction_still_keeps_the_unchange
                                   "TESSERA_HOME": str(tmp_path / "home")})
     assert crashed.returncode == 75, crashed.stderr
     Index.open(index).compact()  # the retired shards' folders are merged into one: the list is made again from it
+    made = {info.embedded_as for info in Index.open(index).manifest.shards}
+    assert len(made) == 1 and None not in made  # how the merged vectors were made, kept by the compaction
 
     capsys.readouterr()
     assert main(args) == 0

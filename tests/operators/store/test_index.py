@@ -147,8 +147,8 @@ def test_shards_whose_commit_fails_are_removed_and_committed_ones_never(index, s
     # compact's new shards are dropped when another commit lands while it rewrites
     write_shard = Index.write_shard
 
-    def write_then_someone_commits(self, shard_id, chunks):
-        info = write_shard(self, shard_id, chunks)
+    def write_then_someone_commits(self, shard_id, chunks, **options):
+        info = write_shard(self, shard_id, chunks, **options)
         Index.open(self.path).delete(doc_ids=[sample_docs[0]["_id"]])
         return info
 

@@ -89,11 +89,11 @@ def test_compact_redoes_its_merge_when_a_commit_lands_meanwhile(tmp_path, sample
     write_shard = Index.write_shard
     calls = []
 
-    def write_while_others_delete(self, shard_id, chunks):
+    def write_while_others_delete(self, shard_id, chunks, **options):
         calls.append(shard_id)
         if len(calls) <= len(gone):  # the first two attempts each see another process's delete land
             Index.open(index.path).delete(doc_ids=[gone[len(calls) - 1]])
-        return write_shard(self, shard_id, chunks)
+        return write_shard(self, shard_id, chunks, **options)
 
     monkeypatch.setattr(Index, "write_shard", write_while_others_delete)
     done = Index.open(index.path).compact()
@@ -115,9 +115,9 @@ def test_compact_gives_up_after_three_attempts_and_changes_nothing(tmp_path, sam
     write_shard = Index.write_shard
     busy = iter(sample_docs[:10])
 
-    def write_while_others_delete(self, shard_id, chunks):
+    def write_while_others_delete(self, shard_id, chunks, **options):
         Index.open(index.path).delete(doc_ids=[next(busy)["_id"]])
-        return write_shard(self, shard_id, chunks)
+        return write_shard(self, shard_id, chunks, **options)
 
     monkeypatch.setattr(Index, "write_shard", write_while_others_delete)
     with pytest.raises(CommitConflictError, match="3 attempts"):

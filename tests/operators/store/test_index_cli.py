@@ -150,8 +150,8 @@ def test_update_reports_what_its_commit_replaced_under_a_concurrent_delete(tmp_p
     changed = [{**d, "text": "zebra crossing"} for d in sample_docs[:4]]
     write_shard = Index.write_shard
 
-    def write_then_someone_deletes(self, shard_id, chunks):
-        info = write_shard(self, shard_id, chunks)
+    def write_then_someone_deletes(self, shard_id, chunks, **options):
+        info = write_shard(self, shard_id, chunks, **options)
         # another process deletes two of the updated documents and three others before the update commits
         Index.open(idx).delete(doc_ids=[d["_id"] for d in sample_docs[2:7]])
         return info
