@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
@@ -61,10 +62,16 @@ class Embedder:
         self.on_progress = on_progress
         self.stop = stop
         self.op = embed_operator(job.embed or {}, job.embed_placement)
-        self.op.ensure_setup()
-        self.dim = self.op.dimension
         self.part_rows = EMBED_PART_ROWS  # grows to EMBED_PART_SECONDS of work once a call has been timed
-        self.reuse = Reuse(job.reuse, self.dim) if job.reuse else None
+        self.reuse = None
+        if job.reuse:  # the model loads when a chunk needs it: a sync whose text is all unchanged loads none
+            from operators.store.layout import read_manifest
+
+            self.dim = read_manifest(Path(job.index_path)).settings.dim  # the encoder's (checked as the run began)
+            self.reuse = Reuse(job.reuse, self.dim)
+        else:
+            self.op.ensure_setup()
+            self.dim = self.op.dimension
 
     def __call__(self, table: pa.Table) -> tuple[pa.Table, int, int]:
         """``table`` with a ``vector`` column (zeros on failed rows) and failures marked; the rows encoded, and
@@ -77,7 +84,6 @@ class Embedder:
         doc_ids = table.column("doc_id").cast(pa.string()).to_pylist() if n else []
         shards = table.column("_shard").to_pylist() if n else []
         texts = self.op.texts(table) if n else []
-        bodies = self.op.piece_bodies(table, PIECES) if n and PIECES in table.column_names else None
         rows = np.flatnonzero(todo)
         seen: set[str] = set()
         reached: set[tuple[str, str]] = set()  # (shard, doc id) of the documents reported
@@ -86,6 +92,10 @@ class Embedder:
             rows = np.setdiff1d(rows, reused)
             if self.on_progress is not None:
                 self._report(reused.tolist(), shards, doc_ids, reached)
+        if len(rows):  # loaded here, not in the first call: a failure to load is the run's, not a document's
+            self.op.ensure_setup()
+        # the pieces come from the encoder's tokenizer: read only for rows that meet it
+        bodies = self.op.piece_bodies(table, PIECES) if len(rows) and PIECES in table.column_names else None
         step = max(1, self.job.embed_batch_rows)
         for start in range(0, len(rows), step):
             batch = sorted(rows[start:start + step].tolist(), key=lambda i: -len(texts[i]))  # as encode sorts

@@ -161,3 +161,29 @@ def test_vectors_made_from_other_strings_are_never_taken(tmp_path, monkeypatch):
     alike = ingest(files["c"], tmp_path / "idx", replace=True, **options)
     assert alike.chunks_reused == alike.chunks and alike.chunks_embedded == 0, alike
     assert max(float(np.abs(v - expected[k]).max()) for k, v in live_vectors(tmp_path / "idx").items()) < 1e-4
+
+
+def test_an_embed_step_whose_chunks_are_all_kept_loads_no_model(tmp_path, folder):
+    """A sync that removed a file (nothing to encode) took seconds to load the encoder for no forward pass."""
+    import pyarrow as pa
+
+    from flows.ingestion import reuse
+    from flows.ingestion.embedder import Embedder
+    from flows.ingestion.shards import ShardJob
+
+    index = tmp_path / "idx"
+    run(folder, index)
+    staging = next((index / "_ingest").iterdir())
+    embed = json.loads((staging / "job.json").read_text())["embed"]
+    passages = Index.open(index).columns(["docno", "doc_id", "title", "text"])[1]
+    n = passages.num_rows
+    rows = passages.append_column("_error", pa.nulls(n, pa.string())).append_column(
+        "_stage", pa.nulls(n, pa.string())).append_column("_shard", pa.array(["s"] * n))
+    job = ShardJob(index_path=str(index), chunk=CHUNK, embed=embed,
+                   reuse=reuse.write(index, staging, set(passages.column("doc_id").to_pylist()), embed))
+    embedder = Embedder(job)
+    out, encoded, kept = embedder(rows)
+    assert (encoded, kept) == (0, n) and not embedder.op._is_set_up  # no model was loaded
+    stored = live_vectors(index)
+    for docno, vector in zip(out.column("docno").to_pylist(), out.column("vector").to_pylist()):
+        assert np.array_equal(np.asarray(vector, dtype=np.float32), stored[docno])
