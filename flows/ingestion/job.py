@@ -77,6 +77,8 @@ class _Run:
     def _undo(self, running: Running) -> None:
         """After a failure before the first commit: remove the index folder (or manifest) this run created,
         unless another ingest of it runs or committed (it created them too, as far as it knows)."""
+        if self.stager is not None:  # the next run lists the kept vectors again
+            reuse.remove(self.stager.dir)
         if self.committed or not self.made_manifest or not running.alone() or self._others_committed():
             return
         if self.made_folder:

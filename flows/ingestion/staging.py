@@ -41,7 +41,8 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes
 from flows.ingestion.digests import docs_digest, meta_digest
-from flows.ingestion.errors import FOLLOW_ADVICE, SettingsMismatchError, SourceChangedError, read_staging_json
+from flows.ingestion.errors import (FOLLOW_ADVICE, IngestError, SettingsMismatchError, SourceChangedError,
+                                   read_staging_json)
 from flows.ingestion.file_order import changed_files, files_read_order, ordered_fingerprint, source_files
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
@@ -166,6 +167,9 @@ class Stager:
         self._changed = ""
         self.generations = Generations.of_state(self._previous())
         self.sync = sync or self.generations.syncing
+        if self.generations.syncing and duplicates:  # --replace would be ignored by the sync that goes on
+            raise IngestError("the last sync of this source was cut short: finish it first (ingest the source again, "
+                              "with or without sync=True), then ingest with replace=True", field="replace")
         if self.generations.syncing and not sync:
             log.warning("the last sync of this source was cut short: it goes on (the source is followed as with "
                         "sync=True, and the documents it no longer has are deleted at the end)")

@@ -130,6 +130,9 @@ def test_an_interrupted_sync_goes_on_with_the_next_ingest_without_sync(tmp_path,
                                                              "committed, 2 document(s) not yet updated; the "
                                                              "documents it no longer has are deleted at its end")
 
+    status, _, err = ingest(capsys, folder, index, "--replace")  # would be ignored by the sync that goes on
+    assert status == 2 and "field '--replace': the last sync of this source was cut short: finish it first" in err
+    assert "then ingest with --replace" in err, err
     status, report, err = ingest(capsys, folder, index)  # no --sync: the sync recorded in staging goes on
     assert status == 0 and report["docs_deleted"] == 1, (report, err)
     assert "the last sync of this source was cut short: it goes on" in caplog.text
