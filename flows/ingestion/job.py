@@ -176,7 +176,7 @@ class _Run:
         replaces (a sync's, ``--replace``'s, a re-uploaded file's): ``flows.ingestion.reuse``."""
         replaced = self.stager.retiring_ids | self.delete_doc_ids
         if self.replace and todo:
-            replaced |= reuse.staged_ids(self.stager.docs_path(s.id) for s in todo)
+            replaced |= reuse.replaced_ids(self.stager.docs_path(s.id) for s in todo)
         if todo and replaced and self.job.embed is not None:
             self.job.reuse = reuse.write(self.path, self.stager.dir, replaced, self.job.embed)
 

@@ -53,12 +53,11 @@ def superseded(index: Any, folder: Path, pending: list[str]) -> bool:
     another source's commits (the file at another path ingested with ``--replace``, ``tessera index update``):
     nothing of it is left to add, so it is no longer an unfinished ingestion. Documents that were live before the
     refusal (what it refused) do not count: those shards are older than the record."""
-    import pyarrow.parquet as pq
+    from flows.ingestion.staging import staged_ids
 
     try:
         since = (folder / REFUSED_FILE).stat().st_mtime
-        ids = {str(d) for shard in pending
-               for d in pq.read_table(folder / f"{shard}.parquet", columns=["docno"]).column("docno").to_pylist()}
+        ids = {d for shard in pending for d in staged_ids(folder / f"{shard}.parquet")}
     except (OSError, KeyError, pa.ArrowInvalid):  # a staged file gone or unreadable: say what the record says
         return False
     newer = {s.id for s in index.manifest.shards if s.created_at > since and not s.id.startswith(folder.name + "-")}
@@ -112,14 +111,14 @@ def first_live(index: Any, staged: Iterable[tuple[str, Path]], own_key: str,
     embed that shard, nor any after it). Live passages in the source's own shards (staging key ``own_key``: another
     ingest of it committed them) and of the ``leaving`` ids (the first commit deletes them) do not count, as at the
     commit (``other_sources``)."""
-    import pyarrow.parquet as pq
+    from flows.ingestion.staging import staged_ids
 
     live = index.live_doc_ids(other_sources(own_key)) - leaving
     if not live:
         return None
     for shard, path in staged:
         try:
-            ids = [str(d) for d in pq.read_table(path, columns=["docno"]).column("docno").to_pylist()]
+            ids = staged_ids(path)
         except FileNotFoundError:  # committed by another ingest of the source meanwhile
             continue
         clash = [d for d in ids if d in live]

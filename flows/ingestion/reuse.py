@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 log = logging.getLogger("tessera.ingest")
-#: In a source's staging folder while a sync runs.
+#: In a source's staging folder while a run that replaces documents embeds.
 REUSE_FILE = "reuse.parquet"
 #: Shards whose vectors an embed step keeps loaded: a restaged shard's chunks come from one or two old shards.
 LOADED_SHARDS = 4
@@ -141,14 +141,17 @@ def _vector_params(embed: dict[str, Any], encoder: str) -> tuple:
     return tuple(getattr(params, k) for k in VECTOR_PARAMS)
 
 
-def staged_ids(paths: Iterable[Path]) -> set[str]:
+def replaced_ids(paths: Iterable[Path]) -> set[str]:
     """The ids of the documents in staged shard files (``--replace``: those the run replaces, where the index has
-    them)."""
+    them); a file another ingest of the source finished and deleted meanwhile has none left to embed."""
+    from flows.ingestion.staging import staged_ids
+
     ids: set[str] = set()
     for path in paths:
-        table = pq.read_table(path, columns=["docno"]) if "docno" in pq.read_schema(path).names else None
-        if table is not None:
-            ids.update(str(d) for d in table.column("docno").to_pylist())
+        try:
+            ids.update(staged_ids(path))
+        except FileNotFoundError:
+            continue
     return ids
 
 
@@ -188,8 +191,8 @@ class Reuse:
             return
         try:
             table = pq.read_table(self.path)
-        except (OSError, pa.ArrowInvalid) as err:  # removed by the sync's end meanwhile: nothing to take
-            log.info("the vectors a sync keeps could not be read (%s): every chunk is encoded", err)
+        except (OSError, pa.ArrowInvalid) as err:  # removed by another run's end meanwhile: nothing to take
+            log.info("the list of vectors to keep could not be read (%s): every chunk is encoded", err)
             table = pa.table({"digest": pa.array([], pa.binary(16)), "folder": pa.array([], pa.string()),
                               "row": pa.array([], pa.int64())})
         folder = table.column("folder").combine_chunks()

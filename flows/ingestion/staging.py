@@ -142,6 +142,12 @@ def read_staged(folder: str | Path, shard: str) -> tuple[pa.Table, list[Failure]
     return docs, failures
 
 
+def staged_ids(path: Path) -> list[str]:
+    """The ids of a staged shard file's documents, in order; ``FileNotFoundError`` when it is gone (the run that
+    finished the shard deleted it)."""
+    return [str(d) for d in pq.read_table(path, columns=["docno"]).column("docno").to_pylist()]
+
+
 #: What to do about records left out, in a Python caller's words (tessera ingest says --retry-failed; tessera
 #: bench, whose index is built anew from a changed corpus, says otherwise).
 RETRY_ADVICE = "fix them, then ingest again with retry_failed=True"

@@ -187,3 +187,15 @@ def test_an_embed_step_whose_chunks_are_all_kept_loads_no_model(tmp_path, folder
     stored = live_vectors(index)
     for docno, vector in zip(out.column("docno").to_pylist(), out.column("vector").to_pylist()):
         assert np.array_equal(np.asarray(vector, dtype=np.float32), stored[docno])
+
+
+def test_the_replaced_ids_skip_a_staged_file_another_ingest_finished_meanwhile(tmp_path):
+    """Two ingests of one source with --replace: the one that commits a shard first deletes its staged file, which
+    the other then lists as replaced (it failed with FileNotFoundError)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from flows.ingestion.reuse import replaced_ids
+
+    pq.write_table(pa.table({"docno": ["a", "b"], "text": ["x", "y"]}), tmp_path / "k-00000.parquet")
+    assert replaced_ids([tmp_path / "k-00000.parquet", tmp_path / "k-00001.parquet"]) == {"a", "b"}
