@@ -127,15 +127,18 @@ def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:
     for step in order:
         for column, role in operators[step].produces().items():
             kind, _, owner = column.partition("_")
+            param = _param_naming(operators[step], column, "op")
             if kind in ("rank", "score") and owner in operators and owner != step:
                 holds = f"step '{owner}'s ranking (steps after it read it, a fusion too)"
+                # no param names it (retrieve.multi_hop's score_dense): the other step's id is what can change
+                advice = f"rename step '{owner}'" if param == "op" else f"give its output another name ({param})"
             elif column in ID_COLUMNS and role != "id":
-                holds = ID_COLUMNS[column]
+                named = f" ({param})" if param != "op" else ""
+                holds, advice = ID_COLUMNS[column], f"give its output another name{named}"
             else:
                 continue
-            raise SpecError(f"it writes column '{column}', which holds {holds}; give its output another name",
-                            step=step, op=operators[step].name,
-                            field=f"steps.{step}.{_param_naming(operators[step], column, 'op')}")
+            raise SpecError(f"it writes column '{column}', which holds {holds}; {advice}",
+                            step=step, op=operators[step].name, field=f"steps.{step}.{param}")
 
 
 def check_metadata_keys(ids: list[str], operators: dict[str, Any]) -> None:

@@ -39,9 +39,29 @@ RECORDING: ThreadValue[tuple[object, StepNotes]] = ThreadValue()
 def joined_degraded(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
     """Two ``degraded`` marks of one query as one: the same step's (two of its rows, or its rows in two batches)
     add their failures and keep the first reason; two steps' are both named, with both reasons, so a later
-    step's failure does not hide an earlier one's (``Operator.mark_degraded``, ``flows.runner.merge_metadata``)."""
+    step's failure does not hide an earlier one's (``Operator.mark_degraded``, ``flows.runner.merge_metadata``).
+    A mark that already joins steps (``step: "a, b"``, ``reason: "a: ...; b: ..."``) is joined step by step: each
+    step is named once, its reason once."""
     failures = old.get("failures", 1) + new.get("failures", 1)
-    if old.get("step") == new.get("step"):
+    reasons = _reasons_by_step(old)
+    for step, reason in _reasons_by_step(new).items():
+        reasons.setdefault(step, reason)
+    if len(reasons) == 1:
         return {**old, "failures": failures}
-    return {"step": f"{old.get('step')}, {new.get('step')}", "failures": failures,
-            "reason": f"{old.get('step')}: {old.get('reason')}; {new.get('step')}: {new.get('reason')}"}
+    return {"step": ", ".join(reasons), "failures": failures,
+            "reason": "; ".join(f"{step}: {reason}" for step, reason in reasons.items())}
+
+
+def _reasons_by_step(mark: dict[str, Any]) -> dict[str, Any]:
+    """``{step: reason}`` of a mark: one step's, or each of a joined mark's (step ids hold no comma, so its
+    ``step`` splits at ", ", and its reason at each next step's "; <step>: ")."""
+    steps = str(mark.get("step")).split(", ")
+    reason = mark.get("reason")
+    if len(steps) == 1:
+        return {steps[0]: reason}
+    text, reasons = str(reason), {}
+    for step, after in zip(steps, [*steps[1:], None]):
+        text = text.removeprefix(f"{step}: ")
+        cut = text.find(f"; {after}: ") if after else -1
+        reasons[step], text = (text, "") if cut < 0 else (text[:cut], text[cut + 2:])
+    return reasons

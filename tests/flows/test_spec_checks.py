@@ -87,6 +87,18 @@ def test_a_step_that_writes_another_steps_ranking_column_is_refused_naming_its_p
     build({**HYBRID, "wc": {"op": "analyze.word_count", "params": {"output_column": "rank_words"}}})  # no such step
 
 
+def test_a_column_no_param_names_is_refused_with_the_step_to_rename():
+    """retrieve.multi_hop always writes score_dense: the advice "give its output another name" could not be
+    followed, as no param of it names that column; renaming the other step can."""
+    steps = {"dense": {"op": "retrieve.dense"}, "mh": {"op": "retrieve.multi_hop", "inputs": []},
+             "both": {"op": "fuse.rrf", "inputs": ["dense", "mh"]}}
+    with pytest.raises(SpecError, match="writes column 'score_dense', which holds step 'dense's ranking .*; rename "
+                                        "step 'dense'") as err:
+        build(steps)
+    assert (err.value.step, err.value.field) == ("mh", "steps.mh.op")
+    build({"semantic": steps["dense"], "mh": steps["mh"], "both": {"op": "fuse.rrf", "inputs": ["semantic", "mh"]}})
+
+
 @pytest.mark.parametrize("op, params, column", [
     ("summarize.documents", {"output_column": "qid"}, "qid"),  # failed at run time: "rows for 1 qid(s) it was not
     ("analyze.relevance_marking", {"output_column": "docno"}, "docno"),  # given"; a marking replaced document ids
