@@ -7,6 +7,7 @@ from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flows.cache import StepCache
 from flows.progress import CancelToken, ProgressCallback, ProgressEvent
@@ -213,14 +214,33 @@ class RunState:
             step_rows_in=record.rows_in if record else 0, step_rows_total=self.step_totals.get(step) if step else None,
         ))
 
-    def finish(self, table: pa.Table) -> FlowResult:
-        self.result.table = table
+    def finish(self, table: pa.Table, queries: pa.Table | None = None) -> FlowResult:
+        """The result: the output step's ``table``, its queries in the order of the flow input ``queries``."""
+        self.result.table = in_query_order(table, queries) if queries is not None else table
+        if self.result.table is not table:  # the output step's history is the result
+            self.result.history.update({s: self.result.table for s, t in self.result.history.items() if t is table})
         present = set(table.column_names)  # a column the flow declares but a later step dropped has no role
         self.result.roles = {c: role for c, role in self.result.roles.items() if c in present}
         self.result.seconds = time.perf_counter() - self.started
         self.result.timings.add("flow", self.result.seconds)
         self.emit(None, finished=True)
         return self.result
+
+
+def in_query_order(table: pa.Table, queries: pa.Table) -> pa.Table:
+    """``table`` with its queries in the order ``queries`` gives them (stable: rows keep their order within a query).
+
+    A fan-in lists a query after every query its first branch found (a BM25 that matched no word of the first
+    query put that query's rows last). A qid the input does not hold (an expansion's ``q1#1``) stays after the
+    row before it, so an expansion stays with its original.
+    """
+    if "qid" not in table.column_names or "qid" not in queries.column_names or table.num_rows < 2:
+        return table
+    position = pc.index_in(table.column("qid"), value_set=queries.column("qid"))
+    position = pc.fill_null(pc.fill_null_forward(position), -1).to_numpy(zero_copy_only=False)
+    if bool((position[1:] >= position[:-1]).all()):
+        return table  # already in order, the usual case: no copy of every row
+    return table.take(np.argsort(position, kind="stable"))
 
 
 def scope_batches(op: Operator, table: pa.Table, batch_size: int | None) -> Iterator[pa.Table]:

@@ -63,7 +63,7 @@ class LocalExecutor:
                     remaining[p] -= 1
                     if remaining[p] == 0 and p != flow.output:
                         outputs.pop(p, None)
-        return state.finish(outputs[flow.output])
+        return state.finish(outputs[flow.output], flow_input)
 
     def _run_step(self, op: Operator, step: str, table: pa.Table, state: RunState,
                   batch_size: int | None) -> pa.Table:

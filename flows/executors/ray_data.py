@@ -181,7 +181,7 @@ class _Run:
         if self.keep_history:
             for step in state.steps:
                 state.result.history[step] = self.tables[step]
-        return state.finish(self.tables[self.flow.output])
+        return state.finish(self.tables[self.flow.output], self.flow_input)
 
     # -- the worker thread ----------------------------------------------------------
 

@@ -44,6 +44,16 @@ SHAPES = {
         lambda t: [row for r in expected_rows(t, lambda r: r["rank"] == 1) for row in (r, (r[0], r[1], None))],
         {"a": 18, "b": 18, "both": 21},
     ),
+    "fan_in_first_branch_lacks_a_query": (
+        # a's filter drops q1 (as a BM25 that matches no word of a query): the union lists q2, q3 first, and the
+        # result still gives the queries in the input's order
+        {"a": {"op": "postprocess.filter", "params": {"filter": {"field": "qid", "in": ["q2", "q3"]}}, "inputs": []},
+         "b": {**WORDS, "inputs": []}, "both": top(2, inputs=["a", "b"])},
+        ["a", "b", "both"],
+        lambda t: [row for r in expected_rows(t, lambda r: r["rank"] <= 2)
+                   for row in ([r] if r[0] == "q1" else [(r[0], r[1], None), r] if r[1] in RANK_ONE[r[0]] else [])],
+        {"a": 18, "b": 18, "both": 30},
+    ),
     "shared_step": (
         {"words": WORDS, "left": top(3, inputs=["words"]), "right": {**TITLE_WORDS, "inputs": ["words"]},
          "join": top(1, inputs=["left", "right"])},
@@ -52,6 +62,8 @@ SHAPES = {
         {"words": 18, "left": 18, "right": 18, "join": 27},
     ),
 }
+#: each sample query's rank-1 docno (sample_results(3, 6): six documents a query, in order)
+RANK_ONE = {"q1": ["wv00000"], "q2": ["wv00060"], "q3": ["wv00120"]}
 #: shapes with more than one step that no other step reads name their output (flows/spec.py)
 OUTPUTS = {"branching": "second"}
 
