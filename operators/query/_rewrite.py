@@ -8,6 +8,11 @@ row after its original: qid ``<qid>#<n>``, the original's other columns, and
 ``original_qid``/``query_source`` saying where it came from. A following retriever
 searches every row; ``fuse.expanded_queries`` merges the rankings back per original.
 
+The original's row lists the extra queries added for it so far (``extra_queries``), so a second rewriter
+numbers past them and checks novelty against them from that row alone: a batch (or a step-cache unit) holds
+one row, not always the rows an earlier rewriter added after it, and the numbering of a question's extra
+queries must not depend on where a batch was cut (two different queries came out as ``b#1``).
+
 When the model fails or returns nothing valid, the keywords of the query (its words
 less English stopwords) are the extra query (``query_source: fallback_keywords``) and
 the query is marked degraded with the reason (``fallback: none`` adds nothing).
@@ -28,6 +33,8 @@ from operators.llm.step import LLMParams, LLMStep, junk_reason
 from operators.tables import require_columns
 
 _WORD = re.compile(r"[^\W_]+")
+#: On an original query's row: the extra queries the rewriters so far added for it (null on the added rows).
+EXTRA_QUERIES = "extra_queries"
 #: A list's mark at a line's start: a bullet, or a number or letter with its dot or bracket and a space ("1. ",
 #: "2) ", "a) "); not what starts a query ("U.S. presidents", "2019: the year", "A. Lincoln's birthplace").
 _LIST_MARK = re.compile(r"^\s*(?:[-*•]+\s*|\d{1,2}[.):]\s+|[a-z][.)]\s+|[A-Z]\)\s+)")
@@ -68,7 +75,10 @@ class QueryRewriter(LLMStep):
     metadata_key: ClassVar[str]
 
     def reads(self) -> list[str]:
-        return ["qid", self.params.query_column]
+        return ["qid", self.params.query_column, EXTRA_QUERIES]
+
+    def requires(self) -> list[str]:
+        return ["qid", self.params.query_column]  # extra_queries only after another rewriter
 
     def metadata_keys(self) -> frozenset[str]:
         return frozenset({self.metadata_key})
@@ -78,7 +88,7 @@ class QueryRewriter(LLMStep):
         # original_query: fuse.expanded_queries gives a merged row its original's text, also when the original
         # query found nothing and only its extra queries' rows are there
         return {"qid": "id", self.params.query_column: "data", "original_qid": "id", "original_query": "data",
-                "query_source": "data"}
+                "query_source": "data", EXTRA_QUERIES: "data"}
 
     def candidates(self, queries: dict[str, str]) -> dict[str, list[tuple[str, Completion | LLMError]]]:
         """Per qid, the model's replies, each with the ``query_source`` its queries get."""
@@ -98,7 +108,7 @@ class QueryRewriter(LLMStep):
         return self.split(text)
 
     def transform(self, table: pa.Table) -> pa.Table:
-        require_columns(table, self.reads(), op=self.name, step=self.step_id)
+        require_columns(table, self.requires(), op=self.name, step=self.step_id)
         rows = table.to_pylist()
         queries = {str(row["qid"]): str(row[self.params.query_column] or "") for row in rows}
         if len(queries) != len(rows):
@@ -108,10 +118,12 @@ class QueryRewriter(LLMStep):
         # that one added counts as seen: its rows pass as they are.
         asked = {str(row["qid"]): queries[str(row["qid"])] for row in rows
                  if (row.get("query_source") or "original") == "original"}
-        added: dict[str, list[str]] = {}
-        for row in rows:
-            if str(row["qid"]) not in asked:
-                added.setdefault(str(row.get("original_qid") or row["qid"]), []).append(queries[str(row["qid"])])
+        added: dict[str, list[str]] = {qid: list(row.get(EXTRA_QUERIES) or []) for row in rows
+                                       if (qid := str(row["qid"])) in asked}
+        for row in rows:  # the rows of this batch an earlier rewriter added (also listed by the column)
+            origin = str(row.get("original_qid") or row["qid"])
+            if str(row["qid"]) not in asked and queries[str(row["qid"])] not in added.setdefault(origin, []):
+                added[origin].append(queries[str(row["qid"])])
         replies = self.candidates(asked) if asked else {}
         out: list[dict[str, Any]] = []
         for row in rows:
@@ -121,15 +133,19 @@ class QueryRewriter(LLMStep):
                 continue
             origin, original = row.get("original_qid") or qid, row.get("original_query") or queries[qid]
             row = {**row, "original_qid": origin, "original_query": original}
-            out.append({**row, "query_source": "original"})
-            extra = self._kept(qid, queries[qid], replies.get(qid, []), added.get(qid, []))
-            new_qids = _unused_qids(qid, len(extra), queries)  # (a dict: its keys are the qids taken)
+            earlier = added.get(qid, [])
+            extra = self._kept(qid, queries[qid], replies.get(qid, []), earlier)
+            out.append({**row, "query_source": "original", EXTRA_QUERIES: earlier + [text for _, text in extra]})
+            # past the qids of this batch and those of the extra queries the row lists (qid#1..qid#n)
+            taken = {*queries, *(f"{qid}#{n}" for n in range(1, len(earlier) + 1))}
             out += [{**row, "qid": new_qid, self.params.query_column: text, "original_qid": origin,
-                     "query_source": source} for new_qid, (source, text) in zip(new_qids, extra)]
+                     "query_source": source, EXTRA_QUERIES: None}
+                    for new_qid, (source, text) in zip(_unused_qids(qid, len(extra), taken), extra)]
         schema = table.schema
         for column in self.produces():
             if column not in schema.names:
-                schema = schema.append(pa.field(column, pa.string()))
+                kind = pa.list_(pa.string()) if column == EXTRA_QUERIES else pa.string()
+                schema = schema.append(pa.field(column, kind))
         return pa.Table.from_pylist(out, schema=schema)
 
     def _kept(self, qid: str, query: str, replies: list[tuple[str, Completion | LLMError]],
@@ -166,10 +182,10 @@ class QueryRewriter(LLMStep):
         reason = problems[0] if problems else "the model returned no valid query"
         fallback = self.fallback_query(query)
         if self.params.fallback == "keywords" and fallback:
-            if _novel(fallback, seen[:1], self.params):
+            if _novel(fallback, seen, self.params):  # (an earlier rewriter's fallback was the same words)
                 self.degrade(qid, f"{reason}; the question's keywords are the extra query")
                 return [("fallback_keywords", fallback)]
-            reason += "; the keywords fallback was left out, being the question's own words"
+            reason += "; the keywords fallback was left out, being the question's own words or an earlier query's"
         self.degrade(qid, reason)
         return []
 

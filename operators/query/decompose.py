@@ -26,7 +26,7 @@ class QueryDecomposer(QueryRewriter):
     """
 
     name = "query.decompose"
-    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    version = "4"  # 4: extra_queries on the question's row; 3: kept and left-out queries in its metadata; 2: added qids
     metadata_key = "sub_questions"
     aliases = ("decompose", "QueryDecomposer")
     Params: ClassVar[type[RewriteParams]] = RewriteParams

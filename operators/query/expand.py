@@ -47,7 +47,7 @@ class QueryExpander(QueryRewriter):
     """
 
     name = "query.expand"
-    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    version = "4"  # 4: extra_queries on the question's row; 3: kept and left-out queries in its metadata; 2: added qids
     metadata_key = "expanded_queries"
     aliases = ("query_expansion", "QueryExpander")
     Params: ClassVar[type[ExpandParams]] = ExpandParams

@@ -39,7 +39,7 @@ class KeywordExtractor(QueryRewriter):
     """
 
     name = "query.keywords"
-    version = "3"  # 3: the kept queries and those left out in the query's metadata; 2: the added rows' qid
+    version = "4"  # 4: extra_queries on the question's row; 3: kept and left-out queries in its metadata; 2: added qids
     metadata_key = "keyword_queries"
     aliases = ("keywords", "KeywordExtractor")
     Params: ClassVar[type[KeywordParams]] = KeywordParams

@@ -141,7 +141,8 @@ def test_columns_pass_through_and_one_row_per_qid(fault_models):
     fault_models.reply = "honey bees pollination"
     table = sample_queries(2).append_column("lang", [["en", "en"]])
     out = create("query.keywords", {"model": "fault-ok"})(table)
-    assert out.column_names == ["qid", "query", "lang", "original_qid", "original_query", "query_source"]
+    assert out.column_names == ["qid", "query", "lang", "original_qid", "original_query", "query_source",
+                                "extra_queries"]
     assert out.column("lang").to_pylist() == ["en"] * out.num_rows
     with pytest.raises(Exception, match="each qid must appear once"):
         create("query.keywords", {"model": "fault-ok"})(table.take([0, 0]))
@@ -253,11 +254,55 @@ def test_after_another_rewriter_only_the_question_is_rewritten_and_against_all_t
     fault_models.reply = "wasps, hornets"
     out = create("query.keywords", {"model": "fault-ok"})(expanded)
     assert fault_models.attempts["ok"] == 1  # one call for the one question, as docs/llm.md says
-    passed = [r for r in out.to_pylist() if r["qid"] in ("q1", "q1#1", "q1#2")]
-    assert passed == expanded.to_pylist()  # the rows expand added pass as they are
+    passed = [r for r in out.to_pylist() if r["qid"] in ("q1#1", "q1#2")]
+    assert passed == expanded.to_pylist()[1:]  # the rows expand added pass as they are
+    [question] = [r for r in out.to_pylist() if r["qid"] == "q1"]  # its row lists every extra query
+    assert question == {**expanded.to_pylist()[0], "extra_queries": [
+        "wasps hornets", "bumblebee nectar gathering", "insects make honey pollinate flowers"]}
     # its one query copied expand's: no second 'wasps hornets', the question's keywords instead (marked degraded)
     assert sorted(q for *_, q in extra(out)) == ["bumblebee nectar gathering", "insects make honey pollinate flowers",
                                                  "wasps hornets"]
     fault_models.reply = "pollen, wax, hive"
     out = create("query.keywords", {"model": "fault-ok"})(expanded)
     assert [e for e in extra(out) if e[2] == "keywords"] == [("q1#3", "q1", "keywords", "pollen wax hive")]
+
+
+@pytest.mark.parametrize("how", ["cached", "one_row_a_batch"])
+def test_a_second_rewriter_numbers_past_the_first_ones_queries_however_the_rows_are_cut(fault_models, tmp_path, how):
+    """query.decompose then query.keywords: a warm step cache (a row a unit) or a batch of one row gave the
+    keywords' query the qid of decompose's first (two queries as ``q1#1``), as the original's row was rewritten
+    without the rows decompose added after it; now that row lists them (``extra_queries``)."""
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    fault_models.reply = "Which insects make honey?\nHow do bees pollinate flowers?"
+    spec = FlowSpec.parse({"name": "two_rewriters", "steps": {
+        "dec": {"op": "query.decompose", "params": {"model": "fault-ok"}},
+        "kw": {"op": "query.keywords", "params": {"model": "fault-error"},  # fails: its keywords fallback
+               **({"batch_size": 1} if how == "one_row_a_batch" else {})}}})
+    queries = sample_queries(2)
+    cache = StepCache(tmp_path / "cache") if how == "cached" else None
+    runs = [LocalExecutor(cache=cache).run(spec, queries).table for _ in range(2 if cache else 1)]
+    for out in runs:
+        qids = out.column("qid").to_pylist()
+        assert len(qids) == len(set(qids)), qids
+        assert sorted(extra(out)) == [
+            ("q1#1", "q1", "subquestion", "Which insects make honey?"),
+            ("q1#2", "q1", "subquestion", "How do bees pollinate flowers?"),
+            ("q1#3", "q1", "fallback_keywords", "insects make honey pollinate flowers"),
+            ("q2#1", "q2", "subquestion", "Which insects make honey?"),
+            ("q2#2", "q2", "subquestion", "How do bees pollinate flowers?"),
+            ("q2#3", "q2", "fallback_keywords", "opera composed nineteenth century")]
+        assert [r["extra_queries"] for r in out.to_pylist() if r["qid"] == "q1"] == [[
+            "Which insects make honey?", "How do bees pollinate flowers?", "insects make honey pollinate flowers"]]
+
+
+def test_a_keywords_fallback_an_earlier_rewriter_already_added_is_not_added_again(fault_models):
+    """Two failing rewriters each fell back on the question's keywords: the same query searched twice."""
+    first = create("query.expand", {"model": "fault-error", "strategies": ["rephrase"]})(sample_queries(1))
+    assert [q for *_, q in extra(first)] == ["insects make honey pollinate flowers"]
+    op = create("query.keywords", {"model": "fault-error"}, step_id="kw")
+    second = op(first)
+    assert [q for *_, q in extra(second)] == ["insects make honey pollinate flowers"]
+    assert "an earlier query's" in op.drain_metadata()["q1"]["degraded"]["reason"]
