@@ -75,8 +75,8 @@ class FaultServer:
 
     def __init__(self, reply: str = "Honey bees make honey [1].\nSources: 1", delay: float = 5.0) -> None:
         self.reply = reply
-        self.delay = delay
-        self.pace = 0.05  # seconds between the words of a ``paced`` stream
+        self.delay = self._delay = delay
+        self.pace = self._pace = 0.05  # seconds between the words of a ``paced`` stream
         self.attempts: Counter = Counter()
         self.left: Counter = Counter()  # by scenario: streams whose client went away before their end
         self.in_flight: Counter = Counter()  # POSTs being answered now, by the reset they came after
@@ -116,6 +116,8 @@ class FaultServer:
             self.peak = 0
             self.hold_from = None
             self.release.clear()
+            # a test that slows or speeds the server leaves the next one the server it expects
+            self.delay, self.pace = self._delay, self._pace
 
     def models_file(self, path: Path, **limits: Any) -> Path:
         """A models.yaml with one alias ``fault-<scenario>`` per scenario (``limits`` added to each entry)."""

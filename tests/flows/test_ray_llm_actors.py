@@ -112,6 +112,7 @@ def test_an_llm_step_over_40_queries_reaches_both_actors_of_its_pool(fault_model
     queries = pa.table({"qid": [f"q{i}" for i in range(40)], "query": [f"what do bees make {i}?" for i in range(40)]})
     local = LocalExecutor().run(traced_flow(tmp_path / "local.trace", models), queries)
     fault_models.reset()
+    fault_models.delay = 0.25  # (reset puts it back to 5 s)
     on_ray = RayDataExecutor().run(traced_flow(tmp_path / "ray.trace", models), queries)
     assert on_ray.table.equals(local.table)
     assert {q: m["answer"] for q, m in on_ray.metadata.items()} == {q: m["answer"] for q, m in local.metadata.items()}

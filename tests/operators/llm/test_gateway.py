@@ -190,7 +190,8 @@ def test_an_aliases_max_parallel_requests_caps_a_steps_larger_concurrency(fault_
     results = complete_many(["a", "b", "c", "d", "e", "f"], model="fault-slow", concurrency=6)
     assert [r.text for r in results] == [fault_models.reply] * 6
     assert fault_models.peak == 2  # at most the alias's limit, and all of it used
-    fault_models.reset()
+    fault_models.reset()  # (which puts its delay back to 5 s)
+    fault_models.delay = 0.2
     complete_many(["a", "b"], model="fault-slow", concurrency=1)  # a smaller step concurrency stays
     assert fault_models.peak == 1
 
