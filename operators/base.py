@@ -66,7 +66,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict
 
 from operators import params as params_check
-from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, TesseraError
+from operators.errors import FlowCancelled, OperatorError, ParamsError, SourceError, StepFailed, TesseraError
 from operators.local_files import marked_params
 from operators.output_checks import output_breach, with_string_text
 from operators.step_notes import RECORDING, StepNotes, joined_degraded
@@ -259,11 +259,12 @@ class Operator:
         self.notes().metadata.setdefault(str(qid), {})[key] = value
 
     def degrade(self, qid: str, reason: str, *, keeps: str = "its input",
-                error: type[OperatorError] = OperatorError) -> None:
+                error: type[OperatorError] = StepFailed, cause: BaseException | None = None) -> None:
         """The failure policy for one query, the same for every step that has ``on_error``: ``error`` fails the
-        step (raising ``error``); otherwise the query goes on, keeping ``keeps``, logged and marked degraded."""
+        step (raising ``error`` from ``cause``, the failure met, so a caller can tell a refused URL from a model
+        down); otherwise the query goes on, keeping ``keeps``, logged and marked degraded."""
         if getattr(self.params, "on_error", None) == "error":
-            raise error(f"query '{qid}': {reason}", op=self.name, step=self.step_id)
+            raise error(f"query '{qid}': {reason}", op=self.name, step=self.step_id) from cause
         notes = self.notes()
         notes.degraded_logged += 1
         if notes.degraded_logged <= DEGRADED_WARNINGS:

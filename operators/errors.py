@@ -204,6 +204,11 @@ class OperatorError(TesseraError):
     """An operator failed while running."""
 
 
+class StepFailed(OperatorError):
+    """A step failed a query by its failure policy (``on_error: error``): a model's or a service's failure as the
+    step met it (``__cause__``), where the default policy would have marked the query degraded and gone on."""
+
+
 class MissingColumnsError(OperatorError):
     """An operator's input lacks columns it needs."""
 

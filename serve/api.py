@@ -84,7 +84,7 @@ class ModelAPI:
             auth.configure(service["keys"], limits["max_body_bytes"], limits["max_upload_bytes"])
             from serve.service import Service
 
-            self.service = Service(service, served or [], self.app_name)
+            self.service = Service(service, served or [], self.app_name, model_names=self.by_name)
         else:  # a models-only app (service: null) bounds its bodies as a service does by default
             from serve.service_settings import Limits
 

@@ -93,6 +93,8 @@ def flow_cards(tenant: str, models: list[ModelCard] | None = None) -> list[Model
         return []
     service, cards, now = svc.current(), [], flow_status.versions()
     for name, file in _answering_files(tenant).items():
+        if name in service.model_names:  # saved before such names were refused: a chat by it reaches the model
+            continue
         card = ModelCard(id=name, type="flow", operator="flow", status="ready")
         deployments = _deployments(service, file, now)
         waiting = [model for model in models or [] if model.deployment in deployments and model.status != "ready"]

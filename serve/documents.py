@@ -179,7 +179,7 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
             raise ApiError(422, f"files: {err.message}", param=err.field or "files",
                            code="invalid_file") from None
         first = first_page or 1
-        documents = [{"id": f"{path.stem}-p{n}", "title": title or path.stem, "text": text,
+        documents = [{"id": pdf_page_id(filename, n), "title": title or path.stem, "text": text,
                       "metadata": {"path": filename, "page": n}} for n, text in enumerate(pages, start=first) if text]
         if not documents and first_page is not None:  # a part of scans or figures: the client goes on to the next
             raise ApiError(422, f"files: pages {first}-{first + len(pages) - 1} of '{filename}' have no text layer; "
@@ -193,6 +193,20 @@ def file_documents(filename: str, content: bytes, limits: Any, first_page: int |
     kinds = ", ".join((".pdf", *TEXT_SUFFIXES))
     raise ApiError(422, f"files: '{filename}' is not a PDF, text, Markdown or HTML file ({kinds}); send JSON or "
                    "JSONL documents to /v1/indices/{name}/documents", param="files", code="invalid_file")
+
+
+def pdf_page_id(filename: str, page: int) -> str:
+    """The id of page ``page`` of an uploaded PDF."""
+    return f"{Path(filename).stem}-p{page}"
+
+
+def made_from_file(doc_id: str, filename: str) -> bool:
+    """Whether ``doc_id`` is an id an upload of the file ``filename`` gives (its name, or a PDF's page ids): what a
+    file sent again with ``replace`` takes away, and not a JSON document whose ``metadata.path`` only names it."""
+    if Path(filename).suffix.lower() != ".pdf":
+        return doc_id == filename
+    prefix = pdf_page_id(filename, 0)[:-1]
+    return doc_id.startswith(prefix) and doc_id[len(prefix):].isdigit() and doc_id[len(prefix):].isascii()
 
 
 def text_file_document(filename: str, content: bytes, warnings: list[str]) -> dict[str, Any]:

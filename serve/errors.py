@@ -319,8 +319,11 @@ def install(app: FastAPI) -> None:
         errors = list(err.errors())
         message, param = validation_message(errors, request=True)
         body = await request.body() if _json_typed(request) else b""  # JSON: read whole before it was validated
-        message = not_an_object(request.headers.get("content-type"), errors, body) or message
-        return error_response(422, message, param=param, code="invalid_value")
+        if said := not_an_object(request.headers.get("content-type"), errors, body):
+            return error_response(422, said, param=param, code="invalid_value")
+        # broken JSON is a body that cannot be read, as bytes that are not UTF-8 are (the 400 below)
+        unread = any(item.get("type") == "json_invalid" for item in errors)
+        return error_response(422, message, param=param, code="invalid_body" if unread else "invalid_value")
 
     @app.exception_handler(HTTPException)
     async def _http_error(request: Request, err: HTTPException) -> JSONResponse:

@@ -321,16 +321,18 @@ def discard_stopped_upload(job: dict[str, Any], wait_s: float = WORKER_EXIT_S) -
 
 
 def documents_of_files(index_path: str, files: list[str]) -> set[str]:
-    """The documents in the index that came from uploaded files named ``files`` (their ``path``): a re-sent file
-    replaces them all, so a PDF sent again with fewer pages keeps none of its old last pages."""
+    """The documents in the index that came from uploaded files named ``files`` (their ``path``, and an id such a
+    file gives): a re-sent file replaces them all, so a PDF sent again with fewer pages keeps none of its old last
+    pages, while a JSON document whose metadata names the file as its ``path`` stays."""
     from operators.store import Index
+    from serve.documents import made_from_file
 
     if not files or not born(Path(index_path)):
         return set()
     _, table = Index.open(index_path, verify=False).columns(["doc_id", "path"])
     wanted = set(files)
     return {str(d) for d, p in zip(table.column("doc_id").to_pylist(), table.column("path").to_pylist())
-            if p in wanted}
+            if p in wanted and made_from_file(str(d), p)}
 
 
 def ingest_result(name: str, report: Any, compacted: dict[str, Any] | None = None) -> dict[str, Any]:

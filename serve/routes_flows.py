@@ -62,6 +62,10 @@ def save_flow(name: str, request: Request, spec: dict[str, Any] = Body(
         check_depth(step.params, f"steps.{step_id}.params")
         check_numbers(step.params, f"steps.{step_id}.params")
     flow_store.check_name(name)
+    if name in svc.current().model_names:  # a chat by that name reaches the model; /v1/models listed both
+        raise ApiError(422, f"'{name}' is the name of a model this service serves (GET /v1/models), which a chat "
+                       "with that name reaches; save the flow under another name", param="name",
+                       code="invalid_value")
     svc.current().check_to_save(parsed.model_copy(update={"name": name}))  # a run's 422s for the spec alone
     flow_store.save(name, parsed, owner=flow_owner(tenant(request)))
     return {"name": name, "spec": parsed.model_copy(update={"name": name}).to_dict()}

@@ -45,7 +45,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
     batches and the embedded model between tokens."""
     from flows.executors import make_executor
     from flows.placement import PlacementError, PlacementMismatch
-    from operators.errors import MissingColumnsError, SpecError, in_chain
+    from operators.errors import MissingColumnsError, SpecError, StepFailed, in_chain
     from operators.filters import FilterError
     from operators.outbound import OutboundURLError
     from operators.store import IndexNotFoundError, IndexStoreError
@@ -82,6 +82,14 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
             # told the client nothing of which index or why
             raise ApiError(409, f"{_searched(prepared, getattr(err, 'step', None))} is damaged: "
                            f"{without_server_paths(corrupt.message)}", param="index", code="index_damaged") from None
+        if (refused := in_chain(err, OutboundURLError)) is not None and step is not None and refused.field:
+            # a URL the guard refuses once the step looked its host up (a name that resolves to loopback): the
+            # step's field, where the flow's failure policy (on_error: error) had made it a 500
+            raise ApiError(422, without_server_paths(str(err)), param=f"steps.{step}.params.{refused.field}",
+                           code="flow_not_runnable") from None
+        if isinstance(err, StepFailed):  # the flow asked to fail on a model's or a service's failure: it did
+            raise ApiError(502, without_server_paths(str(err)), param=f"steps.{step}" if step else "flow",
+                           kind="server_error", code="step_failed") from None
         if isinstance(err, (SpecError, MissingColumnsError, OutboundURLError, FilterError)):
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
             # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's

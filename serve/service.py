@@ -17,7 +17,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from pydantic import ValidationError
 
@@ -71,7 +71,8 @@ class Service(FlowResolution):
     """Task store, limits, default index and served models of one ingress replica; its flows by name and the spec
     a request runs are ``FlowResolution``'s (serve/flow_resolution.py)."""
 
-    def __init__(self, config: dict[str, Any], served: list[dict[str, Any]], app_name: str):
+    def __init__(self, config: dict[str, Any], served: list[dict[str, Any]], app_name: str,
+                 model_names: Iterable[str] = ()):
         global _current
         import os
 
@@ -98,6 +99,7 @@ class Service(FlowResolution):
                                   keep_at_most=setting(config, "max_idle_task_workers"),
                                   idle_s=setting(config, "idle_task_worker_retire_s"))
         self.served, self.app_name = served, app_name
+        self.model_names = frozenset(model_names)  # the ids and aliases clients send as `model` (GET /v1/models)
         self.admins = frozenset(config.get("admins") or ())  # key ids with api_keys' admin: true
         self.compact_after_shards = int(setting(config, "compact_after_shards"))  # an upload over it compacts
         self.answers = threads.Answers(setting(config, "answer_threads"), setting(config, "answer_queue"))

@@ -139,13 +139,15 @@ class Reranker(Operator):
         for (qid, rows), head, scores in zip(groups, heads, scored):
             problem = _problem(scores, head.num_rows)
             if problem is not None:
-                out.append(self._keep_first_stage(qid, rows, problem))
+                out.append(self._keep_first_stage(qid, rows, problem,
+                                                  cause=scores if isinstance(scores, Exception) else None))
             else:
                 out.append(_reranked(rows, np.asarray(scores, dtype=np.float64), head.num_rows, self.step_id))
         return concat(out)
 
-    def _keep_first_stage(self, qid: str, rows: pa.Table, problem: str) -> pa.Table:
-        self.degrade(qid, problem, keeps="its first-stage ranking")
+    def _keep_first_stage(self, qid: str, rows: pa.Table, problem: str,
+                          cause: BaseException | None = None) -> pa.Table:
+        self.degrade(qid, problem, keeps="its first-stage ranking", cause=cause)
         rows = set_column(rows, f"score_{self.step_id}", pa.nulls(rows.num_rows, pa.float64()))
         return set_column(rows, f"rank_{self.step_id}", rows.column("rank").cast(pa.int32()))
 

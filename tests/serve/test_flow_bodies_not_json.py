@@ -51,3 +51,12 @@ def test_a_flow_neither_named_nor_spelled_out_is_named_in_json_words(base, route
     assert error["param"] == "flow", error
     assert f"a flow's name (a string) or an inline spec (an object), not {kind}" in error["message"], error
     assert "NoneType" not in error["message"] and "int" not in error["message"], error
+
+
+@pytest.mark.parametrize("route", [*ROUTES, "/v1/embeddings"])
+def test_broken_json_is_a_body_that_cannot_be_read(base, route):
+    """Its code was invalid_value, while bytes that are not UTF-8 were invalid_body (docs/serving.md lists both)."""
+    broken = b'{"flow": "bm25",,}'
+    error = refusal(requests.post(base + route, data=broken, headers={"Content-Type": "application/json"}, timeout=30))
+    assert (error["param"], error["code"]) == ("body", "invalid_body"), error
+    assert "not valid JSON" in error["message"]

@@ -252,16 +252,23 @@ def test_replace_swaps_documents_sent_again_as_json_or_as_files(owners, pdf_writ
     described = finished(owners, ALICE, same.json()["task_id"])["result"]["result_description"]
     assert described["chunks_reused"] == 1 and "(1 kept their vectors: their text did not change)" in \
         described["text"], described  # sent again unchanged: not encoded again
+    # a JSON document whose metadata names the file as its path is not the file's: sending the file again
+    # with replace took it away without a word
+    note = {"id": "guide-note", "text": "A note on the guide: it was printed for the kaka walk.",
+            "metadata": {"path": "guide.pdf"}}
+    noted = call(owners, "POST", "/v1/indices/swaps/documents", ALICE, json={"documents": [note]})
+    assert finished(owners, ALICE, noted.json()["task_id"])["status"] == "finished"
     old = ["Old first page about moa bones.", "Old second page about kiwi eggs.", "Old third page about tui song."]
     for pages in (old, ["New first page about huia feathers."]):  # sent again with fewer pages
         pdf = pdf_writer(tmp_path / "guide.pdf", pages).read_bytes()
         sent = call(owners, "POST", "/v1/indices/swaps/files", ALICE, files=[("files", ("guide.pdf", pdf))],
                     data={"replace": "true"})
         assert sent.status_code == 202 and finished(owners, ALICE, sent.json()["task_id"])["status"] == "finished"
-        assert listed(owners, ALICE)["swaps"]["chunks"] == 2 + len(pages)  # the JSON documents stay
+        assert listed(owners, ALICE)["swaps"]["chunks"] == 3 + len(pages)  # the JSON documents stay
     for gone in ("moa bones", "kiwi eggs", "tui song"):
         assert search(owners, ALICE, "swaps", gone) == [], gone
     assert search(owners, ALICE, "swaps", "huia feathers") == ["guide-p1#0"]
+    assert search(owners, ALICE, "swaps", "kaka walk") == ["guide-note#0"]
 
 
 def test_an_upload_embeds_on_the_apps_deployment_of_the_encoder(serve_app):
