@@ -283,17 +283,42 @@ def _read_columnar(path: Path) -> Read:
     if path.suffix.lower() == ".parquet":
         import pyarrow.parquet as pq
 
+        _check_names(pq.ParquetFile(path).schema_arrow.names, path)  # (reading two of one name fails in Arrow's words)
         table = pq.read_table(path)
     else:
         import pyarrow.csv as pacsv
 
-        table = pacsv.read_csv(path)
+        names = pacsv.open_csv(path).schema.names
+        _check_names(names, path)
+        # every column as its text: a qid 007 is not the number 7, nor a query 1984 a number
+        table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
+            column_types={name: pa.string() for name in names}))
     names = table.column_names
+    _check_names(names, path)
     qid_col = next((n for n in _ID_FIELDS if n in names), None)
     text_col = next((n for n in _TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
         raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",
                         field="queries")
+    for column, numbers in ((qid_col, True), (text_col, False)):
+        if not _text_like(table.schema.field(column).type, numbers=numbers):
+            what = "text or whole numbers" if numbers else "text"
+            raise SpecError(f"{path}: column {column} holds {table.schema.field(column).type}, not {what}",
+                            field="queries")
     rows = zip(table.column(qid_col).to_pylist(), table.column(text_col).to_pylist())
     return [("" if q is None else str(q), "" if t is None else str(t), f"{path}: row {n}")  # None: refused as empty
             for n, (q, t) in enumerate(rows, 1)], []
+
+
+def _check_names(names: list[str], path: Path) -> None:
+    if repeated := sorted({name for name in names if names.count(name) > 1}):
+        raise SpecError(f"{path}: column(s) {', '.join(repeated)} appear more than once", field="queries")
+
+
+def _text_like(kind: pa.DataType, *, numbers: bool) -> bool:
+    """Whether a column of ``kind`` holds what a qid (``numbers``: whole numbers too) or a query's text may be: a list,
+    bytes or a struct would be searched as its Python spelling (``"['honey']"``)."""
+    if pa.types.is_dictionary(kind):
+        kind = kind.value_type
+    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
+            or pa.types.is_null(kind) or numbers and pa.types.is_integer(kind))

@@ -146,7 +146,7 @@ def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
     """
     if table.num_rows == 0:
         return table, [], np.zeros(1, dtype=np.int64)
-    qids = table.column("qid").to_numpy(zero_copy_only=False)
+    qids = query_ids(table)
     order = qid_group_order(table, qids)
     rows = np.argsort(order, kind="stable")
     grouped = table if np.array_equal(rows, np.arange(len(rows))) else table.take(pa.array(rows))
@@ -157,11 +157,25 @@ def group_by_qid(table: pa.Table) -> tuple[pa.Table, list[str], np.ndarray]:
 def qid_group_order(table: pa.Table, qids: np.ndarray | None = None) -> np.ndarray:
     """Per row, the number of its qid in order of first appearance (0, 1, ...)."""
     if qids is None:
-        qids = table.column("qid").to_numpy(zero_copy_only=False)
+        qids = query_ids(table)
     _, first, inverse = np.unique(qids, return_index=True, return_inverse=True)
     group_order = np.empty_like(first)
     group_order[np.argsort(first, kind="stable")] = np.arange(len(first))
     return group_order[inverse]
+
+
+def query_ids(table: pa.Table) -> np.ndarray:
+    """The rows' qids, for work done per query; rows without one (a source's documents fanned in with a retriever's
+    results, or read as a step's queries) are refused in words, where numpy failed on them."""
+    if "qid" not in table.column_names:
+        raise MissingColumnsError(f"rows without a qid reached a step that works per query; input has "
+                                  f"{shown_columns(table)} (a source's documents are not queries)", field="qid")
+    column = table.column("qid")
+    if column.null_count:
+        raise MissingColumnsError(f"{column.null_count} of {table.num_rows} rows have no qid (null) and reached a step "
+                                  "that works per query (a source's documents fanned in with queries' results?)",
+                                  field="qid")
+    return column.to_numpy(zero_copy_only=False)
 
 
 def _ranking_order(table: pa.Table, groups: np.ndarray, scores: pa.Array | pa.ChunkedArray) -> pa.Array:

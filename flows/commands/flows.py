@@ -92,8 +92,12 @@ def _cmd_flows_show(args: argparse.Namespace) -> int:
     path = recipe_path(args.name) if recipe else resolve_spec_path(args.name)
     if path is None:
         FlowSpec.load(args.name)  # raises the error that lists the known flows
-    if args.json:
-        print_json(read_mapping(path)[0] if recipe else FlowSpec.load(path).to_dict())
+    if args.json and recipe:
+        print_json(read_mapping(path)[0])
+    elif args.json:
+        spec = FlowSpec.load(path)
+        spec.build()  # validated, as the help says: a cycle or a misspelt param is refused as `tessera run` does
+        print_json(spec.to_dict())
     elif path.suffix.lower() == ".json":  # stdout stays JSON (`| jq .`): where it came from goes to stderr
         text = read_text(path)
         print(f"# {path}", file=sys.stderr)

@@ -15,6 +15,7 @@ from flows.result import FlowResult
 from flows.runner import BatchStats, StepRunner, placed_operator
 from flows.spec import Flow, FlowSpec
 from operators.base import Operator
+from operators.errors import TesseraError
 from operators.interrupt import interruptible
 from operators.tables import concat
 
@@ -75,12 +76,17 @@ class LocalExecutor:
         # cache never loads its model.
         runner = StepRunner(op, state.step_cache(step))
         parts = []
-        for batch in scope_batches(op, table, batch_size):
-            state.cancel.raise_if_cancelled(step)
-            with interruptible(lambda: state.cancel.raise_if_cancelled(step)):  # also between model batches
-                out, stats = runner.run(batch)
-            parts.append(out)
-            state.add_batch(step, stats)
+        try:
+            for batch in scope_batches(op, table, batch_size):
+                state.cancel.raise_if_cancelled(step)
+                with interruptible(lambda: state.cancel.raise_if_cancelled(step)):  # also between model batches
+                    out, stats = runner.run(batch)
+                parts.append(out)
+                state.add_batch(step, stats)
+        except TesseraError as err:  # raised around the operator (its rows cut per query): named as its own are
+            if err.step is None:
+                err.step, err.op = step, op.name
+            raise
         return concat(parts) if parts else runner.run(table.slice(0, 0))[0]
 
     def _read_source(self, op: Operator, step: str, state: RunState) -> pa.Table:

@@ -302,6 +302,21 @@ def test_flows_show_of_a_json_spec_prints_only_json_on_stdout(home, tmp_path, te
                                                                "not a spec (the file is not UTF-8 text)"), err
 
 
+def test_flows_show_json_prints_a_spec_only_once_it_validates(home, tmp_path, tessera):
+    """--json promised the validated spec, and printed a cycle or a misspelt param with exit 0."""
+    cycle = tmp_path / "cycle.yaml"
+    cycle.write_text("steps:\n  a: {op: analyze.word_count, inputs: [b]}\n  b: {op: analyze.word_count, inputs: [a]}\n")
+    misspelt = tmp_path / "misspelt.yaml"
+    misspelt.write_text("steps:\n  bm25: {op: retrieve.corpus_bm25, params: {top_k: 5}}\n")
+    for path, says in ((cycle, "the flow has a cycle: a -> b -> a"), (misspelt, "did you mean 'k'?")):
+        status, stdout, err = tessera("flows", "show", str(path), "--json", home=home)
+        assert (status, stdout) == (2, "") and says in one_error(err, "tessera: error:"), err
+        status, stdout, _ = tessera("flows", "show", str(path), home=home)  # as written: shown, as the help says
+        assert status == 0 and "steps:" in stdout
+    status, stdout, _ = tessera("flows", "show", "hybrid", "--json", home=home)
+    assert status == 0 and set(json.loads(stdout)["steps"]) == {"bm25", "dense", "fused"}
+
+
 # -- index add from standard input ---------------------------------------------------------------------------------
 
 

@@ -213,3 +213,25 @@ def test_a_validators_own_message_reaches_the_author_without_pydantics_prefix():
     with pytest.raises(ParamsError) as caught:
         Evens({"n": 3}, step_id="e")
     assert caught.value.message.startswith("n must be even") and caught.value.field == "params.n"
+
+
+def test_a_sources_documents_fanned_in_with_a_query_steps_rows_are_refused_naming_the_step(tmp_path):
+    """A source's rows (no qid) in a fan-in before a step that works per query failed in numpy ("'<' not supported
+    between instances of 'NoneType'"), an internal error that named no step."""
+    from operators.errors import MissingColumnsError
+
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text("".join(json.dumps(doc) + "\n" for doc in CORPUS), encoding="utf-8")
+    import pyarrow as pa
+
+    from flows.spec import FlowSpec
+
+    spec = FlowSpec.parse({"name": "mixed", "steps": {
+        "docs": {"op": "sources.jsonl", "params": {"path": str(corpus)}},
+        "words": {"op": "analyze.word_count", "inputs": []},
+        "top": {"op": "postprocess.reduce", "params": {"k": 1}, "inputs": ["docs", "words"]}}})
+    results = [{"qid": "q1", "query": "honey", "docno": "d1", "text": "honey bees", "score": 1.0, "rank": 1}]
+    with pytest.raises(MissingColumnsError) as err:
+        make_executor("local").run(spec, pa.Table.from_pylist(results))
+    assert (err.value.step, err.value.op, err.value.field) == ("top", "postprocess.reduce", "qid")
+    assert "2 of 3 rows have no qid" in err.value.message
