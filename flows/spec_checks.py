@@ -26,7 +26,11 @@ STEP_ID_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")
 
 #: The columns that say whose each row is, and what they hold: only a step that writes them as ids may.
 ID_COLUMNS = {"qid": "each row's query id (rows are grouped, fused and answered by it)",
-              "docno": "each row's document id (rows are fused, deduplicated and cited by it)"}
+              "docno": "each row's document id (rows are fused, deduplicated and cited by it)",
+              "doc_id": "each passage's document id (passages are grouped by it, and a TREC run names it)"}
+#: The current ranking's columns: only a step that ranks (role ``rank``/``score``) writes them.
+RANKING_COLUMNS = {"rank": "each row's current rank (postprocess.reduce keeps the top k by it, a TREC run lists it)",
+                   "score": "each row's current score (the ranking a later step reads)"}
 
 #: Fan-ins already warned about in this process: (flow name, step, its inputs).
 _WARNED: set[tuple[str, str, tuple[str, ...]]] = set()
@@ -132,9 +136,9 @@ def check_rankings_kept(order: list[str], operators: dict[str, Any]) -> None:
                 holds = f"step '{owner}'s ranking (steps after it read it, a fusion too)"
                 # no param names it (retrieve.multi_hop's score_dense): the other step's id is what can change
                 advice = f"rename step '{owner}'" if param == "op" else f"give its output another name ({param})"
-            elif column in ID_COLUMNS and role != "id":
+            elif column in ID_COLUMNS and role != "id" or column in RANKING_COLUMNS and role != column:
                 named = f" ({param})" if param != "op" else ""
-                holds, advice = ID_COLUMNS[column], f"give its output another name{named}"
+                holds, advice = {**ID_COLUMNS, **RANKING_COLUMNS}[column], f"give its output another name{named}"
             else:
                 continue
             raise SpecError(f"it writes column '{column}', which holds {holds}; {advice}",

@@ -103,9 +103,13 @@ def test_a_column_no_param_names_is_refused_with_the_step_to_rename():
     ("summarize.documents", {"output_column": "qid"}, "qid"),  # failed at run time: "rows for 1 qid(s) it was not
     ("analyze.relevance_marking", {"output_column": "docno"}, "docno"),  # given"; a marking replaced document ids
     ("analyze.word_count", {"output_column": "docno"}, "docno"),
+    # word counts as ranks (reduce kept the top k by them) or as document ids (a TREC run of counts): the run went on
+    ("analyze.word_count", {"output_column": "rank"}, "rank"),
+    ("analyze.word_count", {"output_column": "doc_id"}, "doc_id"),
+    ("analyze.word_count", {"output_column": "score"}, "score"),  # refused at run time, in a developer's words
 ])
 def test_a_step_that_writes_text_into_the_id_columns_is_refused_naming_its_param(op, params, column):
-    with pytest.raises(SpecError, match=f"writes column '{column}', which holds each row's") as err:
+    with pytest.raises(SpecError, match=f"writes column '{column}', which holds each (row|passage)'s") as err:
         build({"bm25": {"op": "retrieve.bm25"}, "x": {"op": op, "params": params}})
     assert (err.value.step, err.value.field) == ("x", "steps.x.params.output_column")
 
