@@ -156,7 +156,9 @@ def answers_path(out: str) -> str:
 
 def _write_answers(result, queries, out: str) -> int:
     """The queries' metadata as JSON lines (``qid``, ``query``, then the metadata, in the queries' order), beside the
-    rows: the rows hold documents, and an answer is no row. Returns how many queries have some (0: no file)."""
+    rows: the rows hold documents, and an answer is no row. A line for every query once any has metadata: one that
+    found nothing has none (no answer step ran for it), and its line says so by having none. Returns the lines
+    written (0: no file)."""
     import json
 
     from operators.atomic import replacing
@@ -164,9 +166,9 @@ def _write_answers(result, queries, out: str) -> int:
     if not result.metadata:
         return 0
     texts = dict(zip(queries.column("qid").to_pylist(), queries.column("query").to_pylist()))
-    order = [q for q in texts if q in result.metadata] + [q for q in result.metadata if q not in texts]
-    lines = [json.dumps({"qid": q, "query": texts.get(q), **result.metadata[q]}, default=str, ensure_ascii=False)
-             for q in order]
+    order = list(texts) + [q for q in result.metadata if q not in texts]
+    lines = [json.dumps({"qid": q, "query": texts.get(q), **result.metadata.get(q, {})}, default=str,
+                        ensure_ascii=False) for q in order]
     with uris.local_output(answers_path(out), "out") as local, replacing(Path(local)) as tmp:
         Path(tmp).write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     return len(lines)

@@ -74,3 +74,17 @@ def test_the_line_saying_where_the_answers_went_has_the_right_possessive(fault_m
         assert main(["run", spec, "--queries", queries, "--out", str(out), "--no-cache"]) == 0
         err = capsys.readouterr().err
         assert f"and {said} answers and metadata to {tmp_path / said[0]}.queries.jsonl" in err, err
+
+
+def test_a_query_that_found_nothing_has_its_line_too(fault_models, tmp_path, run_cli):
+    """A question retrieval found nothing for reached no answer step and had no line, though the file promises one
+    a query (and tessera chat says of it that no answer could be written)."""
+    queries = tmp_path / "q.txt"
+    queries.write_text("zzzzqqq xyxyxy\nwhat do bees make honey from\n", encoding="utf-8")
+    out = tmp_path / "results.parquet"
+    status, printed = run_cli("run", answer_spec(tmp_path, "fault-ok"), "--queries", str(queries), "--out", str(out),
+                              "--no-cache")
+    assert status == 0, printed
+    lines = [json.loads(line) for line in (tmp_path / "results.queries.jsonl").read_text().splitlines()]
+    assert lines[0] == {"qid": "1", "query": "zzzzqqq xyxyxy"}
+    assert lines[1]["qid"] == "2" and lines[1]["answer"] == "Honey bees make honey [1]."
