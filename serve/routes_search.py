@@ -94,7 +94,7 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
             # found only once it ran: a step without the columns it reads (generate.answer with no context step), a
             # URL the guard refuses, a filter on a column the index or rows lack or of another type. The request's
             # to change, so a 422 naming it; any other failure of a step (a model's) stays a 500.
-            raise ApiError(422, without_server_paths(str(err)), param=err.field or "flow",
+            raise ApiError(422, without_server_paths(str(err)), param=_steps_field(err, prepared),
                            code="flow_not_runnable") from None
         if (param := _refused_param(err, prepared)) is not None:  # a value of its params, refused once it ran (a
             # corpus file that is not there): the request's too, where a 500 said the server failed
@@ -106,6 +106,15 @@ def run_online(prepared: svc.Prepared, table: Any = None, cancel: Any = None) ->
         raise ApiError(413, f"the result has {result.table.num_rows} rows, over the limit max_result_rows={limit}",
                        code="max_result_rows")
     return result
+
+
+def _steps_field(err: Exception, prepared: svc.Prepared) -> str:
+    """The request's field an error of a step names: ``params.filter`` of step ``b`` as ``steps.b.params.filter`` (two
+    filtered steps were otherwise the same ``params.filter``); a field of no step of the spec as it is."""
+    field, step = getattr(err, "field", None) or "flow", getattr(err, "step", None)
+    if step in prepared.spec.steps and field.startswith("params."):
+        return f"steps.{step}.{field}"
+    return field
 
 
 def _refused_param(err: Exception, prepared: svc.Prepared) -> str | None:

@@ -93,8 +93,11 @@ class CorpusBM25Retriever(Operator):
         return identity
 
     def missing_files(self) -> dict[str, str]:
-        if resolve_corpus(self.params.corpus).is_file():
+        path = resolve_corpus(self.params.corpus)
+        if path.is_file():
             return {}
+        if path.is_dir():  # (it said "corpus file not found" of a folder that is there)
+            return {"params.corpus": f"corpus {self.params.corpus} is a folder, not a JSONL file of documents"}
         places = dict.fromkeys([str(Path.cwd()), str(REPO_ROOT)])
         return {"params.corpus": f"corpus file not found: {self.params.corpus} (looked in {' and '.join(places)})"}
 

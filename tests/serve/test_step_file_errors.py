@@ -26,7 +26,7 @@ def search(base: str, flow: dict) -> requests.Response:
 
 @pytest.mark.parametrize("corpus, says", [
     ("data/nope.jsonl", "corpus file not found: nope.jsonl"),
-    ("data/sample", "corpus file not found: sample"),  # a folder
+    ("data/sample", "corpus sample is a folder, not a JSONL file"),  # a folder (it said "not found")
     ("data/sample/README.md", "README.md, line 1: not valid JSON"),  # read by the step's own JSONL source
 ])
 def test_a_corpus_the_step_cannot_use_is_a_422_naming_its_param(base, repo_root, corpus, says):
