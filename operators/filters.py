@@ -26,6 +26,8 @@ expression.
 
 from __future__ import annotations
 
+import difflib
+
 import calendar
 import datetime as dt
 from dataclasses import dataclass, field as dc_field
@@ -85,6 +87,11 @@ class MetadataFilter(BaseModel):
         its first, `filter.eq.bool: Input should be a valid boolean`)."""
         if isinstance(data, dict):
             known = {f.alias or name for name, f in cls.model_fields.items()}
+            for name in data:  # a misspelt key: {fild: year} or {eqq: 1} (told to write {field: fild, ...})
+                if name not in known and (close := difflib.get_close_matches(str(name), sorted(known), n=1,
+                                                                             cutoff=0.7)):
+                    raise ValueError(f"unknown key '{name}'; did you mean '{close[0]}'? (keys: "
+                                     f"{', '.join(sorted(known))})")
             for name, value in data.items():  # {title: X}: the shorthand only country and region have
                 if name not in known and "field" not in data and not isinstance(value, (dict, list)):
                     raise ValueError(f"unknown key '{name}': a condition on a column names it as field, e.g. "

@@ -127,9 +127,9 @@ def refuse_clashing_types(name: str, documents: list[Any], columns: pa.Schema, f
         doc, kind = documents[i], values_to_array([values[i]]).type
         where = f"{doc.metadata.get('path')}: document '{doc.id}'" if from_files else f"documents.{i} ('{doc.id}')"
         clash = "these do not merge" if merged is None else f"these merge to {merged}, which cannot hold it"
-        raise ApiError(422, f"{where}: metadata '{key}' is {kind} ({values[i]!r}), but index '{name}' holds column "
-                       f"'{key}' as {have}; {clash}. An index's documents must agree on each metadata column's type "
-                       f"(integers and floats merge, to a float column): send it as {have}, or under another "
+        raise ApiError(422, f"{where}: metadata '{key}' is {kind} ({_json(values[i])}), but index '{name}' holds "
+                       f"column '{key}' as {have}; {clash}. An index's documents must agree on each metadata column's "
+                       f"type (integers and floats merge, to a float column): send it as {have}, or under another "
                        "metadata name; nothing was queued", param="files" if from_files else
                        f"documents.{i}.metadata.{key}", code="metadata_type_conflict")
 
@@ -152,10 +152,18 @@ def mixed_kind_warnings(documents: list[Any]) -> list[str]:
             continue
         if not pa.types.is_string(values_to_array([value for _, value in given]).type):
             continue
-        examples = ", ".join(f"{kind} in '{documents[i].id}' ({value!r})" for kind, (i, value) in first.items())
-        said.append(f"metadata '{key}' holds {examples}: its column is text, every value as written ('1999' for "
-                    "1999), and a filter on it compares text; send one kind to keep numbers as numbers")
+        examples = ", ".join(f"{kind} in '{documents[i].id}' ({_json(value)})" for kind, (i, value) in first.items())
+        written = _json((first.get("a number") or first.get("true/false"))[1])  # one of this upload's, as text
+        said.append(f"metadata '{key}' holds {examples}: its column is text, every value as written ('{written}' for "
+                    f"{written}), and a filter on it compares text; send one kind to keep numbers as numbers")
     return said
+
+
+def _json(value: Any) -> str:
+    """A value as the client sent it, in JSON (true, not Python's True)."""
+    import json
+
+    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def refuse_present_ids(ids: list[str], present: set[str]) -> None:

@@ -103,7 +103,11 @@ def test_validation_names_what_is_wrong():
                        ({"field": "year"}, "no condition"), ({}, "empty filter"),
                        ({"field": "day", "month": 13}, "less than or equal"),
                        ({"field": "d", "date_from": "2020-01-02", "date_to": "2020-01-01"}, "after"),
-                       ({"any": []}, "at least one"), ({"field": "x", "eqq": 1}, "Extra inputs"),
+                       ({"any": []}, "at least one"),
+                       # a misspelt key: it was "Extra inputs", or {fild: year} advised {field: fild, eq: 'year'}
+                       ({"field": "x", "eqq": 1}, r"unknown key 'eqq'; did you mean 'eq'\? \(keys: all, any, "),
+                       ({"fild": "year", "eq": 1}, r"unknown key 'fild'; did you mean 'field'\?"),
+                       ({"contry": "FR"}, r"unknown key 'contry'; did you mean 'country'\?"),
                        ({"title": "Gothic"}, r"unknown key 'title': .* as field, e.g. \{field: title, eq: 'Gothic'\}"),
                        ({"year": 1999}, "the condition 'year' needs 'field', the column it applies to"),
                        ({"gte": 1, "lt": 3}, "the conditions 'gte', 'lt' need 'field', the column they apply to: "

@@ -53,7 +53,7 @@ def test_a_value_whose_type_clashes_with_the_index_column_is_a_422_before_anythi
     text_year = {"id": "s1", "text": "a note of some year", "metadata": {"year": "twenty twenty"}}
     error = refusal(requests.post(url + "/documents", json={"documents": [text_year]}, timeout=60))
     assert error["param"] == "documents.0.metadata.year", error
-    assert ("documents.0 ('s1'): metadata 'year' is string ('twenty twenty'), but index 'notes' holds column 'year' "
+    assert ("documents.0 ('s1'): metadata 'year' is string (\"twenty twenty\"), but index 'notes' holds column 'year' "
             "as double; these do not merge") in error["message"], error
     assert str(service.indices.folder) not in error["message"]
 
@@ -61,7 +61,7 @@ def test_a_value_whose_type_clashes_with_the_index_column_is_a_422_before_anythi
     both = [{"id": "y0", "text": "again", "metadata": {"year": 2019}},
             {"id": "s2", "text": "flagged", "metadata": {"year": True}}]
     error = refusal(requests.post(url + "/documents", json={"documents": both, "replace": True}, timeout=60))
-    assert error["param"] == "documents.1.metadata.year" and "'year' is bool (True)" in error["message"], error
+    assert error["param"] == "documents.1.metadata.year" and "'year' is bool (true)" in error["message"], error
 
     # a Markdown file's front matter is metadata too: the file named, as ``files``
     page = ("---\nkind: 7\n---\n# Seven\nseven notes\n").encode()

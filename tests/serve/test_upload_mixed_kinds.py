@@ -18,7 +18,7 @@ from serve.ingest_task import run_ingest
 
 pytestmark = pytest.mark.integration  # MiniLM loads in this process
 
-YEAR_WARNING = ("metadata 'year' holds a number in '{}' (1999), a string in '{}' ('unknown'): its column is text, "
+YEAR_WARNING = ("metadata 'year' holds a number in '{}' (1999), a string in '{}' (\"unknown\"): its column is text, "
                 "every value as written ('1999' for 1999), and a filter on it compares text; send one kind to keep "
                 "numbers as numbers")
 
@@ -50,3 +50,15 @@ def test_files_whose_front_matter_mixes_kinds_say_so_beside_how_a_file_was_read(
     assert len(queued["warnings"]) == 2, queued
     assert queued["warnings"][0].startswith("menu.txt: not UTF-8; read as ")  # the file's, then the upload's
     assert queued["warnings"][1] == YEAR_WARNING.format("dated.md", "undated.md")
+
+
+def test_the_warning_quotes_this_uploads_values_in_json():
+    """It quoted Python's spelling (True) and always the example 1999, whatever was sent."""
+    from serve.documents import Document
+    from serve.index_reading import mixed_kind_warnings
+
+    docs = [Document.model_validate({"id": "c", "text": "gamma", "metadata": {"flag": True}}),
+            Document.model_validate({"id": "d", "text": "delta", "metadata": {"flag": 1}})]
+    [said] = mixed_kind_warnings(docs)
+    assert said.startswith("metadata 'flag' holds true/false in 'c' (true), a number in 'd' (1): its column is text, "
+                           "every value as written ('1' for 1)"), said
