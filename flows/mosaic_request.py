@@ -4,7 +4,9 @@ and the service's task routes, so a mosaicRAG client's body runs as it is."""
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from operators.errors import SpecError, UnknownOperatorError
 from operators.registry import get_operator
@@ -58,11 +60,11 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
         if k == numbers[0]:
             params = {**top_params, **params}
         try:
-            op = get_operator(str(raw["id"]), step=str(k)).name
+            cls = get_operator(str(raw["id"]), step=str(k))
         except UnknownOperatorError as err:  # named as the request wrote it, as the checks above name theirs
             err.field = f"{k}.id"
             raise
-        steps[str(k)] = {"op": op, "params": _mosaic_values(params)}
+        steps[str(k)] = {"op": cls.name, "params": _mosaic_values(params, getattr(cls, "Params", None))}
     if not steps:
         raise SpecError("a mosaicRAG request needs at least step '1'", field="1")
     query = body.get("query")
@@ -72,7 +74,35 @@ def mosaic_spec(body: dict[str, Any], *, name: str = "mosaic") -> tuple[dict[str
     return {"name": str(body.get("name") or name), "steps": steps}, (None if query is None else str(query))
 
 
-def _mosaic_values(params: dict[str, Any]) -> dict[str, Any]:
-    """mosaicRAG's UI sends booleans as 'Yes'/'No' strings."""
+def _mosaic_values(params: dict[str, Any], model: Any = None) -> dict[str, Any]:
+    """Values as mosaicRAG's UI sends them, every one a string, read back as ``/pipeline/info`` wrote them
+    (``flows.info.mosaic_parameter``): 'Yes'/'No' are booleans, '' a param whose default is None left to that
+    default, and a list or an object as JSON text (``'["rephrase"]'``) parsed for a param that takes no text. A
+    request that sent back the advertised defaults was refused (``filter: ''``, ``strategies: '["rephrase"]'``)."""
+    fields = getattr(model, "model_fields", {})
     mapped = {"yes": True, "no": False}
-    return {k: mapped.get(v.lower(), v) if isinstance(v, str) else v for k, v in params.items()}
+    values: dict[str, Any] = {}
+    for name, value in params.items():
+        field = fields.get(name)
+        if isinstance(value, str) and field is not None:
+            if value == "" and field.default is None and not field.is_required():
+                continue
+            if value[:1] in "[{" and not _takes_text(field.annotation):
+                try:
+                    value = json.loads(value)
+                except ValueError:
+                    pass  # not JSON: the param's own check names it
+        values[name] = mapped.get(value.lower(), value) if isinstance(value, str) else value
+    return values
+
+
+def _takes_text(annotation: Any) -> bool:
+    """Whether a param of this type may hold a string (then a value that looks like JSON stays text)."""
+    if annotation is str or isinstance(annotation, type) and issubclass(annotation, str):
+        return True
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Literal:
+        return any(isinstance(arg, str) for arg in args)
+    if origin is Annotated:
+        return _takes_text(args[0])
+    return origin in (Union, UnionType) and any(_takes_text(arg) for arg in args)
