@@ -87,8 +87,9 @@ class MetadataFilter(BaseModel):
         its first, `filter.eq.bool: Input should be a valid boolean`)."""
         if isinstance(data, dict):
             known = {f.alias or name for name, f in cls.model_fields.items()}
+            taken = known | set(cls.model_fields)  # by field name too (in_, all_: a dumped filter sent on)
             for name in data:  # a misspelt key: {fild: year} or {eqq: 1} (told to write {field: fild, ...})
-                if name not in known and (close := difflib.get_close_matches(str(name), sorted(known), n=1,
+                if name not in taken and (close := difflib.get_close_matches(str(name), sorted(known), n=1,
                                                                              cutoff=0.7)):
                     raise ValueError(f"unknown key '{name}'; did you mean '{close[0]}'? (keys: "
                                      f"{', '.join(sorted(known))})")
