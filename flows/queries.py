@@ -92,6 +92,11 @@ def read_queries(source: str | Path) -> pa.Table:
         return _checked(_read_lines(text, path), path)
     if suffix == ".json" and text.lstrip().startswith("["):
         return _checked(_read_array(text, path), path)
+    if suffix == ".json" and (one := _one_object(text)) is not None:  # a query object over several lines
+        pairs: list[tuple[str, str, str]] = []
+        conversations: list[str | None] = []
+        _record(one, f"{path}: the query", pairs, conversations)
+        return _checked((pairs, conversations), path)
     return _checked(_read_jsonl(text, path), path)
 
 
@@ -222,6 +227,18 @@ def _read_jsonl(text: str, where: str | Path) -> Read:
             raise SpecError(f"{where}:{line_no}: not JSON ({err.msg})", field="queries") from None
         _record(record, f"{where}:{line_no}", pairs, conversations)
     return pairs, conversations
+
+
+def _one_object(text: str) -> dict | None:
+    """The one JSON object of a ``.json`` file that holds one (pretty-printed, it was read line by line as JSON lines
+    and called "not JSON"); None for anything else, JSON lines included."""
+    if not text.lstrip().startswith("{"):
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def _read_array(text: str, where: str | Path) -> Read:

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from flows.cache import StepCache
 from flows.cache_calls import BatchCalls
@@ -218,6 +219,10 @@ class StepRunner:
             # unlike one with none (title before docno in its --out file)
             out = out.select([c for c in table.column_names if c in out.column_names]
                              + [c for c in written.column_names if c not in table.column_names])
+        if _replayed_a_taken_qid(table, out):  # a cached row's added query (q1#1) is now a query of the input
+            out, meta = self._call(table)  # computed afresh, as --no-cache would: it numbers past the input's qids
+            stats.hits, stats.metadata = 0, {}
+            merge_metadata(stats.metadata, meta)
         stats.rows_out = out.num_rows
         return out, stats
 
@@ -314,6 +319,16 @@ def _same_values(before: pa.ChunkedArray, after: pa.ChunkedArray) -> bool:
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
             return False
     return before.equals(after)
+
+
+def _replayed_a_taken_qid(table: pa.Table, out: pa.Table) -> bool:
+    """Whether a row step's output holds a qid twice where its input held each once: the rows a cached unit added
+    (``query.expand``'s ``1#1``) under a qid that this input gives another query (a queries file of ``1`` and
+    ``1#1``), which the operator, run on the whole batch, numbers past."""
+    if "qid" not in table.column_names or "qid" not in out.column_names or out.num_rows <= table.num_rows:
+        return False
+    return pc.count_distinct(table.column("qid")).as_py() == table.num_rows \
+        and pc.count_distinct(out.column("qid")).as_py() < out.num_rows
 
 
 def _qids(table: pa.Table) -> list[str]:

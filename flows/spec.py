@@ -213,7 +213,7 @@ class FlowSpec(BaseModel):
             try:
                 operators[step_id] = cls(step.params, step_id=step_id, input_steps=inputs[step_id])
             except ParamsError as err:
-                raise type(err)(yaml_bool_hint(err.message), step=step_id, op=step.op,  # its kind kept (NaN's)
+                raise type(err)(yaml_bool_hint(err.message), step=step_id, op=cls.name,  # its kind kept (NaN's)
                                 field=f"steps.{step_id}.{err.field}") from None
             if cls.scope == "source" and step.inputs:
                 raise SpecError(f"'{step.op}' is a source and reads no input", step=step_id, field="inputs")

@@ -37,8 +37,9 @@ def handle(args: argparse.Namespace) -> int:
     if args.names[:1] == ["prune"]:
         from flows.commands.models_prune import prune
 
-        if len(args.names) > 1 or args.check:
-            raise CliError("tessera models prune takes only --yes and --json", field="NAME")
+        if len(args.names) > 1 or args.check:  # the field is what was given besides
+            raise CliError("tessera models prune takes only --yes and --json",
+                           field="--check" if args.check else "NAME")
         return prune(args.yes, args.json)
     if args.yes:
         raise CliError("--yes goes with tessera models prune", field="--yes")

@@ -133,6 +133,13 @@ def _parse(file: str, mtime_ns: int, size: int, inode: int) -> dict[str, ModelAl
         raise ModelConfigError(f"the models file {path} {err}") from None
     if not isinstance(data, dict):
         raise ModelConfigError(f"the models file {path} must map alias names to entries")
+    wrapped = data.get("models")
+    if len(data) == 1 and isinstance(wrapped, dict) and wrapped and "model" not in wrapped \
+            and all(isinstance(entry, (dict, str)) for entry in wrapped.values()):
+        # `models: {mine: {...}}` said "unknown key 'mine'" of an alias named models
+        raise ModelConfigError(f"the models file {path} maps alias names at its top level, without a `models:` "
+                               f"key above them: remove that level (its entries: {', '.join(map(str, wrapped))})",
+                               field="models")
     out = {}
     for name, entry in data.items():
         if not name.strip():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from operators.llm.gateway import Completion, LLMError
 from operators.query._rewrite import QueryRewriter, RewriteParams
@@ -27,6 +27,13 @@ class ExpandParams(RewriteParams):
                                        description="The strategies to use, one model call each per query: "
                                        "diversify, specify, broaden, rephrase, diagnose.")
     per_strategy: int = Field(2, gt=0, le=10, description="Queries asked of each strategy.")
+
+    @field_validator("strategies")
+    @classmethod
+    def _each_once(cls, strategies: list[str]) -> list[str]:
+        if twice := sorted({s for s in strategies if strategies.count(s) > 1}):  # the same calls sent twice
+            raise ValueError(f"{', '.join(twice)} given more than once: each strategy is one call per query")
+        return strategies
 
 
 class QueryExpander(QueryRewriter):

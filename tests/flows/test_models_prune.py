@@ -83,6 +83,9 @@ def test_yes_without_prune_and_prune_with_names_are_refused(tessera, tmp_path): 
 
     assert_one_line_error(tessera("models", "--yes", home=tmp_path, check=None), "--yes goes with")
     assert_one_line_error(tessera("models", "prune", "local", home=tmp_path, check=None), "only --yes and --json")
+    # --check is named as what was given, not NAME
+    assert_one_line_error(tessera("models", "prune", "--check", home=tmp_path, check=None), "field '--check'",
+                          "only --yes and --json")
 
 
 def test_an_export_named_after_the_folder_above_a_model_folder_is_listed_once_its_weights_change(tmp_path,

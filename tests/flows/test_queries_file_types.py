@@ -73,3 +73,12 @@ def test_a_csv_is_read_as_text_so_ids_and_queries_keep_their_spelling(tmp_path):
 
     pq.write_table(pa.table({"qid": [7], "query": ["honey"]}), tmp_path / "q.parquet")  # whole numbers stay ids
     assert read_queries(str(tmp_path / "q.parquet")).to_pylist() == [{"qid": "7", "query": "honey"}]
+
+
+def test_a_json_file_of_one_pretty_printed_query_object_is_read(tmp_path):
+    """It was read as JSON lines and called "not JSON (Expecting property name ...)" at its first line."""
+    (tmp_path / "one.json").write_text('{\n  "_id": "a",\n  "text": "honey"\n}\n', encoding="utf-8")
+    assert read_queries(str(tmp_path / "one.json")).to_pylist() == [{"qid": "a", "query": "honey"}]
+    (tmp_path / "lines.json").write_text('{"_id": "a", "text": "honey"}\n{"_id": "b", "text": "opera"}\n',
+                                         encoding="utf-8")  # JSON lines under .json: as before
+    assert read_queries(str(tmp_path / "lines.json")).column("qid").to_pylist() == ["a", "b"]

@@ -290,3 +290,10 @@ def test_a_placed_step_without_its_deployment_stops_the_flow_before_the_steps_in
     with pytest.raises(PlacementError, match="'tessera/embedder', but this process is not connected to Ray") as err:
         LocalExecutor().run(spec, "honey bees")
     assert (err.value.step, err.value.op) == ("rr", "rerank.embedding")
+
+
+def test_a_params_error_names_the_operator_by_its_name_where_the_spec_wrote_an_alias():
+    """Built, it said operator 'bm25' (as written); the same flow's run-time errors say 'retrieve.bm25'."""
+    with pytest.raises(ParamsError) as err:
+        build({"b": {"op": "bm25", "params": {"kk": 3}}})
+    assert (err.value.op, err.value.field) == ("retrieve.bm25", "steps.b.params.kk")

@@ -222,6 +222,15 @@ def test_bounds_no_generated_query_could_meet_are_refused(name):
     assert err.value.field == "params.max_chars" and "less than min_chars 100" in str(err.value)
 
 
+def test_a_strategy_given_twice_is_refused():
+    """strategies: [rephrase, rephrase] sent the same prompt twice for every query."""
+    from operators.errors import ParamsError
+
+    with pytest.raises(ParamsError) as err:
+        create("query.expand", {"strategies": ["rephrase", "broaden", "rephrase"]}, step_id="expand")
+    assert err.value.field == "params.strategies" and "rephrase given more than once" in str(err.value)
+
+
 def test_a_list_mark_is_removed_and_what_starts_a_query_is_not(fault_models):
     """`U.S. presidents` was kept as `S. presidents`, `2019: the year` as `the year`: the mark pattern took a letter
     or any number before a dot or colon."""
@@ -306,3 +315,27 @@ def test_a_keywords_fallback_an_earlier_rewriter_already_added_is_not_added_agai
     second = op(first)
     assert [q for *_, q in extra(second)] == ["insects make honey pollinate flowers"]
     assert "an earlier query's" in op.drain_metadata()["q1"]["degraded"]["reason"]
+
+
+def test_a_cached_extra_query_never_takes_a_qid_the_input_gives_another_query(fault_models, tmp_path):
+    """Run on queries ``1``, then on ``1`` and ``1#1`` with the same cache: the cached row of ``1`` replayed its
+    extra query as ``1#1``, beside the input's own ``1#1``; it is computed afresh, numbered past it (``1#2``), as
+    without the cache."""
+    import pyarrow as pa
+
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from flows.spec import FlowSpec
+
+    fault_models.reply = "bumblebee nectar gathering"
+    spec = FlowSpec.parse({"name": "expand_only", "steps": {
+        "expand": {"op": "query.expand", "params": {"model": "fault-ok", "strategies": ["rephrase"]}}}})
+    executor = LocalExecutor(cache=StepCache(tmp_path / "cache"))
+    first = executor.run(spec, pa.table({"qid": ["1"], "query": ["which insects make honey"]})).table
+    assert first.column("qid").to_pylist() == ["1", "1#1"]
+    both = pa.table({"qid": ["1", "1#1"], "query": ["which insects make honey", "what is an opera"]})
+    out = executor.run(spec, both).table
+    qids = out.column("qid").to_pylist()
+    assert len(qids) == len(set(qids)), qids
+    assert extra(out) == [("1#2", "1", "rephrase", "bumblebee nectar gathering"),
+                          ("1#1#1", "1#1", "rephrase", "bumblebee nectar gathering")]
