@@ -28,6 +28,9 @@ _FOLLOW_UP_PROMPT = ("Question: {question}\nA document found so far: {title}: {t
 
 #: The column that holds a row's cosine to the question, where the question's dense search found it.
 QUESTION_COSINE = "score_dense"
+#: The query metadata of ``follow_up: llm``: the follow-up queries searched for a question (the model's, or a seed's
+#: title where it failed), so a result the question's own ranking lacks can be traced to them.
+FOLLOW_UPS = "follow_up_queries"
 #: Columns that carry a hop query back to the question it was written for.
 _QUESTION, _SLOT, _SEED_TEXT, _SEED = ("__multi_hop_question", "__multi_hop_slot", "__multi_hop_seed_text",
                                        "__multi_hop_seed")
@@ -133,6 +136,9 @@ class MultiHopRetriever(Operator):
     def reads(self) -> list[str]:
         return ["qid", "query"]
 
+    def metadata_keys(self) -> frozenset[str]:
+        return frozenset({FOLLOW_UPS}) if self.params.follow_up == "llm" else frozenset()
+
     def produces(self) -> dict[str, str]:
         dense = {QUESTION_COSINE: "data"} if "dense" in self.index_needs() else {}
         return {"docno": "id", "doc_id": "id", "title": "data", "text": "text", "hop": "data", "score": "score",
@@ -228,6 +234,8 @@ class MultiHopRetriever(Operator):
                 add_query_usage(self, str(qid), p.follow_up_model, seconds=result.seconds, failed=1)
             usable = line if re.search(r"[^\W\d_]", line) else None
             queries.append(usable or title)
+            written = self.notes().metadata.get(str(qid), {}).get(FOLLOW_UPS, [])  # hop by hop, what it searched
+            self.emit_metadata(qid, FOLLOW_UPS, [*written, usable or title])
             if usable is None:
                 failed.setdefault(qid, []).append(problem or f"no query in {result.text[:40]!r}")
         for qid, reasons in failed.items():  # the rerankers' policy: the query goes on, marked and logged

@@ -179,9 +179,11 @@ def test_a_second_hop_finds_more_gold_pairs_on_hotpotqa(hotpot_train100, follow_
 
 def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_index, fault_models):
     fault_models.reply = "  \n- gothic cathedral architecture\nanother line"
-    out = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm",
-                    follow_up_model="fault-ok")(queries(2))
+    asked = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5, follow_up="llm", follow_up_model="fault-ok")
+    out = asked(queries(2))
     assert fault_models.attempts["ok"] == 4   # two seeds for each of two questions
+    written_down = asked.drain_metadata()  # what it searched, said (a result the question lacked was untraceable)
+    assert all(meta["follow_up_queries"] == ["gothic cathedral architecture"] * 2 for meta in written_down.values())
     prompts = [body["messages"][-1]["content"] for body in fault_models.bodies]
     for question in queries(2).column("query").to_pylist():
         assert sum(f"Question: {question}\nA document found so far" in p for p in prompts) == 2
@@ -200,6 +202,7 @@ def test_llm_follow_ups_are_the_models_queries_and_titles_where_it_fails(sample_
     assert set(marks) == set(queries(2).column("qid").to_pylist())  # every query says why, as rerankers do
     assert all(m["step"] == failing_op.step_id and m["reason"].startswith("2 follow-up queries are seed titles")
                for m in marks.values())
+    assert all(len(meta["follow_up_queries"]) == 2 for meta in metadata.values())  # the seeds' titles
     titles = multi_hop(sample_index, documents_per_hop=2, follow_up_k=5)(queries(2))
     assert failing.column("docno").to_pylist() == titles.column("docno").to_pylist()
 
