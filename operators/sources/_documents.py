@@ -120,8 +120,7 @@ class DocumentMapper:
         others = {n for n in names if n in self.id_fields and n not in used}
         if "docno" in others and self.p.fields is None and not getattr(self.op, "_warned_docno", False):
             self.op._warned_docno = True
-            params = getattr(self.op, "params", None)
-            where = getattr(params, "path", None) or getattr(params, "folder", None) or getattr(self.op, "name", "?")
+            where = self._where()
             logger.warning("%s: field docno is left out: the documents' ids are their %s, and docno is the index's "
                            "name for a passage's id; rename the field to keep it", where, self.id_fields[0])
         return others
@@ -131,10 +130,28 @@ class DocumentMapper:
         every field any of them has, in the order they first appear, so a field the file's first record lacks
         is not lost; an id field that a record's id was not taken from is one (``_other_ids``)."""
         names = dict.fromkeys(name for record in records for name in record)
+        self.check_named_fields(names, self._where())
         reads = [self._id_fields_read(record) for record in records]
         others = self._other_ids([n for r, read in zip(records, reads) for n in r if n not in read], set())
         used = {self.p.text_field, self.p.title_field, *(set(self.id_fields) - others)}
         return self.p.title_field in names, self._keep(names, used)
+
+    def check_named_fields(self, names: Iterable[str], where: str) -> None:
+        """An id or title field named (not the defaults) that no document has is refused, as a missing text field
+        is: the documents got content ids, or no title, without a word."""
+        p, names = self.p, set(names)
+        for option, field, default in (("id", p.id_field, "_id"), ("title", p.title_field, "title")):
+            if field == default or field in names or option == "id" and p.id_mode == "content":
+                continue
+            raise SourceError(
+                f"{where}: no {option} field '{field}' (fields: {sorted(names)}); name the one that holds the "
+                f"{option}: tessera ingest --{option}-field NAME (in a spec, the read step's {option}_field), or "
+                f"leave it out" + (" for content ids" if option == "id" else ""),
+                op=self.op.name, step=self.op.step_id, field=f"params.{option}_field")
+
+    def _where(self) -> str:
+        params = getattr(self.op, "params", None)
+        return str(getattr(params, "path", None) or getattr(params, "folder", None) or getattr(self.op, "name", "?"))
 
     def _skip_empty(self, n: int, where: str) -> None:
         """Count ``n`` documents left out for an empty text: logged, and in the step's usage (``empty_texts``)."""
@@ -191,6 +208,7 @@ class DocumentMapper:
                 f"a spec, the read step's param: {{op: {self.op.name}, params: {{..., text_field: COLUMN}}}})",
                 op=self.op.name, step=self.op.step_id, field="params.text_field",
             )
+        self.check_named_fields(names, where)
         id_name = next((f for f in self.id_fields if f in names), None) if p.id_mode == "field" else None
         has_title = p.title_field in names
         try:

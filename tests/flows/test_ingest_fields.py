@@ -101,3 +101,21 @@ def test_a_retry_reads_as_the_source_was_read_and_python_names_the_field(home, c
                executor="local", progress=False)
     assert refused.value.field == "fields"
     assert "'body' is none of id_field, text_field, title_field" in str(refused.value)
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+@pytest.mark.parametrize("option, said", [("--id-field", "no id field 'idd'"),
+                                          ("--title-field", "no title field 'ttl'")])
+def test_an_id_or_title_field_no_document_has_is_refused_not_left_out(home, capsys, suffix, option, said):
+    """It was accepted without a word: the documents got content ids in place of their own, or no title."""
+    source = home / f"docs{suffix}"
+    if suffix == ".jsonl":
+        source.write_text(json.dumps({"_id": "b1", "title": "Bees", "text": "Honey bees make honey"}) + "\n")
+    else:
+        source.write_text("_id,title,text\nb1,Bees,Honey bees make honey\n")
+    status, _, err = ingest_cli(capsys, "--source", str(source), "--index", f"f{suffix[1:]}", option,
+                                "idd" if option == "--id-field" else "ttl")
+    # (a table's file fails as a missing text column's does: exit 1, the file in failures.jsonl)
+    assert status != 0 and said in err and "(fields: ['_id', 'text', 'title'])" in err, err
+    status, _, err = ingest_cli(capsys, "--source", str(source), "--index", f"ok{suffix[1:]}")  # defaults: as before
+    assert status == 0, err
