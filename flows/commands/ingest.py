@@ -126,7 +126,9 @@ def handle(args: argparse.Namespace) -> int:
         raise cli_option_error(err.made_by(train_command), OPTIONS) from None
     except IngestError as err:  # named as the user typed it: --source, not source=
         raise cli_option_error(err, OPTIONS) from None
-    nothing = report.docs == 0 and report.failures > 0  # every document of this run failed: not a success
+    # every document of this run failed, reading it or later (chunking, embedding: read, counted in docs, no chunk
+    # written): not a success
+    nothing = report.failures > 0 and (report.docs == 0 or report.chunks == 0)
     if report.shards_total == 0 and not args.retry_failed:  # not a rerun with nothing new: it has the source's shards
         source = f"--source {args.source}" if args.source else f"the read step of --spec {args.spec}"
         print(f"tessera: warning: {source} holds no documents (an empty file, a header line alone, PDF pages "

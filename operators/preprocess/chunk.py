@@ -55,7 +55,8 @@ class Chunker(Operator):
         model_config = ConfigDict(extra="forbid")
         unit: Literal["tokens", "sentences", "words"] = Field("tokens", description="What `size` and `overlap` count.")
         size: int = Field(256, gt=0, description="Units in a chunk (the last chunk of a document may have fewer).")
-        overlap: int = Field(32, ge=0, description="Units shared by consecutive chunks; less than `size`.")
+        overlap: int = Field(32, ge=0, validate_default=True,  # the default too: size 20 left it above the size
+                             description="Units shared by consecutive chunks; less than `size`.")
         language: PUNKT_LANGUAGES = Field("english", description="Punkt model for `unit: sentences`.")
         tokenizer: str | None = Field(
             None, min_length=1, description="Count `unit: tokens` as this model's word pieces (a model name or "
@@ -72,7 +73,8 @@ class Chunker(Operator):
         def _overlap_below_size(cls, overlap: int, info: ValidationInfo) -> int:
             size = info.data.get("size")
             if size is not None and overlap >= size:
-                raise ValueError(f"overlap must be less than size ({size}), or chunks would not advance")
+                raise ValueError(f"overlap ({overlap}) must be less than size ({size}), or chunks would not "
+                                 f"advance: set overlap below {size} (the default is 32)")
             return overlap
 
         @field_validator("tokenizer")

@@ -291,6 +291,24 @@ def test_encoder_failure_leaves_the_document_out_whole_until_retried(tmp_path, c
     assert committed_docnos(tmp_path / "idx") == committed_docnos(tmp_path / "ref") and reference.failures == 0
 
 
+@pytest.mark.integration
+def test_a_run_whose_every_document_fails_to_embed_exits_1(tmp_path, monkeypatch, capsys):
+    """A failure after reading (the encoder's) was counted among the run's docs: '2 docs -> 0 chunks', exit 0,
+    where every document failing to be read exits 1 saying no document was ingested."""
+    from flows.commands import main
+
+    source = tmp_path / "two.jsonl"
+    source.write_text("".join(json.dumps({"_id": f"k{i}", "text": f"kiwi note {i}"}) + "\n" for i in (1, 2)))
+    monkeypatch.setenv("TESSERA_FAULT", "fail_embed:k1,fail_embed:k2")
+    capsys.readouterr()
+    status = main(["ingest", "--source", str(source), "--index", str(tmp_path / "idx"), "--executor", "local",
+                   "--no-chunk", "--quiet"])
+    assert status == 1 and "no document was ingested: all 2 failed" in capsys.readouterr().err
+    monkeypatch.setenv("TESSERA_FAULT", "fail_embed:k1")  # one of two: a run that ingested something
+    assert main(["ingest", "--source", str(source), "--index", str(tmp_path / "one"), "--executor", "local",
+                 "--no-chunk", "--quiet"]) == 0
+
+
 def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
     from flows.commands import main
 

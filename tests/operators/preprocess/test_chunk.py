@@ -170,6 +170,19 @@ def test_bad_params_name_the_field(params, field):
         assert "less than size" in str(err.value)
 
 
+@pytest.mark.parametrize("unit, size", [("sentences", 2), ("words", 20), ("tokens", 32)])
+def test_a_size_at_or_below_the_default_overlap_is_refused_naming_overlap(unit, size):
+    """The default overlap (32) was not checked against size: sentences of 2 kept each document's first two
+    sentences only (the rest of its text lost), words of 20 failed every document ('negative dimensions')."""
+    with pytest.raises(ParamsError) as err:
+        create("preprocess.chunk", {"unit": unit, "size": size})
+    assert err.value.field == "params.overlap"
+    assert f"overlap (32) must be less than size ({size})" in str(err.value) and "the default is 32" in str(err.value)
+    out = create("preprocess.chunk", {"unit": unit, "size": size, "overlap": 0})(pa.table({
+        "docno": ["d1"], "text": ["One two three. Four five six. Seven eight nine. Ten."]}))
+    assert " ".join(out.column("text").to_pylist()).count("Ten") >= 1  # with an overlap that fits: all the text
+
+
 def test_missing_text_column_is_named():
     with pytest.raises(MissingColumnsError, match="body"):
         create("preprocess.chunk", {"text_column": "body"})(pa.table({"text": ["x"]}))
