@@ -13,11 +13,13 @@ from flows.bench.errors import BenchError
 DEFAULT_KS = (1, 3, 5, 10, 100)
 
 
-def check_ks(ks: list[int]) -> list[int]:
-    """The cutoffs, sorted and each once; an empty list or one below 1 is refused."""
-    if not ks or any(int(k) <= 0 for k in ks):
-        raise BenchError(f"bad --k value {ks}: give positive cutoffs, e.g. 1,3,5,10,100", field="k")
-    return sorted({int(k) for k in ks})
+def check_ks(ks: Any) -> list[int]:
+    """The cutoffs, sorted and each once; an empty list, one below 1, or one that is no whole number (10.5 was cut to
+    10, the text "10" read as the cutoffs 1 and 0) is refused, naming the value as given."""
+    whole = isinstance(ks, (list, tuple)) and all(isinstance(k, int) and not isinstance(k, bool) for k in ks)
+    if not whole or not ks or any(k <= 0 for k in ks):
+        raise BenchError(f"bad --k value {ks!r}: give positive whole cutoffs, e.g. [1, 3, 5, 10, 100]", field="k")
+    return sorted(set(ks))
 
 
 @dataclass
@@ -44,14 +46,16 @@ class BenchOptions:
     out_shown: str | None = None
 
     def __post_init__(self) -> None:
-        self.ks = check_ks(list(self.ks))
+        self.ks = check_ks(self.ks)
         if self.test not in significance.TESTS:
             raise BenchError(f"unknown test '{self.test}' (use {' or '.join(significance.TESTS)})", field="test")
         if self.correction not in significance.CORRECTIONS:
             raise BenchError(f"unknown correction '{self.correction}' (use one of "
                              f"{', '.join(significance.CORRECTIONS)})", field="correction")
-        if self.limit is not None and self.limit <= 0:
-            raise BenchError(f"bad --limit {self.limit}: give a positive number of queries", field="limit")
+        limit = self.limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            # (a text '5' failed as Python's TypeError, True was one query)
+            raise BenchError(f"bad --limit {limit!r}: give a positive number of queries", field="limit")
         grade = self.min_relevance
         if isinstance(grade, bool) or not isinstance(grade, int) or grade < 1:
             raise BenchError(f"bad --min-relevance {grade!r}: give a grade of 1 or more", field="min-relevance")

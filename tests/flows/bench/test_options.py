@@ -12,11 +12,16 @@ from flows.bench.results import BenchOptions
 @pytest.mark.parametrize("bad, field", [
     ({"ks": []}, "k"), ({"ks": [10, 0]}, "k"), ({"test": "z"}, "test"), ({"correction": "nope"}, "correction"),
     ({"limit": 0}, "limit"), ({"min_relevance": 0}, "min-relevance"), ({"min_relevance": True}, "min-relevance"),
+    # a text limit failed in Python's words (TypeError), True was one query; a cutoff of 10.5 became 10, and the
+    # text "10" the cutoffs 1 and 0 (the message named ['1', '0'])
+    ({"limit": "5"}, "limit"), ({"limit": True}, "limit"), ({"ks": [10.5]}, "k"), ({"ks": "10"}, "k"),
+    ({"ks": [True]}, "k"),
 ])
 def test_a_bad_option_is_refused_naming_it(tmp_path, bad, field):
     with pytest.raises(BenchError) as refused:
         BenchOptions(dataset=tmp_path / "nowhere", flows=["bm25"], out=tmp_path / "out", **bad)
     assert refused.value.field == field
+    assert repr(next(iter(bad.values()))) in refused.value.message  # the value as given
     assert not (tmp_path / "out").exists()
 
 
