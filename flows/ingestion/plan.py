@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from flows.ingestion.errors import IngestError
 from operators.base import Source
-from operators.errors import SourceError, short_repr
+from operators.errors import SourceError, plain_message, short_repr
 from operators.sources.encoding import check_encoding
 
 log = logging.getLogger("tessera.ingest")
@@ -265,13 +265,21 @@ def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
     if settings is not None and not isinstance(settings, dict):
         raise IngestError(f"settings must be IndexSettings or a dict, got {type(settings).__name__}",
                           field="settings")
-    if (index_path / "manifest.json").exists():
+    exists = (index_path / "manifest.json").exists()
+    if exists:
         base = Index.open(index_path).settings.model_dump()
     try:
         return IndexSettings.model_validate({**base, **(settings or {})})
     except ValidationError as err:
         first = err.errors()[0]
-        raise IngestError(f"bad index settings: {first['msg']}",  # loc is empty for a check of the whole
+        changed = {k: v for k, v in (settings or {}).items() if base.get(k) != v}
+        if exists and changed:  # --no-dense into an index of vectors alone: "both are false" of one flag given
+            has = ", ".join(f"{k}: {str(base.get(k)).lower()}" for k in changed)
+            asks = ", ".join(f"{k}: {str(v).lower()}" for k, v in changed.items())
+            raise IngestError(f"the index at {index_path} has {has}, and this asks for {asks}: "
+                              f"{plain_message(first)}; an index keeps the settings it was made with (ingest into "
+                              "a new index for others)", field="settings") from None
+        raise IngestError(f"bad index settings: {plain_message(first)}",  # loc is empty for a check of the whole
                           field=".".join(["settings", *map(str, first["loc"])])) from None
 
 

@@ -324,6 +324,21 @@ def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
     assert "other settings" in capsys.readouterr().err
 
 
+def test_a_flag_that_would_leave_an_index_without_either_half_names_what_the_index_has(tmp_path, corpus30, capsys):
+    """--no-bm25 into a BM25-only index said "bad index settings: Value error, an index needs dense or bm25 (both
+    are false)" of the one flag given."""
+    from flows.commands import main
+
+    base = ["ingest", "--source", str(corpus30), "--index", str(tmp_path / "idx"), "--executor", "local", "--quiet"]
+    assert main([*base, "--no-dense"]) == 0
+    capsys.readouterr()
+    assert main([*base, "--no-bm25"]) == 2
+    err = capsys.readouterr().err
+    assert f"the index at {tmp_path / 'idx'} has bm25: true, and this asks for bm25: false: an index needs dense or " \
+        "bm25 (both are false); an index keeps the settings it was made with" in err, err
+    assert "Value error" not in err
+
+
 def test_cli_refusals_name_the_options_as_typed(tmp_path, corpus30, capsys):
     from flows.commands import main
 
