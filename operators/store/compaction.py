@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from operators.store import dense, shard as shard_io
-from operators.store.errors import CommitConflictError, IndexCorruptError
+from operators.store.errors import CommitConflictError, IndexCorruptError, IndexStoreError
 from operators.store.layout import SHARDS, new_shard_id
 from operators.store.upgrade import COMPACTED
 from operators.store.settings import Manifest, ShardInfo
@@ -86,6 +86,9 @@ CompactProgressCallback = Callable[[CompactProgress], None]
 def compact(index, max_chunks: int, *, attempts: int,
             on_progress: CompactProgressCallback | None = None) -> CompactionSummary:
     """Compact ``index`` (an ``Index``) into shards of at most ``max_chunks``; what it did."""
+    if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:  # as --max-chunks is
+        raise IndexStoreError(f"max_chunks must be a whole number of at least 1, not {max_chunks!r}",
+                              field="max_chunks")
     started = time.perf_counter()
     for attempt in range(1, attempts + 1):
         manifest = index.manifest

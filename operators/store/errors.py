@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from operators.errors import TesseraError
 
 
@@ -65,3 +67,11 @@ class DocnoNotFoundError(IndexStoreError):
 class IndexWriteError(IndexStoreError):
     """The disk refused a write into the index (full, over quota, read-only, permission): nothing of that write was
     committed (``disk.refused_by_disk``)."""
+
+
+def listed_ids(ids: Any, name: str) -> Any:
+    """``ids`` as given, but one text refused: ``delete(doc_ids="ab")`` deleted the documents "a" and "b" and kept
+    the one it named."""
+    if isinstance(ids, (str, bytes)):
+        raise CommitError(f"{name} is a list of ids, not one text ({ids!r}): give [{ids!r}]", field=name)
+    return ids

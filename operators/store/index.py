@@ -34,7 +34,8 @@ from pydantic import ValidationError
 from operators.store import commit_shards, commits, compaction, search, shard as shard_io, snapshot
 from operators.store.disk import refused_by_disk
 from operators.store.commits import Commit
-from operators.store.errors import IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError
+from operators.store.errors import (IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError,
+                                    listed_ids)
 from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
                                     read_manifest, resolve_index, write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -226,7 +227,8 @@ class Index:
         """Tombstone every live chunk of ``doc_ids`` and the chunks ``docnos``; returns how many."""
         if doc_ids is None and docnos is None:
             raise IndexStoreError("delete needs doc_ids or docnos")
-        return self._commit([], replace_doc_ids=doc_ids, delete_docnos=docnos).tombstoned
+        return self._commit([], replace_doc_ids=listed_ids(doc_ids, "doc_ids"),
+                            delete_docnos=listed_ids(docnos, "docnos")).tombstoned
 
     def discard(self, infos: Sequence[ShardInfo]) -> list[str]:
         """Remove shards written for a commit that failed (never a committed shard); returns their ids."""

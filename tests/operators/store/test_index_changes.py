@@ -220,3 +220,23 @@ def test_a_shard_the_other_writer_committed_meanwhile_is_not_replaced(tmp_path, 
     assert after.check() == {}  # the committed folder is the one its manifest entry describes
     assert _live_docnos(after) == sorted(theirs.column("docno").to_pylist())
     assert after.uncommitted() == []  # this write's temporary folder is gone
+
+
+def test_one_text_as_the_ids_to_delete_is_refused_and_deletes_nothing(tmp_path):
+    """``delete(doc_ids="ab")`` read the text as the ids "a" and "b": it deleted those and kept the one named."""
+    from operators.store.errors import IndexStoreError
+
+    index = Index.create(tmp_path / "idx", IndexSettings(dense=False))
+    index.add(pa.table({"docno": ["a", "b", "ab"], "doc_id": ["a", "b", "ab"],
+                        "text": ["apple pie", "banana bread", "apple banana smoothie"]}))
+    for kwargs in ({"doc_ids": "ab"}, {"docnos": "ab"}):
+        with pytest.raises(CommitError) as err:
+            index.delete(**kwargs)
+        assert err.value.field == next(iter(kwargs)) and "give ['ab']" in err.value.message
+    assert index.counts()["live_chunks"] == 3
+    assert index.delete(doc_ids=["ab"]) == 1
+    for bad in (0, -1, 2.5, True):  # as the command's --max-chunks: failed inside the merge, or in Arrow's words
+        with pytest.raises(IndexStoreError) as err:
+            index.compact(max_chunks=bad)
+        assert err.value.field == "max_chunks"
+    assert index.counts()["live_chunks"] == 2
