@@ -110,6 +110,9 @@ def check_ingest(source: str | Path | dict | None, index: str | Path, *, setting
     if retry_failed:
         if not exists:
             raise IngestError(f"no index at {index_path} to retry failures of", field="index")
+        if isinstance(source, (str, os.PathLike)):  # it was ignored without a word: every open failure is retried
+            raise IngestError("a retry processes the index's open failures (failures.jsonl), whatever source they "
+                              "came from, and reads no source of its own: leave source out", field="source")
         if encoding is not None:
             raise IngestError("a retry reads its failures as their source was read, in its encoding; to read a "
                               "source in another one, ingest it with encoding= (and replace=True)", field="encoding")

@@ -119,3 +119,13 @@ def test_an_id_or_title_field_no_document_has_is_refused_not_left_out(home, caps
     assert status != 0 and said in err and "(fields: ['_id', 'text', 'title'])" in err, err
     status, _, err = ingest_cli(capsys, "--source", str(source), "--index", f"ok{suffix[1:]}")  # defaults: as before
     assert status == 0, err
+
+
+def test_a_retry_refuses_a_source_it_would_not_read(home, capsys):
+    """``--source X --retry-failed`` retried every open failure of the index, whatever source, and said nothing of
+    the --source it ignored."""
+    csv = str(home / "notes.csv")
+    assert ingest_cli(capsys, "--source", csv, "--index", "notes", "--text-field", "body")[0] == 0
+    status, _, err = ingest_cli(capsys, "--source", csv, "--index", "notes", "--retry-failed")
+    assert status == 2 and "field '--source'" in err and "leave --source out" in err, err
+    assert ingest_cli(capsys, "--index", "notes", "--retry-failed")[0] == 0
