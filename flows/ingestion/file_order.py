@@ -93,6 +93,8 @@ def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | 
     return sorted(fingerprint, key=lambda entry: rank.get(entry[0], len(rank)))
 
 
+#: Why a source's finished shard holds other documents when none of its files changed.
+READ_OTHERWISE = " (none of its files changed since the last ingest: this release of Tessera reads them otherwise)"
 #: Files that hold one document whatever their size (``operators.sources.file_text``): one cannot grow by documents.
 _ONE_DOCUMENT = (".md", ".markdown", ".txt", ".html", ".htm")
 
@@ -117,7 +119,7 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
         parts.append("documents added to one file of several take the places of the files read after it: add "
                      "them as a new file")
     if not parts and recorded:  # the same files, other documents: read otherwise since (an HTML page's furniture)
-        return " (none of its files changed since the last ingest: this release of Tessera reads them otherwise)"
+        return READ_OTHERWISE
     return f" (since the last ingest, {'; '.join(parts)})" if parts else ""
 
 

@@ -43,7 +43,8 @@ from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes
 from flows.ingestion.digests import docs_digest, meta_digest
 from flows.ingestion.errors import (FOLLOW_ADVICE, IngestError, SettingsMismatchError, SourceChangedError,
                                    read_staging_json)
-from flows.ingestion.file_order import changed_files, files_read_order, ordered_fingerprint, source_files
+from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, ordered_fingerprint,
+                                        source_files)
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
@@ -151,6 +152,9 @@ def staged_ids(path: Path) -> list[str]:
 #: What to do about records left out, in a Python caller's words (tessera ingest says --retry-failed; tessera
 #: bench, whose index is built anew from a changed corpus, says otherwise).
 RETRY_ADVICE = "fix them, then ingest again with retry_failed=True"
+#: Why a finished source staged now yields other documents, when it was staged with ``replace=True`` and is not now.
+REPLACED_BEFORE = (" (it was ingested with replace=True, which keeps the last copy of a repeated id: ingest it with "
+                   "replace=True again, as then)")
 
 
 class Stager:
@@ -246,6 +250,9 @@ class Stager:
                 return shards
         known = {s["id"]: s for s in (previous or {}).get("shards", [])}
         self._changed = changed_files(previous, fingerprint, self.params)  # named if a finished shard changed
+        if previous is not None and previous.get("duplicates") and not self.duplicates \
+                and self._changed in ("", READ_OTHERWISE):  # the files are as they were: the flag differs
+            self._changed = REPLACED_BEFORE
         read = ReadCount(on_docs)  # a sync reads the source again: its documents are counted once
         while True:
             skip = frozenset(Ledger(self.index_path).read_failure_ids(self.own(finished)))

@@ -49,3 +49,24 @@ def test_replace_on_a_source_already_committed_says_nothing_was_replaced(home, t
     assert main([*args, "--replace"]) == 0
     err = capsys.readouterr().err
     assert "nothing was replaced: every shard of this source was committed" in err and "tessera index update" in err
+
+
+def test_a_source_ingested_with_replace_run_again_without_it_is_told_to_add_it(home, tmp_path, capsys):
+    """A repeated id staged as its last copy (--replace) and then as its first (without): it said "none of its files
+    changed ...: this release of Tessera reads them otherwise", where only the option differs."""
+    import json
+
+    folder = tmp_path / "jf"
+    folder.mkdir()
+    first = [{"_id": "1", "text": "one"}, {"_id": "2", "text": "two"}]
+    (folder / "a.jsonl").write_text("".join(json.dumps(doc) + "\n" for doc in first))
+    (folder / "b.jsonl").write_text(json.dumps({"_id": "1", "text": "one again"}) + "\n")
+    args = ["ingest", "--source", str(folder), "--index", str(tmp_path / "idx"), "--no-dense", "--no-chunk",
+            "--executor", "local", "--quiet"]
+    assert main([*args, "--replace"]) == 0
+    capsys.readouterr()
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "it was ingested with --replace, which keeps the last copy of a repeated id: ingest it with --replace " \
+        "again" in err and "this release" not in err, err
+    assert main([*args, "--replace"]) == 0  # as then: nothing to do
