@@ -75,3 +75,24 @@ def listed_ids(ids: Any, name: str) -> Any:
     if isinstance(ids, (str, bytes)):
         raise CommitError(f"{name} is a list of ids, not one text ({ids!r}): give [{ids!r}]", field=name)
     return ids
+
+
+#: Settings that only an index with vectors reads.
+_DENSE_ONLY = frozenset({"dense_type", "dense_options", "encoder", "dim"})
+
+
+def settings_mismatch(path: Any, ours: dict[str, Any], theirs: dict[str, Any]) -> str:
+    """Why an index cannot be opened with other settings than it has: what differs, or, where only vector
+    settings differ from an index of none, that they do not apply (it said "it has dense_type: flat" of an index
+    that holds no vectors)."""
+    import json
+
+    differ = [k for k in ours if ours[k] != theirs.get(k)]
+    if not theirs.get("dense") and not ours.get("dense") and set(differ) <= _DENSE_ONLY:
+        which = f"{differ[0]} does not apply to it: leave it" if len(differ) == 1 else \
+            f"{', '.join(differ)} do not apply to it: leave them"
+        return f"the index at {path} holds no vectors (BM25 alone): {which} out, or make another index with vectors"
+    has = ", ".join(f"{k}: {json.dumps(theirs.get(k))}" for k in differ)
+    asked = ", ".join(f"{k}: {json.dumps(ours[k])}" for k in differ)
+    return (f"an index with other settings exists at {path}: it has {has}, and this asks for {asked}; keep its "
+            "settings, or use another index")

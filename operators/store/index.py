@@ -21,7 +21,6 @@ Usage::
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import threading
 from pathlib import Path
@@ -35,7 +34,7 @@ from operators.store import commit_shards, commits, compaction, search, shard as
 from operators.store.disk import refused_by_disk
 from operators.store.commits import Commit
 from operators.store.errors import (IndexCorruptError, IndexExistsError, IndexStoreError, ShardDataError,
-                                    listed_ids)
+                                    listed_ids, settings_mismatch)
 from operators.store.layout import (MANIFEST, SHARDS, check_new_index_path, expand_user, file_lock, new_shard_id,
                                     read_manifest, resolve_index, write_manifest)
 from operators.store.settings import IndexSettings, Manifest, ShardInfo
@@ -94,12 +93,8 @@ class Index:
             if (path / MANIFEST).exists():
                 existing = cls.open(path)
                 if existing.settings != settings:
-                    ours, theirs = settings.model_dump(mode="json"), existing.settings.model_dump(mode="json")
-                    differ = [k for k in ours if ours[k] != theirs[k]]
-                    has = ", ".join(f"{k}: {json.dumps(theirs[k])}" for k in differ)
-                    asked = ", ".join(f"{k}: {json.dumps(ours[k])}" for k in differ)
-                    raise IndexExistsError(f"an index with other settings exists at {path}: it has {has}, and this "
-                                           f"asks for {asked}; keep its settings, or use another index")
+                    raise IndexExistsError(settings_mismatch(path, settings.model_dump(mode="json"),
+                                                             existing.settings.model_dump(mode="json")))
                 return existing
             check_new_index_path(path)  # shards another process left meanwhile, under this lock
             manifest = Manifest(settings=settings, encoder_weights=encoder_weights(settings))

@@ -321,7 +321,8 @@ def test_cli_ingests_and_resumes(tmp_path, corpus30, capsys):
     assert json.loads(capsys.readouterr().out)["shards_skipped"] == 3
     assert main(["ingest", "--index", str(tmp_path / "idx"), "--dense-type", "hnsw", "--source", str(corpus30),
                  "--executor", "local", "--quiet"]) == 2
-    assert "other settings" in capsys.readouterr().err
+    # a BM25-only index: it said "it has dense_type: flat" of an index that holds no vectors
+    assert "holds no vectors (BM25 alone): dense_type does not apply to it: leave it out" in capsys.readouterr().err
 
 
 def test_a_flag_that_would_leave_an_index_without_either_half_names_what_the_index_has(tmp_path, corpus30, capsys):
