@@ -236,7 +236,11 @@ def in_query_order(table: pa.Table, queries: pa.Table) -> pa.Table:
     """
     if "qid" not in table.column_names or "qid" not in queries.column_names or table.num_rows < 2:
         return table
-    position = pc.index_in(table.column("qid"), value_set=queries.column("qid"))
+    try:
+        given = queries.column("qid").cast(table.schema.field("qid").type)
+        position = pc.index_in(table.column("qid"), value_set=given)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):  # qids of another kind than the input's: left as they are
+        return table
     position = pc.fill_null(pc.fill_null_forward(position), -1).to_numpy(zero_copy_only=False)
     if bool((position[1:] >= position[:-1]).all()):
         return table  # already in order, the usual case: no copy of every row
