@@ -20,6 +20,7 @@ from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import PlainTextResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from serve import chat_flows, client_gone, errors
 from serve import service as svc
@@ -134,6 +135,25 @@ async def chat_message(chat_id: str, request: Request,
                        message: str = Query(..., min_length=1, description="The question."),
                        stream: bool = Query(False, description="Answer as server-sent events: {text} pieces as the "
                                             "model writes the answer, then the reply, then [DONE].")) -> Any:
+    return await _ask(chat_id, request, message, stream)
+
+
+class ChatMessage(BaseModel):
+    """``POST /task/chat/{chat_id}``: the GET's query parameters as a JSON body, where a long question fits (9,000
+    CJK characters are 81,000 bytes of URL, which the HTTP server refused before the app saw them)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    message: str = Field(min_length=1, description="The question.")
+    stream: bool = Field(False, strict=True, description="Answer as server-sent events, as the GET's stream=true.")
+
+
+@router.post("/task/chat/{chat_id}", summary="Ask a chat, the question in a JSON body (as GET, for a long one)")
+async def chat_message_posted(chat_id: str, request: Request, body: ChatMessage) -> Any:
+    return await _ask(chat_id, request, body.message, body.stream)
+
+
+async def _ask(chat_id: str, request: Request, message: str, stream: bool) -> Any:
     service, owner = svc.current(), tenant(request)
     chat = await asyncio.to_thread(service.store.chat, chat_id, owner)
     if chat is None:

@@ -2,6 +2,7 @@
 // The Flows tab: every flow the caller may use, one flow's spec to read, change and save, delete or search with.
 
 let flowListing = {builtin: [], saved: [], status: {}}; // GET /flows, as the list shows it
+let openedFlow = null; // the flow the editor was filled from (opened, or saved): saving it again asks nothing
 
 /** Every flow, a saved one marked, and one the service cannot run said so (why: its title, and the status line once
  * it is opened: a title is out of reach of a keyboard or a finger). */
@@ -33,6 +34,7 @@ async function showFlow(name) {
   const spec = await call("GET", `flows/${encodeURIComponent(name)}`);
   $("flow-name").value = name;
   $("flow-spec").value = JSON.stringify(spec, null, 2);
+  openedFlow = name;
   offerDelete();
   const why = whyNotRunnable(flowListing, name);
   $("flow-status").textContent = why ? `cannot run here: ${why}` : "";
@@ -66,8 +68,12 @@ async function saveFlow(event) {
     } catch (err) {
       throw new ApiError(`the spec is not valid JSON (field: spec): ${err.message}`);
     }
+    // another saved flow of that name is replaced, with no undo: asked first, as a delete is (it went silently)
+    if (flowListing.saved.includes(name) && name !== openedFlow
+        && !window.confirm(`Replace the saved flow '${name}' with this spec?`)) return;
     const saved = await call("PUT", `flows/${encodeURIComponent(name)}`, spec);
     $("flow-spec").value = JSON.stringify(saved.spec, null, 2);
+    openedFlow = saved.name;
     await afterFlowChange(`saved as ${saved.name}`);
   });
 }

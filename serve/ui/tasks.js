@@ -274,11 +274,12 @@ async function askTask(event) {
         taskChats.set(taskId, {chatId: chatId.trim(), turns: []});
       }
       const chat = taskChats.get(taskId);
-      const path = `task/chat/${encodeURIComponent(chat.chatId)}?stream=true&message=${encodeURIComponent(message)}`;
+      // the question in a JSON body: in the URL, a long non-ASCII one was refused before the service read it
+      const path = `task/chat/${encodeURIComponent(chat.chatId)}`;
       let written = "";
       let reply = null;
       renderTaskChat(taskId, {question: message, text: ""});
-      await readEvents(await openStream("GET", path), (data) => {
+      await readEvents(await openStream("POST", path, {message, stream: true}), (data) => {
         if (data.text !== undefined) renderTaskChat(taskId, {question: message, text: (written += data.text)});
         else reply = data; // the whole reply, once the flow has run
       });

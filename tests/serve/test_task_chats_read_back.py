@@ -67,3 +67,25 @@ def test_a_tasks_chats_are_read_back_with_their_messages_and_only_by_its_key(key
     for url, key in ((chats, BOB), (f"{base}/task/nope/chats", ALICE)):  # another key's task, or none
         refused = call(url, key)
         assert refused.status_code == 404 and refused.json()["error"]["message"] == "Task id not found", refused.text
+
+
+def test_a_long_question_is_asked_in_a_body_where_the_url_could_not_hold_it(keyed):
+    """The web UI sent the question in the URL: 9,000 CJK characters (81,000 bytes percent-encoded, under
+    max_query_chars) were an HTTP 400 "Invalid HTTP request received." from the server, naming nothing. POST takes
+    it in a JSON body, streamed as the GET is; one over the limit is the 422 naming message."""
+    base, task_id = keyed
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    chat = call(f"{base}/task/chat/new", ALICE, task_id=task_id, model="fault-ok").text
+    long = "蜜" * 9000
+    asked = httpx.post(f"{base}/task/chat/{chat}", json={"message": long, "stream": True}, headers=headers,
+                       timeout=60)
+    assert asked.status_code == 200, asked.text
+    events = [line[5:].strip() for line in asked.text.splitlines() if line.startswith("data:")]
+    assert events[-1] == "[DONE]" and '"answer"' in events[-2]
+    over = httpx.post(f"{base}/task/chat/{chat}", json={"message": "蜜" * 10_001}, headers=headers, timeout=60)
+    error = over.json()["error"]
+    assert (over.status_code, error["param"]) == (422, "message") and "max_query_chars" in error["message"], error
+    odd = httpx.post(f"{base}/task/chat/{chat}", json={"message": "x", "stream": "yes"}, headers=headers, timeout=60)
+    assert (odd.status_code, odd.json()["error"]["param"]) == (422, "stream")
+    messages = call(f"{base}/task/{task_id}/chats", ALICE).json()["chats"][0]["messages"]
+    assert messages[0]["content"] == long  # kept as asked

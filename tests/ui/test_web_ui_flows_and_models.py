@@ -72,6 +72,17 @@ def test_a_flow_is_read_changed_saved_used_and_deleted_and_a_bad_one_is_refused_
         by_id(browser, "flow-save").click()
         wait(browser, lambda d: error_text(d).startswith("the spec is not valid JSON (field: spec)"))
 
+        # another flow saved under this name replaced it without a word (a delete asked): asked now too
+        click(browser, '//ul[@id="flow-list"]//button[text()="bm25"]')
+        wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == "bm25")
+        set_text(browser, "flow-name", name)
+        by_id(browser, "flow-save").click()
+        assert browser.switch_to.alert.text == f"Replace the saved flow '{name}' with this spec?"
+        browser.switch_to.alert.dismiss()
+        assert ui_app.api("GET", f"/flows/{name}").json()["steps"]["bm25"]["params"]["k"] == 7  # not replaced
+        click(browser, f'//ul[@id="flow-list"]//button[text()="{name}"]')  # the saved one open again
+        wait(browser, lambda d: by_id(d, "flow-name").get_attribute("value") == name)
+
         by_id(browser, "flow-delete").click()
         assert browser.switch_to.alert.text == f"Delete the saved flow '{name}'?"
         browser.switch_to.alert.dismiss()  # kept
