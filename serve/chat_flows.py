@@ -252,6 +252,8 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         message["standalone_query"] = meta["standalone_query"]
     if meta.get("abstained"):  # no document was close enough (min_relevance): the no-answer text, no model call
         message["abstained"] = True
+    if not answered:  # "No answer could be written (...)": a client leaves it out of the conversation it sends back
+        message["answered"] = False
     prompt = completion = 0
     for usage in (meta.get("usage") or {}).values():
         if isinstance(usage, dict):
@@ -309,8 +311,8 @@ async def _chunks(head: dict[str, Any], prepared: svc.Prepared, table: pa.Table,
                 continue
             message = item["message"]
             yield event({"content": rest_of(message["content"], item["answer"], sent, bool(message.get("degraded")))})
-            yield event({key: message[key] for key in ("sources", "degraded", "standalone_query", "abstained")
-                         if key in message},
+            yield event({key: message[key] for key in ("sources", "degraded", "standalone_query", "abstained",
+                                                       "answered") if key in message},
                         item["finish_reason"])
             if include_usage:
                 chunk = {**head, "object": "chat.completion.chunk", "choices": [], "usage": item["usage"]}

@@ -38,15 +38,17 @@ function renderChat(pending) {
 }
 
 /** POST /v1/chat/completions with stream: true; calls onText with the reply so far as its chunks arrive, and
- * returns {text, searched, stopped, cut, abstained} (searched: what a flow searched for, when it made a follow-up
- * stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at
+ * returns {text, searched, stopped, cut, abstained, unanswered} (searched: what a flow searched for, when it made a
+ * follow-up stand alone; stopped: ``signal`` stopped it, and text is what was written until then; cut: the model stopped at
  * its max_tokens, finish_reason "length", as the Search tab says of an answer; abstained: a flow's answer step found
- * no document close enough to answer from, and no model wrote the text). */
+ * no document close enough to answer from, and no model wrote the text; unanswered: the flow wrote no answer, and the
+ * text says why). */
 async function streamChat(body, onText, signal) {
   let text = "";
   let searched = "";
   let cut = false;
   let abstained = false;
+  let unanswered = false;
   try {
     await readEvents(await openStream("POST", "v1/chat/completions", body, signal), (chunk) => {
       const delta = chunk.choices && chunk.choices[0] && chunk.choices[0].delta;
@@ -56,13 +58,14 @@ async function streamChat(body, onText, signal) {
       }
       if (delta && delta.standalone_query) searched = delta.standalone_query;
       if (delta && delta.abstained) abstained = true;
+      if (delta && delta.answered === false) unanswered = true;
       if (chunk.choices && chunk.choices[0] && chunk.choices[0].finish_reason === "length") cut = true;
     });
   } catch (err) {
     if (!signal.aborted) throw err;
-    return {text, searched, stopped: true, cut, abstained};
+    return {text, searched, stopped: true, cut, abstained, unanswered};
   }
-  return {text, searched, stopped: false, cut, abstained};
+  return {text, searched, stopped: false, cut, abstained, unanswered};
 }
 
 /** What the browser says of a message of only spaces, refused (requireText). */
@@ -101,7 +104,9 @@ async function sendChat(event) {
   const stopTicking = ticking($("chat-status"), "answering…");
   try {
     const body = {model: $("chat-model").value, stream: true,
-      messages: conversation.map((m) => ({role: m.role, content: m.content}))};
+      // a reply that is no answer ("No answer could be written (...)") is shown, not sent back: the follow-up
+      // was searched for with that text in it (the task chat leaves it out too)
+      messages: conversation.filter((m) => !m.unanswered).map((m) => ({role: m.role, content: m.content}))};
     const chosen = $("chat-model").selectedOptions[0];
     const index = $("chat-index").value.trim();
     if (index && chosen && chosen.dataset.type === "flow") body.index = index; // a model alone reads no index
@@ -114,7 +119,7 @@ async function sendChat(event) {
       if (!input.value) input.value = content; // and the message is back in the box to send again
     } else {
       conversation.push({role: "assistant", content: reply.text, searched: reply.searched, stopped: reply.stopped,
-        cut: reply.cut, abstained: reply.abstained});
+        cut: reply.cut, abstained: reply.abstained, unanswered: reply.unanswered});
       announce(`answer: ${reply.text}`); // the log is drawn again at every piece of it: not a live region
     }
     renderChat();

@@ -1,0 +1,27 @@
+"""A flow's chat reply that is no answer ("No answer could be written (...)") says so (``answered: false``, also in
+the last event of a stream), so a client leaves it out of the conversation it sends back: the web UI's Chat tab sent
+it, and the follow-up was searched for with that text in it. A real local run of the answer steps over a real results
+table, the model the fault server's failing one."""
+
+from __future__ import annotations
+
+from flows.executors.local import LocalExecutor
+from flows.spec import FlowSpec
+from operators.testing import sample_results
+
+
+def test_a_reply_the_flow_could_not_write_is_marked_unanswered(fault_models):
+    from serve.chat_flows import _message
+
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context"},
+        "answer": {"op": "generate.answer", "params": {"model": "fault-error", "num_retries": 0}}}})
+    table = sample_results(1, 3)
+    failed = LocalExecutor().run(spec, table)
+    reply = _message(failed, "q1")
+    assert reply["answered"] is False and reply["message"]["answered"] is False
+    assert reply["message"]["content"].startswith("No answer could be written (")
+    fault_models.reply = "Honey bees make honey [1]."
+    spec.steps["answer"].params["model"] = "fault-ok"
+    answered = _message(LocalExecutor().run(spec, table), "q1")
+    assert answered["answered"] is True and "answered" not in answered["message"]
