@@ -87,7 +87,12 @@ async function showDocuments(ix, offset = 0) {
   $("doc-heading").textContent = `Documents of ${ix.name}: ${shown} of ${page.total}`;
   const more = $("doc-more");
   more.hidden = shown >= page.total;
-  more.onclick = () => guarded(() => showDocuments(ix, shown));
+  more.disabled = false;
+  more.onclick = () => { // off while its page loads: a double click added the same page twice (300 rows of 200)
+    if (more.disabled) return;
+    more.disabled = true;
+    guarded(() => showDocuments(ix, shown)).finally(() => { more.disabled = false; });
+  };
   const panel = $("index-documents");
   panel.dataset.index = ix.name;
   panel.hidden = false;
