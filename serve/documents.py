@@ -49,6 +49,9 @@ class Document(BaseModel):
     def _id_has_text(cls, doc_id: str) -> str:
         if not doc_id.strip():  # ingestion reads a blank id as none and gives a content id the client never sent
             raise ValueError("the id is blank: give each document an id with a character that is not a space")
+        if doc_id in (".", ".."):  # GET .../documents/.. is the index's path (URLs resolve dot segments): unreadable
+            raise ValueError(f"the id '{doc_id}' cannot be read back (a URL takes it as a step of its path): give "
+                             "another id")
         return doc_id
 
     @field_validator("text")

@@ -58,6 +58,9 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
     ({"id": "   ", "text": "x"}, "id", "the id is blank"),
     ({"id": "\t", "text": "x"}, "id", "the id is blank"),
     ({"id": "a", "text": " \n "}, "text", "the text is blank and there is no title"),
+    # accepted, then never to be opened: GET .../documents/.. is the index's own path once the URL is resolved
+    ({"id": ".", "text": "x"}, "id", "the id '.' cannot be read back"),
+    ({"id": "..", "text": "x"}, "id", "the id '..' cannot be read back"),
 ])
 def test_an_uploaded_document_with_a_blank_id_or_nothing_to_index_is_refused_naming_the_field(document, field, says):
     """A blank id was accepted, then stored under a content id the client never sent (and a second upload of the
@@ -72,6 +75,7 @@ def test_an_uploaded_document_with_a_blank_id_or_nothing_to_index_is_refused_nam
     assert problem["loc"] == ("documents", 1, field) and says in problem["msg"], problem
     kept = DocumentsRequest.model_validate({"documents": [{"id": " a b ", "title": "A title alone", "text": " "}]})
     assert kept.documents[0].id == " a b "  # an id with spaces is an id; a title alone is a document
+    assert DocumentsRequest.model_validate({"documents": [{"id": "...", "text": "x"}]}).documents[0].id == "..."
 
 
 @pytest.mark.parametrize("model, body, field", [
