@@ -311,14 +311,13 @@ def _read_columnar(path: Path) -> Read:
         table = pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(
             column_types={name: pa.string() for name in names}))
     names = table.column_names
-    _check_names(names, path)
     qid_col = next((n for n in _ID_FIELDS if n in names), None)
     text_col = next((n for n in _TEXT_FIELDS if n in names), None)
     if qid_col is None or text_col is None:
         raise SpecError(f"{path}: needs columns qid and query (or _id and text), has {one_line(names, 160)}",
                         field="queries")
     for column, numbers in ((qid_col, True), (text_col, False)):
-        if not _text_like(table.schema.field(column).type, numbers=numbers):
+        if not text_like(table.schema.field(column).type, numbers=numbers):
             what = "text or whole numbers" if numbers else "text"
             raise SpecError(f"{path}: column {column} holds {table.schema.field(column).type}, not {what}",
                             field="queries")
@@ -332,10 +331,12 @@ def _check_names(names: list[str], path: Path) -> None:
         raise SpecError(f"{path}: column(s) {', '.join(repeated)} appear more than once", field="queries")
 
 
-def _text_like(kind: pa.DataType, *, numbers: bool) -> bool:
-    """Whether a column of ``kind`` holds what a qid (``numbers``: whole numbers too) or a query's text may be: a list,
-    bytes or a struct would be searched as its Python spelling (``"['honey']"``)."""
-    if pa.types.is_dictionary(kind):
-        kind = kind.value_type
-    return (pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind)
-            or pa.types.is_null(kind) or numbers and pa.types.is_integer(kind))
+def text_like(kind: pa.DataType, *, numbers: bool) -> bool:
+    """Whether a column of ``kind`` holds what a qid (``numbers``: whole numbers too) or a query's text may be, cast to
+    text: other string types, nulls, pandas' categorical of strings. A list, bytes or a struct would be searched as
+    its Python spelling (``"['honey']"``). One rule for a queries file and a queries table (``executors.base``)."""
+    return pa.types.is_string(kind) or pa.types.is_large_string(kind) or pa.types.is_string_view(kind) \
+        or pa.types.is_null(kind) \
+        or pa.types.is_dictionary(kind) and (pa.types.is_string(kind.value_type)  # pandas' categorical: large_string
+                                             or pa.types.is_large_string(kind.value_type)) \
+        or numbers and pa.types.is_integer(kind)

@@ -26,10 +26,9 @@ expression.
 
 from __future__ import annotations
 
-import difflib
-
 import calendar
 import datetime as dt
+import difflib
 from dataclasses import dataclass, field as dc_field
 from typing import Any, Union
 

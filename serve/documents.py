@@ -208,8 +208,9 @@ def made_from_file(doc_id: str, filename: str) -> bool:
     file sent again with ``replace`` takes away, and not a JSON document whose ``metadata.path`` only names it."""
     if Path(filename).suffix.lower() != ".pdf":
         return doc_id == filename
-    prefix = pdf_page_id(filename, 0)[:-1]
-    return doc_id.startswith(prefix) and doc_id[len(prefix):].isdigit() and doc_id[len(prefix):].isascii()
+    prefix = pdf_page_id(filename, 0)[:-1]  # "<stem>-p"
+    page = doc_id[len(prefix):]
+    return doc_id.startswith(prefix) and page.isascii() and page.isdigit()
 
 
 def text_file_document(filename: str, content: bytes, warnings: list[str]) -> dict[str, Any]:

@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from flows.cache import StepCache
 from flows.progress import CancelToken, ProgressCallback, ProgressEvent
+from flows.queries import text_like
 from flows.result import FlowResult, StepRecord
 from flows.runner import BatchStats, add_usage, caches, merge_metadata
 from flows.spec import Flow, FlowSpec
@@ -124,10 +125,7 @@ def _text_column(table: pa.Table, name: str, *, numbers: bool) -> pa.Table:
     kind = table.schema.field(name).type
     if kind == pa.string():
         return table
-    castable = pa.types.is_large_string(kind) or pa.types.is_string_view(kind) or pa.types.is_null(kind) \
-        or pa.types.is_dictionary(kind) and (pa.types.is_string(kind.value_type)  # pandas' categorical: large_string
-                                             or pa.types.is_large_string(kind.value_type)) \
-        or numbers and pa.types.is_integer(kind) \
+    castable = text_like(kind, numbers=numbers) \
         or table.num_rows == 0  # an empty DataFrame's columns are float64: no value to be of another type
     if not castable and numbers and pa.types.is_floating(kind) and table.column(name).null_count:
         # pandas holds whole numbers with a missing one (None, NaN) as floats: the missing one is the problem

@@ -172,10 +172,11 @@ class Stager:
         self.key = key or source_key(op)
         self.index_path = Path(index_path)
         self.dir = staging_dir(op, index_path, self.key)
-        self.shard_size = shard_size or (self._previous() or {}).get("shard_size") or DEFAULT_SHARD_SIZE
+        previous = self._previous()
+        self.shard_size = shard_size or (previous or {}).get("shard_size") or DEFAULT_SHARD_SIZE
         self.params = _source_params(op)
         self._changed = ""
-        self.generations = Generations.of_state(self._previous())
+        self.generations = Generations.of_state(previous)
         self.sync = sync or self.generations.syncing
         if self.generations.syncing and duplicates:  # --replace would be ignored by the sync that goes on
             raise IngestError("the last sync of this source was cut short: finish it first (ingest the source again, "
