@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import glob
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -274,8 +275,9 @@ def index_settings(index_path: Path, settings: Any, base: dict[str, Any]):
         first = err.errors()[0]
         changed = {k: v for k, v in (settings or {}).items() if base.get(k) != v}
         if exists and changed:  # --no-dense into an index of vectors alone: "both are false" of one flag given
-            has = ", ".join(f"{k}: {str(base.get(k)).lower()}" for k in changed)
-            asks = ", ".join(f"{k}: {str(v).lower()}" for k, v in changed.items())
+            # in JSON, as the index's own refusal says them: true, "flat" (an encoder's name was lowercased)
+            has = ", ".join(f"{k}: {json.dumps(base.get(k))}" for k in changed)
+            asks = ", ".join(f"{k}: {json.dumps(v)}" for k, v in changed.items())
             raise IngestError(f"the index at {index_path} has {has}, and this asks for {asks}: "
                               f"{plain_message(first)}; an index keeps the settings it was made with (ingest into "
                               "a new index for others)", field="settings") from None
