@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any, Iterable
 
+from flows.ingestion.errors import FOLLOW_ADVICE
 from operators.base import Source
 from operators.sources.paths import glob_stem, resolve_paths
 
@@ -95,6 +96,18 @@ def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | 
 
 #: Why a source's finished shard holds other documents when none of its files changed.
 READ_OTHERWISE = " (none of its files changed since the last ingest: this release of Tessera reads them otherwise)"
+#: Why a source's finished shards are not what it yields: another file that starts with its documents was ingested
+#: since and continued it (``moved``), and is still there. A sync would delete the documents only that file holds.
+CONTINUED = (" (since the last ingest, the index follows {files}, which starts with this source's documents and "
+             "added to them: ingest {files} to add to the index, or this source into a new index; a sync here would "
+             "delete the documents only {files} holds)")
+
+
+def follow_advice(changed: str) -> str:
+    """What to do about a source whose finished shard it no longer yields, after ``changed`` (``changed_files``)."""
+    return "" if changed.startswith(CONTINUED[:30]) else f"; {FOLLOW_ADVICE}"
+
+
 #: Files that hold one document whatever their size (``operators.sources.file_text``): one cannot grow by documents.
 _ONE_DOCUMENT = (".md", ".markdown", ".txt", ".html", ".htm")
 
@@ -112,6 +125,8 @@ def changed_files(state: dict[str, Any] | None, fingerprint: list[list[Any]] | N
     removed = [path for path in gone if not os.path.exists(path)]
     unread = [path for path in gone if path not in removed]  # there, but the source does not read it (a folder
     changed = [path for path, was in recorded.items() if path in now and now[path] != was]  # after its glob)
+    if unread and not removed and not set(recorded) & set(now):  # another file, still there, continued it
+        return CONTINUED.format(files=_names(unread))
     parts = [f"{what}: {_names(paths)}" for what, paths in (("removed", removed), ("no longer read", unread),
                                                             ("changed", changed)) if paths]
     if len(now) > 1 and any(not p.lower().endswith(_ONE_DOCUMENT) for p in changed):  # a record appended to a.jsonl

@@ -41,10 +41,9 @@ import pyarrow.parquet as pq
 
 from flows.ingestion.column_types import LEFT_OUT_COLUMNS, ColumnTypes
 from flows.ingestion.digests import docs_digest, meta_digest
-from flows.ingestion.errors import (FOLLOW_ADVICE, IngestError, SettingsMismatchError, SourceChangedError,
-                                   read_staging_json)
-from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, ordered_fingerprint,
-                                        source_files)
+from flows.ingestion.errors import IngestError, SettingsMismatchError, SourceChangedError, read_staging_json
+from flows.ingestion.file_order import (READ_OTHERWISE, changed_files, files_read_order, follow_advice,
+                                        ordered_fingerprint, source_files)
 from flows.ingestion.ledger import Failure, Ledger
 from flows.ingestion.reading import LOGGED_FAILURES, ReadCount, iter_documents, log_failure
 from flows.ingestion.resync import Generations, Resync, drop_ids, retired_doc_ids, write_ids
@@ -376,7 +375,7 @@ class Stager:
                 what = "other documents" if other else "other titles or metadata for its documents"
                 raise SourceChangedError(
                     f"shard {shard} (documents {first} to {first + n - 1}) is in the index, but the source now "
-                    f"yields {what} there{self._changed}; {FOLLOW_ADVICE}")
+                    f"yields {what} there{self._changed}{follow_advice(self._changed)}")
             out.append(StagedShard(id=shard, index=index, docs=n, digest=digest,
                                    read_failures=(recorded or {}).get("read_failures", 0), meta=meta))
             start += n

@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from flows.ingestion.errors import FOLLOW_ADVICE, SourceChangedError
+from flows.ingestion.errors import SourceChangedError
+from flows.ingestion.file_order import follow_advice
 from flows.ingestion.ledger import Ledger
 from operators.store import shard as shard_io
 from operators.store.layout import SHARDS
@@ -65,7 +66,7 @@ def lost_error(shard: str, known: dict[str, dict], shard_size: int, changed: str
     n = (known.get(shard) or {}).get("docs", 0)
     where = f"documents {first} to {first + n - 1}" if n else f"from document {first}"
     return SourceChangedError(f"shard {shard} ({where}) is in the index, but the source now ends before it"
-                              f"{changed}; {FOLLOW_ADVICE}")
+                              f"{changed}{follow_advice(changed)}")
 
 
 def committed_prefix(index_path: str | Path, shard: str, rows: pa.Table) -> tuple[int, bool] | None:

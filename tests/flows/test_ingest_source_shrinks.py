@@ -145,3 +145,17 @@ def test_a_subfolder_then_a_glob_of_its_parent_is_refused_naming_both_folders(tm
     assert ingest(capsys, f"{docs}/*.txt", index) == (0, "2", "0")  # the other files, as the message says
     assert ingest(capsys, f"{docs}/sub/*", index) == (0, "0", "1")
     assert doc_ids(index) == ["a.txt", "b.txt", "c.txt"]
+
+
+def test_the_file_a_longer_copy_continued_is_told_to_ingest_the_copy_not_to_sync(tmp_path, capsys):
+    """A longer file that starts with an ingested file's documents continues its source (``moved``). The shorter
+    file ingested again was refused advising ``--sync``, which would have deleted the documents only the longer
+    file gave."""
+    short, index = jsonl(tmp_path / "short.jsonl", "k1", "k2"), tmp_path / "idx"
+    assert ingest(capsys, short, index) == (0, "2", "0")
+    longer = jsonl(tmp_path / "longer.jsonl", "k1", "k2", "k3")
+    assert ingest(capsys, longer, index) == (0, "1", "1")
+    status, _, err = ingest(capsys, short, index)
+    assert status == 2 and f"the index follows {longer}" in err and f"ingest {longer} to add" in err, err
+    assert "a sync here would delete the documents only" in err and "--sync to make the index follow" not in err
+    assert doc_ids(index) == ["k1", "k2", "k3"]
