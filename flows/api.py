@@ -332,6 +332,7 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
     documents are added to it.
     """
     from flows.ingestion import ingest as run_ingestion
+    from flows.ingestion.errors import NothingIngestedError
     from flows.model_check import MissingModelsError
     from flows.train import train_command
     from operators.store import Index as StoreIndex
@@ -353,4 +354,6 @@ def ingest(source: str | os.PathLike | dict | None, index: "str | os.PathLike | 
         report = run_ingestion(source, index, spec=spec, executor=executor, progress=progress, **options)
     except MissingModelsError as err:  # with the tessera train command that makes each, as Flow.run says
         raise err.made_by(train_command) from None
+    if report.nothing_ingested:  # as tessera ingest exits 1: an empty Index returned read as a success
+        raise NothingIngestedError(report)
     return Index(StoreIndex.open(report.index), report)

@@ -126,9 +126,7 @@ def handle(args: argparse.Namespace) -> int:
         raise cli_option_error(err.made_by(train_command), OPTIONS) from None
     except IngestError as err:  # named as the user typed it: --source, not source=
         raise cli_option_error(err, OPTIONS) from None
-    # every document of this run failed, reading it or later (chunking, embedding: read, counted in docs, no chunk
-    # written): not a success
-    nothing = report.failures > 0 and (report.docs == 0 or report.chunks == 0)
+    nothing = report.nothing_ingested
     if report.shards_total == 0 and not args.retry_failed:  # not a rerun with nothing new: it has the source's shards
         source = f"--source {args.source}" if args.source else f"the read step of --spec {args.spec}"
         print(f"tessera: warning: {source} holds no documents (an empty file, a header line alone, PDF pages "
@@ -167,7 +165,9 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
     retry = f"fix them, then: tessera ingest --index {shlex.quote(r.index)} --retry-failed"
     if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
-        first = _first_failure(r.index)
+        from flows.ingestion.ledger import first_open_failure
+
+        first = first_open_failure(r.index)
         print(f"tessera: error: no document was ingested: all {r.failures} failed ("
               + (f"the first: {first}; " if first else "") + f"why: {r.index}/failures.jsonl; {retry})",
               file=sys.stderr, flush=True)
@@ -176,20 +176,6 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "
                   f"{r.index}/failures.jsonl[/] ({retry})", soft_wrap=True)
     return EXIT_OK
-
-
-def _first_failure(index: str) -> str | None:
-    """The first open failure's error in the index's ledger, as the one line says it (None: none there): when every
-    document failed, the why belongs on the error line, not only in the warnings above it and the file."""
-    from flows.ingestion.ledger import open_failures_at
-    from operators.errors import one_line
-    from operators.store import IndexStoreError
-
-    try:
-        failures = open_failures_at(index)
-    except IndexStoreError:
-        return None
-    return one_line(failures[0].described()) if failures else None
 
 
 def _fields(args: argparse.Namespace) -> dict[str, str] | None:

@@ -29,6 +29,20 @@ def read_staging_json(path) -> dict | None:
                       "twice", field="index")
 
 
+class NothingIngestedError(IngestError):
+    """Every document of the run failed (read, chunk or embed), so the index holds none of them: ``flows.api.ingest``
+    raises it where ``tessera ingest`` exits 1. ``report`` is the run's ``IngestReport``."""
+
+    def __init__(self, report):
+        from flows.ingestion.ledger import first_open_failure
+
+        self.report = report
+        first = first_open_failure(report.index)
+        super().__init__(f"no document was ingested: all {report.failures} failed ("
+                         + (f"the first: {first}; " if first else "") + f"why: {report.index}/failures.jsonl; fix "
+                         f"them, then: ingest(None, {report.index!r}, retry_failed=True))", field="source")
+
+
 class SourceChangedError(IngestError):
     """A finished shard's documents differ from what the source yields now."""
 

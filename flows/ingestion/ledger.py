@@ -249,6 +249,19 @@ def open_failures_at(index_path: str | Path) -> list[Failure]:
     return ledger.open_failures(finished_shards(Index.open(index_path, verify=False), ledger))
 
 
+def first_open_failure(index_path: str | Path) -> str | None:
+    """The first open failure's error in the index's ledger, on one line (None: none there, or no index): when every
+    document failed, the why belongs on the error itself, not only in the warnings before it and the file."""
+    from operators.errors import one_line
+    from operators.store import IndexStoreError
+
+    try:
+        failures = open_failures_at(index_path)
+    except IndexStoreError:
+        return None
+    return one_line(failures[0].described()) if failures else None
+
+
 def finished_shards(index, ledger: Ledger | None = None) -> set[str]:
     """The shards that are finished: committed (in the manifest of ``index``, None while it has none) or recorded
     empty in the ledger (every document of them failed, so there is no shard folder to commit). Staging, the

@@ -33,5 +33,11 @@ class IngestReport:
     def docs_per_s(self) -> float:
         return self.docs / self.seconds if self.seconds else 0.0
 
+    @property
+    def nothing_ingested(self) -> bool:
+        """Every document of this run failed, reading it or later (chunking, embedding: read, counted in ``docs``,
+        no chunk written): not a success."""
+        return self.failures > 0 and (self.docs == 0 or self.chunks == 0)
+
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "docs_per_s": round(self.docs_per_s, 1)}

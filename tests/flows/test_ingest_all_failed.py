@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
 from flows.commands import main
@@ -67,3 +68,20 @@ def test_an_ingestion_whose_every_record_fails_ends_as_on_the_local_executor(exe
     assert outcome["unfinished"] == [] and outcome["counts"]["shards"] == 0
     if executor_kind == "ray":  # the same input on the local executor: the same outcome, record for record
         assert outcome == _outcome(tmp_path, "local", capsys)
+
+
+def test_the_python_call_whose_every_record_fails_raises_naming_the_first_failure(tmp_path, monkeypatch):
+    """``flows.api.ingest`` returned an empty ``Index`` where ``tessera ingest`` exits 1: a script went on to
+    search an index that holds nothing. Fixed, then retried, it returns the index with the documents."""
+    from flows.api import ingest
+    from flows.ingestion.errors import NothingIngestedError
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    source, index = tmp_path / "leave.jsonl", tmp_path / "idx"
+    source.write_text(LINES)
+    with pytest.raises(NothingIngestedError, match=r"no document was ingested: all 2 failed \(the first: ") as err:
+        ingest(source, index, settings={"dense": False}, progress=False)
+    assert err.value.report.failures == 2 and "retry_failed=True" in str(err.value), str(err.value)
+    source.write_text("".join(json.dumps({"_id": f"d{i}", "text": line}) + "\n"
+                              for i, line in enumerate(LINES.splitlines())))
+    assert len(ingest(None, index, retry_failed=True, progress=False)) == 2
