@@ -27,7 +27,10 @@ class GoldRetriever(Operator):
     BEIR folder (``corpus.jsonl``, ``qrels/<split>.tsv``); ``tessera bench`` fills an
     unset one with the benchmark's dataset and split. Each query gets the documents judged
     ``min_relevance`` or above, best grade first, ties by docno (``score`` is the
-    grade); a query without judgements gets no rows. The cache key includes both
+    grade). A query is the dataset's by its qid when its text is that query's in
+    ``queries.jsonl``, else by its text (``tessera run rag_gold --queries "..."`` numbers
+    its queries 1, 2, ...: the qid alone gave a question the gold of another); a query
+    that is neither, or without judgements, gets no rows. The cache key includes the
     files' content hashes.
 
     Usage::
@@ -53,6 +56,8 @@ class GoldRetriever(Operator):
         super().__init__(*args, **kwargs)
         self._lock = threading.Lock()
         self._gold: dict[str, list[tuple[str, int]]] | None = None
+        self._texts: dict[str, str] | None = None  # qid -> query text, of queries.jsonl (None: the folder has none)
+        self._qid_of: dict[str, str] = {}  # query text -> its first qid
 
     def reads(self) -> list[str]:
         return ["qid", "query"]
@@ -81,7 +86,8 @@ class GoldRetriever(Operator):
     def cache_identity(self) -> dict[str, Any]:
         identity = super().cache_identity()
         if self.params.dataset is not None:
-            identity["sha256"] = [file_sha256(p) if p.is_file() else None for p in self._files()]
+            queries = self._files()[0].parent / "queries.jsonl"
+            identity["sha256"] = [file_sha256(p) if p.is_file() else None for p in (*self._files(), queries)]
         return identity
 
     def setup(self) -> None:
@@ -113,14 +119,38 @@ class GoldRetriever(Operator):
             if missing:
                 raise OperatorError(f"{len(missing)} judged documents are not in {corpus} (first: {missing[0]})",
                                     op=self.name, step=self.step_id, field="params.dataset")
+            self._read_queries(corpus.parent / "queries.jsonl")
             self._gold = gold
+
+    def _read_queries(self, path: Path) -> None:
+        """The dataset's query texts, by which a query is told to be the dataset's (``_judged``)."""
+        if not path.is_file():
+            return
+        from operators.sources.beir import BeirSource
+
+        queries = BeirSource({"folder": str(path.parent), "part": "queries", "split": None, "fields": []},
+                             step_id=self.step_id)(pa.table({}))
+        self._texts = dict(zip(map(str, queries.column("qid").to_pylist()),
+                               map(_spaced, queries.column("query").to_pylist())))
+        for qid, text in self._texts.items():
+            self._qid_of.setdefault(text, qid)
+
+    def _judged(self, qid: str, query: str | None) -> list[tuple[str, int]]:
+        """The gold of the dataset's query that this one is: the same qid and text, else the same text."""
+        if self._texts is None:  # no queries.jsonl to tell them apart: by qid
+            return self._gold.get(qid, [])
+        text = _spaced(query)
+        if self._texts.get(qid) == text:
+            return self._gold.get(qid, [])
+        return self._gold.get(self._qid_of.get(text, ""), [])
 
     def transform(self, table: pa.Table) -> pa.Table:
         owned = set(RESULT_COLUMNS) | {f"score_{self.step_id}", f"rank_{self.step_id}"}
         queries = query_rows(table, owned)
         rows, docnos, grades = [], [], []
-        for i, qid in enumerate(queries.column("qid").to_pylist() if queries.num_rows else []):
-            found = self._gold.get(str(qid), [])
+        texts = queries.column("query").to_pylist() if "query" in queries.column_names else [None] * queries.num_rows
+        for i, (qid, query) in enumerate(zip(queries.column("qid").to_pylist() if queries.num_rows else [], texts)):
+            found = self._judged(str(qid), query)
             rows += [i] * len(found)
             docnos += [d for d, _ in found]
             grades += [float(g) for _, g in found]
@@ -129,3 +159,8 @@ class GoldRetriever(Operator):
         out = out.append_column("title", pa.array([self._docs[d][0] for d in docnos], pa.string()))
         out = out.append_column("text", pa.array([self._docs[d][1] for d in docnos], pa.string()))
         return set_ranking(out, pa.array(grades, pa.float64()), self.step_id)
+
+
+def _spaced(text: str | None) -> str:
+    """A query's text with its runs of whitespace as one space, as compared."""
+    return " ".join(str(text or "").split())

@@ -58,6 +58,21 @@ def test_each_query_gets_its_judged_documents_best_grade_first(tmp_path):
     assert unjudged.num_rows == 0
 
 
+def test_a_query_is_the_datasets_by_its_qid_and_text_or_by_its_text_alone(tmp_path):
+    """``tessera run rag_gold --queries "..."`` numbers free-text queries 1, 2, ...: matched by qid alone, a
+    question got the gold documents of the dataset's query "1", another question."""
+    root = beir_folder(tmp_path)
+    (root / "queries.jsonl").write_text("".join(json.dumps({"_id": q, "text": t}) + "\n"
+                                                for q, t in SAMPLE_QUERIES.items()), encoding="utf-8")
+    gold = create("retrieve.gold", {"dataset": str(root)}, step_id="gold")
+    expected = gold(queries(3)).to_pylist()
+    q2, q3 = SAMPLE_QUERIES["q2"], SAMPLE_QUERIES["q3"]
+    out = gold(pa.table({"qid": ["q1", "1", "q3"], "query": ["what is a newt", f"  {q2.upper()}", q3]})).to_pylist()
+    assert [r["qid"] for r in out] == ["q3", "q3"] and out == [r for r in expected if r["qid"] == "q3"]
+    asked = gold(pa.table({"qid": ["1"], "query": [f" {q2}  "]})).to_pylist()  # asked as the dataset asks it
+    assert [r["docno"] for r in asked] == [r["docno"] for r in expected if r["qid"] == "q2"]
+
+
 def test_trec_qrels_give_the_gold_documents_beir_ones_do(tmp_path):
     """The qrels reader tessera bench measures with: TREC's four columns, no header (read as a BEIR table, it
     failed on the missing header)."""
