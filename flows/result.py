@@ -92,6 +92,13 @@ class FlowResult:
         hits = sum(s.hits for s in self.steps.values() if s.cached)
         return hits / units if units else None
 
+    @property
+    def uncached_steps(self) -> str:
+        """`` (answer, summary not cached)``: the steps that ran without the step cache (never cached, or a setting
+        turned it off), beside a hit ratio that counts only the cached ones; "" when there are none."""
+        uncached = [name for name, step in self.steps.items() if not step.cached]
+        return f" ({', '.join(uncached[:3])}{' ...' if len(uncached) > 3 else ''} not cached)" if uncached else ""
+
     def description(self, queries: int | None = None) -> str:
         """One line for people: documents, queries, time, cache hit ratio. ``queries``: how many were asked, where
         the caller knows (the table has rows only for those with results)."""
@@ -100,11 +107,9 @@ class FlowResult:
         asked = max(queries or 0, answered)
         without = f" ({asked - answered} with no results)" if queries is not None and asked > answered else ""
         ratio = self.cache_hit_ratio
-        uncached = [name for name, step in self.steps.items() if not step.cached]  # a step that is never cached
-        off = f" ({', '.join(uncached[:3])}{' ...' if len(uncached) > 3 else ''} not cached)" if uncached else ""
         parts = [counted(t.num_rows, "row"), f"{counted(asked, 'query', 'queries')}{without}" if asked else None,
                  f"{counted(len(self.steps), 'step')} in {self.seconds:.2f} s ({self.executor} executor)",
-                 f"cache hit ratio {ratio:.0%}{off}" if ratio is not None else "cache off"]
+                 f"cache hit ratio {ratio:.0%}{self.uncached_steps}" if ratio is not None else "cache off"]
         return ", ".join(p for p in parts if p)
 
     def __repr__(self) -> str:

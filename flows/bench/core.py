@@ -204,8 +204,8 @@ def _run_flow(flow: BenchFlow, dataset: Dataset, ks: list[int], cache: runs.RunC
         hits = result.cache_hit_ratio
         degraded = {str(qid): str(meta["degraded"].get("reason", meta["degraded"])) for qid, meta in
                     result.metadata.items() if isinstance(meta, dict) and isinstance(meta.get("degraded"), dict)}
-        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded)
-        reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{runs.from_step_cache(hits)}, {table.num_rows} "
+        stored = cache.save(flow.name, key, table, seconds, spec_json, found, hits, degraded, result.uncached_steps)
+        reporter.flow_finished(flow.name, f"ran in {seconds:.1f} s{stored.from_step_cache}, {table.num_rows} "
                                           f"results -> {options.shown(stored.path)}")
     stored.write_trec()  # a cached run from before .trec files were written gets one too
     short, fewest = runs.depth_shortfall(stored.table, dataset.qids, ks[-1])

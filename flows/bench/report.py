@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from flows.bench import answers, metrics, runs
+from flows.bench import answers, metrics
 from operators.atomic import write_text
 
 if TYPE_CHECKING:
@@ -114,7 +114,7 @@ def _markdown(result: "BenchResult", k: int, files: dict[str, Path]) -> str:
                                                f"{', built now' if fr.index_built else ''})")
         status = "cached" if fr.run.cached else "ran"
         lines.append(f"| {name} | `{fr.source}` | {status}: `{fr.run.path.name}` | {fr.run.seconds:.1f}"
-                     f"{runs.from_step_cache(fr.run.step_cache_hits)} | "
+                     f"{fr.run.from_step_cache} | "
                      f"{fr.run.table.num_rows} | {index} |")
     if result.warnings:
         lines += ["", "## Warnings", ""] + [f"- {w}" for w in result.warnings]

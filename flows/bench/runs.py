@@ -54,6 +54,17 @@ class StoredRun:
     #: qid -> why a step of it fell back (a reranker that failed kept the first stage's ranking): the run measures
     #: the fallback, and is not reused by a later benchmark (``RunCache.load``), which runs the flow again.
     degraded: dict[str, str] = field(default_factory=dict)
+    #: `` (answer not cached)``: the steps that ran without the step cache (``FlowResult.uncached_steps``).
+    uncached: str = ""
+
+    @property
+    def from_step_cache(self) -> str:
+        """`` (87% from the step cache)`` beside the run's seconds, naming the steps that ran all the same (the
+        share counts only the cached ones), or "" when it read nothing from it."""
+        if not self.step_cache_hits:
+            return ""
+        also = f"; {self.uncached.strip(' ()')}" if self.uncached else ""
+        return f" ({self.step_cache_hits:.0%} from the step cache{also})"
 
     @property
     def trec_path(self) -> Path:
@@ -97,11 +108,12 @@ class RunCache:
         return StoredRun(flow, key, path, table.replace_schema_metadata(None),
                          float(meta.get("tessera.bench.seconds", 0.0)), cached=True,
                          answers=json.loads(meta.get("tessera.bench.answers", "{}")),
-                         step_cache_hits=float(hits) if hits else None)
+                         step_cache_hits=float(hits) if hits else None,
+                         uncached=meta.get("tessera.bench.uncached", ""))
 
     def save(self, flow: str, key: str, table: pa.Table, seconds: float, spec_json: dict[str, Any],
              answers: dict[str, str] | None = None, step_cache_hits: float | None = None,
-             degraded: dict[str, str] | None = None) -> StoredRun:
+             degraded: dict[str, str] | None = None, uncached: str = "") -> StoredRun:
         path = self.path(flow, key)
         path.parent.mkdir(parents=True, exist_ok=True)
         meta = {"tessera.bench.key": key, "tessera.bench.flow": flow, "tessera.bench.seconds": f"{seconds:.6f}",
@@ -111,6 +123,8 @@ class RunCache:
             meta["tessera.bench.answers"] = json.dumps(answers, sort_keys=True)
         if step_cache_hits is not None:
             meta["tessera.bench.step_cache_hits"] = f"{step_cache_hits:.6f}"
+        if uncached:
+            meta["tessera.bench.uncached"] = uncached
         if degraded:
             meta["tessera.bench.degraded"] = json.dumps(degraded, sort_keys=True)
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -118,14 +132,9 @@ class RunCache:
         path.with_suffix(".trec").unlink(missing_ok=True)  # a stale one from an earlier run of the same key
         os.replace(tmp, path)
         stored = StoredRun(flow, key, path, table, seconds, cached=False, answers=dict(answers or {}),
-                           step_cache_hits=step_cache_hits, degraded=dict(degraded or {}))
+                           step_cache_hits=step_cache_hits, degraded=dict(degraded or {}), uncached=uncached)
         stored.write_trec()
         return stored
-
-
-def from_step_cache(hits: float | None) -> str:
-    """`` (87% from the step cache)`` beside a run's seconds, or "" when it read nothing from it."""
-    return f" ({hits:.0%} from the step cache)" if hits else ""
 
 
 def to_run(flow: str, result: pa.Table, *, answered: bool = False) -> pa.Table:

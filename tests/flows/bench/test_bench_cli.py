@@ -336,3 +336,17 @@ def test_a_flow_whose_step_fell_back_is_said_and_its_run_is_not_reused(bench, tm
     summary = json.loads((tmp_path / "out" / "bench.json").read_text())
     assert summary["flows"]["down"]["degraded_queries"] == 2
     assert any("2 of 2 queries degraded" in w for w in summary["warnings"])
+
+
+def test_a_run_read_from_the_step_cache_names_the_step_that_ran_all_the_same(bench, scifact_slice, tmp_path):
+    """A flow's second benchmark said "100% from the step cache" although its TF-IDF reranker, never cached when
+    it fits on every query's candidates, had run again: the share counts only cached steps."""
+    spec = tmp_path / "fitted.yaml"
+    spec.write_text(f"name: fitted\nsteps:\n  bm25: {{op: retrieve.corpus_bm25, params: {{corpus: "
+                    f"'{scifact_slice / 'corpus.jsonl'}', k: 20}}}}\n  tfidf: {{op: rerank.tfidf, params: "
+                    "{fit_on: all}}\n", encoding="utf-8")
+    common = ["--dataset", scifact_slice, "--flow", spec, "--k", KS, "--no-mlflow", "--cache-dir", tmp_path / "c"]
+    assert bench(*common, "--quiet", "--out", tmp_path / "a")[0] == 0
+    status, out, err = bench(*common, "--out", tmp_path / "b")
+    assert status == 0 and "(100% from the step cache; tfidf not cached)" in out + err, out + err
+    assert "(100% from the step cache; tfidf not cached)" in (tmp_path / "b" / "report.md").read_text()
