@@ -243,7 +243,9 @@ document.addEventListener("DOMContentLoaded", () => {
   $("upload-form").addEventListener("submit", upload);
   $("delete-docs-form").addEventListener("submit", deleteDocuments);
   $("chat-clear").addEventListener("click", newChat);
+  for (const id of ["chat-model", "chat-index"]) $(id).addEventListener("change", keepChat); // kept for a reload
   updateSearchButtons(); // Search and Run as a task off until the flow list has come (index.html has them off)
+  restoreChat(); // the Chat tab's conversation of before a reload
   reload();
   openUrl();
 });

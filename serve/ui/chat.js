@@ -4,13 +4,39 @@
 
 let messages = [];
 
+/** Where the tab's conversation is kept (the browser tab's session storage): a reload shows it again. */
+const CHAT_STORE = "tessera.chat";
+
+/** The conversation, chosen model and index as kept (empty when none is). */
+function keptChat() {
+  try {
+    return JSON.parse(window.sessionStorage.getItem(CHAT_STORE)) || {};
+  } catch (err) {
+    return {}; // kept by another version of the page, or cut short: a new conversation
+  }
+}
+
+/** Keep the conversation for a reload of the page (the task chat's is read back from the service). */
+function keepChat() {
+  window.sessionStorage.setItem(CHAT_STORE, JSON.stringify({messages, model: $("chat-model").value,
+    index: $("chat-index").value}));
+}
+
+/** The conversation of before a reload, shown again; its model is chosen once the list has come. */
+function restoreChat() {
+  const kept = keptChat();
+  messages = Array.isArray(kept.messages) ? kept.messages : [];
+  if (typeof kept.index === "string") $("chat-index").value = kept.index;
+  renderChat();
+}
+
 /** What the Chat tab starts on: answers from the documents of the chosen index, not the bare model. */
 const DEFAULT_CHAT = "rag";
 
 async function loadChatModels() {
   const models = await call("GET", "v1/models");
   const select = $("chat-model");
-  const chosen = select.value;
+  const chosen = select.value || keptChat().model; // before a reload, the model the conversation was with
   // a flow the service cannot run as it is (a benchmark's, needing a dataset) is listed, off, its reason its title
   const listed = models.data.filter((m) => (m.type === "chat" && m.status === "ready") || m.type === "flow");
   const ready = (m) => m.status === undefined || m.status === "ready";
@@ -122,6 +148,7 @@ async function sendChat(event) {
         cut: reply.cut, abstained: reply.abstained, unanswered: reply.unanswered});
       announce(`answer: ${reply.text}`); // the log is drawn again at every piece of it: not a live region
     }
+    keepChat();
     renderChat();
   } finally {
     stopTicking();
@@ -136,5 +163,6 @@ async function sendChat(event) {
 function newChat() {
   stopChat();
   messages = [];
+  keepChat();
   renderChat();
 }

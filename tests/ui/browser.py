@@ -42,7 +42,9 @@ def flow_names(driver) -> list[str]:
 
 
 def open_page(driver, service, typed: bool = True) -> None:
-    """The page from the service's root, with the key typed in (or, not ``typed``, whatever the browser kept)."""
+    """The page from the service's root, with the key typed in (or, not ``typed``, whatever the browser kept), and
+    the Chat tab's conversation that an earlier test left in the browser tab (``sessionStorage``) gone."""
+    driver.execute_script("try { window.sessionStorage.clear(); } catch (err) {}")  # (about:blank has none)
     driver.get(service.url + "/")
     wait(driver, lambda d: d.current_url == service.url + "/ui/")
     if typed:

@@ -9,6 +9,7 @@ import pytest
 import requests
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import Select
 
 from tests.ui.browser import QUERY, by_id, chat_with, error_text, open_page, rag_cut_short, set_text, wait
 
@@ -58,6 +59,30 @@ def test_a_declined_question_says_under_its_turn_that_no_model_wrote_it(browser,
     assert expected["choices"][0]["message"]["abstained"] is True
     reply = browser.find_element(By.CSS_SELECTOR, "#chat-log .turn.assistant").text
     assert reply == expected["choices"][0]["message"]["content"].strip()
+
+
+def test_a_reload_shows_the_conversation_again_and_new_chat_forgets_it(browser, ui_app):
+    """The Chat tab's conversation was gone after a reload of the page (the task chat's is read back)."""
+    open_page(browser, ui_app)
+    chat_with(browser, "rag")
+    by_id(browser, "chat-input").send_keys("who won the 2018 football world cup")  # declined: no model call
+    by_id(browser, "chat-send").click()
+    wait(browser, lambda d: d.find_elements(By.CSS_SELECTOR, "#chat-log .abstained"), seconds=300)
+    shown = [(t.get_attribute("class"), t.text) for t in browser.find_elements(By.CSS_SELECTOR, "#chat-log > *")]
+    other = next(o.get_attribute("value") for o in Select(by_id(browser, "chat-model")).options
+                 if o.get_attribute("value") != "rag" and o.is_enabled())
+    Select(by_id(browser, "chat-model")).select_by_value(other)
+
+    browser.refresh()
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    assert wait(browser, lambda d: [(t.get_attribute("class"), t.text) for t in
+                                    d.find_elements(By.CSS_SELECTOR, "#chat-log > *")] == shown)
+    assert wait(browser, lambda d: by_id(d, "chat-model").get_attribute("value") == other)
+    by_id(browser, "chat-clear").click()
+    browser.refresh()
+    browser.find_element(By.CSS_SELECTOR, 'nav button[data-tab="chat"]').click()
+    wait(browser, lambda d: len(Select(by_id(d, "chat-model")).options) > 1)
+    assert browser.find_elements(By.CSS_SELECTOR, "#chat-log > *") == []
 
 
 def test_the_chat_sends_the_index_a_flow_reads_on_ctrl_enter_and_a_refused_message_stays_in_the_box(browser, ui_app):
