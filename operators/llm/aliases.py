@@ -325,5 +325,17 @@ def known_model(model: str) -> str:
 
 def model_identity(model: str) -> dict:
     """What ``model`` names now (its alias entry, or the litellm string), for a step's cache key: another model
-    behind the same alias is another cache entry."""
-    return resolve(model).model_dump(exclude={"description"}, exclude_none=True)
+    behind the same alias is another cache entry. An embedded model adds its .gguf file's content hash: a file
+    re-quantised or retrained at the same path is another model (its name alone kept replaying the old answers)."""
+    alias = resolve(model)
+    identity = alias.model_dump(exclude={"description"}, exclude_none=True)
+    if alias.embedded:
+        from operators.llm.embedded_model import gguf_path
+        from operators.models.fingerprint import file_digest
+        from operators.models.references import ModelNotFoundError
+
+        try:
+            identity["weights"] = file_digest(gguf_path(alias.model.split("/", 1)[1]))
+        except (ModelNotFoundError, OSError):
+            pass  # no file to read: the run's model check names it
+    return identity

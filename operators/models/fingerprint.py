@@ -30,10 +30,16 @@ def model_fingerprint(folder: str | Path) -> str:
     digest = hashlib.sha256()
     for file in sorted(folder.rglob("*")):
         if file.is_file() and file.suffix in MODEL_FILE_SUFFIXES and file.name != TRAINING_FILE:
-            stat = file.stat()
-            content = _file_digest(str(file.resolve()), stat.st_size, stat.st_mtime_ns)
+            content = file_digest(file)
             digest.update(f"{file.relative_to(folder).as_posix()}|{content}\n".encode())
     return digest.hexdigest()[:16]
+
+
+def file_digest(path: str | Path) -> str:
+    """BLAKE2b of one file's bytes, remembered per (path, size, modification time): read once per process."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    return _file_digest(str(path), stat.st_size, stat.st_mtime_ns)
 
 
 @functools.lru_cache(maxsize=1024)
