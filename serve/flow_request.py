@@ -112,6 +112,18 @@ def refuse_missing_files(flow: Any) -> None:
         raise ApiError(422, public_text(missing), param=missing.field, code="flow_not_runnable")
 
 
+def refuse_missing_columns(flow: Any, queries: list[dict[str, Any]]) -> None:
+    """A 422 naming the first needed step whose input columns no step above it brings from a task's ``queries``
+    (``generate.answer`` with no ``generate.context`` in front of it), before the task is queued: the task failed
+    with these words once it ran, where ``/v1/search`` refuses the same flow. Chats add columns of their own (the
+    conversation, a task's rows) and are checked when they run."""
+    columns = sorted({name for query in queries for name in query}) or ["qid", "query"]
+    try:
+        flow.check_columns(columns)
+    except SpecError as err:
+        raise ApiError(422, public_text(err), param=err.field or "flow", code="flow_not_runnable") from None
+
+
 def check_models_here(flow: Any) -> None:
     """Every model the flow's unplaced steps load is on this machine, else a 404 naming each (with the command that
     makes it), before anything runs; one of another kind than its step loads (a bi-encoder or a language model's
