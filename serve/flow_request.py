@@ -89,7 +89,10 @@ def with_top_k(spec: FlowSpec, top_k: int, built: Any = None) -> FlowSpec:
                    else s.model_copy(update={"params": {**s.params, "k": max(s.params["k"], top_k)}}))
              for sid, s in spec.steps.items()}
     name = "search_top_k" if "search_top_k" not in steps else "search_top_k_"
-    steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k}, inputs=[built.output])
+    cited = [built.operators[s].params.cited_column for s in built.needed_steps()
+             if built.operators[s].name == "generate.answer"]  # the rows an answer cites stay: its sources are hits
+    keep = {"keep_column": cited[-1]} if cited else {}
+    steps[name] = StepSpec(op="postprocess.reduce", params={"k": top_k, **keep}, inputs=[built.output])
     return spec.model_copy(update={"steps": steps, "output": name})
 
 

@@ -15,7 +15,9 @@ class Reducer(Operator):
 
     Rows are ordered by the chosen rank column (1 = best; rows without a rank go last),
     cut to ``k`` per query. ``rank``/``score`` are left as they are, so the kept rows
-    still show the ranking that chose them.
+    still show the ranking that chose them. ``keep_column`` names a boolean column whose
+    true rows stay beyond ``k`` (an answer's ``cited`` rows: the service's ``top_k`` cut
+    left an answer citing documents the response did not hold).
 
     Usage::
 
@@ -30,9 +32,11 @@ class Reducer(Operator):
         model_config = ConfigDict(extra="forbid")
         k: int = Field(10, gt=0, description="Rows to keep per query.")
         rank_column: str = Field("rank", description="Rank column that orders the rows (1 = best).")
+        keep_column: str | None = Field(None, min_length=1, description="A boolean column whose true rows are kept "
+                                        "beyond k, in rank order (an answer's `cited` rows); null: none.")
 
     def reads(self) -> list[str]:
-        return ["qid", self.params.rank_column]
+        return ["qid", self.params.rank_column, *([self.params.keep_column] if self.params.keep_column else [])]
 
     def transform(self, table: pa.Table) -> pa.Table:
         if table.num_rows == 0:
@@ -41,6 +45,10 @@ class Reducer(Operator):
         for _, group in qid_groups(table):
             ranks = group.column(self.params.rank_column).to_numpy(zero_copy_only=False).astype(float)
             ranks = np.where(np.isnan(ranks), np.inf, ranks)
-            order = np.argsort(ranks, kind="stable")[: self.params.k]
-            kept.append(group.take(pa.array(order)))
+            order = np.argsort(ranks, kind="stable")
+            top = np.zeros(len(order), dtype=bool)
+            top[order[: self.params.k]] = True
+            if self.params.keep_column:
+                top |= group.column(self.params.keep_column).fill_null(False).to_numpy(zero_copy_only=False)
+            kept.append(group.take(pa.array(order[top[order]])))
         return concat(kept) if kept else empty_like(table)
