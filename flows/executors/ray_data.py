@@ -63,6 +63,7 @@ from flows.executors.driver_paths import absolute_paths
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
 from flows.executors.ray_frames import Frame
 from flows.executors.ray_llm import llm_engine, vllm_stage
+from flows.executors.ray_nodes import warn_when_no_cpu_free
 from flows.executors.ray_plan import (
     ClusterResources, Stage, actors_for_blocks, cut_input, input_readers, largest_node_cpus, plan_stages,
     runs_as_tasks, shape_stage, spread_rows, spreads_input, spreads_streamed_input, stage_inputs)
@@ -161,6 +162,7 @@ class _Run:
         self.keep_history = keep_history
         self.follower = RunFollower(state)
         self.resources = ClusterResources(flow, ray.cluster_resources(), largest_node_cpus(ray.nodes()))
+        warn_when_no_cpu_free(cluster=self.resources.cluster)  # a wait for CPUs that would pass without a word
         self.frames: dict[str, Frame] = {}
         self.tables: dict[str, pa.Table] = {}
         self.empty: dict[str, pa.Table] = {}

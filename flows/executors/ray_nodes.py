@@ -1,4 +1,4 @@
-"""Noticing a Ray node that died under a job whose work cannot move elsewhere.
+"""Noticing a Ray node that died under a job whose work cannot move elsewhere, and a cluster whose CPUs are held.
 
 When a node dies, Ray restarts the actors it held on the nodes left. If those nodes cannot
 hold them (a fixed-size actor pool sized to the whole cluster, and no autoscaler adding a
@@ -10,10 +10,13 @@ that long to take the work over).
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Callable, Mapping
 
 from operators.env_numbers import env_seconds
+
+log = logging.getLogger(__name__)
 
 #: Seconds a job may go without progress after one of its nodes died (``TESSERA_NODE_LOSS_GRACE_S``).
 DEFAULT_GRACE_S = 120.0
@@ -57,3 +60,22 @@ class NodeWatch:
             node_id, address = next(iter(self.dead.items()))
             return f"{node_id[:12]} at {address}"
         return None
+
+
+def warn_when_no_cpu_free(available: Mapping[str, float] | None = None,
+                          cluster: Mapping[str, float] | None = None) -> str | None:
+    """Say so (a warning, and the text returned) when the cluster has less than one CPU free as a run starts: Ray
+    Data's tasks ask for one each, and wait for it without a word while actors hold the rest (a Serve application
+    deployed on the cluster, another job's actor pools), until they end or an autoscaler adds a node."""
+    import ray
+
+    available = ray.available_resources() if available is None else available
+    cluster = ray.cluster_resources() if cluster is None else cluster
+    free, total = available.get("CPU", 0.0), cluster.get("CPU", 0.0)
+    if free >= 1 or not total:
+        return None
+    text = (f"the Ray cluster has {free:g} of its {total:g} CPU(s) free: actors hold the rest (a Serve application "
+            "deployed on it, another job's actor pools). Ray Data's tasks need a whole CPU each, so this run waits "
+            "until one is free or an autoscaler adds a node (docs/cluster.md, Jobs beside a Serve application)")
+    log.warning(text)
+    return text

@@ -23,15 +23,14 @@ leaves. A driver thread passes them to ``on_embedded`` as they come, and the dri
 everything that arrived before it commits a shard. So the bar moves while a large shard is
 embedded, and a shard's documents are counted before its commit.
 
-Resources: the embed pool takes the embed step's ``num_cpus``/``num_gpus``/
-``concurrency`` (one actor per CPU, or per GPU, when unset). Prepare (the chunk step's
-``concurrency`` actors, else one per ``CPUS_PER_PREPARE`` CPUs) and write (as many actors
-as embed) ask for no CPU: their work is short beside a CPU's embedding, and a CPU held
-for them could leave an embed actor that waits on their output without one. Beside a
-GPU's embedding it is not short: one prepare actor (chunks counted in MiniLM's pieces) fed
-four embed actors on an H200 at about 10,000 documents/s and they caught up with it.
-They are long-lived actors rather than tasks because a task stage started a worker process
-per shard, which was measurably slower on WordNet's glosses (docs/results.md).
+Resources: the embed pool takes the embed step's ``num_cpus``/``num_gpus``/``concurrency`` (one
+actor per CPU, or per GPU, when unset). Prepare (the chunk step's
+``concurrency`` actors, else one per ``CPUS_PER_PREPARE`` CPUs) and write (as many actors as embed)
+ask for no CPU: their work is short beside a CPU's embedding, and a CPU held for them could leave
+an embed actor that waits on their output without one. Beside a GPU's embedding it is not short:
+one prepare actor fed four embed actors on an H200 at about 10,000 documents/s. They are
+long-lived actors, not tasks: a task stage started a worker process per shard, measurably slower
+on WordNet's glosses (docs/results.md).
 """
 
 from __future__ import annotations
@@ -48,6 +47,7 @@ import pyarrow as pa
 
 from flows.executors import ray_metrics
 from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
+from flows.executors.ray_nodes import warn_when_no_cpu_free
 from flows.ingestion.errors import IngestError
 from flows.ingestion.embedder import Embedder
 from flows.ingestion.shards import (ShardJob, ShardResult, _chunker, _enrichers, check_whole,
@@ -239,6 +239,7 @@ def _run(job: ShardJob, shards: list[str], on_result: Callable[[ShardResult], No
     import ray.data
 
     resources = ray.cluster_resources()
+    warn_when_no_cpu_free(cluster=resources)  # a wait for CPUs that would pass without a word
     ds = ray.data.from_items([{"shard": s} for s in shards], override_num_blocks=len(shards))
     configure_dataset(ds, preserve_order=False).context.target_max_block_size = BLOCK_BYTES
     prepare_size = prepare_pool_size(resources, len(shards), prepare_actors)
