@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterator
 import pyarrow as pa
 
 from flows.executors import ray_metrics
-from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data
+from flows.executors.ray_env import configure_dataset, ensure_ray, quiet_ray_data, running_executors
 from flows.executors.ray_nodes import warn_when_no_cpu_free
 from flows.ingestion.errors import IngestError
 from flows.ingestion.embedder import Embedder
@@ -341,8 +341,6 @@ def _executors(ds) -> list:
     """The running Ray Data streaming executors of ``ds`` (``ray_env.running_executors``, each named after the
     dataset's run); should Ray Data's internals change, none are found and the reader is waited for
     (``STOP_SECONDS``)."""
-    from flows.executors.ray_env import running_executors
-
     run = ds.get_dataset_id()
     return [t for t in running_executors() if getattr(t, "_dataset_id", None) == run]
 
