@@ -181,7 +181,9 @@ class IndexRetriever(Operator):
         return identity
 
     def index_identity(self) -> dict[str, Any] | None:
-        """Resolved path, manifest generation and creation time: a changed index is a new cache key."""
+        """Resolved path, manifest generation, creation and last commit time: a changed index is a new cache key.
+        A folder copied back (a backup restored) keeps its generation and creation time, and then commits the same
+        generation as another history did: the commit time tells them apart."""
         if not self.params.index:
             return None
         from operators.store import IndexStoreError, resolve_index
@@ -191,7 +193,8 @@ class IndexRetriever(Operator):
             manifest = shared_index(path).manifest
         except IndexStoreError:
             return {"path": str(path), "generation": None}
-        return {"path": str(path.resolve()), "generation": manifest.generation, "created_at": manifest.created_at}
+        return {"path": str(path.resolve()), "generation": manifest.generation, "created_at": manifest.created_at,
+                "updated_at": manifest.updated_at}
 
     # -- lifecycle ----------------------------------------------------------------
 

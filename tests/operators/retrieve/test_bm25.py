@@ -137,3 +137,26 @@ def test_one_index_per_process_and_the_cache_key_follows_the_generation(tmp_path
     assert now.num_rows > len(seen)
     new_docs = set(docs.slice(20).column("docno").to_pylist())
     assert new_docs & set(now.column("docno").to_pylist()), "the new shard is searched without a restart"
+
+
+def test_a_restored_copy_that_commits_the_same_generation_is_another_cache_key(tmp_path):
+    """A backup copied back keeps its generation and creation time; a delete after it commits the generation that a
+    delete before the restore did, and the key (path, generation, created_at) replayed that other state's results:
+    a deleted document ranked first, a live one missing."""
+    import shutil
+
+    from operators.store import Index, IndexSettings
+
+    path, backup = tmp_path / "idx", tmp_path / "backup"
+    index = Index.create(path, IndexSettings(dense=False))
+    docs = with_metadata(sample_documents(10))
+    index.commit([index.write_shard("a", docs)])
+    shutil.copytree(path, backup)
+    first, second = docs.column("doc_id").to_pylist()[:2]
+    assert Index.open(path).delete(doc_ids=[first]) == 1
+    deleted_first = step_key(create("retrieve.bm25", {"index": str(path)}))
+    shutil.rmtree(path)
+    shutil.copytree(backup, path)
+    assert Index.open(path).delete(doc_ids=[second]) == 1
+    assert Index.open(path).generation == 2
+    assert step_key(create("retrieve.bm25", {"index": str(path)})) != deleted_first
