@@ -35,6 +35,12 @@ class Reducer(Operator):
         keep_column: str | None = Field(None, min_length=1, description="A boolean column whose true rows are kept "
                                         "beyond k, in rank order (an answer's `cited` rows); null: none.")
 
+    def cache_identity(self) -> dict:
+        identity = super().cache_identity()
+        if identity.get("keep_column") is None:  # added later: unset, a step keys as before (its cached rows)
+            identity.pop("keep_column", None)
+        return identity
+
     def reads(self) -> list[str]:
         return ["qid", self.params.rank_column, *([self.params.keep_column] if self.params.keep_column else [])]
 
