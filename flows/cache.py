@@ -256,12 +256,16 @@ class StepCache:
         conn.execute("BEGIN IMMEDIATE")
         try:
             conn.executemany("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?)", rows)
-            if file:
+            # a run beside this one stored these units first: the file then backs none, and would take space for ever
+            kept = file is not None and conn.execute("SELECT 1 FROM units WHERE file = ? LIMIT 1", (file,)).fetchone()
+            if kept:
                 conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", (file, size, time.time()))
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
+        if file and not kept:
+            (self.root / "data" / file).unlink(missing_ok=True)
 
     def drop(self, keys: Iterable[bytes]) -> None:
         """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""

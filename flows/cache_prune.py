@@ -22,6 +22,10 @@ SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, pr
                                 for suffix in ("", "B", "IB")}}
 
 
+#: Seconds a stored file that backs no unit is left alone by a prune: a ``put`` renames its file in place before it
+#: records the units. One older is waste (a run beside it stored the same units first, before puts checked that).
+ORPHAN_GRACE_S = 300.0
+
 #: The rows of ``units`` that are model calls an unfinished batch saved (``flows.cache_calls``): no rows stored, the
 #: metadata ``{"call": reply, "saved": time}``.
 SAVED_CALLS = "file IS NULL AND meta LIKE '{\"call\": %'"
@@ -68,15 +72,21 @@ def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
 
 def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_than_s: float | None
           ) -> dict[str, int]:
-    """Remove the files unused for ``older_than_s`` seconds, then the least recently used until the rest hold
-    at most ``max_bytes``, with their units. Returns counts removed (``files``, ``units``, ``bytes``) and left."""
+    """Remove the files that back no unit, then those unused for ``older_than_s`` seconds, then the least recently
+    used until the rest hold at most ``max_bytes``, with their units. Returns counts removed (``files``, ``units``,
+    ``bytes``) and left."""
     if max_bytes is not None and max_bytes < 0 or older_than_s is not None and older_than_s < 0:
         raise ValueError("max_bytes and older_than_s must not be negative")
     files = stored_files(conn, data)
     total = sum(size for _, size, _ in files)
     cutoff = time.time() - older_than_s if older_than_s is not None else None
-    evict = []
+    backing = {file for (file,) in conn.execute("SELECT DISTINCT file FROM units WHERE file IS NOT NULL")}
+    settled = time.time() - ORPHAN_GRACE_S  # (a put renames its file before it records the units)
+    evict = [name for name, _, used in files if name not in backing and used < settled]  # backing no unit: first
+    total -= sum(size for name, size, _ in files if name in evict)
     for name, size, used in files:  # oldest use first
+        if name in evict:
+            continue
         if (cutoff is not None and used < cutoff) or (max_bytes is not None and total > max_bytes):
             evict.append(name)
             total -= size

@@ -246,6 +246,26 @@ def test_parallel_writers_lose_nothing(tmp_path):
     assert out.equals(direct)
 
 
+def test_a_unit_stored_by_two_runs_at_once_keeps_one_file_and_a_prune_keeps_the_one_it_reads(tmp_path):
+    """Two runs computing the same units at once each wrote a file; the units point into the first, and the other
+    file backed nothing yet counted in ``info`` and was kept by a size prune, which removed the one the units read
+    (the next run hit nothing)."""
+    import os
+
+    root = tmp_path / "shared"
+    first, second = StepCache(root), StepCache(root)  # two processes' caches, one folder
+    rows = sample_results(1, 4)
+    first.put([(b"unit", rows, None)])
+    second.put([(b"unit", rows.slice(1), None)])  # the same unit, computed beside it
+    assert len(list((root / "data").glob("*.arrow"))) == 1 and second.get([b"unit"])[b"unit"].table.equals(rows)
+    orphan = root / "data" / "0123.arrow"  # left by a release before this check
+    orphan.write_bytes(b"x" * 10_000)
+    os.utime(orphan, (1, 1))
+    summary = first.prune(max_bytes=10_000)
+    assert summary["files"] == 1 and summary["units"] == 0 and not orphan.exists(), summary
+    assert StepCache(root).get([b"unit"])[b"unit"].table.equals(rows)
+
+
 def test_cache_can_be_turned_off_per_run_and_per_step(cache):
     results = sample_results(2, 5)
     off = LocalExecutor(cache=None).run(spec(), results)
