@@ -82,8 +82,8 @@ def remove_cache_files(root: Path) -> None:
     for name in (n for n in OWN_FILES if n != MARKER):
         with contextlib.suppress(FileNotFoundError):
             (root / name).unlink()
-    if holds_other_files(root):  # the folder stays (someone's file in it): so does the marker, which says the folder
-        return                   # is a cache, so the next run uses it and the next clear clears it
+    if holds_other_files(root) or data.is_dir():  # the folder stays (someone's file in it, or in data/): so does the
+        return  # marker, which says the folder is a cache, so the next run uses it and the next clear clears it
     with contextlib.suppress(FileNotFoundError):  # the marker last: an interrupted clear can be run again
         (root / MARKER).unlink()
     with contextlib.suppress(OSError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +242,9 @@ def _cmd_cache_prune(args: argparse.Namespace) -> int:
         max_bytes = None if args.max_size is None else parse_size(args.max_size)
     except ValueError as err:
         raise SpecError(str(err), field="--max-size") from None
+    if args.older_than is not None and not math.isfinite(args.older_than):  # nan compares false: it pruned nothing
+        raise SpecError(f"'{args.older_than:g}' is not a number of days: give one such as 30 or 0.5",
+                        field="--older-than")
     if args.older_than is not None and args.older_than < 0:
         raise SpecError(f"must not be negative, got {args.older_than:g}", field="--older-than")
     root = _cache_root(args)

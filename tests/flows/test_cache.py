@@ -341,6 +341,13 @@ def test_clear_deletes_only_what_the_cache_wrote_and_never_through_a_link(tmp_pa
     assert LocalExecutor(cache=StepCache(cache.root)).run(spec(), sample_results(2, 3)).cache_hit_ratio == 0.0
     assert LocalExecutor(cache=StepCache(cache.root)).run(spec(), sample_results(2, 3)).cache_hit_ratio == 1.0
     assert StepCache(cache.root).clear() and (cache.root / "notes.txt").read_text() == "mine"
+    (cache.root / "notes.txt").unlink()  # someone's file in data/ alone: the marker stays too (it went, and the
+    (cache.root / "data" / "link").unlink()  # next clear refused the folder as no cache)
+    LocalExecutor(cache=StepCache(cache.root)).run(spec(), sample_results(2, 3))
+    (cache.root / "data" / "notes.txt").write_text("mine")
+    assert StepCache(cache.root).clear() and StepCache(cache.root).clear()
+    assert sorted(p.name for p in cache.root.iterdir()) == ["data", "tessera-cache.json"]
+    assert [p.name for p in (cache.root / "data").iterdir()] == ["notes.txt"]
 
 
 def test_a_damaged_cache_file_is_recomputed_and_stored_again(cache):

@@ -91,6 +91,9 @@ def test_the_cli_prunes_to_a_size_and_refuses_a_bad_one(filled, run_cli):
     assert status == 2
     status, out = run_cli("cache", "prune", "--cache-dir", str(root))
     assert status == 2
+    for days in ("nan", "inf"):  # nan compares false with every age: it pruned nothing and said "pruned"
+        status, out = run_cli("cache", "prune", "--older-than", days, "--cache-dir", str(root))
+        assert status == 2 and "pruned" not in out, out
 
 
 def test_prune_refuses_a_folder_that_is_not_a_cache(tmp_path, run_cli):
