@@ -61,7 +61,9 @@ def reachability(alias: ModelAlias, *, timeout: float = 1.0) -> tuple[bool, str]
         try:
             requests.get(f"{base}/api/tags", timeout=timeout).raise_for_status()
         except requests.RequestException as err:
-            return False, f"no Ollama server answers on {base} ({type(err).__name__}); set OLLAMA_API_BASE"
+            where = ("start it there, or change the alias's api_base in its models file" if alias.api_base
+                     else "start it, or set OLLAMA_API_BASE to where it runs")  # an alias's api_base wins over it
+            return False, f"no Ollama server answers on {base} ({type(err).__name__}); {where}"
         return True, f"Ollama answers on {base}"
     if (why := serverless(alias)) is not None:
         return False, f"{alias.model} {why}"

@@ -1,0 +1,19 @@
+"""``tessera models``' advice for an Ollama server that does not answer names what decides where it is asked: the
+alias's own ``api_base`` (which wins over ``$OLLAMA_API_BASE``, so setting the variable changed nothing, as the
+advice said to do), else the variable. A real closed port on localhost."""
+
+from __future__ import annotations
+
+from operators.llm.aliases import ModelAlias
+from operators.llm.reachable import reachability
+from operators.llm.testing import closed_port
+
+
+def test_an_ollama_alias_with_its_own_api_base_is_told_to_change_that(monkeypatch):
+    port = closed_port()
+    ok, why = reachability(ModelAlias(model="ollama_chat/x", api_base=f"http://127.0.0.1:{port}"), timeout=2)
+    assert not ok and f"no Ollama server answers on http://127.0.0.1:{port}" in why, why
+    assert "change the alias's api_base in its models file" in why and "OLLAMA_API_BASE" not in why
+    monkeypatch.setenv("OLLAMA_API_BASE", f"http://127.0.0.1:{port}")
+    ok, why = reachability(ModelAlias(model="ollama_chat/x"), timeout=2)
+    assert not ok and why.endswith("start it, or set OLLAMA_API_BASE to where it runs"), why
