@@ -141,7 +141,8 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         answers = _write_answers(result, queries, args.out)
         if not args.quiet:
             whose = "query's" if answers == 1 else "queries'"  # it said "1 query' answers"
-            print(f"wrote {result.table.num_rows} rows to {args.out if uris.is_uri(args.out) else out_path}"
+            print(f"wrote {_written(result.table, out_path, flow.name)} to "
+                  f"{args.out if uris.is_uri(args.out) else out_path}"
                   + (f" and {answers} {whose} answers and metadata to "
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
     _print(args, result, queries, out_path, answers)
@@ -152,6 +153,18 @@ def answers_path(out: str) -> str:
     """Where ``--out``'s per-query metadata (a RAG flow's answer, sources and usage) goes: ``NAME.queries.jsonl``
     beside ``NAME.SUFFIX``, a URI's too."""
     return f"{out.rpartition('.')[0]}.queries.jsonl"
+
+
+def _written(table, out_path: Path, tag: str) -> str:
+    """What ``--out`` holds: its rows, or a TREC run's lines (a document's passages are one line, at its best
+    passage's rank: "wrote 3176 rows" was said of a file of 1939 lines)."""
+    from flows.results_file import TREC_SUFFIXES
+    from flows.trec_run import trec_rows
+
+    if out_path.suffix.lower() not in TREC_SUFFIXES:
+        return f"{table.num_rows} rows"
+    lines = len(trec_rows(table, tag).qids)
+    return f"{lines} lines" + (f" (the documents of {table.num_rows} passage rows)" if lines != table.num_rows else "")
 
 
 def _write_answers(result, queries, out: str) -> int:
