@@ -18,6 +18,11 @@ from operators.llm.gateway import Completion
 from operators.tables import concat, qid_groups, set_column
 
 _LABEL = re.compile(r"^\s*\**\s*(answer|reasoning|sources?|references?|citations?)\s*\**\s*:\s*", re.I | re.M)
+#: A sources label written on the answer's own line, after a sentence or a citation ("Bees make honey. Sources:
+#: [1]"): read as a section of its own, as on a line of its own (it stayed in the answer).
+_INLINE_SOURCES = re.compile(r"(?<=[.!?\]])[ \t]+\**\s*((?:sources?|references?|citations?)\s*\**\s*:)", re.I)
+#: A citation the reply's end cut open ("honey [1"): no part of the answer.
+_CUT_CITATION = re.compile(r"\s*\[[^\]]*$")
 _CITATION = re.compile(r"\[\s*(?:doc(?:ument)?s?\.?\s*)?(\d+(?:\s*(?:,|and|-)\s*(?:doc(?:ument)?\s*)?\d+)*)\s*\]", re.I)
 
 
@@ -276,7 +281,7 @@ def answer_cut(text: str, finish_reason: str | None, short: bool, span: str = ""
     told it was cut off would look for the rest."""
     if finish_reason != "length":
         return False
-    pieces = _LABEL.split(text)
+    pieces = _LABEL.split(_sections_on_lines(text))
     if len(pieces) > 1 and pieces[-2].lower() != "answer":
         return False  # a section after the answer's: the cut fell there
     if short and span and (at := text.find(span)) >= 0 and re.search(r"[.!?](\s|$)", text[at + len(span):]):
@@ -284,16 +289,21 @@ def answer_cut(text: str, finish_reason: str | None, short: bool, span: str = ""
     return not (short and "\n" in pieces[-1].lstrip())  # a short answer's line that ended
 
 
+def _sections_on_lines(text: str) -> str:
+    """``text`` with a sources label written after a sentence of the answer moved to a line of its own."""
+    return _INLINE_SOURCES.sub(lambda m: "\n" + m.group(1) + " ", text)
+
+
 def parse_answer(text: str, documents: int) -> dict[str, Any]:
     """Answer, reasoning and cited document numbers (1..``documents``, first-cited order) from a reply; ``stray``:
     the numbers it cites that are not documents of the context."""
-    pieces = _LABEL.split(text)
+    pieces = _LABEL.split(_sections_on_lines(text))
     sections: dict[str, str] = {}
     for label, body in zip(pieces[1::2], pieces[2::2]):
         key = label.lower() if label.lower() in ("answer", "reasoning") else "sources"
         sections[key] = (sections.get(key, "") + "\n" + body).strip()
     sections["answer"] = sections.get("answer") or pieces[0]  # no "Answer:" label: the text before any label
-    answer = sections.get("answer", "").strip()
+    answer = _CUT_CITATION.sub("", sections.get("answer", "").strip())
     numbers: list[int] = []
     for match in _CITATION.finditer(answer + "\n" + sections.get("reasoning", "")):
         numbers += [int(n) for n in re.findall(r"\d+", match.group(1))]

@@ -80,6 +80,12 @@ def test_the_embedded_model_answers_from_the_context():
     ("Answer: Paris [2].\nReasoning: document 2 says so.\nSources: [2]", 2, ("Paris [2].", [2])),
     ("It is Verdi [1, 2] (see [9]).", 2, ("It is Verdi [1, 2] (see [9]).", [1, 2])),
     ("No document says.", 4, ("No document says.", [])),
+    # a sources label on the answer's own line was left in the answer; a citation the cut left open too
+    ("Bees make honey. Sources: [1]", 2, ("Bees make honey.", [1])),
+    ("Bees make honey [2]. **References:** 1, 2", 2, ("Bees make honey [2].", [2, 1])),
+    ("Bees make honey. Sources: [1", 2, ("Bees make honey.", [1])),
+    ("Bees make honey [1", 2, ("Bees make honey", [])),
+    ("The sources: bees and wasps [1].", 2, ("The sources: bees and wasps [1].", [1])),  # no sentence before it
 ])
 def test_parse_answer(text, documents, expected):
     parsed = parse_answer(text, documents)
@@ -95,6 +101,7 @@ def test_parse_answer(text, documents, expected):
     ("Reasoning: document 1 says so.\nAnswer: Bees make", False, True),
     ("Bees make honey [1] and wa", False, True),
     ("Bees make honey [1].\nThey also make", False, True),  # the sentences style's answer is every line
+    ("Bees make honey. Sources: [1", False, False),  # the cut fell in the sources, written on the answer's line
 ])
 def test_answer_cut_says_whether_max_tokens_fell_in_the_answer(text, short, cut):
     assert answer_cut(text, "length", short) is cut
