@@ -133,4 +133,21 @@ def list_tasks(request: Request,
 def pipeline_info() -> dict[str, Any]:
     from flows.info import mosaic_info
 
-    return mosaic_info()
+    return with_service_models(mosaic_info())
+
+
+def with_service_models(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` with each language-model param offering this service's aliases, the only models it runs
+    (``spec_guard.check_llm``): the operators' own text offered "any litellm model string", which it refuses."""
+    from operators.llm.aliases import aliases
+    from operators.local_files import marked_params
+    from operators.registry import all_operators
+
+    known = sorted(aliases())
+    for name, cls in all_operators().items():
+        for param in marked_params(cls.Params, "llm_model") if name in info else ():
+            info[name]["parameters"][param] = {
+                **info[name]["parameters"][param], "supported-values": known, "enforce-limit": True,
+                "description": f"A language model alias of this service ({', '.join(known)}): it runs language "
+                               "models by alias only (its $TESSERA_MODELS file adds aliases)"}
+    return info

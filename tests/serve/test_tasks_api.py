@@ -165,8 +165,9 @@ def test_openapi_docs_list_the_flow_routes(serve_app):
 
 def test_pipeline_info_is_the_generated_mosaic_info(serve_app):
     from flows.info import mosaic_info
+    from serve.routes_tasks import with_service_models
 
-    assert get(serve_app, "/pipeline/info").json() == mosaic_info()
+    assert get(serve_app, "/pipeline/info").json() == with_service_models(mosaic_info())
 
 
 def test_saved_flows_over_http(serve_app):
