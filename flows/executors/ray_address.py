@@ -111,9 +111,9 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
             pass
     except OSError as err:
         raise RayAddressError(
-            f"{named}: nothing answers at {dialed}:{port} ({err.strerror or err}): the cluster is not "
-            f"running there, or the port is not the head's GCS port (6379 unless `ray start --head --port` chose "
-            f"another); or {local} to start a local Ray", field=field) from None
+            f"{named}: nothing answers at {dialed}:{port} ({err.strerror or err}){_redialed(host, dialed, port)}: "
+            f"the cluster is not running there, or the port is not the head's GCS port (6379 unless `ray start "
+            f"--head --port` chose another); or {local} to start a local Ray", field=field) from None
     refusal = ray_refusal(dialed, port, client=client)
     if refusal is not None and refusal[0] == "UNAUTHENTICATED":  # before ray.init, whose GCS client warns 20 s
         raise joining_failed(ConnectionError(f"the cluster refused this process ({refusal[1]})"), address, environ,
@@ -124,6 +124,23 @@ def check_ray_address(address: str | None = None, environ: Mapping[str, str] = o
                               f"{client_too}; or {local} to start a local Ray", field=field)
     if ahead:
         _checked_ahead.add(value)
+
+
+def _redialed(host: str, dialed: str, port: int) -> str:
+    """Why the address dialled is not the one written: Ray dials a loopback host as this machine's address. Where
+    something answers at the written one (a dashboard bound to 127.0.0.1 alone), that is no Ray GCS, which listens
+    on the machine's address too."""
+    if dialed == host:
+        return ""
+    try:
+        with socket.create_connection((host, port), timeout=PROBE_SECONDS):
+            answers = True
+    except OSError:
+        answers = False
+    there = (f"; something answers at {host}:{port} itself, which Ray does not dial: a service bound to {host} "
+             f"alone, such as the dashboard (the job server: http://{host}:{port} to `ray job submit`), not a GCS"
+             if answers else "")
+    return f" (Ray dials {host} as this machine's address, {dialed}{there})"
 
 
 def ray_client_refused(where: str, field: str | None = None) -> RayAddressError:

@@ -197,6 +197,22 @@ def test_tessera_serve_onto_a_cluster_that_refuses_its_token_stops_before_serve_
 
 
 @pytest.mark.timeout(60)
+@pytest.mark.timeout(60)
+def test_a_server_on_loopback_alone_is_named_beside_the_address_ray_dials(tessera, tmp_path, ray_dials):
+    """The dashboard bound to 127.0.0.1 given as RAY_ADDRESS: Ray dials loopback as this machine's address, where
+    nothing listens, and the message named only that address, not the one typed, which answers."""
+    if ray_dials.startswith("127."):
+        pytest.skip("this machine's address is a loopback one: Ray dials what was typed")
+    with socket.create_server(("127.0.0.1", 0)) as dashboard:
+        port = dashboard.getsockname()[1]
+        status, err = tessera(f"127.0.0.1:{port}", "run", "bm25", "--executor", "ray", "--index",
+                              str(tmp_path / "idx"), "--queries", "honey bees")
+    assert status == 2 and len(err) == 1, err
+    assert f"nothing answers at {ray_dials}:{port} (" in err[0], err[0]
+    assert f"(Ray dials 127.0.0.1 as this machine's address, {ray_dials}; something answers at 127.0.0.1:{port} " \
+           f"itself, which Ray does not dial" in err[0] and f"http://127.0.0.1:{port} to `ray job submit`" in err[0]
+
+
 def test_a_web_server_at_the_address_is_refused_at_once(tessera, tmp_path, web_server, ray_dials):
     started = time.monotonic()
     status, err = tessera(web_server, "run", "bm25", "--executor", "ray", "--index", str(tmp_path / "idx"),
