@@ -24,8 +24,8 @@ import sys
 from typing import Sequence
 
 from flows import uris
-from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, check_job_paths, cli_option_error,
-                                     cli_option_logs, console, positive_int, print_json,
+from flows.commands._support import (EXIT_CANCELLED, EXIT_INTERNAL, EXIT_OK, CliError, check_job_paths,
+                                     cli_option_error, cli_option_logs, console, positive_int, print_json,
                                      refuse_contradicting_index_options, refuse_file_as_index_name)
 from flows.commands.ingest_interrupt import StopOnInterrupt
 
@@ -97,6 +97,9 @@ def handle(args: argparse.Namespace) -> int:
 
     refuse_contradicting_index_options(args, dense_only=("--dense-type",))
     glob = args.source is not None and any(ch in args.source for ch in "*?[")
+    if glob and uris.is_uri(args.source):  # read as a file of that name, it said "no file matches"
+        raise CliError(f"--source '{args.source}': a URI names one file or folder, not a glob; give the folder "
+                       f"({args.source.rsplit('/', 1)[0]}/), or the glob as a local path", field="--source")
     check_job_paths(outputs={"--index": args.index}, inputs={"--source": None if glob else args.source},
                     executor=args.executor)
     overrides = {}

@@ -69,3 +69,18 @@ def test_a_remote_file_and_folder_are_fetched_and_an_output_is_copied_up_whole()
 def test_the_cli_refuses_an_unsupported_scheme_before_anything_runs(run_cli):
     status, _ = run_cli("run", "bm25", "--index", "nowhere", "--queries", "honey", "--out", "ftp://host/r.parquet")
     assert status == 2
+
+
+def test_a_glob_in_a_source_uri_is_refused_as_a_glob_not_as_no_file_matching(tmp_path, monkeypatch, capsys):
+    """``--source "file:///data/corpus*.jsonl"``: a URI names one file or folder, and the glob was read as a file of
+    that name, "no file matches" where one did. Refused before anything runs, with what works."""
+    from flows.commands import main
+
+    monkeypatch.setenv("TESSERA_HOME", str(tmp_path / "home"))
+    (tmp_path / "corpusA.jsonl").write_text('{"_id": "a", "text": "honey bees"}\n')
+    index = tmp_path / "idx"
+    status = main(["ingest", "--source", f"file://{tmp_path}/corpus*.jsonl", "--index", str(index), "--no-dense"])
+    err = capsys.readouterr().err
+    assert status == 2 and "a URI names one file or folder, not a glob" in err and f"(file://{tmp_path}/)" in err
+    assert not index.exists()
+    assert main(["ingest", "--source", f"file://{tmp_path}/", "--index", str(index), "--no-dense", "--quiet"]) == 0
