@@ -4,8 +4,19 @@
 // pages than one request may add, in parts of its pages). Calls api.js's
 // helpers ($, ApiError) and reads indices.js's indexListing; indices.js calls uploadRequests.
 
-/** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other scalar
- * fields become its metadata. ``where`` names the record in an error. */
+/** A list's or an object's JSON text as the service writes a file's (Python's ``json.dumps``, ", " and ": "
+ * between items): the metadata value `tessera ingest` and a Markdown file's front matter give the same field. */
+function jsonText(value) {
+  if (Array.isArray(value)) return `[${value.map(jsonText).join(", ")}]`;
+  if (value && typeof value === "object") {
+    return `{${Object.entries(value).map(([k, v]) => `${JSON.stringify(k)}: ${jsonText(v)}`).join(", ")}}`;
+  }
+  return JSON.stringify(value);
+}
+
+/** A document of the API from a record of a JSONL or JSON file: `_id` (or `id`), `title`, `text`; other fields
+ * become its metadata, a list or an object as its JSON text (they were left out without a word), a null left out.
+ * ``where`` names the record in an error. */
 function toDocument(record, where) {
   if (!record || typeof record !== "object" || Array.isArray(record)) {
     throw new ApiError(`${where}: a document must be a JSON object`);
@@ -16,6 +27,7 @@ function toDocument(record, where) {
   const extra = {...(metadata || {})};
   for (const [name, value] of Object.entries(rest)) {
     if (["string", "number", "boolean"].includes(typeof value)) extra[name] = value;
+    else if (value !== null && typeof value === "object") extra[name] = jsonText(value);
   }
   const doc = {id: String(docId), title: title ? String(title) : "", text: text == null ? "" : String(text)};
   if (Object.keys(extra).length) doc.metadata = extra;

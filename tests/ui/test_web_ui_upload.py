@@ -207,8 +207,10 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
     (tmp_path / "menu.jsonl").write_bytes((json.dumps({"_id": "dessert", "text": "Crème brûlée à la carte."},
                                                       ensure_ascii=False) + "\n").encode("cp1252"))
     # UTF-8 with one stray byte: read as Windows-1252 its every accented letter was mangled ("ZÃ¼rich")
-    (tmp_path / "places.jsonl").write_bytes(json.dumps({"_id": "zurich", "text": "Zürich, Genève, Köln@"},
-                                                       ensure_ascii=False).encode().replace(b"@", b"\xff") + b"\n")
+    # a list and an object among its fields: left out without a word, now their JSON text as the service writes it
+    (tmp_path / "places.jsonl").write_bytes(json.dumps({"_id": "zurich", "text": "Zürich, Genève, Köln@", "tags": [
+        "city", "Schweiz"], "where": {"lat": 47.4, "alpine": False}, "gone": None}, ensure_ascii=False).encode()
+        .replace(b"@", b"\xff") + b"\n")
     (tmp_path / "kea.md").write_text("---\ntitle: Kea\nauthor: Ann\nyear: 2024\ntags: [alpine]\ntext: clash\n---\n"
                                      "Kea are alpine parrots.\n")
     open_indices(browser, ui_app)
@@ -231,6 +233,8 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
     assert listed["kea.md"]["metadata"] == {"path": "kea.md", "author": "Ann", "year": 2024, "tags": '["alpine"]'}
     menu = ui_app.api("GET", f"/v1/indices/{name}/documents/menu.txt").json()
     assert menu["passages"][0]["text"] == "Crème brûlée, très bon, à la carte."
+    assert listed["zurich"]["metadata"] == {"tags": json.dumps(["city", "Schweiz"], ensure_ascii=False),
+                                            "where": json.dumps({"lat": 47.4, "alpine": False})}
     dessert = ui_app.api("GET", f"/v1/indices/{name}/documents/dessert").json()
     assert dessert["passages"][0]["text"] == "Crème brûlée à la carte."
     zurich = ui_app.api("GET", f"/v1/indices/{name}/documents/zurich").json()
