@@ -243,7 +243,10 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
     if not answered:  # the degraded mark's reason, in words (not the mark's dict: {'step': ..., 'reason': ...})
         degraded = meta.get("degraded")
         reason = degraded.get("reason") if isinstance(degraded, dict) else degraded
-        answer = f"No answer could be written ({reason or 'the flow wrote no answer'})."
+        found = "qid" in result.table.column_names and qid in set(result.table.column("qid").to_pylist())
+        reason = reason or ("the flow wrote no answer" if found else "the search found no document for it: is the "
+                            "index empty, or filtered to nothing?")
+        answer = f"No answer could be written ({reason})."
     content = answer + ("\n\nSources:\n" + "\n".join(s["reference"] for s in sources) if sources else "")
     message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
     if meta.get("degraded"):

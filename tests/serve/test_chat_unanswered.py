@@ -25,3 +25,17 @@ def test_a_reply_the_flow_could_not_write_is_marked_unanswered(fault_models):
     spec.steps["answer"].params["model"] = "fault-ok"
     answered = _message(LocalExecutor().run(spec, table), "q1")
     assert answered["answered"] is True and "answered" not in answered["message"]
+
+
+def test_a_reply_with_no_document_found_says_so(fault_models):
+    """A chat over an empty index (or one filtered to nothing) said only "No answer could be written (the flow wrote
+    no answer)": no document reached the answer step."""
+    from serve.chat_flows import _message
+
+    spec = FlowSpec.parse({"name": "answers", "steps": {
+        "context": {"op": "generate.context"}, "answer": {"op": "generate.answer", "params": {"model": "fault-ok"}}}})
+    nothing = sample_results(1, 3).slice(0, 0)
+    reply = _message(LocalExecutor().run(spec, nothing), "q1")
+    assert reply["answered"] is False and reply["message"]["content"] == (
+        "No answer could be written (the search found no document for it: is the index empty, or filtered to "
+        "nothing?).")
