@@ -19,11 +19,11 @@ function jsonText(value) {
  * ``where`` names the record in an error. */
 function toDocument(record, where) {
   if (!record || typeof record !== "object" || Array.isArray(record)) {
-    throw new ApiError(`${where}: a document must be a JSON object`);
+    throw new ApiError(`${where}: a document must be a JSON object`, FILES);
   }
   const {_id: underscoreId, id, title, text, metadata, ...rest} = record;
   const docId = underscoreId ?? id;
-  if (docId === undefined || docId === null || docId === "") throw new ApiError(`${where}: no _id`);
+  if (docId === undefined || docId === null || docId === "") throw new ApiError(`${where}: no _id`, FILES);
   const extra = {...(metadata || {})};
   for (const [name, value] of Object.entries(rest)) {
     if (["string", "number", "boolean"].includes(typeof value)) extra[name] = value;
@@ -33,6 +33,9 @@ function toDocument(record, where) {
   if (Object.keys(extra).length) doc.metadata = extra;
   return doc;
 }
+
+/** The field of an error in a chosen file: the focus goes to the files box (it went to the index box). */
+const FILES = {param: "files"};
 
 const JSON_FILE = /\.jsonl?$/i; // parsed here into documents; PDF, text and Markdown files go as they are
 
@@ -65,7 +68,7 @@ async function fileText(file, warnings) {
  * without a word, and an Add of it alone said that no file was chosen. */
 async function fileDocuments(file, warnings) {
   const documents = await readDocuments(file, warnings);
-  if (!documents.length) throw new ApiError(`${file.name}: no documents`);
+  if (!documents.length) throw new ApiError(`${file.name}: no documents`, FILES);
   return documents;
 }
 
@@ -90,7 +93,7 @@ async function readDocuments(file, warnings) {
       } catch (err) {
         const {reason, column} = jsonLineError(err);
         const where = `${file.name}, line ${n + 1}${column ? `, column ${column}` : ""}`;
-        throw new ApiError(`${where}: not valid JSON (${reason})`);
+        throw new ApiError(`${where}: not valid JSON (${reason})`, FILES);
       }
       return toDocument(record, `${file.name}, line ${n + 1}`);
     });
@@ -99,11 +102,11 @@ async function readDocuments(file, warnings) {
   try {
     records = JSON.parse(content);
   } catch (err) {
-    throw new ApiError(`${file.name}: not valid JSON (${err.message})`);
+    throw new ApiError(`${file.name}: not valid JSON (${err.message})`, FILES);
   }
   // (null, a number or a string has no documents: "Cannot read properties of null" was shown of null)
   records = Array.isArray(records) ? records : (records && typeof records === "object" ? records.documents : null);
-  if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`);
+  if (!Array.isArray(records)) throw new ApiError(`${file.name}: a list of documents, or {"documents": [...]}`, FILES);
   return records.map((record, n) => toDocument(record, `${file.name}, document ${n + 1}`));
 }
 
@@ -164,7 +167,7 @@ function refuseUnreadable(file) {
   const kinds = $("upload-files").accept.split(",");
   if (!kinds.some((suffix) => file.name.toLowerCase().endsWith(suffix))) {
     throw new ApiError(`${file.name}: not a PDF, text, Markdown, HTML, JSONL or JSON file (${kinds.join(", ")}) `
-      + "(field: files)");
+      + "(field: files)", FILES);
   }
 }
 
@@ -185,7 +188,7 @@ function fileGroups(files) {
     const fileSize = file.size + formBytes(file);
     if (FORM_BYTES + fileSize > most) {
       throw new ApiError(`${file.name}: ${file.size} bytes, ${file.size > most ? "over" : "with the form around it "
-        + "over"} the service's max_upload_bytes (${most}) (field: files)`);
+        + "over"} the service's max_upload_bytes (${most}) (field: files)`, FILES);
     }
     if (group.length && (group.length >= count || size + fileSize > most)) {
       groups.push(group);

@@ -34,6 +34,11 @@ def choose(driver, *paths) -> None:
         field.send_keys("\n".join(str(path) for path in paths))
 
 
+def focused(driver) -> str:
+    """The id of the element that has the focus."""
+    return driver.switch_to.active_element.get_attribute("id")
+
+
 def refused(driver) -> str:
     """Add pressed: the error the page shows."""
     by_id(driver, "upload-button").click()
@@ -67,6 +72,7 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     choose(browser, notes, tmp_path / "report.docx")  # the JSONL would have gone first, then the file refused
     assert refused(browser) == ("report.docx: not a PDF, text, Markdown, HTML, JSONL or JSON file (.pdf, .txt, .md, "
                                 ".markdown, .html, .htm, .jsonl, .json) (field: files)")
+    assert focused(browser) == "upload-files"  # the field it names (it went to the index box)
     choose(browser, notes, tmp_path / "big.md")
     assert refused(browser) == f"big.md: {limit + 1} bytes, over the service's max_upload_bytes ({limit}) " \
                                "(field: files)"
@@ -80,8 +86,9 @@ def test_what_the_page_refuses_before_sending_anything(browser, ui_app, tmp_path
     choose(browser, notes, tmp_path / "broken.jsonl")
     broken = refused(browser)  # the file's line and column, not also the browser's "(line 1 column 2)"
     assert broken.startswith("broken.jsonl, line 2, column 2: not valid JSON (") and "line 1" not in broken
+    assert focused(browser) == "upload-files"
     choose(browser, tmp_path / "anonymous.jsonl")
-    assert refused(browser) == "anonymous.jsonl, line 1: no _id"
+    assert refused(browser) == "anonymous.jsonl, line 1: no _id" and focused(browser) == "upload-files"
     choose(browser)
     set_text(browser, "upload-text", "A pasted text without an id.")
     assert refused(browser) == "the pasted text needs an id (field: id)"
