@@ -136,13 +136,17 @@ def _stdin_bytes() -> bytes:
 
 def _sniffed(data: bytes, where: str | Path) -> Read:
     """Queries without a suffix to go by (``-``, a pipe): JSON lines when the first non-blank character is ``{``, a
-    JSON array of query objects when it is ``[``, else one query a line."""
+    JSON array of query objects when it is ``[``, ``qid<TAB>query`` lines when every line holds a tab (a TSV piped
+    in was searched for line by line, its qids in the text), else one query a line."""
     text = _utf8_text(data, where)
     first = text.lstrip()[:1]
     if first == "{":
         return _read_jsonl(text, where)
     if first == "[":
         return _read_array(text, where)
+    lines = [line for line in text.split("\n") if line.strip()]
+    if lines and all("\t" in line.strip(" \r") for line in lines):
+        return _read_tsv(text, Path(where))
     return _read_lines(text, where)
 
 

@@ -80,6 +80,10 @@ def leftovers(folder: Path) -> list[str]:
     (b"honey bees\nopera singers\n", ["1", "2"]),  # one query a line
     (b'[{"_id": "x", "text": "honey bees"}]', ["x"]),  # a JSON array
     (b'\xef\xbb\xbf{"_id": "a", "text": "honey bees"}\n', ["a"]),  # with a byte order mark
+    # a TSV piped in (every line holds a tab), its header optional: searched line by line, qids in the text
+    (b"qid\tquery\nq7\thoney bees\nq8\topera singers\n", ["q7", "q8"]),
+    (b"q7\thoney bees\r\nq8\topera singers\r\n", ["q7", "q8"]),
+    (b"honey bees\nopera\tsingers\n", ["1", "2"]),  # a tab in one line only: one query a line
 ])
 def test_dash_reads_the_queries_from_standard_input(home, tmp_path, spec, tessera, stdin, expected):
     out = tmp_path / "r.jsonl"
