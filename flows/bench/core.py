@@ -17,7 +17,7 @@ from flows.bench import answers, indices, metrics, outputs, runs, significance, 
 from flows.bench.console import BenchReporter
 from flows.bench.dataset import Dataset, load_dataset
 from flows.bench.errors import BenchError
-from flows.bench.flowdefs import BenchFlow, resolve_flows, spec_summary
+from flows.bench.flowdefs import BenchFlow, refuse_no_ranking, resolve_flows, spec_summary
 from flows.bench.results import DEFAULT_KS, BenchOptions, BenchResult, FlowRun, check_ks
 from flows.cache_code import code_identity
 from flows.model_check import HowToMake, check_env, check_models
@@ -44,6 +44,7 @@ def benchmark(options: BenchOptions, reporter: BenchReporter | None = None, *,
     check_models({f.name: f.spec for f in flows}, how_to_make=how_to_make)  # before any index is built
     for f in flows:  # an unset key (rerank.api's api_key_env, an LLM alias's), before any index is built too
         check_env(f.spec, f.name)
+        refuse_no_ranking(f)
     made = not out.exists()
     try:
         out.mkdir(parents=True, exist_ok=True)

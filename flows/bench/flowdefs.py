@@ -96,3 +96,19 @@ def spec_summary(spec: FlowSpec) -> str:
         params = ", ".join(f"{k}={v}" for k, v in sorted(step.params.items()))
         parts.append(f"{step_id}: {step.op}({params})")
     return " -> ".join(parts)
+
+
+def refuse_no_ranking(flow: BenchFlow) -> None:
+    """A flow whose output holds no ranking (``qid, docno`` and ``rank`` or ``score``), refused before any index is
+    built or any flow runs: it was refused once it had run. Said only of a flow of built-in operators, whose
+    ``produces()`` the contract tests hold to what they write; a plugin's step may add columns it does not declare.
+    A flow that answers (``generate.answer``: ``answer_only``) is measured by its answers."""
+    built = flow.spec.build()
+    ops = [built.operators[step] for step in built.needed_steps()]
+    if any(op.name == "generate.answer" or not type(op).__module__.startswith("operators.") for op in ops):
+        return
+    roles = built.roles()
+    if "docno" not in roles or not {"rank", "score"} & set(roles):
+        written = ", ".join(sorted(roles)) or "no column"
+        raise BenchError(f"flow '{flow.name}' returns no ranking: its steps write {written}; a benchmark needs qid, "
+                         "docno and rank or score (a retrieval step)", field="flow")

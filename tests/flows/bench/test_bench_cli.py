@@ -350,3 +350,15 @@ def test_a_run_read_from_the_step_cache_names_the_step_that_ran_all_the_same(ben
     status, out, err = bench(*common, "--out", tmp_path / "b")
     assert status == 0 and "(100% from the step cache; tfidf not cached)" in out + err, out + err
     assert "(100% from the step cache; tfidf not cached)" in (tmp_path / "b" / "report.md").read_text()
+
+
+def test_a_flow_that_returns_no_ranking_is_refused_before_any_flow_runs(bench, scifact_slice, flow_specs, tmp_path):
+    """It was refused once it had run (and the flows before it with it): its output has no docno to measure."""
+    words = tmp_path / "words.yaml"
+    words.write_text("name: words\nsteps:\n  w: {op: analyze.word_count, params: {input_column: query}}\n",
+                     encoding="utf-8")
+    status, _, err = bench("--dataset", scifact_slice, "--flow", f"title={flow_specs['title']}", "--flow", words,
+                           "--k", KS, "--no-mlflow", "--quiet", "--out", tmp_path / "out")
+    assert status == 2 and "flow 'words' returns no ranking: its steps write word_count; a benchmark needs qid, " \
+                           "docno and rank or score" in err, err
+    assert not (tmp_path / "out" / "runs").exists()  # the title flow did not run first
