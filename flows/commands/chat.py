@@ -19,6 +19,7 @@ import json
 import re
 import signal
 import sys
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -89,6 +90,9 @@ def handle(args: argparse.Namespace) -> int:
         if re.fullmatch(r"/\w+", question):  # a mistyped command (/quite, /help) is no question to search for
             out.print(f"[yellow]unknown command {escape(question)}[/]: /new starts over, /exit ends")
             continue
+        if (unreadable := _unreadable(question)) is not None:  # said, and the chat goes on, as a long question is
+            out.print(f"[yellow]{escape(unreadable)}[/]", soft_wrap=True)
+            continue
         try:
             check_length(question, "the question", longest)  # as tessera run and the service
         except SpecError as err:  # said, and the chat goes on: nothing was searched or sent to the model
@@ -153,6 +157,17 @@ def _answering_flow(args: argparse.Namespace) -> Any:
 def _index_of(flow: Any) -> str | None:
     """The index the flow's first retrieval step reads, to say what the answers come from."""
     return next((str(step.params["index"]) for step in flow.spec.steps.values() if step.params.get("index")), None)
+
+
+def _unreadable(question: str) -> str | None:
+    """Why a line is no question to ask, or None: bytes that are not UTF-8 (read as lone surrogates, which ended the
+    chat with an internal error), or only control characters (a NUL: no word to search for, which the service
+    refuses as an empty message and which went into every later follow-up's search)."""
+    if (byte := next((ord(char) - 0xDC00 for char in question if "\udc80" <= char <= "\udcff"), None)) is not None:
+        return f"that line is not UTF-8 text (byte 0x{byte:02x}): not asked; save the questions as UTF-8"
+    if all(char.isspace() or unicodedata.category(char) == "Cc" for char in question):
+        return "that line holds only control characters: not asked"
+    return None
 
 
 def _read(interactive: bool) -> str | None:

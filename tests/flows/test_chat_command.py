@@ -117,3 +117,16 @@ def test_an_answer_cut_by_max_tokens_says_so_as_tessera_run_does(fault_models, s
     whole = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
                     stdin="Which insects make honey?\n")
     assert "answer_cut" not in json.loads(whole.stdout) and "cut off" not in whole.stderr
+
+
+def test_a_line_that_is_not_utf8_or_only_control_characters_is_said_and_not_asked(fault_models, spec, tmp_path,
+                                                                                    tessera):
+    """Piped questions: a Latin-1 byte (read as a lone surrogate) ended the chat with an internal error, the later
+    questions unasked; a NUL alone was searched for and went into the next follow-up's search."""
+    proc = tessera("chat", str(spec), "--model", "fault-ok", "--no-cache", "--json", home=tmp_path / "home",
+                   stdin="caf\udce9 honey?\n\x00\nWhich insects make honey?\n")
+    assert "that line is not UTF-8 text (byte 0xe9): not asked" in proc.stderr, proc.stderr
+    assert "that line holds only control characters: not asked" in proc.stderr
+    [line] = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert line["turn"] == 1 and line["question"] == "Which insects make honey?" and len(fault_models.bodies) == 1
+    assert "\x00" not in json.dumps(fault_models.bodies)
