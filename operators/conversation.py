@@ -62,12 +62,18 @@ def normalise(text: str, max_chars: int | None) -> str:
 NO_ANSWER = "The documents found do not answer this question."
 
 
+#: How the service's chat begins a reply that is no answer (``serve.chat_flows``: "No answer could be written (why).").
+NOT_WRITTEN = "No answer could be written"
+
+
 def is_declined(text: str, declined: list[str]) -> bool:
-    """Whether a message's text is one of the ``declined`` replies: a turn that found nothing, whose words are about
-    answering ("documents", "answer", "question"), not about the subject, so a later turn's search and context
-    would only be misled by them."""
+    """Whether a message's text is one of the ``declined`` replies, or the service's reply that is no answer
+    (``NOT_WRITTEN``): a turn that found nothing, whose words are about answering ("documents", "answer",
+    "question"), not about the subject, so a later turn's search and context would only be misled by them. A client
+    that cannot tell such a reply (Cohere's) sends it back, and it was searched for."""
     said = normalise(text, None).casefold()
-    return any(said == normalise(reply, None).casefold() for reply in declined)
+    return said.startswith(f"{NOT_WRITTEN} (".casefold()) or any(
+        said == normalise(reply, None).casefold() for reply in declined)
 
 
 def declined_replies_field() -> Any:

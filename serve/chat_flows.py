@@ -34,6 +34,7 @@ import pyarrow as pa
 from flows import store as flow_store
 from flows.progress import CancelToken
 from flows.spec import FlowSpec
+from operators.conversation import NOT_WRITTEN
 from operators.errors import FlowCancelled, SpecError, TesseraError
 from operators.generate.answer_stream import ANSWER_OP, Sink, rest_of, streaming_answers
 from serve import client_gone, errors, flow_status
@@ -246,7 +247,7 @@ def _message(result: Any, qid: str) -> dict[str, Any]:
         found = "qid" in result.table.column_names and qid in set(result.table.column("qid").to_pylist())
         reason = reason or ("the flow wrote no answer" if found else "the search found no document for it: is the "
                             "index empty, or filtered to nothing?")
-        answer = f"No answer could be written ({reason})."
+        answer = f"{NOT_WRITTEN} ({reason})."
     content = answer + ("\n\nSources:\n" + "\n".join(s["reference"] for s in sources) if sources else "")
     message: dict[str, Any] = {"role": "assistant", "content": content, "sources": sources}
     if meta.get("degraded"):

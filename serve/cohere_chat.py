@@ -38,7 +38,9 @@ from serve.errors import ApiError
 from serve.grounded import CohereDocument
 from serve.schemas import ModelCard
 
-FINISH = {"stop": "COMPLETE", "length": "MAX_TOKENS"}
+#: Cohere's finish reasons; a flow's reply that is no answer ("No answer could be written (...)": ``answered`` false
+#: on the OpenAI route) ends ``ERROR``, so a Cohere client can leave it out of the messages it sends next.
+FINISH = {"stop": "COMPLETE", "length": "MAX_TOKENS", "unanswered": "ERROR"}
 _MARKER = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
 
 
@@ -148,7 +150,7 @@ async def respond(body: CohereChatRequest, target: ModelCard | FlowSpec, handle:
     if not body.stream:
         done = await client_gone.answered(answers, lambda cancel: chat_flows.run_flow(prepared, table, cancel=cancel))
         text = done["answer"]
-        return response(rid, text, done["finish_reason"], done["usage"]["prompt_tokens"],
+        return response(rid, text, _finish(done), done["usage"]["prompt_tokens"],
                         done["usage"]["completion_tokens"],
                         citations(text, done["message"]["sources"], shown) if body.cites() else [])
     return answers.stream(_flow_events(rid, prepared, table, body.cites(), shown))
@@ -165,6 +167,11 @@ def grounded_rows(body: CohereChatRequest) -> tuple[list[dict[str, Any]], dict[s
         raise ApiError(413, f"documents: {len(body.documents or [])} documents, over the limit max_result_rows="
                        f"{limit}", param="documents", code="max_result_rows")
     return grounded.document_rows(body.documents or [])
+
+
+def _finish(done: dict[str, Any]) -> str:
+    """A flow's reply's finish reason (a key of ``FINISH``)."""
+    return done["finish_reason"] if done.get("answered", True) else "unanswered"
 
 
 def response(rid: str, text: str, finish: str | None, prompt: int, completion: int,
@@ -253,7 +260,7 @@ async def _flow_events(rid: str, prepared: Any, table: Any, cites: bool,
                 written += rest
                 yield _text(rest)
             cited = citations(written, message["sources"], shown) if cites else []
-            for event in _closing(FINISH[item["finish_reason"]], item["usage"]["prompt_tokens"],
+            for event in _closing(FINISH[_finish(item)], item["usage"]["prompt_tokens"],
                                   item["usage"]["completion_tokens"], cited):
                 yield event
     except ApiError as err:  # headers are sent: the error ends the message

@@ -67,7 +67,8 @@ class QueryContextualizer(LLMStep):
     """
 
     name = "query.contextualize"
-    version = "3"  # 3: a declined reply is left out of the history; 2: the standalone query stored with the row
+    version = "4"  # 2: the standalone query stored with the row; 3: a declined reply is left out of the history;
+    # 4: so is the service's reply that is no answer ("No answer could be written (...)")
     aliases = ("contextualize", "condense_question", "QueryContextualizer")
     scope = "row"
     Params: ClassVar[type[ContextualizeParams]] = ContextualizeParams

@@ -40,7 +40,7 @@ class MessagesRetriever(Operator):
     """
 
     name = "retrieve.messages"
-    version = "2"  # a declined reply is no row
+    version = "3"  # a declined reply is no row; 3: nor is the service's reply that is no answer
     aliases = ("messages_retriever", "MessagesRetriever")
     scope = "query"
 

@@ -150,3 +150,17 @@ def test_a_declined_reply_is_left_out_of_the_history():
     kept = create("query.contextualize", {"turns": 4, "declined_replies": ["Nothing found."]})(table)
     # another flow's no_answer: this reply is an answer like any other
     assert f"; {NO_ANSWER.lower()};" in kept.column("query")[0].as_py().lower()
+
+
+def test_the_services_reply_that_is_no_answer_is_left_out_of_the_history():
+    """A Cohere client (``/v2/chat``) cannot tell "No answer could be written (...)" from an answer and sends it back:
+    the follow-up was searched for with it. Left out as the declined replies are, with any sources under it."""
+    talk = [{"role": "user", "content": "In which year did humans land on the Moon?"},
+            {"role": "assistant", "content": "No answer could be written (the model repeated the prompt's example "
+                                             "answer '1969', which no document holds).\n\nSources:\n[1] Moon (m1)"},
+            *HONEY]
+    table = with_conversation(sample_queries(1), talk)
+    asked = table.column("query")[0].as_py()
+    out = create("query.contextualize", {"turns": 4})(table)
+    assert out.column("query")[0].as_py() == (f"{asked} (In which year did humans land on the Moon?; Which insects "
+                                              "make honey?; Honey bees make honey.)")
