@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 from typing import Any, AsyncIterator
 
 from fastapi import APIRouter, Query, Request
@@ -45,7 +46,7 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
              column: str = Query("text", description="Result column the answers are grounded on.")) -> str:
     import difflib
 
-    from operators.llm.aliases import aliases, unknown_model
+    from operators.llm.aliases import aliases, key_env, unknown_model
     from serve.spec_guard import check_llm
 
     if unknown_model(model, servers=False) is not None:  # said now, in the service's terms: aliases only (the
@@ -57,6 +58,10 @@ def new_chat(request: Request, task_id: str = Query(..., description="The task w
                        + " (GET /v1/models lists the served models, which /v1/chat/completions answers by their id)",
                        param="model", code="model_not_found")
     check_llm(model, "model")  # an alias: a litellm string would reach its provider's default address
+    if (variable := key_env(model)) is not None and not os.environ.get(variable):  # every message would be refused
+        raise ApiError(422, f"model '{model}' reads ${variable}, not set where this service runs, so a chat with it "
+                       "could not answer: whoever runs the service must set it, or choose another model",
+                       param="model", code="env_not_set")
     service, owner = svc.current(), tenant(request)
     try:
         task = service.task(task_id, owner)

@@ -44,3 +44,19 @@ def test_a_reply_with_no_answer_is_kept_but_not_asked_with_by_the_follow_up(make
         assert first["answer"].startswith("No answer could be written (") and first["answered"] is False, first
         follow = httpx.get(chat, params={"message": "How do they make it?"}, timeout=60).json()
     assert follow["standalone_query"] == "How do they make it? (Which insects make honey?)", follow
+
+
+def test_a_chat_with_a_model_whose_key_is_unset_is_refused_when_it_is_made(make_service, monkeypatch):
+    """It was made, and every message then failed with a 422 naming ``steps.answer.params.model`` of a flow 'chat'
+    the client never sent."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    service = make_service()
+    task_id = finished_search(service)
+    with api_on_localhost() as url:
+        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "DeepSeekv3"}, timeout=60)
+        assert made.status_code == 422, made.text
+        error = made.json()["error"]
+        assert (error["param"], error["code"]) == ("model", "env_not_set") and "$DEEPSEEK_API_KEY" in error["message"]
+        monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-set")
+        assert httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "DeepSeekv3"},
+                         timeout=60).status_code == 200
