@@ -256,6 +256,9 @@ def engine_events(handle: Any, card: ModelCard, request: ChatRequest) -> Any:
     """The deployment's answer to ``request``: an async generator of its events (one, the whole answer, unstreamed)."""
     check_size(request)
     check_max_tokens(card, request)
+    if request.index is not None:  # dropped without a word, a client that meant a grounded answer got a bare one
+        raise ApiError(422, f"index: '{card.id}' is a language model, which reads no index; a flow that answers "
+                       "searches one (rag; GET /v1/models lists both)", param="index", code="invalid_value")
     body = request.engine_body()
     if card.engine == "vllm":
         from serve.deployments.llm import vllm_request

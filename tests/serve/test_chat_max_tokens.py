@@ -86,3 +86,16 @@ def test_the_window_s_own_size_still_answers_on_a_deployment(serve_app):
                            timeout=300)
     assert answer.status_code == 200, answer.text
     assert answer.json()["choices"][0]["message"]["content"].strip()
+
+
+def test_an_index_with_a_served_model_is_a_422_naming_it():
+    """``index`` is for flows: with a language model alone it was dropped without a word (an index that does not
+    exist too), and a client that meant a grounded answer got one from the bare model."""
+    card = served_card({"name": "smollm2"})
+    with api_on_localhost(app=chat_routes(card)) as base:
+        for path in ("/v1/chat/completions", "/v2/chat"):
+            answer = requests.post(base + path, json={"model": card.id, "messages": QUESTION, "max_tokens": 4,
+                                                      "index": "nope"}, timeout=30)
+            assert answer.status_code == 422, (path, answer.text)
+            error = answer.json()["error"]
+            assert error["param"] == "index" and "is a language model, which reads no index" in error["message"]
