@@ -27,6 +27,7 @@ from serve import chat_flows, client_gone, errors
 from serve import service as svc
 from serve.errors import ApiError
 from serve.routes_tasks import tenant
+from serve.taskstore import ChatMoved
 
 router = APIRouter(tags=["chat"])
 
@@ -175,8 +176,15 @@ async def _ask(chat_id: str, request: Request, message: str, stream: bool) -> An
         raise
 
     async def keep(reply: dict[str, Any]) -> dict[str, Any]:
-        if not await asyncio.to_thread(service.store.add_messages, chat_id, [{"role": "user", "content": message},
-                                                                             {"role": "assistant", **reply}]):
+        turn = [{"role": "user", "content": message}, {"role": "assistant", **reply}]
+        try:
+            kept = await asyncio.to_thread(service.store.add_messages, chat_id, turn,
+                                           after=len(chat.get("messages") or []))
+        except ChatMoved:  # kept, the answer would follow turns it never saw, as if it had
+            raise ApiError(409, "another message of this chat was answered while this one was, so this answer did "
+                           "not know that turn and is not kept: send one message at a time, this one again",
+                           param="chat_id", code="chat_busy") from None
+        if not kept:
             raise chat_gone()  # deleted with its task while the answer was written: nowhere to keep it
         return {"chat_id": chat_id, **reply}
 

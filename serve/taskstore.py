@@ -320,15 +320,22 @@ class TaskStore:
         with self._reading() as conn:
             return [dict(row) for row in conn.execute(query).mappings()]
 
-    def add_messages(self, chat_id: str, messages: list[dict[str, Any]]) -> bool:
+    def add_messages(self, chat_id: str, messages: list[dict[str, Any]], *, after: int | None = None) -> bool:
         """Append ``messages`` to the chat; False when it is gone (deleted with its task while its answer was
-        written: ``DELETE /task/{id}``, retention)."""
+        written: ``DELETE /task/{id}``, retention). ``after``: the number of messages the answer was asked with; a
+        chat that holds another number now (a message beside it was kept first) raises ``ChatMoved``."""
         with self.engine.begin() as conn:
             row = conn.execute(sa.select(chats.c.messages).where(chats.c.id == chat_id).with_for_update()).first()
             if row is None:
                 return False
+            if after is not None and len(row.messages) != after:
+                raise ChatMoved(len(row.messages) - after)
             conn.execute(chats.update().where(chats.c.id == chat_id).values(messages=[*row.messages, *messages]))
         return True
+
+
+class ChatMoved(Exception):
+    """A chat's messages changed while an answer was written: it was asked without them (``add_messages``)."""
 
 
 def _with_result(row: dict[str, Any]) -> dict[str, Any]:

@@ -60,3 +60,25 @@ def test_a_chat_with_a_model_whose_key_is_unset_is_refused_when_it_is_made(make_
         monkeypatch.setenv("DEEPSEEK_API_KEY", "sk-set")
         assert httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "DeepSeekv3"},
                          timeout=60).status_code == 200
+
+
+def test_two_messages_answered_at_once_keep_one_turn_and_refuse_the_other(make_service, fault_models):
+    """Each was asked with the chat as it was before both, and both were kept as turns 1 and 2, the second as a
+    follow-up of an answer it never saw. The one kept second is now a 409 ``chat_busy``, to send again."""
+    import concurrent.futures
+
+    fault_models.delay = 1.0  # both messages are being answered at once
+    service = make_service()
+    task_id = finished_search(service)
+    with api_on_localhost() as url:
+        made = httpx.get(f"{url}/task/chat/new", params={"task_id": task_id, "model": "fault-slow"}, timeout=60)
+        chat = f"{url}/task/chat/{made.text}"
+        questions = ["Which insects make honey?", "Where do they live?"]
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(lambda q: httpx.post(chat, json={"message": q}, timeout=60), questions))
+    assert sorted(a.status_code for a in answers) == [200, 409], [a.text for a in answers]
+    refused = next(a for a in answers if a.status_code == 409).json()["error"]
+    assert (refused["param"], refused["code"]) == ("chat_id", "chat_busy")
+    [kept] = service.store.task_chats(task_id, "local")
+    asked = next(q for q, a in zip(questions, answers) if a.status_code == 200)
+    assert [m["role"] for m in kept["messages"]] == ["user", "assistant"] and kept["messages"][0]["content"] == asked
