@@ -2,7 +2,7 @@
 
 import sys
 
-from flows.commands import main
+from flows.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

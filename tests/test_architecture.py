@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parent.parent
 PACKAGES = ("flows", "operators", "serve")
 JOBS = ("flows.train", "flows.bench", "flows.ingestion")  # each may import the ones after it
 #: The job entry points (``python -m ...``): thin files that may import the CLI.
-ENTRY_POINTS = {"flows.__main__", "flows.run.__main__", "flows.ingest.__main__", "flows.bench.__main__",
+ENTRY_POINTS = {"flows.__main__", "flows.cli", "flows.run.__main__", "flows.ingest.__main__", "flows.bench.__main__",
                 "flows.train.__main__"}
 FRONT_DOORS = ("flows.commands", "flows.api", "flows.run", "flows.ingest", "flows.__main__")
 MAX_LINES = 400

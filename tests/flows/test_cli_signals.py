@@ -105,3 +105,30 @@ def test_kill_int_stops_a_run_started_with_sigint_ignored_while_it_writes_its_ou
     assert proc.stderr.strip().splitlines()[-1] == "tessera: interrupted", proc.stderr
     assert not out.exists()
     _no_traceback(proc)
+
+
+#: Sends SIGINT to this process as the command's modules load (the import of ``flows.commands.ingest``, which
+#: building the parser makes), then runs the console script's function.
+WHILE_LOADING = """
+import importlib.abc, os, signal, sys
+
+class Interrupt(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name == "flows.commands.ingest":
+            os.kill(os.getpid(), signal.SIGINT)
+        return None
+
+sys.meta_path.insert(0, Interrupt())
+from flows.cli import main
+sys.argv = ["tessera", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_status_130(tmp_path):
+    """Before the command's own handlers were in place, Ctrl-C printed 20-56 lines of the traceback of the import it
+    stopped (in numpy, pydantic or the parser's build)."""
+    env = {**os.environ, "TESSERA_HOME": str(tmp_path / "home")}
+    proc = subprocess.run([sys.executable, "-c", WHILE_LOADING, "index", "info", str(tmp_path / "none")], cwd=REPO,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr) == (130, "tessera: interrupted\n"), proc.stderr
