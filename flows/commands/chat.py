@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import signal
 import sys
@@ -57,12 +58,13 @@ def handle(args: argparse.Namespace) -> int:
     """Ask a flow that answers (rag by default) one question a line; follow-ups are searched for with the
     conversation before them. /new starts over; /exit or an empty line ends."""
     from flows.executors import make_executor
-    from flows.model_check import check_models
+    from flows.model_check import check_env, check_models
     from flows.train import train_command
 
     refuse_cache_dir_without_cache(args)
     flow = _answering_flow(args)
     check_models([flow], how_to_make=train_command)
+    check_env(flow)  # a model's key unset: said before the greeting, not after the first question
     cache = step_cache(args)
     if cache is not None:
         cache.check()  # a bad --cache-dir or $TESSERA_HOME is said now, not after the first question
@@ -141,11 +143,14 @@ def _answering_flow(args: argparse.Namespace) -> Any:
                        step=step_id, field="params.index")
     if args.model is None:
         return flow
-    from operators.llm.aliases import unknown_model
+    from operators.llm.aliases import key_env, unknown_model
     from operators.llm.step import LLMStep
 
     if (problem := unknown_model(args.model)) is not None:  # the option, not the first step it would be given to
         raise CliError(problem, field="--model")
+    if (variable := key_env(args.model)) is not None and not os.environ.get(variable):  # said now, not after the
+        raise CliError(f"model '{args.model}' reads ${variable}, which is not set: set it, or give another "  # greeting
+                       "--model (tessera models lists them, and says which are reachable)", field="--model")
     steps = dict(flow.spec.steps)
     for step_id, op in flow.operators.items():
         if isinstance(op, LLMStep):

@@ -68,6 +68,15 @@ def test_a_misspelt_model_or_a_missing_index_is_refused_before_the_first_questio
     assert proc.stdout == ""  # no greeting before the error
 
 
+def test_a_model_whose_key_is_unset_is_refused_before_the_greeting(tmp_path, tessera, monkeypatch):
+    """It greeted, waited for a question, then failed naming ``steps.answer.params.model``, not ``--model``."""
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    proc = tessera("chat", "--model", "DeepSeekv3", "--index", str(tmp_path), home=tmp_path / "home", check=2,
+                   stdin="Which insects make honey?\n")
+    assert_one_line_error(proc, "field '--model'", "model 'DeepSeekv3' reads $DEEPSEEK_API_KEY, which is not set")
+    assert proc.stdout == "" and "ask a question" not in proc.stderr
+
+
 @pytest.mark.integration  # the ingested sample, and MiniLM
 def test_after_make_demo_its_index_is_the_default(fault_models, sample_index, tmp_path, tessera):
     checkout = tmp_path / "checkout"  # a clone after make demo: its index where make demo puts it
