@@ -307,7 +307,9 @@ def _cmd_compact(args: argparse.Namespace) -> int:
                              "live_chunks": done.chunks_before - done.tombstones_dropped}},
            f"compacted {index.path}: {done.shards_before} shard(s) with {done.chunks_before} chunk(s), "
            f"{done.tombstones_dropped} deleted, into {done.shards_after} shard(s) with {done.chunks} chunk(s) "
-           f"(generation {done.generation}, {done.seconds:.2f} s)")
+           f"(generation {done.generation}, {done.seconds:.2f} s)" if done.changed else
+           f"nothing to compact: {index.path} is {done.shards_after} compacted shard(s) with {done.chunks} chunk(s), "
+           f"none deleted (generation {done.generation}, unchanged)")
     return EXIT_OK
 
 

@@ -35,7 +35,7 @@ from operators.store import dense, shard as shard_io
 from operators.store.errors import CommitConflictError, IndexCorruptError, IndexStoreError
 from operators.store.layout import SHARDS, new_shard_id
 from operators.store.upgrade import COMPACTED
-from operators.store.settings import Manifest, ShardInfo
+from operators.store.settings import FORMAT, Manifest, ShardInfo
 from operators.tables import concat
 
 
@@ -49,6 +49,7 @@ class CompactionSummary:
     tombstones_dropped: int        # deleted chunks that are gone from disk now
     generation: int                # the generation the compaction committed
     seconds: float                 # the whole call, redone merges included
+    changed: bool = True           # False: already one compacted shard with nothing deleted, left as it was
 
     @property
     def shards_after(self) -> int:
@@ -63,7 +64,7 @@ class CompactionSummary:
         """The JSON a report or a task result carries (shard ids and files left out)."""
         return {"shards_before": self.shards_before, "shards_after": self.shards_after, "chunks": self.chunks,
                 "chunks_before": self.chunks_before, "tombstones_dropped": self.tombstones_dropped,
-                "generation": self.generation, "seconds": self.seconds}
+                "generation": self.generation, "seconds": self.seconds, "changed": self.changed}
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,12 @@ def compact(index, max_chunks: int, *, attempts: int,
     started = time.perf_counter()
     for attempt in range(1, attempts + 1):
         manifest = index.manifest
+        if _compacted_already(manifest, max_chunks):  # a rewrite would change nothing but the disk it takes
+            counts = manifest.counts()
+            return CompactionSummary(shards=tuple(manifest.shards), shards_before=counts["shards"],
+                                     chunks_before=counts["chunks"], tombstones_dropped=0,
+                                     generation=manifest.generation, seconds=round(time.perf_counter() - started, 3),
+                                     changed=False)
         infos: list = []
         merged = _Merged(manifest, attempt, on_progress)
         made = {s.embedded_as for s in manifest.shards}  # one way of embedding for all: the merged shards' too
@@ -116,6 +123,14 @@ def compact(index, max_chunks: int, *, attempts: int,
                                  tombstones_dropped=counts["tombstones"], generation=done.generation,
                                  seconds=round(time.perf_counter() - started, 3))
     raise CommitConflictError(f"compaction of {index.path} needs at least one attempt, got {attempts}")
+
+
+def _compacted_already(manifest: Manifest, max_chunks: int) -> bool:
+    """Whether ``manifest`` is what compacting it would make: one shard a compaction of this layout wrote, of at most
+    ``max_chunks``, nothing deleted (or no shard at all). Compacted again, each call rewrote it whole, and kept the
+    old copy on disk for an hour."""
+    return (manifest.format == FORMAT and not any(manifest.tombstones.values()) and len(manifest.shards) <= 1
+            and all(s.id.startswith(COMPACTED) and s.n_chunks <= max_chunks for s in manifest.shards))
 
 
 class _Merged:

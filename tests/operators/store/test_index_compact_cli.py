@@ -42,6 +42,17 @@ def test_compact_rewrites_the_live_chunks_into_fewer_shards(tmp_path, sample_doc
     assert done["shards"] == [s.id for s in index.manifest.shards]
     assert done["before"] == {"shards": 1, "chunks": 29, "tombstones": 0, "live_chunks": 29}
 
+    # one compacted shard, nothing deleted: each compaction rewrote it whole and kept the old copy for an hour
+    assert main(["index", "compact", idx]) == 0
+    generation, shards = Index.open(idx).manifest.generation, sorted((tmp_path / "idx" / "shards").iterdir())
+    capsys.readouterr()
+    assert main(["index", "compact", idx]) == 0
+    assert capsys.readouterr().out.startswith(f"nothing to compact: {idx} is 1 compacted shard(s) with 29 chunk(s)")
+    assert Index.open(idx).manifest.generation == generation
+    assert sorted((tmp_path / "idx" / "shards").iterdir()) == shards
+    assert main(["index", "compact", idx, "--max-chunks", "20", "--json"]) == 0  # smaller shards asked: it splits
+    assert json.loads(capsys.readouterr().out)["changed"] is True and Index.open(idx).counts()["shards"] == 2
+
 
 def _compact_on_a_terminal(idx: str, home, *args: str) -> tuple[int, str, str]:
     """``tessera index compact`` in its own process, its stderr a terminal (a pty): (status, stdout, what the
@@ -86,5 +97,5 @@ def test_compact_shows_the_shards_merged_on_a_terminal_and_nothing_with_json(tmp
     assert status == 0 and shown == ""  # no bar with --json, even on a terminal
     done = json.loads(out)  # stdout is the one JSON document, as before
     assert set(done) == {"index", "shards_before", "shards_after", "chunks", "chunks_before", "tombstones_dropped",
-                         "generation", "seconds", "shards", "before"}
+                         "generation", "seconds", "changed", "shards", "before"}
     assert (done["shards_before"], done["shards_after"], done["chunks"]) == (1, 3, 30)
