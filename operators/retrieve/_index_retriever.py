@@ -139,9 +139,10 @@ def missing_feature(op: Operator, index_name: str, settings: Any) -> OperatorErr
     for feature in op.index_needs():
         if feature in _FEATURES and not getattr(settings, feature, True):
             what, option, other = _FEATURES[feature]
-            return OperatorError(f"index '{index_name}' was built without {what} (tessera ingest {option}; "
-                                 f"settings={{'{feature}': False}} in Python); search it with {other}, or ingest it "
-                                 f"again without {option}", op=op.name, step=op.step_id, field="params.index")
+            return OperatorError(f"index '{index_name}' was built without {what} ({option} of tessera ingest or "
+                                 f"tessera index add; settings={{'{feature}': False}} in Python); search it with "
+                                 f"{other}, or build it again without {option}", op=op.name, step=op.step_id,
+                                 field="params.index")
     return None
 
 

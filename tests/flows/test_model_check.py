@@ -180,8 +180,8 @@ def test_a_step_that_searches_by_what_its_index_lacks_is_refused_before_any_step
                       "text": ["honey bees make honey from nectar", "ants farm aphids for honeydew"]})
     Index.create(tmp_path / "words", IndexSettings(dense=False)).add(words)
     for flow, step in [("hybrid", "dense"), ("rag", "dense"), ("hybrid_multihop", "hops")]:
-        with pytest.raises(SpecError, match=r"built without vectors \(tessera ingest --no-dense; "
-                           r"settings={'dense': False}") as refused:
+        with pytest.raises(SpecError, match=r"built without vectors \(--no-dense of tessera ingest or tessera "
+                           r"index add; settings={'dense': False}") as refused:
             check_models([FlowSpec.load(flow).with_index(str(tmp_path / "words"))])
         assert (refused.value.step, refused.value.field) == (step, f"steps.{step}.params.index"), flow
     # a flow made for a trained encoder whose models are not made either: the index's lack is what is said first
