@@ -98,14 +98,16 @@ def ordered_fingerprint(fingerprint: list[list[Any]] | None, order: list[str] | 
 READ_OTHERWISE = " (none of its files changed since the last ingest: this release of Tessera reads them otherwise)"
 #: Why a source's finished shards are not what it yields: another file that starts with its documents was ingested
 #: since and continued it (``moved``), and is still there. A sync would delete the documents only that file holds.
-CONTINUED = (" (since the last ingest, the index follows {files}, which starts with this source's documents and "
-             "added to them: ingest {files} to add to the index, or this source into a new index; a sync here would "
-             "delete the documents only {files} holds)")
+_CONTINUED_LEAD = " (since the last ingest, the index follows "
+CONTINUED = (_CONTINUED_LEAD + "{files}, which starts with this source's documents and added to them: ingest {files} "
+             "to add to the index, or this source into a new index; a sync here would delete the documents only "
+             "{files} holds)")
 
 
 def follow_advice(changed: str) -> str:
-    """What to do about a source whose finished shard it no longer yields, after ``changed`` (``changed_files``)."""
-    return "" if changed.startswith(CONTINUED[:30]) else f"; {FOLLOW_ADVICE}"
+    """What to do about a source whose finished shard it no longer yields, after ``changed`` (``changed_files``):
+    none where another file continued it (``CONTINUED`` says what to do)."""
+    return "" if changed.startswith(_CONTINUED_LEAD) else f"; {FOLLOW_ADVICE}"
 
 
 #: Files that hold one document whatever their size (``operators.sources.file_text``): one cannot grow by documents.
