@@ -7,6 +7,7 @@ import pyarrow as pa
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
+from operators.errors import OperatorError
 from operators.tables import qid_groups, concat, empty_like
 
 
@@ -47,6 +48,10 @@ class Reducer(Operator):
     def transform(self, table: pa.Table) -> pa.Table:
         if table.num_rows == 0:
             return table
+        keep = self.params.keep_column
+        if keep and not pa.types.is_boolean(table.column(keep).type):
+            raise OperatorError(f"keep_column '{keep}' holds {table.column(keep).type}, not true/false",
+                                op=self.name, step=self.step_id, field="params.keep_column")
         kept = []
         for _, group in qid_groups(table):
             ranks = group.column(self.params.rank_column).to_numpy(zero_copy_only=False).astype(float)
@@ -54,7 +59,7 @@ class Reducer(Operator):
             order = np.argsort(ranks, kind="stable")
             top = np.zeros(len(order), dtype=bool)
             top[order[: self.params.k]] = True
-            if self.params.keep_column:
-                top |= group.column(self.params.keep_column).fill_null(False).to_numpy(zero_copy_only=False)
+            if keep:
+                top |= group.column(keep).fill_null(False).to_numpy(zero_copy_only=False)
             kept.append(group.take(pa.array(order[top[order]])))
         return concat(kept) if kept else empty_like(table)

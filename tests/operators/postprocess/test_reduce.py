@@ -1,8 +1,10 @@
 """postprocess.reduce: contract and behaviour."""
 
 import pyarrow as pa
+import pytest
 
 from operators import create
+from operators.errors import OperatorError
 from operators.testing import OperatorContract, sample_results
 
 
@@ -37,3 +39,6 @@ def test_rows_of_the_keep_column_stay_beyond_k_in_rank_order():
     out = create("postprocess.reduce", {"k": 1, "keep_column": "cited"})(table.append_column("cited", cited))
     assert list(zip(out.column("qid").to_pylist(), out.column("rank").to_pylist())) == [
         ("q1", 1), ("q1", 2), ("q1", 4), ("q2", 1)]
+    with pytest.raises(OperatorError, match="keep_column 'docno' holds string, not true/false") as err:
+        create("postprocess.reduce", {"k": 1, "keep_column": "docno"})(table)
+    assert err.value.field == "params.keep_column"
