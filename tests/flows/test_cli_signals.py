@@ -118,6 +118,7 @@ class Interrupt(importlib.abc.MetaPathFinder):
             os.kill(os.getpid(), signal.SIGINT)
         return None
 
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as in a terminal (a test worker's children ignore it)
 sys.meta_path.insert(0, Interrupt())
 from flows.cli import main
 sys.argv = ["tessera", *sys.argv[1:]]
