@@ -4,6 +4,7 @@ nothing after "Running entrypoint" until it was stopped. Real actors on the test
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -13,35 +14,36 @@ from flows.executors.ray_nodes import warn_when_no_cpu_free
 pytestmark = pytest.mark.ray
 
 
-def free_cpus(ray, at_least: float = 0.0, at_most: float = float("inf"), seconds: float = 30) -> float:
-    """The cluster's free CPUs once they are within the bounds (Ray's view of an actor's resources lags its start)."""
-    deadline = time.monotonic() + seconds
-    while True:
-        free = ray.available_resources().get("CPU", 0.0)
-        if at_least <= free <= at_most or time.monotonic() > deadline:
-            return free
-        time.sleep(0.2)
-
-
 def test_a_run_on_a_cluster_with_less_than_a_cpu_free_says_it_waits_and_why(ray_session, caplog):
     ray = ray_session
-    free = free_cpus(ray, at_least=1)
-    assert free >= 1 and warn_when_no_cpu_free() is None
+    said = None
+    for _ in range(5):  # other tests' actors (a Serve app's replicas) may come and go meanwhile: try again
+        free = ray.available_resources().get("CPU", 0.0)
+        holder = None
+        if free >= 1:  # an actor that keeps all but half a CPU, as a Serve replica keeps its share
+            holder = ray.remote(num_cpus=free - 0.5)(Holder).remote()
+            ray.get(holder.ready.remote(), timeout=60)
+            time.sleep(0.5)  # Ray's view of the resources lags the actor's start
+        try:
+            if ray.available_resources().get("CPU", 0.0) < 1:
+                with caplog.at_level("WARNING"):
+                    said = warn_when_no_cpu_free()
+                break
+        finally:
+            if holder is not None:
+                ray.kill(holder)
+    total = ray.cluster_resources()["CPU"]
+    found = re.match(rf"the Ray cluster has ([\d.]+) of its {total:g} CPU\(s\) free: actors hold the rest", said or "")
+    assert found and float(found.group(1)) < 1, said
+    assert "this run waits until one is free" in said and said in caplog.text
+    deadline = time.monotonic() + 30  # the actor gone, its CPUs are free again: nothing to say (unless another
+    while ray.available_resources().get("CPU", 0.0) < 1 and time.monotonic() < deadline:  # test's actors hold them)
+        time.sleep(0.2)
+    assert (warn_when_no_cpu_free() is None) == (ray.available_resources().get("CPU", 0.0) >= 1)
 
-    @ray.remote(num_cpus=free - 0.75)
-    class Holder:  # what a Serve replica is to the cluster: an actor that keeps its CPUs
-        def ready(self) -> bool:
-            return True
 
-    holder = Holder.remote()
-    try:
-        ray.get(holder.ready.remote())
-        assert free_cpus(ray, at_most=0.75) == pytest.approx(0.75)
-        with caplog.at_level("WARNING"):
-            said = warn_when_no_cpu_free()
-        total = ray.cluster_resources()["CPU"]
-        assert said is not None and said.startswith(f"the Ray cluster has 0.75 of its {total:g} CPU(s) free"), said
-        assert "this run waits until one is free" in said and said in caplog.text
-    finally:
-        ray.kill(holder)
-    assert free_cpus(ray, at_least=1) >= 1 and warn_when_no_cpu_free() is None
+class Holder:
+    """What a Serve replica is to the cluster: an actor that keeps its CPUs."""
+
+    def ready(self) -> bool:
+        return True
