@@ -168,12 +168,9 @@ def handle(args: argparse.Namespace) -> int:
         out.print(f"retried: {r.resolved} failure(s) now in the index")
     retry = f"fix them, then: tessera ingest --index {shlex.quote(r.index)} --retry-failed"
     if nothing:  # an error, where scripts and terminals look for one, its command on one line to paste
-        from flows.ingestion.ledger import first_open_failure
+        from flows.ingestion.errors import NothingIngestedError
 
-        first = first_open_failure(r.index)
-        print(f"tessera: error: no document was ingested: all {r.failures} failed ("
-              + (f"the first: {first}; " if first else "") + f"why: {r.index}/failures.jsonl; {retry})",
-              file=sys.stderr, flush=True)
+        print(f"tessera: error: {NothingIngestedError(r, retry).message}", file=sys.stderr, flush=True)
         return EXIT_INTERNAL
     if r.failures or r.open_failures:
         out.print(f"[yellow]{r.failures} document(s) failed in this run; {r.open_failures} open in "

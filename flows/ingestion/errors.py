@@ -31,16 +31,18 @@ def read_staging_json(path) -> dict | None:
 
 class NothingIngestedError(IngestError):
     """Every document of the run failed (read, chunk or embed), so the index holds none of them: ``flows.api.ingest``
-    raises it where ``tessera ingest`` exits 1. ``report`` is the run's ``IngestReport``."""
+    raises it where ``tessera ingest`` exits 1, saying the same (its ``retry``: how to retry in the caller's words).
+    ``report`` is the run's ``IngestReport``."""
 
-    def __init__(self, report):
+    def __init__(self, report, retry: str | None = None):
         from flows.ingestion.ledger import first_open_failure
 
         self.report = report
         first = first_open_failure(report.index)
+        retry = retry or f"fix them, then: ingest(None, {report.index!r}, retry_failed=True)"
         super().__init__(f"no document was ingested: all {report.failures} failed ("
-                         + (f"the first: {first}; " if first else "") + f"why: {report.index}/failures.jsonl; fix "
-                         f"them, then: ingest(None, {report.index!r}, retry_failed=True))", field="source")
+                         + (f"the first: {first}; " if first else "") + f"why: {report.index}/failures.jsonl; {retry})",
+                         field="source")
 
 
 class SourceChangedError(IngestError):
