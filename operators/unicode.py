@@ -1,6 +1,7 @@
 """Text that UTF-8 can carry: JSON allows a lone surrogate (``"\\ud83d"``), which no tokenizer, YAML file or
-HTTP answer can take, so text from outside is checked where it comes in (request bodies, flow specs). And text that
-BM25 tokenizes: one letter written two ways is one token."""
+HTTP answer can take, so text from outside is checked where it comes in (request bodies, flow specs). Text with no
+word to search for (``blank``: the service's queries and messages, ``tessera chat``'s lines). And text that BM25
+tokenizes: one letter written two ways is one token."""
 
 from __future__ import annotations
 
@@ -17,6 +18,12 @@ def unicode_problem(text: str) -> str | None:
     except UnicodeEncodeError as err:
         return f"holds a lone surrogate (\\u{ord(text[err.start]):04x}) at character {err.start}, which is not text"
     return None
+
+
+def blank(text: str) -> bool:
+    """Whether a query holds nothing to search for: only whitespace and control characters (a NUL, which
+    ``str.strip`` keeps), no word to match: searched for, it would bring arbitrary documents, as a blank one would."""
+    return all(char.isspace() or unicodedata.category(char) == "Cc" for char in text)
 
 
 def first_broken_text(value: Any, where: str = "") -> tuple[str, str] | None:

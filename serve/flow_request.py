@@ -4,7 +4,6 @@ flow (``Service.prepare`` runs them in its steps, serve/service.py)."""
 from __future__ import annotations
 
 import logging
-import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +52,6 @@ class SearchRequest(FlowRequest):
     """``POST /v1/search``: a flow's top ``top_k`` hits per query."""
 
     top_k: int | None = Field(10, gt=0, strict=True, description="Hits per query.")
-
-
-def blank(text: str) -> bool:
-    """Whether a query holds nothing to search for: only whitespace and control characters (a NUL, which
-    ``str.strip`` keeps), no word to match: searched for, it would bring arbitrary documents, as a blank one would."""
-    return all(char.isspace() or unicodedata.category(char) == "Cc" for char in text)
 
 
 @dataclass

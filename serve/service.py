@@ -24,11 +24,11 @@ from pydantic import ValidationError
 from flows.spec import FlowSpec, from_mosaic, is_mosaic_request
 from operators.errors import SpecError
 from operators.json_tree import json_kind
-from operators.unicode import first_broken_text
+from operators.unicode import blank, first_broken_text
 from serve import taskrunner, threads, warm
 from serve.errors import ApiError, too_many_tasks
 from serve.served_models import placed
-from serve.flow_request import (Asked, FlowRequest, SearchRequest, blank, check_models_here, refuse_missing_columns,
+from serve.flow_request import (Asked, FlowRequest, SearchRequest, check_models_here, refuse_missing_columns,
                                 refuse_missing_files, refuse_reading_documents, validation_error)
 from serve.flow_resolution import FlowResolution
 from serve.index_owner import restore_rows

@@ -20,7 +20,6 @@ import os
 import re
 import signal
 import sys
-import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +29,7 @@ from flows.commands._support import (EXIT_OK, CliError, add_cache_dir_argument, 
 from flows.query_limits import check_length, max_query_chars
 from operators.errors import SpecError
 from operators.generate.answer_stream import ANSWER_OP, rest_of, streaming_answers
+from operators.unicode import blank
 
 #: The index ``make demo`` builds, taken when ``--index`` is not given and it is there (as ``tessera serve`` does).
 DEMO_INDEX = ".tessera/indices/sample"
@@ -170,7 +170,7 @@ def _unreadable(question: str) -> str | None:
     refuses as an empty message and which went into every later follow-up's search)."""
     if (byte := next((ord(char) - 0xDC00 for char in question if "\udc80" <= char <= "\udcff"), None)) is not None:
         return f"that line is not UTF-8 text (byte 0x{byte:02x}): not asked; save the questions as UTF-8"
-    if all(char.isspace() or unicodedata.category(char) == "Cc" for char in question):
+    if blank(question):
         return "that line holds only control characters: not asked"
     return None
 
