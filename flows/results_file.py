@@ -74,6 +74,12 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
     CSV has no nested types: list and struct columns are written as JSON text. A file that cannot be written is
     a ``SpecError`` naming ``--out``.
     """
+    return write_counted(table, path, tag=tag)[0]
+
+
+def write_counted(table: pa.Table, path: str | Path, *, tag: str = "tessera") -> tuple[Path, int]:
+    """``write_results``, and the rows the file holds: a TREC run's lines (a document's passages are one line), else
+    the table's rows."""
     if not isinstance(table, pa.Table):  # a FlowResult (its .table), None: a bare AttributeError before
         hint = ": give its .table" if hasattr(table, "table") and isinstance(table.table, pa.Table) else ""
         raise SpecError(f"write_results writes a pyarrow Table, got {type(table).__name__}{hint}", field="table")
@@ -89,7 +95,7 @@ def write_results(table: pa.Table, path: str | Path, *, tag: str = "tessera") ->
             _write(table, tmp, suffix, trec)
     except OSError as err:
         raise SpecError(f"cannot write --out {path}: {err.strerror or one_line(err, 160)}", field="out") from None
-    return path
+    return path, table.num_rows if trec is None else len(trec.qids)
 
 
 def _write(table: pa.Table, tmp: Path, suffix: str, trec: TrecRows | None) -> None:

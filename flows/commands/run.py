@@ -88,7 +88,7 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
     from flows.model_check import check_models
     from flows.progress import CancelToken
     from flows.queries import read_queries, read_query_texts
-    from flows.results_file import TREC_SUFFIXES, check_result_path, write_results
+    from flows.results_file import TREC_SUFFIXES, check_result_path, write_counted
     from flows.train import train_command
     from flows.trec_run import check_index_ids, check_trec_ids
     from operators.store.layout import check_index_exists
@@ -137,11 +137,11 @@ def _run(args: argparse.Namespace, queries_file: str | None, out_file: str | Non
         result = executor.run(flow, queries, progress=reporter, cancel=token)
     answers = 0
     if out_path is not None:
-        write_results(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM (_signals): no temporary file left
+        _, written = write_counted(result.table, out_path, tag=flow.name)  # Ctrl-C, SIGTERM: no temporary file left
         answers = _write_answers(result, queries, args.out)
         if not args.quiet:
             whose = "query's" if answers == 1 else "queries'"  # it said "1 query' answers"
-            print(f"wrote {_written(result.table, out_path, flow.name)} to "
+            print(f"wrote {_written(written, result.table, out_path)} to "
                   f"{args.out if uris.is_uri(args.out) else out_path}"
                   + (f" and {answers} {whose} answers and metadata to "
                      f"{answers_path(args.out)}" if answers else ""), file=sys.stderr)
@@ -155,15 +155,13 @@ def answers_path(out: str) -> str:
     return f"{out.rpartition('.')[0]}.queries.jsonl"
 
 
-def _written(table, out_path: Path, tag: str) -> str:
-    """What ``--out`` holds: its rows, or a TREC run's lines (a document's passages are one line, at its best
+def _written(lines: int, table, out_path: Path) -> str:
+    """What ``--out`` holds: its rows, or a TREC run's ``lines`` (a document's passages are one line, at its best
     passage's rank: "wrote 3176 rows" was said of a file of 1939 lines)."""
     from flows.results_file import TREC_SUFFIXES
-    from flows.trec_run import trec_rows
 
     if out_path.suffix.lower() not in TREC_SUFFIXES:
-        return f"{table.num_rows} rows"
-    lines = len(trec_rows(table, tag).qids)
+        return f"{lines} rows"
     return f"{lines} lines" + (f" (the documents of {table.num_rows} passage rows)" if lines != table.num_rows else "")
 
 

@@ -98,7 +98,7 @@ def test_kill_int_stops_a_run_started_with_sigint_ignored_while_it_writes_its_ou
 
     index, out = tmp_path / "idx", tmp_path / "res.jsonl"
     assert main(_ingest_args(index)) == 0
-    proc = _command(tmp_path, ("flows.results_file", "-", "write_results"), signal.SIGINT, "before", "run", "bm25",
+    proc = _command(tmp_path, ("flows.results_file", "-", "write_counted"), signal.SIGINT, "before", "run", "bm25",
                     "--index", str(index), "-q", "honey bees", "--no-cache", "--quiet", "--out", str(out),
                     ignore_sigint=True)
     assert proc.returncode == 130, proc.stderr
