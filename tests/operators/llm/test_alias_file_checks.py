@@ -134,26 +134,29 @@ def test_a_relative_gguf_path_in_an_alias_is_read_from_the_models_files_folder(t
     assert resolve("far").model == "tessera//elsewhere/m.gguf"  # absolute: as it is
 
 
-def test_a_misspelt_key_of_an_entry_is_named_with_the_close_key(tmp_path, monkeypatch):
-    """``mine: {modle: openai/x}`` was "field 'mine.model': Field required", which never named ``modle``."""
+def refusal(tmp_path: Path, monkeypatch, text: str) -> tuple[Path, ModelConfigError]:
+    """A models file holding ``text``, in force, and the error reading it raises."""
     models = tmp_path / "m.yaml"
-    models.write_text("mine: {modle: openai/x}\n")
+    models.write_text(text)
     monkeypatch.setenv("TESSERA_MODELS", str(models))
     with pytest.raises(ModelConfigError) as err:
         aliases()
-    assert err.value.field == "mine.modle"
-    assert err.value.message.startswith(f"unknown key 'modle' (in {models}); did you mean 'model'? (keys: "), \
-        err.value.message
+    return models, err.value
+
+
+def test_a_misspelt_key_of_an_entry_is_named_with_the_close_key(tmp_path, monkeypatch):
+    """``mine: {modle: openai/x}`` was "field 'mine.model': Field required", which never named ``modle``."""
+    models, refused = refusal(tmp_path, monkeypatch, "mine: {modle: openai/x}\n")
+    assert refused.field == "mine.modle"
+    assert refused.message.startswith(f"unknown key 'modle' (in {models}); did you mean 'model'? (keys: "), \
+        refused.message
 
 
 def test_aliases_under_a_models_key_are_told_to_go_to_the_top_level(tmp_path, monkeypatch):
     """``models: {mine: {model: ...}}`` (a config file's habit) said "unknown key 'mine'" of an alias named models."""
-    models = tmp_path / "m.yaml"
-    models.write_text("models:\n  mine: {model: openai/x}\n  other: ollama_chat/gemma2\n")
-    monkeypatch.setenv("TESSERA_MODELS", str(models))
-    with pytest.raises(ModelConfigError) as err:
-        aliases()
-    assert err.value.field == "models"
-    assert "without a `models:` key above them: remove that level (its entries: mine, other)" in err.value.message
+    models, refused = refusal(tmp_path, monkeypatch,
+                              "models:\n  mine: {model: openai/x}\n  other: ollama_chat/gemma2\n")
+    assert refused.field == "models"
+    assert "without a `models:` key above them: remove that level (its entries: mine, other)" in refused.message
     models.write_text("models: {model: openai/x}\n")  # an alias that is named models stays one
     assert aliases()["models"].model == "openai/x"
