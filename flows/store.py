@@ -14,13 +14,12 @@ reads, so one key's flow is neither listed nor runnable by name for another key 
 
 from __future__ import annotations
 
-import difflib
 import re
 from pathlib import Path
 from typing import Any
 
 from operators.atomic import write_text
-from operators.errors import SpecError, TesseraError, short_repr
+from operators.errors import SpecError, TesseraError, close_names, short_repr
 from operators.errors import did_you_mean as suggestion
 from operators.home import tessera_home
 
@@ -75,9 +74,9 @@ def saved_names(owner: str | None = None) -> list[str]:
 
 
 def did_you_mean(name: str, names: list[str]) -> str:
-    """``"; did you mean 'bm25'?"``: the ``names`` closest to a misspelt flow ``name`` (``difflib``, at most three,
+    """``"; did you mean 'bm25'?"``: the ``names`` closest to a misspelt flow ``name`` (``close_names``, at most three,
     best first), or nothing when none is close; the CLI's and the service's unknown flow say it."""
-    hint = suggestion(difflib.get_close_matches(name, names, n=3, cutoff=0.6))
+    hint = suggestion(close_names(name, names))
     return hint and f"; {hint}"
 
 

@@ -9,7 +9,6 @@ Keys never live here: an entry names the environment variable that holds its key
 
 from __future__ import annotations
 
-import difflib
 import functools
 import os
 from pathlib import Path
@@ -17,7 +16,7 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from operators.errors import TesseraError, plain_message, unknown_name_hint
+from operators.errors import TesseraError, close_names, plain_message, unknown_name_hint
 from operators.home import tessera_home
 
 PACKAGED_FILE = Path(__file__).with_name("models.yaml")
@@ -210,7 +209,7 @@ def unknown_model(model: str, *, servers: bool = True) -> str | None:
         litellm.get_llm_provider(model)
         return None
     except Exception:  # noqa: BLE001  (litellm raises its BadRequestError, or others for odd names)
-        close = difflib.get_close_matches(model, list(found), n=1, cutoff=0.6)
+        close = close_names(model, found)
         return (f"unknown model '{model}': neither a language model's alias ({', '.join(found)}; `tessera models` "
                 "lists them) nor a litellm model string whose provider litellm knows ('provider/name', such as "
                 "'ollama_chat/gemma2')"

@@ -1,8 +1,8 @@
 """An unknown flow's name at the service says the closest names, as the CLI does (``flows.store.did_you_mean``,
-difflib): the 422 of a search or a task that names it, the 404 of ``GET``/``DELETE /flows/{name}``, and the 404 of
-a chat whose ``model`` is neither a served model nor a flow that answers. A name close to none says no guess; an
-empty one says it is empty, without the list. The service's FastAPI app under uvicorn on 127.0.0.1 with real HTTP
-(no Ray: nothing runs); the chat's target in-process."""
+``operators.errors.close_names``): the 422 of a search or a task that names it, the 404 of
+``GET``/``DELETE /flows/{name}``, and the 404 of a chat whose ``model`` is neither a served model nor a flow that
+answers. A name close to none says no guess; an empty one says it is empty, without the list. The service's FastAPI
+app under uvicorn on 127.0.0.1 with real HTTP (no Ray: nothing runs); the chat's target in-process."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def test_an_unknown_flow_says_the_closest_names(base):
     assert "no flow named 'bm2'; did you mean 'bm25'" in error_of(search, 422, "flow")
     run = requests.post(f"{base}/task/run", json={"flow": "hybird", "query": "honey"}, timeout=60)
     assert "; did you mean 'hybrid'" in error_of(run, 422, "flow")
+    shouted = requests.post(f"{base}/v1/search", json={"flow": "HYBRID", "query": "honey"}, timeout=60)
+    assert "no flow named 'HYBRID'; did you mean 'hybrid'" in error_of(shouted, 422, "flow")  # case alone
     got = requests.get(f"{base}/flows/rga", timeout=30)
     assert error_of(got, 404, "name").startswith("no flow named 'rga'; did you mean 'rag'")
 

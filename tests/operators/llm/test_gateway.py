@@ -49,6 +49,8 @@ def test_a_misspelt_model_is_refused_when_the_step_is_made_and_when_called():
     assert raised.value.field == "params.model" and "tessera models" in raised.value.message
     with pytest.raises(ParamsError, match="unknown model 'nowhere/phi3'"):  # a provider litellm does not know
         create("summarize.documents", {"model": "nowhere/phi3"})
+    with pytest.raises(ParamsError, match="unknown model 'Qwen2.5'.*did you mean 'qwen2.5'"):  # case alone
+        create("generate.answer", {"model": "Qwen2.5"})
     for model in ("local", "gemma2", "ollama_chat/phi3", "openai/gpt-4o-mini", "gpt-4o"):  # aliases, litellm's
         assert create("generate.answer", {"model": model}).params.model == model
     with pytest.raises(LLMError, match="unknown model 'nosuchalias'") as raised:
