@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import re
+import socket
 
 from starlette.types import Receive, Scope, Send
 
@@ -51,13 +53,23 @@ def host_name(host: str) -> str:
 
 
 def is_this_machine(host: str) -> bool:
+    """``localhost`` or a loopback address, in any form a client may write one: ``::ffff:127.0.0.1`` (IPv4 mapped)
+    and the short IPv4 forms that ``curl`` and ``inet_aton`` read (``127.1``, ``0x7f.1``), none of which DNS can
+    rebind."""
     name = host_name(host).lower().rstrip(".")
     if name == "localhost":
         return True
     try:
-        return ipaddress.ip_address(name).is_loopback
+        address = ipaddress.ip_address(name)
     except ValueError:
-        return False
+        if not re.fullmatch(r"[0-9a-fx.]+", name):
+            return False
+        try:
+            address = ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return False
+    mapped = getattr(address, "ipv4_mapped", None)
+    return (mapped or address).is_loopback
 
 
 def foreign_origin(headers: dict[bytes, bytes], scheme: str, host: str) -> str | None:
