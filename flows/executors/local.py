@@ -33,7 +33,7 @@ class LocalExecutor:
         self.cache = cache
         self.keep_history = keep_history
 
-    def start(self) -> None:
+    def start(self, *, warm: bool = False) -> None:
         """Nothing to start: steps run in this process."""
 
     def run(

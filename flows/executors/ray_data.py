@@ -92,10 +92,21 @@ class RayDataExecutor:
         self.cache = cache
         self.keep_history = keep_history
         self.ray_init_kwargs = dict(ray_init_kwargs or {})
+        self._warm = False
 
-    def start(self) -> None:
-        """Start a local Ray, or join ``RAY_ADDRESS``, now rather than in the first ``run``."""
+    def start(self, *, warm: bool = False) -> None:
+        """Start a local Ray, or join ``RAY_ADDRESS``, now rather than in the first ``run``. ``warm``: also run a
+        one-row flow once, so that the job's workers, Ray Data's own actors and the progress reporter are up before
+        a run that is timed (``tessera bench``: seconds, not tenths, of a first run were Ray's)."""
         ensure_ray(**self.ray_init_kwargs)
+        if warm and not self._warm:
+            from flows.spec import FlowSpec
+
+            warm_up = FlowSpec.model_validate({"name": "warm_up", "steps": {
+                "words": {"op": "analyze.word_count", "params": {"input_column": "query"}}}})
+            RayDataExecutor(ray_init_kwargs=self.ray_init_kwargs).run(warm_up.build(), ["warm up"],
+                                                                       progress=lambda event: None)
+            self._warm = True
 
     def run(
         self,

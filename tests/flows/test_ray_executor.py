@@ -292,3 +292,27 @@ def test_an_os_error_on_a_worker_names_its_file(tmp_path):
         RayDataExecutor(cache=None).run(flow)
     assert str(err.value) == f"step 'read': failed on Ray: FileNotFoundError: [Errno 2] No such file or directory: " \
                              f"'{gone}'"
+
+
+def test_a_warm_start_runs_one_row_once_and_keeps_nothing(tmp_path, monkeypatch):
+    """``start(warm=True)`` (``tessera bench``, before its first timed flow) runs a one-row flow through Ray Data
+    once per executor, so that the first timed run does not pay for the job's workers; nothing of it reaches the
+    executor's step cache, and the local executor accepts the same call."""
+    from flows.cache import StepCache
+
+    runs = []
+    real_run = RayDataExecutor.run
+
+    def counted(self, flow, queries=None, **kwargs):
+        result = real_run(self, flow, queries, **kwargs)
+        runs.append((result.flow, result.table.column("word_count").to_pylist()))
+        return result
+
+    monkeypatch.setattr(RayDataExecutor, "run", counted)
+    executor = RayDataExecutor(cache=StepCache(tmp_path / "cache"))
+    executor.start(warm=True)
+    executor.start(warm=True)
+    executor.start()
+    assert runs == [("warm_up", [2])]  # "warm up": one row of two words, once
+    assert not (tmp_path / "cache").exists()  # the warm-up had no step cache
+    LocalExecutor().start(warm=True)
