@@ -30,9 +30,9 @@ import scipy.sparse as sp
 
 from operators.pieces import Pieces
 from operators.store.settings import IndexSettings
-from operators.unicode import composed
+from operators.unicode import code_point_class, composed, holds, visible
 
-TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern
+TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern: IndexSettings.tokens "bm25s"
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
 
 
@@ -68,14 +68,18 @@ class QueryTokenizer:
     index and reused, where every ``bm25s.tokenize`` call constructs three progress bars and
     a stopword set per text, which is most of a one-query search on a small corpus."""
 
-    def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None) -> None:
+    def __init__(self, stopwords: str | tuple[str, ...] | None, stemmer: str | None, tokens: str = "unicode") -> None:
         from operators.bm25s_import import load_bm25s
 
         load_bm25s()
         from bm25s.tokenization import _infer_stopwords
 
-        self._split = re.compile(TOKEN_PATTERN).findall
-        self._split_pieces = re.compile(TOKEN_PATTERN + "| ").findall  # tokens, and the spaces between pieces
+        self._unicode = tokens == "unicode"
+        self._plain = re.compile(TOKEN_PATTERN).findall
+        self._plain_pieces = re.compile(TOKEN_PATTERN + "| ").findall  # tokens, and the spaces between pieces
+        if self._unicode:
+            self._marked = re.compile(marked_pattern()).findall
+            self._marked_pieces = re.compile(marked_pattern() + "| ").findall
         self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
         self._stemmer_language = stemmer
         self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
@@ -84,7 +88,7 @@ class QueryTokenizer:
         stem = self._stem_words()
         out = []
         for text in texts:
-            tokens = [t for t in self._split(composed(text).lower()) if t not in self._stopwords]
+            tokens = [t for t in self._split(self._prepared(text)) if t not in self._stopwords]
             out.append(stem(tokens) if stem is not None and tokens else tokens)
         return out
 
@@ -92,7 +96,7 @@ class QueryTokenizer:
         """Every term of space-free ``pieces``, in order, as (its piece, its index in the distinct terms),
         and the distinct terms: one lower-casing and one regex pass over the pieces joined by spaces,
         then the stopwords and the stemmer over distinct words only (the same terms as ``__call__``)."""
-        found = pa.array(self._split_pieces(composed(" ".join(pieces)).lower()), pa.string())
+        found = pa.array(self._split(self._prepared(" ".join(pieces)), pieces=True), pa.string())
         space = pc.equal(found, " ").to_numpy(zero_copy_only=False)
         owner, words = np.cumsum(space)[~space], found.filter(pa.array(~space))
         if self._stopwords:
@@ -102,6 +106,16 @@ class QueryTokenizer:
         distinct = encoded.dictionary.to_pylist()
         stem = self._stem_words()
         return owner, encoded.indices.to_numpy(zero_copy_only=False), stem(distinct) if stem else distinct
+
+    def _prepared(self, text: str) -> str:
+        return (visible(composed(text)) if self._unicode else composed(text)).lower()
+
+    def _split(self, text: str, *, pieces: bool = False) -> list[str]:
+        """The words of ``text`` (and with ``pieces`` the spaces between): a text without combining marks has the
+        same words under both rules, and bm25s's pattern finds them 2-3 times faster than the marked one."""
+        if self._unicode and holds(text, "M"):
+            return self._marked_pieces(text) if pieces else self._marked(text)
+        return self._plain_pieces(text) if pieces else self._plain(text)
 
     def _stem_words(self):
         if self._stemmer_language is None:
@@ -114,16 +128,23 @@ class QueryTokenizer:
         return stemmer.stemWords
 
 
+def marked_pattern() -> str:
+    """``IndexSettings.tokens`` "unicode": runs of two or more word characters or combining marks. Python's ``\\w``
+    has no marks, so bm25s's pattern cut ``हिन्दी`` and ``மொழி`` at their vowel signs into pieces of one letter, which
+    it dropped (no token at all), and vocalised Arabic into prefixes that unrelated words share."""
+    return f"[\\w{code_point_class('M')}]{{2,}}"
+
+
 @functools.lru_cache(maxsize=32)
-def query_tokenizer(stopwords, stemmer: str | None) -> QueryTokenizer:
+def query_tokenizer(stopwords, stemmer: str | None, tokens: str = "unicode") -> QueryTokenizer:
     """The shared ``QueryTokenizer`` of these settings (thread-safe: a stemmer per thread)."""
-    return QueryTokenizer(stopwords, stemmer)
+    return QueryTokenizer(stopwords, stemmer, tokens)
 
 
 def tokenize_queries(texts: list[str], settings: IndexSettings) -> list[list[str]]:
     """Token strings per query (same splitter, stopwords and stemmer as the corpus)."""
     stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
-    return query_tokenizer(stopwords or None, settings.stemmer)(texts)
+    return query_tokenizer(stopwords or None, settings.stemmer, settings.tokens)(texts)
 
 
 @dataclass
@@ -141,7 +162,8 @@ class ShardTerms:
         ``\\w\\w+``, stopwords, stemmer. A text without tokens holds the empty token once, as in bm25s."""
         stopwords = tuple(settings.stopwords) if isinstance(settings.stopwords, list) else settings.stopwords
         pieces = Pieces.of(texts)
-        owner, word, terms = QueryTokenizer(stopwords or None, settings.stemmer).pieces(pieces.distinct)
+        tokenizer = QueryTokenizer(stopwords or None, settings.stemmer, settings.tokens)
+        owner, word, terms = tokenizer.pieces(pieces.distinct)
         vocab: dict[str, int] = {}
         column = np.fromiter((vocab.setdefault(t, len(vocab)) for t in terms), np.int64, count=len(terms))
         tf = pieces.token_counts(owner, column[word], len(vocab))

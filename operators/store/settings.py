@@ -54,6 +54,10 @@ class IndexSettings(BaseModel):
     stopwords: str | list[str] | None = Field("en", description="bm25s stopwords: a language code, a list, or null.")
     text_fields: list[str] = Field(["title", "text"], min_length=1,
                                    description="Doc-store columns BM25 indexes, joined with a space.")
+    tokens: Literal["unicode", "bm25s"] = Field(
+        "unicode", description="How BM25 cuts text into words: 'unicode' keeps combining marks (vowel signs, "
+        "diacritics) inside a word and drops invisible format characters (soft hyphen, zero-width space); 'bm25s' "
+        "is bm25s's \\w\\w+, which cut such words apart (every index made before 2026-12-06 keeps it).")
 
     @field_validator("dense_options")
     @classmethod
@@ -161,6 +165,15 @@ class Manifest(BaseModel):
     encoder_weights: str | None = None
     created_at: float = Field(default_factory=time.time)
     updated_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _tokens_of_earlier_indices(cls, data: Any) -> Any:
+        """A manifest whose settings name no ``tokens`` was written before they existed: its shards' BM25 terms are
+        bm25s's, and its queries must be cut the same way."""
+        if isinstance(data, dict) and isinstance(data.get("settings"), dict) and "tokens" not in data["settings"]:
+            data = {**data, "settings": {**data["settings"], "tokens": "bm25s"}}
+        return data
 
     def shard(self, shard_id: str) -> ShardInfo | None:
         return next((s for s in self.shards if s.id == shard_id), None)

@@ -10,33 +10,44 @@ import pytest
 import Stemmer
 
 from operators.store import Index, IndexSettings, bm25
+from operators.unicode import visible
 
 EDGE_QUERIES = ["", "   ", "the of and", "bees bees bees honey", "zzzqqq unknownword", "Ünïcödé straße café 日本語",
-                "x1 y2 __init__ foo_bar 3.14 C++", "THE Bees' knees!!!", "a"]
+                "x1 y2 __init__ foo_bar 3.14 C++", "THE Bees' knees!!!", "a",
+                "हिन्दी भारत की மொழி القَاهِرَةُ inter\u00adnational hello\u200bworld km² \ufeffbom"]
+#: Both token rules of an index (``IndexSettings.tokens``), each held to bm25s with its own pattern.
+RULES = {"unicode": bm25.marked_pattern(), "bm25s": bm25.TOKEN_PATTERN}
+
+
+def _as_indexed(texts, settings):
+    """The texts bm25s is given to tokenize as the index does: without invisible characters under "unicode"."""
+    return [visible(t) for t in texts] if settings.tokens == "unicode" else texts
 
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None), IndexSettings(stopwords=None),
                                       IndexSettings(stopwords=["war", "river"]),
-                                      IndexSettings(stopwords="de", stemmer="german")],
-                         ids=["en", "no-stemmer", "no-stopwords", "stopword-list", "german"])
+                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s")],
+                         ids=["en", "no-stemmer", "no-stopwords", "stopword-list", "german", "bm25s-tokens"])
 def test_query_tokens_are_those_of_bm25s_tokenize(settings, sample_docs):
     texts = [d["title"] for d in sample_docs] + [d["text"][:300] for d in sample_docs[:300]] + EDGE_QUERIES
     stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
-    expected = bm25s.tokenize(texts, stopwords=settings.stopwords or None, stemmer=stemmer, return_ids=False,
+    expected = bm25s.tokenize(_as_indexed(texts, settings), token_pattern=RULES[settings.tokens],
+                              stopwords=settings.stopwords or None, stemmer=stemmer, return_ids=False,
                               show_progress=False)
     assert bm25.tokenize_queries(texts, settings) == expected
 
 
 @pytest.mark.parametrize("settings", [IndexSettings(), IndexSettings(stemmer=None, stopwords=None),
-                                      IndexSettings(stopwords="de", stemmer="german")], ids=["en", "bare", "german"])
+                                      IndexSettings(stopwords="de", stemmer="german"), IndexSettings(tokens="bm25s")],
+                         ids=["en", "bare", "german", "bm25s-tokens"])
 def test_shard_term_counts_are_those_of_bm25s_indexing(settings, sample_docs):
     """Tokenizing each distinct space-separated piece once gives bm25s's own document tokens."""
     from bm25s.tokenization import Tokenizer
 
     texts = [f"{d['title']} {d['text']}" for d in sample_docs[:300]] + EDGE_QUERIES + ["ΟΔΟΣ ΟΔΟΣ.  Σ", "a\tb\nthe"]
     stemmer = Stemmer.Stemmer(settings.stemmer) if settings.stemmer else None
-    tokens = Tokenizer(stopwords=settings.stopwords or None, stemmer=stemmer).tokenize(
-        texts, update_vocab=True, return_as="string", show_progress=False)
+    tokens = Tokenizer(splitter=RULES[settings.tokens], stopwords=settings.stopwords or None, stemmer=stemmer).tokenize(
+        _as_indexed(texts, settings), update_vocab=True, return_as="string", show_progress=False)
     terms = bm25.ShardTerms.of_texts(pa.array(texts), settings)
     got = [sorted((terms.vocab[c], int(n)) for c, n in zip(terms.tf[i].indices, terms.tf[i].data))
            for i in range(len(texts))]
