@@ -36,7 +36,7 @@ from flows.results_file import write_results  # noqa: F401 - flows.queries.write
 from operators.errors import SpecError, one_line, short_repr
 from operators.json_tree import json_kind
 from operators.sources.encoding import wide_encoding
-from operators.unicode import first_broken_text
+from operators.unicode import blank, first_broken_text
 
 QUERY_SUFFIXES = (".jsonl", ".ndjson", ".json", ".tsv", ".txt", ".parquet", ".csv")
 
@@ -68,7 +68,7 @@ def read_queries(source: str | Path) -> pa.Table:
         if isinstance(source, Path) or looks_like_path(str(source)):
             raise SpecError(_not_a_queries_file(path, source), field="queries")
         text = str(source).strip()
-        if not text:
+        if blank(text):
             raise SpecError("the query is empty", field="queries")
         _check_length(text, "the query", max_query_chars())
         return _table([("1", text)])
@@ -181,7 +181,7 @@ def _checked(read: Read, where: str | Path) -> pa.Table:
             raise SpecError(f"{at}: the qid is empty (each query needs an id)", field="queries")
         if qid in first:
             raise SpecError(f"{at}: qid '{qid}' appears twice (first at {first[qid]})", field="queries")
-        if not text.strip():  # it would be searched for nothing, and answered with arbitrary documents
+        if blank(text):  # it would be searched for nothing, and answered with arbitrary documents
             raise SpecError(f"{at}: query '{qid}' is empty", field="queries")
         _check_length(text, f"{at}: query '{qid}'", longest)
         first[qid] = at

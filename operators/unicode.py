@@ -23,9 +23,10 @@ def unicode_problem(text: str) -> str | None:
 
 
 def blank(text: str) -> bool:
-    """Whether a query holds nothing to search for: only whitespace and control characters (a NUL, which
-    ``str.strip`` keeps), no word to match: searched for, it would bring arbitrary documents, as a blank one would."""
-    return all(char.isspace() or unicodedata.category(char) == "Cc" for char in text)
+    """Whether a query holds nothing to search for: only whitespace, control characters (a NUL, which
+    ``str.strip`` keeps) and invisible format characters (a zero-width space, a byte-order mark, a soft hyphen), no
+    word to match: searched for, it would bring arbitrary documents, as a blank one would."""
+    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
 
 
 def first_broken_text(value: Any, where: str = "") -> tuple[str, str] | None:

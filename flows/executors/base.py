@@ -18,7 +18,7 @@ from flows.spec import Flow, FlowSpec
 from operators.errors import OperatorError, SpecError, short_repr
 from operators.base import Operator
 from operators.tables import concat, group_by_qid
-from operators.unicode import first_broken_text, unicode_problem
+from operators.unicode import blank, first_broken_text, unicode_problem
 
 
 def as_flow(flow: Flow | FlowSpec | str) -> Flow:
@@ -74,7 +74,7 @@ def as_queries(queries: pa.Table | str | Iterable[str] | None, flow: Flow | None
                         f"{QUERIES_ACCEPTED}", field="queries")
     if broken := next(((i, why) for i, text in enumerate(texts, 1) if (why := unicode_problem(text))), None):
         raise SpecError(f"query {broken[0]} of {len(texts)} {broken[1]}", field="queries")
-    if empty := [i for i, text in enumerate(texts, 1) if not text.strip()]:
+    if empty := [i for i, text in enumerate(texts, 1) if blank(text)]:
         raise SpecError(f"query {empty[0]} of {len(texts)} is empty: give the text to search for", field="queries")
     return pa.table({"qid": [str(i + 1) for i in range(len(texts))], "query": texts})
 
@@ -98,9 +98,9 @@ def _checked_table(table: pa.Table) -> pa.Table:
         raise SpecError(f"qid of row {row + 1} of {table.num_rows} is empty: each query needs an id",
                         field="queries.qid")
     texts = table.column("query")
-    empty = pc.or_kleene(pc.is_null(texts), pc.equal(pc.utf8_trim_whitespace(texts), ""))
-    if table.num_rows and pc.any(empty).as_py():
-        row = pc.index(empty, True).as_py()
+    empty = [text is None or blank(str(text)) for text in texts.to_pylist()]
+    if any(empty):
+        row = empty.index(True)
         raise SpecError(f"query of row {row + 1} of {table.num_rows} (qid '{table.column('qid')[row].as_py()}') is "
                         "empty: give the text to search for", field="queries.query")
     if "docno" not in table.column_names and pc.count_distinct(table.column("qid")).as_py() < table.num_rows:

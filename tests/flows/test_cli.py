@@ -253,6 +253,11 @@ def test_bad_arguments_and_missing_files_exit_2(home, tmp_path, tessera, bm25_in
 
     with pytest.raises(SpecError, match="query 2 of 2 is empty"):
         Flow.load("bm25", index=bm25_index).run(["bees", " "])
+    for invisible in ("\u200b", "\ufeff\u00ad", "\x01"):  # no word: arbitrary documents, as for a blank one
+        assert_one_line_error(tessera("run", "demo", "-q", invisible, home=home, check=None),
+                              "field '--queries': the query is empty")
+        with pytest.raises(SpecError, match="query 1 of 1 is empty"):
+            Flow.load("bm25", index=bm25_index).run([invisible])
     missing_corpus = tmp_path / "c.yaml"
     missing_corpus.write_text("steps:\n  r: {op: retrieve.corpus_bm25, params: {corpus: nope.jsonl}}\n")
     assert_one_line_error(tessera("run", str(missing_corpus), "-q", "bees", "--quiet", home=home, check=None),
