@@ -34,11 +34,6 @@ def caches(op: Operator | type[Operator]) -> bool:
     return bool(op.cacheable) and op.scope != "source"
 
 
-def order_by_input_row(rows: pa.ChunkedArray) -> pa.Array:
-    """Stable order of output rows by the input row they came from."""
-    return pa.array(np.argsort(rows.to_numpy(), kind="stable"))
-
-
 @dataclass
 class BatchStats:
     """What one batch did: units looked up and hit, rows in and out, seconds."""
@@ -227,10 +222,17 @@ class StepRunner:
         return out, stats
 
     def _call_rows(self, rows: pa.Table, numbers: np.ndarray) -> tuple[pa.Table, dict[str, dict[str, Any]]]:
-        """The operator on ``rows`` (the input's rows ``numbers``), its output ordered by input row and carrying
-        that row's number in ``ROW_INDEX``, so each output row can be stored under its input row's key."""
+        """The operator on ``rows`` (the input's rows ``numbers``), its output carrying each input row's number in
+        ``ROW_INDEX``, so each output row can be stored under its input row's key; an output out of its input's
+        order is refused (``docs/operators.md``: a row step keeps its input's order)."""
         out, meta = self._call(rows.append_column(ROW_INDEX, pa.array(numbers)))
-        return out.take(order_by_input_row(out.column(ROW_INDEX))), meta
+        if ROW_INDEX in out.column_names and (order := out.column(ROW_INDEX).to_numpy()).size > 1 \
+                and (np.diff(order) < 0).any():
+            raise OperatorError(  # the cache's rows follow their input's: its hits would give another order
+                "a row step keeps its input's order (the rows of input row 1, then of row 2, ...), and it reordered "
+                "its rows: leave the order to a query-scope step (a reranker), or run with --no-cache",
+                op=self.op.name, step=self.op.step_id)
+        return out, meta
 
     def _store_rows(self, keys: list[bytes], rows: np.ndarray, table: pa.Table, out: pa.Table,
                     meta: dict[str, dict[str, Any]]):

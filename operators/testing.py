@@ -15,14 +15,14 @@ and several queries work, ranks start at 1 and are dense within each qid, the co
 columns have DESIGN.md's types (``qid, query, docno, text`` string, ``score`` and every
 ``score_<step>`` double, ``rank`` and every ``rank_<step>`` int32), the same on an empty
 batch as on a full one, columns the operator does not own pass through, the operator
-does not modify its input, and a row-scope operator's output depends only on the columns
-its ``reads()`` names and changes only the ones ``produces()`` declares (the cache keys and stores its rows by them).
+does not modify its input, and a row-scope operator keeps its input's order, gives the same output for the same
+input, depends only on the columns its ``reads()`` names and changes only the ones ``produces()`` declares (the cache
+keys and stores its rows by them, and gives them back in their input's order).
 """
 
 from __future__ import annotations
 
 import json
-import re
 import threading
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,6 +36,8 @@ import pyarrow.compute as pc
 from operators.base import Operator
 from operators.output_checks import expected_column_type
 from operators.registry import get_operator
+from operators.testing_values import altered as altered_values
+from operators.testing_values import same_values
 
 #: The first 40 documents of the sample corpus, shipped in the package (package data): the sample tables
 #: below are built from them, so an installed Tessera runs the contract on an operator of another package.
@@ -212,6 +214,10 @@ class OperatorContract:
             return
         assert row in out.column_names, f"{op.name} dropped column '{row}' that it does not own"
         inputs = out.column(row)
+        order = inputs.to_numpy()
+        assert not (np.diff(order) < 0).any(), (
+            f"{op.name} reordered its rows: a row step keeps its input's order (the rows of input row 1, then of row "
+            "2, ...), as its cache gives them back")
         changed = [c for c in table.column_names if c in out.column_names and c not in op.produces()
                    and not out.column(c).equals(table.column(c).take(inputs))]
         assert not changed, f"{op.name} rewrites {changed} without declaring them in produces()"
@@ -219,7 +225,8 @@ class OperatorContract:
     def test_output_depends_only_on_the_columns_it_reads(self):
         """A row-scope step's cache keys each row by the columns ``reads()`` names: one whose output also depends
         on another column would be given a stored row computed from that column's old value. Every value outside
-        ``reads()`` is replaced by another (``_altered``); the columns the step writes must not change with them."""
+        ``reads()`` is replaced by another (``testing_values.altered``); the columns the step writes must not change
+        with them. A step whose output changes between two runs on the same input is not cacheable at all."""
         op = self.make_operator()
         reads = op.reads()
         if op.scope != "row" or reads is None:
@@ -227,14 +234,22 @@ class OperatorContract:
         table = self.make_input()
         changed = table
         for i, field in enumerate(table.schema):
-            if field.name not in reads and (altered := _altered(table.column(i))) is not None:
+            altered = altered_values(table.column(i), SAMPLE_QUERIES.values()) if field.name not in reads else None
+            if altered is not None:
                 changed = changed.set_column(i, field, altered)
         if changed.equals(table):
             return
         out, _, _ = self._run_once(table)
-        again = self._run(changed)
         written = [c for c in out.column_names if c in op.produces() or c not in table.column_names]
-        differ = [c for c in written if c in again.column_names and not _same(again.column(c), out.column(c))]
+        if op.cacheable:
+            same = self._run(table)
+            unsteady = [c for c in written if c in same.column_names
+                        and not same_values(same.column(c), out.column(c))]
+            assert out.num_rows == same.num_rows and not unsteady, (
+                f"{op.name}'s output {unsteady or 'row count'} changed between two runs on the same input: a step "
+                "whose output its input does not decide is not cacheable (set cacheable = False)")
+        again = self._run(changed)
+        differ = [c for c in written if c in again.column_names and not same_values(again.column(c), out.column(c))]
         assert out.num_rows == again.num_rows and not differ, (
             f"{op.name}'s output {differ or 'row count'} changed with columns outside reads() {reads}: name every "
             f"column it reads there (the cache keys its rows by them)")
@@ -295,44 +310,6 @@ class OperatorContract:
         for qid in pc.unique(out.column("qid")).to_pylist():
             ranks = out.filter(pc.equal(out.column("qid"), qid)).column("rank").to_pylist()
             assert sorted(ranks) == list(range(1, len(ranks) + 1)), f"ranks of {qid} are {ranks}, not 1..n"
-
-
-def _same(a: pa.ChunkedArray, b: pa.ChunkedArray) -> bool:
-    """Equal columns; floats equal to within rounding (lingua's confidences, summed in parallel, differ in their
-    last bit from run to run)."""
-    if a.type == b.type and pa.types.is_floating(a.type) and a.null_count == b.null_count:
-        x, y = a.to_numpy(zero_copy_only=False), b.to_numpy(zero_copy_only=False)
-        return bool(np.allclose(x, y, rtol=1e-9, atol=0.0, equal_nan=True))
-    return a.equals(b)
-
-
-def _altered(column: pa.ChunkedArray) -> pa.ChunkedArray | None:
-    """``column`` with every value replaced outright, deterministically: each distinct value by the next one met (a
-    null by the first), or, for one value, by text sharing no word with it, a number one more or the other boolean.
-    None where nothing can change it (a list column of one value, say)."""
-    values = column.to_pylist()
-    distinct = list({repr(v): v for v in values if v is not None}.values())
-    if len(distinct) > 1:
-        following = {repr(v): distinct[(i + 1) % len(distinct)] for i, v in enumerate(distinct)}
-        new = [distinct[0] if v is None else following[repr(v)] for v in values]
-    elif (other := _another(column.type, distinct[0] if distinct else None)) is not None:
-        new = [distinct[0] if v is None and distinct else other for v in values]
-    else:
-        return None
-    try:  # None for a type Python values cannot be written back as (an extension type, say): left as it is
-        return pa.chunked_array([pa.array(new, column.type)], column.type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, ValueError):
-        return None
-
-
-def _another(kind: pa.DataType, value: Any) -> Any:
-    """A value of type ``kind`` other than ``value`` (None: the column is all null), or None where there is none."""
-    if pa.types.is_string(kind) or pa.types.is_large_string(kind):
-        words = set(re.findall(r"\w+", (value or "").lower()))
-        return next((t for t in SAMPLE_QUERIES.values() if not words & set(t.split())), "z" * (len(value or "") + 1))
-    if pa.types.is_integer(kind) or pa.types.is_floating(kind) or pa.types.is_boolean(kind):
-        return value is not True if pa.types.is_boolean(kind) else 1 if value is None else value + 1
-    return None
 
 
 def untrained_cross_encoder(folder: str | Path, *, seed: int = 0) -> Path:

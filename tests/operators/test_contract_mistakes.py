@@ -12,7 +12,7 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from operators.base import Operator
-from operators.errors import ParamsError
+from operators.errors import OperatorError, ParamsError
 from operators.registry import get_operator
 from operators.tables import set_column
 from operators.testing import OperatorContract
@@ -59,6 +59,41 @@ def test_an_output_that_depends_on_a_column_outside_reads_fails_naming_the_colum
 def test_a_column_rewritten_without_being_declared_fails_naming_it():
     with pytest.raises(AssertionError, match=r"rewrites \['title'\] without declaring them in produces\(\)"):
         contract_of(shouts_the_title).test_columns_it_changes_are_declared()
+
+
+def reversed_rows(table: pa.Table) -> pa.Table:
+    """Gives its rows back last first: the cache, which gives a row step's rows back in their input's order, would
+    give another order on a hit (and on a miss, as it stores them)."""
+    return table.take(pa.array(range(table.num_rows - 1, -1, -1)))
+
+
+def counts_at_random(table: pa.Table) -> pa.Table:
+    """A count that its input does not decide: cached, one run's numbers would be replayed as another's."""
+    import random
+
+    return set_column(table, "word_count", pa.array([random.randint(0, 10**9) for _ in range(table.num_rows)],
+                                                    pa.int32()))
+
+
+def test_a_row_step_that_reorders_its_rows_fails_and_is_refused_by_the_cache(tmp_path):
+    with pytest.raises(AssertionError, match="reordered its rows: a row step keeps its input's order"):
+        contract_of(reversed_rows).test_columns_it_changes_are_declared()
+    from flows.cache import StepCache
+    from flows.executors.local import LocalExecutor
+    from tests.flows.ray_flows import flow_by_hand
+
+    op = contract_of(reversed_rows).make_operator(input_column="query")
+    flow = flow_by_hand("reversed", [("count", op, [])])
+    queries = ["honey bees", "opera singers", "gothic cathedrals"]
+    assert LocalExecutor(cache=None).run(flow, queries).table.num_rows == 3  # no cache: nothing to hold it to
+    with pytest.raises(OperatorError, match="step 'count'.*a row step keeps its input's order .* and it reordered"):
+        LocalExecutor(cache=StepCache(tmp_path / "cache")).run(flow, queries)
+
+
+def test_a_row_step_whose_output_its_input_does_not_decide_fails_as_not_cacheable():
+    with pytest.raises(AssertionError, match=r"\['word_count'\] changed between two runs on the same input: .*"
+                                             r"set cacheable = False"):
+        contract_of(counts_at_random).test_output_depends_only_on_the_columns_it_reads()
 
 
 def test_an_operator_without_a_docstring_of_its_own_has_no_description_and_fails_the_contract():
