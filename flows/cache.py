@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import threading
@@ -28,7 +29,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import pyarrow as pa
 
@@ -81,6 +82,11 @@ class CachedUnit:
         return None if self.source is None else self.source.slice(self.start, self.count)
 
 
+def disk_refused(err: sqlite3.Error) -> bool:
+    """Whether SQLite could not write for want of room (a full disk, a file size limit) or for the disk's error."""
+    return str(getattr(err, "sqlite_errorname", "")).startswith(("SQLITE_FULL", "SQLITE_IOERR"))
+
+
 class CacheError(TesseraError):
     """The cache directory cannot be used (not a cache, not a folder, a damaged database)."""
 
@@ -94,6 +100,7 @@ class StepCache:
         self.root = Path(root) if root else default_cache_dir()
         self._local = threading.local()
         self._touched: dict[str, float] = {}  # when this process last marked a file used
+        self._said_unwritable = False
 
     def __reduce__(self):  # ship to Ray workers by path; connections are per process
         return (StepCache, (str(self.root),))
@@ -212,21 +219,16 @@ class StepCache:
             return
         self._touched.update(dict.fromkeys(files, now))
         conn = self._conn()
-        for i in range(0, len(files), 500):
-            chunk = files[i:i + 500]
-            conn.execute(f"UPDATE files SET used = ? WHERE used < ? AND file IN ({','.join('?' * len(chunk))})",
-                         [now, now - TOUCH_EVERY_S, *chunk])
+        with self._or_said():
+            for i in range(0, len(files), 500):
+                chunk = files[i:i + 500]
+                conn.execute(f"UPDATE files SET used = ? WHERE used < ? AND file IN ({','.join('?' * len(chunk))})",
+                             [now, now - TOUCH_EVERY_S, *chunk])
 
     def _forget(self, files: set[str]) -> None:
         """Drop the entries of damaged files, so the units are stored again when they are recomputed."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._or_said(), self._transaction() as conn:
             conn.executemany("DELETE FROM units WHERE file = ?", [(f,) for f in files])
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         for file in files:
             with contextlib.suppress(OSError):
                 (self.root / "data" / file).unlink()
@@ -241,57 +243,85 @@ class StepCache:
             data = pa.concat_tables(tables, promote_options="permissive")
             file = f"{uuid.uuid4().hex}.arrow"
             path = self.root / "data" / file
-            path.parent.mkdir(parents=True, exist_ok=True)
             tmp = path.with_suffix(".tmp")
-            with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
-                writer.write_table(data)
-            os.replace(tmp, path)
-            size = path.stat().st_size
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, data.schema) as writer:
+                    writer.write_table(data)
+                os.replace(tmp, path)
+                size = path.stat().st_size
+            except OSError as err:  # a full disk, a file size limit: the run's results stand, uncached
+                with contextlib.suppress(OSError):
+                    tmp.unlink(missing_ok=True)
+                self._unwritable(err)
+                return
         rows, offset = [], 0
         for key, table, meta in units:
             count = table.num_rows if table is not None else 0
             rows.append((key, file if count else None, offset, count, json.dumps(meta) if meta else None))
             offset += count
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        kept = False
+        with self._or_said(), self._transaction() as conn:
             conn.executemany("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?)", rows)
             # a run beside this one stored these units first: the file then backs none, and would take space for ever
             kept = file is not None and conn.execute("SELECT 1 FROM units WHERE file = ? LIMIT 1", (file,)).fetchone()
             if kept:
                 conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", (file, size, time.time()))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
         if file and not kept:
             (self.root / "data" / file).unlink(missing_ok=True)
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction on this thread's connection, rolled back when its body fails (where SQLite did not
+        already roll back a write the disk refused)."""
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+
+    @contextlib.contextmanager
+    def _or_said(self) -> Iterator[None]:
+        """A write the disk refuses (``disk_refused``) is said once and left out: the run goes on."""
+        try:
+            yield
+        except sqlite3.OperationalError as err:
+            if not disk_refused(err):
+                raise
+            self._unwritable(err)
+
+    def _unwritable(self, err: OSError | sqlite3.Error) -> None:
+        """Say once per cache that a step's output could not be stored: the run goes on with what it computed (a
+        cache only saves work), where it stopped with pyarrow's bare ``OSError`` as an internal error."""
+        if not self._said_unwritable:
+            self._said_unwritable = True
+            logging.getLogger(__name__).warning(
+                "the step cache %s could not store a step's output (%s): the run goes on, and what could not be "
+                "stored is computed again next time; free space there, or run with --no-cache", self.root,
+                getattr(err, "strerror", None) or err)
 
     def drop(self, keys: Iterable[bytes]) -> None:
         """Forget the entries of ``keys`` that store no rows (a batch's call records, ``flows.cache_calls``)."""
         keys = list(keys)
         if not keys:
             return
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._or_said(), self._transaction() as conn:
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
                 conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     # -- explanations -----------------------------------------------------------
 
     def record_step(self, flow: str, step: str, op: Operator, stats: dict[str, Any]) -> None:
         explain = {**step_explain(op), "step_key": step_key(op), "last_run": stats,
                    "module_digests": module_digests(op)}  # beside the key: which module an edit changed
-        self._conn().execute(
-            "INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",
-            (flow, step, explain["step_key"], json.dumps(explain, default=str), time.time()),
-        )
+        with self._or_said():
+            self._conn().execute("INSERT OR REPLACE INTO steps VALUES (?, ?, ?, ?, ?)",
+                                 (flow, step, explain["step_key"], json.dumps(explain, default=str), time.time()))
 
     def explain(self, flow: str, step: str | None = None) -> list[dict[str, Any]]:
         query = "SELECT step, explain FROM steps WHERE flow = ?"

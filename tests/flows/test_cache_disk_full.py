@@ -1,0 +1,46 @@
+"""A step cache the disk refuses to grow (a full disk, a file size limit) does not stop a run: the run gives what
+it computed, says once that its outputs were not stored, and leaves no half-written file behind. Before, pyarrow's
+``OSError: File too large`` (or SQLite's ``disk I/O error``) ended ``tessera run`` as an internal error. A real
+file size limit (``RLIMIT_FSIZE``, in a child process) on a real cache."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="RLIMIT_FSIZE is POSIX")
+
+SCRIPT = """
+import json, resource, sys
+from flows.api import Flow
+
+index, cache = sys.argv[1], sys.argv[2]
+flow = Flow.load("bm25", index=index)
+flow.run(["honey bees"], cache=cache)  # the cache made, while the disk takes anything
+queries = ["opera singers", "gothic cathedrals", "volcanic islands", "chess openings"]
+plain = flow.run(queries).table
+resource.setrlimit(resource.RLIMIT_FSIZE, (1024, resource.RLIM_INFINITY))  # no new file, no growth, over 1 KiB
+cached = flow.run(queries, cache=cache).table
+print(json.dumps({"same": cached.equals(plain), "rows": cached.num_rows}))
+"""
+
+
+def test_a_cache_the_disk_refuses_leaves_the_run_whole_and_says_so(bm25_index, tmp_path):
+    cache = tmp_path / "cache"
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(bm25_index), str(cache)], capture_output=True,
+                          text=True, timeout=300, env={**_env(), "TESSERA_HOME": str(tmp_path / "home")})
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result == {"same": True, "rows": result["rows"]} and result["rows"] > 0
+    assert done.stderr.count(f"the step cache {cache} could not store a step's output") == 1, done.stderr
+    assert not list((cache / "data").glob("*.tmp"))
+
+
+def _env() -> dict[str, str]:
+    import os
+
+    return {k: v for k, v in os.environ.items() if k != "TESSERA_HOME"}
+
