@@ -25,8 +25,9 @@ def read_staging_json(path) -> dict | None:
         return data
     raise IngestError(f"{path} cannot be read ({data if isinstance(data, Exception) else 'not a JSON object'}): "
                       f"the source's staging state is damaged; delete {path.name} there and run the same command "
-                      "again: the source is read again, and its shards the index finished are found, not ingested "
-                      "twice", field="index")
+                      "again, with the --shard-size of its first run if it had one (the state recorded it): the "
+                      "source is read again, and its shards the index finished are found, not ingested twice",
+                      field="index")
 
 
 class NothingIngestedError(IngestError):

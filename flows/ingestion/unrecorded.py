@@ -65,8 +65,11 @@ def lost_error(shard: str, known: dict[str, dict], shard_size: int, changed: str
     first += sum((known.get(f"{base}.{i}" if i else base) or {}).get("docs", 0) for i in range(int(part or 0)))
     n = (known.get(shard) or {}).get("docs", 0)
     where = f"documents {first} to {first + n - 1}" if n else f"from document {first}"
+    unrecorded = "" if known else (  # no state.json: the shard size is this run's, maybe not the first run's
+        f"; or its staging state (state.json) is gone and the first ingestion cut shards of another size than "
+        f"{shard_size}: give that --shard-size again")
     return SourceChangedError(f"shard {shard} ({where}) is in the index, but the source now ends before it"
-                              f"{changed}{follow_advice(changed)}")
+                              f"{changed}{follow_advice(changed)}{unrecorded}")
 
 
 def committed_prefix(index_path: str | Path, shard: str, rows: pa.Table) -> tuple[int, bool] | None:

@@ -159,3 +159,18 @@ def test_the_file_a_longer_copy_continued_is_told_to_ingest_the_copy_not_to_sync
     assert status == 2 and f"the index follows {longer}" in err and f"ingest {longer} to add" in err, err
     assert "a sync here would delete the documents only" in err and "--sync to make the index follow" not in err
     assert doc_ids(index) == ["k1", "k2", "k3"]
+
+
+def test_a_resume_without_its_staging_state_says_to_give_the_first_runs_shard_size(tmp_path, capsys):
+    """``state.json`` records the shard size; deleted (as a damaged one's message advises), a run at another size read
+    the committed shards as ranges the source no longer holds and blamed the source, which had not changed."""
+    source, index = jsonl(tmp_path / "h.jsonl", "h1", "h2", "h3", "h4", "h5"), tmp_path / "idx"
+    assert ingest(capsys, source, index) == (0, "5", "0")  # shards of 2: h1 h2 | h3 h4 | h5
+    (state,) = (index / "_ingest").glob("*/state.json")
+    state.unlink()
+    status, _, err = ingest(capsys, source, index, "--shard-size", "10")
+    assert status == 2 and "is in the index, but the source now ends before it" in err, err
+    assert "state.json) is gone and the first ingestion cut shards of another size than 10: give that " \
+           "--shard-size again" in err, err
+    assert ingest(capsys, source, index) == (0, "0", "3")  # its first size again: every shard found, none twice
+    assert doc_ids(index) == ["h1", "h2", "h3", "h4", "h5"]
