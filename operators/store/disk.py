@@ -59,6 +59,12 @@ def refused_by_disk(index_path: Path, doing: str) -> Iterator[None]:
     try:
         yield
     except OSError as err:
+        if err.errno == errno.ENOENT and not (Path(index_path) / "manifest.json").exists():
+            from operators.store.errors import IndexNotFoundError
+
+            raise IndexNotFoundError(f"index {index_path} was removed or moved while this ran ({doing}): nothing "
+                                     "more was written there; ingest into a new index, or put the folder back and "
+                                     "run the command again") from err
         said = why(err, index_path)
         if said is None:
             raise
