@@ -284,9 +284,11 @@ class StepRunner:
         misses = [i for i, k in enumerate(keys) if k not in cached]
         stats.hits = len(groups) - len(misses)
         results: dict[int, pa.Table | None] = {}
+        empty = None  # an output of no rows keeps the columns and types the step gave them
         if misses:
             batch = concat([groups[i] for i in misses])
             out, meta = self._call(batch)
+            empty = out.slice(0, 0)
             merge_metadata(stats.metadata, meta)
             if len(misses) == 1:
                 per_group = {0: out}
@@ -307,7 +309,7 @@ class StepRunner:
                 if cached[k].meta:
                     merge_metadata(stats.metadata, cached[k].meta)
         parts = [results[i] for i in range(len(groups)) if results[i] is not None and results[i].num_rows]
-        out = concat(parts) if parts else self._call(table.slice(0, 0))[0]
+        out = concat(parts) if parts else empty if empty is not None else self._call(table.slice(0, 0))[0]
         stats.rows_out = out.num_rows
         return out, stats
 
