@@ -11,6 +11,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from operators.tables import shown_columns
+
 #: The types of the core columns (DESIGN.md, "Data"). Fusion, the union of Ray blocks and the step cache need
 #: one type per column: ``large_string`` or ``float32`` in one batch changes (or breaks) the union with the next.
 CORE_COLUMN_TYPES = {"qid": pa.string(), "query": pa.string(), "docno": pa.string(), "text": pa.string(),
@@ -37,7 +39,7 @@ def output_breach(scope: str, roles: dict[str, str], table: pa.Table, out: pa.Ta
     if scope == "source":
         return None
     if "qid" in table.column_names and "qid" not in out.column_names:
-        return (f"transform dropped the 'qid' column (output has {out.column_names}); every step keeps the qid of "
+        return (f"transform dropped the 'qid' column (output has {shown_columns(out)}); every step keeps the qid of "
                 "each row, so the steps after it and the result know which query a row answers")
     if problem := _type_breach(roles, table, out):
         return problem
