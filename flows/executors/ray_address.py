@@ -47,6 +47,20 @@ class RayAddressError(TesseraError):
     """The Ray cluster to join is named wrongly, does not answer, or refused this process."""
 
 
+class RayStartError(TesseraError):
+    """The local Ray this process starts did not come up (its raylet or GCS did not answer in time)."""
+
+
+def start_timed_out(err: Exception) -> RayStartError | None:
+    """``ray.init``'s bare ``Exception`` for a local Ray that did not start in time (a loaded machine), as one line
+    with what to do; None for any other error."""
+    said = str(err).strip()
+    if "timed out during startup" not in said:
+        return None
+    return RayStartError(f"the local Ray did not start: {said.splitlines()[0]} On a busy machine, run the command "
+                         "again; or start Ray once (ray start --head) and let every run join it (RAY_ADDRESS=auto)")
+
+
 #: Addresses a command checked ahead of its run (``check_ray_address(ahead=True)``), so that the ``ray.init`` of
 #: that run does not ask them again: one probe a run.
 _checked_ahead: set[str] = set()

@@ -110,7 +110,7 @@ def ensure_ray(**overrides: Any) -> None:
 def _start(**overrides: Any) -> None:
     import ray
 
-    from flows.executors.ray_address import check_ray_address, joining_failed, ray_client_refused
+    from flows.executors.ray_address import check_ray_address, joining_failed, ray_client_refused, start_timed_out
 
     _stop_ray_data_first()
     if ray.is_initialized():
@@ -128,6 +128,10 @@ def _start(**overrides: Any) -> None:
         ray.init(**{**DEFAULT_RAY_INIT, **overrides})
     except ConnectionError as err:
         raise joining_failed(err, overrides.get("address")) from None
+    except Exception as err:  # noqa: BLE001  (Ray raises a bare Exception when its node does not come up)
+        if (refused := start_timed_out(err)) is None:
+            raise
+        raise refused from None
     if callable(sigterm):
         # ray.init replaces SIGTERM's handler with a sys.exit(15); a handler the program set (tessera's commands:
         # cancel as Ctrl-C does) goes back, so a SIGTERM stops a Ray run as gracefully as a local one

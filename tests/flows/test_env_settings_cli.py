@@ -175,3 +175,18 @@ def test_the_benchmark_progress_lines_take_the_same_width(monkeypatch, capsys, c
     with BenchReporter() as reporter:  # stderr is not a terminal here: lines, as wide as COLUMNS says
         reporter.log("a line")
     assert reporter.console.width == width and "a line" in capsys.readouterr().err
+
+
+def test_a_local_ray_that_does_not_start_in_time_is_one_line_with_what_to_do():
+    """``ray.init`` raises a bare ``Exception`` when its node does not come up in time (a loaded machine): it was
+    ``tessera: internal error`` and no ``TesseraError`` for ``except TesseraError`` in Python."""
+    from flows.executors.ray_address import start_timed_out
+    from operators.errors import TesseraError
+
+    ray_said = Exception("The current node timed out during startup. This could happen because some of the raylet "
+                         "failed to startup or the GCS has become overloaded.")
+    refused = start_timed_out(ray_said)
+    assert isinstance(refused, TesseraError)
+    assert str(refused).startswith("the local Ray did not start: The current node timed out during startup.")
+    assert "RAY_ADDRESS=auto" in str(refused) and "\n" not in str(refused)
+    assert start_timed_out(Exception("something else")) is None
