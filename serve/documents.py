@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from operators import metadata_columns
 from operators.errors import SourceError
+from operators.unicode import blank
 from operators.sources.file_text import SUFFIXES, read_text_file
 from serve.errors import ApiError
 from serve.schemas import Text, check_texts
@@ -47,7 +48,7 @@ class Document(BaseModel):
     @field_validator("id")
     @classmethod
     def _id_has_text(cls, doc_id: str) -> str:
-        if not doc_id.strip():  # ingestion reads a blank id as none and gives a content id the client never sent
+        if blank(doc_id):  # ingestion reads a blank id as none and gives a content id the client never sent
             raise ValueError("the id is blank: give each document an id with a character that is not a space")
         if doc_id in (".", ".."):  # GET .../documents/.. is the index's path (URLs resolve dot segments): unreadable
             raise ValueError(f"the id '{doc_id}' cannot be read back (a URL takes it as a step of its path): give "
@@ -57,7 +58,7 @@ class Document(BaseModel):
     @field_validator("text")
     @classmethod
     def _text_or_title(cls, text: str, info: ValidationInfo) -> str:
-        if not text.strip() and not str(info.data.get("title") or "").strip():  # ingestion would leave it out
+        if blank(text) and blank(str(info.data.get("title") or "")):  # ingestion would leave it out
             raise ValueError("the text is blank and there is no title: there is nothing to index")
         return text
 

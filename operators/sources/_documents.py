@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.errors import SourceError
 from operators.ids import fill_missing_ids
+from operators.unicode import blank as unicode_blank
 
 logger = logging.getLogger("operators.sources")
 
@@ -69,8 +70,9 @@ class DocumentParams(BaseModel):
 
 
 def blank(value: Any) -> bool:
-    """Whether a field's value is missing: None, or a string of whitespace only (an empty id or text)."""
-    return value is None or (isinstance(value, str) and not value.strip())
+    """Whether a field's value is missing: None, or a string with nothing to read (whitespace, control and invisible
+    characters only: ``unicode.blank``), as an empty id or text is."""
+    return value is None or (isinstance(value, str) and unicode_blank(value))
 
 
 def values_to_array(values: list[Any]) -> pa.Array:
@@ -258,8 +260,8 @@ class DocumentMapper:
 
 
 def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
-    """True where a column's value is null or whitespace only (as a string)."""
-    return pc.fill_null(pc.equal(pc.utf8_trim_whitespace(column_as_text(column)), ""), True)
+    """True where a column's value is null or, as a string, holds nothing to read (``blank``)."""
+    return pc.fill_null(pc.match_substring_regex(column_as_text(column), r"^[\s\p{Z}\p{Cc}\p{Cf}]*$"), True)
 
 
 def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

@@ -57,7 +57,9 @@ def test_a_lone_surrogate_is_refused_naming_the_field(model, body, field):
 @pytest.mark.parametrize("document, field, says", [
     ({"id": "   ", "text": "x"}, "id", "the id is blank"),
     ({"id": "\t", "text": "x"}, "id", "the id is blank"),
+    ({"id": "\u200b", "text": "x"}, "id", "the id is blank"),
     ({"id": "a", "text": " \n "}, "text", "the text is blank and there is no title"),
+    ({"id": "a", "text": "\u200b\u200b\x00"}, "text", "the text is blank and there is no title"),
     # accepted, then never to be opened: GET .../documents/.. is the index's own path once the URL is resolved
     ({"id": ".", "text": "x"}, "id", "the id '.' cannot be read back"),
     ({"id": "..", "text": "x"}, "id", "the id '..' cannot be read back"),

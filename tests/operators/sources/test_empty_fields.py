@@ -38,7 +38,8 @@ def test_jsonl_empty_or_blank_ids_get_content_ids_and_fall_back_to_the_next_id_f
                                                "d3", "0", "keep"]
 
 
-@pytest.mark.parametrize("text, said", [("", "empty or blank"), ("  \n\t", "empty or blank"), (None, "null")])
+@pytest.mark.parametrize("text, said", [("", "empty or blank"), ("  \n\t", "empty or blank"), (None, "null"),
+                                        ("\u200b\ufeff", "empty or blank"), ("\x00\x01\x07", "empty or blank")])
 def test_jsonl_empty_text_without_a_title_is_a_bad_record_naming_file_and_line(tmp_path, caplog, text, said):
     path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": " ", "text": text},
                                                  {"_id": "c", "text": "y"}, {"_id": "d", "title": "Glaciers",
@@ -61,15 +62,16 @@ def test_beir_corpus_leaves_out_empty_texts_as_bad_lines(tmp_path):
 def test_csv_empty_ids_get_content_ids_and_empty_texts_are_left_out_and_counted(tmp_path, caplog):
     path = tmp_path / "docs.csv.gz"
     with gzip.open(path, "wt", encoding="utf-8") as f:
-        f.write('_id,title,text\n1,Ice,glaciers move\n,Lakes,lakes freeze\n" ",,rivers flow\n3,Glaciers,\n4,, \n')
+        f.write('_id,title,text\n1,Ice,glaciers move\n,Lakes,lakes freeze\n" ",,rivers flow\n3,Glaciers,\n4,, \n'
+                '5,,\u200b\u00ad\n')  # invisible characters alone: as blank as a space
     op = create("sources.csv", {"path": str(path)})
     with caplog.at_level(logging.WARNING, logger="operators.sources"):
         out = op(pa.table({}))
     assert out.column("docno").to_pylist() == ["1", content_doc_id("Lakes", "lakes freeze"),
                                                content_doc_id("", "rivers flow"), "3"]  # 3: a title alone
     assert out.column("text").to_pylist() == ["glaciers move", "lakes freeze", "rivers flow", ""]
-    assert "skipped 1 document(s) with an empty text in" in caplog.text and "docs.csv.gz" in caplog.text
-    assert op.drain_usage() == {"empty_texts": 1}
+    assert "skipped 2 document(s) with an empty text in" in caplog.text and "docs.csv.gz" in caplog.text
+    assert op.drain_usage() == {"empty_texts": 2}
 
 
 def test_tsv_gz_with_a_tab_delimiter(tmp_path):
