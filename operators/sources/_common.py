@@ -24,6 +24,7 @@ from operators.sources._documents import (  # noqa: F401 - the sources import th
     RESERVED,
     DocumentMapper,
     DocumentParams,
+    JsonNumber,
     blank,
     default_id,
     column_as_text,
@@ -169,7 +170,7 @@ def iter_jsonl(rng: FileRange, *, on_error: str, op: Any, required: str | None =
             if not raw.strip():
                 continue
             try:
-                record = json.loads(decode(raw))
+                record = json.loads(decode(raw), parse_float=JsonNumber)
             except UnicodeDecodeError as err:
                 errors.bad(offset, index, undecodable(err, encoding))
                 continue
@@ -240,7 +241,7 @@ def first_record(path: str, encoding: str | None = None, op: Any = None) -> dict
         f.seek(0)
         for raw in f:
             try:
-                record = json.loads(decode(raw.removeprefix(b"\xef\xbb\xbf")))
+                record = json.loads(decode(raw.removeprefix(b"\xef\xbb\xbf")), parse_float=JsonNumber)
             except (UnicodeDecodeError, json.JSONDecodeError):
                 continue
             if isinstance(record, dict):

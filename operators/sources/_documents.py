@@ -273,6 +273,22 @@ def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.A
         return pa.array([_as_text(v) for v in column.to_pylist()], pa.string())
 
 
+class JsonNumber(float):
+    """A JSON number with a fraction or exponent, as the float it is and the text it was written as: an id or a text
+    field holding one is that text (``1e2``, ``1.10``), where Python's float wrote ``100.0`` and ``1.1`` (so ``1.10``
+    and ``1.1``, or ``1E400`` and ``2E400``, both ``Infinity``, were one id). ``json.loads``' ``parse_float``."""
+
+    __slots__ = ("text",)
+
+    def __new__(cls, text: str) -> "JsonNumber":
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+    def __reduce__(self):  # pickled (to a Ray worker) with its text
+        return (JsonNumber, (self.text,))
+
+
 def _as_text(value: Any) -> str | None:
     """A text, title or id as text: a string as it is, a JSON value (a number, true/false, an object, a list) its
     JSON text, as Arrow writes a Parquet column of them (``true``, not Python's ``True``); any other value (a
@@ -281,6 +297,8 @@ def _as_text(value: Any) -> str | None:
         return value
     if isinstance(value, (bytes, bytearray)):  # a Parquet string column written as binary: its text, not "b'...'"
         return bytes(value).decode("utf-8")  # (bytes that are not UTF-8: a UnicodeDecodeError, named by from_table)
+    if isinstance(value, JsonNumber):
+        return value.text
     if isinstance(value, (bool, int, float, dict, list)):
         return json.dumps(value, ensure_ascii=False, default=str)
     return str(value)

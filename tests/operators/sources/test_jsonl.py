@@ -225,3 +225,17 @@ def test_an_integer_beyond_64_bits_is_kept_as_its_digits_not_an_overflow(tmp_pat
                                                 {"_id": "b", "text": "large", "n": 10**23 + 1}])
     (table,) = read_splits(create("sources.jsonl", {"path": str(path)}))
     assert table.column("n").to_pylist() == ["1", "100000000000000000000001"]  # exact, where a double would round
+
+
+def test_a_number_as_an_id_or_a_text_is_kept_as_it_was_written(tmp_path):
+    """Python's float wrote ``1e2`` as ``100.0`` and ``1.10`` as ``1.1`` (one id with ``1.1``), and ``1E400`` and
+    ``2E400`` both as ``Infinity``: the second of each pair was left out as a duplicate, and a search for ``1e2``
+    did not find the text it was; a metadata number stays a number."""
+    path = tmp_path / "numbers.jsonl"
+    path.write_text('{"_id": 1e2, "text": "a"}\n{"_id": 1.1, "text": "b"}\n{"_id": 1.10, "text": "c"}\n'
+                    '{"_id": 1E400, "text": "d"}\n{"_id": 2E400, "text": "e"}\n'
+                    '{"_id": "n1", "text": 1e2, "weight": 2.50}\n', encoding="utf-8")
+    (table,) = read_splits(create("sources.jsonl", {"path": str(path)}))
+    assert table.column("docno").to_pylist() == ["1e2", "1.1", "1.10", "1E400", "2E400", "n1"]
+    assert table.column("text").to_pylist()[-1] == "1e2"
+    assert table.column("weight").type == pa.float64() and table.column("weight").to_pylist()[-1] == 2.5
