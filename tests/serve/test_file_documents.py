@@ -150,3 +150,18 @@ def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upl
         "kea.md: front matter field(s) score, my tag, last-modified, page left out: a metadata column's name is "
         "letters, digits and _, starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, "
         "page, path, qid, query, rank, score, text, title, total_chunks, vector"]
+
+
+def test_a_stray_byte_in_utf8_text_is_a_warning_for_the_client_as_tessera_ingest_warns():
+    """A byte that is not UTF-8 in UTF-8 text is read as U+FFFD; ``tessera ingest`` said so, the upload's answer did
+    not (only a file guessed to be in another encoding was said)."""
+    content = "caf\u00e9 caf\u00e9 caf\u00e9 stray ".encode() + b"\x92 byte"
+    warnings: list[str] = []
+    [uploaded] = file_documents("stray.txt", content, Limits(), warnings=warnings)
+    assert uploaded["text"] == "caf\u00e9 caf\u00e9 caf\u00e9 stray \ufffd byte"
+    at = content.index(0x92) + 1
+    assert warnings == [f"stray.txt: UTF-8 text with a byte that is not UTF-8 (0x92 at byte {at}): read as UTF-8, "
+                        "each such byte as U+FFFD (if its text looks wrong, save it as UTF-8 and send it again)"]
+    clean: list[str] = []
+    file_documents("clean.txt", "caf\u00e9".encode(), Limits(), warnings=clean)
+    assert clean == []
