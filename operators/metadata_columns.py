@@ -31,8 +31,8 @@ def is_metadata_name(name: str, reserved: frozenset[str] = RESERVED) -> bool:
 
 def name_rule(reserved: frozenset[str] = RESERVED) -> str:
     """The rule of ``is_metadata_name``, for a message."""
-    return (f"a metadata column's name is letters, digits and _, starting with a letter, and none of "
-            f"{', '.join(sorted(reserved))}")
+    return (f"a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, and none "
+            f"of {', '.join(sorted(reserved))}")
 
 
 def metadata_fields(fields: dict[str, Any],

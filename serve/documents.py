@@ -62,13 +62,20 @@ class Document(BaseModel):
             raise ValueError("the text is blank and there is no title: there is nothing to index")
         return text
 
+    @field_validator("metadata", mode="before")
+    @classmethod
+    def _null_is_no_field(cls, metadata: Any) -> Any:
+        """A null value is a field the document does not have (as in front matter and JSONL), not four errors of
+        the value union that named no null."""
+        return {k: v for k, v in metadata.items() if v is not None} if isinstance(metadata, dict) else metadata
+
     @field_validator("metadata")
     @classmethod
     def _columns(cls, metadata: dict[str, Any]) -> dict[str, Any]:
         for key in metadata:
             if not metadata_columns.is_metadata_name(key):
-                raise ValueError(f"metadata key '{key}' is not a column name this index can take (a letter, then "
-                                 f"letters, digits or _; none of {', '.join(sorted(RESERVED))})")
+                raise ValueError(f"metadata key '{key}' is not a column name this index can take (an ASCII letter, "
+                                 f"then ASCII letters, digits or _, 64 at most; none of {', '.join(sorted(RESERVED))})")
         check_texts([v for v in metadata.values() if isinstance(v, str)], "metadata value")
         for key, value in metadata.items():  # what a doc-store column can hold, not what it would silently change
             if isinstance(value, float) and not math.isfinite(value):  # JSON's NaN, Infinity, 1e400: listed as null

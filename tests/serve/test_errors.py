@@ -80,6 +80,23 @@ def test_an_uploaded_document_with_a_blank_id_or_nothing_to_index_is_refused_nam
     assert DocumentsRequest.model_validate({"documents": [{"id": "...", "text": "x"}]}).documents[0].id == "..."
 
 
+def test_metadata_names_say_the_rule_they_break_and_a_null_value_is_no_field():
+    """``ключ`` is "a letter, then letters", as the message said, and was refused: the rule is ASCII's. A null value
+    was four errors of the value union (str, int, float, bool); it is a field the document does not have."""
+    from pydantic import ValidationError
+
+    from serve.documents import DocumentsRequest
+
+    with pytest.raises(ValidationError) as err:
+        DocumentsRequest.model_validate({"documents": [{"id": "a", "text": "x", "metadata": {"ключ": 1}}]})
+    (problem,) = err.value.errors()
+    assert "metadata key 'ключ' is not a column name this index can take (an ASCII letter, then ASCII letters" \
+           in problem["msg"], problem
+    kept = DocumentsRequest.model_validate({"documents": [{"id": "a", "text": "x",
+                                                           "metadata": {"tag": None, "year": 1999}}]})
+    assert kept.documents[0].metadata == {"year": 1999}
+
+
 @pytest.mark.parametrize("model, body, field", [
     ("schemas.EmbeddingsRequest", {"model": "m", "input": "x", "dimensions": "384"}, "dimensions"),
     ("schemas.RerankRequest", {"model": "m", "query": "q", "documents": ["d"], "top_n": "1"}, "top_n"),

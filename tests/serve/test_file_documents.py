@@ -96,9 +96,9 @@ def test_front_matter_is_metadata_and_a_guessed_encoding_or_a_field_left_out_is_
     assert warnings == [
         "kea.md: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
         "and send it again)",
-        "kea.md: front matter field(s) text left out: a metadata column's name is letters, digits and _, starting "
-        "with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, "
-        "score, text, title, total_chunks, vector"]
+        "kea.md: front matter field(s) text left out: a metadata column's name is ASCII letters, digits and _ (64 at "
+        "most), starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, page, path, qid, "
+        "query, rank, score, text, title, total_chunks, vector"]
 
 
 def test_front_matter_that_is_not_valid_yaml_is_a_warning_for_the_client_not_a_log_line_of_the_service():
@@ -148,8 +148,8 @@ def test_a_markdown_file_gives_the_same_fields_through_tessera_ingest_and_an_upl
     left_out = [r.getMessage() for r in caplog.records if "front matter" in r.getMessage()]
     assert left_out == warnings == [
         "kea.md: front matter field(s) score, my tag, last-modified, page left out: a metadata column's name is "
-        "letters, digits and _, starting with a letter, and none of _id, chunk_id, chunk_index, doc_id, docno, id, "
-        "page, path, qid, query, rank, score, text, title, total_chunks, vector"]
+        "ASCII letters, digits and _ (64 at most), starting with a letter, and none of _id, chunk_id, chunk_index, "
+        "doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, vector"]
 
 
 def test_a_stray_byte_in_utf8_text_is_a_warning_for_the_client_as_tessera_ingest_warns():

@@ -233,7 +233,8 @@ def test_how_a_file_was_read_is_shown_a_cp1252_jsonl_file_is_not_mangled_and_fro
         "not UTF-8, each read as U+FFFD (if the file has another encoding, save it as UTF-8 and add it again); "
         "menu.txt: not UTF-8; read as cp1252, the encoding guessed for it (if its text looks wrong, save it as UTF-8 "
         "and send it again); kea.md: front matter field(s) "
-        "text left out: a metadata column's name is letters, digits and _, starting with a letter, and none of _id, "
+        "text left out: a metadata column's name is ASCII letters, digits and _ (64 at most), starting with a letter, "
+        "and none of _id, "
         "chunk_id, chunk_index, doc_id, docno, id, page, path, qid, query, rank, score, text, title, total_chunks, "
         "vector")
     listed = {doc["id"]: doc for doc in ui_app.api("GET", f"/v1/indices/{name}/documents").json()["documents"]}
