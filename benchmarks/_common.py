@@ -170,3 +170,33 @@ def encode_queries(path: Path, queries: list[str]) -> np.ndarray:
 
     encoder = Index.open(path).settings.encoder
     return SentenceTransformerEmbedder({"model": encoder}, step_id="queries").encode(queries)
+
+
+#: Whole-number options that may be 0 (a seed, a port, no warm-up); every other one counts something and is >= 1.
+ZERO_OK = frozenset({"seed", "port", "warmup", "search_dates", "ood_limit", "spares"})
+
+
+def checked_args(parser, zero_ok: frozenset[str] = ZERO_OK):
+    """``parser.parse_args()``, with every whole-number option checked: a size of 0 or less (``--queries -5``, which
+    a slice read as "all but 5", or ``--repeat 0``, a median of nothing) is refused as argparse refuses a word."""
+    args = parser.parse_args()
+    for action in parser._actions:
+        value = getattr(args, action.dest, None)
+        if action.type is int and isinstance(value, int):
+            least = 0 if action.dest in zero_ok else 1
+            if value < least:
+                parser.error(f"{action.option_strings[0]} must be {'0 or more' if least == 0 else 'at least 1'}, "
+                             f"got {value}")
+    return args
+
+
+def run(main) -> None:
+    """Run a script's ``main``; a ``TesseraError`` (an index that is not there, a bad parameter) is one line and exit
+    status 2, as the ``tessera`` commands end, not a traceback."""
+    from operators.errors import TesseraError
+
+    try:
+        main()
+    except TesseraError as err:
+        print(f"{Path(sys.argv[0]).name}: error: {err}", file=sys.stderr)
+        raise SystemExit(2) from None

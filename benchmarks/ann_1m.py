@@ -51,7 +51,7 @@ import numpy as np
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import (CACHE, WORDNET, encode_corpus, encode_queries, index_vectors, latency_summary,  # noqa: E402
-                     real_queries, rss_bytes)
+                     checked_args, real_queries, rss_bytes, run)
 
 K = 10
 GB = 1e9
@@ -335,7 +335,7 @@ def main() -> None:
     parser.add_argument("--rebuild", action="store_true", help="rebuild cached index files")
     parser.add_argument("--out", type=Path, default=None, help="results JSON (default: under the cache)")
     parser.add_argument("--measure-one", nargs=3, metavar=("KIND", "INDEX", "DATA"), help=argparse.SUPPRESS)
-    args = parser.parse_args()
+    args = checked_args(parser)
 
     if args.measure_one:  # child process: print one JSON line
         kind, path, folder = args.measure_one
@@ -392,4 +392,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

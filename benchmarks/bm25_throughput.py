@@ -38,7 +38,7 @@ import numpy as np
 import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import CACHE, WORDNET, read_beir_corpus  # noqa: E402
+from _common import CACHE, WORDNET, checked_args, read_beir_corpus, run  # noqa: E402
 
 
 def load_queries(corpus: Path, texts: list[str], n: int, seed: int) -> list[str]:
@@ -81,7 +81,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="interleaved timing passes (best is reported)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rebuild", action="store_true", help="rebuild the cached Tessera index")
-    args = parser.parse_args()
+    args = checked_args(parser)
     if not args.corpus.is_file():
         raise SystemExit(f"corpus not found: {args.corpus}")
 
@@ -179,4 +179,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

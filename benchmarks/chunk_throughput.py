@@ -15,7 +15,7 @@ import argparse
 import re
 import time
 
-import _common  # noqa: F401  (puts the repository on sys.path)
+from _common import checked_args, run  # (puts the repository on sys.path)
 import pyarrow as pa
 
 from operators.registry import create
@@ -28,7 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--docs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = checked_args(parser)
     sample = sample_documents(1000)
     table = pa.concat_tables([sample] * -(-args.docs // sample.num_rows)).slice(0, args.docs)
     texts = table.column("text").to_pylist()
@@ -43,9 +43,9 @@ def main() -> None:
 
     best = {"preprocess.chunk": float("inf"), "re.finditer": float("inf")}
     for _ in range(args.rounds):
-        for name, run in (("preprocess.chunk", chunked), ("re.finditer", regex)):
+        for name, cut in (("preprocess.chunk", chunked), ("re.finditer", regex)):
             started = time.perf_counter()
-            run()
+            cut()
             best[name] = min(best[name], time.perf_counter() - started)
     for name, seconds in best.items():
         print(f"{name:>16}: {seconds:6.2f} s, {args.docs / seconds:,.0f} documents/s")
@@ -53,4 +53,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

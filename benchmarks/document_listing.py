@@ -19,14 +19,14 @@ import gc
 import statistics
 import time
 
-from _common import rss_bytes
+from _common import checked_args, rss_bytes, run
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--index", required=True, help="an index built by tessera ingest")
     parser.add_argument("--rounds", type=int, default=3)
-    args = parser.parse_args()
+    args = checked_args(parser)
 
     from operators.store import Index
     from operators.store.listing import document_page
@@ -63,4 +63,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pyarrow as pa
 
-from _common import SCIFACT, read_beir_corpus
+from _common import SCIFACT, checked_args, read_beir_corpus, run
 
 
 def result_table(queries: int, k: int, chunks: int) -> pa.Table:
@@ -36,6 +36,8 @@ def result_table(queries: int, k: int, chunks: int) -> pa.Table:
     rng = np.random.default_rng(0)
     parts = []
     for part in np.array_split(np.arange(queries), chunks):
+        if not len(part):  # more chunks than queries: no empty part (its columns would have no type)
+            continue
         docs = rng.integers(0, len(ids), len(part) * k)
         parts.append(pa.table({
             "qid": np.repeat(part, k).astype(str), "docno": [ids[d] for d in docs],
@@ -73,7 +75,7 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=60)
     parser.add_argument("--chunks", type=int, default=30)
     parser.add_argument("--repeat", type=int, default=3)
-    args = parser.parse_args()
+    args = checked_args(parser)
 
     from flows.executors.base import scope_batches
     from operators import create
@@ -106,4 +108,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

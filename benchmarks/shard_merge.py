@@ -35,7 +35,7 @@ import numpy as np
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 from _common import (REPO_ROOT, SCIFACT, WORDNET, encode_corpus, encode_queries, index_vectors,  # noqa: E402
-                     latency_summary, read_beir_corpus, real_queries, rss_bytes)
+                     checked_args, latency_summary, read_beir_corpus, real_queries, rss_bytes, run)
 
 
 def build(path: Path, n_shards: int, ids, titles, texts, vectors, dense_type: str):
@@ -104,7 +104,7 @@ def main() -> None:
     parser.add_argument("--dense-type", default="flat")
     parser.add_argument("--index", type=Path, help="search this ingested index as it is (see above)")
     parser.add_argument("--batch", type=int, default=100, help="queries per call in the batch timing (--index)")
-    args = parser.parse_args()
+    args = checked_args(parser)
     if args.index is not None:
         return ingested(args)
     path = {"sample": REPO_ROOT / "data" / "sample" / "corpus.jsonl", "scifact": SCIFACT,
@@ -143,4 +143,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

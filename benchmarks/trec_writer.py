@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks._common import CACHE, REPO_ROOT, rss_bytes  # noqa: E402
+from benchmarks._common import CACHE, REPO_ROOT, checked_args, rss_bytes, run  # noqa: E402
 
 
 def make_result(path: Path, queries: int, per_query: int) -> None:
@@ -82,7 +82,7 @@ def main() -> None:
     parser.add_argument("--per-query", type=int, default=100)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--one", choices=("before", "after"), help=argparse.SUPPRESS)  # a child's writer
-    args = parser.parse_args()
+    args = checked_args(parser)
     folder = CACHE / "trec_writer"
     result = folder / f"result-{args.queries}x{args.per_query}.parquet"
     if args.one:
@@ -90,15 +90,19 @@ def main() -> None:
         return
     if not result.exists():
         make_result(result, args.queries, args.per_query)
+    runs: dict[str, list[dict]] = {"before": [], "after": []}
     for _ in range(args.rounds):
-        for writer in ("before", "after"):
+        for writer in runs:
             child = subprocess.run([sys.executable, __file__, "--queries", str(args.queries), "--per-query",
                                     str(args.per_query), "--one", writer], capture_output=True, text=True,
                                    cwd=REPO_ROOT, check=True)
             print(child.stdout.strip())
+            runs[writer].append(json.loads(child.stdout.strip().splitlines()[-1]))
     before, after = (folder / "before.trec").read_bytes(), (folder / "after.trec").read_bytes()
     print(f"identical files: {before == after} ({len(after):,} bytes)")
+    fastest = {writer: min(r["seconds"] for r in rounds) for writer, rounds in runs.items()}
+    print(f"before / after, fastest of {args.rounds}: {fastest['before'] / max(fastest['after'], 0.005):.1f}x time")
 
 
 if __name__ == "__main__":
-    main()
+    run(main)
