@@ -61,8 +61,9 @@ def load_qrels(folder: str | Path, split: str = "test", *, op: Any = None) -> pa
         if len(parts) == 4:  # TREC: qid iteration docno relevance
             parts = [parts[0], parts[2], parts[3]]
         if len(parts) != 3:
-            raise SourceError(f"{path}, line {number}: expected 3 tab-separated columns, got {len(parts)}",
-                              **_where(op))
+            raise SourceError(f"{path}, line {number}: expected 3 columns (query-id, corpus-id, score: BEIR) or 4 "
+                              f"(qid, iteration, docno, relevance: TREC), separated by tabs or spaces; got "
+                              f"{len(parts)}", **_where(op))
         try:
             grade = float(parts[2])
         except ValueError:

@@ -99,6 +99,16 @@ def test_trec_style_qrels_without_header(tmp_path):
                                  {"qid": "q2", "docno": "d3", "relevance": 2}]
 
 
+def test_a_qrels_line_of_another_width_names_both_forms_it_may_take(tmp_path):
+    """Space-separated lines are read as tab-separated ones are, and four columns (TREC) as three (BEIR): the
+    message said "3 tab-separated columns" of a line of five words separated by spaces."""
+    folder = write_beir(tmp_path / "set", qrels_lines=["q0 0 d1 1 extra\n"])
+    with pytest.raises(SourceError, match=r"line 1: expected 3 columns \(query-id, corpus-id, score: BEIR\) or 4 "
+                                          r"\(qid, iteration, docno, relevance: TREC\), separated by tabs or spaces; "
+                                          r"got 5"):
+        load_qrels(folder, "test")
+
+
 def test_missing_split_lists_the_splits_there(tmp_path):
     folder = write_beir(tmp_path / "set", qrels_lines=["query-id\tcorpus-id\tscore\n"])
     with pytest.raises(SourceNotFoundError, match=r"dev\.tsv.*\['test'\]"):
