@@ -132,7 +132,7 @@ def _cmd_info(args: argparse.Namespace) -> int:
     print(f"  dense: {s.dense_type if s.dense else 'no'}" + (f" {s.encoder} dim={s.dim}" if s.dense else "")
           + (f" {s.dense_options}" if s.dense_options else ""))
     print("  bm25:  " + (f"{s.method} k1={s.k1} b={s.b} stemmer={s.stemmer} stopwords={s.stopwords} "
-                          f"fields={s.text_fields}" if s.bm25 else "no"))
+                          f"fields={s.text_fields} tokens={s.tokens}" if s.bm25 else "no"))
     # a hint where most of what is read is deleted (after syncs, updates): every search still loads those shards
     hint = (f" (most are deleted: `tessera index compact {shlex.quote(str(index.path))}` drops them)"
             if counts['tombstones'] > counts['live_chunks'] else "")

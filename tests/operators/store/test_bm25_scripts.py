@@ -37,7 +37,7 @@ def test_words_with_marks_and_invisible_characters_are_found_by_themselves(tmp_p
     assert found(index, "honey bees") == ["honey"]
 
 
-def test_an_index_made_before_keeps_its_words(tmp_path, make_chunks):
+def test_an_index_made_before_keeps_its_words(tmp_path, make_chunks, capsys):
     """A manifest without ``tokens`` was written by an earlier release: its shards hold bm25s's terms, so its
     queries are cut the same way (a word found before is found still; one cut apart before stays as it was)."""
     index = Index.create(tmp_path / "idx", IndexSettings(dense=False, tokens="bm25s"))
@@ -53,3 +53,7 @@ def test_an_index_made_before_keeps_its_words(tmp_path, make_chunks):
     assert found(earlier, "हिन्दी") == []
     assert sorted(found(earlier, "القَمَرُ")) == ["cairo", "moon", "pen"]  # each begins with the token "الق"
     assert found(earlier, "inter national") == ["i18n"]
+    from flows.commands import main
+
+    assert main(["index", "info", str(tmp_path / "idx")]) == 0
+    assert "tokens=bm25s" in capsys.readouterr().out  # the rule it keeps, beside its other BM25 settings
