@@ -74,10 +74,28 @@ def holds(text: str, kind: str) -> bool:
     return not text.isascii() and not code_points(kind).isdisjoint(text)
 
 
+#: The one invisible character that breaks words: Thai, Khmer and some Japanese text mark word ends with it.
+WORD_BREAK = "\u200b"
+
+
+@functools.cache
+def _invisible() -> frozenset[str]:
+    return code_points("Cf") - {WORD_BREAK}
+
+
 def visible(text: str) -> str:
-    """``text`` without its invisible format characters (soft hyphen, zero-width space and joiners, byte-order mark,
-    word joiner): they sit inside words (``inter&shy;national`` as HTML writes it) without breaking them."""
-    if not holds(text, "Cf"):
+    """``text`` without the invisible format characters that sit inside words without breaking them (a soft
+    hyphen, as HTML's ``inter&shy;national``; the zero-width joiners, the word joiner, a byte-order mark, direction
+    marks). A zero-width space stays, a break between words (``WORD_BREAK``)."""
+    if text.isascii() or _invisible().isdisjoint(text):
         return text
-    invisible = code_points("Cf")
+    invisible = _invisible()
     return "".join(char for char in text if char not in invisible)
+
+
+def folded(text: str) -> str:
+    """Lower-cased ``text`` with Turkish's four i one letter: ``str.lower`` makes ``İ`` an ``i`` with a combining dot
+    (kept inside the word, it matched no ``istanbul``) and keeps the dotless ``ı`` (``IĞDIR`` and ``Iğdır`` were
+    ``iğdir`` and ``iğdır``)."""
+    text = text.lower()
+    return text if text.isascii() else text.replace("i\u0307", "i").replace("\u0131", "i")

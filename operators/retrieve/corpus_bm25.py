@@ -15,7 +15,6 @@ from operators.base import Operator
 from operators.errors import OperatorError
 from operators.local_files import local_path
 from operators.tables import query_rows, set_ranking
-from operators.unicode import composed, visible
 
 #: The repository root: relative corpus paths that do not exist under the working
 #: directory are looked up here, so ``tessera run demo`` works from any directory.
@@ -126,8 +125,9 @@ class CorpusBM25Retriever(Operator):
         if not docnos:
             raise OperatorError(f"corpus {path} holds no documents", op=self.name, step=self.step_id,
                                 field="params.corpus")
-        indexed = [visible(composed(f"{t}\n{x}" if self.params.index_title else x)) for t, x in zip(titles, texts)]
-        from operators.store.bm25 import marked_pattern  # words as an index's "unicode" tokens cut them
+        from operators.store.bm25 import marked_pattern, normalized  # words as an index's "unicode" tokens cut them
+
+        indexed = [normalized(f"{t}\n{x}" if self.params.index_title else x, "unicode") for t, x in zip(titles, texts)]
 
         tokenizer = Tokenizer(splitter=marked_pattern(), stopwords="en", stemmer=Stemmer.Stemmer("english"))
         corpus_tokens = tokenizer.tokenize(indexed, return_as="tuple", show_progress=False)
@@ -149,7 +149,9 @@ class CorpusBM25Retriever(Operator):
         docs = np.zeros(0, dtype=np.int64)
         scores = np.zeros(0, dtype=np.float64)
         if queries.num_rows:
-            texts = [visible(composed(q or "")) for q in queries.column("query").to_pylist()]
+            from operators.store.bm25 import normalized
+
+            texts = [normalized(q or "", "unicode") for q in queries.column("query").to_pylist()]
             with self._lock:  # the PyStemmer stemmer inside the tokenizer is not thread-safe
                 ids = self._tokenizer.tokenize(texts, update_vocab=False, return_as="ids", show_progress=False)
             # bm25s gives a query with no known word the empty token, which every document of stopwords alone

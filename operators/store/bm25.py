@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from operators.pieces import Pieces
 from operators.store.settings import IndexSettings
-from operators.unicode import code_point_class, composed, holds, visible
+from operators.unicode import code_point_class, composed, folded, holds, visible
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"  # bm25s.tokenize's default token_pattern: IndexSettings.tokens "bm25s"
 TF_FILE, VOCAB_FILE, DOCLEN_FILE = "bm25_tf.npz", "bm25_vocab.json", "bm25_doclen.npy"
@@ -81,6 +81,8 @@ class QueryTokenizer:
             self._marked = re.compile(marked_pattern()).findall
             self._marked_pieces = re.compile(marked_pattern() + "| ").findall
         self._stopwords = frozenset(_infer_stopwords(stopwords))  # a tuple (a custom list) passes through
+        if self._unicode:  # written as the tokens are read: İÇİN, an entry in NFD or with a soft hyphen matched none
+            self._stopwords = frozenset(normalized(word, tokens) for word in self._stopwords)
         self._stemmer_language = stemmer
         self._local = threading.local()  # PyStemmer objects are not thread-safe: one per thread
 
@@ -108,7 +110,7 @@ class QueryTokenizer:
         return owner, encoded.indices.to_numpy(zero_copy_only=False), stem(distinct) if stem else distinct
 
     def _prepared(self, text: str) -> str:
-        return (visible(composed(text)) if self._unicode else composed(text)).lower()
+        return normalized(text, "unicode" if self._unicode else "bm25s")
 
     def _split(self, text: str, *, pieces: bool = False) -> list[str]:
         """The words of ``text`` (and with ``pieces`` the spaces between): a text without combining marks has the
@@ -126,6 +128,13 @@ class QueryTokenizer:
 
             stemmer = self._local.stemmer = Stemmer.Stemmer(self._stemmer_language)
         return stemmer.stemWords
+
+
+def normalized(text: str, tokens: str) -> str:
+    """``text`` as the token rule ``tokens`` (``IndexSettings.tokens``) reads it before cutting it into words:
+    composed (NFC) and lower-cased; under "unicode" also without the invisible characters inside words
+    (``unicode.visible``) and with Turkish's i folded (``unicode.folded``)."""
+    return folded(visible(composed(text))) if tokens == "unicode" else composed(text).lower()
 
 
 def marked_pattern() -> str:

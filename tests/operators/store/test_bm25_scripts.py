@@ -1,6 +1,7 @@
-"""BM25 finds words of scripts written with combining marks (Devanagari and Tamil vowel signs, Arabic harakat) and
-words an invisible character sits in (a soft hyphen, a zero-width space), and an index made before these rules keeps
-cutting words as it was built (``IndexSettings.tokens``)."""
+"""BM25 finds words of scripts written with combining marks (Devanagari and Tamil vowel signs, Arabic harakat), words
+an invisible character sits in (a soft hyphen, a word joiner), words a zero-width space separates (Thai marks word
+ends so), and Turkish words by the i a user types; an index made before these rules keeps cutting words as it was
+built (``IndexSettings.tokens``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ DOCS = [
     {"_id": "pen", "text": "القَلَمُ"},
     {"_id": "cairo", "text": "القَاهِرَةُ عَاصِمَةُ مِصْرَ"},
     {"_id": "i18n", "text": "inter\u00adnationalization of software"},
-    {"_id": "joined", "text": "a hello\u200bworld program"},
+    {"_id": "joined", "text": "a hello\u2060world program"},
+    {"_id": "thai", "text": "กรุงเทพ\u200bมหานคร"},
+    {"_id": "istanbul", "text": "İstanbul Boğaz'ın yakasında"},
+    {"_id": "igdir", "text": "Iğdır doğuda"},
     {"_id": "honey", "text": "bees make honey"},
 ]
 
@@ -34,6 +38,9 @@ def test_words_with_marks_and_invisible_characters_are_found_by_themselves(tmp_p
     assert found(index, "القَاهِرَةُ") == ["cairo"]
     assert found(index, "internationalization") == ["i18n"]
     assert found(index, "helloworld") == ["joined"]
+    assert found(index, "กรุงเทพ") == found(index, "มหานคร") == ["thai"]  # a zero-width space breaks words
+    assert found(index, "istanbul") == found(index, "ISTANBUL") == ["istanbul"]  # İ lower-cased: i and a dot
+    assert found(index, "IĞDIR") == ["igdir"]  # I lower-cased is no ı
     assert found(index, "honey bees") == ["honey"]
 
 
@@ -53,7 +60,17 @@ def test_an_index_made_before_keeps_its_words(tmp_path, make_chunks, capsys):
     assert found(earlier, "हिन्दी") == []
     assert sorted(found(earlier, "القَمَرُ")) == ["cairo", "moon", "pen"]  # each begins with the token "الق"
     assert found(earlier, "inter national") == ["i18n"]
+    assert found(earlier, "istanbul") == []  # as before: "i̇stanbul" was cut after its dotted i
     from flows.commands import main
 
     assert main(["index", "info", str(tmp_path / "idx")]) == 0
     assert "tokens=bm25s" in capsys.readouterr().out  # the rule it keeps, beside its other BM25 settings
+
+
+def test_a_stopword_list_is_read_as_the_text_is():
+    """An entry in capitals with a dotted İ, in NFD or with a soft hyphen matched no token: the list is now read as
+    the text is."""
+    from operators.store import bm25
+
+    settings = IndexSettings(dense=False, stopwords=["İÇİN", "cafe\u0301", "ev\u00adet"])
+    assert bm25.tokenize_queries(["için café evet bilgi"], settings) == [["bilgi"]]
