@@ -96,7 +96,10 @@ class IndexSettings(BaseModel):
         written; a list's words lower-cased, as the tokens are."""
         if isinstance(value, list):  # tokens are lower-cased: "Der" in the list removed nothing
             return list(dict.fromkeys(word.lower() for word in value))
-        if value is None or value in ("en", "english"):
+        if value is None:
+            return value
+        value = value.strip().lower()  # "German", as the stemmer's names are taken
+        if value in ("en", "english"):
             return value
         from operators.bm25s_import import load_bm25s
 
@@ -106,9 +109,15 @@ class IndexSettings(BaseModel):
         try:
             _infer_stopwords(value)
         except ValueError:
+            import bm25s.stopwords
+
+            from operators.errors import close_names, did_you_mean
+
+            names = [n.removeprefix("STOPWORDS_").lower() for n in vars(bm25s.stopwords) if n.startswith("STOPWORDS_")]
+            hint = did_you_mean(close_names(value, names))
             raise ValueError(f"'{value}' is no language bm25s has stopwords for (en, de, nl, fr, es, pt, it, ru, sv, "
-                             "no, zh, tr, ko, da, or their English names); give a list of words, or null for "
-                             "none") from None
+                             f"no, zh, tr, ko, da, or their English names); {hint + ' ' if hint else ''}A list of "
+                             "words, or null for none, is taken too") from None
         return value
 
     @model_validator(mode="after")

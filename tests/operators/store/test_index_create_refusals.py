@@ -68,6 +68,10 @@ def test_a_stemmer_or_stopwords_language_the_libraries_lack_is_refused_in_the_se
         IndexSettings(dense=False, stemmer="English")
     with pytest.raises(ValidationError, match="'xx' is no language bm25s has stopwords for"):
         IndexSettings(dense=False, stopwords="xx")
+    with pytest.raises(ValidationError, match=r"'germn' is no language .*English names\); did you mean 'german'\? "
+                                              "A list of words"):
+        IndexSettings(dense=False, stopwords="germn")
+    assert IndexSettings(dense=False, stopwords="German").stopwords == "german"  # English names in any case
     german = IndexSettings(dense=False, stemmer="german", stopwords="de")
     Index.create(tmp_path / "de", german).write_shard("s1", pa.table({
         "docno": ["d1"], "doc_id": ["d1"], "text": ["Die Bienen machen Honig"]}))
