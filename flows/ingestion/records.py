@@ -24,6 +24,7 @@ from flows.ingestion.duplicates import SeenIds, content_id_note, duplicate_error
 from flows.ingestion.errors import IngestError
 from flows.ingestion.ledger import Failure, absolute
 from operators.base import Source
+from operators.sources._documents import JsonNumber
 from operators.errors import SourceError, shown_name
 from operators.sources._common import (
     JSON_ARRAY,
@@ -322,7 +323,7 @@ def _parse(raw: bytes, text_field: str, title_field: str = "title",
            decode: FileDecoder | None = None) -> tuple[dict | None, str | None]:
     """A JSONL line as a record, or the reason it is not one; ``decode``: its file's decoder (None: UTF-8)."""
     try:
-        record = json.loads(raw if decode is None else decode(raw))
+        record = json.loads(raw if decode is None else decode(raw), parse_float=JsonNumber)  # 1e2 stays 1e2
     except UnicodeDecodeError as err:
         return None, undecodable(err, getattr(decode, "encoding", None))
     except json.JSONDecodeError as err:
