@@ -22,11 +22,19 @@ def unicode_problem(text: str) -> str | None:
     return None
 
 
+#: Letters and symbols that show as nothing (the Hangul fillers, the blank Braille pattern).
+BLANK_LOOKING = frozenset("\u115f\u1160\u3164\uffa0\u2800")
+#: What ``blank`` text may hold: control, format (invisible) and combining characters with no letter to sit on.
+_NOTHING_TO_READ = ("Cc", "Cf", "Mn", "Me")
+
+
 def blank(text: str) -> bool:
     """Whether a query holds nothing to search for: only whitespace, control characters (a NUL, which
-    ``str.strip`` keeps) and invisible format characters (a zero-width space, a byte-order mark, a soft hyphen), no
+    ``str.strip`` keeps), invisible format characters (a zero-width space, a byte-order mark, a soft hyphen),
+    combining marks with no letter (a variation selector) and letters that show as nothing (``BLANK_LOOKING``), no
     word to match: searched for, it would bring arbitrary documents, as a blank one would."""
-    return all(char.isspace() or unicodedata.category(char) in ("Cc", "Cf") for char in text)
+    return all(char.isspace() or char in BLANK_LOOKING or unicodedata.category(char) in _NOTHING_TO_READ
+               for char in text)
 
 
 def first_broken_text(value: Any, where: str = "") -> tuple[str, str] | None:

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from operators.errors import SourceError
 from operators.ids import fill_missing_ids
+from operators.unicode import BLANK_LOOKING
 from operators.unicode import blank as unicode_blank
 
 logger = logging.getLogger("operators.sources")
@@ -259,9 +260,14 @@ class DocumentMapper:
         return None
 
 
+#: ``unicode.blank`` as an RE2 pattern, for a whole column at once.
+BLANK_PATTERN = (r"^[\s\p{Z}\p{Cc}\p{Cf}\p{Mn}\p{Me}"
+                 + "".join(f"\\x{{{ord(c):04x}}}" for c in sorted(BLANK_LOOKING)) + "]*$")
+
+
 def _blank(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:
     """True where a column's value is null or, as a string, holds nothing to read (``blank``)."""
-    return pc.fill_null(pc.match_substring_regex(column_as_text(column), r"^[\s\p{Z}\p{Cc}\p{Cf}]*$"), True)
+    return pc.fill_null(pc.match_substring_regex(column_as_text(column), BLANK_PATTERN), True)
 
 
 def column_as_text(column: pa.ChunkedArray | pa.Array) -> pa.ChunkedArray | pa.Array:

@@ -95,14 +95,15 @@ def test_tessera_run_of_a_flow_that_starts_at_a_source_needs_no_queries(tmp_path
     ({"qid": ["1", "2"], "query": ["honey bees", "  "]}, "queries.query", "(qid '2') is empty"),
     ({"qid": ["1", "2"], "query": ["honey bees", None]}, "queries.query", "(qid '2') is empty"),
     ({"qid": ["1", "2"], "query": ["honey bees", "\u200b\ufeff\x01"]}, "queries.query", "(qid '2') is empty"),
+    ({"qid": ["1", "2"], "query": ["honey bees", "\ufe0f\u034f\u3164\u2800"]}, "queries.query", "(qid '2') is empty"),
     ({"qid": ["1", ""], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 2 of 2 is empty"),
     ({"qid": [" ", "2"], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 1 of 2 is empty"),
     ({"qid": ["1", None], "query": ["honey bees", "opera singers"]}, "queries.qid", "qid of row 2 of 2 is empty"),
     # a results table (a row per document) whose qid holds two texts: the second was dropped without a word
     ({"qid": ["1", "1"], "query": ["honey bees", "opera singers"], "docno": ["d1", "d2"]}, "queries.qid",
      "qid '1' holds two different queries"),
-], ids=["qid twice", "blank text", "null text", "invisible text", "empty qid", "blank qid", "null qid",
-        "two texts of one qid"])
+], ids=["qid twice", "blank text", "null text", "invisible text", "blank-looking text", "empty qid", "blank qid",
+        "null qid", "two texts of one qid"])
 def test_a_queries_table_the_queries_files_would_refuse_is_refused_not_half_answered(tmp_path, queries, field, words):
     """A qid given twice lost its second query (one answer for two questions), and an empty text was answered with
     arbitrary documents by dense search: a table is refused as a queries file is."""

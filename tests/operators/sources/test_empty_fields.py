@@ -39,7 +39,8 @@ def test_jsonl_empty_or_blank_ids_get_content_ids_and_fall_back_to_the_next_id_f
 
 
 @pytest.mark.parametrize("text, said", [("", "empty or blank"), ("  \n\t", "empty or blank"), (None, "null"),
-                                        ("\u200b\ufeff", "empty or blank"), ("\x00\x01\x07", "empty or blank")])
+                                        ("\u200b\ufeff", "empty or blank"), ("\x00\x01\x07", "empty or blank"),
+                                        ("\ufe0f\u3164\u2800", "empty or blank")])
 def test_jsonl_empty_text_without_a_title_is_a_bad_record_naming_file_and_line(tmp_path, caplog, text, said):
     path = write_jsonl(tmp_path / "docs.jsonl", [{"_id": "a", "text": "x"}, {"_id": "b", "title": " ", "text": text},
                                                  {"_id": "c", "text": "y"}, {"_id": "d", "title": "Glaciers",
