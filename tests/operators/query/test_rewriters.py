@@ -288,7 +288,7 @@ def test_a_second_rewriter_numbers_past_the_first_ones_queries_however_the_rows_
     fault_models.reply = "Which insects make honey?\nHow do bees pollinate flowers?"
     spec = FlowSpec.parse({"name": "two_rewriters", "steps": {
         "dec": {"op": "query.decompose", "params": {"model": "fault-ok"}},
-        "kw": {"op": "query.keywords", "params": {"model": "fault-error"},  # fails: its keywords fallback
+        "kw": {"op": "query.keywords", "params": {"model": "fault-error", "num_retries": 0},  # fails: its fallback
                **({"batch_size": 1} if how == "one_row_a_batch" else {})}}})
     queries = sample_queries(2)
     cache = StepCache(tmp_path / "cache") if how == "cached" else None
@@ -309,9 +309,10 @@ def test_a_second_rewriter_numbers_past_the_first_ones_queries_however_the_rows_
 
 def test_a_keywords_fallback_an_earlier_rewriter_already_added_is_not_added_again(fault_models):
     """Two failing rewriters each fell back on the question's keywords: the same query searched twice."""
-    first = create("query.expand", {"model": "fault-error", "strategies": ["rephrase"]})(sample_queries(1))
+    first = create("query.expand", {"model": "fault-error", "strategies": ["rephrase"], "num_retries": 0})(
+        sample_queries(1))  # (no retries: litellm's waits between them are what this test is not about)
     assert [q for *_, q in extra(first)] == ["insects make honey pollinate flowers"]
-    op = create("query.keywords", {"model": "fault-error"}, step_id="kw")
+    op = create("query.keywords", {"model": "fault-error", "num_retries": 0}, step_id="kw")
     second = op(first)
     assert [q for *_, q in extra(second)] == ["insects make honey pollinate flowers"]
     assert "an earlier query's" in op.drain_metadata()["q1"]["degraded"]["reason"]
