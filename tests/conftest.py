@@ -26,6 +26,10 @@ from pathlib import Path
 
 import pytest
 
+# The shared flows and assertions of the Ray tests, imported by tests in other folders too: rewritten before any
+# of them imports it, so its asserts say what differs wherever it is used.
+pytest.register_assert_rewrite("tests.flows.ray_flows")
+
 # Nothing in the tests may reach a model hub: models come from installed packages.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
