@@ -36,6 +36,7 @@ import pyarrow as pa
 from flows.cache_code import module_digests
 from flows.cache_folder import MARKER, holds_other_files, is_cache_dir, later_layout, remove_cache_files, write_marker
 from flows.cache_keys import row_unit_keys, step_explain, step_key, table_unit_key
+from flows.cache_prune import transaction
 from operators.base import Operator
 from operators.errors import TesseraError
 
@@ -227,7 +228,7 @@ class StepCache:
 
     def _forget(self, files: set[str]) -> None:
         """Drop the entries of damaged files, so the units are stored again when they are recomputed."""
-        with self._or_said(), self._transaction() as conn:
+        with self._or_said(), transaction(self._conn()) as conn:
             conn.executemany("DELETE FROM units WHERE file = ?", [(f,) for f in files])
         for file in files:
             with contextlib.suppress(OSError):
@@ -261,7 +262,7 @@ class StepCache:
             rows.append((key, file if count else None, offset, count, json.dumps(meta) if meta else None))
             offset += count
         kept = False
-        with self._or_said(), self._transaction() as conn:
+        with self._or_said(), transaction(self._conn()) as conn:
             conn.executemany("INSERT OR IGNORE INTO units VALUES (?, ?, ?, ?, ?)", rows)
             # a run beside this one stored these units first: the file then backs none, and would take space for ever
             kept = file is not None and conn.execute("SELECT 1 FROM units WHERE file = ? LIMIT 1", (file,)).fetchone()
@@ -269,20 +270,6 @@ class StepCache:
                 conn.execute("INSERT OR REPLACE INTO files VALUES (?, ?, ?)", (file, size, time.time()))
         if file and not kept:
             (self.root / "data" / file).unlink(missing_ok=True)
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction on this thread's connection, rolled back when its body fails (where SQLite did not
-        already roll back a write the disk refused)."""
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-            conn.execute("COMMIT")
-        except BaseException:
-            with contextlib.suppress(sqlite3.Error):
-                conn.execute("ROLLBACK")
-            raise
 
     @contextlib.contextmanager
     def _or_said(self) -> Iterator[None]:
@@ -309,7 +296,7 @@ class StepCache:
         keys = list(keys)
         if not keys:
             return
-        with self._or_said(), self._transaction() as conn:
+        with self._or_said(), transaction(self._conn()) as conn:
             for i in range(0, len(keys), 500):
                 chunk = keys[i:i + 500]
                 conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)

@@ -15,7 +15,7 @@ import re
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 #: Binary units, also as Tessera prints them (``operators.byte_sizes``: ``2.0 GiB``), so a printed size reads back.
 SIZE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 1024 ** power for power, prefix in enumerate("KMGT", 1)
@@ -57,6 +57,20 @@ def stored_files(conn: sqlite3.Connection, data: Path) -> list[tuple[str, int, f
     return sorted(found, key=lambda f: (f[2], f[0]))
 
 
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """One write transaction on ``conn``, rolled back when its body fails (where SQLite did not already roll back a
+    write the disk refused): every write of the step cache's database."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+        conn.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+
+
 def summary(conn: sqlite3.Connection, data: Path) -> dict[str, Any]:
     """What the cache holds, for deciding on a prune: stored output files and their bytes, units, saved model calls,
     the steps it recorded (``flow``, ``step``) and when its files were last and least recently used (epoch seconds,
@@ -94,14 +108,9 @@ def prune(conn: sqlite3.Connection, data: Path, *, max_bytes: int | None, older_
     for i in range(0, len(evict), 500):  # forget the entries first: a unit never points at a deleted file
         chunk = evict[i:i + 500]
         marks = ",".join("?" * len(chunk))
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             units += conn.execute(f"DELETE FROM units WHERE file IN ({marks})", chunk).rowcount
             conn.execute(f"DELETE FROM files WHERE file IN ({marks})", chunk)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     removed = 0
     sizes = {name: size for name, size, _ in files}
     for name in evict:
@@ -126,13 +135,8 @@ def remove_old_calls(conn: sqlite3.Connection, cutoff: float) -> int:
                 old.append(key)
     for i in range(0, len(old), 500):
         chunk = old[i:i + 500]
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with transaction(conn):
             conn.execute(f"DELETE FROM units WHERE file IS NULL AND key IN ({','.join('?' * len(chunk))})", chunk)
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
     return len(old)
 
 
